@@ -1,0 +1,74 @@
+//! The call graph: callers and callees of each function, from direct call and tail-call edges.
+
+use crate::cfg::{Cfg, EdgeKind, EdgeTarget, FuncId};
+use serde::{Deserialize, Serialize};
+
+/// Callers and callees of every function, as compressed adjacency lists (sorted, unique).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct CallGraph {
+    callee_start: Vec<u32>,
+    callees: Vec<FuncId>,
+    caller_start: Vec<u32>,
+    callers: Vec<FuncId>,
+}
+
+impl CallGraph {
+    pub fn build(cfg: &Cfg) -> CallGraph {
+        let n = cfg.functions.len();
+        let mut pairs: Vec<(FuncId, FuncId)> = Vec::new();
+        for (i, f) in cfg.functions.iter().enumerate() {
+            let from = FuncId(i as u32);
+            let mut mine: Vec<FuncId> = Vec::new();
+            for b in &cfg.blocks[f.blocks.start as usize..f.blocks.end as usize] {
+                for e in cfg.edges_of(b) {
+                    if let (EdgeKind::Call | EdgeKind::TailCall, EdgeTarget::Function(t)) =
+                        (e.kind, e.target)
+                    {
+                        mine.push(t);
+                    }
+                }
+            }
+            mine.sort_unstable();
+            mine.dedup();
+            pairs.extend(mine.into_iter().map(|t| (from, t)));
+        }
+        let (callee_start, callees) = csr(n, pairs.iter().map(|(a, b)| (*a, *b)));
+        let mut rev: Vec<(FuncId, FuncId)> = pairs.iter().map(|(a, b)| (*b, *a)).collect();
+        rev.sort_unstable();
+        let (caller_start, callers) = csr(n, rev.into_iter());
+        CallGraph { callee_start, callees, caller_start, callers }
+    }
+
+    pub fn callees(&self, f: FuncId) -> &[FuncId] {
+        let i = f.0 as usize;
+        &self.callees[self.callee_start[i] as usize..self.callee_start[i + 1] as usize]
+    }
+
+    pub fn callers(&self, f: FuncId) -> &[FuncId] {
+        let i = f.0 as usize;
+        &self.callers[self.caller_start[i] as usize..self.caller_start[i + 1] as usize]
+    }
+
+    pub fn edge_count(&self) -> usize {
+        self.callees.len()
+    }
+}
+
+/// Compressed rows from `(row, value)` pairs sorted by row.
+fn csr(n: usize, pairs: impl Iterator<Item = (FuncId, FuncId)>) -> (Vec<u32>, Vec<FuncId>) {
+    let mut start = vec![0u32; n + 1];
+    let mut vals = Vec::new();
+    let mut row = 0usize;
+    for (a, b) in pairs {
+        while row < a.0 as usize {
+            row += 1;
+            start[row] = vals.len() as u32;
+        }
+        vals.push(b);
+    }
+    while row < n {
+        row += 1;
+        start[row] = vals.len() as u32;
+    }
+    (start, vals)
+}

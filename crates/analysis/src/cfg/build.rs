@@ -1,0 +1,632 @@
+//! Recursive-traversal CFG construction for one function: decode from the entry, follow
+//! direct branches, resolve jump tables, and cut the decoded instructions into basic blocks.
+//!
+//! A block ends at a branch, a return, an undecodable byte, a call (so that each block has at
+//! most one call, at its end, which keeps the liveness transfer simple), or where another
+//! block begins.
+
+use super::jumptable::{self, Hint, Resolution};
+use super::{EdgeKind, JumpTable, TableId, Terminator};
+use crate::memory::CodeMemory;
+use iced_x86::{ConditionCode, Instruction, Mnemonic, OpKind};
+use kerf_arch::x86_64::{FlagSet, Flow, Gpr, RegSet, Scanner};
+use kerf_arch::ImageAddr;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::ops::Range;
+
+/// Addresses are already well mixed in their low bits; a multiply is all the hashing they need.
+#[derive(Default)]
+pub(crate) struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ *b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (n ^ (n >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+pub(crate) type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
+pub(crate) type AddrSet = HashSet<u64, BuildHasherDefault<AddrHasher>>;
+
+/// Where to start a function and how far its code may extend.
+#[derive(Clone, Debug)]
+pub(crate) struct Seed {
+    pub entry: ImageAddr,
+    /// Jumps outside this range leave the function (tail calls).
+    pub bound: Range<u64>,
+    /// The range comes from the symbol's size (so all of it is this function's code).
+    pub sized: bool,
+}
+
+/// What the traversal of one function needs to know about the rest of the image.
+pub(crate) trait Context: Sync {
+    fn memory(&self) -> &dyn CodeMemory;
+    /// Entries of known functions inside `range`, sorted.
+    fn functions_in(&self, range: Range<u64>) -> &[u64];
+    /// Whether a call to `addr` never returns.
+    fn is_noreturn(&self, addr: ImageAddr) -> bool;
+}
+
+/// Where an edge of a block under construction goes, before ids are assigned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RawTarget {
+    Local(ImageAddr),
+    Function(ImageAddr),
+    None,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct RawBlock {
+    pub start: ImageAddr,
+    pub len: u32,
+    pub insns: u32,
+    pub term: Terminator,
+    /// Range of [`FuncCfg::edges`].
+    pub edges: Range<u32>,
+    pub gen: RegSet,
+    pub kill: RegSet,
+    pub flags_gen: FlagSet,
+    pub flags_kill: FlagSet,
+}
+
+/// The CFG of one function, with addresses still unresolved to ids.
+#[derive(Clone, Debug)]
+pub(crate) struct FuncCfg {
+    pub entry: ImageAddr,
+    /// Sorted by start address.
+    pub blocks: Vec<RawBlock>,
+    pub edges: Vec<(EdgeKind, RawTarget)>,
+    /// Indexed by the local [`TableId`]s in `blocks`' terminators.
+    pub tables: Vec<JumpTable>,
+    /// Call and tail-call targets (possibly not yet known as functions).
+    pub callees: Vec<ImageAddr>,
+    pub insn_bytes: u64,
+    pub extent: Range<u64>,
+    /// Whether some block returns, tail-calls or jumps somewhere unknown.
+    pub may_return: bool,
+}
+
+struct Insn {
+    insn: Instruction,
+    flow: Flow,
+    reads: RegSet,
+    kills: RegSet,
+    clobbers: RegSet,
+    flags_read: FlagSet,
+    flags_killed: FlagSet,
+    /// Jump-table resolution, for an indirect jump.
+    resolution: Option<Resolution>,
+}
+
+impl Insn {
+    fn addr(&self) -> u64 {
+        self.insn.ip()
+    }
+    fn next(&self) -> u64 {
+        self.insn.next_ip()
+    }
+}
+
+/// Build the CFG of the function at `seed.entry`. Returns `None` when the entry is not in an
+/// executable region at all.
+pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
+    let (base, bytes) = cx.memory().code_region(seed.entry)?;
+    let mut sc = Scanner::new(bytes, base);
+    // Jump tables whose bounds check turned out not to dominate the jump are distrusted and
+    // the function traversed again without them (rare: a few per large library).
+    let mut distrust: AddrSet = AddrSet::default();
+    let (insns, leaders, mut callees) = loop {
+        let t = traverse(seed, cx, &mut sc, &distrust);
+        let bad = undominated_tables(&t.0, &t.1);
+        if bad.is_empty() {
+            break t;
+        }
+        distrust.extend(bad);
+    };
+    let local = |t: u64| {
+        let inner = cx.functions_in(seed.bound.clone());
+        seed.bound.contains(&t) && (t == seed.entry.0 || inner.binary_search(&t).is_err())
+    };
+
+    // Step 2: cut the decoded instructions, in address order, into blocks.
+    let mut order: Vec<u32> = (0..insns.len() as u32).collect();
+    order.sort_unstable_by_key(|i| insns[*i as usize].addr());
+    let mut blocks: Vec<RawBlock> = Vec::new();
+    let mut edges: Vec<(EdgeKind, RawTarget)> = Vec::new();
+    let mut tables: Vec<JumpTable> = Vec::new();
+    let mut insn_bytes = 0u64;
+    let mut may_return = false;
+    let mut i = 0;
+    while i < order.len() {
+        let first = &insns[order[i] as usize];
+        let mut b = RawBlock {
+            start: ImageAddr(first.addr()),
+            len: 0,
+            insns: 0,
+            term: Terminator::FallThrough,
+            edges: 0..0,
+            gen: RegSet::EMPTY,
+            kill: RegSet::EMPTY,
+            flags_gen: FlagSet::EMPTY,
+            flags_kill: FlagSet::EMPTY,
+        };
+        loop {
+            let ins = &insns[order[i] as usize];
+            b.gen = b.gen.union(ins.reads.minus(b.kill));
+            b.kill = b.kill.union(ins.kills);
+            b.flags_gen = b.flags_gen.union(ins.flags_read.minus(b.flags_kill));
+            b.flags_kill = b.flags_kill.union(ins.flags_killed);
+            b.insns += 1;
+            b.len = (ins.next() - b.start.0) as u32;
+            insn_bytes += ins.insn.len() as u64;
+            i += 1;
+            let next = ins.next();
+            let ends =
+                ins.flow.ends_block() || matches!(ins.flow, Flow::Call(_) | Flow::IndirectCall);
+            let contiguous = i < order.len() && insns[order[i] as usize].addr() == next;
+            if ends || !contiguous || leaders.contains(&next) {
+                let e0 = edges.len() as u32;
+                finish_block(
+                    &mut b,
+                    &mut edges,
+                    ins,
+                    cx,
+                    &local,
+                    &mut tables,
+                    &mut may_return,
+                    contiguous,
+                );
+                b.edges = e0..edges.len() as u32;
+                break;
+            }
+        }
+        blocks.push(b);
+    }
+    if blocks.is_empty() {
+        // The entry does not decode: not code after all.
+        return None;
+    }
+    let extent = match (blocks.first(), blocks.iter().map(|b| b.end().0).max()) {
+        (Some(f), Some(end)) => f.start.0..end,
+        _ => seed.entry.0..seed.entry.0,
+    };
+    callees.sort_unstable();
+    callees.dedup();
+    Some(FuncCfg {
+        entry: seed.entry,
+        blocks,
+        edges,
+        tables,
+        callees,
+        insn_bytes,
+        extent,
+        may_return,
+    })
+}
+
+/// Step 1 of [`build_function`]: decode everything reachable from the entry. Returns the
+/// instructions (in decode order), the block leaders, and the call and tail-call targets.
+fn traverse(
+    seed: &Seed,
+    cx: &dyn Context,
+    sc: &mut Scanner<'_>,
+    distrust: &AddrSet,
+) -> (Vec<Insn>, AddrSet, Vec<ImageAddr>) {
+    let mut insns: Vec<Insn> = Vec::new();
+    let mut at: AddrMap<u32> = AddrMap::default();
+    let mut leaders: AddrSet = AddrSet::default();
+    let mut work: Vec<(u64, Hint)> = vec![(seed.entry.0, Hint::NONE)];
+    leaders.insert(seed.entry.0);
+    let mut callees: Vec<ImageAddr> = Vec::new();
+    // Other functions' entries inside our range (aliases aside, usually none): a jump there
+    // is a tail call, not a branch inside this function.
+    let inner = cx.functions_in(seed.bound.clone());
+    let local =
+        |t: u64| seed.bound.contains(&t) && (t == seed.entry.0 || inner.binary_search(&t).is_err());
+
+    // Step 1: traversal. Each work item is decoded linearly (through conditional branches'
+    // fall-throughs and calls) until control cannot continue or reaches decoded code; the
+    // run's instructions and the bound hints before each are kept for jump-table slicing.
+    let mut run: Vec<u32> = Vec::new();
+    let mut run_hints: Vec<Hint> = Vec::new();
+    loop {
+        while let Some((start, hint0)) = work.pop() {
+            let mut a = start;
+            let mut hint = hint0;
+            let mut last_cmp: Option<(Gpr, u64, u8)> = None;
+            run.clear();
+            run_hints.clear();
+            loop {
+                if at.contains_key(&a) {
+                    leaders.insert(a);
+                    break;
+                }
+                if !local(a) && a != start {
+                    // Ran off the end of the function's range without a transfer: treat the
+                    // next function as a fall-through tail call.
+                    callees.push(ImageAddr(a));
+                    break;
+                }
+                let Some(insn) = sc.decode(ImageAddr(a)) else {
+                    break;
+                };
+                let f = sc.facts(&insn);
+                let idx = insns.len() as u32;
+                at.insert(a, idx);
+                run.push(idx);
+                run_hints.push(hint);
+                hint = hint.after(&insn, f.clobbers);
+                let next = insn.next_ip();
+                let mut item = Insn {
+                    insn,
+                    flow: f.flow,
+                    reads: f.reads,
+                    kills: f.kills,
+                    clobbers: f.clobbers,
+                    flags_read: f.flags_read,
+                    flags_killed: f.flags_killed,
+                    resolution: None,
+                };
+                let cmp_now = cmp_reg_imm(&insn);
+                match f.flow {
+                    Flow::Next => {
+                        insns.push(item);
+                        a = next;
+                    }
+                    Flow::Call(t) => {
+                        insns.push(item);
+                        callees.push(t);
+                        if cx.is_noreturn(t) {
+                            break;
+                        }
+                        leaders.insert(next);
+                        a = next;
+                    }
+                    Flow::IndirectCall => {
+                        insns.push(item);
+                        leaders.insert(next);
+                        a = next;
+                    }
+                    Flow::CondJump(t) => {
+                        insns.push(item);
+                        let (taken, fall) = Hint::from_branch(last_cmp, &insn);
+                        if local(t.0) {
+                            leaders.insert(t.0);
+                            // Only a bound this branch establishes may travel with it; one
+                            // from earlier in the run need not hold where the target is also
+                            // reached from elsewhere.
+                            work.push((t.0, taken));
+                        } else {
+                            callees.push(t);
+                        }
+                        leaders.insert(next);
+                        hint = fall.or(hint);
+                        a = next;
+                    }
+                    Flow::Jump(t) => {
+                        insns.push(item);
+                        if local(t.0) {
+                            leaders.insert(t.0);
+                            work.push((t.0, Hint::NONE));
+                        } else {
+                            callees.push(t);
+                        }
+                        break;
+                    }
+                    Flow::IndirectJump => {
+                        // The run so far, without the jump itself (not pushed yet).
+                        let slice: Vec<(&Instruction, RegSet)> = run[..run.len() - 1]
+                            .iter()
+                            .map(|i| (&insns[*i as usize].insn, insns[*i as usize].clobbers))
+                            .collect();
+                        let res = if distrust.contains(&a) {
+                            Resolution::Unknown
+                        } else {
+                            jumptable::resolve(&slice, &insn, &run_hints, cx.memory())
+                        };
+                        if let Resolution::Table(t, _) = &res {
+                            for tg in &t.targets {
+                                if local(tg.0) {
+                                    leaders.insert(tg.0);
+                                    work.push((tg.0, Hint::NONE));
+                                } else {
+                                    callees.push(*tg);
+                                }
+                            }
+                        }
+                        item.resolution = Some(res);
+                        insns.push(item);
+                        break;
+                    }
+                    Flow::Return | Flow::Stop => {
+                        insns.push(item);
+                        break;
+                    }
+                }
+                last_cmp = match cmp_now {
+                    Some(c) => Some(c),
+                    None if f.flags_killed.is_empty() => last_cmp,
+                    None => None,
+                };
+            }
+        }
+
+        // Step 1b: code inside the symbol's range that no branch reached (exception landing
+        // pads, reached by the unwinder; targets of unresolved jumps) is traversed from the first
+        // non-padding instruction of each gap. Only for functions whose symbol gives their size:
+        // without one, the range may hold other functions.
+        if !seed.sized {
+            break;
+        }
+        match first_gap(&insns, seed, sc) {
+            Some(a) => {
+                leaders.insert(a);
+                work.push((a, Hint::NONE));
+            }
+            None => break,
+        }
+    }
+
+    (insns, leaders, callees)
+}
+
+/// Indirect jumps whose table bound came from a compare that does not dominate them: some
+/// block between the compare's branch and the jump is also entered from elsewhere.
+fn undominated_tables(insns: &[Insn], leaders: &AddrSet) -> Vec<u64> {
+    let guarded: Vec<(u64, u64)> = insns
+        .iter()
+        .filter_map(|i| match &i.resolution {
+            Some(Resolution::Table(_, origin)) => Some((*origin, i.addr())),
+            _ => None,
+        })
+        .collect();
+    if guarded.is_empty() {
+        return Vec::new();
+    }
+    // Predecessor counts of the leaders, from every edge the traversal found.
+    let mut preds: AddrMap<u32> = AddrMap::default();
+    let mut add = |a: u64| {
+        if leaders.contains(&a) {
+            *preds.entry(a).or_insert(0) += 1;
+        }
+    };
+    for i in insns {
+        match i.flow {
+            Flow::Next | Flow::Call(_) | Flow::IndirectCall => add(i.next()),
+            Flow::CondJump(t) => {
+                add(t.0);
+                add(i.next());
+            }
+            Flow::Jump(t) => add(t.0),
+            Flow::IndirectJump => {
+                if let Some(Resolution::Table(t, _)) = &i.resolution {
+                    let mut seen: Vec<ImageAddr> = Vec::new();
+                    for tg in &t.targets {
+                        if !seen.contains(tg) {
+                            seen.push(*tg);
+                            add(tg.0);
+                        }
+                    }
+                }
+            }
+            Flow::Return | Flow::Stop => {}
+        }
+    }
+    // The bound holds from `origin` (entered only by the compare's branch) through straight-
+    // line code to the jump: every leader in [origin, jump] must have exactly one entry.
+    let mut sorted: Vec<u64> = leaders.iter().copied().collect();
+    sorted.sort_unstable();
+    guarded
+        .into_iter()
+        .filter(|(origin, jump)| {
+            let lo = sorted.partition_point(|l| l < origin);
+            let hi = sorted.partition_point(|l| l <= jump);
+            sorted[lo..hi].iter().any(|l| preds.get(l).copied().unwrap_or(0) != 1)
+        })
+        .map(|(_, jump)| jump)
+        .collect()
+}
+
+/// The first instruction in the function's range that is neither decoded yet nor padding.
+fn first_gap(insns: &[Insn], seed: &Seed, sc: &mut Scanner<'_>) -> Option<u64> {
+    let mut covered: Vec<(u64, u64)> = insns.iter().map(|i| (i.addr(), i.next())).collect();
+    covered.sort_unstable();
+    let mut a = seed.bound.start;
+    let mut k = 0;
+    while a < seed.bound.end {
+        while k < covered.len() && covered[k].1 <= a {
+            k += 1;
+        }
+        if k < covered.len() && covered[k].0 <= a {
+            a = covered[k].1;
+            continue;
+        }
+        let gap_end = covered.get(k).map_or(seed.bound.end, |c| c.0.min(seed.bound.end));
+        while a < gap_end {
+            match sc.decode(ImageAddr(a)) {
+                Some(i) if is_filler(&i) => a = i.next_ip(),
+                Some(i) if i.next_ip() <= gap_end => return Some(a),
+                // An instruction that would overlap decoded code, or bytes that do not
+                // decode: not code we can use.
+                _ => a += 1,
+            }
+        }
+    }
+    None
+}
+
+/// Instructions compilers use to pad between blocks and functions.
+pub(crate) fn is_filler(i: &Instruction) -> bool {
+    matches!(i.mnemonic(), Mnemonic::Nop | Mnemonic::Int3)
+        || (i.mnemonic() == Mnemonic::Xchg
+            && i.op0_kind() == OpKind::Register
+            && i.op1_kind() == OpKind::Register
+            && i.op0_register() == i.op1_register())
+}
+
+impl RawBlock {
+    fn end(&self) -> ImageAddr {
+        ImageAddr(self.start.0 + self.len as u64)
+    }
+}
+
+/// Set the terminator and out-edges of a block from its last instruction.
+#[allow(clippy::too_many_arguments)]
+fn finish_block(
+    b: &mut RawBlock,
+    edges: &mut Vec<(EdgeKind, RawTarget)>,
+    last: &Insn,
+    cx: &dyn Context,
+    local: &dyn Fn(u64) -> bool,
+    tables: &mut Vec<JumpTable>,
+    may_return: &mut bool,
+    next_decoded: bool,
+) {
+    let next = last.next();
+    let to = |t: ImageAddr| {
+        if local(t.0) {
+            RawTarget::Local(t)
+        } else {
+            RawTarget::Function(t)
+        }
+    };
+    let fall = |edges: &mut Vec<(EdgeKind, RawTarget)>| {
+        if next_decoded {
+            edges.push((EdgeKind::FallThrough, RawTarget::Local(ImageAddr(next))));
+        }
+    };
+    match last.flow {
+        Flow::Next => {
+            b.term = Terminator::FallThrough;
+            if local(next) {
+                fall(edges);
+            } else {
+                // Straight into the next function.
+                *may_return = true;
+                b.term = Terminator::TailCall;
+                edges.push((EdgeKind::TailCall, RawTarget::Function(ImageAddr(next))));
+            }
+        }
+        Flow::Call(t) => {
+            b.term = Terminator::Call;
+            edges.push((EdgeKind::Call, RawTarget::Function(t)));
+            if !cx.is_noreturn(t) {
+                fall(edges);
+            }
+        }
+        Flow::IndirectCall => {
+            b.term = Terminator::IndirectCall;
+            fall(edges);
+        }
+        Flow::CondJump(t) => {
+            b.term = Terminator::CondJump;
+            match to(t) {
+                RawTarget::Local(_) => edges.push((EdgeKind::Branch, RawTarget::Local(t))),
+                other => {
+                    *may_return = true;
+                    edges.push((EdgeKind::TailCall, other));
+                }
+            }
+            fall(edges);
+        }
+        Flow::Jump(t) => match to(t) {
+            RawTarget::Local(_) => {
+                b.term = Terminator::Jump;
+                edges.push((EdgeKind::Jump, RawTarget::Local(t)));
+            }
+            other => {
+                *may_return = true;
+                b.term = Terminator::TailCall;
+                edges.push((EdgeKind::TailCall, other));
+            }
+        },
+        Flow::IndirectJump => match &last.resolution {
+            Some(Resolution::Table(t, _)) => {
+                b.term = Terminator::JumpTable(TableId(tables.len() as u32));
+                let mut seen: Vec<ImageAddr> = Vec::with_capacity(t.targets.len());
+                for tg in &t.targets {
+                    if !seen.contains(tg) {
+                        seen.push(*tg);
+                        match to(*tg) {
+                            RawTarget::Local(a) => {
+                                edges.push((EdgeKind::Table, RawTarget::Local(a)))
+                            }
+                            other => {
+                                *may_return = true;
+                                edges.push((EdgeKind::TailCall, other))
+                            }
+                        }
+                    }
+                }
+                tables.push(t.clone());
+            }
+            Some(Resolution::IndirectTail) => {
+                *may_return = true;
+                b.term = Terminator::IndirectTailCall;
+            }
+            _ => {
+                *may_return = true;
+                b.term = Terminator::Unanalysable;
+            }
+        },
+        Flow::Return => {
+            *may_return = true;
+            b.term = Terminator::Return;
+            edges.push((EdgeKind::Return, RawTarget::None));
+        }
+        Flow::Stop => b.term = Terminator::Stop,
+    }
+}
+
+/// `cmp r, imm` (on any width of register): the register, the unsigned immediate and the width.
+fn cmp_reg_imm(insn: &Instruction) -> Option<(Gpr, u64, u8)> {
+    if insn.mnemonic() != Mnemonic::Cmp || insn.op0_kind() != OpKind::Register {
+        return None;
+    }
+    let gpr = Gpr::from_iced(insn.op0_register())?;
+    let imm = match insn.op1_kind() {
+        OpKind::Immediate8
+        | OpKind::Immediate16
+        | OpKind::Immediate32
+        | OpKind::Immediate64
+        | OpKind::Immediate8to16
+        | OpKind::Immediate8to32
+        | OpKind::Immediate8to64
+        | OpKind::Immediate32to64 => insn.immediate(1),
+        _ => return None,
+    };
+    // Compare in the width of the register, as the branch will.
+    let mask = match insn.op0_register().size() {
+        1 => 0xff,
+        2 => 0xffff,
+        4 => 0xffff_ffff,
+        _ => u64::MAX,
+    };
+    Some((gpr, imm & mask, insn.op0_register().size() as u8))
+}
+
+impl Hint {
+    /// The bound that a conditional branch after `cmp r, imm` implies on its taken side and on
+    /// its fall-through side (unsigned conditions only: a jump-table index is unsigned).
+    fn from_branch(cmp: Option<(Gpr, u64, u8)>, jcc: &Instruction) -> (Hint, Hint) {
+        let Some((r, imm, w)) = cmp else {
+            return (Hint::NONE, Hint::NONE);
+        };
+        let (taken, fall) = (jcc.near_branch_target(), jcc.next_ip());
+        match jcc.condition_code() {
+            ConditionCode::a => (Hint::NONE, Hint::new(r, imm, w, fall)),
+            ConditionCode::ae if imm > 0 => (Hint::NONE, Hint::new(r, imm - 1, w, fall)),
+            ConditionCode::be => (Hint::new(r, imm, w, taken), Hint::NONE),
+            ConditionCode::b if imm > 0 => (Hint::new(r, imm - 1, w, taken), Hint::NONE),
+            _ => (Hint::NONE, Hint::NONE),
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! The control-flow graph of an image: functions, basic blocks, edges, jump tables and the
+//! padding between functions. Built by recursive traversal from function entries.
+
+pub(crate) mod build;
+mod jumptable;
+
+use kerf_arch::x86_64::{FlagSet, RegSet};
+use kerf_arch::ImageAddr;
+use serde::{Deserialize, Serialize};
+use std::ops::Range;
+
+pub(crate) use build::{build_function, FuncCfg, Seed};
+
+/// Index of a function in [`Cfg::functions`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct FuncId(pub u32);
+
+/// Index of a basic block in [`Cfg::blocks`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct BlockId(pub u32);
+
+/// Index of a jump table in [`Cfg::jump_tables`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TableId(pub u32);
+
+/// How a function became known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FuncOrigin {
+    /// A function symbol (symtab, dynsym, PLT or symbol file).
+    Symbol,
+    /// The target of a direct call (or of a jump out of another function) with no symbol.
+    CallTarget,
+    /// The image's entry point, when no symbol names it.
+    Entry,
+    /// An FDE in `.eh_frame` with no symbol at its start.
+    Unwind,
+    /// A code pointer the loader writes (vtables, constructor arrays, DT_INIT) that lies
+    /// outside every known function.
+    Pointer,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Function {
+    pub name: String,
+    /// Other symbol names at the same address.
+    pub aliases: Vec<String>,
+    pub entry: ImageAddr,
+    /// Size from the symbol; 0 when unknown.
+    pub symbol_size: u64,
+    pub origin: FuncOrigin,
+    /// This function's blocks, sorted by address; the entry block is among them.
+    pub blocks: Range<u32>,
+    pub entry_block: BlockId,
+    /// Sum of the lengths of the function's decoded instructions.
+    pub insn_bytes: u64,
+    /// Lowest and one-past-highest byte of decoded code: the function's extent.
+    pub extent: Range<u64>,
+    /// No path from the entry reaches a return (or the name says so).
+    pub noreturn: bool,
+    /// Registers and flags live on entry (interprocedural).
+    pub live_in: RegSet,
+    pub flags_live_in: FlagSet,
+    /// Registers and flags written on every path from entry to a return or tail call.
+    pub must_def: RegSet,
+    pub flags_must_def: FlagSet,
+}
+
+/// How a basic block ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Terminator {
+    /// Runs into the next block (the next instruction is a branch target).
+    FallThrough,
+    /// Conditional branch: taken edge and fall-through edge.
+    CondJump,
+    /// Direct unconditional jump inside the function.
+    Jump,
+    /// Direct call; the fall-through edge is absent when the callee never returns.
+    Call,
+    /// Call through a register or memory.
+    IndirectCall,
+    /// Jump to another function's entry.
+    TailCall,
+    /// Jump through a single memory slot (PLT stubs, `jmp [rip+got]`) or a register that a
+    /// backward slice shows to be a function pointer loaded from one slot: leaves the function.
+    IndirectTailCall,
+    /// Indirect jump through a resolved jump table.
+    JumpTable(TableId),
+    /// Indirect jump whose targets are unknown.
+    Unanalysable,
+    Return,
+    /// `ud2`, `int3`, `hlt`, or undecodable bytes.
+    Stop,
+}
+
+impl Terminator {
+    pub fn name(self) -> &'static str {
+        match self {
+            Terminator::FallThrough => "fallthrough",
+            Terminator::CondJump => "condjump",
+            Terminator::Jump => "jump",
+            Terminator::Call => "call",
+            Terminator::IndirectCall => "indcall",
+            Terminator::TailCall => "tailcall",
+            Terminator::IndirectTailCall => "indtailcall",
+            Terminator::JumpTable(_) => "jumptable",
+            Terminator::Unanalysable => "unanalysable",
+            Terminator::Return => "return",
+            Terminator::Stop => "stop",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Block {
+    pub start: ImageAddr,
+    pub len: u32,
+    pub insns: u32,
+    pub func: FuncId,
+    pub term: Terminator,
+    /// Outgoing edges, a range of [`Cfg::edges`].
+    pub edges: Range<u32>,
+    /// Registers read before being killed in the block, and killed in it (the call at its end,
+    /// if any, contributes only its own use of the stack pointer).
+    pub gen: RegSet,
+    pub kill: RegSet,
+    pub flags_gen: FlagSet,
+    pub flags_kill: FlagSet,
+    /// Registers and flags live at the block's first instruction.
+    pub live_in: RegSet,
+    pub flags_live_in: FlagSet,
+}
+
+impl Default for Block {
+    fn default() -> Self {
+        Block {
+            start: ImageAddr(0),
+            len: 0,
+            insns: 0,
+            func: FuncId(0),
+            term: Terminator::Stop,
+            edges: 0..0,
+            gen: RegSet::EMPTY,
+            kill: RegSet::EMPTY,
+            flags_gen: FlagSet::EMPTY,
+            flags_kill: FlagSet::EMPTY,
+            live_in: RegSet::EMPTY,
+            flags_live_in: FlagSet::EMPTY,
+        }
+    }
+}
+
+impl Block {
+    pub fn end(&self) -> ImageAddr {
+        ImageAddr(self.start.0 + self.len as u64)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EdgeKind {
+    FallThrough,
+    /// Taken side of a conditional branch.
+    Branch,
+    Jump,
+    /// One distinct target of a jump table.
+    Table,
+    Call,
+    TailCall,
+    /// The block returns to its caller (no target).
+    Return,
+}
+
+impl EdgeKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            EdgeKind::FallThrough => "fallthrough",
+            EdgeKind::Branch => "branch",
+            EdgeKind::Jump => "jump",
+            EdgeKind::Table => "table",
+            EdgeKind::Call => "call",
+            EdgeKind::TailCall => "tailcall",
+            EdgeKind::Return => "return",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EdgeTarget {
+    Block(BlockId),
+    Function(FuncId),
+    /// A call or tail call to an address outside every known function (should not happen
+    /// once discovery has run; kept so no edge is silently dropped).
+    Address(ImageAddr),
+    None,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Edge {
+    pub kind: EdgeKind,
+    pub target: EdgeTarget,
+}
+
+/// Entry format of a jump table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TableFormat {
+    /// 8-byte absolute addresses (non-PIC code).
+    Absolute64,
+    /// 4-byte signed offsets added to a base address (PIC code, gcc and clang).
+    Relative32 { base: ImageAddr },
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct JumpTable {
+    /// The indirect jump that uses the table.
+    pub jump: ImageAddr,
+    pub table: ImageAddr,
+    pub format: TableFormat,
+    /// One target per entry, in table order (duplicates kept: entries, not cases). The count
+    /// comes from the bounds check that dominates the jump.
+    pub targets: Vec<ImageAddr>,
+}
+
+/// A run of padding (`int3` or `nop` bytes) between functions: springboard space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Padding {
+    pub start: ImageAddr,
+    pub len: u32,
+}
+
+/// The whole CFG of one image.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Cfg {
+    pub functions: Vec<Function>,
+    pub blocks: Vec<Block>,
+    pub edges: Vec<Edge>,
+    pub jump_tables: Vec<JumpTable>,
+    pub padding: Vec<Padding>,
+}
+
+impl Cfg {
+    pub fn function(&self, id: FuncId) -> &Function {
+        &self.functions[id.0 as usize]
+    }
+    pub fn block(&self, id: BlockId) -> &Block {
+        &self.blocks[id.0 as usize]
+    }
+    pub fn blocks_of(&self, f: FuncId) -> &[Block] {
+        let r = &self.functions[f.0 as usize].blocks;
+        &self.blocks[r.start as usize..r.end as usize]
+    }
+    pub fn edges_of(&self, b: &Block) -> &[Edge] {
+        &self.edges[b.edges.start as usize..b.edges.end as usize]
+    }
+    /// The function whose entry is `addr`.
+    pub fn function_at(&self, addr: ImageAddr) -> Option<FuncId> {
+        // Functions are sorted by entry address.
+        self.functions.binary_search_by_key(&addr, |f| f.entry).ok().map(|i| FuncId(i as u32))
+    }
+    /// Functions with this name or alias.
+    pub fn functions_named<'s>(&'s self, name: &'s str) -> impl Iterator<Item = FuncId> + 's {
+        self.functions
+            .iter()
+            .enumerate()
+            .filter(move |(_, f)| f.name == name || f.aliases.iter().any(|a| a == name))
+            .map(|(i, _)| FuncId(i as u32))
+    }
+    /// The block of function `f` that contains `addr`.
+    pub fn block_containing(&self, f: FuncId, addr: ImageAddr) -> Option<BlockId> {
+        let r = self.functions[f.0 as usize].blocks.clone();
+        let blocks = &self.blocks[r.start as usize..r.end as usize];
+        let i = blocks.partition_point(|b| b.start <= addr);
+        let b = blocks.get(i.checked_sub(1)?)?;
+        (addr < b.end()).then_some(BlockId(r.start + i as u32 - 1))
+    }
+}

@@ -1,0 +1,13 @@
+//! Structural analysis of machine code (KernInst §3.2): images and symbols, functions, basic
+//! blocks, edges, jump tables, padding, call graph and register liveness. Pure: works on bytes
+//! handed to it and never touches a live target.
+
+pub mod callgraph;
+pub mod cfg;
+pub mod image;
+pub mod liveness;
+pub mod memory;
+pub mod noreturn;
+pub mod program;
+
+pub use program::{analyze, Analysis, Progress, Quiet, Summary};

@@ -1,0 +1,480 @@
+//! One whole analysis of an image: function discovery, CFG construction in parallel,
+//! never-returning functions, padding, call graph and liveness, with the time of each phase.
+
+use crate::callgraph::CallGraph;
+use crate::cfg::build::{is_filler, Context, RawTarget};
+use crate::cfg::{
+    build_function, Block, BlockId, Cfg, Edge, EdgeKind, EdgeTarget, FuncCfg, FuncId, FuncOrigin,
+    Function, Padding, Seed, TableId, Terminator,
+};
+use crate::image::{Binding, Image, SymbolKind};
+use crate::liveness;
+use crate::memory::CodeMemory;
+use crate::noreturn::is_noreturn_name;
+use kerf_arch::x86_64::{FlagSet, RegSet, Scanner};
+use kerf_arch::ImageAddr;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// Receives progress from a long analysis (a terminal progress bar, or nothing).
+pub trait Progress: Sync {
+    fn phase(&self, _name: &str) {}
+    fn advance(&self, _done: u64, _total: u64) {}
+}
+
+/// Progress that goes nowhere.
+pub struct Quiet;
+impl Progress for Quiet {}
+
+/// The counts a KernInst-style summary prints.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Summary {
+    pub functions: u64,
+    pub functions_from_symbols: u64,
+    pub functions_from_calls: u64,
+    pub functions_from_unwind: u64,
+    pub functions_from_pointers: u64,
+    pub noreturn_functions: u64,
+    pub blocks: u64,
+    pub edges: u64,
+    pub call_graph_edges: u64,
+    pub instruction_bytes: u64,
+    pub text_bytes: u64,
+    pub jump_tables: u64,
+    pub jump_table_entries: u64,
+    pub unanalysable_jumps: u64,
+    pub padding_runs: u64,
+    pub padding_bytes: u64,
+}
+
+/// Seconds spent in each phase, in order.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Timings(pub Vec<(String, f64)>);
+
+impl Timings {
+    pub fn total(&self) -> f64 {
+        self.0.iter().map(|(_, s)| s).sum()
+    }
+}
+
+/// Everything known about one image's code.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Analysis {
+    pub image: String,
+    pub build_id: Option<Vec<u8>>,
+    pub cfg: Cfg,
+    pub call_graph: CallGraph,
+    pub summary: Summary,
+    pub timings: Timings,
+}
+
+struct Cx<'a> {
+    mem: &'a dyn CodeMemory,
+    /// Sorted entries of every known function.
+    entries: Vec<u64>,
+    noreturn: HashSet<u64>,
+}
+
+impl Context for Cx<'_> {
+    fn memory(&self) -> &dyn CodeMemory {
+        self.mem
+    }
+    fn functions_in(&self, range: std::ops::Range<u64>) -> &[u64] {
+        let lo = self.entries.partition_point(|e| *e < range.start);
+        let hi = self.entries.partition_point(|e| *e < range.end);
+        &self.entries[lo..hi]
+    }
+    fn is_noreturn(&self, addr: ImageAddr) -> bool {
+        self.noreturn.contains(&addr.0)
+    }
+}
+
+/// Names known for one function entry, and how it became known.
+struct Known {
+    names: Vec<(String, Binding)>,
+    size: u64,
+    origin: FuncOrigin,
+}
+
+/// Analyse `image`: every function reachable from its symbols, entry point and calls.
+pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
+    let mut timings = Vec::new();
+    let mut t = Instant::now();
+    let mut lap = |name: &str, timings: &mut Vec<(String, f64)>| {
+        timings.push((name.to_string(), t.elapsed().as_secs_f64()));
+        t = Instant::now();
+    };
+
+    // Phase 1: seeds from symbols (and the entry point), one per address.
+    progress.phase("symbols");
+    let mut known: BTreeMap<u64, Known> = BTreeMap::new();
+    for s in &image.symbols {
+        if s.kind != SymbolKind::Function || image.code_at(s.addr).is_none() {
+            continue;
+        }
+        let k = known.entry(s.addr.0).or_insert(Known {
+            names: Vec::new(),
+            size: 0,
+            origin: FuncOrigin::Symbol,
+        });
+        if !k.names.iter().any(|(n, _)| *n == s.name) {
+            k.names.push((s.name.clone(), s.binding));
+        }
+        k.size = k.size.max(s.size);
+    }
+    // Unwind information names no function, but gives starts and sizes of the static
+    // functions and `.cold` parts a stripped image has no symbol for.
+    for (addr, size) in image.unwind_ranges() {
+        if image.code_at(addr).is_none() {
+            continue;
+        }
+        let k = known.entry(addr.0).or_insert(Known {
+            names: Vec::new(),
+            size: 0,
+            origin: FuncOrigin::Unwind,
+        });
+        if k.size == 0 {
+            k.size = size;
+        }
+    }
+    // Code pointers (vtables, constructor arrays) name functions called only indirectly. A
+    // pointer into the middle of a known function is a code label (a computed-goto table),
+    // not a function.
+    let ranges: Vec<(u64, u64)> = known.iter().map(|(a, k)| (*a, *a + k.size)).collect();
+    let inside_known = |a: u64| {
+        let i = ranges.partition_point(|r| r.0 <= a);
+        i > 0 && a < ranges[i - 1].1
+    };
+    let mut pointed: Vec<u64> = image
+        .pointers
+        .iter()
+        .map(|p| p.1 .0)
+        .filter(|a| !known.contains_key(a) && !inside_known(*a))
+        .filter(|a| image.code_at(ImageAddr(*a)).is_some())
+        .collect();
+    pointed.sort_unstable();
+    pointed.dedup();
+    for a in pointed {
+        known.insert(a, Known { names: Vec::new(), size: 0, origin: FuncOrigin::Pointer });
+    }
+    if image.entry.0 != 0 && image.code_at(image.entry).is_some() {
+        known.entry(image.entry.0).or_insert(Known {
+            names: vec![("_start".to_string(), Binding::Global)],
+            size: 0,
+            origin: FuncOrigin::Entry,
+        });
+    }
+    lap("symbols", &mut timings);
+
+    // Phase 2: CFGs, in parallel rounds; each round's new call targets seed the next.
+    progress.phase("control flow");
+    let noreturn: HashSet<u64> = known
+        .iter()
+        .filter(|(_, k)| k.names.iter().any(|(n, _)| is_noreturn_name(n)))
+        .map(|(a, _)| *a)
+        .collect();
+    let mut cx = Cx { mem: image, entries: known.keys().copied().collect(), noreturn };
+    let mut built: BTreeMap<u64, FuncCfg> = BTreeMap::new();
+    let mut pending: Vec<u64> = cx.entries.clone();
+    let done = AtomicU64::new(0);
+    while !pending.is_empty() {
+        let seeds: Vec<Seed> = pending.iter().map(|a| seed_for(*a, &known, &cx, image)).collect();
+        let total = known.len() as u64;
+        let results: Vec<FuncCfg> = seeds
+            .par_iter()
+            .filter_map(|s| {
+                let r = build_function(s, &cx);
+                let d = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if d % 4096 == 0 {
+                    progress.advance(d, total);
+                }
+                r
+            })
+            .collect();
+        let mut fresh: Vec<u64> = Vec::new();
+        for r in results {
+            for c in &r.callees {
+                if !known.contains_key(&c.0) && image.code_at(*c).is_some() {
+                    known.insert(
+                        c.0,
+                        Known { names: Vec::new(), size: 0, origin: FuncOrigin::CallTarget },
+                    );
+                    fresh.push(c.0);
+                }
+            }
+            built.insert(r.entry.0, r);
+        }
+        // Entries that failed to build (not code after all) are dropped from `known`.
+        for a in &pending {
+            if !built.contains_key(a) {
+                known.remove(a);
+            }
+        }
+        cx.entries = known.keys().copied().collect();
+        fresh.sort_unstable();
+        pending = fresh;
+    }
+
+    // Functions with no path to an exit never return: their callers' CFGs were built assuming
+    // they might, so rebuild those callers (a few rounds reach a fixpoint in practice).
+    for _ in 0..4 {
+        let newly: Vec<u64> = built
+            .values()
+            .filter(|f| !f.may_return && !cx.noreturn.contains(&f.entry.0))
+            .map(|f| f.entry.0)
+            .collect();
+        if newly.is_empty() {
+            break;
+        }
+        cx.noreturn.extend(newly.iter().copied());
+        let newly: HashSet<u64> = newly.into_iter().collect();
+        let redo: Vec<Seed> = built
+            .values()
+            .filter(|f| f.callees.iter().any(|c| newly.contains(&c.0)))
+            .map(|f| seed_for(f.entry.0, &known, &cx, image))
+            .collect();
+        let rebuilt: Vec<FuncCfg> =
+            redo.par_iter().filter_map(|s| build_function(s, &cx)).collect();
+        for r in rebuilt {
+            built.insert(r.entry.0, r);
+        }
+    }
+    lap("control flow", &mut timings);
+
+    // Phase 3: number everything and resolve edge targets to ids.
+    progress.phase("graph");
+    let mut cfg = assemble(&known, built, &cx);
+    cfg.padding = find_padding(&cfg, image);
+    let call_graph = CallGraph::build(&cfg);
+    lap("graph", &mut timings);
+
+    // Phase 4: liveness.
+    progress.phase("liveness");
+    liveness::solve(&mut cfg, &call_graph);
+    lap("liveness", &mut timings);
+
+    let summary = summarize(&cfg, &call_graph, image);
+    Analysis {
+        image: image.name.clone(),
+        build_id: image.build_id.clone(),
+        cfg,
+        call_graph,
+        summary,
+        timings: Timings(timings),
+    }
+}
+
+/// The range a function's code may occupy: its symbol size, else up to the next known entry.
+fn seed_for(entry: u64, known: &BTreeMap<u64, Known>, cx: &Cx<'_>, image: &Image<'_>) -> Seed {
+    let region_end =
+        image.code_at(ImageAddr(entry)).map(|(b, bytes)| b.0 + bytes.len() as u64).unwrap_or(entry);
+    let size = known.get(&entry).map_or(0, |k| k.size);
+    let end = if size > 0 {
+        entry.saturating_add(size).min(region_end)
+    } else {
+        let i = cx.entries.partition_point(|e| *e <= entry);
+        cx.entries.get(i).copied().unwrap_or(region_end).min(region_end)
+    };
+    Seed { entry: ImageAddr(entry), bound: entry..end.max(entry + 1), sized: size > 0 }
+}
+
+/// The name to show for a function with several symbols: global before weak before local,
+/// then the one with fewest leading underscores, then the shortest.
+fn pick_name(names: &[(String, Binding)]) -> usize {
+    let rank = |(n, b): &(String, Binding)| {
+        let bind = match b {
+            Binding::Global => 0,
+            Binding::Weak => 1,
+            Binding::Local => 2,
+        };
+        (bind, n.len() - n.trim_start_matches('_').len(), n.len())
+    };
+    (0..names.len()).min_by_key(|i| rank(&names[*i])).unwrap_or(0)
+}
+
+fn assemble(known: &BTreeMap<u64, Known>, built: BTreeMap<u64, FuncCfg>, cx: &Cx<'_>) -> Cfg {
+    let funcs: Vec<FuncCfg> = built.into_values().collect();
+    let entries: Vec<u64> = funcs.iter().map(|f| f.entry.0).collect();
+    // Where each function's blocks, edges and tables start in the flat arrays.
+    let (mut b_first, mut e_first, mut t_first) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut nb, mut ne, mut nt) = (0u32, 0u32, 0u32);
+    for f in &funcs {
+        b_first.push(nb);
+        e_first.push(ne);
+        t_first.push(nt);
+        nb += f.blocks.len() as u32;
+        ne += f.edges.len() as u32;
+        nt += f.tables.len() as u32;
+    }
+    let func_id = |a: ImageAddr| entries.binary_search(&a.0).ok().map(|i| FuncId(i as u32));
+    // Blocks are sorted by start, so a local target is found by binary search.
+    let block_id = |fi: usize, a: ImageAddr| {
+        funcs[fi]
+            .blocks
+            .binary_search_by_key(&a, |b| b.start)
+            .ok()
+            .map(|i| BlockId(b_first[fi] + i as u32))
+    };
+    // Blocks and edges are written straight into their final places, each function into its
+    // own disjoint chunk, in parallel: at millions of blocks a second copy is expensive.
+    let mut blocks = vec![Block::default(); nb as usize];
+    let mut edges = vec![Edge { kind: EdgeKind::Return, target: EdgeTarget::None }; ne as usize];
+    let block_chunks = split_chunks(&mut blocks, funcs.iter().map(|f| f.blocks.len()));
+    let edge_chunks = split_chunks(&mut edges, funcs.iter().map(|f| f.edges.len()));
+    block_chunks.into_par_iter().zip(edge_chunks).enumerate().for_each(|(fi, (bs, es))| {
+        let fc = &funcs[fi];
+        for (out, rb) in bs.iter_mut().zip(&fc.blocks) {
+            *out = Block {
+                start: rb.start,
+                len: rb.len,
+                insns: rb.insns,
+                func: FuncId(fi as u32),
+                term: match rb.term {
+                    Terminator::JumpTable(TableId(t)) => {
+                        Terminator::JumpTable(TableId(t_first[fi] + t))
+                    }
+                    other => other,
+                },
+                edges: e_first[fi] + rb.edges.start..e_first[fi] + rb.edges.end,
+                gen: rb.gen,
+                kill: rb.kill,
+                flags_gen: rb.flags_gen,
+                flags_kill: rb.flags_kill,
+                live_in: RegSet::EMPTY,
+                flags_live_in: FlagSet::EMPTY,
+            };
+        }
+        for (out, (kind, t)) in es.iter_mut().zip(&fc.edges) {
+            let target = match *t {
+                RawTarget::Local(a) => {
+                    block_id(fi, a).map_or(EdgeTarget::Address(a), EdgeTarget::Block)
+                }
+                RawTarget::Function(a) => {
+                    func_id(a).map_or(EdgeTarget::Address(a), EdgeTarget::Function)
+                }
+                RawTarget::None => EdgeTarget::None,
+            };
+            *out = Edge { kind: *kind, target };
+        }
+    });
+    let functions: Vec<Function> = funcs
+        .par_iter()
+        .enumerate()
+        .map(|(fi, fc)| {
+            let entry = fc.entry.0;
+            let k = &known[&entry];
+            let (name, aliases) = if k.names.is_empty() {
+                (format!("func_{entry:x}"), Vec::new())
+            } else {
+                let p = pick_name(&k.names);
+                let aliases = k
+                    .names
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != p)
+                    .map(|(_, (n, _))| n.clone())
+                    .collect();
+                (k.names[p].0.clone(), aliases)
+            };
+            Function {
+                name,
+                aliases,
+                entry: fc.entry,
+                symbol_size: k.size,
+                origin: k.origin,
+                blocks: b_first[fi]..b_first[fi] + fc.blocks.len() as u32,
+                entry_block: block_id(fi, fc.entry).unwrap_or(BlockId(b_first[fi])),
+                insn_bytes: fc.insn_bytes,
+                extent: fc.extent.clone(),
+                noreturn: cx.noreturn.contains(&entry),
+                live_in: RegSet::EMPTY,
+                flags_live_in: FlagSet::EMPTY,
+                must_def: RegSet::EMPTY,
+                flags_must_def: FlagSet::EMPTY,
+            }
+        })
+        .collect();
+    let jump_tables = funcs.into_iter().flat_map(|f| f.tables).collect();
+    Cfg { functions, blocks, edges, jump_tables, padding: Vec::new() }
+}
+
+/// Split `v` into consecutive chunks of the given lengths.
+fn split_chunks<T>(mut v: &mut [T], lens: impl Iterator<Item = usize>) -> Vec<&mut [T]> {
+    let mut out = Vec::new();
+    for n in lens {
+        let (head, tail) = std::mem::take(&mut v).split_at_mut(n);
+        out.push(head);
+        v = tail;
+    }
+    out
+}
+
+/// Runs of `int3`/`nop` that end exactly at a function's entry and start after the previous
+/// function's code: alignment padding no path executes, usable as springboard space.
+fn find_padding(cfg: &Cfg, mem: &dyn CodeMemory) -> Vec<Padding> {
+    let mut out = Vec::new();
+    for w in cfg.functions.windows(2) {
+        let (prev_end, next) = (w[0].extent.end, w[1].entry.0);
+        if prev_end >= next || next - prev_end > 4096 {
+            continue;
+        }
+        let Some((base, bytes)) = mem.code_region(ImageAddr(prev_end)) else {
+            continue;
+        };
+        if next > base.0 + bytes.len() as u64 {
+            continue;
+        }
+        let mut sc = Scanner::new(bytes, base);
+        let mut a = prev_end;
+        let mut run_start = a;
+        while a < next {
+            match sc.decode(ImageAddr(a)) {
+                Some(i) if is_filler(&i) => a = i.next_ip(),
+                Some(i) => {
+                    a = i.next_ip();
+                    run_start = a;
+                }
+                None => {
+                    a += 1;
+                    run_start = a;
+                }
+            }
+        }
+        if a == next && run_start < next {
+            out.push(Padding { start: ImageAddr(run_start), len: (next - run_start) as u32 });
+        }
+    }
+    out
+}
+
+fn summarize(cfg: &Cfg, cg: &CallGraph, image: &Image<'_>) -> Summary {
+    let mut s = Summary {
+        functions: cfg.functions.len() as u64,
+        blocks: cfg.blocks.len() as u64,
+        edges: cfg.edges.len() as u64,
+        call_graph_edges: cg.edge_count() as u64,
+        text_bytes: image.text_bytes(),
+        jump_tables: cfg.jump_tables.len() as u64,
+        jump_table_entries: cfg.jump_tables.iter().map(|t| t.targets.len() as u64).sum(),
+        padding_runs: cfg.padding.len() as u64,
+        padding_bytes: cfg.padding.iter().map(|p| p.len as u64).sum(),
+        ..Summary::default()
+    };
+    for f in &cfg.functions {
+        s.instruction_bytes += f.insn_bytes;
+        match f.origin {
+            FuncOrigin::CallTarget => s.functions_from_calls += 1,
+            FuncOrigin::Unwind => s.functions_from_unwind += 1,
+            FuncOrigin::Pointer => s.functions_from_pointers += 1,
+            _ => s.functions_from_symbols += 1,
+        }
+        s.noreturn_functions += f.noreturn as u64;
+    }
+    s.unanalysable_jumps =
+        cfg.blocks.iter().filter(|b| b.term == Terminator::Unanalysable).count() as u64;
+    let _ = EdgeKind::Call;
+    s
+}

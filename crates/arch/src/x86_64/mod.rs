@@ -1,0 +1,11 @@
+//! x86-64 specifics: the register and flag sets liveness works on, and per-instruction facts
+//! (flow kind, registers and flags read and written, RIP-relative operands) over iced-x86.
+
+mod facts;
+mod regs;
+
+pub use facts::{decode_one, Decoded, Flow, InsnFacts, Scanner};
+pub use regs::{Flag, FlagSet, Gpr, RegSet};
+
+/// The longest legal x86 instruction, in bytes.
+pub const MAX_INSN_LEN: usize = 15;

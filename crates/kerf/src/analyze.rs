@@ -1,0 +1,409 @@
+//! `kerf analyze`: structural analysis of a file or of a live process's modules, printed as a
+//! KernInst-style summary, one function's CFG, or JSON.
+
+use crate::progress::TermProgress;
+use kerf_analysis::cfg::{Cfg, EdgeTarget, FuncId, TableFormat};
+use kerf_analysis::{Analysis, Summary};
+use kerf_session::{analyze_file, analyze_process, AnalyzedImage, LoadOptions};
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// ELF executable or shared object to analyse.
+    #[arg(required_unless_present = "pid", conflicts_with = "pid")]
+    target: Option<PathBuf>,
+    /// Analyse every module mapped into this live process (read only: nothing is attached).
+    #[arg(short, long)]
+    pid: Option<i32>,
+    /// Symbol file (nm, System.map or /proc/kallsyms format) for an image without symbols.
+    #[arg(long, value_name = "FILE")]
+    symbols: Option<PathBuf>,
+    /// Print this function's blocks, edges and live-in registers.
+    #[arg(long, value_name = "NAME")]
+    function: Option<String>,
+    /// Print the summary (and the function, with --function) as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Neither read nor write the analysis cache.
+    #[arg(long)]
+    no_cache: bool,
+}
+
+pub fn run(args: Args) -> Result<(), String> {
+    let t0 = Instant::now();
+    let symbols = match &args.symbols {
+        Some(p) => Some(
+            std::fs::read_to_string(p).map_err(|e| format!("{}: {}", p.display(), io_msg(&e)))?,
+        ),
+        None => None,
+    };
+    let opts = LoadOptions { symbols, no_cache: args.no_cache, cache_dir: None };
+    let progress = TermProgress::new();
+    let (images, skipped, what) = match (args.pid, &args.target) {
+        (Some(pid), _) => {
+            let (imgs, skipped) =
+                analyze_process(pid, &opts, &progress).map_err(|e| e.to_string())?;
+            (imgs, skipped, format!("process {pid}"))
+        }
+        (None, Some(path)) => {
+            let img = analyze_file(path, &opts, &progress).map_err(|e| e.to_string())?;
+            (vec![img], Vec::new(), path.display().to_string())
+        }
+        (None, None) => return Err("give a file to analyse, or -p PID".into()),
+    };
+    progress.finish();
+    let seconds = t0.elapsed().as_secs_f64();
+    for img in &images {
+        if let Some(w) = &img.cache_warning {
+            eprintln!("kerf: warning: {w}");
+        }
+    }
+    for s in &skipped {
+        eprintln!("kerf: skipped module {s}");
+    }
+
+    let function = match &args.function {
+        Some(name) => Some(find_function(&images, name)?),
+        None => None,
+    };
+    if args.json {
+        let mut v = summary_json(&what, &images, seconds);
+        if let Some(found) = &function {
+            v["function"] = Value::Array(
+                found.iter().map(|(i, f)| function_json(&images[*i].analysis, *f)).collect(),
+            );
+        }
+        println!("{v}");
+    } else if let Some(found) = &function {
+        for (i, f) in found {
+            print!("{}", render_function(&images[*i].analysis, *f));
+        }
+    } else {
+        print!("{}", render_summary(&what, &images, seconds));
+    }
+    Ok(())
+}
+
+fn io_msg(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => e.to_string(),
+    }
+}
+
+/// All functions called `name` (or with it as an alias) in any image; an error suggesting
+/// close names when there is none.
+fn find_function(images: &[AnalyzedImage], name: &str) -> Result<Vec<(usize, FuncId)>, String> {
+    let mut found = Vec::new();
+    for (i, img) in images.iter().enumerate() {
+        found.extend(img.analysis.cfg.functions_named(name).map(|f| (i, f)));
+    }
+    if !found.is_empty() {
+        return Ok(found);
+    }
+    let mut close: Vec<(usize, &str)> = Vec::new();
+    for img in images {
+        for f in &img.analysis.cfg.functions {
+            let d = if f.name.contains(name) { 1 } else { edit_distance(&f.name, name) };
+            if d <= 2 {
+                close.push((d, &f.name));
+            }
+        }
+    }
+    close.sort();
+    close.dedup();
+    let names: Vec<&str> = close.iter().take(5).map(|(_, n)| *n).collect();
+    if names.is_empty() {
+        Err(format!("no function named '{name}'"))
+    } else {
+        Err(format!("no function named '{name}'; close: {}", names.join(", ")))
+    }
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if a.len().abs_diff(b.len()) > 2 {
+        return 3;
+    }
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + (ca != cb) as usize).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+fn total(images: &[AnalyzedImage]) -> Summary {
+    let mut t = Summary::default();
+    for img in images {
+        let s = &img.analysis.summary;
+        t.functions += s.functions;
+        t.functions_from_symbols += s.functions_from_symbols;
+        t.functions_from_calls += s.functions_from_calls;
+        t.functions_from_unwind += s.functions_from_unwind;
+        t.functions_from_pointers += s.functions_from_pointers;
+        t.noreturn_functions += s.noreturn_functions;
+        t.blocks += s.blocks;
+        t.edges += s.edges;
+        t.call_graph_edges += s.call_graph_edges;
+        t.instruction_bytes += s.instruction_bytes;
+        t.text_bytes += s.text_bytes;
+        t.jump_tables += s.jump_tables;
+        t.jump_table_entries += s.jump_table_entries;
+        t.unanalysable_jumps += s.unanalysable_jumps;
+        t.padding_runs += s.padding_runs;
+        t.padding_bytes += s.padding_bytes;
+    }
+    t
+}
+
+/// Phase times summed over images, in first-seen order.
+fn phases(images: &[AnalyzedImage]) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = vec![("load".into(), 0.0)];
+    for img in images {
+        out[0].1 += img.load_seconds;
+        if img.cached {
+            continue;
+        }
+        for (name, s) in &img.analysis.timings.0 {
+            match out.iter_mut().find(|(n, _)| n == name) {
+                Some(e) => e.1 += s,
+                None => out.push((name.clone(), *s)),
+            }
+        }
+    }
+    out
+}
+
+fn summary_json(what: &str, images: &[AnalyzedImage], seconds: f64) -> Value {
+    let t = total(images);
+    let per_image: Vec<Value> = images
+        .iter()
+        .map(|img| {
+            let mut v = serde_json::to_value(&img.analysis.summary).unwrap_or(Value::Null);
+            v["path"] = json!(img.path.display().to_string());
+            v["cached"] = json!(img.cached);
+            if let Some(b) = img.bias {
+                v["bias"] = json!(format!("{b:#x}"));
+            }
+            if let Some(id) = &img.analysis.build_id {
+                v["build_id"] = json!(hex(id));
+            }
+            v
+        })
+        .collect();
+    let mut v = serde_json::to_value(&t).unwrap_or(Value::Null);
+    v["target"] = json!(what);
+    v["images"] = json!(images.len());
+    v["seconds"] = json!(seconds);
+    v["cached"] = json!(images.iter().all(|i| i.cached));
+    v["phases"] = Value::Object(phases(images).into_iter().map(|(n, s)| (n, json!(s))).collect());
+    v["per_image"] = Value::Array(per_image);
+    v
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn pct(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        100.0 * a as f64 / b as f64
+    }
+}
+
+fn render_summary(what: &str, images: &[AnalyzedImage], seconds: f64) -> String {
+    let t = total(images);
+    let mut o = String::new();
+    let _ = writeln!(o, "kerf analyze: {what}");
+    let row = |o: &mut String, k: &str, v: String| {
+        let _ = writeln!(o, "  {k:<22}{v}");
+    };
+    row(&mut o, "images", images.len().to_string());
+    row(
+        &mut o,
+        "functions",
+        format!(
+            "{}  ({} from symbols, {} from unwind info, {} from pointers, {} from calls; {} never return)",
+            t.functions,
+            t.functions_from_symbols,
+            t.functions_from_unwind,
+            t.functions_from_pointers,
+            t.functions_from_calls,
+            t.noreturn_functions
+        ),
+    );
+    row(&mut o, "basic blocks", format!("{}  ({} edges)", t.blocks, t.edges));
+    row(
+        &mut o,
+        "instruction bytes",
+        format!(
+            "{}  ({:.1}% of {} text bytes)",
+            t.instruction_bytes,
+            pct(t.instruction_bytes, t.text_bytes),
+            t.text_bytes
+        ),
+    );
+    row(&mut o, "jump tables", format!("{}  ({} entries)", t.jump_tables, t.jump_table_entries));
+    row(&mut o, "unanalysable jumps", t.unanalysable_jumps.to_string());
+    row(&mut o, "call graph edges", t.call_graph_edges.to_string());
+    row(&mut o, "padding", format!("{} bytes in {} runs", t.padding_bytes, t.padding_runs));
+    if images.len() > 1 {
+        let _ = writeln!(o, "images:");
+        for img in images {
+            let s = &img.analysis.summary;
+            let bias = img.bias.map(|b| format!("  bias {b:#x}")).unwrap_or_default();
+            let _ = writeln!(
+                o,
+                "  {}  {} functions, {} blocks{}{}",
+                img.path.display(),
+                s.functions,
+                s.blocks,
+                bias,
+                if img.cached { "  (cached)" } else { "" }
+            );
+        }
+    }
+    let cached = images.iter().filter(|i| i.cached).count();
+    let _ = writeln!(o, "time:");
+    for (name, s) in phases(images) {
+        let _ = writeln!(o, "  {name:<22}{s:.3} s");
+    }
+    let _ = writeln!(
+        o,
+        "  {:<22}{seconds:.3} s{}",
+        "total",
+        if cached > 0 {
+            format!("  ({cached} of {} from cache)", images.len())
+        } else {
+            String::new()
+        }
+    );
+    o
+}
+
+/// Where an edge goes, relative to the function for blocks and by name for functions.
+fn target_name(a: &Analysis, f: FuncId, t: EdgeTarget) -> String {
+    let cfg = &a.cfg;
+    let entry = cfg.function(f).entry.0;
+    match t {
+        EdgeTarget::Block(b) => off(cfg.block(b).start.0, entry),
+        EdgeTarget::Function(g) => cfg.function(g).name.clone(),
+        EdgeTarget::Address(x) => format!("{x}"),
+        EdgeTarget::None => "-".into(),
+    }
+}
+
+fn off(a: u64, base: u64) -> String {
+    if a >= base {
+        format!("+{:#x}", a - base)
+    } else {
+        format!("-{:#x}", base - a)
+    }
+}
+
+/// One function's CFG as text. Block addresses are offsets from the entry, so the output of
+/// the same code does not depend on where it was linked (golden files rely on this).
+pub fn render_function(a: &Analysis, f: FuncId) -> String {
+    let cfg: &Cfg = &a.cfg;
+    let fun = cfg.function(f);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "function {} in {}  entry {}  symbol-size {}  blocks {}  insn-bytes {}{}",
+        fun.name,
+        a.image.rsplit('/').next().unwrap_or(&a.image),
+        fun.entry,
+        fun.symbol_size,
+        fun.blocks.len(),
+        fun.insn_bytes,
+        if fun.noreturn { "  noreturn" } else { "" }
+    );
+    if !fun.aliases.is_empty() {
+        let _ = writeln!(o, "  aliases {}", fun.aliases.join(" "));
+    }
+    let _ = writeln!(o, "  live-in {}  flags {}", fun.live_in, fun.flags_live_in);
+    let _ = writeln!(o, "  must-def {}  flags {}", fun.must_def, fun.flags_must_def);
+    let names = |ids: &[FuncId]| -> String {
+        if ids.is_empty() {
+            "-".into()
+        } else {
+            ids.iter().map(|g| cfg.function(*g).name.as_str()).collect::<Vec<_>>().join(" ")
+        }
+    };
+    let _ = writeln!(o, "  callers {}", names(a.call_graph.callers(f)));
+    let _ = writeln!(o, "  callees {}", names(a.call_graph.callees(f)));
+    for b in cfg.blocks_of(f) {
+        let _ = writeln!(
+            o,
+            "  block {} len {} insns {} {}  live-in {}  flags {}",
+            off(b.start.0, fun.entry.0),
+            b.len,
+            b.insns,
+            b.term.name(),
+            b.live_in,
+            b.flags_live_in
+        );
+        for e in cfg.edges_of(b) {
+            let _ = writeln!(o, "    {} {}", e.kind.name(), target_name(a, f, e.target));
+        }
+        if let kerf_analysis::cfg::Terminator::JumpTable(t) = b.term {
+            let jt = &cfg.jump_tables[t.0 as usize];
+            let fmt = match jt.format {
+                TableFormat::Absolute64 => "absolute64",
+                TableFormat::Relative32 { .. } => "relative32",
+            };
+            let targets: Vec<String> = jt.targets.iter().map(|x| off(x.0, fun.entry.0)).collect();
+            let _ = writeln!(
+                o,
+                "    table {} entries {}: {}",
+                fmt,
+                jt.targets.len(),
+                targets.join(" ")
+            );
+        }
+    }
+    o
+}
+
+fn function_json(a: &Analysis, f: FuncId) -> Value {
+    let cfg = &a.cfg;
+    let fun = cfg.function(f);
+    let blocks: Vec<Value> = cfg
+        .blocks_of(f)
+        .iter()
+        .map(|b| {
+            json!({
+                "start": format!("{}", b.start),
+                "len": b.len,
+                "insns": b.insns,
+                "terminator": b.term.name(),
+                "live_in": b.live_in.to_string(),
+                "flags_live_in": b.flags_live_in.to_string(),
+                "edges": cfg.edges_of(b).iter().map(|e| json!({
+                    "kind": e.kind.name(),
+                    "target": target_name(a, f, e.target),
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json!({
+        "name": fun.name,
+        "image": a.image,
+        "entry": format!("{}", fun.entry),
+        "live_in": fun.live_in.to_string(),
+        "flags_live_in": fun.flags_live_in.to_string(),
+        "callers": a.call_graph.callers(f).iter().map(|g| cfg.function(*g).name.clone()).collect::<Vec<_>>(),
+        "callees": a.call_graph.callees(f).iter().map(|g| cfg.function(*g).name.clone()).collect::<Vec<_>>(),
+        "blocks": blocks,
+    })
+}

@@ -1,0 +1,35 @@
+//! The `kerf` command line: parses arguments, runs a tool, prints, and turns errors into a
+//! one-line message and a non-zero exit status.
+
+mod analyze;
+mod progress;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "kerf", version, about = "Dynamic instrumentation of live x86-64 Linux code")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Structural analysis: functions, basic blocks, jump tables, liveness, call graph.
+    Analyze(analyze::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Analyze(a) => analyze::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kerf: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

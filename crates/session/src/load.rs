@@ -1,0 +1,165 @@
+//! Loading targets for analysis: an image file (with an optional symbol file), or every
+//! module of a live process as its /proc/PID/maps shows them (read only: nothing is attached).
+
+use crate::cache;
+use kerf_analysis::image::maps::{modules, parse_maps};
+use kerf_analysis::image::{Image, ImageError, Segment};
+use kerf_analysis::{analyze, Analysis, Progress};
+use kerf_target::process::Process;
+use kerf_target::TargetError;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions {
+    /// Contents of a symbol file to add to the image (`--symbols`).
+    pub symbols: Option<String>,
+    /// Skip the cache both ways.
+    pub no_cache: bool,
+    /// Cache directory; `None` means [`cache::default_dir`].
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Why a target could not be loaded. Each variant names what failed.
+#[derive(Debug)]
+pub enum LoadError {
+    Read { path: PathBuf, err: std::io::Error },
+    Image(ImageError),
+    Target(TargetError),
+    Maps { pid: i32, detail: String },
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::Read { path, err } => match err.kind() {
+                std::io::ErrorKind::NotFound => write!(f, "{}: no such file", path.display()),
+                std::io::ErrorKind::PermissionDenied => {
+                    write!(f, "{}: permission denied", path.display())
+                }
+                _ if err.raw_os_error() == Some(21) => {
+                    write!(f, "{}: is a directory", path.display())
+                }
+                _ => write!(f, "{}: {err}", path.display()),
+            },
+            LoadError::Image(e) => write!(f, "{e}"),
+            LoadError::Target(e) => write!(f, "{e}"),
+            LoadError::Maps { pid, detail } => write!(f, "process {pid}: bad maps: {detail}"),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
+
+impl From<ImageError> for LoadError {
+    fn from(e: ImageError) -> Self {
+        LoadError::Image(e)
+    }
+}
+
+impl From<TargetError> for LoadError {
+    fn from(e: TargetError) -> Self {
+        LoadError::Target(e)
+    }
+}
+
+/// One analysed image and where it came from.
+pub struct AnalyzedImage {
+    pub path: PathBuf,
+    /// For a module of a live process, its load bias.
+    pub bias: Option<u64>,
+    pub analysis: Analysis,
+    /// Whether the analysis came from the cache, and how long loading it took.
+    pub cached: bool,
+    pub load_seconds: f64,
+    /// Size of the file, and of its executable sections.
+    pub text_bytes: u64,
+    /// A cache write that failed (reported, not fatal).
+    pub cache_warning: Option<String>,
+    /// The image's loadable segments (to compute a load bias).
+    pub segments: Vec<Segment>,
+}
+
+/// Read and analyse one image file. `display` is the name shown for it.
+pub fn analyze_file(
+    path: &Path,
+    opts: &LoadOptions,
+    progress: &dyn Progress,
+) -> Result<AnalyzedImage, LoadError> {
+    let t0 = Instant::now();
+    let data = std::fs::read(path).map_err(|err| LoadError::Read { path: path.into(), err })?;
+    let name = path.display().to_string();
+    let mut image = Image::from_elf(&name, &data)?;
+    if let Some(s) = &opts.symbols {
+        image.add_symbol_file(s)?;
+    }
+    let text_bytes = image.text_bytes();
+    let dir = opts.cache_dir.clone().unwrap_or_else(cache::default_dir);
+    let key = cache::key(image.build_id.as_deref(), path, opts.symbols.as_deref());
+    if !opts.no_cache {
+        if let Some(mut a) = cache::load(&dir, &key) {
+            a.image = name;
+            return Ok(AnalyzedImage {
+                path: path.into(),
+                bias: None,
+                analysis: a,
+                cached: true,
+                load_seconds: t0.elapsed().as_secs_f64(),
+                text_bytes,
+                cache_warning: None,
+                segments: image.segments.clone(),
+            });
+        }
+    }
+    let load_seconds = t0.elapsed().as_secs_f64();
+    let analysis = analyze(&image, progress);
+    let cache_warning = if opts.no_cache {
+        None
+    } else {
+        cache::store(&dir, &key, &analysis)
+            .err()
+            .map(|e| format!("could not write analysis cache in {}: {e}", dir.display()))
+    };
+    Ok(AnalyzedImage {
+        path: path.into(),
+        bias: None,
+        analysis,
+        cached: false,
+        load_seconds,
+        text_bytes,
+        cache_warning,
+        segments: image.segments.clone(),
+    })
+}
+
+/// Analyse every ELF module mapped into process `pid`, each with its load bias. Modules that
+/// are not ELF files on disk (deleted files, `[vdso]`) are skipped and listed in the result.
+pub fn analyze_process(
+    pid: i32,
+    opts: &LoadOptions,
+    progress: &dyn Progress,
+) -> Result<(Vec<AnalyzedImage>, Vec<String>), LoadError> {
+    let proc = Process::open(pid)?;
+    let text = proc.maps()?;
+    let maps = parse_maps(&text).map_err(|e| LoadError::Maps { pid, detail: e.to_string() })?;
+    let mut out = Vec::new();
+    let mut skipped = Vec::new();
+    for m in modules(&maps) {
+        if m.path.starts_with('[') || !m.mappings.iter().any(|x| x.exec) {
+            continue;
+        }
+        let file = proc.module_path(&m.path);
+        // The symbol file, if any, belongs to the main executable only.
+        let o = LoadOptions { symbols: None, ..opts.clone() };
+        match analyze_file(&file, &o, progress) {
+            Ok(mut a) => {
+                a.bias = Some(m.bias(&a.segments));
+                a.path = PathBuf::from(&m.path);
+                a.analysis.image = m.path.clone();
+                out.push(a);
+            }
+            Err(e) => skipped.push(format!("{}: {e}", m.path)),
+        }
+    }
+    Ok((out, skipped))
+}
