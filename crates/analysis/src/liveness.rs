@@ -58,42 +58,30 @@ struct Summaries {
     must_def: Vec<Live>,
 }
 
-/// Solve liveness for the whole CFG, storing live-in sets in blocks and functions. Runs in
-/// rounds: each round re-solves, in parallel, the functions whose callees changed.
+/// Solve liveness for the whole CFG, storing live-in sets in blocks and functions.
+///
+/// Functions are solved callees first: the call graph's strongly connected components, in
+/// levels (a component's callees are all in lower levels), each level in parallel. A
+/// component with recursion is iterated until its members' entry sets stop changing; every
+/// other function is solved exactly once.
 pub fn solve(cfg: &mut Cfg, cg: &CallGraph) {
     let n = cfg.functions.len();
     let must_def: Vec<Live> =
         (0..n).into_par_iter().map(|f| must_def_of(cfg, FuncId(f as u32))).collect();
     let mut sums = Summaries { live_in: vec![Live::NONE; n], must_def };
-    let mut dirty: Vec<FuncId> = (0..n as u32).map(FuncId).collect();
-    let mut mark = vec![false; n];
-    while !dirty.is_empty() {
-        let results: Vec<(FuncId, Vec<Live>)> =
-            dirty.par_iter().map(|f| (*f, solve_function(cfg, *f, &sums))).collect();
-        let mut next = Vec::new();
-        for (f, block_live) in results {
+    for level in levels(cg, n) {
+        let results: Vec<Vec<(FuncId, Vec<Live>)>> =
+            level.par_iter().map(|scc| solve_component(cfg, scc, &sums)).collect();
+        for (f, block_live) in results.into_iter().flatten() {
             let fun = &cfg.functions[f.0 as usize];
-            let entry = block_live[(fun.entry_block.0 - fun.blocks.start) as usize];
+            sums.live_in[f.0 as usize] = block_live[(fun.entry_block.0 - fun.blocks.start) as usize];
             let start = fun.blocks.start as usize;
             for (i, l) in block_live.iter().enumerate() {
                 let b = &mut cfg.blocks[start + i];
                 b.live_in = l.regs;
                 b.flags_live_in = l.flags;
             }
-            if entry != sums.live_in[f.0 as usize] {
-                sums.live_in[f.0 as usize] = entry;
-                for c in cg.callers(f) {
-                    if !mark[c.0 as usize] {
-                        mark[c.0 as usize] = true;
-                        next.push(*c);
-                    }
-                }
-            }
         }
-        for c in &next {
-            mark[c.0 as usize] = false;
-        }
-        dirty = next;
     }
     for (i, f) in cfg.functions.iter_mut().enumerate() {
         f.live_in = sums.live_in[i].regs;
@@ -101,6 +89,120 @@ pub fn solve(cfg: &mut Cfg, cg: &CallGraph) {
         f.must_def = sums.must_def[i].regs;
         f.flags_must_def = sums.must_def[i].flags;
     }
+}
+
+/// Solve one strongly connected component whose callees outside it are final in `sums`.
+fn solve_component(cfg: &Cfg, scc: &[FuncId], sums: &Summaries) -> Vec<(FuncId, Vec<Live>)> {
+    let mut mine: Vec<Live> = vec![Live::NONE; scc.len()];
+    let mut out: Vec<Vec<Live>> = vec![Vec::new(); scc.len()];
+    loop {
+        let mut changed = false;
+        for (k, f) in scc.iter().enumerate() {
+            let callee = |g: FuncId| {
+                let live = match scc.iter().position(|m| *m == g) {
+                    Some(j) => mine[j],
+                    None => sums.live_in[g.0 as usize],
+                };
+                (live, sums.must_def[g.0 as usize])
+            };
+            let block_live = solve_function(cfg, *f, &callee);
+            let fun = cfg.function(*f);
+            let entry = block_live[(fun.entry_block.0 - fun.blocks.start) as usize];
+            if entry != mine[k] {
+                mine[k] = entry;
+                changed = true;
+            }
+            out[k] = block_live;
+        }
+        // A component of one function that does not call itself needs one pass.
+        if !changed || (scc.len() == 1 && !calls_itself(cfg, scc[0])) {
+            return scc.iter().copied().zip(out).collect();
+        }
+    }
+}
+
+fn calls_itself(cfg: &Cfg, f: FuncId) -> bool {
+    cfg.blocks_of(f).iter().any(|b| {
+        cfg.edges_of(b).iter().any(|e| e.target == EdgeTarget::Function(f))
+    })
+}
+
+/// The call graph's strongly connected components (Tarjan, iterative), grouped in levels:
+/// level 0 calls nothing outside itself, level k only components of lower levels.
+fn levels(cg: &CallGraph, n: usize) -> Vec<Vec<Vec<FuncId>>> {
+    const NONE: u32 = u32::MAX;
+    let mut index = vec![NONE; n];
+    let mut low = vec![0u32; n];
+    let mut on_stack = vec![false; n];
+    let mut comp_of = vec![NONE; n];
+    let mut stack: Vec<u32> = Vec::new();
+    let mut comps: Vec<Vec<FuncId>> = Vec::new();
+    let mut level_of_comp: Vec<u32> = Vec::new();
+    let mut next_index = 0u32;
+    for root in 0..n as u32 {
+        if index[root as usize] != NONE {
+            continue;
+        }
+        // (node, position in its callee list)
+        let mut frames: Vec<(u32, usize)> = vec![(root, 0)];
+        index[root as usize] = next_index;
+        low[root as usize] = next_index;
+        next_index += 1;
+        stack.push(root);
+        on_stack[root as usize] = true;
+        while let Some(&mut (v, ref mut pos)) = frames.last_mut() {
+            let callees = cg.callees(FuncId(v));
+            if *pos < callees.len() {
+                let w = callees[*pos].0;
+                *pos += 1;
+                if index[w as usize] == NONE {
+                    index[w as usize] = next_index;
+                    low[w as usize] = next_index;
+                    next_index += 1;
+                    stack.push(w);
+                    on_stack[w as usize] = true;
+                    frames.push((w, 0));
+                } else if on_stack[w as usize] {
+                    low[v as usize] = low[v as usize].min(index[w as usize]);
+                }
+                continue;
+            }
+            frames.pop();
+            if let Some(&(parent, _)) = frames.last() {
+                low[parent as usize] = low[parent as usize].min(low[v as usize]);
+            }
+            if low[v as usize] == index[v as usize] {
+                let c = comps.len() as u32;
+                let mut members = Vec::new();
+                loop {
+                    let w = stack.pop().expect("Tarjan stack holds the component");
+                    on_stack[w as usize] = false;
+                    comp_of[w as usize] = c;
+                    members.push(FuncId(w));
+                    if w == v {
+                        break;
+                    }
+                }
+                // Callees' components are complete already (Tarjan emits callees first).
+                let level = members
+                    .iter()
+                    .flat_map(|m| cg.callees(*m))
+                    .map(|g| comp_of[g.0 as usize])
+                    .filter(|gc| *gc != c)
+                    .map(|gc| level_of_comp[gc as usize] + 1)
+                    .max()
+                    .unwrap_or(0);
+                level_of_comp.push(level);
+                comps.push(members);
+            }
+        }
+    }
+    let depth = level_of_comp.iter().copied().max().map_or(0, |m| m as usize + 1);
+    let mut out: Vec<Vec<Vec<FuncId>>> = vec![Vec::new(); depth];
+    for (c, members) in comps.into_iter().enumerate() {
+        out[level_of_comp[c] as usize].push(members);
+    }
+    out
 }
 
 /// Live-in of a known callee, as stored after [`solve`].
@@ -154,12 +256,11 @@ fn live_out(
     }
 }
 
-fn solve_function(cfg: &Cfg, f: FuncId, sums: &Summaries) -> Vec<Live> {
+fn solve_function(cfg: &Cfg, f: FuncId, callee: &dyn Fn(FuncId) -> (Live, Live)) -> Vec<Live> {
     let fun = cfg.function(f);
     let start = fun.blocks.start;
     let blocks = cfg.blocks_of(f);
     let mut live = vec![Live::NONE; blocks.len()];
-    let callee = |g: FuncId| (sums.live_in[g.0 as usize], sums.must_def[g.0 as usize]);
     loop {
         let mut changed = false;
         for i in (0..blocks.len()).rev() {
@@ -171,7 +272,7 @@ fn solve_function(cfg: &Cfg, f: FuncId, sums: &Summaries) -> Vec<Live> {
                         .and_then(|k| live.get(k as usize).copied())
                         .unwrap_or(Live::ALL)
                 };
-                live_out(cfg, b, &bl, &callee)
+                live_out(cfg, b, &bl, callee)
             };
             let new = gen_of(b).union(out.minus(kill_of(b)));
             if new != live[i] {

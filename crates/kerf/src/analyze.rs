@@ -396,9 +396,37 @@ fn function_json(a: &Analysis, f: FuncId) -> Value {
             })
         })
         .collect();
+    let tables: Vec<Value> = cfg
+        .blocks_of(f)
+        .iter()
+        .filter_map(|b| match b.term {
+            kerf_analysis::cfg::Terminator::JumpTable(t) => Some(&cfg.jump_tables[t.0 as usize]),
+            _ => None,
+        })
+        .map(|jt| {
+            json!({
+                "jump": format!("{}", jt.jump),
+                "table": format!("{}", jt.table),
+                "format": match jt.format {
+                    TableFormat::Absolute64 => "absolute64",
+                    TableFormat::Relative32 { .. } => "relative32",
+                },
+                "entries": jt.targets.len(),
+                "targets": jt.targets.iter().map(|t| format!("{t}")).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let unanalysable = cfg
+        .blocks_of(f)
+        .iter()
+        .filter(|b| b.term == kerf_analysis::cfg::Terminator::Unanalysable)
+        .count();
     json!({
         "name": fun.name,
         "image": a.image,
+        "jump_tables": tables,
+        "unanalysable_jumps": unanalysable,
+        "noreturn": fun.noreturn,
         "entry": format!("{}", fun.entry),
         "live_in": fun.live_in.to_string(),
         "flags_live_in": fun.flags_live_in.to_string(),

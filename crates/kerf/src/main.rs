@@ -5,6 +5,11 @@ mod analyze;
 mod progress;
 
 use clap::{Parser, Subcommand};
+
+/// Analysis allocates and frees millions of small vectors across threads; mimalloc does that
+/// several times faster than glibc's allocator.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::process::ExitCode;
 
 #[derive(Parser)]

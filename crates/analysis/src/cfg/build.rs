@@ -123,22 +123,19 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
     // Jump tables whose bounds check turned out not to dominate the jump are distrusted and
     // the function traversed again without them (rare: a few per large library).
     let mut distrust: AddrSet = AddrSet::default();
-    let (insns, leaders, mut callees) = loop {
+    let Traversal { insns, order, leaders, mut callees } = loop {
         let t = traverse(seed, cx, &mut sc, &distrust);
-        let bad = undominated_tables(&t.0, &t.1);
+        let bad = undominated_tables(&t.insns, &t.leaders);
         if bad.is_empty() {
             break t;
         }
         distrust.extend(bad);
     };
-    let local = |t: u64| {
-        let inner = cx.functions_in(seed.bound.clone());
-        seed.bound.contains(&t) && (t == seed.entry.0 || inner.binary_search(&t).is_err())
-    };
+    let inner = cx.functions_in(seed.bound.clone());
+    let local =
+        |t: u64| seed.bound.contains(&t) && (t == seed.entry.0 || inner.binary_search(&t).is_err());
 
     // Step 2: cut the decoded instructions, in address order, into blocks.
-    let mut order: Vec<u32> = (0..insns.len() as u32).collect();
-    order.sort_unstable_by_key(|i| insns[*i as usize].addr());
     let mut blocks: Vec<RawBlock> = Vec::new();
     let mut edges: Vec<(EdgeKind, RawTarget)> = Vec::new();
     let mut tables: Vec<JumpTable> = Vec::new();
@@ -146,7 +143,7 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
     let mut may_return = false;
     let mut i = 0;
     while i < order.len() {
-        let first = &insns[order[i] as usize];
+        let first = &insns[order[i].2 as usize];
         let mut b = RawBlock {
             start: ImageAddr(first.addr()),
             len: 0,
@@ -159,7 +156,7 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
             flags_kill: FlagSet::EMPTY,
         };
         loop {
-            let ins = &insns[order[i] as usize];
+            let ins = &insns[order[i].2 as usize];
             b.gen = b.gen.union(ins.reads.minus(b.kill));
             b.kill = b.kill.union(ins.kills);
             b.flags_gen = b.flags_gen.union(ins.flags_read.minus(b.flags_kill));
@@ -171,7 +168,7 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
             let next = ins.next();
             let ends =
                 ins.flow.ends_block() || matches!(ins.flow, Flow::Call(_) | Flow::IndirectCall);
-            let contiguous = i < order.len() && insns[order[i] as usize].addr() == next;
+            let contiguous = i < order.len() && insns[order[i].2 as usize].addr() == next;
             if ends || !contiguous || leaders.contains(&next) {
                 let e0 = edges.len() as u32;
                 finish_block(
@@ -219,7 +216,7 @@ fn traverse(
     cx: &dyn Context,
     sc: &mut Scanner<'_>,
     distrust: &AddrSet,
-) -> (Vec<Insn>, AddrSet, Vec<ImageAddr>) {
+) -> Traversal {
     let mut insns: Vec<Insn> = Vec::new();
     let mut at: AddrMap<u32> = AddrMap::default();
     let mut leaders: AddrSet = AddrSet::default();
@@ -363,19 +360,29 @@ fn traverse(
         // pads, reached by the unwinder; targets of unresolved jumps) is traversed from the first
         // non-padding instruction of each gap. Only for functions whose symbol gives their size:
         // without one, the range may hold other functions.
-        if !seed.sized {
-            break;
+        let mut order: Vec<(u64, u64, u32)> =
+            insns.iter().enumerate().map(|(k, i)| (i.addr(), i.next(), k as u32)).collect();
+        order.sort_unstable();
+        let gaps = if seed.sized { gap_starts(&order, seed, sc) } else { Vec::new() };
+        if gaps.is_empty() {
+            return Traversal { insns, order, leaders, callees };
         }
-        match first_gap(&insns, seed, sc) {
-            Some(a) => {
-                leaders.insert(a);
-                work.push((a, Hint::NONE));
-            }
-            None => break,
+        for a in gaps {
+            leaders.insert(a);
+            work.push((a, Hint::NONE));
         }
     }
+}
 
-    (insns, leaders, callees)
+/// What step 1 found.
+struct Traversal {
+    /// In decode order.
+    insns: Vec<Insn>,
+    /// `(address, next address, index in insns)`, sorted by address.
+    order: Vec<(u64, u64, u32)>,
+    leaders: AddrSet,
+    /// Call and tail-call targets.
+    callees: Vec<ImageAddr>,
 }
 
 /// Indirect jumps whose table bound came from a compare that does not dominate them: some
@@ -435,10 +442,10 @@ fn undominated_tables(insns: &[Insn], leaders: &AddrSet) -> Vec<u64> {
         .collect()
 }
 
-/// The first instruction in the function's range that is neither decoded yet nor padding.
-fn first_gap(insns: &[Insn], seed: &Seed, sc: &mut Scanner<'_>) -> Option<u64> {
-    let mut covered: Vec<(u64, u64)> = insns.iter().map(|i| (i.addr(), i.next())).collect();
-    covered.sort_unstable();
+/// The first instruction that is not padding in each stretch of the function's range that
+/// no decoded instruction covers.
+fn gap_starts(covered: &[(u64, u64, u32)], seed: &Seed, sc: &mut Scanner<'_>) -> Vec<u64> {
+    let mut out = Vec::new();
     let mut a = seed.bound.start;
     let mut k = 0;
     while a < seed.bound.end {
@@ -453,14 +460,18 @@ fn first_gap(insns: &[Insn], seed: &Seed, sc: &mut Scanner<'_>) -> Option<u64> {
         while a < gap_end {
             match sc.decode(ImageAddr(a)) {
                 Some(i) if is_filler(&i) => a = i.next_ip(),
-                Some(i) if i.next_ip() <= gap_end => return Some(a),
+                Some(i) if i.next_ip() <= gap_end => {
+                    out.push(a);
+                    break;
+                }
                 // An instruction that would overlap decoded code, or bytes that do not
                 // decode: not code we can use.
                 _ => a += 1,
             }
         }
+        a = gap_end;
     }
-    None
+    out
 }
 
 /// Instructions compilers use to pad between blocks and functions.
