@@ -102,8 +102,9 @@ struct Insn {
     clobbers: RegSet,
     flags_read: FlagSet,
     flags_killed: FlagSet,
-    /// Jump-table resolution, for an indirect jump.
-    resolution: Option<Resolution>,
+    /// Jump-table resolution, for an indirect jump (boxed: rare, and it would double the
+    /// size of every instruction record).
+    resolution: Option<Box<Resolution>>,
 }
 
 impl Insn {
@@ -339,7 +340,7 @@ fn traverse(
                                 }
                             }
                         }
-                        item.resolution = Some(res);
+                        item.resolution = Some(Box::new(res));
                         insns.push(item);
                         break;
                     }
@@ -390,7 +391,7 @@ struct Traversal {
 fn undominated_tables(insns: &[Insn], leaders: &AddrSet) -> Vec<u64> {
     let guarded: Vec<(u64, u64)> = insns
         .iter()
-        .filter_map(|i| match &i.resolution {
+        .filter_map(|i| match i.resolution.as_deref() {
             Some(Resolution::Table(_, origin)) => Some((*origin, i.addr())),
             _ => None,
         })
@@ -414,7 +415,7 @@ fn undominated_tables(insns: &[Insn], leaders: &AddrSet) -> Vec<u64> {
             }
             Flow::Jump(t) => add(t.0),
             Flow::IndirectJump => {
-                if let Some(Resolution::Table(t, _)) = &i.resolution {
+                if let Some(Resolution::Table(t, _)) = i.resolution.as_deref() {
                     let mut seen: Vec<ImageAddr> = Vec::new();
                     for tg in &t.targets {
                         if !seen.contains(tg) {
@@ -559,7 +560,7 @@ fn finish_block(
                 edges.push((EdgeKind::TailCall, other));
             }
         },
-        Flow::IndirectJump => match &last.resolution {
+        Flow::IndirectJump => match last.resolution.as_deref() {
             Some(Resolution::Table(t, _)) => {
                 b.term = Terminator::JumpTable(TableId(tables.len() as u32));
                 let mut seen: Vec<ImageAddr> = Vec::with_capacity(t.targets.len());

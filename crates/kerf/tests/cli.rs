@@ -1,0 +1,256 @@
+//! The `kerf analyze` command line as a user meets it: the summary, JSON keys, the cache, a
+//! live process, and one-line errors with a non-zero exit for every kind of bad input.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn kerf(args: &[&str], cache: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(args)
+        .env("KERF_CACHE_DIR", cache)
+        .output()
+        .expect("run kerf")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("cli").join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+const LIBC: &str = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+
+/// A failed run: non-zero exit, exactly one line on stderr containing `needle`, no panic.
+fn assert_error(out: &Output, needle: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "expected failure, got success; stderr: {err}");
+    assert!(!err.contains("panicked"), "kerf panicked: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "want one line, got: {err}");
+    assert!(err.contains(needle), "stderr {err:?} does not mention {needle:?}");
+    assert!(err.starts_with("kerf: "), "stderr {err:?}");
+}
+
+fn json(out: &Output) -> Value {
+    assert!(out.status.success(), "kerf failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
+}
+
+#[test]
+fn summary_json_has_the_documented_keys() {
+    let cache = tmp("json");
+    let v = json(&kerf(&["analyze", LIBC, "--json", "--no-cache"], &cache));
+    for k in [
+        "images",
+        "functions",
+        "blocks",
+        "instruction_bytes",
+        "jump_tables",
+        "unanalysable_jumps",
+        "seconds",
+    ] {
+        assert!(v.get(k).is_some(), "missing key {k} in {v}");
+    }
+    assert_eq!(v["images"], 1);
+    assert!(v["functions"].as_u64().unwrap() > 2000, "{v}");
+    assert!(v["blocks"].as_u64().unwrap() > v["functions"].as_u64().unwrap());
+    assert!(v["jump_tables"].as_u64().unwrap() > 50, "{v}");
+    assert!(v["instruction_bytes"].as_u64().unwrap() > 1_000_000, "{v}");
+    assert_eq!(v["cached"], false);
+}
+
+#[test]
+fn text_summary_names_every_phase() {
+    let cache = tmp("text");
+    let out = kerf(&["analyze", LIBC, "--no-cache"], &cache);
+    assert!(out.status.success());
+    let s = String::from_utf8_lossy(&out.stdout);
+    for k in [
+        "functions",
+        "basic blocks",
+        "instruction bytes",
+        "jump tables",
+        "unanalysable jumps",
+        "control flow",
+        "liveness",
+        "total",
+    ] {
+        assert!(s.contains(k), "summary lacks {k}:\n{s}");
+    }
+}
+
+#[test]
+fn second_run_comes_from_the_cache_and_no_cache_skips_it() {
+    let cache = tmp("cache");
+    let first = json(&kerf(&["analyze", LIBC, "--json"], &cache));
+    assert_eq!(first["cached"], false);
+    let entries = std::fs::read_dir(&cache).expect("cache dir").count();
+    assert_eq!(entries, 1, "one cache file per image");
+    let second = json(&kerf(&["analyze", LIBC, "--json"], &cache));
+    assert_eq!(second["cached"], true);
+    // The same analysis, only faster.
+    for k in ["functions", "blocks", "instruction_bytes", "jump_tables", "unanalysable_jumps"] {
+        assert_eq!(first[k], second[k], "{k} differs between fresh and cached analysis");
+    }
+    let third = json(&kerf(&["analyze", LIBC, "--json", "--no-cache"], &cache));
+    assert_eq!(third["cached"], false);
+    // A damaged cache file is ignored, not trusted.
+    for e in std::fs::read_dir(&cache).unwrap() {
+        std::fs::write(e.unwrap().path(), b"garbage").unwrap();
+    }
+    let fourth = json(&kerf(&["analyze", LIBC, "--json"], &cache));
+    assert_eq!(fourth["cached"], false);
+    assert_eq!(fourth["blocks"], first["blocks"]);
+}
+
+#[test]
+fn function_view_lists_blocks_edges_and_live_registers() {
+    let cache = tmp("function");
+    let out = kerf(&["analyze", LIBC, "--function", "qsort_r"], &cache);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.starts_with("function qsort_r in libc.so.6"), "{s}");
+    assert!(s.contains("\n  block +0x0 "), "{s}");
+    assert!(s.contains("    call "), "{s}");
+    // qsort_r's arguments are live at its entry.
+    let first = s.lines().find(|l| l.starts_with("  live-in")).unwrap();
+    for r in ["rdi", "rsi", "rdx", "rcx", "r8", "rsp"] {
+        assert!(first.split([' ', ',']).any(|w| w == r), "{r} not live at entry: {first}");
+    }
+}
+
+#[test]
+fn live_process_modules_with_load_bias() {
+    let cache = tmp("pid");
+    let mut child = Command::new("sleep").arg("30").spawn().expect("spawn sleep");
+    // Let the loader map libc.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = child.id().to_string();
+    let out = kerf(&["analyze", "-p", &pid, "--json"], &cache);
+    let _ = child.kill();
+    let _ = child.wait();
+    let v = json(&out);
+    assert!(v["images"].as_u64().unwrap() >= 3, "sleep, libc and ld.so: {v}");
+    let per_image = v["per_image"].as_array().unwrap();
+    let paths: Vec<&str> = per_image.iter().map(|i| i["path"].as_str().unwrap()).collect();
+    assert!(paths.iter().any(|p| p.ends_with("/sleep")), "{paths:?}");
+    assert!(paths.iter().any(|p| p.contains("libc.so")), "{paths:?}");
+    // Shared objects load at a non-zero bias.
+    for i in per_image {
+        if i["path"].as_str().unwrap().contains("libc.so") {
+            assert!(i["bias"].as_str().is_some_and(|b| b != "0x0"), "{i}");
+        }
+    }
+}
+
+#[test]
+fn missing_file() {
+    assert_error(&kerf(&["analyze", "/nonexistent/kerf-test"], &tmp("e1")), "no such file");
+}
+
+#[test]
+fn directory() {
+    assert_error(&kerf(&["analyze", "/usr"], &tmp("e2")), "is a directory");
+}
+
+#[test]
+fn not_elf() {
+    let d = tmp("e3");
+    let p = d.join("text.txt");
+    std::fs::write(&p, "hello, not an ELF file\n").unwrap();
+    assert_error(&kerf(&["analyze", p.to_str().unwrap()], &d), "not an ELF file");
+}
+
+/// A copy of /bin/true with bytes of the ELF header changed.
+fn patched_true(dir: &Path, name: &str, offset: usize, value: &[u8]) -> PathBuf {
+    let mut b = std::fs::read("/bin/true").expect("/bin/true");
+    b[offset..offset + value.len()].copy_from_slice(value);
+    let p = dir.join(name);
+    std::fs::write(&p, b).unwrap();
+    p
+}
+
+#[test]
+fn not_x86_64() {
+    let d = tmp("e4");
+    // e_machine = EM_AARCH64 (183).
+    let p = patched_true(&d, "aarch64", 18, &183u16.to_le_bytes());
+    assert_error(&kerf(&["analyze", p.to_str().unwrap()], &d), "not x86-64");
+}
+
+#[test]
+fn elf32() {
+    let d = tmp("e5");
+    let p = patched_true(&d, "elf32", 4, &[1]);
+    assert_error(&kerf(&["analyze", p.to_str().unwrap()], &d), "32-bit");
+}
+
+#[test]
+fn truncated_elf() {
+    let d = tmp("e6");
+    let b = std::fs::read("/bin/true").unwrap();
+    let p = d.join("trunc");
+    std::fs::write(&p, &b[..b.len() / 3]).unwrap();
+    assert_error(&kerf(&["analyze", p.to_str().unwrap()], &d), "malformed");
+}
+
+#[test]
+fn dead_pid() {
+    let mut c = Command::new("true").spawn().unwrap();
+    let pid = c.id();
+    c.wait().unwrap();
+    assert_error(&kerf(&["analyze", "-p", &pid.to_string()], &tmp("e7")), "does not exist");
+}
+
+#[test]
+fn pid_that_may_not_be_read() {
+    // As an unprivileged user, init's maps are off limits. setpriv comes with util-linux,
+    // which every Debian system has.
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_kerf"))
+        .args(["analyze", "-p", "1"])
+        .env("KERF_CACHE_DIR", tmp("e8"))
+        .output()
+        .expect("setpriv (util-linux) is needed for this test");
+    assert_error(&out, "permission");
+}
+
+#[test]
+fn unknown_function_suggests_close_names() {
+    let out = kerf(&["analyze", LIBC, "--function", "qsortr"], &tmp("e9"));
+    assert_error(&out, "no function named 'qsortr'");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("qsort_r"));
+}
+
+#[test]
+fn missing_symbol_file() {
+    let out = kerf(&["analyze", LIBC, "--symbols", "/nonexistent/syms"], &tmp("e10"));
+    assert_error(&out, "no such file");
+}
+
+#[test]
+fn bad_symbol_file_line() {
+    let d = tmp("e11");
+    let p = d.join("syms");
+    std::fs::write(&p, "0000000000001000 T ok\nthis is not a symbol line\n").unwrap();
+    let out = kerf(&["analyze", "/bin/true", "--symbols", p.to_str().unwrap(), "--no-cache"], &d);
+    assert_error(&out, "line 2");
+}
+
+#[test]
+fn symbol_file_names_functions_of_a_stripped_image() {
+    // /bin/true has no .symtab; a symbol file naming its entry point names that function.
+    let d = tmp("syms");
+    let out = Command::new("readelf").args(["-hW", "/bin/true"]).output().expect("readelf");
+    let h = String::from_utf8_lossy(&out.stdout);
+    let entry = h.lines().find(|l| l.contains("Entry point address")).unwrap();
+    let entry = u64::from_str_radix(entry.rsplit("0x").next().unwrap().trim(), 16).unwrap();
+    let p = d.join("syms");
+    std::fs::write(&p, format!("{entry:016x} T my_entry_point\n")).unwrap();
+    let sym = p.to_str().unwrap();
+    let out = kerf(&["analyze", "/bin/true", "--symbols", sym, "--function", "my_entry_point"], &d);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("function my_entry_point "));
+}

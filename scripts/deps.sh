@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what kerf's build, tests and benchmarks need on a fresh Debian 12 machine, and
+# fails loudly when something cannot be had. Sourced by scripts/demo and scripts/test.
+set -euo pipefail
+
+# Debian packages: compilers for the fixture programs, binutils (objdump, readelf, nm) that
+# tests compare against, the libraries analysed in tests and benchmarks, util-linux's setpriv.
+KERF_DEBS=(build-essential gcc clang binutils libllvm14 libstdc++6 util-linux python3)
+
+missing=()
+for p in "${KERF_DEBS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "kerf: installing Debian packages: ${missing[*]}" >&2
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "kerf: need root to install ${missing[*]} (run as root or install them first)" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq || { echo "kerf: apt-get update failed" >&2; exit 1; }
+  apt-get install -y -qq "${missing[@]}" >/dev/null || {
+    echo "kerf: apt-get install ${missing[*]} failed" >&2
+    exit 1
+  }
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  for c in "$HOME/.cargo/bin/cargo" /root/.cargo/bin/cargo /usr/local/cargo/bin/cargo; do
+    if [ -x "$c" ]; then export PATH="$(dirname "$c"):$PATH"; break; fi
+  done
+fi
+command -v cargo >/dev/null 2>&1 || {
+  echo "kerf: cargo (Rust 1.80 or newer) is not installed; install Rust with rustup first" >&2
+  exit 1
+}
