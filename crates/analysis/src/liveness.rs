@@ -74,7 +74,8 @@ pub fn solve(cfg: &mut Cfg, cg: &CallGraph) {
             level.par_iter().map(|scc| solve_component(cfg, scc, &sums)).collect();
         for (f, block_live) in results.into_iter().flatten() {
             let fun = &cfg.functions[f.0 as usize];
-            sums.live_in[f.0 as usize] = block_live[(fun.entry_block.0 - fun.blocks.start) as usize];
+            sums.live_in[f.0 as usize] =
+                block_live[(fun.entry_block.0 - fun.blocks.start) as usize];
             let start = fun.blocks.start as usize;
             for (i, l) in block_live.iter().enumerate() {
                 let b = &mut cfg.blocks[start + i];
@@ -88,6 +89,49 @@ pub fn solve(cfg: &mut Cfg, cg: &CallGraph) {
         f.flags_live_in = sums.live_in[i].flags;
         f.must_def = sums.must_def[i].regs;
         f.flags_must_def = sums.must_def[i].flags;
+    }
+}
+
+/// The plain fixpoint the levelled solver must agree with: every function re-solved, in
+/// parallel rounds, until no function's entry set changes. Kept as a reference for tests.
+#[doc(hidden)]
+pub fn solve_by_rounds(cfg: &mut Cfg, cg: &CallGraph) {
+    let n = cfg.functions.len();
+    let must_def: Vec<Live> =
+        (0..n).into_par_iter().map(|f| must_def_of(cfg, FuncId(f as u32))).collect();
+    let mut live_in = vec![Live::NONE; n];
+    let mut dirty: Vec<FuncId> = (0..n as u32).map(FuncId).collect();
+    while !dirty.is_empty() {
+        let results: Vec<(FuncId, Vec<Live>)> = dirty
+            .par_iter()
+            .map(|f| {
+                let callee = |g: FuncId| (live_in[g.0 as usize], must_def[g.0 as usize]);
+                (*f, solve_function(cfg, *f, &callee))
+            })
+            .collect();
+        let mut next = Vec::new();
+        for (f, block_live) in results {
+            let fun = &cfg.functions[f.0 as usize];
+            let entry = block_live[(fun.entry_block.0 - fun.blocks.start) as usize];
+            let start = fun.blocks.start as usize;
+            for (i, l) in block_live.iter().enumerate() {
+                cfg.blocks[start + i].live_in = l.regs;
+                cfg.blocks[start + i].flags_live_in = l.flags;
+            }
+            if entry != live_in[f.0 as usize] {
+                live_in[f.0 as usize] = entry;
+                next.extend_from_slice(cg.callers(f));
+            }
+        }
+        next.sort_unstable();
+        next.dedup();
+        dirty = next;
+    }
+    for (i, f) in cfg.functions.iter_mut().enumerate() {
+        f.live_in = live_in[i].regs;
+        f.flags_live_in = live_in[i].flags;
+        f.must_def = must_def[i].regs;
+        f.flags_must_def = must_def[i].flags;
     }
 }
 
@@ -122,9 +166,9 @@ fn solve_component(cfg: &Cfg, scc: &[FuncId], sums: &Summaries) -> Vec<(FuncId, 
 }
 
 fn calls_itself(cfg: &Cfg, f: FuncId) -> bool {
-    cfg.blocks_of(f).iter().any(|b| {
-        cfg.edges_of(b).iter().any(|e| e.target == EdgeTarget::Function(f))
-    })
+    cfg.blocks_of(f)
+        .iter()
+        .any(|b| cfg.edges_of(b).iter().any(|e| e.target == EdgeTarget::Function(f)))
 }
 
 /// The call graph's strongly connected components (Tarjan, iterative), grouped in levels:

@@ -188,7 +188,7 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
             .filter_map(|s| {
                 let r = build_function(s, &cx);
                 let d = done.fetch_add(1, Ordering::Relaxed) + 1;
-                if d % 4096 == 0 {
+                if d.is_multiple_of(4096) {
                     progress.advance(d, total);
                 }
                 r

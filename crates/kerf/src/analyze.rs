@@ -18,7 +18,8 @@ pub struct Args {
     /// Analyse every module mapped into this live process (read only: nothing is attached).
     #[arg(short, long)]
     pid: Option<i32>,
-    /// Symbol file (nm, System.map or /proc/kallsyms format) for an image without symbols.
+    /// Symbol file (nm, System.map or /proc/kallsyms format) for an image without symbols
+    /// (with -p, for the main executable).
     #[arg(long, value_name = "FILE")]
     symbols: Option<PathBuf>,
     /// Print this function's blocks, edges and live-in registers.

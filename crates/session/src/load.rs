@@ -144,13 +144,14 @@ pub fn analyze_process(
     let maps = parse_maps(&text).map_err(|e| LoadError::Maps { pid, detail: e.to_string() })?;
     let mut out = Vec::new();
     let mut skipped = Vec::new();
-    for m in modules(&maps) {
+    for (i, m) in modules(&maps).into_iter().enumerate() {
         if m.path.starts_with('[') || !m.mappings.iter().any(|x| x.exec) {
             continue;
         }
         let file = proc.module_path(&m.path);
-        // The symbol file, if any, belongs to the main executable only.
-        let o = LoadOptions { symbols: None, ..opts.clone() };
+        // A symbol file belongs to the main executable, which the kernel maps first.
+        let symbols = if i == 0 { opts.symbols.clone() } else { None };
+        let o = LoadOptions { symbols, ..opts.clone() };
         match analyze_file(&file, &o, progress) {
             Ok(mut a) => {
                 a.bias = Some(m.bias(&a.segments));

@@ -212,12 +212,7 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
 
 /// Step 1 of [`build_function`]: decode everything reachable from the entry. Returns the
 /// instructions (in decode order), the block leaders, and the call and tail-call targets.
-fn traverse(
-    seed: &Seed,
-    cx: &dyn Context,
-    sc: &mut Scanner<'_>,
-    distrust: &AddrSet,
-) -> Traversal {
+fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &AddrSet) -> Traversal {
     let mut insns: Vec<Insn> = Vec::new();
     let mut at: AddrMap<u32> = AddrMap::default();
     let mut leaders: AddrSet = AddrSet::default();
