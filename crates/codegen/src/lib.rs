@@ -3,6 +3,7 @@
 //! and writes no memory; the patch layer places and encodes what comes out.
 
 pub mod templates;
+pub mod trap;
 
 use iced_x86::Instruction;
 use kerf_arch::x86_64::{FlagSet, RegSet};

@@ -1,0 +1,139 @@
+//! The trap dispatcher a process target runs for `trap` splices: a SIGTRAP handler that looks
+//! the `int3` up in a table kept by kerf and resumes the thread in that point's code patch,
+//! chaining every other SIGTRAP to the handler the program had before.
+//!
+//! Layout of the dispatcher's data (kerf writes it while the target is stopped):
+//! ```text
+//! +0   old_handler  u64   the program's previous sa_handler (0 = SIG_DFL, 1 = SIG_IGN)
+//! +8   count        u64   number of table entries
+//! +16  entries      [(point u64, patch u64); count], sorted by point
+//! ```
+
+use iced_x86::code_asm::*;
+use iced_x86::BlockEncoderOptions;
+
+/// Offsets in the data block.
+pub const OLD_HANDLER: u64 = 0;
+pub const COUNT: u64 = 8;
+pub const ENTRIES: u64 = 16;
+/// Bytes of the data block for `n` entries.
+pub fn data_len(n: usize) -> u64 {
+    ENTRIES + 16 * n as u64
+}
+
+/// `uc_mcontext.gregs[REG_RIP]` in the x86-64 `ucontext_t` the kernel passes a handler:
+/// `uc_flags`(8) + `uc_link`(8) + `uc_stack`(24) = 40, then 16 greg slots before RIP.
+const UC_RIP: i32 = 40 + 16 * 8;
+
+const SYS_RT_SIGRETURN: i32 = 15;
+const SYS_RT_SIGACTION: i32 = 13;
+const SYS_GETPID: i32 = 39;
+const SYS_GETTID: i32 = 186;
+const SYS_TGKILL: i32 = 234;
+const SIGTRAP: i32 = 5;
+
+/// Machine code of the dispatcher, placed at `code`, with its data block at `data`. Returns
+/// `(bytes, restorer offset)`: the handler is at offset 0 and the `sa_restorer` (which only
+/// calls rt_sigreturn) at the returned offset.
+///
+/// The handler may clobber any register: the kernel restores the interrupted thread's state
+/// from the signal frame when the handler returns. It keeps rdi/rsi/rdx (signal number,
+/// siginfo, ucontext) intact for chaining to the previous handler.
+pub fn dispatcher(code: u64, data: u64) -> Result<(Vec<u8>, usize), IcedError> {
+    let mut a = CodeAssembler::new(64)?;
+    let mut lp = a.create_label();
+    let mut less = a.create_label();
+    let mut found = a.create_label();
+    let mut not_found = a.create_label();
+    let mut default = a.create_label();
+    let mut ignore = a.create_label();
+    let mut sigreturn = a.create_label();
+
+    // rax = address of the int3 that trapped.
+    a.mov(rax, qword_ptr(rdx + UC_RIP))?;
+    a.dec(rax)?;
+    a.mov(rcx, data)?;
+    a.mov(r8, qword_ptr(rcx + COUNT as i32))?;
+    a.xor(r9d, r9d)?;
+    // Binary search over [r9, r8).
+    a.set_label(&mut lp)?;
+    a.cmp(r9, r8)?;
+    a.jae(not_found)?;
+    a.lea(r10, qword_ptr(r9 + r8))?;
+    a.shr(r10, 1)?;
+    a.mov(r11, r10)?;
+    a.shl(r11, 4)?;
+    a.cmp(rax, qword_ptr(rcx + r11 + ENTRIES as i32))?;
+    a.je(found)?;
+    a.jb(less)?;
+    a.lea(r9, qword_ptr(r10 + 1))?;
+    a.jmp(lp)?;
+    a.set_label(&mut less)?;
+    a.mov(r8, r10)?;
+    a.jmp(lp)?;
+    // Resume in the point's code patch.
+    a.set_label(&mut found)?;
+    a.mov(rax, qword_ptr(rcx + r11 + (ENTRIES + 8) as i32))?;
+    a.mov(qword_ptr(rdx + UC_RIP), rax)?;
+    a.ret()?;
+    // Not ours: hand it to the program's previous handler, as if it had been called directly.
+    a.set_label(&mut not_found)?;
+    a.mov(rax, qword_ptr(rcx + OLD_HANDLER as i32))?;
+    a.cmp(rax, 1)?;
+    a.jb(default)?;
+    a.je(ignore)?;
+    a.jmp(rax)?;
+    // SIG_DFL: restore the default action and send the signal again; it is delivered (and
+    // kills the process as it would have) once this handler returns and unblocks it.
+    a.set_label(&mut default)?;
+    a.sub(rsp, 40)?;
+    a.xor(eax, eax)?;
+    // struct sigaction { handler = SIG_DFL, flags = 0, restorer = 0, mask = 0 } on the stack.
+    a.mov(qword_ptr(rsp), rax)?;
+    a.mov(qword_ptr(rsp + 8), rax)?;
+    a.mov(qword_ptr(rsp + 16), rax)?;
+    a.mov(qword_ptr(rsp + 24), rax)?;
+    a.mov(eax, SYS_RT_SIGACTION)?;
+    a.mov(edi, SIGTRAP)?;
+    a.mov(rsi, rsp)?;
+    a.xor(edx, edx)?;
+    a.mov(r10d, 8)?;
+    a.syscall()?;
+    a.mov(eax, SYS_GETPID)?;
+    a.syscall()?;
+    a.mov(qword_ptr(rsp + 32), rax)?;
+    a.mov(eax, SYS_GETTID)?;
+    a.syscall()?;
+    a.mov(rsi, rax)?;
+    a.mov(rdi, qword_ptr(rsp + 32))?;
+    a.mov(edx, SIGTRAP)?;
+    a.mov(eax, SYS_TGKILL)?;
+    a.syscall()?;
+    a.add(rsp, 40)?;
+    a.ret()?;
+    // SIG_IGN: nothing to do.
+    a.set_label(&mut ignore)?;
+    a.ret()?;
+    // sa_restorer: the handler returns here; rt_sigreturn restores the interrupted context.
+    a.set_label(&mut sigreturn)?;
+    a.mov(eax, SYS_RT_SIGRETURN)?;
+    a.syscall()?;
+    a.ud2()?;
+    let r = a.assemble_options(code, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)?;
+    let off = (r.label_ip(&sigreturn)? - code) as usize;
+    Ok((r.inner.code_buffer, off))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dispatcher_assembles_and_restorer_calls_rt_sigreturn() {
+        let (code, off) = dispatcher(0x7000_0000, 0x7000_1000).unwrap();
+        assert!(code.len() > 60 && code.len() < 400, "{}", code.len());
+        // mov eax, 15; syscall
+        assert_eq!(&code[off..off + 7], &[0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05]);
+        assert_eq!(data_len(3), 64);
+    }
+}
