@@ -3,5 +3,6 @@
 
 pub mod cache;
 pub mod load;
+pub mod spec;
 
 pub use load::{analyze_file, analyze_process, AnalyzedImage, LoadError, LoadOptions};
