@@ -179,9 +179,18 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
     let mut cx = Cx { mem: image, entries: known.keys().copied().collect(), noreturn };
     let mut built: BTreeMap<u64, FuncCfg> = BTreeMap::new();
     let mut pending: Vec<u64> = cx.entries.clone();
+    // Addresses inside a sized function that code elsewhere jumps to: more entries of that
+    // function (an asm routine entered in the middle, a `.cold` part's way back).
+    let mut inner_entries: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    let mut rebuild: Vec<u64> = Vec::new();
+    let mut limits: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
     let done = AtomicU64::new(0);
-    while !pending.is_empty() {
-        let seeds: Vec<Seed> = pending.iter().map(|a| seed_for(*a, &known, &cx, image)).collect();
+    while !pending.is_empty() || !rebuild.is_empty() {
+        let seeds: Vec<Seed> = pending
+            .iter()
+            .chain(rebuild.iter())
+            .map(|a| seed_for(*a, &known, &inner_entries, &limits, &cx, image))
+            .collect();
         let total = known.len() as u64;
         let results: Vec<FuncCfg> = seeds
             .par_iter()
@@ -195,14 +204,25 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
             })
             .collect();
         let mut fresh: Vec<u64> = Vec::new();
+        let mut inner: Vec<(u64, u64)> = Vec::new();
         for r in results {
             for c in &r.callees {
-                if !known.contains_key(&c.0) && image.code_at(*c).is_some() {
-                    known.insert(
-                        c.0,
-                        Known { names: Vec::new(), size: 0, origin: FuncOrigin::CallTarget },
-                    );
-                    fresh.push(c.0);
+                if known.contains_key(&c.0) || image.code_at(*c).is_none() {
+                    continue;
+                }
+                // A jump into the middle of a function whose size is known is an edge into
+                // that function, not the start of a new one.
+                let owner =
+                    known.range(..c.0).next_back().filter(|(a, k)| k.size > 0 && c.0 < *a + k.size);
+                match owner {
+                    Some((o, _)) => inner.push((*o, c.0)),
+                    None => {
+                        known.insert(
+                            c.0,
+                            Known { names: Vec::new(), size: 0, origin: FuncOrigin::CallTarget },
+                        );
+                        fresh.push(c.0);
+                    }
                 }
             }
             built.insert(r.entry.0, r);
@@ -213,9 +233,76 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
                 known.remove(a);
             }
         }
+        // Owners that do not have a block where others jump in are traversed again from
+        // there too.
+        rebuild.clear();
+        for (o, c) in inner {
+            let has_block = built
+                .get(&o)
+                .is_some_and(|f| f.blocks.binary_search_by_key(&c, |b| b.start.0).is_ok());
+            // Only where the owner's own instructions start: a jump into the middle of one
+            // comes from bytes that are not really code (or from glibc's skip-the-lock-prefix
+            // idiom, which the owner's traversal finds by itself).
+            if has_block || !on_linear_boundary(image, o, known[&o].size, c) {
+                continue;
+            }
+            let extra = inner_entries.entry(o).or_default();
+            if !has_block && !extra.contains(&c) {
+                extra.push(c);
+                rebuild.push(o);
+            }
+        }
+        rebuild.sort_unstable();
+        rebuild.dedup();
         cx.entries = known.keys().copied().collect();
         fresh.sort_unstable();
         pending = fresh;
+    }
+
+    // A bound from `and r, mask` can exceed the table when the compiler knew more bits of the
+    // index (LLVM's known-bits): the table then runs into the next one. Tables that overlap
+    // the next table (of any function) are cut where it starts, and their functions rebuilt.
+    for _ in 0..3 {
+        let mut tables: Vec<(u64, u64, u64, u64, u64)> = Vec::new(); // start, end, size, owner, jump
+        for f in built.values() {
+            for t in &f.tables {
+                let size = match t.format {
+                    crate::cfg::TableFormat::Absolute64 => 8,
+                    crate::cfg::TableFormat::Relative32 { .. } => 4,
+                };
+                let start = t.table.0;
+                tables.push((
+                    start,
+                    start + size * t.targets.len() as u64,
+                    size,
+                    f.entry.0,
+                    t.jump.0,
+                ));
+            }
+        }
+        tables.sort_unstable();
+        let mut cut: Vec<u64> = Vec::new();
+        for (k, &(s0, e0, size, owner, jump)) in tables.iter().enumerate() {
+            // The next table that starts after this one (the same table may be listed by
+            // several functions whose ranges overlap).
+            let next = tables[k + 1..].iter().find(|t| t.0 > s0).map(|t| t.0);
+            if let Some(s1) = next.filter(|s1| *s1 < e0) {
+                limits.entry(owner).or_default().push((jump, (s1 - s0) / size - 1));
+                cut.push(owner);
+            }
+        }
+        if cut.is_empty() {
+            break;
+        }
+        cut.sort_unstable();
+        cut.dedup();
+        let seeds: Vec<Seed> =
+            cut.iter().map(|a| seed_for(*a, &known, &inner_entries, &limits, &cx, image)).collect();
+        let rebuilt: Vec<FuncCfg> =
+            seeds.par_iter().filter_map(|s| build_function(s, &cx)).collect();
+        for r in rebuilt {
+            built.insert(r.entry.0, r);
+        }
     }
 
     // Functions with no path to an exit never return: their callers' CFGs were built assuming
@@ -234,7 +321,7 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
         let redo: Vec<Seed> = built
             .values()
             .filter(|f| f.callees.iter().any(|c| newly.contains(&c.0)))
-            .map(|f| seed_for(f.entry.0, &known, &cx, image))
+            .map(|f| seed_for(f.entry.0, &known, &inner_entries, &limits, &cx, image))
             .collect();
         let rebuilt: Vec<FuncCfg> =
             redo.par_iter().filter_map(|s| build_function(s, &cx)).collect();
@@ -268,7 +355,14 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
 }
 
 /// The range a function's code may occupy: its symbol size, else up to the next known entry.
-fn seed_for(entry: u64, known: &BTreeMap<u64, Known>, cx: &Cx<'_>, image: &Image<'_>) -> Seed {
+fn seed_for(
+    entry: u64,
+    known: &BTreeMap<u64, Known>,
+    inner: &BTreeMap<u64, Vec<u64>>,
+    limits: &BTreeMap<u64, Vec<(u64, u64)>>,
+    cx: &Cx<'_>,
+    image: &Image<'_>,
+) -> Seed {
     let region_end =
         image.code_at(ImageAddr(entry)).map(|(b, bytes)| b.0 + bytes.len() as u64).unwrap_or(entry);
     let size = known.get(&entry).map_or(0, |k| k.size);
@@ -278,7 +372,29 @@ fn seed_for(entry: u64, known: &BTreeMap<u64, Known>, cx: &Cx<'_>, image: &Image
         let i = cx.entries.partition_point(|e| *e <= entry);
         cx.entries.get(i).copied().unwrap_or(region_end).min(region_end)
     };
-    Seed { entry: ImageAddr(entry), bound: entry..end.max(entry + 1), sized: size > 0 }
+    let extra = inner.get(&entry).cloned().unwrap_or_default();
+    let limits = limits.get(&entry).cloned().unwrap_or_default();
+    Seed {
+        entry: ImageAddr(entry),
+        bound: entry..end.max(entry + 1),
+        sized: size > 0,
+        extra,
+        limits,
+    }
+}
+
+/// Whether `addr` starts an instruction of a linear decode of `[entry, entry+size)`.
+fn on_linear_boundary(image: &Image<'_>, entry: u64, size: u64, addr: u64) -> bool {
+    let Some((base, bytes)) = image.code_at(ImageAddr(entry)) else { return false };
+    let mut sc = Scanner::new(bytes, base);
+    let mut a = entry;
+    while a < addr && a < entry + size {
+        match sc.decode(ImageAddr(a)) {
+            Some(i) => a = i.next_ip(),
+            None => return false,
+        }
+    }
+    a == addr
 }
 
 /// The name to show for a function with several symbols: global before weak before local,
@@ -352,9 +468,17 @@ fn assemble(known: &BTreeMap<u64, Known>, built: BTreeMap<u64, FuncCfg>, cx: &Cx
                 RawTarget::Local(a) => {
                     block_id(fi, a).map_or(EdgeTarget::Address(a), EdgeTarget::Block)
                 }
-                RawTarget::Function(a) => {
-                    func_id(a).map_or(EdgeTarget::Address(a), EdgeTarget::Function)
-                }
+                RawTarget::Function(a) => match func_id(a) {
+                    Some(g) => EdgeTarget::Function(g),
+                    // Into the middle of another function (a `.cold` part jumping back into
+                    // its parent): that function's block, if it has one there.
+                    None => {
+                        let owner = entries.partition_point(|e| *e <= a.0).checked_sub(1);
+                        owner
+                            .and_then(|g| block_id(g, a))
+                            .map_or(EdgeTarget::Address(a), EdgeTarget::Block)
+                    }
+                },
                 RawTarget::None => EdgeTarget::None,
             };
             *out = Edge { kind: *kind, target };

@@ -297,6 +297,10 @@ fn target_name(a: &Analysis, f: FuncId, t: EdgeTarget) -> String {
     let cfg = &a.cfg;
     let entry = cfg.function(f).entry.0;
     match t {
+        EdgeTarget::Block(b) if cfg.block(b).func != f => {
+            let g = cfg.function(cfg.block(b).func);
+            format!("{}{}", g.name, off(cfg.block(b).start.0, g.entry.0))
+        }
         EdgeTarget::Block(b) => off(cfg.block(b).start.0, entry),
         EdgeTarget::Function(g) => cfg.function(g).name.clone(),
         EdgeTarget::Address(x) => format!("{x}"),

@@ -153,7 +153,11 @@ pub fn module_name(path: &str) -> &str {
 
 /// Resolve specs against analysed modules (in order: the main executable first). Each spec
 /// yields one or more points; duplicates (same module and address) are kept once.
-pub fn resolve(specs: &[Spec], modules: &[(&str, &Analysis)], code: &dyn Fn(usize, ImageAddr) -> Option<(ImageAddr, Vec<u8>)>) -> Result<Vec<Point>, SpecError> {
+pub fn resolve(
+    specs: &[Spec],
+    modules: &[(&str, &Analysis)],
+    code: &dyn Fn(usize, ImageAddr) -> Option<(ImageAddr, Vec<u8>)>,
+) -> Result<Vec<Point>, SpecError> {
     let mut out: Vec<Point> = Vec::new();
     for spec in specs {
         let mods: Vec<usize> = match &spec.module {
@@ -284,7 +288,12 @@ fn check_boundary(
     if a == addr.0 {
         Ok(())
     } else {
-        Err(SpecError::NotBoundary { spec: spec.text.clone(), addr: addr.0, before: prev, after: a })
+        Err(SpecError::NotBoundary {
+            spec: spec.text.clone(),
+            addr: addr.0,
+            before: prev,
+            after: a,
+        })
     }
 }
 
@@ -294,7 +303,11 @@ pub fn close_names<'a>(name: &str, analyses: impl Iterator<Item = &'a Analysis>)
     let plain = name.trim_matches('*');
     for a in analyses {
         for f in &a.cfg.functions {
-            let d = if !plain.is_empty() && f.name.contains(plain) { 1 } else { edit_distance(&f.name, name) };
+            let d = if !plain.is_empty() && f.name.contains(plain) {
+                1
+            } else {
+                edit_distance(&f.name, name)
+            };
             if d <= 2 {
                 close.push((d, f.name.clone()));
             }
@@ -333,7 +346,10 @@ mod tests {
         assert_eq!(s.what, SpecWhat::Symbol { pattern: "malloc".into(), offset: 0, blocks: false });
         let s = parse("work+0x12").unwrap();
         assert_eq!(s.module, None);
-        assert_eq!(s.what, SpecWhat::Symbol { pattern: "work".into(), offset: 0x12, blocks: false });
+        assert_eq!(
+            s.what,
+            SpecWhat::Symbol { pattern: "work".into(), offset: 0x12, blocks: false }
+        );
         assert_eq!(parse("app:0x1130").unwrap().what, SpecWhat::Addr(0x1130));
         assert_eq!(
             parse("libc:*open*").unwrap().what,

@@ -5,10 +5,10 @@
 //! most one call, at its end, which keeps the liveness transfer simple), or where another
 //! block begins.
 
-use super::jumptable::{self, Hint, Resolution};
+use super::jumptable::{self, Compare, Hint, Resolution, Slice};
 use super::{EdgeKind, JumpTable, TableId, Terminator};
 use crate::memory::CodeMemory;
-use iced_x86::{ConditionCode, Instruction, Mnemonic, OpKind};
+use iced_x86::{Instruction, Mnemonic, OpKind};
 use kerf_arch::x86_64::{FlagSet, Flow, Gpr, RegSet, Scanner};
 use kerf_arch::ImageAddr;
 use std::collections::{HashMap, HashSet};
@@ -44,6 +44,10 @@ pub(crate) struct Seed {
     pub bound: Range<u64>,
     /// The range comes from the symbol's size (so all of it is this function's code).
     pub sized: bool,
+    /// Further addresses inside the range where other functions jump in.
+    pub extra: Vec<u64>,
+    /// `(jump, max index)`: jump tables found to overlap the next table, cut to fit.
+    pub limits: Vec<(u64, u64)>,
 }
 
 /// What the traversal of one function needs to know about the rest of the image.
@@ -218,6 +222,10 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
     let mut leaders: AddrSet = AddrSet::default();
     let mut work: Vec<(u64, Hint)> = vec![(seed.entry.0, Hint::NONE)];
     leaders.insert(seed.entry.0);
+    for e in &seed.extra {
+        work.push((*e, Hint::NONE));
+        leaders.insert(*e);
+    }
     let mut callees: Vec<ImageAddr> = Vec::new();
     // Other functions' entries inside our range (aliases aside, usually none): a jump there
     // is a tail call, not a branch inside this function.
@@ -230,11 +238,13 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
     // run's instructions and the bound hints before each are kept for jump-table slicing.
     let mut run: Vec<u32> = Vec::new();
     let mut run_hints: Vec<Hint> = Vec::new();
+    let mut pending: Vec<Pending> = Vec::new();
+    let mut boundaries: Option<Vec<u64>> = None;
     loop {
         while let Some((start, hint0)) = work.pop() {
             let mut a = start;
             let mut hint = hint0;
-            let mut last_cmp: Option<(Gpr, u64, u8)> = None;
+            let mut last_cmp: Option<Compare> = None;
             run.clear();
             run_hints.clear();
             loop {
@@ -268,7 +278,15 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
                     flags_killed: f.flags_killed,
                     resolution: None,
                 };
-                let cmp_now = cmp_reg_imm(&insn);
+                let cmp_now = match insn.mnemonic() {
+                    Mnemonic::Cmp => Compare::of(&insn, &[]),
+                    Mnemonic::Sub => {
+                        let before: Vec<&Instruction> =
+                            run[..run.len() - 1].iter().map(|i| &insns[*i as usize].insn).collect();
+                        Compare::of(&insn, &before)
+                    }
+                    _ => None,
+                };
                 match f.flow {
                     Flow::Next => {
                         insns.push(item);
@@ -323,8 +341,26 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
                         let res = if distrust.contains(&a) {
                             Resolution::Unknown
                         } else {
-                            jumptable::resolve(&slice, &insn, &run_hints, cx.memory())
+                            let s = Slice { insns: &slice, hints: &run_hints, global: &|_| None };
+                            jumptable::resolve(&s, &insn, cx.memory())
                         };
+                        if matches!(res, Resolution::Unknown) && !distrust.contains(&a) {
+                            pending.push(Pending {
+                                jump: idx,
+                                slice: run[..run.len() - 1].to_vec(),
+                                hints: run_hints.clone(),
+                            });
+                        }
+                        let mut res = res;
+                        if let Resolution::Table(t, _) = &mut res {
+                            if let Some((_, max)) = seed.limits.iter().find(|l| l.0 == a) {
+                                t.targets.truncate(*max as usize + 1);
+                            }
+                            trim_to_boundaries(t, seed, sc, &mut boundaries);
+                            if t.targets.is_empty() {
+                                res = Resolution::Unknown;
+                            }
+                        }
                         if let Resolution::Table(t, _) = &res {
                             for tg in &t.targets {
                                 if local(tg.0) {
@@ -356,6 +392,46 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
         // pads, reached by the unwinder; targets of unresolved jumps) is traversed from the first
         // non-padding instruction of each gap. Only for functions whose symbol gives their size:
         // without one, the range may hold other functions.
+        // Step 1a: jumps whose slice lacked a definition (a table base hoisted out of a loop)
+        // are tried again now that the whole function is decoded.
+        if !pending.is_empty() {
+            let mut resolved_any = false;
+            for p in std::mem::take(&mut pending) {
+                let global = |r: Gpr| unique_lea(&insns, r);
+                let slice: Vec<(&Instruction, RegSet)> = p
+                    .slice
+                    .iter()
+                    .map(|i| (&insns[*i as usize].insn, insns[*i as usize].clobbers))
+                    .collect();
+                let s = Slice { insns: &slice, hints: &p.hints, global: &global };
+                let jmp = insns[p.jump as usize].insn;
+                let mut res = jumptable::resolve(&s, &jmp, cx.memory());
+                if let Resolution::Table(t, _) = &mut res {
+                    if let Some((_, max)) = seed.limits.iter().find(|l| l.0 == jmp.ip()) {
+                        t.targets.truncate(*max as usize + 1);
+                    }
+                    trim_to_boundaries(t, seed, sc, &mut boundaries);
+                    if t.targets.is_empty() {
+                        res = Resolution::Unknown;
+                    }
+                }
+                if let Resolution::Table(t, _) = &res {
+                    resolved_any = true;
+                    for tg in &t.targets {
+                        if local(tg.0) {
+                            leaders.insert(tg.0);
+                            work.push((tg.0, Hint::NONE));
+                        } else {
+                            callees.push(*tg);
+                        }
+                    }
+                    insns[p.jump as usize].resolution = Some(Box::new(res));
+                }
+            }
+            if resolved_any {
+                continue;
+            }
+        }
         let mut order: Vec<(u64, u64, u32)> =
             insns.iter().enumerate().map(|(k, i)| (i.addr(), i.next(), k as u32)).collect();
         order.sort_unstable();
@@ -368,6 +444,60 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
             work.push((a, Hint::NONE));
         }
     }
+}
+
+/// A table runs past its real end when its bound came from a mask wider than the index's
+/// true range (LLVM shrinks tables by known bits): the extra entries belong to the next
+/// table and, taken relative to this one's base, land in the middle of instructions. In a
+/// function whose extent is known (symbol or unwind info), compiled code decodes linearly
+/// without gaps, so every real target is an instruction boundary of that decode; the table is
+/// cut at the first entry that is not.
+fn trim_to_boundaries(
+    t: &mut JumpTable,
+    seed: &Seed,
+    sc: &mut Scanner<'_>,
+    bits: &mut Option<Vec<u64>>,
+) {
+    if !seed.sized {
+        return;
+    }
+    let (lo, hi) = (seed.bound.start, seed.bound.end);
+    let bits = bits.get_or_insert_with(|| {
+        let mut v = vec![0u64; ((hi - lo) as usize).div_ceil(64)];
+        let mut a = lo;
+        while a < hi {
+            let k = (a - lo) as usize;
+            v[k / 64] |= 1 << (k % 64);
+            a = sc.decode(ImageAddr(a)).map_or(a + 1, |i| i.next_ip());
+        }
+        v
+    });
+    let on = |a: u64| {
+        let k = (a - lo) as usize;
+        bits[k / 64] & (1 << (k % 64)) != 0
+    };
+    if let Some(bad) = t.targets.iter().position(|x| x.0 >= lo && x.0 < hi && !on(x.0)) {
+        t.targets.truncate(bad);
+    }
+}
+
+/// An indirect jump left unresolved by its run's slice, kept for a second try.
+struct Pending {
+    jump: u32,
+    slice: Vec<u32>,
+    hints: Vec<Hint>,
+}
+
+/// The constant a register holds if the function defines it exactly once, by
+/// `lea r, [rip+X]`.
+fn unique_lea(insns: &[Insn], r: Gpr) -> Option<u64> {
+    let mut defs = insns.iter().filter(|i| i.clobbers.contains(r));
+    let d = defs.next()?;
+    if defs.next().is_some() {
+        return None;
+    }
+    (d.insn.mnemonic() == Mnemonic::Lea && d.insn.memory_base() == iced_x86::Register::RIP)
+        .then(|| d.insn.ip_rel_memory_address())
 }
 
 /// What step 1 found.
@@ -590,50 +720,5 @@ fn finish_block(
             edges.push((EdgeKind::Return, RawTarget::None));
         }
         Flow::Stop => b.term = Terminator::Stop,
-    }
-}
-
-/// `cmp r, imm` (on any width of register): the register, the unsigned immediate and the width.
-fn cmp_reg_imm(insn: &Instruction) -> Option<(Gpr, u64, u8)> {
-    if insn.mnemonic() != Mnemonic::Cmp || insn.op0_kind() != OpKind::Register {
-        return None;
-    }
-    let gpr = Gpr::from_iced(insn.op0_register())?;
-    let imm = match insn.op1_kind() {
-        OpKind::Immediate8
-        | OpKind::Immediate16
-        | OpKind::Immediate32
-        | OpKind::Immediate64
-        | OpKind::Immediate8to16
-        | OpKind::Immediate8to32
-        | OpKind::Immediate8to64
-        | OpKind::Immediate32to64 => insn.immediate(1),
-        _ => return None,
-    };
-    // Compare in the width of the register, as the branch will.
-    let mask = match insn.op0_register().size() {
-        1 => 0xff,
-        2 => 0xffff,
-        4 => 0xffff_ffff,
-        _ => u64::MAX,
-    };
-    Some((gpr, imm & mask, insn.op0_register().size() as u8))
-}
-
-impl Hint {
-    /// The bound that a conditional branch after `cmp r, imm` implies on its taken side and on
-    /// its fall-through side (unsigned conditions only: a jump-table index is unsigned).
-    fn from_branch(cmp: Option<(Gpr, u64, u8)>, jcc: &Instruction) -> (Hint, Hint) {
-        let Some((r, imm, w)) = cmp else {
-            return (Hint::NONE, Hint::NONE);
-        };
-        let (taken, fall) = (jcc.near_branch_target(), jcc.next_ip());
-        match jcc.condition_code() {
-            ConditionCode::a => (Hint::NONE, Hint::new(r, imm, w, fall)),
-            ConditionCode::ae if imm > 0 => (Hint::NONE, Hint::new(r, imm - 1, w, fall)),
-            ConditionCode::be => (Hint::new(r, imm, w, taken), Hint::NONE),
-            ConditionCode::b if imm > 0 => (Hint::new(r, imm - 1, w, taken), Hint::NONE),
-            _ => (Hint::NONE, Hint::NONE),
-        }
     }
 }

@@ -1,28 +1,44 @@
 //! Jump-table resolution by a backward slice over the instructions that lead to an indirect
-//! jump, for the switch lowerings gcc and clang emit at -O2:
+//! jump. The slice is evaluated symbolically: a value is a constant, a bounded index scaled
+//! and offset (`add + scale*i`, `0 <= i <= max`), or a table entry (`plus + load(table +
+//! size*i)`). That covers what gcc and clang emit for switches at -O0 and -O2, PIC and not:
 //!
-//! - PIC, relative: `lea B,[rip+T]; movsxd R,[B+I*4]; add R,B; jmp R` (either add order);
-//! - absolute: `jmp [T+I*8]`, `jmp [B+I*8]` with `lea B,[rip+T]`, or `mov R,[..]; jmp R`.
+//! - `lea B,[rip+T]; movsxd R,[B+I*4]; add R,B; jmp R` (either add order; `mov eax,[..];
+//!   cdqe` at -O0; the `lea` hoisted out of a loop is found function-wide);
+//! - `jmp [T+I*8]`, `mov R,[T+I*8]; jmp R`, `shl R,3; add R,T; mov R,[R]; jmp R`.
 //!
-//! The entry count comes from the `cmp I,imm; ja` bounds check that dominates the jump
-//! (tracked along the traversal as a [`Hint`]). Without one the jump stays unanalysable:
-//! reading entries "while they look like code" runs into neighbouring tables and invents
-//! block starts in the middle of instructions (seen in glibc's printf), which is worse than
-//! not knowing. Code reached only through such a jump is still found by gap traversal.
+//! The index bound comes from a dominating `cmp I,imm` (or `sub I,imm`) and `ja`/`jbe`,
+//! with `I` a register or a stack slot (-O0 keeps variables there), tracked along the
+//! traversal as a [`Hint`]; or from `and I,imm`. Without a bound the jump stays
+//! unanalysable: reading entries "while they look like code" runs into neighbouring tables and
+//! invents block starts in the middle of instructions (seen in glibc's printf), which is
+//! worse than not knowing. Code reached only through such a jump is still found by gap
+//! traversal.
 
 use super::{JumpTable, TableFormat};
 use crate::memory::CodeMemory;
-use iced_x86::{Code, Instruction, Mnemonic, OpKind, Register};
+use iced_x86::{Code, ConditionCode, Instruction, Mnemonic, OpKind, Register};
 use kerf_arch::x86_64::{Gpr, RegSet};
 use kerf_arch::ImageAddr;
 
 /// Largest table accepted from a bounds check; a bigger bound is not a switch.
-const MAX_BOUNDED_ENTRIES: u64 = 1 << 16;
+const MAX_ENTRIES: u64 = 1 << 16;
+/// How deep the backward evaluation may recurse.
+const MAX_DEPTH: u32 = 16;
 
-/// "Register `reg` holds at most `max` (unsigned) here", learnt from a dominating compare.
+/// Where a bounded value lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Loc {
+    None,
+    Reg(Gpr),
+    /// A stack slot `[base + disp]` (base `rbp` or `rsp`), as -O0 code keeps variables.
+    Slot(Register, i64),
+}
+
+/// "The value in `loc` is at most `max` (unsigned) here", learnt from a dominating compare.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Hint {
-    reg: Option<Gpr>,
+    loc: Loc,
     max: u64,
     /// Width in bytes of the compared value. A compare of `al` bounds only the low byte until a
     /// `movzx` makes the whole register equal to it; 32-bit values are zero-extended already.
@@ -32,52 +48,189 @@ pub(crate) struct Hint {
     origin: u64,
 }
 
-impl Hint {
-    pub const NONE: Hint = Hint { reg: None, max: 0, width: 8, origin: 0 };
+/// A flag-setting instruction that a following unsigned branch turns into a bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Compare {
+    loc: Loc,
+    imm: u64,
+    width: u8,
+}
 
-    pub fn new(reg: Gpr, max: u64, width: u8, origin: u64) -> Hint {
-        Hint { reg: Some(reg), max, width, origin }
+fn stack_slot(i: &Instruction, op: u32) -> Option<(Register, i64)> {
+    if i.op_kind(op) != OpKind::Memory || i.memory_index() != Register::None {
+        return None;
+    }
+    match i.memory_base() {
+        b @ (Register::RBP | Register::RSP) => Some((b, i.memory_displacement64() as i64)),
+        _ => None,
+    }
+}
+
+fn imm_of(i: &Instruction, op: u32) -> Option<u64> {
+    match i.op_kind(op) {
+        OpKind::Immediate8
+        | OpKind::Immediate16
+        | OpKind::Immediate32
+        | OpKind::Immediate64
+        | OpKind::Immediate8to16
+        | OpKind::Immediate8to32
+        | OpKind::Immediate8to64
+        | OpKind::Immediate32to64 => Some(i.immediate(op)),
+        _ => None,
+    }
+}
+
+fn width_mask(w: u8) -> u64 {
+    match w {
+        1 => 0xff,
+        2 => 0xffff,
+        4 => 0xffff_ffff,
+        _ => u64::MAX,
+    }
+}
+
+impl Compare {
+    /// The compare `insn` makes, if a branch after it can bound a value: `cmp r,imm`,
+    /// `cmp [slot],imm`, or `sub r,imm` whose operand was saved in a stack slot just before
+    /// (clang -O0 compares by subtracting, then reloads the index from its slot). `before` are
+    /// the instructions decoded before it in the same run, latest last.
+    pub fn of(insn: &Instruction, before: &[&Instruction]) -> Option<Compare> {
+        match insn.mnemonic() {
+            Mnemonic::Cmp => {
+                let imm = imm_of(insn, 1)?;
+                let (loc, width) = match insn.op0_kind() {
+                    OpKind::Register => (
+                        Loc::Reg(Gpr::from_iced(insn.op0_register())?),
+                        insn.op0_register().size() as u8,
+                    ),
+                    _ => {
+                        let (b, d) = stack_slot(insn, 0)?;
+                        (Loc::Slot(b, d), insn.memory_size().size() as u8)
+                    }
+                };
+                Some(Compare { loc, imm: imm & width_mask(width), width })
+            }
+            Mnemonic::Sub if insn.op0_kind() == OpKind::Register => {
+                let imm = imm_of(insn, 1)?;
+                let reg = insn.op0_register();
+                let gpr = Gpr::from_iced(reg)?;
+                let width = reg.size() as u8;
+                let defines = |p: &Instruction, g: Gpr| {
+                    p.op_count() > 0
+                        && p.op0_kind() == OpKind::Register
+                        && Gpr::from_iced(p.op0_register()) == Some(g)
+                };
+                // The latest stack slot stored, before the `sub` and after the last write of
+                // its register, from that register or from a plain copy of it.
+                for (j, p) in before.iter().enumerate().rev() {
+                    if defines(p, gpr) {
+                        return None;
+                    }
+                    if p.mnemonic() != Mnemonic::Mov || p.op1_kind() != OpKind::Register {
+                        continue;
+                    }
+                    let Some((b, d)) = stack_slot(p, 0) else { continue };
+                    let Some(stored) = Gpr::from_iced(p.op1_register()) else { continue };
+                    let same = stored == gpr || {
+                        // `mov ecx, eax` before the store, with neither register written
+                        // in between.
+                        let k = (0..j).rev().find(|k| defines(before[*k], stored));
+                        k.is_some_and(|k| {
+                            let c = before[k];
+                            c.mnemonic() == Mnemonic::Mov
+                                && c.op1_kind() == OpKind::Register
+                                && Gpr::from_iced(c.op1_register()) == Some(gpr)
+                                && !before[k + 1..j].iter().any(|q| defines(q, gpr))
+                        })
+                    };
+                    if same {
+                        return Some(Compare {
+                            loc: Loc::Slot(b, d),
+                            imm: imm & width_mask(width),
+                            width,
+                        });
+                    }
+                }
+                None
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Hint {
+    pub const NONE: Hint = Hint { loc: Loc::None, max: 0, width: 8, origin: 0 };
+
+    fn new(loc: Loc, max: u64, width: u8, origin: u64) -> Hint {
+        Hint { loc, max, width, origin }
     }
 
     pub fn or(self, other: Hint) -> Hint {
-        if self.reg.is_some() {
+        if self.loc != Loc::None {
             self
         } else {
             other
         }
     }
 
-    /// The hint after `insn` runs: kept if the register survives, moved along a plain
-    /// register copy (`mov edx, eax` keeps the bound) or a zero extension of the compared
-    /// width (`movzx eax, al`), dropped otherwise.
-    pub fn after(self, insn: &Instruction, clobbers: RegSet) -> Hint {
-        let Some(r) = self.reg else { return self };
-        if insn.op0_kind() == OpKind::Register
-            && insn.op1_kind() == OpKind::Register
-            && Gpr::from_iced(insn.op1_register()) == Some(r)
-            && insn.op0_register().size() >= 4
-        {
-            let src = insn.op1_register().size() as u8;
-            let dst = Gpr::from_iced(insn.op0_register());
-            match (insn.mnemonic(), dst) {
-                (Mnemonic::Mov, Some(d)) if src >= 4 => {
-                    return Hint::new(d, self.max, 8, self.origin)
-                }
-                (Mnemonic::Movzx, Some(d)) if src == self.width => {
-                    return Hint::new(d, self.max, 8, self.origin)
-                }
-                _ => {}
-            }
-        }
-        if clobbers.contains(r) {
-            Hint::NONE
-        } else {
-            self
+    /// The bounds a conditional branch after `cmp` implies on its taken side and on its
+    /// fall-through side (unsigned conditions only: a jump-table index is unsigned).
+    pub fn from_branch(cmp: Option<Compare>, jcc: &Instruction) -> (Hint, Hint) {
+        let Some(Compare { loc, imm, width: w }) = cmp else {
+            return (Hint::NONE, Hint::NONE);
+        };
+        let (taken, fall) = (jcc.near_branch_target(), jcc.next_ip());
+        match jcc.condition_code() {
+            ConditionCode::a => (Hint::NONE, Hint::new(loc, imm, w, fall)),
+            ConditionCode::ae if imm > 0 => (Hint::NONE, Hint::new(loc, imm - 1, w, fall)),
+            ConditionCode::be => (Hint::new(loc, imm, w, taken), Hint::NONE),
+            ConditionCode::b if imm > 0 => (Hint::new(loc, imm - 1, w, taken), Hint::NONE),
+            _ => (Hint::NONE, Hint::NONE),
         }
     }
 
-    fn bound_for(self, r: Gpr) -> Option<(u64, u64)> {
-        (self.reg == Some(r) && self.width >= 4).then_some((self.max, self.origin))
+    /// The hint after `insn` runs: kept if its location survives, moved along a register copy
+    /// (`mov edx, eax`) or a zero extension of the compared width (`movzx eax, al`), dropped
+    /// otherwise.
+    pub fn after(self, insn: &Instruction, clobbers: RegSet) -> Hint {
+        match self.loc {
+            Loc::None => self,
+            Loc::Reg(r) => {
+                if insn.op0_kind() == OpKind::Register
+                    && insn.op1_kind() == OpKind::Register
+                    && Gpr::from_iced(insn.op1_register()) == Some(r)
+                    && insn.op0_register().size() >= 4
+                {
+                    let src = insn.op1_register().size() as u8;
+                    let dst = Gpr::from_iced(insn.op0_register());
+                    match (insn.mnemonic(), dst) {
+                        (Mnemonic::Mov, Some(d)) if src >= 4 => {
+                            return Hint::new(Loc::Reg(d), self.max, 8, self.origin)
+                        }
+                        (Mnemonic::Movzx, Some(d)) if src == self.width => {
+                            return Hint::new(Loc::Reg(d), self.max, 8, self.origin)
+                        }
+                        _ => {}
+                    }
+                }
+                if clobbers.contains(r) {
+                    Hint::NONE
+                } else {
+                    self
+                }
+            }
+            Loc::Slot(base, disp) => {
+                let writes_slot = insn.op_count() > 0
+                    && stack_slot(insn, 0) == Some((base, disp))
+                    && !matches!(insn.mnemonic(), Mnemonic::Cmp | Mnemonic::Test);
+                let moves_base = Gpr::from_iced(base).is_some_and(|g| clobbers.contains(g));
+                if writes_slot || moves_base {
+                    Hint::NONE
+                } else {
+                    self
+                }
+            }
+        }
     }
 }
 
@@ -91,177 +244,287 @@ pub(crate) enum Resolution {
     Unknown,
 }
 
-/// Resolve the indirect jump `jmp` at the end of `slice` (the instructions decoded linearly
-/// before it, with what each clobbers). `hints[k]` is the bound hint before `slice[k]`;
-/// `hints[slice.len()]` the one before the jump.
-pub(crate) fn resolve(
-    slice: &[(&Instruction, RegSet)],
-    jmp: &Instruction,
-    hints: &[Hint],
-    mem: &dyn CodeMemory,
-) -> Resolution {
-    let s = Slice { insns: slice };
-    let n = slice.len();
-    if jmp.op0_kind() == OpKind::Memory {
-        let base = jmp.memory_base();
-        if base == Register::RIP {
-            return Resolution::IndirectTail;
+/// A symbolic value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sym {
+    Const(u64),
+    /// `add + scale*i` for `0 <= i <= max`; the bound holds from `origin`.
+    Idx {
+        scale: u64,
+        add: u64,
+        max: u64,
+        origin: u64,
+    },
+    /// `plus + load(table + size*i)` for `0 <= i <= max`, the load sign- or zero-extended.
+    Entry {
+        table: u64,
+        size: u8,
+        signed: bool,
+        plus: u64,
+        max: u64,
+        origin: u64,
+    },
+}
+
+fn add(a: Sym, b: Sym) -> Option<Sym> {
+    use Sym::*;
+    Some(match (a, b) {
+        (Const(x), Const(y)) => Const(x.wrapping_add(y)),
+        (Const(c), Idx { scale, add, max, origin })
+        | (Idx { scale, add, max, origin }, Const(c)) => {
+            Idx { scale, add: add.wrapping_add(c), max, origin }
         }
-        if jmp.memory_index() == Register::None || jmp.memory_index_scale() != 8 {
-            return Resolution::Unknown;
+        (Const(c), Entry { table, size, signed, plus, max, origin })
+        | (Entry { table, size, signed, plus, max, origin }, Const(c)) => {
+            Entry { table, size, signed, plus: plus.wrapping_add(c), max, origin }
         }
-        let Some(idx) = Gpr::from_iced(jmp.memory_index()) else {
-            return Resolution::Unknown;
-        };
-        let table = match base {
-            Register::None => jmp.memory_displacement64(),
-            b => match Gpr::from_iced(b).and_then(|g| s.value_of(g, n)) {
-                Some(v) => v.wrapping_add(jmp.memory_displacement64()),
-                None => return Resolution::Unknown,
-            },
-        };
-        let count = hints[n].bound_for(idx);
-        return read_table(jmp, table, TableFormat::Absolute64, count, mem);
+        _ => return None,
+    })
+}
+
+fn scale(a: Sym, k: u64) -> Option<Sym> {
+    Some(match a {
+        Sym::Const(x) => Sym::Const(x.wrapping_mul(k)),
+        Sym::Idx { scale, add, max, origin } => {
+            Sym::Idx { scale: scale.wrapping_mul(k), add: add.wrapping_mul(k), max, origin }
+        }
+        Sym::Entry { .. } => return None,
+    })
+}
+
+/// The slice the evaluator works on.
+pub(crate) struct Slice<'a> {
+    /// Instructions before the jump, in execution order, with what each may write.
+    pub insns: &'a [(&'a Instruction, RegSet)],
+    /// `hints[k]`: the bound hint before `insns[k]`; `hints[insns.len()]` before the jump.
+    pub hints: &'a [Hint],
+    /// The value of a register defined nowhere in the slice, if the whole function defines
+    /// it exactly once, as `lea r,[rip+X]` (a table base hoisted out of a loop).
+    pub global: &'a dyn Fn(Gpr) -> Option<u64>,
+}
+
+impl Slice<'_> {
+    fn bound_at(&self, pos: usize, loc: Loc) -> Option<Sym> {
+        let h = self.hints[pos];
+        (h.loc == loc && loc != Loc::None && h.width >= 4).then_some(Sym::Idx {
+            scale: 1,
+            add: 0,
+            max: h.max,
+            origin: h.origin,
+        })
     }
-    if jmp.op0_kind() != OpKind::Register {
-        return Resolution::Unknown;
+
+    /// The value of `r` just before position `pos`.
+    fn reg(&self, r: Gpr, pos: usize, depth: u32) -> Option<Sym> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        if let Some(b) = self.bound_at(pos, Loc::Reg(r)) {
+            return Some(b);
+        }
+        match (0..pos).rev().find(|k| self.insns[*k].1.contains(r)) {
+            Some(k) => self.def(k, r, depth + 1),
+            None => (self.global)(r).map(Sym::Const),
+        }
     }
-    let Some(r) = Gpr::from_iced(jmp.op0_register()) else {
-        return Resolution::Unknown;
-    };
-    let Some(d) = s.def_before(r, n) else {
-        return Resolution::Unknown;
-    };
-    let def = slice[d].0;
-    match def.mnemonic() {
-        Mnemonic::Add
-            if def.op0_kind() == OpKind::Register && def.op1_kind() == OpKind::Register =>
-        {
-            let (Some(x), Some(y)) =
-                (Gpr::from_iced(def.op0_register()), Gpr::from_iced(def.op1_register()))
-            else {
-                return Resolution::Unknown;
-            };
-            for (base_reg, load_reg) in [(x, y), (y, x)] {
-                let Some(base) = s.value_of(base_reg, d) else {
-                    continue;
-                };
-                let Some(l) = s.def_before(load_reg, d) else {
-                    continue;
-                };
-                let load = slice[l].0;
-                let signed = matches!(load.code(), Code::Movsxd_r64_rm32);
-                if !(signed || load.code() == Code::Mov_r32_rm32)
-                    || load.op1_kind() != OpKind::Memory
-                    || load.memory_index_scale() != 4
-                {
-                    continue;
+
+    /// The value in stack slot `[base+disp]` just before `pos`.
+    fn slot(&self, base: Register, disp: i64, pos: usize, depth: u32) -> Option<Sym> {
+        if let Some(b) = self.bound_at(pos, Loc::Slot(base, disp)) {
+            return Some(b);
+        }
+        let k = (0..pos).rev().find(|k| stack_slot(self.insns[*k].0, 0) == Some((base, disp)))?;
+        let st = self.insns[k].0;
+        if st.mnemonic() != Mnemonic::Mov || st.op1_kind() != OpKind::Register {
+            return None;
+        }
+        self.reg(Gpr::from_iced(st.op1_register())?, k, depth + 1)
+    }
+
+    /// The address a memory operand of instruction `k` names.
+    fn address(&self, i: &Instruction, k: usize, depth: u32) -> Option<Sym> {
+        let mut v = Sym::Const(i.memory_displacement64());
+        match i.memory_base() {
+            Register::None => {}
+            Register::RIP => return Some(Sym::Const(i.ip_rel_memory_address())),
+            b => v = add(v, self.reg(Gpr::from_iced(b)?, k, depth)?)?,
+        }
+        match i.memory_index() {
+            Register::None => {}
+            x => {
+                let s =
+                    scale(self.reg(Gpr::from_iced(x)?, k, depth)?, i.memory_index_scale() as u64)?;
+                v = add(v, s)?;
+            }
+        }
+        Some(v)
+    }
+
+    /// A load of `size` bytes from what a memory operand of instruction `k` names.
+    fn load(&self, i: &Instruction, k: usize, size: u8, signed: bool, depth: u32) -> Option<Sym> {
+        if let Some((b, d)) = stack_slot(i, 1) {
+            return self.slot(b, d, k, depth);
+        }
+        match self.address(i, k, depth)? {
+            Sym::Idx { scale, add, max, origin } if scale == size as u64 => {
+                Some(Sym::Entry { table: add, size, signed, plus: 0, max, origin })
+            }
+            _ => None,
+        }
+    }
+
+    /// The value instruction `k` leaves in `r`.
+    fn def(&self, k: usize, r: Gpr, depth: u32) -> Option<Sym> {
+        let i = self.insns[k].0;
+        let dst = (i.op_count() > 0 && i.op0_kind() == OpKind::Register)
+            .then(|| i.op0_register())
+            .filter(|d| Gpr::from_iced(*d) == Some(r));
+        match (i.code(), i.mnemonic()) {
+            (Code::Cdqe, _) => return sext32(self.reg(Gpr::Rax, k, depth)?),
+            (_, _) if dst.is_none() => return None,
+            _ => {}
+        }
+        let dst = dst?;
+        let wide = dst.size() == 8;
+        let src_reg = |op: u32| {
+            (i.op_kind(op) == OpKind::Register).then(|| Gpr::from_iced(i.op_register(op))).flatten()
+        };
+        match i.mnemonic() {
+            Mnemonic::Mov => match i.op1_kind() {
+                OpKind::Register => self.reg(src_reg(1)?, k, depth),
+                OpKind::Memory if dst.size() >= 4 => {
+                    self.load(i, k, dst.size() as u8, false, depth)
                 }
-                let Some(idx) = Gpr::from_iced(load.memory_index()) else {
-                    continue;
+                _ => imm_of(i, 1).map(Sym::Const),
+            },
+            Mnemonic::Movsxd => match i.op1_kind() {
+                OpKind::Register => sext32(self.reg(src_reg(1)?, k, depth)?),
+                _ => self.load(i, k, 4, true, depth),
+            },
+            Mnemonic::Lea => self.address(i, k, depth),
+            Mnemonic::Add if wide => {
+                let a = self.reg(r, k, depth)?;
+                let b = match src_reg(1) {
+                    Some(s) => self.reg(s, k, depth)?,
+                    None => Sym::Const(imm_of(i, 1)?),
                 };
-                let table = match load.memory_base() {
-                    Register::None => load.memory_displacement64(),
-                    b => match Gpr::from_iced(b).and_then(|g| s.value_of(g, l)) {
-                        Some(v) => v.wrapping_add(load.memory_displacement64()),
-                        None => continue,
-                    },
-                };
-                let format = TableFormat::Relative32 { base: ImageAddr(base) };
-                return read_table(jmp, table, format, hints[l].bound_for(idx), mem);
+                add(a, b)
             }
-            Resolution::Unknown
-        }
-        Mnemonic::Mov if def.op1_kind() == OpKind::Memory => {
-            if def.memory_base() == Register::RIP {
-                return Resolution::IndirectTail;
+            Mnemonic::Sub if wide => {
+                add(self.reg(r, k, depth)?, Sym::Const(imm_of(i, 1)?.wrapping_neg()))
             }
-            if def.memory_index_scale() != 8 {
-                return Resolution::Unknown;
-            }
-            let Some(idx) = Gpr::from_iced(def.memory_index()) else {
-                return Resolution::Unknown;
-            };
-            let table = match def.memory_base() {
-                Register::None => def.memory_displacement64(),
-                b => match Gpr::from_iced(b).and_then(|g| s.value_of(g, d)) {
-                    Some(v) => v.wrapping_add(def.memory_displacement64()),
-                    None => return Resolution::Unknown,
-                },
-            };
-            read_table(jmp, table, TableFormat::Absolute64, hints[d].bound_for(idx), mem)
-        }
-        _ => Resolution::Unknown,
-    }
-}
-
-struct Slice<'a, 'b> {
-    insns: &'a [(&'b Instruction, RegSet)],
-}
-
-impl Slice<'_, '_> {
-    /// The last instruction before position `pos` that may write `r`.
-    fn def_before(&self, r: Gpr, pos: usize) -> Option<usize> {
-        (0..pos).rev().find(|k| self.insns[*k].1.contains(r))
-    }
-
-    /// The constant `r` holds before position `pos`, if its definition is `lea r,[rip+X]` or
-    /// `mov r, imm`.
-    fn value_of(&self, r: Gpr, pos: usize) -> Option<u64> {
-        let d = self.insns[self.def_before(r, pos)?].0;
-        match d.mnemonic() {
-            Mnemonic::Lea if d.memory_base() == Register::RIP => Some(d.ip_rel_memory_address()),
-            Mnemonic::Mov
-                if matches!(
-                    d.op1_kind(),
-                    OpKind::Immediate32to64 | OpKind::Immediate64 | OpKind::Immediate32
-                ) =>
-            {
-                Some(d.immediate(1))
+            Mnemonic::Shl => scale(self.reg(r, k, depth)?, 1 << (imm_of(i, 1)? & 63)),
+            // `and r, imm` bounds the value whatever path led here; no other path may join
+            // between it and the jump.
+            Mnemonic::And => {
+                let m = imm_of(i, 1)? & width_mask(dst.size() as u8);
+                (m < MAX_ENTRIES).then_some(Sym::Idx {
+                    scale: 1,
+                    add: 0,
+                    max: m,
+                    origin: i.next_ip(),
+                })
             }
             _ => None,
         }
     }
 }
 
+fn sext32(v: Sym) -> Option<Sym> {
+    match v {
+        Sym::Entry { table, size: 4, plus: 0, max, origin, .. } => {
+            Some(Sym::Entry { table, size: 4, signed: true, plus: 0, max, origin })
+        }
+        Sym::Const(c) => Some(Sym::Const(c as u32 as i32 as i64 as u64)),
+        idx @ Sym::Idx { .. } => Some(idx),
+        _ => None,
+    }
+}
+
+/// Resolve the indirect jump `jmp` at the end of `slice`.
+pub(crate) fn resolve(s: &Slice<'_>, jmp: &Instruction, mem: &dyn CodeMemory) -> Resolution {
+    let n = s.insns.len();
+    let value = match jmp.op0_kind() {
+        OpKind::Memory => {
+            if jmp.memory_base() == Register::RIP {
+                return Resolution::IndirectTail;
+            }
+            match s.address(jmp, n, 0) {
+                Some(Sym::Idx { scale: 8, add, max, origin }) => {
+                    Some(Sym::Entry { table: add, size: 8, signed: false, plus: 0, max, origin })
+                }
+                _ => None,
+            }
+        }
+        OpKind::Register => {
+            let Some(r) = Gpr::from_iced(jmp.op0_register()) else {
+                return Resolution::Unknown;
+            };
+            // `mov r,[rip+X]; jmp r`: a function pointer from one slot, like a PLT stub.
+            if let Some(k) = (0..n).rev().find(|k| s.insns[*k].1.contains(r)) {
+                let d = s.insns[k].0;
+                if d.mnemonic() == Mnemonic::Mov
+                    && d.op1_kind() == OpKind::Memory
+                    && d.memory_base() == Register::RIP
+                {
+                    return Resolution::IndirectTail;
+                }
+            }
+            s.reg(r, n, 0)
+        }
+        _ => None,
+    };
+    match value {
+        Some(Sym::Entry { table, size, signed, plus, max, origin }) => {
+            read_table(jmp, table, size, signed, plus, max, origin, mem)
+        }
+        _ => Resolution::Unknown,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 fn read_table(
     jmp: &Instruction,
     table: u64,
-    format: TableFormat,
-    bound: Option<(u64, u64)>,
+    size: u8,
+    signed: bool,
+    plus: u64,
+    max: u64,
+    origin: u64,
     mem: &dyn CodeMemory,
 ) -> Resolution {
-    let Some((max, origin)) = bound else {
+    if max >= MAX_ENTRIES {
         return Resolution::Unknown;
-    };
-    let size = match format {
-        TableFormat::Absolute64 => 8,
-        TableFormat::Relative32 { .. } => 4,
+    }
+    let format = match size {
+        8 if plus == 0 => TableFormat::Absolute64,
+        4 => TableFormat::Relative32 { base: ImageAddr(plus) },
+        _ => return Resolution::Unknown,
     };
     let entry = |i: u64| -> Option<u64> {
-        let b = mem.read(ImageAddr(table.wrapping_add(i * size)), size as usize)?;
-        Some(match format {
-            TableFormat::Absolute64 => u64::from_le_bytes(b.try_into().ok()?),
-            TableFormat::Relative32 { base } => {
-                base.0.wrapping_add(i32::from_le_bytes(b.try_into().ok()?) as i64 as u64)
+        let slot = ImageAddr(table.wrapping_add(i * size as u64));
+        Some(match size {
+            // In position-independent code an absolute table is filled in by relocations.
+            8 => mem.pointer(slot)?,
+            _ => {
+                let b: [u8; 4] = mem.read(slot, 4)?.try_into().ok()?;
+                let v = if signed {
+                    i32::from_le_bytes(b) as i64 as u64
+                } else {
+                    u32::from_le_bytes(b) as u64
+                };
+                plus.wrapping_add(v)
             }
         })
     };
-    let in_code = |t: u64| mem.code_region(ImageAddr(t)).is_some();
-    if max >= MAX_BOUNDED_ENTRIES {
-        return Resolution::Unknown;
-    }
     let mut targets = Vec::new();
     for i in 0..=max {
         match entry(i) {
             // Targets leave the function only for gcc's .cold parts; they must at least be
             // code.
-            Some(t) if in_code(t) => targets.push(ImageAddr(t)),
+            Some(t) if mem.code_region(ImageAddr(t)).is_some() => targets.push(ImageAddr(t)),
             _ => return Resolution::Unknown,
         }
-    }
-    if targets.is_empty() {
-        return Resolution::Unknown;
     }
     let t = JumpTable { jump: ImageAddr(jmp.ip()), table: ImageAddr(table), format, targets };
     Resolution::Table(t, origin)
