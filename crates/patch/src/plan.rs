@@ -25,17 +25,30 @@ pub struct FunctionView<'a> {
 /// Why a stronger splice kind was refused at a point. Each names the address involved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
-    Undecodable { addr: u64 },
+    Undecodable {
+        addr: u64,
+    },
     /// An instruction whose meaning depends on where it runs in a way relocation cannot fix.
-    NotRelocatable { addr: u64, what: String },
+    NotRelocatable {
+        addr: u64,
+        what: String,
+    },
     /// A basic block starts inside the bytes the jump would overwrite.
-    TargetInside { addr: u64 },
+    TargetInside {
+        addr: u64,
+    },
     /// A call that is not the last displaced instruction would leave a return address inside.
-    CallInside { addr: u64 },
+    CallInside {
+        addr: u64,
+    },
     /// The displaced bytes would run past the function's code into bytes that are not padding.
-    PastFunctionEnd { end: u64 },
+    PastFunctionEnd {
+        end: u64,
+    },
     /// The function has an indirect jump whose targets are unknown: one might land inside.
-    UnanalysableJump { function: String },
+    UnanalysableJump {
+        function: String,
+    },
 }
 
 impl fmt::Display for Refusal {

@@ -3,7 +3,9 @@
 //! `jrcxz`/`loop` widened or rewritten by iced's block encoder), then the jump back.
 
 use crate::plan::Displaced;
-use iced_x86::{BlockEncoder, BlockEncoderOptions, Code, FlowControl, Instruction, InstructionBlock};
+use iced_x86::{
+    BlockEncoder, BlockEncoderOptions, Code, FlowControl, Instruction, InstructionBlock,
+};
 use kerf_codegen::templates;
 use std::fmt;
 
@@ -61,7 +63,11 @@ pub fn patch_instructions(snippet: &[Instruction], d: &Displaced) -> Vec<Instruc
 }
 
 /// Encode the code patch for `snippet` and the displaced instructions `d` at address `patch`.
-pub fn build_patch(patch: u64, snippet: &[Instruction], d: &Displaced) -> Result<Vec<u8>, PatchError> {
+pub fn build_patch(
+    patch: u64,
+    snippet: &[Instruction],
+    d: &Displaced,
+) -> Result<Vec<u8>, PatchError> {
     let mut insns = patch_instructions(snippet, d);
     // The block encoder links a branch to an instruction of the same block by address; give
     // every instruction an address no branch can name, so that a displaced branch back to the
