@@ -4,6 +4,7 @@
 use crate::progress::TermProgress;
 use kerf_analysis::cfg::{Cfg, EdgeTarget, FuncId, TableFormat};
 use kerf_analysis::{Analysis, Summary};
+use kerf_session::spec::close_names;
 use kerf_session::{analyze_file, analyze_process, AnalyzedImage, LoadOptions};
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -106,39 +107,12 @@ fn find_function(images: &[AnalyzedImage], name: &str) -> Result<Vec<(usize, Fun
     if !found.is_empty() {
         return Ok(found);
     }
-    let mut close: Vec<(usize, &str)> = Vec::new();
-    for img in images {
-        for f in &img.analysis.cfg.functions {
-            let d = if f.name.contains(name) { 1 } else { edit_distance(&f.name, name) };
-            if d <= 2 {
-                close.push((d, &f.name));
-            }
-        }
-    }
-    close.sort();
-    close.dedup();
-    let names: Vec<&str> = close.iter().take(5).map(|(_, n)| *n).collect();
-    if names.is_empty() {
+    let close = close_names(name, images.iter().map(|i| &i.analysis));
+    if close.is_empty() {
         Err(format!("no function named '{name}'"))
     } else {
-        Err(format!("no function named '{name}'; close: {}", names.join(", ")))
+        Err(format!("no function named '{name}'; close: {}", close.join(", ")))
     }
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    if a.len().abs_diff(b.len()) > 2 {
-        return 3;
-    }
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.iter().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + (ca != cb) as usize).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 fn total(images: &[AnalyzedImage]) -> Summary {

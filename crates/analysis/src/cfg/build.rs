@@ -351,25 +351,9 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
                                 hints: run_hints.clone(),
                             });
                         }
-                        let mut res = res;
-                        if let Resolution::Table(t, _) = &mut res {
-                            if let Some((_, max)) = seed.limits.iter().find(|l| l.0 == a) {
-                                t.targets.truncate(*max as usize + 1);
-                            }
-                            trim_to_boundaries(t, seed, sc, &mut boundaries);
-                            if t.targets.is_empty() {
-                                res = Resolution::Unknown;
-                            }
-                        }
+                        let res = fit_table(res, a, seed, sc, &mut boundaries);
                         if let Resolution::Table(t, _) = &res {
-                            for tg in &t.targets {
-                                if local(tg.0) {
-                                    leaders.insert(tg.0);
-                                    work.push((tg.0, Hint::NONE));
-                                } else {
-                                    callees.push(*tg);
-                                }
-                            }
+                            follow(t, &local, &mut leaders, &mut work, &mut callees);
                         }
                         item.resolution = Some(Box::new(res));
                         insns.push(item);
@@ -405,26 +389,11 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
                     .collect();
                 let s = Slice { insns: &slice, hints: &p.hints, global: &global };
                 let jmp = insns[p.jump as usize].insn;
-                let mut res = jumptable::resolve(&s, &jmp, cx.memory());
-                if let Resolution::Table(t, _) = &mut res {
-                    if let Some((_, max)) = seed.limits.iter().find(|l| l.0 == jmp.ip()) {
-                        t.targets.truncate(*max as usize + 1);
-                    }
-                    trim_to_boundaries(t, seed, sc, &mut boundaries);
-                    if t.targets.is_empty() {
-                        res = Resolution::Unknown;
-                    }
-                }
+                let res = jumptable::resolve(&s, &jmp, cx.memory());
+                let res = fit_table(res, jmp.ip(), seed, sc, &mut boundaries);
                 if let Resolution::Table(t, _) = &res {
                     resolved_any = true;
-                    for tg in &t.targets {
-                        if local(tg.0) {
-                            leaders.insert(tg.0);
-                            work.push((tg.0, Hint::NONE));
-                        } else {
-                            callees.push(*tg);
-                        }
-                    }
+                    follow(t, &local, &mut leaders, &mut work, &mut callees);
                     insns[p.jump as usize].resolution = Some(Box::new(res));
                 }
             }
@@ -442,6 +411,45 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
         for a in gaps {
             leaders.insert(a);
             work.push((a, Hint::NONE));
+        }
+    }
+}
+
+/// A resolved table cut to the limit found for its jump (see [`Seed::limits`]) and to
+/// instruction boundaries; no table at all if nothing is left.
+fn fit_table(
+    res: Resolution,
+    jump: u64,
+    seed: &Seed,
+    sc: &mut Scanner<'_>,
+    boundaries: &mut Option<Vec<u64>>,
+) -> Resolution {
+    let Resolution::Table(mut t, origin) = res else { return res };
+    if let Some((_, max)) = seed.limits.iter().find(|l| l.0 == jump) {
+        t.targets.truncate(*max as usize + 1);
+    }
+    trim_to_boundaries(&mut t, seed, sc, boundaries);
+    if t.targets.is_empty() {
+        Resolution::Unknown
+    } else {
+        Resolution::Table(t, origin)
+    }
+}
+
+/// Queue a table's targets: this function's as blocks to decode, others' as callees.
+fn follow(
+    t: &JumpTable,
+    local: &dyn Fn(u64) -> bool,
+    leaders: &mut AddrSet,
+    work: &mut Vec<(u64, Hint)>,
+    callees: &mut Vec<ImageAddr>,
+) {
+    for tg in &t.targets {
+        if local(tg.0) {
+            leaders.insert(tg.0);
+            work.push((tg.0, Hint::NONE));
+        } else {
+            callees.push(*tg);
         }
     }
 }
