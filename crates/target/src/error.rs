@@ -14,6 +14,35 @@ pub enum TargetError {
     PermissionDenied { pid: i32, op: String },
     /// Any other I/O failure.
     Io { pid: i32, op: String, path: PathBuf, source: io::Error },
+    /// `PTRACE_SEIZE` was refused (EPERM) and no other tracer holds the thread: kerf lacks
+    /// the right to trace it (not root, another user's process, or Yama's ptrace_scope).
+    PtraceDenied { pid: i32, tid: i32 },
+    /// Another tracer (a debugger, strace, another kerf) already traces thread `tid`.
+    AlreadyTraced { pid: i32, tid: i32, tracer: i32 },
+    /// kerf was asked to stop its own thread group.
+    TraceSelf { pid: i32 },
+    /// A ptrace request, a wait or another system call about one thread failed.
+    Ptrace { pid: i32, tid: i32, op: &'static str, source: io::Error },
+    /// A thread did not reach a ptrace-stop in time (uninterruptible sleep, vfork parent).
+    StopTimeout { pid: i32, tid: i32, op: &'static str, waited_ms: u64 },
+    /// A thread exited while kerf needed it stopped.
+    ThreadExited { pid: i32, tid: i32, op: &'static str },
+    /// `tid` is not a stopped thread of this tracee.
+    NotStopped { pid: i32, tid: i32 },
+    /// A ptrace-stop kerf cannot interpret (raw wait status).
+    UnexpectedStop { pid: i32, tid: i32, op: &'static str, status: i32 },
+    /// Reading or writing target memory through /proc/PID/mem failed or was short.
+    Memory { pid: i32, write: bool, addr: u64, len: usize, done: usize, source: Option<io::Error> },
+    /// A system call injected into the target returned an error.
+    Injected { pid: i32, tid: i32, call: &'static str, errno: i32 },
+    /// No `syscall` instruction (0f 05) in any executable mapping of the target.
+    NoSyscallInstruction { pid: i32 },
+    /// No free gap of `len` bytes in the address window `lo..hi` of the target.
+    NoRoom { pid: i32, lo: u64, hi: u64, len: u64 },
+    /// Starting a command failed (no process exists, so [`TargetError::pid`] is 0).
+    Spawn { program: String, source: io::Error },
+    /// Waiting for a launched process to finish loading its libraries timed out.
+    LoadTimeout { pid: i32, waited_ms: u64 },
 }
 
 impl TargetError {
@@ -33,7 +62,21 @@ impl TargetError {
         match self {
             TargetError::NoSuchProcess { pid }
             | TargetError::PermissionDenied { pid, .. }
-            | TargetError::Io { pid, .. } => *pid,
+            | TargetError::Io { pid, .. }
+            | TargetError::PtraceDenied { pid, .. }
+            | TargetError::AlreadyTraced { pid, .. }
+            | TargetError::TraceSelf { pid }
+            | TargetError::Ptrace { pid, .. }
+            | TargetError::StopTimeout { pid, .. }
+            | TargetError::ThreadExited { pid, .. }
+            | TargetError::NotStopped { pid, .. }
+            | TargetError::UnexpectedStop { pid, .. }
+            | TargetError::Memory { pid, .. }
+            | TargetError::Injected { pid, .. }
+            | TargetError::NoSyscallInstruction { pid }
+            | TargetError::NoRoom { pid, .. }
+            | TargetError::LoadTimeout { pid, .. } => *pid,
+            TargetError::Spawn { .. } => 0,
         }
     }
 }
@@ -48,6 +91,67 @@ impl fmt::Display for TargetError {
             TargetError::Io { pid, op, source, .. } => {
                 write!(f, "cannot {op} (process {pid}): {source}")
             }
+            TargetError::PtraceDenied { pid, tid } => write!(
+                f,
+                "no permission to ptrace process {pid} (thread {tid}): run kerf as root or as \
+                 the process's user, and check /proc/sys/kernel/yama/ptrace_scope"
+            ),
+            TargetError::AlreadyTraced { pid, tid, tracer } => write!(
+                f,
+                "process {pid} is already being traced (by a debugger?): thread {tid} has \
+                 tracer (thread) {tracer}"
+            ),
+            TargetError::TraceSelf { pid } => {
+                write!(f, "process {pid} is kerf itself and cannot be stopped by it")
+            }
+            TargetError::Ptrace { pid, tid, op, source } => {
+                write!(f, "{op} failed for thread {tid} of process {pid}: {source}")
+            }
+            TargetError::StopTimeout { pid, tid, op, waited_ms } => write!(
+                f,
+                "thread {tid} of process {pid} did not stop within {waited_ms} ms during {op} \
+                 (uninterruptible sleep?)"
+            ),
+            TargetError::ThreadExited { pid, tid, op } => {
+                write!(f, "thread {tid} of process {pid} exited during {op}")
+            }
+            TargetError::NotStopped { pid, tid } => {
+                write!(f, "thread {tid} is not a thread of process {pid} stopped by kerf")
+            }
+            TargetError::UnexpectedStop { pid, tid, op, status } => write!(
+                f,
+                "unexpected wait status {status:#x} of thread {tid} of process {pid} during {op}"
+            ),
+            TargetError::Memory { pid, write, addr, len, done, source } => {
+                let verb = if *write { "write" } else { "read" };
+                match source {
+                    Some(e) => {
+                        write!(f, "cannot {verb} {len} bytes at {addr:#x} in process {pid}: {e}")
+                    }
+                    None => write!(
+                        f,
+                        "cannot {verb} {len} bytes at {addr:#x} in process {pid}: only {done} \
+                         transferred (unmapped memory?)"
+                    ),
+                }
+            }
+            TargetError::Injected { pid, tid, call, errno } => write!(
+                f,
+                "injected {call} in thread {tid} of process {pid} failed: {}",
+                io::Error::from_raw_os_error(*errno)
+            ),
+            TargetError::NoSyscallInstruction { pid } => write!(
+                f,
+                "no syscall instruction (0f 05) in any executable mapping of process {pid}"
+            ),
+            TargetError::NoRoom { pid, lo, hi, len } => {
+                write!(f, "no free gap of {len} bytes between {lo:#x} and {hi:#x} in process {pid}")
+            }
+            TargetError::Spawn { program, source } => write!(f, "cannot start {program}: {source}"),
+            TargetError::LoadTimeout { pid, waited_ms } => write!(
+                f,
+                "process {pid} did not finish loading its libraries within {waited_ms} ms"
+            ),
         }
     }
 }
@@ -55,7 +159,10 @@ impl fmt::Display for TargetError {
 impl std::error::Error for TargetError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            TargetError::Io { source, .. } => Some(source),
+            TargetError::Io { source, .. }
+            | TargetError::Ptrace { source, .. }
+            | TargetError::Spawn { source, .. } => Some(source),
+            TargetError::Memory { source: Some(source), .. } => Some(source),
             _ => None,
         }
     }

@@ -1,10 +1,14 @@
-//! The only OS-facing layer of kerf (DESIGN.md §2): live targets. For now a read-only view of
-//! a process through /proc. Every system call goes through [`sys`], so that tests can
-//! replace the operating system with a fake.
+//! The only OS-facing layer of kerf (DESIGN.md §2): live targets. A read-only view of a
+//! process through /proc ([`process`]), and live control of it ([`ptrace`]: stop, read and
+//! write memory, inject system calls, map memory near its code, resume). Every system call
+//! goes through a trait ([`sys::ProcSys`], [`ptrace::TraceSys`]), so that tests can replace
+//! the operating system with a fake.
 
 pub mod error;
 pub mod process;
+pub mod ptrace;
 pub mod sys;
 
 pub use error::TargetError;
 pub use process::Process;
+pub use ptrace::{spawn, Pause, SharedMem, Tracee};

@@ -1,0 +1,998 @@
+//! Live control of a process (DESIGN.md §4 "Process"): stop every thread of a thread group
+//! with ptrace, read and write its memory through /proc/PID/mem, run system calls inside it
+//! (to map code and data heaps near its modules, or share memory with kerf), and let it go
+//! again with no signal lost. One stop → work → resume is a *batch*; [`Pause`] says how long
+//! the threads were held.
+//!
+//! Every system call goes through [`TraceSys`], so the logic here is tested with a fake
+//! kernel (see the unit tests) as well as against real processes (tests/ptrace.rs).
+//!
+//! # Techniques, and why
+//!
+//! * **`PTRACE_SEIZE` + `PTRACE_INTERRUPT`**, not `PTRACE_ATTACH`: no SIGSTOP is sent, so a
+//!   stop never turns into a job-control stop the target or its shell could see; group-stops
+//!   and interrupt-stops are told apart from signal-delivery-stops by `PTRACE_EVENT_STOP`.
+//!   Options: only `PTRACE_O_TRACECLONE` (threads created while kerf stops the others are
+//!   attached by the kernel). Never `PTRACE_O_EXITKILL`: kerf dying must not kill the target.
+//! * **Rescanning /proc/PID/task** until a scan, made after every known thread is stopped,
+//!   shows no new thread: a thread created before its creator was seized is found by the
+//!   scan, one created after by `PTRACE_EVENT_CLONE`.
+//! * **Signals are never lost.** A signal that the kernel dequeues for a thread kerf holds
+//!   is reported as a signal-delivery-stop. kerf records its siginfo and either leaves the
+//!   thread in that stop (then `PTRACE_DETACH` delivers it) or, when it must run the thread
+//!   (a single-step), suppresses it and re-injects it at resume: the first one through
+//!   `PTRACE_SETSIGINFO` + `PTRACE_DETACH(sig)` from the signal-delivery-stop the thread is
+//!   left in (exact siginfo), any further ones with `rt_tgsigqueueinfo` (same pid, uid and
+//!   value; `si_code` becomes `SI_QUEUE` when the kernel forbids queueing the original one).
+//!   Signals still queued in the kernel are not touched: they arrive after the detach.
+//! * **Injected system calls** execute an existing `syscall` instruction of the target
+//!   (found once, in the vdso first) with `PTRACE_SINGLESTEP`, `orig_rax = -1` so that the
+//!   kernel's restart logic leaves the injected registers alone, and then restore the
+//!   thread's registers exactly: a thread that was inside `read` or `nanosleep` gets the
+//!   restart the kernel had planned for it when it resumes (the restart is applied after the
+//!   last ptrace-stop, from the restored `orig_rax`/`rax`).
+//! * **Memory** goes through /proc/PID/mem, which writes through read-only code pages
+//!   (copy-on-write, like a debugger's breakpoint) and costs one `pread`/`pwrite`.
+//! * **Shared memory** is a memfd created *in the target* (injected `memfd_create`,
+//!   `ftruncate`, `mmap`, `close`) and mapped by kerf through /proc/PID/fd/N. The other way
+//!   round (the target opening /proc/KERF/fd/N) fails whenever the target may not ptrace kerf
+//!   (kerf runs as root, the target does not) or lives in another PID namespace; kerf, being
+//!   the target's tracer, can always open the target's descriptors.
+//!
+//! The kernel makes the attaching *thread* the tracer: every ptrace request must come from
+//! the thread that called [`Tracee::stop_all`], so a [`Tracee`] is not `Send`.
+
+mod layout;
+mod shared;
+mod spawn;
+mod sys;
+
+#[cfg(test)]
+mod fake;
+#[cfg(test)]
+mod tests;
+
+pub use layout::{parse_maps, within_reach, Mapping, MARGIN, PAGE, REACH};
+pub use shared::SharedMem;
+pub use spawn::{spawn, wait_until_loaded, wait_until_loaded_with};
+pub use sys::{RealTraceSys, Regs, SigInfo, TraceSys};
+
+use crate::error::TargetError;
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::io;
+use std::marker::PhantomData;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long [`Tracee::stop_all`] waits for every thread to stop, and a single-step for its
+/// trap, before giving up with [`TargetError::StopTimeout`].
+pub const DEFAULT_STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
+const PTRACE_EVENT_CLONE: i32 = 3;
+const PTRACE_EVENT_STOP: i32 = 128;
+const SI_QUEUE: i32 = -1;
+const SI_TKILL: i32 = -6;
+const MFD_CLOEXEC: u64 = 1;
+/// The kernel-internal restart codes (-512 ..= -516) a system call returns when a signal
+/// interrupted it; an injected call that sees one is simply run again.
+const ERESTART_RANGE: std::ops::RangeInclusive<i64> = -516..=-512;
+/// Bound on stops seen while single-stepping one injected `syscall` (each is a signal or a
+/// job-control event that arrived in between): beyond it something keeps the thread busy.
+const MAX_STEP_STOPS: usize = 10_000;
+
+/// How long a batch held the target, as measured by [`Tracee::resume_detach`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pause {
+    /// From the first `PTRACE_SEIZE` until the last thread was seen stopped.
+    pub stopping: Duration,
+    /// From the last thread's stop until the first thread was let go: the time every thread
+    /// of the target was stopped at once (the "pause" of DESIGN.md §6).
+    pub held: Duration,
+    /// From the first thread let go until the last.
+    pub resuming: Duration,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Seized or resumed: a stop is on its way.
+    Running,
+    /// In an interrupt-, group- or event-stop (`PTRACE_CONT`'s signal would be ignored).
+    Event,
+    /// In a signal-delivery-stop (the signal given to `PTRACE_DETACH` is delivered).
+    Signal,
+}
+
+#[derive(Debug)]
+struct Thread {
+    tid: i32,
+    state: State,
+    /// Signals the kernel dequeued for this thread that must still be delivered, in order.
+    pending: VecDeque<SigInfo>,
+}
+
+/// A decoded `waitpid` status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Status {
+    Gone,
+    Stopped { sig: i32, event: i32 },
+}
+
+fn decode(status: i32) -> Status {
+    if status & 0xff == 0x7f {
+        Status::Stopped { sig: (status >> 8) & 0xff, event: (status >> 16) & 0xff }
+    } else {
+        Status::Gone
+    }
+}
+
+/// A thread group held stopped by kerf. See the module documentation for how.
+pub struct Tracee {
+    pid: i32,
+    sys: Arc<dyn TraceSys>,
+    threads: Vec<Thread>,
+    tids: Vec<i32>,
+    /// Where an injected call executes (found once; forgotten when kerf writes over it).
+    syscall_insn: Cell<Option<u64>>,
+    timeout: Duration,
+    started: Instant,
+    all_stopped: Instant,
+    released: bool,
+    /// ptrace requests are only valid from the attaching thread.
+    _not_send: PhantomData<*const ()>,
+}
+
+impl std::fmt::Debug for Tracee {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tracee")
+            .field("pid", &self.pid)
+            .field("threads", &self.tids)
+            .finish_non_exhaustive()
+    }
+}
+
+fn errno(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(0)
+}
+
+/// Between two non-blocking waits: yield for the first ~1000 polls (a stop normally arrives
+/// within tens of microseconds, and a blocking `waitpid` measured slower: the wake-up costs
+/// more than the polling), then sleep briefly, then 1 ms at a time.
+fn backoff(spins: &mut u32) {
+    *spins += 1;
+    if *spins < 1000 {
+        std::thread::yield_now();
+    } else if *spins < 3000 {
+        std::thread::sleep(Duration::from_micros(20));
+    } else {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+impl Tracee {
+    /// Attach to every thread of process `pid` with `PTRACE_SEIZE` (option
+    /// `PTRACE_O_TRACECLONE`, never `PTRACE_O_EXITKILL`) and stop each with
+    /// `PTRACE_INTERRUPT`, waiting for every stop; rescan /proc/PID/task until no new thread
+    /// appears. Threads that exit meanwhile are dropped; signals dequeued meanwhile are kept
+    /// for [`Tracee::resume_detach`]. `pid` may name any thread: the whole group is stopped.
+    ///
+    /// Errors: [`TargetError::NoSuchProcess`] (dead pid, or nothing left to attach),
+    /// [`TargetError::AlreadyTraced`] (a debugger, or another [`Tracee`]),
+    /// [`TargetError::PtraceDenied`] (EPERM: not root, ptrace_scope),
+    /// [`TargetError::TraceSelf`], [`TargetError::StopTimeout`].
+    pub fn stop_all(pid: i32) -> Result<Tracee, TargetError> {
+        Tracee::stop_all_with(pid, Arc::new(RealTraceSys::new()), DEFAULT_STOP_TIMEOUT)
+    }
+
+    /// [`Tracee::stop_all`] through `sys` (tests pass a fake), waiting at most `timeout` for
+    /// the threads to stop.
+    pub fn stop_all_with(
+        pid: i32,
+        sys: Arc<dyn TraceSys>,
+        timeout: Duration,
+    ) -> Result<Tracee, TargetError> {
+        if pid <= 0 {
+            return Err(TargetError::NoSuchProcess { pid });
+        }
+        let pid = thread_group_of(&*sys, pid)?;
+        if pid == sys.self_pid() {
+            return Err(TargetError::TraceSelf { pid });
+        }
+        let now = Instant::now();
+        let mut t = Tracee {
+            pid,
+            sys,
+            threads: Vec::new(),
+            tids: Vec::new(),
+            syscall_insn: Cell::new(None),
+            timeout,
+            started: now,
+            all_stopped: now,
+            released: false,
+            _not_send: PhantomData,
+        };
+        let deadline = now + timeout;
+        loop {
+            let tids = match t.sys.list_threads(pid) {
+                Ok(tids) => tids,
+                Err(e) if e.kind() == io::ErrorKind::NotFound || errno(&e) == libc::ESRCH => {
+                    return Err(TargetError::NoSuchProcess { pid })
+                }
+                Err(e) => {
+                    let path = PathBuf::from(format!("/proc/{pid}/task"));
+                    return Err(TargetError::from_io(
+                        pid,
+                        format!("list {}", path.display()),
+                        path,
+                        e,
+                    ));
+                }
+            };
+            let mut found_new = false;
+            let mut zombies = 0;
+            for tid in tids {
+                if t.index(tid).is_some() {
+                    continue;
+                }
+                match t.sys.seize(tid, libc::PTRACE_O_TRACECLONE) {
+                    Ok(()) => {}
+                    Err(e) if errno(&e) == libc::ESRCH => continue, // exited meanwhile
+                    Err(e) if errno(&e) == libc::EPERM => {
+                        // A zombie (an exited leader) or dead thread: nothing to stop.
+                        zombies += usize::from(t.refused(tid)?);
+                        continue;
+                    }
+                    Err(source) => {
+                        return Err(TargetError::Ptrace { pid, tid, op: "PTRACE_SEIZE", source })
+                    }
+                }
+                t.threads.push(Thread { tid, state: State::Running, pending: VecDeque::new() });
+                found_new = true;
+                match t.sys.interrupt(tid) {
+                    // ESRCH: it died after the seize; its exit is reported to the wait below.
+                    Err(e) if errno(&e) != libc::ESRCH => {
+                        return Err(TargetError::Ptrace {
+                            pid,
+                            tid,
+                            op: "PTRACE_INTERRUPT",
+                            source: e,
+                        })
+                    }
+                    _ => {}
+                }
+            }
+            t.wait_all("stop_all", deadline)?;
+            if found_new {
+                continue;
+            }
+            // No new thread in a scan made while every known thread was stopped. But a
+            // directory read of /proc/PID/task is positional and can skip a thread when
+            // others exit meanwhile (unknown threads still run and may exit), so confirm
+            // with the kernel's exact count of live threads (zombies included).
+            match t.live_threads() {
+                Some(n) if n > t.threads.len() + zombies => {
+                    if Instant::now() >= deadline {
+                        return Err(t.timeout_err(pid, "stop_all (a thread stays unlisted)"));
+                    }
+                    std::thread::yield_now();
+                }
+                _ => break,
+            }
+        }
+        t.sync_tids();
+        if t.threads.is_empty() {
+            t.released = true;
+            return Err(TargetError::NoSuchProcess { pid });
+        }
+        t.all_stopped = Instant::now();
+        Ok(t)
+    }
+
+    /// The thread group (process id).
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The stopped threads, in the order they were attached.
+    pub fn threads(&self) -> &[i32] {
+        &self.tids
+    }
+
+    /// When the last thread of this batch was seen stopped.
+    pub fn stopped_at(&self) -> Instant {
+        self.all_stopped
+    }
+
+    /// How many signals kerf holds for `tid` (to be delivered at resume).
+    pub fn held_signals(&self, tid: i32) -> usize {
+        self.index(tid).map_or(0, |i| self.threads[i].pending.len())
+    }
+
+    /// The registers of stopped thread `tid` (`PTRACE_GETREGS`).
+    pub fn regs(&self, tid: i32) -> Result<Regs, TargetError> {
+        self.stopped(tid)?;
+        self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))
+    }
+
+    /// Set the registers of stopped thread `tid` (`PTRACE_SETREGS`); they take effect when it
+    /// resumes.
+    pub fn set_regs(&mut self, tid: i32, regs: &Regs) -> Result<(), TargetError> {
+        self.stopped(tid)?;
+        self.sys.set_regs(tid, regs).map_err(|e| self.ptrace_err(tid, "PTRACE_SETREGS", e))
+    }
+
+    /// Read `buf.len()` bytes of target memory at `addr` (one `pread` of /proc/PID/mem). A
+    /// short read (part of the range unmapped) is an error.
+    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
+        let len = buf.len();
+        let mem_err = |done, source| TargetError::Memory {
+            pid: self.pid,
+            write: false,
+            addr,
+            len,
+            done,
+            source,
+        };
+        if buf.is_empty() {
+            return Ok(());
+        }
+        match self.sys.read_mem(self.pid, addr, buf) {
+            Ok(n) if n == len => Ok(()),
+            Ok(n) => Err(mem_err(n, None)),
+            Err(e) => Err(mem_err(0, Some(e))),
+        }
+    }
+
+    /// Write `data` into target memory at `addr` (one `pwrite` of /proc/PID/mem; read-only
+    /// code pages are written through, copy-on-write). A short write is an error.
+    ///
+    /// Writing code that a thread may be executing is the caller's responsibility: all
+    /// threads are stopped while a [`Tracee`] exists, but their PCs are not checked here.
+    pub fn write(&self, addr: u64, data: &[u8]) -> Result<(), TargetError> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        if let Some(s) = self.syscall_insn.get() {
+            if addr < s + 2 && s < addr.saturating_add(data.len() as u64) {
+                self.syscall_insn.set(None); // kerf may have patched over it: search again
+            }
+        }
+        let mem_err = |done, source| TargetError::Memory {
+            pid: self.pid,
+            write: true,
+            addr,
+            len: data.len(),
+            done,
+            source,
+        };
+        match self.sys.write_mem(self.pid, addr, data) {
+            Ok(n) if n == data.len() => Ok(()),
+            Ok(n) => Err(mem_err(n, None)),
+            Err(e) => Err(mem_err(0, Some(e))),
+        }
+    }
+
+    /// Run system call `nr` with `args` in the target, on the thread kerf prefers for
+    /// injection (the thread group leader when it is attached), and return its raw result
+    /// (a negative errno on failure). See [`Tracee::syscall_on`].
+    pub fn syscall(&mut self, nr: i64, args: [u64; 6]) -> Result<i64, TargetError> {
+        let tid = self.inject_tid()?;
+        self.syscall_on(tid, nr, args)
+    }
+
+    /// Run system call `nr` with `args` in stopped thread `tid` and return its raw result.
+    ///
+    /// Saves the thread's registers; points `rip` at an existing `syscall` instruction of
+    /// the target (searched once, vdso first, and searched again if kerf writes over it);
+    /// sets `rax = nr`, `rdi, rsi, rdx, r10, r8, r9 = args` and `orig_rax = -1` (so the
+    /// kernel does not take the thread for one returning from an interrupted system call);
+    /// single-steps; reads `rax`; restores the saved registers exactly. Signals dequeued
+    /// during the step are kept for re-injection and the step is retried; a call that the
+    /// kernel reports as interrupted (`-ERESTART*`) is run again.
+    pub fn syscall_on(&mut self, tid: i32, nr: i64, args: [u64; 6]) -> Result<i64, TargetError> {
+        self.stopped(tid)?;
+        let insn = self.syscall_insn()?;
+        let saved =
+            self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
+        let mut regs = saved;
+        regs.rip = insn;
+        regs.rax = nr as u64;
+        regs.orig_rax = u64::MAX;
+        regs.rdi = args[0];
+        regs.rsi = args[1];
+        regs.rdx = args[2];
+        regs.r10 = args[3];
+        regs.r8 = args[4];
+        regs.r9 = args[5];
+        let mut result = 0;
+        for _ in 0..16 {
+            let after = self.step_syscall(tid, &regs, insn);
+            // Put the thread back as it was, whatever happened (unless it is gone).
+            let restored = match self.index(tid) {
+                Some(i) if self.threads[i].state != State::Running => self
+                    .sys
+                    .set_regs(tid, &saved)
+                    .map_err(|e| self.ptrace_err(tid, "PTRACE_SETREGS", e)),
+                _ => Ok(()),
+            };
+            let after = after?;
+            restored?;
+            result = after.rax as i64;
+            if !ERESTART_RANGE.contains(&result) {
+                break;
+            }
+        }
+        Ok(result)
+    }
+
+    /// Map a fresh anonymous private region of `len` bytes (rounded up to pages) with
+    /// protection `prot` (`libc::PROT_*`) in the target, every byte within [`REACH`]
+    /// (±2 GiB less [`MARGIN`]) of `near`, so that rel32 jumps and disp32 operands at `near`
+    /// reach all of it. Picks the free gap of /proc/PID/maps nearest to `near` (never in
+    /// the growth room above `[heap]` or below `[stack]`), maps it with
+    /// `MAP_FIXED_NOREPLACE`, and tries the next gaps on `EEXIST`. Returns the address.
+    pub fn alloc_near(&mut self, near: u64, len: u64, prot: i32) -> Result<u64, TargetError> {
+        let (lo, hi) = layout::window_near(near);
+        self.alloc_within(lo, hi, near, len, prot)
+    }
+
+    /// Like [`Tracee::alloc_near`], with the window `[lo, hi)` given by the caller (for a
+    /// whole module: `[module_end - 2 GiB, module_start + 2 GiB)`); the gap nearest to
+    /// `near` wins.
+    pub fn alloc_within(
+        &mut self,
+        lo: u64,
+        hi: u64,
+        near: u64,
+        len: u64,
+        prot: i32,
+    ) -> Result<u64, TargetError> {
+        let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
+        self.map_in_window(lo, hi, near, len, prot, flags, u64::MAX)
+    }
+
+    /// Memory shared by kerf and the target: `len` bytes (rounded up to pages) mapped
+    /// `MAP_SHARED` read/write in the target within [`REACH`] of `near`, and in kerf.
+    ///
+    /// The target creates a memfd (injected `memfd_create` whose name is written on the
+    /// stopped thread's stack below its red zone, or on a scratch page if that fails, the
+    /// bytes put back afterwards), sizes it (`ftruncate`), kerf opens it through
+    /// /proc/PID/fd/N and maps it, the target maps it near `near` (`MAP_FIXED_NOREPLACE`)
+    /// and closes the descriptor. Unmap the target's side with [`Tracee::free`]; kerf's side
+    /// goes when the [`SharedMem`] is dropped.
+    pub fn share_near(&mut self, near: u64, len: u64) -> Result<SharedMem, TargetError> {
+        let len = layout::page_up(len.max(1));
+        let tid = self.inject_tid()?;
+        const NAME: &[u8] = b"kerf-shared\0";
+        let rsp = self.regs(tid)?.rsp;
+        let spot = rsp.wrapping_sub(128 + 64) & !15;
+        let mut old = [0u8; NAME.len()];
+        let on_stack = self.read(spot, &mut old).is_ok() && self.write(spot, NAME).is_ok();
+        let name_at = if on_stack {
+            spot
+        } else {
+            let page = self.alloc_near(near, PAGE, libc::PROT_READ | libc::PROT_WRITE)?;
+            self.write(page, NAME)?;
+            page
+        };
+        let fd = self.syscall_on(tid, libc::SYS_memfd_create, [name_at, MFD_CLOEXEC, 0, 0, 0, 0]);
+        let cleanup = if on_stack { self.write(spot, &old) } else { self.free(name_at, PAGE) };
+        let fd = fd?;
+        cleanup?;
+        if fd < 0 {
+            return Err(self.injected(tid, "memfd_create", fd));
+        }
+        let shared = self.share_fd(tid, fd, near, len);
+        let closed = self.syscall_on(tid, libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
+        let shared = shared?;
+        match closed {
+            Ok(0) => Ok(shared),
+            Ok(r) => Err(self.injected(tid, "close", r)),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn share_fd(
+        &mut self,
+        tid: i32,
+        fd: i64,
+        near: u64,
+        len: u64,
+    ) -> Result<SharedMem, TargetError> {
+        let r = self.syscall_on(tid, libc::SYS_ftruncate, [fd as u64, len, 0, 0, 0, 0])?;
+        if r != 0 {
+            return Err(self.injected(tid, "ftruncate", r));
+        }
+        let local = self.sys.map_shared(self.pid, fd as i32, len as usize).map_err(|e| {
+            let path = PathBuf::from(format!("/proc/{}/fd/{fd}", self.pid));
+            TargetError::from_io(self.pid, format!("map {}", path.display()), path, e)
+        })?;
+        let (lo, hi) = layout::window_near(near);
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        match self.map_in_window(lo, hi, near, len, prot, libc::MAP_SHARED as u64, fd as u64) {
+            Ok(remote) => Ok(SharedMem::new(local, len as usize, remote, self.sys.clone())),
+            Err(e) => {
+                // SAFETY: the mapping `map_shared` just made, not handed out to anyone.
+                unsafe { self.sys.unmap_local(local, len as usize) };
+                Err(e)
+            }
+        }
+    }
+
+    /// Unmap `[addr, addr + len)` in the target (injected `munmap`; `len` rounded up to
+    /// pages).
+    pub fn free(&mut self, addr: u64, len: u64) -> Result<(), TargetError> {
+        let tid = self.inject_tid()?;
+        let r = self.syscall_on(
+            tid,
+            libc::SYS_munmap,
+            [addr, layout::page_up(len.max(1)), 0, 0, 0, 0],
+        )?;
+        if r != 0 {
+            return Err(self.injected(tid, "munmap", r));
+        }
+        Ok(())
+    }
+
+    /// Let every thread go: re-inject the signals kerf held (see the module documentation)
+    /// and `PTRACE_DETACH`, so the target runs at full speed and gets its signals normally
+    /// between batches. Returns how long the batch held the target. A thread that died
+    /// meanwhile is reaped, not an error; the first other failure is returned after every
+    /// thread has been dealt with.
+    pub fn resume_detach(mut self) -> Result<Pause, TargetError> {
+        let first_resume = Instant::now();
+        let result = self.release_all();
+        let pause = Pause {
+            stopping: self.all_stopped.saturating_duration_since(self.started),
+            held: first_resume.saturating_duration_since(self.all_stopped),
+            resuming: first_resume.elapsed(),
+        };
+        result.map(|()| pause)
+    }
+
+    // ---- internals ----
+
+    fn index(&self, tid: i32) -> Option<usize> {
+        self.threads.iter().position(|t| t.tid == tid)
+    }
+
+    fn sync_tids(&mut self) {
+        self.tids = self.threads.iter().map(|t| t.tid).collect();
+    }
+
+    fn remove(&mut self, tid: i32) {
+        self.threads.retain(|t| t.tid != tid);
+        self.sync_tids();
+    }
+
+    fn stopped(&self, tid: i32) -> Result<usize, TargetError> {
+        match self.index(tid) {
+            Some(i) if self.threads[i].state != State::Running && !self.released => Ok(i),
+            _ => Err(TargetError::NotStopped { pid: self.pid, tid }),
+        }
+    }
+
+    fn ptrace_err(&self, tid: i32, op: &'static str, e: io::Error) -> TargetError {
+        if errno(&e) == libc::ESRCH {
+            TargetError::ThreadExited { pid: self.pid, tid, op }
+        } else {
+            TargetError::Ptrace { pid: self.pid, tid, op, source: e }
+        }
+    }
+
+    fn injected(&self, tid: i32, call: &'static str, r: i64) -> TargetError {
+        TargetError::Injected { pid: self.pid, tid, call, errno: (-r) as i32 }
+    }
+
+    /// EPERM from `PTRACE_SEIZE`: tell a traced thread from a forbidden one from a zombie.
+    /// Ok means "skip this thread": `true` if it is a zombie (still counted by the kernel),
+    /// `false` if it is gone.
+    fn refused(&self, tid: i32) -> Result<bool, TargetError> {
+        let path = PathBuf::from(format!("/proc/{}/task/{tid}/status", self.pid));
+        let Ok(status) = self.sys.read_text(&path) else { return Ok(false) }; // gone
+        let field = |name: &str| {
+            status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).unwrap_or("")
+        };
+        if field("State:").starts_with(['Z', 'X']) {
+            return Ok(true);
+        }
+        match field("TracerPid:").parse::<i32>() {
+            Ok(tracer) if tracer != 0 => {
+                Err(TargetError::AlreadyTraced { pid: self.pid, tid, tracer })
+            }
+            _ => Err(TargetError::PtraceDenied { pid: self.pid, tid }),
+        }
+    }
+
+    /// The kernel's count of the group's threads (`Threads:` of /proc/PID/status), if known.
+    fn live_threads(&self) -> Option<usize> {
+        let status =
+            self.sys.read_text(&PathBuf::from(format!("/proc/{}/status", self.pid))).ok()?;
+        status.lines().find_map(|l| l.strip_prefix("Threads:")).and_then(|v| v.trim().parse().ok())
+    }
+
+    /// Wait until no thread is `Running`, absorbing every status that arrives.
+    fn wait_all(&mut self, op: &'static str, deadline: Instant) -> Result<(), TargetError> {
+        let mut spins = 0;
+        loop {
+            let running: Vec<i32> =
+                self.threads.iter().filter(|t| t.state == State::Running).map(|t| t.tid).collect();
+            let Some(&first) = running.first() else { return Ok(()) };
+            let mut progress = false;
+            for tid in running {
+                if let Some(status) = self.poll(tid, op)? {
+                    self.absorb(tid, status, op)?;
+                    progress = true;
+                }
+            }
+            if !progress {
+                if Instant::now() >= deadline {
+                    return Err(self.timeout_err(first, op));
+                }
+                backoff(&mut spins);
+            }
+        }
+    }
+
+    /// Wait for the next status of one thread.
+    fn wait_one(
+        &mut self,
+        tid: i32,
+        op: &'static str,
+        deadline: Instant,
+    ) -> Result<i32, TargetError> {
+        let mut spins = 0;
+        loop {
+            if let Some(status) = self.poll(tid, op)? {
+                return Ok(status);
+            }
+            if self.index(tid).is_none() {
+                return Err(TargetError::ThreadExited { pid: self.pid, tid, op });
+            }
+            if Instant::now() >= deadline {
+                return Err(self.timeout_err(tid, op));
+            }
+            backoff(&mut spins);
+        }
+    }
+
+    fn timeout_err(&self, tid: i32, op: &'static str) -> TargetError {
+        let waited_ms = self.timeout.as_millis() as u64;
+        TargetError::StopTimeout { pid: self.pid, tid, op, waited_ms }
+    }
+
+    /// One non-blocking wait for `tid`. ECHILD (no longer kerf's tracee) drops the thread.
+    fn poll(&mut self, tid: i32, op: &'static str) -> Result<Option<i32>, TargetError> {
+        match self.sys.wait_nohang(tid) {
+            Ok(s) => Ok(s),
+            Err(e) if errno(&e) == libc::ECHILD => {
+                self.remove(tid);
+                Ok(None)
+            }
+            Err(e) => Err(TargetError::Ptrace { pid: self.pid, tid, op, source: e }),
+        }
+    }
+
+    /// Record what a wait status says about thread `tid` (outside single-steps).
+    fn absorb(&mut self, tid: i32, status: i32, op: &'static str) -> Result<(), TargetError> {
+        let state = match decode(status) {
+            Status::Gone => {
+                self.remove(tid);
+                return Ok(());
+            }
+            Status::Stopped { event: 0, .. } => {
+                let info = self
+                    .sys
+                    .get_siginfo(tid)
+                    .map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGINFO", e))?;
+                if let Some(i) = self.index(tid) {
+                    self.threads[i].pending.push_back(info);
+                }
+                State::Signal
+            }
+            Status::Stopped { event: PTRACE_EVENT_CLONE, .. } => {
+                let new = self
+                    .sys
+                    .event_msg(tid)
+                    .map_err(|e| self.ptrace_err(tid, "PTRACE_GETEVENTMSG", e))?;
+                self.adopt(new as i32, op)?;
+                State::Event
+            }
+            // An interrupt- or group-stop, or another event stop: PTRACE_DETACH's signal
+            // would be ignored in any of them.
+            Status::Stopped { event: PTRACE_EVENT_STOP, .. } | Status::Stopped { .. } => {
+                State::Event
+            }
+        };
+        if let Some(i) = self.index(tid) {
+            self.threads[i].state = state;
+        }
+        Ok(())
+    }
+
+    /// A task the kernel attached for kerf after `PTRACE_EVENT_CLONE`: a new thread of the
+    /// group is tracked (its first stop is on its way); a new *process* (clone without
+    /// CLONE_THREAD and with an exit signal other than SIGCHLD) is let go at once.
+    fn adopt(&mut self, new: i32, op: &'static str) -> Result<(), TargetError> {
+        if self.index(new).is_some() {
+            return Ok(());
+        }
+        let ours = thread_group_of(&*self.sys, new).map_or(true, |tgid| tgid == self.pid);
+        if ours {
+            self.threads.push(Thread { tid: new, state: State::Running, pending: VecDeque::new() });
+            self.sync_tids();
+            return Ok(());
+        }
+        let deadline = Instant::now() + self.timeout;
+        let mut spins = 0;
+        while Instant::now() < deadline {
+            match self.sys.wait_nohang(new) {
+                Ok(Some(s)) if matches!(decode(s), Status::Stopped { .. }) => {
+                    let _ = self.sys.detach(new, 0);
+                    return Ok(());
+                }
+                Ok(None) => backoff(&mut spins),
+                _ => return Ok(()),
+            }
+        }
+        Err(self.timeout_err(new, op))
+    }
+
+    /// Set `regs` on `tid` and single-step until the trap after the `syscall` at `insn`.
+    /// Returns the registers after the call.
+    fn step_syscall(&mut self, tid: i32, regs: &Regs, insn: u64) -> Result<Regs, TargetError> {
+        const OP: &str = "syscall injection";
+        self.sys.set_regs(tid, regs).map_err(|e| self.ptrace_err(tid, "PTRACE_SETREGS", e))?;
+        let deadline = Instant::now() + self.timeout;
+        for _ in 0..MAX_STEP_STOPS {
+            self.sys
+                .single_step(tid, 0)
+                .map_err(|e| self.ptrace_err(tid, "PTRACE_SINGLESTEP", e))?;
+            let i = self.stopped(tid)?;
+            self.threads[i].state = State::Running;
+            let status = self.wait_one(tid, OP, deadline)?;
+            match decode(status) {
+                Status::Gone => {
+                    self.remove(tid);
+                    return Err(TargetError::ThreadExited { pid: self.pid, tid, op: OP });
+                }
+                Status::Stopped { sig, event: 0 } => {
+                    let info = self
+                        .sys
+                        .get_siginfo(tid)
+                        .map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGINFO", e))?;
+                    let now = self
+                        .sys
+                        .get_regs(tid)
+                        .map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
+                    let i = self.index(tid).expect("stopped thread is tracked");
+                    self.threads[i].state = State::Signal;
+                    // Our trap: a kernel-generated SIGTRAP just after the instruction.
+                    if sig == libc::SIGTRAP && info.code() > 0 && now.rip == insn + 2 {
+                        return Ok(now);
+                    }
+                    // A signal that arrived first: keep it, step again.
+                    self.threads[i].pending.push_back(info);
+                    if now.rip != insn {
+                        return Err(TargetError::UnexpectedStop {
+                            pid: self.pid,
+                            tid,
+                            op: OP,
+                            status,
+                        });
+                    }
+                }
+                Status::Stopped { .. } => self.absorb(tid, status, OP)?,
+            }
+        }
+        Err(TargetError::UnexpectedStop { pid: self.pid, tid, op: OP, status: 0 })
+    }
+
+    /// The thread injected system calls run on: the leader if attached, else the first
+    /// thread not holding a signal-delivery-stop, else any.
+    fn inject_tid(&self) -> Result<i32, TargetError> {
+        if self.released || self.threads.is_empty() {
+            return Err(TargetError::NotStopped { pid: self.pid, tid: self.pid });
+        }
+        let stopped = || self.threads.iter().filter(|t| t.state != State::Running);
+        stopped()
+            .find(|t| t.tid == self.pid)
+            .or_else(|| stopped().find(|t| t.state == State::Event))
+            .or_else(|| stopped().next())
+            .map(|t| t.tid)
+            .ok_or(TargetError::NotStopped { pid: self.pid, tid: self.pid })
+    }
+
+    /// The address of a `syscall` instruction (0f 05) in executable memory of the target:
+    /// the vdso's first, then any executable mapping. Only the two bytes matter (they need
+    /// not be an instruction boundary of the surrounding code): the thread executes exactly
+    /// them.
+    fn syscall_insn(&self) -> Result<u64, TargetError> {
+        if let Some(a) = self.syscall_insn.get() {
+            return Ok(a);
+        }
+        let maps = layout::parse_maps(&self.maps_text()?);
+        let mut exec: Vec<&Mapping> =
+            maps.iter().filter(|m| m.executable() && m.name != "[vsyscall]").collect();
+        exec.sort_by_key(|m| m.name != "[vdso]");
+        const CHUNK: u64 = 1 << 16;
+        for m in exec {
+            let mut at = m.start;
+            while at + 1 < m.end {
+                let n = (m.end - at).min(CHUNK) as usize;
+                let mut buf = vec![0u8; n];
+                if self.read(at, &mut buf).is_err() {
+                    break;
+                }
+                if let Some(k) = buf.windows(2).position(|w| w == [0x0f, 0x05]) {
+                    self.syscall_insn.set(Some(at + k as u64));
+                    return Ok(at + k as u64);
+                }
+                at += n as u64 - 1; // overlap one byte: 0f | 05 across chunks
+            }
+        }
+        Err(TargetError::NoSyscallInstruction { pid: self.pid })
+    }
+
+    fn maps_text(&self) -> Result<String, TargetError> {
+        let path = PathBuf::from(format!("/proc/{}/maps", self.pid));
+        self.sys.read_text(&path).map_err(|e| {
+            TargetError::from_io(self.pid, format!("read {}", path.display()), path, e)
+        })
+    }
+
+    /// Injected `mmap(at, len, prot, flags | MAP_FIXED_NOREPLACE, fd, 0)` at the best
+    /// candidate of `[lo, hi)`, trying further candidates (and a fresh maps) on EEXIST.
+    #[allow(clippy::too_many_arguments)]
+    fn map_in_window(
+        &mut self,
+        lo: u64,
+        hi: u64,
+        near: u64,
+        len: u64,
+        prot: i32,
+        flags: u64,
+        fd: u64,
+    ) -> Result<u64, TargetError> {
+        let len = layout::page_up(len.max(1));
+        let tid = self.inject_tid()?;
+        let flags = flags | libc::MAP_FIXED_NOREPLACE as u64;
+        for _round in 0..3 {
+            let maps = layout::parse_maps(&self.maps_text()?);
+            let mut clash = false;
+            for at in layout::candidates(&maps, lo, hi, len, near).into_iter().take(32) {
+                let r =
+                    self.syscall_on(tid, libc::SYS_mmap, [at, len, prot as u64, flags, fd, 0])?;
+                if r as u64 == at {
+                    return Ok(at);
+                }
+                if r == -(libc::EEXIST as i64) {
+                    clash = true;
+                    continue;
+                }
+                if r >= 0 {
+                    // A kernel older than 4.17 takes MAP_FIXED_NOREPLACE for a hint: undo.
+                    self.syscall_on(tid, libc::SYS_munmap, [r as u64, len, 0, 0, 0, 0])?;
+                    clash = true;
+                    continue;
+                }
+                return Err(self.injected(tid, "mmap", r));
+            }
+            if !clash {
+                break;
+            }
+        }
+        Err(TargetError::NoRoom { pid: self.pid, lo, hi, len })
+    }
+
+    /// Detach from every thread; see [`Tracee::resume_detach`].
+    fn release_all(&mut self) -> Result<(), TargetError> {
+        if self.released {
+            return Ok(());
+        }
+        self.released = true;
+        let mut first_err = None;
+        let threads = std::mem::take(&mut self.threads);
+        for mut t in threads {
+            if let Err(e) = self.release(&mut t) {
+                first_err.get_or_insert(e);
+            }
+        }
+        self.sync_tids();
+        first_err.map_or(Ok(()), Err)
+    }
+
+    fn release(&mut self, t: &mut Thread) -> Result<(), TargetError> {
+        let pid = self.pid;
+        let tid = t.tid;
+        if t.state == State::Running {
+            // Only after an error: give it a moment to reach its stop, or we cannot detach.
+            let deadline = Instant::now() + self.timeout.min(Duration::from_millis(500));
+            let mut spins = 0;
+            loop {
+                match self.sys.wait_nohang(tid) {
+                    Ok(Some(status)) => match decode(status) {
+                        Status::Gone => return Ok(()),
+                        Status::Stopped { event: 0, .. } => {
+                            if let Ok(info) = self.sys.get_siginfo(tid) {
+                                t.pending.push_back(info);
+                            }
+                            t.state = State::Signal;
+                            break;
+                        }
+                        Status::Stopped { .. } => {
+                            t.state = State::Event;
+                            break;
+                        }
+                    },
+                    Ok(None) if Instant::now() < deadline => backoff(&mut spins),
+                    _ => return Err(self.timeout_err(tid, "detach")),
+                }
+            }
+        }
+        let mut sig = 0;
+        if t.state == State::Signal {
+            if let Some(first) = t.pending.pop_front() {
+                self.sys
+                    .set_siginfo(tid, &first)
+                    .map_err(|e| self.ptrace_err(tid, "PTRACE_SETSIGINFO", e))?;
+                sig = first.signo();
+            }
+        }
+        let mut result = Ok(());
+        for mut info in t.pending.drain(..) {
+            // The kernel refuses si_code >= 0 and SI_TKILL from another process.
+            if info.code() >= 0 || info.code() == SI_TKILL {
+                info.set_code(SI_QUEUE);
+            }
+            if let Err(e) = self.sys.queue_signal(pid, tid, &info) {
+                let e = TargetError::Ptrace { pid, tid, op: "rt_tgsigqueueinfo", source: e };
+                result = result.and(Err(e));
+            }
+        }
+        match self.sys.detach(tid, sig) {
+            Ok(()) => result,
+            Err(e) if errno(&e) == libc::ESRCH => {
+                // Killed while stopped (SIGKILL wakes even traced threads): reap the tracee
+                // so the real parent can collect the process.
+                let deadline = Instant::now() + Duration::from_millis(200);
+                let mut spins = 0;
+                while Instant::now() < deadline {
+                    match self.sys.wait_nohang(tid) {
+                        Ok(None) => backoff(&mut spins),
+                        _ => break,
+                    }
+                }
+                result
+            }
+            Err(e) => {
+                result.and(Err(TargetError::Ptrace { pid, tid, op: "PTRACE_DETACH", source: e }))
+            }
+        }
+    }
+}
+
+impl Drop for Tracee {
+    /// Best effort: let every thread go (re-injecting held signals) so that the target is
+    /// never left stopped, even when kerf fails half-way.
+    fn drop(&mut self) {
+        let _ = self.release_all();
+    }
+}
+
+/// The thread group (`Tgid` of /proc/TID/status) that `tid` belongs to.
+fn thread_group_of(sys: &dyn TraceSys, tid: i32) -> Result<i32, TargetError> {
+    let path = PathBuf::from(format!("/proc/{tid}/status"));
+    match sys.read_text(&path) {
+        Ok(text) => Ok(text
+            .lines()
+            .find_map(|l| l.strip_prefix("Tgid:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(tid)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound || errno(&e) == libc::ESRCH => {
+            Err(TargetError::NoSuchProcess { pid: tid })
+        }
+        Err(e) => Err(TargetError::from_io(tid, format!("read {}", path.display()), path, e)),
+    }
+}

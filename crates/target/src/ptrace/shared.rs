@@ -1,0 +1,107 @@
+//! Memory mapped both in kerf and in a target (the data heap of DESIGN.md §3 step 6): kerf
+//! reads what the target's code patches write with plain atomic loads, no system call.
+
+use super::sys::TraceSys;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A region shared with a target, made by [`super::Tracee::share_near`]. kerf's mapping is
+/// unmapped when this is dropped; the target's stays until [`super::Tracee::free`]
+/// (`remote()`, `len()`). The target writes it concurrently: read it with
+/// [`SharedMem::load_u64`] or volatile reads, never through references.
+pub struct SharedMem {
+    local: *mut u8,
+    len: usize,
+    remote: u64,
+    sys: Arc<dyn TraceSys>,
+}
+
+// SAFETY: the mapping is process-wide memory owned by this value until drop; every access
+// goes through raw pointers (atomics or volatile), so moving or sharing the handle between
+// threads creates no aliasing references.
+unsafe impl Send for SharedMem {}
+// SAFETY: see `Send`: `&SharedMem` only permits atomic and volatile accesses.
+unsafe impl Sync for SharedMem {}
+
+impl std::fmt::Debug for SharedMem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedMem")
+            .field("local", &self.local)
+            .field("remote", &format_args!("{:#x}", self.remote))
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+impl SharedMem {
+    pub(super) fn new(local: *mut u8, len: usize, remote: u64, sys: Arc<dyn TraceSys>) -> Self {
+        SharedMem { local, len, remote, sys }
+    }
+
+    /// The region's address in the target.
+    pub fn remote(&self) -> u64 {
+        self.remote
+    }
+
+    /// Its length in bytes (a page multiple).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// kerf's mapping of the region (valid until drop).
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.local
+    }
+
+    fn word(&self, offset: usize) -> &AtomicU64 {
+        assert!(
+            offset.is_multiple_of(8) && offset + 8 <= self.len,
+            "offset {offset} is not an aligned u64 inside {} bytes",
+            self.len
+        );
+        // SAFETY: in bounds and 8-aligned (the mapping is page-aligned); AtomicU64 has the
+        // layout of u64, and the target only ever accesses this memory concurrently, which
+        // is what atomics are for. The reference lives no longer than `self`.
+        unsafe { &*(self.local.add(offset) as *const AtomicU64) }
+    }
+
+    /// The u64 at `offset` (8-aligned), with an Acquire load.
+    pub fn load_u64(&self, offset: usize) -> u64 {
+        self.word(offset).load(Ordering::Acquire)
+    }
+
+    /// Store `value` at `offset` (8-aligned), with a Release store.
+    pub fn store_u64(&self, offset: usize, value: u64) {
+        self.word(offset).store(value, Ordering::Release)
+    }
+
+    /// Copy `buf.len()` bytes from `offset` with volatile reads.
+    pub fn read_bytes(&self, offset: usize, buf: &mut [u8]) {
+        assert!(offset + buf.len() <= self.len, "read past the end of the shared region");
+        for (i, b) in buf.iter_mut().enumerate() {
+            // SAFETY: in bounds (checked above) of a live mapping.
+            *b = unsafe { self.local.add(offset + i).read_volatile() };
+        }
+    }
+
+    /// Copy `data` to `offset` with volatile writes.
+    pub fn write_bytes(&self, offset: usize, data: &[u8]) {
+        assert!(offset + data.len() <= self.len, "write past the end of the shared region");
+        for (i, b) in data.iter().enumerate() {
+            // SAFETY: in bounds (checked above) of a live, writable mapping.
+            unsafe { self.local.add(offset + i).write_volatile(*b) };
+        }
+    }
+}
+
+impl Drop for SharedMem {
+    fn drop(&mut self) {
+        // SAFETY: `local`/`len` are the mapping `map_shared` gave this handle; it is dropped
+        // once, and accessors borrow `self`, so nothing refers to the mapping any more.
+        unsafe { self.sys.unmap_local(self.local, self.len) };
+    }
+}

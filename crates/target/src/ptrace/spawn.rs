@@ -1,0 +1,175 @@
+//! Launching a command to instrument: start it normally, then wait until its dynamic loader
+//! has mapped its libraries, so that kerf can analyse and patch them with [`super::Tracee`].
+
+use super::layout::parse_maps;
+use super::sys::{RealTraceSys, TraceSys};
+use crate::error::TargetError;
+use std::io;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+const AT_PHDR: u64 = 3;
+const AT_PHENT: u64 = 4;
+const AT_PHNUM: u64 = 5;
+/// `AT_BASE` of the auxiliary vector: where the program interpreter was loaded (0: none).
+const AT_BASE: u64 = 7;
+const AT_ENTRY: u64 = 9;
+const PT_DYNAMIC: u32 = 2;
+const PT_PHDR: u32 = 6;
+const DT_DEBUG: i64 = 21;
+/// Fallback only (no `DT_DEBUG`): maps unchanged for this long with libc mapped counts as
+/// "the loader is done".
+const SETTLE: Duration = Duration::from_millis(20);
+/// Fallback only, and no libc mapping either (musl's loader is its libc): unchanged this long.
+const SETTLE_NO_LIBC: Duration = Duration::from_millis(200);
+
+/// Start `argv` (program and arguments) as a child of kerf with inherited stdio, exactly as
+/// a shell would. `Command::spawn` returns once `execve` has succeeded, so the child's maps
+/// already show the new program; then use [`wait_until_loaded`] and
+/// [`super::Tracee::stop_all`] on `child.id()`.
+pub fn spawn(argv: &[String]) -> Result<Child, TargetError> {
+    let Some((program, args)) = argv.split_first() else {
+        return Err(TargetError::Spawn {
+            program: String::new(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, "empty command"),
+        });
+    };
+    Command::new(program)
+        .args(args)
+        .spawn()
+        .map_err(|source| TargetError::Spawn { program: program.clone(), source })
+}
+
+/// Wait (at most `timeout`) until process `pid`, freshly started, has its libraries loaded.
+///
+/// 1. Wait for `execve` to finish: `Command::spawn` returns as soon as the child has left the
+///    parent's memory (vfork semantics), which is *inside* `execve`; until the kernel has
+///    written the new auxiliary vector (/proc/PID/auxv with `AT_ENTRY`), nothing is known.
+/// 2. A statically linked program (`AT_BASE` = 0) is then ready.
+/// 3. A dynamically linked one is ready when its loader says so: the executable's
+///    `DT_DEBUG` entry points at the loader's `r_debug`, whose `r_state` is `RT_CONSISTENT`
+///    with a non-empty `r_map` (glibc sets that after mapping and relocating every library,
+///    just before running constructors and jumping to the entry point; debuggers rely on it).
+///    This reads /proc/PID/mem, which kerf may do for a process it can ptrace.
+/// 4. Without `DT_DEBUG` (or if it cannot be read), a heuristic: a libc (`libc.so*`,
+///    `libc-*`, `ld-musl*`) is mapped and /proc/PID/maps has not changed for 20 ms, or no
+///    libc but no change for 200 ms.
+///
+/// Libraries `dlopen`ed later are of course not waited for.
+pub fn wait_until_loaded(pid: i32, timeout: Duration) -> Result<(), TargetError> {
+    wait_until_loaded_with(&RealTraceSys::new(), pid, timeout)
+}
+
+/// [`wait_until_loaded`] through `sys`.
+pub fn wait_until_loaded_with(
+    sys: &dyn TraceSys,
+    pid: i32,
+    timeout: Duration,
+) -> Result<(), TargetError> {
+    let start = Instant::now();
+    let read = |what: &str| -> Result<Vec<u8>, TargetError> {
+        let path = PathBuf::from(format!("/proc/{pid}/{what}"));
+        sys.read_bytes(&path).map_err(|e| {
+            if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH) {
+                TargetError::NoSuchProcess { pid }
+            } else {
+                TargetError::from_io(pid, format!("read {}", path.display()), path, e)
+            }
+        })
+    };
+    let mut last = Vec::new();
+    let mut since = Instant::now();
+    loop {
+        let auxv = auxv_entries(&read("auxv")?);
+        let aux = |key| auxv.iter().find(|&&(k, _)| k == key).map_or(0, |&(_, v)| v);
+        if aux(AT_ENTRY) != 0 {
+            if aux(AT_BASE) == 0 {
+                return Ok(()); // static: nothing is loaded before the entry point
+            }
+            match loader_consistent(sys, pid, aux(AT_PHDR), aux(AT_PHENT), aux(AT_PHNUM)) {
+                Some(true) => return Ok(()),
+                Some(false) => {}
+                None => {
+                    // Heuristic fallback on the maps.
+                    let maps = read("maps")?;
+                    if maps.is_empty() {
+                        return Err(TargetError::NoSuchProcess { pid }); // a zombie
+                    }
+                    if maps != last {
+                        last = maps;
+                        since = Instant::now();
+                    } else {
+                        let text = String::from_utf8_lossy(&last);
+                        let has_libc = parse_maps(&text).iter().any(|m| {
+                            let file = m.name.rsplit('/').next().unwrap_or("");
+                            file.starts_with("libc.so")
+                                || file.starts_with("libc-")
+                                || file.starts_with("ld-musl")
+                        });
+                        let settle = if has_libc { SETTLE } else { SETTLE_NO_LIBC };
+                        if since.elapsed() >= settle {
+                            return Ok(());
+                        }
+                    }
+                }
+            }
+        }
+        if start.elapsed() >= timeout {
+            return Err(TargetError::LoadTimeout { pid, waited_ms: timeout.as_millis() as u64 });
+        }
+        std::thread::sleep(Duration::from_micros(500));
+    }
+}
+
+/// The (key, value) pairs of an auxiliary vector, up to `AT_NULL`.
+fn auxv_entries(bytes: &[u8]) -> Vec<(u64, u64)> {
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
+    bytes
+        .chunks_exact(16)
+        .map(|c| (word(&c[..8]), word(&c[8..])))
+        .take_while(|&(k, _)| k != 0)
+        .collect()
+}
+
+/// Whether the dynamic loader of `pid` reports a consistent, non-empty link map through the
+/// executable's `DT_DEBUG`; `None` when that cannot be known (no `PT_PHDR`, no `DT_DEBUG`,
+/// unreadable memory).
+fn loader_consistent(
+    sys: &dyn TraceSys,
+    pid: i32,
+    phdr: u64,
+    phent: u64,
+    phnum: u64,
+) -> Option<bool> {
+    let read = |addr: u64, len: usize| -> Option<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        (sys.read_mem(pid, addr, &mut buf).ok()? == len).then_some(buf)
+    };
+    let u32_at = |b: &[u8], o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4"));
+    let u64_at = |b: &[u8], o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8"));
+    if phdr == 0 || phent < 56 || phnum == 0 || phnum > 256 {
+        return None;
+    }
+    let table = read(phdr, (phent * phnum) as usize)?;
+    let headers: Vec<&[u8]> = table.chunks_exact(phent as usize).collect();
+    // p_type @0, p_vaddr @16, p_memsz @40.
+    let phdr_vaddr = headers.iter().find(|h| u32_at(h, 0) == PT_PHDR).map(|h| u64_at(h, 16))?;
+    let bias = phdr.wrapping_sub(phdr_vaddr);
+    let dynamic = headers.iter().find(|h| u32_at(h, 0) == PT_DYNAMIC)?;
+    let size = u64_at(dynamic, 40).min(1 << 16) as usize;
+    let entries = read(bias.wrapping_add(u64_at(dynamic, 16)), size & !15)?;
+    let debug = entries
+        .chunks_exact(16)
+        .map(|e| (u64_at(e, 0) as i64, u64_at(e, 8)))
+        .take_while(|&(tag, _)| tag != 0)
+        .find(|&(tag, _)| tag == DT_DEBUG)?
+        .1;
+    if debug == 0 {
+        return Some(false); // the loader has not started loading yet
+    }
+    // struct r_debug { int r_version; link_map *r_map; ElfW(Addr) r_brk; r_state; ... }
+    let r = read(debug, 32)?;
+    let (version, map, state) = (u32_at(&r, 0), u64_at(&r, 8), u32_at(&r, 24));
+    Some(version >= 1 && map != 0 && state == 0)
+}

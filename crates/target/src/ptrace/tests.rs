@@ -1,0 +1,411 @@
+//! Unit tests of [`super::Tracee`]'s logic against the fake kernel of [`super::fake`]:
+//! attach races, permission errors, signal bookkeeping, the injected-call register ABI.
+//! (EPERM is also tested for real, as user nobody, in tests/ptrace.rs.)
+
+use super::fake::{regs_at, stop_status, Fake, PID, STACK_TOP, SYSCALL_AT};
+use super::*;
+
+fn stop(fake: &Arc<Fake>) -> Result<Tracee, TargetError> {
+    Tracee::stop_all_with(PID, fake.clone(), Duration::from_millis(300))
+}
+
+#[test]
+fn stops_every_thread_with_seize_interrupt_and_traceclone() {
+    let fake = Arc::new(Fake::new(&[PID, 101, 102]));
+    let t = stop(&fake).expect("stops");
+    assert_eq!(t.pid(), PID);
+    assert_eq!(t.threads(), &[PID, 101, 102]);
+    let log = fake.state().log.clone();
+    // PTRACE_O_TRACECLONE (8) only: never EXITKILL.
+    assert_eq!(&log[..2], ["seize 100 0x8", "interrupt 100"]);
+    assert!(log.iter().filter(|l| l.starts_with("seize")).all(|l| l.ends_with(" 0x8")));
+    let pause = t.resume_detach().expect("resume");
+    assert!(pause.stopping >= Duration::ZERO);
+    assert_eq!(fake.state().detached, vec![(PID, 0), (101, 0), (102, 0)]);
+}
+
+#[test]
+fn eperm_without_a_tracer_is_a_permission_error() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    fake.state().deny = true;
+    let err = stop(&fake).unwrap_err();
+    assert!(matches!(err, TargetError::PtraceDenied { pid: PID, tid: PID }), "{err:?}");
+    let msg = err.to_string();
+    assert!(msg.starts_with("no permission to ptrace process 100"), "{msg}");
+    assert!(msg.contains("root") && msg.contains("ptrace_scope") && !msg.contains('\n'), "{msg}");
+}
+
+#[test]
+fn eperm_with_a_tracer_is_already_traced() {
+    let fake = Arc::new(Fake::new(&[PID, 101]));
+    fake.state().tracer = 999;
+    let err = stop(&fake).unwrap_err();
+    assert!(matches!(err, TargetError::AlreadyTraced { pid: PID, tracer: 999, .. }), "{err:?}");
+    assert!(err.to_string().starts_with("process 100 is already being traced (by a debugger?)"));
+}
+
+#[test]
+fn already_traced_after_some_threads_leaves_none_attached() {
+    // The second thread is refused: the first, already stopped, must be let go again.
+    let fake = Arc::new(Fake::new(&[PID, 101]));
+    fake.state().traced_by_other.insert(101, 777);
+    let err = stop(&fake).unwrap_err();
+    assert!(matches!(err, TargetError::AlreadyTraced { tid: 101, tracer: 777, .. }), "{err:?}");
+    assert_eq!(fake.state().detached, vec![(PID, 0)]);
+}
+
+#[test]
+fn dead_pid_and_self() {
+    let fake = Arc::new(Fake::new(&[]));
+    let err = stop(&fake).unwrap_err();
+    assert!(matches!(err, TargetError::NoSuchProcess { pid: PID }), "{err:?}");
+    assert!(matches!(
+        Tracee::stop_all_with(-3, fake.clone(), Duration::from_millis(10)),
+        Err(TargetError::NoSuchProcess { pid: -3 })
+    ));
+    let fake = Arc::new(Fake::new(&[PID]));
+    fake.state().self_pid = PID;
+    let err = stop(&fake).unwrap_err();
+    assert!(matches!(err, TargetError::TraceSelf { pid: PID }), "{err:?}");
+    assert!(fake.state().log.is_empty(), "nothing attempted");
+}
+
+#[test]
+fn threads_exiting_during_attach_are_dropped() {
+    let fake = Arc::new(Fake::new(&[PID, 101, 102, 103]));
+    {
+        let mut st = fake.state();
+        st.vanish_at_seize.push(101);
+        st.exit_on_interrupt.push(103);
+    }
+    let t = stop(&fake).expect("stops");
+    assert_eq!(t.threads(), &[PID, 102]);
+    t.resume_detach().expect("resume");
+    assert_eq!(fake.state().detached, vec![(PID, 0), (102, 0)]);
+}
+
+#[test]
+fn a_thread_the_directory_scan_missed_is_not_ignored() {
+    // The kernel counts one more thread than /proc/PID/task lists, and keeps doing so:
+    // stop_all must not claim to have stopped everything.
+    let fake = Arc::new(Fake::new(&[PID, 101]));
+    fake.state().hidden_threads = 1;
+    let err = stop(&fake).unwrap_err();
+    assert!(matches!(err, TargetError::StopTimeout { tid: PID, .. }), "{err:?}");
+    assert!(err.to_string().contains("a thread stays unlisted"), "{err}");
+    assert_eq!(fake.state().detached, vec![(PID, 0), (101, 0)], "let go again");
+}
+
+#[test]
+fn threads_cloned_during_attach_are_adopted() {
+    let fake = Arc::new(Fake::new(&[PID, 101]));
+    fake.state().clone_on_interrupt = Some((101, 150));
+    let t = stop(&fake).expect("stops");
+    assert_eq!(t.threads(), &[PID, 101, 150]);
+    // The new thread was attached by the kernel: kerf neither seizes nor interrupts it.
+    let log = fake.state().log.clone();
+    assert!(!log.iter().any(|l| l == "seize 150 0x8" || l == "interrupt 150"), "{log:?}");
+    t.resume_detach().expect("resume");
+    assert_eq!(fake.state().detached.len(), 3);
+}
+
+#[test]
+fn a_signal_stop_during_attach_is_delivered_at_detach() {
+    let fake = Arc::new(Fake::new(&[PID, 101]));
+    fake.state().signal_before_stop.insert(101, libc::SIGUSR1);
+    let t = stop(&fake).expect("stops");
+    assert_eq!(t.held_signals(101), 1);
+    t.resume_detach().expect("resume");
+    let st = fake.state();
+    assert_eq!(st.detached, vec![(PID, 0), (101, libc::SIGUSR1)]);
+    assert_eq!(st.siginfo_set.len(), 1);
+    assert_eq!(st.siginfo_set[0].1.sender_pid(), 4242, "original siginfo kept");
+    assert!(st.queued.is_empty());
+}
+
+#[test]
+fn injected_syscall_uses_the_syscall_abi_and_restores_registers() {
+    let fake = Arc::new(Fake::new(&[PID, 101]));
+    let mut t = stop(&fake).expect("stops");
+    let before = t.regs(PID).expect("regs");
+    let r = t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid");
+    assert_eq!(r, i64::from(PID));
+    assert_eq!(t.syscall_on(101, libc::SYS_gettid, [0; 6]).expect("gettid"), 101);
+    let args = [1, 2, 3, 4, 5, 6];
+    assert_eq!(t.syscall(999, args).expect("unknown"), -i64::from(libc::ENOSYS));
+    assert_eq!(t.regs(PID).expect("regs"), before, "registers restored exactly");
+    {
+        let st = fake.state();
+        let (tid, injected) = st.regs_written[0];
+        assert_eq!(tid, PID);
+        assert_eq!(injected.rip, SYSCALL_AT);
+        assert_eq!(injected.rax, libc::SYS_getpid as u64);
+        assert_eq!(injected.orig_rax, u64::MAX);
+        assert_eq!(st.regs_written[1], (PID, before), "restored after the step");
+        let last = st.regs_written[st.regs_written.len() - 2].1;
+        let got = [last.rdi, last.rsi, last.rdx, last.r10, last.r8, last.r9];
+        assert_eq!(got, args, "4th argument in r10, not rcx");
+        assert_eq!(st.calls.last().expect("call").2, args);
+    }
+    t.resume_detach().expect("resume");
+    // After a step the thread sits in the SIGTRAP stop: it is detached with no signal.
+    assert_eq!(fake.state().detached, vec![(PID, 0), (101, 0)]);
+}
+
+#[test]
+fn signals_dequeued_during_a_step_are_held_and_reinjected_once() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    let mut t = stop(&fake).expect("stops");
+    fake.state().signals_on_step.extend([libc::SIGUSR1, libc::SIGUSR2]);
+    assert_eq!(t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid"), i64::from(PID));
+    assert_eq!(t.held_signals(PID), 2);
+    assert_eq!(fake.state().calls.len(), 1, "the call ran once");
+    t.resume_detach().expect("resume");
+    let st = fake.state();
+    // The first through PTRACE_SETSIGINFO + PTRACE_DETACH, the second queued again.
+    assert_eq!(st.detached, vec![(PID, libc::SIGUSR1)]);
+    assert_eq!(st.siginfo_set[0].1.signo(), libc::SIGUSR1);
+    assert_eq!(st.queued.len(), 1);
+    let (tid, q) = st.queued[0];
+    assert_eq!((tid, q.signo(), q.code(), q.sender_pid()), (PID, libc::SIGUSR2, -1, 4242));
+}
+
+#[test]
+fn interrupted_injected_calls_run_again() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    let mut t = stop(&fake).expect("stops");
+    fake.state().forced_results.push_back(-512);
+    assert_eq!(t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid"), i64::from(PID));
+    assert_eq!(fake.state().calls.len(), 2);
+    assert_eq!(t.regs(PID).expect("regs"), regs_at(0x5555_0000_1234));
+}
+
+#[test]
+fn alloc_near_picks_the_nearest_gap_and_retries_on_eexist() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    let mut t = stop(&fake).expect("stops");
+    let near = 0x5555_0000_1000;
+    // Nearest: right below the executable mapping at 0x555500000000.
+    let first = 0x5554_ffff_e000;
+    fake.state().eexist_at.push(first);
+    let a = t.alloc_near(near, 0x1800, libc::PROT_READ | libc::PROT_WRITE).expect("alloc");
+    assert_ne!(a, first);
+    assert!(within_reach(near, a, 0x2000), "{a:#x}");
+    let calls = fake.state().calls.clone();
+    assert_eq!(calls[0].2[0], first);
+    assert_eq!(calls[0].2[1], 0x2000, "length rounded to pages");
+    let flags = calls[0].2[3];
+    assert_ne!(flags & libc::MAP_FIXED_NOREPLACE as u64, 0);
+    assert_eq!(flags & libc::MAP_FIXED as u64, 0);
+    t.write(a, b"hello").expect("write");
+    let mut back = [0u8; 5];
+    t.read(a, &mut back).expect("read");
+    assert_eq!(&back, b"hello");
+    t.free(a, 0x1800).expect("free");
+    let err = t.free(a, 0x1800).unwrap_err();
+    assert!(matches!(err, TargetError::Injected { call: "munmap", errno: libc::EINVAL, .. }));
+    assert!(err.to_string().starts_with("injected munmap in thread 100 of process 100 failed"));
+}
+
+#[test]
+fn share_near_names_the_memfd_on_the_stack_and_restores_it() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    let mut t = stop(&fake).expect("stops");
+    let rsp = t.regs(PID).expect("regs").rsp;
+    let mut stack = [0u8; 256];
+    t.read(rsp - 256, &mut stack).expect("stack");
+    let near = 0x5555_0000_1000;
+    let shm = t.share_near(near, 100).expect("share");
+    assert_eq!(shm.len(), 4096);
+    assert!(within_reach(near, shm.remote(), 4096));
+    let mut after = [0u8; 256];
+    t.read(rsp - 256, &mut after).expect("stack");
+    assert_eq!(after, stack, "stack bytes below the red zone put back");
+    {
+        let st = fake.state();
+        assert_eq!(st.memfd_names, ["kerf-shared"]);
+        let nrs: Vec<i64> = st.calls.iter().map(|c| c.1).collect();
+        assert_eq!(
+            nrs,
+            [libc::SYS_memfd_create, libc::SYS_ftruncate, libc::SYS_mmap, libc::SYS_close]
+        );
+        let name_at = st.calls[0].2[0];
+        assert!(name_at <= rsp - 128 - 12, "name below the red zone: {name_at:#x}");
+        assert_eq!(st.calls[2].2[3] & libc::MAP_SHARED as u64, libc::MAP_SHARED as u64);
+        assert_eq!(st.calls[2].2[4], 7, "the memfd is mapped");
+        assert_eq!(st.calls[3].2[0], 7, "and closed");
+        assert_eq!(st.local_maps, 1);
+    }
+    shm.store_u64(8, 42);
+    assert_eq!(shm.load_u64(8), 42);
+    drop(shm);
+    assert_eq!(fake.state().local_maps, 0);
+    assert!(STACK_TOP > rsp);
+}
+
+#[test]
+fn no_syscall_instruction_is_an_error() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    fake.state().mem[0].1[1] = 0x90;
+    let mut t = stop(&fake).expect("stops");
+    let err = t.syscall(libc::SYS_getpid, [0; 6]).unwrap_err();
+    assert!(matches!(err, TargetError::NoSyscallInstruction { pid: PID }), "{err:?}");
+}
+
+#[test]
+fn writing_over_the_syscall_instruction_forgets_it() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    let mut t = stop(&fake).expect("stops");
+    t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid");
+    // Patch it away, put one further on.
+    t.write(SYSCALL_AT, &[0x90, 0x90, 0x90, 0x0f, 0x05]).expect("write");
+    t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid");
+    let st = fake.state();
+    let rips: Vec<u64> = st.regs_written.iter().step_by(2).map(|(_, r)| r.rip).collect();
+    assert_eq!(rips, [SYSCALL_AT, SYSCALL_AT + 3]);
+}
+
+#[test]
+fn unknown_or_released_threads_are_not_stopped() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    let mut t = stop(&fake).expect("stops");
+    let err = t.regs(555).unwrap_err();
+    assert!(matches!(err, TargetError::NotStopped { pid: PID, tid: 555 }));
+    assert_eq!(err.to_string(), "thread 555 is not a thread of process 100 stopped by kerf");
+    assert!(t.set_regs(555, &regs_at(0)).is_err());
+    assert!(t.syscall_on(555, libc::SYS_getpid, [0; 6]).is_err());
+}
+
+#[test]
+fn dropping_detaches_every_thread() {
+    let fake = Arc::new(Fake::new(&[PID, 101]));
+    fake.state().signal_before_stop.insert(PID, libc::SIGCHLD);
+    drop(stop(&fake).expect("stops"));
+    let st = fake.state();
+    assert_eq!(st.detached, vec![(PID, libc::SIGCHLD), (101, 0)]);
+}
+
+#[test]
+fn a_thread_that_never_stops_times_out() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    // Seized but its stop never comes (the fake drops the interrupt's event).
+    struct Stuck(Arc<Fake>);
+    impl TraceSys for Stuck {
+        fn seize(&self, tid: i32, o: i32) -> io::Result<()> {
+            self.0.seize(tid, o)
+        }
+        fn interrupt(&self, _: i32) -> io::Result<()> {
+            Ok(())
+        }
+        fn single_step(&self, tid: i32, s: i32) -> io::Result<()> {
+            self.0.single_step(tid, s)
+        }
+        fn detach(&self, tid: i32, s: i32) -> io::Result<()> {
+            self.0.detach(tid, s)
+        }
+        fn get_regs(&self, tid: i32) -> io::Result<Regs> {
+            self.0.get_regs(tid)
+        }
+        fn set_regs(&self, tid: i32, r: &Regs) -> io::Result<()> {
+            self.0.set_regs(tid, r)
+        }
+        fn get_siginfo(&self, tid: i32) -> io::Result<SigInfo> {
+            self.0.get_siginfo(tid)
+        }
+        fn set_siginfo(&self, tid: i32, i: &SigInfo) -> io::Result<()> {
+            self.0.set_siginfo(tid, i)
+        }
+        fn event_msg(&self, tid: i32) -> io::Result<u64> {
+            self.0.event_msg(tid)
+        }
+        fn wait_nohang(&self, tid: i32) -> io::Result<Option<i32>> {
+            self.0.wait_nohang(tid)
+        }
+        fn queue_signal(&self, p: i32, tid: i32, i: &SigInfo) -> io::Result<()> {
+            self.0.queue_signal(p, tid, i)
+        }
+        fn list_threads(&self, p: i32) -> io::Result<Vec<i32>> {
+            self.0.list_threads(p)
+        }
+        fn read_text(&self, p: &std::path::Path) -> io::Result<String> {
+            self.0.read_text(p)
+        }
+        fn read_bytes(&self, p: &std::path::Path) -> io::Result<Vec<u8>> {
+            self.0.read_bytes(p)
+        }
+        fn read_mem(&self, p: i32, a: u64, b: &mut [u8]) -> io::Result<usize> {
+            self.0.read_mem(p, a, b)
+        }
+        fn write_mem(&self, p: i32, a: u64, d: &[u8]) -> io::Result<usize> {
+            self.0.write_mem(p, a, d)
+        }
+        fn map_shared(&self, p: i32, fd: i32, l: usize) -> io::Result<*mut u8> {
+            self.0.map_shared(p, fd, l)
+        }
+        unsafe fn unmap_local(&self, p: *mut u8, l: usize) {
+            // SAFETY: forwarded with the caller's guarantee.
+            unsafe { self.0.unmap_local(p, l) }
+        }
+        fn self_pid(&self) -> i32 {
+            1
+        }
+    }
+    let sys = Arc::new(Stuck(fake.clone()));
+    let err = Tracee::stop_all_with(PID, sys, Duration::from_millis(30)).unwrap_err();
+    assert!(matches!(err, TargetError::StopTimeout { pid: PID, tid: PID, .. }), "{err:?}");
+    assert!(err.to_string().contains("did not stop within 30 ms"), "{err}");
+}
+
+#[test]
+fn status_decoding() {
+    assert_eq!(decode(stop_status(libc::SIGTRAP, 128)), Status::Stopped { sig: 5, event: 128 });
+    assert_eq!(decode(stop_status(libc::SIGUSR1, 0)), Status::Stopped { sig: 10, event: 0 });
+    assert_eq!(decode(0), Status::Gone);
+    assert_eq!(decode(libc::SIGKILL), Status::Gone);
+}
+
+#[test]
+fn every_error_is_one_line() {
+    let errs = [
+        TargetError::PtraceDenied { pid: 1, tid: 2 },
+        TargetError::AlreadyTraced { pid: 1, tid: 2, tracer: 3 },
+        TargetError::TraceSelf { pid: 1 },
+        TargetError::Ptrace {
+            pid: 1,
+            tid: 2,
+            op: "PTRACE_GETREGS",
+            source: io::Error::from_raw_os_error(5),
+        },
+        TargetError::StopTimeout { pid: 1, tid: 2, op: "stop_all", waited_ms: 5 },
+        TargetError::ThreadExited { pid: 1, tid: 2, op: "syscall injection" },
+        TargetError::NotStopped { pid: 1, tid: 2 },
+        TargetError::UnexpectedStop { pid: 1, tid: 2, op: "x", status: 0x137f },
+        TargetError::Memory { pid: 1, write: true, addr: 0x10, len: 4, done: 1, source: None },
+        TargetError::Memory {
+            pid: 1,
+            write: false,
+            addr: 0x10,
+            len: 4,
+            done: 0,
+            source: Some(io::Error::from_raw_os_error(5)),
+        },
+        TargetError::Injected { pid: 1, tid: 2, call: "mmap", errno: 12 },
+        TargetError::NoSyscallInstruction { pid: 1 },
+        TargetError::NoRoom { pid: 1, lo: 0x1000, hi: 0x2000, len: 0x3000 },
+        TargetError::Spawn { program: "x".into(), source: io::Error::from_raw_os_error(2) },
+        TargetError::LoadTimeout { pid: 1, waited_ms: 9 },
+    ];
+    for e in &errs {
+        let msg = e.to_string();
+        assert!(!msg.contains('\n') && !msg.contains("  "), "{msg:?}");
+        assert!(msg.contains('1') || matches!(e, TargetError::Spawn { .. }), "{msg}");
+    }
+    assert_eq!(
+        errs[8].to_string(),
+        "cannot write 4 bytes at 0x10 in process 1: only 1 transferred (unmapped memory?)"
+    );
+    assert_eq!(
+        errs[10].to_string(),
+        "injected mmap in thread 2 of process 1 failed: Cannot allocate memory (os error 12)"
+    );
+}

@@ -1,0 +1,742 @@
+//! Live-process control against real processes: small C programs compiled here, stopped,
+//! read, written, injected into and resumed, whose output must not change. Needs ptrace
+//! permission (root here); without it these tests fail with the reason, never pass.
+
+use kerf_target::ptrace::{self, within_reach, Tracee};
+use kerf_target::TargetError;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static BUILD: Mutex<()> = Mutex::new(());
+
+/// Compile `src` (C) to an executable in the test's temporary directory, once per run.
+fn build(name: &str, src: &str, extra: &[&str]) -> PathBuf {
+    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ptrace");
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let c = dir.join(format!("{name}.c"));
+    let exe = dir.join(name);
+    if std::fs::read_to_string(&c).ok().as_deref() == Some(src) && exe.exists() {
+        return exe;
+    }
+    std::fs::write(&c, src).expect("write C source");
+    let out = Command::new("cc")
+        .args(["-O1", "-g", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .args(extra)
+        .output()
+        .expect("run cc (a C compiler is needed for these tests)");
+    assert!(out.status.success(), "cc failed: {}", String::from_utf8_lossy(&out.stderr));
+    exe
+}
+
+/// A child with piped stdin/stdout whose lines arrive on a channel (so reads time out).
+struct Kid {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+}
+
+impl Kid {
+    fn start(exe: &Path) -> Kid {
+        let mut child = Command::new(exe)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn test child");
+        let stdout = child.stdout.take().expect("piped");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        let mut kid = Kid { child, stdin, lines: rx };
+        assert_eq!(kid.line(), "ready");
+        kid
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    fn line(&mut self) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|e| panic!("no output line from child {}: {e}", self.pid()))
+    }
+
+    fn send(&mut self, text: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(text.as_bytes()).expect("write to child");
+        stdin.flush().expect("flush");
+    }
+
+    /// Close stdin, collect the remaining output and the exit status.
+    fn finish(mut self) -> (Vec<String>, i32) {
+        drop(self.stdin.take());
+        let mut rest = Vec::new();
+        while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(30)) {
+            rest.push(l);
+        }
+        let status = self.child.wait().expect("wait child");
+        (rest, status.code().unwrap_or(-1))
+    }
+}
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn stop(pid: i32) -> Tracee {
+    Tracee::stop_all(pid).unwrap_or_else(|e| {
+        panic!("stop_all({pid}) failed — these tests need ptrace permission (root): {e}")
+    })
+}
+
+fn tasks(pid: i32) -> Vec<i32> {
+    let mut v: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("task dir")
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// The executable mapping of `exe` in `pid`: (start, end, file offset).
+fn exe_text(pid: i32, exe: &Path) -> (u64, u64, u64) {
+    let exe = std::fs::canonicalize(exe).expect("canonical");
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    for line in maps.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() >= 6 && f[1] == "r-xp" && Path::new(f[5]) == exe {
+            let (a, b) = f[0].split_once('-').expect("range");
+            let hex = |s| u64::from_str_radix(s, 16).expect("hex");
+            return (hex(a), hex(b), hex(f[2]));
+        }
+    }
+    panic!("{} has no r-xp mapping in {pid}:\n{maps}", exe.display());
+}
+
+const SIMPLE: &str = r#"
+#include <stdio.h>
+int main(void) {
+    char line[256];
+    unsigned long sum = 0;
+    printf("ready\n"); fflush(stdout);
+    while (fgets(line, sizeof line, stdin)) {
+        for (char *p = line; *p; p++) sum = sum * 31 + (unsigned char)*p;
+        printf("got %s", line); fflush(stdout);
+    }
+    printf("done %lu\n", sum);
+    return 0;
+}
+"#;
+
+fn simple_sum(text: &str) -> u64 {
+    text.bytes().fold(0u64, |s, b| s.wrapping_mul(31).wrapping_add(u64::from(b)))
+}
+
+#[test]
+fn stop_read_write_alloc_inject_resume() {
+    let exe = build("simple", SIMPLE, &[]);
+    let mut kid = Kid::start(&exe);
+    let pid = kid.pid();
+    let (text, text_end, off) = exe_text(pid, &exe);
+
+    let mut t = stop(pid);
+    assert_eq!(t.pid(), pid);
+    assert_eq!(t.threads(), &[pid]);
+
+    // Code bytes equal the file's.
+    let file = std::fs::read(&exe).expect("read exe");
+    let n = 256.min((text_end - text) as usize);
+    let mut code = vec![0u8; n];
+    t.read(text, &mut code).expect("read code");
+    assert_eq!(code, file[off as usize..off as usize + n]);
+
+    // A short read is an error naming the address: the last bytes before a hole.
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let ranges: Vec<(u64, u64)> = maps
+        .lines()
+        .map(|l| {
+            let (a, b) = l.split_whitespace().next().expect("range").split_once('-').expect("-");
+            (u64::from_str_radix(a, 16).expect("hex"), u64::from_str_radix(b, 16).expect("hex"))
+        })
+        .collect();
+    let hole = ranges.windows(2).find(|w| w[0].1 < w[1].0).expect("a hole")[0].1;
+    let mut big = vec![0u8; 64];
+    let err = t.read(hole - 16, &mut big).unwrap_err();
+    assert!(matches!(err, TargetError::Memory { write: false, done: 16, .. }), "{err:?}");
+    assert!(err.to_string().contains(&format!("{:#x}", hole - 16)), "{err}");
+    assert!(t.write(hole, &[0]).is_err());
+
+    // Injected getpid/gettid; registers come back exactly.
+    let before = t.regs(pid).expect("regs");
+    assert_eq!(t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid"), i64::from(pid));
+    assert_eq!(t.syscall_on(pid, libc::SYS_gettid, [0; 6]).expect("gettid"), i64::from(pid));
+    assert_eq!(t.regs(pid).expect("regs"), before, "registers restored exactly");
+    // A failing call returns -errno.
+    let r = t.syscall(libc::SYS_close, [9999, 0, 0, 0, 0, 0]).expect("close");
+    assert_eq!(r, -i64::from(libc::EBADF));
+
+    // alloc_near: within ±2 GiB, writable, readable back.
+    let near = text;
+    let a = t.alloc_near(near, 10_000, libc::PROT_READ | libc::PROT_WRITE).expect("alloc");
+    assert_eq!(a % 4096, 0);
+    assert!(within_reach(near, a, 12_288), "{a:#x} not within reach of {near:#x}");
+    assert!(near.abs_diff(a) < 1 << 31);
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 + 3) as u8).collect();
+    t.write(a, &data).expect("write");
+    let mut back = vec![0u8; data.len()];
+    t.read(a, &mut back).expect("read back");
+    assert_eq!(back, data);
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    assert!(maps.contains(&format!("{a:x}-{:x} rw-p", a + 12_288)), "{maps}");
+
+    // An executable region near a library too, then free both.
+    let x = t.alloc_near(near, 1, libc::PROT_READ | libc::PROT_EXEC).expect("alloc rx");
+    assert!(within_reach(near, x, 4096));
+    t.write(x, &[0xc3]).expect("write through read-only page");
+    t.free(a, 10_000).expect("free");
+    t.free(x, 1).expect("free");
+    assert!(t.read(a, &mut back[..8]).is_err(), "freed memory is gone");
+
+    // Writing the code (as a splice would) and restoring it.
+    t.write(text, &[0xcc]).expect("write code");
+    let mut one = [0u8; 1];
+    t.read(text, &mut one).expect("read");
+    assert_eq!(one, [0xcc]);
+    t.write(text, &code[..1]).expect("restore code");
+
+    let pause = t.resume_detach().expect("resume");
+    assert!(pause.held > Duration::ZERO);
+
+    kid.send("hello\n");
+    assert_eq!(kid.line(), "got hello");
+    let (rest, code) = kid.finish();
+    assert_eq!(rest, vec![format!("done {}", simple_sum("hello\n"))]);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn injection_timing() {
+    let exe = build("simple", SIMPLE, &[]);
+    let kid = Kid::start(&exe);
+    let pid = kid.pid();
+    let mut t = stop(pid);
+    t.syscall(libc::SYS_getpid, [0; 6]).expect("warm up");
+    let n = 2000;
+    let start = Instant::now();
+    for _ in 0..n {
+        assert_eq!(t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid"), i64::from(pid));
+    }
+    let per = start.elapsed() / n;
+    let start = Instant::now();
+    let a = t.alloc_near(0x5555_0000_0000, 4096, libc::PROT_READ).expect("alloc");
+    let alloc = start.elapsed();
+    t.free(a, 4096).expect("free");
+    eprintln!("[timing] injected getpid: {per:?} each; alloc_near (maps + mmap): {alloc:?}");
+    t.resume_detach().expect("resume");
+    let (rest, code) = kid.finish();
+    assert_eq!((rest, code), (vec![format!("done 0")], 0));
+}
+
+const THREADS: &str = r#"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+static atomic_int stop_flag;
+static unsigned long results[8];
+static void *worker(void *arg) {
+    long id = (long)arg;
+    unsigned long x = id + 1;
+    for (int i = 0; i < 300; i++) {
+        x = x * 6364136223846793005UL + 1442695040888963407UL;
+        if (id % 2 == 0) { struct timespec ts = {0, 100000}; nanosleep(&ts, NULL); }
+        else { for (volatile int k = 0; k < 20000; k++); }
+    }
+    results[id] = x;
+    while (!atomic_load(&stop_flag)) {
+        if (id % 2 == 0) { struct timespec ts = {0, 200000}; nanosleep(&ts, NULL); }
+        else if (id < 4) { for (volatile int k = 0; k < 100000; k++); }
+        else { usleep(100); for (volatile int k = 0; k < 10000; k++); }
+    }
+    return NULL;
+}
+int main(void) {
+    pthread_t t[8];
+    for (long i = 0; i < 8; i++) pthread_create(&t[i], NULL, worker, (void *)i);
+    printf("ready\n"); fflush(stdout);
+    char line[256];
+    if (!fgets(line, sizeof line, stdin)) return 2;
+    atomic_store(&stop_flag, 1);
+    for (int i = 0; i < 8; i++) pthread_join(t[i], NULL);
+    for (int i = 0; i < 8; i++) printf("t%d %lx\n", i, results[i]);
+    printf("line %s", line);
+    return 0;
+}
+"#;
+
+#[test]
+fn nine_threads_two_hundred_batches() {
+    let exe = build("threads", THREADS, &[]);
+    let mut kid = Kid::start(&exe);
+    let pid = kid.pid();
+    let mut in_read = 0;
+    let mut in_sleep = 0;
+    let (mut total, mut longest_held, mut longest_cycle) =
+        (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let rounds = 200;
+    for round in 0..rounds {
+        let cycle = Instant::now();
+        let mut t = stop(pid);
+        let mut seen = t.threads().to_vec();
+        seen.sort_unstable();
+        assert_eq!(seen, tasks(pid), "round {round}: every thread stopped");
+        assert_eq!(seen.len(), 9, "round {round}");
+        // The main thread waits for stdin in read(2), the even workers in nanosleep.
+        let main = t.regs(pid).expect("regs");
+        if main.orig_rax == libc::SYS_read as u64 && main.rax as i64 == -512 {
+            in_read += 1;
+        }
+        for &tid in t.threads() {
+            let r = t.regs(tid).expect("regs");
+            if r.orig_rax == libc::SYS_clock_nanosleep as u64 && r.rax as i64 == -516 {
+                in_sleep += 1;
+            }
+        }
+        assert_eq!(t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid"), i64::from(pid));
+        assert_eq!(t.regs(pid).expect("regs"), main, "round {round}: registers restored");
+        let pause = t.resume_detach().expect("resume");
+        let c = cycle.elapsed();
+        total += c;
+        longest_cycle = longest_cycle.max(c);
+        longest_held = longest_held.max(pause.held);
+    }
+    eprintln!(
+        "[timing] 9 threads: stop_all+getpid+resume_detach mean {:?}, longest {:?}; longest \
+         all-stopped pause {:?}; main thread in read: {in_read}/{rounds}, sleeper stops inside \
+         clock_nanosleep: {in_sleep}",
+        total / rounds,
+        longest_cycle,
+        longest_held
+    );
+    assert!(in_read > rounds / 2, "main thread seldom seen blocked in read: {in_read}");
+    assert!(in_sleep > 0);
+    // The read interrupted 200 times still returns the line written now.
+    kid.send("after the batches\n");
+    let mut out = Vec::new();
+    for _ in 0..9 {
+        out.push(kid.line());
+    }
+    let (rest, code) = kid.finish();
+    assert!(rest.is_empty(), "{rest:?}");
+    assert_eq!(code, 0);
+    let mut expected = Vec::new();
+    for id in 0..8u64 {
+        let mut x = id + 1;
+        for _ in 0..300 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        }
+        expected.push(format!("t{id} {x:x}"));
+    }
+    expected.push("line after the batches".to_string());
+    assert_eq!(out, expected);
+}
+
+#[test]
+fn stop_and_resume_timing_nine_threads() {
+    let exe = build("threads", THREADS, &[]);
+    let mut kid = Kid::start(&exe);
+    let pid = kid.pid();
+    let n = 100u32;
+    let (mut stop_sum, mut resume_sum, mut held_max) =
+        (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    for _ in 0..n {
+        let t0 = Instant::now();
+        let t = stop(pid);
+        let t1 = Instant::now();
+        let pause = t.resume_detach().expect("resume");
+        stop_sum += t1 - t0;
+        resume_sum += t1.elapsed();
+        held_max = held_max.max(pause.held);
+    }
+    eprintln!(
+        "[timing] 9 threads: stop_all {:?}, resume_detach {:?} (means of {n}); longest held {:?}",
+        stop_sum / n,
+        resume_sum / n,
+        held_max
+    );
+    kid.send("x\n");
+    for _ in 0..9 {
+        kid.line();
+    }
+    assert_eq!(kid.finish().1, 0);
+}
+
+#[test]
+fn shared_memory_both_ways() {
+    let exe = build("simple", SIMPLE, &[]);
+    let kid = Kid::start(&exe);
+    let pid = kid.pid();
+    let (text, _, _) = exe_text(pid, &exe);
+    let fds_before = std::fs::read_dir(format!("/proc/{pid}/fd")).expect("fds").count();
+    let mut t = stop(pid);
+    let regs = t.regs(pid).expect("regs");
+    let shm = t.share_near(text, 10_000).expect("share_near");
+    assert_eq!(shm.len(), 12_288);
+    assert!(within_reach(text, shm.remote(), shm.len() as u64));
+    assert_eq!(t.regs(pid).expect("regs"), regs);
+    // kerf → target
+    shm.store_u64(0, 0x1122_3344_5566_7788);
+    shm.write_bytes(100, b"from kerf");
+    let mut b = [0u8; 8];
+    t.read(shm.remote(), &mut b).expect("read remote");
+    assert_eq!(u64::from_le_bytes(b), 0x1122_3344_5566_7788);
+    let mut s = [0u8; 9];
+    t.read(shm.remote() + 100, &mut s).expect("read remote");
+    assert_eq!(&s, b"from kerf");
+    // target → kerf
+    t.write(shm.remote() + 8, &0xfeed_f00d_u64.to_le_bytes()).expect("write remote");
+    assert_eq!(shm.load_u64(8), 0xfeed_f00d);
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    let line = maps
+        .lines()
+        .find(|l| l.starts_with(&format!("{:x}-", shm.remote())))
+        .expect("mapping listed");
+    assert!(line.contains("rw-s") && line.contains("memfd:kerf-shared"), "{line}");
+    t.resume_detach().expect("resume");
+    assert_eq!(
+        std::fs::read_dir(format!("/proc/{pid}/fd")).expect("fds").count(),
+        fds_before,
+        "the target keeps no extra descriptor"
+    );
+    // Still shared while the target runs; the next batch unmaps its side.
+    let mut t = stop(pid);
+    t.write(shm.remote() + 16, &7u64.to_le_bytes()).expect("write");
+    assert_eq!(shm.load_u64(16), 7);
+    t.free(shm.remote(), shm.len() as u64).expect("free");
+    t.resume_detach().expect("resume");
+    assert_eq!(shm.load_u64(16), 7, "kerf's side stays valid until dropped");
+    drop(shm);
+    let (rest, code) = kid.finish();
+    assert_eq!((rest, code), (vec![format!("done 0")], 0));
+}
+
+const SIGNALS: &str = r#"
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+static atomic_long count;
+static void on_usr1(int sig) { (void)sig; atomic_fetch_add(&count, 1); }
+static void *sleeper(void *a) {
+    for (;;) { struct timespec ts = {0, 300000}; nanosleep(&ts, NULL); }
+    return a;
+}
+int main(void) {
+    struct sigaction sa = {0};
+    sa.sa_handler = on_usr1;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGUSR1, &sa, NULL);
+    pthread_t t;
+    pthread_create(&t, NULL, sleeper, NULL);
+    printf("ready\n"); fflush(stdout);
+    char buf[64];
+    while (read(0, buf, sizeof buf) > 0) {}
+    printf("count %ld\n", atomic_load(&count));
+    return 0;
+}
+"#;
+
+/// Whether SIGUSR1 is pending for the process or any of its threads.
+fn usr1_pending(pid: i32) -> bool {
+    let bit = 1u64 << (libc::SIGUSR1 - 1);
+    let mask = |text: &str, key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0)
+    };
+    for tid in tasks(pid) {
+        let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")) else {
+            continue;
+        };
+        if (mask(&s, "SigPnd:") | mask(&s, "ShdPnd:")) & bit != 0 {
+            return true;
+        }
+    }
+    false
+}
+
+fn wait_not_pending(pid: i32) {
+    let start = Instant::now();
+    while usr1_pending(pid) {
+        assert!(start.elapsed() < Duration::from_secs(10), "SIGUSR1 stays pending");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+#[test]
+fn signals_sent_during_batches_are_delivered_once() {
+    let exe = build("signals", SIGNALS, &[]);
+    let kid = Kid::start(&exe);
+    let pid = kid.pid();
+    let kill = || {
+        // SAFETY: plain kill(2) of our own child.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGUSR1) }, 0);
+    };
+    let mut sent = 0;
+    let (mut held_once, mut held_twice) = (0, 0);
+    for round in 0..150 {
+        wait_not_pending(pid);
+        let mut t = stop(pid);
+        match round % 3 {
+            0 => {
+                // Sent while stopped; the injection runs the main thread, which dequeues it.
+                kill();
+                sent += 1;
+                t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid");
+                if t.held_signals(pid) == 1 {
+                    held_once += 1;
+                }
+            }
+            1 => {
+                // Two, each dequeued during an injection: one goes back with PTRACE_DETACH,
+                // the other is queued again. The second is only sent once the first was
+                // taken: two standard signals pending at once are one (the main thread may
+                // still be in the handler of the last batch's signal, SIGUSR1 blocked).
+                kill();
+                sent += 1;
+                t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid");
+                if t.held_signals(pid) == 1 {
+                    kill();
+                    sent += 1;
+                    t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid");
+                    if t.held_signals(pid) == 2 {
+                        held_twice += 1;
+                    }
+                }
+            }
+            _ => {
+                // Sent while stopped, nothing run: stays queued in the kernel.
+                kill();
+                sent += 1;
+            }
+        }
+        t.resume_detach().expect("resume");
+        if round % 5 == 0 {
+            // And one while it runs normally.
+            wait_not_pending(pid);
+            kill();
+            sent += 1;
+        }
+    }
+    wait_not_pending(pid);
+    std::thread::sleep(Duration::from_millis(20));
+    eprintln!("[signals] sent {sent}; held one {held_once}×, held two {held_twice}×");
+    let (rest, code) = kid.finish();
+    assert_eq!(code, 0);
+    assert_eq!(rest, vec![format!("count {sent}")]);
+    assert!(held_once > 0 && held_twice > 0, "the re-injection paths were exercised");
+}
+
+const CHURN: &str = r#"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <unistd.h>
+static atomic_int stop_flag;
+static atomic_long made;
+static void *brief(void *a) { for (volatile int k = 0; k < 1000; k++); return a; }
+static void *spawner(void *a) {
+    while (!atomic_load(&stop_flag)) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, brief, NULL) == 0) { pthread_join(t, NULL); atomic_fetch_add(&made, 1); }
+    }
+    return a;
+}
+int main(void) {
+    pthread_t s[3];
+    for (int i = 0; i < 3; i++) pthread_create(&s[i], NULL, spawner, NULL);
+    printf("ready\n"); fflush(stdout);
+    char line[64];
+    if (!fgets(line, sizeof line, stdin)) return 2;
+    atomic_store(&stop_flag, 1);
+    for (int i = 0; i < 3; i++) pthread_join(s[i], NULL);
+    printf("churned %s\n", atomic_load(&made) > 0 ? "ok" : "none");
+    return 0;
+}
+"#;
+
+#[test]
+fn threads_created_and_exiting_during_attach() {
+    let exe = build("churn", CHURN, &[]);
+    let mut kid = Kid::start(&exe);
+    let pid = kid.pid();
+    for round in 0..100 {
+        let mut t = stop(pid);
+        let mut seen = t.threads().to_vec();
+        seen.sort_unstable();
+        assert_eq!(seen, tasks(pid), "round {round}: stopped threads = /proc/PID/task");
+        assert!(seen.len() >= 4);
+        assert_eq!(t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid"), i64::from(pid));
+        t.resume_detach().expect("resume");
+    }
+    kid.send("stop\n");
+    assert_eq!(kid.line(), "churned ok");
+    assert_eq!(kid.finish().1, 0);
+}
+
+#[test]
+fn dropping_a_tracee_lets_the_process_go() {
+    let exe = build("simple", SIMPLE, &[]);
+    let mut kid = Kid::start(&exe);
+    {
+        let mut t = stop(kid.pid());
+        t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid");
+        // Dropped without resume_detach (as on an error path).
+    }
+    kid.send("still alive\n");
+    assert_eq!(kid.line(), "got still alive");
+    assert_eq!(kid.finish().1, 0);
+}
+
+#[test]
+fn error_dead_pid_self_and_already_traced() {
+    let mut dead = Command::new("true").spawn().expect("spawn true");
+    let dead_pid = dead.id() as i32;
+    dead.wait().expect("wait");
+    let err = Tracee::stop_all(dead_pid).unwrap_err();
+    assert!(matches!(err, TargetError::NoSuchProcess { .. }), "{err:?}");
+    assert_eq!(err.to_string(), format!("process {dead_pid} does not exist"));
+    assert!(matches!(Tracee::stop_all(0), Err(TargetError::NoSuchProcess { pid: 0 })));
+    let me = std::process::id() as i32;
+    let err = Tracee::stop_all(me).unwrap_err();
+    assert!(matches!(err, TargetError::TraceSelf { .. }), "{err:?}");
+
+    let exe = build("simple", SIMPLE, &[]);
+    let mut kid = Kid::start(&exe);
+    let pid = kid.pid();
+    let first = stop(pid);
+    let err = Tracee::stop_all(pid).unwrap_err();
+    // The tracer is the kerf *thread* that attached.
+    let TargetError::AlreadyTraced { tracer, .. } = err else { panic!("{err:?}") };
+    assert!(Path::new(&format!("/proc/{me}/task/{tracer}")).exists(), "{err:?}");
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with(&format!("process {pid} is already being traced (by a debugger?)")),
+        "{msg}"
+    );
+    assert!(!msg.contains('\n'));
+    // From another thread of kerf as well.
+    let other =
+        std::thread::spawn(move || Tracee::stop_all(pid).map(|_| ()).unwrap_err().to_string())
+            .join()
+            .expect("thread");
+    assert!(other.contains("already being traced"), "{other}");
+    first.resume_detach().expect("resume");
+    kid.send("ok\n");
+    assert_eq!(kid.line(), "got ok");
+    assert_eq!(kid.finish().1, 0);
+}
+
+#[test]
+fn eperm_as_an_unprivileged_user() {
+    if std::env::var_os("KERF_EPERM_TARGET").is_some() {
+        return; // this is the helper's own process
+    }
+    let mut target = Command::new("sleep").arg("30").spawn().expect("sleep");
+    let exe = std::env::current_exe().expect("exe");
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(&exe)
+        .args(["--exact", "eperm_helper", "--ignored", "--nocapture", "--test-threads=1"])
+        .env("KERF_EPERM_TARGET", target.id().to_string())
+        .output()
+        .expect("run setpriv (util-linux) to drop privileges");
+    let _ = target.kill();
+    let _ = target.wait();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "helper failed:\n{stdout}\n{stderr}");
+    let line = stdout
+        .lines()
+        .find_map(|l| l.find("EPERM-ERROR: ").map(|at| &l[at..]))
+        .unwrap_or_else(|| panic!("helper printed no error:\n{stdout}\n{stderr}"));
+    assert!(line.contains(&format!("no permission to ptrace process {}", target.id())), "{line}");
+    assert!(line.contains("root") && line.contains("ptrace_scope"), "{line}");
+}
+
+/// Run by `eperm_as_an_unprivileged_user` as user nobody: stop_all must refuse cleanly.
+#[test]
+#[ignore = "helper: run by eperm_as_an_unprivileged_user under setpriv"]
+fn eperm_helper() {
+    let pid: i32 = std::env::var("KERF_EPERM_TARGET").expect("target").parse().expect("pid");
+    // SAFETY: getuid has no preconditions.
+    assert_eq!(unsafe { libc::getuid() }, 65534, "helper runs unprivileged");
+    let err = Tracee::stop_all(pid).unwrap_err();
+    assert!(matches!(err, TargetError::PtraceDenied { .. }), "{err:?}");
+    println!("EPERM-ERROR: {err}");
+}
+
+#[test]
+fn spawn_and_wait_until_loaded() {
+    let mut child = ptrace::spawn(&["sleep".to_string(), "30".to_string()]).expect("spawn");
+    let pid = child.id() as i32;
+    ptrace::wait_until_loaded(pid, Duration::from_secs(10)).expect("loaded");
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
+    assert!(maps.contains("libc.so"), "{maps}");
+    let mut t = stop(pid);
+    assert_eq!(t.threads(), &[pid]);
+    assert_eq!(
+        t.syscall(libc::SYS_getppid, [0; 6]).expect("getppid"),
+        i64::from(std::process::id())
+    );
+    t.resume_detach().expect("resume");
+    // The sleep is still sleeping (nanosleep restarted), and dies normally.
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(child.try_wait().expect("try_wait").is_none());
+    child.kill().expect("kill");
+    child.wait().expect("wait");
+
+    let err = ptrace::spawn(&["/nonexistent/kerf-test".to_string()]).unwrap_err();
+    assert!(err.to_string().starts_with("cannot start /nonexistent/kerf-test: "), "{err}");
+    assert!(ptrace::spawn(&[]).is_err());
+
+    // A static program is ready at once.
+    let exe = build(
+        "static",
+        "#include <unistd.h>\nint main(void) { for (;;) pause(); }\n",
+        &["-static"],
+    );
+    if exe.exists() {
+        let mut c = Command::new(&exe).spawn().expect("spawn static");
+        let t0 = Instant::now();
+        ptrace::wait_until_loaded(c.id() as i32, Duration::from_secs(10)).expect("loaded");
+        assert!(t0.elapsed() < Duration::from_millis(50));
+        let mut t = stop(c.id() as i32);
+        assert_eq!(t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid"), i64::from(c.id()));
+        t.resume_detach().expect("resume");
+        c.kill().expect("kill");
+        c.wait().expect("wait");
+    }
+}
