@@ -2,6 +2,7 @@
 //! one-line message and a non-zero exit status.
 
 mod analyze;
+mod count;
 mod progress;
 
 use clap::{Parser, Subcommand};
@@ -23,12 +24,15 @@ struct Cli {
 enum Command {
     /// Structural analysis: functions, basic blocks, jump tables, liveness, call graph.
     Analyze(analyze::Args),
+    /// Count how often points of a live process run (spliced counters).
+    Count(count::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Analyze(a) => analyze::run(a),
+        Command::Count(a) => count::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

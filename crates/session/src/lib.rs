@@ -3,6 +3,7 @@
 
 pub mod cache;
 pub mod load;
+pub mod instrument;
 pub mod spec;
 
 pub use load::{analyze_file, analyze_process, AnalyzedImage, LoadError, LoadOptions};

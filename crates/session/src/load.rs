@@ -65,7 +65,10 @@ impl From<TargetError> for LoadError {
 
 /// One analysed image and where it came from.
 pub struct AnalyzedImage {
+    /// The image's path as the user or the process's maps name it.
     pub path: PathBuf,
+    /// The file that was read (for a process, possibly through /proc/PID/root).
+    pub file: PathBuf,
     /// For a module of a live process, its load bias.
     pub bias: Option<u64>,
     pub analysis: Analysis,
@@ -80,6 +83,20 @@ pub struct AnalyzedImage {
     pub segments: Vec<Segment>,
 }
 
+/// The bytes of a file, mapped rather than read: a 100 MB library then costs page-cache
+/// pages the kernel already has instead of a fresh copy.
+fn map_file(path: &Path) -> std::io::Result<memmap2::Mmap> {
+    let f = std::fs::File::open(path)?;
+    if f.metadata()?.is_dir() {
+        return Err(std::io::Error::from_raw_os_error(21));
+    }
+    // SAFETY: the mapping is private and read-only. If another process truncates or rewrites
+    // the file while kerf reads it, reads may see the new bytes or fault; kerf analyses
+    // installed libraries and executables, which package managers replace by rename, not in
+    // place, so the mapped inode does not change under it.
+    unsafe { memmap2::Mmap::map(&f) }
+}
+
 /// Read and analyse one image file. `display` is the name shown for it.
 pub fn analyze_file(
     path: &Path,
@@ -87,7 +104,7 @@ pub fn analyze_file(
     progress: &dyn Progress,
 ) -> Result<AnalyzedImage, LoadError> {
     let t0 = Instant::now();
-    let data = std::fs::read(path).map_err(|err| LoadError::Read { path: path.into(), err })?;
+    let data = map_file(path).map_err(|err| LoadError::Read { path: path.into(), err })?;
     let name = path.display().to_string();
     let mut image = Image::from_elf(&name, &data)?;
     if let Some(s) = &opts.symbols {
@@ -101,6 +118,7 @@ pub fn analyze_file(
             a.image = name;
             return Ok(AnalyzedImage {
                 path: path.into(),
+                file: path.into(),
                 bias: None,
                 analysis: a,
                 cached: true,
@@ -122,6 +140,7 @@ pub fn analyze_file(
     };
     Ok(AnalyzedImage {
         path: path.into(),
+        file: path.into(),
         bias: None,
         analysis,
         cached: false,

@@ -1,0 +1,182 @@
+//! `kerf count` on a live multi-threaded fixture (tests/fixtures/counted.c): threads run
+//! through the points while kerf splices; after "go" each counted function runs an exact
+//! number of times. Counts must be exact, the program's output identical to an
+//! uninstrumented run, and the code bytes identical to the file's after kerf detaches.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const THREADS: u64 = 4;
+const ITERS: u64 = 20_000;
+
+fn build(opt: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("count");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/counted.c");
+    let out = dir.join(format!("counted{opt}"));
+    let st = Command::new("gcc")
+        .args([opt, "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("gcc is needed (Debian package gcc)");
+    assert!(st.success(), "gcc failed");
+    out
+}
+
+/// Start the fixture waiting for "go"; returns the child, its pid and its stdout reader.
+fn start(bin: &Path, auto: bool) -> (Child, i32, BufReader<std::process::ChildStdout>) {
+    let mut c = Command::new(bin)
+        .args([THREADS.to_string(), ITERS.to_string()])
+        .args(if auto { vec!["auto"] } else { vec![] })
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(c.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let pid: i32 = line.trim().strip_prefix("pid ").unwrap().parse().unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    (c, pid, out)
+}
+
+fn rest(mut out: BufReader<std::process::ChildStdout>) -> String {
+    let mut s = String::new();
+    out.read_to_string(&mut s).unwrap();
+    s
+}
+
+/// Start `kerf count` on `pid` and wait until it says the points are spliced.
+fn kerf_count(pid: i32, args: &[&str]) -> (Child, BufReader<std::process::ChildStderr>) {
+    let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .arg("count")
+        .args(["-p", &pid.to_string(), "--json"])
+        .args(args)
+        .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("count-cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(k.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains("points spliced"), "kerf count did not splice: {line}");
+    (k, err)
+}
+
+fn counts(v: &Value) -> std::collections::HashMap<String, (u64, String)> {
+    v["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["point"].as_str().unwrap().to_string(),
+                (p["count"].as_u64().unwrap(), p["kind"].as_str().unwrap().to_string()),
+            )
+        })
+        .collect()
+}
+
+fn exact_counts(opt: &str, extra: &[&str], want_kind: &str) {
+    let bin = build(opt);
+    let (c0, _, out0) = start(&bin, true);
+    let expected = rest(out0);
+    let mut c0 = c0;
+    assert!(c0.wait().unwrap().success());
+
+    let (mut c, pid, out) = start(&bin, false);
+    let mut args = vec!["branchy", "switchy", "leaf", "spin_point"];
+    args.extend_from_slice(extra);
+    let (k, _err) = kerf_count(pid, &args);
+    // The threads have been spinning through spin_point while kerf spliced; let them run
+    // through it spliced for a moment, then release the counted phase.
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY-free: plain kill(2) through the shell's kill.
+    assert!(Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap().success());
+    let got_out = rest(out);
+    assert!(c.wait().unwrap().success());
+    let ko = k.wait_with_output().unwrap();
+    assert!(ko.status.success(), "kerf failed: {}", String::from_utf8_lossy(&ko.stderr));
+    let v: Value = serde_json::from_slice(&ko.stdout).expect("kerf --json output");
+    assert_eq!(got_out, expected, "instrumented output differs");
+    let n = counts(&v);
+    assert_eq!(n["branchy"].0, THREADS * ITERS, "{v}");
+    assert_eq!(n["switchy"].0, THREADS * ITERS, "{v}");
+    // leaf runs for every i with i % 4 != 0.
+    assert_eq!(n["leaf"].0, THREADS * ITERS * 3 / 4, "{v}");
+    assert!(n["spin_point"].0 > 0, "spinning threads went through the splice: {v}");
+    for (name, (_, kind)) in &n {
+        assert_eq!(kind, want_kind, "{name}: {v}");
+    }
+}
+
+#[test]
+fn exact_counts_jump5_o2() {
+    exact_counts("-O2", &[], "jump5");
+}
+
+#[test]
+fn exact_counts_trap_o2() {
+    exact_counts("-O2", &["--force-kind", "trap"], "trap");
+}
+
+#[test]
+fn exact_counts_jump5_o0() {
+    exact_counts("-O0", &[], "jump5");
+}
+
+/// Code bytes of the fixture's functions, read from the live process.
+fn live_bytes(pid: i32, addrs: &[u64]) -> Vec<Vec<u8>> {
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+    addrs
+        .iter()
+        .map(|a| {
+            let mut b = vec![0u8; 16];
+            mem.read_exact_at(&mut b, *a).unwrap();
+            b
+        })
+        .collect()
+}
+
+#[test]
+fn detach_restores_every_byte_and_the_program_goes_on() {
+    let bin = build("-O2");
+    let (mut c, pid, out) = start(&bin, false);
+    let (k, _err) = kerf_count(pid, &["branchy", "switchy", "leaf", "spin_point", "--duration", "0.5"]);
+    let ko = k.wait_with_output().unwrap();
+    assert!(ko.status.success(), "{}", String::from_utf8_lossy(&ko.stderr));
+    let v: Value = serde_json::from_slice(&ko.stdout).unwrap();
+    let addrs: Vec<u64> = v["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| u64::from_str_radix(p["address"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap())
+        .collect();
+    // The same bytes as in a fresh copy of the program, which kerf never touched.
+    let (mut fresh, fresh_pid, fresh_out) = start(&bin, false);
+    let bias = |p: i32| {
+        let maps = std::fs::read_to_string(format!("/proc/{p}/maps")).unwrap();
+        let l = maps.lines().find(|l| l.contains("counted-O2")).unwrap();
+        u64::from_str_radix(l.split('-').next().unwrap(), 16).unwrap()
+    };
+    let (b1, b2) = (bias(pid), bias(fresh_pid));
+    let fresh_addrs: Vec<u64> = addrs.iter().map(|a| a - b1 + b2).collect();
+    assert_eq!(live_bytes(pid, &addrs), live_bytes(fresh_pid, &fresh_addrs), "bytes not restored");
+    // No kerf mapping is left behind.
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    assert!(!maps.contains("kerf"), "{maps}");
+    for p in [pid, fresh_pid] {
+        assert!(Command::new("kill").args(["-USR1", &p.to_string()]).status().unwrap().success());
+    }
+    assert_eq!(rest(out), rest(fresh_out));
+    assert!(c.wait().unwrap().success());
+    assert!(fresh.wait().unwrap().success());
+    let _ = Instant::now();
+}
