@@ -180,3 +180,47 @@ fn detach_restores_every_byte_and_the_program_goes_on() {
     assert!(fresh.wait().unwrap().success());
     let _ = Instant::now();
 }
+
+/// Run `kerf count` expecting a one-line error mentioning `needle`; the target must be left
+/// exactly as it was.
+fn count_error(pid: i32, args: &[&str], needle: &str) {
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .arg("count")
+        .args(["-p", &pid.to_string(), "--duration", "0.2"])
+        .args(args)
+        .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("count-cache"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "expected failure for {args:?}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains(needle), "{err:?} lacks {needle:?}");
+}
+
+#[test]
+fn bad_input_is_a_clear_error_and_leaves_the_target_alone() {
+    let bin = build("-O2");
+    let (mut c, pid, out) = start(&bin, false);
+    let maps_before = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    count_error(pid, &["branchyy"], "close: branchy");
+    count_error(pid, &["nosuchmodule:branchy"], "no module named 'nosuchmodule'");
+    // switchy+0x1 is inside its first instruction (a 10-byte movabs at -O2).
+    count_error(pid, &["switchy+0x1"], "not an instruction boundary");
+    assert_eq!(std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap(), maps_before);
+    let nobody = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_kerf"))
+        .args(["count", "-p", &pid.to_string(), "branchy"])
+        .env("KERF_CACHE_DIR", "/tmp")
+        .output()
+        .expect("setpriv (util-linux)");
+    assert!(!nobody.status.success());
+    let err = String::from_utf8_lossy(&nobody.stderr);
+    assert!(err.contains("permission"), "{err}");
+    assert!(Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap().success());
+    assert!(rest(out).contains("checksum"));
+    assert!(c.wait().unwrap().success());
+    // A process that is gone.
+    count_error(pid, &["branchy"], "does not exist");
+}
