@@ -85,7 +85,6 @@ fn alive(pid: i32, child: &mut Option<std::process::Child>) -> Option<String> {
 }
 
 pub fn run(args: Args) -> Result<(), String> {
-    let t0 = Instant::now();
     let mut child = None;
     let pid = match (args.pid, args.command.is_empty()) {
         (Some(p), _) => p,
@@ -98,13 +97,38 @@ pub fn run(args: Args) -> Result<(), String> {
         }
         (None, true) => return Err("give -p PID or a command after --".into()),
     };
-    let specs: Vec<spec::Spec> = args.specs.iter().map(|s| spec::parse(s)).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
+    count_with(pid, child, &args.specs, args.interval, args.duration, args.json, args.force_kind.as_deref())
+}
+
+/// Count `specs` in process `pid` (not launched by kerf).
+pub fn count_pid(
+    pid: i32,
+    specs: &[String],
+    interval: f64,
+    duration: Option<f64>,
+    json_out: bool,
+    force_kind: Option<&str>,
+) -> Result<(), String> {
+    count_with(pid, None, specs, interval, duration, json_out, force_kind)
+}
+
+fn count_with(
+    pid: i32,
+    mut child: Option<std::process::Child>,
+    spec_texts: &[String],
+    interval: f64,
+    duration: Option<f64>,
+    json_out: bool,
+    force_kind: Option<&str>,
+) -> Result<(), String> {
+    let t0 = Instant::now();
+    let specs: Vec<spec::Spec> = spec_texts.iter().map(|s| spec::parse(s)).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
     let (modules, _skipped) = analyze_process(pid, &LoadOptions::default(), &kerf_analysis::Quiet).map_err(|e| e.to_string())?;
     let named: Vec<(&str, &kerf_analysis::Analysis)> =
         modules.iter().map(|m| (m.analysis.image.as_str(), &m.analysis)).collect();
     let reader = code_reader(&modules);
     let points = spec::resolve(&specs, &named, &reader).map_err(|e| e.to_string())?;
-    let force_kind = match args.force_kind.as_deref() {
+    let force_kind = match force_kind {
         Some("trap") => Some(SpliceKind::Trap),
         Some("jump5") => Some(SpliceKind::Jump5),
         _ => None,
@@ -119,8 +143,8 @@ pub fn run(args: Args) -> Result<(), String> {
         kinds(SpliceKind::Trap),
         inst.longest_pause.as_micros()
     );
-    let deadline = args.duration.map(|d| t0 + Duration::from_secs_f64(d));
-    let interval = Duration::from_secs_f64(args.interval.max(0.05));
+    let deadline = duration.map(|d| t0 + Duration::from_secs_f64(d));
+    let interval = Duration::from_secs_f64(interval.max(0.05));
     let mut next_print = Instant::now() + interval;
     let why = loop {
         if STOP.load(Ordering::SeqCst) {
@@ -132,7 +156,7 @@ pub fn run(args: Args) -> Result<(), String> {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             break "duration reached".to_string();
         }
-        if Instant::now() >= next_print && !args.json {
+        if Instant::now() >= next_print && !json_out {
             print_table(&inst);
             next_print += interval;
         }
@@ -160,7 +184,7 @@ pub fn run(args: Args) -> Result<(), String> {
     if let Some(c) = &mut child {
         let _ = c.wait();
     }
-    if args.json {
+    if json_out {
         println!(
             "{}",
             json!({"pid": pid, "stopped": why, "points": summary, "longest_pause_us": pause.as_micros() as u64,

@@ -3,6 +3,7 @@
 
 mod analyze;
 mod count;
+mod demo;
 mod progress;
 
 use clap::{Parser, Subcommand};
@@ -26,6 +27,11 @@ enum Command {
     Analyze(analyze::Args),
     /// Count how often points of a live process run (spliced counters).
     Count(count::Args),
+    /// Launch a bundled multi-threaded workload and show live counts spliced into it.
+    Demo(demo::Args),
+    /// The demo's workload (internal).
+    #[command(name = "__workload", hide = true)]
+    Workload { threads: usize },
 }
 
 fn main() -> ExitCode {
@@ -33,6 +39,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Analyze(a) => analyze::run(a),
         Command::Count(a) => count::run(a),
+        Command::Demo(a) => demo::run(a),
+        Command::Workload { threads } => demo::workload(threads),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -369,10 +369,19 @@ impl Instrumentation {
                 Err(e) if gone(&e) => return Ok(()),
                 Err(e) => return Err(e.into()),
             };
-            let in_patch = self.heaps.iter().flatten().any(|h| {
-                tr.threads().iter().any(|t| tr.regs(*t).is_ok_and(|r| r.rip >= h.code && r.rip < h.code + h.code_len))
-            });
-            if in_patch {
+            // A PC in a code patch, or a value on a stack that points into one (the saved PC
+            // of a signal frame when a handler interrupted a thread inside a patch).
+            let busy = busy_ranges(&tr)?;
+            let in_patch = self
+                .heaps
+                .iter()
+                .flatten()
+                .any(|h| busy.iter().any(|v| *v >= h.code && *v < h.code + h.code_len));
+            // A thread that hit an int3 before it was removed but has not taken the SIGTRAP
+            // yet (descheduled, on a loaded machine) needs the dispatcher still in place.
+            let trap_in_flight = self.trap.is_some()
+                && tr.threads().iter().any(|t| tr.signal_pending(*t, SIGTRAP as i32));
+            if in_patch || trap_in_flight {
                 tr.resume_detach()?;
                 std::thread::sleep(Duration::from_millis(2));
                 continue;

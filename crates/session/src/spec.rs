@@ -1,8 +1,8 @@
 //! Instrumentation point specs as users write them, and their resolution against analysed
 //! modules: `[MODULE:]SYMBOL[+OFF]`, `MODULE:0xADDR`, globs such as `libc:*open*`, and
-//! `FUNC@blocks` (every basic block of a function).
+//! `FUNC@blocks` (every basic block of a function), `FUNC@exits` (every return and tail call).
 
-use kerf_analysis::cfg::FuncId;
+use kerf_analysis::cfg::{FuncId, Terminator};
 use kerf_analysis::Analysis;
 use kerf_arch::x86_64::Scanner;
 use kerf_arch::ImageAddr;
@@ -20,7 +20,7 @@ pub struct Spec {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SpecWhat {
     /// A symbol or glob, at an offset from its entry.
-    Symbol { pattern: String, offset: u64, blocks: bool },
+    Symbol { pattern: String, offset: u64, blocks: bool, exits: bool },
     /// An image address inside a module.
     Addr(u64),
 }
@@ -87,9 +87,10 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
         }
         return Ok(Spec { text: text.to_string(), module, what: SpecWhat::Addr(a) });
     }
-    let (rest, blocks) = match rest.strip_suffix("@blocks") {
-        Some(r) => (r, true),
-        None => (rest, false),
+    let (rest, blocks, exits) = match (rest.strip_suffix("@blocks"), rest.strip_suffix("@exits")) {
+        (Some(r), _) => (r, true, false),
+        (_, Some(r)) => (r, false, true),
+        _ => (rest, false, false),
     };
     let (pattern, offset) = match rest.rsplit_once('+') {
         Some((p, o)) => (p, parse_num(o).ok_or_else(|| bad("bad offset after '+'"))?),
@@ -98,13 +99,13 @@ pub fn parse(text: &str) -> Result<Spec, SpecError> {
     if pattern.is_empty() {
         return Err(bad("empty symbol"));
     }
-    if blocks && offset != 0 {
-        return Err(bad("@blocks takes a function, not an offset"));
+    if (blocks || exits) && offset != 0 {
+        return Err(bad("@blocks and @exits take a function, not an offset"));
     }
     Ok(Spec {
         text: text.to_string(),
         module,
-        what: SpecWhat::Symbol { pattern: pattern.to_string(), offset, blocks },
+        what: SpecWhat::Symbol { pattern: pattern.to_string(), offset, blocks, exits },
     })
 }
 
@@ -193,7 +194,7 @@ pub fn resolve(
                     addr: ImageAddr(*a),
                 });
             }
-            SpecWhat::Symbol { pattern, offset, blocks } => {
+            SpecWhat::Symbol { pattern, offset, blocks, exits } => {
                 let is_glob = pattern.contains(['*', '?']);
                 for &m in &mods {
                     let cfg = &modules[m].1.cfg;
@@ -207,7 +208,21 @@ pub fn resolve(
                             continue;
                         }
                         let f = FuncId(i as u32);
-                        if *blocks {
+                        if *exits {
+                            for b in cfg.blocks_of(f) {
+                                if !matches!(b.term, Terminator::Return | Terminator::TailCall | Terminator::IndirectTailCall) {
+                                    continue;
+                                }
+                                let Some(a) = last_instruction(b, &|x| code(m, x)) else { continue };
+                                out.push(Point {
+                                    spec: spec.text.clone(),
+                                    label: format!("{}+{:#x}", fun.name, a.0 - fun.entry.0),
+                                    module: m,
+                                    func: f,
+                                    addr: a,
+                                });
+                            }
+                        } else if *blocks {
                             for b in cfg.blocks_of(f) {
                                 out.push(Point {
                                     spec: spec.text.clone(),
@@ -256,6 +271,23 @@ pub fn resolve(
     let mut seen = std::collections::HashSet::new();
     out.retain(|p| seen.insert((p.module, p.addr)));
     Ok(out)
+}
+
+/// The address of a block's last instruction (its exit).
+fn last_instruction(
+    b: &kerf_analysis::cfg::Block,
+    code: &dyn Fn(ImageAddr) -> Option<(ImageAddr, Vec<u8>)>,
+) -> Option<ImageAddr> {
+    let (base, bytes) = code(b.start)?;
+    let mut sc = Scanner::new(&bytes, base);
+    let mut a = b.start;
+    loop {
+        let next = ImageAddr(sc.decode(a)?.next_ip());
+        if next >= b.end() {
+            return Some(a);
+        }
+        a = next;
+    }
 }
 
 fn function_containing(a: &Analysis, addr: ImageAddr) -> Option<FuncId> {
@@ -343,21 +375,25 @@ mod tests {
     fn spec_forms() {
         let s = parse("libc:malloc").unwrap();
         assert_eq!(s.module.as_deref(), Some("libc"));
-        assert_eq!(s.what, SpecWhat::Symbol { pattern: "malloc".into(), offset: 0, blocks: false });
+        assert_eq!(s.what, SpecWhat::Symbol { pattern: "malloc".into(), offset: 0, blocks: false, exits: false });
         let s = parse("work+0x12").unwrap();
         assert_eq!(s.module, None);
         assert_eq!(
             s.what,
-            SpecWhat::Symbol { pattern: "work".into(), offset: 0x12, blocks: false }
+            SpecWhat::Symbol { pattern: "work".into(), offset: 0x12, blocks: false, exits: false }
         );
         assert_eq!(parse("app:0x1130").unwrap().what, SpecWhat::Addr(0x1130));
         assert_eq!(
             parse("libc:*open*").unwrap().what,
-            SpecWhat::Symbol { pattern: "*open*".into(), offset: 0, blocks: false }
+            SpecWhat::Symbol { pattern: "*open*".into(), offset: 0, blocks: false, exits: false }
         );
         assert_eq!(
             parse("loop@blocks").unwrap().what,
-            SpecWhat::Symbol { pattern: "loop".into(), offset: 0, blocks: true }
+            SpecWhat::Symbol { pattern: "loop".into(), offset: 0, blocks: true, exits: false }
+        );
+        assert_eq!(
+            parse("f@exits").unwrap().what,
+            SpecWhat::Symbol { pattern: "f".into(), offset: 0, blocks: false, exits: true }
         );
         assert!(parse(":x").is_err());
         assert!(parse("x+zz").is_err());

@@ -309,6 +309,24 @@ impl Tracee {
         self.index(tid).map_or(0, |i| self.threads[i].pending.len())
     }
 
+    /// Whether signal `sig` is on its way to thread `tid`: held by kerf for re-delivery, or
+    /// pending for the thread or the whole process (SigPnd/ShdPnd of /proc). A trap splice's
+    /// dispatcher must stay installed while a SIGTRAP from one of its `int3`s is in flight.
+    pub fn signal_pending(&self, tid: i32, sig: i32) -> bool {
+        let held = self
+            .index(tid)
+            .is_some_and(|i| self.threads[i].pending.iter().any(|s| s.signo() == sig));
+        let path = format!("/proc/{}/task/{tid}/status", self.pid);
+        let status = self.sys.read_text(std::path::Path::new(&path)).unwrap_or_default();
+        let bit = 1u64 << (sig - 1);
+        let queued = status
+            .lines()
+            .filter(|l| l.starts_with("SigPnd:") || l.starts_with("ShdPnd:"))
+            .filter_map(|l| u64::from_str_radix(l.split_whitespace().nth(1)?, 16).ok())
+            .any(|m| m & bit != 0);
+        held || queued
+    }
+
     /// The registers of stopped thread `tid` (`PTRACE_GETREGS`).
     pub fn regs(&self, tid: i32) -> Result<Regs, TargetError> {
         self.stopped(tid)?;
