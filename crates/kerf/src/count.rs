@@ -54,15 +54,16 @@ fn catch_signals() {
 }
 
 /// Bytes of a module's code at an image address, from its file (for spec boundary checks).
-fn code_reader(modules: &[AnalyzedImage]) -> impl Fn(usize, ImageAddr) -> Option<(ImageAddr, Vec<u8>)> + '_ {
+fn code_reader(
+    modules: &[AnalyzedImage],
+) -> impl Fn(usize, ImageAddr) -> Option<(ImageAddr, Vec<u8>)> + '_ {
     let maps: std::cell::RefCell<HashMap<usize, memmap2::Mmap>> = Default::default();
     move |m, a| {
         let mut maps = maps.borrow_mut();
-        if !maps.contains_key(&m) {
+        if let std::collections::hash_map::Entry::Vacant(e) = maps.entry(m) {
             let f = std::fs::File::open(&modules[m].file).ok()?;
             // SAFETY: read-only private mapping of an installed module (see session::load).
-            let map = unsafe { memmap2::Mmap::map(&f) }.ok()?;
-            maps.insert(m, map);
+            e.insert(unsafe { memmap2::Mmap::map(&f) }.ok()?);
         }
         let data = maps.get(&m)?;
         let img = Image::from_elf("module", data).ok()?;
@@ -92,12 +93,21 @@ pub fn run(args: Args) -> Result<(), String> {
             let c = kerf_target::ptrace::spawn(&args.command).map_err(|e| e.to_string())?;
             let pid = c.id() as i32;
             child = Some(c);
-            kerf_target::ptrace::wait_until_loaded(pid, Duration::from_secs(10)).map_err(|e| e.to_string())?;
+            kerf_target::ptrace::wait_until_loaded(pid, Duration::from_secs(10))
+                .map_err(|e| e.to_string())?;
             pid
         }
         (None, true) => return Err("give -p PID or a command after --".into()),
     };
-    count_with(pid, child, &args.specs, args.interval, args.duration, args.json, args.force_kind.as_deref())
+    count_with(
+        pid,
+        child,
+        &args.specs,
+        args.interval,
+        args.duration,
+        args.json,
+        args.force_kind.as_deref(),
+    )
 }
 
 /// Count `specs` in process `pid` (not launched by kerf).
@@ -122,8 +132,13 @@ fn count_with(
     force_kind: Option<&str>,
 ) -> Result<(), String> {
     let t0 = Instant::now();
-    let specs: Vec<spec::Spec> = spec_texts.iter().map(|s| spec::parse(s)).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
-    let (modules, _skipped) = analyze_process(pid, &LoadOptions::default(), &kerf_analysis::Quiet).map_err(|e| e.to_string())?;
+    let specs: Vec<spec::Spec> = spec_texts
+        .iter()
+        .map(|s| spec::parse(s))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    let (modules, _skipped) = analyze_process(pid, &LoadOptions::default(), &kerf_analysis::Quiet)
+        .map_err(|e| e.to_string())?;
     let named: Vec<(&str, &kerf_analysis::Analysis)> =
         modules.iter().map(|m| (m.analysis.image.as_str(), &m.analysis)).collect();
     let reader = code_reader(&modules);
@@ -134,7 +149,8 @@ fn count_with(
         _ => None,
     };
     catch_signals();
-    let inst = Instrumentation::install(pid, &modules, &points, Options { force_kind }).map_err(|e| e.to_string())?;
+    let inst = Instrumentation::install(pid, &modules, &points, Options { force_kind })
+        .map_err(|e| e.to_string())?;
     let kinds = |k: SpliceKind| inst.points().iter().filter(|p| p.kind == k).count();
     eprintln!(
         "kerf: {} points spliced in process {pid} ({} jump5, {} trap; longest pause {} us); Ctrl-C to stop",
@@ -204,7 +220,12 @@ fn inst_table(summary: &[serde_json::Value]) -> Vec<(String, u64)> {
         .iter()
         .map(|v| {
             (
-                format!("{} {} ({})", v["kind"].as_str().unwrap_or(""), v["point"].as_str().unwrap_or(""), v["address"].as_str().unwrap_or("")),
+                format!(
+                    "{} {} ({})",
+                    v["kind"].as_str().unwrap_or(""),
+                    v["point"].as_str().unwrap_or(""),
+                    v["address"].as_str().unwrap_or("")
+                ),
                 v["count"].as_u64().unwrap_or(0),
             )
         })

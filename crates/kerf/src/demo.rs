@@ -60,7 +60,7 @@ pub fn workload(threads: usize) -> ! {
                 while RUN.load(Ordering::Relaxed) {
                     x = kerf_demo_hash(black_box(x));
                     x = kerf_demo_classify(x);
-                    if x % 64 == 0 {
+                    if x.is_multiple_of(64) {
                         x = x.wrapping_add(kerf_demo_rare(x));
                     }
                 }

@@ -92,7 +92,7 @@ fn exact_counts(opt: &str, extra: &[&str], want_kind: &str) {
     assert!(c0.wait().unwrap().success());
 
     let (mut c, pid, out) = start(&bin, false);
-    let mut args = vec!["branchy", "switchy", "leaf", "spin_point"];
+    let mut args = vec!["branchy", "switchy", "leaf", "spin_point", "branchy@exits"];
     args.extend_from_slice(extra);
     let (k, _err) = kerf_count(pid, &args);
     // The threads have been spinning through spin_point while kerf spliced; let them run
@@ -112,8 +112,15 @@ fn exact_counts(opt: &str, extra: &[&str], want_kind: &str) {
     // leaf runs for every i with i % 4 != 0.
     assert_eq!(n["leaf"].0, THREADS * ITERS * 3 / 4, "{v}");
     assert!(n["spin_point"].0 > 0, "spinning threads went through the splice: {v}");
+    // Every call leaves through exactly one of branchy's exits.
+    let exits: Vec<&String> = n.keys().filter(|k| k.starts_with("branchy+")).collect();
+    assert!(!exits.is_empty(), "{v}");
+    assert_eq!(exits.iter().map(|k| n[*k].0).sum::<u64>(), THREADS * ITERS, "{v}");
     for (name, (_, kind)) in &n {
-        assert_eq!(kind, want_kind, "{name}: {v}");
+        // An exit in the middle of the function may not take a jump (trap is the fallback).
+        if !name.starts_with("branchy+") || want_kind == "trap" {
+            assert_eq!(kind, want_kind, "{name}: {v}");
+        }
     }
 }
 
@@ -149,7 +156,8 @@ fn live_bytes(pid: i32, addrs: &[u64]) -> Vec<Vec<u8>> {
 fn detach_restores_every_byte_and_the_program_goes_on() {
     let bin = build("-O2");
     let (mut c, pid, out) = start(&bin, false);
-    let (k, _err) = kerf_count(pid, &["branchy", "switchy", "leaf", "spin_point", "--duration", "0.5"]);
+    let (k, _err) =
+        kerf_count(pid, &["branchy", "switchy", "leaf", "spin_point", "--duration", "0.5"]);
     let ko = k.wait_with_output().unwrap();
     assert!(ko.status.success(), "{}", String::from_utf8_lossy(&ko.stderr));
     let v: Value = serde_json::from_slice(&ko.stdout).unwrap();
@@ -157,7 +165,10 @@ fn detach_restores_every_byte_and_the_program_goes_on() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|p| u64::from_str_radix(p["address"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap())
+        .map(|p| {
+            u64::from_str_radix(p["address"].as_str().unwrap().trim_start_matches("0x"), 16)
+                .unwrap()
+        })
         .collect();
     // The same bytes as in a fresh copy of the program, which kerf never touched.
     let (mut fresh, fresh_pid, fresh_out) = start(&bin, false);

@@ -19,7 +19,11 @@ fn thousand_attach_splice_detach_cycles() {
     let st = Command::new("gcc").args(["-O2", "-pthread", "-o"]).arg(&bin).arg(&src).status();
     assert!(st.expect("gcc (Debian package gcc)").success());
     // 8 threads, practically endless counted loops, started at once.
-    let mut child = Command::new(&bin).args(["8", "4000000000", "auto"]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut child = Command::new(&bin)
+        .args(["8", "4000000000", "auto"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
@@ -30,11 +34,16 @@ fn thousand_attach_splice_detach_cycles() {
     let (modules, _) = analyze_process(pid, &opts, &kerf_analysis::Quiet).unwrap();
     let named: Vec<(&str, &kerf_analysis::Analysis)> =
         modules.iter().map(|m| (m.analysis.image.as_str(), &m.analysis)).collect();
-    let specs: Vec<spec::Spec> =
-        ["counted:branchy", "counted:switchy", "counted:leaf", "counted:recurse", "counted:switchy@blocks"]
-            .iter()
-            .map(|s| spec::parse(s).unwrap())
-            .collect();
+    let specs: Vec<spec::Spec> = [
+        "counted:branchy",
+        "counted:switchy",
+        "counted:leaf",
+        "counted:recurse",
+        "counted:switchy@blocks",
+    ]
+    .iter()
+    .map(|s| spec::parse(s).unwrap())
+    .collect();
     let points = spec::resolve(&specs, &named, &|_, _| None).unwrap();
     assert!(points.len() > 8, "{} points", points.len());
     let addrs: Vec<u64> =
@@ -67,7 +76,10 @@ fn thousand_attach_splice_detach_cycles() {
         assert_eq!(snapshot(), before, "cycle {cycle}: bytes not restored");
         assert!(child.try_wait().unwrap().is_none(), "cycle {cycle}: the target died");
     }
-    eprintln!("1000 cycles, {} points, {total} hits counted, longest pause {longest:?}", points.len());
+    eprintln!(
+        "1000 cycles, {} points, {total} hits counted, longest pause {longest:?}",
+        points.len()
+    );
     assert!(total > 0);
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
     assert!(!maps.contains("kerf") && !maps.contains("rwxp"), "mappings left behind:\n{maps}");

@@ -7,7 +7,9 @@ use crate::load::AnalyzedImage;
 use crate::spec::Point;
 use kerf_analysis::cfg::{Cfg, FuncId, Terminator};
 use kerf_codegen::{lower, trap, Env, LiveAt, Primitive};
-use kerf_patch::{build_patch, jump5_bytes, plan_jump5, plan_trap, Displaced, FunctionView, SpliceKind, INT3};
+use kerf_patch::{
+    build_patch, jump5_bytes, plan_jump5, plan_trap, Displaced, FunctionView, SpliceKind, INT3,
+};
 use kerf_target::ptrace::{Pause, SharedMem, Tracee};
 use kerf_target::TargetError;
 use std::fmt;
@@ -37,9 +39,16 @@ const SA_RESTART: u64 = 0x1000_0000;
 pub enum InstrumentError {
     Target(TargetError),
     /// A point that cannot be spliced at all, with why.
-    Point { label: String, addr: u64, detail: String },
+    Point {
+        label: String,
+        addr: u64,
+        detail: String,
+    },
     /// Bytes in the target that are not what kerf wrote or expected.
-    Mismatch { addr: u64, detail: String },
+    Mismatch {
+        addr: u64,
+        detail: String,
+    },
 }
 
 impl fmt::Display for InstrumentError {
@@ -105,7 +114,12 @@ pub struct Options {
     pub force_kind: Option<SpliceKind>,
 }
 
-fn function_view<'a>(cfg: &'a Cfg, f: FuncId, bias: u64, starts: &'a mut Vec<u64>) -> FunctionView<'a> {
+fn function_view<'a>(
+    cfg: &'a Cfg,
+    f: FuncId,
+    bias: u64,
+    starts: &'a mut Vec<u64>,
+) -> FunctionView<'a> {
     let fun = cfg.function(f);
     starts.clear();
     starts.extend(cfg.blocks_of(f).iter().map(|b| b.start.0 + bias));
@@ -188,7 +202,8 @@ impl Instrumentation {
             }
             let bias = modules[m].bias.unwrap_or(0);
             let near = modules[m].analysis.cfg.functions.first().map_or(bias, |f| f.entry.0 + bias);
-            let code_len = (*n as u64 * PATCH_SLOT + DISPATCHER_ROOM + trap::data_len(*n)).next_multiple_of(4096);
+            let code_len = (*n as u64 * PATCH_SLOT + DISPATCHER_ROOM + trap::data_len(*n))
+                .next_multiple_of(4096);
             let code = tr.alloc_near(near, code_len, PROT_RWX)?;
             let data = tr.share_near(code, ((*n * DATA_SLOT) as u64).next_multiple_of(4096))?;
             self.heaps[m] = Some(Heaps { code, code_len, used: 0, data });
@@ -202,24 +217,32 @@ impl Instrumentation {
             let mut live = [0u8; 32];
             tr.read(addr, &mut live)?;
             let view = function_view(&a.cfg, p.func, bias, &mut starts);
-            let refuse = |detail: String| InstrumentError::Point { label: p.label.clone(), addr, detail };
-            let (kind, reason, displaced): (SpliceKind, Option<String>, Displaced) = match opts.force_kind {
-                Some(SpliceKind::Trap) => {
-                    (SpliceKind::Trap, Some("forced".into()), plan_trap(&live, addr, addr).map_err(|r| refuse(r.to_string()))?)
-                }
-                Some(SpliceKind::Jump5) => {
-                    (SpliceKind::Jump5, None, plan_jump5(&live, addr, addr, &view).map_err(|r| refuse(r.to_string()))?)
-                }
-                _ => match plan_jump5(&live, addr, addr, &view) {
-                    Ok(d) => (SpliceKind::Jump5, None, d),
-                    Err(r) => (
+            let refuse =
+                |detail: String| InstrumentError::Point { label: p.label.clone(), addr, detail };
+            let (kind, reason, displaced): (SpliceKind, Option<String>, Displaced) =
+                match opts.force_kind {
+                    Some(SpliceKind::Trap) => (
                         SpliceKind::Trap,
-                        Some(r.to_string()),
-                        plan_trap(&live, addr, addr).map_err(|t| refuse(format!("{r}; and no trap: {t}")))?,
+                        Some("forced".into()),
+                        plan_trap(&live, addr, addr).map_err(|r| refuse(r.to_string()))?,
                     ),
-                },
-            };
-            let h = self.heaps[p.module].as_mut().expect("heap mapped for every module with points");
+                    Some(SpliceKind::Jump5) => (
+                        SpliceKind::Jump5,
+                        None,
+                        plan_jump5(&live, addr, addr, &view).map_err(|r| refuse(r.to_string()))?,
+                    ),
+                    _ => match plan_jump5(&live, addr, addr, &view) {
+                        Ok(d) => (SpliceKind::Jump5, None, d),
+                        Err(r) => (
+                            SpliceKind::Trap,
+                            Some(r.to_string()),
+                            plan_trap(&live, addr, addr)
+                                .map_err(|t| refuse(format!("{r}; and no trap: {t}")))?,
+                        ),
+                    },
+                };
+            let h =
+                self.heaps[p.module].as_mut().expect("heap mapped for every module with points");
             let slot = slots[p.module] * DATA_SLOT;
             slots[p.module] += 1;
             let patch_at = h.code + h.used;
@@ -228,14 +251,16 @@ impl Instrumentation {
                 live_at(&a.cfg, p.func, p.addr.0),
                 Env::User,
             );
-            let code = build_patch(patch_at, &snippet, &displaced).map_err(|e| refuse(e.to_string()))?;
+            let code =
+                build_patch(patch_at, &snippet, &displaced).map_err(|e| refuse(e.to_string()))?;
             if code.len() as u64 > PATCH_SLOT {
                 return Err(refuse(format!("code patch of {} bytes", code.len())));
             }
             tr.write(patch_at, &code)?;
             h.used += PATCH_SLOT;
             let splice = match kind {
-                SpliceKind::Jump5 => jump5_bytes(addr, patch_at, displaced.len).ok_or_else(|| refuse("patch out of reach".into()))?,
+                SpliceKind::Jump5 => jump5_bytes(addr, patch_at, displaced.len)
+                    .ok_or_else(|| refuse("patch out of reach".into()))?,
                 _ => vec![INT3],
             };
             self.points.push(Installed {
@@ -259,7 +284,8 @@ impl Instrumentation {
 
     /// The SIGTRAP dispatcher and its table, then the handler, chaining to the old one.
     fn install_dispatcher(&mut self, tr: &mut Tracee) -> Result<(), InstrumentError> {
-        let m = self.points.iter().find(|p| p.kind == SpliceKind::Trap).map(|p| p.module).unwrap_or(0);
+        let m =
+            self.points.iter().find(|p| p.kind == SpliceKind::Trap).map(|p| p.module).unwrap_or(0);
         let h = self.heaps[m].as_mut().expect("heap of a module with traps");
         let code_at = h.code + h.used;
         let data_at = code_at + DISPATCHER_ROOM - 64;
@@ -289,17 +315,27 @@ impl Instrumentation {
         }
         tr.write(table_at, &table)?;
         // struct kernel_sigaction { handler, flags, restorer, mask } and room for the old one.
-        let act = [code_at, SA_SIGINFO | SA_ONSTACK | SA_RESTORER | SA_RESTART, code_at + restorer as u64, 0];
+        let act = [
+            code_at,
+            SA_SIGINFO | SA_ONSTACK | SA_RESTORER | SA_RESTART,
+            code_at + restorer as u64,
+            0,
+        ];
         let act_bytes: Vec<u8> = act.iter().flat_map(|v| v.to_le_bytes()).collect();
         tr.write(data_at, &act_bytes)?;
         let old_at = data_at + 32;
         let r = tr.syscall(SYS_RT_SIGACTION, [SIGTRAP, data_at, old_at, 8, 0, 0])?;
         if r != 0 {
-            return Err(InstrumentError::Mismatch { addr: data_at, detail: format!("rt_sigaction failed: {r}") });
+            return Err(InstrumentError::Mismatch {
+                addr: data_at,
+                detail: format!("rt_sigaction failed: {r}"),
+            });
         }
         let mut old = [0u8; 32];
         tr.read(old_at, &mut old)?;
-        let old: [u64; 4] = std::array::from_fn(|k| u64::from_le_bytes(old[k * 8..k * 8 + 8].try_into().unwrap_or_default()));
+        let old: [u64; 4] = std::array::from_fn(|k| {
+            u64::from_le_bytes(old[k * 8..k * 8 + 8].try_into().unwrap_or_default())
+        });
         tr.write(table_at, &old[0].to_le_bytes())?;
         let h = self.heaps[m].as_mut().expect("heap");
         h.used += DISPATCHER_ROOM + trap::data_len(entries.len()).next_multiple_of(64);
@@ -397,7 +433,10 @@ impl Instrumentation {
             tr.resume_detach()?;
             return Ok(());
         }
-        Err(InstrumentError::Mismatch { addr: 0, detail: "a thread stayed inside a code patch".into() })
+        Err(InstrumentError::Mismatch {
+            addr: 0,
+            detail: "a thread stayed inside a code patch".into(),
+        })
     }
 
     fn free_heaps(&mut self, tr: &mut Tracee) {
@@ -441,7 +480,10 @@ fn write_verified(tr: &Tracee, addr: u64, old: &[u8], new: &[u8]) -> Result<(), 
     let mut back = vec![0u8; new.len()];
     tr.read(addr, &mut back)?;
     if back != new {
-        return Err(InstrumentError::Mismatch { addr, detail: format!("wrote {new:02x?}, read back {back:02x?}") });
+        return Err(InstrumentError::Mismatch {
+            addr,
+            detail: format!("wrote {new:02x?}, read back {back:02x?}"),
+        });
     }
     Ok(())
 }
@@ -460,7 +502,11 @@ fn busy_ranges(tr: &Tracee) -> Result<Vec<u64>, InstrumentError> {
             len /= 2;
         }
         if len >= 64 {
-            v.extend(stack[..len].chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())));
+            v.extend(
+                stack[..len]
+                    .chunks_exact(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())),
+            );
         }
     }
     Ok(v)

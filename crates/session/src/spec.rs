@@ -210,10 +210,17 @@ pub fn resolve(
                         let f = FuncId(i as u32);
                         if *exits {
                             for b in cfg.blocks_of(f) {
-                                if !matches!(b.term, Terminator::Return | Terminator::TailCall | Terminator::IndirectTailCall) {
+                                if !matches!(
+                                    b.term,
+                                    Terminator::Return
+                                        | Terminator::TailCall
+                                        | Terminator::IndirectTailCall
+                                ) {
                                     continue;
                                 }
-                                let Some(a) = last_instruction(b, &|x| code(m, x)) else { continue };
+                                let Some(a) = last_instruction(b, &|x| code(m, x)) else {
+                                    continue;
+                                };
                                 out.push(Point {
                                     spec: spec.text.clone(),
                                     label: format!("{}+{:#x}", fun.name, a.0 - fun.entry.0),
@@ -375,7 +382,10 @@ mod tests {
     fn spec_forms() {
         let s = parse("libc:malloc").unwrap();
         assert_eq!(s.module.as_deref(), Some("libc"));
-        assert_eq!(s.what, SpecWhat::Symbol { pattern: "malloc".into(), offset: 0, blocks: false, exits: false });
+        assert_eq!(
+            s.what,
+            SpecWhat::Symbol { pattern: "malloc".into(), offset: 0, blocks: false, exits: false }
+        );
         let s = parse("work+0x12").unwrap();
         assert_eq!(s.module, None);
         assert_eq!(
