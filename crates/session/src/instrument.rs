@@ -26,6 +26,9 @@ const DISPATCHER_ROOM: u64 = 1024;
 const STACK_SCAN: usize = 16 * 1024;
 /// Tries before a point whose bytes some thread keeps sitting in is given up.
 const MAX_TRIES: usize = 200;
+/// Splices written per stop of the target: each costs three /proc/PID/mem accesses, and a
+/// batch must keep the target's pause well under a millisecond (DESIGN.md §4).
+const BATCH: usize = 32;
 
 const PROT_RWX: i32 = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
 const SIGTRAP: u64 = 5;
@@ -147,7 +150,6 @@ impl Instrumentation {
         points: &[Point],
         opts: Options,
     ) -> Result<Instrumentation, InstrumentError> {
-        let mut tr = Tracee::stop_all(pid)?;
         let mut inst = Instrumentation {
             pid,
             points: Vec::new(),
@@ -156,21 +158,22 @@ impl Instrumentation {
             longest_pause: Duration::ZERO,
             removed: false,
         };
-        match inst.prepare(&mut tr, modules, points, opts) {
-            Ok(pending) => {
-                let p = tr.resume_detach()?;
-                inst.longest_pause = inst.longest_pause.max(p.held);
-                inst.splice_all(pending)?;
-                Ok(inst)
-            }
-            Err(e) => {
-                // Nothing is spliced yet: free what was mapped and let the target go.
+        if let Err(e) = inst.prepare(modules, points, opts) {
+            // Nothing is spliced yet: free what was mapped and let the target go.
+            inst.removed = true;
+            if let Ok(mut tr) = Tracee::stop_all(pid) {
                 inst.free_heaps(&mut tr);
-                inst.removed = true;
                 let _ = tr.resume_detach();
-                Err(e)
             }
+            return Err(e);
         }
+        let todo = (0..inst.points.len()).collect();
+        inst.splice_all(todo)?;
+        Ok(inst)
+    }
+
+    fn note(&mut self, p: Pause) {
+        self.longest_pause = self.longest_pause.max(p.held);
     }
 
     pub fn points(&self) -> &[Installed] {
@@ -187,11 +190,39 @@ impl Instrumentation {
     /// target is stopped and nothing reaches them yet. Returns the indices to splice.
     fn prepare(
         &mut self,
-        tr: &mut Tracee,
         modules: &[AnalyzedImage],
         points: &[Point],
         opts: Options,
-    ) -> Result<Vec<usize>, InstrumentError> {
+    ) -> Result<(), InstrumentError> {
+        let mut tr = Tracee::stop_all(self.pid)?;
+        let r = self.alloc_heaps(&mut tr, modules, points);
+        self.note(tr.resume_detach()?);
+        r?;
+        // Patches are unreachable until their splices exist, so they are written in small
+        // batches, each under its own short stop.
+        let mut slots = vec![0usize; modules.len()];
+        for chunk in points.chunks(BATCH) {
+            let tr = Tracee::stop_all(self.pid)?;
+            let r = self.write_patches(&tr, modules, chunk, opts, &mut slots);
+            self.note(tr.resume_detach()?);
+            r?;
+        }
+        if self.points.iter().any(|p| p.kind == SpliceKind::Trap) {
+            let mut tr = Tracee::stop_all(self.pid)?;
+            let r = self.install_dispatcher(&mut tr);
+            self.note(tr.resume_detach()?);
+            r?;
+        }
+        Ok(())
+    }
+
+    /// Code and data heaps next to every module that has points.
+    fn alloc_heaps(
+        &mut self,
+        tr: &mut Tracee,
+        modules: &[AnalyzedImage],
+        points: &[Point],
+    ) -> Result<(), InstrumentError> {
         let mut per_module = vec![0usize; modules.len()];
         for p in points {
             per_module[p.module] += 1;
@@ -208,8 +239,19 @@ impl Instrumentation {
             let data = tr.share_near(code, ((*n * DATA_SLOT) as u64).next_multiple_of(4096))?;
             self.heaps[m] = Some(Heaps { code, code_len, used: 0, data });
         }
+        Ok(())
+    }
+
+    /// Plan each point's splice and write its code patch.
+    fn write_patches(
+        &mut self,
+        tr: &Tracee,
+        modules: &[AnalyzedImage],
+        points: &[Point],
+        opts: Options,
+        slots: &mut [usize],
+    ) -> Result<(), InstrumentError> {
         let mut starts = Vec::new();
-        let mut slots = vec![0usize; modules.len()];
         for p in points {
             let a = &modules[p.module].analysis;
             let bias = modules[p.module].bias.unwrap_or(0);
@@ -276,10 +318,7 @@ impl Instrumentation {
                 live: false,
             });
         }
-        if self.points.iter().any(|p| p.kind == SpliceKind::Trap) {
-            self.install_dispatcher(tr)?;
-        }
-        Ok((0..self.points.len()).collect())
+        Ok(())
     }
 
     /// The SIGTRAP dispatcher and its table, then the handler, chaining to the old one.
@@ -347,16 +386,14 @@ impl Instrumentation {
     /// retrying later) points where a thread's PC or a stacked return address lies inside the
     /// bytes to be replaced (Djprobe's freeze check).
     fn splice_all(&mut self, mut todo: Vec<usize>) -> Result<(), InstrumentError> {
-        for _ in 0..MAX_TRIES {
-            if todo.is_empty() {
-                return Ok(());
-            }
+        let mut tries = 0;
+        while !todo.is_empty() && tries < MAX_TRIES {
             let tr = Tracee::stop_all(self.pid)?;
             let busy = busy_ranges(&tr)?;
             let mut later = Vec::new();
-            for &i in &todo {
-                let p = &self.points[i];
-                let p = p.clone();
+            let batch: Vec<usize> = todo.drain(..todo.len().min(BATCH)).collect();
+            for i in batch {
+                let p = self.points[i].clone();
                 let (lo, hi) = (p.addr + 1, p.addr + p.splice.len() as u64);
                 if busy.iter().any(|v| *v >= lo && *v < hi) {
                     later.push(i);
@@ -367,10 +404,15 @@ impl Instrumentation {
             }
             let pause: Pause = tr.resume_detach()?;
             self.longest_pause = self.longest_pause.max(pause.held);
-            todo = later;
-            if !todo.is_empty() {
+            if !later.is_empty() {
+                // Give the threads in the way a moment to move on, then try those again.
+                tries += 1;
+                todo.extend(later);
                 std::thread::sleep(Duration::from_millis(1));
             }
+        }
+        if todo.is_empty() {
+            return Ok(());
         }
         let p = &self.points[todo[0]];
         Err(InstrumentError::Point {
@@ -386,16 +428,24 @@ impl Instrumentation {
     pub fn remove(mut self) -> Result<(), InstrumentError> {
         self.removed = true;
         let gone = |e: &TargetError| matches!(e, TargetError::NoSuchProcess { .. });
-        let tr = match Tracee::stop_all(self.pid) {
-            Ok(t) => t,
-            Err(e) if gone(&e) => return Ok(()),
-            Err(e) => return Err(e.into()),
-        };
-        for p in self.points.iter().filter(|p| p.live) {
-            write_verified(&tr, p.addr, &p.splice, &p.original)?;
+        // In batches, like the splicing: each restored point is whole and consistent.
+        let live: Vec<usize> = (0..self.points.len()).filter(|i| self.points[*i].live).collect();
+        for batch in live.chunks(BATCH) {
+            let tr = match Tracee::stop_all(self.pid) {
+                Ok(t) => t,
+                Err(e) if gone(&e) => return Ok(()),
+                Err(e) => return Err(e.into()),
+            };
+            for &i in batch {
+                let p = &self.points[i];
+                write_verified(&tr, p.addr, &p.splice, &p.original)?;
+            }
+            let pause = tr.resume_detach()?;
+            self.longest_pause = self.longest_pause.max(pause.held);
+            for &i in batch {
+                self.points[i].live = false;
+            }
         }
-        let pause = tr.resume_detach()?;
-        self.longest_pause = self.longest_pause.max(pause.held);
         // Threads that hit an int3 just before it went have a SIGTRAP on its way to the
         // dispatcher, which still routes it to the patch; give them time to take it.
         std::thread::sleep(Duration::from_millis(20));
