@@ -4,8 +4,9 @@
 set -euo pipefail
 
 # Debian packages: compilers for the fixture programs, binutils (objdump, readelf, nm) that
-# tests compare against, the libraries analysed in tests and benchmarks, util-linux's setpriv.
-KERF_DEBS=(build-essential gcc clang binutils libllvm14 libstdc++6 util-linux python3)
+# tests compare against, the libraries analysed in tests and benchmarks, util-linux's setpriv,
+# Debian's python3.11 (a real program to instrument) and perf (uprobes as ground truth).
+KERF_DEBS=(build-essential gcc clang binutils libllvm14 libstdc++6 util-linux python3 python3.11 linux-perf)
 
 missing=()
 for p in "${KERF_DEBS[@]}"; do
