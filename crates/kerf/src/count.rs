@@ -149,14 +149,18 @@ fn count_with(
         _ => None,
     };
     catch_signals();
+    let t_splice = Instant::now();
     let inst = Instrumentation::install(pid, &modules, &points, Options { force_kind })
         .map_err(|e| e.to_string())?;
+    let splice_time = t_splice.elapsed();
     let kinds = |k: SpliceKind| inst.points().iter().filter(|p| p.kind == k).count();
     eprintln!(
-        "kerf: {} points spliced in process {pid} ({} jump5, {} trap; longest pause {} us); Ctrl-C to stop",
+        "kerf: {} points spliced in process {pid} ({} jump5, {} trap) in {:.1} ms ({:.1} us a point; longest pause {} us); Ctrl-C to stop",
         inst.points().len(),
         kinds(SpliceKind::Jump5),
         kinds(SpliceKind::Trap),
+        splice_time.as_secs_f64() * 1e3,
+        splice_time.as_secs_f64() * 1e6 / inst.points().len().max(1) as f64,
         inst.longest_pause.as_micros()
     );
     let deadline = duration.map(|d| t0 + Duration::from_secs_f64(d));
@@ -204,7 +208,7 @@ fn count_with(
         println!(
             "{}",
             json!({"pid": pid, "stopped": why, "points": summary, "longest_pause_us": pause.as_micros() as u64,
-                   "seconds": t0.elapsed().as_secs_f64()})
+                   "splice_seconds": splice_time.as_secs_f64(), "seconds": t0.elapsed().as_secs_f64()})
         );
     } else {
         eprintln!("kerf: {why}");
