@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const THREADS: u64 = 4;
 const ITERS: u64 = 20_000;
@@ -189,7 +189,6 @@ fn detach_restores_every_byte_and_the_program_goes_on() {
     assert_eq!(rest(out), rest(fresh_out));
     assert!(c.wait().unwrap().success());
     assert!(fresh.wait().unwrap().success());
-    let _ = Instant::now();
 }
 
 /// Run `kerf count` expecting a one-line error mentioning `needle`; the target must be left
