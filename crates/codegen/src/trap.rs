@@ -26,11 +26,23 @@ pub fn data_len(n: usize) -> u64 {
 const UC_RIP: i32 = 40 + 16 * 8;
 
 const SYS_RT_SIGRETURN: i32 = 15;
-const SYS_RT_SIGACTION: i32 = 13;
+/// `rt_sigaction`, which installs (and later removes) the dispatcher.
+pub const SYS_RT_SIGACTION: i32 = 13;
 const SYS_GETPID: i32 = 39;
 const SYS_GETTID: i32 = 186;
 const SYS_TGKILL: i32 = 234;
-const SIGTRAP: i32 = 5;
+pub const SIGTRAP: i32 = 5;
+
+/// `SA_SIGINFO | SA_ONSTACK | SA_RESTORER | SA_RESTART`: a three-argument handler that runs
+/// on the program's alternate stack if it has one, returns through our restorer, and lets
+/// interrupted system calls restart.
+const DISPATCHER_FLAGS: u64 = 4 | 0x0800_0000 | 0x0400_0000 | 0x1000_0000;
+
+/// The kernel's `struct sigaction` (handler, flags, restorer, mask) that installs the
+/// dispatcher at `code` with its restorer at `code + restorer`; nothing is blocked.
+pub fn sigaction(code: u64, restorer: usize) -> [u64; 4] {
+    [code, DISPATCHER_FLAGS, code + restorer as u64, 0]
+}
 
 /// Machine code of the dispatcher, placed at `code`, with its data block at `data`. Returns
 /// `(bytes, restorer offset)`: the handler is at offset 0 and the `sa_restorer` (which only

@@ -13,11 +13,13 @@ use std::time::Duration;
 const THREADS: u64 = 4;
 const ITERS: u64 = 20_000;
 
-fn build(opt: &str) -> PathBuf {
+/// The fixture built with `opt`, under a name of the calling test's own (`tag`): tests run in
+/// parallel, and rewriting a binary another test is running fails with ETXTBSY.
+fn build(opt: &str, tag: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("count");
     std::fs::create_dir_all(&dir).unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/counted.c");
-    let out = dir.join(format!("counted{opt}"));
+    let out = dir.join(format!("counted{opt}-{tag}"));
     let st = Command::new("gcc")
         .args([opt, "-pthread", "-o"])
         .arg(&out)
@@ -84,8 +86,8 @@ fn counts(v: &Value) -> std::collections::HashMap<String, (u64, String)> {
         .collect()
 }
 
-fn exact_counts(opt: &str, extra: &[&str], want_kind: &str) {
-    let bin = build(opt);
+fn exact_counts(opt: &str, extra: &[&str], want_kind: &str, tag: &str) {
+    let bin = build(opt, tag);
     let (c0, _, out0) = start(&bin, true);
     let expected = rest(out0);
     let mut c0 = c0;
@@ -126,17 +128,17 @@ fn exact_counts(opt: &str, extra: &[&str], want_kind: &str) {
 
 #[test]
 fn exact_counts_jump5_o2() {
-    exact_counts("-O2", &[], "jump5");
+    exact_counts("-O2", &[], "jump5", "j5");
 }
 
 #[test]
 fn exact_counts_trap_o2() {
-    exact_counts("-O2", &["--force-kind", "trap"], "trap");
+    exact_counts("-O2", &["--force-kind", "trap"], "trap", "trap");
 }
 
 #[test]
 fn exact_counts_jump5_o0() {
-    exact_counts("-O0", &[], "jump5");
+    exact_counts("-O0", &[], "jump5", "o0");
 }
 
 /// Code bytes of the fixture's functions, read from the live process.
@@ -154,7 +156,7 @@ fn live_bytes(pid: i32, addrs: &[u64]) -> Vec<Vec<u8>> {
 
 #[test]
 fn detach_restores_every_byte_and_the_program_goes_on() {
-    let bin = build("-O2");
+    let bin = build("-O2", "detach");
     let (mut c, pid, out) = start(&bin, false);
     let (k, _err) =
         kerf_count(pid, &["branchy", "switchy", "leaf", "spin_point", "--duration", "0.5"]);
@@ -174,7 +176,7 @@ fn detach_restores_every_byte_and_the_program_goes_on() {
     let (mut fresh, fresh_pid, fresh_out) = start(&bin, false);
     let bias = |p: i32| {
         let maps = std::fs::read_to_string(format!("/proc/{p}/maps")).unwrap();
-        let l = maps.lines().find(|l| l.contains("counted-O2")).unwrap();
+        let l = maps.lines().find(|l| l.contains("counted-O2-detach")).unwrap();
         u64::from_str_radix(l.split('-').next().unwrap(), 16).unwrap()
     };
     let (b1, b2) = (bias(pid), bias(fresh_pid));
@@ -210,7 +212,7 @@ fn count_error(pid: i32, args: &[&str], needle: &str) {
 
 #[test]
 fn bad_input_is_a_clear_error_and_leaves_the_target_alone() {
-    let bin = build("-O2");
+    let bin = build("-O2", "bad");
     let (mut c, pid, out) = start(&bin, false);
     let maps_before = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
     count_error(pid, &["branchyy"], "close: branchy");

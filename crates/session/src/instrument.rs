@@ -31,12 +31,8 @@ const MAX_TRIES: usize = 200;
 const BATCH: usize = 32;
 
 const PROT_RWX: i32 = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
-const SIGTRAP: u64 = 5;
-const SYS_RT_SIGACTION: i64 = 13;
-const SA_SIGINFO: u64 = 4;
-const SA_ONSTACK: u64 = 0x0800_0000;
-const SA_RESTORER: u64 = 0x0400_0000;
-const SA_RESTART: u64 = 0x1000_0000;
+const SIGTRAP: u64 = trap::SIGTRAP as u64;
+const SYS_RT_SIGACTION: i64 = trap::SYS_RT_SIGACTION as i64;
 
 #[derive(Debug)]
 pub enum InstrumentError {
@@ -353,13 +349,8 @@ impl Instrumentation {
             table.extend_from_slice(&b.to_le_bytes());
         }
         tr.write(table_at, &table)?;
-        // struct kernel_sigaction { handler, flags, restorer, mask } and room for the old one.
-        let act = [
-            code_at,
-            SA_SIGINFO | SA_ONSTACK | SA_RESTORER | SA_RESTART,
-            code_at + restorer as u64,
-            0,
-        ];
+        // The new action, and room after it for the old one.
+        let act = trap::sigaction(code_at, restorer);
         let act_bytes: Vec<u8> = act.iter().flat_map(|v| v.to_le_bytes()).collect();
         tr.write(data_at, &act_bytes)?;
         let old_at = data_at + 32;
