@@ -155,9 +155,11 @@ impl Instrumentation {
             removed: false,
         };
         if let Err(e) = inst.prepare(modules, points, opts) {
-            // Nothing is spliced yet: free what was mapped and let the target go.
+            // Nothing is spliced yet: put back the SIGTRAP action if the dispatcher went in,
+            // free what was mapped and let the target go.
             inst.removed = true;
             if let Ok(mut tr) = Tracee::stop_all(pid) {
+                let _ = inst.uninstall_dispatcher(&mut tr);
                 inst.free_heaps(&mut tr);
                 let _ = tr.resume_detach();
             }
@@ -183,7 +185,7 @@ impl Instrumentation {
     }
 
     /// Step 1: heaps, code patches and (for traps) the dispatcher, all written while the
-    /// target is stopped and nothing reaches them yet. Returns the indices to splice.
+    /// target is stopped and before anything can reach them.
     fn prepare(
         &mut self,
         modules: &[AnalyzedImage],
@@ -463,13 +465,7 @@ impl Instrumentation {
                 std::thread::sleep(Duration::from_millis(2));
                 continue;
             }
-            if let Some((m, old)) = self.trap.take() {
-                let h = self.heaps[m].as_ref().expect("heap");
-                let scratch = h.code + h.code_len - 64;
-                let bytes: Vec<u8> = old.iter().flat_map(|v| v.to_le_bytes()).collect();
-                tr.write(scratch, &bytes)?;
-                tr.syscall(SYS_RT_SIGACTION, [SIGTRAP, scratch, 0, 8, 0, 0])?;
-            }
+            self.uninstall_dispatcher(&mut tr)?;
             self.free_heaps(&mut tr);
             tr.resume_detach()?;
             return Ok(());
@@ -478,6 +474,17 @@ impl Instrumentation {
             addr: 0,
             detail: "a thread stayed inside a code patch".into(),
         })
+    }
+
+    /// Give SIGTRAP back the action it had before the dispatcher.
+    fn uninstall_dispatcher(&mut self, tr: &mut Tracee) -> Result<(), InstrumentError> {
+        let Some((m, old)) = self.trap.take() else { return Ok(()) };
+        let h = self.heaps[m].as_ref().expect("the dispatcher's heap outlives it");
+        let scratch = h.code + h.code_len - 64;
+        let bytes: Vec<u8> = old.iter().flat_map(|v| v.to_le_bytes()).collect();
+        tr.write(scratch, &bytes)?;
+        tr.syscall(SYS_RT_SIGACTION, [SIGTRAP, scratch, 0, 8, 0, 0])?;
+        Ok(())
     }
 
     fn free_heaps(&mut self, tr: &mut Tracee) {
