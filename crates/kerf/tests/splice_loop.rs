@@ -70,6 +70,11 @@ fn thousand_attach_splice_detach_cycles() {
             panic!("cycle {cycle}: the target died after splicing: {st}");
         }
         assert_ne!(snapshot(), before, "cycle {cycle}: nothing spliced");
+        if cycle == 0 {
+            // The heaps are visible while installed (so their absence later means something).
+            let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+            assert!(maps.contains("memfd:kerf") && maps.contains("rwxp"), "{maps}");
+        }
         total += (0..points.len()).map(|i| inst.count(i)).sum::<u64>();
         longest = longest.max(inst.longest_pause);
         inst.remove().unwrap_or_else(|e| panic!("cycle {cycle}: remove: {e}"));
@@ -82,7 +87,10 @@ fn thousand_attach_splice_detach_cycles() {
     );
     assert!(total > 0);
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    assert!(!maps.contains("kerf") && !maps.contains("rwxp"), "mappings left behind:\n{maps}");
+    assert!(
+        !maps.contains("memfd:kerf") && !maps.contains("rwxp"),
+        "mappings left behind:\n{maps}"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
 }
