@@ -236,3 +236,38 @@ fn bad_input_is_a_clear_error_and_leaves_the_target_alone() {
     // A process that is gone.
     count_error(pid, &["branchy"], "does not exist");
 }
+
+#[test]
+fn launch_mode_counts_in_the_command_it_starts() {
+    let bin = build("-O2", "launch");
+    let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["count", "--json", "branchy", "switchy", "--"])
+        .arg(&bin)
+        .args([THREADS.to_string(), ITERS.to_string()])
+        .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("count-cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(k.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    // "kerf: N points spliced in process PID (...)"
+    let pid: i32 = line
+        .split("in process ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {line:?}"));
+    assert!(Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap().success());
+    let out = k.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The command's own output comes first (it shares kerf's stdout), the summary last.
+    assert!(text.contains("checksum "), "{text}");
+    let v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    let n = counts(&v);
+    assert_eq!(n["branchy"].0, THREADS * ITERS, "{v}");
+    assert_eq!(n["switchy"].0, THREADS * ITERS, "{v}");
+    assert!(v["stopped"].as_str().unwrap().contains("exited"), "{v}");
+}
