@@ -29,8 +29,8 @@ pub struct Args {
     /// End with one JSON object summarising every point.
     #[arg(long)]
     json: bool,
-    /// Use this splice kind for every point (testing): jump5 or trap.
-    #[arg(long, value_parser = ["jump5", "trap"])]
+    /// Use this splice kind for every point (testing): jump5, jump2 or trap.
+    #[arg(long, value_parser = ["jump5", "jump2", "trap"])]
     force_kind: Option<String>,
     /// Command to launch and instrument: `kerf count SPEC... -- CMD ARGS`.
     #[arg(last = true)]
@@ -146,6 +146,7 @@ fn count_with(
     let force_kind = match force_kind {
         Some("trap") => Some(SpliceKind::Trap),
         Some("jump5") => Some(SpliceKind::Jump5),
+        Some("jump2") => Some(SpliceKind::Jump2),
         _ => None,
     };
     catch_signals();
@@ -155,9 +156,10 @@ fn count_with(
     let splice_time = t_splice.elapsed();
     let kinds = |k: SpliceKind| inst.points().iter().filter(|p| p.kind == k).count();
     eprintln!(
-        "kerf: {} points spliced in process {pid} ({} jump5, {} trap) in {:.1} ms ({:.1} us a point; longest pause {} us); Ctrl-C to stop",
+        "kerf: {} points spliced in process {pid} ({} jump5, {} jump2, {} trap) in {:.1} ms ({:.1} us a point; longest pause {} us); Ctrl-C to stop",
         inst.points().len(),
         kinds(SpliceKind::Jump5),
+        kinds(SpliceKind::Jump2),
         kinds(SpliceKind::Trap),
         splice_time.as_secs_f64() * 1e3,
         splice_time.as_secs_f64() * 1e6 / inst.points().len().max(1) as f64,

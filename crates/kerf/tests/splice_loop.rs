@@ -63,6 +63,7 @@ fn thousand_attach_splice_detach_cycles() {
     let mut longest = std::time::Duration::ZERO;
     let mut total = 0u64;
     for cycle in 0..1000 {
+        // The default choice (jump5, jump2 or trap per point), then every point forced to a trap.
         let kind = if cycle % 2 == 0 { None } else { Some(kerf_patch::SpliceKind::Trap) };
         let inst = Instrumentation::install(pid, &modules, &points, Options { force_kind: kind })
             .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));

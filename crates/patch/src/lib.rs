@@ -5,7 +5,7 @@
 mod plan;
 mod relocate;
 
-pub use plan::{plan_jump5, plan_trap, Displaced, FunctionView, Refusal};
+pub use plan::{plan_jump2, plan_jump5, plan_trap, Displaced, FunctionView, Refusal};
 pub use relocate::{build_patch, PatchError};
 
 /// The kinds of splice, strongest first.
@@ -44,6 +44,18 @@ pub fn jump5_bytes(point: u64, patch: u64, displaced_len: usize) -> Option<Vec<u
     Some(v)
 }
 
+/// The bytes a `jump2` splice writes at `point`: `jmp rel8` to the springboard, then `int3`
+/// over the rest of the displaced bytes.
+pub fn jump2_bytes(point: u64, springboard: u64, displaced_len: usize) -> Option<Vec<u8>> {
+    let rel = i8::try_from(springboard.wrapping_sub(point + 2) as i64).ok()?;
+    let mut v = vec![0xeb, rel as u8];
+    v.resize(displaced_len.max(2), INT3);
+    Some(v)
+}
+
+/// Bytes of a springboard: a `jmp rel32` from the padding to the code patch.
+pub const SPRINGBOARD_LEN: u64 = 5;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +67,12 @@ mod tests {
         let back = jump5_bytes(0x2000, 0x1000, 5).unwrap();
         assert_eq!(back, [0xe9, 0xfb, 0xef, 0xff, 0xff]);
         assert!(jump5_bytes(0x1000, 0x1_0000_1000, 5).is_none());
+    }
+
+    #[test]
+    fn jump2_encodes_rel8_both_ways() {
+        assert_eq!(jump2_bytes(0x1000, 0x1010, 3).unwrap(), [0xeb, 0x0e, 0xcc]);
+        assert_eq!(jump2_bytes(0x1000, 0x0f90, 2).unwrap(), [0xeb, 0x8e]);
+        assert!(jump2_bytes(0x1000, 0x1100, 2).is_none());
     }
 }

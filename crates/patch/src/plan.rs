@@ -144,14 +144,35 @@ pub fn plan_jump5(
     point: u64,
     f: &FunctionView<'_>,
 ) -> Result<Displaced, Refusal> {
+    plan_jump(bytes, base, point, f, 5)
+}
+
+/// Plan a `jump2` (`jmp rel8` to a springboard): the same checks as [`plan_jump5`] over the
+/// two bytes it overwrites.
+pub fn plan_jump2(
+    bytes: &[u8],
+    base: u64,
+    point: u64,
+    f: &FunctionView<'_>,
+) -> Result<Displaced, Refusal> {
+    plan_jump(bytes, base, point, f, 2)
+}
+
+fn plan_jump(
+    bytes: &[u8],
+    base: u64,
+    point: u64,
+    f: &FunctionView<'_>,
+    need: u64,
+) -> Result<Displaced, Refusal> {
     if f.has_unanalysable_jump {
         return Err(Refusal::UnanalysableJump { function: f.name.to_string() });
     }
     let mut sc = Scanner::new(bytes, ImageAddr(base));
     let mut insns = Vec::new();
     let mut a = point;
-    // Decode whole instructions until five bytes are covered.
-    while a < point + 5 {
+    // Decode whole instructions until `need` bytes are covered.
+    while a < point + need {
         let i = sc.decode(ImageAddr(a)).ok_or(Refusal::Undecodable { addr: a })?;
         let ends = matches!(
             i.flow_control(),
@@ -159,11 +180,11 @@ pub fn plan_jump5(
         );
         a = i.next_ip();
         insns.push(i);
-        if ends && a < point + 5 {
+        if ends && a < point + need {
             // Control never falls out of a jump or return: the bytes after it may be
             // overwritten only if they are padding no one executes.
             let mut b = a;
-            while b < point + 5 {
+            while b < point + need {
                 let p = sc.decode(ImageAddr(b)).ok_or(Refusal::Undecodable { addr: b })?;
                 if !is_filler(&p) {
                     return Err(Refusal::PastFunctionEnd { end: a });
@@ -288,6 +309,22 @@ mod tests {
         let t = plan_trap(&code, BASE, BASE).unwrap();
         assert_eq!(t.len, 1);
         assert_eq!(t.insns.len(), 1);
+    }
+
+    #[test]
+    fn jump2_needs_only_two_clean_bytes() {
+        // xor eax,eax (2 bytes); a block starts at +2: too short for jump5, fine for jump2.
+        let code = [0x31, 0xc0, 0x48, 0x89, 0xe5, 0xc3];
+        let starts = [BASE, BASE + 2];
+        let v = view(&starts, BASE + 6);
+        assert!(matches!(plan_jump5(&code, BASE, BASE, &v), Err(Refusal::TargetInside { .. })));
+        let d = plan_jump2(&code, BASE, BASE, &v).unwrap();
+        assert_eq!((d.len, d.insns.len()), (2, 1));
+        // A one-byte instruction followed by a block start: not even jump2.
+        let code = [0x90, 0x31, 0xc0, 0xc3];
+        let starts = [BASE, BASE + 1];
+        let v = view(&starts, BASE + 4);
+        assert!(plan_jump2(&code, BASE, BASE, &v).is_err());
     }
 
     #[test]

@@ -8,7 +8,8 @@ use crate::spec::Point;
 use kerf_analysis::cfg::{Cfg, FuncId, Terminator};
 use kerf_codegen::{lower, trap, Env, LiveAt, Primitive};
 use kerf_patch::{
-    build_patch, jump5_bytes, plan_jump5, plan_trap, Displaced, FunctionView, SpliceKind, INT3,
+    build_patch, jump2_bytes, jump5_bytes, plan_jump2, plan_jump5, plan_trap, Displaced,
+    FunctionView, SpliceKind, INT3, SPRINGBOARD_LEN,
 };
 use kerf_target::ptrace::{Pause, SharedMem, Tracee};
 use kerf_target::TargetError;
@@ -85,6 +86,8 @@ pub struct Installed {
     slot: usize,
     /// The splice is written in the target.
     live: bool,
+    /// For jump2: the springboard's address, the padding it replaced, and its bytes.
+    springboard: Option<(u64, Vec<u8>, Vec<u8>)>,
 }
 
 /// The heaps kerf mapped next to one module.
@@ -102,6 +105,8 @@ pub struct Instrumentation {
     heaps: Vec<Option<Heaps>>,
     /// Trap dispatcher: its code heap module, the sigaction it replaced (kernel layout).
     trap: Option<(usize, [u64; 4])>,
+    /// Padding taken by springboards, `[start, end)` in the target.
+    springboards: Vec<(u64, u64)>,
     /// The longest time every thread was held stopped, over all batches.
     pub longest_pause: Duration,
     removed: bool,
@@ -151,6 +156,7 @@ impl Instrumentation {
             points: Vec::new(),
             heaps: (0..modules.len()).map(|_| None).collect(),
             trap: None,
+            springboards: Vec::new(),
             longest_pause: Duration::ZERO,
             removed: false,
         };
@@ -259,28 +265,54 @@ impl Instrumentation {
             let view = function_view(&a.cfg, p.func, bias, &mut starts);
             let refuse =
                 |detail: String| InstrumentError::Point { label: p.label.clone(), addr, detail };
-            let (kind, reason, displaced): (SpliceKind, Option<String>, Displaced) =
-                match opts.force_kind {
-                    Some(SpliceKind::Trap) => (
-                        SpliceKind::Trap,
-                        Some("forced".into()),
-                        plan_trap(&live, addr, addr).map_err(|r| refuse(r.to_string()))?,
-                    ),
-                    Some(SpliceKind::Jump5) => (
-                        SpliceKind::Jump5,
-                        None,
-                        plan_jump5(&live, addr, addr, &view).map_err(|r| refuse(r.to_string()))?,
-                    ),
-                    _ => match plan_jump5(&live, addr, addr, &view) {
-                        Ok(d) => (SpliceKind::Jump5, None, d),
-                        Err(r) => (
+            // The strongest kind the point can take: jump5, else jump2 to a springboard in
+            // padding within reach, else trap; each refusal is kept as the reason.
+            let jump2 = |why: String, sb: &mut dyn FnMut() -> Option<u64>| {
+                plan_jump2(&live, addr, addr, &view)
+                    .map_err(|r| format!("{why}; jump2: {r}"))
+                    .and_then(|d| {
+                        sb().map(|s| (d, s)).ok_or(format!("{why}; jump2: no padding within reach"))
+                    })
+            };
+            let pads = &modules[p.module].analysis.cfg.padding;
+            let used = &mut self.springboards;
+            let mut find_sb = || springboard_near(pads, bias, addr, used);
+            let (kind, reason, displaced, sb): (
+                SpliceKind,
+                Option<String>,
+                Displaced,
+                Option<u64>,
+            ) = match opts.force_kind {
+                Some(SpliceKind::Trap) => (
+                    SpliceKind::Trap,
+                    Some("forced".into()),
+                    plan_trap(&live, addr, addr).map_err(|r| refuse(r.to_string()))?,
+                    None,
+                ),
+                Some(SpliceKind::Jump5) => (
+                    SpliceKind::Jump5,
+                    None,
+                    plan_jump5(&live, addr, addr, &view).map_err(|r| refuse(r.to_string()))?,
+                    None,
+                ),
+                Some(SpliceKind::Jump2) => {
+                    let (d, s) = jump2("forced".into(), &mut find_sb).map_err(refuse)?;
+                    (SpliceKind::Jump2, Some("forced".into()), d, Some(s))
+                }
+                None => match plan_jump5(&live, addr, addr, &view) {
+                    Ok(d) => (SpliceKind::Jump5, None, d, None),
+                    Err(r) => match jump2(r.to_string(), &mut find_sb) {
+                        Ok((d, s)) => (SpliceKind::Jump2, Some(r.to_string()), d, Some(s)),
+                        Err(why) => (
                             SpliceKind::Trap,
-                            Some(r.to_string()),
+                            Some(why.clone()),
                             plan_trap(&live, addr, addr)
-                                .map_err(|t| refuse(format!("{r}; and no trap: {t}")))?,
+                                .map_err(|t| refuse(format!("{why}; and no trap: {t}")))?,
+                            None,
                         ),
                     },
-                };
+                },
+            };
             let h =
                 self.heaps[p.module].as_mut().expect("heap mapped for every module with points");
             let slot = slots[p.module] * DATA_SLOT;
@@ -298,9 +330,22 @@ impl Instrumentation {
             }
             tr.write(patch_at, &code)?;
             h.used += PATCH_SLOT;
-            let splice = match kind {
-                SpliceKind::Jump5 => jump5_bytes(addr, patch_at, displaced.len)
+            let mut springboard = None;
+            let splice = match (kind, sb) {
+                (SpliceKind::Jump5, _) => jump5_bytes(addr, patch_at, displaced.len)
                     .ok_or_else(|| refuse("patch out of reach".into()))?,
+                (SpliceKind::Jump2, Some(sb)) => {
+                    // The springboard goes into padding no path executes, before anything
+                    // can reach it.
+                    let jmp = jump5_bytes(sb, patch_at, SPRINGBOARD_LEN as usize)
+                        .ok_or_else(|| refuse("patch out of reach of the springboard".into()))?;
+                    let mut pad = vec![0u8; jmp.len()];
+                    tr.read(sb, &mut pad)?;
+                    write_verified(tr, sb, &pad, &jmp)?;
+                    springboard = Some((sb, pad, jmp));
+                    jump2_bytes(addr, sb, displaced.len)
+                        .ok_or_else(|| refuse("springboard out of reach".into()))?
+                }
                 _ => vec![INT3],
             };
             self.points.push(Installed {
@@ -314,6 +359,7 @@ impl Instrumentation {
                 module: p.module,
                 slot,
                 live: false,
+                springboard,
             });
         }
         Ok(())
@@ -455,7 +501,9 @@ impl Instrumentation {
                 .heaps
                 .iter()
                 .flatten()
-                .any(|h| busy.iter().any(|v| *v >= h.code && *v < h.code + h.code_len));
+                .map(|h| (h.code, h.code + h.code_len))
+                .chain(self.springboards.iter().copied())
+                .any(|(lo, hi)| busy.iter().any(|v| *v >= lo && *v < hi));
             // A thread that hit an int3 before it was removed but has not taken the SIGTRAP
             // yet (descheduled, on a loaded machine) needs the dispatcher still in place.
             let trap_in_flight = self.trap.is_some()
@@ -466,6 +514,13 @@ impl Instrumentation {
                 continue;
             }
             self.uninstall_dispatcher(&mut tr)?;
+            // Springboards last: no splice leads to them any more and no thread is in one.
+            for p in &self.points {
+                if let Some((sb, pad, jmp)) = &p.springboard {
+                    write_verified(&tr, *sb, jmp, pad)?;
+                }
+            }
+            self.springboards.clear();
             self.free_heaps(&mut tr);
             tr.resume_detach()?;
             return Ok(());
@@ -505,6 +560,7 @@ impl Drop for Instrumentation {
                 points: std::mem::take(&mut self.points),
                 heaps: std::mem::take(&mut self.heaps),
                 trap: self.trap.take(),
+                springboards: std::mem::take(&mut self.springboards),
                 longest_pause: self.longest_pause,
                 removed: false,
             };
@@ -512,6 +568,32 @@ impl Drop for Instrumentation {
             let _ = me.remove();
         }
     }
+}
+
+/// Five bytes of padding for a springboard within `jmp rel8` reach of `point` (so that
+/// `point + 2 - 128 <= sb <= point + 2 + 127`), not yet used. `pads` are the module's padding
+/// runs in image addresses, `bias` its load bias.
+fn springboard_near(
+    pads: &[kerf_analysis::cfg::Padding],
+    bias: u64,
+    point: u64,
+    used: &mut Vec<(u64, u64)>,
+) -> Option<u64> {
+    let (lo, hi) = ((point + 2).saturating_sub(128), point + 2 + 127);
+    for pad in pads {
+        let (start, end) = (pad.start.0 + bias, pad.start.0 + bias + pad.len as u64);
+        let mut sb = start.max(lo);
+        while sb + SPRINGBOARD_LEN <= end && sb <= hi {
+            match used.iter().find(|(a, b)| sb < *b && *a < sb + SPRINGBOARD_LEN) {
+                Some((_, b)) => sb = *b,
+                None => {
+                    used.push((sb, sb + SPRINGBOARD_LEN));
+                    return Some(sb);
+                }
+            }
+        }
+    }
+    None
 }
 
 /// Write `new` at `addr` after checking the bytes there are `old`, then read it back.
