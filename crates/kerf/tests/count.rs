@@ -3,6 +3,8 @@
 //! number of times. Counts must be exact, the program's output identical to an
 //! uninstrumented run, and the code bytes identical to the file's after kerf detaches.
 
+mod common;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::FileExt;
@@ -54,22 +56,11 @@ fn rest(mut out: BufReader<std::process::ChildStdout>) -> String {
     s
 }
 
-/// Start `kerf count` on `pid` and wait until it says the points are spliced.
-fn kerf_count(pid: i32, args: &[&str]) -> (Child, BufReader<std::process::ChildStderr>) {
-    let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .arg("count")
-        .args(["-p", &pid.to_string(), "--json"])
-        .args(args)
-        .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("count-cache"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(k.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    assert!(line.contains("points spliced"), "kerf count did not splice: {line}");
-    (k, err)
+/// Start `kerf count --json` on `pid` and wait until it says the points are spliced.
+fn kerf_count(pid: i32, args: &[&str]) -> Child {
+    let mut all = vec!["-p".to_string(), pid.to_string(), "--json".to_string()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    common::spawn_count(&all, "count-cache").0
 }
 
 /// Kills the fixture when a test fails half-way, so no spinning process outlives it.
@@ -111,7 +102,7 @@ fn exact_counts(opt: &str, extra: &[&str], want_kind: &str, tag: &str) {
         args.push("branchy@exits");
     }
     args.extend_from_slice(extra);
-    let (k, _err) = kerf_count(pid, &args);
+    let k = kerf_count(pid, &args);
     // The threads have been spinning through spin_point while kerf spliced; let them run
     // through it spliced for a moment, then release the counted phase.
     std::thread::sleep(Duration::from_millis(200));
@@ -182,8 +173,7 @@ fn live_bytes(pid: i32, addrs: &[u64]) -> Vec<Vec<u8>> {
 fn detach_restores_every_byte_and_the_program_goes_on() {
     let bin = build("-O2", "detach");
     let (mut c, pid, out) = start(&bin, false);
-    let (k, _err) =
-        kerf_count(pid, &["branchy", "switchy", "leaf", "spin_point", "--duration", "0.5"]);
+    let k = kerf_count(pid, &["branchy", "switchy", "leaf", "spin_point", "--duration", "0.5"]);
     let ko = k.wait_with_output().unwrap();
     assert!(ko.status.success(), "{}", String::from_utf8_lossy(&ko.stderr));
     let v: Value = serde_json::from_slice(&ko.stdout).unwrap();
@@ -264,18 +254,11 @@ fn bad_input_is_a_clear_error_and_leaves_the_target_alone() {
 #[test]
 fn launch_mode_counts_in_the_command_it_starts() {
     let bin = build("-O2", "launch");
-    let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["count", "--json", "branchy", "switchy", "--"])
-        .arg(&bin)
-        .args([THREADS.to_string(), ITERS.to_string()])
-        .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("count-cache"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(k.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
+    let mut args: Vec<std::ffi::OsString> =
+        ["--json", "branchy", "switchy", "--"].iter().map(Into::into).collect();
+    args.push(bin.clone().into());
+    args.extend([THREADS.to_string().into(), ITERS.to_string().into()]);
+    let (k, line) = common::spawn_count(&args, "count-cache");
     // "kerf: N points spliced in process PID (...)"
     let pid: i32 = line
         .split("in process ")

@@ -5,6 +5,8 @@
 //! an identical run. Needs root (ptrace, uprobes), python3.11 and perf (Debian packages
 //! python3.11, linux-perf): a missing one fails the test.
 
+mod common;
+
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
@@ -85,18 +87,9 @@ fn every_python_function_counted_like_uprobes_count() {
 /// One run of the script under `kerf count` at every function entry: the counts by name.
 fn kerf_run(expected: &str, extra: &[&str]) -> BTreeMap<String, u64> {
     let (c, pid, out) = start_python();
-    let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["count", "-p", &pid.to_string(), "python3.11:*", "--json"])
-        .args(extra)
-        .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("python-cache"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(k.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    assert!(line.contains("points spliced"), "{line}");
+    let mut args = vec!["-p".to_string(), pid.to_string(), "python3.11:*".into(), "--json".into()];
+    args.extend(extra.iter().map(|a| a.to_string()));
+    let (k, _) = common::spawn_count(&args, "python-cache");
     let got = go_and_finish(c, pid, out);
     let ko = k.wait_with_output().unwrap();
     assert!(ko.status.success(), "kerf: {}", String::from_utf8_lossy(&ko.stderr));

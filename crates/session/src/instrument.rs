@@ -166,6 +166,7 @@ impl Instrumentation {
             inst.removed = true;
             if let Ok(mut tr) = Tracee::stop_all(pid) {
                 let _ = inst.uninstall_dispatcher(&mut tr);
+                let _ = inst.restore_springboards(&tr);
                 inst.free_heaps(&mut tr);
                 let _ = tr.resume_detach();
             }
@@ -515,12 +516,7 @@ impl Instrumentation {
             }
             self.uninstall_dispatcher(&mut tr)?;
             // Springboards last: no splice leads to them any more and no thread is in one.
-            for p in &self.points {
-                if let Some((sb, pad, jmp)) = &p.springboard {
-                    write_verified(&tr, *sb, jmp, pad)?;
-                }
-            }
-            self.springboards.clear();
+            self.restore_springboards(&tr)?;
             self.free_heaps(&mut tr);
             tr.resume_detach()?;
             return Ok(());
@@ -529,6 +525,17 @@ impl Instrumentation {
             addr: 0,
             detail: "a thread stayed inside a code patch".into(),
         })
+    }
+
+    /// Put the padding back where springboards were written (their splices must be gone).
+    fn restore_springboards(&mut self, tr: &Tracee) -> Result<(), InstrumentError> {
+        for p in self.points.iter_mut() {
+            if let Some((sb, pad, jmp)) = p.springboard.take() {
+                write_verified(tr, sb, &jmp, &pad)?;
+            }
+        }
+        self.springboards.clear();
+        Ok(())
     }
 
     /// Give SIGTRAP back the action it had before the dispatcher.
