@@ -3,10 +3,12 @@
 //! and writes no memory; the patch layer places and encodes what comes out.
 
 pub mod templates;
+pub mod timer;
 pub mod trap;
 
-use iced_x86::Instruction;
-use kerf_arch::x86_64::{FlagSet, RegSet};
+use iced_x86::code_asm::*;
+use iced_x86::{Instruction, Register};
+use kerf_arch::x86_64::{FlagSet, Gpr, RegSet};
 
 /// One instrumentation primitive, with the addresses of the data it updates (in the target's
 /// data heap, within ±2 GiB of where the code will run).
@@ -14,6 +16,17 @@ use kerf_arch::x86_64::{FlagSet, RegSet};
 pub enum Primitive {
     /// Atomically add one to the 64-bit counter at `slot`.
     Count { slot: u64 },
+    /// Count a call of the timer block at `timer` and, if this thread is not already inside,
+    /// start its interval (see [`timer`]).
+    TimerStart { timer: u64 },
+    /// Leave the timer at `timer`; the outermost exit adds the thread's interval.
+    TimerStop { timer: u64 },
+}
+
+impl Primitive {
+    fn is_timer(&self) -> bool {
+        !matches!(self, Primitive::Count { .. })
+    }
 }
 
 /// Where the generated code runs.
@@ -24,6 +37,17 @@ pub enum Env {
     User,
     /// The kernel: no red zone, but interrupts may run the same code reentrantly.
     Kernel,
+}
+
+/// How generated code tells threads apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadPointer {
+    /// `rdfsbase`: needs the kernel to have enabled FSGSBASE (AT_HWCAP2 bit 1); never faults.
+    FsBase,
+    /// `mov r, fs:[0]`: the x86-64 TLS ABI keeps the thread pointer in the first word of the
+    /// thread control block. Faults in a thread with no TLS (fs base 0), so the caller must
+    /// have checked every thread has one.
+    FsSelf,
 }
 
 /// What is live at the point, so generated code knows what it may clobber.
@@ -38,26 +62,238 @@ impl LiveAt {
     pub const ALL: LiveAt = LiveAt { regs: RegSet::ALL, flags: FlagSet::ALL };
 }
 
-/// Lower `prims` (run in order) for a point with `live` registers and flags. Flags are saved
-/// and restored around the snippet only when a flag it writes is live at the point.
-pub fn lower(prims: &[Primitive], live: LiveAt, env: Env) -> Vec<Instruction> {
-    let mut body = Vec::new();
-    let mut flags_written = FlagSet::EMPTY;
-    for p in prims {
-        match *p {
-            Primitive::Count { slot } => {
-                body.extend(templates::atomic_inc(slot));
-                flags_written = flags_written.union(templates::INC_FLAGS);
+/// Everything lowering needs to know about a point besides its primitives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Context {
+    pub live: LiveAt,
+    pub env: Env,
+    pub thread: ThreadPointer,
+    /// The data heap's thread table (used by timers).
+    pub threads: u64,
+    /// Run the primitives only in the thread with this thread pointer (`--tid`).
+    pub only_thread: Option<u64>,
+}
+
+impl Context {
+    /// A context for counters only, which need no thread identity.
+    pub fn counting(live: LiveAt, env: Env) -> Context {
+        Context { live, env, thread: ThreadPointer::FsBase, threads: 0, only_thread: None }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CodegenError(pub String);
+
+impl std::fmt::Display for CodegenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "code generation: {}", self.0)
+    }
+}
+
+impl std::error::Error for CodegenError {}
+
+impl From<IcedError> for CodegenError {
+    fn from(e: IcedError) -> Self {
+        CodegenError(e.to_string())
+    }
+}
+
+/// Flags any of the thread-aware sequences may write (shifts, xor, cmp, inc, add...).
+const ALL_ARITH: FlagSet = FlagSet(0x3f);
+
+/// Lower `prims` (run in order) for a point. Registers the code needs are saved and restored
+/// around it only when live there, and flags only when a flag it writes is live.
+///
+/// Branches inside the snippet name their targets by label id (the instruction's `ip`, small
+/// numbers); the patch encoder keeps those ids and gives displaced instructions ip 0.
+pub fn lower(prims: &[Primitive], ctx: &Context) -> Result<Vec<Instruction>, CodegenError> {
+    let thread_aware = ctx.only_thread.is_some() || prims.iter().any(Primitive::is_timer);
+    if !thread_aware {
+        // The common case, kept minimal: one `lock inc` per counter.
+        let mut body = Vec::new();
+        for p in prims {
+            if let Primitive::Count { slot } = *p {
+                body.push(templates::atomic_inc(slot));
             }
         }
+        return Ok(wrap(body, RegSet::EMPTY, templates::INC_FLAGS, ctx));
     }
-    if live.flags.0 & flags_written.0 == 0 {
-        return body;
+    let timers = prims.iter().any(Primitive::is_timer);
+    let used = if timers {
+        RegSet::of(&[Gpr::Rax, Gpr::Rcx, Gpr::Rdx, Gpr::R10, Gpr::R11])
+    } else {
+        RegSet::of(&[Gpr::R10, Gpr::R11])
+    };
+    let (save, restore) = saves(used, ALL_ARITH, ctx);
+    let mut a = CodeAssembler::new(64)?;
+    let mut done = a.create_label();
+    for i in save {
+        a.add_instruction(i)?;
     }
-    let mut out = templates::save_flags(env);
+    // r10 = key of this thread (thread pointer + 1).
+    match ctx.thread {
+        ThreadPointer::FsBase => a.rdfsbase(r10)?,
+        ThreadPointer::FsSelf => a.mov(r10, qword_ptr(0u64).fs())?,
+    }
+    a.inc(r10)?;
+    if let Some(tp) = ctx.only_thread {
+        a.mov(r11, timer::thread_key(tp))?;
+        a.cmp(r10, r11)?;
+        a.jne(done)?;
+    }
+    for p in prims {
+        if let Primitive::Count { slot } = *p {
+            a.add_instruction(templates::atomic_inc(slot))?;
+        }
+    }
+    if timers {
+        lower_timers(&mut a, prims, ctx.threads, done)?;
+    }
+    // `done` labels the first instruction after the body: the restore sequence, or a nop
+    // when nothing needs restoring (a label needs an instruction to sit on).
+    a.set_label(&mut done)?;
+    if restore.is_empty() {
+        a.nop()?;
+    }
+    for i in restore {
+        a.add_instruction(i)?;
+    }
+    Ok(a.take_instructions())
+}
+
+/// Thread-slot lookup, then every timer primitive; jumps to `done` at the end.
+fn lower_timers(
+    a: &mut CodeAssembler,
+    prims: &[Primitive],
+    threads: u64,
+    done: CodeLabel,
+) -> Result<(), IcedError> {
+    let mask = (timer::THREAD_SLOTS - 1) as u32;
+    let mut probe = a.create_label();
+    let mut next = a.create_label();
+    let mut found = a.create_label();
+    let mut lost = a.create_label();
+    // rcx = home slot: ((key >> 12) ^ (key >> 23)) & mask, as timer::home_slot.
+    a.mov(rcx, r10)?;
+    a.shr(rcx, 12)?;
+    a.mov(rax, r10)?;
+    a.shr(rax, 23)?;
+    a.xor(rcx, rax)?;
+    a.and(ecx, mask)?;
+    a.add_instruction(templates::lea_rip(Register::R11, threads))?;
+    a.mov(edx, timer::THREAD_SLOTS as u32)?;
+    // Linear probing: our key, or a free slot claimed with lock cmpxchg (rax = 0 expected).
+    a.set_label(&mut probe)?;
+    a.mov(rax, qword_ptr(r11 + rcx * 8))?;
+    a.cmp(rax, r10)?;
+    a.je(found)?;
+    a.test(rax, rax)?;
+    a.jnz(next)?;
+    a.lock().cmpxchg(qword_ptr(r11 + rcx * 8), r10)?;
+    a.je(found)?;
+    a.cmp(rax, r10)?;
+    a.je(found)?;
+    a.set_label(&mut next)?;
+    a.inc(ecx)?;
+    a.and(ecx, mask)?;
+    a.dec(edx)?;
+    a.jnz(probe)?;
+    a.jmp(lost)?;
+    a.set_label(&mut found)?;
+    // rcx = slot index, kept across the timers; rax, rdx, r10, r11 are scratch.
+    let timers: Vec<Primitive> = prims.iter().copied().filter(Primitive::is_timer).collect();
+    for p in &timers {
+        let mut after = a.create_label();
+        let (t, start) = match *p {
+            Primitive::TimerStart { timer } => (timer, true),
+            Primitive::TimerStop { timer } => (timer, false),
+            Primitive::Count { .. } => continue,
+        };
+        // r11 = &states[slot] = timer + STATES + 16 * slot.
+        a.add_instruction(templates::lea_rip(Register::R11, t + timer::STATES))?;
+        a.mov(rax, rcx)?;
+        a.shl(rax, 4)?;
+        a.add(r11, rax)?;
+        if start {
+            a.add_instruction(templates::atomic_inc(t + timer::CALLS))?;
+            a.mov(rdx, qword_ptr(r11))?;
+            a.inc(qword_ptr(r11))?;
+            a.test(rdx, rdx)?;
+            a.jnz(after)?;
+            a.add_instruction(templates::atomic_inc(t + timer::OUTER))?;
+            a.rdtsc()?;
+            a.shl(rdx, 32)?;
+            a.or(rax, rdx)?;
+            a.mov(qword_ptr(r11 + 8), rax)?;
+        } else {
+            let mut unmatched = a.create_label();
+            a.mov(rdx, qword_ptr(r11))?;
+            a.test(rdx, rdx)?;
+            a.jz(unmatched)?;
+            // The start is read before the depth drops: a signal handler that runs the
+            // function in between starts its own interval and must not replace ours.
+            a.mov(r10, qword_ptr(r11 + 8))?;
+            a.dec(qword_ptr(r11))?;
+            a.cmp(rdx, 1)?;
+            a.jne(after)?;
+            a.rdtsc()?;
+            a.shl(rdx, 32)?;
+            a.or(rax, rdx)?;
+            a.sub(rax, r10)?;
+            a.add_instruction(templates::atomic_add(t + timer::CYCLES, Register::RAX))?;
+            a.jmp(after)?;
+            a.set_label(&mut unmatched)?;
+            a.add_instruction(templates::atomic_inc(t + timer::UNMATCHED))?;
+        }
+        a.set_label(&mut after)?;
+    }
+    a.jmp(done)?;
+    a.set_label(&mut lost)?;
+    for p in &timers {
+        if let Primitive::TimerStart { timer } | Primitive::TimerStop { timer } = *p {
+            a.add_instruction(templates::atomic_inc(timer + timer::LOST))?;
+        }
+    }
+    Ok(())
+}
+
+/// Surround `body` with the saves it needs: the red zone stepped over in user space, flags
+/// if `writes` meets the live flags, and every register of `used` that is live.
+fn wrap(body: Vec<Instruction>, used: RegSet, writes: FlagSet, ctx: &Context) -> Vec<Instruction> {
+    let (save, restore) = saves(used, writes, ctx);
+    let mut out = save;
     out.extend(body);
-    out.extend(templates::restore_flags(env));
+    out.extend(restore);
     out
+}
+
+fn saves(used: RegSet, writes: FlagSet, ctx: &Context) -> (Vec<Instruction>, Vec<Instruction>) {
+    let regs: Vec<Gpr> = used.intersect(ctx.live.regs).iter().collect();
+    let flags = ctx.live.flags.0 & writes.0 != 0;
+    let mut save = Vec::new();
+    let mut restore = Vec::new();
+    if regs.is_empty() && !flags {
+        return (save, restore);
+    }
+    if ctx.env == Env::User {
+        save.push(templates::adjust_rsp(-templates::RED_ZONE));
+    }
+    if flags {
+        save.push(Instruction::with(iced_x86::Code::Pushfq));
+    }
+    for r in &regs {
+        save.push(templates::push(*r));
+    }
+    for r in regs.iter().rev() {
+        restore.push(templates::pop(*r));
+    }
+    if flags {
+        restore.push(Instruction::with(iced_x86::Code::Popfq));
+    }
+    if ctx.env == Env::User {
+        restore.push(templates::adjust_rsp(templates::RED_ZONE));
+    }
+    (save, restore)
 }
 
 #[cfg(test)]
@@ -79,7 +315,7 @@ mod tests {
     #[test]
     fn counter_without_live_flags_is_one_locked_increment() {
         let live = LiveAt { regs: RegSet::ALL, flags: FlagSet::EMPTY };
-        let v = lower(&[Primitive::Count { slot: 0x7000 }], live, Env::User);
+        let v = lower(&[Primitive::Count { slot: 0x7000 }], &Context::counting(live, Env::User)).unwrap();
         // iced shows a RIP-relative operand by its absolute target.
         assert_eq!(text(&v), ["lock inc qword ptr [7000h]"]);
         assert_eq!(v[0].memory_base(), iced_x86::Register::RIP);
@@ -88,7 +324,7 @@ mod tests {
 
     #[test]
     fn live_flags_are_saved_below_the_red_zone_in_user_space() {
-        let v = lower(&[Primitive::Count { slot: 0x7000 }], LiveAt::ALL, Env::User);
+        let v = lower(&[Primitive::Count { slot: 0x7000 }], &Context::counting(LiveAt::ALL, Env::User)).unwrap();
         assert_eq!(
             text(&v),
             [
@@ -99,7 +335,7 @@ mod tests {
                 "lea rsp,[rsp+80h]"
             ]
         );
-        let k = lower(&[Primitive::Count { slot: 0x7000 }], LiveAt::ALL, Env::Kernel);
+        let k = lower(&[Primitive::Count { slot: 0x7000 }], &Context::counting(LiveAt::ALL, Env::Kernel)).unwrap();
         assert_eq!(text(&k), ["pushfq", "lock inc qword ptr [7000h]", "popfq"]);
     }
 
@@ -107,7 +343,7 @@ mod tests {
     fn only_carry_live_needs_no_save() {
         // inc leaves CF alone.
         let live = LiveAt { regs: RegSet::ALL, flags: FlagSet(1) };
-        let v = lower(&[Primitive::Count { slot: 0x7000 }], live, Env::User);
+        let v = lower(&[Primitive::Count { slot: 0x7000 }], &Context::counting(live, Env::User)).unwrap();
         assert_eq!(v.len(), 1);
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::Env;
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
-use kerf_arch::x86_64::FlagSet;
+use kerf_arch::x86_64::{FlagSet, Gpr};
 
 /// The SysV red zone below `rsp` that user code may use without moving `rsp`.
 pub const RED_ZONE: i64 = 128;
@@ -23,10 +23,37 @@ fn op(r: Result<Instruction, iced_x86::IcedError>) -> Instruction {
 }
 
 /// `lock inc qword ptr [rip+slot]`.
-pub fn atomic_inc(slot: u64) -> Vec<Instruction> {
+pub fn atomic_inc(slot: u64) -> Instruction {
     let mut i = op(Instruction::with1(Code::Inc_rm64, rip_mem(slot)));
     i.set_has_lock_prefix(true);
-    vec![i]
+    i
+}
+
+/// `lock add qword ptr [rip+slot], reg`.
+pub fn atomic_add(slot: u64, reg: Register) -> Instruction {
+    let mut i = op(Instruction::with2(Code::Add_rm64_r64, rip_mem(slot), reg));
+    i.set_has_lock_prefix(true);
+    i
+}
+
+/// `lea reg, [rip+target]`: a data address into a register, position-independently.
+pub fn lea_rip(reg: Register, target: u64) -> Instruction {
+    op(Instruction::with2(Code::Lea_r64_m, reg, rip_mem(target)))
+}
+
+fn iced_gpr(r: Gpr) -> Register {
+    // Gpr is numbered in encoding order, as iced's RAX..R15 are.
+    Register::try_from(Register::RAX as usize + r as usize).expect("a 64-bit GPR")
+}
+
+/// `push r64`.
+pub fn push(r: Gpr) -> Instruction {
+    op(Instruction::with1(Code::Push_r64, iced_gpr(r)))
+}
+
+/// `pop r64`.
+pub fn pop(r: Gpr) -> Instruction {
+    op(Instruction::with1(Code::Pop_r64, iced_gpr(r)))
 }
 
 /// `lea rsp, [rsp+delta]`: moves the stack pointer without touching flags.

@@ -1,6 +1,7 @@
 //! `kerf demo`: kerf's main job on a built-in default. Launches a bundled multi-threaded
-//! workload (this very binary, in a hidden mode), splices counters into its functions while
-//! its threads run, shows the live counts, and detaches leaving it as it was.
+//! workload (this very binary, in a hidden mode), splices timers into its functions while its
+//! threads run, shows live calls, time per call and concurrency, and detaches leaving it as
+//! it was.
 
 use std::hint::black_box;
 use std::io::{BufRead, BufReader};
@@ -49,6 +50,26 @@ pub extern "C" fn kerf_demo_rare(x: u64) -> u64 {
     black_box(x.count_ones() as u64)
 }
 
+/// Recursive, to show that a timer counts a recursion's time once.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn kerf_demo_fib(n: u64) -> u64 {
+    if n < 2 {
+        n
+    } else {
+        kerf_demo_fib(black_box(n - 1)) + kerf_demo_fib(n - 2)
+    }
+}
+
+/// Blocks for a millisecond, as a thread waiting for I/O would: its concurrency shows how
+/// many threads are waiting on average.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn kerf_demo_wait(x: u64) -> u64 {
+    std::thread::sleep(std::time::Duration::from_millis(1));
+    black_box(x)
+}
+
 static RUN: AtomicBool = AtomicBool::new(true);
 
 /// The hidden workload: `threads` threads calling the demo functions until killed.
@@ -58,11 +79,15 @@ pub fn workload(threads: usize) -> ! {
             std::thread::spawn(move || {
                 let mut x = t as u64 + 1;
                 while RUN.load(Ordering::Relaxed) {
-                    x = kerf_demo_hash(black_box(x));
-                    x = kerf_demo_classify(x);
-                    if x.is_multiple_of(64) {
-                        x = x.wrapping_add(kerf_demo_rare(x));
+                    for _ in 0..2000 {
+                        x = kerf_demo_hash(black_box(x));
+                        x = kerf_demo_classify(x);
+                        if x.is_multiple_of(64) {
+                            x = x.wrapping_add(kerf_demo_rare(x));
+                        }
                     }
+                    x = x.wrapping_add(kerf_demo_fib(black_box(15)));
+                    x = kerf_demo_wait(x);
                 }
                 x
             })
@@ -88,17 +113,19 @@ pub fn run(args: Args) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let pid = child.id() as i32;
     println!(
-        "kerf demo: workload pid {pid} with {} threads; counting kerf:kerf_demo_* for {} s",
+        "kerf demo: workload pid {pid} with {} threads; timing kerf:kerf_demo_* for {} s",
         args.threads, args.duration
     );
-    let result = crate::count::count_pid(
-        pid,
-        &["kerf:kerf_demo_*".to_string()],
-        args.interval,
-        Some(args.duration),
-        false,
-        None,
-    );
+    let live = crate::live::LiveArgs {
+        pid: Some(pid),
+        tid: None,
+        interval: args.interval,
+        duration: Some(args.duration),
+        json: false,
+        force_kind: None,
+        command: Vec::new(),
+    };
+    let result = crate::time::time(&live, &["kerf:kerf_demo_*".to_string()]);
     let _ = child.kill();
     let _ = child.wait();
     result

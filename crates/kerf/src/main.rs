@@ -4,7 +4,9 @@
 mod analyze;
 mod count;
 mod demo;
+mod live;
 mod progress;
+mod time;
 
 use clap::{Parser, Subcommand};
 
@@ -27,6 +29,8 @@ enum Command {
     Analyze(analyze::Args),
     /// Count how often points of a live process run (spliced counters).
     Count(count::Args),
+    /// Time functions of a live process: calls, time per call, concurrency (spliced timers).
+    Time(time::Args),
     /// Launch a bundled multi-threaded workload and show live counts spliced into it.
     Demo(demo::Args),
     /// The demo's workload (internal).
@@ -39,6 +43,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Analyze(a) => analyze::run(a),
         Command::Count(a) => count::run(a),
+        Command::Time(a) => time::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Workload { threads } => demo::workload(threads),
     };

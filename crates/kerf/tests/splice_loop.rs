@@ -2,7 +2,7 @@
 //! points all the while: it never crashes, and after every detach its code bytes equal those
 //! at the start.
 
-use kerf_session::instrument::{Instrumentation, Options};
+use kerf_session::instrument::{Action, Instrumentation, Options, Probe};
 use kerf_session::spec;
 use kerf_session::{analyze_process, LoadOptions};
 use std::io::{BufRead, BufReader};
@@ -46,15 +46,39 @@ fn thousand_attach_splice_detach_cycles() {
     .collect();
     let points = spec::resolve(&specs, &named, &|_, _| None).unwrap();
     assert!(points.len() > 8, "{} points", points.len());
-    let addrs: Vec<u64> =
-        points.iter().map(|p| p.addr.0 + modules[p.module].bias.unwrap_or(0)).collect();
+    // A timer on the recursive function as well: its start and stop share sites with the
+    // counters at its entry (and exits, where those fit).
+    let reader = |m: usize, a: kerf_arch::ImageAddr| {
+        let (base, bytes) = modules[m].code_region(a)?;
+        let off = (a.0 - base.0) as usize;
+        Some((a, bytes.get(off..)?.to_vec()))
+    };
+    let timer_specs = [spec::parse("counted:recurse").unwrap()];
+    let exit_specs = [spec::parse("counted:recurse@exits").unwrap()];
+    let mut probes: Vec<Probe> =
+        points.iter().map(|p| Probe { point: p.clone(), action: Action::Count }).collect();
+    for p in spec::resolve(&timer_specs, &named, &reader).unwrap() {
+        probes.push(Probe { point: p, action: Action::TimerStart(0) });
+    }
+    let exits = spec::resolve(&exit_specs, &named, &reader).unwrap();
+    assert!(!exits.is_empty());
+    for p in exits {
+        probes.push(Probe { point: p, action: Action::TimerStop(0) });
+    }
+    // Every executable byte of the fixture: points, moved exits, springboards in padding.
+    let m = &modules[points[0].module];
+    let text: Vec<(u64, usize)> = m
+        .segments
+        .iter()
+        .filter(|s| s.executable)
+        .map(|s| (s.vaddr.0 + m.bias.unwrap_or(0), s.filesz as usize))
+        .collect();
     let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
-    let snapshot = || -> Vec<[u8; 16]> {
-        addrs
-            .iter()
-            .map(|a| {
-                let mut b = [0u8; 16];
-                mem.read_exact_at(&mut b, *a).unwrap();
+    let snapshot = || -> Vec<Vec<u8>> {
+        text.iter()
+            .map(|&(a, len)| {
+                let mut b = vec![0u8; len];
+                mem.read_exact_at(&mut b, a).unwrap();
                 b
             })
             .collect()
@@ -62,10 +86,12 @@ fn thousand_attach_splice_detach_cycles() {
     let before = snapshot();
     let mut longest = std::time::Duration::ZERO;
     let mut total = 0u64;
+    let mut timer_calls = 0u64;
     for cycle in 0..1000 {
         // The default choice (jump5, jump2 or trap per point), then every point forced to a trap.
         let kind = if cycle % 2 == 0 { None } else { Some(kerf_patch::SpliceKind::Trap) };
-        let inst = Instrumentation::install(pid, &modules, &points, Options { force_kind: kind })
+        let opts = Options { force_kind: kind, only_thread: None };
+        let inst = Instrumentation::install(pid, &modules, &probes, 1, opts)
             .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
         if let Some(st) = child.try_wait().unwrap() {
             panic!("cycle {cycle}: the target died after splicing: {st}");
@@ -77,6 +103,7 @@ fn thousand_attach_splice_detach_cycles() {
             assert!(maps.contains("memfd:kerf") && maps.contains("rwxp"), "{maps}");
         }
         total += (0..points.len()).map(|i| inst.count(i)).sum::<u64>();
+        timer_calls += inst.timer(0, kerf_session::instrument::tsc()).calls;
         longest = longest.max(inst.longest_pause);
         inst.remove().unwrap_or_else(|e| panic!("cycle {cycle}: remove: {e}"));
         assert_eq!(snapshot(), before, "cycle {cycle}: bytes not restored");
@@ -86,7 +113,7 @@ fn thousand_attach_splice_detach_cycles() {
         "1000 cycles, {} points, {total} hits counted, longest pause {longest:?}",
         points.len()
     );
-    assert!(total > 0);
+    assert!(total > 0 && timer_calls > 0, "{total} counts, {timer_calls} timed calls");
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
     assert!(
         !maps.contains("memfd:kerf") && !maps.contains("rwxp"),

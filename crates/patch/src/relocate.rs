@@ -69,12 +69,17 @@ pub fn build_patch(
     d: &Displaced,
 ) -> Result<Vec<u8>, PatchError> {
     let mut insns = patch_instructions(snippet, d);
-    // The block encoder links a branch to an instruction of the same block by address; give
-    // every instruction an address no branch can name, so that a displaced branch back to the
-    // point leaves the patch (and re-runs the splice) instead of skipping the snippet.
-    for i in insns.iter_mut() {
+    // The block encoder links a branch to an instruction of the same block by address. The
+    // snippet's own branches name their targets by label id (small numbers, kept); every
+    // other instruction gets address 0, which no branch names, so that a displaced branch
+    // back to the point leaves the patch (and re-runs the splice) instead of skipping the
+    // snippet.
+    for i in insns.iter_mut().skip(snippet.len()) {
         i.set_ip(0);
     }
+    // Label ids are small; no mapping (so no displaced branch target) is below 64 KiB.
+    debug_assert!(d.insns.iter().all(|i| i.near_branch_target() >= 0x1_0000
+        || i.near_branch_target() == 0));
     let block = InstructionBlock::new(&insns, patch);
     BlockEncoder::encode(64, block, BlockEncoderOptions::NONE)
         .map(|r| r.code_buffer)
@@ -119,7 +124,7 @@ mod tests {
         // mov rax, [rip+0x100]; ret
         let code = [0x48, 0x8b, 0x05, 0x00, 0x01, 0x00, 0x00, 0xc3];
         let d = plan(&code);
-        let snippet = kerf_codegen::templates::atomic_inc(0x50_8000);
+        let snippet = vec![kerf_codegen::templates::atomic_inc(0x50_8000)];
         let b = build_patch(PATCH, &snippet, &d).unwrap();
         assert_eq!(
             disasm(&b, PATCH),

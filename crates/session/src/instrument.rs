@@ -1,12 +1,21 @@
-//! Counting probes in a live process (KernInst §3.3–3.4, Djprobe; DESIGN.md §3–5): code heap
-//! and shared data heap near each module, a code patch per point, the splice written in one
-//! batch while every thread is stopped and out of the way, and removal that restores every
-//! byte and verifies it.
+//! Probes in a live process (KernInst §3.3–3.4, Djprobe; DESIGN.md §3–5): code heap and
+//! shared data heap near each module, one code patch per spliced address holding every probe
+//! placed there, the splices written in batches while every thread is stopped and out of the
+//! way, and removal that restores every byte and verifies it.
+//!
+//! Data heap of a module (shared with kerf, which samples it with no system call):
+//! ```text
+//! +0                     thread table (codegen::timer), used by timers and --tid
+//! +THREAD_TABLE_LEN      timer blocks, TIMER_LEN bytes each
+//! then                   counters, one 64-byte line each
+//! ```
 
 use crate::load::AnalyzedImage;
 use crate::spec::Point;
 use kerf_analysis::cfg::{Cfg, FuncId, Terminator};
-use kerf_codegen::{lower, trap, Env, LiveAt, Primitive};
+use kerf_arch::ImageAddr;
+use kerf_codegen::timer::{self, TimerSample, THREAD_TABLE_LEN, TIMER_LEN};
+use kerf_codegen::{lower, trap, Context, Env, LiveAt, Primitive, ThreadPointer};
 use kerf_patch::{
     build_patch, jump2_bytes, jump5_bytes, plan_jump2, plan_jump5, plan_trap, Displaced,
     FunctionView, SpliceKind, INT3, SPRINGBOARD_LEN,
@@ -16,8 +25,10 @@ use kerf_target::TargetError;
 use std::fmt;
 use std::time::Duration;
 
-/// Bytes of code heap reserved per point (snippet, displaced instructions, jump back).
+/// Bytes of code heap reserved per spliced address (snippet, displaced instructions, jump
+/// back), plus `TIMER_PATCH` for each timer primitive there.
 const PATCH_SLOT: u64 = 128;
+const TIMER_PATCH: u64 = 192;
 /// Bytes of data heap per point: one cache line, so threads counting different points do not
 /// share one.
 const DATA_SLOT: usize = 64;
@@ -34,6 +45,9 @@ const BATCH: usize = 32;
 const PROT_RWX: i32 = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
 const SIGTRAP: u64 = trap::SIGTRAP as u64;
 const SYS_RT_SIGACTION: i64 = trap::SYS_RT_SIGACTION as i64;
+/// `AT_HWCAP2` and its FSGSBASE bit: the kernel lets user code run `rdfsbase`.
+const AT_HWCAP2: u64 = 26;
+const HWCAP2_FSGSBASE: u64 = 2;
 
 #[derive(Debug)]
 pub enum InstrumentError {
@@ -71,22 +85,46 @@ impl From<TargetError> for InstrumentError {
     }
 }
 
-/// One installed probe.
+/// What a probe does at its point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Count executions.
+    Count,
+    /// Enter timer `t` (an index below the `timers` given to [`Instrumentation::install`]).
+    TimerStart(usize),
+    /// Leave timer `t`.
+    TimerStop(usize),
+}
+
+/// One probe: an action at a point.
 #[derive(Clone, Debug)]
-pub struct Installed {
+pub struct Probe {
+    pub point: Point,
+    pub action: Action,
+}
+
+/// One spliced address and every probe placed there (they share one code patch).
+#[derive(Clone, Debug)]
+pub struct Site {
     pub spec: String,
     pub label: String,
+    /// Where the splice is, in the target.
     pub addr: u64,
     pub kind: SpliceKind,
     /// Why a stronger kind was refused.
     pub reason: Option<String>,
+    /// Indices of the probes placed here.
+    pub probes: Vec<usize>,
+    /// For jump2: the springboard's address and what space it took.
+    pub springboard_in: Option<(u64, &'static str)>,
     original: Vec<u8>,
     splice: Vec<u8>,
     module: usize,
-    slot: usize,
+    /// Where the code patch is.
+    patch: u64,
     /// The splice is written in the target.
     live: bool,
-    /// For jump2: the springboard's address, the padding it replaced, and its bytes.
+    /// For jump2: the springboard's address, the bytes it replaced, and its bytes.
     springboard: Option<(u64, Vec<u8>, Vec<u8>)>,
 }
 
@@ -98,17 +136,27 @@ struct Heaps {
     data: SharedMem,
 }
 
-/// Counters spliced into a live process.
+/// Probes spliced into a live process.
 pub struct Instrumentation {
     pid: i32,
-    points: Vec<Installed>,
+    sites: Vec<Site>,
     heaps: Vec<Option<Heaps>>,
+    /// Per probe: the module and data-heap offset of its counter (`Count` probes).
+    counters: Vec<Option<(usize, usize)>>,
+    /// Per probe: the index of its site.
+    probe_site: Vec<usize>,
+    /// Per timer: the module and data-heap offset of its block.
+    timers: Vec<(usize, usize)>,
     /// Trap dispatcher: its code heap module, the sigaction it replaced (kernel layout).
     trap: Option<(usize, [u64; 4])>,
     /// Padding taken by springboards, `[start, end)` in the target.
     springboards: Vec<(u64, u64)>,
+    /// Run-once start-up code of the main executable the program is past, `[start, end)`.
+    startup: Vec<(u64, u64)>,
     /// The longest time every thread was held stopped, over all batches.
     pub longest_pause: Duration,
+    /// TSC when the last splice went in, and the matching monotonic time.
+    pub installed_at: (u64, std::time::Instant),
     removed: bool,
 }
 
@@ -116,17 +164,30 @@ pub struct Instrumentation {
 pub struct Options {
     /// Use this kind for every point (for testing); a point that cannot take it fails.
     pub force_kind: Option<SpliceKind>,
+    /// Run probes only in this thread (`--tid`).
+    pub only_thread: Option<i32>,
+}
+
+/// The target's TSC (the same counter generated code reads: kerf runs on the same machine).
+pub fn tsc() -> u64 {
+    // SAFETY: rdtsc has no preconditions; x86-64 always has it.
+    unsafe { core::arch::x86_64::_rdtsc() }
 }
 
 fn function_view<'a>(
     cfg: &'a Cfg,
     f: FuncId,
     bias: u64,
+    others: &[u64],
     starts: &'a mut Vec<u64>,
 ) -> FunctionView<'a> {
     let fun = cfg.function(f);
     starts.clear();
     starts.extend(cfg.blocks_of(f).iter().map(|b| b.start.0 + bias));
+    // Other probed addresses count as branch targets: no splice may cover one.
+    starts.extend(others.iter().copied().filter(|a| fun.extent.contains(&(a - bias.min(*a)))));
+    starts.sort_unstable();
+    starts.dedup();
     FunctionView {
         name: &fun.name,
         extent: fun.extent.start + bias..fun.extent.end + bias,
@@ -135,32 +196,83 @@ fn function_view<'a>(
     }
 }
 
-/// What is live at a point: the block's live-in at a block start, everything otherwise.
-fn live_at(cfg: &Cfg, f: FuncId, addr: u64) -> LiveAt {
-    match cfg.block_containing(f, kerf_arch::ImageAddr(addr)).map(|b| cfg.block(b)) {
+/// What is live just before the instruction at image address `addr`: from the block's
+/// live-in at a block start, else by decoding the block backwards; everything when unknown.
+fn live_at(m: &AnalyzedImage, f: FuncId, addr: u64) -> LiveAt {
+    let cfg = &m.analysis.cfg;
+    match cfg.block_containing(f, ImageAddr(addr)).map(|b| cfg.block(b)) {
         Some(b) if b.start.0 == addr => LiveAt { regs: b.live_in, flags: b.flags_live_in },
-        _ => LiveAt::ALL,
+        Some(_) => kerf_analysis::liveness::live_at(cfg, m, f, ImageAddr(addr))
+            .map_or(LiveAt::ALL, |(before, _)| LiveAt { regs: before.regs, flags: before.flags }),
+        None => LiveAt::ALL,
     }
 }
 
+/// Instruction starts of the block holding the exit instruction at image address `exit`,
+/// from the block start to the exit, in order.
+fn exit_block_starts(m: &AnalyzedImage, f: FuncId, exit: u64) -> Vec<u64> {
+    let cfg = &m.analysis.cfg;
+    let Some(b) = cfg.block_containing(f, ImageAddr(exit)).map(|b| cfg.block(b)) else {
+        return vec![exit];
+    };
+    let Some((base, bytes)) = m.code_region(b.start) else { return vec![exit] };
+    let mut sc = kerf_arch::x86_64::Scanner::new(bytes, base);
+    let mut v = Vec::new();
+    let mut a = b.start.0;
+    while a <= exit {
+        v.push(a);
+        match sc.decode(ImageAddr(a)) {
+            Some(i) => a = i.next_ip(),
+            None => break,
+        }
+    }
+    if v.last() != Some(&exit) {
+        return vec![exit];
+    }
+    v
+}
+
+/// Read the bytes of the target's code at `addr` (32, or fewer at the end of a mapping).
+fn code_bytes(tr: &Tracee, addr: u64) -> Result<[u8; 32], TargetError> {
+    let mut b = [0u8; 32];
+    tr.read(addr, &mut b)?;
+    Ok(b)
+}
+
+/// The planned splice of one site.
+struct Plan {
+    kind: SpliceKind,
+    reason: Option<String>,
+    displaced: Displaced,
+    springboard: Option<(u64, &'static str)>,
+}
+
 impl Instrumentation {
-    /// Splice a counter at every point of process `pid`, whose modules are `modules`.
+    /// Splice `probes` into process `pid`, whose modules are `modules`. `timers` timer
+    /// blocks are allocated; each `TimerStart`/`TimerStop` names one, and all probes of one
+    /// timer must be in one module.
     pub fn install(
         pid: i32,
         modules: &[AnalyzedImage],
-        points: &[Point],
+        probes: &[Probe],
+        timers: usize,
         opts: Options,
     ) -> Result<Instrumentation, InstrumentError> {
         let mut inst = Instrumentation {
             pid,
-            points: Vec::new(),
+            sites: Vec::new(),
             heaps: (0..modules.len()).map(|_| None).collect(),
+            counters: vec![None; probes.len()],
+            probe_site: vec![0; probes.len()],
+            timers: vec![(usize::MAX, 0); timers],
             trap: None,
             springboards: Vec::new(),
+            startup: Vec::new(),
             longest_pause: Duration::ZERO,
+            installed_at: (tsc(), std::time::Instant::now()),
             removed: false,
         };
-        if let Err(e) = inst.prepare(modules, points, opts) {
+        if let Err(e) = inst.prepare(modules, probes, opts) {
             // Nothing is spliced yet: put back the SIGTRAP action if the dispatcher went in,
             // free what was mapped and let the target go.
             inst.removed = true;
@@ -172,8 +284,9 @@ impl Instrumentation {
             }
             return Err(e);
         }
-        let todo = (0..inst.points.len()).collect();
+        let todo = (0..inst.sites.len()).collect();
         inst.splice_all(todo)?;
+        inst.installed_at = (tsc(), std::time::Instant::now());
         Ok(inst)
     }
 
@@ -181,14 +294,32 @@ impl Instrumentation {
         self.longest_pause = self.longest_pause.max(p.held);
     }
 
-    pub fn points(&self) -> &[Installed] {
-        &self.points
+    /// Every spliced address, with its probes.
+    pub fn sites(&self) -> &[Site] {
+        &self.sites
     }
 
-    /// The current count of point `i`, read from the shared data heap (no system call).
+    /// The site probe `i` is placed at.
+    pub fn site_of(&self, i: usize) -> &Site {
+        &self.sites[self.probe_site[i]]
+    }
+
+    /// The current count of `Count` probe `i`, read from the shared data heap (no system
+    /// call); 0 for other probes.
     pub fn count(&self, i: usize) -> u64 {
-        let p = &self.points[i];
-        self.heaps[p.module].as_ref().map_or(0, |h| h.data.load_u64(p.slot))
+        match self.counters[i] {
+            Some((m, off)) => self.heaps[m].as_ref().map_or(0, |h| h.data.load_u64(off)),
+            None => 0,
+        }
+    }
+
+    /// Timer `t` as it stands at TSC time `now` (threads inside counted up to `now`).
+    pub fn timer(&self, t: usize, now: u64) -> TimerSample {
+        let (m, off) = self.timers[t];
+        match self.heaps.get(m).and_then(Option::as_ref) {
+            Some(h) => timer::sample(&|o| h.data.load_u64(off + o as usize), now),
+            None => TimerSample::default(),
+        }
     }
 
     /// Step 1: heaps, code patches and (for traps) the dispatcher, all written while the
@@ -196,23 +327,116 @@ impl Instrumentation {
     fn prepare(
         &mut self,
         modules: &[AnalyzedImage],
-        points: &[Point],
+        probes: &[Probe],
         opts: Options,
     ) -> Result<(), InstrumentError> {
         let mut tr = Tracee::stop_all(self.pid)?;
-        let r = self.alloc_heaps(&mut tr, modules, points);
+        let r = self.alloc_heaps(&mut tr, modules, probes);
+        let ctx = r.and_then(|()| self.thread_context(&tr, probes, opts));
+        if let Some(m) = modules.first() {
+            self.startup = startup_ranges(&tr, m).unwrap_or_default();
+        }
         self.note(tr.resume_detach()?);
-        r?;
-        // Patches are unreachable until their splices exist, so they are written in small
-        // batches, each under its own short stop.
-        let mut slots = vec![0usize; modules.len()];
-        for chunk in points.chunks(BATCH) {
+        let (thread, only_thread) = ctx?;
+        // Sites: exact points first, each address once; exits after, moved to an earlier
+        // instruction of their block where a jump fits, or merged into a site already there.
+        let mut order: Vec<usize> = (0..probes.len()).collect();
+        order.sort_by_key(|&i| probes[i].point.at_exit);
+        let mut sites: Vec<(usize, Vec<usize>)> = Vec::new(); // (first probe, probes)
+        let mut planned: Vec<Plan> = Vec::new();
+        let mut at: std::collections::HashMap<(usize, u64), usize> = Default::default();
+        let exact: Vec<Vec<u64>> = (0..modules.len())
+            .map(|m| {
+                let bias = modules[m].bias.unwrap_or(0);
+                let mut v: Vec<u64> = probes
+                    .iter()
+                    .filter(|p| p.point.module == m && !p.point.at_exit)
+                    .map(|p| p.point.addr.0 + bias)
+                    .collect();
+                v.sort_unstable();
+                v.dedup();
+                v
+            })
+            .collect();
+        // Planning reads code in small batches, each under its own short stop.
+        for chunk in order.chunks(BATCH) {
             let tr = Tracee::stop_all(self.pid)?;
-            let r = self.write_patches(&tr, modules, chunk, opts, &mut slots);
+            let r = (|| -> Result<(), InstrumentError> {
+                for &i in chunk {
+                    let p = &probes[i].point;
+                    let bias = modules[p.module].bias.unwrap_or(0);
+                    let mut addr = p.addr.0 + bias;
+                    if !p.at_exit || at.contains_key(&(p.module, addr)) {
+                        if let Some(&s) = at.get(&(p.module, addr)) {
+                            sites[s].1.push(i);
+                            continue;
+                        }
+                    } else {
+                        // Latest instruction of the block from which a jump5 reaches to
+                        // the exit without covering another site; else the exit itself.
+                        let starts = exit_block_starts(&modules[p.module], p.func, p.addr.0);
+                        let mut chosen = None;
+                        for &s in starts.iter().rev() {
+                            let a = s + bias;
+                            if let Some(&k) = at.get(&(p.module, a)) {
+                                chosen = Some((a, Some(k)));
+                                break;
+                            }
+                            if self.plan_jump5_clear(&tr, modules, p, a, &exact, &planned)? {
+                                chosen = Some((a, None));
+                                break;
+                            }
+                        }
+                        match chosen {
+                            Some((_, Some(k))) => {
+                                sites[k].1.push(i);
+                                continue;
+                            }
+                            Some((a, None)) => addr = a,
+                            None => {}
+                        }
+                    }
+                    let plan = self.plan(&tr, modules, p, addr, &exact, &planned, opts)?;
+                    at.insert((p.module, addr), sites.len());
+                    sites.push((i, vec![i]));
+                    planned.push(plan);
+                }
+                Ok(())
+            })();
             self.note(tr.resume_detach()?);
             r?;
         }
-        if self.points.iter().any(|p| p.kind == SpliceKind::Trap) {
+        // Data: counters and timers in their module's heap.
+        let mut next_counter = vec![0usize; modules.len()];
+        for (i, p) in probes.iter().enumerate() {
+            let m = p.point.module;
+            match p.action {
+                Action::Count => {
+                    let n = self.timers.iter().filter(|t| t.0 == m).count();
+                    let off = THREAD_TABLE_LEN as usize
+                        + n * TIMER_LEN as usize
+                        + next_counter[m] * DATA_SLOT;
+                    next_counter[m] += 1;
+                    self.counters[i] = Some((m, off));
+                }
+                Action::TimerStart(_) | Action::TimerStop(_) => {}
+            }
+        }
+        // Patches are unreachable until their splices exist, so they are written in small
+        // batches, each under its own short stop.
+        let all: Vec<((usize, Vec<usize>), Plan)> = sites.into_iter().zip(planned).collect();
+        for chunk in all.chunks(BATCH) {
+            let tr = Tracee::stop_all(self.pid)?;
+            let r = (|| -> Result<(), InstrumentError> {
+                for ((first, members), plan) in chunk {
+                    self.write_site(&tr, modules, probes, *first, members, plan, thread, only_thread)?;
+                }
+                Ok(())
+            })();
+            self.note(tr.resume_detach()?);
+            r?;
+        }
+        if self.sites.iter().any(|p| p.kind == SpliceKind::Trap) {
             let mut tr = Tracee::stop_all(self.pid)?;
             let r = self.install_dispatcher(&mut tr);
             self.note(tr.resume_detach()?);
@@ -221,155 +445,308 @@ impl Instrumentation {
         Ok(())
     }
 
-    /// Code and data heaps next to every module that has points.
+    /// How generated code tells threads apart in this process, and the thread pointer of
+    /// the thread probes are restricted to. `rdfsbase` when the kernel allows it; else the
+    /// TCB's self pointer, which needs every thread to have TLS.
+    fn thread_context(
+        &mut self,
+        tr: &Tracee,
+        probes: &[Probe],
+        opts: Options,
+    ) -> Result<(ThreadPointer, Option<u64>), InstrumentError> {
+        let timers = probes.iter().any(|p| p.action != Action::Count);
+        if !timers && opts.only_thread.is_none() {
+            return Ok((ThreadPointer::FsBase, None));
+        }
+        let fsgsbase = tr.auxv(AT_HWCAP2)?.unwrap_or(0) & HWCAP2_FSGSBASE != 0;
+        if !fsgsbase {
+            for &t in tr.threads() {
+                if tr.regs(t)?.fs_base == 0 {
+                    return Err(InstrumentError::Point {
+                        label: format!("thread {t}"),
+                        addr: 0,
+                        detail: "this kernel does not allow rdfsbase and the thread has no TLS, so timers and --tid cannot tell threads apart".into(),
+                    });
+                }
+            }
+        }
+        let only = match opts.only_thread {
+            None => None,
+            Some(t) if tr.threads().contains(&t) => Some(tr.regs(t)?.fs_base),
+            Some(t) => {
+                return Err(InstrumentError::Point {
+                    label: format!("--tid {t}"),
+                    addr: 0,
+                    detail: format!("no thread {t} in process {}", self.pid),
+                })
+            }
+        };
+        let kind = if fsgsbase { ThreadPointer::FsBase } else { ThreadPointer::FsSelf };
+        Ok((kind, only))
+    }
+
+    /// Code and data heaps next to every module that has probes.
     fn alloc_heaps(
         &mut self,
         tr: &mut Tracee,
         modules: &[AnalyzedImage],
-        points: &[Point],
+        probes: &[Probe],
     ) -> Result<(), InstrumentError> {
-        let mut per_module = vec![0usize; modules.len()];
-        for p in points {
-            per_module[p.module] += 1;
+        let mut code = vec![0u64; modules.len()];
+        let mut counters = vec![0usize; modules.len()];
+        for p in probes {
+            let m = p.point.module;
+            code[m] += PATCH_SLOT;
+            match p.action {
+                Action::Count => counters[m] += 1,
+                Action::TimerStart(t) | Action::TimerStop(t) => {
+                    code[m] += TIMER_PATCH;
+                    if self.timers[t].0 == usize::MAX {
+                        self.timers[t].0 = m;
+                    } else if self.timers[t].0 != m {
+                        return Err(InstrumentError::Point {
+                            label: p.point.label.clone(),
+                            addr: p.point.addr.0,
+                            detail: "a timer's probes must all be in one module".into(),
+                        });
+                    }
+                }
+            }
         }
-        for (m, n) in per_module.iter().enumerate() {
-            if *n == 0 {
+        let mut timers_in = vec![0usize; modules.len()];
+        for t in self.timers.iter_mut() {
+            if t.0 != usize::MAX {
+                t.1 = THREAD_TABLE_LEN as usize + timers_in[t.0] * TIMER_LEN as usize;
+                timers_in[t.0] += 1;
+            }
+        }
+        for m in 0..modules.len() {
+            if code[m] == 0 {
                 continue;
             }
             let bias = modules[m].bias.unwrap_or(0);
             let near = modules[m].analysis.cfg.functions.first().map_or(bias, |f| f.entry.0 + bias);
-            let code_len = (*n as u64 * PATCH_SLOT + DISPATCHER_ROOM + trap::data_len(*n))
-                .next_multiple_of(4096);
+            let n_sites = probes.iter().filter(|p| p.point.module == m).count();
+            let code_len =
+                (code[m] + DISPATCHER_ROOM + trap::data_len(n_sites)).next_multiple_of(4096);
+            let data_len = THREAD_TABLE_LEN as usize
+                + timers_in[m] * TIMER_LEN as usize
+                + counters[m] * DATA_SLOT;
             let code = tr.alloc_near(near, code_len, PROT_RWX)?;
-            let data = tr.share_near(code, ((*n * DATA_SLOT) as u64).next_multiple_of(4096))?;
+            let data = tr.share_near(code, (data_len as u64).next_multiple_of(4096))?;
             self.heaps[m] = Some(Heaps { code, code_len, used: 0, data });
         }
         Ok(())
     }
 
-    /// Plan each point's splice and write its code patch.
-    fn write_patches(
+    /// Whether a jump5 at `addr` (an instruction start in `p`'s function) is allowed and
+    /// covers no address of another site or exact point.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_jump5_clear(
+        &self,
+        tr: &Tracee,
+        modules: &[AnalyzedImage],
+        p: &Point,
+        addr: u64,
+        exact: &[Vec<u64>],
+        planned: &[Plan],
+    ) -> Result<bool, InstrumentError> {
+        let bias = modules[p.module].bias.unwrap_or(0);
+        let bytes = code_bytes(tr, addr)?;
+        let mut starts = Vec::new();
+        let view = function_view(&modules[p.module].analysis.cfg, p.func, bias, &exact[p.module], &mut starts);
+        let Ok(d) = plan_jump5(&bytes, addr, addr, &view) else { return Ok(false) };
+        Ok(!overlaps(addr, d.len, planned, &self.springboards))
+    }
+
+    /// Plan the strongest splice kind the site at `addr` can take: jump5, else jump2 to a
+    /// springboard within reach, else trap; each refusal is kept as the reason.
+    #[allow(clippy::too_many_arguments)]
+    fn plan(
         &mut self,
         tr: &Tracee,
         modules: &[AnalyzedImage],
-        points: &[Point],
+        p: &Point,
+        addr: u64,
+        exact: &[Vec<u64>],
+        planned: &[Plan],
         opts: Options,
-        slots: &mut [usize],
-    ) -> Result<(), InstrumentError> {
+    ) -> Result<Plan, InstrumentError> {
+        let a = &modules[p.module].analysis;
+        let bias = modules[p.module].bias.unwrap_or(0);
+        let live = code_bytes(tr, addr)?;
         let mut starts = Vec::new();
-        for p in points {
-            let a = &modules[p.module].analysis;
-            let bias = modules[p.module].bias.unwrap_or(0);
-            let addr = p.addr.0 + bias;
-            let mut live = [0u8; 32];
-            tr.read(addr, &mut live)?;
-            let view = function_view(&a.cfg, p.func, bias, &mut starts);
-            let refuse =
-                |detail: String| InstrumentError::Point { label: p.label.clone(), addr, detail };
-            // The strongest kind the point can take: jump5, else jump2 to a springboard in
-            // padding within reach, else trap; each refusal is kept as the reason.
-            let jump2 = |why: String, sb: &mut dyn FnMut() -> Option<u64>| {
-                plan_jump2(&live, addr, addr, &view)
-                    .map_err(|r| format!("{why}; jump2: {r}"))
-                    .and_then(|d| {
-                        sb().map(|s| (d, s)).ok_or(format!("{why}; jump2: no padding within reach"))
-                    })
-            };
-            let pads = &modules[p.module].analysis.cfg.padding;
-            let used = &mut self.springboards;
-            let mut find_sb = || springboard_near(pads, bias, addr, used);
-            let (kind, reason, displaced, sb): (
-                SpliceKind,
-                Option<String>,
-                Displaced,
-                Option<u64>,
-            ) = match opts.force_kind {
-                Some(SpliceKind::Trap) => (
-                    SpliceKind::Trap,
-                    Some("forced".into()),
-                    plan_trap(&live, addr, addr).map_err(|r| refuse(r.to_string()))?,
-                    None,
-                ),
-                Some(SpliceKind::Jump5) => (
-                    SpliceKind::Jump5,
-                    None,
-                    plan_jump5(&live, addr, addr, &view).map_err(|r| refuse(r.to_string()))?,
-                    None,
-                ),
-                Some(SpliceKind::Jump2) => {
-                    let (d, s) = jump2("forced".into(), &mut find_sb).map_err(refuse)?;
-                    (SpliceKind::Jump2, Some("forced".into()), d, Some(s))
-                }
-                None => match plan_jump5(&live, addr, addr, &view) {
-                    Ok(d) => (SpliceKind::Jump5, None, d, None),
-                    Err(r) => match jump2(r.to_string(), &mut find_sb) {
-                        Ok((d, s)) => (SpliceKind::Jump2, Some(r.to_string()), d, Some(s)),
-                        Err(why) => (
-                            SpliceKind::Trap,
-                            Some(why.clone()),
-                            plan_trap(&live, addr, addr)
-                                .map_err(|t| refuse(format!("{why}; and no trap: {t}")))?,
-                            None,
-                        ),
-                    },
-                },
-            };
-            let h =
-                self.heaps[p.module].as_mut().expect("heap mapped for every module with points");
-            let slot = slots[p.module] * DATA_SLOT;
-            slots[p.module] += 1;
-            let patch_at = h.code + h.used;
-            let snippet = lower(
-                &[Primitive::Count { slot: h.data.remote() + slot as u64 }],
-                live_at(&a.cfg, p.func, p.addr.0),
-                Env::User,
-            );
-            let code =
-                build_patch(patch_at, &snippet, &displaced).map_err(|e| refuse(e.to_string()))?;
-            if code.len() as u64 > PATCH_SLOT {
-                return Err(refuse(format!("code patch of {} bytes", code.len())));
+        let view = function_view(&a.cfg, p.func, bias, &exact[p.module], &mut starts);
+        let refuse =
+            |detail: String| InstrumentError::Point { label: p.label.clone(), addr, detail };
+        let taken = self.springboards.clone();
+        let clear = |d: Displaced, kind: &str| {
+            if overlaps(addr, d.len, planned, &taken) {
+                Err(format!("{kind}: would overlap another probe's splice"))
+            } else {
+                Ok(d)
             }
-            tr.write(patch_at, &code)?;
-            h.used += PATCH_SLOT;
-            let mut springboard = None;
-            let splice = match (kind, sb) {
-                (SpliceKind::Jump5, _) => jump5_bytes(addr, patch_at, displaced.len)
-                    .ok_or_else(|| refuse("patch out of reach".into()))?,
-                (SpliceKind::Jump2, Some(sb)) => {
-                    // The springboard goes into padding no path executes, before anything
-                    // can reach it.
-                    let jmp = jump5_bytes(sb, patch_at, SPRINGBOARD_LEN as usize)
-                        .ok_or_else(|| refuse("patch out of reach of the springboard".into()))?;
-                    let mut pad = vec![0u8; jmp.len()];
-                    tr.read(sb, &mut pad)?;
-                    write_verified(tr, sb, &pad, &jmp)?;
-                    springboard = Some((sb, pad, jmp));
-                    jump2_bytes(addr, sb, displaced.len)
-                        .ok_or_else(|| refuse("springboard out of reach".into()))?
+        };
+        let j5 = || plan_jump5(&live, addr, addr, &view).map_err(|r| r.to_string()).and_then(|d| clear(d, "jump5"));
+        let pads = &a.cfg.padding;
+        let startup = if p.module == 0 { self.startup.clone() } else { Vec::new() };
+        let used = &mut self.springboards;
+        let mut jump2 = |why: String| -> Result<(Displaced, (u64, &'static str)), String> {
+            let d = plan_jump2(&live, addr, addr, &view)
+                .map_err(|r| format!("{why}; jump2: {r}"))
+                .and_then(|d| clear(d, "jump2").map_err(|e| format!("{why}; {e}")))?;
+            let sb = springboard_near(pads, bias, addr, used, planned)
+                .map(|s| (s, "padding"))
+                .or_else(|| springboard_in(startup.iter().copied(), addr, used, planned).map(|s| (s, "startup code")))
+                .ok_or(format!("{why}; jump2: no padding or start-up code within reach"))?;
+            Ok((d, sb))
+        };
+        let trap = |why: Option<String>| -> Result<Plan, InstrumentError> {
+            let d = plan_trap(&live, addr, addr).map_err(|t| match &why {
+                Some(w) => refuse(format!("{w}; and no trap: {t}")),
+                None => refuse(t.to_string()),
+            })?;
+            Ok(Plan { kind: SpliceKind::Trap, reason: why, displaced: d, springboard: None })
+        };
+        match opts.force_kind {
+            Some(SpliceKind::Trap) => trap(Some("forced".into())),
+            Some(SpliceKind::Jump5) => Ok(Plan {
+                kind: SpliceKind::Jump5,
+                reason: None,
+                displaced: j5().map_err(refuse)?,
+                springboard: None,
+            }),
+            Some(SpliceKind::Jump2) => {
+                let (d, s) = jump2("forced".into()).map_err(refuse)?;
+                Ok(Plan {
+                    kind: SpliceKind::Jump2,
+                    reason: Some("forced".into()),
+                    displaced: d,
+                    springboard: Some(s),
+                })
+            }
+            None => match j5() {
+                Ok(d) => {
+                    Ok(Plan { kind: SpliceKind::Jump5, reason: None, displaced: d, springboard: None })
                 }
-                _ => vec![INT3],
-            };
-            self.points.push(Installed {
-                spec: p.spec.clone(),
-                label: p.label.clone(),
-                addr,
-                kind,
-                reason,
-                original: live[..splice.len()].to_vec(),
-                splice,
-                module: p.module,
-                slot,
-                live: false,
-                springboard,
-            });
+                Err(r) => match jump2(r.clone()) {
+                    Ok((d, s)) => Ok(Plan {
+                        kind: SpliceKind::Jump2,
+                        reason: Some(r),
+                        displaced: d,
+                        springboard: Some(s),
+                    }),
+                    Err(why) => trap(Some(why)),
+                },
+            },
         }
+    }
+
+    /// Write one site's code patch (and springboard) and record the site.
+    #[allow(clippy::too_many_arguments)]
+    fn write_site(
+        &mut self,
+        tr: &Tracee,
+        modules: &[AnalyzedImage],
+        probes: &[Probe],
+        first: usize,
+        members: &[usize],
+        plan: &Plan,
+        thread: ThreadPointer,
+        only_thread: Option<u64>,
+    ) -> Result<(), InstrumentError> {
+        let p = &probes[first].point;
+        let m = p.module;
+        let bias = modules[m].bias.unwrap_or(0);
+        let addr = plan.displaced.point;
+        let refuse =
+            |detail: String| InstrumentError::Point { label: p.label.clone(), addr, detail };
+        let h = self.heaps[m].as_mut().expect("heap mapped for every module with probes");
+        let data = h.data.remote();
+        let prims: Vec<Primitive> = members
+            .iter()
+            .map(|&i| match probes[i].action {
+                Action::Count => {
+                    let (_, off) = self.counters[i].expect("counter laid out for every Count");
+                    Primitive::Count { slot: data + off as u64 }
+                }
+                Action::TimerStart(t) => {
+                    Primitive::TimerStart { timer: data + self.timers[t].1 as u64 }
+                }
+                Action::TimerStop(t) => Primitive::TimerStop { timer: data + self.timers[t].1 as u64 },
+            })
+            .collect();
+        let ctx = Context {
+            live: live_at(&modules[m], p.func, addr - bias),
+            env: Env::User,
+            thread,
+            threads: data,
+            only_thread,
+        };
+        let snippet = lower(&prims, &ctx).map_err(|e| refuse(e.to_string()))?;
+        let patch_at = h.code + h.used;
+        let code =
+            build_patch(patch_at, &snippet, &plan.displaced).map_err(|e| refuse(e.to_string()))?;
+        let room = members
+            .iter()
+            .map(|&i| if probes[i].action == Action::Count { PATCH_SLOT } else { PATCH_SLOT + TIMER_PATCH })
+            .sum::<u64>();
+        if code.len() as u64 > room {
+            return Err(refuse(format!("code patch of {} bytes", code.len())));
+        }
+        tr.write(patch_at, &code)?;
+        h.used += (code.len() as u64).next_multiple_of(16);
+        let d = &plan.displaced;
+        let mut springboard = None;
+        let splice = match (plan.kind, plan.springboard) {
+            (SpliceKind::Jump5, _) => jump5_bytes(addr, patch_at, d.len)
+                .ok_or_else(|| refuse("patch out of reach".into()))?,
+            (SpliceKind::Jump2, Some((sb, _))) => {
+                // The springboard goes into space no path executes any more, before
+                // anything can reach it.
+                let jmp = jump5_bytes(sb, patch_at, SPRINGBOARD_LEN as usize)
+                    .ok_or_else(|| refuse("patch out of reach of the springboard".into()))?;
+                let mut pad = vec![0u8; jmp.len()];
+                tr.read(sb, &mut pad)?;
+                write_verified(tr, sb, &pad, &jmp)?;
+                springboard = Some((sb, pad, jmp));
+                jump2_bytes(addr, sb, d.len)
+                    .ok_or_else(|| refuse("springboard out of reach".into()))?
+            }
+            _ => vec![INT3],
+        };
+        let mut original = vec![0u8; splice.len()];
+        tr.read(addr, &mut original)?;
+        let fun = &modules[m].analysis.cfg.function(p.func);
+        for &i in members {
+            self.probe_site[i] = self.sites.len();
+        }
+        self.sites.push(Site {
+            spec: p.spec.clone(),
+            label: if p.at_exit {
+                format!("{}+{:#x}", fun.name, addr - bias - fun.entry.0)
+            } else {
+                p.label.clone()
+            },
+            addr,
+            kind: plan.kind,
+            reason: plan.reason.clone(),
+            probes: members.to_vec(),
+            springboard_in: plan.springboard,
+            original,
+            splice,
+            module: m,
+            patch: patch_at,
+            live: false,
+            springboard,
+        });
         Ok(())
     }
 
     /// The SIGTRAP dispatcher and its table, then the handler, chaining to the old one.
     fn install_dispatcher(&mut self, tr: &mut Tracee) -> Result<(), InstrumentError> {
         let m =
-            self.points.iter().find(|p| p.kind == SpliceKind::Trap).map(|p| p.module).unwrap_or(0);
+            self.sites.iter().find(|p| p.kind == SpliceKind::Trap).map(|p| p.module).unwrap_or(0);
         let h = self.heaps[m].as_mut().expect("heap of a module with traps");
         let code_at = h.code + h.used;
         let data_at = code_at + DISPATCHER_ROOM - 64;
@@ -377,18 +754,13 @@ impl Instrumentation {
         let (code, restorer) = trap::dispatcher(code_at, table_at)
             .map_err(|e| InstrumentError::Mismatch { addr: code_at, detail: e.to_string() })?;
         tr.write(code_at, &code)?;
-        // Table: sorted (point, patch) pairs of every trap point. Patches were laid out in
-        // point order within each module's heap.
-        let mut entries: Vec<(u64, u64)> = Vec::new();
-        let mut index_in_module = vec![0u64; self.heaps.len()];
-        for p in &self.points {
-            let base = self.heaps[p.module].as_ref().map_or(0, |h| h.code);
-            let patch = base + index_in_module[p.module] * PATCH_SLOT;
-            index_in_module[p.module] += 1;
-            if p.kind == SpliceKind::Trap {
-                entries.push((p.addr, patch));
-            }
-        }
+        // Table: sorted (point, patch) pairs of every trap site.
+        let mut entries: Vec<(u64, u64)> = self
+            .sites
+            .iter()
+            .filter(|s| s.kind == SpliceKind::Trap)
+            .map(|s| (s.addr, s.patch))
+            .collect();
         entries.sort_unstable();
         let mut table = Vec::with_capacity(trap::data_len(entries.len()) as usize);
         table.extend_from_slice(&0u64.to_le_bytes()); // old handler, filled below
@@ -433,14 +805,14 @@ impl Instrumentation {
             let mut later = Vec::new();
             let batch: Vec<usize> = todo.drain(..todo.len().min(BATCH)).collect();
             for i in batch {
-                let p = self.points[i].clone();
+                let p = self.sites[i].clone();
                 let (lo, hi) = (p.addr + 1, p.addr + p.splice.len() as u64);
                 if busy.iter().any(|v| *v >= lo && *v < hi) {
                     later.push(i);
                     continue;
                 }
                 write_verified(&tr, p.addr, &p.original, &p.splice)?;
-                self.points[i].live = true;
+                self.sites[i].live = true;
             }
             let pause: Pause = tr.resume_detach()?;
             self.longest_pause = self.longest_pause.max(pause.held);
@@ -454,7 +826,7 @@ impl Instrumentation {
         if todo.is_empty() {
             return Ok(());
         }
-        let p = &self.points[todo[0]];
+        let p = &self.sites[todo[0]];
         Err(InstrumentError::Point {
             label: p.label.clone(),
             addr: p.addr,
@@ -469,7 +841,7 @@ impl Instrumentation {
         self.removed = true;
         let gone = |e: &TargetError| matches!(e, TargetError::NoSuchProcess { .. });
         // In batches, like the splicing: each restored point is whole and consistent.
-        let live: Vec<usize> = (0..self.points.len()).filter(|i| self.points[*i].live).collect();
+        let live: Vec<usize> = (0..self.sites.len()).filter(|i| self.sites[*i].live).collect();
         for batch in live.chunks(BATCH) {
             let tr = match Tracee::stop_all(self.pid) {
                 Ok(t) => t,
@@ -477,13 +849,13 @@ impl Instrumentation {
                 Err(e) => return Err(e.into()),
             };
             for &i in batch {
-                let p = &self.points[i];
+                let p = &self.sites[i];
                 write_verified(&tr, p.addr, &p.splice, &p.original)?;
             }
             let pause = tr.resume_detach()?;
             self.longest_pause = self.longest_pause.max(pause.held);
             for &i in batch {
-                self.points[i].live = false;
+                self.sites[i].live = false;
             }
         }
         // Threads that hit an int3 just before it went have a SIGTRAP on its way to the
@@ -529,7 +901,7 @@ impl Instrumentation {
 
     /// Put the padding back where springboards were written (their splices must be gone).
     fn restore_springboards(&mut self, tr: &Tracee) -> Result<(), InstrumentError> {
-        for p in self.points.iter_mut() {
+        for p in self.sites.iter_mut() {
             if let Some((sb, pad, jmp)) = p.springboard.take() {
                 write_verified(tr, sb, &jmp, &pad)?;
             }
@@ -564,10 +936,15 @@ impl Drop for Instrumentation {
         if !self.removed {
             let me = Instrumentation {
                 pid: self.pid,
-                points: std::mem::take(&mut self.points),
+                sites: std::mem::take(&mut self.sites),
+                counters: std::mem::take(&mut self.counters),
+                probe_site: std::mem::take(&mut self.probe_site),
+                timers: std::mem::take(&mut self.timers),
+                installed_at: self.installed_at,
                 heaps: std::mem::take(&mut self.heaps),
                 trap: self.trap.take(),
                 springboards: std::mem::take(&mut self.springboards),
+                startup: Vec::new(),
                 longest_pause: self.longest_pause,
                 removed: false,
             };
@@ -577,22 +954,76 @@ impl Drop for Instrumentation {
     }
 }
 
-/// Five bytes of padding for a springboard within `jmp rel8` reach of `point` (so that
-/// `point + 2 - 128 <= sb <= point + 2 + 127`), not yet used. `pads` are the module's padding
-/// runs in image addresses, `bias` its load bias.
-fn springboard_near(
-    pads: &[kerf_analysis::cfg::Padding],
-    bias: u64,
+/// Whether `[addr, addr+len)` meets the bytes of a planned splice or a springboard.
+fn overlaps(addr: u64, len: usize, planned: &[Plan], springboards: &[(u64, u64)]) -> bool {
+    let end = addr + len as u64;
+    planned
+        .iter()
+        .map(|q| (q.displaced.point, q.displaced.point + q.displaced.len as u64))
+        .chain(springboards.iter().copied())
+        .any(|(b, e)| addr < e && b < end)
+}
+
+/// Run-once start-up code of the main executable `m` that no thread can run again, usable
+/// for springboards: `_start` up to the end of its call into `__libc_start_main`. That call
+/// never returns (the program ends in `exit`), and the bytes from its return address on are
+/// left alone. The program is past `_start` once that return address is on the main thread's
+/// stack; until then (a command kerf has just launched) the space is not used.
+fn startup_ranges(tr: &Tracee, m: &AnalyzedImage) -> Option<Vec<(u64, u64)>> {
+    let bias = m.bias?;
+    let cfg = &m.analysis.cfg;
+    let f = cfg.functions.iter().find(|f| f.name == "_start")?;
+    let (base, bytes) = m.code_region(f.entry)?;
+    let mut sc = kerf_arch::x86_64::Scanner::new(bytes, base);
+    let mut a = f.entry.0;
+    let call_end = loop {
+        let i = sc.decode(ImageAddr(a))?;
+        a = i.next_ip();
+        if i.is_call_near() || i.is_call_near_indirect() {
+            break a;
+        }
+        if a >= f.extent.end || i.flow_control() != iced_x86::FlowControl::Next {
+            return None;
+        }
+    };
+    let ret = call_end + bias;
+    // The main thread's stack, from its rsp to the top of the [stack] mapping.
+    let maps = kerf_target::process::Process::open(tr.pid()).ok()?.maps().ok()?;
+    let top = maps.lines().find(|l| l.ends_with("[stack]")).and_then(|l| {
+        let range = l.split_whitespace().next()?;
+        u64::from_str_radix(range.split_once('-')?.1, 16).ok()
+    })?;
+    let mut at = tr.regs(tr.pid()).ok()?.rsp & !7;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut found = false;
+    while at < top && !found {
+        let n = ((top - at) as usize).min(buf.len());
+        tr.read(at, &mut buf[..n]).ok()?;
+        found = buf[..n].chunks_exact(8).any(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()) == ret);
+        at += n as u64;
+    }
+    found.then(|| vec![(f.entry.0 + bias, ret)])
+}
+
+/// Five bytes of `ranges` (target addresses, `[start, end)`) for a springboard within
+/// `jmp rel8` reach of `point` (so that `point + 2 - 128 <= sb <= point + 2 + 127`), not yet
+/// used; the bytes taken are added to `used`.
+fn springboard_in(
+    ranges: impl Iterator<Item = (u64, u64)>,
     point: u64,
     used: &mut Vec<(u64, u64)>,
+    planned: &[Plan],
 ) -> Option<u64> {
     let (lo, hi) = ((point + 2).saturating_sub(128), point + 2 + 127);
-    for pad in pads {
-        let (start, end) = (pad.start.0 + bias, pad.start.0 + bias + pad.len as u64);
+    for (start, end) in ranges {
         let mut sb = start.max(lo);
         while sb + SPRINGBOARD_LEN <= end && sb <= hi {
-            match used.iter().find(|(a, b)| sb < *b && *a < sb + SPRINGBOARD_LEN) {
-                Some((_, b)) => sb = *b,
+            // Padding may also be covered by a jump splice after a return.
+            let taken = planned
+                .iter()
+                .map(|q| (q.displaced.point, q.displaced.point + q.displaced.len as u64));
+            match used.iter().copied().chain(taken).find(|(a, b)| sb < *b && *a < sb + SPRINGBOARD_LEN) {
+                Some((_, b)) => sb = b,
                 None => {
                     used.push((sb, sb + SPRINGBOARD_LEN));
                     return Some(sb);
@@ -601,6 +1032,19 @@ fn springboard_near(
         }
     }
     None
+}
+
+/// Five bytes of padding for a springboard within `jmp rel8` reach of `point`, not yet used.
+/// `pads` are the module's padding runs in image addresses, `bias` its load bias.
+fn springboard_near(
+    pads: &[kerf_analysis::cfg::Padding],
+    bias: u64,
+    point: u64,
+    used: &mut Vec<(u64, u64)>,
+    planned: &[Plan],
+) -> Option<u64> {
+    let ranges = pads.iter().map(|p| (p.start.0 + bias, p.start.0 + bias + p.len as u64));
+    springboard_in(ranges, point, used, planned)
 }
 
 /// Write `new` at `addr` after checking the bytes there are `old`, then read it back.

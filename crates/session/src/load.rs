@@ -5,6 +5,7 @@ use crate::cache;
 use kerf_analysis::image::maps::{modules, parse_maps};
 use kerf_analysis::image::{Image, ImageError, Segment};
 use kerf_analysis::{analyze, Analysis, Progress};
+use kerf_arch::ImageAddr;
 use kerf_target::process::Process;
 use kerf_target::TargetError;
 use std::path::{Path, PathBuf};
@@ -81,6 +82,33 @@ pub struct AnalyzedImage {
     pub cache_warning: Option<String>,
     /// The image's loadable segments (to compute a load bias).
     pub segments: Vec<Segment>,
+    /// The file's bytes, mapped.
+    pub bytes: std::sync::Arc<memmap2::Mmap>,
+}
+
+impl AnalyzedImage {
+    /// The bytes of the executable segment that holds image address `addr`: its start and
+    /// its initialised bytes (what the loader mapped from the file).
+    pub fn code_region(&self, addr: ImageAddr) -> Option<(ImageAddr, &[u8])> {
+        let s = self.segments.iter().find(|s| {
+            s.executable && addr >= s.vaddr && addr.0 < s.vaddr.0.saturating_add(s.filesz)
+        })?;
+        let start = usize::try_from(s.file_offset).ok()?;
+        let len = usize::try_from(s.filesz).ok()?;
+        Some((s.vaddr, self.bytes.get(start..start.checked_add(len)?)?))
+    }
+}
+
+impl kerf_analysis::memory::CodeMemory for AnalyzedImage {
+    fn code_region(&self, addr: ImageAddr) -> Option<(ImageAddr, &[u8])> {
+        AnalyzedImage::code_region(self, addr)
+    }
+
+    fn read(&self, addr: ImageAddr, len: usize) -> Option<&[u8]> {
+        let (base, bytes) = AnalyzedImage::code_region(self, addr)?;
+        let off = usize::try_from(addr.0 - base.0).ok()?;
+        bytes.get(off..off.checked_add(len)?)
+    }
 }
 
 /// The bytes of a file, mapped rather than read: a 100 MB library then costs page-cache
@@ -105,6 +133,8 @@ pub fn analyze_file(
 ) -> Result<AnalyzedImage, LoadError> {
     let t0 = Instant::now();
     let data = map_file(path).map_err(|err| LoadError::Read { path: path.into(), err })?;
+    let bytes = std::sync::Arc::new(data);
+    let data: &[u8] = &bytes;
     let name = path.display().to_string();
     let mut image = Image::from_elf(&name, &data)?;
     if let Some(s) = &opts.symbols {
@@ -126,6 +156,7 @@ pub fn analyze_file(
                 text_bytes,
                 cache_warning: None,
                 segments: image.segments.clone(),
+                bytes: bytes.clone(),
             });
         }
     }
@@ -148,6 +179,7 @@ pub fn analyze_file(
         text_bytes,
         cache_warning,
         segments: image.segments.clone(),
+        bytes: bytes.clone(),
     })
 }
 

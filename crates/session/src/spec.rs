@@ -145,6 +145,10 @@ pub struct Point {
     pub module: usize,
     pub func: FuncId,
     pub addr: ImageAddr,
+    /// The last instruction of a return or tail-call block (`FUNC@exits`): its probe may be
+    /// placed at an earlier instruction of the same block, where a jump fits, since the block
+    /// runs straight through to the exit.
+    pub at_exit: bool,
 }
 
 /// The file name of a module path.
@@ -192,6 +196,7 @@ pub fn resolve(
                     module: m,
                     func: f,
                     addr: ImageAddr(*a),
+                    at_exit: false,
                 });
             }
             SpecWhat::Symbol { pattern, offset, blocks, exits } => {
@@ -227,6 +232,7 @@ pub fn resolve(
                                     module: m,
                                     func: f,
                                     addr: a,
+                                    at_exit: true,
                                 });
                             }
                         } else if *blocks {
@@ -237,6 +243,7 @@ pub fn resolve(
                                     module: m,
                                     func: f,
                                     addr: b.start,
+                                    at_exit: false,
                                 });
                             }
                         } else {
@@ -254,6 +261,7 @@ pub fn resolve(
                                 module: m,
                                 func: f,
                                 addr: a,
+                                at_exit: false,
                             });
                         }
                     }

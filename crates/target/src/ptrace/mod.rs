@@ -299,6 +299,16 @@ impl Tracee {
         &self.tids
     }
 
+    /// The value of `key` in the process's auxiliary vector (`AT_HWCAP2` = 26, ...).
+    pub fn auxv(&self, key: u64) -> Result<Option<u64>, TargetError> {
+        let path = std::path::PathBuf::from(format!("/proc/{}/auxv", self.pid));
+        let bytes = self
+            .sys
+            .read_bytes(&path)
+            .map_err(|e| TargetError::from_io(self.pid, "read auxv".into(), path, e))?;
+        Ok(spawn::auxv_entries(&bytes).into_iter().find(|&(k, _)| k == key).map(|(_, v)| v))
+    }
+
     /// When the last thread of this batch was seen stopped.
     pub fn stopped_at(&self) -> Instant {
         self.all_stopped

@@ -123,7 +123,7 @@ pub fn wait_until_loaded_with(
 }
 
 /// The (key, value) pairs of an auxiliary vector, up to `AT_NULL`.
-fn auxv_entries(bytes: &[u8]) -> Vec<(u64, u64)> {
+pub(super) fn auxv_entries(bytes: &[u8]) -> Vec<(u64, u64)> {
     let word = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("8 bytes"));
     bytes
         .chunks_exact(16)

@@ -1,0 +1,119 @@
+//! Per-thread cycle timers and the thread table they index, as laid out in a data heap and
+//! as the generated code updates them (KernInst §4.1's cycle timer, made correct under
+//! recursion and threads).
+//!
+//! A timer starts at a function's entry and stops at each of its exits. Only the outermost
+//! entry of a thread starts it and only the matching exit stops it, so recursion is timed
+//! once; each thread keeps its own depth and start time, so threads overlapping in the
+//! function each add their own interval. The sum of those intervals is the area under the
+//! "threads inside" curve: divided by elapsed time it is KernInst's concurrency metric,
+//! without the multi-word atomic update an average-over-time accumulator would need.
+//!
+//! Thread table (one per data heap, shared by its timers):
+//! ```text
+//! +0  keys  [u64; THREAD_SLOTS]   thread pointer + 1 (0 = free), claimed with lock cmpxchg
+//! ```
+//! Timer block (`TIMER_LEN` bytes):
+//! ```text
+//! +0   calls      u64   entries, recursive ones included (lock inc)
+//! +8   cycles     u64   sum of completed outermost intervals, in TSC cycles (lock add)
+//! +16  lost       u64   entries and exits of threads that found no free slot
+//! +24  unmatched  u64   exits with depth 0 (the thread entered before the splice)
+//! +32  outer      u64   outermost entries (calls that started an interval)
+//! +64  states     [(depth u64, start u64); THREAD_SLOTS], indexed like the thread table;
+//!                 only the owning thread writes its state, so no atomics are needed there
+//! ```
+//! A slot is never freed: a thread that exits leaves its key, and glibc gives a later thread
+//! the same thread pointer when it reuses the stack, which then reuses the slot. A thread that
+//! leaves a timed function by `longjmp` or an exception keeps a depth above zero.
+
+/// Threads a data heap tells apart; further threads are counted in `lost`.
+pub const THREAD_SLOTS: u64 = 256;
+/// Bytes of the thread table.
+pub const THREAD_TABLE_LEN: u64 = 8 * THREAD_SLOTS;
+
+pub const CALLS: u64 = 0;
+pub const CYCLES: u64 = 8;
+pub const LOST: u64 = 16;
+pub const UNMATCHED: u64 = 24;
+pub const OUTER: u64 = 32;
+pub const STATES: u64 = 64;
+/// Bytes of one timer block (a multiple of the 64-byte cache line).
+pub const TIMER_LEN: u64 = STATES + 16 * THREAD_SLOTS;
+
+/// Where a thread table slot for thread pointer `tp` starts probing: the same hash the
+/// generated code computes, for tests and for readers that want to find a thread's slot.
+pub fn home_slot(tp: u64) -> u64 {
+    let key = tp.wrapping_add(1);
+    ((key >> 12) ^ (key >> 23)) & (THREAD_SLOTS - 1)
+}
+
+/// The key the generated code stores for thread pointer `tp` (never 0, which marks a free
+/// slot: threads without TLS have a thread pointer of 0).
+pub fn thread_key(tp: u64) -> u64 {
+    tp.wrapping_add(1)
+}
+
+/// One timer as read from a data heap.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TimerSample {
+    pub calls: u64,
+    /// Outermost calls: the intervals `cycles` is the sum of.
+    pub outer: u64,
+    /// Completed outermost intervals plus, for every thread inside now, the time since its
+    /// outermost entry (cycles).
+    pub cycles: u64,
+    /// Threads inside the function at the moment of sampling.
+    pub inside: u64,
+    pub lost: u64,
+    pub unmatched: u64,
+}
+
+/// Read a timer block (`block`, `TIMER_LEN` bytes, little-endian u64 words as loaded from
+/// shared memory by `word(offset)`) at TSC time `now`. Reads race with the target's updates;
+/// each word is read once and whole, so the result is at worst one interval stale.
+pub fn sample(word: &dyn Fn(u64) -> u64, now: u64) -> TimerSample {
+    let mut s = TimerSample {
+        calls: word(CALLS),
+        outer: word(OUTER),
+        cycles: word(CYCLES),
+        inside: 0,
+        lost: word(LOST),
+        unmatched: word(UNMATCHED),
+    };
+    for t in 0..THREAD_SLOTS {
+        let depth = word(STATES + 16 * t);
+        if depth != 0 {
+            let start = word(STATES + 16 * t + 8);
+            s.inside += 1;
+            s.cycles += now.saturating_sub(start);
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_is_cache_line_multiple() {
+        assert_eq!(TIMER_LEN % 64, 0);
+        assert_eq!(THREAD_TABLE_LEN % 64, 0);
+        assert!(THREAD_SLOTS.is_power_of_two());
+    }
+
+    #[test]
+    fn sample_adds_threads_inside() {
+        let mut mem = vec![0u64; (TIMER_LEN / 8) as usize];
+        mem[0] = 10;
+        mem[1] = 1000;
+        mem[(STATES / 8) as usize + 2 * 3] = 2; // thread 3: depth 2, started at 500
+        mem[(STATES / 8) as usize + 2 * 3 + 1] = 500;
+        let s = sample(&|o| mem[(o / 8) as usize], 800);
+        assert_eq!(
+            s,
+            TimerSample { calls: 10, outer: 0, cycles: 1300, inside: 1, lost: 0, unmatched: 0 }
+        );
+    }
+}

@@ -1,0 +1,191 @@
+//! What `kerf count` and `kerf time` share: finding or launching the target process,
+//! analysing its modules, resolving specs, the sampling loop with its stop conditions
+//! (duration, target exit, Ctrl-C, SIGTERM), and the JSON fields every point reports.
+
+use kerf_patch::SpliceKind;
+use kerf_session::instrument::{Instrumentation, Site};
+use kerf_session::spec::{self, Point, Spec};
+use kerf_session::{analyze_process, AnalyzedImage, LoadOptions};
+use serde_json::json;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Options of every live tool.
+#[derive(clap::Args, Clone, Debug)]
+pub struct LiveArgs {
+    /// Process to instrument.
+    #[arg(short, long, conflicts_with = "command")]
+    pub pid: Option<i32>,
+    /// Run probes only in this thread of the process.
+    #[arg(long)]
+    pub tid: Option<i32>,
+    /// Seconds between table updates.
+    #[arg(long, default_value_t = 1.0)]
+    pub interval: f64,
+    /// Stop after this many seconds (default: until the target exits or Ctrl-C).
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// End with one JSON object summarising every point.
+    #[arg(long)]
+    pub json: bool,
+    /// Use this splice kind for every point (testing): jump5, jump2 or trap.
+    #[arg(long, value_parser = ["jump5", "jump2", "trap"])]
+    pub force_kind: Option<String>,
+    /// Command to launch and instrument: `kerf count SPEC... -- CMD ARGS`.
+    #[arg(last = true)]
+    pub command: Vec<String>,
+}
+
+impl LiveArgs {
+    pub fn force_kind(&self) -> Option<SpliceKind> {
+        match self.force_kind.as_deref() {
+            Some("trap") => Some(SpliceKind::Trap),
+            Some("jump5") => Some(SpliceKind::Jump5),
+            Some("jump2") => Some(SpliceKind::Jump2),
+            _ => None,
+        }
+    }
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Ctrl-C, SIGTERM and SIGHUP end the sampling loop (and so restore the target) instead of
+/// killing kerf with its splices in place.
+pub fn catch_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe; the
+        // function pointer has the C ABI `signal` expects.
+        unsafe {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+}
+
+/// A process being instrumented, and the child kerf started, if it did.
+pub struct Target {
+    pub pid: i32,
+    pub child: Option<std::process::Child>,
+    pub started: Instant,
+    pub modules: Vec<AnalyzedImage>,
+}
+
+impl Target {
+    /// Attach to `-p PID` or launch the command, then analyse its modules.
+    pub fn open(args: &LiveArgs) -> Result<Target, String> {
+        let started = Instant::now();
+        let (pid, child) = match (args.pid, args.command.is_empty()) {
+            (Some(p), _) => (p, None),
+            (None, false) => {
+                let c = kerf_target::ptrace::spawn(&args.command).map_err(|e| e.to_string())?;
+                let pid = c.id() as i32;
+                kerf_target::ptrace::wait_until_loaded(pid, Duration::from_secs(10))
+                    .map_err(|e| e.to_string())?;
+                (pid, Some(c))
+            }
+            (None, true) => return Err("give -p PID or a command after --".into()),
+        };
+        Self::attach(pid, child, started)
+    }
+
+    pub fn attach(
+        pid: i32,
+        child: Option<std::process::Child>,
+        started: Instant,
+    ) -> Result<Target, String> {
+        let (modules, _skipped) =
+            analyze_process(pid, &LoadOptions::default(), &kerf_analysis::Quiet)
+                .map_err(|e| e.to_string())?;
+        Ok(Target { pid, child, started, modules })
+    }
+
+    /// Resolve spec texts against the process's modules.
+    pub fn resolve(&self, specs: &[Spec]) -> Result<Vec<Point>, String> {
+        let named: Vec<(&str, &kerf_analysis::Analysis)> =
+            self.modules.iter().map(|m| (m.analysis.image.as_str(), &m.analysis)).collect();
+        let reader = |m: usize, a: kerf_arch::ImageAddr| {
+            let (base, bytes) = self.modules[m].code_region(a)?;
+            let off = (a.0 - base.0) as usize;
+            Some((a, bytes.get(off..(off + 4096).min(bytes.len()))?.to_vec()))
+        };
+        spec::resolve(specs, &named, &reader).map_err(|e| e.to_string())
+    }
+
+    /// Why the target is gone, if it is.
+    fn gone(&mut self) -> Option<String> {
+        if let Some(c) = &mut self.child {
+            return match c.try_wait() {
+                Ok(Some(st)) => Some(format!("command exited ({st})")),
+                _ => None,
+            };
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
+        let state =
+            stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()).unwrap_or("X");
+        (stat.is_empty() || state == "Z" || state == "X")
+            .then(|| format!("process {} exited", self.pid))
+    }
+
+    /// Call `tick` every `interval` until the duration is reached, the target exits or a
+    /// signal arrives; returns why it stopped.
+    pub fn sample(&mut self, args: &LiveArgs, mut tick: impl FnMut()) -> String {
+        let deadline = args.duration.map(|d| self.started + Duration::from_secs_f64(d));
+        let interval = Duration::from_secs_f64(args.interval.max(0.05));
+        let mut next = Instant::now() + interval;
+        loop {
+            if STOP.load(Ordering::SeqCst) {
+                return "interrupted".into();
+            }
+            if let Some(w) = self.gone() {
+                return w;
+            }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return "duration reached".into();
+            }
+            if Instant::now() >= next {
+                tick();
+                next += interval;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Wait for a launched command after the instrumentation is gone.
+    pub fn finish(&mut self) {
+        if let Some(c) = &mut self.child {
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The line printed once every probe is in.
+pub fn spliced_line(inst: &Instrumentation, pid: i32, took: Duration) -> String {
+    let kinds = |k: SpliceKind| inst.sites().iter().filter(|p| p.kind == k).count();
+    let n = inst.sites().len();
+    format!(
+        "kerf: {n} points spliced in process {pid} ({} jump5, {} jump2, {} trap) in {:.1} ms ({:.1} us a point; longest pause {} us); Ctrl-C to stop",
+        kinds(SpliceKind::Jump5),
+        kinds(SpliceKind::Jump2),
+        kinds(SpliceKind::Trap),
+        took.as_secs_f64() * 1e3,
+        took.as_secs_f64() * 1e6 / n.max(1) as f64,
+        inst.longest_pause.as_micros()
+    )
+}
+
+/// The JSON fields describing where and how a site is spliced.
+pub fn site_json(s: &Site) -> serde_json::Value {
+    let mut v = json!({
+        "point": s.label, "address": format!("{:#x}", s.addr), "kind": s.kind.name(),
+    });
+    if let Some(r) = &s.reason {
+        v["reason"] = json!(r);
+    }
+    if let Some((at, space)) = s.springboard_in {
+        v["springboard"] = json!({"address": format!("{at:#x}"), "in": space});
+    }
+    v
+}

@@ -1,0 +1,201 @@
+//! `kerf time`: cycle timers spliced at the entry and every exit of functions of a live
+//! process. Prints, every interval, each function's calls, time per call and concurrency
+//! (threads inside it on average: KernInst's area under the curve), and ends with totals.
+
+use crate::live::{catch_signals, site_json, spliced_line, LiveArgs, Target};
+use kerf_session::instrument::{tsc, Action, Instrumentation, Options, Probe};
+use kerf_session::spec::{self, Spec, SpecWhat};
+use serde_json::json;
+use std::collections::HashMap;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Functions: [MODULE:]SYMBOL or a glob like 'libc:*alloc*'.
+    #[arg(required = true)]
+    functions: Vec<String>,
+    #[command(flatten)]
+    live: LiveArgs,
+}
+
+/// One timed function.
+struct Timed {
+    spec: String,
+    name: String,
+    /// Probe index of its entry.
+    entry: usize,
+    /// Probe indices of its exits.
+    exits: Vec<usize>,
+}
+
+/// Parse a function spec: a symbol or glob, with no offset, `@blocks` or `@exits`.
+fn parse_function(text: &str) -> Result<Spec, String> {
+    let s = spec::parse(text).map_err(|e| e.to_string())?;
+    match &s.what {
+        SpecWhat::Symbol { offset: 0, blocks: false, exits: false, .. } => Ok(s),
+        _ => Err(format!("{text}: kerf time takes functions ([MODULE:]SYMBOL or a glob), not points")),
+    }
+}
+
+/// TSC ticks per nanosecond, from two readings of the TSC and the monotonic clock.
+fn ticks_per_ns(from: (u64, Instant), to: (u64, Instant)) -> f64 {
+    let ns = to.1.duration_since(from.1).as_nanos().max(1) as f64;
+    (to.0.saturating_sub(from.0)) as f64 / ns
+}
+
+pub fn run(args: Args) -> Result<(), String> {
+    time(&args.live, &args.functions)
+}
+
+/// Time `functions` in the process `live` names (or launches).
+pub fn time(live: &LiveArgs, functions: &[String]) -> Result<(), String> {
+    let specs: Vec<Spec> = functions.iter().map(|s| parse_function(s)).collect::<Result<_, _>>()?;
+    let mut target = Target::open(live)?;
+    let (probes, timed) = timer_probes(&target, &specs)?;
+    catch_signals();
+    let t = Instant::now();
+    let opts = Options { force_kind: live.force_kind(), only_thread: live.tid };
+    let inst = Instrumentation::install(target.pid, &target.modules, &probes, timed.len(), opts)
+        .map_err(|e| e.to_string())?;
+    let splice_time = t.elapsed();
+    eprintln!("{}", spliced_line(&inst, target.pid, splice_time));
+    for (k, f) in timed.iter().enumerate() {
+        if f.exits.is_empty() {
+            eprintln!("kerf: {} has no exit kerf can see; its time runs until kerf stops", timed[k].name);
+        }
+    }
+    let json_out = live.json;
+    let mut last: Vec<(u64, u64, u64)> = vec![(0, 0, 0); timed.len()];
+    let mut last_at = inst.installed_at;
+    let why = target.sample(live, || {
+        let now = (tsc(), Instant::now());
+        let hz = ticks_per_ns(inst.installed_at, now);
+        if !json_out {
+            let secs = now.1.duration_since(last_at.1).as_secs_f64();
+            println!(
+                "{:>12} {:>12} {:>12} {:>8}  function",
+                "calls/s", "avg/call", "time/s", "threads"
+            );
+            for (k, f) in timed.iter().enumerate() {
+                let s = inst.timer(k, now.0);
+                let (calls, ns) = (s.calls - last[k].0, (s.cycles as f64 / hz) as u64);
+                let outer = s.outer - last[k].2;
+                let dns = ns.saturating_sub(last[k].1);
+                println!(
+                    "{:>12.0} {:>12} {:>12} {:>8.2}  {}",
+                    calls as f64 / secs,
+                    if outer > 0 { fmt_ns(dns as f64 / outer as f64) } else { "-".into() },
+                    fmt_ns(dns as f64 / secs),
+                    dns as f64 / (secs * 1e9),
+                    f.name
+                );
+                last[k] = (s.calls, ns, s.outer);
+            }
+            last_at = now;
+        }
+    });
+    let now = (tsc(), Instant::now());
+    let hz = ticks_per_ns(inst.installed_at, now);
+    let elapsed_ns = now.1.duration_since(inst.installed_at.1).as_nanos().max(1) as f64;
+    let summary: Vec<_> = timed
+        .iter()
+        .enumerate()
+        .map(|(k, f)| {
+            let s = inst.timer(k, now.0);
+            let total_ns = s.cycles as f64 / hz;
+            let mut v = site_json(inst.site_of(f.entry));
+            v["spec"] = json!(f.spec);
+            v["function"] = json!(f.name);
+            v["calls"] = json!(s.calls);
+            v["count"] = json!(s.calls);
+            v["outermost_calls"] = json!(s.outer);
+            v["total_ns"] = json!(total_ns.round() as u64);
+            // Per outermost call: a recursion's inner calls are inside its interval.
+            v["avg_ns"] = json!(if s.outer > 0 { total_ns / s.outer as f64 } else { 0.0 });
+            v["concurrency"] = json!(total_ns / elapsed_ns);
+            v["threads_inside"] = json!(s.inside);
+            v["lost"] = json!(s.lost);
+            v["unmatched_exits"] = json!(s.unmatched);
+            v["exits"] = json!(f.exits.iter().map(|&i| site_json(inst.site_of(i))).collect::<Vec<_>>());
+            v
+        })
+        .collect();
+    let pause = inst.longest_pause;
+    let removal = inst.remove();
+    target.finish();
+    if json_out {
+        println!(
+            "{}",
+            json!({"pid": target.pid, "stopped": why, "functions": summary, "points": summary,
+                   "longest_pause_us": pause.as_micros() as u64,
+                   "splice_seconds": splice_time.as_secs_f64(),
+                   "timed_seconds": elapsed_ns / 1e9, "tsc_ghz": hz,
+                   "seconds": target.started.elapsed().as_secs_f64()})
+        );
+    } else {
+        eprintln!("kerf: {why}");
+        println!("{:>12} {:>12} {:>12} {:>8}  function", "calls", "total", "avg/call", "threads");
+        for v in &summary {
+            let calls = v["calls"].as_u64().unwrap_or(0);
+            let total = v["total_ns"].as_u64().unwrap_or(0) as f64;
+            let avg = v["avg_ns"].as_f64().unwrap_or(0.0);
+            println!(
+                "{calls:>12} {:>12} {:>12} {:>8.2}  {} ({} {})",
+                fmt_ns(total),
+                if avg > 0.0 { fmt_ns(avg) } else { "-".into() },
+                v["concurrency"].as_f64().unwrap_or(0.0),
+                v["function"].as_str().unwrap_or(""),
+                v["kind"].as_str().unwrap_or(""),
+                v["address"].as_str().unwrap_or("")
+            );
+        }
+    }
+    removal.map_err(|e| format!("restoring process {}: {e}", target.pid))
+}
+
+/// A timer per function: a start probe at its entry and a stop probe at each exit.
+fn timer_probes(target: &Target, specs: &[Spec]) -> Result<(Vec<Probe>, Vec<Timed>), String> {
+    let mut probes = Vec::new();
+    let mut timed: Vec<Timed> = Vec::new();
+    let mut by_func: HashMap<(usize, u32), usize> = HashMap::new();
+    for s in specs {
+        for point in target.resolve(std::slice::from_ref(s))? {
+            let key = (point.module, point.func.0);
+            if by_func.contains_key(&key) {
+                continue;
+            }
+            by_func.insert(key, timed.len());
+            let name = target.modules[point.module].analysis.cfg.function(point.func).name.clone();
+            timed.push(Timed { spec: s.text.clone(), name, entry: probes.len(), exits: Vec::new() });
+            probes.push(Probe { point, action: Action::TimerStart(timed.len() - 1) });
+        }
+        let SpecWhat::Symbol { pattern, .. } = &s.what else { continue };
+        let exits = Spec {
+            text: s.text.clone(),
+            module: s.module.clone(),
+            what: SpecWhat::Symbol { pattern: pattern.clone(), offset: 0, blocks: false, exits: true },
+        };
+        // A function without a return or tail call (it loops forever or only ends the
+        // program) has no exits; resolving them then fails, which is not an error here.
+        for point in target.resolve(&[exits]).unwrap_or_default() {
+            if let Some(&t) = by_func.get(&(point.module, point.func.0)) {
+                timed[t].exits.push(probes.len());
+                probes.push(Probe { point, action: Action::TimerStop(t) });
+            }
+        }
+    }
+    Ok((probes, timed))
+}
+
+/// Nanoseconds, shortened with a unit.
+fn fmt_ns(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.2} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.2} us", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
