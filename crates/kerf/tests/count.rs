@@ -15,21 +15,8 @@ use std::time::Duration;
 const THREADS: u64 = 4;
 const ITERS: u64 = 20_000;
 
-/// The fixture built with `opt`, under a name of the calling test's own (`tag`): tests run in
-/// parallel, and rewriting a binary another test is running fails with ETXTBSY.
 fn build(opt: &str, tag: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("count");
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/counted.c");
-    let out = dir.join(format!("counted{opt}-{tag}"));
-    let st = Command::new("gcc")
-        .args([opt, "-pthread", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("gcc is needed (Debian package gcc)");
-    assert!(st.success(), "gcc failed");
-    out
+    common::build_fixture("counted", opt, tag)
 }
 
 /// Start the fixture waiting for "go"; returns the child, its pid and its stdout reader.
@@ -63,15 +50,7 @@ fn kerf_count(pid: i32, args: &[&str]) -> Child {
     common::spawn_count(&all, "count-cache").0
 }
 
-/// Kills the fixture when a test fails half-way, so no spinning process outlives it.
-struct Reaper(i32);
-
-impl Drop for Reaper {
-    fn drop(&mut self) {
-        let _ =
-            Command::new("kill").args(["-9", &self.0.to_string()]).stderr(Stdio::null()).status();
-    }
-}
+use common::Reaper;
 
 fn counts(v: &Value) -> std::collections::HashMap<String, (u64, String)> {
     v["points"]

@@ -2,22 +2,18 @@
 //! points all the while: it never crashes, and after every detach its code bytes equal those
 //! at the start.
 
+mod common;
+
 use kerf_session::instrument::{Action, Instrumentation, Options, Probe};
 use kerf_session::spec;
 use kerf_session::{analyze_process, LoadOptions};
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 #[test]
 fn thousand_attach_splice_detach_cycles() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("splice_loop");
-    std::fs::create_dir_all(&dir).unwrap();
-    let bin = dir.join("counted");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/counted.c");
-    let st = Command::new("gcc").args(["-O2", "-pthread", "-o"]).arg(&bin).arg(&src).status();
-    assert!(st.expect("gcc (Debian package gcc)").success());
+    let bin = common::build_fixture("counted", "-O2", "loop");
     // 8 threads, practically endless counted loops, started at once.
     let mut child = Command::new(&bin)
         .args(["8", "4000000000", "auto"])

@@ -1,15 +1,35 @@
-//! Helpers shared by the integration tests that drive `kerf count`.
+//! Helpers shared by the integration tests that drive live tools: building a fixture program
+//! and starting `kerf count` / `kerf time` until its probes are in.
+
+#![allow(dead_code)] // each test binary uses its own subset
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-/// Start `kerf count ARGS` (stdout and stderr piped, analysis cache in the test's temporary
+/// Build `tests/fixtures/NAME.c` with gcc and `opt` under a name of the calling test's own
+/// (`tag`): tests run in parallel, and rewriting a binary another test runs fails (ETXTBSY).
+pub fn build_fixture(name: &str, opt: &str, tag: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fixtures");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/fixtures/{name}.c"));
+    let out = dir.join(format!("{name}{opt}-{tag}"));
+    let st = Command::new("gcc")
+        .args([opt, "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("gcc is needed (Debian package gcc)");
+    assert!(st.success(), "gcc failed on {name}.c");
+    out
+}
+
+/// Start `kerf TOOL ARGS` (stdout and stderr piped, analysis cache in the test's temporary
 /// directory `cache`) and wait until it reports its points spliced. Returns the process, with
 /// its stderr already taken, and that report line.
-pub fn spawn_count<S: AsRef<std::ffi::OsStr>>(args: &[S], cache: &str) -> (Child, String) {
+pub fn spawn_kerf<S: AsRef<std::ffi::OsStr>>(tool: &str, args: &[S], cache: &str) -> (Child, String) {
     let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .arg("count")
+        .arg(tool)
         .args(args)
         .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(cache))
         .stdout(Stdio::piped())
@@ -19,8 +39,23 @@ pub fn spawn_count<S: AsRef<std::ffi::OsStr>>(args: &[S], cache: &str) -> (Child
     let mut err = BufReader::new(k.stderr.take().expect("piped stderr"));
     let mut line = String::new();
     err.read_line(&mut line).expect("kerf's first line");
-    assert!(line.contains("points spliced"), "kerf count did not splice: {line}");
+    assert!(line.contains("points spliced"), "kerf {tool} did not splice: {line}");
     // Keep draining stderr so kerf never blocks on a full pipe.
     std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
     (k, line)
+}
+
+/// [`spawn_kerf`] for `kerf count`.
+pub fn spawn_count<S: AsRef<std::ffi::OsStr>>(args: &[S], cache: &str) -> (Child, String) {
+    spawn_kerf("count", args, cache)
+}
+
+/// Kills a fixture when a test fails half-way, so no spinning process outlives it.
+pub struct Reaper(pub i32);
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        let _ =
+            Command::new("kill").args(["-9", &self.0.to_string()]).stderr(Stdio::null()).status();
+    }
 }

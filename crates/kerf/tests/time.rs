@@ -1,0 +1,194 @@
+//! `kerf time` on a live multi-threaded fixture (tests/fixtures/timed.c): its threads spin
+//! through a probed function while kerf splices, then call the timed functions an exact
+//! number of times and measure each call themselves. Calls must be exact (recursive calls
+//! and outermost calls both), the time kerf's timers add up must match the program's own
+//! measurement, the output must equal an uninstrumented run, and `--tid` must restrict
+//! probes to one thread.
+
+mod common;
+
+use common::Reaper;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const THREADS: u64 = 4;
+const ITERS: u64 = 60;
+/// nest(3) makes four calls of nest: depths 3, 2, 1 and 0.
+const NEST_LEVELS: u64 = 4;
+
+struct Fixture {
+    child: Child,
+    pid: i32,
+    tids: Vec<i32>,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+fn start(bin: &Path, auto: bool) -> Fixture {
+    let mut child = Command::new(bin)
+        .args([THREADS.to_string(), ITERS.to_string()])
+        .args(if auto { vec!["auto"] } else { vec![] })
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut pid = 0;
+    let mut tids = Vec::new();
+    loop {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let line = line.trim();
+        if let Some(p) = line.strip_prefix("pid ") {
+            pid = p.parse().unwrap();
+        } else if let Some(t) = line.strip_prefix("tid ") {
+            tids.push(t.parse().unwrap());
+        } else if line == "ready" {
+            break;
+        } else {
+            panic!("unexpected line from the fixture: {line}");
+        }
+    }
+    Fixture { child, pid, tids, out }
+}
+
+/// The rest of the fixture's output: its self-measured totals and the checksum line.
+fn finish(mut f: Fixture) -> (HashMap<String, u64>, String) {
+    let mut s = String::new();
+    f.out.read_to_string(&mut s).unwrap();
+    assert!(f.child.wait().unwrap().success());
+    let vals = s
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+        .collect();
+    let checksum = s.lines().find(|l| l.starts_with("checksum")).unwrap().to_string();
+    (vals, checksum)
+}
+
+/// Run the fixture under `kerf TOOL -p PID --json ARGS`, release it once kerf is in, and
+/// return kerf's JSON summary, the program's measurements and its checksum line.
+fn run(
+    tool: &str,
+    args: &[&str],
+    tid: Option<usize>,
+    tag: &str,
+) -> (Value, HashMap<String, u64>, String, PathBuf) {
+    let bin = common::build_fixture("timed", "-O2", tag);
+    let f = start(&bin, false);
+    let _reaper = Reaper(f.pid);
+    let mut all = vec!["-p".to_string(), f.pid.to_string(), "--json".to_string()];
+    if let Some(k) = tid {
+        all.extend(["--tid".to_string(), f.tids[k].to_string()]);
+    }
+    all.extend(args.iter().map(|a| a.to_string()));
+    let (k, _) = common::spawn_kerf(tool, &all, "time-cache");
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(Command::new("kill").args(["-USR1", &f.pid.to_string()]).status().unwrap().success());
+    let (vals, checksum) = finish(f);
+    let ko = k.wait_with_output().unwrap();
+    assert!(ko.status.success(), "kerf failed: {}", String::from_utf8_lossy(&ko.stderr));
+    let v: Value = serde_json::from_slice(&ko.stdout).expect("kerf --json output");
+    (v, vals, checksum, bin)
+}
+
+/// The checksum of an uninstrumented run.
+fn reference(bin: &Path) -> String {
+    finish(start(bin, true)).1
+}
+
+fn by_function(v: &Value) -> HashMap<String, Value> {
+    v["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["function"].as_str().unwrap().to_string(), f.clone()))
+        .collect()
+}
+
+fn timers_match_the_program(force: &[&str], tag: &str) {
+    let mut args = vec!["wait_ms", "nest"];
+    args.extend_from_slice(force);
+    let (v, own, checksum, bin) = run("time", &args, None, tag);
+    assert_eq!(checksum, reference(&bin), "instrumented output differs");
+    eprintln!("{v}");
+    let f = by_function(&v);
+    let (w, n) = (&f["wait_ms"], &f["nest"]);
+    assert_eq!(w["calls"].as_u64(), Some(THREADS * ITERS), "{v}");
+    assert_eq!(w["outermost_calls"].as_u64(), Some(THREADS * ITERS), "{v}");
+    assert_eq!(n["calls"].as_u64(), Some(THREADS * ITERS * NEST_LEVELS), "{v}");
+    assert_eq!(n["outermost_calls"].as_u64(), Some(THREADS * ITERS), "{v}");
+    for x in [w, n] {
+        assert_eq!(x["unmatched_exits"].as_u64(), Some(0), "{v}");
+        assert_eq!(x["lost"].as_u64(), Some(0), "{v}");
+        assert_eq!(x["threads_inside"].as_u64(), Some(0), "{v}");
+        assert!(!x["exits"].as_array().unwrap().is_empty(), "{v}");
+    }
+    // The program timed the same calls from the outside (a few clock reads more); a timer
+    // counting every level of the recursion would show nest about 2.5x too long.
+    for (name, own_key) in [("wait_ms", "wait_ms_ns"), ("nest", "nest_ns")] {
+        let kerf = f[name]["total_ns"].as_u64().unwrap() as f64;
+        let program = own[own_key] as f64;
+        let r = kerf / program;
+        assert!((0.95..=1.01).contains(&r), "{name}: kerf {kerf} ns, program {program} ns: {v}");
+    }
+    // Concurrency is the same area divided by the time the timers ran.
+    let c = w["concurrency"].as_f64().unwrap();
+    let secs = v["timed_seconds"].as_f64().unwrap();
+    let area = w["total_ns"].as_u64().unwrap() as f64 / 1e9;
+    assert!((c * secs - area).abs() < 1e-6 * area.max(1.0), "{v}");
+    assert!(c > 0.0 && c <= THREADS as f64, "{v}");
+}
+
+#[test]
+fn timers_match_the_programs_own_measurement() {
+    timers_match_the_program(&[], "t");
+}
+
+#[test]
+fn timers_match_when_every_point_is_a_trap() {
+    timers_match_the_program(&["--force-kind", "trap"], "trap");
+}
+
+#[test]
+fn tid_restricts_timers_and_counters_to_one_thread() {
+    let (v, _, _, _) = run("time", &["wait_ms", "nest"], Some(1), "tid-time");
+    let f = by_function(&v);
+    assert_eq!(f["wait_ms"]["calls"].as_u64(), Some(ITERS), "{v}");
+    assert_eq!(f["nest"]["outermost_calls"].as_u64(), Some(ITERS), "{v}");
+    let (v, _, _, _) = run("count", &["wait_ms", "nest"], Some(2), "tid-count");
+    for p in v["points"].as_array().unwrap() {
+        let want = if p["point"] == "nest" { ITERS * NEST_LEVELS } else { ITERS };
+        assert_eq!(p["count"].as_u64(), Some(want), "{v}");
+    }
+}
+
+#[test]
+fn time_refuses_points_and_unknown_threads() {
+    let bin = common::build_fixture("timed", "-O2", "bad");
+    let f = start(&bin, false);
+    let _reaper = Reaper(f.pid);
+    let kerf = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kerf"))
+            .args(args)
+            .env("KERF_CACHE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("time-cache"))
+            .output()
+            .unwrap()
+    };
+    let pid = f.pid.to_string();
+    let o = kerf(&["time", "-p", &pid, "wait_ms+4"]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("takes functions"), "{e}");
+    let o = kerf(&["time", "-p", &pid, "--tid", "1", "wait_ms"]);
+    assert!(!o.status.success());
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("no thread 1"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    // The target was left alone: it still runs to the end when released.
+    assert!(Command::new("kill").args(["-USR1", &pid]).status().unwrap().success());
+    let (_, checksum) = finish(f);
+    assert_eq!(checksum, reference(&bin));
+}
