@@ -31,6 +31,7 @@ pub fn run(args: Args) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let splice_time = t.elapsed();
     eprintln!("{}", spliced_line(&inst, target.pid, splice_time));
+    target.release()?;
     let json_out = args.live.json;
     let why = target.sample(&args.live, || {
         if !json_out {
@@ -48,7 +49,7 @@ pub fn run(args: Args) -> Result<(), String> {
             v
         })
         .collect();
-    let pause = inst.longest_pause;
+    let (pause, batch_pause) = (inst.longest_pause, inst.longest_splice_pause);
     let removal = inst.remove();
     target.finish();
     if json_out {
@@ -56,6 +57,7 @@ pub fn run(args: Args) -> Result<(), String> {
             "{}",
             json!({"pid": target.pid, "stopped": why, "points": summary,
                    "longest_pause_us": pause.as_micros() as u64,
+                   "longest_splice_pause_us": batch_pause.as_micros() as u64,
                    "splice_seconds": splice_time.as_secs_f64(),
                    "seconds": target.started.elapsed().as_secs_f64()})
         );

@@ -69,37 +69,42 @@ pub fn catch_signals() {
 pub struct Target {
     pub pid: i32,
     pub child: Option<std::process::Child>,
+    /// A launched command waiting at its entry point for the probes.
+    hold: Option<kerf_target::ptrace::EntryHold>,
     pub started: Instant,
     pub modules: Vec<AnalyzedImage>,
 }
 
 impl Target {
-    /// Attach to `-p PID` or launch the command, then analyse its modules.
+    /// Attach to `-p PID`, or launch the command and hold it at its entry point (libraries
+    /// loaded, none of its own code run) until [`Target::release`]; then analyse its modules.
     pub fn open(args: &LiveArgs) -> Result<Target, String> {
         let started = Instant::now();
-        let (pid, child) = match (args.pid, args.command.is_empty()) {
-            (Some(p), _) => (p, None),
+        let mut t = match (args.pid, args.command.is_empty()) {
+            (Some(pid), _) => Target { pid, child: None, hold: None, started, modules: Vec::new() },
             (None, false) => {
-                let c = kerf_target::ptrace::spawn(&args.command).map_err(|e| e.to_string())?;
+                let (c, hold) =
+                    kerf_target::ptrace::spawn_at_entry(&args.command, Duration::from_secs(10))
+                        .map_err(|e| e.to_string())?;
                 let pid = c.id() as i32;
-                kerf_target::ptrace::wait_until_loaded(pid, Duration::from_secs(10))
-                    .map_err(|e| e.to_string())?;
-                (pid, Some(c))
+                Target { pid, child: Some(c), hold: Some(hold), started, modules: Vec::new() }
             }
             (None, true) => return Err("give -p PID or a command after --".into()),
         };
-        Self::attach(pid, child, started)
+        // On an error from here on, dropping `t` ends a command kerf launched.
+        t.modules = analyze_process(t.pid, &LoadOptions::default(), &kerf_analysis::Quiet)
+            .map_err(|e| e.to_string())?
+            .0;
+        Ok(t)
     }
 
-    pub fn attach(
-        pid: i32,
-        child: Option<std::process::Child>,
-        started: Instant,
-    ) -> Result<Target, String> {
-        let (modules, _skipped) =
-            analyze_process(pid, &LoadOptions::default(), &kerf_analysis::Quiet)
-                .map_err(|e| e.to_string())?;
-        Ok(Target { pid, child, started, modules })
+    /// Let a launched command run from its entry point (once its probes are in).
+    pub fn release(&mut self) -> Result<(), String> {
+        let Some(hold) = self.hold.take() else { return Ok(()) };
+        let tr = kerf_target::ptrace::Tracee::stop_all(self.pid).map_err(|e| e.to_string())?;
+        let r = hold.release(&tr).map_err(|e| e.to_string());
+        tr.resume_detach().map_err(|e| e.to_string())?;
+        r
     }
 
     /// Resolve spec texts against the process's modules.
@@ -161,18 +166,32 @@ impl Target {
     }
 }
 
+impl Drop for Target {
+    /// A command kerf launched but never let past its entry point (kerf failed before its
+    /// probes were in) is ended rather than left spinning.
+    fn drop(&mut self) {
+        if self.hold.is_some() {
+            if let Some(c) = &mut self.child {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
 /// The line printed once every probe is in.
 pub fn spliced_line(inst: &Instrumentation, pid: i32, took: Duration) -> String {
     let kinds = |k: SpliceKind| inst.sites().iter().filter(|p| p.kind == k).count();
     let n = inst.sites().len();
     format!(
-        "kerf: {n} points spliced in process {pid} ({} jump5, {} jump2, {} trap) in {:.1} ms ({:.1} us a point; longest pause {} us); Ctrl-C to stop",
+        "kerf: {n} points spliced in process {pid} ({} jump5, {} jump2, {} trap) in {:.1} ms ({:.1} us a point; longest pause {} us, of a splice batch {} us); Ctrl-C to stop",
         kinds(SpliceKind::Jump5),
         kinds(SpliceKind::Jump2),
         kinds(SpliceKind::Trap),
         took.as_secs_f64() * 1e3,
         took.as_secs_f64() * 1e6 / n.max(1) as f64,
-        inst.longest_pause.as_micros()
+        inst.longest_pause.as_micros(),
+        inst.longest_splice_pause.as_micros()
     )
 }
 

@@ -59,6 +59,7 @@ pub fn time(live: &LiveArgs, functions: &[String]) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let splice_time = t.elapsed();
     eprintln!("{}", spliced_line(&inst, target.pid, splice_time));
+    target.release()?;
     for (k, f) in timed.iter().enumerate() {
         if f.exits.is_empty() {
             eprintln!("kerf: {} has no exit kerf can see; its time runs until kerf stops", timed[k].name);
@@ -120,7 +121,7 @@ pub fn time(live: &LiveArgs, functions: &[String]) -> Result<(), String> {
             v
         })
         .collect();
-    let pause = inst.longest_pause;
+    let (pause, batch_pause) = (inst.longest_pause, inst.longest_splice_pause);
     let removal = inst.remove();
     target.finish();
     if json_out {
@@ -128,6 +129,7 @@ pub fn time(live: &LiveArgs, functions: &[String]) -> Result<(), String> {
             "{}",
             json!({"pid": target.pid, "stopped": why, "functions": summary, "points": summary,
                    "longest_pause_us": pause.as_micros() as u64,
+                   "longest_splice_pause_us": batch_pause.as_micros() as u64,
                    "splice_seconds": splice_time.as_secs_f64(),
                    "timed_seconds": elapsed_ns / 1e9, "tsc_ghz": hz,
                    "seconds": target.started.elapsed().as_secs_f64()})

@@ -234,7 +234,7 @@ fn bad_input_is_a_clear_error_and_leaves_the_target_alone() {
 fn launch_mode_counts_in_the_command_it_starts() {
     let bin = build("-O2", "launch");
     let mut args: Vec<std::ffi::OsString> =
-        ["--json", "branchy", "switchy", "--"].iter().map(Into::into).collect();
+        ["--json", "branchy", "switchy", "main", "--"].iter().map(Into::into).collect();
     args.push(bin.clone().into());
     args.extend([THREADS.to_string().into(), ITERS.to_string().into()]);
     let (k, line) = common::spawn_count(&args, "count-cache");
@@ -255,5 +255,7 @@ fn launch_mode_counts_in_the_command_it_starts() {
     let n = counts(&v);
     assert_eq!(n["branchy"].0, THREADS * ITERS, "{v}");
     assert_eq!(n["switchy"].0, THREADS * ITERS, "{v}");
+    // The command is held at its entry point until the probes are in: main's one call counts.
+    assert_eq!(n["main"].0, 1, "{v}");
     assert!(v["stopped"].as_str().unwrap().contains("exited"), "{v}");
 }

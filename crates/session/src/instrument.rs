@@ -153,8 +153,11 @@ pub struct Instrumentation {
     springboards: Vec<(u64, u64)>,
     /// Run-once start-up code of the main executable the program is past, `[start, end)`.
     startup: Vec<(u64, u64)>,
-    /// The longest time every thread was held stopped, over all batches.
+    /// The longest time every thread was held stopped, over every stop (mapping heaps and
+    /// installing the trap dispatcher inject system calls, which take longest).
     pub longest_pause: Duration,
+    /// The longest stop that wrote or removed a batch of splices (DESIGN.md §4: ≤ 1 ms).
+    pub longest_splice_pause: Duration,
     /// TSC when the last splice went in, and the matching monotonic time.
     pub installed_at: (u64, std::time::Instant),
     removed: bool,
@@ -269,6 +272,7 @@ impl Instrumentation {
             springboards: Vec::new(),
             startup: Vec::new(),
             longest_pause: Duration::ZERO,
+            longest_splice_pause: Duration::ZERO,
             installed_at: (tsc(), std::time::Instant::now()),
             removed: false,
         };
@@ -816,6 +820,7 @@ impl Instrumentation {
             }
             let pause: Pause = tr.resume_detach()?;
             self.longest_pause = self.longest_pause.max(pause.held);
+            self.longest_splice_pause = self.longest_splice_pause.max(pause.held);
             if !later.is_empty() {
                 // Give the threads in the way a moment to move on, then try those again.
                 tries += 1;
@@ -854,6 +859,7 @@ impl Instrumentation {
             }
             let pause = tr.resume_detach()?;
             self.longest_pause = self.longest_pause.max(pause.held);
+            self.longest_splice_pause = self.longest_splice_pause.max(pause.held);
             for &i in batch {
                 self.sites[i].live = false;
             }
@@ -946,6 +952,7 @@ impl Drop for Instrumentation {
                 springboards: std::mem::take(&mut self.springboards),
                 startup: Vec::new(),
                 longest_pause: self.longest_pause,
+                longest_splice_pause: self.longest_splice_pause,
                 removed: false,
             };
             self.removed = true;

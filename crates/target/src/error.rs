@@ -43,6 +43,8 @@ pub enum TargetError {
     Spawn { program: String, source: io::Error },
     /// Waiting for a launched process to finish loading its libraries timed out.
     LoadTimeout { pid: i32, waited_ms: u64 },
+    /// A launched process held at its entry point no longer shows kerf's spin there.
+    EntryChanged { pid: i32, addr: u64, found: [u8; 2] },
 }
 
 impl TargetError {
@@ -75,7 +77,8 @@ impl TargetError {
             | TargetError::Injected { pid, .. }
             | TargetError::NoSyscallInstruction { pid }
             | TargetError::NoRoom { pid, .. }
-            | TargetError::LoadTimeout { pid, .. } => *pid,
+            | TargetError::LoadTimeout { pid, .. }
+            | TargetError::EntryChanged { pid, .. } => *pid,
             TargetError::Spawn { .. } => 0,
         }
     }
@@ -151,6 +154,10 @@ impl fmt::Display for TargetError {
             TargetError::LoadTimeout { pid, waited_ms } => write!(
                 f,
                 "process {pid} did not finish loading its libraries within {waited_ms} ms"
+            ),
+            TargetError::EntryChanged { pid, addr, found } => write!(
+                f,
+                "process {pid}: its entry point {addr:#x} holds {found:02x?}, not kerf's spin loop"
             ),
         }
     }

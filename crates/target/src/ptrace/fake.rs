@@ -277,6 +277,11 @@ impl TraceSys for Fake {
         Ok(())
     }
 
+    fn cont(&self, tid: i32, sig: i32) -> io::Result<()> {
+        self.state().log.push(format!("cont {tid} {sig}"));
+        Err(err(libc::ENOSYS))
+    }
+
     fn detach(&self, tid: i32, sig: i32) -> io::Result<()> {
         let mut st = self.state();
         st.log.push(format!("detach {tid} {sig}"));

@@ -54,7 +54,7 @@ mod tests;
 
 pub use layout::{parse_maps, within_reach, Mapping, MARGIN, PAGE, REACH};
 pub use shared::SharedMem;
-pub use spawn::{spawn, wait_until_loaded, wait_until_loaded_with};
+pub use spawn::{spawn, spawn_at_entry, wait_until_loaded, wait_until_loaded_with, EntryHold};
 pub use sys::{RealTraceSys, Regs, SigInfo, TraceSys};
 
 use crate::error::TargetError;

@@ -1,5 +1,7 @@
-//! Launching a command to instrument: start it normally, then wait until its dynamic loader
-//! has mapped its libraries, so that kerf can analyse and patch them with [`super::Tracee`].
+//! Launching a command to instrument: start it held at its entry point, with its libraries
+//! loaded and none of its own code run yet ([`spawn_at_entry`]), or start it normally and wait
+//! until its dynamic loader has mapped its libraries ([`spawn`], [`wait_until_loaded`]); then
+//! kerf analyses and patches it with [`super::Tracee`].
 
 use super::layout::parse_maps;
 use super::sys::{RealTraceSys, TraceSys};
@@ -15,6 +17,9 @@ const AT_PHNUM: u64 = 5;
 /// `AT_BASE` of the auxiliary vector: where the program interpreter was loaded (0: none).
 const AT_BASE: u64 = 7;
 const AT_ENTRY: u64 = 9;
+/// `jmp $`: where a held command's main thread spins until kerf lets it go.
+const SPIN: [u8; 2] = [0xeb, 0xfe];
+const INT3: u8 = 0xcc;
 const PT_DYNAMIC: u32 = 2;
 const PT_PHDR: u32 = 6;
 const DT_DEBUG: i64 = 21;
@@ -172,4 +177,142 @@ fn loader_consistent(
     let r = read(debug, 32)?;
     let (version, map, state) = (u32_at(&r, 0), u64_at(&r, 8), u32_at(&r, 24));
     Some(version >= 1 && map != 0 && state == 0)
+}
+
+/// A command kerf launched and holds at its entry point: its main thread spins on a `jmp $`
+/// written over the first two bytes of the program's entry, with every library loaded (and
+/// their constructors run) but no instruction of the program itself executed. Call
+/// [`EntryHold::release`] once the probes are in.
+#[derive(Debug)]
+pub struct EntryHold {
+    pub pid: i32,
+    pub entry: u64,
+    original: [u8; 2],
+}
+
+impl EntryHold {
+    /// Put the entry's bytes back while every thread is stopped (`tr`); the main thread's PC
+    /// is the entry itself, so it runs the real code when resumed.
+    pub fn release(self, tr: &super::Tracee) -> Result<(), TargetError> {
+        let mut cur = [0u8; 2];
+        tr.read(self.entry, &mut cur)?;
+        if cur != SPIN {
+            return Err(TargetError::EntryChanged { pid: self.pid, addr: self.entry, found: cur });
+        }
+        tr.write(self.entry, &self.original)
+    }
+}
+
+/// Start `argv` traced from its `execve`, run it to the program's entry point (the dynamic
+/// loader has then mapped every library), and leave it spinning there untraced:
+///
+/// 1. The child asks to be traced (`PTRACE_TRACEME`) before `execve`, so it stops with
+///    SIGTRAP right after the exec, before the loader's first instruction.
+/// 2. An `int3` goes on the entry point (`AT_ENTRY`); the child runs to it, passing on any
+///    other signal it receives on the way.
+/// 3. The entry's byte is restored, its first two bytes become `jmp $`, the PC goes back to
+///    the entry, and kerf detaches: the thread spins there until [`EntryHold::release`].
+pub fn spawn_at_entry(
+    argv: &[String],
+    timeout: Duration,
+) -> Result<(Child, EntryHold), TargetError> {
+    let sys = RealTraceSys::new();
+    let Some((program, args)) = argv.split_first() else {
+        return Err(TargetError::Spawn {
+            program: String::new(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, "empty command"),
+        });
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    // SAFETY: the closure runs in the forked child before exec and only makes one system
+    // call, which is async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child =
+        cmd.spawn().map_err(|source| TargetError::Spawn { program: program.clone(), source })?;
+    let pid = child.id() as i32;
+    match hold_at_entry(&sys, pid, timeout) {
+        Ok(hold) => Ok((child, hold)),
+        Err(e) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(e)
+        }
+    }
+}
+
+fn hold_at_entry(sys: &dyn TraceSys, pid: i32, timeout: Duration) -> Result<EntryHold, TargetError> {
+    let start = Instant::now();
+    let io_err = |op: &str, e: io::Error| TargetError::from_io(pid, op.into(), PathBuf::new(), e);
+    // Wait for the next stop; a child that exits instead is an error.
+    let wait_stop = || -> Result<i32, TargetError> {
+        loop {
+            if let Some(st) = sys.wait_nohang(pid).map_err(|e| io_err("waitpid", e))? {
+                if libc::WIFSTOPPED(st) {
+                    return Ok(libc::WSTOPSIG(st));
+                }
+                return Err(TargetError::Spawn {
+                    program: format!("process {pid}"),
+                    source: io::Error::other("exited before reaching its entry point"),
+                });
+            }
+            if start.elapsed() > timeout {
+                return Err(TargetError::LoadTimeout {
+                    pid,
+                    waited_ms: timeout.as_millis() as u64,
+                });
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    };
+    // 1. The stop right after execve.
+    let sig = wait_stop()?;
+    if sig != libc::SIGTRAP {
+        return Err(TargetError::Spawn {
+            program: format!("process {pid}"),
+            source: io::Error::other(format!("stopped by signal {sig} instead of at exec")),
+        });
+    }
+    let path = PathBuf::from(format!("/proc/{pid}/auxv"));
+    let auxv = auxv_entries(&sys.read_bytes(&path).map_err(|e| io_err("read auxv", e))?);
+    let entry = auxv.iter().find(|&&(k, _)| k == AT_ENTRY).map(|&(_, v)| v).unwrap_or(0);
+    let mem = |op: &str, r: io::Result<usize>, want: usize| match r {
+        Ok(n) if n == want => Ok(()),
+        Ok(n) => Err(io_err(op, io::Error::other(format!("{n} of {want} bytes")))),
+        Err(e) => Err(io_err(op, e)),
+    };
+    // 2. Run to the entry point.
+    let mut first = [0u8; 1];
+    mem("read entry", sys.read_mem(pid, entry, &mut first), 1)?;
+    mem("write int3", sys.write_mem(pid, entry, &[INT3]), 1)?;
+    sys.cont(pid, 0).map_err(|e| io_err("PTRACE_CONT", e))?;
+    loop {
+        let sig = wait_stop()?;
+        if sig == libc::SIGTRAP {
+            let r = sys.get_regs(pid).map_err(|e| io_err("PTRACE_GETREGS", e))?;
+            if r.rip == entry + 1 {
+                break;
+            }
+        }
+        // Any other signal is the program's own: deliver it.
+        let pass = if sig == libc::SIGTRAP { 0 } else { sig };
+        sys.cont(pid, pass).map_err(|e| io_err("PTRACE_CONT", e))?;
+    }
+    // 3. Spin at the entry, untraced.
+    mem("restore entry", sys.write_mem(pid, entry, &first), 1)?;
+    let mut original = [0u8; 2];
+    mem("read entry", sys.read_mem(pid, entry, &mut original), 2)?;
+    mem("write spin", sys.write_mem(pid, entry, &SPIN), 2)?;
+    let mut r = sys.get_regs(pid).map_err(|e| io_err("PTRACE_GETREGS", e))?;
+    r.rip = entry;
+    sys.set_regs(pid, &r).map_err(|e| io_err("PTRACE_SETREGS", e))?;
+    sys.detach(pid, 0).map_err(|e| io_err("PTRACE_DETACH", e))?;
+    Ok(EntryHold { pid, entry, original })
 }

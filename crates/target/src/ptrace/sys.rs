@@ -73,6 +73,8 @@ pub trait TraceSys: Send + Sync {
     fn single_step(&self, tid: i32, sig: i32) -> io::Result<()>;
     /// `PTRACE_DETACH`, delivering `sig` (0: none).
     fn detach(&self, tid: i32, sig: i32) -> io::Result<()>;
+    /// `PTRACE_CONT`, delivering `sig` (0: none).
+    fn cont(&self, tid: i32, sig: i32) -> io::Result<()>;
     fn get_regs(&self, tid: i32) -> io::Result<Regs>;
     fn set_regs(&self, tid: i32, regs: &Regs) -> io::Result<()>;
     fn get_siginfo(&self, tid: i32) -> io::Result<SigInfo>;
@@ -173,6 +175,10 @@ impl TraceSys for RealTraceSys {
 
     fn detach(&self, tid: i32, sig: i32) -> io::Result<()> {
         ptrace(libc::PTRACE_DETACH, tid, 0, sig as usize)
+    }
+
+    fn cont(&self, tid: i32, sig: i32) -> io::Result<()> {
+        ptrace(libc::PTRACE_CONT, tid, 0, sig as usize)
     }
 
     fn get_regs(&self, tid: i32) -> io::Result<Regs> {
