@@ -303,6 +303,9 @@ fn a_thread_that_never_stops_times_out() {
         fn detach(&self, tid: i32, s: i32) -> io::Result<()> {
             self.0.detach(tid, s)
         }
+        fn cont(&self, tid: i32, s: i32) -> io::Result<()> {
+            self.0.cont(tid, s)
+        }
         fn get_regs(&self, tid: i32) -> io::Result<Regs> {
             self.0.get_regs(tid)
         }
