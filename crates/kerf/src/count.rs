@@ -30,8 +30,8 @@ pub fn run(args: Args) -> Result<(), String> {
     let inst = Instrumentation::install(target.pid, &target.modules, &probes, 0, opts)
         .map_err(|e| e.to_string())?;
     let splice_time = t.elapsed();
-    eprintln!("{}", spliced_line(&inst, target.pid, splice_time));
     target.release()?;
+    eprintln!("{}", spliced_line(&inst, target.pid, splice_time));
     let json_out = args.live.json;
     let why = target.sample(&args.live, || {
         if !json_out {

@@ -58,8 +58,8 @@ pub fn time(live: &LiveArgs, functions: &[String]) -> Result<(), String> {
     let inst = Instrumentation::install(target.pid, &target.modules, &probes, timed.len(), opts)
         .map_err(|e| e.to_string())?;
     let splice_time = t.elapsed();
-    eprintln!("{}", spliced_line(&inst, target.pid, splice_time));
     target.release()?;
+    eprintln!("{}", spliced_line(&inst, target.pid, splice_time));
     for (k, f) in timed.iter().enumerate() {
         if f.exits.is_empty() {
             eprintln!("kerf: {} has no exit kerf can see; its time runs until kerf stops", timed[k].name);

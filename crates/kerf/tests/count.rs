@@ -237,7 +237,7 @@ fn launch_mode_counts_in_the_command_it_starts() {
         ["--json", "branchy", "switchy", "main", "--"].iter().map(Into::into).collect();
     args.push(bin.clone().into());
     args.extend([THREADS.to_string().into(), ITERS.to_string().into()]);
-    let (k, line) = common::spawn_count(&args, "count-cache");
+    let (mut k, line) = common::spawn_count(&args, "count-cache");
     // "kerf: N points spliced in process PID (...)"
     let pid: i32 = line
         .split("in process ")
@@ -245,11 +245,17 @@ fn launch_mode_counts_in_the_command_it_starts() {
         .and_then(|r| r.split_whitespace().next())
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("no pid in {line:?}"));
+    // The command's own output comes first (it shares kerf's stdout): release it once it has
+    // set up its "go" signal, then the summary comes last.
+    let mut out = BufReader::new(k.stdout.take().unwrap());
+    let mut text = String::new();
+    while !text.contains("ready") {
+        assert!(out.read_line(&mut text).unwrap() > 0, "no ready line: {text}");
+    }
     assert!(Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap().success());
-    let out = k.wait_with_output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8_lossy(&out.stdout);
-    // The command's own output comes first (it shares kerf's stdout), the summary last.
+    out.read_to_string(&mut text).unwrap();
+    let status = k.wait().unwrap();
+    assert!(status.success(), "kerf failed: {text}");
     assert!(text.contains("checksum "), "{text}");
     let v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     let n = counts(&v);
