@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Per-hit cost of a counting probe at a function entry, side by side in one run:
-kerf jump5, kerf trap, a kernel uprobe (perf probe + perf stat), and Frida's Interceptor with a C callback
+kerf jump5, kerf trap, a kerf timer (entry and exit), a kernel uprobe (perf probe + perf stat), and Frida's Interceptor with a C callback
 (CModule). The same loop program (bench/hitloop.c) calls probe_me() N times after a signal
 and prints nanoseconds per iteration; a probe's cost per hit is its time minus the bare loop's.
 
@@ -61,6 +61,21 @@ def kerf(n, force=None):
     return ns, v["points"][0]["kind"]
 
 
+def kerf_time(n):
+    """A kerf cycle timer: start at probe_me's entry, stop at its exit (two probes a call)."""
+    p, pid = start(n)
+    k = subprocess.Popen([KERF, "time", "-p", str(pid), "probe_me", "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = k.stderr.readline()
+    if "points spliced" not in line:
+        sys.exit(f"kerf did not splice: {line}{k.stderr.read()}")
+    ns = finish(p)
+    out, _ = k.communicate()
+    f = json.loads(out)["functions"][0]
+    assert f["calls"] == n, f"kerf timed {f['calls']} calls, expected {n}"
+    return ns, f["kind"]
+
+
 def uprobe(n):
     """A kernel uprobe counted by `perf stat` (bpftrace would need a larger RLIMIT_MEMLOCK
     than this machine's hard limit of 8 MiB allows)."""
@@ -117,7 +132,8 @@ def main():
     subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "kerf"], cwd=ROOT, check=True)
     subprocess.run(["gcc", "-O2", "-o", BIN, os.path.join(ROOT, "bench", "hitloop.c")], check=True)
     methods = [("bare loop", bare, 200_000_000), ("kerf jump5", lambda n: kerf(n), 200_000_000),
-               ("kerf trap", lambda n: kerf(n, "trap"), 300_000)]
+               ("kerf trap", lambda n: kerf(n, "trap"), 300_000),
+               ("kerf timer (2 probes)", kerf_time, 50_000_000)]
     if shutil.which("perf"):
         methods.append(("uprobe (perf)", uprobe, 300_000))
     else:
@@ -134,7 +150,7 @@ def main():
             results.setdefault(name, []).append(ns)
     base = statistics.median(results["bare loop"])
     print(f"machine: {os.uname().nodename}, {os.cpu_count()} CPUs; runs: {args.runs}, medians\n")
-    print(f"{'probe':<20}{'ns/iter':>12}{'ns/hit':>12}{'vs kerf jump5':>16}")
+    print(f"{'probe':<24}{'ns/iter':>12}{'ns/hit':>12}{'vs kerf jump5':>16}")
     per_hit = {}
     for name, _, _ in methods:
         ns = statistics.median(results[name])
@@ -142,7 +158,7 @@ def main():
     j = per_hit.get("kerf jump5") or 1e-9
     for name, _, _ in methods:
         ns = statistics.median(results[name])
-        print(f"{name:<20}{ns:>12.2f}{per_hit[name]:>12.2f}{per_hit[name] / j:>15.1f}x")
+        print(f"{name:<24}{ns:>12.2f}{per_hit[name]:>12.2f}{per_hit[name] / j:>15.1f}x")
     u = per_hit.get("uprobe (perf)")
     f = per_hit.get("Frida CModule")
     print()

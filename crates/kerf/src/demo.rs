@@ -125,7 +125,7 @@ pub fn run(args: Args) -> Result<(), String> {
         force_kind: None,
         command: Vec::new(),
     };
-    let result = crate::time::time(&live, &["kerf:kerf_demo_*".to_string()]);
+    let result = crate::time::time(&live, &["kerf:kerf_demo_*".to_string()], false);
     let _ = child.kill();
     let _ = child.wait();
     result

@@ -1,10 +1,12 @@
 //! `kerf time`: cycle timers spliced at the entry and every exit of functions of a live
 //! process. Prints, every interval, each function's calls, time per call and concurrency
 //! (threads inside it on average: KernInst's area under the curve), and ends with totals.
+//! With `--callees`, each function's calls are timed too, per callee (KernInst's drill-down
+//! from a slow function into the callees its time goes to).
 
 use crate::live::{catch_signals, site_json, spliced_line, LiveArgs, Target};
 use kerf_session::instrument::{tsc, Action, Instrumentation, Options, Probe};
-use kerf_session::spec::{self, Spec, SpecWhat};
+use kerf_session::spec::{self, Point, Spec, SpecWhat};
 use serde_json::json;
 use std::collections::HashMap;
 use std::time::Instant;
@@ -14,14 +16,20 @@ pub struct Args {
     /// Functions: [MODULE:]SYMBOL or a glob like 'libc:*alloc*'.
     #[arg(required = true)]
     functions: Vec<String>,
+    /// Also time each function's calls, per callee: a timer from the call instruction to
+    /// the return address, so its time is that callee's as called from there.
+    #[arg(long)]
+    callees: bool,
     #[command(flatten)]
     live: LiveArgs,
 }
 
-/// One timed function.
+/// One timed function, or one callee's calls from a timed function.
 struct Timed {
     spec: String,
     name: String,
+    /// For a callee timer: the caller's and the callee's names.
+    call: Option<(String, String)>,
     /// Probe index of its entry.
     entry: usize,
     /// Probe indices of its exits.
@@ -44,14 +52,17 @@ fn ticks_per_ns(from: (u64, Instant), to: (u64, Instant)) -> f64 {
 }
 
 pub fn run(args: Args) -> Result<(), String> {
-    time(&args.live, &args.functions)
+    time(&args.live, &args.functions, args.callees)
 }
 
-/// Time `functions` in the process `live` names (or launches).
-pub fn time(live: &LiveArgs, functions: &[String]) -> Result<(), String> {
+/// Time `functions` (and their callees) in the process `live` names (or launches).
+pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), String> {
     let specs: Vec<Spec> = functions.iter().map(|s| parse_function(s)).collect::<Result<_, _>>()?;
     let mut target = Target::open(live)?;
-    let (probes, timed) = timer_probes(&target, &specs)?;
+    let (mut probes, mut timed) = timer_probes(&target, &specs)?;
+    if callees {
+        callee_probes(&target, &mut probes, &mut timed);
+    }
     catch_signals();
     let t = Instant::now();
     let opts = Options { force_kind: live.force_kind(), only_thread: live.tid };
@@ -107,6 +118,10 @@ pub fn time(live: &LiveArgs, functions: &[String]) -> Result<(), String> {
             let mut v = site_json(inst.site_of(f.entry));
             v["spec"] = json!(f.spec);
             v["function"] = json!(f.name);
+            if let Some((caller, callee)) = &f.call {
+                v["caller"] = json!(caller);
+                v["callee"] = json!(callee);
+            }
             v["calls"] = json!(s.calls);
             v["count"] = json!(s.calls);
             v["outermost_calls"] = json!(s.outer);
@@ -168,7 +183,13 @@ fn timer_probes(target: &Target, specs: &[Spec]) -> Result<(Vec<Probe>, Vec<Time
             }
             by_func.insert(key, timed.len());
             let name = target.modules[point.module].analysis.cfg.function(point.func).name.clone();
-            timed.push(Timed { spec: s.text.clone(), name, entry: probes.len(), exits: Vec::new() });
+            timed.push(Timed {
+                spec: s.text.clone(),
+                name,
+                call: None,
+                entry: probes.len(),
+                exits: Vec::new(),
+            });
             probes.push(Probe { point, action: Action::TimerStart(timed.len() - 1) });
         }
         let SpecWhat::Symbol { pattern, .. } = &s.what else { continue };
@@ -187,6 +208,85 @@ fn timer_probes(target: &Target, specs: &[Spec]) -> Result<(Vec<Probe>, Vec<Time
         }
     }
     Ok((probes, timed))
+}
+
+/// A timer per (timed function, callee): started at each call instruction to that callee and
+/// stopped at the call's return address. An indirect call counts as the callee
+/// `(indirect)`; calls that never return (no return address block) are left out. A path that
+/// reaches a return address without the call (another branch joining there) only counts as
+/// an unmatched exit.
+fn callee_probes(target: &Target, probes: &mut Vec<Probe>, timed: &mut Vec<Timed>) {
+    use kerf_analysis::cfg::{EdgeKind, EdgeTarget, Terminator};
+    let callers: Vec<(usize, usize)> =
+        timed.iter().enumerate().map(|(k, t)| (k, t.entry)).collect();
+    let mut by_callee: HashMap<(usize, u32, String), usize> = HashMap::new();
+    for (k, entry) in callers {
+        let (m, f) = (probes[entry].point.module, probes[entry].point.func);
+        let img = &target.modules[m];
+        let cfg = &img.analysis.cfg;
+        let caller = cfg.function(f).name.clone();
+        for b in cfg.blocks_of(f) {
+            if !matches!(b.term, Terminator::Call | Terminator::IndirectCall) {
+                continue;
+            }
+            let edges = cfg.edges_of(b);
+            let callee = edges
+                .iter()
+                .find(|e| e.kind == EdgeKind::Call)
+                .and_then(|e| match e.target {
+                    EdgeTarget::Function(g) => Some(cfg.function(g).name.clone()),
+                    _ => None,
+                })
+                .unwrap_or_else(|| "(indirect)".to_string());
+            let ret = edges.iter().find_map(|e| match (e.kind, e.target) {
+                (EdgeKind::FallThrough, EdgeTarget::Block(r)) => Some(cfg.block(r).start),
+                _ => None,
+            });
+            let (Some(ret), Some(call)) = (ret, last_instruction(img, b)) else { continue };
+            let key = (m, f.0, callee.clone());
+            // A new timer's `entry` is its first call site, pushed just below.
+            let t = *by_callee.entry(key).or_insert_with(|| {
+                timed.push(Timed {
+                    spec: timed[k].spec.clone(),
+                    name: format!("{caller} > {callee}"),
+                    call: Some((caller.clone(), callee.clone())),
+                    entry: probes.len(),
+                    exits: Vec::new(),
+                });
+                timed.len() - 1
+            });
+            let fun = cfg.function(f);
+            let spec = timed[k].spec.clone();
+            let point = |a: kerf_arch::ImageAddr| Point {
+                spec: spec.clone(),
+                label: format!("{}+{:#x}", fun.name, a.0 - fun.entry.0),
+                module: m,
+                func: f,
+                addr: a,
+                at_exit: false,
+            };
+            probes.push(Probe { point: point(call), action: Action::TimerStart(t) });
+            timed[t].exits.push(probes.len());
+            probes.push(Probe { point: point(ret), action: Action::TimerStop(t) });
+        }
+    }
+}
+
+/// The address of a block's last instruction.
+fn last_instruction(
+    img: &kerf_session::AnalyzedImage,
+    b: &kerf_analysis::cfg::Block,
+) -> Option<kerf_arch::ImageAddr> {
+    let (base, bytes) = img.code_region(b.start)?;
+    let mut sc = kerf_arch::x86_64::Scanner::new(bytes, base);
+    let mut a = b.start;
+    loop {
+        let next = kerf_arch::ImageAddr(sc.decode(a)?.next_ip());
+        if next >= b.end() {
+            return Some(a);
+        }
+        a = next;
+    }
 }
 
 /// Nanoseconds, shortened with a unit.

@@ -192,3 +192,17 @@ fn time_refuses_points_and_unknown_threads() {
     let (_, checksum) = finish(f);
     assert_eq!(checksum, reference(&bin));
 }
+
+#[test]
+fn callees_show_where_a_functions_time_goes() {
+    let (v, _, _, _) = run("time", &["wait_ms", "--callees"], None, "callees");
+    let f = by_function(&v);
+    let w = &f["wait_ms"];
+    let s = f.get("wait_ms > nanosleep@plt").unwrap_or_else(|| panic!("no callee row: {v}"));
+    assert_eq!(s["caller"], "wait_ms", "{v}");
+    assert_eq!(s["calls"].as_u64(), Some(THREADS * ITERS), "{v}");
+    assert_eq!(s["unmatched_exits"].as_u64(), Some(0), "{v}");
+    // wait_ms does little but sleep: nearly all of its time is in the call.
+    let (inner, outer) = (s["total_ns"].as_u64().unwrap(), w["total_ns"].as_u64().unwrap());
+    assert!(inner <= outer && inner * 100 >= outer * 95, "{inner} of {outer}: {v}");
+}
