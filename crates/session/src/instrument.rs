@@ -866,7 +866,9 @@ impl Instrumentation {
         }
         // Threads that hit an int3 just before it went have a SIGTRAP on its way to the
         // dispatcher, which still routes it to the patch; give them time to take it.
-        std::thread::sleep(Duration::from_millis(20));
+        if self.trap.is_some() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         for _ in 0..MAX_TRIES {
             let mut tr = match Tracee::stop_all(self.pid) {
                 Ok(t) => t,
