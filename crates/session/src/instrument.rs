@@ -187,8 +187,11 @@ fn function_view<'a>(
     let fun = cfg.function(f);
     starts.clear();
     starts.extend(cfg.blocks_of(f).iter().map(|b| b.start.0 + bias));
-    // Other probed addresses count as branch targets: no splice may cover one.
-    starts.extend(others.iter().copied().filter(|a| fun.extent.contains(&(a - bias.min(*a)))));
+    // Other probed addresses (sorted) count as branch targets: no splice may cover one.
+    let (lo, hi) = (fun.extent.start + bias, fun.extent.end + bias);
+    let from = others.partition_point(|a| *a < lo);
+    let to = others.partition_point(|a| *a < hi);
+    starts.extend_from_slice(&others[from..to]);
     starts.sort_unstable();
     starts.dedup();
     FunctionView {
@@ -235,11 +238,21 @@ fn exit_block_starts(m: &AnalyzedImage, f: FuncId, exit: u64) -> Vec<u64> {
     v
 }
 
-/// Read the bytes of the target's code at `addr` (32, or fewer at the end of a mapping).
-fn code_bytes(tr: &Tracee, addr: u64) -> Result<[u8; 32], TargetError> {
-    let mut b = [0u8; 32];
-    tr.read(addr, &mut b)?;
-    Ok(b)
+/// The module's code at target address `addr` as its file holds it (32 bytes, or fewer at
+/// the end of its segment). Planning reads the file, not the target, so it needs no stop;
+/// the bytes in the target are checked against the file's when each splice is written.
+fn code_bytes<'a>(m: &'a AnalyzedImage, p: &Point, addr: u64) -> Result<&'a [u8], InstrumentError> {
+    let a = ImageAddr(addr - m.bias.unwrap_or(0));
+    m.code_region(a)
+        .and_then(|(base, bytes)| {
+            let off = (a.0 - base.0) as usize;
+            bytes.get(off..(off + 32).min(bytes.len()))
+        })
+        .ok_or_else(|| InstrumentError::Point {
+            label: p.label.clone(),
+            addr,
+            detail: "not in the module's code".into(),
+        })
 }
 
 /// The planned splice of one site.
@@ -347,7 +360,9 @@ impl Instrumentation {
         let mut order: Vec<usize> = (0..probes.len()).collect();
         order.sort_by_key(|&i| probes[i].point.at_exit);
         let mut sites: Vec<(usize, Vec<usize>)> = Vec::new(); // (first probe, probes)
-        let mut planned: Vec<Plan> = Vec::new();
+        let mut plans: Vec<Plan> = Vec::new();
+        // The bytes each planned splice covers, `start -> end`; they never overlap.
+        let mut planned = Ranges::default();
         let mut at: std::collections::HashMap<(usize, u64), usize> = Default::default();
         let exact: Vec<Vec<u64>> = (0..modules.len())
             .map(|m| {
@@ -362,11 +377,10 @@ impl Instrumentation {
                 v
             })
             .collect();
-        // Planning reads code in small batches, each under its own short stop.
-        for chunk in order.chunks(BATCH) {
-            let tr = Tracee::stop_all(self.pid)?;
+        // Planning reads the modules' files: the target keeps running.
+        {
             let r = (|| -> Result<(), InstrumentError> {
-                for &i in chunk {
+                for &i in &order {
                     let p = &probes[i].point;
                     let bias = modules[p.module].bias.unwrap_or(0);
                     let mut addr = p.addr.0 + bias;
@@ -386,7 +400,7 @@ impl Instrumentation {
                                 chosen = Some((a, Some(k)));
                                 break;
                             }
-                            if self.plan_jump5_clear(&tr, modules, p, a, &exact, &planned)? {
+                            if self.plan_jump5_clear(modules, p, a, &exact, &planned)? {
                                 chosen = Some((a, None));
                                 break;
                             }
@@ -400,14 +414,14 @@ impl Instrumentation {
                             None => {}
                         }
                     }
-                    let plan = self.plan(&tr, modules, p, addr, &exact, &planned, opts)?;
+                    let plan = self.plan(modules, p, addr, &exact, &planned, opts)?;
                     at.insert((p.module, addr), sites.len());
                     sites.push((i, vec![i]));
-                    planned.push(plan);
+                    planned.insert(plan.displaced.point, plan.displaced.point + plan.displaced.len as u64);
+                    plans.push(plan);
                 }
                 Ok(())
             })();
-            self.note(tr.resume_detach()?);
             r?;
         }
         // Data: counters and timers in their module's heap.
@@ -428,7 +442,7 @@ impl Instrumentation {
         }
         // Patches are unreachable until their splices exist, so they are written in small
         // batches, each under its own short stop.
-        let all: Vec<((usize, Vec<usize>), Plan)> = sites.into_iter().zip(planned).collect();
+        let all: Vec<((usize, Vec<usize>), Plan)> = sites.into_iter().zip(plans).collect();
         for chunk in all.chunks(BATCH) {
             let tr = Tracee::stop_all(self.pid)?;
             let r = (|| -> Result<(), InstrumentError> {
@@ -548,18 +562,17 @@ impl Instrumentation {
     #[allow(clippy::too_many_arguments)]
     fn plan_jump5_clear(
         &self,
-        tr: &Tracee,
         modules: &[AnalyzedImage],
         p: &Point,
         addr: u64,
         exact: &[Vec<u64>],
-        planned: &[Plan],
+        planned: &Ranges,
     ) -> Result<bool, InstrumentError> {
         let bias = modules[p.module].bias.unwrap_or(0);
-        let bytes = code_bytes(tr, addr)?;
+        let bytes = code_bytes(&modules[p.module], p, addr)?;
         let mut starts = Vec::new();
         let view = function_view(&modules[p.module].analysis.cfg, p.func, bias, &exact[p.module], &mut starts);
-        let Ok(d) = plan_jump5(&bytes, addr, addr, &view) else { return Ok(false) };
+        let Ok(d) = plan_jump5(bytes, addr, addr, &view) else { return Ok(false) };
         Ok(!overlaps(addr, d.len, planned, &self.springboards))
     }
 
@@ -568,17 +581,16 @@ impl Instrumentation {
     #[allow(clippy::too_many_arguments)]
     fn plan(
         &mut self,
-        tr: &Tracee,
         modules: &[AnalyzedImage],
         p: &Point,
         addr: u64,
         exact: &[Vec<u64>],
-        planned: &[Plan],
+        planned: &Ranges,
         opts: Options,
     ) -> Result<Plan, InstrumentError> {
         let a = &modules[p.module].analysis;
         let bias = modules[p.module].bias.unwrap_or(0);
-        let live = code_bytes(tr, addr)?;
+        let live = code_bytes(&modules[p.module], p, addr)?;
         let mut starts = Vec::new();
         let view = function_view(&a.cfg, p.func, bias, &exact[p.module], &mut starts);
         let refuse =
@@ -591,12 +603,12 @@ impl Instrumentation {
                 Ok(d)
             }
         };
-        let j5 = || plan_jump5(&live, addr, addr, &view).map_err(|r| r.to_string()).and_then(|d| clear(d, "jump5"));
+        let j5 = || plan_jump5(live, addr, addr, &view).map_err(|r| r.to_string()).and_then(|d| clear(d, "jump5"));
         let pads = &a.cfg.padding;
         let startup = if p.module == 0 { self.startup.clone() } else { Vec::new() };
         let used = &mut self.springboards;
         let mut jump2 = |why: String| -> Result<(Displaced, (u64, &'static str)), String> {
-            let d = plan_jump2(&live, addr, addr, &view)
+            let d = plan_jump2(live, addr, addr, &view)
                 .map_err(|r| format!("{why}; jump2: {r}"))
                 .and_then(|d| clear(d, "jump2").map_err(|e| format!("{why}; {e}")))?;
             let sb = springboard_near(pads, bias, addr, used, planned)
@@ -606,7 +618,7 @@ impl Instrumentation {
             Ok((d, sb))
         };
         let trap = |why: Option<String>| -> Result<Plan, InstrumentError> {
-            let d = plan_trap(&live, addr, addr).map_err(|t| match &why {
+            let d = plan_trap(live, addr, addr).map_err(|t| match &why {
                 Some(w) => refuse(format!("{w}; and no trap: {t}")),
                 None => refuse(t.to_string()),
             })?;
@@ -963,14 +975,26 @@ impl Drop for Instrumentation {
     }
 }
 
+/// Disjoint address ranges, `start -> end`.
+#[derive(Default)]
+struct Ranges(std::collections::BTreeMap<u64, u64>);
+
+impl Ranges {
+    fn insert(&mut self, start: u64, end: u64) {
+        self.0.insert(start, end);
+    }
+
+    /// The end of a range that meets `[lo, hi)`, if one does. The ranges are disjoint, so
+    /// only the last one starting below `hi` can.
+    fn meets(&self, lo: u64, hi: u64) -> Option<u64> {
+        self.0.range(..hi).next_back().filter(|(_, e)| **e > lo).map(|(_, e)| *e)
+    }
+}
+
 /// Whether `[addr, addr+len)` meets the bytes of a planned splice or a springboard.
-fn overlaps(addr: u64, len: usize, planned: &[Plan], springboards: &[(u64, u64)]) -> bool {
+fn overlaps(addr: u64, len: usize, planned: &Ranges, springboards: &[(u64, u64)]) -> bool {
     let end = addr + len as u64;
-    planned
-        .iter()
-        .map(|q| (q.displaced.point, q.displaced.point + q.displaced.len as u64))
-        .chain(springboards.iter().copied())
-        .any(|(b, e)| addr < e && b < end)
+    planned.meets(addr, end).is_some() || springboards.iter().any(|&(b, e)| addr < e && b < end)
 }
 
 /// Run-once start-up code of the main executable `m` that no thread can run again, usable
@@ -1021,18 +1045,18 @@ fn springboard_in(
     ranges: impl Iterator<Item = (u64, u64)>,
     point: u64,
     used: &mut Vec<(u64, u64)>,
-    planned: &[Plan],
+    planned: &Ranges,
 ) -> Option<u64> {
     let (lo, hi) = ((point + 2).saturating_sub(128), point + 2 + 127);
     for (start, end) in ranges {
         let mut sb = start.max(lo);
         while sb + SPRINGBOARD_LEN <= end && sb <= hi {
             // Padding may also be covered by a jump splice after a return.
-            let taken = planned
-                .iter()
-                .map(|q| (q.displaced.point, q.displaced.point + q.displaced.len as u64));
-            match used.iter().copied().chain(taken).find(|(a, b)| sb < *b && *a < sb + SPRINGBOARD_LEN) {
-                Some((_, b)) => sb = b,
+            let taken = planned.meets(sb, sb + SPRINGBOARD_LEN);
+            let springboard =
+                used.iter().find(|(a, b)| sb < *b && *a < sb + SPRINGBOARD_LEN).map(|(_, b)| *b);
+            match taken.or(springboard) {
+                Some(b) => sb = b,
                 None => {
                     used.push((sb, sb + SPRINGBOARD_LEN));
                     return Some(sb);
@@ -1050,7 +1074,7 @@ fn springboard_near(
     bias: u64,
     point: u64,
     used: &mut Vec<(u64, u64)>,
-    planned: &[Plan],
+    planned: &Ranges,
 ) -> Option<u64> {
     let ranges = pads.iter().map(|p| (p.start.0 + bias, p.start.0 + bias + p.len as u64));
     springboard_in(ranges, point, used, planned)
