@@ -1,10 +1,12 @@
 //! The only OS-facing layer of kerf (DESIGN.md §2): live targets. A read-only view of a
-//! process through /proc ([`process`]), and live control of it ([`ptrace`]: stop, read and
-//! write memory, inject system calls, map memory near its code, resume). Every system call
+//! process through /proc ([`process`]), live control of it ([`ptrace`]: stop, read and
+//! write memory, inject system calls, map memory near its code, resume), and the live kernel
+//! through kerf's driver ([`kernel`]). Every system call
 //! goes through a trait ([`sys::ProcSys`], [`ptrace::TraceSys`]), so that tests can replace
 //! the operating system with a fake.
 
 pub mod error;
+pub mod kernel;
 pub mod process;
 pub mod ptrace;
 pub mod sys;

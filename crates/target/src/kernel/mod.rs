@@ -1,0 +1,344 @@
+//! The live kernel as a target, through kerf's driver (`driver/kerf.ko`, DESIGN.md §4):
+//! reading kernel text, the patch and data heaps it keeps within ±2 GiB of kernel text, text
+//! writes with the int3 bypass, quiescence and int3 traps. The driver does the writing and
+//! the waiting; everything else (analysis, code generation, planning) stays in kerf.
+//!
+//! Every system call goes through [`DriverSys`], so that tests can replace the device.
+
+pub mod uapi;
+
+use kerf_arch::KernelAddr;
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Why a driver request failed, with what kerf asked for.
+#[derive(Debug)]
+pub enum KernelError {
+    /// /dev/kerf is missing: the module is not loaded.
+    NotLoaded,
+    /// /dev/kerf exists but kerf may not open it (not root), or another kerf holds it.
+    Open { source: io::Error },
+    /// The driver speaks another ABI than this kerf.
+    Abi { driver: u64, kerf: u64 },
+    /// The module was built for another kernel than the one running.
+    WrongKernel { built_for: String, running: String },
+    /// A request the driver refused, with the errno and what it means for that request.
+    Request { op: &'static str, addr: u64, errno: i32 },
+    /// Reading a /proc file kerf needs.
+    Proc { path: String, source: io::Error },
+}
+
+impl KernelError {
+    /// The errno of a refused request.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            KernelError::Request { errno, .. } => Some(*errno),
+            _ => None,
+        }
+    }
+}
+
+/// What an errno means for a splice request (from `driver/kerf_uapi.h`).
+fn splice_meaning(errno: i32) -> &'static str {
+    match errno {
+        libc::EPERM => "the kernel forbids probing here (kprobe blacklist, noinstr or entry text, a BUG/WARN site, or kerf's own module)",
+        libc::EBUSY => "the bytes belong to another patching mechanism (ftrace site, jump label, static call, kprobe, SMP alternative)",
+        libc::ENXIO => "not in kernel or module text",
+        libc::ESTALE => "the bytes there changed (someone else patched them)",
+        libc::EEXIST => "overlaps a live splice",
+        libc::EAGAIN => "a multi-instruction splice needs a quiesced int3 first",
+        libc::ENOENT => "no live splice or trap there",
+        libc::EINVAL => "malformed request",
+        libc::ERANGE => "outside the patch heap",
+        libc::ENOSPC => "too many live splices or traps",
+        libc::EIO => "the bytes read back differ from the bytes written",
+        libc::EFAULT => "unmapped kernel address",
+        _ => "refused",
+    }
+}
+
+impl fmt::Display for KernelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KernelError::NotLoaded => write!(
+                f,
+                "kerf's driver is not loaded ({} is missing): insmod kerf.ko (see driver/)",
+                uapi::DEVICE_PATH
+            ),
+            KernelError::Open { source } if source.raw_os_error() == Some(libc::EBUSY) => {
+                write!(f, "{} is in use by another kerf", uapi::DEVICE_PATH)
+            }
+            KernelError::Open { source } => {
+                write!(f, "cannot open {} (root only): {source}", uapi::DEVICE_PATH)
+            }
+            KernelError::Abi { driver, kerf } => write!(
+                f,
+                "kerf.ko speaks driver ABI {driver}, this kerf speaks {kerf}: rebuild the driver"
+            ),
+            KernelError::WrongKernel { built_for, running } => write!(
+                f,
+                "kerf.ko was built for kernel {built_for} but {running} is running: rebuild it \
+                 against this kernel's headers"
+            ),
+            KernelError::Request { op, addr, errno } => write!(
+                f,
+                "{op} at {addr:#x}: {} ({})",
+                splice_meaning(*errno),
+                io::Error::from_raw_os_error(*errno)
+            ),
+            KernelError::Proc { path, source } => write!(f, "cannot read {path}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for KernelError {}
+
+/// The device as kerf uses it. `ioctl` passes a pointer to the request's struct.
+pub trait DriverSys: Send + Sync {
+    fn ioctl(&self, request: u64, arg: *mut u8) -> io::Result<()>;
+    /// Map `len` bytes of the data heap shared and read/write into kerf.
+    fn map_data(&self, len: usize) -> io::Result<*mut u8>;
+    /// Undo [`DriverSys::map_data`].
+    ///
+    /// # Safety
+    /// `ptr` and `len` come from one `map_data` call, unmapped once, unused afterwards.
+    unsafe fn unmap(&self, ptr: *mut u8, len: usize);
+    /// A text file of /proc (kallsyms, modules).
+    fn read_text(&self, path: &Path) -> io::Result<String>;
+}
+
+/// The real /dev/kerf.
+pub struct RealDriverSys {
+    dev: File,
+}
+
+impl RealDriverSys {
+    pub fn open() -> Result<RealDriverSys, KernelError> {
+        match std::fs::OpenOptions::new().read(true).write(true).open(uapi::DEVICE_PATH) {
+            Ok(dev) => Ok(RealDriverSys { dev }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(KernelError::NotLoaded),
+            Err(source) => Err(KernelError::Open { source }),
+        }
+    }
+}
+
+impl DriverSys for RealDriverSys {
+    fn ioctl(&self, request: u64, arg: *mut u8) -> io::Result<()> {
+        // SAFETY: `arg` points to the struct the request number encodes (see uapi), which the
+        // caller keeps alive across the call; the kernel reads or writes only that many bytes.
+        let r = unsafe { libc::ioctl(self.dev.as_raw_fd(), request as libc::c_ulong, arg) };
+        if r < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    fn map_data(&self, len: usize) -> io::Result<*mut u8> {
+        // SAFETY: a fresh shared mapping of the device at offset 0; the result is checked.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                self.dev.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(p as *mut u8)
+        }
+    }
+
+    unsafe fn unmap(&self, ptr: *mut u8, len: usize) {
+        // SAFETY: the caller guarantees ptr/len come from one map_data call.
+        unsafe { libc::munmap(ptr as *mut libc::c_void, len) };
+    }
+
+    fn read_text(&self, path: &Path) -> io::Result<String> {
+        std::fs::read_to_string(path)
+    }
+}
+
+/// An open driver: its heaps and text range, and the data heap mapped into kerf.
+pub struct Driver {
+    sys: Arc<dyn DriverSys>,
+    pub info: uapi::Info,
+    data: *mut u8,
+    data_len: usize,
+}
+
+// SAFETY: `data` is a process-wide shared mapping owned by this value until drop, accessed
+// only through atomics; the device handle is a file descriptor.
+unsafe impl Send for Driver {}
+// SAFETY: see `Send`.
+unsafe impl Sync for Driver {}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        // SAFETY: mapped once in `with_sys`, not used after this.
+        unsafe { self.sys.unmap(self.data, self.data_len) };
+    }
+}
+
+fn c_string(b: &[u8]) -> String {
+    let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
+impl Driver {
+    /// Open /dev/kerf and check it speaks this kerf's ABI for the running kernel.
+    pub fn open() -> Result<Driver, KernelError> {
+        Driver::with_sys(Arc::new(RealDriverSys::open()?))
+    }
+
+    pub fn with_sys(sys: Arc<dyn DriverSys>) -> Result<Driver, KernelError> {
+        let mut v = uapi::Version {
+            abi: 0,
+            reserved: 0,
+            built_for: [0; uapi::RELEASE_LEN],
+            running: [0; uapi::RELEASE_LEN],
+        };
+        sys.ioctl(uapi::IOC_VERSION, &mut v as *mut _ as *mut u8)
+            .map_err(|e| KernelError::Request { op: "version", addr: 0, errno: errno(&e) })?;
+        if v.abi != uapi::ABI_VERSION {
+            return Err(KernelError::Abi { driver: v.abi, kerf: uapi::ABI_VERSION });
+        }
+        let (built_for, running) = (c_string(&v.built_for), c_string(&v.running));
+        if built_for != running {
+            return Err(KernelError::WrongKernel { built_for, running });
+        }
+        let mut info = uapi::Info::default();
+        sys.ioctl(uapi::IOC_INFO, &mut info as *mut _ as *mut u8)
+            .map_err(|e| KernelError::Request { op: "info", addr: 0, errno: errno(&e) })?;
+        let data_len = info.data_heap_size as usize;
+        let data = sys.map_data(data_len).map_err(|e| KernelError::Request {
+            op: "mmap data heap",
+            addr: info.data_heap,
+            errno: errno(&e),
+        })?;
+        Ok(Driver { sys, info, data, data_len })
+    }
+
+    fn call<T>(&self, op: &'static str, addr: u64, req: u64, arg: &mut T) -> Result<(), KernelError> {
+        self.sys
+            .ioctl(req, arg as *mut T as *mut u8)
+            .map_err(|e| KernelError::Request { op, addr, errno: errno(&e) })
+    }
+
+    /// Kernel memory at `addr` (text, or the data a jump table is in).
+    pub fn read(&self, addr: KernelAddr, buf: &mut [u8]) -> Result<(), KernelError> {
+        let mut done = 0;
+        while done < buf.len() {
+            let n = (buf.len() - done).min(uapi::READ_MAX as usize);
+            let mut rw = uapi::Rw {
+                addr: addr.0 + done as u64,
+                len: n as u64,
+                user_buf: buf[done..].as_mut_ptr() as u64,
+            };
+            self.call("read", rw.addr, uapi::IOC_READ, &mut rw)?;
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Write a code patch into the patch heap (not yet reachable).
+    pub fn write_patch(&self, addr: KernelAddr, code: &[u8]) -> Result<(), KernelError> {
+        let mut rw = uapi::Rw { addr: addr.0, len: code.len() as u64, user_buf: code.as_ptr() as u64 };
+        self.call("write patch", addr.0, uapi::IOC_WRITE_PATCH, &mut rw)
+    }
+
+    /// Replace `old` by `new` (1, 2 or 5 bytes) at `addr`; `one_insn` when the bytes are one
+    /// instruction or unexecuted padding (no int3 + quiesce needed first).
+    pub fn splice(
+        &self,
+        addr: KernelAddr,
+        old: &[u8],
+        new: &[u8],
+        one_insn: bool,
+    ) -> Result<(), KernelError> {
+        let mut s = uapi::Splice {
+            addr: addr.0,
+            len: new.len() as u64,
+            flags: if one_insn { uapi::SPLICE_ONE_INSN } else { 0 },
+            ..Default::default()
+        };
+        s.expect_old[..old.len()].copy_from_slice(old);
+        s.new_bytes[..new.len()].copy_from_slice(new);
+        self.call("splice", addr.0, uapi::IOC_SPLICE, &mut s)
+    }
+
+    /// Restore the original bytes of the splice at `addr`; returns them.
+    pub fn unsplice(&self, addr: KernelAddr) -> Result<Vec<u8>, KernelError> {
+        let mut u = uapi::Unsplice { addr: addr.0, ..Default::default() };
+        self.call("unsplice", addr.0, uapi::IOC_UNSPLICE, &mut u)?;
+        Ok(u.restored[..(u.len as usize).min(8)].to_vec())
+    }
+
+    /// Wait until no CPU can still be in bytes or patches taken out of use before this call.
+    pub fn quiesce(&self) -> Result<(), KernelError> {
+        let mut none = 0u8;
+        self.call("quiesce", 0, uapi::IOC_QUIESCE, &mut none)
+    }
+
+    pub fn trap_add(&self, addr: KernelAddr, patch: KernelAddr) -> Result<(), KernelError> {
+        let mut t = uapi::Trap { addr: addr.0, patch: patch.0 };
+        self.call("trap add", addr.0, uapi::IOC_TRAP_ADD, &mut t)
+    }
+
+    pub fn trap_del(&self, addr: KernelAddr) -> Result<(), KernelError> {
+        let mut t = uapi::Trap { addr: addr.0, patch: 0 };
+        self.call("trap del", addr.0, uapi::IOC_TRAP_DEL, &mut t)
+    }
+
+    /// The current driver counters (live splices, traps, trap hits).
+    pub fn refresh_info(&mut self) -> Result<uapi::Info, KernelError> {
+        let mut info = uapi::Info::default();
+        self.call("info", 0, uapi::IOC_INFO, &mut info)?;
+        self.info = info;
+        Ok(info)
+    }
+
+    /// The u64 at `offset` of the data heap (Acquire load, no system call).
+    pub fn load_u64(&self, offset: usize) -> u64 {
+        assert!(offset.is_multiple_of(8) && offset + 8 <= self.data_len, "offset {offset}");
+        // SAFETY: in bounds and aligned inside the live mapping; the kernel updates it
+        // concurrently, which atomics allow.
+        unsafe { (*(self.data.add(offset) as *const AtomicU64)).load(Ordering::Acquire) }
+    }
+
+    /// Store into the data heap (to clear counters before use).
+    pub fn store_u64(&self, offset: usize, v: u64) {
+        assert!(offset.is_multiple_of(8) && offset + 8 <= self.data_len, "offset {offset}");
+        // SAFETY: as in `load_u64`.
+        unsafe { (*(self.data.add(offset) as *const AtomicU64)).store(v, Ordering::Release) }
+    }
+
+    /// /proc/kallsyms (needs root to show addresses).
+    pub fn kallsyms(&self) -> Result<String, KernelError> {
+        let path = "/proc/kallsyms";
+        self.sys
+            .read_text(Path::new(path))
+            .map_err(|source| KernelError::Proc { path: path.into(), source })
+    }
+
+    /// /proc/modules: `name size refcount deps state address`.
+    pub fn modules(&self) -> Result<String, KernelError> {
+        let path = "/proc/modules";
+        self.sys
+            .read_text(Path::new(path))
+            .map_err(|source| KernelError::Proc { path: path.into(), source })
+    }
+}
+
+fn errno(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(libc::EIO)
+}
