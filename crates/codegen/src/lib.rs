@@ -315,7 +315,8 @@ mod tests {
     #[test]
     fn counter_without_live_flags_is_one_locked_increment() {
         let live = LiveAt { regs: RegSet::ALL, flags: FlagSet::EMPTY };
-        let v = lower(&[Primitive::Count { slot: 0x7000 }], &Context::counting(live, Env::User)).unwrap();
+        let v = lower(&[Primitive::Count { slot: 0x7000 }], &Context::counting(live, Env::User))
+            .unwrap();
         // iced shows a RIP-relative operand by its absolute target.
         assert_eq!(text(&v), ["lock inc qword ptr [7000h]"]);
         assert_eq!(v[0].memory_base(), iced_x86::Register::RIP);
@@ -324,7 +325,9 @@ mod tests {
 
     #[test]
     fn live_flags_are_saved_below_the_red_zone_in_user_space() {
-        let v = lower(&[Primitive::Count { slot: 0x7000 }], &Context::counting(LiveAt::ALL, Env::User)).unwrap();
+        let v =
+            lower(&[Primitive::Count { slot: 0x7000 }], &Context::counting(LiveAt::ALL, Env::User))
+                .unwrap();
         assert_eq!(
             text(&v),
             [
@@ -335,7 +338,11 @@ mod tests {
                 "lea rsp,[rsp+80h]"
             ]
         );
-        let k = lower(&[Primitive::Count { slot: 0x7000 }], &Context::counting(LiveAt::ALL, Env::Kernel)).unwrap();
+        let k = lower(
+            &[Primitive::Count { slot: 0x7000 }],
+            &Context::counting(LiveAt::ALL, Env::Kernel),
+        )
+        .unwrap();
         assert_eq!(text(&k), ["pushfq", "lock inc qword ptr [7000h]", "popfq"]);
     }
 
@@ -343,7 +350,8 @@ mod tests {
     fn only_carry_live_needs_no_save() {
         // inc leaves CF alone.
         let live = LiveAt { regs: RegSet::ALL, flags: FlagSet(1) };
-        let v = lower(&[Primitive::Count { slot: 0x7000 }], &Context::counting(live, Env::User)).unwrap();
+        let v = lower(&[Primitive::Count { slot: 0x7000 }], &Context::counting(live, Env::User))
+            .unwrap();
         assert_eq!(v.len(), 1);
     }
 }

@@ -51,7 +51,11 @@ impl Arena {
         let bytes = BlockEncoder::encode(64, block, BlockEncoderOptions::NONE).unwrap().code_buffer;
         // SAFETY: inside the mapping (code part, below DATA), not yet executed.
         unsafe {
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(self.code_used), bytes.len())
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.base.add(self.code_used),
+                bytes.len(),
+            )
         };
         self.code_used += bytes.len().next_multiple_of(16);
         assert!((self.code_used as u64) < DATA);

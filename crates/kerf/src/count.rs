@@ -18,8 +18,12 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<(), String> {
-    let specs: Vec<spec::Spec> =
-        args.specs.iter().map(|s| spec::parse(s)).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
+    let specs: Vec<spec::Spec> = args
+        .specs
+        .iter()
+        .map(|s| spec::parse(s))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
     let mut target = Target::open(&args.live)?;
     let points = target.resolve(&specs)?;
     let probes: Vec<Probe> =

@@ -41,7 +41,9 @@ fn parse_function(text: &str) -> Result<Spec, String> {
     let s = spec::parse(text).map_err(|e| e.to_string())?;
     match &s.what {
         SpecWhat::Symbol { offset: 0, blocks: false, exits: false, .. } => Ok(s),
-        _ => Err(format!("{text}: kerf time takes functions ([MODULE:]SYMBOL or a glob), not points")),
+        _ => Err(format!(
+            "{text}: kerf time takes functions ([MODULE:]SYMBOL or a glob), not points"
+        )),
     }
 }
 
@@ -73,7 +75,10 @@ pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), 
     eprintln!("{}", spliced_line(&inst, target.pid, splice_time));
     for (k, f) in timed.iter().enumerate() {
         if f.exits.is_empty() {
-            eprintln!("kerf: {} has no exit kerf can see; its time runs until kerf stops", timed[k].name);
+            eprintln!(
+                "kerf: {} has no exit kerf can see; its time runs until kerf stops",
+                timed[k].name
+            );
         }
     }
     let json_out = live.json;
@@ -132,7 +137,8 @@ pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), 
             v["threads_inside"] = json!(s.inside);
             v["lost"] = json!(s.lost);
             v["unmatched_exits"] = json!(s.unmatched);
-            v["exits"] = json!(f.exits.iter().map(|&i| site_json(inst.site_of(i))).collect::<Vec<_>>());
+            v["exits"] =
+                json!(f.exits.iter().map(|&i| site_json(inst.site_of(i))).collect::<Vec<_>>());
             v
         })
         .collect();
@@ -196,7 +202,12 @@ fn timer_probes(target: &Target, specs: &[Spec]) -> Result<(Vec<Probe>, Vec<Time
         let exits = Spec {
             text: s.text.clone(),
             module: s.module.clone(),
-            what: SpecWhat::Symbol { pattern: pattern.clone(), offset: 0, blocks: false, exits: true },
+            what: SpecWhat::Symbol {
+                pattern: pattern.clone(),
+                offset: 0,
+                blocks: false,
+                exits: true,
+            },
         };
         // A function without a return or tail call (it loops forever or only ends the
         // program) has no exits; resolving them then fails, which is not an error here.

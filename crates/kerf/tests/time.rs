@@ -108,7 +108,10 @@ fn by_function(v: &Value) -> HashMap<String, Value> {
         .collect()
 }
 
-fn timers_match_the_program(force: &[&str], tag: &str) {
+/// `lowest`: the smallest kerf/program time ratio accepted. The program times each call from
+/// outside, so its total includes the probes' own cost at entry and exit; for traps (a signal
+/// each, which a loaded machine can delay) that share is larger.
+fn timers_match_the_program(force: &[&str], tag: &str, lowest: f64) {
     let mut args = vec!["wait_ms", "nest"];
     args.extend_from_slice(force);
     let (v, own, checksum, bin) = run("time", &args, None, tag);
@@ -132,7 +135,7 @@ fn timers_match_the_program(force: &[&str], tag: &str) {
         let kerf = f[name]["total_ns"].as_u64().unwrap() as f64;
         let program = own[own_key] as f64;
         let r = kerf / program;
-        assert!((0.95..=1.01).contains(&r), "{name}: kerf {kerf} ns, program {program} ns: {v}");
+        assert!((lowest..=1.01).contains(&r), "{name}: kerf {kerf} ns, program {program} ns: {v}");
     }
     // Concurrency is the same area divided by the time the timers ran.
     let c = w["concurrency"].as_f64().unwrap();
@@ -144,12 +147,12 @@ fn timers_match_the_program(force: &[&str], tag: &str) {
 
 #[test]
 fn timers_match_the_programs_own_measurement() {
-    timers_match_the_program(&[], "t");
+    timers_match_the_program(&[], "t", 0.95);
 }
 
 #[test]
 fn timers_match_when_every_point_is_a_trap() {
-    timers_match_the_program(&["--force-kind", "trap"], "trap");
+    timers_match_the_program(&["--force-kind", "trap"], "trap", 0.85);
 }
 
 #[test]

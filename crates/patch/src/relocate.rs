@@ -78,8 +78,10 @@ pub fn build_patch(
         i.set_ip(0);
     }
     // Label ids are small; no mapping (so no displaced branch target) is below 64 KiB.
-    debug_assert!(d.insns.iter().all(|i| i.near_branch_target() >= 0x1_0000
-        || i.near_branch_target() == 0));
+    debug_assert!(d
+        .insns
+        .iter()
+        .all(|i| i.near_branch_target() >= 0x1_0000 || i.near_branch_target() == 0));
     let block = InstructionBlock::new(&insns, patch);
     BlockEncoder::encode(64, block, BlockEncoderOptions::NONE)
         .map(|r| r.code_buffer)

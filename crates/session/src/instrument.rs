@@ -11,15 +11,12 @@
 //! ```
 
 use crate::load::AnalyzedImage;
+use crate::plan::{live_at, plan_sites, Plan, Rules};
 use crate::spec::Point;
-use kerf_analysis::cfg::{Cfg, FuncId, Terminator};
 use kerf_arch::ImageAddr;
 use kerf_codegen::timer::{self, TimerSample, THREAD_TABLE_LEN, TIMER_LEN};
-use kerf_codegen::{lower, trap, Context, Env, LiveAt, Primitive, ThreadPointer};
-use kerf_patch::{
-    build_patch, jump2_bytes, jump5_bytes, plan_jump2, plan_jump5, plan_trap, Displaced,
-    FunctionView, SpliceKind, INT3, SPRINGBOARD_LEN,
-};
+use kerf_codegen::{lower, trap, Context, Env, Primitive, ThreadPointer};
+use kerf_patch::{build_patch, jump2_bytes, jump5_bytes, SpliceKind, INT3, SPRINGBOARD_LEN};
 use kerf_target::ptrace::{Pause, SharedMem, Tracee};
 use kerf_target::TargetError;
 use std::fmt;
@@ -177,92 +174,6 @@ pub fn tsc() -> u64 {
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
-fn function_view<'a>(
-    cfg: &'a Cfg,
-    f: FuncId,
-    bias: u64,
-    others: &[u64],
-    starts: &'a mut Vec<u64>,
-) -> FunctionView<'a> {
-    let fun = cfg.function(f);
-    starts.clear();
-    starts.extend(cfg.blocks_of(f).iter().map(|b| b.start.0 + bias));
-    // Other probed addresses (sorted) count as branch targets: no splice may cover one.
-    let (lo, hi) = (fun.extent.start + bias, fun.extent.end + bias);
-    let from = others.partition_point(|a| *a < lo);
-    let to = others.partition_point(|a| *a < hi);
-    starts.extend_from_slice(&others[from..to]);
-    starts.sort_unstable();
-    starts.dedup();
-    FunctionView {
-        name: &fun.name,
-        extent: fun.extent.start + bias..fun.extent.end + bias,
-        block_starts: starts,
-        has_unanalysable_jump: cfg.blocks_of(f).iter().any(|b| b.term == Terminator::Unanalysable),
-    }
-}
-
-/// What is live just before the instruction at image address `addr`: from the block's
-/// live-in at a block start, else by decoding the block backwards; everything when unknown.
-fn live_at(m: &AnalyzedImage, f: FuncId, addr: u64) -> LiveAt {
-    let cfg = &m.analysis.cfg;
-    match cfg.block_containing(f, ImageAddr(addr)).map(|b| cfg.block(b)) {
-        Some(b) if b.start.0 == addr => LiveAt { regs: b.live_in, flags: b.flags_live_in },
-        Some(_) => kerf_analysis::liveness::live_at(cfg, m, f, ImageAddr(addr))
-            .map_or(LiveAt::ALL, |(before, _)| LiveAt { regs: before.regs, flags: before.flags }),
-        None => LiveAt::ALL,
-    }
-}
-
-/// Instruction starts of the block holding the exit instruction at image address `exit`,
-/// from the block start to the exit, in order.
-fn exit_block_starts(m: &AnalyzedImage, f: FuncId, exit: u64) -> Vec<u64> {
-    let cfg = &m.analysis.cfg;
-    let Some(b) = cfg.block_containing(f, ImageAddr(exit)).map(|b| cfg.block(b)) else {
-        return vec![exit];
-    };
-    let Some((base, bytes)) = m.code_region(b.start) else { return vec![exit] };
-    let mut sc = kerf_arch::x86_64::Scanner::new(bytes, base);
-    let mut v = Vec::new();
-    let mut a = b.start.0;
-    while a <= exit {
-        v.push(a);
-        match sc.decode(ImageAddr(a)) {
-            Some(i) => a = i.next_ip(),
-            None => break,
-        }
-    }
-    if v.last() != Some(&exit) {
-        return vec![exit];
-    }
-    v
-}
-
-/// The module's code at target address `addr` as its file holds it (32 bytes, or fewer at
-/// the end of its segment). Planning reads the file, not the target, so it needs no stop;
-/// the bytes in the target are checked against the file's when each splice is written.
-fn code_bytes<'a>(m: &'a AnalyzedImage, p: &Point, addr: u64) -> Result<&'a [u8], InstrumentError> {
-    let a = ImageAddr(addr - m.bias.unwrap_or(0));
-    m.code_region(a)
-        .and_then(|(base, bytes)| {
-            let off = (a.0 - base.0) as usize;
-            bytes.get(off..(off + 32).min(bytes.len()))
-        })
-        .ok_or_else(|| InstrumentError::Point {
-            label: p.label.clone(),
-            addr,
-            detail: "not in the module's code".into(),
-        })
-}
-
-/// The planned splice of one site.
-struct Plan {
-    kind: SpliceKind,
-    reason: Option<String>,
-    displaced: Displaced,
-    springboard: Option<(u64, &'static str)>,
-}
-
 impl Instrumentation {
     /// Splice `probes` into process `pid`, whose modules are `modules`. `timers` timer
     /// blocks are allocated; each `TimerStart`/`TimerStop` names one, and all probes of one
@@ -355,75 +266,9 @@ impl Instrumentation {
         }
         self.note(tr.resume_detach()?);
         let (thread, only_thread) = ctx?;
-        // Sites: exact points first, each address once; exits after, moved to an earlier
-        // instruction of their block where a jump fits, or merged into a site already there.
-        let mut order: Vec<usize> = (0..probes.len()).collect();
-        order.sort_by_key(|&i| probes[i].point.at_exit);
-        let mut sites: Vec<(usize, Vec<usize>)> = Vec::new(); // (first probe, probes)
-        let mut plans: Vec<Plan> = Vec::new();
-        // The bytes each planned splice covers, `start -> end`; they never overlap.
-        let mut planned = Ranges::default();
-        let mut at: std::collections::HashMap<(usize, u64), usize> = Default::default();
-        let exact: Vec<Vec<u64>> = (0..modules.len())
-            .map(|m| {
-                let bias = modules[m].bias.unwrap_or(0);
-                let mut v: Vec<u64> = probes
-                    .iter()
-                    .filter(|p| p.point.module == m && !p.point.at_exit)
-                    .map(|p| p.point.addr.0 + bias)
-                    .collect();
-                v.sort_unstable();
-                v.dedup();
-                v
-            })
-            .collect();
         // Planning reads the modules' files: the target keeps running.
-        {
-            let r = (|| -> Result<(), InstrumentError> {
-                for &i in &order {
-                    let p = &probes[i].point;
-                    let bias = modules[p.module].bias.unwrap_or(0);
-                    let mut addr = p.addr.0 + bias;
-                    if !p.at_exit || at.contains_key(&(p.module, addr)) {
-                        if let Some(&s) = at.get(&(p.module, addr)) {
-                            sites[s].1.push(i);
-                            continue;
-                        }
-                    } else {
-                        // Latest instruction of the block from which a jump5 reaches to
-                        // the exit without covering another site; else the exit itself.
-                        let starts = exit_block_starts(&modules[p.module], p.func, p.addr.0);
-                        let mut chosen = None;
-                        for &s in starts.iter().rev() {
-                            let a = s + bias;
-                            if let Some(&k) = at.get(&(p.module, a)) {
-                                chosen = Some((a, Some(k)));
-                                break;
-                            }
-                            if self.plan_jump5_clear(modules, p, a, &exact, &planned)? {
-                                chosen = Some((a, None));
-                                break;
-                            }
-                        }
-                        match chosen {
-                            Some((_, Some(k))) => {
-                                sites[k].1.push(i);
-                                continue;
-                            }
-                            Some((a, None)) => addr = a,
-                            None => {}
-                        }
-                    }
-                    let plan = self.plan(modules, p, addr, &exact, &planned, opts)?;
-                    at.insert((p.module, addr), sites.len());
-                    sites.push((i, vec![i]));
-                    planned.insert(plan.displaced.point, plan.displaced.point + plan.displaced.len as u64);
-                    plans.push(plan);
-                }
-                Ok(())
-            })();
-            r?;
-        }
+        let planned = plan_sites(modules, probes, opts.force_kind, &self.startup, Rules::PROCESS)?;
+        self.springboards = planned.springboards;
         // Data: counters and timers in their module's heap.
         let mut next_counter = vec![0usize; modules.len()];
         for (i, p) in probes.iter().enumerate() {
@@ -442,12 +287,21 @@ impl Instrumentation {
         }
         // Patches are unreachable until their splices exist, so they are written in small
         // batches, each under its own short stop.
-        let all: Vec<((usize, Vec<usize>), Plan)> = sites.into_iter().zip(plans).collect();
-        for chunk in all.chunks(BATCH) {
+        for chunk in planned.sites.chunks(BATCH) {
             let tr = Tracee::stop_all(self.pid)?;
             let r = (|| -> Result<(), InstrumentError> {
-                for ((first, members), plan) in chunk {
-                    self.write_site(&tr, modules, probes, *first, members, plan, thread, only_thread)?;
+                for site in chunk {
+                    let (first, members, plan) = (site.first, &site.members, &site.plan);
+                    self.write_site(
+                        &tr,
+                        modules,
+                        probes,
+                        first,
+                        members,
+                        plan,
+                        thread,
+                        only_thread,
+                    )?;
                 }
                 Ok(())
             })();
@@ -557,107 +411,6 @@ impl Instrumentation {
         Ok(())
     }
 
-    /// Whether a jump5 at `addr` (an instruction start in `p`'s function) is allowed and
-    /// covers no address of another site or exact point.
-    #[allow(clippy::too_many_arguments)]
-    fn plan_jump5_clear(
-        &self,
-        modules: &[AnalyzedImage],
-        p: &Point,
-        addr: u64,
-        exact: &[Vec<u64>],
-        planned: &Ranges,
-    ) -> Result<bool, InstrumentError> {
-        let bias = modules[p.module].bias.unwrap_or(0);
-        let bytes = code_bytes(&modules[p.module], p, addr)?;
-        let mut starts = Vec::new();
-        let view = function_view(&modules[p.module].analysis.cfg, p.func, bias, &exact[p.module], &mut starts);
-        let Ok(d) = plan_jump5(bytes, addr, addr, &view) else { return Ok(false) };
-        Ok(!overlaps(addr, d.len, planned, &self.springboards))
-    }
-
-    /// Plan the strongest splice kind the site at `addr` can take: jump5, else jump2 to a
-    /// springboard within reach, else trap; each refusal is kept as the reason.
-    #[allow(clippy::too_many_arguments)]
-    fn plan(
-        &mut self,
-        modules: &[AnalyzedImage],
-        p: &Point,
-        addr: u64,
-        exact: &[Vec<u64>],
-        planned: &Ranges,
-        opts: Options,
-    ) -> Result<Plan, InstrumentError> {
-        let a = &modules[p.module].analysis;
-        let bias = modules[p.module].bias.unwrap_or(0);
-        let live = code_bytes(&modules[p.module], p, addr)?;
-        let mut starts = Vec::new();
-        let view = function_view(&a.cfg, p.func, bias, &exact[p.module], &mut starts);
-        let refuse =
-            |detail: String| InstrumentError::Point { label: p.label.clone(), addr, detail };
-        let taken = self.springboards.clone();
-        let clear = |d: Displaced, kind: &str| {
-            if overlaps(addr, d.len, planned, &taken) {
-                Err(format!("{kind}: would overlap another probe's splice"))
-            } else {
-                Ok(d)
-            }
-        };
-        let j5 = || plan_jump5(live, addr, addr, &view).map_err(|r| r.to_string()).and_then(|d| clear(d, "jump5"));
-        let pads = &a.cfg.padding;
-        let startup = if p.module == 0 { self.startup.clone() } else { Vec::new() };
-        let used = &mut self.springboards;
-        let mut jump2 = |why: String| -> Result<(Displaced, (u64, &'static str)), String> {
-            let d = plan_jump2(live, addr, addr, &view)
-                .map_err(|r| format!("{why}; jump2: {r}"))
-                .and_then(|d| clear(d, "jump2").map_err(|e| format!("{why}; {e}")))?;
-            let sb = springboard_near(pads, bias, addr, used, planned)
-                .map(|s| (s, "padding"))
-                .or_else(|| springboard_in(startup.iter().copied(), addr, used, planned).map(|s| (s, "startup code")))
-                .ok_or(format!("{why}; jump2: no padding or start-up code within reach"))?;
-            Ok((d, sb))
-        };
-        let trap = |why: Option<String>| -> Result<Plan, InstrumentError> {
-            let d = plan_trap(live, addr, addr).map_err(|t| match &why {
-                Some(w) => refuse(format!("{w}; and no trap: {t}")),
-                None => refuse(t.to_string()),
-            })?;
-            Ok(Plan { kind: SpliceKind::Trap, reason: why, displaced: d, springboard: None })
-        };
-        match opts.force_kind {
-            Some(SpliceKind::Trap) => trap(Some("forced".into())),
-            Some(SpliceKind::Jump5) => Ok(Plan {
-                kind: SpliceKind::Jump5,
-                reason: None,
-                displaced: j5().map_err(refuse)?,
-                springboard: None,
-            }),
-            Some(SpliceKind::Jump2) => {
-                let (d, s) = jump2("forced".into()).map_err(refuse)?;
-                Ok(Plan {
-                    kind: SpliceKind::Jump2,
-                    reason: Some("forced".into()),
-                    displaced: d,
-                    springboard: Some(s),
-                })
-            }
-            None => match j5() {
-                Ok(d) => {
-                    Ok(Plan { kind: SpliceKind::Jump5, reason: None, displaced: d, springboard: None })
-                }
-                Err(r) => match jump2(r.clone()) {
-                    Ok((d, s)) => Ok(Plan {
-                        kind: SpliceKind::Jump2,
-                        reason: Some(r),
-                        displaced: d,
-                        springboard: Some(s),
-                    }),
-                    Err(why) => trap(Some(why)),
-                },
-            },
-        }
-    }
-
     /// Write one site's code patch (and springboard) and record the site.
     #[allow(clippy::too_many_arguments)]
     fn write_site(
@@ -689,7 +442,9 @@ impl Instrumentation {
                 Action::TimerStart(t) => {
                     Primitive::TimerStart { timer: data + self.timers[t].1 as u64 }
                 }
-                Action::TimerStop(t) => Primitive::TimerStop { timer: data + self.timers[t].1 as u64 },
+                Action::TimerStop(t) => {
+                    Primitive::TimerStop { timer: data + self.timers[t].1 as u64 }
+                }
             })
             .collect();
         let ctx = Context {
@@ -705,7 +460,13 @@ impl Instrumentation {
             build_patch(patch_at, &snippet, &plan.displaced).map_err(|e| refuse(e.to_string()))?;
         let room = members
             .iter()
-            .map(|&i| if probes[i].action == Action::Count { PATCH_SLOT } else { PATCH_SLOT + TIMER_PATCH })
+            .map(|&i| {
+                if probes[i].action == Action::Count {
+                    PATCH_SLOT
+                } else {
+                    PATCH_SLOT + TIMER_PATCH
+                }
+            })
             .sum::<u64>();
         if code.len() as u64 > room {
             return Err(refuse(format!("code patch of {} bytes", code.len())));
@@ -975,28 +736,6 @@ impl Drop for Instrumentation {
     }
 }
 
-/// Disjoint address ranges, `start -> end`.
-#[derive(Default)]
-struct Ranges(std::collections::BTreeMap<u64, u64>);
-
-impl Ranges {
-    fn insert(&mut self, start: u64, end: u64) {
-        self.0.insert(start, end);
-    }
-
-    /// The end of a range that meets `[lo, hi)`, if one does. The ranges are disjoint, so
-    /// only the last one starting below `hi` can.
-    fn meets(&self, lo: u64, hi: u64) -> Option<u64> {
-        self.0.range(..hi).next_back().filter(|(_, e)| **e > lo).map(|(_, e)| *e)
-    }
-}
-
-/// Whether `[addr, addr+len)` meets the bytes of a planned splice or a springboard.
-fn overlaps(addr: u64, len: usize, planned: &Ranges, springboards: &[(u64, u64)]) -> bool {
-    let end = addr + len as u64;
-    planned.meets(addr, end).is_some() || springboards.iter().any(|&(b, e)| addr < e && b < end)
-}
-
 /// Run-once start-up code of the main executable `m` that no thread can run again, usable
 /// for springboards: `_start` up to the end of its call into `__libc_start_main`. That call
 /// never returns (the program ends in `exit`), and the bytes from its return address on are
@@ -1032,52 +771,12 @@ fn startup_ranges(tr: &Tracee, m: &AnalyzedImage) -> Option<Vec<(u64, u64)>> {
     while at < top && !found {
         let n = ((top - at) as usize).min(buf.len());
         tr.read(at, &mut buf[..n]).ok()?;
-        found = buf[..n].chunks_exact(8).any(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()) == ret);
+        found = buf[..n]
+            .chunks_exact(8)
+            .any(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()) == ret);
         at += n as u64;
     }
     found.then(|| vec![(f.entry.0 + bias, ret)])
-}
-
-/// Five bytes of `ranges` (target addresses, `[start, end)`) for a springboard within
-/// `jmp rel8` reach of `point` (so that `point + 2 - 128 <= sb <= point + 2 + 127`), not yet
-/// used; the bytes taken are added to `used`.
-fn springboard_in(
-    ranges: impl Iterator<Item = (u64, u64)>,
-    point: u64,
-    used: &mut Vec<(u64, u64)>,
-    planned: &Ranges,
-) -> Option<u64> {
-    let (lo, hi) = ((point + 2).saturating_sub(128), point + 2 + 127);
-    for (start, end) in ranges {
-        let mut sb = start.max(lo);
-        while sb + SPRINGBOARD_LEN <= end && sb <= hi {
-            // Padding may also be covered by a jump splice after a return.
-            let taken = planned.meets(sb, sb + SPRINGBOARD_LEN);
-            let springboard =
-                used.iter().find(|(a, b)| sb < *b && *a < sb + SPRINGBOARD_LEN).map(|(_, b)| *b);
-            match taken.or(springboard) {
-                Some(b) => sb = b,
-                None => {
-                    used.push((sb, sb + SPRINGBOARD_LEN));
-                    return Some(sb);
-                }
-            }
-        }
-    }
-    None
-}
-
-/// Five bytes of padding for a springboard within `jmp rel8` reach of `point`, not yet used.
-/// `pads` are the module's padding runs in image addresses, `bias` its load bias.
-fn springboard_near(
-    pads: &[kerf_analysis::cfg::Padding],
-    bias: u64,
-    point: u64,
-    used: &mut Vec<(u64, u64)>,
-    planned: &Ranges,
-) -> Option<u64> {
-    let ranges = pads.iter().map(|p| (p.start.0 + bias, p.start.0 + bias + p.len as u64));
-    springboard_in(ranges, point, used, planned)
 }
 
 /// Write `new` at `addr` after checking the bytes there are `old`, then read it back.

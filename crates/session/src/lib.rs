@@ -1,9 +1,11 @@
-//! The session layer (kerf's daemon role). For now: load images from files or from a live
-//! process's maps, analyse them, and keep analyses in a cache keyed by build-id.
+//! The session layer (kerf's daemon role): load images from files, a live process's maps or
+//! the live kernel, analyse them (with a cache keyed by build-id), resolve specs to points,
+//! plan splices, and install and remove probes in a process or the kernel.
 
 pub mod cache;
 pub mod instrument;
 pub mod load;
+pub mod plan;
 pub mod spec;
 
 pub use load::{analyze_file, analyze_process, AnalyzedImage, LoadError, LoadOptions};

@@ -82,8 +82,24 @@ pub struct AnalyzedImage {
     pub cache_warning: Option<String>,
     /// The image's loadable segments (to compute a load bias).
     pub segments: Vec<Segment>,
-    /// The file's bytes, mapped.
-    pub bytes: std::sync::Arc<memmap2::Mmap>,
+    /// The image's bytes: a file mapped, or memory read from a live kernel.
+    pub bytes: std::sync::Arc<Bytes>,
+}
+
+/// Where an image's bytes are held.
+pub enum Bytes {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Mapped(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
 }
 
 impl AnalyzedImage {
@@ -133,7 +149,7 @@ pub fn analyze_file(
 ) -> Result<AnalyzedImage, LoadError> {
     let t0 = Instant::now();
     let data = map_file(path).map_err(|err| LoadError::Read { path: path.into(), err })?;
-    let bytes = std::sync::Arc::new(data);
+    let bytes = std::sync::Arc::new(Bytes::Mapped(data));
     let data: &[u8] = &bytes;
     let name = path.display().to_string();
     let mut image = Image::from_elf(&name, &data)?;

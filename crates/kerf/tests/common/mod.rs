@@ -27,7 +27,11 @@ pub fn build_fixture(name: &str, opt: &str, tag: &str) -> PathBuf {
 /// Start `kerf TOOL ARGS` (stdout and stderr piped, analysis cache in the test's temporary
 /// directory `cache`) and wait until it reports its points spliced. Returns the process, with
 /// its stderr already taken, and that report line.
-pub fn spawn_kerf<S: AsRef<std::ffi::OsStr>>(tool: &str, args: &[S], cache: &str) -> (Child, String) {
+pub fn spawn_kerf<S: AsRef<std::ffi::OsStr>>(
+    tool: &str,
+    args: &[S],
+    cache: &str,
+) -> (Child, String) {
     let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
         .arg(tool)
         .args(args)

@@ -228,10 +228,18 @@ impl Driver {
         Ok(Driver { sys, info, data, data_len })
     }
 
-    fn call<T>(&self, op: &'static str, addr: u64, req: u64, arg: &mut T) -> Result<(), KernelError> {
-        self.sys
-            .ioctl(req, arg as *mut T as *mut u8)
-            .map_err(|e| KernelError::Request { op, addr, errno: errno(&e) })
+    fn call<T>(
+        &self,
+        op: &'static str,
+        addr: u64,
+        req: u64,
+        arg: &mut T,
+    ) -> Result<(), KernelError> {
+        self.sys.ioctl(req, arg as *mut T as *mut u8).map_err(|e| KernelError::Request {
+            op,
+            addr,
+            errno: errno(&e),
+        })
     }
 
     /// Kernel memory at `addr` (text, or the data a jump table is in).
@@ -252,7 +260,8 @@ impl Driver {
 
     /// Write a code patch into the patch heap (not yet reachable).
     pub fn write_patch(&self, addr: KernelAddr, code: &[u8]) -> Result<(), KernelError> {
-        let mut rw = uapi::Rw { addr: addr.0, len: code.len() as u64, user_buf: code.as_ptr() as u64 };
+        let mut rw =
+            uapi::Rw { addr: addr.0, len: code.len() as u64, user_buf: code.as_ptr() as u64 };
         self.call("write patch", addr.0, uapi::IOC_WRITE_PATCH, &mut rw)
     }
 

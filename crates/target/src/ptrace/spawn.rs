@@ -248,7 +248,11 @@ pub fn spawn_at_entry(
     }
 }
 
-fn hold_at_entry(sys: &dyn TraceSys, pid: i32, timeout: Duration) -> Result<EntryHold, TargetError> {
+fn hold_at_entry(
+    sys: &dyn TraceSys,
+    pid: i32,
+    timeout: Duration,
+) -> Result<EntryHold, TargetError> {
     let start = Instant::now();
     let io_err = |op: &str, e: io::Error| TargetError::from_io(pid, op.into(), PathBuf::new(), e);
     // Wait for the next stop; a child that exits instead is an error.

@@ -1,0 +1,409 @@
+//! Splice planning for a set of probes (pure: reads analysed images, writes nothing): which
+//! probes share a site, where each exit probe goes in its block, and the strongest splice kind
+//! each site can take (jump5, else jump2 to a springboard, else trap) with the reason a
+//! stronger one was refused. Both targets use it: a process and the kernel.
+
+use crate::instrument::{InstrumentError, Probe};
+use crate::load::AnalyzedImage;
+use crate::spec::Point;
+use kerf_analysis::cfg::{Cfg, FuncId, Terminator};
+use kerf_arch::ImageAddr;
+use kerf_codegen::LiveAt;
+use kerf_patch::{
+    plan_jump2, plan_jump5, plan_trap, Displaced, FunctionView, SpliceKind, SPRINGBOARD_LEN,
+};
+use std::collections::HashMap;
+
+/// Target-specific placement rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rules {
+    /// A probe at a function's entry goes after its `endbr64` and its 5-byte ftrace site
+    /// (`call __fentry__` or the nop ftrace leaves there): those bytes belong to ftrace.
+    pub skip_entry_prefix: bool,
+}
+
+impl Rules {
+    pub const PROCESS: Rules = Rules { skip_entry_prefix: false };
+    pub const KERNEL: Rules = Rules { skip_entry_prefix: true };
+}
+
+/// One planned site: the probes placed there and its splice.
+pub struct SitePlan {
+    /// The probe whose point names the site, and every probe placed there.
+    pub first: usize,
+    pub members: Vec<usize>,
+    pub plan: Plan,
+}
+
+/// Every site of a probe set, and the springboard space they take, `[start, end)`.
+pub struct Sites {
+    pub sites: Vec<SitePlan>,
+    pub springboards: Vec<(u64, u64)>,
+}
+
+/// Plan every probe: exact points first, each address once; exits after, moved to an earlier
+/// instruction of their block where a jump fits, or merged into a site already there.
+/// `startup` is run-once code of module 0 usable for springboards.
+pub fn plan_sites(
+    modules: &[AnalyzedImage],
+    probes: &[Probe],
+    force_kind: Option<SpliceKind>,
+    startup: &[(u64, u64)],
+    rules: Rules,
+) -> Result<Sites, InstrumentError> {
+    let exact: Vec<Vec<u64>> = (0..modules.len())
+        .map(|m| {
+            let bias = modules[m].bias.unwrap_or(0);
+            let mut v: Vec<u64> = probes
+                .iter()
+                .filter(|p| p.point.module == m && !p.point.at_exit)
+                .map(|p| entry_site(&modules[m], &p.point, rules) + bias)
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        })
+        .collect();
+    let mut pl = Planner {
+        modules,
+        force_kind,
+        startup,
+        exact,
+        planned: Ranges::default(),
+        springboards: Vec::new(),
+    };
+    let mut order: Vec<usize> = (0..probes.len()).collect();
+    order.sort_by_key(|&i| probes[i].point.at_exit);
+    let mut sites: Vec<SitePlan> = Vec::new();
+    let mut at: HashMap<(usize, u64), usize> = HashMap::new();
+    for &i in &order {
+        let p = &probes[i].point;
+        let m = &modules[p.module];
+        let bias = m.bias.unwrap_or(0);
+        let mut addr = p.addr.0 + bias;
+        if !p.at_exit {
+            addr = entry_site(m, p, rules) + bias;
+        }
+        if let Some(&s) = at.get(&(p.module, addr)) {
+            sites[s].members.push(i);
+            continue;
+        }
+        if p.at_exit {
+            // Latest instruction of the block from which a jump5 reaches to the exit without
+            // covering another site; else the exit itself.
+            let starts = exit_block_starts(m, p.func, p.addr.0);
+            let mut chosen = None;
+            for &s in starts.iter().rev() {
+                let a = s + bias;
+                if let Some(&k) = at.get(&(p.module, a)) {
+                    chosen = Some((a, Some(k)));
+                    break;
+                }
+                if pl.jump5_clear(p, a)? {
+                    chosen = Some((a, None));
+                    break;
+                }
+            }
+            match chosen {
+                Some((_, Some(k))) => {
+                    sites[k].members.push(i);
+                    continue;
+                }
+                Some((a, None)) => addr = a,
+                None => {}
+            }
+        }
+        let plan = pl.plan(p, addr)?;
+        at.insert((p.module, addr), sites.len());
+        pl.planned.insert(plan.displaced.point, plan.displaced.point + plan.displaced.len as u64);
+        sites.push(SitePlan { first: i, members: vec![i], plan });
+    }
+    Ok(Sites { sites, springboards: pl.springboards })
+}
+
+/// The image address an exact point's probe goes to: the point itself, except that under
+/// `skip_entry_prefix` a function entry moves past its `endbr64` and ftrace site.
+fn entry_site(m: &AnalyzedImage, p: &Point, rules: Rules) -> u64 {
+    let addr = p.addr.0;
+    let cfg = &m.analysis.cfg;
+    if !rules.skip_entry_prefix || cfg.function(p.func).entry.0 != addr {
+        return addr;
+    }
+    let Some((base, bytes)) = m.code_region(ImageAddr(addr)) else { return addr };
+    let mut sc = kerf_arch::x86_64::Scanner::new(bytes, base);
+    let mut a = addr;
+    if let Some(i) = sc.decode(ImageAddr(a)) {
+        if i.code() == iced_x86::Code::Endbr64 {
+            a = i.next_ip();
+        }
+    }
+    if let Some(i) = sc.decode(ImageAddr(a)) {
+        // ftrace leaves a 5-byte nop at every traceable function's start (a call while it
+        // traces the function).
+        if i.len() == 5 && (i.mnemonic() == iced_x86::Mnemonic::Nop || i.is_call_near()) {
+            a = i.next_ip();
+        }
+    }
+    a
+}
+
+struct Planner<'a> {
+    modules: &'a [AnalyzedImage],
+    force_kind: Option<SpliceKind>,
+    startup: &'a [(u64, u64)],
+    /// Per module, the sorted target addresses of every exact point.
+    exact: Vec<Vec<u64>>,
+    /// The bytes each planned splice covers; they never overlap.
+    planned: Ranges,
+    /// Springboard space taken so far.
+    springboards: Vec<(u64, u64)>,
+}
+
+impl Planner<'_> {
+    /// Whether a jump5 at `addr` (an instruction start in `p`'s function) is allowed and
+    /// covers no address of another site or exact point.
+    fn jump5_clear(&self, p: &Point, addr: u64) -> Result<bool, InstrumentError> {
+        let m = &self.modules[p.module];
+        let bias = m.bias.unwrap_or(0);
+        let bytes = code_bytes(m, p, addr)?;
+        let mut starts = Vec::new();
+        let view = function_view(&m.analysis.cfg, p.func, bias, &self.exact[p.module], &mut starts);
+        let Ok(d) = plan_jump5(bytes, addr, addr, &view) else { return Ok(false) };
+        Ok(!overlaps(addr, d.len, &self.planned, &self.springboards))
+    }
+
+    /// Plan the strongest splice kind the site at `addr` can take: jump5, else jump2 to a
+    /// springboard within reach, else trap; each refusal is kept as the reason.
+    fn plan(&mut self, p: &Point, addr: u64) -> Result<Plan, InstrumentError> {
+        let m = &self.modules[p.module];
+        let a = &m.analysis;
+        let bias = m.bias.unwrap_or(0);
+        let live = code_bytes(m, p, addr)?;
+        let mut starts = Vec::new();
+        let view = function_view(&a.cfg, p.func, bias, &self.exact[p.module], &mut starts);
+        let planned = &self.planned;
+        let refuse =
+            |detail: String| InstrumentError::Point { label: p.label.clone(), addr, detail };
+        let taken = self.springboards.clone();
+        let clear = |d: Displaced, kind: &str| {
+            if overlaps(addr, d.len, planned, &taken) {
+                Err(format!("{kind}: would overlap another probe's splice"))
+            } else {
+                Ok(d)
+            }
+        };
+        let j5 = || {
+            plan_jump5(live, addr, addr, &view)
+                .map_err(|r| r.to_string())
+                .and_then(|d| clear(d, "jump5"))
+        };
+        let pads = &a.cfg.padding;
+        let startup: &[(u64, u64)] = if p.module == 0 { self.startup } else { &[] };
+        let used = &mut self.springboards;
+        let mut jump2 = |why: String| -> Result<(Displaced, (u64, &'static str)), String> {
+            let d = plan_jump2(live, addr, addr, &view)
+                .map_err(|r| format!("{why}; jump2: {r}"))
+                .and_then(|d| clear(d, "jump2").map_err(|e| format!("{why}; {e}")))?;
+            let sb = springboard_near(pads, bias, addr, used, planned)
+                .map(|s| (s, "padding"))
+                .or_else(|| {
+                    springboard_in(startup.iter().copied(), addr, used, planned)
+                        .map(|s| (s, "startup code"))
+                })
+                .ok_or(format!("{why}; jump2: no padding or start-up code within reach"))?;
+            Ok((d, sb))
+        };
+        let trap = |why: Option<String>| -> Result<Plan, InstrumentError> {
+            let d = plan_trap(live, addr, addr).map_err(|t| match &why {
+                Some(w) => refuse(format!("{w}; and no trap: {t}")),
+                None => refuse(t.to_string()),
+            })?;
+            Ok(Plan { kind: SpliceKind::Trap, reason: why, displaced: d, springboard: None })
+        };
+        match self.force_kind {
+            Some(SpliceKind::Trap) => trap(Some("forced".into())),
+            Some(SpliceKind::Jump5) => Ok(Plan {
+                kind: SpliceKind::Jump5,
+                reason: None,
+                displaced: j5().map_err(refuse)?,
+                springboard: None,
+            }),
+            Some(SpliceKind::Jump2) => {
+                let (d, s) = jump2("forced".into()).map_err(refuse)?;
+                Ok(Plan {
+                    kind: SpliceKind::Jump2,
+                    reason: Some("forced".into()),
+                    displaced: d,
+                    springboard: Some(s),
+                })
+            }
+            None => match j5() {
+                Ok(d) => Ok(Plan {
+                    kind: SpliceKind::Jump5,
+                    reason: None,
+                    displaced: d,
+                    springboard: None,
+                }),
+                Err(r) => match jump2(r.clone()) {
+                    Ok((d, s)) => Ok(Plan {
+                        kind: SpliceKind::Jump2,
+                        reason: Some(r),
+                        displaced: d,
+                        springboard: Some(s),
+                    }),
+                    Err(why) => trap(Some(why)),
+                },
+            },
+        }
+    }
+}
+
+fn function_view<'a>(
+    cfg: &'a Cfg,
+    f: FuncId,
+    bias: u64,
+    others: &[u64],
+    starts: &'a mut Vec<u64>,
+) -> FunctionView<'a> {
+    let fun = cfg.function(f);
+    starts.clear();
+    starts.extend(cfg.blocks_of(f).iter().map(|b| b.start.0 + bias));
+    // Other probed addresses (sorted) count as branch targets: no splice may cover one.
+    let (lo, hi) = (fun.extent.start + bias, fun.extent.end + bias);
+    let from = others.partition_point(|a| *a < lo);
+    let to = others.partition_point(|a| *a < hi);
+    starts.extend_from_slice(&others[from..to]);
+    starts.sort_unstable();
+    starts.dedup();
+    FunctionView {
+        name: &fun.name,
+        extent: fun.extent.start + bias..fun.extent.end + bias,
+        block_starts: starts,
+        has_unanalysable_jump: cfg.blocks_of(f).iter().any(|b| b.term == Terminator::Unanalysable),
+    }
+}
+
+/// What is live just before the instruction at image address `addr`: from the block's
+/// live-in at a block start, else by decoding the block backwards; everything when unknown.
+pub fn live_at(m: &AnalyzedImage, f: FuncId, addr: u64) -> LiveAt {
+    let cfg = &m.analysis.cfg;
+    match cfg.block_containing(f, ImageAddr(addr)).map(|b| cfg.block(b)) {
+        Some(b) if b.start.0 == addr => LiveAt { regs: b.live_in, flags: b.flags_live_in },
+        Some(_) => kerf_analysis::liveness::live_at(cfg, m, f, ImageAddr(addr))
+            .map_or(LiveAt::ALL, |(before, _)| LiveAt { regs: before.regs, flags: before.flags }),
+        None => LiveAt::ALL,
+    }
+}
+
+/// Instruction starts of the block holding the exit instruction at image address `exit`,
+/// from the block start to the exit, in order.
+fn exit_block_starts(m: &AnalyzedImage, f: FuncId, exit: u64) -> Vec<u64> {
+    let cfg = &m.analysis.cfg;
+    let Some(b) = cfg.block_containing(f, ImageAddr(exit)).map(|b| cfg.block(b)) else {
+        return vec![exit];
+    };
+    let Some((base, bytes)) = m.code_region(b.start) else { return vec![exit] };
+    let mut sc = kerf_arch::x86_64::Scanner::new(bytes, base);
+    let mut v = Vec::new();
+    let mut a = b.start.0;
+    while a <= exit {
+        v.push(a);
+        match sc.decode(ImageAddr(a)) {
+            Some(i) => a = i.next_ip(),
+            None => break,
+        }
+    }
+    if v.last() != Some(&exit) {
+        return vec![exit];
+    }
+    v
+}
+
+/// The module's code at target address `addr` as its file holds it (32 bytes, or fewer at
+/// the end of its segment). Planning reads the file, not the target, so it needs no stop;
+/// the bytes in the target are checked against the file's when each splice is written.
+fn code_bytes<'a>(m: &'a AnalyzedImage, p: &Point, addr: u64) -> Result<&'a [u8], InstrumentError> {
+    let a = ImageAddr(addr - m.bias.unwrap_or(0));
+    m.code_region(a)
+        .and_then(|(base, bytes)| {
+            let off = (a.0 - base.0) as usize;
+            bytes.get(off..(off + 32).min(bytes.len()))
+        })
+        .ok_or_else(|| InstrumentError::Point {
+            label: p.label.clone(),
+            addr,
+            detail: "not in the module's code".into(),
+        })
+}
+
+/// The planned splice of one site.
+pub struct Plan {
+    pub kind: SpliceKind,
+    pub reason: Option<String>,
+    pub displaced: Displaced,
+    pub springboard: Option<(u64, &'static str)>,
+}
+
+/// Disjoint address ranges, `start -> end`.
+#[derive(Default)]
+struct Ranges(std::collections::BTreeMap<u64, u64>);
+
+impl Ranges {
+    fn insert(&mut self, start: u64, end: u64) {
+        self.0.insert(start, end);
+    }
+
+    /// The end of a range that meets `[lo, hi)`, if one does. The ranges are disjoint, so
+    /// only the last one starting below `hi` can.
+    fn meets(&self, lo: u64, hi: u64) -> Option<u64> {
+        self.0.range(..hi).next_back().filter(|(_, e)| **e > lo).map(|(_, e)| *e)
+    }
+}
+
+/// Whether `[addr, addr+len)` meets the bytes of a planned splice or a springboard.
+fn overlaps(addr: u64, len: usize, planned: &Ranges, springboards: &[(u64, u64)]) -> bool {
+    let end = addr + len as u64;
+    planned.meets(addr, end).is_some() || springboards.iter().any(|&(b, e)| addr < e && b < end)
+}
+
+/// Five bytes of `ranges` (target addresses, `[start, end)`) for a springboard within
+/// `jmp rel8` reach of `point` (so that `point + 2 - 128 <= sb <= point + 2 + 127`), not yet
+/// used; the bytes taken are added to `used`.
+fn springboard_in(
+    ranges: impl Iterator<Item = (u64, u64)>,
+    point: u64,
+    used: &mut Vec<(u64, u64)>,
+    planned: &Ranges,
+) -> Option<u64> {
+    let (lo, hi) = ((point + 2).saturating_sub(128), point + 2 + 127);
+    for (start, end) in ranges {
+        let mut sb = start.max(lo);
+        while sb + SPRINGBOARD_LEN <= end && sb <= hi {
+            // Padding may also be covered by a jump splice after a return.
+            let taken = planned.meets(sb, sb + SPRINGBOARD_LEN);
+            let springboard =
+                used.iter().find(|(a, b)| sb < *b && *a < sb + SPRINGBOARD_LEN).map(|(_, b)| *b);
+            match taken.or(springboard) {
+                Some(b) => sb = b,
+                None => {
+                    used.push((sb, sb + SPRINGBOARD_LEN));
+                    return Some(sb);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// Five bytes of padding for a springboard within `jmp rel8` reach of `point`, not yet used.
+/// `pads` are the module's padding runs in image addresses, `bias` its load bias.
+fn springboard_near(
+    pads: &[kerf_analysis::cfg::Padding],
+    bias: u64,
+    point: u64,
+    used: &mut Vec<(u64, u64)>,
+    planned: &Ranges,
+) -> Option<u64> {
+    let ranges = pads.iter().map(|p| (p.start.0 + bias, p.start.0 + bias + p.len as u64));
+    springboard_in(ranges, point, used, planned)
+}
