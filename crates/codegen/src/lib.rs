@@ -48,6 +48,9 @@ pub enum ThreadPointer {
     /// thread control block. Faults in a thread with no TLS (fs base 0), so the caller must
     /// have checked every thread has one.
     FsSelf,
+    /// `mov r, gs:[offset]`: the kernel's per-CPU `current_task` (the running task), whose
+    /// per-CPU offset the caller finds in kallsyms.
+    GsSlot(u32),
 }
 
 /// What is live at the point, so generated code knows what it may clobber.
@@ -134,6 +137,7 @@ pub fn lower(prims: &[Primitive], ctx: &Context) -> Result<Vec<Instruction>, Cod
     match ctx.thread {
         ThreadPointer::FsBase => a.rdfsbase(r10)?,
         ThreadPointer::FsSelf => a.mov(r10, qword_ptr(0u64).fs())?,
+        ThreadPointer::GsSlot(off) => a.mov(r10, qword_ptr(off as u64).gs())?,
     }
     a.inc(r10)?;
     if let Some(tp) = ctx.only_thread {

@@ -14,11 +14,14 @@ use std::time::Instant;
 #[derive(clap::Args)]
 pub struct Args {
     /// ELF executable or shared object to analyse.
-    #[arg(required_unless_present = "pid", conflicts_with = "pid")]
+    #[arg(required_unless_present_any = ["pid", "kernel"], conflicts_with_all = ["pid", "kernel"])]
     target: Option<PathBuf>,
     /// Analyse every module mapped into this live process (read only: nothing is attached).
-    #[arg(short, long)]
+    #[arg(short, long, conflicts_with = "kernel")]
     pid: Option<i32>,
+    /// Analyse the running kernel's text and loaded modules (needs kerf's driver, kerf.ko).
+    #[arg(long)]
+    kernel: bool,
     /// Symbol file (nm, System.map or /proc/kallsyms format) for an image without symbols
     /// (with -p, for the main executable).
     #[arg(long, value_name = "FILE")]
@@ -44,7 +47,14 @@ pub fn run(args: Args) -> Result<(), String> {
     };
     let opts = LoadOptions { symbols, no_cache: args.no_cache, cache_dir: None };
     let progress = TermProgress::new();
+    let mut _kernel = None;
     let (images, skipped, what) = match (args.pid, &args.target) {
+        _ if args.kernel => {
+            let k = kerf_session::kernel::Kernel::open(true, &progress)?;
+            let what = format!("the running kernel ({} kallsyms symbols)", k.kallsyms_symbols);
+            let k = _kernel.insert(k);
+            (std::mem::take(&mut k.images), Vec::new(), what)
+        }
         (Some(pid), _) => {
             let (imgs, skipped) =
                 analyze_process(pid, &opts, &progress).map_err(|e| e.to_string())?;

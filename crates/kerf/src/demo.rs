@@ -123,6 +123,7 @@ pub fn run(args: Args) -> Result<(), String> {
         duration: Some(args.duration),
         json: false,
         force_kind: None,
+        kernel: false,
         command: Vec::new(),
     };
     let result = crate::time::time(&live, &["kerf:kerf_demo_*".to_string()], false);

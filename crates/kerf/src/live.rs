@@ -2,8 +2,10 @@
 //! analysing its modules, resolving specs, the sampling loop with its stop conditions
 //! (duration, target exit, Ctrl-C, SIGTERM), and the JSON fields every point reports.
 
+use kerf_codegen::timer::TimerSample;
 use kerf_patch::SpliceKind;
 use kerf_session::instrument::{Instrumentation, Site};
+use kerf_session::kernel::KernelInstrumentation;
 use kerf_session::spec::{self, Point, Spec};
 use kerf_session::{analyze_process, AnalyzedImage, LoadOptions};
 use serde_json::json;
@@ -31,6 +33,9 @@ pub struct LiveArgs {
     /// Use this splice kind for every point (testing): jump5, jump2 or trap.
     #[arg(long, value_parser = ["jump5", "jump2", "trap"])]
     pub force_kind: Option<String>,
+    /// Instrument the running kernel (needs kerf's driver, kerf.ko).
+    #[arg(long, conflicts_with_all = ["pid", "tid", "command"])]
+    pub kernel: bool,
     /// Command to launch and instrument: `kerf count SPEC... -- CMD ARGS`.
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -109,14 +114,7 @@ impl Target {
 
     /// Resolve spec texts against the process's modules.
     pub fn resolve(&self, specs: &[Spec]) -> Result<Vec<Point>, String> {
-        let named: Vec<(&str, &kerf_analysis::Analysis)> =
-            self.modules.iter().map(|m| (m.analysis.image.as_str(), &m.analysis)).collect();
-        let reader = |m: usize, a: kerf_arch::ImageAddr| {
-            let (base, bytes) = self.modules[m].code_region(a)?;
-            let off = (a.0 - base.0) as usize;
-            Some((a, bytes.get(off..(off + 4096).min(bytes.len()))?.to_vec()))
-        };
-        spec::resolve(specs, &named, &reader).map_err(|e| e.to_string())
+        resolve(&self.modules, specs)
     }
 
     /// Why the target is gone, if it is.
@@ -136,26 +134,9 @@ impl Target {
 
     /// Call `tick` every `interval` until the duration is reached, the target exits or a
     /// signal arrives; returns why it stopped.
-    pub fn sample(&mut self, args: &LiveArgs, mut tick: impl FnMut()) -> String {
-        let deadline = args.duration.map(|d| self.started + Duration::from_secs_f64(d));
-        let interval = Duration::from_secs_f64(args.interval.max(0.05));
-        let mut next = Instant::now() + interval;
-        loop {
-            if STOP.load(Ordering::SeqCst) {
-                return "interrupted".into();
-            }
-            if let Some(w) = self.gone() {
-                return w;
-            }
-            if deadline.is_some_and(|d| Instant::now() >= d) {
-                return "duration reached".into();
-            }
-            if Instant::now() >= next {
-                tick();
-                next += interval;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+    pub fn sample(&mut self, args: &LiveArgs, tick: impl FnMut()) -> String {
+        let started = self.started;
+        sample_loop(started, args, || self.gone(), tick)
     }
 
     /// Wait for a launched command after the instrumentation is gone.
@@ -177,6 +158,110 @@ impl Drop for Target {
             }
         }
     }
+}
+
+/// Resolve spec texts against analysed images (a process's modules or the kernel's).
+pub fn resolve(images: &[AnalyzedImage], specs: &[Spec]) -> Result<Vec<Point>, String> {
+    let named: Vec<(&str, &kerf_analysis::Analysis)> =
+        images.iter().map(|m| (m.analysis.image.as_str(), &m.analysis)).collect();
+    let reader = |m: usize, a: kerf_arch::ImageAddr| {
+        let (base, bytes) = images[m].code_region(a)?;
+        let off = (a.0 - base.0) as usize;
+        Some((a, bytes.get(off..(off + 4096).min(bytes.len()))?.to_vec()))
+    };
+    spec::resolve(specs, &named, &reader).map_err(|e| e.to_string())
+}
+
+/// Call `tick` every interval until the duration (counted from `started`) is reached, `gone`
+/// says the target is gone, or a signal arrives; returns why it stopped.
+pub fn sample_loop(
+    started: Instant,
+    args: &LiveArgs,
+    mut gone: impl FnMut() -> Option<String>,
+    mut tick: impl FnMut(),
+) -> String {
+    let deadline = args.duration.map(|d| started + Duration::from_secs_f64(d));
+    let interval = Duration::from_secs_f64(args.interval.max(0.05));
+    let mut next = Instant::now() + interval;
+    loop {
+        if STOP.load(Ordering::SeqCst) {
+            return "interrupted".into();
+        }
+        if let Some(w) = gone() {
+            return w;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return "duration reached".into();
+        }
+        if Instant::now() >= next {
+            tick();
+            next += interval;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Probes installed in a process or in the kernel, as the tools read them.
+pub trait Installed {
+    /// The site probe `i` is at (`None`: the kernel's driver refused it).
+    fn site(&self, i: usize) -> Option<&Site>;
+    fn count(&self, i: usize) -> u64;
+    fn timer(&self, t: usize, now: u64) -> TimerSample;
+    /// TSC and monotonic time when the probes went in.
+    fn installed_at(&self) -> (u64, Instant);
+}
+
+impl Installed for Instrumentation {
+    fn site(&self, i: usize) -> Option<&Site> {
+        Some(self.site_of(i))
+    }
+    fn count(&self, i: usize) -> u64 {
+        Instrumentation::count(self, i)
+    }
+    fn timer(&self, t: usize, now: u64) -> TimerSample {
+        Instrumentation::timer(self, t, now)
+    }
+    fn installed_at(&self) -> (u64, Instant) {
+        self.installed_at
+    }
+}
+
+impl Installed for KernelInstrumentation<'_> {
+    fn site(&self, i: usize) -> Option<&Site> {
+        self.site_of(i)
+    }
+    fn count(&self, i: usize) -> u64 {
+        KernelInstrumentation::count(self, i)
+    }
+    fn timer(&self, t: usize, now: u64) -> TimerSample {
+        KernelInstrumentation::timer(self, t, now)
+    }
+    fn installed_at(&self) -> (u64, Instant) {
+        self.installed_at
+    }
+}
+
+/// The line printed once every kernel probe is in.
+pub fn kernel_spliced_line(inst: &KernelInstrumentation<'_>) -> String {
+    let kinds = |k: SpliceKind| inst.sites().iter().filter(|p| p.kind == k).count();
+    format!(
+        "kerf: {} points spliced in the kernel ({} jump5, {} jump2, {} trap; {} refused by the driver) in {:.1} ms; Ctrl-C to stop",
+        inst.sites().len(),
+        kinds(SpliceKind::Jump5),
+        kinds(SpliceKind::Jump2),
+        kinds(SpliceKind::Trap),
+        inst.refused.len(),
+        inst.splice_time.as_secs_f64() * 1e3,
+    )
+}
+
+/// The driver's refusals as JSON.
+pub fn refused_json(inst: &KernelInstrumentation<'_>) -> serde_json::Value {
+    json!(inst
+        .refused
+        .iter()
+        .map(|(label, addr, why)| json!({"point": label, "address": format!("{addr:#x}"), "reason": why}))
+        .collect::<Vec<_>>())
 }
 
 /// The line printed once every probe is in.

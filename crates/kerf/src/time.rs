@@ -4,10 +4,16 @@
 //! With `--callees`, each function's calls are timed too, per callee (KernInst's drill-down
 //! from a slow function into the callees its time goes to).
 
-use crate::live::{catch_signals, site_json, spliced_line, LiveArgs, Target};
+use crate::live::{
+    catch_signals, kernel_spliced_line, refused_json, resolve, sample_loop, site_json,
+    spliced_line, Installed, LiveArgs, Target,
+};
 use kerf_session::instrument::{tsc, Action, Instrumentation, Options, Probe};
+use kerf_session::kernel::{Kernel, KernelInstrumentation, KernelOptions};
 use kerf_session::spec::{self, Point, Spec, SpecWhat};
+use kerf_session::AnalyzedImage;
 use serde_json::json;
+use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -57,13 +63,17 @@ pub fn run(args: Args) -> Result<(), String> {
     time(&args.live, &args.functions, args.callees)
 }
 
-/// Time `functions` (and their callees) in the process `live` names (or launches).
+/// Time `functions` (and their callees) in the process `live` names (or launches), or in
+/// the kernel.
 pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), String> {
     let specs: Vec<Spec> = functions.iter().map(|s| parse_function(s)).collect::<Result<_, _>>()?;
+    if live.kernel {
+        return time_kernel(live, &specs, callees);
+    }
     let mut target = Target::open(live)?;
-    let (mut probes, mut timed) = timer_probes(&target, &specs)?;
+    let (mut probes, mut timed) = timer_probes(&target.modules, &specs)?;
     if callees {
-        callee_probes(&target, &mut probes, &mut timed);
+        callee_probes(&target.modules, &mut probes, &mut timed);
     }
     catch_signals();
     let t = Instant::now();
@@ -73,54 +83,134 @@ pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), 
     let splice_time = t.elapsed();
     target.release()?;
     eprintln!("{}", spliced_line(&inst, target.pid, splice_time));
-    for (k, f) in timed.iter().enumerate() {
-        if f.exits.is_empty() {
-            eprintln!(
-                "kerf: {} has no exit kerf can see; its time runs until kerf stops",
-                timed[k].name
-            );
-        }
-    }
-    let json_out = live.json;
-    let mut last: Vec<(u64, u64, u64)> = vec![(0, 0, 0); timed.len()];
-    let mut last_at = inst.installed_at;
+    warn_no_exits(&timed);
+    let mut table = Table::new(&timed, inst.installed_at);
     let why = target.sample(live, || {
-        let now = (tsc(), Instant::now());
-        let hz = ticks_per_ns(inst.installed_at, now);
-        if !json_out {
-            let secs = now.1.duration_since(last_at.1).as_secs_f64();
-            println!(
-                "{:>12} {:>12} {:>12} {:>8}  function",
-                "calls/s", "avg/call", "time/s", "threads"
-            );
-            for (k, f) in timed.iter().enumerate() {
-                let s = inst.timer(k, now.0);
-                let (calls, ns) = (s.calls - last[k].0, (s.cycles as f64 / hz) as u64);
-                let outer = s.outer - last[k].2;
-                let dns = ns.saturating_sub(last[k].1);
-                println!(
-                    "{:>12.0} {:>12} {:>12} {:>8.2}  {}",
-                    calls as f64 / secs,
-                    if outer > 0 { fmt_ns(dns as f64 / outer as f64) } else { "-".into() },
-                    fmt_ns(dns as f64 / secs),
-                    dns as f64 / (secs * 1e9),
-                    f.name
-                );
-                last[k] = (s.calls, ns, s.outer);
-            }
-            last_at = now;
+        if !live.json {
+            table.print(&inst);
         }
     });
+    let (summary, extra) = summarize(&inst, &timed);
+    let (pause, batch_pause) = (inst.longest_pause, inst.longest_splice_pause);
+    let removal = inst.remove();
+    target.finish();
+    let mut v = json!({"pid": target.pid, "stopped": why, "functions": summary, "points": summary,
+           "longest_pause_us": pause.as_micros() as u64,
+           "longest_splice_pause_us": batch_pause.as_micros() as u64,
+           "splice_seconds": splice_time.as_secs_f64(),
+           "seconds": target.started.elapsed().as_secs_f64()});
+    merge(&mut v, extra);
+    report(live.json, &why, &v);
+    removal.map_err(|e| format!("restoring process {}: {e}", target.pid))
+}
+
+/// `kerf time --kernel`: the same through kerf's driver.
+fn time_kernel(live: &LiveArgs, specs: &[Spec], callees: bool) -> Result<(), String> {
+    let started = Instant::now();
+    let kernel = Kernel::open(true, &kerf_analysis::Quiet)?;
+    let (mut probes, mut timed) = timer_probes(&kernel.images, specs)?;
+    if callees {
+        callee_probes(&kernel.images, &mut probes, &mut timed);
+    }
+    catch_signals();
+    let opts = KernelOptions { force_kind: live.force_kind() };
+    let inst = KernelInstrumentation::install(&kernel, &probes, timed.len(), opts)
+        .map_err(|e| e.to_string())?;
+    eprintln!("{}", kernel_spliced_line(&inst));
+    for (label, addr, why) in &inst.refused {
+        eprintln!("kerf: not spliced: {label} at {addr:#x}: {why}");
+    }
+    warn_no_exits(&timed);
+    let mut table = Table::new(&timed, inst.installed_at);
+    let why = sample_loop(
+        started,
+        live,
+        || None,
+        || {
+            if !live.json {
+                table.print(&inst);
+            }
+        },
+    );
+    let (summary, extra) = summarize(&inst, &timed);
+    let refused = refused_json(&inst);
+    let splice_seconds = inst.splice_time.as_secs_f64();
+    let removal = inst.remove();
+    let mut v = json!({"kernel": true, "stopped": why, "functions": summary, "points": summary,
+           "refused": refused, "splice_seconds": splice_seconds,
+           "seconds": started.elapsed().as_secs_f64()});
+    merge(&mut v, extra);
+    report(live.json, &why, &v);
+    removal.map_err(|e| format!("restoring the kernel: {e}"))
+}
+
+fn merge(v: &mut Value, extra: Value) {
+    if let (Some(o), Value::Object(e)) = (v.as_object_mut(), extra) {
+        o.extend(e);
+    }
+}
+
+fn warn_no_exits(timed: &[Timed]) {
+    for f in timed.iter().filter(|f| f.exits.is_empty()) {
+        eprintln!("kerf: {} has no exit kerf can see; its time runs until kerf stops", f.name);
+    }
+}
+
+/// The live table: per interval, each timer's calls, time per outermost call, time per
+/// second and threads inside.
+struct Table<'a> {
+    timed: &'a [Timed],
+    since: (u64, Instant),
+    last_at: (u64, Instant),
+    /// Per timer: calls, nanoseconds and outermost calls at the last print.
+    last: Vec<(u64, u64, u64)>,
+}
+
+impl<'a> Table<'a> {
+    fn new(timed: &'a [Timed], since: (u64, Instant)) -> Table<'a> {
+        Table { timed, since, last_at: since, last: vec![(0, 0, 0); timed.len()] }
+    }
+
+    fn print(&mut self, inst: &dyn Installed) {
+        let now = (tsc(), Instant::now());
+        let hz = ticks_per_ns(self.since, now);
+        let secs = now.1.duration_since(self.last_at.1).as_secs_f64();
+        println!(
+            "{:>12} {:>12} {:>12} {:>8}  function",
+            "calls/s", "avg/call", "time/s", "threads"
+        );
+        for (k, f) in self.timed.iter().enumerate() {
+            let s = inst.timer(k, now.0);
+            let (calls, ns) = (s.calls - self.last[k].0, (s.cycles as f64 / hz) as u64);
+            let outer = s.outer - self.last[k].2;
+            let dns = ns.saturating_sub(self.last[k].1);
+            println!(
+                "{:>12.0} {:>12} {:>12} {:>8.2}  {}",
+                calls as f64 / secs,
+                if outer > 0 { fmt_ns(dns as f64 / outer as f64) } else { "-".into() },
+                fmt_ns(dns as f64 / secs),
+                dns as f64 / (secs * 1e9),
+                f.name
+            );
+            self.last[k] = (s.calls, ns, s.outer);
+        }
+        self.last_at = now;
+    }
+}
+
+/// Per timer, its totals (timers whose entry the kernel's driver refused are left out), and
+/// the fields every summary has (`timed_seconds`, `tsc_ghz`).
+fn summarize(inst: &dyn Installed, timed: &[Timed]) -> (Vec<Value>, Value) {
     let now = (tsc(), Instant::now());
-    let hz = ticks_per_ns(inst.installed_at, now);
-    let elapsed_ns = now.1.duration_since(inst.installed_at.1).as_nanos().max(1) as f64;
-    let summary: Vec<_> = timed
+    let hz = ticks_per_ns(inst.installed_at(), now);
+    let elapsed_ns = now.1.duration_since(inst.installed_at().1).as_nanos().max(1) as f64;
+    let summary = timed
         .iter()
         .enumerate()
-        .map(|(k, f)| {
+        .filter_map(|(k, f)| {
             let s = inst.timer(k, now.0);
             let total_ns = s.cycles as f64 / hz;
-            let mut v = site_json(inst.site_of(f.entry));
+            let mut v = site_json(inst.site(f.entry)?);
             v["spec"] = json!(f.spec);
             v["function"] = json!(f.name);
             if let Some((caller, callee)) = &f.call {
@@ -137,58 +227,56 @@ pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), 
             v["threads_inside"] = json!(s.inside);
             v["lost"] = json!(s.lost);
             v["unmatched_exits"] = json!(s.unmatched);
-            v["exits"] =
-                json!(f.exits.iter().map(|&i| site_json(inst.site_of(i))).collect::<Vec<_>>());
-            v
+            v["exits"] = json!(f
+                .exits
+                .iter()
+                .filter_map(|&i| inst.site(i).map(site_json))
+                .collect::<Vec<_>>());
+            Some(v)
         })
         .collect();
-    let (pause, batch_pause) = (inst.longest_pause, inst.longest_splice_pause);
-    let removal = inst.remove();
-    target.finish();
+    (summary, json!({"timed_seconds": elapsed_ns / 1e9, "tsc_ghz": hz}))
+}
+
+fn report(json_out: bool, why: &str, v: &Value) {
     if json_out {
-        println!(
-            "{}",
-            json!({"pid": target.pid, "stopped": why, "functions": summary, "points": summary,
-                   "longest_pause_us": pause.as_micros() as u64,
-                   "longest_splice_pause_us": batch_pause.as_micros() as u64,
-                   "splice_seconds": splice_time.as_secs_f64(),
-                   "timed_seconds": elapsed_ns / 1e9, "tsc_ghz": hz,
-                   "seconds": target.started.elapsed().as_secs_f64()})
-        );
-    } else {
-        eprintln!("kerf: {why}");
-        println!("{:>12} {:>12} {:>12} {:>8}  function", "calls", "total", "avg/call", "threads");
-        for v in &summary {
-            let calls = v["calls"].as_u64().unwrap_or(0);
-            let total = v["total_ns"].as_u64().unwrap_or(0) as f64;
-            let avg = v["avg_ns"].as_f64().unwrap_or(0.0);
-            println!(
-                "{calls:>12} {:>12} {:>12} {:>8.2}  {} ({} {})",
-                fmt_ns(total),
-                if avg > 0.0 { fmt_ns(avg) } else { "-".into() },
-                v["concurrency"].as_f64().unwrap_or(0.0),
-                v["function"].as_str().unwrap_or(""),
-                v["kind"].as_str().unwrap_or(""),
-                v["address"].as_str().unwrap_or("")
-            );
-        }
+        println!("{v}");
+        return;
     }
-    removal.map_err(|e| format!("restoring process {}: {e}", target.pid))
+    eprintln!("kerf: {why}");
+    println!("{:>12} {:>12} {:>12} {:>8}  function", "calls", "total", "avg/call", "threads");
+    for v in v["functions"].as_array().into_iter().flatten() {
+        let calls = v["calls"].as_u64().unwrap_or(0);
+        let total = v["total_ns"].as_u64().unwrap_or(0) as f64;
+        let avg = v["avg_ns"].as_f64().unwrap_or(0.0);
+        println!(
+            "{calls:>12} {:>12} {:>12} {:>8.2}  {} ({} {})",
+            fmt_ns(total),
+            if avg > 0.0 { fmt_ns(avg) } else { "-".into() },
+            v["concurrency"].as_f64().unwrap_or(0.0),
+            v["function"].as_str().unwrap_or(""),
+            v["kind"].as_str().unwrap_or(""),
+            v["address"].as_str().unwrap_or("")
+        );
+    }
 }
 
 /// A timer per function: a start probe at its entry and a stop probe at each exit.
-fn timer_probes(target: &Target, specs: &[Spec]) -> Result<(Vec<Probe>, Vec<Timed>), String> {
+fn timer_probes(
+    images: &[AnalyzedImage],
+    specs: &[Spec],
+) -> Result<(Vec<Probe>, Vec<Timed>), String> {
     let mut probes = Vec::new();
     let mut timed: Vec<Timed> = Vec::new();
     let mut by_func: HashMap<(usize, u32), usize> = HashMap::new();
     for s in specs {
-        for point in target.resolve(std::slice::from_ref(s))? {
+        for point in resolve(images, std::slice::from_ref(s))? {
             let key = (point.module, point.func.0);
             if by_func.contains_key(&key) {
                 continue;
             }
             by_func.insert(key, timed.len());
-            let name = target.modules[point.module].analysis.cfg.function(point.func).name.clone();
+            let name = images[point.module].analysis.cfg.function(point.func).name.clone();
             timed.push(Timed {
                 spec: s.text.clone(),
                 name,
@@ -211,7 +299,7 @@ fn timer_probes(target: &Target, specs: &[Spec]) -> Result<(Vec<Probe>, Vec<Time
         };
         // A function without a return or tail call (it loops forever or only ends the
         // program) has no exits; resolving them then fails, which is not an error here.
-        for point in target.resolve(&[exits]).unwrap_or_default() {
+        for point in resolve(images, &[exits]).unwrap_or_default() {
             if let Some(&t) = by_func.get(&(point.module, point.func.0)) {
                 timed[t].exits.push(probes.len());
                 probes.push(Probe { point, action: Action::TimerStop(t) });
@@ -226,14 +314,14 @@ fn timer_probes(target: &Target, specs: &[Spec]) -> Result<(Vec<Probe>, Vec<Time
 /// `(indirect)`; calls that never return (no return address block) are left out. A path that
 /// reaches a return address without the call (another branch joining there) only counts as
 /// an unmatched exit.
-fn callee_probes(target: &Target, probes: &mut Vec<Probe>, timed: &mut Vec<Timed>) {
+fn callee_probes(images: &[AnalyzedImage], probes: &mut Vec<Probe>, timed: &mut Vec<Timed>) {
     use kerf_analysis::cfg::{EdgeKind, EdgeTarget, Terminator};
     let callers: Vec<(usize, usize)> =
         timed.iter().enumerate().map(|(k, t)| (k, t.entry)).collect();
     let mut by_callee: HashMap<(usize, u32, String), usize> = HashMap::new();
     for (k, entry) in callers {
         let (m, f) = (probes[entry].point.module, probes[entry].point.func);
-        let img = &target.modules[m];
+        let img = &images[m];
         let cfg = &img.analysis.cfg;
         let caller = cfg.function(f).name.clone();
         for b in cfg.blocks_of(f) {

@@ -49,6 +49,8 @@ const HWCAP2_FSGSBASE: u64 = 2;
 #[derive(Debug)]
 pub enum InstrumentError {
     Target(TargetError),
+    /// A request kerf's kernel driver refused.
+    Kernel(kerf_target::kernel::KernelError),
     /// A point that cannot be spliced at all, with why.
     Point {
         label: String,
@@ -66,6 +68,7 @@ impl fmt::Display for InstrumentError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             InstrumentError::Target(e) => write!(f, "{e}"),
+            InstrumentError::Kernel(e) => write!(f, "{e}"),
             InstrumentError::Point { label, addr, detail } => {
                 write!(f, "cannot instrument {label} at {addr:#x}: {detail}")
             }
@@ -123,6 +126,44 @@ pub struct Site {
     live: bool,
     /// For jump2: the springboard's address, the bytes it replaced, and its bytes.
     springboard: Option<(u64, Vec<u8>, Vec<u8>)>,
+}
+
+impl Site {
+    /// A site as a target other than a process records it (the kernel's).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        spec: String,
+        label: String,
+        addr: u64,
+        kind: SpliceKind,
+        reason: Option<String>,
+        probes: Vec<usize>,
+        springboard_in: Option<(u64, &'static str)>,
+        original: Vec<u8>,
+        splice: Vec<u8>,
+        module: usize,
+        patch: u64,
+    ) -> Site {
+        Site {
+            spec,
+            label,
+            addr,
+            kind,
+            reason,
+            probes,
+            springboard_in,
+            original,
+            splice,
+            module,
+            patch,
+            live: true,
+            springboard: None,
+        }
+    }
+
+    pub(crate) fn set_splice(&mut self, bytes: Vec<u8>) {
+        self.splice = bytes;
+    }
 }
 
 /// The heaps kerf mapped next to one module.

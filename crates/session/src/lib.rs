@@ -4,6 +4,7 @@
 
 pub mod cache;
 pub mod instrument;
+pub mod kernel;
 pub mod load;
 pub mod plan;
 pub mod spec;

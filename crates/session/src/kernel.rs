@@ -1,0 +1,459 @@
+//! The live kernel as a target (DESIGN.md §4, issue 4): its text and modules read through
+//! kerf's driver and analysed like any image (symbols from /proc/kallsyms), and probes
+//! installed with the driver's protocol (Djprobe's: an int3 first, quiescence, then the jump),
+//! sharing splice planning and code generation with the process target.
+
+use crate::instrument::{Action, InstrumentError, Probe, Site};
+use crate::load::{AnalyzedImage, Bytes};
+use crate::plan::{live_at, plan_sites, Rules, SitePlan};
+use kerf_analysis::image::Image;
+use kerf_analysis::{analyze, Progress};
+use kerf_arch::{ImageAddr, KernelAddr};
+use kerf_codegen::timer::{self, TimerSample, THREAD_TABLE_LEN, TIMER_LEN};
+use kerf_codegen::{lower, Context, Env, Primitive, ThreadPointer};
+use kerf_patch::{build_patch, jump2_bytes, jump5_bytes, SpliceKind, INT3, SPRINGBOARD_LEN};
+use kerf_target::kernel::{Driver, KernelError};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Bytes of patch heap reserved per site, and per timer primitive at it.
+const PATCH_SLOT: u64 = 128;
+const TIMER_PATCH: u64 = 192;
+/// Bytes of data heap per counter (one cache line).
+const DATA_SLOT: u64 = 64;
+
+impl From<KernelError> for InstrumentError {
+    fn from(e: KernelError) -> Self {
+        InstrumentError::Kernel(e)
+    }
+}
+
+/// The kernel's images (core text first, then each loaded module), analysed.
+pub struct Kernel {
+    pub driver: Driver,
+    pub images: Vec<AnalyzedImage>,
+    /// Per-CPU offset of `current_task` (how generated code finds the running task).
+    pub current_task: Option<u32>,
+    pub kallsyms_symbols: usize,
+}
+
+/// Split /proc/kallsyms into the core kernel's lines and each module's, without the tag.
+fn split_kallsyms(text: &str) -> (String, Vec<(String, String)>) {
+    let mut core = String::new();
+    let mut mods: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        match line.split_once('\t') {
+            None => {
+                core.push_str(line);
+                core.push('\n');
+            }
+            Some((head, tag)) => {
+                let name = tag.trim().trim_start_matches('[').trim_end_matches(']');
+                match mods.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, t)) => {
+                        t.push_str(head);
+                        t.push('\n');
+                    }
+                    None => mods.push((name.to_string(), format!("{head}\n"))),
+                }
+            }
+        }
+    }
+    (core, mods)
+}
+
+fn image_of(
+    name: &str,
+    bytes: Vec<u8>,
+    base: u64,
+    symbols: &str,
+    progress: &dyn Progress,
+) -> Result<AnalyzedImage, String> {
+    let t0 = Instant::now();
+    let bytes = Arc::new(Bytes::Owned(bytes));
+    let mut image = Image::raw(name, &bytes, ImageAddr(base));
+    image.add_symbol_file(symbols).map_err(|e| format!("{name}: symbols: {e}"))?;
+    let text_bytes = image.text_bytes();
+    let segments = image.segments.clone();
+    let analysis = analyze(&image, progress);
+    drop(image);
+    Ok(AnalyzedImage {
+        path: PathBuf::from(name),
+        file: PathBuf::from(name),
+        bias: Some(0),
+        analysis,
+        cached: false,
+        load_seconds: t0.elapsed().as_secs_f64(),
+        text_bytes,
+        cache_warning: None,
+        segments,
+        bytes,
+    })
+}
+
+/// Where a module's text ends: the lowest address of its other sections above `.text`, from
+/// /sys/module/NAME/sections (its core allocation also holds read-only and writable data).
+fn module_text(name: &str, base: u64, size: u64) -> (u64, u64) {
+    let dir = format!("/sys/module/{name}/sections");
+    let read = |s: &str| {
+        std::fs::read_to_string(format!("{dir}/{s}"))
+            .ok()
+            .and_then(|t| u64::from_str_radix(t.trim().trim_start_matches("0x"), 16).ok())
+    };
+    let text = read(".text").unwrap_or(base);
+    let mut end = base + size;
+    if let Ok(rd) = std::fs::read_dir(&dir) {
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if let Some(a) = read(&n) {
+                if a > text && a < end && !n.starts_with(".text") {
+                    end = a;
+                }
+            }
+        }
+    }
+    (text, end)
+}
+
+impl Kernel {
+    /// Open the driver and analyse the running kernel's text (and, with `modules`, every
+    /// loaded module's).
+    pub fn open(modules: bool, progress: &dyn Progress) -> Result<Kernel, String> {
+        let driver = Driver::open().map_err(|e| e.to_string())?;
+        let kallsyms = driver.kallsyms().map_err(|e| e.to_string())?;
+        let (core, mods) = split_kallsyms(&kallsyms);
+        if core.lines().take(50).all(|l| l.starts_with("0000000000000000 ")) {
+            return Err("/proc/kallsyms shows no addresses (kptr_restrict): run as root".into());
+        }
+        let current_task = core
+            .lines()
+            .find(|l| l.ends_with(" current_task"))
+            .and_then(|l| u64::from_str_radix(l.split(' ').next()?, 16).ok())
+            .and_then(|a| u32::try_from(a).ok());
+        let (stext, etext) = (driver.info.stext, driver.info.etext);
+        let mut text = vec![0u8; (etext - stext) as usize];
+        driver.read(KernelAddr(stext), &mut text).map_err(|e| e.to_string())?;
+        progress.phase("kernel text");
+        let mut images = vec![image_of("vmlinux", text, stext, &core, progress)?];
+        if modules {
+            let list = driver.modules().map_err(|e| e.to_string())?;
+            for line in list.lines() {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                let (Some(name), Some(size), Some(addr)) = (f.first(), f.get(1), f.get(5)) else {
+                    continue;
+                };
+                let (Ok(size), Ok(addr)) =
+                    (size.parse::<u64>(), u64::from_str_radix(addr.trim_start_matches("0x"), 16))
+                else {
+                    continue;
+                };
+                let Some((_, syms)) = mods.iter().find(|(n, _)| n == name) else { continue };
+                let (lo, hi) = module_text(name, addr, size);
+                if hi <= lo {
+                    continue;
+                }
+                let mut bytes = vec![0u8; (hi - lo) as usize];
+                if driver.read(KernelAddr(lo), &mut bytes).is_err() {
+                    continue;
+                }
+                images.push(image_of(name, bytes, lo, syms, progress)?);
+            }
+        }
+        let kallsyms_symbols = kallsyms.lines().count();
+        Ok(Kernel { driver, images, current_task, kallsyms_symbols })
+    }
+}
+
+/// Options of a kernel instrumentation.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KernelOptions {
+    pub force_kind: Option<SpliceKind>,
+}
+
+/// Probes spliced into the live kernel.
+pub struct KernelInstrumentation<'k> {
+    kernel: &'k Kernel,
+    sites: Vec<Site>,
+    /// Sites the driver refused, with why (another mechanism owns the bytes, the kprobe
+    /// blacklist, ...): reported, not fatal.
+    pub refused: Vec<(String, u64, String)>,
+    counters: Vec<Option<u64>>,
+    timers: Vec<u64>,
+    probe_site: Vec<Option<usize>>,
+    pub installed_at: (u64, Instant),
+    pub splice_time: Duration,
+    removed: bool,
+}
+
+impl<'k> KernelInstrumentation<'k> {
+    /// Plan, write and splice `probes` (with `timers` timer blocks) into the kernel.
+    pub fn install(
+        kernel: &'k Kernel,
+        probes: &[Probe],
+        timers: usize,
+        opts: KernelOptions,
+    ) -> Result<KernelInstrumentation<'k>, InstrumentError> {
+        let t0 = Instant::now();
+        let d = &kernel.driver;
+        // Data heap: thread table, timers, counters; cleared (an earlier session used it).
+        let counters_n = probes.iter().filter(|p| p.action == Action::Count).count() as u64;
+        let need = THREAD_TABLE_LEN + timers as u64 * TIMER_LEN + counters_n * DATA_SLOT;
+        if need > d.info.data_heap_size {
+            return Err(InstrumentError::Point {
+                label: format!("{} probes", probes.len()),
+                addr: d.info.data_heap,
+                detail: format!(
+                    "need {need} bytes of data heap, the driver has {}",
+                    d.info.data_heap_size
+                ),
+            });
+        }
+        for off in (0..need).step_by(8) {
+            d.store_u64(off as usize, 0);
+        }
+        let timer_at: Vec<u64> =
+            (0..timers as u64).map(|t| THREAD_TABLE_LEN + t * TIMER_LEN).collect();
+        let mut counters = vec![None; probes.len()];
+        let mut next = THREAD_TABLE_LEN + timers as u64 * TIMER_LEN;
+        for (i, p) in probes.iter().enumerate() {
+            if p.action == Action::Count {
+                counters[i] = Some(next);
+                next += DATA_SLOT;
+            }
+        }
+        let plan = plan_sites(&kernel.images, probes, opts.force_kind, &[], Rules::KERNEL)?;
+        let mut inst = KernelInstrumentation {
+            kernel,
+            sites: Vec::new(),
+            refused: Vec::new(),
+            counters,
+            timers: timer_at,
+            probe_site: vec![None; probes.len()],
+            installed_at: (crate::instrument::tsc(), Instant::now()),
+            splice_time: Duration::ZERO,
+            removed: false,
+        };
+        let thread = match kernel.current_task {
+            Some(off) => ThreadPointer::GsSlot(off),
+            None if timers > 0 => {
+                return Err(InstrumentError::Point {
+                    label: "timers".into(),
+                    addr: 0,
+                    detail: "no current_task in /proc/kallsyms: cannot tell tasks apart".into(),
+                })
+            }
+            None => ThreadPointer::GsSlot(0),
+        };
+        // 1. Code patches, each at its own place in the patch heap (unreachable so far).
+        let mut used = 0u64;
+        let mut staged = Vec::new();
+        for sp in &plan.sites {
+            let room: u64 = sp
+                .members
+                .iter()
+                .map(|&i| {
+                    PATCH_SLOT + if probes[i].action == Action::Count { 0 } else { TIMER_PATCH }
+                })
+                .sum();
+            if used + room > d.info.patch_heap_size {
+                return Err(InstrumentError::Point {
+                    label: probes[sp.first].point.label.clone(),
+                    addr: sp.plan.displaced.point,
+                    detail: "the driver's patch heap is full".into(),
+                });
+            }
+            let patch = d.info.patch_heap + used;
+            let code = inst.patch_code(probes, sp, patch, thread)?;
+            d.write_patch(KernelAddr(patch), &code)?;
+            used += (code.len() as u64).next_multiple_of(16);
+            staged.push((sp, patch));
+        }
+        // 2. Every splice through an int3 first: the driver sends a CPU that meets it to the
+        //    patch. Refusals (bytes another mechanism owns, the kprobe blacklist) drop the
+        //    site with the driver's reason.
+        let mut live: Vec<(usize, &SitePlan, u64, Vec<u8>)> = Vec::new();
+        for (sp, patch) in staged {
+            let addr = sp.plan.displaced.point;
+            let mut original = vec![0u8; sp.plan.displaced.len.max(5)];
+            d.read(KernelAddr(addr), &mut original)?;
+            let label = probes[sp.first].point.label.clone();
+            let r = d
+                .trap_add(KernelAddr(addr), KernelAddr(patch))
+                .and_then(|()| d.splice(KernelAddr(addr), &original[..1], &[INT3], true));
+            match r {
+                Ok(()) => {
+                    live.push((inst.sites.len(), sp, patch, original.clone()));
+                    inst.push_site(probes, sp, patch, original, vec![INT3]);
+                }
+                Err(e) => {
+                    let _ = d.trap_del(KernelAddr(addr));
+                    inst.refused.push((label, addr, e.to_string()));
+                }
+            }
+        }
+        // 3. Quiesce: every CPU that was inside displaced bytes has left them.
+        d.quiesce()?;
+        // 4. The jumps: jump5 over the int3; jump2 after its springboard (padding: one
+        //    "instruction" no one runs).
+        for (k, sp, patch, original) in live {
+            let addr = sp.plan.displaced.point;
+            let len = sp.plan.displaced.len;
+            // What is there now: kerf's int3, then the original bytes.
+            let mut now = original.clone();
+            now[0] = INT3;
+            let r = match (sp.plan.kind, sp.plan.springboard) {
+                (SpliceKind::Jump5, _) => {
+                    let j = jump5_bytes(addr, patch, len).expect("patch heap within reach");
+                    d.splice(KernelAddr(addr), &now[..5], &j[..5], false).map(|()| j[..5].to_vec())
+                }
+                (SpliceKind::Jump2, Some((sb, _))) => {
+                    let mut pad = vec![0u8; SPRINGBOARD_LEN as usize];
+                    d.read(KernelAddr(sb), &mut pad)?;
+                    let jmp = jump5_bytes(sb, patch, SPRINGBOARD_LEN as usize)
+                        .expect("patch heap within reach of the springboard");
+                    let j2 = jump2_bytes(addr, sb, len).expect("springboard within reach");
+                    d.splice(KernelAddr(sb), &pad, &jmp[..5], true)
+                        .and_then(|()| d.splice(KernelAddr(addr), &now[..2], &j2[..2], false))
+                        .map(|()| j2[..2].to_vec())
+                }
+                _ => Ok(vec![INT3]),
+            };
+            match r {
+                Ok(bytes) => inst.sites[k].set_splice(bytes),
+                // The int3 stays: the site still works, as a trap.
+                Err(e) => {
+                    inst.sites[k].kind = SpliceKind::Trap;
+                    inst.sites[k].reason = Some(format!("the driver refused the jump: {e}"));
+                }
+            }
+        }
+        inst.installed_at = (crate::instrument::tsc(), Instant::now());
+        inst.splice_time = t0.elapsed();
+        Ok(inst)
+    }
+
+    fn patch_code(
+        &self,
+        probes: &[Probe],
+        sp: &SitePlan,
+        patch: u64,
+        thread: ThreadPointer,
+    ) -> Result<Vec<u8>, InstrumentError> {
+        let d = &self.kernel.driver;
+        let data = d.info.data_heap;
+        let p = &probes[sp.first].point;
+        let prims: Vec<Primitive> = sp
+            .members
+            .iter()
+            .map(|&i| match probes[i].action {
+                Action::Count => Primitive::Count { slot: data + self.counters[i].unwrap_or(0) },
+                Action::TimerStart(t) => Primitive::TimerStart { timer: data + self.timers[t] },
+                Action::TimerStop(t) => Primitive::TimerStop { timer: data + self.timers[t] },
+            })
+            .collect();
+        let ctx = Context {
+            live: live_at(&self.kernel.images[p.module], p.func, sp.plan.displaced.point),
+            env: Env::Kernel,
+            thread,
+            threads: data,
+            only_thread: None,
+        };
+        let refuse = |detail: String| InstrumentError::Point {
+            label: p.label.clone(),
+            addr: sp.plan.displaced.point,
+            detail,
+        };
+        let snippet = lower(&prims, &ctx).map_err(|e| refuse(e.to_string()))?;
+        build_patch(patch, &snippet, &sp.plan.displaced).map_err(|e| refuse(e.to_string()))
+    }
+
+    fn push_site(
+        &mut self,
+        probes: &[Probe],
+        sp: &SitePlan,
+        patch: u64,
+        original: Vec<u8>,
+        splice: Vec<u8>,
+    ) {
+        let p = &probes[sp.first].point;
+        for &i in &sp.members {
+            self.probe_site[i] = Some(self.sites.len());
+        }
+        let site = Site::new(
+            p.spec.clone(),
+            p.label.clone(),
+            sp.plan.displaced.point,
+            sp.plan.kind,
+            sp.plan.reason.clone(),
+            sp.members.clone(),
+            sp.plan.springboard,
+            original,
+            splice,
+            p.module,
+            patch,
+        );
+        self.sites.push(site);
+    }
+
+    pub fn sites(&self) -> &[Site] {
+        &self.sites
+    }
+
+    /// The site probe `i` is at, or `None` if the driver refused it.
+    pub fn site_of(&self, i: usize) -> Option<&Site> {
+        self.probe_site[i].map(|s| &self.sites[s])
+    }
+
+    pub fn count(&self, i: usize) -> u64 {
+        self.counters[i].map_or(0, |off| self.kernel.driver.load_u64(off as usize))
+    }
+
+    pub fn timer(&self, t: usize, now: u64) -> TimerSample {
+        let off = self.timers[t];
+        timer::sample(&|o| self.kernel.driver.load_u64((off + o) as usize), now)
+    }
+
+    /// Restore every byte (jumps first, then, after quiescence, springboards and traps).
+    pub fn remove(mut self) -> Result<(), InstrumentError> {
+        self.removed = true;
+        self.remove_all()
+    }
+
+    fn remove_all(&mut self) -> Result<(), InstrumentError> {
+        let d = &self.kernel.driver;
+        let mut first_err = None;
+        for s in &self.sites {
+            if let Err(e) = d.unsplice(KernelAddr(s.addr)) {
+                first_err.get_or_insert(e);
+            }
+        }
+        d.quiesce()?;
+        for s in &self.sites {
+            if let Some((sb, _)) = s.springboard_in {
+                if let Err(e) = d.unsplice(KernelAddr(sb)) {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        d.quiesce()?;
+        for s in &self.sites {
+            let _ = d.trap_del(KernelAddr(s.addr));
+        }
+        match first_err {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for KernelInstrumentation<'_> {
+    /// An instrumentation dropped without `remove` (an error, a panic) removes itself; if
+    /// kerf dies instead, closing /dev/kerf makes the driver restore everything.
+    fn drop(&mut self) {
+        if !self.removed {
+            self.removed = true;
+            let _ = self.remove_all();
+        }
+    }
+}
