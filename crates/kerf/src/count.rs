@@ -3,7 +3,7 @@
 //! or SIGTERM.
 
 use crate::live::{
-    catch_signals, kernel_spliced_line, refused_json, resolve, sample_loop, site_json,
+    catch_signals, kernel_spliced_line, kernel_refused, process_refused, resolve, sample_loop, site_json,
     spliced_line, Installed, LiveArgs, Target,
 };
 use kerf_session::instrument::{Action, Instrumentation, Options, Probe};
@@ -42,6 +42,7 @@ pub fn run(args: Args) -> Result<(), String> {
     let splice_time = t.elapsed();
     target.release()?;
     eprintln!("{}", spliced_line(&inst, target.pid, splice_time));
+    let refused = process_refused(&inst);
     let json_out = args.live.json;
     let why = target.sample(&args.live, || {
         if !json_out {
@@ -56,7 +57,7 @@ pub fn run(args: Args) -> Result<(), String> {
     report(
         json_out,
         &why,
-        json!({"pid": target.pid, "stopped": why, "points": summary,
+        json!({"pid": target.pid, "stopped": why, "points": summary, "refused": refused,
                "longest_pause_us": pause.as_micros() as u64,
                "longest_splice_pause_us": batch_pause.as_micros() as u64,
                "splice_seconds": splice_time.as_secs_f64(),
@@ -79,9 +80,7 @@ fn count_kernel(live: &LiveArgs, specs: &[spec::Spec]) -> Result<(), String> {
     let inst =
         KernelInstrumentation::install(&kernel, &probes, 0, opts).map_err(|e| e.to_string())?;
     eprintln!("{}", kernel_spliced_line(&inst));
-    for (label, addr, why) in &inst.refused {
-        eprintln!("kerf: not spliced: {label} at {addr:#x}: {why}");
-    }
+    let refused = kernel_refused(&inst);
     let why = sample_loop(
         started,
         live,
@@ -93,7 +92,6 @@ fn count_kernel(live: &LiveArgs, specs: &[spec::Spec]) -> Result<(), String> {
         },
     );
     let summary = summarize(&inst, &probes);
-    let refused = refused_json(&inst);
     let splice_seconds = inst.splice_time.as_secs_f64();
     let removal = inst.remove();
     report(

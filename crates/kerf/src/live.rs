@@ -213,7 +213,7 @@ pub trait Installed {
 
 impl Installed for Instrumentation {
     fn site(&self, i: usize) -> Option<&Site> {
-        Some(self.site_of(i))
+        self.site_of(i)
     }
     fn count(&self, i: usize) -> u64 {
         Instrumentation::count(self, i)
@@ -255,13 +255,25 @@ pub fn kernel_spliced_line(inst: &KernelInstrumentation<'_>) -> String {
     )
 }
 
-/// The driver's refusals as JSON.
-pub fn refused_json(inst: &KernelInstrumentation<'_>) -> serde_json::Value {
-    json!(inst
-        .refused
-        .iter()
-        .map(|(label, addr, why)| json!({"point": label, "address": format!("{addr:#x}"), "reason": why}))
+/// Probes left out (no splice kind could take them, or the kernel's driver refused them) as
+/// JSON, after printing each as a warning.
+pub fn refused_json<'a>(refused: impl Iterator<Item = (&'a str, u64, &'a str)>) -> serde_json::Value {
+    json!(refused
+        .map(|(label, addr, why)| {
+            eprintln!("kerf: not spliced: {label} at {addr:#x}: {why}");
+            json!({"point": label, "address": format!("{addr:#x}"), "reason": why})
+        })
         .collect::<Vec<_>>())
+}
+
+/// [`refused_json`] of a process instrumentation.
+pub fn process_refused(inst: &Instrumentation) -> serde_json::Value {
+    refused_json(inst.refused.iter().map(|r| (r.label.as_str(), r.addr, r.reason.as_str())))
+}
+
+/// [`refused_json`] of a kernel instrumentation.
+pub fn kernel_refused(inst: &KernelInstrumentation<'_>) -> serde_json::Value {
+    refused_json(inst.refused.iter().map(|(l, a, r)| (l.as_str(), *a, r.as_str())))
 }
 
 /// The line printed once every probe is in.

@@ -5,7 +5,7 @@
 //! from a slow function into the callees its time goes to).
 
 use crate::live::{
-    catch_signals, kernel_spliced_line, refused_json, resolve, sample_loop, site_json,
+    catch_signals, kernel_spliced_line, kernel_refused, process_refused, resolve, sample_loop, site_json,
     spliced_line, Installed, LiveArgs, Target,
 };
 use kerf_session::instrument::{tsc, Action, Instrumentation, Options, Probe};
@@ -83,6 +83,7 @@ pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), 
     let splice_time = t.elapsed();
     target.release()?;
     eprintln!("{}", spliced_line(&inst, target.pid, splice_time));
+    let refused = process_refused(&inst);
     warn_no_exits(&timed);
     let mut table = Table::new(&timed, inst.installed_at);
     let why = target.sample(live, || {
@@ -95,6 +96,7 @@ pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), 
     let removal = inst.remove();
     target.finish();
     let mut v = json!({"pid": target.pid, "stopped": why, "functions": summary, "points": summary,
+           "refused": refused,
            "longest_pause_us": pause.as_micros() as u64,
            "longest_splice_pause_us": batch_pause.as_micros() as u64,
            "splice_seconds": splice_time.as_secs_f64(),
@@ -117,9 +119,7 @@ fn time_kernel(live: &LiveArgs, specs: &[Spec], callees: bool) -> Result<(), Str
     let inst = KernelInstrumentation::install(&kernel, &probes, timed.len(), opts)
         .map_err(|e| e.to_string())?;
     eprintln!("{}", kernel_spliced_line(&inst));
-    for (label, addr, why) in &inst.refused {
-        eprintln!("kerf: not spliced: {label} at {addr:#x}: {why}");
-    }
+    let refused = kernel_refused(&inst);
     warn_no_exits(&timed);
     let mut table = Table::new(&timed, inst.installed_at);
     let why = sample_loop(
@@ -133,7 +133,6 @@ fn time_kernel(live: &LiveArgs, specs: &[Spec], callees: bool) -> Result<(), Str
         },
     );
     let (summary, extra) = summarize(&inst, &timed);
-    let refused = refused_json(&inst);
     let splice_seconds = inst.splice_time.as_secs_f64();
     let removal = inst.remove();
     let mut v = json!({"kernel": true, "stopped": why, "functions": summary, "points": summary,

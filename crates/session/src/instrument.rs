@@ -181,8 +181,10 @@ pub struct Instrumentation {
     heaps: Vec<Option<Heaps>>,
     /// Per probe: the module and data-heap offset of its counter (`Count` probes).
     counters: Vec<Option<(usize, usize)>>,
-    /// Per probe: the index of its site.
+    /// Per probe: the index of its site (`usize::MAX`: refused).
     probe_site: Vec<usize>,
+    /// Probes no splice kind could take, left out.
+    pub refused: Vec<crate::plan::Refused>,
     /// Per timer: the module and data-heap offset of its block.
     timers: Vec<(usize, usize)>,
     /// Trap dispatcher: its code heap module, the sigaction it replaced (kernel layout).
@@ -231,7 +233,8 @@ impl Instrumentation {
             sites: Vec::new(),
             heaps: (0..modules.len()).map(|_| None).collect(),
             counters: vec![None; probes.len()],
-            probe_site: vec![0; probes.len()],
+            probe_site: vec![usize::MAX; probes.len()],
+            refused: Vec::new(),
             timers: vec![(usize::MAX, 0); timers],
             trap: None,
             springboards: Vec::new(),
@@ -268,9 +271,9 @@ impl Instrumentation {
         &self.sites
     }
 
-    /// The site probe `i` is placed at.
-    pub fn site_of(&self, i: usize) -> &Site {
-        &self.sites[self.probe_site[i]]
+    /// The site probe `i` is placed at (`None`: no splice kind could take it).
+    pub fn site_of(&self, i: usize) -> Option<&Site> {
+        self.sites.get(self.probe_site[i])
     }
 
     /// The current count of `Count` probe `i`, read from the shared data heap (no system
@@ -310,6 +313,7 @@ impl Instrumentation {
         // Planning reads the modules' files: the target keeps running.
         let planned = plan_sites(modules, probes, opts.force_kind, &self.startup, Rules::PROCESS)?;
         self.springboards = planned.springboards;
+        self.refused = planned.refused;
         // Data: counters and timers in their module's heap.
         let mut next_counter = vec![0usize; modules.len()];
         for (i, p) in probes.iter().enumerate() {
@@ -761,6 +765,7 @@ impl Drop for Instrumentation {
                 sites: std::mem::take(&mut self.sites),
                 counters: std::mem::take(&mut self.counters),
                 probe_site: std::mem::take(&mut self.probe_site),
+                refused: Vec::new(),
                 timers: std::mem::take(&mut self.timers),
                 installed_at: self.installed_at,
                 heaps: std::mem::take(&mut self.heaps),

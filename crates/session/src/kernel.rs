@@ -223,10 +223,12 @@ impl<'k> KernelInstrumentation<'k> {
             }
         }
         let plan = plan_sites(&kernel.images, probes, opts.force_kind, &[], Rules::KERNEL)?;
+        let refused =
+            plan.refused.iter().map(|r| (r.label.clone(), r.addr, r.reason.clone())).collect();
         let mut inst = KernelInstrumentation {
             kernel,
             sites: Vec::new(),
-            refused: Vec::new(),
+            refused,
             counters,
             timers: timer_at,
             probe_site: vec![None; probes.len()],

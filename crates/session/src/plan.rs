@@ -39,6 +39,18 @@ pub struct SitePlan {
 pub struct Sites {
     pub sites: Vec<SitePlan>,
     pub springboards: Vec<(u64, u64)>,
+    /// Probes no splice kind can take (a `ud2`, an instruction that cannot be relocated):
+    /// `(probe, label, address, why)`. They are reported and left out; the others go in.
+    pub refused: Vec<Refused>,
+}
+
+/// A probe left out, with why.
+#[derive(Clone, Debug)]
+pub struct Refused {
+    pub probe: usize,
+    pub label: String,
+    pub addr: u64,
+    pub reason: String,
 }
 
 /// Plan every probe: exact points first, each address once; exits after, moved to an earlier
@@ -76,6 +88,7 @@ pub fn plan_sites(
     order.sort_by_key(|&i| probes[i].point.at_exit);
     let mut sites: Vec<SitePlan> = Vec::new();
     let mut at: HashMap<(usize, u64), usize> = HashMap::new();
+    let mut refused = Vec::new();
     for &i in &order {
         let p = &probes[i].point;
         let m = &modules[p.module];
@@ -113,12 +126,26 @@ pub fn plan_sites(
                 None => {}
             }
         }
-        let plan = pl.plan(p, addr)?;
+        let plan = match pl.plan(p, addr) {
+            Ok(plan) => plan,
+            Err(InstrumentError::Point { label, addr, detail }) => {
+                refused.push(Refused { probe: i, label, addr, reason: detail });
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         at.insert((p.module, addr), sites.len());
         pl.planned.insert(plan.displaced.point, plan.displaced.point + plan.displaced.len as u64);
         sites.push(SitePlan { first: i, members: vec![i], plan });
     }
-    Ok(Sites { sites, springboards: pl.springboards })
+    // Nothing left to instrument: that is the error.
+    if sites.is_empty() {
+        if let Some(r) = refused.first() {
+            let (label, addr, detail) = (r.label.clone(), r.addr, r.reason.clone());
+            return Err(InstrumentError::Point { label, addr, detail });
+        }
+    }
+    Ok(Sites { sites, springboards: pl.springboards, refused })
 }
 
 /// The image address an exact point's probe goes to: the point itself, except that under
