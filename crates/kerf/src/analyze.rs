@@ -178,6 +178,10 @@ fn summary_json(what: &str, images: &[AnalyzedImage], seconds: f64) -> Value {
             if let Some(b) = img.bias {
                 v["bias"] = json!(format!("{b:#x}"));
             }
+            if let kerf_session::load::Bytes::Owned(bytes) = &*img.bytes {
+                // Memory read from a live kernel: a digest tells whether its text changed.
+                v["text_digest"] = json!(format!("{:016x}", fnv1a(bytes)));
+            }
             if let Some(id) = &img.analysis.build_id {
                 v["build_id"] = json!(hex(id));
             }
@@ -192,6 +196,11 @@ fn summary_json(what: &str, images: &[AnalyzedImage], seconds: f64) -> Value {
     v["phases"] = Value::Object(phases(images).into_iter().map(|(n, s)| (n, json!(s))).collect());
     v["per_image"] = Value::Array(per_image);
     v
+}
+
+/// 64-bit FNV-1a: a cheap digest to compare a kernel's text before and after kerf.
+fn fnv1a(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| (h ^ *x as u64).wrapping_mul(0x100_0000_01b3))
 }
 
 fn hex(b: &[u8]) -> String {
