@@ -336,14 +336,16 @@ err_put:
  * Caller holds text_mutex, which every one of those mechanisms holds while it patches, so the
  * answer stays true until we release it. Checked: ftrace call sites (the nop5/call __fentry__
  * at function entry), jump label sites, static call sites and trampolines, SMP-alternatives
- * lock prefixes, and kprobes: any kprobe up to MAX_OPTIMIZED_LENGTH-1 bytes before addr, since
- * an optimized kprobe rewrites 5 bytes and relocates up to MAX_OPTIMIZED_LENGTH.
+ * lock prefixes, and kprobes: any kprobe inside the range, and any int3-based kprobe up to
+ * MAX_OPTIMIZED_LENGTH-1 bytes before it, since an optimized kprobe rewrites 5 bytes and
+ * relocates up to MAX_OPTIMIZED_LENGTH.
  *
  * Return: 0 or -EBUSY.
  */
 static int kerf_check_owned(unsigned long addr, unsigned int len)
 {
 	unsigned long last = addr + len - 1, a;
+	struct kprobe *p;
 	int busy = 0;
 
 	if (ks.ftrace_location_range(addr, last))
@@ -358,8 +360,11 @@ static int kerf_check_owned(unsigned long addr, unsigned int len)
 	if (ks.alternatives_text_reserved((void *)addr, (void *)(last + 1)))
 		return -EBUSY;
 	preempt_disable();	/* get_kprobe() walks an RCU hash list */
-	for (a = addr - (MAX_OPTIMIZED_LENGTH - 1); a <= last && !busy; a++)
-		busy = ks.get_kprobe((void *)a) != NULL;
+	for (a = addr - (MAX_OPTIMIZED_LENGTH - 1); a <= last && !busy; a++) {
+		p = ks.get_kprobe((void *)a);
+		/* An ftrace-based kprobe owns only the ftrace site, checked above. */
+		busy = p && (a >= addr || !(p->flags & KPROBE_FLAG_FTRACE));
+	}
 	preempt_enable();
 	return busy ? -EBUSY : 0;
 }

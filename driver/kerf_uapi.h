@@ -29,15 +29,8 @@
 #ifndef _KERF_UAPI_H
 #define _KERF_UAPI_H
 
-#ifdef __KERNEL__
 #include <linux/types.h>
 #include <linux/ioctl.h>
-#else
-#include <stdint.h>
-#include <sys/ioctl.h>
-typedef uint64_t __u64;
-typedef uint8_t __u8;
-#endif
 
 #define KERF_ABI_VERSION	1
 #define KERF_DEVICE_PATH	"/dev/kerf"
