@@ -21,6 +21,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -303,6 +304,37 @@ static int try_open_as_nobody(void)
 	if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
 		return -1;
 	return WEXITSTATUS(st);
+}
+
+static void pin_to_cpu(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	sched_setaffinity(0, sizeof(set), &set);
+}
+
+/* A child on the other CPU calling getuid and getgid until killed: it runs through the points
+ * while they are spliced and restored, which is what the int3 bypass must make safe. */
+static pid_t start_hammer(void)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		pin_to_cpu(1);
+		for (;;) {
+			syscall(SYS_getuid);
+			syscall(SYS_getgid);
+		}
+	}
+	return pid;
+}
+
+static void stop_hammer(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
 }
 
 static int run_status(const char *cmd)
@@ -591,7 +623,85 @@ int main(void)
 	       "kerf_trap=%.0f kprobe_ftrace=%.0f optprobe=%.0f\n", t_plain, t_jump, t_trap,
 	       t_kprobe, t_optprobe);
 
-	/* 13. Closing the device with live splices restores them (the daemon was killed). The
+	/* 13. Splicing under fire: another CPU runs through both points while this one splices
+	 * and restores them again and again (jump5 of one instruction, and the full Djprobe
+	 * protocol with a trap); every step is verified, and at the end the text is original. */
+	{
+		pid_t hammer = start_hammer();
+		int cycles = 0, bad = 0;
+		uint8_t cc5[5];
+
+		pin_to_cpu(0);
+		memcpy(cc5, orig_uid + 5, 5);
+		cc5[0] = 0xcc;
+		for (int i = 0; i < 200 && !bad; i++, cycles++) {
+			bad |= ksplice(fd, site_uid, 5, orig_uid + 5, jmp, KERF_SPLICE_ONE_INSN) != 0;
+			bad |= kunsplice(fd, site_uid, NULL) != 0;
+			if (i % 10 == 0) {
+				bad |= ktrap(fd, KERF_IOC_TRAP_ADD, site_gid, patch_gid) != 0;
+				bad |= ksplice(fd, site_gid, 1, orig_gid + 5, &int3, 0) != 0;
+				bad |= kquiesce(fd) != 0;
+				bad |= kunsplice(fd, site_gid, NULL) != 0;
+				bad |= kquiesce(fd) != 0;
+				bad |= ktrap(fd, KERF_IOC_TRAP_DEL, site_gid, 0) != 0;
+				bad |= ktrap(fd, KERF_IOC_TRAP_ADD, site_uid, patch_uid) != 0;
+				bad |= ksplice(fd, site_uid, 1, orig_uid + 5, &int3, 0) != 0;
+				bad |= kquiesce(fd) != 0;
+				bad |= ksplice(fd, site_uid, 5, cc5, jmp, 0) != 0;
+				bad |= kunsplice(fd, site_uid, NULL) != 0;
+				bad |= kquiesce(fd) != 0;
+				bad |= ktrap(fd, KERF_IOC_TRAP_DEL, site_uid, 0) != 0;
+			}
+		}
+		stop_hammer(hammer);
+		kread(fd, f_uid, cur, sizeof(cur));
+		bad |= memcmp(cur, orig_uid, sizeof(cur)) != 0;
+		kread(fd, f_gid, cur, sizeof(cur));
+		bad |= memcmp(cur, orig_gid, sizeof(cur)) != 0;
+		check(!bad, "stress", "%d splice/restore cycles (20 with the int3-quiesce-jmp protocol) "
+		      "while CPU 1 runs through the points; text identical after", cycles);
+	}
+
+	/* 14. The daemon is killed (SIGKILL) with live splices: the kernel closes the device and
+	 * kerf restores them. */
+	{
+		pid_t pid;
+		int st;
+
+		/* The mapping holds the file open too: drop both so the device is free. */
+		munmap((void *)heap, info.data_heap_size);
+		close(fd);
+		pid = fork();
+		if (pid == 0) {
+			int cfd = open(KERF_DEVICE_PATH, O_RDWR);
+
+			if (cfd < 0 || mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, cfd, 0) == MAP_FAILED ||
+			    ksplice(cfd, site_uid, 5, orig_uid + 5, jmp, KERF_SPLICE_ONE_INSN) ||
+			    ktrap(cfd, KERF_IOC_TRAP_ADD, site_gid, patch_gid) ||
+			    ksplice(cfd, site_gid, 1, orig_gid + 5, &int3, 0))
+				_exit(1);
+			kill(getpid(), SIGKILL);
+		}
+		waitpid(pid, &st, 0);
+		fd = open(KERF_DEVICE_PATH, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			die("reopen after kill");
+		info2 = kinfo(fd);
+		kread(fd, f_uid, cur, sizeof(cur));
+		err = memcmp(cur, orig_uid, sizeof(cur));
+		kread(fd, f_gid, cur, sizeof(cur));
+		err |= memcmp(cur, orig_gid, sizeof(cur));
+		check(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL && !err && info2.live_splices == 0 &&
+		      info2.live_traps == 0, "kill-restores", "daemon SIGKILLed with 2 live splices: "
+		      "text identical, splices=%llu traps=%llu", (unsigned long long)info2.live_splices,
+		      (unsigned long long)info2.live_traps);
+		heap = mmap(NULL, info.data_heap_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		if (heap == MAP_FAILED)
+			die("mmap data heap again");
+		ctr_uid = heap;
+	}
+
+	/* 15. Closing the device with live splices restores them (the daemon exits). The
 	 * getuid jump goes in with KERF_SPLICE_ONE_INSN: its 5 bytes lie inside one 9-byte
 	 * instruction, so no thread can be stopped inside them. */
 	kread(fd, f_uid, cur, sizeof(cur));
