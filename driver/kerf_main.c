@@ -86,6 +86,8 @@ struct kerf_splice_rec {
 	struct module *mod;		/* target module, referenced while the splice lives */
 	struct kerf_splice_rec *board;	/* the springboard a jmp rel8 goes through */
 	unsigned int users;		/* live jmp rel8 splices going through this one */
+	bool had_users;			/* one of them was removed ... */
+	u64 users_gone_seq;		/* ... when kerf_quiesce_done had this value */
 	u64 seq;			/* kerf_quiesce_done when the bytes were written */
 	struct list_head order;		/* newest first: release restores in reverse order */
 };
@@ -122,6 +124,8 @@ static DEFINE_XARRAY(kerf_targets);	/* patch entry -> number of live users (xa v
 static DEFINE_XARRAY(kerf_retired);	/* patch entries unused since the last quiesce */
 static u64 kerf_quiesce_done;
 static atomic64_t kerf_trap_hits = ATOMIC64_INIT(0);
+/* The range kerf_poke() is patching right now (written under text_mutex, read by the notifier). */
+static unsigned long kerf_poke_addr, kerf_poke_len;
 static bool kerf_pinned;
 
 /**
@@ -149,7 +153,8 @@ static bool kerf_in_patch_heap(unsigned long addr, unsigned long len)
  * table published with RCU (the notifier chain already runs under rcu_read_lock()). It must
  * not be probed itself, hence notrace and NOKPROBE_SYMBOL.
  *
- * Return: NOTIFY_STOP with regs->ip set to the patch if the int3 is one of ours.
+ * Return: NOTIFY_STOP with regs->ip set to the patch if the int3 is one of ours, or set back
+ * to the int3's address if the int3 is kerf's own transient one (see below).
  */
 static int notrace kerf_int3_notify(struct notifier_block *nb, unsigned long val, void *data)
 {
@@ -185,7 +190,26 @@ static int notrace kerf_int3_notify(struct notifier_block *nb, unsigned long val
 		}
 	}
 	rcu_read_unlock();
-	return ret;
+	if (ret == NOTIFY_STOP)
+		return ret;
+
+	/*
+	 * Not a trap splice. If this int3 is gone, or is the temporary int3 of a text_poke_bp()
+	 * that kerf is running at this very address, resume at addr: the CPU then runs whatever is
+	 * there now (the old or new instruction, or the int3 again, which text_poke_bp()'s handler
+	 * now claims, since it publishes its state before writing the int3). kprobes' handler
+	 * already backs up over a vanished int3, but between its check and ours a new kerf batch
+	 * may have written the int3 again. On hardware, a CPU that met a batch's int3 finishes its
+	 * handler before the batch can end (the batch's IPIs wait for it), so this never happens;
+	 * under qemu TCG a vCPU was seen to run a stale translation of a previous batch's int3
+	 * after that batch had ended, with the next batch starting: without this, die("int3").
+	 */
+	if (*(u8 *)addr != INT3_INSN_OPCODE ||
+	    (addr - READ_ONCE(kerf_poke_addr) < READ_ONCE(kerf_poke_len))) {
+		regs->ip = addr;
+		return NOTIFY_STOP;
+	}
+	return NOTIFY_DONE;
 }
 NOKPROBE_SYMBOL(kerf_int3_notify);
 
@@ -392,7 +416,12 @@ static int kerf_poke(unsigned long addr, const u8 *bytes, unsigned int len, cons
 	u8 check[KERF_MAX_SPLICE_LEN];
 
 	lockdep_assert_held(ks.text_mutex);
+	/* Published before text_poke_bp() writes its int3 (it orders its own state the same way). */
+	WRITE_ONCE(kerf_poke_len, len);
+	WRITE_ONCE(kerf_poke_addr, addr);
+	smp_wmb();
 	ks.text_poke_bp((void *)addr, bytes, len, emulate);
+	WRITE_ONCE(kerf_poke_len, 0);
 	if (copy_from_kernel_nofault(check, (void *)addr, len) || memcmp(check, bytes, len)) {
 		WARN(1, "kerf: bytes at %pS are not the bytes written\n", (void *)addr);
 		return -EIO;
@@ -470,13 +499,30 @@ static void kerf_drop_form(struct kerf_splice_rec *rec)
 		kerf_target_put(rec->addr + 5 + (s32)get_unaligned_le32(&rec->new[1]));
 		break;
 	case 2:
+		/* A CPU may have taken this jmp rel8 and been interrupted before executing the
+		 * springboard: the springboard stays until the next quiesce (kerf_can_restore()). */
 		rec->board->users--;
+		rec->board->had_users = true;
+		rec->board->users_gone_seq = kerf_quiesce_done;
 		rec->board = NULL;
 		break;
 	case 1:
 		kerf_trap_int3_gone(rec->addr);
 		break;
 	}
+}
+
+/**
+ * kerf_can_restore() - may this splice be restored now?
+ * @rec: the splice
+ *
+ * Not while a live jmp rel8 goes through it (it is a springboard), nor until a quiesce has
+ * followed the removal of the last such jmp: a CPU can execute the jmp rel8, take an interrupt
+ * on the springboard's address, and only then execute the springboard.
+ */
+static bool kerf_can_restore(const struct kerf_splice_rec *rec)
+{
+	return !rec->users && !(rec->had_users && rec->users_gone_seq >= kerf_quiesce_done);
 }
 
 /**
@@ -827,7 +873,8 @@ out_unlock:
  * kerf_ioc_unsplice() - KERF_IOC_UNSPLICE: restore and forget a live splice
  * @uarg: struct kerf_unsplice
  *
- * Return: 0, -ENOENT, -EBUSY (bytes changed by someone else, or a springboard in use),
+ * Return: 0, -ENOENT, -EBUSY (bytes changed by someone else, or a springboard in use or
+ * used since the last quiesce),
  * -EFAULT or -EIO.
  */
 static long kerf_ioc_unsplice(void __user *uarg)
@@ -844,7 +891,7 @@ static long kerf_ioc_unsplice(void __user *uarg)
 		ret = -ENOENT;
 		goto out_unlock;
 	}
-	if (rec->users) {
+	if (!kerf_can_restore(rec)) {
 		ret = -EBUSY;
 		goto out_unlock;
 	}
@@ -981,33 +1028,39 @@ static long kerf_ioc_trap_del(void __user *uarg)
 /**
  * kerf_remove_all_locked() - restore every live splice, quiesce, drop every trap
  *
- * Called when the device is closed, whatever the daemon's fate. Newest splices go first, so a
- * jmp rel8 is restored before the springboard it goes through. A splice that cannot be
- * restored (someone else changed its bytes) still jumps into kerf's patch heap: kerf then pins
- * its own module forever, so that what cannot be undone stays harmless, and keeps the trap
- * entries such splices need. Caller holds kerf_lock.
+ * Called when the device is closed, whatever the daemon's fate. Newest splices go first; a
+ * springboard whose jmp rel8 was just restored needs a quiesce before it may go, so this runs
+ * in rounds (restore what may be restored, quiesce) until nothing more can be done: two rounds
+ * at most with today's splice forms. A splice that cannot be restored (someone else changed its
+ * bytes) still jumps into kerf's patch heap: kerf then pins its own module forever, so that
+ * what cannot be undone stays harmless, and keeps the trap entries such splices need. Caller
+ * holds kerf_lock.
  */
 static void kerf_remove_all_locked(void)
 {
 	struct kerf_splice_rec *rec, *tmp;
 	struct kerf_trap_meta *meta;
-	unsigned long addr, stuck = 0;
+	unsigned long addr, restored;
 
-	list_for_each_entry_safe(rec, tmp, &kerf_splice_list, order) {
-		if (!rec->users && !kerf_restore(rec)) {
-			kerf_forget(rec);
-		} else {
-			pr_err("cannot restore %pS (%u bytes); leaving it live\n",
-			       (void *)rec->addr, rec->len);
-			stuck++;
+	do {
+		restored = 0;
+		list_for_each_entry_safe(rec, tmp, &kerf_splice_list, order) {
+			if (kerf_can_restore(rec) && !kerf_restore(rec)) {
+				kerf_forget(rec);
+				restored++;
+			}
 		}
-	}
-	kerf_quiesce_locked();
+		kerf_quiesce_locked();
+	} while (restored && !list_empty(&kerf_splice_list));
+
+	list_for_each_entry(rec, &kerf_splice_list, order)
+		pr_err("cannot restore %pS (%u bytes); leaving it live\n", (void *)rec->addr,
+		       rec->len);
 	xa_for_each(&kerf_traps_meta, addr, meta) {
 		if (!meta->int3_live)
 			kerf_trap_remove(addr, meta);
 	}
-	if (stuck && !kerf_pinned) {
+	if (!list_empty(&kerf_splice_list) && !kerf_pinned) {
 		__module_get(THIS_MODULE);
 		kerf_pinned = true;
 	}

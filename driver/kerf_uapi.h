@@ -25,6 +25,9 @@
  *      stay recorded). Without step 3 this splice is refused with -EAGAIN, unless the caller
  *      sets KERF_SPLICE_ONE_INSN (the replaced bytes are exactly one instruction, or padding).
  * Removal: KERF_IOC_UNSPLICE, KERF_IOC_QUIESCE, then KERF_IOC_TRAP_DEL and patch-heap reuse.
+ * A jmp rel8 to a springboard (a jmp rel32 in padding): splice the springboard first (its bytes
+ * are never executed, so KERF_SPLICE_ONE_INSN), then the jmp rel8; remove the jmp rel8, QUIESCE,
+ * then the springboard (the driver refuses the other orders).
  */
 #ifndef _KERF_UAPI_H
 #define _KERF_UAPI_H
@@ -136,7 +139,8 @@ struct kerf_trap {
  *   EBUSY    second open; or SPLICE on bytes another mechanism owns: an ftrace site, a jump
  *            label, a static call site or trampoline, a kprobe (or optprobe) nearby, an
  *            SMP-alternatives lock prefix; or UNSPLICE when the bytes are no longer the ones
- *            kerf wrote, or the splice is a springboard still used by a jmp rel8; or TRAP_DEL
+ *            kerf wrote, or the splice is a springboard still used by a jmp rel8 (or used by
+ *            one removed after the last QUIESCE); or TRAP_DEL
  *            while its int3 is live or was removed after the last QUIESCE; or WRITE_PATCH over
  *            a live/unquiesced patch entry
  *   ENXIO    SPLICE/TRAP_ADD address not in core kernel text nor in a live module's core text

@@ -7,6 +7,7 @@
  * everything and verify the text is byte-identical, and check that closing the device with
  * live splices restores them.
  *
+ * Usage: kerf_smoke [STRESS_CYCLES]   (default 200 splice/restore cycles under fire)
  * Output: one line per check, "OK <name> ..." or "FAIL <name> ...", then "SMOKE PASS" or
  * "SMOKE FAIL <n>"; exit status 0 only if everything passed. Run as root in the guest after
  * insmod kerf.ko. Built static (the guest has no libc).
@@ -40,6 +41,7 @@
 
 #define N_JUMP		100000
 #define N_TRAP		20000
+#define N_JUMP2		50000
 #define N_FTRACE	1000
 #define N_TIME		200000
 #define TRACEFS		"/sys/kernel/tracing"
@@ -85,6 +87,60 @@ static uint64_t ksym(const char *name)
 	}
 	fclose(f);
 	return 0;
+}
+
+/* The lowest text symbol above addr: where the next function starts. */
+static uint64_t ksym_next(uint64_t addr)
+{
+	char line[512], sym[256], type;
+	unsigned long long a, best = ~0ULL;
+	FILE *f = fopen("/proc/kallsyms", "r");
+
+	if (!f)
+		die("open /proc/kallsyms");
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%llx %c %255s", &a, &type, sym) == 3 && (type == 't' || type == 'T') &&
+		    a > addr && a < best)
+			best = a;
+	fclose(f);
+	return best;
+}
+
+/* Are all n bytes at p padding between functions (int3 or the multi-byte nops gcc pads
+ * with)? Such bytes are never executed, so a springboard may go there. */
+static int is_padding(const uint8_t *p, int n)
+{
+	static const uint8_t nop11[] = { 0x66, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0 };
+	static const uint8_t nop10[] = { 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0 };
+	static const uint8_t nop8[] = { 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0 };
+	static const uint8_t nop7[] = { 0x0f, 0x1f, 0x80, 0, 0, 0, 0 };
+	static const uint8_t nop6[] = { 0x66, 0x0f, 0x1f, 0x44, 0, 0 };
+	static const uint8_t nop5[] = { 0x0f, 0x1f, 0x44, 0, 0 };
+	static const uint8_t nop4[] = { 0x0f, 0x1f, 0x40, 0 };
+	static const uint8_t nop3[] = { 0x0f, 0x1f, 0 };
+	static const uint8_t nop2[] = { 0x66, 0x90 };
+	static const struct { const uint8_t *b; int n; } nops[] = {
+		{ nop11, 11 }, { nop10, 10 }, { nop8, 8 }, { nop7, 7 }, { nop6, 6 }, { nop5, 5 },
+		{ nop4, 4 }, { nop3, 3 }, { nop2, 2 },
+	};
+	int i = 0, k, m;
+
+	while (i < n) {
+		if (p[i] == 0xcc || p[i] == 0x90) {
+			i++;
+			continue;
+		}
+		for (k = 0, m = 0; k < (int)(sizeof(nops) / sizeof(nops[0])); k++) {
+			if (i + nops[k].n <= n && !memcmp(p + i, nops[k].b, nops[k].n)) {
+				m = nops[k].n;
+				break;
+			}
+		}
+		if (!m)
+			return 0;
+		i += m;
+	}
+	return 1;
 }
 
 static int kread(int fd, uint64_t addr, void *buf, uint64_t len)
@@ -344,8 +400,10 @@ static int run_status(const char *cmd)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	int stress_cycles = argc > 1 ? atoi(argv[1]) : 200;
+
 	struct kerf_version ver;
 	struct kerf_info info, info2;
 	struct utsname uts;
@@ -599,6 +657,76 @@ int main(void)
 	if (kquiesce(fd) || ktrap(fd, KERF_IOC_TRAP_DEL, site_gid, 0))
 		die("QUIESCE/TRAP_DEL getgid");
 
+	/* 12a. jump2 at getpid+5: a 2-byte jmp rel8 over "xor edx, edx" (one 2-byte instruction)
+	 * to a springboard, a jmp rel32 written into the padding after getpid's ret, which goes
+	 * to the code patch. Removal: jmp rel8 first, quiesce, then the springboard. */
+	{
+		uint8_t p[128], orig_pid[128], sbj[5], j2[2], sbold[5];
+		uint64_t f_pid = ksym("__x64_sys_getpid"), next, sb = 0, site_pid, patch_pid;
+		volatile uint64_t *ctr_pid = heap + 16;
+		int n, i, ok = 0;
+
+		next = ksym_next(f_pid);
+		if (f_pid && next - f_pid <= sizeof(p) && !kread(fd, f_pid, p, next - f_pid) &&
+		    !memcmp(p, NOP5, 5) && p[5] == 0x31 && p[6] == 0xd2) {
+			for (i = 7; i + 1 < (int)(next - f_pid); i++) {
+				if (p[i] == 0xc3 && i + 6 <= (int)(next - f_pid) &&
+				    is_padding(p + i + 1, (int)(next - f_pid) - i - 1)) {
+					sb = f_pid + i + 1;
+					ok = 1;
+					break;
+				}
+			}
+		}
+		check(ok, "jump2-site", "getpid+5: 31 d2 (xor edx, edx); springboard in padding at "
+		      "getpid+%#llx, next function at +%#llx", (unsigned long long)(sb - f_pid),
+		      (unsigned long long)(next - f_pid));
+		if (ok) {
+			site_pid = f_pid + 5;
+			patch_pid = info.patch_heap + 512;
+			memcpy(orig_pid, p, next - f_pid);
+			memcpy(sbold, p + (sb - f_pid), 5);
+			/* lock inc qword [rip+counter]; xor edx, edx; jmp getpid+7 */
+			n = 0;
+			p[n++] = 0xf0; p[n++] = 0x48; p[n++] = 0xff; p[n++] = 0x05;
+			put32(p + n, (int64_t)(info.data_heap + 128 - (patch_pid + n + 4)));
+			n += 4;
+			p[n++] = 0x31; p[n++] = 0xd2;
+			p[n++] = 0xe9;
+			put32(p + n, (int64_t)(site_pid + 2 - (patch_pid + n + 4)));
+			n += 4;
+			if (kwrite_patch(fd, patch_pid, p, n) || jmp5(sbj, sb, patch_pid))
+				die("write patch (getpid)");
+			j2[0] = 0xeb;
+			j2[1] = (uint8_t)(int8_t)(sb - (site_pid + 2));
+			err = ksplice(fd, sb, 5, sbold, sbj, KERF_SPLICE_ONE_INSN);
+			if (!err)
+				err = ksplice(fd, site_pid, 2, (const uint8_t *)"\x31\xd2", j2,
+					      KERF_SPLICE_ONE_INSN);
+			before = *ctr_pid;
+			for (i = 0; i < N_JUMP2; i++)
+				syscall(SYS_getpid);
+			check(!err && *ctr_pid - before == N_JUMP2, "jump2",
+			      "count=%llu (expected %d): eb %02x at getpid+5 -> springboard -> patch",
+			      (unsigned long long)(*ctr_pid - before), N_JUMP2, j2[1]);
+			err = kunsplice(fd, sb, NULL);
+			check(err == -EBUSY, "refuse-springboard-in-use", "%s", ename(err));
+			err = kunsplice(fd, site_pid, NULL);
+			check(!err, "unsplice-jmp8", "%s", ename(err));
+			err = kunsplice(fd, sb, NULL);
+			check(err == -EBUSY, "refuse-springboard-before-quiesce", "%s", ename(err));
+			if (kquiesce(fd))
+				die("QUIESCE");
+			err = kunsplice(fd, sb, NULL);
+			check(!err, "unsplice-springboard", "%s", ename(err));
+			ok = !kread(fd, f_pid, p, next - f_pid) && !memcmp(p, orig_pid, next - f_pid);
+			check(ok, "jump2-text-restored", "all %llu bytes of getpid and its padding identical",
+			      (unsigned long long)(next - f_pid));
+			if (kquiesce(fd))
+				die("QUIESCE");
+		}
+	}
+
 	/* 12. An optimized kprobe at getuid+5 (kprobes' own jump, the Djprobe descendant) owns
 	 * those bytes: kerf refuses them. Also its per-call time, for the ratio. */
 	err = write_file(TRACEFS "/kprobe_events", "p:kerf_smoke/uid5 __x64_sys_getuid+5\n");
@@ -628,29 +756,32 @@ int main(void)
 	 * protocol with a trap); every step is verified, and at the end the text is original. */
 	{
 		pid_t hammer = start_hammer();
-		int cycles = 0, bad = 0;
+		int cycles = 0, bad = 0, step = 0, step_err = 0;
 		uint8_t cc5[5];
+		char why[96];
+/* Stop at the first failing step: a half-done cycle must not go on. */
+#define STEP(n, call) do { if (!bad && (step_err = (call)) != 0) { bad = 1; step = (n); } } while (0)
 
 		pin_to_cpu(0);
 		memcpy(cc5, orig_uid + 5, 5);
 		cc5[0] = 0xcc;
-		for (int i = 0; i < 200 && !bad; i++, cycles++) {
-			bad |= ksplice(fd, site_uid, 5, orig_uid + 5, jmp, KERF_SPLICE_ONE_INSN) != 0;
-			bad |= kunsplice(fd, site_uid, NULL) != 0;
+		for (int i = 0; i < stress_cycles && !bad; i++, cycles++) {
+			STEP(1, ksplice(fd, site_uid, 5, orig_uid + 5, jmp, KERF_SPLICE_ONE_INSN));
+			STEP(2, kunsplice(fd, site_uid, NULL));
 			if (i % 10 == 0) {
-				bad |= ktrap(fd, KERF_IOC_TRAP_ADD, site_gid, patch_gid) != 0;
-				bad |= ksplice(fd, site_gid, 1, orig_gid + 5, &int3, 0) != 0;
-				bad |= kquiesce(fd) != 0;
-				bad |= kunsplice(fd, site_gid, NULL) != 0;
-				bad |= kquiesce(fd) != 0;
-				bad |= ktrap(fd, KERF_IOC_TRAP_DEL, site_gid, 0) != 0;
-				bad |= ktrap(fd, KERF_IOC_TRAP_ADD, site_uid, patch_uid) != 0;
-				bad |= ksplice(fd, site_uid, 1, orig_uid + 5, &int3, 0) != 0;
-				bad |= kquiesce(fd) != 0;
-				bad |= ksplice(fd, site_uid, 5, cc5, jmp, 0) != 0;
-				bad |= kunsplice(fd, site_uid, NULL) != 0;
-				bad |= kquiesce(fd) != 0;
-				bad |= ktrap(fd, KERF_IOC_TRAP_DEL, site_uid, 0) != 0;
+				STEP(3, ktrap(fd, KERF_IOC_TRAP_ADD, site_gid, patch_gid));
+				STEP(4, ksplice(fd, site_gid, 1, orig_gid + 5, &int3, 0));
+				STEP(5, kquiesce(fd));
+				STEP(6, kunsplice(fd, site_gid, NULL));
+				STEP(7, kquiesce(fd));
+				STEP(8, ktrap(fd, KERF_IOC_TRAP_DEL, site_gid, 0));
+				STEP(9, ktrap(fd, KERF_IOC_TRAP_ADD, site_uid, patch_uid));
+				STEP(10, ksplice(fd, site_uid, 1, orig_uid + 5, &int3, 0));
+				STEP(11, kquiesce(fd));
+				STEP(12, ksplice(fd, site_uid, 5, cc5, jmp, 0));
+				STEP(13, kunsplice(fd, site_uid, NULL));
+				STEP(14, kquiesce(fd));
+				STEP(15, ktrap(fd, KERF_IOC_TRAP_DEL, site_uid, 0));
 			}
 		}
 		stop_hammer(hammer);
@@ -658,8 +789,11 @@ int main(void)
 		bad |= memcmp(cur, orig_uid, sizeof(cur)) != 0;
 		kread(fd, f_gid, cur, sizeof(cur));
 		bad |= memcmp(cur, orig_gid, sizeof(cur)) != 0;
-		check(!bad, "stress", "%d splice/restore cycles (20 with the int3-quiesce-jmp protocol) "
-		      "while CPU 1 runs through the points; text identical after", cycles);
+		snprintf(why, sizeof(why), "; first failure at step %d: %s", step, ename(step_err));
+		check(!bad && cycles == stress_cycles, "stress", "%d splice/restore cycles (%d with "
+		      "the int3-quiesce-jmp protocol) while CPU 1 runs through the points; text "
+		      "identical after%s", cycles, (cycles + 9) / 10, bad ? why : "");
+#undef STEP
 	}
 
 	/* 14. The daemon is killed (SIGKILL) with live splices: the kernel closes the device and
