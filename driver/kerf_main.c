@@ -132,6 +132,8 @@ static bool kerf_pinned;
  * kerf_in_patch_heap() - whether [addr, addr+len) lies inside the patch heap
  * @addr: start
  * @len: length in bytes
+ *
+ * Return: true if it does.
  */
 static bool kerf_in_patch_heap(unsigned long addr, unsigned long len)
 {
@@ -220,10 +222,11 @@ static struct notifier_block kerf_int3_nb = {
 /**
  * kerf_publish_traps() - rebuild the notifier's table from kerf_traps_meta and publish it
  *
- * The xarray iterates in address order, so the table comes out sorted. The old table is freed
- * after a grace period, so a notifier still reading it finishes first. Caller holds kerf_lock.
+ * Context: kerf_lock held. The xarray iterates in address order, so the table comes out
+ * sorted. The old table is freed after a grace period, so a notifier still reading it
+ * finishes first.
  *
- * Return: 0 or -ENOMEM (the old table then stays published).
+ * Return: 0, or -ENOMEM, in which case the old table stays published.
  */
 static int kerf_publish_traps(void)
 {
@@ -288,6 +291,8 @@ static void kerf_target_put(unsigned long target)
  * @xa: the xarray
  * @first: first index
  * @last: last index
+ *
+ * Return: true if it has one.
  */
 static bool kerf_range_has(struct xarray *xa, unsigned long first, unsigned long last)
 {
@@ -519,6 +524,8 @@ static void kerf_drop_form(struct kerf_splice_rec *rec)
  * Not while a live jmp rel8 goes through it (it is a springboard), nor until a quiesce has
  * followed the removal of the last such jmp: a CPU can execute the jmp rel8, take an interrupt
  * on the springboard's address, and only then execute the springboard.
+ *
+ * Return: true if it may.
  */
 static bool kerf_can_restore(const struct kerf_splice_rec *rec)
 {
@@ -542,11 +549,10 @@ static void kerf_forget(struct kerf_splice_rec *rec)
 
 /**
  * kerf_quiesce_locked() - wait until no CPU or task can still be inside old code or tables
- * Caller holds kerf_lock.
  *
- * Why this is sufficient for reusing patch memory after UNSPLICE, for TRAP_DEL after an int3
- * is removed, and for replacing an int3 by a multi-instruction jmp (no thread inside the
- * displaced bytes):
+ * Caller holds kerf_lock. Why this is sufficient for reusing patch memory after UNSPLICE,
+ * for TRAP_DEL after an int3 is removed, and for replacing an int3 by a multi-instruction jmp
+ * (no thread inside the displaced bytes):
  *   - synchronize_rcu(): every region with preemption or interrupts disabled that began before
  *     it has ended. That covers interrupt and NMI handlers (which may run patch code, and which
  *     cannot be preempted) and int3 handlers (kerf_int3_notify() runs with interrupts off).
@@ -687,6 +693,8 @@ static int kerf_splice_form(const struct kerf_splice *req, unsigned long *target
  * @addr: first byte
  * @len: number of bytes
  * @self: the splice being replaced, or NULL
+ *
+ * Return: true if it does.
  */
 static bool kerf_overlaps(unsigned long addr, unsigned int len, struct kerf_splice_rec *self)
 {
@@ -1066,6 +1074,13 @@ static void kerf_remove_all_locked(void)
 	}
 }
 
+/**
+ * kerf_open() - open /dev/kerf: root (CAP_SYS_ADMIN) only, one open file at a time
+ * @inode: the device inode
+ * @file: the new file
+ *
+ * Return: 0, -EPERM or -EBUSY.
+ */
 static int kerf_open(struct inode *inode, struct file *file)
 {
 	if (!capable(CAP_SYS_ADMIN))
@@ -1077,6 +1092,13 @@ static int kerf_open(struct inode *inode, struct file *file)
 	return nonseekable_open(inode, file);
 }
 
+/**
+ * kerf_release() - last close of /dev/kerf (also when the daemon dies): undo everything
+ * @inode: the device inode
+ * @file: the file
+ *
+ * Return: 0.
+ */
 static int kerf_release(struct inode *inode, struct file *file)
 {
 	mutex_lock(&kerf_lock);
@@ -1116,6 +1138,14 @@ static int kerf_mmap(struct file *file, struct vm_area_struct *vma)
 	return 0;
 }
 
+/**
+ * kerf_ioctl() - dispatch the KERF_IOC_* requests of kerf_uapi.h
+ * @file: /dev/kerf
+ * @cmd: the request
+ * @arg: user pointer to its struct
+ *
+ * Return: 0 or a negative errno as documented in kerf_uapi.h.
+ */
 static long kerf_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
 	void __user *uarg = (void __user *)arg;
@@ -1188,8 +1218,8 @@ static struct miscdevice kerf_misc = {
 /**
  * kerf_find_kallsyms_lookup_name() - learn kallsyms_lookup_name's address with a kprobe
  *
- * register_kprobe() resolves a symbol name for us and reports the address in kp.addr; the
- * probe is removed at once and never fires.
+ * Context: module init. register_kprobe() resolves a symbol name for us and reports the
+ * address in kp.addr; the probe is removed at once and never fires.
  *
  * Return: the address, or 0.
  */
@@ -1254,6 +1284,11 @@ static int kerf_resolve(void)
 	return 0;
 }
 
+/**
+ * kerf_init() - resolve the unexported helpers, hook int3, create /dev/kerf
+ *
+ * Return: 0 or a negative errno (a missing symbol is -ENOENT, named in the log).
+ */
 static int __init kerf_init(void)
 {
 	int ret;
@@ -1277,11 +1312,16 @@ err_notifier:
 	return ret;
 }
 
+/**
+ * kerf_exit() - remove /dev/kerf and the int3 hook
+ *
+ * Unloading is only possible with /dev/kerf closed and unmapped, and release has restored every
+ * splice (or pinned the module), so nothing points into kerf's heaps any more.
+ */
 static void __exit kerf_exit(void)
 {
 	struct kerf_trap_tab *tab;
 
-	/* Nothing is live: release restored everything or pinned the module. */
 	misc_deregister(&kerf_misc);
 	unregister_die_notifier(&kerf_int3_nb);	/* waits for running notifiers */
 	tab = rcu_dereference_protected(kerf_traps, true);
