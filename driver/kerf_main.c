@@ -38,6 +38,8 @@
 #include <linux/rcupdate.h>
 #include <linux/utsname.h>
 #include <linux/bug.h>
+#include <linux/extable.h>
+#include <linux/kallsyms.h>
 #include <generated/utsrelease.h>
 #include <asm/text-patching.h>
 #include <asm/kprobes.h>
@@ -72,6 +74,7 @@ static struct {
 	int (*alternatives_text_reserved)(void *start, void *end);
 	struct kprobe *(*get_kprobe)(void *addr);
 	struct bug_entry *(*find_bug)(unsigned long bugaddr);
+	const struct exception_table_entry *(*search_exception_tables)(unsigned long addr);
 	struct module *(*module_text_address)(unsigned long addr);
 	unsigned long stext, etext;
 	unsigned long static_call_text_start, static_call_text_end;
@@ -311,8 +314,11 @@ static bool kerf_range_has(struct xarray *xa, unsigned long first, unsigned long
  * a LIVE module's core text: a COMING module is still being patched by its own loader
  * (alternatives, jump labels) and a GOING one is about to be freed; the reference taken here
  * keeps the module from being unloaded while the splice lives. kerf's own text (the patch
- * heap) is never a splice target. Then the kernel's no-probe list and BUG()/WARN() sites
- * (report_bug() finds them by address, so relocating their ud2 would turn a WARN into an oops).
+ * heap) is never a splice target. Then the kernel's no-probe list, and instructions whose
+ * address the kernel looks up when they trap, which therefore must not be relocated into a
+ * code patch: BUG()/WARN() sites (report_bug() finds their ud2 by address; relocated, a WARN
+ * would become an oops) and instructions with an exception-table entry (a faulting user
+ * access, rdmsr_safe...: relocated, the fault would find no fixup and oops).
  *
  * Return: 0, -ENXIO (not such text), -EPERM (forbidden), -EINVAL (range wraps).
  */
@@ -343,7 +349,8 @@ static int kerf_check_text(unsigned long addr, unsigned int len, struct module *
 			return ret;
 	}
 	for (a = addr; a < end; a++) {
-		if (ks.within_kprobe_blacklist(a) || ks.find_bug(a)) {
+		if (ks.within_kprobe_blacklist(a) || ks.find_bug(a) ||
+		    ks.search_exception_tables(a)) {
 			ret = -EPERM;
 			goto err_put;
 		}
@@ -364,8 +371,9 @@ err_put:
  *
  * Caller holds text_mutex, which every one of those mechanisms holds while it patches, so the
  * answer stays true until we release it. Checked: ftrace call sites (the nop5/call __fentry__
- * at function entry), jump label sites, static call sites and trampolines, SMP-alternatives
- * lock prefixes, and kprobes: any kprobe inside the range, and any int3-based kprobe up to
+ * at function entry), jump label sites, static call sites and trampolines, BPF dispatchers
+ * (whose entry BPF rewrites with text_poke_bp, outside ftrace), SMP-alternatives lock
+ * prefixes, and kprobes: any kprobe inside the range, and any int3-based kprobe up to
  * MAX_OPTIMIZED_LENGTH-1 bytes before it, since an optimized kprobe rewrites 5 bytes and
  * relocates up to MAX_OPTIMIZED_LENGTH.
  *
@@ -374,6 +382,7 @@ err_put:
 static int kerf_check_owned(unsigned long addr, unsigned int len)
 {
 	unsigned long last = addr + len - 1, a;
+	char sym[KSYM_SYMBOL_LEN];
 	struct kprobe *p;
 	int busy = 0;
 
@@ -384,6 +393,9 @@ static int kerf_check_owned(unsigned long addr, unsigned int len)
 	if (ks.static_call_text_reserved((void *)addr, (void *)last))
 		return -EBUSY;
 	if (addr < ks.static_call_text_end && last >= ks.static_call_text_start)
+		return -EBUSY;
+	sprint_symbol_no_offset(sym, addr);
+	if (!strncmp(sym, "bpf_dispatcher_", strlen("bpf_dispatcher_")))
 		return -EBUSY;
 	/* Exclusive end: covers both readings of its bounds. */
 	if (ks.alternatives_text_reserved((void *)addr, (void *)(last + 1)))
@@ -1257,6 +1269,7 @@ static int kerf_resolve(void)
 		KERF_SYM(alternatives_text_reserved, "alternatives_text_reserved"),
 		KERF_SYM(get_kprobe, "get_kprobe"),
 		KERF_SYM(find_bug, "find_bug"),
+		KERF_SYM(search_exception_tables, "search_exception_tables"),
 		KERF_SYM(module_text_address, "__module_text_address"),
 		KERF_SYM(stext, "_stext"),
 		KERF_SYM(etext, "_etext"),

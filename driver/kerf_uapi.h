@@ -9,7 +9,9 @@
  *
  * The device is root-only (mode 0600 and CAP_SYS_ADMIN checked in open) and exclusive: one
  * open file at a time (a second open gets -EBUSY). Closing it (the daemon exits, crashes or is
- * killed) restores every live splice, quiesces, and drops every trap.
+ * killed) restores every live splice, quiesces, and drops every trap; a mapping of the data
+ * heap keeps the file open until it is unmapped. A splice in a module's text holds a reference
+ * on that module, so it cannot be unloaded under the splice.
  *
  * mmap(fd, offset 0, length <= data_heap_size, PROT_READ|PROT_WRITE, MAP_SHARED) maps the data
  * heap (counters, timers) into the caller, so it samples them with no system call. PROT_EXEC
@@ -133,16 +135,17 @@ struct kerf_trap {
 
 /*
  * Errors (negated in the kernel, errno in user space):
- *   EPERM    open without CAP_SYS_ADMIN; or SPLICE where the kernel forbids probing: the kprobe
- *            blacklist (NOKPROBE_SYMBOL, __kprobes, noinstr, entry text), a BUG()/WARN() site,
- *            or kerf's own module
+ *   EPERM    open without CAP_SYS_ADMIN; or SPLICE/TRAP_ADD where the kernel forbids probing
+ *            or relocating: the kprobe blacklist (NOKPROBE_SYMBOL, __kprobes, noinstr, entry
+ *            text), a BUG()/WARN() site, an instruction with an exception-table entry, or
+ *            kerf's own module
  *   EBUSY    second open; or SPLICE on bytes another mechanism owns: an ftrace site, a jump
- *            label, a static call site or trampoline, a kprobe (or optprobe) nearby, an
- *            SMP-alternatives lock prefix; or UNSPLICE when the bytes are no longer the ones
- *            kerf wrote, or the splice is a springboard still used by a jmp rel8 (or used by
- *            one removed after the last QUIESCE); or TRAP_DEL
- *            while its int3 is live or was removed after the last QUIESCE; or WRITE_PATCH over
- *            a live/unquiesced patch entry
+ *            label, a static call site or trampoline, a BPF dispatcher, a kprobe (or
+ *            optprobe) nearby, an SMP-alternatives lock prefix; or UNSPLICE when the bytes
+ *            are no longer the ones kerf wrote, or of a springboard still used by a jmp rel8
+ *            (or used by one removed after the last QUIESCE); or TRAP_DEL while its int3 is
+ *            live or was removed after the last QUIESCE; or WRITE_PATCH over a live or
+ *            unquiesced patch entry
  *   ENXIO    SPLICE/TRAP_ADD address not in core kernel text nor in a live module's core text
  *   ESTALE   SPLICE: the current bytes differ from expect_old
  *   EEXIST   SPLICE overlapping a live splice (other than a same-address upgrade); TRAP_ADD

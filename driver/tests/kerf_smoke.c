@@ -290,6 +290,13 @@ static int build_patch(uint8_t *out, uint64_t patch, uint64_t counter, uint64_t 
 	return n;
 }
 
+/* Bytes that certainly differ from src, for expect_old in refusal tests. */
+static void wrong(uint8_t *out, const uint8_t *src, int n)
+{
+	for (int i = 0; i < n; i++)
+		out[i] = src[i] ^ 0xff;
+}
+
 static int jmp5(uint8_t *out, uint64_t from, uint64_t to)
 {
 	out[0] = 0xe9;
@@ -343,6 +350,23 @@ static int kprobe_optimized(uint64_t addr)
 			opt = 1;
 	fclose(f);
 	return opt;
+}
+
+/* Is addr inside a range of debugfs' kprobes/blacklist ("0xstart-0xend\tsymbol")? */
+static int kprobe_blacklisted(uint64_t addr)
+{
+	unsigned long long lo, hi;
+	char line[256];
+	int in = 0;
+	FILE *f = fopen("/sys/kernel/debug/kprobes/blacklist", "r");
+
+	if (!f)
+		return 1;	/* unknown: treat as blacklisted */
+	while (!in && fgets(line, sizeof(line), f))
+		if (sscanf(line, "0x%llx-0x%llx", &lo, &hi) == 2 && addr >= lo && addr < hi)
+			in = 1;
+	fclose(f);
+	return in;
 }
 
 static int try_open_as_nobody(void)
@@ -550,20 +574,21 @@ int main(int argc, char **argv)
 	      (unsigned long long)(*ctr_uid - before), N_JUMP);
 	t_jump = ns_per_call(call_getuid, N_TIME);
 
-	/* 8. Refusals while the jump is live. */
-	{
-		uint8_t j[5];
-
-		jmp5(j, f_uid, patch_uid);
-		err = ksplice(fd, f_uid, 5, orig_uid, j, KERF_SPLICE_ONE_INSN);
-		check(err == -EBUSY, "refuse-ftrace-site", "getuid+0: %s", ename(err));
-	}
+	/* 8. Refusals while the jump is live. Each request carries a deliberately wrong
+	 * expect_old: the driver checks ownership and the kind of text before comparing bytes, so
+	 * the refusal under test answers first, and a broken check would get ESTALE, never a
+	 * write into the live kernel. */
 	{
 		const char *bl[] = { "notify_die", "exc_int3", "entry_SYSCALL_64" };
+		uint8_t j[5], o[5];
+
+		jmp5(j, f_uid, patch_uid);
+		wrong(o, orig_uid, 5);
+		err = ksplice(fd, f_uid, 5, o, j, KERF_SPLICE_ONE_INSN);
+		check(err == -EBUSY, "refuse-ftrace-site", "getuid+0: %s", ename(err));
 
 		for (unsigned int i = 0; i < sizeof(bl) / sizeof(bl[0]); i++) {
 			uint64_t a = ksym(bl[i]);
-			uint8_t j[5], o[5];
 			char name[64];
 
 			snprintf(name, sizeof(name), "refuse-blacklist-%s", bl[i]);
@@ -571,27 +596,69 @@ int main(int argc, char **argv)
 				check(0, name, "cannot resolve/read");
 				continue;
 			}
+			wrong(o, o, 5);
 			err = ksplice(fd, a + 8, 5, o, j, KERF_SPLICE_ONE_INSN);
 			check(err == -EPERM, name, "%s+8: %s", bl[i], ename(err));
 		}
-	}
-	{
-		uint8_t j[5];
 
-		kread(fd, site_uid + 2, cur, 5);
+		/* An exception-table entry outside the kprobe blacklist (so that only the extable
+		 * check can refuse it): an instruction whose fault has a fixup found by its address.
+		 * Entries are 12 bytes, relative: insn = &entry.insn + entry.insn. A trap entry
+		 * alone writes nothing, so TRAP_ADD is the probe here. */
+		{
+			static int32_t ents[3 * 4096];
+			uint64_t ex = ksym("__start___ex_table"), ex_end = ksym("__stop___ex_table");
+			uint64_t insn = 0, n = ex_end > ex ? (ex_end - ex) / 12 : 0;
+
+			if (n > 4096)
+				n = 4096;
+			if (n && !kread(fd, ex, ents, n * 12)) {
+				for (uint64_t k = 0; k < n && !insn; k++) {
+					uint64_t a = ex + 12 * k + (int64_t)ents[3 * k];
+
+					if (a >= info.stext && a < info.etext && !kprobe_blacklisted(a))
+						insn = a;
+				}
+			}
+			if (!insn) {
+				check(0, "refuse-extable", "no exception-table entry outside the blacklist");
+			} else {
+				err = ktrap(fd, KERF_IOC_TRAP_ADD, insn, patch_gid);
+				check(err == -EPERM, "refuse-extable", "%#llx (exception table, not "
+				      "blacklisted): %s", (unsigned long long)insn, ename(err));
+				if (!err)
+					ktrap(fd, KERF_IOC_TRAP_DEL, insn, 0);
+			}
+		}
+		{
+			uint64_t d = ksym("bpf_dispatcher_xdp_func");
+
+			if (!d || kread(fd, d, o, 5) || jmp5(j, d, patch_uid)) {
+				check(0, "refuse-bpf-dispatcher", "cannot resolve/read");
+			} else {
+				wrong(o, o, 5);
+				err = ksplice(fd, d, 5, o, j, KERF_SPLICE_ONE_INSN);
+				check(err == -EBUSY, "refuse-bpf-dispatcher", "bpf_dispatcher_xdp_func: %s",
+				      ename(err));
+			}
+		}
+
+		kread(fd, site_uid + 2, o, 5);
+		wrong(o, o, 5);
 		jmp5(j, site_uid + 2, patch_uid);
-		err = ksplice(fd, site_uid + 2, 5, cur, j, KERF_SPLICE_ONE_INSN);
+		err = ksplice(fd, site_uid + 2, 5, o, j, KERF_SPLICE_ONE_INSN);
 		check(err == -EEXIST, "refuse-overlap", "getuid+7: %s", ename(err));
 		/* kernel data (kerf's own data heap), not text */
 		jmp5(j, info.data_heap, patch_uid);
-		err = ksplice(fd, info.data_heap, 5, (const uint8_t *)heap, j, KERF_SPLICE_ONE_INSN);
+		err = ksplice(fd, info.data_heap, 5, o, j, KERF_SPLICE_ONE_INSN);
 		check(err == -ENXIO, "refuse-not-text", "data heap: %s", ename(err));
 
 		jmp5(j, site_gid, f_uid);	/* a jump outside the patch heap */
 		err = ksplice(fd, site_gid, 5, orig_gid + 5, j, KERF_SPLICE_ONE_INSN);
 		check(err == -EINVAL, "refuse-target-outside-heap", "%s", ename(err));
 		jmp5(j, patch_gid, patch_uid);
-		err = ksplice(fd, patch_gid, 5, patch, j, KERF_SPLICE_ONE_INSN);
+		wrong(o, patch, 5);
+		err = ksplice(fd, patch_gid, 5, o, j, KERF_SPLICE_ONE_INSN);
 		check(err == -EPERM, "refuse-own-heap", "%s", ename(err));
 	}
 	err = kwrite_patch(fd, patch_uid, patch, 8);
@@ -738,6 +805,7 @@ int main(int argc, char **argv)
 		for (int i = 0; i < 50 && !kprobe_optimized(site_uid); i++)
 			usleep(20000);
 		kread(fd, site_uid, cur, 5);
+		wrong(cur, cur, 5);
 		err = ksplice(fd, site_uid, 5, cur, jmp, KERF_SPLICE_ONE_INSN);
 		check(err == -EBUSY, "refuse-kprobe", "getuid+5 (%s kprobe): %s",
 		      kprobe_optimized(site_uid) ? "optimized" : "int3", ename(err));

@@ -92,6 +92,8 @@ fn kerf_ko_in_stock_debian_kernel() {
         "OK refuse-blacklist-notify_die notify_die+8: EPERM",
         "OK refuse-blacklist-exc_int3 exc_int3+8: EPERM",
         "OK refuse-blacklist-entry_SYSCALL_64 entry_SYSCALL_64+8: EPERM",
+        "OK refuse-extable",
+        "OK refuse-bpf-dispatcher bpf_dispatcher_xdp_func: EBUSY",
         "OK refuse-overlap",
         "OK refuse-not-text",
         "OK refuse-target-outside-heap EINVAL",
