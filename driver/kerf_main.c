@@ -1,0 +1,1350 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * kerf_main.c - kerf.ko, the in-kernel part of kerf: /dev/kerf.
+ *
+ * kerf splices generated code into the live kernel (KernInst, Djprobe). Everything clever
+ * (symbols, decoding, CFG, liveness, code generation, planning) happens in the user-space
+ * daemon; this module only does what user space cannot do safely:
+ *   - read kernel memory without oopsing on a bad address;
+ *   - own a patch heap (executable) and a data heap (mmap-able) within +-2 GiB of kernel text;
+ *   - write the patch heap, and write splices with the int3 bypass under text_mutex, after
+ *     refusing bytes the kernel forbids (kprobe blacklist, BUG sites) or that another patching
+ *     mechanism owns (ftrace, jump labels, static calls, SMP alternatives, kprobes);
+ *   - remember every live splice and restore it on UNSPLICE and when the device is closed;
+ *   - quiesce (RCU, RCU-tasks) before patch memory is reused;
+ *   - redirect int3 traps at trap splices to their code patch.
+ * The ABI, the protocol and the errno contract are in kerf_uapi.h.
+ *
+ * Locking: kerf_lock (a mutex) serialises every ioctl and release; it is taken before
+ * text_mutex, and text_mutex is held only around the ownership checks and text_poke_bp(), the
+ * way ftrace, jump labels, static calls and kprobes hold it while they patch, so nobody else
+ * patches text between our check and our write. The int3 notifier takes no lock: it reads an
+ * RCU-published immutable sorted table.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/module.h>
+#include <linux/miscdevice.h>
+#include <linux/fs.h>
+#include <linux/mm.h>
+#include <linux/slab.h>
+#include <linux/vmalloc.h>
+#include <linux/uaccess.h>
+#include <linux/capability.h>
+#include <linux/mutex.h>
+#include <linux/xarray.h>
+#include <linux/kprobes.h>
+#include <linux/kdebug.h>
+#include <linux/rcupdate.h>
+#include <linux/utsname.h>
+#include <linux/bug.h>
+#include <linux/extable.h>
+#include <linux/kallsyms.h>
+#include <generated/utsrelease.h>
+#include <asm/text-patching.h>
+#include <asm/kprobes.h>
+#include <asm/unaligned.h>
+
+#include "kerf_uapi.h"
+#include "kerf_heap.h"
+
+#define KERF_MAX_SPLICES	65536
+#define KERF_MAX_TRAPS		65536
+/* text_poke_bp() decodes the emulated instruction from a buffer of up to MAX_INSN_SIZE bytes. */
+#define KERF_INSN_BUF		16
+
+/* The patch heap lives in kerf's own text (kerf_heap.S); the data heap is page-aligned .bss. */
+extern u8 kerf_patch_heap[], kerf_patch_heap_end[];
+static u8 kerf_data_heap[KERF_DATA_HEAP_SIZE] __aligned(KERF_HEAP_ALIGN);
+
+/*
+ * Kernel functions and data that 6.1 does not export to modules, resolved at load time through
+ * kallsyms_lookup_name (itself found with a kprobe, the one exported way to learn a symbol's
+ * address). Each is the very function the kernel's own patchers use for the same purpose.
+ */
+static struct {
+	unsigned long (*kallsyms_lookup_name)(const char *name);
+	void (*text_poke_bp)(void *addr, const void *opcode, size_t len, const void *emulate);
+	void *(*text_poke_copy)(void *addr, const void *opcode, size_t len);
+	struct mutex *text_mutex;
+	bool (*within_kprobe_blacklist)(unsigned long addr);
+	unsigned long (*ftrace_location_range)(unsigned long start, unsigned long end);
+	int (*jump_label_text_reserved)(void *start, void *end);
+	int (*static_call_text_reserved)(void *start, void *end);
+	int (*alternatives_text_reserved)(void *start, void *end);
+	struct kprobe *(*get_kprobe)(void *addr);
+	struct bug_entry *(*find_bug)(unsigned long bugaddr);
+	const struct exception_table_entry *(*search_exception_tables)(unsigned long addr);
+	struct module *(*module_text_address)(unsigned long addr);
+	unsigned long stext, etext;
+	unsigned long static_call_text_start, static_call_text_end;
+} ks;
+
+/* One live splice. Only touched under kerf_lock. */
+struct kerf_splice_rec {
+	unsigned long addr;
+	unsigned int len;
+	u8 old[KERF_MAX_SPLICE_LEN];	/* the original bytes, restored on unsplice */
+	u8 new[KERF_MAX_SPLICE_LEN];	/* the bytes kerf wrote */
+	struct module *mod;		/* target module, referenced while the splice lives */
+	struct kerf_splice_rec *board;	/* the springboard a jmp rel8 goes through */
+	unsigned int users;		/* live jmp rel8 splices going through this one */
+	bool had_users;			/* one of them was removed ... */
+	u64 users_gone_seq;		/* ... when kerf_quiesce_done had this value */
+	u64 seq;			/* kerf_quiesce_done when the bytes were written */
+	struct list_head order;		/* newest first: release restores in reverse order */
+};
+
+/* Process-context state of one trap (addr -> patch). */
+struct kerf_trap_meta {
+	unsigned long patch;
+	bool int3_live;		/* a live len-1 int3 splice sits at addr */
+	bool int3_gone;		/* one was removed (or replaced) ... */
+	u64 gone_seq;		/* ... when kerf_quiesce_done had this value */
+};
+
+/* What the int3 notifier reads: immutable once published, freed after a grace period. */
+struct kerf_trap_ent {
+	unsigned long addr;
+	unsigned long patch;
+};
+
+struct kerf_trap_tab {
+	struct rcu_head rcu;
+	unsigned int n;
+	struct kerf_trap_ent e[];
+};
+
+static DEFINE_MUTEX(kerf_lock);
+static unsigned long kerf_open_bit;
+static DEFINE_XARRAY(kerf_splices);	/* addr -> struct kerf_splice_rec */
+static LIST_HEAD(kerf_splice_list);
+static unsigned long kerf_nr_splices;
+static DEFINE_XARRAY(kerf_traps_meta);	/* addr -> struct kerf_trap_meta */
+static unsigned long kerf_nr_traps;
+static struct kerf_trap_tab __rcu *kerf_traps;
+static DEFINE_XARRAY(kerf_targets);	/* patch entry -> number of live users (xa value) */
+static DEFINE_XARRAY(kerf_retired);	/* patch entries unused since the last quiesce */
+static u64 kerf_quiesce_done;
+static atomic64_t kerf_trap_hits = ATOMIC64_INIT(0);
+/* The range kerf_poke() is patching right now (written under text_mutex, read by the notifier). */
+static unsigned long kerf_poke_addr, kerf_poke_len;
+static bool kerf_pinned;
+
+/**
+ * kerf_in_patch_heap() - whether [addr, addr+len) lies inside the patch heap
+ * @addr: start
+ * @len: length in bytes
+ *
+ * Return: true if it does.
+ */
+static bool kerf_in_patch_heap(unsigned long addr, unsigned long len)
+{
+	unsigned long lo = (unsigned long)kerf_patch_heap;
+	unsigned long hi = (unsigned long)kerf_patch_heap_end;
+
+	return addr >= lo && addr < hi && len <= hi - addr;
+}
+
+/**
+ * kerf_int3_notify() - die notifier: resume an int3 at a trap splice in its code patch
+ * @nb: our notifier block
+ * @val: die event; only DIE_INT3 is ours
+ * @data: struct die_args with the trapping registers
+ *
+ * Runs in int3 context (the kernel treats it like an NMI: any CPU, interrupts off, possibly
+ * nested inside anything), after text_poke_bp()'s own handler and kprobes' handler have
+ * declined the trap. So it takes no lock and does not sleep: it binary-searches an immutable
+ * table published with RCU (the notifier chain already runs under rcu_read_lock()). It must
+ * not be probed itself, hence notrace and NOKPROBE_SYMBOL.
+ *
+ * Return: NOTIFY_STOP with regs->ip set to the patch if the int3 is one of ours, or set back
+ * to the int3's address if the int3 is kerf's own transient one (see below).
+ */
+static int notrace kerf_int3_notify(struct notifier_block *nb, unsigned long val, void *data)
+{
+	struct die_args *args = data;
+	struct pt_regs *regs = args->regs;
+	const struct kerf_trap_tab *tab;
+	unsigned long addr;
+	unsigned int lo, hi, mid;
+	int ret = NOTIFY_DONE;
+
+	if (val != DIE_INT3 || !regs || user_mode(regs))
+		return NOTIFY_DONE;
+	/* The int3 has executed: ip is one byte past it. */
+	addr = regs->ip - INT3_INSN_SIZE;
+
+	rcu_read_lock();
+	tab = rcu_dereference(kerf_traps);
+	if (tab) {
+		lo = 0;
+		hi = tab->n;
+		while (lo < hi) {
+			mid = lo + (hi - lo) / 2;
+			if (tab->e[mid].addr == addr) {
+				regs->ip = tab->e[mid].patch;
+				atomic64_inc(&kerf_trap_hits);
+				ret = NOTIFY_STOP;
+				break;
+			}
+			if (tab->e[mid].addr < addr)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+	}
+	rcu_read_unlock();
+	if (ret == NOTIFY_STOP)
+		return ret;
+
+	/*
+	 * Not a trap splice. If this int3 is gone, or is the temporary int3 of a text_poke_bp()
+	 * that kerf is running at this very address, resume at addr: the CPU then runs whatever is
+	 * there now (the old or new instruction, or the int3 again, which text_poke_bp()'s handler
+	 * now claims, since it publishes its state before writing the int3). kprobes' handler
+	 * already backs up over a vanished int3, but between its check and ours a new kerf batch
+	 * may have written the int3 again. On hardware, a CPU that met a batch's int3 finishes its
+	 * handler before the batch can end (the batch's IPIs wait for it), so this never happens;
+	 * under qemu TCG a vCPU was seen to run a stale translation of a previous batch's int3
+	 * after that batch had ended, with the next batch starting: without this, die("int3").
+	 */
+	if (*(u8 *)addr != INT3_INSN_OPCODE ||
+	    (addr - READ_ONCE(kerf_poke_addr) < READ_ONCE(kerf_poke_len))) {
+		regs->ip = addr;
+		return NOTIFY_STOP;
+	}
+	return NOTIFY_DONE;
+}
+NOKPROBE_SYMBOL(kerf_int3_notify);
+
+static struct notifier_block kerf_int3_nb = {
+	.notifier_call = kerf_int3_notify,
+};
+
+/**
+ * kerf_publish_traps() - rebuild the notifier's table from kerf_traps_meta and publish it
+ *
+ * Context: kerf_lock held. The xarray iterates in address order, so the table comes out
+ * sorted. The old table is freed after a grace period, so a notifier still reading it
+ * finishes first.
+ *
+ * Return: 0, or -ENOMEM, in which case the old table stays published.
+ */
+static int kerf_publish_traps(void)
+{
+	struct kerf_trap_tab *tab, *old;
+	struct kerf_trap_meta *meta;
+	unsigned long addr;
+	unsigned int n = 0;
+
+	tab = kvmalloc(struct_size(tab, e, kerf_nr_traps), GFP_KERNEL);
+	if (!tab)
+		return -ENOMEM;
+	xa_for_each(&kerf_traps_meta, addr, meta) {
+		tab->e[n].addr = addr;
+		tab->e[n].patch = meta->patch;
+		n++;
+	}
+	tab->n = n;
+	old = rcu_dereference_protected(kerf_traps, lockdep_is_held(&kerf_lock));
+	rcu_assign_pointer(kerf_traps, tab);
+	if (old)
+		kvfree_rcu(old, rcu);
+	return 0;
+}
+
+/**
+ * kerf_target_get() - count one more splice or trap that jumps to a patch entry
+ * @target: patch entry address
+ *
+ * Return: 0 or -ENOMEM.
+ */
+static int kerf_target_get(unsigned long target)
+{
+	void *v = xa_load(&kerf_targets, target);
+	unsigned long n = v ? xa_to_value(v) : 0;
+
+	return xa_err(xa_store(&kerf_targets, target, xa_mk_value(n + 1), GFP_KERNEL));
+}
+
+/**
+ * kerf_target_put() - drop one user of a patch entry
+ * @target: patch entry address
+ *
+ * The last user moves the entry to kerf_retired: a CPU may still be running the patch until
+ * the next KERF_IOC_QUIESCE, so it must not be rewritten before then.
+ */
+static void kerf_target_put(unsigned long target)
+{
+	void *v = xa_load(&kerf_targets, target);
+	unsigned long n = v ? xa_to_value(v) : 0;
+
+	if (n > 1) {
+		xa_store(&kerf_targets, target, xa_mk_value(n - 1), GFP_KERNEL);
+		return;
+	}
+	xa_erase(&kerf_targets, target);
+	/* If this allocation fails the entry is merely not guarded; WRITE_PATCH is best effort. */
+	xa_store(&kerf_retired, target, xa_mk_value(1), GFP_KERNEL);
+}
+
+/**
+ * kerf_range_has() - whether an xarray has an index inside [first, last]
+ * @xa: the xarray
+ * @first: first index
+ * @last: last index
+ *
+ * Return: true if it has one.
+ */
+static bool kerf_range_has(struct xarray *xa, unsigned long first, unsigned long last)
+{
+	unsigned long idx = first;
+
+	return xa_find(xa, &idx, last, XA_PRESENT) != NULL;
+}
+
+/**
+ * kerf_check_text() - is [addr, addr+len) text that kerf may splice?
+ * @addr: first byte
+ * @len: number of bytes
+ * @modp: out: the module whose text it is (referenced; NULL for core kernel text)
+ *
+ * Core kernel text is [_stext, _etext) (init text is gone by now). Module text must belong to
+ * a LIVE module's core text: a COMING module is still being patched by its own loader
+ * (alternatives, jump labels) and a GOING one is about to be freed; the reference taken here
+ * keeps the module from being unloaded while the splice lives. kerf's own text (the patch
+ * heap) is never a splice target. Then the kernel's no-probe list, and instructions whose
+ * address the kernel looks up when they trap, which therefore must not be relocated into a
+ * code patch: BUG()/WARN() sites (report_bug() finds their ud2 by address; relocated, a WARN
+ * would become an oops) and instructions with an exception-table entry (a faulting user
+ * access, rdmsr_safe...: relocated, the fault would find no fixup and oops).
+ *
+ * Return: 0, -ENXIO (not such text), -EPERM (forbidden), -EINVAL (range wraps).
+ */
+static int kerf_check_text(unsigned long addr, unsigned int len, struct module **modp)
+{
+	unsigned long end = addr + len, a, base;
+	struct module *mod = NULL;
+	int ret = 0;
+
+	*modp = NULL;
+	if (end < addr)
+		return -EINVAL;
+	if (!(addr >= ks.stext && end <= ks.etext)) {
+		preempt_disable();
+		mod = ks.module_text_address(addr);
+		if (!mod) {
+			ret = -ENXIO;
+		} else if (mod == THIS_MODULE) {
+			ret = -EPERM;
+		} else {
+			base = (unsigned long)mod->core_layout.base;
+			if (mod->state != MODULE_STATE_LIVE || addr < base ||
+			    end > base + mod->core_layout.text_size || !try_module_get(mod))
+				ret = -ENXIO;
+		}
+		preempt_enable();
+		if (ret)
+			return ret;
+	}
+	for (a = addr; a < end; a++) {
+		if (ks.within_kprobe_blacklist(a) || ks.find_bug(a) ||
+		    ks.search_exception_tables(a)) {
+			ret = -EPERM;
+			goto err_put;
+		}
+	}
+	*modp = mod;
+	return 0;
+
+err_put:
+	if (mod)
+		module_put(mod);
+	return ret;
+}
+
+/**
+ * kerf_check_owned() - do other patching mechanisms own any byte of [addr, addr+len)?
+ * @addr: first byte
+ * @len: number of bytes
+ *
+ * Caller holds text_mutex, which every one of those mechanisms holds while it patches, so the
+ * answer stays true until we release it. Checked: ftrace call sites (the nop5/call __fentry__
+ * at function entry), jump label sites, static call sites and trampolines, BPF dispatchers
+ * (whose entry BPF rewrites with text_poke_bp, outside ftrace), SMP-alternatives lock
+ * prefixes, and kprobes: any kprobe inside the range, and any int3-based kprobe up to
+ * MAX_OPTIMIZED_LENGTH-1 bytes before it, since an optimized kprobe rewrites 5 bytes and
+ * relocates up to MAX_OPTIMIZED_LENGTH.
+ *
+ * Return: 0 or -EBUSY.
+ */
+static int kerf_check_owned(unsigned long addr, unsigned int len)
+{
+	unsigned long last = addr + len - 1, a;
+	char sym[KSYM_SYMBOL_LEN];
+	struct kprobe *p;
+	int busy = 0;
+
+	if (ks.ftrace_location_range(addr, last))
+		return -EBUSY;
+	if (ks.jump_label_text_reserved((void *)addr, (void *)last))
+		return -EBUSY;
+	if (ks.static_call_text_reserved((void *)addr, (void *)last))
+		return -EBUSY;
+	if (addr < ks.static_call_text_end && last >= ks.static_call_text_start)
+		return -EBUSY;
+	sprint_symbol_no_offset(sym, addr);
+	if (!strncmp(sym, "bpf_dispatcher_", strlen("bpf_dispatcher_")))
+		return -EBUSY;
+	/* Exclusive end: covers both readings of its bounds. */
+	if (ks.alternatives_text_reserved((void *)addr, (void *)(last + 1)))
+		return -EBUSY;
+	preempt_disable();	/* get_kprobe() walks an RCU hash list */
+	for (a = addr - (MAX_OPTIMIZED_LENGTH - 1); a <= last && !busy; a++) {
+		p = ks.get_kprobe((void *)a);
+		/* An ftrace-based kprobe owns only the ftrace site, checked above. */
+		busy = p && (a >= addr || !(p->flags & KPROBE_FLAG_FTRACE));
+	}
+	preempt_enable();
+	return busy ? -EBUSY : 0;
+}
+
+/**
+ * kerf_poke() - write a splice or a restore with the int3 bypass, and verify it
+ * @addr: first byte
+ * @bytes: the new bytes
+ * @len: 1, 2 or 5
+ * @emulate: the instruction a CPU that meets the temporary int3 must behave as if it had
+ *           executed (KERF_INSN_BUF bytes: text_poke_bp() decodes a whole instruction)
+ *
+ * text_poke_bp() is Djprobe's bypass method as the kernel implements it: (1) write int3 at
+ * addr and serialise every CPU (sync_core via IPI); (2) write bytes 1..len-1 and serialise;
+ * (3) write byte 0 and serialise. Between (1) and (3) a CPU reaching addr traps and the
+ * kernel's poke handler makes it behave as @emulate (a jmp is followed, an int3 is passed on to
+ * kprobes and then to kerf_int3_notify()). No CPU ever executes a half-written instruction,
+ * and the serialisation is what the cross-modifying-code erratum Djprobe cites requires.
+ * Caller holds text_mutex.
+ *
+ * Return: 0, or -EIO if the bytes read back differ (never expected under text_mutex).
+ */
+static int kerf_poke(unsigned long addr, const u8 *bytes, unsigned int len, const u8 *emulate)
+{
+	u8 check[KERF_MAX_SPLICE_LEN];
+
+	lockdep_assert_held(ks.text_mutex);
+	/* Published before text_poke_bp() writes its int3 (it orders its own state the same way). */
+	WRITE_ONCE(kerf_poke_len, len);
+	WRITE_ONCE(kerf_poke_addr, addr);
+	smp_wmb();
+	ks.text_poke_bp((void *)addr, bytes, len, emulate);
+	WRITE_ONCE(kerf_poke_len, 0);
+	if (copy_from_kernel_nofault(check, (void *)addr, len) || memcmp(check, bytes, len)) {
+		WARN(1, "kerf: bytes at %pS are not the bytes written\n", (void *)addr);
+		return -EIO;
+	}
+	return 0;
+}
+
+/**
+ * kerf_restore() - put the original bytes of a live splice back
+ * @rec: the splice
+ *
+ * Refuses (-EBUSY) if the bytes are no longer the ones kerf wrote: someone else patched them
+ * and blindly restoring would corrupt their change. What a CPU that meets the temporary int3
+ * does during the restore (the emulated instruction):
+ *   - jmp rel32 / jmp rel8 splices: follow the jump, i.e. behave exactly as the splice did.
+ *     The code patch (or springboard) is still intact (it is freed only after a QUIESCE that
+ *     follows this restore) and runs the displaced instructions, then jumps back behind them,
+ *     to an instruction boundary of the original code. Emulating the original instructions
+ *     instead is impossible in general: text_poke_bp() only emulates jmp/call/ret/nop/int3.
+ *   - int3 (trap) splices: stay an int3, which kerf_int3_notify() still sends to the trap's
+ *     patch: TRAP_DEL of that address is refused until a QUIESCE has followed this restore, so
+ *     a CPU already inside the int3 handler still finds its entry.
+ * Caller holds kerf_lock; takes text_mutex.
+ *
+ * Return: 0, -EBUSY, -EFAULT or -EIO.
+ */
+static int kerf_restore(struct kerf_splice_rec *rec)
+{
+	u8 cur[KERF_MAX_SPLICE_LEN], emulate[KERF_INSN_BUF];
+	int ret;
+
+	memset(emulate, INT3_INSN_OPCODE, sizeof(emulate));
+	memcpy(emulate, rec->new, rec->len);
+
+	mutex_lock(ks.text_mutex);
+	if (copy_from_kernel_nofault(cur, (void *)rec->addr, rec->len)) {
+		ret = -EFAULT;
+		goto out_unlock;
+	}
+	if (memcmp(cur, rec->new, rec->len)) {
+		ret = -EBUSY;
+		goto out_unlock;
+	}
+	ret = kerf_poke(rec->addr, rec->old, rec->len, emulate);
+out_unlock:
+	mutex_unlock(ks.text_mutex);
+	return ret;
+}
+
+/**
+ * kerf_trap_int3_gone() - note that the int3 splice at a trap's address has gone
+ * @addr: the trap's address
+ *
+ * From now on the trap entry must stay until the next quiesce (see kerf_restore()).
+ */
+static void kerf_trap_int3_gone(unsigned long addr)
+{
+	struct kerf_trap_meta *meta = xa_load(&kerf_traps_meta, addr);
+
+	if (!meta)
+		return;
+	meta->int3_live = false;
+	meta->int3_gone = true;
+	meta->gone_seq = kerf_quiesce_done;
+}
+
+/**
+ * kerf_drop_form() - undo the bookkeeping of a splice's current new bytes
+ * @rec: the splice, whose rec->new is about to be replaced or removed
+ */
+static void kerf_drop_form(struct kerf_splice_rec *rec)
+{
+	switch (rec->len) {
+	case 5:
+		kerf_target_put(rec->addr + 5 + (s32)get_unaligned_le32(&rec->new[1]));
+		break;
+	case 2:
+		/* A CPU may have taken this jmp rel8 and been interrupted before executing the
+		 * springboard: the springboard stays until the next quiesce (kerf_can_restore()). */
+		rec->board->users--;
+		rec->board->had_users = true;
+		rec->board->users_gone_seq = kerf_quiesce_done;
+		rec->board = NULL;
+		break;
+	case 1:
+		kerf_trap_int3_gone(rec->addr);
+		break;
+	}
+}
+
+/**
+ * kerf_can_restore() - may this splice be restored now?
+ * @rec: the splice
+ *
+ * Not while a live jmp rel8 goes through it (it is a springboard), nor until a quiesce has
+ * followed the removal of the last such jmp: a CPU can execute the jmp rel8, take an interrupt
+ * on the springboard's address, and only then execute the springboard.
+ *
+ * Return: true if it may.
+ */
+static bool kerf_can_restore(const struct kerf_splice_rec *rec)
+{
+	return !rec->users && !(rec->had_users && rec->users_gone_seq >= kerf_quiesce_done);
+}
+
+/**
+ * kerf_forget() - remove a restored splice from the books
+ * @rec: the splice, already restored
+ */
+static void kerf_forget(struct kerf_splice_rec *rec)
+{
+	kerf_drop_form(rec);
+	xa_erase(&kerf_splices, rec->addr);
+	list_del(&rec->order);
+	kerf_nr_splices--;
+	if (rec->mod)
+		module_put(rec->mod);
+	kfree(rec);
+}
+
+/**
+ * kerf_quiesce_locked() - wait until no CPU or task can still be inside old code or tables
+ *
+ * Caller holds kerf_lock. Why this is sufficient for reusing patch memory after UNSPLICE,
+ * for TRAP_DEL after an int3 is removed, and for replacing an int3 by a multi-instruction jmp
+ * (no thread inside the displaced bytes):
+ *   - synchronize_rcu(): every region with preemption or interrupts disabled that began before
+ *     it has ended. That covers interrupt and NMI handlers (which may run patch code, and which
+ *     cannot be preempted) and int3 handlers (kerf_int3_notify() runs with interrupts off).
+ *   - synchronize_rcu_tasks(): every task has since done a voluntary context switch, run in
+ *     user mode or been idle. A task preempted inside a code patch or inside displaced bytes
+ *     is in none of those states, so this waits until it has left them. Code patches never
+ *     call or sleep, and displaced ranges contain no call (Djprobe's rules, checked in user
+ *     space), so no task can be voluntarily asleep inside one.
+ *   - synchronize_rcu_tasks_rude(): rcu_tasks ignores idle tasks; this forces a context switch
+ *     on every CPU, so an idle loop that ran through a patch has left it too.
+ * Not covered, by design: code that jumps into the middle of displaced bytes (branch targets,
+ * exception fixups), which user space must rule out before choosing a jmp splice (DESIGN.md 5).
+ */
+static void kerf_quiesce_locked(void)
+{
+	synchronize_rcu_tasks();
+	synchronize_rcu_tasks_rude();
+	synchronize_rcu();
+	kerf_quiesce_done++;
+	xa_destroy(&kerf_retired);
+}
+
+/**
+ * kerf_ioc_read() - KERF_IOC_READ: copy kernel memory to user space without faulting
+ * @uarg: struct kerf_rw
+ *
+ * Return: 0, -EINVAL, -ENOMEM or -EFAULT.
+ */
+static long kerf_ioc_read(void __user *uarg)
+{
+	struct kerf_rw rw;
+	unsigned long src, done, n;
+	u8 __user *dst;
+	void *buf;
+	long ret = 0;
+
+	if (copy_from_user(&rw, uarg, sizeof(rw)))
+		return -EFAULT;
+	if (!rw.len || rw.len > KERF_READ_MAX || rw.addr + rw.len < rw.addr)
+		return -EINVAL;
+	buf = kmalloc(PAGE_SIZE, GFP_KERNEL);
+	if (!buf)
+		return -ENOMEM;
+	src = rw.addr;
+	dst = u64_to_user_ptr(rw.user_buf);
+	for (done = 0; done < rw.len; done += n) {
+		n = min_t(unsigned long, rw.len - done, PAGE_SIZE - offset_in_page(src + done));
+		if (copy_from_kernel_nofault(buf, (void *)(src + done), n) ||
+		    copy_to_user(dst + done, buf, n)) {
+			ret = -EFAULT;
+			goto out_free;
+		}
+		cond_resched();
+	}
+out_free:
+	kfree(buf);
+	return ret;
+}
+
+/**
+ * kerf_ioc_write_patch() - KERF_IOC_WRITE_PATCH: write code into the patch heap
+ * @uarg: struct kerf_rw
+ *
+ * The heap is mapped read-only + executable; text_poke_copy() writes through a temporary
+ * writable alias and takes text_mutex itself, so kerf_lock alone is held here. The patch is
+ * unreachable until a SPLICE or TRAP_ADD points at it, and SPLICE serialises every CPU after
+ * writing, so no CPU can run a stale copy of freshly written patch bytes.
+ *
+ * Return: 0, -ERANGE, -EBUSY, -EINVAL, -ENOMEM, -EFAULT or -EIO.
+ */
+static long kerf_ioc_write_patch(void __user *uarg)
+{
+	struct kerf_rw rw;
+	void *buf;
+	long ret;
+
+	if (copy_from_user(&rw, uarg, sizeof(rw)))
+		return -EFAULT;
+	if (!rw.len)
+		return -EINVAL;
+	if (!kerf_in_patch_heap(rw.addr, rw.len))
+		return -ERANGE;
+	buf = kvmalloc(rw.len, GFP_KERNEL);
+	if (!buf)
+		return -ENOMEM;
+	if (copy_from_user(buf, u64_to_user_ptr(rw.user_buf), rw.len)) {
+		ret = -EFAULT;
+		goto out_free;
+	}
+	mutex_lock(&kerf_lock);
+	if (kerf_range_has(&kerf_targets, rw.addr, rw.addr + rw.len - 1) ||
+	    kerf_range_has(&kerf_retired, rw.addr, rw.addr + rw.len - 1)) {
+		ret = -EBUSY;
+		goto out_unlock;
+	}
+	ret = 0;
+	if (!ks.text_poke_copy((void *)rw.addr, buf, rw.len) ||
+	    memcmp((void *)rw.addr, buf, rw.len))
+		ret = -EIO;
+out_unlock:
+	mutex_unlock(&kerf_lock);
+out_free:
+	kvfree(buf);
+	return ret;
+}
+
+/**
+ * kerf_splice_form() - validate the new bytes of a splice request
+ * @req: the request
+ * @target: out: where a jmp goes
+ *
+ * Return: 0 or -EINVAL.
+ */
+static int kerf_splice_form(const struct kerf_splice *req, unsigned long *target)
+{
+	switch (req->len) {
+	case 1:
+		if (req->new_bytes[0] != INT3_INSN_OPCODE)
+			return -EINVAL;
+		*target = 0;
+		return 0;
+	case 2:
+		if (req->new_bytes[0] != JMP8_INSN_OPCODE)
+			return -EINVAL;
+		*target = req->addr + 2 + (s8)req->new_bytes[1];
+		return 0;
+	case 5:
+		if (req->new_bytes[0] != JMP32_INSN_OPCODE)
+			return -EINVAL;
+		*target = req->addr + 5 + (s32)get_unaligned_le32(&req->new_bytes[1]);
+		return kerf_in_patch_heap(*target, 1) ? 0 : -EINVAL;
+	}
+	return -EINVAL;
+}
+
+/**
+ * kerf_overlaps() - does [addr, addr+len) overlap a live splice other than @self?
+ * @addr: first byte
+ * @len: number of bytes
+ * @self: the splice being replaced, or NULL
+ *
+ * Return: true if it does.
+ */
+static bool kerf_overlaps(unsigned long addr, unsigned int len, struct kerf_splice_rec *self)
+{
+	struct kerf_splice_rec *rec;
+	unsigned long idx = addr - (KERF_MAX_SPLICE_LEN - 1);
+
+	xa_for_each_range(&kerf_splices, idx, rec, addr - (KERF_MAX_SPLICE_LEN - 1),
+			  addr + len - 1) {
+		if (rec != self && rec->addr + rec->len > addr)
+			return true;
+	}
+	return false;
+}
+
+/**
+ * kerf_ioc_splice() - KERF_IOC_SPLICE: write a jmp or int3 over kernel text
+ * @uarg: struct kerf_splice
+ *
+ * Order of the checks: the request's form, live splices (overlap, replacement rules, the
+ * quiesced-int3 rule for multi-byte splices), the kind of text (kerf_check_text), then under
+ * text_mutex the owners (kerf_check_owned) and expect_old, then the write.
+ *
+ * Return: 0 or an errno of kerf_uapi.h.
+ */
+static long kerf_ioc_splice(void __user *uarg)
+{
+	struct kerf_splice req;
+	struct kerf_splice_rec *prev, *rec = NULL, *board = NULL;
+	struct kerf_trap_meta *meta = NULL;
+	struct module *mod = NULL;
+	u8 cur[KERF_MAX_SPLICE_LEN], orig[KERF_MAX_SPLICE_LEN], buf[KERF_INSN_BUF];
+	unsigned long addr, target;
+	unsigned int len;
+	long ret;
+
+	if (copy_from_user(&req, uarg, sizeof(req)))
+		return -EFAULT;
+	if (req.flags & ~KERF_SPLICE_ONE_INSN)
+		return -EINVAL;
+	ret = kerf_splice_form(&req, &target);
+	if (ret)
+		return ret;
+	addr = req.addr;
+	len = req.len;
+
+	mutex_lock(&kerf_lock);
+	prev = xa_load(&kerf_splices, addr);
+	if (kerf_overlaps(addr, len, prev) || (prev && len <= prev->len)) {
+		ret = -EEXIST;
+		goto out_unlock;
+	}
+	/*
+	 * More than one byte may span several instructions; a task preempted between two of them
+	 * would resume in the middle of the new jmp. Require the int3 to have been in place across
+	 * a quiesce (so nobody is inside any more and newcomers are diverted), unless the caller
+	 * vouches that the bytes are a single instruction.
+	 */
+	if (len > 1 && !(req.flags & KERF_SPLICE_ONE_INSN) &&
+	    !(prev && prev->len == 1 && prev->seq < kerf_quiesce_done)) {
+		ret = -EAGAIN;
+		goto out_unlock;
+	}
+	switch (len) {
+	case 1:
+		meta = xa_load(&kerf_traps_meta, addr);
+		if (!meta) {
+			ret = -ENOENT;
+			goto out_unlock;
+		}
+		break;
+	case 2:
+		board = xa_load(&kerf_splices, target);
+		if (!board || board->len != 5 || board == prev) {
+			ret = -EINVAL;
+			goto out_unlock;
+		}
+		break;
+	}
+	if (!prev) {
+		if (kerf_nr_splices >= KERF_MAX_SPLICES) {
+			ret = -ENOSPC;
+			goto out_unlock;
+		}
+		ret = kerf_check_text(addr, len, &mod);
+		if (ret)
+			goto out_unlock;
+		rec = kzalloc(sizeof(*rec), GFP_KERNEL);
+		if (!rec) {
+			ret = -ENOMEM;
+			goto out_put_mod;
+		}
+		ret = xa_err(xa_store(&kerf_splices, addr, rec, GFP_KERNEL));
+		if (ret)
+			goto out_free_rec;
+	} else {
+		/* Growing a live splice: check the text again for the whole new range. */
+		ret = kerf_check_text(addr, len, &mod);
+		if (ret)
+			goto out_unlock;
+		if (mod)
+			module_put(mod);	/* prev already holds the module */
+		mod = NULL;
+	}
+	if (len == 5) {
+		ret = kerf_target_get(target);
+		if (ret)
+			goto out_erase;
+	}
+
+	mutex_lock(ks.text_mutex);
+	ret = kerf_check_owned(addr, len);
+	if (ret)
+		goto out_text_unlock;
+	if (copy_from_kernel_nofault(cur, (void *)addr, len)) {
+		ret = -EFAULT;
+		goto out_text_unlock;
+	}
+	if (memcmp(cur, req.expect_old, len)) {
+		ret = -ESTALE;
+		goto out_text_unlock;
+	}
+	/* The bytes to restore: the original ones, also when replacing kerf's own int3. */
+	memcpy(orig, cur, len);
+	if (prev)
+		memcpy(orig, prev->old, prev->len);
+	memset(buf, INT3_INSN_OPCODE, sizeof(buf));
+	memcpy(buf, req.new_bytes, len);
+	/* emulate = NULL: a CPU meeting the temporary int3 behaves as the new instruction. */
+	ret = kerf_poke(addr, buf, len, NULL);
+	mutex_unlock(ks.text_mutex);
+	/* On -EIO (never expected) the bytes are unknown: still record the splice, so that nothing
+	 * else is spliced here and UNSPLICE refuses to "restore" bytes it cannot verify. */
+	if (ret && ret != -EIO)
+		goto out_target_put;
+
+	if (prev) {
+		kerf_drop_form(prev);
+		rec = prev;
+	} else {
+		rec->addr = addr;
+		rec->mod = mod;
+		list_add(&rec->order, &kerf_splice_list);
+		kerf_nr_splices++;
+	}
+	rec->len = len;
+	memcpy(rec->old, orig, len);
+	memcpy(rec->new, req.new_bytes, len);
+	rec->seq = kerf_quiesce_done;
+	if (len == 2) {
+		rec->board = board;
+		board->users++;
+	} else if (len == 1) {
+		meta->int3_live = true;
+	}
+	mutex_unlock(&kerf_lock);
+	return ret;
+
+out_text_unlock:
+	mutex_unlock(ks.text_mutex);
+out_target_put:
+	if (len == 5) {
+		/* Never used: drop it without retiring it. */
+		void *v = xa_load(&kerf_targets, target);
+
+		if (v && xa_to_value(v) > 1)
+			xa_store(&kerf_targets, target, xa_mk_value(xa_to_value(v) - 1), GFP_KERNEL);
+		else
+			xa_erase(&kerf_targets, target);
+	}
+out_erase:
+	if (!prev)
+		xa_erase(&kerf_splices, addr);
+out_free_rec:
+	kfree(rec);
+out_put_mod:
+	if (mod)
+		module_put(mod);
+out_unlock:
+	mutex_unlock(&kerf_lock);
+	return ret;
+}
+
+/**
+ * kerf_ioc_unsplice() - KERF_IOC_UNSPLICE: restore and forget a live splice
+ * @uarg: struct kerf_unsplice
+ *
+ * Return: 0, -ENOENT, -EBUSY (bytes changed by someone else, or a springboard in use or
+ * used since the last quiesce),
+ * -EFAULT or -EIO.
+ */
+static long kerf_ioc_unsplice(void __user *uarg)
+{
+	struct kerf_unsplice req;
+	struct kerf_splice_rec *rec;
+	long ret;
+
+	if (copy_from_user(&req, uarg, sizeof(req)))
+		return -EFAULT;
+	mutex_lock(&kerf_lock);
+	rec = xa_load(&kerf_splices, req.addr);
+	if (!rec) {
+		ret = -ENOENT;
+		goto out_unlock;
+	}
+	if (!kerf_can_restore(rec)) {
+		ret = -EBUSY;
+		goto out_unlock;
+	}
+	ret = kerf_restore(rec);
+	if (ret)
+		goto out_unlock;
+	req.len = rec->len;
+	memset(req.restored, 0, sizeof(req.restored));
+	memcpy(req.restored, rec->old, rec->len);
+	kerf_forget(rec);
+	mutex_unlock(&kerf_lock);
+	return copy_to_user(uarg, &req, sizeof(req)) ? -EFAULT : 0;
+
+out_unlock:
+	mutex_unlock(&kerf_lock);
+	return ret;
+}
+
+/**
+ * kerf_ioc_trap_add() - KERF_IOC_TRAP_ADD: map an int3 address to a code patch
+ * @uarg: struct kerf_trap
+ *
+ * Return: 0, -EINVAL, -ENXIO, -EEXIST, -ENOSPC or -ENOMEM.
+ */
+static long kerf_ioc_trap_add(void __user *uarg)
+{
+	struct kerf_trap req;
+	struct kerf_trap_meta *meta;
+	struct module *mod;
+	long ret;
+
+	if (copy_from_user(&req, uarg, sizeof(req)))
+		return -EFAULT;
+	if (!kerf_in_patch_heap(req.patch, 1))
+		return -EINVAL;
+	mutex_lock(&kerf_lock);
+	ret = kerf_check_text(req.addr, 1, &mod);
+	if (ret)
+		goto out_unlock;
+	if (mod)
+		module_put(mod);	/* the int3 splice will hold it */
+	if (xa_load(&kerf_traps_meta, req.addr)) {
+		ret = -EEXIST;
+		goto out_unlock;
+	}
+	if (kerf_nr_traps >= KERF_MAX_TRAPS) {
+		ret = -ENOSPC;
+		goto out_unlock;
+	}
+	meta = kzalloc(sizeof(*meta), GFP_KERNEL);
+	if (!meta) {
+		ret = -ENOMEM;
+		goto out_unlock;
+	}
+	meta->patch = req.patch;
+	ret = xa_err(xa_store(&kerf_traps_meta, req.addr, meta, GFP_KERNEL));
+	if (ret)
+		goto out_free;
+	ret = kerf_target_get(req.patch);
+	if (ret)
+		goto out_erase;
+	kerf_nr_traps++;
+	ret = kerf_publish_traps();
+	if (ret)
+		goto out_target;
+	mutex_unlock(&kerf_lock);
+	return 0;
+
+out_target:
+	kerf_nr_traps--;
+	kerf_target_put(req.patch);
+out_erase:
+	xa_erase(&kerf_traps_meta, req.addr);
+out_free:
+	kfree(meta);
+out_unlock:
+	mutex_unlock(&kerf_lock);
+	return ret;
+}
+
+/**
+ * kerf_trap_remove() - drop a trap entry and republish the table
+ * @addr: the trap's address
+ * @meta: its state
+ *
+ * Return: 0 or -ENOMEM (the trap then stays).
+ */
+static int kerf_trap_remove(unsigned long addr, struct kerf_trap_meta *meta)
+{
+	int ret;
+
+	xa_erase(&kerf_traps_meta, addr);
+	kerf_nr_traps--;
+	ret = kerf_publish_traps();
+	if (ret) {
+		kerf_nr_traps++;
+		xa_store(&kerf_traps_meta, addr, meta, GFP_KERNEL);
+		return ret;
+	}
+	kerf_target_put(meta->patch);
+	kfree(meta);
+	return 0;
+}
+
+/**
+ * kerf_ioc_trap_del() - KERF_IOC_TRAP_DEL: remove a trap entry
+ * @uarg: struct kerf_trap
+ *
+ * Refused while the int3 is live, and after its removal until a quiesce: a CPU that trapped
+ * on it just before the restore may still be on its way to kerf_int3_notify().
+ *
+ * Return: 0, -ENOENT, -EBUSY or -ENOMEM.
+ */
+static long kerf_ioc_trap_del(void __user *uarg)
+{
+	struct kerf_trap req;
+	struct kerf_trap_meta *meta;
+	long ret;
+
+	if (copy_from_user(&req, uarg, sizeof(req)))
+		return -EFAULT;
+	mutex_lock(&kerf_lock);
+	meta = xa_load(&kerf_traps_meta, req.addr);
+	if (!meta)
+		ret = -ENOENT;
+	else if (meta->int3_live || (meta->int3_gone && meta->gone_seq >= kerf_quiesce_done))
+		ret = -EBUSY;
+	else
+		ret = kerf_trap_remove(req.addr, meta);
+	mutex_unlock(&kerf_lock);
+	return ret;
+}
+
+/**
+ * kerf_remove_all_locked() - restore every live splice, quiesce, drop every trap
+ *
+ * Called when the device is closed, whatever the daemon's fate. Newest splices go first; a
+ * springboard whose jmp rel8 was just restored needs a quiesce before it may go, so this runs
+ * in rounds (restore what may be restored, quiesce) until nothing more can be done: two rounds
+ * at most with today's splice forms. A splice that cannot be restored (someone else changed its
+ * bytes) still jumps into kerf's patch heap: kerf then pins its own module forever, so that
+ * what cannot be undone stays harmless, and keeps the trap entries such splices need. Caller
+ * holds kerf_lock.
+ */
+static void kerf_remove_all_locked(void)
+{
+	struct kerf_splice_rec *rec, *tmp;
+	struct kerf_trap_meta *meta;
+	unsigned long addr, restored;
+
+	do {
+		restored = 0;
+		list_for_each_entry_safe(rec, tmp, &kerf_splice_list, order) {
+			if (kerf_can_restore(rec) && !kerf_restore(rec)) {
+				kerf_forget(rec);
+				restored++;
+			}
+		}
+		kerf_quiesce_locked();
+	} while (restored && !list_empty(&kerf_splice_list));
+
+	list_for_each_entry(rec, &kerf_splice_list, order)
+		pr_err("cannot restore %pS (%u bytes); leaving it live\n", (void *)rec->addr,
+		       rec->len);
+	xa_for_each(&kerf_traps_meta, addr, meta) {
+		if (!meta->int3_live)
+			kerf_trap_remove(addr, meta);
+	}
+	if (!list_empty(&kerf_splice_list) && !kerf_pinned) {
+		__module_get(THIS_MODULE);
+		kerf_pinned = true;
+	}
+}
+
+/**
+ * kerf_open() - open /dev/kerf: root (CAP_SYS_ADMIN) only, one open file at a time
+ * @inode: the device inode
+ * @file: the new file
+ *
+ * Return: 0, -EPERM or -EBUSY.
+ */
+static int kerf_open(struct inode *inode, struct file *file)
+{
+	if (!capable(CAP_SYS_ADMIN))
+		return -EPERM;
+	if (test_and_set_bit(0, &kerf_open_bit))
+		return -EBUSY;
+	/* A new daemon starts from zeroed counters. */
+	memset(kerf_data_heap, 0, sizeof(kerf_data_heap));
+	return nonseekable_open(inode, file);
+}
+
+/**
+ * kerf_release() - last close of /dev/kerf (also when the daemon dies): undo everything
+ * @inode: the device inode
+ * @file: the file
+ *
+ * Return: 0.
+ */
+static int kerf_release(struct inode *inode, struct file *file)
+{
+	mutex_lock(&kerf_lock);
+	kerf_remove_all_locked();
+	mutex_unlock(&kerf_lock);
+	clear_bit(0, &kerf_open_bit);
+	return 0;
+}
+
+/**
+ * kerf_mmap() - map the data heap (shared, read/write, never executable) into the caller
+ * @file: /dev/kerf
+ * @vma: the mapping; offset 0, at most KERF_DATA_HEAP_SIZE
+ *
+ * The heap is module .bss, i.e. vmalloc'd pages, inserted one by one. The mapping holds a
+ * reference to the file, so the module cannot be unloaded under it.
+ *
+ * Return: 0 or a negative errno.
+ */
+static int kerf_mmap(struct file *file, struct vm_area_struct *vma)
+{
+	unsigned long size = vma->vm_end - vma->vm_start, off;
+	int ret;
+
+	if (vma->vm_pgoff || size > KERF_DATA_HEAP_SIZE || !(vma->vm_flags & VM_SHARED))
+		return -EINVAL;
+	if (vma->vm_flags & VM_EXEC)
+		return -EPERM;
+	vma->vm_flags &= ~VM_MAYEXEC;
+	vma->vm_flags |= VM_DONTEXPAND | VM_DONTDUMP | VM_MIXEDMAP;
+	for (off = 0; off < size; off += PAGE_SIZE) {
+		ret = vm_insert_page(vma, vma->vm_start + off,
+				     vmalloc_to_page(kerf_data_heap + off));
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/**
+ * kerf_ioctl() - dispatch the KERF_IOC_* requests of kerf_uapi.h
+ * @file: /dev/kerf
+ * @cmd: the request
+ * @arg: user pointer to its struct
+ *
+ * Return: 0 or a negative errno as documented in kerf_uapi.h.
+ */
+static long kerf_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	void __user *uarg = (void __user *)arg;
+
+	switch (cmd) {
+	case KERF_IOC_VERSION: {
+		struct kerf_version v = { .abi = KERF_ABI_VERSION };
+
+		strscpy(v.built_for, UTS_RELEASE, sizeof(v.built_for));
+		strscpy(v.running, init_utsname()->release, sizeof(v.running));
+		return copy_to_user(uarg, &v, sizeof(v)) ? -EFAULT : 0;
+	}
+	case KERF_IOC_INFO: {
+		struct kerf_info info = {
+			.patch_heap = (unsigned long)kerf_patch_heap,
+			.patch_heap_size = kerf_patch_heap_end - kerf_patch_heap,
+			.data_heap = (unsigned long)kerf_data_heap,
+			.data_heap_size = sizeof(kerf_data_heap),
+			.stext = ks.stext,
+			.etext = ks.etext,
+			.max_splices = KERF_MAX_SPLICES,
+			.max_traps = KERF_MAX_TRAPS,
+			.trap_hits = atomic64_read(&kerf_trap_hits),
+		};
+
+		mutex_lock(&kerf_lock);
+		info.live_splices = kerf_nr_splices;
+		info.live_traps = kerf_nr_traps;
+		info.quiesce_count = kerf_quiesce_done;
+		mutex_unlock(&kerf_lock);
+		return copy_to_user(uarg, &info, sizeof(info)) ? -EFAULT : 0;
+	}
+	case KERF_IOC_READ:
+		return kerf_ioc_read(uarg);
+	case KERF_IOC_WRITE_PATCH:
+		return kerf_ioc_write_patch(uarg);
+	case KERF_IOC_SPLICE:
+		return kerf_ioc_splice(uarg);
+	case KERF_IOC_UNSPLICE:
+		return kerf_ioc_unsplice(uarg);
+	case KERF_IOC_QUIESCE:
+		mutex_lock(&kerf_lock);
+		kerf_quiesce_locked();
+		mutex_unlock(&kerf_lock);
+		return 0;
+	case KERF_IOC_TRAP_ADD:
+		return kerf_ioc_trap_add(uarg);
+	case KERF_IOC_TRAP_DEL:
+		return kerf_ioc_trap_del(uarg);
+	}
+	return -ENOTTY;
+}
+
+static const struct file_operations kerf_fops = {
+	.owner = THIS_MODULE,	/* no unload while /dev/kerf is open or mapped */
+	.open = kerf_open,
+	.release = kerf_release,
+	.unlocked_ioctl = kerf_ioctl,
+	.mmap = kerf_mmap,
+	.llseek = no_llseek,
+};
+
+static struct miscdevice kerf_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "kerf",
+	.fops = &kerf_fops,
+	.mode = 0600,
+};
+
+/**
+ * kerf_find_kallsyms_lookup_name() - learn kallsyms_lookup_name's address with a kprobe
+ *
+ * Context: module init. register_kprobe() resolves a symbol name for us and reports the
+ * address in kp.addr; the probe is removed at once and never fires.
+ *
+ * Return: the address, or 0.
+ */
+static unsigned long kerf_find_kallsyms_lookup_name(void)
+{
+	struct kprobe kp = { .symbol_name = "kallsyms_lookup_name" };
+	unsigned long addr;
+
+	if (register_kprobe(&kp) < 0)
+		return 0;
+	addr = (unsigned long)kp.addr;
+	unregister_kprobe(&kp);
+	return addr;
+}
+
+/**
+ * kerf_resolve() - fill ks from kallsyms
+ *
+ * Return: 0 or -ENOENT naming the missing symbol in the log.
+ */
+static int kerf_resolve(void)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} syms[] = {
+#define KERF_SYM(field, name) { name, offsetof(typeof(ks), field) }
+		KERF_SYM(text_poke_bp, "text_poke_bp"),
+		KERF_SYM(text_poke_copy, "text_poke_copy"),
+		KERF_SYM(text_mutex, "text_mutex"),
+		KERF_SYM(within_kprobe_blacklist, "within_kprobe_blacklist"),
+		KERF_SYM(ftrace_location_range, "ftrace_location_range"),
+		KERF_SYM(jump_label_text_reserved, "jump_label_text_reserved"),
+		KERF_SYM(static_call_text_reserved, "static_call_text_reserved"),
+		KERF_SYM(alternatives_text_reserved, "alternatives_text_reserved"),
+		KERF_SYM(get_kprobe, "get_kprobe"),
+		KERF_SYM(find_bug, "find_bug"),
+		KERF_SYM(search_exception_tables, "search_exception_tables"),
+		KERF_SYM(module_text_address, "__module_text_address"),
+		KERF_SYM(stext, "_stext"),
+		KERF_SYM(etext, "_etext"),
+		KERF_SYM(static_call_text_start, "__static_call_text_start"),
+		KERF_SYM(static_call_text_end, "__static_call_text_end"),
+#undef KERF_SYM
+	};
+	unsigned long addr;
+	size_t i;
+
+	ks.kallsyms_lookup_name = (void *)kerf_find_kallsyms_lookup_name();
+	if (!ks.kallsyms_lookup_name) {
+		pr_err("cannot find kallsyms_lookup_name (no kprobes?)\n");
+		return -ENOENT;
+	}
+	for (i = 0; i < ARRAY_SIZE(syms); i++) {
+		addr = ks.kallsyms_lookup_name(syms[i].name);
+		if (!addr) {
+			pr_err("cannot resolve %s\n", syms[i].name);
+			return -ENOENT;
+		}
+		/* Every field is pointer-sized: a function, a data address or an address value. */
+		*(unsigned long *)((char *)&ks + syms[i].off) = addr;
+	}
+	return 0;
+}
+
+/**
+ * kerf_init() - resolve the unexported helpers, hook int3, create /dev/kerf
+ *
+ * Return: 0 or a negative errno (a missing symbol is -ENOENT, named in the log).
+ */
+static int __init kerf_init(void)
+{
+	int ret;
+
+	ret = kerf_resolve();
+	if (ret)
+		return ret;
+	ret = register_die_notifier(&kerf_int3_nb);
+	if (ret)
+		return ret;
+	ret = misc_register(&kerf_misc);
+	if (ret)
+		goto err_notifier;
+	pr_info("patch heap %px+%#lx, data heap %px+%#lx\n", kerf_patch_heap,
+		(unsigned long)(kerf_patch_heap_end - kerf_patch_heap), kerf_data_heap,
+		(unsigned long)sizeof(kerf_data_heap));
+	return 0;
+
+err_notifier:
+	unregister_die_notifier(&kerf_int3_nb);
+	return ret;
+}
+
+/**
+ * kerf_exit() - remove /dev/kerf and the int3 hook
+ *
+ * Unloading is only possible with /dev/kerf closed and unmapped, and release has restored every
+ * splice (or pinned the module), so nothing points into kerf's heaps any more.
+ */
+static void __exit kerf_exit(void)
+{
+	struct kerf_trap_tab *tab;
+
+	misc_deregister(&kerf_misc);
+	unregister_die_notifier(&kerf_int3_nb);	/* waits for running notifiers */
+	tab = rcu_dereference_protected(kerf_traps, true);
+	RCU_INIT_POINTER(kerf_traps, NULL);
+	kvfree(tab);
+	xa_destroy(&kerf_targets);
+	xa_destroy(&kerf_retired);
+}
+
+module_init(kerf_init);
+module_exit(kerf_exit);
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("kerf: splice generated code into the live kernel (driver for the kerf daemon)");
