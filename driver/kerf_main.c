@@ -894,8 +894,7 @@ out_unlock:
  * @uarg: struct kerf_unsplice
  *
  * Return: 0, -ENOENT, -EBUSY (bytes changed by someone else, or a springboard in use or
- * used since the last quiesce),
- * -EFAULT or -EIO.
+ * used since the last quiesce), -EFAULT or -EIO.
  */
 static long kerf_ioc_unsplice(void __user *uarg)
 {
