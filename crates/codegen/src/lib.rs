@@ -75,12 +75,22 @@ pub struct Context {
     pub threads: u64,
     /// Run the primitives only in the thread with this thread pointer (`--tid`).
     pub only_thread: Option<u64>,
+    /// Run the primitives only while the task whose 32-bit id is at this byte offset of the
+    /// thread pointer's structure has this id (the kernel's `current->pid`, for `--pid`).
+    pub only_id: Option<(u32, u32)>,
 }
 
 impl Context {
     /// A context for counters only, which need no thread identity.
     pub fn counting(live: LiveAt, env: Env) -> Context {
-        Context { live, env, thread: ThreadPointer::FsBase, threads: 0, only_thread: None }
+        Context {
+            live,
+            env,
+            thread: ThreadPointer::FsBase,
+            threads: 0,
+            only_thread: None,
+            only_id: None,
+        }
     }
 }
 
@@ -110,7 +120,9 @@ const ALL_ARITH: FlagSet = FlagSet(0x3f);
 /// Branches inside the snippet name their targets by label id (the instruction's `ip`, small
 /// numbers); the patch encoder keeps those ids and gives displaced instructions ip 0.
 pub fn lower(prims: &[Primitive], ctx: &Context) -> Result<Vec<Instruction>, CodegenError> {
-    let thread_aware = ctx.only_thread.is_some() || prims.iter().any(Primitive::is_timer);
+    let thread_aware = ctx.only_thread.is_some()
+        || ctx.only_id.is_some()
+        || prims.iter().any(Primitive::is_timer);
     if !thread_aware {
         // The common case, kept minimal: one `lock inc` per counter.
         let mut body = Vec::new();
@@ -143,6 +155,12 @@ pub fn lower(prims: &[Primitive], ctx: &Context) -> Result<Vec<Instruction>, Cod
     if let Some(tp) = ctx.only_thread {
         a.mov(r11, timer::thread_key(tp))?;
         a.cmp(r10, r11)?;
+        a.jne(done)?;
+    }
+    if let Some((offset, id)) = ctx.only_id {
+        // r10 is the thread pointer + 1.
+        a.mov(r11d, dword_ptr(r10 + (offset as i32 - 1)))?;
+        a.cmp(r11d, id)?;
         a.jne(done)?;
     }
     for p in prims {

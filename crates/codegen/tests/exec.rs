@@ -113,6 +113,7 @@ fn timer_counts_recursion_once_and_threads_separately() {
         thread: thread_pointer(),
         threads,
         only_thread: None,
+        only_id: None,
     };
     let start = ar.place(&[Primitive::TimerStart { timer: t }], &ctx);
     let stop = ar.place(&[Primitive::TimerStop { timer: t }], &ctx);
@@ -163,6 +164,7 @@ fn outermost_interval_covers_the_inner_work() {
         thread: thread_pointer(),
         threads,
         only_thread: None,
+        only_id: None,
     };
     let start = ar.place(&[Primitive::TimerStart { timer: t }], &ctx);
     let stop = ar.place(&[Primitive::TimerStop { timer: t }], &ctx);
@@ -195,6 +197,7 @@ fn thread_filter_counts_only_that_thread() {
         thread: thread_pointer(),
         threads: 0,
         only_thread: Some(tp),
+        only_id: None,
     };
     let f = ar.place(&[Primitive::Count { slot }], &ctx);
     for _ in 0..10 {

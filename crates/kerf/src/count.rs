@@ -76,7 +76,7 @@ fn count_kernel(live: &LiveArgs, specs: &[spec::Spec]) -> Result<(), String> {
     let kernel = Kernel::open(true, &kerf_analysis::Quiet)?;
     let probes = counters(resolve(&kernel.images, specs)?);
     catch_signals();
-    let opts = KernelOptions { force_kind: live.force_kind() };
+    let opts = KernelOptions { force_kind: live.force_kind(), only_pid: live.pid.map(|p| p as u32) };
     let inst =
         KernelInstrumentation::install(&kernel, &probes, 0, opts).map_err(|e| e.to_string())?;
     eprintln!("{}", kernel_spliced_line(&inst));

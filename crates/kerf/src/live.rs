@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 /// Options of every live tool.
 #[derive(clap::Args, Clone, Debug)]
 pub struct LiveArgs {
-    /// Process to instrument.
+    /// Process to instrument; with --kernel, the task (thread id) probes are restricted to.
     #[arg(short, long, conflicts_with = "command")]
     pub pid: Option<i32>,
     /// Run probes only in this thread of the process.
@@ -34,7 +34,7 @@ pub struct LiveArgs {
     #[arg(long, value_parser = ["jump5", "jump2", "trap"])]
     pub force_kind: Option<String>,
     /// Instrument the running kernel (needs kerf's driver, kerf.ko).
-    #[arg(long, conflicts_with_all = ["pid", "tid", "command"])]
+    #[arg(long, conflicts_with_all = ["tid", "command"])]
     pub kernel: bool,
     /// Command to launch and instrument: `kerf count SPEC... -- CMD ARGS`.
     #[arg(last = true)]

@@ -115,7 +115,7 @@ fn time_kernel(live: &LiveArgs, specs: &[Spec], callees: bool) -> Result<(), Str
         callee_probes(&kernel.images, &mut probes, &mut timed);
     }
     catch_signals();
-    let opts = KernelOptions { force_kind: live.force_kind() };
+    let opts = KernelOptions { force_kind: live.force_kind(), only_pid: live.pid.map(|p| p as u32) };
     let inst = KernelInstrumentation::install(&kernel, &probes, timed.len(), opts)
         .map_err(|e| e.to_string())?;
     eprintln!("{}", kernel_spliced_line(&inst));

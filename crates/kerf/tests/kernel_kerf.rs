@@ -1,8 +1,8 @@
 //! kerf itself on the live stock Debian kernel, in one VM boot (vm/run, qemu TCG): the driver
 //! missing is a clear error; `kerf analyze --kernel` covers the running kernel; `kerf count
 //! --kernel` with a thousand probes over the VFS under a file-system workload counts exactly
-//! what kprobe events count; `kerf time --kernel` times the openat path; and the kernel's text
-//! is byte-identical after each detach. The guest script is tests/fixtures/kernel_guest.sh;
+//! what kprobe events count; `kerf time --kernel` times the openat path; `--pid` counts one
+//! task only; and the kernel's text is byte-identical after each detach. The guest script is tests/fixtures/kernel_guest.sh;
 //! it prints CHECK lines (and stops at the first failure) and JSON lines this test parses.
 //!
 //! The machine's own kernel has no kprobes and no module loading, hence the guest. If the VM
@@ -69,6 +69,7 @@ fn kerf_on_the_live_stock_kernel() {
         "text_restored",
         "time",
         "text_restored_after_time",
+        "pid_filter",
         "all",
     ] {
         assert!(checks.contains(&format!("CHECK {want} ok").as_str()), "no `{want}` check\n{report}");

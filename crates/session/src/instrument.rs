@@ -498,6 +498,7 @@ impl Instrumentation {
             thread,
             threads: data,
             only_thread,
+            only_id: None,
         };
         let snippet = lower(&prims, &ctx).map_err(|e| refuse(e.to_string()))?;
         let patch_at = h.code + h.used;

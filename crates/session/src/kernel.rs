@@ -169,6 +169,8 @@ impl Kernel {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KernelOptions {
     pub force_kind: Option<SpliceKind>,
+    /// Run probes only while the task with this id (a thread's pid) is current.
+    pub only_pid: Option<u32>,
 }
 
 /// Probes spliced into the live kernel.
@@ -180,6 +182,8 @@ pub struct KernelInstrumentation<'k> {
     pub refused: Vec<(String, u64, String)>,
     counters: Vec<Option<u64>>,
     timers: Vec<u64>,
+    /// `(offset of pid in task_struct, pid)` for `--pid`.
+    only_pid: Option<(u32, u32)>,
     probe_site: Vec<Option<usize>>,
     pub installed_at: (u64, Instant),
     pub splice_time: Duration,
@@ -222,6 +226,19 @@ impl<'k> KernelInstrumentation<'k> {
                 next += DATA_SLOT;
             }
         }
+        let only_pid = match opts.only_pid {
+            None => None,
+            Some(pid) => {
+                let btf = kernel.driver.btf()?;
+                let off = kerf_analysis::image::btf::member_offset(&btf, "task_struct", "pid")
+                    .ok_or_else(|| InstrumentError::Point {
+                        label: format!("--pid {pid}"),
+                        addr: 0,
+                        detail: "no task_struct.pid in /sys/kernel/btf/vmlinux".into(),
+                    })?;
+                Some((off, pid))
+            }
+        };
         let plan = plan_sites(&kernel.images, probes, opts.force_kind, &[], Rules::KERNEL)?;
         let refused =
             plan.refused.iter().map(|r| (r.label.clone(), r.addr, r.reason.clone())).collect();
@@ -231,6 +248,7 @@ impl<'k> KernelInstrumentation<'k> {
             refused,
             counters,
             timers: timer_at,
+            only_pid,
             probe_site: vec![None; probes.len()],
             installed_at: (crate::instrument::tsc(), Instant::now()),
             splice_time: Duration::ZERO,
@@ -238,7 +256,7 @@ impl<'k> KernelInstrumentation<'k> {
         };
         let thread = match kernel.current_task {
             Some(off) => ThreadPointer::GsSlot(off),
-            None if timers > 0 => {
+            None if timers > 0 || opts.only_pid.is_some() => {
                 return Err(InstrumentError::Point {
                     label: "timers".into(),
                     addr: 0,
@@ -360,6 +378,7 @@ impl<'k> KernelInstrumentation<'k> {
             thread,
             threads: data,
             only_thread: None,
+            only_id: self.only_pid,
         };
         let refuse = |detail: String| InstrumentError::Point {
             label: p.label.clone(),

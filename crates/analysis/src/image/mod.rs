@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 
 mod elf;
+pub mod btf;
 pub mod maps;
 mod symfile;
 mod unwind;

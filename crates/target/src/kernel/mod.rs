@@ -110,6 +110,8 @@ pub trait DriverSys: Send + Sync {
     unsafe fn unmap(&self, ptr: *mut u8, len: usize);
     /// A text file of /proc (kallsyms, modules).
     fn read_text(&self, path: &Path) -> io::Result<String>;
+    /// A binary file of /sys (the kernel's BTF).
+    fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>>;
 }
 
 /// The real /dev/kerf.
@@ -165,6 +167,10 @@ impl DriverSys for RealDriverSys {
 
     fn read_text(&self, path: &Path) -> io::Result<String> {
         std::fs::read_to_string(path)
+    }
+
+    fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
+        std::fs::read(path)
     }
 }
 
@@ -336,6 +342,14 @@ impl Driver {
         let path = "/proc/kallsyms";
         self.sys
             .read_text(Path::new(path))
+            .map_err(|source| KernelError::Proc { path: path.into(), source })
+    }
+
+    /// The kernel's BTF type information.
+    pub fn btf(&self) -> Result<Vec<u8>, KernelError> {
+        let path = "/sys/kernel/btf/vmlinux";
+        self.sys
+            .read_bytes(Path::new(path))
             .map_err(|source| KernelError::Proc { path: path.into(), source })
     }
 
