@@ -102,13 +102,13 @@ fn call(f: u64) -> ([u64; 5], u64) {
     ([a, c, d, r10, r11], flags & 1)
 }
 
-#[test]
-fn timer_counts_recursion_once_and_threads_separately() {
-    let mut ar = Arena::new();
+/// A thread table and one timer in the arena's data, and that timer's start and stop
+/// snippets lowered for a point where `live` is live: (table, timer, start, stop).
+fn timer_pair(ar: &mut Arena, live: LiveAt) -> (u64, u64, u64, u64) {
     let threads = ar.addr(DATA);
     let t = ar.addr(DATA + timer::THREAD_TABLE_LEN);
     let ctx = Context {
-        live: LiveAt::ALL,
+        live,
         env: Env::User,
         thread: thread_pointer(),
         threads,
@@ -117,6 +117,13 @@ fn timer_counts_recursion_once_and_threads_separately() {
     };
     let start = ar.place(&[Primitive::TimerStart { timer: t }], &ctx);
     let stop = ar.place(&[Primitive::TimerStop { timer: t }], &ctx);
+    (threads, t, start, stop)
+}
+
+#[test]
+fn timer_counts_recursion_once_and_threads_separately() {
+    let mut ar = Arena::new();
+    let (threads, t, start, stop) = timer_pair(&mut ar, LiveAt::ALL);
     let ar = std::sync::Arc::new(ar);
     const N: u64 = 20_000;
     let hs: Vec<_> = (0..4)
@@ -156,18 +163,8 @@ fn timer_counts_recursion_once_and_threads_separately() {
 #[test]
 fn outermost_interval_covers_the_inner_work() {
     let mut ar = Arena::new();
-    let threads = ar.addr(DATA);
-    let t = ar.addr(DATA + timer::THREAD_TABLE_LEN);
-    let ctx = Context {
-        live: LiveAt { regs: RegSet::EMPTY, flags: FlagSet::EMPTY },
-        env: Env::User,
-        thread: thread_pointer(),
-        threads,
-        only_thread: None,
-        only_id: None,
-    };
-    let start = ar.place(&[Primitive::TimerStart { timer: t }], &ctx);
-    let stop = ar.place(&[Primitive::TimerStop { timer: t }], &ctx);
+    let nothing_live = LiveAt { regs: RegSet::EMPTY, flags: FlagSet::EMPTY };
+    let (_, t, start, stop) = timer_pair(&mut ar, nothing_live);
     // SAFETY: reading the time stamp counter has no preconditions.
     let t0 = unsafe { core::arch::x86_64::_rdtsc() };
     call(start);
