@@ -16,10 +16,10 @@ impl CallGraph {
     pub fn build(cfg: &Cfg) -> CallGraph {
         let n = cfg.functions.len();
         let mut pairs: Vec<(FuncId, FuncId)> = Vec::new();
-        for (i, f) in cfg.functions.iter().enumerate() {
+        for i in 0..n {
             let from = FuncId(i as u32);
             let mut mine: Vec<FuncId> = Vec::new();
-            for b in &cfg.blocks[f.blocks.start as usize..f.blocks.end as usize] {
+            for b in cfg.blocks_of(from) {
                 for e in cfg.edges_of(b) {
                     if let (EdgeKind::Call | EdgeKind::TailCall, EdgeTarget::Function(t)) =
                         (e.kind, e.target)

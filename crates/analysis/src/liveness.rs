@@ -11,7 +11,7 @@
 //! - An unanalysable indirect jump makes every register and flag live.
 
 use crate::callgraph::CallGraph;
-use crate::cfg::{Block, Cfg, EdgeKind, EdgeTarget, FuncId, Terminator};
+use crate::cfg::{Block, BlockId, Cfg, EdgeKind, EdgeTarget, FuncId, Terminator};
 use crate::memory::CodeMemory;
 use kerf_arch::x86_64::{FlagSet, RegSet, Scanner};
 use kerf_arch::ImageAddr;
@@ -76,9 +76,7 @@ pub fn solve(cfg: &mut Cfg, cg: &CallGraph) {
             let fun = &cfg.functions[f.0 as usize];
             sums.live_in[f.0 as usize] =
                 block_live[(fun.entry_block.0 - fun.blocks.start) as usize];
-            let start = fun.blocks.start as usize;
-            for (i, l) in block_live.iter().enumerate() {
-                let b = &mut cfg.blocks[start + i];
+            for (b, l) in cfg.blocks.of_mut(f).iter_mut().zip(&block_live) {
                 b.live_in = l.regs;
                 b.flags_live_in = l.flags;
             }
@@ -113,10 +111,9 @@ pub fn solve_by_rounds(cfg: &mut Cfg, cg: &CallGraph) {
         for (f, block_live) in results {
             let fun = &cfg.functions[f.0 as usize];
             let entry = block_live[(fun.entry_block.0 - fun.blocks.start) as usize];
-            let start = fun.blocks.start as usize;
-            for (i, l) in block_live.iter().enumerate() {
-                cfg.blocks[start + i].live_in = l.regs;
-                cfg.blocks[start + i].flags_live_in = l.flags;
+            for (b, l) in cfg.blocks.of_mut(f).iter_mut().zip(&block_live) {
+                b.live_in = l.regs;
+                b.flags_live_in = l.flags;
             }
             if entry != live_in[f.0 as usize] {
                 live_in[f.0 as usize] = entry;
@@ -166,9 +163,7 @@ fn solve_component(cfg: &Cfg, scc: &[FuncId], sums: &Summaries) -> Vec<(FuncId, 
 }
 
 fn calls_itself(cfg: &Cfg, f: FuncId) -> bool {
-    cfg.blocks_of(f)
-        .iter()
-        .any(|b| cfg.edges_of(b).iter().any(|e| e.target == EdgeTarget::Function(f)))
+    cfg.blocks_of(f).iter().any(|b| cfg.edges_of(b).any(|e| e.target == EdgeTarget::Function(f)))
 }
 
 /// The call graph's strongly connected components (Tarjan, iterative), grouped in levels:
@@ -284,7 +279,7 @@ fn live_out(
         // An unknown function takes over and returns to our caller.
         Terminator::IndirectTailCall => after.union(UNKNOWN_CALLEE_READS).union(AT_RETURN),
         Terminator::Call | Terminator::IndirectCall => {
-            let known = cfg.edges_of(b).iter().find_map(|e| match (e.kind, e.target) {
+            let known = cfg.edges_of(b).find_map(|e| match (e.kind, e.target) {
                 (EdgeKind::Call, EdgeTarget::Function(g)) => Some(g),
                 _ => None,
             });
@@ -376,11 +371,7 @@ fn must_def_of(cfg: &Cfg, f: FuncId) -> Live {
         let exit = match b.term {
             Terminator::Return | Terminator::TailCall | Terminator::Unanalysable => out[i],
             Terminator::IndirectTailCall => out[i].union(UNKNOWN_CALLEE_KILLS),
-            Terminator::CondJump
-                if cfg.edges_of(b).iter().any(|e| e.kind == EdgeKind::TailCall) =>
-            {
-                out[i]
-            }
+            Terminator::CondJump if cfg.edges_of(b).any(|e| e.kind == EdgeKind::TailCall) => out[i],
             _ => continue,
         };
         result = Some(result.map_or(exit, |r| r.intersect(exit)));
@@ -399,7 +390,7 @@ pub fn live_at(
     let bid = cfg.block_containing(f, addr)?;
     let b = cfg.block(bid);
     let bl = |id: u32| {
-        let blk = &cfg.blocks[id as usize];
+        let blk = cfg.block(BlockId(id));
         Live { regs: blk.live_in, flags: blk.flags_live_in }
     };
     let callee = |g: FuncId| (callee_live(cfg, g), callee_must(cfg, g));

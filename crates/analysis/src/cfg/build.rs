@@ -6,7 +6,7 @@
 //! block begins.
 
 use super::jumptable::{self, Compare, Hint, Resolution, Slice};
-use super::{EdgeKind, JumpTable, TableId, Terminator};
+use super::{Block, Body, EdgeKind, JumpTable, PackedEdge, TableId, TargetTag, Terminator};
 use crate::memory::CodeMemory;
 use iced_x86::{Instruction, Mnemonic, OpKind};
 use kerf_arch::x86_64::{FlagSet, Flow, Gpr, RegSet, Scanner};
@@ -67,28 +67,18 @@ pub(crate) enum RawTarget {
     None,
 }
 
-#[derive(Clone, Debug)]
-pub(crate) struct RawBlock {
-    pub start: ImageAddr,
-    pub len: u32,
-    pub insns: u32,
-    pub term: Terminator,
-    /// Range of [`FuncCfg::edges`].
-    pub edges: Range<u32>,
-    pub gen: RegSet,
-    pub kill: RegSet,
-    pub flags_gen: FlagSet,
-    pub flags_kill: FlagSet,
-}
-
-/// The CFG of one function, with addresses still unresolved to ids.
+/// The CFG of one function, in its final vectors but with ids still local: blocks' `func` and
+/// jump-table ids, and edge targets (local block indices, or indices into `outside`) are
+/// made global when the image's CFG is assembled.
 #[derive(Clone, Debug)]
 pub(crate) struct FuncCfg {
     pub entry: ImageAddr,
-    /// Sorted by start address.
-    pub blocks: Vec<RawBlock>,
-    pub edges: Vec<(EdgeKind, RawTarget)>,
-    /// Indexed by the local [`TableId`]s in `blocks`' terminators.
+    /// Blocks sorted by start address, and their edges; nothing in `body.far` yet.
+    pub body: Body,
+    /// Where the edges tagged [`TargetTag::Function`] or [`TargetTag::Address`] go: other
+    /// functions, and local addresses that are not a block start.
+    pub outside: Vec<ImageAddr>,
+    /// Indexed by the local [`TableId`]s in the blocks' terminators.
     pub tables: Vec<JumpTable>,
     /// Call and tail-call targets (possibly not yet known as functions).
     pub callees: Vec<ImageAddr>,
@@ -141,7 +131,7 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
         |t: u64| seed.bound.contains(&t) && (t == seed.entry.0 || inner.binary_search(&t).is_err());
 
     // Step 2: cut the decoded instructions, in address order, into blocks.
-    let mut blocks: Vec<RawBlock> = Vec::new();
+    let mut blocks: Vec<Block> = Vec::new();
     let mut edges: Vec<(EdgeKind, RawTarget)> = Vec::new();
     let mut tables: Vec<JumpTable> = Vec::new();
     let mut insn_bytes = 0u64;
@@ -149,16 +139,10 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
     let mut i = 0;
     while i < order.len() {
         let first = &insns[order[i].2 as usize];
-        let mut b = RawBlock {
+        let mut b = Block {
             start: ImageAddr(first.addr()),
-            len: 0,
-            insns: 0,
             term: Terminator::FallThrough,
-            edges: 0..0,
-            gen: RegSet::EMPTY,
-            kill: RegSet::EMPTY,
-            flags_gen: FlagSet::EMPTY,
-            flags_kill: FlagSet::EMPTY,
+            ..Block::default()
         };
         loop {
             let ins = &insns[order[i].2 as usize];
@@ -202,16 +186,49 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
     };
     callees.sort_unstable();
     callees.dedup();
+    let (edges, outside) = pack_edges(&edges, &blocks);
     Some(FuncCfg {
         entry: seed.entry,
-        blocks,
-        edges,
+        // Exact sizes: these vectors live until the end, and a vector grown by pushing
+        // carries up to half its size in unused capacity.
+        body: Body { blocks: blocks.to_vec(), edges, far: Vec::new() },
+        outside,
         tables,
-        callees,
+        callees: callees.to_vec(),
         insn_bytes,
         extent,
         may_return,
     })
+}
+
+/// Edges in their stored form: a local target becomes the index of its block, any other
+/// target an index into the returned list of outside addresses.
+fn pack_edges(
+    edges: &[(EdgeKind, RawTarget)],
+    blocks: &[Block],
+) -> (Vec<PackedEdge>, Vec<ImageAddr>) {
+    let leaving = edges.iter().filter(|(_, t)| matches!(t, RawTarget::Function(_))).count();
+    let mut outside = Vec::with_capacity(leaving);
+    let far = |a: ImageAddr, outside: &mut Vec<ImageAddr>| {
+        outside.push(a);
+        (outside.len() - 1) as u32
+    };
+    let packed = edges
+        .iter()
+        .map(|&(kind, t)| match t {
+            RawTarget::Local(a) => match blocks.binary_search_by_key(&a, |b| b.start) {
+                Ok(i) => PackedEdge::new(kind, TargetTag::Block, i as u32),
+                // Not a block start (cannot happen for a target the traversal decoded from;
+                // kept as an address so that no edge is dropped).
+                Err(_) => PackedEdge::new(kind, TargetTag::Address, far(a, &mut outside)),
+            },
+            RawTarget::Function(a) => {
+                PackedEdge::new(kind, TargetTag::Function, far(a, &mut outside))
+            }
+            RawTarget::None => PackedEdge::new(kind, TargetTag::None, 0),
+        })
+        .collect();
+    (packed, outside)
 }
 
 /// Step 1 of [`build_function`]: decode everything reachable from the entry. Returns the
@@ -617,16 +634,10 @@ pub(crate) fn is_filler(i: &Instruction) -> bool {
             && i.op0_register() == i.op1_register())
 }
 
-impl RawBlock {
-    fn end(&self) -> ImageAddr {
-        ImageAddr(self.start.0 + self.len as u64)
-    }
-}
-
 /// Set the terminator and out-edges of a block from its last instruction.
 #[allow(clippy::too_many_arguments)]
 fn finish_block(
-    b: &mut RawBlock,
+    b: &mut Block,
     edges: &mut Vec<(EdgeKind, RawTarget)>,
     last: &Insn,
     cx: &dyn Context,
