@@ -302,14 +302,25 @@ fn solve_function(cfg: &Cfg, f: FuncId, callee: &dyn Fn(FuncId) -> (Live, Live))
     let mut live = vec![Live::NONE; blocks.len()];
     loop {
         let mut changed = false;
+        // Whether some block read a block at or before itself, whose value may still change
+        // in this pass. If none did (no loops: most functions), every block was computed from
+        // final values and this one pass reached the fixpoint.
+        let backward = std::cell::Cell::new(false);
         for i in (0..blocks.len()).rev() {
             let b = &blocks[i];
             let out = {
                 let bl = |id: u32| {
                     // Edges stay inside the function; anything else is treated as unknown.
-                    id.checked_sub(start)
-                        .and_then(|k| live.get(k as usize).copied())
-                        .unwrap_or(Live::ALL)
+                    let k = id.checked_sub(start).filter(|k| (*k as usize) < live.len());
+                    match k {
+                        Some(k) => {
+                            if k as usize <= i {
+                                backward.set(true);
+                            }
+                            live[k as usize]
+                        }
+                        None => Live::ALL,
+                    }
                 };
                 live_out(cfg, b, &bl, callee)
             };
@@ -319,7 +330,7 @@ fn solve_function(cfg: &Cfg, f: FuncId, callee: &dyn Fn(FuncId) -> (Live, Live))
                 changed = true;
             }
         }
-        if !changed {
+        if !changed || !backward.get() {
             return live;
         }
     }
@@ -333,25 +344,43 @@ fn must_def_of(cfg: &Cfg, f: FuncId) -> Live {
     let blocks = cfg.blocks_of(f);
     let nb = blocks.len();
     let entry = (fun.entry_block.0 - start) as usize;
-    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); nb];
-    for (i, b) in blocks.iter().enumerate() {
-        for e in cfg.edges_of(b) {
-            if let EdgeTarget::Block(t) = e.target {
-                if let Some(k) = t.0.checked_sub(start).filter(|k| (*k as usize) < nb) {
-                    preds[k as usize].push(i);
-                }
-            }
+    // Predecessors of each block, in one array (`preds[pred_start[k]..pred_start[k + 1]]`):
+    // a vector per block was millions of small allocations.
+    let local_succs = |b: &Block| {
+        cfg.edges_of(b).filter_map(move |e| match e.target {
+            EdgeTarget::Block(t) => t.0.checked_sub(start).filter(|k| (*k as usize) < nb),
+            _ => None,
+        })
+    };
+    let mut pred_start = vec![0u32; nb + 1];
+    for b in blocks {
+        for k in local_succs(b) {
+            pred_start[k as usize + 1] += 1;
         }
     }
+    for k in 0..nb {
+        pred_start[k + 1] += pred_start[k];
+    }
+    let mut preds = vec![0u32; pred_start[nb] as usize];
+    let mut fill = pred_start.clone();
+    for (i, b) in blocks.iter().enumerate() {
+        for k in local_succs(b) {
+            preds[fill[k as usize] as usize] = i as u32;
+            fill[k as usize] += 1;
+        }
+    }
+    let preds_of = |k: usize| &preds[pred_start[k] as usize..pred_start[k + 1] as usize];
     let mut out = vec![Live::ALL; nb];
+    // With every predecessor before its block (no loops), one pass reaches the fixpoint.
+    let forward = (0..nb).all(|k| preds_of(k).iter().all(|p| (*p as usize) < k));
     loop {
         let mut changed = false;
         for i in 0..nb {
             let mut inn = if i == entry { Live::NONE } else { Live::ALL };
-            for p in &preds[i] {
-                inn = inn.intersect(out[*p]);
+            for p in preds_of(i) {
+                inn = inn.intersect(out[*p as usize]);
             }
-            if preds[i].is_empty() && i != entry {
+            if preds_of(i).is_empty() && i != entry {
                 // Reached only through an edge we do not model (e.g. a table target of a
                 // removed block): nothing is known to be written.
                 inn = Live::NONE;
@@ -362,7 +391,7 @@ fn must_def_of(cfg: &Cfg, f: FuncId) -> Live {
                 changed = true;
             }
         }
-        if !changed {
+        if !changed || forward {
             break;
         }
     }
