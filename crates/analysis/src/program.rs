@@ -333,7 +333,7 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
 
     // Phase 3: number everything and resolve edge targets to ids.
     progress.phase("graph");
-    let mut cfg = assemble(&known, built, &cx);
+    let mut cfg = assemble(known, built, &cx);
     cfg.padding = find_padding(&cfg, image);
     let call_graph = CallGraph::build(&cfg);
     lap("graph", &mut timings);
@@ -413,8 +413,15 @@ fn pick_name(names: &[(String, Binding)]) -> usize {
 
 /// Number functions, blocks and jump tables in address order and make every id global, in
 /// place: the blocks and edges stay in the vectors `build_function` made.
-fn assemble(known: &BTreeMap<u64, Known>, built: BTreeMap<u64, FuncCfg>, cx: &Cx<'_>) -> Cfg {
+fn assemble(known: BTreeMap<u64, Known>, built: BTreeMap<u64, FuncCfg>, cx: &Cx<'_>) -> Cfg {
     let mut funcs: Vec<FuncCfg> = built.into_values().collect();
+    // What is known of each built function, in the same order, to be moved (not copied) into
+    // its `Function`.
+    let mut known: Vec<Known> = known
+        .into_iter()
+        .filter(|(a, _)| funcs.binary_search_by_key(a, |f| f.entry.0).is_ok())
+        .map(|(_, k)| k)
+        .collect();
     let entries: Vec<u64> = funcs.iter().map(|f| f.entry.0).collect();
     // Where each function's blocks and tables start in the global numbering.
     let (mut b_first, mut t_first) = (Vec::new(), Vec::new());
@@ -459,22 +466,16 @@ fn assemble(known: &BTreeMap<u64, Known>, built: BTreeMap<u64, FuncCfg>, cx: &Cx
         .collect();
     let functions: Vec<Function> = funcs
         .par_iter()
+        .zip(&mut known)
         .enumerate()
-        .map(|(fi, fc)| {
+        .map(|(fi, (fc, k))| {
             let entry = fc.entry.0;
-            let k = &known[&entry];
             let (name, aliases) = if k.names.is_empty() {
                 (format!("func_{entry:x}"), Vec::new())
             } else {
                 let p = pick_name(&k.names);
-                let aliases = k
-                    .names
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| *i != p)
-                    .map(|(_, (n, _))| n.clone())
-                    .collect();
-                (k.names[p].0.clone(), aliases)
+                let name = k.names.remove(p).0;
+                (name, std::mem::take(&mut k.names).into_iter().map(|(n, _)| n).collect())
             };
             Function {
                 name,
