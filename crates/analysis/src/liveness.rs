@@ -66,22 +66,27 @@ struct Summaries {
 /// other function is solved exactly once.
 pub fn solve(cfg: &mut Cfg, cg: &CallGraph) {
     let n = cfg.functions.len();
-    let must_def: Vec<Live> =
-        (0..n).into_par_iter().map(|f| must_def_of(cfg, FuncId(f as u32))).collect();
-    let mut sums = Summaries { live_in: vec![Live::NONE; n], must_def };
+    let mut sums = Summaries { live_in: vec![Live::NONE; n], must_def: vec![Live::NONE; n] };
+    // Every block's set, stored into the blocks at the end, all functions in parallel (each
+    // level's functions are scattered over the whole CFG).
+    let mut block_live: Vec<Vec<Live>> = vec![Vec::new(); n];
     for level in levels(cg, n) {
-        let results: Vec<Vec<(FuncId, Vec<Live>)>> =
+        let results: Vec<Vec<Solved>> =
             level.par_iter().map(|scc| solve_component(cfg, scc, &sums)).collect();
-        for (f, block_live) in results.into_iter().flatten() {
-            let fun = &cfg.functions[f.0 as usize];
-            sums.live_in[f.0 as usize] =
-                block_live[(fun.entry_block.0 - fun.blocks.start) as usize];
-            for (b, l) in cfg.blocks.of_mut(f).iter_mut().zip(&block_live) {
-                b.live_in = l.regs;
-                b.flags_live_in = l.flags;
-            }
+        for s in results.into_iter().flatten() {
+            let i = s.func.0 as usize;
+            let fun = &cfg.functions[i];
+            sums.live_in[i] = s.block_live[(fun.entry_block.0 - fun.blocks.start) as usize];
+            sums.must_def[i] = s.must_def;
+            block_live[i] = s.block_live;
         }
     }
+    cfg.blocks.bodies.par_iter_mut().zip(block_live).for_each(|(body, live)| {
+        for (b, l) in body.blocks.iter_mut().zip(&live) {
+            b.live_in = l.regs;
+            b.flags_live_in = l.flags;
+        }
+    });
     for (i, f) in cfg.functions.iter_mut().enumerate() {
         f.live_in = sums.live_in[i].regs;
         f.flags_live_in = sums.live_in[i].flags;
@@ -132,19 +137,26 @@ pub fn solve_by_rounds(cfg: &mut Cfg, cg: &CallGraph) {
     }
 }
 
+/// One function's solution.
+struct Solved {
+    func: FuncId,
+    must_def: Live,
+    block_live: Vec<Live>,
+}
+
 /// Solve one strongly connected component whose callees outside it are final in `sums`.
-fn solve_component(cfg: &Cfg, scc: &[FuncId], sums: &Summaries) -> Vec<(FuncId, Vec<Live>)> {
+fn solve_component(cfg: &Cfg, scc: &[FuncId], sums: &Summaries) -> Vec<Solved> {
+    // Must-def needs nothing from callees; computed here, just before the same blocks and
+    // edges are walked again, it finds them in cache.
+    let must: Vec<Live> = scc.iter().map(|f| must_def_of(cfg, *f)).collect();
     let mut mine: Vec<Live> = vec![Live::NONE; scc.len()];
     let mut out: Vec<Vec<Live>> = vec![Vec::new(); scc.len()];
     loop {
         let mut changed = false;
         for (k, f) in scc.iter().enumerate() {
-            let callee = |g: FuncId| {
-                let live = match scc.iter().position(|m| *m == g) {
-                    Some(j) => mine[j],
-                    None => sums.live_in[g.0 as usize],
-                };
-                (live, sums.must_def[g.0 as usize])
+            let callee = |g: FuncId| match scc.iter().position(|m| *m == g) {
+                Some(j) => (mine[j], must[j]),
+                None => (sums.live_in[g.0 as usize], sums.must_def[g.0 as usize]),
             };
             let block_live = solve_function(cfg, *f, &callee);
             let fun = cfg.function(*f);
@@ -157,7 +169,12 @@ fn solve_component(cfg: &Cfg, scc: &[FuncId], sums: &Summaries) -> Vec<(FuncId, 
         }
         // A component of one function that does not call itself needs one pass.
         if !changed || (scc.len() == 1 && !calls_itself(cfg, scc[0])) {
-            return scc.iter().copied().zip(out).collect();
+            return scc
+                .iter()
+                .zip(must)
+                .zip(out)
+                .map(|((f, must_def), block_live)| Solved { func: *f, must_def, block_live })
+                .collect();
         }
     }
 }
