@@ -81,9 +81,9 @@ impl InsnIndex {
     }
 
     /// `(address, index)` of every instruction, in address order.
-    fn in_order(&self) -> Vec<(u64, u32)> {
+    fn in_order(&self, count: usize) -> Vec<(u64, u32)> {
         let lo = self.starts.lo;
-        let mut out: Vec<(u64, u32)> = Vec::new();
+        let mut out: Vec<(u64, u32)> = Vec::with_capacity(count);
         self.starts.each_dense(|a| out.push((a, self.slots[(a - lo) as usize])));
         if !self.other.is_empty() {
             out.extend(self.other.iter().map(|(a, i)| (*a, *i)));
@@ -251,9 +251,11 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
     let local =
         |t: u64| seed.bound.contains(&t) && (t == seed.entry.0 || inner.binary_search(&t).is_err());
 
-    // Step 2: cut the decoded instructions, in address order, into blocks.
-    let mut blocks: Vec<Block> = Vec::new();
-    let mut edges: Vec<(EdgeKind, RawTarget)> = Vec::new();
+    // Step 2: cut the decoded instructions, in address order, into blocks. (Working vectors
+    // with room for the most blocks there can be and the usual number of edges, so that they
+    // seldom grow; they are copied to exact size at the end.)
+    let mut blocks: Vec<Block> = Vec::with_capacity(order.len());
+    let mut edges: Vec<(EdgeKind, RawTarget)> = Vec::with_capacity(order.len() * 2);
     let mut tables: Vec<JumpTable> = Vec::new();
     let mut insn_bytes = 0u64;
     let mut may_return = false;
@@ -542,8 +544,11 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
                 continue;
             }
         }
-        let order: Vec<(u64, u64, u32)> =
-            at.in_order().into_iter().map(|(a, k)| (a, insns[k as usize].next(), k)).collect();
+        let order: Vec<(u64, u64, u32)> = at
+            .in_order(insns.len())
+            .into_iter()
+            .map(|(a, k)| (a, insns[k as usize].next(), k))
+            .collect();
         let gaps = if seed.sized { gap_starts(&order, seed, sc) } else { Vec::new() };
         if gaps.is_empty() {
             return Traversal { insns, order, leaders, callees };
