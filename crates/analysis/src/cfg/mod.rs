@@ -223,6 +223,8 @@ pub(crate) struct PackedEdge {
     pub tag: TargetTag,
 }
 
+const _: () = assert!(std::mem::size_of::<PackedEdge>() == 8);
+
 impl PackedEdge {
     pub const fn new(kind: EdgeKind, tag: TargetTag, payload: u32) -> PackedEdge {
         PackedEdge { payload, kind, tag }
@@ -378,7 +380,7 @@ impl Cfg {
     pub fn blocks_of(&self, f: FuncId) -> &[Block] {
         self.blocks.of(f)
     }
-    /// The block's outgoing edges.
+    /// The outgoing edges of `b`, a block of this CFG (its `func` tells where they are kept).
     pub fn edges_of<'s>(&'s self, b: &Block) -> impl ExactSizeIterator<Item = Edge> + Clone + 's {
         let body = &self.blocks.bodies[b.func.0 as usize];
         body.edges[b.edges.start as usize..b.edges.end as usize]
