@@ -1,6 +1,7 @@
 //! The call graph: callers and callees of each function, from direct call and tail-call edges.
 
 use crate::cfg::{Cfg, EdgeKind, EdgeTarget, FuncId};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// Callers and callees of every function, as compressed adjacency lists (sorted, unique).
@@ -15,23 +16,30 @@ pub struct CallGraph {
 impl CallGraph {
     pub fn build(cfg: &Cfg) -> CallGraph {
         let n = cfg.functions.len();
-        let mut pairs: Vec<(FuncId, FuncId)> = Vec::new();
-        for (i, f) in cfg.functions.iter().enumerate() {
-            let from = FuncId(i as u32);
-            let mut mine: Vec<FuncId> = Vec::new();
-            for b in &cfg.blocks[f.blocks.start as usize..f.blocks.end as usize] {
-                for e in cfg.edges_of(b) {
-                    if let (EdgeKind::Call | EdgeKind::TailCall, EdgeTarget::Function(t)) =
-                        (e.kind, e.target)
-                    {
-                        mine.push(t);
+        // Each function's callees (sorted, unique), in parallel: this walks every edge.
+        let mine: Vec<Vec<FuncId>> = (0..n)
+            .into_par_iter()
+            .map(|i| {
+                let mut mine: Vec<FuncId> = Vec::new();
+                for b in cfg.blocks_of(FuncId(i as u32)) {
+                    for e in cfg.edges_of(b) {
+                        if let (EdgeKind::Call | EdgeKind::TailCall, EdgeTarget::Function(t)) =
+                            (e.kind, e.target)
+                        {
+                            mine.push(t);
+                        }
                     }
                 }
-            }
-            mine.sort_unstable();
-            mine.dedup();
-            pairs.extend(mine.into_iter().map(|t| (from, t)));
-        }
+                mine.sort_unstable();
+                mine.dedup();
+                mine
+            })
+            .collect();
+        let pairs: Vec<(FuncId, FuncId)> = mine
+            .iter()
+            .enumerate()
+            .flat_map(|(i, ts)| ts.iter().map(move |t| (FuncId(i as u32), *t)))
+            .collect();
         let (callee_start, callees) = csr(n, pairs.iter().map(|(a, b)| (*a, *b)));
         let mut rev: Vec<(FuncId, FuncId)> = pairs.iter().map(|(a, b)| (*b, *a)).collect();
         rev.sort_unstable();

@@ -11,7 +11,7 @@
 //! - An unanalysable indirect jump makes every register and flag live.
 
 use crate::callgraph::CallGraph;
-use crate::cfg::{Block, Cfg, EdgeKind, EdgeTarget, FuncId, Terminator};
+use crate::cfg::{Block, BlockId, Cfg, EdgeKind, EdgeTarget, FuncId, Terminator};
 use crate::memory::CodeMemory;
 use kerf_arch::x86_64::{FlagSet, RegSet, Scanner};
 use kerf_arch::ImageAddr;
@@ -66,24 +66,27 @@ struct Summaries {
 /// other function is solved exactly once.
 pub fn solve(cfg: &mut Cfg, cg: &CallGraph) {
     let n = cfg.functions.len();
-    let must_def: Vec<Live> =
-        (0..n).into_par_iter().map(|f| must_def_of(cfg, FuncId(f as u32))).collect();
-    let mut sums = Summaries { live_in: vec![Live::NONE; n], must_def };
+    let mut sums = Summaries { live_in: vec![Live::NONE; n], must_def: vec![Live::NONE; n] };
+    // Every block's set, stored into the blocks at the end, all functions in parallel (each
+    // level's functions are scattered over the whole CFG).
+    let mut block_live: Vec<Vec<Live>> = vec![Vec::new(); n];
     for level in levels(cg, n) {
-        let results: Vec<Vec<(FuncId, Vec<Live>)>> =
+        let results: Vec<Vec<Solved>> =
             level.par_iter().map(|scc| solve_component(cfg, scc, &sums)).collect();
-        for (f, block_live) in results.into_iter().flatten() {
-            let fun = &cfg.functions[f.0 as usize];
-            sums.live_in[f.0 as usize] =
-                block_live[(fun.entry_block.0 - fun.blocks.start) as usize];
-            let start = fun.blocks.start as usize;
-            for (i, l) in block_live.iter().enumerate() {
-                let b = &mut cfg.blocks[start + i];
-                b.live_in = l.regs;
-                b.flags_live_in = l.flags;
-            }
+        for s in results.into_iter().flatten() {
+            let i = s.func.0 as usize;
+            let fun = &cfg.functions[i];
+            sums.live_in[i] = s.block_live[(fun.entry_block.0 - fun.blocks.start) as usize];
+            sums.must_def[i] = s.must_def;
+            block_live[i] = s.block_live;
         }
     }
+    cfg.blocks.bodies.par_iter_mut().zip(block_live).for_each(|(body, live)| {
+        for (b, l) in body.blocks.iter_mut().zip(&live) {
+            b.live_in = l.regs;
+            b.flags_live_in = l.flags;
+        }
+    });
     for (i, f) in cfg.functions.iter_mut().enumerate() {
         f.live_in = sums.live_in[i].regs;
         f.flags_live_in = sums.live_in[i].flags;
@@ -113,10 +116,9 @@ pub fn solve_by_rounds(cfg: &mut Cfg, cg: &CallGraph) {
         for (f, block_live) in results {
             let fun = &cfg.functions[f.0 as usize];
             let entry = block_live[(fun.entry_block.0 - fun.blocks.start) as usize];
-            let start = fun.blocks.start as usize;
-            for (i, l) in block_live.iter().enumerate() {
-                cfg.blocks[start + i].live_in = l.regs;
-                cfg.blocks[start + i].flags_live_in = l.flags;
+            for (b, l) in cfg.blocks.of_mut(f).iter_mut().zip(&block_live) {
+                b.live_in = l.regs;
+                b.flags_live_in = l.flags;
             }
             if entry != live_in[f.0 as usize] {
                 live_in[f.0 as usize] = entry;
@@ -135,19 +137,26 @@ pub fn solve_by_rounds(cfg: &mut Cfg, cg: &CallGraph) {
     }
 }
 
+/// One function's solution.
+struct Solved {
+    func: FuncId,
+    must_def: Live,
+    block_live: Vec<Live>,
+}
+
 /// Solve one strongly connected component whose callees outside it are final in `sums`.
-fn solve_component(cfg: &Cfg, scc: &[FuncId], sums: &Summaries) -> Vec<(FuncId, Vec<Live>)> {
+fn solve_component(cfg: &Cfg, scc: &[FuncId], sums: &Summaries) -> Vec<Solved> {
+    // Must-def needs nothing from callees; computed here, just before the same blocks and
+    // edges are walked again, it finds them in cache.
+    let must: Vec<Live> = scc.iter().map(|f| must_def_of(cfg, *f)).collect();
     let mut mine: Vec<Live> = vec![Live::NONE; scc.len()];
     let mut out: Vec<Vec<Live>> = vec![Vec::new(); scc.len()];
     loop {
         let mut changed = false;
         for (k, f) in scc.iter().enumerate() {
-            let callee = |g: FuncId| {
-                let live = match scc.iter().position(|m| *m == g) {
-                    Some(j) => mine[j],
-                    None => sums.live_in[g.0 as usize],
-                };
-                (live, sums.must_def[g.0 as usize])
+            let callee = |g: FuncId| match scc.iter().position(|m| *m == g) {
+                Some(j) => (mine[j], must[j]),
+                None => (sums.live_in[g.0 as usize], sums.must_def[g.0 as usize]),
             };
             let block_live = solve_function(cfg, *f, &callee);
             let fun = cfg.function(*f);
@@ -160,15 +169,18 @@ fn solve_component(cfg: &Cfg, scc: &[FuncId], sums: &Summaries) -> Vec<(FuncId, 
         }
         // A component of one function that does not call itself needs one pass.
         if !changed || (scc.len() == 1 && !calls_itself(cfg, scc[0])) {
-            return scc.iter().copied().zip(out).collect();
+            return scc
+                .iter()
+                .zip(must)
+                .zip(out)
+                .map(|((f, must_def), block_live)| Solved { func: *f, must_def, block_live })
+                .collect();
         }
     }
 }
 
 fn calls_itself(cfg: &Cfg, f: FuncId) -> bool {
-    cfg.blocks_of(f)
-        .iter()
-        .any(|b| cfg.edges_of(b).iter().any(|e| e.target == EdgeTarget::Function(f)))
+    cfg.blocks_of(f).iter().any(|b| cfg.edges_of(b).any(|e| e.target == EdgeTarget::Function(f)))
 }
 
 /// The call graph's strongly connected components (Tarjan, iterative), grouped in levels:
@@ -284,7 +296,7 @@ fn live_out(
         // An unknown function takes over and returns to our caller.
         Terminator::IndirectTailCall => after.union(UNKNOWN_CALLEE_READS).union(AT_RETURN),
         Terminator::Call | Terminator::IndirectCall => {
-            let known = cfg.edges_of(b).iter().find_map(|e| match (e.kind, e.target) {
+            let known = cfg.edges_of(b).find_map(|e| match (e.kind, e.target) {
                 (EdgeKind::Call, EdgeTarget::Function(g)) => Some(g),
                 _ => None,
             });
@@ -307,14 +319,25 @@ fn solve_function(cfg: &Cfg, f: FuncId, callee: &dyn Fn(FuncId) -> (Live, Live))
     let mut live = vec![Live::NONE; blocks.len()];
     loop {
         let mut changed = false;
+        // Whether some block read a block at or before itself, whose value may still change
+        // in this pass. If none did (no loops: most functions), every block was computed from
+        // final values and this one pass reached the fixpoint.
+        let backward = std::cell::Cell::new(false);
         for i in (0..blocks.len()).rev() {
             let b = &blocks[i];
             let out = {
                 let bl = |id: u32| {
                     // Edges stay inside the function; anything else is treated as unknown.
-                    id.checked_sub(start)
-                        .and_then(|k| live.get(k as usize).copied())
-                        .unwrap_or(Live::ALL)
+                    let k = id.checked_sub(start).filter(|k| (*k as usize) < live.len());
+                    match k {
+                        Some(k) => {
+                            if k as usize <= i {
+                                backward.set(true);
+                            }
+                            live[k as usize]
+                        }
+                        None => Live::ALL,
+                    }
                 };
                 live_out(cfg, b, &bl, callee)
             };
@@ -324,7 +347,7 @@ fn solve_function(cfg: &Cfg, f: FuncId, callee: &dyn Fn(FuncId) -> (Live, Live))
                 changed = true;
             }
         }
-        if !changed {
+        if !changed || !backward.get() {
             return live;
         }
     }
@@ -338,25 +361,43 @@ fn must_def_of(cfg: &Cfg, f: FuncId) -> Live {
     let blocks = cfg.blocks_of(f);
     let nb = blocks.len();
     let entry = (fun.entry_block.0 - start) as usize;
-    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); nb];
-    for (i, b) in blocks.iter().enumerate() {
-        for e in cfg.edges_of(b) {
-            if let EdgeTarget::Block(t) = e.target {
-                if let Some(k) = t.0.checked_sub(start).filter(|k| (*k as usize) < nb) {
-                    preds[k as usize].push(i);
-                }
-            }
+    // Predecessors of each block, in one array (`preds[pred_start[k]..pred_start[k + 1]]`):
+    // a vector per block was millions of small allocations.
+    let local_succs = |b: &Block| {
+        cfg.edges_of(b).filter_map(move |e| match e.target {
+            EdgeTarget::Block(t) => t.0.checked_sub(start).filter(|k| (*k as usize) < nb),
+            _ => None,
+        })
+    };
+    let mut pred_start = vec![0u32; nb + 1];
+    for b in blocks {
+        for k in local_succs(b) {
+            pred_start[k as usize + 1] += 1;
         }
     }
+    for k in 0..nb {
+        pred_start[k + 1] += pred_start[k];
+    }
+    let mut preds = vec![0u32; pred_start[nb] as usize];
+    let mut fill = pred_start.clone();
+    for (i, b) in blocks.iter().enumerate() {
+        for k in local_succs(b) {
+            preds[fill[k as usize] as usize] = i as u32;
+            fill[k as usize] += 1;
+        }
+    }
+    let preds_of = |k: usize| &preds[pred_start[k] as usize..pred_start[k + 1] as usize];
     let mut out = vec![Live::ALL; nb];
+    // With every predecessor before its block (no loops), one pass reaches the fixpoint.
+    let forward = (0..nb).all(|k| preds_of(k).iter().all(|p| (*p as usize) < k));
     loop {
         let mut changed = false;
         for i in 0..nb {
             let mut inn = if i == entry { Live::NONE } else { Live::ALL };
-            for p in &preds[i] {
-                inn = inn.intersect(out[*p]);
+            for p in preds_of(i) {
+                inn = inn.intersect(out[*p as usize]);
             }
-            if preds[i].is_empty() && i != entry {
+            if preds_of(i).is_empty() && i != entry {
                 // Reached only through an edge we do not model (e.g. a table target of a
                 // removed block): nothing is known to be written.
                 inn = Live::NONE;
@@ -367,7 +408,7 @@ fn must_def_of(cfg: &Cfg, f: FuncId) -> Live {
                 changed = true;
             }
         }
-        if !changed {
+        if !changed || forward {
             break;
         }
     }
@@ -376,11 +417,7 @@ fn must_def_of(cfg: &Cfg, f: FuncId) -> Live {
         let exit = match b.term {
             Terminator::Return | Terminator::TailCall | Terminator::Unanalysable => out[i],
             Terminator::IndirectTailCall => out[i].union(UNKNOWN_CALLEE_KILLS),
-            Terminator::CondJump
-                if cfg.edges_of(b).iter().any(|e| e.kind == EdgeKind::TailCall) =>
-            {
-                out[i]
-            }
+            Terminator::CondJump if cfg.edges_of(b).any(|e| e.kind == EdgeKind::TailCall) => out[i],
             _ => continue,
         };
         result = Some(result.map_or(exit, |r| r.intersect(exit)));
@@ -399,7 +436,7 @@ pub fn live_at(
     let bid = cfg.block_containing(f, addr)?;
     let b = cfg.block(bid);
     let bl = |id: u32| {
-        let blk = &cfg.blocks[id as usize];
+        let blk = cfg.block(BlockId(id));
         Live { regs: blk.live_in, flags: blk.flags_live_in }
     };
     let callee = |g: FuncId| (callee_live(cfg, g), callee_must(cfg, g));

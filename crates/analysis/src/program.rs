@@ -2,10 +2,10 @@
 //! never-returning functions, padding, call graph and liveness, with the time of each phase.
 
 use crate::callgraph::CallGraph;
-use crate::cfg::build::{is_filler, Context, RawTarget};
+use crate::cfg::build::{is_filler, Context};
 use crate::cfg::{
-    build_function, Block, BlockId, Cfg, Edge, EdgeKind, EdgeTarget, FuncCfg, FuncId, FuncOrigin,
-    Function, Padding, Seed, TableId, Terminator,
+    build_function, BlockId, Blocks, Body, Cfg, EdgeKind, FuncCfg, FuncId, FuncOrigin, Function,
+    Padding, Seed, TableId, TargetTag, Terminator,
 };
 use crate::image::{Binding, Image, SymbolKind};
 use crate::liveness;
@@ -239,7 +239,7 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
         for (o, c) in inner {
             let has_block = built
                 .get(&o)
-                .is_some_and(|f| f.blocks.binary_search_by_key(&c, |b| b.start.0).is_ok());
+                .is_some_and(|f| f.body.blocks.binary_search_by_key(&c, |b| b.start.0).is_ok());
             // Only where the owner's own instructions start: a jump into the middle of one
             // comes from bytes that are not really code (or from glibc's skip-the-lock-prefix
             // idiom, which the owner's traversal finds by itself).
@@ -333,7 +333,7 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
 
     // Phase 3: number everything and resolve edge targets to ids.
     progress.phase("graph");
-    let mut cfg = assemble(&known, built, &cx);
+    let mut cfg = assemble(known, built, &cx);
     cfg.padding = find_padding(&cfg, image);
     let call_graph = CallGraph::build(&cfg);
     lap("graph", &mut timings);
@@ -411,97 +411,71 @@ fn pick_name(names: &[(String, Binding)]) -> usize {
     (0..names.len()).min_by_key(|i| rank(&names[*i])).unwrap_or(0)
 }
 
-fn assemble(known: &BTreeMap<u64, Known>, built: BTreeMap<u64, FuncCfg>, cx: &Cx<'_>) -> Cfg {
-    let funcs: Vec<FuncCfg> = built.into_values().collect();
+/// Number functions, blocks and jump tables in address order and make every id global, in
+/// place: the blocks and edges stay in the vectors `build_function` made.
+fn assemble(known: BTreeMap<u64, Known>, built: BTreeMap<u64, FuncCfg>, cx: &Cx<'_>) -> Cfg {
+    let mut funcs: Vec<FuncCfg> = built.into_values().collect();
+    // What is known of each built function, in the same order, to be moved (not copied) into
+    // its `Function`.
+    let mut known: Vec<Known> = known
+        .into_iter()
+        .filter(|(a, _)| funcs.binary_search_by_key(a, |f| f.entry.0).is_ok())
+        .map(|(_, k)| k)
+        .collect();
     let entries: Vec<u64> = funcs.iter().map(|f| f.entry.0).collect();
-    // Where each function's blocks, edges and tables start in the flat arrays.
-    let (mut b_first, mut e_first, mut t_first) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut nb, mut ne, mut nt) = (0u32, 0u32, 0u32);
+    // Where each function's blocks and tables start in the global numbering.
+    let (mut b_first, mut t_first) = (Vec::new(), Vec::new());
+    let (mut nb, mut nt) = (0u32, 0u32);
     for f in &funcs {
         b_first.push(nb);
-        e_first.push(ne);
         t_first.push(nt);
-        nb += f.blocks.len() as u32;
-        ne += f.edges.len() as u32;
+        nb += f.body.blocks.len() as u32;
         nt += f.tables.len() as u32;
     }
+    let outside: Vec<Vec<ImageAddr>> =
+        funcs.iter_mut().map(|f| std::mem::take(&mut f.outside)).collect();
     let func_id = |a: ImageAddr| entries.binary_search(&a.0).ok().map(|i| FuncId(i as u32));
     // Blocks are sorted by start, so a local target is found by binary search.
     let block_id = |fi: usize, a: ImageAddr| {
         funcs[fi]
+            .body
             .blocks
             .binary_search_by_key(&a, |b| b.start)
             .ok()
             .map(|i| BlockId(b_first[fi] + i as u32))
     };
-    // Blocks and edges are written straight into their final places, each function into its
-    // own disjoint chunk, in parallel: at millions of blocks a second copy is expensive.
-    let mut blocks = vec![Block::default(); nb as usize];
-    let mut edges = vec![Edge { kind: EdgeKind::Return, target: EdgeTarget::None }; ne as usize];
-    let block_chunks = split_chunks(&mut blocks, funcs.iter().map(|f| f.blocks.len()));
-    let edge_chunks = split_chunks(&mut edges, funcs.iter().map(|f| f.edges.len()));
-    block_chunks.into_par_iter().zip(edge_chunks).enumerate().for_each(|(fi, (bs, es))| {
-        let fc = &funcs[fi];
-        for (out, rb) in bs.iter_mut().zip(&fc.blocks) {
-            *out = Block {
-                start: rb.start,
-                len: rb.len,
-                insns: rb.insns,
-                func: FuncId(fi as u32),
-                term: match rb.term {
-                    Terminator::JumpTable(TableId(t)) => {
-                        Terminator::JumpTable(TableId(t_first[fi] + t))
-                    }
-                    other => other,
-                },
-                edges: e_first[fi] + rb.edges.start..e_first[fi] + rb.edges.end,
-                gen: rb.gen,
-                kill: rb.kill,
-                flags_gen: rb.flags_gen,
-                flags_kill: rb.flags_kill,
-                live_in: RegSet::EMPTY,
-                flags_live_in: FlagSet::EMPTY,
-            };
-        }
-        for (out, (kind, t)) in es.iter_mut().zip(&fc.edges) {
-            let target = match *t {
-                RawTarget::Local(a) => {
-                    block_id(fi, a).map_or(EdgeTarget::Address(a), EdgeTarget::Block)
-                }
-                RawTarget::Function(a) => match func_id(a) {
-                    Some(g) => EdgeTarget::Function(g),
+    // Each outside address of each function, resolved to a function, a block of another
+    // function, or (with its index in `outside`) an address no function or block starts at.
+    let resolved: Vec<Vec<(TargetTag, u32)>> = outside
+        .par_iter()
+        .map(|out| {
+            out.iter()
+                .enumerate()
+                .map(|(k, &a)| match func_id(a) {
+                    Some(g) => (TargetTag::Function, g.0),
                     // Into the middle of another function (a `.cold` part jumping back into
                     // its parent): that function's block, if it has one there.
-                    None => {
-                        let owner = entries.partition_point(|e| *e <= a.0).checked_sub(1);
-                        owner
-                            .and_then(|g| block_id(g, a))
-                            .map_or(EdgeTarget::Address(a), EdgeTarget::Block)
-                    }
-                },
-                RawTarget::None => EdgeTarget::None,
-            };
-            *out = Edge { kind: *kind, target };
-        }
-    });
+                    None => entries
+                        .partition_point(|e| *e <= a.0)
+                        .checked_sub(1)
+                        .and_then(|g| block_id(g, a))
+                        .map_or((TargetTag::Address, k as u32), |b| (TargetTag::Block, b.0)),
+                })
+                .collect()
+        })
+        .collect();
     let functions: Vec<Function> = funcs
         .par_iter()
+        .zip(&mut known)
         .enumerate()
-        .map(|(fi, fc)| {
+        .map(|(fi, (fc, k))| {
             let entry = fc.entry.0;
-            let k = &known[&entry];
             let (name, aliases) = if k.names.is_empty() {
                 (format!("func_{entry:x}"), Vec::new())
             } else {
                 let p = pick_name(&k.names);
-                let aliases = k
-                    .names
-                    .iter()
-                    .enumerate()
-                    .filter(|(i, _)| *i != p)
-                    .map(|(_, (n, _))| n.clone())
-                    .collect();
-                (k.names[p].0.clone(), aliases)
+                let name = k.names.remove(p).0;
+                (name, std::mem::take(&mut k.names).into_iter().map(|(n, _)| n).collect())
             };
             Function {
                 name,
@@ -509,7 +483,7 @@ fn assemble(known: &BTreeMap<u64, Known>, built: BTreeMap<u64, FuncCfg>, cx: &Cx
                 entry: fc.entry,
                 symbol_size: k.size,
                 origin: k.origin,
-                blocks: b_first[fi]..b_first[fi] + fc.blocks.len() as u32,
+                blocks: b_first[fi]..b_first[fi] + fc.body.blocks.len() as u32,
                 entry_block: block_id(fi, fc.entry).unwrap_or(BlockId(b_first[fi])),
                 insn_bytes: fc.insn_bytes,
                 extent: fc.extent.clone(),
@@ -521,19 +495,40 @@ fn assemble(known: &BTreeMap<u64, Known>, built: BTreeMap<u64, FuncCfg>, cx: &Cx
             }
         })
         .collect();
-    let jump_tables = funcs.into_iter().flat_map(|f| f.tables).collect();
-    Cfg { functions, blocks, edges, jump_tables, padding: Vec::new() }
-}
-
-/// Split `v` into consecutive chunks of the given lengths.
-fn split_chunks<T>(mut v: &mut [T], lens: impl Iterator<Item = usize>) -> Vec<&mut [T]> {
-    let mut out = Vec::new();
-    for n in lens {
-        let (head, tail) = std::mem::take(&mut v).split_at_mut(n);
-        out.push(head);
-        v = tail;
+    funcs.par_iter_mut().zip(resolved).zip(outside).enumerate().for_each(
+        |(fi, ((fc, res), out))| {
+            let body = &mut fc.body;
+            for b in &mut body.blocks {
+                b.func = FuncId(fi as u32);
+                if let Terminator::JumpTable(TableId(t)) = b.term {
+                    b.term = Terminator::JumpTable(TableId(t_first[fi] + t));
+                }
+            }
+            for e in &mut body.edges {
+                let (tag, payload) = match e.tag {
+                    TargetTag::Block => (TargetTag::Block, b_first[fi] + e.payload),
+                    TargetTag::Function => res[e.payload as usize],
+                    // A local address that is no block start.
+                    TargetTag::Address => (TargetTag::Address, e.payload),
+                    TargetTag::None => (TargetTag::None, 0),
+                };
+                (e.tag, e.payload) = match tag {
+                    TargetTag::Address => {
+                        body.far.push(out[payload as usize]);
+                        (TargetTag::Address, body.far.len() as u32 - 1)
+                    }
+                    other => (other, payload),
+                };
+            }
+        },
+    );
+    let mut bodies: Vec<Body> = Vec::with_capacity(funcs.len());
+    let mut jump_tables = Vec::with_capacity(nt as usize);
+    for f in funcs {
+        bodies.push(f.body);
+        jump_tables.extend(f.tables);
     }
-    out
+    Cfg { functions, blocks: Blocks::new(bodies), jump_tables, padding: Vec::new() }
 }
 
 /// Runs of `int3`/`nop` that end exactly at a function's entry and start after the previous
@@ -578,7 +573,7 @@ fn summarize(cfg: &Cfg, cg: &CallGraph, image: &Image<'_>) -> Summary {
     let mut s = Summary {
         functions: cfg.functions.len() as u64,
         blocks: cfg.blocks.len() as u64,
-        edges: cfg.edges.len() as u64,
+        edges: cfg.edge_count() as u64,
         call_graph_edges: cg.edge_count() as u64,
         text_bytes: image.text_bytes(),
         jump_tables: cfg.jump_tables.len() as u64,

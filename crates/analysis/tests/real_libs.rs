@@ -5,7 +5,7 @@
 //! Needs objdump (binutils) and the libraries (libc6, libstdc++6, libllvm14); a missing one
 //! fails the test with the package to install, it never passes silently.
 
-use kerf_analysis::cfg::Cfg;
+use kerf_analysis::cfg::{Cfg, FuncId};
 use kerf_analysis::image::Image;
 use kerf_analysis::{analyze, Quiet};
 use kerf_arch::x86_64::Scanner;
@@ -24,7 +24,8 @@ fn load(path: &str, package: &str) -> Vec<u8> {
 /// symbol range.
 fn misaligned_blocks(image: &Image<'_>, cfg: &Cfg) -> Vec<String> {
     let mut bad = Vec::new();
-    for f in &cfg.functions {
+    for (i, f) in cfg.functions.iter().enumerate() {
+        let fid = FuncId(i as u32);
         if f.symbol_size == 0 {
             continue;
         }
@@ -42,8 +43,7 @@ fn misaligned_blocks(image: &Image<'_>, cfg: &Cfg) -> Vec<String> {
                 None => a + 1,
             };
         }
-        let r = f.blocks.clone();
-        for b in &cfg.blocks[r.start as usize..r.end as usize] {
+        for b in cfg.blocks_of(fid) {
             if b.start.0 >= end || bounds.contains(&b.start.0) {
                 continue;
             }

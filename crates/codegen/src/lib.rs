@@ -120,9 +120,8 @@ const ALL_ARITH: FlagSet = FlagSet(0x3f);
 /// Branches inside the snippet name their targets by label id (the instruction's `ip`, small
 /// numbers); the patch encoder keeps those ids and gives displaced instructions ip 0.
 pub fn lower(prims: &[Primitive], ctx: &Context) -> Result<Vec<Instruction>, CodegenError> {
-    let thread_aware = ctx.only_thread.is_some()
-        || ctx.only_id.is_some()
-        || prims.iter().any(Primitive::is_timer);
+    let thread_aware =
+        ctx.only_thread.is_some() || ctx.only_id.is_some() || prims.iter().any(Primitive::is_timer);
     if !thread_aware {
         // The common case, kept minimal: one `lock inc` per counter.
         let mut body = Vec::new();

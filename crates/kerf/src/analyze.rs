@@ -387,7 +387,7 @@ fn function_json(a: &Analysis, f: FuncId) -> Value {
                 "terminator": b.term.name(),
                 "live_in": b.live_in.to_string(),
                 "flags_live_in": b.flags_live_in.to_string(),
-                "edges": cfg.edges_of(b).iter().map(|e| json!({
+                "edges": cfg.edges_of(b).map(|e| json!({
                     "kind": e.kind.name(),
                     "target": target_name(a, f, e.target),
                 })).collect::<Vec<_>>(),

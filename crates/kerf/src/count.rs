@@ -3,8 +3,8 @@
 //! or SIGTERM.
 
 use crate::live::{
-    catch_signals, kernel_spliced_line, kernel_refused, process_refused, resolve, sample_loop, site_json,
-    spliced_line, Installed, LiveArgs, Target,
+    catch_signals, kernel_refused, kernel_spliced_line, process_refused, resolve, sample_loop,
+    site_json, spliced_line, Installed, LiveArgs, Target,
 };
 use kerf_session::instrument::{Action, Instrumentation, Options, Probe};
 use kerf_session::kernel::{Kernel, KernelInstrumentation, KernelOptions};
@@ -76,7 +76,8 @@ fn count_kernel(live: &LiveArgs, specs: &[spec::Spec]) -> Result<(), String> {
     let kernel = Kernel::open(true, &kerf_analysis::Quiet)?;
     let probes = counters(resolve(&kernel.images, specs)?);
     catch_signals();
-    let opts = KernelOptions { force_kind: live.force_kind(), only_pid: live.pid.map(|p| p as u32) };
+    let opts =
+        KernelOptions { force_kind: live.force_kind(), only_pid: live.pid.map(|p| p as u32) };
     let inst =
         KernelInstrumentation::install(&kernel, &probes, 0, opts).map_err(|e| e.to_string())?;
     eprintln!("{}", kernel_spliced_line(&inst));

@@ -257,7 +257,9 @@ pub fn kernel_spliced_line(inst: &KernelInstrumentation<'_>) -> String {
 
 /// Probes left out (no splice kind could take them, or the kernel's driver refused them) as
 /// JSON, after printing each as a warning.
-pub fn refused_json<'a>(refused: impl Iterator<Item = (&'a str, u64, &'a str)>) -> serde_json::Value {
+pub fn refused_json<'a>(
+    refused: impl Iterator<Item = (&'a str, u64, &'a str)>,
+) -> serde_json::Value {
     json!(refused
         .map(|(label, addr, why)| {
             eprintln!("kerf: not spliced: {label} at {addr:#x}: {why}");

@@ -5,8 +5,8 @@
 //! from a slow function into the callees its time goes to).
 
 use crate::live::{
-    catch_signals, kernel_spliced_line, kernel_refused, process_refused, resolve, sample_loop, site_json,
-    spliced_line, Installed, LiveArgs, Target,
+    catch_signals, kernel_refused, kernel_spliced_line, process_refused, resolve, sample_loop,
+    site_json, spliced_line, Installed, LiveArgs, Target,
 };
 use kerf_session::instrument::{tsc, Action, Instrumentation, Options, Probe};
 use kerf_session::kernel::{Kernel, KernelInstrumentation, KernelOptions};
@@ -115,7 +115,8 @@ fn time_kernel(live: &LiveArgs, specs: &[Spec], callees: bool) -> Result<(), Str
         callee_probes(&kernel.images, &mut probes, &mut timed);
     }
     catch_signals();
-    let opts = KernelOptions { force_kind: live.force_kind(), only_pid: live.pid.map(|p| p as u32) };
+    let opts =
+        KernelOptions { force_kind: live.force_kind(), only_pid: live.pid.map(|p| p as u32) };
     let inst = KernelInstrumentation::install(&kernel, &probes, timed.len(), opts)
         .map_err(|e| e.to_string())?;
     eprintln!("{}", kernel_spliced_line(&inst));
@@ -329,14 +330,14 @@ fn callee_probes(images: &[AnalyzedImage], probes: &mut Vec<Probe>, timed: &mut 
             }
             let edges = cfg.edges_of(b);
             let callee = edges
-                .iter()
+                .clone()
                 .find(|e| e.kind == EdgeKind::Call)
                 .and_then(|e| match e.target {
                     EdgeTarget::Function(g) => Some(cfg.function(g).name.clone()),
                     _ => None,
                 })
                 .unwrap_or_else(|| "(indirect)".to_string());
-            let ret = edges.iter().find_map(|e| match (e.kind, e.target) {
+            let ret = edges.clone().find_map(|e| match (e.kind, e.target) {
                 (EdgeKind::FallThrough, EdgeTarget::Block(r)) => Some(cfg.block(r).start),
                 _ => None,
             });

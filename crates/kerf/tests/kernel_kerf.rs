@@ -72,7 +72,10 @@ fn kerf_on_the_live_stock_kernel() {
         "pid_filter",
         "all",
     ] {
-        assert!(checks.contains(&format!("CHECK {want} ok").as_str()), "no `{want}` check\n{report}");
+        assert!(
+            checks.contains(&format!("CHECK {want} ok").as_str()),
+            "no `{want}` check\n{report}"
+        );
     }
 
     // Analysis covers the running kernel: tens of thousands of functions, megabytes of code.
@@ -82,7 +85,10 @@ fn kerf_on_the_live_stock_kernel() {
     assert!(a["blocks"].as_u64().unwrap_or(0) > 100_000, "{a}");
     eprintln!(
         "kernel analysis: {} functions, {} blocks, {} instruction bytes in {:.1} s (TCG)",
-        a["functions"], a["blocks"], a["instruction_bytes"], a["seconds"].as_f64().unwrap_or(0.0)
+        a["functions"],
+        a["blocks"],
+        a["instruction_bytes"],
+        a["seconds"].as_f64().unwrap_or(0.0)
     );
 
     // A thousand probes and more went in; the per-function counts were checked against kprobe

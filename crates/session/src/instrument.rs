@@ -761,7 +761,8 @@ impl Instrumentation {
 /// seen leaving and would stay "inside" for good; with the starts last, a thread that entered
 /// before them is at worst an unmatched exit, which is counted as such.
 pub(crate) fn stops_first(sites: &[Site], probes: &[Probe]) -> Vec<usize> {
-    let starts = |s: &Site| s.probes.iter().any(|&i| matches!(probes[i].action, Action::TimerStart(_)));
+    let starts =
+        |s: &Site| s.probes.iter().any(|&i| matches!(probes[i].action, Action::TimerStart(_)));
     let mut order: Vec<usize> = (0..sites.len()).collect();
     order.sort_by_key(|&k| starts(&sites[k]));
     order

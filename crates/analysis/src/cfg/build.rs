@@ -6,7 +6,7 @@
 //! block begins.
 
 use super::jumptable::{self, Compare, Hint, Resolution, Slice};
-use super::{EdgeKind, JumpTable, TableId, Terminator};
+use super::{Block, Body, EdgeKind, JumpTable, PackedEdge, TableId, TargetTag, Terminator};
 use crate::memory::CodeMemory;
 use iced_x86::{Instruction, Mnemonic, OpKind};
 use kerf_arch::x86_64::{FlagSet, Flow, Gpr, RegSet, Scanner};
@@ -35,6 +35,127 @@ impl Hasher for AddrHasher {
 
 pub(crate) type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
 pub(crate) type AddrSet = HashSet<u64, BuildHasherDefault<AddrHasher>>;
+
+/// Ranges longer than this are indexed by hash rather than by a slot per byte.
+const DENSE_MAX: u64 = 1 << 22;
+/// Bytes past the end of a range that still get slots: an instruction that starts inside
+/// can end up to 15 bytes later, and its successor is often asked about.
+const DENSE_SLACK: u64 = 16;
+
+/// Instruction indices by address, for the addresses of one function's range: a slot per
+/// byte, and a hash map for addresses outside it (or for all of a very long range). Hashing
+/// every decoded address and sorting the instructions by address afterwards were a fifth of
+/// the whole analysis; slots make lookups an index and give the addresses in order.
+struct InsnIndex {
+    /// Where instructions start (so that they are found in order a word at a time).
+    starts: AddrBits,
+    /// The index of the instruction starting at each address `starts` holds a bit for.
+    slots: Vec<u32>,
+    other: AddrMap<u32>,
+}
+
+impl InsnIndex {
+    fn new(range: &Range<u64>) -> InsnIndex {
+        let starts = AddrBits::new(range);
+        let slots = vec![0; starts.len as usize];
+        InsnIndex { starts, slots, other: AddrMap::default() }
+    }
+
+    fn contains(&self, a: u64) -> bool {
+        match self.starts.bit(a) {
+            Some(_) => self.starts.contains(a),
+            None => self.other.contains_key(&a),
+        }
+    }
+
+    fn insert(&mut self, a: u64, idx: u32) {
+        match self.starts.bit(a) {
+            Some(k) => {
+                self.starts.insert(a);
+                self.slots[k as usize] = idx;
+            }
+            None => {
+                self.other.insert(a, idx);
+            }
+        }
+    }
+
+    /// `(address, index)` of every instruction, in address order.
+    fn in_order(&self, count: usize) -> Vec<(u64, u32)> {
+        let lo = self.starts.lo;
+        let mut out: Vec<(u64, u32)> = Vec::with_capacity(count);
+        self.starts.each_dense(|a| out.push((a, self.slots[(a - lo) as usize])));
+        if !self.other.is_empty() {
+            out.extend(self.other.iter().map(|(a, i)| (*a, *i)));
+            out.sort_unstable();
+        }
+        out
+    }
+}
+
+/// A set of addresses of one function's range: a bit per byte, and a hash set for addresses
+/// outside it (or for all of a very long range).
+struct AddrBits {
+    lo: u64,
+    bits: Vec<u64>,
+    len: u64,
+    other: AddrSet,
+}
+
+impl AddrBits {
+    fn new(range: &Range<u64>) -> AddrBits {
+        let len = range.end.saturating_sub(range.start);
+        let len = if len <= DENSE_MAX { len + DENSE_SLACK } else { 0 };
+        AddrBits {
+            lo: range.start,
+            bits: vec![0; len.div_ceil(64) as usize],
+            len,
+            other: AddrSet::default(),
+        }
+    }
+
+    fn bit(&self, a: u64) -> Option<u64> {
+        a.checked_sub(self.lo).filter(|k| *k < self.len)
+    }
+
+    fn contains(&self, a: u64) -> bool {
+        match self.bit(a) {
+            Some(k) => self.bits[(k / 64) as usize] & (1 << (k % 64)) != 0,
+            None => self.other.contains(&a),
+        }
+    }
+
+    fn insert(&mut self, a: u64) {
+        match self.bit(a) {
+            Some(k) => self.bits[(k / 64) as usize] |= 1 << (k % 64),
+            None => {
+                self.other.insert(a);
+            }
+        }
+    }
+
+    /// Call `f` on each address held in the bits (not in `other`), in order.
+    fn each_dense(&self, mut f: impl FnMut(u64)) {
+        for (w, word) in self.bits.iter().enumerate() {
+            let mut m = *word;
+            while m != 0 {
+                f(self.lo + w as u64 * 64 + m.trailing_zeros() as u64);
+                m &= m - 1;
+            }
+        }
+    }
+
+    /// Every address in the set, in order.
+    fn sorted(&self) -> Vec<u64> {
+        let mut out = Vec::new();
+        self.each_dense(|a| out.push(a));
+        if !self.other.is_empty() {
+            out.extend(self.other.iter().copied());
+            out.sort_unstable();
+        }
+        out
+    }
+}
 
 /// Where to start a function and how far its code may extend.
 #[derive(Clone, Debug)]
@@ -67,28 +188,18 @@ pub(crate) enum RawTarget {
     None,
 }
 
-#[derive(Clone, Debug)]
-pub(crate) struct RawBlock {
-    pub start: ImageAddr,
-    pub len: u32,
-    pub insns: u32,
-    pub term: Terminator,
-    /// Range of [`FuncCfg::edges`].
-    pub edges: Range<u32>,
-    pub gen: RegSet,
-    pub kill: RegSet,
-    pub flags_gen: FlagSet,
-    pub flags_kill: FlagSet,
-}
-
-/// The CFG of one function, with addresses still unresolved to ids.
+/// The CFG of one function, in its final vectors but with ids still local: blocks' `func` and
+/// jump-table ids, and edge targets (local block indices, or indices into `outside`) are
+/// made global when the image's CFG is assembled.
 #[derive(Clone, Debug)]
 pub(crate) struct FuncCfg {
     pub entry: ImageAddr,
-    /// Sorted by start address.
-    pub blocks: Vec<RawBlock>,
-    pub edges: Vec<(EdgeKind, RawTarget)>,
-    /// Indexed by the local [`TableId`]s in `blocks`' terminators.
+    /// Blocks sorted by start address, and their edges; nothing in `body.far` yet.
+    pub body: Body,
+    /// Where the edges tagged [`TargetTag::Function`] or [`TargetTag::Address`] go: other
+    /// functions, and local addresses that are not a block start.
+    pub outside: Vec<ImageAddr>,
+    /// Indexed by the local [`TableId`]s in the blocks' terminators.
     pub tables: Vec<JumpTable>,
     /// Call and tail-call targets (possibly not yet known as functions).
     pub callees: Vec<ImageAddr>,
@@ -140,25 +251,21 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
     let local =
         |t: u64| seed.bound.contains(&t) && (t == seed.entry.0 || inner.binary_search(&t).is_err());
 
-    // Step 2: cut the decoded instructions, in address order, into blocks.
-    let mut blocks: Vec<RawBlock> = Vec::new();
-    let mut edges: Vec<(EdgeKind, RawTarget)> = Vec::new();
+    // Step 2: cut the decoded instructions, in address order, into blocks. (Working vectors
+    // with room for the most blocks there can be and the usual number of edges, so that they
+    // seldom grow; they are copied to exact size at the end.)
+    let mut blocks: Vec<Block> = Vec::with_capacity(order.len());
+    let mut edges: Vec<(EdgeKind, RawTarget)> = Vec::with_capacity(order.len() * 2);
     let mut tables: Vec<JumpTable> = Vec::new();
     let mut insn_bytes = 0u64;
     let mut may_return = false;
     let mut i = 0;
     while i < order.len() {
         let first = &insns[order[i].2 as usize];
-        let mut b = RawBlock {
+        let mut b = Block {
             start: ImageAddr(first.addr()),
-            len: 0,
-            insns: 0,
             term: Terminator::FallThrough,
-            edges: 0..0,
-            gen: RegSet::EMPTY,
-            kill: RegSet::EMPTY,
-            flags_gen: FlagSet::EMPTY,
-            flags_kill: FlagSet::EMPTY,
+            ..Block::default()
         };
         loop {
             let ins = &insns[order[i].2 as usize];
@@ -174,7 +281,7 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
             let ends =
                 ins.flow.ends_block() || matches!(ins.flow, Flow::Call(_) | Flow::IndirectCall);
             let contiguous = i < order.len() && insns[order[i].2 as usize].addr() == next;
-            if ends || !contiguous || leaders.contains(&next) {
+            if ends || !contiguous || leaders.contains(next) {
                 let e0 = edges.len() as u32;
                 finish_block(
                     &mut b,
@@ -202,24 +309,60 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
     };
     callees.sort_unstable();
     callees.dedup();
+    let (edges, outside) = pack_edges(&edges, &blocks);
     Some(FuncCfg {
         entry: seed.entry,
-        blocks,
-        edges,
+        // Exact sizes: these vectors live until the end, and a vector grown by pushing
+        // carries up to half its size in unused capacity.
+        body: Body { blocks: blocks.to_vec(), edges, far: Vec::new() },
+        outside,
         tables,
-        callees,
+        callees: callees.to_vec(),
         insn_bytes,
         extent,
         may_return,
     })
 }
 
+/// Edges in their stored form: a local target becomes the index of its block, any other
+/// target an index into the returned list of outside addresses.
+fn pack_edges(
+    edges: &[(EdgeKind, RawTarget)],
+    blocks: &[Block],
+) -> (Vec<PackedEdge>, Vec<ImageAddr>) {
+    let leaving = edges.iter().filter(|(_, t)| matches!(t, RawTarget::Function(_))).count();
+    let mut outside = Vec::with_capacity(leaving);
+    let far = |a: ImageAddr, outside: &mut Vec<ImageAddr>| {
+        outside.push(a);
+        (outside.len() - 1) as u32
+    };
+    let packed = edges
+        .iter()
+        .map(|&(kind, t)| match t {
+            RawTarget::Local(a) => match blocks.binary_search_by_key(&a, |b| b.start) {
+                Ok(i) => PackedEdge::new(kind, TargetTag::Block, i as u32),
+                // Not a block start (cannot happen for a target the traversal decoded from;
+                // kept as an address so that no edge is dropped).
+                Err(_) => PackedEdge::new(kind, TargetTag::Address, far(a, &mut outside)),
+            },
+            RawTarget::Function(a) => {
+                PackedEdge::new(kind, TargetTag::Function, far(a, &mut outside))
+            }
+            RawTarget::None => PackedEdge::new(kind, TargetTag::None, 0),
+        })
+        .collect();
+    (packed, outside)
+}
+
 /// Step 1 of [`build_function`]: decode everything reachable from the entry. Returns the
 /// instructions (in decode order), the block leaders, and the call and tail-call targets.
 fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &AddrSet) -> Traversal {
-    let mut insns: Vec<Insn> = Vec::new();
-    let mut at: AddrMap<u32> = AddrMap::default();
-    let mut leaders: AddrSet = AddrSet::default();
+    // Sized for the usual density of code (an instruction per 4 bytes) so that it rarely
+    // grows: growing copies it, and showed up as 6 % of the analysis.
+    let span = (seed.bound.end - seed.bound.start).min(1 << 20) as usize;
+    let mut insns: Vec<Insn> = Vec::with_capacity(span / 4);
+    let mut at = InsnIndex::new(&seed.bound);
+    let mut leaders = AddrBits::new(&seed.bound);
     let mut work: Vec<(u64, Hint)> = vec![(seed.entry.0, Hint::NONE)];
     leaders.insert(seed.entry.0);
     for e in &seed.extra {
@@ -248,7 +391,7 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
             run.clear();
             run_hints.clear();
             loop {
-                if at.contains_key(&a) {
+                if at.contains(a) {
                     leaders.insert(a);
                     break;
                 }
@@ -401,9 +544,11 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
                 continue;
             }
         }
-        let mut order: Vec<(u64, u64, u32)> =
-            insns.iter().enumerate().map(|(k, i)| (i.addr(), i.next(), k as u32)).collect();
-        order.sort_unstable();
+        let order: Vec<(u64, u64, u32)> = at
+            .in_order(insns.len())
+            .into_iter()
+            .map(|(a, k)| (a, insns[k as usize].next(), k))
+            .collect();
         let gaps = if seed.sized { gap_starts(&order, seed, sc) } else { Vec::new() };
         if gaps.is_empty() {
             return Traversal { insns, order, leaders, callees };
@@ -440,7 +585,7 @@ fn fit_table(
 fn follow(
     t: &JumpTable,
     local: &dyn Fn(u64) -> bool,
-    leaders: &mut AddrSet,
+    leaders: &mut AddrBits,
     work: &mut Vec<(u64, Hint)>,
     callees: &mut Vec<ImageAddr>,
 ) {
@@ -514,14 +659,14 @@ struct Traversal {
     insns: Vec<Insn>,
     /// `(address, next address, index in insns)`, sorted by address.
     order: Vec<(u64, u64, u32)>,
-    leaders: AddrSet,
+    leaders: AddrBits,
     /// Call and tail-call targets.
     callees: Vec<ImageAddr>,
 }
 
 /// Indirect jumps whose table bound came from a compare that does not dominate them: some
 /// block between the compare's branch and the jump is also entered from elsewhere.
-fn undominated_tables(insns: &[Insn], leaders: &AddrSet) -> Vec<u64> {
+fn undominated_tables(insns: &[Insn], leaders: &AddrBits) -> Vec<u64> {
     let guarded: Vec<(u64, u64)> = insns
         .iter()
         .filter_map(|i| match i.resolution.as_deref() {
@@ -535,7 +680,7 @@ fn undominated_tables(insns: &[Insn], leaders: &AddrSet) -> Vec<u64> {
     // Predecessor counts of the leaders, from every edge the traversal found.
     let mut preds: AddrMap<u32> = AddrMap::default();
     let mut add = |a: u64| {
-        if leaders.contains(&a) {
+        if leaders.contains(a) {
             *preds.entry(a).or_insert(0) += 1;
         }
     };
@@ -563,8 +708,7 @@ fn undominated_tables(insns: &[Insn], leaders: &AddrSet) -> Vec<u64> {
     }
     // The bound holds from `origin` (entered only by the compare's branch) through straight-
     // line code to the jump: every leader in [origin, jump] must have exactly one entry.
-    let mut sorted: Vec<u64> = leaders.iter().copied().collect();
-    sorted.sort_unstable();
+    let sorted = leaders.sorted();
     guarded
         .into_iter()
         .filter(|(origin, jump)| {
@@ -617,16 +761,10 @@ pub(crate) fn is_filler(i: &Instruction) -> bool {
             && i.op0_register() == i.op1_register())
 }
 
-impl RawBlock {
-    fn end(&self) -> ImageAddr {
-        ImageAddr(self.start.0 + self.len as u64)
-    }
-}
-
 /// Set the terminator and out-edges of a block from its last instruction.
 #[allow(clippy::too_many_arguments)]
 fn finish_block(
-    b: &mut RawBlock,
+    b: &mut Block,
     edges: &mut Vec<(EdgeKind, RawTarget)>,
     last: &Insn,
     cx: &dyn Context,

@@ -117,7 +117,7 @@ pub struct Block {
     pub insns: u32,
     pub func: FuncId,
     pub term: Terminator,
-    /// Outgoing edges, a range of [`Cfg::edges`].
+    /// Outgoing edges, a range of the function's edges (see [`Cfg::edges_of`]).
     pub edges: Range<u32>,
     /// Registers read before being killed in the block, and killed in it (the call at its end,
     /// if any, contributes only its own use of the stack pointer).
@@ -193,10 +193,52 @@ pub enum EdgeTarget {
     None,
 }
 
+/// One edge, as [`Cfg::edges_of`] hands it out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Edge {
     pub kind: EdgeKind,
     pub target: EdgeTarget,
+}
+
+/// What a [`PackedEdge`]'s payload means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum TargetTag {
+    /// A block: local to the function while it is built, global once the CFG is assembled.
+    Block,
+    /// A function id; while the function is built, an index into its outside targets.
+    Function,
+    /// An index into the function's list of unresolved addresses (its outside targets while
+    /// it is built).
+    Address,
+    None,
+}
+
+/// An edge as stored: 8 bytes where an [`Edge`] takes 24 (libLLVM has 4.8 million edges, and
+/// fresh memory is the dearest part of analysing it). The rare address target keeps its
+/// 64-bit address in a side list of its function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct PackedEdge {
+    pub payload: u32,
+    pub kind: EdgeKind,
+    pub tag: TargetTag,
+}
+
+const _: () = assert!(std::mem::size_of::<PackedEdge>() == 8);
+
+impl PackedEdge {
+    pub const fn new(kind: EdgeKind, tag: TargetTag, payload: u32) -> PackedEdge {
+        PackedEdge { payload, kind, tag }
+    }
+
+    fn unpack(self, far: &[ImageAddr]) -> Edge {
+        let target = match self.tag {
+            TargetTag::Block => EdgeTarget::Block(BlockId(self.payload)),
+            TargetTag::Function => EdgeTarget::Function(FuncId(self.payload)),
+            TargetTag::Address => EdgeTarget::Address(far[self.payload as usize]),
+            TargetTag::None => EdgeTarget::None,
+        };
+        Edge { kind: self.kind, target }
+    }
 }
 
 /// Entry format of a jump table.
@@ -226,12 +268,104 @@ pub struct Padding {
     pub len: u32,
 }
 
+/// The blocks and edges of one function, in the vectors [`build_function`] made them in: the
+/// CFG is never copied into one flat array (at millions of blocks a second copy costs more
+/// fresh memory than anything else in the analysis).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Body {
+    /// Sorted by start address.
+    pub(crate) blocks: Vec<Block>,
+    /// Each block's `edges` is a range of this vector.
+    pub(crate) edges: Vec<PackedEdge>,
+    /// Targets of [`TargetTag::Address`] edges (usually none).
+    pub(crate) far: Vec<ImageAddr>,
+}
+
+/// Every block of an image, numbered globally ([`BlockId`]) in function order and, inside a
+/// function, in address order, but stored per function.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Blocks {
+    /// One per function, in [`FuncId`] order.
+    pub(crate) bodies: Vec<Body>,
+    /// The id of each function's first block, and the total at the end.
+    pub(crate) first: Vec<u32>,
+}
+
+impl Blocks {
+    pub(crate) fn new(bodies: Vec<Body>) -> Blocks {
+        let mut first = Vec::with_capacity(bodies.len() + 1);
+        let mut n = 0u32;
+        for b in &bodies {
+            first.push(n);
+            n += b.blocks.len() as u32;
+        }
+        first.push(n);
+        Blocks { bodies, first }
+    }
+
+    pub fn len(&self) -> usize {
+        self.first.last().copied().unwrap_or(0) as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// All blocks, in id order.
+    pub fn iter(&self) -> impl Iterator<Item = &Block> + '_ {
+        self.bodies.iter().flat_map(|b| b.blocks.iter())
+    }
+
+    /// The function's blocks, in address order.
+    pub fn of(&self, f: FuncId) -> &[Block] {
+        &self.bodies[f.0 as usize].blocks
+    }
+
+    pub fn of_mut(&mut self, f: FuncId) -> &mut [Block] {
+        &mut self.bodies[f.0 as usize].blocks
+    }
+
+    /// Function and index within it of a block id.
+    fn locate(&self, id: BlockId) -> (usize, usize) {
+        // The last function whose first block is at or before `id` holds it (a function with
+        // no blocks, were one kept, would share its start with the next and be passed over).
+        let f = self.first.partition_point(|s| *s <= id.0) - 1;
+        (f, (id.0 - self.first[f]) as usize)
+    }
+}
+
+impl std::ops::Index<BlockId> for Blocks {
+    type Output = Block;
+    fn index(&self, id: BlockId) -> &Block {
+        let (f, i) = self.locate(id);
+        &self.bodies[f].blocks[i]
+    }
+}
+
+impl std::ops::IndexMut<BlockId> for Blocks {
+    fn index_mut(&mut self, id: BlockId) -> &mut Block {
+        let (f, i) = self.locate(id);
+        &mut self.bodies[f].blocks[i]
+    }
+}
+
+impl<'a> IntoIterator for &'a Blocks {
+    type Item = &'a Block;
+    type IntoIter = std::iter::FlatMap<
+        std::slice::Iter<'a, Body>,
+        std::slice::Iter<'a, Block>,
+        fn(&'a Body) -> std::slice::Iter<'a, Block>,
+    >;
+    fn into_iter(self) -> Self::IntoIter {
+        self.bodies.iter().flat_map(|b| b.blocks.iter())
+    }
+}
+
 /// The whole CFG of one image.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Cfg {
     pub functions: Vec<Function>,
-    pub blocks: Vec<Block>,
-    pub edges: Vec<Edge>,
+    pub blocks: Blocks,
     pub jump_tables: Vec<JumpTable>,
     pub padding: Vec<Padding>,
 }
@@ -241,14 +375,21 @@ impl Cfg {
         &self.functions[id.0 as usize]
     }
     pub fn block(&self, id: BlockId) -> &Block {
-        &self.blocks[id.0 as usize]
+        &self.blocks[id]
     }
     pub fn blocks_of(&self, f: FuncId) -> &[Block] {
-        let r = &self.functions[f.0 as usize].blocks;
-        &self.blocks[r.start as usize..r.end as usize]
+        self.blocks.of(f)
     }
-    pub fn edges_of(&self, b: &Block) -> &[Edge] {
-        &self.edges[b.edges.start as usize..b.edges.end as usize]
+    /// The outgoing edges of `b`, a block of this CFG (its `func` tells where they are kept).
+    pub fn edges_of<'s>(&'s self, b: &Block) -> impl ExactSizeIterator<Item = Edge> + Clone + 's {
+        let body = &self.blocks.bodies[b.func.0 as usize];
+        body.edges[b.edges.start as usize..b.edges.end as usize]
+            .iter()
+            .map(move |e| e.unpack(&body.far))
+    }
+    /// Number of edges of all blocks.
+    pub fn edge_count(&self) -> usize {
+        self.blocks.bodies.iter().map(|b| b.edges.len()).sum()
     }
     /// The function whose entry is `addr`.
     pub fn function_at(&self, addr: ImageAddr) -> Option<FuncId> {
@@ -265,10 +406,10 @@ impl Cfg {
     }
     /// The block of function `f` that contains `addr`.
     pub fn block_containing(&self, f: FuncId, addr: ImageAddr) -> Option<BlockId> {
-        let r = self.functions[f.0 as usize].blocks.clone();
-        let blocks = &self.blocks[r.start as usize..r.end as usize];
+        let start = self.functions[f.0 as usize].blocks.start;
+        let blocks = self.blocks.of(f);
         let i = blocks.partition_point(|b| b.start <= addr);
         let b = blocks.get(i.checked_sub(1)?)?;
-        (addr < b.end()).then_some(BlockId(r.start + i as u32 - 1))
+        (addr < b.end()).then_some(BlockId(start + i as u32 - 1))
     }
 }

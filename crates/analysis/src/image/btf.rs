@@ -43,10 +43,10 @@ pub fn member_offset(btf: &[u8], name: &str, member: &str) -> Option<u32> {
             return None;
         }
         p += match kind {
-            1 | 14 | 17 => 4,              // INT, VAR, DECL_TAG
-            3 => 12,                       // ARRAY
-            4 | 5 | 15 | 19 => 12 * vlen,  // STRUCT, UNION, DATASEC, ENUM64
-            6 | 13 => 8 * vlen,            // ENUM, FUNC_PROTO
+            1 | 14 | 17 => 4,             // INT, VAR, DECL_TAG
+            3 => 12,                      // ARRAY
+            4 | 5 | 15 | 19 => 12 * vlen, // STRUCT, UNION, DATASEC, ENUM64
+            6 | 13 => 8 * vlen,           // ENUM, FUNC_PROTO
             _ => 0,
         };
     }

@@ -5,8 +5,8 @@ use kerf_arch::ImageAddr;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 
-mod elf;
 pub mod btf;
+mod elf;
 pub mod maps;
 mod symfile;
 mod unwind;
