@@ -365,3 +365,94 @@ impl Driver {
 fn errno(e: &io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A device that answers VERSION with given releases and ABI, and INFO with a small heap.
+    struct FakeDevice {
+        abi: u64,
+        built_for: &'static str,
+        running: &'static str,
+        data: Mutex<Vec<u64>>,
+    }
+
+    impl DriverSys for FakeDevice {
+        fn ioctl(&self, request: u64, arg: *mut u8) -> io::Result<()> {
+            match request {
+                uapi::IOC_VERSION => {
+                    let mut v = uapi::Version {
+                        abi: self.abi,
+                        reserved: 0,
+                        built_for: [0; uapi::RELEASE_LEN],
+                        running: [0; uapi::RELEASE_LEN],
+                    };
+                    v.built_for[..self.built_for.len()].copy_from_slice(self.built_for.as_bytes());
+                    v.running[..self.running.len()].copy_from_slice(self.running.as_bytes());
+                    // SAFETY: the caller passes a live `Version` for IOC_VERSION.
+                    unsafe { *(arg as *mut uapi::Version) = v };
+                    Ok(())
+                }
+                uapi::IOC_INFO => {
+                    let info = uapi::Info { data_heap_size: 4096, ..Default::default() };
+                    // SAFETY: the caller passes a live `Info` for IOC_INFO.
+                    unsafe { *(arg as *mut uapi::Info) = info };
+                    Ok(())
+                }
+                uapi::IOC_SPLICE => Err(io::Error::from_raw_os_error(libc::EPERM)),
+                _ => Err(io::Error::from_raw_os_error(libc::ENOTTY)),
+            }
+        }
+
+        fn map_data(&self, len: usize) -> io::Result<*mut u8> {
+            let mut d = self.data.lock().unwrap();
+            d.resize(len / 8, 0);
+            Ok(d.as_mut_ptr() as *mut u8)
+        }
+
+        unsafe fn unmap(&self, _: *mut u8, _: usize) {}
+
+        fn read_text(&self, _: &Path) -> io::Result<String> {
+            Ok(String::new())
+        }
+
+        fn read_bytes(&self, _: &Path) -> io::Result<Vec<u8>> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn open(abi: u64, built_for: &'static str, running: &'static str) -> Result<Driver, KernelError> {
+        Driver::with_sys(Arc::new(FakeDevice { abi, built_for, running, data: Mutex::new(Vec::new()) }))
+    }
+
+    #[test]
+    fn a_module_built_for_another_kernel_is_named() {
+        let e = open(uapi::ABI_VERSION, "6.1.0-55-amd64", "6.1.0-56-amd64").err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            "kerf.ko was built for kernel 6.1.0-55-amd64 but 6.1.0-56-amd64 is running: rebuild \
+             it against this kernel's headers"
+        );
+        let e = open(uapi::ABI_VERSION + 1, "x", "x").err().unwrap();
+        assert!(e.to_string().contains("driver ABI 2"), "{e}");
+    }
+
+    #[test]
+    fn a_refused_splice_says_why() {
+        let d = open(uapi::ABI_VERSION, "6.1", "6.1").unwrap();
+        assert_eq!(d.info.data_heap_size, 4096);
+        let e = d.splice(KernelAddr(0xffff_ffff_8100_0000), &[0x90], &[0xcc], true).unwrap_err();
+        assert_eq!(e.errno(), Some(libc::EPERM));
+        assert!(e.to_string().contains("the kernel forbids probing here"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_device_is_a_clear_error() {
+        assert_eq!(
+            KernelError::NotLoaded.to_string(),
+            "kerf's driver is not loaded (/dev/kerf is missing): insmod kerf.ko (see driver/)"
+        );
+    }
+}
