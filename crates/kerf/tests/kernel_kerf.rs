@@ -64,6 +64,7 @@ fn kerf_on_the_live_stock_kernel() {
     for want in [
         "no_driver",
         "insmod",
+        "no_probe_list",
         "analyze",
         "counts_equal_kprobes",
         "text_restored",
@@ -95,13 +96,13 @@ fn kerf_on_the_live_stock_kernel() {
     // events in the guest (exact equality).
     let c = json_line(&stdout, "count");
     let points = c["points"].as_array().expect("points");
-    assert!(points.len() >= 1000, "{} points", points.len());
+    assert!(points.len() >= 2000, "{} points", points.len());
     let kinds: HashMap<&str, usize> = points.iter().fold(HashMap::new(), |mut m, p| {
         *m.entry(p["kind"].as_str().unwrap_or("?")).or_default() += 1;
         m
     });
     eprintln!("kernel probes by kind: {kinds:?}, refused: {}", c["refused"]);
-    assert!(kinds.get("jump5").copied().unwrap_or(0) > 900, "{kinds:?}");
+    assert!(kinds.get("jump5").copied().unwrap_or(0) > 1800, "{kinds:?}");
 
     // The openat path: 200 opens with O_TRUNC of 10 files, so 190 truncations; nested
     // functions take no more time than the ones they are called from; no task left inside.
@@ -118,8 +119,25 @@ fn kerf_on_the_live_stock_kernel() {
     assert!(total("do_sys_openat2") >= total("do_filp_open"), "{t}");
     assert!(total("do_filp_open") >= total("path_openat"), "{t}");
     assert!(total("do_truncate") >= total("notify_change"), "{t}");
+    // Drill-down (--callees): each caller's time splits into its calls, per callee.
+    let callee = |caller: &str, callee: &str| f[&format!("{caller} > {callee}")];
+    // Every open goes through do_filp_open (a few more than the workload's 200: the shell's
+    // own opens while kerf was starting).
+    let opens = f["do_sys_openat2"]["calls"].as_u64().unwrap();
+    assert_eq!(callee("do_sys_openat2", "do_filp_open")["calls"].as_u64(), Some(opens), "{t}");
+    assert!(
+        callee("do_sys_openat2", "do_filp_open")["total_ns"].as_u64().unwrap()
+            <= total("do_sys_openat2"),
+        "{t}"
+    );
+    assert_eq!(callee("do_truncate", "notify_change")["calls"].as_u64(), Some(190), "{t}");
     for (name, v) in &f {
+        // No task is left "inside" (timer starts go live after every stop).
         assert_eq!(v["threads_inside"].as_u64(), Some(0), "{name}: {t}");
-        assert_eq!(v["unmatched_exits"].as_u64(), Some(0), "{name}: {t}");
+        // A function's own exits see every entry; a callee's return address may also be
+        // reached by paths that skip the call (counted as unmatched), so only functions.
+        if v["caller"].is_null() {
+            assert_eq!(v["unmatched_exits"].as_u64(), Some(0), "{name}: {t}");
+        }
     }
 }

@@ -317,6 +317,13 @@ impl<'k> KernelInstrumentation<'k> {
                 }
             }
         }
+        if inst.sites.is_empty() {
+            // The driver refused every point: that is the error.
+            if let Some((label, addr, detail)) = inst.refused.first().cloned() {
+                inst.removed = true;
+                return Err(InstrumentError::Point { label, addr, detail });
+            }
+        }
         // 3. Quiesce: every CPU that was inside displaced bytes has left them.
         d.quiesce()?;
         // 4. The jumps: jump5 over the int3; jump2 after its springboard (padding: one
