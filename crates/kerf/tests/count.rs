@@ -96,8 +96,8 @@ fn exact_counts(opt: &str, extra: &[&str], want_kind: &str, tag: &str) {
     let n = counts(&v);
     assert_eq!(n["branchy"].0, THREADS * ITERS, "{v}");
     assert_eq!(n["switchy"].0, THREADS * ITERS, "{v}");
-    // leaf runs for every i with i % 4 != 0.
-    assert_eq!(n["leaf"].0, THREADS * ITERS * 3 / 4, "{v}");
+    // leaf runs from branchy for every i with i % 4 != 0, and from near_start for every i.
+    assert_eq!(n["leaf"].0, THREADS * ITERS * 3 / 4 + THREADS * ITERS, "{v}");
     assert!(n["spin_point"].0 > 0, "spinning threads went through the splice: {v}");
     // Every call leaves through exactly one of branchy's exits.
     let exits: Vec<&String> = n.keys().filter(|k| k.starts_with("branchy+")).collect();
@@ -264,4 +264,42 @@ fn launch_mode_counts_in_the_command_it_starts() {
     // The command is held at its entry point until the probes are in: main's one call counts.
     assert_eq!(n["main"].0, 1, "{v}");
     assert!(v["stopped"].as_str().unwrap().contains("exited"), "{v}");
+}
+
+/// Springboards in run-once start-up code: `near_start` sits in .text.startup, which GNU ld
+/// places right before `_start`, with less padding around it than it has blocks; forced to
+/// jump2, some of its blocks must use `_start`'s bytes. The program is past `_start` (its call
+/// into `__libc_start_main` is on the main thread's stack), so those bytes are free.
+#[test]
+fn springboards_in_start_up_code_once_the_program_is_past_it() {
+    let bin = build("-O2", "startup");
+    let (c0, _, out0) = start(&bin, true);
+    let expected = rest(out0);
+    let mut c0 = c0;
+    assert!(c0.wait().unwrap().success());
+    let (mut c, pid, out) = start(&bin, false);
+    let _reaper = Reaper(pid);
+    let k = kerf_count(pid, &["near_start@blocks", "--force-kind", "jump2"]);
+    assert!(Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap().success());
+    let got = rest(out);
+    assert!(c.wait().unwrap().success());
+    let ko = k.wait_with_output().unwrap();
+    assert!(ko.status.success(), "{}", String::from_utf8_lossy(&ko.stderr));
+    assert_eq!(got, expected, "instrumented output differs");
+    let v: Value = serde_json::from_slice(&ko.stdout).unwrap();
+    let points = v["points"].as_array().unwrap();
+    assert!(
+        points.iter().any(|p| p["springboard"]["in"] == "startup code"),
+        "no springboard in _start: {v}"
+    );
+    // The entry runs for every call; every block that took a springboard in _start runs.
+    let count = |p: &Value| p["count"].as_u64().unwrap();
+    let entry = points.iter().find(|p| p["point"] == "near_start+0x0").expect("entry block");
+    assert_eq!(count(entry), THREADS * ITERS, "{v}");
+    for p in points {
+        assert!(count(p) <= THREADS * ITERS, "{v}");
+        if p["springboard"]["in"] == "startup code" {
+            assert!(count(p) > 0, "{}: {v}", p["point"]);
+        }
+    }
 }
