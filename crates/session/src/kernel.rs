@@ -328,6 +328,15 @@ impl<'k> KernelInstrumentation<'k> {
         d.quiesce()?;
         // 4. The jumps: jump5 over the int3; jump2 after its springboard (padding: one
         //    "instruction" no one runs).
+        //
+        //    Springboard space in the kernel is only the int3/nop padding between functions
+        //    that analysis recorded (cfg.padding): bytes after a function's last return or
+        //    jump and before the next symbol, which no branch, table or fall-through reaches.
+        //    The 6.1 kernel puts nothing of its own there (no call-depth or FineIBT prefixes,
+        //    which came later and would live in the 16 bytes before a function), and the
+        //    driver refuses a springboard over bytes any patching mechanism owns. A
+        //    springboard is written before the jmp rel8 that uses it and removed only after
+        //    that jmp is gone and a quiescence has passed.
         for (k, sp, patch, original) in live {
             let addr = sp.plan.displaced.point;
             let len = sp.plan.displaced.len;
