@@ -76,6 +76,8 @@ fn image_of(
     image.add_symbol_file(symbols).map_err(|e| format!("{name}: symbols: {e}"))?;
     let text_bytes = image.text_bytes();
     let segments = image.segments.clone();
+    // Loading is the symbol file; the phases of the analysis are timed by the analysis.
+    let load_seconds = t0.elapsed().as_secs_f64();
     let analysis = analyze(&image, progress);
     drop(image);
     Ok(AnalyzedImage {
@@ -84,7 +86,7 @@ fn image_of(
         bias: Some(0),
         analysis,
         cached: false,
-        load_seconds: t0.elapsed().as_secs_f64(),
+        load_seconds,
         text_bytes,
         cache_warning: None,
         segments,
