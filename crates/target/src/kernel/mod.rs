@@ -423,8 +423,17 @@ mod tests {
         }
     }
 
-    fn open(abi: u64, built_for: &'static str, running: &'static str) -> Result<Driver, KernelError> {
-        Driver::with_sys(Arc::new(FakeDevice { abi, built_for, running, data: Mutex::new(Vec::new()) }))
+    fn open(
+        abi: u64,
+        built_for: &'static str,
+        running: &'static str,
+    ) -> Result<Driver, KernelError> {
+        Driver::with_sys(Arc::new(FakeDevice {
+            abi,
+            built_for,
+            running,
+            data: Mutex::new(Vec::new()),
+        }))
     }
 
     #[test]
