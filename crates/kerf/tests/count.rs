@@ -37,6 +37,14 @@ fn start(bin: &Path, auto: bool) -> (Child, i32, BufReader<std::process::ChildSt
     (c, pid, out)
 }
 
+/// The output of an uninstrumented run (started at once, no "go" needed).
+fn reference_output(bin: &Path) -> String {
+    let (mut c, _, out) = start(bin, true);
+    let text = rest(out);
+    assert!(c.wait().unwrap().success());
+    text
+}
+
 fn rest(mut out: BufReader<std::process::ChildStdout>) -> String {
     let mut s = String::new();
     out.read_to_string(&mut s).unwrap();
@@ -68,10 +76,7 @@ fn counts(v: &Value) -> std::collections::HashMap<String, (u64, String)> {
 
 fn exact_counts(opt: &str, extra: &[&str], want_kind: &str, tag: &str) {
     let bin = build(opt, tag);
-    let (c0, _, out0) = start(&bin, true);
-    let expected = rest(out0);
-    let mut c0 = c0;
-    assert!(c0.wait().unwrap().success());
+    let expected = reference_output(&bin);
 
     let (mut c, pid, out) = start(&bin, false);
     let _reaper = Reaper(pid);
@@ -273,10 +278,7 @@ fn launch_mode_counts_in_the_command_it_starts() {
 #[test]
 fn springboards_in_start_up_code_once_the_program_is_past_it() {
     let bin = build("-O2", "startup");
-    let (c0, _, out0) = start(&bin, true);
-    let expected = rest(out0);
-    let mut c0 = c0;
-    assert!(c0.wait().unwrap().success());
+    let expected = reference_output(&bin);
     let (mut c, pid, out) = start(&bin, false);
     let _reaper = Reaper(pid);
     let k = kerf_count(pid, &["near_start@blocks", "--force-kind", "jump2"]);
