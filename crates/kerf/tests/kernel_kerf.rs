@@ -78,6 +78,7 @@ fn kerf_on_the_live_stock_kernel() {
         "insmod",
         "no_probe_list",
         "analyze",
+        "workload_output",
         "counts_equal_kprobes",
         "text_restored",
         "time",
