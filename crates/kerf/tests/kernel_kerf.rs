@@ -137,9 +137,14 @@ fn kerf_on_the_live_stock_kernel() {
     // Drill-down (--callees): each caller's time splits into its calls, per callee.
     let callee = |caller: &str, callee: &str| f[&format!("{caller} > {callee}")];
     // Every open goes through do_filp_open (a few more than the workload's 200: the shell's
-    // own opens while kerf was starting).
+    // own opens while kerf was starting). The starts of both timers go live one after the
+    // other, so an open or two that entered do_sys_openat2 in between has its call of
+    // do_filp_open uncounted (it shows as an unmatched exit instead).
     let opens = f["do_sys_openat2"]["calls"].as_u64().unwrap();
-    assert_eq!(callee("do_sys_openat2", "do_filp_open")["calls"].as_u64(), Some(opens), "{t}");
+    let via = callee("do_sys_openat2", "do_filp_open");
+    let calls = via["calls"].as_u64().unwrap();
+    assert!(calls <= opens && calls + 2 >= opens, "{calls} of {opens}: {t}");
+    assert_eq!(calls + via["unmatched_exits"].as_u64().unwrap(), opens, "{t}");
     assert!(
         callee("do_sys_openat2", "do_filp_open")["total_ns"].as_u64().unwrap()
             <= total("do_sys_openat2"),
