@@ -137,14 +137,12 @@ fn kerf_on_the_live_stock_kernel() {
     // Drill-down (--callees): each caller's time splits into its calls, per callee.
     let callee = |caller: &str, callee: &str| f[&format!("{caller} > {callee}")];
     // Every open goes through do_filp_open (a few more than the workload's 200: the shell's
-    // own opens while kerf was starting). The starts of both timers go live one after the
-    // other, so an open or two that entered do_sys_openat2 in between has its call of
-    // do_filp_open uncounted (it shows as an unmatched exit instead).
+    // own opens while kerf was starting). The kernel's sites go live one after the other
+    // (starts after stops), so a call or two in flight at that moment is counted by one timer
+    // and not the other, or shows as an unmatched exit.
     let opens = f["do_sys_openat2"]["calls"].as_u64().unwrap();
-    let via = callee("do_sys_openat2", "do_filp_open");
-    let calls = via["calls"].as_u64().unwrap();
-    assert!(calls <= opens && calls + 2 >= opens, "{calls} of {opens}: {t}");
-    assert_eq!(calls + via["unmatched_exits"].as_u64().unwrap(), opens, "{t}");
+    let calls = callee("do_sys_openat2", "do_filp_open")["calls"].as_u64().unwrap();
+    assert!(calls.abs_diff(opens) <= 2, "{calls} of {opens}: {t}");
     assert!(
         callee("do_sys_openat2", "do_filp_open")["total_ns"].as_u64().unwrap()
             <= total("do_sys_openat2"),
@@ -154,10 +152,11 @@ fn kerf_on_the_live_stock_kernel() {
     for (name, v) in &f {
         // No task is left "inside" (timer starts go live after every stop).
         assert_eq!(v["threads_inside"].as_u64(), Some(0), "{name}: {t}");
-        // A function's own exits see every entry; a callee's return address may also be
-        // reached by paths that skip the call (counted as unmatched), so only functions.
+        // A function's own exits see every entry but those in flight while the sites went
+        // live; a callee's return address may also be reached by paths that skip the call
+        // (counted as unmatched), so only functions.
         if v["caller"].is_null() {
-            assert_eq!(v["unmatched_exits"].as_u64(), Some(0), "{name}: {t}");
+            assert!(v["unmatched_exits"].as_u64().unwrap() <= 2, "{name}: {t}");
         }
     }
 }
