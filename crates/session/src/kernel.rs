@@ -345,20 +345,29 @@ impl<'k> KernelInstrumentation<'k> {
             // What is there now: kerf's int3, then the original bytes.
             let mut now = original.clone();
             now[0] = INT3;
-            let r = match (sp.plan.kind, sp.plan.springboard) {
+            // The jump bytes; `None` when the patch (or springboard) is out of reach, which
+            // the driver's heap placement rules out, and which would leave the site a trap.
+            let unreachable = || "the patch is out of a jump's reach".to_string();
+            let r: Result<Vec<u8>, String> = match (sp.plan.kind, sp.plan.springboard) {
                 (SpliceKind::Jump5, _) => {
-                    let j = jump5_bytes(addr, patch, len).expect("patch heap within reach");
-                    d.splice(KernelAddr(addr), &now[..5], &j[..5], false).map(|()| j[..5].to_vec())
+                    jump5_bytes(addr, patch, len).ok_or_else(unreachable).and_then(|j| {
+                        d.splice(KernelAddr(addr), &now[..5], &j[..5], false)
+                            .map(|()| j[..5].to_vec())
+                            .map_err(|e| e.to_string())
+                    })
                 }
                 (SpliceKind::Jump2, Some((sb, _))) => {
                     let mut pad = vec![0u8; SPRINGBOARD_LEN as usize];
                     d.read(KernelAddr(sb), &mut pad)?;
-                    let jmp = jump5_bytes(sb, patch, SPRINGBOARD_LEN as usize)
-                        .expect("patch heap within reach of the springboard");
-                    let j2 = jump2_bytes(addr, sb, len).expect("springboard within reach");
-                    d.splice(KernelAddr(sb), &pad, &jmp[..5], true)
-                        .and_then(|()| d.splice(KernelAddr(addr), &now[..2], &j2[..2], false))
-                        .map(|()| j2[..2].to_vec())
+                    let jumps = jump5_bytes(sb, patch, SPRINGBOARD_LEN as usize)
+                        .zip(jump2_bytes(addr, sb, len))
+                        .ok_or_else(unreachable);
+                    jumps.and_then(|(jmp, j2)| {
+                        d.splice(KernelAddr(sb), &pad, &jmp[..5], true)
+                            .and_then(|()| d.splice(KernelAddr(addr), &now[..2], &j2[..2], false))
+                            .map(|()| j2[..2].to_vec())
+                            .map_err(|e| e.to_string())
+                    })
                 }
                 _ => Ok(vec![INT3]),
             };
@@ -367,7 +376,7 @@ impl<'k> KernelInstrumentation<'k> {
                 // The int3 stays: the site still works, as a trap.
                 Err(e) => {
                     inst.sites[k].kind = SpliceKind::Trap;
-                    inst.sites[k].reason = Some(format!("the driver refused the jump: {e}"));
+                    inst.sites[k].reason = Some(format!("no jump here: {e}"));
                 }
             }
         }
