@@ -36,7 +36,7 @@ pub struct LiveArgs {
     /// Instrument the running kernel (needs kerf's driver, kerf.ko).
     #[arg(long, conflicts_with_all = ["tid", "command"])]
     pub kernel: bool,
-    /// Command to launch and instrument: `kerf count SPEC... -- CMD ARGS`.
+    /// Command to launch (held at its entry point until the probes are in): `-- CMD ARGS`.
     #[arg(last = true)]
     pub command: Vec<String>,
 }

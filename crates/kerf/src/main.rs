@@ -27,11 +27,11 @@ struct Cli {
 enum Command {
     /// Structural analysis: functions, basic blocks, jump tables, liveness, call graph.
     Analyze(analyze::Args),
-    /// Count how often points of a live process run (spliced counters).
+    /// Count how often points of a live process or the kernel run (spliced counters).
     Count(count::Args),
-    /// Time functions of a live process: calls, time per call, concurrency (spliced timers).
+    /// Time functions of a live process or the kernel: calls, time per call, concurrency.
     Time(time::Args),
-    /// Launch a bundled multi-threaded workload and show live counts spliced into it.
+    /// Launch a bundled multi-threaded workload and show live calls and times spliced into it.
     Demo(demo::Args),
     /// The demo's workload (internal).
     #[command(name = "__workload", hide = true)]
