@@ -7,7 +7,7 @@ use crate::live::{
     site_json, spliced_line, Installed, LiveArgs, Target,
 };
 use kerf_session::instrument::{Action, Instrumentation, Options, Probe};
-use kerf_session::kernel::{Kernel, KernelInstrumentation, KernelOptions};
+use kerf_session::kernel::{Kernel, KernelInstrumentation};
 use kerf_session::spec;
 use serde_json::{json, Value};
 use std::time::Instant;
@@ -76,8 +76,7 @@ fn count_kernel(live: &LiveArgs, specs: &[spec::Spec]) -> Result<(), String> {
     let kernel = Kernel::open(true, &kerf_analysis::Quiet)?;
     let probes = counters(resolve(&kernel.images, specs)?);
     catch_signals();
-    let opts =
-        KernelOptions { force_kind: live.force_kind(), only_pid: live.pid.map(|p| p as u32) };
+    let opts = live.kernel_options();
     let inst =
         KernelInstrumentation::install(&kernel, &probes, 0, opts).map_err(|e| e.to_string())?;
     eprintln!("{}", kernel_spliced_line(&inst));

@@ -42,6 +42,14 @@ pub struct LiveArgs {
 }
 
 impl LiveArgs {
+    /// The options of a kernel instrumentation: with --kernel, `-p` names the task.
+    pub fn kernel_options(&self) -> kerf_session::kernel::KernelOptions {
+        kerf_session::kernel::KernelOptions {
+            force_kind: self.force_kind(),
+            only_pid: self.pid.map(|p| p as u32),
+        }
+    }
+
     pub fn force_kind(&self) -> Option<SpliceKind> {
         match self.force_kind.as_deref() {
             Some("trap") => Some(SpliceKind::Trap),

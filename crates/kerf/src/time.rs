@@ -9,7 +9,7 @@ use crate::live::{
     site_json, spliced_line, Installed, LiveArgs, Target,
 };
 use kerf_session::instrument::{tsc, Action, Instrumentation, Options, Probe};
-use kerf_session::kernel::{Kernel, KernelInstrumentation, KernelOptions};
+use kerf_session::kernel::{Kernel, KernelInstrumentation};
 use kerf_session::spec::{self, Point, Spec, SpecWhat};
 use kerf_session::AnalyzedImage;
 use serde_json::json;
@@ -115,8 +115,7 @@ fn time_kernel(live: &LiveArgs, specs: &[Spec], callees: bool) -> Result<(), Str
         callee_probes(&kernel.images, &mut probes, &mut timed);
     }
     catch_signals();
-    let opts =
-        KernelOptions { force_kind: live.force_kind(), only_pid: live.pid.map(|p| p as u32) };
+    let opts = live.kernel_options();
     let inst = KernelInstrumentation::install(&kernel, &probes, timed.len(), opts)
         .map_err(|e| e.to_string())?;
     eprintln!("{}", kernel_spliced_line(&inst));

@@ -256,7 +256,8 @@ impl Instrumentation {
             }
             return Err(e);
         }
-        let todo = stops_first(&inst.sites, probes);
+        // In plan order: timer stops go live before timer starts (see plan::plan_sites).
+        let todo = (0..inst.sites.len()).collect();
         inst.splice_all(todo)?;
         inst.installed_at = (tsc(), std::time::Instant::now());
         Ok(inst)
@@ -754,18 +755,6 @@ impl Instrumentation {
             let _ = tr.free(h.data.remote(), h.data.len() as u64);
         }
     }
-}
-
-/// Site indices in the order their splices go live: every site without a timer start first.
-/// A thread that enters a timed function while its exits are not yet live would never be
-/// seen leaving and would stay "inside" for good; with the starts last, a thread that entered
-/// before them is at worst an unmatched exit, which is counted as such.
-pub(crate) fn stops_first(sites: &[Site], probes: &[Probe]) -> Vec<usize> {
-    let starts =
-        |s: &Site| s.probes.iter().any(|&i| matches!(probes[i].action, Action::TimerStart(_)));
-    let mut order: Vec<usize> = (0..sites.len()).collect();
-    order.sort_by_key(|&k| starts(&sites[k]));
-    order
 }
 
 impl Drop for Instrumentation {

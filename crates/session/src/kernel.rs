@@ -270,12 +270,8 @@ impl<'k> KernelInstrumentation<'k> {
         // 1. Code patches, each at its own place in the patch heap (unreachable so far).
         let mut used = 0u64;
         let mut staged = Vec::new();
-        // Stops before starts (see instrument::stops_first): the int3s go live in this order.
-        let mut order: Vec<&SitePlan> = plan.sites.iter().collect();
-        order.sort_by_key(|sp| {
-            sp.members.iter().any(|&i| matches!(probes[i].action, Action::TimerStart(_)))
-        });
-        for sp in order {
+        // In plan order: timer stops go live before timer starts (see plan::plan_sites).
+        for sp in &plan.sites {
             let room: u64 = sp
                 .members
                 .iter()

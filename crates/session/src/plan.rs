@@ -3,7 +3,7 @@
 //! each site can take (jump5, else jump2 to a springboard, else trap) with the reason a
 //! stronger one was refused. Both targets use it: a process and the kernel.
 
-use crate::instrument::{InstrumentError, Probe};
+use crate::instrument::{Action, InstrumentError, Probe};
 use crate::load::AnalyzedImage;
 use crate::spec::Point;
 use kerf_analysis::cfg::{Cfg, FuncId, Terminator};
@@ -54,7 +54,8 @@ pub struct Refused {
 }
 
 /// Plan every probe: exact points first, each address once; exits after, moved to an earlier
-/// instruction of their block where a jump fits, or merged into a site already there.
+/// instruction of their block where a jump fits, or merged into a site already there. The
+/// sites come back in the order their splices must go live.
 /// `startup` is run-once code of module 0 usable for springboards.
 pub fn plan_sites(
     modules: &[AnalyzedImage],
@@ -145,6 +146,14 @@ pub fn plan_sites(
             return Err(InstrumentError::Point { label, addr, detail });
         }
     }
+    // Sites go live in this order, every site without a timer start first. A thread that
+    // enters a timed function while its exits are not yet live would never be seen leaving
+    // and would stay "inside" for good; with the starts last, a thread that entered before
+    // them is at worst an unmatched exit, which is counted as such. (Sorting is stable.)
+    let mut sites = sites;
+    sites.sort_by_key(|sp| {
+        sp.members.iter().any(|&i| matches!(probes[i].action, Action::TimerStart(_)))
+    });
     Ok(Sites { sites, springboards: pl.springboards, refused })
 }
 
