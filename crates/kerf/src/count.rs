@@ -3,8 +3,8 @@
 //! or SIGTERM.
 
 use crate::live::{
-    catch_signals, kernel_refused, kernel_spliced_line, process_refused, resolve, sample_loop,
-    site_json, spliced_line, Installed, LiveArgs, Target,
+    catch_signals, kernel_refused, kernel_spliced_line, process_refused, removal_outcome, resolve,
+    sample_loop, site_json, spliced_line, Installed, LiveArgs, Target,
 };
 use kerf_session::instrument::{Action, Instrumentation, Options, Probe};
 use kerf_session::kernel::{Kernel, KernelInstrumentation};
@@ -63,7 +63,7 @@ pub fn run(args: Args) -> Result<(), String> {
                "splice_seconds": splice_time.as_secs_f64(),
                "seconds": target.started.elapsed().as_secs_f64()}),
     );
-    removal.map_err(|e| format!("restoring process {}: {e}", target.pid))
+    removal_outcome(removal, target.pid)
 }
 
 fn counters(points: Vec<spec::Point>) -> Vec<Probe> {

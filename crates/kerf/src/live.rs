@@ -4,7 +4,7 @@
 
 use kerf_codegen::timer::TimerSample;
 use kerf_patch::SpliceKind;
-use kerf_session::instrument::{Instrumentation, Site};
+use kerf_session::instrument::{InstrumentError, Instrumentation, Removed, Site};
 use kerf_session::kernel::KernelInstrumentation;
 use kerf_session::spec::{self, Point, Spec};
 use kerf_session::{analyze_process, AnalyzedImage, LoadOptions};
@@ -284,6 +284,21 @@ pub fn process_refused(inst: &Instrumentation) -> serde_json::Value {
 /// [`refused_json`] of a kernel instrumentation.
 pub fn kernel_refused(inst: &KernelInstrumentation<'_>) -> serde_json::Value {
     refused_json(inst.refused.iter().map(|(l, a, r)| (l.as_str(), *a, r.as_str())))
+}
+
+/// The outcome of removing a process's probes, as the CLI reports it: an error, or a
+/// warning on stderr for kerf's code left mapped in the target (every splice is gone).
+pub fn removal_outcome(removal: Result<Removed, InstrumentError>, pid: i32) -> Result<(), String> {
+    let r = removal.map_err(|e| format!("restoring process {pid}: {e}"))?;
+    if !r.kept.is_empty() {
+        let bytes: u64 = r.kept.iter().map(|k| k.1).sum();
+        eprintln!(
+            "kerf: every splice is removed, but {} KiB of kerf's code and data stay mapped in process {pid}: a stack may still return into them ({})",
+            bytes / 1024,
+            r.why.as_deref().unwrap_or("unknown")
+        );
+    }
+    Ok(())
 }
 
 /// The line printed once every probe is in.

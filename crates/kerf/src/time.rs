@@ -5,8 +5,8 @@
 //! from a slow function into the callees its time goes to).
 
 use crate::live::{
-    catch_signals, kernel_refused, kernel_spliced_line, process_refused, resolve, sample_loop,
-    site_json, spliced_line, Installed, LiveArgs, Target,
+    catch_signals, kernel_refused, kernel_spliced_line, process_refused, removal_outcome, resolve,
+    sample_loop, site_json, spliced_line, Installed, LiveArgs, Target,
 };
 use kerf_session::instrument::{tsc, Action, Instrumentation, Options, Probe};
 use kerf_session::kernel::{Kernel, KernelInstrumentation};
@@ -103,7 +103,7 @@ pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), 
            "seconds": target.started.elapsed().as_secs_f64()});
     merge(&mut v, extra);
     report(live.json, &why, &v);
-    removal.map_err(|e| format!("restoring process {}: {e}", target.pid))
+    removal_outcome(removal, target.pid)
 }
 
 /// `kerf time --kernel`: the same through kerf's driver.

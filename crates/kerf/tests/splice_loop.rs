@@ -83,6 +83,8 @@ fn thousand_attach_splice_detach_cycles() {
     let mut longest = std::time::Duration::ZERO;
     let mut total = 0u64;
     let mut timer_calls = 0u64;
+    // Heaps a removal left mapped because some stack still pointed into them.
+    let mut kept: Vec<(u64, u64)> = Vec::new();
     for cycle in 0..1000 {
         // The default choice (jump5, jump2 or trap per point), then every point forced to a trap.
         let kind = if cycle % 2 == 0 { None } else { Some(kerf_patch::SpliceKind::Trap) };
@@ -101,20 +103,33 @@ fn thousand_attach_splice_detach_cycles() {
         total += (0..points.len()).map(|i| inst.count(i)).sum::<u64>();
         timer_calls += inst.timer(0, kerf_session::instrument::tsc()).calls;
         longest = longest.max(inst.longest_pause);
-        inst.remove().unwrap_or_else(|e| panic!("cycle {cycle}: remove: {e}"));
+        let removed = inst.remove().unwrap_or_else(|e| panic!("cycle {cycle}: remove: {e}"));
+        if !removed.kept.is_empty() {
+            eprintln!("cycle {cycle}: heaps kept: {:x?} ({:?})", removed.kept, removed.why);
+            kept.extend(removed.kept);
+        }
         assert_eq!(snapshot(), before, "cycle {cycle}: bytes not restored");
         assert!(child.try_wait().unwrap().is_none(), "cycle {cycle}: the target died");
     }
     eprintln!(
-        "1000 cycles, {} points, {total} hits counted, longest pause {longest:?}",
-        points.len()
+        "1000 cycles, {} points, {total} hits counted, longest pause {longest:?}, {} heaps kept",
+        points.len(),
+        kept.len()
     );
+    // Leaving a heap mapped is the safe answer to a stack value kerf cannot explain; the
+    // dispatcher's own dead frames are explained, so here it should (almost) never happen.
+    assert!(kept.len() <= 4, "{} heaps kept: {kept:x?}", kept.len());
     assert!(total > 0 && timer_calls > 0, "{total} counts, {timer_calls} timed calls");
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    assert!(
-        !maps.contains("memfd:kerf") && !maps.contains("rwxp"),
-        "mappings left behind:\n{maps}"
-    );
+    let left: Vec<&str> = maps
+        .lines()
+        .filter(|l| l.contains("memfd:kerf") || l.contains("rwxp"))
+        .filter(|l| {
+            let start = u64::from_str_radix(l.split('-').next().unwrap(), 16).unwrap();
+            !kept.iter().any(|k| k.0 == start)
+        })
+        .collect();
+    assert!(left.is_empty(), "mappings left behind:\n{maps}");
     child.kill().unwrap();
     child.wait().unwrap();
 }

@@ -57,6 +57,13 @@ pub enum InstrumentError {
         addr: u64,
         detail: String,
     },
+    /// kerf's code could not be freed: some thread kept pointing into it.
+    StillInside {
+        pid: i32,
+        tries: usize,
+        /// What kept it, the last time it was checked.
+        last: String,
+    },
     /// Bytes in the target that are not what kerf wrote or expected.
     Mismatch {
         addr: u64,
@@ -73,6 +80,11 @@ impl fmt::Display for InstrumentError {
                 write!(f, "cannot instrument {label} at {addr:#x}: {detail}")
             }
             InstrumentError::Mismatch { addr, detail } => write!(f, "bytes at {addr:#x}: {detail}"),
+            InstrumentError::StillInside { pid, tries, last } => write!(
+                f,
+                "process {pid}: a thread stayed inside kerf's code through {tries} checks \
+                 (last: {last})"
+            ),
         }
     }
 }
@@ -189,6 +201,9 @@ pub struct Instrumentation {
     timers: Vec<(usize, usize)>,
     /// Trap dispatcher: its code heap module, the sigaction it replaced (kernel layout).
     trap: Option<(usize, [u64; 4])>,
+    /// What the dispatcher's signal frames hold, to tell its dead frames on a stack from
+    /// live references into kerf's code.
+    dispatcher_frames: Option<DispatcherFrames>,
     /// Padding taken by springboards, `[start, end)` in the target.
     springboards: Vec<(u64, u64)>,
     /// Run-once start-up code of the main executable the program is past, `[start, end)`.
@@ -237,6 +252,7 @@ impl Instrumentation {
             refused: Vec::new(),
             timers: vec![(usize::MAX, 0); timers],
             trap: None,
+            dispatcher_frames: None,
             springboards: Vec::new(),
             startup: Vec::new(),
             longest_pause: Duration::ZERO,
@@ -450,7 +466,13 @@ impl Instrumentation {
             let data_len = THREAD_TABLE_LEN as usize
                 + timers_in[m] * TIMER_LEN as usize
                 + counters[m] * DATA_SLOT;
-            let code = tr.alloc_near(near, code_len, PROT_RWX)?;
+            // Anywhere in reach of the module's code; preferably at a fresh spot a few pages to
+            // a few MB past its end, so that a process instrumented again does not get its
+            // heap where the last one was: stale words on its stacks that pointed into the old
+            // heap would then look like live references to the new one.
+            let end = modules[m].segments.iter().map(|s| s.vaddr.0 + s.memsz).max().unwrap_or(0);
+            let preferred = (end + bias).next_multiple_of(4096) + 4096 * spread_pages();
+            let code = tr.alloc_near_preferring(near, preferred, code_len, PROT_RWX)?;
             let data = tr.share_near(code, (data_len as u64).next_multiple_of(4096))?;
             self.heaps[m] = Some(Heaps { code, code_len, used: 0, data });
         }
@@ -586,6 +608,10 @@ impl Instrumentation {
             .map(|s| (s.addr, s.patch))
             .collect();
         entries.sort_unstable();
+        let mut resumes: Vec<u64> = entries.iter().map(|e| e.1).collect();
+        resumes.sort_unstable();
+        self.dispatcher_frames =
+            Some(DispatcherFrames { restorer: code_at + restorer as u64, resumes });
         let mut table = Vec::with_capacity(trap::data_len(entries.len()) as usize);
         table.extend_from_slice(&0u64.to_le_bytes()); // old handler, filled below
         table.extend_from_slice(&(entries.len() as u64).to_le_bytes());
@@ -625,13 +651,13 @@ impl Instrumentation {
         let mut tries = 0;
         while !todo.is_empty() && tries < MAX_TRIES {
             let tr = Tracee::stop_all(self.pid)?;
-            let busy = busy_ranges(&tr)?;
+            let busy = busy_ranges(&tr, None)?;
             let mut later = Vec::new();
             let batch: Vec<usize> = todo.drain(..todo.len().min(BATCH)).collect();
             for i in batch {
                 let p = self.sites[i].clone();
                 let (lo, hi) = (p.addr + 1, p.addr + p.splice.len() as u64);
-                if busy.iter().any(|v| *v >= lo && *v < hi) {
+                if busy.iter().any(|b| b.within(lo, hi)) {
                     later.push(i);
                     continue;
                 }
@@ -662,7 +688,7 @@ impl Instrumentation {
     /// Restore every spliced byte (verified), let pending traps drain, put the old SIGTRAP
     /// action back, wait until no thread runs in a code patch, and unmap the heaps. A target
     /// that has exited needs nothing.
-    pub fn remove(mut self) -> Result<(), InstrumentError> {
+    pub fn remove(mut self) -> Result<Removed, InstrumentError> {
         self.removed = true;
         let gone = |e: &TargetError| matches!(e, TargetError::NoSuchProcess { .. });
         // In batches, like the splicing: each restored point is whole and consistent.
@@ -670,7 +696,7 @@ impl Instrumentation {
         for batch in live.chunks(BATCH) {
             let tr = match Tracee::stop_all(self.pid) {
                 Ok(t) => t,
-                Err(e) if gone(&e) => return Ok(()),
+                Err(e) if gone(&e) => return Ok(Removed::default()),
                 Err(e) => return Err(e.into()),
             };
             for &i in batch {
@@ -689,42 +715,64 @@ impl Instrumentation {
         if self.trap.is_some() {
             std::thread::sleep(Duration::from_millis(20));
         }
-        for _ in 0..MAX_TRIES {
+        let mut last_blocker = String::new();
+        for attempt in 1..=MAX_TRIES {
             let mut tr = match Tracee::stop_all(self.pid) {
                 Ok(t) => t,
-                Err(e) if gone(&e) => return Ok(()),
+                Err(e) if gone(&e) => return Ok(Removed::default()),
                 Err(e) => return Err(e.into()),
             };
-            // A PC in a code patch, or a value on a stack that points into one (the saved PC
-            // of a signal frame when a handler interrupted a thread inside a patch).
-            let busy = busy_ranges(&tr)?;
-            let in_patch = self
-                .heaps
-                .iter()
-                .flatten()
-                .map(|h| (h.code, h.code + h.code_len))
-                .chain(self.springboards.iter().copied())
-                .any(|(lo, hi)| busy.iter().any(|v| *v >= lo && *v < hi));
+            // A PC in kerf's code, or a value on a stack that points into it (the saved PC of
+            // a signal frame when a handler interrupted a thread inside a patch). The
+            // dispatcher's own dead frames are left out (see `DispatcherFrames`).
+            let busy = busy_ranges(&tr, self.dispatcher_frames.as_ref())?;
+            let code: Vec<(u64, u64)> =
+                self.heaps.iter().flatten().map(|h| (h.code, h.code + h.code_len)).collect();
+            let in_code = |b: &&Busy| code.iter().any(|&(lo, hi)| b.within(lo, hi));
+            let in_springboard =
+                |b: &&Busy| self.springboards.iter().any(|&(lo, hi)| b.within(lo, hi));
+            let blocker = busy.iter().find(|b| in_code(b) || in_springboard(b));
             // A thread that hit an int3 before it was removed but has not taken the SIGTRAP
             // yet (descheduled, on a loaded machine) needs the dispatcher still in place.
             let trap_in_flight = self.trap.is_some()
                 && tr.threads().iter().any(|t| tr.signal_pending(*t, SIGTRAP as i32));
-            if in_patch || trap_in_flight {
+            if blocker.is_none() && !trap_in_flight {
+                self.uninstall_dispatcher(&mut tr)?;
+                // Springboards last: no splice leads to them any more and no thread is in one.
+                self.restore_springboards(&tr)?;
+                self.free_heaps(&mut tr);
                 tr.resume_detach()?;
-                std::thread::sleep(Duration::from_millis(2));
-                continue;
+                return Ok(Removed::default());
             }
-            self.uninstall_dispatcher(&mut tr)?;
-            // Springboards last: no splice leads to them any more and no thread is in one.
-            self.restore_springboards(&tr)?;
-            self.free_heaps(&mut tr);
+            last_blocker = match blocker {
+                Some(b) => b.to_string(),
+                None => "a SIGTRAP from a removed trap splice is still pending".into(),
+            };
+            // Out of tries, and what is left is only values on stacks that point into a code
+            // heap: a dead frame's leftovers look the same as a live signal frame, and a heap
+            // freed under a live one would crash the thread when its handler returns. Leave
+            // the heaps mapped (harmless: nothing jumps to them any more) and say so.
+            let only_stack_values = !trap_in_flight
+                && busy
+                    .iter()
+                    .filter(|b| in_code(b) || in_springboard(b))
+                    .all(|b| b.stack_offset.is_some() && !in_springboard(&b));
+            if attempt == MAX_TRIES && only_stack_values {
+                self.uninstall_dispatcher(&mut tr)?;
+                self.restore_springboards(&tr)?;
+                let kept = self
+                    .heaps
+                    .iter_mut()
+                    .filter_map(Option::take)
+                    .flat_map(|h| [(h.code, h.code_len), (h.data.remote(), h.data.len() as u64)])
+                    .collect();
+                tr.resume_detach()?;
+                return Ok(Removed { kept, why: Some(last_blocker) });
+            }
             tr.resume_detach()?;
-            return Ok(());
+            std::thread::sleep(Duration::from_millis(2));
         }
-        Err(InstrumentError::Mismatch {
-            addr: 0,
-            detail: "a thread stayed inside a code patch".into(),
-        })
+        Err(InstrumentError::StillInside { pid: self.pid, tries: MAX_TRIES, last: last_blocker })
     }
 
     /// Put the padding back where springboards were written (their splices must be gone).
@@ -772,6 +820,7 @@ impl Drop for Instrumentation {
                 installed_at: self.installed_at,
                 heaps: std::mem::take(&mut self.heaps),
                 trap: self.trap.take(),
+                dispatcher_frames: self.dispatcher_frames.take(),
                 springboards: std::mem::take(&mut self.springboards),
                 startup: Vec::new(),
                 longest_pause: self.longest_pause,
@@ -849,26 +898,146 @@ fn write_verified(tr: &Tracee, addr: u64, old: &[u8], new: &[u8]) -> Result<(), 
     Ok(())
 }
 
+/// What a removal left behind.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Removed {
+    /// Code and data heaps left mapped in the target, `(address, bytes)`: every splice is
+    /// gone, but some stack still held a value pointing into them that could not be told
+    /// from a live signal frame.
+    pub kept: Vec<(u64, u64)>,
+    /// The last such value, when `kept` is not empty.
+    pub why: Option<String>,
+}
+
+/// The trap dispatcher's signal frames, as they stay behind on a thread's stack below its
+/// stack pointer after `rt_sigreturn` and come back into view when the thread later runs
+/// deeper: the frame's first word is the `sa_restorer` (kerf's, in the code heap) and its
+/// saved PC is the code patch the dispatcher resumed the thread in. Such a frame is dead
+/// whenever no thread's PC is in kerf's code: the dispatcher returns straight through the
+/// restorer once it has rewritten the PC, and it rewrites the PC only for kerf's own traps
+/// (a SIGTRAP it chains to the program's handler keeps the program's PC, so that frame,
+/// live while the program's handler runs, is not taken for dead).
+#[derive(Clone, Debug)]
+struct DispatcherFrames {
+    restorer: u64,
+    /// Patch addresses the dispatcher resumes threads in, sorted.
+    resumes: Vec<u64>,
+}
+
+impl DispatcherFrames {
+    /// Words from a frame's start (the `pretcode` word of the kernel's `rt_sigframe`) to its
+    /// saved PC: `pretcode`, then `uc_flags`, `uc_link`, `uc_stack` (3 words) and 16 general
+    /// registers of `uc_mcontext` before RIP.
+    const RIP_WORD: usize = 1 + 2 + 3 + 16;
+
+    /// Indices of `words` (a stack, from its stack pointer up) where such a frame starts.
+    fn frames_in<'a>(&'a self, words: &'a [u64]) -> impl Iterator<Item = usize> + 'a {
+        (0..words.len().saturating_sub(Self::RIP_WORD)).filter(move |&k| {
+            words[k] == self.restorer
+                && self.resumes.binary_search(&words[k + Self::RIP_WORD]).is_ok()
+        })
+    }
+}
+
+/// A random number of pages, below 4096 (16 MB), from the standard library's per-process
+/// random hash keys: enough spread that successive heaps rarely land on the same pages.
+fn spread_pages() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64),
+    );
+    h.finish() % 4096
+}
+
+/// A value that may send a thread into kerf's code next: its PC, or an 8-byte value in the top
+/// of its stack (a return address, or the saved PC of a signal frame).
+#[derive(Clone, Copy, Debug)]
+struct Busy {
+    tid: i32,
+    value: u64,
+    /// Bytes above the stack pointer, or `None` for the PC.
+    stack_offset: Option<u64>,
+}
+
+impl Busy {
+    fn within(&self, lo: u64, hi: u64) -> bool {
+        self.value >= lo && self.value < hi
+    }
+}
+
+impl fmt::Display for Busy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.stack_offset {
+            None => write!(f, "thread {} has its PC at {:#x}", self.tid, self.value),
+            Some(o) => {
+                write!(f, "thread {} has {:#x} on its stack at rsp+{o:#x}", self.tid, self.value)
+            }
+        }
+    }
+}
+
 /// Every thread's PC and every 8-byte value in the top of its stack: addresses some thread may
 /// execute or return to next.
-fn busy_ranges(tr: &Tracee) -> Result<Vec<u64>, InstrumentError> {
+fn busy_ranges(
+    tr: &Tracee,
+    dead_frames: Option<&DispatcherFrames>,
+) -> Result<Vec<Busy>, InstrumentError> {
     let mut v = Vec::new();
     let mut stack = vec![0u8; STACK_SCAN];
     for &t in tr.threads() {
         let r = tr.regs(t)?;
-        v.push(r.rip);
+        v.push(Busy { tid: t, value: r.rip, stack_offset: None });
         // A short read at the top of the stack mapping is fine: scan what there is.
         let mut len = STACK_SCAN;
         while len >= 64 && tr.read(r.rsp, &mut stack[..len]).is_err() {
             len /= 2;
         }
-        if len >= 64 {
-            v.extend(
-                stack[..len]
-                    .chunks_exact(8)
-                    .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default())),
-            );
+        if len < 64 {
+            continue;
         }
+        let words: Vec<u64> = stack[..len]
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect();
+        let mut skip = vec![false; words.len()];
+        if let Some(d) = dead_frames {
+            for k in d.frames_in(&words) {
+                skip[k] = true;
+                skip[k + DispatcherFrames::RIP_WORD] = true;
+            }
+        }
+        v.extend(words.iter().enumerate().filter(|(k, _)| !skip[*k]).map(|(k, &value)| Busy {
+            tid: t,
+            value,
+            stack_offset: Some(8 * k as u64),
+        }));
     }
     Ok(v)
+}
+
+#[cfg(test)]
+mod dead_frame_tests {
+    use super::DispatcherFrames;
+
+    /// A stack with a dispatcher frame at word 3 (restorer, then the saved PC 22 words on)
+    /// and, at word 30, a program's own signal frame whose saved PC is in a patch.
+    #[test]
+    fn only_the_dispatchers_frames_are_recognised() {
+        let d = DispatcherFrames { restorer: 0x5000_01eb, resumes: vec![0x5000_0000, 0x5000_0040] };
+        let mut w = vec![0u64; 64];
+        w[3] = 0x5000_01eb;
+        w[3 + DispatcherFrames::RIP_WORD] = 0x5000_0040;
+        w[30] = 0x7f00_1234; // libc's __restore_rt
+        w[30 + DispatcherFrames::RIP_WORD] = 0x5000_0000;
+        // The restorer with a saved PC that is not a resume point: a chained handler's frame.
+        w[40] = 0x5000_01eb;
+        w[40 + DispatcherFrames::RIP_WORD] = 0x5000_0010;
+        assert_eq!(d.frames_in(&w).collect::<Vec<_>>(), vec![3]);
+        // A frame cut off by the end of the scanned stack is not taken for dead.
+        w[60] = 0x5000_01eb;
+        assert_eq!(d.frames_in(&w).collect::<Vec<_>>(), vec![3]);
+    }
 }

@@ -152,7 +152,7 @@ pub fn analyze_file(
     let bytes = std::sync::Arc::new(Bytes::Mapped(data));
     let data: &[u8] = &bytes;
     let name = path.display().to_string();
-    let mut image = Image::from_elf(&name, &data)?;
+    let mut image = Image::from_elf(&name, data)?;
     if let Some(s) = &opts.symbols {
         image.add_symbol_file(s)?;
     }

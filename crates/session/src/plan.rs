@@ -150,7 +150,6 @@ pub fn plan_sites(
     // enters a timed function while its exits are not yet live would never be seen leaving
     // and would stay "inside" for good; with the starts last, a thread that entered before
     // them is at worst an unmatched exit, which is counted as such. (Sorting is stable.)
-    let mut sites = sites;
     sites.sort_by_key(|sp| {
         sp.members.iter().any(|&i| matches!(probes[i].action, Action::TimerStart(_)))
     });

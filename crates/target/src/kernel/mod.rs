@@ -100,7 +100,9 @@ impl std::error::Error for KernelError {}
 
 /// The device as kerf uses it. `ioctl` passes a pointer to the request's struct.
 pub trait DriverSys: Send + Sync {
-    fn ioctl(&self, request: u64, arg: *mut u8) -> io::Result<()>;
+    /// # Safety
+    /// `arg` must point to a live, writable struct of the type `request` encodes (uapi).
+    unsafe fn ioctl(&self, request: u64, arg: *mut u8) -> io::Result<()>;
     /// Map `len` bytes of the data heap shared and read/write into kerf.
     fn map_data(&self, len: usize) -> io::Result<*mut u8>;
     /// Undo [`DriverSys::map_data`].
@@ -130,7 +132,7 @@ impl RealDriverSys {
 }
 
 impl DriverSys for RealDriverSys {
-    fn ioctl(&self, request: u64, arg: *mut u8) -> io::Result<()> {
+    unsafe fn ioctl(&self, request: u64, arg: *mut u8) -> io::Result<()> {
         // SAFETY: `arg` points to the struct the request number encodes (see uapi), which the
         // caller keeps alive across the call; the kernel reads or writes only that many bytes.
         let r = unsafe { libc::ioctl(self.dev.as_raw_fd(), request as libc::c_ulong, arg) };
@@ -213,7 +215,8 @@ impl Driver {
             built_for: [0; uapi::RELEASE_LEN],
             running: [0; uapi::RELEASE_LEN],
         };
-        sys.ioctl(uapi::IOC_VERSION, &mut v as *mut _ as *mut u8)
+        // SAFETY: IOC_VERSION takes a `Version`, which `v` is.
+        unsafe { sys.ioctl(uapi::IOC_VERSION, &mut v as *mut _ as *mut u8) }
             .map_err(|e| KernelError::Request { op: "version", addr: 0, errno: errno(&e) })?;
         if v.abi != uapi::ABI_VERSION {
             return Err(KernelError::Abi { driver: v.abi, kerf: uapi::ABI_VERSION });
@@ -223,7 +226,8 @@ impl Driver {
             return Err(KernelError::WrongKernel { built_for, running });
         }
         let mut info = uapi::Info::default();
-        sys.ioctl(uapi::IOC_INFO, &mut info as *mut _ as *mut u8)
+        // SAFETY: IOC_INFO takes an `Info`, which `info` is.
+        unsafe { sys.ioctl(uapi::IOC_INFO, &mut info as *mut _ as *mut u8) }
             .map_err(|e| KernelError::Request { op: "info", addr: 0, errno: errno(&e) })?;
         let data_len = info.data_heap_size as usize;
         let data = sys.map_data(data_len).map_err(|e| KernelError::Request {
@@ -241,7 +245,9 @@ impl Driver {
         req: u64,
         arg: &mut T,
     ) -> Result<(), KernelError> {
-        self.sys.ioctl(req, arg as *mut T as *mut u8).map_err(|e| KernelError::Request {
+        // SAFETY: every caller in this module passes, as `arg`, the uapi struct its request
+        // number encodes, borrowed mutably for the whole call.
+        unsafe { self.sys.ioctl(req, arg as *mut T as *mut u8) }.map_err(|e| KernelError::Request {
             op,
             addr,
             errno: errno(&e),
@@ -380,7 +386,7 @@ mod tests {
     }
 
     impl DriverSys for FakeDevice {
-        fn ioctl(&self, request: u64, arg: *mut u8) -> io::Result<()> {
+        unsafe fn ioctl(&self, request: u64, arg: *mut u8) -> io::Result<()> {
             match request {
                 uapi::IOC_VERSION => {
                     let mut v = uapi::Version {

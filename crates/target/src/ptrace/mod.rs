@@ -465,6 +465,19 @@ impl Tracee {
         self.alloc_within(lo, hi, near, len, prot)
     }
 
+    /// Like [`Tracee::alloc_near`], placed as near as it fits to `preferred` rather than to
+    /// `near` (which still decides what is in reach).
+    pub fn alloc_near_preferring(
+        &mut self,
+        near: u64,
+        preferred: u64,
+        len: u64,
+        prot: i32,
+    ) -> Result<u64, TargetError> {
+        let (lo, hi) = layout::window_near(near);
+        self.alloc_within(lo, hi, preferred, len, prot)
+    }
+
     /// Like [`Tracee::alloc_near`], with the window `[lo, hi)` given by the caller (for a
     /// whole module: `[module_end - 2 GiB, module_start + 2 GiB)`); the gap nearest to
     /// `near` wins.
