@@ -3,8 +3,11 @@
 //! --kernel` with a thousand probes over the VFS under a file-system workload counts exactly
 //! what kprobe events count; `kerf time --kernel` times the openat path; `--pid` counts one
 //! task only; ftrace's function tracer and a BPF fentry program work on a function kerf
-//! probes; and the kernel's text is byte-identical after each detach. The guest script is tests/fixtures/kernel_guest.sh;
-//! it prints CHECK lines (and stops at the first failure) and JSON lines this test parses.
+//! probes; a loadable module (brd) is probed by `module:symbol` and counted exactly like a
+//! kprobe event; splicing and restoring every block of path_openat four times while two
+//! shells hammer openat leaves no CPU stuck; and the kernel's text (the module's too) is
+//! byte-identical after each detach. The guest script is tests/fixtures/kernel_guest.sh; it
+//! prints CHECK lines (and stops at the first failure) and JSON lines this test parses.
 //!
 //! The machine's own kernel has no kprobes and no module loading, hence the guest. If the VM
 //! cannot run, the test fails with the reason; it never passes without checking.
@@ -51,15 +54,32 @@ fn kerf_on_the_live_stock_kernel() {
         .status()
         .expect("gcc (Debian package gcc)");
     assert!(gcc.success(), "cannot build bench/fentry_loop.c");
+    // A loadable module of the stock kernel for the module:symbol checks: brd, the RAM disk,
+    // from the kernel package vm/fetch extracted (driver/build above has fetched it).
+    let fetched = Command::new(repo.join("vm/fetch")).output().expect("run vm/fetch");
+    assert!(
+        fetched.status.success(),
+        "vm/fetch failed: {}",
+        String::from_utf8_lossy(&fetched.stderr)
+    );
+    let cache = PathBuf::from(String::from_utf8_lossy(&fetched.stdout).trim());
+    let release = std::fs::read_to_string(cache.join("release")).expect("vm/fetch's release file");
+    let brd =
+        cache.join(format!("root/lib/modules/{}/kernel/drivers/block/brd.ko", release.trim()));
+    assert!(brd.is_file(), "no {} in the kernel package (compressed modules?)", brd.display());
     let file = |host: &Path, guest: &str| format!("{}:{guest}", host.display());
     let started = std::time::Instant::now();
     let out = Command::new(repo.join("vm/run"))
-        .args(["--timeout", "1200", "--file"])
+        // A soft lockup (a CPU stuck in the kernel for 20 s) panics the guest: vm/run then
+        // fails at once with the lockup's backtrace instead of waiting for its timeout.
+        .args(["--timeout", "1200", "--append", "softlockup_panic=1", "--file"])
         .arg(file(Path::new(env!("CARGO_BIN_EXE_kerf")), "/kerf/kerf"))
         .arg("--file")
         .arg(file(&ko, "/kerf/kerf.ko"))
         .arg("--file")
         .arg(file(&fentry, "/kerf/fentry_loop"))
+        .arg("--file")
+        .arg(file(&brd, "/kerf/brd.ko"))
         .arg("--file")
         .arg(file(&repo.join("tests/fixtures/kernel_guest.sh"), "/kerf/kernel_guest.sh"))
         .args(["--", "sh /kerf/kernel_guest.sh"])
@@ -85,6 +105,8 @@ fn kerf_on_the_live_stock_kernel() {
         "text_restored_after_time",
         "pid_filter",
         "ftrace_bpf_coexist",
+        "module_count",
+        "splice_churn",
         "all",
     ] {
         assert!(
