@@ -59,7 +59,9 @@ def main():
     for name, path in LIBS:
         if not os.path.exists(path):
             sys.exit(f"bench: {path} missing (install the Debian package for {name})")
-    print(f"machine: {platform.node()} {os.cpu_count()} CPUs, {platform.platform()}")
+    model = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo")
+                  if ln.startswith("model name")), "unknown CPU")
+    print(f"machine: {platform.node()} {os.cpu_count()} CPUs ({model}), {platform.platform()}")
     print(f"runs: {args.runs} of each, interleaved; times are medians of wall-clock seconds")
     print("kerf cold: the run right after objdump (fresh memory); kerf warm: a second run at once")
     print("RSS: kerf's peak resident set, largest of its runs, MB\n")

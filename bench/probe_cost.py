@@ -23,6 +23,15 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERF = os.path.join(ROOT, "target", "release", "kerf")
 BIN = "/tmp/kerf-bench-hitloop"
+FLOOR = "/tmp/kerf-bench-lock-inc-floor"
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown CPU"
 
 
 def start(n):
@@ -131,6 +140,7 @@ def main():
     args = ap.parse_args()
     subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "kerf"], cwd=ROOT, check=True)
     subprocess.run(["gcc", "-O2", "-o", BIN, os.path.join(ROOT, "bench", "hitloop.c")], check=True)
+    subprocess.run(["gcc", "-O2", "-o", FLOOR, os.path.join(ROOT, "bench", "lock_inc_floor.c")], check=True)
     methods = [("bare loop", bare, 200_000_000), ("kerf jump5", lambda n: kerf(n), 200_000_000),
                ("kerf trap", lambda n: kerf(n, "trap"), 300_000),
                ("kerf timer (2 probes)", kerf_time, 50_000_000)]
@@ -149,7 +159,11 @@ def main():
             ns, kind = fn(n)
             results.setdefault(name, []).append(ns)
     base = statistics.median(results["bare loop"])
-    print(f"machine: {os.uname().nodename}, {os.cpu_count()} CPUs; runs: {args.runs}, medians\n")
+    print(f"machine: {os.uname().nodename}, {os.cpu_count()} CPUs, {cpu_model()}; runs: {args.runs}, medians")
+    # The atomic counter's own cost differs a lot between CPUs (2 ns to 5 ns seen on the hosts
+    # this VM lands on), so the floor is measured in the same run as the probes.
+    floor = subprocess.run([FLOOR], capture_output=True, text=True, check=True).stdout.split("\n")
+    print("counter floor on this CPU, back to back: " + ", ".join(x for x in floor if x) + "\n")
     print(f"{'probe':<24}{'ns/iter':>12}{'ns/hit':>12}{'vs kerf jump5':>16}")
     per_hit = {}
     for name, _, _ in methods:
