@@ -17,7 +17,7 @@ use kerf_arch::ImageAddr;
 use kerf_codegen::timer::{self, TimerSample, THREAD_TABLE_LEN, TIMER_LEN};
 use kerf_codegen::{lower, trap, Context, Env, Primitive, ThreadPointer};
 use kerf_patch::{build_patch, jump2_bytes, jump5_bytes, SpliceKind, INT3, SPRINGBOARD_LEN};
-use kerf_target::ptrace::{Pause, SharedMem, Tracee};
+use kerf_target::ptrace::{Pause, SharedMem, TargetMemory, Tracee};
 use kerf_target::TargetError;
 use std::fmt;
 use std::time::Duration;
@@ -323,8 +323,9 @@ impl Instrumentation {
         }
     }
 
-    /// Step 1: heaps, code patches and (for traps) the dispatcher, all written while the
-    /// target is stopped and before anything can reach them.
+    /// Step 1: heaps, code patches and (for traps) the dispatcher, all written before
+    /// anything can reach them: heaps, springboards and the dispatcher while the target is
+    /// stopped, code patches while it runs (no thread can be in a heap no splice leads to).
     fn prepare(
         &mut self,
         modules: &[AnalyzedImage],
@@ -336,12 +337,12 @@ impl Instrumentation {
         // about 80 us here, plus reading /proc/PID/maps), and DESIGN §6 allows 1 ms a stop.
         // Nothing refers to a heap until a splice does, so the target may run between them.
         self.alloc_heaps(modules, probes)?;
-        let (thread, only_thread) = self.while_stopped(|me, tr| {
-            let ctx = me.thread_context(tr, probes, opts)?;
+        let (thread, only_thread, mem) = self.while_stopped(|me, tr| {
+            let (thread, only_thread) = me.thread_context(tr, probes, opts)?;
             if let Some(m) = modules.first() {
                 me.startup = startup_ranges(tr, m).unwrap_or_default();
             }
-            Ok(ctx)
+            Ok((thread, only_thread, tr.memory()))
         })?;
         // Planning reads the modules' files: the target keeps running.
         let planned = plan_sites(modules, probes, opts.force_kind, &self.startup, Rules::PROCESS)?;
@@ -363,30 +364,25 @@ impl Instrumentation {
                 Action::TimerStart(_) | Action::TimerStop(_) => {}
             }
         }
-        // Patches are unreachable until their splices exist, so they are written in small
-        // batches, each under its own short stop. Room for every site first: growing the
-        // vector inside a stop copied megabytes there (a 1.3 ms stop at 8,192 sites).
+        // Code patches are unreachable until their splices exist, so they are written while
+        // the target runs, through the /proc/PID/mem file opened in the last stop. A chunk
+        // with a springboard is written under a stop: a springboard goes into the module's
+        // own text. Room for every site first: growing the vector inside a stop copied
+        // megabytes there (a 1.3 ms stop at 8,192 sites).
         self.sites.reserve(planned.sites.len());
         for chunk in planned.sites.chunks(BATCH) {
-            let tr = Tracee::stop_all(self.pid)?;
-            let r = (|| -> Result<(), InstrumentError> {
+            let write = |me: &mut Self, m: &dyn TargetMemory| {
                 for site in chunk {
                     let (first, members, plan) = (site.first, &site.members, &site.plan);
-                    self.write_site(
-                        &tr,
-                        modules,
-                        probes,
-                        first,
-                        members,
-                        plan,
-                        thread,
-                        only_thread,
-                    )?;
+                    me.write_site(m, modules, probes, first, members, plan, thread, only_thread)?;
                 }
                 Ok(())
-            })();
-            self.note(tr.resume_detach()?);
-            r?;
+            };
+            if chunk.iter().any(|site| site.plan.springboard.is_some()) {
+                self.while_stopped(|me, tr| write(me, tr))?;
+            } else {
+                write(self, &mem)?;
+            }
         }
         if self.sites.iter().any(|p| p.kind == SpliceKind::Trap) {
             let mut tr = Tracee::stop_all(self.pid)?;
@@ -509,7 +505,7 @@ impl Instrumentation {
     #[allow(clippy::too_many_arguments)]
     fn write_site(
         &mut self,
-        tr: &Tracee,
+        tr: &dyn TargetMemory,
         modules: &[AnalyzedImage],
         probes: &[Probe],
         first: usize,
@@ -903,7 +899,12 @@ fn startup_ranges(tr: &Tracee, m: &AnalyzedImage) -> Option<Vec<(u64, u64)>> {
 }
 
 /// Write `new` at `addr` after checking the bytes there are `old`, then read it back.
-fn write_verified(tr: &Tracee, addr: u64, old: &[u8], new: &[u8]) -> Result<(), InstrumentError> {
+fn write_verified(
+    tr: &dyn TargetMemory,
+    addr: u64,
+    old: &[u8],
+    new: &[u8],
+) -> Result<(), InstrumentError> {
     let mut cur = vec![0u8; old.len()];
     tr.read(addr, &mut cur)?;
     if cur != old {

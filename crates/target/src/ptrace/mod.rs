@@ -43,6 +43,7 @@
 //! the thread that called [`Tracee::stop_all`], so a [`Tracee`] is not `Send`.
 
 mod layout;
+mod mem;
 mod shared;
 mod spawn;
 mod sys;
@@ -53,6 +54,7 @@ mod fake;
 mod tests;
 
 pub use layout::{parse_maps, within_reach, Mapping, MARGIN, PAGE, REACH};
+pub use mem::{RemoteMem, TargetMemory};
 pub use shared::SharedMem;
 pub use spawn::{spawn, spawn_at_entry, wait_until_loaded, wait_until_loaded_with, EntryHold};
 pub use sys::{RealTraceSys, Regs, SigInfo, TraceSys};
@@ -353,23 +355,7 @@ impl Tracee {
     /// Read `buf.len()` bytes of target memory at `addr` (one `pread` of /proc/PID/mem). A
     /// short read (part of the range unmapped) is an error.
     pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
-        let len = buf.len();
-        let mem_err = |done, source| TargetError::Memory {
-            pid: self.pid,
-            write: false,
-            addr,
-            len,
-            done,
-            source,
-        };
-        if buf.is_empty() {
-            return Ok(());
-        }
-        match self.sys.read_mem(self.pid, addr, buf) {
-            Ok(n) if n == len => Ok(()),
-            Ok(n) => Err(mem_err(n, None)),
-            Err(e) => Err(mem_err(0, Some(e))),
-        }
+        mem::read(&*self.sys, self.pid, addr, buf)
     }
 
     /// Write `data` into target memory at `addr` (one `pwrite` of /proc/PID/mem; read-only
@@ -378,27 +364,18 @@ impl Tracee {
     /// Writing code that a thread may be executing is the caller's responsibility: all
     /// threads are stopped while a [`Tracee`] exists, but their PCs are not checked here.
     pub fn write(&self, addr: u64, data: &[u8]) -> Result<(), TargetError> {
-        if data.is_empty() {
-            return Ok(());
-        }
         if let Some(s) = self.syscall_insn.get() {
             if addr < s + 2 && s < addr.saturating_add(data.len() as u64) {
                 self.syscall_insn.set(None); // kerf may have patched over it: search again
             }
         }
-        let mem_err = |done, source| TargetError::Memory {
-            pid: self.pid,
-            write: true,
-            addr,
-            len: data.len(),
-            done,
-            source,
-        };
-        match self.sys.write_mem(self.pid, addr, data) {
-            Ok(n) if n == data.len() => Ok(()),
-            Ok(n) => Err(mem_err(n, None)),
-            Err(e) => Err(mem_err(0, Some(e))),
-        }
+        mem::write(&*self.sys, self.pid, addr, data)
+    }
+
+    /// This process's memory, for use after the threads are let go: see [`RemoteMem`] for
+    /// what it may be used for.
+    pub fn memory(&self) -> RemoteMem {
+        RemoteMem::new(self.pid, self.sys.clone())
     }
 
     /// Run system call `nr` with `args` in the target, on the thread kerf prefers for

@@ -277,6 +277,26 @@ fn unknown_or_released_threads_are_not_stopped() {
 }
 
 #[test]
+fn memory_outlives_the_stop_and_reports_short_transfers() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    let mut t = stop(&fake).expect("stops");
+    let a =
+        t.alloc_near(0x5555_0000_1000, 0x1000, libc::PROT_READ | libc::PROT_WRITE).expect("alloc");
+    let mem = t.memory();
+    t.resume_detach().expect("resumes");
+    assert_eq!(fake.state().detached.len(), 1, "the thread is let go");
+    mem.write(a, b"patch").expect("write after the stop");
+    let mut back = [0u8; 5];
+    mem.read(a, &mut back).expect("read after the stop");
+    assert_eq!(&back, b"patch");
+    // Past the end of the mapping: a short write is an error that says how far it got.
+    let err = mem.write(a + 0x1000 - 2, b"long").unwrap_err();
+    assert!(matches!(err, TargetError::Memory { write: true, done: 2, len: 4, .. }), "{err:?}");
+    let err = mem.read(0x10, &mut back).unwrap_err();
+    assert!(matches!(err, TargetError::Memory { write: false, done: 0, .. }), "{err:?}");
+}
+
+#[test]
 fn dropping_detaches_every_thread() {
     let fake = Arc::new(Fake::new(&[PID, 101]));
     fake.state().signal_before_stop.insert(PID, libc::SIGCHLD);
