@@ -171,6 +171,12 @@ fn kerf_on_the_live_stock_kernel() {
         "{t}"
     );
     assert_eq!(callee("do_truncate", "notify_change")["calls"].as_u64(), Some(190), "{t}");
+    let unmatched: Vec<(&String, u64)> = f
+        .iter()
+        .filter(|(_, v)| v["caller"].is_null())
+        .map(|(n, v)| (n, v["unmatched_exits"].as_u64().unwrap_or(0)))
+        .collect();
+    eprintln!("unmatched exits per timed function: {unmatched:?}");
     for (name, v) in &f {
         // No task is left "inside" (timer starts go live after every stop).
         assert_eq!(v["threads_inside"].as_u64(), Some(0), "{name}: {t}");
