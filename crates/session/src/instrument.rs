@@ -385,10 +385,7 @@ impl Instrumentation {
             }
         }
         if self.sites.iter().any(|p| p.kind == SpliceKind::Trap) {
-            let mut tr = Tracee::stop_all(self.pid)?;
-            let r = self.install_dispatcher(&mut tr);
-            self.note(tr.resume_detach()?);
-            r?;
+            self.while_stopped(|me, tr| me.install_dispatcher(tr))?;
         }
         Ok(())
     }
