@@ -2,6 +2,7 @@
 //! x86-64 instructions for one point given what is live there. Pure: it chooses no address
 //! and writes no memory; the patch layer places and encodes what comes out.
 
+pub mod sigguard;
 pub mod templates;
 pub mod timer;
 pub mod trap;
@@ -180,6 +181,26 @@ pub fn lower(prims: &[Primitive], ctx: &Context) -> Result<Vec<Instruction>, Cod
         a.add_instruction(i)?;
     }
     Ok(a.take_instructions())
+}
+
+/// Shift the label ids of a snippet by `offset`, so that it can be placed after another
+/// snippet whose ids start at 1 as well: every labelled instruction (non-zero `ip`) and every
+/// branch to a label id (a small target, below 64 KiB) moves up by `offset`.
+pub fn relabel(insns: &mut [Instruction], offset: u64) {
+    for i in insns.iter_mut() {
+        if i.ip() != 0 {
+            i.set_ip(i.ip() + offset);
+        }
+        let near = matches!(
+            i.op0_kind(),
+            iced_x86::OpKind::NearBranch16
+                | iced_x86::OpKind::NearBranch32
+                | iced_x86::OpKind::NearBranch64
+        );
+        if near && i.near_branch_target() != 0 && i.near_branch_target() < 0x1_0000 {
+            i.set_near_branch64(i.near_branch_target() + offset);
+        }
+    }
 }
 
 /// Thread-slot lookup, then every timer primitive; jumps to `done` at the end.

@@ -1,22 +1,30 @@
 //! The trap dispatcher a process target runs for `trap` splices: a SIGTRAP handler that looks
 //! the `int3` up in a table kept by kerf and resumes the thread in that point's code patch,
-//! chaining every other SIGTRAP to the handler the program had before.
+//! chaining every other SIGTRAP to the program's own action.
 //!
-//! Layout of the dispatcher's data (kerf writes it while the target is stopped):
+//! Its table (in the code heap: the target only reads it; kerf writes it while the target
+//! is stopped):
 //! ```text
-//! +0   old_handler  u64   the program's previous sa_handler (0 = SIG_DFL, 1 = SIG_IGN)
-//! +8   count        u64   number of table entries
-//! +16  entries      [(point u64, patch u64); count], sorted by point
+//! +0   count        u64   number of table entries
+//! +8   entries      [(point u64, patch u64); count], sorted by point
 //! ```
+//! The program's SIGTRAP action lives apart, in the data heap (the target writes it: the
+//! signal-mask guard of [`crate::sigguard`] stores there what the program asks
+//! `rt_sigaction` for), as the kernel's `struct sigaction`: handler (0 = SIG_DFL, 1 =
+//! SIG_IGN), flags, restorer, mask.
+//!
+//! The handler is installed with `SA_NODEFER` and an empty mask: SIGTRAP is never blocked
+//! while it runs, so a trap hit by a signal handler that interrupted it (or by anything it
+//! chains to) is dispatched again instead of killing the process (a forced SIGTRAP on a thread
+//! that blocks it resets the action to the default).
 
 use iced_x86::code_asm::*;
 use iced_x86::BlockEncoderOptions;
 
-/// Offsets in the data block.
-pub const OLD_HANDLER: u64 = 0;
-pub const COUNT: u64 = 8;
-pub const ENTRIES: u64 = 16;
-/// Bytes of the data block for `n` entries.
+/// Offsets in the table.
+pub const COUNT: u64 = 0;
+pub const ENTRIES: u64 = 8;
+/// Bytes of the table for `n` entries.
 pub fn data_len(n: usize) -> u64 {
     ENTRIES + 16 * n as u64
 }
@@ -33,10 +41,15 @@ const SYS_GETTID: i32 = 186;
 const SYS_TGKILL: i32 = 234;
 pub const SIGTRAP: i32 = 5;
 
-/// `SA_SIGINFO | SA_ONSTACK | SA_RESTORER | SA_RESTART`: a three-argument handler that runs
-/// on the program's alternate stack if it has one, returns through our restorer, and lets
-/// interrupted system calls restart.
-const DISPATCHER_FLAGS: u64 = 4 | 0x0800_0000 | 0x0400_0000 | 0x1000_0000;
+/// `SA_SIGINFO | SA_ONSTACK | SA_RESTORER | SA_RESTART | SA_NODEFER`: a three-argument handler
+/// that runs on the program's alternate stack if it has one, returns through our restorer,
+/// lets interrupted system calls restart, and leaves SIGTRAP unblocked while it runs.
+pub const DISPATCHER_FLAGS: u64 = 4 | 0x0800_0000 | 0x0400_0000 | 0x1000_0000 | 0x4000_0000;
+/// `si_code` of the SIGTRAP an `int3` raises (`SI_KERNEL`); a SIGTRAP sent with `kill`,
+/// `tgkill` or `sigqueue` has another, and is never taken for one of kerf's traps.
+const SI_KERNEL: i32 = 0x80;
+/// `si_code` in `siginfo_t`, after `si_signo` and `si_errno`.
+const SI_CODE: i32 = 8;
 
 /// The kernel's `struct sigaction` (handler, flags, restorer, mask) that installs the
 /// dispatcher at `code` with its restorer at `code + restorer`; nothing is blocked.
@@ -44,14 +57,14 @@ pub fn sigaction(code: u64, restorer: usize) -> [u64; 4] {
     [code, DISPATCHER_FLAGS, code + restorer as u64, 0]
 }
 
-/// Machine code of the dispatcher, placed at `code`, with its data block at `data`. Returns
-/// `(bytes, restorer offset)`: the handler is at offset 0 and the `sa_restorer` (which only
-/// calls rt_sigreturn) at the returned offset.
+/// Machine code of the dispatcher, placed at `code`, with its table at `data` and the
+/// program's SIGTRAP action at `action`. Returns `(bytes, restorer offset)`: the handler is at
+/// offset 0 and the `sa_restorer` (which only calls rt_sigreturn) at the returned offset.
 ///
 /// The handler may clobber any register: the kernel restores the interrupted thread's state
 /// from the signal frame when the handler returns. It keeps rdi/rsi/rdx (signal number,
 /// siginfo, ucontext) intact for chaining to the previous handler.
-pub fn dispatcher(code: u64, data: u64) -> Result<(Vec<u8>, usize), IcedError> {
+pub fn dispatcher(code: u64, data: u64, action: u64) -> Result<(Vec<u8>, usize), IcedError> {
     let mut a = CodeAssembler::new(64)?;
     let mut lp = a.create_label();
     let mut less = a.create_label();
@@ -61,6 +74,9 @@ pub fn dispatcher(code: u64, data: u64) -> Result<(Vec<u8>, usize), IcedError> {
     let mut ignore = a.create_label();
     let mut sigreturn = a.create_label();
 
+    // Only a SIGTRAP the kernel raised for an int3 can be one of kerf's.
+    a.cmp(dword_ptr(rsi + SI_CODE), SI_KERNEL)?;
+    a.jne(not_found)?;
     // rax = address of the int3 that trapped.
     a.mov(rax, qword_ptr(rdx + UC_RIP))?;
     a.dec(rax)?;
@@ -90,7 +106,8 @@ pub fn dispatcher(code: u64, data: u64) -> Result<(Vec<u8>, usize), IcedError> {
     a.ret()?;
     // Not ours: hand it to the program's previous handler, as if it had been called directly.
     a.set_label(&mut not_found)?;
-    a.mov(rax, qword_ptr(rcx + OLD_HANDLER as i32))?;
+    a.mov(rcx, action)?;
+    a.mov(rax, qword_ptr(rcx))?;
     a.cmp(rax, 1)?;
     a.jb(default)?;
     a.je(ignore)?;
@@ -142,10 +159,10 @@ mod tests {
 
     #[test]
     fn dispatcher_assembles_and_restorer_calls_rt_sigreturn() {
-        let (code, off) = dispatcher(0x7000_0000, 0x7000_1000).unwrap();
+        let (code, off) = dispatcher(0x7000_0000, 0x7000_1000, 0x7100_0000).unwrap();
         assert!(code.len() > 60 && code.len() < 400, "{}", code.len());
         // mov eax, 15; syscall
         assert_eq!(&code[off..off + 7], &[0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05]);
-        assert_eq!(data_len(3), 64);
+        assert_eq!(data_len(3), 56);
     }
 }

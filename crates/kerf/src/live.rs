@@ -305,8 +305,12 @@ pub fn removal_outcome(removal: Result<Removed, InstrumentError>, pid: i32) -> R
 pub fn spliced_line(inst: &Instrumentation, pid: i32, took: Duration) -> String {
     let kinds = |k: SpliceKind| inst.sites().iter().filter(|p| p.kind == k).count();
     let n = inst.sites().len();
+    let guards = match inst.guards() {
+        0 => String::new(),
+        g => format!(", {g} system calls guarded for them"),
+    };
     format!(
-        "kerf: {n} points spliced in process {pid} ({} jump5, {} jump2, {} trap) in {:.1} ms ({:.1} us a point; longest pause {} us, of a splice batch {} us); Ctrl-C to stop",
+        "kerf: {n} points spliced in process {pid} ({} jump5, {} jump2, {} trap{guards}) in {:.1} ms ({:.1} us a point; longest pause {} us, of a splice batch {} us); Ctrl-C to stop",
         kinds(SpliceKind::Jump5),
         kinds(SpliceKind::Jump2),
         kinds(SpliceKind::Trap),

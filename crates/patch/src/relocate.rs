@@ -26,12 +26,28 @@ impl fmt::Display for PatchError {
     }
 }
 
+/// How the snippet and the displaced instructions make up a code patch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// The snippet runs, then every displaced instruction.
+    Before,
+    /// The snippet stands in for the first displaced instruction (it does that
+    /// instruction's work itself, as the signal-mask guard runs the `syscall` it replaces),
+    /// then the other displaced instructions run.
+    ReplacesFirst,
+}
+
 /// The instructions of a code patch, before encoding.
-pub fn patch_instructions(snippet: &[Instruction], d: &Displaced) -> Vec<Instruction> {
+pub fn patch_instructions(
+    snippet: &[Instruction],
+    d: &Displaced,
+    layout: Layout,
+) -> Vec<Instruction> {
     let mut v: Vec<Instruction> = snippet.to_vec();
     let last = d.insns.len().saturating_sub(1);
     let mut falls_through = true;
-    for (k, i) in d.insns.iter().enumerate() {
+    let skip = usize::from(layout == Layout::ReplacesFirst);
+    for (k, i) in d.insns.iter().enumerate().skip(skip) {
         match i.flow_control() {
             FlowControl::Call if k == last => {
                 // Return to the original code after the call, not into this patch.
@@ -68,7 +84,17 @@ pub fn build_patch(
     snippet: &[Instruction],
     d: &Displaced,
 ) -> Result<Vec<u8>, PatchError> {
-    let mut insns = patch_instructions(snippet, d);
+    build_patch_with(patch, snippet, d, Layout::Before)
+}
+
+/// [`build_patch`] with the snippet placed as `layout` says.
+pub fn build_patch_with(
+    patch: u64,
+    snippet: &[Instruction],
+    d: &Displaced,
+    layout: Layout,
+) -> Result<Vec<u8>, PatchError> {
+    let mut insns = patch_instructions(snippet, d, layout);
     // The block encoder links a branch to an instruction of the same block by address. The
     // snippet's own branches name their targets by label id (small numbers, kept); every
     // other instruction gets address 0, which no branch names, so that a displaced branch

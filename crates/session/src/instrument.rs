@@ -8,15 +8,44 @@
 //! +0                     thread table (codegen::timer), used by timers and --tid
 //! +THREAD_TABLE_LEN      timer blocks, TIMER_LEN bytes each
 //! then                   counters, one 64-byte line each
+//! then                   the signal area, SIG_AREA bytes (see below)
+//! ```
+//!
+//! # Trap splices and signal masks
+//!
+//! A trap splice's `int3` raises a forced SIGTRAP, which kills the whole process when the
+//! thread blocks SIGTRAP (DESIGN.md §5). So when a process gets its first trap splice, kerf
+//! makes sure no thread can block SIGTRAP while one is live:
+//! 1. the dispatcher is installed with `SA_NODEFER` and an empty mask (`codegen::trap`);
+//! 2. every handler whose `sa_mask` holds SIGTRAP gets it without (injected `rt_sigaction`);
+//! 3. in one stop: SIGTRAP is unblocked in every thread (`PTRACE_SETSIGMASK`; a thread
+//!    inside `sigsuspend`/`ppoll`/... gets an injected `rt_sigprocmask(SIG_UNBLOCK)`, since its
+//!    real mask is hidden until the call returns), and a signal-mask guard
+//!    (`codegen::sigguard`) goes live on every `syscall` that may change a mask afterwards
+//!    (its number is one of them, or unknown);
+//! 4. only then do trap splices go live.
+//!
+//! Removal goes the other way: splices out (the guards last), then the masks and actions kerf
+//! changed are put back where the program has not changed them since, then the program's own
+//! SIGTRAP action (which the guards kept while it asked for another) goes back.
+//!
+//! Signal area of the module holding the dispatcher:
+//! ```text
+//! +0    the program's SIGTRAP action (kernel struct sigaction, 32 bytes), read by the
+//!       dispatcher to chain and written by the guards when the program sets one
+//! +32   a sigset holding SIGTRAP alone (for injected SIG_UNBLOCK)
+//! +64   scratch for injected rt_sigaction (32 bytes)
 //! ```
 
 use crate::load::AnalyzedImage;
-use crate::plan::{live_at, plan_sites, Plan, Rules};
+use crate::plan::{live_at, plan_sites, Plan, Rules, SitePlan};
 use crate::spec::Point;
 use kerf_arch::ImageAddr;
 use kerf_codegen::timer::{self, TimerSample, THREAD_TABLE_LEN, TIMER_LEN};
-use kerf_codegen::{lower, trap, Context, Env, Primitive, ThreadPointer};
-use kerf_patch::{build_patch, jump2_bytes, jump5_bytes, SpliceKind, INT3, SPRINGBOARD_LEN};
+use kerf_codegen::{lower, sigguard, trap, Context, Env, Primitive, ThreadPointer};
+use kerf_patch::{
+    build_patch_with, jump2_bytes, jump5_bytes, Layout, SpliceKind, INT3, SPRINGBOARD_LEN,
+};
 use kerf_target::ptrace::{Pause, SharedMem, TargetMemory, Tracee};
 use kerf_target::TargetError;
 use std::fmt;
@@ -26,11 +55,25 @@ use std::time::Duration;
 /// back), plus `TIMER_PATCH` for each timer primitive there.
 const PATCH_SLOT: u64 = 128;
 const TIMER_PATCH: u64 = 192;
+/// Code heap for a signal-mask guard (on top of `PATCH_SLOT`).
+const GUARD_PATCH: u64 = 640;
+/// Where a guard's label ids start when it shares a patch with other primitives, whose ids
+/// start at 1 (see `kerf_codegen::relabel`).
+const GUARD_LABELS: u64 = 0x1000;
 /// Bytes of data heap per point: one cache line, so threads counting different points do not
 /// share one.
 const DATA_SLOT: usize = 64;
-/// Room for the trap dispatcher's code and a `struct sigaction` scratch area.
+/// Room for the trap dispatcher's code.
 const DISPATCHER_ROOM: u64 = 1024;
+/// The signal area at the end of every data heap (see the module comment), and its parts.
+const SIG_AREA: usize = 128;
+const SIG_ACTION: usize = 0;
+const SIG_TRAP_SET: usize = 32;
+const SIG_SCRATCH: usize = 64;
+const SYS_RT_SIGPROCMASK: u64 = 14;
+const SIG_UNBLOCK: u64 = 1;
+/// SIGTRAP's bit in a signal mask.
+const SIGTRAP_BIT: u64 = 1 << (trap::SIGTRAP - 1);
 /// Stack bytes above each thread's `rsp` searched for return addresses into displaced bytes.
 const STACK_SCAN: usize = 16 * 1024;
 /// Tries before a point whose bytes some thread keeps sitting in is given up.
@@ -106,6 +149,9 @@ pub enum Action {
     TimerStart(usize),
     /// Leave timer `t`.
     TimerStop(usize),
+    /// Keep SIGTRAP out of the signal masks a `syscall` sets (`codegen::sigguard`). kerf adds
+    /// these itself to a process that gets trap splices; tools never ask for one.
+    SignalGuard,
 }
 
 /// One probe: an action at a point.
@@ -131,7 +177,6 @@ pub struct Site {
     pub springboard_in: Option<(u64, &'static str)>,
     original: Vec<u8>,
     splice: Vec<u8>,
-    module: usize,
     /// Where the code patch is.
     patch: u64,
     /// The splice is written in the target.
@@ -153,7 +198,6 @@ impl Site {
         springboard_in: Option<(u64, &'static str)>,
         original: Vec<u8>,
         splice: Vec<u8>,
-        module: usize,
         patch: u64,
     ) -> Site {
         Site {
@@ -166,7 +210,6 @@ impl Site {
             springboard_in,
             original,
             splice,
-            module,
             patch,
             live: true,
             springboard: None,
@@ -184,6 +227,18 @@ struct Heaps {
     code_len: u64,
     used: u64,
     data: SharedMem,
+    /// Offset of the signal area in `data`.
+    sig_area: usize,
+}
+
+/// What kerf changed in a process's signal state for its trap splices (see the module
+/// comment), to put back on removal.
+#[derive(Debug, Default)]
+struct SignalFixes {
+    /// Threads whose mask blocked SIGTRAP: `(tid, mask before)`.
+    masks: Vec<(i32, u64)>,
+    /// Handlers whose `sa_mask` held SIGTRAP: `(signal, action before, action kerf set)`.
+    actions: Vec<(u64, [u64; 4], [u64; 4])>,
 }
 
 /// Probes spliced into a live process.
@@ -199,8 +254,24 @@ pub struct Instrumentation {
     pub refused: Vec<crate::plan::Refused>,
     /// Per timer: the module and data-heap offset of its block.
     timers: Vec<(usize, usize)>,
-    /// Trap dispatcher: its code heap module, the sigaction it replaced (kernel layout).
-    trap: Option<(usize, [u64; 4])>,
+    /// Trap dispatcher: the module whose heaps hold it (its signal area holds the program's
+    /// SIGTRAP action), and the dispatcher's address.
+    trap: Option<(usize, u64)>,
+    /// Sites with a signal-mask guard (they go live before any trap, come out last).
+    guard_sites: Vec<usize>,
+    /// The signal state kerf changed.
+    fixes: SignalFixes,
+    /// Sites in the order they went live (removal goes the other way).
+    live_order: Vec<usize>,
+    /// Sites holding a probe a tool asked for come first in `sites`; guard-only sites after.
+    user_sites: usize,
+    /// The module whose heaps hold the trap dispatcher and the program's SIGTRAP action.
+    sig_module: Option<usize>,
+    /// Sites that could not go live (see `leave_out`).
+    left_out: Vec<Site>,
+    /// Where a thread asleep in a system call inside a code patch has its PC, and where to
+    /// move it on removal (see `parked_syscalls`).
+    parked: std::collections::HashMap<u64, Parked>,
     /// What the dispatcher's signal frames hold, to tell its dead frames on a stack from
     /// live references into kerf's code.
     dispatcher_frames: Option<DispatcherFrames>,
@@ -252,6 +323,13 @@ impl Instrumentation {
             refused: Vec::new(),
             timers: vec![(usize::MAX, 0); timers],
             trap: None,
+            guard_sites: Vec::new(),
+            fixes: SignalFixes::default(),
+            live_order: Vec::new(),
+            user_sites: 0,
+            sig_module: None,
+            left_out: Vec::new(),
+            parked: Default::default(),
             dispatcher_frames: None,
             springboards: Vec::new(),
             startup: Vec::new(),
@@ -272,8 +350,14 @@ impl Instrumentation {
             }
             return Err(e);
         }
-        // In plan order: timer stops go live before timer starts (see plan::plan_sites).
-        let todo = (0..inst.sites.len()).collect();
+        // Signal-mask guards and the signal state they keep first (module comment, steps
+        // 2-3), then every other site in plan order: timer stops go live before timer starts
+        // (see plan::plan_sites). An error from here on drops `inst`, which removes itself.
+        if !inst.guard_sites.is_empty() {
+            inst.while_stopped(|me, tr| me.clear_handler_masks(tr))?;
+            inst.guards_live()?;
+        }
+        let todo = (0..inst.sites.len()).filter(|i| !inst.guard_sites.contains(i)).collect();
         inst.splice_all(todo)?;
         inst.installed_at = (tsc(), std::time::Instant::now());
         Ok(inst)
@@ -295,9 +379,15 @@ impl Instrumentation {
         r
     }
 
-    /// Every spliced address, with its probes.
+    /// Every spliced address holding a probe a tool asked for, with its probes (kerf's own
+    /// signal-mask guards are left out: see [`Instrumentation::guards`]).
     pub fn sites(&self) -> &[Site] {
-        &self.sites
+        &self.sites[..self.user_sites]
+    }
+
+    /// How many `syscall`s carry a signal-mask guard (the process has trap splices).
+    pub fn guards(&self) -> usize {
+        self.guard_sites.len()
     }
 
     /// The site probe `i` is placed at (`None`: no splice kind could take it).
@@ -336,7 +426,6 @@ impl Instrumentation {
         // the work done in it (an injected call is a register swap, a single-step and a wait,
         // about 80 us here, plus reading /proc/PID/maps), and DESIGN §6 allows 1 ms a stop.
         // Nothing refers to a heap until a splice does, so the target may run between them.
-        self.alloc_heaps(modules, probes)?;
         let (thread, only_thread, mem) = self.while_stopped(|me, tr| {
             let (thread, only_thread) = me.thread_context(tr, probes, opts)?;
             if let Some(m) = modules.first() {
@@ -345,9 +434,37 @@ impl Instrumentation {
             Ok((thread, only_thread, tr.memory()))
         })?;
         // Planning reads the modules' files: the target keeps running.
-        let planned = plan_sites(modules, probes, opts.force_kind, &self.startup, Rules::PROCESS)?;
+        let mut planned =
+            plan_sites(modules, probes, opts.force_kind, &self.startup, Rules::PROCESS)?;
+        // A trap anywhere: every `syscall` that may change a signal mask gets a guard, planned
+        // together with the tool's probes (a guard's `syscall` may not be covered by another
+        // site's jump).
+        let mut all: Vec<Probe> = probes.to_vec();
+        if planned.sites.iter().any(|s| s.plan.kind == SpliceKind::Trap) {
+            all.extend(guard_probes(modules));
+            if all.len() > probes.len() {
+                planned =
+                    plan_sites(modules, &all, opts.force_kind, &self.startup, Rules::PROCESS)?;
+            }
+        }
+        let probes: &[Probe] = &all;
+        self.counters.resize(probes.len(), None);
+        self.probe_site.resize(probes.len(), usize::MAX);
+        self.alloc_heaps(modules, probes)?;
         self.springboards = planned.springboards;
         self.refused = planned.refused;
+        // Sites holding a tool's probe first (what `sites()` shows), in plan order; sites with
+        // only a guard after them.
+        let n_user = self.user_probes(probes);
+        let (mut user, guards_only): (Vec<SitePlan>, Vec<SitePlan>) =
+            planned.sites.into_iter().partition(|s| s.members.iter().any(|&i| i < n_user));
+        self.user_sites = user.len();
+        user.extend(guards_only);
+        let site_plans = user;
+        self.sig_module = site_plans
+            .iter()
+            .find(|s| s.plan.kind == SpliceKind::Trap)
+            .map(|s| probes[s.first].point.module);
         // Data: counters and timers in their module's heap.
         let mut next_counter = vec![0usize; modules.len()];
         for (i, p) in probes.iter().enumerate() {
@@ -361,7 +478,7 @@ impl Instrumentation {
                     next_counter[m] += 1;
                     self.counters[i] = Some((m, off));
                 }
-                Action::TimerStart(_) | Action::TimerStop(_) => {}
+                Action::TimerStart(_) | Action::TimerStop(_) | Action::SignalGuard => {}
             }
         }
         // Code patches are unreachable until their splices exist, so they are written while
@@ -369,8 +486,8 @@ impl Instrumentation {
         // with a springboard is written under a stop: a springboard goes into the module's
         // own text. Room for every site first: growing the vector inside a stop copied
         // megabytes there (a 1.3 ms stop at 8,192 sites).
-        self.sites.reserve(planned.sites.len());
-        for chunk in planned.sites.chunks(BATCH) {
+        self.sites.reserve(site_plans.len());
+        for chunk in site_plans.chunks(BATCH) {
             let write = |me: &mut Self, m: &dyn TargetMemory| {
                 for site in chunk {
                     let (first, members, plan) = (site.first, &site.members, &site.plan);
@@ -384,10 +501,20 @@ impl Instrumentation {
                 write(self, &mem)?;
             }
         }
+        self.guard_sites = (0..self.sites.len())
+            .filter(|&i| {
+                self.sites[i].probes.iter().any(|&p| probes[p].action == Action::SignalGuard)
+            })
+            .collect();
         if self.sites.iter().any(|p| p.kind == SpliceKind::Trap) {
             self.while_stopped(|me, tr| me.install_dispatcher(tr))?;
         }
         Ok(())
+    }
+
+    /// How many of `probes` a tool asked for (kerf's guards come after them).
+    fn user_probes(&self, probes: &[Probe]) -> usize {
+        probes.iter().position(|p| p.action == Action::SignalGuard).unwrap_or(probes.len())
     }
 
     /// How generated code tells threads apart in this process, and the thread pointer of
@@ -456,6 +583,7 @@ impl Instrumentation {
                         });
                     }
                 }
+                Action::SignalGuard => code[m] += GUARD_PATCH,
             }
         }
         let mut timers_in = vec![0usize; modules.len()];
@@ -474,9 +602,10 @@ impl Instrumentation {
             let n_sites = probes.iter().filter(|p| p.point.module == m).count();
             let code_len =
                 (code[m] + DISPATCHER_ROOM + trap::data_len(n_sites)).next_multiple_of(4096);
-            let data_len = THREAD_TABLE_LEN as usize
+            let sig_area = THREAD_TABLE_LEN as usize
                 + timers_in[m] * TIMER_LEN as usize
                 + counters[m] * DATA_SLOT;
+            let data_len = sig_area + SIG_AREA;
             // Anywhere in reach of the module's code; preferably at a fresh spot a few pages to
             // a few MB past its end, so that a process instrumented again does not get its
             // heap where the last one was: stale words on its stacks that pointed into the old
@@ -493,7 +622,7 @@ impl Instrumentation {
                     e.into()
                 })
             })?;
-            self.heaps[m] = Some(Heaps { code, code_len, used: 0, data });
+            self.heaps[m] = Some(Heaps { code, code_len, used: 0, data, sig_area });
         }
         Ok(())
     }
@@ -517,10 +646,17 @@ impl Instrumentation {
         let addr = plan.displaced.point;
         let refuse =
             |detail: String| InstrumentError::Point { label: p.label.clone(), addr, detail };
+        // The program's SIGTRAP action, which a guard keeps (in the dispatcher's module).
+        let action = self
+            .sig_module
+            .and_then(|d| self.heaps[d].as_ref())
+            .map(|h| h.data.remote() + (h.sig_area + SIG_ACTION) as u64);
         let h = self.heaps[m].as_mut().expect("heap mapped for every module with probes");
         let data = h.data.remote();
+        let guarded = members.iter().any(|&i| probes[i].action == Action::SignalGuard);
         let prims: Vec<Primitive> = members
             .iter()
+            .filter(|&&i| probes[i].action != Action::SignalGuard)
             .map(|&i| match probes[i].action {
                 Action::Count => {
                     let (_, off) = self.counters[i].expect("counter laid out for every Count");
@@ -532,6 +668,7 @@ impl Instrumentation {
                 Action::TimerStop(t) => {
                     Primitive::TimerStop { timer: data + self.timers[t].1 as u64 }
                 }
+                Action::SignalGuard => unreachable!("filtered out above"),
             })
             .collect();
         let ctx = Context {
@@ -542,18 +679,30 @@ impl Instrumentation {
             only_thread,
             only_id: None,
         };
-        let snippet = lower(&prims, &ctx).map_err(|e| refuse(e.to_string()))?;
+        let mut snippet = if prims.is_empty() {
+            Vec::new()
+        } else {
+            lower(&prims, &ctx).map_err(|e| refuse(e.to_string()))?
+        };
+        let layout = if guarded {
+            // The guard runs the `syscall` itself, after the tool's probes there.
+            let action = action.ok_or_else(|| refuse("a guard with no trap dispatcher".into()))?;
+            let mut g = sigguard::signal_guard(action).map_err(|e| refuse(e.to_string()))?;
+            kerf_codegen::relabel(&mut g, GUARD_LABELS);
+            snippet.extend(g);
+            Layout::ReplacesFirst
+        } else {
+            Layout::Before
+        };
         let patch_at = h.code + h.used;
-        let code =
-            build_patch(patch_at, &snippet, &plan.displaced).map_err(|e| refuse(e.to_string()))?;
+        let code = build_patch_with(patch_at, &snippet, &plan.displaced, layout)
+            .map_err(|e| refuse(e.to_string()))?;
         let room = members
             .iter()
-            .map(|&i| {
-                if probes[i].action == Action::Count {
-                    PATCH_SLOT
-                } else {
-                    PATCH_SLOT + TIMER_PATCH
-                }
+            .map(|&i| match probes[i].action {
+                Action::Count => PATCH_SLOT,
+                Action::TimerStart(_) | Action::TimerStop(_) => PATCH_SLOT + TIMER_PATCH,
+                Action::SignalGuard => PATCH_SLOT + GUARD_PATCH,
             })
             .sum::<u64>();
         if code.len() as u64 > room {
@@ -562,6 +711,7 @@ impl Instrumentation {
         tr.write(patch_at, &code)?;
         h.used += (code.len() as u64).next_multiple_of(16);
         let d = &plan.displaced;
+        self.parked.extend(parked_syscalls(patch_at, &code, d, layout));
         let mut springboard = None;
         let splice = match (plan.kind, plan.springboard) {
             (SpliceKind::Jump5, _) => jump5_bytes(addr, patch_at, d.len)
@@ -600,7 +750,6 @@ impl Instrumentation {
             springboard_in: plan.springboard,
             original,
             splice,
-            module: m,
             patch: patch_at,
             live: false,
             springboard,
@@ -608,15 +757,15 @@ impl Instrumentation {
         Ok(())
     }
 
-    /// The SIGTRAP dispatcher and its table, then the handler, chaining to the old one.
+    /// The SIGTRAP dispatcher and its table, then the handler; the program's own action goes
+    /// to the signal area, where the dispatcher chains to it and the guards keep it.
     fn install_dispatcher(&mut self, tr: &mut Tracee) -> Result<(), InstrumentError> {
-        let m =
-            self.sites.iter().find(|p| p.kind == SpliceKind::Trap).map(|p| p.module).unwrap_or(0);
+        let m = self.sig_module.expect("a trap site names the dispatcher's module");
         let h = self.heaps[m].as_mut().expect("heap of a module with traps");
         let code_at = h.code + h.used;
-        let data_at = code_at + DISPATCHER_ROOM - 64;
-        let table_at = data_at + 64;
-        let (code, restorer) = trap::dispatcher(code_at, table_at)
+        let table_at = code_at + DISPATCHER_ROOM;
+        let area = h.data.remote() + h.sig_area as u64;
+        let (code, restorer) = trap::dispatcher(code_at, table_at, area + SIG_ACTION as u64)
             .map_err(|e| InstrumentError::Mismatch { addr: code_at, detail: e.to_string() })?;
         tr.write(code_at, &code)?;
         // Table: sorted (point, patch) pairs of every trap site.
@@ -632,34 +781,174 @@ impl Instrumentation {
         self.dispatcher_frames =
             Some(DispatcherFrames { restorer: code_at + restorer as u64, resumes });
         let mut table = Vec::with_capacity(trap::data_len(entries.len()) as usize);
-        table.extend_from_slice(&0u64.to_le_bytes()); // old handler, filled below
         table.extend_from_slice(&(entries.len() as u64).to_le_bytes());
         for (a, b) in &entries {
             table.extend_from_slice(&a.to_le_bytes());
             table.extend_from_slice(&b.to_le_bytes());
         }
         tr.write(table_at, &table)?;
-        // The new action, and room after it for the old one.
+        h.data.write_bytes(h.sig_area + SIG_TRAP_SET, &SIGTRAP_BIT.to_le_bytes());
+        // The new action from the scratch slot, the old one straight into its place.
         let act = trap::sigaction(code_at, restorer);
-        let act_bytes: Vec<u8> = act.iter().flat_map(|v| v.to_le_bytes()).collect();
-        tr.write(data_at, &act_bytes)?;
-        let old_at = data_at + 32;
-        let r = tr.syscall(SYS_RT_SIGACTION, [SIGTRAP, data_at, old_at, 8, 0, 0])?;
+        h.data.write_bytes(h.sig_area + SIG_SCRATCH, &words_bytes(&act));
+        let (new_at, old_at) = (area + SIG_SCRATCH as u64, area + SIG_ACTION as u64);
+        let r = tr.syscall(SYS_RT_SIGACTION, [SIGTRAP, new_at, old_at, 8, 0, 0])?;
         if r != 0 {
             return Err(InstrumentError::Mismatch {
-                addr: data_at,
+                addr: new_at,
                 detail: format!("rt_sigaction failed: {r}"),
             });
         }
-        let mut old = [0u8; 32];
-        tr.read(old_at, &mut old)?;
-        let old: [u64; 4] = std::array::from_fn(|k| {
-            u64::from_le_bytes(old[k * 8..k * 8 + 8].try_into().unwrap_or_default())
-        });
-        tr.write(table_at, &old[0].to_le_bytes())?;
         let h = self.heaps[m].as_mut().expect("heap");
         h.used += DISPATCHER_ROOM + trap::data_len(entries.len()).next_multiple_of(64);
-        self.trap = Some((m, old));
+        self.trap = Some((m, code_at));
+        Ok(())
+    }
+
+    /// The signal area of the dispatcher's module: its address in the target, and kerf's view.
+    fn sig_area(&self) -> Option<(u64, &SharedMem, usize)> {
+        let (m, _) = self.trap?;
+        let h = self.heaps[m].as_ref()?;
+        Some((h.data.remote() + h.sig_area as u64, &h.data, h.sig_area))
+    }
+
+    /// `rt_sigaction(sig, new, &old)` injected, through the signal area's scratch slot.
+    fn sigaction_in(
+        &self,
+        tr: &mut Tracee,
+        tid: Option<i32>,
+        sig: u64,
+        new: Option<[u64; 4]>,
+    ) -> Result<[u64; 4], InstrumentError> {
+        let (area, data, off) = self.sig_area().expect("the dispatcher is installed");
+        let scratch = area + SIG_SCRATCH as u64;
+        if let Some(a) = new {
+            data.write_bytes(off + SIG_SCRATCH, &words_bytes(&a));
+        }
+        let old_at = if new.is_some() { 0 } else { scratch };
+        let args = [sig, if new.is_some() { scratch } else { 0 }, old_at, 8, 0, 0];
+        let r = match tid {
+            Some(t) => tr.syscall_on(t, SYS_RT_SIGACTION, args)?,
+            None => tr.syscall(SYS_RT_SIGACTION, args)?,
+        };
+        if r != 0 {
+            return Err(InstrumentError::Mismatch {
+                addr: scratch,
+                detail: format!("rt_sigaction({sig}) failed: {r}"),
+            });
+        }
+        let mut b = [0u8; 32];
+        data.read_bytes(off + SIG_SCRATCH, &mut b);
+        Ok(bytes_words(&b))
+    }
+
+    /// Step 2 of the module comment: take SIGTRAP out of every handler's `sa_mask` (a handler
+    /// runs with its mask blocked, and might hit a trap).
+    fn clear_handler_masks(&mut self, tr: &mut Tracee) -> Result<(), InstrumentError> {
+        for sig in caught_signals(tr.pid()) {
+            if sig == SIGTRAP {
+                continue;
+            }
+            let act = self.sigaction_in(tr, None, sig, None)?;
+            if act[3] & SIGTRAP_BIT != 0 {
+                let mut set = act;
+                set[3] &= !SIGTRAP_BIT;
+                self.sigaction_in(tr, None, sig, Some(set))?;
+                self.fixes.actions.push((sig, act, set));
+            }
+        }
+        Ok(())
+    }
+
+    /// Step 3 of the module comment, in one stop (repeated while a guard's bytes are in some
+    /// thread's way): SIGTRAP unblocked in every thread, the dispatcher checked to be still
+    /// the SIGTRAP action, and every guard site written.
+    fn guards_live(&mut self) -> Result<(), InstrumentError> {
+        let mut todo = self.guard_sites.clone();
+        for _ in 0..MAX_TRIES {
+            let mut tr = Tracee::stop_all(self.pid)?;
+            let r = self.unblock_sigtrap(&mut tr).and_then(|()| {
+                let busy = busy_ranges(&tr, None)?;
+                let mut later = Vec::new();
+                for &i in &todo {
+                    let p = &self.sites[i];
+                    if busy.iter().any(|b| b.within(p.addr + 1, p.addr + p.splice.len() as u64)) {
+                        later.push(i);
+                        continue;
+                    }
+                    write_verified(&tr, p.addr, &p.original, &p.splice)?;
+                    self.sites[i].live = true;
+                    self.live_order.push(i);
+                }
+                Ok(later)
+            });
+            let pause = tr.resume_detach()?;
+            self.longest_pause = self.longest_pause.max(pause.held);
+            self.longest_splice_pause = self.longest_splice_pause.max(pause.held);
+            todo = r?;
+            if todo.is_empty() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let p = &self.sites[todo[0]];
+        Err(InstrumentError::Point {
+            label: p.label.clone(),
+            addr: p.addr,
+            detail: "a thread stayed inside the bytes to replace".into(),
+        })
+    }
+
+    /// SIGTRAP out of every thread's mask, and the dispatcher back if the program replaced it
+    /// before the guards were in (its action then goes to the signal area, as a guard would
+    /// have put it).
+    fn unblock_sigtrap(&mut self, tr: &mut Tracee) -> Result<(), InstrumentError> {
+        let (area, _, _) = self.sig_area().expect("the dispatcher is installed");
+        for &t in tr.threads().to_vec().iter() {
+            if tr.in_masking_call(t)? {
+                // Its real mask is hidden until the call returns; an injected call in this
+                // thread runs after the kernel has put it back (see target::ptrace).
+                let set = area + SIG_TRAP_SET as u64;
+                tr.syscall_on(t, SYS_RT_SIGPROCMASK as i64, [SIG_UNBLOCK, set, 0, 8, 0, 0])?;
+                continue;
+            }
+            let m = tr.sigmask(t)?;
+            if m & SIGTRAP_BIT != 0 {
+                tr.set_sigmask(t, m & !SIGTRAP_BIT)?;
+                if !self.fixes.masks.iter().any(|f| f.0 == t) {
+                    self.fixes.masks.push((t, m));
+                }
+            }
+        }
+        let (_, dispatcher) = self.trap.expect("installed");
+        let now = self.sigaction_in(tr, None, SIGTRAP, None)?;
+        if now[0] != dispatcher {
+            let (_, data, off) = self.sig_area().expect("installed");
+            data.write_bytes(off + SIG_ACTION, &words_bytes(&now));
+            let restorer = self.dispatcher_frames.as_ref().map_or(0, |d| d.restorer - dispatcher);
+            let ours = trap::sigaction(dispatcher, restorer as usize);
+            self.sigaction_in(tr, None, SIGTRAP, Some(ours))?;
+        }
+        Ok(())
+    }
+
+    /// Put back the masks and handler masks kerf changed, where the program has not changed
+    /// them since (all splices must be out).
+    fn restore_signal_state(&mut self, tr: &mut Tracee) -> Result<(), InstrumentError> {
+        let fixes = std::mem::take(&mut self.fixes);
+        for (t, before) in fixes.masks {
+            if tr.threads().contains(&t)
+                && !tr.in_masking_call(t)?
+                && tr.sigmask(t)? == before & !SIGTRAP_BIT
+            {
+                tr.set_sigmask(t, before)?;
+            }
+        }
+        for (sig, before, set) in fixes.actions {
+            if self.sigaction_in(tr, None, sig, None)? == set {
+                self.sigaction_in(tr, None, sig, Some(before))?;
+            }
+        }
         Ok(())
     }
 
@@ -682,6 +971,7 @@ impl Instrumentation {
                 }
                 write_verified(&tr, p.addr, &p.original, &p.splice)?;
                 self.sites[i].live = true;
+                self.live_order.push(i);
             }
             let pause: Pause = tr.resume_detach()?;
             self.longest_pause = self.longest_pause.max(pause.held);
@@ -696,12 +986,56 @@ impl Instrumentation {
         if todo.is_empty() {
             return Ok(());
         }
-        let p = &self.sites[todo[0]];
-        Err(InstrumentError::Point {
-            label: p.label.clone(),
-            addr: p.addr,
-            detail: "a thread stayed inside the bytes to replace".into(),
-        })
+        let why = format!(
+            "a thread kept its PC (or a return address) in the bytes to replace through {MAX_TRIES} checks"
+        );
+        if self.live_order.is_empty() {
+            let p = &self.sites[todo[0]];
+            return Err(InstrumentError::Point {
+                label: p.label.clone(),
+                addr: p.addr,
+                detail: why,
+            });
+        }
+        // A thread parked for good where a jump would go (asleep in a system call the jump's
+        // bytes would cover) must not hold up every other point: these are left out, and said
+        // so, like points no splice kind can take.
+        self.leave_out(&todo, &why);
+        Ok(())
+    }
+
+    /// Take sites that never went live out of `sites` (into `left_out`, whose springboards
+    /// are still put back on removal) and report their probes as refused.
+    fn leave_out(&mut self, out: &[usize], why: &str) {
+        let mut map = vec![usize::MAX; self.sites.len()];
+        let mut kept = Vec::with_capacity(self.sites.len());
+        let mut user_sites = 0;
+        for (i, site) in std::mem::take(&mut self.sites).into_iter().enumerate() {
+            if out.contains(&i) {
+                for &p in &site.probes {
+                    self.probe_site[p] = usize::MAX;
+                    self.refused.push(crate::plan::Refused {
+                        probe: p,
+                        label: site.label.clone(),
+                        addr: site.addr,
+                        reason: why.to_string(),
+                    });
+                }
+                self.left_out.push(site);
+                continue;
+            }
+            map[i] = kept.len();
+            user_sites += usize::from(i < self.user_sites);
+            kept.push(site);
+        }
+        self.sites = kept;
+        self.user_sites = user_sites;
+        for s in self.probe_site.iter_mut().filter(|s| **s != usize::MAX) {
+            *s = map[*s];
+        }
+        for v in [&mut self.guard_sites, &mut self.live_order] {
+            *v = v.iter().map(|&i| map[i]).collect();
+        }
     }
 
     /// Restore every spliced byte (verified), let pending traps drain, put the old SIGTRAP
@@ -710,8 +1044,11 @@ impl Instrumentation {
     pub fn remove(mut self) -> Result<Removed, InstrumentError> {
         self.removed = true;
         let gone = |e: &TargetError| matches!(e, TargetError::NoSuchProcess { .. });
-        // In batches, like the splicing: each restored point is whole and consistent.
-        let live: Vec<usize> = (0..self.sites.len()).filter(|i| self.sites[*i].live).collect();
+        // In batches, like the splicing: each restored point is whole and consistent. In the
+        // reverse of the order they went live: timer starts before stops, the signal-mask
+        // guards after every trap.
+        let live: Vec<usize> =
+            self.live_order.iter().rev().copied().filter(|&i| self.sites[i].live).collect();
         for batch in live.chunks(BATCH) {
             let tr = match Tracee::stop_all(self.pid) {
                 Ok(t) => t,
@@ -741,6 +1078,9 @@ impl Instrumentation {
                 Err(e) if gone(&e) => return Ok(Removed::default()),
                 Err(e) => return Err(e.into()),
             };
+            // Threads asleep in a system call inside a patch would keep it busy for as long as
+            // they sleep: they go back to the original code (see `Parked`).
+            self.move_parked_threads(&mut tr)?;
             // A PC in kerf's code, or a value on a stack that points into it (the saved PC of
             // a signal frame when a handler interrupted a thread inside a patch). The
             // dispatcher's own dead frames are left out (see `DispatcherFrames`).
@@ -756,6 +1096,7 @@ impl Instrumentation {
             let trap_in_flight = self.trap.is_some()
                 && tr.threads().iter().any(|t| tr.signal_pending(*t, SIGTRAP as i32));
             if blocker.is_none() && !trap_in_flight {
+                self.restore_signal_state(&mut tr)?;
                 self.uninstall_dispatcher(&mut tr)?;
                 // Springboards last: no splice leads to them any more and no thread is in one.
                 self.restore_springboards(&tr)?;
@@ -777,6 +1118,7 @@ impl Instrumentation {
                     .filter(|b| in_code(b) || in_springboard(b))
                     .all(|b| b.stack_offset.is_some() && !in_springboard(&b));
             if attempt == MAX_TRIES && only_stack_values {
+                self.restore_signal_state(&mut tr)?;
                 self.uninstall_dispatcher(&mut tr)?;
                 self.restore_springboards(&tr)?;
                 let kept = self
@@ -794,9 +1136,41 @@ impl Instrumentation {
         Err(InstrumentError::StillInside { pid: self.pid, tries: MAX_TRIES, last: last_blocker })
     }
 
+    /// Move every thread whose PC is right after a `syscall` in a code patch (asleep in it,
+    /// or just back from it) to the same point of the original code, whose bytes are back:
+    /// the state there is the same, the guard's registers restored from its frame. A call the
+    /// kernel restarts then restarts at the original `syscall`. (Every splice is out.)
+    fn move_parked_threads(&self, tr: &mut Tracee) -> Result<(), InstrumentError> {
+        if self.parked.is_empty() {
+            return Ok(());
+        }
+        for t in tr.threads().to_vec() {
+            let mut r = tr.regs(t)?;
+            let Some(p) = self.parked.get(&r.rip) else { continue };
+            if p.guard_frame {
+                let mut saved = [0u8; 56];
+                tr.read(r.rsp + sigguard::SAVED_AT, &mut saved)?;
+                let word = |k: usize| {
+                    u64::from_le_bytes(saved[k * 8..k * 8 + 8].try_into().unwrap_or_default())
+                };
+                r.r9 = word(0);
+                r.r8 = word(1);
+                r.r10 = word(2);
+                r.rdx = word(3);
+                r.rsi = word(4);
+                r.rdi = word(5);
+                r.eflags = word(6);
+                r.rsp += sigguard::FRAME_BELOW;
+            }
+            r.rip = p.resume;
+            tr.set_regs(t, &r)?;
+        }
+        Ok(())
+    }
+
     /// Put the padding back where springboards were written (their splices must be gone).
     fn restore_springboards(&mut self, tr: &Tracee) -> Result<(), InstrumentError> {
-        for p in self.sites.iter_mut() {
+        for p in self.sites.iter_mut().chain(self.left_out.iter_mut()) {
             if let Some((sb, pad, jmp)) = p.springboard.take() {
                 write_verified(tr, sb, &jmp, &pad)?;
             }
@@ -805,14 +1179,20 @@ impl Instrumentation {
         Ok(())
     }
 
-    /// Give SIGTRAP back the action it had before the dispatcher.
+    /// Give SIGTRAP the program's action: the one it had before the dispatcher, or the last
+    /// it asked for since (the guards kept it in the signal area). Only if the dispatcher is
+    /// still the action: if something else replaced it, that stays.
     fn uninstall_dispatcher(&mut self, tr: &mut Tracee) -> Result<(), InstrumentError> {
-        let Some((m, old)) = self.trap.take() else { return Ok(()) };
-        let h = self.heaps[m].as_ref().expect("the dispatcher's heap outlives it");
-        let scratch = h.code + h.code_len - 64;
-        let bytes: Vec<u8> = old.iter().flat_map(|v| v.to_le_bytes()).collect();
-        tr.write(scratch, &bytes)?;
-        tr.syscall(SYS_RT_SIGACTION, [SIGTRAP, scratch, 0, 8, 0, 0])?;
+        let Some((_, dispatcher)) = self.trap else { return Ok(()) };
+        let (_, data, off) = self.sig_area().expect("the dispatcher's heap outlives it");
+        let mut b = [0u8; 32];
+        data.read_bytes(off + SIG_ACTION, &mut b);
+        let program = bytes_words(&b);
+        let now = self.sigaction_in(tr, None, SIGTRAP, None)?;
+        if now[0] == dispatcher {
+            self.sigaction_in(tr, None, SIGTRAP, Some(program))?;
+        }
+        self.trap = None;
         Ok(())
     }
 
@@ -839,6 +1219,13 @@ impl Drop for Instrumentation {
                 installed_at: self.installed_at,
                 heaps: std::mem::take(&mut self.heaps),
                 trap: self.trap.take(),
+                guard_sites: std::mem::take(&mut self.guard_sites),
+                fixes: std::mem::take(&mut self.fixes),
+                live_order: std::mem::take(&mut self.live_order),
+                user_sites: self.user_sites,
+                sig_module: self.sig_module,
+                left_out: std::mem::take(&mut self.left_out),
+                parked: std::mem::take(&mut self.parked),
                 dispatcher_frames: self.dispatcher_frames.take(),
                 springboards: std::mem::take(&mut self.springboards),
                 startup: Vec::new(),
@@ -893,6 +1280,127 @@ fn startup_ranges(tr: &Tracee, m: &AnalyzedImage) -> Option<Vec<(u64, u64)>> {
         at += n as u64;
     }
     found.then(|| vec![(f.entry.0 + bias, ret)])
+}
+
+/// A place in a code patch where a thread may sleep: right after a `syscall`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Parked {
+    /// The same point in the original code: right after the original `syscall`.
+    resume: u64,
+    /// The `syscall` of a guard's wrapped path: the program's registers are in its frame.
+    guard_frame: bool,
+}
+
+/// Every `syscall` of the code patch `code` at `patch` (decoded linearly: a patch holds only
+/// instructions), as `(PC after it, Parked)`. A guard (`Layout::ReplacesFirst`) stands in for
+/// the first displaced instruction with two `syscall`s, the plain path's and then the wrapped
+/// path's (`codegen::sigguard`); every other `syscall` is a displaced one, relocated in order.
+fn parked_syscalls(
+    patch: u64,
+    code: &[u8],
+    d: &kerf_patch::Displaced,
+    layout: Layout,
+) -> Vec<(u64, Parked)> {
+    let mut dec = iced_x86::Decoder::with_ip(64, code, patch, iced_x86::DecoderOptions::NONE);
+    let mut ends = Vec::new();
+    while dec.can_decode() {
+        let i = dec.decode();
+        if i.mnemonic() == iced_x86::Mnemonic::Syscall {
+            ends.push(i.next_ip());
+        }
+    }
+    let mut originals: Vec<(u64, bool)> = Vec::new();
+    let skip = match layout {
+        Layout::ReplacesFirst => {
+            let after = d.insns.first().map_or(d.point, |i| i.next_ip());
+            originals.push((after, false));
+            originals.push((after, true));
+            1
+        }
+        Layout::Before => 0,
+    };
+    originals.extend(
+        d.insns
+            .iter()
+            .skip(skip)
+            .filter(|i| i.mnemonic() == iced_x86::Mnemonic::Syscall)
+            .map(|i| (i.next_ip(), false)),
+    );
+    if ends.len() != originals.len() {
+        // Not the layout this reading assumes: better no move than a wrong one.
+        return Vec::new();
+    }
+    ends.into_iter()
+        .zip(originals)
+        .map(|(pc, (resume, guard_frame))| (pc, Parked { resume, guard_frame }))
+        .collect()
+}
+
+/// The guard probes a process with trap splices needs: one on every `syscall` of its
+/// modules that may change a signal mask (its number is one that can, or is unknown).
+fn guard_probes(modules: &[AnalyzedImage]) -> Vec<Probe> {
+    let mut v = Vec::new();
+    for (m, img) in modules.iter().enumerate() {
+        let cfg = &img.analysis.cfg;
+        for s in kerf_analysis::syscalls::syscall_sites(cfg, img) {
+            if s.nr.is_some_and(|nr| !sigguard::needs_guard(nr)) || after_sigreturn_nr(img, s.addr)
+            {
+                continue;
+            }
+            let f = cfg.function(s.func);
+            let label = format!("{}+{:#x} (signal-mask guard)", f.name, s.addr.0 - f.entry.0);
+            v.push(Probe {
+                point: Point {
+                    spec: "(signal-mask guard)".into(),
+                    label,
+                    module: m,
+                    func: s.func,
+                    addr: s.addr,
+                    at_exit: false,
+                },
+                action: Action::SignalGuard,
+            });
+        }
+    }
+    v
+}
+
+/// Whether the `syscall` at `addr` follows `mov $15, %rax` (or `%eax`): a signal trampoline
+/// such as glibc's `__restore_rt`, which unwinders recognise by its bytes and which must
+/// never be spliced (DESIGN.md §5), even when an unwind entry that starts inside the
+/// instruction before it hides the number from the analysis.
+fn after_sigreturn_nr(img: &AnalyzedImage, addr: ImageAddr) -> bool {
+    const MOV_RAX_15: [u8; 7] = [0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0];
+    const MOV_EAX_15: [u8; 5] = [0xb8, 0x0f, 0, 0, 0];
+    let before = |n: u64| {
+        let (base, bytes) = img.code_region(ImageAddr(addr.0.checked_sub(n)?))?;
+        let off = (addr.0 - n - base.0) as usize;
+        bytes.get(off..off + n as usize)
+    };
+    before(7) == Some(&MOV_RAX_15[..]) || before(5) == Some(&MOV_EAX_15[..])
+}
+
+/// Signals the process has a handler for (`SigCgt` of /proc/PID/status), as numbers.
+fn caught_signals(pid: i32) -> Vec<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    (1..=64).filter(|s| mask & (1 << (s - 1)) != 0).collect()
+}
+
+fn words_bytes(w: &[u64; 4]) -> [u8; 32] {
+    let mut b = [0u8; 32];
+    for (k, v) in w.iter().enumerate() {
+        b[k * 8..k * 8 + 8].copy_from_slice(&v.to_le_bytes());
+    }
+    b
+}
+
+fn bytes_words(b: &[u8; 32]) -> [u64; 4] {
+    std::array::from_fn(|k| u64::from_le_bytes(b[k * 8..k * 8 + 8].try_into().unwrap_or_default()))
 }
 
 /// Write `new` at `addr` after checking the bytes there are `old`, then read it back.
@@ -1014,6 +1522,10 @@ fn busy_ranges(
     for &t in tr.threads() {
         let r = tr.regs(t)?;
         v.push(Busy { tid: t, value: r.rip, stack_offset: None });
+        if kerf_target::ptrace::restarts_syscall(&r) {
+            // Its `syscall` runs again when it resumes (target::ptrace::restarts_syscall).
+            v.push(Busy { tid: t, value: r.rip.wrapping_sub(2), stack_offset: None });
+        }
         // A short read at the top of the stack mapping is fine: scan what there is.
         let mut len = STACK_SCAN;
         while len >= 64 && tr.read(r.rsp, &mut stack[..len]).is_err() {

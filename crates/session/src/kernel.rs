@@ -202,6 +202,14 @@ impl<'k> KernelInstrumentation<'k> {
     ) -> Result<KernelInstrumentation<'k>, InstrumentError> {
         let t0 = Instant::now();
         let d = &kernel.driver;
+        if let Some(p) = probes.iter().find(|p| p.action == Action::SignalGuard) {
+            // Signal masks are a process's concern: the kernel's traps go to the driver.
+            return Err(InstrumentError::Point {
+                label: p.point.label.clone(),
+                addr: p.point.addr.0,
+                detail: "a signal-mask guard belongs in a process, not the kernel".into(),
+            });
+        }
         // Data heap: thread table, timers, counters; cleared (an earlier session used it).
         let counters_n = probes.iter().filter(|p| p.action == Action::Count).count() as u64;
         let need = THREAD_TABLE_LEN + timers as u64 * TIMER_LEN + counters_n * DATA_SLOT;
@@ -398,6 +406,7 @@ impl<'k> KernelInstrumentation<'k> {
                 Action::Count => Primitive::Count { slot: data + self.counters[i].unwrap_or(0) },
                 Action::TimerStart(t) => Primitive::TimerStart { timer: data + self.timers[t] },
                 Action::TimerStop(t) => Primitive::TimerStop { timer: data + self.timers[t] },
+                Action::SignalGuard => unreachable!("refused by install"),
             })
             .collect();
         let ctx = Context {
@@ -439,7 +448,6 @@ impl<'k> KernelInstrumentation<'k> {
             sp.plan.springboard,
             original,
             splice,
-            p.module,
             patch,
         );
         self.sites.push(site);

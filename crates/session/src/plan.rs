@@ -85,8 +85,11 @@ pub fn plan_sites(
         planned: Ranges::default(),
         springboards: Vec::new(),
     };
+    // Signal-mask guards first: a probe of the program at the same `syscall` joins the
+    // guard's site, which takes only the kinds a guard may (see `Planner::plan`).
+    let guard = |i: usize| probes[i].action == Action::SignalGuard;
     let mut order: Vec<usize> = (0..probes.len()).collect();
-    order.sort_by_key(|&i| probes[i].point.at_exit);
+    order.sort_by_key(|&i| (!guard(i), probes[i].point.at_exit));
     let mut sites: Vec<SitePlan> = Vec::new();
     let mut at: HashMap<(usize, u64), usize> = HashMap::new();
     let mut refused = Vec::new();
@@ -127,7 +130,7 @@ pub fn plan_sites(
                 None => {}
             }
         }
-        let plan = match pl.plan(p, addr) {
+        let plan = match pl.plan(p, addr, guard(i)) {
             Ok(plan) => plan,
             Err(InstrumentError::Point { label, addr, detail }) => {
                 refused.push(Refused { probe: i, label, addr, reason: detail });
@@ -209,7 +212,13 @@ impl Planner<'_> {
 
     /// Plan the strongest splice kind the site at `addr` can take: jump5, else jump2 to a
     /// springboard within reach, else trap; each refusal is kept as the reason.
-    fn plan(&mut self, p: &Point, addr: u64) -> Result<Plan, InstrumentError> {
+    ///
+    /// A signal-mask guard (`guard`) sits on a `syscall` and takes jump2, else trap, never
+    /// jump5: a thread asleep in that system call has its PC right after the `syscall`, which
+    /// a jump5 over the following instructions would cover, so the splice could not be written
+    /// while it sleeps (and guards must all be in before any trap goes live). jump2 and trap
+    /// change only the `syscall`'s own bytes.
+    fn plan(&mut self, p: &Point, addr: u64, guard: bool) -> Result<Plan, InstrumentError> {
         let m = &self.modules[p.module];
         let a = &m.analysis;
         let bias = m.bias.unwrap_or(0);
@@ -255,6 +264,18 @@ impl Planner<'_> {
             })?;
             Ok(Plan { kind: SpliceKind::Trap, reason: why, displaced: d, springboard: None })
         };
+        if guard {
+            let why = "a signal-mask guard takes jump2 or trap".to_string();
+            return match jump2(why.clone()) {
+                Ok((d, s)) => Ok(Plan {
+                    kind: SpliceKind::Jump2,
+                    reason: Some(why),
+                    displaced: d,
+                    springboard: Some(s),
+                }),
+                Err(why) => trap(Some(why)),
+            };
+        }
         match self.force_kind {
             Some(SpliceKind::Trap) => trap(Some("forced".into())),
             Some(SpliceKind::Jump5) => Ok(Plan {

@@ -12,6 +12,8 @@ pub const PID: i32 = 100;
 pub const SYSCALL_AT: u64 = 0x7000_0000_1000;
 pub const STACK_TOP: u64 = 0x7fff_0000_0000;
 pub const TRAP_BRKPT: i32 = 1;
+/// SIGTRAP's bit in a signal mask.
+pub const SIGTRAP_BIT: u64 = 1 << 4;
 
 pub fn stop_status(sig: i32, event: i32) -> i32 {
     0x7f | (sig << 8) | (event << 16)
@@ -31,6 +33,8 @@ pub struct FThread {
     pub events: VecDeque<i32>,
     pub siginfo: SigInfo,
     pub traced: bool,
+    /// Blocked signals.
+    pub sigmask: u64,
 }
 
 pub fn regs_at(rip: u64) -> Regs {
@@ -84,6 +88,9 @@ pub struct State {
     /// Every system call executed: (tid, nr, args).
     pub calls: Vec<(i32, i64, [u64; 6])>,
     pub memfd_names: Vec<String>,
+    /// Threads whose single-step trap hit a blocked SIGTRAP: the real kernel would have reset
+    /// the process's SIGTRAP action to the default (and unblocked it in that thread).
+    pub forced_sigtrap: Vec<i32>,
     pub local_maps: usize,
     pub next_fd: i64,
 }
@@ -105,6 +112,7 @@ impl Fake {
                     events: VecDeque::new(),
                     siginfo: SigInfo::new(0, 0, 0, 0),
                     traced: false,
+                    sigmask: 0,
                 },
             );
         }
@@ -242,6 +250,7 @@ impl TraceSys for Fake {
                         events: VecDeque::from([stop_status(libc::SIGTRAP, 128)]),
                         siginfo: SigInfo::new(0, 0, 0, 0),
                         traced: true,
+                        sigmask: 0,
                     },
                 );
                 st.log.push(format!("clone {tid} -> {child}"));
@@ -274,6 +283,10 @@ impl TraceSys for Fake {
         t.regs.rip = r.rip + 2;
         t.siginfo = SigInfo::new(libc::SIGTRAP, TRAP_BRKPT, 0, 0);
         t.events.push_back(stop_status(libc::SIGTRAP, 0));
+        if t.sigmask & SIGTRAP_BIT != 0 {
+            t.sigmask &= !SIGTRAP_BIT;
+            st.forced_sigtrap.push(tid);
+        }
         Ok(())
     }
 
@@ -309,6 +322,17 @@ impl TraceSys for Fake {
         let mut st = self.state();
         st.traced(tid)?.siginfo = *info;
         st.siginfo_set.push((tid, *info));
+        Ok(())
+    }
+
+    fn get_sigmask(&self, tid: i32) -> io::Result<u64> {
+        Ok(self.state().traced(tid)?.sigmask)
+    }
+
+    fn set_sigmask(&self, tid: i32, mask: u64) -> io::Result<()> {
+        let mut st = self.state();
+        st.log.push(format!("setsigmask {tid} {mask:#x}"));
+        st.traced(tid)?.sigmask = mask;
         Ok(())
     }
 

@@ -339,6 +339,26 @@ impl Tracee {
         held || queued
     }
 
+    /// The signals stopped thread `tid` blocks (bit n-1 for signal n). For a thread stopped
+    /// inside a system call that set a temporary mask (`sigsuspend`, `ppoll`, ...), that
+    /// temporary mask: the thread's own comes back when the call returns.
+    pub fn sigmask(&self, tid: i32) -> Result<u64, TargetError> {
+        self.stopped(tid)?;
+        self.sys.get_sigmask(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGMASK", e))
+    }
+
+    /// Set the signals stopped thread `tid` blocks.
+    pub fn set_sigmask(&mut self, tid: i32, mask: u64) -> Result<(), TargetError> {
+        self.stopped(tid)?;
+        self.sys.set_sigmask(tid, mask).map_err(|e| self.ptrace_err(tid, "PTRACE_SETSIGMASK", e))
+    }
+
+    /// Whether stopped thread `tid` was stopped inside a system call that runs with a
+    /// temporary signal mask and will restart (see [`in_masking_call`]).
+    pub fn in_masking_call(&self, tid: i32) -> Result<bool, TargetError> {
+        Ok(in_masking_call(&self.regs(tid)?))
+    }
+
     /// The registers of stopped thread `tid` (`PTRACE_GETREGS`).
     pub fn regs(&self, tid: i32) -> Result<Regs, TargetError> {
         self.stopped(tid)?;
@@ -759,7 +779,49 @@ impl Tracee {
 
     /// Set `regs` on `tid` and single-step until the trap after the `syscall` at `insn`.
     /// Returns the registers after the call.
+    ///
+    /// The single-step trap is a *forced* SIGTRAP: were the thread blocking SIGTRAP, the
+    /// kernel would reset the process's SIGTRAP action to the default (losing the program's
+    /// handler, or kerf's trap dispatcher) and unblock it. So SIGTRAP is unblocked for the
+    /// step and blocked again after it. A thread stopped inside a call with a temporary mask
+    /// (`sigsuspend`, `ppoll`, ...) is the exception: the kernel puts its real mask back
+    /// before the injected call runs, so neither mask can be edited from here;
+    /// [`Tracee::inject_tid`] avoids such threads, and kerf injects into one only to unblock
+    /// SIGTRAP in its real mask, which the injected call itself does before the trap.
     fn step_syscall(&mut self, tid: i32, regs: &Regs, insn: u64) -> Result<Regs, TargetError> {
+        let saved =
+            self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
+        let mask = if in_masking_call(&saved) {
+            None
+        } else {
+            let m = self
+                .sys
+                .get_sigmask(tid)
+                .map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGMASK", e))?;
+            (m & SIGTRAP_BIT != 0).then_some(m)
+        };
+        if let Some(m) = mask {
+            self.sys
+                .set_sigmask(tid, m & !SIGTRAP_BIT)
+                .map_err(|e| self.ptrace_err(tid, "PTRACE_SETSIGMASK", e))?;
+        }
+        let r = self.step_syscall_unmasked(tid, regs, insn);
+        if let Some(m) = mask {
+            if self.index(tid).is_some() {
+                self.sys
+                    .set_sigmask(tid, m)
+                    .map_err(|e| self.ptrace_err(tid, "PTRACE_SETSIGMASK", e))?;
+            }
+        }
+        r
+    }
+
+    fn step_syscall_unmasked(
+        &mut self,
+        tid: i32,
+        regs: &Regs,
+        insn: u64,
+    ) -> Result<Regs, TargetError> {
         const OP: &str = "syscall injection";
         self.sys.set_regs(tid, regs).map_err(|e| self.ptrace_err(tid, "PTRACE_SETREGS", e))?;
         let deadline = Instant::now() + self.timeout;
@@ -807,16 +869,22 @@ impl Tracee {
         Err(TargetError::UnexpectedStop { pid: self.pid, tid, op: OP, status: 0 })
     }
 
-    /// The thread injected system calls run on: the leader if attached, else the first
-    /// thread not holding a signal-delivery-stop, else any.
+    /// The thread injected system calls run on: among the stopped threads, preferably one
+    /// not inside a system call with a temporary signal mask (whose real mask kerf cannot
+    /// see, see [`Tracee::step_syscall`]), then the leader, then one not holding a
+    /// signal-delivery-stop, then any.
     fn inject_tid(&self) -> Result<i32, TargetError> {
         if self.released || self.threads.is_empty() {
             return Err(TargetError::NotStopped { pid: self.pid, tid: self.pid });
         }
+        let plain = |t: &&Thread| self.sys.get_regs(t.tid).is_ok_and(|r| !in_masking_call(&r));
         let stopped = || self.threads.iter().filter(|t| t.state != State::Running);
-        stopped()
+        let plain_stopped = || stopped().filter(plain);
+        plain_stopped()
             .find(|t| t.tid == self.pid)
-            .or_else(|| stopped().find(|t| t.state == State::Event))
+            .or_else(|| plain_stopped().find(|t| t.state == State::Event))
+            .or_else(|| plain_stopped().next())
+            .or_else(|| stopped().find(|t| t.tid == self.pid))
             .or_else(|| stopped().next())
             .map(|t| t.tid)
             .ok_or(TargetError::NotStopped { pid: self.pid, tid: self.pid })
@@ -1000,6 +1068,30 @@ impl Drop for Tracee {
 }
 
 /// The thread group (`Tgid` of /proc/TID/status) that `tid` belongs to.
+/// SIGTRAP's bit in a signal mask.
+const SIGTRAP_BIT: u64 = 1 << (libc::SIGTRAP - 1);
+
+/// System calls that run with a temporary signal mask the kernel swaps back when they
+/// return: `rt_sigsuspend`, `pselect6`, `ppoll`, `epoll_pwait`, `io_pgetevents`,
+/// `epoll_pwait2`.
+const MASKING_CALLS: [u64; 6] = [130, 270, 271, 281, 333, 441];
+
+/// Whether a thread with registers `r`, stopped, was interrupted in a system call that the
+/// kernel restarts when it resumes (`orig_rax` holds a call, `rax` an `-ERESTART*` code): it
+/// then moves the PC back onto the `syscall` instruction (2 bytes), unless a signal handler
+/// runs first and the call returns `EINTR` at the PC as it is. Both are places the thread may
+/// execute next.
+pub fn restarts_syscall(r: &Regs) -> bool {
+    (r.orig_rax as i64) >= 0 && ERESTART_RANGE.contains(&(r.rax as i64))
+}
+
+/// Whether a thread with registers `r`, stopped, was interrupted in one of
+/// [`MASKING_CALLS`] that the kernel will restart (`orig_rax` names it and `rax` holds an
+/// `-ERESTART*` code): its blocked mask is then the call's temporary one.
+pub fn in_masking_call(r: &Regs) -> bool {
+    MASKING_CALLS.contains(&r.orig_rax) && ERESTART_RANGE.contains(&(r.rax as i64))
+}
+
 fn thread_group_of(sys: &dyn TraceSys, tid: i32) -> Result<i32, TargetError> {
     let path = PathBuf::from(format!("/proc/{tid}/status"));
     match sys.read_text(&path) {

@@ -79,6 +79,10 @@ pub trait TraceSys: Send + Sync {
     fn set_regs(&self, tid: i32, regs: &Regs) -> io::Result<()>;
     fn get_siginfo(&self, tid: i32) -> io::Result<SigInfo>;
     fn set_siginfo(&self, tid: i32, info: &SigInfo) -> io::Result<()>;
+    /// `PTRACE_GETSIGMASK`: the thread's blocked signals (bit n-1 for signal n).
+    fn get_sigmask(&self, tid: i32) -> io::Result<u64>;
+    /// `PTRACE_SETSIGMASK`.
+    fn set_sigmask(&self, tid: i32, mask: u64) -> io::Result<()>;
     /// `PTRACE_GETEVENTMSG` (the new tid after `PTRACE_EVENT_CLONE`).
     fn event_msg(&self, tid: i32) -> io::Result<u64>;
     /// `waitpid(tid, __WALL | __WNOTHREAD | WNOHANG)`: the raw status of a state change,
@@ -160,6 +164,23 @@ fn ptrace_ptr<T>(req: libc::c_uint, tid: i32, data: *mut T) -> io::Result<()> {
     }
 }
 
+const PTRACE_GETSIGMASK: libc::c_uint = 0x420a;
+const PTRACE_SETSIGMASK: libc::c_uint = 0x420b;
+
+/// `PTRACE_GETSIGMASK`/`PTRACE_SETSIGMASK`: `addr` is the size of the kernel's sigset (8
+/// bytes), `data` points to it.
+fn sigmask_request(req: libc::c_uint, tid: i32, mask: &mut u64) -> io::Result<()> {
+    // SAFETY: `mask` is a live u64, the 8 bytes the kernel reads or writes for these requests.
+    let r = unsafe {
+        libc::ptrace(req, tid, std::mem::size_of::<u64>() as *mut libc::c_void, mask as *mut u64)
+    };
+    if r == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
 impl TraceSys for RealTraceSys {
     fn seize(&self, tid: i32, options: i32) -> io::Result<()> {
         ptrace(libc::PTRACE_SEIZE, tid, 0, options as usize)
@@ -201,6 +222,17 @@ impl TraceSys for RealTraceSys {
 
     fn set_siginfo(&self, tid: i32, info: &SigInfo) -> io::Result<()> {
         ptrace_ptr(libc::PTRACE_SETSIGINFO, tid, info as *const SigInfo as *mut SigInfo)
+    }
+
+    fn get_sigmask(&self, tid: i32) -> io::Result<u64> {
+        let mut mask: u64 = 0;
+        sigmask_request(PTRACE_GETSIGMASK, tid, &mut mask)?;
+        Ok(mask)
+    }
+
+    fn set_sigmask(&self, tid: i32, mask: u64) -> io::Result<()> {
+        let mut mask = mask;
+        sigmask_request(PTRACE_SETSIGMASK, tid, &mut mask)
     }
 
     fn event_msg(&self, tid: i32) -> io::Result<u64> {

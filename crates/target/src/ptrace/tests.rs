@@ -152,6 +152,42 @@ fn injected_syscall_uses_the_syscall_abi_and_restores_registers() {
     assert_eq!(fake.state().detached, vec![(PID, 0), (101, 0)]);
 }
 
+/// The single-step that runs an injected call ends in a forced SIGTRAP: in a thread that
+/// blocks SIGTRAP the kernel would reset the program's SIGTRAP action to the default. The
+/// step runs with SIGTRAP unblocked, and the thread's mask is put back after it.
+#[test]
+fn injection_never_steps_a_thread_that_blocks_sigtrap() {
+    let fake = Arc::new(Fake::new(&[PID, 101]));
+    let all = u64::MAX & !((1 << 8) | (1 << 18)); // every signal but SIGKILL and SIGSTOP
+    for t in [PID, 101] {
+        fake.state().threads.get_mut(&t).unwrap().sigmask = all;
+    }
+    let mut t = stop(&fake).expect("stops");
+    assert_eq!(t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid"), i64::from(PID));
+    assert_eq!(t.syscall_on(101, libc::SYS_getpid, [0; 6]).expect("getpid"), i64::from(PID));
+    let st = fake.state();
+    assert!(st.forced_sigtrap.is_empty(), "stepped with SIGTRAP blocked: {:?}", st.forced_sigtrap);
+    assert_eq!(st.threads[&PID].sigmask, all);
+    assert_eq!(st.threads[&101].sigmask, all);
+}
+
+/// A thread stopped in `ppoll` (its mask is the call's temporary one) is not chosen for
+/// injection when another thread can take it.
+#[test]
+fn injection_avoids_threads_inside_calls_with_a_temporary_mask() {
+    let fake = Arc::new(Fake::new(&[PID, 101]));
+    {
+        let mut st = fake.state();
+        let leader = st.threads.get_mut(&PID).unwrap();
+        leader.regs.orig_rax = 271; // ppoll, interrupted
+        leader.regs.rax = (-514i64) as u64; // -ERESTARTNOHAND
+    }
+    let mut t = stop(&fake).expect("stops");
+    t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid");
+    let calls = fake.state().calls.clone();
+    assert_eq!(calls.iter().map(|c| c.0).collect::<Vec<_>>(), vec![101], "{calls:?}");
+}
+
 #[test]
 fn signals_dequeued_during_a_step_are_held_and_reinjected_once() {
     let fake = Arc::new(Fake::new(&[PID]));
@@ -337,6 +373,12 @@ fn a_thread_that_never_stops_times_out() {
         }
         fn set_siginfo(&self, tid: i32, i: &SigInfo) -> io::Result<()> {
             self.0.set_siginfo(tid, i)
+        }
+        fn get_sigmask(&self, tid: i32) -> io::Result<u64> {
+            self.0.get_sigmask(tid)
+        }
+        fn set_sigmask(&self, tid: i32, m: u64) -> io::Result<()> {
+            self.0.set_sigmask(tid, m)
         }
         fn event_msg(&self, tid: i32) -> io::Result<u64> {
             self.0.event_msg(tid)
