@@ -96,7 +96,8 @@ fn broken_debuglink_sections_are_errors() {
     let s = image.sections.iter().find(|s| s.name == ".gnu_debuglink").unwrap().clone();
     let (at, len) = (s.file_offset as usize, s.size as usize);
     drop(image);
-    let cases: Vec<(&str, Box<dyn Fn(&mut [u8])>)> = vec![
+    type Patch = Box<dyn Fn(&mut [u8])>;
+    let cases: Vec<(&str, Patch)> = vec![
         ("a path", Box::new(|d: &mut [u8]| d[at..at + 3].copy_from_slice(b"../"))),
         ("no NUL", Box::new(|d: &mut [u8]| d[at..at + len].fill(b'a'))),
         ("empty name", Box::new(|d: &mut [u8]| d[at] = 0)),
