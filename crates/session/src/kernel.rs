@@ -89,6 +89,8 @@ fn image_of(
         load_seconds,
         text_bytes,
         cache_warning: None,
+        symbols: crate::SymbolOrigin { own: vec!["the symbol file"], debug_file: None },
+        debug_warnings: Vec::new(),
         segments,
         bytes,
     })
