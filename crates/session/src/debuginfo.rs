@@ -143,17 +143,15 @@ pub fn add_debug_symbols(
     let own = fs::metadata(file).ok().map(|m| (m.dev(), m.ino()));
     let build_id = image.build_id.as_deref().map(hex).filter(|h| h.len() >= 4);
 
+    // Local candidates, in order, each with the CRC it must have.
+    let mut candidates: Vec<(PathBuf, Option<u32>, Found)> = Vec::new();
     // 1. The build-id path in each debug directory.
     if let Some(id) = &build_id {
         for dir in &opts.dirs {
             let path = dir.join(".build-id").join(&id[..2]).join(format!("{}.debug", &id[2..]));
-            if let Some(used) = try_file(image, &path, None, own, Found::BuildId, &mut search) {
-                search.used = Some(used);
-                return search;
-            }
+            candidates.push((path, None, Found::BuildId));
         }
     }
-
     // 2. `.gnu_debuglink`: beside the image, in `.debug/` there, under each debug directory.
     match image.debuglink() {
         Ok(Some(link)) => {
@@ -166,17 +164,16 @@ pub fn add_debug_symbols(
             for dir in &opts.dirs {
                 paths.push(dir.join(rel.as_deref().unwrap_or(Path::new(""))).join(&link.name));
             }
-            for path in paths {
-                let found =
-                    try_file(image, &path, Some(link.crc), own, Found::DebugLink, &mut search);
-                if let Some(used) = found {
-                    search.used = Some(used);
-                    return search;
-                }
-            }
+            candidates.extend(paths.into_iter().map(|p| (p, Some(link.crc), Found::DebugLink)));
         }
         Ok(None) => {}
         Err(e) => search.warnings.push(format!("{e}; not followed")),
+    }
+    for (path, crc, found) in candidates {
+        search.used = try_file(image, &path, crc, own, found, &mut search.warnings);
+        if search.used.is_some() {
+            return search;
+        }
     }
 
     // 3. debuginfod, by build-id, through kerf's cache.
@@ -189,14 +186,14 @@ pub fn add_debug_symbols(
 }
 
 /// Check one candidate and merge it. `None` when it is missing (quietly) or refused (with a
-/// warning in `search`).
+/// warning).
 fn try_file(
     image: &mut Image<'_>,
     path: &Path,
     crc: Option<u32>,
     own: Option<(u64, u64)>,
     found: Found,
-    search: &mut DebugSearch,
+    warnings: &mut Vec<String>,
 ) -> Option<DebugFileUsed> {
     match check_file(image, path, crc, own) {
         Ok(Some((merge, identity))) => {
@@ -204,7 +201,7 @@ fn try_file(
         }
         Ok(None) => None,
         Err(why) => {
-            search.warnings.push(format!("debug file {}: {why}; ignored", path.display()));
+            warnings.push(format!("debug file {}: {why}; ignored", path.display()));
             None
         }
     }
@@ -269,16 +266,15 @@ fn debuginfod(
 ) -> Option<DebugFileUsed> {
     let dir = cache_dir.join("debuginfod");
     let cached = dir.join(format!("{id}.debug"));
-    let mut search = DebugSearch::default();
     // A file fetched in an earlier run is checked again like any other candidate.
-    let used = try_file(image, &cached, None, own, Found::DebuginfodCache, &mut search);
-    if !search.warnings.is_empty() {
-        // A damaged or foreign cached copy: fetch it anew.
-        let _ = fs::remove_file(&cached);
-    }
-    warnings.append(&mut search.warnings);
+    let before = warnings.len();
+    let used = try_file(image, &cached, None, own, Found::DebuginfodCache, warnings);
     if used.is_some() {
         return used;
+    }
+    if warnings.len() > before {
+        // A damaged or foreign cached copy: fetch it anew.
+        let _ = fs::remove_file(&cached);
     }
     for url in &opts.urls {
         if DEAD_SERVERS.lock().map(|d| d.contains(url)).unwrap_or(false) {
@@ -288,15 +284,12 @@ fn debuginfod(
         match fetch(&source, &dir, &cached, opts.timeout) {
             Ok(()) => {
                 let found = Found::Debuginfod { url: url.clone() };
-                let used = try_file(image, &cached, None, own, found, &mut search);
-                if used.is_none() {
-                    // The server sent something that is not this image's debug file.
-                    let _ = fs::remove_file(&cached);
-                }
-                warnings.append(&mut search.warnings);
+                let used = try_file(image, &cached, None, own, found, warnings);
                 if used.is_some() {
                     return used;
                 }
+                // The server sent something that is not this image's debug file.
+                let _ = fs::remove_file(&cached);
             }
             Err(http::HttpError::Status { code: 404, .. }) => {}
             Err(e) => {
