@@ -89,8 +89,10 @@ pub struct DebugFileUsed {
 /// Where an image's symbols came from, for the user.
 #[derive(Clone, Debug, Default)]
 pub struct SymbolOrigin {
-    /// The image's own tables: `.symtab`, `.dynsym`, a symbol file.
+    /// The image's own tables: `.symtab`, `.dynsym`.
     pub own: Vec<&'static str>,
+    /// A symbol file (`--symbols`, kallsyms) was added.
+    pub symbol_file: bool,
     pub debug_file: Option<DebugFileUsed>,
 }
 
@@ -99,6 +101,9 @@ impl std::fmt::Display for SymbolOrigin {
         let mut parts = Vec::new();
         if !self.own.is_empty() {
             parts.push(format!("{} of the image", self.own.join(" and ")));
+        }
+        if self.symbol_file {
+            parts.push("the symbol file".to_string());
         }
         if let Some(d) = &self.debug_file {
             let how = match &d.found {

@@ -89,7 +89,7 @@ fn image_of(
         load_seconds,
         text_bytes,
         cache_warning: None,
-        symbols: crate::SymbolOrigin { own: vec!["the symbol file"], debug_file: None },
+        symbols: crate::SymbolOrigin { symbol_file: true, ..Default::default() },
         debug_warnings: Vec::new(),
         segments,
         bytes,

@@ -180,7 +180,7 @@ fn analyze_image_file(
     }
     if let Some(s) = &opts.symbols {
         image.add_symbol_file(s)?;
-        origin.own.push("the symbol file");
+        origin.symbol_file = true;
     }
     let text_bytes = image.text_bytes();
     let dir = opts.cache_dir.clone().unwrap_or_else(cache::default_dir);
