@@ -98,9 +98,9 @@ fn broken_debuglink_sections_are_errors() {
     drop(image);
     type Patch = Box<dyn Fn(&mut [u8])>;
     let cases: Vec<(&str, Patch)> = vec![
-        ("a path", Box::new(|d: &mut [u8]| d[at..at + 3].copy_from_slice(b"../"))),
-        ("no NUL", Box::new(|d: &mut [u8]| d[at..at + len].fill(b'a'))),
-        ("empty name", Box::new(|d: &mut [u8]| d[at] = 0)),
+        ("a path", Box::new(move |d: &mut [u8]| d[at..at + 3].copy_from_slice(b"../"))),
+        ("no NUL", Box::new(move |d: &mut [u8]| d[at..at + len].fill(b'a'))),
+        ("empty name", Box::new(move |d: &mut [u8]| d[at] = 0)),
     ];
     for (what, patch) in cases {
         let mut data = original.clone();
