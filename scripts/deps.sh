@@ -5,8 +5,12 @@ set -euo pipefail
 
 # Debian packages: compilers for the fixture programs, binutils (objdump, readelf, nm) that
 # tests compare against, the libraries analysed in tests and benchmarks, util-linux's setpriv,
-# Debian's python3.11 (a real program to instrument) and perf (uprobes as ground truth).
-KERF_DEBS=(build-essential gcc clang binutils libllvm14 libstdc++6 util-linux python3 python3.11 linux-perf)
+# Debian's python3.11 (a real program to instrument) and perf (uprobes as ground truth);
+# libc6-dbg (libc's separate debug file, found by build-id), debuginfod (a local server for
+# the debuginfod tests, with elfutils' client) and iproute2 (loopback in the test's private
+# network namespace).
+KERF_DEBS=(build-essential gcc clang binutils libllvm14 libstdc++6 util-linux python3 python3.11 linux-perf
+  libc6-dbg debuginfod iproute2)
 
 missing=()
 for p in "${KERF_DEBS[@]}"; do

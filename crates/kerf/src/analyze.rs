@@ -35,6 +35,11 @@ pub struct Args {
     /// Neither read nor write the analysis cache.
     #[arg(long)]
     no_cache: bool,
+    /// Use no separate debug files (build-id paths, .gnu_debuglink, debuginfod): only the
+    /// image's own symbols. The environment variable KERF_NO_DEBUG_FILES=1 does the same for
+    /// every command.
+    #[arg(long)]
+    no_debug_files: bool,
 }
 
 pub fn run(args: Args) -> Result<(), String> {
@@ -45,7 +50,12 @@ pub fn run(args: Args) -> Result<(), String> {
         ),
         None => None,
     };
-    let opts = LoadOptions { symbols, no_cache: args.no_cache, cache_dir: None };
+    let debug = if args.no_debug_files {
+        kerf_session::DebugOptions::disabled()
+    } else {
+        kerf_session::DebugOptions::from_env()
+    };
+    let opts = LoadOptions { symbols, no_cache: args.no_cache, cache_dir: None, debug };
     let progress = TermProgress::new();
     let mut _kernel = None;
     let (images, skipped, what) = match (args.pid, &args.target) {
@@ -70,6 +80,9 @@ pub fn run(args: Args) -> Result<(), String> {
     let seconds = t0.elapsed().as_secs_f64();
     for img in &images {
         if let Some(w) = &img.cache_warning {
+            eprintln!("kerf: warning: {w}");
+        }
+        for w in &img.debug_warnings {
             eprintln!("kerf: warning: {w}");
         }
     }
@@ -185,6 +198,9 @@ fn summary_json(what: &str, images: &[AnalyzedImage], seconds: f64) -> Value {
             if let Some(id) = &img.analysis.build_id {
                 v["build_id"] = json!(hex(id));
             }
+            v["symbols"] = json!(img.symbols.to_string());
+            v["debug_file"] =
+                json!(img.symbols.debug_file.as_ref().map(|d| d.path.display().to_string()));
             v
         })
         .collect();
@@ -251,6 +267,9 @@ fn render_summary(what: &str, images: &[AnalyzedImage], seconds: f64) -> String 
     row(&mut o, "unanalysable jumps", t.unanalysable_jumps.to_string());
     row(&mut o, "call graph edges", t.call_graph_edges.to_string());
     row(&mut o, "padding", format!("{} bytes in {} runs", t.padding_bytes, t.padding_runs));
+    if let [img] = images {
+        row(&mut o, "symbols from", img.symbols.to_string());
+    }
     if images.len() > 1 {
         let _ = writeln!(o, "images:");
         for img in images {
@@ -265,6 +284,9 @@ fn render_summary(what: &str, images: &[AnalyzedImage], seconds: f64) -> String 
                 bias,
                 if img.cached { "  (cached)" } else { "" }
             );
+            if img.symbols.debug_file.is_some() {
+                let _ = writeln!(o, "    symbols: {}", img.symbols);
+            }
         }
     }
     let cached = images.iter().filter(|i| i.cached).count();

@@ -108,6 +108,9 @@ impl Target {
         t.modules = analyze_process(t.pid, &LoadOptions::default(), &kerf_analysis::Quiet)
             .map_err(|e| e.to_string())?
             .0;
+        for w in t.modules.iter().flat_map(|m| &m.debug_warnings) {
+            eprintln!("kerf: warning: {w}");
+        }
         Ok(t)
     }
 

@@ -35,8 +35,15 @@ pub fn fnv64(parts: &[&[u8]]) -> u64 {
     h
 }
 
-/// The cache key of an image: its build-id when it has one, else what identifies the file.
-pub fn key(build_id: Option<&[u8]>, file: &Path, symbols: Option<&str>) -> String {
+/// The cache key of an image: its build-id when it has one, else what identifies the file;
+/// and what was added to its symbols: a symbol file's text, a debug file's identity (its
+/// path, size, time and build-id), so that finding, losing or replacing one is a new entry.
+pub fn key(
+    build_id: Option<&[u8]>,
+    file: &Path,
+    symbols: Option<&str>,
+    debug_file: Option<&str>,
+) -> String {
     let ident = match build_id {
         Some(id) => id.iter().map(|b| format!("{b:02x}")).collect::<String>(),
         None => {
@@ -57,7 +64,10 @@ pub fn key(build_id: Option<&[u8]>, file: &Path, symbols: Option<&str>) -> Strin
         }
     };
     let syms = symbols.map_or(0, |s| fnv64(&[s.as_bytes()]));
-    format!("v{FORMAT}-{ident}-{syms:016x}.bin")
+    match debug_file {
+        None => format!("v{FORMAT}-{ident}-{syms:016x}.bin"),
+        Some(d) => format!("v{FORMAT}-{ident}-{syms:016x}-{:016x}.bin", fnv64(&[d.as_bytes()])),
+    }
 }
 
 /// The cached analysis under `key`, if present and readable. A damaged file is ignored (and

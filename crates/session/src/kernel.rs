@@ -89,6 +89,8 @@ fn image_of(
         load_seconds,
         text_bytes,
         cache_warning: None,
+        symbols: crate::SymbolOrigin { symbol_file: true, ..Default::default() },
+        debug_warnings: Vec::new(),
         segments,
         bytes,
     })

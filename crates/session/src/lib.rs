@@ -3,10 +3,13 @@
 //! plan splices, and install and remove probes in a process or the kernel.
 
 pub mod cache;
+pub mod debuginfo;
+mod http;
 pub mod instrument;
 pub mod kernel;
 pub mod load;
 pub mod plan;
 pub mod spec;
 
+pub use debuginfo::{DebugOptions, SymbolOrigin};
 pub use load::{analyze_file, analyze_process, AnalyzedImage, LoadError, LoadOptions};

@@ -1,9 +1,11 @@
-//! Loading targets for analysis: an image file (with an optional symbol file), or every
-//! module of a live process as its /proc/PID/maps shows them (read only: nothing is attached).
+//! Loading targets for analysis: an image file (with an optional symbol file and the symbols
+//! of its separate debug file), or every module of a live process as its /proc/PID/maps shows
+//! them (read only: nothing is attached).
 
 use crate::cache;
+use crate::debuginfo::{self, DebugOptions, SymbolOrigin};
 use kerf_analysis::image::maps::{modules, parse_maps};
-use kerf_analysis::image::{Image, ImageError, Segment};
+use kerf_analysis::image::{Image, ImageError, Segment, SymbolSource};
 use kerf_analysis::{analyze, Analysis, Progress};
 use kerf_arch::ImageAddr;
 use kerf_target::process::Process;
@@ -19,6 +21,8 @@ pub struct LoadOptions {
     pub no_cache: bool,
     /// Cache directory; `None` means [`cache::default_dir`].
     pub cache_dir: Option<PathBuf>,
+    /// Where to look for separate debug files (default: from the environment).
+    pub debug: DebugOptions,
 }
 
 /// Why a target could not be loaded. Each variant names what failed.
@@ -80,6 +84,10 @@ pub struct AnalyzedImage {
     pub text_bytes: u64,
     /// A cache write that failed (reported, not fatal).
     pub cache_warning: Option<String>,
+    /// Where the image's symbols came from (its own tables, a debug file).
+    pub symbols: SymbolOrigin,
+    /// Debug files that were found but refused, each with why (reported, not fatal).
+    pub debug_warnings: Vec<String>,
     /// The image's loadable segments (to compute a load bias).
     pub segments: Vec<Segment>,
     /// The image's bytes: a file mapped, or memory read from a live kernel.
@@ -141,9 +149,20 @@ fn map_file(path: &Path) -> std::io::Result<memmap2::Mmap> {
     unsafe { memmap2::Mmap::map(&f) }
 }
 
-/// Read and analyse one image file. `display` is the name shown for it.
+/// Read and analyse one image file.
 pub fn analyze_file(
     path: &Path,
+    opts: &LoadOptions,
+    progress: &dyn Progress,
+) -> Result<AnalyzedImage, LoadError> {
+    analyze_image_file(path, path, opts, progress)
+}
+
+/// [`analyze_file`] for `path`, whose debug files are looked for as if it were `logical` (a
+/// module of a process is read through /proc/PID/root, and named by its path inside).
+fn analyze_image_file(
+    path: &Path,
+    logical: &Path,
     opts: &LoadOptions,
     progress: &dyn Progress,
 ) -> Result<AnalyzedImage, LoadError> {
@@ -153,12 +172,23 @@ pub fn analyze_file(
     let data: &[u8] = &bytes;
     let name = path.display().to_string();
     let mut image = Image::from_elf(&name, data)?;
+    let mut origin = SymbolOrigin::default();
+    for (source, what) in [(SymbolSource::Symtab, ".symtab"), (SymbolSource::Dynsym, ".dynsym")] {
+        if image.symbols.iter().any(|s| s.source == source) {
+            origin.own.push(what);
+        }
+    }
     if let Some(s) = &opts.symbols {
         image.add_symbol_file(s)?;
+        origin.symbol_file = true;
     }
     let text_bytes = image.text_bytes();
     let dir = opts.cache_dir.clone().unwrap_or_else(cache::default_dir);
-    let key = cache::key(image.build_id.as_deref(), path, opts.symbols.as_deref());
+    let search = debuginfo::add_debug_symbols(&mut image, path, logical, &opts.debug, &dir);
+    origin.debug_file = search.used;
+    let debug_warnings = search.warnings;
+    let debug_identity = origin.debug_file.as_ref().map(|d| d.identity.as_str());
+    let key = cache::key(image.build_id.as_deref(), path, opts.symbols.as_deref(), debug_identity);
     if !opts.no_cache {
         if let Some(mut a) = cache::load(&dir, &key) {
             a.image = name;
@@ -171,6 +201,8 @@ pub fn analyze_file(
                 load_seconds: t0.elapsed().as_secs_f64(),
                 text_bytes,
                 cache_warning: None,
+                symbols: origin,
+                debug_warnings,
                 segments: image.segments.clone(),
                 bytes: bytes.clone(),
             });
@@ -194,6 +226,8 @@ pub fn analyze_file(
         load_seconds,
         text_bytes,
         cache_warning,
+        symbols: origin,
+        debug_warnings,
         segments: image.segments.clone(),
         bytes: bytes.clone(),
     })
@@ -211,6 +245,8 @@ pub fn analyze_process(
     let maps = parse_maps(&text).map_err(|e| LoadError::Maps { pid, detail: e.to_string() })?;
     let mut out = Vec::new();
     let mut skipped = Vec::new();
+    let mut opts = opts.clone();
+    opts.debug.dirs = process_debug_dirs(pid, &opts.debug.dirs);
     for (i, m) in modules(&maps).into_iter().enumerate() {
         if m.path.starts_with('[') || !m.mappings.iter().any(|x| x.exec) {
             continue;
@@ -219,7 +255,7 @@ pub fn analyze_process(
         // A symbol file belongs to the main executable, which the kernel maps first.
         let symbols = if i == 0 { opts.symbols.clone() } else { None };
         let o = LoadOptions { symbols, ..opts.clone() };
-        match analyze_file(&file, &o, progress) {
+        match analyze_image_file(&file, Path::new(&m.path), &o, progress) {
             Ok(mut a) => {
                 a.bias = Some(m.bias(&a.segments));
                 a.path = PathBuf::from(&m.path);
@@ -230,4 +266,20 @@ pub fn analyze_process(
         }
     }
     Ok((out, skipped))
+}
+
+/// The debug directories for the modules of process `pid`: each one inside the process's root
+/// first when the process sees another file system (a container), then kerf's own.
+fn process_debug_dirs(pid: i32, dirs: &[PathBuf]) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    let same = |a: &Path, b: &Path| match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => true,
+    };
+    if same(&root, Path::new("/")) {
+        return dirs.to_vec();
+    }
+    let inside = dirs.iter().map(|d| root.join(d.strip_prefix("/").unwrap_or(d)));
+    inside.chain(dirs.iter().cloned()).collect()
 }

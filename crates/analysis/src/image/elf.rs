@@ -16,7 +16,7 @@ use object::read::elf::SymbolTable;
 use object::read::elf::{FileHeader, ProgramHeader, Rela, SectionHeader, SectionTable, Sym};
 use object::LittleEndian as LE;
 
-type Header = elf::FileHeader64<LE>;
+pub(super) type Header = elf::FileHeader64<LE>;
 type Sections<'a> = SectionTable<'a, Header, &'a [u8]>;
 type Symbols<'a> = SymbolTable<'a, Header, &'a [u8]>;
 
@@ -148,7 +148,7 @@ fn loader_pointers(
 
 /// Classify the file from `e_ident` and `e_machine` so that the common mistakes (a script, a
 /// 32-bit or foreign binary) get their own error rather than "malformed".
-fn check_identity(name: &str, data: &[u8]) -> Result<(), ImageError> {
+pub(super) fn check_identity(name: &str, data: &[u8]) -> Result<(), ImageError> {
     if data.len() < 4 || data[..4] != elf::ELFMAG {
         return Err(ImageError::NotElf { name: name.to_string() });
     }
@@ -268,7 +268,7 @@ fn fits(offset: u64, size: u64, len: usize) -> bool {
 }
 
 /// The NT_GNU_BUILD_ID note, from note sections or, without section headers, PT_NOTE.
-fn find_build_id(
+pub(super) fn find_build_id(
     table: &Sections<'_>,
     phdrs: &[elf::ProgramHeader64<LE>],
     data: &[u8],
@@ -301,7 +301,7 @@ fn find_build_id(
 }
 
 /// Append the defined, named, non-section/file symbols of one table.
-fn collect_symbols(
+pub(super) fn collect_symbols(
     table: &Symbols<'_>,
     source: SymbolSource,
     out: &mut Vec<Symbol>,

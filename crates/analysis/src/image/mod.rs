@@ -6,11 +6,13 @@ use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 
 pub mod btf;
+mod debugfile;
 mod elf;
 pub mod maps;
 mod symfile;
 mod unwind;
 
+pub use debugfile::{crc32, DebugFile, DebugFileError, DebugLink, DebugMerge};
 pub use symfile::parse_symbol_file;
 
 /// What kind of ELF file an image came from.

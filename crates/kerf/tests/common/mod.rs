@@ -36,6 +36,8 @@ pub fn spawn_kerf<S: AsRef<std::ffi::OsStr>>(
         .arg(tool)
         .args(args)
         .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(cache))
+        // No debuginfod server from the caller's environment: tests stay off the network.
+        .env_remove("DEBUGINFOD_URLS")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
