@@ -9,5 +9,6 @@ pub mod liveness;
 pub mod memory;
 pub mod noreturn;
 pub mod program;
+pub mod validate;
 
 pub use program::{analyze, Analysis, Progress, Quiet, Summary};
