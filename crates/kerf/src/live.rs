@@ -108,6 +108,14 @@ impl Target {
         t.modules = analyze_process(t.pid, &LoadOptions::default(), &kerf_analysis::Quiet)
             .map_err(|e| e.to_string())?
             .0;
+        // A cache refused or an entry rejected is said once, not once per module.
+        let mut warned: Vec<&str> = Vec::new();
+        for w in t.modules.iter().filter_map(|m| m.cache_warning.as_deref()) {
+            if !warned.contains(&w) {
+                eprintln!("kerf: warning: {w}");
+                warned.push(w);
+            }
+        }
         Ok(t)
     }
 
