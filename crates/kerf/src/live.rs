@@ -301,7 +301,7 @@ pub fn removal_outcome(removal: Result<Removed, InstrumentError>, pid: i32) -> R
     if !r.kept.is_empty() {
         let bytes: u64 = r.kept.iter().map(|k| k.1).sum();
         eprintln!(
-            "kerf: every splice is removed, but {} KiB of kerf's code and data stay mapped in process {pid}: a stack may still return into them ({})",
+            "kerf: every splice is removed, but {} KiB of kerf's code and data stay mapped in process {pid}: {}",
             bytes / 1024,
             r.why.as_deref().unwrap_or("unknown")
         );

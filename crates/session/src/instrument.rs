@@ -216,6 +216,8 @@ pub struct Instrumentation {
     /// TSC when the last splice went in, and the matching monotonic time.
     pub installed_at: (u64, std::time::Instant),
     removed: bool,
+    /// This kerf's claim on the process, held until removal is over (one kerf at a time).
+    claim: Option<kerf_target::ptrace::Claim>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -243,7 +245,10 @@ impl Instrumentation {
         timers: usize,
         opts: Options,
     ) -> Result<Instrumentation, InstrumentError> {
+        // Before anything changes in the target: another kerf there is refused.
+        let claim = Some(kerf_target::ptrace::claim(pid)?);
         let mut inst = Instrumentation {
+            claim,
             pid,
             sites: Vec::new(),
             heaps: (0..modules.len()).map(|_| None).collect(),
@@ -374,6 +379,17 @@ impl Instrumentation {
             let write = |me: &mut Self, m: &dyn TargetMemory| {
                 for site in chunk {
                     let (first, members, plan) = (site.first, &site.members, &site.plan);
+                    // DESIGN §5: never splice over bytes that are not the file's.
+                    let module = &modules[probes[first].point.module];
+                    if let Some(reason) = foreign_bytes(m, module, plan)? {
+                        me.refused.extend(members.iter().map(|&i| crate::plan::Refused {
+                            probe: i,
+                            label: probes[i].point.label.clone(),
+                            addr: plan.displaced.point,
+                            reason: reason.clone(),
+                        }));
+                        continue;
+                    }
                     me.write_site(m, modules, probes, first, members, plan, thread, only_thread)?;
                 }
                 Ok(())
@@ -382,6 +398,12 @@ impl Instrumentation {
                 self.while_stopped(|me, tr| write(me, tr))?;
             } else {
                 write(self, &mem)?;
+            }
+        }
+        if self.sites.is_empty() {
+            if let Some(r) = self.refused.first() {
+                let (label, addr, detail) = (r.label.clone(), r.addr, r.reason.clone());
+                return Err(InstrumentError::Point { label, addr, detail });
             }
         }
         if self.sites.iter().any(|p| p.kind == SpliceKind::Trap) {
@@ -756,12 +778,15 @@ impl Instrumentation {
             let trap_in_flight = self.trap.is_some()
                 && tr.threads().iter().any(|t| tr.signal_pending(*t, SIGTRAP as i32));
             if blocker.is_none() && !trap_in_flight {
-                self.uninstall_dispatcher(&mut tr)?;
+                let left = self.uninstall_dispatcher(&mut tr)?;
                 // Springboards last: no splice leads to them any more and no thread is in one.
                 self.restore_springboards(&tr)?;
                 self.free_heaps(&mut tr);
                 tr.resume_detach()?;
-                return Ok(Removed::default());
+                return Ok(left.map_or_else(Removed::default, |(why, heap)| Removed {
+                    kept: vec![heap],
+                    why: Some(why),
+                }));
             }
             last_blocker = match blocker {
                 Some(b) => b.to_string(),
@@ -777,16 +802,18 @@ impl Instrumentation {
                     .filter(|b| in_code(b) || in_springboard(b))
                     .all(|b| b.stack_offset.is_some() && !in_springboard(&b));
             if attempt == MAX_TRIES && only_stack_values {
-                self.uninstall_dispatcher(&mut tr)?;
+                let left = self.uninstall_dispatcher(&mut tr)?;
                 self.restore_springboards(&tr)?;
-                let kept = self
+                let mut kept: Vec<(u64, u64)> = self
                     .heaps
                     .iter_mut()
                     .filter_map(Option::take)
                     .flat_map(|h| [(h.code, h.code_len), (h.data.remote(), h.data.len() as u64)])
                     .collect();
+                kept.extend(left.map(|l| l.1));
                 tr.resume_detach()?;
-                return Ok(Removed { kept, why: Some(last_blocker) });
+                let why = format!("a stack may still return into them: {last_blocker}");
+                return Ok(Removed { kept, why: Some(why) });
             }
             tr.resume_detach()?;
             std::thread::sleep(Duration::from_millis(2));
@@ -805,15 +832,33 @@ impl Instrumentation {
         Ok(())
     }
 
-    /// Give SIGTRAP back the action it had before the dispatcher.
-    fn uninstall_dispatcher(&mut self, tr: &mut Tracee) -> Result<(), InstrumentError> {
-        let Some((m, old)) = self.trap.take() else { return Ok(()) };
+    /// Give SIGTRAP back the action it had before the dispatcher, if the action is still
+    /// kerf's. If the program (or another tool) has set another since, that one stays, and so
+    /// does the heap holding the dispatcher: the new handler may chain to it, having saved
+    /// it as the old action. Returns that heap and why it stays (`None`: all put back).
+    fn uninstall_dispatcher(
+        &mut self,
+        tr: &mut Tracee,
+    ) -> Result<Option<LeftMapped>, InstrumentError> {
+        let Some((m, old)) = self.trap.take() else { return Ok(None) };
         let h = self.heaps[m].as_ref().expect("the dispatcher's heap outlives it");
         let scratch = h.code + h.code_len - 64;
+        let r = tr.syscall(SYS_RT_SIGACTION, [SIGTRAP, 0, scratch, 8, 0, 0])?;
+        let mut now = [0u8; 8];
+        tr.read(scratch, &mut now)?;
+        let handler = u64::from_le_bytes(now);
+        if r != 0 || !(h.code..h.code + h.code_len).contains(&handler) {
+            let h = self.heaps[m].take().expect("checked above");
+            let why = format!(
+                "the SIGTRAP action is no longer kerf's (handler {handler:#x}), so it was left \
+                 as it is, and kerf's dispatcher with it"
+            );
+            return Ok(Some((why, (h.code, h.code_len))));
+        }
         let bytes: Vec<u8> = old.iter().flat_map(|v| v.to_le_bytes()).collect();
         tr.write(scratch, &bytes)?;
         tr.syscall(SYS_RT_SIGACTION, [SIGTRAP, scratch, 0, 8, 0, 0])?;
-        Ok(())
+        Ok(None)
     }
 
     fn free_heaps(&mut self, tr: &mut Tracee) {
@@ -845,6 +890,7 @@ impl Drop for Instrumentation {
                 longest_pause: self.longest_pause,
                 longest_splice_pause: self.longest_splice_pause,
                 removed: false,
+                claim: self.claim.take(),
             };
             self.removed = true;
             let _ = me.remove();
@@ -895,6 +941,28 @@ fn startup_ranges(tr: &Tracee, m: &AnalyzedImage) -> Option<Vec<(u64, u64)>> {
     found.then(|| vec![(f.entry.0 + bias, ret)])
 }
 
+/// Why a planned site must not be spliced: the bytes it displaces, or the padding its
+/// springboard takes, are not the module file's (see [`crate::plan::differs_from_file`]).
+fn foreign_bytes(
+    tr: &dyn TargetMemory,
+    m: &AnalyzedImage,
+    plan: &Plan,
+) -> Result<Option<String>, InstrumentError> {
+    let d = &plan.displaced;
+    let mut ranges = vec![(d.point, d.len.max(1))];
+    if let Some((sb, _)) = plan.springboard {
+        ranges.push((sb, SPRINGBOARD_LEN as usize));
+    }
+    for (addr, len) in ranges {
+        let mut live = vec![0u8; len];
+        tr.read(addr, &mut live)?;
+        if let Some(why) = crate::plan::differs_from_file(m, addr, &live) {
+            return Ok(Some(why));
+        }
+    }
+    Ok(None)
+}
+
 /// Write `new` at `addr` after checking the bytes there are `old`, then read it back.
 fn write_verified(
     tr: &dyn TargetMemory,
@@ -921,6 +989,9 @@ fn write_verified(
     }
     Ok(())
 }
+
+/// A heap left mapped on purpose, and why: `(why, (address, bytes))`.
+type LeftMapped = (String, (u64, u64));
 
 /// What a removal left behind.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
