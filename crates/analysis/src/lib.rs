@@ -10,5 +10,6 @@ pub mod memory;
 pub mod noreturn;
 pub mod program;
 pub mod syscalls;
+pub mod validate;
 
 pub use program::{analyze, Analysis, Progress, Quiet, Summary};

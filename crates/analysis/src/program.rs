@@ -533,7 +533,7 @@ fn assemble(known: BTreeMap<u64, Known>, built: BTreeMap<u64, FuncCfg>, cx: &Cx<
 
 /// Runs of `int3`/`nop` that end exactly at a function's entry and start after the previous
 /// function's code: alignment padding no path executes, usable as springboard space.
-fn find_padding(cfg: &Cfg, mem: &dyn CodeMemory) -> Vec<Padding> {
+pub(crate) fn find_padding(cfg: &Cfg, mem: &dyn CodeMemory) -> Vec<Padding> {
     let mut out = Vec::new();
     for w in cfg.functions.windows(2) {
         let (prev_end, next) = (w[0].extent.end, w[1].entry.0);

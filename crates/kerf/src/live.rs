@@ -111,6 +111,14 @@ impl Target {
         for w in t.modules.iter().flat_map(|m| &m.debug_warnings) {
             eprintln!("kerf: warning: {w}");
         }
+        // A cache refused or an entry rejected is said once, not once per module.
+        let mut warned: Vec<&str> = Vec::new();
+        for w in t.modules.iter().filter_map(|m| m.cache_warning.as_deref()) {
+            if !warned.contains(&w) {
+                eprintln!("kerf: warning: {w}");
+                warned.push(w);
+            }
+        }
         Ok(t)
     }
 
@@ -296,7 +304,7 @@ pub fn removal_outcome(removal: Result<Removed, InstrumentError>, pid: i32) -> R
     if !r.kept.is_empty() {
         let bytes: u64 = r.kept.iter().map(|k| k.1).sum();
         eprintln!(
-            "kerf: every splice is removed, but {} KiB of kerf's code and data stay mapped in process {pid}: a stack may still return into them ({})",
+            "kerf: every splice is removed, but {} KiB of kerf's code and data stay mapped in process {pid}: {}",
             bytes / 1024,
             r.why.as_deref().unwrap_or("unknown")
         );

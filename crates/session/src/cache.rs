@@ -1,26 +1,122 @@
 //! The analysis cache: one file per analysed image, keyed by its build-id (or, without one,
 //! by path, size and modification time) and by the symbol file added to it, so a second
 //! analysis of the same image is a file read.
+//!
+//! A cache file is an untrusted input (DESIGN.md §5), and root's cache must not become a way
+//! for another user to reach root's files. So:
+//! - the directory is the user's own: never a shared temporary directory (with no `HOME`, the
+//!   home directory of the user's passwd entry), created mode 0700, opened without following
+//!   a symlink, and refused unless it is owned by the user and writable by no one else, and
+//!   every directory above it is owned by the user or root and writable by no one else (or
+//!   sticky, like /tmp). Every file operation after that goes through the opened directory's
+//!   descriptor, so a directory renamed or swapped later changes nothing;
+//! - a file is written to a temporary file created `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600, and
+//!   renamed over the entry, and read with `O_NOFOLLOW` (a symlink planted there is refused);
+//! - an entry holds the format version, its own key, a SHA-256 digest of the image file's
+//!   bytes (and symbol file) it describes and a SHA-256 checksum over all of it: a damaged
+//!   entry, one copied under another key, or one of another image with the same build-id is
+//!   rejected. The payload is decoded with a size limit (no allocation beyond the file's
+//!   size), and the decoded analysis is validated against the image's bytes
+//!   (`kerf_analysis::validate`) before anything relies on it. A rejected entry is reported
+//!   and analysed again, and the new analysis replaces it.
 
+use bincode::Options;
+use kerf_analysis::image::Image;
 use kerf_analysis::Analysis;
+use sha2::{Digest, Sha256};
+use std::ffi::{CString, OsStr};
 use std::fs;
-use std::io::Write;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever the analysis or its serialised form changes meaning.
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
+/// The first bytes of every cache file.
+const MAGIC: &[u8; 8] = b"KERFANA\0";
+/// Larger files are not read (libLLVM-14's entry is about 200 MB).
+const MAX_FILE: u64 = 4 << 30;
+
+/// Why the cache was not used, or an entry not trusted. The analysis goes on without it;
+/// these are warnings.
+#[derive(Debug)]
+pub enum CacheError {
+    /// No cache directory can be named: no `KERF_CACHE_DIR`, `XDG_CACHE_HOME` or `HOME`, and
+    /// no home directory in the user's passwd entry.
+    NoDir,
+    /// The directory (or one above it) is not private to this user.
+    Unsafe { path: PathBuf, why: String },
+    /// A system call on the cache failed.
+    Io { path: PathBuf, op: &'static str, err: io::Error },
+    /// An entry that is damaged, foreign, or does not describe the image.
+    Rejected { path: PathBuf, why: String },
+}
+
+impl std::fmt::Display for CacheError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CacheError::NoDir => write!(
+                f,
+                "no analysis cache: no KERF_CACHE_DIR, XDG_CACHE_HOME or HOME, and no home \
+                 directory for this user"
+            ),
+            CacheError::Unsafe { path, why } => {
+                write!(f, "analysis cache {} not used: {why}", path.display())
+            }
+            CacheError::Io { path, op, err } => {
+                write!(f, "analysis cache: {op} {}: {err}", path.display())
+            }
+            CacheError::Rejected { path, why } => {
+                write!(
+                    f,
+                    "analysis cache entry {} rejected ({why}); analysed again",
+                    path.display()
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for CacheError {}
 
 /// Where cache files live: `$KERF_CACHE_DIR`, else `$XDG_CACHE_HOME/kerf`, else
-/// `~/.cache/kerf`.
-pub fn default_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("KERF_CACHE_DIR") {
-        return PathBuf::from(d);
+/// `~/.cache/kerf`, where `~` is `$HOME` or, without it, the home directory of the user's
+/// passwd entry. `None` when none of these is known: there is then no cache, never one in a
+/// directory other users share.
+pub fn default_dir() -> Option<PathBuf> {
+    let absolute = |v: Option<std::ffi::OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
+    if let Some(d) = std::env::var_os("KERF_CACHE_DIR").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(d));
     }
-    if let Some(d) = std::env::var_os("XDG_CACHE_HOME") {
-        return PathBuf::from(d).join("kerf");
+    if let Some(d) = absolute(std::env::var_os("XDG_CACHE_HOME")) {
+        return Some(d.join("kerf"));
     }
-    let home = std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into());
-    PathBuf::from(home).join(".cache").join("kerf")
+    let home = absolute(std::env::var_os("HOME")).or_else(passwd_home)?;
+    Some(home.join(".cache").join("kerf"))
+}
+
+/// The home directory of the effective user's passwd entry.
+fn passwd_home() -> Option<PathBuf> {
+    let mut buf = vec![0u8; 16 * 1024];
+    // SAFETY: passwd is plain data that getpwuid_r fills in; every pointer it sets points into
+    // `buf`, which outlives their use below.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: valid pointers to `pw`, `buf` (with its true length) and `out`.
+    let r = unsafe {
+        libc::getpwuid_r(libc::geteuid(), &mut pw, buf.as_mut_ptr().cast(), buf.len(), &mut out)
+    };
+    if r != 0 || out.is_null() || pw.pw_dir.is_null() {
+        return None;
+    }
+    // SAFETY: pw_dir is a NUL-terminated string inside `buf`.
+    let dir = unsafe { std::ffi::CStr::from_ptr(pw.pw_dir) };
+    let dir = PathBuf::from(OsStr::from_bytes(dir.to_bytes()));
+    // "/" or a relative path is no private place (nobody's home is /nonexistent, which
+    // simply cannot be created).
+    (dir.is_absolute() && dir != Path::new("/")).then_some(dir)
 }
 
 /// A stable 64-bit FNV-1a hash (std's hasher is randomised per process).
@@ -70,21 +166,265 @@ pub fn key(
     }
 }
 
-/// The cached analysis under `key`, if present and readable. A damaged file is ignored (and
-/// will be overwritten), never trusted.
-pub fn load(dir: &Path, key: &str) -> Option<Analysis> {
-    let bytes = fs::read(dir.join(key)).ok()?;
-    bincode::deserialize(&bytes).ok()
+/// What an entry describes: the SHA-256 of the image file's bytes and of the symbol file
+/// added to it. An entry is used only for the very bytes it was made from.
+pub fn digest(file: &[u8], symbols: Option<&str>) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"kerf image\0");
+    h.update((file.len() as u64).to_le_bytes());
+    h.update(file);
+    if let Some(s) = symbols {
+        h.update(b"symbols\0");
+        h.update(s.as_bytes());
+    }
+    h.finalize().into()
 }
 
-/// Store an analysis. Written to a temporary file and renamed, so that a concurrent reader or
-/// a kill half-way never sees a partial file. Failures are returned for the caller to report
-/// as a warning: the cache is an optimisation.
-pub fn store(dir: &Path, key: &str, a: &Analysis) -> std::io::Result<()> {
-    fs::create_dir_all(dir)?;
-    let bytes = bincode::serialize(a).map_err(std::io::Error::other)?;
-    let tmp = dir.join(format!(".{key}.{}", std::process::id()));
-    let mut f = fs::File::create(&tmp)?;
-    f.write_all(&bytes)?;
-    fs::rename(&tmp, dir.join(key))
+/// The checksum that closes an entry: over the format, the key, the digest and the payload.
+fn checksum(key: &str, digest: &[u8; 32], payload: &[u8]) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(MAGIC);
+    h.update(FORMAT.to_le_bytes());
+    h.update((key.len() as u64).to_le_bytes());
+    h.update(key.as_bytes());
+    h.update(digest);
+    h.update((payload.len() as u64).to_le_bytes());
+    h.update(payload);
+    h.finalize().into()
+}
+
+/// bincode's options for the payload: fixed-width integers, and (reading) no more bytes than
+/// the payload has, so a hostile length prefix cannot make it allocate more.
+fn codec() -> impl Options {
+    bincode::DefaultOptions::new().with_fixint_encoding().reject_trailing_bytes()
+}
+
+/// A cache directory checked to be private to this user, held open.
+pub struct CacheDir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+fn cstring(p: &OsStr) -> io::Result<CString> {
+    CString::new(p.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// `fstat` of an open descriptor.
+fn fstat(fd: &OwnedFd) -> io::Result<libc::stat> {
+    // SAFETY: stat is plain data; fstat fills it for a descriptor we own.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open and `st` is a valid out-pointer.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+/// `openat(dir, name, flags, mode)` as an owned descriptor.
+fn openat(dir: Option<&OwnedFd>, name: &OsStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+    let c = cstring(name)?;
+    let at = dir.map_or(libc::AT_FDCWD, |d| d.as_raw_fd());
+    // SAFETY: `c` is NUL-terminated and lives across the call; the result is checked.
+    let fd = unsafe { libc::openat(at, c.as_ptr(), flags | libc::O_CLOEXEC, mode) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+impl CacheDir {
+    /// Open (creating it mode 0700 if missing) the cache directory `path` and check that it
+    /// is private to the effective user; see the module documentation.
+    pub fn open(path: &Path) -> Result<CacheDir, CacheError> {
+        let path = std::path::absolute(path).map_err(|err| CacheError::Io {
+            path: path.into(),
+            op: "resolve",
+            err,
+        })?;
+        let unsafe_ = |p: &Path, why: String| CacheError::Unsafe { path: p.into(), why };
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(unsafe_(&path, "not a directory of its own".into()));
+        };
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&path)
+            .map_err(|err| CacheError::Io { path: path.clone(), op: "create", err })?;
+        // SAFETY: geteuid cannot fail.
+        let me = unsafe { libc::geteuid() };
+        // Every directory above: only this user or root may change what its names lead to.
+        let parent = fs::canonicalize(parent).map_err(|err| CacheError::Io {
+            path: parent.into(),
+            op: "resolve",
+            err,
+        })?;
+        for d in parent.ancestors() {
+            let m = fs::metadata(d).map_err(|err| CacheError::Io {
+                path: d.into(),
+                op: "stat",
+                err,
+            })?;
+            let sticky = m.mode() & libc::S_ISVTX != 0;
+            if m.uid() != me && m.uid() != 0 {
+                return Err(unsafe_(d, format!("owned by uid {}, not by you or root", m.uid())));
+            }
+            if m.mode() & 0o022 != 0 && !sticky {
+                return Err(unsafe_(d, "writable by other users".into()));
+            }
+        }
+        let pfd = openat(None, parent.as_os_str(), libc::O_DIRECTORY | libc::O_RDONLY, 0)
+            .map_err(|err| CacheError::Io { path: parent.clone(), op: "open", err })?;
+        let flags = libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_RDONLY;
+        let fd = openat(Some(&pfd), name, flags, 0).map_err(|err| match err.raw_os_error() {
+            Some(libc::ELOOP) | Some(libc::ENOTDIR) => {
+                unsafe_(&path, "a symlink or not a directory".into())
+            }
+            _ => CacheError::Io { path: path.clone(), op: "open", err },
+        })?;
+        let st =
+            fstat(&fd).map_err(|err| CacheError::Io { path: path.clone(), op: "stat", err })?;
+        if st.st_uid != me {
+            return Err(unsafe_(&path, format!("owned by uid {}, not by you", st.st_uid)));
+        }
+        if st.st_mode & 0o022 != 0 {
+            return Err(unsafe_(&path, "writable by other users".into()));
+        }
+        Ok(CacheDir { fd, path })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The analysis stored under `key` for the image whose bytes have `digest`, validated
+    /// against `image`. `Ok(None)`: no entry; `Err(Rejected)`: an entry that must not be used
+    /// (analyse again and [`CacheDir::store`] over it).
+    pub fn load(
+        &self,
+        key: &str,
+        digest: &[u8; 32],
+        image: &Image<'_>,
+    ) -> Result<Option<Analysis>, CacheError> {
+        let path = self.path.join(key);
+        let reject = |why: String| CacheError::Rejected { path: path.clone(), why };
+        let f = match openat(Some(&self.fd), OsStr::new(key), libc::O_RDONLY | libc::O_NOFOLLOW, 0)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return Err(reject("a symlink".into()))
+            }
+            Err(err) => return Err(CacheError::Io { path, op: "open", err }),
+        };
+        let st = fstat(&f).map_err(|err| CacheError::Io { path: path.clone(), op: "stat", err })?;
+        // SAFETY: geteuid cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_uid != me {
+            return Err(reject("not a regular file of yours".into()));
+        }
+        if st.st_size as u64 > MAX_FILE {
+            return Err(reject(format!("{} bytes", st.st_size)));
+        }
+        let mut bytes = Vec::with_capacity(st.st_size as usize);
+        fs::File::from(f).take(MAX_FILE).read_to_end(&mut bytes).map_err(|err| CacheError::Io {
+            path: path.clone(),
+            op: "read",
+            err,
+        })?;
+        let payload = parse(&bytes, key, digest).map_err(|w| reject(w.into()))?;
+        let mut a: Analysis = codec()
+            .with_limit(payload.len() as u64)
+            .deserialize(payload)
+            .map_err(|e| reject(format!("does not decode: {e}")))?;
+        kerf_analysis::validate::validate(&mut a, image)
+            .map_err(|e| reject(format!("does not match the image: {e}")))?;
+        Ok(Some(a))
+    }
+
+    /// Store an analysis under `key` (see the module documentation for how). Failures are
+    /// for the caller to report as a warning: the cache is an optimisation.
+    pub fn store(&self, key: &str, digest: &[u8; 32], a: &Analysis) -> Result<(), CacheError> {
+        let path = self.path.join(key);
+        let io = |op, err| CacheError::Io { path: path.clone(), op, err };
+        let payload = codec().serialize(a).map_err(|e| io("encode", io::Error::other(e)))?;
+        let mut head = Vec::with_capacity(8 + 4 + 8 + key.len() + 32 + 8 + 32);
+        head.extend_from_slice(MAGIC);
+        head.extend_from_slice(&FORMAT.to_le_bytes());
+        head.extend_from_slice(&(key.len() as u64).to_le_bytes());
+        head.extend_from_slice(key.as_bytes());
+        head.extend_from_slice(digest);
+        head.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+        head.extend_from_slice(&checksum(key, digest, &payload));
+        // A fresh name each try: a temporary file left by a killed kerf (or planted) is
+        // never opened, let alone followed.
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
+        let (tmp, f) = (0..16)
+            .find_map(|n| {
+                let tmp = format!(".{key}.{}.{n}.tmp", std::process::id());
+                match openat(Some(&self.fd), OsStr::new(&tmp), flags, 0o600) {
+                    Ok(f) => Some(Ok((tmp, f))),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => None,
+                    Err(e) => Some(Err(e)),
+                }
+            })
+            .unwrap_or_else(|| Err(io::Error::from_raw_os_error(libc::EEXIST)))
+            .map_err(|e| io("create a temporary file for", e))?;
+        let mut f = fs::File::from(f);
+        let written = f.write_all(&head).and_then(|()| f.write_all(&payload));
+        let tmp_c = cstring(OsStr::new(&tmp)).map_err(|e| io("name", e))?;
+        let key_c = cstring(OsStr::new(key)).map_err(|e| io("name", e))?;
+        let d = self.fd.as_raw_fd();
+        let renamed = written.and_then(|()| {
+            // SAFETY: both names are NUL-terminated and live across the call; `d` is open.
+            // rename replaces whatever is at `key` (a symlink included) without following it.
+            if unsafe { libc::renameat(d, tmp_c.as_ptr(), d, key_c.as_ptr()) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+        if let Err(e) = renamed {
+            // SAFETY: as above; removes only the temporary file this call created.
+            unsafe { libc::unlinkat(d, tmp_c.as_ptr(), 0) };
+            return Err(io("write", e));
+        }
+        Ok(())
+    }
+}
+
+/// The payload of cache file `bytes` if its header names this format, `key` and `digest`
+/// and its checksum holds; else what is wrong.
+fn parse<'b>(bytes: &'b [u8], key: &str, digest: &[u8; 32]) -> Result<&'b [u8], &'static str> {
+    let mut at = 0usize;
+    let mut take = |n: usize| -> Result<&'b [u8], &'static str> {
+        let s = bytes.get(at..at.checked_add(n).ok_or("truncated")?).ok_or("truncated")?;
+        at += n;
+        Ok(s)
+    };
+    let u64_of = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or_default());
+    if take(8)? != MAGIC {
+        return Err("not a kerf cache file");
+    }
+    if take(4)? != FORMAT.to_le_bytes() {
+        return Err("another format version");
+    }
+    let key_len = u64_of(take(8)?);
+    if key_len != key.len() as u64 || take(key.len())? != key.as_bytes() {
+        return Err("made under another key");
+    }
+    let stored_digest = take(32)?;
+    let len = usize::try_from(u64_of(take(8)?)).map_err(|_| "truncated")?;
+    let sum = take(32)?;
+    let payload = take(len)?;
+    if at != bytes.len() {
+        return Err("trailing bytes");
+    }
+    let stored_digest: &[u8; 32] = stored_digest.try_into().map_err(|_| "truncated")?;
+    if checksum(key, stored_digest, payload) != sum {
+        return Err("checksum mismatch");
+    }
+    if stored_digest != digest {
+        return Err("made from other bytes than this image's");
+    }
+    Ok(payload)
 }

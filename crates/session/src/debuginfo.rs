@@ -139,7 +139,7 @@ pub fn add_debug_symbols(
     file: &Path,
     logical: &Path,
     opts: &DebugOptions,
-    cache_dir: &Path,
+    cache_dir: Option<&Path>,
 ) -> DebugSearch {
     let mut search = DebugSearch::default();
     if !opts.enabled {
@@ -266,9 +266,18 @@ fn debuginfod(
     id: &str,
     own: Option<(u64, u64)>,
     opts: &DebugOptions,
-    cache_dir: &Path,
+    cache_dir: Option<&Path>,
     warnings: &mut Vec<String>,
 ) -> Option<DebugFileUsed> {
+    let Some(cache_dir) = cache_dir else {
+        if !opts.urls.is_empty() {
+            warnings.push(
+                "debuginfod: no private cache directory to keep fetched debug files in; not asked"
+                    .into(),
+            );
+        }
+        return None;
+    };
     let dir = cache_dir.join("debuginfod");
     let cached = dir.join(format!("{id}.debug"));
     // A file fetched in an earlier run is checked again like any other candidate.

@@ -287,6 +287,8 @@ pub struct Instrumentation {
     /// TSC when the last splice went in, and the matching monotonic time.
     pub installed_at: (u64, std::time::Instant),
     removed: bool,
+    /// This kerf's claim on the process, held until removal is over (one kerf at a time).
+    claim: Option<kerf_target::ptrace::Claim>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -314,7 +316,10 @@ impl Instrumentation {
         timers: usize,
         opts: Options,
     ) -> Result<Instrumentation, InstrumentError> {
+        // Before anything changes in the target: another kerf there is refused.
+        let claim = Some(kerf_target::ptrace::claim(pid)?);
         let mut inst = Instrumentation {
+            claim,
             pid,
             sites: Vec::new(),
             heaps: (0..modules.len()).map(|_| None).collect(),
@@ -491,6 +496,17 @@ impl Instrumentation {
             let write = |me: &mut Self, m: &dyn TargetMemory| {
                 for site in chunk {
                     let (first, members, plan) = (site.first, &site.members, &site.plan);
+                    // DESIGN §5: never splice over bytes that are not the file's.
+                    let module = &modules[probes[first].point.module];
+                    if let Some(reason) = foreign_bytes(m, module, plan)? {
+                        me.refused.extend(members.iter().map(|&i| crate::plan::Refused {
+                            probe: i,
+                            label: probes[i].point.label.clone(),
+                            addr: plan.displaced.point,
+                            reason: reason.clone(),
+                        }));
+                        continue;
+                    }
                     me.write_site(m, modules, probes, first, members, plan, thread, only_thread)?;
                 }
                 Ok(())
@@ -500,6 +516,19 @@ impl Instrumentation {
             } else {
                 write(self, &mem)?;
             }
+        }
+        if self.sites.is_empty() {
+            if let Some(r) = self.refused.first() {
+                let (label, addr, detail) = (r.label.clone(), r.addr, r.reason.clone());
+                return Err(InstrumentError::Point { label, addr, detail });
+            }
+        }
+        // A `syscall` left unguarded could block SIGTRAP in a thread, and a trap would then
+        // kill the process: no trap goes in at all.
+        if let Some(r) = self.refused.iter().find(|r| r.probe >= n_user) {
+            let (label, addr) = (r.label.clone(), r.addr);
+            let detail = format!("cannot guard signal masks for trap splices: {}", r.reason);
+            return Err(InstrumentError::Point { label, addr, detail });
         }
         self.guard_sites = (0..self.sites.len())
             .filter(|&i| {
@@ -1097,12 +1126,15 @@ impl Instrumentation {
                 && tr.threads().iter().any(|t| tr.signal_pending(*t, SIGTRAP as i32));
             if blocker.is_none() && !trap_in_flight {
                 self.restore_signal_state(&mut tr)?;
-                self.uninstall_dispatcher(&mut tr)?;
+                let left = self.uninstall_dispatcher(&mut tr)?;
                 // Springboards last: no splice leads to them any more and no thread is in one.
                 self.restore_springboards(&tr)?;
                 self.free_heaps(&mut tr);
                 tr.resume_detach()?;
-                return Ok(Removed::default());
+                return Ok(left.map_or_else(Removed::default, |(why, kept)| Removed {
+                    kept,
+                    why: Some(why),
+                }));
             }
             last_blocker = match blocker {
                 Some(b) => b.to_string(),
@@ -1119,16 +1151,18 @@ impl Instrumentation {
                     .all(|b| b.stack_offset.is_some() && !in_springboard(&b));
             if attempt == MAX_TRIES && only_stack_values {
                 self.restore_signal_state(&mut tr)?;
-                self.uninstall_dispatcher(&mut tr)?;
+                let left = self.uninstall_dispatcher(&mut tr)?;
                 self.restore_springboards(&tr)?;
-                let kept = self
+                let mut kept: Vec<(u64, u64)> = self
                     .heaps
                     .iter_mut()
                     .filter_map(Option::take)
                     .flat_map(|h| [(h.code, h.code_len), (h.data.remote(), h.data.len() as u64)])
                     .collect();
+                kept.extend(left.into_iter().flat_map(|l| l.1));
                 tr.resume_detach()?;
-                return Ok(Removed { kept, why: Some(last_blocker) });
+                let why = format!("a stack may still return into them: {last_blocker}");
+                return Ok(Removed { kept, why: Some(why) });
             }
             tr.resume_detach()?;
             std::thread::sleep(Duration::from_millis(2));
@@ -1180,20 +1214,36 @@ impl Instrumentation {
     }
 
     /// Give SIGTRAP the program's action: the one it had before the dispatcher, or the last
-    /// it asked for since (the guards kept it in the signal area). Only if the dispatcher is
-    /// still the action: if something else replaced it, that stays.
-    fn uninstall_dispatcher(&mut self, tr: &mut Tracee) -> Result<(), InstrumentError> {
-        let Some((_, dispatcher)) = self.trap else { return Ok(()) };
+    /// it asked for since (the guards kept it in the signal area); if the action is still
+    /// kerf's. If something else has set another since, that one stays, and so do the heaps
+    /// holding the dispatcher and the action it chains to: the new handler may chain to the
+    /// dispatcher, having saved it as the old action. Returns those heaps and why they stay
+    /// (`None`: all put back).
+    fn uninstall_dispatcher(
+        &mut self,
+        tr: &mut Tracee,
+    ) -> Result<Option<LeftMapped>, InstrumentError> {
+        let Some((m, dispatcher)) = self.trap else { return Ok(None) };
         let (_, data, off) = self.sig_area().expect("the dispatcher's heap outlives it");
         let mut b = [0u8; 32];
         data.read_bytes(off + SIG_ACTION, &mut b);
         let program = bytes_words(&b);
         let now = self.sigaction_in(tr, None, SIGTRAP, None)?;
-        if now[0] == dispatcher {
-            self.sigaction_in(tr, None, SIGTRAP, Some(program))?;
-        }
         self.trap = None;
-        Ok(())
+        if now[0] != dispatcher {
+            let h = self.heaps[m].take().expect("checked above");
+            let why = format!(
+                "the SIGTRAP action is no longer kerf's (handler {:#x}), so it was left as it \
+                 is, and kerf's dispatcher with it",
+                now[0]
+            );
+            return Ok(Some((
+                why,
+                vec![(h.code, h.code_len), (h.data.remote(), h.data.len() as u64)],
+            )));
+        }
+        self.sigaction_in(tr, None, SIGTRAP, Some(program))?;
+        Ok(None)
     }
 
     fn free_heaps(&mut self, tr: &mut Tracee) {
@@ -1232,6 +1282,7 @@ impl Drop for Instrumentation {
                 longest_pause: self.longest_pause,
                 longest_splice_pause: self.longest_splice_pause,
                 removed: false,
+                claim: self.claim.take(),
             };
             self.removed = true;
             let _ = me.remove();
@@ -1403,6 +1454,28 @@ fn bytes_words(b: &[u8; 32]) -> [u64; 4] {
     std::array::from_fn(|k| u64::from_le_bytes(b[k * 8..k * 8 + 8].try_into().unwrap_or_default()))
 }
 
+/// Why a planned site must not be spliced: the bytes it displaces, or the padding its
+/// springboard takes, are not the module file's (see [`crate::plan::differs_from_file`]).
+fn foreign_bytes(
+    tr: &dyn TargetMemory,
+    m: &AnalyzedImage,
+    plan: &Plan,
+) -> Result<Option<String>, InstrumentError> {
+    let d = &plan.displaced;
+    let mut ranges = vec![(d.point, d.len.max(1))];
+    if let Some((sb, _)) = plan.springboard {
+        ranges.push((sb, SPRINGBOARD_LEN as usize));
+    }
+    for (addr, len) in ranges {
+        let mut live = vec![0u8; len];
+        tr.read(addr, &mut live)?;
+        if let Some(why) = crate::plan::differs_from_file(m, addr, &live) {
+            return Ok(Some(why));
+        }
+    }
+    Ok(None)
+}
+
 /// Write `new` at `addr` after checking the bytes there are `old`, then read it back.
 fn write_verified(
     tr: &dyn TargetMemory,
@@ -1429,6 +1502,9 @@ fn write_verified(
     }
     Ok(())
 }
+
+/// A heap left mapped on purpose, and why: `(why, (address, bytes))`.
+type LeftMapped = (String, Vec<(u64, u64)>);
 
 /// What a removal left behind.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

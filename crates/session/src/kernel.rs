@@ -5,7 +5,7 @@
 
 use crate::instrument::{Action, InstrumentError, Probe, Site};
 use crate::load::{AnalyzedImage, Bytes};
-use crate::plan::{live_at, plan_sites, Rules, SitePlan};
+use crate::plan::{differs_from_file, live_at, plan_sites, Rules, SitePlan};
 use kerf_analysis::image::Image;
 use kerf_analysis::{analyze, Progress};
 use kerf_arch::{ImageAddr, KernelAddr};
@@ -311,6 +311,20 @@ impl<'k> KernelInstrumentation<'k> {
             let mut original = vec![0u8; sp.plan.displaced.len.max(5)];
             d.read(KernelAddr(addr), &mut original)?;
             let label = probes[sp.first].point.label.clone();
+            // DESIGN §5: the displaced bytes (and a springboard's padding) must still be the
+            // text analysis read; anything else belongs to someone who changed it since.
+            let image = &kernel.images[probes[sp.first].point.module];
+            let mut foreign =
+                differs_from_file(image, addr, &original[..sp.plan.displaced.len.max(1)]);
+            if let (None, Some((sb, _))) = (&foreign, sp.plan.springboard) {
+                let mut pad = vec![0u8; SPRINGBOARD_LEN as usize];
+                d.read(KernelAddr(sb), &mut pad)?;
+                foreign = differs_from_file(image, sb, &pad);
+            }
+            if let Some(why) = foreign {
+                inst.refused.push((label, addr, why));
+                continue;
+            }
             let r = d
                 .trap_add(KernelAddr(addr), KernelAddr(patch))
                 .and_then(|()| d.splice(KernelAddr(addr), &original[..1], &[INT3], true));

@@ -19,7 +19,7 @@ pub struct LoadOptions {
     pub symbols: Option<String>,
     /// Skip the cache both ways.
     pub no_cache: bool,
-    /// Cache directory; `None` means [`cache::default_dir`].
+    /// Cache directory; `None` means [`cache::default_dir`] (checked the same way).
     pub cache_dir: Option<PathBuf>,
     /// Where to look for separate debug files (default: from the environment).
     pub debug: DebugOptions,
@@ -82,7 +82,8 @@ pub struct AnalyzedImage {
     pub load_seconds: f64,
     /// Size of the file, and of its executable sections.
     pub text_bytes: u64,
-    /// A cache write that failed (reported, not fatal).
+    /// Why the cache was not used, an entry rejected, or a cache write that failed
+    /// (reported as a warning, not fatal).
     pub cache_warning: Option<String>,
     /// Where the image's symbols came from (its own tables, a debug file).
     pub symbols: SymbolOrigin,
@@ -183,40 +184,63 @@ fn analyze_image_file(
         origin.symbol_file = true;
     }
     let text_bytes = image.text_bytes();
-    let dir = opts.cache_dir.clone().unwrap_or_else(cache::default_dir);
-    let search = debuginfo::add_debug_symbols(&mut image, path, logical, &opts.debug, &dir);
+    let mut warnings: Vec<String> = Vec::new();
+    let cache = if opts.no_cache {
+        None
+    } else {
+        let dir = match &opts.cache_dir {
+            Some(d) => Some(d.clone()),
+            None => cache::default_dir(),
+        };
+        let opened = dir.ok_or(cache::CacheError::NoDir).and_then(|d| cache::CacheDir::open(&d));
+        opened.map_err(|e| warnings.push(e.to_string())).ok()
+    };
+    // Debug files fetched from a server are kept only in a cache directory that passed the
+    // checks above (private to this user).
+    let search = debuginfo::add_debug_symbols(
+        &mut image,
+        path,
+        logical,
+        &opts.debug,
+        cache.as_ref().map(|c| c.path()),
+    );
     origin.debug_file = search.used;
     let debug_warnings = search.warnings;
     let debug_identity = origin.debug_file.as_ref().map(|d| d.identity.as_str());
     let key = cache::key(image.build_id.as_deref(), path, opts.symbols.as_deref(), debug_identity);
-    if !opts.no_cache {
-        if let Some(mut a) = cache::load(&dir, &key) {
-            a.image = name;
-            return Ok(AnalyzedImage {
-                path: path.into(),
-                file: path.into(),
-                bias: None,
-                analysis: a,
-                cached: true,
-                load_seconds: t0.elapsed().as_secs_f64(),
-                text_bytes,
-                cache_warning: None,
-                symbols: origin,
-                debug_warnings,
-                segments: image.segments.clone(),
-                bytes: bytes.clone(),
-            });
+    let digest = cache.as_ref().map(|_| cache::digest(data, opts.symbols.as_deref()));
+    if let (Some(c), Some(digest)) = (&cache, &digest) {
+        match c.load(&key, digest, &image) {
+            Ok(Some(mut a)) => {
+                a.image = name;
+                return Ok(AnalyzedImage {
+                    path: path.into(),
+                    file: path.into(),
+                    bias: None,
+                    analysis: a,
+                    cached: true,
+                    load_seconds: t0.elapsed().as_secs_f64(),
+                    text_bytes,
+                    cache_warning: None,
+                    symbols: origin,
+                    debug_warnings,
+                    segments: image.segments.clone(),
+                    bytes: bytes.clone(),
+                });
+            }
+            Ok(None) => {}
+            // Rejected (or unreadable): analysed again below, and stored over it.
+            Err(e) => warnings.push(e.to_string()),
         }
     }
     let load_seconds = t0.elapsed().as_secs_f64();
     let analysis = analyze(&image, progress);
-    let cache_warning = if opts.no_cache {
-        None
-    } else {
-        cache::store(&dir, &key, &analysis)
-            .err()
-            .map(|e| format!("could not write analysis cache in {}: {e}", dir.display()))
-    };
+    if let (Some(c), Some(digest)) = (&cache, &digest) {
+        if let Err(e) = c.store(&key, digest, &analysis) {
+            warnings.push(e.to_string());
+        }
+    }
+    let cache_warning = (!warnings.is_empty()).then(|| warnings.join("; "));
     Ok(AnalyzedImage {
         path: path.into(),
         file: path.into(),

@@ -377,7 +377,8 @@ fn exit_block_starts(m: &AnalyzedImage, f: FuncId, exit: u64) -> Vec<u64> {
 
 /// The module's code at target address `addr` as its file holds it (32 bytes, or fewer at
 /// the end of its segment). Planning reads the file, not the target, so it needs no stop;
-/// the bytes in the target are checked against the file's when each splice is written.
+/// the bytes in the target are checked against the file's before each splice is written
+/// ([`differs_from_file`]).
 fn code_bytes<'a>(m: &'a AnalyzedImage, p: &Point, addr: u64) -> Result<&'a [u8], InstrumentError> {
     let a = ImageAddr(addr - m.bias.unwrap_or(0));
     m.code_region(a)
@@ -390,6 +391,29 @@ fn code_bytes<'a>(m: &'a AnalyzedImage, p: &Point, addr: u64) -> Result<&'a [u8]
             addr,
             detail: "not in the module's code".into(),
         })
+}
+
+/// Why the bytes `live`, read from the target at target address `addr` of module `m`, must
+/// not be spliced: they are not what the module's file (for the kernel: its text as read at
+/// analysis time) holds there. Planning decided on the file's bytes and the code patch
+/// relocates them, so anything else there (another tool's breakpoint, another kerf's jump,
+/// a JIT, a relocation kerf did not expect) would be overwritten and lost, or worse, taken
+/// for the original and put back later. `None` when they match.
+pub fn differs_from_file(m: &AnalyzedImage, addr: u64, live: &[u8]) -> Option<String> {
+    let a = ImageAddr(addr.wrapping_sub(m.bias.unwrap_or(0)));
+    let file = m.code_region(a).and_then(|(base, bytes)| {
+        let off = usize::try_from(a.0 - base.0).ok()?;
+        bytes.get(off..off.checked_add(live.len())?)
+    });
+    match file {
+        Some(f) if f == live => None,
+        Some(f) => Some(format!(
+            "bytes at {addr:#x} differ from the file's: {live:02x?} in the target, {f:02x?} in \
+             {} (another tool's breakpoint or patch, another kerf, or code changed at run time)",
+            m.path.display()
+        )),
+        None => Some(format!("bytes at {addr:#x} are not in {}'s code", m.path.display())),
+    }
 }
 
 /// The planned splice of one site.

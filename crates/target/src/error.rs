@@ -45,6 +45,8 @@ pub enum TargetError {
     LoadTimeout { pid: i32, waited_ms: u64 },
     /// A launched process held at its entry point no longer shows kerf's spin there.
     EntryChanged { pid: i32, addr: u64, found: [u8; 2] },
+    /// Another kerf instruments this process (its pid, when kerf can tell).
+    OtherKerf { pid: i32, kerf: Option<i32> },
 }
 
 impl TargetError {
@@ -78,7 +80,8 @@ impl TargetError {
             | TargetError::NoSyscallInstruction { pid }
             | TargetError::NoRoom { pid, .. }
             | TargetError::LoadTimeout { pid, .. }
-            | TargetError::EntryChanged { pid, .. } => *pid,
+            | TargetError::EntryChanged { pid, .. }
+            | TargetError::OtherKerf { pid, .. } => *pid,
             TargetError::Spawn { .. } => 0,
         }
     }
@@ -88,6 +91,16 @@ impl fmt::Display for TargetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TargetError::NoSuchProcess { pid } => write!(f, "process {pid} does not exist"),
+            TargetError::OtherKerf { pid, kerf } => {
+                let who = kerf.map_or("another kerf (starting up)".to_string(), |k| {
+                    format!("another kerf (pid {k})")
+                });
+                write!(
+                    f,
+                    "process {pid} is already instrumented by {who}; one kerf at a time can \
+                     instrument a process: stop that one first"
+                )
+            }
             TargetError::PermissionDenied { op, .. } => {
                 write!(f, "no permission to {op} (need root or ptrace access)")
             }

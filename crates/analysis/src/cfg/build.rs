@@ -269,10 +269,7 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
         };
         loop {
             let ins = &insns[order[i].2 as usize];
-            b.gen = b.gen.union(ins.reads.minus(b.kill));
-            b.kill = b.kill.union(ins.kills);
-            b.flags_gen = b.flags_gen.union(ins.flags_read.minus(b.flags_kill));
-            b.flags_kill = b.flags_kill.union(ins.flags_killed);
+            b.add_insn(ins.reads, ins.kills, ins.flags_read, ins.flags_killed);
             b.insns += 1;
             b.len = (ins.next() - b.start.0) as u32;
             insn_bytes += ins.insn.len() as u64;

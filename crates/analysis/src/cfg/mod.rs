@@ -153,6 +153,22 @@ impl Block {
     pub fn end(&self) -> ImageAddr {
         ImageAddr(self.start.0 + self.len as u64)
     }
+
+    /// Add the next instruction's registers and flags to the block's read-before-written
+    /// (`gen`) and written (`kill`) sets.
+    /// (Analysis builds blocks with it; the cache's check recomputes them with it.)
+    pub(crate) fn add_insn(
+        &mut self,
+        reads: RegSet,
+        kills: RegSet,
+        fread: FlagSet,
+        fkill: FlagSet,
+    ) {
+        self.gen = self.gen.union(reads.minus(self.kill));
+        self.kill = self.kill.union(kills);
+        self.flags_gen = self.flags_gen.union(fread.minus(self.flags_kill));
+        self.flags_kill = self.flags_kill.union(fkill);
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

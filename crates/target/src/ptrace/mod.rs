@@ -42,6 +42,7 @@
 //! The kernel makes the attaching *thread* the tracer: every ptrace request must come from
 //! the thread that called [`Tracee::stop_all`], so a [`Tracee`] is not `Send`.
 
+mod claim;
 mod layout;
 mod mem;
 mod shared;
@@ -53,6 +54,7 @@ mod fake;
 #[cfg(test)]
 mod tests;
 
+pub use claim::{claim, other_kerf_in, Claim};
 pub use layout::{parse_maps, within_reach, Mapping, MARGIN, PAGE, REACH};
 pub use mem::{RemoteMem, TargetMemory};
 pub use shared::SharedMem;
@@ -493,7 +495,7 @@ impl Tracee {
     /// Memory shared by kerf and the target: `len` bytes (rounded up to pages) mapped
     /// `MAP_SHARED` read/write in the target within [`REACH`] of `near`, and in kerf.
     ///
-    /// The target creates a memfd (injected `memfd_create` whose name is written on the
+    /// The target creates a memfd named `kerf-<kerf's pid>` (injected `memfd_create` whose name is written on the
     /// stopped thread's stack below its red zone, or on a scratch page if that fails, the
     /// bytes put back afterwards), sizes it (`ftruncate`), kerf opens it through
     /// /proc/PID/fd/N and maps it, the target maps it near `near` (`MAP_FIXED_NOREPLACE`)
@@ -502,16 +504,18 @@ impl Tracee {
     pub fn share_near(&mut self, near: u64, len: u64) -> Result<SharedMem, TargetError> {
         let len = layout::page_up(len.max(1));
         let tid = self.inject_tid()?;
-        const NAME: &[u8] = b"kerf-shared\0";
+        // Named after this kerf, so that another kerf sees whose heap it is (see `claim`).
+        let name = format!("kerf-{}\0", std::process::id());
+        let name = name.as_bytes();
         let rsp = self.regs(tid)?.rsp;
         let spot = rsp.wrapping_sub(128 + 64) & !15;
-        let mut old = [0u8; NAME.len()];
-        let on_stack = self.read(spot, &mut old).is_ok() && self.write(spot, NAME).is_ok();
+        let mut old = vec![0u8; name.len()];
+        let on_stack = self.read(spot, &mut old).is_ok() && self.write(spot, name).is_ok();
         let name_at = if on_stack {
             spot
         } else {
             let page = self.alloc_near(near, PAGE, libc::PROT_READ | libc::PROT_WRITE)?;
-            self.write(page, NAME)?;
+            self.write(page, name)?;
             page
         };
         let fd = self.syscall_on(tid, libc::SYS_memfd_create, [name_at, MFD_CLOEXEC, 0, 0, 0, 0]);

@@ -259,7 +259,7 @@ fn share_near_names_the_memfd_on_the_stack_and_restores_it() {
     assert_eq!(after, stack, "stack bytes below the red zone put back");
     {
         let st = fake.state();
-        assert_eq!(st.memfd_names, ["kerf-shared"]);
+        assert_eq!(st.memfd_names, [format!("kerf-{}", std::process::id())]);
         let nrs: Vec<i64> = st.calls.iter().map(|c| c.1).collect();
         assert_eq!(
             nrs,
