@@ -523,6 +523,9 @@ impl Instrumentation {
                 return Err(InstrumentError::Point { label, addr, detail });
             }
         }
+        // The user's sites came first; some may have been refused on the way.
+        self.user_sites =
+            self.sites.iter().take_while(|s| s.probes.iter().any(|&p| p < n_user)).count();
         // A `syscall` left unguarded could block SIGTRAP in a thread, and a trap would then
         // kill the process: no trap goes in at all.
         if let Some(r) = self.refused.iter().find(|r| r.probe >= n_user) {
@@ -1229,8 +1232,8 @@ impl Instrumentation {
         data.read_bytes(off + SIG_ACTION, &mut b);
         let program = bytes_words(&b);
         let now = self.sigaction_in(tr, None, SIGTRAP, None)?;
-        self.trap = None;
         if now[0] != dispatcher {
+            self.trap = None;
             let h = self.heaps[m].take().expect("checked above");
             let why = format!(
                 "the SIGTRAP action is no longer kerf's (handler {:#x}), so it was left as it \
@@ -1243,6 +1246,7 @@ impl Instrumentation {
             )));
         }
         self.sigaction_in(tr, None, SIGTRAP, Some(program))?;
+        self.trap = None;
         Ok(None)
     }
 
