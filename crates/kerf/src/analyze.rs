@@ -145,6 +145,7 @@ fn total(images: &[AnalyzedImage]) -> Summary {
         t.unanalysable_jumps += s.unanalysable_jumps;
         t.padding_runs += s.padding_runs;
         t.padding_bytes += s.padding_bytes;
+        t.no_splice_ranges += s.no_splice_ranges;
     }
     t
 }
@@ -185,6 +186,19 @@ fn summary_json(what: &str, images: &[AnalyzedImage], seconds: f64) -> Value {
             if let Some(id) = &img.analysis.build_id {
                 v["build_id"] = json!(hex(id));
             }
+            v["no_splice"] = img
+                .analysis
+                .cfg
+                .no_splice
+                .iter()
+                .map(|n| {
+                    json!({
+                        "start": format!("{}", n.start),
+                        "end": format!("{:#x}", n.end()),
+                        "why": n.to_string(),
+                    })
+                })
+                .collect();
             v
         })
         .collect();
@@ -251,6 +265,14 @@ fn render_summary(what: &str, images: &[AnalyzedImage], seconds: f64) -> String 
     row(&mut o, "unanalysable jumps", t.unanalysable_jumps.to_string());
     row(&mut o, "call graph edges", t.call_graph_edges.to_string());
     row(&mut o, "padding", format!("{} bytes in {} runs", t.padding_bytes, t.padding_runs));
+    row(
+        &mut o,
+        "never spliced",
+        format!(
+            "{} ranges  (signal trampolines, unwind entries inside other code)",
+            t.no_splice_ranges
+        ),
+    );
     if images.len() > 1 {
         let _ = writeln!(o, "images:");
         for img in images {

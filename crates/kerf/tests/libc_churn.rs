@@ -156,6 +156,20 @@ fn signal_handlers_return_with_every_libc_function_counted() {
     let expected = finish(start(&bin, "signals", SIGNALS));
     let c = start(&bin, "signals", SIGNALS);
     let bias = libc_bias(c.pid);
+    // The vDSO is mapped, and kerf takes no module from it (nothing there is ever spliced).
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", c.pid)).unwrap();
+    assert!(maps.contains("[vdso]"), "{maps}");
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["analyze", "--json", "-p", &c.pid.to_string()])
+        .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("churn-cache"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let a: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let paths: Vec<&str> =
+        a["per_image"].as_array().unwrap().iter().map(|i| i["path"].as_str().unwrap()).collect();
+    assert!(paths.iter().any(|p| p.ends_with("libc.so.6")), "{paths:?}");
+    assert!(!paths.iter().any(|p| p.contains("vdso")), "{paths:?}");
     let (got, v) = count_while(c, &["libc:*".to_string()]);
     assert_eq!(got, expected, "instrumented output differs");
     let (lo, hi) = restore_rt();

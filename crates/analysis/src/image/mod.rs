@@ -12,6 +12,7 @@ mod symfile;
 mod unwind;
 
 pub use symfile::parse_symbol_file;
+pub use unwind::UnwindRange;
 
 /// What kind of ELF file an image came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
