@@ -5,7 +5,7 @@ use crate::callgraph::CallGraph;
 use crate::cfg::build::{is_filler, Context};
 use crate::cfg::{
     build_function, BlockId, Blocks, Body, Cfg, EdgeKind, FuncCfg, FuncId, FuncOrigin, Function,
-    Padding, Seed, TableId, TargetTag, Terminator,
+    NoSplice, NoSpliceWhy, Padding, Seed, TableId, TargetTag, Terminator,
 };
 use crate::image::{Binding, Image, SymbolKind};
 use crate::liveness;
@@ -48,6 +48,8 @@ pub struct Summary {
     pub unanalysable_jumps: u64,
     pub padding_runs: u64,
     pub padding_bytes: u64,
+    /// Ranges no splice may touch (signal trampolines, unwind entries inside other code).
+    pub no_splice_ranges: u64,
 }
 
 /// Seconds spent in each phase, in order.
@@ -126,10 +128,32 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
         k.size = k.size.max(s.size);
     }
     // Unwind information names no function, but gives starts and sizes of the static
-    // functions and `.cold` parts a stripped image has no symbol for.
-    for (addr, size) in image.unwind_ranges() {
+    // functions and `.cold` parts a stripped image has no symbol for. Two kinds of entry are
+    // no function start and their code is never spliced (DESIGN.md §5): signal trampolines,
+    // and entries that begin inside an instruction of the code before them (glibc's entry
+    // for `__restore_rt` starts in the last byte of the nop before it, for unwinders that
+    // look up the return address minus one).
+    let mut no_splice = Vec::new();
+    for u in image.unwind_ranges() {
+        let addr = u.start;
         if image.code_at(addr).is_none() {
             continue;
+        }
+        if u.signal_frame {
+            no_splice.push(NoSplice {
+                start: addr,
+                len: u.len,
+                why: NoSpliceWhy::SignalTrampoline,
+            });
+            continue;
+        }
+        if !known.contains_key(&addr.0) {
+            let from = known.range(..addr.0).next_back().map(|(a, _)| *a);
+            if let Some(insn) = instruction_around(image, from, addr) {
+                let why = NoSpliceWhy::UnwindInsideInstruction { insn: ImageAddr(insn) };
+                no_splice.push(NoSplice { start: addr, len: u.len, why });
+                continue;
+            }
         }
         let k = known.entry(addr.0).or_insert(Known {
             names: Vec::new(),
@@ -137,9 +161,10 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
             origin: FuncOrigin::Unwind,
         });
         if k.size == 0 {
-            k.size = size;
+            k.size = u.len;
         }
     }
+    no_splice.sort_unstable_by_key(|n| (n.start, n.len));
     // Code pointers (vtables, constructor arrays) name functions called only indirectly. A
     // pointer into the middle of a known function is a code label (a computed-goto table),
     // not a function.
@@ -334,7 +359,12 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
     // Phase 3: number everything and resolve edge targets to ids.
     progress.phase("graph");
     let mut cfg = assemble(known, built, &cx);
-    cfg.padding = find_padding(&cfg, image);
+    cfg.no_splice = no_splice;
+    // Springboards never go into code no splice may touch.
+    cfg.padding = find_padding(&cfg, image)
+        .into_iter()
+        .filter(|p| cfg.no_splice_in(p.start.0, p.start.0 + p.len as u64).is_none())
+        .collect();
     let call_graph = CallGraph::build(&cfg);
     lap("graph", &mut timings);
 
@@ -381,6 +411,40 @@ fn seed_for(
         extra,
         limits,
     }
+}
+
+/// The start of the padding instruction (a nop or an int3) that `addr` lies strictly inside,
+/// in a linear decode of the code from `from` (a known function entry before `addr`; the start
+/// of `addr`'s section when there is none, or when it lies in another section). `None` when
+/// `addr` starts an instruction of that decode or lies inside one that is not padding. As objdump does, bytes that do not decode are stepped over one
+/// at a time, and a run of zero bytes (padding in some sections; `00 00` would decode as
+/// `add [rax], al` and run an odd-length run into the code after it) is skipped whole. Every
+/// entry is checked from the known entry just before it, so the decodes of a whole image
+/// cover its code about once.
+fn instruction_around(image: &Image<'_>, from: Option<u64>, addr: ImageAddr) -> Option<u64> {
+    let (base, bytes) = image.code_at(addr)?;
+    let from = from.filter(|f| *f >= base.0).unwrap_or(base.0);
+    let mut sc = Scanner::new(bytes, base);
+    let byte = |a: u64| bytes.get((a - base.0) as usize).copied();
+    let mut a = from;
+    while a < addr.0 {
+        if byte(a) == Some(0) && byte(a + 1) == Some(0) {
+            while a < addr.0 && byte(a) == Some(0) {
+                a += 1;
+            }
+            continue;
+        }
+        let insn = sc.decode(ImageAddr(a));
+        let next = insn.map_or(a + 1, |i| i.next_ip());
+        if next > addr.0 {
+            // Only padding is trusted to be what it decodes as: past the end of a function
+            // (a noreturn call, then one byte of zero padding) a linear decode can run out of
+            // step with the code and straddle a real entry with a made-up instruction.
+            return insn.filter(is_filler).map(|_| a);
+        }
+        a = next;
+    }
+    None
 }
 
 /// Whether `addr` starts an instruction of a linear decode of `[entry, entry+size)`.
@@ -528,7 +592,13 @@ fn assemble(known: BTreeMap<u64, Known>, built: BTreeMap<u64, FuncCfg>, cx: &Cx<
         bodies.push(f.body);
         jump_tables.extend(f.tables);
     }
-    Cfg { functions, blocks: Blocks::new(bodies), jump_tables, padding: Vec::new() }
+    Cfg {
+        functions,
+        blocks: Blocks::new(bodies),
+        jump_tables,
+        padding: Vec::new(),
+        no_splice: Vec::new(),
+    }
 }
 
 /// Runs of `int3`/`nop` that end exactly at a function's entry and start after the previous
@@ -580,6 +650,7 @@ fn summarize(cfg: &Cfg, cg: &CallGraph, image: &Image<'_>) -> Summary {
         jump_table_entries: cfg.jump_tables.iter().map(|t| t.targets.len() as u64).sum(),
         padding_runs: cfg.padding.len() as u64,
         padding_bytes: cfg.padding.iter().map(|p| p.len as u64).sum(),
+        no_splice_ranges: cfg.no_splice.len() as u64,
         ..Summary::default()
     };
     for f in &cfg.functions {

@@ -158,6 +158,7 @@ fn total(images: &[AnalyzedImage]) -> Summary {
         t.unanalysable_jumps += s.unanalysable_jumps;
         t.padding_runs += s.padding_runs;
         t.padding_bytes += s.padding_bytes;
+        t.no_splice_ranges += s.no_splice_ranges;
     }
     t
 }
@@ -201,6 +202,19 @@ fn summary_json(what: &str, images: &[AnalyzedImage], seconds: f64) -> Value {
             v["symbols"] = json!(img.symbols.to_string());
             v["debug_file"] =
                 json!(img.symbols.debug_file.as_ref().map(|d| d.path.display().to_string()));
+            v["no_splice"] = img
+                .analysis
+                .cfg
+                .no_splice
+                .iter()
+                .map(|n| {
+                    json!({
+                        "start": format!("{}", n.start),
+                        "end": format!("{:#x}", n.end()),
+                        "why": n.to_string(),
+                    })
+                })
+                .collect();
             v
         })
         .collect();
@@ -270,6 +284,14 @@ fn render_summary(what: &str, images: &[AnalyzedImage], seconds: f64) -> String 
     if let [img] = images {
         row(&mut o, "symbols from", img.symbols.to_string());
     }
+    row(
+        &mut o,
+        "never spliced",
+        format!(
+            "{} ranges  (signal trampolines, unwind entries inside other code)",
+            t.no_splice_ranges
+        ),
+    );
     if images.len() > 1 {
         let _ = writeln!(o, "images:");
         for img in images {

@@ -208,7 +208,7 @@ fn a_sleeping_system_call_about_to_restart_is_not_spliced_over() {
 /// uninstrumented run.
 #[test]
 fn all_of_libc_under_thread_churn_and_alarms() {
-    let bin = common::build_fixture("churn", "-O2", "traps");
+    let bin = common::build_fixture("thread_alarm", "-O2", "traps");
     for mode in ["threads", "alarms"] {
         let expected = reference(&bin, &[mode, "300", "auto"]);
         for round in 0..20 {

@@ -3,8 +3,8 @@
 //! landing pad or return address inside bytes 1..len, the range inside the function (or
 //! followed only by padding), and no unanalysable indirect jump in the function.
 
-use iced_x86::{Code, FlowControl, Instruction, Mnemonic, OpKind, Register};
-use kerf_arch::x86_64::Scanner;
+use iced_x86::{Instruction, Mnemonic, OpKind, Register};
+use kerf_arch::x86_64::{flow, relocation_hazard, Flow, Scanner};
 use kerf_arch::ImageAddr;
 use std::fmt;
 use std::ops::Range;
@@ -32,6 +32,7 @@ pub enum Refusal {
     NotRelocatable {
         addr: u64,
         what: String,
+        why: &'static str,
     },
     /// A basic block starts inside the bytes the jump would overwrite.
     TargetInside {
@@ -55,8 +56,8 @@ impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Refusal::Undecodable { addr } => write!(f, "bytes at {addr:#x} do not decode"),
-            Refusal::NotRelocatable { addr, what } => {
-                write!(f, "{what} at {addr:#x} cannot be relocated")
+            Refusal::NotRelocatable { addr, what, why } => {
+                write!(f, "{what} at {addr:#x} cannot be relocated: {why}")
             }
             Refusal::TargetInside { addr } => {
                 write!(f, "a branch target at {addr:#x} lies inside the displaced bytes")
@@ -91,46 +92,40 @@ impl Displaced {
     }
 }
 
-/// Whether one instruction may be moved into a code patch.
+/// Whether one instruction may be moved into a code patch. How control leaves it is arch's
+/// [`flow`], never iced's flow control, which calls `syscall` a call: a patch that emulated it
+/// as one would push a return address and jump to address 0.
 fn relocatable(i: &Instruction, last: bool) -> Result<(), Refusal> {
     let addr = i.ip();
-    let refuse = |what: &str| Err(Refusal::NotRelocatable { addr, what: what.to_string() });
-    match i.flow_control() {
-        // Traps and undefined instructions report their own address to a handler.
-        FlowControl::Exception | FlowControl::Interrupt if i.mnemonic() != Mnemonic::Syscall => {
-            return refuse(&format!("{:?}", i.mnemonic()).to_lowercase())
-        }
-        FlowControl::Call | FlowControl::IndirectCall => {
-            if !last {
-                return Err(Refusal::CallInside { addr });
-            }
-            // An emulated call stores the return address below rsp first, so an operand that
-            // addresses through rsp would see the moved stack.
-            let uses_rsp = (0..i.op_count()).any(|k| match i.op_kind(k) {
-                OpKind::Register => i.op_register(k).full_register() == Register::RSP,
-                OpKind::Memory => {
-                    i.memory_base().full_register() == Register::RSP
-                        || i.memory_index().full_register() == Register::RSP
-                }
-                _ => false,
-            });
-            if uses_rsp {
-                return refuse("a call through rsp");
-            }
-            if i.op0_kind() == OpKind::FarBranch16 || i.op0_kind() == OpKind::FarBranch32 {
-                return refuse("a far call");
-            }
-        }
-        FlowControl::UnconditionalBranch | FlowControl::IndirectBranch if !last => {
-            // Code after an unconditional jump inside the range could only run if something
-            // branched to it, which the block-start check refuses anyway.
-        }
-        _ => {}
+    if let Some(why) = relocation_hazard(i) {
+        let what = format!("{:?}", i.mnemonic()).to_lowercase();
+        return Err(Refusal::NotRelocatable { addr, what, why });
     }
-    if i.code() == Code::Xbegin_rel32 || i.code() == Code::Xbegin_rel16 {
-        return refuse("xbegin");
+    if let Flow::Call(_) | Flow::IndirectCall = flow(i) {
+        if !last {
+            return Err(Refusal::CallInside { addr });
+        }
+        // An emulated call stores the return address below rsp first, so an operand that
+        // addresses through rsp would see the moved stack.
+        let uses_rsp = (0..i.op_count()).any(|k| match i.op_kind(k) {
+            OpKind::Register => i.op_register(k).full_register() == Register::RSP,
+            OpKind::Memory => {
+                i.memory_base().full_register() == Register::RSP
+                    || i.memory_index().full_register() == Register::RSP
+            }
+            _ => false,
+        });
+        if uses_rsp {
+            let what = "call".to_string();
+            return Err(Refusal::NotRelocatable { addr, what, why: "it addresses through rsp" });
+        }
     }
     Ok(())
+}
+
+/// Whether control never falls out of `i` to the next instruction: a jump or a return.
+fn ends_flow(i: &Instruction) -> bool {
+    matches!(flow(i), Flow::Jump(_) | Flow::IndirectJump | Flow::Return)
 }
 
 fn is_filler(i: &Instruction) -> bool {
@@ -174,10 +169,7 @@ fn plan_jump(
     // Decode whole instructions until `need` bytes are covered.
     while a < point + need {
         let i = sc.decode(ImageAddr(a)).ok_or(Refusal::Undecodable { addr: a })?;
-        let ends = matches!(
-            i.flow_control(),
-            FlowControl::UnconditionalBranch | FlowControl::IndirectBranch | FlowControl::Return
-        );
+        let ends = ends_flow(&i);
         a = i.next_ip();
         insns.push(i);
         if ends && a < point + need {

@@ -3,9 +3,8 @@
 //! `jrcxz`/`loop` widened or rewritten by iced's block encoder), then the jump back.
 
 use crate::plan::Displaced;
-use iced_x86::{
-    BlockEncoder, BlockEncoderOptions, Code, FlowControl, Instruction, InstructionBlock,
-};
+use iced_x86::{BlockEncoder, BlockEncoderOptions, Code, Instruction, InstructionBlock};
+use kerf_arch::x86_64::{flow, Flow};
 use kerf_codegen::templates;
 use std::fmt;
 
@@ -37,7 +36,9 @@ pub enum Layout {
     ReplacesFirst,
 }
 
-/// The instructions of a code patch, before encoding.
+/// The instructions of a code patch, before encoding. How control leaves each displaced
+/// instruction is arch's [`flow`] (planning refused what cannot move): only a near call is
+/// emulated, and only a jump or a return ends the patch without a jump back.
 pub fn patch_instructions(
     snippet: &[Instruction],
     d: &Displaced,
@@ -48,14 +49,14 @@ pub fn patch_instructions(
     let mut falls_through = true;
     let skip = usize::from(layout == Layout::ReplacesFirst);
     for (k, i) in d.insns.iter().enumerate().skip(skip) {
-        match i.flow_control() {
-            FlowControl::Call if k == last => {
+        match flow(i) {
+            Flow::Call(target) if k == last => {
                 // Return to the original code after the call, not into this patch.
                 v.extend(templates::emulated_call_prefix(i.next_ip()));
-                v.push(templates::jmp(i.near_branch_target()));
+                v.push(templates::jmp(target.0));
                 falls_through = false;
             }
-            FlowControl::IndirectCall if k == last => {
+            Flow::IndirectCall if k == last => {
                 v.extend(templates::emulated_call_prefix(i.next_ip()));
                 // The same operand as a jump: `call rax` -> `jmp rax`, `call [m]` -> `jmp [m]`.
                 let mut j = *i;
@@ -63,9 +64,7 @@ pub fn patch_instructions(
                 v.push(j);
                 falls_through = false;
             }
-            FlowControl::UnconditionalBranch
-            | FlowControl::IndirectBranch
-            | FlowControl::Return => {
+            Flow::Jump(_) | Flow::IndirectJump | Flow::Return => {
                 v.push(*i);
                 falls_through = false;
             }

@@ -6,7 +6,7 @@
 use crate::instrument::{Action, InstrumentError, Probe};
 use crate::load::AnalyzedImage;
 use crate::spec::Point;
-use kerf_analysis::cfg::{Cfg, FuncId, Terminator};
+use kerf_analysis::cfg::{Cfg, FuncId, NoSplice, Terminator};
 use kerf_arch::ImageAddr;
 use kerf_codegen::LiveAt;
 use kerf_patch::{
@@ -207,7 +207,8 @@ impl Planner<'_> {
         let mut starts = Vec::new();
         let view = function_view(&m.analysis.cfg, p.func, bias, &self.exact[p.module], &mut starts);
         let Ok(d) = plan_jump5(bytes, addr, addr, &view) else { return Ok(false) };
-        Ok(!overlaps(addr, d.len, &self.planned, &self.springboards))
+        Ok(!overlaps(addr, d.len, &self.planned, &self.springboards)
+            && never_spliced(m, addr, d.len).is_none())
     }
 
     /// Plan the strongest splice kind the site at `addr` can take: jump5, else jump2 to a
@@ -228,10 +229,17 @@ impl Planner<'_> {
         let planned = &self.planned;
         let refuse =
             |detail: String| InstrumentError::Point { label: p.label.clone(), addr, detail };
+        // Code no splice may touch (a signal trampoline, bytes an unwind entry claims inside
+        // another instruction stream) refuses every kind, whatever function it is found in.
+        if let Some(n) = never_spliced(m, addr, 1) {
+            return Err(refuse(n.to_string()));
+        }
         let taken = self.springboards.clone();
         let clear = |d: Displaced, kind: &str| {
             if overlaps(addr, d.len, planned, &taken) {
                 Err(format!("{kind}: would overlap another probe's splice"))
+            } else if let Some(n) = never_spliced(m, addr, d.len) {
+                Err(format!("{kind}: the displaced bytes reach code never spliced: {n}"))
             } else {
                 Ok(d)
             }
@@ -438,6 +446,13 @@ impl Ranges {
     fn meets(&self, lo: u64, hi: u64) -> Option<u64> {
         self.0.range(..hi).next_back().filter(|(_, e)| **e > lo).map(|(_, e)| *e)
     }
+}
+
+/// The range of module `m` that no splice may touch and that `[addr, addr+len)` (target
+/// addresses) meets, if any.
+fn never_spliced(m: &AnalyzedImage, addr: u64, len: usize) -> Option<&NoSplice> {
+    let lo = addr - m.bias.unwrap_or(0);
+    m.analysis.cfg.no_splice_in(lo, lo + len as u64)
 }
 
 /// Whether `[addr, addr+len)` meets the bytes of a planned splice or a springboard.

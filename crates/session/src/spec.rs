@@ -27,11 +27,34 @@ pub enum SpecWhat {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SpecError {
-    Syntax { spec: String, detail: String },
-    NoModule { spec: String, module: String, modules: Vec<String> },
-    NoSymbol { spec: String, close: Vec<String> },
-    NotBoundary { spec: String, addr: u64, before: u64, after: u64 },
-    NotInFunction { spec: String, addr: u64 },
+    Syntax {
+        spec: String,
+        detail: String,
+    },
+    NoModule {
+        spec: String,
+        module: String,
+        modules: Vec<String>,
+    },
+    NoSymbol {
+        spec: String,
+        close: Vec<String>,
+    },
+    NotBoundary {
+        spec: String,
+        addr: u64,
+        before: u64,
+        after: u64,
+    },
+    NotInFunction {
+        spec: String,
+        addr: u64,
+    },
+    /// The address is in code no splice may touch (a signal trampoline, ...).
+    NeverSpliced {
+        spec: String,
+        why: String,
+    },
 }
 
 impl fmt::Display for SpecError {
@@ -56,6 +79,7 @@ impl fmt::Display for SpecError {
             SpecError::NotInFunction { spec, addr } => {
                 write!(f, "{spec}: {addr:#x} is not in any analysed function's code")
             }
+            SpecError::NeverSpliced { spec, why } => write!(f, "{spec}: {why}"),
         }
     }
 }
@@ -186,8 +210,16 @@ pub fn resolve(
             SpecWhat::Addr(a) => {
                 let m = mods[0];
                 let cfg = &modules[m].1.cfg;
-                let f = function_containing(modules[m].1, ImageAddr(*a))
-                    .ok_or(SpecError::NotInFunction { spec: spec.text.clone(), addr: *a })?;
+                let f =
+                    function_containing(modules[m].1, ImageAddr(*a)).ok_or_else(|| {
+                        match cfg.no_splice_in(*a, *a + 1) {
+                            Some(n) => SpecError::NeverSpliced {
+                                spec: spec.text.clone(),
+                                why: n.to_string(),
+                            },
+                            None => SpecError::NotInFunction { spec: spec.text.clone(), addr: *a },
+                        }
+                    })?;
                 check_boundary(spec, cfg, f, ImageAddr(*a), &|a| code(m, a))?;
                 let fun = cfg.function(f);
                 out.push(Point {

@@ -284,6 +284,49 @@ pub struct Padding {
     pub len: u32,
 }
 
+/// Code that no splice may touch (DESIGN.md §5), whatever function a symbol makes of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NoSplice {
+    pub start: ImageAddr,
+    pub len: u64,
+    pub why: NoSpliceWhy,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NoSpliceWhy {
+    /// An unwind entry whose CIE has the `S` augmentation: a signal trampoline, which the
+    /// kernel enters when a signal handler returns (glibc's `__restore_rt`).
+    SignalTrampoline,
+    /// An unwind entry that starts inside the padding instruction (a nop) at `insn`: another
+    /// instruction stream owns those bytes, so the entry is not taken for a function.
+    UnwindInsideInstruction { insn: ImageAddr },
+}
+
+impl NoSplice {
+    pub fn end(&self) -> u64 {
+        self.start.0 + self.len
+    }
+}
+
+impl std::fmt::Display for NoSplice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (start, end) = (self.start.0, self.end());
+        match self.why {
+            NoSpliceWhy::SignalTrampoline => write!(
+                f,
+                "{start:#x}..{end:#x} is a signal trampoline (unwind entry with the S \
+                 augmentation), never spliced"
+            ),
+            NoSpliceWhy::UnwindInsideInstruction { insn } => write!(
+                f,
+                "the unwind entry {start:#x}..{end:#x} starts inside the padding \
+                 instruction at {:#x}, never spliced",
+                insn.0
+            ),
+        }
+    }
+}
+
 /// The blocks and edges of one function, in the vectors [`build_function`] made them in: the
 /// CFG is never copied into one flat array (at millions of blocks a second copy costs more
 /// fresh memory than anything else in the analysis).
@@ -384,9 +427,16 @@ pub struct Cfg {
     pub blocks: Blocks,
     pub jump_tables: Vec<JumpTable>,
     pub padding: Vec<Padding>,
+    /// Code no splice may touch, sorted by start.
+    pub no_splice: Vec<NoSplice>,
 }
 
 impl Cfg {
+    /// A range no splice may touch that meets `[lo, hi)` (image addresses). The list is short
+    /// (a library has one or two) and its ranges may overlap, so it is searched whole.
+    pub fn no_splice_in(&self, lo: u64, hi: u64) -> Option<&NoSplice> {
+        self.no_splice.iter().find(|n| n.start.0 < hi && lo < n.end())
+    }
     pub fn function(&self, id: FuncId) -> &Function {
         &self.functions[id.0 as usize]
     }

@@ -14,6 +14,7 @@ mod unwind;
 
 pub use debugfile::{crc32, DebugFile, DebugFileError, DebugLink, DebugMerge};
 pub use symfile::parse_symbol_file;
+pub use unwind::UnwindRange;
 
 /// What kind of ELF file an image came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

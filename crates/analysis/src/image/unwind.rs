@@ -7,10 +7,20 @@ use super::Image;
 use gimli::{BaseAddresses, CieOrFde, EhFrame, LittleEndian, UnwindSection};
 use kerf_arch::ImageAddr;
 
+/// The code one FDE describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct UnwindRange {
+    pub start: ImageAddr,
+    pub len: u64,
+    /// Its CIE's augmentation has `S`: the code is a signal trampoline (glibc's
+    /// `__restore_rt`), entered by the kernel's return from a signal handler, never called.
+    pub signal_frame: bool,
+}
+
 impl Image<'_> {
-    /// `(start, size)` of every FDE in `.eh_frame`, sorted by start. Empty when the image has
-    /// no `.eh_frame`; malformed records end the walk (what was read before them is kept).
-    pub fn unwind_ranges(&self) -> Vec<(ImageAddr, u64)> {
+    /// Every FDE in `.eh_frame`, sorted by start. Empty when the image has no `.eh_frame`;
+    /// malformed records end the walk (what was read before them is kept).
+    pub fn unwind_ranges(&self) -> Vec<UnwindRange> {
         let Some(sec) = self.sections.iter().find(|s| s.name == ".eh_frame") else {
             return Vec::new();
         };
@@ -31,7 +41,11 @@ impl Image<'_> {
             if let CieOrFde::Fde(partial) = entry {
                 if let Ok(fde) = partial.parse(EhFrame::cie_from_offset) {
                     if fde.len() > 0 {
-                        out.push((ImageAddr(fde.initial_address()), fde.len()));
+                        out.push(UnwindRange {
+                            start: ImageAddr(fde.initial_address()),
+                            len: fde.len(),
+                            signal_frame: fde.is_signal_trampoline(),
+                        });
                     }
                 }
             }

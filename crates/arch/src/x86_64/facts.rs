@@ -190,15 +190,91 @@ fn flow_of(insn: &Instruction) -> Flow {
     }
 }
 
-fn facts_of(info: &mut InstructionInfoFactory, insn: &Instruction) -> InsnFacts {
-    let flow = match insn.mnemonic() {
+/// Calls into a hypervisor, the TDX module or a guest, which iced counts as calls: control
+/// comes back to the next instruction (or, for a VM entry, somewhere the host chose), with
+/// registers in and out by conventions iced does not model.
+fn is_privileged_call(m: Mnemonic) -> bool {
+    matches!(
+        m,
+        Mnemonic::Vmcall
+            | Mnemonic::Vmmcall
+            | Mnemonic::Vmgexit
+            | Mnemonic::Tdcall
+            | Mnemonic::Seamcall
+            | Mnemonic::Seamret
+            | Mnemonic::Vmlaunch
+            | Mnemonic::Vmresume
+            | Mnemonic::Vmrun
+    )
+}
+
+/// How control leaves `insn`. This, not iced's `flow_control`, is what every layer uses: iced
+/// counts `syscall`, `sysenter` and hypervisor calls as calls (with no target), and `hlt` as
+/// falling through.
+pub fn flow(insn: &Instruction) -> Flow {
+    match insn.mnemonic() {
         // `hlt` resumes after an interrupt in the kernel, but in a process it faults; in both
         // cases treating it as the end of the path keeps traversal out of padding.
         Mnemonic::Hlt => Flow::Stop,
-        // iced calls `syscall` an indirect call; it returns to the next instruction.
+        // The kernel returns from `syscall` to the next instruction (its address is in rcx).
         Mnemonic::Syscall => Flow::Next,
+        // `sysenter` saves no return address: in 64-bit code Linux does not come back to the
+        // next instruction.
+        Mnemonic::Sysenter => Flow::Stop,
+        m if is_privileged_call(m) => Flow::Next,
         _ => flow_of(insn),
-    };
+    }
+}
+
+/// Why `insn` cannot run at another address (in a code patch) with the same effect, even
+/// with RIP-relative operands and relative branches re-encoded; `None` when it can. A near
+/// call can, when emulated (push the original return address, then jump).
+pub fn relocation_hazard(insn: &Instruction) -> Option<&'static str> {
+    let m = insn.mnemonic();
+    if m == Mnemonic::Syscall {
+        return None;
+    }
+    if m == Mnemonic::Sysenter {
+        return Some("the kernel does not return to the instruction after it");
+    }
+    if is_privileged_call(m) {
+        return Some("a call into a hypervisor or guest, with conventions not modelled");
+    }
+    match insn.flow_control() {
+        // Traps and undefined instructions report their own address to a handler (a
+        // debugger, the kernel's fixups, a signal handler that reads the faulting address).
+        FlowControl::Exception | FlowControl::Interrupt => {
+            return Some("a trap that reports its own address")
+        }
+        FlowControl::XbeginXabortXend if m == Mnemonic::Xbegin => {
+            return Some("a transaction whose abort path is its own address")
+        }
+        _ => {}
+    }
+    if m == Mnemonic::Hlt {
+        return Some("a privileged instruction that faults at its own address");
+    }
+    let far = matches!(
+        insn.code(),
+        Code::Call_ptr1616
+            | Code::Call_ptr1632
+            | Code::Call_m1616
+            | Code::Call_m1632
+            | Code::Call_m1664
+            | Code::Jmp_ptr1616
+            | Code::Jmp_ptr1632
+            | Code::Jmp_m1616
+            | Code::Jmp_m1632
+            | Code::Jmp_m1664
+    );
+    if far {
+        return Some("a far transfer through a segment selector");
+    }
+    None
+}
+
+fn facts_of(info: &mut InstructionInfoFactory, insn: &Instruction) -> InsnFacts {
+    let flow = flow(insn);
     let mut reads = RegSet::EMPTY;
     let mut kills = RegSet::EMPTY;
     let mut clobbers = RegSet::EMPTY;
@@ -251,6 +327,15 @@ fn facts_of(info: &mut InstructionInfoFactory, insn: &Instruction) -> InsnFacts 
         clobbers = clobbers.union(out);
         // RFLAGS is saved in r11 and restored by `sysret`: the flags survive the call, so they
         // are read (saved) and not killed.
+        flags_read = FlagSet::ALL;
+        flags_killed = FlagSet::EMPTY;
+    }
+    if is_privileged_call(insn.mnemonic()) {
+        // Whoever answers may read and change any register (a hypercall's number and
+        // arguments are in rax, rbx, rcx, ...): everything is read, nothing is known dead.
+        reads = RegSet::ALL;
+        kills = RegSet::EMPTY;
+        clobbers = RegSet::ALL;
         flags_read = FlagSet::ALL;
         flags_killed = FlagSet::EMPTY;
     }

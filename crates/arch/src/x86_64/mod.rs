@@ -4,7 +4,7 @@
 mod facts;
 mod regs;
 
-pub use facts::{decode_one, Decoded, Flow, InsnFacts, Scanner};
+pub use facts::{decode_one, flow, relocation_hazard, Decoded, Flow, InsnFacts, Scanner};
 pub use regs::{Flag, FlagSet, Gpr, RegSet};
 
 /// The longest legal x86 instruction, in bytes.
