@@ -360,11 +360,7 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
     progress.phase("graph");
     let mut cfg = assemble(known, built, &cx);
     cfg.no_splice = no_splice;
-    // Springboards never go into code no splice may touch.
-    cfg.padding = find_padding(&cfg, image)
-        .into_iter()
-        .filter(|p| cfg.no_splice_in(p.start.0, p.start.0 + p.len as u64).is_none())
-        .collect();
+    cfg.padding = springboard_padding(&cfg, image);
     let call_graph = CallGraph::build(&cfg);
     lap("graph", &mut timings);
 
@@ -411,6 +407,15 @@ fn seed_for(
         extra,
         limits,
     }
+}
+
+/// The padding runs springboards may use: [`find_padding`]'s, less any that meets code no
+/// splice may touch (`cfg.no_splice`, which must be set).
+pub fn springboard_padding(cfg: &Cfg, image: &dyn CodeMemory) -> Vec<Padding> {
+    find_padding(cfg, image)
+        .into_iter()
+        .filter(|p| cfg.no_splice_in(p.start.0, p.start.0 + p.len as u64).is_none())
+        .collect()
 }
 
 /// The start of the padding instruction (a nop or an int3) that `addr` lies strictly inside,

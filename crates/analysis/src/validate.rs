@@ -23,7 +23,7 @@ use crate::callgraph::CallGraph;
 use crate::cfg::{Block, EdgeKind, EdgeTarget, FuncId, TableFormat, TargetTag, Terminator};
 use crate::image::Image;
 use crate::memory::CodeMemory;
-use crate::program::{find_padding, Analysis};
+use crate::program::{springboard_padding, Analysis};
 use kerf_arch::x86_64::{Flow, Scanner};
 use kerf_arch::ImageAddr;
 use rayon::prelude::*;
@@ -39,6 +39,8 @@ pub enum Invalid {
     JumpTable { jump: u64, detail: String },
     /// Padding runs other than those the functions and bytes give.
     Padding,
+    /// An unwind entry that is neither a function nor code never to be spliced.
+    NoSplice { addr: u64 },
     /// Live registers or the call graph other than those solved from the CFG.
     Liveness { function: String },
 }
@@ -52,6 +54,10 @@ impl std::fmt::Display for Invalid {
             }
             Invalid::JumpTable { jump, detail } => write!(f, "jump table of {jump:#x}: {detail}"),
             Invalid::Padding => write!(f, "padding differs from the image's"),
+            Invalid::NoSplice { addr } => write!(
+                f,
+                "the unwind entry at {addr:#x} is neither a function nor listed as never spliced"
+            ),
             Invalid::Liveness { function } => write!(f, "liveness of {function} differs"),
         }
     }
@@ -74,11 +80,29 @@ pub fn validate(a: &mut Analysis, image: &Image<'_>) -> Result<(), Invalid> {
     for t in &cfg.jump_tables {
         check_table(t, image)?;
     }
-    if find_padding(cfg, image) != cfg.padding {
+    check_no_splice(cfg, image)?;
+    if springboard_padding(cfg, image) != cfg.padding {
         return Err(Invalid::Padding);
     }
     a.call_graph = CallGraph::build(&a.cfg);
     check_liveness(a)
+}
+
+/// Code never to be spliced (signal trampolines, unwind entries inside other code) is what
+/// keeps kerf out of glibc's `__restore_rt`: every signal-frame unwind entry must be listed,
+/// and every other entry in the code must start a function or be listed.
+fn check_no_splice(cfg: &crate::cfg::Cfg, image: &Image<'_>) -> Result<(), Invalid> {
+    for u in image.unwind_ranges() {
+        if image.code_at(u.start).is_none() {
+            continue;
+        }
+        let listed = cfg.no_splice.iter().any(|n| n.start == u.start && n.len == u.len);
+        let ok = if u.signal_frame { listed } else { listed || cfg.function_at(u.start).is_some() };
+        if !ok {
+            return Err(Invalid::NoSplice { addr: u.start.0 });
+        }
+    }
+    Ok(())
 }
 
 /// Indices and ranges, so that nothing below (nor any later lookup) indexes out of bounds.
