@@ -1,13 +1,18 @@
 //! The analysis cache as an attacker or an accident meets it (issue 9, item 6): a changed
-//! block start in an entry is detected and the image analysed again; symlinks planted at the
-//! cache directory, at an entry or at the temporary file kerf writes are never followed; a
-//! cache directory of another user is refused; with no HOME the cache is the user's own,
-//! never one under /tmp. Runs as root (as CI does), like root's kerf that was attacked.
+//! block start in an entry is detected and the image analysed again; an entry that lies with
+//! a right checksum is caught before `kerf count` splices from it, rejected, and the program
+//! counted right from a new analysis; symlinks planted at the cache directory, at an entry or
+//! at the temporary file kerf writes are never followed; a cache directory of another user is
+//! refused; with no HOME the cache is the user's own, never one under /tmp. Runs as root (as
+//! CI does), like root's kerf that was attacked.
+
+mod common;
 
 use serde_json::Value;
+use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 const LIBC: &str = "/usr/lib/x86_64-linux-gnu/libc.so.6";
 
@@ -74,6 +79,108 @@ fn a_changed_block_start_is_detected_and_the_image_analysed_again() {
     let third = analyze(&cache, &[]);
     assert_eq!(json(&third)["cached"], true, "{}", stderr(&third));
     assert!(!stderr(&third).contains("rejected"), "{}", stderr(&third));
+}
+
+/// What the entry for `bin` says `func`'s block starts are, and the entry rewritten, through
+/// kerf's own writer (key, digest and checksum all right), with its block `k` moved one byte
+/// into its first instruction: what made kerf splice inside an instruction (SIGILL) when the
+/// cache was trusted.
+fn poison_block(cache: &Path, bin: &Path, func: &str, k: usize) -> Vec<u64> {
+    use kerf_session::cache::{self, CacheDir};
+    let opts = kerf_session::LoadOptions {
+        cache_dir: Some(cache.to_path_buf()),
+        ..kerf_session::LoadOptions::default()
+    };
+    let a = kerf_session::analyze_file(bin, &opts, &kerf_analysis::Quiet).unwrap();
+    let mut lie = a.analysis.clone();
+    let f = lie.cfg.functions_named(func).next().expect("the function");
+    let starts: Vec<u64> = lie.cfg.blocks_of(f).iter().map(|b| b.start.0).collect();
+    assert!(starts.len() > k, "{func} has only {} blocks", starts.len());
+    lie.cfg.blocks.of_mut(f)[k].start.0 += 1;
+    let data = std::fs::read(bin).unwrap();
+    let debug = a.symbols.debug_file.as_ref().map(|d| d.identity.as_str());
+    let key = cache::key(lie.build_id.as_deref(), bin, None, debug);
+    let c = CacheDir::open(cache).unwrap();
+    assert_eq!(std::fs::read_dir(cache).unwrap().count(), 1, "one entry, the one replaced");
+    c.store(&key, &cache::digest(&data, None), &lie).unwrap();
+    starts
+}
+
+#[test]
+fn kerf_count_rejects_an_entry_that_lies_before_splicing_and_counts_right() {
+    const THREADS: u64 = 4;
+    const ITERS: u64 = 20_000;
+    let cache = tmp("count-lie");
+    let bin = common::build_fixture("counted", "-O2", "cachelie");
+    let run = |auto: bool| {
+        let mut c = Command::new(&bin)
+            .args([THREADS.to_string(), ITERS.to_string()])
+            .args(if auto { vec!["auto"] } else { vec![] })
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(c.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let pid: i32 = line.trim().strip_prefix("pid ").unwrap().parse().unwrap();
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready");
+        (c, pid, out)
+    };
+    let rest = |mut out: BufReader<std::process::ChildStdout>| {
+        let mut s = String::new();
+        out.read_to_string(&mut s).unwrap();
+        s
+    };
+    let (mut c, _, out) = run(true);
+    let expected = rest(out);
+    assert!(c.wait().unwrap().success());
+    let starts = poison_block(&cache, &bin, "branchy", 1);
+
+    let (mut c, pid, out) = run(false);
+    let _reaper = common::Reaper(pid);
+    let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["count", "-p", &pid.to_string(), "--json", "branchy@blocks"])
+        .env("KERF_CACHE_DIR", &cache)
+        .env_remove("DEBUGINFOD_URLS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its warnings, up to the line that says the points are in.
+    let mut err = BufReader::new(k.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("points spliced") {
+        let before = said.len();
+        err.read_line(&mut said).unwrap();
+        assert!(said.len() > before, "kerf ended before splicing: {said}");
+    }
+    assert!(Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap().success());
+    let got = rest(out);
+    assert!(c.wait().unwrap().success(), "the program failed under kerf: {said}");
+    let ko = k.wait_with_output().unwrap();
+    assert!(ko.status.success(), "kerf failed: {said}");
+    assert_eq!(got, expected, "instrumented output differs");
+    assert!(said.contains("rejected, analysed again"), "no warning: {said}");
+    // The points are the true block starts, each counted: the entry one exactly once a call.
+    let v: Value = serde_json::from_slice(&ko.stdout).unwrap();
+    let points = v["points"].as_array().unwrap();
+    let mut at: Vec<u64> = points.iter().map(|p| hex(&p["address"])).collect();
+    at.sort_unstable();
+    let bias = at[0] - starts[0];
+    assert_eq!(at.iter().map(|a| a - bias).collect::<Vec<_>>(), starts, "{v}");
+    let entry = points.iter().find(|p| hex(&p["address"]) - bias == starts[0]).unwrap();
+    assert_eq!(entry["count"].as_u64(), Some(THREADS * ITERS), "{v}");
+    // The entry was replaced by a good one, which passes every check.
+    let out = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["analyze", "--json", "--validate"])
+        .arg(&bin)
+        .env("KERF_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    assert_eq!(json(&out)["cached"], true, "{}", stderr(&out));
+    assert!(!stderr(&out).contains("rejected"), "{}", stderr(&out));
 }
 
 #[test]
