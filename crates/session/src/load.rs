@@ -6,7 +6,8 @@ use crate::cache;
 use crate::debuginfo::{self, DebugOptions, SymbolOrigin};
 use kerf_analysis::cfg::FuncId;
 use kerf_analysis::image::maps::{modules, parse_maps};
-use kerf_analysis::image::{Image, ImageError, Segment, SymbolSource};
+use kerf_analysis::image::{Image, ImageError, Section, Segment, SymbolSource};
+use kerf_analysis::memory::ImageMemory;
 use kerf_analysis::validate::{Checker, Invalid};
 use kerf_analysis::{analyze, Analysis, Progress};
 use kerf_arch::ImageAddr;
@@ -106,6 +107,10 @@ pub struct AnalyzedImage {
 /// What an analysis read from the cache carries until it has been checked.
 pub(crate) struct FromCache {
     check: Checker,
+    /// The image's sections and loader-written pointers: the checks read the image's bytes
+    /// as analysis reads them (jump tables in data sections, relocated absolute tables).
+    sections: Vec<Section>,
+    pointers: Vec<(ImageAddr, ImageAddr)>,
     /// The file read, the path its debug files were looked for under, and the options it was
     /// loaded with.
     file: PathBuf,
@@ -129,6 +134,12 @@ impl std::ops::Deref for Bytes {
     }
 }
 
+impl FromCache {
+    fn memory<'a>(&'a self, data: &'a [u8]) -> ImageMemory<'a, 'a> {
+        ImageMemory { data, sections: &self.sections, pointers: &self.pointers }
+    }
+}
+
 impl AnalyzedImage {
     /// Check function `f` of an analysis read from the cache against the image's bytes, with
     /// every function its liveness rests on, before a splice is planned from it (see
@@ -136,7 +147,7 @@ impl AnalyzedImage {
     /// from these bytes and needs no check.
     pub fn check_function(&self, f: FuncId) -> Result<(), Invalid> {
         match &self.from_cache {
-            Some(c) => c.check.function(&self.analysis, self, f),
+            Some(c) => c.check.function(&self.analysis, &c.memory(&self.bytes), f),
             None => Ok(()),
         }
     }
@@ -145,7 +156,7 @@ impl AnalyzedImage {
     /// see [`kerf_analysis::validate::Checker::code`]).
     pub fn check_code(&self, f: FuncId) -> Result<(), Invalid> {
         match &self.from_cache {
-            Some(c) => c.check.code(&self.analysis, self, f),
+            Some(c) => c.check.code(&self.analysis, &c.memory(&self.bytes), f),
             None => Ok(()),
         }
     }
@@ -153,7 +164,7 @@ impl AnalyzedImage {
     /// Check padding run `i` (springboard space) before a springboard goes there.
     pub fn check_padding(&self, i: usize) -> Result<(), Invalid> {
         match &self.from_cache {
-            Some(c) => c.check.padding(&self.analysis, self, i),
+            Some(c) => c.check.padding(&self.analysis, &c.memory(&self.bytes), i),
             None => Ok(()),
         }
     }
@@ -318,6 +329,8 @@ fn analyze_image_file(
                         bytes: bytes.clone(),
                         from_cache: (!opts.validate).then(|| FromCache {
                             check,
+                            sections: std::mem::take(&mut image.sections),
+                            pointers: std::mem::take(&mut image.pointers),
                             file: path.into(),
                             logical: logical.into(),
                             options: opts.clone(),

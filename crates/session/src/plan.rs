@@ -235,7 +235,7 @@ fn check_padding_near(
 /// cached analysis, every function whose code holds the bytes of a `syscall` (`0f 05`) is
 /// checked first: the sites are found from its blocks, and the number in eax from the
 /// instructions before the `syscall` in its block, so a block that lies could hide one.
-pub(crate) fn syscall_sites(
+pub fn syscall_sites(
     modules: &[AnalyzedImage],
     module: usize,
 ) -> Result<Vec<SyscallSite>, InstrumentError> {
