@@ -152,14 +152,24 @@ impl Checker {
     /// callees, and functions whose blocks its edges enter), so that its live registers are
     /// those a fresh analysis would give or more (see `liveness::check_function`).
     pub fn function(&self, a: &Analysis, mem: &dyn CodeMemory, f: FuncId) -> Result<(), Invalid> {
-        if self.state(f) == CLOSED {
-            return Ok(());
-        }
+        self.functions(a, mem, &[f])
+    }
+
+    /// [`Checker::function`] for each of `fs`: what they rest on is gathered first (reading
+    /// only edges, whose indices [`Checker::new`] checked), then checked in parallel (a
+    /// function high in a large library's call graph can rest on thousands).
+    pub fn functions(
+        &self,
+        a: &Analysis,
+        mem: &dyn CodeMemory,
+        fs: &[FuncId],
+    ) -> Result<(), Invalid> {
         let cfg = &a.cfg;
-        let mut todo = vec![f];
-        let mut seen = std::collections::HashSet::from([f]);
+        let mut seen = std::collections::HashSet::new();
+        let mut todo: Vec<FuncId> =
+            fs.iter().copied().filter(|f| self.state(*f) != CLOSED && seen.insert(*f)).collect();
+        let mut all = todo.clone();
         while let Some(g) = todo.pop() {
-            self.code(a, mem, g)?;
             for b in cfg.blocks_of(g) {
                 for e in cfg.edges_of(b) {
                     let d = match e.target {
@@ -169,12 +179,14 @@ impl Checker {
                     };
                     if self.state(d) != CLOSED && seen.insert(d) {
                         todo.push(d);
+                        all.push(d);
                     }
                 }
             }
         }
+        all.par_iter().try_for_each(|g| self.code(a, mem, *g))?;
         // Every function reached was checked, and so was everything it rests on.
-        for g in seen {
+        for g in all {
             self.mark(g, CLOSED);
         }
         Ok(())

@@ -152,6 +152,14 @@ impl AnalyzedImage {
         }
     }
 
+    /// [`AnalyzedImage::check_function`] for each of `fs`, in parallel.
+    pub fn check_functions(&self, fs: &[FuncId]) -> Result<(), Invalid> {
+        match &self.from_cache {
+            Some(c) => c.check.functions(&self.analysis, &c.memory(&self.bytes), fs),
+            None => Ok(()),
+        }
+    }
+
     /// Check function `f`'s own blocks, edges and tables (what reading its instructions needs;
     /// see [`kerf_analysis::validate::Checker::code`]).
     pub fn check_code(&self, f: FuncId) -> Result<(), Invalid> {

@@ -70,9 +70,7 @@ pub fn plan_sites(
     startup: &[(u64, u64)],
     rules: Rules,
 ) -> Result<Sites, InstrumentError> {
-    for p in probes {
-        check_point(modules, &p.point)?;
-    }
+    check_points(modules, probes)?;
     let exact: Vec<Vec<u64>> = (0..modules.len())
         .map(|m| {
             let bias = modules[m].bias.unwrap_or(0);
@@ -173,18 +171,33 @@ fn rejected(modules: &[AnalyzedImage], module: usize, detail: Invalid) -> Instru
     InstrumentError::Analysis { module, path: modules[module].path.clone(), detail }
 }
 
-/// Before a point of a cached analysis is planned: its function, and every function whose
-/// liveness it rests on, match the image ([`AnalyzedImage::check_function`]), and the point is
-/// an instruction of one of its checked blocks (points were resolved from the unchecked
-/// analysis).
-fn check_point(modules: &[AnalyzedImage], p: &Point) -> Result<(), InstrumentError> {
-    let m = &modules[p.module];
-    if !m.unchecked() {
-        return Ok(());
+/// Before the points of a cached analysis are planned: their functions, and every function
+/// whose liveness they rest on, match the image ([`AnalyzedImage::check_functions`]), and each
+/// point is an instruction of one of its function's checked blocks (points were resolved from
+/// the unchecked analysis).
+fn check_points(modules: &[AnalyzedImage], probes: &[Probe]) -> Result<(), InstrumentError> {
+    for (k, m) in modules.iter().enumerate().filter(|(_, m)| m.unchecked()) {
+        let points = || probes.iter().map(|p| &p.point).filter(|p| p.module == k);
+        let mut funcs: Vec<FuncId> = points().map(|p| p.func).collect();
+        funcs.sort_unstable();
+        funcs.dedup();
+        m.check_functions(&funcs).map_err(|e| rejected(modules, k, e))?;
+        for p in points() {
+            if !on_boundary(m, p) {
+                let function = m.analysis.cfg.function(p.func).name.clone();
+                let detail = "a point resolved from it is no instruction of its blocks".into();
+                let bad = Invalid::Block { function, addr: p.addr.0, detail };
+                return Err(rejected(modules, k, bad));
+            }
+        }
     }
-    m.check_function(p.func).map_err(|e| rejected(modules, p.module, e))?;
+    Ok(())
+}
+
+/// Whether point `p` starts an instruction of one of its function's blocks.
+fn on_boundary(m: &AnalyzedImage, p: &Point) -> bool {
     let cfg = &m.analysis.cfg;
-    let on_boundary = cfg.block_containing(p.func, p.addr).is_some_and(|b| {
+    cfg.block_containing(p.func, p.addr).is_some_and(|b| {
         let b = cfg.block(b);
         let Some((base, bytes)) = m.code_region(b.start) else { return false };
         let mut sc = kerf_arch::x86_64::Scanner::new(bytes, base);
@@ -196,13 +209,7 @@ fn check_point(modules: &[AnalyzedImage], p: &Point) -> Result<(), InstrumentErr
             }
         }
         a == p.addr.0
-    });
-    if on_boundary {
-        return Ok(());
-    }
-    let function = cfg.function(p.func).name.clone();
-    let detail = "a point resolved from it is no instruction of its blocks".to_string();
-    Err(rejected(modules, p.module, Invalid::Block { function, addr: p.addr.0, detail }))
+    })
 }
 
 /// Every padding run of module `module` that a springboard for the site at target address
