@@ -59,7 +59,7 @@ def main():
     try:
         print(f"machine: {platform.node()}, {os.cpu_count()} CPUs, "
               f"load average {os.getloadavg()[0]:.1f} at the start")
-        print(f"{'image':<11} {'kerf':<8} {'cached wall':>11} {'cached cpu':>11} "
+        print(f"{'image':<11} {'kerf':<12} {'cached wall':>11} {'cached cpu':>11} "
               f"{'fresh wall':>11} {'fresh cpu':>10}")
         for name, path in LIBS:
             if not os.path.exists(path):
@@ -76,7 +76,7 @@ def main():
                     fresh[label].append(timed([binary, "analyze", "--no-cache", path], env[label]))
             for label, _ in kerfs:
                 med = lambda runs, i: statistics.median(r[i] for r in runs)
-                print(f"{name:<11} {label:<8} {med(cached[label], 0):>10.3f}s "
+                print(f"{name:<11} {label:<12} {med(cached[label], 0):>10.3f}s "
                       f"{med(cached[label], 1):>10.3f}s {med(fresh[label], 0):>10.3f}s "
                       f"{med(fresh[label], 1):>9.3f}s")
         print(f"load average {os.getloadavg()[0]:.1f} at the end")

@@ -213,7 +213,7 @@ fn on_boundary(m: &AnalyzedImage, p: &Point) -> bool {
 }
 
 /// Every padding run of module `module` that a springboard for the site at target address
-/// `addr` could use, checked (see `check_point`; runs are sorted, as the cache's load check
+/// `addr` could use, checked (see `check_points`; runs are sorted, as the cache's load check
 /// makes sure).
 fn check_padding_near(
     modules: &[AnalyzedImage],
