@@ -9,7 +9,7 @@
 mod common;
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdout, Command, Output, Stdio};
@@ -114,29 +114,14 @@ fn poison_block(cache: &Path, file: &Path, func: &str, k: usize) -> Vec<u64> {
 const THREADS: u64 = 4;
 const ITERS: u64 = 20_000;
 
-/// tests/fixtures/counted.c started, waiting for "go": the child, its pid, its stdout.
+/// tests/fixtures/counted.c started, waiting for "go" (or going by itself: `auto`).
 fn start_counted(bin: &Path, auto: bool) -> (std::process::Child, i32, BufReader<ChildStdout>) {
-    let mut c = Command::new(bin)
-        .args([THREADS.to_string(), ITERS.to_string()])
-        .args(if auto { vec!["auto"] } else { vec![] })
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(c.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let pid: i32 = line.trim().strip_prefix("pid ").unwrap().parse().unwrap();
-    line.clear();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-    (c, pid, out)
+    let mut args = vec![THREADS.to_string(), ITERS.to_string()];
+    args.extend(auto.then(|| "auto".to_string()));
+    common::start_counted(bin, &args)
 }
 
-fn rest(mut out: BufReader<ChildStdout>) -> String {
-    let mut s = String::new();
-    out.read_to_string(&mut s).unwrap();
-    s
-}
+use common::rest;
 
 /// `kerf count --json ARGS` on a run of `bin` (counted.c) with analyses from `cache`: the
 /// program's output must be what it prints without kerf. Returns what kerf said on stderr up
