@@ -1,7 +1,8 @@
 //! The analysis cache as an attacker or an accident meets it (issue 9, item 6): a changed
 //! block start in an entry is detected and the image analysed again; an entry that lies with
-//! a right checksum is caught before `kerf count` splices from it, rejected, and the program
-//! counted right from a new analysis; symlinks planted at the cache directory, at an entry or
+//! a right checksum is caught before `kerf count` splices from it (or, with trap splices,
+//! takes the system calls to guard from it), rejected, and the program counted right from a
+//! new analysis; symlinks planted at the cache directory, at an entry or
 //! at the temporary file kerf writes are never followed; a cache directory of another user is
 //! refused; with no HOME the cache is the user's own, never one under /tmp. Runs as root (as
 //! CI does), like root's kerf that was attacked.
