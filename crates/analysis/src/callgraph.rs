@@ -60,6 +60,20 @@ impl CallGraph {
     pub fn edge_count(&self) -> usize {
         self.callees.len()
     }
+
+    /// Whether the lists fit `n` functions: every row a range of its list, every id below `n`
+    /// (so that [`CallGraph::callers`] and [`CallGraph::callees`] cannot go out of bounds on
+    /// a graph read back from the cache; which edges it has is not checked here).
+    pub(crate) fn fits(&self, n: usize) -> bool {
+        let rows = |start: &[u32], vals: &[FuncId]| {
+            start.len() == n + 1
+                && start.first() == Some(&0)
+                && start.windows(2).all(|w| w[0] <= w[1])
+                && start.last().is_some_and(|l| *l as usize == vals.len())
+                && vals.iter().all(|v| (v.0 as usize) < n)
+        };
+        rows(&self.callee_start, &self.callees) && rows(&self.caller_start, &self.callers)
+    }
 }
 
 /// Compressed rows from `(row, value)` pairs sorted by row.

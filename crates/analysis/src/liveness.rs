@@ -353,6 +353,44 @@ fn solve_function(cfg: &Cfg, f: FuncId, callee: &dyn Fn(FuncId) -> (Live, Live))
     }
 }
 
+/// Whether the sets stored for function `f` are a solution of its equations, given the sets
+/// stored for the functions it calls (read as [`solve`] reads them): every block's live-in is
+/// gen ∪ (live-out − kill), the function's live-in is its entry block's, and its must-def is
+/// what [`must_def_of`] computes from its blocks. `Err` names the block (its index in the
+/// function), or `None` for the function's own sets.
+///
+/// Why a local check is enough for safety (the cache's check of a function, see
+/// `validate::Checker`): the live-in sets [`solve`] finds are the *least* solution of the
+/// equations (it iterates up from the empty set), and by Knaster-Tarski any other assignment
+/// that satisfies them, or only `X ⊇ F(X)`, is at least as large on every block that the
+/// equations connect. So if every function a block's value depends on (its own function and,
+/// transitively, the callees whose summaries it reads) passes this check, its stored live-in
+/// holds every register the analysis would call live, and code that writes only the others
+/// is as safe as with a fresh analysis. Must-def has no callee input and is recomputed.
+pub(crate) fn check_function(cfg: &Cfg, f: FuncId) -> Result<(), Option<usize>> {
+    let fun = cfg.function(f);
+    let start = fun.blocks.start;
+    let blocks = cfg.blocks_of(f);
+    let stored = |b: &Block| Live { regs: b.live_in, flags: b.flags_live_in };
+    // As `solve_function` reads them: blocks of `f` as stored, edges leaving it unknown.
+    let bl = |id: u32| match id.checked_sub(start).map(|k| k as usize) {
+        Some(k) if k < blocks.len() => stored(&blocks[k]),
+        _ => Live::ALL,
+    };
+    let callee = |g: FuncId| (callee_live(cfg, g), callee_must(cfg, g));
+    for (i, b) in blocks.iter().enumerate() {
+        let out = live_out(cfg, b, &bl, &callee);
+        if gen_of(b).union(out.minus(kill_of(b))) != stored(b) {
+            return Err(Some(i));
+        }
+    }
+    let entry = &blocks[(fun.entry_block.0 - start) as usize];
+    if callee_live(cfg, f) != stored(entry) || callee_must(cfg, f) != must_def_of(cfg, f) {
+        return Err(None);
+    }
+    Ok(())
+}
+
 /// Registers and flags written on every path from the entry to an exit, ignoring what calls
 /// inside the function write (a safe under-approximation).
 fn must_def_of(cfg: &Cfg, f: FuncId) -> Live {

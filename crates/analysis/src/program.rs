@@ -609,39 +609,42 @@ fn assemble(known: BTreeMap<u64, Known>, built: BTreeMap<u64, FuncCfg>, cx: &Cx<
 /// Runs of `int3`/`nop` that end exactly at a function's entry and start after the previous
 /// function's code: alignment padding no path executes, usable as springboard space.
 pub(crate) fn find_padding(cfg: &Cfg, mem: &dyn CodeMemory) -> Vec<Padding> {
-    let mut out = Vec::new();
-    for w in cfg.functions.windows(2) {
-        let (prev_end, next) = (w[0].extent.end, w[1].entry.0);
-        if prev_end >= next || next - prev_end > 4096 {
-            continue;
-        }
-        let Some((base, bytes)) = mem.code_region(ImageAddr(prev_end)) else {
-            continue;
-        };
-        if next > base.0 + bytes.len() as u64 {
-            continue;
-        }
-        let mut sc = Scanner::new(bytes, base);
-        let mut a = prev_end;
-        let mut run_start = a;
-        while a < next {
-            match sc.decode(ImageAddr(a)) {
-                Some(i) if is_filler(&i) => a = i.next_ip(),
-                Some(i) => {
-                    a = i.next_ip();
-                    run_start = a;
-                }
-                None => {
-                    a += 1;
-                    run_start = a;
-                }
+    cfg.functions.windows(2).filter_map(|w| padding_between(&w[0], &w[1], mem)).collect()
+}
+
+/// The padding run between function `prev` and the next one, `next`, if there is one (see
+/// [`find_padding`]; the cache's check recomputes single runs with it).
+pub(crate) fn padding_between(
+    prev: &Function,
+    next: &Function,
+    mem: &dyn CodeMemory,
+) -> Option<Padding> {
+    let (prev_end, next) = (prev.extent.end, next.entry.0);
+    if prev_end >= next || next - prev_end > 4096 {
+        return None;
+    }
+    let (base, bytes) = mem.code_region(ImageAddr(prev_end))?;
+    if next > base.0 + bytes.len() as u64 {
+        return None;
+    }
+    let mut sc = Scanner::new(bytes, base);
+    let mut a = prev_end;
+    let mut run_start = a;
+    while a < next {
+        match sc.decode(ImageAddr(a)) {
+            Some(i) if is_filler(&i) => a = i.next_ip(),
+            Some(i) => {
+                a = i.next_ip();
+                run_start = a;
+            }
+            None => {
+                a += 1;
+                run_start = a;
             }
         }
-        if a == next && run_start < next {
-            out.push(Padding { start: ImageAddr(run_start), len: (next - run_start) as u32 });
-        }
     }
-    out
+    (a == next && run_start < next)
+        .then(|| Padding { start: ImageAddr(run_start), len: (next - run_start) as u32 })
 }
 
 fn summarize(cfg: &Cfg, cg: &CallGraph, image: &Image<'_>) -> Summary {

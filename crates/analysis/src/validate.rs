@@ -10,23 +10,41 @@
 //! - a branch into the function's extent, a block that falls through, and a jump table's
 //!   entry each land on a block start (a branch target hidden inside a block would let a
 //!   jump5 cover it), and jump tables hold the entries the table's bytes hold;
-//! - each block's registers read and written agree with its instructions, and the padding
-//!   (springboard space) is recomputed from the functions and the bytes;
-//! - the call graph and liveness are solved again from the checked CFG and must equal the
-//!   stored ones (generated code writes only registers liveness calls dead).
+//! - a block's edges are exactly those its last instruction can take: none leads elsewhere,
+//!   none is missing (a dropped return or tail-call edge would make registers look dead), and
+//!   a call or tail call to a known function's entry names that function (whose summary
+//!   liveness then reads);
+//! - each block's registers read and written agree with its instructions, and a padding run
+//!   (springboard space) is the one the functions and the bytes give;
+//! - liveness is a solution of its equations (`liveness::check_function`), in the function
+//!   and in every function whose summary it reads, transitively: then every stored live-in
+//!   holds the least solution a fresh analysis finds (generated code writes only registers
+//!   liveness calls dead).
 //!
-//! Not re-derived: which functions exist and the classification of indirect jumps (a table,
-//! a tail call, unanalysable). Those come from the traversal itself; the cache file's
-//! checksum and its digest of the image's bytes (session's `cache` module) vouch for them.
+//! When: the cache's file-level checks (session's `cache` module: a private directory, a
+//! checksum over the entry, its key, the SHA-256 of the image's bytes) already catch a damaged,
+//! foreign or stale entry, so this check is defence in depth, against kerf's own format or
+//! logic drifting and against an entry that passes the checksum but is wrong. Checking a whole
+//! large image costs about as much as decoding it again (libLLVM-14: ~2 s), which would undo
+//! the cache; so [`Checker::new`] checks only what is cheap and whole-entry at load (indices
+//! and ranges), and the rest is checked at the point of use, per function
+//! ([`Checker::function`], memoised), by whatever is about to rely on a function: splice
+//! planning. [`validate`] checks everything at once (`kerf analyze --validate`, the tests).
+//!
+//! Not re-derived: which functions exist, their names, which never return, and the
+//! classification of indirect jumps (a table, a tail call, unanalysable). Those come from the
+//! traversal itself; the cache file's checksum and its digest of the image's bytes vouch for
+//! them.
 
 use crate::callgraph::CallGraph;
 use crate::cfg::{Block, EdgeKind, EdgeTarget, FuncId, TableFormat, TargetTag, Terminator};
 use crate::image::Image;
 use crate::memory::CodeMemory;
-use crate::program::{springboard_padding, Analysis};
+use crate::program::{padding_between, springboard_padding, Analysis};
 use kerf_arch::x86_64::{Flow, Scanner};
 use kerf_arch::ImageAddr;
 use rayon::prelude::*;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// Why an analysis does not describe the image.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,7 +59,7 @@ pub enum Invalid {
     Padding,
     /// An unwind entry that is neither a function nor code never to be spliced.
     NoSplice { addr: u64 },
-    /// Live registers or the call graph other than those solved from the CFG.
+    /// Live registers or summaries that are no solution of the liveness equations.
     Liveness { function: String },
 }
 
@@ -69,29 +87,164 @@ fn structure<T>(what: impl Into<String>) -> Result<T, Invalid> {
     Err(Invalid::Structure(what.into()))
 }
 
-/// Check `a` against `image` (see the module documentation). The call graph is rebuilt from
-/// the checked CFG in place.
+/// Check all of `a` against `image` at once (see the module documentation), and rebuild its
+/// call graph from the checked CFG in place.
 pub fn validate(a: &mut Analysis, image: &Image<'_>) -> Result<(), Invalid> {
-    check_structure(a)?;
-    let cfg = &a.cfg;
-    (0..cfg.functions.len())
-        .into_par_iter()
-        .try_for_each(|f| check_function(a, FuncId(f as u32), image))?;
-    for t in &cfg.jump_tables {
-        check_table(t, image)?;
-    }
-    check_no_splice(cfg, image)?;
-    if springboard_padding(cfg, image) != cfg.padding {
-        return Err(Invalid::Padding);
-    }
+    Checker::new(a)?.everything(a, image)?;
+    check_no_splice(&a.cfg, image)?;
     a.call_graph = CallGraph::build(&a.cfg);
-    check_liveness(a)
+    Ok(())
+}
+
+/// A function not checked yet; its own blocks, edges and equations checked; and those of every
+/// function its liveness rests on too.
+const UNCHECKED: u8 = 0;
+const OWN: u8 = 1;
+const CLOSED: u8 = 2;
+
+/// What has been checked of one analysis so far: the analysis and the image's bytes never
+/// change, so a function found good stays good. Shared between threads (planning may check
+/// functions in parallel); a function checked twice at once is harmless.
+pub struct Checker {
+    funcs: Vec<AtomicU8>,
+    pads: Vec<AtomicU8>,
+}
+
+impl Checker {
+    /// The whole-entry checks done at load: counts, indices and ranges of every function,
+    /// block, edge and jump table, and the call graph's shape. They read no code (libLLVM-14:
+    /// a few tens of milliseconds) and make every later lookup in `a` stay in bounds.
+    pub fn new(a: &Analysis) -> Result<Checker, Invalid> {
+        check_structure(a)?;
+        let n = a.cfg.functions.len();
+        if !a.call_graph.fits(n) {
+            return structure("the call graph does not fit the functions");
+        }
+        Ok(Checker {
+            funcs: (0..n).map(|_| AtomicU8::new(UNCHECKED)).collect(),
+            pads: (0..a.cfg.padding.len()).map(|_| AtomicU8::new(UNCHECKED)).collect(),
+        })
+    }
+
+    fn state(&self, f: FuncId) -> u8 {
+        self.funcs[f.0 as usize].load(Ordering::Relaxed)
+    }
+
+    fn mark(&self, f: FuncId, s: u8) {
+        self.funcs[f.0 as usize].fetch_max(s, Ordering::Relaxed);
+    }
+
+    /// Function `f` as code: its blocks re-decoded, their edges, its jump tables and its
+    /// liveness equations (with its callees' summaries as stored). Enough to read its
+    /// instructions and blocks; not yet to trust its live registers.
+    pub fn code(&self, a: &Analysis, mem: &dyn CodeMemory, f: FuncId) -> Result<(), Invalid> {
+        if self.state(f) >= OWN {
+            return Ok(());
+        }
+        check_function(a, f, mem)?;
+        let cfg = &a.cfg;
+        for b in cfg.blocks_of(f) {
+            if let Terminator::JumpTable(t) = b.term {
+                check_table(&cfg.jump_tables[t.0 as usize], mem)?;
+            }
+        }
+        crate::liveness::check_function(cfg, f)
+            .map_err(|_| Invalid::Liveness { function: cfg.function(f).name.clone() })?;
+        self.mark(f, OWN);
+        Ok(())
+    }
+
+    /// Function `f` as splice planning uses it: [`Checker::code`] for `f` and for every
+    /// function whose stored summary its liveness reads, transitively (its callees and tail
+    /// callees, and functions whose blocks its edges enter), so that its live registers are
+    /// those a fresh analysis would give or more (see `liveness::check_function`).
+    pub fn function(&self, a: &Analysis, mem: &dyn CodeMemory, f: FuncId) -> Result<(), Invalid> {
+        self.functions(a, mem, &[f])
+    }
+
+    /// [`Checker::function`] for each of `fs`: what they rest on is gathered first (reading
+    /// only edges, whose indices [`Checker::new`] checked), then checked in parallel (a
+    /// function high in a large library's call graph can rest on thousands).
+    pub fn functions(
+        &self,
+        a: &Analysis,
+        mem: &dyn CodeMemory,
+        fs: &[FuncId],
+    ) -> Result<(), Invalid> {
+        let cfg = &a.cfg;
+        let mut seen = std::collections::HashSet::new();
+        let mut todo: Vec<FuncId> =
+            fs.iter().copied().filter(|f| self.state(*f) != CLOSED && seen.insert(*f)).collect();
+        let mut all = todo.clone();
+        while let Some(g) = todo.pop() {
+            for b in cfg.blocks_of(g) {
+                for e in cfg.edges_of(b) {
+                    let d = match e.target {
+                        EdgeTarget::Function(d) => d,
+                        EdgeTarget::Block(t) => cfg.block(t).func,
+                        _ => continue,
+                    };
+                    if self.state(d) != CLOSED && seen.insert(d) {
+                        todo.push(d);
+                        all.push(d);
+                    }
+                }
+            }
+        }
+        all.par_iter().try_for_each(|g| self.code(a, mem, *g))?;
+        // Every function reached was checked, and so was everything it rests on.
+        for g in all {
+            self.mark(g, CLOSED);
+        }
+        Ok(())
+    }
+
+    /// Padding run `i` of `a.cfg.padding` (springboard space) is the run between the function
+    /// whose entry it ends at and the one before, as the bytes give it; that function's extent
+    /// comes from its checked blocks.
+    pub fn padding(&self, a: &Analysis, mem: &dyn CodeMemory, i: usize) -> Result<(), Invalid> {
+        if self.pads[i].load(Ordering::Relaxed) != UNCHECKED {
+            return Ok(());
+        }
+        let cfg = &a.cfg;
+        let p = cfg.padding[i];
+        let next = cfg.function_at(ImageAddr(p.start.0.saturating_add(p.len as u64)));
+        let prev = next.and_then(|n| n.0.checked_sub(1)).map(FuncId);
+        let (Some(prev), Some(next)) = (prev, next) else { return Err(Invalid::Padding) };
+        self.code(a, mem, prev)?;
+        if padding_between(cfg.function(prev), cfg.function(next), mem) != Some(p) {
+            return Err(Invalid::Padding);
+        }
+        // Springboards never go into code no splice may touch.
+        if cfg.no_splice_in(p.start.0, p.start.0 + p.len as u64).is_some() {
+            return Err(Invalid::Padding);
+        }
+        self.pads[i].store(OWN, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Everything, in parallel: every function, and the padding list as a whole (no run
+    /// missing or added).
+    pub fn everything(&self, a: &Analysis, mem: &dyn CodeMemory) -> Result<(), Invalid> {
+        let n = a.cfg.functions.len();
+        (0..n).into_par_iter().try_for_each(|f| self.code(a, mem, FuncId(f as u32)))?;
+        for f in 0..n {
+            self.mark(FuncId(f as u32), CLOSED);
+        }
+        if springboard_padding(&a.cfg, mem) != a.cfg.padding {
+            return Err(Invalid::Padding);
+        }
+        for p in &self.pads {
+            p.store(OWN, Ordering::Relaxed);
+        }
+        Ok(())
+    }
 }
 
 /// Code never to be spliced (signal trampolines, unwind entries inside other code) is what
 /// keeps kerf out of glibc's `__restore_rt`: every signal-frame unwind entry must be listed,
 /// and every other entry in the code must start a function or be listed.
-fn check_no_splice(cfg: &crate::cfg::Cfg, image: &Image<'_>) -> Result<(), Invalid> {
+pub fn check_no_splice(cfg: &crate::cfg::Cfg, image: &Image<'_>) -> Result<(), Invalid> {
     for u in image.unwind_ranges() {
         if image.code_at(u.start).is_none() {
             continue;
@@ -129,7 +282,14 @@ fn check_structure(a: &Analysis) -> Result<(), Invalid> {
     if !cfg.functions.windows(2).all(|w| w[0].entry < w[1].entry) {
         return structure("functions are not sorted by entry");
     }
-    for (i, f) in cfg.functions.iter().enumerate() {
+    // (Springboard space is looked up by address.)
+    if !cfg.padding.windows(2).all(|w| w[0].start.0 + w[0].len as u64 <= w[1].start.0) {
+        return structure("padding runs are not sorted");
+    }
+    // Each function's own ranges, in parallel (a few tens of milliseconds for libLLVM-14's
+    // 2.8 million blocks, at every cached load).
+    (0..n).into_par_iter().try_for_each(|i| {
+        let f = &cfg.functions[i];
         let body = &blocks.bodies[i];
         if f.blocks != (first[i]..first[i + 1]) || body.blocks.is_empty() {
             return structure(format!("{}: block range", f.name));
@@ -174,12 +334,12 @@ fn check_structure(a: &Analysis) -> Result<(), Invalid> {
                 return structure(format!("{}: edge target out of range", f.name));
             }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Re-decode every block of `f` and check its boundaries, its end, its register facts and
-/// its edges inside the function against where its last instruction can go.
+/// its edges against where its last instruction can go.
 fn check_function(a: &Analysis, f: FuncId, mem: &dyn CodeMemory) -> Result<(), Invalid> {
     let cfg = &a.cfg;
     let fun = cfg.function(f);
@@ -235,74 +395,124 @@ fn check_function(a: &Analysis, f: FuncId, mem: &dyn CodeMemory) -> Result<(), I
         }
         let Some(last) = last else { return Err(bad(b, "no instructions".into())) };
         let next = last.insn.next_ip();
-        // Where edges inside the function may go, and the ones that must be there.
-        let mut may: Vec<(EdgeKind, u64)> = Vec::new();
+        // The edges the last instruction allows, as (kind, where to), and groups of which at
+        // least one must be there. A direct transfer to `t` is a local edge of `kind` or, when
+        // analysis found `t` outside the function, a tail call.
+        let mut may: Vec<(EdgeKind, Option<u64>)> = Vec::new();
+        let mut must: Vec<Vec<(EdgeKind, Option<u64>)>> = Vec::new();
+        let mut to = |kind: EdgeKind, t: u64, tail: bool| {
+            let mut group = vec![(kind, Some(t))];
+            if tail {
+                group.push((EdgeKind::TailCall, Some(t)));
+            }
+            may.extend_from_slice(&group);
+            must.push(group);
+        };
+        // (A branch to another function's entry is a tail call, even where a block of this
+        // function starts there too: analysis seeds blocks at entries inside its range.)
+        // Nor is there a fall-through edge from a block another block starts inside (glibc
+        // branches over the `lock` prefix of `lock cmpxchg`): analysis cuts it there.
+        let overlapped = blocks.get(k + 1).is_some_and(|n| n.start < b.end());
+        let fall_required = is_start(next)
+            && (next == fun.entry.0 || cfg.function_at(ImageAddr(next)).is_none())
+            && !overlapped;
+        let fall = |may: &mut Vec<_>, must: &mut Vec<Vec<_>>| {
+            may.push((EdgeKind::FallThrough, Some(next)));
+            if fall_required {
+                must.push(vec![(EdgeKind::FallThrough, Some(next))]);
+            }
+        };
         let consistent = match (b.term, last.facts.flow) {
             (Terminator::FallThrough, Flow::Next) => {
-                may.push((EdgeKind::FallThrough, next));
+                fall(&mut may, &mut must);
                 is_start(next)
             }
             // Off the end of the function's range into the next one (see `build`).
-            (Terminator::TailCall, Flow::Next) => true,
-            (Terminator::Call, Flow::Call(c)) if returns(c) => {
-                may.push((EdgeKind::FallThrough, next));
+            (Terminator::TailCall, Flow::Next) => {
+                to(EdgeKind::TailCall, next, false);
                 true
             }
-            (Terminator::Call, Flow::Call(_)) => true,
+            (Terminator::Call, Flow::Call(c)) => {
+                to(EdgeKind::Call, c.0, false);
+                if returns(c) {
+                    fall(&mut may, &mut must);
+                }
+                true
+            }
             (Terminator::IndirectCall, Flow::IndirectCall) => {
-                may.push((EdgeKind::FallThrough, next));
+                fall(&mut may, &mut must);
                 true
             }
             (Terminator::CondJump, Flow::CondJump(t)) => {
-                may.extend([(EdgeKind::Branch, t.0), (EdgeKind::FallThrough, next)]);
+                to(EdgeKind::Branch, t.0, true);
+                fall(&mut may, &mut must);
                 lands_well(&mut sc, t.0)
             }
             (Terminator::Jump, Flow::Jump(t)) => {
-                may.push((EdgeKind::Jump, t.0));
+                to(EdgeKind::Jump, t.0, false);
                 lands_well(&mut sc, t.0)
             }
-            (Terminator::TailCall, Flow::Jump(t)) => lands_well(&mut sc, t.0),
+            (Terminator::TailCall, Flow::Jump(t)) => {
+                to(EdgeKind::TailCall, t.0, false);
+                lands_well(&mut sc, t.0)
+            }
             (Terminator::JumpTable(t), Flow::IndirectJump) => {
                 let table = &cfg.jump_tables[t.0 as usize];
-                may.extend(table.targets.iter().map(|t| (EdgeKind::Table, t.0)));
+                for t in &table.targets {
+                    to(EdgeKind::Table, t.0, true);
+                }
                 table.jump.0 == last.insn.ip()
                     && table.targets.iter().all(|t| lands_well(&mut sc, t.0))
             }
             (Terminator::IndirectTailCall | Terminator::Unanalysable, Flow::IndirectJump) => true,
-            (Terminator::Return, Flow::Return) | (Terminator::Stop, Flow::Stop) => true,
+            (Terminator::Return, Flow::Return) => {
+                may.push((EdgeKind::Return, None));
+                must.push(vec![(EdgeKind::Return, None)]);
+                true
+            }
+            (Terminator::Stop, Flow::Stop) => true,
             _ => false,
         };
         if !consistent {
             let flow = last.facts.flow.name();
             return Err(bad(b, format!("ends in a {flow} but is a {}", b.term.name())));
         }
-        // Liveness flows along these edges: none may be missing or lead elsewhere.
-        let local: Vec<(EdgeKind, u64)> = cfg
-            .edges_of(b)
-            .filter_map(|e| match (e.kind, e.target) {
-                (
-                    EdgeKind::FallThrough | EdgeKind::Branch | EdgeKind::Jump | EdgeKind::Table,
-                    EdgeTarget::Block(t),
-                ) if fun.blocks.contains(&t.0) => {
-                    Some((e.kind, blocks[(t.0 - fun.blocks.start) as usize].start.0))
-                }
-                _ => None,
-            })
-            .collect();
-        if let Some(e) = local.iter().find(|e| !may.contains(e)) {
-            return Err(bad(b, format!("a {} edge to {:#x} it cannot take", e.0.name(), e.1)));
+        // Liveness flows along these edges: none may lead elsewhere, be missing, or stand for
+        // its target in another form than analysis gives it (see `program::assemble`): a local
+        // edge is a block of this function or an address no block of it starts at; a call or
+        // tail call to a function's entry names that function, whose summary liveness reads.
+        let mut stored: Vec<(EdgeKind, Option<u64>)> = Vec::with_capacity(b.edges.len());
+        for e in cfg.edges_of(b) {
+            let at = match e.target {
+                EdgeTarget::Block(t) => Some(cfg.block(t).start.0),
+                EdgeTarget::Function(g) => Some(cfg.function(g).entry.0),
+                EdgeTarget::Address(x) => Some(x.0),
+                EdgeTarget::None => None,
+            };
+            let form = match (e.kind, e.target) {
+                (EdgeKind::Return, EdgeTarget::None) => true,
+                (EdgeKind::Return, _) | (_, EdgeTarget::None) => false,
+                (EdgeKind::Call | EdgeKind::TailCall, t) => match at.map(ImageAddr) {
+                    Some(x) => cfg.function_at(x).is_none_or(|g| t == EdgeTarget::Function(g)),
+                    None => false,
+                },
+                (_, EdgeTarget::Block(t)) => fun.blocks.contains(&t.0),
+                (_, EdgeTarget::Address(x)) => !is_start(x.0),
+                (_, EdgeTarget::Function(_)) => false,
+            };
+            let where_to = at.map_or("nowhere".to_string(), |x| format!("{x:#x}"));
+            if !form || !may.contains(&(e.kind, at)) {
+                return Err(bad(
+                    b,
+                    format!("a {} edge to {where_to} it cannot take", e.kind.name()),
+                ));
+            }
+            stored.push((e.kind, at));
         }
-        // (A branch to another function's entry is a tail call, even where a block of this
-        // function starts there too: analysis seeds blocks at entries inside its range.)
-        let required =
-            |t: u64| is_start(t) && (t == fun.entry.0 || cfg.function_at(ImageAddr(t)).is_none());
-        // Nor is there a fall-through edge from a block another block starts inside (glibc
-        // branches over the `lock` prefix of `lock cmpxchg`): analysis cuts it there.
-        let overlapped = blocks.get(k + 1).is_some_and(|n| n.start < b.end());
-        let required =
-            |e: &(EdgeKind, u64)| required(e.1) && !(e.0 == EdgeKind::FallThrough && overlapped);
-        if let Some(e) = may.iter().find(|e| required(e) && !local.contains(e)) {
-            return Err(bad(b, format!("its {} edge to {:#x} is missing", e.0.name(), e.1)));
+        if let Some(g) = must.iter().find(|g| !g.iter().any(|e| stored.contains(e))) {
+            let (kind, at) = g[0];
+            let where_to = at.map_or(String::new(), |x| format!(" to {x:#x}"));
+            return Err(bad(b, format!("its {} edge{where_to} is missing", kind.name())));
         }
     }
     Ok(())
@@ -337,24 +547,4 @@ fn check_table(t: &crate::cfg::JumpTable, mem: &dyn CodeMemory) -> Result<(), In
         }
     }
     Ok(())
-}
-
-/// Solve liveness again from the checked CFG, in place (a rejected analysis is dropped); it
-/// must equal what was stored.
-fn check_liveness(a: &mut Analysis) -> Result<(), Invalid> {
-    let cfg = &mut a.cfg;
-    let of_fn =
-        |x: &crate::cfg::Function| (x.live_in, x.flags_live_in, x.must_def, x.flags_must_def);
-    let stored_fns: Vec<_> = cfg.functions.iter().map(of_fn).collect();
-    let stored_blocks: Vec<_> = cfg.blocks.iter().map(|b| (b.live_in, b.flags_live_in)).collect();
-    crate::liveness::solve(cfg, &a.call_graph);
-    let blocks_differ =
-        cfg.blocks.iter().zip(&stored_blocks).position(|(b, s)| (b.live_in, b.flags_live_in) != *s);
-    let fns_differ = cfg.functions.iter().zip(&stored_fns).position(|(f, s)| of_fn(f) != *s);
-    let f = match (fns_differ, blocks_differ) {
-        (Some(f), _) => f,
-        (None, Some(b)) => cfg.blocks[crate::cfg::BlockId(b as u32)].func.0 as usize,
-        (None, None) => return Ok(()),
-    };
-    Err(Invalid::Liveness { function: cfg.functions[f].name.clone() })
 }

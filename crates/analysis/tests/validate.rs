@@ -1,14 +1,16 @@
 //! `validate` on real libraries: a fresh analysis passes (else every cache read would be
 //! rejected), and each kind of poisoning a cache file could carry is caught: a block start
 //! moved into an instruction, a block cut short, liveness, padding, a jump-table entry, a
-//! function entry, an index out of range.
+//! function entry, an index out of range, an edge dropped with liveness solved again to
+//! match. And the same checks at the point of use (`Checker`): a function is trusted only
+//! with every function its liveness rests on, and padding run by run.
 //!
 //! Needs the libraries (libc6, libstdc++6, libllvm14); a missing one fails the test with the
 //! package to install.
 
-use kerf_analysis::cfg::{BlockId, FuncId, Terminator};
+use kerf_analysis::cfg::{BlockId, EdgeKind, EdgeTarget, FuncId, Terminator};
 use kerf_analysis::image::Image;
-use kerf_analysis::validate::{validate, Invalid};
+use kerf_analysis::validate::{validate, Checker, Invalid};
 use kerf_analysis::{analyze, Analysis, Quiet};
 use kerf_arch::ImageAddr;
 use std::time::Instant;
@@ -167,4 +169,143 @@ fn a_function_entry_moved_is_caught() {
         },
         |e| matches!(e, Invalid::Structure(_) | Invalid::Block { .. }),
     );
+}
+
+/// Drop the edges of a block of libc chosen by `pick` (`keep` says which of its edges stay, as
+/// a range relative to its first), then solve liveness again from the changed CFG, so that
+/// the stored sets agree with it: what a writer of the cache who knows kerf could make.
+fn drop_edges_and_resolve(
+    a: &mut Analysis,
+    pick: impl Fn(&Analysis, &kerf_analysis::cfg::Block) -> bool,
+    keep: impl Fn(std::ops::Range<u32>) -> std::ops::Range<u32>,
+) {
+    let f = (0..a.cfg.functions.len() as u32)
+        .map(FuncId)
+        .find(|f| a.cfg.blocks_of(*f).iter().any(|b| pick(a, b)))
+        .expect("a block to poison");
+    let i = a.cfg.blocks_of(f).iter().position(|b| pick(a, b)).expect("found above");
+    let b = &mut a.cfg.blocks.of_mut(f)[i];
+    b.edges = keep(b.edges.clone());
+    kerf_analysis::liveness::solve(&mut a.cfg, &a.call_graph);
+}
+
+#[test]
+fn a_return_without_its_return_edge_is_caught() {
+    // Without the edge, nothing is live after the `ret`: the return value and callee-saved
+    // registers would look free to generated code there.
+    poisoned(
+        |a| {
+            drop_edges_and_resolve(
+                a,
+                |_, b| b.term == Terminator::Return && b.edges.len() == 1,
+                |r| r.start..r.start,
+            )
+        },
+        |e| matches!(e, Invalid::Block { .. }),
+    );
+}
+
+#[test]
+fn a_conditional_tail_call_without_its_edge_is_caught() {
+    // `jcc other_function` whose tail-call edge is gone: what the other function reads would
+    // look dead on that path.
+    poisoned(
+        |a| {
+            drop_edges_and_resolve(
+                a,
+                |a, b| {
+                    b.term == Terminator::CondJump
+                        && a.cfg.edges_of(b).next().is_some_and(|e| e.kind == EdgeKind::TailCall)
+                },
+                |r| r.start + 1..r.end,
+            )
+        },
+        |e| matches!(e, Invalid::Block { .. }),
+    );
+}
+
+// The checks at the point of use (`Checker`, what splice planning runs on a cached analysis):
+// the function about to be used and every function its liveness rests on, nothing else.
+
+/// libc analysed, and a function `f` with a direct callee `g` that calls nobody (so that what
+/// `f` rests on is known to include `g`), with `g` having at least two blocks.
+fn caller_and_leaf(a: &Analysis) -> (FuncId, FuncId) {
+    let cfg = &a.cfg;
+    let calls = |f: FuncId| -> Vec<FuncId> {
+        cfg.blocks_of(f)
+            .iter()
+            .flat_map(|b| cfg.edges_of(b))
+            .filter_map(|e| match (e.kind, e.target) {
+                (EdgeKind::Call | EdgeKind::TailCall, EdgeTarget::Function(g)) => Some(g),
+                _ => None,
+            })
+            .collect()
+    };
+    (0..cfg.functions.len() as u32)
+        .map(FuncId)
+        .find_map(|f| {
+            let g = *calls(f)
+                .iter()
+                .find(|g| **g != f && calls(**g).is_empty() && cfg.blocks_of(**g).len() >= 2)?;
+            Some((f, g))
+        })
+        .expect("a function calling a leaf")
+}
+
+#[test]
+fn a_function_is_checked_where_it_is_used_and_its_callees_with_it() {
+    let data = load("libc.so.6", "libc6");
+    let image = Image::from_elf("libc", &data).unwrap();
+    let mut a = analyze(&image, &Quiet);
+    let (f, g) = caller_and_leaf(&a);
+    // A block start of the callee moved into an instruction. The caller's own blocks and
+    // equations are untouched (they read only the callee's entry summary).
+    let b = &mut a.cfg.blocks.of_mut(g)[1];
+    b.start = ImageAddr(b.start.0 + 1);
+    let c = Checker::new(&a).expect("indices still fit");
+    assert!(c.code(&a, &image, f).is_ok(), "the caller's own facts are right");
+    match c.function(&a, &image, f) {
+        Err(Invalid::Block { function, .. }) => {
+            assert_eq!(function, a.cfg.function(g).name, "rejected for the wrong function")
+        }
+        other => panic!("the caller was trusted with a bad callee: {other:?}"),
+    }
+    // A function resting on nothing bad is fine, and stays so (memoised).
+    let other = (0..a.cfg.functions.len() as u32)
+        .map(FuncId)
+        .find(|h| *h != f && *h != g && c.function(&a, &image, *h).is_ok())
+        .expect("some function that does not rest on the bad one");
+    assert!(c.function(&a, &image, other).is_ok());
+}
+
+#[test]
+fn a_callee_summary_that_lies_is_caught_through_its_caller() {
+    let data = load("libc.so.6", "libc6");
+    let image = Image::from_elf("libc", &data).unwrap();
+    let mut a = analyze(&image, &Quiet);
+    let (f, g) = caller_and_leaf(&a);
+    // The callee claims to write every register on every path (so nothing the caller holds
+    // across the call would be live before it) and to read none.
+    let fun = &mut a.cfg.functions[g.0 as usize];
+    fun.must_def = kerf_arch::x86_64::RegSet::ALL;
+    let c = Checker::new(&a).expect("indices still fit");
+    assert!(
+        matches!(c.function(&a, &image, f), Err(Invalid::Liveness { .. })),
+        "a caller was trusted with its callee's false summary"
+    );
+}
+
+#[test]
+fn padding_is_checked_run_by_run() {
+    let data = load("libc.so.6", "libc6");
+    let image = Image::from_elf("libc", &data).unwrap();
+    let mut a = analyze(&image, &Quiet);
+    let good = a.cfg.padding.len() / 2;
+    // A run made longer: it now starts inside the previous function's code.
+    let p = &mut a.cfg.padding[good + 1];
+    p.start = ImageAddr(p.start.0 - 4);
+    p.len += 4;
+    let c = Checker::new(&a).expect("indices still fit");
+    assert!(c.padding(&a, &image, good).is_ok());
+    assert_eq!(c.padding(&a, &image, good + 1), Err(Invalid::Padding));
 }

@@ -35,6 +35,13 @@ pub struct Args {
     /// Neither read nor write the analysis cache.
     #[arg(long)]
     no_cache: bool,
+    /// Check all of an analysis read from the cache against the image's code (every block
+    /// decoded again, edges, jump tables, padding, liveness), as count and time check each
+    /// function before they splice in it; a mismatch rejects the entry and the image is
+    /// analysed again. Without it a cached analysis is shown as read (its checksum, key and
+    /// the image's SHA-256 are always checked).
+    #[arg(long)]
+    validate: bool,
     /// Use no separate debug files (build-id paths, .gnu_debuglink, debuginfod): only the
     /// image's own symbols. The environment variable KERF_NO_DEBUG_FILES=1 does the same for
     /// every command.
@@ -55,7 +62,13 @@ pub fn run(args: Args) -> Result<(), String> {
     } else {
         kerf_session::DebugOptions::from_env()
     };
-    let opts = LoadOptions { symbols, no_cache: args.no_cache, cache_dir: None, debug };
+    let opts = LoadOptions {
+        symbols,
+        no_cache: args.no_cache,
+        cache_dir: None,
+        debug,
+        validate: args.validate,
+    };
     let progress = TermProgress::new();
     let mut _kernel = None;
     let (images, skipped, what) = match (args.pid, &args.target) {

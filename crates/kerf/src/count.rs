@@ -6,7 +6,7 @@ use crate::live::{
     catch_signals, kernel_refused, kernel_spliced_line, process_refused, removal_outcome, resolve,
     sample_loop, site_json, spliced_line, Installed, LiveArgs, Target,
 };
-use kerf_session::instrument::{Action, Instrumentation, Options, Probe};
+use kerf_session::instrument::{Action, Options, Probe};
 use kerf_session::kernel::{Kernel, KernelInstrumentation};
 use kerf_session::spec;
 use serde_json::{json, Value};
@@ -33,12 +33,11 @@ pub fn run(args: Args) -> Result<(), String> {
         return count_kernel(&args.live, &specs);
     }
     let mut target = Target::open(&args.live)?;
-    let probes = counters(target.resolve(&specs)?);
     catch_signals();
     let t = Instant::now();
     let opts = Options { force_kind: args.live.force_kind(), only_thread: args.live.tid };
-    let inst = Instrumentation::install(target.pid, &target.modules, &probes, 0, opts)
-        .map_err(|e| e.to_string())?;
+    let (inst, probes, ()) =
+        target.install(opts, |m| Ok((counters(resolve(m, &specs)?), 0, ())))?;
     let splice_time = t.elapsed();
     target.release()?;
     eprintln!("{}", spliced_line(&inst, target.pid, splice_time));

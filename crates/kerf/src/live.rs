@@ -4,7 +4,7 @@
 
 use kerf_codegen::timer::TimerSample;
 use kerf_patch::SpliceKind;
-use kerf_session::instrument::{InstrumentError, Instrumentation, Removed, Site};
+use kerf_session::instrument::{InstrumentError, Instrumentation, Options, Probe, Removed, Site};
 use kerf_session::kernel::KernelInstrumentation;
 use kerf_session::spec::{self, Point, Spec};
 use kerf_session::{analyze_process, AnalyzedImage, LoadOptions};
@@ -131,9 +131,22 @@ impl Target {
         r
     }
 
-    /// Resolve spec texts against the process's modules.
-    pub fn resolve(&self, specs: &[Spec]) -> Result<Vec<Point>, String> {
-        resolve(&self.modules, specs)
+    /// Install the probes `build` makes from the process's modules (with the number of timer
+    /// blocks, and whatever else the tool keeps with them). A cached analysis is checked
+    /// where planning uses it; one that fails is analysed again, with a warning, and the
+    /// probes built again from the new one (`kerf_session::checked`).
+    pub fn install<T>(
+        &mut self,
+        opts: Options,
+        build: impl FnMut(&[AnalyzedImage]) -> Result<(Vec<Probe>, usize, T), String>,
+    ) -> Result<(Instrumentation, Vec<Probe>, T), String> {
+        let quiet = &kerf_analysis::Quiet;
+        let done = kerf_session::checked::install(self.pid, &mut self.modules, opts, quiet, build)
+            .map_err(|e| e.to_string())?;
+        for w in &done.warnings {
+            eprintln!("kerf: warning: {w}");
+        }
+        Ok((done.inst, done.probes, done.built))
     }
 
     /// Why the target is gone, if it is.

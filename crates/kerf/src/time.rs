@@ -8,7 +8,7 @@ use crate::live::{
     catch_signals, kernel_refused, kernel_spliced_line, process_refused, removal_outcome, resolve,
     sample_loop, site_json, spliced_line, Installed, LiveArgs, Target,
 };
-use kerf_session::instrument::{tsc, Action, Instrumentation, Options, Probe};
+use kerf_session::instrument::{tsc, Action, Options, Probe};
 use kerf_session::kernel::{Kernel, KernelInstrumentation};
 use kerf_session::spec::{self, Point, Spec, SpecWhat};
 use kerf_session::AnalyzedImage;
@@ -71,15 +71,16 @@ pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), 
         return time_kernel(live, &specs, callees);
     }
     let mut target = Target::open(live)?;
-    let (mut probes, mut timed) = timer_probes(&target.modules, &specs)?;
-    if callees {
-        callee_probes(&target.modules, &mut probes, &mut timed);
-    }
     catch_signals();
     let t = Instant::now();
     let opts = Options { force_kind: live.force_kind(), only_thread: live.tid };
-    let inst = Instrumentation::install(target.pid, &target.modules, &probes, timed.len(), opts)
-        .map_err(|e| e.to_string())?;
+    let (inst, _, timed) = target.install(opts, |m| {
+        let (mut probes, mut timed) = timer_probes(m, &specs)?;
+        if callees {
+            callee_probes(m, &mut probes, &mut timed);
+        }
+        Ok((probes, timed.len(), timed))
+    })?;
     let splice_time = t.elapsed();
     target.release()?;
     eprintln!("{}", spliced_line(&inst, target.pid, splice_time));

@@ -1,13 +1,19 @@
 //! The analysis cache as an attacker or an accident meets it (issue 9, item 6): a changed
-//! block start in an entry is detected and the image analysed again; symlinks planted at the
-//! cache directory, at an entry or at the temporary file kerf writes are never followed; a
-//! cache directory of another user is refused; with no HOME the cache is the user's own,
-//! never one under /tmp. Runs as root (as CI does), like root's kerf that was attacked.
+//! block start in an entry is detected and the image analysed again; an entry that lies with
+//! a right checksum is caught before `kerf count` splices from it (or, with trap splices,
+//! takes the system calls to guard from it), rejected, and the program counted right from a
+//! new analysis; symlinks planted at the cache directory, at an entry or
+//! at the temporary file kerf writes are never followed; a cache directory of another user is
+//! refused; with no HOME the cache is the user's own, never one under /tmp. Runs as root (as
+//! CI does), like root's kerf that was attacked.
+
+mod common;
 
 use serde_json::Value;
+use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{ChildStdout, Command, Output, Stdio};
 
 const LIBC: &str = "/usr/lib/x86_64-linux-gnu/libc.so.6";
 
@@ -19,8 +25,14 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 fn analyze(cache: &Path, extra: &[&str]) -> Output {
+    analyze_file(cache, Path::new(LIBC), extra)
+}
+
+fn analyze_file(cache: &Path, file: &Path, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["analyze", LIBC, "--json"])
+        .arg("analyze")
+        .arg(file)
+        .arg("--json")
         .args(extra)
         .env("KERF_CACHE_DIR", cache)
         .output()
@@ -74,6 +86,126 @@ fn a_changed_block_start_is_detected_and_the_image_analysed_again() {
     let third = analyze(&cache, &[]);
     assert_eq!(json(&third)["cached"], true, "{}", stderr(&third));
     assert!(!stderr(&third).contains("rejected"), "{}", stderr(&third));
+}
+
+/// What the entry for `file` says `func`'s block starts are, and the entry rewritten, through
+/// kerf's own writer (key, digest and checksum all right), with its block `k` moved one byte
+/// into its first instruction: what made kerf splice inside an instruction (SIGILL) when the
+/// cache was trusted.
+fn poison_block(cache: &Path, file: &Path, func: &str, k: usize) -> Vec<u64> {
+    use kerf_session::cache::{self, CacheDir};
+    let opts = kerf_session::LoadOptions {
+        cache_dir: Some(cache.to_path_buf()),
+        ..kerf_session::LoadOptions::default()
+    };
+    let a = kerf_session::analyze_file(file, &opts, &kerf_analysis::Quiet).unwrap();
+    let mut lie = a.analysis.clone();
+    let f = lie.cfg.functions_named(func).next().expect("the function");
+    let starts: Vec<u64> = lie.cfg.blocks_of(f).iter().map(|b| b.start.0).collect();
+    assert!(starts.len() > k, "{func} has only {} blocks", starts.len());
+    lie.cfg.blocks.of_mut(f)[k].start.0 += 1;
+    let data = std::fs::read(file).unwrap();
+    let debug = a.symbols.debug_file.as_ref().map(|d| d.identity.as_str());
+    let key = cache::key(lie.build_id.as_deref(), file, None, debug);
+    assert!(cache.join(&key).is_file(), "no entry {key}");
+    CacheDir::open(cache).unwrap().store(&key, &cache::digest(&data, None), &lie).unwrap();
+    starts
+}
+
+const THREADS: u64 = 4;
+const ITERS: u64 = 20_000;
+
+/// tests/fixtures/counted.c started, waiting for "go" (or going by itself: `auto`).
+fn start_counted(bin: &Path, auto: bool) -> (std::process::Child, i32, BufReader<ChildStdout>) {
+    let mut args = vec![THREADS.to_string(), ITERS.to_string()];
+    args.extend(auto.then(|| "auto".to_string()));
+    common::start_counted(bin, &args)
+}
+
+use common::rest;
+
+/// `kerf count --json ARGS` on a run of `bin` (counted.c) with analyses from `cache`: the
+/// program's output must be what it prints without kerf. Returns what kerf said on stderr up
+/// to its line saying the points are in, and its JSON summary.
+fn count_counted(cache: &Path, bin: &Path, args: &[&str]) -> (String, Value) {
+    let (mut c, _, out) = start_counted(bin, true);
+    let expected = rest(out);
+    assert!(c.wait().unwrap().success());
+    let (mut c, pid, out) = start_counted(bin, false);
+    let _reaper = common::Reaper(pid);
+    let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["count", "-p", &pid.to_string(), "--json"])
+        .args(args)
+        .env("KERF_CACHE_DIR", cache)
+        .env_remove("DEBUGINFOD_URLS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(k.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("points spliced") {
+        let before = said.len();
+        err.read_line(&mut said).unwrap();
+        assert!(said.len() > before, "kerf ended before splicing: {said}");
+    }
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    assert!(Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap().success());
+    let got = rest(out);
+    assert!(c.wait().unwrap().success(), "the program failed under kerf: {said}");
+    let ko = k.wait_with_output().unwrap();
+    assert!(ko.status.success(), "kerf failed: {said}");
+    assert_eq!(got, expected, "instrumented output differs: {said}");
+    (said, serde_json::from_slice(&ko.stdout).unwrap())
+}
+
+/// After a rejected entry: the one that replaced it passes every check.
+fn entry_is_good_again(cache: &Path, file: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["analyze", "--json", "--validate"])
+        .arg(file)
+        .env("KERF_CACHE_DIR", cache)
+        .output()
+        .unwrap();
+    assert_eq!(json(&out)["cached"], true, "{}", stderr(&out));
+    assert!(!stderr(&out).contains("rejected"), "{}", stderr(&out));
+}
+
+#[test]
+fn kerf_count_rejects_an_entry_that_lies_before_splicing_and_counts_right() {
+    let cache = tmp("count-lie");
+    let bin = common::build_fixture("counted", "-O2", "cachelie");
+    json(&analyze_file(&cache, &bin, &[]));
+    let starts = poison_block(&cache, &bin, "branchy", 1);
+    let (said, v) = count_counted(&cache, &bin, &["branchy@blocks"]);
+    assert!(said.contains("rejected, analysed again"), "no warning: {said}");
+    // The points are the true block starts, each counted: the entry one exactly once a call.
+    let points = v["points"].as_array().unwrap();
+    let mut at: Vec<u64> = points.iter().map(|p| hex(&p["address"])).collect();
+    at.sort_unstable();
+    let bias = at[0] - starts[0];
+    assert_eq!(at.iter().map(|a| a - bias).collect::<Vec<_>>(), starts, "{v}");
+    let entry = points.iter().find(|p| hex(&p["address"]) - bias == starts[0]).unwrap();
+    assert_eq!(entry["count"].as_u64(), Some(THREADS * ITERS), "{v}");
+    entry_is_good_again(&cache, &bin);
+}
+
+#[test]
+fn guards_for_trap_splices_are_planned_from_a_checked_libc() {
+    // A trap splice makes kerf guard every `syscall` of the process that may set a signal
+    // mask, found from the blocks of libc's analysis: a block of `write` that lies could hide
+    // one (or its number). The lie is caught there, libc analysed again, and the count right.
+    let cache = tmp("count-lie-libc");
+    let bin = common::build_fixture("counted", "-O2", "cachelielibc");
+    json(&analyze(&cache, &[]));
+    poison_block(&cache, Path::new(LIBC), "write", 1);
+    let (said, v) = count_counted(&cache, &bin, &["branchy", "--force-kind", "trap"]);
+    assert!(said.contains("libc.so.6 does not match it"), "no warning: {said}");
+    assert!(said.contains("rejected, analysed again"), "no warning: {said}");
+    assert!(said.contains("system calls guarded"), "{said}");
+    let n = &v["points"][0];
+    assert_eq!((n["count"].as_u64(), n["kind"].as_str()), (Some(THREADS * ITERS), Some("trap")));
+    entry_is_good_again(&cache, Path::new(LIBC));
 }
 
 #[test]

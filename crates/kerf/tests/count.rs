@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 const THREADS: u64 = 4;
@@ -21,20 +21,9 @@ fn build(opt: &str, tag: &str) -> PathBuf {
 
 /// Start the fixture waiting for "go"; returns the child, its pid and its stdout reader.
 fn start(bin: &Path, auto: bool) -> (Child, i32, BufReader<std::process::ChildStdout>) {
-    let mut c = Command::new(bin)
-        .args([THREADS.to_string(), ITERS.to_string()])
-        .args(if auto { vec!["auto"] } else { vec![] })
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(c.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let pid: i32 = line.trim().strip_prefix("pid ").unwrap().parse().unwrap();
-    line.clear();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-    (c, pid, out)
+    let mut args = vec![THREADS.to_string(), ITERS.to_string()];
+    args.extend(auto.then(|| "auto".to_string()));
+    common::start_counted(bin, &args)
 }
 
 /// The output of an uninstrumented run (started at once, no "go" needed).
@@ -45,11 +34,7 @@ fn reference_output(bin: &Path) -> String {
     text
 }
 
-fn rest(mut out: BufReader<std::process::ChildStdout>) -> String {
-    let mut s = String::new();
-    out.read_to_string(&mut s).unwrap();
-    s
-}
+use common::rest;
 
 /// Start `kerf count --json` on `pid` and wait until it says the points are spliced.
 fn kerf_count(pid: i32, args: &[&str]) -> Child {

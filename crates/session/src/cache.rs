@@ -14,19 +14,35 @@
 //!   renamed over the entry, and read with `O_NOFOLLOW` (a symlink planted there is refused);
 //! - an entry holds the format version, its own key, a SHA-256 digest of the image file's
 //!   bytes (and symbol file) it describes and a SHA-256 checksum over all of it: a damaged
-//!   entry, one copied under another key, or one of another image with the same build-id is
-//!   rejected. The payload is decoded with a size limit (no allocation beyond the file's
-//!   size), and the decoded analysis is validated against the image's bytes
-//!   (`kerf_analysis::validate`) before anything relies on it. A rejected entry is reported
-//!   and analysed again, and the new analysis replaces it.
+//!   entry (a flipped byte), one copied under another key, or a stale one (another image with
+//!   the same build-id, an image rebuilt or patched in place) is rejected. The payload is
+//!   decoded with a size limit (no allocation beyond the file's size), and the decoded
+//!   analysis gets the checks that are cheap and whole-entry: every index and range fits
+//!   (`kerf_analysis::validate::Checker::new`). A rejected entry is reported and analysed
+//!   again, and the new analysis replaces it.
+//!
+//! What the analysis says about the code (blocks, edges, jump tables, liveness, padding) is
+//! checked against the image's bytes where it is used, function by function, before a splice
+//! is planned from it (`kerf_analysis::validate`, `crate::checked`): the checks above already
+//! catch every way an entry can be damaged or misplaced, and checking all of libLLVM-14's
+//! 95,000 functions at every load (about 2 s) would cost as much as analysing it again. That
+//! semantic check is defence in depth, against kerf's own format or logic drifting and an
+//! entry that passes the checksum but is wrong; a function that fails it rejects the whole
+//! entry.
+//!
+//! Cost of a load (libLLVM-14, a 110 MB image and a 195 MB entry): reading the entry, two
+//! SHA-256 passes (sha2 uses the CPU's SHA extensions, about 2 GB/s here) and decoding. The
+//! image's digest is computed while the entry is read, and the entry's checksum while its
+//! payload decodes (a payload that fails its checksum is decoded for nothing and dropped), so
+//! on two cores a load takes about as long as reading and decoding alone.
 
 use bincode::Options;
-use kerf_analysis::image::Image;
+use kerf_analysis::validate::Checker;
 use kerf_analysis::Analysis;
 use sha2::{Digest, Sha256};
 use std::ffi::{CString, OsStr};
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
@@ -199,6 +215,9 @@ fn codec() -> impl Options {
     bincode::DefaultOptions::new().with_fixint_encoding().reject_trailing_bytes()
 }
 
+/// An analysis read from the cache, with what has been checked of it (see [`Checker`]).
+pub type Loaded = (Analysis, Checker);
+
 /// A cache directory checked to be private to this user, held open.
 pub struct CacheDir {
     fd: OwnedFd,
@@ -297,23 +316,58 @@ impl CacheDir {
         &self.path
     }
 
-    /// The analysis stored under `key` for the image whose bytes have `digest`, validated
-    /// against `image`. `Ok(None)`: no entry; `Err(Rejected)`: an entry that must not be used
-    /// (analyse again and [`CacheDir::store`] over it).
+    /// The analysis stored under `key` for the image whose bytes have `digest` (computed by
+    /// `digest`, on a thread of its own while the entry is read), with its cheap checks done
+    /// (see the module documentation). Returns the digest, for [`CacheDir::store`], and
+    /// `Ok(None)`: no entry; `Err(Rejected)`: an entry that must not be used (analyse again
+    /// and store over it).
     pub fn load(
         &self,
         key: &str,
-        digest: &[u8; 32],
-        image: &Image<'_>,
-    ) -> Result<Option<Analysis>, CacheError> {
+        digest: impl FnOnce() -> [u8; 32] + Send,
+    ) -> ([u8; 32], Result<Option<Loaded>, CacheError>) {
+        std::thread::scope(|s| {
+            let image = s.spawn(digest);
+            let entry = self.read(key).map(|b| b.map(|bytes| self.unpack(key, &bytes)));
+            let digest = image.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+            let loaded = match entry {
+                Ok(Some(Ok((stored, a)))) if stored == digest => Checker::new(&a)
+                    .map(|c| Some((a, c)))
+                    .map_err(|e| self.rejected(key, format!("does not match the image: {e}"))),
+                Ok(Some(Ok(_))) => {
+                    Err(self.rejected(key, "made from other bytes than this image's".into()))
+                }
+                Ok(Some(Err(e))) => Err(e),
+                Ok(None) => Ok(None),
+                Err(e) => Err(e),
+            };
+            (digest, loaded)
+        })
+    }
+
+    fn rejected(&self, key: &str, why: String) -> CacheError {
+        CacheError::Rejected { path: self.path.join(key), why }
+    }
+
+    /// The bytes of the entry under `key`, mapped only if it is a regular file of this user's
+    /// (`Ok(None)`: there is none).
+    ///
+    /// Mapped, not read: a read copied libLLVM-14's 195 MB entry into fresh memory, and the
+    /// page faults, zeroing and copy took about as much time as decoding it. Mapping it is
+    /// sound here because nobody but this user (or root) can write the file (the directory's
+    /// checks above), and kerf itself never writes an entry in place (it renames a new file
+    /// over it, which leaves the mapped file as it was): the bytes the checksum covers are the
+    /// bytes decoded. Someone who can write the file could race the two, but could as well
+    /// write a new entry with a right checksum; what is decoded is then still checked against
+    /// the image before anything is spliced from it (`crate::checked`).
+    fn read(&self, key: &str) -> Result<Option<memmap2::Mmap>, CacheError> {
         let path = self.path.join(key);
-        let reject = |why: String| CacheError::Rejected { path: path.clone(), why };
-        let f = match openat(Some(&self.fd), OsStr::new(key), libc::O_RDONLY | libc::O_NOFOLLOW, 0)
-        {
+        let flags = libc::O_RDONLY | libc::O_NOFOLLOW;
+        let f = match openat(Some(&self.fd), OsStr::new(key), flags, 0) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                return Err(reject("a symlink".into()))
+                return Err(self.rejected(key, "a symlink".into()))
             }
             Err(err) => return Err(CacheError::Io { path, op: "open", err }),
         };
@@ -321,25 +375,34 @@ impl CacheDir {
         // SAFETY: geteuid cannot fail.
         let me = unsafe { libc::geteuid() };
         if st.st_mode & libc::S_IFMT != libc::S_IFREG || st.st_uid != me {
-            return Err(reject("not a regular file of yours".into()));
+            return Err(self.rejected(key, "not a regular file of yours".into()));
         }
         if st.st_size as u64 > MAX_FILE {
-            return Err(reject(format!("{} bytes", st.st_size)));
+            return Err(self.rejected(key, format!("{} bytes", st.st_size)));
         }
-        let mut bytes = Vec::with_capacity(st.st_size as usize);
-        fs::File::from(f).take(MAX_FILE).read_to_end(&mut bytes).map_err(|err| CacheError::Io {
-            path: path.clone(),
-            op: "read",
-            err,
-        })?;
-        let payload = parse(&bytes, key, digest).map_err(|w| reject(w.into()))?;
-        let mut a: Analysis = codec()
-            .with_limit(payload.len() as u64)
-            .deserialize(payload)
-            .map_err(|e| reject(format!("does not decode: {e}")))?;
-        kerf_analysis::validate::validate(&mut a, image)
-            .map_err(|e| reject(format!("does not match the image: {e}")))?;
-        Ok(Some(a))
+        // SAFETY: a private read-only mapping of a regular file of this user's; see above for
+        // why its bytes do not change under the reader. (Pages are mapped in one go: both the
+        // checksum and the decoder read all of them.)
+        let map = unsafe { memmap2::MmapOptions::new().populate().map(&fs::File::from(f)) };
+        map.map(Some).map_err(|err| CacheError::Io { path, op: "map", err })
+    }
+
+    /// The digest an entry's header records and its decoded analysis, once its format, key
+    /// and checksum hold. The checksum is computed on a thread of its own while the payload
+    /// decodes on this one.
+    fn unpack(&self, key: &str, bytes: &[u8]) -> Result<([u8; 32], Analysis), CacheError> {
+        let entry = parse(bytes, key).map_err(|w| self.rejected(key, w.into()))?;
+        let summed = std::thread::scope(|s| {
+            let sum = s.spawn(|| checksum(key, &entry.digest, entry.payload) == entry.sum);
+            let decoded: Result<Analysis, _> =
+                codec().with_limit(entry.payload.len() as u64).deserialize(entry.payload);
+            (sum.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), decoded)
+        });
+        match summed {
+            (false, _) => Err(self.rejected(key, "checksum mismatch".into())),
+            (true, Err(e)) => Err(self.rejected(key, format!("does not decode: {e}"))),
+            (true, Ok(a)) => Ok((entry.digest, a)),
+        }
     }
 
     /// Store an analysis under `key` (see the module documentation for how). Failures are
@@ -392,9 +455,16 @@ impl CacheDir {
     }
 }
 
-/// The payload of cache file `bytes` if its header names this format, `key` and `digest`
-/// and its checksum holds; else what is wrong.
-fn parse<'b>(bytes: &'b [u8], key: &str, digest: &[u8; 32]) -> Result<&'b [u8], &'static str> {
+/// A cache file taken apart: the digest its header records, its checksum and its payload.
+struct Parsed<'b> {
+    digest: [u8; 32],
+    sum: &'b [u8],
+    payload: &'b [u8],
+}
+
+/// Cache file `bytes` taken apart, if its header names this format and `key` and its sizes
+/// add up; else what is wrong. (The checksum is for the caller to check.)
+fn parse<'b>(bytes: &'b [u8], key: &str) -> Result<Parsed<'b>, &'static str> {
     let mut at = 0usize;
     let mut take = |n: usize| -> Result<&'b [u8], &'static str> {
         let s = bytes.get(at..at.checked_add(n).ok_or("truncated")?).ok_or("truncated")?;
@@ -412,19 +482,12 @@ fn parse<'b>(bytes: &'b [u8], key: &str, digest: &[u8; 32]) -> Result<&'b [u8], 
     if key_len != key.len() as u64 || take(key.len())? != key.as_bytes() {
         return Err("made under another key");
     }
-    let stored_digest = take(32)?;
+    let digest = take(32)?.try_into().map_err(|_| "truncated")?;
     let len = usize::try_from(u64_of(take(8)?)).map_err(|_| "truncated")?;
     let sum = take(32)?;
     let payload = take(len)?;
     if at != bytes.len() {
         return Err("trailing bytes");
     }
-    let stored_digest: &[u8; 32] = stored_digest.try_into().map_err(|_| "truncated")?;
-    if checksum(key, stored_digest, payload) != sum {
-        return Err("checksum mismatch");
-    }
-    if stored_digest != digest {
-        return Err("made from other bytes than this image's");
-    }
-    Ok(payload)
+    Ok(Parsed { digest, sum, payload })
 }

@@ -112,6 +112,14 @@ pub enum InstrumentError {
         addr: u64,
         detail: String,
     },
+    /// A cached analysis of module `module` (its index in the modules given) failed the check
+    /// made before a splice is planned from it: nothing was spliced, and the module must be
+    /// analysed again (see [`crate::checked`]).
+    Analysis {
+        module: usize,
+        path: std::path::PathBuf,
+        detail: kerf_analysis::validate::Invalid,
+    },
 }
 
 impl fmt::Display for InstrumentError {
@@ -123,6 +131,9 @@ impl fmt::Display for InstrumentError {
                 write!(f, "cannot instrument {label} at {addr:#x}: {detail}")
             }
             InstrumentError::Mismatch { addr, detail } => write!(f, "bytes at {addr:#x}: {detail}"),
+            InstrumentError::Analysis { path, detail, .. } => {
+                write!(f, "the cached analysis of {} does not match it: {detail}", path.display())
+            }
             InstrumentError::StillInside { pid, tries, last } => write!(
                 f,
                 "process {pid}: a thread stayed inside kerf's code through {tries} checks \
@@ -446,7 +457,7 @@ impl Instrumentation {
         // site's jump).
         let mut all: Vec<Probe> = probes.to_vec();
         if planned.sites.iter().any(|s| s.plan.kind == SpliceKind::Trap) {
-            all.extend(guard_probes(modules));
+            all.extend(guard_probes(modules)?);
             if all.len() > probes.len() {
                 planned =
                     plan_sites(modules, &all, opts.force_kind, &self.startup, Rules::PROCESS)?;
@@ -1393,11 +1404,11 @@ fn parked_syscalls(
 
 /// The guard probes a process with trap splices needs: one on every `syscall` of its
 /// modules that may change a signal mask (its number is one that can, or is unknown).
-fn guard_probes(modules: &[AnalyzedImage]) -> Vec<Probe> {
+fn guard_probes(modules: &[AnalyzedImage]) -> Result<Vec<Probe>, InstrumentError> {
     let mut v = Vec::new();
     for (m, img) in modules.iter().enumerate() {
         let cfg = &img.analysis.cfg;
-        for s in kerf_analysis::syscalls::syscall_sites(cfg, img) {
+        for s in crate::plan::syscall_sites(modules, m)? {
             if s.nr.is_some_and(|nr| !sigguard::needs_guard(nr)) || after_sigreturn_nr(img, s.addr)
             {
                 continue;
@@ -1417,7 +1428,7 @@ fn guard_probes(modules: &[AnalyzedImage]) -> Vec<Probe> {
             });
         }
     }
-    v
+    Ok(v)
 }
 
 /// Whether the `syscall` at `addr` follows `mov $15, %rax` (or `%eax`): a signal trampoline

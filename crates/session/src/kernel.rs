@@ -93,6 +93,7 @@ fn image_of(
         debug_warnings: Vec::new(),
         segments,
         bytes,
+        from_cache: None,
     })
 }
 

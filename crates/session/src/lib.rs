@@ -3,6 +3,7 @@
 //! plan splices, and install and remove probes in a process or the kernel.
 
 pub mod cache;
+pub mod checked;
 pub mod debuginfo;
 mod http;
 pub mod instrument;

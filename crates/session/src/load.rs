@@ -4,8 +4,11 @@
 
 use crate::cache;
 use crate::debuginfo::{self, DebugOptions, SymbolOrigin};
+use kerf_analysis::cfg::FuncId;
 use kerf_analysis::image::maps::{modules, parse_maps};
-use kerf_analysis::image::{Image, ImageError, Segment, SymbolSource};
+use kerf_analysis::image::{Image, ImageError, Section, Segment, SymbolSource};
+use kerf_analysis::memory::ImageMemory;
+use kerf_analysis::validate::{Checker, Invalid};
 use kerf_analysis::{analyze, Analysis, Progress};
 use kerf_arch::ImageAddr;
 use kerf_target::process::Process;
@@ -23,6 +26,9 @@ pub struct LoadOptions {
     pub cache_dir: Option<PathBuf>,
     /// Where to look for separate debug files (default: from the environment).
     pub debug: DebugOptions,
+    /// Check all of an analysis read from the cache against the image at once, as it is
+    /// loaded (`kerf analyze --validate`), instead of each function where it is used.
+    pub validate: bool,
 }
 
 /// Why a target could not be loaded. Each variant names what failed.
@@ -93,6 +99,23 @@ pub struct AnalyzedImage {
     pub segments: Vec<Segment>,
     /// The image's bytes: a file mapped, or memory read from a live kernel.
     pub bytes: std::sync::Arc<Bytes>,
+    /// For an analysis read from the cache: what of it has been checked against the image's
+    /// bytes so far, and how to analyse the image again (see [`crate::checked`]).
+    pub(crate) from_cache: Option<FromCache>,
+}
+
+/// What an analysis read from the cache carries until it has been checked.
+pub(crate) struct FromCache {
+    check: Checker,
+    /// The image's sections and loader-written pointers: the checks read the image's bytes
+    /// as analysis reads them (jump tables in data sections, relocated absolute tables).
+    sections: Vec<Section>,
+    pointers: Vec<(ImageAddr, ImageAddr)>,
+    /// The file read, the path its debug files were looked for under, and the options it was
+    /// loaded with.
+    file: PathBuf,
+    logical: PathBuf,
+    options: LoadOptions,
 }
 
 /// Where an image's bytes are held.
@@ -111,7 +134,71 @@ impl std::ops::Deref for Bytes {
     }
 }
 
+impl FromCache {
+    fn memory<'a>(&'a self, data: &'a [u8]) -> ImageMemory<'a, 'a> {
+        ImageMemory { data, sections: &self.sections, pointers: &self.pointers }
+    }
+}
+
 impl AnalyzedImage {
+    /// Check function `f` of an analysis read from the cache against the image's bytes, with
+    /// every function its liveness rests on, before a splice is planned from it (see
+    /// [`kerf_analysis::validate::Checker::function`]); memoised. A fresh analysis is made
+    /// from these bytes and needs no check.
+    pub fn check_function(&self, f: FuncId) -> Result<(), Invalid> {
+        match &self.from_cache {
+            Some(c) => c.check.function(&self.analysis, &c.memory(&self.bytes), f),
+            None => Ok(()),
+        }
+    }
+
+    /// [`AnalyzedImage::check_function`] for each of `fs`, in parallel.
+    pub fn check_functions(&self, fs: &[FuncId]) -> Result<(), Invalid> {
+        match &self.from_cache {
+            Some(c) => c.check.functions(&self.analysis, &c.memory(&self.bytes), fs),
+            None => Ok(()),
+        }
+    }
+
+    /// Check function `f`'s own blocks, edges and tables (what reading its instructions needs;
+    /// see [`kerf_analysis::validate::Checker::code`]).
+    pub fn check_code(&self, f: FuncId) -> Result<(), Invalid> {
+        match &self.from_cache {
+            Some(c) => c.check.code(&self.analysis, &c.memory(&self.bytes), f),
+            None => Ok(()),
+        }
+    }
+
+    /// Check padding run `i` (springboard space) before a springboard goes there.
+    pub fn check_padding(&self, i: usize) -> Result<(), Invalid> {
+        match &self.from_cache {
+            Some(c) => c.check.padding(&self.analysis, &c.memory(&self.bytes), i),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the analysis came from the cache and is checked only as it is used.
+    pub fn unchecked(&self) -> bool {
+        self.from_cache.is_some()
+    }
+
+    /// The same image analysed afresh, without reading the cache entry, which the new
+    /// analysis replaces (a cached analysis that failed a check); `None` for an analysis
+    /// that did not come from the cache.
+    pub(crate) fn analyze_again(
+        &self,
+        progress: &dyn Progress,
+    ) -> Option<Result<AnalyzedImage, LoadError>> {
+        let c = self.from_cache.as_ref()?;
+        let fresh = analyze_image_file(&c.file, &c.logical, &c.options, false, progress);
+        Some(fresh.map(|mut a| {
+            a.path = self.path.clone();
+            a.bias = self.bias;
+            a.analysis.image = self.analysis.image.clone();
+            a
+        }))
+    }
+
     /// The bytes of the executable segment that holds image address `addr`: its start and
     /// its initialised bytes (what the loader mapped from the file).
     pub fn code_region(&self, addr: ImageAddr) -> Option<(ImageAddr, &[u8])> {
@@ -156,15 +243,17 @@ pub fn analyze_file(
     opts: &LoadOptions,
     progress: &dyn Progress,
 ) -> Result<AnalyzedImage, LoadError> {
-    analyze_image_file(path, path, opts, progress)
+    analyze_image_file(path, path, opts, true, progress)
 }
 
 /// [`analyze_file`] for `path`, whose debug files are looked for as if it were `logical` (a
-/// module of a process is read through /proc/PID/root, and named by its path inside).
+/// module of a process is read through /proc/PID/root, and named by its path inside). With
+/// `read_cache` false the cache entry is not read, only replaced.
 fn analyze_image_file(
     path: &Path,
     logical: &Path,
     opts: &LoadOptions,
+    read_cache: bool,
     progress: &dyn Progress,
 ) -> Result<AnalyzedImage, LoadError> {
     let t0 = Instant::now();
@@ -208,29 +297,69 @@ fn analyze_image_file(
     let debug_warnings = search.warnings;
     let debug_identity = origin.debug_file.as_ref().map(|d| d.identity.as_str());
     let key = cache::key(image.build_id.as_deref(), path, opts.symbols.as_deref(), debug_identity);
-    let digest = cache.as_ref().map(|_| cache::digest(data, opts.symbols.as_deref()));
-    if let (Some(c), Some(digest)) = (&cache, &digest) {
-        match c.load(&key, digest, &image) {
-            Ok(Some(mut a)) => {
-                a.image = name;
-                return Ok(AnalyzedImage {
-                    path: path.into(),
-                    file: path.into(),
-                    bias: None,
-                    analysis: a,
-                    cached: true,
-                    load_seconds: t0.elapsed().as_secs_f64(),
-                    text_bytes,
-                    cache_warning: None,
-                    symbols: origin,
-                    debug_warnings,
-                    segments: image.segments.clone(),
-                    bytes: bytes.clone(),
-                });
+    let symbols = opts.symbols.as_deref();
+    let mut digest = None;
+    if let Some(c) = &cache {
+        if !read_cache {
+            digest = Some(cache::digest(data, symbols));
+        } else {
+            let (d, loaded) = c.load(&key, || cache::digest(data, symbols));
+            digest = Some(d);
+            // Everything at once when asked (the call graph is rebuilt then too); otherwise
+            // each function where it is used.
+            let loaded = loaded.and_then(|l| match l {
+                Some((mut a, check)) if opts.validate => {
+                    kerf_analysis::validate::validate(&mut a, &image).map_err(|e| {
+                        cache::CacheError::Rejected {
+                            path: c.path().join(&key),
+                            why: format!("does not match the image: {e}"),
+                        }
+                    })?;
+                    Ok(Some((a, check)))
+                }
+                // Which code is never spliced (signal trampolines) is a whole-image fact that
+                // no per-function check sees: checked here, against the image's unwind entries.
+                Some((a, check)) => {
+                    kerf_analysis::validate::check_no_splice(&a.cfg, &image).map_err(|e| {
+                        cache::CacheError::Rejected {
+                            path: c.path().join(&key),
+                            why: format!("does not match the image: {e}"),
+                        }
+                    })?;
+                    Ok(Some((a, check)))
+                }
+                None => Ok(None),
+            });
+            match loaded {
+                Ok(Some((mut a, check))) => {
+                    a.image = name;
+                    return Ok(AnalyzedImage {
+                        path: path.into(),
+                        file: path.into(),
+                        bias: None,
+                        analysis: a,
+                        cached: true,
+                        load_seconds: t0.elapsed().as_secs_f64(),
+                        text_bytes,
+                        cache_warning: None,
+                        symbols: origin,
+                        debug_warnings,
+                        segments: image.segments.clone(),
+                        bytes: bytes.clone(),
+                        from_cache: (!opts.validate).then(|| FromCache {
+                            check,
+                            sections: std::mem::take(&mut image.sections),
+                            pointers: std::mem::take(&mut image.pointers),
+                            file: path.into(),
+                            logical: logical.into(),
+                            options: opts.clone(),
+                        }),
+                    });
+                }
+                Ok(None) => {}
+                // Rejected (or unreadable): analysed again below, and stored over it.
+                Err(e) => warnings.push(e.to_string()),
             }
-            Ok(None) => {}
-            // Rejected (or unreadable): analysed again below, and stored over it.
-            Err(e) => warnings.push(e.to_string()),
         }
     }
     let load_seconds = t0.elapsed().as_secs_f64();
@@ -254,6 +383,7 @@ fn analyze_image_file(
         debug_warnings,
         segments: image.segments.clone(),
         bytes: bytes.clone(),
+        from_cache: None,
     })
 }
 
@@ -279,7 +409,7 @@ pub fn analyze_process(
         // A symbol file belongs to the main executable, which the kernel maps first.
         let symbols = if i == 0 { opts.symbols.clone() } else { None };
         let o = LoadOptions { symbols, ..opts.clone() };
-        match analyze_image_file(&file, Path::new(&m.path), &o, progress) {
+        match analyze_image_file(&file, Path::new(&m.path), &o, true, progress) {
             Ok(mut a) => {
                 a.bias = Some(m.bias(&a.segments));
                 a.path = PathBuf::from(&m.path);

@@ -2,11 +2,17 @@
 //! probes share a site, where each exit probe goes in its block, and the strongest splice kind
 //! each site can take (jump5, else jump2 to a springboard, else trap) with the reason a
 //! stronger one was refused. Both targets use it: a process and the kernel.
+//!
+//! Planning is where a cached analysis is checked against the image (DESIGN.md §5): every
+//! function a probe is in, with each function its liveness rests on, and every padding run a
+//! springboard could take, before anything is planned from them (see [`crate::checked`]).
 
 use crate::instrument::{Action, InstrumentError, Probe};
 use crate::load::AnalyzedImage;
 use crate::spec::Point;
 use kerf_analysis::cfg::{Cfg, FuncId, NoSplice, Terminator};
+use kerf_analysis::syscalls::SyscallSite;
+use kerf_analysis::validate::Invalid;
 use kerf_arch::ImageAddr;
 use kerf_codegen::LiveAt;
 use kerf_patch::{
@@ -64,6 +70,7 @@ pub fn plan_sites(
     startup: &[(u64, u64)],
     rules: Rules,
 ) -> Result<Sites, InstrumentError> {
+    check_points(modules, probes)?;
     let exact: Vec<Vec<u64>> = (0..modules.len())
         .map(|m| {
             let bias = modules[m].bias.unwrap_or(0);
@@ -159,6 +166,104 @@ pub fn plan_sites(
     Ok(Sites { sites, springboards: pl.springboards, refused })
 }
 
+/// A cached analysis failed its check in module `module`: nothing may be planned from it.
+fn rejected(modules: &[AnalyzedImage], module: usize, detail: Invalid) -> InstrumentError {
+    InstrumentError::Analysis { module, path: modules[module].path.clone(), detail }
+}
+
+/// Before the points of a cached analysis are planned: their functions, and every function
+/// whose liveness they rest on, match the image ([`AnalyzedImage::check_functions`]), and each
+/// point is an instruction of one of its function's checked blocks (points were resolved from
+/// the unchecked analysis).
+fn check_points(modules: &[AnalyzedImage], probes: &[Probe]) -> Result<(), InstrumentError> {
+    for (k, m) in modules.iter().enumerate().filter(|(_, m)| m.unchecked()) {
+        let points = || probes.iter().map(|p| &p.point).filter(|p| p.module == k);
+        let mut funcs: Vec<FuncId> = points().map(|p| p.func).collect();
+        funcs.sort_unstable();
+        funcs.dedup();
+        m.check_functions(&funcs).map_err(|e| rejected(modules, k, e))?;
+        for p in points() {
+            if !on_boundary(m, p) {
+                let function = m.analysis.cfg.function(p.func).name.clone();
+                let detail = "a point resolved from it is no instruction of its blocks".into();
+                let bad = Invalid::Block { function, addr: p.addr.0, detail };
+                return Err(rejected(modules, k, bad));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether point `p` starts an instruction of one of its function's blocks.
+fn on_boundary(m: &AnalyzedImage, p: &Point) -> bool {
+    let cfg = &m.analysis.cfg;
+    cfg.block_containing(p.func, p.addr).is_some_and(|b| {
+        let b = cfg.block(b);
+        let Some((base, bytes)) = m.code_region(b.start) else { return false };
+        let mut sc = kerf_arch::x86_64::Scanner::new(bytes, base);
+        let mut a = b.start.0;
+        while a < p.addr.0 {
+            match sc.decode(ImageAddr(a)) {
+                Some(i) => a = i.next_ip(),
+                None => return false,
+            }
+        }
+        a == p.addr.0
+    })
+}
+
+/// Every padding run of module `module` that a springboard for the site at target address
+/// `addr` could use, checked (see `check_points`; runs are sorted, as the cache's load check
+/// makes sure).
+fn check_padding_near(
+    modules: &[AnalyzedImage],
+    module: usize,
+    addr: u64,
+) -> Result<(), InstrumentError> {
+    let m = &modules[module];
+    if !m.unchecked() {
+        return Ok(());
+    }
+    let pads = &m.analysis.cfg.padding;
+    let bias = m.bias.unwrap_or(0);
+    // The reach of `springboard_in`, in image addresses.
+    let (lo, hi) = ((addr + 2).saturating_sub(128 + bias), (addr + 2 + 127 - bias));
+    let first = pads.partition_point(|p| p.start.0 + p.len as u64 <= lo);
+    for (i, p) in pads.iter().enumerate().skip(first) {
+        if p.start.0 > hi {
+            break;
+        }
+        m.check_padding(i).map_err(|e| rejected(modules, module, e))?;
+    }
+    Ok(())
+}
+
+/// The `syscall` instructions of module `module` (to guard them: see `instrument`). Of a
+/// cached analysis, every function whose code holds the bytes of a `syscall` (`0f 05`) is
+/// checked first: the sites are found from its blocks, and the number in eax from the
+/// instructions before the `syscall` in its block, so a block that lies could hide one.
+pub fn syscall_sites(
+    modules: &[AnalyzedImage],
+    module: usize,
+) -> Result<Vec<SyscallSite>, InstrumentError> {
+    let m = &modules[module];
+    let cfg = &m.analysis.cfg;
+    if m.unchecked() {
+        for (i, f) in cfg.functions.iter().enumerate() {
+            let code = m.code_region(f.entry).and_then(|(base, bytes)| {
+                let lo = usize::try_from(f.extent.start.checked_sub(base.0)?).ok()?;
+                let hi = usize::try_from(f.extent.end.checked_sub(base.0)?).ok()?;
+                bytes.get(lo..hi)
+            });
+            // (Code outside one region is not what analysis makes: the check says so.)
+            if code.is_none_or(|c| c.windows(2).any(|w| w == [0x0f, 0x05])) {
+                m.check_code(FuncId(i as u32)).map_err(|e| rejected(modules, module, e))?;
+            }
+        }
+    }
+    Ok(kerf_analysis::syscalls::syscall_sites(cfg, m))
+}
+
 /// The image address an exact point's probe goes to: the point itself, except that under
 /// `skip_entry_prefix` a function entry moves past its `endbr64` and ftrace site.
 fn entry_site(m: &AnalyzedImage, p: &Point, rules: Rules) -> u64 {
@@ -220,6 +325,7 @@ impl Planner<'_> {
     /// while it sleeps (and guards must all be in before any trap goes live). jump2 and trap
     /// change only the `syscall`'s own bytes.
     fn plan(&mut self, p: &Point, addr: u64, guard: bool) -> Result<Plan, InstrumentError> {
+        check_padding_near(self.modules, p.module, addr)?;
         let m = &self.modules[p.module];
         let a = &m.analysis;
         let bias = m.bias.unwrap_or(0);

@@ -1,38 +1,127 @@
 //! A cache entry whose checksum holds but whose analysis does not describe the image (what
-//! someone able to write the cache file could make) is still rejected, with a warning, and
-//! the image analysed again: validation does not rest on the checksum alone.
+//! someone able to write the cache file could make, or kerf's own format drifting) is never
+//! trusted: the function that lies fails its check where it would be used, before any splice
+//! is planned from it, and a load with `validate` checks everything and rejects the entry with
+//! a warning, analyses the image again and replaces the entry. Validation does not rest on the
+//! checksum alone. (`kerf count` on such an entry: crates/kerf/tests/cache.rs.)
 
+use kerf_analysis::cfg::FuncId;
 use kerf_analysis::image::Image;
+use kerf_analysis::validate::Invalid;
 use kerf_session::cache::{self, CacheDir};
-use kerf_session::{analyze_file, LoadOptions};
+use kerf_session::{analyze_file, AnalyzedImage, LoadOptions};
 use std::path::{Path, PathBuf};
 
 const LIBC: &str = "/usr/lib/x86_64-linux-gnu/libc.so.6";
 
-#[test]
-fn a_well_formed_entry_that_lies_about_the_code_is_rejected_and_rebuilt() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("session-cache");
+/// Analyse libc into a fresh cache `name`, then store over its entry, through kerf's own
+/// writer (so that key, digest and checksum are all right), the same analysis with one block
+/// start of a function (the first with more than three blocks) moved into its first
+/// instruction. Returns the options, the first (fresh) analysis and the function that lies.
+fn poisoned_entry(name: &str) -> (LoadOptions, AnalyzedImage, FuncId) {
+    poisoned_entry_at(name, |a, f| a.cfg.blocks_of(f).len() > 3)
+}
+
+fn poisoned_entry_at(
+    name: &str,
+    pick: impl Fn(&kerf_analysis::Analysis, FuncId) -> bool,
+) -> (LoadOptions, AnalyzedImage, FuncId) {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
     let _ = std::fs::remove_dir_all(&dir);
     let opts = LoadOptions { cache_dir: Some(dir.clone()), ..LoadOptions::default() };
     let first = analyze_file(Path::new(LIBC), &opts, &kerf_analysis::Quiet).unwrap();
     assert!(!first.cached && first.cache_warning.is_none(), "{:?}", first.cache_warning);
-    // The same entry with one block start moved into its first instruction, stored through
-    // kerf's own writer, so that key, digest and checksum are all right.
     let mut poisoned = first.analysis.clone();
     let f = (0..poisoned.cfg.functions.len() as u32)
-        .map(kerf_analysis::cfg::FuncId)
-        .find(|f| poisoned.cfg.blocks_of(*f).len() > 3)
+        .map(FuncId)
+        .find(|f| pick(&poisoned, *f) && poisoned.cfg.blocks_of(*f).len() > 2)
         .unwrap();
     poisoned.cfg.blocks.of_mut(f)[2].start.0 += 1;
     let data = std::fs::read(LIBC).unwrap();
     let image = Image::from_elf(LIBC, &data).unwrap();
-    let key = cache::key(image.build_id.as_deref(), Path::new(LIBC), None);
+    let debug = first.symbols.debug_file.as_ref().map(|d| d.identity.as_str());
+    let key = cache::key(image.build_id.as_deref(), Path::new(LIBC), None, debug);
     let c = CacheDir::open(&dir).unwrap();
     c.store(&key, &cache::digest(&data, None), &poisoned).unwrap();
+    (opts, first, f)
+}
+
+#[test]
+fn a_well_formed_entry_that_lies_is_caught_where_the_lying_function_is_used() {
+    let (opts, _, f) = poisoned_entry("session-cache-lazy");
+    let second = analyze_file(Path::new(LIBC), &opts, &kerf_analysis::Quiet).unwrap();
+    // Its checksum, key and digest hold: it is read, and checked only as it is used.
+    assert!(second.cached && second.unchecked(), "{:?}", second.cache_warning);
+    let name = &second.analysis.cfg.function(f).name;
+    match second.check_function(f) {
+        Err(Invalid::Block { function, .. }) => assert_eq!(&function, name),
+        other => panic!("{name}, which lies, passed its check: {other:?}"),
+    }
+    // A function that does not rest on it is fine (the check is per function).
+    let n = second.analysis.cfg.functions.len() as u32;
+    let good = (0..n).map(FuncId).filter(|g| *g != f).find(|g| second.check_function(*g).is_ok());
+    assert!(good.is_some(), "every function of libc was rejected");
+}
+
+#[test]
+fn with_validate_a_well_formed_entry_that_lies_is_rejected_and_rebuilt() {
+    let (opts, first, f) = poisoned_entry("session-cache-validate");
+    let opts = LoadOptions { validate: true, ..opts };
     let second = analyze_file(Path::new(LIBC), &opts, &kerf_analysis::Quiet).unwrap();
     assert!(!second.cached, "a lying entry was used");
     let w = second.cache_warning.unwrap_or_default();
     assert!(w.contains("does not match the image"), "{w}");
+    // Rebuilt: the next load reads a good entry, which passes every check.
     let third = analyze_file(Path::new(LIBC), &opts, &kerf_analysis::Quiet).unwrap();
     assert!(third.cached, "not rebuilt: {:?}", third.cache_warning);
+    assert_eq!(third.analysis.cfg.blocks_of(f)[2].start, first.analysis.cfg.blocks_of(f)[2].start);
+}
+
+#[test]
+fn syscall_sites_come_only_from_checked_functions() {
+    // Trap splices need a guard on every `syscall` that may set a signal mask, found from the
+    // blocks of the analysis (and the number in eax from the instructions before it in its
+    // block): a function holding one is checked before its sites are believed.
+    let (opts, first, f) = poisoned_entry_at("session-cache-syscalls", |a, f| {
+        a.cfg.functions[f.0 as usize].aliases.iter().any(|n| n == "write")
+            || a.cfg.functions[f.0 as usize].name == "write"
+    });
+    let fresh = kerf_session::plan::syscall_sites(std::slice::from_ref(&first), 0).unwrap();
+    assert!(fresh.iter().any(|s| s.func == f), "write has a syscall");
+    let second = analyze_file(Path::new(LIBC), &opts, &kerf_analysis::Quiet).unwrap();
+    assert!(second.cached && second.unchecked(), "{:?}", second.cache_warning);
+    match kerf_session::plan::syscall_sites(std::slice::from_ref(&second), 0) {
+        Err(kerf_session::instrument::InstrumentError::Analysis { module: 0, detail, .. }) => {
+            assert!(matches!(detail, Invalid::Block { .. }), "{detail}")
+        }
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("sites were read from a function that lies"),
+    }
+}
+
+#[test]
+fn every_function_and_padding_run_of_a_good_cached_entry_passes_its_check() {
+    // The checks read the image's bytes as analysis reads them (jump tables in data
+    // sections, relocated pointers): a good entry must pass everywhere, or every cached
+    // analysis would be rejected where it is used.
+    for lib in [LIBC, "/usr/lib/x86_64-linux-gnu/libstdc++.so.6"] {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("session-cache-good");
+        let _ = std::fs::remove_dir_all(&dir);
+        let opts = LoadOptions { cache_dir: Some(dir), ..LoadOptions::default() };
+        let first = analyze_file(Path::new(lib), &opts, &kerf_analysis::Quiet).unwrap();
+        assert!(!first.cached, "{lib}: {:?}", first.cache_warning);
+        let second = analyze_file(Path::new(lib), &opts, &kerf_analysis::Quiet).unwrap();
+        assert!(second.cached && second.unchecked(), "{lib}: {:?}", second.cache_warning);
+        let cfg = &second.analysis.cfg;
+        for f in (0..cfg.functions.len() as u32).map(FuncId) {
+            if let Err(e) = second.check_function(f) {
+                panic!("{lib}: {}: {e}", cfg.function(f).name);
+            }
+        }
+        for i in 0..cfg.padding.len() {
+            second.check_padding(i).unwrap_or_else(|e| panic!("{lib}: padding {i}: {e}"));
+        }
+        let tables = cfg.jump_tables.len();
+        assert!(tables > 0, "{lib} has jump tables, checked above");
+    }
 }

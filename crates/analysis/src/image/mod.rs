@@ -242,18 +242,23 @@ impl<'a> Image<'a> {
     /// `None` when no executable section with file bytes contains `addr`, or when that
     /// section's recorded file range lies outside `data` (a lying header must not panic).
     pub fn code_at(&self, addr: ImageAddr) -> Option<(ImageAddr, &'a [u8])> {
-        let section = self.exec_section_containing(addr)?;
-        Some((section.addr, self.section_bytes(section)?))
+        self.memory().code_at(addr)
+    }
+
+    /// The image's memory as analysis reads it (what its [`CodeMemory`] answers from).
+    ///
+    /// [`CodeMemory`]: crate::memory::CodeMemory
+    pub fn memory(&self) -> crate::memory::ImageMemory<'a, '_> {
+        crate::memory::ImageMemory {
+            data: self.data,
+            sections: &self.sections,
+            pointers: &self.pointers,
+        }
     }
 
     /// The file bytes of `section`, when it has file bytes and they lie inside `data`.
     pub fn section_bytes(&self, section: &Section) -> Option<&'a [u8]> {
-        if section.nobits {
-            return None;
-        }
-        let start = usize::try_from(section.file_offset).ok()?;
-        let len = usize::try_from(section.size).ok()?;
-        self.data.get(start..start.checked_add(len)?)
+        crate::memory::section_bytes(self.data, section)
     }
 
     /// The pointer the loader stores at `slot`, if a relocation writes one there.
@@ -264,7 +269,7 @@ impl<'a> Image<'a> {
 
     /// The executable section with file bytes whose address range contains `addr`.
     pub fn exec_section_containing(&self, addr: ImageAddr) -> Option<&Section> {
-        self.exec_sections().find(|s| addr.0 >= s.addr.0 && addr.0 - s.addr.0 < s.size)
+        crate::memory::exec_section_containing(&self.sections, addr)
     }
 
     /// Symbols named exactly `name` (several when local symbols share a name).

@@ -3,9 +3,9 @@
 
 #![allow(dead_code)] // each test binary uses its own subset
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdout, Command, Stdio};
 
 /// Build `tests/fixtures/NAME.c` with gcc and `opt` under a name of the calling test's own
 /// (`tag`): tests run in parallel, and rewriting a binary another test runs fails (ETXTBSY).
@@ -64,4 +64,29 @@ impl Drop for Reaper {
         let _ =
             Command::new("kill").args(["-9", &self.0.to_string()]).stderr(Stdio::null()).status();
     }
+}
+
+/// Start a fixture of `tests/fixtures/counted.c` (`bin`) with `args` (THREADS ITERATIONS,
+/// and `auto` to go by itself): it prints its pid and `ready`, then waits for SIGUSR1 ("go").
+/// Returns the child, its pid and the rest of its stdout.
+pub fn start_counted<S: AsRef<std::ffi::OsStr>>(
+    bin: &Path,
+    args: &[S],
+) -> (Child, i32, BufReader<ChildStdout>) {
+    let mut c = Command::new(bin).args(args).stdout(Stdio::piped()).spawn().unwrap();
+    let mut out = BufReader::new(c.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let pid: i32 = line.trim().strip_prefix("pid ").unwrap().parse().unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    (c, pid, out)
+}
+
+/// Everything left on a child's stdout, to its end.
+pub fn rest(mut out: BufReader<ChildStdout>) -> String {
+    let mut s = String::new();
+    out.read_to_string(&mut s).unwrap();
+    s
 }

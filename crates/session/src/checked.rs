@@ -1,0 +1,81 @@
+//! Installing probes from analyses that may have come from the cache (DESIGN.md §5: the cache
+//! is untrusted input).
+//!
+//! An analysis read from the cache passed the cache's whole-entry checks (its checksum, key
+//! and the digest of the image's bytes: see `cache`), but what it says about the code is
+//! checked only where it is used: splice planning checks every function it plans a probe in,
+//! with the functions its liveness rests on, and the padding a springboard takes
+//! (`plan::plan_sites`). A check that fails stops the installation before anything is
+//! spliced ([`InstrumentError::Analysis`]); then the whole entry is rejected: the module is
+//! analysed afresh (the new analysis replaces the entry), the probes are resolved again from
+//! the new analysis (they were resolved from the bad one) and installing starts over. A fresh
+//! analysis needs no check, so this ends after at most one new analysis per module.
+
+use crate::instrument::{InstrumentError, Instrumentation, Options, Probe};
+use crate::load::{AnalyzedImage, LoadError};
+use kerf_analysis::Progress;
+
+/// Probes installed, what they were built with, and what was said on the way.
+pub struct Installed<T> {
+    pub inst: Instrumentation,
+    pub probes: Vec<Probe>,
+    /// What `build` returned with the probes that went in.
+    pub built: T,
+    /// Cached analyses that failed their check and were analysed again, each with why.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug)]
+pub enum CheckedError<E> {
+    /// Building the probes failed (a spec that resolves to nothing, ...).
+    Build(E),
+    Instrument(InstrumentError),
+    /// Analysing a module again failed.
+    Load(LoadError),
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for CheckedError<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CheckedError::Build(e) => write!(f, "{e}"),
+            CheckedError::Instrument(e) => write!(f, "{e}"),
+            CheckedError::Load(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl<E: std::fmt::Debug + std::fmt::Display> std::error::Error for CheckedError<E> {}
+
+/// Install in process `pid` the probes `build` makes from `modules` (the probes, the number of
+/// timer blocks, and anything else the caller keeps with them), analysing again, in place,
+/// every module whose cached analysis fails its check (see the module documentation).
+pub fn install<T, E>(
+    pid: i32,
+    modules: &mut [AnalyzedImage],
+    opts: Options,
+    progress: &dyn Progress,
+    mut build: impl FnMut(&[AnalyzedImage]) -> Result<(Vec<Probe>, usize, T), E>,
+) -> Result<Installed<T>, CheckedError<E>> {
+    let mut warnings = Vec::new();
+    loop {
+        let (probes, timers, built) = build(modules).map_err(CheckedError::Build)?;
+        let err = match Instrumentation::install(pid, modules, &probes, timers, opts) {
+            Ok(inst) => return Ok(Installed { inst, probes, built, warnings }),
+            Err(e) => e,
+        };
+        let InstrumentError::Analysis { module, path, detail } = &err else {
+            return Err(CheckedError::Instrument(err));
+        };
+        // `None`: not a cached analysis, which no check rejects; the error stands.
+        let Some(fresh) = modules[*module].analyze_again(progress) else {
+            return Err(CheckedError::Instrument(err));
+        };
+        let fresh = fresh.map_err(CheckedError::Load)?;
+        warnings.push(format!(
+            "the cached analysis of {} does not match it ({detail}): rejected, analysed again",
+            path.display()
+        ));
+        warnings.extend(fresh.cache_warning.clone());
+        modules[*module] = fresh;
+    }
+}
