@@ -165,6 +165,7 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
         }
     }
     no_splice.sort_unstable_by_key(|n| (n.start, n.len));
+    clamp_sizes(&mut known, image);
     // Code pointers (vtables, constructor arrays) name functions called only indirectly. A
     // pointer into the middle of a known function is a code label (a computed-goto table),
     // not a function.
@@ -381,6 +382,28 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
         call_graph,
         summary,
         timings: Timings(timings),
+    }
+}
+
+/// Sizes come from the file and are not trusted: one `.dynsym` entry with a huge `st_size`
+/// made its function take in all the text after it (every function decoded twice, the gap
+/// refill running over the whole text again and again). A function's code ends at its
+/// section's end and at the next function symbol's entry; an unwind entry's, at the next known
+/// entry of any kind. (An unwind entry inside a symbol's range is a part of that function,
+/// such as the child's path in glibc's `clone`; it stays inside the symbol's range, and the
+/// traversal of the symbol treats it as another function.)
+fn clamp_sizes(known: &mut BTreeMap<u64, Known>, image: &Image<'_>) {
+    let mut next_symbol = u64::MAX;
+    let mut next_any = u64::MAX;
+    for (a, k) in known.iter_mut().rev() {
+        let section_end =
+            image.code_at(ImageAddr(*a)).map_or(*a, |(b, bytes)| b.0 + bytes.len() as u64);
+        let next = if k.origin == FuncOrigin::Symbol { next_symbol } else { next_any };
+        k.size = k.size.min(section_end.min(next).saturating_sub(*a));
+        if k.origin == FuncOrigin::Symbol {
+            next_symbol = *a;
+        }
+        next_any = *a;
     }
 }
 
