@@ -6,6 +6,7 @@
 //! block begins.
 
 use super::jumptable::{self, Compare, Hint, Resolution, Slice};
+use super::tailcall::{self, FnView};
 use super::{Block, Body, EdgeKind, JumpTable, PackedEdge, TableId, TargetTag, Terminator};
 use crate::memory::CodeMemory;
 use iced_x86::{Instruction, Mnemonic, OpKind};
@@ -259,8 +260,12 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
     let mut tables: Vec<JumpTable> = Vec::new();
     let mut insn_bytes = 0u64;
     let mut may_return = false;
+    // Where each block's instructions start in `order` (a block takes the ones up to the
+    // next block's first).
+    let mut block_first: Vec<usize> = Vec::with_capacity(order.len());
     let mut i = 0;
     while i < order.len() {
+        block_first.push(i);
         let first = &insns[order[i].2 as usize];
         let mut b = Block {
             start: ImageAddr(first.addr()),
@@ -302,6 +307,41 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
     if blocks.is_empty() {
         // The entry does not decode: not code after all.
         return None;
+    }
+    // Step 3: unresolved indirect jumps that are tail calls (see `tailcall`).
+    let unresolved: Vec<usize> =
+        (0..blocks.len()).filter(|k| blocks[*k].term == Terminator::Unanalysable).collect();
+    if !unresolved.is_empty() {
+        block_first.push(order.len());
+        let index = |a: ImageAddr| blocks.binary_search_by_key(&a, |b| b.start).ok();
+        let view = FnView {
+            blocks: block_first
+                .windows(2)
+                .map(|w| {
+                    order[w[0]..w[1]]
+                        .iter()
+                        .map(|o| (&insns[o.2 as usize].insn, insns[o.2 as usize].clobbers))
+                        .collect()
+                })
+                .collect(),
+            succs: blocks
+                .iter()
+                .map(|b| {
+                    edges[b.edges.start as usize..b.edges.end as usize]
+                        .iter()
+                        .filter_map(|(_, t)| match t {
+                            RawTarget::Local(a) => index(*a),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .collect(),
+            foreign: seed.extra.iter().filter_map(|a| index(ImageAddr(*a))).collect(),
+            entry: index(seed.entry).unwrap_or(0),
+        };
+        for k in tailcall::indirect_tail_calls(&view, &unresolved) {
+            blocks[k].term = Terminator::IndirectTailCall;
+        }
     }
     let extent = match (blocks.first(), blocks.iter().map(|b| b.end().0).max()) {
         (Some(f), Some(end)) => f.start.0..end,
