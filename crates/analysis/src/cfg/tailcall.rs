@@ -6,12 +6,13 @@
 //! 1. The stack pointer is back at its entry value on every path to it: whatever the function
 //!    pushed or allocated is gone (callee-saved registers popped, no locals), so the jump
 //!    leaves nothing of this function's frame behind, as a call-and-return would not.
-//! 2. Its target is a function pointer: loaded from memory without an index (a field of a
-//!    struct or of a method table, a global), received from the caller, or returned by a call.
+//! 2. Its target is a function pointer on every path to the jump: loaded from memory without
+//!    an index (a field of a struct or of a method table, a global), received from the caller
+//!    in an argument register, or returned by a call.
 //!    A target computed from an index (a jump table, a computed goto's label array, `table +
 //!    entry`) or a code address the function makes itself (`lea`) may lie inside the function,
-//!    and so may one that went through a stack slot (a label kept in a local): those stay
-//!    unanalysable. So does every jump in a function whose blocks are not all reached from its
+//!    and so may one that went through a stack slot (a label kept in a local) or a callee-saved
+//!    register never written (the caller's state): those stay unanalysable. So does every jump in a function whose blocks are not all reached from its
 //!    entry with a known stack pointer.
 //!
 //! A frameless function's switch or computed goto passes the first test; the second keeps it
@@ -204,24 +205,65 @@ fn preds(view: &FnView<'_>) -> Vec<Vec<usize>> {
     p
 }
 
-/// Blocks a definition is looked for in, backwards through single predecessors.
-const MAX_BLOCKS: usize = 8;
+/// Blocks the questions about one jump may look through, all together.
+const BUDGET: u32 = 64;
 
-/// Where the value of `r` just before instruction `k` of block `b` came from, looking back
-/// through the block and then through predecessors while there is exactly one.
-fn origin(
-    view: &FnView<'_>,
-    preds: &[Vec<usize>],
-    r: Gpr,
-    mut b: usize,
-    mut k: usize,
-    depth: u32,
-) -> Origin {
-    if depth > 8 {
-        return Origin::Other;
+/// A search for where values come from, within one function.
+struct Search<'v, 'a> {
+    view: &'v FnView<'a>,
+    preds: Vec<Vec<usize>>,
+    budget: u32,
+}
+
+/// What two paths' values make together: the same, else a fixed address and a pointer make
+/// an address that is not always a function pointer, and anything else is unknown.
+fn join(a: Origin, b: Origin) -> Origin {
+    match (a, b) {
+        _ if a == b => a,
+        (Origin::Other, _) | (_, Origin::Other) => Origin::Other,
+        _ => Origin::Fixed,
     }
-    for _ in 0..MAX_BLOCKS {
-        let insns = &view.blocks[b];
+}
+
+/// The caller's value of `r` at the entry: a function pointer comes in an argument register
+/// (or rax, r10, r11, which trampolines use); a callee-saved register holds the caller's own
+/// state.
+fn passed_in(r: Gpr) -> Origin {
+    if RegSet::SYSV_ARGS.contains(r) || matches!(r, Gpr::Rax | Gpr::R10 | Gpr::R11) {
+        Origin::Pointer
+    } else {
+        Origin::Other
+    }
+}
+
+impl Search<'_, '_> {
+    /// Where the value of `r` just before instruction `k` of block `b` came from.
+    fn origin(&mut self, r: Gpr, b: usize, k: usize, depth: u32) -> Origin {
+        // The stack pointer (and so `mov rbp, rsp`) points at this function's frame.
+        if depth > 8 || r == Gpr::Rsp {
+            return Origin::Other;
+        }
+        let mut seen = Vec::new();
+        self.origin_in(r, b, k, depth, &mut seen).unwrap_or(Origin::Other)
+    }
+
+    /// [`Search::origin`]: its definition in block `b` before `k`, else what every way into
+    /// the block brings (each predecessor's end, and the caller's value at the entry). `seen`
+    /// holds the blocks whose end this search has already asked about, so that it neither goes
+    /// round a loop nor asks twice; `None` when every way in was asked about already.
+    fn origin_in(
+        &mut self,
+        r: Gpr,
+        b: usize,
+        k: usize,
+        depth: u32,
+        seen: &mut Vec<usize>,
+    ) -> Option<Origin> {
+        if self.budget == 0 {
+            return Some(Origin::Other);
+        }
+        self.budget -= 1;
+        let insns = &self.view.blocks[b];
         // A call leaves its result in rax (and rdx). Other registers a compiler reads after a
         // call without writing them first are ones it knows the callee keeps (gcc's
         // interprocedural register allocation keeps values in caller-saved registers across
@@ -231,76 +273,72 @@ fn origin(
                 || (insns[j].0.mnemonic() == Mnemonic::Call && matches!(r, Gpr::Rax | Gpr::Rdx))
         };
         if let Some(j) = (0..k).rev().find(|j| writes(*j)) {
-            return defined_by(view, preds, insns[j].0, r, b, j, depth);
+            return Some(self.defined_by(insns[j].0, r, b, j, depth));
         }
-        if b == view.entry {
-            // Not written on the only path from the entry: the caller's value.
-            return if preds[b].is_empty() { Origin::Pointer } else { Origin::Other };
+        if self.preds[b].is_empty() && b != self.view.entry {
+            // Entered only from outside this function's edges: unknown.
+            return Some(Origin::Other);
         }
-        match preds[b].as_slice() {
-            [p] => {
-                b = *p;
-                k = view.blocks[b].len();
+        let mut got: Option<Origin> = (b == self.view.entry).then(|| passed_in(r));
+        for i in 0..self.preds[b].len() {
+            let p = self.preds[b][i];
+            if seen.contains(&p) {
+                continue;
             }
-            _ => return Origin::Other,
+            seen.push(p);
+            let end = self.view.blocks[p].len();
+            if let Some(o) = self.origin_in(r, p, end, depth, seen) {
+                got = Some(got.map_or(o, |g| join(g, o)));
+            }
+            if got == Some(Origin::Other) {
+                break;
+            }
+        }
+        got
+    }
+
+    /// Where the value instruction `j` of block `b` writes to `r` came from.
+    fn defined_by(&mut self, i: &Instruction, r: Gpr, b: usize, j: usize, depth: u32) -> Origin {
+        match (i.mnemonic(), i.code()) {
+            // The callee's result.
+            (Mnemonic::Call, _) if matches!(r, Gpr::Rax | Gpr::Rdx) => Origin::Pointer,
+            (Mnemonic::Mov, Code::Mov_r64_rm64) if i.op1_kind() == OpKind::Memory => {
+                self.memory(i, b, j, depth)
+            }
+            (Mnemonic::Mov, Code::Mov_r64_rm64 | Code::Mov_rm64_r64)
+                if i.op1_kind() == OpKind::Register =>
+            {
+                match Gpr::from_iced(i.op1_register()) {
+                    Some(src) => self.origin(src, b, j, depth + 1),
+                    None => Origin::Other,
+                }
+            }
+            (Mnemonic::Lea, _) if i.memory_base() == Register::RIP => Origin::Fixed,
+            _ => Origin::Other,
         }
     }
-    Origin::Other
-}
 
-/// Where the value instruction `j` of block `b` writes to `r` came from.
-fn defined_by(
-    view: &FnView<'_>,
-    preds: &[Vec<usize>],
-    i: &Instruction,
-    r: Gpr,
-    b: usize,
-    j: usize,
-    depth: u32,
-) -> Origin {
-    match (i.mnemonic(), i.code()) {
-        // The callee's result.
-        (Mnemonic::Call, _) if matches!(r, Gpr::Rax | Gpr::Rdx) => Origin::Pointer,
-        (Mnemonic::Mov, Code::Mov_r64_rm64) if i.op1_kind() == OpKind::Memory => {
-            memory(view, preds, i, b, j, depth)
+    /// Where a 64-bit value loaded by the memory operand of instruction `j` of block `b` came
+    /// from: a function pointer when the address has no index and its base is itself a
+    /// pointer (or a fixed slot); anything on the stack, indexed or computed is not.
+    fn memory(&mut self, i: &Instruction, b: usize, j: usize, depth: u32) -> Origin {
+        if i.memory_index() != Register::None || i.segment_prefix() != Register::None {
+            return Origin::Other;
         }
-        (Mnemonic::Mov, Code::Mov_r64_rm64 | Code::Mov_rm64_r64)
-            if i.op1_kind() == OpKind::Register =>
-        {
-            match Gpr::from_iced(i.op1_register()) {
-                Some(src) => origin(view, preds, src, b, j, depth + 1),
+        // A base of rbp is followed like any other: set from rsp it is a frame pointer
+        // (stack), loaded from memory an ordinary pointer (sqlite3_free keeps sqlite3Config
+        // there).
+        match i.memory_base() {
+            Register::RIP => Origin::Pointer,
+            Register::RSP | Register::None => Origin::Other,
+            base => match Gpr::from_iced(base) {
+                Some(g) => match self.origin(g, b, j, depth + 1) {
+                    Origin::Pointer | Origin::Fixed => Origin::Pointer,
+                    Origin::Other => Origin::Other,
+                },
                 None => Origin::Other,
-            }
-        }
-        (Mnemonic::Lea, _) if i.memory_base() == Register::RIP => Origin::Fixed,
-        _ => Origin::Other,
-    }
-}
-
-/// Where a 64-bit value loaded by the memory operand of instruction `j` of block `b` came
-/// from: a function pointer when the address has no index and its base is itself a pointer
-/// (or a fixed slot); anything on the stack, indexed or computed is not.
-fn memory(
-    view: &FnView<'_>,
-    preds: &[Vec<usize>],
-    i: &Instruction,
-    b: usize,
-    j: usize,
-    depth: u32,
-) -> Origin {
-    if i.memory_index() != Register::None || i.segment_prefix() != Register::None {
-        return Origin::Other;
-    }
-    match i.memory_base() {
-        Register::RIP => Origin::Pointer,
-        Register::RSP | Register::RBP | Register::None => Origin::Other,
-        base => match Gpr::from_iced(base) {
-            Some(g) => match origin(view, preds, g, b, j, depth + 1) {
-                Origin::Pointer | Origin::Fixed => Origin::Pointer,
-                Origin::Other => Origin::Other,
             },
-            None => Origin::Other,
-        },
+        }
     }
 }
 
@@ -311,7 +349,7 @@ pub(crate) fn indirect_tail_calls(view: &FnView<'_>, candidates: &[usize]) -> Ve
     // Every block has a frame: blocks with no way in from the entry are seeded unknown, so a
     // path from one of them makes the stack pointer unknown wherever it joins.
     let at = frames(view);
-    let preds = preds(view);
+    let mut search = Search { view, preds: preds(view), budget: BUDGET };
     candidates
         .iter()
         .copied()
@@ -331,11 +369,18 @@ pub(crate) fn indirect_tail_calls(view: &FnView<'_>, candidates: &[usize]) -> Ve
             }
             let k = insns.len() - 1;
             match jmp.op0_kind() {
+                // One budget for all the questions about this jump.
                 OpKind::Register => match Gpr::from_iced(jmp.op0_register()) {
-                    Some(r) => origin(view, &preds, r, b, k, 0) == Origin::Pointer,
+                    Some(r) => {
+                        search.budget = BUDGET;
+                        search.origin(r, b, k, 0) == Origin::Pointer
+                    }
                     None => false,
                 },
-                OpKind::Memory => memory(view, &preds, jmp, b, k, 0) == Origin::Pointer,
+                OpKind::Memory => {
+                    search.budget = BUDGET;
+                    search.memory(jmp, b, k, 0) == Origin::Pointer
+                }
                 _ => false,
             }
         })
