@@ -465,7 +465,13 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
                     resolution: None,
                 };
                 let cmp_now = match insn.mnemonic() {
-                    Mnemonic::Cmp => Compare::of(&insn, &[]),
+                    Mnemonic::Cmp => Compare::of(&insn, &[]).map(|c| {
+                        let before: Vec<(&Instruction, RegSet)> = run[..run.len() - 1]
+                            .iter()
+                            .map(|i| (&insns[*i as usize].insn, insns[*i as usize].clobbers))
+                            .collect();
+                        c.widened(&before)
+                    }),
                     Mnemonic::Sub => {
                         let before: Vec<&Instruction> =
                             run[..run.len() - 1].iter().map(|i| &insns[*i as usize].insn).collect();
