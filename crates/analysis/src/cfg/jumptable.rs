@@ -251,7 +251,12 @@ impl Hint {
                         (Mnemonic::Mov, Some(d)) if src >= 4 => {
                             return Hint::new(Loc::Reg(d), self.max, 8, self.origin)
                         }
-                        (Mnemonic::Movzx, Some(d)) if src == self.width => {
+                        // The low bytes were compared, or the whole register is bounded by
+                        // a value the low bytes hold whole.
+                        (Mnemonic::Movzx, Some(d))
+                            if src == self.width
+                                || (self.width >= 4 && self.max <= width_mask(src)) =>
+                        {
                             return Hint::new(Loc::Reg(d), self.max, 8, self.origin)
                         }
                         _ => {}
