@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever the analysis or its serialised form changes meaning.
-const FORMAT: u32 = 5;
+const FORMAT: u32 = 6;
 
 /// Where cache files live: `$KERF_CACHE_DIR`, else `$XDG_CACHE_HOME/kerf`, else
 /// `~/.cache/kerf`.
