@@ -11,6 +11,7 @@ use kerf_session::spec::close_names;
 use kerf_session::spec::{parse, Spec};
 use kerf_session::{analyze_file, analyze_process, AnalyzedImage, LoadOptions};
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -44,6 +45,10 @@ pub struct Args {
     /// `kerf count` (`'*'` is every function's entry).
     #[arg(long, value_name = "SPEC")]
     plan: Vec<String>,
+    /// List every function: name, entry, size, blocks, and the splice a probe at its entry
+    /// would take (with why a stronger one was refused). With --json, as `function_list`.
+    #[arg(long)]
+    functions: bool,
 }
 
 pub fn run(args: Args) -> Result<(), String> {
@@ -93,8 +98,18 @@ pub fn run(args: Args) -> Result<(), String> {
     let rules = if args.kernel { Rules::KERNEL } else { Rules::PROCESS };
     let plan =
         if args.plan.is_empty() { None } else { Some(plan_offline(&images, &args.plan, rules)?) };
+    // Every function's entry planned at once, as `kerf count '*'` would splice them.
+    let entries = if args.functions {
+        let all = plan_offline(&images, &["*".to_string()], rules)?;
+        Some(all.into_iter().map(|p| ((p.module, p.addr), p)).collect::<HashMap<_, _>>())
+    } else {
+        None
+    };
     if args.json {
         let mut v = summary_json(&what, &images, seconds);
+        if let Some(e) = &entries {
+            v["function_list"] = function_list_json(&images, e);
+        }
         if let Some(found) = &function {
             v["function"] = Value::Array(
                 found.iter().map(|(i, f)| function_json(&images[*i].analysis, *f)).collect(),
@@ -106,6 +121,8 @@ pub fn run(args: Args) -> Result<(), String> {
         println!("{v}");
     } else if let Some(p) = &plan {
         print!("{}", render_plan(p));
+    } else if let Some(e) = &entries {
+        print!("{}", render_function_list(&images, e));
     } else if let Some(found) = &function {
         for (i, f) in found {
             print!("{}", render_function(&images[*i].analysis, *f));
@@ -477,6 +494,8 @@ fn function_json(a: &Analysis, f: FuncId) -> Value {
 /// kind (`None`: refused) and why a stronger kind (or any) was refused.
 pub struct Planned {
     pub label: String,
+    /// Index of the image in the analysed images.
+    pub module: usize,
     pub addr: u64,
     pub kind: Option<SpliceKind>,
     pub reason: Option<String>,
@@ -502,12 +521,14 @@ fn plan_offline(
         .iter()
         .map(|s| Planned {
             label: probes[s.first].point.label.clone(),
+            module: probes[s.first].point.module,
             addr: s.plan.displaced.point,
             kind: Some(s.plan.kind),
             reason: s.plan.reason.clone(),
         })
         .chain(sites.refused.iter().map(|r| Planned {
             label: r.label.clone(),
+            module: probes[r.probe].point.module,
             addr: r.addr,
             kind: None,
             reason: Some(r.reason.clone()),
@@ -557,6 +578,68 @@ fn render_plan(plan: &[Planned]) -> String {
             p.label,
             p.kind.map_or("refused", |k| k.name()),
             p.reason.as_deref().unwrap_or("-")
+        );
+    }
+    o
+}
+
+/// The planned splice at each function entry, by (image, target address).
+type EntryPlans = HashMap<(usize, u64), Planned>;
+
+/// Per function of every image, with the splice its entry would take.
+fn each_function<'a>(
+    images: &'a [AnalyzedImage],
+    plans: &'a EntryPlans,
+) -> impl Iterator<Item = (&'a AnalyzedImage, &'a kerf_analysis::cfg::Function, Option<&'a Planned>)>
+{
+    images.iter().enumerate().flat_map(move |(i, img)| {
+        let bias = img.bias.unwrap_or(0);
+        img.analysis.cfg.functions.iter().map(move |f| (img, f, plans.get(&(i, f.entry.0 + bias))))
+    })
+}
+
+fn splice_name(p: Option<&Planned>) -> &'static str {
+    p.map_or("-", |p| p.kind.map_or("refused", |k| k.name()))
+}
+
+fn function_list_json(images: &[AnalyzedImage], plans: &EntryPlans) -> Value {
+    Value::Array(
+        each_function(images, plans)
+            .map(|(img, f, p)| {
+                json!({
+                    "name": f.name,
+                    "aliases": f.aliases,
+                    "image": img.path.display().to_string(),
+                    "entry": format!("{:#x}", f.entry.0 + img.bias.unwrap_or(0)),
+                    "size": f.extent.end - f.extent.start,
+                    "symbol_size": f.symbol_size,
+                    "blocks": f.blocks.len(),
+                    "insn_bytes": f.insn_bytes,
+                    "noreturn": f.noreturn,
+                    "entry_splice": splice_name(p),
+                    "entry_reason": p.and_then(|p| p.reason.clone()),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// One line per function: entry, size of its code, blocks, the splice its entry would take,
+/// name (and why a stronger splice was refused).
+fn render_function_list(images: &[AnalyzedImage], plans: &EntryPlans) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{:<18} {:>7} {:>6}  {:<7} name", "entry", "size", "blocks", "splice");
+    for (img, f, p) in each_function(images, plans) {
+        let why = p.and_then(|p| p.reason.as_deref()).map(|r| format!("  ({r})"));
+        let _ = writeln!(
+            o,
+            "{:<18} {:>7} {:>6}  {:<7} {}{}",
+            format!("{:#x}", f.entry.0 + img.bias.unwrap_or(0)),
+            f.extent.end - f.extent.start,
+            f.blocks.len(),
+            splice_name(p),
+            f.name,
+            why.unwrap_or_default()
         );
     }
     o

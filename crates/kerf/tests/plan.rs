@@ -85,3 +85,40 @@ fn offline_plan_is_the_live_plan() {
         assert_eq!(&off.0, kind, "{label}: offline {off:?}, live {kind}");
     }
 }
+
+#[test]
+fn function_list_names_every_function_and_its_entry_splice() {
+    let bin = common::build_fixture("counted", "-O2", "functions");
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["analyze", "--json", "--no-cache", "--functions"])
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let list = v["function_list"].as_array().expect("function_list");
+    assert_eq!(list.len() as u64, v["functions"].as_u64().unwrap(), "one entry per function");
+    // The same splice as a plan of every entry gives, function by function.
+    let planned = kinds(&plan(&bin, &["*"])["points"]);
+    for f in list {
+        let name = f["name"].as_str().unwrap();
+        for key in ["entry", "size", "blocks", "entry_splice"] {
+            assert!(!f[key].is_null(), "{name}: no {key} in {f}");
+        }
+        assert_eq!(f["entry_splice"], planned[name].0.as_str(), "{f}");
+    }
+    let find = |n: &str| list.iter().find(|f| f["name"] == n).unwrap_or_else(|| panic!("{n}"));
+    for n in ["branchy", "switchy", "leaf", "spin_point", "main"] {
+        assert_eq!(find(n)["entry_splice"], "jump5", "{}", find(n));
+        assert!(find(n)["blocks"].as_u64().unwrap() >= 1);
+    }
+    // The text form has a line per function.
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["analyze", "--no-cache", "--functions"])
+        .arg(&bin)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(text.lines().count(), list.len() + 1, "{text}");
+    assert!(text.lines().any(|l| l.ends_with(" branchy") && l.contains("jump5")), "{text}");
+}
