@@ -5,10 +5,10 @@
 //! functions overwritten in a copy: the analysis must decode no more bytes than the text holds
 //! and give every function the same blocks as the analysis of the untouched file. Needs gcc.
 
+mod common;
+
 use kerf_analysis::image::Image;
 use kerf_analysis::{analyze, Analysis, Quiet};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const FUNCTIONS: [&str; 7] = [
     "dense_switch",
@@ -19,21 +19,6 @@ const FUNCTIONS: [&str; 7] = [
     "loop_switch",
     "main",
 ];
-
-fn build(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("symbol_sizes");
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/fixtures/{name}.c"));
-    let out = dir.join(name);
-    let st = Command::new("gcc")
-        .args(["-O2", "-rdynamic", "-s", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("gcc is needed (Debian package gcc)");
-    assert!(st.success(), "gcc failed on {name}.c");
-    out
-}
 
 fn u16_at(b: &[u8], o: usize) -> usize {
     u16::from_le_bytes(b[o..o + 2].try_into().unwrap()) as usize
@@ -97,7 +82,7 @@ fn shape(a: &Analysis) -> Vec<String> {
 
 #[test]
 fn huge_symbol_sizes_are_clamped() {
-    let bin = build("switch");
+    let bin = common::build_fixture("switch", &["-O2", "-rdynamic", "-s"], "symbol_sizes");
     let data = std::fs::read(&bin).unwrap();
     let path = bin.to_str().unwrap();
     let plain = analyze(&Image::from_elf(path, &data).unwrap(), &Quiet);
