@@ -130,9 +130,9 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
     // Unwind information names no function, but gives starts and sizes of the static
     // functions and `.cold` parts a stripped image has no symbol for. Two kinds of entry are
     // no function start and their code is never spliced (DESIGN.md §5): signal trampolines,
-    // and entries that begin inside an instruction of the code before them (glibc's entry
-    // for `__restore_rt` starts in the last byte of the nop before it, for unwinders that
-    // look up the return address minus one).
+    // and entries that begin inside a padding instruction of the code before them (glibc's
+    // entry for `__restore_rt` starts in the last byte of the nop before it, for unwinders
+    // that look up the return address minus one).
     let mut no_splice = Vec::new();
     for u in image.unwind_ranges() {
         let addr = u.start;
@@ -439,11 +439,11 @@ fn seed_for(
 /// The start of the padding instruction (a nop or an int3) that `addr` lies strictly inside,
 /// in a linear decode of the code from `from` (a known function entry before `addr`; the start
 /// of `addr`'s section when there is none, or when it lies in another section). `None` when
-/// `addr` starts an instruction of that decode or lies inside one that is not padding. As objdump does, bytes that do not decode are stepped over one
-/// at a time, and a run of zero bytes (padding in some sections; `00 00` would decode as
-/// `add [rax], al` and run an odd-length run into the code after it) is skipped whole. Every
-/// entry is checked from the known entry just before it, so the decodes of a whole image
-/// cover its code about once.
+/// `addr` starts an instruction of that decode or lies inside one that is not padding. As
+/// objdump does, bytes that do not decode are stepped over one at a time, and a run of zero
+/// bytes (padding in some sections; `00 00` would decode as `add [rax], al` and run an
+/// odd-length run into the code after it) is skipped whole. Every entry is checked from the
+/// known entry just before it, so the decodes of a whole image cover its code about once.
 fn instruction_around(image: &Image<'_>, from: Option<u64>, addr: ImageAddr) -> Option<u64> {
     let (base, bytes) = image.code_at(addr)?;
     let from = from.filter(|f| *f >= base.0).unwrap_or(base.0);
