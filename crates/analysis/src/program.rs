@@ -130,9 +130,9 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
     // Unwind information names no function, but gives starts and sizes of the static
     // functions and `.cold` parts a stripped image has no symbol for. Two kinds of entry are
     // no function start and their code is never spliced (DESIGN.md §5): signal trampolines,
-    // and entries that begin inside an instruction of the code before them (glibc's entry
-    // for `__restore_rt` starts in the last byte of the nop before it, for unwinders that
-    // look up the return address minus one).
+    // and entries that begin inside a padding instruction of the code before them (glibc's
+    // entry for `__restore_rt` starts in the last byte of the nop before it, for unwinders
+    // that look up the return address minus one).
     let mut no_splice = Vec::new();
     for u in image.unwind_ranges() {
         let addr = u.start;
@@ -165,6 +165,7 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
         }
     }
     no_splice.sort_unstable_by_key(|n| (n.start, n.len));
+    clamp_sizes(&mut known, image);
     // Code pointers (vtables, constructor arrays) name functions called only indirectly. A
     // pointer into the middle of a known function is a code label (a computed-goto table),
     // not a function.
@@ -380,6 +381,28 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
     }
 }
 
+/// Sizes come from the file and are not trusted: one `.dynsym` entry with a huge `st_size`
+/// made its function take in all the text after it (every function decoded twice, the gap
+/// refill running over the whole text again and again). A function's code ends at its
+/// section's end and at the next function symbol's entry; an unwind entry's, at the next known
+/// entry of any kind. (An unwind entry inside a symbol's range is a part of that function,
+/// such as the child's path in glibc's `clone`; it stays inside the symbol's range, and the
+/// traversal of the symbol treats it as another function.)
+fn clamp_sizes(known: &mut BTreeMap<u64, Known>, image: &Image<'_>) {
+    let mut next_symbol = u64::MAX;
+    let mut next_any = u64::MAX;
+    for (a, k) in known.iter_mut().rev() {
+        let section_end =
+            image.code_at(ImageAddr(*a)).map_or(*a, |(b, bytes)| b.0 + bytes.len() as u64);
+        let next = if k.origin == FuncOrigin::Symbol { next_symbol } else { next_any };
+        k.size = k.size.min(section_end.min(next).saturating_sub(*a));
+        if k.origin == FuncOrigin::Symbol {
+            next_symbol = *a;
+        }
+        next_any = *a;
+    }
+}
+
 /// The range a function's code may occupy: its symbol size, else up to the next known entry.
 fn seed_for(
     entry: u64,
@@ -421,11 +444,11 @@ pub fn springboard_padding(cfg: &Cfg, image: &dyn CodeMemory) -> Vec<Padding> {
 /// The start of the padding instruction (a nop or an int3) that `addr` lies strictly inside,
 /// in a linear decode of the code from `from` (a known function entry before `addr`; the start
 /// of `addr`'s section when there is none, or when it lies in another section). `None` when
-/// `addr` starts an instruction of that decode or lies inside one that is not padding. As objdump does, bytes that do not decode are stepped over one
-/// at a time, and a run of zero bytes (padding in some sections; `00 00` would decode as
-/// `add [rax], al` and run an odd-length run into the code after it) is skipped whole. Every
-/// entry is checked from the known entry just before it, so the decodes of a whole image
-/// cover its code about once.
+/// `addr` starts an instruction of that decode or lies inside one that is not padding. As
+/// objdump does, bytes that do not decode are stepped over one at a time, and a run of zero
+/// bytes (padding in some sections; `00 00` would decode as `add [rax], al` and run an
+/// odd-length run into the code after it) is skipped whole. Every entry is checked from the
+/// known entry just before it, so the decodes of a whole image cover its code about once.
 fn instruction_around(image: &Image<'_>, from: Option<u64>, addr: ImageAddr) -> Option<u64> {
     let (base, bytes) = image.code_at(addr)?;
     let from = from.filter(|f| *f >= base.0).unwrap_or(base.0);

@@ -7,12 +7,13 @@
 //! Needs readelf, objdump (binutils), gcc and libc6; a missing one fails the test with the
 //! package to install.
 
+mod common;
+
 use kerf_analysis::cfg::{Cfg, NoSpliceWhy};
 use kerf_analysis::image::Image;
 use kerf_analysis::{analyze, Quiet};
 use kerf_arch::ImageAddr;
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const LIBC: &str = "/lib/x86_64-linux-gnu/libc.so.6";
@@ -140,25 +141,9 @@ fn libc_signal_trampoline_is_no_function() {
     assert!(signal >= 1 && inside >= 1, "libc: {signal} trampolines, {inside} entries inside");
 }
 
-/// Build `tests/fixtures/NAME.c` stripped, with gcc -O2, into the test's temporary directory.
-fn build_stripped(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("unwind_entries");
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/fixtures/{name}.c"));
-    let out = dir.join(name);
-    let st = Command::new("gcc")
-        .args(["-O2", "-s", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("gcc is needed (Debian package gcc)");
-    assert!(st.success(), "gcc failed on {name}.c");
-    out
-}
-
 #[test]
 fn hand_written_entries_inside_a_nop_are_no_functions() {
-    let bin = build_stripped("unwind_overlap");
+    let bin = common::build_fixture("unwind_overlap", &["-O2", "-s"], "unwind_entries");
     let path = bin.to_str().unwrap();
     let data = std::fs::read(&bin).unwrap();
     let image = Image::from_elf(path, &data).unwrap();

@@ -4,9 +4,14 @@
 use crate::progress::TermProgress;
 use kerf_analysis::cfg::{Cfg, EdgeTarget, FuncId, TableFormat};
 use kerf_analysis::{Analysis, Summary};
+use kerf_patch::SpliceKind;
+use kerf_session::instrument::{Action, Probe};
+use kerf_session::plan::{plan_sites, Rules};
 use kerf_session::spec::close_names;
+use kerf_session::spec::{parse, Spec};
 use kerf_session::{analyze_file, analyze_process, AnalyzedImage, LoadOptions};
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -47,6 +52,15 @@ pub struct Args {
     /// every command.
     #[arg(long)]
     no_debug_files: bool,
+    /// Plan the splices of these points as `kerf count` would (jump5, jump2 or trap, and why a
+    /// stronger kind was refused), offline: nothing is attached. Repeatable; specs as for
+    /// `kerf count` (`'*'` is every function's entry).
+    #[arg(long, value_name = "SPEC")]
+    plan: Vec<String>,
+    /// List every function: name, entry, size, blocks, and the splice a probe at its entry
+    /// would take (with why a stronger one was refused). With --json, as `function_list`.
+    #[arg(long)]
+    functions: bool,
 }
 
 pub fn run(args: Args) -> Result<(), String> {
@@ -107,14 +121,34 @@ pub fn run(args: Args) -> Result<(), String> {
         Some(name) => Some(find_function(&images, name)?),
         None => None,
     };
+    let rules = if args.kernel { Rules::KERNEL } else { Rules::PROCESS };
+    let plan =
+        if args.plan.is_empty() { None } else { Some(plan_offline(&images, &args.plan, rules)?) };
+    // Every function's entry planned at once, as `kerf count '*'` would splice them.
+    let entries = if args.functions {
+        let all = plan_offline(&images, &["*".to_string()], rules)?;
+        Some(all.into_iter().map(|p| ((p.module, p.addr), p)).collect::<HashMap<_, _>>())
+    } else {
+        None
+    };
     if args.json {
         let mut v = summary_json(&what, &images, seconds);
+        if let Some(e) = &entries {
+            v["function_list"] = function_list_json(&images, e);
+        }
         if let Some(found) = &function {
             v["function"] = Value::Array(
                 found.iter().map(|(i, f)| function_json(&images[*i].analysis, *f)).collect(),
             );
         }
+        if let Some(p) = &plan {
+            v["plan"] = plan_json(p);
+        }
         println!("{v}");
+    } else if let Some(p) = &plan {
+        print!("{}", render_plan(p));
+    } else if let Some(e) = &entries {
+        print!("{}", render_function_list(&images, e));
     } else if let Some(found) = &function {
         for (i, f) in found {
             print!("{}", render_function(&images[*i].analysis, *f));
@@ -489,4 +523,159 @@ fn function_json(a: &Analysis, f: FuncId) -> Value {
         "callees": a.call_graph.callees(f).iter().map(|g| cfg.function(*g).name.clone()).collect::<Vec<_>>(),
         "blocks": blocks,
     })
+}
+
+/// One planned point of `--plan`: its label, image address (target address with `-p`), splice
+/// kind (`None`: refused) and why a stronger kind (or any) was refused.
+pub struct Planned {
+    pub label: String,
+    /// Index of the image in the analysed images.
+    pub module: usize,
+    pub addr: u64,
+    pub kind: Option<SpliceKind>,
+    pub reason: Option<String>,
+}
+
+/// Plan a counter at each point of `specs` with the planner `kerf count` uses, without a
+/// target: which splice each site would take and why a stronger one was refused. Probes that
+/// share an address share a site and are listed once. (Springboards in a program's start-up
+/// code need a live process that is past it, so they are not planned here.)
+fn plan_offline(
+    images: &[AnalyzedImage],
+    specs: &[String],
+    rules: Rules,
+) -> Result<Vec<Planned>, String> {
+    let parsed: Vec<Spec> =
+        specs.iter().map(|t| parse(t).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
+    let points = crate::live::resolve(images, &parsed)?;
+    let probes: Vec<Probe> =
+        points.into_iter().map(|point| Probe { point, action: Action::Count }).collect();
+    let sites = plan_sites(images, &probes, None, &[], rules).map_err(|e| e.to_string())?;
+    let mut out: Vec<Planned> = sites
+        .sites
+        .iter()
+        .map(|s| Planned {
+            label: probes[s.first].point.label.clone(),
+            module: probes[s.first].point.module,
+            addr: s.plan.displaced.point,
+            kind: Some(s.plan.kind),
+            reason: s.plan.reason.clone(),
+        })
+        .chain(sites.refused.iter().map(|r| Planned {
+            label: r.label.clone(),
+            module: probes[r.probe].point.module,
+            addr: r.addr,
+            kind: None,
+            reason: Some(r.reason.clone()),
+        }))
+        .collect();
+    out.sort_by_key(|p| p.addr);
+    Ok(out)
+}
+
+/// How many planned points took `kind` (`None`: refused).
+fn count_kind(plan: &[Planned], kind: Option<SpliceKind>) -> usize {
+    plan.iter().filter(|p| p.kind == kind).count()
+}
+
+fn plan_json(plan: &[Planned]) -> Value {
+    json!({
+        "sites": plan.len(),
+        "jump5": count_kind(plan, Some(SpliceKind::Jump5)),
+        "jump2": count_kind(plan, Some(SpliceKind::Jump2)),
+        "trap": count_kind(plan, Some(SpliceKind::Trap)),
+        "refused": count_kind(plan, None),
+        "points": plan.iter().map(|p| json!({
+            "point": p.label,
+            "address": format!("{:#x}", p.addr),
+            "kind": p.kind.map_or("refused", |k| k.name()),
+            "reason": p.reason,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The plan's totals, and every point that did not get a jump5 with its reason.
+fn render_plan(plan: &[Planned]) -> String {
+    let mut o = String::new();
+    let n = plan.len();
+    let _ =
+        writeln!(o, "kerf analyze: splice plan of {n} sites (offline, as kerf count would splice)");
+    for kind in [Some(SpliceKind::Jump5), Some(SpliceKind::Jump2), Some(SpliceKind::Trap), None] {
+        let k = count_kind(plan, kind);
+        let name = kind.map_or("refused", |k| k.name());
+        let _ = writeln!(o, "  {name:<10}{k:>8}  ({:.1}%)", pct(k as u64, n as u64));
+    }
+    for p in plan.iter().filter(|p| p.kind != Some(SpliceKind::Jump5)) {
+        let _ = writeln!(
+            o,
+            "  {:#x} {}  {}: {}",
+            p.addr,
+            p.label,
+            p.kind.map_or("refused", |k| k.name()),
+            p.reason.as_deref().unwrap_or("-")
+        );
+    }
+    o
+}
+
+/// The planned splice at each function entry, by (image, target address).
+type EntryPlans = HashMap<(usize, u64), Planned>;
+
+/// Per function of every image, with the splice its entry would take.
+fn each_function<'a>(
+    images: &'a [AnalyzedImage],
+    plans: &'a EntryPlans,
+) -> impl Iterator<Item = (&'a AnalyzedImage, &'a kerf_analysis::cfg::Function, Option<&'a Planned>)>
+{
+    images.iter().enumerate().flat_map(move |(i, img)| {
+        let bias = img.bias.unwrap_or(0);
+        img.analysis.cfg.functions.iter().map(move |f| (img, f, plans.get(&(i, f.entry.0 + bias))))
+    })
+}
+
+fn splice_name(p: Option<&Planned>) -> &'static str {
+    p.map_or("-", |p| p.kind.map_or("refused", |k| k.name()))
+}
+
+fn function_list_json(images: &[AnalyzedImage], plans: &EntryPlans) -> Value {
+    Value::Array(
+        each_function(images, plans)
+            .map(|(img, f, p)| {
+                json!({
+                    "name": f.name,
+                    "aliases": f.aliases,
+                    "image": img.path.display().to_string(),
+                    "entry": format!("{:#x}", f.entry.0 + img.bias.unwrap_or(0)),
+                    "size": f.extent.end - f.extent.start,
+                    "symbol_size": f.symbol_size,
+                    "blocks": f.blocks.len(),
+                    "insn_bytes": f.insn_bytes,
+                    "noreturn": f.noreturn,
+                    "entry_splice": splice_name(p),
+                    "entry_reason": p.and_then(|p| p.reason.clone()),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// One line per function: entry, size of its code, blocks, the splice its entry would take,
+/// name (and why a stronger splice was refused).
+fn render_function_list(images: &[AnalyzedImage], plans: &EntryPlans) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{:<18} {:>7} {:>6}  {:<7} name", "entry", "size", "blocks", "splice");
+    for (img, f, p) in each_function(images, plans) {
+        let why = p.and_then(|p| p.reason.as_deref()).map(|r| format!("  ({r})"));
+        let _ = writeln!(
+            o,
+            "{:<18} {:>7} {:>6}  {:<7} {}{}",
+            format!("{:#x}", f.entry.0 + img.bias.unwrap_or(0)),
+            f.extent.end - f.extent.start,
+            f.blocks.len(),
+            splice_name(p),
+            f.name,
+            why.unwrap_or_default()
+        );
+    }
+    o
 }

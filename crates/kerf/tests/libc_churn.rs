@@ -182,3 +182,22 @@ fn signal_handlers_return_with_every_libc_function_counted() {
     let n = v["points"].as_array().unwrap().len();
     assert!(n > 1000, "libc:* gave only {n} points");
 }
+
+#[test]
+fn threads_created_with_every_libc_function_counted() {
+    let bin = build("threads_all");
+    let expected = finish(start(&bin, "threads", THREADS));
+    let (got, v) = count_while(start(&bin, "threads", THREADS), &["libc:*".to_string()]);
+    assert_eq!(got, expected, "instrumented output differs");
+    // Every thread went through pthread_create and was joined.
+    let count = |name: &str| {
+        v["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["point"] == name)
+            .and_then(|p| p["count"].as_u64())
+    };
+    assert_eq!(count("pthread_create"), Some(THREADS), "{v}");
+    assert_eq!(count("pthread_join"), Some(THREADS), "{v}");
+}

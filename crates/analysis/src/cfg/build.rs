@@ -6,6 +6,7 @@
 //! block begins.
 
 use super::jumptable::{self, Compare, Hint, Resolution, Slice};
+use super::tailcall::{self, FnView};
 use super::{Block, Body, EdgeKind, JumpTable, PackedEdge, TableId, TargetTag, Terminator};
 use crate::memory::CodeMemory;
 use iced_x86::{Instruction, Mnemonic, OpKind};
@@ -259,8 +260,12 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
     let mut tables: Vec<JumpTable> = Vec::new();
     let mut insn_bytes = 0u64;
     let mut may_return = false;
+    // Where each block's instructions start in `order` (a block takes the ones up to the
+    // next block's first).
+    let mut block_first: Vec<usize> = Vec::with_capacity(order.len());
     let mut i = 0;
     while i < order.len() {
+        block_first.push(i);
         let first = &insns[order[i].2 as usize];
         let mut b = Block {
             start: ImageAddr(first.addr()),
@@ -299,6 +304,41 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
     if blocks.is_empty() {
         // The entry does not decode: not code after all.
         return None;
+    }
+    // Step 3: unresolved indirect jumps that are tail calls (see `tailcall`).
+    let unresolved: Vec<usize> =
+        (0..blocks.len()).filter(|k| blocks[*k].term == Terminator::Unanalysable).collect();
+    if !unresolved.is_empty() {
+        block_first.push(order.len());
+        let index = |a: ImageAddr| blocks.binary_search_by_key(&a, |b| b.start).ok();
+        let view = FnView {
+            blocks: block_first
+                .windows(2)
+                .map(|w| {
+                    order[w[0]..w[1]]
+                        .iter()
+                        .map(|o| (&insns[o.2 as usize].insn, insns[o.2 as usize].clobbers))
+                        .collect()
+                })
+                .collect(),
+            succs: blocks
+                .iter()
+                .map(|b| {
+                    edges[b.edges.start as usize..b.edges.end as usize]
+                        .iter()
+                        .filter_map(|(_, t)| match t {
+                            RawTarget::Local(a) => index(*a),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .collect(),
+            foreign: seed.extra.iter().filter_map(|a| index(ImageAddr(*a))).collect(),
+            entry: index(seed.entry).unwrap_or(0),
+        };
+        for k in tailcall::indirect_tail_calls(&view, &unresolved) {
+            blocks[k].term = Terminator::IndirectTailCall;
+        }
     }
     let extent = match (blocks.first(), blocks.iter().map(|b| b.end().0).max()) {
         (Some(f), Some(end)) => f.start.0..end,
@@ -380,6 +420,9 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
     let mut run_hints: Vec<Hint> = Vec::new();
     let mut pending: Vec<Pending> = Vec::new();
     let mut boundaries: Option<Vec<u64>> = None;
+    // Stretches of the range where a gap may still hold code (step 1b): the whole range at
+    // first, then only what is left of the gaps the last round traversed from.
+    let mut open: Vec<Range<u64>> = vec![seed.bound.clone()];
     loop {
         while let Some((start, hint0)) = work.pop() {
             let mut a = start;
@@ -419,7 +462,13 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
                     resolution: None,
                 };
                 let cmp_now = match insn.mnemonic() {
-                    Mnemonic::Cmp => Compare::of(&insn, &[]),
+                    Mnemonic::Cmp => Compare::of(&insn, &[]).map(|c| {
+                        let before: Vec<(&Instruction, RegSet)> = run[..run.len() - 1]
+                            .iter()
+                            .map(|i| (&insns[*i as usize].insn, insns[*i as usize].clobbers))
+                            .collect();
+                        c.widened(&before)
+                    }),
                     Mnemonic::Sub => {
                         let before: Vec<&Instruction> =
                             run[..run.len() - 1].iter().map(|i| &insns[*i as usize].insn).collect();
@@ -546,7 +595,7 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
             .into_iter()
             .map(|(a, k)| (a, insns[k as usize].next(), k))
             .collect();
-        let gaps = if seed.sized { gap_starts(&order, seed, sc) } else { Vec::new() };
+        let gaps = if seed.sized { gap_starts(&order, &mut open, inner, sc) } else { Vec::new() };
         if gaps.is_empty() {
             return Traversal { insns, order, leaders, callees };
         }
@@ -717,35 +766,54 @@ fn undominated_tables(insns: &[Insn], leaders: &AddrBits) -> Vec<u64> {
         .collect()
 }
 
-/// The first instruction that is not padding in each stretch of the function's range that
-/// no decoded instruction covers.
-fn gap_starts(covered: &[(u64, u64, u32)], seed: &Seed, sc: &mut Scanner<'_>) -> Vec<u64> {
+/// The first instruction that is not padding in each stretch of the `open` parts of the
+/// function's range that no decoded instruction covers. A stretch that starts at another
+/// function's entry (`inner`, sorted: an unwind entry inside a symbol's range) is that
+/// function's code and is left alone. `open` becomes the stretches code was found in, from
+/// that code on: the rest stays padding (or another function's code) whatever the traversal
+/// from the new starts finds, so each round looks only where the last one found code, and the
+/// refill costs about one pass over the range rather than one per round.
+fn gap_starts(
+    covered: &[(u64, u64, u32)],
+    open: &mut Vec<Range<u64>>,
+    inner: &[u64],
+    sc: &mut Scanner<'_>,
+) -> Vec<u64> {
     let mut out = Vec::new();
-    let mut a = seed.bound.start;
-    let mut k = 0;
-    while a < seed.bound.end {
-        while k < covered.len() && covered[k].1 <= a {
-            k += 1;
-        }
-        if k < covered.len() && covered[k].0 <= a {
-            a = covered[k].1;
-            continue;
-        }
-        let gap_end = covered.get(k).map_or(seed.bound.end, |c| c.0.min(seed.bound.end));
-        while a < gap_end {
-            match sc.decode(ImageAddr(a)) {
-                Some(i) if is_filler(&i) => a = i.next_ip(),
-                Some(i) if i.next_ip() <= gap_end => {
-                    out.push(a);
+    let mut still_open = Vec::new();
+    for r in std::mem::take(open) {
+        let mut a = r.start;
+        // The first instruction that ends after `a`.
+        let mut k = covered.partition_point(|c| c.1 <= a);
+        while a < r.end {
+            while k < covered.len() && covered[k].1 <= a {
+                k += 1;
+            }
+            if k < covered.len() && covered[k].0 <= a {
+                a = covered[k].1;
+                continue;
+            }
+            let gap_end = covered.get(k).map_or(r.end, |c| c.0.min(r.end));
+            while a < gap_end {
+                if inner.binary_search(&a).is_ok() {
                     break;
                 }
-                // An instruction that would overlap decoded code, or bytes that do not
-                // decode: not code we can use.
-                _ => a += 1,
+                match sc.decode(ImageAddr(a)) {
+                    Some(i) if is_filler(&i) => a = i.next_ip(),
+                    Some(i) if i.next_ip() <= gap_end => {
+                        out.push(a);
+                        still_open.push(a..gap_end);
+                        break;
+                    }
+                    // An instruction that would overlap decoded code, or bytes that do not
+                    // decode: not code we can use.
+                    _ => a += 1,
+                }
             }
+            a = gap_end;
         }
-        a = gap_end;
     }
+    *open = still_open;
     out
 }
 

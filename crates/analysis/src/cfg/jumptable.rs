@@ -158,6 +158,50 @@ impl Compare {
     }
 }
 
+impl Compare {
+    /// A compare of a byte or word register bounds the whole register when the run last wrote
+    /// it by zero-extending a value no wider, directly or through register copies (`movzx
+    /// edx, byte [rdi]; mov rax, rdx; cmp al, 6; ja`, then `rax` indexes the table: sqlite's
+    /// record comparison). `before` is the run before the compare, with what each instruction
+    /// may write.
+    pub fn widened(self, before: &[(&Instruction, RegSet)]) -> Compare {
+        let Loc::Reg(mut g) = self.loc else { return self };
+        if self.width >= 4 {
+            return self;
+        }
+        let mut end = before.len();
+        while let Some(k) = (0..end).rev().find(|k| before[*k].1.contains(g)) {
+            let w = before[k].0;
+            let dst_full = w.op0_kind() == OpKind::Register
+                && w.op0_register().size() >= 4
+                && Gpr::from_iced(w.op0_register()) == Some(g);
+            if !dst_full {
+                return self;
+            }
+            match (w.mnemonic(), w.op1_kind()) {
+                (Mnemonic::Movzx, OpKind::Register | OpKind::Memory) => {
+                    let src = match w.op1_kind() {
+                        OpKind::Register => w.op1_register().size(),
+                        _ => w.memory_size().size(),
+                    };
+                    return if src > 0 && src <= self.width as usize {
+                        Compare { width: 8, ..self }
+                    } else {
+                        self
+                    };
+                }
+                (Mnemonic::Mov, OpKind::Register) if w.op1_register().size() >= 4 => {
+                    let Some(src) = Gpr::from_iced(w.op1_register()) else { return self };
+                    g = src;
+                    end = k;
+                }
+                _ => return self,
+            }
+        }
+        self
+    }
+}
+
 impl Hint {
     pub const NONE: Hint = Hint { loc: Loc::None, max: 0, width: 8, origin: 0 };
 
@@ -207,7 +251,12 @@ impl Hint {
                         (Mnemonic::Mov, Some(d)) if src >= 4 => {
                             return Hint::new(Loc::Reg(d), self.max, 8, self.origin)
                         }
-                        (Mnemonic::Movzx, Some(d)) if src == self.width => {
+                        // The low bytes were compared, or the whole register is bounded by
+                        // a value the low bytes hold whole.
+                        (Mnemonic::Movzx, Some(d))
+                            if src == self.width
+                                || (self.width >= 4 && self.max <= width_mask(src)) =>
+                        {
                             return Hint::new(Loc::Reg(d), self.max, 8, self.origin)
                         }
                         _ => {}

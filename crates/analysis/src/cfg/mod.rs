@@ -3,6 +3,7 @@
 
 pub(crate) mod build;
 mod jumptable;
+mod tailcall;
 
 use kerf_arch::x86_64::{FlagSet, RegSet};
 use kerf_arch::ImageAddr;
@@ -80,8 +81,10 @@ pub enum Terminator {
     IndirectCall,
     /// Jump to another function's entry.
     TailCall,
-    /// Jump through a single memory slot (PLT stubs, `jmp [rip+got]`) or a register that a
-    /// backward slice shows to be a function pointer loaded from one slot: leaves the function.
+    /// An indirect jump to another function's entry: through a single memory slot (PLT stubs,
+    /// `jmp [rip+got]`, `mov r,[rip+X]; jmp r`), or taken with the frame torn down (the stack
+    /// pointer at its entry value) through a function pointer (see `cfg/tailcall.rs`). The
+    /// unknown callee returns to this function's caller.
     IndirectTailCall,
     /// Indirect jump through a resolved jump table.
     JumpTable(TableId),
