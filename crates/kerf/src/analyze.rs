@@ -40,9 +40,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<(), String> {
     let t0 = Instant::now();
     let symbols = match &args.symbols {
-        Some(p) => Some(
-            std::fs::read_to_string(p).map_err(|e| format!("{}: {}", p.display(), io_msg(&e)))?,
-        ),
+        Some(p) => Some(kerf_session::read_text_file(p).map_err(|e| e.to_string())?),
         None => None,
     };
     let opts = LoadOptions { symbols, no_cache: args.no_cache, cache_dir: None };
@@ -97,14 +95,6 @@ pub fn run(args: Args) -> Result<(), String> {
         print!("{}", render_summary(&what, &images, seconds));
     }
     Ok(())
-}
-
-fn io_msg(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file".into(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
-        _ => e.to_string(),
-    }
 }
 
 /// All functions called `name` (or with it as an alias) in any image; an error suggesting

@@ -9,4 +9,6 @@ pub mod load;
 pub mod plan;
 pub mod spec;
 
-pub use load::{analyze_file, analyze_process, AnalyzedImage, LoadError, LoadOptions};
+pub use load::{
+    analyze_file, analyze_process, read_text_file, AnalyzedImage, LoadError, LoadOptions,
+};

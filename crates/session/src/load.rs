@@ -24,10 +24,21 @@ pub struct LoadOptions {
 /// Why a target could not be loaded. Each variant names what failed.
 #[derive(Debug)]
 pub enum LoadError {
-    Read { path: PathBuf, err: std::io::Error },
+    Read {
+        path: PathBuf,
+        err: std::io::Error,
+    },
+    /// A FIFO, socket or device: kerf analyses files, and opening some of these blocks.
+    NotRegular {
+        path: PathBuf,
+        what: &'static str,
+    },
     Image(ImageError),
     Target(TargetError),
-    Maps { pid: i32, detail: String },
+    Maps {
+        pid: i32,
+        detail: String,
+    },
 }
 
 impl std::fmt::Display for LoadError {
@@ -43,6 +54,9 @@ impl std::fmt::Display for LoadError {
                 }
                 _ => write!(f, "{}: {err}", path.display()),
             },
+            LoadError::NotRegular { path, what } => {
+                write!(f, "{}: not a regular file (a {what})", path.display())
+            }
             LoadError::Image(e) => write!(f, "{e}"),
             LoadError::Target(e) => write!(f, "{e}"),
             LoadError::Maps { pid, detail } => write!(f, "process {pid}: bad maps: {detail}"),
@@ -127,18 +141,64 @@ impl kerf_analysis::memory::CodeMemory for AnalyzedImage {
     }
 }
 
-/// The bytes of a file, mapped rather than read: a 100 MB library then costs page-cache
-/// pages the kernel already has instead of a fresh copy.
-fn map_file(path: &Path) -> std::io::Result<memmap2::Mmap> {
-    let f = std::fs::File::open(path)?;
-    if f.metadata()?.is_dir() {
-        return Err(std::io::Error::from_raw_os_error(21));
-    }
+/// Open `path` for reading if it is a regular file. The type is checked first with `stat`
+/// (opening a FIFO for reading waits for a writer), then again on what was opened,
+/// non-blocking, in case the path changed in between.
+fn open_regular(path: &Path) -> Result<std::fs::File, LoadError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let read_err = |err| LoadError::Read { path: path.into(), err };
+    let check = |m: std::fs::Metadata| -> Result<(), LoadError> {
+        if m.is_dir() {
+            return Err(read_err(std::io::Error::from_raw_os_error(libc::EISDIR)));
+        }
+        match file_kind(&m) {
+            None => Ok(()),
+            Some(what) => Err(LoadError::NotRegular { path: path.into(), what }),
+        }
+    };
+    check(std::fs::metadata(path).map_err(read_err)?)?;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(read_err)?;
+    check(f.metadata().map_err(read_err)?)?;
+    Ok(f)
+}
+
+/// The text of a regular file (a symbol file): see [`open_regular`].
+pub fn read_text_file(path: &Path) -> Result<String, LoadError> {
+    use std::io::Read;
+    let mut s = String::new();
+    open_regular(path)?
+        .read_to_string(&mut s)
+        .map_err(|err| LoadError::Read { path: path.into(), err })?;
+    Ok(s)
+}
+
+/// The bytes of a regular file, mapped rather than read: a 100 MB library then costs
+/// page-cache pages the kernel already has instead of a fresh copy.
+fn map_file(path: &Path) -> Result<memmap2::Mmap, LoadError> {
+    let f = open_regular(path)?;
     // SAFETY: the mapping is private and read-only. If another process truncates or rewrites
     // the file while kerf reads it, reads may see the new bytes or fault; kerf analyses
     // installed libraries and executables, which package managers replace by rename, not in
     // place, so the mapped inode does not change under it.
-    unsafe { memmap2::Mmap::map(&f) }
+    unsafe { memmap2::Mmap::map(&f) }.map_err(|err| LoadError::Read { path: path.into(), err })
+}
+
+/// What a file that is neither a regular file nor a directory is (`None` for a regular file).
+fn file_kind(m: &std::fs::Metadata) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = m.file_type();
+    match () {
+        _ if t.is_file() => None,
+        _ if t.is_fifo() => Some("FIFO"),
+        _ if t.is_socket() => Some("socket"),
+        _ if t.is_char_device() => Some("character device"),
+        _ if t.is_block_device() => Some("block device"),
+        _ => Some("special file"),
+    }
 }
 
 /// Read and analyse one image file. `display` is the name shown for it.
@@ -148,7 +208,7 @@ pub fn analyze_file(
     progress: &dyn Progress,
 ) -> Result<AnalyzedImage, LoadError> {
     let t0 = Instant::now();
-    let data = map_file(path).map_err(|err| LoadError::Read { path: path.into(), err })?;
+    let data = map_file(path)?;
     let bytes = std::sync::Arc::new(Bytes::Mapped(data));
     let data: &[u8] = &bytes;
     let name = path.display().to_string();
