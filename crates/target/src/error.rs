@@ -9,6 +9,10 @@ use std::path::PathBuf;
 pub enum TargetError {
     /// No process with this PID (or it exited while kerf was looking at it).
     NoSuchProcess { pid: i32 },
+    /// The PID names a kernel thread: it has no user-space code to instrument.
+    KernelThread { pid: i32 },
+    /// The process has exited and waits for its parent to reap it.
+    Zombie { pid: i32 },
     /// The kernel refused (EACCES/EPERM): reading another user's process needs root or
     /// ptrace access (see /proc/sys/kernel/yama/ptrace_scope).
     PermissionDenied { pid: i32, op: String },
@@ -63,6 +67,8 @@ impl TargetError {
     pub fn pid(&self) -> i32 {
         match self {
             TargetError::NoSuchProcess { pid }
+            | TargetError::KernelThread { pid }
+            | TargetError::Zombie { pid }
             | TargetError::PermissionDenied { pid, .. }
             | TargetError::Io { pid, .. }
             | TargetError::PtraceDenied { pid, .. }
@@ -88,6 +94,15 @@ impl fmt::Display for TargetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TargetError::NoSuchProcess { pid } => write!(f, "process {pid} does not exist"),
+            TargetError::KernelThread { pid } => write!(
+                f,
+                "process {pid} is a kernel thread: it has no user-space code (use --kernel for \
+                 the kernel)"
+            ),
+            TargetError::Zombie { pid } => write!(
+                f,
+                "process {pid} is a zombie: it has exited and its parent has not reaped it yet"
+            ),
             TargetError::PermissionDenied { op, .. } => {
                 write!(f, "no permission to {op} (need root or ptrace access)")
             }
