@@ -21,15 +21,21 @@ pub struct LiveArgs {
     /// Run probes only in this thread of the process.
     #[arg(long)]
     pub tid: Option<i32>,
-    /// Seconds between table updates.
-    #[arg(long, default_value_t = 1.0)]
+    /// Seconds between table updates (at least 0.05).
+    #[arg(long, default_value_t = 1.0, value_parser = seconds, value_name = "SECONDS")]
     pub interval: f64,
     /// Stop after this many seconds (default: until the target exits or Ctrl-C).
-    #[arg(long)]
+    #[arg(long, value_parser = seconds, value_name = "SECONDS")]
     pub duration: Option<f64>,
-    /// End with one JSON object summarising every point.
+    /// End with one JSON object summarising every point (instead of the final table).
     #[arg(long)]
     pub json: bool,
+    /// Write the summary (the JSON object, or the final table) to FILE. Without it the
+    /// summary and the live table go to stdout, except when kerf launches a command: that
+    /// command keeps stdout to itself, and kerf's output goes to stderr (the JSON object as
+    /// its last line).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
     /// Use this splice kind for every point (testing): jump5, jump2 or trap.
     #[arg(long, value_parser = ["jump5", "jump2", "trap"])]
     pub force_kind: Option<String>,
@@ -39,6 +45,26 @@ pub struct LiveArgs {
     /// Command to launch (held at its entry point until the probes are in): `-- CMD ARGS`.
     #[arg(last = true)]
     pub command: Vec<String>,
+}
+
+/// The longest `--duration` or `--interval` taken: about 31 years, far below what a
+/// `Duration` or an `Instant` can hold.
+const MAX_SECONDS: f64 = 1e9;
+
+/// A number of seconds for `--duration` and `--interval`, checked when the arguments are
+/// read, before anything is done to a target: finite, above zero, at most [`MAX_SECONDS`].
+pub(crate) fn seconds(text: &str) -> Result<f64, String> {
+    let v: f64 = text.trim().parse().map_err(|_| "not a number of seconds".to_string())?;
+    if !v.is_finite() {
+        return Err("not a finite number of seconds".into());
+    }
+    if v <= 0.0 {
+        return Err("must be more than 0 seconds".into());
+    }
+    if v > MAX_SECONDS {
+        return Err(format!("more than {MAX_SECONDS:e} seconds"));
+    }
+    Ok(v)
 }
 
 impl LiveArgs {
@@ -57,6 +83,55 @@ impl LiveArgs {
             Some("jump2") => Some(SpliceKind::Jump2),
             _ => None,
         }
+    }
+}
+
+/// Where one kind of kerf's output goes.
+enum Sink {
+    Stdout,
+    Stderr,
+    File(std::fs::File),
+}
+
+/// Where kerf writes the live table and the final summary (see `--output`): never into the
+/// stdout of a command it launched, which belongs to that command.
+pub struct Output {
+    live: Sink,
+    summary: Sink,
+}
+
+impl Output {
+    /// Open `--output` (before anything is done to a target, so that a bad path costs
+    /// nothing).
+    pub fn open(args: &LiveArgs) -> Result<Output, String> {
+        let ours = || if args.command.is_empty() { Sink::Stdout } else { Sink::Stderr };
+        let summary = match &args.output {
+            Some(p) => {
+                Sink::File(std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?)
+            }
+            None => ours(),
+        };
+        Ok(Output { live: ours(), summary })
+    }
+
+    fn write(sink: &mut Sink, text: &str) {
+        use std::io::Write;
+        // A closed pipe or a full disk ends nothing: the target must still be restored.
+        let _ = match sink {
+            Sink::Stdout => std::io::stdout().lock().write_all(text.as_bytes()),
+            Sink::Stderr => std::io::stderr().lock().write_all(text.as_bytes()),
+            Sink::File(f) => f.write_all(text.as_bytes()),
+        };
+    }
+
+    /// One update of the live table.
+    pub fn live(&mut self, text: &str) {
+        Output::write(&mut self.live, text);
+    }
+
+    /// The final summary.
+    pub fn summary(&mut self, text: &str) {
+        Output::write(&mut self.summary, text);
     }
 }
 

@@ -6,7 +6,7 @@
 
 use crate::live::{
     catch_signals, kernel_refused, kernel_spliced_line, process_refused, removal_outcome, resolve,
-    sample_loop, site_json, spliced_line, Installed, LiveArgs, Target,
+    sample_loop, site_json, spliced_line, Installed, LiveArgs, Output, Target,
 };
 use kerf_session::instrument::{tsc, Action, Instrumentation, Options, Probe};
 use kerf_session::kernel::{Kernel, KernelInstrumentation};
@@ -15,7 +15,11 @@ use kerf_session::AnalyzedImage;
 use serde_json::json;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::fmt::Write;
 use std::time::Instant;
+
+/// Rows of the live table: the busiest timers of the interval; the others are summed up.
+const TOP_ROWS: usize = 40;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -67,8 +71,9 @@ pub fn run(args: Args) -> Result<(), String> {
 /// the kernel.
 pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), String> {
     let specs: Vec<Spec> = functions.iter().map(|s| parse_function(s)).collect::<Result<_, _>>()?;
+    let mut out = Output::open(live)?;
     if live.kernel {
-        return time_kernel(live, &specs, callees);
+        return time_kernel(live, &specs, callees, &mut out);
     }
     let mut target = Target::open(live)?;
     let (mut probes, mut timed) = timer_probes(&target.modules, &specs)?;
@@ -88,26 +93,31 @@ pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), 
     let mut table = Table::new(&timed, inst.installed_at);
     let why = target.sample(live, || {
         if !live.json {
-            table.print(&inst);
+            out.live(&table.render(&inst));
         }
     });
     let (summary, extra) = summarize(&inst, &timed);
     let (pause, batch_pause) = (inst.longest_pause, inst.longest_splice_pause);
     let removal = inst.remove();
     target.finish();
-    let mut v = json!({"pid": target.pid, "stopped": why, "functions": summary, "points": summary,
+    let mut v = json!({"pid": target.pid, "stopped": why, "functions": summary,
            "refused": refused,
            "longest_pause_us": pause.as_micros() as u64,
            "longest_splice_pause_us": batch_pause.as_micros() as u64,
            "splice_seconds": splice_time.as_secs_f64(),
            "seconds": target.started.elapsed().as_secs_f64()});
     merge(&mut v, extra);
-    report(live.json, &why, &v);
+    report(&mut out, live.json, &why, &v);
     removal_outcome(removal, target.pid)
 }
 
 /// `kerf time --kernel`: the same through kerf's driver.
-fn time_kernel(live: &LiveArgs, specs: &[Spec], callees: bool) -> Result<(), String> {
+fn time_kernel(
+    live: &LiveArgs,
+    specs: &[Spec],
+    callees: bool,
+    out: &mut Output,
+) -> Result<(), String> {
     let started = Instant::now();
     let kernel = Kernel::open(true, &kerf_analysis::Quiet)?;
     let (mut probes, mut timed) = timer_probes(&kernel.images, specs)?;
@@ -128,18 +138,18 @@ fn time_kernel(live: &LiveArgs, specs: &[Spec], callees: bool) -> Result<(), Str
         || None,
         || {
             if !live.json {
-                table.print(&inst);
+                out.live(&table.render(&inst));
             }
         },
     );
     let (summary, extra) = summarize(&inst, &timed);
     let splice_seconds = inst.splice_time.as_secs_f64();
     let removal = inst.remove();
-    let mut v = json!({"kernel": true, "stopped": why, "functions": summary, "points": summary,
+    let mut v = json!({"kernel": true, "stopped": why, "functions": summary,
            "refused": refused, "splice_seconds": splice_seconds,
            "seconds": started.elapsed().as_secs_f64()});
     merge(&mut v, extra);
-    report(live.json, &why, &v);
+    report(out, live.json, &why, &v);
     removal.map_err(|e| format!("restoring the kernel: {e}"))
 }
 
@@ -155,8 +165,9 @@ fn warn_no_exits(timed: &[Timed]) {
     }
 }
 
-/// The live table: per interval, each timer's calls, time per outermost call, time per
-/// second and threads inside.
+/// The live table: per interval, each timer that ran in it (calls, or threads inside), the
+/// busiest first (at most `TOP_ROWS`), with its calls, time per outermost call, time per
+/// second and threads inside; one line sums up the others.
 struct Table<'a> {
     timed: &'a [Timed],
     since: (u64, Instant),
@@ -170,30 +181,45 @@ impl<'a> Table<'a> {
         Table { timed, since, last_at: since, last: vec![(0, 0, 0); timed.len()] }
     }
 
-    fn print(&mut self, inst: &dyn Installed) {
+    fn render(&mut self, inst: &dyn Installed) -> String {
         let now = (tsc(), Instant::now());
         let hz = ticks_per_ns(self.since, now);
-        let secs = now.1.duration_since(self.last_at.1).as_secs_f64();
-        println!(
-            "{:>12} {:>12} {:>12} {:>8}  function",
-            "calls/s", "avg/call", "time/s", "threads"
-        );
+        let secs = now.1.duration_since(self.last_at.1).as_secs_f64().max(1e-9);
+        let mut rows = Vec::new();
+        let mut idle = 0usize;
         for (k, f) in self.timed.iter().enumerate() {
             let s = inst.timer(k, now.0);
             let (calls, ns) = (s.calls - self.last[k].0, (s.cycles as f64 / hz) as u64);
             let outer = s.outer - self.last[k].2;
             let dns = ns.saturating_sub(self.last[k].1);
-            println!(
-                "{:>12.0} {:>12} {:>12} {:>8.2}  {}",
+            self.last[k] = (s.calls, ns, s.outer);
+            if calls == 0 && s.inside == 0 {
+                idle += 1;
+                continue;
+            }
+            let row = format!(
+                "{:>12.0} {:>12} {:>12} {:>8.2}  {}\n",
                 calls as f64 / secs,
                 if outer > 0 { fmt_ns(dns as f64 / outer as f64) } else { "-".into() },
                 fmt_ns(dns as f64 / secs),
                 dns as f64 / (secs * 1e9),
                 f.name
             );
-            self.last[k] = (s.calls, ns, s.outer);
+            rows.push((dns, row));
         }
         self.last_at = now;
+        rows.sort_by(|a, b| b.0.cmp(&a.0));
+        let mut t = format!(
+            "{:>12} {:>12} {:>12} {:>8}  function\n",
+            "calls/s", "avg/call", "time/s", "threads"
+        );
+        for (_, row) in rows.iter().take(TOP_ROWS) {
+            t.push_str(row);
+        }
+        let more = rows.len().saturating_sub(TOP_ROWS);
+        let more = if more > 0 { format!("{more} more ran, ") } else { String::new() };
+        let _ = writeln!(t, "{:>12}  ({more}{idle} functions idle)", "");
+        t
     }
 }
 
@@ -237,18 +263,20 @@ fn summarize(inst: &dyn Installed, timed: &[Timed]) -> (Vec<Value>, Value) {
     (summary, json!({"timed_seconds": elapsed_ns / 1e9, "tsc_ghz": hz}))
 }
 
-fn report(json_out: bool, why: &str, v: &Value) {
+fn report(out: &mut Output, json_out: bool, why: &str, v: &Value) {
     if json_out {
-        println!("{v}");
+        out.summary(&format!("{v}\n"));
         return;
     }
     eprintln!("kerf: {why}");
-    println!("{:>12} {:>12} {:>12} {:>8}  function", "calls", "total", "avg/call", "threads");
+    let mut t =
+        format!("{:>12} {:>12} {:>12} {:>8}  function\n", "calls", "total", "avg/call", "threads");
     for v in v["functions"].as_array().into_iter().flatten() {
         let calls = v["calls"].as_u64().unwrap_or(0);
         let total = v["total_ns"].as_u64().unwrap_or(0) as f64;
         let avg = v["avg_ns"].as_f64().unwrap_or(0.0);
-        println!(
+        let _ = writeln!(
+            t,
             "{calls:>12} {:>12} {:>12} {:>8.2}  {} ({} {})",
             fmt_ns(total),
             if avg > 0.0 { fmt_ns(avg) } else { "-".into() },
@@ -258,6 +286,7 @@ fn report(json_out: bool, why: &str, v: &Value) {
             v["address"].as_str().unwrap_or("")
         );
     }
+    out.summary(&t);
 }
 
 /// A timer per function: a start probe at its entry and a stop probe at each exit.

@@ -235,23 +235,26 @@ fn bad_input_is_a_clear_error_and_leaves_the_target_alone() {
     count_error(pid, &["branchy"], "does not exist");
 }
 
-#[test]
-fn launch_mode_counts_in_the_command_it_starts() {
-    let bin = build("-O2", "launch");
-    let mut args: Vec<std::ffi::OsString> =
-        ["--json", "branchy", "switchy", "main", "--"].iter().map(Into::into).collect();
-    args.push(bin.clone().into());
-    args.extend([THREADS.to_string().into(), ITERS.to_string().into()]);
-    let (mut k, line) = common::spawn_count(&args, "count-cache");
-    // "kerf: N points spliced in process PID (...)"
-    let pid: i32 = line
-        .split("in process ")
+/// The pid in kerf's "N points spliced in process PID (...)" line.
+fn spliced_pid(line: &str) -> i32 {
+    line.split("in process ")
         .nth(1)
         .and_then(|r| r.split_whitespace().next())
         .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no pid in {line:?}"));
-    // The command's own output comes first (it shares kerf's stdout): release it once it has
-    // set up its "go" signal, then the summary comes last.
+        .unwrap_or_else(|| panic!("no pid in {line:?}"))
+}
+
+/// Launch the fixture under `kerf count --json EXTRA branchy switchy main -- FIXTURE`,
+/// release it once it is ready, and return kerf's stdout (the command's own output: kerf
+/// writes nothing there when it launches a command), the rest of its stderr, and its status.
+fn launch_counted(bin: &Path, extra: &[&str]) -> (String, String, std::process::ExitStatus) {
+    let mut args: Vec<std::ffi::OsString> = vec!["--json".into()];
+    args.extend(extra.iter().map(Into::into));
+    args.extend(["branchy", "switchy", "main", "--"].iter().map(Into::into));
+    args.push(bin.into());
+    args.extend([THREADS.to_string().into(), ITERS.to_string().into()]);
+    let (mut k, line, err) = common::spawn_kerf_stderr("count", &args, "count-cache");
+    let pid = spliced_pid(&line);
     let mut out = BufReader::new(k.stdout.take().unwrap());
     let mut text = String::new();
     while !text.contains("ready") {
@@ -260,15 +263,48 @@ fn launch_mode_counts_in_the_command_it_starts() {
     assert!(Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap().success());
     out.read_to_string(&mut text).unwrap();
     let status = k.wait().unwrap();
-    assert!(status.success(), "kerf failed: {text}");
-    assert!(text.contains("checksum "), "{text}");
-    let v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
-    let n = counts(&v);
+    (text, err.join().unwrap(), status)
+}
+
+fn check_launch_counts(v: &Value) {
+    let n = counts(v);
     assert_eq!(n["branchy"].0, THREADS * ITERS, "{v}");
     assert_eq!(n["switchy"].0, THREADS * ITERS, "{v}");
     // The command is held at its entry point until the probes are in: main's one call counts.
     assert_eq!(n["main"].0, 1, "{v}");
     assert!(v["stopped"].as_str().unwrap().contains("exited"), "{v}");
+}
+
+/// A launched command keeps its stdout to itself: kerf's output (here the JSON summary, the
+/// last line of its stderr) never mixes with the program's, which is exactly what an
+/// uninstrumented run prints.
+#[test]
+fn launch_mode_counts_in_the_command_it_starts() {
+    let bin = build("-O2", "launch");
+    let (stdout, stderr, status) = launch_counted(&bin, &[]);
+    assert!(status.success(), "kerf failed: {stderr}");
+    // The pid line differs from run to run; the rest is what start() and
+    // reference_output() read of an uninstrumented run.
+    let pid_line = stdout.lines().next().unwrap().to_string();
+    assert!(pid_line.starts_with("pid "), "{stdout}");
+    let expected = format!("{pid_line}\nready\n{}", reference_output(&bin));
+    assert_eq!(stdout, expected, "kerf wrote into the command's stdout");
+    let v: Value = serde_json::from_str(stderr.lines().last().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: no JSON at the end of stderr: {stderr}"));
+    check_launch_counts(&v);
+}
+
+/// `-o FILE` puts the summary in a file, and nothing of kerf's in either stream.
+#[test]
+fn output_file_takes_the_summary() {
+    let bin = build("-O2", "launch-o");
+    let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("launch-o.json");
+    let _ = std::fs::remove_file(&file);
+    let (stdout, stderr, status) = launch_counted(&bin, &["-o", file.to_str().unwrap()]);
+    assert!(status.success(), "kerf failed: {stderr}");
+    assert!(!stdout.contains('{') && !stderr.contains('{'), "{stdout}\n{stderr}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    check_launch_counts(&v);
 }
 
 /// Springboards in run-once start-up code: `near_start` sits in .text.startup, which GNU ld
@@ -304,4 +340,139 @@ fn springboards_in_start_up_code_once_the_program_is_past_it() {
             assert!(count(p) > 0, "{}: {v}", p["point"]);
         }
     }
+}
+
+/// Run `kerf count ARGS` to its end (with the test's cache).
+fn kerf_count_output(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .arg("count")
+        .args(args)
+        .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("count-cache"))
+        .output()
+        .unwrap()
+}
+
+/// NaN, infinite, overflowing, zero and negative durations and intervals are refused when
+/// the arguments are read: no panic, and nothing is done to the target (its maps are as
+/// they were: no heap mapped, nothing spliced).
+#[test]
+fn nonsense_durations_and_intervals_are_refused_before_attaching() {
+    let bin = build("-O2", "durations");
+    let (mut c, pid, out) = start(&bin, false);
+    let _reaper = Reaper(pid);
+    let maps_before = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let pid_s = pid.to_string();
+    for (opt, value) in [
+        ("--duration", "nan"),
+        ("--duration", "inf"),
+        ("--duration", "1e309"),
+        ("--duration", "-1"),
+        ("--duration", "0"),
+        ("--duration", "1e300"),
+        ("--interval", "1e309"),
+        ("--interval", "nan"),
+        ("--interval", "0"),
+        ("--interval", "-2"),
+        ("--interval", "1e300"),
+    ] {
+        let arg = format!("{opt}={value}");
+        let o = kerf_count_output(&["-p", &pid_s, "branchy", &arg]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{arg} accepted: {err}");
+        assert!(!err.contains("panicked") && !err.contains("backtrace"), "{arg}: {err}");
+        assert!(err.contains(opt) && err.contains(value), "{arg}: {err}");
+        assert!(!err.contains("spliced"), "{arg} was checked after splicing: {err}");
+    }
+    assert_eq!(std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap(), maps_before);
+    assert!(Command::new("kill").args(["-USR1", &pid_s]).status().unwrap().success());
+    assert!(rest(out).contains("checksum"));
+    assert!(c.wait().unwrap().success());
+}
+
+/// A PID that names no process kerf can instrument is described before anything else is
+/// tried: a kernel thread, a zombie, a process that is gone.
+#[test]
+fn bad_pids_say_what_the_process_is() {
+    // kthreadd is PID 2 on every Linux system.
+    let o = kerf_count_output(&["-p", "2", "libc:malloc"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("process 2 is a kernel thread"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // A child this test does not reap is a zombie until it does.
+    let mut z = Command::new("true").spawn().unwrap();
+    let zpid = z.id().to_string();
+    let stat = || std::fs::read_to_string(format!("/proc/{zpid}/stat")).unwrap_or_default();
+    while !stat().contains(") Z ") {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let o = kerf_count_output(&["-p", &zpid, "libc:malloc"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains(&format!("process {zpid} is a zombie")), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    z.wait().unwrap();
+    let o = kerf_count_output(&["-p", &zpid, "libc:malloc"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("process {zpid} does not exist")), "{err}");
+    // The same for analyze, which reads the process's modules.
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf")).args(["analyze", "-p", "2"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("process 2 is a kernel thread"), "{err}");
+}
+
+/// Globs leave out PLT stubs: a stub only jumps to its function, so counting it repeats
+/// that function's count. An exact name still names one.
+#[test]
+fn globs_leave_out_plt_stubs() {
+    let bin = build("-O2", "plt");
+    let (mut c, pid, out) = start(&bin, false);
+    let _reaper = Reaper(pid);
+    let pid_s = pid.to_string();
+    let o = kerf_count_output(&["-p", &pid_s, "--json", "--duration", "0.3", "counted-O2-plt:*"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> =
+        v["points"].as_array().unwrap().iter().map(|p| p["point"].as_str().unwrap()).collect();
+    assert!(names.contains(&"branchy") && names.contains(&"main"), "{names:?}");
+    assert!(!names.iter().any(|n| n.ends_with("@plt")), "{names:?}");
+    let o = kerf_count_output(&["-p", &pid_s, "--json", "--duration", "0.3", "usleep@plt"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["points"][0]["point"], "usleep@plt", "{v}");
+    assert!(Command::new("kill").args(["-USR1", &pid_s]).status().unwrap().success());
+    assert!(rest(out).contains("checksum"));
+    assert!(c.wait().unwrap().success());
+}
+
+/// The live table lists the points that ran in the interval, not every point: before "go"
+/// only the spinning threads' `spin_point` runs, and the other points are summed up in one
+/// line per interval.
+#[test]
+fn live_table_shows_only_points_that_ran() {
+    let bin = build("-O2", "table");
+    let (mut c, pid, out) = start(&bin, false);
+    let _reaper = Reaper(pid);
+    let pid_s = pid.to_string();
+    let o = kerf_count_output(&[
+        "-p",
+        &pid_s,
+        "--interval",
+        "0.2",
+        "--duration",
+        "1.1",
+        "counted-O2-table:*",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = String::from_utf8_lossy(&o.stdout);
+    let ticks = table.matches("spin_point").count() - 1;
+    assert!(ticks >= 3, "spin_point once per interval and in the final table:\n{table}");
+    // branchy and switchy never ran: only the final table names them.
+    for idle in ["branchy", "switchy"] {
+        assert_eq!(table.matches(idle).count(), 1, "{idle}:\n{table}");
+    }
+    assert!(table.matches("idle").count() >= ticks, "no line for the idle points:\n{table}");
+    assert!(Command::new("kill").args(["-USR1", &pid_s]).status().unwrap().success());
+    assert!(rest(out).contains("checksum"));
+    assert!(c.wait().unwrap().success());
 }

@@ -209,3 +209,17 @@ fn callees_show_where_a_functions_time_goes() {
     let (inner, outer) = (s["total_ns"].as_u64().unwrap(), w["total_ns"].as_u64().unwrap());
     assert!(inner <= outer && inner * 100 >= outer * 95, "{inner} of {outer}: {v}");
 }
+
+/// `--json` lists each timed function once: no second list repeats the same records.
+#[test]
+fn json_has_one_record_per_function() {
+    let (v, _, _, _) = run("time", &["wait_ms", "nest"], None, "records");
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for list in v.as_object().unwrap().values().filter_map(Value::as_array) {
+        for r in list.iter().filter_map(|r| r["function"].as_str()) {
+            *seen.entry(r.to_string()).or_default() += 1;
+        }
+    }
+    assert_eq!(seen.get("wait_ms"), Some(&1), "{v}");
+    assert_eq!(seen.get("nest"), Some(&1), "{v}");
+}

@@ -135,6 +135,13 @@ pub fn glob(pat: &str, s: &str) -> bool {
     pi == p.len()
 }
 
+/// Whether a glob takes function `name`. A PLT stub (`name@plt`) only jumps to its function,
+/// so counting it repeats that function's count: globs leave stubs out unless the pattern
+/// itself asks for them (`*@plt`); an exact name still names one.
+fn glob_hit(pattern: &str, name: &str) -> bool {
+    glob(pattern, name) && (!name.ends_with("@plt") || pattern.ends_with("@plt"))
+}
+
 /// A resolved instrumentation point.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Point {
@@ -205,7 +212,7 @@ pub fn resolve(
                     let cfg = &modules[m].1.cfg;
                     for (i, fun) in cfg.functions.iter().enumerate() {
                         let hit = if is_glob {
-                            glob(pattern, &fun.name)
+                            glob_hit(pattern, &fun.name)
                         } else {
                             fun.name == *pattern || fun.aliases.iter().any(|a| a == pattern)
                         };
@@ -426,5 +433,10 @@ mod tests {
         assert!(!glob("open", "fopen"));
         assert!(glob("f?o*", "fooooo"));
         assert!(!glob("*open", "opener"));
+        assert!(glob_hit("*open*", "fopen64"));
+        assert!(!glob_hit("*open*", "fopen@plt"));
+        assert!(!glob_hit("*", "malloc@plt"));
+        assert!(glob_hit("*@plt", "malloc@plt"));
+        assert!(glob_hit("malloc*@plt", "malloc@plt"));
     }
 }
