@@ -81,7 +81,7 @@ fn counters(points: Vec<spec::Point>) -> Vec<Probe> {
 fn count_kernel(live: &LiveArgs, specs: &[spec::Spec], out: &mut Output) -> Result<(), String> {
     let started = Instant::now();
     let kernel = Kernel::open(true, &kerf_analysis::Quiet)?;
-    let probes = counters(resolve(&kernel.images, specs)?);
+    let probes = counters(resolve(&kernel.images, &[], specs)?);
     catch_signals();
     let opts = live.kernel_options();
     let inst =

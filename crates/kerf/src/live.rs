@@ -7,7 +7,7 @@ use kerf_patch::SpliceKind;
 use kerf_session::instrument::{InstrumentError, Instrumentation, Removed, Site};
 use kerf_session::kernel::KernelInstrumentation;
 use kerf_session::spec::{self, Point, Spec};
-use kerf_session::{analyze_process, AnalyzedImage, LoadOptions};
+use kerf_session::{analyze_process, process_aliases, AnalyzedImage, LoadOptions};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -161,6 +161,8 @@ pub struct Target {
     hold: Option<kerf_target::ptrace::EntryHold>,
     pub started: Instant,
     pub modules: Vec<AnalyzedImage>,
+    /// Further names of each module (see `process_aliases`).
+    pub aliases: Vec<Vec<String>>,
 }
 
 impl Target {
@@ -169,13 +171,27 @@ impl Target {
     pub fn open(args: &LiveArgs) -> Result<Target, String> {
         let started = Instant::now();
         let mut t = match (args.pid, args.command.is_empty()) {
-            (Some(pid), _) => Target { pid, child: None, hold: None, started, modules: Vec::new() },
+            (Some(pid), _) => Target {
+                pid,
+                child: None,
+                hold: None,
+                started,
+                modules: Vec::new(),
+                aliases: Vec::new(),
+            },
             (None, false) => {
                 let (c, hold) =
                     kerf_target::ptrace::spawn_at_entry(&args.command, Duration::from_secs(10))
                         .map_err(|e| e.to_string())?;
                 let pid = c.id() as i32;
-                Target { pid, child: Some(c), hold: Some(hold), started, modules: Vec::new() }
+                Target {
+                    pid,
+                    child: Some(c),
+                    hold: Some(hold),
+                    started,
+                    modules: Vec::new(),
+                    aliases: Vec::new(),
+                }
             }
             (None, true) => return Err("give -p PID or a command after --".into()),
         };
@@ -183,6 +199,7 @@ impl Target {
         t.modules = analyze_process(t.pid, &LoadOptions::default(), &kerf_analysis::Quiet)
             .map_err(|e| e.to_string())?
             .0;
+        t.aliases = process_aliases(t.pid, args.command.first().map(String::as_str), &t.modules);
         Ok(t)
     }
 
@@ -197,7 +214,7 @@ impl Target {
 
     /// Resolve spec texts against the process's modules.
     pub fn resolve(&self, specs: &[Spec]) -> Result<Vec<Point>, String> {
-        resolve(&self.modules, specs)
+        resolve(&self.modules, &self.aliases, specs)
     }
 
     /// Why the target is gone, if it is.
@@ -243,8 +260,13 @@ impl Drop for Target {
     }
 }
 
-/// Resolve spec texts against analysed images (a process's modules or the kernel's).
-pub fn resolve(images: &[AnalyzedImage], specs: &[Spec]) -> Result<Vec<Point>, String> {
+/// Resolve spec texts against analysed images (a process's modules or the kernel's), which
+/// also answer to `aliases` (per image; may be empty).
+pub fn resolve(
+    images: &[AnalyzedImage],
+    aliases: &[Vec<String>],
+    specs: &[Spec],
+) -> Result<Vec<Point>, String> {
     let named: Vec<(&str, &kerf_analysis::Analysis)> =
         images.iter().map(|m| (m.analysis.image.as_str(), &m.analysis)).collect();
     let reader = |m: usize, a: kerf_arch::ImageAddr| {
@@ -252,7 +274,7 @@ pub fn resolve(images: &[AnalyzedImage], specs: &[Spec]) -> Result<Vec<Point>, S
         let off = (a.0 - base.0) as usize;
         Some((a, bytes.get(off..(off + 4096).min(bytes.len()))?.to_vec()))
     };
-    spec::resolve(specs, &named, &reader).map_err(|e| e.to_string())
+    spec::resolve_with_aliases(specs, &named, aliases, &reader).map_err(|e| e.to_string())
 }
 
 /// Call `tick` every interval until the duration (counted from `started`) is reached, `gone`

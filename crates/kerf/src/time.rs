@@ -76,7 +76,7 @@ pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), 
         return time_kernel(live, &specs, callees, &mut out);
     }
     let mut target = Target::open(live)?;
-    let (mut probes, mut timed) = timer_probes(&target.modules, &specs)?;
+    let (mut probes, mut timed) = timer_probes(&target.modules, &target.aliases, &specs)?;
     if callees {
         callee_probes(&target.modules, &mut probes, &mut timed);
     }
@@ -120,7 +120,7 @@ fn time_kernel(
 ) -> Result<(), String> {
     let started = Instant::now();
     let kernel = Kernel::open(true, &kerf_analysis::Quiet)?;
-    let (mut probes, mut timed) = timer_probes(&kernel.images, specs)?;
+    let (mut probes, mut timed) = timer_probes(&kernel.images, &[], specs)?;
     if callees {
         callee_probes(&kernel.images, &mut probes, &mut timed);
     }
@@ -292,13 +292,14 @@ fn report(out: &mut Output, json_out: bool, why: &str, v: &Value) {
 /// A timer per function: a start probe at its entry and a stop probe at each exit.
 fn timer_probes(
     images: &[AnalyzedImage],
+    aliases: &[Vec<String>],
     specs: &[Spec],
 ) -> Result<(Vec<Probe>, Vec<Timed>), String> {
     let mut probes = Vec::new();
     let mut timed: Vec<Timed> = Vec::new();
     let mut by_func: HashMap<(usize, u32), usize> = HashMap::new();
     for s in specs {
-        for point in resolve(images, std::slice::from_ref(s))? {
+        for point in resolve(images, aliases, std::slice::from_ref(s))? {
             let key = (point.module, point.func.0);
             if by_func.contains_key(&key) {
                 continue;
@@ -327,7 +328,7 @@ fn timer_probes(
         };
         // A function without a return or tail call (it loops forever or only ends the
         // program) has no exits; resolving them then fails, which is not an error here.
-        for point in resolve(images, &[exits]).unwrap_or_default() {
+        for point in resolve(images, aliases, &[exits]).unwrap_or_default() {
             if let Some(&t) = by_func.get(&(point.module, point.func.0)) {
                 timed[t].exits.push(probes.len());
                 probes.push(Probe { point, action: Action::TimerStop(t) });

@@ -476,3 +476,46 @@ fn live_table_shows_only_points_that_ran() {
     assert!(rest(out).contains("checksum"));
     assert!(c.wait().unwrap().success());
 }
+
+/// A module is named the way a user thinks of it: a program started through a symlink
+/// (Debian's /usr/bin/redis-server is one, to redis-check-rdb) answers to the name it was
+/// run as and to that path, as well as to its file's name; `exe` is the main executable.
+#[test]
+fn modules_answer_to_the_name_the_program_was_run_as() {
+    let bin = build("-O2", "alias");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("alias");
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = dir.join("aliased-prog");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&bin, &link).unwrap();
+    let (mut c, pid, out) = start(&link, false);
+    let _reaper = Reaper(pid);
+    let pid_s = pid.to_string();
+    let link_s = link.to_str().unwrap();
+    let o = kerf_count_output(&[
+        "-p",
+        &pid_s,
+        "--json",
+        "--duration",
+        "0.3",
+        "aliased-prog:branchy",
+        "exe:switchy",
+        &format!("{link_s}:leaf"),
+        &format!("{}:recurse", bin.to_str().unwrap()),
+        "counted-O2-alias:spin_point",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let n = counts(&v);
+    for f in ["branchy", "switchy", "leaf", "recurse", "spin_point"] {
+        assert!(n.contains_key(f), "{f}: {v}");
+    }
+    // An unknown module's error lists the names a module may be given.
+    let o = kerf_count_output(&["-p", &pid_s, "nosuch:branchy"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("aliased-prog") && err.contains("exe"), "{err}");
+    assert!(Command::new("kill").args(["-USR1", &pid_s]).status().unwrap().success());
+    assert!(rest(out).contains("checksum"));
+    assert!(c.wait().unwrap().success());
+}

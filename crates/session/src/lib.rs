@@ -10,5 +10,6 @@ pub mod plan;
 pub mod spec;
 
 pub use load::{
-    analyze_file, analyze_process, read_text_file, AnalyzedImage, LoadError, LoadOptions,
+    analyze_file, analyze_process, process_aliases, read_text_file, AnalyzedImage, LoadError,
+    LoadOptions,
 };

@@ -291,3 +291,38 @@ pub fn analyze_process(
     }
     Ok((out, skipped))
 }
+
+/// Further names of the modules of process `pid` (`images` as [`analyze_process`] returned
+/// them), for [`crate::spec::resolve_with_aliases`]: the main executable answers to
+/// [`crate::spec::EXE_ALIAS`], to the name it was run as (`argv[0]` and its file name, and
+/// /proc/PID/comm) and to `launched_as` (the command kerf started). A program started
+/// through a symlink (Debian's `redis-server`, a link to `redis-check-rdb`) is mapped under
+/// its target's name, which is not what its users type.
+pub fn process_aliases(
+    pid: i32,
+    launched_as: Option<&str>,
+    images: &[AnalyzedImage],
+) -> Vec<Vec<String>> {
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    let exe = std::fs::read_link(proc.join("exe")).ok();
+    let exe = exe.as_ref().and_then(|p| p.to_str()).map(|p| p.trim_end_matches(" (deleted)"));
+    // The kernel maps the main executable first; /proc/PID/exe says which it is.
+    let main = images.iter().position(|m| Some(m.analysis.image.as_str()) == exe).unwrap_or(0);
+    let cmdline = std::fs::read(proc.join("cmdline")).unwrap_or_default();
+    let argv0 = cmdline.split(|&b| b == 0).next().map(|a| String::from_utf8_lossy(a).into_owned());
+    let comm = std::fs::read_to_string(proc.join("comm")).ok().map(|c| c.trim_end().to_string());
+    let mut names = vec![crate::spec::EXE_ALIAS.to_string()];
+    for n in [argv0.as_deref(), launched_as].into_iter().flatten() {
+        names.push(n.to_string());
+        names.push(crate::spec::module_name(n).to_string());
+    }
+    names.extend(comm);
+    names.retain(|n| !n.is_empty());
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(n.clone()));
+    let mut out = vec![Vec::new(); images.len()];
+    if let Some(v) = out.get_mut(main) {
+        *v = names;
+    }
+    out
+}
