@@ -519,3 +519,35 @@ fn modules_answer_to_the_name_the_program_was_run_as() {
     assert!(rest(out).contains("checksum"));
     assert!(c.wait().unwrap().success());
 }
+
+/// kerf's code heap is mapped read-execute, not writable: kerf writes it through
+/// /proc/PID/mem, and nothing in the target stores to it (the trap dispatcher included,
+/// whose counts must still be exact).
+#[test]
+fn code_heap_is_not_writable() {
+    let bin = build("-O2", "rx");
+    let (mut c, pid, out) = start(&bin, false);
+    let _reaper = Reaper(pid);
+    let maps = || std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let before = maps();
+    let k = kerf_count(pid, &["branchy", "leaf", "--force-kind", "trap"]);
+    let during = maps();
+    // New anonymous executable mappings are kerf's.
+    let heaps: Vec<&str> = during
+        .lines()
+        .filter(|l| !before.contains(*l))
+        .filter(|l| l.split_whitespace().nth(1).is_some_and(|p| p.contains('x')))
+        .collect();
+    assert!(!heaps.is_empty(), "no code heap in:\n{during}");
+    for h in &heaps {
+        assert_eq!(h.split_whitespace().nth(1), Some("r-xp"), "{h}");
+    }
+    assert!(!during.contains("rwxp"), "{during}");
+    assert!(Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap().success());
+    assert!(rest(out).contains("checksum"));
+    assert!(c.wait().unwrap().success());
+    let ko = k.wait_with_output().unwrap();
+    assert!(ko.status.success(), "{}", String::from_utf8_lossy(&ko.stderr));
+    let v: Value = serde_json::from_slice(&ko.stdout).unwrap();
+    assert_eq!(counts(&v)["branchy"], (THREADS * ITERS, "trap".to_string()), "{v}");
+}

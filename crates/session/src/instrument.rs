@@ -8,6 +8,9 @@
 //! +0                     thread table (codegen::timer), used by timers and --tid
 //! +THREAD_TABLE_LEN      timer blocks, TIMER_LEN bytes each
 //! then                   counters, one 64-byte line each
+//! last 64 bytes          a `struct sigaction` and room for the old one, which the kernel
+//!                        reads and writes when kerf injects `rt_sigaction` (the code heap
+//!                        is read-execute only)
 //! ```
 
 use crate::load::AnalyzedImage;
@@ -29,8 +32,11 @@ const TIMER_PATCH: u64 = 192;
 /// Bytes of data heap per point: one cache line, so threads counting different points do not
 /// share one.
 const DATA_SLOT: usize = 64;
-/// Room for the trap dispatcher's code and a `struct sigaction` scratch area.
+/// Room for the trap dispatcher's code.
 const DISPATCHER_ROOM: u64 = 1024;
+/// Bytes at the end of each data heap for the `rt_sigaction` calls kerf injects: the new
+/// action and the old one, 32 bytes each (the kernel's `struct sigaction`).
+const SIGACTION_SCRATCH: usize = 64;
 /// Stack bytes above each thread's `rsp` searched for return addresses into displaced bytes.
 const STACK_SCAN: usize = 16 * 1024;
 /// Tries before a point whose bytes some thread keeps sitting in is given up.
@@ -39,7 +45,11 @@ const MAX_TRIES: usize = 200;
 /// batch must keep the target's pause well under a millisecond (DESIGN.md §4).
 const BATCH: usize = 32;
 
-const PROT_RWX: i32 = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
+/// The code heap is read-execute only: kerf writes it through /proc/PID/mem (as it writes
+/// the program's own text), and no generated code stores to it (the trap dispatcher's table
+/// is written by kerf and only read in the target; `rt_sigaction`'s scratch, which the kernel
+/// writes, is in the data heap).
+const PROT_RX: i32 = libc::PROT_READ | libc::PROT_EXEC;
 const SIGTRAP: u64 = trap::SIGTRAP as u64;
 const SYS_RT_SIGACTION: i64 = trap::SYS_RT_SIGACTION as i64;
 /// `AT_HWCAP2` and its FSGSBASE bit: the kernel lets user code run `rdfsbase`.
@@ -476,7 +486,8 @@ impl Instrumentation {
                 (code[m] + DISPATCHER_ROOM + trap::data_len(n_sites)).next_multiple_of(4096);
             let data_len = THREAD_TABLE_LEN as usize
                 + timers_in[m] * TIMER_LEN as usize
-                + counters[m] * DATA_SLOT;
+                + counters[m] * DATA_SLOT
+                + SIGACTION_SCRATCH;
             // Anywhere in reach of the module's code; preferably at a fresh spot a few pages to
             // a few MB past its end, so that a process instrumented again does not get its
             // heap where the last one was: stale words on its stacks that pointed into the old
@@ -484,7 +495,7 @@ impl Instrumentation {
             let end = modules[m].segments.iter().map(|s| s.vaddr.0 + s.memsz).max().unwrap_or(0);
             let preferred = (end + bias).next_multiple_of(4096) + 4096 * spread_pages();
             let code = self.while_stopped(|_, tr| {
-                Ok(tr.alloc_near_preferring(near, preferred, code_len, PROT_RWX)?)
+                Ok(tr.alloc_near_preferring(near, preferred, code_len, PROT_RX)?)
             })?;
             let data = self.while_stopped(|_, tr| {
                 tr.share_near(code, (data_len as u64).next_multiple_of(4096)).map_err(|e| {
@@ -614,8 +625,8 @@ impl Instrumentation {
             self.sites.iter().find(|p| p.kind == SpliceKind::Trap).map(|p| p.module).unwrap_or(0);
         let h = self.heaps[m].as_mut().expect("heap of a module with traps");
         let code_at = h.code + h.used;
-        let data_at = code_at + DISPATCHER_ROOM - 64;
-        let table_at = data_at + 64;
+        let data_at = sigaction_scratch(h);
+        let table_at = code_at + DISPATCHER_ROOM;
         let (code, restorer) = trap::dispatcher(code_at, table_at)
             .map_err(|e| InstrumentError::Mismatch { addr: code_at, detail: e.to_string() })?;
         tr.write(code_at, &code)?;
@@ -809,7 +820,7 @@ impl Instrumentation {
     fn uninstall_dispatcher(&mut self, tr: &mut Tracee) -> Result<(), InstrumentError> {
         let Some((m, old)) = self.trap.take() else { return Ok(()) };
         let h = self.heaps[m].as_ref().expect("the dispatcher's heap outlives it");
-        let scratch = h.code + h.code_len - 64;
+        let scratch = sigaction_scratch(h);
         let bytes: Vec<u8> = old.iter().flat_map(|v| v.to_le_bytes()).collect();
         tr.write(scratch, &bytes)?;
         tr.syscall(SYS_RT_SIGACTION, [SIGTRAP, scratch, 0, 8, 0, 0])?;
@@ -822,6 +833,12 @@ impl Instrumentation {
             let _ = tr.free(h.data.remote(), h.data.len() as u64);
         }
     }
+}
+
+/// Where kerf's injected `rt_sigaction` calls find their two `struct sigaction`s: the end of
+/// a data heap, which is writable.
+fn sigaction_scratch(h: &Heaps) -> u64 {
+    h.data.remote() + (h.data.len() - SIGACTION_SCRATCH) as u64
 }
 
 impl Drop for Instrumentation {
