@@ -3,8 +3,9 @@
 //! or SIGTERM.
 
 use crate::live::{
-    catch_signals, kernel_refused, kernel_spliced_line, process_refused, removal_outcome, resolve,
-    sample_loop, site_json, spliced_line, Installed, LiveArgs, Output, Target,
+    catch_signals, check_interrupted, kernel_refused, kernel_spliced_line, process_refused,
+    removal_outcome, resolve, sample_loop, site_json, spliced_line, Installed, LiveArgs, Output,
+    Target,
 };
 use kerf_session::instrument::{Action, Instrumentation, Options, Probe};
 use kerf_session::kernel::{Kernel, KernelInstrumentation};
@@ -34,12 +35,13 @@ pub fn run(args: Args) -> Result<(), String> {
         .collect::<Result<_, _>>()
         .map_err(|e| e.to_string())?;
     let mut out = Output::open(&args.live)?;
+    catch_signals();
     if args.live.kernel {
         return count_kernel(&args.live, &specs, &mut out);
     }
     let mut target = Target::open(&args.live)?;
     let probes = counters(target.resolve(&specs)?);
-    catch_signals();
+    check_interrupted()?;
     let t = Instant::now();
     let opts = Options { force_kind: args.live.force_kind(), only_thread: args.live.tid };
     let inst = Instrumentation::install(target.pid, &target.modules, &probes, 0, opts)
@@ -82,7 +84,7 @@ fn count_kernel(live: &LiveArgs, specs: &[spec::Spec], out: &mut Output) -> Resu
     let started = Instant::now();
     let kernel = Kernel::open(true, &kerf_analysis::Quiet)?;
     let probes = counters(resolve(&kernel.images, &[], specs)?);
-    catch_signals();
+    check_interrupted()?;
     let opts = live.kernel_options();
     let inst =
         KernelInstrumentation::install(&kernel, &probes, 0, opts).map_err(|e| e.to_string())?;

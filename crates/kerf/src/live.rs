@@ -9,7 +9,8 @@ use kerf_session::kernel::KernelInstrumentation;
 use kerf_session::spec::{self, Point, Spec};
 use kerf_session::{analyze_process, process_aliases, AnalyzedImage, LoadOptions};
 use serde_json::json;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Options of every live tool.
@@ -136,21 +137,50 @@ impl Output {
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+/// The pid of a launched command kerf holds at its entry point (0: none).
+static HELD: AtomicI32 = AtomicI32::new(0);
+/// What kerf says when a signal ends it while it holds a command.
+static HELD_NOTE: OnceLock<String> = OnceLock::new();
 
 extern "C" fn on_signal(_: libc::c_int) {
+    let held = HELD.load(Ordering::SeqCst);
+    if held > 0 {
+        // A command held at its entry point has run none of its own code and has no probe
+        // kerf would need to restore: end it and exit now, rather than after an analysis
+        // that may have seconds to go.
+        // SAFETY: kill, write and _exit are async-signal-safe; the note was set before
+        // HELD, and is never changed after.
+        unsafe {
+            libc::kill(held, libc::SIGKILL);
+            if let Some(n) = HELD_NOTE.get() {
+                libc::write(2, n.as_ptr().cast(), n.len());
+            }
+            libc::_exit(1);
+        }
+    }
     STOP.store(true, Ordering::SeqCst);
 }
 
 /// Ctrl-C, SIGTERM and SIGHUP end the sampling loop (and so restore the target) instead of
-/// killing kerf with its splices in place.
+/// killing kerf with its splices in place; before that, they end kerf (and a command it
+/// holds) or stop the installation early. Call this before anything is done to a target.
 pub fn catch_signals() {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe; the
+        // SAFETY: the handler only makes async-signal-safe calls and stores to atomics; the
         // function pointer has the C ABI `signal` expects.
         unsafe {
             libc::signal(sig, on_signal as *const () as libc::sighandler_t);
         }
     }
+}
+
+/// An error if a signal asked kerf to stop (checked between the steps that come before the
+/// probes go in).
+pub fn check_interrupted() -> Result<(), String> {
+    if STOP.load(Ordering::SeqCst) {
+        return Err("interrupted before any probe went in; the target is as it was".into());
+    }
+    Ok(())
 }
 
 /// A process being instrumented, and the child kerf started, if it did.
@@ -184,6 +214,13 @@ impl Target {
                     kerf_target::ptrace::spawn_at_entry(&args.command, Duration::from_secs(10))
                         .map_err(|e| e.to_string())?;
                 let pid = c.id() as i32;
+                let note = format!(
+                    "kerf: interrupted while the command was held at its entry point: killed \
+                     process {pid}\n"
+                );
+                if HELD_NOTE.set(note).is_ok() {
+                    HELD.store(pid, Ordering::SeqCst);
+                }
                 Target {
                     pid,
                     child: Some(c),
@@ -204,10 +241,16 @@ impl Target {
     }
 
     /// Let a launched command run from its entry point (once its probes are in).
+    /// On failure the hold stays, and dropping the target ends the command.
     pub fn release(&mut self) -> Result<(), String> {
-        let Some(hold) = self.hold.take() else { return Ok(()) };
-        let tr = kerf_target::ptrace::Tracee::stop_all(self.pid).map_err(|e| e.to_string())?;
-        let r = hold.release(&tr).map_err(|e| e.to_string());
+        let Some(hold) = &self.hold else { return Ok(()) };
+        let mut tr = kerf_target::ptrace::Tracee::stop_all(self.pid).map_err(|e| e.to_string())?;
+        let r = hold.release(&mut tr).map_err(|e| e.to_string());
+        if r.is_ok() {
+            // From here on a signal stops the sampling (and restores the probes).
+            HELD.store(0, Ordering::SeqCst);
+            self.hold = None;
+        }
         tr.resume_detach().map_err(|e| e.to_string())?;
         r
     }
@@ -252,6 +295,7 @@ impl Drop for Target {
     /// probes were in) is ended rather than left spinning.
     fn drop(&mut self) {
         if self.hold.is_some() {
+            HELD.store(0, Ordering::SeqCst);
             if let Some(c) = &mut self.child {
                 let _ = c.kill();
                 let _ = c.wait();

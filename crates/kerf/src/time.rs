@@ -5,8 +5,9 @@
 //! from a slow function into the callees its time goes to).
 
 use crate::live::{
-    catch_signals, kernel_refused, kernel_spliced_line, process_refused, removal_outcome, resolve,
-    sample_loop, site_json, spliced_line, Installed, LiveArgs, Output, Target,
+    catch_signals, check_interrupted, kernel_refused, kernel_spliced_line, process_refused,
+    removal_outcome, resolve, sample_loop, site_json, spliced_line, Installed, LiveArgs, Output,
+    Target,
 };
 use kerf_session::instrument::{tsc, Action, Instrumentation, Options, Probe};
 use kerf_session::kernel::{Kernel, KernelInstrumentation};
@@ -72,6 +73,7 @@ pub fn run(args: Args) -> Result<(), String> {
 pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), String> {
     let specs: Vec<Spec> = functions.iter().map(|s| parse_function(s)).collect::<Result<_, _>>()?;
     let mut out = Output::open(live)?;
+    catch_signals();
     if live.kernel {
         return time_kernel(live, &specs, callees, &mut out);
     }
@@ -80,7 +82,7 @@ pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), 
     if callees {
         callee_probes(&target.modules, &mut probes, &mut timed);
     }
-    catch_signals();
+    check_interrupted()?;
     let t = Instant::now();
     let opts = Options { force_kind: live.force_kind(), only_thread: live.tid };
     let inst = Instrumentation::install(target.pid, &target.modules, &probes, timed.len(), opts)
@@ -124,7 +126,7 @@ fn time_kernel(
     if callees {
         callee_probes(&kernel.images, &mut probes, &mut timed);
     }
-    catch_signals();
+    check_interrupted()?;
     let opts = live.kernel_options();
     let inst = KernelInstrumentation::install(&kernel, &probes, timed.len(), opts)
         .map_err(|e| e.to_string())?;
@@ -208,7 +210,7 @@ impl<'a> Table<'a> {
             rows.push((dns, row));
         }
         self.last_at = now;
-        rows.sort_by(|a, b| b.0.cmp(&a.0));
+        rows.sort_by_key(|r| std::cmp::Reverse(r.0));
         let mut t = format!(
             "{:>12} {:>12} {:>12} {:>8}  function\n",
             "calls/s", "avg/call", "time/s", "threads"

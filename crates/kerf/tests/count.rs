@@ -248,9 +248,16 @@ fn spliced_pid(line: &str) -> i32 {
 /// release it once it is ready, and return kerf's stdout (the command's own output: kerf
 /// writes nothing there when it launches a command), the rest of its stderr, and its status.
 fn launch_counted(bin: &Path, extra: &[&str]) -> (String, String, std::process::ExitStatus) {
+    let mut args = extra.to_vec();
+    args.extend(["branchy", "switchy", "main"]);
+    launch_counting(bin, &args)
+}
+
+/// [`launch_counted`] with the given options and specs.
+fn launch_counting(bin: &Path, specs: &[&str]) -> (String, String, std::process::ExitStatus) {
     let mut args: Vec<std::ffi::OsString> = vec!["--json".into()];
-    args.extend(extra.iter().map(Into::into));
-    args.extend(["branchy", "switchy", "main", "--"].iter().map(Into::into));
+    args.extend(specs.iter().map(Into::into));
+    args.push("--".into());
     args.push(bin.into());
     args.extend([THREADS.to_string().into(), ITERS.to_string().into()]);
     let (mut k, line, err) = common::spawn_kerf_stderr("count", &args, "count-cache");
@@ -550,4 +557,102 @@ fn code_heap_is_not_writable() {
     assert!(ko.status.success(), "{}", String::from_utf8_lossy(&ko.stderr));
     let v: Value = serde_json::from_slice(&ko.stdout).unwrap();
     assert_eq!(counts(&v)["branchy"], (THREADS * ITERS, "trap".to_string()), "{v}");
+}
+
+/// A launched command's entry point (`_start`) can be instrumented like any other function:
+/// kerf holds the command elsewhere, so the program runs from its real entry, through the
+/// probe. Any glob over the main executable includes `_start`.
+#[test]
+fn launch_mode_instruments_the_entry_point() {
+    let bin = build("-O2", "entry");
+    let (stdout, stderr, status) = launch_counting(&bin, &["_start", "counted-O2-entry:*"]);
+    assert!(status.success(), "kerf failed: {stderr}");
+    assert!(stdout.contains("checksum"), "{stdout}");
+    let v: Value = serde_json::from_str(stderr.lines().last().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: no JSON at the end of stderr: {stderr}"));
+    let n = counts(&v);
+    assert_eq!(n["_start"].0, 1, "{v}");
+    assert_eq!(n["main"].0, 1, "{v}");
+    assert_eq!(n["branchy"].0, THREADS * ITERS, "{v}");
+    assert_eq!(n["switchy"].0, THREADS * ITERS, "{v}");
+}
+
+/// The children of process `parent`.
+fn children(parent: u32) -> Vec<i32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1));
+        if ppid == Some(&parent.to_string()) {
+            v.push(pid);
+        }
+    }
+    v
+}
+
+/// libLLVM, which the held command loads so that kerf takes seconds analysing it.
+const LIBLLVM: &str = "/usr/lib/x86_64-linux-gnu/libLLVM-14.so.1";
+
+/// SIGTERM while a launched command is held at its entry point (kerf is still analysing it):
+/// the command is killed, never left waiting there, and kerf says so and fails at once.
+#[test]
+fn sigterm_while_held_kills_the_command() {
+    // The fixture linked with libLLVM (Debian package libllvm14), which it never uses: an
+    // analysis of seconds (in a fresh cache) while kerf holds the command.
+    assert!(Path::new(LIBLLVM).exists(), "{LIBLLVM} is needed (Debian package libllvm14)");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("held");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("counted-llvm");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/counted.c");
+    let st = Command::new("gcc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .args(["-Wl,--no-as-needed", LIBLLVM])
+        .status()
+        .expect("gcc");
+    assert!(st.success());
+    let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["count", "branchy", "--"])
+        .arg(&bin)
+        .env("KERF_CACHE_DIR", dir.join("cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kerf");
+    // The command, once its libraries are loaded (kerf holds it from then on).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let child = loop {
+        let loaded = children(k.id()).into_iter().find(|&c| {
+            let maps = std::fs::read_to_string(format!("/proc/{c}/maps")).unwrap_or_default();
+            maps.contains("counted-llvm") && maps.contains("libLLVM") && maps.contains("libc.so")
+        });
+        if let Some(c) = loaded {
+            break c;
+        }
+        assert!(k.try_wait().unwrap().is_none(), "kerf ended early");
+        assert!(std::time::Instant::now() < deadline, "no command started");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let _reaper = Reaper(child);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(Command::new("kill").args(["-TERM", &k.id().to_string()]).status().unwrap().success());
+    let o = k.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(!err.contains("spliced"), "SIGTERM came too late for this test: {err}");
+    assert!(err.contains(&format!("killed process {child}")), "{err}");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("pid"), "the command ran");
+    // Gone (reaped by kerf or, once kerf is gone, by init), not waiting at its entry.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+        if stat.is_empty() || stat.contains(") Z ") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "command still there: {stat}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -47,8 +47,8 @@ pub enum TargetError {
     Spawn { program: String, source: io::Error },
     /// Waiting for a launched process to finish loading its libraries timed out.
     LoadTimeout { pid: i32, waited_ms: u64 },
-    /// A launched process held at its entry point no longer shows kerf's spin there.
-    EntryChanged { pid: i32, addr: u64, found: [u8; 2] },
+    /// A launched process held at its entry point is no longer in kerf's hold loop.
+    HoldLost { pid: i32, pc: u64 },
 }
 
 impl TargetError {
@@ -84,7 +84,7 @@ impl TargetError {
             | TargetError::NoSyscallInstruction { pid }
             | TargetError::NoRoom { pid, .. }
             | TargetError::LoadTimeout { pid, .. }
-            | TargetError::EntryChanged { pid, .. } => *pid,
+            | TargetError::HoldLost { pid, .. } => *pid,
             TargetError::Spawn { .. } => 0,
         }
     }
@@ -170,9 +170,9 @@ impl fmt::Display for TargetError {
                 f,
                 "process {pid} did not finish loading its libraries within {waited_ms} ms"
             ),
-            TargetError::EntryChanged { pid, addr, found } => write!(
+            TargetError::HoldLost { pid, pc } => write!(
                 f,
-                "process {pid}: its entry point {addr:#x} holds {found:02x?}, not kerf's spin loop"
+                "process {pid} left the loop kerf held it in at its entry point (its PC is {pc:#x})"
             ),
         }
     }
