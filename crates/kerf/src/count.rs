@@ -3,9 +3,9 @@
 //! or SIGTERM.
 
 use crate::live::{
-    catch_signals, check_interrupted, kernel_refused, kernel_spliced_line, process_refused,
-    removal_outcome, resolve, sample_loop, site_json, spliced_line, Installed, LiveArgs, Output,
-    Target,
+    catch_signals, check_interrupted, finish_session, kernel_refused, kernel_spliced_line,
+    process_refused, removal_outcome, resolve, sample_loop, site_json, spliced_line, Installed,
+    LiveArgs, Output, Target,
 };
 use kerf_session::instrument::{Action, Instrumentation, Options, Probe};
 use kerf_session::kernel::{Kernel, KernelInstrumentation};
@@ -45,14 +45,14 @@ pub fn run(args: Args) -> Result<(), String> {
     let t = Instant::now();
     let opts = Options { force_kind: args.live.force_kind(), only_thread: args.live.tid };
     let inst = Instrumentation::install(target.pid, &target.modules, &probes, 0, opts)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| target.explain(e))?;
     let splice_time = t.elapsed();
     target.release()?;
     eprintln!("{}", spliced_line(&inst, target.pid, splice_time));
     let refused = process_refused(&inst);
     let json_out = args.live.json;
     let mut table = Table::new(probes.len());
-    let why = target.sample(&args.live, || {
+    let mut stop = target.sample(&args.live, &inst.code_heaps(), || {
         if !json_out {
             out.live(&table.render(&inst));
         }
@@ -60,19 +60,24 @@ pub fn run(args: Args) -> Result<(), String> {
     // Counts first: the shared data heap stays readable here even after the target is gone.
     let summary = summarize(&inst, &probes);
     let (pause, batch_pause) = (inst.longest_pause, inst.longest_splice_pause);
-    let removal = inst.remove();
-    target.finish();
+    let removal = finish_session(&mut target, inst, &mut stop);
+    let pid = target.pid;
+    let failure = stop.failure(pid);
+    // A failure is kerf's last line (main prints it); other ends are said here.
+    let why = failure.is_none().then(|| stop.describe(pid));
     report(
         &mut out,
         json_out,
-        &why,
-        json!({"pid": target.pid, "stopped": why, "points": summary, "refused": refused,
+        why.as_deref(),
+        json!({"pid": pid, "stopped": stop.describe(pid), "target": stop.json(),
+               "points": summary, "refused": refused,
                "longest_pause_us": pause.as_micros() as u64,
                "longest_splice_pause_us": batch_pause.as_micros() as u64,
                "splice_seconds": splice_time.as_secs_f64(),
                "seconds": target.started.elapsed().as_secs_f64()}),
     );
-    removal_outcome(removal, target.pid)
+    removal_outcome(removal, pid)?;
+    failure.map_or(Ok(()), Err)
 }
 
 fn counters(points: Vec<spec::Point>) -> Vec<Probe> {
@@ -100,14 +105,15 @@ fn count_kernel(live: &LiveArgs, specs: &[spec::Spec], out: &mut Output) -> Resu
                 out.live(&table.render(&inst));
             }
         },
-    );
+    )
+    .describe(0);
     let summary = summarize(&inst, &probes);
     let splice_seconds = inst.splice_time.as_secs_f64();
     let removal = inst.remove();
     report(
         out,
         live.json,
-        &why,
+        Some(&why),
         json!({"kernel": true, "stopped": why, "points": summary, "refused": refused,
                "splice_seconds": splice_seconds,
                "seconds": started.elapsed().as_secs_f64()}),
@@ -131,12 +137,14 @@ fn summarize(inst: &dyn Installed, probes: &[Probe]) -> Vec<Value> {
 }
 
 /// The final JSON object, or a table of every point.
-fn report(out: &mut Output, json_out: bool, why: &str, v: Value) {
+fn report(out: &mut Output, json_out: bool, why: Option<&str>, v: Value) {
     if json_out {
         out.summary(&format!("{v}\n"));
         return;
     }
-    eprintln!("kerf: {why}");
+    if let Some(why) = why {
+        eprintln!("kerf: {why}");
+    }
     let mut t = format!("{:>14}  point (every point, final counts)\n", "count");
     for p in v["points"].as_array().into_iter().flatten() {
         let _ = writeln!(

@@ -8,6 +8,7 @@ use kerf_session::instrument::{InstrumentError, Instrumentation, Removed, Site};
 use kerf_session::kernel::KernelInstrumentation;
 use kerf_session::spec::{self, Point, Spec};
 use kerf_session::{analyze_process, process_aliases, AnalyzedImage, LoadOptions};
+use kerf_target::watch::{all_mapped, program, signal_name, End, ExitWatch};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::OnceLock;
@@ -183,10 +184,66 @@ pub fn check_interrupted() -> Result<(), String> {
     Ok(())
 }
 
+/// Why sampling stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stop {
+    Duration,
+    Interrupted,
+    /// The target ended.
+    Ended(End),
+    /// The target ran `exec` (now running this program): its probes went with its old one.
+    Exec(Option<String>),
+}
+
+impl Stop {
+    /// The `stopped` text of the summary.
+    pub fn describe(&self, pid: i32) -> String {
+        match self {
+            Stop::Duration => "duration reached".into(),
+            Stop::Interrupted => "interrupted".into(),
+            Stop::Ended(end) => end.describe(pid),
+            Stop::Exec(program) => format!(
+                "process {pid} ran exec ({}): its probes went with its old program",
+                program.as_deref().unwrap_or("a program kerf cannot name")
+            ),
+        }
+    }
+
+    /// The summary's `target` object: what became of the target (`null`: it runs on).
+    pub fn json(&self) -> serde_json::Value {
+        match self {
+            Stop::Ended(End::Exited(code)) => json!({"exit_code": code}),
+            Stop::Ended(End::Killed { signal, core_dumped }) => json!({
+                "signal": signal, "signal_name": signal_name(*signal), "core_dumped": core_dumped,
+            }),
+            Stop::Ended(End::Unknown) => json!({"exited": true}),
+            Stop::Exec(program) => json!({"exec": program}),
+            Stop::Duration | Stop::Interrupted => serde_json::Value::Null,
+        }
+    }
+
+    /// kerf's error when a signal killed the target while it was instrumented (kerf then
+    /// exits non-zero, after its summary).
+    pub fn failure(&self, pid: i32) -> Option<String> {
+        matches!(self, Stop::Ended(End::Killed { .. }))
+            .then(|| format!("{} while instrumented", self.describe(pid)))
+    }
+
+    /// Whether the target's memory is no longer the one kerf instrumented.
+    pub fn is_exec(&self) -> bool {
+        matches!(self, Stop::Exec(_))
+    }
+}
+
+/// How often the sampling loop looks for an `exec` in the target (a read of its maps).
+const EXEC_CHECK: Duration = Duration::from_millis(250);
+
 /// A process being instrumented, and the child kerf started, if it did.
 pub struct Target {
     pub pid: i32,
     pub child: Option<std::process::Child>,
+    /// How kerf learns how a process it did not start ends.
+    watch: Option<ExitWatch>,
     /// A launched command waiting at its entry point for the probes.
     hold: Option<kerf_target::ptrace::EntryHold>,
     pub started: Instant,
@@ -204,6 +261,8 @@ impl Target {
             (Some(pid), _) => Target {
                 pid,
                 child: None,
+                // Opened first, while `pid` surely names the process the user meant.
+                watch: Some(ExitWatch::open(pid)),
                 hold: None,
                 started,
                 modules: Vec::new(),
@@ -224,6 +283,7 @@ impl Target {
                 Target {
                     pid,
                     child: Some(c),
+                    watch: None,
                     hold: Some(hold),
                     started,
                     modules: Vec::new(),
@@ -260,26 +320,52 @@ impl Target {
         resolve(&self.modules, &self.aliases, specs)
     }
 
-    /// Why the target is gone, if it is.
-    fn gone(&mut self) -> Option<String> {
+    /// How the target ended, if it has.
+    pub fn fate(&mut self) -> Option<End> {
         if let Some(c) = &mut self.child {
+            use std::os::unix::process::ExitStatusExt;
             return match c.try_wait() {
-                Ok(Some(st)) => Some(format!("command exited ({st})")),
+                Ok(Some(st)) => Some(End::from_wait_status(st.into_raw())),
                 _ => None,
             };
         }
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
-        let state =
-            stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()).unwrap_or("X");
-        (stat.is_empty() || state == "Z" || state == "X")
-            .then(|| format!("process {} exited", self.pid))
+        self.watch.as_ref()?.ended()
     }
 
-    /// Call `tick` every `interval` until the duration is reached, the target exits or a
-    /// signal arrives; returns why it stopped.
-    pub fn sample(&mut self, args: &LiveArgs, tick: impl FnMut()) -> String {
-        let started = self.started;
-        sample_loop(started, args, || self.gone(), tick)
+    /// An error of kerf's, with what happened to the target if it has ended (a failed
+    /// installation may be the target's death, kerf's doing or not).
+    pub fn explain(&mut self, err: impl std::fmt::Display) -> String {
+        match self.fate() {
+            Some(end) => {
+                format!("{} while kerf installed its probes ({err})", end.describe(self.pid))
+            }
+            None => err.to_string(),
+        }
+    }
+
+    /// Call `tick` every `interval` until the duration is reached, the target ends or runs
+    /// `exec` (kerf's code heaps, starting at `heaps`, vanish from its maps), or a signal
+    /// arrives; returns why it stopped.
+    pub fn sample(&mut self, args: &LiveArgs, heaps: &[u64], tick: impl FnMut()) -> Stop {
+        let (started, pid) = (self.started, self.pid);
+        let mut next_exec_check = Instant::now() + EXEC_CHECK;
+        let gone = || {
+            if let Some(end) = self.fate() {
+                return Some(Stop::Ended(end));
+            }
+            if Instant::now() >= next_exec_check {
+                next_exec_check += EXEC_CHECK;
+                if all_mapped(pid, heaps) == Some(false) {
+                    // Gone meanwhile, or replaced by exec.
+                    return Some(match self.fate() {
+                        Some(end) => Stop::Ended(end),
+                        None => Stop::Exec(program(pid)),
+                    });
+                }
+            }
+            None
+        };
+        sample_loop(started, args, gone, tick)
     }
 
     /// Wait for a launched command after the instrumentation is gone.
@@ -321,26 +407,55 @@ pub fn resolve(
     spec::resolve_with_aliases(specs, &named, aliases, &reader).map_err(|e| e.to_string())
 }
 
+/// After sampling, take the probes out of the target, or forget them after an `exec` (they
+/// went with the old program), then wait for a command kerf launched. A target that a
+/// signal killed meanwhile, or that ran `exec` while kerf restored it, updates `stop`.
+pub fn finish_session(
+    target: &mut Target,
+    inst: Instrumentation,
+    stop: &mut Stop,
+) -> Result<Removed, InstrumentError> {
+    if stop.is_exec() {
+        inst.abandon();
+        target.finish();
+        return Ok(Removed::default());
+    }
+    let heaps = inst.code_heaps();
+    let mut removal = inst.remove();
+    if !matches!(stop, Stop::Ended(_)) {
+        match target.fate() {
+            Some(end @ End::Killed { .. }) => *stop = Stop::Ended(end),
+            None if removal.is_err() && all_mapped(target.pid, &heaps) == Some(false) => {
+                *stop = Stop::Exec(program(target.pid));
+                removal = Ok(Removed::default());
+            }
+            _ => {}
+        }
+    }
+    target.finish();
+    removal
+}
+
 /// Call `tick` every interval until the duration (counted from `started`) is reached, `gone`
 /// says the target is gone, or a signal arrives; returns why it stopped.
 pub fn sample_loop(
     started: Instant,
     args: &LiveArgs,
-    mut gone: impl FnMut() -> Option<String>,
+    mut gone: impl FnMut() -> Option<Stop>,
     mut tick: impl FnMut(),
-) -> String {
+) -> Stop {
     let deadline = args.duration.map(|d| started + Duration::from_secs_f64(d));
     let interval = Duration::from_secs_f64(args.interval.max(0.05));
     let mut next = Instant::now() + interval;
     loop {
         if STOP.load(Ordering::SeqCst) {
-            return "interrupted".into();
+            return Stop::Interrupted;
         }
         if let Some(w) = gone() {
             return w;
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            return "duration reached".into();
+            return Stop::Duration;
         }
         if Instant::now() >= next {
             tick();

@@ -5,9 +5,9 @@
 //! from a slow function into the callees its time goes to).
 
 use crate::live::{
-    catch_signals, check_interrupted, kernel_refused, kernel_spliced_line, process_refused,
-    removal_outcome, resolve, sample_loop, site_json, spliced_line, Installed, LiveArgs, Output,
-    Target,
+    catch_signals, check_interrupted, finish_session, kernel_refused, kernel_spliced_line,
+    process_refused, removal_outcome, resolve, sample_loop, site_json, spliced_line, Installed,
+    LiveArgs, Output, Target,
 };
 use kerf_session::instrument::{tsc, Action, Instrumentation, Options, Probe};
 use kerf_session::kernel::{Kernel, KernelInstrumentation};
@@ -86,31 +86,35 @@ pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), 
     let t = Instant::now();
     let opts = Options { force_kind: live.force_kind(), only_thread: live.tid };
     let inst = Instrumentation::install(target.pid, &target.modules, &probes, timed.len(), opts)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| target.explain(e))?;
     let splice_time = t.elapsed();
     target.release()?;
     eprintln!("{}", spliced_line(&inst, target.pid, splice_time));
     let refused = process_refused(&inst);
     warn_no_exits(&timed);
     let mut table = Table::new(&timed, inst.installed_at);
-    let why = target.sample(live, || {
+    let mut stop = target.sample(live, &inst.code_heaps(), || {
         if !live.json {
             out.live(&table.render(&inst));
         }
     });
     let (summary, extra) = summarize(&inst, &timed);
     let (pause, batch_pause) = (inst.longest_pause, inst.longest_splice_pause);
-    let removal = inst.remove();
-    target.finish();
-    let mut v = json!({"pid": target.pid, "stopped": why, "functions": summary,
-           "refused": refused,
+    let removal = finish_session(&mut target, inst, &mut stop);
+    let pid = target.pid;
+    let failure = stop.failure(pid);
+    let mut v = json!({"pid": pid, "stopped": stop.describe(pid), "target": stop.json(),
+           "functions": summary, "refused": refused,
            "longest_pause_us": pause.as_micros() as u64,
            "longest_splice_pause_us": batch_pause.as_micros() as u64,
            "splice_seconds": splice_time.as_secs_f64(),
            "seconds": target.started.elapsed().as_secs_f64()});
     merge(&mut v, extra);
-    report(&mut out, live.json, &why, &v);
-    removal_outcome(removal, target.pid)
+    // A failure is kerf's last line (main prints it); other ends are said here.
+    let why = failure.is_none().then(|| stop.describe(pid));
+    report(&mut out, live.json, why.as_deref(), &v);
+    removal_outcome(removal, pid)?;
+    failure.map_or(Ok(()), Err)
 }
 
 /// `kerf time --kernel`: the same through kerf's driver.
@@ -143,7 +147,8 @@ fn time_kernel(
                 out.live(&table.render(&inst));
             }
         },
-    );
+    )
+    .describe(0);
     let (summary, extra) = summarize(&inst, &timed);
     let splice_seconds = inst.splice_time.as_secs_f64();
     let removal = inst.remove();
@@ -151,7 +156,7 @@ fn time_kernel(
            "refused": refused, "splice_seconds": splice_seconds,
            "seconds": started.elapsed().as_secs_f64()});
     merge(&mut v, extra);
-    report(out, live.json, &why, &v);
+    report(out, live.json, Some(&why), &v);
     removal.map_err(|e| format!("restoring the kernel: {e}"))
 }
 
@@ -265,12 +270,14 @@ fn summarize(inst: &dyn Installed, timed: &[Timed]) -> (Vec<Value>, Value) {
     (summary, json!({"timed_seconds": elapsed_ns / 1e9, "tsc_ghz": hz}))
 }
 
-fn report(out: &mut Output, json_out: bool, why: &str, v: &Value) {
+fn report(out: &mut Output, json_out: bool, why: Option<&str>, v: &Value) {
     if json_out {
         out.summary(&format!("{v}\n"));
         return;
     }
-    eprintln!("kerf: {why}");
+    if let Some(why) = why {
+        eprintln!("kerf: {why}");
+    }
     let mut t =
         format!("{:>12} {:>12} {:>12} {:>8}  function\n", "calls", "total", "avg/call", "threads");
     for v in v["functions"].as_array().into_iter().flatten() {

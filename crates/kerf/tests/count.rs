@@ -6,7 +6,7 @@
 mod common;
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -655,4 +655,86 @@ fn sigterm_while_held_kills_the_command() {
         assert!(std::time::Instant::now() < deadline, "command still there: {stat}");
         std::thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// Start `sh -c SCRIPT` with a pipe for its stdin, and `kerf count -p` on it.
+fn shell_under_kerf(script: &str, specs: &[&str]) -> (Child, std::process::ChildStdin, Child) {
+    let mut sh = Command::new("sh")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let input = sh.stdin.take().unwrap();
+    // Let the shell's loader finish.
+    std::thread::sleep(Duration::from_millis(200));
+    let k = kerf_count(sh.id() as i32, specs);
+    (sh, input, k)
+}
+
+/// What became of the target is said, in the summary and on stderr: its exit code, or the
+/// signal that killed it, and then kerf fails.
+#[test]
+fn the_targets_end_is_reported() {
+    // Exits by itself with code 3: kerf reports it and succeeds.
+    let (mut sh, mut input, k) = shell_under_kerf("read x; exit 3", &["libc:malloc"]);
+    input.write_all(b"go\n").unwrap();
+    assert_eq!(sh.wait().unwrap().code(), Some(3));
+    let o = k.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["stopped"].as_str().unwrap().contains("exited with code 3"), "{v}");
+    assert_eq!(v["target"]["exit_code"], 3, "{v}");
+
+    // Killed by a signal while instrumented, attached: kerf says so and fails.
+    let bin = build("-O2", "killed");
+    let (mut c, pid, _out) = start(&bin, false);
+    let _reaper = Reaper(pid);
+    let args = ["-p".to_string(), pid.to_string(), "--json".into(), "spin_point".into()];
+    let (k, _, err) = common::spawn_kerf_stderr("count", &args, "count-cache");
+    assert!(Command::new("kill").args(["-SEGV", &pid.to_string()]).status().unwrap().success());
+    let _ = c.wait();
+    let o = k.wait_with_output().unwrap();
+    let err = err.join().unwrap();
+    assert!(!o.status.success(), "{err}");
+    let killed = format!("process {pid} was killed by signal 11 (SIGSEGV)");
+    assert!(err.contains(&killed), "{err}");
+    assert!(!err.contains("does not exist"), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["target"]["signal"], 11, "{v}");
+    assert!(v["stopped"].as_str().unwrap().contains(&killed), "{v}");
+
+    // The same for a command kerf launched.
+    let mut args: Vec<std::ffi::OsString> =
+        ["--json", "spin_point", "--"].iter().map(Into::into).collect();
+    args.push(bin.clone().into());
+    let (k, line, err) = common::spawn_kerf_stderr("count", &args, "count-cache");
+    let pid = spliced_pid(&line);
+    let _reaper = Reaper(pid);
+    assert!(Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
+    let o = k.wait_with_output().unwrap();
+    let err = err.join().unwrap();
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains(&format!("process {pid} was killed by signal 15 (SIGTERM)")), "{err}");
+}
+
+/// A target that runs `exec` loses its probes with its old program: kerf notices, says so
+/// and stops, without trying to restore bytes in the new program.
+#[test]
+fn exec_in_the_target_is_reported() {
+    let (mut sh, mut input, k) =
+        shell_under_kerf("read x; exec sleep 3", &["libc:malloc", "--duration", "20"]);
+    let pid = sh.id();
+    input.write_all(b"go\n").unwrap();
+    let o = k.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let stopped = v["stopped"].as_str().unwrap();
+    assert!(stopped.contains(&format!("process {pid} ran exec")), "{v}");
+    assert!(stopped.contains("/sleep"), "{v}");
+    assert!(v["seconds"].as_f64().unwrap() < 15.0, "kerf did not notice: {v}");
+    // The new program is left alone and ends normally.
+    assert!(sh.wait().unwrap().success());
 }

@@ -305,6 +305,19 @@ impl Instrumentation {
         r
     }
 
+    /// Where each code heap kerf mapped in the target starts (an `exec` in the target, which
+    /// replaces its memory, takes them away).
+    pub fn code_heaps(&self) -> Vec<u64> {
+        self.heaps.iter().flatten().map(|h| h.code).collect()
+    }
+
+    /// Forget the target without touching it: after an `exec` the splices and heaps went with
+    /// the old program's memory, and their addresses may now hold anything of the new one.
+    /// Counts read before stay valid (kerf's side of the data heaps is its own mapping).
+    pub fn abandon(mut self) {
+        self.removed = true;
+    }
+
     /// Every spliced address, with its probes.
     pub fn sites(&self) -> &[Site] {
         &self.sites
@@ -481,9 +494,11 @@ impl Instrumentation {
             }
             let bias = modules[m].bias.unwrap_or(0);
             let near = modules[m].analysis.cfg.functions.first().map_or(bias, |f| f.entry.0 + bias);
-            let n_sites = probes.iter().filter(|p| p.point.module == m).count();
+            // The dispatcher goes into one module's heap (the first trap site's, known only
+            // after planning) and its table lists the trap sites of every module: room for
+            // all of them in each heap (pages never written cost no memory).
             let code_len =
-                (code[m] + DISPATCHER_ROOM + trap::data_len(n_sites)).next_multiple_of(4096);
+                (code[m] + DISPATCHER_ROOM + trap::data_len(probes.len())).next_multiple_of(4096);
             let data_len = THREAD_TABLE_LEN as usize
                 + timers_in[m] * TIMER_LEN as usize
                 + counters[m] * DATA_SLOT
