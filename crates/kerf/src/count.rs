@@ -4,8 +4,8 @@
 
 use crate::live::{
     catch_signals, check_interrupted, finish_session, kernel_refused, kernel_spliced_line,
-    process_refused, removal_outcome, resolve, sample_loop, site_json, spliced_line, Installed,
-    LiveArgs, Output, Target,
+    process_refused, removal_outcome, resolve, sample_loop, site_json, spliced_line, stop_flag,
+    Installed, LiveArgs, Output, Target,
 };
 use kerf_session::instrument::{Action, Instrumentation, Options, Probe};
 use kerf_session::kernel::{Kernel, KernelInstrumentation};
@@ -44,8 +44,15 @@ pub fn run(args: Args) -> Result<(), String> {
     check_interrupted()?;
     let t = Instant::now();
     let opts = Options { force_kind: args.live.force_kind(), only_thread: args.live.tid };
-    let inst = Instrumentation::install(target.pid, &target.modules, &probes, 0, opts)
-        .map_err(|e| target.explain(e))?;
+    let inst = Instrumentation::install_cancellable(
+        target.pid,
+        &target.modules,
+        &probes,
+        0,
+        opts,
+        Some(stop_flag()),
+    )
+    .map_err(|e| target.explain(e))?;
     let splice_time = t.elapsed();
     target.release()?;
     eprintln!("{}", spliced_line(&inst, target.pid, splice_time));

@@ -175,6 +175,11 @@ pub fn catch_signals() {
     }
 }
 
+/// The flag the signal handler raises: an installation given it stops early.
+pub fn stop_flag() -> &'static AtomicBool {
+    &STOP
+}
+
 /// An error if a signal asked kerf to stop (checked between the steps that come before the
 /// probes go in).
 pub fn check_interrupted() -> Result<(), String> {

@@ -6,8 +6,8 @@
 
 use crate::live::{
     catch_signals, check_interrupted, finish_session, kernel_refused, kernel_spliced_line,
-    process_refused, removal_outcome, resolve, sample_loop, site_json, spliced_line, Installed,
-    LiveArgs, Output, Target,
+    process_refused, removal_outcome, resolve, sample_loop, site_json, spliced_line, stop_flag,
+    Installed, LiveArgs, Output, Target,
 };
 use kerf_session::instrument::{tsc, Action, Instrumentation, Options, Probe};
 use kerf_session::kernel::{Kernel, KernelInstrumentation};
@@ -85,8 +85,15 @@ pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), 
     check_interrupted()?;
     let t = Instant::now();
     let opts = Options { force_kind: live.force_kind(), only_thread: live.tid };
-    let inst = Instrumentation::install(target.pid, &target.modules, &probes, timed.len(), opts)
-        .map_err(|e| target.explain(e))?;
+    let inst = Instrumentation::install_cancellable(
+        target.pid,
+        &target.modules,
+        &probes,
+        timed.len(),
+        opts,
+        Some(stop_flag()),
+    )
+    .map_err(|e| target.explain(e))?;
     let splice_time = t.elapsed();
     target.release()?;
     eprintln!("{}", spliced_line(&inst, target.pid, splice_time));

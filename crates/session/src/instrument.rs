@@ -23,6 +23,7 @@ use kerf_patch::{build_patch, jump2_bytes, jump5_bytes, SpliceKind, INT3, SPRING
 use kerf_target::ptrace::{Pause, SharedMem, TargetMemory, Tracee};
 use kerf_target::TargetError;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Bytes of code heap reserved per spliced address (snippet, displaced instructions, jump
@@ -79,6 +80,9 @@ pub enum InstrumentError {
         addr: u64,
         detail: String,
     },
+    /// The caller's cancel flag was raised while the probes went in: the installation
+    /// stopped and what had gone in was taken out again.
+    Interrupted,
 }
 
 impl fmt::Display for InstrumentError {
@@ -90,6 +94,9 @@ impl fmt::Display for InstrumentError {
                 write!(f, "cannot instrument {label} at {addr:#x}: {detail}")
             }
             InstrumentError::Mismatch { addr, detail } => write!(f, "bytes at {addr:#x}: {detail}"),
+            InstrumentError::Interrupted => {
+                write!(f, "interrupted while installing probes; every one is taken out again")
+            }
             InstrumentError::StillInside { pid, tries, last } => write!(
                 f,
                 "process {pid}: a thread stayed inside kerf's code through {tries} checks \
@@ -236,6 +243,17 @@ pub struct Options {
     pub only_thread: Option<i32>,
 }
 
+/// A flag that stops an installation once it is true (see
+/// [`Instrumentation::install_cancellable`]).
+type Cancel<'a> = Option<&'a AtomicBool>;
+
+fn cancelled(cancel: Cancel) -> Result<(), InstrumentError> {
+    match cancel {
+        Some(c) if c.load(Ordering::SeqCst) => Err(InstrumentError::Interrupted),
+        _ => Ok(()),
+    }
+}
+
 /// The target's TSC (the same counter generated code reads: kerf runs on the same machine).
 pub fn tsc() -> u64 {
     // SAFETY: rdtsc has no preconditions; x86-64 always has it.
@@ -252,6 +270,20 @@ impl Instrumentation {
         probes: &[Probe],
         timers: usize,
         opts: Options,
+    ) -> Result<Instrumentation, InstrumentError> {
+        Instrumentation::install_cancellable(pid, modules, probes, timers, opts, None)
+    }
+
+    /// [`Instrumentation::install`] that stops once `cancel` becomes true (a signal handler
+    /// sets it): it is checked between batches while planning, writing code patches and
+    /// splicing; what went in is taken out and [`InstrumentError::Interrupted`] returned.
+    pub fn install_cancellable(
+        pid: i32,
+        modules: &[AnalyzedImage],
+        probes: &[Probe],
+        timers: usize,
+        opts: Options,
+        cancel: Cancel,
     ) -> Result<Instrumentation, InstrumentError> {
         let mut inst = Instrumentation {
             pid,
@@ -270,7 +302,7 @@ impl Instrumentation {
             installed_at: (tsc(), std::time::Instant::now()),
             removed: false,
         };
-        if let Err(e) = inst.prepare(modules, probes, opts) {
+        if let Err(e) = inst.prepare(modules, probes, opts, cancel) {
             // Nothing is spliced yet: put back the SIGTRAP action if the dispatcher went in,
             // free what was mapped and let the target go.
             inst.removed = true;
@@ -284,7 +316,8 @@ impl Instrumentation {
         }
         // In plan order: timer stops go live before timer starts (see plan::plan_sites).
         let todo = (0..inst.sites.len()).collect();
-        inst.splice_all(todo)?;
+        // On an error (or a cancel) dropping `inst` takes out every splice that went in.
+        inst.splice_all(todo, cancel)?;
         inst.installed_at = (tsc(), std::time::Instant::now());
         Ok(inst)
     }
@@ -354,6 +387,7 @@ impl Instrumentation {
         modules: &[AnalyzedImage],
         probes: &[Probe],
         opts: Options,
+        cancel: Cancel,
     ) -> Result<(), InstrumentError> {
         // Each step that injects system calls has a stop of its own: a stop lasts as long as
         // the work done in it (an injected call is a register swap, a single-step and a wait,
@@ -368,7 +402,8 @@ impl Instrumentation {
             Ok((thread, only_thread, tr.memory()))
         })?;
         // Planning reads the modules' files: the target keeps running.
-        let planned = plan_sites(modules, probes, opts.force_kind, &self.startup, Rules::PROCESS)?;
+        let planned =
+            plan_sites(modules, probes, opts.force_kind, &self.startup, Rules::PROCESS, cancel)?;
         self.springboards = planned.springboards;
         self.refused = planned.refused;
         // Data: counters and timers in their module's heap.
@@ -394,6 +429,7 @@ impl Instrumentation {
         // megabytes there (a 1.3 ms stop at 8,192 sites).
         self.sites.reserve(planned.sites.len());
         for chunk in planned.sites.chunks(BATCH) {
+            cancelled(cancel)?;
             let write = |me: &mut Self, m: &dyn TargetMemory| {
                 for site in chunk {
                     let (first, members, plan) = (site.first, &site.members, &site.plan);
@@ -692,9 +728,10 @@ impl Instrumentation {
     /// Step 2: write the splices, in batches while every thread is stopped, skipping (and
     /// retrying later) points where a thread's PC or a stacked return address lies inside the
     /// bytes to be replaced (Djprobe's freeze check).
-    fn splice_all(&mut self, mut todo: Vec<usize>) -> Result<(), InstrumentError> {
+    fn splice_all(&mut self, mut todo: Vec<usize>, cancel: Cancel) -> Result<(), InstrumentError> {
         let mut tries = 0;
         while !todo.is_empty() && tries < MAX_TRIES {
+            cancelled(cancel)?;
             let tr = Tracee::stop_all(self.pid)?;
             let busy = busy_ranges(&tr, None)?;
             let mut later = Vec::new();

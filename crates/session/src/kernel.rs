@@ -241,7 +241,7 @@ impl<'k> KernelInstrumentation<'k> {
                 Some((off, pid))
             }
         };
-        let plan = plan_sites(&kernel.images, probes, opts.force_kind, &[], Rules::KERNEL)?;
+        let plan = plan_sites(&kernel.images, probes, opts.force_kind, &[], Rules::KERNEL, None)?;
         let refused =
             plan.refused.iter().map(|r| (r.label.clone(), r.addr, r.reason.clone())).collect();
         let mut inst = KernelInstrumentation {

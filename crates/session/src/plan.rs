@@ -56,13 +56,15 @@ pub struct Refused {
 /// Plan every probe: exact points first, each address once; exits after, moved to an earlier
 /// instruction of their block where a jump fits, or merged into a site already there. The
 /// sites come back in the order their splices must go live.
-/// `startup` is run-once code of module 0 usable for springboards.
+/// `startup` is run-once code of module 0 usable for springboards. Planning stops with
+/// [`InstrumentError::Interrupted`] once `cancel` is set.
 pub fn plan_sites(
     modules: &[AnalyzedImage],
     probes: &[Probe],
     force_kind: Option<SpliceKind>,
     startup: &[(u64, u64)],
     rules: Rules,
+    cancel: Option<&std::sync::atomic::AtomicBool>,
 ) -> Result<Sites, InstrumentError> {
     let exact: Vec<Vec<u64>> = (0..modules.len())
         .map(|m| {
@@ -90,7 +92,11 @@ pub fn plan_sites(
     let mut sites: Vec<SitePlan> = Vec::new();
     let mut at: HashMap<(usize, u64), usize> = HashMap::new();
     let mut refused = Vec::new();
-    for &i in &order {
+    for (n, &i) in order.iter().enumerate() {
+        // Planning 200,000 points takes seconds: look at the cancel flag now and then.
+        if n % 1024 == 0 && cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst)) {
+            return Err(InstrumentError::Interrupted);
+        }
         let p = &probes[i].point;
         let m = &modules[p.module];
         let bias = m.bias.unwrap_or(0);
