@@ -9,6 +9,7 @@ use crate::live::{
     process_refused, removal_outcome, resolve, sample_loop, site_json, spliced_line, stop_flag,
     Installed, LiveArgs, Output, Target,
 };
+use kerf_analysis::cfg::{EdgeKind, EdgeTarget, FuncId, Terminator};
 use kerf_session::instrument::{tsc, Action, Instrumentation, Options, Probe};
 use kerf_session::kernel::{Kernel, KernelInstrumentation};
 use kerf_session::spec::{self, Point, Spec, SpecWhat};
@@ -45,6 +46,8 @@ struct Timed {
     entry: usize,
     /// Probe indices of its exits.
     exits: Vec<usize>,
+    /// Functions it tail-calls directly, whose time is its own.
+    tail_callees: Vec<String>,
 }
 
 /// Parse a function spec: a symbol or glob, with no offset, `@blocks` or `@exits`.
@@ -78,7 +81,7 @@ pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), 
         return time_kernel(live, &specs, callees, &mut out);
     }
     let mut target = Target::open(live)?;
-    let (mut probes, mut timed) = timer_probes(&target.modules, &target.aliases, &specs)?;
+    let (mut probes, mut timed) = timer_probes(&target.modules, &target.aliases, &specs, true)?;
     if callees {
         callee_probes(&target.modules, &mut probes, &mut timed);
     }
@@ -133,7 +136,8 @@ fn time_kernel(
 ) -> Result<(), String> {
     let started = Instant::now();
     let kernel = Kernel::open(true, &kerf_analysis::Quiet)?;
-    let (mut probes, mut timed) = timer_probes(&kernel.images, &[], specs)?;
+    // The kernel's timers stop at a tail call's jump (its instrumentation has no tail stacks).
+    let (mut probes, mut timed) = timer_probes(&kernel.images, &[], specs, false)?;
     if callees {
         callee_probes(&kernel.images, &mut probes, &mut timed);
     }
@@ -271,6 +275,9 @@ fn summarize(inst: &dyn Installed, timed: &[Timed]) -> (Vec<Value>, Value) {
                 .iter()
                 .filter_map(|&i| inst.site(i).map(site_json))
                 .collect::<Vec<_>>());
+            if !f.tail_callees.is_empty() {
+                v["tail_callees"] = json!(f.tail_callees);
+            }
             Some(v)
         })
         .collect();
@@ -305,15 +312,20 @@ fn report(out: &mut Output, json_out: bool, why: Option<&str>, v: &Value) {
     out.summary(&t);
 }
 
-/// A timer per function: a start probe at its entry and a stop probe at each exit.
+/// A timer per function: a start probe at its entry and a stop probe at each exit. With
+/// `through_tail_calls`, a direct tail call (`jmp g`) is not an exit: the timer runs on until
+/// the return that `g` (or what `g` tail-calls in turn) makes to the function's caller, so
+/// every return of those functions gets a tail-return probe (see codegen's timer module).
 fn timer_probes(
     images: &[AnalyzedImage],
     aliases: &[Vec<String>],
     specs: &[Spec],
+    through_tail_calls: bool,
 ) -> Result<(Vec<Probe>, Vec<Timed>), String> {
     let mut probes = Vec::new();
     let mut timed: Vec<Timed> = Vec::new();
     let mut by_func: HashMap<(usize, u32), usize> = HashMap::new();
+    let mut exit_points: Vec<(usize, Point)> = Vec::new();
     for s in specs {
         for point in resolve(images, aliases, std::slice::from_ref(s))? {
             let key = (point.module, point.func.0);
@@ -328,6 +340,7 @@ fn timer_probes(
                 call: None,
                 entry: probes.len(),
                 exits: Vec::new(),
+                tail_callees: Vec::new(),
             });
             probes.push(Probe { point, action: Action::TimerStart(timed.len() - 1) });
         }
@@ -346,12 +359,100 @@ fn timer_probes(
         // program) has no exits; resolving them then fails, which is not an error here.
         for point in resolve(images, aliases, &[exits]).unwrap_or_default() {
             if let Some(&t) = by_func.get(&(point.module, point.func.0)) {
-                timed[t].exits.push(probes.len());
-                probes.push(Probe { point, action: Action::TimerStop(t) });
+                exit_points.push((t, point));
             }
         }
     }
+    // Each exit: a tail call to follow, or the end of the call.
+    let mut roots: Vec<(usize, FuncId)> = Vec::new();
+    let mut exits: Vec<Probe> = Vec::new();
+    for (t, point) in exit_points {
+        let img = &images[point.module];
+        let target = if through_tail_calls { direct_tail_jump(img, &point) } else { None };
+        let action = match target {
+            Some(g) => {
+                roots.extend([(point.module, point.func), (point.module, g)]);
+                timed[t].tail_callees.push(img.analysis.cfg.function(g).name.clone());
+                Action::TimerTailCall(t)
+            }
+            None => Action::TimerStop(t),
+        };
+        exits.push(Probe { point, action });
+    }
+    // The returns that may end a tail call, planned before the timers' own exits so that
+    // where both meet the tail return (which must know the stack pointer at its exit) picks
+    // the site.
+    for (m, h) in tail_closure(images, roots) {
+        let img = &images[m];
+        let cfg = &img.analysis.cfg;
+        let fun = cfg.function(h);
+        for b in cfg.blocks_of(h) {
+            if !matches!(b.term, Terminator::Return | Terminator::IndirectTailCall) {
+                continue;
+            }
+            let Some(a) = last_instruction(img, b) else { continue };
+            let point = Point {
+                spec: format!("{} (returns of tail calls)", fun.name),
+                label: format!("{}+{:#x}", fun.name, a.0 - fun.entry.0),
+                module: m,
+                func: h,
+                addr: a,
+                at_exit: true,
+            };
+            probes.push(Probe { point, action: Action::TimerTailReturn });
+        }
+    }
+    for p in exits {
+        if let Action::TimerStop(t) | Action::TimerTailCall(t) = p.action {
+            timed[t].exits.push(probes.len());
+        }
+        probes.push(p);
+    }
     Ok((probes, timed))
+}
+
+/// The function an exit point jumps to, when it is a direct tail call (`jmp g`; not a fall
+/// through into the next function, whose stack pointer at the transfer the probe cannot
+/// know).
+fn direct_tail_jump(img: &AnalyzedImage, point: &Point) -> Option<FuncId> {
+    let cfg = &img.analysis.cfg;
+    let b = cfg.block(cfg.block_containing(point.func, point.addr)?);
+    if b.term != Terminator::TailCall {
+        return None;
+    }
+    let (base, bytes) = img.code_region(point.addr)?;
+    let insn = kerf_arch::x86_64::Scanner::new(bytes, base).decode(point.addr)?;
+    if !insn.is_jmp_short_or_near() {
+        return None;
+    }
+    cfg.edges_of(b).find_map(|e| match (e.kind, e.target) {
+        (EdgeKind::TailCall, EdgeTarget::Function(g)) => Some(g),
+        _ => None,
+    })
+}
+
+/// Every function reachable from `roots` by direct tail calls (jumps, conditional jumps,
+/// jump-table entries and falls into the next function), roots included: a tail call's
+/// frame may end at any of their returns.
+fn tail_closure(images: &[AnalyzedImage], roots: Vec<(usize, FuncId)>) -> Vec<(usize, FuncId)> {
+    let mut seen: std::collections::HashSet<(usize, FuncId)> = roots.iter().copied().collect();
+    let mut todo = roots;
+    let mut out = Vec::new();
+    while let Some((m, h)) = todo.pop() {
+        out.push((m, h));
+        let cfg = &images[m].analysis.cfg;
+        for b in cfg.blocks_of(h) {
+            for e in cfg.edges_of(b) {
+                if let (EdgeKind::TailCall, EdgeTarget::Function(g)) = (e.kind, e.target) {
+                    if seen.insert((m, g)) {
+                        todo.push((m, g));
+                    }
+                }
+            }
+        }
+    }
+    out.sort_unstable_by_key(|&(m, h)| (m, h.0));
+    out
 }
 
 /// A timer per (timed function, callee): started at each call instruction to that callee and
@@ -360,7 +461,6 @@ fn timer_probes(
 /// reaches a return address without the call (another branch joining there) only counts as
 /// an unmatched exit.
 fn callee_probes(images: &[AnalyzedImage], probes: &mut Vec<Probe>, timed: &mut Vec<Timed>) {
-    use kerf_analysis::cfg::{EdgeKind, EdgeTarget, Terminator};
     let callers: Vec<(usize, usize)> =
         timed.iter().enumerate().map(|(k, t)| (k, t.entry)).collect();
     let mut by_callee: HashMap<(usize, u32, String), usize> = HashMap::new();
@@ -396,6 +496,7 @@ fn callee_probes(images: &[AnalyzedImage], probes: &mut Vec<Probe>, timed: &mut 
                     call: Some((caller.clone(), callee.clone())),
                     entry: probes.len(),
                     exits: Vec::new(),
+                    tail_callees: Vec::new(),
                 });
                 timed.len() - 1
             });

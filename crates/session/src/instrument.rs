@@ -8,6 +8,7 @@
 //! +0                     thread table (codegen::timer), used by timers and --tid
 //! +THREAD_TABLE_LEN      timer blocks, TIMER_LEN bytes each
 //! then                   counters, one 64-byte line each
+//! then                   tail stacks (codegen::timer), if the module has tail-call probes
 //! last 64 bytes          a `struct sigaction` and room for the old one, which the kernel
 //!                        reads and writes when kerf injects `rt_sigaction` (the code heap
 //!                        is read-execute only)
@@ -30,6 +31,9 @@ use std::time::Duration;
 /// back), plus `TIMER_PATCH` for each timer primitive there.
 const PATCH_SLOT: u64 = 128;
 const TIMER_PATCH: u64 = 192;
+/// More for a probe that times through tail calls (a loop over the tail stack, three more
+/// registers saved).
+const TAIL_PATCH: u64 = 256;
 /// Bytes of data heap per point: one cache line, so threads counting different points do not
 /// share one.
 const DATA_SLOT: usize = 64;
@@ -123,6 +127,32 @@ pub enum Action {
     TimerStart(usize),
     /// Leave timer `t`.
     TimerStop(usize),
+    /// At a direct tail call (`jmp`) of a function timer `t` times: stay inside until the
+    /// return that ends the tail call (codegen's `TimerTailCall`). The returns of every
+    /// function the jump can lead to by tail calls need [`Action::TimerTailReturn`].
+    TimerTailCall(usize),
+    /// At a return, or a jump out of the functions a timed function reaches by tail calls:
+    /// end the pending tail calls made with this stack pointer (codegen's `TimerTailReturn`).
+    TimerTailReturn,
+}
+
+impl Action {
+    /// Whether the probe takes part in timing through tail calls (it needs the thread's
+    /// stack pointer at its exit, and the module's tail stacks).
+    pub fn is_tail(self) -> bool {
+        matches!(self, Action::TimerTailCall(_) | Action::TimerTailReturn)
+    }
+
+    /// Bytes of code heap reserved for a probe of this action.
+    fn patch_room(self) -> u64 {
+        match self {
+            Action::Count => PATCH_SLOT,
+            Action::TimerStart(_) | Action::TimerStop(_) => PATCH_SLOT + TIMER_PATCH,
+            Action::TimerTailCall(_) | Action::TimerTailReturn => {
+                PATCH_SLOT + TIMER_PATCH + TAIL_PATCH
+            }
+        }
+    }
 }
 
 /// One probe: an action at a point.
@@ -201,6 +231,8 @@ struct Heaps {
     code_len: u64,
     used: u64,
     data: SharedMem,
+    /// Where the tail stacks are in the target (0: none).
+    tails: u64,
 }
 
 /// Probes spliced into a live process.
@@ -419,7 +451,10 @@ impl Instrumentation {
                     next_counter[m] += 1;
                     self.counters[i] = Some((m, off));
                 }
-                Action::TimerStart(_) | Action::TimerStop(_) => {}
+                Action::TimerStart(_)
+                | Action::TimerStop(_)
+                | Action::TimerTailCall(_)
+                | Action::TimerTailReturn => {}
             }
         }
         // Code patches are unreachable until their splices exist, so they are written while
@@ -498,13 +533,15 @@ impl Instrumentation {
     ) -> Result<(), InstrumentError> {
         let mut code = vec![0u64; modules.len()];
         let mut counters = vec![0usize; modules.len()];
+        let mut tails = vec![false; modules.len()];
         for p in probes {
             let m = p.point.module;
-            code[m] += PATCH_SLOT;
+            code[m] += p.action.patch_room();
+            tails[m] |= p.action.is_tail();
             match p.action {
                 Action::Count => counters[m] += 1,
-                Action::TimerStart(t) | Action::TimerStop(t) => {
-                    code[m] += TIMER_PATCH;
+                Action::TimerTailReturn => {}
+                Action::TimerStart(t) | Action::TimerStop(t) | Action::TimerTailCall(t) => {
                     if self.timers[t].0 == usize::MAX {
                         self.timers[t].0 = m;
                     } else if self.timers[t].0 != m {
@@ -535,10 +572,11 @@ impl Instrumentation {
             // all of them in each heap (pages never written cost no memory).
             let code_len =
                 (code[m] + DISPATCHER_ROOM + trap::data_len(probes.len())).next_multiple_of(4096);
-            let data_len = THREAD_TABLE_LEN as usize
+            let tails_at = THREAD_TABLE_LEN as usize
                 + timers_in[m] * TIMER_LEN as usize
-                + counters[m] * DATA_SLOT
-                + SIGACTION_SCRATCH;
+                + counters[m] * DATA_SLOT;
+            let tails_len = if tails[m] { timer::TAIL_AREA_LEN as usize } else { 0 };
+            let data_len = tails_at + tails_len + SIGACTION_SCRATCH;
             // Anywhere in reach of the module's code; preferably at a fresh spot a few pages to
             // a few MB past its end, so that a process instrumented again does not get its
             // heap where the last one was: stale words on its stacks that pointed into the old
@@ -555,7 +593,8 @@ impl Instrumentation {
                     e.into()
                 })
             })?;
-            self.heaps[m] = Some(Heaps { code, code_len, used: 0, data });
+            let tails = if tails[m] { data.remote() + tails_at as u64 } else { 0 };
+            self.heaps[m] = Some(Heaps { code, code_len, used: 0, data, tails });
         }
         Ok(())
     }
@@ -580,22 +619,36 @@ impl Instrumentation {
         let refuse =
             |detail: String| InstrumentError::Point { label: p.label.clone(), addr, detail };
         let h = self.heaps[m].as_mut().expect("heap mapped for every module with probes");
-        let data = h.data.remote();
+        let (data, tails) = (h.data.remote(), h.tails);
+        // A tail-call probe needs the stack pointer its exit instruction will have, from
+        // here (plan_sites only puts one where that is known).
+        let stack = |i: usize| {
+            crate::plan::stack_at(&modules[m], addr - bias, probes[i].point.addr.0)
+                .ok_or_else(|| refuse("the stack pointer at its exit is not known here".into()))
+        };
         let prims: Vec<Primitive> = members
             .iter()
             .map(|&i| match probes[i].action {
                 Action::Count => {
                     let (_, off) = self.counters[i].expect("counter laid out for every Count");
-                    Primitive::Count { slot: data + off as u64 }
+                    Ok(Primitive::Count { slot: data + off as u64 })
                 }
                 Action::TimerStart(t) => {
-                    Primitive::TimerStart { timer: data + self.timers[t].1 as u64 }
+                    Ok(Primitive::TimerStart { timer: data + self.timers[t].1 as u64 })
                 }
                 Action::TimerStop(t) => {
-                    Primitive::TimerStop { timer: data + self.timers[t].1 as u64 }
+                    Ok(Primitive::TimerStop { timer: data + self.timers[t].1 as u64 })
+                }
+                Action::TimerTailCall(t) => Ok(Primitive::TimerTailCall {
+                    timer: data + self.timers[t].1 as u64,
+                    tails,
+                    stack: stack(i)?,
+                }),
+                Action::TimerTailReturn => {
+                    Ok(Primitive::TimerTailReturn { tails, stack: stack(i)? })
                 }
             })
-            .collect();
+            .collect::<Result<_, InstrumentError>>()?;
         let ctx = Context {
             live: live_at(&modules[m], p.func, addr - bias),
             env: Env::User,
@@ -608,16 +661,7 @@ impl Instrumentation {
         let patch_at = h.code + h.used;
         let code =
             build_patch(patch_at, &snippet, &plan.displaced).map_err(|e| refuse(e.to_string()))?;
-        let room = members
-            .iter()
-            .map(|&i| {
-                if probes[i].action == Action::Count {
-                    PATCH_SLOT
-                } else {
-                    PATCH_SLOT + TIMER_PATCH
-                }
-            })
-            .sum::<u64>();
+        let room = members.iter().map(|&i| probes[i].action.patch_room()).sum::<u64>();
         if code.len() as u64 > room {
             return Err(refuse(format!("code patch of {} bytes", code.len())));
         }
