@@ -20,7 +20,9 @@ const TOP_ROWS: usize = 40;
 #[derive(clap::Args)]
 pub struct Args {
     /// Points: [MODULE:]SYMBOL[+OFF], MODULE:0xADDR, a glob like libc:*open*, FUNC@blocks or
-    /// FUNC@exits.
+    /// FUNC@exits. MODULE is a prefix of a module's file name, its path, or, for the main
+    /// executable, the name it was run as or `exe`. Globs leave out NAME@plt stubs unless
+    /// the pattern ends in @plt.
     #[arg(required = true)]
     specs: Vec<String>,
     #[command(flatten)]

@@ -25,7 +25,9 @@ const TOP_ROWS: usize = 40;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Functions: [MODULE:]SYMBOL or a glob like 'libc:*alloc*'.
+    /// Functions: [MODULE:]SYMBOL or a glob like 'libc:*alloc*' (MODULE as for `kerf
+    /// count`). A function that ends in a tail call is timed until the tail-called function
+    /// returns.
     #[arg(required = true)]
     functions: Vec<String>,
     /// Also time each function's calls, per callee: a timer from the call instruction to
