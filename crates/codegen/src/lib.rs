@@ -302,24 +302,7 @@ fn lower_timers(
             a.or(rax, rdx)?;
             a.mov(qword_ptr(r11 + 8), rax)?;
         } else {
-            let mut unmatched = a.create_label();
-            a.mov(rdx, qword_ptr(r11))?;
-            a.test(rdx, rdx)?;
-            a.jz(unmatched)?;
-            // The start is read before the depth drops: a signal handler that runs the
-            // function in between starts its own interval and must not replace ours.
-            a.mov(r10, qword_ptr(r11 + 8))?;
-            a.dec(qword_ptr(r11))?;
-            a.cmp(rdx, 1)?;
-            a.jne(after)?;
-            a.rdtsc()?;
-            a.shl(rdx, 32)?;
-            a.or(rax, rdx)?;
-            a.sub(rax, r10)?;
-            a.add_instruction(templates::atomic_add(t + timer::CYCLES, Register::RAX))?;
-            a.jmp(after)?;
-            a.set_label(&mut unmatched)?;
-            a.add_instruction(templates::atomic_inc(t + timer::UNMATCHED))?;
+            leave_timer(a, t, after)?;
         }
         a.set_label(&mut after)?;
     }
@@ -340,6 +323,30 @@ fn lower_timers(
         a.nop()?;
     }
     Ok(())
+}
+
+/// Leave timer `t` once (`r11` = this thread's state in it): the outermost exit adds the
+/// interval; an exit with depth 0 (the thread entered before the splice) is unmatched. Ends
+/// at `after` (the unmatched count falls through to it).
+fn leave_timer(a: &mut CodeAssembler, t: u64, after: CodeLabel) -> Result<(), IcedError> {
+    let mut unmatched = a.create_label();
+    a.mov(rdx, qword_ptr(r11))?;
+    a.test(rdx, rdx)?;
+    a.jz(unmatched)?;
+    // The start is read before the depth drops: a signal handler that runs the function
+    // in between starts its own interval and must not replace ours.
+    a.mov(r10, qword_ptr(r11 + 8))?;
+    a.dec(qword_ptr(r11))?;
+    a.cmp(rdx, 1)?;
+    a.jne(after)?;
+    a.rdtsc()?;
+    a.shl(rdx, 32)?;
+    a.or(rax, rdx)?;
+    a.sub(rax, r10)?;
+    a.add_instruction(templates::atomic_add(t + timer::CYCLES, Register::RAX))?;
+    a.jmp(after)?;
+    a.set_label(&mut unmatched)?;
+    a.add_instruction(templates::atomic_inc(t + timer::UNMATCHED))
 }
 
 /// `reg` = the stack pointer `at` describes, with the saves' `frame` below the point's rsp.
@@ -364,10 +371,11 @@ fn tail_stack(a: &mut CodeAssembler, tails: u64) -> Result<(), IcedError> {
 }
 
 /// [`Primitive::TimerTailCall`], after the thread lookup (`rcx` = slot; `rax`, `rdx`, `rsi`,
-/// `rdi`, `r8`, `r10`, `r11` scratch). A thread that entered before the splice is an
-/// unmatched exit, as at a plain exit. The entry is written so that a signal handler that
-/// interrupts it (and runs timed code of its own) never finds a half-written entry that could
-/// match: its stack pointer is 0 until last, and it is claimed before it is filled.
+/// `rdi`, `r8`, `r10`, `r11` scratch). A thread that entered before the splice, or whose tail
+/// stack is full, leaves here as at a plain exit. The entry is written so that a signal
+/// handler that interrupts it (and runs timed code of its own) never finds a half-written
+/// entry that could match: its stack pointer is 0 until last, and it is claimed before it is
+/// filled.
 fn lower_tail_call(
     a: &mut CodeAssembler,
     t: u64,
@@ -376,8 +384,7 @@ fn lower_tail_call(
     frame: i32,
 ) -> Result<(), IcedError> {
     let mut push = a.create_label();
-    let mut full = a.create_label();
-    let mut unmatched = a.create_label();
+    let mut plain = a.create_label();
     let mut after = a.create_label();
     let top = |k: i32| qword_ptr(rax + k);
     // r11 = &states[slot]; rdx = depth.
@@ -387,7 +394,7 @@ fn lower_tail_call(
     a.add(r11, rax)?;
     a.mov(rdx, qword_ptr(r11))?;
     a.test(rdx, rdx)?;
-    a.jz(unmatched)?;
+    a.jz(plain)?;
     tail_stack(a, tails)?;
     load_sp(a, rdi, at, frame)?;
     a.add_instruction(templates::lea_rip(Register::R8, t))?;
@@ -406,7 +413,7 @@ fn lower_tail_call(
     a.jmp(after)?;
     a.set_label(&mut push)?;
     a.cmp(rdx, timer::TAIL_ENTRIES as i32)?;
-    a.jae(full)?;
+    a.jae(plain)?;
     a.lea(rax, qword_ptr(rdx + 1))?;
     a.shl(rax, timer::TAIL_ENTRY.trailing_zeros())?;
     a.add(rax, rsi)?;
@@ -416,21 +423,8 @@ fn lower_tail_call(
     a.mov(top(16), 1)?;
     a.mov(top(0), rdi)?;
     a.jmp(after)?;
-    // No room: leave the timer here, as a plain exit does (rdx = depth, reloaded).
-    a.set_label(&mut full)?;
-    a.mov(rdx, qword_ptr(r11))?;
-    a.mov(r10, qword_ptr(r11 + 8))?;
-    a.dec(qword_ptr(r11))?;
-    a.cmp(rdx, 1)?;
-    a.jne(after)?;
-    a.rdtsc()?;
-    a.shl(rdx, 32)?;
-    a.or(rax, rdx)?;
-    a.sub(rax, r10)?;
-    a.add_instruction(templates::atomic_add(t + timer::CYCLES, Register::RAX))?;
-    a.jmp(after)?;
-    a.set_label(&mut unmatched)?;
-    a.add_instruction(templates::atomic_inc(t + timer::UNMATCHED))?;
+    a.set_label(&mut plain)?;
+    leave_timer(a, t, after)?;
     a.set_label(&mut after)?;
     a.nop()
 }

@@ -145,11 +145,17 @@ static HELD: AtomicI32 = AtomicI32::new(0);
 static HELD_NOTE: OnceLock<String> = OnceLock::new();
 
 extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+    end_held();
+}
+
+/// If kerf holds a command it launched, kill it, say so and exit 1. A command held at its
+/// entry point (or still on its way there) has run none of its own code and has no probe
+/// kerf would need to restore, so kerf need not finish an analysis that may have seconds
+/// to go. Called from the signal handler: only async-signal-safe calls.
+fn end_held() {
     let held = HELD.load(Ordering::SeqCst);
     if held > 0 {
-        // A command held at its entry point has run none of its own code and has no probe
-        // kerf would need to restore: end it and exit now, rather than after an analysis
-        // that may have seconds to go.
         // SAFETY: kill, write and _exit are async-signal-safe; the note was set before
         // HELD, and is never changed after.
         unsafe {
@@ -160,7 +166,6 @@ extern "C" fn on_signal(_: libc::c_int) {
             libc::_exit(1);
         }
     }
-    STOP.store(true, Ordering::SeqCst);
 }
 
 /// Ctrl-C, SIGTERM and SIGHUP end the sampling loop (and so restore the target) instead of
@@ -275,17 +280,27 @@ impl Target {
                 aliases: Vec::new(),
             },
             (None, false) => {
-                let (c, hold) =
-                    kerf_target::ptrace::spawn_at_entry(&args.command, Duration::from_secs(10))
-                        .map_err(|e| e.to_string())?;
+                check_interrupted()?;
+                // From the moment the command exists, a signal ends it (see `end_held`).
+                let mut on_start = |pid: i32| {
+                    let note = format!(
+                        "kerf: interrupted while the command was held at its entry point: \
+                         killed process {pid}\n"
+                    );
+                    if HELD_NOTE.set(note).is_ok() {
+                        HELD.store(pid, Ordering::SeqCst);
+                        if STOP.load(Ordering::SeqCst) {
+                            end_held(); // the signal came while it was being started
+                        }
+                    }
+                };
+                let (c, hold) = kerf_target::ptrace::spawn_at_entry_with(
+                    &args.command,
+                    Duration::from_secs(10),
+                    &mut on_start,
+                )
+                .map_err(|e| e.to_string())?;
                 let pid = c.id() as i32;
-                let note = format!(
-                    "kerf: interrupted while the command was held at its entry point: killed \
-                     process {pid}\n"
-                );
-                if HELD_NOTE.set(note).is_ok() {
-                    HELD.store(pid, Ordering::SeqCst);
-                }
                 Target {
                     pid,
                     child: Some(c),

@@ -51,6 +51,13 @@ fn rest(mut out: BufReader<std::process::ChildStdout>) -> String {
     s
 }
 
+/// Release a fixture kerf is done with ("go") and check that it runs to its end.
+fn go_and_finish(mut c: Child, pid: i32, out: BufReader<std::process::ChildStdout>) {
+    assert!(Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap().success());
+    assert!(rest(out).contains("checksum"));
+    assert!(c.wait().unwrap().success());
+}
+
 /// Start `kerf count --json` on `pid` and wait until it says the points are spliced.
 fn kerf_count(pid: i32, args: &[&str]) -> Child {
     let mut all = vec!["-p".to_string(), pid.to_string(), "--json".to_string()];
@@ -211,7 +218,7 @@ fn count_error(pid: i32, args: &[&str], needle: &str) {
 #[test]
 fn bad_input_is_a_clear_error_and_leaves_the_target_alone() {
     let bin = build("-O2", "bad");
-    let (mut c, pid, out) = start(&bin, false);
+    let (c, pid, out) = start(&bin, false);
     let maps_before = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
     count_error(pid, &["branchyy"], "close: branchy");
     count_error(pid, &["nosuchmodule:branchy"], "no module named 'nosuchmodule'");
@@ -228,9 +235,7 @@ fn bad_input_is_a_clear_error_and_leaves_the_target_alone() {
     assert!(!nobody.status.success());
     let err = String::from_utf8_lossy(&nobody.stderr);
     assert!(err.contains("permission"), "{err}");
-    assert!(Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap().success());
-    assert!(rest(out).contains("checksum"));
-    assert!(c.wait().unwrap().success());
+    go_and_finish(c, pid, out);
     // A process that is gone.
     count_error(pid, &["branchy"], "does not exist");
 }
@@ -365,7 +370,7 @@ fn kerf_count_output(args: &[&str]) -> std::process::Output {
 #[test]
 fn nonsense_durations_and_intervals_are_refused_before_attaching() {
     let bin = build("-O2", "durations");
-    let (mut c, pid, out) = start(&bin, false);
+    let (c, pid, out) = start(&bin, false);
     let _reaper = Reaper(pid);
     let maps_before = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
     let pid_s = pid.to_string();
@@ -391,9 +396,7 @@ fn nonsense_durations_and_intervals_are_refused_before_attaching() {
         assert!(!err.contains("spliced"), "{arg} was checked after splicing: {err}");
     }
     assert_eq!(std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap(), maps_before);
-    assert!(Command::new("kill").args(["-USR1", &pid_s]).status().unwrap().success());
-    assert!(rest(out).contains("checksum"));
-    assert!(c.wait().unwrap().success());
+    go_and_finish(c, pid, out);
 }
 
 /// A PID that names no process kerf can instrument is described before anything else is
@@ -433,7 +436,7 @@ fn bad_pids_say_what_the_process_is() {
 #[test]
 fn globs_leave_out_plt_stubs() {
     let bin = build("-O2", "plt");
-    let (mut c, pid, out) = start(&bin, false);
+    let (c, pid, out) = start(&bin, false);
     let _reaper = Reaper(pid);
     let pid_s = pid.to_string();
     let o = kerf_count_output(&["-p", &pid_s, "--json", "--duration", "0.3", "counted-O2-plt:*"]);
@@ -447,9 +450,7 @@ fn globs_leave_out_plt_stubs() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["points"][0]["point"], "usleep@plt", "{v}");
-    assert!(Command::new("kill").args(["-USR1", &pid_s]).status().unwrap().success());
-    assert!(rest(out).contains("checksum"));
-    assert!(c.wait().unwrap().success());
+    go_and_finish(c, pid, out);
 }
 
 /// The live table lists the points that ran in the interval, not every point: before "go"
@@ -458,7 +459,7 @@ fn globs_leave_out_plt_stubs() {
 #[test]
 fn live_table_shows_only_points_that_ran() {
     let bin = build("-O2", "table");
-    let (mut c, pid, out) = start(&bin, false);
+    let (c, pid, out) = start(&bin, false);
     let _reaper = Reaper(pid);
     let pid_s = pid.to_string();
     let o = kerf_count_output(&[
@@ -479,9 +480,7 @@ fn live_table_shows_only_points_that_ran() {
         assert_eq!(table.matches(idle).count(), 1, "{idle}:\n{table}");
     }
     assert!(table.matches("idle").count() >= ticks, "no line for the idle points:\n{table}");
-    assert!(Command::new("kill").args(["-USR1", &pid_s]).status().unwrap().success());
-    assert!(rest(out).contains("checksum"));
-    assert!(c.wait().unwrap().success());
+    go_and_finish(c, pid, out);
 }
 
 /// A module is named the way a user thinks of it: a program started through a symlink
@@ -495,7 +494,7 @@ fn modules_answer_to_the_name_the_program_was_run_as() {
     let link = dir.join("aliased-prog");
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(&bin, &link).unwrap();
-    let (mut c, pid, out) = start(&link, false);
+    let (c, pid, out) = start(&link, false);
     let _reaper = Reaper(pid);
     let pid_s = pid.to_string();
     let link_s = link.to_str().unwrap();
@@ -522,9 +521,7 @@ fn modules_answer_to_the_name_the_program_was_run_as() {
     let o = kerf_count_output(&["-p", &pid_s, "nosuch:branchy"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("aliased-prog") && err.contains("exe"), "{err}");
-    assert!(Command::new("kill").args(["-USR1", &pid_s]).status().unwrap().success());
-    assert!(rest(out).contains("checksum"));
-    assert!(c.wait().unwrap().success());
+    go_and_finish(c, pid, out);
 }
 
 /// kerf's code heap is mapped read-execute, not writable: kerf writes it through
@@ -533,7 +530,7 @@ fn modules_answer_to_the_name_the_program_was_run_as() {
 #[test]
 fn code_heap_is_not_writable() {
     let bin = build("-O2", "rx");
-    let (mut c, pid, out) = start(&bin, false);
+    let (c, pid, out) = start(&bin, false);
     let _reaper = Reaper(pid);
     let maps = || std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
     let before = maps();
@@ -550,9 +547,7 @@ fn code_heap_is_not_writable() {
         assert_eq!(h.split_whitespace().nth(1), Some("r-xp"), "{h}");
     }
     assert!(!during.contains("rwxp"), "{during}");
-    assert!(Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap().success());
-    assert!(rest(out).contains("checksum"));
-    assert!(c.wait().unwrap().success());
+    go_and_finish(c, pid, out);
     let ko = k.wait_with_output().unwrap();
     assert!(ko.status.success(), "{}", String::from_utf8_lossy(&ko.stderr));
     let v: Value = serde_json::from_slice(&ko.stdout).unwrap();

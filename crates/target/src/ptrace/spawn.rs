@@ -249,6 +249,16 @@ pub fn spawn_at_entry(
     argv: &[String],
     timeout: Duration,
 ) -> Result<(Child, EntryHold), TargetError> {
+    spawn_at_entry_with(argv, timeout, &mut |_| {})
+}
+
+/// [`spawn_at_entry`], calling `started` with the child's pid as soon as it exists (before
+/// it reaches its entry point), so that the caller can end it if it must stop meanwhile.
+pub fn spawn_at_entry_with(
+    argv: &[String],
+    timeout: Duration,
+    started: &mut dyn FnMut(i32),
+) -> Result<(Child, EntryHold), TargetError> {
     let sys = RealTraceSys::new();
     let Some((program, args)) = argv.split_first() else {
         return Err(TargetError::Spawn {
@@ -273,6 +283,7 @@ pub fn spawn_at_entry(
     let mut child =
         cmd.spawn().map_err(|source| TargetError::Spawn { program: program.clone(), source })?;
     let pid = child.id() as i32;
+    started(pid);
     match hold_at_entry(&sys, pid, timeout) {
         Ok(hold) => Ok((child, hold)),
         Err(e) => {
