@@ -35,8 +35,8 @@ pub struct LiveArgs {
     pub json: bool,
     /// Write the summary (the JSON object, or the final table) to FILE. Without it the
     /// summary and the live table go to stdout, except when kerf launches a command: that
-    /// command keeps stdout to itself, and kerf's output goes to stderr (the JSON object as
-    /// its last line).
+    /// command keeps stdout to itself, and kerf's output goes to stderr (the JSON object on a
+    /// line of its own).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
     /// Use this splice kind for every point (testing): jump5, jump2 or trap.
