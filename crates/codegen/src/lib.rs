@@ -22,12 +22,45 @@ pub enum Primitive {
     TimerStart { timer: u64 },
     /// Leave the timer at `timer`; the outermost exit adds the thread's interval.
     TimerStop { timer: u64 },
+    /// At a direct tail call of a function the timer at `timer` times: the thread stays
+    /// inside, and notes a pending tail call in its tail stack (in the area at `tails`) for
+    /// the stack pointer the jump has, `stack` (see [`timer`]'s "Tail calls").
+    TimerTailCall { timer: u64, tails: u64, stack: SpAt },
+    /// At a return (or a jump out of probed code) of a function reached by tail calls: every
+    /// pending tail call of this thread noted for the stack pointer this exit has, `stack`,
+    /// ends here and leaves its timer.
+    TimerTailReturn { tails: u64, stack: SpAt },
 }
 
 impl Primitive {
     fn is_timer(&self) -> bool {
         !matches!(self, Primitive::Count { .. })
     }
+
+    fn is_tail(&self) -> bool {
+        matches!(self, Primitive::TimerTailCall { .. } | Primitive::TimerTailReturn { .. })
+    }
+}
+
+/// The stack pointer some later instruction will have, in terms of the point's registers
+/// (before the snippet saves anything): `base + disp`. An exit probe often sits a few
+/// instructions before its `ret` or `jmp` (where a jump fits), and those instructions may pop
+/// registers or tear the frame down (`leave`: `rbp`-based from then on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpAt {
+    pub base: SpBase,
+    pub disp: i32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpBase {
+    Rsp,
+    Rbp,
+}
+
+impl SpAt {
+    /// The stack pointer at the point itself.
+    pub const HERE: SpAt = SpAt { base: SpBase::Rsp, disp: 0 };
 }
 
 /// Where the generated code runs.
@@ -134,12 +167,24 @@ pub fn lower(prims: &[Primitive], ctx: &Context) -> Result<Vec<Instruction>, Cod
         return Ok(wrap(body, RegSet::EMPTY, templates::INC_FLAGS, ctx));
     }
     let timers = prims.iter().any(Primitive::is_timer);
-    let used = if timers {
+    let mut used = if timers {
         RegSet::of(&[Gpr::Rax, Gpr::Rcx, Gpr::Rdx, Gpr::R10, Gpr::R11])
     } else {
         RegSet::of(&[Gpr::R10, Gpr::R11])
     };
+    if prims.iter().any(Primitive::is_tail) {
+        used = used.union(RegSet::of(&[Gpr::Rsi, Gpr::Rdi, Gpr::R8]));
+    }
     let (save, restore) = saves(used, ALL_ARITH, ctx);
+    // How far the saves move rsp: the point's rsp is rsp + frame once they are done.
+    let frame: i32 = save
+        .iter()
+        .map(|i| match i.code() {
+            iced_x86::Code::Pushfq | iced_x86::Code::Push_r64 => 8,
+            iced_x86::Code::Lea_r64_m => templates::RED_ZONE as i32,
+            _ => 0,
+        })
+        .sum();
     let mut a = CodeAssembler::new(64)?;
     let mut done = a.create_label();
     for i in save {
@@ -169,7 +214,7 @@ pub fn lower(prims: &[Primitive], ctx: &Context) -> Result<Vec<Instruction>, Cod
         }
     }
     if timers {
-        lower_timers(&mut a, prims, ctx.threads, done)?;
+        lower_timers(&mut a, prims, ctx.threads, frame, done)?;
     }
     // `done` labels the first instruction after the body: the restore sequence, or a nop
     // when nothing needs restoring (a label needs an instruction to sit on).
@@ -203,11 +248,13 @@ pub fn relabel(insns: &mut [Instruction], offset: u64) {
     }
 }
 
-/// Thread-slot lookup, then every timer primitive; jumps to `done` at the end.
+/// Thread-slot lookup, then every timer primitive; jumps to `done` at the end. `frame` is
+/// how far the saves moved rsp below the point's.
 fn lower_timers(
     a: &mut CodeAssembler,
     prims: &[Primitive],
     threads: u64,
+    frame: i32,
     done: CodeLabel,
 ) -> Result<(), IcedError> {
     let mask = (timer::THREAD_SLOTS - 1) as u32;
@@ -249,6 +296,14 @@ fn lower_timers(
         let (t, start) = match *p {
             Primitive::TimerStart { timer } => (timer, true),
             Primitive::TimerStop { timer } => (timer, false),
+            Primitive::TimerTailCall { timer, tails, stack } => {
+                lower_tail_call(a, timer, tails, stack, frame)?;
+                continue;
+            }
+            Primitive::TimerTailReturn { tails, stack } => {
+                lower_tail_return(a, tails, stack, frame)?;
+                continue;
+            }
             Primitive::Count { .. } => continue,
         };
         // r11 = &states[slot] = timer + STATES + 16 * slot.
@@ -268,35 +323,184 @@ fn lower_timers(
             a.or(rax, rdx)?;
             a.mov(qword_ptr(r11 + 8), rax)?;
         } else {
-            let mut unmatched = a.create_label();
-            a.mov(rdx, qword_ptr(r11))?;
-            a.test(rdx, rdx)?;
-            a.jz(unmatched)?;
-            // The start is read before the depth drops: a signal handler that runs the
-            // function in between starts its own interval and must not replace ours.
-            a.mov(r10, qword_ptr(r11 + 8))?;
-            a.dec(qword_ptr(r11))?;
-            a.cmp(rdx, 1)?;
-            a.jne(after)?;
-            a.rdtsc()?;
-            a.shl(rdx, 32)?;
-            a.or(rax, rdx)?;
-            a.sub(rax, r10)?;
-            a.add_instruction(templates::atomic_add(t + timer::CYCLES, Register::RAX))?;
-            a.jmp(after)?;
-            a.set_label(&mut unmatched)?;
-            a.add_instruction(templates::atomic_inc(t + timer::UNMATCHED))?;
+            leave_timer(a, t, after)?;
         }
         a.set_label(&mut after)?;
     }
     a.jmp(done)?;
     a.set_label(&mut lost)?;
+    let mut counted = false;
     for p in &timers {
-        if let Primitive::TimerStart { timer } | Primitive::TimerStop { timer } = *p {
+        if let Primitive::TimerStart { timer }
+        | Primitive::TimerStop { timer }
+        | Primitive::TimerTailCall { timer, .. } = *p
+        {
             a.add_instruction(templates::atomic_inc(timer + timer::LOST))?;
+            counted = true;
         }
     }
+    if !counted {
+        // A tail return has no timer of its own to count in; `lost` needs an instruction.
+        a.nop()?;
+    }
     Ok(())
+}
+
+/// Leave timer `t` once (`r11` = this thread's state in it): the outermost exit adds the
+/// interval; an exit with depth 0 (the thread entered before the splice) is unmatched. Ends
+/// at `after` (the unmatched count falls through to it).
+fn leave_timer(a: &mut CodeAssembler, t: u64, after: CodeLabel) -> Result<(), IcedError> {
+    let mut unmatched = a.create_label();
+    a.mov(rdx, qword_ptr(r11))?;
+    a.test(rdx, rdx)?;
+    a.jz(unmatched)?;
+    // The start is read before the depth drops: a signal handler that runs the function
+    // in between starts its own interval and must not replace ours.
+    a.mov(r10, qword_ptr(r11 + 8))?;
+    a.dec(qword_ptr(r11))?;
+    a.cmp(rdx, 1)?;
+    a.jne(after)?;
+    a.rdtsc()?;
+    a.shl(rdx, 32)?;
+    a.or(rax, rdx)?;
+    a.sub(rax, r10)?;
+    a.add_instruction(templates::atomic_add(t + timer::CYCLES, Register::RAX))?;
+    a.jmp(after)?;
+    a.set_label(&mut unmatched)?;
+    a.add_instruction(templates::atomic_inc(t + timer::UNMATCHED))
+}
+
+/// `reg` = the stack pointer `at` describes, with the saves' `frame` below the point's rsp.
+fn load_sp(
+    a: &mut CodeAssembler,
+    reg: AsmRegister64,
+    at: SpAt,
+    frame: i32,
+) -> Result<(), IcedError> {
+    match at.base {
+        SpBase::Rsp => a.lea(reg, qword_ptr(rsp + (frame + at.disp))),
+        SpBase::Rbp => a.lea(reg, qword_ptr(rbp + at.disp)),
+    }
+}
+
+/// `rsi` = this thread's tail stack (`rcx` = its slot).
+fn tail_stack(a: &mut CodeAssembler, tails: u64) -> Result<(), IcedError> {
+    a.add_instruction(templates::lea_rip(Register::RSI, tails))?;
+    a.mov(rax, rcx)?;
+    a.shl(rax, timer::TAIL_LEN.trailing_zeros())?;
+    a.add(rsi, rax)
+}
+
+/// [`Primitive::TimerTailCall`], after the thread lookup (`rcx` = slot; `rax`, `rdx`, `rsi`,
+/// `rdi`, `r8`, `r10`, `r11` scratch). A thread that entered before the splice, or whose tail
+/// stack is full, leaves here as at a plain exit. The entry is written so that a signal
+/// handler that interrupts it (and runs timed code of its own) never finds a half-written
+/// entry that could match: its stack pointer is 0 until last, and it is claimed before it is
+/// filled.
+fn lower_tail_call(
+    a: &mut CodeAssembler,
+    t: u64,
+    tails: u64,
+    at: SpAt,
+    frame: i32,
+) -> Result<(), IcedError> {
+    let mut push = a.create_label();
+    let mut plain = a.create_label();
+    let mut after = a.create_label();
+    let top = |k: i32| qword_ptr(rax + k);
+    // r11 = &states[slot]; rdx = depth.
+    a.add_instruction(templates::lea_rip(Register::R11, t + timer::STATES))?;
+    a.mov(rax, rcx)?;
+    a.shl(rax, 4)?;
+    a.add(r11, rax)?;
+    a.mov(rdx, qword_ptr(r11))?;
+    a.test(rdx, rdx)?;
+    a.jz(plain)?;
+    tail_stack(a, tails)?;
+    load_sp(a, rdi, at, frame)?;
+    a.add_instruction(templates::lea_rip(Register::R8, t))?;
+    // The same tail call again (a tail-recursive loop through the entry): one more level.
+    a.mov(rdx, qword_ptr(rsi))?;
+    a.test(rdx, rdx)?;
+    a.jz(push)?;
+    a.mov(rax, rdx)?;
+    a.shl(rax, timer::TAIL_ENTRY.trailing_zeros())?;
+    a.add(rax, rsi)?;
+    a.cmp(top(0), rdi)?;
+    a.jne(push)?;
+    a.cmp(top(8), r8)?;
+    a.jne(push)?;
+    a.inc(top(16))?;
+    a.jmp(after)?;
+    a.set_label(&mut push)?;
+    a.cmp(rdx, timer::TAIL_ENTRIES as i32)?;
+    a.jae(plain)?;
+    a.lea(rax, qword_ptr(rdx + 1))?;
+    a.shl(rax, timer::TAIL_ENTRY.trailing_zeros())?;
+    a.add(rax, rsi)?;
+    a.mov(top(0), 0)?;
+    a.inc(qword_ptr(rsi))?;
+    a.mov(top(8), r8)?;
+    a.mov(top(16), 1)?;
+    a.mov(top(0), rdi)?;
+    a.jmp(after)?;
+    a.set_label(&mut plain)?;
+    leave_timer(a, t, after)?;
+    a.set_label(&mut after)?;
+    a.nop()
+}
+
+/// [`Primitive::TimerTailReturn`], after the thread lookup (registers as for
+/// [`lower_tail_call`]): pops every pending tail call noted for this stack pointer, newest
+/// first, and leaves its timer by its levels; the one that reaches depth 0 adds the interval.
+fn lower_tail_return(
+    a: &mut CodeAssembler,
+    tails: u64,
+    at: SpAt,
+    frame: i32,
+) -> Result<(), IcedError> {
+    let mut next = a.create_label();
+    let mut outermost = a.create_label();
+    let mut after = a.create_label();
+    tail_stack(a, tails)?;
+    load_sp(a, rdi, at, frame)?;
+    a.set_label(&mut next)?;
+    a.mov(rdx, qword_ptr(rsi))?;
+    a.test(rdx, rdx)?;
+    a.jz(after)?;
+    a.mov(rax, rdx)?;
+    a.shl(rax, timer::TAIL_ENTRY.trailing_zeros())?;
+    a.add(rax, rsi)?;
+    a.cmp(qword_ptr(rax), rdi)?;
+    a.jne(after)?;
+    a.mov(r8, qword_ptr(rax + 8))?;
+    a.mov(r10, qword_ptr(rax + 16))?;
+    a.dec(qword_ptr(rsi))?;
+    // r11 = &states[slot] of that timer.
+    a.mov(r11, rcx)?;
+    a.shl(r11, 4)?;
+    a.add(r11, r8)?;
+    a.add(r11, timer::STATES as i32)?;
+    a.mov(rdx, qword_ptr(r11))?;
+    a.test(rdx, rdx)?;
+    a.jz(next)?;
+    // The start is read before the depth drops (see the plain exit).
+    a.mov(rax, qword_ptr(r11 + 8))?;
+    a.sub(rdx, r10)?;
+    a.jbe(outermost)?;
+    a.mov(qword_ptr(r11), rdx)?;
+    a.jmp(next)?;
+    a.set_label(&mut outermost)?;
+    a.mov(qword_ptr(r11), 0)?;
+    a.mov(r10, rax)?;
+    a.rdtsc()?;
+    a.shl(rdx, 32)?;
+    a.or(rax, rdx)?;
+    a.sub(rax, r10)?;
+    a.lock().add(qword_ptr(r8 + timer::CYCLES as i32), rax)?;
+    a.jmp(next)?;
+    a.set_label(&mut after)?;
+    a.nop()
 }
 
 /// Surround `body` with the saves it needs: the red zone stepped over in user space, flags

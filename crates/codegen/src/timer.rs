@@ -26,6 +26,30 @@
 //! A slot is never freed: a thread that exits leaves its key, and glibc gives a later thread
 //! the same thread pointer when it reuses the stack, which then reuses the slot. A thread that
 //! leaves a timed function by `longjmp` or an exception keeps a depth above zero.
+//!
+//! # Tail calls
+//!
+//! A function that ends in a tail call (`jmp g`) has not finished at the jump: `g` returns
+//! straight to its caller, and the function's time includes `g`'s. So the timer is not left
+//! at a direct tail call; instead the thread notes a *pending tail call* (its stack pointer at
+//! the jump, the timer, and how many levels it leaves), and the return that ends it is the
+//! first return (or jump out of probed code) executed with that same stack pointer: the
+//! return address `g` uses is the one the jump left on the stack. kerf probes the returns of
+//! every function reachable by direct tail calls (`g`, and what `g` tail-calls in turn) for
+//! that. Matching on the stack pointer, not on the callee, keeps recursion and the callee's
+//! own calls from other places apart, and needs nothing of the program's stack changed: the
+//! alternative of turning the jump into a call (or of planting a return address) would move
+//! the callee's stack arguments and show the program a return address no unwinder knows.
+//!
+//! Pending tail calls are a small stack per thread, shared by the timers of a data heap:
+//! ```text
+//! tail stack of a thread (TAIL_LEN bytes, indexed like the thread table)
+//! +0   n        u64   entries in use
+//! +32  entries  [(sp u64, timer u64, levels u64, unused u64); TAIL_ENTRIES], oldest first
+//! ```
+//! A pending tail call whose return is never seen (a `longjmp`, an exit kerf could not probe)
+//! keeps its thread inside, like a `longjmp` out of the function itself. When the stack is
+//! full, a tail call leaves its timer at the jump, as a plain exit does.
 
 /// Threads a data heap tells apart; further threads are counted in `lost`.
 pub const THREAD_SLOTS: u64 = 256;
@@ -40,6 +64,17 @@ pub const OUTER: u64 = 32;
 pub const STATES: u64 = 64;
 /// Bytes of one timer block (a multiple of the 64-byte cache line).
 pub const TIMER_LEN: u64 = STATES + 16 * THREAD_SLOTS;
+
+/// Pending tail calls a thread keeps at most.
+pub const TAIL_ENTRIES: u64 = 7;
+/// Bytes of one pending tail call.
+pub const TAIL_ENTRY: u64 = 32;
+/// Bytes of one thread's tail stack (a power of two: the code indexes it with a shift).
+pub const TAIL_LEN: u64 = 256;
+/// Bytes of the tail stacks of a data heap, one per thread slot.
+pub const TAIL_AREA_LEN: u64 = TAIL_LEN * THREAD_SLOTS;
+const _: () = assert!(TAIL_ENTRY * (TAIL_ENTRIES + 1) <= TAIL_LEN);
+const _: () = assert!(TAIL_LEN.is_power_of_two() && TAIL_ENTRY.is_power_of_two());
 
 /// Where a thread table slot for thread pointer `tp` starts probing: the same hash the
 /// generated code computes, for tests and for readers that want to find a thread's slot.

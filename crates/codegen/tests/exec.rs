@@ -209,3 +209,161 @@ fn thread_filter_counts_only_that_thread() {
     .unwrap();
     assert_eq!(ar.word(slot), 10);
 }
+
+/// Two timers with their start, stop and tail-call snippets, and tail-return snippets, for a
+/// point where everything is live (so the snippets must preserve every register).
+struct Tails {
+    ar: Arena,
+    timers: [u64; 2],
+    start: [u64; 2],
+    /// Tail calls noted at this call's stack pointer, and 64 bytes below it.
+    call_here: [u64; 2],
+    call_deep: [u64; 2],
+    /// Returns at this call's stack pointer, and 64 bytes below it.
+    ret_here: u64,
+    ret_deep: u64,
+    tails: u64,
+}
+
+fn tails() -> Tails {
+    use kerf_codegen::{SpAt, SpBase};
+    let mut ar = Arena::new();
+    let threads = ar.addr(DATA);
+    let timers = [0, 1].map(|k| ar.addr(DATA + timer::THREAD_TABLE_LEN + k * timer::TIMER_LEN));
+    let tails = ar.addr(DATA + timer::THREAD_TABLE_LEN + 2 * timer::TIMER_LEN);
+    assert!(
+        DATA + timer::THREAD_TABLE_LEN + 2 * timer::TIMER_LEN + timer::TAIL_AREA_LEN <= MAP as u64
+    );
+    let ctx = Context {
+        live: LiveAt::ALL,
+        env: Env::User,
+        thread: thread_pointer(),
+        threads,
+        only_thread: None,
+        only_id: None,
+    };
+    let deep = SpAt { base: SpBase::Rsp, disp: -64 };
+    let start = timers.map(|t| ar.place(&[Primitive::TimerStart { timer: t }], &ctx));
+    let call_here = timers.map(|t| {
+        ar.place(&[Primitive::TimerTailCall { timer: t, tails, stack: SpAt::HERE }], &ctx)
+    });
+    let call_deep = timers
+        .map(|t| ar.place(&[Primitive::TimerTailCall { timer: t, tails, stack: deep }], &ctx));
+    let ret_here = ar.place(&[Primitive::TimerTailReturn { tails, stack: SpAt::HERE }], &ctx);
+    let ret_deep = ar.place(&[Primitive::TimerTailReturn { tails, stack: deep }], &ctx);
+    Tails { ar, timers, start, call_here, call_deep, ret_here, ret_deep, tails }
+}
+
+impl Tails {
+    fn sample(&self, k: usize) -> timer::TimerSample {
+        timer::sample(&|o| self.ar.word(self.timers[k] + o), 0)
+    }
+
+    /// Pending tail calls of every thread.
+    fn pending(&self) -> u64 {
+        (0..timer::THREAD_SLOTS).map(|s| self.ar.word(self.tails + s * timer::TAIL_LEN)).sum()
+    }
+}
+
+/// Every snippet is called from the same place, so "here" is the same stack pointer each
+/// time, as a tail call's jump and the callee's return share one.
+fn run(f: u64) {
+    assert_eq!(call(f), ([0xa1, 0xc1, 0xd1, 0x101, 0x111], 1), "registers changed");
+}
+
+#[test]
+fn a_tail_call_leaves_the_timer_at_the_return_with_its_stack_pointer() {
+    let t = tails();
+    run(t.start[0]);
+    run(t.call_here[0]);
+    // Still inside after the jump; a return deeper down (the callee's own calls) is not it.
+    assert_eq!(t.sample(0).inside, 1);
+    run(t.ret_deep);
+    assert_eq!((t.sample(0).inside, t.pending()), (1, 1));
+    run(t.ret_here);
+    let s = t.sample(0);
+    assert_eq!((s.calls, s.outer, s.inside, s.unmatched, s.lost), (1, 1, 0, 0, 0));
+    assert!(s.cycles > 0);
+    assert_eq!(t.pending(), 0);
+}
+
+#[test]
+fn tail_recursion_and_nesting_leave_every_level() {
+    let t = tails();
+    // A tail-recursive loop through the entry: three levels, one pending entry.
+    run(t.start[0]);
+    run(t.call_here[0]);
+    run(t.start[0]);
+    run(t.call_here[0]);
+    run(t.start[0]);
+    run(t.call_here[0]);
+    assert_eq!(t.pending(), 1);
+    run(t.ret_here);
+    assert_eq!((t.sample(0).inside, t.sample(0).calls, t.sample(0).outer), (0, 3, 1));
+    // Nested: the timed function's tail callee calls it again, which tail-calls deeper down.
+    run(t.start[0]);
+    run(t.call_here[0]);
+    run(t.start[0]);
+    run(t.call_deep[0]);
+    assert_eq!(t.pending(), 2);
+    run(t.ret_deep);
+    assert_eq!((t.sample(0).inside, t.pending()), (1, 1));
+    run(t.ret_here);
+    assert_eq!((t.sample(0).inside, t.pending()), (0, 0));
+    // Two timers pending at one return: both leave there.
+    run(t.start[0]);
+    run(t.start[1]);
+    run(t.call_here[1]);
+    run(t.call_here[0]);
+    run(t.ret_here);
+    assert_eq!((t.sample(0).inside, t.sample(1).inside, t.pending()), (0, 0, 0));
+    assert_eq!((t.sample(0).unmatched, t.sample(1).unmatched), (0, 0));
+}
+
+#[test]
+fn a_tail_call_with_no_entry_or_no_room_is_a_plain_exit() {
+    let t = tails();
+    // Entered before the splice: an unmatched exit, nothing pending.
+    run(t.call_here[0]);
+    assert_eq!((t.sample(0).unmatched, t.pending()), (1, 0));
+    // More nesting than the stack holds: the extra tail call leaves at the jump.
+    let n = timer::TAIL_ENTRIES;
+    for k in 0..=n {
+        run(t.start[0]);
+        // Alternate timers and stack pointers so that no two neighbours merge.
+        run(if k % 2 == 0 { t.call_here[0] } else { t.call_deep[0] });
+    }
+    assert_eq!(t.pending(), n);
+    assert_eq!(t.sample(0).inside, 1);
+    // Returns pop the newest first: alternating stack pointers pop one entry each.
+    for k in (0..n).rev() {
+        run(if k % 2 == 0 { t.ret_here } else { t.ret_deep });
+    }
+    let s = t.sample(0);
+    assert_eq!((s.inside, s.outer, s.unmatched), (0, 1, 1));
+    assert_eq!(t.pending(), 0);
+}
+
+#[test]
+fn tail_stacks_are_per_thread() {
+    let t = std::sync::Arc::new(tails());
+    let hs: Vec<_> = (0..4)
+        .map(|_| {
+            let t = t.clone();
+            std::thread::spawn(move || {
+                for _ in 0..5000 {
+                    run(t.start[0]);
+                    run(t.call_here[0]);
+                    run(t.ret_deep);
+                    run(t.ret_here);
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    let s = t.sample(0);
+    assert_eq!((s.calls, s.outer, s.inside, s.unmatched, s.lost), (20_000, 20_000, 0, 0, 0));
+    assert_eq!(t.pending(), 0);
+}

@@ -66,9 +66,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<(), String> {
     let t0 = Instant::now();
     let symbols = match &args.symbols {
-        Some(p) => Some(
-            std::fs::read_to_string(p).map_err(|e| format!("{}: {}", p.display(), io_msg(&e)))?,
-        ),
+        Some(p) => Some(kerf_session::read_text_file(p).map_err(|e| e.to_string())?),
         None => None,
     };
     let debug = if args.no_debug_files {
@@ -157,14 +155,6 @@ pub fn run(args: Args) -> Result<(), String> {
         print!("{}", render_summary(&what, &images, seconds));
     }
     Ok(())
-}
-
-fn io_msg(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file".into(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
-        _ => e.to_string(),
-    }
 }
 
 /// All functions called `name` (or with it as an alias) in any image; an error suggesting
@@ -547,10 +537,12 @@ fn plan_offline(
 ) -> Result<Vec<Planned>, String> {
     let parsed: Vec<Spec> =
         specs.iter().map(|t| parse(t).map_err(|e| e.to_string())).collect::<Result<_, _>>()?;
-    let points = crate::live::resolve(images, &parsed)?;
+    // An image analysed alone answers only to its own name.
+    let aliases = vec![Vec::new(); images.len()];
+    let points = crate::live::resolve(images, &aliases, &parsed)?;
     let probes: Vec<Probe> =
         points.into_iter().map(|point| Probe { point, action: Action::Count }).collect();
-    let sites = plan_sites(images, &probes, None, &[], rules).map_err(|e| e.to_string())?;
+    let sites = plan_sites(images, &probes, None, &[], rules, None).map_err(|e| e.to_string())?;
     let mut out: Vec<Planned> = sites
         .sites
         .iter()

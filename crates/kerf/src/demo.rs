@@ -11,13 +11,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 #[derive(clap::Args)]
 pub struct Args {
     /// Seconds to count for.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 3.0, value_parser = crate::live::seconds)]
     duration: f64,
     /// Worker threads in the workload.
     #[arg(long, default_value_t = 4)]
     threads: usize,
     /// Seconds between table updates.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, value_parser = crate::live::seconds)]
     interval: f64,
 }
 
@@ -122,6 +122,7 @@ pub fn run(args: Args) -> Result<(), String> {
         interval: args.interval,
         duration: Some(args.duration),
         json: false,
+        output: None,
         force_kind: None,
         kernel: false,
         command: Vec::new(),

@@ -7,9 +7,11 @@ use kerf_patch::SpliceKind;
 use kerf_session::instrument::{InstrumentError, Instrumentation, Options, Probe, Removed, Site};
 use kerf_session::kernel::KernelInstrumentation;
 use kerf_session::spec::{self, Point, Spec};
-use kerf_session::{analyze_process, AnalyzedImage, LoadOptions};
+use kerf_session::{analyze_process, process_aliases, AnalyzedImage, LoadOptions};
+use kerf_target::watch::{all_mapped, program, signal_name, End, ExitWatch};
 use serde_json::json;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Options of every live tool.
@@ -21,15 +23,22 @@ pub struct LiveArgs {
     /// Run probes only in this thread of the process.
     #[arg(long)]
     pub tid: Option<i32>,
-    /// Seconds between table updates.
-    #[arg(long, default_value_t = 1.0)]
+    /// Seconds between table updates (at least 0.05).
+    #[arg(long, default_value_t = 1.0, value_parser = seconds, value_name = "SECONDS")]
     pub interval: f64,
-    /// Stop after this many seconds (default: until the target exits or Ctrl-C).
-    #[arg(long)]
+    /// Stop after this many seconds (default: until the target ends or runs exec, or
+    /// Ctrl-C). The summary says how the target ended; kerf exits 1 if a signal killed it.
+    #[arg(long, value_parser = seconds, value_name = "SECONDS")]
     pub duration: Option<f64>,
-    /// End with one JSON object summarising every point.
+    /// End with one JSON object summarising every point (instead of the final table).
     #[arg(long)]
     pub json: bool,
+    /// Write the summary (the JSON object, or the final table) to FILE. Without it the
+    /// summary and the live table go to stdout, except when kerf launches a command: that
+    /// command keeps stdout to itself, and kerf's output goes to stderr (the JSON object on a
+    /// line of its own).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<std::path::PathBuf>,
     /// Use this splice kind for every point (testing): jump5, jump2 or trap.
     #[arg(long, value_parser = ["jump5", "jump2", "trap"])]
     pub force_kind: Option<String>,
@@ -39,6 +48,26 @@ pub struct LiveArgs {
     /// Command to launch (held at its entry point until the probes are in): `-- CMD ARGS`.
     #[arg(last = true)]
     pub command: Vec<String>,
+}
+
+/// The longest `--duration` or `--interval` taken: about 31 years, far below what a
+/// `Duration` or an `Instant` can hold.
+const MAX_SECONDS: f64 = 1e9;
+
+/// A number of seconds for `--duration` and `--interval`, checked when the arguments are
+/// read, before anything is done to a target: finite, above zero, at most [`MAX_SECONDS`].
+pub(crate) fn seconds(text: &str) -> Result<f64, String> {
+    let v: f64 = text.trim().parse().map_err(|_| "not a number of seconds".to_string())?;
+    if !v.is_finite() {
+        return Err("not a finite number of seconds".into());
+    }
+    if v <= 0.0 {
+        return Err("must be more than 0 seconds".into());
+    }
+    if v > MAX_SECONDS {
+        return Err(format!("more than {MAX_SECONDS:e} seconds"));
+    }
+    Ok(v)
 }
 
 impl LiveArgs {
@@ -60,17 +89,91 @@ impl LiveArgs {
     }
 }
 
+/// Where one kind of kerf's output goes.
+enum Sink {
+    Stdout,
+    Stderr,
+    File(std::fs::File),
+}
+
+/// Where kerf writes the live table and the final summary (see `--output`): never into the
+/// stdout of a command it launched, which belongs to that command.
+pub struct Output {
+    live: Sink,
+    summary: Sink,
+}
+
+impl Output {
+    /// Open `--output` (before anything is done to a target, so that a bad path costs
+    /// nothing).
+    pub fn open(args: &LiveArgs) -> Result<Output, String> {
+        let ours = || if args.command.is_empty() { Sink::Stdout } else { Sink::Stderr };
+        let summary = match &args.output {
+            Some(p) => {
+                Sink::File(std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?)
+            }
+            None => ours(),
+        };
+        Ok(Output { live: ours(), summary })
+    }
+
+    fn write(sink: &mut Sink, text: &str) {
+        use std::io::Write;
+        // A closed pipe or a full disk ends nothing: the target must still be restored.
+        let _ = match sink {
+            Sink::Stdout => std::io::stdout().lock().write_all(text.as_bytes()),
+            Sink::Stderr => std::io::stderr().lock().write_all(text.as_bytes()),
+            Sink::File(f) => f.write_all(text.as_bytes()),
+        };
+    }
+
+    /// One update of the live table.
+    pub fn live(&mut self, text: &str) {
+        Output::write(&mut self.live, text);
+    }
+
+    /// The final summary.
+    pub fn summary(&mut self, text: &str) {
+        Output::write(&mut self.summary, text);
+    }
+}
+
 static STOP: AtomicBool = AtomicBool::new(false);
+/// The pid of a launched command kerf holds at its entry point (0: none).
+static HELD: AtomicI32 = AtomicI32::new(0);
+/// What kerf says when a signal ends it while it holds a command.
+static HELD_NOTE: OnceLock<String> = OnceLock::new();
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
+    end_held();
+}
+
+/// If kerf holds a command it launched, kill it, say so and exit 1. A command held at its
+/// entry point (or still on its way there) has run none of its own code and has no probe
+/// kerf would need to restore, so kerf need not finish an analysis that may have seconds
+/// to go. Called from the signal handler: only async-signal-safe calls.
+fn end_held() {
+    let held = HELD.load(Ordering::SeqCst);
+    if held > 0 {
+        // SAFETY: kill, write and _exit are async-signal-safe; the note was set before
+        // HELD, and is never changed after.
+        unsafe {
+            libc::kill(held, libc::SIGKILL);
+            if let Some(n) = HELD_NOTE.get() {
+                libc::write(2, n.as_ptr().cast(), n.len());
+            }
+            libc::_exit(1);
+        }
+    }
 }
 
 /// Ctrl-C, SIGTERM and SIGHUP end the sampling loop (and so restore the target) instead of
-/// killing kerf with its splices in place.
+/// killing kerf with its splices in place; before that, they end kerf (and a command it
+/// holds) or stop the installation early. Call this before anything is done to a target.
 pub fn catch_signals() {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic, which is async-signal-safe; the
+        // SAFETY: the handler only makes async-signal-safe calls and stores to atomics; the
         // function pointer has the C ABI `signal` expects.
         unsafe {
             libc::signal(sig, on_signal as *const () as libc::sighandler_t);
@@ -78,14 +181,86 @@ pub fn catch_signals() {
     }
 }
 
+/// The flag the signal handler raises: an installation given it stops early.
+pub fn stop_flag() -> &'static AtomicBool {
+    &STOP
+}
+
+/// An error if a signal asked kerf to stop (checked between the steps that come before the
+/// probes go in).
+pub fn check_interrupted() -> Result<(), String> {
+    if STOP.load(Ordering::SeqCst) {
+        return Err("interrupted before any probe went in; the target is as it was".into());
+    }
+    Ok(())
+}
+
+/// Why sampling stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stop {
+    Duration,
+    Interrupted,
+    /// The target ended.
+    Ended(End),
+    /// The target ran `exec` (now running this program): its probes went with its old one.
+    Exec(Option<String>),
+}
+
+impl Stop {
+    /// The `stopped` text of the summary.
+    pub fn describe(&self, pid: i32) -> String {
+        match self {
+            Stop::Duration => "duration reached".into(),
+            Stop::Interrupted => "interrupted".into(),
+            Stop::Ended(end) => end.describe(pid),
+            Stop::Exec(program) => format!(
+                "process {pid} ran exec ({}): its probes went with its old program",
+                program.as_deref().unwrap_or("a program kerf cannot name")
+            ),
+        }
+    }
+
+    /// The summary's `target` object: what became of the target (`null`: it runs on).
+    pub fn json(&self) -> serde_json::Value {
+        match self {
+            Stop::Ended(End::Exited(code)) => json!({"exit_code": code}),
+            Stop::Ended(End::Killed { signal, core_dumped }) => json!({
+                "signal": signal, "signal_name": signal_name(*signal), "core_dumped": core_dumped,
+            }),
+            Stop::Ended(End::Unknown) => json!({"exited": true}),
+            Stop::Exec(program) => json!({"exec": program}),
+            Stop::Duration | Stop::Interrupted => serde_json::Value::Null,
+        }
+    }
+
+    /// kerf's error when a signal killed the target while it was instrumented (kerf then
+    /// exits non-zero, after its summary).
+    pub fn failure(&self, pid: i32) -> Option<String> {
+        matches!(self, Stop::Ended(End::Killed { .. }))
+            .then(|| format!("{} while instrumented", self.describe(pid)))
+    }
+
+    /// Whether the target's memory is no longer the one kerf instrumented.
+    pub fn is_exec(&self) -> bool {
+        matches!(self, Stop::Exec(_))
+    }
+}
+
+/// How often the sampling loop looks for an `exec` in the target (a read of its maps).
+const EXEC_CHECK: Duration = Duration::from_millis(250);
+
 /// A process being instrumented, and the child kerf started, if it did.
 pub struct Target {
     pub pid: i32,
     pub child: Option<std::process::Child>,
+    /// How kerf learns how a process it did not start ends.
+    watch: Option<ExitWatch>,
     /// A launched command waiting at its entry point for the probes.
     hold: Option<kerf_target::ptrace::EntryHold>,
     pub started: Instant,
     pub modules: Vec<AnalyzedImage>,
+    /// Further names of each module (see `process_aliases`).
+    pub aliases: Vec<Vec<String>>,
 }
 
 impl Target {
@@ -94,13 +269,47 @@ impl Target {
     pub fn open(args: &LiveArgs) -> Result<Target, String> {
         let started = Instant::now();
         let mut t = match (args.pid, args.command.is_empty()) {
-            (Some(pid), _) => Target { pid, child: None, hold: None, started, modules: Vec::new() },
+            (Some(pid), _) => Target {
+                pid,
+                child: None,
+                // Opened first, while `pid` surely names the process the user meant.
+                watch: Some(ExitWatch::open(pid)),
+                hold: None,
+                started,
+                modules: Vec::new(),
+                aliases: Vec::new(),
+            },
             (None, false) => {
-                let (c, hold) =
-                    kerf_target::ptrace::spawn_at_entry(&args.command, Duration::from_secs(10))
-                        .map_err(|e| e.to_string())?;
+                check_interrupted()?;
+                // From the moment the command exists, a signal ends it (see `end_held`).
+                let mut on_start = |pid: i32| {
+                    let note = format!(
+                        "kerf: interrupted while the command was held at its entry point: \
+                         killed process {pid}\n"
+                    );
+                    if HELD_NOTE.set(note).is_ok() {
+                        HELD.store(pid, Ordering::SeqCst);
+                        if STOP.load(Ordering::SeqCst) {
+                            end_held(); // the signal came while it was being started
+                        }
+                    }
+                };
+                let (c, hold) = kerf_target::ptrace::spawn_at_entry_with(
+                    &args.command,
+                    Duration::from_secs(10),
+                    &mut on_start,
+                )
+                .map_err(|e| e.to_string())?;
                 let pid = c.id() as i32;
-                Target { pid, child: Some(c), hold: Some(hold), started, modules: Vec::new() }
+                Target {
+                    pid,
+                    child: Some(c),
+                    watch: None,
+                    hold: Some(hold),
+                    started,
+                    modules: Vec::new(),
+                    aliases: Vec::new(),
+                }
             }
             (None, true) => return Err("give -p PID or a command after --".into()),
         };
@@ -119,56 +328,101 @@ impl Target {
                 warned.push(w);
             }
         }
+        t.aliases = process_aliases(t.pid, args.command.first().map(String::as_str), &t.modules);
         Ok(t)
     }
 
     /// Let a launched command run from its entry point (once its probes are in).
+    /// On failure the hold stays, and dropping the target ends the command.
     pub fn release(&mut self) -> Result<(), String> {
-        let Some(hold) = self.hold.take() else { return Ok(()) };
-        let tr = kerf_target::ptrace::Tracee::stop_all(self.pid).map_err(|e| e.to_string())?;
-        let r = hold.release(&tr).map_err(|e| e.to_string());
+        let Some(hold) = &self.hold else { return Ok(()) };
+        let mut tr = kerf_target::ptrace::Tracee::stop_all(self.pid).map_err(|e| e.to_string())?;
+        let r = hold.release(&mut tr).map_err(|e| e.to_string());
+        if r.is_ok() {
+            // From here on a signal stops the sampling (and restores the probes).
+            HELD.store(0, Ordering::SeqCst);
+            self.hold = None;
+        }
         tr.resume_detach().map_err(|e| e.to_string())?;
         r
     }
 
-    /// Install the probes `build` makes from the process's modules (with the number of timer
-    /// blocks, and whatever else the tool keeps with them). A cached analysis is checked
-    /// where planning uses it; one that fails is analysed again, with a warning, and the
-    /// probes built again from the new one (`kerf_session::checked`).
+    /// Install the probes `build` makes from the process's modules and their other names
+    /// (with the number of timer blocks, and whatever else the tool keeps with them), until
+    /// done or a signal asks kerf to stop. A cached analysis is checked where planning uses
+    /// it; one that fails is analysed again, with a warning, and the probes built again from
+    /// the new one (`kerf_session::checked`).
     pub fn install<T>(
         &mut self,
         opts: Options,
-        build: impl FnMut(&[AnalyzedImage]) -> Result<(Vec<Probe>, usize, T), String>,
+        mut build: impl FnMut(
+            &[AnalyzedImage],
+            &[Vec<String>],
+        ) -> Result<(Vec<Probe>, usize, T), String>,
     ) -> Result<(Instrumentation, Vec<Probe>, T), String> {
         let quiet = &kerf_analysis::Quiet;
-        let done = kerf_session::checked::install(self.pid, &mut self.modules, opts, quiet, build)
-            .map_err(|e| e.to_string())?;
+        let aliases = self.aliases.clone();
+        let cancel = Some(stop_flag());
+        let done =
+            kerf_session::checked::install(self.pid, &mut self.modules, opts, cancel, quiet, |m| {
+                build(m, &aliases)
+            });
+        let done = match done {
+            Ok(d) => d,
+            Err(e) => return Err(self.explain(e)),
+        };
         for w in &done.warnings {
             eprintln!("kerf: warning: {w}");
         }
         Ok((done.inst, done.probes, done.built))
     }
 
-    /// Why the target is gone, if it is.
-    fn gone(&mut self) -> Option<String> {
+    /// How the target ended, if it has.
+    pub fn fate(&mut self) -> Option<End> {
         if let Some(c) = &mut self.child {
+            use std::os::unix::process::ExitStatusExt;
             return match c.try_wait() {
-                Ok(Some(st)) => Some(format!("command exited ({st})")),
+                Ok(Some(st)) => Some(End::from_wait_status(st.into_raw())),
                 _ => None,
             };
         }
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
-        let state =
-            stat.rsplit(')').next().and_then(|r| r.split_whitespace().next()).unwrap_or("X");
-        (stat.is_empty() || state == "Z" || state == "X")
-            .then(|| format!("process {} exited", self.pid))
+        self.watch.as_ref()?.ended()
     }
 
-    /// Call `tick` every `interval` until the duration is reached, the target exits or a
-    /// signal arrives; returns why it stopped.
-    pub fn sample(&mut self, args: &LiveArgs, tick: impl FnMut()) -> String {
-        let started = self.started;
-        sample_loop(started, args, || self.gone(), tick)
+    /// An error of kerf's, with what happened to the target if it has ended (a failed
+    /// installation may be the target's death, kerf's doing or not).
+    pub fn explain(&mut self, err: impl std::fmt::Display) -> String {
+        match self.fate() {
+            Some(end) => {
+                format!("{} while kerf installed its probes ({err})", end.describe(self.pid))
+            }
+            None => err.to_string(),
+        }
+    }
+
+    /// Call `tick` every `interval` until the duration is reached, the target ends or runs
+    /// `exec` (kerf's code heaps, starting at `heaps`, vanish from its maps), or a signal
+    /// arrives; returns why it stopped.
+    pub fn sample(&mut self, args: &LiveArgs, heaps: &[u64], tick: impl FnMut()) -> Stop {
+        let (started, pid) = (self.started, self.pid);
+        let mut next_exec_check = Instant::now() + EXEC_CHECK;
+        let gone = || {
+            if let Some(end) = self.fate() {
+                return Some(Stop::Ended(end));
+            }
+            if Instant::now() >= next_exec_check {
+                next_exec_check += EXEC_CHECK;
+                if all_mapped(pid, heaps) == Some(false) {
+                    // Gone meanwhile, or replaced by exec.
+                    return Some(match self.fate() {
+                        Some(end) => Stop::Ended(end),
+                        None => Stop::Exec(program(pid)),
+                    });
+                }
+            }
+            None
+        };
+        sample_loop(started, args, gone, tick)
     }
 
     /// Wait for a launched command after the instrumentation is gone.
@@ -184,6 +438,7 @@ impl Drop for Target {
     /// probes were in) is ended rather than left spinning.
     fn drop(&mut self) {
         if self.hold.is_some() {
+            HELD.store(0, Ordering::SeqCst);
             if let Some(c) = &mut self.child {
                 let _ = c.kill();
                 let _ = c.wait();
@@ -192,8 +447,13 @@ impl Drop for Target {
     }
 }
 
-/// Resolve spec texts against analysed images (a process's modules or the kernel's).
-pub fn resolve(images: &[AnalyzedImage], specs: &[Spec]) -> Result<Vec<Point>, String> {
+/// Resolve spec texts against analysed images (a process's modules or the kernel's), which
+/// also answer to `aliases` (per image; may be empty).
+pub fn resolve(
+    images: &[AnalyzedImage],
+    aliases: &[Vec<String>],
+    specs: &[Spec],
+) -> Result<Vec<Point>, String> {
     let named: Vec<(&str, &kerf_analysis::Analysis)> =
         images.iter().map(|m| (m.analysis.image.as_str(), &m.analysis)).collect();
     let reader = |m: usize, a: kerf_arch::ImageAddr| {
@@ -201,7 +461,36 @@ pub fn resolve(images: &[AnalyzedImage], specs: &[Spec]) -> Result<Vec<Point>, S
         let off = (a.0 - base.0) as usize;
         Some((a, bytes.get(off..(off + 4096).min(bytes.len()))?.to_vec()))
     };
-    spec::resolve(specs, &named, &reader).map_err(|e| e.to_string())
+    spec::resolve_with_aliases(specs, &named, aliases, &reader).map_err(|e| e.to_string())
+}
+
+/// After sampling, take the probes out of the target, or forget them after an `exec` (they
+/// went with the old program), then wait for a command kerf launched. A target that a
+/// signal killed meanwhile, or that ran `exec` while kerf restored it, updates `stop`.
+pub fn finish_session(
+    target: &mut Target,
+    inst: Instrumentation,
+    stop: &mut Stop,
+) -> Result<Removed, InstrumentError> {
+    if stop.is_exec() {
+        inst.abandon();
+        target.finish();
+        return Ok(Removed::default());
+    }
+    let heaps = inst.code_heaps();
+    let mut removal = inst.remove();
+    if !matches!(stop, Stop::Ended(_)) {
+        match target.fate() {
+            Some(end @ End::Killed { .. }) => *stop = Stop::Ended(end),
+            None if removal.is_err() && all_mapped(target.pid, &heaps) == Some(false) => {
+                *stop = Stop::Exec(program(target.pid));
+                removal = Ok(Removed::default());
+            }
+            _ => {}
+        }
+    }
+    target.finish();
+    removal
 }
 
 /// Call `tick` every interval until the duration (counted from `started`) is reached, `gone`
@@ -209,21 +498,21 @@ pub fn resolve(images: &[AnalyzedImage], specs: &[Spec]) -> Result<Vec<Point>, S
 pub fn sample_loop(
     started: Instant,
     args: &LiveArgs,
-    mut gone: impl FnMut() -> Option<String>,
+    mut gone: impl FnMut() -> Option<Stop>,
     mut tick: impl FnMut(),
-) -> String {
+) -> Stop {
     let deadline = args.duration.map(|d| started + Duration::from_secs_f64(d));
     let interval = Duration::from_secs_f64(args.interval.max(0.05));
     let mut next = Instant::now() + interval;
     loop {
         if STOP.load(Ordering::SeqCst) {
-            return "interrupted".into();
+            return Stop::Interrupted;
         }
         if let Some(w) = gone() {
             return w;
         }
         if deadline.is_some_and(|d| Instant::now() >= d) {
-            return "duration reached".into();
+            return Stop::Duration;
         }
         if Instant::now() >= next {
             tick();

@@ -5,9 +5,11 @@
 //! from a slow function into the callees its time goes to).
 
 use crate::live::{
-    catch_signals, kernel_refused, kernel_spliced_line, process_refused, removal_outcome, resolve,
-    sample_loop, site_json, spliced_line, Installed, LiveArgs, Target,
+    catch_signals, check_interrupted, finish_session, kernel_refused, kernel_spliced_line,
+    process_refused, removal_outcome, resolve, sample_loop, site_json, spliced_line, Installed,
+    LiveArgs, Output, Target,
 };
+use kerf_analysis::cfg::{EdgeKind, EdgeTarget, FuncId, Terminator};
 use kerf_session::instrument::{tsc, Action, Options, Probe};
 use kerf_session::kernel::{Kernel, KernelInstrumentation};
 use kerf_session::spec::{self, Point, Spec, SpecWhat};
@@ -15,11 +17,17 @@ use kerf_session::AnalyzedImage;
 use serde_json::json;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::fmt::Write;
 use std::time::Instant;
+
+/// Rows of the live table: the busiest timers of the interval; the others are summed up.
+const TOP_ROWS: usize = 40;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Functions: [MODULE:]SYMBOL or a glob like 'libc:*alloc*'.
+    /// Functions: [MODULE:]SYMBOL or a glob like 'libc:*alloc*' (MODULE as for `kerf
+    /// count`). A function that ends in a tail call is timed until the tail-called function
+    /// returns.
     #[arg(required = true)]
     functions: Vec<String>,
     /// Also time each function's calls, per callee: a timer from the call instruction to
@@ -40,6 +48,8 @@ struct Timed {
     entry: usize,
     /// Probe indices of its exits.
     exits: Vec<usize>,
+    /// Functions it tail-calls directly, whose time is its own.
+    tail_callees: Vec<String>,
 }
 
 /// Parse a function spec: a symbol or glob, with no offset, `@blocks` or `@exits`.
@@ -67,15 +77,17 @@ pub fn run(args: Args) -> Result<(), String> {
 /// the kernel.
 pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), String> {
     let specs: Vec<Spec> = functions.iter().map(|s| parse_function(s)).collect::<Result<_, _>>()?;
+    let mut out = Output::open(live)?;
+    catch_signals();
     if live.kernel {
-        return time_kernel(live, &specs, callees);
+        return time_kernel(live, &specs, callees, &mut out);
     }
     let mut target = Target::open(live)?;
-    catch_signals();
+    check_interrupted()?;
     let t = Instant::now();
     let opts = Options { force_kind: live.force_kind(), only_thread: live.tid };
-    let (inst, _, timed) = target.install(opts, |m| {
-        let (mut probes, mut timed) = timer_probes(m, &specs)?;
+    let (inst, _, timed) = target.install(opts, |m, a| {
+        let (mut probes, mut timed) = timer_probes(m, a, &specs, true)?;
         if callees {
             callee_probes(m, &mut probes, &mut timed);
         }
@@ -87,35 +99,45 @@ pub fn time(live: &LiveArgs, functions: &[String], callees: bool) -> Result<(), 
     let refused = process_refused(&inst);
     warn_no_exits(&timed);
     let mut table = Table::new(&timed, inst.installed_at);
-    let why = target.sample(live, || {
+    let mut stop = target.sample(live, &inst.code_heaps(), || {
         if !live.json {
-            table.print(&inst);
+            out.live(&table.render(&inst));
         }
     });
     let (summary, extra) = summarize(&inst, &timed);
     let (pause, batch_pause) = (inst.longest_pause, inst.longest_splice_pause);
-    let removal = inst.remove();
-    target.finish();
-    let mut v = json!({"pid": target.pid, "stopped": why, "functions": summary, "points": summary,
-           "refused": refused,
+    let removal = finish_session(&mut target, inst, &mut stop);
+    let pid = target.pid;
+    let failure = stop.failure(pid);
+    let mut v = json!({"pid": pid, "stopped": stop.describe(pid), "target": stop.json(),
+           "functions": summary, "refused": refused,
            "longest_pause_us": pause.as_micros() as u64,
            "longest_splice_pause_us": batch_pause.as_micros() as u64,
            "splice_seconds": splice_time.as_secs_f64(),
            "seconds": target.started.elapsed().as_secs_f64()});
     merge(&mut v, extra);
-    report(live.json, &why, &v);
-    removal_outcome(removal, target.pid)
+    // A failure is kerf's last line (main prints it); other ends are said here.
+    let why = failure.is_none().then(|| stop.describe(pid));
+    report(&mut out, live.json, why.as_deref(), &v);
+    removal_outcome(removal, pid)?;
+    failure.map_or(Ok(()), Err)
 }
 
 /// `kerf time --kernel`: the same through kerf's driver.
-fn time_kernel(live: &LiveArgs, specs: &[Spec], callees: bool) -> Result<(), String> {
+fn time_kernel(
+    live: &LiveArgs,
+    specs: &[Spec],
+    callees: bool,
+    out: &mut Output,
+) -> Result<(), String> {
     let started = Instant::now();
     let kernel = Kernel::open(true, &kerf_analysis::Quiet)?;
-    let (mut probes, mut timed) = timer_probes(&kernel.images, specs)?;
+    // The kernel's timers stop at a tail call's jump (its instrumentation has no tail stacks).
+    let (mut probes, mut timed) = timer_probes(&kernel.images, &[], specs, false)?;
     if callees {
         callee_probes(&kernel.images, &mut probes, &mut timed);
     }
-    catch_signals();
+    check_interrupted()?;
     let opts = live.kernel_options();
     let inst = KernelInstrumentation::install(&kernel, &probes, timed.len(), opts)
         .map_err(|e| e.to_string())?;
@@ -129,18 +151,19 @@ fn time_kernel(live: &LiveArgs, specs: &[Spec], callees: bool) -> Result<(), Str
         || None,
         || {
             if !live.json {
-                table.print(&inst);
+                out.live(&table.render(&inst));
             }
         },
-    );
+    )
+    .describe(0);
     let (summary, extra) = summarize(&inst, &timed);
     let splice_seconds = inst.splice_time.as_secs_f64();
     let removal = inst.remove();
-    let mut v = json!({"kernel": true, "stopped": why, "functions": summary, "points": summary,
+    let mut v = json!({"kernel": true, "stopped": why, "functions": summary,
            "refused": refused, "splice_seconds": splice_seconds,
            "seconds": started.elapsed().as_secs_f64()});
     merge(&mut v, extra);
-    report(live.json, &why, &v);
+    report(out, live.json, Some(&why), &v);
     removal.map_err(|e| format!("restoring the kernel: {e}"))
 }
 
@@ -156,8 +179,9 @@ fn warn_no_exits(timed: &[Timed]) {
     }
 }
 
-/// The live table: per interval, each timer's calls, time per outermost call, time per
-/// second and threads inside.
+/// The live table: per interval, each timer that ran in it (calls, or threads inside), the
+/// busiest first (at most `TOP_ROWS`), with its calls, time per outermost call, time per
+/// second and threads inside; one line sums up the others.
 struct Table<'a> {
     timed: &'a [Timed],
     since: (u64, Instant),
@@ -171,30 +195,45 @@ impl<'a> Table<'a> {
         Table { timed, since, last_at: since, last: vec![(0, 0, 0); timed.len()] }
     }
 
-    fn print(&mut self, inst: &dyn Installed) {
+    fn render(&mut self, inst: &dyn Installed) -> String {
         let now = (tsc(), Instant::now());
         let hz = ticks_per_ns(self.since, now);
-        let secs = now.1.duration_since(self.last_at.1).as_secs_f64();
-        println!(
-            "{:>12} {:>12} {:>12} {:>8}  function",
-            "calls/s", "avg/call", "time/s", "threads"
-        );
+        let secs = now.1.duration_since(self.last_at.1).as_secs_f64().max(1e-9);
+        let mut rows = Vec::new();
+        let mut idle = 0usize;
         for (k, f) in self.timed.iter().enumerate() {
             let s = inst.timer(k, now.0);
             let (calls, ns) = (s.calls - self.last[k].0, (s.cycles as f64 / hz) as u64);
             let outer = s.outer - self.last[k].2;
             let dns = ns.saturating_sub(self.last[k].1);
-            println!(
-                "{:>12.0} {:>12} {:>12} {:>8.2}  {}",
+            self.last[k] = (s.calls, ns, s.outer);
+            if calls == 0 && s.inside == 0 {
+                idle += 1;
+                continue;
+            }
+            let row = format!(
+                "{:>12.0} {:>12} {:>12} {:>8.2}  {}\n",
                 calls as f64 / secs,
                 if outer > 0 { fmt_ns(dns as f64 / outer as f64) } else { "-".into() },
                 fmt_ns(dns as f64 / secs),
                 dns as f64 / (secs * 1e9),
                 f.name
             );
-            self.last[k] = (s.calls, ns, s.outer);
+            rows.push((dns, row));
         }
         self.last_at = now;
+        rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+        let mut t = format!(
+            "{:>12} {:>12} {:>12} {:>8}  function\n",
+            "calls/s", "avg/call", "time/s", "threads"
+        );
+        for (_, row) in rows.iter().take(TOP_ROWS) {
+            t.push_str(row);
+        }
+        let more = rows.len().saturating_sub(TOP_ROWS);
+        let more = if more > 0 { format!("{more} more ran, ") } else { String::new() };
+        let _ = writeln!(t, "{:>12}  ({more}{idle} functions idle)", "");
+        t
     }
 }
 
@@ -232,24 +271,31 @@ fn summarize(inst: &dyn Installed, timed: &[Timed]) -> (Vec<Value>, Value) {
                 .iter()
                 .filter_map(|&i| inst.site(i).map(site_json))
                 .collect::<Vec<_>>());
+            if !f.tail_callees.is_empty() {
+                v["tail_callees"] = json!(f.tail_callees);
+            }
             Some(v)
         })
         .collect();
     (summary, json!({"timed_seconds": elapsed_ns / 1e9, "tsc_ghz": hz}))
 }
 
-fn report(json_out: bool, why: &str, v: &Value) {
+fn report(out: &mut Output, json_out: bool, why: Option<&str>, v: &Value) {
     if json_out {
-        println!("{v}");
+        out.summary(&format!("{v}\n"));
         return;
     }
-    eprintln!("kerf: {why}");
-    println!("{:>12} {:>12} {:>12} {:>8}  function", "calls", "total", "avg/call", "threads");
+    if let Some(why) = why {
+        eprintln!("kerf: {why}");
+    }
+    let mut t =
+        format!("{:>12} {:>12} {:>12} {:>8}  function\n", "calls", "total", "avg/call", "threads");
     for v in v["functions"].as_array().into_iter().flatten() {
         let calls = v["calls"].as_u64().unwrap_or(0);
         let total = v["total_ns"].as_u64().unwrap_or(0) as f64;
         let avg = v["avg_ns"].as_f64().unwrap_or(0.0);
-        println!(
+        let _ = writeln!(
+            t,
             "{calls:>12} {:>12} {:>12} {:>8.2}  {} ({} {})",
             fmt_ns(total),
             if avg > 0.0 { fmt_ns(avg) } else { "-".into() },
@@ -259,18 +305,25 @@ fn report(json_out: bool, why: &str, v: &Value) {
             v["address"].as_str().unwrap_or("")
         );
     }
+    out.summary(&t);
 }
 
-/// A timer per function: a start probe at its entry and a stop probe at each exit.
+/// A timer per function: a start probe at its entry and a stop probe at each exit. With
+/// `through_tail_calls`, a direct tail call (`jmp g`) is not an exit: the timer runs on until
+/// the return that `g` (or what `g` tail-calls in turn) makes to the function's caller, so
+/// every return of those functions gets a tail-return probe (see codegen's timer module).
 fn timer_probes(
     images: &[AnalyzedImage],
+    aliases: &[Vec<String>],
     specs: &[Spec],
+    through_tail_calls: bool,
 ) -> Result<(Vec<Probe>, Vec<Timed>), String> {
     let mut probes = Vec::new();
     let mut timed: Vec<Timed> = Vec::new();
     let mut by_func: HashMap<(usize, u32), usize> = HashMap::new();
+    let mut exit_points: Vec<(usize, Point)> = Vec::new();
     for s in specs {
-        for point in resolve(images, std::slice::from_ref(s))? {
+        for point in resolve(images, aliases, std::slice::from_ref(s))? {
             let key = (point.module, point.func.0);
             if by_func.contains_key(&key) {
                 continue;
@@ -283,6 +336,7 @@ fn timer_probes(
                 call: None,
                 entry: probes.len(),
                 exits: Vec::new(),
+                tail_callees: Vec::new(),
             });
             probes.push(Probe { point, action: Action::TimerStart(timed.len() - 1) });
         }
@@ -299,14 +353,102 @@ fn timer_probes(
         };
         // A function without a return or tail call (it loops forever or only ends the
         // program) has no exits; resolving them then fails, which is not an error here.
-        for point in resolve(images, &[exits]).unwrap_or_default() {
+        for point in resolve(images, aliases, &[exits]).unwrap_or_default() {
             if let Some(&t) = by_func.get(&(point.module, point.func.0)) {
-                timed[t].exits.push(probes.len());
-                probes.push(Probe { point, action: Action::TimerStop(t) });
+                exit_points.push((t, point));
             }
         }
     }
+    // Each exit: a tail call to follow, or the end of the call.
+    let mut roots: Vec<(usize, FuncId)> = Vec::new();
+    let mut exits: Vec<Probe> = Vec::new();
+    for (t, point) in exit_points {
+        let img = &images[point.module];
+        let target = if through_tail_calls { direct_tail_jump(img, &point) } else { None };
+        let action = match target {
+            Some(g) => {
+                roots.extend([(point.module, point.func), (point.module, g)]);
+                timed[t].tail_callees.push(img.analysis.cfg.function(g).name.clone());
+                Action::TimerTailCall(t)
+            }
+            None => Action::TimerStop(t),
+        };
+        exits.push(Probe { point, action });
+    }
+    // The returns that may end a tail call, planned before the timers' own exits so that
+    // where both meet the tail return (which must know the stack pointer at its exit) picks
+    // the site.
+    for (m, h) in tail_closure(images, roots) {
+        let img = &images[m];
+        let cfg = &img.analysis.cfg;
+        let fun = cfg.function(h);
+        for b in cfg.blocks_of(h) {
+            if !matches!(b.term, Terminator::Return | Terminator::IndirectTailCall) {
+                continue;
+            }
+            let Some(a) = last_instruction(img, b) else { continue };
+            let point = Point {
+                spec: format!("{} (returns of tail calls)", fun.name),
+                label: format!("{}+{:#x}", fun.name, a.0 - fun.entry.0),
+                module: m,
+                func: h,
+                addr: a,
+                at_exit: true,
+            };
+            probes.push(Probe { point, action: Action::TimerTailReturn });
+        }
+    }
+    for p in exits {
+        if let Action::TimerStop(t) | Action::TimerTailCall(t) = p.action {
+            timed[t].exits.push(probes.len());
+        }
+        probes.push(p);
+    }
     Ok((probes, timed))
+}
+
+/// The function an exit point jumps to, when it is a direct tail call (`jmp g`; not a fall
+/// through into the next function, whose stack pointer at the transfer the probe cannot
+/// know).
+fn direct_tail_jump(img: &AnalyzedImage, point: &Point) -> Option<FuncId> {
+    let cfg = &img.analysis.cfg;
+    let b = cfg.block(cfg.block_containing(point.func, point.addr)?);
+    if b.term != Terminator::TailCall {
+        return None;
+    }
+    let (base, bytes) = img.code_region(point.addr)?;
+    let insn = kerf_arch::x86_64::Scanner::new(bytes, base).decode(point.addr)?;
+    if !insn.is_jmp_short_or_near() {
+        return None;
+    }
+    cfg.edges_of(b).find_map(|e| match (e.kind, e.target) {
+        (EdgeKind::TailCall, EdgeTarget::Function(g)) => Some(g),
+        _ => None,
+    })
+}
+
+/// Every function reachable from `roots` by direct tail calls (jumps, conditional jumps,
+/// jump-table entries and falls into the next function), roots included: a tail call's
+/// frame may end at any of their returns.
+fn tail_closure(images: &[AnalyzedImage], roots: Vec<(usize, FuncId)>) -> Vec<(usize, FuncId)> {
+    let mut seen: std::collections::HashSet<(usize, FuncId)> = roots.iter().copied().collect();
+    let mut todo = roots;
+    let mut out = Vec::new();
+    while let Some((m, h)) = todo.pop() {
+        out.push((m, h));
+        let cfg = &images[m].analysis.cfg;
+        for b in cfg.blocks_of(h) {
+            for e in cfg.edges_of(b) {
+                if let (EdgeKind::TailCall, EdgeTarget::Function(g)) = (e.kind, e.target) {
+                    if seen.insert((m, g)) {
+                        todo.push((m, g));
+                    }
+                }
+            }
+        }
+    }
+    out.sort_unstable_by_key(|&(m, h)| (m, h.0));
+    out
 }
 
 /// A timer per (timed function, callee): started at each call instruction to that callee and
@@ -315,7 +457,6 @@ fn timer_probes(
 /// reaches a return address without the call (another branch joining there) only counts as
 /// an unmatched exit.
 fn callee_probes(images: &[AnalyzedImage], probes: &mut Vec<Probe>, timed: &mut Vec<Timed>) {
-    use kerf_analysis::cfg::{EdgeKind, EdgeTarget, Terminator};
     let callers: Vec<(usize, usize)> =
         timed.iter().enumerate().map(|(k, t)| (k, t.entry)).collect();
     let mut by_callee: HashMap<(usize, u32, String), usize> = HashMap::new();
@@ -351,6 +492,7 @@ fn callee_probes(images: &[AnalyzedImage], probes: &mut Vec<Probe>, timed: &mut 
                     call: Some((caller.clone(), callee.clone())),
                     entry: probes.len(),
                     exits: Vec::new(),
+                    tail_callees: Vec::new(),
                 });
                 timed.len() - 1
             });

@@ -254,3 +254,47 @@ fn symbol_file_names_functions_of_a_stripped_image() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("function my_entry_point "));
 }
+
+/// Run kerf and give up after `secs`: a kerf that blocks (opening a FIFO for reading waits
+/// for a writer forever) is killed and the test fails.
+fn kerf_within(args: &[&str], cache: &Path, secs: u64) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(args)
+        .env("KERF_CACHE_DIR", cache)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run kerf");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while c.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = c.kill();
+            let _ = c.wait();
+            panic!("kerf {args:?} still running after {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    c.wait_with_output().expect("output")
+}
+
+#[test]
+fn fifo_is_refused_without_blocking() {
+    let d = tmp("fifo");
+    let p = d.join("pipe");
+    let st = Command::new("mkfifo").arg(&p).status().expect("mkfifo (coreutils)");
+    assert!(st.success());
+    let out = kerf_within(&["analyze", p.to_str().unwrap()], &d, 10);
+    assert_error(&out, "not a regular file");
+    // The same for a symbol file.
+    let out = kerf_within(&["analyze", "/bin/true", "--symbols", p.to_str().unwrap()], &d, 10);
+    assert_error(&out, "not a regular file");
+}
+
+#[test]
+fn device_files_are_refused() {
+    let d = tmp("dev");
+    for dev in ["/dev/null", "/dev/zero", "/dev/urandom"] {
+        let out = kerf_within(&["analyze", dev], &d, 10);
+        assert_error(&out, "not a regular file");
+    }
+}

@@ -6,7 +6,7 @@
 mod common;
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
@@ -35,6 +35,13 @@ fn reference_output(bin: &Path) -> String {
 }
 
 use common::rest;
+
+/// Release a fixture kerf is done with ("go") and check that it runs to its end.
+fn go_and_finish(mut c: Child, pid: i32, out: BufReader<std::process::ChildStdout>) {
+    assert!(Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap().success());
+    assert!(rest(out).contains("checksum"));
+    assert!(c.wait().unwrap().success());
+}
 
 /// Start `kerf count --json` on `pid` and wait until it says the points are spliced.
 fn kerf_count(pid: i32, args: &[&str]) -> Child {
@@ -196,7 +203,7 @@ fn count_error(pid: i32, args: &[&str], needle: &str) {
 #[test]
 fn bad_input_is_a_clear_error_and_leaves_the_target_alone() {
     let bin = build("-O2", "bad");
-    let (mut c, pid, out) = start(&bin, false);
+    let (c, pid, out) = start(&bin, false);
     let maps_before = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
     count_error(pid, &["branchyy"], "close: branchy");
     count_error(pid, &["nosuchmodule:branchy"], "no module named 'nosuchmodule'");
@@ -213,30 +220,38 @@ fn bad_input_is_a_clear_error_and_leaves_the_target_alone() {
     assert!(!nobody.status.success());
     let err = String::from_utf8_lossy(&nobody.stderr);
     assert!(err.contains("permission"), "{err}");
-    assert!(Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap().success());
-    assert!(rest(out).contains("checksum"));
-    assert!(c.wait().unwrap().success());
+    go_and_finish(c, pid, out);
     // A process that is gone.
     count_error(pid, &["branchy"], "does not exist");
 }
 
-#[test]
-fn launch_mode_counts_in_the_command_it_starts() {
-    let bin = build("-O2", "launch");
-    let mut args: Vec<std::ffi::OsString> =
-        ["--json", "branchy", "switchy", "main", "--"].iter().map(Into::into).collect();
-    args.push(bin.clone().into());
-    args.extend([THREADS.to_string().into(), ITERS.to_string().into()]);
-    let (mut k, line) = common::spawn_count(&args, "count-cache");
-    // "kerf: N points spliced in process PID (...)"
-    let pid: i32 = line
-        .split("in process ")
+/// The pid in kerf's "N points spliced in process PID (...)" line.
+fn spliced_pid(line: &str) -> i32 {
+    line.split("in process ")
         .nth(1)
         .and_then(|r| r.split_whitespace().next())
         .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("no pid in {line:?}"));
-    // The command's own output comes first (it shares kerf's stdout): release it once it has
-    // set up its "go" signal, then the summary comes last.
+        .unwrap_or_else(|| panic!("no pid in {line:?}"))
+}
+
+/// Launch the fixture under `kerf count --json EXTRA branchy switchy main -- FIXTURE`,
+/// release it once it is ready, and return kerf's stdout (the command's own output: kerf
+/// writes nothing there when it launches a command), the rest of its stderr, and its status.
+fn launch_counted(bin: &Path, extra: &[&str]) -> (String, String, std::process::ExitStatus) {
+    let mut args = extra.to_vec();
+    args.extend(["branchy", "switchy", "main"]);
+    launch_counting(bin, &args)
+}
+
+/// [`launch_counted`] with the given options and specs.
+fn launch_counting(bin: &Path, specs: &[&str]) -> (String, String, std::process::ExitStatus) {
+    let mut args: Vec<std::ffi::OsString> = vec!["--json".into()];
+    args.extend(specs.iter().map(Into::into));
+    args.push("--".into());
+    args.push(bin.into());
+    args.extend([THREADS.to_string().into(), ITERS.to_string().into()]);
+    let (mut k, line, err) = common::spawn_kerf_stderr("count", &args, "count-cache");
+    let pid = spliced_pid(&line);
     let mut out = BufReader::new(k.stdout.take().unwrap());
     let mut text = String::new();
     while !text.contains("ready") {
@@ -245,15 +260,48 @@ fn launch_mode_counts_in_the_command_it_starts() {
     assert!(Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap().success());
     out.read_to_string(&mut text).unwrap();
     let status = k.wait().unwrap();
-    assert!(status.success(), "kerf failed: {text}");
-    assert!(text.contains("checksum "), "{text}");
-    let v: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
-    let n = counts(&v);
+    (text, err.join().unwrap(), status)
+}
+
+fn check_launch_counts(v: &Value) {
+    let n = counts(v);
     assert_eq!(n["branchy"].0, THREADS * ITERS, "{v}");
     assert_eq!(n["switchy"].0, THREADS * ITERS, "{v}");
     // The command is held at its entry point until the probes are in: main's one call counts.
     assert_eq!(n["main"].0, 1, "{v}");
     assert!(v["stopped"].as_str().unwrap().contains("exited"), "{v}");
+}
+
+/// A launched command keeps its stdout to itself: kerf's output (here the JSON summary, the
+/// last line of its stderr) never mixes with the program's, which is exactly what an
+/// uninstrumented run prints.
+#[test]
+fn launch_mode_counts_in_the_command_it_starts() {
+    let bin = build("-O2", "launch");
+    let (stdout, stderr, status) = launch_counted(&bin, &[]);
+    assert!(status.success(), "kerf failed: {stderr}");
+    // The pid line differs from run to run; the rest is what start() and
+    // reference_output() read of an uninstrumented run.
+    let pid_line = stdout.lines().next().unwrap().to_string();
+    assert!(pid_line.starts_with("pid "), "{stdout}");
+    let expected = format!("{pid_line}\nready\n{}", reference_output(&bin));
+    assert_eq!(stdout, expected, "kerf wrote into the command's stdout");
+    let v: Value = serde_json::from_str(stderr.lines().last().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: no JSON at the end of stderr: {stderr}"));
+    check_launch_counts(&v);
+}
+
+/// `-o FILE` puts the summary in a file, and nothing of kerf's in either stream.
+#[test]
+fn output_file_takes_the_summary() {
+    let bin = build("-O2", "launch-o");
+    let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("launch-o.json");
+    let _ = std::fs::remove_file(&file);
+    let (stdout, stderr, status) = launch_counted(&bin, &["-o", file.to_str().unwrap()]);
+    assert!(status.success(), "kerf failed: {stderr}");
+    assert!(!stdout.contains('{') && !stderr.contains('{'), "{stdout}\n{stderr}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    check_launch_counts(&v);
 }
 
 /// Springboards in run-once start-up code: `near_start` sits in .text.startup, which GNU ld
@@ -289,4 +337,384 @@ fn springboards_in_start_up_code_once_the_program_is_past_it() {
             assert!(count(p) > 0, "{}: {v}", p["point"]);
         }
     }
+}
+
+/// Run `kerf count ARGS` to its end (with the test's cache).
+fn kerf_count_output(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .arg("count")
+        .args(args)
+        .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("count-cache"))
+        .output()
+        .unwrap()
+}
+
+/// NaN, infinite, overflowing, zero and negative durations and intervals are refused when
+/// the arguments are read: no panic, and nothing is done to the target (its maps are as
+/// they were: no heap mapped, nothing spliced).
+#[test]
+fn nonsense_durations_and_intervals_are_refused_before_attaching() {
+    let bin = build("-O2", "durations");
+    let (c, pid, out) = start(&bin, false);
+    let _reaper = Reaper(pid);
+    let maps_before = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let pid_s = pid.to_string();
+    for (opt, value) in [
+        ("--duration", "nan"),
+        ("--duration", "inf"),
+        ("--duration", "1e309"),
+        ("--duration", "-1"),
+        ("--duration", "0"),
+        ("--duration", "1e300"),
+        ("--interval", "1e309"),
+        ("--interval", "nan"),
+        ("--interval", "0"),
+        ("--interval", "-2"),
+        ("--interval", "1e300"),
+    ] {
+        let arg = format!("{opt}={value}");
+        let o = kerf_count_output(&["-p", &pid_s, "branchy", &arg]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{arg} accepted: {err}");
+        assert!(!err.contains("panicked") && !err.contains("backtrace"), "{arg}: {err}");
+        assert!(err.contains(opt) && err.contains(value), "{arg}: {err}");
+        assert!(!err.contains("spliced"), "{arg} was checked after splicing: {err}");
+    }
+    assert_eq!(std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap(), maps_before);
+    go_and_finish(c, pid, out);
+}
+
+/// A PID that names no process kerf can instrument is described before anything else is
+/// tried: a kernel thread, a zombie, a process that is gone.
+#[test]
+fn bad_pids_say_what_the_process_is() {
+    // kthreadd is PID 2 on every Linux system.
+    let o = kerf_count_output(&["-p", "2", "libc:malloc"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("process 2 is a kernel thread"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // A child this test does not reap is a zombie until it does.
+    let mut z = Command::new("true").spawn().unwrap();
+    let zpid = z.id().to_string();
+    let stat = || std::fs::read_to_string(format!("/proc/{zpid}/stat")).unwrap_or_default();
+    while !stat().contains(") Z ") {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let o = kerf_count_output(&["-p", &zpid, "libc:malloc"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains(&format!("process {zpid} is a zombie")), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    z.wait().unwrap();
+    let o = kerf_count_output(&["-p", &zpid, "libc:malloc"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&format!("process {zpid} does not exist")), "{err}");
+    // The same for analyze, which reads the process's modules.
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf")).args(["analyze", "-p", "2"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("process 2 is a kernel thread"), "{err}");
+}
+
+/// Globs leave out PLT stubs: a stub only jumps to its function, so counting it repeats
+/// that function's count. An exact name still names one.
+#[test]
+fn globs_leave_out_plt_stubs() {
+    let bin = build("-O2", "plt");
+    let (c, pid, out) = start(&bin, false);
+    let _reaper = Reaper(pid);
+    let pid_s = pid.to_string();
+    let o = kerf_count_output(&["-p", &pid_s, "--json", "--duration", "0.3", "counted-O2-plt:*"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> =
+        v["points"].as_array().unwrap().iter().map(|p| p["point"].as_str().unwrap()).collect();
+    assert!(names.contains(&"branchy") && names.contains(&"main"), "{names:?}");
+    assert!(!names.iter().any(|n| n.ends_with("@plt")), "{names:?}");
+    let o = kerf_count_output(&["-p", &pid_s, "--json", "--duration", "0.3", "usleep@plt"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["points"][0]["point"], "usleep@plt", "{v}");
+    go_and_finish(c, pid, out);
+}
+
+/// The live table lists the points that ran in the interval, not every point: before "go"
+/// only the spinning threads' `spin_point` runs, and the other points are summed up in one
+/// line per interval.
+#[test]
+fn live_table_shows_only_points_that_ran() {
+    let bin = build("-O2", "table");
+    let (c, pid, out) = start(&bin, false);
+    let _reaper = Reaper(pid);
+    let pid_s = pid.to_string();
+    let o = kerf_count_output(&[
+        "-p",
+        &pid_s,
+        "--interval",
+        "0.2",
+        "--duration",
+        "1.1",
+        "counted-O2-table:*",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let table = String::from_utf8_lossy(&o.stdout);
+    let ticks = table.matches("spin_point").count() - 1;
+    assert!(ticks >= 3, "spin_point once per interval and in the final table:\n{table}");
+    // branchy and switchy never ran: only the final table names them.
+    for idle in ["branchy", "switchy"] {
+        assert_eq!(table.matches(idle).count(), 1, "{idle}:\n{table}");
+    }
+    assert!(table.matches("idle").count() >= ticks, "no line for the idle points:\n{table}");
+    go_and_finish(c, pid, out);
+}
+
+/// A module is named the way a user thinks of it: a program started through a symlink
+/// (Debian's /usr/bin/redis-server is one, to redis-check-rdb) answers to the name it was
+/// run as and to that path, as well as to its file's name; `exe` is the main executable.
+#[test]
+fn modules_answer_to_the_name_the_program_was_run_as() {
+    let bin = build("-O2", "alias");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("alias");
+    std::fs::create_dir_all(&dir).unwrap();
+    let link = dir.join("aliased-prog");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&bin, &link).unwrap();
+    let (c, pid, out) = start(&link, false);
+    let _reaper = Reaper(pid);
+    let pid_s = pid.to_string();
+    let link_s = link.to_str().unwrap();
+    let o = kerf_count_output(&[
+        "-p",
+        &pid_s,
+        "--json",
+        "--duration",
+        "0.3",
+        "aliased-prog:branchy",
+        "exe:switchy",
+        &format!("{link_s}:leaf"),
+        &format!("{}:recurse", bin.to_str().unwrap()),
+        "counted-O2-alias:spin_point",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let n = counts(&v);
+    for f in ["branchy", "switchy", "leaf", "recurse", "spin_point"] {
+        assert!(n.contains_key(f), "{f}: {v}");
+    }
+    // An unknown module's error lists the names a module may be given.
+    let o = kerf_count_output(&["-p", &pid_s, "nosuch:branchy"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("aliased-prog") && err.contains("exe"), "{err}");
+    go_and_finish(c, pid, out);
+}
+
+/// kerf's code heap is mapped read-execute, not writable: kerf writes it through
+/// /proc/PID/mem, and nothing in the target stores to it (the trap dispatcher included,
+/// whose counts must still be exact).
+#[test]
+fn code_heap_is_not_writable() {
+    let bin = build("-O2", "rx");
+    let (c, pid, out) = start(&bin, false);
+    let _reaper = Reaper(pid);
+    let maps = || std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let before = maps();
+    let k = kerf_count(pid, &["branchy", "leaf", "--force-kind", "trap"]);
+    let during = maps();
+    // New anonymous executable mappings are kerf's.
+    let heaps: Vec<&str> = during
+        .lines()
+        .filter(|l| !before.contains(*l))
+        .filter(|l| l.split_whitespace().nth(1).is_some_and(|p| p.contains('x')))
+        .collect();
+    assert!(!heaps.is_empty(), "no code heap in:\n{during}");
+    for h in &heaps {
+        assert_eq!(h.split_whitespace().nth(1), Some("r-xp"), "{h}");
+    }
+    assert!(!during.contains("rwxp"), "{during}");
+    go_and_finish(c, pid, out);
+    let ko = k.wait_with_output().unwrap();
+    assert!(ko.status.success(), "{}", String::from_utf8_lossy(&ko.stderr));
+    let v: Value = serde_json::from_slice(&ko.stdout).unwrap();
+    assert_eq!(counts(&v)["branchy"], (THREADS * ITERS, "trap".to_string()), "{v}");
+}
+
+/// A launched command's entry point (`_start`) can be instrumented like any other function:
+/// kerf holds the command elsewhere, so the program runs from its real entry, through the
+/// probe. Any glob over the main executable includes `_start`.
+#[test]
+fn launch_mode_instruments_the_entry_point() {
+    let bin = build("-O2", "entry");
+    let (stdout, stderr, status) = launch_counting(&bin, &["_start", "counted-O2-entry:*"]);
+    assert!(status.success(), "kerf failed: {stderr}");
+    assert!(stdout.contains("checksum"), "{stdout}");
+    let v: Value = serde_json::from_str(stderr.lines().last().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: no JSON at the end of stderr: {stderr}"));
+    let n = counts(&v);
+    assert_eq!(n["_start"].0, 1, "{v}");
+    assert_eq!(n["main"].0, 1, "{v}");
+    assert_eq!(n["branchy"].0, THREADS * ITERS, "{v}");
+    assert_eq!(n["switchy"].0, THREADS * ITERS, "{v}");
+}
+
+/// The children of process `parent`.
+fn children(parent: u32) -> Vec<i32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1));
+        if ppid == Some(&parent.to_string()) {
+            v.push(pid);
+        }
+    }
+    v
+}
+
+/// libLLVM, which the held command loads so that kerf takes seconds analysing it.
+const LIBLLVM: &str = "/usr/lib/x86_64-linux-gnu/libLLVM-14.so.1";
+
+/// SIGTERM while a launched command is held at its entry point (kerf is still analysing it):
+/// the command is killed, never left waiting there, and kerf says so and fails at once.
+#[test]
+fn sigterm_while_held_kills_the_command() {
+    // The fixture linked with libLLVM (Debian package libllvm14), which it never uses: an
+    // analysis of seconds (in a fresh cache) while kerf holds the command.
+    assert!(Path::new(LIBLLVM).exists(), "{LIBLLVM} is needed (Debian package libllvm14)");
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("held");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = dir.join("counted-llvm");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/counted.c");
+    let st = Command::new("gcc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .args(["-Wl,--no-as-needed", LIBLLVM])
+        .status()
+        .expect("gcc");
+    assert!(st.success());
+    let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["count", "branchy", "--"])
+        .arg(&bin)
+        .env("KERF_CACHE_DIR", dir.join("cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kerf");
+    // The command, once its libraries are loaded (kerf holds it from then on).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let child = loop {
+        let loaded = children(k.id()).into_iter().find(|&c| {
+            let maps = std::fs::read_to_string(format!("/proc/{c}/maps")).unwrap_or_default();
+            maps.contains("counted-llvm") && maps.contains("libLLVM") && maps.contains("libc.so")
+        });
+        if let Some(c) = loaded {
+            break c;
+        }
+        assert!(k.try_wait().unwrap().is_none(), "kerf ended early");
+        assert!(std::time::Instant::now() < deadline, "no command started");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let _reaper = Reaper(child);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(Command::new("kill").args(["-TERM", &k.id().to_string()]).status().unwrap().success());
+    let o = k.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(!err.contains("spliced"), "SIGTERM came too late for this test: {err}");
+    assert!(err.contains(&format!("killed process {child}")), "{err}");
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("pid"), "the command ran");
+    // Gone (reaped by kerf or, once kerf is gone, by init), not waiting at its entry.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).unwrap_or_default();
+        if stat.is_empty() || stat.contains(") Z ") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "command still there: {stat}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Start `sh -c SCRIPT` with a pipe for its stdin, and `kerf count -p` on it.
+fn shell_under_kerf(script: &str, specs: &[&str]) -> (Child, std::process::ChildStdin, Child) {
+    let mut sh = Command::new("sh")
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let input = sh.stdin.take().unwrap();
+    // Let the shell's loader finish.
+    std::thread::sleep(Duration::from_millis(200));
+    let k = kerf_count(sh.id() as i32, specs);
+    (sh, input, k)
+}
+
+/// What became of the target is said, in the summary and on stderr: its exit code, or the
+/// signal that killed it, and then kerf fails.
+#[test]
+fn the_targets_end_is_reported() {
+    // Exits by itself with code 3: kerf reports it and succeeds.
+    let (mut sh, mut input, k) = shell_under_kerf("read x; exit 3", &["libc:malloc"]);
+    input.write_all(b"go\n").unwrap();
+    assert_eq!(sh.wait().unwrap().code(), Some(3));
+    let o = k.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["stopped"].as_str().unwrap().contains("exited with code 3"), "{v}");
+    assert_eq!(v["target"]["exit_code"], 3, "{v}");
+
+    // Killed by a signal while instrumented, attached: kerf says so and fails.
+    let bin = build("-O2", "killed");
+    let (mut c, pid, _out) = start(&bin, false);
+    let _reaper = Reaper(pid);
+    let args = ["-p".to_string(), pid.to_string(), "--json".into(), "spin_point".into()];
+    let (k, _, err) = common::spawn_kerf_stderr("count", &args, "count-cache");
+    assert!(Command::new("kill").args(["-SEGV", &pid.to_string()]).status().unwrap().success());
+    let _ = c.wait();
+    let o = k.wait_with_output().unwrap();
+    let err = err.join().unwrap();
+    assert!(!o.status.success(), "{err}");
+    let killed = format!("process {pid} was killed by signal 11 (SIGSEGV)");
+    assert!(err.contains(&killed), "{err}");
+    assert!(!err.contains("does not exist"), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["target"]["signal"], 11, "{v}");
+    assert!(v["stopped"].as_str().unwrap().contains(&killed), "{v}");
+
+    // The same for a command kerf launched.
+    let mut args: Vec<std::ffi::OsString> =
+        ["--json", "spin_point", "--"].iter().map(Into::into).collect();
+    args.push(bin.clone().into());
+    let (k, line, err) = common::spawn_kerf_stderr("count", &args, "count-cache");
+    let pid = spliced_pid(&line);
+    let _reaper = Reaper(pid);
+    assert!(Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
+    let o = k.wait_with_output().unwrap();
+    let err = err.join().unwrap();
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains(&format!("process {pid} was killed by signal 15 (SIGTERM)")), "{err}");
+}
+
+/// A target that runs `exec` loses its probes with its old program: kerf notices, says so
+/// and stops, without trying to restore bytes in the new program.
+#[test]
+fn exec_in_the_target_is_reported() {
+    let (mut sh, mut input, k) =
+        shell_under_kerf("read x; exec sleep 3", &["libc:malloc", "--duration", "20"]);
+    let pid = sh.id();
+    input.write_all(b"go\n").unwrap();
+    let o = k.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let stopped = v["stopped"].as_str().unwrap();
+    assert!(stopped.contains(&format!("process {pid} ran exec")), "{v}");
+    assert!(stopped.contains("/sleep"), "{v}");
+    assert!(v["seconds"].as_f64().unwrap() < 15.0, "kerf did not notice: {v}");
+    // The new program is left alone and ends normally.
+    assert!(sh.wait().unwrap().success());
 }

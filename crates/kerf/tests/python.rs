@@ -145,3 +145,68 @@ fn uprobe_run(expected: &str, sample: &[&String], kerf_counts: &BTreeMap<String,
         mismatches.join("\n")
     );
 }
+
+/// The executable text of python3.11 in process `pid` and the same bytes of the file.
+fn text_and_file(pid: i32) -> (Vec<u8>, Vec<u8>) {
+    use std::os::unix::fs::FileExt;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let line = maps
+        .lines()
+        .find(|l| l.ends_with(PY) && l.split_whitespace().nth(1) == Some("r-xp"))
+        .unwrap_or_else(|| panic!("no text of {PY}:\n{maps}"));
+    let f: Vec<&str> = line.split_whitespace().collect();
+    let (lo, hi) = f[0].split_once('-').unwrap();
+    let (lo, hi) = (u64::from_str_radix(lo, 16).unwrap(), u64::from_str_radix(hi, 16).unwrap());
+    let off = u64::from_str_radix(f[2], 16).unwrap();
+    let mut live = vec![0u8; (hi - lo) as usize];
+    std::fs::File::open(format!("/proc/{pid}/mem")).unwrap().read_exact_at(&mut live, lo).unwrap();
+    let mut file = vec![0u8; live.len()];
+    let n = std::fs::File::open(PY).unwrap().read_at(&mut file, off).unwrap();
+    file.truncate(n);
+    live.truncate(n);
+    (live, file)
+}
+
+/// SIGTERM a moment after kerf starts putting probes at every block of python3.11 (about
+/// 200,000 points, which take many seconds to plan, write and splice): kerf stops installing
+/// instead of finishing first, says so and fails, and leaves the process as it found it: its
+/// text equal to the file's, no mapping of kerf's, and the script's output unchanged.
+#[test]
+fn sigterm_during_a_long_installation_stops_it_and_restores_everything() {
+    let (c, pid, out) = start_python();
+    let _reaper = common::Reaper(pid);
+    let expected_maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["count", "-p", &pid.to_string(), "python3.11:*@blocks"])
+        .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("python-cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // kerf's heaps are the first thing the installation maps; then it plans, writes and
+    // splices.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+        if maps.contains("kerf-shared") {
+            break;
+        }
+        assert!(k.try_wait().unwrap().is_none(), "kerf ended before installing");
+        assert!(std::time::Instant::now() < deadline, "kerf never started installing");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(Command::new("kill").args(["-TERM", &k.id().to_string()]).status().unwrap().success());
+    let o = k.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(!err.contains("points spliced"), "kerf finished installing first: {err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let (live, file) = text_and_file(pid);
+    let differ = live.iter().zip(&file).filter(|(a, b)| a != b).count();
+    assert_eq!(differ, 0, "{differ} bytes of python3.11's text differ from the file");
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    assert_eq!(maps, expected_maps, "kerf left mappings behind");
+    let (c2, pid2, out2) = start_python();
+    assert_eq!(go_and_finish(c, pid, out), go_and_finish(c2, pid2, out2));
+}

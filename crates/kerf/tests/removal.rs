@@ -12,11 +12,15 @@ use std::os::unix::fs::FileExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// The code heap kerf mapped in `pid` (an anonymous read-write-execute mapping).
+/// The code heap kerf mapped in `pid` (an anonymous read-execute mapping: the fixture has
+/// no other, and the vdso has a name).
 fn code_heaps(pid: i32) -> Vec<(u64, u64)> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
     maps.lines()
-        .filter(|l| l.split_whitespace().nth(1) == Some("rwxp"))
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.get(1) == Some(&"r-xp") && f.len() == 5
+        })
         .map(|l| {
             let (a, b) = l.split_whitespace().next().unwrap().split_once('-').unwrap();
             (u64::from_str_radix(a, 16).unwrap(), u64::from_str_radix(b, 16).unwrap())

@@ -209,3 +209,47 @@ fn callees_show_where_a_functions_time_goes() {
     let (inner, outer) = (s["total_ns"].as_u64().unwrap(), w["total_ns"].as_u64().unwrap());
     assert!(inner <= outer && inner * 100 >= outer * 95, "{inner} of {outer}: {v}");
 }
+
+/// `--json` lists each timed function once: no second list repeats the same records.
+#[test]
+fn json_has_one_record_per_function() {
+    let (v, _, _, _) = run("time", &["wait_ms", "nest"], None, "records");
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for list in v.as_object().unwrap().values().filter_map(Value::as_array) {
+        for r in list.iter().filter_map(|r| r["function"].as_str()) {
+            *seen.entry(r.to_string()).or_default() += 1;
+        }
+    }
+    assert_eq!(seen.get("wait_ms"), Some(&1), "{v}");
+    assert_eq!(seen.get("nest"), Some(&1), "{v}");
+}
+
+/// A function that ends in a tail call (`tail_sleep`: `jmp sleepy`) is timed until the
+/// tail-called function returns to its caller, not until the jump: its time is nearly all
+/// sleepy's, as the program's own clock shows. Forced to traps too: the exits of the
+/// tail-called function take part however they are spliced.
+#[test]
+fn a_tail_call_is_timed_to_the_callees_return() {
+    for force in [&[][..], &["--force-kind", "trap"][..]] {
+        let mut args = vec!["tail_sleep", "wait_ms"];
+        args.extend_from_slice(force);
+        let (v, own, checksum, bin) = run("time", &args, None, "tail");
+        assert_eq!(checksum, reference(&bin), "instrumented output differs");
+        let f = by_function(&v);
+        let t = &f["tail_sleep"];
+        assert_eq!(t["calls"].as_u64(), Some(THREADS * ITERS), "{v}");
+        assert_eq!(t["outermost_calls"].as_u64(), Some(THREADS * ITERS), "{v}");
+        assert_eq!(t["unmatched_exits"].as_u64(), Some(0), "{v}");
+        assert_eq!(t["threads_inside"].as_u64(), Some(0), "{v}");
+        let kerf = t["total_ns"].as_u64().unwrap() as f64;
+        let program = own["tail_sleep_ns"] as f64;
+        let lowest = if force.is_empty() { 0.95 } else { 0.85 };
+        assert!(
+            (lowest..=1.01).contains(&(kerf / program)),
+            "tail_sleep: kerf {kerf} ns, program {program} ns ({force:?}): {v}"
+        );
+        // The other timer is not disturbed.
+        assert_eq!(f["wait_ms"]["calls"].as_u64(), Some(THREADS * ITERS), "{v}");
+        assert_eq!(f["wait_ms"]["unmatched_exits"].as_u64(), Some(0), "{v}");
+    }
+}

@@ -11,7 +11,7 @@
 //! the new analysis (they were resolved from the bad one) and installing starts over. A fresh
 //! analysis needs no check, so this ends after at most one new analysis per module.
 
-use crate::instrument::{InstrumentError, Instrumentation, Options, Probe};
+use crate::instrument::{Cancel, InstrumentError, Instrumentation, Options, Probe};
 use crate::load::{AnalyzedImage, LoadError};
 use kerf_analysis::Progress;
 
@@ -53,16 +53,19 @@ pub fn install<T, E>(
     pid: i32,
     modules: &mut [AnalyzedImage],
     opts: Options,
+    cancel: Cancel,
     progress: &dyn Progress,
     mut build: impl FnMut(&[AnalyzedImage]) -> Result<(Vec<Probe>, usize, T), E>,
 ) -> Result<Installed<T>, CheckedError<E>> {
     let mut warnings = Vec::new();
     loop {
         let (probes, timers, built) = build(modules).map_err(CheckedError::Build)?;
-        let err = match Instrumentation::install(pid, modules, &probes, timers, opts) {
-            Ok(inst) => return Ok(Installed { inst, probes, built, warnings }),
-            Err(e) => e,
-        };
+        let err =
+            match Instrumentation::install_cancellable(pid, modules, &probes, timers, opts, cancel)
+            {
+                Ok(inst) => return Ok(Installed { inst, probes, built, warnings }),
+                Err(e) => e,
+            };
         let InstrumentError::Analysis { module, path, detail } = &err else {
             return Err(CheckedError::Instrument(err));
         };

@@ -8,6 +8,7 @@
 //! +0                     thread table (codegen::timer), used by timers and --tid
 //! +THREAD_TABLE_LEN      timer blocks, TIMER_LEN bytes each
 //! then                   counters, one 64-byte line each
+//! then                   tail stacks (codegen::timer), if the module has tail-call probes
 //! then                   the signal area, SIG_AREA bytes (see below)
 //! ```
 //!
@@ -49,6 +50,7 @@ use kerf_patch::{
 use kerf_target::ptrace::{Pause, SharedMem, TargetMemory, Tracee};
 use kerf_target::TargetError;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Bytes of code heap reserved per spliced address (snippet, displaced instructions, jump
@@ -60,6 +62,9 @@ const GUARD_PATCH: u64 = 640;
 /// Where a guard's label ids start when it shares a patch with other primitives, whose ids
 /// start at 1 (see `kerf_codegen::relabel`).
 const GUARD_LABELS: u64 = 0x1000;
+/// More for a probe that times through tail calls (a loop over the tail stack, three more
+/// registers saved).
+const TAIL_PATCH: u64 = 256;
 /// Bytes of data heap per point: one cache line, so threads counting different points do not
 /// share one.
 const DATA_SLOT: usize = 64;
@@ -82,7 +87,11 @@ const MAX_TRIES: usize = 200;
 /// batch must keep the target's pause well under a millisecond (DESIGN.md §4).
 const BATCH: usize = 32;
 
-const PROT_RWX: i32 = libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC;
+/// The code heap is read-execute only: kerf writes it through /proc/PID/mem (as it writes
+/// the program's own text), and no generated code stores to it (the trap dispatcher's table
+/// is written by kerf and only read in the target; `rt_sigaction`'s scratch, which the kernel
+/// writes, is in the data heap).
+const PROT_RX: i32 = libc::PROT_READ | libc::PROT_EXEC;
 const SIGTRAP: u64 = trap::SIGTRAP as u64;
 const SYS_RT_SIGACTION: i64 = trap::SYS_RT_SIGACTION as i64;
 /// `AT_HWCAP2` and its FSGSBASE bit: the kernel lets user code run `rdfsbase`.
@@ -120,6 +129,9 @@ pub enum InstrumentError {
         path: std::path::PathBuf,
         detail: kerf_analysis::validate::Invalid,
     },
+    /// The caller's cancel flag was raised while the probes went in: the installation
+    /// stopped and what had gone in was taken out again.
+    Interrupted,
 }
 
 impl fmt::Display for InstrumentError {
@@ -133,6 +145,9 @@ impl fmt::Display for InstrumentError {
             InstrumentError::Mismatch { addr, detail } => write!(f, "bytes at {addr:#x}: {detail}"),
             InstrumentError::Analysis { path, detail, .. } => {
                 write!(f, "the cached analysis of {} does not match it: {detail}", path.display())
+            }
+            InstrumentError::Interrupted => {
+                write!(f, "interrupted while installing probes; every one is taken out again")
             }
             InstrumentError::StillInside { pid, tries, last } => write!(
                 f,
@@ -163,6 +178,33 @@ pub enum Action {
     /// Keep SIGTRAP out of the signal masks a `syscall` sets (`codegen::sigguard`). kerf adds
     /// these itself to a process that gets trap splices; tools never ask for one.
     SignalGuard,
+    /// At a direct tail call (`jmp`) of a function timer `t` times: stay inside until the
+    /// return that ends the tail call (codegen's `TimerTailCall`). The returns of every
+    /// function the jump can lead to by tail calls need [`Action::TimerTailReturn`].
+    TimerTailCall(usize),
+    /// At a return, or a jump out of the functions a timed function reaches by tail calls:
+    /// end the pending tail calls made with this stack pointer (codegen's `TimerTailReturn`).
+    TimerTailReturn,
+}
+
+impl Action {
+    /// Whether the probe takes part in timing through tail calls (it needs the thread's
+    /// stack pointer at its exit, and the module's tail stacks).
+    pub fn is_tail(self) -> bool {
+        matches!(self, Action::TimerTailCall(_) | Action::TimerTailReturn)
+    }
+
+    /// Bytes of code heap reserved for a probe of this action.
+    fn patch_room(self) -> u64 {
+        match self {
+            Action::Count => PATCH_SLOT,
+            Action::TimerStart(_) | Action::TimerStop(_) => PATCH_SLOT + TIMER_PATCH,
+            Action::TimerTailCall(_) | Action::TimerTailReturn => {
+                PATCH_SLOT + TIMER_PATCH + TAIL_PATCH
+            }
+            Action::SignalGuard => PATCH_SLOT + GUARD_PATCH,
+        }
+    }
 }
 
 /// One probe: an action at a point.
@@ -240,6 +282,8 @@ struct Heaps {
     data: SharedMem,
     /// Offset of the signal area in `data`.
     sig_area: usize,
+    /// Where the tail stacks are in the target (0: none).
+    tails: u64,
 }
 
 /// What kerf changed in a process's signal state for its trap splices (see the module
@@ -310,6 +354,18 @@ pub struct Options {
     pub only_thread: Option<i32>,
 }
 
+/// A flag that stops an installation once it is true (see
+/// [`Instrumentation::install_cancellable`]).
+/// A flag that, once true, stops an installation (see [`Instrumentation::install_cancellable`]).
+pub type Cancel<'a> = Option<&'a AtomicBool>;
+
+fn cancelled(cancel: Cancel) -> Result<(), InstrumentError> {
+    match cancel {
+        Some(c) if c.load(Ordering::SeqCst) => Err(InstrumentError::Interrupted),
+        _ => Ok(()),
+    }
+}
+
 /// The target's TSC (the same counter generated code reads: kerf runs on the same machine).
 pub fn tsc() -> u64 {
     // SAFETY: rdtsc has no preconditions; x86-64 always has it.
@@ -326,6 +382,20 @@ impl Instrumentation {
         probes: &[Probe],
         timers: usize,
         opts: Options,
+    ) -> Result<Instrumentation, InstrumentError> {
+        Instrumentation::install_cancellable(pid, modules, probes, timers, opts, None)
+    }
+
+    /// [`Instrumentation::install`] that stops once `cancel` becomes true (a signal handler
+    /// sets it): it is checked between batches while planning, writing code patches and
+    /// splicing; what went in is taken out and [`InstrumentError::Interrupted`] returned.
+    pub fn install_cancellable(
+        pid: i32,
+        modules: &[AnalyzedImage],
+        probes: &[Probe],
+        timers: usize,
+        opts: Options,
+        cancel: Cancel,
     ) -> Result<Instrumentation, InstrumentError> {
         // Before anything changes in the target: another kerf there is refused.
         let claim = Some(kerf_target::ptrace::claim(pid)?);
@@ -354,7 +424,7 @@ impl Instrumentation {
             installed_at: (tsc(), std::time::Instant::now()),
             removed: false,
         };
-        if let Err(e) = inst.prepare(modules, probes, opts) {
+        if let Err(e) = inst.prepare(modules, probes, opts, cancel) {
             // Nothing is spliced yet: put back the SIGTRAP action if the dispatcher went in,
             // free what was mapped and let the target go.
             inst.removed = true;
@@ -374,7 +444,7 @@ impl Instrumentation {
             inst.guards_live()?;
         }
         let todo = (0..inst.sites.len()).filter(|i| !inst.guard_sites.contains(i)).collect();
-        inst.splice_all(todo)?;
+        inst.splice_all(todo, cancel)?;
         inst.installed_at = (tsc(), std::time::Instant::now());
         Ok(inst)
     }
@@ -393,6 +463,19 @@ impl Instrumentation {
         let r = f(self, &mut tr);
         self.note(tr.resume_detach()?);
         r
+    }
+
+    /// Where each code heap kerf mapped in the target starts (an `exec` in the target, which
+    /// replaces its memory, takes them away).
+    pub fn code_heaps(&self) -> Vec<u64> {
+        self.heaps.iter().flatten().map(|h| h.code).collect()
+    }
+
+    /// Forget the target without touching it: after an `exec` the splices and heaps went with
+    /// the old program's memory, and their addresses may now hold anything of the new one.
+    /// Counts read before stay valid (kerf's side of the data heaps is its own mapping).
+    pub fn abandon(mut self) {
+        self.removed = true;
     }
 
     /// Every spliced address holding a probe a tool asked for, with its probes (kerf's own
@@ -437,6 +520,7 @@ impl Instrumentation {
         modules: &[AnalyzedImage],
         probes: &[Probe],
         opts: Options,
+        cancel: Cancel,
     ) -> Result<(), InstrumentError> {
         // Each step that injects system calls has a stop of its own: a stop lasts as long as
         // the work done in it (an injected call is a register swap, a single-step and a wait,
@@ -451,7 +535,7 @@ impl Instrumentation {
         })?;
         // Planning reads the modules' files: the target keeps running.
         let mut planned =
-            plan_sites(modules, probes, opts.force_kind, &self.startup, Rules::PROCESS)?;
+            plan_sites(modules, probes, opts.force_kind, &self.startup, Rules::PROCESS, cancel)?;
         // A trap anywhere: every `syscall` that may change a signal mask gets a guard, planned
         // together with the tool's probes (a guard's `syscall` may not be covered by another
         // site's jump).
@@ -459,8 +543,14 @@ impl Instrumentation {
         if planned.sites.iter().any(|s| s.plan.kind == SpliceKind::Trap) {
             all.extend(guard_probes(modules)?);
             if all.len() > probes.len() {
-                planned =
-                    plan_sites(modules, &all, opts.force_kind, &self.startup, Rules::PROCESS)?;
+                planned = plan_sites(
+                    modules,
+                    &all,
+                    opts.force_kind,
+                    &self.startup,
+                    Rules::PROCESS,
+                    cancel,
+                )?;
             }
         }
         let probes: &[Probe] = &all;
@@ -494,7 +584,11 @@ impl Instrumentation {
                     next_counter[m] += 1;
                     self.counters[i] = Some((m, off));
                 }
-                Action::TimerStart(_) | Action::TimerStop(_) | Action::SignalGuard => {}
+                Action::TimerStart(_)
+                | Action::TimerStop(_)
+                | Action::TimerTailCall(_)
+                | Action::TimerTailReturn
+                | Action::SignalGuard => {}
             }
         }
         // Code patches are unreachable until their splices exist, so they are written while
@@ -504,6 +598,7 @@ impl Instrumentation {
         // megabytes there (a 1.3 ms stop at 8,192 sites).
         self.sites.reserve(site_plans.len());
         for chunk in site_plans.chunks(BATCH) {
+            cancelled(cancel)?;
             let write = |me: &mut Self, m: &dyn TargetMemory| {
                 for site in chunk {
                     let (first, members, plan) = (site.first, &site.members, &site.plan);
@@ -609,13 +704,15 @@ impl Instrumentation {
     ) -> Result<(), InstrumentError> {
         let mut code = vec![0u64; modules.len()];
         let mut counters = vec![0usize; modules.len()];
+        let mut tails = vec![false; modules.len()];
         for p in probes {
             let m = p.point.module;
-            code[m] += PATCH_SLOT;
+            code[m] += p.action.patch_room();
+            tails[m] |= p.action.is_tail();
             match p.action {
                 Action::Count => counters[m] += 1,
-                Action::TimerStart(t) | Action::TimerStop(t) => {
-                    code[m] += TIMER_PATCH;
+                Action::TimerTailReturn => {}
+                Action::TimerStart(t) | Action::TimerStop(t) | Action::TimerTailCall(t) => {
                     if self.timers[t].0 == usize::MAX {
                         self.timers[t].0 = m;
                     } else if self.timers[t].0 != m {
@@ -642,12 +739,16 @@ impl Instrumentation {
             }
             let bias = modules[m].bias.unwrap_or(0);
             let near = modules[m].analysis.cfg.functions.first().map_or(bias, |f| f.entry.0 + bias);
-            let n_sites = probes.iter().filter(|p| p.point.module == m).count();
+            // The dispatcher goes into one module's heap (the first trap site's, known only
+            // after planning) and its table lists the trap sites of every module: room for
+            // all of them in each heap (pages never written cost no memory).
             let code_len =
-                (code[m] + DISPATCHER_ROOM + trap::data_len(n_sites)).next_multiple_of(4096);
-            let sig_area = THREAD_TABLE_LEN as usize
+                (code[m] + DISPATCHER_ROOM + trap::data_len(probes.len())).next_multiple_of(4096);
+            let tails_at = THREAD_TABLE_LEN as usize
                 + timers_in[m] * TIMER_LEN as usize
                 + counters[m] * DATA_SLOT;
+            let tails_len = if tails[m] { timer::TAIL_AREA_LEN as usize } else { 0 };
+            let sig_area = tails_at + tails_len;
             let data_len = sig_area + SIG_AREA;
             // Anywhere in reach of the module's code; preferably at a fresh spot a few pages to
             // a few MB past its end, so that a process instrumented again does not get its
@@ -656,7 +757,7 @@ impl Instrumentation {
             let end = modules[m].segments.iter().map(|s| s.vaddr.0 + s.memsz).max().unwrap_or(0);
             let preferred = (end + bias).next_multiple_of(4096) + 4096 * spread_pages();
             let code = self.while_stopped(|_, tr| {
-                Ok(tr.alloc_near_preferring(near, preferred, code_len, PROT_RWX)?)
+                Ok(tr.alloc_near_preferring(near, preferred, code_len, PROT_RX)?)
             })?;
             let data = self.while_stopped(|_, tr| {
                 tr.share_near(code, (data_len as u64).next_multiple_of(4096)).map_err(|e| {
@@ -665,7 +766,8 @@ impl Instrumentation {
                     e.into()
                 })
             })?;
-            self.heaps[m] = Some(Heaps { code, code_len, used: 0, data, sig_area });
+            let tails = if tails[m] { data.remote() + tails_at as u64 } else { 0 };
+            self.heaps[m] = Some(Heaps { code, code_len, used: 0, data, sig_area, tails });
         }
         Ok(())
     }
@@ -695,25 +797,39 @@ impl Instrumentation {
             .and_then(|d| self.heaps[d].as_ref())
             .map(|h| h.data.remote() + (h.sig_area + SIG_ACTION) as u64);
         let h = self.heaps[m].as_mut().expect("heap mapped for every module with probes");
-        let data = h.data.remote();
+        let (data, tails) = (h.data.remote(), h.tails);
         let guarded = members.iter().any(|&i| probes[i].action == Action::SignalGuard);
+        // A tail-call probe needs the stack pointer its exit instruction will have, from
+        // here (plan_sites only puts one where that is known).
+        let stack = |i: usize| {
+            crate::plan::stack_at(&modules[m], addr - bias, probes[i].point.addr.0)
+                .ok_or_else(|| refuse("the stack pointer at its exit is not known here".into()))
+        };
         let prims: Vec<Primitive> = members
             .iter()
             .filter(|&&i| probes[i].action != Action::SignalGuard)
             .map(|&i| match probes[i].action {
                 Action::Count => {
                     let (_, off) = self.counters[i].expect("counter laid out for every Count");
-                    Primitive::Count { slot: data + off as u64 }
+                    Ok(Primitive::Count { slot: data + off as u64 })
                 }
                 Action::TimerStart(t) => {
-                    Primitive::TimerStart { timer: data + self.timers[t].1 as u64 }
+                    Ok(Primitive::TimerStart { timer: data + self.timers[t].1 as u64 })
                 }
                 Action::TimerStop(t) => {
-                    Primitive::TimerStop { timer: data + self.timers[t].1 as u64 }
+                    Ok(Primitive::TimerStop { timer: data + self.timers[t].1 as u64 })
+                }
+                Action::TimerTailCall(t) => Ok(Primitive::TimerTailCall {
+                    timer: data + self.timers[t].1 as u64,
+                    tails,
+                    stack: stack(i)?,
+                }),
+                Action::TimerTailReturn => {
+                    Ok(Primitive::TimerTailReturn { tails, stack: stack(i)? })
                 }
                 Action::SignalGuard => unreachable!("filtered out above"),
             })
-            .collect();
+            .collect::<Result<_, InstrumentError>>()?;
         let ctx = Context {
             live: live_at(&modules[m], p.func, addr - bias),
             env: Env::User,
@@ -740,14 +856,7 @@ impl Instrumentation {
         let patch_at = h.code + h.used;
         let code = build_patch_with(patch_at, &snippet, &plan.displaced, layout)
             .map_err(|e| refuse(e.to_string()))?;
-        let room = members
-            .iter()
-            .map(|&i| match probes[i].action {
-                Action::Count => PATCH_SLOT,
-                Action::TimerStart(_) | Action::TimerStop(_) => PATCH_SLOT + TIMER_PATCH,
-                Action::SignalGuard => PATCH_SLOT + GUARD_PATCH,
-            })
-            .sum::<u64>();
+        let room = members.iter().map(|&i| probes[i].action.patch_room()).sum::<u64>();
         if code.len() as u64 > room {
             return Err(refuse(format!("code patch of {} bytes", code.len())));
         }
@@ -998,9 +1107,10 @@ impl Instrumentation {
     /// Step 2: write the splices, in batches while every thread is stopped, skipping (and
     /// retrying later) points where a thread's PC or a stacked return address lies inside the
     /// bytes to be replaced (Djprobe's freeze check).
-    fn splice_all(&mut self, mut todo: Vec<usize>) -> Result<(), InstrumentError> {
+    fn splice_all(&mut self, mut todo: Vec<usize>, cancel: Cancel) -> Result<(), InstrumentError> {
         let mut tries = 0;
         while !todo.is_empty() && tries < MAX_TRIES {
+            cancelled(cancel)?;
             let tr = Tracee::stop_all(self.pid)?;
             let busy = busy_ranges(&tr, None)?;
             let mut later = Vec::new();

@@ -213,6 +213,13 @@ impl<'k> KernelInstrumentation<'k> {
                 detail: "a signal-mask guard belongs in a process, not the kernel".into(),
             });
         }
+        if let Some(p) = probes.iter().find(|p| p.action.is_tail()) {
+            return Err(InstrumentError::Point {
+                label: p.point.label.clone(),
+                addr: p.point.addr.0,
+                detail: "timing through tail calls is for processes, not the kernel".into(),
+            });
+        }
         // Data heap: thread table, timers, counters; cleared (an earlier session used it).
         let counters_n = probes.iter().filter(|p| p.action == Action::Count).count() as u64;
         let need = THREAD_TABLE_LEN + timers as u64 * TIMER_LEN + counters_n * DATA_SLOT;
@@ -252,7 +259,7 @@ impl<'k> KernelInstrumentation<'k> {
                 Some((off, pid))
             }
         };
-        let plan = plan_sites(&kernel.images, probes, opts.force_kind, &[], Rules::KERNEL)?;
+        let plan = plan_sites(&kernel.images, probes, opts.force_kind, &[], Rules::KERNEL, None)?;
         let refused =
             plan.refused.iter().map(|r| (r.label.clone(), r.addr, r.reason.clone())).collect();
         let mut inst = KernelInstrumentation {
@@ -419,10 +426,18 @@ impl<'k> KernelInstrumentation<'k> {
         let prims: Vec<Primitive> = sp
             .members
             .iter()
-            .map(|&i| match probes[i].action {
-                Action::Count => Primitive::Count { slot: data + self.counters[i].unwrap_or(0) },
-                Action::TimerStart(t) => Primitive::TimerStart { timer: data + self.timers[t] },
-                Action::TimerStop(t) => Primitive::TimerStop { timer: data + self.timers[t] },
+            .filter_map(|&i| match probes[i].action {
+                Action::Count => {
+                    Some(Primitive::Count { slot: data + self.counters[i].unwrap_or(0) })
+                }
+                Action::TimerStart(t) => {
+                    Some(Primitive::TimerStart { timer: data + self.timers[t] })
+                }
+                // Tail-call probes are refused by `install`; a plain exit if one got here.
+                Action::TimerStop(t) | Action::TimerTailCall(t) => {
+                    Some(Primitive::TimerStop { timer: data + self.timers[t] })
+                }
+                Action::TimerTailReturn => None,
                 Action::SignalGuard => unreachable!("refused by install"),
             })
             .collect();

@@ -13,4 +13,7 @@ pub mod plan;
 pub mod spec;
 
 pub use debuginfo::{DebugOptions, SymbolOrigin};
-pub use load::{analyze_file, analyze_process, AnalyzedImage, LoadError, LoadOptions};
+pub use load::{
+    analyze_file, analyze_process, process_aliases, read_text_file, AnalyzedImage, LoadError,
+    LoadOptions,
+};

@@ -34,10 +34,21 @@ pub struct LoadOptions {
 /// Why a target could not be loaded. Each variant names what failed.
 #[derive(Debug)]
 pub enum LoadError {
-    Read { path: PathBuf, err: std::io::Error },
+    Read {
+        path: PathBuf,
+        err: std::io::Error,
+    },
+    /// A FIFO, socket or device: kerf analyses files, and opening some of these blocks.
+    NotRegular {
+        path: PathBuf,
+        what: &'static str,
+    },
     Image(ImageError),
     Target(TargetError),
-    Maps { pid: i32, detail: String },
+    Maps {
+        pid: i32,
+        detail: String,
+    },
 }
 
 impl std::fmt::Display for LoadError {
@@ -53,6 +64,9 @@ impl std::fmt::Display for LoadError {
                 }
                 _ => write!(f, "{}: {err}", path.display()),
             },
+            LoadError::NotRegular { path, what } => {
+                write!(f, "{}: not a regular file (a {what})", path.display())
+            }
             LoadError::Image(e) => write!(f, "{e}"),
             LoadError::Target(e) => write!(f, "{e}"),
             LoadError::Maps { pid, detail } => write!(f, "process {pid}: bad maps: {detail}"),
@@ -223,18 +237,64 @@ impl kerf_analysis::memory::CodeMemory for AnalyzedImage {
     }
 }
 
-/// The bytes of a file, mapped rather than read: a 100 MB library then costs page-cache
-/// pages the kernel already has instead of a fresh copy.
-fn map_file(path: &Path) -> std::io::Result<memmap2::Mmap> {
-    let f = std::fs::File::open(path)?;
-    if f.metadata()?.is_dir() {
-        return Err(std::io::Error::from_raw_os_error(21));
-    }
+/// Open `path` for reading if it is a regular file. The type is checked first with `stat`
+/// (opening a FIFO for reading waits for a writer), then again on what was opened,
+/// non-blocking, in case the path changed in between.
+fn open_regular(path: &Path) -> Result<std::fs::File, LoadError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let read_err = |err| LoadError::Read { path: path.into(), err };
+    let check = |m: std::fs::Metadata| -> Result<(), LoadError> {
+        if m.is_dir() {
+            return Err(read_err(std::io::Error::from_raw_os_error(libc::EISDIR)));
+        }
+        match file_kind(&m) {
+            None => Ok(()),
+            Some(what) => Err(LoadError::NotRegular { path: path.into(), what }),
+        }
+    };
+    check(std::fs::metadata(path).map_err(read_err)?)?;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(read_err)?;
+    check(f.metadata().map_err(read_err)?)?;
+    Ok(f)
+}
+
+/// The text of a regular file (a symbol file): see [`open_regular`].
+pub fn read_text_file(path: &Path) -> Result<String, LoadError> {
+    use std::io::Read;
+    let mut s = String::new();
+    open_regular(path)?
+        .read_to_string(&mut s)
+        .map_err(|err| LoadError::Read { path: path.into(), err })?;
+    Ok(s)
+}
+
+/// The bytes of a regular file, mapped rather than read: a 100 MB library then costs
+/// page-cache pages the kernel already has instead of a fresh copy.
+fn map_file(path: &Path) -> Result<memmap2::Mmap, LoadError> {
+    let f = open_regular(path)?;
     // SAFETY: the mapping is private and read-only. If another process truncates or rewrites
     // the file while kerf reads it, reads may see the new bytes or fault; kerf analyses
     // installed libraries and executables, which package managers replace by rename, not in
     // place, so the mapped inode does not change under it.
-    unsafe { memmap2::Mmap::map(&f) }
+    unsafe { memmap2::Mmap::map(&f) }.map_err(|err| LoadError::Read { path: path.into(), err })
+}
+
+/// What a file that is neither a regular file nor a directory is (`None` for a regular file).
+fn file_kind(m: &std::fs::Metadata) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = m.file_type();
+    match () {
+        _ if t.is_file() => None,
+        _ if t.is_fifo() => Some("FIFO"),
+        _ if t.is_socket() => Some("socket"),
+        _ if t.is_char_device() => Some("character device"),
+        _ if t.is_block_device() => Some("block device"),
+        _ => Some("special file"),
+    }
 }
 
 /// Read and analyse one image file.
@@ -257,7 +317,7 @@ fn analyze_image_file(
     progress: &dyn Progress,
 ) -> Result<AnalyzedImage, LoadError> {
     let t0 = Instant::now();
-    let data = map_file(path).map_err(|err| LoadError::Read { path: path.into(), err })?;
+    let data = map_file(path)?;
     let bytes = std::sync::Arc::new(Bytes::Mapped(data));
     let data: &[u8] = &bytes;
     let name = path.display().to_string();
@@ -436,4 +496,39 @@ fn process_debug_dirs(pid: i32, dirs: &[PathBuf]) -> Vec<PathBuf> {
     }
     let inside = dirs.iter().map(|d| root.join(d.strip_prefix("/").unwrap_or(d)));
     inside.chain(dirs.iter().cloned()).collect()
+}
+
+/// Further names of the modules of process `pid` (`images` as [`analyze_process`] returned
+/// them), for [`crate::spec::resolve_with_aliases`]: the main executable answers to
+/// [`crate::spec::EXE_ALIAS`], to the name it was run as (`argv[0]` and its file name, and
+/// /proc/PID/comm) and to `launched_as` (the command kerf started). A program started
+/// through a symlink (Debian's `redis-server`, a link to `redis-check-rdb`) is mapped under
+/// its target's name, which is not what its users type.
+pub fn process_aliases(
+    pid: i32,
+    launched_as: Option<&str>,
+    images: &[AnalyzedImage],
+) -> Vec<Vec<String>> {
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    let exe = std::fs::read_link(proc.join("exe")).ok();
+    let exe = exe.as_ref().and_then(|p| p.to_str()).map(|p| p.trim_end_matches(" (deleted)"));
+    // The kernel maps the main executable first; /proc/PID/exe says which it is.
+    let main = images.iter().position(|m| Some(m.analysis.image.as_str()) == exe).unwrap_or(0);
+    let cmdline = std::fs::read(proc.join("cmdline")).unwrap_or_default();
+    let argv0 = cmdline.split(|&b| b == 0).next().map(|a| String::from_utf8_lossy(a).into_owned());
+    let comm = std::fs::read_to_string(proc.join("comm")).ok().map(|c| c.trim_end().to_string());
+    let mut names = vec![crate::spec::EXE_ALIAS.to_string()];
+    for n in [argv0.as_deref(), launched_as].into_iter().flatten() {
+        names.push(n.to_string());
+        names.push(crate::spec::module_name(n).to_string());
+    }
+    names.extend(comm);
+    names.retain(|n| !n.is_empty());
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(n.clone()));
+    let mut out = vec![Vec::new(); images.len()];
+    if let Some(v) = out.get_mut(main) {
+        *v = names;
+    }
+    out
 }

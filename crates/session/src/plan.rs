@@ -14,7 +14,7 @@ use kerf_analysis::cfg::{Cfg, FuncId, NoSplice, Terminator};
 use kerf_analysis::syscalls::SyscallSite;
 use kerf_analysis::validate::Invalid;
 use kerf_arch::ImageAddr;
-use kerf_codegen::LiveAt;
+use kerf_codegen::{LiveAt, SpAt, SpBase};
 use kerf_patch::{
     plan_jump2, plan_jump5, plan_trap, Displaced, FunctionView, SpliceKind, SPRINGBOARD_LEN,
 };
@@ -62,13 +62,15 @@ pub struct Refused {
 /// Plan every probe: exact points first, each address once; exits after, moved to an earlier
 /// instruction of their block where a jump fits, or merged into a site already there. The
 /// sites come back in the order their splices must go live.
-/// `startup` is run-once code of module 0 usable for springboards.
+/// `startup` is run-once code of module 0 usable for springboards. Planning stops with
+/// [`InstrumentError::Interrupted`] once `cancel` is set.
 pub fn plan_sites(
     modules: &[AnalyzedImage],
     probes: &[Probe],
     force_kind: Option<SpliceKind>,
     startup: &[(u64, u64)],
     rules: Rules,
+    cancel: Option<&std::sync::atomic::AtomicBool>,
 ) -> Result<Sites, InstrumentError> {
     check_points(modules, probes)?;
     let exact: Vec<Vec<u64>> = (0..modules.len())
@@ -100,7 +102,11 @@ pub fn plan_sites(
     let mut sites: Vec<SitePlan> = Vec::new();
     let mut at: HashMap<(usize, u64), usize> = HashMap::new();
     let mut refused = Vec::new();
-    for &i in &order {
+    for (n, &i) in order.iter().enumerate() {
+        // Planning 200,000 points takes seconds: look at the cancel flag now and then.
+        if n % 1024 == 0 && cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst)) {
+            return Err(InstrumentError::Interrupted);
+        }
         let p = &probes[i].point;
         let m = &modules[p.module];
         let bias = m.bias.unwrap_or(0);
@@ -118,6 +124,10 @@ pub fn plan_sites(
             let starts = exit_block_starts(m, p.func, p.addr.0);
             let mut chosen = None;
             for &s in starts.iter().rev() {
+                // A tail-call probe must know the stack pointer its exit will have.
+                if probes[i].action.is_tail() && stack_at(m, s, p.addr.0).is_none() {
+                    continue;
+                }
                 let a = s + bias;
                 if let Some(&k) = at.get(&(p.module, a)) {
                     chosen = Some((a, Some(k)));
@@ -489,6 +499,78 @@ fn exit_block_starts(m: &AnalyzedImage, f: FuncId, exit: u64) -> Vec<u64> {
     v
 }
 
+/// The stack pointer the instruction at image address `to` will have when it runs, in terms
+/// of the registers at `from`, an earlier instruction of the same straight-line block (an
+/// exit probe placed before a function's epilogue); `None` when the instructions between
+/// move it in a way this does not follow.
+pub fn stack_at(m: &AnalyzedImage, from: u64, to: u64) -> Option<SpAt> {
+    let (base, bytes) = m.code_region(ImageAddr(from))?;
+    stack_delta(bytes, base, from, to)
+}
+
+/// [`stack_at`] over `bytes` (the first at `base`): pushes and pops, `add`/`sub`/`lea` of
+/// `rsp`, and `leave` or `mov rsp, rbp` / `lea rsp, [rbp+d]`, after which the stack pointer
+/// is `rbp`-based (`rbp` as at `from`: only while nothing before has changed it).
+fn stack_delta(bytes: &[u8], base: ImageAddr, from: u64, to: u64) -> Option<SpAt> {
+    use iced_x86::{Mnemonic, OpKind, Register};
+    use kerf_arch::x86_64::Gpr;
+    let mut sc = kerf_arch::x86_64::Scanner::new(bytes, base);
+    let mut at = SpAt::HERE;
+    let mut rbp_changed = false;
+    let mut a = from;
+    while a < to {
+        let i = sc.decode(ImageAddr(a))?;
+        let facts = sc.facts(&i);
+        a = i.next_ip();
+        let reg = |k: u32| (i.op_kind(k) == OpKind::Register).then(|| i.op_register(k));
+        let to_rbp = |disp: i64, rbp_changed: bool| -> Option<SpAt> {
+            (!rbp_changed).then_some(SpAt { base: SpBase::Rbp, disp: i32::try_from(disp).ok()? })
+        };
+        let rsp_dest = reg(0) == Some(Register::RSP);
+        at = match i.mnemonic() {
+            Mnemonic::Leave => {
+                let next = to_rbp(8, rbp_changed)?;
+                rbp_changed = true;
+                next
+            }
+            Mnemonic::Mov if rsp_dest && reg(1) == Some(Register::RBP) => to_rbp(0, rbp_changed)?,
+            Mnemonic::Lea if rsp_dest && i.memory_index() == Register::None => {
+                let d = i.memory_displacement64() as i64;
+                match i.memory_base() {
+                    Register::RSP => SpAt { disp: at.disp + i32::try_from(d).ok()?, ..at },
+                    Register::RBP => to_rbp(d, rbp_changed)?,
+                    _ => return None,
+                }
+            }
+            Mnemonic::Add | Mnemonic::Sub if rsp_dest => {
+                let imm = match i.op_kind(1) {
+                    OpKind::Immediate8to64 | OpKind::Immediate32to64 | OpKind::Immediate8 => {
+                        i32::try_from(i.immediate(1) as i64).ok()?
+                    }
+                    _ => return None,
+                };
+                let d = if i.mnemonic() == Mnemonic::Add { imm } else { -imm };
+                SpAt { disp: at.disp.checked_add(d)?, ..at }
+            }
+            // push, pop, pushf, popf: the decoder knows by how much.
+            _ if i.stack_pointer_increment() != 0 && !rsp_dest => {
+                if facts.clobbers.contains(Gpr::Rbp) {
+                    rbp_changed = true;
+                }
+                SpAt { disp: at.disp + i.stack_pointer_increment(), ..at }
+            }
+            _ if facts.clobbers.contains(Gpr::Rsp) => return None,
+            _ => {
+                if facts.clobbers.contains(Gpr::Rbp) {
+                    rbp_changed = true;
+                }
+                at
+            }
+        };
+    }
+    (a == to).then_some(at)
+}
+
 /// The module's code at target address `addr` as its file holds it (32 bytes, or fewer at
 /// the end of its segment). Planning reads the file, not the target, so it needs no stop;
 /// the bytes in the target are checked against the file's before each splice is written
@@ -607,4 +689,58 @@ fn springboard_near(
 ) -> Option<u64> {
     let ranges = pads.iter().map(|p| (p.start.0 + bias, p.start.0 + bias + p.len as u64));
     springboard_in(ranges, point, used, planned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The stack pointer at the last instruction of `code` (at 0x1000), from its first.
+    fn at_last(code: &[u8]) -> Option<SpAt> {
+        let mut sc = kerf_arch::x86_64::Scanner::new(code, ImageAddr(0x1000));
+        let mut a = 0x1000;
+        let mut last = a;
+        while let Some(i) = sc.decode(ImageAddr(a)) {
+            last = a;
+            a = i.next_ip();
+        }
+        stack_delta(code, ImageAddr(0x1000), 0x1000, last)
+    }
+
+    fn rsp(disp: i32) -> Option<SpAt> {
+        Some(SpAt { base: SpBase::Rsp, disp })
+    }
+
+    fn rbp(disp: i32) -> Option<SpAt> {
+        Some(SpAt { base: SpBase::Rbp, disp })
+    }
+
+    #[test]
+    fn epilogues() {
+        // ret alone; pop rbx; pop rbp; pop r12; ret
+        assert_eq!(at_last(&[0xc3]), rsp(0));
+        assert_eq!(at_last(&[0x5b, 0x5d, 0x41, 0x5c, 0xc3]), rsp(24));
+        // add rsp, 0x18; pop rbx; ret
+        assert_eq!(at_last(&[0x48, 0x83, 0xc4, 0x18, 0x5b, 0xc3]), rsp(0x20));
+        // sub rsp, 8; push rax; jmp rel32 (a tail call after moving the stack)
+        assert_eq!(at_last(&[0x48, 0x83, 0xec, 0x08, 0x50, 0xe9, 0, 0, 0, 0]), rsp(-16));
+        // lea rsp, [rsp+0x28]; ret
+        assert_eq!(at_last(&[0x48, 0x8d, 0x64, 0x24, 0x28, 0xc3]), rsp(0x28));
+        // mov eax, 1 (no stack change); leave; ret
+        assert_eq!(at_last(&[0xb8, 1, 0, 0, 0, 0xc9, 0xc3]), rbp(8));
+        // mov rsp, rbp; pop rbp; ret
+        assert_eq!(at_last(&[0x48, 0x89, 0xec, 0x5d, 0xc3]), rbp(8));
+        // lea rsp, [rbp-0x28]; pop rbx; ret
+        assert_eq!(at_last(&[0x48, 0x8d, 0x65, 0xd8, 0x5b, 0xc3]), rbp(-0x20));
+    }
+
+    #[test]
+    fn what_is_not_followed() {
+        // pop rbp; mov rsp, rbp; ret: rbp is no longer the point's.
+        assert_eq!(at_last(&[0x5d, 0x48, 0x89, 0xec, 0xc3]), None);
+        // mov rsp, rax; ret
+        assert_eq!(at_last(&[0x48, 0x89, 0xc4, 0xc3]), None);
+        // and rsp, -16; ret
+        assert_eq!(at_last(&[0x48, 0x83, 0xe4, 0xf0, 0xc3]), None);
+    }
 }

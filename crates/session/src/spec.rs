@@ -159,6 +159,13 @@ pub fn glob(pat: &str, s: &str) -> bool {
     pi == p.len()
 }
 
+/// Whether a glob takes function `name`. A PLT stub (`name@plt`) only jumps to its function,
+/// so counting it repeats that function's count: globs leave stubs out unless the pattern
+/// itself asks for them (`*@plt`); an exact name still names one.
+fn glob_hit(pattern: &str, name: &str) -> bool {
+    glob(pattern, name) && (!name.ends_with("@plt") || pattern.ends_with("@plt"))
+}
+
 /// A resolved instrumentation point.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Point {
@@ -180,6 +187,24 @@ pub fn module_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
+/// The name a spec uses for the main executable of a process, whatever its file is called.
+pub const EXE_ALIAS: &str = "exe";
+
+/// Whether the module part of a spec, `name`, names the module at `path` that also answers
+/// to `aliases`: a prefix of its file name (`libc` for `libc.so.6`), its path, or one of its
+/// aliases exactly. `canonical` is `name` with its symlinks resolved when it is a path (a
+/// program run through a symlink is mapped under its target's name).
+fn module_matches(name: &str, canonical: Option<&str>, path: &str, aliases: &[String]) -> bool {
+    if name == EXE_ALIAS {
+        // Only ever the main executable, even if a library's name starts with "exe".
+        return aliases.iter().any(|a| a == name);
+    }
+    module_name(path).starts_with(name)
+        || path == name
+        || canonical == Some(path)
+        || aliases.iter().any(|a| a == name)
+}
+
 /// Resolve specs against analysed modules (in order: the main executable first). Each spec
 /// yields one or more points; duplicates (same module and address) are kept once.
 pub fn resolve(
@@ -187,18 +212,44 @@ pub fn resolve(
     modules: &[(&str, &Analysis)],
     code: &dyn Fn(usize, ImageAddr) -> Option<(ImageAddr, Vec<u8>)>,
 ) -> Result<Vec<Point>, SpecError> {
+    resolve_with_aliases(specs, modules, &[], code)
+}
+
+/// [`resolve`], with further names per module (`aliases[i]` for module `i`; missing entries
+/// are none): for a process's main executable, the name it was run as and [`EXE_ALIAS`].
+pub fn resolve_with_aliases(
+    specs: &[Spec],
+    modules: &[(&str, &Analysis)],
+    aliases: &[Vec<String>],
+    code: &dyn Fn(usize, ImageAddr) -> Option<(ImageAddr, Vec<u8>)>,
+) -> Result<Vec<Point>, SpecError> {
+    let aliases_of = |i: usize| aliases.get(i).map_or(&[][..], Vec::as_slice);
     let mut out: Vec<Point> = Vec::new();
     for spec in specs {
         let mods: Vec<usize> = match &spec.module {
             Some(m) => {
+                let canonical = m
+                    .contains('/')
+                    .then(|| std::fs::canonicalize(m).ok())
+                    .flatten()
+                    .and_then(|p| p.to_str().map(str::to_string));
                 let v: Vec<usize> = (0..modules.len())
-                    .filter(|i| module_name(modules[*i].0).starts_with(m.as_str()))
+                    .filter(|&i| {
+                        module_matches(m, canonical.as_deref(), modules[i].0, aliases_of(i))
+                    })
                     .collect();
                 if v.is_empty() {
+                    let names = |i: usize| {
+                        let name = module_name(modules[i].0).to_string();
+                        match aliases_of(i) {
+                            [] => name,
+                            a => format!("{name} (also {})", a.join(", ")),
+                        }
+                    };
                     return Err(SpecError::NoModule {
                         spec: spec.text.clone(),
                         module: m.clone(),
-                        modules: modules.iter().map(|(p, _)| module_name(p).to_string()).collect(),
+                        modules: (0..modules.len()).map(names).collect(),
                     });
                 }
                 v
@@ -237,7 +288,7 @@ pub fn resolve(
                     let cfg = &modules[m].1.cfg;
                     for (i, fun) in cfg.functions.iter().enumerate() {
                         let hit = if is_glob {
-                            glob(pattern, &fun.name)
+                            glob_hit(pattern, &fun.name)
                         } else {
                             fun.name == *pattern || fun.aliases.iter().any(|a| a == pattern)
                         };
@@ -452,11 +503,31 @@ mod tests {
     }
 
     #[test]
+    fn module_names() {
+        let path = "/usr/bin/redis-check-rdb";
+        let aliases = vec!["redis-server".to_string(), EXE_ALIAS.to_string()];
+        assert!(module_matches("redis-check", None, path, &aliases));
+        assert!(module_matches("redis-server", None, path, &aliases));
+        assert!(module_matches("exe", None, path, &aliases));
+        assert!(module_matches(path, None, path, &[]));
+        assert!(module_matches("/usr/bin/redis-server", Some(path), path, &[]));
+        assert!(!module_matches("redis-serv", None, path, &aliases));
+        assert!(!module_matches("exe", None, "/usr/lib/libc.so.6", &[]));
+        assert!(!module_matches("exe", None, "/usr/lib/exempi.so", &[]));
+        assert!(!module_matches("/usr/bin/redis-server", None, path, &[]));
+    }
+
+    #[test]
     fn globs() {
         assert!(glob("*open*", "fopen64"));
         assert!(glob("open", "open"));
         assert!(!glob("open", "fopen"));
         assert!(glob("f?o*", "fooooo"));
         assert!(!glob("*open", "opener"));
+        assert!(glob_hit("*open*", "fopen64"));
+        assert!(!glob_hit("*open*", "fopen@plt"));
+        assert!(!glob_hit("*", "malloc@plt"));
+        assert!(glob_hit("*@plt", "malloc@plt"));
+        assert!(glob_hit("malloc*@plt", "malloc@plt"));
     }
 }

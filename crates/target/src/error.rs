@@ -9,6 +9,10 @@ use std::path::PathBuf;
 pub enum TargetError {
     /// No process with this PID (or it exited while kerf was looking at it).
     NoSuchProcess { pid: i32 },
+    /// The PID names a kernel thread: it has no user-space code to instrument.
+    KernelThread { pid: i32 },
+    /// The process has exited and waits for its parent to reap it.
+    Zombie { pid: i32 },
     /// The kernel refused (EACCES/EPERM): reading another user's process needs root or
     /// ptrace access (see /proc/sys/kernel/yama/ptrace_scope).
     PermissionDenied { pid: i32, op: String },
@@ -43,8 +47,8 @@ pub enum TargetError {
     Spawn { program: String, source: io::Error },
     /// Waiting for a launched process to finish loading its libraries timed out.
     LoadTimeout { pid: i32, waited_ms: u64 },
-    /// A launched process held at its entry point no longer shows kerf's spin there.
-    EntryChanged { pid: i32, addr: u64, found: [u8; 2] },
+    /// A launched process held at its entry point is no longer in kerf's hold loop.
+    HoldLost { pid: i32, pc: u64 },
     /// Another kerf instruments this process (its pid, when kerf can tell).
     OtherKerf { pid: i32, kerf: Option<i32> },
 }
@@ -65,6 +69,8 @@ impl TargetError {
     pub fn pid(&self) -> i32 {
         match self {
             TargetError::NoSuchProcess { pid }
+            | TargetError::KernelThread { pid }
+            | TargetError::Zombie { pid }
             | TargetError::PermissionDenied { pid, .. }
             | TargetError::Io { pid, .. }
             | TargetError::PtraceDenied { pid, .. }
@@ -80,7 +86,7 @@ impl TargetError {
             | TargetError::NoSyscallInstruction { pid }
             | TargetError::NoRoom { pid, .. }
             | TargetError::LoadTimeout { pid, .. }
-            | TargetError::EntryChanged { pid, .. }
+            | TargetError::HoldLost { pid, .. }
             | TargetError::OtherKerf { pid, .. } => *pid,
             TargetError::Spawn { .. } => 0,
         }
@@ -101,6 +107,15 @@ impl fmt::Display for TargetError {
                      instrument a process: stop that one first"
                 )
             }
+            TargetError::KernelThread { pid } => write!(
+                f,
+                "process {pid} is a kernel thread: it has no user-space code (use --kernel for \
+                 the kernel)"
+            ),
+            TargetError::Zombie { pid } => write!(
+                f,
+                "process {pid} is a zombie: it has exited and its parent has not reaped it yet"
+            ),
             TargetError::PermissionDenied { op, .. } => {
                 write!(f, "no permission to {op} (need root or ptrace access)")
             }
@@ -168,9 +183,9 @@ impl fmt::Display for TargetError {
                 f,
                 "process {pid} did not finish loading its libraries within {waited_ms} ms"
             ),
-            TargetError::EntryChanged { pid, addr, found } => write!(
+            TargetError::HoldLost { pid, pc } => write!(
                 f,
-                "process {pid}: its entry point {addr:#x} holds {found:02x?}, not kerf's spin loop"
+                "process {pid} left the loop kerf held it in at its entry point (its PC is {pc:#x})"
             ),
         }
     }

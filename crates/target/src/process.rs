@@ -30,7 +30,12 @@ impl Process {
         if pid <= 0 || !sys.exists(&proc_dir(pid)) {
             return Err(TargetError::NoSuchProcess { pid });
         }
-        Ok(Process { pid, sys })
+        match state(&*sys, pid) {
+            State::Gone => Err(TargetError::NoSuchProcess { pid }),
+            State::KernelThread => Err(TargetError::KernelThread { pid }),
+            State::Zombie => Err(TargetError::Zombie { pid }),
+            State::Live | State::Unknown => Ok(Process { pid, sys }),
+        }
     }
 
     pub fn pid(&self) -> i32 {
@@ -72,6 +77,66 @@ impl Process {
             return TargetError::NoSuchProcess { pid: self.pid };
         }
         TargetError::from_io(self.pid, op, path, err)
+    }
+}
+
+/// What a PID names, as /proc shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// A user process with at least one thread that has not exited.
+    Live,
+    /// A kernel thread (`PF_KTHREAD` in its flags).
+    KernelThread,
+    /// Every thread has exited; the parent has not reaped it yet.
+    Zombie,
+    /// No such process (any more).
+    Gone,
+    /// /proc/PID/stat could not be read or understood (another user's process under a
+    /// restrictive `hidepid`, say): nothing is known.
+    Unknown,
+}
+
+/// `PF_KTHREAD` of the kernel's task flags (field 9 of /proc/PID/stat).
+const PF_KTHREAD: u64 = 0x0020_0000;
+
+/// What `pid` is: read from /proc/PID/stat (state and flags) and, for a zombie leader,
+/// /proc/PID/status: a leader that called `pthread_exit` shows `Z` while its other threads
+/// still run, and its `Threads:` count then includes them.
+pub fn state(sys: &dyn ProcSys, pid: i32) -> State {
+    let stat = match sys.read_to_string(&proc_dir(pid).join("stat")) {
+        Ok(s) => s,
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return State::Gone,
+        Err(e) if e.kind() == io::ErrorKind::NotFound && !sys.exists(&proc_dir(pid)) => {
+            return State::Gone
+        }
+        Err(_) => return State::Unknown,
+    };
+    // The command name, in parentheses, may itself hold spaces and parentheses.
+    let Some((_, rest)) = stat.rsplit_once(')') else { return State::Unknown };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let (Some(&st), Some(flags)) = (fields.first(), fields.get(6).and_then(|f| f.parse().ok()))
+    else {
+        return State::Unknown;
+    };
+    let flags: u64 = flags;
+    if flags & PF_KTHREAD != 0 {
+        return State::KernelThread;
+    }
+    match st {
+        "X" => State::Gone,
+        "Z" => {
+            let status = sys.read_to_string(&proc_dir(pid).join("status")).unwrap_or_default();
+            let threads = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse::<u64>().ok());
+            if threads.is_some_and(|n| n > 1) {
+                State::Live
+            } else {
+                State::Zombie
+            }
+        }
+        _ => State::Live,
     }
 }
 
@@ -151,6 +216,36 @@ mod tests {
         let p = open(1234, FakeSys::default().dir("/proc/1234")).expect("exists");
         assert_eq!(p.pid(), 1234);
         assert_eq!(format!("{p:?}"), "Process { pid: 1234, .. }");
+    }
+
+    /// /proc/PID/stat of a process in `state` with task `flags` (the name has a ") " in it,
+    /// as a command name may).
+    fn stat(pid: i32, state: &str, flags: u64) -> String {
+        format!("{pid} (a) b) {state} 1 {pid} {pid} 0 -1 {flags} 0 0 0 0 0 0 0 0 20 0 1 0 5\n")
+    }
+
+    #[test]
+    fn open_says_what_the_pid_is() {
+        let sys = |st: &str, flags: u64, threads: u64| {
+            FakeSys::default()
+                .file("/proc/7/stat", &stat(7, st, flags))
+                .file("/proc/7/status", &format!("Name:\ta\nThreads:\t{threads}\n"))
+        };
+        let err = open(7, sys("S", 0x0020_8040, 1)).unwrap_err();
+        assert!(matches!(err, TargetError::KernelThread { pid: 7 }), "{err:?}");
+        assert!(err.to_string().starts_with("process 7 is a kernel thread"), "{err}");
+        let err = open(7, sys("Z", 0x0040_0004, 1)).unwrap_err();
+        assert!(matches!(err, TargetError::Zombie { pid: 7 }), "{err:?}");
+        assert!(err.to_string().starts_with("process 7 is a zombie"), "{err}");
+        // A leader that exited alone while its threads run is still a live process.
+        assert!(open(7, sys("Z", 0x0040_0004, 3)).is_ok());
+        assert!(open(7, sys("R", 0x0040_0000, 1)).is_ok());
+        // Exited between the directory check and the read of its stat.
+        let gone = FakeSys::default().dir("/proc/7").failing("/proc/7/stat", ESRCH);
+        assert!(matches!(open(7, gone), Err(TargetError::NoSuchProcess { pid: 7 })));
+        // An unreadable stat tells nothing: the process is opened and later reads decide.
+        let hidden = FakeSys::default().dir("/proc/7").failing("/proc/7/stat", EACCES);
+        assert!(open(7, hidden).is_ok());
     }
 
     #[test]

@@ -32,6 +32,17 @@ pub fn spawn_kerf<S: AsRef<std::ffi::OsStr>>(
     args: &[S],
     cache: &str,
 ) -> (Child, String) {
+    let (k, line, _) = spawn_kerf_stderr(tool, args, cache);
+    (k, line)
+}
+
+/// [`spawn_kerf`], also returning a thread that collects the rest of kerf's stderr (after the
+/// report line) until kerf exits.
+pub fn spawn_kerf_stderr<S: AsRef<std::ffi::OsStr>>(
+    tool: &str,
+    args: &[S],
+    cache: &str,
+) -> (Child, String, std::thread::JoinHandle<String>) {
     let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
         .arg(tool)
         .args(args)
@@ -47,8 +58,12 @@ pub fn spawn_kerf<S: AsRef<std::ffi::OsStr>>(
     err.read_line(&mut line).expect("kerf's first line");
     assert!(line.contains("points spliced"), "kerf {tool} did not splice: {line}");
     // Keep draining stderr so kerf never blocks on a full pipe.
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    (k, line)
+    let rest = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    (k, line, rest)
 }
 
 /// [`spawn_kerf`] for `kerf count`.

@@ -58,7 +58,10 @@ pub use claim::{claim, other_kerf_in, Claim};
 pub use layout::{parse_maps, within_reach, Mapping, MARGIN, PAGE, REACH};
 pub use mem::{RemoteMem, TargetMemory};
 pub use shared::SharedMem;
-pub use spawn::{spawn, spawn_at_entry, wait_until_loaded, wait_until_loaded_with, EntryHold};
+pub use spawn::{
+    spawn, spawn_at_entry, spawn_at_entry_with, wait_until_loaded, wait_until_loaded_with,
+    EntryHold,
+};
 pub use sys::{RealTraceSys, Regs, SigInfo, TraceSys};
 
 use crate::error::TargetError;

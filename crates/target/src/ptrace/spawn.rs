@@ -17,9 +17,13 @@ const AT_PHNUM: u64 = 5;
 /// `AT_BASE` of the auxiliary vector: where the program interpreter was loaded (0: none).
 const AT_BASE: u64 = 7;
 const AT_ENTRY: u64 = 9;
-/// `jmp $`: where a held command's main thread spins until kerf lets it go.
-const SPIN: [u8; 2] = [0xeb, 0xfe];
+/// Where a held command's main thread waits until kerf lets it go, on a page of its own:
+/// `1: mov eax, SYS_pause; syscall; jmp 1b`. `pause` sleeps (no CPU burnt while kerf
+/// analyses) until a signal's handler has run, then the loop sleeps again.
+const HOLD_LOOP: [u8; 9] = [0xb8, 0x22, 0x00, 0x00, 0x00, 0x0f, 0x05, 0xeb, 0xf7];
 const INT3: u8 = 0xcc;
+const SYSCALL: [u8; 2] = [0x0f, 0x05];
+const PAGE: u64 = 4096;
 const PT_DYNAMIC: u32 = 2;
 const PT_PHDR: u32 = 6;
 const DT_DEBUG: i64 = 21;
@@ -179,42 +183,81 @@ fn loader_consistent(
     Some(version >= 1 && map != 0 && state == 0)
 }
 
-/// A command kerf launched and holds at its entry point: its main thread spins on a `jmp $`
-/// written over the first two bytes of the program's entry, with every library loaded (and
-/// their constructors run) but no instruction of the program itself executed. Call
-/// [`EntryHold::release`] once the probes are in.
+/// A command kerf launched and holds at its entry point: every library is loaded (and their
+/// constructors have run) but no instruction of the program itself has executed. Its main
+/// thread waits in a loop on a page kerf mapped for it, with the registers it had at the
+/// entry saved here; the program's own bytes are as in its file, so the entry (`_start`) can
+/// be instrumented like any other function. Call [`EntryHold::release`] once the probes are
+/// in: the thread then starts at the entry with exactly those registers, through any probe
+/// there.
+///
+/// Until then the command also has `PR_SET_PDEATHSIG` = SIGKILL: if kerf dies while holding
+/// it (even by SIGKILL), the command dies too instead of waiting forever.
 #[derive(Debug)]
 pub struct EntryHold {
     pub pid: i32,
     pub entry: u64,
-    original: [u8; 2],
+    /// The page of the hold loop.
+    page: u64,
+    /// The main thread's registers at the entry.
+    regs: super::Regs,
 }
 
 impl EntryHold {
-    /// Put the entry's bytes back while every thread is stopped (`tr`); the main thread's PC
-    /// is the entry itself, so it runs the real code when resumed.
-    pub fn release(self, tr: &super::Tracee) -> Result<(), TargetError> {
-        let mut cur = [0u8; 2];
-        tr.read(self.entry, &mut cur)?;
-        if cur != SPIN {
-            return Err(TargetError::EntryChanged { pid: self.pid, addr: self.entry, found: cur });
+    /// Start the program at its entry, with every thread stopped (`tr`): the main thread gets
+    /// its entry registers back (it must still be in the hold loop), the parent-death signal
+    /// is cleared, and the hold page is unmapped. The program runs when `tr` resumes it.
+    pub fn release(&self, tr: &mut super::Tracee) -> Result<(), TargetError> {
+        let pc = tr.regs(self.pid)?.rip;
+        if !(self.page..=self.page + HOLD_LOOP.len() as u64).contains(&pc) {
+            return Err(TargetError::HoldLost { pid: self.pid, pc });
         }
-        tr.write(self.entry, &self.original)
+        tr.set_regs(self.pid, &self.regs)?;
+        let r = tr.syscall_on(
+            self.pid,
+            libc::SYS_prctl,
+            [libc::PR_SET_PDEATHSIG as u64, 0, 0, 0, 0, 0],
+        )?;
+        if r != 0 {
+            return Err(TargetError::Injected {
+                pid: self.pid,
+                tid: self.pid,
+                call: "prctl(PR_SET_PDEATHSIG)",
+                errno: -r as i32,
+            });
+        }
+        // Nothing runs there any more: the thread's PC is the entry.
+        tr.free(self.page, PAGE)
     }
 }
 
 /// Start `argv` traced from its `execve`, run it to the program's entry point (the dynamic
-/// loader has then mapped every library), and leave it spinning there untraced:
+/// loader has then mapped every library), and leave it waiting in a loop of kerf's, untraced:
 ///
-/// 1. The child asks to be traced (`PTRACE_TRACEME`) before `execve`, so it stops with
-///    SIGTRAP right after the exec, before the loader's first instruction.
+/// 1. The child sets `PR_SET_PDEATHSIG` (SIGKILL) and asks to be traced (`PTRACE_TRACEME`)
+///    before `execve`, so it stops with SIGTRAP right after the exec, before the loader's
+///    first instruction.
 /// 2. An `int3` goes on the entry point (`AT_ENTRY`); the child runs to it, passing on any
-///    other signal it receives on the way.
-/// 3. The entry's byte is restored, its first two bytes become `jmp $`, the PC goes back to
-///    the entry, and kerf detaches: the thread spins there until [`EntryHold::release`].
+///    other signal it receives on the way. The entry's byte is put back and its registers
+///    (PC = the entry) are saved.
+/// 3. The thread maps a page for the hold loop: its first two bytes become `syscall` for one
+///    single-stepped `mmap`, then get their bytes back. Signals that arrive during that step
+///    are held back and delivered once the thread waits in the loop.
+/// 4. The loop is written to the page, the PC set to it, and kerf detaches: the thread waits
+///    there until [`EntryHold::release`].
 pub fn spawn_at_entry(
     argv: &[String],
     timeout: Duration,
+) -> Result<(Child, EntryHold), TargetError> {
+    spawn_at_entry_with(argv, timeout, &mut |_| {})
+}
+
+/// [`spawn_at_entry`], calling `started` with the child's pid as soon as it exists (before
+/// it reaches its entry point), so that the caller can end it if it must stop meanwhile.
+pub fn spawn_at_entry_with(
+    argv: &[String],
+    timeout: Duration,
+    started: &mut dyn FnMut(i32),
 ) -> Result<(Child, EntryHold), TargetError> {
     let sys = RealTraceSys::new();
     let Some((program, args)) = argv.split_first() else {
@@ -225,11 +268,13 @@ pub fn spawn_at_entry(
     };
     let mut cmd = Command::new(program);
     cmd.args(args);
-    // SAFETY: the closure runs in the forked child before exec and only makes one system
-    // call, which is async-signal-safe.
+    // SAFETY: the closure runs in the forked child before exec and only makes two system
+    // calls, which are async-signal-safe.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-            if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) == -1 {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1
+                || libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) == -1
+            {
                 return Err(io::Error::last_os_error());
             }
             Ok(())
@@ -238,6 +283,7 @@ pub fn spawn_at_entry(
     let mut child =
         cmd.spawn().map_err(|source| TargetError::Spawn { program: program.clone(), source })?;
     let pid = child.id() as i32;
+    started(pid);
     match hold_at_entry(&sys, pid, timeout) {
         Ok(hold) => Ok((child, hold)),
         Err(e) => {
@@ -293,8 +339,8 @@ fn hold_at_entry(
         Err(e) => Err(io_err(op, e)),
     };
     // 2. Run to the entry point.
-    let mut first = [0u8; 1];
-    mem("read entry", sys.read_mem(pid, entry, &mut first), 1)?;
+    let mut original = [0u8; 2];
+    mem("read entry", sys.read_mem(pid, entry, &mut original), 2)?;
     mem("write int3", sys.write_mem(pid, entry, &[INT3]), 1)?;
     sys.cont(pid, 0).map_err(|e| io_err("PTRACE_CONT", e))?;
     loop {
@@ -309,14 +355,50 @@ fn hold_at_entry(
         let pass = if sig == libc::SIGTRAP { 0 } else { sig };
         sys.cont(pid, pass).map_err(|e| io_err("PTRACE_CONT", e))?;
     }
-    // 3. Spin at the entry, untraced.
-    mem("restore entry", sys.write_mem(pid, entry, &first), 1)?;
-    let mut original = [0u8; 2];
-    mem("read entry", sys.read_mem(pid, entry, &mut original), 2)?;
-    mem("write spin", sys.write_mem(pid, entry, &SPIN), 2)?;
-    let mut r = sys.get_regs(pid).map_err(|e| io_err("PTRACE_GETREGS", e))?;
-    r.rip = entry;
-    sys.set_regs(pid, &r).map_err(|e| io_err("PTRACE_SETREGS", e))?;
-    sys.detach(pid, 0).map_err(|e| io_err("PTRACE_DETACH", e))?;
-    Ok(EntryHold { pid, entry, original })
+    mem("restore entry", sys.write_mem(pid, entry, &original[..1]), 1)?;
+    let mut regs = sys.get_regs(pid).map_err(|e| io_err("PTRACE_GETREGS", e))?;
+    regs.rip = entry;
+    // 3. The hold loop's page, mapped by the thread itself.
+    mem("write syscall", sys.write_mem(pid, entry, &SYSCALL), 2)?;
+    let mut call = regs;
+    call.rax = libc::SYS_mmap as u64;
+    call.orig_rax = u64::MAX;
+    call.rdi = 0;
+    call.rsi = PAGE;
+    call.rdx = (libc::PROT_READ | libc::PROT_EXEC) as u64;
+    call.r10 = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
+    call.r8 = u64::MAX;
+    call.r9 = 0;
+    let mut held_back = Vec::new();
+    let stepped = (|| {
+        for _ in 0..16 {
+            sys.set_regs(pid, &call).map_err(|e| io_err("PTRACE_SETREGS", e))?;
+            sys.single_step(pid, 0).map_err(|e| io_err("PTRACE_SINGLESTEP", e))?;
+            match wait_stop()? {
+                libc::SIGTRAP => return sys.get_regs(pid).map_err(|e| io_err("PTRACE_GETREGS", e)),
+                // Delivered before the step: hold it back, step again.
+                sig => held_back.push(sig),
+            }
+        }
+        Err(io_err("mmap for the hold loop", io::Error::other("signals kept interrupting")))
+    })();
+    mem("restore entry", sys.write_mem(pid, entry, &original), 2)?;
+    let after = stepped?;
+    let page = after.rax;
+    if after.rip != entry + 2 || (page as i64) < 0 {
+        let detail = format!("mmap returned {:#x} at {:#x}", page, after.rip);
+        return Err(io_err("mmap for the hold loop", io::Error::other(detail)));
+    }
+    // 4. Wait in the loop, untraced.
+    mem("write hold loop", sys.write_mem(pid, page, &HOLD_LOOP), HOLD_LOOP.len())?;
+    let mut wait = regs;
+    wait.rip = page;
+    sys.set_regs(pid, &wait).map_err(|e| io_err("PTRACE_SETREGS", e))?;
+    let first = held_back.first().copied().unwrap_or(0);
+    sys.detach(pid, first).map_err(|e| io_err("PTRACE_DETACH", e))?;
+    for &sig in held_back.iter().skip(1) {
+        // SAFETY: kill(2) on kerf's own child; no memory is involved.
+        unsafe { libc::kill(pid, sig) };
+    }
+    Ok(EntryHold { pid, entry, page, regs })
 }

@@ -1,0 +1,246 @@
+//! What becomes of a process kerf instruments: whether it is still there, how it ended (its
+//! exit code, or the signal that killed it), and whether it replaced its program (`exec`).
+//!
+//! kerf is not the parent of a process it attaches to, so it cannot wait for it. The exit
+//! status then comes from a pidfd opened while the process lived: it polls readable when the
+//! process ends, and `PIDFD_GET_INFO` with `PIDFD_INFO_EXIT` (Linux 6.15) gives the status
+//! even after the parent reaped it. Before that, or on older kernels, a zombie's status is in
+//! /proc/PID/stat. A command kerf launched is its child: its wait status says it all
+//! ([`End::from_wait_status`]).
+
+use crate::process::{state, RealSys, State};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// How a process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// It exited (`exit`, or a return from `main`) with this code.
+    Exited(i32),
+    /// A signal killed it.
+    Killed { signal: i32, core_dumped: bool },
+    /// It is gone, but its status could not be learnt.
+    Unknown,
+}
+
+impl End {
+    /// From a wait status as `waitpid` reports it (also the format of /proc/PID/stat's
+    /// `exit_code` and of `pidfd_info.exit_code`).
+    pub fn from_wait_status(st: i32) -> End {
+        if libc::WIFEXITED(st) {
+            End::Exited(libc::WEXITSTATUS(st))
+        } else if libc::WIFSIGNALED(st) {
+            End::Killed { signal: libc::WTERMSIG(st), core_dumped: libc::WCOREDUMP(st) }
+        } else {
+            End::Unknown
+        }
+    }
+
+    /// "process 12 exited with code 3", "process 12 was killed by signal 11 (SIGSEGV)".
+    pub fn describe(&self, pid: i32) -> String {
+        match *self {
+            End::Exited(code) => format!("process {pid} exited with code {code}"),
+            End::Killed { signal, core_dumped } => format!(
+                "process {pid} was killed by signal {signal} ({}){}",
+                signal_name(signal),
+                if core_dumped { ", core dumped" } else { "" }
+            ),
+            End::Unknown => format!("process {pid} exited (its exit status is unknown)"),
+        }
+    }
+}
+
+/// The name of a standard signal (`SIGSEGV`), or `SIGRTMIN+n`, or "unknown".
+pub fn signal_name(signal: i32) -> String {
+    const NAMES: [&str; 32] = [
+        "",
+        "SIGHUP",
+        "SIGINT",
+        "SIGQUIT",
+        "SIGILL",
+        "SIGTRAP",
+        "SIGABRT",
+        "SIGBUS",
+        "SIGFPE",
+        "SIGKILL",
+        "SIGUSR1",
+        "SIGSEGV",
+        "SIGUSR2",
+        "SIGPIPE",
+        "SIGALRM",
+        "SIGTERM",
+        "SIGSTKFLT",
+        "SIGCHLD",
+        "SIGCONT",
+        "SIGSTOP",
+        "SIGTSTP",
+        "SIGTTIN",
+        "SIGTTOU",
+        "SIGURG",
+        "SIGXCPU",
+        "SIGXFSZ",
+        "SIGVTALRM",
+        "SIGPROF",
+        "SIGWINCH",
+        "SIGIO",
+        "SIGPWR",
+        "SIGSYS",
+    ];
+    match signal {
+        1..=31 => NAMES[signal as usize].to_string(),
+        32..=64 => format!("SIGRTMIN+{}", signal - 32),
+        _ => "unknown".to_string(),
+    }
+}
+
+/// `PIDFD_GET_INFO`: `_IOWR(0xFF, 11, struct pidfd_info)` with the first version of the
+/// structure (64 bytes; the kernel accepts any size it knows).
+const PIDFD_GET_INFO: u64 = (3 << 30) | (64 << 16) | (0xff << 8) | 11;
+/// `PIDFD_INFO_EXIT`: ask for (and, in the answer, "here is") the exit status.
+const PIDFD_INFO_EXIT: u64 = 1 << 3;
+/// `exit_code` in `struct pidfd_info` (after mask, cgroupid and eleven u32 ids).
+const PIDFD_INFO_EXIT_CODE: usize = 60;
+/// How long a process that has ended is given for its status to show.
+const STATUS_WAIT: Duration = Duration::from_millis(200);
+
+/// Watches a process kerf is not the parent of.
+#[derive(Debug)]
+pub struct ExitWatch {
+    pid: i32,
+    /// `None` when the kernel has no `pidfd_open` (before 5.3): /proc alone is read then.
+    fd: Option<OwnedFd>,
+}
+
+impl ExitWatch {
+    /// Start watching `pid` (a live process: open this before doing anything to it, so that
+    /// the pidfd is sure to name it and not a later process with its number).
+    pub fn open(pid: i32) -> ExitWatch {
+        // SAFETY: pidfd_open takes two integers and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        // SAFETY: a descriptor pidfd_open just returned, owned by nothing else.
+        let fd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) });
+        ExitWatch { pid, fd }
+    }
+
+    /// How the process ended, once it has; `None` while it runs.
+    pub fn ended(&self) -> Option<End> {
+        match &self.fd {
+            Some(fd) => {
+                let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+                // SAFETY: one pollfd, with a zero timeout.
+                let n = unsafe { libc::poll(&mut p, 1, 0) };
+                if n <= 0 || p.revents & (libc::POLLIN | libc::POLLHUP) == 0 {
+                    return None;
+                }
+            }
+            None => {
+                if state(&RealSys, self.pid) == State::Live {
+                    return None;
+                }
+            }
+        }
+        let deadline = Instant::now() + STATUS_WAIT;
+        loop {
+            if let Some(st) = self.pidfd_status().or_else(|| zombie_status(self.pid)) {
+                return Some(End::from_wait_status(st));
+            }
+            if Instant::now() >= deadline {
+                return Some(End::Unknown);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// The exit status the kernel keeps with the pidfd of an ended process (Linux 6.15).
+    fn pidfd_status(&self) -> Option<i32> {
+        let fd = self.fd.as_ref()?;
+        let mut info = [0u8; 64];
+        info[..8].copy_from_slice(&PIDFD_INFO_EXIT.to_le_bytes());
+        // SAFETY: the kernel reads and writes at most the 64 bytes the request encodes.
+        let r = unsafe { libc::ioctl(fd.as_raw_fd(), PIDFD_GET_INFO as _, info.as_mut_ptr()) };
+        let mask = u64::from_le_bytes(info[..8].try_into().ok()?);
+        if r != 0 || mask & PIDFD_INFO_EXIT == 0 {
+            return None;
+        }
+        let at = PIDFD_INFO_EXIT_CODE;
+        Some(i32::from_le_bytes(info[at..at + 4].try_into().ok()?))
+    }
+}
+
+/// The wait status of a zombie, from field 52 (`exit_code`) of /proc/PID/stat.
+fn zombie_status(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // fields[0] is field 3 (state).
+    if fields.first() != Some(&"Z") {
+        return None;
+    }
+    fields.get(49)?.parse().ok()
+}
+
+/// Whether process `pid` still has each of `addrs` as the start of a mapping: an `exec`
+/// replaces every mapping, so kerf's heaps vanish with it. `None` when its maps cannot be
+/// read (it is gone).
+pub fn all_mapped(pid: i32, addrs: &[u64]) -> Option<bool> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    if maps.is_empty() {
+        return None;
+    }
+    let starts: std::collections::HashSet<u64> =
+        maps.lines().filter_map(|l| u64::from_str_radix(l.split('-').next()?, 16).ok()).collect();
+    Some(addrs.iter().all(|a| starts.contains(a)))
+}
+
+/// The program process `pid` runs now (/proc/PID/exe).
+pub fn program(pid: i32) -> Option<String> {
+    let p = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
+    Some(p.to_string_lossy().trim_end_matches(" (deleted)").to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    #[test]
+    fn wait_statuses() {
+        assert_eq!(End::from_wait_status(3 << 8), End::Exited(3));
+        assert_eq!(End::from_wait_status(11), End::Killed { signal: 11, core_dumped: false });
+        assert_eq!(End::from_wait_status(0x86), End::Killed { signal: 6, core_dumped: true });
+        assert_eq!(
+            End::Killed { signal: 11, core_dumped: false }.describe(7),
+            "process 7 was killed by signal 11 (SIGSEGV)"
+        );
+        assert_eq!(End::Exited(0).describe(7), "process 7 exited with code 0");
+        assert_eq!(signal_name(34), "SIGRTMIN+2");
+    }
+
+    /// A process this test's child (a shell) starts and reaps: not a child of the watcher.
+    #[test]
+    fn status_of_a_process_that_is_not_a_child() {
+        let mut sh = Command::new("sh")
+            .args(["-c", "sleep 0.3 & echo $!; wait $!; sleep 1"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(sh.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let pid: i32 = line.trim().parse().unwrap();
+        let w = ExitWatch::open(pid);
+        assert_eq!(w.ended(), None);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let end = loop {
+            if let Some(e) = w.ended() {
+                break e;
+            }
+            assert!(Instant::now() < deadline, "never ended");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(end, End::Exited(0));
+        sh.wait().unwrap();
+    }
+}
