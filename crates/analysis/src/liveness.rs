@@ -3,7 +3,12 @@
 //!
 //! Assumptions, written down because safety depends on them:
 //! - At a `ret` the caller may still need the return registers, the callee-saved registers and
-//!   `rsp` (SysV); flags are dead across calls and returns.
+//!   `rsp` (SysV), and also every register the function does not write on every path: a
+//!   caller in the same image may keep a value in a caller-saved register across the call
+//!   when it knows the callee leaves it alone (gcc's `-fipa-ra`, on by default at -O2: tests/
+//!   fixtures/tailcall.c's `main` keeps `n` in `rcx` across `leaf_mix`). Taking only the SysV
+//!   set, generated code in the callee overwrote such a register and changed the program's
+//!   output. Flags are dead across calls and returns (gcc never keeps them across a call).
 //! - A call to a known function reads what the callee's entry has live and kills only what
 //!   the callee writes on every path to its exits (its `must_def`), so no ABI is assumed.
 //! - A call to an unknown function (indirect, or through a PLT/GOT slot) reads the SysV
@@ -40,6 +45,14 @@ impl Live {
 }
 
 const AT_RETURN: Live = Live { regs: RegSet::SYSV_LIVE_AT_RETURN, flags: FlagSet::EMPTY };
+
+/// What is live when a function whose must-def is `must` returns: the SysV set, and every
+/// register the function may leave as its caller had it, which a caller that knows this
+/// function may rely on (see the module comment). Registers it writes on every path are
+/// never its caller's any more.
+fn at_return(must: Live) -> Live {
+    Live { regs: AT_RETURN.regs.union(RegSet::ALL.minus(must.regs)), flags: FlagSet::EMPTY }
+}
 /// What an unknown callee may read.
 const UNKNOWN_CALLEE_READS: Live = Live { regs: RegSet::SYSV_ARGS, flags: FlagSet::EMPTY };
 /// What an unknown callee may be assumed to clobber.
@@ -109,7 +122,7 @@ pub fn solve_by_rounds(cfg: &mut Cfg, cg: &CallGraph) {
             .par_iter()
             .map(|f| {
                 let callee = |g: FuncId| (live_in[g.0 as usize], must_def[g.0 as usize]);
-                (*f, solve_function(cfg, *f, &callee))
+                (*f, solve_function(cfg, *f, must_def[f.0 as usize], &callee))
             })
             .collect();
         let mut next = Vec::new();
@@ -158,7 +171,7 @@ fn solve_component(cfg: &Cfg, scc: &[FuncId], sums: &Summaries) -> Vec<Solved> {
                 Some(j) => (mine[j], must[j]),
                 None => (sums.live_in[g.0 as usize], sums.must_def[g.0 as usize]),
             };
-            let block_live = solve_function(cfg, *f, &callee);
+            let block_live = solve_function(cfg, *f, must[k], &callee);
             let fun = cfg.function(*f);
             let entry = block_live[(fun.entry_block.0 - fun.blocks.start) as usize];
             if entry != mine[k] {
@@ -273,10 +286,13 @@ fn callee_must(cfg: &Cfg, f: FuncId) -> Live {
 }
 
 /// What is live right after the block's last instruction, given the live-in of blocks
-/// (`block_live`, indexed by global block id through `local`) and of callees.
+/// (`block_live`, indexed by global block id through `local`) and of callees, and the
+/// must-def of the block's own function (`own_must`, for what its returns keep: see
+/// [`at_return`]).
 fn live_out(
     cfg: &Cfg,
     b: &Block,
+    own_must: Live,
     block_live: &dyn Fn(u32) -> Live,
     callee: &dyn Fn(FuncId) -> (Live, Live),
 ) -> Live {
@@ -284,7 +300,7 @@ fn live_out(
     for e in cfg.edges_of(b) {
         after = after.union(match (e.kind, e.target) {
             (EdgeKind::Call, _) => Live::NONE,
-            (EdgeKind::Return, _) => AT_RETURN,
+            (EdgeKind::Return, _) => at_return(own_must),
             (EdgeKind::TailCall, EdgeTarget::Function(g)) => callee(g).0,
             (_, EdgeTarget::Block(t)) => block_live(t.0),
             // A target that could not be decoded or resolved: assume the worst.
@@ -294,6 +310,9 @@ fn live_out(
     match b.term {
         Terminator::Unanalysable => Live::ALL,
         // An unknown function takes over and returns to our caller.
+        // An unknown function takes over and returns to our caller. It follows the ABI and
+        // may write any caller-saved register, so no caller can count on more than the ABI
+        // keeps: the SysV set, not what this function alone leaves alone.
         Terminator::IndirectTailCall => after.union(UNKNOWN_CALLEE_READS).union(AT_RETURN),
         Terminator::Call | Terminator::IndirectCall => {
             let known = cfg.edges_of(b).find_map(|e| match (e.kind, e.target) {
@@ -312,7 +331,12 @@ fn live_out(
     }
 }
 
-fn solve_function(cfg: &Cfg, f: FuncId, callee: &dyn Fn(FuncId) -> (Live, Live)) -> Vec<Live> {
+fn solve_function(
+    cfg: &Cfg,
+    f: FuncId,
+    own_must: Live,
+    callee: &dyn Fn(FuncId) -> (Live, Live),
+) -> Vec<Live> {
     let fun = cfg.function(f);
     let start = fun.blocks.start;
     let blocks = cfg.blocks_of(f);
@@ -339,7 +363,7 @@ fn solve_function(cfg: &Cfg, f: FuncId, callee: &dyn Fn(FuncId) -> (Live, Live))
                         None => Live::ALL,
                     }
                 };
-                live_out(cfg, b, &bl, callee)
+                live_out(cfg, b, own_must, &bl, callee)
             };
             let new = gen_of(b).union(out.minus(kill_of(b)));
             if new != live[i] {
@@ -379,7 +403,7 @@ pub(crate) fn check_function(cfg: &Cfg, f: FuncId) -> Result<(), Option<usize>> 
     };
     let callee = |g: FuncId| (callee_live(cfg, g), callee_must(cfg, g));
     for (i, b) in blocks.iter().enumerate() {
-        let out = live_out(cfg, b, &bl, &callee);
+        let out = live_out(cfg, b, callee_must(cfg, f), &bl, &callee);
         if gen_of(b).union(out.minus(kill_of(b))) != stored(b) {
             return Err(Some(i));
         }
@@ -478,7 +502,7 @@ pub fn live_at(
         Live { regs: blk.live_in, flags: blk.flags_live_in }
     };
     let callee = |g: FuncId| (callee_live(cfg, g), callee_must(cfg, g));
-    let mut live = live_out(cfg, b, &bl, &callee);
+    let mut live = live_out(cfg, b, callee_must(cfg, f), &bl, &callee);
     let (base, bytes) = mem.code_region(b.start)?;
     let mut sc = Scanner::new(bytes, base);
     let mut facts = Vec::with_capacity(b.insns as usize);

@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 const THREADS: u64 = 4;

@@ -183,12 +183,12 @@ fn sigterm_during_a_long_installation_stops_it_and_restores_everything() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // kerf's heaps are the first thing the installation maps; then it plans, writes and
-    // splices.
+    // kerf plans first (most of the time), then maps its heaps, writes the code patches and
+    // splices: SIGTERM once the heaps are there.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     loop {
         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-        if maps.contains("kerf-shared") {
+        if maps.contains("memfd:kerf") {
             break;
         }
         assert!(k.try_wait().unwrap().is_none(), "kerf ended before installing");

@@ -253,3 +253,36 @@ fn a_tail_call_is_timed_to_the_callees_return() {
         assert_eq!(f["wait_ms"]["unmatched_exits"].as_u64(), Some(0), "{v}");
     }
 }
+
+/// gcc's `-fipa-ra` lets a caller keep a value in a caller-saved register across a call to a
+/// function it knows leaves that register alone: tailcall.c's `main` keeps `n` in `rcx`
+/// across `leaf_mix` at -O2. A timer in `leaf_mix` uses rcx; liveness that assumed only the
+/// SysV registers at a `ret` let it overwrite rcx, and the program printed another sum.
+#[test]
+fn timers_keep_registers_callers_rely_on_across_calls() {
+    let bin = common::build_fixture("tailcall", "-O2", "ipa-ra");
+    let plain = Command::new(&bin).output().unwrap();
+    assert!(plain.status.success());
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    for force in [&[][..], &["--force-kind", "trap"][..]] {
+        let summary = dir.join("ipa-ra.json");
+        let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+            .args(["time", "--json", "-o"])
+            .arg(&summary)
+            .args(["leaf_mix", "leaf_other", "tail_plain"])
+            .args(force)
+            .arg("--")
+            .arg(&bin)
+            .env("KERF_CACHE_DIR", dir.join("time-cache"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "kerf failed: {}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&plain.stdout),
+            "instrumented output differs ({force:?})"
+        );
+        let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+        assert!(by_function(&v)["leaf_mix"]["calls"].as_u64().unwrap() > 0, "{v}");
+    }
+}

@@ -161,18 +161,21 @@ fn xz_with_two_threads_under_liblzma_probes() {
     for round in 0..3 {
         let packed = dir.join("input.txt.xz");
         let _ = std::fs::remove_file(&packed);
+        let summary = dir.join("summary.json");
         let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
-            .args(["count", "--json", "liblzma:*", "--", "xz", "-T2", "-k"])
+            .args(["count", "--json", "-o"])
+            .arg(&summary)
+            .args(["liblzma:*", "--", "xz", "-T2", "-k"])
             .arg(&input)
             .env("KERF_CACHE_DIR", dir.join("cache"))
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(o.status.success(), "round {round}: kerf failed: {err}");
-        // xz writes its output to a file; kerf's JSON is the only thing on stdout.
-        let v: Value = serde_json::from_slice(&o.stdout).expect("kerf --json output");
+        let v: Value =
+            serde_json::from_slice(&std::fs::read(&summary).unwrap()).expect("kerf --json summary");
         let stopped = v["stopped"].as_str().unwrap_or("");
-        assert!(stopped.contains("exited (exit status: 0)"), "round {round}: {stopped}");
+        assert!(stopped.contains("exited with code 0"), "round {round}: {stopped}");
         let traps = v["points"].as_array().unwrap().iter().filter(|p| p["kind"] == "trap");
         assert!(traps.count() > 0, "no trap points to test: {err}");
         assert_eq!(

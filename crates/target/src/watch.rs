@@ -178,17 +178,29 @@ fn zombie_status(pid: i32) -> Option<i32> {
     fields.get(49)?.parse().ok()
 }
 
-/// Whether process `pid` still has each of `addrs` as the start of a mapping: an `exec`
-/// replaces every mapping, so kerf's heaps vanish with it. `None` when its maps cannot be
-/// read (it is gone).
+/// Whether process `pid` still has each of `addrs` (kerf's code heaps) inside an anonymous
+/// read-execute mapping: an `exec` replaces every mapping, so kerf's heaps vanish with it.
+/// (Not "the start of a mapping": the kernel merges two heaps that end up side by side into
+/// one mapping.) `None` when its maps cannot be read or are empty (it is gone or going).
 pub fn all_mapped(pid: i32, addrs: &[u64]) -> Option<bool> {
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
     if maps.is_empty() {
         return None;
     }
-    let starts: std::collections::HashSet<u64> =
-        maps.lines().filter_map(|l| u64::from_str_radix(l.split('-').next()?, 16).ok()).collect();
-    Some(addrs.iter().all(|a| starts.contains(a)))
+    let heaps: Vec<(u64, u64)> = maps
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (range, perms) = (f.next()?, f.next()?);
+            // offset, device, inode; then a path, which an anonymous mapping has not.
+            if perms != "r-xp" || f.nth(3).is_some() {
+                return None;
+            }
+            let (a, b) = range.split_once('-')?;
+            Some((u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?))
+        })
+        .collect();
+    Some(addrs.iter().all(|a| heaps.iter().any(|&(lo, hi)| lo <= *a && *a < hi)))
 }
 
 /// The program process `pid` runs now (/proc/PID/exe).
