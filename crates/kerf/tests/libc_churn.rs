@@ -9,7 +9,7 @@ mod common;
 use kerf_analysis::image::Image;
 use kerf_analysis::{analyze, Quiet};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
@@ -26,20 +26,10 @@ struct Churn {
 
 /// Start the fixture in `mode`, waiting for "go" on its stdin.
 fn start(bin: &Path, mode: &str, n: u64) -> Churn {
-    let mut child = Command::new(bin)
-        .args([mode, &n.to_string()])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut cmd = Command::new(bin);
+    cmd.args([mode, &n.to_string()]).stdin(Stdio::piped());
+    let (mut child, pid, out) = common::start_ready(cmd);
     let stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let pid: i32 = line.trim().strip_prefix("pid ").unwrap().parse().unwrap();
-    line.clear();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
     Churn { child, pid, stdin, out }
 }
 

@@ -7,22 +7,14 @@ mod common;
 
 use common::Reaper;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 /// Start the `counted` fixture (4 threads, waiting for SIGUSR1 before its counted phase).
 fn start(bin: &Path) -> (Child, i32, BufReader<std::process::ChildStdout>) {
-    let mut c = Command::new(bin).args(["4", "20000"]).stdout(Stdio::piped()).spawn().unwrap();
-    let mut out = BufReader::new(c.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let pid: i32 = line.trim().strip_prefix("pid ").unwrap().parse().unwrap();
-    line.clear();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-    (c, pid, out)
+    common::start_counted(bin, &["4", "20000"])
 }
 
 /// Release the fixture's counted phase and return the rest of its output.

@@ -108,6 +108,10 @@ fn function_list_names_every_function_and_its_entry_splice() {
         for key in ["entry", "size", "blocks", "entry_splice"] {
             assert!(!f[key].is_null(), "{name}: no {key} in {f}");
         }
+        // `*` leaves PLT stubs out, as every glob does.
+        if name.ends_with("@plt") {
+            continue;
+        }
         assert_eq!(f["entry_splice"], planned[name].0.as_str(), "{f}");
     }
     let find = |n: &str| list.iter().find(|f| f["name"] == n).unwrap_or_else(|| panic!("{n}"));

@@ -7,23 +7,16 @@ mod common;
 
 use common::Reaper;
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// Start a fixture that prints "pid N" and "ready" and then waits for SIGUSR1.
 fn start(bin: &Path, args: &[&str]) -> (Child, i32, BufReader<std::process::ChildStdout>) {
-    let mut c =
-        Command::new(bin).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let mut out = BufReader::new(c.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let pid: i32 = line.trim().strip_prefix("pid ").unwrap().parse().unwrap();
-    line.clear();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "ready");
-    (c, pid, out)
+    let mut cmd = Command::new(bin);
+    cmd.args(args).stderr(Stdio::piped());
+    common::start_ready(cmd)
 }
 
 /// Send SIGUSR1 ("go").

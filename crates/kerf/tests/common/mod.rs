@@ -54,9 +54,19 @@ pub fn spawn_kerf_stderr<S: AsRef<std::ffi::OsStr>>(
         .spawn()
         .expect("run kerf");
     let mut err = BufReader::new(k.stderr.take().expect("piped stderr"));
+    // Warnings (a cache entry rejected and rebuilt, a debug file refused) may come first.
+    let mut before = String::new();
     let mut line = String::new();
-    err.read_line(&mut line).expect("kerf's first line");
-    assert!(line.contains("points spliced"), "kerf {tool} did not splice: {line}");
+    loop {
+        line.clear();
+        let n = err.read_line(&mut line).expect("kerf's stderr");
+        assert!(n > 0, "kerf {tool} did not splice: {before}");
+        if line.contains("points spliced") {
+            break;
+        }
+        assert!(line.starts_with("kerf: warning:"), "kerf {tool} did not splice: {before}{line}");
+        before.push_str(&line);
+    }
     // Keep draining stderr so kerf never blocks on a full pipe.
     let rest = std::thread::spawn(move || {
         let mut s = String::new();
@@ -81,14 +91,11 @@ impl Drop for Reaper {
     }
 }
 
-/// Start a fixture of `tests/fixtures/counted.c` (`bin`) with `args` (THREADS ITERATIONS,
-/// and `auto` to go by itself): it prints its pid and `ready`, then waits for SIGUSR1 ("go").
-/// Returns the child, its pid and the rest of its stdout.
-pub fn start_counted<S: AsRef<std::ffi::OsStr>>(
-    bin: &Path,
-    args: &[S],
-) -> (Child, i32, BufReader<ChildStdout>) {
-    let mut c = Command::new(bin).args(args).stdout(Stdio::piped()).spawn().unwrap();
+/// Start a fixture program that prints its pid and `ready` first (`cmd`, with stdout left to
+/// this function and whatever else the caller set up). Returns the child, its pid and the
+/// rest of its stdout.
+pub fn start_ready(mut cmd: Command) -> (Child, i32, BufReader<ChildStdout>) {
+    let mut c = cmd.stdout(Stdio::piped()).spawn().unwrap();
     let mut out = BufReader::new(c.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
@@ -97,6 +104,18 @@ pub fn start_counted<S: AsRef<std::ffi::OsStr>>(
     out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "ready");
     (c, pid, out)
+}
+
+/// Start a fixture of `tests/fixtures/counted.c` (`bin`) with `args` (THREADS ITERATIONS,
+/// and `auto` to go by itself): it prints its pid and `ready`, then waits for SIGUSR1 ("go").
+/// Returns the child, its pid and the rest of its stdout.
+pub fn start_counted<S: AsRef<std::ffi::OsStr>>(
+    bin: &Path,
+    args: &[S],
+) -> (Child, i32, BufReader<ChildStdout>) {
+    let mut cmd = Command::new(bin);
+    cmd.args(args);
+    start_ready(cmd)
 }
 
 /// Everything left on a child's stdout, to its end.
