@@ -564,7 +564,6 @@ impl Instrumentation {
         let n_user = self.user_probes(probes);
         let (mut user, guards_only): (Vec<SitePlan>, Vec<SitePlan>) =
             planned.sites.into_iter().partition(|s| s.members.iter().any(|&i| i < n_user));
-        self.user_sites = user.len();
         user.extend(guards_only);
         let site_plans = user;
         self.sig_module = site_plans
@@ -644,7 +643,9 @@ impl Instrumentation {
                 self.sites[i].probes.iter().any(|&p| probes[p].action == Action::SignalGuard)
             })
             .collect();
-        if self.sites.iter().any(|p| p.kind == SpliceKind::Trap) {
+        // With guards the dispatcher goes in even if every trap site was refused on the way:
+        // a guard keeps the program's SIGTRAP action where the dispatcher's removal finds it.
+        if self.sites.iter().any(|p| p.kind == SpliceKind::Trap) || !self.guard_sites.is_empty() {
             self.while_stopped(|me, tr| me.install_dispatcher(tr))?;
         }
         Ok(())
