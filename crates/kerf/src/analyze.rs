@@ -64,6 +64,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<(), String> {
+    // `kerf analyze ... | head`: end quietly when the reader goes away, as other tools do,
+    // instead of panicking on the failed write (analysis touches no target, so dying there
+    // leaves nothing behind; the live tools keep SIGPIPE ignored and restore their target).
+    // SAFETY: setting a signal's disposition to the default has no preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let t0 = Instant::now();
     let symbols = match &args.symbols {
         Some(p) => Some(kerf_session::read_text_file(p).map_err(|e| e.to_string())?),

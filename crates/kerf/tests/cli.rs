@@ -298,3 +298,25 @@ fn device_files_are_refused() {
         assert_error(&out, "not a regular file");
     }
 }
+
+/// `kerf analyze ... | head`: the reader goes away early, and kerf ends quietly (SIGPIPE), not
+/// with a panic about a failed write.
+#[test]
+fn analyze_into_a_closed_pipe_ends_quietly() {
+    let mut k = std::process::Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["analyze", "--functions", "--no-cache", "/lib/x86_64-linux-gnu/libc.so.6"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(k.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut out, &mut first).unwrap();
+    assert!(first.contains("name"), "{first}");
+    drop(out);
+    let o = k.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(o.status.signal(), Some(libc::SIGPIPE), "{:?}: {err}", o.status);
+}
