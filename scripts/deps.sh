@@ -8,9 +8,10 @@ set -euo pipefail
 # Debian's python3.11 (a real program to instrument) and perf (uprobes as ground truth);
 # libc6-dbg (libc's separate debug file, found by build-id), debuginfod (a local server for
 # the debuginfod tests, with elfutils' client) and iproute2 (loopback in the test's private
-# network namespace).
+# network namespace); xz-utils (xz -T2, whose worker threads block every signal, in the trap
+# tests) and sqlite3 (the all-of-libsqlite3 benchmark).
 KERF_DEBS=(build-essential gcc clang binutils libllvm14 libstdc++6 util-linux python3 python3.11 linux-perf
-  libc6-dbg debuginfod iproute2)
+  libc6-dbg debuginfod iproute2 xz-utils sqlite3 libsqlite3-0)
 
 missing=()
 for p in "${KERF_DEBS[@]}"; do

@@ -998,7 +998,7 @@ impl Instrumentation {
     /// Step 2 of the module comment: take SIGTRAP out of every handler's `sa_mask` (a handler
     /// runs with its mask blocked, and might hit a trap).
     fn clear_handler_masks(&mut self, tr: &mut Tracee) -> Result<(), InstrumentError> {
-        for sig in caught_signals(tr.pid()) {
+        for sig in tr.caught_signals()? {
             if sig == SIGTRAP {
                 continue;
             }
@@ -1020,21 +1020,7 @@ impl Instrumentation {
         let mut todo = self.guard_sites.clone();
         for _ in 0..MAX_TRIES {
             let mut tr = Tracee::stop_all(self.pid)?;
-            let r = self.unblock_sigtrap(&mut tr).and_then(|()| {
-                let busy = busy_ranges(&tr, None)?;
-                let mut later = Vec::new();
-                for &i in &todo {
-                    let p = &self.sites[i];
-                    if busy.iter().any(|b| b.within(p.addr + 1, p.addr + p.splice.len() as u64)) {
-                        later.push(i);
-                        continue;
-                    }
-                    write_verified(&tr, p.addr, &p.original, &p.splice)?;
-                    self.sites[i].live = true;
-                    self.live_order.push(i);
-                }
-                Ok(later)
-            });
+            let r = self.unblock_sigtrap(&mut tr).and_then(|()| self.write_splices(&tr, &todo));
             let pause = tr.resume_detach()?;
             self.longest_pause = self.longest_pause.max(pause.held);
             self.longest_splice_pause = self.longest_splice_pause.max(pause.held);
@@ -1113,20 +1099,8 @@ impl Instrumentation {
         while !todo.is_empty() && tries < MAX_TRIES {
             cancelled(cancel)?;
             let tr = Tracee::stop_all(self.pid)?;
-            let busy = busy_ranges(&tr, None)?;
-            let mut later = Vec::new();
             let batch: Vec<usize> = todo.drain(..todo.len().min(BATCH)).collect();
-            for i in batch {
-                let p = self.sites[i].clone();
-                let (lo, hi) = (p.addr + 1, p.addr + p.splice.len() as u64);
-                if busy.iter().any(|b| b.within(lo, hi)) {
-                    later.push(i);
-                    continue;
-                }
-                write_verified(&tr, p.addr, &p.original, &p.splice)?;
-                self.sites[i].live = true;
-                self.live_order.push(i);
-            }
+            let later = self.write_splices(&tr, &batch)?;
             let pause: Pause = tr.resume_detach()?;
             self.longest_pause = self.longest_pause.max(pause.held);
             self.longest_splice_pause = self.longest_splice_pause.max(pause.held);
@@ -1156,6 +1130,29 @@ impl Instrumentation {
         // so, like points no splice kind can take.
         self.leave_out(&todo, &why);
         Ok(())
+    }
+
+    /// With every thread stopped (`tr`): write the splices of `sites` whose bytes no thread is
+    /// in (Djprobe's freeze check: a PC, a restarting system call or a stacked return address
+    /// inside bytes 1.. of the splice), and return the others, to try again in a later stop.
+    fn write_splices(
+        &mut self,
+        tr: &Tracee,
+        sites: &[usize],
+    ) -> Result<Vec<usize>, InstrumentError> {
+        let busy = busy_ranges(tr, None)?;
+        let mut later = Vec::new();
+        for &i in sites {
+            let p = &self.sites[i];
+            if busy.iter().any(|b| b.within(p.addr + 1, p.addr + p.splice.len() as u64)) {
+                later.push(i);
+                continue;
+            }
+            write_verified(tr, p.addr, &p.original, &p.splice)?;
+            self.sites[i].live = true;
+            self.live_order.push(i);
+        }
+        Ok(later)
     }
 
     /// Take sites that never went live out of `sites` (into `left_out`, whose springboards
@@ -1555,17 +1552,6 @@ fn after_sigreturn_nr(img: &AnalyzedImage, addr: ImageAddr) -> bool {
         bytes.get(off..off + n as usize)
     };
     before(7) == Some(&MOV_RAX_15[..]) || before(5) == Some(&MOV_EAX_15[..])
-}
-
-/// Signals the process has a handler for (`SigCgt` of /proc/PID/status), as numbers.
-fn caught_signals(pid: i32) -> Vec<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let mask = status
-        .lines()
-        .find_map(|l| l.strip_prefix("SigCgt:"))
-        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
-        .unwrap_or(0);
-    (1..=64).filter(|s| mask & (1 << (s - 1)) != 0).collect()
 }
 
 fn words_bytes(w: &[u64; 4]) -> [u8; 32] {

@@ -88,6 +88,8 @@ pub struct State {
     /// Every system call executed: (tid, nr, args).
     pub calls: Vec<(i32, i64, [u64; 6])>,
     pub memfd_names: Vec<String>,
+    /// Signals the process has handlers for (SigCgt).
+    pub caught: u64,
     /// Threads whose single-step trap hit a blocked SIGTRAP: the real kernel would have reset
     /// the process's SIGTRAP action to the default (and unblocked it in that thread).
     pub forced_sigtrap: Vec<i32>,
@@ -391,7 +393,8 @@ impl TraceSys for Fake {
         let threads = st.threads.len() + st.hidden_threads;
         Ok(format!(
             "Name:\tfake\nState:\tS (sleeping)\nTgid:\t{PID}\nThreads:\t{threads}\n\
-             TracerPid:\t{tracer}\n"
+             TracerPid:\t{tracer}\nSigCgt:\t{:016x}\n",
+            st.caught
         ))
     }
 

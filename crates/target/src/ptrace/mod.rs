@@ -364,6 +364,21 @@ impl Tracee {
         Ok(in_masking_call(&self.regs(tid)?))
     }
 
+    /// The signals the process has a handler for (`SigCgt` of /proc/PID/status), as numbers.
+    pub fn caught_signals(&self) -> Result<Vec<u64>, TargetError> {
+        let path = std::path::PathBuf::from(format!("/proc/{}/status", self.pid));
+        let status = self
+            .sys
+            .read_text(&path)
+            .map_err(|e| TargetError::from_io(self.pid, "read status".into(), path, e))?;
+        let mask = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+            .unwrap_or(0);
+        Ok((1..=64).filter(|s| mask & (1 << (s - 1)) != 0).collect())
+    }
+
     /// The registers of stopped thread `tid` (`PTRACE_GETREGS`).
     pub fn regs(&self, tid: i32) -> Result<Regs, TargetError> {
         self.stopped(tid)?;

@@ -171,6 +171,15 @@ fn injection_never_steps_a_thread_that_blocks_sigtrap() {
     assert_eq!(st.threads[&101].sigmask, all);
 }
 
+#[test]
+fn caught_signals_are_read_from_sigcgt() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    // SIGINT (2), SIGALRM (14), SIGRTMIN+2 (36).
+    fake.state().caught = (1 << 1) | (1 << 13) | (1 << 35);
+    let t = stop(&fake).expect("stops");
+    assert_eq!(t.caught_signals().expect("status"), vec![2, 14, 36]);
+}
+
 /// A thread stopped in `ppoll` (its mask is the call's temporary one) is not chosen for
 /// injection when another thread can take it.
 #[test]
