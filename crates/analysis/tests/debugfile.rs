@@ -6,6 +6,9 @@
 //! Needs `libc6-dbg` and binutils (scripts/deps.sh installs both): a missing one fails the test
 //! with a message saying so.
 
+mod common;
+use common::Rng;
+
 use kerf_analysis::image::{
     crc32, Binding, DebugFile, DebugFileError, Image, ImageError, SymbolKind,
 };
@@ -228,20 +231,6 @@ fn check_inside(image: &Image) {
             .exec_section_containing(s.addr)
             .unwrap_or_else(|| panic!("{} at {} is in no executable section", s.name, s.addr));
         assert!(s.size <= sec.size - (s.addr.0 - sec.addr.0), "{} runs past {}", s.name, sec.name);
-    }
-}
-
-/// xorshift64*, so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
     }
 }
 

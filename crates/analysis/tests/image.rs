@@ -4,6 +4,9 @@
 //!
 //! binutils is required: a missing tool fails the test with a message saying so.
 
+mod common;
+use common::Rng;
+
 use kerf_analysis::image::maps::{modules, parse_maps, Mapping, ModuleLayout};
 use kerf_analysis::image::{
     parse_symbol_file, Binding, Image, ImageError, ImageKind, Segment, Symbol, SymbolKind,
@@ -532,20 +535,6 @@ fn error_kinds_and_messages() {
 
     let err = ImageError::BadSymbolLine { line_no: 3, line: "junk".into() };
     assert!(err.to_string().starts_with("symbol file line 3: "), "{err}");
-}
-
-/// A small deterministic PRNG (xorshift64*), so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
 }
 
 /// Use everything a successfully parsed image offers, so that lies in it are exercised.

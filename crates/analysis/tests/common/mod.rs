@@ -1,4 +1,7 @@
-//! Helpers shared by the analysis tests that build a C fixture of `tests/fixtures/`.
+//! Helpers shared by the analysis tests: building a C fixture of `tests/fixtures/`, and a
+//! deterministic PRNG for the tests that damage images on purpose.
+
+#![allow(dead_code)] // each test binary uses its own subset
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,4 +22,20 @@ pub fn build_fixture(name: &str, flags: &[&str], dir: &str) -> PathBuf {
         .expect("gcc is needed (Debian package gcc)");
     assert!(st.success(), "gcc failed on {name}.c");
     out
+}
+
+/// A small deterministic PRNG (xorshift64*), so failures reproduce.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
 }
