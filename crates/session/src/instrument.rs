@@ -1517,8 +1517,10 @@ fn guard_probes(modules: &[AnalyzedImage]) -> Result<Vec<Probe>, InstrumentError
     for (m, img) in modules.iter().enumerate() {
         let cfg = &img.analysis.cfg;
         for s in crate::plan::syscall_sites(modules, m)? {
-            if s.nr.is_some_and(|nr| !sigguard::needs_guard(nr)) || after_sigreturn_nr(img, s.addr)
-            {
+            // Code never spliced (a signal trampoline: its `rt_sigreturn` sets no new mask)
+            // gets no guard either.
+            let never = cfg.no_splice_in(s.addr.0, s.addr.0 + 2).is_some();
+            if never || s.nr.is_some_and(|nr| !sigguard::needs_guard(nr)) {
                 continue;
             }
             let f = cfg.function(s.func);
@@ -1537,21 +1539,6 @@ fn guard_probes(modules: &[AnalyzedImage]) -> Result<Vec<Probe>, InstrumentError
         }
     }
     Ok(v)
-}
-
-/// Whether the `syscall` at `addr` follows `mov $15, %rax` (or `%eax`): a signal trampoline
-/// such as glibc's `__restore_rt`, which unwinders recognise by its bytes and which must
-/// never be spliced (DESIGN.md §5), even when an unwind entry that starts inside the
-/// instruction before it hides the number from the analysis.
-fn after_sigreturn_nr(img: &AnalyzedImage, addr: ImageAddr) -> bool {
-    const MOV_RAX_15: [u8; 7] = [0x48, 0xc7, 0xc0, 0x0f, 0, 0, 0];
-    const MOV_EAX_15: [u8; 5] = [0xb8, 0x0f, 0, 0, 0];
-    let before = |n: u64| {
-        let (base, bytes) = img.code_region(ImageAddr(addr.0.checked_sub(n)?))?;
-        let off = (addr.0 - n - base.0) as usize;
-        bytes.get(off..off + n as usize)
-    };
-    before(7) == Some(&MOV_RAX_15[..]) || before(5) == Some(&MOV_EAX_15[..])
 }
 
 fn words_bytes(w: &[u64; 4]) -> [u8; 32] {
