@@ -124,7 +124,7 @@ static unsigned long kerf_nr_splices;
 static DEFINE_XARRAY(kerf_traps_meta);	/* addr -> struct kerf_trap_meta */
 static unsigned long kerf_nr_traps;
 static struct kerf_trap_tab __rcu *kerf_traps;
-static DEFINE_XARRAY(kerf_targets);	/* patch entry -> number of live users (xa value) */
+static DEFINE_XARRAY(kerf_oss);	/* patch entry -> number of live users (xa value) */
 static DEFINE_XARRAY(kerf_retired);	/* patch entries unused since the last quiesce */
 static u64 kerf_quiesce_done;
 static atomic64_t kerf_trap_hits = ATOMIC64_INIT(0);
@@ -256,36 +256,36 @@ static int kerf_publish_traps(void)
 }
 
 /**
- * kerf_target_get() - count one more splice or trap that jumps to a patch entry
+ * kerf_os_get() - count one more splice or trap that jumps to a patch entry
  * @target: patch entry address
  *
  * Return: 0 or -ENOMEM.
  */
-static int kerf_target_get(unsigned long target)
+static int kerf_os_get(unsigned long target)
 {
-	void *v = xa_load(&kerf_targets, target);
+	void *v = xa_load(&kerf_oss, target);
 	unsigned long n = v ? xa_to_value(v) : 0;
 
-	return xa_err(xa_store(&kerf_targets, target, xa_mk_value(n + 1), GFP_KERNEL));
+	return xa_err(xa_store(&kerf_oss, target, xa_mk_value(n + 1), GFP_KERNEL));
 }
 
 /**
- * kerf_target_put() - drop one user of a patch entry
+ * kerf_os_put() - drop one user of a patch entry
  * @target: patch entry address
  *
  * The last user moves the entry to kerf_retired: a CPU may still be running the patch until
  * the next KERF_IOC_QUIESCE, so it must not be rewritten before then.
  */
-static void kerf_target_put(unsigned long target)
+static void kerf_os_put(unsigned long target)
 {
-	void *v = xa_load(&kerf_targets, target);
+	void *v = xa_load(&kerf_oss, target);
 	unsigned long n = v ? xa_to_value(v) : 0;
 
 	if (n > 1) {
-		xa_store(&kerf_targets, target, xa_mk_value(n - 1), GFP_KERNEL);
+		xa_store(&kerf_oss, target, xa_mk_value(n - 1), GFP_KERNEL);
 		return;
 	}
-	xa_erase(&kerf_targets, target);
+	xa_erase(&kerf_oss, target);
 	/* If this allocation fails the entry is merely not guarded; WRITE_PATCH is best effort. */
 	xa_store(&kerf_retired, target, xa_mk_value(1), GFP_KERNEL);
 }
@@ -532,7 +532,7 @@ static void kerf_drop_form(struct kerf_splice_rec *rec)
 {
 	switch (rec->len) {
 	case 5:
-		kerf_target_put(rec->addr + 5 + (s32)get_unaligned_le32(&rec->new[1]));
+		kerf_os_put(rec->addr + 5 + (s32)get_unaligned_le32(&rec->new[1]));
 		break;
 	case 2:
 		/* A CPU may have taken this jmp rel8 and been interrupted before executing the
@@ -674,7 +674,7 @@ static long kerf_ioc_write_patch(void __user *uarg)
 		goto out_free;
 	}
 	mutex_lock(&kerf_lock);
-	if (kerf_range_has(&kerf_targets, rw.addr, rw.addr + rw.len - 1) ||
+	if (kerf_range_has(&kerf_oss, rw.addr, rw.addr + rw.len - 1) ||
 	    kerf_range_has(&kerf_retired, rw.addr, rw.addr + rw.len - 1)) {
 		ret = -EBUSY;
 		goto out_unlock;
@@ -830,7 +830,7 @@ static long kerf_ioc_splice(void __user *uarg)
 		mod = NULL;
 	}
 	if (len == 5) {
-		ret = kerf_target_get(target);
+		ret = kerf_os_get(target);
 		if (ret)
 			goto out_erase;
 	}
@@ -888,12 +888,12 @@ out_text_unlock:
 out_target_put:
 	if (len == 5) {
 		/* Never used: drop it without retiring it. */
-		void *v = xa_load(&kerf_targets, target);
+		void *v = xa_load(&kerf_oss, target);
 
 		if (v && xa_to_value(v) > 1)
-			xa_store(&kerf_targets, target, xa_mk_value(xa_to_value(v) - 1), GFP_KERNEL);
+			xa_store(&kerf_oss, target, xa_mk_value(xa_to_value(v) - 1), GFP_KERNEL);
 		else
-			xa_erase(&kerf_targets, target);
+			xa_erase(&kerf_oss, target);
 	}
 out_erase:
 	if (!prev)
@@ -988,7 +988,7 @@ static long kerf_ioc_trap_add(void __user *uarg)
 	ret = xa_err(xa_store(&kerf_traps_meta, req.addr, meta, GFP_KERNEL));
 	if (ret)
 		goto out_free;
-	ret = kerf_target_get(req.patch);
+	ret = kerf_os_get(req.patch);
 	if (ret)
 		goto out_erase;
 	kerf_nr_traps++;
@@ -1000,7 +1000,7 @@ static long kerf_ioc_trap_add(void __user *uarg)
 
 out_target:
 	kerf_nr_traps--;
-	kerf_target_put(req.patch);
+	kerf_os_put(req.patch);
 out_erase:
 	xa_erase(&kerf_traps_meta, req.addr);
 out_free:
@@ -1029,7 +1029,7 @@ static int kerf_trap_remove(unsigned long addr, struct kerf_trap_meta *meta)
 		xa_store(&kerf_traps_meta, addr, meta, GFP_KERNEL);
 		return ret;
 	}
-	kerf_target_put(meta->patch);
+	kerf_os_put(meta->patch);
 	kfree(meta);
 	return 0;
 }
@@ -1359,7 +1359,7 @@ static void __exit kerf_exit(void)
 	tab = rcu_dereference_protected(kerf_traps, true);
 	RCU_INIT_POINTER(kerf_traps, NULL);
 	kvfree(tab);
-	xa_destroy(&kerf_targets);
+	xa_destroy(&kerf_oss);
 	xa_destroy(&kerf_retired);
 }
 

@@ -40,3 +40,12 @@ command -v cargo >/dev/null 2>&1 || {
   echo "kerf: cargo (Rust 1.80 or newer) is not installed; install Rust with rustup first" >&2
   exit 1
 }
+
+# The test command lints with clippy; rustup installs it if this toolchain lacks it.
+if [ "${KERF_NEED_CLIPPY:-0}" = 1 ] && ! cargo clippy --version >/dev/null 2>&1; then
+  command -v rustup >/dev/null 2>&1 && rustup component add clippy >&2
+  cargo clippy --version >/dev/null 2>&1 || {
+    echo "kerf: cargo clippy is not available and rustup could not add it" >&2
+    exit 1
+  }
+fi

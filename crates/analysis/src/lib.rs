@@ -2,6 +2,9 @@
 //! blocks, edges, jump tables, padding, call graph and register liveness. Pure: works on bytes
 //! handed to it and never touches a live target.
 
+#![forbid(unsafe_code)]
+#![warn(rust_2018_idioms, clippy::undocumented_unsafe_blocks)]
+
 pub mod callgraph;
 pub mod cfg;
 pub mod image;

@@ -357,7 +357,7 @@ fn check_function(a: &Analysis, f: FuncId, mem: &dyn CodeMemory) -> Result<(), I
     // A direct branch into the function's extent goes to one of its blocks; another
     // function's entry, or bytes that do not decode (no block can be there), are the
     // exceptions analysis makes too.
-    let lands_well = |sc: &mut Scanner, t: u64| {
+    let lands_well = |sc: &mut Scanner<'_>, t: u64| {
         !fun.extent.contains(&t)
             || is_start(t)
             || cfg.function_at(ImageAddr(t)).is_some()

@@ -2,6 +2,9 @@
 //! x86-64 instructions for one point given what is live there. Pure: it chooses no address
 //! and writes no memory; the patch layer places and encodes what comes out.
 
+#![forbid(unsafe_code)]
+#![warn(rust_2018_idioms, clippy::undocumented_unsafe_blocks)]
+
 pub mod sigguard;
 pub mod templates;
 pub mod timer;

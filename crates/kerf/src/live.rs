@@ -8,7 +8,7 @@ use kerf_session::instrument::{InstrumentError, Instrumentation, Options, Probe,
 use kerf_session::kernel::KernelInstrumentation;
 use kerf_session::spec::{self, Point, Spec};
 use kerf_session::{analyze_process, process_aliases, AnalyzedImage, LoadOptions};
-use kerf_target::watch::{all_mapped, program, signal_name, End, ExitWatch};
+use kerf_os::watch::{all_mapped, program, signal_name, End, ExitWatch};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::OnceLock;
@@ -256,7 +256,7 @@ pub struct Target {
     /// How kerf learns how a process it did not start ends.
     watch: Option<ExitWatch>,
     /// A launched command waiting at its entry point for the probes.
-    hold: Option<kerf_target::ptrace::EntryHold>,
+    hold: Option<kerf_os::ptrace::EntryHold>,
     pub started: Instant,
     pub modules: Vec<AnalyzedImage>,
     /// Further names of each module (see `process_aliases`).
@@ -294,7 +294,7 @@ impl Target {
                         }
                     }
                 };
-                let (c, hold) = kerf_target::ptrace::spawn_at_entry_with(
+                let (c, hold) = kerf_os::ptrace::spawn_at_entry_with(
                     &args.command,
                     Duration::from_secs(10),
                     &mut on_start,
@@ -336,7 +336,7 @@ impl Target {
     /// On failure the hold stays, and dropping the target ends the command.
     pub fn release(&mut self) -> Result<(), String> {
         let Some(hold) = &self.hold else { return Ok(()) };
-        let mut tr = kerf_target::ptrace::Tracee::stop_all(self.pid).map_err(|e| e.to_string())?;
+        let mut tr = kerf_os::ptrace::Tracee::stop_all(self.pid).map_err(|e| e.to_string())?;
         let r = hold.release(&mut tr).map_err(|e| e.to_string());
         if r.is_ok() {
             // From here on a signal stops the sampling (and restores the probes).

@@ -1,6 +1,9 @@
 //! The `kerf` command line: parses arguments, runs a tool, prints, and turns errors into a
 //! one-line message and a non-zero exit status.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(rust_2018_idioms, clippy::undocumented_unsafe_blocks)]
+
 mod analyze;
 mod count;
 mod demo;

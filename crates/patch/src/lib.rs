@@ -2,6 +2,9 @@
 //! which kind of splice a point can take, lays out the code patch (snippet, displaced
 //! instructions relocated, jump back) and the bytes to write at the point; never writes.
 
+#![forbid(unsafe_code)]
+#![warn(rust_2018_idioms, clippy::undocumented_unsafe_blocks)]
+
 mod plan;
 mod relocate;
 

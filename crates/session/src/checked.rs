@@ -53,7 +53,7 @@ pub fn install<T, E>(
     pid: i32,
     modules: &mut [AnalyzedImage],
     opts: Options,
-    cancel: Cancel,
+    cancel: Cancel<'_>,
     progress: &dyn Progress,
     mut build: impl FnMut(&[AnalyzedImage]) -> Result<(Vec<Probe>, usize, T), E>,
 ) -> Result<Installed<T>, CheckedError<E>> {

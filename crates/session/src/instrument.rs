@@ -47,8 +47,8 @@ use kerf_codegen::{lower, sigguard, trap, Context, Env, Primitive, ThreadPointer
 use kerf_patch::{
     build_patch_with, jump2_bytes, jump5_bytes, Layout, SpliceKind, INT3, SPRINGBOARD_LEN,
 };
-use kerf_target::ptrace::{Pause, SharedMem, TargetMemory, Tracee};
-use kerf_target::TargetError;
+use kerf_os::ptrace::{Pause, SharedMem, TargetMemory, Tracee};
+use kerf_os::TargetError;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -102,7 +102,7 @@ const HWCAP2_FSGSBASE: u64 = 2;
 pub enum InstrumentError {
     Target(TargetError),
     /// A request kerf's kernel driver refused.
-    Kernel(kerf_target::kernel::KernelError),
+    Kernel(kerf_os::kernel::KernelError),
     /// A point that cannot be spliced at all, with why.
     Point {
         label: String,
@@ -343,7 +343,7 @@ pub struct Instrumentation {
     pub installed_at: (u64, std::time::Instant),
     removed: bool,
     /// This kerf's claim on the process, held until removal is over (one kerf at a time).
-    claim: Option<kerf_target::ptrace::Claim>,
+    claim: Option<kerf_os::ptrace::Claim>,
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -359,7 +359,7 @@ pub struct Options {
 /// A flag that, once true, stops an installation (see [`Instrumentation::install_cancellable`]).
 pub type Cancel<'a> = Option<&'a AtomicBool>;
 
-fn cancelled(cancel: Cancel) -> Result<(), InstrumentError> {
+fn cancelled(cancel: Cancel<'_>) -> Result<(), InstrumentError> {
     match cancel {
         Some(c) if c.load(Ordering::SeqCst) => Err(InstrumentError::Interrupted),
         _ => Ok(()),
@@ -395,10 +395,10 @@ impl Instrumentation {
         probes: &[Probe],
         timers: usize,
         opts: Options,
-        cancel: Cancel,
+        cancel: Cancel<'_>,
     ) -> Result<Instrumentation, InstrumentError> {
         // Before anything changes in the target: another kerf there is refused.
-        let claim = Some(kerf_target::ptrace::claim(pid)?);
+        let claim = Some(kerf_os::ptrace::claim(pid)?);
         let mut inst = Instrumentation {
             claim,
             pid,
@@ -520,7 +520,7 @@ impl Instrumentation {
         modules: &[AnalyzedImage],
         probes: &[Probe],
         opts: Options,
-        cancel: Cancel,
+        cancel: Cancel<'_>,
     ) -> Result<(), InstrumentError> {
         // Each step that injects system calls has a stop of its own: a stop lasts as long as
         // the work done in it (an injected call is a register swap, a single-step and a wait,
@@ -1094,7 +1094,7 @@ impl Instrumentation {
     /// Step 2: write the splices, in batches while every thread is stopped, skipping (and
     /// retrying later) points where a thread's PC or a stacked return address lies inside the
     /// bytes to be replaced (Djprobe's freeze check).
-    fn splice_all(&mut self, mut todo: Vec<usize>, cancel: Cancel) -> Result<(), InstrumentError> {
+    fn splice_all(&mut self, mut todo: Vec<usize>, cancel: Cancel<'_>) -> Result<(), InstrumentError> {
         let mut tries = 0;
         while !todo.is_empty() && tries < MAX_TRIES {
             cancelled(cancel)?;
@@ -1437,7 +1437,7 @@ fn startup_ranges(tr: &Tracee, m: &AnalyzedImage) -> Option<Vec<(u64, u64)>> {
     };
     let ret = call_end + bias;
     // The main thread's stack, from its rsp to the top of the [stack] mapping.
-    let maps = kerf_target::process::Process::open(tr.pid()).ok()?.maps().ok()?;
+    let maps = kerf_os::process::Process::open(tr.pid()).ok()?.maps().ok()?;
     let top = maps.lines().find(|l| l.ends_with("[stack]")).and_then(|l| {
         let range = l.split_whitespace().next()?;
         u64::from_str_radix(range.split_once('-')?.1, 16).ok()
@@ -1697,7 +1697,7 @@ fn busy_ranges(
     for &t in tr.threads() {
         let r = tr.regs(t)?;
         v.push(Busy { tid: t, value: r.rip, stack_offset: None });
-        if kerf_target::ptrace::restarts_syscall(&r) {
+        if kerf_os::ptrace::restarts_syscall(&r) {
             // Its `syscall` runs again when it resumes (target::ptrace::restarts_syscall).
             v.push(Busy { tid: t, value: r.rip.wrapping_sub(2), stack_offset: None });
         }

@@ -12,7 +12,7 @@ use kerf_arch::{ImageAddr, KernelAddr};
 use kerf_codegen::timer::{self, TimerSample, THREAD_TABLE_LEN, TIMER_LEN};
 use kerf_codegen::{lower, Context, Env, Primitive, ThreadPointer};
 use kerf_patch::{build_patch, jump2_bytes, jump5_bytes, SpliceKind, INT3, SPRINGBOARD_LEN};
-use kerf_target::kernel::{Driver, KernelError};
+use kerf_os::kernel::{Driver, KernelError};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -2,6 +2,9 @@
 //! the live kernel, analyse them (with a cache keyed by build-id), resolve specs to points,
 //! plan splices, and install and remove probes in a process or the kernel.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(rust_2018_idioms, clippy::undocumented_unsafe_blocks)]
+
 pub mod cache;
 pub mod checked;
 pub mod debuginfo;

@@ -11,8 +11,8 @@ use kerf_analysis::memory::ImageMemory;
 use kerf_analysis::validate::{Checker, Invalid};
 use kerf_analysis::{analyze, Analysis, Progress};
 use kerf_arch::ImageAddr;
-use kerf_target::process::Process;
-use kerf_target::TargetError;
+use kerf_os::process::Process;
+use kerf_os::TargetError;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

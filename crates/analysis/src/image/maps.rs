@@ -1,6 +1,6 @@
 //! `/proc/PID/maps` text: the mappings of a process, grouped into modules (one per mapped
 //! file, plus the vDSO), and each module's load bias, which turns image addresses into
-//! addresses in that process. Pure: the text is read by `kerf-target`.
+//! addresses in that process. Pure: the text is read by `kerf-os`.
 
 use super::Segment;
 use kerf_arch::RemoteAddr;

@@ -67,7 +67,7 @@ pub fn claim(pid: i32) -> Result<Claim, TargetError> {
     let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
     // Abstract namespace: a leading NUL, then the name (not NUL-terminated).
-    let name = format!("kerf-target-{pid}-{start}");
+    let name = format!("kerf-os-{pid}-{start}");
     for (d, s) in addr.sun_path[1..].iter_mut().zip(name.bytes()) {
         *d = s as libc::c_char;
     }

@@ -158,7 +158,7 @@ fn injected_syscall_uses_the_syscall_abi_and_restores_registers() {
 #[test]
 fn injection_never_steps_a_thread_that_blocks_sigtrap() {
     let fake = Arc::new(Fake::new(&[PID, 101]));
-    let all = u64::MAX & !((1 << 8) | (1 << 18)); // every signal but SIGKILL and SIGSTOP
+    let all = !((1 << 8) | (1 << 18)); // every signal but SIGKILL and SIGSTOP
     for t in [PID, 101] {
         fake.state().threads.get_mut(&t).unwrap().sigmask = all;
     }

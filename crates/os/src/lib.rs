@@ -6,6 +6,9 @@
 //! [`ptrace::TraceSys`]), so that tests can replace the operating system with a fake; the
 //! few in [`watch`] are tested against real processes.
 
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(rust_2018_idioms, clippy::undocumented_unsafe_blocks)]
+
 pub mod error;
 pub mod kernel;
 pub mod process;

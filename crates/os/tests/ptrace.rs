@@ -2,8 +2,8 @@
 //! read, written, injected into and resumed, whose output must not change. Needs ptrace
 //! permission (root here); without it these tests fail with the reason, never pass.
 
-use kerf_target::ptrace::{self, within_reach, Tracee};
-use kerf_target::TargetError;
+use kerf_os::ptrace::{self, within_reach, Tracee};
+use kerf_os::TargetError;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
