@@ -1,5 +1,6 @@
-//! The `kerf` command line: parses arguments, runs a tool, prints, and turns errors into a
-//! one-line message and a non-zero exit status.
+//! The `kerf` command line: parses arguments, chooses the target once, runs a tool from
+//! `kerf_tools`, prints its results as a table or JSON, and turns errors into a one-line
+//! message and a non-zero exit status.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(rust_2018_idioms, clippy::undocumented_unsafe_blocks)]
@@ -18,6 +19,35 @@ use clap::{Parser, Subcommand};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::process::ExitCode;
+
+/// Why a command failed: a tool's typed error, or a problem with the command line's own
+/// files (`--output`). Printed as `kerf: MESSAGE`, and kerf exits 1.
+#[derive(Debug)]
+pub enum Error {
+    Tool(kerf_tools::ToolError),
+    Cli(String),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Tool(e) => write!(f, "{e}"),
+            Error::Cli(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl From<kerf_tools::ToolError> for Error {
+    fn from(e: kerf_tools::ToolError) -> Self {
+        Error::Tool(e)
+    }
+}
+
+impl From<String> for Error {
+    fn from(e: String) -> Self {
+        Error::Cli(e)
+    }
+}
 
 #[derive(Parser)]
 #[command(name = "kerf", version, about = "Dynamic instrumentation of live x86-64 Linux code")]
@@ -48,7 +78,7 @@ fn main() -> ExitCode {
         Command::Count(a) => count::run(a),
         Command::Time(a) => time::run(a),
         Command::Demo(a) => demo::run(a),
-        Command::Workload { threads } => demo::workload(threads),
+        Command::Workload { threads } => kerf_tools::demo::workload(threads),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

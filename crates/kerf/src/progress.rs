@@ -1,7 +1,7 @@
 //! Progress on a terminal: one line on stderr, rewritten in place, only when stderr is a
 //! terminal and the work has run long enough to be worth showing.
 
-use kerf_analysis::Progress;
+use kerf_tools::Progress;
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -11,6 +11,7 @@ pub mod debuginfo;
 mod http;
 pub mod instrument;
 pub mod kernel;
+pub mod live;
 pub mod load;
 pub mod plan;
 pub mod spec;

@@ -1,0 +1,561 @@
+//! Live targets, chosen once for every tool: a process kerf attached to or launched (held at
+//! its entry point until the probes are in, its end or `exec` watched), or the running kernel;
+//! why sampling stopped; the signals that end it; and [`Installed`], what a tool reads from
+//! probes installed in either.
+//!
+//! The only code that knows the two installers apart is the pair of `impl Installed` blocks
+//! and [`ProcessTarget::finish`] / [`KernelTarget::install`].
+
+use crate::checked::{self, CheckedError};
+use crate::instrument::{InstrumentError, Instrumentation, Options, Probe, Removed, Site};
+use crate::kernel::{Kernel, KernelInstrumentation, KernelOptions};
+use crate::load::{analyze_process, process_aliases, AnalyzedImage, LoadError, LoadOptions};
+use kerf_codegen::timer::TimerSample;
+use kerf_os::watch::{all_mapped, program, ExitWatch};
+use kerf_os::TargetError;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+pub use kerf_os::watch::{signal_name, End};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+/// The pid of a launched command kerf holds at its entry point (0: none).
+static HELD: AtomicI32 = AtomicI32::new(0);
+/// What kerf says when a signal ends it while it holds a command.
+static HELD_NOTE: OnceLock<String> = OnceLock::new();
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+    end_held();
+}
+
+/// If kerf holds a command it launched, kill it, say so and exit 1. A command held at its
+/// entry point (or still on its way there) has run none of its own code and has no probe
+/// kerf would need to restore, so kerf need not finish an analysis that may have seconds
+/// to go. Called from the signal handler: only async-signal-safe calls.
+fn end_held() {
+    let held = HELD.load(Ordering::SeqCst);
+    if held > 0 {
+        // SAFETY: kill, write and _exit are async-signal-safe; the note was set before
+        // HELD, and is never changed after.
+        unsafe {
+            libc::kill(held, libc::SIGKILL);
+            if let Some(n) = HELD_NOTE.get() {
+                libc::write(2, n.as_ptr().cast(), n.len());
+            }
+            libc::_exit(1);
+        }
+    }
+}
+
+/// Ctrl-C, SIGTERM and SIGHUP end the sampling loop (and so restore the target) instead of
+/// killing kerf with its splices in place; before that, they end kerf (and a command it
+/// holds) or stop the installation early. Call this before anything is done to a target.
+pub fn catch_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only makes async-signal-safe calls and stores to atomics; the
+        // function pointer has the C ABI `signal` expects.
+        unsafe {
+            libc::signal(sig, on_signal as *const () as libc::sighandler_t);
+        }
+    }
+}
+
+/// The flag the signal handler raises: an installation given it stops early.
+pub fn stop_flag() -> &'static AtomicBool {
+    &STOP
+}
+
+/// An error if a signal asked kerf to stop (checked between the steps that come before the
+/// probes go in).
+pub fn check_interrupted() -> Result<(), LiveError> {
+    if STOP.load(Ordering::SeqCst) {
+        return Err(LiveError::Interrupted);
+    }
+    Ok(())
+}
+
+/// What went wrong finding, launching or releasing a target.
+#[derive(Debug)]
+pub enum LiveError {
+    /// A signal asked kerf to stop before any probe went in.
+    Interrupted,
+    /// Neither a pid nor a command was given.
+    NoTarget,
+    /// Launching the command failed.
+    Launch(TargetError),
+    /// Analysing the process's modules failed.
+    Analyze { pid: i32, source: LoadError },
+    /// Letting the launched command run from its entry point failed.
+    Release { pid: i32, source: TargetError },
+    /// Opening the kernel (kerf's driver, kallsyms, the kernel's images) failed.
+    Kernel(String),
+}
+
+impl fmt::Display for LiveError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LiveError::Interrupted => {
+                write!(f, "interrupted before any probe went in; the target is as it was")
+            }
+            LiveError::NoTarget => write!(f, "give -p PID or a command after --"),
+            LiveError::Launch(e) => write!(f, "{e}"),
+            LiveError::Analyze { source, .. } => write!(f, "{source}"),
+            LiveError::Release { source, .. } => write!(f, "{source}"),
+            LiveError::Kernel(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for LiveError {}
+
+/// A failed installation in a process, with what happened to the process if it has ended (a
+/// failed installation may be the target's death, kerf's doing or not).
+#[derive(Debug)]
+pub struct InstallError<E> {
+    pub pid: i32,
+    /// How the process ended, if it has (its [`End::describe`]).
+    pub ended: Option<String>,
+    pub source: CheckedError<E>,
+}
+
+impl<E: fmt::Display> fmt::Display for InstallError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.ended {
+            Some(end) => write!(f, "{end} while kerf installed its probes ({})", self.source),
+            None => write!(f, "{}", self.source),
+        }
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display> std::error::Error for InstallError<E> {}
+
+/// Why sampling stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stop {
+    Duration,
+    Interrupted,
+    /// The target ended.
+    Ended(End),
+    /// The target ran `exec` (now running this program): its probes went with its old one.
+    Exec(Option<String>),
+}
+
+impl Stop {
+    /// The `stopped` text of the summary.
+    pub fn describe(&self, pid: i32) -> String {
+        match self {
+            Stop::Duration => "duration reached".into(),
+            Stop::Interrupted => "interrupted".into(),
+            Stop::Ended(end) => end.describe(pid),
+            Stop::Exec(program) => format!(
+                "process {pid} ran exec ({}): its probes went with its old program",
+                program.as_deref().unwrap_or("a program kerf cannot name")
+            ),
+        }
+    }
+
+    /// Whether a signal killed the target while it was instrumented (kerf then fails, after
+    /// its summary).
+    pub fn killed(&self) -> bool {
+        matches!(self, Stop::Ended(End::Killed { .. }))
+    }
+
+    /// Whether the target's memory is no longer the one kerf instrumented.
+    pub fn is_exec(&self) -> bool {
+        matches!(self, Stop::Exec(_))
+    }
+}
+
+/// How long sampling goes on, and how often a tool looks at its probes.
+#[derive(Clone, Copy, Debug)]
+pub struct Sampling {
+    /// Seconds between ticks (at least 0.05 are taken).
+    pub interval: f64,
+    /// Seconds from the target's `started` until sampling stops (`None`: until the target
+    /// ends, or a signal).
+    pub duration: Option<f64>,
+}
+
+/// Call `tick` every interval until the duration (counted from `started`) is reached, `gone`
+/// says the target is gone, or a signal arrives; returns why it stopped.
+pub fn sample_loop(
+    started: Instant,
+    sampling: Sampling,
+    mut gone: impl FnMut() -> Option<Stop>,
+    mut tick: impl FnMut(),
+) -> Stop {
+    let deadline = sampling.duration.map(|d| started + Duration::from_secs_f64(d));
+    let interval = Duration::from_secs_f64(sampling.interval.max(0.05));
+    let mut next = Instant::now() + interval;
+    loop {
+        if STOP.load(Ordering::SeqCst) {
+            return Stop::Interrupted;
+        }
+        if let Some(w) = gone() {
+            return w;
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Stop::Duration;
+        }
+        if Instant::now() >= next {
+            tick();
+            next += interval;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Which target a tool runs against, as the user named it.
+#[derive(Clone, Debug, Default)]
+pub struct Choice {
+    /// A process to attach to; with `kernel`, the task probes are restricted to.
+    pub pid: Option<i32>,
+    /// A command to launch and hold at its entry point until the probes are in.
+    pub command: Vec<String>,
+    /// The running kernel (through kerf's driver).
+    pub kernel: bool,
+}
+
+/// The one target a tool runs against, chosen once from the command line.
+pub enum Target {
+    Process(ProcessTarget),
+    Kernel(KernelTarget),
+}
+
+impl Target {
+    /// Open the target `choice` names: attach to or launch a process and analyse its modules,
+    /// or open the kernel and analyse its images.
+    pub fn open(choice: &Choice) -> Result<Target, LiveError> {
+        if choice.kernel {
+            KernelTarget::open(choice.pid).map(Target::Kernel)
+        } else {
+            ProcessTarget::open(choice.pid, &choice.command).map(Target::Process)
+        }
+    }
+
+    /// When kerf began with the target (durations count from here).
+    pub fn started(&self) -> Instant {
+        match self {
+            Target::Process(p) => p.started,
+            Target::Kernel(k) => k.started,
+        }
+    }
+}
+
+/// How often the sampling loop looks for an `exec` in the target (a read of its maps).
+const EXEC_CHECK: Duration = Duration::from_millis(250);
+
+/// A process being instrumented, and the child kerf started, if it did.
+pub struct ProcessTarget {
+    pub pid: i32,
+    pub child: Option<std::process::Child>,
+    /// How kerf learns how a process it did not start ends.
+    watch: Option<ExitWatch>,
+    /// A launched command waiting at its entry point for the probes.
+    hold: Option<kerf_os::ptrace::EntryHold>,
+    pub started: Instant,
+    pub modules: Vec<AnalyzedImage>,
+    /// Further names of each module (see `process_aliases`).
+    pub aliases: Vec<Vec<String>>,
+    /// What analysing the modules warned about (separate debug files, a cache refused: each
+    /// said once), for the tool to pass on.
+    pub warnings: Vec<String>,
+}
+
+impl ProcessTarget {
+    /// Attach to `pid`, or launch `command` and hold it at its entry point (libraries loaded,
+    /// none of its own code run) until [`ProcessTarget::release`]; then analyse its modules.
+    pub fn open(pid: Option<i32>, command: &[String]) -> Result<ProcessTarget, LiveError> {
+        let started = Instant::now();
+        let mut t = match (pid, command.is_empty()) {
+            (Some(pid), _) => ProcessTarget {
+                pid,
+                child: None,
+                // Opened first, while `pid` surely names the process the user meant.
+                watch: Some(ExitWatch::open(pid)),
+                hold: None,
+                started,
+                modules: Vec::new(),
+                aliases: Vec::new(),
+                warnings: Vec::new(),
+            },
+            (None, false) => {
+                check_interrupted()?;
+                // From the moment the command exists, a signal ends it (see `end_held`).
+                let mut on_start = |pid: i32| {
+                    let note = format!(
+                        "kerf: interrupted while the command was held at its entry point: \
+                         killed process {pid}\n"
+                    );
+                    if HELD_NOTE.set(note).is_ok() {
+                        HELD.store(pid, Ordering::SeqCst);
+                        if STOP.load(Ordering::SeqCst) {
+                            end_held(); // the signal came while it was being started
+                        }
+                    }
+                };
+                let (c, hold) = kerf_os::ptrace::spawn_at_entry_with(
+                    command,
+                    Duration::from_secs(10),
+                    &mut on_start,
+                )
+                .map_err(LiveError::Launch)?;
+                let pid = c.id() as i32;
+                ProcessTarget {
+                    pid,
+                    child: Some(c),
+                    watch: None,
+                    hold: Some(hold),
+                    started,
+                    modules: Vec::new(),
+                    aliases: Vec::new(),
+                    warnings: Vec::new(),
+                }
+            }
+            (None, true) => return Err(LiveError::NoTarget),
+        };
+        // On an error from here on, dropping `t` ends a command kerf launched.
+        t.modules = analyze_process(t.pid, &LoadOptions::default(), &kerf_analysis::Quiet)
+            .map_err(|source| LiveError::Analyze { pid: t.pid, source })?
+            .0;
+        t.warnings = t.modules.iter().flat_map(|m| m.debug_warnings.iter().cloned()).collect();
+        // A cache refused or an entry rejected is said once, not once per module.
+        let mut cache: Vec<&str> = Vec::new();
+        for w in t.modules.iter().filter_map(|m| m.cache_warning.as_deref()) {
+            if !cache.contains(&w) {
+                cache.push(w);
+            }
+        }
+        t.warnings.extend(cache.into_iter().map(String::from));
+        t.aliases = process_aliases(t.pid, command.first().map(String::as_str), &t.modules);
+        Ok(t)
+    }
+
+    /// Let a launched command run from its entry point (once its probes are in).
+    /// On failure the hold stays, and dropping the target ends the command.
+    pub fn release(&mut self) -> Result<(), LiveError> {
+        let Some(hold) = &self.hold else { return Ok(()) };
+        let pid = self.pid;
+        let err = |source| LiveError::Release { pid, source };
+        let mut tr = kerf_os::ptrace::Tracee::stop_all(pid).map_err(err)?;
+        let r = hold.release(&mut tr).map_err(err);
+        if r.is_ok() {
+            // From here on a signal stops the sampling (and restores the probes).
+            HELD.store(0, Ordering::SeqCst);
+            self.hold = None;
+        }
+        tr.resume_detach().map_err(err)?;
+        r
+    }
+
+    /// Install the probes `build` makes from the process's modules and their other names
+    /// (with the number of timer blocks, and whatever else the tool keeps with them), until
+    /// done or a signal asks kerf to stop. A cached analysis is checked where planning uses
+    /// it; one that fails is analysed again, and the probes built again from the new one
+    /// (`crate::checked`); each such rejection is a warning returned with the probes.
+    #[allow(clippy::type_complexity)]
+    pub fn install<T, E>(
+        &mut self,
+        opts: Options,
+        mut build: impl FnMut(&[AnalyzedImage], &[Vec<String>]) -> Result<(Vec<Probe>, usize, T), E>,
+    ) -> Result<(Instrumentation, Vec<Probe>, T, Vec<String>), InstallError<E>> {
+        let quiet = &kerf_analysis::Quiet;
+        let aliases = self.aliases.clone();
+        let cancel = Some(stop_flag());
+        let done = checked::install(self.pid, &mut self.modules, opts, cancel, quiet, |m| {
+            build(m, &aliases)
+        });
+        match done {
+            Ok(d) => Ok((d.inst, d.probes, d.built, d.warnings)),
+            Err(source) => Err(InstallError {
+                pid: self.pid,
+                ended: self.fate().map(|end| end.describe(self.pid)),
+                source,
+            }),
+        }
+    }
+
+    /// How the target ended, if it has.
+    pub fn fate(&mut self) -> Option<End> {
+        if let Some(c) = &mut self.child {
+            use std::os::unix::process::ExitStatusExt;
+            return match c.try_wait() {
+                Ok(Some(st)) => Some(End::from_wait_status(st.into_raw())),
+                _ => None,
+            };
+        }
+        self.watch.as_ref()?.ended()
+    }
+
+    /// Call `tick` every interval until the duration is reached, the target ends or runs
+    /// `exec` (kerf's code heaps, starting at `heaps`, vanish from its maps), or a signal
+    /// arrives; returns why it stopped.
+    pub fn sample(&mut self, sampling: Sampling, heaps: &[u64], tick: impl FnMut()) -> Stop {
+        let (started, pid) = (self.started, self.pid);
+        let mut next_exec_check = Instant::now() + EXEC_CHECK;
+        let gone = || {
+            if let Some(end) = self.fate() {
+                return Some(Stop::Ended(end));
+            }
+            if Instant::now() >= next_exec_check {
+                next_exec_check += EXEC_CHECK;
+                if all_mapped(pid, heaps) == Some(false) {
+                    // Gone meanwhile, or replaced by exec.
+                    return Some(match self.fate() {
+                        Some(end) => Stop::Ended(end),
+                        None => Stop::Exec(program(pid)),
+                    });
+                }
+            }
+            None
+        };
+        sample_loop(started, sampling, gone, tick)
+    }
+
+    /// After sampling, take the probes out of the target, or forget them after an `exec` (they
+    /// went with the old program), then wait for a command kerf launched. A target that a
+    /// signal killed meanwhile, or that ran `exec` while kerf restored it, updates `stop`.
+    pub fn finish(
+        &mut self,
+        inst: Instrumentation,
+        stop: &mut Stop,
+    ) -> Result<Removed, InstrumentError> {
+        if stop.is_exec() {
+            inst.abandon();
+            self.wait();
+            return Ok(Removed::default());
+        }
+        let heaps = inst.code_heaps();
+        let mut removal = inst.remove();
+        if !matches!(stop, Stop::Ended(_)) {
+            match self.fate() {
+                Some(end @ End::Killed { .. }) => *stop = Stop::Ended(end),
+                None if removal.is_err() && all_mapped(self.pid, &heaps) == Some(false) => {
+                    *stop = Stop::Exec(program(self.pid));
+                    removal = Ok(Removed::default());
+                }
+                _ => {}
+            }
+        }
+        self.wait();
+        removal
+    }
+
+    /// Wait for a launched command after the instrumentation is gone.
+    fn wait(&mut self) {
+        if let Some(c) = &mut self.child {
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for ProcessTarget {
+    /// A command kerf launched but never let past its entry point (kerf failed before its
+    /// probes were in) is ended rather than left spinning.
+    fn drop(&mut self) {
+        if self.hold.is_some() {
+            HELD.store(0, Ordering::SeqCst);
+            if let Some(c) = &mut self.child {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+/// The running kernel, analysed, with the options its probes go in with.
+pub struct KernelTarget {
+    pub kernel: Kernel,
+    /// The task probes are restricted to (`-p` with `--kernel`).
+    pub only_pid: Option<u32>,
+    pub started: Instant,
+}
+
+impl KernelTarget {
+    /// Open kerf's driver and analyse the kernel's text and modules.
+    pub fn open(only_pid: Option<i32>) -> Result<KernelTarget, LiveError> {
+        let started = Instant::now();
+        let kernel = Kernel::open(true, &kerf_analysis::Quiet).map_err(LiveError::Kernel)?;
+        Ok(KernelTarget { kernel, only_pid: only_pid.map(|p| p as u32), started })
+    }
+
+    /// Plan, write and splice `probes` (with `timers` timer blocks) into the kernel.
+    pub fn install(
+        &self,
+        probes: &[Probe],
+        timers: usize,
+        force_kind: Option<kerf_patch::SpliceKind>,
+    ) -> Result<KernelInstrumentation<'_>, InstrumentError> {
+        let opts = KernelOptions { force_kind, only_pid: self.only_pid };
+        KernelInstrumentation::install(&self.kernel, probes, timers, opts)
+    }
+}
+
+/// A probe left out: no splice kind could take it, or the kernel's driver refused it.
+#[derive(Clone, Copy, Debug)]
+pub struct Refusal<'a> {
+    pub label: &'a str,
+    pub addr: u64,
+    pub reason: &'a str,
+}
+
+/// Probes installed in a process or in the kernel, as the tools read them.
+pub trait Installed {
+    /// The site probe `i` is at (`None`: the kernel's driver refused it).
+    fn site(&self, i: usize) -> Option<&Site>;
+    /// Every site spliced for the tool's probes.
+    fn sites(&self) -> &[Site];
+    fn count(&self, i: usize) -> u64;
+    fn timer(&self, t: usize, now: u64) -> TimerSample;
+    /// TSC and monotonic time when the probes went in.
+    fn installed_at(&self) -> (u64, Instant);
+    /// The probes left out.
+    fn refused(&self) -> Vec<Refusal<'_>>;
+}
+
+impl Installed for Instrumentation {
+    fn site(&self, i: usize) -> Option<&Site> {
+        self.site_of(i)
+    }
+    fn sites(&self) -> &[Site] {
+        Instrumentation::sites(self)
+    }
+    fn count(&self, i: usize) -> u64 {
+        Instrumentation::count(self, i)
+    }
+    fn timer(&self, t: usize, now: u64) -> TimerSample {
+        Instrumentation::timer(self, t, now)
+    }
+    fn installed_at(&self) -> (u64, Instant) {
+        self.installed_at
+    }
+    fn refused(&self) -> Vec<Refusal<'_>> {
+        let r = self.refused.iter();
+        r.map(|r| Refusal { label: &r.label, addr: r.addr, reason: &r.reason }).collect()
+    }
+}
+
+impl Installed for KernelInstrumentation<'_> {
+    fn site(&self, i: usize) -> Option<&Site> {
+        self.site_of(i)
+    }
+    fn sites(&self) -> &[Site] {
+        KernelInstrumentation::sites(self)
+    }
+    fn count(&self, i: usize) -> u64 {
+        KernelInstrumentation::count(self, i)
+    }
+    fn timer(&self, t: usize, now: u64) -> TimerSample {
+        KernelInstrumentation::timer(self, t, now)
+    }
+    fn installed_at(&self) -> (u64, Instant) {
+        self.installed_at
+    }
+    fn refused(&self) -> Vec<Refusal<'_>> {
+        let r = self.refused.iter();
+        r.map(|(label, addr, reason)| Refusal { label, addr: *addr, reason }).collect()
+    }
+}

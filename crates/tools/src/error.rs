@@ -1,0 +1,94 @@
+//! The tools' errors: each variant carries what the tool was doing and on what; the CLI turns
+//! them into its one-line message (their `Display`) and an exit status.
+
+use kerf_session::instrument::InstrumentError;
+use kerf_session::live::{InstallError, LiveError};
+use kerf_session::spec::SpecError;
+use kerf_session::LoadError;
+use std::fmt;
+
+#[derive(Debug)]
+pub enum ToolError {
+    /// A spec that does not parse, or resolves to nothing.
+    Spec(SpecError),
+    /// `kerf time` was given a point (an offset, `@blocks`, `@exits`), not a function.
+    NotAFunction { spec: String },
+    /// Finding, launching, analysing or releasing the target.
+    Live(LiveError),
+    /// Installing probes in a process failed (with how the process ended, if it did).
+    Install(Box<InstallError<ToolError>>),
+    /// Installing probes in the kernel failed.
+    KernelInstall(InstrumentError),
+    /// Taking the probes out of process `pid` failed.
+    Restore { pid: i32, source: InstrumentError },
+    /// Taking the probes out of the kernel failed.
+    RestoreKernel(InstrumentError),
+    /// A signal killed the target while it was instrumented (`ended` says how).
+    Killed { ended: String },
+    /// Loading or analysing an image (`kerf analyze`).
+    Load(LoadError),
+    /// Planning splices offline (`kerf analyze --plan`).
+    Plan(InstrumentError),
+    /// `kerf analyze --function NAME` found no such function.
+    NoFunction { name: String, close: Vec<String> },
+    /// `kerf analyze` without a file, `-p` or `--kernel`.
+    NothingToAnalyze,
+    /// An operation on kerf's own files or processes (the demo's workload).
+    Io { what: &'static str, source: std::io::Error },
+}
+
+impl fmt::Display for ToolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ToolError::Spec(e) => write!(f, "{e}"),
+            ToolError::NotAFunction { spec } => {
+                write!(
+                    f,
+                    "{spec}: kerf time takes functions ([MODULE:]SYMBOL or a glob), not points"
+                )
+            }
+            ToolError::Live(e) => write!(f, "{e}"),
+            ToolError::Install(e) => write!(f, "{e}"),
+            ToolError::KernelInstall(e) => write!(f, "{e}"),
+            ToolError::Restore { pid, source } => write!(f, "restoring process {pid}: {source}"),
+            ToolError::RestoreKernel(e) => write!(f, "restoring the kernel: {e}"),
+            ToolError::Killed { ended } => write!(f, "{ended} while instrumented"),
+            ToolError::Load(e) => write!(f, "{e}"),
+            ToolError::Plan(e) => write!(f, "{e}"),
+            ToolError::NoFunction { name, close } if close.is_empty() => {
+                write!(f, "no function named '{name}'")
+            }
+            ToolError::NoFunction { name, close } => {
+                write!(f, "no function named '{name}'; close: {}", close.join(", "))
+            }
+            ToolError::NothingToAnalyze => write!(f, "give a file to analyse, or -p PID"),
+            ToolError::Io { what, source } => write!(f, "{what}{source}"),
+        }
+    }
+}
+
+impl std::error::Error for ToolError {}
+
+impl From<SpecError> for ToolError {
+    fn from(e: SpecError) -> Self {
+        ToolError::Spec(e)
+    }
+}
+
+impl From<LiveError> for ToolError {
+    fn from(e: LiveError) -> Self {
+        ToolError::Live(e)
+    }
+}
+
+impl From<InstallError<ToolError>> for ToolError {
+    fn from(e: InstallError<ToolError>) -> Self {
+        ToolError::Install(Box::new(e))
+    }
+}
+
+impl From<LoadError> for ToolError {
+    fn from(e: LoadError) -> Self {
+        ToolError::Load(e)
+    }
+}

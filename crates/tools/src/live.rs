@@ -1,0 +1,299 @@
+//! The one way every live tool runs against its target: build the tool's probes from the
+//! target's images, install them (a process: through the cache check, then let a launched
+//! command go; the kernel: through kerf's driver), sample them on an interval until the
+//! duration, the target's end or `exec`, or a signal, take them out, and return the results
+//! as data ([`Report`]). What the tool says on the way goes to its [`Events`].
+//!
+//! A tool is a [`LiveTool`]: how it builds its probes, its live table, and its summary.
+
+use crate::error::ToolError;
+use kerf_patch::SpliceKind;
+use kerf_session::instrument::{Instrumentation, Options, Probe, Site};
+use kerf_session::kernel::KernelInstrumentation;
+use kerf_session::live::{
+    check_interrupted, sample_loop, signal_name, End, Installed, Refusal, Sampling, Stop, Target,
+};
+use kerf_session::spec::{self, Point, Spec};
+use kerf_session::AnalyzedImage;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// Options of every live tool, whatever its target.
+#[derive(Clone, Copy, Debug)]
+pub struct LiveOptions {
+    /// Run probes only in this thread of the process.
+    pub tid: Option<i32>,
+    pub sampling: Sampling,
+    /// Use this splice kind for every point (testing).
+    pub force_kind: Option<SpliceKind>,
+    /// Render the live table every interval (off with `--json`, where only the summary goes
+    /// out).
+    pub live_table: bool,
+}
+
+/// Where a running tool's words go (the CLI prints them).
+pub trait Events {
+    /// A line for the user (the CLI prints it on stderr after `kerf: `).
+    fn say(&mut self, line: &str);
+    /// A warning (the CLI prints it after `kerf: warning: `).
+    fn warn(&mut self, line: &str);
+    /// One update of the live table.
+    fn live(&mut self, table: &str);
+}
+
+/// What kind of target a tool builds its probes for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TargetKind {
+    Process,
+    Kernel,
+}
+
+/// A tool that runs probes in a live target.
+pub trait LiveTool {
+    /// What the tool keeps with its probes (per timer, the function it times, ...).
+    type Built;
+    /// Its live table, with whatever it keeps between updates.
+    type Table;
+
+    /// The probes for the target's images (with their other names; empty for the kernel),
+    /// how many timer blocks they use, and what the tool keeps with them. Called again when a
+    /// cached analysis is rejected and analysed afresh.
+    fn build(
+        &self,
+        images: &[AnalyzedImage],
+        aliases: &[Vec<String>],
+        kind: TargetKind,
+    ) -> Result<(Vec<Probe>, usize, Self::Built), ToolError>;
+
+    /// Once the probes are in: anything to tell the user about what was built.
+    fn installed(&self, _built: &Self::Built, _events: &mut dyn Events) {}
+
+    /// A new live table.
+    fn table(&self, built: &Self::Built, probes: usize, inst: &dyn Installed) -> Self::Table;
+
+    /// One update of the live table.
+    fn render(&self, table: &mut Self::Table, built: &Self::Built, inst: &dyn Installed) -> String;
+
+    /// The summary's own fields (merged into the object of [`Report::json`]), read while the
+    /// probes are still in.
+    fn summarize(&self, built: &Self::Built, probes: &[Probe], inst: &dyn Installed) -> Value;
+
+    /// The final table, from the summary.
+    fn final_table(&self, summary: &Value) -> String;
+}
+
+/// What a live tool found: its summary as JSON (or as the tool's final table) and how the
+/// run ended.
+pub struct Report {
+    pub json: Value,
+    /// How sampling stopped, to say before a final table (`None`: `error` says it).
+    pub stopped: Option<String>,
+    /// A warning to give after the summary (kerf's code left mapped in the target).
+    pub warning_after: Option<String>,
+    /// How the run failed after its summary (restoring the target failed, or a signal killed
+    /// it while instrumented).
+    pub error: Option<ToolError>,
+}
+
+/// Run `tool` against `target`: install, sample, restore (see the module documentation).
+pub fn run<T: LiveTool>(
+    tool: &T,
+    target: &mut Target,
+    opts: &LiveOptions,
+    events: &mut dyn Events,
+) -> Result<Report, ToolError> {
+    match target {
+        Target::Process(p) => {
+            for w in std::mem::take(&mut p.warnings) {
+                events.warn(&w);
+            }
+            check_interrupted()?;
+            let t = Instant::now();
+            let o = Options { force_kind: opts.force_kind, only_thread: opts.tid };
+            let (inst, probes, built, warnings) =
+                p.install(o, |m, a| tool.build(m, a, TargetKind::Process))?;
+            for w in &warnings {
+                events.warn(w);
+            }
+            let splice_time = t.elapsed();
+            p.release()?;
+            events.say(&spliced_line(&inst, p.pid, splice_time));
+            let refused = refused_json(&inst, events);
+            tool.installed(&built, events);
+            let mut table = tool.table(&built, probes.len(), &inst);
+            let mut stop = p.sample(opts.sampling, &inst.code_heaps(), || {
+                if opts.live_table {
+                    events.live(&tool.render(&mut table, &built, &inst));
+                }
+            });
+            // Results first: the shared data heap stays readable here even after the target
+            // is gone.
+            let fields = tool.summarize(&built, &probes, &inst);
+            let (pause, batch_pause) = (inst.longest_pause, inst.longest_splice_pause);
+            let removal = p.finish(inst, &mut stop);
+            let pid = p.pid;
+            let failure = stop.killed().then(|| ToolError::Killed { ended: stop.describe(pid) });
+            let mut v = json!({"pid": pid, "stopped": stop.describe(pid), "target": stop_json(&stop),
+                   "refused": refused,
+                   "longest_pause_us": pause.as_micros() as u64,
+                   "longest_splice_pause_us": batch_pause.as_micros() as u64,
+                   "splice_seconds": splice_time.as_secs_f64(),
+                   "seconds": p.started.elapsed().as_secs_f64()});
+            merge(&mut v, fields);
+            // A failure is kerf's last line; other ends are said with the summary.
+            let stopped = failure.is_none().then(|| stop.describe(pid));
+            let (warning_after, error) = match removal {
+                Err(source) => (None, Some(ToolError::Restore { pid, source })),
+                Ok(r) => {
+                    let warning = (!r.kept.is_empty()).then(|| {
+                        let bytes: u64 = r.kept.iter().map(|k| k.1).sum();
+                        format!(
+                            "every splice is removed, but {} KiB of kerf's code and data stay mapped in process {pid}: {}",
+                            bytes / 1024,
+                            r.why.as_deref().unwrap_or("unknown")
+                        )
+                    });
+                    (warning, failure)
+                }
+            };
+            Ok(Report { json: v, stopped, warning_after, error })
+        }
+        Target::Kernel(k) => {
+            let (probes, timers, built) = tool.build(&k.kernel.images, &[], TargetKind::Kernel)?;
+            check_interrupted()?;
+            let inst =
+                k.install(&probes, timers, opts.force_kind).map_err(ToolError::KernelInstall)?;
+            events.say(&kernel_spliced_line(&inst));
+            let refused = refused_json(&inst, events);
+            tool.installed(&built, events);
+            let mut table = tool.table(&built, probes.len(), &inst);
+            let why = sample_loop(
+                k.started,
+                opts.sampling,
+                || None,
+                || {
+                    if opts.live_table {
+                        events.live(&tool.render(&mut table, &built, &inst));
+                    }
+                },
+            )
+            .describe(0);
+            let fields = tool.summarize(&built, &probes, &inst);
+            let splice_seconds = inst.splice_time.as_secs_f64();
+            let removal = inst.remove();
+            let mut v = json!({"kernel": true, "stopped": why, "refused": refused,
+                   "splice_seconds": splice_seconds,
+                   "seconds": k.started.elapsed().as_secs_f64()});
+            merge(&mut v, fields);
+            Ok(Report {
+                json: v,
+                stopped: Some(why),
+                warning_after: None,
+                error: removal.err().map(ToolError::RestoreKernel),
+            })
+        }
+    }
+}
+
+/// Add the fields of object `extra` to object `v`.
+fn merge(v: &mut Value, extra: Value) {
+    if let (Some(o), Value::Object(e)) = (v.as_object_mut(), extra) {
+        o.extend(e);
+    }
+}
+
+/// Resolve spec texts against analysed images (a process's modules or the kernel's), which
+/// also answer to `aliases` (per image; may be empty).
+pub fn resolve(
+    images: &[AnalyzedImage],
+    aliases: &[Vec<String>],
+    specs: &[Spec],
+) -> Result<Vec<Point>, ToolError> {
+    let named: Vec<(&str, &kerf_analysis::Analysis)> =
+        images.iter().map(|m| (m.analysis.image.as_str(), &m.analysis)).collect();
+    let reader = |m: usize, a: kerf_arch::ImageAddr| {
+        let (base, bytes) = images[m].code_region(a)?;
+        let off = (a.0 - base.0) as usize;
+        Some((a, bytes.get(off..(off + 4096).min(bytes.len()))?.to_vec()))
+    };
+    Ok(spec::resolve_with_aliases(specs, &named, aliases, &reader)?)
+}
+
+/// The summary's `target` object: what became of the target (`null`: it runs on).
+pub fn stop_json(stop: &Stop) -> Value {
+    match stop {
+        Stop::Ended(End::Exited(code)) => json!({"exit_code": code}),
+        Stop::Ended(End::Killed { signal, core_dumped }) => json!({
+            "signal": signal, "signal_name": signal_name(*signal), "core_dumped": core_dumped,
+        }),
+        Stop::Ended(End::Unknown) => json!({"exited": true}),
+        Stop::Exec(program) => json!({"exec": program}),
+        Stop::Duration | Stop::Interrupted => Value::Null,
+    }
+}
+
+/// How many of `sites` have splice kind `k`.
+fn kinds(sites: &[Site], k: SpliceKind) -> usize {
+    sites.iter().filter(|p| p.kind == k).count()
+}
+
+/// The line said once every kernel probe is in.
+fn kernel_spliced_line(inst: &KernelInstrumentation<'_>) -> String {
+    let sites = inst.sites();
+    format!(
+        "{} points spliced in the kernel ({} jump5, {} jump2, {} trap; {} left out) in {:.1} ms; Ctrl-C to stop",
+        sites.len(),
+        kinds(sites, SpliceKind::Jump5),
+        kinds(sites, SpliceKind::Jump2),
+        kinds(sites, SpliceKind::Trap),
+        inst.refused.len(),
+        inst.splice_time.as_secs_f64() * 1e3,
+    )
+}
+
+/// The line said once every probe is in a process.
+fn spliced_line(inst: &Instrumentation, pid: i32, took: Duration) -> String {
+    let sites = inst.sites();
+    let n = sites.len();
+    let guards = match inst.guards() {
+        0 => String::new(),
+        g => format!(", {g} system calls guarded for them"),
+    };
+    format!(
+        "{n} points spliced in process {pid} ({} jump5, {} jump2, {} trap{guards}) in {:.1} ms ({:.1} us a point; longest pause {} us, of a splice batch {} us); Ctrl-C to stop",
+        kinds(sites, SpliceKind::Jump5),
+        kinds(sites, SpliceKind::Jump2),
+        kinds(sites, SpliceKind::Trap),
+        took.as_secs_f64() * 1e3,
+        took.as_secs_f64() * 1e6 / n.max(1) as f64,
+        inst.longest_pause.as_micros(),
+        inst.longest_splice_pause.as_micros()
+    )
+}
+
+/// Probes left out (no splice kind could take them, or the kernel's driver refused them) as
+/// JSON, after saying each.
+fn refused_json(inst: &dyn Installed, events: &mut dyn Events) -> Value {
+    json!(inst
+        .refused()
+        .into_iter()
+        .map(|Refusal { label, addr, reason }| {
+            events.say(&format!("not spliced: {label} at {addr:#x}: {reason}"));
+            json!({"point": label, "address": format!("{addr:#x}"), "reason": reason})
+        })
+        .collect::<Vec<_>>())
+}
+
+/// The JSON fields describing where and how a site is spliced.
+pub fn site_json(s: &Site) -> Value {
+    let mut v = json!({
+        "point": s.label, "address": format!("{:#x}", s.addr), "kind": s.kind.name(),
+    });
+    if let Some(r) = &s.reason {
+        v["reason"] = json!(r);
+    }
+    if let Some((at, space)) = s.springboard_in {
+        v["springboard"] = json!({"address": format!("{at:#x}"), "in": space});
+    }
+    v
+}

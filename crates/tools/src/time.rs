@@ -1,0 +1,475 @@
+//! `time`: cycle timers spliced at the entry and every exit of functions. Every interval, each
+//! function's calls, time per call and concurrency (threads inside it on average: KernInst's
+//! area under the curve), and totals at the end. With `callees`, each function's calls are
+//! timed too, per callee (KernInst's drill-down from a slow function into the callees its
+//! time goes to).
+//!
+//! Which probes a timer takes: an entry start, a stop at each exit, and in a process, through
+//! a direct tail call (`jmp g`), a tail-return probe at every return `g` may end the call with
+//! (see [`timer_probes`]).
+
+use crate::error::ToolError;
+use crate::live::{resolve, site_json, Events, LiveTool, TargetKind};
+use kerf_analysis::cfg::{EdgeKind, EdgeTarget, FuncId, Terminator};
+use kerf_session::instrument::{tsc, Action, Probe};
+use kerf_session::live::Installed;
+use kerf_session::spec::{self, Point, Spec, SpecWhat};
+use kerf_session::AnalyzedImage;
+use serde_json::json;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::time::Instant;
+
+/// Rows of the live table: the busiest timers of the interval; the others are summed up.
+const TOP_ROWS: usize = 40;
+
+/// One timed function, or one callee's calls from a timed function.
+pub struct Timed {
+    pub spec: String,
+    pub name: String,
+    /// For a callee timer: the caller's and the callee's names.
+    pub call: Option<(String, String)>,
+    /// Probe index of its entry.
+    pub entry: usize,
+    /// Probe indices of its exits.
+    pub exits: Vec<usize>,
+    /// Functions it tail-calls directly, whose time is its own.
+    pub tail_callees: Vec<String>,
+}
+
+/// Parse a function spec: a symbol or glob, with no offset, `@blocks` or `@exits`.
+fn parse_function(text: &str) -> Result<Spec, ToolError> {
+    let s = spec::parse(text)?;
+    match &s.what {
+        SpecWhat::Symbol { offset: 0, blocks: false, exits: false, .. } => Ok(s),
+        _ => Err(ToolError::NotAFunction { spec: text.to_string() }),
+    }
+}
+
+/// TSC ticks per nanosecond, from two readings of the TSC and the monotonic clock.
+fn ticks_per_ns(from: (u64, Instant), to: (u64, Instant)) -> f64 {
+    let ns = to.1.duration_since(from.1).as_nanos().max(1) as f64;
+    (to.0.saturating_sub(from.0)) as f64 / ns
+}
+
+/// The time tool: the functions it times, and whether it times their callees too.
+pub struct Time {
+    specs: Vec<Spec>,
+    callees: bool,
+}
+
+impl Time {
+    /// Parse the function specs (before anything is done to a target).
+    pub fn new(functions: &[String], callees: bool) -> Result<Time, ToolError> {
+        let specs = functions.iter().map(|s| parse_function(s)).collect::<Result<_, _>>()?;
+        Ok(Time { specs, callees })
+    }
+}
+
+impl LiveTool for Time {
+    type Built = Vec<Timed>;
+    type Table = Table;
+
+    /// In a process a timer runs through direct tail calls; the kernel's timers stop at a
+    /// tail call's jump (its instrumentation has no tail stacks).
+    fn build(
+        &self,
+        images: &[AnalyzedImage],
+        aliases: &[Vec<String>],
+        kind: TargetKind,
+    ) -> Result<(Vec<Probe>, usize, Vec<Timed>), ToolError> {
+        let through_tail_calls = kind == TargetKind::Process;
+        let (mut probes, mut timed) =
+            timer_probes(images, aliases, &self.specs, through_tail_calls)?;
+        if self.callees {
+            callee_probes(images, &mut probes, &mut timed);
+        }
+        let timers = timed.len();
+        Ok((probes, timers, timed))
+    }
+
+    fn installed(&self, timed: &Vec<Timed>, events: &mut dyn Events) {
+        for f in timed.iter().filter(|f| f.exits.is_empty()) {
+            events.say(&format!(
+                "{} has no exit kerf can see; its time runs until kerf stops",
+                f.name
+            ));
+        }
+    }
+
+    fn table(&self, timed: &Vec<Timed>, _probes: usize, inst: &dyn Installed) -> Table {
+        Table::new(timed.len(), inst.installed_at())
+    }
+
+    fn render(&self, table: &mut Table, timed: &Vec<Timed>, inst: &dyn Installed) -> String {
+        table.render(timed, inst)
+    }
+
+    fn summarize(&self, timed: &Vec<Timed>, _probes: &[Probe], inst: &dyn Installed) -> Value {
+        let (summary, mut extra) = summarize(inst, timed);
+        extra["functions"] = Value::Array(summary);
+        extra
+    }
+
+    fn final_table(&self, summary: &Value) -> String {
+        final_table(summary)
+    }
+}
+
+/// The live table: per interval, each timer that ran in it (calls, or threads inside), the
+/// busiest first (at most `TOP_ROWS`), with its calls, time per outermost call, time per
+/// second and threads inside; one line sums up the others.
+pub struct Table {
+    since: (u64, Instant),
+    last_at: (u64, Instant),
+    /// Per timer: calls, nanoseconds and outermost calls at the last print.
+    last: Vec<(u64, u64, u64)>,
+}
+
+impl Table {
+    fn new(timers: usize, since: (u64, Instant)) -> Table {
+        Table { since, last_at: since, last: vec![(0, 0, 0); timers] }
+    }
+
+    fn render(&mut self, timed: &[Timed], inst: &dyn Installed) -> String {
+        let now = (tsc(), Instant::now());
+        let hz = ticks_per_ns(self.since, now);
+        let secs = now.1.duration_since(self.last_at.1).as_secs_f64().max(1e-9);
+        let mut rows = Vec::new();
+        let mut idle = 0usize;
+        for (k, f) in timed.iter().enumerate() {
+            let s = inst.timer(k, now.0);
+            let (calls, ns) = (s.calls - self.last[k].0, (s.cycles as f64 / hz) as u64);
+            let outer = s.outer - self.last[k].2;
+            let dns = ns.saturating_sub(self.last[k].1);
+            self.last[k] = (s.calls, ns, s.outer);
+            if calls == 0 && s.inside == 0 {
+                idle += 1;
+                continue;
+            }
+            let row = format!(
+                "{:>12.0} {:>12} {:>12} {:>8.2}  {}\n",
+                calls as f64 / secs,
+                if outer > 0 { fmt_ns(dns as f64 / outer as f64) } else { "-".into() },
+                fmt_ns(dns as f64 / secs),
+                dns as f64 / (secs * 1e9),
+                f.name
+            );
+            rows.push((dns, row));
+        }
+        self.last_at = now;
+        rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+        let mut t = format!(
+            "{:>12} {:>12} {:>12} {:>8}  function\n",
+            "calls/s", "avg/call", "time/s", "threads"
+        );
+        for (_, row) in rows.iter().take(TOP_ROWS) {
+            t.push_str(row);
+        }
+        let more = rows.len().saturating_sub(TOP_ROWS);
+        let more = if more > 0 { format!("{more} more ran, ") } else { String::new() };
+        let _ = writeln!(t, "{:>12}  ({more}{idle} functions idle)", "");
+        t
+    }
+}
+
+/// Per timer, its totals (timers whose entry the kernel's driver refused are left out), and
+/// the fields every summary has (`timed_seconds`, `tsc_ghz`).
+fn summarize(inst: &dyn Installed, timed: &[Timed]) -> (Vec<Value>, Value) {
+    let now = (tsc(), Instant::now());
+    let hz = ticks_per_ns(inst.installed_at(), now);
+    let elapsed_ns = now.1.duration_since(inst.installed_at().1).as_nanos().max(1) as f64;
+    let summary = timed
+        .iter()
+        .enumerate()
+        .filter_map(|(k, f)| {
+            let s = inst.timer(k, now.0);
+            let total_ns = s.cycles as f64 / hz;
+            let mut v = site_json(inst.site(f.entry)?);
+            v["spec"] = json!(f.spec);
+            v["function"] = json!(f.name);
+            if let Some((caller, callee)) = &f.call {
+                v["caller"] = json!(caller);
+                v["callee"] = json!(callee);
+            }
+            v["calls"] = json!(s.calls);
+            v["count"] = json!(s.calls);
+            v["outermost_calls"] = json!(s.outer);
+            v["total_ns"] = json!(total_ns.round() as u64);
+            // Per outermost call: a recursion's inner calls are inside its interval.
+            v["avg_ns"] = json!(if s.outer > 0 { total_ns / s.outer as f64 } else { 0.0 });
+            v["concurrency"] = json!(total_ns / elapsed_ns);
+            v["threads_inside"] = json!(s.inside);
+            v["lost"] = json!(s.lost);
+            v["unmatched_exits"] = json!(s.unmatched);
+            v["exits"] = json!(f
+                .exits
+                .iter()
+                .filter_map(|&i| inst.site(i).map(site_json))
+                .collect::<Vec<_>>());
+            if !f.tail_callees.is_empty() {
+                v["tail_callees"] = json!(f.tail_callees);
+            }
+            Some(v)
+        })
+        .collect();
+    (summary, json!({"timed_seconds": elapsed_ns / 1e9, "tsc_ghz": hz}))
+}
+
+/// A table of every timer of a summary: calls, total time, time per call, concurrency.
+pub fn final_table(v: &Value) -> String {
+    let mut t =
+        format!("{:>12} {:>12} {:>12} {:>8}  function\n", "calls", "total", "avg/call", "threads");
+    for v in v["functions"].as_array().into_iter().flatten() {
+        let calls = v["calls"].as_u64().unwrap_or(0);
+        let total = v["total_ns"].as_u64().unwrap_or(0) as f64;
+        let avg = v["avg_ns"].as_f64().unwrap_or(0.0);
+        let _ = writeln!(
+            t,
+            "{calls:>12} {:>12} {:>12} {:>8.2}  {} ({} {})",
+            fmt_ns(total),
+            if avg > 0.0 { fmt_ns(avg) } else { "-".into() },
+            v["concurrency"].as_f64().unwrap_or(0.0),
+            v["function"].as_str().unwrap_or(""),
+            v["kind"].as_str().unwrap_or(""),
+            v["address"].as_str().unwrap_or("")
+        );
+    }
+    t
+}
+
+/// A timer per function: a start probe at its entry and a stop probe at each exit. With
+/// `through_tail_calls`, a direct tail call (`jmp g`) is not an exit: the timer runs on until
+/// the return that `g` (or what `g` tail-calls in turn) makes to the function's caller, so
+/// every return of those functions gets a tail-return probe (see codegen's timer module).
+fn timer_probes(
+    images: &[AnalyzedImage],
+    aliases: &[Vec<String>],
+    specs: &[Spec],
+    through_tail_calls: bool,
+) -> Result<(Vec<Probe>, Vec<Timed>), ToolError> {
+    let mut probes = Vec::new();
+    let mut timed: Vec<Timed> = Vec::new();
+    let mut by_func: HashMap<(usize, u32), usize> = HashMap::new();
+    let mut exit_points: Vec<(usize, Point)> = Vec::new();
+    for s in specs {
+        for point in resolve(images, aliases, std::slice::from_ref(s))? {
+            let key = (point.module, point.func.0);
+            if by_func.contains_key(&key) {
+                continue;
+            }
+            by_func.insert(key, timed.len());
+            let name = images[point.module].analysis.cfg.function(point.func).name.clone();
+            timed.push(Timed {
+                spec: s.text.clone(),
+                name,
+                call: None,
+                entry: probes.len(),
+                exits: Vec::new(),
+                tail_callees: Vec::new(),
+            });
+            probes.push(Probe { point, action: Action::TimerStart(timed.len() - 1) });
+        }
+        let SpecWhat::Symbol { pattern, .. } = &s.what else { continue };
+        let exits = Spec {
+            text: s.text.clone(),
+            module: s.module.clone(),
+            what: SpecWhat::Symbol {
+                pattern: pattern.clone(),
+                offset: 0,
+                blocks: false,
+                exits: true,
+            },
+        };
+        // A function without a return or tail call (it loops forever or only ends the
+        // program) has no exits; resolving them then fails, which is not an error here.
+        for point in resolve(images, aliases, &[exits]).unwrap_or_default() {
+            if let Some(&t) = by_func.get(&(point.module, point.func.0)) {
+                exit_points.push((t, point));
+            }
+        }
+    }
+    // Each exit: a tail call to follow, or the end of the call.
+    let mut roots: Vec<(usize, FuncId)> = Vec::new();
+    let mut exits: Vec<Probe> = Vec::new();
+    for (t, point) in exit_points {
+        let img = &images[point.module];
+        let target = if through_tail_calls { direct_tail_jump(img, &point) } else { None };
+        let action = match target {
+            Some(g) => {
+                roots.extend([(point.module, point.func), (point.module, g)]);
+                timed[t].tail_callees.push(img.analysis.cfg.function(g).name.clone());
+                Action::TimerTailCall(t)
+            }
+            None => Action::TimerStop(t),
+        };
+        exits.push(Probe { point, action });
+    }
+    // The returns that may end a tail call, planned before the timers' own exits so that
+    // where both meet the tail return (which must know the stack pointer at its exit) picks
+    // the site.
+    for (m, h) in tail_closure(images, roots) {
+        let img = &images[m];
+        let cfg = &img.analysis.cfg;
+        let fun = cfg.function(h);
+        for b in cfg.blocks_of(h) {
+            if !matches!(b.term, Terminator::Return | Terminator::IndirectTailCall) {
+                continue;
+            }
+            let Some(a) = last_instruction(img, b) else { continue };
+            let point = Point {
+                spec: format!("{} (returns of tail calls)", fun.name),
+                label: format!("{}+{:#x}", fun.name, a.0 - fun.entry.0),
+                module: m,
+                func: h,
+                addr: a,
+                at_exit: true,
+            };
+            probes.push(Probe { point, action: Action::TimerTailReturn });
+        }
+    }
+    for p in exits {
+        if let Action::TimerStop(t) | Action::TimerTailCall(t) = p.action {
+            timed[t].exits.push(probes.len());
+        }
+        probes.push(p);
+    }
+    Ok((probes, timed))
+}
+
+/// The function an exit point jumps to, when it is a direct tail call (`jmp g`; not a fall
+/// through into the next function, whose stack pointer at the transfer the probe cannot
+/// know).
+fn direct_tail_jump(img: &AnalyzedImage, point: &Point) -> Option<FuncId> {
+    let cfg = &img.analysis.cfg;
+    let b = cfg.block(cfg.block_containing(point.func, point.addr)?);
+    if b.term != Terminator::TailCall {
+        return None;
+    }
+    let (base, bytes) = img.code_region(point.addr)?;
+    let insn = kerf_arch::x86_64::Scanner::new(bytes, base).decode(point.addr)?;
+    if !insn.is_jmp_short_or_near() {
+        return None;
+    }
+    cfg.edges_of(b).find_map(|e| match (e.kind, e.target) {
+        (EdgeKind::TailCall, EdgeTarget::Function(g)) => Some(g),
+        _ => None,
+    })
+}
+
+/// Every function reachable from `roots` by direct tail calls (jumps, conditional jumps,
+/// jump-table entries and falls into the next function), roots included: a tail call's
+/// frame may end at any of their returns.
+fn tail_closure(images: &[AnalyzedImage], roots: Vec<(usize, FuncId)>) -> Vec<(usize, FuncId)> {
+    let mut seen: std::collections::HashSet<(usize, FuncId)> = roots.iter().copied().collect();
+    let mut todo = roots;
+    let mut out = Vec::new();
+    while let Some((m, h)) = todo.pop() {
+        out.push((m, h));
+        let cfg = &images[m].analysis.cfg;
+        for b in cfg.blocks_of(h) {
+            for e in cfg.edges_of(b) {
+                if let (EdgeKind::TailCall, EdgeTarget::Function(g)) = (e.kind, e.target) {
+                    if seen.insert((m, g)) {
+                        todo.push((m, g));
+                    }
+                }
+            }
+        }
+    }
+    out.sort_unstable_by_key(|&(m, h)| (m, h.0));
+    out
+}
+
+/// A timer per (timed function, callee): started at each call instruction to that callee and
+/// stopped at the call's return address. An indirect call counts as the callee
+/// `(indirect)`; calls that never return (no return address block) are left out. A path that
+/// reaches a return address without the call (another branch joining there) only counts as
+/// an unmatched exit.
+fn callee_probes(images: &[AnalyzedImage], probes: &mut Vec<Probe>, timed: &mut Vec<Timed>) {
+    let callers: Vec<(usize, usize)> =
+        timed.iter().enumerate().map(|(k, t)| (k, t.entry)).collect();
+    let mut by_callee: HashMap<(usize, u32, String), usize> = HashMap::new();
+    for (k, entry) in callers {
+        let (m, f) = (probes[entry].point.module, probes[entry].point.func);
+        let img = &images[m];
+        let cfg = &img.analysis.cfg;
+        let caller = cfg.function(f).name.clone();
+        for b in cfg.blocks_of(f) {
+            if !matches!(b.term, Terminator::Call | Terminator::IndirectCall) {
+                continue;
+            }
+            let edges = cfg.edges_of(b);
+            let callee = edges
+                .clone()
+                .find(|e| e.kind == EdgeKind::Call)
+                .and_then(|e| match e.target {
+                    EdgeTarget::Function(g) => Some(cfg.function(g).name.clone()),
+                    _ => None,
+                })
+                .unwrap_or_else(|| "(indirect)".to_string());
+            let ret = edges.clone().find_map(|e| match (e.kind, e.target) {
+                (EdgeKind::FallThrough, EdgeTarget::Block(r)) => Some(cfg.block(r).start),
+                _ => None,
+            });
+            let (Some(ret), Some(call)) = (ret, last_instruction(img, b)) else { continue };
+            let key = (m, f.0, callee.clone());
+            // A new timer's `entry` is its first call site, pushed just below.
+            let t = *by_callee.entry(key).or_insert_with(|| {
+                timed.push(Timed {
+                    spec: timed[k].spec.clone(),
+                    name: format!("{caller} > {callee}"),
+                    call: Some((caller.clone(), callee.clone())),
+                    entry: probes.len(),
+                    exits: Vec::new(),
+                    tail_callees: Vec::new(),
+                });
+                timed.len() - 1
+            });
+            let fun = cfg.function(f);
+            let spec = timed[k].spec.clone();
+            let point = |a: kerf_arch::ImageAddr| Point {
+                spec: spec.clone(),
+                label: format!("{}+{:#x}", fun.name, a.0 - fun.entry.0),
+                module: m,
+                func: f,
+                addr: a,
+                at_exit: false,
+            };
+            probes.push(Probe { point: point(call), action: Action::TimerStart(t) });
+            timed[t].exits.push(probes.len());
+            probes.push(Probe { point: point(ret), action: Action::TimerStop(t) });
+        }
+    }
+}
+
+/// The address of a block's last instruction.
+fn last_instruction(
+    img: &kerf_session::AnalyzedImage,
+    b: &kerf_analysis::cfg::Block,
+) -> Option<kerf_arch::ImageAddr> {
+    let (base, bytes) = img.code_region(b.start)?;
+    let mut sc = kerf_arch::x86_64::Scanner::new(bytes, base);
+    let mut a = b.start;
+    loop {
+        let next = kerf_arch::ImageAddr(sc.decode(a)?.next_ip());
+        if next >= b.end() {
+            return Some(a);
+        }
+        a = next;
+    }
+}
+
+/// Nanoseconds, shortened with a unit.
+fn fmt_ns(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.2} s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.2} ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.2} us", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
