@@ -2,7 +2,7 @@
 //! each interval, and every point's final count.
 
 use crate::error::ToolError;
-use crate::live::{resolve, site_json, Events, LiveTool, TargetKind};
+use crate::live::{resolve, site_json, LiveTool, TargetKind};
 use kerf_session::instrument::{Action, Probe};
 use kerf_session::live::Installed;
 use kerf_session::spec::{self, Spec};
@@ -44,8 +44,6 @@ impl LiveTool for Count {
     ) -> Result<(Vec<Probe>, usize, ()), ToolError> {
         Ok((counters(resolve(images, aliases, &self.specs)?), 0, ()))
     }
-
-    fn installed(&self, _built: &(), _events: &mut dyn Events) {}
 
     fn table(&self, _built: &(), probes: usize, _inst: &dyn Installed) -> Table {
         Table::new(probes)

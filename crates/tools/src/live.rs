@@ -297,3 +297,37 @@ pub fn site_json(s: &Site) -> Value {
     }
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_target_object_says_what_became_of_the_target() {
+        let cases = [
+            (Stop::Ended(End::Exited(3)), json!({"exit_code": 3})),
+            (
+                Stop::Ended(End::Killed { signal: 9, core_dumped: false }),
+                json!({"signal": 9, "signal_name": "SIGKILL", "core_dumped": false}),
+            ),
+            (Stop::Ended(End::Unknown), json!({"exited": true})),
+            (Stop::Exec(Some("/bin/true".into())), json!({"exec": "/bin/true"})),
+            (Stop::Exec(None), json!({"exec": null})),
+            (Stop::Duration, Value::Null),
+            (Stop::Interrupted, Value::Null),
+        ];
+        for (stop, v) in cases {
+            assert_eq!(stop_json(&stop), v, "{stop:?}");
+        }
+    }
+
+    #[test]
+    fn merged_fields_join_the_summary() {
+        let mut v = json!({"pid": 7, "stopped": "duration reached"});
+        merge(&mut v, json!({"points": [], "tsc_ghz": 2.5}));
+        assert_eq!(
+            v,
+            json!({"pid": 7, "stopped": "duration reached", "points": [], "tsc_ghz": 2.5})
+        );
+    }
+}

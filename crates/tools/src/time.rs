@@ -473,3 +473,55 @@ fn fmt_ns(ns: f64) -> String {
         format!("{ns:.0} ns")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_shortened_with_their_unit() {
+        let cases = [
+            (0.0, "0 ns"),
+            (999.4, "999 ns"),
+            (1_500.0, "1.50 us"),
+            (2_345_678.0, "2.35 ms"),
+            (3.2e9, "3.20 s"),
+        ];
+        for (ns, text) in cases {
+            assert_eq!(fmt_ns(ns), text, "{ns} ns");
+        }
+    }
+
+    #[test]
+    fn final_table_has_a_row_per_function_and_a_dash_for_no_outermost_call() {
+        let v = json!({"functions": [
+            {"calls": 10, "total_ns": 5000, "avg_ns": 500.0, "concurrency": 0.25,
+             "function": "leaf", "kind": "jump5", "address": "0x401000"},
+            {"calls": 0, "total_ns": 0, "avg_ns": 0.0, "concurrency": 0.0,
+             "function": "main > puts", "kind": "trap", "address": "0x401100"},
+        ]});
+        let rows: Vec<String> = final_table(&v).lines().map(str::to_string).collect();
+        assert_eq!(rows.len(), 3);
+        assert_eq!(
+            rows[0],
+            format!(
+                "{:>12} {:>12} {:>12} {:>8}  function",
+                "calls", "total", "avg/call", "threads"
+            )
+        );
+        assert_eq!(
+            rows[1],
+            format!(
+                "{:>12} {:>12} {:>12} {:>8}  leaf (jump5 0x401000)",
+                10, "5.00 us", "500 ns", "0.25"
+            )
+        );
+        assert_eq!(
+            rows[2],
+            format!(
+                "{:>12} {:>12} {:>12} {:>8}  main > puts (trap 0x401100)",
+                0, "0 ns", "-", "0.00"
+            )
+        );
+    }
+}

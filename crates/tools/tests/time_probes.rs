@@ -5,27 +5,15 @@
 //! from its instruction to its return address.
 
 use kerf_session::instrument::{Action, Probe};
-use kerf_session::{analyze_file, AnalyzedImage, LoadOptions};
+use kerf_session::AnalyzedImage;
 use kerf_tools::live::{LiveTool, TargetKind};
 use kerf_tools::time::{Time, Timed};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
-/// `tests/fixtures/tailcall.c` at -O2, analysed (without the cache).
+mod common;
+
+/// `tests/fixtures/tailcall.c` at -O2, analysed.
 fn tailcall() -> AnalyzedImage {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fixtures");
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tailcall.c");
-    let out = dir.join("tailcall-O2-tools");
-    let st = Command::new("gcc")
-        .args(["-O2", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("gcc is needed (Debian package gcc)");
-    assert!(st.success(), "gcc failed on tailcall.c");
-    let opts = LoadOptions { no_cache: true, ..LoadOptions::default() };
-    analyze_file(&out, &opts, &kerf_tools::Quiet).expect("the fixture analyses")
+    common::analysed("tailcall", "-O2")
 }
 
 fn build(
