@@ -3,8 +3,8 @@
 //! why sampling stopped; the signals that end it; and [`Installed`], what a tool reads from
 //! probes installed in either.
 //!
-//! The only code that knows the two installers apart is the pair of `impl Installed` blocks
-//! and [`ProcessTarget::finish`] / [`KernelTarget::install`].
+//! The only code that knows the two installers apart is the pair of `impl Installed` blocks,
+//! `install` and `finish` of [`ProcessTarget`] and [`KernelTarget`]: tools name neither type.
 
 use crate::checked::{self, CheckedError};
 use crate::instrument::{InstrumentError, Instrumentation, Options, Probe, Removed, Site};
@@ -492,6 +492,25 @@ impl KernelTarget {
         let opts = KernelOptions { force_kind, only_pid: self.only_pid };
         KernelInstrumentation::install(&self.kernel, probes, timers, opts)
     }
+
+    /// Take the probes out of the kernel.
+    pub fn finish(&self, inst: KernelInstrumentation<'_>) -> Result<(), InstrumentError> {
+        inst.remove()
+    }
+}
+
+/// How the splicing went, for the line a tool says once its probes are in.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Spliced {
+    /// System calls guarded for trap splices (a process).
+    pub guards: usize,
+    /// The longest time the target was stopped, and the longest of one splice batch (a
+    /// process; zero in the kernel, whose driver splices with the machine running).
+    pub longest_pause: Duration,
+    pub longest_splice_pause: Duration,
+    /// How long planning, writing and splicing took, as the installer measured it (the
+    /// kernel; `None` in a process, where the tool measures it around the cache checks).
+    pub splice_time: Option<Duration>,
 }
 
 /// A probe left out: no splice kind could take it, or the kernel's driver refused it.
@@ -514,6 +533,10 @@ pub trait Installed {
     fn installed_at(&self) -> (u64, Instant);
     /// The probes left out.
     fn refused(&self) -> Vec<Refusal<'_>>;
+    fn spliced(&self) -> Spliced;
+    /// Where kerf's code heaps start in the target (a process: they vanish from its maps
+    /// when it runs `exec`; none in the kernel).
+    fn code_heaps(&self) -> Vec<u64>;
 }
 
 impl Installed for Instrumentation {
@@ -536,6 +559,17 @@ impl Installed for Instrumentation {
         let r = self.refused.iter();
         r.map(|r| Refusal { label: &r.label, addr: r.addr, reason: &r.reason }).collect()
     }
+    fn spliced(&self) -> Spliced {
+        Spliced {
+            guards: self.guards(),
+            longest_pause: self.longest_pause,
+            longest_splice_pause: self.longest_splice_pause,
+            splice_time: None,
+        }
+    }
+    fn code_heaps(&self) -> Vec<u64> {
+        Instrumentation::code_heaps(self)
+    }
 }
 
 impl Installed for KernelInstrumentation<'_> {
@@ -557,5 +591,11 @@ impl Installed for KernelInstrumentation<'_> {
     fn refused(&self) -> Vec<Refusal<'_>> {
         let r = self.refused.iter();
         r.map(|(label, addr, reason)| Refusal { label, addr: *addr, reason }).collect()
+    }
+    fn spliced(&self) -> Spliced {
+        Spliced { splice_time: Some(self.splice_time), ..Spliced::default() }
+    }
+    fn code_heaps(&self) -> Vec<u64> {
+        Vec::new()
     }
 }

@@ -8,10 +8,10 @@
 
 use crate::error::ToolError;
 use kerf_patch::SpliceKind;
-use kerf_session::instrument::{Instrumentation, Options, Probe, Site};
-use kerf_session::kernel::KernelInstrumentation;
+use kerf_session::instrument::{Options, Probe, Site};
 use kerf_session::live::{
-    check_interrupted, sample_loop, signal_name, End, Installed, Refusal, Sampling, Stop, Target,
+    check_interrupted, sample_loop, signal_name, End, Installed, Refusal, Sampling, Spliced, Stop,
+    Target,
 };
 use kerf_session::spec::{self, Point, Spec};
 use kerf_session::AnalyzedImage;
@@ -121,7 +121,7 @@ pub fn run<T: LiveTool>(
             let refused = refused_json(&inst, events);
             tool.installed(&built, events);
             let mut table = tool.table(&built, probes.len(), &inst);
-            let mut stop = p.sample(opts.sampling, &inst.code_heaps(), || {
+            let mut stop = p.sample(opts.sampling, &Installed::code_heaps(&inst), || {
                 if opts.live_table {
                     events.live(&tool.render(&mut table, &built, &inst));
                 }
@@ -129,7 +129,8 @@ pub fn run<T: LiveTool>(
             // Results first: the shared data heap stays readable here even after the target
             // is gone.
             let fields = tool.summarize(&built, &probes, &inst);
-            let (pause, batch_pause) = (inst.longest_pause, inst.longest_splice_pause);
+            let Spliced { longest_pause: pause, longest_splice_pause: batch_pause, .. } =
+                inst.spliced();
             let removal = p.finish(inst, &mut stop);
             let pid = p.pid;
             let failure = stop.killed().then(|| ToolError::Killed { ended: stop.describe(pid) });
@@ -179,8 +180,8 @@ pub fn run<T: LiveTool>(
             )
             .describe(0);
             let fields = tool.summarize(&built, &probes, &inst);
-            let splice_seconds = inst.splice_time.as_secs_f64();
-            let removal = inst.remove();
+            let splice_seconds = inst.spliced().splice_time.unwrap_or_default().as_secs_f64();
+            let removal = k.finish(inst);
             let mut v = json!({"kernel": true, "stopped": why, "refused": refused,
                    "splice_seconds": splice_seconds,
                    "seconds": k.started.elapsed().as_secs_f64()});
@@ -238,7 +239,7 @@ fn kinds(sites: &[Site], k: SpliceKind) -> usize {
 }
 
 /// The line said once every kernel probe is in.
-fn kernel_spliced_line(inst: &KernelInstrumentation<'_>) -> String {
+fn kernel_spliced_line(inst: &dyn Installed) -> String {
     let sites = inst.sites();
     format!(
         "{} points spliced in the kernel ({} jump5, {} jump2, {} trap; {} left out) in {:.1} ms; Ctrl-C to stop",
@@ -246,16 +247,17 @@ fn kernel_spliced_line(inst: &KernelInstrumentation<'_>) -> String {
         kinds(sites, SpliceKind::Jump5),
         kinds(sites, SpliceKind::Jump2),
         kinds(sites, SpliceKind::Trap),
-        inst.refused.len(),
-        inst.splice_time.as_secs_f64() * 1e3,
+        inst.refused().len(),
+        inst.spliced().splice_time.unwrap_or_default().as_secs_f64() * 1e3,
     )
 }
 
 /// The line said once every probe is in a process.
-fn spliced_line(inst: &Instrumentation, pid: i32, took: Duration) -> String {
+fn spliced_line(inst: &dyn Installed, pid: i32, took: Duration) -> String {
     let sites = inst.sites();
     let n = sites.len();
-    let guards = match inst.guards() {
+    let spliced = inst.spliced();
+    let guards = match spliced.guards {
         0 => String::new(),
         g => format!(", {g} system calls guarded for them"),
     };
@@ -266,8 +268,8 @@ fn spliced_line(inst: &Instrumentation, pid: i32, took: Duration) -> String {
         kinds(sites, SpliceKind::Trap),
         took.as_secs_f64() * 1e3,
         took.as_secs_f64() * 1e6 / n.max(1) as f64,
-        inst.longest_pause.as_micros(),
-        inst.longest_splice_pause.as_micros()
+        spliced.longest_pause.as_micros(),
+        spliced.longest_splice_pause.as_micros()
     )
 }
 
