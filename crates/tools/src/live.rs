@@ -10,8 +10,8 @@ use crate::error::ToolError;
 use kerf_patch::SpliceKind;
 use kerf_session::instrument::{Options, Probe, Site};
 use kerf_session::live::{
-    check_interrupted, sample_loop, signal_name, End, Installed, Refusal, Sampling, Spliced, Stop,
-    Target,
+    check_interrupted, sample_loop, signal_name, End, Installed, KernelTarget, ProcessTarget,
+    Refusal, Sampling, Spliced, Stop, Target,
 };
 use kerf_session::spec::{self, Point, Spec};
 use kerf_session::AnalyzedImage;
@@ -103,97 +103,113 @@ pub fn run<T: LiveTool>(
     events: &mut dyn Events,
 ) -> Result<Report, ToolError> {
     match target {
-        Target::Process(p) => {
-            for w in std::mem::take(&mut p.warnings) {
-                events.warn(&w);
-            }
-            check_interrupted()?;
-            let t = Instant::now();
-            let o = Options { force_kind: opts.force_kind, only_thread: opts.tid };
-            let (inst, probes, built, warnings) =
-                p.install(o, |m, a| tool.build(m, a, TargetKind::Process))?;
-            for w in &warnings {
-                events.warn(w);
-            }
-            let splice_time = t.elapsed();
-            p.release()?;
-            events.say(&spliced_line(&inst, p.pid, splice_time));
-            let refused = refused_json(&inst, events);
-            tool.installed(&built, events);
-            let mut table = tool.table(&built, probes.len(), &inst);
-            let mut stop = p.sample(opts.sampling, &Installed::code_heaps(&inst), || {
-                if opts.live_table {
-                    events.live(&tool.render(&mut table, &built, &inst));
-                }
-            });
-            // Results first: the shared data heap stays readable here even after the target
-            // is gone.
-            let fields = tool.summarize(&built, &probes, &inst);
-            let Spliced { longest_pause: pause, longest_splice_pause: batch_pause, .. } =
-                inst.spliced();
-            let removal = p.finish(inst, &mut stop);
-            let pid = p.pid;
-            let failure = stop.killed().then(|| ToolError::Killed { ended: stop.describe(pid) });
-            let mut v = json!({"pid": pid, "stopped": stop.describe(pid), "target": stop_json(&stop),
-                   "refused": refused,
-                   "longest_pause_us": pause.as_micros() as u64,
-                   "longest_splice_pause_us": batch_pause.as_micros() as u64,
-                   "splice_seconds": splice_time.as_secs_f64(),
-                   "seconds": p.started.elapsed().as_secs_f64()});
-            merge(&mut v, fields);
-            // A failure is kerf's last line; other ends are said with the summary.
-            let stopped = failure.is_none().then(|| stop.describe(pid));
-            let (warning_after, error) = match removal {
-                Err(source) => (None, Some(ToolError::Restore { pid, source })),
-                Ok(r) => {
-                    let warning = (!r.kept.is_empty()).then(|| {
-                        let bytes: u64 = r.kept.iter().map(|k| k.1).sum();
-                        format!(
-                            "every splice is removed, but {} KiB of kerf's code and data stay mapped in process {pid}: {}",
-                            bytes / 1024,
-                            r.why.as_deref().unwrap_or("unknown")
-                        )
-                    });
-                    (warning, failure)
-                }
-            };
-            Ok(Report { json: v, stopped, warning_after, error })
-        }
-        Target::Kernel(k) => {
-            let (probes, timers, built) = tool.build(&k.kernel.images, &[], TargetKind::Kernel)?;
-            check_interrupted()?;
-            let inst =
-                k.install(&probes, timers, opts.force_kind).map_err(ToolError::KernelInstall)?;
-            events.say(&kernel_spliced_line(&inst));
-            let refused = refused_json(&inst, events);
-            tool.installed(&built, events);
-            let mut table = tool.table(&built, probes.len(), &inst);
-            let why = sample_loop(
-                k.started,
-                opts.sampling,
-                || None,
-                || {
-                    if opts.live_table {
-                        events.live(&tool.render(&mut table, &built, &inst));
-                    }
-                },
-            )
-            .describe(0);
-            let fields = tool.summarize(&built, &probes, &inst);
-            let splice_seconds = inst.spliced().splice_time.unwrap_or_default().as_secs_f64();
-            let removal = k.finish(inst);
-            let mut v = json!({"kernel": true, "stopped": why, "refused": refused,
-                   "splice_seconds": splice_seconds,
-                   "seconds": k.started.elapsed().as_secs_f64()});
-            merge(&mut v, fields);
-            Ok(Report {
-                json: v,
-                stopped: Some(why),
-                warning_after: None,
-                error: removal.err().map(ToolError::RestoreKernel),
-            })
-        }
+        Target::Process(p) => run_process(tool, p, opts, events),
+        Target::Kernel(k) => run_kernel(tool, k, opts, events),
     }
+}
+
+/// [`run`] in a process: warnings of its analysis, the probes in (through the cache checks),
+/// a launched command let go, sampling until the duration, its end or `exec`, or a signal,
+/// and the probes out (or forgotten, after an `exec`).
+fn run_process<T: LiveTool>(
+    tool: &T,
+    p: &mut ProcessTarget,
+    opts: &LiveOptions,
+    events: &mut dyn Events,
+) -> Result<Report, ToolError> {
+    for w in std::mem::take(&mut p.warnings) {
+        events.warn(&w);
+    }
+    check_interrupted()?;
+    let t = Instant::now();
+    let o = Options { force_kind: opts.force_kind, only_thread: opts.tid };
+    let (inst, probes, built, warnings) =
+        p.install(o, |m, a| tool.build(m, a, TargetKind::Process))?;
+    for w in &warnings {
+        events.warn(w);
+    }
+    let splice_time = t.elapsed();
+    p.release()?;
+    events.say(&spliced_line(&inst, p.pid, splice_time));
+    let refused = refused_json(&inst, events);
+    tool.installed(&built, events);
+    let mut table = tool.table(&built, probes.len(), &inst);
+    let mut stop = p.sample(opts.sampling, &Installed::code_heaps(&inst), || {
+        if opts.live_table {
+            events.live(&tool.render(&mut table, &built, &inst));
+        }
+    });
+    // Results first: the shared data heap stays readable here even after the target
+    // is gone.
+    let fields = tool.summarize(&built, &probes, &inst);
+    let Spliced { longest_pause: pause, longest_splice_pause: batch_pause, .. } = inst.spliced();
+    let removal = p.finish(inst, &mut stop);
+    let pid = p.pid;
+    let failure = stop.killed().then(|| ToolError::Killed { ended: stop.describe(pid) });
+    let mut v = json!({"pid": pid, "stopped": stop.describe(pid), "target": stop_json(&stop),
+           "refused": refused,
+           "longest_pause_us": pause.as_micros() as u64,
+           "longest_splice_pause_us": batch_pause.as_micros() as u64,
+           "splice_seconds": splice_time.as_secs_f64(),
+           "seconds": p.started.elapsed().as_secs_f64()});
+    merge(&mut v, fields);
+    // A failure is kerf's last line; other ends are said with the summary.
+    let stopped = failure.is_none().then(|| stop.describe(pid));
+    let (warning_after, error) = match removal {
+        Err(source) => (None, Some(ToolError::Restore { pid, source })),
+        Ok(r) => {
+            let warning = (!r.kept.is_empty()).then(|| {
+                let bytes: u64 = r.kept.iter().map(|k| k.1).sum();
+                format!(
+                    "every splice is removed, but {} KiB of kerf's code and data stay mapped in process {pid}: {}",
+                    bytes / 1024,
+                    r.why.as_deref().unwrap_or("unknown")
+                )
+            });
+            (warning, failure)
+        }
+    };
+    Ok(Report { json: v, stopped, warning_after, error })
+}
+
+/// [`run`] in the kernel, through kerf's driver: sampling ends with the duration or a signal.
+fn run_kernel<T: LiveTool>(
+    tool: &T,
+    k: &KernelTarget,
+    opts: &LiveOptions,
+    events: &mut dyn Events,
+) -> Result<Report, ToolError> {
+    let (probes, timers, built) = tool.build(&k.kernel.images, &[], TargetKind::Kernel)?;
+    check_interrupted()?;
+    let inst = k.install(&probes, timers, opts.force_kind).map_err(ToolError::KernelInstall)?;
+    events.say(&kernel_spliced_line(&inst));
+    let refused = refused_json(&inst, events);
+    tool.installed(&built, events);
+    let mut table = tool.table(&built, probes.len(), &inst);
+    let why = sample_loop(
+        k.started,
+        opts.sampling,
+        || None,
+        || {
+            if opts.live_table {
+                events.live(&tool.render(&mut table, &built, &inst));
+            }
+        },
+    )
+    .describe(0);
+    let fields = tool.summarize(&built, &probes, &inst);
+    let splice_seconds = inst.spliced().splice_time.unwrap_or_default().as_secs_f64();
+    let removal = k.finish(inst);
+    let mut v = json!({"kernel": true, "stopped": why, "refused": refused,
+           "splice_seconds": splice_seconds,
+           "seconds": k.started.elapsed().as_secs_f64()});
+    merge(&mut v, fields);
+    Ok(Report {
+        json: v,
+        stopped: Some(why),
+        warning_after: None,
+        error: removal.err().map(ToolError::RestoreKernel),
+    })
 }
 
 /// Add the fields of object `extra` to object `v`.
