@@ -10,7 +10,8 @@
 //! done:
 //! ```
 //! Operands: `%name` (a virtual register), a number (decimal, `0x` hex, or negative
-//! decimal), `[0x7000]` (an absolute address), `[%v]`, `[%v+16]`, `[%v-8]`, a register name
+//! decimal), `[0x7000]` or `[0x7000+8]` (an absolute address), `[%v]`, `[%v+16]`, `[%v-8]`, a
+//! register name
 //! of the point (`rdi`), a label name, and `key=value` where an op names its operands.
 //! The ops and their forms are listed on [`crate::ir::Op`].
 
@@ -255,9 +256,6 @@ fn src(p: &mut Program, s: &str) -> Result<Src, ParseErrorKind> {
 fn addr(p: &mut Program, s: &str) -> Result<Addr, ParseErrorKind> {
     let bad = || ParseErrorKind::BadOperand(s.to_string());
     let inner = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).ok_or_else(bad)?.trim();
-    if !inner.starts_with('%') {
-        return number(inner).map(Addr::Abs).ok_or_else(bad);
-    }
     let (base, disp) = match inner.find(['+', '-']) {
         Some(k) => {
             let d = inner[k + 1..].trim();
@@ -267,6 +265,11 @@ fn addr(p: &mut Program, s: &str) -> Result<Addr, ParseErrorKind> {
         }
         None => (inner, 0),
     };
+    if !base.starts_with('%') {
+        // An absolute address, perhaps written as a base and an offset (`[0x7000+8]`).
+        let at = number(base).ok_or_else(bad)?;
+        return Ok(Addr::Abs(at.wrapping_add(disp as i64 as u64)));
+    }
     Ok(Addr::Based { base: vreg(p, base)?, disp })
 }
 
@@ -425,8 +428,8 @@ out:
 
     #[test]
     fn comments_and_blank_lines_are_dropped() {
-        let p = parse("# a counter\n\n  atomic add [0x7000], 1   # the count\n").unwrap();
-        assert_eq!(print(&p), "    atomic add [0x7000], 1\n");
+        let p = parse("# a counter\n\n  atomic add [0x7000+8], 1   # the count\n").unwrap();
+        assert_eq!(print(&p), "    atomic add [0x7008], 1\n");
     }
 
     #[test]
