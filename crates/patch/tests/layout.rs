@@ -1,0 +1,154 @@
+//! Golden tests of splice planning and code patch layout: for every point of
+//! data/layout.txt, the planned splice (what it displaces, the bytes written at the point)
+//! and the laid-out code patch (snippet, relocated displaced instructions, jump back) as
+//! disassembly must equal data/layout.golden. With `KERF_BLESS=1` the golden file is
+//! rewritten instead (never edit it by hand).
+
+use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter};
+use kerf_arch::x86_64::{FlagSet, RegSet};
+use kerf_codegen::{lower, Context, Env, LiveAt, Primitive};
+use kerf_patch::{
+    build_patch, jump2_bytes, jump5_bytes, plan_jump2, plan_jump5, plan_trap, FunctionView,
+};
+use std::fmt::Write as _;
+use std::path::Path;
+
+const BLESS_CMD: &str = "KERF_BLESS=1 cargo test --release -p kerf-patch --test layout";
+const BASE: u64 = 0x40_1000;
+const PATCH: u64 = 0x50_0000;
+const SPRINGBOARD: u64 = BASE + 0x40;
+const COUNTER: u64 = 0x50_8000;
+
+/// Disassembly of `bytes` at `ip`, one line each, the line's part named by `part(address)`.
+fn listing(bytes: &[u8], ip: u64, part: &dyn Fn(u64) -> &'static str) -> String {
+    let mut d = Decoder::with_ip(64, bytes, ip, DecoderOptions::NONE);
+    let mut f = IntelFormatter::new();
+    let mut out = String::new();
+    while d.can_decode() {
+        let at = d.position();
+        let i = d.decode();
+        let mut t = String::new();
+        f.format(&i, &mut t);
+        let hex: Vec<String> = bytes[at..at + i.len()].iter().map(|b| format!("{b:02x}")).collect();
+        let _ = writeln!(out, "  {:x}  {:<11} {:<30} {t}", i.ip(), part(i.ip()), hex.join(" "));
+    }
+    out
+}
+
+fn point(name: &str, code: &[u8], kind: &str) -> String {
+    let mut out = format!("\n## {name}: {kind}\n");
+    let starts = [BASE];
+    let view = FunctionView {
+        name,
+        extent: BASE..BASE + code.len() as u64,
+        block_starts: &starts,
+        has_unanalysable_jump: false,
+    };
+    let planned = match kind {
+        "jump5" => plan_jump5(code, BASE, BASE, &view),
+        "jump2" => plan_jump2(code, BASE, BASE, &view),
+        "trap" => plan_trap(code, BASE, BASE),
+        other => panic!("{name}: unknown splice kind {other}"),
+    };
+    let d = match planned {
+        Ok(d) => d,
+        Err(r) => {
+            let _ = writeln!(out, "refused: {r}");
+            return out;
+        }
+    };
+    // The displaced instructions, and the padding a jump5 after a `ret` or `jmp` covers too.
+    let insns_end = d.insns.last().map_or(BASE, |i| i.next_ip());
+    let shown = ((insns_end - BASE) as usize).max(d.len);
+    let _ = writeln!(out, "overwrites {} bytes at the point, displaces:", d.len);
+    out += &listing(&code[..shown], BASE, &|a| if a < insns_end { "displaced" } else { "padding" });
+    let splice = match kind {
+        "jump5" => jump5_bytes(BASE, PATCH, d.len).expect("the patch is within reach"),
+        "jump2" => jump2_bytes(BASE, SPRINGBOARD, d.len).expect("the springboard is near"),
+        _ => vec![kerf_patch::INT3],
+    };
+    out += "splice:\n";
+    out += &listing(&splice, BASE, &|a| if a == BASE { "at point" } else { "never run" });
+    if kind == "jump2" {
+        let sb = jump5_bytes(SPRINGBOARD, PATCH, 5).expect("the patch is within reach");
+        out += &listing(&sb, SPRINGBOARD, &|_| "springboard");
+    }
+    let live = LiveAt { regs: RegSet::ALL, flags: FlagSet::ALL };
+    let ctx = Context::counting(live, Env::User);
+    let snippet = lower(&[Primitive::Count { slot: COUNTER }], &ctx).expect("a counter lowers");
+    let snippet_len = build_patch(
+        PATCH,
+        &snippet,
+        &kerf_patch::Displaced { point: BASE, insns: Vec::new(), len: 0 },
+    )
+    .map(|b| b.len() as u64 - 5)
+    .expect("the snippet encodes");
+    match build_patch(PATCH, &snippet, &d) {
+        Ok(bytes) => {
+            let end = PATCH + bytes.len() as u64;
+            let falls_through = bytes.len() >= 5 && bytes[bytes.len() - 5] == 0xe9 && {
+                let rel = i32::from_le_bytes(bytes[bytes.len() - 4..].try_into().unwrap());
+                end.wrapping_add(rel as i64 as u64) == d.resume()
+            };
+            let _ = writeln!(out, "code patch, {} bytes:", bytes.len());
+            out += &listing(&bytes, PATCH, &|a| {
+                if a < PATCH + snippet_len {
+                    "snippet"
+                } else if falls_through && a == end - 5 {
+                    "jump back"
+                } else {
+                    "relocated"
+                }
+            });
+        }
+        Err(e) => {
+            let _ = writeln!(out, "code patch: {e}");
+        }
+    }
+    out
+}
+
+#[test]
+fn planned_splices_and_code_patches_match_the_golden_file() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    let input = std::fs::read_to_string(dir.join("layout.txt")).unwrap();
+    let mut want = format!(
+        "# GENERATED by crates/patch/tests/layout.rs from layout.txt, do not edit; regenerate \
+         with `{BLESS_CMD}`\n"
+    );
+    let mut points = 0;
+    for (no, line) in input.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let cols: Vec<&str> = line.split('|').map(str::trim).collect();
+        assert_eq!(cols.len(), 3, "layout.txt line {}: want 3 columns", no + 1);
+        let code: Vec<u8> = cols[1]
+            .split_whitespace()
+            .map(|b| u8::from_str_radix(b, 16).expect("hex byte"))
+            .collect();
+        want += &point(cols[0], &code, cols[2]);
+        points += 1;
+    }
+    assert!(points >= 12, "layout.txt has only {points} points");
+    let path = dir.join("layout.golden");
+    if std::env::var("KERF_BLESS").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, &want).unwrap();
+        return;
+    }
+    let have = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}; bless with `{BLESS_CMD}`", path.display()));
+    if have != want {
+        let k = have.lines().zip(want.lines()).position(|(h, w)| h != w);
+        let k = k.unwrap_or(have.lines().count().min(want.lines().count()));
+        panic!(
+            "{} differs from line {}:\n    golden {:?}\n    now    {:?}\nif the change is \
+             intended, regenerate with `{BLESS_CMD}` and review the diff",
+            path.display(),
+            k + 1,
+            have.lines().nth(k).unwrap_or("(end)"),
+            want.lines().nth(k).unwrap_or("(end)"),
+        );
+    }
+}
