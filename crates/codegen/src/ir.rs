@@ -1,5 +1,5 @@
 //! The instrumentation IR: a program of small ops run at one point, over virtual registers
-//! (`%name`) and labels, that [`crate::lower`] turns into x86-64 code for the point's
+//! (`%name`) and labels, that [`crate::lower_program`] turns into x86-64 code for the point's
 //! liveness. Its text form is [`crate::text`]. The tracer's captures (`reg`, `emit`),
 //! coverage's one-shot flags (`load8`, `br`, `store8`) and a JIT's inlined block counters
 //! (`add`, `atomic add`) are all written in it; see the goldens in `tests/ir/`.
@@ -148,6 +148,9 @@ pub enum Op {
     Timer(TimerOp),
 }
 
+/// Slots a ring has at most (the code compares and masks record numbers with imm32s).
+pub const MAX_SLOTS: u32 = 1 << 30;
+
 /// Registers a clean call passes its arguments in, in order.
 pub const CALL_ARGS: [Gpr; 6] = [Gpr::Rdi, Gpr::Rsi, Gpr::Rdx, Gpr::Rcx, Gpr::R8, Gpr::R9];
 
@@ -190,7 +193,7 @@ impl Program {
     /// Whether the program has a problem lowering would trip over: a label used but never
     /// placed or placed twice, a virtual register read before an op above it writes it, a call with more
     /// than six arguments, an emit with more values than a slot holds or a ring whose slot
-    /// count is not a power of two. Returns the index of the op and what is wrong.
+    /// count is not a power of two (up to [`MAX_SLOTS`]). Returns the index of the op and what is wrong.
     pub fn check(&self) -> Result<(), (usize, String)> {
         let mut placed = vec![false; self.labels.len()];
         let mut written = vec![false; self.vregs.len()];
@@ -209,8 +212,11 @@ impl Program {
                     return Err((k, format!("label {} is never placed", name(*target))));
                 }
                 Op::Emit { slots, values, .. } => {
-                    if !slots.is_power_of_two() {
-                        return Err((k, format!("ring slots {slots} is not a power of two")));
+                    if !slots.is_power_of_two() || *slots > MAX_SLOTS {
+                        return Err((
+                            k,
+                            format!("ring slots {slots} is not a power of two up to {MAX_SLOTS}"),
+                        ));
                     }
                     if values.len() > crate::ring::MAX_VALUES {
                         return Err((

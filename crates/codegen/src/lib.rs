@@ -1,6 +1,6 @@
 //! Code generation (DESIGN.md §2): an open instrumentation IR ([`ir`]: small ops over
 //! virtual registers and labels, with a line-based text form in [`text`]) lowered to x86-64
-//! instructions for one point given what is live there ([`lower`]); the trap dispatcher and
+//! instructions for one point given what is live there ([`mod@lower`]); the trap dispatcher and
 //! the signal-mask guard. Pure: it chooses no address and writes no memory; the patch layer
 //! places and encodes what comes out.
 //!
@@ -17,7 +17,7 @@
 //!    ring's header and slots, with a reader for kerf's side).
 //! 2. **Its text** ([`text`]): a line in `parse_line` and one in `op_text`; the round trip
 //!    test `every_op_round_trips` lists every op.
-//! 3. **Its needs** (`needs` in [`lower`]): fixed registers it clobbers (`rdtsc` and
+//! 3. **Its needs** (`needs` in [`mod@lower`]): fixed registers it clobbers (`rdtsc` and
 //!    `cmpxchg` use `rax` and `rdx`), how many temporaries it wants (two), which flags it
 //!    writes. The reservation helper then finds registers and saves what is live; the op's
 //!    lowering never saves anything itself.

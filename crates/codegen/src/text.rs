@@ -1,5 +1,5 @@
 //! The IR's text form: one op per line, `NAME:` lines for labels, `#` comments, operands
-//! separated by commas. [`parse`] and [`print`] round-trip (`parse(print(p)) == p`, and
+//! separated by commas. [`parse`] and [`print()`] round-trip (`parse(print(p)) == p`, and
 //! `print(parse(t))` is `t` in canonical form: comments and blank lines dropped).
 //!
 //! ```text
@@ -10,9 +10,9 @@
 //! done:
 //! ```
 //! Operands: `%name` (a virtual register), a number (decimal, `0x` hex, or negative
-//! decimal), `[0x7000]` or `[0x7000+8]` (an absolute address), `[%v]`, `[%v+16]`, `[%v-8]`, a
-//! register name
-//! of the point (`rdi`), a label name, and `key=value` where an op names its operands.
+//! decimal), `[0x7000]` or `[0x7000+8]` (an absolute address), `[%v]`, `[%v+16]`, `[%v-8]`,
+//! a register name of the point (`rdi`), a label name, and `key=value` where an op names its
+//! operands.
 //! The ops and their forms are listed on [`crate::ir::Op`].
 
 use crate::ir::{Addr, Cond, Label, Op, Program, Src, TimerOp, VReg, Width};
@@ -442,6 +442,7 @@ out:
             ("x:\nmov %a, 1\nx:\n", 3, "label x placed twice"),
             ("# c\nadd %a, 1\n", 2, "%a is read before it is written"),
             ("mov %a, 1\nemit ring=0x9000, slots=3, stream=1, %a\n", 2, "not a power of two"),
+            ("mov %a, 1\nemit ring=0x9000, slots=0x80000000, stream=1, %a\n", 2, "up to"),
             ("atomic mov %a, 1\n", 1, "unknown op \"atomic mov\""),
             ("store8 [%a+zz], 1\n", 1, "bad operand \"[%a+zz]\""),
         ];
