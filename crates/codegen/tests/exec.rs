@@ -46,20 +46,7 @@ impl Arena {
     fn place(&mut self, prims: &[Primitive], ctx: &Context) -> u64 {
         let mut insns = lower(prims, ctx).unwrap();
         insns.push(Instruction::with(iced_x86::Code::Retnq));
-        let at = self.addr(self.code_used as u64);
-        let block = InstructionBlock::new(&insns, at);
-        let bytes = BlockEncoder::encode(64, block, BlockEncoderOptions::NONE).unwrap().code_buffer;
-        // SAFETY: inside the mapping (code part, below DATA), not yet executed.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                self.base.add(self.code_used),
-                bytes.len(),
-            )
-        };
-        self.code_used += bytes.len().next_multiple_of(16);
-        assert!((self.code_used as u64) < DATA);
-        at
+        self.place_insns(&insns)
     }
 
     fn word(&self, addr: u64) -> u64 {

@@ -7,15 +7,14 @@
 use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter};
 use kerf_arch::x86_64::{FlagSet, RegSet};
 use kerf_codegen::{lower, Context, Env, LiveAt, Primitive};
-use kerf_patch::{
-    build_patch, jump2_bytes, jump5_bytes, plan_jump2, plan_jump5, plan_trap, FunctionView,
-};
+use kerf_patch::{build_patch, jump2_bytes, jump5_bytes};
+
+mod common;
+use common::{BASE, PATCH};
 use std::fmt::Write as _;
 use std::path::Path;
 
 const BLESS_CMD: &str = "KERF_BLESS=1 cargo test --release -p kerf-patch --test layout";
-const BASE: u64 = 0x40_1000;
-const PATCH: u64 = 0x50_0000;
 const SPRINGBOARD: u64 = BASE + 0x40;
 const COUNTER: u64 = 0x50_8000;
 
@@ -37,19 +36,7 @@ fn listing(bytes: &[u8], ip: u64, part: &dyn Fn(u64) -> &'static str) -> String 
 
 fn point(name: &str, code: &[u8], kind: &str) -> String {
     let mut out = format!("\n## {name}: {kind}\n");
-    let starts = [BASE];
-    let view = FunctionView {
-        name,
-        extent: BASE..BASE + code.len() as u64,
-        block_starts: &starts,
-        has_unanalysable_jump: false,
-    };
-    let planned = match kind {
-        "jump5" => plan_jump5(code, BASE, BASE, &view),
-        "jump2" => plan_jump2(code, BASE, BASE, &view),
-        "trap" => plan_trap(code, BASE, BASE),
-        other => panic!("{name}: unknown splice kind {other}"),
-    };
+    let planned = common::plan(code, kind);
     let d = match planned {
         Ok(d) => d,
         Err(r) => {
