@@ -240,6 +240,12 @@ pub fn lower_program(p: &Program, at: &At) -> Result<Vec<Instruction>, LowerErro
         match op {
             Op::Reg { reg, .. } if *reg != Gpr::Rsp => keep.insert(*reg),
             Op::Call { .. } => call = true,
+            // A tail-call timer reads the point's rbp when its stack pointer is rbp-based.
+            Op::Timer(TimerOp::TailCall { stack, .. } | TimerOp::TailReturn { stack, .. })
+                if stack.base == crate::SpBase::Rbp =>
+            {
+                keep.insert(Gpr::Rbp)
+            }
             _ => {}
         }
     }
@@ -677,5 +683,92 @@ impl WithImm<Register> for Instruction {
 impl WithImm<MemoryOperand> for Instruction {
     fn with_imm(code: Code, dst: MemoryOperand, imm: i32) -> Result<Instruction, IcedError> {
         Instruction::with2(code, dst, imm)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn demand(need: usize) -> Demand {
+        Demand {
+            need,
+            clobbers: RegSet::EMPTY,
+            keep: RegSet::EMPTY,
+            flags: FlagSet::EMPTY,
+            stack: false,
+        }
+    }
+
+    fn live(regs: &[Gpr], flags: FlagSet) -> LiveAt {
+        LiveAt { regs: RegSet::of(regs).union(RegSet::of(&[Gpr::Rsp])), flags }
+    }
+
+    #[test]
+    fn dead_registers_come_first_and_nothing_is_saved() {
+        let at = live(&[Gpr::R10, Gpr::R9, Gpr::Rdi], FlagSet::ALL);
+        let r = Reservation::new(&demand(2), &PREFERENCE, at, Env::User).unwrap();
+        assert_eq!(r.scratch, [Gpr::R11, Gpr::R8]);
+        assert_eq!((r.saved.len(), r.flags, r.red_zone), (0, false, false));
+        assert!(r.prologue().is_empty() && r.epilogue().is_empty());
+    }
+
+    #[test]
+    fn live_registers_are_spilled_only_when_too_few_are_dead() {
+        let all_but_rbx: Vec<Gpr> = Gpr::ALL.into_iter().filter(|r| *r != Gpr::Rbx).collect();
+        let at = live(&all_but_rbx, FlagSet::EMPTY);
+        let r = Reservation::new(&demand(2), &PREFERENCE, at, Env::User).unwrap();
+        // rbx is dead: taken first; then the first live one in preference order, saved.
+        assert_eq!(r.scratch, [Gpr::Rbx, Gpr::R10]);
+        assert_eq!(r.saved, [Gpr::R10]);
+        assert!(r.red_zone, "a push in a process steps over the red zone first");
+        assert_eq!(r.frame(), 128 + 8);
+        let k = Reservation::new(&demand(2), &PREFERENCE, at, Env::Kernel).unwrap();
+        assert_eq!((k.saved.clone(), k.red_zone, k.frame()), (vec![Gpr::R10], false, 8));
+    }
+
+    #[test]
+    fn clobbers_and_kept_registers_are_never_handed_out() {
+        let d = Demand {
+            clobbers: RegSet::of(&[Gpr::Rax, Gpr::Rdx]),
+            keep: RegSet::of(&[Gpr::Rdx, Gpr::R10]),
+            flags: FlagSet(0x3e),
+            ..demand(1)
+        };
+        // Nothing live but carry, which the snippet does not write.
+        let r = Reservation::new(&d, &PREFERENCE, live(&[], FlagSet(1)), Env::User).unwrap();
+        assert_eq!(r.scratch, [Gpr::R11]);
+        // rdx is written (a clobber) and read by `reg`: saved although dead; rax is not kept.
+        assert_eq!(r.saved, [Gpr::Rdx]);
+        assert_eq!(r.slot(Gpr::Rdx), Some(0));
+        assert!(!r.flags);
+        let too_many = Demand { need: 13, ..d };
+        let e = Reservation::new(&too_many, &PREFERENCE, LiveAt::ALL, Env::User).unwrap_err();
+        assert_eq!(e, LowerError::Registers { need: 13, available: 12 });
+    }
+
+    #[test]
+    fn an_rbp_based_tail_timer_keeps_rbp_even_where_it_is_dead() {
+        use iced_x86::{InstructionInfoFactory, OpAccess};
+        // Three registers wanted; the timers take the caller-saved ones, so the third
+        // would be rbp (dead here), which the tail return reads.
+        let p = crate::text::parse(
+            "thread %t\n mov %u, 5\n br.ne %t, 0x7f1234567640, end\n \
+             timer.tailreturn tails=0xb000, sp=rbp-16\nend:\n",
+        )
+        .unwrap();
+        let nothing = LiveAt { regs: RegSet::of(&[Gpr::Rsp]), flags: FlagSet::EMPTY };
+        let at = At { live: nothing, env: Env::User, thread: ThreadPointer::FsBase, threads: 0 };
+        let code = lower_program(&p, &at).unwrap();
+        let mut info = InstructionInfoFactory::new();
+        for i in &code {
+            for u in info.info(i).used_registers() {
+                let writes = matches!(
+                    u.access(),
+                    OpAccess::Write | OpAccess::ReadWrite | OpAccess::CondWrite
+                );
+                assert!(!(writes && u.register().full_register() == Register::RBP), "{i}");
+            }
+        }
     }
 }
