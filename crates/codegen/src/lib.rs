@@ -1,8 +1,8 @@
-//! Code generation (DESIGN.md §2): an open instrumentation IR ([`ir`]: small ops over
+//! Code generation (DESIGN.md §2, §8): an open instrumentation IR ([`ir`]: small ops over
 //! virtual registers and labels, with a line-based text form in [`text`]) lowered to x86-64
-//! instructions for one point given what is live there ([`mod@lower`]); the trap dispatcher and
-//! the signal-mask guard. Pure: it chooses no address and writes no memory; the patch layer
-//! places and encodes what comes out.
+//! instructions for one point given what is live there ([`mod@lower`]); the trap dispatcher
+//! and the signal-mask guard. Pure: it chooses no address and writes no memory; the patch
+//! layer places and encodes what comes out.
 //!
 //! [`lower()`] keeps the closed set of [`Primitive`]s the session asks for today: it writes
 //! them as an IR program ([`program`]) and lowers that.
