@@ -452,4 +452,83 @@ out:
             assert!(e.to_string().contains(what), "{text:?}: {e}");
         }
     }
+
+    /// Random programs of every op and operand form print and parse back to themselves.
+    #[test]
+    fn random_programs_round_trip() {
+        use crate::ir::{Addr, Cond, Op, Src, TimerOp, Width};
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            // xorshift64*: deterministic, good enough to pick among choices.
+            seed ^= seed >> 12;
+            seed ^= seed << 25;
+            seed ^= seed >> 27;
+            seed.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+        };
+        let imms = [0u64, 1, 9, 10, 0x7f, 0xffff_ffff, u64::MAX, (-4096i64) as u64, 1 << 63];
+        for _ in 0..200 {
+            let mut p = Program::new();
+            let v: Vec<VReg> = (0..4).map(|k| p.vreg(&format!("v{k}"))).collect();
+            // Labels are made where first used, as the parser numbers them.
+            let names = ["l0", "l1", "l2"];
+            for r in &v {
+                p.push(Op::Mov { dst: *r, src: Src::Imm(imms[next(9) as usize]) });
+            }
+            for _ in 0..12 {
+                let r = v[next(4) as usize];
+                let src = if next(2) == 0 { Src::Reg(r) } else { Src::Imm(imms[next(9) as usize]) };
+                let addr = if next(2) == 0 {
+                    Addr::Abs(imms[next(9) as usize])
+                } else {
+                    Addr::Based { base: r, disp: next(8192) as i32 - 4096 }
+                };
+                let width = [Width::W8, Width::W16, Width::W32, Width::W64][next(4) as usize];
+                let sp = SpAt {
+                    base: if next(2) == 0 { SpBase::Rsp } else { SpBase::Rbp },
+                    disp: next(512) as i32 - 256,
+                };
+                let op = match next(12) {
+                    0 => Op::Thread { dst: r },
+                    1 => Op::Reg { dst: r, reg: Gpr::ALL[next(16) as usize] },
+                    2 => Op::Load { dst: r, width, addr },
+                    3 => Op::Store { width, addr, src },
+                    4 => Op::Add { dst: r, src },
+                    5 => Op::AddMem { addr, src, atomic: next(2) == 0 },
+                    6 => Op::Rdtsc { dst: r },
+                    7 => Op::Branch {
+                        cond: Cond::ALL[next(10) as usize],
+                        a: r,
+                        b: src,
+                        target: p.label(names[next(3) as usize]),
+                    },
+                    8 => Op::Jump { target: p.label(names[next(3) as usize]) },
+                    9 => Op::Emit {
+                        ring: imms[next(9) as usize],
+                        slots: 1 << next(20),
+                        stream: next(1 << 32) as u32,
+                        values: v[..next(5) as usize].to_vec(),
+                    },
+                    10 => Op::Call {
+                        target: imms[next(9) as usize],
+                        args: vec![src; next(7) as usize],
+                        ret: (next(2) == 0).then_some(r),
+                    },
+                    _ => Op::Timer(match next(4) {
+                        0 => TimerOp::Start { timer: imms[next(9) as usize] },
+                        1 => TimerOp::Stop { timer: imms[next(9) as usize] },
+                        2 => TimerOp::TailCall { timer: 0x8000, tails: 0xa000, stack: sp },
+                        _ => TimerOp::TailReturn { tails: 0xa000, stack: sp },
+                    }),
+                };
+                p.push(op);
+            }
+            for n in names {
+                let x = p.label(n);
+                p.push(Op::Label(x));
+            }
+            assert_eq!(p.check(), Ok(()));
+            let text = print(&p);
+            assert_eq!(parse(&text).as_ref(), Ok(&p), "{text}");
+        }
+    }
 }
