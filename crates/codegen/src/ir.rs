@@ -140,8 +140,10 @@ pub enum Op {
     /// more loss counted there when it is full.
     Emit { ring: u64, slots: u32, stream: u32, values: Vec<VReg> },
     /// `call ADDR, SRC...` or `call %r, ADDR, SRC...`: a clean call of a routine in kerf's
-    /// code heap, SysV integer arguments, the caller-saved registers saved where live, the
-    /// stack aligned; `%r` gets its return value.
+    /// code heap (never the target's own code, DESIGN.md §5), SysV integer arguments, the
+    /// caller-saved general registers and the flags saved where live, the stack aligned to 16
+    /// bytes; `%r` gets its return value. Vector and x87 state is not saved: the routine
+    /// must leave it alone (kerf's routines are integer code).
     Call { target: u64, args: Vec<Src>, ret: Option<VReg> },
     /// `timer.start ADDR`, `timer.stop ADDR`, `timer.tailcall ADDR, tails=ADDR, sp=rsp+N`,
     /// `timer.tailreturn tails=ADDR, sp=rbp-N`.
