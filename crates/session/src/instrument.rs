@@ -738,8 +738,8 @@ impl Instrumentation {
             if code[m] == 0 {
                 continue;
             }
-            let bias = modules[m].bias.unwrap_or(0);
-            let near = modules[m].analysis.cfg.functions.first().map_or(bias, |f| f.entry.0 + bias);
+            let first = modules[m].analysis.cfg.functions.first();
+            let near = modules[m].remote(first.map_or(ImageAddr(0), |f| f.entry));
             // The dispatcher goes into one module's heap (the first trap site's, known only
             // after planning) and its table lists the trap sites of every module: room for
             // all of them in each heap (pages never written cost no memory).
@@ -755,9 +755,9 @@ impl Instrumentation {
             // a few MB past its end, so that a process instrumented again does not get its
             // heap where the last one was: stale words on its stacks that pointed into the old
             // heap would then look like live references to the new one.
-            let end = modules[m].segments.iter().map(|s| s.vaddr.0 + s.memsz).max().unwrap_or(0);
-            let preferred = (end + bias).next_multiple_of(4096) + 4096 * spread_pages();
-            let (near, preferred) = (RemoteAddr(near), RemoteAddr(preferred));
+            let end = modules[m].segments.iter().map(|s| s.vaddr + s.memsz).max();
+            let end = modules[m].remote(end.unwrap_or(ImageAddr(0)));
+            let preferred = end.align_up(4096) + 4096 * spread_pages();
             let code = self.while_stopped(|_, tr| {
                 Ok(tr.alloc_near_preferring(near, preferred, code_len, PROT_RX)?)
             })?;
@@ -790,8 +790,8 @@ impl Instrumentation {
     ) -> Result<(), InstrumentError> {
         let p = &probes[first].point;
         let m = p.module;
-        let bias = modules[m].bias.unwrap_or(0);
         let addr = plan.displaced.point;
+        let image_addr = modules[m].image_addr(RemoteAddr(addr));
         let refuse =
             |detail: String| InstrumentError::Point { label: p.label.clone(), addr, detail };
         // The program's SIGTRAP action, which a guard keeps (in the dispatcher's module).
@@ -805,7 +805,7 @@ impl Instrumentation {
         // A tail-call probe needs the stack pointer its exit instruction will have, from
         // here (plan_sites only puts one where that is known).
         let stack = |i: usize| {
-            crate::plan::stack_at(&modules[m], addr - bias, probes[i].point.addr.0)
+            crate::plan::stack_at(&modules[m], image_addr.0, probes[i].point.addr.0)
                 .ok_or_else(|| refuse("the stack pointer at its exit is not known here".into()))
         };
         let prims: Vec<Primitive> = members
@@ -834,7 +834,7 @@ impl Instrumentation {
             })
             .collect::<Result<_, InstrumentError>>()?;
         let ctx = Context {
-            live: live_at(&modules[m], p.func, addr - bias),
+            live: live_at(&modules[m], p.func, image_addr.0),
             env: Env::User,
             thread,
             threads: data,
@@ -894,7 +894,7 @@ impl Instrumentation {
         self.sites.push(Site {
             spec: p.spec.clone(),
             label: if p.at_exit {
-                format!("{}+{:#x}", fun.name, addr - bias - fun.entry.0)
+                format!("{}+{:#x}", fun.name, image_addr - fun.entry)
             } else {
                 p.label.clone()
             },
@@ -1421,7 +1421,7 @@ impl Drop for Instrumentation {
 /// left alone. The program is past `_start` once that return address is on the main thread's
 /// stack; until then (a command kerf has just launched) the space is not used.
 fn startup_ranges(tr: &Tracee, m: &AnalyzedImage) -> Option<Vec<(u64, u64)>> {
-    let bias = m.bias?;
+    m.bias?; // a module of the process only
     let cfg = &m.analysis.cfg;
     let f = cfg.functions.iter().find(|f| f.name == "_start")?;
     let (base, bytes) = m.code_region(f.entry)?;
@@ -1437,7 +1437,7 @@ fn startup_ranges(tr: &Tracee, m: &AnalyzedImage) -> Option<Vec<(u64, u64)>> {
             return None;
         }
     };
-    let ret = call_end + bias;
+    let ret = m.remote(ImageAddr(call_end)).0;
     // The main thread's stack, from its rsp to the top of the [stack] mapping.
     let maps = tr.maps().ok()?;
     let top = maps.iter().find(|m| m.path.as_deref() == Some("[stack]"))?.end.0;
@@ -1452,7 +1452,7 @@ fn startup_ranges(tr: &Tracee, m: &AnalyzedImage) -> Option<Vec<(u64, u64)>> {
             .any(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()) == ret);
         at += n as u64;
     }
-    found.then(|| vec![(f.entry.0 + bias, ret)])
+    found.then(|| vec![(m.remote(f.entry).0, ret)])
 }
 
 /// A place in a code patch where a thread may sleep: right after a `syscall`.

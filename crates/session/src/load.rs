@@ -10,7 +10,7 @@ use kerf_analysis::image::{Image, ImageError, Section, Segment, SymbolSource};
 use kerf_analysis::memory::ImageMemory;
 use kerf_analysis::validate::{Checker, Invalid};
 use kerf_analysis::{analyze, Analysis, Progress};
-use kerf_arch::ImageAddr;
+use kerf_arch::{ImageAddr, RemoteAddr};
 use kerf_os::process::Process;
 use kerf_os::TargetError;
 use std::path::{Path, PathBuf};
@@ -155,6 +155,19 @@ impl FromCache {
 }
 
 impl AnalyzedImage {
+    /// Where image address `a` of this module is in the process: `a` plus the module's load
+    /// bias (0 for an image not loaded in a process). The one way from image to runtime
+    /// addresses; see `kerf_arch::addr` for the rule.
+    pub fn remote(&self, a: ImageAddr) -> RemoteAddr {
+        a.at_bias(self.bias.unwrap_or(0))
+    }
+
+    /// The image address of `a`, an address of this module in the process (the inverse of
+    /// [`AnalyzedImage::remote`]).
+    pub fn image_addr(&self, a: RemoteAddr) -> ImageAddr {
+        a.in_image(self.bias.unwrap_or(0))
+    }
+
     /// Check function `f` of an analysis read from the cache against the image's bytes, with
     /// every function its liveness rests on, before a splice is planned from it (see
     /// [`kerf_analysis::validate::Checker::function`]); memoised. A fresh analysis is made

@@ -928,10 +928,9 @@ impl Tracee {
             return Ok(a);
         }
         let maps = self.maps()?;
-        let name = |m: &Mapping| m.path.as_deref().unwrap_or("").to_string();
         let mut exec: Vec<&Mapping> =
-            maps.iter().filter(|m| m.exec && name(m) != "[vsyscall]").collect();
-        exec.sort_by_key(|m| name(m) != "[vdso]");
+            maps.iter().filter(|m| m.exec && m.path.as_deref() != Some("[vsyscall]")).collect();
+        exec.sort_by_key(|m| m.path.as_deref() != Some("[vdso]"));
         const CHUNK: u64 = 1 << 16;
         for m in exec {
             let mut at = m.start;
