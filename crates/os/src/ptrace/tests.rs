@@ -219,6 +219,27 @@ fn signals_dequeued_during_a_step_are_held_and_reinjected_once() {
     assert_eq!((tid, q.signo(), q.code(), q.sender_pid()), (PID, libc::SIGUSR2, -1, 4242));
 }
 
+/// A step that signals keep interrupting gives up with an error that says so (it used to
+/// say "unexpected wait status 0x0", a status no thread had).
+#[test]
+fn a_step_signals_never_let_complete_says_so() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    let mut t = stop(&fake).expect("stops");
+    fake.state().signals_on_step.extend(std::iter::repeat_n(libc::SIGUSR1, MAX_STEP_STOPS));
+    let err = t.syscall(libc::SYS_getpid, [0; 6]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            TargetError::StepInterrupted { pid: PID, tid: PID, stops: MAX_STEP_STOPS, .. }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("signals interrupted its single-step"), "{err}");
+    assert!(fake.state().calls.is_empty(), "the call never ran");
+    // Every signal is still delivered.
+    assert_eq!(t.held_signals(PID), MAX_STEP_STOPS);
+}
+
 #[test]
 fn interrupted_injected_calls_run_again() {
     let fake = Arc::new(Fake::new(&[PID]));
