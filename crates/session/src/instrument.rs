@@ -41,13 +41,13 @@
 use crate::load::AnalyzedImage;
 use crate::plan::{live_at, plan_sites, Plan, Rules, SitePlan};
 use crate::spec::Point;
-use kerf_arch::ImageAddr;
+use kerf_arch::{ImageAddr, RemoteAddr};
 use kerf_codegen::timer::{self, TimerSample, THREAD_TABLE_LEN, TIMER_LEN};
 use kerf_codegen::{lower, sigguard, trap, Context, Env, Primitive, ThreadPointer};
 use kerf_patch::{
     build_patch_with, jump2_bytes, jump5_bytes, Layout, SpliceKind, INT3, SPRINGBOARD_LEN,
 };
-use kerf_os::ptrace::{Pause, SharedMem, TargetMemory, Tracee};
+use kerf_os::ptrace::{Pause, RegsExt, SharedMem, TargetMemory, Tracee};
 use kerf_os::TargetError;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -467,8 +467,8 @@ impl Instrumentation {
 
     /// Where each code heap kerf mapped in the target starts (an `exec` in the target, which
     /// replaces its memory, takes them away).
-    pub fn code_heaps(&self) -> Vec<u64> {
-        self.heaps.iter().flatten().map(|h| h.code).collect()
+    pub fn code_heaps(&self) -> Vec<RemoteAddr> {
+        self.heaps.iter().flatten().map(|h| RemoteAddr(h.code)).collect()
     }
 
     /// Forget the target without touching it: after an `exec` the splices and heaps went with
@@ -738,8 +738,8 @@ impl Instrumentation {
             if code[m] == 0 {
                 continue;
             }
-            let bias = modules[m].bias.unwrap_or(0);
-            let near = modules[m].analysis.cfg.functions.first().map_or(bias, |f| f.entry.0 + bias);
+            let first = modules[m].analysis.cfg.functions.first();
+            let near = modules[m].remote(first.map_or(ImageAddr(0), |f| f.entry));
             // The dispatcher goes into one module's heap (the first trap site's, known only
             // after planning) and its table lists the trap sites of every module: room for
             // all of them in each heap (pages never written cost no memory).
@@ -755,8 +755,9 @@ impl Instrumentation {
             // a few MB past its end, so that a process instrumented again does not get its
             // heap where the last one was: stale words on its stacks that pointed into the old
             // heap would then look like live references to the new one.
-            let end = modules[m].segments.iter().map(|s| s.vaddr.0 + s.memsz).max().unwrap_or(0);
-            let preferred = (end + bias).next_multiple_of(4096) + 4096 * spread_pages();
+            let end = modules[m].segments.iter().map(|s| s.vaddr + s.memsz).max();
+            let end = modules[m].remote(end.unwrap_or(ImageAddr(0)));
+            let preferred = end.align_up(4096) + 4096 * spread_pages();
             let code = self.while_stopped(|_, tr| {
                 Ok(tr.alloc_near_preferring(near, preferred, code_len, PROT_RX)?)
             })?;
@@ -767,7 +768,8 @@ impl Instrumentation {
                     e.into()
                 })
             })?;
-            let tails = if tails[m] { data.remote() + tails_at as u64 } else { 0 };
+            let code = code.0;
+            let tails = if tails[m] { data.remote().0 + tails_at as u64 } else { 0 };
             self.heaps[m] = Some(Heaps { code, code_len, used: 0, data, sig_area, tails });
         }
         Ok(())
@@ -788,22 +790,22 @@ impl Instrumentation {
     ) -> Result<(), InstrumentError> {
         let p = &probes[first].point;
         let m = p.module;
-        let bias = modules[m].bias.unwrap_or(0);
         let addr = plan.displaced.point;
+        let image_addr = modules[m].image_addr(RemoteAddr(addr));
         let refuse =
             |detail: String| InstrumentError::Point { label: p.label.clone(), addr, detail };
         // The program's SIGTRAP action, which a guard keeps (in the dispatcher's module).
         let action = self
             .sig_module
             .and_then(|d| self.heaps[d].as_ref())
-            .map(|h| h.data.remote() + (h.sig_area + SIG_ACTION) as u64);
+            .map(|h| h.data.remote().0 + (h.sig_area + SIG_ACTION) as u64);
         let h = self.heaps[m].as_mut().expect("heap mapped for every module with probes");
-        let (data, tails) = (h.data.remote(), h.tails);
+        let (data, tails) = (h.data.remote().0, h.tails);
         let guarded = members.iter().any(|&i| probes[i].action == Action::SignalGuard);
         // A tail-call probe needs the stack pointer its exit instruction will have, from
         // here (plan_sites only puts one where that is known).
         let stack = |i: usize| {
-            crate::plan::stack_at(&modules[m], addr - bias, probes[i].point.addr.0)
+            crate::plan::stack_at(&modules[m], image_addr.0, probes[i].point.addr.0)
                 .ok_or_else(|| refuse("the stack pointer at its exit is not known here".into()))
         };
         let prims: Vec<Primitive> = members
@@ -832,7 +834,7 @@ impl Instrumentation {
             })
             .collect::<Result<_, InstrumentError>>()?;
         let ctx = Context {
-            live: live_at(&modules[m], p.func, addr - bias),
+            live: live_at(&modules[m], p.func, image_addr.0),
             env: Env::User,
             thread,
             threads: data,
@@ -861,7 +863,7 @@ impl Instrumentation {
         if code.len() as u64 > room {
             return Err(refuse(format!("code patch of {} bytes", code.len())));
         }
-        tr.write(patch_at, &code)?;
+        tr.write(RemoteAddr(patch_at), &code)?;
         h.used += (code.len() as u64).next_multiple_of(16);
         let d = &plan.displaced;
         self.parked.extend(parked_syscalls(patch_at, &code, d, layout));
@@ -875,7 +877,7 @@ impl Instrumentation {
                 let jmp = jump5_bytes(sb, patch_at, SPRINGBOARD_LEN as usize)
                     .ok_or_else(|| refuse("patch out of reach of the springboard".into()))?;
                 let mut pad = vec![0u8; jmp.len()];
-                tr.read(sb, &mut pad)?;
+                tr.read(RemoteAddr(sb), &mut pad)?;
                 write_verified(tr, sb, &pad, &jmp)?;
                 springboard = Some((sb, pad, jmp));
                 jump2_bytes(addr, sb, d.len)
@@ -884,7 +886,7 @@ impl Instrumentation {
             _ => vec![INT3],
         };
         let mut original = vec![0u8; splice.len()];
-        tr.read(addr, &mut original)?;
+        tr.read(RemoteAddr(addr), &mut original)?;
         let fun = &modules[m].analysis.cfg.function(p.func);
         for &i in members {
             self.probe_site[i] = self.sites.len();
@@ -892,7 +894,7 @@ impl Instrumentation {
         self.sites.push(Site {
             spec: p.spec.clone(),
             label: if p.at_exit {
-                format!("{}+{:#x}", fun.name, addr - bias - fun.entry.0)
+                format!("{}+{:#x}", fun.name, image_addr - fun.entry)
             } else {
                 p.label.clone()
             },
@@ -917,10 +919,10 @@ impl Instrumentation {
         let h = self.heaps[m].as_mut().expect("heap of a module with traps");
         let code_at = h.code + h.used;
         let table_at = code_at + DISPATCHER_ROOM;
-        let area = h.data.remote() + h.sig_area as u64;
+        let area = h.data.remote().0 + h.sig_area as u64;
         let (code, restorer) = trap::dispatcher(code_at, table_at, area + SIG_ACTION as u64)
             .map_err(|e| InstrumentError::Mismatch { addr: code_at, detail: e.to_string() })?;
-        tr.write(code_at, &code)?;
+        tr.write(RemoteAddr(code_at), &code)?;
         // Table: sorted (point, patch) pairs of every trap site.
         let mut entries: Vec<(u64, u64)> = self
             .sites
@@ -939,7 +941,7 @@ impl Instrumentation {
             table.extend_from_slice(&a.to_le_bytes());
             table.extend_from_slice(&b.to_le_bytes());
         }
-        tr.write(table_at, &table)?;
+        tr.write(RemoteAddr(table_at), &table)?;
         h.data.write_bytes(h.sig_area + SIG_TRAP_SET, &SIGTRAP_BIT.to_le_bytes());
         // The new action from the scratch slot, the old one straight into its place.
         let act = trap::sigaction(code_at, restorer);
@@ -962,7 +964,7 @@ impl Instrumentation {
     fn sig_area(&self) -> Option<(u64, &SharedMem, usize)> {
         let (m, _) = self.trap?;
         let h = self.heaps[m].as_ref()?;
-        Some((h.data.remote() + h.sig_area as u64, &h.data, h.sig_area))
+        Some((h.data.remote().0 + h.sig_area as u64, &h.data, h.sig_area))
     }
 
     /// `rt_sigaction(sig, new, &old)` injected, through the signal area's scratch slot.
@@ -1279,7 +1281,7 @@ impl Instrumentation {
                     .heaps
                     .iter_mut()
                     .filter_map(Option::take)
-                    .flat_map(|h| [(h.code, h.code_len), (h.data.remote(), h.data.len() as u64)])
+                    .flat_map(|h| [(h.code, h.code_len), (h.data.remote().0, h.data.len() as u64)])
                     .collect();
                 kept.extend(left.into_iter().flat_map(|l| l.1));
                 tr.resume_detach()?;
@@ -1305,7 +1307,7 @@ impl Instrumentation {
             let Some(p) = self.parked.get(&r.rip) else { continue };
             if p.guard_frame {
                 let mut saved = [0u8; 56];
-                tr.read(r.rsp + sigguard::SAVED_AT, &mut saved)?;
+                tr.read(r.sp() + sigguard::SAVED_AT, &mut saved)?;
                 let word = |k: usize| {
                     u64::from_le_bytes(saved[k * 8..k * 8 + 8].try_into().unwrap_or_default())
                 };
@@ -1361,7 +1363,7 @@ impl Instrumentation {
             );
             return Ok(Some((
                 why,
-                vec![(h.code, h.code_len), (h.data.remote(), h.data.len() as u64)],
+                vec![(h.code, h.code_len), (h.data.remote().0, h.data.len() as u64)],
             )));
         }
         self.sigaction_in(tr, None, SIGTRAP, Some(program))?;
@@ -1371,7 +1373,7 @@ impl Instrumentation {
 
     fn free_heaps(&mut self, tr: &mut Tracee) {
         for h in self.heaps.iter_mut().filter_map(Option::take) {
-            let _ = tr.free(h.code, h.code_len);
+            let _ = tr.free(RemoteAddr(h.code), h.code_len);
             let _ = tr.free(h.data.remote(), h.data.len() as u64);
         }
     }
@@ -1419,7 +1421,7 @@ impl Drop for Instrumentation {
 /// left alone. The program is past `_start` once that return address is on the main thread's
 /// stack; until then (a command kerf has just launched) the space is not used.
 fn startup_ranges(tr: &Tracee, m: &AnalyzedImage) -> Option<Vec<(u64, u64)>> {
-    let bias = m.bias?;
+    m.bias?; // a module of the process only
     let cfg = &m.analysis.cfg;
     let f = cfg.functions.iter().find(|f| f.name == "_start")?;
     let (base, bytes) = m.code_region(f.entry)?;
@@ -1435,25 +1437,22 @@ fn startup_ranges(tr: &Tracee, m: &AnalyzedImage) -> Option<Vec<(u64, u64)>> {
             return None;
         }
     };
-    let ret = call_end + bias;
+    let ret = m.remote(ImageAddr(call_end)).0;
     // The main thread's stack, from its rsp to the top of the [stack] mapping.
-    let maps = kerf_os::process::Process::open(tr.pid()).ok()?.maps().ok()?;
-    let top = maps.lines().find(|l| l.ends_with("[stack]")).and_then(|l| {
-        let range = l.split_whitespace().next()?;
-        u64::from_str_radix(range.split_once('-')?.1, 16).ok()
-    })?;
+    let maps = tr.maps().ok()?;
+    let top = maps.iter().find(|m| m.path.as_deref() == Some("[stack]"))?.end.0;
     let mut at = tr.regs(tr.pid()).ok()?.rsp & !7;
     let mut buf = vec![0u8; 64 * 1024];
     let mut found = false;
     while at < top && !found {
         let n = ((top - at) as usize).min(buf.len());
-        tr.read(at, &mut buf[..n]).ok()?;
+        tr.read(RemoteAddr(at), &mut buf[..n]).ok()?;
         found = buf[..n]
             .chunks_exact(8)
             .any(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()) == ret);
         at += n as u64;
     }
-    found.then(|| vec![(f.entry.0 + bias, ret)])
+    found.then(|| vec![(m.remote(f.entry).0, ret)])
 }
 
 /// A place in a code patch where a thread may sleep: right after a `syscall`.
@@ -1567,7 +1566,7 @@ fn foreign_bytes(
     }
     for (addr, len) in ranges {
         let mut live = vec![0u8; len];
-        tr.read(addr, &mut live)?;
+        tr.read(RemoteAddr(addr), &mut live)?;
         if let Some(why) = crate::plan::differs_from_file(m, addr, &live) {
             return Ok(Some(why));
         }
@@ -1583,16 +1582,16 @@ fn write_verified(
     new: &[u8],
 ) -> Result<(), InstrumentError> {
     let mut cur = vec![0u8; old.len()];
-    tr.read(addr, &mut cur)?;
+    tr.read(RemoteAddr(addr), &mut cur)?;
     if cur != old {
         return Err(InstrumentError::Mismatch {
             addr,
             detail: format!("expected {old:02x?}, found {cur:02x?} (changed by someone else?)"),
         });
     }
-    tr.write(addr, new)?;
+    tr.write(RemoteAddr(addr), new)?;
     let mut back = vec![0u8; new.len()];
-    tr.read(addr, &mut back)?;
+    tr.read(RemoteAddr(addr), &mut back)?;
     if back != new {
         return Err(InstrumentError::Mismatch {
             addr,
@@ -1703,7 +1702,7 @@ fn busy_ranges(
         }
         // A short read at the top of the stack mapping is fine: scan what there is.
         let mut len = STACK_SCAN;
-        while len >= 64 && tr.read(r.rsp, &mut stack[..len]).is_err() {
+        while len >= 64 && tr.read(r.sp(), &mut stack[..len]).is_err() {
             len /= 2;
         }
         if len < 64 {

@@ -10,6 +10,7 @@ use crate::checked::{self, CheckedError};
 use crate::instrument::{InstrumentError, Instrumentation, Options, Probe, Removed, Site};
 use crate::kernel::{Kernel, KernelInstrumentation, KernelOptions};
 use crate::load::{analyze_process, process_aliases, AnalyzedImage, LoadError, LoadOptions};
+use kerf_arch::RemoteAddr;
 use kerf_codegen::timer::TimerSample;
 use kerf_os::watch::{all_mapped, program, ExitWatch};
 use kerf_os::TargetError;
@@ -393,7 +394,7 @@ impl ProcessTarget {
     /// Call `tick` every interval until the duration is reached, the target ends or runs
     /// `exec` (kerf's code heaps, starting at `heaps`, vanish from its maps), or a signal
     /// arrives; returns why it stopped.
-    pub fn sample(&mut self, sampling: Sampling, heaps: &[u64], tick: impl FnMut()) -> Stop {
+    pub fn sample(&mut self, sampling: Sampling, heaps: &[RemoteAddr], tick: impl FnMut()) -> Stop {
         let (started, pid) = (self.started, self.pid);
         let mut next_exec_check = Instant::now() + EXEC_CHECK;
         let gone = || {
@@ -536,7 +537,7 @@ pub trait Installed {
     fn spliced(&self) -> Spliced;
     /// Where kerf's code heaps start in the target (a process: they vanish from its maps
     /// when it runs `exec`; none in the kernel).
-    fn code_heaps(&self) -> Vec<u64>;
+    fn code_heaps(&self) -> Vec<RemoteAddr>;
 }
 
 impl Installed for Instrumentation {
@@ -567,7 +568,7 @@ impl Installed for Instrumentation {
             splice_time: None,
         }
     }
-    fn code_heaps(&self) -> Vec<u64> {
+    fn code_heaps(&self) -> Vec<RemoteAddr> {
         Instrumentation::code_heaps(self)
     }
 }
@@ -595,7 +596,7 @@ impl Installed for KernelInstrumentation<'_> {
     fn spliced(&self) -> Spliced {
         Spliced { splice_time: Some(self.splice_time), ..Spliced::default() }
     }
-    fn code_heaps(&self) -> Vec<u64> {
+    fn code_heaps(&self) -> Vec<RemoteAddr> {
         Vec::new()
     }
 }
