@@ -101,12 +101,13 @@ pub struct Output {
 impl Output {
     /// Open `--output` (before anything is done to a target, so that a bad path costs
     /// nothing).
-    pub fn open(args: &LiveArgs) -> Result<Output, String> {
+    pub fn open(args: &LiveArgs) -> Result<Output, crate::Error> {
         let ours = || if args.command.is_empty() { Sink::Stdout } else { Sink::Stderr };
         let summary = match &args.output {
-            Some(p) => {
-                Sink::File(std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?)
-            }
+            Some(p) => Sink::File(
+                std::fs::File::create(p)
+                    .map_err(|source| crate::Error::Output { path: p.clone(), source })?,
+            ),
             None => ours(),
         };
         Ok(Output { live: ours(), summary })

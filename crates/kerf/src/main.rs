@@ -20,19 +20,23 @@ use clap::{Parser, Subcommand};
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::process::ExitCode;
 
-/// Why a command failed: a tool's typed error, or a problem with the command line's own
-/// files (`--output`). Printed as `kerf: MESSAGE`, and kerf exits 1.
+/// Why a command failed: a tool's typed error, or the command line's own output file.
+/// Printed as `kerf: MESSAGE`, and kerf exits 1.
 #[derive(Debug)]
 pub enum Error {
     Tool(kerf_tools::ToolError),
-    Cli(String),
+    /// `--output FILE` could not be created.
+    Output {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
 }
 
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Error::Tool(e) => write!(f, "{e}"),
-            Error::Cli(e) => write!(f, "{e}"),
+            Error::Output { path, source } => write!(f, "{}: {source}", path.display()),
         }
     }
 }
@@ -40,12 +44,6 @@ impl std::fmt::Display for Error {
 impl From<kerf_tools::ToolError> for Error {
     fn from(e: kerf_tools::ToolError) -> Self {
         Error::Tool(e)
-    }
-}
-
-impl From<String> for Error {
-    fn from(e: String) -> Self {
-        Error::Cli(e)
     }
 }
 
