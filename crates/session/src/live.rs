@@ -600,3 +600,56 @@ impl Installed for KernelInstrumentation<'_> {
         Vec::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stops_say_how_sampling_ended() {
+        let cases = [
+            (Stop::Duration, "duration reached"),
+            (Stop::Interrupted, "interrupted"),
+            (Stop::Ended(End::Exited(0)), "process 7 exited with code 0"),
+            (
+                Stop::Exec(Some("/bin/sh".into())),
+                "process 7 ran exec (/bin/sh): its probes went with its old program",
+            ),
+            (
+                Stop::Exec(None),
+                "process 7 ran exec (a program kerf cannot name): its probes went with its old program",
+            ),
+        ];
+        for (stop, text) in cases {
+            assert_eq!(stop.describe(7), text);
+            assert!(!stop.killed(), "{stop:?}");
+        }
+        assert!(Stop::Ended(End::Killed { signal: 9, core_dumped: false }).killed());
+        assert!(Stop::Exec(None).is_exec() && !Stop::Duration.is_exec());
+    }
+
+    #[test]
+    fn sampling_stops_when_the_target_is_gone_before_any_tick() {
+        let mut ticks = 0;
+        let long = Sampling { interval: 0.05, duration: Some(60.0) };
+        let stop = sample_loop(Instant::now(), long, || Some(Stop::Exec(None)), || ticks += 1);
+        assert_eq!(stop, Stop::Exec(None));
+        assert_eq!(ticks, 0);
+    }
+
+    #[test]
+    fn sampling_stops_at_a_duration_already_past() {
+        let mut ticks = 0;
+        let started = Instant::now() - Duration::from_secs(2);
+        let past = Sampling { interval: 0.05, duration: Some(1.0) };
+        assert_eq!(sample_loop(started, past, || None, || ticks += 1), Stop::Duration);
+        assert_eq!(ticks, 0);
+    }
+
+    #[test]
+    fn a_process_target_needs_a_pid_or_a_command() {
+        let e = ProcessTarget::open(None, &[]).err().expect("nothing to open");
+        assert!(matches!(e, LiveError::NoTarget));
+        assert_eq!(e.to_string(), "give -p PID or a command after --");
+    }
+}
