@@ -61,6 +61,8 @@ pub fn run(args: Args) -> Result<(), String> {
     // Counts first: the shared data heap stays readable here even after the target is gone.
     let summary = summarize(&inst, &probes);
     let (pause, batch_pause) = (inst.longest_pause, inst.longest_splice_pause);
+    let phases: serde_json::Map<String, Value> =
+        inst.phases.iter().map(|(n, d)| (n.to_string(), json!(d.as_micros() as u64))).collect();
     let removal = finish_session(&mut target, inst, &mut stop);
     let pid = target.pid;
     let failure = stop.failure(pid);
@@ -75,6 +77,7 @@ pub fn run(args: Args) -> Result<(), String> {
                "longest_pause_us": pause.as_micros() as u64,
                "longest_splice_pause_us": batch_pause.as_micros() as u64,
                "splice_seconds": splice_time.as_secs_f64(),
+               "splice_phases_us": phases,
                "seconds": target.started.elapsed().as_secs_f64()}),
     );
     removal_outcome(removal, pid)?;

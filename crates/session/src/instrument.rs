@@ -39,16 +39,17 @@
 //! ```
 
 use crate::load::AnalyzedImage;
+use crate::phases::Phases;
 use crate::plan::{live_at, plan_sites, Plan, Rules, SitePlan};
 use crate::spec::Point;
 use kerf_arch::ImageAddr;
 use kerf_codegen::timer::{self, TimerSample, THREAD_TABLE_LEN, TIMER_LEN};
 use kerf_codegen::{lower, sigguard, trap, Context, Env, Primitive, ThreadPointer};
+use kerf_os::ptrace::{Pause, SharedMem, TargetMemory, Tracee};
+use kerf_os::TargetError;
 use kerf_patch::{
     build_patch_with, jump2_bytes, jump5_bytes, Layout, SpliceKind, INT3, SPRINGBOARD_LEN,
 };
-use kerf_os::ptrace::{Pause, SharedMem, TargetMemory, Tracee};
-use kerf_os::TargetError;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -341,6 +342,8 @@ pub struct Instrumentation {
     pub longest_splice_pause: Duration,
     /// TSC when the last splice went in, and the matching monotonic time.
     pub installed_at: (u64, std::time::Instant),
+    /// Where the installation's time went, phase by phase.
+    pub phases: Phases,
     removed: bool,
     /// This kerf's claim on the process, held until removal is over (one kerf at a time).
     claim: Option<kerf_os::ptrace::Claim>,
@@ -422,6 +425,7 @@ impl Instrumentation {
             longest_pause: Duration::ZERO,
             longest_splice_pause: Duration::ZERO,
             installed_at: (tsc(), std::time::Instant::now()),
+            phases: Phases::default(),
             removed: false,
         };
         if let Err(e) = inst.prepare(modules, probes, opts, cancel) {
@@ -439,12 +443,15 @@ impl Instrumentation {
         // Signal-mask guards and the signal state they keep first (module comment, steps
         // 2-3), then every other site in plan order: timer stops go live before timer starts
         // (see plan::plan_sites). An error from here on drops `inst`, which removes itself.
+        let t = std::time::Instant::now();
         if !inst.guard_sites.is_empty() {
             inst.while_stopped(|me, tr| me.clear_handler_masks(tr))?;
             inst.guards_live()?;
         }
+        let t = inst.phases.lap("signal-mask guards live", t);
         let todo = (0..inst.sites.len()).filter(|i| !inst.guard_sites.contains(i)).collect();
         inst.splice_all(todo, cancel)?;
+        inst.phases.lap("splices", t);
         inst.installed_at = (tsc(), std::time::Instant::now());
         Ok(inst)
     }
@@ -526,6 +533,7 @@ impl Instrumentation {
         // the work done in it (an injected call is a register swap, a single-step and a wait,
         // about 80 us here, plus reading /proc/PID/maps), and DESIGN §6 allows 1 ms a stop.
         // Nothing refers to a heap until a splice does, so the target may run between them.
+        let t = std::time::Instant::now();
         let (thread, only_thread, mem) = self.while_stopped(|me, tr| {
             let (thread, only_thread) = me.thread_context(tr, probes, opts)?;
             if let Some(m) = modules.first() {
@@ -533,15 +541,21 @@ impl Instrumentation {
             }
             Ok((thread, only_thread, tr.memory()))
         })?;
+        let t = self.phases.lap("first stop (thread context, start-up code)", t);
         // Planning reads the modules' files: the target keeps running.
         let mut planned =
             plan_sites(modules, probes, opts.force_kind, &self.startup, Rules::PROCESS, cancel)?;
+        let mut t = self.phases.lap("plan", t);
+        for (n, d) in planned.phases.iter() {
+            self.phases.add(n, d);
+        }
         // A trap anywhere: every `syscall` that may change a signal mask gets a guard, planned
         // together with the tool's probes (a guard's `syscall` may not be covered by another
         // site's jump).
         let mut all: Vec<Probe> = probes.to_vec();
         if planned.sites.iter().any(|s| s.plan.kind == SpliceKind::Trap) {
             all.extend(guard_probes(modules)?);
+            t = self.phases.lap("  find the system calls to guard", t);
             if all.len() > probes.len() {
                 planned = plan_sites(
                     modules,
@@ -552,11 +566,16 @@ impl Instrumentation {
                     cancel,
                 )?;
             }
+            t = self.phases.lap("plan again with signal-mask guards", t);
+            for (n, d) in planned.phases.iter() {
+                self.phases.add(n, d);
+            }
         }
         let probes: &[Probe] = &all;
         self.counters.resize(probes.len(), None);
         self.probe_site.resize(probes.len(), usize::MAX);
         self.alloc_heaps(modules, probes)?;
+        let t = self.phases.lap("map heaps", t);
         self.springboards = planned.springboards;
         self.refused = planned.refused;
         // Sites holding a tool's probe first (what `sites()` shows), in plan order; sites with
@@ -603,7 +622,10 @@ impl Instrumentation {
                     let (first, members, plan) = (site.first, &site.members, &site.plan);
                     // DESIGN §5: never splice over bytes that are not the file's.
                     let module = &modules[probes[first].point.module];
-                    if let Some(reason) = foreign_bytes(m, module, plan)? {
+                    let t = std::time::Instant::now();
+                    let foreign = foreign_bytes(m, module, plan)?;
+                    me.phases.lap("  code patches: read the bytes to splice", t);
+                    if let Some(reason) = foreign {
                         me.refused.extend(members.iter().map(|&i| crate::plan::Refused {
                             probe: i,
                             label: probes[i].point.label.clone(),
@@ -622,6 +644,7 @@ impl Instrumentation {
                 write(self, &mem)?;
             }
         }
+        let t = self.phases.lap("code patches", t);
         if self.sites.is_empty() {
             if let Some(r) = self.refused.first() {
                 let (label, addr, detail) = (r.label.clone(), r.addr, r.reason.clone());
@@ -648,6 +671,7 @@ impl Instrumentation {
         if self.sites.iter().any(|p| p.kind == SpliceKind::Trap) || !self.guard_sites.is_empty() {
             self.while_stopped(|me, tr| me.install_dispatcher(tr))?;
         }
+        self.phases.lap("trap dispatcher", t);
         Ok(())
     }
 
@@ -839,6 +863,7 @@ impl Instrumentation {
             only_thread,
             only_id: None,
         };
+        let t = std::time::Instant::now();
         let mut snippet = if prims.is_empty() {
             Vec::new()
         } else {
@@ -861,7 +886,10 @@ impl Instrumentation {
         if code.len() as u64 > room {
             return Err(refuse(format!("code patch of {} bytes", code.len())));
         }
+        let t = self.phases.lap("  code patches: generate", t);
         tr.write(patch_at, &code)?;
+        let t = self.phases.lap("  code patches: write", t);
+        let h = self.heaps[m].as_mut().expect("heap mapped for every module with probes");
         h.used += (code.len() as u64).next_multiple_of(16);
         let d = &plan.displaced;
         self.parked.extend(parked_syscalls(patch_at, &code, d, layout));
@@ -885,6 +913,7 @@ impl Instrumentation {
         };
         let mut original = vec![0u8; splice.len()];
         tr.read(addr, &mut original)?;
+        self.phases.lap("  code patches: springboard, read back the original", t);
         let fun = &modules[m].analysis.cfg.function(p.func);
         for &i in members {
             self.probe_site[i] = self.sites.len();
@@ -1094,14 +1123,22 @@ impl Instrumentation {
     /// Step 2: write the splices, in batches while every thread is stopped, skipping (and
     /// retrying later) points where a thread's PC or a stacked return address lies inside the
     /// bytes to be replaced (Djprobe's freeze check).
-    fn splice_all(&mut self, mut todo: Vec<usize>, cancel: Cancel<'_>) -> Result<(), InstrumentError> {
+    fn splice_all(
+        &mut self,
+        mut todo: Vec<usize>,
+        cancel: Cancel<'_>,
+    ) -> Result<(), InstrumentError> {
         let mut tries = 0;
         while !todo.is_empty() && tries < MAX_TRIES {
             cancelled(cancel)?;
+            let t = std::time::Instant::now();
             let tr = Tracee::stop_all(self.pid)?;
+            self.phases.lap("  splices: stop", t);
             let batch: Vec<usize> = todo.drain(..todo.len().min(BATCH)).collect();
             let later = self.write_splices(&tr, &batch)?;
+            let t = std::time::Instant::now();
             let pause: Pause = tr.resume_detach()?;
+            self.phases.lap("  splices: resume", t);
             self.longest_pause = self.longest_pause.max(pause.held);
             self.longest_splice_pause = self.longest_splice_pause.max(pause.held);
             if !later.is_empty() {
@@ -1140,7 +1177,9 @@ impl Instrumentation {
         tr: &Tracee,
         sites: &[usize],
     ) -> Result<Vec<usize>, InstrumentError> {
+        let t = std::time::Instant::now();
         let busy = busy_ranges(tr, None)?;
+        let t = self.phases.lap("  splices: freeze check", t);
         let mut later = Vec::new();
         for &i in sites {
             let p = &self.sites[i];
@@ -1152,6 +1191,7 @@ impl Instrumentation {
             self.sites[i].live = true;
             self.live_order.push(i);
         }
+        self.phases.lap("  splices: write, verified", t);
         Ok(later)
     }
 
@@ -1390,6 +1430,7 @@ impl Drop for Instrumentation {
                 refused: Vec::new(),
                 timers: std::mem::take(&mut self.timers),
                 installed_at: self.installed_at,
+                phases: Phases::default(),
                 heaps: std::mem::take(&mut self.heaps),
                 trap: self.trap.take(),
                 guard_sites: std::mem::take(&mut self.guard_sites),

@@ -9,6 +9,7 @@
 
 use crate::instrument::{Action, InstrumentError, Probe};
 use crate::load::AnalyzedImage;
+use crate::phases::Phases;
 use crate::spec::Point;
 use kerf_analysis::cfg::{Cfg, FuncId, NoSplice, Terminator};
 use kerf_analysis::syscalls::SyscallSite;
@@ -19,6 +20,7 @@ use kerf_patch::{
     plan_jump2, plan_jump5, plan_trap, Displaced, FunctionView, SpliceKind, SPRINGBOARD_LEN,
 };
 use std::collections::HashMap;
+use std::time::Instant;
 
 /// Target-specific placement rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,6 +50,8 @@ pub struct Sites {
     /// Probes no splice kind can take (a `ud2`, an instruction that cannot be relocated):
     /// `(probe, label, address, why)`. They are reported and left out; the others go in.
     pub refused: Vec<Refused>,
+    /// Where planning's time went.
+    pub phases: Phases,
 }
 
 /// A probe left out, with why.
@@ -72,7 +76,10 @@ pub fn plan_sites(
     rules: Rules,
     cancel: Option<&std::sync::atomic::AtomicBool>,
 ) -> Result<Sites, InstrumentError> {
+    let mut phases = Phases::default();
+    let t = Instant::now();
     check_points(modules, probes)?;
+    let t = phases.lap("plan: check cached functions", t);
     let exact: Vec<Vec<u64>> = (0..modules.len())
         .map(|m| {
             let bias = modules[m].bias.unwrap_or(0);
@@ -159,6 +166,7 @@ pub fn plan_sites(
         pl.planned.insert(plan.displaced.point, plan.displaced.point + plan.displaced.len as u64);
         sites.push(SitePlan { first: i, members: vec![i], plan });
     }
+    let t = phases.lap("plan: sites", t);
     // Nothing left to instrument: that is the error.
     if sites.is_empty() {
         if let Some(r) = refused.first() {
@@ -173,7 +181,8 @@ pub fn plan_sites(
     sites.sort_by_key(|sp| {
         sp.members.iter().any(|&i| matches!(probes[i].action, Action::TimerStart(_)))
     });
-    Ok(Sites { sites, springboards: pl.springboards, refused })
+    phases.lap("plan: order", t);
+    Ok(Sites { sites, springboards: pl.springboards, refused, phases })
 }
 
 /// A cached analysis failed its check in module `module`: nothing may be planned from it.
