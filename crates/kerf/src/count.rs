@@ -61,8 +61,9 @@ pub fn run(args: Args) -> Result<(), String> {
     // Counts first: the shared data heap stays readable here even after the target is gone.
     let summary = summarize(&inst, &probes);
     let (pause, batch_pause) = (inst.longest_pause, inst.longest_splice_pause);
-    let phases: serde_json::Map<String, Value> =
-        inst.phases.iter().map(|(n, d)| (n.to_string(), json!(d.as_micros() as u64))).collect();
+    // In the order they first ran: `[name, microseconds]`.
+    let phases: Vec<Value> =
+        inst.phases.iter().map(|(n, d)| json!([n, d.as_micros() as u64])).collect();
     let removal = finish_session(&mut target, inst, &mut stop);
     let pid = target.pid;
     let failure = stop.failure(pid);
