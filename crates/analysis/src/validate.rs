@@ -177,10 +177,15 @@ impl Checker {
             fs.iter().copied().filter(|f| self.state(*f) != CLOSED && seen.insert(*f)).collect();
         let mut all = todo.clone();
         while let Some(g) = todo.pop() {
+            // Most edges stay in `g` (already seen): they are told by their block id alone,
+            // without looking the block up (a binary search over every function's first id).
+            // `Checker::new` made sure every block's `func` is the function it is kept with.
+            let own = cfg.blocks.first[g.0 as usize]..cfg.blocks.first[g.0 as usize + 1];
             for b in cfg.blocks_of(g) {
                 for e in cfg.edges_of(b) {
                     let d = match e.target {
                         EdgeTarget::Function(d) => d,
+                        EdgeTarget::Block(t) if own.contains(&t.0) => continue,
                         EdgeTarget::Block(t) => cfg.block(t).func,
                         _ => continue,
                     };
