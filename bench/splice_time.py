@@ -112,13 +112,15 @@ def main():
     for name, rs in results.items():
         print(f"{name:<12} {rs[0][4]:>6}  {spread([r[0] for r in rs]):<30} "
               f"{spread([r[1] for r in rs], '{:.0f}'):<24} {spread([r[2] for r in rs], '{:.0f}')}")
-    seq = statistics.median(r[0] for r in results["sequential"])
-    par = statistics.median(r[0] for r in results["parallel"])
-    print(f"\nsequential / parallel, per point: {seq / par:.2f}x")
+    print()
+    par = results["parallel"]
     for name, rs in results.items():
-        if len(rs) and rs[0][3]:
-            ratios = [s[0] / p[0] for s, p in zip(results["sequential"], rs)]
-            print(f"sequential / {name}, round by round: " + " ".join(f"{x:.2f}" for x in ratios))
+        if name == "parallel":
+            continue
+        ratios = [r[0] / p[0] for r, p in zip(rs, par)]
+        print(f"{name} / parallel, us a point, round by round: "
+              + " ".join(f"{x:.2f}" for x in ratios)
+              + f"; median {statistics.median(ratios):.2f}")
     print("\nphases, median ms (`X: Y` is a part of X; the parts of `plan` are summed over both"
           " plans, the second with kerf's signal-mask guards):")
     names = []

@@ -489,6 +489,10 @@ fn check_function(a: &Analysis, f: FuncId, mem: &dyn CodeMemory) -> Result<(), I
         let mut stored: Vec<(EdgeKind, Option<u64>)> = Vec::with_capacity(b.edges.len());
         for e in cfg.edges_of(b) {
             let at = match e.target {
+                // A block of this function (most are) without the lookup by id.
+                EdgeTarget::Block(t) if fun.blocks.contains(&t.0) => {
+                    Some(blocks[(t.0 - fun.blocks.start) as usize].start.0)
+                }
                 EdgeTarget::Block(t) => Some(cfg.block(t).start.0),
                 EdgeTarget::Function(g) => Some(cfg.function(g).entry.0),
                 EdgeTarget::Address(x) => Some(x.0),
@@ -505,8 +509,8 @@ fn check_function(a: &Analysis, f: FuncId, mem: &dyn CodeMemory) -> Result<(), I
                 (_, EdgeTarget::Address(x)) => !is_start(x.0),
                 (_, EdgeTarget::Function(_)) => false,
             };
-            let where_to = at.map_or("nowhere".to_string(), |x| format!("{x:#x}"));
             if !form || !may.contains(&(e.kind, at)) {
+                let where_to = at.map_or("nowhere".to_string(), |x| format!("{x:#x}"));
                 return Err(bad(
                     b,
                     format!("a {} edge to {where_to} it cannot take", e.kind.name()),
