@@ -3,7 +3,7 @@
 //! and springboards, and the same refusals, on real binaries: every function entry of
 //! python3.11, every block and exit of some of its functions, and libc with a signal-mask
 //! guard on every `syscall` (what a process with trap splices gets), also with jump2 forced
-//! (every site then wants a springboard). Needs python3.11 and libc6 (Debian); a missing one
+//! (every site then wants a springboard) and with the kernel's placement rules. Needs python3.11 and libc6 (Debian); a missing one
 //! fails the test with the package to install.
 
 use kerf_arch::ImageAddr;
@@ -68,9 +68,10 @@ fn same_on_any_threads(
     probes: &[Probe],
     force: Option<SpliceKind>,
     startup: &[(u64, u64)],
+    rules: Rules,
 ) -> Vec<String> {
     let plan = |threads: usize| {
-        let s = plan_sites_with(images, probes, force, startup, Rules::PROCESS, None, threads);
+        let s = plan_sites_with(images, probes, force, startup, rules, None, threads);
         describe(&s.unwrap_or_else(|e| panic!("planning on {threads} threads: {e}")))
     };
     let one = plan(1);
@@ -102,7 +103,7 @@ fn python_entries_blocks_and_exits() {
         &["python3.11:*", "python3.11:*@plt", "python3.11:PyDict_*@blocks", "python3.11:Py*@exits"],
     );
     assert!(probes.len() > 12_000, "only {} probes", probes.len());
-    let lines = same_on_any_threads(&images, &probes, None, &[]);
+    let lines = same_on_any_threads(&images, &probes, None, &[], Rules::PROCESS);
     // Every kind is there, so every path of the planner ran.
     for k in ["Jump5", "Jump2", "Trap"] {
         assert!(kinds(&lines, k) > 0, "no {k} site among {} lines", lines.len());
@@ -111,8 +112,12 @@ fn python_entries_blocks_and_exits() {
     let main = images[0].analysis.cfg.functions.iter().find(|f| f.name == "_start").unwrap();
     let bias = images[0].bias.unwrap();
     let startup = [(main.entry.0 + bias, main.extent.end + bias)];
-    let forced = same_on_any_threads(&images, &probes, Some(SpliceKind::Jump2), &startup);
+    let forced =
+        same_on_any_threads(&images, &probes, Some(SpliceKind::Jump2), &startup, Rules::PROCESS);
     assert!(kinds(&forced, "Jump2") > 1000, "{} jump2 sites", kinds(&forced, "Jump2"));
+    // The kernel's rules: entries move past `endbr64` (python3.11 is built with CET).
+    let moved = same_on_any_threads(&images, &probes, None, &[], Rules::KERNEL);
+    assert_ne!(moved, lines, "no entry moved past an endbr64");
 }
 
 #[test]
@@ -132,6 +137,6 @@ fn libc_with_signal_mask_guards() {
         },
         action: Action::SignalGuard,
     }));
-    let lines = same_on_any_threads(&images, &probes, None, &[]);
+    let lines = same_on_any_threads(&images, &probes, None, &[], Rules::PROCESS);
     assert!(kinds(&lines, "Jump2") > 0, "no jump2 site");
 }
