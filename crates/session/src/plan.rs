@@ -131,6 +131,10 @@ pub fn plan_sites_with(
     let pre = if threads > 1 {
         let idx: Vec<usize> = (0..probes.len()).collect();
         let pre = in_parallel(&idx, threads, |&i| {
+            // Cancelled: nothing more ahead; the sequential pass stops at once.
+            if cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
+                return None;
+            }
             let p = &probes[i].point;
             let need_j2 = guard(i) || force_kind == Some(SpliceKind::Jump2);
             (!p.at_exit).then(|| precompute(modules, &exact[p.module], p, rules, need_j2)).flatten()
