@@ -281,6 +281,9 @@ impl Site {
     }
 }
 
+/// A springboard: its address, the bytes it replaces, and its jump to a code patch.
+type Springboard = (u64, Vec<u8>, Vec<u8>);
+
 /// The heaps kerf mapped next to one module.
 struct Heaps {
     code: u64,
@@ -616,14 +619,15 @@ impl Instrumentation {
             }
         }
         // Code patches are unreachable until their splices exist, so they are written while
-        // the target runs, through the /proc/PID/mem file opened in the last stop. A chunk
-        // with a springboard is written under a stop: a springboard goes into the module's
-        // own text. Room for every site first: growing the vector inside a stop copied
-        // megabytes there (a 1.3 ms stop at 8,192 sites).
+        // the target runs, through the /proc/PID/mem file opened in the last stop; the
+        // springboards after them, under stops (they go into the modules' own text). Room
+        // for every site first: growing the vector inside a stop copied megabytes there (a
+        // 1.3 ms stop at 8,192 sites).
         self.sites.reserve(site_plans.len());
+        let mut springboards: Vec<(usize, Springboard)> = Vec::new();
         for chunk in site_plans.chunks(BATCH) {
             cancelled(cancel)?;
-            let write = |me: &mut Self, m: &dyn TargetMemory| {
+            let mut write = |me: &mut Self, m: &dyn TargetMemory| {
                 // The chunk's bytes to splice in one read where they lie close together.
                 let t = std::time::Instant::now();
                 let window = Window::read(m, chunk.iter().flat_map(|s| spliced_ranges(&s.plan)));
@@ -648,7 +652,7 @@ impl Instrumentation {
                             continue;
                         }
                     };
-                    me.write_site(
+                    let sb = me.write_site(
                         m,
                         &mut patches,
                         &live,
@@ -659,20 +663,32 @@ impl Instrumentation {
                         thread,
                         only_thread,
                     )?;
+                    springboards.extend(sb.map(|sb| (me.sites.len() - 1, sb)));
                 }
                 // Nothing leads to these patches before the chunk's splices go live (later).
                 let t = std::time::Instant::now();
                 patches.flush(m)?;
                 me.phases.lap("code patches: write", t);
-                Ok(())
+                Ok::<(), InstrumentError>(())
             };
-            if chunk.iter().any(|site| site.plan.springboard.is_some()) {
-                self.while_stopped(|me, tr| write(me, tr))?;
-            } else {
-                write(self, &mem)?;
-            }
+            write(self, &mem)?;
         }
+        // Springboards go into the modules' own text: under a stop, a batch at a time (one
+        // stop for them all where there are few, not one per chunk of patches that has one).
+        // A site records its springboard once it is written (removal puts back what it
+        // records).
         let t = self.phases.lap("code patches", t);
+        for batch in springboards.chunks(BATCH) {
+            cancelled(cancel)?;
+            self.while_stopped(|me, tr| {
+                for (i, (sb, pad, jmp)) in batch {
+                    write_verified(tr, *sb, pad, jmp)?;
+                    me.sites[*i].springboard = Some((*sb, pad.clone(), jmp.clone()));
+                }
+                Ok(())
+            })?;
+        }
+        let t = self.phases.lap("springboards", t);
         if self.sites.is_empty() {
             if let Some(r) = self.refused.first() {
                 let (label, addr, detail) = (r.label.clone(), r.addr, r.reason.clone());
@@ -828,7 +844,8 @@ impl Instrumentation {
     /// Write one site's code patch (and springboard) and record the site.
     ///
     /// `live`: the bytes at the site as read from the target (they matched the file's); the
-    /// code patch goes into `patches`, which the caller writes before the splice goes live.
+    /// code patch goes into `patches`, which the caller writes before the splice goes live,
+    /// and so is the springboard of a jump2 site, returned: `(address, bytes there, jump)`.
     #[allow(clippy::too_many_arguments)]
     fn write_site(
         &mut self,
@@ -841,7 +858,7 @@ impl Instrumentation {
         plan: &Plan,
         thread: ThreadPointer,
         only_thread: Option<u64>,
-    ) -> Result<(), InstrumentError> {
+    ) -> Result<Option<Springboard>, InstrumentError> {
         let p = &probes[first].point;
         let m = p.module;
         let bias = modules[m].bias.unwrap_or(0);
@@ -936,7 +953,7 @@ impl Instrumentation {
                     .ok_or_else(|| refuse("patch out of reach of the springboard".into()))?;
                 let mut pad = vec![0u8; jmp.len()];
                 tr.read(sb, &mut pad)?;
-                write_verified(tr, sb, &pad, &jmp)?;
+                // Written by the caller, under a stop, before the splice can go live.
                 springboard = Some((sb, pad, jmp));
                 jump2_bytes(addr, sb, d.len)
                     .ok_or_else(|| refuse("springboard out of reach".into()))?
@@ -973,9 +990,9 @@ impl Instrumentation {
             splice,
             patch: patch_at,
             live: false,
-            springboard,
+            springboard: None,
         });
-        Ok(())
+        Ok(springboard)
     }
 
     /// The SIGTRAP dispatcher and its table, then the handler; the program's own action goes
