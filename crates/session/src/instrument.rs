@@ -1248,9 +1248,11 @@ impl Instrumentation {
         }
         // As `write_verified` for each, with one read of the batch's stretch of text before
         // the writes and one after where the sites lie close together (every thread is
-        // stopped, and the sites' bytes do not overlap).
-        let ranges = || now.iter().map(|&i| (self.sites[i].addr, self.sites[i].splice.len()));
-        let before = Window::read(tr, ranges());
+        // stopped, and the sites' bytes do not overlap). A site counts as live as soon as its
+        // splice is written, so that an error later in the batch still takes it out.
+        let ranges: Vec<(u64, usize)> =
+            now.iter().map(|&i| (self.sites[i].addr, self.sites[i].splice.len())).collect();
+        let before = Window::read(tr, ranges.iter().copied());
         for &i in &now {
             let p = &self.sites[i];
             let cur = before.bytes(tr, p.addr, p.original.len())?;
@@ -1258,18 +1260,16 @@ impl Instrumentation {
                 return Err(mismatch_before(p.addr, &p.original, &cur));
             }
             tr.write(p.addr, &p.splice)?;
+            self.sites[i].live = true;
+            self.live_order.push(i);
         }
-        let after = Window::read(tr, ranges());
+        let after = Window::read(tr, ranges.iter().copied());
         for &i in &now {
             let p = &self.sites[i];
             let back = after.bytes(tr, p.addr, p.splice.len())?;
             if back != p.splice {
                 return Err(mismatch_after(p.addr, &p.splice, &back));
             }
-        }
-        for i in now {
-            self.sites[i].live = true;
-            self.live_order.push(i);
         }
         self.phases.lap("splices: write, verified", t);
         Ok(later)
