@@ -91,14 +91,16 @@ def main():
     print(f"machine: {platform.node()}, {os.cpu_count()} CPUs, {cpu_model()}; "
           f"load average at the start {loadavg()}")
     print(f"target: {PY} {os.path.relpath(SCRIPT, ROOT)}; specs {' '.join(SPECS)}; "
-          f"runs: {args.runs} rounds, interleaved")
+          f"runs: {args.runs} rounds, interleaved, each starting with the next configuration")
     py = start_python()
     results = {c[0]: [] for c in configs}
     try:
         for _, kerf, env in configs:  # fill each binary's cache
             splice(kerf, env, py.pid)
-        for _ in range(args.runs):
-            for name, kerf, env in configs:
+        for r in range(args.runs):
+            # Each round starts with another configuration: none always runs right after
+            # the same one.
+            for name, kerf, env in configs[r % len(configs):] + configs[:r % len(configs)]:
                 results[name].append(splice(kerf, env, py.pid))
     finally:
         py.send_signal(signal.SIGUSR1)
