@@ -3,12 +3,12 @@
 //! (duration, target exit, Ctrl-C, SIGTERM), and the JSON fields every point reports.
 
 use kerf_codegen::timer::TimerSample;
-use kerf_os::watch::{all_mapped, program, signal_name, End, ExitWatch};
 use kerf_patch::SpliceKind;
 use kerf_session::instrument::{InstrumentError, Instrumentation, Options, Probe, Removed, Site};
 use kerf_session::kernel::KernelInstrumentation;
 use kerf_session::spec::{self, Point, Spec};
 use kerf_session::{analyze_process, process_aliases, AnalyzedImage, LoadOptions};
+use kerf_os::watch::{all_mapped, program, signal_name, End, ExitWatch};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::OnceLock;

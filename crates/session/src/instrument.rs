@@ -45,11 +45,11 @@ use crate::spec::Point;
 use kerf_arch::ImageAddr;
 use kerf_codegen::timer::{self, TimerSample, THREAD_TABLE_LEN, TIMER_LEN};
 use kerf_codegen::{lower, sigguard, trap, Context, Env, Primitive, ThreadPointer};
-use kerf_os::ptrace::{Pause, SharedMem, TargetMemory, Tracee};
-use kerf_os::TargetError;
 use kerf_patch::{
     build_patch_with, jump2_bytes, jump5_bytes, Layout, SpliceKind, INT3, SPRINGBOARD_LEN,
 };
+use kerf_os::ptrace::{Pause, SharedMem, TargetMemory, Tracee};
+use kerf_os::TargetError;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
