@@ -1179,11 +1179,7 @@ impl Instrumentation {
     /// Step 2: write the splices, in batches while every thread is stopped, skipping (and
     /// retrying later) points where a thread's PC or a stacked return address lies inside the
     /// bytes to be replaced (Djprobe's freeze check).
-    fn splice_all(
-        &mut self,
-        mut todo: Vec<usize>,
-        cancel: Cancel<'_>,
-    ) -> Result<(), InstrumentError> {
+    fn splice_all(&mut self, mut todo: Vec<usize>, cancel: Cancel<'_>) -> Result<(), InstrumentError> {
         let mut tries = 0;
         while !todo.is_empty() && tries < MAX_TRIES {
             cancelled(cancel)?;
