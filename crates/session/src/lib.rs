@@ -12,6 +12,7 @@ mod http;
 pub mod instrument;
 pub mod kernel;
 pub mod load;
+pub mod phases;
 pub mod plan;
 pub mod spec;
 
