@@ -41,6 +41,9 @@
 #include <linux/bug.h>
 #include <linux/extable.h>
 #include <linux/kallsyms.h>
+#include <linux/jump_label.h>
+#include <linux/static_call_types.h>
+#include <linux/sort.h>
 #include <generated/utsrelease.h>
 #include <asm/text-patching.h>
 #include <asm/kprobes.h>
@@ -87,7 +90,26 @@ static struct {
 	struct module *(*module_text_address)(unsigned long addr);
 	unsigned long stext, etext;
 	unsigned long static_call_text_start, static_call_text_end;
+	struct jump_entry *jump_table_start, *jump_table_stop;
+	struct static_call_site *static_call_sites_start, *static_call_sites_stop;
+	struct bug_entry *bug_table_start, *bug_table_stop;
 } ks;
+
+/*
+ * Sorted addresses in core kernel text, built at load from the core kernel's own tables (core
+ * text gets no new entries after boot): the code of every jump label and static call site
+ * (each at most KERF_SITE_LEN bytes), and every BUG()/WARN() site. Only filters in front of the
+ * kernel's own checks, which walk a whole table on every call (find_bug() for every byte of a
+ * splice): a core-text range that meets no address here cannot be reserved by those checks
+ * (module entries lie in module text), so they are skipped for it; for any other range, and
+ * for module text, they are made. An index that could not be built (a == NULL) skips nothing.
+ */
+#define KERF_SITE_LEN	5	/* JUMP_LABEL_NOP_SIZE, CALL_INSN_SIZE */
+struct kerf_addr_index {
+	unsigned long *a;
+	size_t n;
+};
+static struct kerf_addr_index kerf_core_sites, kerf_core_bugs;
 
 /* One live splice. Only touched under kerf_lock. */
 struct kerf_splice_rec {
@@ -133,6 +155,8 @@ static unsigned long kerf_nr_splices;
 static DEFINE_XARRAY(kerf_traps_meta);	/* addr -> struct kerf_trap_meta */
 static unsigned long kerf_nr_traps;
 static struct kerf_trap_tab __rcu *kerf_traps;
+/* kerf_traps_meta changed since kerf_traps was built (see kerf_publish_traps_if_dirty()). */
+static bool kerf_traps_dirty;
 static DEFINE_XARRAY(kerf_oss);	/* patch entry -> number of live users (xa value) */
 static DEFINE_XARRAY(kerf_retired);	/* patch entries unused since the last quiesce */
 static u64 kerf_quiesce_done;
@@ -283,6 +307,30 @@ static int kerf_publish_traps(void)
 }
 
 /**
+ * kerf_publish_traps_if_dirty() - publish the trap table if TRAP_ADD/TRAP_DEL changed it
+ *
+ * TRAP_ADD and TRAP_DEL only change kerf_traps_meta (publishing at each would copy the whole
+ * table each time: quadratic in the number of sites). The table is published before anything
+ * that depends on it: before a splice is written (an int3 must find its entry, so it is
+ * published before the int3 exists), and before a quiesce or a patch write (a removed entry
+ * must be gone from the table before the quiesce that allows its patch to be rewritten).
+ * Context: kerf_lock held.
+ *
+ * Return: 0 or -ENOMEM (the table stays dirty).
+ */
+static int kerf_publish_traps_if_dirty(void)
+{
+	int ret;
+
+	if (!kerf_traps_dirty)
+		return 0;
+	ret = kerf_publish_traps();
+	if (!ret)
+		kerf_traps_dirty = false;
+	return ret;
+}
+
+/**
  * kerf_os_get() - count one more splice or trap that jumps to a patch entry
  * @target: patch entry address
  *
@@ -333,6 +381,87 @@ static bool kerf_range_has(struct xarray *xa, unsigned long first, unsigned long
 }
 
 /**
+ * kerf_index_meets() - may [first, last] of core text hold an address of @ix?
+ * @ix: the index
+ * @first: first byte
+ * @last: last byte
+ *
+ * Return: false only if the range is core kernel text and meets no address of @ix.
+ */
+static bool kerf_index_meets(const struct kerf_addr_index *ix, unsigned long first,
+			     unsigned long last)
+{
+	size_t lo = 0, hi = ix->n, mid;
+
+	if (!ix->a || first < ks.stext || last >= ks.etext)
+		return true;
+	/* The first address at or after first; it meets the range if it is at or before last. */
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (ix->a[mid] < first)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < ix->n && ix->a[lo] <= last;
+}
+
+static int kerf_cmp_ulong(const void *a, const void *b)
+{
+	unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/**
+ * kerf_index_core() - build kerf_core_sites and kerf_core_bugs from the core kernel's tables
+ *
+ * Context: module init. A failed allocation only leaves that filter off.
+ */
+static void kerf_index_core(void)
+{
+	size_t nj = ks.jump_table_stop - ks.jump_table_start;
+	size_t nsc = ks.static_call_sites_stop - ks.static_call_sites_start;
+	size_t nb = ks.bug_table_stop - ks.bug_table_start;
+	struct static_call_site *sc;
+	struct bug_entry *bug;
+	unsigned long *a;
+	size_t i, n = 0;
+
+	a = kvmalloc_array(nj + nsc, sizeof(*a), GFP_KERNEL);
+	if (a) {
+		for (i = 0; i < nj; i++)
+			a[n++] = jump_entry_code(&ks.jump_table_start[i]);
+		for (i = 0; i < nsc; i++) {
+			sc = &ks.static_call_sites_start[i];
+			a[n++] = (unsigned long)&sc->addr + sc->addr;
+		}
+		sort(a, n, sizeof(*a), kerf_cmp_ulong, NULL);
+		kerf_core_sites = (struct kerf_addr_index){ .a = a, .n = n };
+	}
+	a = kvmalloc_array(nb, sizeof(*a), GFP_KERNEL);
+	if (a) {
+		for (i = 0; i < nb; i++) {
+			bug = &ks.bug_table_start[i];
+			a[i] = (unsigned long)&bug->bug_addr_disp + bug->bug_addr_disp;
+		}
+		sort(a, nb, sizeof(*a), kerf_cmp_ulong, NULL);
+		kerf_core_bugs = (struct kerf_addr_index){ .a = a, .n = nb };
+	}
+	pr_info("core text: %zu jump labels, %zu static call sites, %zu BUG/WARN sites\n", nj, nsc,
+		nb);
+}
+
+/**
+ * kerf_index_free() - free what kerf_index_core() built
+ */
+static void kerf_index_free(void)
+{
+	kvfree(kerf_core_sites.a);
+	kvfree(kerf_core_bugs.a);
+}
+
+/**
  * kerf_check_text() - is [addr, addr+len) text that kerf may splice?
  * @addr: first byte
  * @len: number of bytes
@@ -377,7 +506,8 @@ static int kerf_check_text(unsigned long addr, unsigned int len, struct module *
 			return ret;
 	}
 	for (a = addr; a < end; a++) {
-		if (ks.within_kprobe_blacklist(a) || ks.find_bug(a) ||
+		if (ks.within_kprobe_blacklist(a) ||
+		    (kerf_index_meets(&kerf_core_bugs, a, a) && ks.find_bug(a)) ||
 		    ks.search_exception_tables(a)) {
 			ret = -EPERM;
 			goto err_put;
@@ -416,9 +546,9 @@ static int kerf_check_owned(unsigned long addr, unsigned int len)
 
 	if (ks.ftrace_location_range(addr, last))
 		return -EBUSY;
-	if (ks.jump_label_text_reserved((void *)addr, (void *)last))
-		return -EBUSY;
-	if (ks.static_call_text_reserved((void *)addr, (void *)last))
+	if (kerf_index_meets(&kerf_core_sites, addr - (KERF_SITE_LEN - 1), last) &&
+	    (ks.jump_label_text_reserved((void *)addr, (void *)last) ||
+	     ks.static_call_text_reserved((void *)addr, (void *)last)))
 		return -EBUSY;
 	if (addr < ks.static_call_text_end && last >= ks.static_call_text_start)
 		return -EBUSY;
@@ -665,6 +795,9 @@ static void kerf_forget(struct kerf_splice_rec *rec)
  */
 static void kerf_quiesce_locked(void)
 {
+	/* Removed trap entries leave the table before their patches may be reused; if the table
+	 * cannot be published now, WRITE_PATCH refuses until it can. */
+	kerf_publish_traps_if_dirty();
 	synchronize_rcu_tasks();
 	synchronize_rcu_tasks_rude();
 	synchronize_rcu();
@@ -740,6 +873,9 @@ static long kerf_ioc_write_patch(void __user *uarg)
 		goto out_free;
 	}
 	mutex_lock(&kerf_lock);
+	ret = kerf_publish_traps_if_dirty();
+	if (ret)
+		goto out_unlock;
 	if (kerf_range_has(&kerf_oss, rw.addr, rw.addr + rw.len - 1) ||
 	    kerf_range_has(&kerf_retired, rw.addr, rw.addr + rw.len - 1)) {
 		ret = -EBUSY;
@@ -1040,7 +1176,8 @@ static void kerf_splice_commit(struct kerf_splice_op *op)
  *
  * Three passes: every check that needs no text_mutex (kerf_lock held all along, so the books
  * cannot change under the batch), then under text_mutex the rest of the checks and the writes,
- * in runs (kerf_poke_queue()), then the books. Caller holds kerf_lock.
+ * in runs (kerf_poke_queue()), then the books. The trap table is published first: an int3
+ * must find its entry. Caller holds kerf_lock.
  *
  * Return: the number of requests spliced.
  */
@@ -1048,6 +1185,11 @@ static unsigned long kerf_splice_ops(struct kerf_splice_op *ops, unsigned long n
 {
 	unsigned long i, done = 0;
 
+	if (kerf_publish_traps_if_dirty()) {
+		for (i = 0; i < n; i++)
+			ops[i].ret = -ENOMEM;
+		return 0;
+	}
 	for (i = 0; i < n; i++)
 		ops[i].ret = kerf_splice_prepare(&ops[i]);
 	mutex_lock(ks.text_mutex);
@@ -1329,15 +1471,10 @@ static long kerf_ioc_trap_add(void __user *uarg)
 	if (ret)
 		goto out_erase;
 	kerf_nr_traps++;
-	ret = kerf_publish_traps();
-	if (ret)
-		goto out_target;
+	kerf_traps_dirty = true;	/* published before an int3 can be written here */
 	mutex_unlock(&kerf_lock);
 	return 0;
 
-out_target:
-	kerf_nr_traps--;
-	kerf_os_put(req.patch);
 out_erase:
 	xa_erase(&kerf_traps_meta, req.addr);
 out_free:
@@ -1348,27 +1485,20 @@ out_unlock:
 }
 
 /**
- * kerf_trap_remove() - drop a trap entry and republish the table
+ * kerf_trap_remove() - drop a trap entry
  * @addr: the trap's address
  * @meta: its state
  *
- * Return: 0 or -ENOMEM (the trap then stays).
+ * The published table keeps the entry until the next kerf_publish_traps_if_dirty(), which
+ * comes before the quiesce that allows its patch to be rewritten.
  */
-static int kerf_trap_remove(unsigned long addr, struct kerf_trap_meta *meta)
+static void kerf_trap_remove(unsigned long addr, struct kerf_trap_meta *meta)
 {
-	int ret;
-
 	xa_erase(&kerf_traps_meta, addr);
 	kerf_nr_traps--;
-	ret = kerf_publish_traps();
-	if (ret) {
-		kerf_nr_traps++;
-		xa_store(&kerf_traps_meta, addr, meta, GFP_KERNEL);
-		return ret;
-	}
+	kerf_traps_dirty = true;
 	kerf_os_put(meta->patch);
 	kfree(meta);
-	return 0;
 }
 
 /**
@@ -1378,13 +1508,13 @@ static int kerf_trap_remove(unsigned long addr, struct kerf_trap_meta *meta)
  * Refused while the int3 is live, and after its removal until a quiesce: a CPU that trapped
  * on it just before the restore may still be on its way to kerf_int3_notify().
  *
- * Return: 0, -ENOENT, -EBUSY or -ENOMEM.
+ * Return: 0, -ENOENT or -EBUSY.
  */
 static long kerf_ioc_trap_del(void __user *uarg)
 {
 	struct kerf_trap req;
 	struct kerf_trap_meta *meta;
-	long ret;
+	long ret = 0;
 
 	if (copy_from_user(&req, uarg, sizeof(req)))
 		return -EFAULT;
@@ -1395,7 +1525,7 @@ static long kerf_ioc_trap_del(void __user *uarg)
 	else if (meta->int3_live || (meta->int3_gone && meta->gone_seq >= kerf_quiesce_done))
 		ret = -EBUSY;
 	else
-		ret = kerf_trap_remove(req.addr, meta);
+		kerf_trap_remove(req.addr, meta);
 	mutex_unlock(&kerf_lock);
 	return ret;
 }
@@ -1465,6 +1595,7 @@ static void kerf_remove_all_locked(void)
 		if (!meta->int3_live)
 			kerf_trap_remove(addr, meta);
 	}
+	kerf_publish_traps_if_dirty();
 	if (!list_empty(&kerf_splice_list) && !kerf_pinned) {
 		__module_get(THIS_MODULE);
 		kerf_pinned = true;
@@ -1666,6 +1797,12 @@ static int kerf_resolve(void)
 		KERF_SYM(etext, "_etext"),
 		KERF_SYM(static_call_text_start, "__static_call_text_start"),
 		KERF_SYM(static_call_text_end, "__static_call_text_end"),
+		KERF_SYM(jump_table_start, "__start___jump_table"),
+		KERF_SYM(jump_table_stop, "__stop___jump_table"),
+		KERF_SYM(static_call_sites_start, "__start_static_call_sites"),
+		KERF_SYM(static_call_sites_stop, "__stop_static_call_sites"),
+		KERF_SYM(bug_table_start, "__start___bug_table"),
+		KERF_SYM(bug_table_stop, "__stop___bug_table"),
 #undef KERF_SYM
 	};
 	unsigned long addr;
@@ -1700,6 +1837,7 @@ static int __init kerf_init(void)
 	ret = kerf_resolve();
 	if (ret)
 		return ret;
+	kerf_index_core();
 	ret = register_die_notifier(&kerf_int3_nb);
 	if (ret)
 		return ret;
@@ -1713,6 +1851,7 @@ static int __init kerf_init(void)
 
 err_notifier:
 	unregister_die_notifier(&kerf_int3_nb);
+	kerf_index_free();
 	return ret;
 }
 
@@ -1731,6 +1870,7 @@ static void __exit kerf_exit(void)
 	tab = rcu_dereference_protected(kerf_traps, true);
 	RCU_INIT_POINTER(kerf_traps, NULL);
 	kvfree(tab);
+	kerf_index_free();
 	xa_destroy(&kerf_oss);
 	xa_destroy(&kerf_retired);
 }
