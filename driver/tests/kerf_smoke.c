@@ -447,6 +447,40 @@ static int run_status(const char *cmd)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/*
+ * Up to 3 core-text addresses from one of the kernel's own tables of patch sites (entries of
+ * esize bytes starting with an s32 relative to themselves: jump labels, static call sites,
+ * BUG/WARN sites), taken around a quarter, half and three quarters of the table and outside
+ * the kprobe blacklist (which would refuse them first). Returns how many.
+ */
+static int table_sites(int fd, const char *start, const char *stop, unsigned int esize,
+		       const struct kerf_info *info, uint64_t *out)
+{
+	uint64_t a = ksym(start), b = ksym(stop), n = b > a ? (b - a) / esize : 0;
+	uint8_t *t = n ? malloc(n * esize) : NULL;
+	int got = 0;
+
+	if (!t || kread(fd, a, t, n * esize)) {
+		free(t);
+		return 0;
+	}
+	for (int q = 1; q <= 3; q++) {
+		for (uint64_t k = n * q / 4; k < n; k++) {
+			int32_t d;
+			uint64_t site;
+
+			memcpy(&d, t + k * esize, 4);
+			site = a + k * esize + (int64_t)d;
+			if (site >= info->stext && site + 5 <= info->etext && !kprobe_blacklisted(site)) {
+				out[got++] = site;
+				break;
+			}
+		}
+	}
+	free(t);
+	return got;
+}
+
 int main(int argc, char **argv)
 {
 	int stress_cycles = argc > 1 ? atoi(argv[1]) : 200;
@@ -651,6 +685,45 @@ int main(int argc, char **argv)
 				      "blacklisted): %s", (unsigned long long)insn, ename(err));
 				if (!err)
 					ktrap(fd, KERF_IOC_TRAP_DEL, insn, 0);
+			}
+		}
+		/* The kernel's own patch sites in core text, straight from its tables: a 5-byte splice
+		 * over one, starting at it or ending on its first byte, is refused (kerf.ko filters
+		 * these checks through indexes of the same tables; the expected bytes are wrong, so a
+		 * check that let one through would show as ESTALE, never as a write). */
+		{
+			static const struct {
+				const char *name, *start, *stop;
+				unsigned int esize;
+				int err;
+			} tabs[] = {
+				{ "refuse-jump-label", "__start___jump_table", "__stop___jump_table", 16, -EBUSY },
+				{ "refuse-static-call-site", "__start_static_call_sites",
+				  "__stop_static_call_sites", 8, -EBUSY },
+				{ "refuse-bug-site", "__start___bug_table", "__stop___bug_table", 12, -EPERM },
+			};
+
+			for (unsigned int t = 0; t < sizeof(tabs) / sizeof(tabs[0]); t++) {
+				uint64_t sites[3], at;
+				int n = table_sites(fd, tabs[t].start, tabs[t].stop, tabs[t].esize, &info,
+						    sites), bad = 0, tried = 0;
+				char why[96] = "";
+
+				for (int k = 0; k < n; k++) {
+					for (int off = 0; off >= -4; off -= 4) {
+						at = sites[k] + off;
+						if (kread(fd, at, o, 5) || jmp5(j, at, patch_uid))
+							continue;
+						wrong(o, o, 5);
+						err = ksplice(fd, at, 5, o, j, KERF_SPLICE_ONE_INSN);
+						tried++;
+						if (err != tabs[t].err && !bad++)
+							snprintf(why, sizeof(why), "; %#llx: %s",
+								 (unsigned long long)at, ename(err));
+					}
+				}
+				check(n == 3 && tried == 6 && !bad, tabs[t].name,
+				      "3 sites, at and 4 bytes before each: %s%s", ename(tabs[t].err), why);
 			}
 		}
 		{

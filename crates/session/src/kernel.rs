@@ -346,7 +346,7 @@ impl<'k> KernelInstrumentation<'k> {
                 Err(e) => inst.refused.push((label, addr, e.to_string())),
             }
         }
-        let live = inst.splice_int3s(probes, int3s)?;
+        let live = inst.splice_int3s(probes, int3s);
         if inst.sites.is_empty() {
             // The driver refused every point: that is the error.
             if let Some((label, addr, detail)) = inst.refused.first().cloned() {
@@ -372,7 +372,7 @@ impl<'k> KernelInstrumentation<'k> {
         &mut self,
         probes: &[Probe],
         mut int3s: Vec<(&'p SitePlan, u64, Vec<u8>)>,
-    ) -> Result<Vec<LiveSite<'p>>, InstrumentError> {
+    ) -> Vec<LiveSite<'p>> {
         let d = &self.kernel.driver;
         let starts = |sp: &SitePlan| {
             sp.members.iter().any(|&i| matches!(probes[i].action, Action::TimerStart(_)))
@@ -388,17 +388,7 @@ impl<'k> KernelInstrumentation<'k> {
             })
             .collect();
         let t = Instant::now();
-        let results = match d.splice_batch(&reqs) {
-            Ok(r) => r,
-            Err(e) => {
-                // Nothing spliced: the traps go again (a failed trap_del leaves one for the
-                // driver to drop when kerf closes it).
-                for r in &reqs {
-                    let _ = d.trap_del(r.addr);
-                }
-                return Err(e.into());
-            }
-        };
+        let results = d.splice_batch(&reqs);
         self.int3_time = t.elapsed();
         let mut live = Vec::new();
         for ((sp, patch, original), r) in int3s.into_iter().zip(results) {
@@ -414,7 +404,7 @@ impl<'k> KernelInstrumentation<'k> {
                 }
             }
         }
-        Ok(live)
+        live
     }
 
     /// Step 4: the jumps, in one batch: jump5 over the int3; jump2 after its springboard
@@ -494,7 +484,7 @@ impl<'k> KernelInstrumentation<'k> {
         let (board_at, jump_at) = (order(&mut boards), order(&mut jumps));
         let nb = boards.len();
         let all: Vec<SpliceRequest> = boards.into_iter().chain(jumps).collect();
-        let results = d.splice_batch(&all)?;
+        let results = d.splice_batch(&all);
         for (k, board, jump) in plan {
             let r = jump.and_then(|j| {
                 if let Some(b) = board {
@@ -615,16 +605,15 @@ impl<'k> KernelInstrumentation<'k> {
         let d = &self.kernel.driver;
         let mut first_err = None;
         // Each batch in address order: few runs in the driver.
-        let mut unsplice = |mut addrs: Vec<KernelAddr>| -> Result<(), InstrumentError> {
+        let mut unsplice = |mut addrs: Vec<KernelAddr>| {
             addrs.sort_by_key(|a| a.0);
-            for r in d.unsplice_batch(&addrs)? {
+            for r in d.unsplice_batch(&addrs) {
                 if let Err(e) = r {
                     first_err.get_or_insert(e);
                 }
             }
-            Ok(())
         };
-        unsplice(self.sites.iter().map(|s| KernelAddr(s.addr)).collect())?;
+        unsplice(self.sites.iter().map(|s| KernelAddr(s.addr)).collect());
         d.quiesce()?;
         unsplice(
             self.sites
@@ -632,7 +621,7 @@ impl<'k> KernelInstrumentation<'k> {
                 .filter_map(|s| s.springboard_in)
                 .map(|(sb, _)| KernelAddr(sb))
                 .collect(),
-        )?;
+        );
         d.quiesce()?;
         for s in &self.sites {
             let _ = d.trap_del(KernelAddr(s.addr));

@@ -334,17 +334,12 @@ impl Driver {
     /// Splice every request, each checked as [`Driver::splice`] checks it, in order; requests
     /// in ascending address order are written together (see `KERF_IOC_SPLICE_BATCH`), and each
     /// one written before any later one at a lower address. One result per request: a
-    /// refused request does not stop the others. The outer error is a batch the driver would
-    /// not take at all (then none of its requests, and none after it, was applied).
-    pub fn splice_batch(
-        &self,
-        reqs: &[SpliceRequest],
-    ) -> Result<Vec<Result<(), KernelError>>, KernelError> {
+    /// refused request does not stop the others. A call the driver refuses as a whole (no
+    /// memory, a bad pointer; up to [`uapi::BATCH_MAX`] requests a call) gives its errno to
+    /// each of its requests, none of which was applied.
+    pub fn splice_batch(&self, reqs: &[SpliceRequest]) -> Vec<Result<(), KernelError>> {
         if self.mode == SpliceMode::OneAtATime {
-            return Ok(reqs
-                .iter()
-                .map(|r| self.splice(r.addr, &r.old, &r.new, r.one_insn))
-                .collect());
+            return reqs.iter().map(|r| self.splice(r.addr, &r.old, &r.new, r.one_insn)).collect();
         }
         let mut out = Vec::with_capacity(reqs.len());
         for chunk in reqs.chunks(uapi::BATCH_MAX) {
@@ -352,22 +347,24 @@ impl Driver {
                 .iter()
                 .map(|r| uapi::SpliceEntry { req: splice_req(r), ..Default::default() })
                 .collect();
-            self.batch("splice batch", chunk[0].addr, uapi::IOC_SPLICE_BATCH, &mut entries)?;
+            let call = self.batch(uapi::IOC_SPLICE_BATCH, &mut entries);
             out.extend(
-                chunk.iter().zip(&entries).map(|(r, e)| entry_result("splice", r.addr, e.result)),
+                chunk
+                    .iter()
+                    .zip(&entries)
+                    .map(|(r, e)| entry_result("splice", r.addr, call.map(|()| e.result))),
             );
         }
-        Ok(out)
+        out
     }
 
     /// Restore the splices at `addrs`, each as [`Driver::unsplice`] does, in one batch (or one
-    /// ioctl each, see [`SpliceMode`]); one result per address, the restored bytes.
-    pub fn unsplice_batch(
-        &self,
-        addrs: &[KernelAddr],
-    ) -> Result<Vec<Result<Vec<u8>, KernelError>>, KernelError> {
+    /// ioctl each, see [`SpliceMode`]); one result per address, the restored bytes. A call
+    /// refused as a whole gives its errno to each of its addresses, as in
+    /// [`Driver::splice_batch`].
+    pub fn unsplice_batch(&self, addrs: &[KernelAddr]) -> Vec<Result<Vec<u8>, KernelError>> {
         if self.mode == SpliceMode::OneAtATime {
-            return Ok(addrs.iter().map(|&a| self.unsplice(a)).collect());
+            return addrs.iter().map(|&a| self.unsplice(a)).collect();
         }
         let mut out = Vec::with_capacity(addrs.len());
         for chunk in addrs.chunks(uapi::BATCH_MAX) {
@@ -378,29 +375,26 @@ impl Driver {
                     ..Default::default()
                 })
                 .collect();
-            self.batch("unsplice batch", chunk[0], uapi::IOC_UNSPLICE_BATCH, &mut entries)?;
+            let call = self.batch(uapi::IOC_UNSPLICE_BATCH, &mut entries);
             out.extend(chunk.iter().zip(&entries).map(|(&a, e)| {
-                entry_result("unsplice", a, e.result)
+                entry_result("unsplice", a, call.map(|()| e.result))
                     .map(|()| e.req.restored[..(e.req.len as usize).min(8)].to_vec())
             }));
         }
-        Ok(out)
+        out
     }
 
-    /// One batch ioctl over `entries` (the uapi entry type of `req`), the first at `first`.
-    fn batch<T>(
-        &self,
-        op: &'static str,
-        first: KernelAddr,
-        req: u64,
-        entries: &mut [T],
-    ) -> Result<(), KernelError> {
+    /// One batch ioctl over `entries` (the uapi entry type of `req`): the errno of a call
+    /// refused as a whole.
+    fn batch<T>(&self, req: u64, entries: &mut [T]) -> Result<(), i32> {
         let mut b = uapi::Batch {
             entries: entries.as_mut_ptr() as u64,
             count: entries.len() as u64,
             ..Default::default()
         };
-        self.call(op, first.0, req, &mut b)
+        // SAFETY: `b` is the `Batch` both batch requests take; its `entries` point to
+        // `count` live entries of the type `req` takes, borrowed mutably for the call.
+        unsafe { self.sys.ioctl(req, &mut b as *mut uapi::Batch as *mut u8) }.map_err(|e| errno(&e))
     }
 
     /// Wait until no CPU can still be in bytes or patches taken out of use before this call.
@@ -485,11 +479,16 @@ fn splice_req(r: &SpliceRequest) -> uapi::Splice {
     s
 }
 
-/// One entry's result of a batch: 0, or a negated errno.
-fn entry_result(op: &'static str, addr: KernelAddr, result: i64) -> Result<(), KernelError> {
+/// One entry's result of a batch: 0 or a negated errno, or the errno of the whole call.
+fn entry_result(
+    op: &'static str,
+    addr: KernelAddr,
+    result: Result<i64, i32>,
+) -> Result<(), KernelError> {
     match result {
-        0 => Ok(()),
-        r => Err(KernelError::Request { op, addr: addr.0, errno: (-r) as i32 }),
+        Ok(0) => Ok(()),
+        Ok(r) => Err(KernelError::Request { op, addr: addr.0, errno: (-r) as i32 }),
+        Err(errno) => Err(KernelError::Request { op, addr: addr.0, errno }),
     }
 }
 
@@ -662,7 +661,7 @@ mod tests {
         let addrs: Vec<KernelAddr> = reqs.iter().map(|r| r.addr).collect();
         for mode in [SpliceMode::Batch, SpliceMode::OneAtATime] {
             d.mode = mode;
-            let r = d.splice_batch(&reqs).unwrap();
+            let r = d.splice_batch(&reqs);
             assert_eq!(r.len(), reqs.len());
             assert!(r[0].is_ok() && r[2].is_ok(), "{mode:?}");
             match &r[1] {
@@ -671,7 +670,7 @@ mod tests {
                 }
                 other => panic!("{mode:?}: {other:?}"),
             }
-            let u = d.unsplice_batch(&addrs).unwrap();
+            let u = d.unsplice_batch(&addrs);
             assert_eq!(u[0].as_deref().unwrap(), &[0x90]);
             assert_eq!(u[3].as_ref().unwrap_err().errno(), Some(libc::ENOENT), "{mode:?}");
         }
