@@ -124,7 +124,9 @@ struct kerf_unsplice {
  * requests in one call. Each entry is checked exactly as its own request would be and gets its
  * own result (0 or the negated errno that request would have returned): a refused entry does
  * not stop the others. The call itself fails, with nothing applied, only for a malformed batch
- * (EINVAL: count 0 or above KERF_BATCH_MAX, reserved fields not 0), EFAULT or ENOMEM.
+ * (EINVAL: count 0 or above KERF_BATCH_MAX, reserved fields not 0), entries it cannot read
+ * (EFAULT) or ENOMEM; EFAULT while writing the results back means the entries were applied
+ * and their results are lost.
  *
  * Written with the kernel's batched int3 bypass (text_poke_queue/text_poke_finish): int3 at
  * every address of a run, one serialisation of all CPUs, every tail, one, every first byte,

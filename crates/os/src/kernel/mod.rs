@@ -335,8 +335,8 @@ impl Driver {
     /// in ascending address order are written together (see `KERF_IOC_SPLICE_BATCH`), and each
     /// one written before any later one at a lower address. One result per request: a
     /// refused request does not stop the others. A call the driver refuses as a whole (no
-    /// memory, a bad pointer; up to [`uapi::BATCH_MAX`] requests a call) gives its errno to
-    /// each of its requests, none of which was applied.
+    /// memory; up to [`uapi::BATCH_MAX`] requests a call) gives its errno to each of its
+    /// requests, none of which was applied (kerf's own buffers never fault).
     pub fn splice_batch(&self, reqs: &[SpliceRequest]) -> Vec<Result<(), KernelError>> {
         if self.mode == SpliceMode::OneAtATime {
             return reqs.iter().map(|r| self.splice(r.addr, &r.old, &r.new, r.one_insn)).collect();
