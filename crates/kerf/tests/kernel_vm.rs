@@ -68,7 +68,7 @@ fn kerf_ko_in_stock_debian_kernel() {
     let expected = [
         "OK insmod",
         "OK heap-in-kallsyms",
-        "OK version abi=1",
+        "OK version abi=2",
         "OK info ",
         "OK info-stext",
         "OK exclusive-open",

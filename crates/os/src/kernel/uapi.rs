@@ -3,7 +3,7 @@
 //! the same layout). A test checks the sizes the ioctl numbers encode.
 
 /// The ABI this build of kerf speaks; the driver reports its own with `KERF_IOC_VERSION`.
-pub const ABI_VERSION: u64 = 1;
+pub const ABI_VERSION: u64 = 2;
 pub const DEVICE_PATH: &str = "/dev/kerf";
 pub const RELEASE_LEN: usize = 64;
 pub const READ_MAX: u64 = 16 << 20;
