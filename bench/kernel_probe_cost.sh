@@ -11,36 +11,30 @@
 # start of every round and once more at the end, so drift of the host (a shared machine
 # under qemu TCG) hits every kind alike and each kind's cost is taken against the bare runs
 # around it.
-# Prints "ROW round kind ns_per_call hits kerf_count kerf_kind" lines, "NOTE ..." lines, DONE.
-# Env: N calls per run (default 1000000), ROUNDS (default 5), KINDS (default all, in order).
+# Prints "ROW round kind best_ns mean_ns hits count kerf_kind" lines (per call: the fastest
+# block of the loop, and the whole loop; count is what kerf or the kprobe event counted),
+# "NOTE ..." and "STEP ..." lines, and DONE. kerf_jump5 must come first (it finds the site).
+# Env: N calls per run (default 300000), ROUNDS (default 3), KINDS (default all, in order).
 set -u
 T=/sys/kernel/tracing
 F=kerf_selftest_jump5
-N=${N:-1000000}
-ROUNDS=${ROUNDS:-5}
+N=${N:-300000}
+ROUNDS=${ROUNDS:-3}
 KINDS=${KINDS:-"kerf_jump5 kerf_jump2 kerf_trap kprobe_int3 optprobe kprobe_ftrace ftrace_function"}
 insmod /kerf/kerf.ko || { echo "insmod failed"; exit 1; }
 field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
-# loop: one run of the self-test loop; prints "ns_per_call hits".
+# loop: one run of the self-test loop; prints "best_ns_per_call mean_ns_per_call hits".
 loop() {
   r=$(kerf_selftest jump5 "$N") || { echo "NOTE kerf_selftest failed: $r"; exit 1; }
-  echo "$(field "$r" per_call) $(field "$r" hits)"
+  echo "$(field "$r" best_per_call) $(field "$r" per_call) $(field "$r" hits)"
 }
-spliced() { i=0; while ! grep -q "points spliced" "$1"; do sleep 0.5; i=$((i+1)); [ $i -gt 240 ] && return 1; done; return 0; }
+spliced() { i=0; while ! grep -qs "points spliced" "$1"; do sleep 0.5; i=$((i+1)); [ $i -gt 240 ] && return 1; done; return 0; }
 point() { tr '{' '\n' < /tmp/k.json | grep "\"spec\":\"kerf:$F\"" | grep -o "\"$1\":[\"a-z0-9]*" | cut -d: -f2 | tr -d '"'; }
-
-# Where kerf splices (and the kprobes go): ask kerf once.
-kerf count --kernel --json --force-kind jump5 "kerf:$F" > /tmp/k.json 2>/tmp/k.err &
-K=$!
-spliced /tmp/k.err || { cat /tmp/k.err; exit 1; }
-kill -INT $K; wait $K
-SITE=$(tr '{' '\n' < /tmp/k.json | grep "\"spec\":\"kerf:$F\"" | grep -o '"address":"0x[0-9a-f]*"' | sed 's/.*0x\([0-9a-f]*\)"/\1/')
 BASE=$(awk -v f="$F" '$3 == f {print $1; exit}' /proc/kallsyms)
-[ -n "$SITE" ] && [ -n "$BASE" ] || { echo "NOTE no site ($SITE) or no $F in kallsyms ($BASE)"; exit 1; }
-# busybox arithmetic is signed 64-bit: subtract the low 32 bits (both are ffffffff........).
-OFF=$(( 0x${SITE#ffffffff} - 0x${BASE#ffffffff} ))
-echo "SITE $F+$OFF"
-if [ -d /sys/kernel/btf/kerf ] || [ -e /sys/kernel/btf/kerf ]; then
+[ -n "$BASE" ] || { echo "NOTE no $F in /proc/kallsyms"; exit 1; }
+# The kprobes go where kerf's first splice went (OFF, set by kerf_run).
+OFF=""
+if [ -e /sys/kernel/btf/kerf ]; then
   echo "NOTE kerf.ko has BTF, but this script has no fentry row yet"
 else
   echo "NOTE no BPF fentry row: kerf.ko has no BTF (built out of tree without vmlinux), and fentry needs the target's BTF"
@@ -53,6 +47,12 @@ kerf_run() {
   v=$(loop)
   kill -INT $K; wait $K
   echo "ROW $1 kerf_$2 $v $(point count) $(point kind)"
+  if [ -z "$OFF" ]; then
+    SITE=$(point address | sed 's/^0x//')
+    # busybox arithmetic is signed 64-bit: subtract the low 32 bits (both are ffffffff........).
+    OFF=$(( 0x${SITE#ffffffff} - 0x${BASE#ffffffff} ))
+    echo "SITE $F+$OFF"
+  fi
 }
 kprobe_run() {
   echo "$3" > /proc/sys/debug/kprobes-optimization
@@ -82,6 +82,7 @@ r=1
 while [ "$r" -le "$ROUNDS" ]; do
   echo "ROW $r bare $(loop) - -"
   for kind in $KINDS; do
+    echo "STEP $r $kind $(date +%T)"
     case $kind in
       kerf_jump5) kerf_run $r jump5 ;;
       kerf_jump2) kerf_run $r jump2 ;;

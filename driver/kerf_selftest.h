@@ -3,9 +3,10 @@
 #ifndef _KERF_SELFTEST_H
 #define _KERF_SELFTEST_H
 
+#include <linux/init.h>
 #include <linux/types.h>
 
-int kerf_selftest_init(void);
+int __init kerf_selftest_init(void);
 void kerf_selftest_exit(void);
 bool kerf_selftest_text(unsigned long addr, unsigned long end);
 

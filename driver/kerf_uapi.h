@@ -135,6 +135,8 @@ struct kerf_selftest {
 	__u64 target;		/* KERF_SELFTEST_JUMP5 or KERF_SELFTEST_SHORT */
 	__u64 calls;		/* 0 .. KERF_SELFTEST_MAX_CALLS */
 	__u64 ns;		/* out: nanoseconds spent in the calls (rescheduling excluded) */
+	__u64 best_ns;		/* out: the fastest block of KERF_SELFTEST_BLOCK calls (a block
+				 * no interrupt, and under qemu no host preemption, slowed) */
 	__u64 hits;		/* out: the calls the target itself counted (equals calls) */
 	__u64 addr;		/* out: the target's address */
 	__u8 code[16];		/* out: its first 16 bytes, read after the loop */
@@ -144,6 +146,7 @@ struct kerf_selftest {
 #define KERF_SELFTEST_SHORT	1
 #define KERF_SELFTEST_NR	2
 #define KERF_SELFTEST_MAX_CALLS	(1ULL << 34)
+#define KERF_SELFTEST_BLOCK	256
 
 #define KERF_IOC_MAGIC		0xB7
 #define KERF_IOC_VERSION	_IOR(KERF_IOC_MAGIC, 0x00, struct kerf_version)
