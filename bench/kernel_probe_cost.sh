@@ -7,13 +7,17 @@
 # a jmp rel8 to a springboard in the padding after the function), kerf trap (forced: int3),
 # a kprobe event with optimisation off (int3), the same kprobe optimised (optprobe), a kprobe
 # event on the ftrace site (ftrace-based), and ftrace's function tracer filtered to it.
-# The kinds are interleaved: each round runs every kind once, and the bare loop runs at the
-# start of every round and once more at the end, so drift of the host (a shared machine
-# under qemu TCG) hits every kind alike and each kind's cost is taken against the bare runs
-# around it.
-# Prints "ROW round kind best_ns mean_ns hits count kerf_kind" lines (per call: the fastest
-# block of the loop, and the whole loop; count is what kerf or the kprobe event counted),
-# "NOTE ..." and "STEP ..." lines, and DONE. kerf_jump5 must come first (it finds the site).
+# Each run of the target sits between two runs of kerf_selftest_twin, a copy of it that no
+# probe touches: a kind's cost per hit is the target's time per call less the twin's, both
+# measured within a second of each other (under qemu TCG on a shared host the speed of the
+# whole guest drifts by tens of percent between seconds, so a baseline taken earlier, as
+# the old table's bare runs were, is off by more than a jump5 costs). The kinds are
+# interleaved in rounds, and "bare" (no probe: target less twin with nothing on either)
+# shows how finely this resolves.
+# Prints "ROW round kind target_best target_mean twin_best twin_mean hits count kerf_kind"
+# lines (ns per call: the fastest block of 256 calls of the run, and the whole run; count is
+# what kerf or the kprobe event counted), "NOTE ..." and "STEP ..." lines, and DONE.
+# kerf_jump5 must come first (it finds the site the kprobes use).
 # Env: N calls per run (default 300000), ROUNDS (default 3), KINDS (default all, in order).
 set -u
 T=/sys/kernel/tracing
@@ -23,10 +27,16 @@ ROUNDS=${ROUNDS:-3}
 KINDS=${KINDS:-"kerf_jump5 kerf_jump2 kerf_trap kprobe_int3 optprobe kprobe_ftrace ftrace_function"}
 insmod /kerf/kerf.ko || { echo "insmod failed"; exit 1; }
 field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }
-# loop: one run of the self-test loop; prints "best_ns_per_call mean_ns_per_call hits".
+# loop: the unprobed twin (kerf_selftest_twin, the same code at another address), the probed
+# target, the twin again, one right after the other; prints "target_best target_mean
+# twin_best twin_mean hits" (ns per call; twin: the mean of its two runs).
+one() { kerf_selftest "$1" "$N" || echo "NOTE kerf_selftest $1 failed"; }
+mean2() { awk -v x="$1" -v y="$2" 'BEGIN { printf "%.3f", (x + y) / 2 }'; }
 loop() {
-  r=$(kerf_selftest jump5 "$N") || { echo "NOTE kerf_selftest failed: $r"; exit 1; }
-  echo "$(field "$r" best_per_call) $(field "$r" per_call) $(field "$r" hits)"
+  a=$(one twin); t=$(one jump5); b=$(one twin)
+  echo "$(field "$t" best_per_call) $(field "$t" per_call)" \
+    "$(mean2 "$(field "$a" best_per_call)" "$(field "$b" best_per_call)")" \
+    "$(mean2 "$(field "$a" per_call)" "$(field "$b" per_call)") $(field "$t" hits)"
 }
 spliced() { i=0; while ! grep -qs "points spliced" "$1"; do sleep 0.5; i=$((i+1)); [ $i -gt 240 ] && return 1; done; return 0; }
 point() { tr '{' '\n' < /tmp/k.json | grep "\"spec\":\"kerf:$F\"" | grep -o "\"$1\":[\"a-z0-9]*" | cut -d: -f2 | tr -d '"'; }
@@ -95,5 +105,4 @@ while [ "$r" -le "$ROUNDS" ]; do
   done
   r=$((r+1))
 done
-echo "ROW $r bare $(loop) - -"
 echo "DONE"

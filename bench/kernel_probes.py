@@ -2,15 +2,15 @@
 """The Djprobe table: per-hit cost of each kind of kernel probe, all on one function of kerf.ko
 (kerf_selftest_jump5, right after its ftrace site) that the driver's self-test loop calls N
 times in a row, in one boot of the stock Debian kernel under qemu TCG
-(bench/kernel_probe_cost.sh runs in the guest). The kinds are interleaved in rounds (bare, A,
-B, ..., bare, A, B, ..., bare); a kind's cost per hit in a round is its time per call minus
-the mean of the bare loops' before and after that round. The time per call is that of the
-fastest block of 256 calls in the run: under qemu the guest's clock runs on while the host
-does not run the vCPU, which on a shared host is most of a whole loop's time (the whole
-loops' figure is printed beside it). Printed per kind: the median
-over the rounds, the min and max, the spread (half the range, as a share of the median), and
-the ratio to the optprobe (medians, and the range of the per-round ratios). Every run is
-checked: the loop's own count is N, and kerf counted N with the kind asked for.
+(bench/kernel_probe_cost.sh runs in the guest). Each run of the probed function sits between
+two runs of kerf_selftest_twin, the same code at another address that nothing probes; a
+kind's cost per hit is the difference, taken from the fastest block of 256 calls of each run
+(under qemu the guest's clock runs on while the host does not run the vCPU; the whole runs'
+figure is printed beside it). The kinds are interleaved in rounds; per kind: the median over
+the rounds, min and max, the spread (half the range, as a share of the median) and the ratio
+to the optprobe (medians, and the range of the per-round ratios). "bare" is the same
+difference with no probe at all: how finely the method resolves. Every run is checked: the
+loop's own count is N, and kerf (or the kprobe event) counted N, with the kind asked for.
 
 Timings under TCG only mean something as ratios within this one run.
 Target: kerf jump5 <= 1/10 of the optprobe, each kind resolved to within 10 %.
@@ -54,11 +54,12 @@ def guest_run(calls, rounds):
 
 
 def parse(stdout, calls):
-    """ROW lines -> ({kind: {round: best ns per call}}, {kind: {round: mean ns per call}}),
-    checking every run's counts."""
-    rows, means = {}, {}
-    for m in re.finditer(r"^ROW (\d+) (\S+) ([0-9.]+) ([0-9.]+) (\S+) (\S+) (\S+)$", stdout, re.M):
-        rnd, kind, best, mean, hits, kcount, kkind = m.groups()
+    """ROW lines -> ({kind: {round: ns per hit}} from the fastest blocks, the same from the
+    whole runs), checking every run's counts."""
+    best, whole = {}, {}
+    pat = r"^ROW (\d+) (\S+) ([0-9.]+) ([0-9.]+) ([0-9.]+) ([0-9.]+) (\S+) (\S+) (\S+)$"
+    for m in re.finditer(pat, stdout, re.M):
+        rnd, kind, tbest, tmean, wbest, wmean, hits, kcount, kkind = m.groups()
         if int(hits) != calls:
             sys.exit(f"round {rnd} {kind}: the loop counted {hits} calls, not {calls}")
         if kind.startswith("kerf_"):
@@ -66,19 +67,9 @@ def parse(stdout, calls):
                 sys.exit(f"round {rnd} {kind}: kerf counted {kcount} as {kkind}")
         elif kcount != "-" and int(kcount) != calls:
             sys.exit(f"round {rnd} {kind}: the kprobe event counted {kcount}")
-        rows.setdefault(kind, {})[int(rnd)] = float(best)
-        means.setdefault(kind, {})[int(rnd)] = float(mean)
-    return rows, means
-
-
-def per_hit(rows):
-    """Cost per hit in each round, against the bare runs before and after that round."""
-    bare = rows["bare"]
-    return {
-        k: {r: ns - (bare[r] + bare[r + 1]) / 2 for r, ns in per.items()}
-        for k, per in rows.items()
-        if k != "bare"
-    }
+        best.setdefault(kind, {})[int(rnd)] = float(tbest) - float(wbest)
+        whole.setdefault(kind, {})[int(rnd)] = float(tmean) - float(wmean)
+    return best, whole
 
 
 def main():
@@ -87,27 +78,29 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     a = ap.parse_args()
     stdout = guest_run(a.calls, a.rounds)
-    rows, means = parse(stdout, a.calls)
+    hit, whole = parse(stdout, a.calls)
     site = re.search(r"^SITE (\S+)", stdout, re.M)
     print(f"probed: {site.group(1) if site else '?'}; {a.calls:,} calls per run, "
           f"{a.rounds} rounds")
-    for name, r in (("fastest block", rows), ("whole loop", means)):
-        print(f"bare loop, ns per call ({name}), at the start of each round and at the end: "
-              + " ".join(f"{r['bare'][k]:.1f}" for k in sorted(r["bare"])))
     for note in re.findall(r"^NOTE (.*)$", stdout, re.M):
         print(f"note: {note}")
-    hit, whole = per_hit(rows), per_hit(means)
+    twin = [float(x) for x in re.findall(r"^ROW \d+ \S+ \S+ \S+ ([0-9.]+) ", stdout, re.M)]
+    print(f"unprobed twin, ns per call (fastest block): {min(twin):.1f} to {max(twin):.1f}")
     opt = hit.get("optprobe")
-    print(f"\nns per hit from the fastest block of {BLOCK} calls of each run (median, min and max "
-          f"over the rounds; spread = half the range / median); last column: the same median "
-          f"from the whole loops")
+    print(f"\nns per hit: probed less unprobed twin, fastest block of {BLOCK} calls of each run "
+          f"(median, min and max over the rounds; spread = half the range / median); last "
+          f"column: the same median from the whole runs")
     print(f"{'probe':<18}{'ns/hit':>9}{'min':>9}{'max':>9}{'spread':>9}"
-          f"{'/ optprobe':>12}  {'(per round)':<15}{'whole loop':>11}")
+          f"{'/ optprobe':>12}  {'(per round)':<15}{'whole runs':>11}")
     for k, per in hit.items():
         v = list(per.values())
         med = statistics.median(v)
+        line = f"{k:<18}{med:>9.1f}{min(v):>9.1f}{max(v):>9.1f}"
+        if k == "bare":
+            print(f"{line}{'':>9}{'':>12}  {'':<15}{statistics.median(whole[k].values()):>11.1f}")
+            continue
         spread = (max(v) - min(v)) / 2 / med * 100 if med > 0 else float("inf")
-        line = f"{k:<18}{med:>9.1f}{min(v):>9.1f}{max(v):>9.1f}{spread:>8.1f}%"
+        line += f"{spread:>8.1f}%"
         if opt:
             ratios = [per[r] / opt[r] for r in per if r in opt]
             line += (f"{med / statistics.median(opt.values()):>12.3f}"

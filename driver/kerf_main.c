@@ -317,12 +317,13 @@ static bool kerf_range_has(struct xarray *xa, unsigned long first, unsigned long
  * a LIVE module's core text: a COMING module is still being patched by its own loader
  * (alternatives, jump labels) and a GOING one is about to be freed; the reference taken here
  * keeps the module from being unloaded while the splice lives. kerf's own text (the patch
- * heap, the int3 notifier, the splice path) is never a splice target, but for the two
- * self-test targets of kerf_selftest.c (no reference taken: see below). Then the kernel's no-probe list, and instructions whose
- * address the kernel looks up when they trap, which therefore must not be relocated into a
- * code patch: BUG()/WARN() sites (report_bug() finds their ud2 by address; relocated, a WARN
- * would become an oops) and instructions with an exception-table entry (a faulting user
- * access, rdmsr_safe...: relocated, the fault would find no fixup and oops).
+ * heap, the int3 notifier, the splice path) is never a splice target, but for the three
+ * self-test targets of kerf_selftest.c (no reference taken: see below). Then the kernel's
+ * no-probe list, and instructions whose address the kernel looks up when they trap, which
+ * therefore must not be relocated into a code patch: BUG()/WARN() sites (report_bug() finds
+ * their ud2 by address; relocated, a WARN would become an oops) and instructions with an
+ * exception-table entry (a faulting user access, rdmsr_safe...: relocated, the fault would
+ * find no fixup and oops).
  *
  * Return: 0, -ENXIO (not such text), -EPERM (forbidden), -EINVAL (range wraps).
  */

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * kerf_selftest.c - /dev/kerf_selftest: a loop that calls two functions of kerf.ko N times,
+ * kerf_selftest.c - /dev/kerf_selftest: a loop that calls a function of kerf.ko N times,
  * so that a probe on them (kerf's splices, kprobes, optprobes, ftrace) is hit N times in a
  * row with nothing else in between, and its cost per hit can be measured to a few percent
  * (bench/kernel_probe_cost.sh) and its count checked exactly (tests/fixtures/kernel_guest.sh).
@@ -10,7 +10,7 @@
  * live, which is exactly when the loop must run. This node only runs the loop; it changes
  * nothing, holds no kerf lock and may be opened by several root processes at once.
  *
- * The two targets are the only part of kerf.ko's text that KERF_IOC_SPLICE and
+ * The three targets are the only part of kerf.ko's text that KERF_IOC_SPLICE and
  * KERF_IOC_TRAP_ADD accept (kerf_selftest_text()); the rest of kerf.ko stays refused.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -40,6 +40,20 @@
  * call; the store through @counter is a side effect no compiler may drop.
  */
 static __noipa void kerf_selftest_jump5(u64 *counter)
+{
+	WRITE_ONCE(*counter, READ_ONCE(*counter) + 1);
+}
+
+/**
+ * kerf_selftest_twin() - kerf_selftest_jump5() again, at another address
+ * @counter: incremented once per call
+ *
+ * Left unprobed, it is the baseline: a probe's cost per hit is the time per call of the
+ * probed target less this one's, measured right after it (under qemu the speed of the host
+ * drifts by tens of percent from one second to the next). __noipa also rules out identical
+ * code folding, which would make the two one function.
+ */
+static __noipa void kerf_selftest_twin(u64 *counter)
 {
 	WRITE_ONCE(*counter, READ_ONCE(*counter) + 1);
 }
@@ -143,12 +157,18 @@ static long kerf_selftest_loop(struct kerf_selftest *req)
 	for (done = 0; done < req->calls; done += n) {
 		n = min_t(u64, req->calls - done, KERF_SELFTEST_BLOCK);
 		t0 = ktime_get_ns();
-		if (req->target == KERF_SELFTEST_JUMP5) {
+		switch (req->target) {
+		case KERF_SELFTEST_JUMP5:
 			for (i = 0; i < n; i++)
 				kerf_selftest_jump5(&counter);
-		} else {
+			break;
+		case KERF_SELFTEST_SHORT:
 			for (i = 0; i < n; i++)
 				kerf_selftest_short(&counter, 0);
+			break;
+		default:
+			for (i = 0; i < n; i++)
+				kerf_selftest_twin(&counter);
 		}
 		t = ktime_get_ns() - t0;
 		req->ns += t;
@@ -229,6 +249,7 @@ int __init kerf_selftest_init(void)
 	static const unsigned long fns[KERF_SELFTEST_NR] = {
 		[KERF_SELFTEST_JUMP5] = (unsigned long)kerf_selftest_jump5,
 		[KERF_SELFTEST_SHORT] = (unsigned long)kerf_selftest_short,
+		[KERF_SELFTEST_TWIN] = (unsigned long)kerf_selftest_twin,
 	};
 	unsigned long end;
 	unsigned int i;

@@ -125,14 +125,16 @@ struct kerf_trap {
 /*
  * KERF_IOC_SELFTEST, on KERF_SELFTEST_DEVICE_PATH only (root only, not exclusive: /dev/kerf
  * is held by kerf while its probes are live, which is when the loop must run): call one of
- * kerf.ko's two probe targets `calls` times in a tight loop, so that a probe placed on it is
+ * kerf.ko's three probe targets `calls` times in a tight loop, so that a probe placed on it is
  * hit exactly that many times, and time the loop. The targets are the only bytes of kerf.ko
  * that SPLICE and TRAP_ADD accept; they are named kerf_selftest_jump5 (straight-line code
- * after the ftrace site: a jmp rel32 fits) and kerf_selftest_short (a branch target 3 bytes
- * after the ftrace site: only a jmp rel8 to a springboard or an int3 fits) in /proc/kallsyms.
+ * after the ftrace site: a jmp rel32 fits), kerf_selftest_short (a branch target 3 bytes
+ * after the ftrace site: only a jmp rel8 to a springboard or an int3 fits) and
+ * kerf_selftest_twin (the same code as kerf_selftest_jump5: run unprobed right before or
+ * after it, it gives the cost of the calls without the probe) in /proc/kallsyms.
  */
 struct kerf_selftest {
-	__u64 target;		/* KERF_SELFTEST_JUMP5 or KERF_SELFTEST_SHORT */
+	__u64 target;		/* KERF_SELFTEST_JUMP5, _SHORT or _TWIN */
 	__u64 calls;		/* 0 .. KERF_SELFTEST_MAX_CALLS */
 	__u64 ns;		/* out: nanoseconds spent in the calls (rescheduling excluded) */
 	__u64 best_ns;		/* out: the fastest block of KERF_SELFTEST_BLOCK calls (a block
@@ -144,7 +146,8 @@ struct kerf_selftest {
 #define KERF_SELFTEST_DEVICE_PATH	"/dev/kerf_selftest"
 #define KERF_SELFTEST_JUMP5	0
 #define KERF_SELFTEST_SHORT	1
-#define KERF_SELFTEST_NR	2
+#define KERF_SELFTEST_TWIN	2	/* a copy of the jump5 target, left unprobed: the baseline */
+#define KERF_SELFTEST_NR	3
 #define KERF_SELFTEST_MAX_CALLS	(1ULL << 34)
 #define KERF_SELFTEST_BLOCK	256
 
@@ -165,7 +168,7 @@ struct kerf_selftest {
  *   EPERM    open without CAP_SYS_ADMIN; or SPLICE/TRAP_ADD where the kernel forbids probing
  *            or relocating: the kprobe blacklist (NOKPROBE_SYMBOL, __kprobes, noinstr, entry
  *            text), a BUG()/WARN() site, an instruction with an exception-table entry, or
- *            kerf's own module (but for its two self-test targets)
+ *            kerf's own module (but for its three self-test targets)
  *   EBUSY    second open; or SPLICE on bytes another mechanism owns: an ftrace site, a jump
  *            label, a static call site or trampoline, a BPF dispatcher, a kprobe (or
  *            optprobe) nearby, an SMP-alternatives lock prefix; or UNSPLICE when the bytes

@@ -4,7 +4,7 @@
  * from the guest's shell: the suite's exact-count check (tests/fixtures/kernel_guest.sh) and
  * the Djprobe table (bench/kernel_probe_cost.sh) call it while a probe sits on the target.
  *
- * Usage: kerf_selftest jump5|short CALLS
+ * Usage: kerf_selftest jump5|short|twin CALLS
  * Output: one line,
  *   SELFTEST target=jump5 addr=0xffffffffc0123450 calls=N hits=N ns=T per_call=X
  *            best_per_call=B code=<hex>
@@ -30,11 +30,19 @@ int main(int argc, char **argv)
 	unsigned int i;
 	int fd;
 
-	if (argc != 3 || (strcmp(argv[1], "jump5") && strcmp(argv[1], "short"))) {
-		fprintf(stderr, "usage: kerf_selftest jump5|short CALLS\n");
+	static const char *const names[KERF_SELFTEST_NR] = {
+		[KERF_SELFTEST_JUMP5] = "jump5",
+		[KERF_SELFTEST_SHORT] = "short",
+		[KERF_SELFTEST_TWIN] = "twin",
+	};
+
+	for (req.target = 0; argc == 3 && req.target < KERF_SELFTEST_NR; req.target++)
+		if (!strcmp(argv[1], names[req.target]))
+			break;
+	if (argc != 3 || req.target == KERF_SELFTEST_NR) {
+		fprintf(stderr, "usage: kerf_selftest jump5|short|twin CALLS\n");
 		return 1;
 	}
-	req.target = strcmp(argv[1], "jump5") ? KERF_SELFTEST_SHORT : KERF_SELFTEST_JUMP5;
 	errno = 0;
 	req.calls = strtoull(argv[2], &end, 10);
 	if (errno || *end || end == argv[2]) {
