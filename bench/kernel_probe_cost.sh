@@ -18,12 +18,12 @@
 # lines (ns per call: the fastest block of 256 calls of the run, and the whole run; count is
 # what kerf or the kprobe event counted), "NOTE ..." and "STEP ..." lines, and DONE.
 # kerf_jump5 must come first (it finds the site the kprobes use).
-# Env: N calls per run (default 300000), ROUNDS (default 3), KINDS (default all, in order).
+# Env: N calls per run (default 1000000), ROUNDS (default 5), KINDS (default all, in order).
 set -u
 T=/sys/kernel/tracing
 F=kerf_selftest_jump5
-N=${N:-300000}
-ROUNDS=${ROUNDS:-3}
+N=${N:-1000000}
+ROUNDS=${ROUNDS:-5}
 KINDS=${KINDS:-"kerf_jump5 kerf_jump2 kerf_trap kprobe_int3 optprobe kprobe_ftrace ftrace_function"}
 insmod /kerf/kerf.ko || { echo "insmod failed"; exit 1; }
 field() { echo "$1" | tr ' ' '\n' | sed -n "s/^$2=//p"; }

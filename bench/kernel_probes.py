@@ -74,8 +74,8 @@ def parse(stdout, calls):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--calls", type=int, default=300_000, help="calls per run (default 300000)")
-    ap.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
+    ap.add_argument("--calls", type=int, default=1_000_000, help="calls per run (default 1e6)")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds (default 5)")
     a = ap.parse_args()
     stdout = guest_run(a.calls, a.rounds)
     hit, whole = parse(stdout, a.calls)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * kerf_selftest.c - /dev/kerf_selftest: a loop that calls a function of kerf.ko N times,
- * so that a probe on them (kerf's splices, kprobes, optprobes, ftrace) is hit N times in a
+ * so that a probe on it (kerf's splices, kprobes, optprobes, ftrace) is hit N times in a
  * row with nothing else in between, and its cost per hit can be measured to a few percent
  * (bench/kernel_probe_cost.sh) and its count checked exactly (tests/fixtures/kernel_guest.sh).
  * The kernel's kprobe self-tests call a probed function of their own the same way.
