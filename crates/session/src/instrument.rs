@@ -39,6 +39,7 @@
 //! ```
 
 use crate::load::AnalyzedImage;
+use crate::phases::Phases;
 use crate::plan::{live_at, plan_sites, Plan, Rules, SitePlan};
 use crate::spec::Point;
 use kerf_arch::{ImageAddr, RemoteAddr};
@@ -83,9 +84,15 @@ const SIGTRAP_BIT: u64 = 1 << (trap::SIGTRAP - 1);
 const STACK_SCAN: usize = 16 * 1024;
 /// Tries before a point whose bytes some thread keeps sitting in is given up.
 const MAX_TRIES: usize = 200;
-/// Splices written per stop of the target: each costs three /proc/PID/mem accesses, and a
-/// batch must keep the target's pause well under a millisecond (DESIGN.md §4).
+/// Splices removed per stop of the target (and code patches written per chunk): each removal
+/// costs three /proc/PID/mem accesses, and a batch must keep the target's pause well under a
+/// millisecond (DESIGN.md §4).
 const BATCH: usize = 32;
+/// Splices written per stop when they go in: each costs one /proc/PID/mem write (the batch's
+/// stretch of text is read once before and once after, where the sites lie close together),
+/// so twice as many fit in the same pause, and half as many stops are needed (a stop and
+/// its release cost about 70-100 us here).
+const SPLICE_BATCH: usize = 64;
 
 /// The code heap is read-execute only: kerf writes it through /proc/PID/mem (as it writes
 /// the program's own text), and no generated code stores to it (the trap dispatcher's table
@@ -274,6 +281,9 @@ impl Site {
     }
 }
 
+/// A springboard: its address, the bytes it replaces, and its jump to a code patch.
+type Springboard = (u64, Vec<u8>, Vec<u8>);
+
 /// The heaps kerf mapped next to one module.
 struct Heaps {
     code: u64,
@@ -341,6 +351,8 @@ pub struct Instrumentation {
     pub longest_splice_pause: Duration,
     /// TSC when the last splice went in, and the matching monotonic time.
     pub installed_at: (u64, std::time::Instant),
+    /// Where the installation's time went, phase by phase.
+    pub phases: Phases,
     removed: bool,
     /// This kerf's claim on the process, held until removal is over (one kerf at a time).
     claim: Option<kerf_os::ptrace::Claim>,
@@ -422,6 +434,7 @@ impl Instrumentation {
             longest_pause: Duration::ZERO,
             longest_splice_pause: Duration::ZERO,
             installed_at: (tsc(), std::time::Instant::now()),
+            phases: Phases::default(),
             removed: false,
         };
         if let Err(e) = inst.prepare(modules, probes, opts, cancel) {
@@ -439,12 +452,15 @@ impl Instrumentation {
         // Signal-mask guards and the signal state they keep first (module comment, steps
         // 2-3), then every other site in plan order: timer stops go live before timer starts
         // (see plan::plan_sites). An error from here on drops `inst`, which removes itself.
+        let t = std::time::Instant::now();
         if !inst.guard_sites.is_empty() {
             inst.while_stopped(|me, tr| me.clear_handler_masks(tr))?;
             inst.guards_live()?;
         }
+        let t = inst.phases.lap("signal-mask guards live", t);
         let todo = (0..inst.sites.len()).filter(|i| !inst.guard_sites.contains(i)).collect();
         inst.splice_all(todo, cancel)?;
+        inst.phases.lap("splices", t);
         inst.installed_at = (tsc(), std::time::Instant::now());
         Ok(inst)
     }
@@ -526,6 +542,7 @@ impl Instrumentation {
         // the work done in it (an injected call is a register swap, a single-step and a wait,
         // about 80 us here, plus reading /proc/PID/maps), and DESIGN §6 allows 1 ms a stop.
         // Nothing refers to a heap until a splice does, so the target may run between them.
+        let t = std::time::Instant::now();
         let (thread, only_thread, mem) = self.while_stopped(|me, tr| {
             let (thread, only_thread) = me.thread_context(tr, probes, opts)?;
             if let Some(m) = modules.first() {
@@ -533,15 +550,21 @@ impl Instrumentation {
             }
             Ok((thread, only_thread, tr.memory()))
         })?;
+        let t = self.phases.lap("first stop (thread context, start-up code)", t);
         // Planning reads the modules' files: the target keeps running.
         let mut planned =
             plan_sites(modules, probes, opts.force_kind, &self.startup, Rules::PROCESS, cancel)?;
+        let mut t = self.phases.lap("plan", t);
+        for (n, d) in planned.phases.iter() {
+            self.phases.add(n, d);
+        }
         // A trap anywhere: every `syscall` that may change a signal mask gets a guard, planned
         // together with the tool's probes (a guard's `syscall` may not be covered by another
         // site's jump).
         let mut all: Vec<Probe> = probes.to_vec();
         if planned.sites.iter().any(|s| s.plan.kind == SpliceKind::Trap) {
             all.extend(guard_probes(modules)?);
+            t = self.phases.lap("find the system calls to guard", t);
             if all.len() > probes.len() {
                 planned = plan_sites(
                     modules,
@@ -552,11 +575,16 @@ impl Instrumentation {
                     cancel,
                 )?;
             }
+            t = self.phases.lap("plan again with signal-mask guards", t);
+            for (n, d) in planned.phases.iter() {
+                self.phases.add(n, d);
+            }
         }
         let probes: &[Probe] = &all;
         self.counters.resize(probes.len(), None);
         self.probe_site.resize(probes.len(), usize::MAX);
         self.alloc_heaps(modules, probes)?;
+        let t = self.phases.lap("map heaps", t);
         self.springboards = planned.springboards;
         self.refused = planned.refused;
         // Sites holding a tool's probe first (what `sites()` shows), in plan order; sites with
@@ -591,37 +619,76 @@ impl Instrumentation {
             }
         }
         // Code patches are unreachable until their splices exist, so they are written while
-        // the target runs, through the /proc/PID/mem file opened in the last stop. A chunk
-        // with a springboard is written under a stop: a springboard goes into the module's
-        // own text. Room for every site first: growing the vector inside a stop copied
-        // megabytes there (a 1.3 ms stop at 8,192 sites).
+        // the target runs, through the /proc/PID/mem file opened in the last stop; the
+        // springboards after them, under stops (they go into the modules' own text). Room
+        // for every site first: growing the vector inside a stop copied megabytes there (a
+        // 1.3 ms stop at 8,192 sites).
         self.sites.reserve(site_plans.len());
+        let mut springboards: Vec<(usize, Springboard)> = Vec::new();
         for chunk in site_plans.chunks(BATCH) {
             cancelled(cancel)?;
-            let write = |me: &mut Self, m: &dyn TargetMemory| {
+            let mut write = |me: &mut Self, m: &dyn TargetMemory| {
+                // The chunk's bytes to splice in one read where they lie close together.
+                let t = std::time::Instant::now();
+                let window = Window::read(m, chunk.iter().flat_map(|s| spliced_ranges(&s.plan)));
+                me.phases.lap("code patches: read the bytes to splice", t);
+                let mut patches = PatchWrites::default();
                 for site in chunk {
                     let (first, members, plan) = (site.first, &site.members, &site.plan);
                     // DESIGN §5: never splice over bytes that are not the file's.
                     let module = &modules[probes[first].point.module];
-                    if let Some(reason) = foreign_bytes(m, module, plan)? {
-                        me.refused.extend(members.iter().map(|&i| crate::plan::Refused {
-                            probe: i,
-                            label: probes[i].point.label.clone(),
-                            addr: plan.displaced.point,
-                            reason: reason.clone(),
-                        }));
-                        continue;
-                    }
-                    me.write_site(m, modules, probes, first, members, plan, thread, only_thread)?;
+                    let t = std::time::Instant::now();
+                    let foreign = foreign_bytes(m, &window, module, plan)?;
+                    me.phases.lap("code patches: read the bytes to splice", t);
+                    let live = match foreign {
+                        Ok(live) => live,
+                        Err(reason) => {
+                            me.refused.extend(members.iter().map(|&i| crate::plan::Refused {
+                                probe: i,
+                                label: probes[i].point.label.clone(),
+                                addr: plan.displaced.point,
+                                reason: reason.clone(),
+                            }));
+                            continue;
+                        }
+                    };
+                    let sb = me.write_site(
+                        m,
+                        &mut patches,
+                        &live,
+                        modules,
+                        probes,
+                        (first, members),
+                        plan,
+                        thread,
+                        only_thread,
+                    )?;
+                    springboards.extend(sb.map(|sb| (me.sites.len() - 1, sb)));
+                }
+                // Nothing leads to these patches before the chunk's splices go live (later).
+                let t = std::time::Instant::now();
+                patches.flush(m)?;
+                me.phases.lap("code patches: write", t);
+                Ok::<(), InstrumentError>(())
+            };
+            write(self, &mem)?;
+        }
+        // Springboards go into the modules' own text: under a stop, a batch at a time (one
+        // stop for them all where there are few, not one per chunk of patches that has one).
+        // A site records its springboard once it is written (removal puts back what it
+        // records).
+        let t = self.phases.lap("code patches", t);
+        for batch in springboards.chunks(BATCH) {
+            cancelled(cancel)?;
+            self.while_stopped(|me, tr| {
+                for (i, (sb, pad, jmp)) in batch {
+                    write_verified(tr, *sb, pad, jmp)?;
+                    me.sites[*i].springboard = Some((*sb, pad.clone(), jmp.clone()));
                 }
                 Ok(())
-            };
-            if chunk.iter().any(|site| site.plan.springboard.is_some()) {
-                self.while_stopped(|me, tr| write(me, tr))?;
-            } else {
-                write(self, &mem)?;
-            }
+            })?;
         }
+        let t = self.phases.lap("springboards", t);
         if self.sites.is_empty() {
             if let Some(r) = self.refused.first() {
                 let (label, addr, detail) = (r.label.clone(), r.addr, r.reason.clone());
@@ -648,6 +715,7 @@ impl Instrumentation {
         if self.sites.iter().any(|p| p.kind == SpliceKind::Trap) || !self.guard_sites.is_empty() {
             self.while_stopped(|me, tr| me.install_dispatcher(tr))?;
         }
+        self.phases.lap("trap dispatcher", t);
         Ok(())
     }
 
@@ -776,18 +844,23 @@ impl Instrumentation {
     }
 
     /// Write one site's code patch (and springboard) and record the site.
+    ///
+    /// `live`: the bytes at the site as read from the target (they matched the file's); the
+    /// code patch goes into `patches`, which the caller writes before the splice goes live,
+    /// and so is the springboard of a jump2 site, returned: `(address, bytes there, jump)`.
     #[allow(clippy::too_many_arguments)]
     fn write_site(
         &mut self,
         tr: &dyn TargetMemory,
+        patches: &mut PatchWrites,
+        live: &[u8],
         modules: &[AnalyzedImage],
         probes: &[Probe],
-        first: usize,
-        members: &[usize],
+        (first, members): (usize, &[usize]),
         plan: &Plan,
         thread: ThreadPointer,
         only_thread: Option<u64>,
-    ) -> Result<(), InstrumentError> {
+    ) -> Result<Option<Springboard>, InstrumentError> {
         let p = &probes[first].point;
         let m = p.module;
         let addr = plan.displaced.point;
@@ -841,6 +914,7 @@ impl Instrumentation {
             only_thread,
             only_id: None,
         };
+        let t = std::time::Instant::now();
         let mut snippet = if prims.is_empty() {
             Vec::new()
         } else {
@@ -863,7 +937,10 @@ impl Instrumentation {
         if code.len() as u64 > room {
             return Err(refuse(format!("code patch of {} bytes", code.len())));
         }
-        tr.write(RemoteAddr(patch_at), &code)?;
+        let t = self.phases.lap("code patches: generate", t);
+        patches.add(tr, patch_at, &code)?;
+        let t = self.phases.lap("code patches: write", t);
+        let h = self.heaps[m].as_mut().expect("heap mapped for every module with probes");
         h.used += (code.len() as u64).next_multiple_of(16);
         let d = &plan.displaced;
         self.parked.extend(parked_syscalls(patch_at, &code, d, layout));
@@ -878,15 +955,23 @@ impl Instrumentation {
                     .ok_or_else(|| refuse("patch out of reach of the springboard".into()))?;
                 let mut pad = vec![0u8; jmp.len()];
                 tr.read(RemoteAddr(sb), &mut pad)?;
-                write_verified(tr, sb, &pad, &jmp)?;
+                // Written by the caller, under a stop, before the splice can go live.
                 springboard = Some((sb, pad, jmp));
                 jump2_bytes(addr, sb, d.len)
                     .ok_or_else(|| refuse("springboard out of reach".into()))?
             }
             _ => vec![INT3],
         };
-        let mut original = vec![0u8; splice.len()];
-        tr.read(RemoteAddr(addr), &mut original)?;
+        // The bytes the splice replaces, as read with the rest (the same bytes as the file's).
+        let original = match live.get(..splice.len()) {
+            Some(b) => b.to_vec(),
+            None => {
+                let mut b = vec![0u8; splice.len()];
+                tr.read(RemoteAddr(addr), &mut b)?;
+                b
+            }
+        };
+        self.phases.lap("code patches: springboards, site records", t);
         let fun = &modules[m].analysis.cfg.function(p.func);
         for &i in members {
             self.probe_site[i] = self.sites.len();
@@ -907,9 +992,9 @@ impl Instrumentation {
             splice,
             patch: patch_at,
             live: false,
-            springboard,
+            springboard: None,
         });
-        Ok(())
+        Ok(springboard)
     }
 
     /// The SIGTRAP dispatcher and its table, then the handler; the program's own action goes
@@ -1100,10 +1185,14 @@ impl Instrumentation {
         let mut tries = 0;
         while !todo.is_empty() && tries < MAX_TRIES {
             cancelled(cancel)?;
+            let t = std::time::Instant::now();
             let tr = Tracee::stop_all(self.pid)?;
-            let batch: Vec<usize> = todo.drain(..todo.len().min(BATCH)).collect();
+            self.phases.lap("splices: stop", t);
+            let batch: Vec<usize> = todo.drain(..todo.len().min(SPLICE_BATCH)).collect();
             let later = self.write_splices(&tr, &batch)?;
+            let t = std::time::Instant::now();
             let pause: Pause = tr.resume_detach()?;
+            self.phases.lap("splices: resume", t);
             self.longest_pause = self.longest_pause.max(pause.held);
             self.longest_splice_pause = self.longest_splice_pause.max(pause.held);
             if !later.is_empty() {
@@ -1142,18 +1231,45 @@ impl Instrumentation {
         tr: &Tracee,
         sites: &[usize],
     ) -> Result<Vec<usize>, InstrumentError> {
+        let t = std::time::Instant::now();
         let busy = busy_ranges(tr, None)?;
+        let t = self.phases.lap("splices: freeze check", t);
         let mut later = Vec::new();
+        let mut now = Vec::with_capacity(sites.len());
         for &i in sites {
             let p = &self.sites[i];
             if busy.iter().any(|b| b.within(p.addr + 1, p.addr + p.splice.len() as u64)) {
                 later.push(i);
-                continue;
+            } else {
+                now.push(i);
             }
-            write_verified(tr, p.addr, &p.original, &p.splice)?;
+        }
+        // As `write_verified` for each, with one read of the batch's stretch of text before
+        // the writes and one after where the sites lie close together (every thread is
+        // stopped, and the sites' bytes do not overlap). A site counts as live as soon as its
+        // splice is written, so that an error later in the batch still takes it out.
+        let ranges: Vec<(u64, usize)> =
+            now.iter().map(|&i| (self.sites[i].addr, self.sites[i].splice.len())).collect();
+        let before = Window::read(tr, ranges.iter().copied());
+        for &i in &now {
+            let p = &self.sites[i];
+            let cur = before.bytes(tr, p.addr, p.original.len())?;
+            if cur != p.original {
+                return Err(mismatch_before(p.addr, &p.original, &cur));
+            }
+            tr.write(RemoteAddr(p.addr), &p.splice)?;
             self.sites[i].live = true;
             self.live_order.push(i);
         }
+        let after = Window::read(tr, ranges.iter().copied());
+        for &i in &now {
+            let p = &self.sites[i];
+            let back = after.bytes(tr, p.addr, p.splice.len())?;
+            if back != p.splice {
+                return Err(mismatch_after(p.addr, &p.splice, &back));
+            }
+        }
+        self.phases.lap("splices: write, verified", t);
         Ok(later)
     }
 
@@ -1392,6 +1508,7 @@ impl Drop for Instrumentation {
                 refused: Vec::new(),
                 timers: std::mem::take(&mut self.timers),
                 installed_at: self.installed_at,
+                phases: Phases::default(),
                 heaps: std::mem::take(&mut self.heaps),
                 trap: self.trap.take(),
                 guard_sites: std::mem::take(&mut self.guard_sites),
@@ -1552,26 +1669,112 @@ fn bytes_words(b: &[u8; 32]) -> [u64; 4] {
     std::array::from_fn(|k| u64::from_le_bytes(b[k * 8..k * 8 + 8].try_into().unwrap_or_default()))
 }
 
-/// Why a planned site must not be spliced: the bytes it displaces, or the padding its
+/// The ranges of the target a planned site changes, `(address, length)`: the bytes it
+/// displaces, and the padding its springboard takes.
+fn spliced_ranges(plan: &Plan) -> impl Iterator<Item = (u64, usize)> {
+    let d = &plan.displaced;
+    let sb = plan.springboard.map(|(sb, _)| (sb, SPRINGBOARD_LEN as usize));
+    std::iter::once((d.point, d.len.max(1))).chain(sb)
+}
+
+/// The bytes a planned site displaces, as the target holds them (from `window` where it
+/// has them); `Err` with why the site must not be spliced when they, or the padding its
 /// springboard takes, are not the module file's (see [`crate::plan::differs_from_file`]).
 fn foreign_bytes(
     tr: &dyn TargetMemory,
+    window: &Window,
     m: &AnalyzedImage,
     plan: &Plan,
-) -> Result<Option<String>, InstrumentError> {
-    let d = &plan.displaced;
-    let mut ranges = vec![(d.point, d.len.max(1))];
-    if let Some((sb, _)) = plan.springboard {
-        ranges.push((sb, SPRINGBOARD_LEN as usize));
-    }
-    for (addr, len) in ranges {
-        let mut live = vec![0u8; len];
-        tr.read(RemoteAddr(addr), &mut live)?;
+) -> Result<Result<Vec<u8>, String>, InstrumentError> {
+    let mut displaced = None;
+    for (addr, len) in spliced_ranges(plan) {
+        let live = window.bytes(tr, addr, len)?;
         if let Some(why) = crate::plan::differs_from_file(m, addr, &live) {
-            return Ok(Some(why));
+            return Ok(Err(why));
+        }
+        displaced.get_or_insert(live);
+    }
+    Ok(Ok(displaced.unwrap_or_default()))
+}
+
+/// A stretch of the target's memory read with one system call for a batch of sites that lie
+/// close together (one read instead of one per site: each costs a page lookup in the target
+/// and a copy in the kernel). Ranges outside it are read on their own.
+#[derive(Default)]
+struct Window {
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+impl Window {
+    /// The most read at once; sites farther apart (another module) are read one by one.
+    const MAX: u64 = 64 * 1024;
+
+    /// The smallest stretch holding every one of `ranges`, if it is at most `MAX` bytes and
+    /// readable; else an empty window.
+    fn read(tr: &dyn TargetMemory, ranges: impl Iterator<Item = (u64, usize)>) -> Window {
+        let (mut lo, mut hi) = (u64::MAX, 0);
+        for (a, len) in ranges {
+            lo = lo.min(a);
+            hi = hi.max(a + len as u64);
+        }
+        if lo >= hi || hi - lo > Self::MAX {
+            return Window::default();
+        }
+        let mut bytes = vec![0u8; (hi - lo) as usize];
+        match tr.read(RemoteAddr(lo), &mut bytes) {
+            Ok(()) => Window { start: lo, bytes },
+            Err(_) => Window::default(),
         }
     }
-    Ok(None)
+
+    /// The `len` bytes at `addr`: from the window, else read now.
+    fn bytes(&self, tr: &dyn TargetMemory, addr: u64, len: usize) -> Result<Vec<u8>, TargetError> {
+        if let Some(b) = self.get(addr, len) {
+            return Ok(b.to_vec());
+        }
+        let mut b = vec![0u8; len];
+        tr.read(RemoteAddr(addr), &mut b)?;
+        Ok(b)
+    }
+
+    fn get(&self, addr: u64, len: usize) -> Option<&[u8]> {
+        let off = usize::try_from(addr.checked_sub(self.start)?).ok()?;
+        self.bytes.get(off..off.checked_add(len)?)
+    }
+}
+
+/// Code patches of a batch, gathered into runs of adjacent patches (a module's patches follow
+/// each other in its code heap, 16-byte aligned) and written one run at a time.
+#[derive(Default)]
+struct PatchWrites {
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+impl PatchWrites {
+    /// Add `code`, to go at `at`: after the current run if it follows it (the gap of
+    /// alignment is written as the zeros a fresh heap holds there), else the run is written
+    /// first and a new one starts.
+    fn add(&mut self, tr: &dyn TargetMemory, at: u64, code: &[u8]) -> Result<(), TargetError> {
+        let end = self.start + self.bytes.len() as u64;
+        let follows = !self.bytes.is_empty() && at >= end && at - end < 16;
+        if !follows {
+            self.flush(tr)?;
+            self.start = at;
+        }
+        self.bytes.resize((at - self.start) as usize, 0);
+        self.bytes.extend_from_slice(code);
+        Ok(())
+    }
+
+    fn flush(&mut self, tr: &dyn TargetMemory) -> Result<(), TargetError> {
+        if !self.bytes.is_empty() {
+            tr.write(RemoteAddr(self.start), &self.bytes)?;
+            self.bytes.clear();
+        }
+        Ok(())
+    }
 }
 
 /// Write `new` at `addr` after checking the bytes there are `old`, then read it back.
@@ -1584,21 +1787,28 @@ fn write_verified(
     let mut cur = vec![0u8; old.len()];
     tr.read(RemoteAddr(addr), &mut cur)?;
     if cur != old {
-        return Err(InstrumentError::Mismatch {
-            addr,
-            detail: format!("expected {old:02x?}, found {cur:02x?} (changed by someone else?)"),
-        });
+        return Err(mismatch_before(addr, old, &cur));
     }
     tr.write(RemoteAddr(addr), new)?;
     let mut back = vec![0u8; new.len()];
     tr.read(RemoteAddr(addr), &mut back)?;
     if back != new {
-        return Err(InstrumentError::Mismatch {
-            addr,
-            detail: format!("wrote {new:02x?}, read back {back:02x?}"),
-        });
+        return Err(mismatch_after(addr, new, &back));
     }
     Ok(())
+}
+
+/// The bytes at `addr` were `cur` where kerf expected `old`.
+fn mismatch_before(addr: u64, old: &[u8], cur: &[u8]) -> InstrumentError {
+    InstrumentError::Mismatch {
+        addr,
+        detail: format!("expected {old:02x?}, found {cur:02x?} (changed by someone else?)"),
+    }
+}
+
+/// kerf wrote `new` at `addr` and read back `back`.
+fn mismatch_after(addr: u64, new: &[u8], back: &[u8]) -> InstrumentError {
+    InstrumentError::Mismatch { addr, detail: format!("wrote {new:02x?}, read back {back:02x?}") }
 }
 
 /// A heap left mapped on purpose, and why: `(why, (address, bytes))`.
@@ -1749,5 +1959,91 @@ mod dead_frame_tests {
         // A frame cut off by the end of the scanned stack is not taken for dead.
         w[60] = 0x5000_01eb;
         assert_eq!(d.frames_in(&w).collect::<Vec<_>>(), vec![3]);
+    }
+}
+
+#[cfg(test)]
+mod batched_io_tests {
+    use super::{PatchWrites, Window};
+    use kerf_arch::RemoteAddr;
+    use kerf_os::ptrace::TargetMemory;
+    use kerf_os::TargetError;
+    use std::cell::RefCell;
+
+    /// Memory at 0x1000.. with a log of every access, `(write, address, length)`.
+    struct Mem {
+        bytes: RefCell<Vec<u8>>,
+        log: RefCell<Vec<(bool, u64, usize)>>,
+    }
+
+    impl Mem {
+        fn new(len: usize) -> Mem {
+            let bytes = (0..len).map(|i| i as u8).collect();
+            Mem { bytes: RefCell::new(bytes), log: RefCell::new(Vec::new()) }
+        }
+
+        fn range(&self, write: bool, addr: u64, len: usize) -> Result<usize, TargetError> {
+            self.log.borrow_mut().push((write, addr, len));
+            let off = addr.checked_sub(0x1000).map(|o| o as usize);
+            match off.filter(|o| o + len <= self.bytes.borrow().len()) {
+                Some(o) => Ok(o),
+                None => {
+                    let addr = RemoteAddr(addr);
+                    Err(TargetError::Memory { pid: 1, write, addr, len, done: 0, source: None })
+                }
+            }
+        }
+    }
+
+    impl TargetMemory for Mem {
+        fn read(&self, addr: RemoteAddr, buf: &mut [u8]) -> Result<(), TargetError> {
+            let o = self.range(false, addr.0, buf.len())?;
+            buf.copy_from_slice(&self.bytes.borrow()[o..o + buf.len()]);
+            Ok(())
+        }
+        fn write(&self, addr: RemoteAddr, data: &[u8]) -> Result<(), TargetError> {
+            let o = self.range(true, addr.0, data.len())?;
+            self.bytes.borrow_mut()[o..o + data.len()].copy_from_slice(data);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_window_reads_nearby_ranges_once_and_the_rest_on_their_own() {
+        let m = Mem::new(0x30000);
+        let w = Window::read(&m, [(0x1010, 5), (0x1400, 2), (0x1100, 1)].into_iter());
+        assert_eq!(*m.log.borrow(), [(false, 0x1010, 0x3f2)]);
+        assert_eq!(w.bytes(&m, 0x1400, 2).unwrap(), [0x00, 0x01]);
+        assert_eq!(w.bytes(&m, 0x1010, 5).unwrap(), [0x10, 0x11, 0x12, 0x13, 0x14]);
+        assert_eq!(m.log.borrow().len(), 1, "read again what the window holds");
+        // Outside it (even partly): read on its own.
+        assert_eq!(w.bytes(&m, 0x13ff, 4).unwrap(), [0xff, 0x00, 0x01, 0x02]);
+        assert_eq!(m.log.borrow()[1], (false, 0x13ff, 4));
+        // Too far apart for one read, or unreadable: an empty window, every range read alone.
+        for far in [[(0x1000, 5), (0x1000 + Window::MAX, 5)], [(0x1000, 5), (0x40000, 5)]] {
+            let w = Window::read(&m, far.into_iter());
+            assert!(w.get(0x1000, 5).is_none());
+            assert_eq!(w.bytes(&m, 0x1000, 5).unwrap(), [0, 1, 2, 3, 4]);
+        }
+    }
+
+    #[test]
+    fn adjacent_patches_go_in_one_write_and_a_gap_starts_another() {
+        let m = Mem::new(0x1000);
+        let mut p = PatchWrites::default();
+        p.add(&m, 0x1100, &[0xaa; 20]).unwrap();
+        // 16-byte aligned after it, as the code heap hands out patches.
+        p.add(&m, 0x1120, &[0xbb; 3]).unwrap();
+        assert!(m.log.borrow().is_empty(), "written before the batch ended");
+        p.add(&m, 0x1200, &[0xcc; 2]).unwrap();
+        p.flush(&m).unwrap();
+        p.flush(&m).unwrap();
+        assert_eq!(*m.log.borrow(), [(true, 0x1100, 0x23), (true, 0x1200, 2)]);
+        let b = m.bytes.borrow();
+        assert_eq!(&b[0x100..0x114], &[0xaa; 20]);
+        // The alignment gap holds zeros, as a fresh heap does.
+        assert_eq!(&b[0x114..0x120], &[0; 12]);
+        assert_eq!(&b[0x120..0x123], &[0xbb; 3]);
+        assert_eq!(&b[0x200..0x202], &[0xcc; 2]);
     }
 }

@@ -11,8 +11,8 @@ use kerf_analysis::{analyze, Progress};
 use kerf_arch::{ImageAddr, KernelAddr};
 use kerf_codegen::timer::{self, TimerSample, THREAD_TABLE_LEN, TIMER_LEN};
 use kerf_codegen::{lower, Context, Env, Primitive, ThreadPointer};
+use kerf_os::kernel::{Driver, KernelError, SpliceRequest};
 use kerf_patch::{build_patch, jump2_bytes, jump5_bytes, SpliceKind, INT3, SPRINGBOARD_LEN};
-use kerf_os::kernel::{Driver, KernelError};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -146,6 +146,10 @@ impl Kernel {
     }
 }
 
+/// A site whose int3 is in: its index in the instrumentation's sites, its plan, its code
+/// patch and its original bytes.
+type LiveSite<'p> = (usize, &'p SitePlan, u64, Vec<u8>);
+
 /// Options of a kernel instrumentation.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KernelOptions {
@@ -168,6 +172,9 @@ pub struct KernelInstrumentation<'k> {
     probe_site: Vec<Option<usize>>,
     pub installed_at: (u64, Instant),
     pub splice_time: Duration,
+    /// How long the int3s took to go in (step 2's driver calls): the longest time during
+    /// which some sites were live and others not yet, e.g. a timer's exits without its entry.
+    pub int3_time: Duration,
     removed: bool,
 }
 
@@ -248,6 +255,7 @@ impl<'k> KernelInstrumentation<'k> {
             probe_site: vec![None; probes.len()],
             installed_at: (crate::instrument::tsc(), Instant::now()),
             splice_time: Duration::ZERO,
+            int3_time: Duration::ZERO,
             removed: false,
         };
         let thread = match kernel.current_task {
@@ -289,7 +297,7 @@ impl<'k> KernelInstrumentation<'k> {
         // 2. Every splice through an int3 first: the driver sends a CPU that meets it to the
         //    patch. Refusals (bytes another mechanism owns, the kprobe blacklist) drop the
         //    site with the driver's reason.
-        let mut live: Vec<(usize, &SitePlan, u64, Vec<u8>)> = Vec::new();
+        let mut int3s: Vec<(&SitePlan, u64, Vec<u8>)> = Vec::new();
         for (sp, patch) in staged {
             let addr = sp.plan.displaced.point;
             let mut original = vec![0u8; sp.plan.displaced.len.max(5)];
@@ -309,20 +317,12 @@ impl<'k> KernelInstrumentation<'k> {
                 inst.refused.push((label, addr, why));
                 continue;
             }
-            let r = d
-                .trap_add(KernelAddr(addr), KernelAddr(patch))
-                .and_then(|()| d.splice(KernelAddr(addr), &original[..1], &[INT3], true));
-            match r {
-                Ok(()) => {
-                    live.push((inst.sites.len(), sp, patch, original.clone()));
-                    inst.push_site(probes, sp, patch, original, vec![INT3]);
-                }
-                Err(e) => {
-                    let _ = d.trap_del(KernelAddr(addr));
-                    inst.refused.push((label, addr, e.to_string()));
-                }
+            match d.trap_add(KernelAddr(addr), KernelAddr(patch)) {
+                Ok(()) => int3s.push((sp, patch, original)),
+                Err(e) => inst.refused.push((label, addr, e.to_string())),
             }
         }
+        let live = inst.splice_int3s(probes, int3s);
         if inst.sites.is_empty() {
             // The driver refused every point: that is the error.
             if let Some((label, addr, detail)) = inst.refused.first().cloned() {
@@ -332,61 +332,153 @@ impl<'k> KernelInstrumentation<'k> {
         }
         // 3. Quiesce: every CPU that was inside displaced bytes has left them.
         d.quiesce()?;
-        // 4. The jumps: jump5 over the int3; jump2 after its springboard (padding: one
-        //    "instruction" no one runs).
-        //
-        //    Springboard space in the kernel is only the int3/nop padding between functions
-        //    that analysis recorded (cfg.padding): bytes after a function's last return or
-        //    jump and before the next symbol, which no branch, table or fall-through reaches.
-        //    The 6.1 kernel puts nothing of its own there (no call-depth or FineIBT prefixes,
-        //    which came later and would live in the 16 bytes before a function), and the
-        //    driver refuses a springboard over bytes any patching mechanism owns. A
-        //    springboard is written before the jmp rel8 that uses it and removed only after
-        //    that jmp is gone and a quiescence has passed.
+        // 4. The jumps over the int3s.
+        inst.splice_jumps(live)?;
+        inst.installed_at = (crate::instrument::tsc(), Instant::now());
+        inst.splice_time = t0.elapsed();
+        Ok(inst)
+    }
+
+    /// Step 2: the int3 of every site in one batch (whose trap is in), in the order sites must
+    /// go live: every site without a timer start, then the rest (see `plan_sites`), each group
+    /// in address order, so that the driver writes a group in few runs and the first group
+    /// before the second. A refused int3 drops its site and its trap. Returns the live sites:
+    /// (index in `sites`, plan, patch, original bytes).
+    fn splice_int3s<'p>(
+        &mut self,
+        probes: &[Probe],
+        mut int3s: Vec<(&'p SitePlan, u64, Vec<u8>)>,
+    ) -> Vec<LiveSite<'p>> {
+        let d = &self.kernel.driver;
+        let starts = |sp: &SitePlan| {
+            sp.members.iter().any(|&i| matches!(probes[i].action, Action::TimerStart(_)))
+        };
+        int3s.sort_by_key(|(sp, _, _)| (starts(sp), sp.plan.displaced.point));
+        let reqs: Vec<SpliceRequest> = int3s
+            .iter()
+            .map(|(sp, _, original)| SpliceRequest {
+                addr: KernelAddr(sp.plan.displaced.point),
+                old: original[..1].to_vec(),
+                new: vec![INT3],
+                one_insn: true,
+            })
+            .collect();
+        let t = Instant::now();
+        let results = d.splice_batch(&reqs);
+        self.int3_time = t.elapsed();
+        let mut live = Vec::new();
+        for ((sp, patch, original), r) in int3s.into_iter().zip(results) {
+            let addr = sp.plan.displaced.point;
+            match r {
+                Ok(()) => {
+                    live.push((self.sites.len(), sp, patch, original.clone()));
+                    self.push_site(probes, sp, patch, original, vec![INT3]);
+                }
+                Err(e) => {
+                    let _ = d.trap_del(KernelAddr(addr));
+                    self.refused.push((probes[sp.first].point.label.clone(), addr, e.to_string()));
+                }
+            }
+        }
+        live
+    }
+
+    /// Step 4: the jumps, in one batch: jump5 over the int3; jump2 after its springboard
+    /// (padding: one "instruction" no one runs). Springboards come first in the batch, so the
+    /// driver writes every one before any jmp rel8 (and refuses a jmp rel8 whose springboard
+    /// it refused). A site whose jump is refused keeps its int3: it still works, as a trap.
+    ///
+    /// Springboard space in the kernel is only the int3/nop padding between functions that
+    /// analysis recorded (cfg.padding): bytes after a function's last return or jump and
+    /// before the next symbol, which no branch, table or fall-through reaches. The 6.1 kernel
+    /// puts nothing of its own there (no call-depth or FineIBT prefixes, which came later and
+    /// would live in the 16 bytes before a function), and the driver refuses a springboard
+    /// over bytes any patching mechanism owns. A springboard is written before the jmp rel8
+    /// that uses it and removed only after that jmp is gone and a quiescence has passed.
+    fn splice_jumps(&mut self, live: Vec<LiveSite<'_>>) -> Result<(), InstrumentError> {
+        let d = &self.kernel.driver;
+        // Per site: its springboard request (if any), its jump request, or why it has none.
+        let mut boards: Vec<SpliceRequest> = Vec::new();
+        let mut jumps: Vec<SpliceRequest> = Vec::new();
+        let mut plan: Vec<(usize, Option<usize>, Result<usize, String>)> = Vec::new();
         for (k, sp, patch, original) in live {
             let addr = sp.plan.displaced.point;
             let len = sp.plan.displaced.len;
             // What is there now: kerf's int3, then the original bytes.
-            let mut now = original.clone();
+            let mut now = original;
             now[0] = INT3;
             // The jump bytes; `None` when the patch (or springboard) is out of reach, which
             // the driver's heap placement rules out, and which would leave the site a trap.
             let unreachable = || "the patch is out of a jump's reach".to_string();
-            let r: Result<Vec<u8>, String> = match (sp.plan.kind, sp.plan.springboard) {
+            let mut jump = |new: &[u8]| {
+                let old = now[..new.len()].to_vec();
+                jumps.push(SpliceRequest {
+                    addr: KernelAddr(addr),
+                    old,
+                    new: new.to_vec(),
+                    one_insn: false,
+                });
+                jumps.len() - 1
+            };
+            match (sp.plan.kind, sp.plan.springboard) {
                 (SpliceKind::Jump5, _) => {
-                    jump5_bytes(addr, patch, len).ok_or_else(unreachable).and_then(|j| {
-                        d.splice(KernelAddr(addr), &now[..5], &j[..5], false)
-                            .map(|()| j[..5].to_vec())
-                            .map_err(|e| e.to_string())
-                    })
+                    let j = jump5_bytes(addr, patch, len).ok_or_else(unreachable);
+                    plan.push((k, None, j.map(|j| jump(&j[..5]))));
                 }
                 (SpliceKind::Jump2, Some((sb, _))) => {
                     let mut pad = vec![0u8; SPRINGBOARD_LEN as usize];
                     d.read(KernelAddr(sb), &mut pad)?;
-                    let jumps = jump5_bytes(sb, patch, SPRINGBOARD_LEN as usize)
+                    match jump5_bytes(sb, patch, SPRINGBOARD_LEN as usize)
                         .zip(jump2_bytes(addr, sb, len))
-                        .ok_or_else(unreachable);
-                    jumps.and_then(|(jmp, j2)| {
-                        d.splice(KernelAddr(sb), &pad, &jmp[..5], true)
-                            .and_then(|()| d.splice(KernelAddr(addr), &now[..2], &j2[..2], false))
-                            .map(|()| j2[..2].to_vec())
-                            .map_err(|e| e.to_string())
-                    })
+                    {
+                        Some((jmp, j2)) => {
+                            boards.push(SpliceRequest {
+                                addr: KernelAddr(sb),
+                                old: pad,
+                                new: jmp[..5].to_vec(),
+                                one_insn: true,
+                            });
+                            plan.push((k, Some(boards.len() - 1), Ok(jump(&j2[..2]))));
+                        }
+                        None => plan.push((k, None, Err(unreachable()))),
+                    }
                 }
-                _ => Ok(vec![INT3]),
-            };
+                _ => {}
+            }
+        }
+        // Each group in address order (the indices above move with the requests).
+        let order = |reqs: &mut Vec<SpliceRequest>| {
+            let mut idx: Vec<usize> = (0..reqs.len()).collect();
+            idx.sort_by_key(|&i| reqs[i].addr.0);
+            let mut at = vec![0; reqs.len()];
+            for (pos, &i) in idx.iter().enumerate() {
+                at[i] = pos;
+            }
+            *reqs = idx.iter().map(|&i| reqs[i].clone()).collect();
+            at
+        };
+        let (board_at, jump_at) = (order(&mut boards), order(&mut jumps));
+        let nb = boards.len();
+        let all: Vec<SpliceRequest> = boards.into_iter().chain(jumps).collect();
+        let results = d.splice_batch(&all);
+        for (k, board, jump) in plan {
+            let r = jump.and_then(|j| {
+                if let Some(b) = board {
+                    results[board_at[b]].as_ref().map_err(|e| e.to_string())?;
+                }
+                let j = nb + jump_at[j];
+                results[j].as_ref().map_err(|e| e.to_string()).map(|()| all[j].new.clone())
+            });
             match r {
-                Ok(bytes) => inst.sites[k].set_splice(bytes),
+                Ok(bytes) => self.sites[k].set_splice(bytes),
                 // The int3 stays: the site still works, as a trap.
                 Err(e) => {
-                    inst.sites[k].kind = SpliceKind::Trap;
-                    inst.sites[k].reason = Some(format!("no jump here: {e}"));
+                    self.sites[k].kind = SpliceKind::Trap;
+                    self.sites[k].reason = Some(format!("no jump here: {e}"));
                 }
             }
         }
-        inst.installed_at = (crate::instrument::tsc(), Instant::now());
-        inst.splice_time = t0.elapsed();
-        Ok(inst)
+        Ok(())
     }
 
     fn patch_code(
@@ -488,19 +580,24 @@ impl<'k> KernelInstrumentation<'k> {
     fn remove_all(&mut self) -> Result<(), InstrumentError> {
         let d = &self.kernel.driver;
         let mut first_err = None;
-        for s in &self.sites {
-            if let Err(e) = d.unsplice(KernelAddr(s.addr)) {
-                first_err.get_or_insert(e);
-            }
-        }
-        d.quiesce()?;
-        for s in &self.sites {
-            if let Some((sb, _)) = s.springboard_in {
-                if let Err(e) = d.unsplice(KernelAddr(sb)) {
+        // Each batch in address order: few runs in the driver.
+        let mut unsplice = |mut addrs: Vec<KernelAddr>| {
+            addrs.sort_by_key(|a| a.0);
+            for r in d.unsplice_batch(&addrs) {
+                if let Err(e) = r {
                     first_err.get_or_insert(e);
                 }
             }
-        }
+        };
+        unsplice(self.sites.iter().map(|s| KernelAddr(s.addr)).collect());
+        d.quiesce()?;
+        unsplice(
+            self.sites
+                .iter()
+                .filter_map(|s| s.springboard_in)
+                .map(|(sb, _)| KernelAddr(sb))
+                .collect(),
+        );
         d.quiesce()?;
         for s in &self.sites {
             let _ = d.trap_del(KernelAddr(s.addr));

@@ -13,6 +13,7 @@ pub mod instrument;
 pub mod kernel;
 pub mod live;
 pub mod load;
+pub mod phases;
 pub mod plan;
 pub mod spec;
 

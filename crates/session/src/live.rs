@@ -501,7 +501,7 @@ impl KernelTarget {
 }
 
 /// How the splicing went, for the line a tool says once its probes are in.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Spliced {
     /// System calls guarded for trap splices (a process).
     pub guards: usize,
@@ -512,6 +512,11 @@ pub struct Spliced {
     /// How long planning, writing and splicing took, as the installer measured it (the
     /// kernel; `None` in a process, where the tool measures it around the cache checks).
     pub splice_time: Option<Duration>,
+    /// Of that, the time the kernel's int3s took to go in (the kernel).
+    pub int3_time: Option<Duration>,
+    /// Where a process's installation spent its time: each phase with its total, in the
+    /// order they first ran (empty in the kernel).
+    pub phases: Vec<(&'static str, Duration)>,
 }
 
 /// A probe left out: no splice kind could take it, or the kernel's driver refused it.
@@ -566,6 +571,8 @@ impl Installed for Instrumentation {
             longest_pause: self.longest_pause,
             longest_splice_pause: self.longest_splice_pause,
             splice_time: None,
+            int3_time: None,
+            phases: self.phases.iter().collect(),
         }
     }
     fn code_heaps(&self) -> Vec<RemoteAddr> {
@@ -594,7 +601,11 @@ impl Installed for KernelInstrumentation<'_> {
         r.map(|(label, addr, reason)| Refusal { label, addr: *addr, reason }).collect()
     }
     fn spliced(&self) -> Spliced {
-        Spliced { splice_time: Some(self.splice_time), ..Spliced::default() }
+        Spliced {
+            splice_time: Some(self.splice_time),
+            int3_time: Some(self.int3_time),
+            ..Spliced::default()
+        }
     }
     fn code_heaps(&self) -> Vec<RemoteAddr> {
         Vec::new()

@@ -142,7 +142,10 @@ fn run_process<T: LiveTool>(
     // Results first: the shared data heap stays readable here even after the target
     // is gone.
     let fields = tool.summarize(&built, &probes, &inst);
-    let Spliced { longest_pause: pause, longest_splice_pause: batch_pause, .. } = inst.spliced();
+    let Spliced { longest_pause: pause, longest_splice_pause: batch_pause, phases, .. } =
+        inst.spliced();
+    // In the order they first ran: `[name, microseconds]`.
+    let phases: Vec<Value> = phases.iter().map(|(n, d)| json!([n, d.as_micros() as u64])).collect();
     let removal = p.finish(inst, &mut stop);
     let pid = p.pid;
     let failure = stop.killed().then(|| ToolError::Killed { ended: stop.describe(pid) });
@@ -151,6 +154,7 @@ fn run_process<T: LiveTool>(
            "longest_pause_us": pause.as_micros() as u64,
            "longest_splice_pause_us": batch_pause.as_micros() as u64,
            "splice_seconds": splice_time.as_secs_f64(),
+           "splice_phases_us": phases,
            "seconds": p.started.elapsed().as_secs_f64()});
     merge(&mut v, fields);
     // A failure is kerf's last line; other ends are said with the summary.
@@ -257,14 +261,16 @@ fn kinds(sites: &[Site], k: SpliceKind) -> usize {
 /// The line said once every kernel probe is in.
 fn kernel_spliced_line(inst: &dyn Installed) -> String {
     let sites = inst.sites();
+    let spliced = inst.spliced();
     format!(
-        "{} points spliced in the kernel ({} jump5, {} jump2, {} trap; {} left out) in {:.1} ms; Ctrl-C to stop",
+        "{} points spliced in the kernel ({} jump5, {} jump2, {} trap; {} left out) in {:.1} ms (int3s {:.1} ms); Ctrl-C to stop",
         sites.len(),
         kinds(sites, SpliceKind::Jump5),
         kinds(sites, SpliceKind::Jump2),
         kinds(sites, SpliceKind::Trap),
         inst.refused().len(),
-        inst.spliced().splice_time.unwrap_or_default().as_secs_f64() * 1e3,
+        spliced.splice_time.unwrap_or_default().as_secs_f64() * 1e3,
+        spliced.int3_time.unwrap_or_default().as_secs_f64() * 1e3,
     )
 }
 
