@@ -92,7 +92,8 @@ pub fn run(args: Args) -> Result<(), String> {
     let mut _kernel = None;
     let (images, skipped, what) = match (args.pid, &args.target) {
         _ if args.kernel => {
-            let k = kerf_session::kernel::Kernel::open(true, &progress)?;
+            let k =
+                kerf_session::kernel::Kernel::open(true, &progress).map_err(|e| e.to_string())?;
             let what = format!("the running kernel ({} kallsyms symbols)", k.kallsyms_symbols);
             let k = _kernel.insert(k);
             (std::mem::take(&mut k.images), Vec::new(), what)
@@ -558,14 +559,14 @@ fn plan_offline(
             module: probes[s.first].point.module,
             addr: s.plan.displaced.point,
             kind: Some(s.plan.kind),
-            reason: s.plan.reason.clone(),
+            reason: s.plan.reason.as_ref().map(ToString::to_string),
         })
         .chain(sites.refused.iter().map(|r| Planned {
             label: r.label.clone(),
             module: probes[r.probe].point.module,
             addr: r.addr,
             kind: None,
-            reason: Some(r.reason.clone()),
+            reason: Some(r.reason.to_string()),
         }))
         .collect();
     out.sort_by_key(|p| p.addr);

@@ -88,7 +88,7 @@ fn counters(points: Vec<spec::Point>) -> Vec<Probe> {
 /// `kerf count --kernel`: the same through kerf's driver.
 fn count_kernel(live: &LiveArgs, specs: &[spec::Spec], out: &mut Output) -> Result<(), String> {
     let started = Instant::now();
-    let kernel = Kernel::open(true, &kerf_analysis::Quiet)?;
+    let kernel = Kernel::open(true, &kerf_analysis::Quiet).map_err(|e| e.to_string())?;
     let probes = counters(resolve(&kernel.images, &[], specs)?);
     check_interrupted()?;
     let opts = live.kernel_options();
@@ -119,7 +119,7 @@ fn count_kernel(live: &LiveArgs, specs: &[spec::Spec], out: &mut Output) -> Resu
                "splice_seconds": splice_seconds,
                "seconds": started.elapsed().as_secs_f64()}),
     );
-    removal.map_err(|e| format!("restoring the kernel: {e}"))
+    removal.map(|_| ()).map_err(|e| format!("restoring the kernel: {e}"))
 }
 
 /// Per probe: where and how it is spliced, and its count (probes the driver refused are left

@@ -3,12 +3,12 @@
 //! (duration, target exit, Ctrl-C, SIGTERM), and the JSON fields every point reports.
 
 use kerf_codegen::timer::TimerSample;
+use kerf_os::watch::{all_mapped, program, signal_name, End, ExitWatch};
 use kerf_patch::SpliceKind;
 use kerf_session::instrument::{InstrumentError, Instrumentation, Options, Probe, Removed, Site};
 use kerf_session::kernel::KernelInstrumentation;
 use kerf_session::spec::{self, Point, Spec};
 use kerf_session::{analyze_process, process_aliases, AnalyzedImage, LoadOptions};
-use kerf_os::watch::{all_mapped, program, signal_name, End, ExitWatch};
 use serde_json::json;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::OnceLock;
@@ -579,7 +579,7 @@ pub fn kernel_spliced_line(inst: &KernelInstrumentation<'_>) -> String {
 /// Probes left out (no splice kind could take them, or the kernel's driver refused them) as
 /// JSON, after printing each as a warning.
 pub fn refused_json<'a>(
-    refused: impl Iterator<Item = (&'a str, u64, &'a str)>,
+    refused: impl Iterator<Item = (&'a str, u64, String)>,
 ) -> serde_json::Value {
     json!(refused
         .map(|(label, addr, why)| {
@@ -591,12 +591,12 @@ pub fn refused_json<'a>(
 
 /// [`refused_json`] of a process instrumentation.
 pub fn process_refused(inst: &Instrumentation) -> serde_json::Value {
-    refused_json(inst.refused.iter().map(|r| (r.label.as_str(), r.addr, r.reason.as_str())))
+    refused_json(inst.refused.iter().map(|r| (r.label.as_str(), r.addr, r.reason.to_string())))
 }
 
 /// [`refused_json`] of a kernel instrumentation.
 pub fn kernel_refused(inst: &KernelInstrumentation<'_>) -> serde_json::Value {
-    refused_json(inst.refused.iter().map(|(l, a, r)| (l.as_str(), *a, r.as_str())))
+    refused_json(inst.refused.iter().map(|r| (r.label.as_str(), r.addr, r.reason.to_string())))
 }
 
 /// The outcome of removing a process's probes, as the CLI reports it: an error, or a
@@ -640,7 +640,7 @@ pub fn site_json(s: &Site) -> serde_json::Value {
         "point": s.label, "address": format!("{:#x}", s.addr), "kind": s.kind.name(),
     });
     if let Some(r) = &s.reason {
-        v["reason"] = json!(r);
+        v["reason"] = json!(r.to_string());
     }
     if let Some((at, space)) = s.springboard_in {
         v["springboard"] = json!({"address": format!("{at:#x}"), "in": space});

@@ -131,7 +131,7 @@ fn time_kernel(
     out: &mut Output,
 ) -> Result<(), String> {
     let started = Instant::now();
-    let kernel = Kernel::open(true, &kerf_analysis::Quiet)?;
+    let kernel = Kernel::open(true, &kerf_analysis::Quiet).map_err(|e| e.to_string())?;
     // The kernel's timers stop at a tail call's jump (its instrumentation has no tail stacks).
     let (mut probes, mut timed) = timer_probes(&kernel.images, &[], specs, false)?;
     if callees {
@@ -164,7 +164,7 @@ fn time_kernel(
            "seconds": started.elapsed().as_secs_f64()});
     merge(&mut v, extra);
     report(out, live.json, Some(&why), &v);
-    removal.map_err(|e| format!("restoring the kernel: {e}"))
+    removal.map(|_| ()).map_err(|e| format!("restoring the kernel: {e}"))
 }
 
 fn merge(v: &mut Value, extra: Value) {

@@ -39,35 +39,21 @@
 //! ```
 
 use crate::load::AnalyzedImage;
-use crate::plan::{live_at, plan_sites, Plan, Rules, SitePlan};
+use crate::patchset::{self, DataLayout, Job, Runtime, GUARD_PATCH};
+use crate::plan::{plan_sites, Plan, Rules, SitePlan};
+pub use crate::probe::{Action, InstrumentError, Probe, Reason, Refused, Removed, Site};
+use crate::probe::{Foreign, Where};
 use crate::spec::Point;
 use kerf_arch::ImageAddr;
-use kerf_codegen::timer::{self, TimerSample, THREAD_TABLE_LEN, TIMER_LEN};
-use kerf_codegen::{lower, sigguard, trap, Context, Env, Primitive, ThreadPointer};
-use kerf_patch::{
-    build_patch_with, jump2_bytes, jump5_bytes, Layout, SpliceKind, INT3, SPRINGBOARD_LEN,
-};
+use kerf_codegen::timer::{self, TimerSample};
+use kerf_codegen::{sigguard, trap, Env, ThreadPointer};
 use kerf_os::ptrace::{Pause, SharedMem, TargetMemory, Tracee};
 use kerf_os::TargetError;
+use kerf_patch::{jump2_bytes, jump5_bytes, Layout, SpliceKind, INT3, SPRINGBOARD_LEN};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Bytes of code heap reserved per spliced address (snippet, displaced instructions, jump
-/// back), plus `TIMER_PATCH` for each timer primitive there.
-const PATCH_SLOT: u64 = 128;
-const TIMER_PATCH: u64 = 192;
-/// Code heap for a signal-mask guard (on top of `PATCH_SLOT`).
-const GUARD_PATCH: u64 = 640;
-/// Where a guard's label ids start when it shares a patch with other primitives, whose ids
-/// start at 1 (see `kerf_codegen::relabel`).
-const GUARD_LABELS: u64 = 0x1000;
-/// More for a probe that times through tail calls (a loop over the tail stack, three more
-/// registers saved).
-const TAIL_PATCH: u64 = 256;
-/// Bytes of data heap per point: one cache line, so threads counting different points do not
-/// share one.
-const DATA_SLOT: usize = 64;
 /// Room for the trap dispatcher's code.
 const DISPATCHER_ROOM: u64 = 1024;
 /// The signal area at the end of every data heap (see the module comment), and its parts.
@@ -98,182 +84,6 @@ const SYS_RT_SIGACTION: i64 = trap::SYS_RT_SIGACTION as i64;
 const AT_HWCAP2: u64 = 26;
 const HWCAP2_FSGSBASE: u64 = 2;
 
-#[derive(Debug)]
-pub enum InstrumentError {
-    Target(TargetError),
-    /// A request kerf's kernel driver refused.
-    Kernel(kerf_os::kernel::KernelError),
-    /// A point that cannot be spliced at all, with why.
-    Point {
-        label: String,
-        addr: u64,
-        detail: String,
-    },
-    /// kerf's code could not be freed: some thread kept pointing into it.
-    StillInside {
-        pid: i32,
-        tries: usize,
-        /// What kept it, the last time it was checked.
-        last: String,
-    },
-    /// Bytes in the target that are not what kerf wrote or expected.
-    Mismatch {
-        addr: u64,
-        detail: String,
-    },
-    /// A cached analysis of module `module` (its index in the modules given) failed the check
-    /// made before a splice is planned from it: nothing was spliced, and the module must be
-    /// analysed again (see [`crate::checked`]).
-    Analysis {
-        module: usize,
-        path: std::path::PathBuf,
-        detail: kerf_analysis::validate::Invalid,
-    },
-    /// The caller's cancel flag was raised while the probes went in: the installation
-    /// stopped and what had gone in was taken out again.
-    Interrupted,
-}
-
-impl fmt::Display for InstrumentError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            InstrumentError::Target(e) => write!(f, "{e}"),
-            InstrumentError::Kernel(e) => write!(f, "{e}"),
-            InstrumentError::Point { label, addr, detail } => {
-                write!(f, "cannot instrument {label} at {addr:#x}: {detail}")
-            }
-            InstrumentError::Mismatch { addr, detail } => write!(f, "bytes at {addr:#x}: {detail}"),
-            InstrumentError::Analysis { path, detail, .. } => {
-                write!(f, "the cached analysis of {} does not match it: {detail}", path.display())
-            }
-            InstrumentError::Interrupted => {
-                write!(f, "interrupted while installing probes; every one is taken out again")
-            }
-            InstrumentError::StillInside { pid, tries, last } => write!(
-                f,
-                "process {pid}: a thread stayed inside kerf's code through {tries} checks \
-                 (last: {last})"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for InstrumentError {}
-
-impl From<TargetError> for InstrumentError {
-    fn from(e: TargetError) -> Self {
-        InstrumentError::Target(e)
-    }
-}
-
-/// What a probe does at its point.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// Count executions.
-    Count,
-    /// Enter timer `t` (an index below the `timers` given to [`Instrumentation::install`]).
-    TimerStart(usize),
-    /// Leave timer `t`.
-    TimerStop(usize),
-    /// Keep SIGTRAP out of the signal masks a `syscall` sets (`codegen::sigguard`). kerf adds
-    /// these itself to a process that gets trap splices; tools never ask for one.
-    SignalGuard,
-    /// At a direct tail call (`jmp`) of a function timer `t` times: stay inside until the
-    /// return that ends the tail call (codegen's `TimerTailCall`). The returns of every
-    /// function the jump can lead to by tail calls need [`Action::TimerTailReturn`].
-    TimerTailCall(usize),
-    /// At a return, or a jump out of the functions a timed function reaches by tail calls:
-    /// end the pending tail calls made with this stack pointer (codegen's `TimerTailReturn`).
-    TimerTailReturn,
-}
-
-impl Action {
-    /// Whether the probe takes part in timing through tail calls (it needs the thread's
-    /// stack pointer at its exit, and the module's tail stacks).
-    pub fn is_tail(self) -> bool {
-        matches!(self, Action::TimerTailCall(_) | Action::TimerTailReturn)
-    }
-
-    /// Bytes of code heap reserved for a probe of this action.
-    fn patch_room(self) -> u64 {
-        match self {
-            Action::Count => PATCH_SLOT,
-            Action::TimerStart(_) | Action::TimerStop(_) => PATCH_SLOT + TIMER_PATCH,
-            Action::TimerTailCall(_) | Action::TimerTailReturn => {
-                PATCH_SLOT + TIMER_PATCH + TAIL_PATCH
-            }
-            Action::SignalGuard => PATCH_SLOT + GUARD_PATCH,
-        }
-    }
-}
-
-/// One probe: an action at a point.
-#[derive(Clone, Debug)]
-pub struct Probe {
-    pub point: Point,
-    pub action: Action,
-}
-
-/// One spliced address and every probe placed there (they share one code patch).
-#[derive(Clone, Debug)]
-pub struct Site {
-    pub spec: String,
-    pub label: String,
-    /// Where the splice is, in the target.
-    pub addr: u64,
-    pub kind: SpliceKind,
-    /// Why a stronger kind was refused.
-    pub reason: Option<String>,
-    /// Indices of the probes placed here.
-    pub probes: Vec<usize>,
-    /// For jump2: the springboard's address and what space it took.
-    pub springboard_in: Option<(u64, &'static str)>,
-    original: Vec<u8>,
-    splice: Vec<u8>,
-    /// Where the code patch is.
-    patch: u64,
-    /// The splice is written in the target.
-    live: bool,
-    /// For jump2: the springboard's address, the bytes it replaced, and its bytes.
-    springboard: Option<(u64, Vec<u8>, Vec<u8>)>,
-}
-
-impl Site {
-    /// A site as a target other than a process records it (the kernel's).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        spec: String,
-        label: String,
-        addr: u64,
-        kind: SpliceKind,
-        reason: Option<String>,
-        probes: Vec<usize>,
-        springboard_in: Option<(u64, &'static str)>,
-        original: Vec<u8>,
-        splice: Vec<u8>,
-        patch: u64,
-    ) -> Site {
-        Site {
-            spec,
-            label,
-            addr,
-            kind,
-            reason,
-            probes,
-            springboard_in,
-            original,
-            splice,
-            patch,
-            live: true,
-            springboard: None,
-        }
-    }
-
-    pub(crate) fn set_splice(&mut self, bytes: Vec<u8>) {
-        self.splice = bytes;
-    }
-}
-
 /// The heaps kerf mapped next to one module.
 struct Heaps {
     code: u64,
@@ -301,14 +111,12 @@ pub struct Instrumentation {
     pid: i32,
     sites: Vec<Site>,
     heaps: Vec<Option<Heaps>>,
-    /// Per probe: the module and data-heap offset of its counter (`Count` probes).
-    counters: Vec<Option<(usize, usize)>>,
+    /// Where each counter and timer is: module and data-heap offset.
+    layout: DataLayout,
     /// Per probe: the index of its site (`usize::MAX`: refused).
     probe_site: Vec<usize>,
     /// Probes no splice kind could take, left out.
-    pub refused: Vec<crate::plan::Refused>,
-    /// Per timer: the module and data-heap offset of its block.
-    timers: Vec<(usize, usize)>,
+    pub refused: Vec<Refused>,
     /// Trap dispatcher: the module whose heaps hold it (its signal area holds the program's
     /// SIGTRAP action), and the dispatcher's address.
     trap: Option<(usize, u64)>,
@@ -404,10 +212,13 @@ impl Instrumentation {
             pid,
             sites: Vec::new(),
             heaps: (0..modules.len()).map(|_| None).collect(),
-            counters: vec![None; probes.len()],
+            layout: DataLayout {
+                counters: vec![None; probes.len()],
+                timers: vec![None; timers],
+                end: Vec::new(),
+            },
             probe_site: vec![usize::MAX; probes.len()],
             refused: Vec::new(),
-            timers: vec![(usize::MAX, 0); timers],
             trap: None,
             guard_sites: Vec::new(),
             fixes: SignalFixes::default(),
@@ -497,17 +308,17 @@ impl Instrumentation {
     /// The current count of `Count` probe `i`, read from the shared data heap (no system
     /// call); 0 for other probes.
     pub fn count(&self, i: usize) -> u64 {
-        match self.counters[i] {
-            Some((m, off)) => self.heaps[m].as_ref().map_or(0, |h| h.data.load_u64(off)),
+        match self.layout.counters.get(i).copied().flatten() {
+            Some((m, off)) => self.heaps[m].as_ref().map_or(0, |h| h.data.load_u64(off as usize)),
             None => 0,
         }
     }
 
     /// Timer `t` as it stands at TSC time `now` (threads inside counted up to `now`).
     pub fn timer(&self, t: usize, now: u64) -> TimerSample {
-        let (m, off) = self.timers[t];
+        let Some((m, off)) = self.layout.timers[t] else { return TimerSample::default() };
         match self.heaps.get(m).and_then(Option::as_ref) {
-            Some(h) => timer::sample(&|o| h.data.load_u64(off + o as usize), now),
+            Some(h) => timer::sample(&|o| h.data.load_u64((off + o) as usize), now),
             None => TimerSample::default(),
         }
     }
@@ -554,7 +365,6 @@ impl Instrumentation {
             }
         }
         let probes: &[Probe] = &all;
-        self.counters.resize(probes.len(), None);
         self.probe_site.resize(probes.len(), usize::MAX);
         self.alloc_heaps(modules, probes)?;
         self.springboards = planned.springboards;
@@ -570,53 +380,61 @@ impl Instrumentation {
             .iter()
             .find(|s| s.plan.kind == SpliceKind::Trap)
             .map(|s| probes[s.first].point.module);
-        // Data: counters and timers in their module's heap.
-        let mut next_counter = vec![0usize; modules.len()];
-        for (i, p) in probes.iter().enumerate() {
-            let m = p.point.module;
-            match p.action {
-                Action::Count => {
-                    let n = self.timers.iter().filter(|t| t.0 == m).count();
-                    let off = THREAD_TABLE_LEN as usize
-                        + n * TIMER_LEN as usize
-                        + next_counter[m] * DATA_SLOT;
-                    next_counter[m] += 1;
-                    self.counters[i] = Some((m, off));
-                }
-                Action::TimerStart(_)
-                | Action::TimerStop(_)
-                | Action::TimerTailCall(_)
-                | Action::TimerTailReturn
-                | Action::SignalGuard => {}
-            }
+        // The program's SIGTRAP action, which a guard keeps (in the dispatcher's module).
+        let guard_action = self
+            .sig_module
+            .and_then(|d| self.heaps[d].as_ref())
+            .map(|h| h.data.remote() + (h.sig_area + SIG_ACTION) as u64);
+        // Every code patch at its place in its module's code heap (one after the other, by
+        // room), then generated in parallel: generation is pure.
+        let mut jobs = Vec::with_capacity(site_plans.len());
+        for sp in &site_plans {
+            let p = &probes[sp.first].point;
+            let h =
+                self.heaps[p.module].as_mut().expect("heap mapped for every module with probes");
+            let patch_at = h.code + h.used;
+            h.used += patchset::site_room(probes, &sp.members);
+            let (data, tails) = (h.data.remote(), h.tails);
+            jobs.push(Job { site: sp, label: &p.label, patch_at, data, tails, guard_action });
         }
+        cancelled(cancel)?;
+        let rt = Runtime {
+            target: Where::Process(self.pid),
+            env: Env::User,
+            thread,
+            only_thread,
+            only_id: None,
+        };
+        let mut codes: Vec<Option<_>> =
+            patchset::generate(probes, &self.layout, &rt, &jobs).into_iter().map(Some).collect();
         // Code patches are unreachable until their splices exist, so they are written while
         // the target runs, through the /proc/PID/mem file opened in the last stop. A chunk
         // with a springboard is written under a stop: a springboard goes into the module's
         // own text. Room for every site first: growing the vector inside a stop copied
         // megabytes there (a 1.3 ms stop at 8,192 sites).
         self.sites.reserve(site_plans.len());
-        for chunk in site_plans.chunks(BATCH) {
+        for (chunk, codes) in jobs.chunks(BATCH).zip(codes.chunks_mut(BATCH)) {
             cancelled(cancel)?;
-            let write = |me: &mut Self, m: &dyn TargetMemory| {
-                for site in chunk {
-                    let (first, members, plan) = (site.first, &site.members, &site.plan);
+            let mut write = |me: &mut Self, m: &dyn TargetMemory| {
+                for (job, code) in chunk.iter().zip(codes.iter_mut()) {
+                    let site = job.site;
                     // DESIGN §5: never splice over bytes that are not the file's.
-                    let module = &modules[probes[first].point.module];
-                    if let Some(reason) = foreign_bytes(m, module, plan)? {
-                        me.refused.extend(members.iter().map(|&i| crate::plan::Refused {
+                    let module = &modules[probes[site.first].point.module];
+                    if let Some(foreign) = foreign_bytes(m, module, &site.plan)? {
+                        me.refused.extend(site.members.iter().map(|&i| Refused {
                             probe: i,
                             label: probes[i].point.label.clone(),
-                            addr: plan.displaced.point,
-                            reason: reason.clone(),
+                            addr: site.plan.displaced.point,
+                            reason: Reason::Foreign(foreign.clone()),
                         }));
                         continue;
                     }
-                    me.write_site(m, modules, probes, first, members, plan, thread, only_thread)?;
+                    let code = code.take().expect("each site's code is written once")?;
+                    me.write_site(m, modules, probes, job, &code)?;
                 }
                 Ok(())
             };
-            if chunk.iter().any(|site| site.plan.springboard.is_some()) {
+            if chunk.iter().any(|job| job.site.plan.springboard.is_some()) {
                 self.while_stopped(|me, tr| write(me, tr))?;
             } else {
                 write(self, &mem)?;
@@ -624,8 +442,7 @@ impl Instrumentation {
         }
         if self.sites.is_empty() {
             if let Some(r) = self.refused.first() {
-                let (label, addr, detail) = (r.label.clone(), r.addr, r.reason.clone());
-                return Err(InstrumentError::Point { label, addr, detail });
+                return Err(InstrumentError::NothingPlaced(Box::new(r.clone())));
             }
         }
         // The user's sites came first; some may have been refused on the way.
@@ -634,9 +451,7 @@ impl Instrumentation {
         // A `syscall` left unguarded could block SIGTRAP in a thread, and a trap would then
         // kill the process: no trap goes in at all.
         if let Some(r) = self.refused.iter().find(|r| r.probe >= n_user) {
-            let (label, addr) = (r.label.clone(), r.addr);
-            let detail = format!("cannot guard signal masks for trap splices: {}", r.reason);
-            return Err(InstrumentError::Point { label, addr, detail });
+            return Err(InstrumentError::Unguarded(Box::new(r.clone())));
         }
         self.guard_sites = (0..self.sites.len())
             .filter(|&i| {
@@ -673,24 +488,14 @@ impl Instrumentation {
         if !fsgsbase {
             for &t in tr.threads() {
                 if tr.regs(t)?.fs_base == 0 {
-                    return Err(InstrumentError::Point {
-                        label: format!("thread {t}"),
-                        addr: 0,
-                        detail: "this kernel does not allow rdfsbase and the thread has no TLS, so timers and --tid cannot tell threads apart".into(),
-                    });
+                    return Err(InstrumentError::NoThreadPointer { pid: self.pid, tid: t });
                 }
             }
         }
         let only = match opts.only_thread {
             None => None,
             Some(t) if tr.threads().contains(&t) => Some(tr.regs(t)?.fs_base),
-            Some(t) => {
-                return Err(InstrumentError::Point {
-                    label: format!("--tid {t}"),
-                    addr: 0,
-                    detail: format!("no thread {t} in process {}", self.pid),
-                })
-            }
+            Some(t) => return Err(InstrumentError::NoSuchThread { pid: self.pid, tid: t }),
         };
         let kind = if fsgsbase { ThreadPointer::FsBase } else { ThreadPointer::FsSelf };
         Ok((kind, only))
@@ -704,36 +509,17 @@ impl Instrumentation {
         probes: &[Probe],
     ) -> Result<(), InstrumentError> {
         let mut code = vec![0u64; modules.len()];
-        let mut counters = vec![0usize; modules.len()];
         let mut tails = vec![false; modules.len()];
         for p in probes {
             let m = p.point.module;
-            code[m] += p.action.patch_room();
+            code[m] += patchset::patch_room(p.action);
             tails[m] |= p.action.is_tail();
-            match p.action {
-                Action::Count => counters[m] += 1,
-                Action::TimerTailReturn => {}
-                Action::TimerStart(t) | Action::TimerStop(t) | Action::TimerTailCall(t) => {
-                    if self.timers[t].0 == usize::MAX {
-                        self.timers[t].0 = m;
-                    } else if self.timers[t].0 != m {
-                        return Err(InstrumentError::Point {
-                            label: p.point.label.clone(),
-                            addr: p.point.addr.0,
-                            detail: "a timer's probes must all be in one module".into(),
-                        });
-                    }
-                }
-                Action::SignalGuard => code[m] += GUARD_PATCH,
+            if p.action == Action::SignalGuard {
+                code[m] += GUARD_PATCH;
             }
         }
-        let mut timers_in = vec![0usize; modules.len()];
-        for t in self.timers.iter_mut() {
-            if t.0 != usize::MAX {
-                t.1 = THREAD_TABLE_LEN as usize + timers_in[t.0] * TIMER_LEN as usize;
-                timers_in[t.0] += 1;
-            }
-        }
+        // Counters and timers in their module's heap.
+        self.layout = DataLayout::new(probes, self.layout.timers.len(), modules.len(), |m| m)?;
         for m in 0..modules.len() {
             if code[m] == 0 {
                 continue;
@@ -745,9 +531,7 @@ impl Instrumentation {
             // all of them in each heap (pages never written cost no memory).
             let code_len =
                 (code[m] + DISPATCHER_ROOM + trap::data_len(probes.len())).next_multiple_of(4096);
-            let tails_at = THREAD_TABLE_LEN as usize
-                + timers_in[m] * TIMER_LEN as usize
-                + counters[m] * DATA_SLOT;
+            let tails_at = self.layout.end[m] as usize;
             let tails_len = if tails[m] { timer::TAIL_AREA_LEN as usize } else { 0 };
             let sig_area = tails_at + tails_len;
             let data_len = sig_area + SIG_AREA;
@@ -773,113 +557,45 @@ impl Instrumentation {
         Ok(())
     }
 
-    /// Write one site's code patch (and springboard) and record the site.
-    #[allow(clippy::too_many_arguments)]
+    /// Write one site's code patch `code` (generated for `job`) and its springboard, and
+    /// record the site.
     fn write_site(
         &mut self,
         tr: &dyn TargetMemory,
         modules: &[AnalyzedImage],
         probes: &[Probe],
-        first: usize,
-        members: &[usize],
-        plan: &Plan,
-        thread: ThreadPointer,
-        only_thread: Option<u64>,
+        job: &Job<'_>,
+        code: &patchset::Code,
     ) -> Result<(), InstrumentError> {
-        let p = &probes[first].point;
+        let (members, plan, patch_at) = (&job.site.members, &job.site.plan, job.patch_at);
+        let p = &probes[job.site.first].point;
         let m = p.module;
         let bias = modules[m].bias.unwrap_or(0);
         let addr = plan.displaced.point;
-        let refuse =
-            |detail: String| InstrumentError::Point { label: p.label.clone(), addr, detail };
-        // The program's SIGTRAP action, which a guard keeps (in the dispatcher's module).
-        let action = self
-            .sig_module
-            .and_then(|d| self.heaps[d].as_ref())
-            .map(|h| h.data.remote() + (h.sig_area + SIG_ACTION) as u64);
-        let h = self.heaps[m].as_mut().expect("heap mapped for every module with probes");
-        let (data, tails) = (h.data.remote(), h.tails);
-        let guarded = members.iter().any(|&i| probes[i].action == Action::SignalGuard);
-        // A tail-call probe needs the stack pointer its exit instruction will have, from
-        // here (plan_sites only puts one where that is known).
-        let stack = |i: usize| {
-            crate::plan::stack_at(&modules[m], addr - bias, probes[i].point.addr.0)
-                .ok_or_else(|| refuse("the stack pointer at its exit is not known here".into()))
+        let out_of_reach = |what| InstrumentError::OutOfReach {
+            target: Where::Process(self.pid),
+            label: p.label.clone(),
+            addr,
+            what,
         };
-        let prims: Vec<Primitive> = members
-            .iter()
-            .filter(|&&i| probes[i].action != Action::SignalGuard)
-            .map(|&i| match probes[i].action {
-                Action::Count => {
-                    let (_, off) = self.counters[i].expect("counter laid out for every Count");
-                    Ok(Primitive::Count { slot: data + off as u64 })
-                }
-                Action::TimerStart(t) => {
-                    Ok(Primitive::TimerStart { timer: data + self.timers[t].1 as u64 })
-                }
-                Action::TimerStop(t) => {
-                    Ok(Primitive::TimerStop { timer: data + self.timers[t].1 as u64 })
-                }
-                Action::TimerTailCall(t) => Ok(Primitive::TimerTailCall {
-                    timer: data + self.timers[t].1 as u64,
-                    tails,
-                    stack: stack(i)?,
-                }),
-                Action::TimerTailReturn => {
-                    Ok(Primitive::TimerTailReturn { tails, stack: stack(i)? })
-                }
-                Action::SignalGuard => unreachable!("filtered out above"),
-            })
-            .collect::<Result<_, InstrumentError>>()?;
-        let ctx = Context {
-            live: live_at(&modules[m], p.func, addr - bias),
-            env: Env::User,
-            thread,
-            threads: data,
-            only_thread,
-            only_id: None,
-        };
-        let mut snippet = if prims.is_empty() {
-            Vec::new()
-        } else {
-            lower(&prims, &ctx).map_err(|e| refuse(e.to_string()))?
-        };
-        let layout = if guarded {
-            // The guard runs the `syscall` itself, after the tool's probes there.
-            let action = action.ok_or_else(|| refuse("a guard with no trap dispatcher".into()))?;
-            let mut g = sigguard::signal_guard(action).map_err(|e| refuse(e.to_string()))?;
-            kerf_codegen::relabel(&mut g, GUARD_LABELS);
-            snippet.extend(g);
-            Layout::ReplacesFirst
-        } else {
-            Layout::Before
-        };
-        let patch_at = h.code + h.used;
-        let code = build_patch_with(patch_at, &snippet, &plan.displaced, layout)
-            .map_err(|e| refuse(e.to_string()))?;
-        let room = members.iter().map(|&i| probes[i].action.patch_room()).sum::<u64>();
-        if code.len() as u64 > room {
-            return Err(refuse(format!("code patch of {} bytes", code.len())));
-        }
-        tr.write(patch_at, &code)?;
-        h.used += (code.len() as u64).next_multiple_of(16);
+        tr.write(patch_at, &code.bytes)?;
         let d = &plan.displaced;
-        self.parked.extend(parked_syscalls(patch_at, &code, d, layout));
+        self.parked.extend(parked_syscalls(patch_at, &code.bytes, d, code.layout));
         let mut springboard = None;
         let splice = match (plan.kind, plan.springboard) {
-            (SpliceKind::Jump5, _) => jump5_bytes(addr, patch_at, d.len)
-                .ok_or_else(|| refuse("patch out of reach".into()))?,
+            (SpliceKind::Jump5, _) => {
+                jump5_bytes(addr, patch_at, d.len).ok_or_else(|| out_of_reach("the patch"))?
+            }
             (SpliceKind::Jump2, Some((sb, _))) => {
                 // The springboard goes into space no path executes any more, before
                 // anything can reach it.
                 let jmp = jump5_bytes(sb, patch_at, SPRINGBOARD_LEN as usize)
-                    .ok_or_else(|| refuse("patch out of reach of the springboard".into()))?;
+                    .ok_or_else(|| out_of_reach("the patch (from the springboard)"))?;
                 let mut pad = vec![0u8; jmp.len()];
                 tr.read(sb, &mut pad)?;
                 write_verified(tr, sb, &pad, &jmp)?;
                 springboard = Some((sb, pad, jmp));
-                jump2_bytes(addr, sb, d.len)
-                    .ok_or_else(|| refuse("springboard out of reach".into()))?
+                jump2_bytes(addr, sb, d.len).ok_or_else(|| out_of_reach("the springboard"))?
             }
             _ => vec![INT3],
         };
@@ -947,9 +663,12 @@ impl Instrumentation {
         let (new_at, old_at) = (area + SIG_SCRATCH as u64, area + SIG_ACTION as u64);
         let r = tr.syscall(SYS_RT_SIGACTION, [SIGTRAP, new_at, old_at, 8, 0, 0])?;
         if r != 0 {
-            return Err(InstrumentError::Mismatch {
-                addr: new_at,
-                detail: format!("rt_sigaction failed: {r}"),
+            let pid = self.pid;
+            return Err(InstrumentError::Injected {
+                pid,
+                call: "rt_sigaction",
+                arg: SIGTRAP,
+                result: r,
             });
         }
         let h = self.heaps[m].as_mut().expect("heap");
@@ -985,9 +704,12 @@ impl Instrumentation {
             None => tr.syscall(SYS_RT_SIGACTION, args)?,
         };
         if r != 0 {
-            return Err(InstrumentError::Mismatch {
-                addr: scratch,
-                detail: format!("rt_sigaction({sig}) failed: {r}"),
+            let pid = self.pid;
+            return Err(InstrumentError::Injected {
+                pid,
+                call: "rt_sigaction",
+                arg: sig,
+                result: r,
             });
         }
         let mut b = [0u8; 32];
@@ -1031,11 +753,8 @@ impl Instrumentation {
             std::thread::sleep(Duration::from_millis(1));
         }
         let p = &self.sites[todo[0]];
-        Err(InstrumentError::Point {
-            label: p.label.clone(),
-            addr: p.addr,
-            detail: "a thread stayed inside the bytes to replace".into(),
-        })
+        let (pid, label, addr) = (self.pid, p.label.clone(), p.addr);
+        Err(InstrumentError::StillBusy { pid, label, addr, tries: MAX_TRIES })
     }
 
     /// SIGTRAP out of every thread's mask, and the dispatcher back if the program replaced it
@@ -1094,7 +813,11 @@ impl Instrumentation {
     /// Step 2: write the splices, in batches while every thread is stopped, skipping (and
     /// retrying later) points where a thread's PC or a stacked return address lies inside the
     /// bytes to be replaced (Djprobe's freeze check).
-    fn splice_all(&mut self, mut todo: Vec<usize>, cancel: Cancel<'_>) -> Result<(), InstrumentError> {
+    fn splice_all(
+        &mut self,
+        mut todo: Vec<usize>,
+        cancel: Cancel<'_>,
+    ) -> Result<(), InstrumentError> {
         let mut tries = 0;
         while !todo.is_empty() && tries < MAX_TRIES {
             cancelled(cancel)?;
@@ -1114,21 +837,15 @@ impl Instrumentation {
         if todo.is_empty() {
             return Ok(());
         }
-        let why = format!(
-            "a thread kept its PC (or a return address) in the bytes to replace through {MAX_TRIES} checks"
-        );
         if self.live_order.is_empty() {
             let p = &self.sites[todo[0]];
-            return Err(InstrumentError::Point {
-                label: p.label.clone(),
-                addr: p.addr,
-                detail: why,
-            });
+            let (pid, label, addr) = (self.pid, p.label.clone(), p.addr);
+            return Err(InstrumentError::StillBusy { pid, label, addr, tries: MAX_TRIES });
         }
         // A thread parked for good where a jump would go (asleep in a system call the jump's
         // bytes would cover) must not hold up every other point: these are left out, and said
         // so, like points no splice kind can take.
-        self.leave_out(&todo, &why);
+        self.leave_out(&todo, &Reason::Busy { tries: MAX_TRIES });
         Ok(())
     }
 
@@ -1157,7 +874,7 @@ impl Instrumentation {
 
     /// Take sites that never went live out of `sites` (into `left_out`, whose springboards
     /// are still put back on removal) and report their probes as refused.
-    fn leave_out(&mut self, out: &[usize], why: &str) {
+    fn leave_out(&mut self, out: &[usize], why: &Reason) {
         let mut map = vec![usize::MAX; self.sites.len()];
         let mut kept = Vec::with_capacity(self.sites.len());
         let mut user_sites = 0;
@@ -1165,11 +882,11 @@ impl Instrumentation {
             if out.contains(&i) {
                 for &p in &site.probes {
                     self.probe_site[p] = usize::MAX;
-                    self.refused.push(crate::plan::Refused {
+                    self.refused.push(Refused {
                         probe: p,
                         label: site.label.clone(),
                         addr: site.addr,
-                        reason: why.to_string(),
+                        reason: why.clone(),
                     });
                 }
                 self.left_out.push(site);
@@ -1385,10 +1102,9 @@ impl Drop for Instrumentation {
             let me = Instrumentation {
                 pid: self.pid,
                 sites: std::mem::take(&mut self.sites),
-                counters: std::mem::take(&mut self.counters),
+                layout: std::mem::replace(&mut self.layout, DataLayout::empty()),
                 probe_site: std::mem::take(&mut self.probe_site),
                 refused: Vec::new(),
-                timers: std::mem::take(&mut self.timers),
                 installed_at: self.installed_at,
                 heaps: std::mem::take(&mut self.heaps),
                 trap: self.trap.take(),
@@ -1559,7 +1275,7 @@ fn foreign_bytes(
     tr: &dyn TargetMemory,
     m: &AnalyzedImage,
     plan: &Plan,
-) -> Result<Option<String>, InstrumentError> {
+) -> Result<Option<Foreign>, InstrumentError> {
     let d = &plan.displaced;
     let mut ranges = vec![(d.point, d.len.max(1))];
     if let Some((sb, _)) = plan.springboard {
@@ -1604,17 +1320,6 @@ fn write_verified(
 
 /// A heap left mapped on purpose, and why: `(why, (address, bytes))`.
 type LeftMapped = (String, Vec<(u64, u64)>);
-
-/// What a removal left behind.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Removed {
-    /// Code and data heaps left mapped in the target, `(address, bytes)`: every splice is
-    /// gone, but some stack still held a value pointing into them that could not be told
-    /// from a live signal frame.
-    pub kept: Vec<(u64, u64)>,
-    /// The last such value, when `kept` is not empty.
-    pub why: Option<String>,
-}
 
 /// The trap dispatcher's signal frames, as they stay behind on a thread's stack below its
 /// stack pointer after `rt_sigreturn` and come back into view when the thread later runs

@@ -12,7 +12,9 @@ mod http;
 pub mod instrument;
 pub mod kernel;
 pub mod load;
+mod patchset;
 pub mod plan;
+pub mod probe;
 pub mod spec;
 
 pub use debuginfo::{DebugOptions, SymbolOrigin};
