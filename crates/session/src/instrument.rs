@@ -1457,3 +1457,86 @@ mod dead_frame_tests {
         assert_eq!(d.frames_in(&w).collect::<Vec<_>>(), vec![3]);
     }
 }
+
+/// The splice writer and the freeze check on the ptrace fake (kerf-os feature `fake`): no
+/// process, no root.
+#[cfg(test)]
+mod fake_tests {
+    use super::{busy_ranges, write_verified, InstrumentError};
+    use kerf_os::ptrace::fake::{regs_at, Fake, PID, STACK_TOP};
+    use kerf_os::ptrace::Tracee;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    const CODE: u64 = 0x40_0000;
+    const ORIGINAL: [u8; 5] = [0x55, 0x48, 0x89, 0xe5, 0x90];
+    const JUMP: [u8; 5] = [0xe9, 0x11, 0x22, 0x33, 0x44];
+
+    /// A fake process: thread PID with its PC at `pc`, `word` on top of its stack, and the
+    /// original bytes at CODE.
+    fn process(pc: u64, word: u64) -> (Arc<Fake>, Tracee) {
+        let fake = Arc::new(Fake::new(&[PID]));
+        {
+            let mut st = fake.state();
+            st.threads.get_mut(&PID).unwrap().regs = regs_at(pc);
+            st.mem.push((CODE, ORIGINAL.to_vec()));
+            // The word at rsp+8, in the fake's stack (or a new one).
+            let at = STACK_TOP - 0x1000 + 8;
+            let seg = st.mem.iter_mut().find(|(b, m)| at >= *b && at + 8 <= *b + m.len() as u64);
+            match seg {
+                Some((b, m)) => {
+                    let off = (at - *b) as usize;
+                    m[off..off + 8].copy_from_slice(&word.to_le_bytes());
+                }
+                None => {
+                    let mut stack = vec![0u8; 0x1000];
+                    stack[8..16].copy_from_slice(&word.to_le_bytes());
+                    st.mem.push((STACK_TOP - 0x1000, stack));
+                }
+            }
+        }
+        let tr = Tracee::stop_all_with(PID, fake.clone(), Duration::from_millis(300)).unwrap();
+        (fake, tr)
+    }
+
+    fn bytes(fake: &Fake) -> Vec<u8> {
+        let st = fake.state();
+        st.mem.iter().find(|(b, _)| *b == CODE).expect("the code segment").1.clone()
+    }
+
+    #[test]
+    fn a_splice_goes_in_and_comes_out_byte_for_byte() {
+        let (fake, tr) = process(0x7000_0000, 0);
+        write_verified(&tr, CODE, &ORIGINAL, &JUMP).unwrap();
+        assert_eq!(bytes(&fake), JUMP);
+        write_verified(&tr, CODE, &JUMP, &ORIGINAL).unwrap();
+        assert_eq!(bytes(&fake), ORIGINAL);
+        tr.resume_detach().unwrap();
+    }
+
+    /// Bytes that are not what kerf expects (someone else changed them) are left alone.
+    #[test]
+    fn unexpected_bytes_are_not_overwritten() {
+        let (fake, tr) = process(0x7000_0000, 0);
+        let e = write_verified(&tr, CODE, &JUMP, &ORIGINAL).unwrap_err();
+        assert!(matches!(e, InstrumentError::Mismatch { addr: CODE, .. }), "{e:?}");
+        assert_eq!(bytes(&fake), ORIGINAL);
+        tr.resume_detach().unwrap();
+    }
+
+    /// Djprobe's freeze check sees a PC inside bytes 1.. of a splice, and a return address
+    /// into them on the stack; a PC at the splice's first byte is no obstacle.
+    #[test]
+    fn the_freeze_check_sees_pcs_and_return_addresses_inside() {
+        let inside = |pc: u64, word: u64| {
+            let (_fake, tr) = process(pc, word);
+            let busy = busy_ranges(&tr, None).unwrap();
+            tr.resume_detach().unwrap();
+            busy.iter().any(|b| b.within(CODE + 1, CODE + 5))
+        };
+        assert!(inside(CODE + 2, 0));
+        assert!(inside(0x7000_0000, CODE + 4));
+        assert!(!inside(CODE, 0));
+        assert!(!inside(0x7000_0000, CODE + 5));
+    }
+}

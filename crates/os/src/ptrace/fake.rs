@@ -1,4 +1,5 @@
-//! A fake kernel for the unit tests of [`super::Tracee`]: threads with registers and scripted
+//! A fake kernel for the unit tests of [`super::Tracee`] (and, with feature `fake`, of the crates
+//! above): threads with registers and scripted
 //! stops, a little memory, a handful of system calls, and a log of every request, so that the
 //! ptrace logic (races, signals, register handling) is checked without a live process.
 
