@@ -38,6 +38,7 @@
 //! +64   scratch for injected rt_sigaction (32 bytes)
 //! ```
 
+use crate::backend::{Backend, Outcome, Splice};
 use crate::load::AnalyzedImage;
 use crate::patchset::{self, DataLayout, Job, Runtime, GUARD_PATCH};
 use crate::plan::{plan_sites, Plan, Rules, SitePlan};
@@ -47,11 +48,12 @@ use crate::spec::Point;
 use kerf_arch::ImageAddr;
 use kerf_codegen::timer::{self, TimerSample};
 use kerf_codegen::{sigguard, trap, Env, ThreadPointer};
-use kerf_os::ptrace::{Pause, SharedMem, TargetMemory, Tracee};
+use kerf_os::ptrace::{RemoteMem, SharedMem, TargetMemory, TraceSys, Tracee};
 use kerf_os::TargetError;
 use kerf_patch::{jump2_bytes, jump5_bytes, Layout, SpliceKind, INT3, SPRINGBOARD_LEN};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Room for the trap dispatcher's code.
@@ -150,8 +152,144 @@ pub struct Instrumentation {
     /// TSC when the last splice went in, and the matching monotonic time.
     pub installed_at: (u64, std::time::Instant),
     removed: bool,
+    /// The process as a back-end: every stop and every byte written goes through it.
+    be: ProcessBackend,
+}
+
+/// A live process as a [`Backend`]: ptrace stops of the whole thread group (through a
+/// replaceable [`TraceSys`], so that tests run it on `kerf_os::ptrace::fake`), code written
+/// through /proc/PID/mem, data heaps shared with kerf.
+pub struct ProcessBackend {
+    pid: i32,
+    sys: Arc<dyn TraceSys>,
     /// This kerf's claim on the process, held until removal is over (one kerf at a time).
-    claim: Option<kerf_os::ptrace::Claim>,
+    _claim: Option<kerf_os::ptrace::Claim>,
+    /// /proc/PID/mem, opened in a stop, for code written while the target runs.
+    mem: Option<RemoteMem>,
+    /// The longest time every thread was held stopped, and the longest stop that wrote or
+    /// removed a batch of splices.
+    longest_pause: Duration,
+    longest_splice_pause: Duration,
+}
+
+impl ProcessBackend {
+    /// Process `pid`, claimed for this kerf (another kerf there is refused).
+    pub fn claim(pid: i32) -> Result<ProcessBackend, InstrumentError> {
+        let claim = kerf_os::ptrace::claim(pid)?;
+        let sys = Arc::new(kerf_os::ptrace::RealTraceSys::new());
+        Ok(ProcessBackend { _claim: Some(claim), ..ProcessBackend::with_sys(pid, sys) })
+    }
+
+    /// Process `pid` as `sys` shows it (no claim: for tests on a fake).
+    pub fn with_sys(pid: i32, sys: Arc<dyn TraceSys>) -> ProcessBackend {
+        ProcessBackend {
+            pid,
+            sys,
+            _claim: None,
+            mem: None,
+            longest_pause: Duration::ZERO,
+            longest_splice_pause: Duration::ZERO,
+        }
+    }
+
+    /// Stop every thread of the process.
+    fn stop(&self) -> Result<Tracee, TargetError> {
+        Tracee::stop_all_with(self.pid, self.sys.clone(), kerf_os::ptrace::DEFAULT_STOP_TIMEOUT)
+    }
+
+    /// Let the threads go, noting how long they were held (`splicing`: the stop wrote or
+    /// removed splices, DESIGN.md §4).
+    fn resume(&mut self, tr: Tracee, splicing: bool) -> Result<(), TargetError> {
+        let held = tr.resume_detach()?.held;
+        self.longest_pause = self.longest_pause.max(held);
+        if splicing {
+            self.longest_splice_pause = self.longest_splice_pause.max(held);
+        }
+        Ok(())
+    }
+
+    /// Run `f` with every thread stopped, then let them go (also when `f` fails).
+    fn stopped<T>(
+        &mut self,
+        f: impl FnOnce(&mut Tracee) -> Result<T, InstrumentError>,
+    ) -> Result<T, InstrumentError> {
+        let mut tr = self.stop()?;
+        let r = f(&mut tr);
+        self.resume(tr, false)?;
+        r
+    }
+
+    /// With every thread stopped (`tr`): write each splice of `batch` whose bytes no thread is
+    /// in (Djprobe's freeze check: a PC, a restarting system call or a stacked return address
+    /// inside bytes 1.. of the splice); the others are `Later`.
+    fn splice_stopped(tr: &Tracee, batch: &[Splice]) -> Result<Vec<Outcome>, InstrumentError> {
+        let busy = busy_ranges(tr, None)?;
+        let mut out = Vec::with_capacity(batch.len());
+        for s in batch {
+            if busy.iter().any(|b| b.within(s.addr + 1, s.addr + s.new.len() as u64)) {
+                out.push(Outcome::Later);
+                continue;
+            }
+            write_verified(tr, s.addr, &s.old, &s.new)?;
+            out.push(Outcome::Done);
+        }
+        Ok(out)
+    }
+}
+
+impl Backend for ProcessBackend {
+    type Data = SharedMem;
+
+    fn target(&self) -> Where {
+        Where::Process(self.pid)
+    }
+
+    fn alloc_code(&mut self, near: u64, preferred: u64, len: u64) -> Result<u64, InstrumentError> {
+        self.stopped(|tr| Ok(tr.alloc_near_preferring(near, preferred, len, PROT_RX)?))
+    }
+
+    fn map_data(&mut self, near: u64, len: u64) -> Result<SharedMem, InstrumentError> {
+        self.stopped(|tr| Ok(tr.share_near(near, len)?))
+    }
+
+    /// (Opens /proc/PID/mem in a stop of its own the first time, unless the installer has
+    /// opened it already.)
+    fn write_code(&mut self, at: u64, code: &[u8]) -> Result<(), InstrumentError> {
+        if self.mem.is_none() {
+            let mem = self.stopped(|tr| Ok(tr.memory()))?;
+            self.mem = Some(mem);
+        }
+        let mem = self.mem.as_ref().expect("opened above");
+        Ok(mem.write(at, code)?)
+    }
+
+    fn splice(&mut self, batch: &[Splice]) -> Result<Vec<Outcome>, InstrumentError> {
+        let tr = self.stop()?;
+        let r = ProcessBackend::splice_stopped(&tr, batch);
+        self.resume(tr, true)?;
+        r
+    }
+
+    fn remove(&mut self, batch: &[Splice]) -> Result<Vec<Outcome>, InstrumentError> {
+        let tr = self.stop()?;
+        let r = batch.iter().try_for_each(|s| write_verified(&tr, s.addr, &s.new, &s.old));
+        self.resume(tr, true)?;
+        r.map(|()| vec![Outcome::Done; batch.len()])
+    }
+}
+
+impl Site {
+    /// The site's splice as a back-end writes it (a process's springboard went in with its
+    /// code).
+    fn as_splice(&self) -> Splice {
+        Splice {
+            addr: self.addr,
+            old: self.original.clone(),
+            new: self.splice.clone(),
+            patch: self.patch,
+            springboard: None,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -206,10 +344,22 @@ impl Instrumentation {
         cancel: Cancel<'_>,
     ) -> Result<Instrumentation, InstrumentError> {
         // Before anything changes in the target: another kerf there is refused.
-        let claim = Some(kerf_os::ptrace::claim(pid)?);
+        let be = ProcessBackend::claim(pid)?;
+        Instrumentation::install_with(be, modules, probes, timers, opts, cancel)
+    }
+
+    /// [`Instrumentation::install_cancellable`] through back-end `be` (a fake one in tests).
+    pub fn install_with(
+        be: ProcessBackend,
+        modules: &[AnalyzedImage],
+        probes: &[Probe],
+        timers: usize,
+        opts: Options,
+        cancel: Cancel<'_>,
+    ) -> Result<Instrumentation, InstrumentError> {
         let mut inst = Instrumentation {
-            claim,
-            pid,
+            pid: be.pid,
+            be,
             sites: Vec::new(),
             heaps: (0..modules.len()).map(|_| None).collect(),
             layout: DataLayout {
@@ -239,7 +389,7 @@ impl Instrumentation {
             // Nothing is spliced yet: put back the SIGTRAP action if the dispatcher went in,
             // free what was mapped and let the target go.
             inst.removed = true;
-            if let Ok(mut tr) = Tracee::stop_all(pid) {
+            if let Ok(mut tr) = inst.be.stop() {
                 let _ = inst.uninstall_dispatcher(&mut tr);
                 let _ = inst.restore_springboards(&tr);
                 inst.free_heaps(&mut tr);
@@ -257,11 +407,9 @@ impl Instrumentation {
         let todo = (0..inst.sites.len()).filter(|i| !inst.guard_sites.contains(i)).collect();
         inst.splice_all(todo, cancel)?;
         inst.installed_at = (tsc(), std::time::Instant::now());
+        inst.longest_pause = inst.be.longest_pause;
+        inst.longest_splice_pause = inst.be.longest_splice_pause;
         Ok(inst)
-    }
-
-    fn note(&mut self, p: Pause) {
-        self.longest_pause = self.longest_pause.max(p.held);
     }
 
     /// Run `f` with the whole thread group stopped, then let it go (also when `f` fails) and
@@ -270,9 +418,9 @@ impl Instrumentation {
         &mut self,
         f: impl FnOnce(&mut Self, &mut Tracee) -> Result<T, InstrumentError>,
     ) -> Result<T, InstrumentError> {
-        let mut tr = Tracee::stop_all(self.pid)?;
+        let mut tr = self.be.stop()?;
         let r = f(self, &mut tr);
-        self.note(tr.resume_detach()?);
+        self.be.resume(tr, false)?;
         r
     }
 
@@ -340,8 +488,10 @@ impl Instrumentation {
         let (thread, only_thread, mem) = self.while_stopped(|me, tr| {
             let (thread, only_thread) = me.thread_context(tr, probes, opts)?;
             if let Some(m) = modules.first() {
-                me.startup = startup_ranges(tr, m).unwrap_or_default();
+                me.startup = startup_ranges(&*me.be.sys, tr, m).unwrap_or_default();
             }
+            // Code is written through this too, also under the stops of springboard chunks.
+            me.be.mem = Some(tr.memory());
             Ok((thread, only_thread, tr.memory()))
         })?;
         // Planning reads the modules' files: the target keeps running.
@@ -541,16 +691,15 @@ impl Instrumentation {
             // heap would then look like live references to the new one.
             let end = modules[m].segments.iter().map(|s| s.vaddr.0 + s.memsz).max().unwrap_or(0);
             let preferred = (end + bias).next_multiple_of(4096) + 4096 * spread_pages();
-            let code = self.while_stopped(|_, tr| {
-                Ok(tr.alloc_near_preferring(near, preferred, code_len, PROT_RX)?)
-            })?;
-            let data = self.while_stopped(|_, tr| {
-                tr.share_near(code, (data_len as u64).next_multiple_of(4096)).map_err(|e| {
+            let code = self.be.alloc_code(near, preferred, code_len)?;
+            let data = match self.be.map_data(code, (data_len as u64).next_multiple_of(4096)) {
+                Ok(d) => d,
+                Err(e) => {
                     // Not recorded in self.heaps yet, so the error path would not free it.
-                    let _ = tr.free(code, code_len);
-                    e.into()
-                })
-            })?;
+                    let _ = self.while_stopped(|_, tr| Ok(tr.free(code, code_len)?));
+                    return Err(e);
+                }
+            };
             let tails = if tails[m] { data.remote() + tails_at as u64 } else { 0 };
             self.heaps[m] = Some(Heaps { code, code_len, used: 0, data, sig_area, tails });
         }
@@ -578,7 +727,7 @@ impl Instrumentation {
             addr,
             what,
         };
-        tr.write(patch_at, &code.bytes)?;
+        self.be.write_code(patch_at, &code.bytes)?;
         let d = &plan.displaced;
         self.parked.extend(parked_syscalls(patch_at, &code.bytes, d, code.layout));
         let mut springboard = None;
@@ -741,12 +890,13 @@ impl Instrumentation {
     fn guards_live(&mut self) -> Result<(), InstrumentError> {
         let mut todo = self.guard_sites.clone();
         for _ in 0..MAX_TRIES {
-            let mut tr = Tracee::stop_all(self.pid)?;
-            let r = self.unblock_sigtrap(&mut tr).and_then(|()| self.write_splices(&tr, &todo));
-            let pause = tr.resume_detach()?;
-            self.longest_pause = self.longest_pause.max(pause.held);
-            self.longest_splice_pause = self.longest_splice_pause.max(pause.held);
-            todo = r?;
+            let mut tr = self.be.stop()?;
+            let r = self.unblock_sigtrap(&mut tr).and_then(|()| {
+                let batch: Vec<Splice> = todo.iter().map(|&i| self.sites[i].as_splice()).collect();
+                ProcessBackend::splice_stopped(&tr, &batch)
+            });
+            self.be.resume(tr, true)?;
+            todo = self.went_live(&todo, &r?);
             if todo.is_empty() {
                 return Ok(());
             }
@@ -821,12 +971,10 @@ impl Instrumentation {
         let mut tries = 0;
         while !todo.is_empty() && tries < MAX_TRIES {
             cancelled(cancel)?;
-            let tr = Tracee::stop_all(self.pid)?;
             let batch: Vec<usize> = todo.drain(..todo.len().min(BATCH)).collect();
-            let later = self.write_splices(&tr, &batch)?;
-            let pause: Pause = tr.resume_detach()?;
-            self.longest_pause = self.longest_pause.max(pause.held);
-            self.longest_splice_pause = self.longest_splice_pause.max(pause.held);
+            let splices: Vec<Splice> = batch.iter().map(|&i| self.sites[i].as_splice()).collect();
+            let outcomes = self.be.splice(&splices)?;
+            let later = self.went_live(&batch, &outcomes);
             if !later.is_empty() {
                 // Give the threads in the way a moment to move on, then try those again.
                 tries += 1;
@@ -849,27 +997,19 @@ impl Instrumentation {
         Ok(())
     }
 
-    /// With every thread stopped (`tr`): write the splices of `sites` whose bytes no thread is
-    /// in (Djprobe's freeze check: a PC, a restarting system call or a stacked return address
-    /// inside bytes 1.. of the splice), and return the others, to try again in a later stop.
-    fn write_splices(
-        &mut self,
-        tr: &Tracee,
-        sites: &[usize],
-    ) -> Result<Vec<usize>, InstrumentError> {
-        let busy = busy_ranges(tr, None)?;
+    /// Mark the sites of `batch` whose splice went in (`outcomes`, one per site) live, in
+    /// order; return the others, to try again in a later stop.
+    fn went_live(&mut self, batch: &[usize], outcomes: &[Outcome]) -> Vec<usize> {
         let mut later = Vec::new();
-        for &i in sites {
-            let p = &self.sites[i];
-            if busy.iter().any(|b| b.within(p.addr + 1, p.addr + p.splice.len() as u64)) {
+        for (&i, o) in batch.iter().zip(outcomes) {
+            if *o == Outcome::Done {
+                self.sites[i].live = true;
+                self.live_order.push(i);
+            } else {
                 later.push(i);
-                continue;
             }
-            write_verified(tr, p.addr, &p.original, &p.splice)?;
-            self.sites[i].live = true;
-            self.live_order.push(i);
         }
-        Ok(later)
+        later
     }
 
     /// Take sites that never went live out of `sites` (into `left_out`, whose springboards
@@ -911,6 +1051,10 @@ impl Instrumentation {
     /// that has exited needs nothing.
     pub fn remove(mut self) -> Result<Removed, InstrumentError> {
         self.removed = true;
+        self.remove_all()
+    }
+
+    fn remove_all(&mut self) -> Result<Removed, InstrumentError> {
         let gone = |e: &TargetError| matches!(e, TargetError::NoSuchProcess { .. });
         // In batches, like the splicing: each restored point is whole and consistent. In the
         // reverse of the order they went live: timer starts before stops, the signal-mask
@@ -918,18 +1062,12 @@ impl Instrumentation {
         let live: Vec<usize> =
             self.live_order.iter().rev().copied().filter(|&i| self.sites[i].live).collect();
         for batch in live.chunks(BATCH) {
-            let tr = match Tracee::stop_all(self.pid) {
-                Ok(t) => t,
-                Err(e) if gone(&e) => return Ok(Removed::default()),
-                Err(e) => return Err(e.into()),
-            };
-            for &i in batch {
-                let p = &self.sites[i];
-                write_verified(&tr, p.addr, &p.splice, &p.original)?;
+            let splices: Vec<Splice> = batch.iter().map(|&i| self.sites[i].as_splice()).collect();
+            match self.be.remove(&splices) {
+                Ok(_) => {}
+                Err(InstrumentError::Target(e)) if gone(&e) => return Ok(Removed::default()),
+                Err(e) => return Err(e),
             }
-            let pause = tr.resume_detach()?;
-            self.longest_pause = self.longest_pause.max(pause.held);
-            self.longest_splice_pause = self.longest_splice_pause.max(pause.held);
             for &i in batch {
                 self.sites[i].live = false;
             }
@@ -941,7 +1079,7 @@ impl Instrumentation {
         }
         let mut last_blocker = String::new();
         for attempt in 1..=MAX_TRIES {
-            let mut tr = match Tracee::stop_all(self.pid) {
+            let mut tr = match self.be.stop() {
                 Ok(t) => t,
                 Err(e) if gone(&e) => return Ok(Removed::default()),
                 Err(e) => return Err(e.into()),
@@ -969,7 +1107,7 @@ impl Instrumentation {
                 // Springboards last: no splice leads to them any more and no thread is in one.
                 self.restore_springboards(&tr)?;
                 self.free_heaps(&mut tr);
-                tr.resume_detach()?;
+                self.be.resume(tr, false)?;
                 return Ok(left.map_or_else(Removed::default, |(why, kept)| Removed {
                     kept,
                     why: Some(why),
@@ -999,11 +1137,11 @@ impl Instrumentation {
                     .flat_map(|h| [(h.code, h.code_len), (h.data.remote(), h.data.len() as u64)])
                     .collect();
                 kept.extend(left.into_iter().flat_map(|l| l.1));
-                tr.resume_detach()?;
+                self.be.resume(tr, false)?;
                 let why = format!("a stack may still return into them: {last_blocker}");
                 return Ok(Removed { kept, why: Some(why) });
             }
-            tr.resume_detach()?;
+            self.be.resume(tr, false)?;
             std::thread::sleep(Duration::from_millis(2));
         }
         Err(InstrumentError::StillInside { pid: self.pid, tries: MAX_TRIES, last: last_blocker })
@@ -1099,32 +1237,8 @@ impl Drop for Instrumentation {
     /// (an error or a panic unwinding) removes itself.
     fn drop(&mut self) {
         if !self.removed {
-            let me = Instrumentation {
-                pid: self.pid,
-                sites: std::mem::take(&mut self.sites),
-                layout: std::mem::replace(&mut self.layout, DataLayout::empty()),
-                probe_site: std::mem::take(&mut self.probe_site),
-                refused: Vec::new(),
-                installed_at: self.installed_at,
-                heaps: std::mem::take(&mut self.heaps),
-                trap: self.trap.take(),
-                guard_sites: std::mem::take(&mut self.guard_sites),
-                fixes: std::mem::take(&mut self.fixes),
-                live_order: std::mem::take(&mut self.live_order),
-                user_sites: self.user_sites,
-                sig_module: self.sig_module,
-                left_out: std::mem::take(&mut self.left_out),
-                parked: std::mem::take(&mut self.parked),
-                dispatcher_frames: self.dispatcher_frames.take(),
-                springboards: std::mem::take(&mut self.springboards),
-                startup: Vec::new(),
-                longest_pause: self.longest_pause,
-                longest_splice_pause: self.longest_splice_pause,
-                removed: false,
-                claim: self.claim.take(),
-            };
             self.removed = true;
-            let _ = me.remove();
+            let _ = self.remove_all();
         }
     }
 }
@@ -1134,7 +1248,7 @@ impl Drop for Instrumentation {
 /// never returns (the program ends in `exit`), and the bytes from its return address on are
 /// left alone. The program is past `_start` once that return address is on the main thread's
 /// stack; until then (a command kerf has just launched) the space is not used.
-fn startup_ranges(tr: &Tracee, m: &AnalyzedImage) -> Option<Vec<(u64, u64)>> {
+fn startup_ranges(sys: &dyn TraceSys, tr: &Tracee, m: &AnalyzedImage) -> Option<Vec<(u64, u64)>> {
     let bias = m.bias?;
     let cfg = &m.analysis.cfg;
     let f = cfg.functions.iter().find(|f| f.name == "_start")?;
@@ -1153,7 +1267,7 @@ fn startup_ranges(tr: &Tracee, m: &AnalyzedImage) -> Option<Vec<(u64, u64)>> {
     };
     let ret = call_end + bias;
     // The main thread's stack, from its rsp to the top of the [stack] mapping.
-    let maps = kerf_os::process::Process::open(tr.pid()).ok()?.maps().ok()?;
+    let maps = sys.read_text(std::path::Path::new(&format!("/proc/{}/maps", tr.pid()))).ok()?;
     let top = maps.lines().find(|l| l.ends_with("[stack]")).and_then(|l| {
         let range = l.split_whitespace().next()?;
         u64::from_str_radix(range.split_once('-')?.1, 16).ok()

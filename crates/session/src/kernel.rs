@@ -3,6 +3,7 @@
 //! installed with the driver's protocol (Djprobe's: an int3 first, quiescence, then the jump),
 //! sharing splice planning and code generation with the process target.
 
+use crate::backend::{Backend, Outcome, Splice};
 use crate::load::{AnalyzedImage, Bytes};
 use crate::patchset::{self, DataLayout, Job, Runtime};
 use crate::plan::{differs_from_file, plan_sites, Rules, SitePlan};
@@ -202,75 +203,139 @@ pub struct KernelOptions {
     pub only_pid: Option<u32>,
 }
 
-/// One splice of a batch the kernel back-end writes: where, what is there, what goes there.
-#[derive(Clone, Debug)]
-pub struct Splice {
-    pub addr: u64,
-    pub old: Vec<u8>,
-    pub new: Vec<u8>,
-    /// The bytes may be a multi-instruction splice (the driver then needs a quiesced int3
-    /// first, or takes it as a springboard in padding).
-    pub first: bool,
-}
-
-/// kerf.ko as the back-end of a kernel patch set: code written into the driver's patch heap
-/// (which no CPU reaches until a splice leads there), and splices taken a whole batch per call,
-/// each batch under one quiescence protocol (Djprobe's: int3 first, quiesce, then the jumps).
-/// A batch call maps onto the driver's batch ioctl (text_poke_queue/text_poke_finish) where
-/// the driver has it; here each is the per-site requests, with one result per splice.
-struct KernelBackend<'k> {
+/// kerf.ko as a [`Backend`]: code written into the driver's patch heap (which no CPU reaches
+/// until a splice leads there, and which the driver placed within reach of all kernel text),
+/// the driver's data heap, and splices taken a whole batch per call through Djprobe's
+/// protocol: every int3 of the batch, one quiescence, then every springboard and jump. A batch
+/// call maps onto the driver's batch ioctl (text_poke_queue/text_poke_finish) where the driver
+/// has it; here each step is the per-site requests, with one outcome per splice.
+pub struct KernelBackend<'k> {
     d: &'k Driver,
+    /// Patch heap handed out so far.
+    used: u64,
 }
 
-impl KernelBackend<'_> {
-    /// Write code no CPU can reach yet (patch heap).
-    fn write_code(&self, at: u64, code: &[u8]) -> Result<(), KernelError> {
-        self.d.write_patch(KernelAddr(at), code)
+impl<'k> KernelBackend<'k> {
+    pub fn new(d: &'k Driver) -> KernelBackend<'k> {
+        KernelBackend { d, used: 0 }
+    }
+}
+
+impl Backend for KernelBackend<'_> {
+    /// The data heap's address in the kernel (kerf reads it through the driver's mapping).
+    type Data = u64;
+
+    fn target(&self) -> Where {
+        Where::Kernel
     }
 
-    /// Read kernel text.
-    fn read(&self, at: u64, buf: &mut [u8]) -> Result<(), KernelError> {
-        self.d.read(KernelAddr(at), buf)
+    /// The next `len` bytes of the driver's patch heap (in reach of all text by placement).
+    fn alloc_code(
+        &mut self,
+        _near: u64,
+        _preferred: u64,
+        len: u64,
+    ) -> Result<u64, InstrumentError> {
+        let have = self.d.info.patch_heap_size;
+        if self.used + len > have {
+            let (label, addr) = ("(patch heap)".to_string(), self.d.info.patch_heap + self.used);
+            return Err(InstrumentError::PatchHeapFull { label, addr, have });
+        }
+        self.used += len;
+        Ok(self.d.info.patch_heap + self.used - len)
     }
 
-    /// Step 2 for a batch: register each site's trap (a CPU meeting its int3 goes to the
-    /// patch) and write the int3. One result per site; a refused one is unregistered again.
-    fn traps(&self, batch: &[(u64, u64, u8)]) -> Vec<Result<(), KernelError>> {
-        batch
+    /// The driver's one data heap, cleared (an earlier session used it).
+    fn map_data(&mut self, _near: u64, len: u64) -> Result<u64, InstrumentError> {
+        let have = self.d.info.data_heap_size;
+        if len > have {
+            return Err(InstrumentError::DataHeapFull { need: len, have });
+        }
+        for off in (0..len).step_by(8) {
+            self.d.store_u64(off as usize, 0);
+        }
+        Ok(self.d.info.data_heap)
+    }
+
+    fn write_code(&mut self, at: u64, code: &[u8]) -> Result<(), InstrumentError> {
+        Ok(self.d.write_patch(KernelAddr(at), code)?)
+    }
+
+    /// 1. every splice's trap registered and its int3 written (a CPU that meets it goes to
+    ///    the patch; a refusal unregisters it and leaves the site out); 2. quiescence: every
+    ///    CPU that was inside displaced bytes has left them; 3. every springboard (into
+    ///    padding no CPU runs), then every jump over its quiesced int3. A jump that does not
+    ///    go in leaves its site a trap.
+    fn splice(&mut self, batch: &[Splice]) -> Result<Vec<Outcome>, InstrumentError> {
+        let d = self.d;
+        let mut out: Vec<Outcome> = batch
             .iter()
-            .map(|&(addr, patch, orig)| {
-                let r = self
-                    .d
-                    .trap_add(KernelAddr(addr), KernelAddr(patch))
-                    .and_then(|()| self.d.splice(KernelAddr(addr), &[orig], &[INT3], true));
-                if r.is_err() {
-                    let _ = self.d.trap_del(KernelAddr(addr));
+            .map(|s| {
+                let at = KernelAddr(s.addr);
+                let r = d
+                    .trap_add(at, KernelAddr(s.patch))
+                    .and_then(|()| d.splice(at, &s.old[..1], &[INT3], true));
+                match r {
+                    Ok(()) => Outcome::Done,
+                    Err(e) => {
+                        let _ = d.trap_del(at);
+                        Outcome::Refused(Reason::driver(&e))
+                    }
                 }
-                r
             })
-            .collect()
+            .collect();
+        if !out.contains(&Outcome::Done) {
+            return Ok(out);
+        }
+        d.quiesce()?;
+        let driver =
+            |e: KernelError| KindRefusal::Driver { errno: e.errno(), detail: e.to_string() };
+        let jumps = |out: &[Outcome], k: usize| out[k] == Outcome::Done && batch[k].new != [INT3];
+        for k in 0..batch.len() {
+            if let (true, Some((sb, pad, jmp))) = (jumps(&out, k), &batch[k].springboard) {
+                if let Err(e) = d.splice(KernelAddr(*sb), pad, jmp, true) {
+                    out[k] = Outcome::Trap(driver(e));
+                }
+            }
+        }
+        for (k, s) in batch.iter().enumerate() {
+            if !jumps(&out, k) {
+                continue;
+            }
+            // What is there now: kerf's int3, then the original bytes.
+            let mut now = s.old.clone();
+            now[0] = INT3;
+            if let Err(e) = d.splice(KernelAddr(s.addr), &now, &s.new, false) {
+                out[k] = Outcome::Trap(driver(e));
+            }
+        }
+        Ok(out)
     }
 
-    /// Step 3: every CPU that was inside displaced bytes has left them.
-    fn quiesce(&self) -> Result<(), KernelError> {
-        self.d.quiesce()
-    }
-
-    /// Step 4 for a batch: splices over bytes no CPU can be inside (springboards into padding,
-    /// then jumps over quiesced int3s). One result per splice.
-    fn splice(&self, batch: &[Splice]) -> Vec<Result<(), KernelError>> {
-        batch.iter().map(|s| self.d.splice(KernelAddr(s.addr), &s.old, &s.new, s.first)).collect()
-    }
-
-    /// Removal of a batch: each address's splice taken out (the driver restores and checks
-    /// the original bytes). One result per address.
-    fn unsplice(&self, addrs: &[u64]) -> Vec<Result<(), KernelError>> {
-        addrs.iter().map(|&a| self.d.unsplice(KernelAddr(a)).map(|_| ())).collect()
-    }
-
-    fn trap_del(&self, addrs: &[u64]) {
-        for &a in addrs {
-            let _ = self.d.trap_del(KernelAddr(a));
+    /// Every splice out (the driver restores and checks the original bytes), a quiescence,
+    /// the springboards, another quiescence, then the traps unregistered. Every step is taken
+    /// for every splice; the first failure is returned after.
+    fn remove(&mut self, batch: &[Splice]) -> Result<Vec<Outcome>, InstrumentError> {
+        let d = self.d;
+        let mut first_err = None;
+        for s in batch {
+            if let Err(e) = d.unsplice(KernelAddr(s.addr)) {
+                first_err.get_or_insert(e);
+            }
+        }
+        d.quiesce()?;
+        for (sb, _, _) in batch.iter().filter_map(|s| s.springboard.as_ref()) {
+            if let Err(e) = d.unsplice(KernelAddr(*sb)) {
+                first_err.get_or_insert(e);
+            }
+        }
+        d.quiesce()?;
+        for s in batch {
+            let _ = d.trap_del(KernelAddr(s.addr));
+        }
+        match first_err {
+            Some(e) => Err(e.into()),
+            None => Ok(vec![Outcome::Done; batch.len()]),
         }
     }
 }
@@ -299,7 +364,7 @@ impl<'k> KernelInstrumentation<'k> {
     ) -> Result<KernelInstrumentation<'k>, InstrumentError> {
         let t0 = Instant::now();
         let d = &kernel.driver;
-        let be = KernelBackend { d };
+        let mut be = KernelBackend::new(d);
         // Signal masks are a process's concern (the kernel's traps go to the driver), and
         // timing through tail calls is for processes too.
         if let Some(p) =
@@ -311,16 +376,9 @@ impl<'k> KernelInstrumentation<'k> {
                 action: p.action,
             });
         }
-        // Data heap: thread table, timers, counters (one heap for every image); cleared (an
-        // earlier session used it).
+        // Data heap: thread table, timers, counters (one heap for every image).
         let layout = DataLayout::new(probes, timers, 1, |_| 0)?;
-        let need = layout.end[0];
-        if need > d.info.data_heap_size {
-            return Err(InstrumentError::DataHeapFull { need, have: d.info.data_heap_size });
-        }
-        for off in (0..need).step_by(8) {
-            d.store_u64(off as usize, 0);
-        }
+        let data = be.map_data(0, layout.end[0])?;
         let only_id = match opts.only_pid {
             None => None,
             Some(pid) => {
@@ -351,21 +409,19 @@ impl<'k> KernelInstrumentation<'k> {
         // 1. Code patches, each at its own place in the patch heap (unreachable so far),
         //    generated in parallel, in plan order: timer stops go live before timer starts
         //    (see plan::plan_sites).
-        let mut used = 0u64;
         let mut jobs = Vec::with_capacity(plan.sites.len());
         for sp in &plan.sites {
             let room = patchset::site_room(probes, &sp.members);
             let label = &probes[sp.first].point.label;
-            if used + room > d.info.patch_heap_size {
-                return Err(InstrumentError::PatchHeapFull {
-                    label: label.clone(),
-                    addr: sp.plan.displaced.point,
-                    have: d.info.patch_heap_size,
-                });
-            }
-            let patch_at = d.info.patch_heap + used;
-            used += room;
-            let data = d.info.data_heap;
+            let patch_at =
+                be.alloc_code(sp.plan.displaced.point, 0, room).map_err(|e| match e {
+                    InstrumentError::PatchHeapFull { have, .. } => InstrumentError::PatchHeapFull {
+                        label: label.clone(),
+                        addr: sp.plan.displaced.point,
+                        have,
+                    },
+                    e => e,
+                })?;
             jobs.push(Job { site: sp, label, patch_at, data, tails: 0, guard_action: None });
         }
         let rt =
@@ -376,53 +432,45 @@ impl<'k> KernelInstrumentation<'k> {
         }
         // DESIGN §5: the displaced bytes (and a springboard's padding) must still be the text
         // analysis read; anything else belongs to someone who changed it since.
-        let mut staged: Vec<(&SitePlan, u64, Vec<u8>)> = Vec::new();
+        let mut staged: Vec<(&SitePlan, Splice)> = Vec::new();
         for job in &jobs {
             let sp = job.site;
-            let addr = sp.plan.displaced.point;
-            let mut original = vec![0u8; sp.plan.displaced.len.max(5)];
-            be.read(addr, &mut original)?;
+            let (addr, len) = (sp.plan.displaced.point, sp.plan.displaced.len);
+            let mut original = vec![0u8; len.max(5)];
+            d.read(KernelAddr(addr), &mut original)?;
             let image = &kernel.images[probes[sp.first].point.module];
-            let mut foreign =
-                differs_from_file(image, addr, &original[..sp.plan.displaced.len.max(1)]);
+            let mut foreign = differs_from_file(image, addr, &original[..len.max(1)]);
+            let mut pad = vec![0u8; SPRINGBOARD_LEN as usize];
             if let (None, Some((sb, _))) = (&foreign, sp.plan.springboard) {
-                let mut pad = vec![0u8; SPRINGBOARD_LEN as usize];
-                be.read(sb, &mut pad)?;
+                d.read(KernelAddr(sb), &mut pad)?;
                 foreign = differs_from_file(image, sb, &pad);
             }
-            match foreign {
-                Some(f) => inst.refuse(probes, sp, Reason::Foreign(f)),
-                None => staged.push((sp, job.patch_at, original)),
+            if let Some(f) = foreign {
+                inst.refuse(probes, sp, Reason::Foreign(f));
+                continue;
             }
-        }
-        // 2. Every splice through an int3 first, the whole batch: the driver sends a CPU that
-        //    meets it to the patch. Refusals (bytes another mechanism owns, the kprobe
-        //    blacklist) drop the site with the driver's reason.
-        let traps: Vec<(u64, u64, u8)> = staged
-            .iter()
-            .map(|(sp, patch, orig)| (sp.plan.displaced.point, *patch, orig[0]))
-            .collect();
-        let mut live: Vec<(usize, &SitePlan, u64, Vec<u8>)> = Vec::new();
-        for ((sp, patch, original), r) in staged.into_iter().zip(be.traps(&traps)) {
-            match r {
-                Ok(()) => {
-                    live.push((inst.sites.len(), sp, patch, original.clone()));
-                    inst.push_site(probes, sp, patch, original, vec![INT3]);
+            // The splice's bytes; a jump out of reach (which the driver's heap placement
+            // rules out) leaves the site a trap.
+            let patch = job.patch_at;
+            let (new, springboard) = match (sp.plan.kind, sp.plan.springboard) {
+                (SpliceKind::Jump5, _) => match jump5_bytes(addr, patch, len) {
+                    Some(j) => (j[..5].to_vec(), None),
+                    None => (vec![INT3], None),
+                },
+                (SpliceKind::Jump2, Some((sb, _))) => {
+                    match jump5_bytes(sb, patch, SPRINGBOARD_LEN as usize)
+                        .zip(jump2_bytes(addr, sb, len))
+                    {
+                        Some((jmp, j2)) => (j2[..2].to_vec(), Some((sb, pad, jmp[..5].to_vec()))),
+                        None => (vec![INT3], None),
+                    }
                 }
-                Err(e) => inst.refuse(probes, sp, Reason::driver(&e)),
-            }
+                _ => (vec![INT3], None),
+            };
+            let old = original[..new.len()].to_vec();
+            staged.push((sp, Splice { addr, old, new, patch, springboard }));
         }
-        if inst.sites.is_empty() {
-            // The driver refused every point: that is the error.
-            if let Some(r) = inst.refused.first().cloned() {
-                inst.removed = true;
-                return Err(InstrumentError::NothingPlaced(Box::new(r)));
-            }
-        }
-        // 3. Quiesce: every CPU that was inside displaced bytes has left them.
-        be.quiesce()?;
-        // 4. The jumps, as a batch: springboards first (into padding no CPU runs), then jump5
-        //    and jump2 over their quiesced int3s.
+        // 2-4. The whole batch through the driver's protocol (int3s, quiescence, jumps).
         //
         //    Springboard space in the kernel is only the int3/nop padding between functions
         //    that analysis recorded (cfg.padding): bytes after a function's last return or
@@ -432,68 +480,34 @@ impl<'k> KernelInstrumentation<'k> {
         //    driver refuses a springboard over bytes any patching mechanism owns. A
         //    springboard is written before the jmp rel8 that uses it and removed only after
         //    that jmp is gone and a quiescence has passed.
-        let mut springboards: Vec<(usize, Splice)> = Vec::new();
-        let mut jumps: Vec<(usize, Splice)> = Vec::new();
-        for (k, sp, patch, original) in live {
-            let addr = sp.plan.displaced.point;
-            let len = sp.plan.displaced.len;
-            // What is there now: kerf's int3, then the original bytes.
-            let mut now = original;
-            now[0] = INT3;
-            // `None` when the patch (or springboard) is out of reach, which the driver's heap
-            // placement rules out, and which leaves the site a trap.
-            match (sp.plan.kind, sp.plan.springboard) {
-                (SpliceKind::Jump5, _) => match jump5_bytes(addr, patch, len) {
-                    Some(j) => jumps.push((
-                        k,
-                        Splice { addr, old: now[..5].to_vec(), new: j[..5].to_vec(), first: false },
-                    )),
-                    None => inst.demote(k, KindRefusal::OutOfReach),
-                },
-                (SpliceKind::Jump2, Some((sb, _))) => {
-                    match jump5_bytes(sb, patch, SPRINGBOARD_LEN as usize)
-                        .zip(jump2_bytes(addr, sb, len))
-                    {
-                        Some((jmp, j2)) => {
-                            let mut pad = vec![0u8; SPRINGBOARD_LEN as usize];
-                            be.read(sb, &mut pad)?;
-                            springboards.push((
-                                k,
-                                Splice { addr: sb, old: pad, new: jmp[..5].to_vec(), first: true },
-                            ));
-                            jumps.push((
-                                k,
-                                Splice {
-                                    addr,
-                                    old: now[..2].to_vec(),
-                                    new: j2[..2].to_vec(),
-                                    first: false,
-                                },
-                            ));
-                        }
-                        None => inst.demote(k, KindRefusal::OutOfReach),
+        let batch: Vec<Splice> = staged.iter().map(|(_, s)| s.clone()).collect();
+        let outcomes = be.splice(&batch)?;
+        for ((sp, mut s), outcome) in staged.into_iter().zip(outcomes) {
+            let planned_jump = s.new != [INT3];
+            match outcome {
+                Outcome::Refused(why) => {
+                    inst.refuse(probes, sp, why);
+                    continue;
+                }
+                Outcome::Trap(why) => {
+                    s.new = vec![INT3];
+                    s.springboard = None;
+                    let k = inst.push_site(probes, sp, s);
+                    inst.demote(k, why);
+                }
+                Outcome::Done | Outcome::Later => {
+                    let k = inst.push_site(probes, sp, s);
+                    if sp.plan.kind != SpliceKind::Trap && !planned_jump {
+                        inst.demote(k, KindRefusal::OutOfReach);
                     }
                 }
-                _ => {}
             }
         }
-        let batch: Vec<Splice> = springboards.iter().map(|s| s.1.clone()).collect();
-        let mut no_springboard = Vec::new();
-        for ((k, _), r) in springboards.iter().zip(be.splice(&batch)) {
-            if let Err(e) = r {
-                no_springboard.push(*k);
-                inst.demote(*k, KindRefusal::Driver { errno: e.errno(), detail: e.to_string() });
-            }
-        }
-        jumps.retain(|(k, _)| !no_springboard.contains(k));
-        let batch: Vec<Splice> = jumps.iter().map(|s| s.1.clone()).collect();
-        for ((k, s), r) in jumps.iter().zip(be.splice(&batch)) {
-            match r {
-                Ok(()) => inst.sites[*k].splice = s.new.clone(),
-                // The int3 stays: the site still works, as a trap.
-                Err(e) => {
-                    inst.demote(*k, KindRefusal::Driver { errno: e.errno(), detail: e.to_string() })
-                }
+        if inst.sites.is_empty() {
+            // The driver refused every point: that is the error.
+            if let Some(r) = inst.refused.first().cloned() {
+                inst.removed = true;
+                return Err(InstrumentError::NothingPlaced(Box::new(r)));
             }
         }
         inst.installed_at = (crate::instrument::tsc(), Instant::now());
@@ -524,32 +538,28 @@ impl<'k> KernelInstrumentation<'k> {
         s.reason = Some(Reason::Kinds { chosen: None, refused });
     }
 
-    fn push_site(
-        &mut self,
-        probes: &[Probe],
-        sp: &SitePlan,
-        patch: u64,
-        original: Vec<u8>,
-        splice: Vec<u8>,
-    ) {
+    /// Record the site of `sp`, live with splice `s`; returns its index.
+    fn push_site(&mut self, probes: &[Probe], sp: &SitePlan, s: Splice) -> usize {
         let p = &probes[sp.first].point;
+        let k = self.sites.len();
         for &i in &sp.members {
-            self.probe_site[i] = Some(self.sites.len());
+            self.probe_site[i] = Some(k);
         }
         self.sites.push(Site {
             spec: p.spec.clone(),
             label: p.label.clone(),
-            addr: sp.plan.displaced.point,
+            addr: s.addr,
             kind: sp.plan.kind,
             reason: sp.plan.reason.clone(),
             probes: sp.members.clone(),
             springboard_in: sp.plan.springboard,
-            original,
-            splice,
-            patch,
+            original: s.old,
+            splice: s.new,
+            patch: s.patch,
             live: true,
-            springboard: None,
+            springboard: s.springboard,
         });
+        k
     }
 
     pub fn sites(&self) -> &[Site] {
@@ -578,28 +588,18 @@ impl<'k> KernelInstrumentation<'k> {
     }
 
     fn remove_all(&mut self) -> Result<(), InstrumentError> {
-        let be = KernelBackend { d: &self.kernel.driver };
-        let mut first_err = None;
-        let addrs: Vec<u64> = self.sites.iter().map(|s| s.addr).collect();
-        for r in be.unsplice(&addrs) {
-            if let Err(e) = r {
-                first_err.get_or_insert(e);
-            }
-        }
-        be.quiesce()?;
-        let sbs: Vec<u64> =
-            self.sites.iter().filter_map(|s| s.springboard_in.map(|x| x.0)).collect();
-        for r in be.unsplice(&sbs) {
-            if let Err(e) = r {
-                first_err.get_or_insert(e);
-            }
-        }
-        be.quiesce()?;
-        be.trap_del(&addrs);
-        match first_err {
-            Some(e) => Err(e.into()),
-            None => Ok(()),
-        }
+        let batch: Vec<Splice> = self
+            .sites
+            .iter()
+            .map(|s| Splice {
+                addr: s.addr,
+                old: s.original.clone(),
+                new: s.splice.clone(),
+                patch: s.patch,
+                springboard: s.springboard.clone(),
+            })
+            .collect();
+        KernelBackend::new(&self.kernel.driver).remove(&batch).map(|_| ())
     }
 }
 

@@ -5,6 +5,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(rust_2018_idioms, clippy::undocumented_unsafe_blocks)]
 
+pub mod backend;
 pub mod cache;
 pub mod checked;
 pub mod debuginfo;

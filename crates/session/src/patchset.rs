@@ -61,11 +61,6 @@ pub(crate) struct DataLayout {
 }
 
 impl DataLayout {
-    /// Nothing laid out.
-    pub(crate) fn empty() -> DataLayout {
-        DataLayout { counters: Vec::new(), timers: Vec::new(), end: Vec::new() }
-    }
-
     /// Lay out `timers` timers and the counters of `probes` in `heaps` heaps; `heap_of` maps a
     /// module to its heap. Every probe of one timer must be in one heap.
     pub(crate) fn new(

@@ -18,7 +18,10 @@ fn fixture(name: &str) -> AnalyzedImage {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plan-fixtures");
     std::fs::create_dir_all(&dir).unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/fixtures/{name}.c"));
-    let out = dir.join(name);
+    // One binary per test: tests run in parallel, and one reading the file while another
+    // rewrites it sees a torn one.
+    let test = std::thread::current().name().unwrap_or("main").replace("::", "-");
+    let out = dir.join(format!("{name}-{test}"));
     let st = Command::new("gcc")
         .args(["-O2", "-pthread", "-o"])
         .arg(&out)
