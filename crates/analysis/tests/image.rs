@@ -880,6 +880,49 @@ fn text_fixture(name: &str) -> String {
     String::from_utf8(read(fixture(name))).expect("utf-8")
 }
 
+/// What the parser made of one maps line, in the fixture's notation (see its header).
+fn render_mapping(m: &Mapping) -> String {
+    let flag = |on: bool, c: char| if on { c } else { '-' };
+    let path = m.path.as_ref().map_or("-".to_string(), |p| format!("{p:?}"));
+    format!(
+        "{:#x}..{:#x} {}{}{}{} off={:#x} dev={} inode={} path={path}{}",
+        m.start.0,
+        m.end.0,
+        flag(m.read, 'r'),
+        flag(m.write, 'w'),
+        flag(m.exec, 'x'),
+        if m.private { 'p' } else { 's' },
+        m.offset,
+        m.dev,
+        m.inode,
+        if m.is_deleted() { " deleted" } else { "" },
+    )
+}
+
+/// Every case of tests/data/maps/lines.txt: one maps line and what it parses to.
+#[test]
+fn maps_lines_fixture() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/maps/lines.txt");
+    let text = String::from_utf8(read(&path)).expect("utf-8");
+    let mut cases = 0;
+    for (n, case) in text.lines().enumerate().filter(|(_, l)| !l.starts_with('#')) {
+        let (line, want) = case.rsplit_once(" | ").unwrap_or_else(|| panic!("line {}", n + 1));
+        let got = match parse_maps(line) {
+            Ok(maps) => {
+                assert_eq!(maps.len(), 1, "fixture line {}: {line:?}", n + 1);
+                render_mapping(&maps[0])
+            }
+            Err(e) => {
+                assert_eq!((e.line_no, e.line.as_str()), (1, line), "fixture line {}", n + 1);
+                format!("error: {}", e.detail)
+            }
+        };
+        assert_eq!(got, want, "fixture line {}: {line:?}", n + 1);
+        cases += 1;
+    }
+    assert!(cases >= 30, "only {cases} cases in {}", path.display());
+}
+
 #[test]
 fn maps_fixture_of_cat() {
     let maps = parse_maps(&text_fixture("maps_cat.txt")).expect("parses");

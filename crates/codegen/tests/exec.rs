@@ -46,20 +46,7 @@ impl Arena {
     fn place(&mut self, prims: &[Primitive], ctx: &Context) -> u64 {
         let mut insns = lower(prims, ctx).unwrap();
         insns.push(Instruction::with(iced_x86::Code::Retnq));
-        let at = self.addr(self.code_used as u64);
-        let block = InstructionBlock::new(&insns, at);
-        let bytes = BlockEncoder::encode(64, block, BlockEncoderOptions::NONE).unwrap().code_buffer;
-        // SAFETY: inside the mapping (code part, below DATA), not yet executed.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                bytes.as_ptr(),
-                self.base.add(self.code_used),
-                bytes.len(),
-            )
-        };
-        self.code_used += bytes.len().next_multiple_of(16);
-        assert!((self.code_used as u64) < DATA);
-        at
+        self.place_insns(&insns)
     }
 
     fn word(&self, addr: u64) -> u64 {
@@ -366,4 +353,348 @@ fn tail_stacks_are_per_thread() {
     let s = t.sample(0);
     assert_eq!((s.calls, s.outer, s.inside, s.unmatched, s.lost), (20_000, 20_000, 0, 0, 0));
     assert_eq!(t.pending(), 0);
+}
+
+// ---- IR programs, run natively ----
+
+use kerf_codegen::{ir::Program, lower_program, ring, text, At};
+
+/// Registers the harness sets before a snippet and reads after it, in this order.
+const NAMES: [&str; 11] =
+    ["rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11", "r12", "r13"];
+/// Values the harness puts in them by default.
+const PATTERN: [u64; 11] = [0xa1, 0xc1, 0xd1, 0x51, 0xd7, 0x108, 0x109, 0x110, 0x111, 0x112, 0x113];
+
+/// What a run of a snippet left: the registers of [`NAMES`], the carry flag (set before the
+/// call), and the stack pointer the snippet's point had.
+#[derive(Debug)]
+struct Ran {
+    regs: [u64; 11],
+    cf: u64,
+    point_sp: u64,
+}
+
+/// Call generated code at `f` with the registers of [`NAMES`] set to `r`, once with the
+/// stack as Rust has it and once 8 bytes lower (`misalign`), as a point may have it.
+fn run_with(f: u64, r: [u64; 11], misalign: bool) -> Ran {
+    let [mut a, mut c, mut d, mut si, mut di, mut r8, mut r9, mut r10, mut r11, mut r12, mut r13] =
+        r;
+    let (flags, sp): (u64, u64);
+    // SAFETY: `f` is generated code that returns with `ret`, preserves rbx, rbp, r14 and r15
+    // (they are live in every context these tests lower for, or callee-saved), and may write
+    // the registers named here; the stack below rsp is usable (no `nostack`).
+    unsafe {
+        if misalign {
+            asm!(
+                "sub rsp, 8",
+                "stc",
+                "call r14",
+                "pushfq",
+                "pop r14",
+                "add rsp, 8",
+                "lea r15, [rsp-16]",
+                inout("r14") f => flags, lateout("r15") sp,
+                inout("rax") a, inout("rcx") c, inout("rdx") d, inout("rsi") si,
+                inout("rdi") di, inout("r8") r8, inout("r9") r9, inout("r10") r10,
+                inout("r11") r11, inout("r12") r12, inout("r13") r13,
+            );
+        } else {
+            asm!(
+                "stc",
+                "call r14",
+                "pushfq",
+                "pop r14",
+                "lea r15, [rsp-8]",
+                inout("r14") f => flags, lateout("r15") sp,
+                inout("rax") a, inout("rcx") c, inout("rdx") d, inout("rsi") si,
+                inout("rdi") di, inout("r8") r8, inout("r9") r9, inout("r10") r10,
+                inout("r11") r11, inout("r12") r12, inout("r13") r13,
+            );
+        }
+    }
+    Ran { regs: [a, c, d, si, di, r8, r9, r10, r11, r12, r13], cf: flags & 1, point_sp: sp }
+}
+
+fn with(regs: &[(&str, u64)]) -> [u64; 11] {
+    let mut r = PATTERN;
+    for (n, v) in regs {
+        r[NAMES.iter().position(|x| x == n).expect("a harness register")] = *v;
+    }
+    r
+}
+
+/// Everything live (registers and flags must come out unchanged).
+fn all_live() -> At {
+    At { live: LiveAt::ALL, env: Env::User, thread: thread_pointer(), threads: 0 }
+}
+
+/// The caller-saved registers and the flags dead; what Rust keeps in rbx, rbp, r12-r15
+/// (and rsp) live.
+fn caller_saved_dead() -> At {
+    let live = LiveAt { regs: RegSet(!RegSet::SYSV_CALLER_SAVED.0), flags: FlagSet::EMPTY };
+    At { live, env: Env::User, thread: thread_pointer(), threads: 0 }
+}
+
+impl Arena {
+    /// Parse `src` (`{D}` stands for the data area's address), lower it at `at`, place it.
+    fn place_ir(&mut self, src: &str, at: &At) -> u64 {
+        let src = src.replace("{D}", &format!("{:#x}", self.addr(DATA)));
+        let p: Program = text::parse(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+        let mut insns = lower_program(&p, at).unwrap();
+        insns.push(Instruction::with(iced_x86::Code::Retnq));
+        self.place_insns(&insns)
+    }
+
+    fn place_insns(&mut self, insns: &[Instruction]) -> u64 {
+        let at = self.addr(self.code_used as u64);
+        let block = InstructionBlock::new(insns, at);
+        let bytes = BlockEncoder::encode(64, block, BlockEncoderOptions::NONE).unwrap().code_buffer;
+        // SAFETY: inside the mapping (code part, below DATA), not yet executed.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                bytes.as_ptr(),
+                self.base.add(self.code_used),
+                bytes.len(),
+            )
+        };
+        self.code_used += bytes.len().next_multiple_of(16);
+        assert!((self.code_used as u64) < DATA);
+        at
+    }
+
+    fn data(&self, off: u64) -> u64 {
+        self.word(self.addr(DATA + off))
+    }
+
+    fn set_data(&self, off: u64, v: u64) {
+        // SAFETY: an aligned address inside the mapping's data part.
+        unsafe { std::ptr::write_volatile(self.addr(DATA + off) as *mut u64, v) }
+    }
+}
+
+#[test]
+fn reg_reads_the_points_registers_even_where_the_snippet_writes_them() {
+    // rax and rdx are read after rdtsc wrote them; the predicate is on rdi.
+    let src = "
+        reg %di, rdi
+        br.ne %di, 0x5eed, skip
+        rdtsc %now
+        reg %a, rax
+        reg %d, rdx
+        reg %sp, rsp
+        store64 [{D}], %a
+        store64 [{D}+8], %d
+        store64 [{D}+16], %sp
+        store64 [{D}+24], %now
+        atomic add [{D}+32], 1
+    skip:
+    ";
+    for at in [all_live(), caller_saved_dead()] {
+        let mut ar = Arena::new();
+        let f = ar.place_ir(src, &at);
+        for misalign in [false, true] {
+            let regs = with(&[("rdi", 0x5eed), ("rax", 0xaaaa), ("rdx", 0xdddd)]);
+            let r = run_with(f, regs, misalign);
+            assert_eq!((ar.data(0), ar.data(8), ar.data(16)), (0xaaaa, 0xdddd, r.point_sp));
+            assert_ne!(ar.data(24), 0);
+            if at.live == LiveAt::ALL {
+                assert_eq!((r.regs, r.cf), (regs, 1), "registers or flags changed");
+            } else {
+                // What Rust keeps live came through.
+                assert_eq!(r.regs[9..], regs[9..]);
+            }
+        }
+        // Another rdi: the predicate skips it.
+        run_with(f, with(&[("rdi", 1)]), false);
+        assert_eq!(ar.data(32), 2);
+    }
+}
+
+#[test]
+fn coverage_flag_is_set_once_and_left_alone() {
+    for at in [all_live(), caller_saved_dead()] {
+        let mut ar = Arena::new();
+        let f = ar.place_ir(
+            "load8 %f, [{D}+9]\n br.ne %f, 0, done\n store8 [{D}+9], 1\n add [{D}+16], 1\ndone:",
+            &at,
+        );
+        ar.set_data(8, 0xffff_ffff_ffff_00ff);
+        for _ in 0..3 {
+            let r = run_with(f, PATTERN, false);
+            if at.live == LiveAt::ALL {
+                assert_eq!((r.regs, r.cf), (PATTERN, 1));
+            }
+        }
+        // Byte 9 set, its neighbours untouched; the first run alone went past the test.
+        assert_eq!(ar.data(8), 0xffff_ffff_ffff_01ff);
+        assert_eq!(ar.data(16), 1);
+    }
+}
+
+#[test]
+fn jit_block_counter_adds_plainly_in_its_thread_and_atomically_in_others() {
+    let mut ar = Arena::new();
+    let f = ar.place_ir(
+        "thread %t
+         load64 %owner, [{D}]
+         br.ne %t, %owner, shared
+         add [{D}+8], 3
+         jmp done
+        shared:
+         atomic add [{D}+16], 3
+        done:",
+        &all_live(),
+    );
+    let tp: u64;
+    // SAFETY: reads this thread's thread pointer (x86-64 TLS ABI: the TCB's first word).
+    unsafe { asm!("mov {}, fs:[0]", out(reg) tp) };
+    ar.set_data(0, tp);
+    let ar = std::sync::Arc::new(ar);
+    const N: u64 = 10_000;
+    let hs: Vec<_> = (0..3)
+        .map(|_| {
+            std::thread::spawn(move || {
+                for _ in 0..N {
+                    assert_eq!(run_with(f, PATTERN, false).regs, PATTERN);
+                }
+            })
+        })
+        .collect();
+    for _ in 0..N {
+        run_with(f, PATTERN, true);
+    }
+    for h in hs {
+        h.join().unwrap();
+    }
+    assert_eq!((ar.data(8), ar.data(16)), (3 * N, 3 * 3 * N));
+}
+
+/// Read the ring at `ring` (data offset) of `ar`.
+fn read_ring(ar: &Arena, ring: u64, slots: u32) -> ring::Batch {
+    ring::read(&|o| ar.data(ring + o), slots)
+}
+
+#[test]
+fn emit_from_threads_fills_the_ring_in_order() {
+    const SLOTS: u32 = 1024;
+    const PER: u64 = 250;
+    let mut ar = Arena::new();
+    assert!(DATA + ring::ring_len(SLOTS) <= MAP as u64);
+    let src =
+        format!("reg %who, rdi\n reg %k, rsi\n emit ring={{D}}, slots={SLOTS}, stream=5, %who, %k");
+    let live = ar.place_ir(&src, &all_live());
+    let dead = ar.place_ir(&src, &caller_saved_dead());
+    let ar = std::sync::Arc::new(ar);
+    let hs: Vec<_> = (0..4u64)
+        .map(|who| {
+            std::thread::spawn(move || {
+                for k in 0..PER {
+                    let regs = with(&[("rdi", who), ("rsi", k)]);
+                    let f = if k % 2 == 0 { live } else { dead };
+                    let r = run_with(f, regs, k % 3 == 0);
+                    if f == live {
+                        assert_eq!((r.regs, r.cf), (regs, 1));
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    let b = read_ring(&ar, 0, SLOTS);
+    assert_eq!((b.records.len() as u64, b.pending, b.lost, b.tail), (4 * PER, 0, 0, 4 * PER));
+    let mut next = [0u64; 4];
+    let mut last_time = [0u64; 4];
+    for (n, rec) in b.records.iter().enumerate() {
+        assert_eq!((rec.seq, rec.stream, rec.values.len()), (n as u64, 5, 2));
+        let who = rec.values[0] as usize;
+        // Each thread's records appear in its own order, with its clock going forward.
+        assert_eq!(rec.values[1], next[who], "{rec:?}");
+        assert!(rec.time >= last_time[who]);
+        next[who] += 1;
+        last_time[who] = rec.time;
+    }
+}
+
+#[test]
+fn a_full_ring_counts_losses_until_the_reader_moves_its_tail() {
+    const SLOTS: u32 = 8;
+    let mut ar = Arena::new();
+    let f = ar.place_ir(
+        &format!("reg %k, rdi\n emit ring={{D}}, slots={SLOTS}, stream=1, %k"),
+        &caller_saved_dead(),
+    );
+    for k in 0..20 {
+        run_with(f, with(&[("rdi", k)]), false);
+    }
+    let b = read_ring(&ar, 0, SLOTS);
+    assert_eq!((b.records.len(), b.lost, b.pending), (8, 12, 0));
+    let kept: Vec<u64> = b.records.iter().map(|r| r.values[0]).collect();
+    assert_eq!(kept, (0..8).collect::<Vec<_>>(), "the newest are dropped, not the oldest");
+    // The reader consumed them: room again.
+    ar.set_data(ring::TAIL, b.tail);
+    for k in 100..103 {
+        run_with(f, with(&[("rdi", k)]), false);
+    }
+    let b = read_ring(&ar, 0, SLOTS);
+    let got: Vec<(u64, u64)> = b.records.iter().map(|r| (r.seq, r.values[0])).collect();
+    assert_eq!(got, [(8, 100), (9, 101), (10, 102)]);
+    assert_eq!(b.lost, 12);
+}
+
+/// The clean call's callee: records its arguments and how its stack was aligned.
+extern "sysv64" fn hook(a: u64, b: u64) -> u64 {
+    let sp: u64;
+    // SAFETY: reads rsp.
+    unsafe { asm!("mov {}, rsp", out(reg) sp) };
+    HOOK_SP.store(sp % 16, std::sync::atomic::Ordering::Relaxed);
+    a * 1000 + b
+}
+
+static HOOK_SP: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(99);
+
+#[test]
+fn clean_call_passes_arguments_saves_registers_and_aligns_the_stack() {
+    let mut ar = Arena::new();
+    let src = format!(
+        "reg %a, rdi\n call %r, {:#x}, %a, 42\n store64 [{{D}}], %r",
+        hook as extern "sysv64" fn(u64, u64) -> u64 as usize
+    );
+    let f = ar.place_ir(&src, &all_live());
+    let mut seen = Vec::new();
+    for misalign in [false, true] {
+        let regs = with(&[("rdi", 7)]);
+        let r = run_with(f, regs, misalign);
+        assert_eq!((r.regs, r.cf), (regs, 1), "registers or flags changed");
+        assert_eq!(ar.data(0), 7042);
+        seen.push(HOOK_SP.load(std::sync::atomic::Ordering::Relaxed));
+    }
+    // The callee's stack is aligned the same way whatever the point's alignment was.
+    assert_eq!(seen[0], seen[1], "callee rsp % 16 at the two alignments: {seen:?}");
+}
+
+#[test]
+fn task_predicate_reads_through_the_thread_pointer() {
+    // only_id at offset 0 of the TCB (its self pointer): the low half of this thread's
+    // thread pointer is the id, so the counter counts in this thread alone.
+    let mut ar = Arena::new();
+    let slot = ar.addr(DATA);
+    let tp: u64;
+    // SAFETY: reads this thread's thread pointer (x86-64 TLS ABI: the TCB's first word).
+    unsafe { asm!("mov {}, fs:[0]", out(reg) tp) };
+    let ctx = Context {
+        live: LiveAt::ALL,
+        env: Env::User,
+        thread: thread_pointer(),
+        threads: 0,
+        only_thread: None,
+        only_id: Some((0, tp as u32)),
+    };
+    let f = ar.place(&[Primitive::Count { slot }], &ctx);
+    for _ in 0..4 {
+        assert_eq!(call(f), ([0xa1, 0xc1, 0xd1, 0x101, 0x111], 1));
+    }
+    std::thread::spawn(move || call(f)).join().unwrap();
+    assert_eq!(ar.word(slot), 4);
 }

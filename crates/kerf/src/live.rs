@@ -403,7 +403,12 @@ impl Target {
     /// Call `tick` every `interval` until the duration is reached, the target ends or runs
     /// `exec` (kerf's code heaps, starting at `heaps`, vanish from its maps), or a signal
     /// arrives; returns why it stopped.
-    pub fn sample(&mut self, args: &LiveArgs, heaps: &[u64], tick: impl FnMut()) -> Stop {
+    pub fn sample(
+        &mut self,
+        args: &LiveArgs,
+        heaps: &[kerf_arch::RemoteAddr],
+        tick: impl FnMut(),
+    ) -> Stop {
         let (started, pid) = (self.started, self.pid);
         let mut next_exec_check = Instant::now() + EXEC_CHECK;
         let gone = || {

@@ -453,7 +453,7 @@ fn live_table_shows_only_points_that_ran() {
         "--interval",
         "0.2",
         "--duration",
-        "1.1",
+        "2.1",
         "counted-O2-table:*",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -57,7 +57,7 @@ fn dead_dispatcher_frames_do_not_keep_the_code_heap() {
     // The program's module holds the dispatcher (its trap site's); the trap also brought
     // signal-mask guards, with heaps next to libc and ld.so.
     let heaps = code_heaps(pid);
-    let dispatcher_heap = inst.code_heaps()[0];
+    let dispatcher_heap = inst.code_heaps()[0].0;
     let (lo, hi) = *heaps
         .iter()
         .find(|h| h.0 == dispatcher_heap)

@@ -1,6 +1,9 @@
-//! Errors of the target layer. Each says which process and what kerf was doing, in one line,
-//! so that the CLI can print it as is.
+//! Errors of the OS layer about processes. Each variant carries its context as data (the
+//! process, the thread, the operation, the address, the file, the OS's own error) and says it
+//! in one line, so that the CLI can print it as is and callers can match on what happened.
 
+use kerf_analysis::image::maps::MapsError;
+use kerf_arch::RemoteAddr;
 use std::fmt;
 use std::io;
 use std::path::PathBuf;
@@ -13,11 +16,14 @@ pub enum TargetError {
     KernelThread { pid: i32 },
     /// The process has exited and waits for its parent to reap it.
     Zombie { pid: i32 },
-    /// The kernel refused (EACCES/EPERM): reading another user's process needs root or
-    /// ptrace access (see /proc/sys/kernel/yama/ptrace_scope).
-    PermissionDenied { pid: i32, op: String },
-    /// Any other I/O failure.
-    Io { pid: i32, op: String, path: PathBuf, source: io::Error },
+    /// The kernel refused (EACCES/EPERM) operation `op` (`read`, `list`, `map`) on `path`:
+    /// reading another user's process needs root or ptrace access (see
+    /// /proc/sys/kernel/yama/ptrace_scope).
+    PermissionDenied { pid: i32, op: &'static str, path: PathBuf },
+    /// Any other I/O failure of operation `op` on `path`.
+    Io { pid: i32, op: &'static str, path: PathBuf, source: io::Error },
+    /// /proc/PID/maps has a line kerf's parser does not understand.
+    Maps { pid: i32, source: MapsError },
     /// `PTRACE_SEIZE` was refused (EPERM) and no other tracer holds the thread: kerf lacks
     /// the right to trace it (not root, another user's process, or Yama's ptrace_scope).
     PtraceDenied { pid: i32, tid: i32 },
@@ -36,29 +42,53 @@ pub enum TargetError {
     /// A ptrace-stop kerf cannot interpret (raw wait status).
     UnexpectedStop { pid: i32, tid: i32, op: &'static str, status: i32 },
     /// Reading or writing target memory through /proc/PID/mem failed or was short.
-    Memory { pid: i32, write: bool, addr: u64, len: usize, done: usize, source: Option<io::Error> },
+    Memory {
+        pid: i32,
+        write: bool,
+        addr: RemoteAddr,
+        len: usize,
+        done: usize,
+        source: Option<io::Error>,
+    },
     /// A system call injected into the target returned an error.
     Injected { pid: i32, tid: i32, call: &'static str, errno: i32 },
     /// No `syscall` instruction (0f 05) in any executable mapping of the target.
     NoSyscallInstruction { pid: i32 },
     /// No free gap of `len` bytes in the address window `lo..hi` of the target.
-    NoRoom { pid: i32, lo: u64, hi: u64, len: u64 },
+    NoRoom { pid: i32, lo: RemoteAddr, hi: RemoteAddr, len: u64 },
+    /// A single-step over an injected `syscall` (operation `op`) kept being interrupted by
+    /// signals (`stops` of them) and never completed.
+    StepInterrupted { pid: i32, tid: i32, op: &'static str, stops: usize },
+    /// A single-step over an injected `syscall` ended at `pc`, not right after it.
+    StepMissed { pid: i32, tid: i32, op: &'static str, pc: RemoteAddr },
     /// Starting a command failed (no process exists, so [`TargetError::pid`] is 0).
     Spawn { program: String, source: io::Error },
+    /// A command kerf launched ended (raw wait `status`) before reaching its entry point.
+    ExitedBeforeEntry { pid: i32, status: i32 },
+    /// A command kerf launched stopped with `signal` where kerf expected the stop after
+    /// `execve` (SIGTRAP).
+    NotStoppedAtExec { pid: i32, signal: i32 },
+    /// Claiming the process for this kerf failed in `op` (`socket`, `bind` of `name`).
+    Claim { pid: i32, op: &'static str, name: String, source: io::Error },
     /// Waiting for a launched process to finish loading its libraries timed out.
     LoadTimeout { pid: i32, waited_ms: u64 },
     /// A launched process held at its entry point is no longer in kerf's hold loop.
-    HoldLost { pid: i32, pc: u64 },
+    HoldLost { pid: i32, pc: RemoteAddr },
     /// Another kerf instruments this process (its pid, when kerf can tell).
     OtherKerf { pid: i32, kerf: Option<i32> },
 }
 
 impl TargetError {
     /// Classify an I/O error from operation `op` on `path` of process `pid`.
-    pub(crate) fn from_io(pid: i32, op: String, path: PathBuf, source: io::Error) -> TargetError {
+    pub(crate) fn from_io(
+        pid: i32,
+        op: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    ) -> TargetError {
         const ESRCH: i32 = 3;
         if source.kind() == io::ErrorKind::PermissionDenied {
-            return TargetError::PermissionDenied { pid, op };
+            return TargetError::PermissionDenied { pid, op, path };
         }
         if source.raw_os_error() == Some(ESRCH) {
             return TargetError::NoSuchProcess { pid };
@@ -73,6 +103,7 @@ impl TargetError {
             | TargetError::Zombie { pid }
             | TargetError::PermissionDenied { pid, .. }
             | TargetError::Io { pid, .. }
+            | TargetError::Maps { pid, .. }
             | TargetError::PtraceDenied { pid, .. }
             | TargetError::AlreadyTraced { pid, .. }
             | TargetError::TraceSelf { pid }
@@ -85,6 +116,11 @@ impl TargetError {
             | TargetError::Injected { pid, .. }
             | TargetError::NoSyscallInstruction { pid }
             | TargetError::NoRoom { pid, .. }
+            | TargetError::StepInterrupted { pid, .. }
+            | TargetError::StepMissed { pid, .. }
+            | TargetError::ExitedBeforeEntry { pid, .. }
+            | TargetError::NotStoppedAtExec { pid, .. }
+            | TargetError::Claim { pid, .. }
             | TargetError::LoadTimeout { pid, .. }
             | TargetError::HoldLost { pid, .. }
             | TargetError::OtherKerf { pid, .. } => *pid,
@@ -116,11 +152,14 @@ impl fmt::Display for TargetError {
                 f,
                 "process {pid} is a zombie: it has exited and its parent has not reaped it yet"
             ),
-            TargetError::PermissionDenied { op, .. } => {
-                write!(f, "no permission to {op} (need root or ptrace access)")
+            TargetError::PermissionDenied { op, path, .. } => {
+                write!(f, "no permission to {op} {} (need root or ptrace access)", path.display())
             }
-            TargetError::Io { pid, op, source, .. } => {
-                write!(f, "cannot {op} (process {pid}): {source}")
+            TargetError::Io { pid, op, path, source } => {
+                write!(f, "cannot {op} {} (process {pid}): {source}", path.display())
+            }
+            TargetError::Maps { pid, source } => {
+                write!(f, "cannot parse /proc/{pid}/maps: {source}")
             }
             TargetError::PtraceDenied { pid, tid } => write!(
                 f,
@@ -157,11 +196,11 @@ impl fmt::Display for TargetError {
                 let verb = if *write { "write" } else { "read" };
                 match source {
                     Some(e) => {
-                        write!(f, "cannot {verb} {len} bytes at {addr:#x} in process {pid}: {e}")
+                        write!(f, "cannot {verb} {len} bytes at {addr} in process {pid}: {e}")
                     }
                     None => write!(
                         f,
-                        "cannot {verb} {len} bytes at {addr:#x} in process {pid}: only {done} \
+                        "cannot {verb} {len} bytes at {addr} in process {pid}: only {done} \
                          transferred (unmapped memory?)"
                     ),
                 }
@@ -176,16 +215,36 @@ impl fmt::Display for TargetError {
                 "no syscall instruction (0f 05) in any executable mapping of process {pid}"
             ),
             TargetError::NoRoom { pid, lo, hi, len } => {
-                write!(f, "no free gap of {len} bytes between {lo:#x} and {hi:#x} in process {pid}")
+                write!(f, "no free gap of {len} bytes between {lo} and {hi} in process {pid}")
             }
+            TargetError::StepInterrupted { pid, tid, op, stops } => write!(
+                f,
+                "{op} in thread {tid} of process {pid} did not complete: {stops} signals \
+                 interrupted its single-step"
+            ),
+            TargetError::StepMissed { pid, tid, op, pc } => write!(
+                f,
+                "{op} in thread {tid} of process {pid}: the single-step ended at {pc}, not after \
+                 the syscall instruction"
+            ),
             TargetError::Spawn { program, source } => write!(f, "cannot start {program}: {source}"),
+            TargetError::ExitedBeforeEntry { pid, status } => write!(
+                f,
+                "process {pid} ended before reaching its entry point (wait status {status:#x})"
+            ),
+            TargetError::NotStoppedAtExec { pid, signal } => {
+                write!(f, "process {pid} stopped by signal {signal} instead of at its execve")
+            }
+            TargetError::Claim { pid, op, name, source } => {
+                write!(f, "cannot claim process {pid} for this kerf: {op} {name}: {source}")
+            }
             TargetError::LoadTimeout { pid, waited_ms } => write!(
                 f,
                 "process {pid} did not finish loading its libraries within {waited_ms} ms"
             ),
             TargetError::HoldLost { pid, pc } => write!(
                 f,
-                "process {pid} left the loop kerf held it in at its entry point (its PC is {pc:#x})"
+                "process {pid} left the loop kerf held it in at its entry point (its PC is {pc})"
             ),
         }
     }
@@ -196,7 +255,9 @@ impl std::error::Error for TargetError {
         match self {
             TargetError::Io { source, .. }
             | TargetError::Ptrace { source, .. }
-            | TargetError::Spawn { source, .. } => Some(source),
+            | TargetError::Spawn { source, .. }
+            | TargetError::Claim { source, .. } => Some(source),
+            TargetError::Maps { source, .. } => Some(source),
             TargetError::Memory { source: Some(source), .. } => Some(source),
             _ => None,
         }

@@ -1,8 +1,12 @@
-//! A live process, seen read-only through /proc: its memory map and the files of its
-//! modules. Writing, stopping and injecting come later and go through the same [`ProcSys`].
+//! A live process, seen read-only through /proc: its memory map, the files of its modules,
+//! its names (`exe`, `argv[0]`, `comm`), its start time and state. Every read goes through
+//! [`ProcSys`], so tests answer them with a fake /proc; the free functions serve callers that
+//! look at a process without opening it (its claim, its end). Stopping, writing and injecting
+//! are [`crate::ptrace`]'s.
 
 use crate::error::TargetError;
 pub use crate::sys::{ProcSys, RealSys};
+use kerf_analysis::image::maps::{parse_maps, Mapping};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -42,19 +46,49 @@ impl Process {
         self.pid
     }
 
-    /// The text of /proc/PID/maps (parse it with `kerf_analysis::image::maps::parse_maps`).
-    pub fn maps(&self) -> Result<String, TargetError> {
+    /// The mappings of /proc/PID/maps, through kerf's one maps parser.
+    pub fn maps(&self) -> Result<Vec<Mapping>, TargetError> {
         let path = proc_dir(self.pid).join("maps");
-        self.sys
-            .read_to_string(&path)
-            .map_err(|e| self.io_error(format!("read {}", path.display()), path, e))
+        let text = self.sys.read_to_string(&path).map_err(|e| self.io_error("read", path, e))?;
+        parse_maps(&text).map_err(|source| TargetError::Maps { pid: self.pid, source })
+    }
+
+    /// The program the process runs (see [`exe`]).
+    pub fn exe(&self) -> Option<String> {
+        exe(&*self.sys, self.pid)
+    }
+
+    /// Its `argv[0]` (see [`argv0`]).
+    pub fn argv0(&self) -> Option<String> {
+        argv0(&*self.sys, self.pid)
+    }
+
+    /// Its command name (see [`comm`]).
+    pub fn comm(&self) -> Option<String> {
+        comm(&*self.sys, self.pid)
+    }
+
+    /// The process's file system root as kerf can open it (/proc/PID/root): files below it
+    /// are the ones the process sees, also in a container or chroot.
+    pub fn root_dir(&self) -> PathBuf {
+        proc_dir(self.pid).join("root")
+    }
+
+    /// Whether the process sees kerf's file system root (/proc/PID/root is the same directory
+    /// as kerf's `/`); `false` for a process in a container or chroot. When kerf cannot tell,
+    /// it assumes the same root.
+    pub fn shares_root(&self) -> bool {
+        match (self.sys.file_id(&self.root_dir()), self.sys.file_id(Path::new("/"))) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => true,
+        }
     }
 
     /// Where kerf can open a file the process has mapped: through /proc/PID/root when that
     /// is reachable (so a process in a container or chroot yields its own file, not the
     /// host's file of the same name), else `path` itself.
     pub fn module_path(&self, path: &str) -> PathBuf {
-        let rooted = proc_dir(self.pid).join("root").join(path.trim_start_matches('/'));
+        let rooted = self.root_dir().join(path.trim_start_matches('/'));
         if self.sys.exists(&rooted) {
             rooted
         } else {
@@ -65,11 +99,11 @@ impl Process {
     /// The bytes of a mapped file, `path` as /proc/PID/maps prints it.
     pub fn read_module(&self, path: &str) -> Result<Vec<u8>, TargetError> {
         let file = self.module_path(path);
-        self.sys.read(&file).map_err(|e| self.io_error(format!("read {}", file.display()), file, e))
+        self.sys.read(&file).map_err(|e| self.io_error("read", file, e))
     }
 
     /// Classify an I/O error; a file of /proc/PID that vanished means the process exited.
-    fn io_error(&self, op: String, path: PathBuf, err: io::Error) -> TargetError {
+    fn io_error(&self, op: &'static str, path: PathBuf, err: io::Error) -> TargetError {
         if err.kind() == io::ErrorKind::NotFound
             && path.starts_with(proc_dir(self.pid))
             && !self.sys.exists(&proc_dir(self.pid))
@@ -144,30 +178,84 @@ fn proc_dir(pid: i32) -> PathBuf {
     Path::new("/proc").join(pid.to_string())
 }
 
+/// The program process `pid` runs now (the target of /proc/PID/exe, without the ` (deleted)`
+/// the kernel appends when the file was replaced), if it can be read.
+pub fn exe(sys: &dyn ProcSys, pid: i32) -> Option<String> {
+    let p = sys.read_link(&proc_dir(pid).join("exe")).ok()?;
+    Some(p.to_string_lossy().trim_end_matches(" (deleted)").to_string())
+}
+
+/// The first argument process `pid` was started with (/proc/PID/cmdline up to its first NUL).
+pub fn argv0(sys: &dyn ProcSys, pid: i32) -> Option<String> {
+    let cmdline = sys.read(&proc_dir(pid).join("cmdline")).ok()?;
+    let first = cmdline.split(|&b| b == 0).next()?;
+    Some(String::from_utf8_lossy(first).into_owned())
+}
+
+/// The command name of process `pid` (/proc/PID/comm, without its newline).
+pub fn comm(sys: &dyn ProcSys, pid: i32) -> Option<String> {
+    let text = sys.read_to_string(&proc_dir(pid).join("comm")).ok()?;
+    Some(text.trim_end().to_string())
+}
+
+/// The fields of /proc/PID/stat after the command name: `fields[0]` is field 3 (state).
+fn stat_fields(sys: &dyn ProcSys, pid: i32) -> Option<Vec<String>> {
+    let stat = sys.read_to_string(&proc_dir(pid).join("stat")).ok()?;
+    // The command name, in parentheses, may itself hold spaces and parentheses.
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// When process `pid` started, in clock ticks since boot (field 22 of /proc/PID/stat): with
+/// the pid, it names one process even after the pid is reused.
+pub fn start_time(sys: &dyn ProcSys, pid: i32) -> Option<u64> {
+    stat_fields(sys, pid)?.get(19)?.parse().ok()
+}
+
+/// The wait status of process `pid` if it is a zombie (field 52, `exit_code`, of
+/// /proc/PID/stat); `None` for a live process or when it cannot be read.
+pub fn zombie_status(sys: &dyn ProcSys, pid: i32) -> Option<i32> {
+    let fields = stat_fields(sys, pid)?;
+    if fields.first().map(String::as_str) != Some("Z") {
+        return None;
+    }
+    fields.get(49)?.parse().ok()
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::HashMap;
 
     /// A /proc with the files and errors a test sets up; directories exist when a file
     /// below them does, or when listed in `dirs`.
     #[derive(Default)]
-    struct FakeSys {
+    pub(crate) struct FakeSys {
         files: HashMap<PathBuf, Result<Vec<u8>, i32>>,
         dirs: Vec<PathBuf>,
+        links: HashMap<PathBuf, PathBuf>,
+        ids: HashMap<PathBuf, (u64, u64)>,
     }
 
     impl FakeSys {
-        fn file(mut self, path: &str, text: &str) -> Self {
+        pub(crate) fn file(mut self, path: &str, text: &str) -> Self {
             self.files.insert(path.into(), Ok(text.as_bytes().to_vec()));
             self
         }
-        fn failing(mut self, path: &str, errno: i32) -> Self {
+        pub(crate) fn failing(mut self, path: &str, errno: i32) -> Self {
             self.files.insert(path.into(), Err(errno));
             self
         }
-        fn dir(mut self, path: &str) -> Self {
+        pub(crate) fn dir(mut self, path: &str) -> Self {
             self.dirs.push(path.into());
+            self
+        }
+        pub(crate) fn link(mut self, path: &str, target: &str) -> Self {
+            self.links.insert(path.into(), target.into());
+            self
+        }
+        pub(crate) fn id(mut self, path: &str, dev: u64, ino: u64) -> Self {
+            self.ids.insert(path.into(), (dev, ino));
             self
         }
     }
@@ -189,6 +277,24 @@ mod tests {
                 || self.dirs.iter().any(|d| d == path)
                 || self.files.keys().any(|f| f.starts_with(path) && f != path)
         }
+        fn read_link(&self, path: &Path) -> io::Result<PathBuf> {
+            self.links.get(path).cloned().ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+        }
+        fn file_id(&self, path: &Path) -> io::Result<(u64, u64)> {
+            self.ids.get(path).copied().ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+        }
+        fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+            let names: Vec<String> = self
+                .files
+                .keys()
+                .filter(|f| f.parent() == Some(path))
+                .filter_map(|f| Some(f.file_name()?.to_str()?.to_string()))
+                .collect();
+            if names.is_empty() && !self.exists(path) {
+                return Err(io::Error::from(io::ErrorKind::NotFound));
+            }
+            Ok(names)
+        }
     }
 
     const EACCES: i32 = 13;
@@ -196,7 +302,7 @@ mod tests {
     const EIO: i32 = 5;
     const ESRCH: i32 = 3;
 
-    fn open(pid: i32, sys: FakeSys) -> Result<Process, TargetError> {
+    pub(crate) fn open(pid: i32, sys: FakeSys) -> Result<Process, TargetError> {
         Process::open_with(pid, Box::new(sys))
     }
 
@@ -249,10 +355,57 @@ mod tests {
     }
 
     #[test]
-    fn maps_reads_the_maps_file() {
+    fn maps_reads_and_parses_the_maps_file() {
         let text = "00400000-00401000 r-xp 00000000 08:02 17 /bin/x\n";
         let p = open(42, FakeSys::default().file("/proc/42/maps", text)).expect("exists");
-        assert_eq!(p.maps().expect("readable"), text);
+        let maps = p.maps().expect("readable");
+        assert_eq!(maps.len(), 1);
+        assert_eq!((maps[0].start.0, maps[0].path.as_deref()), (0x40_0000, Some("/bin/x")));
+        let bad = "00400000-00401000 r-xp 00000000 08:02 17 /bin/x\nnonsense\n";
+        let p = open(42, FakeSys::default().file("/proc/42/maps", bad)).expect("exists");
+        let err = p.maps().unwrap_err();
+        assert!(matches!(&err, TargetError::Maps { pid: 42, source } if source.line_no == 2));
+        assert!(err.to_string().starts_with("cannot parse /proc/42/maps: maps line 2: "), "{err}");
+    }
+
+    #[test]
+    fn names_of_a_process() {
+        let sys = FakeSys::default()
+            .dir("/proc/8")
+            .link("/proc/8/exe", "/usr/bin/redis-check-rdb (deleted)")
+            .file("/proc/8/cmdline", "redis-server\0*:6379\0")
+            .file("/proc/8/comm", "redis-server\n");
+        let p = open(8, sys).expect("exists");
+        assert_eq!(p.exe().as_deref(), Some("/usr/bin/redis-check-rdb"));
+        assert_eq!(p.argv0().as_deref(), Some("redis-server"));
+        assert_eq!(p.comm().as_deref(), Some("redis-server"));
+        let p = open(9, FakeSys::default().dir("/proc/9")).expect("exists");
+        assert_eq!((p.exe(), p.argv0(), p.comm()), (None, None, None));
+    }
+
+    #[test]
+    fn root_of_a_process() {
+        let host = FakeSys::default().dir("/proc/3").id("/proc/3/root", 1, 2).id("/", 1, 2);
+        assert!(open(3, host).expect("exists").shares_root());
+        let container = FakeSys::default().dir("/proc/3").id("/proc/3/root", 9, 2).id("/", 1, 2);
+        assert!(!open(3, container).expect("exists").shares_root());
+        // Unknown (another user's process): taken as the same root.
+        assert!(open(3, FakeSys::default().dir("/proc/3")).expect("exists").shares_root());
+    }
+
+    #[test]
+    fn start_time_and_zombie_status() {
+        let sys = FakeSys::default().file("/proc/7/stat", &stat(7, "S", 0));
+        assert_eq!(start_time(&sys, 7), Some(5));
+        assert_eq!(zombie_status(&sys, 7), None);
+        // A zombie that exited with code 3: exit_code (field 52) is its wait status.
+        let mut fields: Vec<String> = (3..=52).map(|f| f.to_string()).collect();
+        fields[0] = "Z".into();
+        fields[49] = (3 << 8).to_string();
+        let zombie = format!("7 (a) b) {}\n", fields.join(" "));
+        let sys = FakeSys::default().file("/proc/7/stat", &zombie);
+        assert_eq!(zombie_status(&sys, 7), Some(3 << 8));
+        assert_eq!(start_time(&FakeSys::default(), 7), None);
     }
 
     #[test]
@@ -263,8 +416,8 @@ mod tests {
                     .expect("exists");
             let err = p.maps().unwrap_err();
             match &err {
-                TargetError::PermissionDenied { pid: 1234, op } => {
-                    assert_eq!(op, "read /proc/1234/maps")
+                TargetError::PermissionDenied { pid: 1234, op, path } => {
+                    assert_eq!((*op, path.as_path()), ("read", Path::new("/proc/1234/maps")))
                 }
                 other => panic!("{other:?}"),
             }
@@ -323,11 +476,14 @@ mod tests {
     fn real_self_process() {
         let pid = i32::try_from(std::process::id()).expect("pid fits");
         let p = Process::open(pid).expect("we exist");
-        let maps = p.maps().expect("own maps are readable");
-        assert!(maps.lines().count() > 5);
+        let maps = p.maps().expect("own maps are readable and parse");
+        assert!(maps.len() > 5);
         let exe = std::fs::canonicalize(std::env::current_exe().expect("exe")).expect("canonical");
         let exe = exe.to_str().expect("utf-8");
-        assert!(maps.contains(exe), "own executable mapped");
+        assert!(maps.iter().any(|m| m.path.as_deref() == Some(exe)), "own executable mapped");
+        assert_eq!(p.exe().as_deref(), Some(exe));
+        assert!(p.shares_root());
+        assert!(start_time(&RealSys, pid).is_some());
         let via_root = p.module_path(exe);
         assert_eq!(via_root, PathBuf::from(format!("/proc/{pid}/root{exe}")));
         assert_eq!(p.read_module(exe).expect("readable"), std::fs::read(exe).expect("readable"));

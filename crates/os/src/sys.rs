@@ -1,8 +1,9 @@
-//! The system calls the process target makes, behind a trait so that tests can substitute a
-//! fake /proc (no root, no live process, deterministic errors).
+//! The file reads kerf makes about processes and the system (/proc, /sys, a process's
+//! files), behind a trait so that tests can substitute a fake /proc (no root, no live
+//! process, deterministic errors).
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Read-only file access to /proc and the target's files.
 pub trait ProcSys: Send + Sync {
@@ -10,6 +11,13 @@ pub trait ProcSys: Send + Sync {
     fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
     /// Whether `path` exists and can be looked up (a path kerf may not search is "absent").
     fn exists(&self, path: &Path) -> bool;
+    /// The target of symbolic link `path` (/proc/PID/exe).
+    fn read_link(&self, path: &Path) -> io::Result<PathBuf>;
+    /// The device and inode of the file `path` leads to (symlinks followed): two paths name
+    /// one file when these are equal.
+    fn file_id(&self, path: &Path) -> io::Result<(u64, u64)>;
+    /// The names in directory `path` (/sys/module/NAME/sections), in no particular order.
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
 }
 
 /// The real operating system.
@@ -28,5 +36,23 @@ impl ProcSys for RealSys {
     fn exists(&self, path: &Path) -> bool {
         // metadata() follows symlinks: /proc/PID/root must lead somewhere we can look.
         std::fs::metadata(path).is_ok()
+    }
+
+    fn read_link(&self, path: &Path) -> io::Result<PathBuf> {
+        std::fs::read_link(path)
+    }
+
+    fn file_id(&self, path: &Path) -> io::Result<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path)?;
+        Ok((m.dev(), m.ino()))
+    }
+
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(path)? {
+            names.push(entry?.file_name().to_string_lossy().into_owned());
+        }
+        Ok(names)
     }
 }

@@ -7,9 +7,15 @@
 //! even after the parent reaped it. Before that, or on older kernels, a zombie's status is in
 //! /proc/PID/stat. A command kerf launched is its child: its wait status says it all
 //! ([`End::from_wait_status`]).
+//!
+//! What it reads of /proc goes through [`ProcSys`]; the pidfd's two system calls
+//! (`pidfd_open`, the `PIDFD_GET_INFO` ioctl) and `poll` are made directly and tested
+//! against real processes.
 
-use crate::process::{state, RealSys, State};
+use crate::process::{self, state, ProcSys, RealSys, State};
+use kerf_arch::RemoteAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How a process ended.
@@ -104,22 +110,33 @@ const PIDFD_INFO_EXIT_CODE: usize = 60;
 const STATUS_WAIT: Duration = Duration::from_millis(200);
 
 /// Watches a process kerf is not the parent of.
-#[derive(Debug)]
 pub struct ExitWatch {
     pid: i32,
     /// `None` when the kernel has no `pidfd_open` (before 5.3): /proc alone is read then.
     fd: Option<OwnedFd>,
+    sys: Arc<dyn ProcSys>,
+}
+
+impl std::fmt::Debug for ExitWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExitWatch").field("pid", &self.pid).field("fd", &self.fd).finish()
+    }
 }
 
 impl ExitWatch {
     /// Start watching `pid` (a live process: open this before doing anything to it, so that
     /// the pidfd is sure to name it and not a later process with its number).
     pub fn open(pid: i32) -> ExitWatch {
+        ExitWatch::open_with(pid, Arc::new(RealSys))
+    }
+
+    /// [`ExitWatch::open`], reading /proc through `sys`.
+    pub fn open_with(pid: i32, sys: Arc<dyn ProcSys>) -> ExitWatch {
         // SAFETY: pidfd_open takes two integers and returns a new descriptor or -1.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
         // SAFETY: a descriptor pidfd_open just returned, owned by nothing else.
         let fd = (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) });
-        ExitWatch { pid, fd }
+        ExitWatch { pid, fd, sys }
     }
 
     /// How the process ended, once it has; `None` while it runs.
@@ -134,14 +151,15 @@ impl ExitWatch {
                 }
             }
             None => {
-                if state(&RealSys, self.pid) == State::Live {
+                if state(&*self.sys, self.pid) == State::Live {
                     return None;
                 }
             }
         }
         let deadline = Instant::now() + STATUS_WAIT;
         loop {
-            if let Some(st) = self.pidfd_status().or_else(|| zombie_status(self.pid)) {
+            let zombie = || process::zombie_status(&*self.sys, self.pid);
+            if let Some(st) = self.pidfd_status().or_else(zombie) {
                 return Some(End::from_wait_status(st));
             }
             if Instant::now() >= deadline {
@@ -167,46 +185,31 @@ impl ExitWatch {
     }
 }
 
-/// The wait status of a zombie, from field 52 (`exit_code`) of /proc/PID/stat.
-fn zombie_status(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    // fields[0] is field 3 (state).
-    if fields.first() != Some(&"Z") {
-        return None;
-    }
-    fields.get(49)?.parse().ok()
-}
-
 /// Whether process `pid` still has each of `addrs` (kerf's code heaps) inside an anonymous
 /// read-execute mapping: an `exec` replaces every mapping, so kerf's heaps vanish with it.
 /// (Not "the start of a mapping": the kernel merges two heaps that end up side by side into
 /// one mapping.) `None` when its maps cannot be read or are empty (it is gone or going).
-pub fn all_mapped(pid: i32, addrs: &[u64]) -> Option<bool> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+pub fn all_mapped(pid: i32, addrs: &[RemoteAddr]) -> Option<bool> {
+    all_mapped_with(&RealSys, pid, addrs)
+}
+
+/// [`all_mapped`], reading /proc through `sys`.
+pub fn all_mapped_with(sys: &dyn ProcSys, pid: i32, addrs: &[RemoteAddr]) -> Option<bool> {
+    let path = std::path::PathBuf::from(format!("/proc/{pid}/maps"));
+    let maps = kerf_analysis::image::maps::parse_maps(&sys.read_to_string(&path).ok()?).ok()?;
     if maps.is_empty() {
         return None;
     }
-    let heaps: Vec<(u64, u64)> = maps
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let (range, perms) = (f.next()?, f.next()?);
-            // offset, device, inode; then a path, which an anonymous mapping has not.
-            if perms != "r-xp" || f.nth(3).is_some() {
-                return None;
-            }
-            let (a, b) = range.split_once('-')?;
-            Some((u64::from_str_radix(a, 16).ok()?, u64::from_str_radix(b, 16).ok()?))
-        })
+    let heaps: Vec<_> = maps
+        .iter()
+        .filter(|m| m.read && !m.write && m.exec && m.private && m.path.is_none())
         .collect();
-    Some(addrs.iter().all(|a| heaps.iter().any(|&(lo, hi)| lo <= *a && *a < hi)))
+    Some(addrs.iter().all(|&a| heaps.iter().any(|m| m.contains(a))))
 }
 
-/// The program process `pid` runs now (/proc/PID/exe).
+/// The program process `pid` runs now (/proc/PID/exe; see [`process::exe`]).
 pub fn program(pid: i32) -> Option<String> {
-    let p = std::fs::read_link(format!("/proc/{pid}/exe")).ok()?;
-    Some(p.to_string_lossy().trim_end_matches(" (deleted)").to_string())
+    process::exe(&RealSys, pid)
 }
 
 #[cfg(test)]
@@ -225,6 +228,29 @@ mod tests {
         );
         assert_eq!(End::Exited(0).describe(7), "process 7 exited with code 0");
         assert_eq!(signal_name(34), "SIGRTMIN+2");
+    }
+
+    /// kerf's code heaps are anonymous read-execute mappings; after an `exec` they are gone.
+    #[test]
+    fn heaps_mapped_or_gone() {
+        use crate::process::tests::FakeSys;
+        let maps = "\
+555500000000-555500010000 r-xp 00000000 08:01 5 /bin/fake
+7f0000000000-7f0000003000 r-xp 00000000 00:00 0
+7f0000003000-7f0000004000 rw-p 00000000 00:00 0
+";
+        let sys = FakeSys::default().file("/proc/5/maps", maps);
+        let r = RemoteAddr;
+        assert_eq!(
+            all_mapped_with(&sys, 5, &[r(0x7f00_0000_0000), r(0x7f00_0000_2fff)]),
+            Some(true)
+        );
+        // Not in a file's code, not in writable memory, not past the end.
+        for outside in [0x5555_0000_0000, 0x7f00_0000_3000, 0x7f00_0000_4000] {
+            assert_eq!(all_mapped_with(&sys, 5, &[r(outside)]), Some(false), "{outside:#x}");
+        }
+        assert_eq!(all_mapped_with(&FakeSys::default().file("/proc/5/maps", ""), 5, &[]), None);
+        assert_eq!(all_mapped_with(&FakeSys::default(), 5, &[]), None);
     }
 
     /// A process this test's child (a shell) starts and reaps: not a child of the watcher.

@@ -2,8 +2,9 @@
 //! read, written, injected into and resumed, whose output must not change. Needs ptrace
 //! permission (root here); without it these tests fail with the reason, never pass.
 
+use kerf_arch::RemoteAddr;
 use kerf_os::ptrace::{self, within_reach, Tracee};
-use kerf_os::TargetError;
+use kerf_os::{Process, TargetError};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -116,18 +117,15 @@ fn tasks(pid: i32) -> Vec<i32> {
 }
 
 /// The executable mapping of `exe` in `pid`: (start, end, file offset).
-fn exe_text(pid: i32, exe: &Path) -> (u64, u64, u64) {
+/// The executable's code mapping in `pid`: start, end, and its offset in the file.
+fn exe_text(pid: i32, exe: &Path) -> (RemoteAddr, RemoteAddr, u64) {
     let exe = std::fs::canonicalize(exe).expect("canonical");
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
-    for line in maps.lines() {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        if f.len() >= 6 && f[1] == "r-xp" && Path::new(f[5]) == exe {
-            let (a, b) = f[0].split_once('-').expect("range");
-            let hex = |s| u64::from_str_radix(s, 16).expect("hex");
-            return (hex(a), hex(b), hex(f[2]));
-        }
-    }
-    panic!("{} has no r-xp mapping in {pid}:\n{maps}", exe.display());
+    let maps = Process::open(pid).expect("process").maps().expect("maps");
+    let text = maps
+        .iter()
+        .find(|m| m.exec && !m.write && m.path.as_deref().map(Path::new) == Some(exe.as_path()));
+    let text = text.unwrap_or_else(|| panic!("{} has no r-x mapping in {pid}", exe.display()));
+    (text.start, text.end, text.offset)
 }
 
 const SIMPLE: &str = r#"
@@ -168,15 +166,8 @@ fn stop_read_write_alloc_inject_resume() {
     assert_eq!(code, file[off as usize..off as usize + n]);
 
     // A short read is an error naming the address: the last bytes before a hole.
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).expect("maps");
-    let ranges: Vec<(u64, u64)> = maps
-        .lines()
-        .map(|l| {
-            let (a, b) = l.split_whitespace().next().expect("range").split_once('-').expect("-");
-            (u64::from_str_radix(a, 16).expect("hex"), u64::from_str_radix(b, 16).expect("hex"))
-        })
-        .collect();
-    let hole = ranges.windows(2).find(|w| w[0].1 < w[1].0).expect("a hole")[0].1;
+    let maps = Process::open(pid).expect("process").maps().expect("maps");
+    let hole = maps.windows(2).find(|w| w[0].end < w[1].start).expect("a hole")[0].end;
     let mut big = vec![0u8; 64];
     let err = t.read(hole - 16, &mut big).unwrap_err();
     assert!(matches!(err, TargetError::Memory { write: false, done: 16, .. }), "{err:?}");
@@ -195,9 +186,9 @@ fn stop_read_write_alloc_inject_resume() {
     // alloc_near: within ±2 GiB, writable, readable back.
     let near = text;
     let a = t.alloc_near(near, 10_000, libc::PROT_READ | libc::PROT_WRITE).expect("alloc");
-    assert_eq!(a % 4096, 0);
+    assert_eq!(a.align_down(4096), a);
     assert!(within_reach(near, a, 12_288), "{a:#x} not within reach of {near:#x}");
-    assert!(near.abs_diff(a) < 1 << 31);
+    assert!(near.distance(a) < 1 << 31);
     let data: Vec<u8> = (0..10_000u32).map(|i| (i * 7 + 3) as u8).collect();
     t.write(a, &data).expect("write");
     let mut back = vec![0u8; data.len()];
@@ -245,7 +236,7 @@ fn injection_timing() {
     }
     let per = start.elapsed() / n;
     let start = Instant::now();
-    let a = t.alloc_near(0x5555_0000_0000, 4096, libc::PROT_READ).expect("alloc");
+    let a = t.alloc_near(RemoteAddr(0x5555_0000_0000), 4096, libc::PROT_READ).expect("alloc");
     let alloc = start.elapsed();
     t.free(a, 4096).expect("free");
     eprintln!("[timing] injected getpid: {per:?} each; alloc_near (maps + mmap): {alloc:?}");

@@ -3,10 +3,10 @@
 //! that must come out.
 
 use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter};
-use kerf_patch::{build_patch, plan_jump2, plan_jump5, plan_trap, FunctionView};
+use kerf_patch::build_patch;
 
-const BASE: u64 = 0x40_1000;
-const PATCH: u64 = 0x50_0000;
+mod common;
+use common::PATCH;
 
 fn disasm(bytes: &[u8], ip: u64) -> String {
     let mut d = Decoder::with_ip(64, bytes, ip, DecoderOptions::NONE);
@@ -22,19 +22,7 @@ fn disasm(bytes: &[u8], ip: u64) -> String {
 
 /// What a case produces: the patch's code, or `refused VARIANT`.
 fn outcome(code: &[u8], kind: &str) -> String {
-    let starts = [BASE];
-    let view = FunctionView {
-        name: "f",
-        extent: BASE..BASE + code.len() as u64,
-        block_starts: &starts,
-        has_unanalysable_jump: false,
-    };
-    let planned = match kind {
-        "jump5" => plan_jump5(code, BASE, BASE, &view),
-        "jump2" => plan_jump2(code, BASE, BASE, &view),
-        "trap" => plan_trap(code, BASE, BASE),
-        other => panic!("unknown splice kind {other}"),
-    };
+    let planned = common::plan(code, kind);
     match planned {
         Ok(d) => match build_patch(PATCH, &[], &d) {
             Ok(bytes) => disasm(&bytes, PATCH),

@@ -45,10 +45,10 @@ use crate::plan::{plan_sites, Plan, Rules, SitePlan};
 pub use crate::probe::{Action, InstrumentError, Probe, Reason, Refused, Removed, Site};
 use crate::probe::{Foreign, Where};
 use crate::spec::Point;
-use kerf_arch::ImageAddr;
+use kerf_arch::{ImageAddr, RemoteAddr};
 use kerf_codegen::timer::{self, TimerSample};
 use kerf_codegen::{sigguard, trap, Env, ThreadPointer};
-use kerf_os::ptrace::{RemoteMem, SharedMem, TargetMemory, TraceSys, Tracee};
+use kerf_os::ptrace::{RegsExt, RemoteMem, SharedMem, TargetMemory, TraceSys, Tracee};
 use kerf_os::TargetError;
 use kerf_patch::{jump2_bytes, jump5_bytes, Layout, SpliceKind, INT3, SPRINGBOARD_LEN};
 use std::fmt;
@@ -245,11 +245,14 @@ impl Backend for ProcessBackend {
     }
 
     fn alloc_code(&mut self, near: u64, preferred: u64, len: u64) -> Result<u64, InstrumentError> {
-        self.stopped(|tr| Ok(tr.alloc_near_preferring(near, preferred, len, PROT_RX)?))
+        self.stopped(|tr| {
+            let (near, preferred) = (RemoteAddr(near), RemoteAddr(preferred));
+            Ok(tr.alloc_near_preferring(near, preferred, len, PROT_RX)?.0)
+        })
     }
 
     fn map_data(&mut self, near: u64, len: u64) -> Result<SharedMem, InstrumentError> {
-        self.stopped(|tr| Ok(tr.share_near(near, len)?))
+        self.stopped(|tr| Ok(tr.share_near(RemoteAddr(near), len)?))
     }
 
     /// (Opens /proc/PID/mem in a stop of its own the first time, unless the installer has
@@ -260,7 +263,7 @@ impl Backend for ProcessBackend {
             self.mem = Some(mem);
         }
         let mem = self.mem.as_ref().expect("opened above");
-        Ok(mem.write(at, code)?)
+        Ok(mem.write(RemoteAddr(at), code)?)
     }
 
     fn splice(&mut self, batch: &[Splice]) -> Result<Vec<Outcome>, InstrumentError> {
@@ -426,8 +429,8 @@ impl Instrumentation {
 
     /// Where each code heap kerf mapped in the target starts (an `exec` in the target, which
     /// replaces its memory, takes them away).
-    pub fn code_heaps(&self) -> Vec<u64> {
-        self.heaps.iter().flatten().map(|h| h.code).collect()
+    pub fn code_heaps(&self) -> Vec<RemoteAddr> {
+        self.heaps.iter().flatten().map(|h| RemoteAddr(h.code)).collect()
     }
 
     /// Forget the target without touching it: after an `exec` the splices and heaps went with
@@ -488,7 +491,7 @@ impl Instrumentation {
         let (thread, only_thread, mem) = self.while_stopped(|me, tr| {
             let (thread, only_thread) = me.thread_context(tr, probes, opts)?;
             if let Some(m) = modules.first() {
-                me.startup = startup_ranges(&*me.be.sys, tr, m).unwrap_or_default();
+                me.startup = startup_ranges(tr, m).unwrap_or_default();
             }
             // Code is written through this too, also under the stops of springboard chunks.
             me.be.mem = Some(tr.memory());
@@ -534,7 +537,7 @@ impl Instrumentation {
         let guard_action = self
             .sig_module
             .and_then(|d| self.heaps[d].as_ref())
-            .map(|h| h.data.remote() + (h.sig_area + SIG_ACTION) as u64);
+            .map(|h| h.data.remote().0 + (h.sig_area + SIG_ACTION) as u64);
         // Every code patch at its place in its module's code heap (one after the other, by
         // room), then generated in parallel: generation is pure.
         let mut jobs = Vec::with_capacity(site_plans.len());
@@ -544,7 +547,7 @@ impl Instrumentation {
                 self.heaps[p.module].as_mut().expect("heap mapped for every module with probes");
             let patch_at = h.code + h.used;
             h.used += patchset::site_room(probes, &sp.members);
-            let (data, tails) = (h.data.remote(), h.tails);
+            let (data, tails) = (h.data.remote().0, h.tails);
             jobs.push(Job { site: sp, label: &p.label, patch_at, data, tails, guard_action });
         }
         cancelled(cancel)?;
@@ -674,8 +677,8 @@ impl Instrumentation {
             if code[m] == 0 {
                 continue;
             }
-            let bias = modules[m].bias.unwrap_or(0);
-            let near = modules[m].analysis.cfg.functions.first().map_or(bias, |f| f.entry.0 + bias);
+            let first = modules[m].analysis.cfg.functions.first();
+            let near = modules[m].remote(first.map_or(ImageAddr(0), |f| f.entry));
             // The dispatcher goes into one module's heap (the first trap site's, known only
             // after planning) and its table lists the trap sites of every module: room for
             // all of them in each heap (pages never written cost no memory).
@@ -689,18 +692,19 @@ impl Instrumentation {
             // a few MB past its end, so that a process instrumented again does not get its
             // heap where the last one was: stale words on its stacks that pointed into the old
             // heap would then look like live references to the new one.
-            let end = modules[m].segments.iter().map(|s| s.vaddr.0 + s.memsz).max().unwrap_or(0);
-            let preferred = (end + bias).next_multiple_of(4096) + 4096 * spread_pages();
-            let code = self.be.alloc_code(near, preferred, code_len)?;
+            let end = modules[m].segments.iter().map(|s| s.vaddr + s.memsz).max();
+            let end = modules[m].remote(end.unwrap_or(ImageAddr(0)));
+            let preferred = end.align_up(4096) + 4096 * spread_pages();
+            let code = self.be.alloc_code(near.0, preferred.0, code_len)?;
             let data = match self.be.map_data(code, (data_len as u64).next_multiple_of(4096)) {
                 Ok(d) => d,
                 Err(e) => {
                     // Not recorded in self.heaps yet, so the error path would not free it.
-                    let _ = self.while_stopped(|_, tr| Ok(tr.free(code, code_len)?));
+                    let _ = self.while_stopped(|_, tr| Ok(tr.free(RemoteAddr(code), code_len)?));
                     return Err(e);
                 }
             };
-            let tails = if tails[m] { data.remote() + tails_at as u64 } else { 0 };
+            let tails = if tails[m] { data.remote().0 + tails_at as u64 } else { 0 };
             self.heaps[m] = Some(Heaps { code, code_len, used: 0, data, sig_area, tails });
         }
         Ok(())
@@ -719,7 +723,6 @@ impl Instrumentation {
         let (members, plan, patch_at) = (&job.site.members, &job.site.plan, job.patch_at);
         let p = &probes[job.site.first].point;
         let m = p.module;
-        let bias = modules[m].bias.unwrap_or(0);
         let addr = plan.displaced.point;
         let out_of_reach = |what| InstrumentError::OutOfReach {
             target: Where::Process(self.pid),
@@ -728,6 +731,7 @@ impl Instrumentation {
             what,
         };
         self.be.write_code(patch_at, &code.bytes)?;
+        let image_addr = modules[m].image_addr(RemoteAddr(addr));
         let d = &plan.displaced;
         self.parked.extend(parked_syscalls(patch_at, &code.bytes, d, code.layout));
         let mut springboard = None;
@@ -741,7 +745,7 @@ impl Instrumentation {
                 let jmp = jump5_bytes(sb, patch_at, SPRINGBOARD_LEN as usize)
                     .ok_or_else(|| out_of_reach("the patch (from the springboard)"))?;
                 let mut pad = vec![0u8; jmp.len()];
-                tr.read(sb, &mut pad)?;
+                tr.read(RemoteAddr(sb), &mut pad)?;
                 write_verified(tr, sb, &pad, &jmp)?;
                 springboard = Some((sb, pad, jmp));
                 jump2_bytes(addr, sb, d.len).ok_or_else(|| out_of_reach("the springboard"))?
@@ -749,7 +753,7 @@ impl Instrumentation {
             _ => vec![INT3],
         };
         let mut original = vec![0u8; splice.len()];
-        tr.read(addr, &mut original)?;
+        tr.read(RemoteAddr(addr), &mut original)?;
         let fun = &modules[m].analysis.cfg.function(p.func);
         for &i in members {
             self.probe_site[i] = self.sites.len();
@@ -757,7 +761,7 @@ impl Instrumentation {
         self.sites.push(Site {
             spec: p.spec.clone(),
             label: if p.at_exit {
-                format!("{}+{:#x}", fun.name, addr - bias - fun.entry.0)
+                format!("{}+{:#x}", fun.name, image_addr - fun.entry)
             } else {
                 p.label.clone()
             },
@@ -782,10 +786,10 @@ impl Instrumentation {
         let h = self.heaps[m].as_mut().expect("heap of a module with traps");
         let code_at = h.code + h.used;
         let table_at = code_at + DISPATCHER_ROOM;
-        let area = h.data.remote() + h.sig_area as u64;
+        let area = h.data.remote().0 + h.sig_area as u64;
         let (code, restorer) = trap::dispatcher(code_at, table_at, area + SIG_ACTION as u64)
             .map_err(|e| InstrumentError::Mismatch { addr: code_at, detail: e.to_string() })?;
-        tr.write(code_at, &code)?;
+        tr.write(RemoteAddr(code_at), &code)?;
         // Table: sorted (point, patch) pairs of every trap site.
         let mut entries: Vec<(u64, u64)> = self
             .sites
@@ -804,7 +808,7 @@ impl Instrumentation {
             table.extend_from_slice(&a.to_le_bytes());
             table.extend_from_slice(&b.to_le_bytes());
         }
-        tr.write(table_at, &table)?;
+        tr.write(RemoteAddr(table_at), &table)?;
         h.data.write_bytes(h.sig_area + SIG_TRAP_SET, &SIGTRAP_BIT.to_le_bytes());
         // The new action from the scratch slot, the old one straight into its place.
         let act = trap::sigaction(code_at, restorer);
@@ -830,7 +834,7 @@ impl Instrumentation {
     fn sig_area(&self) -> Option<(u64, &SharedMem, usize)> {
         let (m, _) = self.trap?;
         let h = self.heaps[m].as_ref()?;
-        Some((h.data.remote() + h.sig_area as u64, &h.data, h.sig_area))
+        Some((h.data.remote().0 + h.sig_area as u64, &h.data, h.sig_area))
     }
 
     /// `rt_sigaction(sig, new, &old)` injected, through the signal area's scratch slot.
@@ -1134,7 +1138,7 @@ impl Instrumentation {
                     .heaps
                     .iter_mut()
                     .filter_map(Option::take)
-                    .flat_map(|h| [(h.code, h.code_len), (h.data.remote(), h.data.len() as u64)])
+                    .flat_map(|h| [(h.code, h.code_len), (h.data.remote().0, h.data.len() as u64)])
                     .collect();
                 kept.extend(left.into_iter().flat_map(|l| l.1));
                 self.be.resume(tr, false)?;
@@ -1160,7 +1164,7 @@ impl Instrumentation {
             let Some(p) = self.parked.get(&r.rip) else { continue };
             if p.guard_frame {
                 let mut saved = [0u8; 56];
-                tr.read(r.rsp + sigguard::SAVED_AT, &mut saved)?;
+                tr.read(r.sp() + sigguard::SAVED_AT, &mut saved)?;
                 let word = |k: usize| {
                     u64::from_le_bytes(saved[k * 8..k * 8 + 8].try_into().unwrap_or_default())
                 };
@@ -1216,7 +1220,7 @@ impl Instrumentation {
             );
             return Ok(Some((
                 why,
-                vec![(h.code, h.code_len), (h.data.remote(), h.data.len() as u64)],
+                vec![(h.code, h.code_len), (h.data.remote().0, h.data.len() as u64)],
             )));
         }
         self.sigaction_in(tr, None, SIGTRAP, Some(program))?;
@@ -1226,7 +1230,7 @@ impl Instrumentation {
 
     fn free_heaps(&mut self, tr: &mut Tracee) {
         for h in self.heaps.iter_mut().filter_map(Option::take) {
-            let _ = tr.free(h.code, h.code_len);
+            let _ = tr.free(RemoteAddr(h.code), h.code_len);
             let _ = tr.free(h.data.remote(), h.data.len() as u64);
         }
     }
@@ -1248,8 +1252,8 @@ impl Drop for Instrumentation {
 /// never returns (the program ends in `exit`), and the bytes from its return address on are
 /// left alone. The program is past `_start` once that return address is on the main thread's
 /// stack; until then (a command kerf has just launched) the space is not used.
-fn startup_ranges(sys: &dyn TraceSys, tr: &Tracee, m: &AnalyzedImage) -> Option<Vec<(u64, u64)>> {
-    let bias = m.bias?;
+fn startup_ranges(tr: &Tracee, m: &AnalyzedImage) -> Option<Vec<(u64, u64)>> {
+    m.bias?; // a module of the process only
     let cfg = &m.analysis.cfg;
     let f = cfg.functions.iter().find(|f| f.name == "_start")?;
     let (base, bytes) = m.code_region(f.entry)?;
@@ -1265,25 +1269,22 @@ fn startup_ranges(sys: &dyn TraceSys, tr: &Tracee, m: &AnalyzedImage) -> Option<
             return None;
         }
     };
-    let ret = call_end + bias;
+    let ret = m.remote(ImageAddr(call_end)).0;
     // The main thread's stack, from its rsp to the top of the [stack] mapping.
-    let maps = sys.read_text(std::path::Path::new(&format!("/proc/{}/maps", tr.pid()))).ok()?;
-    let top = maps.lines().find(|l| l.ends_with("[stack]")).and_then(|l| {
-        let range = l.split_whitespace().next()?;
-        u64::from_str_radix(range.split_once('-')?.1, 16).ok()
-    })?;
+    let maps = tr.maps().ok()?;
+    let top = maps.iter().find(|m| m.path.as_deref() == Some("[stack]"))?.end.0;
     let mut at = tr.regs(tr.pid()).ok()?.rsp & !7;
     let mut buf = vec![0u8; 64 * 1024];
     let mut found = false;
     while at < top && !found {
         let n = ((top - at) as usize).min(buf.len());
-        tr.read(at, &mut buf[..n]).ok()?;
+        tr.read(RemoteAddr(at), &mut buf[..n]).ok()?;
         found = buf[..n]
             .chunks_exact(8)
             .any(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()) == ret);
         at += n as u64;
     }
-    found.then(|| vec![(f.entry.0 + bias, ret)])
+    found.then(|| vec![(m.remote(f.entry).0, ret)])
 }
 
 /// A place in a code patch where a thread may sleep: right after a `syscall`.
@@ -1397,7 +1398,7 @@ fn foreign_bytes(
     }
     for (addr, len) in ranges {
         let mut live = vec![0u8; len];
-        tr.read(addr, &mut live)?;
+        tr.read(RemoteAddr(addr), &mut live)?;
         if let Some(why) = crate::plan::differs_from_file(m, addr, &live) {
             return Ok(Some(why));
         }
@@ -1413,16 +1414,16 @@ fn write_verified(
     new: &[u8],
 ) -> Result<(), InstrumentError> {
     let mut cur = vec![0u8; old.len()];
-    tr.read(addr, &mut cur)?;
+    tr.read(RemoteAddr(addr), &mut cur)?;
     if cur != old {
         return Err(InstrumentError::Mismatch {
             addr,
             detail: format!("expected {old:02x?}, found {cur:02x?} (changed by someone else?)"),
         });
     }
-    tr.write(addr, new)?;
+    tr.write(RemoteAddr(addr), new)?;
     let mut back = vec![0u8; new.len()];
-    tr.read(addr, &mut back)?;
+    tr.read(RemoteAddr(addr), &mut back)?;
     if back != new {
         return Err(InstrumentError::Mismatch {
             addr,
@@ -1522,7 +1523,7 @@ fn busy_ranges(
         }
         // A short read at the top of the stack mapping is fine: scan what there is.
         let mut len = STACK_SCAN;
-        while len >= 64 && tr.read(r.rsp, &mut stack[..len]).is_err() {
+        while len >= 64 && tr.read(r.sp(), &mut stack[..len]).is_err() {
             len /= 2;
         }
         if len < 64 {

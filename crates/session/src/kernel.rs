@@ -122,30 +122,6 @@ fn image_of(
     })
 }
 
-/// Where a module's text ends: the lowest address of its other sections above `.text`, from
-/// /sys/module/NAME/sections (its core allocation also holds read-only and writable data).
-fn module_text(name: &str, base: u64, size: u64) -> (u64, u64) {
-    let dir = format!("/sys/module/{name}/sections");
-    let read = |s: &str| {
-        std::fs::read_to_string(format!("{dir}/{s}"))
-            .ok()
-            .and_then(|t| u64::from_str_radix(t.trim().trim_start_matches("0x"), 16).ok())
-    };
-    let text = read(".text").unwrap_or(base);
-    let mut end = base + size;
-    if let Ok(rd) = std::fs::read_dir(&dir) {
-        for e in rd.flatten() {
-            let n = e.file_name().to_string_lossy().into_owned();
-            if let Some(a) = read(&n) {
-                if a > text && a < end && !n.starts_with(".text") {
-                    end = a;
-                }
-            }
-        }
-    }
-    (text, end)
-}
-
 impl Kernel {
     /// Open the driver and analyse the running kernel's text (and, with `modules`, every
     /// loaded module's).
@@ -179,15 +155,15 @@ impl Kernel {
                     continue;
                 };
                 let Some((_, syms)) = mods.iter().find(|(n, _)| n == name) else { continue };
-                let (lo, hi) = module_text(name, addr, size);
+                let (lo, hi) = driver.module_text(name, KernelAddr(addr), size);
                 if hi <= lo {
                     continue;
                 }
                 let mut bytes = vec![0u8; (hi - lo) as usize];
-                if driver.read(KernelAddr(lo), &mut bytes).is_err() {
+                if driver.read(lo, &mut bytes).is_err() {
                     continue;
                 }
-                images.push(image_of(name, bytes, lo, syms, progress)?);
+                images.push(image_of(name, bytes, lo.0, syms, progress)?);
             }
         }
         let kallsyms_symbols = kallsyms.lines().count();

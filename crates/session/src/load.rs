@@ -5,12 +5,12 @@
 use crate::cache;
 use crate::debuginfo::{self, DebugOptions, SymbolOrigin};
 use kerf_analysis::cfg::FuncId;
-use kerf_analysis::image::maps::{modules, parse_maps};
+use kerf_analysis::image::maps::modules;
 use kerf_analysis::image::{Image, ImageError, Section, Segment, SymbolSource};
 use kerf_analysis::memory::ImageMemory;
 use kerf_analysis::validate::{Checker, Invalid};
 use kerf_analysis::{analyze, Analysis, Progress};
-use kerf_arch::ImageAddr;
+use kerf_arch::{ImageAddr, RemoteAddr};
 use kerf_os::process::Process;
 use kerf_os::TargetError;
 use std::path::{Path, PathBuf};
@@ -155,6 +155,19 @@ impl FromCache {
 }
 
 impl AnalyzedImage {
+    /// Where image address `a` of this module is in the process: `a` plus the module's load
+    /// bias (0 for an image not loaded in a process). The one way from image to runtime
+    /// addresses; see `kerf_arch::addr` for the rule.
+    pub fn remote(&self, a: ImageAddr) -> RemoteAddr {
+        a.at_bias(self.bias.unwrap_or(0))
+    }
+
+    /// The image address of `a`, an address of this module in the process (the inverse of
+    /// [`AnalyzedImage::remote`]).
+    pub fn image_addr(&self, a: RemoteAddr) -> ImageAddr {
+        a.in_image(self.bias.unwrap_or(0))
+    }
+
     /// Check function `f` of an analysis read from the cache against the image's bytes, with
     /// every function its liveness rests on, before a splice is planned from it (see
     /// [`kerf_analysis::validate::Checker::function`]); memoised. A fresh analysis is made
@@ -455,12 +468,11 @@ pub fn analyze_process(
     progress: &dyn Progress,
 ) -> Result<(Vec<AnalyzedImage>, Vec<String>), LoadError> {
     let proc = Process::open(pid)?;
-    let text = proc.maps()?;
-    let maps = parse_maps(&text).map_err(|e| LoadError::Maps { pid, detail: e.to_string() })?;
+    let maps = proc.maps()?;
     let mut out = Vec::new();
     let mut skipped = Vec::new();
     let mut opts = opts.clone();
-    opts.debug.dirs = process_debug_dirs(pid, &opts.debug.dirs);
+    opts.debug.dirs = process_debug_dirs(&proc, &opts.debug.dirs);
     for (i, m) in modules(&maps).into_iter().enumerate() {
         if m.path.starts_with('[') || !m.mappings.iter().any(|x| x.exec) {
             continue;
@@ -484,16 +496,11 @@ pub fn analyze_process(
 
 /// The debug directories for the modules of process `pid`: each one inside the process's root
 /// first when the process sees another file system (a container), then kerf's own.
-fn process_debug_dirs(pid: i32, dirs: &[PathBuf]) -> Vec<PathBuf> {
-    use std::os::unix::fs::MetadataExt;
-    let root = PathBuf::from(format!("/proc/{pid}/root"));
-    let same = |a: &Path, b: &Path| match (std::fs::metadata(a), std::fs::metadata(b)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => true,
-    };
-    if same(&root, Path::new("/")) {
+fn process_debug_dirs(proc: &Process, dirs: &[PathBuf]) -> Vec<PathBuf> {
+    if proc.shares_root() {
         return dirs.to_vec();
     }
+    let root = proc.root_dir();
     let inside = dirs.iter().map(|d| root.join(d.strip_prefix("/").unwrap_or(d)));
     inside.chain(dirs.iter().cloned()).collect()
 }
@@ -509,14 +516,13 @@ pub fn process_aliases(
     launched_as: Option<&str>,
     images: &[AnalyzedImage],
 ) -> Vec<Vec<String>> {
-    let proc = PathBuf::from(format!("/proc/{pid}"));
-    let exe = std::fs::read_link(proc.join("exe")).ok();
-    let exe = exe.as_ref().and_then(|p| p.to_str()).map(|p| p.trim_end_matches(" (deleted)"));
+    let sys = &kerf_os::process::RealSys;
+    let exe = kerf_os::process::exe(sys, pid);
     // The kernel maps the main executable first; /proc/PID/exe says which it is.
-    let main = images.iter().position(|m| Some(m.analysis.image.as_str()) == exe).unwrap_or(0);
-    let cmdline = std::fs::read(proc.join("cmdline")).unwrap_or_default();
-    let argv0 = cmdline.split(|&b| b == 0).next().map(|a| String::from_utf8_lossy(a).into_owned());
-    let comm = std::fs::read_to_string(proc.join("comm")).ok().map(|c| c.trim_end().to_string());
+    let main =
+        images.iter().position(|m| Some(m.analysis.image.as_str()) == exe.as_deref()).unwrap_or(0);
+    let argv0 = kerf_os::process::argv0(sys, pid);
+    let comm = kerf_os::process::comm(sys, pid);
     let mut names = vec![crate::spec::EXE_ALIAS.to_string()];
     for n in [argv0.as_deref(), launched_as].into_iter().flatten() {
         names.push(n.to_string());

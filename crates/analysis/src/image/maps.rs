@@ -3,7 +3,7 @@
 //! addresses in that process. Pure: the text is read by `kerf-os`.
 
 use super::Segment;
-use kerf_arch::RemoteAddr;
+use kerf_arch::{ImageAddr, RemoteAddr};
 use std::fmt;
 
 /// One line of a maps file.
@@ -159,7 +159,7 @@ pub struct ModuleLayout {
 }
 
 /// x86-64 Linux maps ELF segments at 4 KiB page granularity.
-const PAGE_MASK: u64 = 0xfff;
+const PAGE: u64 = 0x1000;
 
 impl ModuleLayout {
     /// The load bias: what to add to an image address of this module to get its address in
@@ -173,15 +173,15 @@ impl ModuleLayout {
         let first_segment = segments.iter().min_by_key(|s| s.vaddr);
         if let (Some(m), Some(seg)) = (self.mappings.iter().find(|m| m.offset == 0), first_segment)
         {
-            return m.start.0.wrapping_sub(seg.vaddr.0 & !PAGE_MASK);
+            return seg.vaddr.align_down(PAGE).bias_to(m.start);
         }
         for m in &self.mappings {
-            if let Some(seg) = segments.iter().find(|s| s.file_offset & !PAGE_MASK == m.offset) {
-                return m.start.0.wrapping_sub(seg.vaddr.0 & !PAGE_MASK);
+            if let Some(seg) = segments.iter().find(|s| s.file_offset & !(PAGE - 1) == m.offset) {
+                return seg.vaddr.align_down(PAGE).bias_to(m.start);
             }
         }
-        let lowest = first_segment.map_or(0, |s| s.vaddr.0 & !PAGE_MASK);
-        self.base.0.wrapping_sub(lowest)
+        let lowest = first_segment.map_or(ImageAddr(0), |s| s.vaddr.align_down(PAGE));
+        lowest.bias_to(self.base)
     }
 
     /// Whether any mapping of the module is executable (data files mapped by the program

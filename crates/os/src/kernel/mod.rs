@@ -12,7 +12,7 @@ use std::fmt;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -27,10 +27,11 @@ pub enum KernelError {
     Abi { driver: u64, kerf: u64 },
     /// The module was built for another kernel than the one running.
     WrongKernel { built_for: String, running: String },
-    /// A request the driver refused, with the errno and what it means for that request.
-    Request { op: &'static str, addr: u64, errno: i32 },
-    /// Reading a /proc file kerf needs.
-    Proc { path: String, source: io::Error },
+    /// A request the driver refused, with the errno and what it means for that request;
+    /// `addr` is the kernel address it was about, for the requests that have one.
+    Request { op: &'static str, addr: Option<KernelAddr>, errno: i32 },
+    /// Reading a /proc or /sys file kerf needs.
+    Proc { path: PathBuf, source: io::Error },
 }
 
 impl KernelError {
@@ -85,18 +86,29 @@ impl fmt::Display for KernelError {
                 "kerf.ko was built for kernel {built_for} but {running} is running: rebuild it \
                  against this kernel's headers"
             ),
-            KernelError::Request { op, addr, errno } => write!(
-                f,
-                "{op} at {addr:#x}: {} ({})",
-                splice_meaning(*errno),
-                io::Error::from_raw_os_error(*errno)
-            ),
-            KernelError::Proc { path, source } => write!(f, "cannot read {path}: {source}"),
+            KernelError::Request { op, addr, errno } => {
+                match addr {
+                    Some(addr) => write!(f, "{op} at {addr}: ")?,
+                    None => write!(f, "{op}: ")?,
+                }
+                let e = io::Error::from_raw_os_error(*errno);
+                write!(f, "{} ({e})", splice_meaning(*errno))
+            }
+            KernelError::Proc { path, source } => {
+                write!(f, "cannot read {}: {source}", path.display())
+            }
         }
     }
 }
 
-impl std::error::Error for KernelError {}
+impl std::error::Error for KernelError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            KernelError::Open { source } | KernelError::Proc { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
 
 /// The device as kerf uses it. `ioctl` passes a pointer to the request's struct.
 pub trait DriverSys: Send + Sync {
@@ -114,6 +126,8 @@ pub trait DriverSys: Send + Sync {
     fn read_text(&self, path: &Path) -> io::Result<String>;
     /// A binary file of /sys (the kernel's BTF).
     fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>>;
+    /// The names in a directory of /sys (a module's sections).
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>>;
 }
 
 /// The real /dev/kerf.
@@ -174,6 +188,14 @@ impl DriverSys for RealDriverSys {
     fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
         std::fs::read(path)
     }
+
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(path)? {
+            names.push(entry?.file_name().to_string_lossy().into_owned());
+        }
+        Ok(names)
+    }
 }
 
 /// An open driver: its heaps and text range, and the data heap mapped into kerf.
@@ -217,7 +239,7 @@ impl Driver {
         };
         // SAFETY: IOC_VERSION takes a `Version`, which `v` is.
         unsafe { sys.ioctl(uapi::IOC_VERSION, &mut v as *mut _ as *mut u8) }
-            .map_err(|e| KernelError::Request { op: "version", addr: 0, errno: errno(&e) })?;
+            .map_err(|e| KernelError::Request { op: "version", addr: None, errno: errno(&e) })?;
         if v.abi != uapi::ABI_VERSION {
             return Err(KernelError::Abi { driver: v.abi, kerf: uapi::ABI_VERSION });
         }
@@ -228,11 +250,11 @@ impl Driver {
         let mut info = uapi::Info::default();
         // SAFETY: IOC_INFO takes an `Info`, which `info` is.
         unsafe { sys.ioctl(uapi::IOC_INFO, &mut info as *mut _ as *mut u8) }
-            .map_err(|e| KernelError::Request { op: "info", addr: 0, errno: errno(&e) })?;
+            .map_err(|e| KernelError::Request { op: "info", addr: None, errno: errno(&e) })?;
         let data_len = info.data_heap_size as usize;
         let data = sys.map_data(data_len).map_err(|e| KernelError::Request {
             op: "mmap data heap",
-            addr: info.data_heap,
+            addr: Some(KernelAddr(info.data_heap)),
             errno: errno(&e),
         })?;
         Ok(Driver { sys, info, data, data_len })
@@ -241,7 +263,7 @@ impl Driver {
     fn call<T>(
         &self,
         op: &'static str,
-        addr: u64,
+        addr: Option<KernelAddr>,
         req: u64,
         arg: &mut T,
     ) -> Result<(), KernelError> {
@@ -264,7 +286,7 @@ impl Driver {
                 len: n as u64,
                 user_buf: buf[done..].as_mut_ptr() as u64,
             };
-            self.call("read", rw.addr, uapi::IOC_READ, &mut rw)?;
+            self.call("read", Some(KernelAddr(rw.addr)), uapi::IOC_READ, &mut rw)?;
             done += n;
         }
         Ok(())
@@ -274,7 +296,7 @@ impl Driver {
     pub fn write_patch(&self, addr: KernelAddr, code: &[u8]) -> Result<(), KernelError> {
         let mut rw =
             uapi::Rw { addr: addr.0, len: code.len() as u64, user_buf: code.as_ptr() as u64 };
-        self.call("write patch", addr.0, uapi::IOC_WRITE_PATCH, &mut rw)
+        self.call("write patch", Some(addr), uapi::IOC_WRITE_PATCH, &mut rw)
     }
 
     /// Replace `old` by `new` (1, 2 or 5 bytes) at `addr`; `one_insn` when the bytes are one
@@ -294,36 +316,36 @@ impl Driver {
         };
         s.expect_old[..old.len()].copy_from_slice(old);
         s.new_bytes[..new.len()].copy_from_slice(new);
-        self.call("splice", addr.0, uapi::IOC_SPLICE, &mut s)
+        self.call("splice", Some(addr), uapi::IOC_SPLICE, &mut s)
     }
 
     /// Restore the original bytes of the splice at `addr`; returns them.
     pub fn unsplice(&self, addr: KernelAddr) -> Result<Vec<u8>, KernelError> {
         let mut u = uapi::Unsplice { addr: addr.0, ..Default::default() };
-        self.call("unsplice", addr.0, uapi::IOC_UNSPLICE, &mut u)?;
+        self.call("unsplice", Some(addr), uapi::IOC_UNSPLICE, &mut u)?;
         Ok(u.restored[..(u.len as usize).min(8)].to_vec())
     }
 
     /// Wait until no CPU can still be in bytes or patches taken out of use before this call.
     pub fn quiesce(&self) -> Result<(), KernelError> {
         let mut none = 0u8;
-        self.call("quiesce", 0, uapi::IOC_QUIESCE, &mut none)
+        self.call("quiesce", None, uapi::IOC_QUIESCE, &mut none)
     }
 
     pub fn trap_add(&self, addr: KernelAddr, patch: KernelAddr) -> Result<(), KernelError> {
         let mut t = uapi::Trap { addr: addr.0, patch: patch.0 };
-        self.call("trap add", addr.0, uapi::IOC_TRAP_ADD, &mut t)
+        self.call("trap add", Some(addr), uapi::IOC_TRAP_ADD, &mut t)
     }
 
     pub fn trap_del(&self, addr: KernelAddr) -> Result<(), KernelError> {
         let mut t = uapi::Trap { addr: addr.0, patch: 0 };
-        self.call("trap del", addr.0, uapi::IOC_TRAP_DEL, &mut t)
+        self.call("trap del", Some(addr), uapi::IOC_TRAP_DEL, &mut t)
     }
 
     /// The current driver counters (live splices, traps, trap hits).
     pub fn refresh_info(&mut self) -> Result<uapi::Info, KernelError> {
         let mut info = uapi::Info::default();
-        self.call("info", 0, uapi::IOC_INFO, &mut info)?;
+        self.call("info", None, uapi::IOC_INFO, &mut info)?;
         self.info = info;
         Ok(info)
     }
@@ -345,26 +367,43 @@ impl Driver {
 
     /// /proc/kallsyms (needs root to show addresses).
     pub fn kallsyms(&self) -> Result<String, KernelError> {
-        let path = "/proc/kallsyms";
-        self.sys
-            .read_text(Path::new(path))
-            .map_err(|source| KernelError::Proc { path: path.into(), source })
+        let path = Path::new("/proc/kallsyms");
+        self.sys.read_text(path).map_err(|source| KernelError::Proc { path: path.into(), source })
     }
 
     /// The kernel's BTF type information.
     pub fn btf(&self) -> Result<Vec<u8>, KernelError> {
-        let path = "/sys/kernel/btf/vmlinux";
-        self.sys
-            .read_bytes(Path::new(path))
-            .map_err(|source| KernelError::Proc { path: path.into(), source })
+        let path = Path::new("/sys/kernel/btf/vmlinux");
+        self.sys.read_bytes(path).map_err(|source| KernelError::Proc { path: path.into(), source })
     }
 
     /// /proc/modules: `name size refcount deps state address`.
     pub fn modules(&self) -> Result<String, KernelError> {
-        let path = "/proc/modules";
-        self.sys
-            .read_text(Path::new(path))
-            .map_err(|source| KernelError::Proc { path: path.into(), source })
+        let path = Path::new("/proc/modules");
+        self.sys.read_text(path).map_err(|source| KernelError::Proc { path: path.into(), source })
+    }
+
+    /// Where the text of loaded module `name` lies: from its `.text` section to the lowest
+    /// address of its other sections above `.text` (its core allocation, `[base, base +
+    /// size)` of /proc/modules, also holds read-only and writable data), read from
+    /// /sys/module/NAME/sections. Without that directory (kerf may not read it) or a
+    /// `.text` entry, the whole allocation from `base`.
+    pub fn module_text(&self, name: &str, base: KernelAddr, size: u64) -> (KernelAddr, KernelAddr) {
+        let dir = PathBuf::from(format!("/sys/module/{name}/sections"));
+        let read = |section: &str| {
+            let text = self.sys.read_text(&dir.join(section)).ok()?;
+            u64::from_str_radix(text.trim().trim_start_matches("0x"), 16).ok().map(KernelAddr)
+        };
+        let text = read(".text").unwrap_or(base);
+        let mut end = base + size;
+        for section in self.sys.list_dir(&dir).unwrap_or_default() {
+            if let Some(a) = read(&section) {
+                if a > text && a < end && !section.starts_with(".text") {
+                    end = a;
+                }
+            }
+        }
+        (text, end)
     }
 }
 
@@ -383,6 +422,8 @@ mod tests {
         built_for: &'static str,
         running: &'static str,
         data: Mutex<Vec<u64>>,
+        /// Files of /proc and /sys: path and text.
+        files: Vec<(&'static str, &'static str)>,
     }
 
     impl DriverSys for FakeDevice {
@@ -420,12 +461,26 @@ mod tests {
 
         unsafe fn unmap(&self, _: *mut u8, _: usize) {}
 
-        fn read_text(&self, _: &Path) -> io::Result<String> {
-            Ok(String::new())
+        fn read_text(&self, path: &Path) -> io::Result<String> {
+            let file = self.files.iter().find(|(p, _)| Path::new(p) == path);
+            file.map(|(_, text)| text.to_string()).ok_or(io::ErrorKind::NotFound.into())
         }
 
-        fn read_bytes(&self, _: &Path) -> io::Result<Vec<u8>> {
-            Ok(Vec::new())
+        fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
+            self.read_text(path).map(String::into_bytes)
+        }
+
+        fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+            let names: Vec<String> = self
+                .files
+                .iter()
+                .filter_map(|(p, _)| Path::new(p).strip_prefix(path).ok())
+                .map(|n| n.to_string_lossy().into_owned())
+                .collect();
+            if names.is_empty() {
+                return Err(io::ErrorKind::NotFound.into());
+            }
+            Ok(names)
         }
     }
 
@@ -434,11 +489,21 @@ mod tests {
         built_for: &'static str,
         running: &'static str,
     ) -> Result<Driver, KernelError> {
+        with_files(abi, built_for, running, Vec::new())
+    }
+
+    fn with_files(
+        abi: u64,
+        built_for: &'static str,
+        running: &'static str,
+        files: Vec<(&'static str, &'static str)>,
+    ) -> Result<Driver, KernelError> {
         Driver::with_sys(Arc::new(FakeDevice {
             abi,
             built_for,
             running,
             data: Mutex::new(Vec::new()),
+            files,
         }))
     }
 
@@ -461,6 +526,43 @@ mod tests {
         let e = d.splice(KernelAddr(0xffff_ffff_8100_0000), &[0x90], &[0xcc], true).unwrap_err();
         assert_eq!(e.errno(), Some(libc::EPERM));
         assert!(e.to_string().contains("the kernel forbids probing here"), "{e}");
+    }
+
+    #[test]
+    fn a_module_text_ends_where_its_other_sections_start() {
+        let k = |a: u64| KernelAddr(0xffff_ffff_c000_0000 + a);
+        let d = with_files(
+            uapi::ABI_VERSION,
+            "6.1",
+            "6.1",
+            vec![
+                ("/sys/module/ext4/sections/.text", "0xffffffffc0001000\n"),
+                ("/sys/module/ext4/sections/.text.unlikely", "0xffffffffc0050000\n"),
+                ("/sys/module/ext4/sections/.rodata", "0xffffffffc0060000\n"),
+                ("/sys/module/ext4/sections/.data", "0xffffffffc0070000\n"),
+                // Outside the core allocation (init, or another allocation): not an end.
+                ("/sys/module/ext4/sections/.init.text", "0xffffffffc1000000\n"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(d.module_text("ext4", k(0), 0x80000), (k(0x1000), k(0x60000)));
+        // No sections to read: the whole allocation.
+        assert_eq!(d.module_text("xfs", k(0x10_0000), 0x2000), (k(0x10_0000), k(0x10_2000)));
+    }
+
+    #[test]
+    fn a_refused_request_names_its_address_when_it_has_one() {
+        let at = KernelError::Request {
+            op: "trap add",
+            addr: Some(KernelAddr(0xffff_ffff_8100_0010)),
+            errno: libc::EEXIST,
+        };
+        assert_eq!(
+            at.to_string(),
+            "trap add at 0xffffffff81000010: overlaps a live splice (File exists (os error 17))"
+        );
+        let none = KernelError::Request { op: "quiesce", addr: None, errno: libc::EINVAL };
+        assert_eq!(none.to_string(), "quiesce: malformed request (Invalid argument (os error 22))");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! ptrace logic (races, signals, register handling) is checked without a live process.
 
 use super::sys::{Regs, SigInfo, TraceSys};
+use kerf_arch::RemoteAddr;
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::path::Path;
@@ -411,18 +412,18 @@ impl TraceSys for Fake {
         }
     }
 
-    fn read_mem(&self, _pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
+    fn read_mem(&self, _pid: i32, addr: RemoteAddr, buf: &mut [u8]) -> io::Result<usize> {
         let mut st = self.state();
-        let Some((bytes, off)) = st.seg(addr) else { return Err(err(libc::EIO)) };
+        let Some((bytes, off)) = st.seg(addr.0) else { return Err(err(libc::EIO)) };
         let n = buf.len().min(bytes.len() - off);
         buf[..n].copy_from_slice(&bytes[off..off + n]);
         Ok(n)
     }
 
-    fn write_mem(&self, _pid: i32, addr: u64, data: &[u8]) -> io::Result<usize> {
+    fn write_mem(&self, _pid: i32, addr: RemoteAddr, data: &[u8]) -> io::Result<usize> {
         let mut st = self.state();
-        st.writes.push((addr, data.to_vec()));
-        let Some((bytes, off)) = st.seg(addr) else { return Err(err(libc::EIO)) };
+        st.writes.push((addr.0, data.to_vec()));
+        let Some((bytes, off)) = st.seg(addr.0) else { return Err(err(libc::EIO)) };
         let n = data.len().min(bytes.len() - off);
         bytes[off..off + n].copy_from_slice(&data[..n]);
         Ok(n)

@@ -1,5 +1,9 @@
-//! Where to put new mappings in a target: free gaps of /proc/PID/maps within reach of an
-//! address (pure functions on the maps text, so they are tested without a process).
+//! Where to put new mappings in a target: free gaps between the mappings of /proc/PID/maps
+//! (parsed by kerf's one maps parser, [`kerf_analysis::image::maps`]) within reach of an
+//! address. Pure functions on parsed mappings, so they are tested without a process.
+
+use kerf_analysis::image::maps::Mapping;
+use kerf_arch::RemoteAddr;
 
 /// Page size of x86-64 Linux user mappings.
 pub const PAGE: u64 = 4096;
@@ -20,44 +24,6 @@ pub const GROWTH_RESERVE: u64 = 256 << 20;
 /// between the stack and the mmap area (128 MiB).
 pub const STACK_RESERVE: u64 = 128 << 20;
 
-/// One line of /proc/PID/maps: `[start, end)`, permissions and path (or `[heap]`, ...).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mapping {
-    pub start: u64,
-    pub end: u64,
-    pub perms: String,
-    pub name: String,
-}
-
-impl Mapping {
-    pub fn executable(&self) -> bool {
-        self.perms.as_bytes().get(2) == Some(&b'x')
-    }
-}
-
-/// Parse /proc/PID/maps; lines that do not parse are skipped.
-pub fn parse_maps(text: &str) -> Vec<Mapping> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let mut fields = line.split_ascii_whitespace();
-        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else { continue };
-        let Some((a, b)) = range.split_once('-') else { continue };
-        let (Ok(start), Ok(end)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else {
-            continue;
-        };
-        // range, perms, offset, device, inode, then the name (which may contain spaces).
-        let mut rest = line;
-        for _ in 0..5 {
-            rest = rest.trim_start();
-            rest = &rest[rest.find(char::is_whitespace).unwrap_or(rest.len())..];
-        }
-        let name = rest.trim().to_string();
-        out.push(Mapping { start, end, perms: perms.to_string(), name });
-    }
-    out.sort_by_key(|m| m.start);
-    out
-}
-
 pub fn page_up(x: u64) -> u64 {
     x.saturating_add(PAGE - 1) & !(PAGE - 1)
 }
@@ -67,27 +33,35 @@ pub fn page_down(x: u64) -> u64 {
 }
 
 /// The address window `[lo, hi)` whose every byte lies within [`REACH`] of `near`.
-pub fn window_near(near: u64) -> (u64, u64) {
-    let lo = near.saturating_sub(REACH).max(USER_MIN);
-    let hi = near.saturating_add(REACH).min(USER_MAX);
-    (page_up(lo), page_down(hi))
+pub fn window_near(near: RemoteAddr) -> (RemoteAddr, RemoteAddr) {
+    let lo = near.0.saturating_sub(REACH).max(USER_MIN);
+    let hi = near.0.saturating_add(REACH).min(USER_MAX);
+    (RemoteAddr(page_up(lo)), RemoteAddr(page_down(hi)))
 }
 
 /// Start addresses for a `len`-byte (page-multiple) region inside `[lo, hi)` that overlap no
 /// mapping and no growth reserve, best first: the region nearest to `near` in each free gap
 /// (the top of a gap below `near`, the bottom of a gap above it), ordered by distance.
-pub fn candidates(maps: &[Mapping], lo: u64, hi: u64, len: u64, near: u64) -> Vec<u64> {
+pub fn candidates(
+    maps: &[Mapping],
+    lo: RemoteAddr,
+    hi: RemoteAddr,
+    len: u64,
+    near: RemoteAddr,
+) -> Vec<RemoteAddr> {
     if len == 0 || lo >= hi {
         return Vec::new();
     }
+    // Plain numbers from here: gap arithmetic clamps and saturates at the ends of user space.
+    let (lo, hi, near) = (lo.0, hi.0, near.0);
     // Occupied ranges: every mapping, plus growth room above the heap and below the stack.
     let mut busy: Vec<(u64, u64)> = Vec::new();
     for m in maps {
-        let (mut s, mut e) = (m.start, m.end);
-        if m.name == "[heap]" {
+        let (mut s, mut e) = (m.start.0, m.end.0);
+        if m.path.as_deref() == Some("[heap]") {
             e = e.saturating_add(GROWTH_RESERVE);
         }
-        if m.name == "[stack]" {
+        if m.path.as_deref() == Some("[stack]") {
             s = s.saturating_sub(STACK_RESERVE);
         }
         busy.push((s, e));
@@ -124,18 +98,27 @@ pub fn candidates(maps: &[Mapping], lo: u64, hi: u64, len: u64, near: u64) -> Ve
         out.push((dist, at));
     }
     out.sort_unstable();
-    out.into_iter().map(|(_, a)| a).collect()
+    out.into_iter().map(|(_, a)| RemoteAddr(a)).collect()
 }
 
 /// Whether every byte of `[addr, addr + len)` is within [`REACH`] of `near`.
-pub fn within_reach(near: u64, addr: u64, len: u64) -> bool {
-    let last = addr + len.max(1) - 1;
-    near.abs_diff(addr) <= REACH && near.abs_diff(last) <= REACH
+pub fn within_reach(near: RemoteAddr, addr: RemoteAddr, len: u64) -> bool {
+    let last = addr + (len.max(1) - 1);
+    near.distance(addr) <= REACH && near.distance(last) <= REACH
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kerf_analysis::image::maps::parse_maps;
+
+    fn maps(text: &str) -> Vec<Mapping> {
+        parse_maps(text).expect("parses")
+    }
+
+    fn r(a: u64) -> RemoteAddr {
+        RemoteAddr(a)
+    }
 
     const MAPS: &str = "\
 555555554000-555555556000 r--p 00000000 08:02 100 /usr/bin/my prog
@@ -146,74 +129,65 @@ mod tests {
 7ffff7fc1000-7ffff7fc3000 r-xp 00000000 00:00 0 [vdso]
 7ffffffdd000-7ffffffff000 rw-p 00000000 00:00 0 [stack]
 ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]
-garbage line
 ";
 
     #[test]
-    fn parses_maps_lines() {
-        let maps = parse_maps(MAPS);
-        assert_eq!(maps.len(), 8);
-        assert_eq!(maps[0].name, "/usr/bin/my prog");
-        assert_eq!(maps[1].start, 0x5555_5555_6000);
-        assert!(maps[1].executable() && !maps[0].executable());
-        assert_eq!(maps[3].name, "[heap]");
-        assert_eq!(maps[7].end, 0xffff_ffff_ff60_1000);
-        let anon = parse_maps("7f0000000000-7f0000001000 rw-p 00000000 00:00 0\n");
-        assert_eq!(anon[0].name, "");
-    }
-
-    #[test]
     fn window_is_clamped_to_user_space() {
-        assert_eq!(window_near(0x40_0000), (USER_MIN, 0x40_0000 + REACH));
-        let (lo, hi) = window_near(0x7fff_f000_0000);
-        assert_eq!((lo, hi), (0x7fff_f000_0000 - REACH, USER_MAX));
+        assert_eq!(window_near(r(0x40_0000)), (r(USER_MIN), r(0x40_0000 + REACH)));
+        let (lo, hi) = window_near(r(0x7fff_f000_0000));
+        assert_eq!((lo, hi), (r(0x7fff_f000_0000 - REACH), r(USER_MAX)));
     }
 
     #[test]
     fn nearest_gap_below_the_executable_comes_first() {
-        let maps = parse_maps(MAPS);
-        let near = 0x5555_5555_7000;
+        let maps = maps(MAPS);
+        let near = r(0x5555_5555_7000);
         let (lo, hi) = window_near(near);
         let c = candidates(&maps, lo, hi, 0x2000, near);
         // Directly below the executable.
-        assert_eq!(c[0], 0x5555_5555_2000);
+        assert_eq!(c[0], r(0x5555_5555_2000));
         for &a in &c {
             assert!(within_reach(near, a, 0x2000), "{a:#x}");
             assert!(maps.iter().all(|m| a + 0x2000 <= m.start || a >= m.end), "{a:#x}");
         }
         // Never in the heap's growth room.
-        let heap_end = 0x5555_5557_d000;
+        let heap_end = r(0x5555_5557_d000);
         assert!(c.iter().all(|&a| a + 0x2000 <= heap_end || a >= heap_end + GROWTH_RESERVE));
     }
 
     #[test]
     fn library_gets_gap_below_or_between_and_not_stack_reserve() {
-        let maps = parse_maps(MAPS);
-        let near = 0x7fff_f7d9_0000;
+        let maps = maps(MAPS);
+        let near = r(0x7fff_f7d9_0000);
         let (lo, hi) = window_near(near);
         let c = candidates(&maps, lo, hi, 0x10000, near);
         assert!(!c.is_empty());
         // Between libc and the vdso is the nearest gap after the one below libc: the end of
         // libc is 0x170000 after near's page, the start of libc 0x10000 before it.
-        assert_eq!(c[0], 0x7fff_f7d7_0000);
-        assert_eq!(c[1], 0x7fff_f7f0_0000);
-        let stack = 0x7fff_fffd_d000;
+        assert_eq!(c[0], r(0x7fff_f7d7_0000));
+        assert_eq!(c[1], r(0x7fff_f7f0_0000));
+        let stack = r(0x7fff_fffd_d000);
         assert!(c.iter().all(|&a| a + 0x10000 <= stack - STACK_RESERVE));
     }
 
     #[test]
     fn no_candidates_when_full_or_empty() {
-        let maps = parse_maps("10000-7ffffffff000 rw-p 00000000 00:00 0\n");
-        assert!(candidates(&maps, USER_MIN, USER_MAX, PAGE, 0x1000_0000).is_empty());
-        assert!(candidates(&[], USER_MIN, USER_MAX, 0, 0x1000_0000).is_empty());
-        assert_eq!(candidates(&[], 0x20_0000, 0x30_0000, PAGE, 0x28_0000)[0], 0x28_0000);
+        let maps = maps("10000-7ffffffff000 rw-p 00000000 00:00 0\n");
+        let (min, max) = (r(USER_MIN), r(USER_MAX));
+        assert!(candidates(&maps, min, max, PAGE, r(0x1000_0000)).is_empty());
+        assert!(candidates(&[], min, max, 0, r(0x1000_0000)).is_empty());
+        assert_eq!(
+            candidates(&[], r(0x20_0000), r(0x30_0000), PAGE, r(0x28_0000))[0],
+            r(0x28_0000)
+        );
     }
 
     #[test]
     fn reach_checks_both_ends() {
-        assert!(within_reach(1 << 40, (1 << 40) + REACH - 0x1000, 0x1000));
-        assert!(!within_reach(1 << 40, (1 << 40) + REACH - 0x1000, 0x2000));
-        assert!(within_reach(1 << 40, (1 << 40) - REACH, 0x1000));
-        assert!(!within_reach(1 << 40, (1 << 40) - REACH - 1, 0x1000));
+        let near = r(1 << 40);
+        assert!(within_reach(near, near + REACH - 0x1000, 0x1000));
+        assert!(!within_reach(near, near + REACH - 0x1000, 0x2000));
+        assert!(within_reach(near, near - REACH, 0x1000));
+        assert!(!within_reach(near, near - REACH - 1, 0x1000));
     }
 }

@@ -3,16 +3,17 @@
 
 use super::{TraceSys, Tracee};
 use crate::TargetError;
+use kerf_arch::RemoteAddr;
 use std::sync::Arc;
 
 /// Reading and writing a target's memory.
 pub trait TargetMemory {
     /// Read `buf.len()` bytes at `addr`; a short read (part of the range unmapped) is an
     /// error.
-    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError>;
+    fn read(&self, addr: RemoteAddr, buf: &mut [u8]) -> Result<(), TargetError>;
     /// Write `data` at `addr` (read-only code pages are written through, copy-on-write); a
     /// short write is an error.
-    fn write(&self, addr: u64, data: &[u8]) -> Result<(), TargetError>;
+    fn write(&self, addr: RemoteAddr, data: &[u8]) -> Result<(), TargetError>;
 }
 
 /// The memory of a process kerf is not holding stopped, through the /proc/PID/mem file a
@@ -40,21 +41,21 @@ impl RemoteMem {
 }
 
 impl TargetMemory for RemoteMem {
-    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
+    fn read(&self, addr: RemoteAddr, buf: &mut [u8]) -> Result<(), TargetError> {
         read(&*self.sys, self.pid, addr, buf)
     }
 
-    fn write(&self, addr: u64, data: &[u8]) -> Result<(), TargetError> {
+    fn write(&self, addr: RemoteAddr, data: &[u8]) -> Result<(), TargetError> {
         write(&*self.sys, self.pid, addr, data)
     }
 }
 
 impl TargetMemory for Tracee {
-    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
+    fn read(&self, addr: RemoteAddr, buf: &mut [u8]) -> Result<(), TargetError> {
         Tracee::read(self, addr, buf)
     }
 
-    fn write(&self, addr: u64, data: &[u8]) -> Result<(), TargetError> {
+    fn write(&self, addr: RemoteAddr, data: &[u8]) -> Result<(), TargetError> {
         Tracee::write(self, addr, data)
     }
 }
@@ -63,7 +64,7 @@ impl TargetMemory for Tracee {
 pub(super) fn read(
     sys: &dyn TraceSys,
     pid: i32,
-    addr: u64,
+    addr: RemoteAddr,
     buf: &mut [u8],
 ) -> Result<(), TargetError> {
     let len = buf.len();
@@ -82,7 +83,7 @@ pub(super) fn read(
 pub(super) fn write(
     sys: &dyn TraceSys,
     pid: i32,
-    addr: u64,
+    addr: RemoteAddr,
     data: &[u8],
 ) -> Result<(), TargetError> {
     let len = data.len();

@@ -57,16 +57,18 @@ pub mod fake;
 mod tests;
 
 pub use claim::{claim, other_kerf_in, Claim};
-pub use layout::{parse_maps, within_reach, Mapping, MARGIN, PAGE, REACH};
+pub use layout::{window_near, within_reach, MARGIN, PAGE, REACH};
 pub use mem::{RemoteMem, TargetMemory};
 pub use shared::SharedMem;
 pub use spawn::{
     spawn, spawn_at_entry, spawn_at_entry_with, wait_until_loaded, wait_until_loaded_with,
     EntryHold,
 };
-pub use sys::{RealTraceSys, Regs, SigInfo, TraceSys};
+pub use sys::{RealTraceSys, Regs, RegsExt, SigInfo, TraceSys};
 
 use crate::error::TargetError;
+use kerf_analysis::image::maps::{parse_maps, Mapping};
+use kerf_arch::RemoteAddr;
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::io;
@@ -143,7 +145,7 @@ pub struct Tracee {
     threads: Vec<Thread>,
     tids: Vec<i32>,
     /// Where an injected call executes (found once; forgotten when kerf writes over it).
-    syscall_insn: Cell<Option<u64>>,
+    syscall_insn: Cell<Option<RemoteAddr>>,
     timeout: Duration,
     started: Instant,
     all_stopped: Instant,
@@ -230,12 +232,7 @@ impl Tracee {
                 }
                 Err(e) => {
                     let path = PathBuf::from(format!("/proc/{pid}/task"));
-                    return Err(TargetError::from_io(
-                        pid,
-                        format!("list {}", path.display()),
-                        path,
-                        e,
-                    ));
+                    return Err(TargetError::from_io(pid, "list", path, e));
                 }
             };
             let mut found_new = false;
@@ -314,7 +311,7 @@ impl Tracee {
         let bytes = self
             .sys
             .read_bytes(&path)
-            .map_err(|e| TargetError::from_io(self.pid, "read auxv".into(), path, e))?;
+            .map_err(|e| TargetError::from_io(self.pid, "read", path, e))?;
         Ok(spawn::auxv_entries(&bytes).into_iter().find(|&(k, _)| k == key).map(|(_, v)| v))
     }
 
@@ -372,7 +369,7 @@ impl Tracee {
         let status = self
             .sys
             .read_text(&path)
-            .map_err(|e| TargetError::from_io(self.pid, "read status".into(), path, e))?;
+            .map_err(|e| TargetError::from_io(self.pid, "read", path, e))?;
         let mask = status
             .lines()
             .find_map(|l| l.strip_prefix("SigCgt:"))
@@ -396,7 +393,7 @@ impl Tracee {
 
     /// Read `buf.len()` bytes of target memory at `addr` (one `pread` of /proc/PID/mem). A
     /// short read (part of the range unmapped) is an error.
-    pub fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), TargetError> {
+    pub fn read(&self, addr: RemoteAddr, buf: &mut [u8]) -> Result<(), TargetError> {
         mem::read(&*self.sys, self.pid, addr, buf)
     }
 
@@ -405,9 +402,9 @@ impl Tracee {
     ///
     /// Writing code that a thread may be executing is the caller's responsibility: all
     /// threads are stopped while a [`Tracee`] exists, but their PCs are not checked here.
-    pub fn write(&self, addr: u64, data: &[u8]) -> Result<(), TargetError> {
+    pub fn write(&self, addr: RemoteAddr, data: &[u8]) -> Result<(), TargetError> {
         if let Some(s) = self.syscall_insn.get() {
-            if addr < s + 2 && s < addr.saturating_add(data.len() as u64) {
+            if addr < s + 2 && s < RemoteAddr(addr.0.saturating_add(data.len() as u64)) {
                 self.syscall_insn.set(None); // kerf may have patched over it: search again
             }
         }
@@ -443,7 +440,7 @@ impl Tracee {
         let saved =
             self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
         let mut regs = saved;
-        regs.rip = insn;
+        regs.set_pc(insn);
         regs.rax = nr as u64;
         regs.orig_rax = u64::MAX;
         regs.rdi = args[0];
@@ -479,7 +476,12 @@ impl Tracee {
     /// reach all of it. Picks the free gap of /proc/PID/maps nearest to `near` (never in
     /// the growth room above `[heap]` or below `[stack]`), maps it with
     /// `MAP_FIXED_NOREPLACE`, and tries the next gaps on `EEXIST`. Returns the address.
-    pub fn alloc_near(&mut self, near: u64, len: u64, prot: i32) -> Result<u64, TargetError> {
+    pub fn alloc_near(
+        &mut self,
+        near: RemoteAddr,
+        len: u64,
+        prot: i32,
+    ) -> Result<RemoteAddr, TargetError> {
         let (lo, hi) = layout::window_near(near);
         self.alloc_within(lo, hi, near, len, prot)
     }
@@ -488,11 +490,11 @@ impl Tracee {
     /// `near` (which still decides what is in reach).
     pub fn alloc_near_preferring(
         &mut self,
-        near: u64,
-        preferred: u64,
+        near: RemoteAddr,
+        preferred: RemoteAddr,
         len: u64,
         prot: i32,
-    ) -> Result<u64, TargetError> {
+    ) -> Result<RemoteAddr, TargetError> {
         let (lo, hi) = layout::window_near(near);
         self.alloc_within(lo, hi, preferred, len, prot)
     }
@@ -502,12 +504,12 @@ impl Tracee {
     /// `near` wins.
     pub fn alloc_within(
         &mut self,
-        lo: u64,
-        hi: u64,
-        near: u64,
+        lo: RemoteAddr,
+        hi: RemoteAddr,
+        near: RemoteAddr,
         len: u64,
         prot: i32,
-    ) -> Result<u64, TargetError> {
+    ) -> Result<RemoteAddr, TargetError> {
         let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
         self.map_in_window(lo, hi, near, len, prot, flags, u64::MAX)
     }
@@ -521,14 +523,14 @@ impl Tracee {
     /// /proc/PID/fd/N and maps it, the target maps it near `near` (`MAP_FIXED_NOREPLACE`)
     /// and closes the descriptor. Unmap the target's side with [`Tracee::free`]; kerf's side
     /// goes when the [`SharedMem`] is dropped.
-    pub fn share_near(&mut self, near: u64, len: u64) -> Result<SharedMem, TargetError> {
+    pub fn share_near(&mut self, near: RemoteAddr, len: u64) -> Result<SharedMem, TargetError> {
         let len = layout::page_up(len.max(1));
         let tid = self.inject_tid()?;
         // Named after this kerf, so that another kerf sees whose heap it is (see `claim`).
         let name = format!("kerf-{}\0", std::process::id());
         let name = name.as_bytes();
-        let rsp = self.regs(tid)?.rsp;
-        let spot = rsp.wrapping_sub(128 + 64) & !15;
+        let rsp = self.regs(tid)?.sp();
+        let spot = (rsp - (128 + 64)).align_down(16);
         let mut old = vec![0u8; name.len()];
         let on_stack = self.read(spot, &mut old).is_ok() && self.write(spot, name).is_ok();
         let name_at = if on_stack {
@@ -538,7 +540,7 @@ impl Tracee {
             self.write(page, name)?;
             page
         };
-        let fd = self.syscall_on(tid, libc::SYS_memfd_create, [name_at, MFD_CLOEXEC, 0, 0, 0, 0]);
+        let fd = self.syscall_on(tid, libc::SYS_memfd_create, [name_at.0, MFD_CLOEXEC, 0, 0, 0, 0]);
         let cleanup = if on_stack { self.write(spot, &old) } else { self.free(name_at, PAGE) };
         let fd = fd?;
         cleanup?;
@@ -559,7 +561,7 @@ impl Tracee {
         &mut self,
         tid: i32,
         fd: i64,
-        near: u64,
+        near: RemoteAddr,
         len: u64,
     ) -> Result<SharedMem, TargetError> {
         let r = self.syscall_on(tid, libc::SYS_ftruncate, [fd as u64, len, 0, 0, 0, 0])?;
@@ -568,7 +570,7 @@ impl Tracee {
         }
         let local = self.sys.map_shared(self.pid, fd as i32, len as usize).map_err(|e| {
             let path = PathBuf::from(format!("/proc/{}/fd/{fd}", self.pid));
-            TargetError::from_io(self.pid, format!("map {}", path.display()), path, e)
+            TargetError::from_io(self.pid, "map", path, e)
         })?;
         let (lo, hi) = layout::window_near(near);
         let prot = libc::PROT_READ | libc::PROT_WRITE;
@@ -584,12 +586,12 @@ impl Tracee {
 
     /// Unmap `[addr, addr + len)` in the target (injected `munmap`; `len` rounded up to
     /// pages).
-    pub fn free(&mut self, addr: u64, len: u64) -> Result<(), TargetError> {
+    pub fn free(&mut self, addr: RemoteAddr, len: u64) -> Result<(), TargetError> {
         let tid = self.inject_tid()?;
         let r = self.syscall_on(
             tid,
             libc::SYS_munmap,
-            [addr, layout::page_up(len.max(1)), 0, 0, 0, 0],
+            [addr.0, layout::page_up(len.max(1)), 0, 0, 0, 0],
         )?;
         if r != 0 {
             return Err(self.injected(tid, "munmap", r));
@@ -812,7 +814,12 @@ impl Tracee {
     /// before the injected call runs, so neither mask can be edited from here;
     /// [`Tracee::inject_tid`] avoids such threads, and kerf injects into one only to unblock
     /// SIGTRAP in its real mask, which the injected call itself does before the trap.
-    fn step_syscall(&mut self, tid: i32, regs: &Regs, insn: u64) -> Result<Regs, TargetError> {
+    fn step_syscall(
+        &mut self,
+        tid: i32,
+        regs: &Regs,
+        insn: RemoteAddr,
+    ) -> Result<Regs, TargetError> {
         let saved =
             self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
         let mask = if in_masking_call(&saved) {
@@ -844,7 +851,7 @@ impl Tracee {
         &mut self,
         tid: i32,
         regs: &Regs,
-        insn: u64,
+        insn: RemoteAddr,
     ) -> Result<Regs, TargetError> {
         const OP: &str = "syscall injection";
         self.sys.set_regs(tid, regs).map_err(|e| self.ptrace_err(tid, "PTRACE_SETREGS", e))?;
@@ -873,12 +880,12 @@ impl Tracee {
                     let i = self.index(tid).expect("stopped thread is tracked");
                     self.threads[i].state = State::Signal;
                     // Our trap: a kernel-generated SIGTRAP just after the instruction.
-                    if sig == libc::SIGTRAP && info.code() > 0 && now.rip == insn + 2 {
+                    if sig == libc::SIGTRAP && info.code() > 0 && now.pc() == insn + 2 {
                         return Ok(now);
                     }
                     // A signal that arrived first: keep it, step again.
                     self.threads[i].pending.push_back(info);
-                    if now.rip != insn {
+                    if now.pc() != insn {
                         return Err(TargetError::UnexpectedStop {
                             pid: self.pid,
                             tid,
@@ -890,7 +897,7 @@ impl Tracee {
                 Status::Stopped { .. } => self.absorb(tid, status, OP)?,
             }
         }
-        Err(TargetError::UnexpectedStop { pid: self.pid, tid, op: OP, status: 0 })
+        Err(TargetError::StepInterrupted { pid: self.pid, tid, op: OP, stops: MAX_STEP_STOPS })
     }
 
     /// The thread injected system calls run on: among the stopped threads, preferably one
@@ -918,14 +925,14 @@ impl Tracee {
     /// the vdso's first, then any executable mapping. Only the two bytes matter (they need
     /// not be an instruction boundary of the surrounding code): the thread executes exactly
     /// them.
-    fn syscall_insn(&self) -> Result<u64, TargetError> {
+    fn syscall_insn(&self) -> Result<RemoteAddr, TargetError> {
         if let Some(a) = self.syscall_insn.get() {
             return Ok(a);
         }
-        let maps = layout::parse_maps(&self.maps_text()?);
+        let maps = self.maps()?;
         let mut exec: Vec<&Mapping> =
-            maps.iter().filter(|m| m.executable() && m.name != "[vsyscall]").collect();
-        exec.sort_by_key(|m| m.name != "[vdso]");
+            maps.iter().filter(|m| m.exec && m.path.as_deref() != Some("[vsyscall]")).collect();
+        exec.sort_by_key(|m| m.path.as_deref() != Some("[vdso]"));
         const CHUNK: u64 = 1 << 16;
         for m in exec {
             let mut at = m.start;
@@ -945,11 +952,14 @@ impl Tracee {
         Err(TargetError::NoSyscallInstruction { pid: self.pid })
     }
 
-    fn maps_text(&self) -> Result<String, TargetError> {
+    /// The mappings of the process (/proc/PID/maps, through kerf's one maps parser).
+    pub fn maps(&self) -> Result<Vec<Mapping>, TargetError> {
         let path = PathBuf::from(format!("/proc/{}/maps", self.pid));
-        self.sys.read_text(&path).map_err(|e| {
-            TargetError::from_io(self.pid, format!("read {}", path.display()), path, e)
-        })
+        let text = self
+            .sys
+            .read_text(&path)
+            .map_err(|e| TargetError::from_io(self.pid, "read", path, e))?;
+        parse_maps(&text).map_err(|source| TargetError::Maps { pid: self.pid, source })
     }
 
     /// Injected `mmap(at, len, prot, flags | MAP_FIXED_NOREPLACE, fd, 0)` at the best
@@ -957,24 +967,24 @@ impl Tracee {
     #[allow(clippy::too_many_arguments)]
     fn map_in_window(
         &mut self,
-        lo: u64,
-        hi: u64,
-        near: u64,
+        lo: RemoteAddr,
+        hi: RemoteAddr,
+        near: RemoteAddr,
         len: u64,
         prot: i32,
         flags: u64,
         fd: u64,
-    ) -> Result<u64, TargetError> {
+    ) -> Result<RemoteAddr, TargetError> {
         let len = layout::page_up(len.max(1));
         let tid = self.inject_tid()?;
         let flags = flags | libc::MAP_FIXED_NOREPLACE as u64;
         for _round in 0..3 {
-            let maps = layout::parse_maps(&self.maps_text()?);
+            let maps = self.maps()?;
             let mut clash = false;
             for at in layout::candidates(&maps, lo, hi, len, near).into_iter().take(32) {
                 let r =
-                    self.syscall_on(tid, libc::SYS_mmap, [at, len, prot as u64, flags, fd, 0])?;
-                if r as u64 == at {
+                    self.syscall_on(tid, libc::SYS_mmap, [at.0, len, prot as u64, flags, fd, 0])?;
+                if r as u64 == at.0 {
                     return Ok(at);
                 }
                 if r == -(libc::EEXIST as i64) {
@@ -1127,6 +1137,6 @@ fn thread_group_of(sys: &dyn TraceSys, tid: i32) -> Result<i32, TargetError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound || errno(&e) == libc::ESRCH => {
             Err(TargetError::NoSuchProcess { pid: tid })
         }
-        Err(e) => Err(TargetError::from_io(tid, format!("read {}", path.display()), path, e)),
+        Err(e) => Err(TargetError::from_io(tid, "read", path, e)),
     }
 }

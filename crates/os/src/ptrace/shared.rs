@@ -2,6 +2,7 @@
 //! reads what the target's code patches write with plain atomic loads, no system call.
 
 use super::sys::TraceSys;
+use kerf_arch::RemoteAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use std::sync::Arc;
 pub struct SharedMem {
     local: *mut u8,
     len: usize,
-    remote: u64,
+    remote: RemoteAddr,
     sys: Arc<dyn TraceSys>,
 }
 
@@ -27,19 +28,24 @@ impl std::fmt::Debug for SharedMem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SharedMem")
             .field("local", &self.local)
-            .field("remote", &format_args!("{:#x}", self.remote))
+            .field("remote", &self.remote)
             .field("len", &self.len)
             .finish()
     }
 }
 
 impl SharedMem {
-    pub(super) fn new(local: *mut u8, len: usize, remote: u64, sys: Arc<dyn TraceSys>) -> Self {
+    pub(super) fn new(
+        local: *mut u8,
+        len: usize,
+        remote: RemoteAddr,
+        sys: Arc<dyn TraceSys>,
+    ) -> Self {
         SharedMem { local, len, remote, sys }
     }
 
     /// The region's address in the target.
-    pub fn remote(&self) -> u64 {
+    pub fn remote(&self) -> RemoteAddr {
         self.remote
     }
 

@@ -3,9 +3,11 @@
 //! until its dynamic loader has mapped its libraries ([`spawn`], [`wait_until_loaded`]); then
 //! kerf analyses and patches it with [`super::Tracee`].
 
-use super::layout::parse_maps;
-use super::sys::{RealTraceSys, TraceSys};
+use super::mem;
+use super::sys::{RealTraceSys, RegsExt, TraceSys};
 use crate::error::TargetError;
+use kerf_analysis::image::maps::parse_maps;
+use kerf_arch::{ImageAddr, RemoteAddr};
 use std::io;
 use std::path::PathBuf;
 use std::process::{Child, Command};
@@ -83,7 +85,7 @@ pub fn wait_until_loaded_with(
             if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ESRCH) {
                 TargetError::NoSuchProcess { pid }
             } else {
-                TargetError::from_io(pid, format!("read {}", path.display()), path, e)
+                TargetError::from_io(pid, "read", path, e)
             }
         })
     };
@@ -110,8 +112,11 @@ pub fn wait_until_loaded_with(
                         since = Instant::now();
                     } else {
                         let text = String::from_utf8_lossy(&last);
-                        let has_libc = parse_maps(&text).iter().any(|m| {
-                            let file = m.name.rsplit('/').next().unwrap_or("");
+                        let maps = parse_maps(&text)
+                            .map_err(|source| TargetError::Maps { pid, source })?;
+                        let has_libc = maps.iter().any(|m| {
+                            let path = m.path.as_deref().unwrap_or("");
+                            let file = path.rsplit('/').next().unwrap_or("");
                             file.starts_with("libc.so")
                                 || file.starts_with("libc-")
                                 || file.starts_with("ld-musl")
@@ -151,7 +156,7 @@ fn loader_consistent(
     phent: u64,
     phnum: u64,
 ) -> Option<bool> {
-    let read = |addr: u64, len: usize| -> Option<Vec<u8>> {
+    let read = |addr: RemoteAddr, len: usize| -> Option<Vec<u8>> {
         let mut buf = vec![0u8; len];
         (sys.read_mem(pid, addr, &mut buf).ok()? == len).then_some(buf)
     };
@@ -160,14 +165,15 @@ fn loader_consistent(
     if phdr == 0 || phent < 56 || phnum == 0 || phnum > 256 {
         return None;
     }
-    let table = read(phdr, (phent * phnum) as usize)?;
+    let table = read(RemoteAddr(phdr), (phent * phnum) as usize)?;
     let headers: Vec<&[u8]> = table.chunks_exact(phent as usize).collect();
     // p_type @0, p_vaddr @16, p_memsz @40.
     let phdr_vaddr = headers.iter().find(|h| u32_at(h, 0) == PT_PHDR).map(|h| u64_at(h, 16))?;
-    let bias = phdr.wrapping_sub(phdr_vaddr);
+    // The executable's load bias: where its program headers are, less where it says they are.
+    let bias = ImageAddr(phdr_vaddr).bias_to(RemoteAddr(phdr));
     let dynamic = headers.iter().find(|h| u32_at(h, 0) == PT_DYNAMIC)?;
     let size = u64_at(dynamic, 40).min(1 << 16) as usize;
-    let entries = read(bias.wrapping_add(u64_at(dynamic, 16)), size & !15)?;
+    let entries = read(ImageAddr(u64_at(dynamic, 16)).at_bias(bias), size & !15)?;
     let debug = entries
         .chunks_exact(16)
         .map(|e| (u64_at(e, 0) as i64, u64_at(e, 8)))
@@ -178,7 +184,7 @@ fn loader_consistent(
         return Some(false); // the loader has not started loading yet
     }
     // struct r_debug { int r_version; link_map *r_map; ElfW(Addr) r_brk; r_state; ... }
-    let r = read(debug, 32)?;
+    let r = read(RemoteAddr(debug), 32)?;
     let (version, map, state) = (u32_at(&r, 0), u64_at(&r, 8), u32_at(&r, 24));
     Some(version >= 1 && map != 0 && state == 0)
 }
@@ -196,9 +202,9 @@ fn loader_consistent(
 #[derive(Debug)]
 pub struct EntryHold {
     pub pid: i32,
-    pub entry: u64,
+    pub entry: RemoteAddr,
     /// The page of the hold loop.
-    page: u64,
+    page: RemoteAddr,
     /// The main thread's registers at the entry.
     regs: super::Regs,
 }
@@ -208,7 +214,7 @@ impl EntryHold {
     /// its entry registers back (it must still be in the hold loop), the parent-death signal
     /// is cleared, and the hold page is unmapped. The program runs when `tr` resumes it.
     pub fn release(&self, tr: &mut super::Tracee) -> Result<(), TargetError> {
-        let pc = tr.regs(self.pid)?.rip;
+        let pc = tr.regs(self.pid)?.pc();
         if !(self.page..=self.page + HOLD_LOOP.len() as u64).contains(&pc) {
             return Err(TargetError::HoldLost { pid: self.pid, pc });
         }
@@ -300,18 +306,16 @@ fn hold_at_entry(
     timeout: Duration,
 ) -> Result<EntryHold, TargetError> {
     let start = Instant::now();
-    let io_err = |op: &str, e: io::Error| TargetError::from_io(pid, op.into(), PathBuf::new(), e);
+    let ptrace_err =
+        |op: &'static str, source: io::Error| TargetError::Ptrace { pid, tid: pid, op, source };
     // Wait for the next stop; a child that exits instead is an error.
     let wait_stop = || -> Result<i32, TargetError> {
         loop {
-            if let Some(st) = sys.wait_nohang(pid).map_err(|e| io_err("waitpid", e))? {
+            if let Some(st) = sys.wait_nohang(pid).map_err(|e| ptrace_err("waitpid", e))? {
                 if libc::WIFSTOPPED(st) {
                     return Ok(libc::WSTOPSIG(st));
                 }
-                return Err(TargetError::Spawn {
-                    program: format!("process {pid}"),
-                    source: io::Error::other("exited before reaching its entry point"),
-                });
+                return Err(TargetError::ExitedBeforeEntry { pid, status: st });
             }
             if start.elapsed() > timeout {
                 return Err(TargetError::LoadTimeout {
@@ -325,41 +329,36 @@ fn hold_at_entry(
     // 1. The stop right after execve.
     let sig = wait_stop()?;
     if sig != libc::SIGTRAP {
-        return Err(TargetError::Spawn {
-            program: format!("process {pid}"),
-            source: io::Error::other(format!("stopped by signal {sig} instead of at exec")),
-        });
+        return Err(TargetError::NotStoppedAtExec { pid, signal: sig });
     }
     let path = PathBuf::from(format!("/proc/{pid}/auxv"));
-    let auxv = auxv_entries(&sys.read_bytes(&path).map_err(|e| io_err("read auxv", e))?);
-    let entry = auxv.iter().find(|&&(k, _)| k == AT_ENTRY).map(|&(_, v)| v).unwrap_or(0);
-    let mem = |op: &str, r: io::Result<usize>, want: usize| match r {
-        Ok(n) if n == want => Ok(()),
-        Ok(n) => Err(io_err(op, io::Error::other(format!("{n} of {want} bytes")))),
-        Err(e) => Err(io_err(op, e)),
-    };
+    let auxv = auxv_entries(
+        &sys.read_bytes(&path).map_err(|e| TargetError::from_io(pid, "read", path, e))?,
+    );
+    let entry =
+        RemoteAddr(auxv.iter().find(|&&(k, _)| k == AT_ENTRY).map(|&(_, v)| v).unwrap_or(0));
     // 2. Run to the entry point.
     let mut original = [0u8; 2];
-    mem("read entry", sys.read_mem(pid, entry, &mut original), 2)?;
-    mem("write int3", sys.write_mem(pid, entry, &[INT3]), 1)?;
-    sys.cont(pid, 0).map_err(|e| io_err("PTRACE_CONT", e))?;
+    mem::read(sys, pid, entry, &mut original)?;
+    mem::write(sys, pid, entry, &[INT3])?;
+    sys.cont(pid, 0).map_err(|e| ptrace_err("PTRACE_CONT", e))?;
     loop {
         let sig = wait_stop()?;
         if sig == libc::SIGTRAP {
-            let r = sys.get_regs(pid).map_err(|e| io_err("PTRACE_GETREGS", e))?;
-            if r.rip == entry + 1 {
+            let r = sys.get_regs(pid).map_err(|e| ptrace_err("PTRACE_GETREGS", e))?;
+            if r.pc() == entry + 1 {
                 break;
             }
         }
         // Any other signal is the program's own: deliver it.
         let pass = if sig == libc::SIGTRAP { 0 } else { sig };
-        sys.cont(pid, pass).map_err(|e| io_err("PTRACE_CONT", e))?;
+        sys.cont(pid, pass).map_err(|e| ptrace_err("PTRACE_CONT", e))?;
     }
-    mem("restore entry", sys.write_mem(pid, entry, &original[..1]), 1)?;
-    let mut regs = sys.get_regs(pid).map_err(|e| io_err("PTRACE_GETREGS", e))?;
-    regs.rip = entry;
+    mem::write(sys, pid, entry, &original[..1])?;
+    let mut regs = sys.get_regs(pid).map_err(|e| ptrace_err("PTRACE_GETREGS", e))?;
+    regs.set_pc(entry);
     // 3. The hold loop's page, mapped by the thread itself.
-    mem("write syscall", sys.write_mem(pid, entry, &SYSCALL), 2)?;
+    mem::write(sys, pid, entry, &SYSCALL)?;
     let mut call = regs;
     call.rax = libc::SYS_mmap as u64;
     call.orig_rax = u64::MAX;
@@ -370,32 +369,39 @@ fn hold_at_entry(
     call.r8 = u64::MAX;
     call.r9 = 0;
     let mut held_back = Vec::new();
+    const OP: &str = "mmap for the hold loop";
+    const STEPS: usize = 16;
     let stepped = (|| {
-        for _ in 0..16 {
-            sys.set_regs(pid, &call).map_err(|e| io_err("PTRACE_SETREGS", e))?;
-            sys.single_step(pid, 0).map_err(|e| io_err("PTRACE_SINGLESTEP", e))?;
+        for _ in 0..STEPS {
+            sys.set_regs(pid, &call).map_err(|e| ptrace_err("PTRACE_SETREGS", e))?;
+            sys.single_step(pid, 0).map_err(|e| ptrace_err("PTRACE_SINGLESTEP", e))?;
             match wait_stop()? {
-                libc::SIGTRAP => return sys.get_regs(pid).map_err(|e| io_err("PTRACE_GETREGS", e)),
+                libc::SIGTRAP => {
+                    return sys.get_regs(pid).map_err(|e| ptrace_err("PTRACE_GETREGS", e))
+                }
                 // Delivered before the step: hold it back, step again.
                 sig => held_back.push(sig),
             }
         }
-        Err(io_err("mmap for the hold loop", io::Error::other("signals kept interrupting")))
+        Err(TargetError::StepInterrupted { pid, tid: pid, op: OP, stops: STEPS })
     })();
-    mem("restore entry", sys.write_mem(pid, entry, &original), 2)?;
+    mem::write(sys, pid, entry, &original)?;
     let after = stepped?;
-    let page = after.rax;
-    if after.rip != entry + 2 || (page as i64) < 0 {
-        let detail = format!("mmap returned {:#x} at {:#x}", page, after.rip);
-        return Err(io_err("mmap for the hold loop", io::Error::other(detail)));
+    if after.pc() != entry + 2 {
+        return Err(TargetError::StepMissed { pid, tid: pid, op: OP, pc: after.pc() });
     }
+    if (after.rax as i64) < 0 {
+        let errno = -(after.rax as i64) as i32;
+        return Err(TargetError::Injected { pid, tid: pid, call: OP, errno });
+    }
+    let page = RemoteAddr(after.rax);
     // 4. Wait in the loop, untraced.
-    mem("write hold loop", sys.write_mem(pid, page, &HOLD_LOOP), HOLD_LOOP.len())?;
+    mem::write(sys, pid, page, &HOLD_LOOP)?;
     let mut wait = regs;
-    wait.rip = page;
-    sys.set_regs(pid, &wait).map_err(|e| io_err("PTRACE_SETREGS", e))?;
+    wait.set_pc(page);
+    sys.set_regs(pid, &wait).map_err(|e| ptrace_err("PTRACE_SETREGS", e))?;
     let first = held_back.first().copied().unwrap_or(0);
-    sys.detach(pid, first).map_err(|e| io_err("PTRACE_DETACH", e))?;
+    sys.detach(pid, first).map_err(|e| ptrace_err("PTRACE_DETACH", e))?;
     for &sig in held_back.iter().skip(1) {
         // SAFETY: kill(2) on kerf's own child; no memory is involved.
         unsafe { libc::kill(pid, sig) };

@@ -2,6 +2,7 @@
 //! the logic of [`super::Tracee`] can be tested against a fake kernel; [`RealTraceSys`] is
 //! the real one (ptrace, waitpid, /proc/PID/mem, a local shared mapping).
 
+use kerf_arch::RemoteAddr;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -10,7 +11,34 @@ use std::path::Path;
 use std::sync::Mutex;
 
 /// The general-purpose registers of a stopped thread, as `PTRACE_GETREGS` returns them.
+/// The registers are the kernel's raw words (any register may hold an address or not);
+/// [`RegsExt`] reads and sets the two that always hold addresses, typed.
 pub type Regs = libc::user_regs_struct;
+
+/// The program counter and stack pointer of [`Regs`] as addresses of the process.
+pub trait RegsExt {
+    /// `rip`: where the thread executes next.
+    fn pc(&self) -> RemoteAddr;
+    /// `rsp`: the top of the thread's stack.
+    fn sp(&self) -> RemoteAddr;
+    fn set_pc(&mut self, pc: RemoteAddr);
+    fn set_sp(&mut self, sp: RemoteAddr);
+}
+
+impl RegsExt for Regs {
+    fn pc(&self) -> RemoteAddr {
+        RemoteAddr(self.rip)
+    }
+    fn sp(&self) -> RemoteAddr {
+        RemoteAddr(self.rsp)
+    }
+    fn set_pc(&mut self, pc: RemoteAddr) {
+        self.rip = pc.0;
+    }
+    fn set_sp(&mut self, sp: RemoteAddr) {
+        self.rsp = sp.0;
+    }
+}
 
 /// The kernel's `siginfo_t` (128 bytes), as `PTRACE_GETSIGINFO` returns it. Kept as raw
 /// words so that its layout does not depend on the libc crate's union definitions.
@@ -98,9 +126,9 @@ pub trait TraceSys: Send + Sync {
     /// A binary file (of /proc), e.g. auxv.
     fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>>;
     /// `pread` of /proc/PID/mem at `addr`: the number of bytes read.
-    fn read_mem(&self, pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize>;
+    fn read_mem(&self, pid: i32, addr: RemoteAddr, buf: &mut [u8]) -> io::Result<usize>;
     /// `pwrite` of /proc/PID/mem at `addr`: the number of bytes written.
-    fn write_mem(&self, pid: i32, addr: u64, data: &[u8]) -> io::Result<usize>;
+    fn write_mem(&self, pid: i32, addr: RemoteAddr, data: &[u8]) -> io::Result<usize>;
     /// Open /proc/PID/fd/FD and map `len` bytes of it shared and read/write in kerf.
     fn map_shared(&self, pid: i32, fd: i32, len: usize) -> io::Result<*mut u8>;
     /// Undo [`TraceSys::map_shared`].
@@ -296,12 +324,13 @@ impl TraceSys for RealTraceSys {
         std::fs::read(path)
     }
 
-    fn read_mem(&self, pid: i32, addr: u64, buf: &mut [u8]) -> io::Result<usize> {
-        self.with_mem(pid, |f| retry_eintr(|| f.read_at(buf, addr)))
+    fn read_mem(&self, pid: i32, addr: RemoteAddr, buf: &mut [u8]) -> io::Result<usize> {
+        // The file offset of /proc/PID/mem is the address.
+        self.with_mem(pid, |f| retry_eintr(|| f.read_at(buf, addr.0)))
     }
 
-    fn write_mem(&self, pid: i32, addr: u64, data: &[u8]) -> io::Result<usize> {
-        self.with_mem(pid, |f| retry_eintr(|| f.write_at(data, addr)))
+    fn write_mem(&self, pid: i32, addr: RemoteAddr, data: &[u8]) -> io::Result<usize> {
+        self.with_mem(pid, |f| retry_eintr(|| f.write_at(data, addr.0)))
     }
 
     fn map_shared(&self, pid: i32, fd: i32, len: usize) -> io::Result<*mut u8> {

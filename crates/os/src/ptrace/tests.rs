@@ -5,6 +5,10 @@
 use super::fake::{regs_at, stop_status, Fake, PID, STACK_TOP, SYSCALL_AT};
 use super::*;
 
+fn r(a: u64) -> RemoteAddr {
+    RemoteAddr(a)
+}
+
 fn stop(fake: &Arc<Fake>) -> Result<Tracee, TargetError> {
     Tracee::stop_all_with(PID, fake.clone(), Duration::from_millis(300))
 }
@@ -215,6 +219,27 @@ fn signals_dequeued_during_a_step_are_held_and_reinjected_once() {
     assert_eq!((tid, q.signo(), q.code(), q.sender_pid()), (PID, libc::SIGUSR2, -1, 4242));
 }
 
+/// A step that signals keep interrupting gives up with an error that says so (it used to
+/// say "unexpected wait status 0x0", a status no thread had).
+#[test]
+fn a_step_signals_never_let_complete_says_so() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    let mut t = stop(&fake).expect("stops");
+    fake.state().signals_on_step.extend(std::iter::repeat_n(libc::SIGUSR1, MAX_STEP_STOPS));
+    let err = t.syscall(libc::SYS_getpid, [0; 6]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            TargetError::StepInterrupted { pid: PID, tid: PID, stops: MAX_STEP_STOPS, .. }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("signals interrupted its single-step"), "{err}");
+    assert!(fake.state().calls.is_empty(), "the call never ran");
+    // Every signal is still delivered.
+    assert_eq!(t.held_signals(PID), MAX_STEP_STOPS);
+}
+
 #[test]
 fn interrupted_injected_calls_run_again() {
     let fake = Arc::new(Fake::new(&[PID]));
@@ -229,12 +254,12 @@ fn interrupted_injected_calls_run_again() {
 fn alloc_near_picks_the_nearest_gap_and_retries_on_eexist() {
     let fake = Arc::new(Fake::new(&[PID]));
     let mut t = stop(&fake).expect("stops");
-    let near = 0x5555_0000_1000;
+    let near = r(0x5555_0000_1000);
     // Nearest: right below the executable mapping at 0x555500000000.
     let first = 0x5554_ffff_e000;
     fake.state().eexist_at.push(first);
     let a = t.alloc_near(near, 0x1800, libc::PROT_READ | libc::PROT_WRITE).expect("alloc");
-    assert_ne!(a, first);
+    assert_ne!(a, r(first));
     assert!(within_reach(near, a, 0x2000), "{a:#x}");
     let calls = fake.state().calls.clone();
     assert_eq!(calls[0].2[0], first);
@@ -256,10 +281,10 @@ fn alloc_near_picks_the_nearest_gap_and_retries_on_eexist() {
 fn share_near_names_the_memfd_on_the_stack_and_restores_it() {
     let fake = Arc::new(Fake::new(&[PID]));
     let mut t = stop(&fake).expect("stops");
-    let rsp = t.regs(PID).expect("regs").rsp;
+    let rsp = t.regs(PID).expect("regs").sp();
     let mut stack = [0u8; 256];
     t.read(rsp - 256, &mut stack).expect("stack");
-    let near = 0x5555_0000_1000;
+    let near = r(0x5555_0000_1000);
     let shm = t.share_near(near, 100).expect("share");
     assert_eq!(shm.len(), 4096);
     assert!(within_reach(near, shm.remote(), 4096));
@@ -275,7 +300,7 @@ fn share_near_names_the_memfd_on_the_stack_and_restores_it() {
             [libc::SYS_memfd_create, libc::SYS_ftruncate, libc::SYS_mmap, libc::SYS_close]
         );
         let name_at = st.calls[0].2[0];
-        assert!(name_at <= rsp - 128 - 12, "name below the red zone: {name_at:#x}");
+        assert!(r(name_at) <= rsp - 128 - 12, "name below the red zone: {name_at:#x}");
         assert_eq!(st.calls[2].2[3] & libc::MAP_SHARED as u64, libc::MAP_SHARED as u64);
         assert_eq!(st.calls[2].2[4], 7, "the memfd is mapped");
         assert_eq!(st.calls[3].2[0], 7, "and closed");
@@ -285,7 +310,7 @@ fn share_near_names_the_memfd_on_the_stack_and_restores_it() {
     assert_eq!(shm.load_u64(8), 42);
     drop(shm);
     assert_eq!(fake.state().local_maps, 0);
-    assert!(STACK_TOP > rsp);
+    assert!(r(STACK_TOP) > rsp);
 }
 
 #[test]
@@ -303,7 +328,7 @@ fn writing_over_the_syscall_instruction_forgets_it() {
     let mut t = stop(&fake).expect("stops");
     t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid");
     // Patch it away, put one further on.
-    t.write(SYSCALL_AT, &[0x90, 0x90, 0x90, 0x0f, 0x05]).expect("write");
+    t.write(r(SYSCALL_AT), &[0x90, 0x90, 0x90, 0x0f, 0x05]).expect("write");
     t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid");
     let st = fake.state();
     let rips: Vec<u64> = st.regs_written.iter().step_by(2).map(|(_, r)| r.rip).collect();
@@ -325,8 +350,9 @@ fn unknown_or_released_threads_are_not_stopped() {
 fn memory_outlives_the_stop_and_reports_short_transfers() {
     let fake = Arc::new(Fake::new(&[PID]));
     let mut t = stop(&fake).expect("stops");
-    let a =
-        t.alloc_near(0x5555_0000_1000, 0x1000, libc::PROT_READ | libc::PROT_WRITE).expect("alloc");
+    let a = t
+        .alloc_near(r(0x5555_0000_1000), 0x1000, libc::PROT_READ | libc::PROT_WRITE)
+        .expect("alloc");
     let mem = t.memory();
     t.resume_detach().expect("resumes");
     assert_eq!(fake.state().detached.len(), 1, "the thread is let go");
@@ -337,7 +363,7 @@ fn memory_outlives_the_stop_and_reports_short_transfers() {
     // Past the end of the mapping: a short write is an error that says how far it got.
     let err = mem.write(a + 0x1000 - 2, b"long").unwrap_err();
     assert!(matches!(err, TargetError::Memory { write: true, done: 2, len: 4, .. }), "{err:?}");
-    let err = mem.read(0x10, &mut back).unwrap_err();
+    let err = mem.read(r(0x10), &mut back).unwrap_err();
     assert!(matches!(err, TargetError::Memory { write: false, done: 0, .. }), "{err:?}");
 }
 
@@ -407,10 +433,10 @@ fn a_thread_that_never_stops_times_out() {
         fn read_bytes(&self, p: &std::path::Path) -> io::Result<Vec<u8>> {
             self.0.read_bytes(p)
         }
-        fn read_mem(&self, p: i32, a: u64, b: &mut [u8]) -> io::Result<usize> {
+        fn read_mem(&self, p: i32, a: RemoteAddr, b: &mut [u8]) -> io::Result<usize> {
             self.0.read_mem(p, a, b)
         }
-        fn write_mem(&self, p: i32, a: u64, d: &[u8]) -> io::Result<usize> {
+        fn write_mem(&self, p: i32, a: RemoteAddr, d: &[u8]) -> io::Result<usize> {
             self.0.write_mem(p, a, d)
         }
         fn map_shared(&self, p: i32, fd: i32, l: usize) -> io::Result<*mut u8> {
@@ -454,20 +480,32 @@ fn every_error_is_one_line() {
         TargetError::ThreadExited { pid: 1, tid: 2, op: "syscall injection" },
         TargetError::NotStopped { pid: 1, tid: 2 },
         TargetError::UnexpectedStop { pid: 1, tid: 2, op: "x", status: 0x137f },
-        TargetError::Memory { pid: 1, write: true, addr: 0x10, len: 4, done: 1, source: None },
+        TargetError::Memory { pid: 1, write: true, addr: r(0x10), len: 4, done: 1, source: None },
         TargetError::Memory {
             pid: 1,
             write: false,
-            addr: 0x10,
+            addr: r(0x10),
             len: 4,
             done: 0,
             source: Some(io::Error::from_raw_os_error(5)),
         },
         TargetError::Injected { pid: 1, tid: 2, call: "mmap", errno: 12 },
         TargetError::NoSyscallInstruction { pid: 1 },
-        TargetError::NoRoom { pid: 1, lo: 0x1000, hi: 0x2000, len: 0x3000 },
+        TargetError::NoRoom { pid: 1, lo: r(0x1000), hi: r(0x2000), len: 0x3000 },
         TargetError::Spawn { program: "x".into(), source: io::Error::from_raw_os_error(2) },
         TargetError::LoadTimeout { pid: 1, waited_ms: 9 },
+        TargetError::StepInterrupted { pid: 1, tid: 2, op: "x", stops: 16 },
+        TargetError::StepMissed { pid: 1, tid: 2, op: "x", pc: r(0x1234) },
+        TargetError::ExitedBeforeEntry { pid: 1, status: 0x100 },
+        TargetError::NotStoppedAtExec { pid: 1, signal: 11 },
+        TargetError::HoldLost { pid: 1, pc: r(0x4000) },
+        TargetError::PermissionDenied { pid: 1, op: "read", path: "/proc/1/maps".into() },
+        TargetError::Claim {
+            pid: 1,
+            op: "bind",
+            name: "kerf-os-1-5".into(),
+            source: io::Error::from_raw_os_error(98),
+        },
     ];
     for e in &errs {
         let msg = e.to_string();
@@ -481,5 +519,14 @@ fn every_error_is_one_line() {
     assert_eq!(
         errs[10].to_string(),
         "injected mmap in thread 2 of process 1 failed: Cannot allocate memory (os error 12)"
+    );
+    assert_eq!(
+        errs[16].to_string(),
+        "x in thread 2 of process 1: the single-step ended at 0x1234, not after the syscall \
+         instruction"
+    );
+    assert_eq!(
+        errs[20].to_string(),
+        "no permission to read /proc/1/maps (need root or ptrace access)"
     );
 }

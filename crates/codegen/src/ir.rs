@@ -1,0 +1,292 @@
+//! The instrumentation IR: a program of small ops run at one point, over virtual registers
+//! (`%name`) and labels, that [`crate::lower_program`] turns into x86-64 code for the point's
+//! liveness. Its text form is [`crate::text`]. The tracer's captures (`reg`, `emit`),
+//! coverage's one-shot flags (`load8`, `br`, `store8`) and a JIT's inlined block counters
+//! (`add`, `atomic add`) are all written in it; see the goldens in `tests/ir/`.
+
+use crate::SpAt;
+use kerf_arch::x86_64::Gpr;
+
+/// A virtual register: a 64-bit value of the program, given a physical register by the
+/// reservation helper for the whole program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct VReg(pub u16);
+
+/// A label of the program, placed by [`Op::Label`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Label(pub u16);
+
+/// A value an op reads: a virtual register or an immediate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Src {
+    Reg(VReg),
+    Imm(u64),
+}
+
+/// A memory address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Addr {
+    /// An absolute address in kerf's data heap (within ±2 GiB of the code: RIP-relative).
+    Abs(u64),
+    /// `base + disp`, `base` a virtual register.
+    Based { base: VReg, disp: i32 },
+}
+
+/// Width of a memory access; loads zero-extend to 64 bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Width {
+    W8,
+    W16,
+    W32,
+    W64,
+}
+
+impl Width {
+    pub fn bits(self) -> u32 {
+        match self {
+            Width::W8 => 8,
+            Width::W16 => 16,
+            Width::W32 => 32,
+            Width::W64 => 64,
+        }
+    }
+}
+
+/// A comparison of two 64-bit values (`u` unsigned, else signed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cond {
+    Eq,
+    Ne,
+    Ltu,
+    Leu,
+    Gtu,
+    Geu,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl Cond {
+    pub const ALL: [Cond; 10] = [
+        Cond::Eq,
+        Cond::Ne,
+        Cond::Ltu,
+        Cond::Leu,
+        Cond::Gtu,
+        Cond::Geu,
+        Cond::Lt,
+        Cond::Le,
+        Cond::Gt,
+        Cond::Ge,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Cond::Eq => "eq",
+            Cond::Ne => "ne",
+            Cond::Ltu => "ltu",
+            Cond::Leu => "leu",
+            Cond::Gtu => "gtu",
+            Cond::Geu => "geu",
+            Cond::Lt => "lt",
+            Cond::Le => "le",
+            Cond::Gt => "gt",
+            Cond::Ge => "ge",
+        }
+    }
+}
+
+/// The cycle-timer ops: composites lowered by the timer templates (see [`crate::timer`]),
+/// which find the thread's slot themselves. Consecutive timer ops share one slot lookup.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimerOp {
+    Start { timer: u64 },
+    Stop { timer: u64 },
+    TailCall { timer: u64, tails: u64, stack: SpAt },
+    TailReturn { tails: u64, stack: SpAt },
+}
+
+/// One op. Text forms (see [`crate::text`]) in the comments.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// `NAME:`
+    Label(Label),
+    /// `thread %t`: the thread pointer ([`crate::ThreadPointer`]: fs base, `fs:[0]`, or the
+    /// kernel's current task from `gs:[offset]`); the key of thread predicates.
+    Thread { dst: VReg },
+    /// `reg %v, rdi`: the point's register as it was there, even if the snippet saved it or
+    /// uses it (`rsp` is the point's stack pointer).
+    Reg { dst: VReg, reg: Gpr },
+    /// `mov %v, SRC`
+    Mov { dst: VReg, src: Src },
+    /// `load8|load16|load32|load64 %v, [ADDR]` (zero-extended).
+    Load { dst: VReg, width: Width, addr: Addr },
+    /// `store8|store16|store32|store64 [ADDR], SRC`
+    Store { width: Width, addr: Addr, src: Src },
+    /// `add %v, SRC`
+    Add { dst: VReg, src: Src },
+    /// `add [ADDR], SRC` or `atomic add [ADDR], SRC`: a 64-bit add in memory, plain (the
+    /// counter is the thread's or CPU's own) or locked (shared).
+    AddMem { addr: Addr, src: Src, atomic: bool },
+    /// `rdtsc %t`: the time stamp counter, 64 bits.
+    Rdtsc { dst: VReg },
+    /// `br.COND %a, SRC, LABEL`: go to LABEL if `a COND src`.
+    Branch { cond: Cond, a: VReg, b: Src, target: Label },
+    /// `jmp LABEL`
+    Jump { target: Label },
+    /// `emit ring=ADDR, slots=N, stream=S, %v...`: one record into the ring at `ring` (see
+    /// [`crate::ring`]: header with stream, length and timestamp, then the values), or one
+    /// more loss counted there when it is full.
+    Emit { ring: u64, slots: u32, stream: u32, values: Vec<VReg> },
+    /// `call ADDR, SRC...` or `call %r, ADDR, SRC...`: a clean call of a routine in kerf's
+    /// code heap (never the target's own code, DESIGN.md §5), SysV integer arguments, the
+    /// caller-saved general registers and the flags saved where live, the stack aligned to 16
+    /// bytes; `%r` gets its return value. Vector and x87 state is not saved: the routine
+    /// must leave it alone (kerf's routines are integer code).
+    Call { target: u64, args: Vec<Src>, ret: Option<VReg> },
+    /// `timer.start ADDR`, `timer.stop ADDR`, `timer.tailcall ADDR, tails=ADDR, sp=rsp+N`,
+    /// `timer.tailreturn tails=ADDR, sp=rbp-N`.
+    Timer(TimerOp),
+}
+
+/// Slots a ring has at most (the code compares and masks record numbers with imm32s).
+pub const MAX_SLOTS: u32 = 1 << 30;
+
+/// Registers a clean call passes its arguments in, in order.
+pub const CALL_ARGS: [Gpr; 6] = [Gpr::Rdi, Gpr::Rsi, Gpr::Rdx, Gpr::Rcx, Gpr::R8, Gpr::R9];
+
+/// A program: its ops, and the names of its virtual registers and labels (indexed by
+/// [`VReg`] and [`Label`]), kept for the text form.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Program {
+    pub ops: Vec<Op>,
+    pub vregs: Vec<String>,
+    pub labels: Vec<String>,
+}
+
+impl Program {
+    pub fn new() -> Program {
+        Program::default()
+    }
+
+    /// The virtual register called `name`, made if new.
+    pub fn vreg(&mut self, name: &str) -> VReg {
+        if let Some(i) = self.vregs.iter().position(|n| n == name) {
+            return VReg(i as u16);
+        }
+        self.vregs.push(name.to_string());
+        VReg(self.vregs.len() as u16 - 1)
+    }
+
+    /// The label called `name`, made if new (placed by pushing [`Op::Label`]).
+    pub fn label(&mut self, name: &str) -> Label {
+        if let Some(i) = self.labels.iter().position(|n| n == name) {
+            return Label(i as u16);
+        }
+        self.labels.push(name.to_string());
+        Label(self.labels.len() as u16 - 1)
+    }
+
+    pub fn push(&mut self, op: Op) {
+        self.ops.push(op);
+    }
+
+    /// Whether the program has a problem lowering would trip over: a label used but never
+    /// placed or placed twice, a virtual register read before an op above it writes it, a
+    /// call with more than six arguments, an emit with more values than a slot holds or a
+    /// ring whose slot count is not a power of two (up to [`MAX_SLOTS`]). Returns the index
+    /// of the op and what is wrong.
+    pub fn check(&self) -> Result<(), (usize, String)> {
+        let mut placed = vec![false; self.labels.len()];
+        let mut written = vec![false; self.vregs.len()];
+        for (k, op) in self.ops.iter().enumerate() {
+            if let Op::Label(l) = op {
+                if placed[l.0 as usize] {
+                    return Err((k, format!("label {} placed twice", self.labels[l.0 as usize])));
+                }
+                placed[l.0 as usize] = true;
+            }
+        }
+        for (k, op) in self.ops.iter().enumerate() {
+            let name = |l: Label| &self.labels[l.0 as usize];
+            match op {
+                Op::Branch { target, .. } | Op::Jump { target } if !placed[target.0 as usize] => {
+                    return Err((k, format!("label {} is never placed", name(*target))));
+                }
+                Op::Emit { slots, values, .. } => {
+                    if !slots.is_power_of_two() || *slots > MAX_SLOTS {
+                        return Err((
+                            k,
+                            format!("ring slots {slots} is not a power of two up to {MAX_SLOTS}"),
+                        ));
+                    }
+                    if values.len() > crate::ring::MAX_VALUES {
+                        return Err((
+                            k,
+                            format!(
+                                "emit of {} values (a slot holds {})",
+                                values.len(),
+                                crate::ring::MAX_VALUES
+                            ),
+                        ));
+                    }
+                }
+                Op::Call { args, .. } if args.len() > CALL_ARGS.len() => {
+                    return Err((k, format!("call with {} arguments (at most 6)", args.len())));
+                }
+                _ => {}
+            }
+            for r in op.reads() {
+                if !written[r.0 as usize] {
+                    let n = &self.vregs[r.0 as usize];
+                    return Err((k, format!("%{n} is read before it is written")));
+                }
+            }
+            if let Some(d) = op.writes() {
+                written[d.0 as usize] = true;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Op {
+    /// The virtual register this op writes, if any.
+    pub fn writes(&self) -> Option<VReg> {
+        match *self {
+            Op::Thread { dst }
+            | Op::Reg { dst, .. }
+            | Op::Mov { dst, .. }
+            | Op::Load { dst, .. }
+            | Op::Add { dst, .. }
+            | Op::Rdtsc { dst } => Some(dst),
+            Op::Call { ret, .. } => ret,
+            _ => None,
+        }
+    }
+
+    /// The virtual registers this op reads.
+    pub fn reads(&self) -> Vec<VReg> {
+        let src = |s: &Src| match s {
+            Src::Reg(r) => Some(*r),
+            Src::Imm(_) => None,
+        };
+        let addr = |a: &Addr| match a {
+            Addr::Based { base, .. } => Some(*base),
+            Addr::Abs(_) => None,
+        };
+        match self {
+            Op::Mov { src: s, .. } => src(s).into_iter().collect(),
+            Op::Load { addr: a, .. } => addr(a).into_iter().collect(),
+            Op::Store { addr: a, src: s, .. } | Op::AddMem { addr: a, src: s, .. } => {
+                addr(a).into_iter().chain(src(s)).collect()
+            }
+            Op::Add { dst, src: s } => std::iter::once(*dst).chain(src(s)).collect(),
+            Op::Branch { a, b, .. } => std::iter::once(*a).chain(src(b)).collect(),
+            Op::Emit { values, .. } => values.clone(),
+            Op::Call { args, .. } => args.iter().filter_map(src).collect(),
+            _ => Vec::new(),
+        }
+    }
+}

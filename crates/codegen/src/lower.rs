@@ -1,0 +1,774 @@
+//! Lowering an IR [`Program`] at one point: the reservation helper chooses physical registers
+//! for its virtual registers and temporaries from what is dead there (spilling live ones
+//! only when too few are dead), then each op becomes a few instructions.
+//!
+//! The code of a program is, in order:
+//! 1. in a process, `lea rsp,[rsp-128]` if anything goes on the stack (the red zone below
+//!    `rsp` may hold the function's data);
+//! 2. `pushfq` if an op writes a flag that is live;
+//! 3. `push` of every register the code writes that is live, or that a `reg` op reads
+//!    (so that `reg` finds the point's value in its stack slot whatever happened since);
+//! 4. the ops;
+//! 5. the pops, `popfq`, `lea rsp,[rsp+128]`, in reverse.
+
+use crate::ir::{Addr, Cond, Label, Op, Program, Src, TimerOp, VReg, Width, CALL_ARGS};
+use crate::{ring, templates, timer_code, Env, LiveAt, ThreadPointer};
+use iced_x86::code_asm::{gpr64::get_gpr64, qword_ptr, AsmRegister64, CodeAssembler, CodeLabel};
+use iced_x86::{Code, IcedError, Instruction, MemoryOperand, Register};
+use kerf_arch::x86_64::{FlagSet, Gpr, RegSet};
+use std::fmt;
+
+/// What lowering needs to know about the point besides the program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct At {
+    pub live: LiveAt,
+    pub env: Env,
+    /// How `thread` (and the timers' slot lookup) finds the thread.
+    pub thread: ThreadPointer,
+    /// The data heap's thread table (used by timers).
+    pub threads: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LowerError {
+    /// The program does not check ([`Program::check`]): the op's index and what is wrong.
+    Check { op: usize, what: String },
+    /// More registers are needed than the point has to give, even spilling.
+    Registers { need: usize, available: usize },
+    /// The assembler refused an instruction.
+    Assemble(String),
+}
+
+impl fmt::Display for LowerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LowerError::Check { op, what } => write!(f, "op {op}: {what}"),
+            LowerError::Registers { need, available } => {
+                write!(f, "the program needs {need} registers, the point has {available}")
+            }
+            LowerError::Assemble(e) => write!(f, "assembling: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for LowerError {}
+
+impl From<IcedError> for LowerError {
+    fn from(e: IcedError) -> Self {
+        LowerError::Assemble(e.to_string())
+    }
+}
+
+/// The order scratch registers are taken in, among the dead ones first, then among the live
+/// ones (which are spilled). `r10` and `r11` first: no ABI passes anything in them at a call
+/// or a return, so they are the likeliest to be dead; callee-saved ones last.
+pub const PREFERENCE: [Gpr; 15] = [
+    Gpr::R10,
+    Gpr::R11,
+    Gpr::R9,
+    Gpr::R8,
+    Gpr::Rdi,
+    Gpr::Rsi,
+    Gpr::Rcx,
+    Gpr::Rdx,
+    Gpr::Rax,
+    Gpr::Rbx,
+    Gpr::Rbp,
+    Gpr::R12,
+    Gpr::R13,
+    Gpr::R14,
+    Gpr::R15,
+];
+
+/// Registers that survive a clean call, for values the program keeps across one.
+const CALLEE_SAVED: [Gpr; 6] = [Gpr::Rbx, Gpr::R12, Gpr::R13, Gpr::R14, Gpr::R15, Gpr::Rbp];
+
+/// What a snippet asks of a point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Demand {
+    /// Scratch registers it needs.
+    pub need: usize,
+    /// Fixed registers its instructions write (saved if live, never handed out).
+    pub clobbers: RegSet,
+    /// Registers whose value at the point it reads (saved if written, never handed out).
+    pub keep: RegSet,
+    /// Flags it writes.
+    pub flags: FlagSet,
+    /// Whether it uses the stack even if nothing is saved (a call).
+    pub stack: bool,
+}
+
+/// The registers and saves of one snippet at one point.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reservation {
+    /// The scratch registers handed out, in the order asked for.
+    pub scratch: Vec<Gpr>,
+    /// Registers pushed, in push order (encoding order).
+    pub saved: Vec<Gpr>,
+    /// Whether RFLAGS is pushed.
+    pub flags: bool,
+    /// Whether `rsp` steps over the red zone first.
+    pub red_zone: bool,
+}
+
+impl Reservation {
+    /// Reserve what `d` asks for at a point where `live` is live: scratch registers from
+    /// `pool` (in its order: dead ones first, then live ones, which are saved), and saves
+    /// of the registers and flags the snippet writes that are live.
+    pub fn new(
+        d: &Demand,
+        pool: &[Gpr],
+        live: LiveAt,
+        env: Env,
+    ) -> Result<Reservation, LowerError> {
+        let Demand { need, clobbers, keep, flags, stack } = *d;
+        let usable: Vec<Gpr> = pool
+            .iter()
+            .copied()
+            .filter(|r| *r != Gpr::Rsp && !clobbers.contains(*r) && !keep.contains(*r))
+            .collect();
+        if usable.len() < need {
+            return Err(LowerError::Registers { need, available: usable.len() });
+        }
+        let dead = usable.iter().filter(|r| !live.regs.contains(**r));
+        let spilled = usable.iter().filter(|r| live.regs.contains(**r));
+        let scratch: Vec<Gpr> = dead.chain(spilled).copied().take(need).collect();
+        let written = clobbers.union(RegSet::of(&scratch));
+        let saved: Vec<Gpr> = written.intersect(live.regs.union(keep)).iter().collect();
+        let flags = live.flags.0 & flags.0 != 0;
+        let red_zone = env == Env::User && (!saved.is_empty() || flags || stack);
+        Ok(Reservation { scratch, saved, flags, red_zone })
+    }
+
+    /// How far below the point's `rsp` the saves leave it.
+    pub fn frame(&self) -> i32 {
+        let red = if self.red_zone { templates::RED_ZONE as i32 } else { 0 };
+        red + 8 * (self.saved.len() as i32 + i32::from(self.flags))
+    }
+
+    /// Where `r`'s saved value is, as an offset from `rsp` after the saves.
+    pub fn slot(&self, r: Gpr) -> Option<i32> {
+        let k = self.saved.iter().position(|s| *s == r)?;
+        Some(8 * (self.saved.len() - 1 - k) as i32)
+    }
+
+    pub fn prologue(&self) -> Vec<Instruction> {
+        let mut v = Vec::new();
+        if self.red_zone {
+            v.push(templates::adjust_rsp(-templates::RED_ZONE));
+        }
+        if self.flags {
+            v.push(Instruction::with(Code::Pushfq));
+        }
+        v.extend(self.saved.iter().map(|r| templates::push(*r)));
+        v
+    }
+
+    pub fn epilogue(&self) -> Vec<Instruction> {
+        let mut v: Vec<Instruction> = self.saved.iter().rev().map(|r| templates::pop(*r)).collect();
+        if self.flags {
+            v.push(Instruction::with(Code::Popfq));
+        }
+        if self.red_zone {
+            v.push(templates::adjust_rsp(templates::RED_ZONE));
+        }
+        v
+    }
+}
+
+/// What one op needs of the point: fixed registers it writes, temporaries, flags it writes.
+struct Needs {
+    clobbers: RegSet,
+    temps: usize,
+    flags: FlagSet,
+}
+
+fn fits_i32(v: u64) -> bool {
+    i32::try_from(v as i64).is_ok()
+}
+
+fn needs(op: &Op) -> Needs {
+    let none = Needs { clobbers: RegSet::EMPTY, temps: 0, flags: FlagSet::EMPTY };
+    let imm_temp = |s: &Src| usize::from(matches!(s, Src::Imm(v) if !fits_i32(*v)));
+    match op {
+        Op::Label(_) | Op::Thread { .. } | Op::Reg { .. } | Op::Mov { .. } | Op::Load { .. } => {
+            none
+        }
+        Op::Jump { .. } => none,
+        Op::Store { width, src, .. } => {
+            Needs { temps: usize::from(*width == Width::W64) * imm_temp(src), ..none }
+        }
+        Op::Add { src, .. } => Needs { temps: imm_temp(src), flags: FlagSet::ALL, ..none },
+        Op::AddMem { src, .. } => {
+            let flags = if *src == Src::Imm(1) { templates::INC_FLAGS } else { FlagSet::ALL };
+            Needs { temps: imm_temp(src), flags, ..none }
+        }
+        Op::Branch { b, .. } => Needs { temps: imm_temp(b), flags: FlagSet::ALL, ..none },
+        Op::Rdtsc { .. } => {
+            Needs { clobbers: RegSet::of(&[Gpr::Rax, Gpr::Rdx]), flags: FlagSet::ALL, ..none }
+        }
+        Op::Emit { .. } => {
+            Needs { clobbers: RegSet::of(&[Gpr::Rax, Gpr::Rdx]), temps: 2, flags: FlagSet::ALL }
+        }
+        Op::Call { .. } => {
+            Needs { clobbers: RegSet::SYSV_CALLER_SAVED, temps: 1, flags: FlagSet::ALL }
+        }
+        Op::Timer(t) => {
+            let mut clobbers = RegSet::of(&timer_code::REGS);
+            if matches!(t, TimerOp::TailCall { .. } | TimerOp::TailReturn { .. }) {
+                clobbers = clobbers.union(RegSet::of(&timer_code::TAIL_REGS));
+            }
+            Needs { clobbers, temps: 0, flags: FlagSet::ALL }
+        }
+    }
+}
+
+/// Lower `p` at a point described by `at`. Branches inside the code name their targets by
+/// label id (the instruction's `ip`, small numbers), as the patch encoder expects.
+pub fn lower_program(p: &Program, at: &At) -> Result<Vec<Instruction>, LowerError> {
+    p.check().map_err(|(op, what)| LowerError::Check { op, what })?;
+    let mut clobbers = RegSet::EMPTY;
+    let mut temps = 0;
+    let mut flags = FlagSet::EMPTY;
+    let mut keep = RegSet::EMPTY;
+    let mut call = false;
+    for op in &p.ops {
+        let n = needs(op);
+        clobbers = clobbers.union(n.clobbers);
+        temps = temps.max(n.temps);
+        flags = flags.union(n.flags);
+        match op {
+            Op::Reg { reg, .. } if *reg != Gpr::Rsp => keep.insert(*reg),
+            Op::Call { .. } => call = true,
+            // A tail-call timer reads the point's rbp when its stack pointer is rbp-based.
+            Op::Timer(TimerOp::TailCall { stack, .. } | TimerOp::TailReturn { stack, .. })
+                if stack.base == crate::SpBase::Rbp =>
+            {
+                keep.insert(Gpr::Rbp)
+            }
+            _ => {}
+        }
+    }
+    // Values kept across a call live in registers the callee preserves.
+    let pool: &[Gpr] = if call { &CALLEE_SAVED } else { &PREFERENCE };
+    let nv = p.vregs.len();
+    let demand = Demand { need: nv + temps, clobbers, keep, flags, stack: call };
+    let res = Reservation::new(&demand, pool, at.live, at.env)?;
+    let mut l = Lowerer::new(p, at, &res)?;
+    for (k, op) in p.ops.iter().enumerate() {
+        if let Op::Timer(_) = op {
+            // A run of timer ops shares one thread-slot lookup.
+            if k > 0 && matches!(p.ops[k - 1], Op::Timer(_)) {
+                continue;
+            }
+            let run: Vec<TimerOp> = p.ops[k..]
+                .iter()
+                .map_while(|o| if let Op::Timer(t) = o { Some(*t) } else { None })
+                .collect();
+            l.timers(&run)?;
+        } else {
+            l.op(op)?;
+        }
+    }
+    // A label at the end sits on the epilogue's first instruction, or on a nop.
+    if l.pending_label.is_some() && res.epilogue().is_empty() {
+        l.add(Instruction::with(Code::Nopd))?;
+    }
+    for i in res.epilogue() {
+        l.add(i)?;
+    }
+    Ok(l.a.take_instructions())
+}
+
+struct Lowerer<'a> {
+    a: CodeAssembler,
+    at: &'a At,
+    res: &'a Reservation,
+    /// Physical register of each virtual register, then the temporaries.
+    regs: Vec<Gpr>,
+    temps: Vec<Gpr>,
+    /// The code label of each program label (adjacent labels share one).
+    labels: Vec<Option<CodeLabel>>,
+    /// A label set after the last instruction so far (waiting for one to sit on).
+    pending_label: Option<CodeLabel>,
+}
+
+fn iced(r: Gpr) -> Register {
+    Register::try_from(Register::RAX as usize + r as usize).expect("a 64-bit GPR")
+}
+
+fn iced_w(r: Gpr, w: Width) -> Register {
+    let i = r as usize;
+    let base = match w {
+        // AL, CL, DL, BL, then AH..BH, then SPL, BPL, SIL, DIL, R8L..: skip the high bytes.
+        Width::W8 if i >= 4 => Register::SPL as usize - 4,
+        Width::W8 => Register::AL as usize,
+        Width::W16 => Register::AX as usize,
+        Width::W32 => Register::EAX as usize,
+        Width::W64 => Register::RAX as usize,
+    };
+    Register::try_from(base + i).expect("a GPR")
+}
+
+fn asm(r: Gpr) -> AsmRegister64 {
+    get_gpr64(iced(r)).expect("a 64-bit GPR")
+}
+
+fn ok(r: Result<Instruction, IcedError>) -> Result<Instruction, LowerError> {
+    r.map_err(LowerError::from)
+}
+
+impl<'a> Lowerer<'a> {
+    fn new(p: &Program, at: &'a At, res: &'a Reservation) -> Result<Lowerer<'a>, LowerError> {
+        let nv = p.vregs.len();
+        let mut a = CodeAssembler::new(64)?;
+        for i in res.prologue() {
+            a.add_instruction(i)?;
+        }
+        // Labels with no instruction between them are one place: one code label.
+        let mut labels: Vec<Option<CodeLabel>> = vec![None; p.labels.len()];
+        let mut prev: Option<CodeLabel> = None;
+        for op in &p.ops {
+            if let Op::Label(l) = op {
+                let c = prev.unwrap_or_else(|| a.create_label());
+                labels[l.0 as usize] = Some(c);
+                prev = Some(c);
+            } else {
+                prev = None;
+            }
+        }
+        Ok(Lowerer {
+            a,
+            at,
+            res,
+            regs: res.scratch[..nv].to_vec(),
+            temps: res.scratch[nv..].to_vec(),
+            labels,
+            pending_label: None,
+        })
+    }
+
+    fn r(&self, v: VReg) -> Gpr {
+        self.regs[v.0 as usize]
+    }
+
+    fn add(&mut self, i: Instruction) -> Result<(), LowerError> {
+        self.a.add_instruction(i)?;
+        self.pending_label = None;
+        Ok(())
+    }
+
+    fn code_label(&self, l: Label) -> CodeLabel {
+        self.labels[l.0 as usize].expect("checked: every label is placed")
+    }
+
+    /// Place `c` at the next instruction (after a nop if a label is there already).
+    fn place(&mut self, c: &mut CodeLabel) -> Result<(), LowerError> {
+        // One label per instruction: a second one here gets a nop of its own.
+        if self.pending_label.is_some() {
+            self.add(Instruction::with(Code::Nopd))?;
+        }
+        self.a.set_label(c)?;
+        self.pending_label = Some(*c);
+        Ok(())
+    }
+
+    fn mem(&self, addr: Addr) -> MemoryOperand {
+        match addr {
+            // iced keeps a RIP-relative operand's absolute target in the displacement.
+            Addr::Abs(a) => MemoryOperand::with_base_displ(Register::RIP, a as i64),
+            Addr::Based { base, disp } => {
+                MemoryOperand::with_base_displ(iced(self.r(base)), disp as i64)
+            }
+        }
+    }
+
+    /// The source as a register: itself, or an immediate loaded into temporary 0 when it
+    /// does not fit a sign-extended imm32 (otherwise `None`, use the immediate).
+    fn wide(&mut self, s: Src) -> Result<Option<Register>, LowerError> {
+        match s {
+            Src::Reg(v) => Ok(Some(iced(self.r(v)))),
+            Src::Imm(v) if fits_i32(v) => Ok(None),
+            Src::Imm(v) => {
+                let t = iced(self.temps[0]);
+                self.add(ok(Instruction::with2(Code::Mov_r64_imm64, t, v))?)?;
+                Ok(Some(t))
+            }
+        }
+    }
+
+    fn op(&mut self, op: &Op) -> Result<(), LowerError> {
+        match op {
+            Op::Label(l) => {
+                let mut c = self.code_label(*l);
+                // Adjacent labels share one code label, placed once.
+                if self.pending_label != Some(c) {
+                    self.place(&mut c)?;
+                }
+            }
+            Op::Thread { dst } => {
+                let d = asm(self.r(*dst));
+                match self.at.thread {
+                    ThreadPointer::FsBase => self.a.rdfsbase(d)?,
+                    ThreadPointer::FsSelf => self.a.mov(d, qword_ptr(0u64).fs())?,
+                    ThreadPointer::GsSlot(off) => self.a.mov(d, qword_ptr(off as u64).gs())?,
+                }
+                self.pending_label = None;
+            }
+            Op::Reg { dst, reg } => {
+                let d = iced(self.r(*dst));
+                let i = if *reg == Gpr::Rsp {
+                    let m = MemoryOperand::with_base_displ(Register::RSP, self.res.frame() as i64);
+                    Instruction::with2(Code::Lea_r64_m, d, m)
+                } else if let Some(off) = self.res.slot(*reg) {
+                    let m = MemoryOperand::with_base_displ(Register::RSP, off as i64);
+                    Instruction::with2(Code::Mov_r64_rm64, d, m)
+                } else {
+                    Instruction::with2(Code::Mov_r64_rm64, d, iced(*reg))
+                };
+                self.add(ok(i)?)?;
+            }
+            Op::Mov { dst, src } => {
+                let d = iced(self.r(*dst));
+                let i = match *src {
+                    Src::Reg(s) => Instruction::with2(Code::Mov_r64_rm64, d, iced(self.r(s))),
+                    Src::Imm(v) if fits_i32(v) => {
+                        Instruction::with2(Code::Mov_rm64_imm32, d, v as i64 as i32)
+                    }
+                    Src::Imm(v) => Instruction::with2(Code::Mov_r64_imm64, d, v),
+                };
+                self.add(ok(i)?)?;
+            }
+            Op::Load { dst, width, addr } => {
+                let m = self.mem(*addr);
+                let r = self.r(*dst);
+                let i = match width {
+                    Width::W8 => Instruction::with2(Code::Movzx_r32_rm8, iced_w(r, Width::W32), m),
+                    Width::W16 => {
+                        Instruction::with2(Code::Movzx_r32_rm16, iced_w(r, Width::W32), m)
+                    }
+                    Width::W32 => Instruction::with2(Code::Mov_r32_rm32, iced_w(r, Width::W32), m),
+                    Width::W64 => Instruction::with2(Code::Mov_r64_rm64, iced(r), m),
+                };
+                self.add(ok(i)?)?;
+            }
+            Op::Store { width, addr, src } => {
+                let m = self.mem(*addr);
+                let i = match (*src, width) {
+                    (Src::Reg(v), w) => {
+                        let code = match w {
+                            Width::W8 => Code::Mov_rm8_r8,
+                            Width::W16 => Code::Mov_rm16_r16,
+                            Width::W32 => Code::Mov_rm32_r32,
+                            Width::W64 => Code::Mov_rm64_r64,
+                        };
+                        Instruction::with2(code, m, iced_w(self.r(v), *w))
+                    }
+                    (Src::Imm(v), Width::W8) => {
+                        Instruction::with2(Code::Mov_rm8_imm8, m, v as u8 as u32)
+                    }
+                    (Src::Imm(v), Width::W16) => {
+                        Instruction::with2(Code::Mov_rm16_imm16, m, v as u16 as u32)
+                    }
+                    (Src::Imm(v), Width::W32) => {
+                        Instruction::with2(Code::Mov_rm32_imm32, m, v as u32)
+                    }
+                    (s @ Src::Imm(v), Width::W64) => match self.wide(s)? {
+                        Some(t) => Instruction::with2(Code::Mov_rm64_r64, m, t),
+                        None => Instruction::with2(Code::Mov_rm64_imm32, m, v as i64 as i32),
+                    },
+                };
+                self.add(ok(i)?)?;
+            }
+            Op::Add { dst, src } => {
+                let d = iced(self.r(*dst));
+                let i = match self.wide(*src)? {
+                    Some(s) => Instruction::with2(Code::Add_rm64_r64, d, s),
+                    None => imm_op(Code::Add_rm64_imm8, Code::Add_rm64_imm32, d, *src),
+                };
+                self.add(ok(i)?)?;
+            }
+            Op::AddMem { addr, src, atomic } => {
+                let m = self.mem(*addr);
+                let mut i = if *src == Src::Imm(1) {
+                    ok(Instruction::with1(Code::Inc_rm64, m))?
+                } else {
+                    match self.wide(*src)? {
+                        Some(s) => ok(Instruction::with2(Code::Add_rm64_r64, m, s))?,
+                        None => ok(imm_op(Code::Add_rm64_imm8, Code::Add_rm64_imm32, m, *src))?,
+                    }
+                };
+                i.set_has_lock_prefix(*atomic);
+                self.add(i)?;
+            }
+            Op::Rdtsc { dst } => {
+                self.rdtsc()?;
+                let i = Instruction::with2(Code::Mov_r64_rm64, iced(self.r(*dst)), Register::RAX);
+                self.add(ok(i)?)?;
+            }
+            Op::Branch { cond, a, b, target } => {
+                let x = iced(self.r(*a));
+                let i = match self.wide(*b)? {
+                    Some(s) => Instruction::with2(Code::Cmp_rm64_r64, x, s),
+                    None => imm_op(Code::Cmp_rm64_imm8, Code::Cmp_rm64_imm32, x, *b),
+                };
+                self.add(ok(i)?)?;
+                let l = self.code_label(*target);
+                self.jcc(*cond, l)?;
+            }
+            Op::Jump { target } => {
+                let l = self.code_label(*target);
+                self.a.jmp(l)?;
+                self.pending_label = None;
+            }
+            Op::Emit { ring, slots, stream, values } => {
+                self.emit(*ring, *slots, *stream, values)?
+            }
+            Op::Call { target, args, ret } => self.call(*target, args, *ret)?,
+            Op::Timer(_) => unreachable!("runs of timer ops are lowered together"),
+        }
+        Ok(())
+    }
+
+    fn jcc(&mut self, cond: Cond, l: CodeLabel) -> Result<(), LowerError> {
+        let a = &mut self.a;
+        match cond {
+            Cond::Eq => a.je(l)?,
+            Cond::Ne => a.jne(l)?,
+            Cond::Ltu => a.jb(l)?,
+            Cond::Leu => a.jbe(l)?,
+            Cond::Gtu => a.ja(l)?,
+            Cond::Geu => a.jae(l)?,
+            Cond::Lt => a.jl(l)?,
+            Cond::Le => a.jle(l)?,
+            Cond::Gt => a.jg(l)?,
+            Cond::Ge => a.jge(l)?,
+        }
+        self.pending_label = None;
+        Ok(())
+    }
+
+    /// `rax` = the 64-bit time stamp counter (`rdx` clobbered).
+    fn rdtsc(&mut self) -> Result<(), LowerError> {
+        self.a.rdtsc()?;
+        self.a.shl(iced_x86::code_asm::rdx, 32)?;
+        self.a.or(iced_x86::code_asm::rax, iced_x86::code_asm::rdx)?;
+        self.pending_label = None;
+        Ok(())
+    }
+
+    /// [`Op::Emit`], the steps of [`crate::ring`]'s writer. Temporaries: `t` = the ring, then
+    /// the slot; `now` = the time. `rax` = record number, `rdx` = the head after it.
+    fn emit(
+        &mut self,
+        at: u64,
+        slots: u32,
+        stream: u32,
+        values: &[VReg],
+    ) -> Result<(), LowerError> {
+        use iced_x86::code_asm::{dword_ptr, rax, rdx};
+        let t = asm(self.temps[0]);
+        let now = asm(self.temps[1]);
+        let a = &mut self.a;
+        let mut retry = a.create_label();
+        let mut full = a.create_label();
+        let mut done = a.create_label();
+        // 1. The time, first: rdtsc needs rax and rdx, which the reservation uses next.
+        a.rdtsc()?;
+        a.shl(rdx, 32)?;
+        a.or(rax, rdx)?;
+        a.mov(now, rax)?;
+        // 2. Reserve record n = head unless n - tail >= slots.
+        a.add_instruction(templates::lea_rip(iced(self.temps[0]), at))?;
+        a.set_label(&mut retry)?;
+        a.mov(rax, qword_ptr(t + ring::HEAD as i32))?;
+        a.mov(rdx, rax)?;
+        a.sub(rdx, qword_ptr(t + ring::TAIL as i32))?;
+        a.cmp(rdx, slots as i32)?;
+        a.jae(full)?;
+        a.lea(rdx, qword_ptr(rax + 1))?;
+        a.lock().cmpxchg(qword_ptr(t + ring::HEAD as i32), rdx)?;
+        a.jne(retry)?;
+        // 3. t = the slot of record n; fill it.
+        a.and(rax, (slots - 1) as i32)?;
+        a.shl(rax, ring::SLOT_LEN.trailing_zeros())?;
+        a.lea(t, qword_ptr(t + rax + ring::SLOTS as i32))?;
+        a.mov(qword_ptr(t + ring::TIME as i32), now)?;
+        a.mov(dword_ptr(t + ring::STREAM as i32), stream)?;
+        a.mov(dword_ptr(t + ring::LEN as i32), 8 * values.len() as u32)?;
+        for (k, v) in values.iter().enumerate() {
+            let r = asm(self.regs[v.0 as usize]);
+            a.mov(qword_ptr(t + (ring::VALUES as i32 + 8 * k as i32)), r)?;
+        }
+        // 4. Complete it: seq = n + 1, stored last.
+        a.mov(qword_ptr(t + ring::SEQ as i32), rdx)?;
+        a.jmp(done)?;
+        a.set_label(&mut full)?;
+        a.lock().inc(qword_ptr(t + ring::LOST as i32))?;
+        self.pending_label = None;
+        self.place(&mut done)
+    }
+
+    /// [`Op::Call`]: the stack aligned to 16 bytes (the old `rsp` in a temporary the callee
+    /// preserves), arguments in SysV order, the callee's result taken from `rax`.
+    fn call(&mut self, target: u64, args: &[Src], ret: Option<VReg>) -> Result<(), LowerError> {
+        use iced_x86::code_asm::rsp;
+        let t = asm(self.temps[0]);
+        self.a.mov(t, rsp)?;
+        self.a.and(rsp, -16)?;
+        for (k, s) in args.iter().enumerate() {
+            let d = iced(CALL_ARGS[k]);
+            let i = match *s {
+                // Arguments come from callee-saved registers: no move overwrites another's
+                // source.
+                Src::Reg(v) => Instruction::with2(Code::Mov_r64_rm64, d, iced(self.r(v))),
+                Src::Imm(v) if fits_i32(v) => {
+                    Instruction::with2(Code::Mov_rm64_imm32, d, v as i64 as i32)
+                }
+                Src::Imm(v) => Instruction::with2(Code::Mov_r64_imm64, d, v),
+            };
+            self.a.add_instruction(ok(i)?)?;
+        }
+        self.a.add_instruction(Instruction::with_branch(Code::Call_rel32_64, target)?)?;
+        self.a.mov(rsp, t)?;
+        if let Some(r) = ret {
+            let i = Instruction::with2(Code::Mov_r64_rm64, iced(self.r(r)), Register::RAX);
+            self.a.add_instruction(ok(i)?)?;
+        }
+        self.pending_label = None;
+        Ok(())
+    }
+
+    fn timers(&mut self, run: &[TimerOp]) -> Result<(), LowerError> {
+        let mut done = self.a.create_label();
+        timer_code::lower_timers(
+            &mut self.a,
+            run,
+            self.at.thread,
+            self.at.threads,
+            self.res.frame(),
+            done,
+        )?;
+        self.pending_label = None;
+        self.place(&mut done)
+    }
+}
+
+/// `op r/m, imm8` or `op r/m, imm32` for an immediate that fits a sign-extended imm32.
+fn imm_op<T>(short: Code, long: Code, dst: T, v: Src) -> Result<Instruction, IcedError>
+where
+    T: Copy,
+    Instruction: WithImm<T>,
+{
+    let Src::Imm(v) = v else { unreachable!("an immediate") };
+    let v = v as i64;
+    if i8::try_from(v).is_ok() {
+        Instruction::with_imm(short, dst, v as i32)
+    } else {
+        Instruction::with_imm(long, dst, v as i32)
+    }
+}
+
+/// `Instruction::with2(code, dst, imm)` for a register or memory destination.
+trait WithImm<T> {
+    fn with_imm(code: Code, dst: T, imm: i32) -> Result<Instruction, IcedError>;
+}
+
+impl WithImm<Register> for Instruction {
+    fn with_imm(code: Code, dst: Register, imm: i32) -> Result<Instruction, IcedError> {
+        Instruction::with2(code, dst, imm)
+    }
+}
+
+impl WithImm<MemoryOperand> for Instruction {
+    fn with_imm(code: Code, dst: MemoryOperand, imm: i32) -> Result<Instruction, IcedError> {
+        Instruction::with2(code, dst, imm)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn demand(need: usize) -> Demand {
+        Demand {
+            need,
+            clobbers: RegSet::EMPTY,
+            keep: RegSet::EMPTY,
+            flags: FlagSet::EMPTY,
+            stack: false,
+        }
+    }
+
+    fn live(regs: &[Gpr], flags: FlagSet) -> LiveAt {
+        LiveAt { regs: RegSet::of(regs).union(RegSet::of(&[Gpr::Rsp])), flags }
+    }
+
+    #[test]
+    fn dead_registers_come_first_and_nothing_is_saved() {
+        let at = live(&[Gpr::R10, Gpr::R9, Gpr::Rdi], FlagSet::ALL);
+        let r = Reservation::new(&demand(2), &PREFERENCE, at, Env::User).unwrap();
+        assert_eq!(r.scratch, [Gpr::R11, Gpr::R8]);
+        assert_eq!((r.saved.len(), r.flags, r.red_zone), (0, false, false));
+        assert!(r.prologue().is_empty() && r.epilogue().is_empty());
+    }
+
+    #[test]
+    fn live_registers_are_spilled_only_when_too_few_are_dead() {
+        let all_but_rbx: Vec<Gpr> = Gpr::ALL.into_iter().filter(|r| *r != Gpr::Rbx).collect();
+        let at = live(&all_but_rbx, FlagSet::EMPTY);
+        let r = Reservation::new(&demand(2), &PREFERENCE, at, Env::User).unwrap();
+        // rbx is dead: taken first; then the first live one in preference order, saved.
+        assert_eq!(r.scratch, [Gpr::Rbx, Gpr::R10]);
+        assert_eq!(r.saved, [Gpr::R10]);
+        assert!(r.red_zone, "a push in a process steps over the red zone first");
+        assert_eq!(r.frame(), 128 + 8);
+        let k = Reservation::new(&demand(2), &PREFERENCE, at, Env::Kernel).unwrap();
+        assert_eq!((k.saved.clone(), k.red_zone, k.frame()), (vec![Gpr::R10], false, 8));
+    }
+
+    #[test]
+    fn clobbers_and_kept_registers_are_never_handed_out() {
+        let d = Demand {
+            clobbers: RegSet::of(&[Gpr::Rax, Gpr::Rdx]),
+            keep: RegSet::of(&[Gpr::Rdx, Gpr::R10]),
+            flags: FlagSet(0x3e),
+            ..demand(1)
+        };
+        // Nothing live but carry, which the snippet does not write.
+        let r = Reservation::new(&d, &PREFERENCE, live(&[], FlagSet(1)), Env::User).unwrap();
+        assert_eq!(r.scratch, [Gpr::R11]);
+        // rdx is written (a clobber) and read by `reg`: saved although dead; rax is not kept.
+        assert_eq!(r.saved, [Gpr::Rdx]);
+        assert_eq!(r.slot(Gpr::Rdx), Some(0));
+        assert!(!r.flags);
+        let too_many = Demand { need: 13, ..d };
+        let e = Reservation::new(&too_many, &PREFERENCE, LiveAt::ALL, Env::User).unwrap_err();
+        assert_eq!(e, LowerError::Registers { need: 13, available: 12 });
+    }
+
+    #[test]
+    fn an_rbp_based_tail_timer_keeps_rbp_even_where_it_is_dead() {
+        use iced_x86::{InstructionInfoFactory, OpAccess};
+        // Three registers wanted; the timers take the caller-saved ones, so the third
+        // would be rbp (dead here), which the tail return reads.
+        let p = crate::text::parse(
+            "thread %t\n mov %u, 5\n br.ne %t, 0x7f1234567640, end\n \
+             timer.tailreturn tails=0xb000, sp=rbp-16\nend:\n",
+        )
+        .unwrap();
+        let nothing = LiveAt { regs: RegSet::of(&[Gpr::Rsp]), flags: FlagSet::EMPTY };
+        let at = At { live: nothing, env: Env::User, thread: ThreadPointer::FsBase, threads: 0 };
+        let code = lower_program(&p, &at).unwrap();
+        let mut info = InstructionInfoFactory::new();
+        for i in &code {
+            for u in info.info(i).used_registers() {
+                let writes = matches!(
+                    u.access(),
+                    OpAccess::Write | OpAccess::ReadWrite | OpAccess::CondWrite
+                );
+                assert!(!(writes && u.register().full_register() == Register::RBP), "{i}");
+            }
+        }
+    }
+}

@@ -1,0 +1,534 @@
+//! The IR's text form: one op per line, `NAME:` lines for labels, `#` comments, operands
+//! separated by commas. [`parse`] and [`print()`] round-trip (`parse(print(p)) == p`, and
+//! `print(parse(t))` is `t` in canonical form: comments and blank lines dropped).
+//!
+//! ```text
+//! # a coverage flag: set once, the first time the point runs
+//!     load8 %f, [0x7000]
+//!     br.ne %f, 0, done
+//!     store8 [0x7000], 1
+//! done:
+//! ```
+//! Operands: `%name` (a virtual register), a number (decimal, `0x` hex, or negative
+//! decimal), `[0x7000]` or `[0x7000+8]` (an absolute address), `[%v]`, `[%v+16]`, `[%v-8]`,
+//! a register name of the point (`rdi`), a label name, and `key=value` where an op names its
+//! operands.
+//! The ops and their forms are listed on [`crate::ir::Op`].
+
+use crate::ir::{Addr, Cond, Label, Op, Program, Src, TimerOp, VReg, Width};
+use crate::{SpAt, SpBase};
+use kerf_arch::x86_64::Gpr;
+use std::fmt::{self, Write as _};
+
+/// A line of IR text that does not parse, or a program that does not check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError {
+    /// 1-based line number.
+    pub line: usize,
+    pub kind: ParseErrorKind,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParseErrorKind {
+    UnknownOp(String),
+    /// The op takes other operands: what it takes, and what was given.
+    Operands {
+        op: String,
+        want: &'static str,
+        got: String,
+    },
+    /// An operand that is none of the operand forms.
+    BadOperand(String),
+    /// The program as a whole is wrong here (see [`Program::check`]).
+    Check(String),
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: ", self.line)?;
+        match &self.kind {
+            ParseErrorKind::UnknownOp(op) => write!(f, "unknown op {op:?}"),
+            ParseErrorKind::Operands { op, want, got } => {
+                write!(f, "{op} takes {want}, not {got:?}")
+            }
+            ParseErrorKind::BadOperand(s) => write!(f, "bad operand {s:?}"),
+            ParseErrorKind::Check(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Parse a program, then [`Program::check`] it (a failed check names the op's line).
+pub fn parse(text: &str) -> Result<Program, ParseError> {
+    let mut p = Program::new();
+    let mut lines = Vec::new();
+    for (no, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let err = |kind| ParseError { line: no + 1, kind };
+        let op = parse_line(&mut p, line).map_err(err)?;
+        p.push(op);
+        lines.push(no + 1);
+    }
+    p.check()
+        .map_err(|(k, msg)| ParseError { line: lines[k], kind: ParseErrorKind::Check(msg) })?;
+    Ok(p)
+}
+
+fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
+    if let Some(name) = line.strip_suffix(':') {
+        if is_ident(name) {
+            return Ok(Op::Label(p.label(name)));
+        }
+        return Err(ParseErrorKind::BadOperand(name.to_string()));
+    }
+    let (mut op, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+    let mut rest = rest.trim();
+    let atomic = op == "atomic";
+    if atomic {
+        (op, rest) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        if op != "add" {
+            return Err(ParseErrorKind::UnknownOp(format!("atomic {op}")));
+        }
+    }
+    let args: Vec<&str> =
+        if rest.is_empty() { Vec::new() } else { rest.split(',').map(str::trim).collect() };
+    let bad = |want: &'static str| ParseErrorKind::Operands {
+        op: op.to_string(),
+        want,
+        got: rest.to_string(),
+    };
+    let width = |s: &str| match s {
+        "8" => Some(Width::W8),
+        "16" => Some(Width::W16),
+        "32" => Some(Width::W32),
+        "64" => Some(Width::W64),
+        _ => None,
+    };
+    if let Some(w) = op.strip_prefix("load").and_then(width) {
+        let [d, a] = args[..] else { return Err(bad("%dst, [addr]")) };
+        return Ok(Op::Load { dst: vreg(p, d)?, width: w, addr: addr(p, a)? });
+    }
+    if let Some(w) = op.strip_prefix("store").and_then(width) {
+        let [a, s] = args[..] else { return Err(bad("[addr], src")) };
+        return Ok(Op::Store { width: w, addr: addr(p, a)?, src: src(p, s)? });
+    }
+    if let Some(c) = op.strip_prefix("br.") {
+        let cond = Cond::ALL.into_iter().find(|k| k.name() == c);
+        let cond = cond.ok_or_else(|| ParseErrorKind::UnknownOp(op.to_string()))?;
+        let [a, b, l] = args[..] else { return Err(bad("%a, src, label")) };
+        return Ok(Op::Branch { cond, a: vreg(p, a)?, b: src(p, b)?, target: label(p, l)? });
+    }
+    Ok(match op {
+        "thread" => {
+            let [d] = args[..] else { return Err(bad("%dst")) };
+            Op::Thread { dst: vreg(p, d)? }
+        }
+        "reg" => {
+            let [d, r] = args[..] else { return Err(bad("%dst, register")) };
+            let reg = Gpr::from_name(r).ok_or(ParseErrorKind::BadOperand(r.to_string()))?;
+            Op::Reg { dst: vreg(p, d)?, reg }
+        }
+        "mov" => {
+            let [d, s] = args[..] else { return Err(bad("%dst, src")) };
+            Op::Mov { dst: vreg(p, d)?, src: src(p, s)? }
+        }
+        "add" => {
+            let [d, s] = args[..] else { return Err(bad("%dst or [addr], src")) };
+            if d.starts_with('[') {
+                Op::AddMem { addr: addr(p, d)?, src: src(p, s)?, atomic }
+            } else if atomic {
+                return Err(bad("[addr], src"));
+            } else {
+                Op::Add { dst: vreg(p, d)?, src: src(p, s)? }
+            }
+        }
+        "rdtsc" => {
+            let [d] = args[..] else { return Err(bad("%dst")) };
+            Op::Rdtsc { dst: vreg(p, d)? }
+        }
+        "jmp" => {
+            let [l] = args[..] else { return Err(bad("label")) };
+            Op::Jump { target: label(p, l)? }
+        }
+        "emit" => {
+            const WANT: &str = "ring=ADDR, slots=N, stream=S, %value...";
+            if args.len() < 3 {
+                return Err(bad(WANT));
+            }
+            let ring = keyed(args[0], "ring").ok_or_else(|| bad(WANT))?;
+            let slots = keyed(args[1], "slots").ok_or_else(|| bad(WANT))?;
+            let stream = keyed(args[2], "stream").ok_or_else(|| bad(WANT))?;
+            let (Ok(slots), Ok(stream)) = (u32::try_from(slots), u32::try_from(stream)) else {
+                return Err(bad(WANT));
+            };
+            let values = args[3..].iter().map(|v| vreg(p, v)).collect::<Result<_, _>>()?;
+            Op::Emit { ring, slots, stream, values }
+        }
+        "call" => {
+            const WANT: &str = "[%ret,] ADDR, src...";
+            let (ret, args) = match args.first() {
+                Some(a) if a.starts_with('%') => (Some(vreg(p, a)?), &args[1..]),
+                _ => (None, &args[..]),
+            };
+            let Some(t) = args.first() else { return Err(bad(WANT)) };
+            let target = number(t).ok_or_else(|| bad(WANT))?;
+            let args = args[1..].iter().map(|s| src(p, s)).collect::<Result<_, _>>()?;
+            Op::Call { target, args, ret }
+        }
+        "timer.start" | "timer.stop" => {
+            let [t] = args[..] else { return Err(bad("ADDR")) };
+            let timer = number(t).ok_or(ParseErrorKind::BadOperand(t.to_string()))?;
+            Op::Timer(if op == "timer.start" {
+                TimerOp::Start { timer }
+            } else {
+                TimerOp::Stop { timer }
+            })
+        }
+        "timer.tailcall" => {
+            const WANT: &str = "ADDR, tails=ADDR, sp=rsp|rbp[+-N]";
+            let [t, tails, sp] = args[..] else { return Err(bad(WANT)) };
+            let timer = number(t).ok_or_else(|| bad(WANT))?;
+            let tails = keyed(tails, "tails").ok_or_else(|| bad(WANT))?;
+            let stack = sp_at(sp).ok_or_else(|| bad(WANT))?;
+            Op::Timer(TimerOp::TailCall { timer, tails, stack })
+        }
+        "timer.tailreturn" => {
+            const WANT: &str = "tails=ADDR, sp=rsp|rbp[+-N]";
+            let [tails, sp] = args[..] else { return Err(bad(WANT)) };
+            let tails = keyed(tails, "tails").ok_or_else(|| bad(WANT))?;
+            let stack = sp_at(sp).ok_or_else(|| bad(WANT))?;
+            Op::Timer(TimerOp::TailReturn { tails, stack })
+        }
+        other => return Err(ParseErrorKind::UnknownOp(other.to_string())),
+    })
+}
+
+fn is_ident(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+}
+
+fn number(s: &str) -> Option<u64> {
+    if let Some(h) = s.strip_prefix("0x") {
+        u64::from_str_radix(&h.replace('_', ""), 16).ok()
+    } else if let Some(n) = s.strip_prefix('-') {
+        n.parse::<u64>().ok().filter(|v| *v <= 1 << 63).map(|v| v.wrapping_neg())
+    } else {
+        s.parse().ok()
+    }
+}
+
+fn keyed(s: &str, key: &str) -> Option<u64> {
+    let (k, v) = s.split_once('=')?;
+    if k.trim() != key {
+        return None;
+    }
+    number(v.trim())
+}
+
+fn vreg(p: &mut Program, s: &str) -> Result<VReg, ParseErrorKind> {
+    match s.strip_prefix('%') {
+        Some(n) if is_ident(n) => Ok(p.vreg(n)),
+        _ => Err(ParseErrorKind::BadOperand(s.to_string())),
+    }
+}
+
+fn label(p: &mut Program, s: &str) -> Result<Label, ParseErrorKind> {
+    if is_ident(s) && Gpr::from_name(s).is_none() {
+        Ok(p.label(s))
+    } else {
+        Err(ParseErrorKind::BadOperand(s.to_string()))
+    }
+}
+
+fn src(p: &mut Program, s: &str) -> Result<Src, ParseErrorKind> {
+    if s.starts_with('%') {
+        return Ok(Src::Reg(vreg(p, s)?));
+    }
+    number(s).map(Src::Imm).ok_or(ParseErrorKind::BadOperand(s.to_string()))
+}
+
+fn addr(p: &mut Program, s: &str) -> Result<Addr, ParseErrorKind> {
+    let bad = || ParseErrorKind::BadOperand(s.to_string());
+    let inner = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).ok_or_else(bad)?.trim();
+    let (base, disp) = match inner.find(['+', '-']) {
+        Some(k) => {
+            let d = inner[k + 1..].trim();
+            let d = i64::try_from(number(d).ok_or_else(bad)?).map_err(|_| bad())?;
+            let d = if inner.as_bytes()[k] == b'-' { -d } else { d };
+            (inner[..k].trim(), i32::try_from(d).map_err(|_| bad())?)
+        }
+        None => (inner, 0),
+    };
+    if !base.starts_with('%') {
+        // An absolute address, perhaps written as a base and an offset (`[0x7000+8]`).
+        let at = number(base).ok_or_else(bad)?;
+        return Ok(Addr::Abs(at.wrapping_add(disp as i64 as u64)));
+    }
+    Ok(Addr::Based { base: vreg(p, base)?, disp })
+}
+
+fn sp_at(s: &str) -> Option<SpAt> {
+    let (k, v) = s.split_once('=')?;
+    if k.trim() != "sp" {
+        return None;
+    }
+    let v = v.trim();
+    let (base, rest) = if let Some(r) = v.strip_prefix("rsp") {
+        (SpBase::Rsp, r)
+    } else {
+        (SpBase::Rbp, v.strip_prefix("rbp")?)
+    };
+    let disp = if rest.is_empty() {
+        0
+    } else if let Some(n) = rest.strip_prefix('+') {
+        i32::try_from(number(n)?).ok()?
+    } else {
+        -i32::try_from(number(rest.strip_prefix('-')?)?).ok()?
+    };
+    Some(SpAt { base, disp })
+}
+
+/// The canonical text of a program: labels flush left, ops indented by four spaces.
+pub fn print(p: &Program) -> String {
+    let mut out = String::new();
+    for op in &p.ops {
+        if let Op::Label(l) = op {
+            let _ = writeln!(out, "{}:", p.labels[l.0 as usize]);
+        } else {
+            let _ = writeln!(out, "    {}", op_text(p, op));
+        }
+    }
+    out
+}
+
+fn imm(v: u64) -> String {
+    let s = v as i64;
+    if (0..10).contains(&s) {
+        s.to_string()
+    } else if (-0x1000..0).contains(&s) {
+        format!("-{}", s.unsigned_abs())
+    } else {
+        format!("{v:#x}")
+    }
+}
+
+fn op_text(p: &Program, op: &Op) -> String {
+    let v = |r: &VReg| format!("%{}", p.vregs[r.0 as usize]);
+    let s = |x: &Src| match x {
+        Src::Reg(r) => v(r),
+        Src::Imm(i) => imm(*i),
+    };
+    let a = |x: &Addr| match *x {
+        Addr::Abs(at) => format!("[{at:#x}]"),
+        Addr::Based { base, disp: 0 } => format!("[{}]", v(&base)),
+        Addr::Based { base, disp } if disp < 0 => format!("[{}-{}]", v(&base), disp.unsigned_abs()),
+        Addr::Based { base, disp } => format!("[{}+{}]", v(&base), imm(disp as u64)),
+    };
+    let l = |x: &Label| p.labels[x.0 as usize].clone();
+    let sp = |at: &SpAt| {
+        let base = if at.base == SpBase::Rsp { "rsp" } else { "rbp" };
+        match at.disp {
+            0 => format!("sp={base}"),
+            d if d < 0 => format!("sp={base}-{}", d.unsigned_abs()),
+            d => format!("sp={base}+{d}"),
+        }
+    };
+    match op {
+        Op::Label(x) => format!("{}:", l(x)),
+        Op::Thread { dst } => format!("thread {}", v(dst)),
+        Op::Reg { dst, reg } => format!("reg {}, {}", v(dst), reg.name()),
+        Op::Mov { dst, src } => format!("mov {}, {}", v(dst), s(src)),
+        Op::Load { dst, width, addr } => format!("load{} {}, {}", width.bits(), v(dst), a(addr)),
+        Op::Store { width, addr, src } => format!("store{} {}, {}", width.bits(), a(addr), s(src)),
+        Op::Add { dst, src } => format!("add {}, {}", v(dst), s(src)),
+        Op::AddMem { addr, src, atomic } => {
+            format!("{}add {}, {}", if *atomic { "atomic " } else { "" }, a(addr), s(src))
+        }
+        Op::Rdtsc { dst } => format!("rdtsc {}", v(dst)),
+        Op::Branch { cond, a: x, b, target } => {
+            format!("br.{} {}, {}, {}", cond.name(), v(x), s(b), l(target))
+        }
+        Op::Jump { target } => format!("jmp {}", l(target)),
+        Op::Emit { ring, slots, stream, values } => {
+            let mut t = format!("emit ring={ring:#x}, slots={slots}, stream={stream}");
+            for x in values {
+                let _ = write!(t, ", {}", v(x));
+            }
+            t
+        }
+        Op::Call { target, args, ret } => {
+            let mut t = String::from("call ");
+            if let Some(r) = ret {
+                let _ = write!(t, "{}, ", v(r));
+            }
+            let _ = write!(t, "{target:#x}");
+            for x in args {
+                let _ = write!(t, ", {}", s(x));
+            }
+            t
+        }
+        Op::Timer(TimerOp::Start { timer }) => format!("timer.start {timer:#x}"),
+        Op::Timer(TimerOp::Stop { timer }) => format!("timer.stop {timer:#x}"),
+        Op::Timer(TimerOp::TailCall { timer, tails, stack }) => {
+            format!("timer.tailcall {timer:#x}, tails={tails:#x}, {}", sp(stack))
+        }
+        Op::Timer(TimerOp::TailReturn { tails, stack }) => {
+            format!("timer.tailreturn tails={tails:#x}, {}", sp(stack))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EVERY_OP: &str = "    thread %t
+    br.ne %t, 0x7f0012345000, out
+    reg %fd, rdi
+    reg %sp, rsp
+    mov %n, 0x10
+    mov %m, %n
+    load8 %f, [0x7000]
+    load16 %g, [%t+0x2f0]
+    load32 %h, [%t-8]
+    load64 %i, [%t]
+    store8 [0x7000], 1
+    store64 [%t+0x10], %fd
+    add %n, -8
+    add [0x7008], %n
+    atomic add [0x7010], 1
+    rdtsc %now
+    br.geu %fd, 3, out
+    br.lt %n, %m, out
+    jmp out
+    emit ring=0x90000, slots=256, stream=7, %fd, %now
+    call %r, 0x5000, %fd, 7
+    call 0x5008
+    timer.start 0x8000
+    timer.stop 0x8000
+    timer.tailcall 0x8000, tails=0xa000, sp=rsp+8
+    timer.tailreturn tails=0xa000, sp=rbp-16
+out:
+";
+
+    #[test]
+    fn every_op_round_trips() {
+        let p = parse(EVERY_OP).unwrap();
+        assert_eq!(p.ops.len(), 27);
+        let text = print(&p);
+        assert_eq!(text, EVERY_OP);
+        assert_eq!(parse(&text).unwrap(), p);
+    }
+
+    #[test]
+    fn comments_and_blank_lines_are_dropped() {
+        let p = parse("# a counter\n\n  atomic add [0x7000+8], 1   # the count\n").unwrap();
+        assert_eq!(print(&p), "    atomic add [0x7008], 1\n");
+    }
+
+    #[test]
+    fn errors_name_their_line() {
+        let cases = [
+            ("mov %a, 1\nfrob %a\n", 2, "unknown op \"frob\""),
+            ("mov %a, 1\n\nload8 %a\n", 3, "load8 takes %dst, [addr], not \"%a\""),
+            ("reg %a, xmm0\n", 1, "bad operand \"xmm0\""),
+            ("mov %a, 1\nbr.ne %a, 0, nowhere\n", 2, "label nowhere is never placed"),
+            ("x:\nmov %a, 1\nx:\n", 3, "label x placed twice"),
+            ("# c\nadd %a, 1\n", 2, "%a is read before it is written"),
+            ("mov %a, 1\nemit ring=0x9000, slots=3, stream=1, %a\n", 2, "not a power of two"),
+            ("mov %a, 1\nemit ring=0x9000, slots=0x80000000, stream=1, %a\n", 2, "up to"),
+            ("atomic mov %a, 1\n", 1, "unknown op \"atomic mov\""),
+            ("store8 [%a+zz], 1\n", 1, "bad operand \"[%a+zz]\""),
+        ];
+        for (text, line, what) in cases {
+            let e = parse(text).unwrap_err();
+            assert_eq!(e.line, line, "{text:?}: {e}");
+            assert!(e.to_string().contains(what), "{text:?}: {e}");
+        }
+    }
+
+    /// Random programs of every op and operand form print and parse back to themselves.
+    #[test]
+    fn random_programs_round_trip() {
+        use crate::ir::{Addr, Cond, Op, Src, TimerOp, Width};
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            // xorshift64*: deterministic, good enough to pick among choices.
+            seed ^= seed >> 12;
+            seed ^= seed << 25;
+            seed ^= seed >> 27;
+            seed.wrapping_mul(0x2545_f491_4f6c_dd1d) % n
+        };
+        let imms = [0u64, 1, 9, 10, 0x7f, 0xffff_ffff, u64::MAX, (-4096i64) as u64, 1 << 63];
+        for _ in 0..200 {
+            let mut p = Program::new();
+            let v: Vec<VReg> = (0..4).map(|k| p.vreg(&format!("v{k}"))).collect();
+            // Labels are made where first used, as the parser numbers them.
+            let names = ["l0", "l1", "l2"];
+            for r in &v {
+                p.push(Op::Mov { dst: *r, src: Src::Imm(imms[next(9) as usize]) });
+            }
+            for _ in 0..12 {
+                let r = v[next(4) as usize];
+                let src = if next(2) == 0 { Src::Reg(r) } else { Src::Imm(imms[next(9) as usize]) };
+                let addr = if next(2) == 0 {
+                    Addr::Abs(imms[next(9) as usize])
+                } else {
+                    Addr::Based { base: r, disp: next(8192) as i32 - 4096 }
+                };
+                let width = [Width::W8, Width::W16, Width::W32, Width::W64][next(4) as usize];
+                let sp = SpAt {
+                    base: if next(2) == 0 { SpBase::Rsp } else { SpBase::Rbp },
+                    disp: next(512) as i32 - 256,
+                };
+                let op = match next(12) {
+                    0 => Op::Thread { dst: r },
+                    1 => Op::Reg { dst: r, reg: Gpr::ALL[next(16) as usize] },
+                    2 => Op::Load { dst: r, width, addr },
+                    3 => Op::Store { width, addr, src },
+                    4 => Op::Add { dst: r, src },
+                    5 => Op::AddMem { addr, src, atomic: next(2) == 0 },
+                    6 => Op::Rdtsc { dst: r },
+                    7 => Op::Branch {
+                        cond: Cond::ALL[next(10) as usize],
+                        a: r,
+                        b: src,
+                        target: p.label(names[next(3) as usize]),
+                    },
+                    8 => Op::Jump { target: p.label(names[next(3) as usize]) },
+                    9 => Op::Emit {
+                        ring: imms[next(9) as usize],
+                        slots: 1 << next(20),
+                        stream: next(1 << 32) as u32,
+                        values: v[..next(5) as usize].to_vec(),
+                    },
+                    10 => Op::Call {
+                        target: imms[next(9) as usize],
+                        args: vec![src; next(7) as usize],
+                        ret: (next(2) == 0).then_some(r),
+                    },
+                    _ => Op::Timer(match next(4) {
+                        0 => TimerOp::Start { timer: imms[next(9) as usize] },
+                        1 => TimerOp::Stop { timer: imms[next(9) as usize] },
+                        2 => TimerOp::TailCall { timer: 0x8000, tails: 0xa000, stack: sp },
+                        _ => TimerOp::TailReturn { tails: 0xa000, stack: sp },
+                    }),
+                };
+                p.push(op);
+            }
+            for n in names {
+                let x = p.label(n);
+                p.push(Op::Label(x));
+            }
+            assert_eq!(p.check(), Ok(()));
+            let text = print(&p);
+            assert_eq!(parse(&text).as_ref(), Ok(&p), "{text}");
+        }
+    }
+}
