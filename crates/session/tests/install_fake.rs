@@ -4,37 +4,23 @@
 //! before timer starts, starts last), that removal goes the other way and restores every
 //! byte, and what happens when bytes are not the file's.
 
+mod common;
+
 use kerf_analysis::cfg::FuncId;
 use kerf_arch::ImageAddr;
 use kerf_os::ptrace::fake::{regs_at, Fake, PID, SYSCALL_AT};
 use kerf_session::instrument::{Instrumentation, Options, ProcessBackend};
 use kerf_session::probe::{Action, InstrumentError, Probe, Reason};
 use kerf_session::spec::Point;
-use kerf_session::{analyze_file, AnalyzedImage, LoadOptions};
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use kerf_session::AnalyzedImage;
 use std::sync::Arc;
 
 /// Where the fake "loads" the fixture (its maps list a mapping there).
 const BASE: u64 = 0x5555_0000_0000;
 
+/// The fixture, "loaded" at BASE.
 fn fixture(name: &str) -> AnalyzedImage {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("install-fake");
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/fixtures/{name}.c"));
-    // One binary per test: tests run in parallel, and one reading the file while another
-    // rewrites it sees a torn one.
-    let test = std::thread::current().name().unwrap_or("main").replace("::", "-");
-    let out = dir.join(format!("{name}-{test}"));
-    let st = Command::new("gcc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("gcc is needed (Debian package gcc)");
-    assert!(st.success(), "gcc failed on {name}.c");
-    let opts = LoadOptions { cache_dir: None, ..LoadOptions::default() };
-    let mut m = analyze_file(&out, &opts, &kerf_analysis::Quiet).unwrap();
+    let mut m = common::fixture(name);
     m.bias = Some(BASE);
     m
 }

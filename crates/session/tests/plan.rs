@@ -3,35 +3,16 @@
 //! typed refusal reasons; liveness and stack facts per site) and against golden files, one
 //! line per site (address, kind, reason), regenerated with `KERF_BLESS=1`, never by hand.
 
+mod common;
+
 use kerf_analysis::cfg::FuncId;
 use kerf_patch::Refusal;
 use kerf_patch::SpliceKind;
 use kerf_session::plan::{plan_sites, Rules, Sites};
 use kerf_session::probe::{Action, InstrumentError, KindRefusal, Probe, Reason};
 use kerf_session::spec::Point;
-use kerf_session::{analyze_file, AnalyzedImage, LoadOptions};
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// `tests/fixtures/NAME.c` built with gcc -O2 and analysed (no cache).
-fn fixture(name: &str) -> AnalyzedImage {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("plan-fixtures");
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/fixtures/{name}.c"));
-    // One binary per test: tests run in parallel, and one reading the file while another
-    // rewrites it sees a torn one.
-    let test = std::thread::current().name().unwrap_or("main").replace("::", "-");
-    let out = dir.join(format!("{name}-{test}"));
-    let st = Command::new("gcc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("gcc is needed (Debian package gcc)");
-    assert!(st.success(), "gcc failed on {name}.c");
-    let opts = LoadOptions { cache_dir: None, ..LoadOptions::default() };
-    analyze_file(&out, &opts, &kerf_analysis::Quiet).unwrap()
-}
+use kerf_session::AnalyzedImage;
+use std::path::Path;
 
 fn func(m: &AnalyzedImage, name: &str) -> FuncId {
     let i = m.analysis.cfg.functions.iter().position(|f| f.name == name);
@@ -112,7 +93,7 @@ fn golden_plans_of_the_fixtures() {
         ("tailcall", &["is_even", "is_odd", "tail_cond", "jump_through_register", "main"][..]),
         ("unwind_overlap", &["plain_fn", "main"][..]),
     ] {
-        let m = fixture(fixture_name);
+        let m = common::fixture(fixture_name);
         let probes = blocks(&m, funcs);
         golden(&format!("plan-{fixture_name}"), &text(&probes, &plan(&m, &probes, None)));
     }
@@ -122,7 +103,7 @@ fn golden_plans_of_the_fixtures() {
 /// whatever order the probes came in; a count at a start's address joins its site.
 #[test]
 fn timer_starts_go_live_last() {
-    let m = fixture("counted");
+    let m = common::fixture("counted");
     let probes = vec![
         entry(&m, "branchy", Action::TimerStart(0)),
         entry(&m, "leaf", Action::Count),
@@ -146,14 +127,14 @@ fn timer_starts_go_live_last() {
 /// it was forced.
 #[test]
 fn forced_kinds_and_typed_reasons() {
-    let m = fixture("counted");
+    let m = common::fixture("counted");
     let probes = blocks(&m, &["branchy", "switchy"]);
     let traps = plan(&m, &probes, Some(SpliceKind::Trap));
     assert!(traps.sites.iter().all(|sp| sp.plan.kind == SpliceKind::Trap));
     assert!(traps.sites.iter().all(|sp| sp.plan.reason.as_ref().unwrap().to_string() == "forced"));
     // Forced jump5 where the function has an indirect jump with unknown targets: refused,
     // with the patch layer's typed refusal, not a string.
-    let t = fixture("tailcall");
+    let t = common::fixture("tailcall");
     let probes = blocks(&t, &["is_even", "jump_through_register"]);
     let jumps = plan(&t, &probes, Some(SpliceKind::Jump5));
     assert!(jumps.sites.iter().all(|sp| sp.plan.kind == SpliceKind::Jump5));
@@ -173,7 +154,7 @@ fn forced_kinds_and_typed_reasons() {
 /// error, carrying the refusal.
 #[test]
 fn never_spliced_code_is_refused_and_nothing_placed_is_an_error() {
-    let m = fixture("unwind_overlap");
+    let m = common::fixture("unwind_overlap");
     let probes = vec![entry(&m, "tramp_code", Action::Count)];
     match plan_sites(std::slice::from_ref(&m), &probes, None, &[], Rules::PROCESS, None) {
         Err(InstrumentError::NothingPlaced(r)) => {
@@ -189,7 +170,7 @@ fn never_spliced_code_is_refused_and_nothing_placed_is_an_error() {
 /// -O2 code, where caller-saved registers are dead) and no tail facts without tail probes.
 #[test]
 fn sites_carry_their_point_facts() {
-    let m = fixture("counted");
+    let m = common::fixture("counted");
     let probes = vec![entry(&m, "leaf", Action::Count), entry(&m, "branchy", Action::Count)];
     let s = plan(&m, &probes, None);
     for sp in &s.sites {
