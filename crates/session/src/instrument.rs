@@ -758,24 +758,13 @@ impl Instrumentation {
         for &i in members {
             self.probe_site[i] = self.sites.len();
         }
-        self.sites.push(Site {
-            spec: p.spec.clone(),
-            label: if p.at_exit {
-                format!("{}+{:#x}", fun.name, image_addr - fun.entry)
-            } else {
-                p.label.clone()
-            },
-            addr,
-            kind: plan.kind,
-            reason: plan.reason.clone(),
-            probes: members.to_vec(),
-            springboard_in: plan.springboard,
-            original,
-            splice,
-            patch: patch_at,
-            live: false,
-            springboard,
-        });
+        let label = if p.at_exit {
+            format!("{}+{:#x}", fun.name, image_addr - fun.entry)
+        } else {
+            p.label.clone()
+        };
+        let s = Splice { addr, old: original, new: splice, patch: patch_at, springboard };
+        self.sites.push(Site::planned(&p.spec, label, job.site, s, false));
         Ok(())
     }
 

@@ -521,20 +521,7 @@ impl<'k> KernelInstrumentation<'k> {
         for &i in &sp.members {
             self.probe_site[i] = Some(k);
         }
-        self.sites.push(Site {
-            spec: p.spec.clone(),
-            label: p.label.clone(),
-            addr: s.addr,
-            kind: sp.plan.kind,
-            reason: sp.plan.reason.clone(),
-            probes: sp.members.clone(),
-            springboard_in: sp.plan.springboard,
-            original: s.old,
-            splice: s.new,
-            patch: s.patch,
-            live: true,
-            springboard: s.springboard,
-        });
+        self.sites.push(Site::planned(&p.spec, p.label.clone(), sp, s, true));
         k
     }
 

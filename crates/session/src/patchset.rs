@@ -4,8 +4,9 @@
 //! code is pure (the plan and addresses in, bytes out, no system call and no analysis), so the
 //! sites of a batch are generated in parallel.
 
+use crate::backend::Splice;
 use crate::plan::SitePlan;
-use crate::probe::{Action, InstrumentError, Probe, Where};
+use crate::probe::{Action, InstrumentError, Probe, Site, Where};
 use kerf_codegen::timer::{THREAD_TABLE_LEN, TIMER_LEN};
 use kerf_codegen::{lower, sigguard, Context, Env, Primitive, ThreadPointer};
 use kerf_patch::{build_patch_with, Layout};
@@ -108,6 +109,27 @@ impl DataLayout {
             })
             .collect();
         Ok(DataLayout { counters, timers, end: next })
+    }
+}
+
+impl Site {
+    /// The record of a site planned as `sp`, named `label`, whose splice `s` is written
+    /// (`live`) or about to be.
+    pub(crate) fn planned(spec: &str, label: String, sp: &SitePlan, s: Splice, live: bool) -> Site {
+        Site {
+            spec: spec.to_string(),
+            label,
+            addr: s.addr,
+            kind: sp.plan.kind,
+            reason: sp.plan.reason.clone(),
+            probes: sp.members.clone(),
+            springboard_in: sp.plan.springboard,
+            original: s.old,
+            splice: s.new,
+            patch: s.patch,
+            live,
+            springboard: s.springboard,
+        }
     }
 }
 
