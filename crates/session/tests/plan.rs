@@ -9,7 +9,7 @@ use kerf_analysis::cfg::FuncId;
 use kerf_patch::Refusal;
 use kerf_patch::SpliceKind;
 use kerf_session::plan::{plan_sites, Rules, Sites};
-use kerf_session::probe::{Action, InstrumentError, KindRefusal, Probe, Reason};
+use kerf_session::probe::{Action, Chosen, InstrumentError, KindRefusal, Probe, Reason};
 use kerf_session::spec::Point;
 use kerf_session::AnalyzedImage;
 use std::path::Path;
@@ -176,5 +176,46 @@ fn sites_carry_their_point_facts() {
     for sp in &s.sites {
         assert_ne!(sp.live, kerf_codegen::LiveAt::ALL, "{}", text(&probes, &s));
         assert!(sp.stacks.is_empty());
+    }
+}
+
+/// A signal-mask guard takes jump2 or trap, never jump5 (a thread asleep in its system call
+/// has its PC right after the `syscall`), says so, and is planned first: a count probe of the
+/// program at the same `syscall` joins the guard's site.
+#[test]
+fn a_guard_takes_jump2_or_trap_and_a_count_there_joins_it() {
+    let m = common::fixture("restart");
+    let modules = std::slice::from_ref(&m);
+    let sys = kerf_session::plan::syscall_sites(modules, 0).unwrap();
+    let sleep = func(&m, "sleep_site");
+    let s = sys.iter().find(|s| s.func == sleep).expect("sleep_site's syscall");
+    let point = |spec: &str| Point {
+        spec: spec.into(),
+        label: spec.into(),
+        module: 0,
+        func: sleep,
+        addr: s.addr,
+        at_exit: false,
+    };
+    let probes = vec![
+        Probe { point: point("count"), action: Action::Count },
+        Probe { point: point("guard"), action: Action::SignalGuard },
+    ];
+    let plan = plan(&m, &probes, None);
+    match &plan.sites[..] {
+        [site] => {
+            assert_eq!(site.first, 1, "the guard names the site");
+            assert_eq!(site.members, vec![1, 0]);
+            assert_ne!(site.plan.kind, SpliceKind::Jump5);
+            assert!(
+                matches!(
+                    &site.plan.reason,
+                    Some(Reason::Kinds { chosen: Some(Chosen::Guard), .. })
+                ),
+                "{:?}",
+                site.plan.reason
+            );
+        }
+        other => panic!("{} sites:\n{}", other.len(), text(&probes, &plan)),
     }
 }
