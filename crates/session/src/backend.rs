@@ -55,10 +55,12 @@ pub trait Backend {
     /// Write `code` at `at`, where no splice leads yet (so no thread can be there).
     fn write_code(&mut self, at: u64, code: &[u8]) -> Result<(), InstrumentError>;
 
-    /// Write a batch of splices with every thread out of their bytes (one outcome per splice,
-    /// in order). The batch goes in as one: a process holds all its threads stopped for it,
-    /// the kernel takes it through one quiescence protocol.
-    fn splice(&mut self, batch: &[Splice]) -> Result<Vec<Outcome>, InstrumentError>;
+    /// Write a batch of splices with every thread out of their bytes. The batch goes in as
+    /// one: a process holds all its threads stopped for it, the kernel takes it through one
+    /// quiescence protocol. Each splice's outcome is pushed to `done` as soon as it is known,
+    /// in order, so that when an error stops the batch the splices already written are known
+    /// and can be taken out (every exit path restores the target, DESIGN.md §5).
+    fn splice(&mut self, batch: &[Splice], done: &mut Vec<Outcome>) -> Result<(), InstrumentError>;
 
     /// Take a batch of live splices out, in the order given, restoring and verifying every
     /// byte (springboards when no thread can be in one any more: the kernel after its

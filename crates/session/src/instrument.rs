@@ -222,18 +222,35 @@ impl ProcessBackend {
     /// With every thread stopped (`tr`): write each splice of `batch` whose bytes no thread is
     /// in (Djprobe's freeze check: a PC, a restarting system call or a stacked return address
     /// inside bytes 1.. of the splice); the others are `Later`.
-    fn splice_stopped(tr: &Tracee, batch: &[Splice]) -> Result<Vec<Outcome>, InstrumentError> {
+    /// Outcomes go to `done` as they happen (see [`Backend::splice`]).
+    fn splice_stopped(
+        tr: &Tracee,
+        batch: &[Splice],
+        done: &mut Vec<Outcome>,
+    ) -> Result<(), InstrumentError> {
         let busy = busy_ranges(tr, None)?;
-        let mut out = Vec::with_capacity(batch.len());
         for s in batch {
             if busy.iter().any(|b| b.within(s.addr + 1, s.addr + s.new.len() as u64)) {
-                out.push(Outcome::Later);
+                done.push(Outcome::Later);
                 continue;
             }
-            write_verified(tr, s.addr, &s.old, &s.new)?;
-            out.push(Outcome::Done);
+            // As `write_verified`, but the splice counts as written from the write on (a failed
+            // write may have written part of it, a failed read-back all of it): it must come
+            // out again.
+            let mut cur = vec![0u8; s.old.len()];
+            tr.read(RemoteAddr(s.addr), &mut cur)?;
+            if cur != s.old {
+                return Err(mismatch_before(s.addr, &s.old, &cur));
+            }
+            done.push(Outcome::Done);
+            tr.write(RemoteAddr(s.addr), &s.new)?;
+            let mut back = vec![0u8; s.new.len()];
+            tr.read(RemoteAddr(s.addr), &mut back)?;
+            if back != s.new {
+                return Err(mismatch_after(s.addr, &s.new, &back));
+            }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -266,9 +283,9 @@ impl Backend for ProcessBackend {
         Ok(mem.write(RemoteAddr(at), code)?)
     }
 
-    fn splice(&mut self, batch: &[Splice]) -> Result<Vec<Outcome>, InstrumentError> {
+    fn splice(&mut self, batch: &[Splice], done: &mut Vec<Outcome>) -> Result<(), InstrumentError> {
         let tr = self.stop()?;
-        let r = ProcessBackend::splice_stopped(&tr, batch);
+        let r = ProcessBackend::splice_stopped(&tr, batch, done);
         self.resume(tr, true)?;
         r
     }
@@ -884,12 +901,16 @@ impl Instrumentation {
         let mut todo = self.guard_sites.clone();
         for _ in 0..MAX_TRIES {
             let mut tr = self.be.stop()?;
+            let mut done = Vec::new();
             let r = self.unblock_sigtrap(&mut tr).and_then(|()| {
                 let batch: Vec<Splice> = todo.iter().map(|&i| self.sites[i].as_splice()).collect();
-                ProcessBackend::splice_stopped(&tr, &batch)
+                ProcessBackend::splice_stopped(&tr, &batch, &mut done)
             });
-            self.be.resume(tr, true)?;
-            todo = self.went_live(&todo, &r?);
+            let resumed = self.be.resume(tr, true);
+            // Whatever went in counts as live before any error is returned: it must come out.
+            todo = self.went_live(&todo, &done);
+            r?;
+            resumed?;
             if todo.is_empty() {
                 return Ok(());
             }
@@ -966,8 +987,11 @@ impl Instrumentation {
             cancelled(cancel)?;
             let batch: Vec<usize> = todo.drain(..todo.len().min(BATCH)).collect();
             let splices: Vec<Splice> = batch.iter().map(|&i| self.sites[i].as_splice()).collect();
-            let outcomes = self.be.splice(&splices)?;
-            let later = self.went_live(&batch, &outcomes);
+            let mut done = Vec::new();
+            let r = self.be.splice(&splices, &mut done);
+            // Whatever went in counts as live before any error is returned: it must come out.
+            let later = self.went_live(&batch, &done);
+            r?;
             if !later.is_empty() {
                 // Give the threads in the way a moment to move on, then try those again.
                 tries += 1;
@@ -990,8 +1014,8 @@ impl Instrumentation {
         Ok(())
     }
 
-    /// Mark the sites of `batch` whose splice went in (`outcomes`, one per site) live, in
-    /// order; return the others, to try again in a later stop.
+    /// Mark the sites of `batch` whose splice went in (`outcomes`, one per site tried, in
+    /// order) live; return the others, to try again in a later stop.
     fn went_live(&mut self, batch: &[usize], outcomes: &[Outcome]) -> Vec<usize> {
         let mut later = Vec::new();
         for (&i, o) in batch.iter().zip(outcomes) {
@@ -1405,21 +1429,26 @@ fn write_verified(
     let mut cur = vec![0u8; old.len()];
     tr.read(RemoteAddr(addr), &mut cur)?;
     if cur != old {
-        return Err(InstrumentError::Mismatch {
-            addr,
-            detail: format!("expected {old:02x?}, found {cur:02x?} (changed by someone else?)"),
-        });
+        return Err(mismatch_before(addr, old, &cur));
     }
     tr.write(RemoteAddr(addr), new)?;
     let mut back = vec![0u8; new.len()];
     tr.read(RemoteAddr(addr), &mut back)?;
     if back != new {
-        return Err(InstrumentError::Mismatch {
-            addr,
-            detail: format!("wrote {new:02x?}, read back {back:02x?}"),
-        });
+        return Err(mismatch_after(addr, new, &back));
     }
     Ok(())
+}
+
+/// The bytes at `addr` are not `old`, which kerf expected there (nothing was written).
+fn mismatch_before(addr: u64, old: &[u8], cur: &[u8]) -> InstrumentError {
+    let detail = format!("expected {old:02x?}, found {cur:02x?} (changed by someone else?)");
+    InstrumentError::Mismatch { addr, detail }
+}
+
+/// `new` was written at `addr` and reads back as `back`.
+fn mismatch_after(addr: u64, new: &[u8], back: &[u8]) -> InstrumentError {
+    InstrumentError::Mismatch { addr, detail: format!("wrote {new:02x?}, read back {back:02x?}") }
 }
 
 /// A heap left mapped on purpose, and why: `(why, (address, bytes))`.
@@ -1642,5 +1671,45 @@ mod fake_tests {
         assert!(inside(0x7000_0000, CODE + 4));
         assert!(!inside(CODE, 0));
         assert!(!inside(0x7000_0000, CODE + 5));
+    }
+}
+
+/// A batch that fails part-way on the ptrace fake still says which splices went in.
+#[cfg(test)]
+mod batch_tests {
+    use super::{Outcome, ProcessBackend, Splice};
+    use crate::backend::Backend;
+    use crate::probe::InstrumentError;
+    use kerf_os::ptrace::fake::{regs_at, Fake, PID, SYSCALL_AT};
+    use std::sync::Arc;
+
+    const CODE: u64 = 0x40_0000;
+
+    /// The second splice of a batch finds bytes someone else changed: the error comes back,
+    /// and the first splice, already written, is reported so (it must be taken out again).
+    #[test]
+    fn what_went_in_before_an_error_is_reported() {
+        let fake = Arc::new(Fake::new(&[PID]));
+        {
+            let mut st = fake.state();
+            st.threads.get_mut(&PID).unwrap().regs = regs_at(SYSCALL_AT + 0x100);
+            st.mem.push((CODE, vec![0x90; 32]));
+        }
+        let splice = |at: u64, old: u8| Splice {
+            addr: CODE + at,
+            old: vec![old; 5],
+            new: vec![0xe9, 1, 2, 3, 4],
+            patch: 0,
+            springboard: None,
+        };
+        let mut be = ProcessBackend::with_sys(PID, fake.clone());
+        let mut done = Vec::new();
+        let e = be.splice(&[splice(0, 0x90), splice(8, 0xcc), splice(16, 0x90)], &mut done);
+        assert!(matches!(e, Err(InstrumentError::Mismatch { addr, .. }) if addr == CODE + 8));
+        assert_eq!(done, vec![Outcome::Done]);
+        let st = fake.state();
+        let code = &st.mem.iter().find(|(b, _)| *b == CODE).unwrap().1;
+        assert_eq!(code[..5], [0xe9, 1, 2, 3, 4]);
+        assert_eq!(code[8..13], [0x90; 5]);
     }
 }

@@ -242,40 +242,39 @@ impl Backend for KernelBackend<'_> {
     ///    CPU that was inside displaced bytes has left them; 3. every springboard (into
     ///    padding no CPU runs), then every jump over its quiesced int3. A jump that does not
     ///    go in leaves its site a trap.
-    fn splice(&mut self, batch: &[Splice]) -> Result<Vec<Outcome>, InstrumentError> {
+    fn splice(&mut self, batch: &[Splice], done: &mut Vec<Outcome>) -> Result<(), InstrumentError> {
         let d = self.d;
-        let mut out: Vec<Outcome> = batch
-            .iter()
-            .map(|s| {
-                let at = KernelAddr(s.addr);
-                let r = d
-                    .trap_add(at, KernelAddr(s.patch))
-                    .and_then(|()| d.splice(at, &s.old[..1], &[INT3], true));
-                match r {
-                    Ok(()) => Outcome::Done,
-                    Err(e) => {
-                        let _ = d.trap_del(at);
-                        Outcome::Refused(Reason::driver(&e))
-                    }
+        // The int3s first: what went in is in `done` before anything can fail.
+        let out = done;
+        out.extend(batch.iter().map(|s| {
+            let at = KernelAddr(s.addr);
+            let r = d
+                .trap_add(at, KernelAddr(s.patch))
+                .and_then(|()| d.splice(at, &s.old[..1], &[INT3], true));
+            match r {
+                Ok(()) => Outcome::Done,
+                Err(e) => {
+                    let _ = d.trap_del(at);
+                    Outcome::Refused(Reason::driver(&e))
                 }
-            })
-            .collect();
+            }
+        }));
         if !out.contains(&Outcome::Done) {
-            return Ok(out);
+            return Ok(());
         }
         d.quiesce()?;
         let driver =
             |e: KernelError| KindRefusal::Driver { errno: e.errno(), detail: e.to_string() };
         let jumps = |out: &[Outcome], k: usize| out[k] == Outcome::Done && batch[k].new != [INT3];
         for k in 0..batch.len() {
-            if let (true, Some((sb, pad, jmp))) = (jumps(&out, k), &batch[k].springboard) {
+            if let (true, Some((sb, pad, jmp))) = (jumps(out, k), &batch[k].springboard) {
                 if let Err(e) = d.splice(KernelAddr(*sb), pad, jmp, true) {
                     out[k] = Outcome::Trap(driver(e));
                 }
             }
         }
         for (k, s) in batch.iter().enumerate() {
-            if !jumps(&out, k) {
+            if !jumps(out, k) {
                 continue;
             }
             // What is there now: kerf's int3, then the original bytes.
@@ -285,7 +284,7 @@ impl Backend for KernelBackend<'_> {
                 out[k] = Outcome::Trap(driver(e));
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Every splice out (the driver restores and checks the original bytes), a quiescence,
@@ -457,7 +456,10 @@ impl<'k> KernelInstrumentation<'k> {
         //    springboard is written before the jmp rel8 that uses it and removed only after
         //    that jmp is gone and a quiescence has passed.
         let batch: Vec<Splice> = staged.iter().map(|(_, s)| s.clone()).collect();
-        let outcomes = be.splice(&batch)?;
+        let mut outcomes = Vec::new();
+        let r = be.splice(&batch, &mut outcomes);
+        // (An error here leaves the int3s that went in to the caller's drop, which takes out
+        // every site recorded: record them first.)
         for ((sp, mut s), outcome) in staged.into_iter().zip(outcomes) {
             let planned_jump = s.new != [INT3];
             match outcome {
@@ -479,6 +481,7 @@ impl<'k> KernelInstrumentation<'k> {
                 }
             }
         }
+        r?;
         if inst.sites.is_empty() {
             // The driver refused every point: that is the error.
             if let Some(r) = inst.refused.first().cloned() {
