@@ -16,9 +16,10 @@
  * The ABI, the protocol and the errno contract are in kerf_uapi.h.
  *
  * Locking: kerf_lock (a mutex) serialises every ioctl and release; it is taken before
- * text_mutex, and text_mutex is held only around the ownership checks and text_poke_bp(), the
- * way ftrace, jump labels, static calls and kprobes hold it while they patch, so nobody else
- * patches text between our check and our write. The int3 notifier takes no lock: it reads an
+ * text_mutex, and text_mutex is held only around the ownership checks and the writes
+ * (text_poke_queue() .. text_poke_finish()), the way ftrace, jump labels, static calls and
+ * kprobes hold it while they patch, so nobody else patches text between our check and our
+ * write. The int3 notifier takes no lock: it reads an
  * RCU-published immutable sorted table.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -40,6 +41,9 @@
 #include <linux/bug.h>
 #include <linux/extable.h>
 #include <linux/kallsyms.h>
+#include <linux/jump_label.h>
+#include <linux/static_call_types.h>
+#include <linux/sort.h>
 #include <generated/utsrelease.h>
 #include <asm/text-patching.h>
 #include <asm/kprobes.h>
@@ -50,8 +54,14 @@
 
 #define KERF_MAX_SPLICES	65536
 #define KERF_MAX_TRAPS		65536
-/* text_poke_bp() decodes the emulated instruction from a buffer of up to MAX_INSN_SIZE bytes. */
+/* text_poke_queue() decodes the emulated instruction from a buffer of up to MAX_INSN_SIZE bytes. */
 #define KERF_INSN_BUF		16
+/*
+ * Entries kerf queues before it calls text_poke_finish() itself: half of 6.1's TP_VEC_MAX
+ * (PAGE_SIZE / 16-byte struct text_poke_loc), so the kernel never flushes a run on its own
+ * and kerf knows which entries each flush wrote (see kerf_poke_flush()).
+ */
+#define KERF_POKE_RUN		128
 
 /* The patch heap lives in kerf's own text (kerf_heap.S); the data heap is page-aligned .bss. */
 extern u8 kerf_patch_heap[], kerf_patch_heap_end[];
@@ -64,7 +74,8 @@ static u8 kerf_data_heap[KERF_DATA_HEAP_SIZE] __aligned(KERF_HEAP_ALIGN);
  */
 static struct {
 	unsigned long (*kallsyms_lookup_name)(const char *name);
-	void (*text_poke_bp)(void *addr, const void *opcode, size_t len, const void *emulate);
+	void (*text_poke_queue)(void *addr, const void *opcode, size_t len, const void *emulate);
+	void (*text_poke_finish)(void);
 	void *(*text_poke)(void *addr, const void *opcode, size_t len);
 	void *(*text_poke_copy)(void *addr, const void *opcode, size_t len);
 	struct mutex *text_mutex;
@@ -79,7 +90,26 @@ static struct {
 	struct module *(*module_text_address)(unsigned long addr);
 	unsigned long stext, etext;
 	unsigned long static_call_text_start, static_call_text_end;
+	struct jump_entry *jump_table_start, *jump_table_stop;
+	struct static_call_site *static_call_sites_start, *static_call_sites_stop;
+	struct bug_entry *bug_table_start, *bug_table_stop;
 } ks;
+
+/*
+ * Sorted addresses in core kernel text, built at load from the core kernel's own tables (core
+ * text gets no new entries after boot): the code of every jump label and static call site
+ * (each at most KERF_SITE_LEN bytes), and every BUG()/WARN() site. Only filters in front of the
+ * kernel's own checks, which walk a whole table on every call (find_bug() for every byte of a
+ * splice): a core-text range that meets no address here cannot be reserved by those checks
+ * (module entries lie in module text), so they are skipped for it; for any other range, and
+ * for module text, they are made. An index that could not be built (a == NULL) skips nothing.
+ */
+#define KERF_SITE_LEN	5	/* JUMP_LABEL_NOP_SIZE, CALL_INSN_SIZE */
+struct kerf_addr_index {
+	unsigned long *a;
+	size_t n;
+};
+static struct kerf_addr_index kerf_core_sites, kerf_core_bugs;
 
 /* One live splice. Only touched under kerf_lock. */
 struct kerf_splice_rec {
@@ -93,7 +123,8 @@ struct kerf_splice_rec {
 	bool had_users;			/* one of them was removed ... */
 	u64 users_gone_seq;		/* ... when kerf_quiesce_done had this value */
 	u64 seq;			/* kerf_quiesce_done when the bytes were written */
-	struct list_head order;		/* newest first: release restores in reverse order */
+	unsigned int pending_len;	/* while a request of this call is writing it: its len */
+	struct list_head order;		/* every live splice, newest first */
 };
 
 /* Process-context state of one trap (addr -> patch). */
@@ -124,12 +155,24 @@ static unsigned long kerf_nr_splices;
 static DEFINE_XARRAY(kerf_traps_meta);	/* addr -> struct kerf_trap_meta */
 static unsigned long kerf_nr_traps;
 static struct kerf_trap_tab __rcu *kerf_traps;
+/* kerf_traps_meta changed since kerf_traps was built (see kerf_publish_traps_if_dirty()). */
+static bool kerf_traps_dirty;
 static DEFINE_XARRAY(kerf_oss);	/* patch entry -> number of live users (xa value) */
 static DEFINE_XARRAY(kerf_retired);	/* patch entries unused since the last quiesce */
 static u64 kerf_quiesce_done;
 static atomic64_t kerf_trap_hits = ATOMIC64_INIT(0);
-/* The range kerf_poke() is patching right now (written under text_mutex, read by the notifier). */
-static unsigned long kerf_poke_addr, kerf_poke_len;
+/*
+ * The run kerf is writing right now: queued, not yet flushed (written under text_mutex, the
+ * address ranges read by the notifier; kerf_poke_n is published after the entry it counts).
+ */
+struct kerf_poke_ent {
+	unsigned long addr;
+	unsigned long len;
+	const u8 *bytes;	/* the final bytes, KERF_INSN_BUF of them */
+	long *ret;		/* where a failed read-back is reported (-EIO) */
+};
+static struct kerf_poke_ent kerf_poking[KERF_POKE_RUN];
+static unsigned int kerf_poke_n;
 static bool kerf_pinned;
 
 /**
@@ -154,7 +197,7 @@ static bool kerf_in_patch_heap(unsigned long addr, unsigned long len)
  * @data: struct die_args with the trapping registers
  *
  * Runs in int3 context (the kernel treats it like an NMI: any CPU, interrupts off, possibly
- * nested inside anything), after text_poke_bp()'s own handler and kprobes' handler have
+ * nested inside anything), after the kernel's poke handler and kprobes' handler have
  * declined the trap. So it takes no lock and does not sleep: it binary-searches an immutable
  * table published with RCU (the notifier chain already runs under rcu_read_lock()). It must
  * not be probed itself, hence notrace and NOKPROBE_SYMBOL.
@@ -168,7 +211,7 @@ static int notrace kerf_int3_notify(struct notifier_block *nb, unsigned long val
 	struct pt_regs *regs = args->regs;
 	const struct kerf_trap_tab *tab;
 	unsigned long addr;
-	unsigned int lo, hi, mid;
+	unsigned int lo, hi, mid, n;
 	int ret = NOTIFY_DONE;
 
 	if (val != DIE_INT3 || !regs || user_mode(regs))
@@ -200,22 +243,30 @@ static int notrace kerf_int3_notify(struct notifier_block *nb, unsigned long val
 		return ret;
 
 	/*
-	 * Not a trap splice. If this int3 is gone, or is the temporary int3 of a text_poke_bp()
-	 * that kerf is running at this very address, resume at addr: the CPU then runs whatever is
-	 * there now (the old or new instruction, or the int3 again, which text_poke_bp()'s handler
-	 * now claims, since it publishes its state before writing the int3). kprobes' handler
-	 * already backs up over a vanished int3, but between its check and ours a new kerf batch
-	 * may have written the int3 again. On hardware, a CPU that met a batch's int3 finishes its
-	 * handler before the batch can end (the batch's IPIs wait for it), so this never happens;
-	 * under qemu TCG a vCPU was seen to run a stale translation of a previous batch's int3
-	 * after that batch had ended, with the next batch starting: without this, die("int3").
+	 * Not a trap splice. If this int3 is gone, or is the temporary int3 of a run that kerf is
+	 * writing at this very address, resume at addr: the CPU then runs whatever is there now
+	 * (the old or new instruction, or the int3 again, which the kernel's poke handler now
+	 * claims, since it publishes its state before writing the int3). kprobes' handler already
+	 * backs up over a vanished int3, but between its check and ours a new kerf run may have
+	 * written the int3 again. On hardware, a CPU that met a run's int3 finishes its handler
+	 * before the run can end (the run's IPIs wait for it), so this never happens; under qemu
+	 * TCG a vCPU was seen to run a stale translation of a previous run's int3 after that run
+	 * had ended, with the next run starting: without this, die("int3"). A linear scan: at
+	 * most KERF_POKE_RUN entries, and only for an int3 nobody else claimed.
 	 */
-	if (*(u8 *)addr != INT3_INSN_OPCODE ||
-	    (addr - READ_ONCE(kerf_poke_addr) < READ_ONCE(kerf_poke_len))) {
-		regs->ip = addr;
-		return NOTIFY_STOP;
+	if (*(u8 *)addr != INT3_INSN_OPCODE)
+		goto resume;
+	n = READ_ONCE(kerf_poke_n);
+	smp_rmb();	/* pairs with kerf_poke_queue(): the entries counted are written */
+	for (lo = 0; lo < n && lo < KERF_POKE_RUN; lo++) {
+		if (addr - READ_ONCE(kerf_poking[lo].addr) < READ_ONCE(kerf_poking[lo].len))
+			goto resume;
 	}
 	return NOTIFY_DONE;
+
+resume:
+	regs->ip = addr;
+	return NOTIFY_STOP;
 }
 NOKPROBE_SYMBOL(kerf_int3_notify);
 
@@ -253,6 +304,30 @@ static int kerf_publish_traps(void)
 	if (old)
 		kvfree_rcu(old, rcu);
 	return 0;
+}
+
+/**
+ * kerf_publish_traps_if_dirty() - publish the trap table if TRAP_ADD/TRAP_DEL changed it
+ *
+ * TRAP_ADD and TRAP_DEL only change kerf_traps_meta (publishing at each would copy the whole
+ * table each time: quadratic in the number of sites). The table is published before anything
+ * that depends on it: before a splice is written (an int3 must find its entry, so it is
+ * published before the int3 exists), and before a quiesce or a patch write (a removed entry
+ * must be gone from the table before the quiesce that allows its patch to be rewritten).
+ * Context: kerf_lock held.
+ *
+ * Return: 0 or -ENOMEM (the table stays dirty).
+ */
+static int kerf_publish_traps_if_dirty(void)
+{
+	int ret;
+
+	if (!kerf_traps_dirty)
+		return 0;
+	ret = kerf_publish_traps();
+	if (!ret)
+		kerf_traps_dirty = false;
+	return ret;
 }
 
 /**
@@ -306,6 +381,87 @@ static bool kerf_range_has(struct xarray *xa, unsigned long first, unsigned long
 }
 
 /**
+ * kerf_index_meets() - may [first, last] of core text hold an address of @ix?
+ * @ix: the index
+ * @first: first byte
+ * @last: last byte
+ *
+ * Return: false only if the range is core kernel text and meets no address of @ix.
+ */
+static bool kerf_index_meets(const struct kerf_addr_index *ix, unsigned long first,
+			     unsigned long last)
+{
+	size_t lo = 0, hi = ix->n, mid;
+
+	if (!ix->a || first < ks.stext || last >= ks.etext)
+		return true;
+	/* The first address at or after first; it meets the range if it is at or before last. */
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (ix->a[mid] < first)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < ix->n && ix->a[lo] <= last;
+}
+
+static int kerf_cmp_ulong(const void *a, const void *b)
+{
+	unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/**
+ * kerf_index_core() - build kerf_core_sites and kerf_core_bugs from the core kernel's tables
+ *
+ * Context: module init. A failed allocation only leaves that filter off.
+ */
+static void kerf_index_core(void)
+{
+	size_t nj = ks.jump_table_stop - ks.jump_table_start;
+	size_t nsc = ks.static_call_sites_stop - ks.static_call_sites_start;
+	size_t nb = ks.bug_table_stop - ks.bug_table_start;
+	struct static_call_site *sc;
+	struct bug_entry *bug;
+	unsigned long *a;
+	size_t i, n = 0;
+
+	a = kvmalloc_array(nj + nsc, sizeof(*a), GFP_KERNEL);
+	if (a) {
+		for (i = 0; i < nj; i++)
+			a[n++] = jump_entry_code(&ks.jump_table_start[i]);
+		for (i = 0; i < nsc; i++) {
+			sc = &ks.static_call_sites_start[i];
+			a[n++] = (unsigned long)&sc->addr + sc->addr;
+		}
+		sort(a, n, sizeof(*a), kerf_cmp_ulong, NULL);
+		kerf_core_sites = (struct kerf_addr_index){ .a = a, .n = n };
+	}
+	a = kvmalloc_array(nb, sizeof(*a), GFP_KERNEL);
+	if (a) {
+		for (i = 0; i < nb; i++) {
+			bug = &ks.bug_table_start[i];
+			a[i] = (unsigned long)&bug->bug_addr_disp + bug->bug_addr_disp;
+		}
+		sort(a, nb, sizeof(*a), kerf_cmp_ulong, NULL);
+		kerf_core_bugs = (struct kerf_addr_index){ .a = a, .n = nb };
+	}
+	pr_info("core text: %zu jump labels, %zu static call sites, %zu BUG/WARN sites\n", nj, nsc,
+		nb);
+}
+
+/**
+ * kerf_index_free() - free what kerf_index_core() built
+ */
+static void kerf_index_free(void)
+{
+	kvfree(kerf_core_sites.a);
+	kvfree(kerf_core_bugs.a);
+}
+
+/**
  * kerf_check_text() - is [addr, addr+len) text that kerf may splice?
  * @addr: first byte
  * @len: number of bytes
@@ -350,7 +506,8 @@ static int kerf_check_text(unsigned long addr, unsigned int len, struct module *
 			return ret;
 	}
 	for (a = addr; a < end; a++) {
-		if (ks.within_kprobe_blacklist(a) || ks.find_bug(a) ||
+		if (ks.within_kprobe_blacklist(a) ||
+		    (kerf_index_meets(&kerf_core_bugs, a, a) && ks.find_bug(a)) ||
 		    ks.search_exception_tables(a)) {
 			ret = -EPERM;
 			goto err_put;
@@ -389,9 +546,9 @@ static int kerf_check_owned(unsigned long addr, unsigned int len)
 
 	if (ks.ftrace_location_range(addr, last))
 		return -EBUSY;
-	if (ks.jump_label_text_reserved((void *)addr, (void *)last))
-		return -EBUSY;
-	if (ks.static_call_text_reserved((void *)addr, (void *)last))
+	if (kerf_index_meets(&kerf_core_sites, addr - (KERF_SITE_LEN - 1), last) &&
+	    (ks.jump_label_text_reserved((void *)addr, (void *)last) ||
+	     ks.static_call_text_reserved((void *)addr, (void *)last)))
 		return -EBUSY;
 	if (addr < ks.static_call_text_end && last >= ks.static_call_text_start)
 		return -EBUSY;
@@ -412,62 +569,108 @@ static int kerf_check_owned(unsigned long addr, unsigned int len)
 }
 
 /**
- * kerf_poke() - write a splice or a restore with the int3 bypass, and verify it
- * @addr: first byte
- * @bytes: the new bytes
- * @len: 1, 2 or 5
- * @emulate: the instruction a CPU that meets the temporary int3 must behave as if it had
- *           executed (KERF_INSN_BUF bytes: text_poke_bp() decodes a whole instruction)
+ * kerf_poke_flush() - write the queued run, write it again plainly, and verify it
  *
- * text_poke_bp() is Djprobe's bypass method as the kernel implements it: (1) write int3 at
- * addr and serialise every CPU (sync_core via IPI); (2) write bytes 1..len-1 and serialise;
- * (3) write byte 0 and serialise. Between (1) and (3) a CPU reaching addr traps and the
- * kernel's poke handler makes it behave as @emulate (a jmp is followed, an int3 is passed on to
- * kprobes and then to kerf_int3_notify()). No CPU ever executes a half-written instruction,
- * and the serialisation is what the cross-modifying-code erratum Djprobe cites requires.
+ * text_poke_finish() runs text_poke_bp_batch() over the run, which is Djprobe's bypass method
+ * as the kernel implements it, for every entry at once: (1) write int3 at every address and
+ * serialise every CPU (sync_core via IPI); (2) write bytes 1..len-1 of every entry and
+ * serialise; (3) write every first byte and serialise. Between (1) and (3) a CPU reaching one
+ * of the addresses traps and the kernel's poke handler (a binary search over the run, which is
+ * why a run is in ascending address order) makes it behave as that entry's emulated
+ * instruction (a jmp is followed, an int3 is passed on to kprobes and then to
+ * kerf_int3_notify()). No CPU ever executes a half-written instruction, and the serialisation
+ * is what the cross-modifying-code erratum Djprobe cites requires. Three serialisations for
+ * the run, not three per entry: that is the whole gain, and it changes nothing for a single
+ * CPU at a single address, which sees exactly the states text_poke_bp() would show it.
+ *
+ * Then each entry is written once more, plainly (text_mutex is held, as text_poke() needs).
+ * Seen under qemu TCG with two vCPUs: after a splice or a restore, a vCPU trapped at addr over
+ * and over while memory held the new jmp, not an int3. It was running a translation of the
+ * temporary int3 that outlived the write of the final byte (most likely it was being
+ * translated while that byte was stored, and was linked after the store had invalidated the
+ * page's translations). kprobes' int3 handler, which runs before any notifier, sees no int3
+ * at addr and backs the CPU up to it, where the same translation traps again: a soft lockup,
+ * until the page is written again. By now the run's last sync has run on every CPU (a vCPU
+ * takes the IPI only between translated blocks), so such a translation is linked and this
+ * store invalidates it; a translation racing with this store reads the final bytes either
+ * way. Without this write, splicing and restoring path_openat's blocks while two shells open
+ * files locked up the guest in the first round, three boots out of three; with it, 30 rounds
+ * of 349 points ran clean (tests/fixtures/kernel_guest.sh, splice_churn). On hardware nothing
+ * changes: the bytes are the ones already there. The rewrite follows each flush at once, with
+ * no IPI in between (text_poke() flushes only the local TLB): a vCPU caught in such a loop with
+ * interrupts off could not take the next run's sync, which is why kerf flushes runs itself
+ * (KERF_POKE_RUN) instead of letting text_poke_queue() flush a full vector on its own.
+ *
  * Caller holds text_mutex.
- *
- * Return: 0, or -EIO if the bytes read back differ (never expected under text_mutex).
  */
-static int kerf_poke(unsigned long addr, const u8 *bytes, unsigned int len, const u8 *emulate)
+static void kerf_poke_flush(void)
 {
+	struct kerf_poke_ent *e;
 	u8 check[KERF_MAX_SPLICE_LEN];
+	unsigned int i;
 
 	lockdep_assert_held(ks.text_mutex);
-	/* Published before text_poke_bp() writes its int3 (it orders its own state the same way). */
-	WRITE_ONCE(kerf_poke_len, len);
-	WRITE_ONCE(kerf_poke_addr, addr);
-	smp_wmb();
-	ks.text_poke_bp((void *)addr, bytes, len, emulate);
-	/*
-	 * Write the same bytes once more, plainly (text_mutex is held, as text_poke() needs).
-	 * Seen under qemu TCG with two vCPUs: after a splice or a restore, a vCPU trapped at
-	 * addr over and over while memory held the new jmp, not an int3. It was running a
-	 * translation of text_poke_bp()'s temporary int3 that outlived the write of the final
-	 * byte (most likely it was being translated while that byte was stored, and was linked
-	 * after the store had invalidated the page's translations). kprobes' int3 handler, which
-	 * runs before any notifier, sees no int3 at addr and backs the CPU up to it, where the
-	 * same translation traps again: a soft lockup, until the page is written again. By now
-	 * text_poke_bp()'s last sync has run on every CPU (a vCPU takes the IPI only between
-	 * translated blocks), so such a translation is linked and this store invalidates it; a
-	 * translation racing with this store reads the final bytes either way. Without this
-	 * write, splicing and restoring path_openat's blocks while two shells open files locked
-	 * up the guest in the first round, three boots out of three; with it, 30 rounds of 349
-	 * points ran clean (tests/fixtures/kernel_guest.sh, splice_churn). On hardware nothing
-	 * changes: the bytes are the ones already there.
-	 */
-	ks.text_poke((void *)addr, bytes, len);
-	WRITE_ONCE(kerf_poke_len, 0);
-	if (copy_from_kernel_nofault(check, (void *)addr, len) || memcmp(check, bytes, len)) {
-		WARN(1, "kerf: bytes at %pS are not the bytes written\n", (void *)addr);
-		return -EIO;
+	if (!kerf_poke_n)
+		return;
+	ks.text_poke_finish();
+	for (i = 0; i < kerf_poke_n; i++) {
+		e = &kerf_poking[i];
+		ks.text_poke((void *)e->addr, e->bytes, e->len);
 	}
-	return 0;
+	for (i = 0; i < kerf_poke_n; i++) {
+		e = &kerf_poking[i];
+		if (copy_from_kernel_nofault(check, (void *)e->addr, e->len) ||
+		    memcmp(check, e->bytes, e->len)) {
+			WARN(1, "kerf: bytes at %pS are not the bytes written\n", (void *)e->addr);
+			*e->ret = -EIO;
+		}
+	}
+	WRITE_ONCE(kerf_poke_n, 0);
 }
 
 /**
- * kerf_restore() - put the original bytes of a live splice back
+ * kerf_poke_queue() - queue a splice or a restore for the int3 bypass
+ * @addr: first byte
+ * @bytes: the new bytes, kept by the caller until the run is flushed (KERF_INSN_BUF of them,
+ *         int3 after the first len, when @emulate is NULL: the kernel decodes them then)
+ * @len: 1, 2 or 5
+ * @emulate: the instruction a CPU that meets the temporary int3 must behave as if it had
+ *           executed (KERF_INSN_BUF bytes), or NULL for @bytes
+ * @ret: set to -EIO if the bytes read back after the flush differ (never expected)
+ *
+ * A run ends when it is full or when @addr is below the previous entry's: the kernel's poke
+ * handler binary-searches a run, so text_poke_queue() would flush there itself. Before a run's
+ * first entry, whatever another patcher left queued is flushed (jump labels queue under
+ * text_mutex and drop it before their text_poke_finish()), so the run is kerf's alone. The
+ * entry is published for kerf_int3_notify() before its int3 can be written. Caller holds
+ * text_mutex and flushes with kerf_poke_flush() before dropping it.
+ */
+static void kerf_poke_queue(unsigned long addr, const u8 *bytes, unsigned int len,
+			    const u8 *emulate, long *ret)
+{
+	struct kerf_poke_ent *e;
+
+	lockdep_assert_held(ks.text_mutex);
+	if (kerf_poke_n == KERF_POKE_RUN ||
+	    (kerf_poke_n && addr < kerf_poking[kerf_poke_n - 1].addr))
+		kerf_poke_flush();
+	if (!kerf_poke_n)
+		ks.text_poke_finish();
+	e = &kerf_poking[kerf_poke_n];
+	WRITE_ONCE(e->addr, addr);
+	WRITE_ONCE(e->len, len);
+	e->bytes = bytes;
+	e->ret = ret;
+	smp_wmb();	/* pairs with kerf_int3_notify() */
+	WRITE_ONCE(kerf_poke_n, kerf_poke_n + 1);
+	ks.text_poke_queue((void *)addr, bytes, len, emulate);
+}
+
+/**
+ * kerf_restore_check() - may the live splice be restored, and queue its restore
  * @rec: the splice
+ * @emulate: out: KERF_INSN_BUF bytes the caller keeps until the flush
+ * @ret: where the flush reports a failed read-back
  *
  * Refuses (-EBUSY) if the bytes are no longer the ones kerf wrote: someone else patched them
  * and blindly restoring would corrupt their change. What a CPU that meets the temporary int3
@@ -476,42 +679,35 @@ static int kerf_poke(unsigned long addr, const u8 *bytes, unsigned int len, cons
  *     The code patch (or springboard) is still intact (it is freed only after a QUIESCE that
  *     follows this restore) and runs the displaced instructions, then jumps back behind them,
  *     to an instruction boundary of the original code. Emulating the original instructions
- *     instead is impossible in general: text_poke_bp() only emulates jmp/call/ret/nop/int3.
+ *     instead is impossible in general: the kernel only emulates jmp/call/ret/nop/int3.
  *   - int3 (trap) splices: stay an int3, which kerf_int3_notify() still sends to the trap's
  *     patch: TRAP_DEL of that address is refused until a QUIESCE has followed this restore, so
  *     a CPU already inside the int3 handler still finds its entry.
- * Caller holds kerf_lock; takes text_mutex.
+ * In a batch, a springboard and the jmp rel8 through it are never restored in one call
+ * (kerf_can_restore() refuses the springboard while the jmp lives), so every restore in a run
+ * emulates a jump to code that stays intact. Caller holds kerf_lock and text_mutex.
  *
- * Return: 0, -EBUSY, -EFAULT or -EIO.
+ * Return: 0 (queued), -EBUSY or -EFAULT.
  */
-static int kerf_restore(struct kerf_splice_rec *rec)
+static int kerf_restore_check(struct kerf_splice_rec *rec, u8 *emulate, long *ret)
 {
-	u8 cur[KERF_MAX_SPLICE_LEN], emulate[KERF_INSN_BUF];
-	int ret;
+	u8 cur[KERF_MAX_SPLICE_LEN];
 
-	memset(emulate, INT3_INSN_OPCODE, sizeof(emulate));
+	if (copy_from_kernel_nofault(cur, (void *)rec->addr, rec->len))
+		return -EFAULT;
+	if (memcmp(cur, rec->new, rec->len))
+		return -EBUSY;
+	memset(emulate, INT3_INSN_OPCODE, KERF_INSN_BUF);
 	memcpy(emulate, rec->new, rec->len);
-
-	mutex_lock(ks.text_mutex);
-	if (copy_from_kernel_nofault(cur, (void *)rec->addr, rec->len)) {
-		ret = -EFAULT;
-		goto out_unlock;
-	}
-	if (memcmp(cur, rec->new, rec->len)) {
-		ret = -EBUSY;
-		goto out_unlock;
-	}
-	ret = kerf_poke(rec->addr, rec->old, rec->len, emulate);
-out_unlock:
-	mutex_unlock(ks.text_mutex);
-	return ret;
+	kerf_poke_queue(rec->addr, rec->old, rec->len, emulate, ret);
+	return 0;
 }
 
 /**
  * kerf_trap_int3_gone() - note that the int3 splice at a trap's address has gone
  * @addr: the trap's address
  *
- * From now on the trap entry must stay until the next quiesce (see kerf_restore()).
+ * From now on the trap entry must stay until the next quiesce (see kerf_restore_check()).
  */
 static void kerf_trap_int3_gone(unsigned long addr)
 {
@@ -599,6 +795,9 @@ static void kerf_forget(struct kerf_splice_rec *rec)
  */
 static void kerf_quiesce_locked(void)
 {
+	/* Removed trap entries leave the table before their patches may be reused; if the table
+	 * cannot be published now, WRITE_PATCH refuses until it can. */
+	kerf_publish_traps_if_dirty();
 	synchronize_rcu_tasks();
 	synchronize_rcu_tasks_rude();
 	synchronize_rcu();
@@ -674,6 +873,9 @@ static long kerf_ioc_write_patch(void __user *uarg)
 		goto out_free;
 	}
 	mutex_lock(&kerf_lock);
+	ret = kerf_publish_traps_if_dirty();
+	if (ret)
+		goto out_unlock;
 	if (kerf_range_has(&kerf_oss, rw.addr, rw.addr + rw.len - 1) ||
 	    kerf_range_has(&kerf_retired, rw.addr, rw.addr + rw.len - 1)) {
 		ret = -EBUSY;
@@ -725,6 +927,8 @@ static int kerf_splice_form(const struct kerf_splice *req, unsigned long *target
  * @len: number of bytes
  * @self: the splice being replaced, or NULL
  *
+ * A splice that an earlier entry of the same batch is writing counts with its new length.
+ *
  * Return: true if it does.
  */
 static bool kerf_overlaps(unsigned long addr, unsigned int len, struct kerf_splice_rec *self)
@@ -734,178 +938,357 @@ static bool kerf_overlaps(unsigned long addr, unsigned int len, struct kerf_spli
 
 	xa_for_each_range(&kerf_splices, idx, rec, addr - (KERF_MAX_SPLICE_LEN - 1),
 			  addr + len - 1) {
-		if (rec != self && rec->addr + rec->len > addr)
+		if (rec != self && rec->addr + max(rec->len, rec->pending_len) > addr)
 			return true;
 	}
 	return false;
+}
+
+/* One splice request on its way through the checks (kerf_lock), the write (text_mutex) and
+ * the books. */
+struct kerf_splice_op {
+	struct kerf_splice req;
+	unsigned long target;		/* where a jmp goes */
+	struct kerf_splice_rec *prev;	/* the live splice it replaces (int3 -> jmp), or NULL */
+	struct kerf_splice_rec *rec;	/* prev, or the new record */
+	struct kerf_splice_rec *board;	/* the springboard of a jmp rel8 */
+	struct kerf_trap_meta *meta;	/* the trap of an int3 */
+	struct module *mod;		/* referenced for a new record */
+	u8 orig[KERF_MAX_SPLICE_LEN];	/* the bytes to restore one day */
+	u8 buf[KERF_INSN_BUF];		/* the new bytes, int3-padded for the kernel's decoder */
+	long ret;
+};
+
+/**
+ * kerf_splice_prepare() - the checks of a splice request that need no text_mutex
+ * @op: the request; on success holds a record (new, or prev claimed) until commit or abort
+ *
+ * Order of the checks: the request's form, live splices (overlap, replacement rules, the
+ * quiesced-int3 rule for multi-byte splices), the kind of text (kerf_check_text). A new record
+ * is stored at once with pending_len set, so that later entries of the same batch see it
+ * (overlap, a repeated address, a springboard); it joins kerf_splice_list only at commit.
+ * Caller holds kerf_lock.
+ *
+ * Return: 0 or an errno of kerf_uapi.h.
+ */
+static int kerf_splice_prepare(struct kerf_splice_op *op)
+{
+	unsigned long addr = op->req.addr;
+	unsigned int len;
+	struct kerf_splice_rec *prev;
+	int ret;
+
+	if (op->req.flags & ~KERF_SPLICE_ONE_INSN)
+		return -EINVAL;
+	ret = kerf_splice_form(&op->req, &op->target);
+	if (ret)
+		return ret;
+	len = op->req.len;
+	prev = xa_load(&kerf_splices, addr);
+	if ((prev && prev->pending_len) || kerf_overlaps(addr, len, prev) ||
+	    (prev && len <= prev->len))
+		return -EEXIST;
+	/*
+	 * More than one byte may span several instructions; a task preempted between two of them
+	 * would resume in the middle of the new jmp. Require the int3 to have been in place across
+	 * a quiesce (so nobody is inside any more and newcomers are diverted), unless the caller
+	 * vouches that the bytes are a single instruction. An int3 of the same batch is not.
+	 */
+	if (len > 1 && !(op->req.flags & KERF_SPLICE_ONE_INSN) &&
+	    !(prev && prev->len == 1 && prev->seq < kerf_quiesce_done))
+		return -EAGAIN;
+	switch (len) {
+	case 1:
+		op->meta = xa_load(&kerf_traps_meta, addr);
+		if (!op->meta)
+			return -ENOENT;
+		break;
+	case 2:
+		op->board = xa_load(&kerf_splices, op->target);
+		if (!op->board || op->board == prev ||
+		    (op->board->pending_len ?: op->board->len) != 5)
+			return -EINVAL;
+		break;
+	}
+	if (prev) {
+		/* Growing a live splice: check the text again for the whole new range. */
+		ret = kerf_check_text(addr, len, &op->mod);
+		if (ret)
+			return ret;
+		if (op->mod)
+			module_put(op->mod);	/* prev already holds the module */
+		op->mod = NULL;
+		op->rec = prev;
+	} else {
+		if (kerf_nr_splices >= KERF_MAX_SPLICES)
+			return -ENOSPC;
+		ret = kerf_check_text(addr, len, &op->mod);
+		if (ret)
+			return ret;
+		op->rec = kzalloc(sizeof(*op->rec), GFP_KERNEL);
+		if (!op->rec) {
+			ret = -ENOMEM;
+			goto err_put_mod;
+		}
+		op->rec->addr = addr;
+		ret = xa_err(xa_store(&kerf_splices, addr, op->rec, GFP_KERNEL));
+		if (ret)
+			goto err_free_rec;
+		kerf_nr_splices++;
+	}
+	if (len == 5) {
+		ret = kerf_os_get(op->target);
+		if (ret)
+			goto err_erase;
+	}
+	op->prev = prev;
+	op->rec->pending_len = len;
+	return 0;
+
+err_erase:
+	if (!prev) {
+		xa_erase(&kerf_splices, addr);
+		kerf_nr_splices--;
+	}
+err_free_rec:
+	if (!prev)
+		kfree(op->rec);
+err_put_mod:
+	if (op->mod)
+		module_put(op->mod);
+	op->rec = NULL;
+	op->mod = NULL;
+	return ret;
+}
+
+/**
+ * kerf_splice_check_locked() - the checks that need text_mutex, then queue the write
+ * @op: a prepared request
+ *
+ * The owners (kerf_check_owned) and expect_old are checked under text_mutex, which every
+ * other patcher holds while it writes, so they stay true until the write. A jmp rel8 whose
+ * springboard is an earlier entry of the same batch that failed is refused (that entry's
+ * pending_len is back to 0). Caller holds kerf_lock and text_mutex, and flushes.
+ *
+ * Return: 0 (queued) or an errno of kerf_uapi.h; on error the record is no longer pending.
+ */
+static int kerf_splice_check_locked(struct kerf_splice_op *op)
+{
+	unsigned long addr = op->req.addr;
+	unsigned int len = op->req.len;
+	u8 cur[KERF_MAX_SPLICE_LEN];
+	int ret;
+
+	if (op->board && (op->board->pending_len ?: op->board->len) != 5) {
+		ret = -EINVAL;
+		goto err;
+	}
+	ret = kerf_check_owned(addr, len);
+	if (ret)
+		goto err;
+	if (copy_from_kernel_nofault(cur, (void *)addr, len)) {
+		ret = -EFAULT;
+		goto err;
+	}
+	if (memcmp(cur, op->req.expect_old, len)) {
+		ret = -ESTALE;
+		goto err;
+	}
+	/* The bytes to restore: the original ones, also when replacing kerf's own int3. */
+	memcpy(op->orig, cur, len);
+	if (op->prev)
+		memcpy(op->orig, op->prev->old, op->prev->len);
+	memset(op->buf, INT3_INSN_OPCODE, sizeof(op->buf));
+	memcpy(op->buf, op->req.new_bytes, len);
+	/* emulate = NULL: a CPU meeting the temporary int3 behaves as the new instruction. */
+	kerf_poke_queue(addr, op->buf, len, NULL, &op->ret);
+	return 0;
+
+err:
+	op->rec->pending_len = 0;
+	return ret;
+}
+
+/**
+ * kerf_splice_abort() - undo kerf_splice_prepare() of a request that was not written
+ * @op: the request
+ */
+static void kerf_splice_abort(struct kerf_splice_op *op)
+{
+	void *v;
+
+	if (!op->rec)
+		return;
+	op->rec->pending_len = 0;
+	if (op->req.len == 5) {
+		/* Never used: drop it without retiring it. */
+		v = xa_load(&kerf_oss, op->target);
+		if (v && xa_to_value(v) > 1)
+			xa_store(&kerf_oss, op->target, xa_mk_value(xa_to_value(v) - 1),
+				 GFP_KERNEL);
+		else
+			xa_erase(&kerf_oss, op->target);
+	}
+	if (!op->prev) {
+		xa_erase(&kerf_splices, op->req.addr);
+		kerf_nr_splices--;
+		kfree(op->rec);
+	}
+	if (op->mod)
+		module_put(op->mod);
+	op->rec = NULL;
+}
+
+/**
+ * kerf_splice_commit() - enter a written splice in the books
+ * @op: the request; op->ret is 0, or -EIO (the bytes are unknown: still record the splice,
+ *      so that nothing else is spliced here and UNSPLICE refuses to "restore" bytes it cannot
+ *      verify)
+ */
+static void kerf_splice_commit(struct kerf_splice_op *op)
+{
+	struct kerf_splice_rec *rec = op->rec;
+	unsigned int len = op->req.len;
+
+	if (op->prev) {
+		kerf_drop_form(op->prev);
+	} else {
+		rec->mod = op->mod;
+		list_add(&rec->order, &kerf_splice_list);
+	}
+	rec->pending_len = 0;
+	rec->len = len;
+	memcpy(rec->old, op->orig, len);
+	memcpy(rec->new, op->req.new_bytes, len);
+	rec->seq = kerf_quiesce_done;
+	if (len == 2) {
+		rec->board = op->board;
+		op->board->users++;
+	} else if (len == 1) {
+		op->meta->int3_live = true;
+	}
+}
+
+/**
+ * kerf_splice_ops() - check, write and record a batch of splice requests
+ * @ops: the requests, in the order they are applied; each gets its own op->ret
+ * @n: how many
+ *
+ * Three passes: every check that needs no text_mutex (kerf_lock held all along, so the books
+ * cannot change under the batch), then under text_mutex the rest of the checks and the writes,
+ * in runs (kerf_poke_queue()), then the books. The trap table is published first: an int3
+ * must find its entry. Caller holds kerf_lock.
+ *
+ * Return: the number of requests spliced.
+ */
+static unsigned long kerf_splice_ops(struct kerf_splice_op *ops, unsigned long n)
+{
+	unsigned long i, done = 0;
+
+	if (kerf_publish_traps_if_dirty()) {
+		for (i = 0; i < n; i++)
+			ops[i].ret = -ENOMEM;
+		return 0;
+	}
+	for (i = 0; i < n; i++)
+		ops[i].ret = kerf_splice_prepare(&ops[i]);
+	mutex_lock(ks.text_mutex);
+	for (i = 0; i < n; i++) {
+		if (!ops[i].ret)
+			ops[i].ret = kerf_splice_check_locked(&ops[i]);
+	}
+	kerf_poke_flush();
+	mutex_unlock(ks.text_mutex);
+	for (i = 0; i < n; i++) {
+		if (!ops[i].ret || ops[i].ret == -EIO)
+			kerf_splice_commit(&ops[i]);
+		else
+			kerf_splice_abort(&ops[i]);
+		done += !ops[i].ret;
+	}
+	return done;
 }
 
 /**
  * kerf_ioc_splice() - KERF_IOC_SPLICE: write a jmp or int3 over kernel text
  * @uarg: struct kerf_splice
  *
- * Order of the checks: the request's form, live splices (overlap, replacement rules, the
- * quiesced-int3 rule for multi-byte splices), the kind of text (kerf_check_text), then under
- * text_mutex the owners (kerf_check_owned) and expect_old, then the write.
- *
  * Return: 0 or an errno of kerf_uapi.h.
  */
 static long kerf_ioc_splice(void __user *uarg)
 {
-	struct kerf_splice req;
-	struct kerf_splice_rec *prev, *rec = NULL, *board = NULL;
-	struct kerf_trap_meta *meta = NULL;
-	struct module *mod = NULL;
-	u8 cur[KERF_MAX_SPLICE_LEN], orig[KERF_MAX_SPLICE_LEN], buf[KERF_INSN_BUF];
-	unsigned long addr, target;
-	unsigned int len;
-	long ret;
+	struct kerf_splice_op op = {};
 
-	if (copy_from_user(&req, uarg, sizeof(req)))
+	if (copy_from_user(&op.req, uarg, sizeof(op.req)))
 		return -EFAULT;
-	if (req.flags & ~KERF_SPLICE_ONE_INSN)
-		return -EINVAL;
-	ret = kerf_splice_form(&req, &target);
-	if (ret)
-		return ret;
-	addr = req.addr;
-	len = req.len;
-
 	mutex_lock(&kerf_lock);
-	prev = xa_load(&kerf_splices, addr);
-	if (kerf_overlaps(addr, len, prev) || (prev && len <= prev->len)) {
-		ret = -EEXIST;
-		goto out_unlock;
-	}
-	/*
-	 * More than one byte may span several instructions; a task preempted between two of them
-	 * would resume in the middle of the new jmp. Require the int3 to have been in place across
-	 * a quiesce (so nobody is inside any more and newcomers are diverted), unless the caller
-	 * vouches that the bytes are a single instruction.
-	 */
-	if (len > 1 && !(req.flags & KERF_SPLICE_ONE_INSN) &&
-	    !(prev && prev->len == 1 && prev->seq < kerf_quiesce_done)) {
-		ret = -EAGAIN;
-		goto out_unlock;
-	}
-	switch (len) {
-	case 1:
-		meta = xa_load(&kerf_traps_meta, addr);
-		if (!meta) {
-			ret = -ENOENT;
-			goto out_unlock;
-		}
-		break;
-	case 2:
-		board = xa_load(&kerf_splices, target);
-		if (!board || board->len != 5 || board == prev) {
-			ret = -EINVAL;
-			goto out_unlock;
-		}
-		break;
-	}
-	if (!prev) {
-		if (kerf_nr_splices >= KERF_MAX_SPLICES) {
-			ret = -ENOSPC;
-			goto out_unlock;
-		}
-		ret = kerf_check_text(addr, len, &mod);
-		if (ret)
-			goto out_unlock;
-		rec = kzalloc(sizeof(*rec), GFP_KERNEL);
-		if (!rec) {
-			ret = -ENOMEM;
-			goto out_put_mod;
-		}
-		ret = xa_err(xa_store(&kerf_splices, addr, rec, GFP_KERNEL));
-		if (ret)
-			goto out_free_rec;
-	} else {
-		/* Growing a live splice: check the text again for the whole new range. */
-		ret = kerf_check_text(addr, len, &mod);
-		if (ret)
-			goto out_unlock;
-		if (mod)
-			module_put(mod);	/* prev already holds the module */
-		mod = NULL;
-	}
-	if (len == 5) {
-		ret = kerf_os_get(target);
-		if (ret)
-			goto out_erase;
-	}
+	kerf_splice_ops(&op, 1);
+	mutex_unlock(&kerf_lock);
+	return op.ret;
+}
 
+/* One unsplice request: the record it restores, and what the kernel emulates meanwhile. */
+struct kerf_unsplice_op {
+	struct kerf_unsplice req;
+	struct kerf_splice_rec *rec;
+	bool claimed;		/* rec->pending_len is this request's */
+	u8 emulate[KERF_INSN_BUF];
+	long ret;
+};
+
+/**
+ * kerf_unsplice_ops() - restore and forget a batch of live splices
+ * @ops: the requests (req.addr), in the order they are applied; each gets op->ret and, on
+ *       success, req.len and req.restored
+ * @n: how many
+ *
+ * Per request, as KERF_IOC_UNSPLICE: no live splice (-ENOENT), a springboard in use or used
+ * since the last quiesce (-EBUSY), then under text_mutex bytes someone else changed (-EBUSY);
+ * an address already in this batch is -EEXIST. Caller holds kerf_lock.
+ *
+ * Return: the number of splices restored.
+ */
+static unsigned long kerf_unsplice_ops(struct kerf_unsplice_op *ops, unsigned long n)
+{
+	struct kerf_unsplice_op *op;
+	unsigned long i, done = 0;
+
+	for (i = 0; i < n; i++) {
+		op = &ops[i];
+		op->rec = xa_load(&kerf_splices, op->req.addr);
+		if (!op->rec) {
+			op->ret = -ENOENT;
+		} else if (op->rec->pending_len) {
+			op->ret = -EEXIST;
+		} else if (!kerf_can_restore(op->rec)) {
+			op->ret = -EBUSY;
+		} else {
+			op->rec->pending_len = op->rec->len;
+			op->claimed = true;
+		}
+	}
 	mutex_lock(ks.text_mutex);
-	ret = kerf_check_owned(addr, len);
-	if (ret)
-		goto out_text_unlock;
-	if (copy_from_kernel_nofault(cur, (void *)addr, len)) {
-		ret = -EFAULT;
-		goto out_text_unlock;
+	for (i = 0; i < n; i++) {
+		op = &ops[i];
+		if (!op->ret)
+			op->ret = kerf_restore_check(op->rec, op->emulate, &op->ret);
 	}
-	if (memcmp(cur, req.expect_old, len)) {
-		ret = -ESTALE;
-		goto out_text_unlock;
-	}
-	/* The bytes to restore: the original ones, also when replacing kerf's own int3. */
-	memcpy(orig, cur, len);
-	if (prev)
-		memcpy(orig, prev->old, prev->len);
-	memset(buf, INT3_INSN_OPCODE, sizeof(buf));
-	memcpy(buf, req.new_bytes, len);
-	/* emulate = NULL: a CPU meeting the temporary int3 behaves as the new instruction. */
-	ret = kerf_poke(addr, buf, len, NULL);
+	kerf_poke_flush();
 	mutex_unlock(ks.text_mutex);
-	/* On -EIO (never expected) the bytes are unknown: still record the splice, so that nothing
-	 * else is spliced here and UNSPLICE refuses to "restore" bytes it cannot verify. */
-	if (ret && ret != -EIO)
-		goto out_target_put;
-
-	if (prev) {
-		kerf_drop_form(prev);
-		rec = prev;
-	} else {
-		rec->addr = addr;
-		rec->mod = mod;
-		list_add(&rec->order, &kerf_splice_list);
-		kerf_nr_splices++;
+	for (i = 0; i < n; i++) {
+		op = &ops[i];
+		if (!op->claimed)
+			continue;
+		op->rec->pending_len = 0;
+		if (op->ret)
+			continue;
+		op->req.len = op->rec->len;
+		memset(op->req.restored, 0, sizeof(op->req.restored));
+		memcpy(op->req.restored, op->rec->old, op->rec->len);
+		kerf_forget(op->rec);
+		done++;
 	}
-	rec->len = len;
-	memcpy(rec->old, orig, len);
-	memcpy(rec->new, req.new_bytes, len);
-	rec->seq = kerf_quiesce_done;
-	if (len == 2) {
-		rec->board = board;
-		board->users++;
-	} else if (len == 1) {
-		meta->int3_live = true;
-	}
-	mutex_unlock(&kerf_lock);
-	return ret;
-
-out_text_unlock:
-	mutex_unlock(ks.text_mutex);
-out_target_put:
-	if (len == 5) {
-		/* Never used: drop it without retiring it. */
-		void *v = xa_load(&kerf_oss, target);
-
-		if (v && xa_to_value(v) > 1)
-			xa_store(&kerf_oss, target, xa_mk_value(xa_to_value(v) - 1), GFP_KERNEL);
-		else
-			xa_erase(&kerf_oss, target);
-	}
-out_erase:
-	if (!prev)
-		xa_erase(&kerf_splices, addr);
-out_free_rec:
-	kfree(rec);
-out_put_mod:
-	if (mod)
-		module_put(mod);
-out_unlock:
-	mutex_unlock(&kerf_lock);
-	return ret;
+	return done;
 }
 
 /**
@@ -917,34 +1300,130 @@ out_unlock:
  */
 static long kerf_ioc_unsplice(void __user *uarg)
 {
-	struct kerf_unsplice req;
-	struct kerf_splice_rec *rec;
-	long ret;
+	struct kerf_unsplice_op op = {};
 
-	if (copy_from_user(&req, uarg, sizeof(req)))
+	if (copy_from_user(&op.req, uarg, sizeof(op.req)))
 		return -EFAULT;
 	mutex_lock(&kerf_lock);
-	rec = xa_load(&kerf_splices, req.addr);
-	if (!rec) {
-		ret = -ENOENT;
-		goto out_unlock;
-	}
-	if (!kerf_can_restore(rec)) {
-		ret = -EBUSY;
-		goto out_unlock;
-	}
-	ret = kerf_restore(rec);
-	if (ret)
-		goto out_unlock;
-	req.len = rec->len;
-	memset(req.restored, 0, sizeof(req.restored));
-	memcpy(req.restored, rec->old, rec->len);
-	kerf_forget(rec);
+	kerf_unsplice_ops(&op, 1);
 	mutex_unlock(&kerf_lock);
-	return copy_to_user(uarg, &req, sizeof(req)) ? -EFAULT : 0;
+	if (op.ret)
+		return op.ret;
+	return copy_to_user(uarg, &op.req, sizeof(op.req)) ? -EFAULT : 0;
+}
 
-out_unlock:
+/**
+ * kerf_batch_get() - read and check the header of a batch ioctl
+ * @uarg: struct kerf_batch
+ * @b: out: the header
+ *
+ * Return: 0, -EFAULT or -EINVAL.
+ */
+static int kerf_batch_get(void __user *uarg, struct kerf_batch *b)
+{
+	if (copy_from_user(b, uarg, sizeof(*b)))
+		return -EFAULT;
+	if (!b->count || b->count > KERF_BATCH_MAX || b->reserved)
+		return -EINVAL;
+	return 0;
+}
+
+/**
+ * kerf_ioc_splice_batch() - KERF_IOC_SPLICE_BATCH: many KERF_IOC_SPLICE requests, one write
+ * @uarg: struct kerf_batch of struct kerf_splice_entry
+ *
+ * Return: 0 (each entry's result says what became of it), -EINVAL, -EFAULT or -ENOMEM.
+ */
+static long kerf_ioc_splice_batch(void __user *uarg)
+{
+	struct kerf_splice_entry __user *ue;
+	struct kerf_splice_entry e;
+	struct kerf_splice_op *ops;
+	struct kerf_batch b;
+	unsigned long i;
+	long ret;
+
+	ret = kerf_batch_get(uarg, &b);
+	if (ret)
+		return ret;
+	ue = u64_to_user_ptr(b.entries);
+	ops = kvcalloc(b.count, sizeof(*ops), GFP_KERNEL);
+	if (!ops)
+		return -ENOMEM;
+	for (i = 0; i < b.count; i++) {
+		if (copy_from_user(&e, &ue[i], sizeof(e))) {
+			ret = -EFAULT;
+			goto out_free;
+		}
+		if (e.reserved) {
+			ret = -EINVAL;
+			goto out_free;
+		}
+		ops[i].req = e.req;
+	}
+	mutex_lock(&kerf_lock);
+	b.done = kerf_splice_ops(ops, b.count);
 	mutex_unlock(&kerf_lock);
+	/* Applied: a fault now loses only the report, which the caller asked to put there. */
+	for (i = 0; i < b.count; i++) {
+		if (put_user((__s64)ops[i].ret, &ue[i].result))
+			ret = -EFAULT;
+	}
+	if (copy_to_user(uarg, &b, sizeof(b)))
+		ret = -EFAULT;
+out_free:
+	kvfree(ops);
+	return ret;
+}
+
+/**
+ * kerf_ioc_unsplice_batch() - KERF_IOC_UNSPLICE_BATCH: many KERF_IOC_UNSPLICE requests, one
+ * write
+ * @uarg: struct kerf_batch of struct kerf_unsplice_entry
+ *
+ * Return: 0 (each entry's result says what became of it), -EINVAL, -EFAULT or -ENOMEM.
+ */
+static long kerf_ioc_unsplice_batch(void __user *uarg)
+{
+	struct kerf_unsplice_entry __user *ue;
+	struct kerf_unsplice_entry e;
+	struct kerf_unsplice_op *ops;
+	struct kerf_batch b;
+	unsigned long i;
+	long ret;
+
+	ret = kerf_batch_get(uarg, &b);
+	if (ret)
+		return ret;
+	ue = u64_to_user_ptr(b.entries);
+	ops = kvcalloc(b.count, sizeof(*ops), GFP_KERNEL);
+	if (!ops)
+		return -ENOMEM;
+	for (i = 0; i < b.count; i++) {
+		if (copy_from_user(&e, &ue[i], sizeof(e))) {
+			ret = -EFAULT;
+			goto out_free;
+		}
+		if (e.reserved) {
+			ret = -EINVAL;
+			goto out_free;
+		}
+		ops[i].req.addr = e.req.addr;
+	}
+	mutex_lock(&kerf_lock);
+	b.done = kerf_unsplice_ops(ops, b.count);
+	mutex_unlock(&kerf_lock);
+	for (i = 0; i < b.count; i++) {
+		e.req = ops[i].req;
+		e.result = ops[i].ret;
+		e.reserved = 0;
+		if (copy_to_user(&ue[i], &e, sizeof(e)))
+			ret = -EFAULT;
+	}
+	if (copy_to_user(uarg, &b, sizeof(b)))
+		ret = -EFAULT;
+out_free:
+	kvfree(ops);
 	return ret;
 }
 
@@ -992,15 +1471,10 @@ static long kerf_ioc_trap_add(void __user *uarg)
 	if (ret)
 		goto out_erase;
 	kerf_nr_traps++;
-	ret = kerf_publish_traps();
-	if (ret)
-		goto out_target;
+	kerf_traps_dirty = true;	/* published before an int3 can be written here */
 	mutex_unlock(&kerf_lock);
 	return 0;
 
-out_target:
-	kerf_nr_traps--;
-	kerf_os_put(req.patch);
 out_erase:
 	xa_erase(&kerf_traps_meta, req.addr);
 out_free:
@@ -1011,27 +1485,20 @@ out_unlock:
 }
 
 /**
- * kerf_trap_remove() - drop a trap entry and republish the table
+ * kerf_trap_remove() - drop a trap entry
  * @addr: the trap's address
  * @meta: its state
  *
- * Return: 0 or -ENOMEM (the trap then stays).
+ * The published table keeps the entry until the next kerf_publish_traps_if_dirty(), which
+ * comes before the quiesce that allows its patch to be rewritten.
  */
-static int kerf_trap_remove(unsigned long addr, struct kerf_trap_meta *meta)
+static void kerf_trap_remove(unsigned long addr, struct kerf_trap_meta *meta)
 {
-	int ret;
-
 	xa_erase(&kerf_traps_meta, addr);
 	kerf_nr_traps--;
-	ret = kerf_publish_traps();
-	if (ret) {
-		kerf_nr_traps++;
-		xa_store(&kerf_traps_meta, addr, meta, GFP_KERNEL);
-		return ret;
-	}
+	kerf_traps_dirty = true;
 	kerf_os_put(meta->patch);
 	kfree(meta);
-	return 0;
 }
 
 /**
@@ -1041,13 +1508,13 @@ static int kerf_trap_remove(unsigned long addr, struct kerf_trap_meta *meta)
  * Refused while the int3 is live, and after its removal until a quiesce: a CPU that trapped
  * on it just before the restore may still be on its way to kerf_int3_notify().
  *
- * Return: 0, -ENOENT, -EBUSY or -ENOMEM.
+ * Return: 0, -ENOENT or -EBUSY.
  */
 static long kerf_ioc_trap_del(void __user *uarg)
 {
 	struct kerf_trap req;
 	struct kerf_trap_meta *meta;
-	long ret;
+	long ret = 0;
 
 	if (copy_from_user(&req, uarg, sizeof(req)))
 		return -EFAULT;
@@ -1058,15 +1525,51 @@ static long kerf_ioc_trap_del(void __user *uarg)
 	else if (meta->int3_live || (meta->int3_gone && meta->gone_seq >= kerf_quiesce_done))
 		ret = -EBUSY;
 	else
-		ret = kerf_trap_remove(req.addr, meta);
+		kerf_trap_remove(req.addr, meta);
 	mutex_unlock(&kerf_lock);
 	return ret;
 }
 
 /**
+ * kerf_restore_round() - restore every live splice that may be restored now
+ *
+ * One batch in address order (few runs); one splice at a time if it cannot be allocated.
+ * Caller holds kerf_lock.
+ *
+ * Return: how many were restored.
+ */
+static unsigned long kerf_restore_round(void)
+{
+	struct kerf_unsplice_op *ops, one;
+	struct kerf_splice_rec *rec;
+	unsigned long addr, n = 0, done = 0;
+
+	xa_for_each(&kerf_splices, addr, rec)
+		n += kerf_can_restore(rec);
+	ops = n ? kvcalloc(n, sizeof(*ops), GFP_KERNEL) : NULL;
+	if (!ops) {
+		xa_for_each(&kerf_splices, addr, rec) {
+			if (!kerf_can_restore(rec))
+				continue;
+			one = (struct kerf_unsplice_op){ .req.addr = addr };
+			done += kerf_unsplice_ops(&one, 1);
+		}
+		return done;
+	}
+	n = 0;
+	xa_for_each(&kerf_splices, addr, rec) {
+		if (kerf_can_restore(rec))
+			ops[n++].req.addr = addr;
+	}
+	done = kerf_unsplice_ops(ops, n);
+	kvfree(ops);
+	return done;
+}
+
+/**
  * kerf_remove_all_locked() - restore every live splice, quiesce, drop every trap
  *
- * Called when the device is closed, whatever the daemon's fate. Newest splices go first; a
+ * Called when the device is closed, whatever the daemon's fate. A
  * springboard whose jmp rel8 was just restored needs a quiesce before it may go, so this runs
  * in rounds (restore what may be restored, quiesce) until nothing more can be done: two rounds
  * at most with today's splice forms. A splice that cannot be restored (someone else changed its
@@ -1076,18 +1579,12 @@ static long kerf_ioc_trap_del(void __user *uarg)
  */
 static void kerf_remove_all_locked(void)
 {
-	struct kerf_splice_rec *rec, *tmp;
+	struct kerf_splice_rec *rec;
 	struct kerf_trap_meta *meta;
 	unsigned long addr, restored;
 
 	do {
-		restored = 0;
-		list_for_each_entry_safe(rec, tmp, &kerf_splice_list, order) {
-			if (kerf_can_restore(rec) && !kerf_restore(rec)) {
-				kerf_forget(rec);
-				restored++;
-			}
-		}
+		restored = kerf_restore_round();
 		kerf_quiesce_locked();
 	} while (restored && !list_empty(&kerf_splice_list));
 
@@ -1098,6 +1595,7 @@ static void kerf_remove_all_locked(void)
 		if (!meta->int3_live)
 			kerf_trap_remove(addr, meta);
 	}
+	kerf_publish_traps_if_dirty();
 	if (!list_empty(&kerf_splice_list) && !kerf_pinned) {
 		__module_get(THIS_MODULE);
 		kerf_pinned = true;
@@ -1225,6 +1723,10 @@ static long kerf_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return kerf_ioc_trap_add(uarg);
 	case KERF_IOC_TRAP_DEL:
 		return kerf_ioc_trap_del(uarg);
+	case KERF_IOC_SPLICE_BATCH:
+		return kerf_ioc_splice_batch(uarg);
+	case KERF_IOC_UNSPLICE_BATCH:
+		return kerf_ioc_unsplice_batch(uarg);
 	}
 	return -ENOTTY;
 }
@@ -1277,7 +1779,8 @@ static int kerf_resolve(void)
 		size_t off;
 	} syms[] = {
 #define KERF_SYM(field, name) { name, offsetof(typeof(ks), field) }
-		KERF_SYM(text_poke_bp, "text_poke_bp"),
+		KERF_SYM(text_poke_queue, "text_poke_queue"),
+		KERF_SYM(text_poke_finish, "text_poke_finish"),
 		KERF_SYM(text_poke, "text_poke"),
 		KERF_SYM(text_poke_copy, "text_poke_copy"),
 		KERF_SYM(text_mutex, "text_mutex"),
@@ -1294,6 +1797,12 @@ static int kerf_resolve(void)
 		KERF_SYM(etext, "_etext"),
 		KERF_SYM(static_call_text_start, "__static_call_text_start"),
 		KERF_SYM(static_call_text_end, "__static_call_text_end"),
+		KERF_SYM(jump_table_start, "__start___jump_table"),
+		KERF_SYM(jump_table_stop, "__stop___jump_table"),
+		KERF_SYM(static_call_sites_start, "__start_static_call_sites"),
+		KERF_SYM(static_call_sites_stop, "__stop_static_call_sites"),
+		KERF_SYM(bug_table_start, "__start___bug_table"),
+		KERF_SYM(bug_table_stop, "__stop___bug_table"),
 #undef KERF_SYM
 	};
 	unsigned long addr;
@@ -1328,6 +1837,7 @@ static int __init kerf_init(void)
 	ret = kerf_resolve();
 	if (ret)
 		return ret;
+	kerf_index_core();
 	ret = register_die_notifier(&kerf_int3_nb);
 	if (ret)
 		return ret;
@@ -1341,6 +1851,7 @@ static int __init kerf_init(void)
 
 err_notifier:
 	unregister_die_notifier(&kerf_int3_nb);
+	kerf_index_free();
 	return ret;
 }
 
@@ -1359,6 +1870,7 @@ static void __exit kerf_exit(void)
 	tab = rcu_dereference_protected(kerf_traps, true);
 	RCU_INIT_POINTER(kerf_traps, NULL);
 	kvfree(tab);
+	kerf_index_free();
 	xa_destroy(&kerf_oss);
 	xa_destroy(&kerf_retired);
 }

@@ -27,6 +27,8 @@
  *      stay recorded). Without step 3 this splice is refused with -EAGAIN, unless the caller
  *      sets KERF_SPLICE_ONE_INSN (the replaced bytes are exactly one instruction, or padding).
  * Removal: KERF_IOC_UNSPLICE, KERF_IOC_QUIESCE, then KERF_IOC_TRAP_DEL and patch-heap reuse.
+ * Steps 2 and 4 and the unsplices of a removal may each be one KERF_IOC_SPLICE_BATCH /
+ * KERF_IOC_UNSPLICE_BATCH for every site at once (the same rules, checked per entry).
  * A jmp rel8 to a springboard (a jmp rel32 in padding): splice the springboard first (its bytes
  * are never executed, so KERF_SPLICE_ONE_INSN), then the jmp rel8; remove the jmp rel8, QUIESCE,
  * then the springboard (the driver refuses the other orders).
@@ -37,7 +39,7 @@
 #include <linux/types.h>
 #include <linux/ioctl.h>
 
-#define KERF_ABI_VERSION	1
+#define KERF_ABI_VERSION	2
 #define KERF_DEVICE_PATH	"/dev/kerf"
 #define KERF_RELEASE_LEN	64
 #define KERF_MAX_SPLICE_LEN	5	/* jmp rel32; also 2 (jmp rel8) and 1 (int3) */
@@ -91,7 +93,8 @@ struct kerf_rw {
  * A splice at the address of a live splice replaces it if it is not shorter (int3 -> jmp); the
  * bytes recorded for restoring stay the original ones.
  * Written with the kernel's int3 bypass: int3 first, all CPUs serialised, then the tail, then
- * the first byte (text_poke_bp), under text_mutex.
+ * the first byte (text_poke_queue + text_poke_finish of one entry, i.e. text_poke_bp), under
+ * text_mutex.
  */
 struct kerf_splice {
 	__u64 addr;
@@ -116,6 +119,45 @@ struct kerf_unsplice {
 	__u8 restored[8];	/* out */
 };
 
+/*
+ * KERF_IOC_SPLICE_BATCH / KERF_IOC_UNSPLICE_BATCH: count KERF_IOC_SPLICE / KERF_IOC_UNSPLICE
+ * requests in one call. Each entry is checked exactly as its own request would be and gets its
+ * own result (0 or the negated errno that request would have returned): a refused entry does
+ * not stop the others. The call itself fails, with nothing applied, only for a malformed batch
+ * (EINVAL: count 0 or above KERF_BATCH_MAX, reserved fields not 0), entries it cannot read
+ * (EFAULT) or ENOMEM; EFAULT while writing the results back means the entries were applied
+ * and their results are lost.
+ *
+ * Written with the kernel's batched int3 bypass (text_poke_queue/text_poke_finish): int3 at
+ * every address of a run, one serialisation of all CPUs, every tail, one, every first byte,
+ * one; three in all for a run instead of three per entry. Entries are applied in array order.
+ * A run is up to 128 consecutive entries in ascending address order; an entry at a lower
+ * address than the one before it starts a new run, and every entry of a run is written before
+ * any entry after it. User space orders with that: timer stops before timer starts,
+ * springboards before the jmp rel8 that use them. An address may appear once in a batch
+ * (EEXIST); a jmp rel8 may use a springboard spliced earlier in the same batch, and fails with
+ * EINVAL if that springboard failed.
+ */
+struct kerf_batch {
+	__u64 entries;		/* user pointer to count kerf_splice_entry / kerf_unsplice_entry */
+	__u64 count;		/* 1..KERF_BATCH_MAX */
+	__u64 done;		/* out: entries whose result is 0 */
+	__u64 reserved;		/* 0 */
+};
+#define KERF_BATCH_MAX	4096
+
+struct kerf_splice_entry {
+	struct kerf_splice req;
+	__s64 result;		/* out: 0 or -errno */
+	__u64 reserved;		/* 0 */
+};
+
+struct kerf_unsplice_entry {
+	struct kerf_unsplice req;	/* len and restored are out, as for KERF_IOC_UNSPLICE */
+	__s64 result;		/* out: 0 or -errno */
+	__u64 reserved;		/* 0 */
+};
+
 /* KERF_IOC_TRAP_ADD / KERF_IOC_TRAP_DEL: an int3 at addr resumes at patch (in the patch heap). */
 struct kerf_trap {
 	__u64 addr;
@@ -132,6 +174,8 @@ struct kerf_trap {
 #define KERF_IOC_QUIESCE	_IO(KERF_IOC_MAGIC, 0x06)
 #define KERF_IOC_TRAP_ADD	_IOW(KERF_IOC_MAGIC, 0x07, struct kerf_trap)
 #define KERF_IOC_TRAP_DEL	_IOW(KERF_IOC_MAGIC, 0x08, struct kerf_trap)
+#define KERF_IOC_SPLICE_BATCH	_IOWR(KERF_IOC_MAGIC, 0x09, struct kerf_batch)
+#define KERF_IOC_UNSPLICE_BATCH	_IOWR(KERF_IOC_MAGIC, 0x0a, struct kerf_batch)
 
 /*
  * Errors (negated in the kernel, errno in user space):
@@ -149,7 +193,7 @@ struct kerf_trap {
  *   ENXIO    SPLICE/TRAP_ADD address not in core kernel text nor in a live module's core text
  *   ESTALE   SPLICE: the current bytes differ from expect_old
  *   EEXIST   SPLICE overlapping a live splice (other than a same-address upgrade); TRAP_ADD
- *            for an address that already has a trap
+ *            for an address that already has a trap; an address twice in one batch
  *   EAGAIN   SPLICE of more than one byte over bytes that may hold more than one instruction,
  *            without a quiesced int3 splice at addr first (see the protocol above)
  *   ENOENT   UNSPLICE/TRAP_DEL of an address with no live splice/trap; SPLICE of an int3

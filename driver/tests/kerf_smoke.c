@@ -190,6 +190,29 @@ static int kquiesce(int fd)
 	return ioctl(fd, KERF_IOC_QUIESCE) ? -errno : 0;
 }
 
+/* One KERF_IOC_SPLICE_BATCH entry. */
+static struct kerf_splice_entry bentry(uint64_t addr, unsigned int len, const uint8_t *old,
+				       const uint8_t *new, uint64_t flags)
+{
+	struct kerf_splice_entry e = { .req = { .addr = addr, .len = len, .flags = flags } };
+
+	memcpy(e.req.expect_old, old, len);
+	memcpy(e.req.new_bytes, new, len);
+	e.result = 1;	/* the driver must overwrite it */
+	return e;
+}
+
+/* A batch ioctl over n entries; returns the call's own result, *done the entries done. */
+static int kbatch(int fd, unsigned long cmd, void *entries, uint64_t n, uint64_t *done)
+{
+	struct kerf_batch b = { .entries = (uintptr_t)entries, .count = n };
+
+	if (ioctl(fd, cmd, &b))
+		return -errno;
+	*done = b.done;
+	return 0;
+}
+
 static struct kerf_info kinfo(int fd)
 {
 	struct kerf_info info;
@@ -424,6 +447,40 @@ static int run_status(const char *cmd)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/*
+ * Up to 3 core-text addresses from one of the kernel's own tables of patch sites (entries of
+ * esize bytes starting with an s32 relative to themselves: jump labels, static call sites,
+ * BUG/WARN sites), taken around a quarter, half and three quarters of the table and outside
+ * the kprobe blacklist (which would refuse them first). Returns how many.
+ */
+static int table_sites(int fd, const char *start, const char *stop, unsigned int esize,
+		       const struct kerf_info *info, uint64_t *out)
+{
+	uint64_t a = ksym(start), b = ksym(stop), n = b > a ? (b - a) / esize : 0;
+	uint8_t *t = n ? malloc(n * esize) : NULL;
+	int got = 0;
+
+	if (!t || kread(fd, a, t, n * esize)) {
+		free(t);
+		return 0;
+	}
+	for (int q = 1; q <= 3; q++) {
+		for (uint64_t k = n * q / 4; k < n; k++) {
+			int32_t d;
+			uint64_t site;
+
+			memcpy(&d, t + k * esize, 4);
+			site = a + k * esize + (int64_t)d;
+			if (site >= info->stext && site + 5 <= info->etext && !kprobe_blacklisted(site)) {
+				out[got++] = site;
+				break;
+			}
+		}
+	}
+	free(t);
+	return got;
+}
+
 int main(int argc, char **argv)
 {
 	int stress_cycles = argc > 1 ? atoi(argv[1]) : 200;
@@ -628,6 +685,45 @@ int main(int argc, char **argv)
 				      "blacklisted): %s", (unsigned long long)insn, ename(err));
 				if (!err)
 					ktrap(fd, KERF_IOC_TRAP_DEL, insn, 0);
+			}
+		}
+		/* The kernel's own patch sites in core text, straight from its tables: a 5-byte splice
+		 * over one, starting at it or ending on its first byte, is refused (kerf.ko filters
+		 * these checks through indexes of the same tables; the expected bytes are wrong, so a
+		 * check that let one through would show as ESTALE, never as a write). */
+		{
+			static const struct {
+				const char *name, *start, *stop;
+				unsigned int esize;
+				int err;
+			} tabs[] = {
+				{ "refuse-jump-label", "__start___jump_table", "__stop___jump_table", 16, -EBUSY },
+				{ "refuse-static-call-site", "__start_static_call_sites",
+				  "__stop_static_call_sites", 8, -EBUSY },
+				{ "refuse-bug-site", "__start___bug_table", "__stop___bug_table", 12, -EPERM },
+			};
+
+			for (unsigned int t = 0; t < sizeof(tabs) / sizeof(tabs[0]); t++) {
+				uint64_t sites[3], at;
+				int n = table_sites(fd, tabs[t].start, tabs[t].stop, tabs[t].esize, &info,
+						    sites), bad = 0, tried = 0;
+				char why[96] = "";
+
+				for (int k = 0; k < n; k++) {
+					for (int off = 0; off >= -4; off -= 4) {
+						at = sites[k] + off;
+						if (kread(fd, at, o, 5) || jmp5(j, at, patch_uid))
+							continue;
+						wrong(o, o, 5);
+						err = ksplice(fd, at, 5, o, j, KERF_SPLICE_ONE_INSN);
+						tried++;
+						if (err != tabs[t].err && !bad++)
+							snprintf(why, sizeof(why), "; %#llx: %s",
+								 (unsigned long long)at, ename(err));
+					}
+				}
+				check(n == 3 && tried == 6 && !bad, tabs[t].name,
+				      "3 sites, at and 4 bytes before each: %s%s", ename(tabs[t].err), why);
 			}
 		}
 		{
@@ -864,7 +960,98 @@ int main(int argc, char **argv)
 #undef STEP
 	}
 
-	/* 14. The daemon is killed (SIGKILL) with live splices: the kernel closes the device and
+	/* 14. Batches (KERF_IOC_SPLICE_BATCH / KERF_IOC_UNSPLICE_BATCH): the Djprobe protocol for
+	 * two sites at once, int3s in one call and jumps in another, with refused entries in the
+	 * same calls that must not sink the others; then both removed in one call, and every byte
+	 * of the text compared with what it was before. */
+	{
+		uint64_t bl = ksym("notify_die") + 8, stale = ksym("__x64_sys_getppid") + 5, done = 0;
+		uint8_t o_bl[8], o_stale[8], w_stale[8], j_bl[5], j_stale[5], jmp_gid[5], cc5u[5];
+		uint8_t cc5g[5], c_bl[8], c_stale[8];
+		struct kerf_splice_entry e[5];
+		struct kerf_unsplice_entry u[3];
+		int ok;
+
+		if (!ksym("notify_die") || !ksym("__x64_sys_getppid") || kread(fd, bl, o_bl, 8) ||
+		    kread(fd, stale, o_stale, 8) || jmp5(j_bl, bl, patch_uid) ||
+		    jmp5(j_stale, stale, patch_uid) || jmp5(jmp_gid, site_gid, patch_gid))
+			die("batch set-up");
+		wrong(w_stale, o_stale, 5);
+		err = kbatch(fd, KERF_IOC_SPLICE_BATCH, e, 0, &done);
+		check(err == -EINVAL, "refuse-empty-batch", "%s", ename(err));
+		err = ktrap(fd, KERF_IOC_TRAP_ADD, site_uid, patch_uid);
+		if (!err)
+			err = ktrap(fd, KERF_IOC_TRAP_ADD, site_gid, patch_gid);
+		if (err)
+			die("batch TRAP_ADD");
+		/* In address order except the last two, which start runs of their own. */
+		e[0] = bentry(site_uid < site_gid ? site_uid : site_gid, 1,
+			      site_uid < site_gid ? orig_uid + 5 : orig_gid + 5, &int3, 0);
+		e[1] = bentry(site_uid < site_gid ? site_gid : site_uid, 1,
+			      site_uid < site_gid ? orig_gid + 5 : orig_uid + 5, &int3, 0);
+		e[2] = bentry(bl, 5, o_bl, j_bl, KERF_SPLICE_ONE_INSN);	/* blacklisted */
+		e[3] = bentry(stale, 5, w_stale, j_stale, KERF_SPLICE_ONE_INSN); /* wrong bytes */
+		e[4] = bentry(site_uid, 1, orig_uid + 5, &int3, 0);	/* a second time */
+		err = kbatch(fd, KERF_IOC_SPLICE_BATCH, e, 5, &done);
+		before = *ctr_uid;
+		hits0 = kinfo(fd).trap_hits;
+		call_getuid(1000);
+		call_getgid(1000);
+		check(!err && done == 2 && !e[0].result && !e[1].result && e[2].result == -EPERM &&
+		      e[3].result == -ESTALE && e[4].result == -EEXIST && *ctr_uid - before == 1000 &&
+		      kinfo(fd).trap_hits - hits0 == 2000, "batch-int3",
+		      "done=%llu results %lld %lld %s %s %s; getuid count=%llu trap_hits=%llu",
+		      (unsigned long long)done, (long long)e[0].result, (long long)e[1].result,
+		      ename((int)e[2].result), ename((int)e[3].result), ename((int)e[4].result),
+		      (unsigned long long)(*ctr_uid - before),
+		      (unsigned long long)(kinfo(fd).trap_hits - hits0));
+		kread(fd, bl, c_bl, 8);
+		kread(fd, stale, c_stale, 8);
+		check(!memcmp(c_bl, o_bl, 8) && !memcmp(c_stale, o_stale, 8), "batch-refused-untouched",
+		      "notify_die+8 and __x64_sys_getppid+5 unchanged");
+		/* The jumps over the quiesced int3s, in one call. */
+		if (kquiesce(fd))
+			die("QUIESCE");
+		memcpy(cc5u, orig_uid + 5, 5);
+		cc5u[0] = 0xcc;
+		memcpy(cc5g, orig_gid + 5, 5);
+		cc5g[0] = 0xcc;
+		e[0] = bentry(site_uid, 5, cc5u, jmp, 0);
+		e[1] = bentry(site_gid, 5, cc5g, jmp_gid, 0);
+		err = kbatch(fd, KERF_IOC_SPLICE_BATCH, e, 2, &done);
+		before = *ctr_uid;
+		hits0 = kinfo(fd).trap_hits;
+		call_getuid(N_JUMP);
+		check(!err && done == 2 && !e[0].result && !e[1].result &&
+		      *ctr_uid - before == N_JUMP && kinfo(fd).trap_hits == hits0, "batch-jump5",
+		      "done=%llu results %s %s; count=%llu", (unsigned long long)done,
+		      ename((int)e[0].result), ename((int)e[1].result),
+		      (unsigned long long)(*ctr_uid - before));
+		/* Removal in one call, with an address that has no splice. */
+		memset(u, 0, sizeof(u));
+		u[0].req.addr = site_uid;
+		u[1].req.addr = site_gid;
+		u[2].req.addr = stale;
+		err = kbatch(fd, KERF_IOC_UNSPLICE_BATCH, u, 3, &done);
+		ok = !err && done == 2 && !u[0].result && !u[1].result && u[2].result == -ENOENT &&
+		     u[0].req.len == 5 && !memcmp(u[0].req.restored, orig_uid + 5, 5) &&
+		     u[1].req.len == 5 && !memcmp(u[1].req.restored, orig_gid + 5, 5);
+		if (kquiesce(fd) || ktrap(fd, KERF_IOC_TRAP_DEL, site_uid, 0) ||
+		    ktrap(fd, KERF_IOC_TRAP_DEL, site_gid, 0))
+			ok = 0;
+		kread(fd, f_uid, cur, sizeof(cur));
+		ok &= !memcmp(cur, orig_uid, sizeof(cur));
+		kread(fd, f_gid, cur, sizeof(cur));
+		ok &= !memcmp(cur, orig_gid, sizeof(cur));
+		info2 = kinfo(fd);
+		check(ok && info2.live_splices == 0 && info2.live_traps == 0, "batch-unsplice",
+		      "done=%llu results %s %s %s; text identical, splices=%llu traps=%llu",
+		      (unsigned long long)done, ename((int)u[0].result), ename((int)u[1].result),
+		      ename((int)u[2].result), (unsigned long long)info2.live_splices,
+		      (unsigned long long)info2.live_traps);
+	}
+
+	/* 15. The daemon is killed (SIGKILL) with live splices: the kernel closes the device and
 	 * kerf restores them. */
 	{
 		pid_t pid;
@@ -903,7 +1090,7 @@ int main(int argc, char **argv)
 		ctr_uid = heap;
 	}
 
-	/* 15. Closing the device with live splices restores them (the daemon exits). The
+	/* 16. Closing the device with live splices restores them (the daemon exits). The
 	 * getuid jump goes in with KERF_SPLICE_ONE_INSN: its 5 bytes lie inside one 9-byte
 	 * instruction, so no thread can be stopped inside them. */
 	kread(fd, f_uid, cur, sizeof(cur));

@@ -24,6 +24,14 @@ pub fn syscall_sites(cfg: &Cfg, mem: &dyn CodeMemory) -> Vec<SyscallSite> {
     let mut out = Vec::new();
     for b in &cfg.blocks {
         let Some((base, bytes)) = mem.code_region(b.start) else { continue };
+        // A `syscall` is the bytes `0f 05` (after any prefixes): a block without them has
+        // none, and most blocks are skipped without decoding (a whole-image decode was most
+        // of the time an installation with trap splices took to find its guards).
+        let lo = usize::try_from(b.start.0 - base.0).unwrap_or(usize::MAX);
+        let own = bytes.get(lo..).map(|r| &r[..r.len().min(b.len as usize)]);
+        if own.is_some_and(|r| !r.windows(2).any(|w| w == [0x0f, 0x05])) {
+            continue;
+        }
         let mut sc = Scanner::new(bytes, base);
         let end = b.start.0 + b.len as u64;
         let mut a = b.start.0;

@@ -177,10 +177,15 @@ impl Checker {
             fs.iter().copied().filter(|f| self.state(*f) != CLOSED && seen.insert(*f)).collect();
         let mut all = todo.clone();
         while let Some(g) = todo.pop() {
+            // Most edges stay in `g` (already seen): they are told by their block id alone,
+            // without looking the block up (a binary search over every function's first id).
+            // `Checker::new` made sure every block's `func` is the function it is kept with.
+            let own = cfg.blocks.first[g.0 as usize]..cfg.blocks.first[g.0 as usize + 1];
             for b in cfg.blocks_of(g) {
                 for e in cfg.edges_of(b) {
                     let d = match e.target {
                         EdgeTarget::Function(d) => d,
+                        EdgeTarget::Block(t) if own.contains(&t.0) => continue,
                         EdgeTarget::Block(t) => cfg.block(t).func,
                         _ => continue,
                     };
@@ -484,6 +489,10 @@ fn check_function(a: &Analysis, f: FuncId, mem: &dyn CodeMemory) -> Result<(), I
         let mut stored: Vec<(EdgeKind, Option<u64>)> = Vec::with_capacity(b.edges.len());
         for e in cfg.edges_of(b) {
             let at = match e.target {
+                // A block of this function (most are) without the lookup by id.
+                EdgeTarget::Block(t) if fun.blocks.contains(&t.0) => {
+                    Some(blocks[(t.0 - fun.blocks.start) as usize].start.0)
+                }
                 EdgeTarget::Block(t) => Some(cfg.block(t).start.0),
                 EdgeTarget::Function(g) => Some(cfg.function(g).entry.0),
                 EdgeTarget::Address(x) => Some(x.0),
@@ -500,8 +509,8 @@ fn check_function(a: &Analysis, f: FuncId, mem: &dyn CodeMemory) -> Result<(), I
                 (_, EdgeTarget::Address(x)) => !is_start(x.0),
                 (_, EdgeTarget::Function(_)) => false,
             };
-            let where_to = at.map_or("nowhere".to_string(), |x| format!("{x:#x}"));
             if !form || !may.contains(&(e.kind, at)) {
+                let where_to = at.map_or("nowhere".to_string(), |x| format!("{x:#x}"));
                 return Err(bad(
                     b,
                     format!("a {} edge to {where_to} it cannot take", e.kind.name()),

@@ -61,6 +61,9 @@ pub fn run(args: Args) -> Result<(), String> {
     // Counts first: the shared data heap stays readable here even after the target is gone.
     let summary = summarize(&inst, &probes);
     let (pause, batch_pause) = (inst.longest_pause, inst.longest_splice_pause);
+    // In the order they first ran: `[name, microseconds]`.
+    let phases: Vec<Value> =
+        inst.phases.iter().map(|(n, d)| json!([n, d.as_micros() as u64])).collect();
     let removal = finish_session(&mut target, inst, &mut stop);
     let pid = target.pid;
     let failure = stop.failure(pid);
@@ -75,6 +78,7 @@ pub fn run(args: Args) -> Result<(), String> {
                "longest_pause_us": pause.as_micros() as u64,
                "longest_splice_pause_us": batch_pause.as_micros() as u64,
                "splice_seconds": splice_time.as_secs_f64(),
+               "splice_phases_us": phases,
                "seconds": target.started.elapsed().as_secs_f64()}),
     );
     removal_outcome(removal, pid)?;

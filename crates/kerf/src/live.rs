@@ -571,13 +571,14 @@ impl Installed for KernelInstrumentation<'_> {
 pub fn kernel_spliced_line(inst: &KernelInstrumentation<'_>) -> String {
     let kinds = |k: SpliceKind| inst.sites().iter().filter(|p| p.kind == k).count();
     format!(
-        "kerf: {} points spliced in the kernel ({} jump5, {} jump2, {} trap; {} left out) in {:.1} ms; Ctrl-C to stop",
+        "kerf: {} points spliced in the kernel ({} jump5, {} jump2, {} trap; {} left out) in {:.1} ms (int3s {:.1} ms); Ctrl-C to stop",
         inst.sites().len(),
         kinds(SpliceKind::Jump5),
         kinds(SpliceKind::Jump2),
         kinds(SpliceKind::Trap),
         inst.refused.len(),
         inst.splice_time.as_secs_f64() * 1e3,
+        inst.int3_time.as_secs_f64() * 1e3,
     )
 }
 

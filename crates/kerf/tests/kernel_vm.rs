@@ -1,7 +1,7 @@
 //! The kernel target in a VM: builds kerf.ko and the in-guest smoke test (driver/build), boots
 //! Debian's stock kernel once under qemu TCG (vm/run) and runs every kernel check in that one
-//! boot: load the module, kerf_smoke (splices, traps, counts, refusals, restore on close and on
-//! SIGKILL, splicing under fire), unload. Boots are expensive, so this is the only test that
+//! boot: load the module, kerf_smoke (splices, traps, counts, refusals, batches with refused
+//! entries, restore on close and on SIGKILL, splicing under fire), unload. Boots are expensive, so this is the only test that
 //! boots, and it asserts on every line the smoke test prints.
 //!
 //! This machine's own kernel has no kprobes and no module loading, which is why the kernel is a
@@ -68,7 +68,7 @@ fn kerf_ko_in_stock_debian_kernel() {
     let expected = [
         "OK insmod",
         "OK heap-in-kallsyms",
-        "OK version abi=1",
+        "OK version abi=2",
         "OK info ",
         "OK info-stext",
         "OK exclusive-open",
@@ -93,6 +93,9 @@ fn kerf_ko_in_stock_debian_kernel() {
         "OK refuse-blacklist-exc_int3 exc_int3+8: EPERM",
         "OK refuse-blacklist-entry_SYSCALL_64 entry_SYSCALL_64+8: EPERM",
         "OK refuse-extable",
+        "OK refuse-jump-label 3 sites, at and 4 bytes before each: EBUSY",
+        "OK refuse-static-call-site 3 sites, at and 4 bytes before each: EBUSY",
+        "OK refuse-bug-site 3 sites, at and 4 bytes before each: EPERM",
         "OK refuse-bpf-dispatcher bpf_dispatcher_xdp_func: EBUSY",
         "OK refuse-overlap",
         "OK refuse-not-text",
@@ -117,6 +120,11 @@ fn kerf_ko_in_stock_debian_kernel() {
         "OK jump2-text-restored",
         "OK refuse-kprobe",
         "OK stress 200 splice/restore cycles",
+        "OK refuse-empty-batch EINVAL",
+        "OK batch-int3 done=2 results 0 0 EPERM ESTALE EEXIST; getuid count=1000 trap_hits=2000",
+        "OK batch-refused-untouched",
+        "OK batch-jump5 done=2 results 0 0; count=100000",
+        "OK batch-unsplice done=2 results 0 0 ENOENT; text identical, splices=0 traps=0",
         "OK kill-restores",
         "OK text-clean-before-close",
         "OK splice-jump5-one-insn",

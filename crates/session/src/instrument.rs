@@ -41,6 +41,7 @@
 use crate::backend::{Backend, Outcome, Splice};
 use crate::load::AnalyzedImage;
 use crate::patchset::{self, DataLayout, Job, Runtime, GUARD_PATCH};
+use crate::phases::Phases;
 use crate::plan::{plan_sites, Plan, Rules, SitePlan};
 pub use crate::probe::{Action, InstrumentError, Probe, Reason, Refused, Removed, Site};
 use crate::probe::{Foreign, Where};
@@ -71,9 +72,15 @@ const SIGTRAP_BIT: u64 = 1 << (trap::SIGTRAP - 1);
 const STACK_SCAN: usize = 16 * 1024;
 /// Tries before a point whose bytes some thread keeps sitting in is given up.
 const MAX_TRIES: usize = 200;
-/// Splices written per stop of the target: each costs three /proc/PID/mem accesses, and a
-/// batch must keep the target's pause well under a millisecond (DESIGN.md §4).
+/// Splices removed per stop of the target (and code patches written per chunk): each removal
+/// costs three /proc/PID/mem accesses, and a batch must keep the target's pause well under a
+/// millisecond (DESIGN.md §4).
 const BATCH: usize = 32;
+/// Splices written per stop when they go in: each costs one /proc/PID/mem write (the batch's
+/// stretch of text is read once before and once after, where the sites lie close together),
+/// so twice as many fit in the same pause, and half as many stops are needed (a stop and
+/// its release cost about 70-100 us here).
+const SPLICE_BATCH: usize = 64;
 
 /// The code heap is read-execute only: kerf writes it through /proc/PID/mem (as it writes
 /// the program's own text), and no generated code stores to it (the trap dispatcher's table
@@ -85,6 +92,9 @@ const SYS_RT_SIGACTION: i64 = trap::SYS_RT_SIGACTION as i64;
 /// `AT_HWCAP2` and its FSGSBASE bit: the kernel lets user code run `rdfsbase`.
 const AT_HWCAP2: u64 = 26;
 const HWCAP2_FSGSBASE: u64 = 2;
+
+/// A springboard: its address, the bytes it replaces, and its jump to a code patch.
+type Springboard = (u64, Vec<u8>, Vec<u8>);
 
 /// The heaps kerf mapped next to one module.
 struct Heaps {
@@ -151,6 +161,8 @@ pub struct Instrumentation {
     pub longest_splice_pause: Duration,
     /// TSC when the last splice went in, and the matching monotonic time.
     pub installed_at: (u64, std::time::Instant),
+    /// Where the installation's time went, phase by phase.
+    pub phases: Phases,
     removed: bool,
     /// The process as a back-end: every stop and every byte written goes through it.
     be: ProcessBackend,
@@ -229,23 +241,30 @@ impl ProcessBackend {
         done: &mut Vec<Outcome>,
     ) -> Result<(), InstrumentError> {
         let busy = busy_ranges(tr, None)?;
+        let free =
+            |s: &Splice| !busy.iter().any(|b| b.within(s.addr + 1, s.addr + s.new.len() as u64));
+        // As `write_verified` for each, with one read of the batch's stretch of text before
+        // the writes and one after where the sites lie close together (every thread is
+        // stopped, and the sites' bytes do not overlap). A splice counts as written from its
+        // write on (a failed write may have written part of it): it must come out again.
+        let ranges: Vec<(u64, usize)> =
+            batch.iter().filter(|s| free(s)).map(|s| (s.addr, s.new.len())).collect();
+        let before = Window::read(tr, ranges.iter().copied());
         for s in batch {
-            if busy.iter().any(|b| b.within(s.addr + 1, s.addr + s.new.len() as u64)) {
+            if !free(s) {
                 done.push(Outcome::Later);
                 continue;
             }
-            // As `write_verified`, but the splice counts as written from the write on (a failed
-            // write may have written part of it, a failed read-back all of it): it must come
-            // out again.
-            let mut cur = vec![0u8; s.old.len()];
-            tr.read(RemoteAddr(s.addr), &mut cur)?;
+            let cur = before.bytes(tr, s.addr, s.old.len())?;
             if cur != s.old {
                 return Err(mismatch_before(s.addr, &s.old, &cur));
             }
             done.push(Outcome::Done);
             tr.write(RemoteAddr(s.addr), &s.new)?;
-            let mut back = vec![0u8; s.new.len()];
-            tr.read(RemoteAddr(s.addr), &mut back)?;
+        }
+        let after = Window::read(tr, ranges.iter().copied());
+        for s in batch.iter().filter(|s| free(s)) {
+            let back = after.bytes(tr, s.addr, s.new.len())?;
             if back != s.new {
                 return Err(mismatch_after(s.addr, &s.new, &back));
             }
@@ -403,6 +422,7 @@ impl Instrumentation {
             longest_pause: Duration::ZERO,
             longest_splice_pause: Duration::ZERO,
             installed_at: (tsc(), std::time::Instant::now()),
+            phases: Phases::default(),
             removed: false,
         };
         if let Err(e) = inst.prepare(modules, probes, opts, cancel) {
@@ -420,12 +440,15 @@ impl Instrumentation {
         // Signal-mask guards and the signal state they keep first (module comment, steps
         // 2-3), then every other site in plan order: timer stops go live before timer starts
         // (see plan::plan_sites). An error from here on drops `inst`, which removes itself.
+        let t = std::time::Instant::now();
         if !inst.guard_sites.is_empty() {
             inst.while_stopped(|me, tr| me.clear_handler_masks(tr))?;
             inst.guards_live()?;
         }
+        let t = inst.phases.lap("signal-mask guards live", t);
         let todo = (0..inst.sites.len()).filter(|i| !inst.guard_sites.contains(i)).collect();
         inst.splice_all(todo, cancel)?;
+        inst.phases.lap("splices", t);
         inst.installed_at = (tsc(), std::time::Instant::now());
         inst.longest_pause = inst.be.longest_pause;
         inst.longest_splice_pause = inst.be.longest_splice_pause;
@@ -505,6 +528,7 @@ impl Instrumentation {
         // the work done in it (an injected call is a register swap, a single-step and a wait,
         // about 80 us here, plus reading /proc/PID/maps), and DESIGN §6 allows 1 ms a stop.
         // Nothing refers to a heap until a splice does, so the target may run between them.
+        let t = std::time::Instant::now();
         let (thread, only_thread, mem) = self.while_stopped(|me, tr| {
             let (thread, only_thread) = me.thread_context(tr, probes, opts)?;
             if let Some(m) = modules.first() {
@@ -514,15 +538,21 @@ impl Instrumentation {
             me.be.mem = Some(tr.memory());
             Ok((thread, only_thread, tr.memory()))
         })?;
+        let t = self.phases.lap("first stop (thread context, start-up code)", t);
         // Planning reads the modules' files: the target keeps running.
         let mut planned =
             plan_sites(modules, probes, opts.force_kind, &self.startup, Rules::PROCESS, cancel)?;
+        let mut t = self.phases.lap("plan", t);
+        for (n, d) in planned.phases.iter() {
+            self.phases.add(n, d);
+        }
         // A trap anywhere: every `syscall` that may change a signal mask gets a guard, planned
         // together with the tool's probes (a guard's `syscall` may not be covered by another
         // site's jump).
         let mut all: Vec<Probe> = probes.to_vec();
         if planned.sites.iter().any(|s| s.plan.kind == SpliceKind::Trap) {
             all.extend(guard_probes(modules)?);
+            t = self.phases.lap("find the system calls to guard", t);
             if all.len() > probes.len() {
                 planned = plan_sites(
                     modules,
@@ -533,10 +563,15 @@ impl Instrumentation {
                     cancel,
                 )?;
             }
+            t = self.phases.lap("plan again with signal-mask guards", t);
+            for (n, d) in planned.phases.iter() {
+                self.phases.add(n, d);
+            }
         }
         let probes: &[Probe] = &all;
         self.probe_site.resize(probes.len(), usize::MAX);
         self.alloc_heaps(modules, probes)?;
+        let t = self.phases.lap("map heaps", t);
         self.springboards = planned.springboards;
         self.refused = planned.refused;
         // Sites holding a tool's probe first (what `sites()` shows), in plan order; sites with
@@ -578,20 +613,29 @@ impl Instrumentation {
         let mut codes: Vec<Option<_>> =
             patchset::generate(probes, &self.layout, &rt, &jobs).into_iter().map(Some).collect();
         // Code patches are unreachable until their splices exist, so they are written while
-        // the target runs, through the /proc/PID/mem file opened in the last stop. A chunk
-        // with a springboard is written under a stop: a springboard goes into the module's
-        // own text. Room for every site first: growing the vector inside a stop copied
-        // megabytes there (a 1.3 ms stop at 8,192 sites).
+        // the target runs, through the /proc/PID/mem file opened in the last stop; the
+        // springboards after them, under stops (they go into the modules' own text). Room
+        // for every site first: growing the vector inside a stop copied megabytes there (a
+        // 1.3 ms stop at 8,192 sites).
         self.sites.reserve(site_plans.len());
+        let t = self.phases.lap("code patches: generate", t);
+        let mut springboards: Vec<(usize, Springboard)> = Vec::new();
         for (chunk, codes) in jobs.chunks(BATCH).zip(codes.chunks_mut(BATCH)) {
             cancelled(cancel)?;
-            let mut write = |me: &mut Self, m: &dyn TargetMemory| {
-                for (job, code) in chunk.iter().zip(codes.iter_mut()) {
-                    let site = job.site;
-                    // DESIGN §5: never splice over bytes that are not the file's.
-                    let module = &modules[probes[site.first].point.module];
-                    if let Some(foreign) = foreign_bytes(m, module, &site.plan)? {
-                        me.refused.extend(site.members.iter().map(|&i| Refused {
+            let m: &dyn TargetMemory = &mem;
+            // The chunk's bytes to splice in one read where they lie close together.
+            let t = std::time::Instant::now();
+            let window = Window::read(m, chunk.iter().flat_map(|j| spliced_ranges(&j.site.plan)));
+            self.phases.lap("code patches: read the bytes to splice", t);
+            let mut patches = PatchWrites::default();
+            for (job, code) in chunk.iter().zip(codes.iter_mut()) {
+                let site = job.site;
+                // DESIGN §5: never splice over bytes that are not the file's.
+                let module = &modules[probes[site.first].point.module];
+                let live = match foreign_bytes(m, &window, module, &site.plan)? {
+                    Ok(live) => live,
+                    Err(foreign) => {
+                        self.refused.extend(site.members.iter().map(|&i| Refused {
                             probe: i,
                             label: probes[i].point.label.clone(),
                             addr: site.plan.displaced.point,
@@ -599,17 +643,32 @@ impl Instrumentation {
                         }));
                         continue;
                     }
-                    let code = code.take().expect("each site's code is written once")?;
-                    me.write_site(m, modules, probes, job, &code)?;
+                };
+                let code = code.take().expect("each site's code is written once")?;
+                let sb = self.write_site(m, &mut patches, &live, modules, probes, job, &code)?;
+                springboards.extend(sb.map(|sb| (self.sites.len() - 1, sb)));
+            }
+            // Nothing leads to these patches before the chunk's splices go live (later).
+            let t = std::time::Instant::now();
+            patches.flush(m)?;
+            self.phases.lap("code patches: write", t);
+        }
+        // Springboards go into the modules' own text: under a stop, a batch at a time (one
+        // stop for them all where there are few, not one per chunk of patches that has one).
+        // A site records its springboard once it is written (removal puts back what it
+        // records).
+        let t = self.phases.lap("code patches", t);
+        for batch in springboards.chunks(BATCH) {
+            cancelled(cancel)?;
+            self.while_stopped(|me, tr| {
+                for (i, (sb, pad, jmp)) in batch {
+                    write_verified(tr, *sb, pad, jmp)?;
+                    me.sites[*i].springboard = Some((*sb, pad.clone(), jmp.clone()));
                 }
                 Ok(())
-            };
-            if chunk.iter().any(|job| job.site.plan.springboard.is_some()) {
-                self.while_stopped(|me, tr| write(me, tr))?;
-            } else {
-                write(self, &mem)?;
-            }
+            })?;
         }
+        let t = self.phases.lap("springboards", t);
         if self.sites.is_empty() {
             if let Some(r) = self.refused.first() {
                 return Err(InstrumentError::NothingPlaced(Box::new(r.clone())));
@@ -633,6 +692,7 @@ impl Instrumentation {
         if self.sites.iter().any(|p| p.kind == SpliceKind::Trap) || !self.guard_sites.is_empty() {
             self.while_stopped(|me, tr| me.install_dispatcher(tr))?;
         }
+        self.phases.lap("trap dispatcher", t);
         Ok(())
     }
 
@@ -729,14 +789,17 @@ impl Instrumentation {
 
     /// Write one site's code patch `code` (generated for `job`) and its springboard, and
     /// record the site.
+    #[allow(clippy::too_many_arguments)]
     fn write_site(
         &mut self,
         tr: &dyn TargetMemory,
+        patches: &mut PatchWrites,
+        live: &[u8],
         modules: &[AnalyzedImage],
         probes: &[Probe],
         job: &Job<'_>,
         code: &patchset::Code,
-    ) -> Result<(), InstrumentError> {
+    ) -> Result<Option<Springboard>, InstrumentError> {
         let (members, plan, patch_at) = (&job.site.members, &job.site.plan, job.patch_at);
         let p = &probes[job.site.first].point;
         let m = p.module;
@@ -747,7 +810,9 @@ impl Instrumentation {
             addr,
             what,
         };
-        self.be.write_code(patch_at, &code.bytes)?;
+        let t = std::time::Instant::now();
+        patches.add(tr, patch_at, &code.bytes)?;
+        let t = self.phases.lap("code patches: write", t);
         let image_addr = modules[m].image_addr(RemoteAddr(addr));
         let d = &plan.displaced;
         self.parked.extend(parked_syscalls(patch_at, &code.bytes, d, code.layout));
@@ -763,14 +828,22 @@ impl Instrumentation {
                     .ok_or_else(|| out_of_reach("the patch (from the springboard)"))?;
                 let mut pad = vec![0u8; jmp.len()];
                 tr.read(RemoteAddr(sb), &mut pad)?;
-                write_verified(tr, sb, &pad, &jmp)?;
+                // Written by the caller, under a stop, before the splice can go live.
                 springboard = Some((sb, pad, jmp));
                 jump2_bytes(addr, sb, d.len).ok_or_else(|| out_of_reach("the springboard"))?
             }
             _ => vec![INT3],
         };
-        let mut original = vec![0u8; splice.len()];
-        tr.read(RemoteAddr(addr), &mut original)?;
+        // The bytes the splice replaces, as read with the rest (the same bytes as the file's).
+        let original = match live.get(..splice.len()) {
+            Some(b) => b.to_vec(),
+            None => {
+                let mut b = vec![0u8; splice.len()];
+                tr.read(RemoteAddr(addr), &mut b)?;
+                b
+            }
+        };
+        self.phases.lap("code patches: springboards, site records", t);
         let fun = &modules[m].analysis.cfg.function(p.func);
         for &i in members {
             self.probe_site[i] = self.sites.len();
@@ -780,9 +853,10 @@ impl Instrumentation {
         } else {
             p.label.clone()
         };
-        let s = Splice { addr, old: original, new: splice, patch: patch_at, springboard };
+        // The springboard is recorded once the caller has written it.
+        let s = Splice { addr, old: original, new: splice, patch: patch_at, springboard: None };
         self.sites.push(Site::planned(&p.spec, label, job.site, s, false));
-        Ok(())
+        Ok(springboard)
     }
 
     /// The SIGTRAP dispatcher and its table, then the handler; the program's own action goes
@@ -985,7 +1059,7 @@ impl Instrumentation {
         let mut tries = 0;
         while !todo.is_empty() && tries < MAX_TRIES {
             cancelled(cancel)?;
-            let batch: Vec<usize> = todo.drain(..todo.len().min(BATCH)).collect();
+            let batch: Vec<usize> = todo.drain(..todo.len().min(SPLICE_BATCH)).collect();
             let splices: Vec<Splice> = batch.iter().map(|&i| self.sites[i].as_splice()).collect();
             let mut done = Vec::new();
             let r = self.be.splice(&splices, &mut done);
@@ -1397,26 +1471,112 @@ fn bytes_words(b: &[u8; 32]) -> [u64; 4] {
     std::array::from_fn(|k| u64::from_le_bytes(b[k * 8..k * 8 + 8].try_into().unwrap_or_default()))
 }
 
-/// Why a planned site must not be spliced: the bytes it displaces, or the padding its
+/// The ranges of the target a planned site changes, `(address, length)`: the bytes it
+/// displaces, and the padding its springboard takes.
+fn spliced_ranges(plan: &Plan) -> impl Iterator<Item = (u64, usize)> {
+    let d = &plan.displaced;
+    let sb = plan.springboard.map(|(sb, _)| (sb, SPRINGBOARD_LEN as usize));
+    std::iter::once((d.point, d.len.max(1))).chain(sb)
+}
+
+/// The bytes a planned site displaces, as the target holds them (from `window` where it
+/// has them); `Err` with why the site must not be spliced when they, or the padding its
 /// springboard takes, are not the module file's (see [`crate::plan::differs_from_file`]).
 fn foreign_bytes(
     tr: &dyn TargetMemory,
+    window: &Window,
     m: &AnalyzedImage,
     plan: &Plan,
-) -> Result<Option<Foreign>, InstrumentError> {
-    let d = &plan.displaced;
-    let mut ranges = vec![(d.point, d.len.max(1))];
-    if let Some((sb, _)) = plan.springboard {
-        ranges.push((sb, SPRINGBOARD_LEN as usize));
-    }
-    for (addr, len) in ranges {
-        let mut live = vec![0u8; len];
-        tr.read(RemoteAddr(addr), &mut live)?;
+) -> Result<Result<Vec<u8>, Foreign>, InstrumentError> {
+    let mut displaced = None;
+    for (addr, len) in spliced_ranges(plan) {
+        let live = window.bytes(tr, addr, len)?;
         if let Some(why) = crate::plan::differs_from_file(m, addr, &live) {
-            return Ok(Some(why));
+            return Ok(Err(why));
+        }
+        displaced.get_or_insert(live);
+    }
+    Ok(Ok(displaced.unwrap_or_default()))
+}
+
+/// A stretch of the target's memory read with one system call for a batch of sites that lie
+/// close together (one read instead of one per site: each costs a page lookup in the target
+/// and a copy in the kernel). Ranges outside it are read on their own.
+#[derive(Default)]
+struct Window {
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+impl Window {
+    /// The most read at once; sites farther apart (another module) are read one by one.
+    const MAX: u64 = 64 * 1024;
+
+    /// The smallest stretch holding every one of `ranges`, if it is at most `MAX` bytes and
+    /// readable; else an empty window.
+    fn read(tr: &dyn TargetMemory, ranges: impl Iterator<Item = (u64, usize)>) -> Window {
+        let (mut lo, mut hi) = (u64::MAX, 0);
+        for (a, len) in ranges {
+            lo = lo.min(a);
+            hi = hi.max(a + len as u64);
+        }
+        if lo >= hi || hi - lo > Self::MAX {
+            return Window::default();
+        }
+        let mut bytes = vec![0u8; (hi - lo) as usize];
+        match tr.read(RemoteAddr(lo), &mut bytes) {
+            Ok(()) => Window { start: lo, bytes },
+            Err(_) => Window::default(),
         }
     }
-    Ok(None)
+
+    /// The `len` bytes at `addr`: from the window, else read now.
+    fn bytes(&self, tr: &dyn TargetMemory, addr: u64, len: usize) -> Result<Vec<u8>, TargetError> {
+        if let Some(b) = self.get(addr, len) {
+            return Ok(b.to_vec());
+        }
+        let mut b = vec![0u8; len];
+        tr.read(RemoteAddr(addr), &mut b)?;
+        Ok(b)
+    }
+
+    fn get(&self, addr: u64, len: usize) -> Option<&[u8]> {
+        let off = usize::try_from(addr.checked_sub(self.start)?).ok()?;
+        self.bytes.get(off..off.checked_add(len)?)
+    }
+}
+
+/// Code patches of a batch, gathered into runs of adjacent patches (a module's patches follow
+/// each other in its code heap, 16-byte aligned) and written one run at a time.
+#[derive(Default)]
+struct PatchWrites {
+    start: u64,
+    bytes: Vec<u8>,
+}
+
+impl PatchWrites {
+    /// Add `code`, to go at `at`: after the current run if it follows it (the gap of
+    /// alignment is written as the zeros a fresh heap holds there), else the run is written
+    /// first and a new one starts.
+    fn add(&mut self, tr: &dyn TargetMemory, at: u64, code: &[u8]) -> Result<(), TargetError> {
+        let end = self.start + self.bytes.len() as u64;
+        let follows = !self.bytes.is_empty() && at >= end && at - end < 16;
+        if !follows {
+            self.flush(tr)?;
+            self.start = at;
+        }
+        self.bytes.resize((at - self.start) as usize, 0);
+        self.bytes.extend_from_slice(code);
+        Ok(())
+    }
+
+    fn flush(&mut self, tr: &dyn TargetMemory) -> Result<(), TargetError> {
+        if !self.bytes.is_empty() {
+            tr.write(RemoteAddr(self.start), &self.bytes)?;
+            self.bytes.clear();
+        }
+        Ok(())
+    }
 }
 
 /// Write `new` at `addr` after checking the bytes there are `old`, then read it back.

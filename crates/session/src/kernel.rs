@@ -14,7 +14,7 @@ use kerf_analysis::{analyze, Progress};
 use kerf_arch::{ImageAddr, KernelAddr};
 use kerf_codegen::timer::{self, TimerSample};
 use kerf_codegen::{Env, ThreadPointer};
-use kerf_os::kernel::{Driver, KernelError};
+use kerf_os::kernel::{Driver, KernelError, SpliceRequest};
 use kerf_patch::{jump2_bytes, jump5_bytes, SpliceKind, INT3, SPRINGBOARD_LEN};
 use std::fmt;
 use std::path::PathBuf;
@@ -189,12 +189,27 @@ pub struct KernelBackend<'k> {
     d: &'k Driver,
     /// Patch heap handed out so far.
     used: u64,
+    /// How long the last batch's int3s took to go in: the longest time during which some
+    /// sites were live and others not yet (e.g. a timer's exits without its entry).
+    pub int3_time: Duration,
 }
 
 impl<'k> KernelBackend<'k> {
     pub fn new(d: &'k Driver) -> KernelBackend<'k> {
-        KernelBackend { d, used: 0 }
+        KernelBackend { d, used: 0, int3_time: Duration::ZERO }
     }
+}
+
+/// `reqs` in address order (the driver writes a run of close sites together), with where
+/// each request went.
+fn by_address(reqs: Vec<SpliceRequest>) -> (Vec<SpliceRequest>, Vec<usize>) {
+    let mut idx: Vec<usize> = (0..reqs.len()).collect();
+    idx.sort_by_key(|&i| reqs[i].addr.0);
+    let mut at = vec![0; reqs.len()];
+    for (pos, &i) in idx.iter().enumerate() {
+        at[i] = pos;
+    }
+    (idx.iter().map(|&i| reqs[i].clone()).collect(), at)
 }
 
 impl Backend for KernelBackend<'_> {
@@ -237,73 +252,110 @@ impl Backend for KernelBackend<'_> {
         Ok(self.d.write_patch(KernelAddr(at), code)?)
     }
 
-    /// 1. every splice's trap registered and its int3 written (a CPU that meets it goes to
-    ///    the patch; a refusal unregisters it and leaves the site out); 2. quiescence: every
-    ///    CPU that was inside displaced bytes has left them; 3. every springboard (into
-    ///    padding no CPU runs), then every jump over its quiesced int3. A jump that does not
-    ///    go in leaves its site a trap.
+    /// 1. every splice's trap registered, then every int3 in one driver batch (a CPU that
+    ///    meets one goes to the patch; a refusal unregisters it and leaves the site out); 2.
+    ///    quiescence: every CPU that was inside displaced bytes has left them; 3. every
+    ///    springboard (into padding no CPU runs) and then every jump over its quiesced int3,
+    ///    in one batch (the driver refuses a jmp rel8 whose springboard it refused). A jump
+    ///    that does not go in leaves its site a trap. The caller orders the batch as sites
+    ///    must go live (timer starts last, each group in address order).
     fn splice(&mut self, batch: &[Splice], done: &mut Vec<Outcome>) -> Result<(), InstrumentError> {
         let d = self.d;
-        // The int3s first: what went in is in `done` before anything can fail.
-        let out = done;
-        out.extend(batch.iter().map(|s| {
-            let at = KernelAddr(s.addr);
-            let r = d
-                .trap_add(at, KernelAddr(s.patch))
-                .and_then(|()| d.splice(at, &s.old[..1], &[INT3], true));
-            match r {
+        let trapped: Vec<Result<(), KernelError>> =
+            batch.iter().map(|s| d.trap_add(KernelAddr(s.addr), KernelAddr(s.patch))).collect();
+        let reqs: Vec<SpliceRequest> = batch
+            .iter()
+            .zip(&trapped)
+            .filter(|(_, t)| t.is_ok())
+            .map(|(s, _)| SpliceRequest {
+                addr: KernelAddr(s.addr),
+                old: s.old[..1].to_vec(),
+                new: vec![INT3],
+                one_insn: true,
+            })
+            .collect();
+        let t = Instant::now();
+        let mut int3s = d.splice_batch(&reqs).into_iter();
+        self.int3_time = t.elapsed();
+        // What went in is in `done` before anything else can fail.
+        for (s, t) in batch.iter().zip(trapped) {
+            let r = t.and_then(|()| int3s.next().unwrap_or(Ok(())));
+            done.push(match r {
                 Ok(()) => Outcome::Done,
                 Err(e) => {
-                    let _ = d.trap_del(at);
+                    let _ = d.trap_del(KernelAddr(s.addr));
                     Outcome::Refused(Reason::driver(&e))
                 }
-            }
-        }));
-        if !out.contains(&Outcome::Done) {
+            });
+        }
+        if !done.contains(&Outcome::Done) {
             return Ok(());
         }
         d.quiesce()?;
-        let driver =
-            |e: KernelError| KindRefusal::Driver { errno: e.errno(), detail: e.to_string() };
-        let jumps = |out: &[Outcome], k: usize| out[k] == Outcome::Done && batch[k].new != [INT3];
-        for k in 0..batch.len() {
-            if let (true, Some((sb, pad, jmp))) = (jumps(out, k), &batch[k].springboard) {
-                if let Err(e) = d.splice(KernelAddr(*sb), pad, jmp, true) {
-                    out[k] = Outcome::Trap(driver(e));
-                }
-            }
-        }
+        // Per site with a jump: its springboard request (if any) and its jump request.
+        let mut boards = Vec::new();
+        let mut jumps = Vec::new();
+        let mut sites = Vec::new();
         for (k, s) in batch.iter().enumerate() {
-            if !jumps(out, k) {
+            if done[k] != Outcome::Done || s.new == [INT3] {
                 continue;
             }
+            let board = s.springboard.as_ref().map(|(sb, pad, jmp)| {
+                boards.push(SpliceRequest {
+                    addr: KernelAddr(*sb),
+                    old: pad.clone(),
+                    new: jmp.clone(),
+                    one_insn: true,
+                });
+                boards.len() - 1
+            });
             // What is there now: kerf's int3, then the original bytes.
             let mut now = s.old.clone();
             now[0] = INT3;
-            if let Err(e) = d.splice(KernelAddr(s.addr), &now, &s.new, false) {
-                out[k] = Outcome::Trap(driver(e));
+            jumps.push(SpliceRequest {
+                addr: KernelAddr(s.addr),
+                old: now,
+                new: s.new.clone(),
+                one_insn: false,
+            });
+            sites.push((k, board, jumps.len() - 1));
+        }
+        let ((boards, board_at), (jumps, jump_at)) = (by_address(boards), by_address(jumps));
+        let nb = boards.len();
+        let all: Vec<SpliceRequest> = boards.into_iter().chain(jumps).collect();
+        let results = d.splice_batch(&all);
+        let driver =
+            |e: &KernelError| KindRefusal::Driver { errno: e.errno(), detail: e.to_string() };
+        for (k, board, jump) in sites {
+            let board = board.map_or(Ok(()), |b| results[board_at[b]].as_ref().map(|_| ()));
+            if let Err(e) = board.and_then(|()| results[nb + jump_at[jump]].as_ref().map(|_| ())) {
+                done[k] = Outcome::Trap(driver(e));
             }
         }
         Ok(())
     }
 
-    /// Every splice out (the driver restores and checks the original bytes), a quiescence,
-    /// the springboards, another quiescence, then the traps unregistered. Every step is taken
-    /// for every splice; the first failure is returned after.
+    /// Every splice out in one batch (the driver restores and checks the original bytes), a
+    /// quiescence, the springboards in another, another quiescence, then the traps
+    /// unregistered. Every step is taken for every splice; the first failure is returned
+    /// after.
     fn remove(&mut self, batch: &[Splice]) -> Result<Vec<Outcome>, InstrumentError> {
         let d = self.d;
         let mut first_err = None;
-        for s in batch {
-            if let Err(e) = d.unsplice(KernelAddr(s.addr)) {
-                first_err.get_or_insert(e);
+        // Each batch in address order: few runs in the driver.
+        let mut unsplice = |mut addrs: Vec<KernelAddr>| {
+            addrs.sort_by_key(|a| a.0);
+            for r in d.unsplice_batch(&addrs) {
+                if let Err(e) = r {
+                    first_err.get_or_insert(e);
+                }
             }
-        }
+        };
+        unsplice(batch.iter().map(|s| KernelAddr(s.addr)).collect());
         d.quiesce()?;
-        for (sb, _, _) in batch.iter().filter_map(|s| s.springboard.as_ref()) {
-            if let Err(e) = d.unsplice(KernelAddr(*sb)) {
-                first_err.get_or_insert(e);
-            }
-        }
+        unsplice(
+            batch.iter().filter_map(|s| s.springboard.as_ref()).map(|b| KernelAddr(b.0)).collect(),
+        );
         d.quiesce()?;
         for s in batch {
             let _ = d.trap_del(KernelAddr(s.addr));
@@ -326,6 +378,9 @@ pub struct KernelInstrumentation<'k> {
     probe_site: Vec<Option<usize>>,
     pub installed_at: (u64, Instant),
     pub splice_time: Duration,
+    /// How long the int3s took to go in (step 2's driver calls): the longest time during
+    /// which some sites were live and others not yet, e.g. a timer's exits without its entry.
+    pub int3_time: Duration,
     removed: bool,
 }
 
@@ -379,6 +434,7 @@ impl<'k> KernelInstrumentation<'k> {
             probe_site: vec![None; probes.len()],
             installed_at: (crate::instrument::tsc(), Instant::now()),
             splice_time: Duration::ZERO,
+            int3_time: Duration::ZERO,
             removed: false,
         };
         // 1. Code patches, each at its own place in the patch heap (unreachable so far),
@@ -455,9 +511,17 @@ impl<'k> KernelInstrumentation<'k> {
         //    driver refuses a springboard over bytes any patching mechanism owns. A
         //    springboard is written before the jmp rel8 that uses it and removed only after
         //    that jmp is gone and a quiescence has passed.
+        // In the order sites must go live: every site without a timer start, then the rest
+        // (see `plan_sites`), each group in address order, so that the driver writes a group
+        // in few runs and the first group before the second.
+        let starts = |sp: &SitePlan| {
+            sp.members.iter().any(|&i| matches!(probes[i].action, Action::TimerStart(_)))
+        };
+        staged.sort_by_key(|(sp, s)| (starts(sp), s.addr));
         let batch: Vec<Splice> = staged.iter().map(|(_, s)| s.clone()).collect();
         let mut outcomes = Vec::new();
         let r = be.splice(&batch, &mut outcomes);
+        inst.int3_time = be.int3_time;
         // (An error here leaves the int3s that went in to the caller's drop, which takes out
         // every site recorded: record them first.)
         for ((sp, mut s), outcome) in staged.into_iter().zip(outcomes) {

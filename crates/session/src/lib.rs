@@ -14,6 +14,7 @@ pub mod instrument;
 pub mod kernel;
 pub mod load;
 mod patchset;
+pub mod phases;
 pub mod plan;
 pub mod probe;
 pub mod spec;

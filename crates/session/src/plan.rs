@@ -8,6 +8,7 @@
 //! springboard could take, before anything is planned from them (see [`crate::checked`]).
 
 use crate::load::AnalyzedImage;
+use crate::phases::Phases;
 use crate::probe::{Action, Chosen, Foreign, InstrumentError, KindRefusal, Probe, Reason, Refused};
 use crate::spec::Point;
 use kerf_analysis::cfg::{Cfg, FuncId, NoSplice, Terminator};
@@ -19,6 +20,7 @@ use kerf_patch::{
     plan_jump2, plan_jump5, plan_trap, Displaced, FunctionView, SpliceKind, SPRINGBOARD_LEN,
 };
 use std::collections::HashMap;
+use std::time::Instant;
 
 /// Target-specific placement rules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,13 +63,15 @@ pub struct Sites {
     /// Probes no splice kind can take (a `ud2`, an instruction that cannot be relocated):
     /// `(probe, label, address, why)`. They are reported and left out; the others go in.
     pub refused: Vec<Refused>,
+    /// Where planning's time went.
+    pub phases: Phases,
 }
 
 /// Plan every probe: exact points first, each address once; exits after, moved to an earlier
 /// instruction of their block where a jump fits, or merged into a site already there. The
 /// sites come back in the order their splices must go live.
 /// `startup` is run-once code of module 0 usable for springboards. Planning stops with
-/// [`InstrumentError::Interrupted`] once `cancel` is set.
+/// [`InstrumentError::Interrupted`] once `cancel` is set. On [`plan_threads`] threads.
 pub fn plan_sites(
     modules: &[AnalyzedImage],
     probes: &[Probe],
@@ -76,7 +80,41 @@ pub fn plan_sites(
     rules: Rules,
     cancel: Option<&std::sync::atomic::AtomicBool>,
 ) -> Result<Sites, InstrumentError> {
+    let threads = plan_threads();
+    plan_sites_with(modules, probes, force_kind, startup, rules, cancel, threads)
+}
+
+/// How many threads planning uses: `KERF_PLAN_THREADS` if set (1 plans as before planning was
+/// parallel, on one thread), else every CPU kerf may run on.
+pub fn plan_threads() -> usize {
+    std::env::var("KERF_PLAN_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// [`plan_sites`] on `threads` threads. The result is the same for any number of them (same
+/// sites in the same order, kinds, displaced bytes, springboards, refusals): what a site's
+/// plan computes from the analysis and the file alone (the jump5 and jump2 layouts at each
+/// exact point, the checks of the padding near it) is computed ahead in parallel, and the one
+/// sequential pass, in the same order as ever, uses it where it used to compute it and decides
+/// alone what depends on the sites planned before (overlaps, springboard space, shared sites).
+#[allow(clippy::too_many_arguments)]
+pub fn plan_sites_with(
+    modules: &[AnalyzedImage],
+    probes: &[Probe],
+    force_kind: Option<SpliceKind>,
+    startup: &[(u64, u64)],
+    rules: Rules,
+    cancel: Option<&std::sync::atomic::AtomicBool>,
+    threads: usize,
+) -> Result<Sites, InstrumentError> {
+    let mut phases = Phases::default();
+    let t = Instant::now();
     check_points(modules, probes)?;
+    let t = phases.lap("plan: check cached functions", t);
     let exact: Vec<Vec<u64>> = (0..modules.len())
         .map(|m| {
             let bias = modules[m].bias.unwrap_or(0);
@@ -90,6 +128,27 @@ pub fn plan_sites(
             v
         })
         .collect();
+    // Signal-mask guards first: a probe of the program at the same `syscall` joins the
+    // guard's site, which takes only the kinds a guard may (see `Planner::plan`).
+    let guard = |i: usize| probes[i].action == Action::SignalGuard;
+    let t = phases.lap("plan: exact points", t);
+    let pre = if threads > 1 {
+        let idx: Vec<usize> = (0..probes.len()).collect();
+        let pre = in_parallel(&idx, threads, |&i| {
+            // Cancelled: nothing more ahead; the sequential pass stops at once.
+            if cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
+                return None;
+            }
+            let p = &probes[i].point;
+            let need_j2 = guard(i) || force_kind == Some(SpliceKind::Jump2);
+            (!p.at_exit).then(|| precompute(modules, &exact[p.module], p, rules, need_j2)).flatten()
+        });
+        phases.lap("plan: layouts in parallel", t);
+        pre
+    } else {
+        Vec::new()
+    };
+    let t = Instant::now();
     let mut pl = Planner {
         modules,
         force_kind,
@@ -97,10 +156,8 @@ pub fn plan_sites(
         exact,
         planned: Ranges::default(),
         springboards: Vec::new(),
+        pre,
     };
-    // Signal-mask guards first: a probe of the program at the same `syscall` joins the
-    // guard's site, which takes only the kinds a guard may (see `Planner::plan`).
-    let guard = |i: usize| probes[i].action == Action::SignalGuard;
     let mut order: Vec<usize> = (0..probes.len()).collect();
     order.sort_by_key(|&i| (!guard(i), probes[i].point.at_exit));
     let mut sites: Vec<SitePlan> = Vec::new();
@@ -151,7 +208,7 @@ pub fn plan_sites(
                 None => {}
             }
         }
-        let plan = match pl.plan(p, addr, guard(i))? {
+        let plan = match pl.plan(i, p, addr, guard(i))? {
             Ok(plan) => plan,
             Err(reason) => {
                 refused.push(Refused { probe: i, label: p.label.clone(), addr, reason });
@@ -168,6 +225,7 @@ pub fn plan_sites(
             stacks: Vec::new(),
         });
     }
+    let t = phases.lap("plan: sites", t);
     // Nothing left to instrument: that is the error.
     if sites.is_empty() {
         if let Some(r) = refused.first() {
@@ -184,7 +242,8 @@ pub fn plan_sites(
     sites.sort_by_key(|sp| {
         sp.members.iter().any(|&i| matches!(probes[i].action, Action::TimerStart(_)))
     });
-    Ok(Sites { sites, springboards: pl.springboards, refused })
+    phases.lap("plan: order", t);
+    Ok(Sites { sites, springboards: pl.springboards, refused, phases })
 }
 
 /// The facts about a site's point that code generation needs: liveness at the point, and the
@@ -286,16 +345,23 @@ pub fn syscall_sites(
     let m = &modules[module];
     let cfg = &m.analysis.cfg;
     if m.unchecked() {
-        for (i, f) in cfg.functions.iter().enumerate() {
+        let holds_syscall = |f: &kerf_analysis::cfg::Function| {
             let code = m.code_region(f.entry).and_then(|(base, bytes)| {
                 let lo = usize::try_from(f.extent.start.checked_sub(base.0)?).ok()?;
                 let hi = usize::try_from(f.extent.end.checked_sub(base.0)?).ok()?;
                 bytes.get(lo..hi)
             });
             // (Code outside one region is not what analysis makes: the check says so.)
-            if code.is_none_or(|c| c.windows(2).any(|w| w == [0x0f, 0x05])) {
-                m.check_code(FuncId(i as u32)).map_err(|e| rejected(modules, module, e))?;
-            }
+            code.is_none_or(|c| c.windows(2).any(|w| w == [0x0f, 0x05]))
+        };
+        let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32)
+            .map(FuncId)
+            .filter(|&f| holds_syscall(cfg.function(f)))
+            .collect();
+        // In parallel; the first failure in function order is the one reported.
+        let checked = in_parallel(&funcs, plan_threads(), |&f| m.check_code(f));
+        if let Some(Err(e)) = checked.into_iter().find(Result::is_err) {
+            return Err(rejected(modules, module, e));
         }
     }
     Ok(kerf_analysis::syscalls::syscall_sites(cfg, m))
@@ -337,6 +403,67 @@ struct Planner<'a> {
     planned: Ranges,
     /// Springboard space taken so far.
     springboards: Vec<(u64, u64)>,
+    /// Per probe, what [`precompute`] found at its site (empty on one thread).
+    pre: Vec<Option<Pre>>,
+}
+
+/// What `Planner::plan` computes at an exact point from the analysis and the file alone.
+struct Pre {
+    /// The target address of the site.
+    addr: u64,
+    jump5: Result<Displaced, kerf_patch::Refusal>,
+    /// Computed where jump2 is sure to be tried (jump5 refused, a guard, forced); else on
+    /// demand.
+    jump2: Option<Result<Displaced, kerf_patch::Refusal>>,
+}
+
+/// [`Pre`] for exact point `p` (`None` where planning refuses it before any layout, which the
+/// sequential pass finds again). The padding a springboard near it could take is checked too
+/// (checks are memoised; one that fails is found again, in order, by the sequential pass).
+fn precompute(
+    modules: &[AnalyzedImage],
+    exact: &[u64],
+    p: &Point,
+    rules: Rules,
+    need_jump2: bool,
+) -> Option<Pre> {
+    let m = &modules[p.module];
+    let bias = m.bias.unwrap_or(0);
+    let addr = entry_site(m, p, rules) + bias;
+    check_padding_near(modules, p.module, addr).ok()?;
+    let live = code_bytes(m, addr)?;
+    if never_spliced(m, addr, 1).is_some() {
+        return None;
+    }
+    let mut starts = Vec::new();
+    let view = function_view(&m.analysis.cfg, p.func, bias, exact, &mut starts);
+    let jump5 = plan_jump5(live, addr, addr, &view);
+    let jump2 = (need_jump2 || jump5.is_err()).then(|| plan_jump2(live, addr, addr, &view));
+    Some(Pre { addr, jump5, jump2 })
+}
+
+/// `f` of every item, on up to `threads` threads (contiguous runs of items each), in the
+/// items' order.
+fn in_parallel<T: Sync, R: Send>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    if threads <= 1 || items.len() < 2 {
+        return items.iter().map(f).collect();
+    }
+    let per = items.len().div_ceil(threads);
+    let f = &f;
+    std::thread::scope(|s| {
+        let parts: Vec<_> = items
+            .chunks(per)
+            .map(|c| s.spawn(move || c.iter().map(f).collect::<Vec<R>>()))
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
 }
 
 impl Planner<'_> {
@@ -365,6 +492,7 @@ impl Planner<'_> {
     /// cached analysis failed its check).
     fn plan(
         &mut self,
+        i: usize,
         p: &Point,
         addr: u64,
         guard: bool,
@@ -374,8 +502,19 @@ impl Planner<'_> {
         let a = &m.analysis;
         let bias = m.bias.unwrap_or(0);
         let Some(live) = code_bytes(m, addr) else { return Ok(Err(Reason::NotCode)) };
-        let mut starts = Vec::new();
-        let view = function_view(&a.cfg, p.func, bias, &self.exact[p.module], &mut starts);
+        // What was computed ahead for this probe's site, if it is this site (an exit moved
+        // to another instruction of its block has none).
+        let pre = self.pre.get_mut(i).and_then(Option::take).filter(|pre| pre.addr == addr);
+        let (pre5, mut pre2) = match pre {
+            Some(pre) => (Some(pre.jump5), pre.jump2),
+            None => (None, None),
+        };
+        let exact = &self.exact[p.module];
+        let layout = |jump: fn(&[u8], u64, u64, &FunctionView<'_>) -> Result<Displaced, _>| {
+            let mut starts = Vec::new();
+            let view = function_view(&a.cfg, p.func, bias, exact, &mut starts);
+            jump(live, addr, addr, &view)
+        };
         let planned = &self.planned;
         // Code no splice may touch (a signal trampoline, bytes an unwind entry claims inside
         // another instruction stream) refuses every kind, whatever function it is found in.
@@ -392,13 +531,18 @@ impl Planner<'_> {
                 Ok(d)
             }
         };
-        let j5 = || plan_jump5(live, addr, addr, &view).map_err(KindRefusal::Patch).and_then(clear);
+        let j5 = || {
+            pre5.unwrap_or_else(|| layout(plan_jump5)).map_err(KindRefusal::Patch).and_then(clear)
+        };
         let pads = &a.cfg.padding;
         let startup: &[(u64, u64)] = if p.module == 0 { self.startup } else { &[] };
         let used = &mut self.springboards;
         let mut jump2 = || -> Result<(Displaced, (u64, &'static str)), KindRefusal> {
-            let d =
-                plan_jump2(live, addr, addr, &view).map_err(KindRefusal::Patch).and_then(clear)?;
+            let d = pre2
+                .take()
+                .unwrap_or_else(|| layout(plan_jump2))
+                .map_err(KindRefusal::Patch)
+                .and_then(clear)?;
             let sb = springboard_near(pads, bias, addr, used, planned)
                 .map(|s| (s, "padding"))
                 .or_else(|| {

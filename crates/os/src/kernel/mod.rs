@@ -198,12 +198,45 @@ impl DriverSys for RealDriverSys {
     }
 }
 
+/// One splice of a batch: replace `old` by `new` (1, 2 or 5 bytes) at `addr`, as
+/// [`Driver::splice`] does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SpliceRequest {
+    pub addr: KernelAddr,
+    pub old: Vec<u8>,
+    pub new: Vec<u8>,
+    /// The bytes are one instruction or unexecuted padding (no int3 + quiesce needed first).
+    pub one_insn: bool,
+}
+
+/// How [`Driver::splice_batch`] and [`Driver::unsplice_batch`] reach the driver.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpliceMode {
+    /// One batch ioctl for the lot: three serialisations of every CPU for a run of sites.
+    Batch,
+    /// One ioctl per site, three serialisations each (the driver's single-site path), kept to
+    /// measure against: the environment variable `KERF_KERNEL_SPLICE=single` selects it.
+    OneAtATime,
+}
+
+impl SpliceMode {
+    /// `KERF_KERNEL_SPLICE=single` or (the default) batches.
+    pub fn from_env() -> SpliceMode {
+        match std::env::var("KERF_KERNEL_SPLICE").as_deref() {
+            Ok("single") => SpliceMode::OneAtATime,
+            _ => SpliceMode::Batch,
+        }
+    }
+}
+
 /// An open driver: its heaps and text range, and the data heap mapped into kerf.
 pub struct Driver {
     sys: Arc<dyn DriverSys>,
     pub info: uapi::Info,
     data: *mut u8,
     data_len: usize,
+    /// How batches of splices reach the driver.
+    pub mode: SpliceMode,
 }
 
 // SAFETY: `data` is a process-wide shared mapping owned by this value until drop, accessed
@@ -257,7 +290,7 @@ impl Driver {
             addr: Some(KernelAddr(info.data_heap)),
             errno: errno(&e),
         })?;
-        Ok(Driver { sys, info, data, data_len })
+        Ok(Driver { sys, info, data, data_len, mode: SpliceMode::from_env() })
     }
 
     fn call<T>(
@@ -308,14 +341,8 @@ impl Driver {
         new: &[u8],
         one_insn: bool,
     ) -> Result<(), KernelError> {
-        let mut s = uapi::Splice {
-            addr: addr.0,
-            len: new.len() as u64,
-            flags: if one_insn { uapi::SPLICE_ONE_INSN } else { 0 },
-            ..Default::default()
-        };
-        s.expect_old[..old.len()].copy_from_slice(old);
-        s.new_bytes[..new.len()].copy_from_slice(new);
+        let req = SpliceRequest { addr, old: old.to_vec(), new: new.to_vec(), one_insn };
+        let mut s = splice_req(&req);
         self.call("splice", Some(addr), uapi::IOC_SPLICE, &mut s)
     }
 
@@ -324,6 +351,72 @@ impl Driver {
         let mut u = uapi::Unsplice { addr: addr.0, ..Default::default() };
         self.call("unsplice", Some(addr), uapi::IOC_UNSPLICE, &mut u)?;
         Ok(u.restored[..(u.len as usize).min(8)].to_vec())
+    }
+
+    /// Splice every request, each checked as [`Driver::splice`] checks it, in order; requests
+    /// in ascending address order are written together (see `KERF_IOC_SPLICE_BATCH`), and each
+    /// one written before any later one at a lower address. One result per request: a
+    /// refused request does not stop the others. A call the driver refuses as a whole (no
+    /// memory; up to [`uapi::BATCH_MAX`] requests a call) gives its errno to each of its
+    /// requests, none of which was applied (kerf's own buffers never fault).
+    pub fn splice_batch(&self, reqs: &[SpliceRequest]) -> Vec<Result<(), KernelError>> {
+        if self.mode == SpliceMode::OneAtATime {
+            return reqs.iter().map(|r| self.splice(r.addr, &r.old, &r.new, r.one_insn)).collect();
+        }
+        let mut out = Vec::with_capacity(reqs.len());
+        for chunk in reqs.chunks(uapi::BATCH_MAX) {
+            let mut entries: Vec<uapi::SpliceEntry> = chunk
+                .iter()
+                .map(|r| uapi::SpliceEntry { req: splice_req(r), ..Default::default() })
+                .collect();
+            let call = self.batch(uapi::IOC_SPLICE_BATCH, &mut entries);
+            out.extend(
+                chunk
+                    .iter()
+                    .zip(&entries)
+                    .map(|(r, e)| entry_result("splice", r.addr, call.map(|()| e.result))),
+            );
+        }
+        out
+    }
+
+    /// Restore the splices at `addrs`, each as [`Driver::unsplice`] does, in one batch (or one
+    /// ioctl each, see [`SpliceMode`]); one result per address, the restored bytes. A call
+    /// refused as a whole gives its errno to each of its addresses, as in
+    /// [`Driver::splice_batch`].
+    pub fn unsplice_batch(&self, addrs: &[KernelAddr]) -> Vec<Result<Vec<u8>, KernelError>> {
+        if self.mode == SpliceMode::OneAtATime {
+            return addrs.iter().map(|&a| self.unsplice(a)).collect();
+        }
+        let mut out = Vec::with_capacity(addrs.len());
+        for chunk in addrs.chunks(uapi::BATCH_MAX) {
+            let mut entries: Vec<uapi::UnspliceEntry> = chunk
+                .iter()
+                .map(|a| uapi::UnspliceEntry {
+                    req: uapi::Unsplice { addr: a.0, ..Default::default() },
+                    ..Default::default()
+                })
+                .collect();
+            let call = self.batch(uapi::IOC_UNSPLICE_BATCH, &mut entries);
+            out.extend(chunk.iter().zip(&entries).map(|(&a, e)| {
+                entry_result("unsplice", a, call.map(|()| e.result))
+                    .map(|()| e.req.restored[..(e.req.len as usize).min(8)].to_vec())
+            }));
+        }
+        out
+    }
+
+    /// One batch ioctl over `entries` (the uapi entry type of `req`): the errno of a call
+    /// refused as a whole.
+    fn batch<T>(&self, req: u64, entries: &mut [T]) -> Result<(), i32> {
+        let mut b = uapi::Batch {
+            entries: entries.as_mut_ptr() as u64,
+            count: entries.len() as u64,
+            ..Default::default()
+        };
+        // SAFETY: `b` is the `Batch` both batch requests take; its `entries` point to
+        // `count` live entries of the type `req` takes, borrowed mutably for the call.
+        unsafe { self.sys.ioctl(req, &mut b as *mut uapi::Batch as *mut u8) }.map_err(|e| errno(&e))
     }
 
     /// Wait until no CPU can still be in bytes or patches taken out of use before this call.
@@ -411,6 +504,33 @@ fn errno(e: &io::Error) -> i32 {
     e.raw_os_error().unwrap_or(libc::EIO)
 }
 
+/// The uapi form of a splice request (the driver checks the lengths; longer slices are cut).
+fn splice_req(r: &SpliceRequest) -> uapi::Splice {
+    let mut s = uapi::Splice {
+        addr: r.addr.0,
+        len: r.new.len() as u64,
+        flags: if r.one_insn { uapi::SPLICE_ONE_INSN } else { 0 },
+        ..Default::default()
+    };
+    let (o, n) = (r.old.len().min(8), r.new.len().min(8));
+    s.expect_old[..o].copy_from_slice(&r.old[..o]);
+    s.new_bytes[..n].copy_from_slice(&r.new[..n]);
+    s
+}
+
+/// One entry's result of a batch: 0 or a negated errno, or the errno of the whole call.
+fn entry_result(
+    op: &'static str,
+    addr: KernelAddr,
+    result: Result<i64, i32>,
+) -> Result<(), KernelError> {
+    match result {
+        Ok(0) => Ok(()),
+        Ok(r) => Err(KernelError::Request { op, addr: Some(addr), errno: (-r) as i32 }),
+        Err(errno) => Err(KernelError::Request { op, addr: Some(addr), errno }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -424,6 +544,8 @@ mod tests {
         data: Mutex<Vec<u64>>,
         /// Files of /proc and /sys: path and text.
         files: Vec<(&'static str, &'static str)>,
+        /// The count of every batch ioctl, in order.
+        batches: Mutex<Vec<u64>>,
     }
 
     impl DriverSys for FakeDevice {
@@ -448,7 +570,56 @@ mod tests {
                     unsafe { *(arg as *mut uapi::Info) = info };
                     Ok(())
                 }
-                uapi::IOC_SPLICE => Err(io::Error::from_raw_os_error(libc::EPERM)),
+                // Refused at an odd address, spliced at an even one.
+                uapi::IOC_SPLICE => {
+                    // SAFETY: the caller passes a live `Splice` for IOC_SPLICE.
+                    let s = unsafe { &*(arg as *const uapi::Splice) };
+                    match s.addr % 2 {
+                        0 => Ok(()),
+                        _ => Err(io::Error::from_raw_os_error(libc::EPERM)),
+                    }
+                }
+                uapi::IOC_UNSPLICE => {
+                    // SAFETY: the caller passes a live `Unsplice` for IOC_UNSPLICE.
+                    let u = unsafe { &mut *(arg as *mut uapi::Unsplice) };
+                    match u.addr % 2 {
+                        0 => {
+                            u.len = 1;
+                            u.restored[0] = 0x90;
+                            Ok(())
+                        }
+                        _ => Err(io::Error::from_raw_os_error(libc::ENOENT)),
+                    }
+                }
+                uapi::IOC_SPLICE_BATCH | uapi::IOC_UNSPLICE_BATCH => {
+                    // SAFETY: the caller passes a live `Batch` whose `entries` point to
+                    // `count` entries of the type the request takes.
+                    let b = unsafe { &mut *(arg as *mut uapi::Batch) };
+                    self.batches.lock().unwrap().push(b.count);
+                    let n = b.count as usize;
+                    if request == uapi::IOC_SPLICE_BATCH {
+                        // SAFETY: see above.
+                        let e = unsafe {
+                            std::slice::from_raw_parts_mut(b.entries as *mut uapi::SpliceEntry, n)
+                        };
+                        for e in e.iter_mut() {
+                            e.result = if e.req.addr % 2 == 0 { 0 } else { -libc::EPERM as i64 };
+                        }
+                    } else {
+                        // SAFETY: see above.
+                        let e = unsafe {
+                            std::slice::from_raw_parts_mut(b.entries as *mut uapi::UnspliceEntry, n)
+                        };
+                        for e in e.iter_mut() {
+                            e.result = if e.req.addr % 2 == 0 { 0 } else { -libc::ENOENT as i64 };
+                            if e.result == 0 {
+                                e.req.len = 1;
+                                e.req.restored[0] = 0x90;
+                            }
+                        }
+                    }
+                    Ok(())
+                }
                 _ => Err(io::Error::from_raw_os_error(libc::ENOTTY)),
             }
         }
@@ -504,6 +675,7 @@ mod tests {
             running,
             data: Mutex::new(Vec::new()),
             files,
+            batches: Mutex::new(Vec::new()),
         }))
     }
 
@@ -516,16 +688,61 @@ mod tests {
              it against this kernel's headers"
         );
         let e = open(uapi::ABI_VERSION + 1, "x", "x").err().unwrap();
-        assert!(e.to_string().contains("driver ABI 2"), "{e}");
+        let want =
+            format!("driver ABI {}, this kerf speaks {}", uapi::ABI_VERSION + 1, uapi::ABI_VERSION);
+        assert!(e.to_string().contains(&want), "{e}");
     }
 
     #[test]
     fn a_refused_splice_says_why() {
         let d = open(uapi::ABI_VERSION, "6.1", "6.1").unwrap();
         assert_eq!(d.info.data_heap_size, 4096);
-        let e = d.splice(KernelAddr(0xffff_ffff_8100_0000), &[0x90], &[0xcc], true).unwrap_err();
+        let e = d.splice(KernelAddr(0xffff_ffff_8100_0001), &[0x90], &[0xcc], true).unwrap_err();
         assert_eq!(e.errno(), Some(libc::EPERM));
         assert!(e.to_string().contains("the kernel forbids probing here"), "{e}");
+    }
+
+    /// Per-entry results of both modes, typed with the address of the entry that failed; a
+    /// batch larger than the driver's limit goes in several calls.
+    #[test]
+    fn a_batch_reports_each_entry() {
+        let sys = Arc::new(FakeDevice {
+            abi: uapi::ABI_VERSION,
+            built_for: "6.1",
+            running: "6.1",
+            data: Mutex::new(Vec::new()),
+            files: Vec::new(),
+            batches: Mutex::new(Vec::new()),
+        });
+        let mut d = Driver::with_sys(sys.clone()).unwrap();
+        let base = 0xffff_ffff_8100_0000u64;
+        let reqs: Vec<SpliceRequest> = (0..uapi::BATCH_MAX as u64 + 3)
+            .map(|i| SpliceRequest {
+                addr: KernelAddr(base + i),
+                old: vec![0x90],
+                new: vec![0xcc],
+                one_insn: true,
+            })
+            .collect();
+        let addrs: Vec<KernelAddr> = reqs.iter().map(|r| r.addr).collect();
+        for mode in [SpliceMode::Batch, SpliceMode::OneAtATime] {
+            d.mode = mode;
+            let r = d.splice_batch(&reqs);
+            assert_eq!(r.len(), reqs.len());
+            assert!(r[0].is_ok() && r[2].is_ok(), "{mode:?}");
+            match &r[1] {
+                Err(KernelError::Request { op: "splice", addr, errno: libc::EPERM }) => {
+                    assert_eq!(*addr, Some(KernelAddr(base + 1)), "{mode:?}")
+                }
+                other => panic!("{mode:?}: {other:?}"),
+            }
+            let u = d.unsplice_batch(&addrs);
+            assert_eq!(u[0].as_deref().unwrap(), &[0x90]);
+            assert_eq!(u[3].as_ref().unwrap_err().errno(), Some(libc::ENOENT), "{mode:?}");
+        }
+        // Batch mode: two calls each way (the limit, then the rest); one at a time: none.
+        let b = sys.batches.lock().unwrap().clone();
+        assert_eq!(b, [uapi::BATCH_MAX as u64, 3, uapi::BATCH_MAX as u64, 3]);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! the same layout). A test checks the sizes the ioctl numbers encode.
 
 /// The ABI this build of kerf speaks; the driver reports its own with `KERF_IOC_VERSION`.
-pub const ABI_VERSION: u64 = 1;
+pub const ABI_VERSION: u64 = 2;
 pub const DEVICE_PATH: &str = "/dev/kerf";
 pub const RELEASE_LEN: usize = 64;
 pub const READ_MAX: u64 = 16 << 20;
@@ -64,6 +64,39 @@ pub struct Unsplice {
     pub restored: [u8; 8],
 }
 
+/// The header of `KERF_IOC_SPLICE_BATCH` / `KERF_IOC_UNSPLICE_BATCH`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Batch {
+    /// User pointer to `count` [`SpliceEntry`] or [`UnspliceEntry`].
+    pub entries: u64,
+    pub count: u64,
+    /// Out: entries whose result is 0.
+    pub done: u64,
+    pub reserved: u64,
+}
+
+/// Most entries in one batch call.
+pub const BATCH_MAX: usize = 4096;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SpliceEntry {
+    pub req: Splice,
+    /// Out: 0 or the negated errno of this entry.
+    pub result: i64,
+    pub reserved: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UnspliceEntry {
+    pub req: Unsplice,
+    /// Out: 0 or the negated errno of this entry.
+    pub result: i64,
+    pub reserved: u64,
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Trap {
@@ -90,6 +123,8 @@ pub const IOC_UNSPLICE: u64 = ioc(READ | WRITE, 0x05, std::mem::size_of::<Unspli
 pub const IOC_QUIESCE: u64 = ioc(NONE, 0x06, 0);
 pub const IOC_TRAP_ADD: u64 = ioc(WRITE, 0x07, std::mem::size_of::<Trap>());
 pub const IOC_TRAP_DEL: u64 = ioc(WRITE, 0x08, std::mem::size_of::<Trap>());
+pub const IOC_SPLICE_BATCH: u64 = ioc(READ | WRITE, 0x09, std::mem::size_of::<Batch>());
+pub const IOC_UNSPLICE_BATCH: u64 = ioc(READ | WRITE, 0x0a, std::mem::size_of::<Batch>());
 
 #[cfg(test)]
 mod tests {
@@ -103,6 +138,12 @@ mod tests {
         assert_eq!(std::mem::size_of::<Splice>(), 40);
         assert_eq!(std::mem::size_of::<Unsplice>(), 24);
         assert_eq!(std::mem::size_of::<Trap>(), 16);
+        assert_eq!(std::mem::size_of::<Batch>(), 32);
+        assert_eq!(std::mem::size_of::<SpliceEntry>(), 56);
+        assert_eq!(std::mem::size_of::<UnspliceEntry>(), 40);
+        // _IOWR(0xB7, 0x09, 32 bytes)
+        assert_eq!(IOC_SPLICE_BATCH, 0xc020_b709);
+        assert_eq!(IOC_UNSPLICE_BATCH, 0xc020_b70a);
         // _IOR(0xB7, 0x01, 128 bytes)
         assert_eq!(IOC_INFO, 0x8080_b701);
         assert_eq!(IOC_QUIESCE, 0xb706);
