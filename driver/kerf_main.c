@@ -51,6 +51,7 @@
 
 #include "kerf_uapi.h"
 #include "kerf_heap.h"
+#include "kerf_selftest.h"
 
 #define KERF_MAX_SPLICES	65536
 #define KERF_MAX_TRAPS		65536
@@ -465,17 +466,20 @@ static void kerf_index_free(void)
  * kerf_check_text() - is [addr, addr+len) text that kerf may splice?
  * @addr: first byte
  * @len: number of bytes
- * @modp: out: the module whose text it is (referenced; NULL for core kernel text)
+ * @modp: out: the module whose text it is (referenced; NULL for core kernel text and kerf's
+ *        own self-test targets)
  *
  * Core kernel text is [_stext, _etext) (init text is gone by now). Module text must belong to
  * a LIVE module's core text: a COMING module is still being patched by its own loader
  * (alternatives, jump labels) and a GOING one is about to be freed; the reference taken here
  * keeps the module from being unloaded while the splice lives. kerf's own text (the patch
- * heap) is never a splice target. Then the kernel's no-probe list, and instructions whose
- * address the kernel looks up when they trap, which therefore must not be relocated into a
- * code patch: BUG()/WARN() sites (report_bug() finds their ud2 by address; relocated, a WARN
- * would become an oops) and instructions with an exception-table entry (a faulting user
- * access, rdmsr_safe...: relocated, the fault would find no fixup and oops).
+ * heap, the int3 notifier, the splice path) is never a splice target, but for the three
+ * self-test targets of kerf_selftest.c (no reference taken: see below). Then the kernel's
+ * no-probe list, and instructions whose address the kernel looks up when they trap, which
+ * therefore must not be relocated into a code patch: BUG()/WARN() sites (report_bug() finds
+ * their ud2 by address; relocated, a WARN would become an oops) and instructions with an
+ * exception-table entry (a faulting user access, rdmsr_safe...: relocated, the fault would
+ * find no fixup and oops).
  *
  * Return: 0, -ENXIO (not such text), -EPERM (forbidden), -EINVAL (range wraps).
  */
@@ -494,7 +498,17 @@ static int kerf_check_text(unsigned long addr, unsigned int len, struct module *
 		if (!mod) {
 			ret = -ENXIO;
 		} else if (mod == THIS_MODULE) {
-			ret = -EPERM;
+			/*
+			 * kerf's own text is refused: a splice in the int3 notifier would trap
+			 * forever, one in the splice path would patch the code patching it, and
+			 * the patch heap holds code patches. The self-test targets are called
+			 * only by the self-test loop, so splicing them is as safe as splicing
+			 * any module's function. No reference is taken: kerf cannot be unloaded
+			 * while /dev/kerf is open, and its release restores every splice.
+			 */
+			mod = NULL;
+			if (!kerf_selftest_text(addr, end))
+				ret = -EPERM;
 		} else {
 			base = (unsigned long)mod->core_layout.base;
 			if (mod->state != MODULE_STATE_LIVE || addr < base ||
@@ -1844,11 +1858,16 @@ static int __init kerf_init(void)
 	ret = misc_register(&kerf_misc);
 	if (ret)
 		goto err_notifier;
+	ret = kerf_selftest_init();
+	if (ret)
+		goto err_misc;
 	pr_info("patch heap %px+%#lx, data heap %px+%#lx\n", kerf_patch_heap,
 		(unsigned long)(kerf_patch_heap_end - kerf_patch_heap), kerf_data_heap,
 		(unsigned long)sizeof(kerf_data_heap));
 	return 0;
 
+err_misc:
+	misc_deregister(&kerf_misc);
 err_notifier:
 	unregister_die_notifier(&kerf_int3_nb);
 	kerf_index_free();
@@ -1865,6 +1884,7 @@ static void __exit kerf_exit(void)
 {
 	struct kerf_trap_tab *tab;
 
+	kerf_selftest_exit();
 	misc_deregister(&kerf_misc);
 	unregister_die_notifier(&kerf_int3_nb);	/* waits for running notifiers */
 	tab = rcu_dereference_protected(kerf_traps, true);

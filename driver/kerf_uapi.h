@@ -164,6 +164,35 @@ struct kerf_trap {
 	__u64 patch;		/* ignored by TRAP_DEL */
 };
 
+/*
+ * KERF_IOC_SELFTEST, on KERF_SELFTEST_DEVICE_PATH only (root only, not exclusive: /dev/kerf
+ * is held by kerf while its probes are live, which is when the loop must run): call one of
+ * kerf.ko's three probe targets `calls` times in a tight loop, so that a probe placed on it is
+ * hit exactly that many times, and time the loop. The targets are the only bytes of kerf.ko
+ * that SPLICE and TRAP_ADD accept; they are named kerf_selftest_jump5 (straight-line code
+ * after the ftrace site: a jmp rel32 fits), kerf_selftest_short (a branch target 3 bytes
+ * after the ftrace site: only a jmp rel8 to a springboard or an int3 fits) and
+ * kerf_selftest_twin (the same code as kerf_selftest_jump5: run unprobed right before or
+ * after it, it gives the cost of the calls without the probe) in /proc/kallsyms.
+ */
+struct kerf_selftest {
+	__u64 target;		/* KERF_SELFTEST_JUMP5, _SHORT or _TWIN */
+	__u64 calls;		/* 0 .. KERF_SELFTEST_MAX_CALLS */
+	__u64 ns;		/* out: nanoseconds spent in the calls (rescheduling excluded) */
+	__u64 best_ns;		/* out: the fastest block of KERF_SELFTEST_BLOCK calls (a block
+				 * no interrupt, and under qemu no host preemption, slowed) */
+	__u64 hits;		/* out: the calls the target itself counted (equals calls) */
+	__u64 addr;		/* out: the target's address */
+	__u8 code[16];		/* out: its first 16 bytes, read after the loop */
+};
+#define KERF_SELFTEST_DEVICE_PATH	"/dev/kerf_selftest"
+#define KERF_SELFTEST_JUMP5	0
+#define KERF_SELFTEST_SHORT	1
+#define KERF_SELFTEST_TWIN	2	/* a copy of the jump5 target, left unprobed: the baseline */
+#define KERF_SELFTEST_NR	3
+#define KERF_SELFTEST_MAX_CALLS	(1ULL << 34)
+#define KERF_SELFTEST_BLOCK	256
+
 #define KERF_IOC_MAGIC		0xB7
 #define KERF_IOC_VERSION	_IOR(KERF_IOC_MAGIC, 0x00, struct kerf_version)
 #define KERF_IOC_INFO		_IOR(KERF_IOC_MAGIC, 0x01, struct kerf_info)
@@ -176,13 +205,14 @@ struct kerf_trap {
 #define KERF_IOC_TRAP_DEL	_IOW(KERF_IOC_MAGIC, 0x08, struct kerf_trap)
 #define KERF_IOC_SPLICE_BATCH	_IOWR(KERF_IOC_MAGIC, 0x09, struct kerf_batch)
 #define KERF_IOC_UNSPLICE_BATCH	_IOWR(KERF_IOC_MAGIC, 0x0a, struct kerf_batch)
+#define KERF_IOC_SELFTEST	_IOWR(KERF_IOC_MAGIC, 0x10, struct kerf_selftest)
 
 /*
  * Errors (negated in the kernel, errno in user space):
  *   EPERM    open without CAP_SYS_ADMIN; or SPLICE/TRAP_ADD where the kernel forbids probing
  *            or relocating: the kprobe blacklist (NOKPROBE_SYMBOL, __kprobes, noinstr, entry
  *            text), a BUG()/WARN() site, an instruction with an exception-table entry, or
- *            kerf's own module
+ *            kerf's own module (but for its three self-test targets)
  *   EBUSY    second open; or SPLICE on bytes another mechanism owns: an ftrace site, a jump
  *            label, a static call site or trampoline, a BPF dispatcher, a kprobe (or
  *            optprobe) nearby, an SMP-alternatives lock prefix; or UNSPLICE when the bytes
@@ -200,6 +230,8 @@ struct kerf_trap {
  *            without a trap entry
  *   EINVAL   malformed request: bad len, new_bytes not one of the forms above, a jump target
  *            outside the patch heap, not a springboard, etc.
+ *            SELFTEST: an unknown target, or more than KERF_SELFTEST_MAX_CALLS calls
+ *   EINTR    SELFTEST interrupted by a fatal signal
  *   ERANGE   WRITE_PATCH outside the patch heap
  *   EFAULT   bad user pointer, or READ of an unmapped kernel address
  *   ENOSPC   too many live splices or traps

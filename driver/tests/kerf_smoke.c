@@ -756,6 +756,22 @@ int main(int argc, char **argv)
 		wrong(o, patch, 5);
 		err = ksplice(fd, patch_gid, 5, o, j, KERF_SPLICE_ONE_INSN);
 		check(err == -EPERM, "refuse-own-heap", "%s", ename(err));
+
+		/* kerf.ko's own code stays refused (the self-test loop that calls the targets is
+		 * as much kerf's as its int3 notifier), but for the two self-test targets. */
+		{
+			uint64_t own = ksym("kerf_selftest_ioctl");
+			uint64_t target = ksym("kerf_selftest_jump5");
+
+			err = own ? ktrap(fd, KERF_IOC_TRAP_ADD, own + 5, patch_uid) : -ENOENT;
+			check(err == -EPERM, "refuse-own-text", "kerf_selftest_ioctl+5: %s",
+			      ename(err));
+			err = target ? ktrap(fd, KERF_IOC_TRAP_ADD, target + 5, patch_uid) : -ENOENT;
+			if (!err)
+				err = ktrap(fd, KERF_IOC_TRAP_DEL, target + 5, 0);
+			check(!err, "selftest-target-allowed", "kerf_selftest_jump5+5: %s",
+			      ename(err));
+		}
 	}
 	err = kwrite_patch(fd, patch_uid, patch, 8);
 	check(err == -EBUSY, "refuse-write-live-patch", "%s", ename(err));

@@ -4,7 +4,9 @@
 //! what kprobe events count; `kerf time --kernel` times the openat path; `--pid` counts one
 //! task only; ftrace's function tracer and a BPF fentry program work on a function kerf
 //! probes; a loadable module (brd) is probed by `module:symbol` and counted exactly like a
-//! kprobe event; splicing and restoring every block of path_openat four times while two
+//! kprobe event; kerf.ko's self-test loop, called N times, is counted exactly N times by a
+//! jump5 splice and by a jump2 or trap where a jump5 cannot fit, and its bytes come back on
+//! detach; splicing and restoring every block of path_openat four times while two
 //! shells hammer openat leaves no CPU stuck; and the kernel's text (the module's too) is
 //! byte-identical after each detach. The guest script is tests/fixtures/kernel_guest.sh; it
 //! prints CHECK lines (and stops at the first failure) and JSON lines this test parses.
@@ -44,7 +46,10 @@ fn kerf_on_the_live_stock_kernel() {
         String::from_utf8_lossy(&built.stdout),
         String::from_utf8_lossy(&built.stderr)
     );
-    let ko = PathBuf::from(String::from_utf8_lossy(&built.stdout).trim()).join("kerf.ko");
+    let built = PathBuf::from(String::from_utf8_lossy(&built.stdout).trim());
+    let ko = built.join("kerf.ko");
+    // Runs kerf.ko's self-test loop (the selftest check).
+    let selftest = built.join("kerf_selftest");
     // The BPF peer: an empty fentry program, loaded with raw system calls.
     let fentry = out_dir.join("fentry_loop");
     let gcc = Command::new("gcc")
@@ -77,6 +82,8 @@ fn kerf_on_the_live_stock_kernel() {
         .arg("--file")
         .arg(file(&ko, "/kerf/kerf.ko"))
         .arg("--file")
+        .arg(file(&selftest, "/kerf/kerf_selftest"))
+        .arg("--file")
         .arg(file(&fentry, "/kerf/fentry_loop"))
         .arg("--file")
         .arg(file(&brd, "/kerf/brd.ko"))
@@ -106,6 +113,7 @@ fn kerf_on_the_live_stock_kernel() {
         "pid_filter",
         "ftrace_bpf_coexist",
         "module_count",
+        "selftest",
         "splice_churn",
         "all",
     ] {
@@ -139,6 +147,23 @@ fn kerf_on_the_live_stock_kernel() {
     });
     eprintln!("kernel probes by kind: {kinds:?}, refused: {}", c["refused"]);
     assert!(kinds.get("jump5").copied().unwrap_or(0) > 1800, "{kinds:?}");
+
+    // kerf.ko's self-test loop: 1,000,000 calls of the jump5 target and 300,000 of the short
+    // one (where a branch target rules out a jmp rel32), each counted exactly.
+    let st = json_line(&stdout, "selftest");
+    let point = |name: &str| {
+        st["points"]
+            .as_array()
+            .expect("points")
+            .iter()
+            .find(|p| p["spec"] == format!("kerf:{name}").as_str())
+            .unwrap_or_else(|| panic!("no {name} point: {st}"))
+            .clone()
+    };
+    let (j, sh) = (point("kerf_selftest_jump5"), point("kerf_selftest_short"));
+    assert_eq!((j["kind"].as_str(), j["count"].as_u64()), (Some("jump5"), Some(1_000_000)), "{st}");
+    assert!(matches!(sh["kind"].as_str(), Some("jump2" | "trap")), "{st}");
+    assert_eq!(sh["count"].as_u64(), Some(300_000), "{st}");
 
     // The openat path: 200 opens with O_TRUNC of 10 files, so 190 truncations; nested
     // functions take no more time than the ones they are called from; no task left inside.

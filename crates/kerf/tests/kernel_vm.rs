@@ -101,6 +101,8 @@ fn kerf_ko_in_stock_debian_kernel() {
         "OK refuse-not-text",
         "OK refuse-target-outside-heap EINVAL",
         "OK refuse-own-heap EPERM",
+        "OK refuse-own-text kerf_selftest_ioctl+5: EPERM",
+        "OK selftest-target-allowed",
         "OK refuse-write-live-patch EBUSY",
         "OK no-unload-while-open",
         "OK ftrace-coexist kprobe_event=1000 kerf=1000",
