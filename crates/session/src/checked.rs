@@ -11,8 +11,9 @@
 //! the new analysis (they were resolved from the bad one) and installing starts over. A fresh
 //! analysis needs no check, so this ends after at most one new analysis per module.
 
-use crate::instrument::{Cancel, InstrumentError, Instrumentation, Options, Probe};
+use crate::instrument::{Cancel, Instrumentation, Options};
 use crate::load::{AnalyzedImage, LoadError};
+use crate::probe::{InstrumentError, Probe};
 use kerf_analysis::Progress;
 
 /// Probes installed, what they were built with, and what was said on the way.

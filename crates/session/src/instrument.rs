@@ -38,37 +38,25 @@
 //! +64   scratch for injected rt_sigaction (32 bytes)
 //! ```
 
+use crate::backend::{Backend, Outcome, Splice};
 use crate::load::AnalyzedImage;
+use crate::patchset::{self, DataLayout, Job, Runtime, GUARD_PATCH};
 use crate::phases::Phases;
-use crate::plan::{live_at, plan_sites, Plan, Rules, SitePlan};
+use crate::plan::{plan_sites, Plan, Rules, SitePlan};
+pub use crate::probe::{Action, InstrumentError, Probe, Reason, Refused, Removed, Site};
+use crate::probe::{Foreign, Where};
 use crate::spec::Point;
 use kerf_arch::{ImageAddr, RemoteAddr};
-use kerf_codegen::timer::{self, TimerSample, THREAD_TABLE_LEN, TIMER_LEN};
-use kerf_codegen::{lower, sigguard, trap, Context, Env, Primitive, ThreadPointer};
-use kerf_patch::{
-    build_patch_with, jump2_bytes, jump5_bytes, Layout, SpliceKind, INT3, SPRINGBOARD_LEN,
-};
-use kerf_os::ptrace::{Pause, RegsExt, SharedMem, TargetMemory, Tracee};
+use kerf_codegen::timer::{self, TimerSample};
+use kerf_codegen::{sigguard, trap, Env, ThreadPointer};
+use kerf_os::ptrace::{RegsExt, RemoteMem, SharedMem, TargetMemory, TraceSys, Tracee};
 use kerf_os::TargetError;
+use kerf_patch::{jump2_bytes, jump5_bytes, Layout, SpliceKind, INT3, SPRINGBOARD_LEN};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-/// Bytes of code heap reserved per spliced address (snippet, displaced instructions, jump
-/// back), plus `TIMER_PATCH` for each timer primitive there.
-const PATCH_SLOT: u64 = 128;
-const TIMER_PATCH: u64 = 192;
-/// Code heap for a signal-mask guard (on top of `PATCH_SLOT`).
-const GUARD_PATCH: u64 = 640;
-/// Where a guard's label ids start when it shares a patch with other primitives, whose ids
-/// start at 1 (see `kerf_codegen::relabel`).
-const GUARD_LABELS: u64 = 0x1000;
-/// More for a probe that times through tail calls (a loop over the tail stack, three more
-/// registers saved).
-const TAIL_PATCH: u64 = 256;
-/// Bytes of data heap per point: one cache line, so threads counting different points do not
-/// share one.
-const DATA_SLOT: usize = 64;
 /// Room for the trap dispatcher's code.
 const DISPATCHER_ROOM: u64 = 1024;
 /// The signal area at the end of every data heap (see the module comment), and its parts.
@@ -105,182 +93,6 @@ const SYS_RT_SIGACTION: i64 = trap::SYS_RT_SIGACTION as i64;
 const AT_HWCAP2: u64 = 26;
 const HWCAP2_FSGSBASE: u64 = 2;
 
-#[derive(Debug)]
-pub enum InstrumentError {
-    Target(TargetError),
-    /// A request kerf's kernel driver refused.
-    Kernel(kerf_os::kernel::KernelError),
-    /// A point that cannot be spliced at all, with why.
-    Point {
-        label: String,
-        addr: u64,
-        detail: String,
-    },
-    /// kerf's code could not be freed: some thread kept pointing into it.
-    StillInside {
-        pid: i32,
-        tries: usize,
-        /// What kept it, the last time it was checked.
-        last: String,
-    },
-    /// Bytes in the target that are not what kerf wrote or expected.
-    Mismatch {
-        addr: u64,
-        detail: String,
-    },
-    /// A cached analysis of module `module` (its index in the modules given) failed the check
-    /// made before a splice is planned from it: nothing was spliced, and the module must be
-    /// analysed again (see [`crate::checked`]).
-    Analysis {
-        module: usize,
-        path: std::path::PathBuf,
-        detail: kerf_analysis::validate::Invalid,
-    },
-    /// The caller's cancel flag was raised while the probes went in: the installation
-    /// stopped and what had gone in was taken out again.
-    Interrupted,
-}
-
-impl fmt::Display for InstrumentError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            InstrumentError::Target(e) => write!(f, "{e}"),
-            InstrumentError::Kernel(e) => write!(f, "{e}"),
-            InstrumentError::Point { label, addr, detail } => {
-                write!(f, "cannot instrument {label} at {addr:#x}: {detail}")
-            }
-            InstrumentError::Mismatch { addr, detail } => write!(f, "bytes at {addr:#x}: {detail}"),
-            InstrumentError::Analysis { path, detail, .. } => {
-                write!(f, "the cached analysis of {} does not match it: {detail}", path.display())
-            }
-            InstrumentError::Interrupted => {
-                write!(f, "interrupted while installing probes; every one is taken out again")
-            }
-            InstrumentError::StillInside { pid, tries, last } => write!(
-                f,
-                "process {pid}: a thread stayed inside kerf's code through {tries} checks \
-                 (last: {last})"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for InstrumentError {}
-
-impl From<TargetError> for InstrumentError {
-    fn from(e: TargetError) -> Self {
-        InstrumentError::Target(e)
-    }
-}
-
-/// What a probe does at its point.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
-    /// Count executions.
-    Count,
-    /// Enter timer `t` (an index below the `timers` given to [`Instrumentation::install`]).
-    TimerStart(usize),
-    /// Leave timer `t`.
-    TimerStop(usize),
-    /// Keep SIGTRAP out of the signal masks a `syscall` sets (`codegen::sigguard`). kerf adds
-    /// these itself to a process that gets trap splices; tools never ask for one.
-    SignalGuard,
-    /// At a direct tail call (`jmp`) of a function timer `t` times: stay inside until the
-    /// return that ends the tail call (codegen's `TimerTailCall`). The returns of every
-    /// function the jump can lead to by tail calls need [`Action::TimerTailReturn`].
-    TimerTailCall(usize),
-    /// At a return, or a jump out of the functions a timed function reaches by tail calls:
-    /// end the pending tail calls made with this stack pointer (codegen's `TimerTailReturn`).
-    TimerTailReturn,
-}
-
-impl Action {
-    /// Whether the probe takes part in timing through tail calls (it needs the thread's
-    /// stack pointer at its exit, and the module's tail stacks).
-    pub fn is_tail(self) -> bool {
-        matches!(self, Action::TimerTailCall(_) | Action::TimerTailReturn)
-    }
-
-    /// Bytes of code heap reserved for a probe of this action.
-    fn patch_room(self) -> u64 {
-        match self {
-            Action::Count => PATCH_SLOT,
-            Action::TimerStart(_) | Action::TimerStop(_) => PATCH_SLOT + TIMER_PATCH,
-            Action::TimerTailCall(_) | Action::TimerTailReturn => {
-                PATCH_SLOT + TIMER_PATCH + TAIL_PATCH
-            }
-            Action::SignalGuard => PATCH_SLOT + GUARD_PATCH,
-        }
-    }
-}
-
-/// One probe: an action at a point.
-#[derive(Clone, Debug)]
-pub struct Probe {
-    pub point: Point,
-    pub action: Action,
-}
-
-/// One spliced address and every probe placed there (they share one code patch).
-#[derive(Clone, Debug)]
-pub struct Site {
-    pub spec: String,
-    pub label: String,
-    /// Where the splice is, in the target.
-    pub addr: u64,
-    pub kind: SpliceKind,
-    /// Why a stronger kind was refused.
-    pub reason: Option<String>,
-    /// Indices of the probes placed here.
-    pub probes: Vec<usize>,
-    /// For jump2: the springboard's address and what space it took.
-    pub springboard_in: Option<(u64, &'static str)>,
-    original: Vec<u8>,
-    splice: Vec<u8>,
-    /// Where the code patch is.
-    patch: u64,
-    /// The splice is written in the target.
-    live: bool,
-    /// For jump2: the springboard's address, the bytes it replaced, and its bytes.
-    springboard: Option<(u64, Vec<u8>, Vec<u8>)>,
-}
-
-impl Site {
-    /// A site as a target other than a process records it (the kernel's).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        spec: String,
-        label: String,
-        addr: u64,
-        kind: SpliceKind,
-        reason: Option<String>,
-        probes: Vec<usize>,
-        springboard_in: Option<(u64, &'static str)>,
-        original: Vec<u8>,
-        splice: Vec<u8>,
-        patch: u64,
-    ) -> Site {
-        Site {
-            spec,
-            label,
-            addr,
-            kind,
-            reason,
-            probes,
-            springboard_in,
-            original,
-            splice,
-            patch,
-            live: true,
-            springboard: None,
-        }
-    }
-
-    pub(crate) fn set_splice(&mut self, bytes: Vec<u8>) {
-        self.splice = bytes;
-    }
-}
-
 /// A springboard: its address, the bytes it replaces, and its jump to a code patch.
 type Springboard = (u64, Vec<u8>, Vec<u8>);
 
@@ -311,14 +123,12 @@ pub struct Instrumentation {
     pid: i32,
     sites: Vec<Site>,
     heaps: Vec<Option<Heaps>>,
-    /// Per probe: the module and data-heap offset of its counter (`Count` probes).
-    counters: Vec<Option<(usize, usize)>>,
+    /// Where each counter and timer is: module and data-heap offset.
+    layout: DataLayout,
     /// Per probe: the index of its site (`usize::MAX`: refused).
     probe_site: Vec<usize>,
     /// Probes no splice kind could take, left out.
-    pub refused: Vec<crate::plan::Refused>,
-    /// Per timer: the module and data-heap offset of its block.
-    timers: Vec<(usize, usize)>,
+    pub refused: Vec<Refused>,
     /// Trap dispatcher: the module whose heaps hold it (its signal area holds the program's
     /// SIGTRAP action), and the dispatcher's address.
     trap: Option<(usize, u64)>,
@@ -354,8 +164,171 @@ pub struct Instrumentation {
     /// Where the installation's time went, phase by phase.
     pub phases: Phases,
     removed: bool,
+    /// The process as a back-end: every stop and every byte written goes through it.
+    be: ProcessBackend,
+}
+
+/// A live process as a [`Backend`]: ptrace stops of the whole thread group (through a
+/// replaceable [`TraceSys`], so that tests run it on `kerf_os::ptrace::fake`), code written
+/// through /proc/PID/mem, data heaps shared with kerf.
+pub struct ProcessBackend {
+    pid: i32,
+    sys: Arc<dyn TraceSys>,
     /// This kerf's claim on the process, held until removal is over (one kerf at a time).
-    claim: Option<kerf_os::ptrace::Claim>,
+    _claim: Option<kerf_os::ptrace::Claim>,
+    /// /proc/PID/mem, opened in a stop, for code written while the target runs.
+    mem: Option<RemoteMem>,
+    /// The longest time every thread was held stopped, and the longest stop that wrote or
+    /// removed a batch of splices.
+    longest_pause: Duration,
+    longest_splice_pause: Duration,
+}
+
+impl ProcessBackend {
+    /// Process `pid`, claimed for this kerf (another kerf there is refused).
+    pub fn claim(pid: i32) -> Result<ProcessBackend, InstrumentError> {
+        let claim = kerf_os::ptrace::claim(pid)?;
+        let sys = Arc::new(kerf_os::ptrace::RealTraceSys::new());
+        Ok(ProcessBackend { _claim: Some(claim), ..ProcessBackend::with_sys(pid, sys) })
+    }
+
+    /// Process `pid` as `sys` shows it (no claim: for tests on a fake).
+    pub fn with_sys(pid: i32, sys: Arc<dyn TraceSys>) -> ProcessBackend {
+        ProcessBackend {
+            pid,
+            sys,
+            _claim: None,
+            mem: None,
+            longest_pause: Duration::ZERO,
+            longest_splice_pause: Duration::ZERO,
+        }
+    }
+
+    /// Stop every thread of the process.
+    fn stop(&self) -> Result<Tracee, TargetError> {
+        Tracee::stop_all_with(self.pid, self.sys.clone(), kerf_os::ptrace::DEFAULT_STOP_TIMEOUT)
+    }
+
+    /// Let the threads go, noting how long they were held (`splicing`: the stop wrote or
+    /// removed splices, DESIGN.md §4).
+    fn resume(&mut self, tr: Tracee, splicing: bool) -> Result<(), TargetError> {
+        let held = tr.resume_detach()?.held;
+        self.longest_pause = self.longest_pause.max(held);
+        if splicing {
+            self.longest_splice_pause = self.longest_splice_pause.max(held);
+        }
+        Ok(())
+    }
+
+    /// Run `f` with every thread stopped, then let them go (also when `f` fails).
+    fn stopped<T>(
+        &mut self,
+        f: impl FnOnce(&mut Tracee) -> Result<T, InstrumentError>,
+    ) -> Result<T, InstrumentError> {
+        let mut tr = self.stop()?;
+        let r = f(&mut tr);
+        self.resume(tr, false)?;
+        r
+    }
+
+    /// With every thread stopped (`tr`): write each splice of `batch` whose bytes no thread is
+    /// in (Djprobe's freeze check: a PC, a restarting system call or a stacked return address
+    /// inside bytes 1.. of the splice); the others are `Later`.
+    /// Outcomes go to `done` as they happen (see [`Backend::splice`]).
+    fn splice_stopped(
+        tr: &Tracee,
+        batch: &[Splice],
+        done: &mut Vec<Outcome>,
+    ) -> Result<(), InstrumentError> {
+        let busy = busy_ranges(tr, None)?;
+        let free =
+            |s: &Splice| !busy.iter().any(|b| b.within(s.addr + 1, s.addr + s.new.len() as u64));
+        // As `write_verified` for each, with one read of the batch's stretch of text before
+        // the writes and one after where the sites lie close together (every thread is
+        // stopped, and the sites' bytes do not overlap). A splice counts as written from its
+        // write on (a failed write may have written part of it): it must come out again.
+        let ranges: Vec<(u64, usize)> =
+            batch.iter().filter(|s| free(s)).map(|s| (s.addr, s.new.len())).collect();
+        let before = Window::read(tr, ranges.iter().copied());
+        for s in batch {
+            if !free(s) {
+                done.push(Outcome::Later);
+                continue;
+            }
+            let cur = before.bytes(tr, s.addr, s.old.len())?;
+            if cur != s.old {
+                return Err(mismatch_before(s.addr, &s.old, &cur));
+            }
+            done.push(Outcome::Done);
+            tr.write(RemoteAddr(s.addr), &s.new)?;
+        }
+        let after = Window::read(tr, ranges.iter().copied());
+        for s in batch.iter().filter(|s| free(s)) {
+            let back = after.bytes(tr, s.addr, s.new.len())?;
+            if back != s.new {
+                return Err(mismatch_after(s.addr, &s.new, &back));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Backend for ProcessBackend {
+    type Data = SharedMem;
+
+    fn target(&self) -> Where {
+        Where::Process(self.pid)
+    }
+
+    fn alloc_code(&mut self, near: u64, preferred: u64, len: u64) -> Result<u64, InstrumentError> {
+        self.stopped(|tr| {
+            let (near, preferred) = (RemoteAddr(near), RemoteAddr(preferred));
+            Ok(tr.alloc_near_preferring(near, preferred, len, PROT_RX)?.0)
+        })
+    }
+
+    fn map_data(&mut self, near: u64, len: u64) -> Result<SharedMem, InstrumentError> {
+        self.stopped(|tr| Ok(tr.share_near(RemoteAddr(near), len)?))
+    }
+
+    /// (Opens /proc/PID/mem in a stop of its own the first time, unless the installer has
+    /// opened it already.)
+    fn write_code(&mut self, at: u64, code: &[u8]) -> Result<(), InstrumentError> {
+        if self.mem.is_none() {
+            let mem = self.stopped(|tr| Ok(tr.memory()))?;
+            self.mem = Some(mem);
+        }
+        let mem = self.mem.as_ref().expect("opened above");
+        Ok(mem.write(RemoteAddr(at), code)?)
+    }
+
+    fn splice(&mut self, batch: &[Splice], done: &mut Vec<Outcome>) -> Result<(), InstrumentError> {
+        let tr = self.stop()?;
+        let r = ProcessBackend::splice_stopped(&tr, batch, done);
+        self.resume(tr, true)?;
+        r
+    }
+
+    fn remove(&mut self, batch: &[Splice]) -> Result<Vec<Outcome>, InstrumentError> {
+        let tr = self.stop()?;
+        let r = batch.iter().try_for_each(|s| write_verified(&tr, s.addr, &s.new, &s.old));
+        self.resume(tr, true)?;
+        r.map(|()| vec![Outcome::Done; batch.len()])
+    }
+}
+
+impl Site {
+    /// The site's splice as a back-end writes it (a process's springboard went in with its
+    /// code).
+    fn as_splice(&self) -> Splice {
+        Splice {
+            addr: self.addr,
+            old: self.original.clone(),
+            new: self.splice.clone(),
+            patch: self.patch,
+            springboard: None,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -410,16 +383,31 @@ impl Instrumentation {
         cancel: Cancel<'_>,
     ) -> Result<Instrumentation, InstrumentError> {
         // Before anything changes in the target: another kerf there is refused.
-        let claim = Some(kerf_os::ptrace::claim(pid)?);
+        let be = ProcessBackend::claim(pid)?;
+        Instrumentation::install_with(be, modules, probes, timers, opts, cancel)
+    }
+
+    /// [`Instrumentation::install_cancellable`] through back-end `be` (a fake one in tests).
+    pub fn install_with(
+        be: ProcessBackend,
+        modules: &[AnalyzedImage],
+        probes: &[Probe],
+        timers: usize,
+        opts: Options,
+        cancel: Cancel<'_>,
+    ) -> Result<Instrumentation, InstrumentError> {
         let mut inst = Instrumentation {
-            claim,
-            pid,
+            pid: be.pid,
+            be,
             sites: Vec::new(),
             heaps: (0..modules.len()).map(|_| None).collect(),
-            counters: vec![None; probes.len()],
+            layout: DataLayout {
+                counters: vec![None; probes.len()],
+                timers: vec![None; timers],
+                end: Vec::new(),
+            },
             probe_site: vec![usize::MAX; probes.len()],
             refused: Vec::new(),
-            timers: vec![(usize::MAX, 0); timers],
             trap: None,
             guard_sites: Vec::new(),
             fixes: SignalFixes::default(),
@@ -441,7 +429,7 @@ impl Instrumentation {
             // Nothing is spliced yet: put back the SIGTRAP action if the dispatcher went in,
             // free what was mapped and let the target go.
             inst.removed = true;
-            if let Ok(mut tr) = Tracee::stop_all(pid) {
+            if let Ok(mut tr) = inst.be.stop() {
                 let _ = inst.uninstall_dispatcher(&mut tr);
                 let _ = inst.restore_springboards(&tr);
                 inst.free_heaps(&mut tr);
@@ -462,11 +450,9 @@ impl Instrumentation {
         inst.splice_all(todo, cancel)?;
         inst.phases.lap("splices", t);
         inst.installed_at = (tsc(), std::time::Instant::now());
+        inst.longest_pause = inst.be.longest_pause;
+        inst.longest_splice_pause = inst.be.longest_splice_pause;
         Ok(inst)
-    }
-
-    fn note(&mut self, p: Pause) {
-        self.longest_pause = self.longest_pause.max(p.held);
     }
 
     /// Run `f` with the whole thread group stopped, then let it go (also when `f` fails) and
@@ -475,9 +461,9 @@ impl Instrumentation {
         &mut self,
         f: impl FnOnce(&mut Self, &mut Tracee) -> Result<T, InstrumentError>,
     ) -> Result<T, InstrumentError> {
-        let mut tr = Tracee::stop_all(self.pid)?;
+        let mut tr = self.be.stop()?;
         let r = f(self, &mut tr);
-        self.note(tr.resume_detach()?);
+        self.be.resume(tr, false)?;
         r
     }
 
@@ -513,17 +499,17 @@ impl Instrumentation {
     /// The current count of `Count` probe `i`, read from the shared data heap (no system
     /// call); 0 for other probes.
     pub fn count(&self, i: usize) -> u64 {
-        match self.counters[i] {
-            Some((m, off)) => self.heaps[m].as_ref().map_or(0, |h| h.data.load_u64(off)),
+        match self.layout.counters.get(i).copied().flatten() {
+            Some((m, off)) => self.heaps[m].as_ref().map_or(0, |h| h.data.load_u64(off as usize)),
             None => 0,
         }
     }
 
     /// Timer `t` as it stands at TSC time `now` (threads inside counted up to `now`).
     pub fn timer(&self, t: usize, now: u64) -> TimerSample {
-        let (m, off) = self.timers[t];
+        let Some((m, off)) = self.layout.timers[t] else { return TimerSample::default() };
         match self.heaps.get(m).and_then(Option::as_ref) {
-            Some(h) => timer::sample(&|o| h.data.load_u64(off + o as usize), now),
+            Some(h) => timer::sample(&|o| h.data.load_u64((off + o) as usize), now),
             None => TimerSample::default(),
         }
     }
@@ -548,6 +534,8 @@ impl Instrumentation {
             if let Some(m) = modules.first() {
                 me.startup = startup_ranges(tr, m).unwrap_or_default();
             }
+            // Code is written through this too, also under the stops of springboard chunks.
+            me.be.mem = Some(tr.memory());
             Ok((thread, only_thread, tr.memory()))
         })?;
         let t = self.phases.lap("first stop (thread context, start-up code)", t);
@@ -581,7 +569,6 @@ impl Instrumentation {
             }
         }
         let probes: &[Probe] = &all;
-        self.counters.resize(probes.len(), None);
         self.probe_site.resize(probes.len(), usize::MAX);
         self.alloc_heaps(modules, probes)?;
         let t = self.phases.lap("map heaps", t);
@@ -598,80 +585,73 @@ impl Instrumentation {
             .iter()
             .find(|s| s.plan.kind == SpliceKind::Trap)
             .map(|s| probes[s.first].point.module);
-        // Data: counters and timers in their module's heap.
-        let mut next_counter = vec![0usize; modules.len()];
-        for (i, p) in probes.iter().enumerate() {
-            let m = p.point.module;
-            match p.action {
-                Action::Count => {
-                    let n = self.timers.iter().filter(|t| t.0 == m).count();
-                    let off = THREAD_TABLE_LEN as usize
-                        + n * TIMER_LEN as usize
-                        + next_counter[m] * DATA_SLOT;
-                    next_counter[m] += 1;
-                    self.counters[i] = Some((m, off));
-                }
-                Action::TimerStart(_)
-                | Action::TimerStop(_)
-                | Action::TimerTailCall(_)
-                | Action::TimerTailReturn
-                | Action::SignalGuard => {}
-            }
+        // The program's SIGTRAP action, which a guard keeps (in the dispatcher's module).
+        let guard_action = self
+            .sig_module
+            .and_then(|d| self.heaps[d].as_ref())
+            .map(|h| h.data.remote().0 + (h.sig_area + SIG_ACTION) as u64);
+        // Every code patch at its place in its module's code heap (one after the other, by
+        // room), then generated in parallel: generation is pure.
+        let mut jobs = Vec::with_capacity(site_plans.len());
+        for sp in &site_plans {
+            let p = &probes[sp.first].point;
+            let h =
+                self.heaps[p.module].as_mut().expect("heap mapped for every module with probes");
+            let patch_at = h.code + h.used;
+            h.used += patchset::site_room(probes, &sp.members);
+            let (data, tails) = (h.data.remote().0, h.tails);
+            jobs.push(Job { site: sp, label: &p.label, patch_at, data, tails, guard_action });
         }
+        cancelled(cancel)?;
+        let rt = Runtime {
+            target: Where::Process(self.pid),
+            env: Env::User,
+            thread,
+            only_thread,
+            only_id: None,
+        };
+        let mut codes: Vec<Option<_>> =
+            patchset::generate(probes, &self.layout, &rt, &jobs).into_iter().map(Some).collect();
         // Code patches are unreachable until their splices exist, so they are written while
         // the target runs, through the /proc/PID/mem file opened in the last stop; the
         // springboards after them, under stops (they go into the modules' own text). Room
         // for every site first: growing the vector inside a stop copied megabytes there (a
         // 1.3 ms stop at 8,192 sites).
         self.sites.reserve(site_plans.len());
+        let t = self.phases.lap("code patches: generate", t);
         let mut springboards: Vec<(usize, Springboard)> = Vec::new();
-        for chunk in site_plans.chunks(BATCH) {
+        for (chunk, codes) in jobs.chunks(BATCH).zip(codes.chunks_mut(BATCH)) {
             cancelled(cancel)?;
-            let mut write = |me: &mut Self, m: &dyn TargetMemory| {
-                // The chunk's bytes to splice in one read where they lie close together.
-                let t = std::time::Instant::now();
-                let window = Window::read(m, chunk.iter().flat_map(|s| spliced_ranges(&s.plan)));
-                me.phases.lap("code patches: read the bytes to splice", t);
-                let mut patches = PatchWrites::default();
-                for site in chunk {
-                    let (first, members, plan) = (site.first, &site.members, &site.plan);
-                    // DESIGN §5: never splice over bytes that are not the file's.
-                    let module = &modules[probes[first].point.module];
-                    let t = std::time::Instant::now();
-                    let foreign = foreign_bytes(m, &window, module, plan)?;
-                    me.phases.lap("code patches: read the bytes to splice", t);
-                    let live = match foreign {
-                        Ok(live) => live,
-                        Err(reason) => {
-                            me.refused.extend(members.iter().map(|&i| crate::plan::Refused {
-                                probe: i,
-                                label: probes[i].point.label.clone(),
-                                addr: plan.displaced.point,
-                                reason: reason.clone(),
-                            }));
-                            continue;
-                        }
-                    };
-                    let sb = me.write_site(
-                        m,
-                        &mut patches,
-                        &live,
-                        modules,
-                        probes,
-                        (first, members),
-                        plan,
-                        thread,
-                        only_thread,
-                    )?;
-                    springboards.extend(sb.map(|sb| (me.sites.len() - 1, sb)));
-                }
-                // Nothing leads to these patches before the chunk's splices go live (later).
-                let t = std::time::Instant::now();
-                patches.flush(m)?;
-                me.phases.lap("code patches: write", t);
-                Ok::<(), InstrumentError>(())
-            };
-            write(self, &mem)?;
+            let m: &dyn TargetMemory = &mem;
+            // The chunk's bytes to splice in one read where they lie close together.
+            let t = std::time::Instant::now();
+            let window = Window::read(m, chunk.iter().flat_map(|j| spliced_ranges(&j.site.plan)));
+            self.phases.lap("code patches: read the bytes to splice", t);
+            let mut patches = PatchWrites::default();
+            for (job, code) in chunk.iter().zip(codes.iter_mut()) {
+                let site = job.site;
+                // DESIGN §5: never splice over bytes that are not the file's.
+                let module = &modules[probes[site.first].point.module];
+                let live = match foreign_bytes(m, &window, module, &site.plan)? {
+                    Ok(live) => live,
+                    Err(foreign) => {
+                        self.refused.extend(site.members.iter().map(|&i| Refused {
+                            probe: i,
+                            label: probes[i].point.label.clone(),
+                            addr: site.plan.displaced.point,
+                            reason: Reason::Foreign(foreign.clone()),
+                        }));
+                        continue;
+                    }
+                };
+                let code = code.take().expect("each site's code is written once")?;
+                let sb = self.write_site(m, &mut patches, &live, modules, probes, job, &code)?;
+                springboards.extend(sb.map(|sb| (self.sites.len() - 1, sb)));
+            }
+            // Nothing leads to these patches before the chunk's splices go live (later).
+            let t = std::time::Instant::now();
+            patches.flush(m)?;
+            self.phases.lap("code patches: write", t);
         }
         // Springboards go into the modules' own text: under a stop, a batch at a time (one
         // stop for them all where there are few, not one per chunk of patches that has one).
@@ -691,8 +671,7 @@ impl Instrumentation {
         let t = self.phases.lap("springboards", t);
         if self.sites.is_empty() {
             if let Some(r) = self.refused.first() {
-                let (label, addr, detail) = (r.label.clone(), r.addr, r.reason.clone());
-                return Err(InstrumentError::Point { label, addr, detail });
+                return Err(InstrumentError::NothingPlaced(Box::new(r.clone())));
             }
         }
         // The user's sites came first; some may have been refused on the way.
@@ -701,9 +680,7 @@ impl Instrumentation {
         // A `syscall` left unguarded could block SIGTRAP in a thread, and a trap would then
         // kill the process: no trap goes in at all.
         if let Some(r) = self.refused.iter().find(|r| r.probe >= n_user) {
-            let (label, addr) = (r.label.clone(), r.addr);
-            let detail = format!("cannot guard signal masks for trap splices: {}", r.reason);
-            return Err(InstrumentError::Point { label, addr, detail });
+            return Err(InstrumentError::Unguarded(Box::new(r.clone())));
         }
         self.guard_sites = (0..self.sites.len())
             .filter(|&i| {
@@ -741,24 +718,14 @@ impl Instrumentation {
         if !fsgsbase {
             for &t in tr.threads() {
                 if tr.regs(t)?.fs_base == 0 {
-                    return Err(InstrumentError::Point {
-                        label: format!("thread {t}"),
-                        addr: 0,
-                        detail: "this kernel does not allow rdfsbase and the thread has no TLS, so timers and --tid cannot tell threads apart".into(),
-                    });
+                    return Err(InstrumentError::NoThreadPointer { pid: self.pid, tid: t });
                 }
             }
         }
         let only = match opts.only_thread {
             None => None,
             Some(t) if tr.threads().contains(&t) => Some(tr.regs(t)?.fs_base),
-            Some(t) => {
-                return Err(InstrumentError::Point {
-                    label: format!("--tid {t}"),
-                    addr: 0,
-                    detail: format!("no thread {t} in process {}", self.pid),
-                })
-            }
+            Some(t) => return Err(InstrumentError::NoSuchThread { pid: self.pid, tid: t }),
         };
         let kind = if fsgsbase { ThreadPointer::FsBase } else { ThreadPointer::FsSelf };
         Ok((kind, only))
@@ -772,36 +739,17 @@ impl Instrumentation {
         probes: &[Probe],
     ) -> Result<(), InstrumentError> {
         let mut code = vec![0u64; modules.len()];
-        let mut counters = vec![0usize; modules.len()];
         let mut tails = vec![false; modules.len()];
         for p in probes {
             let m = p.point.module;
-            code[m] += p.action.patch_room();
+            code[m] += patchset::patch_room(p.action);
             tails[m] |= p.action.is_tail();
-            match p.action {
-                Action::Count => counters[m] += 1,
-                Action::TimerTailReturn => {}
-                Action::TimerStart(t) | Action::TimerStop(t) | Action::TimerTailCall(t) => {
-                    if self.timers[t].0 == usize::MAX {
-                        self.timers[t].0 = m;
-                    } else if self.timers[t].0 != m {
-                        return Err(InstrumentError::Point {
-                            label: p.point.label.clone(),
-                            addr: p.point.addr.0,
-                            detail: "a timer's probes must all be in one module".into(),
-                        });
-                    }
-                }
-                Action::SignalGuard => code[m] += GUARD_PATCH,
+            if p.action == Action::SignalGuard {
+                code[m] += GUARD_PATCH;
             }
         }
-        let mut timers_in = vec![0usize; modules.len()];
-        for t in self.timers.iter_mut() {
-            if t.0 != usize::MAX {
-                t.1 = THREAD_TABLE_LEN as usize + timers_in[t.0] * TIMER_LEN as usize;
-                timers_in[t.0] += 1;
-            }
-        }
+        // Counters and timers in their module's heap.
+        self.layout = DataLayout::new(probes, self.layout.timers.len(), modules.len(), |m| m)?;
         for m in 0..modules.len() {
             if code[m] == 0 {
                 continue;
@@ -813,9 +761,7 @@ impl Instrumentation {
             // all of them in each heap (pages never written cost no memory).
             let code_len =
                 (code[m] + DISPATCHER_ROOM + trap::data_len(probes.len())).next_multiple_of(4096);
-            let tails_at = THREAD_TABLE_LEN as usize
-                + timers_in[m] * TIMER_LEN as usize
-                + counters[m] * DATA_SLOT;
+            let tails_at = self.layout.end[m] as usize;
             let tails_len = if tails[m] { timer::TAIL_AREA_LEN as usize } else { 0 };
             let sig_area = tails_at + tails_len;
             let data_len = sig_area + SIG_AREA;
@@ -826,28 +772,23 @@ impl Instrumentation {
             let end = modules[m].segments.iter().map(|s| s.vaddr + s.memsz).max();
             let end = modules[m].remote(end.unwrap_or(ImageAddr(0)));
             let preferred = end.align_up(4096) + 4096 * spread_pages();
-            let code = self.while_stopped(|_, tr| {
-                Ok(tr.alloc_near_preferring(near, preferred, code_len, PROT_RX)?)
-            })?;
-            let data = self.while_stopped(|_, tr| {
-                tr.share_near(code, (data_len as u64).next_multiple_of(4096)).map_err(|e| {
+            let code = self.be.alloc_code(near.0, preferred.0, code_len)?;
+            let data = match self.be.map_data(code, (data_len as u64).next_multiple_of(4096)) {
+                Ok(d) => d,
+                Err(e) => {
                     // Not recorded in self.heaps yet, so the error path would not free it.
-                    let _ = tr.free(code, code_len);
-                    e.into()
-                })
-            })?;
-            let code = code.0;
+                    let _ = self.while_stopped(|_, tr| Ok(tr.free(RemoteAddr(code), code_len)?));
+                    return Err(e);
+                }
+            };
             let tails = if tails[m] { data.remote().0 + tails_at as u64 } else { 0 };
             self.heaps[m] = Some(Heaps { code, code_len, used: 0, data, sig_area, tails });
         }
         Ok(())
     }
 
-    /// Write one site's code patch (and springboard) and record the site.
-    ///
-    /// `live`: the bytes at the site as read from the target (they matched the file's); the
-    /// code patch goes into `patches`, which the caller writes before the splice goes live,
-    /// and so is the springboard of a jump2 site, returned: `(address, bytes there, jump)`.
+    /// Write one site's code patch `code` (generated for `job`) and its springboard, and
+    /// record the site.
     #[allow(clippy::too_many_arguments)]
     fn write_site(
         &mut self,
@@ -856,109 +797,40 @@ impl Instrumentation {
         live: &[u8],
         modules: &[AnalyzedImage],
         probes: &[Probe],
-        (first, members): (usize, &[usize]),
-        plan: &Plan,
-        thread: ThreadPointer,
-        only_thread: Option<u64>,
+        job: &Job<'_>,
+        code: &patchset::Code,
     ) -> Result<Option<Springboard>, InstrumentError> {
-        let p = &probes[first].point;
+        let (members, plan, patch_at) = (&job.site.members, &job.site.plan, job.patch_at);
+        let p = &probes[job.site.first].point;
         let m = p.module;
         let addr = plan.displaced.point;
-        let image_addr = modules[m].image_addr(RemoteAddr(addr));
-        let refuse =
-            |detail: String| InstrumentError::Point { label: p.label.clone(), addr, detail };
-        // The program's SIGTRAP action, which a guard keeps (in the dispatcher's module).
-        let action = self
-            .sig_module
-            .and_then(|d| self.heaps[d].as_ref())
-            .map(|h| h.data.remote().0 + (h.sig_area + SIG_ACTION) as u64);
-        let h = self.heaps[m].as_mut().expect("heap mapped for every module with probes");
-        let (data, tails) = (h.data.remote().0, h.tails);
-        let guarded = members.iter().any(|&i| probes[i].action == Action::SignalGuard);
-        // A tail-call probe needs the stack pointer its exit instruction will have, from
-        // here (plan_sites only puts one where that is known).
-        let stack = |i: usize| {
-            crate::plan::stack_at(&modules[m], image_addr.0, probes[i].point.addr.0)
-                .ok_or_else(|| refuse("the stack pointer at its exit is not known here".into()))
-        };
-        let prims: Vec<Primitive> = members
-            .iter()
-            .filter(|&&i| probes[i].action != Action::SignalGuard)
-            .map(|&i| match probes[i].action {
-                Action::Count => {
-                    let (_, off) = self.counters[i].expect("counter laid out for every Count");
-                    Ok(Primitive::Count { slot: data + off as u64 })
-                }
-                Action::TimerStart(t) => {
-                    Ok(Primitive::TimerStart { timer: data + self.timers[t].1 as u64 })
-                }
-                Action::TimerStop(t) => {
-                    Ok(Primitive::TimerStop { timer: data + self.timers[t].1 as u64 })
-                }
-                Action::TimerTailCall(t) => Ok(Primitive::TimerTailCall {
-                    timer: data + self.timers[t].1 as u64,
-                    tails,
-                    stack: stack(i)?,
-                }),
-                Action::TimerTailReturn => {
-                    Ok(Primitive::TimerTailReturn { tails, stack: stack(i)? })
-                }
-                Action::SignalGuard => unreachable!("filtered out above"),
-            })
-            .collect::<Result<_, InstrumentError>>()?;
-        let ctx = Context {
-            live: live_at(&modules[m], p.func, image_addr.0),
-            env: Env::User,
-            thread,
-            threads: data,
-            only_thread,
-            only_id: None,
+        let out_of_reach = |what| InstrumentError::OutOfReach {
+            target: Where::Process(self.pid),
+            label: p.label.clone(),
+            addr,
+            what,
         };
         let t = std::time::Instant::now();
-        let mut snippet = if prims.is_empty() {
-            Vec::new()
-        } else {
-            lower(&prims, &ctx).map_err(|e| refuse(e.to_string()))?
-        };
-        let layout = if guarded {
-            // The guard runs the `syscall` itself, after the tool's probes there.
-            let action = action.ok_or_else(|| refuse("a guard with no trap dispatcher".into()))?;
-            let mut g = sigguard::signal_guard(action).map_err(|e| refuse(e.to_string()))?;
-            kerf_codegen::relabel(&mut g, GUARD_LABELS);
-            snippet.extend(g);
-            Layout::ReplacesFirst
-        } else {
-            Layout::Before
-        };
-        let patch_at = h.code + h.used;
-        let code = build_patch_with(patch_at, &snippet, &plan.displaced, layout)
-            .map_err(|e| refuse(e.to_string()))?;
-        let room = members.iter().map(|&i| probes[i].action.patch_room()).sum::<u64>();
-        if code.len() as u64 > room {
-            return Err(refuse(format!("code patch of {} bytes", code.len())));
-        }
-        let t = self.phases.lap("code patches: generate", t);
-        patches.add(tr, patch_at, &code)?;
+        patches.add(tr, patch_at, &code.bytes)?;
         let t = self.phases.lap("code patches: write", t);
-        let h = self.heaps[m].as_mut().expect("heap mapped for every module with probes");
-        h.used += (code.len() as u64).next_multiple_of(16);
+        let image_addr = modules[m].image_addr(RemoteAddr(addr));
         let d = &plan.displaced;
-        self.parked.extend(parked_syscalls(patch_at, &code, d, layout));
+        self.parked.extend(parked_syscalls(patch_at, &code.bytes, d, code.layout));
         let mut springboard = None;
         let splice = match (plan.kind, plan.springboard) {
-            (SpliceKind::Jump5, _) => jump5_bytes(addr, patch_at, d.len)
-                .ok_or_else(|| refuse("patch out of reach".into()))?,
+            (SpliceKind::Jump5, _) => {
+                jump5_bytes(addr, patch_at, d.len).ok_or_else(|| out_of_reach("the patch"))?
+            }
             (SpliceKind::Jump2, Some((sb, _))) => {
                 // The springboard goes into space no path executes any more, before
                 // anything can reach it.
                 let jmp = jump5_bytes(sb, patch_at, SPRINGBOARD_LEN as usize)
-                    .ok_or_else(|| refuse("patch out of reach of the springboard".into()))?;
+                    .ok_or_else(|| out_of_reach("the patch (from the springboard)"))?;
                 let mut pad = vec![0u8; jmp.len()];
                 tr.read(RemoteAddr(sb), &mut pad)?;
                 // Written by the caller, under a stop, before the splice can go live.
                 springboard = Some((sb, pad, jmp));
-                jump2_bytes(addr, sb, d.len)
-                    .ok_or_else(|| refuse("springboard out of reach".into()))?
+                jump2_bytes(addr, sb, d.len).ok_or_else(|| out_of_reach("the springboard"))?
             }
             _ => vec![INT3],
         };
@@ -976,24 +848,14 @@ impl Instrumentation {
         for &i in members {
             self.probe_site[i] = self.sites.len();
         }
-        self.sites.push(Site {
-            spec: p.spec.clone(),
-            label: if p.at_exit {
-                format!("{}+{:#x}", fun.name, image_addr - fun.entry)
-            } else {
-                p.label.clone()
-            },
-            addr,
-            kind: plan.kind,
-            reason: plan.reason.clone(),
-            probes: members.to_vec(),
-            springboard_in: plan.springboard,
-            original,
-            splice,
-            patch: patch_at,
-            live: false,
-            springboard: None,
-        });
+        let label = if p.at_exit {
+            format!("{}+{:#x}", fun.name, image_addr - fun.entry)
+        } else {
+            p.label.clone()
+        };
+        // The springboard is recorded once the caller has written it.
+        let s = Splice { addr, old: original, new: splice, patch: patch_at, springboard: None };
+        self.sites.push(Site::planned(&p.spec, label, job.site, s, false));
         Ok(springboard)
     }
 
@@ -1034,9 +896,12 @@ impl Instrumentation {
         let (new_at, old_at) = (area + SIG_SCRATCH as u64, area + SIG_ACTION as u64);
         let r = tr.syscall(SYS_RT_SIGACTION, [SIGTRAP, new_at, old_at, 8, 0, 0])?;
         if r != 0 {
-            return Err(InstrumentError::Mismatch {
-                addr: new_at,
-                detail: format!("rt_sigaction failed: {r}"),
+            let pid = self.pid;
+            return Err(InstrumentError::Injected {
+                pid,
+                call: "rt_sigaction",
+                arg: SIGTRAP,
+                result: r,
             });
         }
         let h = self.heaps[m].as_mut().expect("heap");
@@ -1072,9 +937,12 @@ impl Instrumentation {
             None => tr.syscall(SYS_RT_SIGACTION, args)?,
         };
         if r != 0 {
-            return Err(InstrumentError::Mismatch {
-                addr: scratch,
-                detail: format!("rt_sigaction({sig}) failed: {r}"),
+            let pid = self.pid;
+            return Err(InstrumentError::Injected {
+                pid,
+                call: "rt_sigaction",
+                arg: sig,
+                result: r,
             });
         }
         let mut b = [0u8; 32];
@@ -1106,23 +974,25 @@ impl Instrumentation {
     fn guards_live(&mut self) -> Result<(), InstrumentError> {
         let mut todo = self.guard_sites.clone();
         for _ in 0..MAX_TRIES {
-            let mut tr = Tracee::stop_all(self.pid)?;
-            let r = self.unblock_sigtrap(&mut tr).and_then(|()| self.write_splices(&tr, &todo));
-            let pause = tr.resume_detach()?;
-            self.longest_pause = self.longest_pause.max(pause.held);
-            self.longest_splice_pause = self.longest_splice_pause.max(pause.held);
-            todo = r?;
+            let mut tr = self.be.stop()?;
+            let mut done = Vec::new();
+            let r = self.unblock_sigtrap(&mut tr).and_then(|()| {
+                let batch: Vec<Splice> = todo.iter().map(|&i| self.sites[i].as_splice()).collect();
+                ProcessBackend::splice_stopped(&tr, &batch, &mut done)
+            });
+            let resumed = self.be.resume(tr, true);
+            // Whatever went in counts as live before any error is returned: it must come out.
+            todo = self.went_live(&todo, &done);
+            r?;
+            resumed?;
             if todo.is_empty() {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(1));
         }
         let p = &self.sites[todo[0]];
-        Err(InstrumentError::Point {
-            label: p.label.clone(),
-            addr: p.addr,
-            detail: "a thread stayed inside the bytes to replace".into(),
-        })
+        let (pid, label, addr) = (self.pid, p.label.clone(), p.addr);
+        Err(InstrumentError::StillBusy { pid, label, addr, tries: MAX_TRIES })
     }
 
     /// SIGTRAP out of every thread's mask, and the dispatcher back if the program replaced it
@@ -1181,20 +1051,21 @@ impl Instrumentation {
     /// Step 2: write the splices, in batches while every thread is stopped, skipping (and
     /// retrying later) points where a thread's PC or a stacked return address lies inside the
     /// bytes to be replaced (Djprobe's freeze check).
-    fn splice_all(&mut self, mut todo: Vec<usize>, cancel: Cancel<'_>) -> Result<(), InstrumentError> {
+    fn splice_all(
+        &mut self,
+        mut todo: Vec<usize>,
+        cancel: Cancel<'_>,
+    ) -> Result<(), InstrumentError> {
         let mut tries = 0;
         while !todo.is_empty() && tries < MAX_TRIES {
             cancelled(cancel)?;
-            let t = std::time::Instant::now();
-            let tr = Tracee::stop_all(self.pid)?;
-            self.phases.lap("splices: stop", t);
             let batch: Vec<usize> = todo.drain(..todo.len().min(SPLICE_BATCH)).collect();
-            let later = self.write_splices(&tr, &batch)?;
-            let t = std::time::Instant::now();
-            let pause: Pause = tr.resume_detach()?;
-            self.phases.lap("splices: resume", t);
-            self.longest_pause = self.longest_pause.max(pause.held);
-            self.longest_splice_pause = self.longest_splice_pause.max(pause.held);
+            let splices: Vec<Splice> = batch.iter().map(|&i| self.sites[i].as_splice()).collect();
+            let mut done = Vec::new();
+            let r = self.be.splice(&splices, &mut done);
+            // Whatever went in counts as live before any error is returned: it must come out.
+            let later = self.went_live(&batch, &done);
+            r?;
             if !later.is_empty() {
                 // Give the threads in the way a moment to move on, then try those again.
                 tries += 1;
@@ -1205,77 +1076,36 @@ impl Instrumentation {
         if todo.is_empty() {
             return Ok(());
         }
-        let why = format!(
-            "a thread kept its PC (or a return address) in the bytes to replace through {MAX_TRIES} checks"
-        );
         if self.live_order.is_empty() {
             let p = &self.sites[todo[0]];
-            return Err(InstrumentError::Point {
-                label: p.label.clone(),
-                addr: p.addr,
-                detail: why,
-            });
+            let (pid, label, addr) = (self.pid, p.label.clone(), p.addr);
+            return Err(InstrumentError::StillBusy { pid, label, addr, tries: MAX_TRIES });
         }
         // A thread parked for good where a jump would go (asleep in a system call the jump's
         // bytes would cover) must not hold up every other point: these are left out, and said
         // so, like points no splice kind can take.
-        self.leave_out(&todo, &why);
+        self.leave_out(&todo, &Reason::Busy { tries: MAX_TRIES });
         Ok(())
     }
 
-    /// With every thread stopped (`tr`): write the splices of `sites` whose bytes no thread is
-    /// in (Djprobe's freeze check: a PC, a restarting system call or a stacked return address
-    /// inside bytes 1.. of the splice), and return the others, to try again in a later stop.
-    fn write_splices(
-        &mut self,
-        tr: &Tracee,
-        sites: &[usize],
-    ) -> Result<Vec<usize>, InstrumentError> {
-        let t = std::time::Instant::now();
-        let busy = busy_ranges(tr, None)?;
-        let t = self.phases.lap("splices: freeze check", t);
+    /// Mark the sites of `batch` whose splice went in (`outcomes`, one per site tried, in
+    /// order) live; return the others, to try again in a later stop.
+    fn went_live(&mut self, batch: &[usize], outcomes: &[Outcome]) -> Vec<usize> {
         let mut later = Vec::new();
-        let mut now = Vec::with_capacity(sites.len());
-        for &i in sites {
-            let p = &self.sites[i];
-            if busy.iter().any(|b| b.within(p.addr + 1, p.addr + p.splice.len() as u64)) {
-                later.push(i);
+        for (&i, o) in batch.iter().zip(outcomes) {
+            if *o == Outcome::Done {
+                self.sites[i].live = true;
+                self.live_order.push(i);
             } else {
-                now.push(i);
+                later.push(i);
             }
         }
-        // As `write_verified` for each, with one read of the batch's stretch of text before
-        // the writes and one after where the sites lie close together (every thread is
-        // stopped, and the sites' bytes do not overlap). A site counts as live as soon as its
-        // splice is written, so that an error later in the batch still takes it out.
-        let ranges: Vec<(u64, usize)> =
-            now.iter().map(|&i| (self.sites[i].addr, self.sites[i].splice.len())).collect();
-        let before = Window::read(tr, ranges.iter().copied());
-        for &i in &now {
-            let p = &self.sites[i];
-            let cur = before.bytes(tr, p.addr, p.original.len())?;
-            if cur != p.original {
-                return Err(mismatch_before(p.addr, &p.original, &cur));
-            }
-            tr.write(RemoteAddr(p.addr), &p.splice)?;
-            self.sites[i].live = true;
-            self.live_order.push(i);
-        }
-        let after = Window::read(tr, ranges.iter().copied());
-        for &i in &now {
-            let p = &self.sites[i];
-            let back = after.bytes(tr, p.addr, p.splice.len())?;
-            if back != p.splice {
-                return Err(mismatch_after(p.addr, &p.splice, &back));
-            }
-        }
-        self.phases.lap("splices: write, verified", t);
-        Ok(later)
+        later
     }
 
     /// Take sites that never went live out of `sites` (into `left_out`, whose springboards
     /// are still put back on removal) and report their probes as refused.
-    fn leave_out(&mut self, out: &[usize], why: &str) {
+    fn leave_out(&mut self, out: &[usize], why: &Reason) {
         let mut map = vec![usize::MAX; self.sites.len()];
         let mut kept = Vec::with_capacity(self.sites.len());
         let mut user_sites = 0;
@@ -1283,11 +1113,11 @@ impl Instrumentation {
             if out.contains(&i) {
                 for &p in &site.probes {
                     self.probe_site[p] = usize::MAX;
-                    self.refused.push(crate::plan::Refused {
+                    self.refused.push(Refused {
                         probe: p,
                         label: site.label.clone(),
                         addr: site.addr,
-                        reason: why.to_string(),
+                        reason: why.clone(),
                     });
                 }
                 self.left_out.push(site);
@@ -1312,6 +1142,10 @@ impl Instrumentation {
     /// that has exited needs nothing.
     pub fn remove(mut self) -> Result<Removed, InstrumentError> {
         self.removed = true;
+        self.remove_all()
+    }
+
+    fn remove_all(&mut self) -> Result<Removed, InstrumentError> {
         let gone = |e: &TargetError| matches!(e, TargetError::NoSuchProcess { .. });
         // In batches, like the splicing: each restored point is whole and consistent. In the
         // reverse of the order they went live: timer starts before stops, the signal-mask
@@ -1319,18 +1153,12 @@ impl Instrumentation {
         let live: Vec<usize> =
             self.live_order.iter().rev().copied().filter(|&i| self.sites[i].live).collect();
         for batch in live.chunks(BATCH) {
-            let tr = match Tracee::stop_all(self.pid) {
-                Ok(t) => t,
-                Err(e) if gone(&e) => return Ok(Removed::default()),
-                Err(e) => return Err(e.into()),
-            };
-            for &i in batch {
-                let p = &self.sites[i];
-                write_verified(&tr, p.addr, &p.splice, &p.original)?;
+            let splices: Vec<Splice> = batch.iter().map(|&i| self.sites[i].as_splice()).collect();
+            match self.be.remove(&splices) {
+                Ok(_) => {}
+                Err(InstrumentError::Target(e)) if gone(&e) => return Ok(Removed::default()),
+                Err(e) => return Err(e),
             }
-            let pause = tr.resume_detach()?;
-            self.longest_pause = self.longest_pause.max(pause.held);
-            self.longest_splice_pause = self.longest_splice_pause.max(pause.held);
             for &i in batch {
                 self.sites[i].live = false;
             }
@@ -1342,7 +1170,7 @@ impl Instrumentation {
         }
         let mut last_blocker = String::new();
         for attempt in 1..=MAX_TRIES {
-            let mut tr = match Tracee::stop_all(self.pid) {
+            let mut tr = match self.be.stop() {
                 Ok(t) => t,
                 Err(e) if gone(&e) => return Ok(Removed::default()),
                 Err(e) => return Err(e.into()),
@@ -1370,7 +1198,7 @@ impl Instrumentation {
                 // Springboards last: no splice leads to them any more and no thread is in one.
                 self.restore_springboards(&tr)?;
                 self.free_heaps(&mut tr);
-                tr.resume_detach()?;
+                self.be.resume(tr, false)?;
                 return Ok(left.map_or_else(Removed::default, |(why, kept)| Removed {
                     kept,
                     why: Some(why),
@@ -1400,11 +1228,11 @@ impl Instrumentation {
                     .flat_map(|h| [(h.code, h.code_len), (h.data.remote().0, h.data.len() as u64)])
                     .collect();
                 kept.extend(left.into_iter().flat_map(|l| l.1));
-                tr.resume_detach()?;
+                self.be.resume(tr, false)?;
                 let why = format!("a stack may still return into them: {last_blocker}");
                 return Ok(Removed { kept, why: Some(why) });
             }
-            tr.resume_detach()?;
+            self.be.resume(tr, false)?;
             std::thread::sleep(Duration::from_millis(2));
         }
         Err(InstrumentError::StillInside { pid: self.pid, tries: MAX_TRIES, last: last_blocker })
@@ -1500,34 +1328,8 @@ impl Drop for Instrumentation {
     /// (an error or a panic unwinding) removes itself.
     fn drop(&mut self) {
         if !self.removed {
-            let me = Instrumentation {
-                pid: self.pid,
-                sites: std::mem::take(&mut self.sites),
-                counters: std::mem::take(&mut self.counters),
-                probe_site: std::mem::take(&mut self.probe_site),
-                refused: Vec::new(),
-                timers: std::mem::take(&mut self.timers),
-                installed_at: self.installed_at,
-                phases: Phases::default(),
-                heaps: std::mem::take(&mut self.heaps),
-                trap: self.trap.take(),
-                guard_sites: std::mem::take(&mut self.guard_sites),
-                fixes: std::mem::take(&mut self.fixes),
-                live_order: std::mem::take(&mut self.live_order),
-                user_sites: self.user_sites,
-                sig_module: self.sig_module,
-                left_out: std::mem::take(&mut self.left_out),
-                parked: std::mem::take(&mut self.parked),
-                dispatcher_frames: self.dispatcher_frames.take(),
-                springboards: std::mem::take(&mut self.springboards),
-                startup: Vec::new(),
-                longest_pause: self.longest_pause,
-                longest_splice_pause: self.longest_splice_pause,
-                removed: false,
-                claim: self.claim.take(),
-            };
             self.removed = true;
-            let _ = me.remove();
+            let _ = self.remove_all();
         }
     }
 }
@@ -1685,7 +1487,7 @@ fn foreign_bytes(
     window: &Window,
     m: &AnalyzedImage,
     plan: &Plan,
-) -> Result<Result<Vec<u8>, String>, InstrumentError> {
+) -> Result<Result<Vec<u8>, Foreign>, InstrumentError> {
     let mut displaced = None;
     for (addr, len) in spliced_ranges(plan) {
         let live = window.bytes(tr, addr, len)?;
@@ -1798,32 +1600,19 @@ fn write_verified(
     Ok(())
 }
 
-/// The bytes at `addr` were `cur` where kerf expected `old`.
+/// The bytes at `addr` are not `old`, which kerf expected there (nothing was written).
 fn mismatch_before(addr: u64, old: &[u8], cur: &[u8]) -> InstrumentError {
-    InstrumentError::Mismatch {
-        addr,
-        detail: format!("expected {old:02x?}, found {cur:02x?} (changed by someone else?)"),
-    }
+    let detail = format!("expected {old:02x?}, found {cur:02x?} (changed by someone else?)");
+    InstrumentError::Mismatch { addr, detail }
 }
 
-/// kerf wrote `new` at `addr` and read back `back`.
+/// `new` was written at `addr` and reads back as `back`.
 fn mismatch_after(addr: u64, new: &[u8], back: &[u8]) -> InstrumentError {
     InstrumentError::Mismatch { addr, detail: format!("wrote {new:02x?}, read back {back:02x?}") }
 }
 
 /// A heap left mapped on purpose, and why: `(why, (address, bytes))`.
 type LeftMapped = (String, Vec<(u64, u64)>);
-
-/// What a removal left behind.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Removed {
-    /// Code and data heaps left mapped in the target, `(address, bytes)`: every splice is
-    /// gone, but some stack still held a value pointing into them that could not be told
-    /// from a live signal frame.
-    pub kept: Vec<(u64, u64)>,
-    /// The last such value, when `kept` is not empty.
-    pub why: Option<String>,
-}
 
 /// The trap dispatcher's signal frames, as they stay behind on a thread's stack below its
 /// stack pointer after `rt_sigreturn` and come back into view when the thread later runs
@@ -1962,88 +1751,125 @@ mod dead_frame_tests {
     }
 }
 
+/// The splice writer and the freeze check on the ptrace fake (kerf-os feature `fake`): no
+/// process, no root.
 #[cfg(test)]
-mod batched_io_tests {
-    use super::{PatchWrites, Window};
-    use kerf_arch::RemoteAddr;
-    use kerf_os::ptrace::TargetMemory;
-    use kerf_os::TargetError;
-    use std::cell::RefCell;
+mod fake_tests {
+    use super::{busy_ranges, write_verified, InstrumentError};
+    use kerf_os::ptrace::fake::{regs_at, Fake, PID, STACK_TOP};
+    use kerf_os::ptrace::Tracee;
+    use std::sync::Arc;
+    use std::time::Duration;
 
-    /// Memory at 0x1000.. with a log of every access, `(write, address, length)`.
-    struct Mem {
-        bytes: RefCell<Vec<u8>>,
-        log: RefCell<Vec<(bool, u64, usize)>>,
-    }
+    const CODE: u64 = 0x40_0000;
+    const ORIGINAL: [u8; 5] = [0x55, 0x48, 0x89, 0xe5, 0x90];
+    const JUMP: [u8; 5] = [0xe9, 0x11, 0x22, 0x33, 0x44];
 
-    impl Mem {
-        fn new(len: usize) -> Mem {
-            let bytes = (0..len).map(|i| i as u8).collect();
-            Mem { bytes: RefCell::new(bytes), log: RefCell::new(Vec::new()) }
-        }
-
-        fn range(&self, write: bool, addr: u64, len: usize) -> Result<usize, TargetError> {
-            self.log.borrow_mut().push((write, addr, len));
-            let off = addr.checked_sub(0x1000).map(|o| o as usize);
-            match off.filter(|o| o + len <= self.bytes.borrow().len()) {
-                Some(o) => Ok(o),
+    /// A fake process: thread PID with its PC at `pc`, `word` on top of its stack, and the
+    /// original bytes at CODE.
+    fn process(pc: u64, word: u64) -> (Arc<Fake>, Tracee) {
+        let fake = Arc::new(Fake::new(&[PID]));
+        {
+            let mut st = fake.state();
+            st.threads.get_mut(&PID).unwrap().regs = regs_at(pc);
+            st.mem.push((CODE, ORIGINAL.to_vec()));
+            // The word at rsp+8, in the fake's stack (or a new one).
+            let at = STACK_TOP - 0x1000 + 8;
+            let seg = st.mem.iter_mut().find(|(b, m)| at >= *b && at + 8 <= *b + m.len() as u64);
+            match seg {
+                Some((b, m)) => {
+                    let off = (at - *b) as usize;
+                    m[off..off + 8].copy_from_slice(&word.to_le_bytes());
+                }
                 None => {
-                    let addr = RemoteAddr(addr);
-                    Err(TargetError::Memory { pid: 1, write, addr, len, done: 0, source: None })
+                    let mut stack = vec![0u8; 0x1000];
+                    stack[8..16].copy_from_slice(&word.to_le_bytes());
+                    st.mem.push((STACK_TOP - 0x1000, stack));
                 }
             }
         }
+        let tr = Tracee::stop_all_with(PID, fake.clone(), Duration::from_millis(300)).unwrap();
+        (fake, tr)
     }
 
-    impl TargetMemory for Mem {
-        fn read(&self, addr: RemoteAddr, buf: &mut [u8]) -> Result<(), TargetError> {
-            let o = self.range(false, addr.0, buf.len())?;
-            buf.copy_from_slice(&self.bytes.borrow()[o..o + buf.len()]);
-            Ok(())
-        }
-        fn write(&self, addr: RemoteAddr, data: &[u8]) -> Result<(), TargetError> {
-            let o = self.range(true, addr.0, data.len())?;
-            self.bytes.borrow_mut()[o..o + data.len()].copy_from_slice(data);
-            Ok(())
-        }
+    fn bytes(fake: &Fake) -> Vec<u8> {
+        let st = fake.state();
+        st.mem.iter().find(|(b, _)| *b == CODE).expect("the code segment").1.clone()
     }
 
     #[test]
-    fn a_window_reads_nearby_ranges_once_and_the_rest_on_their_own() {
-        let m = Mem::new(0x30000);
-        let w = Window::read(&m, [(0x1010, 5), (0x1400, 2), (0x1100, 1)].into_iter());
-        assert_eq!(*m.log.borrow(), [(false, 0x1010, 0x3f2)]);
-        assert_eq!(w.bytes(&m, 0x1400, 2).unwrap(), [0x00, 0x01]);
-        assert_eq!(w.bytes(&m, 0x1010, 5).unwrap(), [0x10, 0x11, 0x12, 0x13, 0x14]);
-        assert_eq!(m.log.borrow().len(), 1, "read again what the window holds");
-        // Outside it (even partly): read on its own.
-        assert_eq!(w.bytes(&m, 0x13ff, 4).unwrap(), [0xff, 0x00, 0x01, 0x02]);
-        assert_eq!(m.log.borrow()[1], (false, 0x13ff, 4));
-        // Too far apart for one read, or unreadable: an empty window, every range read alone.
-        for far in [[(0x1000, 5), (0x1000 + Window::MAX, 5)], [(0x1000, 5), (0x40000, 5)]] {
-            let w = Window::read(&m, far.into_iter());
-            assert!(w.get(0x1000, 5).is_none());
-            assert_eq!(w.bytes(&m, 0x1000, 5).unwrap(), [0, 1, 2, 3, 4]);
-        }
+    fn a_splice_goes_in_and_comes_out_byte_for_byte() {
+        let (fake, tr) = process(0x7000_0000, 0);
+        write_verified(&tr, CODE, &ORIGINAL, &JUMP).unwrap();
+        assert_eq!(bytes(&fake), JUMP);
+        write_verified(&tr, CODE, &JUMP, &ORIGINAL).unwrap();
+        assert_eq!(bytes(&fake), ORIGINAL);
+        tr.resume_detach().unwrap();
     }
 
+    /// Bytes that are not what kerf expects (someone else changed them) are left alone.
     #[test]
-    fn adjacent_patches_go_in_one_write_and_a_gap_starts_another() {
-        let m = Mem::new(0x1000);
-        let mut p = PatchWrites::default();
-        p.add(&m, 0x1100, &[0xaa; 20]).unwrap();
-        // 16-byte aligned after it, as the code heap hands out patches.
-        p.add(&m, 0x1120, &[0xbb; 3]).unwrap();
-        assert!(m.log.borrow().is_empty(), "written before the batch ended");
-        p.add(&m, 0x1200, &[0xcc; 2]).unwrap();
-        p.flush(&m).unwrap();
-        p.flush(&m).unwrap();
-        assert_eq!(*m.log.borrow(), [(true, 0x1100, 0x23), (true, 0x1200, 2)]);
-        let b = m.bytes.borrow();
-        assert_eq!(&b[0x100..0x114], &[0xaa; 20]);
-        // The alignment gap holds zeros, as a fresh heap does.
-        assert_eq!(&b[0x114..0x120], &[0; 12]);
-        assert_eq!(&b[0x120..0x123], &[0xbb; 3]);
-        assert_eq!(&b[0x200..0x202], &[0xcc; 2]);
+    fn unexpected_bytes_are_not_overwritten() {
+        let (fake, tr) = process(0x7000_0000, 0);
+        let e = write_verified(&tr, CODE, &JUMP, &ORIGINAL).unwrap_err();
+        assert!(matches!(e, InstrumentError::Mismatch { addr: CODE, .. }), "{e:?}");
+        assert_eq!(bytes(&fake), ORIGINAL);
+        tr.resume_detach().unwrap();
+    }
+
+    /// Djprobe's freeze check sees a PC inside bytes 1.. of a splice, and a return address
+    /// into them on the stack; a PC at the splice's first byte is no obstacle.
+    #[test]
+    fn the_freeze_check_sees_pcs_and_return_addresses_inside() {
+        let inside = |pc: u64, word: u64| {
+            let (_fake, tr) = process(pc, word);
+            let busy = busy_ranges(&tr, None).unwrap();
+            tr.resume_detach().unwrap();
+            busy.iter().any(|b| b.within(CODE + 1, CODE + 5))
+        };
+        assert!(inside(CODE + 2, 0));
+        assert!(inside(0x7000_0000, CODE + 4));
+        assert!(!inside(CODE, 0));
+        assert!(!inside(0x7000_0000, CODE + 5));
+    }
+}
+
+/// A batch that fails part-way on the ptrace fake still says which splices went in.
+#[cfg(test)]
+mod batch_tests {
+    use super::{Outcome, ProcessBackend, Splice};
+    use crate::backend::Backend;
+    use crate::probe::InstrumentError;
+    use kerf_os::ptrace::fake::{regs_at, Fake, PID, SYSCALL_AT};
+    use std::sync::Arc;
+
+    const CODE: u64 = 0x40_0000;
+
+    /// The second splice of a batch finds bytes someone else changed: the error comes back,
+    /// and the first splice, already written, is reported so (it must be taken out again).
+    #[test]
+    fn what_went_in_before_an_error_is_reported() {
+        let fake = Arc::new(Fake::new(&[PID]));
+        {
+            let mut st = fake.state();
+            st.threads.get_mut(&PID).unwrap().regs = regs_at(SYSCALL_AT + 0x100);
+            st.mem.push((CODE, vec![0x90; 32]));
+        }
+        let splice = |at: u64, old: u8| Splice {
+            addr: CODE + at,
+            old: vec![old; 5],
+            new: vec![0xe9, 1, 2, 3, 4],
+            patch: 0,
+            springboard: None,
+        };
+        let mut be = ProcessBackend::with_sys(PID, fake.clone());
+        let mut done = Vec::new();
+        let e = be.splice(&[splice(0, 0x90), splice(8, 0xcc), splice(16, 0x90)], &mut done);
+        assert!(matches!(e, Err(InstrumentError::Mismatch { addr, .. }) if addr == CODE + 8));
+        assert_eq!(done, vec![Outcome::Done]);
+        let st = fake.state();
+        let code = &st.mem.iter().find(|(b, _)| *b == CODE).unwrap().1;
+        assert_eq!(code[..5], [0xe9, 1, 2, 3, 4]);
+        assert_eq!(code[8..13], [0x90; 5]);
     }
 }

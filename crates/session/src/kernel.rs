@@ -3,29 +3,52 @@
 //! installed with the driver's protocol (Djprobe's: an int3 first, quiescence, then the jump),
 //! sharing splice planning and code generation with the process target.
 
-use crate::instrument::{Action, InstrumentError, Probe, Site};
+use crate::backend::{Backend, Outcome, Splice};
 use crate::load::{AnalyzedImage, Bytes};
-use crate::plan::{differs_from_file, live_at, plan_sites, Rules, SitePlan};
+use crate::patchset::{self, DataLayout, Job, Runtime};
+use crate::plan::{differs_from_file, plan_sites, Rules, SitePlan};
+use crate::probe::Where;
+use crate::probe::{Action, InstrumentError, KindRefusal, Probe, Reason, Refused, Removed, Site};
 use kerf_analysis::image::Image;
 use kerf_analysis::{analyze, Progress};
 use kerf_arch::{ImageAddr, KernelAddr};
-use kerf_codegen::timer::{self, TimerSample, THREAD_TABLE_LEN, TIMER_LEN};
-use kerf_codegen::{lower, Context, Env, Primitive, ThreadPointer};
+use kerf_codegen::timer::{self, TimerSample};
+use kerf_codegen::{Env, ThreadPointer};
 use kerf_os::kernel::{Driver, KernelError, SpliceRequest};
-use kerf_patch::{build_patch, jump2_bytes, jump5_bytes, SpliceKind, INT3, SPRINGBOARD_LEN};
+use kerf_patch::{jump2_bytes, jump5_bytes, SpliceKind, INT3, SPRINGBOARD_LEN};
+use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Bytes of patch heap reserved per site, and per timer primitive at it.
-const PATCH_SLOT: u64 = 128;
-const TIMER_PATCH: u64 = 192;
-/// Bytes of data heap per counter (one cache line).
-const DATA_SLOT: u64 = 64;
+/// Why the live kernel could not be opened as a target.
+#[derive(Debug)]
+pub enum OpenError {
+    /// kerf's driver refused or failed a request.
+    Driver(KernelError),
+    /// /proc/kallsyms shows no addresses (kptr_restrict).
+    NoAddresses,
+    /// An image's symbols (from /proc/kallsyms) could not be read.
+    Symbols { image: String, error: kerf_analysis::image::ImageError },
+}
 
-impl From<KernelError> for InstrumentError {
+impl fmt::Display for OpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            OpenError::Driver(e) => write!(f, "{e}"),
+            OpenError::NoAddresses => {
+                write!(f, "/proc/kallsyms shows no addresses (kptr_restrict): run as root")
+            }
+            OpenError::Symbols { image, error } => write!(f, "{image}: symbols: {error}"),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+impl From<KernelError> for OpenError {
     fn from(e: KernelError) -> Self {
-        InstrumentError::Kernel(e)
+        OpenError::Driver(e)
     }
 }
 
@@ -69,11 +92,13 @@ fn image_of(
     base: u64,
     symbols: &str,
     progress: &dyn Progress,
-) -> Result<AnalyzedImage, String> {
+) -> Result<AnalyzedImage, OpenError> {
     let t0 = Instant::now();
     let bytes = Arc::new(Bytes::Owned(bytes));
     let mut image = Image::raw(name, &bytes, ImageAddr(base));
-    image.add_symbol_file(symbols).map_err(|e| format!("{name}: symbols: {e}"))?;
+    image
+        .add_symbol_file(symbols)
+        .map_err(|error| OpenError::Symbols { image: name.to_string(), error })?;
     let text_bytes = image.text_bytes();
     let segments = image.segments.clone();
     // Loading is the symbol file; the phases of the analysis are timed by the analysis.
@@ -100,12 +125,12 @@ fn image_of(
 impl Kernel {
     /// Open the driver and analyse the running kernel's text (and, with `modules`, every
     /// loaded module's).
-    pub fn open(modules: bool, progress: &dyn Progress) -> Result<Kernel, String> {
-        let driver = Driver::open().map_err(|e| e.to_string())?;
-        let kallsyms = driver.kallsyms().map_err(|e| e.to_string())?;
+    pub fn open(modules: bool, progress: &dyn Progress) -> Result<Kernel, OpenError> {
+        let driver = Driver::open()?;
+        let kallsyms = driver.kallsyms()?;
         let (core, mods) = split_kallsyms(&kallsyms);
         if core.lines().take(50).all(|l| l.starts_with("0000000000000000 ")) {
-            return Err("/proc/kallsyms shows no addresses (kptr_restrict): run as root".into());
+            return Err(OpenError::NoAddresses);
         }
         let current_task = core
             .lines()
@@ -114,11 +139,11 @@ impl Kernel {
             .and_then(|a| u32::try_from(a).ok());
         let (stext, etext) = (driver.info.stext, driver.info.etext);
         let mut text = vec![0u8; (etext - stext) as usize];
-        driver.read(KernelAddr(stext), &mut text).map_err(|e| e.to_string())?;
+        driver.read(KernelAddr(stext), &mut text)?;
         progress.phase("kernel text");
         let mut images = vec![image_of("vmlinux", text, stext, &core, progress)?];
         if modules {
-            let list = driver.modules().map_err(|e| e.to_string())?;
+            let list = driver.modules()?;
             for line in list.lines() {
                 let f: Vec<&str> = line.split_whitespace().collect();
                 let (Some(name), Some(size), Some(addr)) = (f.first(), f.get(1), f.get(5)) else {
@@ -146,10 +171,6 @@ impl Kernel {
     }
 }
 
-/// A site whose int3 is in: its index in the instrumentation's sites, its plan, its code
-/// patch and its original bytes.
-type LiveSite<'p> = (usize, &'p SitePlan, u64, Vec<u8>);
-
 /// Options of a kernel instrumentation.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KernelOptions {
@@ -158,17 +179,202 @@ pub struct KernelOptions {
     pub only_pid: Option<u32>,
 }
 
+/// kerf.ko as a [`Backend`]: code written into the driver's patch heap (which no CPU reaches
+/// until a splice leads there, and which the driver placed within reach of all kernel text),
+/// the driver's data heap, and splices taken a whole batch per call through Djprobe's
+/// protocol: every int3 of the batch, one quiescence, then every springboard and jump. A batch
+/// call maps onto the driver's batch ioctl (text_poke_queue/text_poke_finish) where the driver
+/// has it; here each step is the per-site requests, with one outcome per splice.
+pub struct KernelBackend<'k> {
+    d: &'k Driver,
+    /// Patch heap handed out so far.
+    used: u64,
+    /// How long the last batch's int3s took to go in: the longest time during which some
+    /// sites were live and others not yet (e.g. a timer's exits without its entry).
+    pub int3_time: Duration,
+}
+
+impl<'k> KernelBackend<'k> {
+    pub fn new(d: &'k Driver) -> KernelBackend<'k> {
+        KernelBackend { d, used: 0, int3_time: Duration::ZERO }
+    }
+}
+
+/// `reqs` in address order (the driver writes a run of close sites together), with where
+/// each request went.
+fn by_address(reqs: Vec<SpliceRequest>) -> (Vec<SpliceRequest>, Vec<usize>) {
+    let mut idx: Vec<usize> = (0..reqs.len()).collect();
+    idx.sort_by_key(|&i| reqs[i].addr.0);
+    let mut at = vec![0; reqs.len()];
+    for (pos, &i) in idx.iter().enumerate() {
+        at[i] = pos;
+    }
+    (idx.iter().map(|&i| reqs[i].clone()).collect(), at)
+}
+
+impl Backend for KernelBackend<'_> {
+    /// The data heap's address in the kernel (kerf reads it through the driver's mapping).
+    type Data = u64;
+
+    fn target(&self) -> Where {
+        Where::Kernel
+    }
+
+    /// The next `len` bytes of the driver's patch heap (in reach of all text by placement).
+    fn alloc_code(
+        &mut self,
+        _near: u64,
+        _preferred: u64,
+        len: u64,
+    ) -> Result<u64, InstrumentError> {
+        let have = self.d.info.patch_heap_size;
+        if self.used + len > have {
+            let (label, addr) = ("(patch heap)".to_string(), self.d.info.patch_heap + self.used);
+            return Err(InstrumentError::PatchHeapFull { label, addr, have });
+        }
+        self.used += len;
+        Ok(self.d.info.patch_heap + self.used - len)
+    }
+
+    /// The driver's one data heap, cleared (an earlier session used it).
+    fn map_data(&mut self, _near: u64, len: u64) -> Result<u64, InstrumentError> {
+        let have = self.d.info.data_heap_size;
+        if len > have {
+            return Err(InstrumentError::DataHeapFull { need: len, have });
+        }
+        for off in (0..len).step_by(8) {
+            self.d.store_u64(off as usize, 0);
+        }
+        Ok(self.d.info.data_heap)
+    }
+
+    fn write_code(&mut self, at: u64, code: &[u8]) -> Result<(), InstrumentError> {
+        Ok(self.d.write_patch(KernelAddr(at), code)?)
+    }
+
+    /// 1. every splice's trap registered, then every int3 in one driver batch (a CPU that
+    ///    meets one goes to the patch; a refusal unregisters it and leaves the site out); 2.
+    ///    quiescence: every CPU that was inside displaced bytes has left them; 3. every
+    ///    springboard (into padding no CPU runs) and then every jump over its quiesced int3,
+    ///    in one batch (the driver refuses a jmp rel8 whose springboard it refused). A jump
+    ///    that does not go in leaves its site a trap. The caller orders the batch as sites
+    ///    must go live (timer starts last, each group in address order).
+    fn splice(&mut self, batch: &[Splice], done: &mut Vec<Outcome>) -> Result<(), InstrumentError> {
+        let d = self.d;
+        let trapped: Vec<Result<(), KernelError>> =
+            batch.iter().map(|s| d.trap_add(KernelAddr(s.addr), KernelAddr(s.patch))).collect();
+        let reqs: Vec<SpliceRequest> = batch
+            .iter()
+            .zip(&trapped)
+            .filter(|(_, t)| t.is_ok())
+            .map(|(s, _)| SpliceRequest {
+                addr: KernelAddr(s.addr),
+                old: s.old[..1].to_vec(),
+                new: vec![INT3],
+                one_insn: true,
+            })
+            .collect();
+        let t = Instant::now();
+        let mut int3s = d.splice_batch(&reqs).into_iter();
+        self.int3_time = t.elapsed();
+        // What went in is in `done` before anything else can fail.
+        for (s, t) in batch.iter().zip(trapped) {
+            let r = t.and_then(|()| int3s.next().unwrap_or(Ok(())));
+            done.push(match r {
+                Ok(()) => Outcome::Done,
+                Err(e) => {
+                    let _ = d.trap_del(KernelAddr(s.addr));
+                    Outcome::Refused(Reason::driver(&e))
+                }
+            });
+        }
+        if !done.contains(&Outcome::Done) {
+            return Ok(());
+        }
+        d.quiesce()?;
+        // Per site with a jump: its springboard request (if any) and its jump request.
+        let mut boards = Vec::new();
+        let mut jumps = Vec::new();
+        let mut sites = Vec::new();
+        for (k, s) in batch.iter().enumerate() {
+            if done[k] != Outcome::Done || s.new == [INT3] {
+                continue;
+            }
+            let board = s.springboard.as_ref().map(|(sb, pad, jmp)| {
+                boards.push(SpliceRequest {
+                    addr: KernelAddr(*sb),
+                    old: pad.clone(),
+                    new: jmp.clone(),
+                    one_insn: true,
+                });
+                boards.len() - 1
+            });
+            // What is there now: kerf's int3, then the original bytes.
+            let mut now = s.old.clone();
+            now[0] = INT3;
+            jumps.push(SpliceRequest {
+                addr: KernelAddr(s.addr),
+                old: now,
+                new: s.new.clone(),
+                one_insn: false,
+            });
+            sites.push((k, board, jumps.len() - 1));
+        }
+        let ((boards, board_at), (jumps, jump_at)) = (by_address(boards), by_address(jumps));
+        let nb = boards.len();
+        let all: Vec<SpliceRequest> = boards.into_iter().chain(jumps).collect();
+        let results = d.splice_batch(&all);
+        let driver =
+            |e: &KernelError| KindRefusal::Driver { errno: e.errno(), detail: e.to_string() };
+        for (k, board, jump) in sites {
+            let board = board.map_or(Ok(()), |b| results[board_at[b]].as_ref().map(|_| ()));
+            if let Err(e) = board.and_then(|()| results[nb + jump_at[jump]].as_ref().map(|_| ())) {
+                done[k] = Outcome::Trap(driver(e));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every splice out in one batch (the driver restores and checks the original bytes), a
+    /// quiescence, the springboards in another, another quiescence, then the traps
+    /// unregistered. Every step is taken for every splice; the first failure is returned
+    /// after.
+    fn remove(&mut self, batch: &[Splice]) -> Result<Vec<Outcome>, InstrumentError> {
+        let d = self.d;
+        let mut first_err = None;
+        // Each batch in address order: few runs in the driver.
+        let mut unsplice = |mut addrs: Vec<KernelAddr>| {
+            addrs.sort_by_key(|a| a.0);
+            for r in d.unsplice_batch(&addrs) {
+                if let Err(e) = r {
+                    first_err.get_or_insert(e);
+                }
+            }
+        };
+        unsplice(batch.iter().map(|s| KernelAddr(s.addr)).collect());
+        d.quiesce()?;
+        unsplice(
+            batch.iter().filter_map(|s| s.springboard.as_ref()).map(|b| KernelAddr(b.0)).collect(),
+        );
+        d.quiesce()?;
+        for s in batch {
+            let _ = d.trap_del(KernelAddr(s.addr));
+        }
+        match first_err {
+            Some(e) => Err(e.into()),
+            None => Ok(vec![Outcome::Done; batch.len()]),
+        }
+    }
+}
+
 /// Probes spliced into the live kernel.
 pub struct KernelInstrumentation<'k> {
     kernel: &'k Kernel,
     sites: Vec<Site>,
-    /// Sites the driver refused, with why (another mechanism owns the bytes, the kprobe
+    /// Probes left out, with why (no splice kind, another mechanism owns the bytes, the kprobe
     /// blacklist, ...): reported, not fatal.
-    pub refused: Vec<(String, u64, String)>,
-    counters: Vec<Option<u64>>,
-    timers: Vec<u64>,
-    /// `(offset of pid in task_struct, pid)` for `--pid`.
-    only_pid: Option<(u32, u32)>,
+    pub refused: Vec<Refused>,
+    layout: DataLayout,
     probe_site: Vec<Option<usize>>,
     pub installed_at: (u64, Instant),
     pub splice_time: Duration,
@@ -188,369 +394,202 @@ impl<'k> KernelInstrumentation<'k> {
     ) -> Result<KernelInstrumentation<'k>, InstrumentError> {
         let t0 = Instant::now();
         let d = &kernel.driver;
-        if let Some(p) = probes.iter().find(|p| p.action == Action::SignalGuard) {
-            // Signal masks are a process's concern: the kernel's traps go to the driver.
-            return Err(InstrumentError::Point {
+        let mut be = KernelBackend::new(d);
+        // Signal masks are a process's concern (the kernel's traps go to the driver), and
+        // timing through tail calls is for processes too.
+        if let Some(p) =
+            probes.iter().find(|p| p.action == Action::SignalGuard || p.action.is_tail())
+        {
+            return Err(InstrumentError::NotInKernel {
                 label: p.point.label.clone(),
                 addr: p.point.addr.0,
-                detail: "a signal-mask guard belongs in a process, not the kernel".into(),
+                action: p.action,
             });
         }
-        if let Some(p) = probes.iter().find(|p| p.action.is_tail()) {
-            return Err(InstrumentError::Point {
-                label: p.point.label.clone(),
-                addr: p.point.addr.0,
-                detail: "timing through tail calls is for processes, not the kernel".into(),
-            });
-        }
-        // Data heap: thread table, timers, counters; cleared (an earlier session used it).
-        let counters_n = probes.iter().filter(|p| p.action == Action::Count).count() as u64;
-        let need = THREAD_TABLE_LEN + timers as u64 * TIMER_LEN + counters_n * DATA_SLOT;
-        if need > d.info.data_heap_size {
-            return Err(InstrumentError::Point {
-                label: format!("{} probes", probes.len()),
-                addr: d.info.data_heap,
-                detail: format!(
-                    "need {need} bytes of data heap, the driver has {}",
-                    d.info.data_heap_size
-                ),
-            });
-        }
-        for off in (0..need).step_by(8) {
-            d.store_u64(off as usize, 0);
-        }
-        let timer_at: Vec<u64> =
-            (0..timers as u64).map(|t| THREAD_TABLE_LEN + t * TIMER_LEN).collect();
-        let mut counters = vec![None; probes.len()];
-        let mut next = THREAD_TABLE_LEN + timers as u64 * TIMER_LEN;
-        for (i, p) in probes.iter().enumerate() {
-            if p.action == Action::Count {
-                counters[i] = Some(next);
-                next += DATA_SLOT;
-            }
-        }
-        let only_pid = match opts.only_pid {
+        // Data heap: thread table, timers, counters (one heap for every image).
+        let layout = DataLayout::new(probes, timers, 1, |_| 0)?;
+        let data = be.map_data(0, layout.end[0])?;
+        let only_id = match opts.only_pid {
             None => None,
             Some(pid) => {
                 let btf = kernel.driver.btf()?;
                 let off = kerf_analysis::image::btf::member_offset(&btf, "task_struct", "pid")
-                    .ok_or_else(|| InstrumentError::Point {
-                        label: format!("--pid {pid}"),
-                        addr: 0,
-                        detail: "no task_struct.pid in /sys/kernel/btf/vmlinux".into(),
-                    })?;
+                    .ok_or(InstrumentError::NoTaskPid { pid })?;
                 Some((off, pid))
             }
         };
+        let thread = match kernel.current_task {
+            Some(off) => ThreadPointer::GsSlot(off),
+            None if timers > 0 || opts.only_pid.is_some() => {
+                return Err(InstrumentError::NoCurrentTask)
+            }
+            None => ThreadPointer::GsSlot(0),
+        };
         let plan = plan_sites(&kernel.images, probes, opts.force_kind, &[], Rules::KERNEL, None)?;
-        let refused =
-            plan.refused.iter().map(|r| (r.label.clone(), r.addr, r.reason.clone())).collect();
         let mut inst = KernelInstrumentation {
             kernel,
             sites: Vec::new(),
-            refused,
-            counters,
-            timers: timer_at,
-            only_pid,
+            refused: plan.refused,
+            layout,
             probe_site: vec![None; probes.len()],
             installed_at: (crate::instrument::tsc(), Instant::now()),
             splice_time: Duration::ZERO,
             int3_time: Duration::ZERO,
             removed: false,
         };
-        let thread = match kernel.current_task {
-            Some(off) => ThreadPointer::GsSlot(off),
-            None if timers > 0 || opts.only_pid.is_some() => {
-                return Err(InstrumentError::Point {
-                    label: "timers".into(),
-                    addr: 0,
-                    detail: "no current_task in /proc/kallsyms: cannot tell tasks apart".into(),
-                })
-            }
-            None => ThreadPointer::GsSlot(0),
-        };
-        // 1. Code patches, each at its own place in the patch heap (unreachable so far).
-        let mut used = 0u64;
-        let mut staged = Vec::new();
-        // In plan order: timer stops go live before timer starts (see plan::plan_sites).
+        // 1. Code patches, each at its own place in the patch heap (unreachable so far),
+        //    generated in parallel, in plan order: timer stops go live before timer starts
+        //    (see plan::plan_sites).
+        let mut jobs = Vec::with_capacity(plan.sites.len());
         for sp in &plan.sites {
-            let room: u64 = sp
-                .members
-                .iter()
-                .map(|&i| {
-                    PATCH_SLOT + if probes[i].action == Action::Count { 0 } else { TIMER_PATCH }
-                })
-                .sum();
-            if used + room > d.info.patch_heap_size {
-                return Err(InstrumentError::Point {
-                    label: probes[sp.first].point.label.clone(),
-                    addr: sp.plan.displaced.point,
-                    detail: "the driver's patch heap is full".into(),
-                });
-            }
-            let patch = d.info.patch_heap + used;
-            let code = inst.patch_code(probes, sp, patch, thread)?;
-            d.write_patch(KernelAddr(patch), &code)?;
-            used += (code.len() as u64).next_multiple_of(16);
-            staged.push((sp, patch));
+            let room = patchset::site_room(probes, &sp.members);
+            let label = &probes[sp.first].point.label;
+            let patch_at =
+                be.alloc_code(sp.plan.displaced.point, 0, room).map_err(|e| match e {
+                    InstrumentError::PatchHeapFull { have, .. } => InstrumentError::PatchHeapFull {
+                        label: label.clone(),
+                        addr: sp.plan.displaced.point,
+                        have,
+                    },
+                    e => e,
+                })?;
+            jobs.push(Job { site: sp, label, patch_at, data, tails: 0, guard_action: None });
         }
-        // 2. Every splice through an int3 first: the driver sends a CPU that meets it to the
-        //    patch. Refusals (bytes another mechanism owns, the kprobe blacklist) drop the
-        //    site with the driver's reason.
-        let mut int3s: Vec<(&SitePlan, u64, Vec<u8>)> = Vec::new();
-        for (sp, patch) in staged {
-            let addr = sp.plan.displaced.point;
-            let mut original = vec![0u8; sp.plan.displaced.len.max(5)];
+        let rt =
+            Runtime { target: Where::Kernel, env: Env::Kernel, thread, only_thread: None, only_id };
+        let codes = patchset::generate(probes, &inst.layout, &rt, &jobs);
+        for (job, code) in jobs.iter().zip(codes) {
+            be.write_code(job.patch_at, &code?.bytes)?;
+        }
+        // DESIGN §5: the displaced bytes (and a springboard's padding) must still be the text
+        // analysis read; anything else belongs to someone who changed it since.
+        let mut staged: Vec<(&SitePlan, Splice)> = Vec::new();
+        for job in &jobs {
+            let sp = job.site;
+            let (addr, len) = (sp.plan.displaced.point, sp.plan.displaced.len);
+            let mut original = vec![0u8; len.max(5)];
             d.read(KernelAddr(addr), &mut original)?;
-            let label = probes[sp.first].point.label.clone();
-            // DESIGN §5: the displaced bytes (and a springboard's padding) must still be the
-            // text analysis read; anything else belongs to someone who changed it since.
             let image = &kernel.images[probes[sp.first].point.module];
-            let mut foreign =
-                differs_from_file(image, addr, &original[..sp.plan.displaced.len.max(1)]);
+            let mut foreign = differs_from_file(image, addr, &original[..len.max(1)]);
+            let mut pad = vec![0u8; SPRINGBOARD_LEN as usize];
             if let (None, Some((sb, _))) = (&foreign, sp.plan.springboard) {
-                let mut pad = vec![0u8; SPRINGBOARD_LEN as usize];
                 d.read(KernelAddr(sb), &mut pad)?;
                 foreign = differs_from_file(image, sb, &pad);
             }
-            if let Some(why) = foreign {
-                inst.refused.push((label, addr, why));
+            if let Some(f) = foreign {
+                inst.refuse(probes, sp, Reason::Foreign(f));
                 continue;
             }
-            match d.trap_add(KernelAddr(addr), KernelAddr(patch)) {
-                Ok(()) => int3s.push((sp, patch, original)),
-                Err(e) => inst.refused.push((label, addr, e.to_string())),
+            // The splice's bytes; a jump out of reach (which the driver's heap placement
+            // rules out) leaves the site a trap.
+            let patch = job.patch_at;
+            let (new, springboard) = match (sp.plan.kind, sp.plan.springboard) {
+                (SpliceKind::Jump5, _) => match jump5_bytes(addr, patch, len) {
+                    Some(j) => (j[..5].to_vec(), None),
+                    None => (vec![INT3], None),
+                },
+                (SpliceKind::Jump2, Some((sb, _))) => {
+                    match jump5_bytes(sb, patch, SPRINGBOARD_LEN as usize)
+                        .zip(jump2_bytes(addr, sb, len))
+                    {
+                        Some((jmp, j2)) => (j2[..2].to_vec(), Some((sb, pad, jmp[..5].to_vec()))),
+                        None => (vec![INT3], None),
+                    }
+                }
+                _ => (vec![INT3], None),
+            };
+            let old = original[..new.len()].to_vec();
+            staged.push((sp, Splice { addr, old, new, patch, springboard }));
+        }
+        // 2-4. The whole batch through the driver's protocol (int3s, quiescence, jumps).
+        //
+        //    Springboard space in the kernel is only the int3/nop padding between functions
+        //    that analysis recorded (cfg.padding): bytes after a function's last return or
+        //    jump and before the next symbol, which no branch, table or fall-through reaches.
+        //    The 6.1 kernel puts nothing of its own there (no call-depth or FineIBT prefixes,
+        //    which came later and would live in the 16 bytes before a function), and the
+        //    driver refuses a springboard over bytes any patching mechanism owns. A
+        //    springboard is written before the jmp rel8 that uses it and removed only after
+        //    that jmp is gone and a quiescence has passed.
+        // In the order sites must go live: every site without a timer start, then the rest
+        // (see `plan_sites`), each group in address order, so that the driver writes a group
+        // in few runs and the first group before the second.
+        let starts = |sp: &SitePlan| {
+            sp.members.iter().any(|&i| matches!(probes[i].action, Action::TimerStart(_)))
+        };
+        staged.sort_by_key(|(sp, s)| (starts(sp), s.addr));
+        let batch: Vec<Splice> = staged.iter().map(|(_, s)| s.clone()).collect();
+        let mut outcomes = Vec::new();
+        let r = be.splice(&batch, &mut outcomes);
+        inst.int3_time = be.int3_time;
+        // (An error here leaves the int3s that went in to the caller's drop, which takes out
+        // every site recorded: record them first.)
+        for ((sp, mut s), outcome) in staged.into_iter().zip(outcomes) {
+            let planned_jump = s.new != [INT3];
+            match outcome {
+                Outcome::Refused(why) => {
+                    inst.refuse(probes, sp, why);
+                    continue;
+                }
+                Outcome::Trap(why) => {
+                    s.new = vec![INT3];
+                    s.springboard = None;
+                    let k = inst.push_site(probes, sp, s);
+                    inst.demote(k, why);
+                }
+                Outcome::Done | Outcome::Later => {
+                    let k = inst.push_site(probes, sp, s);
+                    if sp.plan.kind != SpliceKind::Trap && !planned_jump {
+                        inst.demote(k, KindRefusal::OutOfReach);
+                    }
+                }
             }
         }
-        let live = inst.splice_int3s(probes, int3s);
+        r?;
         if inst.sites.is_empty() {
             // The driver refused every point: that is the error.
-            if let Some((label, addr, detail)) = inst.refused.first().cloned() {
+            if let Some(r) = inst.refused.first().cloned() {
                 inst.removed = true;
-                return Err(InstrumentError::Point { label, addr, detail });
+                return Err(InstrumentError::NothingPlaced(Box::new(r)));
             }
         }
-        // 3. Quiesce: every CPU that was inside displaced bytes has left them.
-        d.quiesce()?;
-        // 4. The jumps over the int3s.
-        inst.splice_jumps(live)?;
         inst.installed_at = (crate::instrument::tsc(), Instant::now());
         inst.splice_time = t0.elapsed();
         Ok(inst)
     }
 
-    /// Step 2: the int3 of every site in one batch (whose trap is in), in the order sites must
-    /// go live: every site without a timer start, then the rest (see `plan_sites`), each group
-    /// in address order, so that the driver writes a group in few runs and the first group
-    /// before the second. A refused int3 drops its site and its trap. Returns the live sites:
-    /// (index in `sites`, plan, patch, original bytes).
-    fn splice_int3s<'p>(
-        &mut self,
-        probes: &[Probe],
-        mut int3s: Vec<(&'p SitePlan, u64, Vec<u8>)>,
-    ) -> Vec<LiveSite<'p>> {
-        let d = &self.kernel.driver;
-        let starts = |sp: &SitePlan| {
-            sp.members.iter().any(|&i| matches!(probes[i].action, Action::TimerStart(_)))
-        };
-        int3s.sort_by_key(|(sp, _, _)| (starts(sp), sp.plan.displaced.point));
-        let reqs: Vec<SpliceRequest> = int3s
-            .iter()
-            .map(|(sp, _, original)| SpliceRequest {
-                addr: KernelAddr(sp.plan.displaced.point),
-                old: original[..1].to_vec(),
-                new: vec![INT3],
-                one_insn: true,
-            })
-            .collect();
-        let t = Instant::now();
-        let results = d.splice_batch(&reqs);
-        self.int3_time = t.elapsed();
-        let mut live = Vec::new();
-        for ((sp, patch, original), r) in int3s.into_iter().zip(results) {
-            let addr = sp.plan.displaced.point;
-            match r {
-                Ok(()) => {
-                    live.push((self.sites.len(), sp, patch, original.clone()));
-                    self.push_site(probes, sp, patch, original, vec![INT3]);
-                }
-                Err(e) => {
-                    let _ = d.trap_del(KernelAddr(addr));
-                    self.refused.push((probes[sp.first].point.label.clone(), addr, e.to_string()));
-                }
-            }
-        }
-        live
+    /// Every probe of `sp` left out, with why.
+    fn refuse(&mut self, probes: &[Probe], sp: &SitePlan, reason: Reason) {
+        let addr = sp.plan.displaced.point;
+        self.refused.extend(sp.members.iter().map(|&i| Refused {
+            probe: i,
+            label: probes[i].point.label.clone(),
+            addr,
+            reason: reason.clone(),
+        }));
     }
 
-    /// Step 4: the jumps, in one batch: jump5 over the int3; jump2 after its springboard
-    /// (padding: one "instruction" no one runs). Springboards come first in the batch, so the
-    /// driver writes every one before any jmp rel8 (and refuses a jmp rel8 whose springboard
-    /// it refused). A site whose jump is refused keeps its int3: it still works, as a trap.
-    ///
-    /// Springboard space in the kernel is only the int3/nop padding between functions that
-    /// analysis recorded (cfg.padding): bytes after a function's last return or jump and
-    /// before the next symbol, which no branch, table or fall-through reaches. The 6.1 kernel
-    /// puts nothing of its own there (no call-depth or FineIBT prefixes, which came later and
-    /// would live in the 16 bytes before a function), and the driver refuses a springboard
-    /// over bytes any patching mechanism owns. A springboard is written before the jmp rel8
-    /// that uses it and removed only after that jmp is gone and a quiescence has passed.
-    fn splice_jumps(&mut self, live: Vec<LiveSite<'_>>) -> Result<(), InstrumentError> {
-        let d = &self.kernel.driver;
-        // Per site: its springboard request (if any), its jump request, or why it has none.
-        let mut boards: Vec<SpliceRequest> = Vec::new();
-        let mut jumps: Vec<SpliceRequest> = Vec::new();
-        let mut plan: Vec<(usize, Option<usize>, Result<usize, String>)> = Vec::new();
-        for (k, sp, patch, original) in live {
-            let addr = sp.plan.displaced.point;
-            let len = sp.plan.displaced.len;
-            // What is there now: kerf's int3, then the original bytes.
-            let mut now = original;
-            now[0] = INT3;
-            // The jump bytes; `None` when the patch (or springboard) is out of reach, which
-            // the driver's heap placement rules out, and which would leave the site a trap.
-            let unreachable = || "the patch is out of a jump's reach".to_string();
-            let mut jump = |new: &[u8]| {
-                let old = now[..new.len()].to_vec();
-                jumps.push(SpliceRequest {
-                    addr: KernelAddr(addr),
-                    old,
-                    new: new.to_vec(),
-                    one_insn: false,
-                });
-                jumps.len() - 1
-            };
-            match (sp.plan.kind, sp.plan.springboard) {
-                (SpliceKind::Jump5, _) => {
-                    let j = jump5_bytes(addr, patch, len).ok_or_else(unreachable);
-                    plan.push((k, None, j.map(|j| jump(&j[..5]))));
-                }
-                (SpliceKind::Jump2, Some((sb, _))) => {
-                    let mut pad = vec![0u8; SPRINGBOARD_LEN as usize];
-                    d.read(KernelAddr(sb), &mut pad)?;
-                    match jump5_bytes(sb, patch, SPRINGBOARD_LEN as usize)
-                        .zip(jump2_bytes(addr, sb, len))
-                    {
-                        Some((jmp, j2)) => {
-                            boards.push(SpliceRequest {
-                                addr: KernelAddr(sb),
-                                old: pad,
-                                new: jmp[..5].to_vec(),
-                                one_insn: true,
-                            });
-                            plan.push((k, Some(boards.len() - 1), Ok(jump(&j2[..2]))));
-                        }
-                        None => plan.push((k, None, Err(unreachable()))),
-                    }
-                }
-                _ => {}
-            }
-        }
-        // Each group in address order (the indices above move with the requests).
-        let order = |reqs: &mut Vec<SpliceRequest>| {
-            let mut idx: Vec<usize> = (0..reqs.len()).collect();
-            idx.sort_by_key(|&i| reqs[i].addr.0);
-            let mut at = vec![0; reqs.len()];
-            for (pos, &i) in idx.iter().enumerate() {
-                at[i] = pos;
-            }
-            *reqs = idx.iter().map(|&i| reqs[i].clone()).collect();
-            at
+    /// Site `k` keeps its int3 and works as a trap: its jump could not go in.
+    fn demote(&mut self, k: usize, why: KindRefusal) {
+        let s = &mut self.sites[k];
+        let mut refused = match s.reason.take() {
+            Some(Reason::Kinds { refused, .. }) => refused,
+            _ => Vec::new(),
         };
-        let (board_at, jump_at) = (order(&mut boards), order(&mut jumps));
-        let nb = boards.len();
-        let all: Vec<SpliceRequest> = boards.into_iter().chain(jumps).collect();
-        let results = d.splice_batch(&all);
-        for (k, board, jump) in plan {
-            let r = jump.and_then(|j| {
-                if let Some(b) = board {
-                    results[board_at[b]].as_ref().map_err(|e| e.to_string())?;
-                }
-                let j = nb + jump_at[j];
-                results[j].as_ref().map_err(|e| e.to_string()).map(|()| all[j].new.clone())
-            });
-            match r {
-                Ok(bytes) => self.sites[k].set_splice(bytes),
-                // The int3 stays: the site still works, as a trap.
-                Err(e) => {
-                    self.sites[k].kind = SpliceKind::Trap;
-                    self.sites[k].reason = Some(format!("no jump here: {e}"));
-                }
-            }
-        }
-        Ok(())
+        refused.push((s.kind, why));
+        s.kind = SpliceKind::Trap;
+        s.reason = Some(Reason::Kinds { chosen: None, refused });
     }
 
-    fn patch_code(
-        &self,
-        probes: &[Probe],
-        sp: &SitePlan,
-        patch: u64,
-        thread: ThreadPointer,
-    ) -> Result<Vec<u8>, InstrumentError> {
-        let d = &self.kernel.driver;
-        let data = d.info.data_heap;
+    /// Record the site of `sp`, live with splice `s`; returns its index.
+    fn push_site(&mut self, probes: &[Probe], sp: &SitePlan, s: Splice) -> usize {
         let p = &probes[sp.first].point;
-        let prims: Vec<Primitive> = sp
-            .members
-            .iter()
-            .filter_map(|&i| match probes[i].action {
-                Action::Count => {
-                    Some(Primitive::Count { slot: data + self.counters[i].unwrap_or(0) })
-                }
-                Action::TimerStart(t) => {
-                    Some(Primitive::TimerStart { timer: data + self.timers[t] })
-                }
-                // Tail-call probes are refused by `install`; a plain exit if one got here.
-                Action::TimerStop(t) | Action::TimerTailCall(t) => {
-                    Some(Primitive::TimerStop { timer: data + self.timers[t] })
-                }
-                Action::TimerTailReturn => None,
-                Action::SignalGuard => unreachable!("refused by install"),
-            })
-            .collect();
-        let ctx = Context {
-            live: live_at(&self.kernel.images[p.module], p.func, sp.plan.displaced.point),
-            env: Env::Kernel,
-            thread,
-            threads: data,
-            only_thread: None,
-            only_id: self.only_pid,
-        };
-        let refuse = |detail: String| InstrumentError::Point {
-            label: p.label.clone(),
-            addr: sp.plan.displaced.point,
-            detail,
-        };
-        let snippet = lower(&prims, &ctx).map_err(|e| refuse(e.to_string()))?;
-        build_patch(patch, &snippet, &sp.plan.displaced).map_err(|e| refuse(e.to_string()))
-    }
-
-    fn push_site(
-        &mut self,
-        probes: &[Probe],
-        sp: &SitePlan,
-        patch: u64,
-        original: Vec<u8>,
-        splice: Vec<u8>,
-    ) {
-        let p = &probes[sp.first].point;
+        let k = self.sites.len();
         for &i in &sp.members {
-            self.probe_site[i] = Some(self.sites.len());
+            self.probe_site[i] = Some(k);
         }
-        let site = Site::new(
-            p.spec.clone(),
-            p.label.clone(),
-            sp.plan.displaced.point,
-            sp.plan.kind,
-            sp.plan.reason.clone(),
-            sp.members.clone(),
-            sp.plan.springboard,
-            original,
-            splice,
-            patch,
-        );
-        self.sites.push(site);
+        self.sites.push(Site::planned(&p.spec, p.label.clone(), sp, s, true));
+        k
     }
 
     pub fn sites(&self) -> &[Site] {
@@ -563,49 +602,34 @@ impl<'k> KernelInstrumentation<'k> {
     }
 
     pub fn count(&self, i: usize) -> u64 {
-        self.counters[i].map_or(0, |off| self.kernel.driver.load_u64(off as usize))
+        self.layout.counters[i].map_or(0, |(_, off)| self.kernel.driver.load_u64(off as usize))
     }
 
     pub fn timer(&self, t: usize, now: u64) -> TimerSample {
-        let off = self.timers[t];
+        let Some((_, off)) = self.layout.timers[t] else { return TimerSample::default() };
         timer::sample(&|o| self.kernel.driver.load_u64((off + o) as usize), now)
     }
 
-    /// Restore every byte (jumps first, then, after quiescence, springboards and traps).
-    pub fn remove(mut self) -> Result<(), InstrumentError> {
+    /// Restore every byte (jumps first, then, after quiescence, springboards and traps). The
+    /// driver restores and checks each address's original bytes; nothing is left behind.
+    pub fn remove(mut self) -> Result<Removed, InstrumentError> {
         self.removed = true;
-        self.remove_all()
+        self.remove_all().map(|()| Removed::default())
     }
 
     fn remove_all(&mut self) -> Result<(), InstrumentError> {
-        let d = &self.kernel.driver;
-        let mut first_err = None;
-        // Each batch in address order: few runs in the driver.
-        let mut unsplice = |mut addrs: Vec<KernelAddr>| {
-            addrs.sort_by_key(|a| a.0);
-            for r in d.unsplice_batch(&addrs) {
-                if let Err(e) = r {
-                    first_err.get_or_insert(e);
-                }
-            }
-        };
-        unsplice(self.sites.iter().map(|s| KernelAddr(s.addr)).collect());
-        d.quiesce()?;
-        unsplice(
-            self.sites
-                .iter()
-                .filter_map(|s| s.springboard_in)
-                .map(|(sb, _)| KernelAddr(sb))
-                .collect(),
-        );
-        d.quiesce()?;
-        for s in &self.sites {
-            let _ = d.trap_del(KernelAddr(s.addr));
-        }
-        match first_err {
-            Some(e) => Err(e.into()),
-            None => Ok(()),
-        }
+        let batch: Vec<Splice> = self
+            .sites
+            .iter()
+            .map(|s| Splice {
+                addr: s.addr,
+                old: s.original.clone(),
+                new: s.splice.clone(),
+                patch: s.patch,
+                springboard: s.springboard.clone(),
+            })
+            .collect();
+        KernelBackend::new(&self.kernel.driver).remove(&batch).map(|_| ())
     }
 }
 

@@ -5,6 +5,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(rust_2018_idioms, clippy::undocumented_unsafe_blocks)]
 
+pub mod backend;
 pub mod cache;
 pub mod checked;
 pub mod debuginfo;
@@ -13,8 +14,10 @@ pub mod instrument;
 pub mod kernel;
 pub mod live;
 pub mod load;
+mod patchset;
 pub mod phases;
 pub mod plan;
+pub mod probe;
 pub mod spec;
 
 pub use debuginfo::{DebugOptions, SymbolOrigin};

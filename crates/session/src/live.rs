@@ -92,7 +92,7 @@ pub enum LiveError {
     /// Letting the launched command run from its entry point failed.
     Release { pid: i32, source: TargetError },
     /// Opening the kernel (kerf's driver, kallsyms, the kernel's images) failed.
-    Kernel(String),
+    Kernel(crate::kernel::OpenError),
 }
 
 impl fmt::Display for LiveError {
@@ -496,7 +496,7 @@ impl KernelTarget {
 
     /// Take the probes out of the kernel.
     pub fn finish(&self, inst: KernelInstrumentation<'_>) -> Result<(), InstrumentError> {
-        inst.remove()
+        inst.remove().map(|_| ())
     }
 }
 
@@ -520,11 +520,11 @@ pub struct Spliced {
 }
 
 /// A probe left out: no splice kind could take it, or the kernel's driver refused it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Refusal<'a> {
     pub label: &'a str,
     pub addr: u64,
-    pub reason: &'a str,
+    pub reason: String,
 }
 
 /// Probes installed in a process or in the kernel, as the tools read them.
@@ -563,7 +563,7 @@ impl Installed for Instrumentation {
     }
     fn refused(&self) -> Vec<Refusal<'_>> {
         let r = self.refused.iter();
-        r.map(|r| Refusal { label: &r.label, addr: r.addr, reason: &r.reason }).collect()
+        r.map(|r| Refusal { label: &r.label, addr: r.addr, reason: r.reason.to_string() }).collect()
     }
     fn spliced(&self) -> Spliced {
         Spliced {
@@ -598,7 +598,7 @@ impl Installed for KernelInstrumentation<'_> {
     }
     fn refused(&self) -> Vec<Refusal<'_>> {
         let r = self.refused.iter();
-        r.map(|(label, addr, reason)| Refusal { label, addr: *addr, reason }).collect()
+        r.map(|r| Refusal { label: &r.label, addr: r.addr, reason: r.reason.to_string() }).collect()
     }
     fn spliced(&self) -> Spliced {
         Spliced {

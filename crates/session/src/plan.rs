@@ -7,9 +7,9 @@
 //! function a probe is in, with each function its liveness rests on, and every padding run a
 //! springboard could take, before anything is planned from them (see [`crate::checked`]).
 
-use crate::instrument::{Action, InstrumentError, Probe};
 use crate::load::AnalyzedImage;
 use crate::phases::Phases;
+use crate::probe::{Action, Chosen, Foreign, InstrumentError, KindRefusal, Probe, Reason, Refused};
 use crate::spec::Point;
 use kerf_analysis::cfg::{Cfg, FuncId, NoSplice, Terminator};
 use kerf_analysis::syscalls::SyscallSite;
@@ -35,12 +35,25 @@ impl Rules {
     pub const KERNEL: Rules = Rules { skip_entry_prefix: true };
 }
 
-/// One planned site: the probes placed there and its splice.
+/// One planned site: the probes placed there, its splice, and every fact about its point
+/// that code generation needs (so that writing a patch never goes back to analysis).
 pub struct SitePlan {
     /// The probe whose point names the site, and every probe placed there.
     pub first: usize,
     pub members: Vec<usize>,
     pub plan: Plan,
+    /// What is live just before the site's first displaced instruction.
+    pub live: LiveAt,
+    /// For each tail-call probe among `members`: the stack pointer its exit instruction will
+    /// have, in terms of the registers at the site.
+    pub stacks: Vec<(usize, SpAt)>,
+}
+
+impl SitePlan {
+    /// The stack fact of member `probe` (tail-call probes only).
+    pub fn stack(&self, probe: usize) -> Option<SpAt> {
+        self.stacks.iter().find(|s| s.0 == probe).map(|s| s.1)
+    }
 }
 
 /// Every site of a probe set, and the springboard space they take, `[start, end)`.
@@ -52,15 +65,6 @@ pub struct Sites {
     pub refused: Vec<Refused>,
     /// Where planning's time went.
     pub phases: Phases,
-}
-
-/// A probe left out, with why.
-#[derive(Clone, Debug)]
-pub struct Refused {
-    pub probe: usize,
-    pub label: String,
-    pub addr: u64,
-    pub reason: String,
 }
 
 /// Plan every probe: exact points first, each address once; exits after, moved to an earlier
@@ -204,25 +208,32 @@ pub fn plan_sites_with(
                 None => {}
             }
         }
-        let plan = match pl.plan(i, p, addr, guard(i)) {
+        let plan = match pl.plan(i, p, addr, guard(i))? {
             Ok(plan) => plan,
-            Err(InstrumentError::Point { label, addr, detail }) => {
-                refused.push(Refused { probe: i, label, addr, reason: detail });
+            Err(reason) => {
+                refused.push(Refused { probe: i, label: p.label.clone(), addr, reason });
                 continue;
             }
-            Err(e) => return Err(e),
         };
         at.insert((p.module, addr), sites.len());
         pl.planned.insert(plan.displaced.point, plan.displaced.point + plan.displaced.len as u64);
-        sites.push(SitePlan { first: i, members: vec![i], plan });
+        sites.push(SitePlan {
+            first: i,
+            members: vec![i],
+            plan,
+            live: LiveAt::ALL,
+            stacks: Vec::new(),
+        });
     }
     let t = phases.lap("plan: sites", t);
     // Nothing left to instrument: that is the error.
     if sites.is_empty() {
         if let Some(r) = refused.first() {
-            let (label, addr, detail) = (r.label.clone(), r.addr, r.reason.clone());
-            return Err(InstrumentError::Point { label, addr, detail });
+            return Err(InstrumentError::NothingPlaced(Box::new(r.clone())));
         }
+    }
+    for sp in &mut sites {
+        point_facts(modules, probes, sp);
     }
     // Sites go live in this order, every site without a timer start first. A thread that
     // enters a timed function while its exits are not yet live would never be seen leaving
@@ -233,6 +244,22 @@ pub fn plan_sites_with(
     });
     phases.lap("plan: order", t);
     Ok(Sites { sites, springboards: pl.springboards, refused, phases })
+}
+
+/// The facts about a site's point that code generation needs: liveness at the point, and the
+/// stack pointer at the exit of each tail-call probe there (left out where it is not known:
+/// writing such a site fails).
+fn point_facts(modules: &[AnalyzedImage], probes: &[Probe], sp: &mut SitePlan) {
+    let first = &probes[sp.first].point;
+    let m = &modules[first.module];
+    let at = sp.plan.displaced.point - m.bias.unwrap_or(0);
+    sp.live = live_at(m, first.func, at);
+    sp.stacks = sp
+        .members
+        .iter()
+        .filter(|&&i| probes[i].action.is_tail())
+        .filter_map(|&i| Some((i, stack_at(m, at, probes[i].point.addr.0)?)))
+        .collect();
 }
 
 /// A cached analysis failed its check in module `module`: nothing may be planned from it.
@@ -384,10 +411,10 @@ struct Planner<'a> {
 struct Pre {
     /// The target address of the site.
     addr: u64,
-    jump5: Result<Displaced, String>,
+    jump5: Result<Displaced, kerf_patch::Refusal>,
     /// Computed where jump2 is sure to be tried (jump5 refused, a guard, forced); else on
     /// demand.
-    jump2: Option<Result<Displaced, String>>,
+    jump2: Option<Result<Displaced, kerf_patch::Refusal>>,
 }
 
 /// [`Pre`] for exact point `p` (`None` where planning refuses it before any layout, which the
@@ -404,15 +431,14 @@ fn precompute(
     let bias = m.bias.unwrap_or(0);
     let addr = entry_site(m, p, rules) + bias;
     check_padding_near(modules, p.module, addr).ok()?;
-    let live = code_bytes(m, p, addr).ok()?;
+    let live = code_bytes(m, addr)?;
     if never_spliced(m, addr, 1).is_some() {
         return None;
     }
     let mut starts = Vec::new();
     let view = function_view(&m.analysis.cfg, p.func, bias, exact, &mut starts);
-    let jump5 = plan_jump5(live, addr, addr, &view).map_err(|r| r.to_string());
-    let jump2 = (need_jump2 || jump5.is_err())
-        .then(|| plan_jump2(live, addr, addr, &view).map_err(|r| r.to_string()));
+    let jump5 = plan_jump5(live, addr, addr, &view);
+    let jump2 = (need_jump2 || jump5.is_err()).then(|| plan_jump2(live, addr, addr, &view));
     Some(Pre { addr, jump5, jump2 })
 }
 
@@ -446,7 +472,7 @@ impl Planner<'_> {
     fn jump5_clear(&self, p: &Point, addr: u64) -> Result<bool, InstrumentError> {
         let m = &self.modules[p.module];
         let bias = m.bias.unwrap_or(0);
-        let bytes = code_bytes(m, p, addr)?;
+        let Some(bytes) = code_bytes(m, addr) else { return Ok(false) };
         let mut starts = Vec::new();
         let view = function_view(&m.analysis.cfg, p.func, bias, &self.exact[p.module], &mut starts);
         let Ok(d) = plan_jump5(bytes, addr, addr, &view) else { return Ok(false) };
@@ -462,18 +488,20 @@ impl Planner<'_> {
     /// a jump5 over the following instructions would cover, so the splice could not be written
     /// while it sleeps (and guards must all be in before any trap goes live). jump2 and trap
     /// change only the `syscall`'s own bytes.
+    /// `Ok(Err(reason))`: no kind can take the site; `Err`: planning cannot go on at all (a
+    /// cached analysis failed its check).
     fn plan(
         &mut self,
         i: usize,
         p: &Point,
         addr: u64,
         guard: bool,
-    ) -> Result<Plan, InstrumentError> {
+    ) -> Result<Result<Plan, Reason>, InstrumentError> {
         check_padding_near(self.modules, p.module, addr)?;
         let m = &self.modules[p.module];
         let a = &m.analysis;
         let bias = m.bias.unwrap_or(0);
-        let live = code_bytes(m, p, addr)?;
+        let Some(live) = code_bytes(m, addr) else { return Ok(Err(Reason::NotCode)) };
         // What was computed ahead for this probe's site, if it is this site (an exit moved
         // to another instruction of its block has none).
         let pre = self.pre.get_mut(i).and_then(Option::take).filter(|pre| pre.addr == addr);
@@ -485,99 +513,107 @@ impl Planner<'_> {
         let layout = |jump: fn(&[u8], u64, u64, &FunctionView<'_>) -> Result<Displaced, _>| {
             let mut starts = Vec::new();
             let view = function_view(&a.cfg, p.func, bias, exact, &mut starts);
-            jump(live, addr, addr, &view).map_err(|r: kerf_patch::Refusal| r.to_string())
+            jump(live, addr, addr, &view)
         };
         let planned = &self.planned;
-        let refuse =
-            |detail: String| InstrumentError::Point { label: p.label.clone(), addr, detail };
         // Code no splice may touch (a signal trampoline, bytes an unwind entry claims inside
         // another instruction stream) refuses every kind, whatever function it is found in.
         if let Some(n) = never_spliced(m, addr, 1) {
-            return Err(refuse(n.to_string()));
+            return Ok(Err(Reason::NeverSpliced(*n)));
         }
         let taken = self.springboards.clone();
-        let clear = |d: Displaced, kind: &str| {
+        let clear = |d: Displaced| {
             if overlaps(addr, d.len, planned, &taken) {
-                Err(format!("{kind}: would overlap another probe's splice"))
+                Err(KindRefusal::Overlap)
             } else if let Some(n) = never_spliced(m, addr, d.len) {
-                Err(format!("{kind}: the displaced bytes reach code never spliced: {n}"))
+                Err(KindRefusal::NeverSpliced(*n))
             } else {
                 Ok(d)
             }
         };
-        let j5 = || pre5.unwrap_or_else(|| layout(plan_jump5)).and_then(|d| clear(d, "jump5"));
+        let j5 = || {
+            pre5.unwrap_or_else(|| layout(plan_jump5)).map_err(KindRefusal::Patch).and_then(clear)
+        };
         let pads = &a.cfg.padding;
         let startup: &[(u64, u64)] = if p.module == 0 { self.startup } else { &[] };
         let used = &mut self.springboards;
-        let mut jump2 = |why: String| -> Result<(Displaced, (u64, &'static str)), String> {
+        let mut jump2 = || -> Result<(Displaced, (u64, &'static str)), KindRefusal> {
             let d = pre2
                 .take()
                 .unwrap_or_else(|| layout(plan_jump2))
-                .map_err(|r| format!("{why}; jump2: {r}"))
-                .and_then(|d| clear(d, "jump2").map_err(|e| format!("{why}; {e}")))?;
+                .map_err(KindRefusal::Patch)
+                .and_then(clear)?;
             let sb = springboard_near(pads, bias, addr, used, planned)
                 .map(|s| (s, "padding"))
                 .or_else(|| {
                     springboard_in(startup.iter().copied(), addr, used, planned)
                         .map(|s| (s, "startup code"))
                 })
-                .ok_or(format!("{why}; jump2: no padding or start-up code within reach"))?;
+                .ok_or(KindRefusal::NoSpringboard)?;
             Ok((d, sb))
         };
-        let trap = |why: Option<String>| -> Result<Plan, InstrumentError> {
-            let d = plan_trap(live, addr, addr).map_err(|t| match &why {
-                Some(w) => refuse(format!("{w}; and no trap: {t}")),
-                None => refuse(t.to_string()),
-            })?;
-            Ok(Plan { kind: SpliceKind::Trap, reason: why, displaced: d, springboard: None })
+        // The kinds refused so far, and what chose a weaker kind first.
+        let reason = |chosen: Option<Chosen>, refused: Vec<(SpliceKind, KindRefusal)>| {
+            (chosen.is_some() || !refused.is_empty()).then_some(Reason::Kinds { chosen, refused })
         };
-        if guard {
-            let why = "a signal-mask guard takes jump2 or trap".to_string();
-            return match jump2(why.clone()) {
-                Ok((d, s)) => Ok(Plan {
-                    kind: SpliceKind::Jump2,
-                    reason: Some(why),
+        let trap =
+            |chosen: Option<Chosen>, mut refused: Vec<(SpliceKind, KindRefusal)>| match plan_trap(
+                live, addr, addr,
+            ) {
+                Ok(d) => Ok(Plan {
+                    kind: SpliceKind::Trap,
+                    reason: reason(chosen, refused),
                     displaced: d,
-                    springboard: Some(s),
+                    springboard: None,
                 }),
-                Err(why) => trap(Some(why)),
+                Err(t) => {
+                    refused.push((SpliceKind::Trap, KindRefusal::Patch(t)));
+                    Err(Reason::Kinds { chosen, refused })
+                }
             };
-        }
-        match self.force_kind {
-            Some(SpliceKind::Trap) => trap(Some("forced".into())),
-            Some(SpliceKind::Jump5) => Ok(Plan {
-                kind: SpliceKind::Jump5,
-                reason: None,
-                displaced: j5().map_err(refuse)?,
-                springboard: None,
-            }),
-            Some(SpliceKind::Jump2) => {
-                let (d, s) = jump2("forced".into()).map_err(refuse)?;
-                Ok(Plan {
-                    kind: SpliceKind::Jump2,
-                    reason: Some("forced".into()),
-                    displaced: d,
-                    springboard: Some(s),
-                })
-            }
-            None => match j5() {
+        let jump2_plan =
+            |chosen: Option<Chosen>, refused: Vec<(SpliceKind, KindRefusal)>, (d, s)| Plan {
+                kind: SpliceKind::Jump2,
+                reason: reason(chosen, refused),
+                displaced: d,
+                springboard: Some(s),
+            };
+        let chosen =
+            if guard { Some(Chosen::Guard) } else { self.force_kind.map(|_| Chosen::Forced) };
+        Ok(match (guard, self.force_kind) {
+            (true, _) => match jump2() {
+                Ok(j) => Ok(jump2_plan(chosen, Vec::new(), j)),
+                Err(r) => trap(chosen, vec![(SpliceKind::Jump2, r)]),
+            },
+            (false, Some(SpliceKind::Trap)) => trap(chosen, Vec::new()),
+            (false, Some(SpliceKind::Jump5)) => match j5() {
                 Ok(d) => Ok(Plan {
                     kind: SpliceKind::Jump5,
                     reason: None,
                     displaced: d,
                     springboard: None,
                 }),
-                Err(r) => match jump2(r.clone()) {
-                    Ok((d, s)) => Ok(Plan {
-                        kind: SpliceKind::Jump2,
-                        reason: Some(r),
-                        displaced: d,
-                        springboard: Some(s),
-                    }),
-                    Err(why) => trap(Some(why)),
+                Err(r) => {
+                    Err(Reason::Kinds { chosen: None, refused: vec![(SpliceKind::Jump5, r)] })
+                }
+            },
+            (false, Some(SpliceKind::Jump2)) => match jump2() {
+                Ok(j) => Ok(jump2_plan(chosen, Vec::new(), j)),
+                Err(r) => Err(Reason::Kinds { chosen, refused: vec![(SpliceKind::Jump2, r)] }),
+            },
+            (false, None) => match j5() {
+                Ok(d) => Ok(Plan {
+                    kind: SpliceKind::Jump5,
+                    reason: None,
+                    displaced: d,
+                    springboard: None,
+                }),
+                Err(r5) => match jump2() {
+                    Ok(j) => Ok(jump2_plan(None, vec![(SpliceKind::Jump5, r5)], j)),
+                    Err(r2) => trap(None, vec![(SpliceKind::Jump5, r5), (SpliceKind::Jump2, r2)]),
                 },
             },
-        }
+        })
     }
 }
 
@@ -715,21 +751,15 @@ fn stack_delta(bytes: &[u8], base: ImageAddr, from: u64, to: u64) -> Option<SpAt
 }
 
 /// The module's code at target address `addr` as its file holds it (32 bytes, or fewer at
-/// the end of its segment). Planning reads the file, not the target, so it needs no stop;
-/// the bytes in the target are checked against the file's before each splice is written
-/// ([`differs_from_file`]).
-fn code_bytes<'a>(m: &'a AnalyzedImage, p: &Point, addr: u64) -> Result<&'a [u8], InstrumentError> {
+/// the end of its segment; `None` outside its code). Planning reads the file, not the target,
+/// so it needs no stop; the bytes in the target are checked against the file's before each
+/// splice is written ([`differs_from_file`]).
+fn code_bytes(m: &AnalyzedImage, addr: u64) -> Option<&[u8]> {
     let a = ImageAddr(addr - m.bias.unwrap_or(0));
-    m.code_region(a)
-        .and_then(|(base, bytes)| {
-            let off = (a.0 - base.0) as usize;
-            bytes.get(off..(off + 32).min(bytes.len()))
-        })
-        .ok_or_else(|| InstrumentError::Point {
-            label: p.label.clone(),
-            addr,
-            detail: "not in the module's code".into(),
-        })
+    m.code_region(a).and_then(|(base, bytes)| {
+        let off = (a.0 - base.0) as usize;
+        bytes.get(off..(off + 32).min(bytes.len()))
+    })
 }
 
 /// Why the bytes `live`, read from the target at target address `addr` of module `m`, must
@@ -738,27 +768,28 @@ fn code_bytes<'a>(m: &'a AnalyzedImage, p: &Point, addr: u64) -> Result<&'a [u8]
 /// relocates them, so anything else there (another tool's breakpoint, another kerf's jump,
 /// a JIT, a relocation kerf did not expect) would be overwritten and lost, or worse, taken
 /// for the original and put back later. `None` when they match.
-pub fn differs_from_file(m: &AnalyzedImage, addr: u64, live: &[u8]) -> Option<String> {
+pub fn differs_from_file(m: &AnalyzedImage, addr: u64, live: &[u8]) -> Option<Foreign> {
     let a = ImageAddr(addr.wrapping_sub(m.bias.unwrap_or(0)));
     let file = m.code_region(a).and_then(|(base, bytes)| {
         let off = usize::try_from(a.0 - base.0).ok()?;
         bytes.get(off..off.checked_add(live.len())?)
     });
-    match file {
-        Some(f) if f == live => None,
-        Some(f) => Some(format!(
-            "bytes at {addr:#x} differ from the file's: {live:02x?} in the target, {f:02x?} in \
-             {} (another tool's breakpoint or patch, another kerf, or code changed at run time)",
-            m.path.display()
-        )),
-        None => Some(format!("bytes at {addr:#x} are not in {}'s code", m.path.display())),
+    if file == Some(live) {
+        return None;
     }
+    Some(Foreign {
+        addr,
+        live: live.to_vec(),
+        file: file.map(<[u8]>::to_vec),
+        path: m.path.clone(),
+    })
 }
 
 /// The planned splice of one site.
 pub struct Plan {
     pub kind: SpliceKind,
-    pub reason: Option<String>,
+    /// Why a stronger kind was not taken.
+    pub reason: Option<Reason>,
     pub displaced: Displaced,
     pub springboard: Option<(u64, &'static str)>,
 }

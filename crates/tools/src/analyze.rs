@@ -547,14 +547,14 @@ fn plan_offline(
             module: probes[s.first].point.module,
             addr: s.plan.displaced.point,
             kind: Some(s.plan.kind),
-            reason: s.plan.reason.clone(),
+            reason: s.plan.reason.as_ref().map(ToString::to_string),
         })
         .chain(sites.refused.iter().map(|r| Planned {
             label: r.label.clone(),
             module: probes[r.probe].point.module,
             addr: r.addr,
             kind: None,
-            reason: Some(r.reason.clone()),
+            reason: Some(r.reason.to_string()),
         }))
         .collect();
     out.sort_by_key(|p| p.addr);

@@ -314,7 +314,7 @@ pub fn site_json(s: &Site) -> Value {
         "point": s.label, "address": format!("{:#x}", s.addr), "kind": s.kind.name(),
     });
     if let Some(r) = &s.reason {
-        v["reason"] = json!(r);
+        v["reason"] = json!(r.to_string());
     }
     if let Some((at, space)) = s.springboard_in {
         v["springboard"] = json!({"address": format!("{at:#x}"), "in": space});

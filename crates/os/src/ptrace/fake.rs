@@ -1,4 +1,5 @@
-//! A fake kernel for the unit tests of [`super::Tracee`]: threads with registers and scripted
+//! A fake kernel for the unit tests of [`super::Tracee`] (and, with feature `fake`, of the crates
+//! above): threads with registers and scripted
 //! stops, a little memory, a handful of system calls, and a log of every request, so that the
 //! ptrace logic (races, signals, register handling) is checked without a live process.
 
@@ -96,6 +97,10 @@ pub struct State {
     pub forced_sigtrap: Vec<i32>,
     pub local_maps: usize,
     pub next_fd: i64,
+    /// What /proc/PID/auxv holds (`None`: it cannot be read).
+    pub auxv: Option<Vec<u8>>,
+    /// Every write through /proc/PID/mem, in order: `(address, bytes)`.
+    pub writes: Vec<(u64, Vec<u8>)>,
 }
 
 pub struct Fake {
@@ -399,8 +404,12 @@ impl TraceSys for Fake {
         ))
     }
 
-    fn read_bytes(&self, _path: &Path) -> io::Result<Vec<u8>> {
-        Err(io::Error::from(io::ErrorKind::NotFound))
+    fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {
+        let st = self.state();
+        match &st.auxv {
+            Some(a) if path == Path::new(&format!("/proc/{PID}/auxv")) => Ok(a.clone()),
+            _ => Err(io::Error::from(io::ErrorKind::NotFound)),
+        }
     }
 
     fn read_mem(&self, _pid: i32, addr: RemoteAddr, buf: &mut [u8]) -> io::Result<usize> {
@@ -413,6 +422,7 @@ impl TraceSys for Fake {
 
     fn write_mem(&self, _pid: i32, addr: RemoteAddr, data: &[u8]) -> io::Result<usize> {
         let mut st = self.state();
+        st.writes.push((addr.0, data.to_vec()));
         let Some((bytes, off)) = st.seg(addr.0) else { return Err(err(libc::EIO)) };
         let n = data.len().min(bytes.len() - off);
         bytes[off..off + n].copy_from_slice(&data[..n]);

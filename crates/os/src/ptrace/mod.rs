@@ -49,8 +49,10 @@ mod shared;
 mod spawn;
 mod sys;
 
-#[cfg(test)]
-mod fake;
+/// The fake kernel the ptrace logic is tested on, for other crates' tests too (feature
+/// `fake`).
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
 #[cfg(test)]
 mod tests;
 

@@ -1,0 +1,360 @@
+//! The patch set both targets build from a plan (DESIGN.md §3): room per probe in the code
+//! heap, the data-heap layout (thread table, timer blocks, counters), the one mapping from a
+//! probe's [`Action`] to codegen's `Primitive`s, and the code patch of every site. Generating
+//! code is pure (the plan and addresses in, bytes out, no system call and no analysis), so the
+//! sites of a batch are generated in parallel.
+
+use crate::backend::Splice;
+use crate::plan::SitePlan;
+use crate::probe::{Action, InstrumentError, Probe, Site, Where};
+use kerf_codegen::timer::{THREAD_TABLE_LEN, TIMER_LEN};
+use kerf_codegen::{lower, sigguard, Context, Env, Primitive, ThreadPointer};
+use kerf_patch::{build_patch_with, Layout};
+
+/// Bytes of code heap reserved per spliced address (snippet, displaced instructions, jump
+/// back), plus `TIMER_PATCH` for each timer primitive there.
+pub(crate) const PATCH_SLOT: u64 = 128;
+pub(crate) const TIMER_PATCH: u64 = 192;
+/// Code heap for a signal-mask guard (on top of `PATCH_SLOT`).
+pub(crate) const GUARD_PATCH: u64 = 640;
+/// Where a guard's label ids start when it shares a patch with other primitives, whose ids
+/// start at 1 (see `kerf_codegen::relabel`).
+const GUARD_LABELS: u64 = 0x1000;
+/// More for a probe that times through tail calls (a loop over the tail stack, three more
+/// registers saved).
+pub(crate) const TAIL_PATCH: u64 = 256;
+/// Bytes of data heap per counter: one cache line, so threads counting different points do
+/// not share one.
+pub(crate) const DATA_SLOT: u64 = 64;
+
+/// Bytes of code heap reserved for a probe of this action (a multiple of 16, so that patches
+/// placed one after the other by room stay aligned).
+pub(crate) fn patch_room(a: Action) -> u64 {
+    match a {
+        Action::Count => PATCH_SLOT,
+        Action::TimerStart(_) | Action::TimerStop(_) => PATCH_SLOT + TIMER_PATCH,
+        Action::TimerTailCall(_) | Action::TimerTailReturn => PATCH_SLOT + TIMER_PATCH + TAIL_PATCH,
+        Action::SignalGuard => PATCH_SLOT + GUARD_PATCH,
+    }
+}
+
+/// Room for the code patch of a site holding `members`.
+pub(crate) fn site_room(probes: &[Probe], members: &[usize]) -> u64 {
+    members.iter().map(|&i| patch_room(probes[i].action)).sum()
+}
+
+/// Where each probe's data is, per data heap (a process has one per module with probes, the
+/// kernel one for all):
+/// ```text
+/// +0                     thread table (codegen::timer), used by timers and thread filters
+/// +THREAD_TABLE_LEN      the heap's timer blocks, TIMER_LEN bytes each
+/// then                   its counters, DATA_SLOT bytes each
+/// then (`end`)           what the target adds (a process's tail stacks and signal area)
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DataLayout {
+    /// Per probe: the heap and offset of its counter (`Count` probes).
+    pub counters: Vec<Option<(usize, u64)>>,
+    /// Per timer: the heap and offset of its block (`None`: no probe uses it).
+    pub timers: Vec<Option<(usize, u64)>>,
+    /// Per heap: the end of the layout.
+    pub end: Vec<u64>,
+}
+
+impl DataLayout {
+    /// Lay out `timers` timers and the counters of `probes` in `heaps` heaps; `heap_of` maps a
+    /// module to its heap. Every probe of one timer must be in one heap.
+    pub(crate) fn new(
+        probes: &[Probe],
+        timers: usize,
+        heaps: usize,
+        heap_of: impl Fn(usize) -> usize,
+    ) -> Result<DataLayout, InstrumentError> {
+        let mut timer_heap: Vec<Option<usize>> = vec![None; timers];
+        for p in probes {
+            let Some(t) = p.action.timer() else { continue };
+            let h = heap_of(p.point.module);
+            match timer_heap[t] {
+                None => timer_heap[t] = Some(h),
+                Some(other) if other != h => {
+                    return Err(InstrumentError::TimerSpansModules {
+                        label: p.point.label.clone(),
+                        addr: p.point.addr.0,
+                        timer: t,
+                    })
+                }
+                Some(_) => {}
+            }
+        }
+        let mut next = vec![THREAD_TABLE_LEN; heaps];
+        let timers = timer_heap
+            .iter()
+            .map(|h| {
+                h.map(|h| {
+                    let at = next[h];
+                    next[h] += TIMER_LEN;
+                    (h, at)
+                })
+            })
+            .collect();
+        let counters = probes
+            .iter()
+            .map(|p| {
+                (p.action == Action::Count).then(|| {
+                    let h = heap_of(p.point.module);
+                    let at = next[h];
+                    next[h] += DATA_SLOT;
+                    (h, at)
+                })
+            })
+            .collect();
+        Ok(DataLayout { counters, timers, end: next })
+    }
+}
+
+impl Site {
+    /// The record of a site planned as `sp`, named `label`, whose splice `s` is written
+    /// (`live`) or about to be.
+    pub(crate) fn planned(spec: &str, label: String, sp: &SitePlan, s: Splice, live: bool) -> Site {
+        Site {
+            spec: spec.to_string(),
+            label,
+            addr: s.addr,
+            kind: sp.plan.kind,
+            reason: sp.plan.reason.clone(),
+            probes: sp.members.clone(),
+            springboard_in: sp.plan.springboard,
+            original: s.old,
+            splice: s.new,
+            patch: s.patch,
+            live,
+            springboard: s.springboard,
+        }
+    }
+}
+
+/// How generated code runs in this target (the same for every site).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Runtime {
+    pub target: Where,
+    pub env: Env,
+    pub thread: ThreadPointer,
+    pub only_thread: Option<u64>,
+    pub only_id: Option<(u32, u32)>,
+}
+
+/// One site to generate: its plan and where its patch and data are in the target.
+pub(crate) struct Job<'a> {
+    pub site: &'a SitePlan,
+    /// The label errors name.
+    pub label: &'a str,
+    /// Where the code patch goes.
+    pub patch_at: u64,
+    /// The data heap of the site's module, and its tail stacks (0: none).
+    pub data: u64,
+    pub tails: u64,
+    /// For a site with a signal-mask guard: where the program's SIGTRAP action is kept.
+    pub guard_action: Option<u64>,
+}
+
+/// A site's generated code patch.
+#[derive(Clone, Debug)]
+pub(crate) struct Code {
+    pub bytes: Vec<u8>,
+    pub layout: Layout,
+}
+
+/// The primitive of probe `i` (`None` for a signal-mask guard, which is not a primitive).
+fn primitive(
+    probes: &[Probe],
+    data: &DataLayout,
+    job: &Job<'_>,
+    i: usize,
+) -> Result<Option<Primitive>, InstrumentError> {
+    let timer = |t: usize| data.timers[t].map_or(0, |(_, off)| job.data + off);
+    let stack = || {
+        job.site.stack(i).ok_or_else(|| InstrumentError::NoStackFact {
+            label: job.label.to_string(),
+            addr: job.site.plan.displaced.point,
+        })
+    };
+    Ok(Some(match probes[i].action {
+        Action::Count => {
+            let (_, off) = data.counters[i].expect("a counter laid out for every Count");
+            Primitive::Count { slot: job.data + off }
+        }
+        Action::TimerStart(t) => Primitive::TimerStart { timer: timer(t) },
+        Action::TimerStop(t) => Primitive::TimerStop { timer: timer(t) },
+        Action::TimerTailCall(t) => {
+            Primitive::TimerTailCall { timer: timer(t), tails: job.tails, stack: stack()? }
+        }
+        Action::TimerTailReturn => Primitive::TimerTailReturn { tails: job.tails, stack: stack()? },
+        Action::SignalGuard => return Ok(None),
+    }))
+}
+
+/// The code patch of one site: the primitives of its probes, then (for a guard) the guard,
+/// which runs the `syscall` itself, then the displaced instructions and the jump back.
+pub(crate) fn site_code(
+    probes: &[Probe],
+    data: &DataLayout,
+    rt: &Runtime,
+    job: &Job<'_>,
+) -> Result<Code, InstrumentError> {
+    let (label, addr) = (job.label, job.site.plan.displaced.point);
+    let codegen = |error| InstrumentError::Codegen {
+        target: rt.target,
+        label: label.to_string(),
+        addr,
+        error,
+    };
+    let mut prims = Vec::new();
+    let mut guarded = false;
+    for &i in &job.site.members {
+        match primitive(probes, data, job, i)? {
+            Some(p) => prims.push(p),
+            None => guarded = true,
+        }
+    }
+    let ctx = Context {
+        live: job.site.live,
+        env: rt.env,
+        thread: rt.thread,
+        threads: job.data,
+        only_thread: rt.only_thread,
+        only_id: rt.only_id,
+    };
+    let mut snippet =
+        if prims.is_empty() { Vec::new() } else { lower(&prims, &ctx).map_err(codegen)? };
+    let layout = if guarded {
+        let action = job.guard_action.ok_or_else(|| {
+            codegen(kerf_codegen::CodegenError("a guard with no trap dispatcher".into()))
+        })?;
+        let mut g = sigguard::signal_guard(action).map_err(codegen)?;
+        kerf_codegen::relabel(&mut g, GUARD_LABELS);
+        snippet.extend(g);
+        Layout::ReplacesFirst
+    } else {
+        Layout::Before
+    };
+    let bytes = build_patch_with(job.patch_at, &snippet, &job.site.plan.displaced, layout)
+        .map_err(|error| InstrumentError::Layout {
+            target: rt.target,
+            label: label.to_string(),
+            addr,
+            error,
+        })?;
+    let room = site_room(probes, &job.site.members);
+    if bytes.len() as u64 > room {
+        return Err(InstrumentError::PatchTooLong {
+            target: rt.target,
+            label: label.to_string(),
+            addr,
+            len: bytes.len(),
+            room,
+        });
+    }
+    Ok(Code { bytes, layout })
+}
+
+/// [`site_code`] of every job, in parallel over the machine's CPUs (pure: no system call),
+/// results in the jobs' order.
+pub(crate) fn generate(
+    probes: &[Probe],
+    data: &DataLayout,
+    rt: &Runtime,
+    jobs: &[Job<'_>],
+) -> Vec<Result<Code, InstrumentError>> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Below a few hundred sites a thread costs more than it saves.
+    let per = jobs.len().div_ceil(workers).max(256);
+    if jobs.len() <= per {
+        return jobs.iter().map(|j| site_code(probes, data, rt, j)).collect();
+    }
+    std::thread::scope(|s| {
+        let handles: Vec<_> = jobs
+            .chunks(per)
+            .map(|chunk| {
+                s.spawn(move || {
+                    chunk.iter().map(|j| site_code(probes, data, rt, j)).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Point;
+    use kerf_analysis::cfg::FuncId;
+    use kerf_arch::ImageAddr;
+
+    fn probe(module: usize, action: Action) -> Probe {
+        let point = Point {
+            spec: "f".into(),
+            label: "f".into(),
+            module,
+            func: FuncId(0),
+            addr: ImageAddr(0x1000),
+            at_exit: false,
+        };
+        Probe { point, action }
+    }
+
+    /// Per heap: thread table, then that heap's timers, then its counters, one line each.
+    #[test]
+    fn data_layout_per_heap() {
+        let probes = [
+            probe(0, Action::Count),
+            probe(1, Action::TimerStart(1)),
+            probe(1, Action::TimerStop(1)),
+            probe(1, Action::Count),
+            probe(0, Action::TimerStart(0)),
+            probe(0, Action::Count),
+        ];
+        let d = DataLayout::new(&probes, 3, 2, |m| m).unwrap();
+        let t = THREAD_TABLE_LEN;
+        assert_eq!(d.timers, vec![Some((0, t)), Some((1, t)), None]);
+        assert_eq!(
+            d.counters,
+            vec![
+                Some((0, t + TIMER_LEN)),
+                None,
+                None,
+                Some((1, t + TIMER_LEN)),
+                None,
+                Some((0, t + TIMER_LEN + DATA_SLOT))
+            ]
+        );
+        assert_eq!(d.end, vec![t + TIMER_LEN + 2 * DATA_SLOT, t + TIMER_LEN + DATA_SLOT]);
+        // One heap for all (the kernel's).
+        let one = DataLayout::new(&probes, 3, 1, |_| 0).unwrap();
+        assert_eq!(one.end, vec![t + 2 * TIMER_LEN + 3 * DATA_SLOT]);
+    }
+
+    #[test]
+    fn a_timer_in_two_heaps_is_refused() {
+        let probes = [probe(0, Action::TimerStart(0)), probe(1, Action::TimerStop(0))];
+        let e = DataLayout::new(&probes, 1, 2, |m| m).unwrap_err();
+        assert!(matches!(e, InstrumentError::TimerSpansModules { timer: 0, .. }), "{e:?}");
+        assert!(DataLayout::new(&probes, 1, 1, |_| 0).is_ok());
+    }
+
+    #[test]
+    fn rooms_are_aligned() {
+        for a in [
+            Action::Count,
+            Action::TimerStart(0),
+            Action::TimerTailCall(0),
+            Action::TimerTailReturn,
+            Action::SignalGuard,
+        ] {
+            assert_eq!(patch_room(a) % 16, 0, "{a:?}");
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! `plan_sites` without a process and without root: planning on fixture binaries compiled
+//! here (gcc), checked for its ordering rules (timer stops before timer starts, starts last;
+//! typed refusal reasons; liveness and stack facts per site) and against golden files, one
+//! line per site (address, kind, reason), regenerated with `KERF_BLESS=1`, never by hand.
+
+mod common;
+
+use kerf_analysis::cfg::FuncId;
+use kerf_patch::Refusal;
+use kerf_patch::SpliceKind;
+use kerf_session::plan::{plan_sites, Rules, Sites};
+use kerf_session::probe::{Action, Chosen, InstrumentError, KindRefusal, Probe, Reason};
+use kerf_session::spec::Point;
+use kerf_session::AnalyzedImage;
+use std::path::Path;
+
+fn func(m: &AnalyzedImage, name: &str) -> FuncId {
+    let i = m.analysis.cfg.functions.iter().position(|f| f.name == name);
+    FuncId(i.unwrap_or_else(|| panic!("no function {name}")) as u32)
+}
+
+fn entry(m: &AnalyzedImage, name: &str, action: Action) -> Probe {
+    let f = func(m, name);
+    let addr = m.analysis.cfg.function(f).entry;
+    let point =
+        Point { spec: name.into(), label: name.into(), module: 0, func: f, addr, at_exit: false };
+    Probe { point, action }
+}
+
+/// A count probe at every block start of the functions `names`.
+fn blocks(m: &AnalyzedImage, names: &[&str]) -> Vec<Probe> {
+    let cfg = &m.analysis.cfg;
+    let mut v = Vec::new();
+    for name in names {
+        let f = func(m, name);
+        let e = cfg.function(f).entry.0;
+        for b in cfg.blocks_of(f) {
+            let point = Point {
+                spec: format!("{name}@blocks"),
+                label: format!("{name}+{:#x}", b.start.0 - e),
+                module: 0,
+                func: f,
+                addr: b.start,
+                at_exit: false,
+            };
+            v.push(Probe { point, action: Action::Count });
+        }
+    }
+    v
+}
+
+fn plan(m: &AnalyzedImage, probes: &[Probe], force: Option<SpliceKind>) -> Sites {
+    plan_sites(std::slice::from_ref(m), probes, force, &[], Rules::PROCESS, None).unwrap()
+}
+
+/// One line per site in plan order, then one per refused probe.
+fn text(probes: &[Probe], s: &Sites) -> String {
+    let mut t = String::new();
+    for sp in &s.sites {
+        let labels: Vec<&str> =
+            sp.members.iter().map(|&i| probes[i].point.label.as_str()).collect();
+        let reason = sp.plan.reason.as_ref().map_or("-".to_string(), ToString::to_string);
+        t += &format!(
+            "{:#x} {:?} [{}] {}\n",
+            sp.plan.displaced.point,
+            sp.plan.kind,
+            labels.join(" "),
+            reason
+        );
+    }
+    for r in &s.refused {
+        t += &format!("{:#x} refused [{}] {}\n", r.addr, r.label, r.reason);
+    }
+    t
+}
+
+fn golden(name: &str, got: &str) {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(format!("{name}.txt"));
+    if std::env::var_os("KERF_BLESS").is_some() {
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with KERF_BLESS=1 to create it)", path.display()));
+    assert_eq!(got, want, "{} differs (KERF_BLESS=1 regenerates it)", path.display());
+}
+
+#[test]
+fn golden_plans_of_the_fixtures() {
+    for (fixture_name, funcs) in [
+        ("counted", &["branchy", "switchy", "leaf", "spin_point", "recurse", "main"][..]),
+        ("tailcall", &["is_even", "is_odd", "tail_cond", "jump_through_register", "main"][..]),
+        ("unwind_overlap", &["plain_fn", "main"][..]),
+    ] {
+        let m = common::fixture(fixture_name);
+        let probes = blocks(&m, funcs);
+        golden(&format!("plan-{fixture_name}"), &text(&probes, &plan(&m, &probes, None)));
+    }
+}
+
+/// Timer stops go live before timer starts, and sites without a start before any with one,
+/// whatever order the probes came in; a count at a start's address joins its site.
+#[test]
+fn timer_starts_go_live_last() {
+    let m = common::fixture("counted");
+    let probes = vec![
+        entry(&m, "branchy", Action::TimerStart(0)),
+        entry(&m, "leaf", Action::Count),
+        entry(&m, "switchy", Action::TimerStart(1)),
+        entry(&m, "spin_point", Action::TimerStop(0)),
+        entry(&m, "branchy", Action::Count),
+        entry(&m, "recurse", Action::TimerStop(1)),
+    ];
+    let s = plan(&m, &probes, None);
+    let starts = |sp: &kerf_session::plan::SitePlan| {
+        sp.members.iter().any(|&i| matches!(probes[i].action, Action::TimerStart(_)))
+    };
+    let first_start = s.sites.iter().position(starts).unwrap();
+    assert!(s.sites[first_start..].iter().all(starts), "{}", text(&probes, &s));
+    assert_eq!(first_start, 3, "{}", text(&probes, &s));
+    let branchy = s.sites.iter().find(|sp| sp.members.contains(&0)).unwrap();
+    assert_eq!(branchy.members, vec![0, 4], "the count joins the start's site");
+}
+
+/// A forced kind is taken or the probe is refused with a typed reason; a trap's reason says
+/// it was forced.
+#[test]
+fn forced_kinds_and_typed_reasons() {
+    let m = common::fixture("counted");
+    let probes = blocks(&m, &["branchy", "switchy"]);
+    let traps = plan(&m, &probes, Some(SpliceKind::Trap));
+    assert!(traps.sites.iter().all(|sp| sp.plan.kind == SpliceKind::Trap));
+    assert!(traps.sites.iter().all(|sp| sp.plan.reason.as_ref().unwrap().to_string() == "forced"));
+    // Forced jump5 where the function has an indirect jump with unknown targets: refused,
+    // with the patch layer's typed refusal, not a string.
+    let t = common::fixture("tailcall");
+    let probes = blocks(&t, &["is_even", "jump_through_register"]);
+    let jumps = plan(&t, &probes, Some(SpliceKind::Jump5));
+    assert!(jumps.sites.iter().all(|sp| sp.plan.kind == SpliceKind::Jump5));
+    let unanalysable = jumps.refused.iter().filter(|r| {
+        matches!(&r.reason, Reason::Kinds { refused, .. }
+            if matches!(refused[..], [(SpliceKind::Jump5, KindRefusal::Patch(Refusal::UnanalysableJump { .. }))]))
+    });
+    assert_eq!(
+        unanalysable.count(),
+        blocks(&t, &["jump_through_register"]).len(),
+        "{}",
+        text(&probes, &jumps)
+    );
+}
+
+/// Code no splice may touch is refused with its own reason; nothing placed at all is the
+/// error, carrying the refusal.
+#[test]
+fn never_spliced_code_is_refused_and_nothing_placed_is_an_error() {
+    let m = common::fixture("unwind_overlap");
+    let probes = vec![entry(&m, "tramp_code", Action::Count)];
+    match plan_sites(std::slice::from_ref(&m), &probes, None, &[], Rules::PROCESS, None) {
+        Err(InstrumentError::NothingPlaced(r)) => {
+            assert!(matches!(r.reason, Reason::NeverSpliced(_)), "{r:?}");
+            assert!(r.reason.to_string().contains("signal trampoline"), "{r:?}");
+        }
+        Err(e) => panic!("{e}"),
+        Ok(s) => panic!("planned: {}", text(&probes, &s)),
+    }
+}
+
+/// Every site carries its liveness (never everything-live at a plain function entry of
+/// -O2 code, where caller-saved registers are dead) and no tail facts without tail probes.
+#[test]
+fn sites_carry_their_point_facts() {
+    let m = common::fixture("counted");
+    let probes = vec![entry(&m, "leaf", Action::Count), entry(&m, "branchy", Action::Count)];
+    let s = plan(&m, &probes, None);
+    for sp in &s.sites {
+        assert_ne!(sp.live, kerf_codegen::LiveAt::ALL, "{}", text(&probes, &s));
+        assert!(sp.stacks.is_empty());
+    }
+}
+
+/// A signal-mask guard takes jump2 or trap, never jump5 (a thread asleep in its system call
+/// has its PC right after the `syscall`), says so, and is planned first: a count probe of the
+/// program at the same `syscall` joins the guard's site.
+#[test]
+fn a_guard_takes_jump2_or_trap_and_a_count_there_joins_it() {
+    let m = common::fixture("restart");
+    let modules = std::slice::from_ref(&m);
+    let sys = kerf_session::plan::syscall_sites(modules, 0).unwrap();
+    let sleep = func(&m, "sleep_site");
+    let s = sys.iter().find(|s| s.func == sleep).expect("sleep_site's syscall");
+    let point = |spec: &str| Point {
+        spec: spec.into(),
+        label: spec.into(),
+        module: 0,
+        func: sleep,
+        addr: s.addr,
+        at_exit: false,
+    };
+    let probes = vec![
+        Probe { point: point("count"), action: Action::Count },
+        Probe { point: point("guard"), action: Action::SignalGuard },
+    ];
+    let plan = plan(&m, &probes, None);
+    match &plan.sites[..] {
+        [site] => {
+            assert_eq!(site.first, 1, "the guard names the site");
+            assert_eq!(site.members, vec![1, 0]);
+            assert_ne!(site.plan.kind, SpliceKind::Jump5);
+            assert!(
+                matches!(
+                    &site.plan.reason,
+                    Some(Reason::Kinds { chosen: Some(Chosen::Guard), .. })
+                ),
+                "{:?}",
+                site.plan.reason
+            );
+        }
+        other => panic!("{} sites:\n{}", other.len(), text(&probes, &plan)),
+    }
+}
