@@ -6,8 +6,25 @@
 //! kernel does inside a batch (int3s, quiescence, jumps) stay with each target.
 
 use crate::backend::{Backend, Outcome, Splice};
-use crate::probe::InstrumentError;
+use crate::plan::SitePlan;
+use crate::probe::{InstrumentError, Probe, Reason, Refused};
 use std::time::Duration;
+
+/// Every probe of the site `sp` left out, with why (one record each, as both targets report
+/// them).
+pub(crate) fn refusals<'a>(
+    probes: &'a [Probe],
+    sp: &'a SitePlan,
+    reason: &'a Reason,
+) -> impl Iterator<Item = Refused> + 'a {
+    let addr = sp.plan.displaced.point;
+    sp.members.iter().map(move |&i| Refused {
+        probe: i,
+        label: probes[i].point.label.clone(),
+        addr,
+        reason: reason.clone(),
+    })
+}
 
 /// How a patch set's splices are batched.
 #[derive(Clone, Copy, Debug)]
@@ -85,7 +102,7 @@ pub(crate) fn remove_in_batches<B: Backend + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::{Reason, Where};
+    use crate::probe::Where;
 
     /// A back-end that says `Later` for an address while it has tries left there, refuses
     /// one address, fails a batch holding another, and records every call.

@@ -636,12 +636,8 @@ impl Instrumentation {
                 let live = match foreign_bytes(m, &window, module, &site.plan)? {
                     Ok(live) => live,
                     Err(foreign) => {
-                        self.refused.extend(site.members.iter().map(|&i| Refused {
-                            probe: i,
-                            label: probes[i].point.label.clone(),
-                            addr: site.plan.displaced.point,
-                            reason: Reason::Foreign(foreign.clone()),
-                        }));
+                        let why = Reason::Foreign(foreign);
+                        self.refused.extend(builder::refusals(probes, site, &why));
                         continue;
                     }
                 };

@@ -572,13 +572,7 @@ impl<'k> KernelInstrumentation<'k> {
 
     /// Every probe of `sp` left out, with why.
     fn refuse(&mut self, probes: &[Probe], sp: &SitePlan, reason: Reason) {
-        let addr = sp.plan.displaced.point;
-        self.refused.extend(sp.members.iter().map(|&i| Refused {
-            probe: i,
-            label: probes[i].point.label.clone(),
-            addr,
-            reason: reason.clone(),
-        }));
+        self.refused.extend(builder::refusals(probes, sp, &reason));
     }
 
     /// Site `k` keeps its int3 and works as a trap: its jump could not go in.
