@@ -4,7 +4,8 @@
 //! taken out again and verified. A process implements it with ptrace
 //! ([`crate::instrument::ProcessBackend`]), the kernel with kerf.ko
 //! ([`crate::kernel::KernelBackend`]); the installers build the patch set once
-//! ([`crate::patchset`]) and drive it through this.
+//! ([`crate::patchset`]) and drive it through this, splicing and removing in batches
+//! through the shared `builder` module.
 
 use crate::probe::{InstrumentError, KindRefusal, Reason, Where};
 

@@ -39,6 +39,7 @@
 //! ```
 
 use crate::backend::{Backend, Outcome, Splice};
+use crate::builder::{self, Batches};
 use crate::load::AnalyzedImage;
 use crate::patchset::{self, DataLayout, Job, Runtime, GUARD_PATCH};
 use crate::phases::Phases;
@@ -635,12 +636,8 @@ impl Instrumentation {
                 let live = match foreign_bytes(m, &window, module, &site.plan)? {
                     Ok(live) => live,
                     Err(foreign) => {
-                        self.refused.extend(site.members.iter().map(|&i| Refused {
-                            probe: i,
-                            label: probes[i].point.label.clone(),
-                            addr: site.plan.displaced.point,
-                            reason: Reason::Foreign(foreign.clone()),
-                        }));
+                        let why = Reason::Foreign(foreign);
+                        self.refused.extend(builder::refusals(probes, site, &why));
                         continue;
                     }
                 };
@@ -1051,29 +1048,37 @@ impl Instrumentation {
     /// Step 2: write the splices, in batches while every thread is stopped, skipping (and
     /// retrying later) points where a thread's PC or a stacked return address lies inside the
     /// bytes to be replaced (Djprobe's freeze check).
-    fn splice_all(
-        &mut self,
-        mut todo: Vec<usize>,
-        cancel: Cancel<'_>,
-    ) -> Result<(), InstrumentError> {
-        let mut tries = 0;
-        while !todo.is_empty() && tries < MAX_TRIES {
-            cancelled(cancel)?;
-            let batch: Vec<usize> = todo.drain(..todo.len().min(SPLICE_BATCH)).collect();
-            let splices: Vec<Splice> = batch.iter().map(|&i| self.sites[i].as_splice()).collect();
-            let mut done = Vec::new();
-            let r = self.be.splice(&splices, &mut done);
-            // Whatever went in counts as live before any error is returned: it must come out.
-            let later = self.went_live(&batch, &done);
-            r?;
-            if !later.is_empty() {
-                // Give the threads in the way a moment to move on, then try those again.
-                tries += 1;
-                todo.extend(later);
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        }
+    fn splice_all(&mut self, todo: Vec<usize>, cancel: Cancel<'_>) -> Result<(), InstrumentError> {
+        let splices: Vec<Splice> = self.sites.iter().map(Site::as_splice).collect();
+        let batches =
+            Batches { size: SPLICE_BATCH, tries: MAX_TRIES, pause: Duration::from_millis(1) };
+        // A process's back-end says only Done or Later; anything else is left out with why.
+        let mut refused: Vec<(usize, Reason)> = Vec::new();
+        let (sites, live_order) = (&mut self.sites, &mut self.live_order);
+        let todo = builder::splice_in_batches(
+            &mut self.be,
+            &splices,
+            todo,
+            batches,
+            || cancelled(cancel),
+            |i, o| match o {
+                Outcome::Done => {
+                    sites[i].live = true;
+                    live_order.push(i);
+                }
+                // (Never settled: returned below.)
+                Outcome::Later => {}
+                Outcome::Refused(why) => refused.push((i, why)),
+                Outcome::Trap(why) => {
+                    let refused_kinds = vec![(sites[i].kind, why)];
+                    refused.push((i, Reason::Kinds { chosen: None, refused: refused_kinds }));
+                }
+            },
+        )?;
         if todo.is_empty() {
+            if !refused.is_empty() {
+                self.leave_out(&refused);
+            }
             return Ok(());
         }
         if self.live_order.is_empty() {
@@ -1084,7 +1089,9 @@ impl Instrumentation {
         // A thread parked for good where a jump would go (asleep in a system call the jump's
         // bytes would cover) must not hold up every other point: these are left out, and said
         // so, like points no splice kind can take.
-        self.leave_out(&todo, &Reason::Busy { tries: MAX_TRIES });
+        let busy = Reason::Busy { tries: MAX_TRIES };
+        refused.extend(todo.into_iter().map(|i| (i, busy.clone())));
+        self.leave_out(&refused);
         Ok(())
     }
 
@@ -1105,12 +1112,12 @@ impl Instrumentation {
 
     /// Take sites that never went live out of `sites` (into `left_out`, whose springboards
     /// are still put back on removal) and report their probes as refused.
-    fn leave_out(&mut self, out: &[usize], why: &Reason) {
+    fn leave_out(&mut self, out: &[(usize, Reason)]) {
         let mut map = vec![usize::MAX; self.sites.len()];
         let mut kept = Vec::with_capacity(self.sites.len());
         let mut user_sites = 0;
         for (i, site) in std::mem::take(&mut self.sites).into_iter().enumerate() {
-            if out.contains(&i) {
+            if let Some((_, why)) = out.iter().find(|(o, _)| *o == i) {
                 for &p in &site.probes {
                     self.probe_site[p] = usize::MAX;
                     self.refused.push(Refused {
@@ -1150,18 +1157,15 @@ impl Instrumentation {
         // In batches, like the splicing: each restored point is whole and consistent. In the
         // reverse of the order they went live: timer starts before stops, the signal-mask
         // guards after every trap.
-        let live: Vec<usize> =
-            self.live_order.iter().rev().copied().filter(|&i| self.sites[i].live).collect();
-        for batch in live.chunks(BATCH) {
-            let splices: Vec<Splice> = batch.iter().map(|&i| self.sites[i].as_splice()).collect();
-            match self.be.remove(&splices) {
-                Ok(_) => {}
-                Err(InstrumentError::Target(e)) if gone(&e) => return Ok(Removed::default()),
-                Err(e) => return Err(e),
-            }
-            for &i in batch {
-                self.sites[i].live = false;
-            }
+        let live: Vec<(usize, Splice)> = (self.live_order.iter().copied())
+            .filter(|&i| self.sites[i].live)
+            .map(|i| (i, self.sites[i].as_splice()))
+            .collect();
+        let sites = &mut self.sites;
+        match builder::remove_in_batches(&mut self.be, &live, BATCH, |i| sites[i].live = false) {
+            Ok(()) => {}
+            Err(InstrumentError::Target(e)) if gone(&e) => return Ok(Removed::default()),
+            Err(e) => return Err(e),
         }
         // Threads that hit an int3 just before it went have a SIGTRAP on its way to the
         // dispatcher, which still routes it to the patch; give them time to take it.

@@ -4,6 +4,7 @@
 //! sharing splice planning and code generation with the process target.
 
 use crate::backend::{Backend, Outcome, Splice};
+use crate::builder::{self, Batches};
 use crate::load::{AnalyzedImage, Bytes};
 use crate::patchset::{self, DataLayout, Job, Runtime};
 use crate::plan::{differs_from_file, plan_sites, Rules, SitePlan};
@@ -519,33 +520,44 @@ impl<'k> KernelInstrumentation<'k> {
         };
         staged.sort_by_key(|(sp, s)| (starts(sp), s.addr));
         let batch: Vec<Splice> = staged.iter().map(|(_, s)| s.clone()).collect();
-        let mut outcomes = Vec::new();
-        let r = be.splice(&batch, &mut outcomes);
-        inst.int3_time = be.int3_time;
+        // One batch: the driver's protocol takes every splice at once, and a CPU is never
+        // inside a splice's bytes after its quiescence (the driver never says Later).
+        let whole = Batches { size: batch.len().max(1), tries: 1, pause: Duration::ZERO };
         // (An error here leaves the int3s that went in to the caller's drop, which takes out
-        // every site recorded: record them first.)
-        for ((sp, mut s), outcome) in staged.into_iter().zip(outcomes) {
-            let planned_jump = s.new != [INT3];
-            match outcome {
-                Outcome::Refused(why) => {
-                    inst.refuse(probes, sp, why);
-                    continue;
-                }
-                Outcome::Trap(why) => {
-                    s.new = vec![INT3];
-                    s.springboard = None;
-                    let k = inst.push_site(probes, sp, s);
-                    inst.demote(k, why);
-                }
-                Outcome::Done | Outcome::Later => {
-                    let k = inst.push_site(probes, sp, s);
-                    if sp.plan.kind != SpliceKind::Trap && !planned_jump {
-                        inst.demote(k, KindRefusal::OutOfReach);
+        // every site recorded: `splice_in_batches` reports them before it returns the error.)
+        let r = builder::splice_in_batches(
+            &mut be,
+            &batch,
+            (0..batch.len()).collect(),
+            whole,
+            || Ok(()),
+            |i, outcome| {
+                let (sp, mut s) = (staged[i].0, staged[i].1.clone());
+                let planned_jump = s.new != [INT3];
+                match outcome {
+                    Outcome::Refused(why) => inst.refuse(probes, sp, why),
+                    Outcome::Trap(why) => {
+                        s.new = vec![INT3];
+                        s.springboard = None;
+                        let k = inst.push_site(probes, sp, s);
+                        inst.demote(k, why);
                     }
+                    Outcome::Done => {
+                        let k = inst.push_site(probes, sp, s);
+                        if sp.plan.kind != SpliceKind::Trap && !planned_jump {
+                            inst.demote(k, KindRefusal::OutOfReach);
+                        }
+                    }
+                    // (Never settled: returned below.)
+                    Outcome::Later => {}
                 }
-            }
+            },
+        );
+        inst.int3_time = be.int3_time;
+        // Not written (a Later the driver never reports): left out, with why.
+        for i in r? {
+            inst.refuse(probes, staged[i].0, Reason::Busy { tries: 1 });
         }
-        r?;
         if inst.sites.is_empty() {
             // The driver refused every point: that is the error.
             if let Some(r) = inst.refused.first().cloned() {
@@ -560,13 +572,7 @@ impl<'k> KernelInstrumentation<'k> {
 
     /// Every probe of `sp` left out, with why.
     fn refuse(&mut self, probes: &[Probe], sp: &SitePlan, reason: Reason) {
-        let addr = sp.plan.displaced.point;
-        self.refused.extend(sp.members.iter().map(|&i| Refused {
-            probe: i,
-            label: probes[i].point.label.clone(),
-            addr,
-            reason: reason.clone(),
-        }));
+        self.refused.extend(builder::refusals(probes, sp, &reason));
     }
 
     /// Site `k` keeps its int3 and works as a trap: its jump could not go in.
@@ -618,18 +624,24 @@ impl<'k> KernelInstrumentation<'k> {
     }
 
     fn remove_all(&mut self) -> Result<(), InstrumentError> {
-        let batch: Vec<Splice> = self
-            .sites
-            .iter()
-            .map(|s| Splice {
-                addr: s.addr,
-                old: s.original.clone(),
-                new: s.splice.clone(),
-                patch: s.patch,
-                springboard: s.springboard.clone(),
+        // The sites went live in the order recorded; one batch takes them all out (the
+        // driver's protocol quiesces once per step for the whole batch).
+        let live: Vec<(usize, Splice)> = (self.sites.iter().enumerate())
+            .filter(|(_, s)| s.live)
+            .map(|(i, s)| {
+                let splice = Splice {
+                    addr: s.addr,
+                    old: s.original.clone(),
+                    new: s.splice.clone(),
+                    patch: s.patch,
+                    springboard: s.springboard.clone(),
+                };
+                (i, splice)
             })
             .collect();
-        KernelBackend::new(&self.kernel.driver).remove(&batch).map(|_| ())
+        let mut be = KernelBackend::new(&self.kernel.driver);
+        let sites = &mut self.sites;
+        builder::remove_in_batches(&mut be, &live, live.len(), |i| sites[i].live = false)
     }
 }
 

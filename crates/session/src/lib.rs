@@ -6,6 +6,7 @@
 #![warn(rust_2018_idioms, clippy::undocumented_unsafe_blocks)]
 
 pub mod backend;
+mod builder;
 pub mod cache;
 pub mod checked;
 pub mod debuginfo;

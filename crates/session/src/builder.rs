@@ -1,0 +1,278 @@
+//! The splice step both installers share (DESIGN.md §9): a patch set's splices go through a
+//! [`Backend`] in batches, in the order they must go live (the caller's plan order: timer
+//! stops before timer starts), each splice's [`Outcome`] handed to the installer as soon as
+//! its batch returns, and splices a thread is inside (`Later`) tried again in a later batch.
+//! What a process needs around it (signal-mask guards, the trap dispatcher) and what the
+//! kernel does inside a batch (int3s, quiescence, jumps) stay with each target.
+
+use crate::backend::{Backend, Outcome, Splice};
+use crate::plan::SitePlan;
+use crate::probe::{InstrumentError, Probe, Reason, Refused};
+use std::time::Duration;
+
+/// Every probe of the site `sp` left out, with why (one record each, as both targets report
+/// them).
+pub(crate) fn refusals<'a>(
+    probes: &'a [Probe],
+    sp: &'a SitePlan,
+    reason: &'a Reason,
+) -> impl Iterator<Item = Refused> + 'a {
+    let addr = sp.plan.displaced.point;
+    sp.members.iter().map(move |&i| Refused {
+        probe: i,
+        label: probes[i].point.label.clone(),
+        addr,
+        reason: reason.clone(),
+    })
+}
+
+/// How a patch set's splices are batched.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Batches {
+    /// Splices per call of [`Backend::splice`] (a process: per stop of every thread).
+    pub size: usize,
+    /// Rounds a `Later` splice is tried again before it is given up.
+    pub tries: usize,
+    /// How long the threads in the way get to move on before a retry.
+    pub pause: Duration,
+}
+
+/// Splice `todo` (indexes into `splices`, in the order they must go live) through `be`,
+/// `batches.size` at a time. Before each batch `before` runs (a cancellation check); after
+/// it, every outcome but `Later` goes to `settled` with its splice's index, also when the
+/// batch then fails (what went in before an error must be known, to come out again: DESIGN.md
+/// §5). `Later` splices go to the end of the queue and are tried again after a pause, for at
+/// most `batches.tries` rounds; `settled` never sees `Later`. Returns the splices still
+/// `Later` at the end.
+pub(crate) fn splice_in_batches<B: Backend + ?Sized>(
+    be: &mut B,
+    splices: &[Splice],
+    mut todo: Vec<usize>,
+    batches: Batches,
+    mut before: impl FnMut() -> Result<(), InstrumentError>,
+    mut settled: impl FnMut(usize, Outcome),
+) -> Result<Vec<usize>, InstrumentError> {
+    let mut tries = 0;
+    while !todo.is_empty() && tries < batches.tries {
+        before()?;
+        let batch: Vec<usize> = todo.drain(..todo.len().min(batches.size)).collect();
+        let these: Vec<Splice> = batch.iter().map(|&i| splices[i].clone()).collect();
+        let mut done = Vec::with_capacity(batch.len());
+        let r = be.splice(&these, &mut done);
+        // Whatever went in is reported before any error is returned: it must come out.
+        let mut later = Vec::new();
+        for (&i, o) in batch.iter().zip(done) {
+            match o {
+                Outcome::Later => later.push(i),
+                o => settled(i, o),
+            }
+        }
+        r?;
+        if !later.is_empty() {
+            tries += 1;
+            todo.extend(later);
+            std::thread::sleep(batches.pause);
+        }
+    }
+    Ok(todo)
+}
+
+/// Take live splices out through `be` in the reverse of the order they went live (`live`:
+/// `(index, splice)` in that order): timer starts before stops, a process's signal-mask
+/// guards after every trap. `batches.size` per call of [`Backend::remove`], which restores
+/// and verifies every byte; `removed` hears each index once its batch is out. The first error
+/// stops the removal (the splices not yet out stay live, for the caller to say so or retry).
+pub(crate) fn remove_in_batches<B: Backend + ?Sized>(
+    be: &mut B,
+    live: &[(usize, Splice)],
+    size: usize,
+    mut removed: impl FnMut(usize),
+) -> Result<(), InstrumentError> {
+    let order: Vec<&(usize, Splice)> = live.iter().rev().collect();
+    for batch in order.chunks(size.max(1)) {
+        let splices: Vec<Splice> = batch.iter().map(|(_, s)| s.clone()).collect();
+        be.remove(&splices)?;
+        for (i, _) in batch {
+            removed(*i);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::Where;
+
+    /// A back-end that says `Later` for an address while it has tries left there, refuses
+    /// one address, fails a batch holding another, and records every call.
+    #[derive(Default)]
+    struct Fake {
+        busy: Vec<(u64, usize)>,
+        refuse: Option<u64>,
+        fail_at: Option<u64>,
+        spliced: Vec<Vec<u64>>,
+        removed: Vec<Vec<u64>>,
+    }
+
+    impl Backend for Fake {
+        type Data = ();
+        fn target(&self) -> Where {
+            Where::Kernel
+        }
+        fn alloc_code(&mut self, _: u64, _: u64, _: u64) -> Result<u64, InstrumentError> {
+            Ok(0)
+        }
+        fn map_data(&mut self, _: u64, _: u64) -> Result<(), InstrumentError> {
+            Ok(())
+        }
+        fn write_code(&mut self, _: u64, _: &[u8]) -> Result<(), InstrumentError> {
+            Ok(())
+        }
+        fn splice(
+            &mut self,
+            batch: &[Splice],
+            done: &mut Vec<Outcome>,
+        ) -> Result<(), InstrumentError> {
+            self.spliced.push(batch.iter().map(|s| s.addr).collect());
+            for s in batch {
+                if Some(s.addr) == self.fail_at {
+                    return Err(InstrumentError::Interrupted);
+                }
+                if let Some(b) = self.busy.iter_mut().find(|b| b.0 == s.addr && b.1 > 0) {
+                    b.1 -= 1;
+                    done.push(Outcome::Later);
+                } else if Some(s.addr) == self.refuse {
+                    done.push(Outcome::Refused(Reason::Busy { tries: 0 }));
+                } else {
+                    done.push(Outcome::Done);
+                }
+            }
+            Ok(())
+        }
+        fn remove(&mut self, batch: &[Splice]) -> Result<Vec<Outcome>, InstrumentError> {
+            self.removed.push(batch.iter().map(|s| s.addr).collect());
+            if batch.iter().any(|s| Some(s.addr) == self.fail_at) {
+                return Err(InstrumentError::Interrupted);
+            }
+            Ok(vec![Outcome::Done; batch.len()])
+        }
+    }
+
+    fn splices(n: u64) -> Vec<Splice> {
+        (0..n)
+            .map(|a| Splice { addr: a, old: vec![0], new: vec![1], patch: 0, springboard: None })
+            .collect()
+    }
+
+    const TWO: Batches = Batches { size: 2, tries: 3, pause: Duration::ZERO };
+
+    /// In the order given, `size` at a time; a `Later` splice goes to the back of the queue.
+    #[test]
+    fn batches_in_order_and_later_retried() {
+        let mut be = Fake { busy: vec![(1, 1)], refuse: Some(3), ..Fake::default() };
+        let mut settled = Vec::new();
+        let left = splice_in_batches(
+            &mut be,
+            &splices(5),
+            vec![4, 1, 0, 3, 2],
+            TWO,
+            || Ok(()),
+            |i, o| settled.push((i, o)),
+        )
+        .unwrap();
+        assert!(left.is_empty());
+        assert_eq!(be.spliced, vec![vec![4, 1], vec![0, 3], vec![2, 1]]);
+        let refused = Outcome::Refused(Reason::Busy { tries: 0 });
+        assert_eq!(
+            settled,
+            vec![
+                (4, Outcome::Done),
+                (0, Outcome::Done),
+                (3, refused),
+                (2, Outcome::Done),
+                (1, Outcome::Done)
+            ]
+        );
+    }
+
+    /// After `tries` rounds with a splice still in some thread's way, it is returned.
+    #[test]
+    fn still_later_after_every_try_is_returned() {
+        let mut be = Fake { busy: vec![(0, 100)], ..Fake::default() };
+        let mut settled = Vec::new();
+        let left = splice_in_batches(
+            &mut be,
+            &splices(2),
+            vec![0, 1],
+            TWO,
+            || Ok(()),
+            |i, _| settled.push(i),
+        )
+        .unwrap();
+        assert_eq!(left, vec![0]);
+        assert_eq!(settled, vec![1]);
+        assert_eq!(be.spliced.len(), 3);
+    }
+
+    /// What went in before a batch failed is reported before the error comes back (it must
+    /// come out again); nothing after it is tried.
+    #[test]
+    fn what_went_in_before_an_error_is_settled() {
+        let mut be = Fake { fail_at: Some(2), ..Fake::default() };
+        let mut settled = Vec::new();
+        let all = Batches { size: 4, ..TWO };
+        let r = splice_in_batches(
+            &mut be,
+            &splices(4),
+            vec![0, 1, 2, 3],
+            all,
+            || Ok(()),
+            |i, _| settled.push(i),
+        );
+        assert!(matches!(r, Err(InstrumentError::Interrupted)));
+        assert_eq!(settled, vec![0, 1]);
+    }
+
+    /// The check before each batch stops the splicing before that batch.
+    #[test]
+    fn a_cancelled_batch_is_not_spliced() {
+        let mut be = Fake::default();
+        let mut calls = 0;
+        let r = splice_in_batches(
+            &mut be,
+            &splices(4),
+            vec![0, 1, 2, 3],
+            TWO,
+            || {
+                calls += 1;
+                if calls == 2 {
+                    Err(InstrumentError::Interrupted)
+                } else {
+                    Ok(())
+                }
+            },
+            |_, _| {},
+        );
+        assert!(matches!(r, Err(InstrumentError::Interrupted)));
+        assert_eq!(be.spliced, vec![vec![0, 1]]);
+    }
+
+    /// Removal goes in the reverse of the live order, a batch at a time, and stops at the
+    /// first error with the rest still live.
+    #[test]
+    fn removal_in_reverse_stops_at_an_error() {
+        let live: Vec<(usize, Splice)> = splices(5).into_iter().enumerate().collect();
+        let mut be = Fake::default();
+        let mut out = Vec::new();
+        remove_in_batches(&mut be, &live, 2, |i| out.push(i)).unwrap();
+        assert_eq!(be.removed, vec![vec![4, 3], vec![2, 1], vec![0]]);
+        assert_eq!(out, vec![4, 3, 2, 1, 0]);
+
+        let mut be = Fake { fail_at: Some(2), ..Fake::default() };
+        let mut out = Vec::new();
+        let r = remove_in_batches(&mut be, &live, 2, |i| out.push(i));
+        assert!(matches!(r, Err(InstrumentError::Interrupted)));
+        assert_eq!(out, vec![4, 3]);
+    }
+}
