@@ -652,17 +652,21 @@ fn error_dead_pid_self_and_already_traced() {
     assert_eq!(kid.finish().1, 0);
 }
 
+/// Runs itself again as user nobody (`setpriv`), with the target's pid in
+/// `KERF_EPERM_TARGET`; that second run checks that `stop_all` refuses cleanly
+/// (`eperm_as_nobody`) and prints the error for this one to check.
 #[test]
 fn eperm_as_an_unprivileged_user() {
-    if std::env::var_os("KERF_EPERM_TARGET").is_some() {
-        return; // this is the helper's own process
+    if let Some(pid) = std::env::var_os("KERF_EPERM_TARGET") {
+        eperm_as_nobody(pid.to_str().expect("pid").parse().expect("pid"));
+        return;
     }
     let mut target = Command::new("sleep").arg("30").spawn().expect("sleep");
     let exe = std::env::current_exe().expect("exe");
     let out = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
         .arg(&exe)
-        .args(["--exact", "eperm_helper", "--ignored", "--nocapture", "--test-threads=1"])
+        .args(["--exact", "eperm_as_an_unprivileged_user", "--nocapture", "--test-threads=1"])
         .env("KERF_EPERM_TARGET", target.id().to_string())
         .output()
         .expect("run setpriv (util-linux) to drop privileges");
@@ -679,11 +683,9 @@ fn eperm_as_an_unprivileged_user() {
     assert!(line.contains("root") && line.contains("ptrace_scope"), "{line}");
 }
 
-/// Run by `eperm_as_an_unprivileged_user` as user nobody: stop_all must refuse cleanly.
-#[test]
-#[ignore = "helper: run by eperm_as_an_unprivileged_user under setpriv"]
-fn eperm_helper() {
-    let pid: i32 = std::env::var("KERF_EPERM_TARGET").expect("target").parse().expect("pid");
+/// The second run of `eperm_as_an_unprivileged_user`, as user nobody: stop_all must refuse
+/// cleanly.
+fn eperm_as_nobody(pid: i32) {
     // SAFETY: getuid has no preconditions.
     assert_eq!(unsafe { libc::getuid() }, 65534, "helper runs unprivileged");
     let err = Tracee::stop_all(pid).unwrap_err();
