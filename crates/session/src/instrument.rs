@@ -65,8 +65,6 @@ const SIG_AREA: usize = 128;
 const SIG_ACTION: usize = 0;
 const SIG_TRAP_SET: usize = 32;
 const SIG_SCRATCH: usize = 64;
-const SYS_RT_SIGPROCMASK: u64 = 14;
-const SIG_UNBLOCK: u64 = 1;
 /// SIGTRAP's bit in a signal mask.
 const SIGTRAP_BIT: u64 = 1 << (trap::SIGTRAP - 1);
 /// Stack bytes above each thread's `rsp` searched for return addresses into displaced bytes.
@@ -89,7 +87,6 @@ const SPLICE_BATCH: usize = 64;
 /// writes, is in the data heap).
 const PROT_RX: i32 = libc::PROT_READ | libc::PROT_EXEC;
 const SIGTRAP: u64 = trap::SIGTRAP as u64;
-const SYS_RT_SIGACTION: i64 = trap::SYS_RT_SIGACTION as i64;
 /// `AT_HWCAP2` and its FSGSBASE bit: the kernel lets user code run `rdfsbase`.
 const AT_HWCAP2: u64 = 26;
 const HWCAP2_FSGSBASE: u64 = 2;
@@ -891,7 +888,7 @@ impl Instrumentation {
         let act = trap::sigaction(code_at, restorer);
         h.data.write_bytes(h.sig_area + SIG_SCRATCH, &words_bytes(&act));
         let (new_at, old_at) = (area + SIG_SCRATCH as u64, area + SIG_ACTION as u64);
-        let r = tr.syscall(SYS_RT_SIGACTION, [SIGTRAP, new_at, old_at, 8, 0, 0])?;
+        let r = tr.syscall(libc::SYS_rt_sigaction, [SIGTRAP, new_at, old_at, 8, 0, 0])?;
         if r != 0 {
             let pid = self.pid;
             return Err(InstrumentError::Injected {
@@ -930,8 +927,8 @@ impl Instrumentation {
         let old_at = if new.is_some() { 0 } else { scratch };
         let args = [sig, if new.is_some() { scratch } else { 0 }, old_at, 8, 0, 0];
         let r = match tid {
-            Some(t) => tr.syscall_on(t, SYS_RT_SIGACTION, args)?,
-            None => tr.syscall(SYS_RT_SIGACTION, args)?,
+            Some(t) => tr.syscall_on(t, libc::SYS_rt_sigaction, args)?,
+            None => tr.syscall(libc::SYS_rt_sigaction, args)?,
         };
         if r != 0 {
             let pid = self.pid;
@@ -1002,7 +999,7 @@ impl Instrumentation {
                 // Its real mask is hidden until the call returns; an injected call in this
                 // thread runs after the kernel has put it back (see target::ptrace).
                 let set = area + SIG_TRAP_SET as u64;
-                tr.syscall_on(t, SYS_RT_SIGPROCMASK as i64, [SIG_UNBLOCK, set, 0, 8, 0, 0])?;
+                tr.syscall_on(t, libc::SYS_rt_sigprocmask, [libc::SIG_UNBLOCK as u64, set, 0, 8, 0, 0])?;
                 continue;
             }
             let m = tr.sigmask(t)?;

@@ -482,8 +482,7 @@ impl Tracee {
         len: u64,
         prot: i32,
     ) -> Result<RemoteAddr, TargetError> {
-        let (lo, hi) = layout::window_near(near);
-        self.alloc_within(lo, hi, near, len, prot)
+        self.alloc_near_preferring(near, near, len, prot)
     }
 
     /// Like [`Tracee::alloc_near`], placed as near as it fits to `preferred` rather than to
