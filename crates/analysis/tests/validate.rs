@@ -309,3 +309,23 @@ fn padding_is_checked_run_by_run() {
     assert!(c.padding(&a, &image, good).is_ok());
     assert_eq!(c.padding(&a, &image, good + 1), Err(Invalid::Padding));
 }
+
+#[test]
+fn a_block_without_its_fall_through_edge_is_caught() {
+    // A block that runs on into the next one, its edge gone: what the next block reads would
+    // look dead at its end.
+    poisoned(
+        |a| {
+            drop_edges_and_resolve(
+                a,
+                |a, b| {
+                    b.term == Terminator::FallThrough
+                        && a.cfg.edges_of(b).all(|e| e.kind == EdgeKind::FallThrough)
+                        && b.edges.len() == 1
+                },
+                |r| r.start..r.start,
+            )
+        },
+        |e| matches!(e, Invalid::Block { detail, .. } if detail.contains("fallthrough edge")),
+    );
+}

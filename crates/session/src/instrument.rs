@@ -43,7 +43,7 @@ use crate::builder::{self, Batches};
 use crate::load::AnalyzedImage;
 use crate::patchset::{self, DataLayout, Job, Runtime, GUARD_PATCH};
 use crate::phases::Phases;
-use crate::plan::{plan_sites, Plan, Rules, SitePlan};
+use crate::plan::{plan_sites, plan_sites_adding, Plan, Rules, SitePlan};
 pub use crate::probe::{Action, InstrumentError, Probe, Reason, Refused, Removed, Site};
 use crate::probe::{Foreign, Where};
 use crate::spec::Point;
@@ -552,9 +552,11 @@ impl Instrumentation {
             all.extend(guard_probes(modules)?);
             t = self.phases.lap("find the system calls to guard", t);
             if all.len() > probes.len() {
-                planned = plan_sites(
+                planned = plan_sites_adding(
                     modules,
                     &all,
+                    probes.len(),
+                    planned,
                     opts.force_kind,
                     &self.startup,
                     Rules::PROCESS,
@@ -999,7 +1001,11 @@ impl Instrumentation {
                 // Its real mask is hidden until the call returns; an injected call in this
                 // thread runs after the kernel has put it back (see target::ptrace).
                 let set = area + SIG_TRAP_SET as u64;
-                tr.syscall_on(t, libc::SYS_rt_sigprocmask, [libc::SIG_UNBLOCK as u64, set, 0, 8, 0, 0])?;
+                tr.syscall_on(
+                    t,
+                    libc::SYS_rt_sigprocmask,
+                    [libc::SIG_UNBLOCK as u64, set, 0, 8, 0, 0],
+                )?;
                 continue;
             }
             let m = tr.sigmask(t)?;

@@ -60,6 +60,8 @@ impl SitePlan {
 pub struct Sites {
     pub sites: Vec<SitePlan>,
     pub springboards: Vec<(u64, u64)>,
+    /// The module each of `springboards` is in.
+    springboard_modules: Vec<usize>,
     /// Probes no splice kind can take (a `ud2`, an instruction that cannot be relocated):
     /// `(probe, label, address, why)`. They are reported and left out; the others go in.
     pub refused: Vec<Refused>,
@@ -111,12 +113,89 @@ pub fn plan_sites_with(
     cancel: Option<&std::sync::atomic::AtomicBool>,
     threads: usize,
 ) -> Result<Sites, InstrumentError> {
+    let all = vec![true; modules.len()];
+    plan_modules(modules, probes, &all, force_kind, startup, rules, cancel, threads)
+}
+
+/// Plan `probes`, the first `before` of which were planned as `prev` (from the same modules,
+/// with the same `force_kind`, `startup` and `rules`): only the modules that the probes added
+/// after them are in are planned again, and the sites of every other module are `prev`'s. The
+/// result is what [`plan_sites`] gives for all of `probes` (the same sites in the same order,
+/// the same refusals; the same springboard space): a module's plan depends on that module's
+/// probes alone (sites, overlaps and springboard space never cross modules), and the order is
+/// each site's first probe's place in the planning order. This is how signal-mask guards,
+/// found only once a plan has a trap, join a plan without planning every module twice.
+#[allow(clippy::too_many_arguments)]
+pub fn plan_sites_adding(
+    modules: &[AnalyzedImage],
+    probes: &[Probe],
+    before: usize,
+    prev: Sites,
+    force_kind: Option<SpliceKind>,
+    startup: &[(u64, u64)],
+    rules: Rules,
+    cancel: Option<&std::sync::atomic::AtomicBool>,
+) -> Result<Sites, InstrumentError> {
+    let mut again = vec![false; modules.len()];
+    for p in &probes[before..] {
+        again[p.point.module] = true;
+    }
+    let threads = plan_threads();
+    let fresh = plan_modules(modules, probes, &again, force_kind, startup, rules, cancel, threads)?;
+    let kept = |probe: usize| !again[probes[probe].point.module];
+    let mut sites: Vec<SitePlan> = prev.sites.into_iter().filter(|s| kept(s.first)).collect();
+    sites.extend(fresh.sites);
+    let mut refused: Vec<Refused> = prev.refused.into_iter().filter(|r| kept(r.probe)).collect();
+    refused.extend(fresh.refused);
+    // The order one plan of every probe gives: sites (and refusals) as their first probe comes
+    // in the planning order, timer starts last.
+    sites.sort_by_key(|s| (starts_timer(probes, s), planning_rank(probes, s.first)));
+    refused.sort_by_key(|r| planning_rank(probes, r.probe));
+    let mut springboards: Vec<((u64, u64), usize)> = prev
+        .springboards
+        .into_iter()
+        .zip(prev.springboard_modules)
+        .filter(|&(_, m)| !again[m])
+        .collect();
+    springboards.extend(fresh.springboards.into_iter().zip(fresh.springboard_modules));
+    let (springboards, springboard_modules) = springboards.into_iter().unzip();
+    // (The phases are this plan's only: `prev`'s were counted with it.)
+    Ok(Sites { sites, springboards, springboard_modules, refused, phases: fresh.phases })
+}
+
+/// Where probe `i` comes in the planning order: signal-mask guards first (a probe of the
+/// program at the same `syscall` joins the guard's site), exits last, else in probe order.
+fn planning_rank(probes: &[Probe], i: usize) -> (bool, bool, usize) {
+    (probes[i].action != Action::SignalGuard, probes[i].point.at_exit, i)
+}
+
+/// Whether site `sp` starts a timer (such sites go live last).
+fn starts_timer(probes: &[Probe], sp: &SitePlan) -> bool {
+    sp.members.iter().any(|&i| matches!(probes[i].action, Action::TimerStart(_)))
+}
+
+/// [`plan_sites_with`] for the probes of the modules `planned` marks; the other probes are
+/// left alone (not checked, not planned, not refused).
+#[allow(clippy::too_many_arguments)]
+fn plan_modules(
+    modules: &[AnalyzedImage],
+    probes: &[Probe],
+    planned: &[bool],
+    force_kind: Option<SpliceKind>,
+    startup: &[(u64, u64)],
+    rules: Rules,
+    cancel: Option<&std::sync::atomic::AtomicBool>,
+    threads: usize,
+) -> Result<Sites, InstrumentError> {
     let mut phases = Phases::default();
     let t = Instant::now();
-    check_points(modules, probes)?;
+    check_points(modules, probes, planned)?;
     let t = phases.lap("plan: check cached functions", t);
     let exact: Vec<Vec<u64>> = (0..modules.len())
         .map(|m| {
+            if !planned[m] {
+                return Vec::new();
+            }
             let bias = modules[m].bias.unwrap_or(0);
             let mut v: Vec<u64> = probes
                 .iter()
@@ -140,6 +219,9 @@ pub fn plan_sites_with(
                 return None;
             }
             let p = &probes[i].point;
+            if !planned[p.module] {
+                return None;
+            }
             let need_j2 = guard(i) || force_kind == Some(SpliceKind::Jump2);
             (!p.at_exit).then(|| precompute(modules, &exact[p.module], p, rules, need_j2)).flatten()
         });
@@ -158,9 +240,12 @@ pub fn plan_sites_with(
         springboards: Vec::new(),
         pre,
     };
-    let mut order: Vec<usize> = (0..probes.len()).collect();
-    order.sort_by_key(|&i| (!guard(i), probes[i].point.at_exit));
+    let mut order: Vec<usize> =
+        (0..probes.len()).filter(|&i| planned[probes[i].point.module]).collect();
+    order.sort_by_key(|&i| planning_rank(probes, i));
     let mut sites: Vec<SitePlan> = Vec::new();
+    // The module of each springboard taken (see `plan_sites_adding`).
+    let mut springboard_modules: Vec<usize> = Vec::new();
     let mut at: HashMap<(usize, u64), usize> = HashMap::new();
     let mut refused = Vec::new();
     for (n, &i) in order.iter().enumerate() {
@@ -208,7 +293,9 @@ pub fn plan_sites_with(
                 None => {}
             }
         }
-        let plan = match pl.plan(i, p, addr, guard(i))? {
+        let plan = pl.plan(i, p, addr, guard(i))?;
+        springboard_modules.resize(pl.springboards.len(), p.module);
+        let plan = match plan {
             Ok(plan) => plan,
             Err(reason) => {
                 refused.push(Refused { probe: i, label: p.label.clone(), addr, reason });
@@ -239,11 +326,9 @@ pub fn plan_sites_with(
     // enters a timed function while its exits are not yet live would never be seen leaving
     // and would stay "inside" for good; with the starts last, a thread that entered before
     // them is at worst an unmatched exit, which is counted as such. (Sorting is stable.)
-    sites.sort_by_key(|sp| {
-        sp.members.iter().any(|&i| matches!(probes[i].action, Action::TimerStart(_)))
-    });
+    sites.sort_by_key(|sp| starts_timer(probes, sp));
     phases.lap("plan: order", t);
-    Ok(Sites { sites, springboards: pl.springboards, refused, phases })
+    Ok(Sites { sites, springboards: pl.springboards, springboard_modules, refused, phases })
 }
 
 /// The facts about a site's point that code generation needs: liveness at the point, and the
@@ -271,8 +356,12 @@ fn rejected(modules: &[AnalyzedImage], module: usize, detail: Invalid) -> Instru
 /// whose liveness they rest on, match the image ([`AnalyzedImage::check_functions`]), and each
 /// point is an instruction of one of its function's checked blocks (points were resolved from
 /// the unchecked analysis).
-fn check_points(modules: &[AnalyzedImage], probes: &[Probe]) -> Result<(), InstrumentError> {
-    for (k, m) in modules.iter().enumerate().filter(|(_, m)| m.unchecked()) {
+fn check_points(
+    modules: &[AnalyzedImage],
+    probes: &[Probe],
+    planned: &[bool],
+) -> Result<(), InstrumentError> {
+    for (k, m) in modules.iter().enumerate().filter(|&(k, m)| planned[k] && m.unchecked()) {
         let points = || probes.iter().map(|p| &p.point).filter(|p| p.module == k);
         let mut funcs: Vec<FuncId> = points().map(|p| p.func).collect();
         funcs.sort_unstable();

@@ -9,7 +9,9 @@
 use kerf_arch::ImageAddr;
 use kerf_patch::SpliceKind;
 use kerf_session::instrument::{Action, Probe};
-use kerf_session::plan::{plan_sites_with, syscall_sites, Rules, Sites};
+use kerf_session::plan::{
+    plan_sites, plan_sites_adding, plan_sites_with, syscall_sites, Rules, Sites,
+};
 use kerf_session::spec::{self, Point};
 use kerf_session::{analyze_file, AnalyzedImage, LoadOptions};
 use std::path::Path;
@@ -139,4 +141,58 @@ fn libc_with_signal_mask_guards() {
     }));
     let lines = same_on_any_threads(&images, &probes, None, &[], Rules::PROCESS);
     assert!(kinds(&lines, "Jump2") > 0, "no jump2 site");
+}
+
+/// Signal-mask guards added to a plan (`plan_sites_adding`, what a process with a trap
+/// does) plan only the module they are in again, and give what one plan of every probe gives:
+/// python3.11's and libc's entries, then a guard on every `syscall` of libc.
+#[test]
+fn guards_added_to_a_plan_replan_only_their_module() {
+    let mut images = [
+        load("/usr/bin/python3.11", "python3.11-minimal"),
+        load("/usr/lib/x86_64-linux-gnu/libc.so.6", "libc6"),
+    ];
+    images[1].bias = Some(0x7f10_0000_0000);
+    let user = probes(&images, &["python3.11:*", "python3.11:Py*@exits", "libc.so.6:*"]);
+    let guards = syscall_sites(&images, 1).unwrap();
+    let mut all = user.clone();
+    all.extend(guards.iter().map(|s| Probe {
+        point: Point {
+            spec: "(guard)".into(),
+            label: format!("syscall at {:#x}", s.addr.0),
+            module: 1,
+            func: s.func,
+            addr: s.addr,
+            at_exit: false,
+        },
+        action: Action::SignalGuard,
+    }));
+    let plan = |probes: &[Probe]| plan_sites(&images, probes, None, &[], Rules::PROCESS, None);
+    let first = plan(&user).unwrap();
+    let added =
+        plan_sites_adding(&images, &all, user.len(), first, None, &[], Rules::PROCESS, None);
+    let sorted = |s: &Sites| {
+        // Springboard space is a set: in one plan it comes in planning order, here module by
+        // module.
+        let mut v = describe(s);
+        v.sort_by_key(|l| !l.starts_with("springboard"));
+        let n = v.iter().take_while(|l| l.starts_with("springboard")).count();
+        v[..n].sort();
+        v
+    };
+    let (added, whole) = (sorted(&added.unwrap()), sorted(&plan(&all).unwrap()));
+    let first_diff = whole.iter().zip(&added).position(|(a, b)| a != b);
+    assert!(
+        added == whole,
+        "guards added plan otherwise than one plan: {} against {} lines, first difference at \
+         {first_diff:?}: {:?} against {:?}",
+        added.len(),
+        whole.len(),
+        first_diff.map(|k| &added[k]),
+        first_diff.map(|k| &whole[k]),
+    );
+    // The guards are there, and a program's probe joined a guard's site or was planned
+    // around it.
+    assert!(added.iter().filter(|l| l.starts_with("site ")).count() > 10_000);
+    assert!(kinds(&added, "Jump2") > 0, "no jump2 site");
 }
