@@ -4,8 +4,8 @@
 //! disassembled; the result must equal `tests/ir/NAME.golden`. With `KERF_BLESS=1` the
 //! golden files are rewritten instead (never edit them by hand).
 
-use iced_x86::{BlockEncoder, BlockEncoderOptions, Decoder, DecoderOptions, Formatter};
-use iced_x86::{InstructionBlock, IntelFormatter};
+use iced_x86::InstructionBlock;
+use iced_x86::{BlockEncoder, BlockEncoderOptions};
 use kerf_arch::x86_64::{FlagSet, RegSet};
 use kerf_codegen::{lower_program, text, At, Env, LiveAt, ThreadPointer};
 use std::fmt::Write as _;
@@ -40,16 +40,9 @@ fn points() -> Vec<(&'static str, At)> {
 }
 
 fn disassemble(bytes: &[u8]) -> String {
-    let mut d = Decoder::with_ip(64, bytes, CODE, DecoderOptions::NONE);
-    let mut f = IntelFormatter::new();
     let mut out = String::new();
-    while d.can_decode() {
-        let at = d.position();
-        let i = d.decode();
-        let mut t = String::new();
-        f.format(&i, &mut t);
-        let hex: Vec<String> = bytes[at..at + i.len()].iter().map(|b| format!("{b:02x}")).collect();
-        let _ = writeln!(out, "  {:04x}  {:<32} {t}", i.ip() - CODE, hex.join(" "));
+    for l in kerf_arch::x86_64::listing(bytes, CODE) {
+        let _ = writeln!(out, "  {:04x}  {:<32} {}", l.ip - CODE, l.hex, l.text);
     }
     out
 }

@@ -4,7 +4,6 @@
 //! disassembly must equal data/layout.golden. With `KERF_BLESS=1` the golden file is
 //! rewritten instead (never edit it by hand).
 
-use iced_x86::{Decoder, DecoderOptions, Formatter, IntelFormatter};
 use kerf_arch::x86_64::{FlagSet, RegSet};
 use kerf_codegen::{lower, Context, Env, LiveAt, Primitive};
 use kerf_patch::{build_patch, jump2_bytes, jump5_bytes};
@@ -20,16 +19,9 @@ const COUNTER: u64 = 0x50_8000;
 
 /// Disassembly of `bytes` at `ip`, one line each, the line's part named by `part(address)`.
 fn listing(bytes: &[u8], ip: u64, part: &dyn Fn(u64) -> &'static str) -> String {
-    let mut d = Decoder::with_ip(64, bytes, ip, DecoderOptions::NONE);
-    let mut f = IntelFormatter::new();
     let mut out = String::new();
-    while d.can_decode() {
-        let at = d.position();
-        let i = d.decode();
-        let mut t = String::new();
-        f.format(&i, &mut t);
-        let hex: Vec<String> = bytes[at..at + i.len()].iter().map(|b| format!("{b:02x}")).collect();
-        let _ = writeln!(out, "  {:x}  {:<11} {:<30} {t}", i.ip(), part(i.ip()), hex.join(" "));
+    for l in kerf_arch::x86_64::listing(bytes, ip) {
+        let _ = writeln!(out, "  {:x}  {:<11} {:<30} {}", l.ip, part(l.ip), l.hex, l.text);
     }
     out
 }

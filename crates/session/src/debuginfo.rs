@@ -9,7 +9,8 @@
 //! warning naming it, and the search goes on.
 
 use crate::http;
-use kerf_analysis::image::{crc32, DebugFile, DebugMerge, Image};
+use kerf_analysis::image::{crc32, DebugFile, DebugFileError, DebugMerge, Image};
+use std::fmt;
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
@@ -212,6 +213,42 @@ fn try_file(
     }
 }
 
+/// Why a candidate debug file was not used (a warning: the image's own symbols stay).
+#[derive(Debug)]
+enum Unusable {
+    /// Opening or mapping it failed.
+    Io {
+        op: &'static str,
+        err: std::io::Error,
+    },
+    NotAFile,
+    Empty,
+    /// Its CRC-32 is not the one the image's `.gnu_debuglink` names.
+    Crc {
+        have: u32,
+        want: u32,
+        image: String,
+    },
+    /// Not an ELF file kerf can read, or its build-id is another build's.
+    Debug(DebugFileError),
+}
+
+impl fmt::Display for Unusable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unusable::Io { op, err } => write!(f, "{op}: {err}"),
+            Unusable::NotAFile => write!(f, "not a regular file"),
+            Unusable::Empty => write!(f, "empty file"),
+            Unusable::Crc { have, want, image } => write!(
+                f,
+                "CRC-32 {have:08x} is not the {want:08x} that {image}'s .gnu_debuglink expects \
+                 (a debug file of another build)"
+            ),
+            Unusable::Debug(e) => write!(f, "{e}"),
+        }
+    }
+}
+
 /// Open, check and merge one candidate: `Ok(None)` if there is no such file (or it is the
 /// image itself), `Err` saying why it was refused.
 fn check_file(
@@ -219,40 +256,36 @@ fn check_file(
     path: &Path,
     crc: Option<u32>,
     own: Option<(u64, u64)>,
-) -> Result<Option<(DebugMerge, String)>, String> {
+) -> Result<Option<(DebugMerge, String)>, Unusable> {
     // O_NONBLOCK: a FIFO planted at a debug path must not block kerf in open().
     let f = match fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e.to_string()),
+        Err(err) => return Err(Unusable::Io { op: "open", err }),
     };
-    let meta = f.metadata().map_err(|e| e.to_string())?;
+    let meta = f.metadata().map_err(|err| Unusable::Io { op: "stat", err })?;
     if !meta.is_file() {
-        return Err("not a regular file".into());
+        return Err(Unusable::NotAFile);
     }
     if own == Some((meta.dev(), meta.ino())) {
         return Ok(None);
     }
     if meta.len() == 0 {
-        return Err("empty file".into());
+        return Err(Unusable::Empty);
     }
     // SAFETY: a private read-only mapping. Bytes that change under it (a package upgrade
     // rewriting the file in place) can only make the parse fail or the CRC/build-id check
     // refuse it: every value read is checked as untrusted, and nothing borrowed from the
     // mapping outlives this function.
-    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|e| e.to_string())?;
+    let map = unsafe { memmap2::Mmap::map(&f) }.map_err(|err| Unusable::Io { op: "map", err })?;
     if let Some(want) = crc {
         let have = crc32(&map);
         if have != want {
-            return Err(format!(
-                "CRC-32 {have:08x} is not the {want:08x} that {}'s .gnu_debuglink expects \
-                 (a debug file of another build)",
-                image.name
-            ));
+            return Err(Unusable::Crc { have, want, image: image.name.to_string() });
         }
     }
-    let debug = DebugFile::parse(&path.display().to_string(), &map).map_err(|e| e.to_string())?;
-    let merge = image.add_debug_symbols(&debug).map_err(|e| e.to_string())?;
+    let debug = DebugFile::parse(&path.display().to_string(), &map).map_err(Unusable::Debug)?;
+    let merge = image.add_debug_symbols(&debug).map_err(Unusable::Debug)?;
     let mtime = meta.mtime() as i128 * 1_000_000_000 + i128::from(meta.mtime_nsec());
     let id = debug.build_id.as_deref().map(hex).unwrap_or_default();
     let identity = format!("{}:{}:{mtime}:{id}", path.display(), meta.len());

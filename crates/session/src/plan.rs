@@ -14,7 +14,7 @@ use crate::spec::Point;
 use kerf_analysis::cfg::{Cfg, FuncId, NoSplice, Terminator};
 use kerf_analysis::syscalls::SyscallSite;
 use kerf_analysis::validate::Invalid;
-use kerf_arch::ImageAddr;
+use kerf_arch::{ImageAddr, RemoteAddr};
 use kerf_codegen::{LiveAt, SpAt, SpBase};
 use kerf_patch::{
     plan_jump2, plan_jump5, plan_trap, Displaced, FunctionView, SpliceKind, SPRINGBOARD_LEN,
@@ -196,11 +196,10 @@ fn plan_modules(
             if !planned[m] {
                 return Vec::new();
             }
-            let bias = modules[m].bias.unwrap_or(0);
             let mut v: Vec<u64> = probes
                 .iter()
                 .filter(|p| p.point.module == m && !p.point.at_exit)
-                .map(|p| entry_site(&modules[m], &p.point, rules) + bias)
+                .map(|p| entry_target(&modules[m], &p.point, rules))
                 .collect();
             v.sort_unstable();
             v.dedup();
@@ -255,10 +254,9 @@ fn plan_modules(
         }
         let p = &probes[i].point;
         let m = &modules[p.module];
-        let bias = m.bias.unwrap_or(0);
-        let mut addr = p.addr.0 + bias;
+        let mut addr = m.remote(p.addr).0;
         if !p.at_exit {
-            addr = entry_site(m, p, rules) + bias;
+            addr = entry_target(m, p, rules);
         }
         if let Some(&s) = at.get(&(p.module, addr)) {
             sites[s].members.push(i);
@@ -274,7 +272,7 @@ fn plan_modules(
                 if probes[i].action.is_tail() && stack_at(m, s, p.addr.0).is_none() {
                     continue;
                 }
-                let a = s + bias;
+                let a = m.remote(ImageAddr(s)).0;
                 if let Some(&k) = at.get(&(p.module, a)) {
                     chosen = Some((a, Some(k)));
                     break;
@@ -337,7 +335,7 @@ fn plan_modules(
 fn point_facts(modules: &[AnalyzedImage], probes: &[Probe], sp: &mut SitePlan) {
     let first = &probes[sp.first].point;
     let m = &modules[first.module];
-    let at = sp.plan.displaced.point - m.bias.unwrap_or(0);
+    let at = m.image_addr(RemoteAddr(sp.plan.displaced.point)).0;
     sp.live = live_at(m, first.func, at);
     sp.stacks = sp
         .members
@@ -456,6 +454,11 @@ pub fn syscall_sites(
     Ok(kerf_analysis::syscalls::syscall_sites(cfg, m))
 }
 
+/// [`entry_site`] as an address in the target.
+fn entry_target(m: &AnalyzedImage, p: &Point, rules: Rules) -> u64 {
+    m.remote(ImageAddr(entry_site(m, p, rules))).0
+}
+
 /// The image address an exact point's probe goes to: the point itself, except that under
 /// `skip_entry_prefix` a function entry moves past its `endbr64` and ftrace site.
 fn entry_site(m: &AnalyzedImage, p: &Point, rules: Rules) -> u64 {
@@ -518,7 +521,7 @@ fn precompute(
 ) -> Option<Pre> {
     let m = &modules[p.module];
     let bias = m.bias.unwrap_or(0);
-    let addr = entry_site(m, p, rules) + bias;
+    let addr = entry_target(m, p, rules);
     check_padding_near(modules, p.module, addr).ok()?;
     let live = code_bytes(m, addr)?;
     if never_spliced(m, addr, 1).is_some() {
@@ -844,7 +847,7 @@ fn stack_delta(bytes: &[u8], base: ImageAddr, from: u64, to: u64) -> Option<SpAt
 /// so it needs no stop; the bytes in the target are checked against the file's before each
 /// splice is written ([`differs_from_file`]).
 fn code_bytes(m: &AnalyzedImage, addr: u64) -> Option<&[u8]> {
-    let a = ImageAddr(addr - m.bias.unwrap_or(0));
+    let a = m.image_addr(RemoteAddr(addr));
     m.code_region(a).and_then(|(base, bytes)| {
         let off = (a.0 - base.0) as usize;
         bytes.get(off..(off + 32).min(bytes.len()))
@@ -858,7 +861,7 @@ fn code_bytes(m: &AnalyzedImage, addr: u64) -> Option<&[u8]> {
 /// a JIT, a relocation kerf did not expect) would be overwritten and lost, or worse, taken
 /// for the original and put back later. `None` when they match.
 pub fn differs_from_file(m: &AnalyzedImage, addr: u64, live: &[u8]) -> Option<Foreign> {
-    let a = ImageAddr(addr.wrapping_sub(m.bias.unwrap_or(0)));
+    let a = m.image_addr(RemoteAddr(addr));
     let file = m.code_region(a).and_then(|(base, bytes)| {
         let off = usize::try_from(a.0 - base.0).ok()?;
         bytes.get(off..off.checked_add(live.len())?)
@@ -902,7 +905,7 @@ impl Ranges {
 /// The range of module `m` that no splice may touch and that `[addr, addr+len)` (target
 /// addresses) meets, if any.
 fn never_spliced(m: &AnalyzedImage, addr: u64, len: usize) -> Option<&NoSplice> {
-    let lo = addr - m.bias.unwrap_or(0);
+    let lo = m.image_addr(RemoteAddr(addr)).0;
     m.analysis.cfg.no_splice_in(lo, lo + len as u64)
 }
 
