@@ -174,9 +174,12 @@ impl Checker {
         fs: &[FuncId],
     ) -> Result<(), Invalid> {
         let cfg = &a.cfg;
-        let mut seen = std::collections::HashSet::new();
+        // (A bitmap, not a hash set: planning every function of a large image asks for them
+        // all at once.)
+        let mut seen = vec![false; cfg.functions.len()];
+        let mut first_sight = |f: FuncId| !std::mem::replace(&mut seen[f.0 as usize], true);
         let mut todo: Vec<FuncId> =
-            fs.iter().copied().filter(|f| self.state(*f) != CLOSED && seen.insert(*f)).collect();
+            fs.iter().copied().filter(|f| self.state(*f) != CLOSED && first_sight(*f)).collect();
         let mut all = todo.clone();
         while let Some(g) = todo.pop() {
             // Most edges stay in `g` (already seen): they are told by their block id alone,
@@ -191,7 +194,7 @@ impl Checker {
                         EdgeTarget::Block(t) => cfg.block(t).func,
                         _ => continue,
                     };
-                    if self.state(d) != CLOSED && seen.insert(d) {
+                    if self.state(d) != CLOSED && first_sight(d) {
                         todo.push(d);
                         all.push(d);
                     }

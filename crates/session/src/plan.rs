@@ -439,7 +439,7 @@ pub fn syscall_sites(
                 bytes.get(lo..hi)
             });
             // (Code outside one region is not what analysis makes: the check says so.)
-            code.is_none_or(|c| c.windows(2).any(|w| w == [0x0f, 0x05]))
+            code.is_none_or(kerf_analysis::syscalls::holds_syscall_bytes)
         };
         let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32)
             .map(FuncId)
