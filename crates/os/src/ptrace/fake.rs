@@ -101,6 +101,9 @@ pub struct State {
     pub auxv: Option<Vec<u8>>,
     /// Every write through /proc/PID/mem, in order: `(address, bytes)`.
     pub writes: Vec<(u64, Vec<u8>)>,
+    /// The first thread detached calls `exit_group`: every other thread is killed at once
+    /// (gone for ptrace: ESRCH), as when kerf lets go of a process about to exit.
+    pub exit_group_on_detach: bool,
 }
 
 pub struct Fake {
@@ -308,6 +311,9 @@ impl TraceSys for Fake {
         st.log.push(format!("detach {tid} {sig}"));
         st.traced(tid)?.traced = false;
         st.detached.push((tid, sig));
+        if std::mem::take(&mut st.exit_group_on_detach) {
+            st.threads.retain(|&t, _| t == tid);
+        }
         Ok(())
     }
 
@@ -369,6 +375,7 @@ impl TraceSys for Fake {
     fn queue_signal(&self, pid: i32, tid: i32, info: &SigInfo) -> io::Result<()> {
         let mut st = self.state();
         assert_eq!(pid, PID);
+        st.thread(tid)?;
         st.queued.push((tid, *info));
         Ok(())
     }

@@ -1050,13 +1050,20 @@ impl Tracee {
                 }
             }
         }
+        // ESRCH from here on: the thread was killed while stopped (SIGKILL wakes even traced
+        // threads), typically because a thread let go before it ended the process; the
+        // signals it held die with it. Not an error: reap it and go on.
         let mut sig = 0;
         if t.state == State::Signal {
             if let Some(first) = t.pending.pop_front() {
-                self.sys
-                    .set_siginfo(tid, &first)
-                    .map_err(|e| self.ptrace_err(tid, "PTRACE_SETSIGINFO", e))?;
-                sig = first.signo();
+                match self.sys.set_siginfo(tid, &first) {
+                    Ok(()) => sig = first.signo(),
+                    Err(e) if errno(&e) == libc::ESRCH => {
+                        self.reap(tid);
+                        return Ok(());
+                    }
+                    Err(e) => return Err(self.ptrace_err(tid, "PTRACE_SETSIGINFO", e)),
+                }
             }
         }
         let mut result = Ok(());
@@ -1065,28 +1072,36 @@ impl Tracee {
             if info.code() >= 0 || info.code() == SI_TKILL {
                 info.set_code(SI_QUEUE);
             }
-            if let Err(e) = self.sys.queue_signal(pid, tid, &info) {
-                let e = TargetError::Ptrace { pid, tid, op: "rt_tgsigqueueinfo", source: e };
-                result = result.and(Err(e));
+            match self.sys.queue_signal(pid, tid, &info) {
+                Ok(()) => {}
+                Err(e) if errno(&e) == libc::ESRCH => {}
+                Err(e) => {
+                    let e = TargetError::Ptrace { pid, tid, op: "rt_tgsigqueueinfo", source: e };
+                    result = result.and(Err(e));
+                }
             }
         }
         match self.sys.detach(tid, sig) {
             Ok(()) => result,
             Err(e) if errno(&e) == libc::ESRCH => {
-                // Killed while stopped (SIGKILL wakes even traced threads): reap the tracee
-                // so the real parent can collect the process.
-                let deadline = Instant::now() + Duration::from_millis(200);
-                let mut spins = 0;
-                while Instant::now() < deadline {
-                    match self.sys.wait_nohang(tid) {
-                        Ok(None) => backoff(&mut spins),
-                        _ => break,
-                    }
-                }
+                self.reap(tid);
                 result
             }
             Err(e) => {
                 result.and(Err(TargetError::Ptrace { pid, tid, op: "PTRACE_DETACH", source: e }))
+            }
+        }
+    }
+
+    /// Reap `tid`, killed while kerf traced it, so that the real parent can collect the
+    /// process (a bounded wait: it may already be reaped).
+    fn reap(&self, tid: i32) {
+        let deadline = Instant::now() + Duration::from_millis(200);
+        let mut spins = 0;
+        while Instant::now() < deadline {
+            match self.sys.wait_nohang(tid) {
+                Ok(None) => backoff(&mut spins),
+                _ => break,
             }
         }
     }

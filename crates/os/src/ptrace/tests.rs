@@ -219,6 +219,27 @@ fn signals_dequeued_during_a_step_are_held_and_reinjected_once() {
     assert_eq!((tid, q.signo(), q.code(), q.sender_pid()), (PID, libc::SIGUSR2, -1, 4242));
 }
 
+/// Letting go of a process that exits as soon as its first thread runs: the other threads,
+/// still holding signals kerf took from them, are gone by the time kerf hands those back.
+/// That is no error (it used to fail with "thread ... exited during PTRACE_SETSIGINFO",
+/// seen on python3.11 with threads and SIGALRM at the end of `kerf count`).
+#[test]
+fn threads_killed_by_an_exit_while_being_let_go_are_no_error() {
+    const OTHER: i32 = PID + 1;
+    let fake = Arc::new(Fake::new(&[PID, OTHER]));
+    let mut t = stop(&fake).expect("stops");
+    fake.state().signals_on_step.extend([libc::SIGALRM]);
+    t.syscall_on(OTHER, libc::SYS_getpid, [0; 6]).expect("getpid");
+    fake.state().signals_on_step.extend([libc::SIGALRM, libc::SIGUSR1]);
+    t.syscall_on(PID, libc::SYS_getpid, [0; 6]).expect("getpid");
+    assert_eq!((t.held_signals(PID), t.held_signals(OTHER)), (2, 1));
+    fake.state().exit_group_on_detach = true;
+    t.resume_detach().expect("a thread killed by the process's exit is no error");
+    let st = fake.state();
+    assert_eq!(st.detached.len(), 1, "{:?}", st.detached);
+    assert!(!st.threads.contains_key(&st.detached[0].0) || st.threads.len() == 1);
+}
+
 /// A step that signals keep interrupting gives up with an error that says so (it used to
 /// say "unexpected wait status 0x0", a status no thread had).
 #[test]
