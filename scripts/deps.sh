@@ -12,6 +12,11 @@ set -euo pipefail
 # tests) and sqlite3 (the all-of-libsqlite3 benchmark).
 KERF_DEBS=(build-essential gcc clang binutils libllvm14 libstdc++6 util-linux python3 python3.11 linux-perf
   libc6-dbg debuginfod iproute2 xz-utils sqlite3 libsqlite3-0)
+# Go's toolchain builds the Go fixture (a runtime that resumes code where no call leads):
+# Debian's golang-go, unless a Go is already installed (Go's own tarball in /usr/local/go).
+if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
+  KERF_DEBS+=(golang-go)
+fi
 
 missing=()
 for p in "${KERF_DEBS[@]}"; do

@@ -238,6 +238,11 @@ fn plan_modules(
         planned: Ranges::default(),
         springboards: Vec::new(),
         pre,
+        go: modules
+            .iter()
+            .enumerate()
+            .map(|(k, m)| planned[k] && kerf_analysis::image::is_go_image(&m.bytes))
+            .collect(),
     };
     let mut order: Vec<usize> =
         (0..probes.len()).filter(|&i| planned[probes[i].point.module]).collect();
@@ -497,6 +502,9 @@ struct Planner<'a> {
     springboards: Vec<(u64, u64)>,
     /// Per probe, what [`precompute`] found at its site (empty on one thread).
     pre: Vec<Option<Pre>>,
+    /// Per module: Go code, where a jump may displace one instruction only (see
+    /// [`one_instruction_only`]).
+    go: Vec<bool>,
 }
 
 /// What `Planner::plan` computes at an exact point from the analysis and the file alone.
@@ -569,7 +577,8 @@ impl Planner<'_> {
         let view = function_view(&m.analysis.cfg, p.func, bias, &self.exact[p.module], &mut starts);
         let Ok(d) = plan_jump5(bytes, addr, addr, &view) else { return Ok(false) };
         Ok(!overlaps(addr, d.len, &self.planned, &self.springboards)
-            && never_spliced(m, addr, d.len).is_none())
+            && never_spliced(m, addr, d.len).is_none()
+            && !(self.go[p.module] && one_instruction_only(&d).is_some()))
     }
 
     /// Plan the strongest splice kind the site at `addr` can take: jump5, else jump2 to a
@@ -614,11 +623,14 @@ impl Planner<'_> {
             return Ok(Err(Reason::NeverSpliced(*n)));
         }
         let taken = self.springboards.clone();
+        let go = self.go[p.module];
         let clear = |d: Displaced| {
             if overlaps(addr, d.len, planned, &taken) {
                 Err(KindRefusal::Overlap)
             } else if let Some(n) = never_spliced(m, addr, d.len) {
                 Err(KindRefusal::NeverSpliced(*n))
+            } else if let Some(at) = go.then(|| one_instruction_only(&d)).flatten() {
+                Err(KindRefusal::ResumeInside { at })
             } else {
                 Ok(d)
             }
@@ -907,6 +919,18 @@ impl Ranges {
 fn never_spliced(m: &AnalyzedImage, addr: u64, len: usize) -> Option<&NoSplice> {
     let lo = m.image_addr(RemoteAddr(addr)).0;
     m.analysis.cfg.no_splice_in(lo, lo + len as u64)
+}
+
+/// In Go code, where a jump may cover only its first instruction: the start of the second
+/// displaced instruction, if there is one. Go's runtime resumes goroutines at addresses no
+/// call leads to, on stacks no thread runs on while kerf splices, so neither the analysis
+/// nor the freeze check can see them: every goroutine returns to `runtime.goexit`+1 (past a
+/// one-byte `nop`), and one preempted by a signal resumes at whatever instruction it was
+/// stopped at. A jump that covers an instruction boundary would send such a goroutine into
+/// the middle of itself; one instruction, with no boundary inside, cannot (a trap's int3 is
+/// one byte: a goroutine resuming at the next instruction never sees it).
+fn one_instruction_only(d: &Displaced) -> Option<u64> {
+    d.insns.get(1).map(|i| i.ip())
 }
 
 /// Whether `[addr, addr+len)` meets the bytes of a planned splice or a springboard.

@@ -96,6 +96,9 @@ pub enum KindRefusal {
     OutOfReach,
     /// kerf's kernel driver refused the jump (the site stays a trap).
     Driver { errno: Option<i32>, detail: String },
+    /// Go code: a goroutine may resume at `at`, an instruction boundary inside the jump's
+    /// bytes (see `plan::one_instruction_only`).
+    ResumeInside { at: u64 },
 }
 
 impl fmt::Display for KindRefusal {
@@ -109,6 +112,11 @@ impl fmt::Display for KindRefusal {
             KindRefusal::NoSpringboard => write!(f, "no padding or start-up code within reach"),
             KindRefusal::OutOfReach => write!(f, "the patch is out of a jump's reach"),
             KindRefusal::Driver { detail, .. } => write!(f, "the driver refused it: {detail}"),
+            KindRefusal::ResumeInside { at } => write!(
+                f,
+                "Go code: a goroutine may resume at {at:#x}, inside its bytes (one instruction \
+                 at most)"
+            ),
         }
     }
 }

@@ -5,6 +5,9 @@
 
 mod common;
 
+#[path = "common/go.rs"]
+mod go;
+
 use kerf_analysis::cfg::FuncId;
 use kerf_patch::Refusal;
 use kerf_patch::SpliceKind;
@@ -218,4 +221,43 @@ fn a_guard_takes_jump2_or_trap_and_a_count_there_joins_it() {
         }
         other => panic!("{} sites:\n{}", other.len(), text(&probes, &plan)),
     }
+}
+
+/// Go code, where goroutines resume at addresses no call leads to (runtime.goexit+1, and
+/// wherever a preempted goroutine stopped): no jump covers more than one instruction, so no
+/// instruction boundary is inside a splice. `runtime.goexit` (a one-byte `nop` before the
+/// call every goroutine returns into) becomes a trap, with the reason. A jump5 over its `nop`
+/// and call crashed a Go program under `kerf count 'prog:*'` ("unexpected fault address").
+#[test]
+fn go_code_gets_no_jump_over_an_instruction_boundary() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("session-go");
+    let bin = go::build_go("goroutines", &dir);
+    let opts = kerf_session::LoadOptions { cache_dir: None, ..Default::default() };
+    let m = kerf_session::analyze_file(&bin, &opts, &kerf_analysis::Quiet).unwrap();
+    let names: Vec<String> = m.analysis.cfg.functions.iter().map(|f| f.name.clone()).collect();
+    let probes: Vec<Probe> = names.iter().map(|n| entry(&m, n, Action::Count)).collect();
+    let s = plan_sites(std::slice::from_ref(&m), &probes, None, &[], Rules::PROCESS, None).unwrap();
+    let mut jumps = 0;
+    for sp in &s.sites {
+        if sp.plan.kind != SpliceKind::Trap {
+            jumps += 1;
+            let d = &sp.plan.displaced;
+            assert_eq!(
+                d.insns.len(),
+                1,
+                "a jump over {} instructions at {:#x}",
+                d.insns.len(),
+                d.point
+            );
+        }
+    }
+    assert!(jumps > 500, "only {jumps} jump sites: the rule refused more than it should");
+    let goexit = s
+        .sites
+        .iter()
+        .find(|sp| probes[sp.first].point.label.starts_with("runtime.goexit.abi0"))
+        .expect("runtime.goexit.abi0 is planned");
+    assert_eq!(goexit.plan.kind, SpliceKind::Trap);
+    let why = format!("{:?}", goexit.plan.reason);
+    assert!(why.contains("ResumeInside"), "{why}");
 }

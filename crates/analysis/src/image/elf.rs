@@ -496,3 +496,17 @@ fn decode_plt(bytes: &[u8], base: u64, entsize: u64, out: &mut Vec<PltEntry>) {
         }
     }
 }
+
+/// Whether `data` is an ELF image built by Go's toolchain (it has `.go.buildinfo` or
+/// `.gopclntab`). Go's runtime resumes code at addresses no call leads to: every goroutine
+/// returns to `runtime.goexit`+1, past a one-byte `nop`, and a goroutine preempted
+/// asynchronously (by a signal, at nearly any instruction) resumes there from its own stack,
+/// which no thread may be running on while kerf splices. `false` for anything that does not
+/// parse.
+pub(super) fn is_go(data: &[u8]) -> bool {
+    let Ok(header) = Header::parse(data) else { return false };
+    let Ok(table) = header.sections(LE, data) else { return false };
+    table.iter().any(|sh| {
+        table.section_name(LE, sh).is_ok_and(|n| n == b".go.buildinfo" || n == b".gopclntab")
+    })
+}

@@ -16,6 +16,13 @@ pub use debugfile::{crc32, DebugFile, DebugFileError, DebugLink, DebugMerge};
 pub use symfile::parse_symbol_file;
 pub use unwind::UnwindRange;
 
+/// Whether the ELF image `data` was built by Go's toolchain: code in which a thread may
+/// resume at nearly any instruction boundary (see `elf::is_go`), so that a splice may cover
+/// only one instruction there.
+pub fn is_go_image(data: &[u8]) -> bool {
+    elf::is_go(data)
+}
+
 /// What kind of ELF file an image came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ImageKind {
