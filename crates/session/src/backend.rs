@@ -158,9 +158,13 @@ pub trait Backend {
     }
 
     /// Data heaps: how many for `modules` modules, and which holds a module's data (and
-    /// code patches).
-    fn heaps(&self, modules: usize) -> usize;
-    fn heap_of(&self, module: usize) -> usize;
+    /// code patches). One per module unless the target says otherwise.
+    fn heaps(&self, modules: usize) -> usize {
+        modules
+    }
+    fn heap_of(&self, module: usize) -> usize {
+        module
+    }
 
     /// Step 3: map the heaps: code heap with room for the patches of `sites` (of `probes`),
     /// data heap for `layout` (and what the target adds after it). `None`: a heap with no
@@ -213,14 +217,17 @@ pub trait Backend {
 
     /// Step 7: what the target does before any trap goes live, with every site recorded
     /// (`sites`). `first` (a process's signal-mask guards) must go live inside it; each one's
-    /// outcome goes to `settled` (its index in `first`) as soon as it is known.
+    /// outcome goes to `settled` (its index in `first`) as soon as it is known. Unless the
+    /// target has more to do: `first` spliced as one batch.
     fn before_traps(
         &mut self,
-        sites: &[Site],
+        _sites: &[Site],
         first: &[Splice<Self::Addr>],
-        phases: &mut Phases,
+        _phases: &mut Phases,
         settled: &mut dyn FnMut(usize, Outcome),
-    ) -> Result<(), InstrumentError>;
+    ) -> Result<(), InstrumentError> {
+        splice_first(self, first, settled)
+    }
 
     /// After removal: whether an error says the target is gone (nothing is left to restore).
     fn gone(&self, _e: &InstrumentError) -> bool {
@@ -244,4 +251,22 @@ pub trait Backend {
     /// Where kerf's code heaps start (a process's vanish from its maps on `exec`; the kernel
     /// has none of its own).
     fn code_heaps(&self) -> Vec<RemoteAddr>;
+}
+
+/// `first` spliced through `be` as one batch, each outcome to `settled` with its index (the
+/// default step before traps).
+pub(crate) fn splice_first<B: Backend + ?Sized>(
+    be: &mut B,
+    first: &[Splice<B::Addr>],
+    settled: &mut dyn FnMut(usize, Outcome),
+) -> Result<(), InstrumentError> {
+    if first.is_empty() {
+        return Ok(());
+    }
+    let mut done = Vec::new();
+    let r = be.splice(first, &mut done);
+    for (k, o) in done.into_iter().enumerate() {
+        settled(k, o);
+    }
+    r
 }

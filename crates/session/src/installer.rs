@@ -754,12 +754,6 @@ pub(crate) mod fake {
             self.event("extra probes");
             Ok(self.extra.clone())
         }
-        fn heaps(&self, modules: usize) -> usize {
-            modules
-        }
-        fn heap_of(&self, module: usize) -> usize {
-            module
-        }
         fn map_heaps(
             &mut self,
             modules: &[AnalyzedImage],
@@ -826,6 +820,7 @@ pub(crate) mod fake {
             self.log().boards.extend(boards.iter().map(|b| b.0 .0));
             Ok(())
         }
+        /// The default step, noted.
         fn before_traps(
             &mut self,
             _: &[Site],
@@ -834,12 +829,7 @@ pub(crate) mod fake {
             settled: &mut dyn FnMut(usize, Outcome),
         ) -> Result<(), InstrumentError> {
             self.event(format!("before traps {:x?}", addrs(first)));
-            let mut done = Vec::new();
-            let r = self.splice(first, &mut done);
-            for (k, o) in done.into_iter().enumerate() {
-                settled(k, o);
-            }
-            r
+            crate::backend::splice_first(self, first, settled)
         }
         fn after_remove(
             &mut self,

@@ -1,7 +1,12 @@
-//! Probes in a live process (KernInst §3.3–3.4, Djprobe; DESIGN.md §3–5): code heap and
-//! shared data heap near each module, one code patch per spliced address holding every probe
-//! placed there, the splices written in batches while every thread is stopped and out of the
-//! way, and removal that restores every byte and verifies it.
+//! A live process as a back-end of the one patch-set builder (KernInst §3.3–3.4, Djprobe;
+//! DESIGN.md §3–5, §9): code heap and shared data heap near each module, one code patch per
+//! spliced address holding every probe placed there, the splices written in batches while
+//! every thread is stopped and out of the way, and removal that restores every byte and
+//! verifies it. The sequence is `installer::PatchSet`'s; this module is what only a process
+//! does, behind [`Backend`]'s hooks ([`Instrumentation`] is `PatchSet<ProcessBackend>`).
+//!
+//! Code heap of a module: the code patches, one after another by room, then (in the module of
+//! the first trap site) the trap dispatcher and its table.
 //!
 //! Data heap of a module (shared with kerf, which samples it with no system call):
 //! ```text
@@ -362,15 +367,6 @@ impl Backend for ProcessBackend {
         let guards = guard_probes(modules)?;
         phases.lap("find the system calls to guard", t);
         Ok(Some(guards))
-    }
-
-    /// One heap per module.
-    fn heaps(&self, modules: usize) -> usize {
-        modules
-    }
-
-    fn heap_of(&self, module: usize) -> usize {
-        module
     }
 
     /// Code and data heaps next to every module that has probes, each mapped under a stop of

@@ -10,7 +10,7 @@ use crate::patchset::{self, DataLayout, Outcome, Runtime};
 use crate::phases::Phases;
 use crate::plan::{Rules, SitePlan};
 use crate::probe::Where;
-use crate::probe::{Action, InstrumentError, KindRefusal, Probe, Reason, Removed, Site};
+use crate::probe::{Action, InstrumentError, KindRefusal, Probe, Reason, Removed};
 use kerf_analysis::image::Image;
 use kerf_analysis::{analyze, Progress};
 use kerf_arch::{ImageAddr, KernelAddr, RemoteAddr};
@@ -435,6 +435,10 @@ impl Backend for KernelBackend<'_> {
         true
     }
 
+    // (No `extra_probes` and the default `before_traps`: the kernel's traps go to the driver,
+    // not to a signal handler, so it has no signal masks to guard and nothing must be live
+    // before them.)
+
     /// Signal masks are a process's concern (the kernel's traps go to the driver), and timing
     /// through tail calls is for processes too. Tasks are told apart by `current_task`; `-p`
     /// needs the offset of `task_struct.pid` from BTF.
@@ -560,26 +564,6 @@ impl Backend for KernelBackend<'_> {
             }
         })?;
         Ok(Splice { addr: KernelAddr(addr), old, new, patch, springboard })
-    }
-
-    /// Nothing: the kernel has no signal masks to guard (its traps go to the driver), so
-    /// nothing must be live before its traps.
-    fn before_traps(
-        &mut self,
-        _sites: &[Site],
-        first: &[Splice<KernelAddr>],
-        _phases: &mut Phases,
-        settled: &mut dyn FnMut(usize, Outcome),
-    ) -> Result<(), InstrumentError> {
-        if first.is_empty() {
-            return Ok(());
-        }
-        let mut done = Vec::new();
-        let r = self.splice(first, &mut done);
-        for (k, o) in done.into_iter().enumerate() {
-            settled(k, o);
-        }
-        r
     }
 
     /// Nothing: the driver restored every byte and springboard in `remove`, its heaps are its
