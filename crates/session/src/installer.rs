@@ -181,7 +181,7 @@ impl<B: Backend> PatchSet<B> {
         let heaps = self.be.heaps(modules.len());
         let be = &self.be;
         self.layout = DataLayout::new(probes, timers, heaps, |m| be.heap_of(m))?;
-        let mut heaps = self.be.map_heaps(modules, probes, &self.layout, &site_plans)?;
+        let heaps = self.be.map_heaps(modules, probes, &self.layout, &site_plans)?;
         let t = self.phases.lap("map heaps", t);
         let trap_module = site_plans
             .iter()
@@ -202,7 +202,6 @@ impl<B: Backend> PatchSet<B> {
             let (data, tails) = (heap.data.get(), heap.tails.map_or(0, TargetAddr::get));
             jobs.push(Job { site: sp, label: &p.label, patch_at, data, tails, guard_action });
         }
-        heaps.clear();
         cancelled(cancel)?;
 
         // 5. Code, generated in parallel (pure), then written chunk by chunk with the
@@ -258,9 +257,8 @@ impl<B: Backend> PatchSet<B> {
             let t = self.phases.lap("code patches: write", t);
             for (job, _, displaced, pad) in &staged {
                 let at = B::Addr::at(job.patch_at);
-                let mut s =
-                    self.be.make_splice(job.site, job.label, at, displaced, pad.as_deref())?;
-                let k = self.record(modules, probes, job.site, &mut s);
+                let s = self.be.make_splice(job.site, job.label, at, displaced, pad.as_deref())?;
+                let k = self.record(modules, probes, job.site, &s);
                 boards.extend(s.springboard.map(|b| (k, b)));
             }
             self.phases.lap("code patches: springboards, site records", t);
@@ -371,7 +369,7 @@ impl<B: Backend> PatchSet<B> {
         modules: &[AnalyzedImage],
         probes: &[Probe],
         sp: &SitePlan,
-        s: &mut Splice<B::Addr>,
+        s: &Splice<B::Addr>,
     ) -> usize {
         let p = &probes[sp.first].point;
         let m = &modules[p.module];
