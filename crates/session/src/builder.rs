@@ -1,9 +1,10 @@
-//! The splice step both installers share (DESIGN.md §9): a patch set's splices go through a
-//! [`Backend`] in batches, in the order they must go live (the caller's plan order: timer
-//! stops before timer starts), each splice's [`Outcome`] handed to the installer as soon as
-//! its batch returns, and splices a thread is inside (`Later`) tried again in a later batch.
-//! What a process needs around it (signal-mask guards, the trap dispatcher) and what the
-//! kernel does inside a batch (int3s, quiescence, jumps) stay with each target.
+//! The splice and removal steps of the patch-set builder (`installer`, DESIGN.md §9.0 steps 8
+//! and removal): a patch set's splices go through a [`Backend`] in batches, in the order they
+//! must go live (the caller's plan order: timer stops before timer starts), each splice's
+//! [`Outcome`] handed to the builder as soon as its batch returns, and splices a thread is
+//! inside (`Later`) tried again in a later batch. What a process needs around it (signal-mask
+//! guards, the trap dispatcher) is the back-end's hooks; what the kernel does inside a batch
+//! (int3s, quiescence, jumps) is its `Backend::splice`.
 
 pub(crate) use crate::backend::Batches;
 use crate::backend::{Backend, Outcome, Splice};
