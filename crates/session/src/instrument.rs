@@ -676,24 +676,14 @@ impl PatchSet<ProcessBackend> {
         timers: usize,
         opts: Options,
     ) -> Result<Instrumentation, InstrumentError> {
-        Instrumentation::install_cancellable(pid, modules, probes, timers, opts, None)
-    }
-
-    /// [`Instrumentation::install`] that stops once `cancel` becomes true (see [`Cancel`]).
-    pub fn install_cancellable(
-        pid: i32,
-        modules: &[AnalyzedImage],
-        probes: &[Probe],
-        timers: usize,
-        opts: Options,
-        cancel: Cancel<'_>,
-    ) -> Result<Instrumentation, InstrumentError> {
         // Before anything changes in the target: another kerf there is refused.
         let be = ProcessBackend::claim(pid)?;
-        Instrumentation::install_with(be, modules, probes, timers, opts, cancel)
+        Instrumentation::install_with(be, modules, probes, timers, opts, None)
     }
 
-    /// [`Instrumentation::install_cancellable`] through back-end `be` (a fake one in tests).
+    /// [`Instrumentation::install`] through back-end `be` (claimed with
+    /// [`ProcessBackend::claim`], or a fake one in tests), stopping once `cancel` becomes true
+    /// (see [`Cancel`]).
     pub fn install_with(
         mut be: ProcessBackend,
         modules: &[AnalyzedImage],
