@@ -102,7 +102,7 @@ fn thousand_attach_splice_detach_cycles() {
         }
         total += (0..points.len()).map(|i| inst.count(i)).sum::<u64>();
         timer_calls += inst.timer(0, kerf_session::instrument::tsc()).calls;
-        longest = longest.max(inst.longest_pause);
+        longest = longest.max(inst.pauses().longest);
         let removed = inst.remove().unwrap_or_else(|e| panic!("cycle {cycle}: remove: {e}"));
         if !removed.kept.is_empty() {
             eprintln!("cycle {cycle}: heaps kept: {:x?} ({:?})", removed.kept, removed.why);

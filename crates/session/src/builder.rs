@@ -1,14 +1,15 @@
-//! The splice step both installers share (DESIGN.md §9): a patch set's splices go through a
-//! [`Backend`] in batches, in the order they must go live (the caller's plan order: timer
-//! stops before timer starts), each splice's [`Outcome`] handed to the installer as soon as
-//! its batch returns, and splices a thread is inside (`Later`) tried again in a later batch.
-//! What a process needs around it (signal-mask guards, the trap dispatcher) and what the
-//! kernel does inside a batch (int3s, quiescence, jumps) stay with each target.
+//! The splice and removal steps of the patch-set builder (`installer`, DESIGN.md §9.0 steps 8
+//! and removal): a patch set's splices go through a [`Backend`] in batches, in the order they
+//! must go live (the caller's plan order: timer stops before timer starts), each splice's
+//! [`Outcome`] handed to the builder as soon as its batch returns, and splices a thread is
+//! inside (`Later`) tried again in a later batch. What a process needs around it (signal-mask
+//! guards, the trap dispatcher) is the back-end's hooks; what the kernel does inside a batch
+//! (int3s, quiescence, jumps) is its `Backend::splice`.
 
+pub(crate) use crate::backend::Batches;
 use crate::backend::{Backend, Outcome, Splice};
 use crate::plan::SitePlan;
 use crate::probe::{InstrumentError, Probe, Reason, Refused};
-use std::time::Duration;
 
 /// Every probe of the site `sp` left out, with why (one record each, as both targets report
 /// them).
@@ -26,17 +27,6 @@ pub(crate) fn refusals<'a>(
     })
 }
 
-/// How a patch set's splices are batched.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Batches {
-    /// Splices per call of [`Backend::splice`] (a process: per stop of every thread).
-    pub size: usize,
-    /// Rounds a `Later` splice is tried again before it is given up.
-    pub tries: usize,
-    /// How long the threads in the way get to move on before a retry.
-    pub pause: Duration,
-}
-
 /// Splice `todo` (indexes into `splices`, in the order they must go live) through `be`,
 /// `batches.size` at a time. Before each batch `before` runs (a cancellation check); after
 /// it, every outcome but `Later` goes to `settled` with its splice's index, also when the
@@ -46,7 +36,7 @@ pub(crate) struct Batches {
 /// `Later` at the end.
 pub(crate) fn splice_in_batches<B: Backend + ?Sized>(
     be: &mut B,
-    splices: &[Splice],
+    splices: &[Splice<B::Addr>],
     mut todo: Vec<usize>,
     batches: Batches,
     mut before: impl FnMut() -> Result<(), InstrumentError>,
@@ -56,7 +46,7 @@ pub(crate) fn splice_in_batches<B: Backend + ?Sized>(
     while !todo.is_empty() && tries < batches.tries {
         before()?;
         let batch: Vec<usize> = todo.drain(..todo.len().min(batches.size)).collect();
-        let these: Vec<Splice> = batch.iter().map(|&i| splices[i].clone()).collect();
+        let these: Vec<Splice<B::Addr>> = batch.iter().map(|&i| splices[i].clone()).collect();
         let mut done = Vec::with_capacity(batch.len());
         let r = be.splice(&these, &mut done);
         // Whatever went in is reported before any error is returned: it must come out.
@@ -84,13 +74,13 @@ pub(crate) fn splice_in_batches<B: Backend + ?Sized>(
 /// stops the removal (the splices not yet out stay live, for the caller to say so or retry).
 pub(crate) fn remove_in_batches<B: Backend + ?Sized>(
     be: &mut B,
-    live: &[(usize, Splice)],
+    live: &[(usize, Splice<B::Addr>)],
     size: usize,
     mut removed: impl FnMut(usize),
 ) -> Result<(), InstrumentError> {
-    let order: Vec<&(usize, Splice)> = live.iter().rev().collect();
+    let order: Vec<&(usize, Splice<B::Addr>)> = live.iter().rev().collect();
     for batch in order.chunks(size.max(1)) {
-        let splices: Vec<Splice> = batch.iter().map(|(_, s)| s.clone()).collect();
+        let splices: Vec<Splice<B::Addr>> = batch.iter().map(|(_, s)| s.clone()).collect();
         be.remove(&splices)?;
         for (i, _) in batch {
             removed(*i);
@@ -102,66 +92,20 @@ pub(crate) fn remove_in_batches<B: Backend + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::Where;
+    use crate::installer::fake::Fake;
+    use kerf_arch::RemoteAddr;
+    use std::time::Duration;
 
-    /// A back-end that says `Later` for an address while it has tries left there, refuses
-    /// one address, fails a batch holding another, and records every call.
-    #[derive(Default)]
-    struct Fake {
-        busy: Vec<(u64, usize)>,
-        refuse: Option<u64>,
-        fail_at: Option<u64>,
-        spliced: Vec<Vec<u64>>,
-        removed: Vec<Vec<u64>>,
-    }
-
-    impl Backend for Fake {
-        type Data = ();
-        fn target(&self) -> Where {
-            Where::Kernel
-        }
-        fn alloc_code(&mut self, _: u64, _: u64, _: u64) -> Result<u64, InstrumentError> {
-            Ok(0)
-        }
-        fn map_data(&mut self, _: u64, _: u64) -> Result<(), InstrumentError> {
-            Ok(())
-        }
-        fn write_code(&mut self, _: u64, _: &[u8]) -> Result<(), InstrumentError> {
-            Ok(())
-        }
-        fn splice(
-            &mut self,
-            batch: &[Splice],
-            done: &mut Vec<Outcome>,
-        ) -> Result<(), InstrumentError> {
-            self.spliced.push(batch.iter().map(|s| s.addr).collect());
-            for s in batch {
-                if Some(s.addr) == self.fail_at {
-                    return Err(InstrumentError::Interrupted);
-                }
-                if let Some(b) = self.busy.iter_mut().find(|b| b.0 == s.addr && b.1 > 0) {
-                    b.1 -= 1;
-                    done.push(Outcome::Later);
-                } else if Some(s.addr) == self.refuse {
-                    done.push(Outcome::Refused(Reason::Busy { tries: 0 }));
-                } else {
-                    done.push(Outcome::Done);
-                }
-            }
-            Ok(())
-        }
-        fn remove(&mut self, batch: &[Splice]) -> Result<Vec<Outcome>, InstrumentError> {
-            self.removed.push(batch.iter().map(|s| s.addr).collect());
-            if batch.iter().any(|s| Some(s.addr) == self.fail_at) {
-                return Err(InstrumentError::Interrupted);
-            }
-            Ok(vec![Outcome::Done; batch.len()])
-        }
-    }
-
-    fn splices(n: u64) -> Vec<Splice> {
+    fn splices(n: u64) -> Vec<Splice<RemoteAddr>> {
+        let at = RemoteAddr;
         (0..n)
-            .map(|a| Splice { addr: a, old: vec![0], new: vec![1], patch: 0, springboard: None })
+            .map(|a| Splice {
+                addr: at(a),
+                old: vec![0],
+                new: vec![1],
+                patch: at(0),
+                springboard: None,
+            })
             .collect()
     }
 
@@ -182,7 +126,7 @@ mod tests {
         )
         .unwrap();
         assert!(left.is_empty());
-        assert_eq!(be.spliced, vec![vec![4, 1], vec![0, 3], vec![2, 1]]);
+        assert_eq!(be.log().spliced, vec![vec![4, 1], vec![0, 3], vec![2, 1]]);
         let refused = Outcome::Refused(Reason::Busy { tries: 0 });
         assert_eq!(
             settled,
@@ -212,7 +156,7 @@ mod tests {
         .unwrap();
         assert_eq!(left, vec![0]);
         assert_eq!(settled, vec![1]);
-        assert_eq!(be.spliced.len(), 3);
+        assert_eq!(be.log().spliced.len(), 3);
     }
 
     /// What went in before a batch failed is reported before the error comes back (it must
@@ -255,18 +199,18 @@ mod tests {
             |_, _| {},
         );
         assert!(matches!(r, Err(InstrumentError::Interrupted)));
-        assert_eq!(be.spliced, vec![vec![0, 1]]);
+        assert_eq!(be.log().spliced, vec![vec![0, 1]]);
     }
 
     /// Removal goes in the reverse of the live order, a batch at a time, and stops at the
     /// first error with the rest still live.
     #[test]
     fn removal_in_reverse_stops_at_an_error() {
-        let live: Vec<(usize, Splice)> = splices(5).into_iter().enumerate().collect();
+        let live: Vec<(usize, Splice<RemoteAddr>)> = splices(5).into_iter().enumerate().collect();
         let mut be = Fake::default();
         let mut out = Vec::new();
         remove_in_batches(&mut be, &live, 2, |i| out.push(i)).unwrap();
-        assert_eq!(be.removed, vec![vec![4, 3], vec![2, 1], vec![0]]);
+        assert_eq!(be.log().removed, vec![vec![4, 3], vec![2, 1], vec![0]]);
         assert_eq!(out, vec![4, 3, 2, 1, 0]);
 
         let mut be = Fake { fail_at: Some(2), ..Fake::default() };

@@ -11,7 +11,7 @@
 //! the new analysis (they were resolved from the bad one) and installing starts over. A fresh
 //! analysis needs no check, so this ends after at most one new analysis per module.
 
-use crate::instrument::{Cancel, Instrumentation, Options};
+use crate::instrument::{Cancel, Instrumentation, Options, ProcessBackend};
 use crate::load::{AnalyzedImage, LoadError};
 use crate::probe::{InstrumentError, Probe};
 use kerf_analysis::Progress;
@@ -61,12 +61,14 @@ pub fn install<T, E>(
     let mut warnings = Vec::new();
     loop {
         let (probes, timers, built) = build(modules).map_err(CheckedError::Build)?;
-        let err =
-            match Instrumentation::install_cancellable(pid, modules, &probes, timers, opts, cancel)
-            {
-                Ok(inst) => return Ok(Installed { inst, probes, built, warnings }),
-                Err(e) => e,
-            };
+        // Claimed before anything changes in the target: another kerf there is refused.
+        let installed = ProcessBackend::claim(pid).and_then(|be| {
+            Instrumentation::install_with(be, modules, &probes, timers, opts, cancel)
+        });
+        let err = match installed {
+            Ok(inst) => return Ok(Installed { inst, probes, built, warnings }),
+            Err(e) => e,
+        };
         let InstrumentError::Analysis { module, path, detail } = &err else {
             return Err(CheckedError::Instrument(err));
         };

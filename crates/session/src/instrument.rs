@@ -1,7 +1,12 @@
-//! Probes in a live process (KernInst §3.3–3.4, Djprobe; DESIGN.md §3–5): code heap and
-//! shared data heap near each module, one code patch per spliced address holding every probe
-//! placed there, the splices written in batches while every thread is stopped and out of the
-//! way, and removal that restores every byte and verifies it.
+//! A live process as a back-end of the one patch-set builder (KernInst §3.3–3.4, Djprobe;
+//! DESIGN.md §3–5, §9): code heap and shared data heap near each module, one code patch per
+//! spliced address holding every probe placed there, the splices written in batches while
+//! every thread is stopped and out of the way, and removal that restores every byte and
+//! verifies it. The sequence is `installer::PatchSet`'s; this module is what only a process
+//! does, behind [`Backend`]'s hooks ([`Instrumentation`] is `PatchSet<ProcessBackend>`).
+//!
+//! Code heap of a module: the code patches, one after another by room, then (in the module of
+//! the first trap site) the trap dispatcher and its table.
 //!
 //! Data heap of a module (shared with kerf, which samples it with no system call):
 //! ```text
@@ -38,25 +43,24 @@
 //! +64   scratch for injected rt_sigaction (32 bytes)
 //! ```
 
-use crate::backend::{Backend, Outcome, Splice};
-use crate::builder::{self, Batches};
+use crate::backend::{Backend, Batches, Begin, Heap, Patch, Pauses, Splice, Springboard};
+pub use crate::installer::{tsc, Cancel, PatchSet};
 use crate::load::AnalyzedImage;
-use crate::patchset::{self, DataLayout, Job, Runtime, GUARD_PATCH};
+use crate::patchset::{self, DataLayout, Outcome, Runtime, GUARD_PATCH};
 use crate::phases::Phases;
-use crate::plan::{plan_sites, plan_sites_adding, Plan, Rules, SitePlan};
+use crate::plan::{Rules, SitePlan, Sites};
+use crate::probe::Where;
 pub use crate::probe::{Action, InstrumentError, Probe, Reason, Refused, Removed, Site};
-use crate::probe::{Foreign, Where};
 use crate::spec::Point;
 use kerf_arch::{ImageAddr, RemoteAddr};
-use kerf_codegen::timer::{self, TimerSample};
+use kerf_codegen::timer;
 use kerf_codegen::{sigguard, trap, Env, ThreadPointer};
 use kerf_os::ptrace::{RegsExt, RemoteMem, SharedMem, TargetMemory, TraceSys, Tracee};
 use kerf_os::TargetError;
 use kerf_patch::{jump2_bytes, jump5_bytes, Layout, SpliceKind, INT3, SPRINGBOARD_LEN};
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Room for the trap dispatcher's code.
 const DISPATCHER_ROOM: u64 = 1024;
@@ -91,19 +95,15 @@ const SIGTRAP: u64 = trap::SIGTRAP as u64;
 const AT_HWCAP2: u64 = 26;
 const HWCAP2_FSGSBASE: u64 = 2;
 
-/// A springboard: its address, the bytes it replaces, and its jump to a code patch.
-type Springboard = (u64, Vec<u8>, Vec<u8>);
-
-/// The heaps kerf mapped next to one module.
+/// The heaps kerf mapped next to one module: its code heap (code patches from `code`, the
+/// trap dispatcher and its table at `dispatcher`, after room for every patch) and data heap.
 struct Heaps {
     code: u64,
     code_len: u64,
-    used: u64,
+    dispatcher: u64,
     data: SharedMem,
     /// Offset of the signal area in `data`.
     sig_area: usize,
-    /// Where the tail stacks are in the target (0: none).
-    tails: u64,
 }
 
 /// What kerf changed in a process's signal state for its trap splices (see the module
@@ -117,58 +117,13 @@ struct SignalFixes {
 }
 
 /// Probes spliced into a live process.
-pub struct Instrumentation {
-    pid: i32,
-    sites: Vec<Site>,
-    heaps: Vec<Option<Heaps>>,
-    /// Where each counter and timer is: module and data-heap offset.
-    layout: DataLayout,
-    /// Per probe: the index of its site (`usize::MAX`: refused).
-    probe_site: Vec<usize>,
-    /// Probes no splice kind could take, left out.
-    pub refused: Vec<Refused>,
-    /// Trap dispatcher: the module whose heaps hold it (its signal area holds the program's
-    /// SIGTRAP action), and the dispatcher's address.
-    trap: Option<(usize, u64)>,
-    /// Sites with a signal-mask guard (they go live before any trap, come out last).
-    guard_sites: Vec<usize>,
-    /// The signal state kerf changed.
-    fixes: SignalFixes,
-    /// Sites in the order they went live (removal goes the other way).
-    live_order: Vec<usize>,
-    /// Sites holding a probe a tool asked for come first in `sites`; guard-only sites after.
-    user_sites: usize,
-    /// The module whose heaps hold the trap dispatcher and the program's SIGTRAP action.
-    sig_module: Option<usize>,
-    /// Sites that could not go live (see `leave_out`).
-    left_out: Vec<Site>,
-    /// Where a thread asleep in a system call inside a code patch has its PC, and where to
-    /// move it on removal (see `parked_syscalls`).
-    parked: std::collections::HashMap<u64, Parked>,
-    /// What the dispatcher's signal frames hold, to tell its dead frames on a stack from
-    /// live references into kerf's code.
-    dispatcher_frames: Option<DispatcherFrames>,
-    /// Padding taken by springboards, `[start, end)` in the target.
-    springboards: Vec<(u64, u64)>,
-    /// Run-once start-up code of the main executable the program is past, `[start, end)`.
-    startup: Vec<(u64, u64)>,
-    /// The longest time every thread was held stopped, over every stop (mapping heaps and
-    /// installing the trap dispatcher inject system calls, which take longest).
-    pub longest_pause: Duration,
-    /// The longest stop that wrote or removed a batch of splices (DESIGN.md §4: ≤ 1 ms).
-    pub longest_splice_pause: Duration,
-    /// TSC when the last splice went in, and the matching monotonic time.
-    pub installed_at: (u64, std::time::Instant),
-    /// Where the installation's time went, phase by phase.
-    pub phases: Phases,
-    removed: bool,
-    /// The process as a back-end: every stop and every byte written goes through it.
-    be: ProcessBackend,
-}
+pub type Instrumentation = PatchSet<ProcessBackend>;
 
 /// A live process as a [`Backend`]: ptrace stops of the whole thread group (through a
 /// replaceable [`TraceSys`], so that tests run it on `kerf_os::ptrace::fake`), code written
-/// through /proc/PID/mem, data heaps shared with kerf.
+/// through /proc/PID/mem, data heaps shared with kerf; and what only a process needs around
+/// its splices (thread context, signal-mask guards and the trap dispatcher, parked threads,
+/// heaps next to each module: see the module comment).
 pub struct ProcessBackend {
     pid: i32,
     sys: Arc<dyn TraceSys>,
@@ -180,6 +135,22 @@ pub struct ProcessBackend {
     /// removed a batch of splices.
     longest_pause: Duration,
     longest_splice_pause: Duration,
+    /// Run probes only in this thread (`--tid`).
+    only_thread: Option<i32>,
+    /// Per module: the heaps kerf mapped next to it.
+    heaps: Vec<Option<Heaps>>,
+    /// The module whose heaps hold the trap dispatcher and the program's SIGTRAP action.
+    sig_module: Option<usize>,
+    /// Trap dispatcher: its module and address, once installed.
+    trap: Option<(usize, u64)>,
+    /// The signal state kerf changed.
+    fixes: SignalFixes,
+    /// Where a thread asleep in a system call inside a code patch has its PC, and where to
+    /// move it on removal (see `parked_syscalls`).
+    parked: std::collections::HashMap<u64, Parked>,
+    /// What the dispatcher's signal frames hold, to tell its dead frames on a stack from
+    /// live references into kerf's code.
+    dispatcher_frames: Option<DispatcherFrames>,
 }
 
 impl ProcessBackend {
@@ -199,6 +170,13 @@ impl ProcessBackend {
             mem: None,
             longest_pause: Duration::ZERO,
             longest_splice_pause: Duration::ZERO,
+            only_thread: None,
+            heaps: Vec::new(),
+            sig_module: None,
+            trap: None,
+            fixes: SignalFixes::default(),
+            parked: Default::default(),
+            dispatcher_frames: None,
         }
     }
 
@@ -221,12 +199,22 @@ impl ProcessBackend {
     /// Run `f` with every thread stopped, then let them go (also when `f` fails).
     fn stopped<T>(
         &mut self,
-        f: impl FnOnce(&mut Tracee) -> Result<T, InstrumentError>,
+        f: impl FnOnce(&mut Self, &mut Tracee) -> Result<T, InstrumentError>,
     ) -> Result<T, InstrumentError> {
         let mut tr = self.stop()?;
-        let r = f(&mut tr);
+        let r = f(self, &mut tr);
         self.resume(tr, false)?;
         r
+    }
+
+    /// /proc/PID/mem (opened in a stop of its own the first time, unless `begin` has opened it
+    /// already).
+    fn mem(&mut self) -> Result<&RemoteMem, InstrumentError> {
+        if self.mem.is_none() {
+            let mem = self.stopped(|_, tr| Ok(tr.memory()))?;
+            self.mem = Some(mem);
+        }
+        Ok(self.mem.as_ref().expect("opened above"))
     }
 
     /// With every thread stopped (`tr`): write each splice of `batch` whose bytes no thread is
@@ -235,36 +223,37 @@ impl ProcessBackend {
     /// Outcomes go to `done` as they happen (see [`Backend::splice`]).
     fn splice_stopped(
         tr: &Tracee,
-        batch: &[Splice],
+        batch: &[Splice<RemoteAddr>],
         done: &mut Vec<Outcome>,
     ) -> Result<(), InstrumentError> {
         let busy = busy_ranges(tr, None)?;
-        let free =
-            |s: &Splice| !busy.iter().any(|b| b.within(s.addr + 1, s.addr + s.new.len() as u64));
+        let free = |s: &Splice<RemoteAddr>| {
+            !busy.iter().any(|b| b.within(s.addr.0 + 1, s.addr.0 + s.new.len() as u64))
+        };
         // As `write_verified` for each, with one read of the batch's stretch of text before
         // the writes and one after where the sites lie close together (every thread is
         // stopped, and the sites' bytes do not overlap). A splice counts as written from its
         // write on (a failed write may have written part of it): it must come out again.
         let ranges: Vec<(u64, usize)> =
-            batch.iter().filter(|s| free(s)).map(|s| (s.addr, s.new.len())).collect();
+            batch.iter().filter(|s| free(s)).map(|s| (s.addr.0, s.new.len())).collect();
         let before = Window::read(tr, ranges.iter().copied());
         for s in batch {
             if !free(s) {
                 done.push(Outcome::Later);
                 continue;
             }
-            let cur = before.bytes(tr, s.addr, s.old.len())?;
+            let cur = before.bytes(tr, s.addr.0, s.old.len())?;
             if cur != s.old {
-                return Err(mismatch_before(s.addr, &s.old, &cur));
+                return Err(mismatch_before(s.addr.0, &s.old, &cur));
             }
             done.push(Outcome::Done);
-            tr.write(RemoteAddr(s.addr), &s.new)?;
+            tr.write(s.addr, &s.new)?;
         }
         let after = Window::read(tr, ranges.iter().copied());
         for s in batch.iter().filter(|s| free(s)) {
-            let back = after.bytes(tr, s.addr, s.new.len())?;
+            let back = after.bytes(tr, s.addr.0, s.new.len())?;
             if back != s.new {
-                return Err(mismatch_after(s.addr, &s.new, &back));
+                return Err(mismatch_after(s.addr.0, &s.new, &back));
             }
         }
         Ok(())
@@ -272,60 +261,399 @@ impl ProcessBackend {
 }
 
 impl Backend for ProcessBackend {
+    type Addr = RemoteAddr;
     type Data = SharedMem;
+
+    /// Springboards go into padding no thread runs, each under a stop before any splice
+    /// (they used to make the longest pause when written with the splices).
+    const SPRINGBOARDS_WITH_SPLICES: bool = false;
 
     fn target(&self) -> Where {
         Where::Process(self.pid)
     }
 
-    fn alloc_code(&mut self, near: u64, preferred: u64, len: u64) -> Result<u64, InstrumentError> {
-        self.stopped(|tr| {
-            let (near, preferred) = (RemoteAddr(near), RemoteAddr(preferred));
-            Ok(tr.alloc_near_preferring(near, preferred, len, PROT_RX)?.0)
-        })
+    fn alloc_code(
+        &mut self,
+        near: RemoteAddr,
+        preferred: RemoteAddr,
+        len: u64,
+    ) -> Result<RemoteAddr, InstrumentError> {
+        self.stopped(|_, tr| Ok(tr.alloc_near_preferring(near, preferred, len, PROT_RX)?))
     }
 
-    fn map_data(&mut self, near: u64, len: u64) -> Result<SharedMem, InstrumentError> {
-        self.stopped(|tr| Ok(tr.share_near(RemoteAddr(near), len)?))
+    fn map_data(&mut self, near: RemoteAddr, len: u64) -> Result<SharedMem, InstrumentError> {
+        self.stopped(|_, tr| Ok(tr.share_near(near, len)?))
     }
 
-    /// (Opens /proc/PID/mem in a stop of its own the first time, unless the installer has
-    /// opened it already.)
-    fn write_code(&mut self, at: u64, code: &[u8]) -> Result<(), InstrumentError> {
-        if self.mem.is_none() {
-            let mem = self.stopped(|tr| Ok(tr.memory()))?;
-            self.mem = Some(mem);
-        }
-        let mem = self.mem.as_ref().expect("opened above");
-        Ok(mem.write(RemoteAddr(at), code)?)
+    fn write_code(&mut self, at: RemoteAddr, code: &[u8]) -> Result<(), InstrumentError> {
+        Ok(self.mem()?.write(at, code)?)
     }
 
-    fn splice(&mut self, batch: &[Splice], done: &mut Vec<Outcome>) -> Result<(), InstrumentError> {
+    fn splice(
+        &mut self,
+        batch: &[Splice<RemoteAddr>],
+        done: &mut Vec<Outcome>,
+    ) -> Result<(), InstrumentError> {
         let tr = self.stop()?;
         let r = ProcessBackend::splice_stopped(&tr, batch, done);
         self.resume(tr, true)?;
         r
     }
 
-    fn remove(&mut self, batch: &[Splice]) -> Result<Vec<Outcome>, InstrumentError> {
+    fn remove(&mut self, batch: &[Splice<RemoteAddr>]) -> Result<Vec<Outcome>, InstrumentError> {
         let tr = self.stop()?;
-        let r = batch.iter().try_for_each(|s| write_verified(&tr, s.addr, &s.new, &s.old));
+        let r = batch.iter().try_for_each(|s| write_verified(&tr, s.addr.0, &s.new, &s.old));
         self.resume(tr, true)?;
         r.map(|()| vec![Outcome::Done; batch.len()])
     }
-}
 
-impl Site {
-    /// The site's splice as a back-end writes it (a process's springboard went in with its
-    /// code).
-    fn as_splice(&self) -> Splice {
-        Splice {
-            addr: self.addr,
-            old: self.original.clone(),
-            new: self.splice.clone(),
-            patch: self.patch,
-            springboard: None,
+    fn rules(&self) -> Rules {
+        Rules::PROCESS
+    }
+
+    fn chunk(&self) -> usize {
+        BATCH
+    }
+
+    fn batches(&self, _n: usize) -> Batches {
+        Batches { size: SPLICE_BATCH, tries: MAX_TRIES, pause: Duration::from_millis(1) }
+    }
+
+    fn remove_batch(&self, _n: usize) -> usize {
+        BATCH
+    }
+
+    /// The first stop: how generated code tells threads apart (and the thread probes are
+    /// restricted to), the start-up code the program is past, and /proc/PID/mem opened for
+    /// the code written while the target runs.
+    fn begin(
+        &mut self,
+        modules: &[AnalyzedImage],
+        probes: &[Probe],
+        _timers: usize,
+        phases: &mut Phases,
+    ) -> Result<Begin, InstrumentError> {
+        // Each step that injects system calls has a stop of its own: a stop lasts as long as
+        // the work done in it (an injected call is a register swap, a single-step and a wait,
+        // about 80 us here, plus reading /proc/PID/maps), and DESIGN §6 allows 1 ms a stop.
+        // Nothing refers to a heap until a splice does, so the target may run between them.
+        let t = Instant::now();
+        self.heaps = (0..modules.len()).map(|_| None).collect();
+        let only = self.only_thread;
+        let (thread, only_thread, startup) = self.stopped(|me, tr| {
+            let (thread, only_thread) = thread_context(tr, me.pid, probes, only)?;
+            let startup = modules.first().and_then(|m| startup_ranges(tr, m)).unwrap_or_default();
+            me.mem = Some(tr.memory());
+            Ok((thread, only_thread, startup))
+        })?;
+        phases.lap("first stop (thread context, start-up code)", t);
+        let target = Where::Process(self.pid);
+        let runtime = Runtime { target, env: Env::User, thread, only_thread, only_id: None };
+        Ok(Begin { runtime, startup })
+    }
+
+    /// A trap anywhere: every `syscall` that may change a signal mask gets a guard (module
+    /// comment, step 3).
+    fn extra_probes(
+        &mut self,
+        modules: &[AnalyzedImage],
+        planned: &Sites,
+        phases: &mut Phases,
+    ) -> Result<Option<Vec<Probe>>, InstrumentError> {
+        if !planned.sites.iter().any(|s| s.plan.kind == SpliceKind::Trap) {
+            return Ok(None);
         }
+        let t = Instant::now();
+        let guards = guard_probes(modules)?;
+        phases.lap("find the system calls to guard", t);
+        Ok(Some(guards))
+    }
+
+    /// Code and data heaps next to every module that has probes, each mapped under a stop of
+    /// its own (see `begin`).
+    fn map_heaps(
+        &mut self,
+        modules: &[AnalyzedImage],
+        probes: &[Probe],
+        layout: &DataLayout,
+        _sites: &[SitePlan],
+    ) -> Result<Vec<Option<Heap<RemoteAddr>>>, InstrumentError> {
+        let mut code = vec![0u64; modules.len()];
+        let mut tails = vec![false; modules.len()];
+        for p in probes {
+            let m = p.point.module;
+            code[m] += patchset::patch_room(p.action);
+            tails[m] |= p.action.is_tail();
+            if p.action == Action::SignalGuard {
+                code[m] += GUARD_PATCH;
+            }
+        }
+        let mut out = Vec::with_capacity(modules.len());
+        for m in 0..modules.len() {
+            if code[m] == 0 {
+                out.push(None);
+                continue;
+            }
+            let first = modules[m].analysis.cfg.functions.first();
+            let near = modules[m].remote(first.map_or(ImageAddr(0), |f| f.entry));
+            // The dispatcher goes into one module's heap (the first trap site's, known only
+            // after planning), after room for every patch, and its table lists the trap
+            // sites of every module: room for all of them in each heap (pages never written
+            // cost no memory).
+            let code_len =
+                (code[m] + DISPATCHER_ROOM + trap::data_len(probes.len())).next_multiple_of(4096);
+            let tails_at = layout.end[m] as usize;
+            let tails_len = if tails[m] { timer::TAIL_AREA_LEN as usize } else { 0 };
+            let sig_area = tails_at + tails_len;
+            let data_len = sig_area + SIG_AREA;
+            // Anywhere in reach of the module's code; preferably at a fresh spot a few pages to
+            // a few MB past its end, so that a process instrumented again does not get its
+            // heap where the last one was: stale words on its stacks that pointed into the old
+            // heap would then look like live references to the new one.
+            let end = modules[m].segments.iter().map(|s| s.vaddr + s.memsz).max();
+            let end = modules[m].remote(end.unwrap_or(ImageAddr(0)));
+            let preferred = end.align_up(4096) + 4096 * spread_pages();
+            let code_at = self.alloc_code(near, preferred, code_len)?;
+            let data = match self.map_data(code_at, (data_len as u64).next_multiple_of(4096)) {
+                Ok(d) => d,
+                Err(e) => {
+                    // Not recorded in self.heaps yet, so removal would not free it.
+                    let _ = self.stopped(|_, tr| Ok(tr.free(code_at, code_len)?));
+                    return Err(e);
+                }
+            };
+            let heap = Heap {
+                code: code_at,
+                data: data.remote(),
+                tails: tails[m].then(|| data.remote() + tails_at as u64),
+            };
+            let dispatcher = code_at.0 + code[m];
+            let code = code_at.0;
+            self.heaps[m] = Some(Heaps { code, code_len, dispatcher, data, sig_area });
+            out.push(Some(heap));
+        }
+        Ok(out)
+    }
+
+    /// The dispatcher goes into the heaps of the first trap site's module, whose signal area
+    /// keeps the program's SIGTRAP action.
+    fn guard_action(&mut self, trap_module: Option<usize>) -> Option<u64> {
+        self.sig_module = trap_module;
+        let h = self.heaps.get(trap_module?)?.as_ref()?;
+        Some(h.data.remote().0 + (h.sig_area + SIG_ACTION) as u64)
+    }
+
+    /// One read of the stretch holding every range where they lie close together (see
+    /// `Window`), through /proc/PID/mem while the target runs.
+    fn read(&mut self, ranges: &[(RemoteAddr, usize)]) -> Result<Vec<Vec<u8>>, InstrumentError> {
+        let m: &dyn TargetMemory = self.mem()?;
+        let window = Window::read(m, ranges.iter().map(|&(a, n)| (a.0, n)));
+        Ok(ranges.iter().map(|&(a, n)| window.bytes(m, a.0, n)).collect::<Result<_, _>>()?)
+    }
+
+    /// Adjacent patches merged into one write (see `PatchWrites`); where a thread may come
+    /// to sleep in each is noted for removal (see `Parked`).
+    fn write_chunk(&mut self, patches: &[Patch<'_, RemoteAddr>]) -> Result<(), InstrumentError> {
+        for p in patches {
+            let layout = p.code.layout;
+            self.parked.extend(parked_syscalls(p.at.0, &p.code.bytes, p.displaced, layout));
+        }
+        let m: &dyn TargetMemory = self.mem()?;
+        let mut writes = PatchWrites::default();
+        for p in patches {
+            writes.add(m, p.at.0, &p.code.bytes)?;
+        }
+        Ok(writes.flush(m)?)
+    }
+
+    /// The whole displaced length is written (the jump, then int3s); a jump out of reach is
+    /// an error (the heaps were placed in reach).
+    fn make_splice(
+        &self,
+        sp: &SitePlan,
+        label: &str,
+        patch: RemoteAddr,
+        displaced: &[u8],
+        pad: Option<&[u8]>,
+    ) -> Result<Splice<RemoteAddr>, InstrumentError> {
+        let d = &sp.plan.displaced;
+        let addr = d.point;
+        let out_of_reach = |what| InstrumentError::OutOfReach {
+            target: Where::Process(self.pid),
+            label: label.to_string(),
+            addr,
+            what,
+        };
+        let mut springboard = None;
+        let new = match (sp.plan.kind, sp.plan.springboard) {
+            (SpliceKind::Jump5, _) => {
+                jump5_bytes(addr, patch.0, d.len).ok_or_else(|| out_of_reach("the patch"))?
+            }
+            (SpliceKind::Jump2, Some((sb, _))) => {
+                // The springboard goes into space no path executes any more, before
+                // anything can reach it.
+                let jmp = jump5_bytes(sb, patch.0, SPRINGBOARD_LEN as usize)
+                    .ok_or_else(|| out_of_reach("the patch (from the springboard)"))?;
+                let pad = pad.unwrap_or_default();
+                springboard = Some((RemoteAddr(sb), pad[..jmp.len().min(pad.len())].to_vec(), jmp));
+                jump2_bytes(addr, sb, d.len).ok_or_else(|| out_of_reach("the springboard"))?
+            }
+            _ => vec![INT3],
+        };
+        // The bytes the splice replaces, as read for the foreign-bytes check.
+        let old = match displaced.get(..new.len()) {
+            Some(b) => b.to_vec(),
+            None => {
+                let mut b = vec![0u8; new.len()];
+                let mem = self.mem.as_ref().expect("opened in `begin`");
+                mem.read(RemoteAddr(addr), &mut b)?;
+                b
+            }
+        };
+        Ok(Splice { addr: RemoteAddr(addr), old, new, patch, springboard })
+    }
+
+    /// Under a stop, each verified: the springboards go into the modules' own text.
+    fn write_springboards(
+        &mut self,
+        boards: &[Springboard<RemoteAddr>],
+    ) -> Result<(), InstrumentError> {
+        self.stopped(|_, tr| {
+            boards.iter().try_for_each(|(sb, pad, jmp)| write_verified(tr, sb.0, pad, jmp))
+        })
+    }
+
+    /// Module comment, steps 1-3: the trap dispatcher goes in (with any trap or guard: a
+    /// guard keeps the program's SIGTRAP action where the dispatcher's removal finds it),
+    /// handlers' masks lose SIGTRAP, then in one stop SIGTRAP is unblocked in every thread
+    /// and the guards go live.
+    fn before_traps(
+        &mut self,
+        sites: &[Site],
+        first: &[Splice<RemoteAddr>],
+        phases: &mut Phases,
+        settled: &mut dyn FnMut(usize, Outcome),
+    ) -> Result<(), InstrumentError> {
+        let t = Instant::now();
+        if sites.iter().any(|p| p.kind == SpliceKind::Trap) || !first.is_empty() {
+            self.stopped(|me, tr| me.install_dispatcher(tr, sites))?;
+        }
+        let t = phases.lap("trap dispatcher", t);
+        if !first.is_empty() {
+            self.stopped(|me, tr| me.clear_handler_masks(tr))?;
+            self.guards_live(sites, first, settled)?;
+        }
+        phases.lap("signal-mask guards live", t);
+        Ok(())
+    }
+
+    fn gone(&self, e: &InstrumentError) -> bool {
+        matches!(e, InstrumentError::Target(TargetError::NoSuchProcess { .. }))
+    }
+
+    /// Let pending traps drain, move threads parked in a patch's system call back to the
+    /// original code, wait until no thread runs in (or may return into) kerf's code, then
+    /// put back the signal state kerf changed, the program's SIGTRAP action and the
+    /// springboards, and unmap the heaps. A target that has exited needs nothing.
+    fn after_remove(
+        &mut self,
+        springboards: Vec<Springboard<RemoteAddr>>,
+    ) -> Result<Removed, InstrumentError> {
+        let gone = |e: &TargetError| matches!(e, TargetError::NoSuchProcess { .. });
+        // Threads that hit an int3 just before it went have a SIGTRAP on its way to the
+        // dispatcher, which still routes it to the patch; give them time to take it.
+        if self.trap.is_some() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let boards: Vec<(u64, u64)> =
+            springboards.iter().map(|(sb, pad, _)| (sb.0, sb.0 + pad.len() as u64)).collect();
+        let mut last_blocker = String::new();
+        for attempt in 1..=MAX_TRIES {
+            let mut tr = match self.stop() {
+                Ok(t) => t,
+                Err(e) if gone(&e) => return Ok(Removed::default()),
+                Err(e) => return Err(e.into()),
+            };
+            // Threads asleep in a system call inside a patch would keep it busy for as long as
+            // they sleep: they go back to the original code (see `Parked`).
+            self.move_parked_threads(&mut tr)?;
+            // A PC in kerf's code, or a value on a stack that points into it (the saved PC of
+            // a signal frame when a handler interrupted a thread inside a patch). The
+            // dispatcher's own dead frames are left out (see `DispatcherFrames`).
+            let busy = busy_ranges(&tr, self.dispatcher_frames.as_ref())?;
+            let code: Vec<(u64, u64)> =
+                self.heaps.iter().flatten().map(|h| (h.code, h.code + h.code_len)).collect();
+            let in_code = |b: &&Busy| code.iter().any(|&(lo, hi)| b.within(lo, hi));
+            let in_springboard = |b: &&Busy| boards.iter().any(|&(lo, hi)| b.within(lo, hi));
+            let blocker = busy.iter().find(|b| in_code(b) || in_springboard(b));
+            // A thread that hit an int3 before it was removed but has not taken the SIGTRAP
+            // yet (descheduled, on a loaded machine) needs the dispatcher still in place.
+            let trap_in_flight = self.trap.is_some()
+                && tr.threads().iter().any(|t| tr.signal_pending(*t, SIGTRAP as i32));
+            if blocker.is_none() && !trap_in_flight {
+                self.restore_signal_state(&mut tr)?;
+                let left = self.uninstall_dispatcher(&mut tr)?;
+                // Springboards last: no splice leads to them any more and no thread is in one.
+                restore_springboards(&tr, &springboards)?;
+                self.free_heaps(&mut tr);
+                self.resume(tr, false)?;
+                return Ok(left.map_or_else(Removed::default, |(why, kept)| Removed {
+                    kept,
+                    why: Some(why),
+                }));
+            }
+            last_blocker = match blocker {
+                Some(b) => b.to_string(),
+                None => "a SIGTRAP from a removed trap splice is still pending".into(),
+            };
+            // Out of tries, and what is left is only values on stacks that point into a code
+            // heap: a dead frame's leftovers look the same as a live signal frame, and a heap
+            // freed under a live one would crash the thread when its handler returns. Leave
+            // the heaps mapped (harmless: nothing jumps to them any more) and say so.
+            let only_stack_values = !trap_in_flight
+                && busy
+                    .iter()
+                    .filter(|b| in_code(b) || in_springboard(b))
+                    .all(|b| b.stack_offset.is_some() && !in_springboard(&b));
+            if attempt == MAX_TRIES && only_stack_values {
+                self.restore_signal_state(&mut tr)?;
+                let left = self.uninstall_dispatcher(&mut tr)?;
+                restore_springboards(&tr, &springboards)?;
+                let mut kept: Vec<(u64, u64)> = self
+                    .heaps
+                    .iter_mut()
+                    .filter_map(Option::take)
+                    .flat_map(|h| [(h.code, h.code_len), (h.data.remote().0, h.data.len() as u64)])
+                    .collect();
+                kept.extend(left.into_iter().flat_map(|l| l.1));
+                self.resume(tr, false)?;
+                let why = format!("a stack may still return into them: {last_blocker}");
+                return Ok(Removed { kept, why: Some(why) });
+            }
+            self.resume(tr, false)?;
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Err(InstrumentError::StillInside { pid: self.pid, tries: MAX_TRIES, last: last_blocker })
+    }
+
+    fn load_u64(&self, heap: usize, off: u64) -> u64 {
+        match self.heaps.get(heap).and_then(Option::as_ref) {
+            Some(h) => h.data.load_u64(off as usize),
+            None => 0,
+        }
+    }
+
+    fn pauses(&self) -> Pauses {
+        Pauses {
+            longest: self.longest_pause,
+            longest_splice: self.longest_splice_pause,
+            int3: None,
+        }
+    }
+
+    /// (An `exec` in the target, which replaces its memory, takes them away.)
+    fn code_heaps(&self) -> Vec<RemoteAddr> {
+        self.heaps.iter().flatten().map(|h| RemoteAddr(h.code)).collect()
     }
 }
 
@@ -337,25 +665,7 @@ pub struct Options {
     pub only_thread: Option<i32>,
 }
 
-/// A flag that stops an installation once it is true (see
-/// [`Instrumentation::install_cancellable`]).
-/// A flag that, once true, stops an installation (see [`Instrumentation::install_cancellable`]).
-pub type Cancel<'a> = Option<&'a AtomicBool>;
-
-fn cancelled(cancel: Cancel<'_>) -> Result<(), InstrumentError> {
-    match cancel {
-        Some(c) if c.load(Ordering::SeqCst) => Err(InstrumentError::Interrupted),
-        _ => Ok(()),
-    }
-}
-
-/// The target's TSC (the same counter generated code reads: kerf runs on the same machine).
-pub fn tsc() -> u64 {
-    // SAFETY: rdtsc has no preconditions; x86-64 always has it.
-    unsafe { core::arch::x86_64::_rdtsc() }
-}
-
-impl Instrumentation {
+impl PatchSet<ProcessBackend> {
     /// Splice `probes` into process `pid`, whose modules are `modules`. `timers` timer
     /// blocks are allocated; each `TimerStart`/`TimerStop` names one, and all probes of one
     /// timer must be in one module.
@@ -366,509 +676,83 @@ impl Instrumentation {
         timers: usize,
         opts: Options,
     ) -> Result<Instrumentation, InstrumentError> {
-        Instrumentation::install_cancellable(pid, modules, probes, timers, opts, None)
-    }
-
-    /// [`Instrumentation::install`] that stops once `cancel` becomes true (a signal handler
-    /// sets it): it is checked between batches while planning, writing code patches and
-    /// splicing; what went in is taken out and [`InstrumentError::Interrupted`] returned.
-    pub fn install_cancellable(
-        pid: i32,
-        modules: &[AnalyzedImage],
-        probes: &[Probe],
-        timers: usize,
-        opts: Options,
-        cancel: Cancel<'_>,
-    ) -> Result<Instrumentation, InstrumentError> {
         // Before anything changes in the target: another kerf there is refused.
         let be = ProcessBackend::claim(pid)?;
-        Instrumentation::install_with(be, modules, probes, timers, opts, cancel)
+        Instrumentation::install_with(be, modules, probes, timers, opts, None)
     }
 
-    /// [`Instrumentation::install_cancellable`] through back-end `be` (a fake one in tests).
+    /// [`Instrumentation::install`] through back-end `be` (claimed with
+    /// [`ProcessBackend::claim`], or a fake one in tests), stopping once `cancel` becomes true
+    /// (see [`Cancel`]).
     pub fn install_with(
-        be: ProcessBackend,
+        mut be: ProcessBackend,
         modules: &[AnalyzedImage],
         probes: &[Probe],
         timers: usize,
         opts: Options,
         cancel: Cancel<'_>,
     ) -> Result<Instrumentation, InstrumentError> {
-        let mut inst = Instrumentation {
-            pid: be.pid,
-            be,
-            sites: Vec::new(),
-            heaps: (0..modules.len()).map(|_| None).collect(),
-            layout: DataLayout {
-                counters: vec![None; probes.len()],
-                timers: vec![None; timers],
-                end: Vec::new(),
-            },
-            probe_site: vec![usize::MAX; probes.len()],
-            refused: Vec::new(),
-            trap: None,
-            guard_sites: Vec::new(),
-            fixes: SignalFixes::default(),
-            live_order: Vec::new(),
-            user_sites: 0,
-            sig_module: None,
-            left_out: Vec::new(),
-            parked: Default::default(),
-            dispatcher_frames: None,
-            springboards: Vec::new(),
-            startup: Vec::new(),
-            longest_pause: Duration::ZERO,
-            longest_splice_pause: Duration::ZERO,
-            installed_at: (tsc(), std::time::Instant::now()),
-            phases: Phases::default(),
-            removed: false,
-        };
-        if let Err(e) = inst.prepare(modules, probes, opts, cancel) {
-            // Nothing is spliced yet: put back the SIGTRAP action if the dispatcher went in,
-            // free what was mapped and let the target go.
-            inst.removed = true;
-            if let Ok(mut tr) = inst.be.stop() {
-                let _ = inst.uninstall_dispatcher(&mut tr);
-                let _ = inst.restore_springboards(&tr);
-                inst.free_heaps(&mut tr);
-                let _ = tr.resume_detach();
-            }
-            return Err(e);
-        }
-        // Signal-mask guards and the signal state they keep first (module comment, steps
-        // 2-3), then every other site in plan order: timer stops go live before timer starts
-        // (see plan::plan_sites). An error from here on drops `inst`, which removes itself.
-        let t = std::time::Instant::now();
-        if !inst.guard_sites.is_empty() {
-            inst.while_stopped(|me, tr| me.clear_handler_masks(tr))?;
-            inst.guards_live()?;
-        }
-        let t = inst.phases.lap("signal-mask guards live", t);
-        let todo = (0..inst.sites.len()).filter(|i| !inst.guard_sites.contains(i)).collect();
-        inst.splice_all(todo, cancel)?;
-        inst.phases.lap("splices", t);
-        inst.installed_at = (tsc(), std::time::Instant::now());
-        inst.longest_pause = inst.be.longest_pause;
-        inst.longest_splice_pause = inst.be.longest_splice_pause;
-        Ok(inst)
+        be.only_thread = opts.only_thread;
+        PatchSet::build(be, modules, probes, timers, opts.force_kind, cancel)
     }
+}
 
-    /// Run `f` with the whole thread group stopped, then let it go (also when `f` fails) and
-    /// note how long it was held.
-    fn while_stopped<T>(
-        &mut self,
-        f: impl FnOnce(&mut Self, &mut Tracee) -> Result<T, InstrumentError>,
-    ) -> Result<T, InstrumentError> {
-        let mut tr = self.be.stop()?;
-        let r = f(self, &mut tr);
-        self.be.resume(tr, false)?;
-        r
+/// How generated code tells threads apart in process `pid`, and the thread pointer of the
+/// thread probes are restricted to (`only`). `rdfsbase` when the kernel allows it; else the
+/// TCB's self pointer, which needs every thread to have TLS.
+fn thread_context(
+    tr: &Tracee,
+    pid: i32,
+    probes: &[Probe],
+    only: Option<i32>,
+) -> Result<(ThreadPointer, Option<u64>), InstrumentError> {
+    let timers = probes.iter().any(|p| p.action != Action::Count);
+    if !timers && only.is_none() {
+        return Ok((ThreadPointer::FsBase, None));
     }
-
-    /// Where each code heap kerf mapped in the target starts (an `exec` in the target, which
-    /// replaces its memory, takes them away).
-    pub fn code_heaps(&self) -> Vec<RemoteAddr> {
-        self.heaps.iter().flatten().map(|h| RemoteAddr(h.code)).collect()
-    }
-
-    /// Forget the target without touching it: after an `exec` the splices and heaps went with
-    /// the old program's memory, and their addresses may now hold anything of the new one.
-    /// Counts read before stay valid (kerf's side of the data heaps is its own mapping).
-    pub fn abandon(mut self) {
-        self.removed = true;
-    }
-
-    /// Every spliced address holding a probe a tool asked for, with its probes (kerf's own
-    /// signal-mask guards are left out: see [`Instrumentation::guards`]).
-    pub fn sites(&self) -> &[Site] {
-        &self.sites[..self.user_sites]
-    }
-
-    /// How many `syscall`s carry a signal-mask guard (the process has trap splices).
-    pub fn guards(&self) -> usize {
-        self.guard_sites.len()
-    }
-
-    /// The site probe `i` is placed at (`None`: no splice kind could take it).
-    pub fn site_of(&self, i: usize) -> Option<&Site> {
-        self.sites.get(self.probe_site[i])
-    }
-
-    /// The current count of `Count` probe `i`, read from the shared data heap (no system
-    /// call); 0 for other probes.
-    pub fn count(&self, i: usize) -> u64 {
-        match self.layout.counters.get(i).copied().flatten() {
-            Some((m, off)) => self.heaps[m].as_ref().map_or(0, |h| h.data.load_u64(off as usize)),
-            None => 0,
-        }
-    }
-
-    /// Timer `t` as it stands at TSC time `now` (threads inside counted up to `now`).
-    pub fn timer(&self, t: usize, now: u64) -> TimerSample {
-        let Some((m, off)) = self.layout.timers[t] else { return TimerSample::default() };
-        match self.heaps.get(m).and_then(Option::as_ref) {
-            Some(h) => timer::sample(&|o| h.data.load_u64((off + o) as usize), now),
-            None => TimerSample::default(),
-        }
-    }
-
-    /// Step 1: heaps, code patches and (for traps) the dispatcher, all written before
-    /// anything can reach them: heaps, springboards and the dispatcher while the target is
-    /// stopped, code patches while it runs (no thread can be in a heap no splice leads to).
-    fn prepare(
-        &mut self,
-        modules: &[AnalyzedImage],
-        probes: &[Probe],
-        opts: Options,
-        cancel: Cancel<'_>,
-    ) -> Result<(), InstrumentError> {
-        // Each step that injects system calls has a stop of its own: a stop lasts as long as
-        // the work done in it (an injected call is a register swap, a single-step and a wait,
-        // about 80 us here, plus reading /proc/PID/maps), and DESIGN §6 allows 1 ms a stop.
-        // Nothing refers to a heap until a splice does, so the target may run between them.
-        let t = std::time::Instant::now();
-        let (thread, only_thread, mem) = self.while_stopped(|me, tr| {
-            let (thread, only_thread) = me.thread_context(tr, probes, opts)?;
-            if let Some(m) = modules.first() {
-                me.startup = startup_ranges(tr, m).unwrap_or_default();
-            }
-            // Code is written through this too, also under the stops of springboard chunks.
-            me.be.mem = Some(tr.memory());
-            Ok((thread, only_thread, tr.memory()))
-        })?;
-        let t = self.phases.lap("first stop (thread context, start-up code)", t);
-        // Planning reads the modules' files: the target keeps running.
-        let mut planned =
-            plan_sites(modules, probes, opts.force_kind, &self.startup, Rules::PROCESS, cancel)?;
-        let mut t = self.phases.lap("plan", t);
-        for (n, d) in planned.phases.iter() {
-            self.phases.add(n, d);
-        }
-        // A trap anywhere: every `syscall` that may change a signal mask gets a guard, planned
-        // together with the tool's probes (a guard's `syscall` may not be covered by another
-        // site's jump).
-        let mut all: Vec<Probe> = probes.to_vec();
-        if planned.sites.iter().any(|s| s.plan.kind == SpliceKind::Trap) {
-            all.extend(guard_probes(modules)?);
-            t = self.phases.lap("find the system calls to guard", t);
-            if all.len() > probes.len() {
-                planned = plan_sites_adding(
-                    modules,
-                    &all,
-                    probes.len(),
-                    planned,
-                    opts.force_kind,
-                    &self.startup,
-                    Rules::PROCESS,
-                    cancel,
-                )?;
-            }
-            t = self.phases.lap("plan again with signal-mask guards", t);
-            for (n, d) in planned.phases.iter() {
-                self.phases.add(n, d);
+    let fsgsbase = tr.auxv(AT_HWCAP2)?.unwrap_or(0) & HWCAP2_FSGSBASE != 0;
+    if !fsgsbase {
+        for &t in tr.threads() {
+            if tr.regs(t)?.fs_base == 0 {
+                return Err(InstrumentError::NoThreadPointer { pid, tid: t });
             }
         }
-        let probes: &[Probe] = &all;
-        self.probe_site.resize(probes.len(), usize::MAX);
-        self.alloc_heaps(modules, probes)?;
-        let t = self.phases.lap("map heaps", t);
-        self.springboards = planned.springboards;
-        self.refused = planned.refused;
-        // Sites holding a tool's probe first (what `sites()` shows), in plan order; sites with
-        // only a guard after them.
-        let n_user = self.user_probes(probes);
-        let (mut user, guards_only): (Vec<SitePlan>, Vec<SitePlan>) =
-            planned.sites.into_iter().partition(|s| s.members.iter().any(|&i| i < n_user));
-        user.extend(guards_only);
-        let site_plans = user;
-        self.sig_module = site_plans
-            .iter()
-            .find(|s| s.plan.kind == SpliceKind::Trap)
-            .map(|s| probes[s.first].point.module);
-        // The program's SIGTRAP action, which a guard keeps (in the dispatcher's module).
-        let guard_action = self
-            .sig_module
-            .and_then(|d| self.heaps[d].as_ref())
-            .map(|h| h.data.remote().0 + (h.sig_area + SIG_ACTION) as u64);
-        // Every code patch at its place in its module's code heap (one after the other, by
-        // room), then generated in parallel: generation is pure.
-        let mut jobs = Vec::with_capacity(site_plans.len());
-        for sp in &site_plans {
-            let p = &probes[sp.first].point;
-            let h =
-                self.heaps[p.module].as_mut().expect("heap mapped for every module with probes");
-            let patch_at = h.code + h.used;
-            h.used += patchset::site_room(probes, &sp.members);
-            let (data, tails) = (h.data.remote().0, h.tails);
-            jobs.push(Job { site: sp, label: &p.label, patch_at, data, tails, guard_action });
-        }
-        cancelled(cancel)?;
-        let rt = Runtime {
-            target: Where::Process(self.pid),
-            env: Env::User,
-            thread,
-            only_thread,
-            only_id: None,
-        };
-        let mut codes: Vec<Option<_>> =
-            patchset::generate(probes, &self.layout, &rt, &jobs).into_iter().map(Some).collect();
-        // Code patches are unreachable until their splices exist, so they are written while
-        // the target runs, through the /proc/PID/mem file opened in the last stop; the
-        // springboards after them, under stops (they go into the modules' own text). Room
-        // for every site first: growing the vector inside a stop copied megabytes there (a
-        // 1.3 ms stop at 8,192 sites).
-        self.sites.reserve(site_plans.len());
-        let t = self.phases.lap("code patches: generate", t);
-        let mut springboards: Vec<(usize, Springboard)> = Vec::new();
-        for (chunk, codes) in jobs.chunks(BATCH).zip(codes.chunks_mut(BATCH)) {
-            cancelled(cancel)?;
-            let m: &dyn TargetMemory = &mem;
-            // The chunk's bytes to splice in one read where they lie close together.
-            let t = std::time::Instant::now();
-            let window = Window::read(m, chunk.iter().flat_map(|j| spliced_ranges(&j.site.plan)));
-            self.phases.lap("code patches: read the bytes to splice", t);
-            let mut patches = PatchWrites::default();
-            for (job, code) in chunk.iter().zip(codes.iter_mut()) {
-                let site = job.site;
-                // DESIGN §5: never splice over bytes that are not the file's.
-                let module = &modules[probes[site.first].point.module];
-                let live = match foreign_bytes(m, &window, module, &site.plan)? {
-                    Ok(live) => live,
-                    Err(foreign) => {
-                        let why = Reason::Foreign(foreign);
-                        self.refused.extend(builder::refusals(probes, site, &why));
-                        continue;
-                    }
-                };
-                let code = code.take().expect("each site's code is written once")?;
-                let sb = self.write_site(m, &mut patches, &live, modules, probes, job, &code)?;
-                springboards.extend(sb.map(|sb| (self.sites.len() - 1, sb)));
-            }
-            // Nothing leads to these patches before the chunk's splices go live (later).
-            let t = std::time::Instant::now();
-            patches.flush(m)?;
-            self.phases.lap("code patches: write", t);
-        }
-        // Springboards go into the modules' own text: under a stop, a batch at a time (one
-        // stop for them all where there are few, not one per chunk of patches that has one).
-        // A site records its springboard once it is written (removal puts back what it
-        // records).
-        let t = self.phases.lap("code patches", t);
-        for batch in springboards.chunks(BATCH) {
-            cancelled(cancel)?;
-            self.while_stopped(|me, tr| {
-                for (i, (sb, pad, jmp)) in batch {
-                    write_verified(tr, *sb, pad, jmp)?;
-                    me.sites[*i].springboard = Some((*sb, pad.clone(), jmp.clone()));
-                }
-                Ok(())
-            })?;
-        }
-        let t = self.phases.lap("springboards", t);
-        if self.sites.is_empty() {
-            if let Some(r) = self.refused.first() {
-                return Err(InstrumentError::NothingPlaced(Box::new(r.clone())));
-            }
-        }
-        // The user's sites came first; some may have been refused on the way.
-        self.user_sites =
-            self.sites.iter().take_while(|s| s.probes.iter().any(|&p| p < n_user)).count();
-        // A `syscall` left unguarded could block SIGTRAP in a thread, and a trap would then
-        // kill the process: no trap goes in at all.
-        if let Some(r) = self.refused.iter().find(|r| r.probe >= n_user) {
-            return Err(InstrumentError::Unguarded(Box::new(r.clone())));
-        }
-        self.guard_sites = (0..self.sites.len())
-            .filter(|&i| {
-                self.sites[i].probes.iter().any(|&p| probes[p].action == Action::SignalGuard)
-            })
-            .collect();
-        // With guards the dispatcher goes in even if every trap site was refused on the way:
-        // a guard keeps the program's SIGTRAP action where the dispatcher's removal finds it.
-        if self.sites.iter().any(|p| p.kind == SpliceKind::Trap) || !self.guard_sites.is_empty() {
-            self.while_stopped(|me, tr| me.install_dispatcher(tr))?;
-        }
-        self.phases.lap("trap dispatcher", t);
-        Ok(())
     }
+    let only = match only {
+        None => None,
+        Some(t) if tr.threads().contains(&t) => Some(tr.regs(t)?.fs_base),
+        Some(t) => return Err(InstrumentError::NoSuchThread { pid, tid: t }),
+    };
+    let kind = if fsgsbase { ThreadPointer::FsBase } else { ThreadPointer::FsSelf };
+    Ok((kind, only))
+}
 
-    /// How many of `probes` a tool asked for (kerf's guards come after them).
-    fn user_probes(&self, probes: &[Probe]) -> usize {
-        probes.iter().position(|p| p.action == Action::SignalGuard).unwrap_or(probes.len())
-    }
+/// Put the padding back where springboards were written (their splices must be gone).
+fn restore_springboards(
+    tr: &Tracee,
+    boards: &[Springboard<RemoteAddr>],
+) -> Result<(), InstrumentError> {
+    boards.iter().try_for_each(|(sb, pad, jmp)| write_verified(tr, sb.0, jmp, pad))
+}
 
-    /// How generated code tells threads apart in this process, and the thread pointer of
-    /// the thread probes are restricted to. `rdfsbase` when the kernel allows it; else the
-    /// TCB's self pointer, which needs every thread to have TLS.
-    fn thread_context(
-        &mut self,
-        tr: &Tracee,
-        probes: &[Probe],
-        opts: Options,
-    ) -> Result<(ThreadPointer, Option<u64>), InstrumentError> {
-        let timers = probes.iter().any(|p| p.action != Action::Count);
-        if !timers && opts.only_thread.is_none() {
-            return Ok((ThreadPointer::FsBase, None));
-        }
-        let fsgsbase = tr.auxv(AT_HWCAP2)?.unwrap_or(0) & HWCAP2_FSGSBASE != 0;
-        if !fsgsbase {
-            for &t in tr.threads() {
-                if tr.regs(t)?.fs_base == 0 {
-                    return Err(InstrumentError::NoThreadPointer { pid: self.pid, tid: t });
-                }
-            }
-        }
-        let only = match opts.only_thread {
-            None => None,
-            Some(t) if tr.threads().contains(&t) => Some(tr.regs(t)?.fs_base),
-            Some(t) => return Err(InstrumentError::NoSuchThread { pid: self.pid, tid: t }),
-        };
-        let kind = if fsgsbase { ThreadPointer::FsBase } else { ThreadPointer::FsSelf };
-        Ok((kind, only))
-    }
-
-    /// Code and data heaps next to every module that has probes, each mapped under a stop of
-    /// its own (see `prepare`).
-    fn alloc_heaps(
-        &mut self,
-        modules: &[AnalyzedImage],
-        probes: &[Probe],
-    ) -> Result<(), InstrumentError> {
-        let mut code = vec![0u64; modules.len()];
-        let mut tails = vec![false; modules.len()];
-        for p in probes {
-            let m = p.point.module;
-            code[m] += patchset::patch_room(p.action);
-            tails[m] |= p.action.is_tail();
-            if p.action == Action::SignalGuard {
-                code[m] += GUARD_PATCH;
-            }
-        }
-        // Counters and timers in their module's heap.
-        self.layout = DataLayout::new(probes, self.layout.timers.len(), modules.len(), |m| m)?;
-        for m in 0..modules.len() {
-            if code[m] == 0 {
-                continue;
-            }
-            let first = modules[m].analysis.cfg.functions.first();
-            let near = modules[m].remote(first.map_or(ImageAddr(0), |f| f.entry));
-            // The dispatcher goes into one module's heap (the first trap site's, known only
-            // after planning) and its table lists the trap sites of every module: room for
-            // all of them in each heap (pages never written cost no memory).
-            let code_len =
-                (code[m] + DISPATCHER_ROOM + trap::data_len(probes.len())).next_multiple_of(4096);
-            let tails_at = self.layout.end[m] as usize;
-            let tails_len = if tails[m] { timer::TAIL_AREA_LEN as usize } else { 0 };
-            let sig_area = tails_at + tails_len;
-            let data_len = sig_area + SIG_AREA;
-            // Anywhere in reach of the module's code; preferably at a fresh spot a few pages to
-            // a few MB past its end, so that a process instrumented again does not get its
-            // heap where the last one was: stale words on its stacks that pointed into the old
-            // heap would then look like live references to the new one.
-            let end = modules[m].segments.iter().map(|s| s.vaddr + s.memsz).max();
-            let end = modules[m].remote(end.unwrap_or(ImageAddr(0)));
-            let preferred = end.align_up(4096) + 4096 * spread_pages();
-            let code = self.be.alloc_code(near.0, preferred.0, code_len)?;
-            let data = match self.be.map_data(code, (data_len as u64).next_multiple_of(4096)) {
-                Ok(d) => d,
-                Err(e) => {
-                    // Not recorded in self.heaps yet, so the error path would not free it.
-                    let _ = self.while_stopped(|_, tr| Ok(tr.free(RemoteAddr(code), code_len)?));
-                    return Err(e);
-                }
-            };
-            let tails = if tails[m] { data.remote().0 + tails_at as u64 } else { 0 };
-            self.heaps[m] = Some(Heaps { code, code_len, used: 0, data, sig_area, tails });
-        }
-        Ok(())
-    }
-
-    /// Write one site's code patch `code` (generated for `job`) and its springboard, and
-    /// record the site.
-    #[allow(clippy::too_many_arguments)]
-    fn write_site(
-        &mut self,
-        tr: &dyn TargetMemory,
-        patches: &mut PatchWrites,
-        live: &[u8],
-        modules: &[AnalyzedImage],
-        probes: &[Probe],
-        job: &Job<'_>,
-        code: &patchset::Code,
-    ) -> Result<Option<Springboard>, InstrumentError> {
-        let (members, plan, patch_at) = (&job.site.members, &job.site.plan, job.patch_at);
-        let p = &probes[job.site.first].point;
-        let m = p.module;
-        let addr = plan.displaced.point;
-        let out_of_reach = |what| InstrumentError::OutOfReach {
-            target: Where::Process(self.pid),
-            label: p.label.clone(),
-            addr,
-            what,
-        };
-        let t = std::time::Instant::now();
-        patches.add(tr, patch_at, &code.bytes)?;
-        let t = self.phases.lap("code patches: write", t);
-        let image_addr = modules[m].image_addr(RemoteAddr(addr));
-        let d = &plan.displaced;
-        self.parked.extend(parked_syscalls(patch_at, &code.bytes, d, code.layout));
-        let mut springboard = None;
-        let splice = match (plan.kind, plan.springboard) {
-            (SpliceKind::Jump5, _) => {
-                jump5_bytes(addr, patch_at, d.len).ok_or_else(|| out_of_reach("the patch"))?
-            }
-            (SpliceKind::Jump2, Some((sb, _))) => {
-                // The springboard goes into space no path executes any more, before
-                // anything can reach it.
-                let jmp = jump5_bytes(sb, patch_at, SPRINGBOARD_LEN as usize)
-                    .ok_or_else(|| out_of_reach("the patch (from the springboard)"))?;
-                let mut pad = vec![0u8; jmp.len()];
-                tr.read(RemoteAddr(sb), &mut pad)?;
-                // Written by the caller, under a stop, before the splice can go live.
-                springboard = Some((sb, pad, jmp));
-                jump2_bytes(addr, sb, d.len).ok_or_else(|| out_of_reach("the springboard"))?
-            }
-            _ => vec![INT3],
-        };
-        // The bytes the splice replaces, as read with the rest (the same bytes as the file's).
-        let original = match live.get(..splice.len()) {
-            Some(b) => b.to_vec(),
-            None => {
-                let mut b = vec![0u8; splice.len()];
-                tr.read(RemoteAddr(addr), &mut b)?;
-                b
-            }
-        };
-        self.phases.lap("code patches: springboards, site records", t);
-        let fun = &modules[m].analysis.cfg.function(p.func);
-        for &i in members {
-            self.probe_site[i] = self.sites.len();
-        }
-        let label = if p.at_exit {
-            format!("{}+{:#x}", fun.name, image_addr - fun.entry)
-        } else {
-            p.label.clone()
-        };
-        // The springboard is recorded once the caller has written it.
-        let s = Splice { addr, old: original, new: splice, patch: patch_at, springboard: None };
-        self.sites.push(Site::planned(&p.spec, label, job.site, s, false));
-        Ok(springboard)
-    }
-
+impl ProcessBackend {
     /// The SIGTRAP dispatcher and its table, then the handler; the program's own action goes
     /// to the signal area, where the dispatcher chains to it and the guards keep it.
-    fn install_dispatcher(&mut self, tr: &mut Tracee) -> Result<(), InstrumentError> {
+    fn install_dispatcher(
+        &mut self,
+        tr: &mut Tracee,
+        sites: &[Site],
+    ) -> Result<(), InstrumentError> {
         let m = self.sig_module.expect("a trap site names the dispatcher's module");
         let h = self.heaps[m].as_mut().expect("heap of a module with traps");
-        let code_at = h.code + h.used;
+        let code_at = h.dispatcher;
         let table_at = code_at + DISPATCHER_ROOM;
         let area = h.data.remote().0 + h.sig_area as u64;
         let (code, restorer) = trap::dispatcher(code_at, table_at, area + SIG_ACTION as u64)
             .map_err(|e| InstrumentError::Mismatch { addr: code_at, detail: e.to_string() })?;
         tr.write(RemoteAddr(code_at), &code)?;
         // Table: sorted (point, patch) pairs of every trap site.
-        let mut entries: Vec<(u64, u64)> = self
-            .sites
+        let mut entries: Vec<(u64, u64)> = sites
             .iter()
             .filter(|s| s.kind == SpliceKind::Trap)
             .map(|s| (s.addr, s.patch))
@@ -900,8 +784,6 @@ impl Instrumentation {
                 result: r,
             });
         }
-        let h = self.heaps[m].as_mut().expect("heap");
-        h.used += DISPATCHER_ROOM + trap::data_len(entries.len()).next_multiple_of(64);
         self.trap = Some((m, code_at));
         Ok(())
     }
@@ -966,29 +848,47 @@ impl Instrumentation {
 
     /// Step 3 of the module comment, in one stop (repeated while a guard's bytes are in some
     /// thread's way): SIGTRAP unblocked in every thread, the dispatcher checked to be still
-    /// the SIGTRAP action, and every guard site written.
-    fn guards_live(&mut self) -> Result<(), InstrumentError> {
-        let mut todo = self.guard_sites.clone();
+    /// the SIGTRAP action, and every guard written. Each guard's outcome goes to `settled`
+    /// (its index in `guards`) as soon as its stop is over.
+    fn guards_live(
+        &mut self,
+        sites: &[Site],
+        guards: &[Splice<RemoteAddr>],
+        settled: &mut dyn FnMut(usize, Outcome),
+    ) -> Result<(), InstrumentError> {
+        let mut todo: Vec<usize> = (0..guards.len()).collect();
         for _ in 0..MAX_TRIES {
-            let mut tr = self.be.stop()?;
+            let mut tr = self.stop()?;
             let mut done = Vec::new();
             let r = self.unblock_sigtrap(&mut tr).and_then(|()| {
-                let batch: Vec<Splice> = todo.iter().map(|&i| self.sites[i].as_splice()).collect();
+                let batch: Vec<Splice<RemoteAddr>> =
+                    todo.iter().map(|&k| guards[k].clone()).collect();
                 ProcessBackend::splice_stopped(&tr, &batch, &mut done)
             });
-            let resumed = self.be.resume(tr, true);
+            let resumed = self.resume(tr, true);
             // Whatever went in counts as live before any error is returned: it must come out.
-            todo = self.went_live(&todo, &done);
+            let mut later = Vec::new();
+            for (&k, o) in todo.iter().zip(done) {
+                match o {
+                    Outcome::Done => settled(k, o),
+                    _ => later.push(k),
+                }
+            }
             r?;
             resumed?;
+            // (Those the batch never reached, after an error, are not in `done`.)
+            todo = later;
             if todo.is_empty() {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        let p = &self.sites[todo[0]];
-        let (pid, label, addr) = (self.pid, p.label.clone(), p.addr);
-        Err(InstrumentError::StillBusy { pid, label, addr, tries: MAX_TRIES })
+        let p = &guards[todo[0]];
+        let addr = p.addr.0;
+        let label =
+            sites.iter().find(|s| s.addr == addr).map_or_else(String::new, |s| s.label.clone());
+        let target = self.target();
+        Err(InstrumentError::StillBusy { target, label, addr, tries: MAX_TRIES })
     }
 
     /// SIGTRAP out of every thread's mask, and the dispatcher back if the program replaced it
@@ -1048,203 +948,6 @@ impl Instrumentation {
         Ok(())
     }
 
-    /// Step 2: write the splices, in batches while every thread is stopped, skipping (and
-    /// retrying later) points where a thread's PC or a stacked return address lies inside the
-    /// bytes to be replaced (Djprobe's freeze check).
-    fn splice_all(&mut self, todo: Vec<usize>, cancel: Cancel<'_>) -> Result<(), InstrumentError> {
-        let splices: Vec<Splice> = self.sites.iter().map(Site::as_splice).collect();
-        let batches =
-            Batches { size: SPLICE_BATCH, tries: MAX_TRIES, pause: Duration::from_millis(1) };
-        // A process's back-end says only Done or Later; anything else is left out with why.
-        let mut refused: Vec<(usize, Reason)> = Vec::new();
-        let (sites, live_order) = (&mut self.sites, &mut self.live_order);
-        let todo = builder::splice_in_batches(
-            &mut self.be,
-            &splices,
-            todo,
-            batches,
-            || cancelled(cancel),
-            |i, o| match o {
-                Outcome::Done => {
-                    sites[i].live = true;
-                    live_order.push(i);
-                }
-                // (Never settled: returned below.)
-                Outcome::Later => {}
-                Outcome::Refused(why) => refused.push((i, why)),
-                Outcome::Trap(why) => {
-                    let refused_kinds = vec![(sites[i].kind, why)];
-                    refused.push((i, Reason::Kinds { chosen: None, refused: refused_kinds }));
-                }
-            },
-        )?;
-        if todo.is_empty() {
-            if !refused.is_empty() {
-                self.leave_out(&refused);
-            }
-            return Ok(());
-        }
-        if self.live_order.is_empty() {
-            let p = &self.sites[todo[0]];
-            let (pid, label, addr) = (self.pid, p.label.clone(), p.addr);
-            return Err(InstrumentError::StillBusy { pid, label, addr, tries: MAX_TRIES });
-        }
-        // A thread parked for good where a jump would go (asleep in a system call the jump's
-        // bytes would cover) must not hold up every other point: these are left out, and said
-        // so, like points no splice kind can take.
-        let busy = Reason::Busy { tries: MAX_TRIES };
-        refused.extend(todo.into_iter().map(|i| (i, busy.clone())));
-        self.leave_out(&refused);
-        Ok(())
-    }
-
-    /// Mark the sites of `batch` whose splice went in (`outcomes`, one per site tried, in
-    /// order) live; return the others, to try again in a later stop.
-    fn went_live(&mut self, batch: &[usize], outcomes: &[Outcome]) -> Vec<usize> {
-        let mut later = Vec::new();
-        for (&i, o) in batch.iter().zip(outcomes) {
-            if *o == Outcome::Done {
-                self.sites[i].live = true;
-                self.live_order.push(i);
-            } else {
-                later.push(i);
-            }
-        }
-        later
-    }
-
-    /// Take sites that never went live out of `sites` (into `left_out`, whose springboards
-    /// are still put back on removal) and report their probes as refused.
-    fn leave_out(&mut self, out: &[(usize, Reason)]) {
-        let mut map = vec![usize::MAX; self.sites.len()];
-        let mut kept = Vec::with_capacity(self.sites.len());
-        let mut user_sites = 0;
-        for (i, site) in std::mem::take(&mut self.sites).into_iter().enumerate() {
-            if let Some((_, why)) = out.iter().find(|(o, _)| *o == i) {
-                for &p in &site.probes {
-                    self.probe_site[p] = usize::MAX;
-                    self.refused.push(Refused {
-                        probe: p,
-                        label: site.label.clone(),
-                        addr: site.addr,
-                        reason: why.clone(),
-                    });
-                }
-                self.left_out.push(site);
-                continue;
-            }
-            map[i] = kept.len();
-            user_sites += usize::from(i < self.user_sites);
-            kept.push(site);
-        }
-        self.sites = kept;
-        self.user_sites = user_sites;
-        for s in self.probe_site.iter_mut().filter(|s| **s != usize::MAX) {
-            *s = map[*s];
-        }
-        for v in [&mut self.guard_sites, &mut self.live_order] {
-            *v = v.iter().map(|&i| map[i]).collect();
-        }
-    }
-
-    /// Restore every spliced byte (verified), let pending traps drain, put the old SIGTRAP
-    /// action back, wait until no thread runs in a code patch, and unmap the heaps. A target
-    /// that has exited needs nothing.
-    pub fn remove(mut self) -> Result<Removed, InstrumentError> {
-        self.removed = true;
-        self.remove_all()
-    }
-
-    fn remove_all(&mut self) -> Result<Removed, InstrumentError> {
-        let gone = |e: &TargetError| matches!(e, TargetError::NoSuchProcess { .. });
-        // In batches, like the splicing: each restored point is whole and consistent. In the
-        // reverse of the order they went live: timer starts before stops, the signal-mask
-        // guards after every trap.
-        let live: Vec<(usize, Splice)> = (self.live_order.iter().copied())
-            .filter(|&i| self.sites[i].live)
-            .map(|i| (i, self.sites[i].as_splice()))
-            .collect();
-        let sites = &mut self.sites;
-        match builder::remove_in_batches(&mut self.be, &live, BATCH, |i| sites[i].live = false) {
-            Ok(()) => {}
-            Err(InstrumentError::Target(e)) if gone(&e) => return Ok(Removed::default()),
-            Err(e) => return Err(e),
-        }
-        // Threads that hit an int3 just before it went have a SIGTRAP on its way to the
-        // dispatcher, which still routes it to the patch; give them time to take it.
-        if self.trap.is_some() {
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let mut last_blocker = String::new();
-        for attempt in 1..=MAX_TRIES {
-            let mut tr = match self.be.stop() {
-                Ok(t) => t,
-                Err(e) if gone(&e) => return Ok(Removed::default()),
-                Err(e) => return Err(e.into()),
-            };
-            // Threads asleep in a system call inside a patch would keep it busy for as long as
-            // they sleep: they go back to the original code (see `Parked`).
-            self.move_parked_threads(&mut tr)?;
-            // A PC in kerf's code, or a value on a stack that points into it (the saved PC of
-            // a signal frame when a handler interrupted a thread inside a patch). The
-            // dispatcher's own dead frames are left out (see `DispatcherFrames`).
-            let busy = busy_ranges(&tr, self.dispatcher_frames.as_ref())?;
-            let code: Vec<(u64, u64)> =
-                self.heaps.iter().flatten().map(|h| (h.code, h.code + h.code_len)).collect();
-            let in_code = |b: &&Busy| code.iter().any(|&(lo, hi)| b.within(lo, hi));
-            let in_springboard =
-                |b: &&Busy| self.springboards.iter().any(|&(lo, hi)| b.within(lo, hi));
-            let blocker = busy.iter().find(|b| in_code(b) || in_springboard(b));
-            // A thread that hit an int3 before it was removed but has not taken the SIGTRAP
-            // yet (descheduled, on a loaded machine) needs the dispatcher still in place.
-            let trap_in_flight = self.trap.is_some()
-                && tr.threads().iter().any(|t| tr.signal_pending(*t, SIGTRAP as i32));
-            if blocker.is_none() && !trap_in_flight {
-                self.restore_signal_state(&mut tr)?;
-                let left = self.uninstall_dispatcher(&mut tr)?;
-                // Springboards last: no splice leads to them any more and no thread is in one.
-                self.restore_springboards(&tr)?;
-                self.free_heaps(&mut tr);
-                self.be.resume(tr, false)?;
-                return Ok(left.map_or_else(Removed::default, |(why, kept)| Removed {
-                    kept,
-                    why: Some(why),
-                }));
-            }
-            last_blocker = match blocker {
-                Some(b) => b.to_string(),
-                None => "a SIGTRAP from a removed trap splice is still pending".into(),
-            };
-            // Out of tries, and what is left is only values on stacks that point into a code
-            // heap: a dead frame's leftovers look the same as a live signal frame, and a heap
-            // freed under a live one would crash the thread when its handler returns. Leave
-            // the heaps mapped (harmless: nothing jumps to them any more) and say so.
-            let only_stack_values = !trap_in_flight
-                && busy
-                    .iter()
-                    .filter(|b| in_code(b) || in_springboard(b))
-                    .all(|b| b.stack_offset.is_some() && !in_springboard(&b));
-            if attempt == MAX_TRIES && only_stack_values {
-                self.restore_signal_state(&mut tr)?;
-                let left = self.uninstall_dispatcher(&mut tr)?;
-                self.restore_springboards(&tr)?;
-                let mut kept: Vec<(u64, u64)> = self
-                    .heaps
-                    .iter_mut()
-                    .filter_map(Option::take)
-                    .flat_map(|h| [(h.code, h.code_len), (h.data.remote().0, h.data.len() as u64)])
-                    .collect();
-                kept.extend(left.into_iter().flat_map(|l| l.1));
-                self.be.resume(tr, false)?;
-                let why = format!("a stack may still return into them: {last_blocker}");
-                return Ok(Removed { kept, why: Some(why) });
-            }
-            self.be.resume(tr, false)?;
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        Err(InstrumentError::StillInside { pid: self.pid, tries: MAX_TRIES, last: last_blocker })
-    }
-
     /// Move every thread whose PC is right after a `syscall` in a code patch (asleep in it,
     /// or just back from it) to the same point of the original code, whose bytes are back:
     /// the state there is the same, the guard's registers restored from its frame. A call the
@@ -1274,17 +977,6 @@ impl Instrumentation {
             r.rip = p.resume;
             tr.set_regs(t, &r)?;
         }
-        Ok(())
-    }
-
-    /// Put the padding back where springboards were written (their splices must be gone).
-    fn restore_springboards(&mut self, tr: &Tracee) -> Result<(), InstrumentError> {
-        for p in self.sites.iter_mut().chain(self.left_out.iter_mut()) {
-            if let Some((sb, pad, jmp)) = p.springboard.take() {
-                write_verified(tr, sb, &jmp, &pad)?;
-            }
-        }
-        self.springboards.clear();
         Ok(())
     }
 
@@ -1326,17 +1018,6 @@ impl Instrumentation {
         for h in self.heaps.iter_mut().filter_map(Option::take) {
             let _ = tr.free(RemoteAddr(h.code), h.code_len);
             let _ = tr.free(h.data.remote(), h.data.len() as u64);
-        }
-    }
-}
-
-impl Drop for Instrumentation {
-    /// Every exit path restores the target: an instrumentation dropped without `remove`
-    /// (an error or a panic unwinding) removes itself.
-    fn drop(&mut self) {
-        if !self.removed {
-            self.removed = true;
-            let _ = self.remove_all();
         }
     }
 }
@@ -1476,34 +1157,6 @@ fn words_bytes(w: &[u64; 4]) -> [u8; 32] {
 
 fn bytes_words(b: &[u8; 32]) -> [u64; 4] {
     std::array::from_fn(|k| u64::from_le_bytes(b[k * 8..k * 8 + 8].try_into().unwrap_or_default()))
-}
-
-/// The ranges of the target a planned site changes, `(address, length)`: the bytes it
-/// displaces, and the padding its springboard takes.
-fn spliced_ranges(plan: &Plan) -> impl Iterator<Item = (u64, usize)> {
-    let d = &plan.displaced;
-    let sb = plan.springboard.map(|(sb, _)| (sb, SPRINGBOARD_LEN as usize));
-    std::iter::once((d.point, d.len.max(1))).chain(sb)
-}
-
-/// The bytes a planned site displaces, as the target holds them (from `window` where it
-/// has them); `Err` with why the site must not be spliced when they, or the padding its
-/// springboard takes, are not the module file's (see [`crate::plan::differs_from_file`]).
-fn foreign_bytes(
-    tr: &dyn TargetMemory,
-    window: &Window,
-    m: &AnalyzedImage,
-    plan: &Plan,
-) -> Result<Result<Vec<u8>, Foreign>, InstrumentError> {
-    let mut displaced = None;
-    for (addr, len) in spliced_ranges(plan) {
-        let live = window.bytes(tr, addr, len)?;
-        if let Some(why) = crate::plan::differs_from_file(m, addr, &live) {
-            return Ok(Err(why));
-        }
-        displaced.get_or_insert(live);
-    }
-    Ok(Ok(displaced.unwrap_or_default()))
 }
 
 /// A stretch of the target's memory read with one system call for a batch of sites that lie
@@ -1884,6 +1537,7 @@ mod batch_tests {
     use super::{Outcome, ProcessBackend, Splice};
     use crate::backend::Backend;
     use crate::probe::InstrumentError;
+    use kerf_arch::RemoteAddr;
     use kerf_os::ptrace::fake::{regs_at, Fake, PID, SYSCALL_AT};
     use std::sync::Arc;
 
@@ -1900,10 +1554,10 @@ mod batch_tests {
             st.mem.push((CODE, vec![0x90; 32]));
         }
         let splice = |at: u64, old: u8| Splice {
-            addr: CODE + at,
+            addr: RemoteAddr(CODE + at),
             old: vec![old; 5],
             new: vec![0xe9, 1, 2, 3, 4],
-            patch: 0,
+            patch: RemoteAddr(0),
             springboard: None,
         };
         let mut be = ProcessBackend::with_sys(PID, fake.clone());

@@ -3,17 +3,17 @@
 //! installed with the driver's protocol (Djprobe's: an int3 first, quiescence, then the jump),
 //! sharing splice planning and code generation with the process target.
 
-use crate::backend::{Backend, Outcome, Splice};
-use crate::builder::{self, Batches};
+use crate::backend::{Backend, Batches, Begin, Heap, Patch, Pauses, Splice, Springboard};
+use crate::installer::PatchSet;
 use crate::load::{AnalyzedImage, Bytes};
-use crate::patchset::{self, DataLayout, Job, Runtime};
-use crate::plan::{differs_from_file, plan_sites, Rules, SitePlan};
+use crate::patchset::{self, DataLayout, Outcome, Runtime};
+use crate::phases::Phases;
+use crate::plan::{Rules, SitePlan};
 use crate::probe::Where;
-use crate::probe::{Action, InstrumentError, KindRefusal, Probe, Reason, Refused, Removed, Site};
+use crate::probe::{Action, InstrumentError, KindRefusal, Probe, Reason, Removed};
 use kerf_analysis::image::Image;
 use kerf_analysis::{analyze, Progress};
-use kerf_arch::{ImageAddr, KernelAddr};
-use kerf_codegen::timer::{self, TimerSample};
+use kerf_arch::{ImageAddr, KernelAddr, RemoteAddr};
 use kerf_codegen::{Env, ThreadPointer};
 use kerf_os::kernel::{Driver, KernelError, SpliceRequest};
 use kerf_patch::{jump2_bytes, jump5_bytes, SpliceKind, INT3, SPRINGBOARD_LEN};
@@ -180,24 +180,50 @@ pub struct KernelOptions {
     pub only_pid: Option<u32>,
 }
 
+/// Probes spliced into the live kernel.
+pub type KernelInstrumentation<'k> = PatchSet<KernelBackend<'k>>;
+
 /// kerf.ko as a [`Backend`]: code written into the driver's patch heap (which no CPU reaches
 /// until a splice leads there, and which the driver placed within reach of all kernel text),
 /// the driver's data heap, and splices taken a whole batch per call through Djprobe's
-/// protocol: every int3 of the batch, one quiescence, then every springboard and jump. A batch
-/// call maps onto the driver's batch ioctl (text_poke_queue/text_poke_finish) where the driver
-/// has it; here each step is the per-site requests, with one outcome per splice.
+/// protocol: every int3 of the batch, one quiescence, then every springboard and jump, each
+/// step one call of the driver's batch ioctl (`KERF_IOC_SPLICE_BATCH`: text_poke_queue and
+/// text_poke_finish), with one outcome per splice.
 pub struct KernelBackend<'k> {
-    d: &'k Driver,
+    kernel: &'k Kernel,
+    /// Run probes only while the task with this id is current (`-p` with `--kernel`).
+    only_pid: Option<u32>,
     /// Patch heap handed out so far.
     used: u64,
+    /// The data heap's address, once cleared for this session.
+    data: Option<u64>,
     /// How long the last batch's int3s took to go in: the longest time during which some
     /// sites were live and others not yet (e.g. a timer's exits without its entry).
     pub int3_time: Duration,
 }
 
 impl<'k> KernelBackend<'k> {
-    pub fn new(d: &'k Driver) -> KernelBackend<'k> {
-        KernelBackend { d, used: 0, int3_time: Duration::ZERO }
+    pub fn new(kernel: &'k Kernel, opts: KernelOptions) -> KernelBackend<'k> {
+        KernelBackend {
+            kernel,
+            only_pid: opts.only_pid,
+            used: 0,
+            data: None,
+            int3_time: Duration::ZERO,
+        }
+    }
+}
+
+impl<'k> PatchSet<KernelBackend<'k>> {
+    /// Plan, write and splice `probes` (with `timers` timer blocks) into the kernel.
+    pub fn install(
+        kernel: &'k Kernel,
+        probes: &[Probe],
+        timers: usize,
+        opts: KernelOptions,
+    ) -> Result<KernelInstrumentation<'k>, InstrumentError> {
+        let be = KernelBackend::new(kernel, opts);
+        PatchSet::build(be, &kernel.images, probes, timers, opts.force_kind, None)
     }
 }
 
@@ -214,8 +240,19 @@ fn by_address(reqs: Vec<SpliceRequest>) -> (Vec<SpliceRequest>, Vec<usize>) {
 }
 
 impl Backend for KernelBackend<'_> {
+    type Addr = KernelAddr;
     /// The data heap's address in the kernel (kerf reads it through the driver's mapping).
-    type Data = u64;
+    type Data = KernelAddr;
+
+    /// Springboard space in the kernel is only the int3/nop padding between functions that
+    /// analysis recorded (cfg.padding): bytes after a function's last return or jump and
+    /// before the next symbol, which no branch, table or fall-through reaches. The 6.1 kernel
+    /// puts nothing of its own there (no call-depth or FineIBT prefixes, which came later and
+    /// would live in the 16 bytes before a function), and the driver refuses a springboard
+    /// over bytes any patching mechanism owns. A springboard is written in the splice's
+    /// batch, after the int3s' quiescence and before the jmp rel8 that uses it, and removed
+    /// only after that jmp is gone and a quiescence has passed.
+    const SPRINGBOARDS_WITH_SPLICES: bool = true;
 
     fn target(&self) -> Where {
         Where::Kernel
@@ -224,33 +261,36 @@ impl Backend for KernelBackend<'_> {
     /// The next `len` bytes of the driver's patch heap (in reach of all text by placement).
     fn alloc_code(
         &mut self,
-        _near: u64,
-        _preferred: u64,
+        _near: KernelAddr,
+        _preferred: KernelAddr,
         len: u64,
-    ) -> Result<u64, InstrumentError> {
-        let have = self.d.info.patch_heap_size;
+    ) -> Result<KernelAddr, InstrumentError> {
+        let info = &self.kernel.driver.info;
+        let have = info.patch_heap_size;
         if self.used + len > have {
-            let (label, addr) = ("(patch heap)".to_string(), self.d.info.patch_heap + self.used);
+            let (label, addr) = ("(patch heap)".to_string(), info.patch_heap + self.used);
             return Err(InstrumentError::PatchHeapFull { label, addr, have });
         }
         self.used += len;
-        Ok(self.d.info.patch_heap + self.used - len)
+        Ok(KernelAddr(info.patch_heap + self.used - len))
     }
 
     /// The driver's one data heap, cleared (an earlier session used it).
-    fn map_data(&mut self, _near: u64, len: u64) -> Result<u64, InstrumentError> {
-        let have = self.d.info.data_heap_size;
+    fn map_data(&mut self, _near: KernelAddr, len: u64) -> Result<KernelAddr, InstrumentError> {
+        let d = &self.kernel.driver;
+        let have = d.info.data_heap_size;
         if len > have {
             return Err(InstrumentError::DataHeapFull { need: len, have });
         }
         for off in (0..len).step_by(8) {
-            self.d.store_u64(off as usize, 0);
+            d.store_u64(off as usize, 0);
         }
-        Ok(self.d.info.data_heap)
+        self.data = Some(d.info.data_heap);
+        Ok(KernelAddr(d.info.data_heap))
     }
 
-    fn write_code(&mut self, at: u64, code: &[u8]) -> Result<(), InstrumentError> {
-        Ok(self.d.write_patch(KernelAddr(at), code)?)
+    fn write_code(&mut self, at: KernelAddr, code: &[u8]) -> Result<(), InstrumentError> {
+        Ok(self.kernel.driver.write_patch(at, code)?)
     }
 
     /// 1. every splice's trap registered, then every int3 in one driver batch (a CPU that
@@ -260,16 +300,20 @@ impl Backend for KernelBackend<'_> {
     ///    in one batch (the driver refuses a jmp rel8 whose springboard it refused). A jump
     ///    that does not go in leaves its site a trap. The caller orders the batch as sites
     ///    must go live (timer starts last, each group in address order).
-    fn splice(&mut self, batch: &[Splice], done: &mut Vec<Outcome>) -> Result<(), InstrumentError> {
-        let d = self.d;
+    fn splice(
+        &mut self,
+        batch: &[Splice<KernelAddr>],
+        done: &mut Vec<Outcome>,
+    ) -> Result<(), InstrumentError> {
+        let d = &self.kernel.driver;
         let trapped: Vec<Result<(), KernelError>> =
-            batch.iter().map(|s| d.trap_add(KernelAddr(s.addr), KernelAddr(s.patch))).collect();
+            batch.iter().map(|s| d.trap_add(s.addr, s.patch)).collect();
         let reqs: Vec<SpliceRequest> = batch
             .iter()
             .zip(&trapped)
             .filter(|(_, t)| t.is_ok())
             .map(|(s, _)| SpliceRequest {
-                addr: KernelAddr(s.addr),
+                addr: s.addr,
                 old: s.old[..1].to_vec(),
                 new: vec![INT3],
                 one_insn: true,
@@ -284,7 +328,7 @@ impl Backend for KernelBackend<'_> {
             done.push(match r {
                 Ok(()) => Outcome::Done,
                 Err(e) => {
-                    let _ = d.trap_del(KernelAddr(s.addr));
+                    let _ = d.trap_del(s.addr);
                     Outcome::Refused(Reason::driver(&e))
                 }
             });
@@ -303,7 +347,7 @@ impl Backend for KernelBackend<'_> {
             }
             let board = s.springboard.as_ref().map(|(sb, pad, jmp)| {
                 boards.push(SpliceRequest {
-                    addr: KernelAddr(*sb),
+                    addr: *sb,
                     old: pad.clone(),
                     new: jmp.clone(),
                     one_insn: true,
@@ -314,7 +358,7 @@ impl Backend for KernelBackend<'_> {
             let mut now = s.old.clone();
             now[0] = INT3;
             jumps.push(SpliceRequest {
-                addr: KernelAddr(s.addr),
+                addr: s.addr,
                 old: now,
                 new: s.new.clone(),
                 one_insn: false,
@@ -340,8 +384,8 @@ impl Backend for KernelBackend<'_> {
     /// quiescence, the springboards in another, another quiescence, then the traps
     /// unregistered. Every step is taken for every splice; the first failure is returned
     /// after.
-    fn remove(&mut self, batch: &[Splice]) -> Result<Vec<Outcome>, InstrumentError> {
-        let d = self.d;
+    fn remove(&mut self, batch: &[Splice<KernelAddr>]) -> Result<Vec<Outcome>, InstrumentError> {
+        let d = &self.kernel.driver;
         let mut first_err = None;
         // Each batch in address order: few runs in the driver.
         let mut unsplice = |mut addrs: Vec<KernelAddr>| {
@@ -352,52 +396,60 @@ impl Backend for KernelBackend<'_> {
                 }
             }
         };
-        unsplice(batch.iter().map(|s| KernelAddr(s.addr)).collect());
+        unsplice(batch.iter().map(|s| s.addr).collect());
         d.quiesce()?;
-        unsplice(
-            batch.iter().filter_map(|s| s.springboard.as_ref()).map(|b| KernelAddr(b.0)).collect(),
-        );
+        unsplice(batch.iter().filter_map(|s| s.springboard.as_ref()).map(|b| b.0).collect());
         d.quiesce()?;
         for s in batch {
-            let _ = d.trap_del(KernelAddr(s.addr));
+            let _ = d.trap_del(s.addr);
         }
         match first_err {
             Some(e) => Err(e.into()),
             None => Ok(vec![Outcome::Done; batch.len()]),
         }
     }
-}
 
-/// Probes spliced into the live kernel.
-pub struct KernelInstrumentation<'k> {
-    kernel: &'k Kernel,
-    sites: Vec<Site>,
-    /// Probes left out, with why (no splice kind, another mechanism owns the bytes, the kprobe
-    /// blacklist, ...): reported, not fatal.
-    pub refused: Vec<Refused>,
-    layout: DataLayout,
-    probe_site: Vec<Option<usize>>,
-    pub installed_at: (u64, Instant),
-    pub splice_time: Duration,
-    /// How long the int3s took to go in (step 2's driver calls): the longest time during
-    /// which some sites were live and others not yet, e.g. a timer's exits without its entry.
-    pub int3_time: Duration,
-    removed: bool,
-}
+    fn rules(&self) -> Rules {
+        Rules::KERNEL
+    }
 
-impl<'k> KernelInstrumentation<'k> {
-    /// Plan, write and splice `probes` (with `timers` timer blocks) into the kernel.
-    pub fn install(
-        kernel: &'k Kernel,
+    /// Code patches are written one driver call each: a chunk is only how often the
+    /// builder's cancellation check runs.
+    fn chunk(&self) -> usize {
+        256
+    }
+
+    /// One batch: the driver's protocol takes every splice at once (three syncs for all,
+    /// not three per site), and a CPU is never inside a splice's bytes after its quiescence
+    /// (the driver never says Later).
+    fn batches(&self, n: usize) -> Batches {
+        Batches { size: n.max(1), tries: 1, pause: Duration::ZERO }
+    }
+
+    /// One batch: the driver quiesces once per step for the whole batch.
+    fn remove_batch(&self, n: usize) -> usize {
+        n.max(1)
+    }
+
+    fn by_address(&self) -> bool {
+        true
+    }
+
+    // (No `extra_probes` and the default `before_traps`: the kernel's traps go to the driver,
+    // not to a signal handler, so it has no signal masks to guard and nothing must be live
+    // before them.)
+
+    /// Signal masks are a process's concern (the kernel's traps go to the driver), and timing
+    /// through tail calls is for processes too. Tasks are told apart by `current_task`; `-p`
+    /// needs the offset of `task_struct.pid` from BTF.
+    fn begin(
+        &mut self,
+        _modules: &[AnalyzedImage],
         probes: &[Probe],
         timers: usize,
-        opts: KernelOptions,
-    ) -> Result<KernelInstrumentation<'k>, InstrumentError> {
-        let t0 = Instant::now();
-        let d = &kernel.driver;
-        let mut be = KernelBackend::new(d);
-        // Signal masks are a process's concern (the kernel's traps go to the driver), and
-        // timing through tail calls is for processes too.
+        phases: &mut Phases,
+    ) -> Result<Begin, InstrumentError> {
+        let t = Instant::now();
         if let Some(p) =
             probes.iter().find(|p| p.action == Action::SignalGuard || p.action.is_tail())
         {
@@ -407,251 +459,136 @@ impl<'k> KernelInstrumentation<'k> {
                 action: p.action,
             });
         }
-        // Data heap: thread table, timers, counters (one heap for every image).
-        let layout = DataLayout::new(probes, timers, 1, |_| 0)?;
-        let data = be.map_data(0, layout.end[0])?;
-        let only_id = match opts.only_pid {
+        let only_id = match self.only_pid {
             None => None,
             Some(pid) => {
-                let btf = kernel.driver.btf()?;
+                let btf = self.kernel.driver.btf()?;
                 let off = kerf_analysis::image::btf::member_offset(&btf, "task_struct", "pid")
                     .ok_or(InstrumentError::NoTaskPid { pid })?;
                 Some((off, pid))
             }
         };
-        let thread = match kernel.current_task {
+        let thread = match self.kernel.current_task {
             Some(off) => ThreadPointer::GsSlot(off),
-            None if timers > 0 || opts.only_pid.is_some() => {
+            None if timers > 0 || self.only_pid.is_some() => {
                 return Err(InstrumentError::NoCurrentTask)
             }
             None => ThreadPointer::GsSlot(0),
         };
-        let plan = plan_sites(&kernel.images, probes, opts.force_kind, &[], Rules::KERNEL, None)?;
-        let mut inst = KernelInstrumentation {
-            kernel,
-            sites: Vec::new(),
-            refused: plan.refused,
-            layout,
-            probe_site: vec![None; probes.len()],
-            installed_at: (crate::instrument::tsc(), Instant::now()),
-            splice_time: Duration::ZERO,
-            int3_time: Duration::ZERO,
-            removed: false,
-        };
-        // 1. Code patches, each at its own place in the patch heap (unreachable so far),
-        //    generated in parallel, in plan order: timer stops go live before timer starts
-        //    (see plan::plan_sites).
-        let mut jobs = Vec::with_capacity(plan.sites.len());
-        for sp in &plan.sites {
-            let room = patchset::site_room(probes, &sp.members);
-            let label = &probes[sp.first].point.label;
-            let patch_at =
-                be.alloc_code(sp.plan.displaced.point, 0, room).map_err(|e| match e {
-                    InstrumentError::PatchHeapFull { have, .. } => InstrumentError::PatchHeapFull {
-                        label: label.clone(),
-                        addr: sp.plan.displaced.point,
-                        have,
-                    },
-                    e => e,
-                })?;
-            jobs.push(Job { site: sp, label, patch_at, data, tails: 0, guard_action: None });
-        }
-        let rt =
+        phases.lap("task context", t);
+        let runtime =
             Runtime { target: Where::Kernel, env: Env::Kernel, thread, only_thread: None, only_id };
-        let codes = patchset::generate(probes, &inst.layout, &rt, &jobs);
-        for (job, code) in jobs.iter().zip(codes) {
-            be.write_code(job.patch_at, &code?.bytes)?;
-        }
-        // DESIGN §5: the displaced bytes (and a springboard's padding) must still be the text
-        // analysis read; anything else belongs to someone who changed it since.
-        let mut staged: Vec<(&SitePlan, Splice)> = Vec::new();
-        for job in &jobs {
-            let sp = job.site;
-            let (addr, len) = (sp.plan.displaced.point, sp.plan.displaced.len);
-            let mut original = vec![0u8; len.max(5)];
-            d.read(KernelAddr(addr), &mut original)?;
-            let image = &kernel.images[probes[sp.first].point.module];
-            let mut foreign = differs_from_file(image, addr, &original[..len.max(1)]);
-            let mut pad = vec![0u8; SPRINGBOARD_LEN as usize];
-            if let (None, Some((sb, _))) = (&foreign, sp.plan.springboard) {
-                d.read(KernelAddr(sb), &mut pad)?;
-                foreign = differs_from_file(image, sb, &pad);
+        Ok(Begin { runtime, startup: Vec::new() })
+    }
+
+    /// One data heap for every image (the driver's).
+    fn heaps(&self, _modules: usize) -> usize {
+        1
+    }
+
+    fn heap_of(&self, _module: usize) -> usize {
+        0
+    }
+
+    /// The driver's data heap, and patch heap for every site; a site that no longer fits is
+    /// named in the error.
+    fn map_heaps(
+        &mut self,
+        _modules: &[AnalyzedImage],
+        probes: &[Probe],
+        layout: &DataLayout,
+        sites: &[SitePlan],
+    ) -> Result<Vec<Option<Heap<KernelAddr>>>, InstrumentError> {
+        let data = self.map_data(KernelAddr(0), layout.end[0])?;
+        let have = self.kernel.driver.info.patch_heap_size;
+        let mut room = 0;
+        for sp in sites {
+            room += patchset::site_room(probes, &sp.members);
+            if self.used + room > have {
+                let label = probes[sp.first].point.label.clone();
+                let addr = sp.plan.displaced.point;
+                return Err(InstrumentError::PatchHeapFull { label, addr, have });
             }
-            if let Some(f) = foreign {
-                inst.refuse(probes, sp, Reason::Foreign(f));
-                continue;
-            }
-            // The splice's bytes; a jump out of reach (which the driver's heap placement
-            // rules out) leaves the site a trap.
-            let patch = job.patch_at;
-            let (new, springboard) = match (sp.plan.kind, sp.plan.springboard) {
-                (SpliceKind::Jump5, _) => match jump5_bytes(addr, patch, len) {
-                    Some(j) => (j[..5].to_vec(), None),
-                    None => (vec![INT3], None),
-                },
-                (SpliceKind::Jump2, Some((sb, _))) => {
-                    match jump5_bytes(sb, patch, SPRINGBOARD_LEN as usize)
-                        .zip(jump2_bytes(addr, sb, len))
-                    {
-                        Some((jmp, j2)) => (j2[..2].to_vec(), Some((sb, pad, jmp[..5].to_vec()))),
-                        None => (vec![INT3], None),
-                    }
-                }
-                _ => (vec![INT3], None),
-            };
-            let old = original[..new.len()].to_vec();
-            staged.push((sp, Splice { addr, old, new, patch, springboard }));
         }
-        // 2-4. The whole batch through the driver's protocol (int3s, quiescence, jumps).
-        //
-        //    Springboard space in the kernel is only the int3/nop padding between functions
-        //    that analysis recorded (cfg.padding): bytes after a function's last return or
-        //    jump and before the next symbol, which no branch, table or fall-through reaches.
-        //    The 6.1 kernel puts nothing of its own there (no call-depth or FineIBT prefixes,
-        //    which came later and would live in the 16 bytes before a function), and the
-        //    driver refuses a springboard over bytes any patching mechanism owns. A
-        //    springboard is written before the jmp rel8 that uses it and removed only after
-        //    that jmp is gone and a quiescence has passed.
-        // In the order sites must go live: every site without a timer start, then the rest
-        // (see `plan_sites`), each group in address order, so that the driver writes a group
-        // in few runs and the first group before the second.
-        let starts = |sp: &SitePlan| {
-            sp.members.iter().any(|&i| matches!(probes[i].action, Action::TimerStart(_)))
+        let code = self.alloc_code(KernelAddr(0), KernelAddr(0), room)?;
+        Ok(vec![Some(Heap { code, data, tails: None })])
+    }
+
+    fn read(&mut self, ranges: &[(KernelAddr, usize)]) -> Result<Vec<Vec<u8>>, InstrumentError> {
+        let d = &self.kernel.driver;
+        let read = |&(a, n): &(KernelAddr, usize)| {
+            let mut b = vec![0u8; n];
+            d.read(a, &mut b).map(|()| b)
         };
-        staged.sort_by_key(|(sp, s)| (starts(sp), s.addr));
-        let batch: Vec<Splice> = staged.iter().map(|(_, s)| s.clone()).collect();
-        // One batch: the driver's protocol takes every splice at once, and a CPU is never
-        // inside a splice's bytes after its quiescence (the driver never says Later).
-        let whole = Batches { size: batch.len().max(1), tries: 1, pause: Duration::ZERO };
-        // (An error here leaves the int3s that went in to the caller's drop, which takes out
-        // every site recorded: `splice_in_batches` reports them before it returns the error.)
-        let r = builder::splice_in_batches(
-            &mut be,
-            &batch,
-            (0..batch.len()).collect(),
-            whole,
-            || Ok(()),
-            |i, outcome| {
-                let (sp, mut s) = (staged[i].0, staged[i].1.clone());
-                let planned_jump = s.new != [INT3];
-                match outcome {
-                    Outcome::Refused(why) => inst.refuse(probes, sp, why),
-                    Outcome::Trap(why) => {
-                        s.new = vec![INT3];
-                        s.springboard = None;
-                        let k = inst.push_site(probes, sp, s);
-                        inst.demote(k, why);
-                    }
-                    Outcome::Done => {
-                        let k = inst.push_site(probes, sp, s);
-                        if sp.plan.kind != SpliceKind::Trap && !planned_jump {
-                            inst.demote(k, KindRefusal::OutOfReach);
-                        }
-                    }
-                    // (Never settled: returned below.)
-                    Outcome::Later => {}
-                }
+        Ok(ranges.iter().map(read).collect::<Result<_, _>>()?)
+    }
+
+    fn write_chunk(&mut self, patches: &[Patch<'_, KernelAddr>]) -> Result<(), InstrumentError> {
+        patches.iter().try_for_each(|p| self.write_code(p.at, &p.code.bytes))
+    }
+
+    /// The jump itself, 5 or 2 bytes (the driver pokes one instruction); a jump out of reach
+    /// (which the driver's heap placement rules out) leaves the site a trap.
+    fn make_splice(
+        &self,
+        sp: &SitePlan,
+        _label: &str,
+        patch: KernelAddr,
+        displaced: &[u8],
+        pad: Option<&[u8]>,
+    ) -> Result<Splice<KernelAddr>, InstrumentError> {
+        let (addr, len) = (sp.plan.displaced.point, sp.plan.displaced.len);
+        let trap = (vec![INT3], None);
+        let (new, springboard) = match (sp.plan.kind, sp.plan.springboard, pad) {
+            (SpliceKind::Jump5, _, _) => match jump5_bytes(addr, patch.0, len) {
+                Some(j) => (j[..5].to_vec(), None),
+                None => trap,
             },
-        );
-        inst.int3_time = be.int3_time;
-        // Not written (a Later the driver never reports): left out, with why.
-        for i in r? {
-            inst.refuse(probes, staged[i].0, Reason::Busy { tries: 1 });
-        }
-        if inst.sites.is_empty() {
-            // The driver refused every point: that is the error.
-            if let Some(r) = inst.refused.first().cloned() {
-                inst.removed = true;
-                return Err(InstrumentError::NothingPlaced(Box::new(r)));
+            (SpliceKind::Jump2, Some((sb, _)), Some(pad)) => {
+                match jump5_bytes(sb, patch.0, SPRINGBOARD_LEN as usize)
+                    .zip(jump2_bytes(addr, sb, len))
+                {
+                    Some((jmp, j2)) => {
+                        let board = (KernelAddr(sb), pad.to_vec(), jmp[..5].to_vec());
+                        (j2[..2].to_vec(), Some(board))
+                    }
+                    None => trap,
+                }
             }
-        }
-        inst.installed_at = (crate::instrument::tsc(), Instant::now());
-        inst.splice_time = t0.elapsed();
-        Ok(inst)
-    }
-
-    /// Every probe of `sp` left out, with why.
-    fn refuse(&mut self, probes: &[Probe], sp: &SitePlan, reason: Reason) {
-        self.refused.extend(builder::refusals(probes, sp, &reason));
-    }
-
-    /// Site `k` keeps its int3 and works as a trap: its jump could not go in.
-    fn demote(&mut self, k: usize, why: KindRefusal) {
-        let s = &mut self.sites[k];
-        let mut refused = match s.reason.take() {
-            Some(Reason::Kinds { refused, .. }) => refused,
-            _ => Vec::new(),
+            _ => trap,
         };
-        refused.push((s.kind, why));
-        s.kind = SpliceKind::Trap;
-        s.reason = Some(Reason::Kinds { chosen: None, refused });
+        let old = displaced.get(..new.len()).map(<[u8]>::to_vec).ok_or_else(|| {
+            InstrumentError::Mismatch {
+                addr,
+                detail: "fewer displaced bytes than the splice".into(),
+            }
+        })?;
+        Ok(Splice { addr: KernelAddr(addr), old, new, patch, springboard })
     }
 
-    /// Record the site of `sp`, live with splice `s`; returns its index.
-    fn push_site(&mut self, probes: &[Probe], sp: &SitePlan, s: Splice) -> usize {
-        let p = &probes[sp.first].point;
-        let k = self.sites.len();
-        for &i in &sp.members {
-            self.probe_site[i] = Some(k);
+    /// Nothing: the driver restored every byte and springboard in `remove`, its heaps are its
+    /// own (freed when /dev/kerf is closed), and no CPU can be in a patch after its
+    /// quiescence.
+    fn after_remove(
+        &mut self,
+        _springboards: Vec<Springboard<KernelAddr>>,
+    ) -> Result<Removed, InstrumentError> {
+        Ok(Removed::default())
+    }
+
+    fn load_u64(&self, _heap: usize, off: u64) -> u64 {
+        match self.data {
+            Some(_) => self.kernel.driver.load_u64(off as usize),
+            None => 0,
         }
-        self.sites.push(Site::planned(&p.spec, p.label.clone(), sp, s, true));
-        k
     }
 
-    pub fn sites(&self) -> &[Site] {
-        &self.sites
+    fn pauses(&self) -> Pauses {
+        Pauses { int3: Some(self.int3_time), ..Pauses::default() }
     }
 
-    /// The site probe `i` is at, or `None` if the driver refused it.
-    pub fn site_of(&self, i: usize) -> Option<&Site> {
-        self.probe_site[i].map(|s| &self.sites[s])
-    }
-
-    pub fn count(&self, i: usize) -> u64 {
-        self.layout.counters[i].map_or(0, |(_, off)| self.kernel.driver.load_u64(off as usize))
-    }
-
-    pub fn timer(&self, t: usize, now: u64) -> TimerSample {
-        let Some((_, off)) = self.layout.timers[t] else { return TimerSample::default() };
-        timer::sample(&|o| self.kernel.driver.load_u64((off + o) as usize), now)
-    }
-
-    /// Restore every byte (jumps first, then, after quiescence, springboards and traps). The
-    /// driver restores and checks each address's original bytes; nothing is left behind.
-    pub fn remove(mut self) -> Result<Removed, InstrumentError> {
-        self.removed = true;
-        self.remove_all().map(|()| Removed::default())
-    }
-
-    fn remove_all(&mut self) -> Result<(), InstrumentError> {
-        // The sites went live in the order recorded; one batch takes them all out (the
-        // driver's protocol quiesces once per step for the whole batch).
-        let live: Vec<(usize, Splice)> = (self.sites.iter().enumerate())
-            .filter(|(_, s)| s.live)
-            .map(|(i, s)| {
-                let splice = Splice {
-                    addr: s.addr,
-                    old: s.original.clone(),
-                    new: s.splice.clone(),
-                    patch: s.patch,
-                    springboard: s.springboard.clone(),
-                };
-                (i, splice)
-            })
-            .collect();
-        let mut be = KernelBackend::new(&self.kernel.driver);
-        let sites = &mut self.sites;
-        builder::remove_in_batches(&mut be, &live, live.len(), |i| sites[i].live = false)
-    }
-}
-
-impl Drop for KernelInstrumentation<'_> {
-    /// An instrumentation dropped without `remove` (an error, a panic) removes itself; if
-    /// kerf dies instead, closing /dev/kerf makes the driver restore everything.
-    fn drop(&mut self) {
-        if !self.removed {
-            self.removed = true;
-            let _ = self.remove_all();
-        }
+    /// None: the kernel's code heap is the driver's.
+    fn code_heaps(&self) -> Vec<RemoteAddr> {
+        Vec::new()
     }
 }

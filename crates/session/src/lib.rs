@@ -11,6 +11,7 @@ pub mod cache;
 pub mod checked;
 pub mod debuginfo;
 mod http;
+pub mod installer;
 pub mod instrument;
 pub mod kernel;
 pub mod live;

@@ -1,12 +1,14 @@
 //! Live targets, chosen once for every tool: a process kerf attached to or launched (held at
 //! its entry point until the probes are in, its end or `exec` watched), or the running kernel;
 //! why sampling stopped; the signals that end it; and [`Installed`], what a tool reads from
-//! probes installed in either.
+//! probes installed in either (one patch set, [`PatchSet`], over either back-end).
 //!
-//! The only code that knows the two installers apart is the pair of `impl Installed` blocks,
-//! `install` and `finish` of [`ProcessTarget`] and [`KernelTarget`]: tools name neither type.
+//! The only code that knows the two targets apart is `install` and `finish` of
+//! [`ProcessTarget`] and [`KernelTarget`]: tools name neither back-end.
 
+use crate::backend::Backend;
 use crate::checked::{self, CheckedError};
+use crate::installer::PatchSet;
 use crate::instrument::{InstrumentError, Instrumentation, Options, Probe, Removed, Site};
 use crate::kernel::{Kernel, KernelInstrumentation, KernelOptions};
 use crate::load::{analyze_process, process_aliases, AnalyzedImage, LoadError, LoadOptions};
@@ -509,13 +511,13 @@ pub struct Spliced {
     /// process; zero in the kernel, whose driver splices with the machine running).
     pub longest_pause: Duration,
     pub longest_splice_pause: Duration,
-    /// How long planning, writing and splicing took, as the installer measured it (the
-    /// kernel; `None` in a process, where the tool measures it around the cache checks).
+    /// How long planning, writing and splicing took, as the installer measured it (in a
+    /// process the tool measures its own, around the cache checks).
     pub splice_time: Option<Duration>,
     /// Of that, the time the kernel's int3s took to go in (the kernel).
     pub int3_time: Option<Duration>,
-    /// Where a process's installation spent its time: each phase with its total, in the
-    /// order they first ran (empty in the kernel).
+    /// Where the installation spent its time: each phase with its total, in the order they
+    /// first ran.
     pub phases: Vec<(&'static str, Duration)>,
 }
 
@@ -545,18 +547,18 @@ pub trait Installed {
     fn code_heaps(&self) -> Vec<RemoteAddr>;
 }
 
-impl Installed for Instrumentation {
+impl<B: Backend> Installed for PatchSet<B> {
     fn site(&self, i: usize) -> Option<&Site> {
         self.site_of(i)
     }
     fn sites(&self) -> &[Site] {
-        Instrumentation::sites(self)
+        PatchSet::sites(self)
     }
     fn count(&self, i: usize) -> u64 {
-        Instrumentation::count(self, i)
+        PatchSet::count(self, i)
     }
     fn timer(&self, t: usize, now: u64) -> TimerSample {
-        Instrumentation::timer(self, t, now)
+        PatchSet::timer(self, t, now)
     }
     fn installed_at(&self) -> (u64, Instant) {
         self.installed_at
@@ -566,49 +568,18 @@ impl Installed for Instrumentation {
         r.map(|r| Refusal { label: &r.label, addr: r.addr, reason: r.reason.to_string() }).collect()
     }
     fn spliced(&self) -> Spliced {
+        let pauses = self.pauses();
         Spliced {
             guards: self.guards(),
-            longest_pause: self.longest_pause,
-            longest_splice_pause: self.longest_splice_pause,
-            splice_time: None,
-            int3_time: None,
+            longest_pause: pauses.longest,
+            longest_splice_pause: pauses.longest_splice,
+            splice_time: Some(self.splice_time),
+            int3_time: pauses.int3,
             phases: self.phases.iter().collect(),
         }
     }
     fn code_heaps(&self) -> Vec<RemoteAddr> {
-        Instrumentation::code_heaps(self)
-    }
-}
-
-impl Installed for KernelInstrumentation<'_> {
-    fn site(&self, i: usize) -> Option<&Site> {
-        self.site_of(i)
-    }
-    fn sites(&self) -> &[Site] {
-        KernelInstrumentation::sites(self)
-    }
-    fn count(&self, i: usize) -> u64 {
-        KernelInstrumentation::count(self, i)
-    }
-    fn timer(&self, t: usize, now: u64) -> TimerSample {
-        KernelInstrumentation::timer(self, t, now)
-    }
-    fn installed_at(&self) -> (u64, Instant) {
-        self.installed_at
-    }
-    fn refused(&self) -> Vec<Refusal<'_>> {
-        let r = self.refused.iter();
-        r.map(|r| Refusal { label: &r.label, addr: r.addr, reason: r.reason.to_string() }).collect()
-    }
-    fn spliced(&self) -> Spliced {
-        Spliced {
-            splice_time: Some(self.splice_time),
-            int3_time: Some(self.int3_time),
-            ..Spliced::default()
-        }
-    }
-    fn code_heaps(&self) -> Vec<RemoteAddr> {
-        Vec::new()
+        PatchSet::code_heaps(self)
     }
 }
 

@@ -1,15 +1,75 @@
 //! The patch set both targets build from a plan (DESIGN.md §3): room per probe in the code
 //! heap, the data-heap layout (thread table, timer blocks, counters), the one mapping from a
-//! probe's [`Action`] to codegen's `Primitive`s, and the code patch of every site. Generating
-//! code is pure (the plan and addresses in, bytes out, no system call and no analysis), so the
-//! sites of a batch are generated in parallel.
+//! probe's [`Action`] to codegen's `Primitive`s, the code patch of every site, and a site's
+//! splice as a back-end writes it ([`Splice`], with its [`Outcome`]). Generating code is pure
+//! (the plan and addresses in, bytes out, no system call and no analysis), so the sites of a
+//! batch are generated in parallel.
 
-use crate::backend::Splice;
 use crate::plan::SitePlan;
-use crate::probe::{Action, InstrumentError, Probe, Site, Where};
+use crate::probe::{Action, InstrumentError, KindRefusal, Probe, Reason, Site, Where};
+use kerf_arch::{KernelAddr, RemoteAddr};
 use kerf_codegen::timer::{THREAD_TABLE_LEN, TIMER_LEN};
 use kerf_codegen::{lower, sigguard, Context, Env, Primitive, ThreadPointer};
 use kerf_patch::{build_patch_with, Layout};
+
+/// An address in a target's address space, as its back-end takes it: [`RemoteAddr`] in a
+/// process, [`KernelAddr`] in the kernel. Planning works in plain `u64`s of the target's
+/// space (its sites, [`Site::addr`]); a back-end is handed typed ones.
+pub trait TargetAddr: Copy + Eq + Ord + std::fmt::Debug {
+    fn at(a: u64) -> Self;
+    fn get(self) -> u64;
+}
+
+impl TargetAddr for RemoteAddr {
+    fn at(a: u64) -> Self {
+        RemoteAddr(a)
+    }
+    fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl TargetAddr for KernelAddr {
+    fn at(a: u64) -> Self {
+        KernelAddr(a)
+    }
+    fn get(self) -> u64 {
+        self.0
+    }
+}
+
+/// A springboard: its address, the bytes it replaces, and its jump to a code patch.
+pub type Springboard<A> = (A, Vec<u8>, Vec<u8>);
+
+/// One site's splice as a back-end writes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Splice<A> {
+    /// Where the splice goes, what is there now, and what goes there (the whole splice: a
+    /// back-end that needs steps, like the kernel's int3-then-jump, takes them itself).
+    pub addr: A,
+    pub old: Vec<u8>,
+    pub new: Vec<u8>,
+    /// The code patch the splice leads to (the kernel driver routes its int3 there).
+    pub patch: A,
+    /// A jump2's springboard, for a back-end that writes it with the splice (the kernel's:
+    /// [`crate::backend::Backend::SPRINGBOARDS_WITH_SPLICES`]); `None` where it was written
+    /// before (a process, under stops of its own).
+    pub springboard: Option<Springboard<A>>,
+}
+
+/// What became of one splice of a batch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Written (or, for removal, taken out) and verified.
+    Done,
+    /// A thread is inside its bytes: not written, try again in a later batch.
+    Later,
+    /// The target refused it (the kernel's kprobe blacklist, bytes another mechanism owns):
+    /// left out, with why.
+    Refused(Reason),
+    /// Its jump could not go in; it works as a trap (its int3 stays), with why.
+    Trap(KindRefusal),
+}
 
 /// Bytes of code heap reserved per spliced address (snippet, displaced instructions, jump
 /// back), plus `TIMER_PATCH` for each timer primitive there.
@@ -52,7 +112,7 @@ pub(crate) fn site_room(probes: &[Probe], members: &[usize]) -> u64 {
 /// then (`end`)           what the target adds (a process's tail stacks and signal area)
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct DataLayout {
+pub struct DataLayout {
     /// Per probe: the heap and offset of its counter (`Count` probes).
     pub counters: Vec<Option<(usize, u64)>>,
     /// Per timer: the heap and offset of its block (`None`: no probe uses it).
@@ -115,27 +175,48 @@ impl DataLayout {
 impl Site {
     /// The record of a site planned as `sp`, named `label`, whose splice `s` is written
     /// (`live`) or about to be.
-    pub(crate) fn planned(spec: &str, label: String, sp: &SitePlan, s: Splice, live: bool) -> Site {
+    pub(crate) fn planned<A: TargetAddr>(
+        spec: &str,
+        label: String,
+        sp: &SitePlan,
+        s: Splice<A>,
+        live: bool,
+    ) -> Site {
         Site {
             spec: spec.to_string(),
             label,
-            addr: s.addr,
+            addr: s.addr.get(),
             kind: sp.plan.kind,
             reason: sp.plan.reason.clone(),
             probes: sp.members.clone(),
             springboard_in: sp.plan.springboard,
             original: s.old,
             splice: s.new,
-            patch: s.patch,
+            patch: s.patch.get(),
             live,
-            springboard: s.springboard,
+            springboard: s.springboard.map(|(at, pad, jmp)| (at.get(), pad, jmp)),
+        }
+    }
+}
+
+impl Site {
+    /// The site's splice as a back-end writes it, with its springboard where the back-end
+    /// writes springboards with their splices (`boards`).
+    pub(crate) fn as_splice<A: TargetAddr>(&self, boards: bool) -> Splice<A> {
+        let board = self.springboard.as_ref().filter(|_| boards);
+        Splice {
+            addr: A::at(self.addr),
+            old: self.original.clone(),
+            new: self.splice.clone(),
+            patch: A::at(self.patch),
+            springboard: board.map(|(at, pad, jmp)| (A::at(*at), pad.clone(), jmp.clone())),
         }
     }
 }
 
 /// How generated code runs in this target (the same for every site).
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Runtime {
+pub struct Runtime {
     pub target: Where,
     pub env: Env,
     pub thread: ThreadPointer,
@@ -159,7 +240,7 @@ pub(crate) struct Job<'a> {
 
 /// A site's generated code patch.
 #[derive(Clone, Debug)]
-pub(crate) struct Code {
+pub struct Code {
     pub bytes: Vec<u8>,
     pub layout: Layout,
 }

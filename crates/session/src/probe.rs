@@ -338,7 +338,7 @@ pub enum InstrumentError {
     },
     /// A splice could not be written: a thread stayed inside its bytes through every check.
     StillBusy {
-        pid: i32,
+        target: Where,
         label: String,
         addr: u64,
         tries: usize,
@@ -442,9 +442,9 @@ impl fmt::Display for InstrumentError {
                 "cannot instrument {label} at {addr:#x}: the driver's patch heap ({have} bytes) is \
                  full"
             ),
-            E::StillBusy { pid, label, addr, tries } => write!(
+            E::StillBusy { target, label, addr, tries } => write!(
                 f,
-                "process {pid}: cannot instrument {label} at {addr:#x}: a thread stayed inside \
+                "{target}: cannot instrument {label} at {addr:#x}: a thread stayed inside \
                  the bytes to replace through {tries} checks"
             ),
             E::Mismatch { addr, detail } => write!(f, "bytes at {addr:#x}: {detail}"),
