@@ -228,6 +228,9 @@ impl Record {
 pub struct Tables {
     sources: Vec<Option<Source>>,
     threads: std::collections::HashMap<(u16, u32), String>,
+    /// The same names by machine and tid, for a source that names no threads itself (the
+    /// kernel, whose events run in the threads of processes).
+    machine_threads: std::collections::HashMap<(String, u32), String>,
 }
 
 impl Tables {
@@ -243,6 +246,8 @@ impl Tables {
             }
             Record::Thread(t) => {
                 self.threads.insert((t.source, t.tid), t.name.clone());
+                let machine = self.source(t.source).map_or(String::new(), |s| s.machine.clone());
+                self.machine_threads.insert((machine, t.tid), t.name.clone());
             }
             _ => {}
         }
@@ -257,11 +262,16 @@ impl Tables {
         self.sources.iter().flatten()
     }
 
-    /// The thread's name if a record gave one, else the source's name.
+    /// The thread's name if a record of its source gave one, else if another source on the
+    /// same machine did, else the source's name.
     pub fn comm(&self, source: u16, tid: u32) -> &str {
-        match self.threads.get(&(source, tid)) {
+        if let Some(n) = self.threads.get(&(source, tid)) {
+            return n;
+        }
+        let Some(s) = self.source(source) else { return "?" };
+        match self.machine_threads.get(&(s.machine.clone(), tid)) {
             Some(n) => n,
-            None => self.source(source).map_or("?", |s| s.name.as_str()),
+            None => &s.name,
         }
     }
 
