@@ -467,7 +467,8 @@ pub struct SourceCount {
 }
 
 struct CollectorState {
-    writer: raw::Writer<Box<dyn Write + Send>>,
+    /// The collected trace (taken when it is finished).
+    writer: Option<raw::Writer<Box<dyn Write + Send>>>,
     sessions: HashMap<u64, Session>,
     counts: Vec<SourceCount>,
     /// Open connections, to shut down at the end (or in tests, to break them).
@@ -531,7 +532,7 @@ impl Collector {
             listener,
             shared: Arc::new(CollectorShared {
                 state: Mutex::new(CollectorState {
-                    writer,
+                    writer: Some(writer),
                     sessions: HashMap::new(),
                     counts: Vec::new(),
                     conns: Vec::new(),
@@ -601,21 +602,14 @@ impl Collector {
         for t in threads {
             t.join().ok();
         }
-        let sh = Arc::try_unwrap(self.shared).map_err(|_| {
-            CollectError::Write(RawError::Io {
-                op: "finishing",
-                source: io::Error::other("collector still shared"),
-            })
-        });
-        let st = match sh {
-            Ok(sh) => sh.state.into_inner().unwrap_or_else(|p| p.into_inner()),
-            Err(e) => return Err(e),
-        };
-        if let Some(e) = st.write_error {
+        // Handles may outlive the run: the trace is finished through the lock.
+        let mut st = lock(&self.shared.state);
+        if let Some(e) = st.write_error.take() {
             return Err(CollectError::Write(e));
         }
-        st.writer.finish().map_err(CollectError::Write)?;
-        Ok(CollectReport { sources: st.counts, errors: st.errors })
+        let writer = st.writer.take().expect("finished once");
+        writer.finish().map_err(CollectError::Write)?;
+        Ok(CollectReport { sources: st.counts.clone(), errors: st.errors.clone() })
     }
 }
 
@@ -724,7 +718,7 @@ fn hello(sh: &CollectorShared, b: &[u8]) -> Result<u64, String> {
             connections: 1,
             ..SourceCount::default()
         });
-        if let Err(e) = st.writer.write(&Record::Source(global)) {
+        if let Some(Err(e)) = st.writer.as_mut().map(|w| w.write(&Record::Source(global))) {
             st.write_error.get_or_insert(e);
         }
     }
@@ -766,7 +760,7 @@ fn take(sh: &CollectorShared, session: u64, seq: u64, body: &[u8]) -> Result<boo
         Record::Loss(l) => c.lost_ring += l.count,
         _ => {}
     }
-    if let Err(e) = st.writer.write(&r.with_source(id)) {
+    if let Some(Err(e)) = st.writer.as_mut().map(|w| w.write(&r.with_source(id))) {
         st.write_error.get_or_insert(e);
         return Err("the collected trace cannot be written".into());
     }
