@@ -211,9 +211,20 @@ impl Sender {
     pub fn send(&self, r: &Record) {
         let sh = &*self.shared;
         let mut q = lock(&sh.q);
-        if let Record::Event(e) = r {
-            q.stats.events += 1;
-            if q.frames.len() >= sh.cap && self.policy == Backpressure::Drop {
+        let event = match r {
+            Record::Event(e) => {
+                q.stats.events += 1;
+                Some(e)
+            }
+            _ => None,
+        };
+        // Losses go out before the record that follows them.
+        loop {
+            sh.flush_losses(&mut q);
+            if q.pending.is_empty() && q.frames.len() < sh.cap {
+                break;
+            }
+            if let (Some(e), Backpressure::Drop) = (event, self.policy) {
                 q.stats.dropped += 1;
                 let key = (e.source, e.stream);
                 match q.pending.iter_mut().find(|(k, _)| *k == key) {
@@ -224,13 +235,6 @@ impl Sender {
                     None => q.pending.push((key, (1, e.time_ns, e.time_ns))),
                 }
                 return;
-            }
-        }
-        // Losses go out before the record that follows them.
-        while !q.pending.is_empty() || q.frames.len() >= sh.cap {
-            sh.flush_losses(&mut q);
-            if q.frames.len() < sh.cap {
-                break;
             }
             q = sh.cv.wait(q).unwrap_or_else(|p| p.into_inner());
         }
