@@ -100,8 +100,8 @@ struct Queue {
     frames: VecDeque<(u64, Vec<u8>)>,
     next_seq: u64,
     acked: u64,
-    /// Dropped events not yet reported, per (source, stream): count, first and last time.
-    pending: Vec<((u16, u16), (u64, u64, u64))>,
+    /// Dropped events not yet reported, one loss per (source, stream).
+    pending: Vec<Loss>,
     stats: SenderStats,
     /// `finish` was called: the end record is queued.
     finished: bool,
@@ -131,16 +131,8 @@ impl SenderShared {
     /// Queues the loss records of dropped events while there is room.
     fn flush_losses(&self, q: &mut Queue) {
         while q.frames.len() < self.cap && !q.pending.is_empty() {
-            let ((source, stream), (count, from_ns, to_ns)) = q.pending.remove(0);
-            let r = Record::Loss(Loss {
-                source,
-                stream,
-                count,
-                from_ns,
-                to_ns,
-                origin: LossOrigin::Sender,
-            });
-            self.push(q, &r);
+            let loss = q.pending.remove(0);
+            self.push(q, &Record::Loss(loss));
         }
     }
 }
@@ -226,13 +218,19 @@ impl Sender {
             }
             if let (Some(e), Backpressure::Drop) = (event, self.policy) {
                 q.stats.dropped += 1;
-                let key = (e.source, e.stream);
-                match q.pending.iter_mut().find(|(k, _)| *k == key) {
-                    Some((_, (n, _, to))) => {
-                        *n += 1;
-                        *to = e.time_ns;
+                match q.pending.iter_mut().find(|l| (l.source, l.stream) == (e.source, e.stream)) {
+                    Some(l) => {
+                        l.count += 1;
+                        l.to_ns = e.time_ns;
                     }
-                    None => q.pending.push((key, (1, e.time_ns, e.time_ns))),
+                    None => q.pending.push(Loss {
+                        source: e.source,
+                        stream: e.stream,
+                        count: 1,
+                        from_ns: e.time_ns,
+                        to_ns: e.time_ns,
+                        origin: LossOrigin::Sender,
+                    }),
                 }
                 return;
             }
