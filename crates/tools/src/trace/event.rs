@@ -269,6 +269,9 @@ impl Tables {
             return n;
         }
         let Some(s) = self.source(source) else { return "?" };
+        if self.machine_threads.is_empty() {
+            return &s.name;
+        }
         match self.machine_threads.get(&(s.machine.clone(), tid)) {
             Some(n) => n,
             None => &s.name,

@@ -18,13 +18,8 @@ use std::io::{self, Write};
 #[derive(Default)]
 struct Msg(Vec<u8>);
 
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
+/// Protobuf's varint is the raw format's LEB128.
+use super::raw::put_var as varint;
 
 impl Msg {
     fn uint(&mut self, field: u32, v: u64) -> &mut Self {
