@@ -60,19 +60,24 @@ fn collected(out: &Shared) -> Vec<Record> {
     all
 }
 
-/// The events of the source from `machine`, with its source id put back to 0.
-fn events_of(all: &[Record], machine: &str) -> Vec<Record> {
-    let id = all
+/// The events of the source `name` from `machine`, with its source id put back to `id`.
+fn events_named(all: &[Record], machine: &str, name: &str, id: u16) -> Vec<Record> {
+    let got = all
         .iter()
         .find_map(|r| match r {
-            Record::Source(s) if s.machine == machine => Some(s.id),
+            Record::Source(s) if s.machine == machine && s.name == name => Some(s.id),
             _ => None,
         })
-        .unwrap_or_else(|| panic!("no source from {machine}"));
+        .unwrap_or_else(|| panic!("no source {name} from {machine}"));
     all.iter()
-        .filter(|r| matches!(r, Record::Event(e) if e.source == id))
-        .map(|r| r.clone().with_source(0))
+        .filter(|r| matches!(r, Record::Event(e) if e.source == got))
+        .map(|r| r.clone().with_source(id))
         .collect()
+}
+
+/// The events of the process source (`app`) from `machine`, as source 0.
+fn events_of(all: &[Record], machine: &str) -> Vec<Record> {
+    events_named(all, machine, "app", 0)
 }
 
 fn source() -> Vec<Source> {
@@ -83,15 +88,22 @@ fn source() -> Vec<Source> {
 fn loopback_two_senders_every_event_in_order() {
     let c = collector("127.0.0.1:0", 2);
     let sent: Vec<Record> = trace::synthetic(0, 50_000, 1_000).collect();
+    // Alpha also traces the kernel: its two sources' events interleave on one connection.
+    let kernel: Vec<Record> = trace::synthetic(1, 10_000, 1_005).collect();
     let senders: Vec<_> = ["alpha", "beta"]
         .into_iter()
         .map(|m| {
-            let (addr, sent) = (c.addr.clone(), sent.clone());
+            let (addr, sent, kernel) = (c.addr.clone(), sent.clone(), kernel.clone());
             std::thread::spawn(move || {
+                let sources =
+                    if m == "alpha" { vec![trace::app(0), trace::kernel(1)] } else { source() };
                 let s =
-                    Sender::new(&addr, m, source(), 1 << 20, Backpressure::Drop).expect("sender");
-                for r in &sent {
+                    Sender::new(&addr, m, sources, 1 << 20, Backpressure::Drop).expect("sender");
+                for (i, r) in sent.iter().enumerate() {
                     s.send(r);
+                    if m == "alpha" && i % 5 == 0 {
+                        s.send(&kernel[i / 5]);
+                    }
                 }
                 s.finish(Duration::from_secs(60)).expect("every record acknowledged")
             })
@@ -99,7 +111,8 @@ fn loopback_two_senders_every_event_in_order() {
         .collect();
     for s in senders {
         let stats = s.join().expect("sender thread");
-        assert_eq!((stats.events, stats.dropped), (50_000, 0));
+        assert_eq!(stats.dropped, 0);
+        assert!(stats.events == 50_000 || stats.events == 60_000, "{stats:?}");
     }
     let report = c.thread.join().expect("collector");
     assert!(report.errors.is_empty(), "{:?}", report.errors);
@@ -107,13 +120,17 @@ fn loopback_two_senders_every_event_in_order() {
     for m in ["alpha", "beta"] {
         assert_eq!(events_of(&all, m), sent, "events from {m}");
     }
+    assert_eq!(events_named(&all, "alpha", "kernel", 1), kernel);
     let mut counts: Vec<_> = report
         .sources
         .iter()
         .map(|c| (c.machine.as_str(), c.events, c.lost_sender, c.ended))
         .collect();
     counts.sort();
-    assert_eq!(counts, [("alpha", 50_000, 0, true), ("beta", 50_000, 0, true)]);
+    assert_eq!(
+        counts,
+        [("alpha", 10_000, 0, true), ("alpha", 50_000, 0, true), ("beta", 50_000, 0, true)]
+    );
 }
 
 #[test]
@@ -178,7 +195,29 @@ fn reconnect_resends_without_duplicates() {
     assert!(stats.connections >= 2, "the connection was broken: {stats:?}");
     let report = c.thread.join().expect("collector");
     assert_eq!(events_of(&collected(&c.out), "flaky"), sent);
-    assert_eq!(report.sources[0].connections, stats.connections);
+    // Both ends saw the reconnects (a connection broken between the collector's hello and the
+    // sender's welcome counts on one side only, so the numbers may differ by that).
+    assert!(report.sources[0].connections >= 2, "{:?}", report.sources[0]);
+}
+
+#[test]
+fn sender_waits_for_a_collector_not_yet_there() {
+    // A port nothing listens on yet (the listener that found it is closed at once).
+    let addr =
+        std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr");
+    let s = Sender::new(&addr.to_string(), "early", source(), 1 << 20, Backpressure::Drop)
+        .expect("sender");
+    let sent: Vec<Record> = trace::synthetic(0, 5_000, 1_000).collect();
+    for r in &sent {
+        s.send(r);
+    }
+    std::thread::sleep(Duration::from_millis(150));
+    assert_eq!(s.stats().acked, 0);
+    let c = collector(&addr.to_string(), 1);
+    let stats = s.finish(Duration::from_secs(60)).expect("acknowledged once the collector came");
+    assert_eq!(stats.dropped, 0);
+    c.thread.join().expect("collector");
+    assert_eq!(events_of(&collected(&c.out), "early"), sent);
 }
 
 /// Two network namespaces joined by a veth pair, deleted on drop.

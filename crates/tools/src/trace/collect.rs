@@ -300,13 +300,15 @@ impl Drop for Sender {
     }
 }
 
-/// A session id: different for every sender (time, pid and an address mixed).
+/// A session id: different for every sender (time, pid and a count of this process's senders
+/// mixed).
 fn session_id() -> u64 {
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);
-    let local = 0u8;
-    let mut h = t ^ (u64::from(std::process::id()) << 32) ^ (&local as *const u8 as u64);
+    let made = MADE.fetch_add(1, Ordering::Relaxed);
+    let mut h = t ^ (u64::from(std::process::id()) << 32) ^ made.rotate_right(16);
     // splitmix64's finaliser spreads the bits.
     h = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     h = (h ^ (h >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -342,7 +344,22 @@ fn net_loop(sh: Arc<SenderShared>, addrs: &[SocketAddr], hello: &[u8]) {
 
 /// One connection's life; returns when the session is done, or with the error that broke it.
 fn connection(sh: &Arc<SenderShared>, addrs: &[SocketAddr], hello: &[u8]) -> io::Result<()> {
-    let stream = TcpStream::connect(addrs)?;
+    let mut last = None;
+    let mut connected = None;
+    for a in addrs {
+        // Bounded: an unreachable collector is retried, not waited on for the kernel's minutes.
+        match TcpStream::connect_timeout(a, Duration::from_secs(3)) {
+            Ok(s) => {
+                connected = Some(s);
+                break;
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    let stream = match connected {
+        Some(s) => s,
+        None => return Err(last.unwrap_or_else(|| io::Error::other("no address"))),
+    };
     stream.set_nodelay(true)?;
     let mut out = BufWriter::with_capacity(64 << 10, stream.try_clone()?);
     out.write_all(MAGIC)?;
@@ -404,7 +421,8 @@ fn connection(sh: &Arc<SenderShared>, addrs: &[SocketAddr], hello: &[u8]) -> io:
                     let front = q.frames.front().map_or(q.next_seq, |f| f.0);
                     if next < q.next_seq {
                         let from = (next.max(front) - front) as usize;
-                        for (seq, f) in q.frames.iter().skip(from).take(4096) {
+                        let to = q.frames.len().min(from + 4096);
+                        for (seq, f) in q.frames.range(from..to) {
                             batch.extend_from_slice(f);
                             next = seq + 1;
                         }
