@@ -94,9 +94,14 @@ pub fn run(cmd: TraceCommand) -> Result<(), crate::Error> {
         }
     }
     .map_err(|e| match e {
+        // convert() knows neither file's name.
         TraceError::Raw { path: None, source } => {
             TraceError::Raw { path: Some(a.input.clone()), source }
         }
+        TraceError::Output { source, .. } => TraceError::Output {
+            path: a.output.clone().unwrap_or_else(|| "standard output".into()),
+            source,
+        },
         e => e,
     })
     .map_err(crate::Error::Trace)?;
