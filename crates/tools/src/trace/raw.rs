@@ -639,3 +639,49 @@ impl<R: Read> Reader<R> {
         self.records
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The extremes of every integer encoding come back as they went in; an 11th varint byte
+    /// or a 64-bit overflow is corruption, not a wrapped value.
+    #[test]
+    fn integer_extremes() {
+        let e = Record::Event(Event {
+            source: u16::MAX,
+            time_ns: u64::MAX,
+            tsc: 0,
+            pid: u32::MAX,
+            tid: 0,
+            cpu: u32::MAX,
+            probe: u32::MAX,
+            stream: u16::MAX,
+            kind: PointKind::Exit,
+            values: vec![
+                Value::Unsigned(u64::MAX),
+                Value::Signed(i64::MIN),
+                Value::Signed(i64::MAX),
+                Value::Signed(-1),
+                Value::Bytes { data: Vec::new(), truncated: true },
+                Value::Fault { addr: u64::MAX },
+            ],
+        });
+        let mut b = Vec::new();
+        encode(&e, &mut b);
+        assert_eq!(decode(&b), Ok(e));
+
+        let mut over = vec![TAG_LOSS];
+        over.extend_from_slice(&[0xff; 9]);
+        over.push(0x02); // bit 64
+        assert!(decode(&over).unwrap_err().contains("overflows"));
+        let mut long = vec![TAG_LOSS];
+        long.extend_from_slice(&[0x80; 10]);
+        long.push(0);
+        assert!(decode(&long).unwrap_err().contains("longer than 10 bytes"));
+        // A u16 field given a larger number.
+        let mut wide = vec![TAG_THREAD];
+        put_var(&mut wide, 70_000);
+        assert!(decode(&wide).unwrap_err().contains("out of range"));
+    }
+}
