@@ -8,8 +8,9 @@ set -euo pipefail
 # Debian's python3.11 (a real program to instrument) and perf (uprobes as ground truth);
 # libc6-dbg (libc's separate debug file, found by build-id), debuginfod (a local server for
 # the debuginfod tests, with elfutils' client) and iproute2 (loopback in the test's private
-# network namespace); xz-utils (xz -T2, whose worker threads block every signal, in the trap
-# tests) and sqlite3 (the all-of-libsqlite3 benchmark).
+# network namespace; the two namespaces and veth pair of the trace collection test); xz-utils
+# (xz -T2, whose worker threads block every signal, in the trap tests) and sqlite3 (the
+# all-of-libsqlite3 benchmark).
 KERF_DEBS=(build-essential gcc clang binutils libllvm14 libstdc++6 util-linux python3 python3.11 linux-perf
   libc6-dbg debuginfod iproute2 xz-utils sqlite3 libsqlite3-0)
 # Go's toolchain builds the Go fixture (a runtime that resumes code where no call leads):
@@ -32,6 +33,32 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq || { echo "kerf: apt-get update failed" >&2; exit 1; }
   apt-get install -y -qq "${missing[@]}" >/dev/null || {
     echo "kerf: apt-get install ${missing[*]} failed" >&2
+    exit 1
+  }
+fi
+
+# Python packages: Perfetto's own trace schema (the `perfetto` package ships
+# perfetto_trace_pb2; `protobuf` parses with it), which the trace output tests check
+# .perfetto-trace files against (crates/tools/tests/trace/perfetto_check.py). Pinned; installed
+# for the python3 the tests run (KERF_PYTHON overrides it).
+KERF_PIPS=(perfetto==0.59.1 protobuf==7.36.2)
+kerf_python="${KERF_PYTHON:-python3}"
+if ! "$kerf_python" -c 'from perfetto.protos.perfetto.trace import perfetto_trace_pb2' >/dev/null 2>&1; then
+  echo "kerf: installing Python packages: ${KERF_PIPS[*]}" >&2
+  if ! "$kerf_python" -m pip --version >/dev/null 2>&1; then
+    # Debian's own python3 comes without pip.
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-pip >/dev/null || true
+    fi
+  fi
+  # Debian's python3 is "externally managed" (PEP 668): pip then needs to be told.
+  "$kerf_python" -m pip install -q "${KERF_PIPS[@]}" >&2 ||
+    "$kerf_python" -m pip install -q --break-system-packages "${KERF_PIPS[@]}" >&2 || {
+    echo "kerf: $kerf_python -m pip install ${KERF_PIPS[*]} failed" >&2
+    exit 1
+  }
+  "$kerf_python" -c 'from perfetto.protos.perfetto.trace import perfetto_trace_pb2' || {
+    echo "kerf: perfetto's trace schema still does not import after installing ${KERF_PIPS[*]}" >&2
     exit 1
   }
 fi

@@ -11,6 +11,7 @@ mod demo;
 mod live;
 mod progress;
 mod time;
+mod trace;
 
 use clap::{Parser, Subcommand};
 
@@ -25,6 +26,13 @@ use std::process::ExitCode;
 #[derive(Debug)]
 pub enum Error {
     Tool(kerf_tools::ToolError),
+    /// Converting or collecting a trace.
+    Trace(kerf_tools::trace::TraceError),
+    /// A raw trace was converted up to where it stops short (`why`).
+    Incomplete {
+        path: std::path::PathBuf,
+        why: String,
+    },
     /// `--output FILE` could not be created.
     Output {
         path: std::path::PathBuf,
@@ -37,6 +45,10 @@ impl std::fmt::Display for Error {
         match self {
             Error::Tool(e) => write!(f, "{e}"),
             Error::Output { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::Trace(e) => write!(f, "{e}"),
+            Error::Incomplete { path, why } => {
+                write!(f, "{}: {why}; converted what came before", path.display())
+            }
         }
     }
 }
@@ -64,6 +76,12 @@ enum Command {
     Time(time::Args),
     /// Launch a bundled multi-threaded workload and show live calls and times spliced into it.
     Demo(demo::Args),
+    /// Traces: `kerf trace convert` turns a raw trace into text, JSON Lines or a Perfetto
+    /// trace, or replays it to a collector. (Tracing with probes comes in a later version.)
+    #[command(subcommand)]
+    Trace(trace::TraceCommand),
+    /// Receive traces from remote senders over TCP into one raw trace file.
+    Collect(trace::CollectArgs),
     /// The demo's workload (internal).
     #[command(name = "__workload", hide = true)]
     Workload { threads: usize },
@@ -76,6 +94,8 @@ fn main() -> ExitCode {
         Command::Count(a) => count::run(a),
         Command::Time(a) => time::run(a),
         Command::Demo(a) => demo::run(a),
+        Command::Trace(c) => trace::run(c),
+        Command::Collect(a) => trace::collect(a),
         Command::Workload { threads } => kerf_tools::demo::workload(threads),
     };
     match result {

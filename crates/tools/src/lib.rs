@@ -14,6 +14,7 @@ pub mod demo;
 pub mod error;
 pub mod live;
 pub mod time;
+pub mod trace;
 
 pub use error::ToolError;
 pub use kerf_analysis::{Progress, Quiet};

@@ -1,0 +1,186 @@
+//! `kerf trace convert` (a raw trace to text, JSON Lines or Perfetto, or replayed to a
+//! collector) and `kerf collect` (receive traces from senders into one raw file). The tracer
+//! itself (`kerf trace` with probes) is not here yet. The work is `kerf_tools::trace`.
+
+use kerf_tools::trace::collect::{Backpressure, Collector, SourceCount};
+use kerf_tools::trace::event::Record;
+use kerf_tools::trace::raw::Reader;
+use kerf_tools::trace::{self as tr, Format, TraceError};
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+#[derive(clap::Subcommand)]
+pub enum TraceCommand {
+    /// Convert a raw trace (.kerf-trace) to text, JSON Lines or a Perfetto trace, or replay it
+    /// to a collector (--send).
+    Convert(ConvertArgs),
+}
+
+#[derive(clap::Args)]
+pub struct ConvertArgs {
+    /// The raw trace.
+    input: PathBuf,
+    /// Where to write: the format follows the name (.txt, .jsonl, .perfetto-trace, .kerf-trace)
+    /// unless --format says; without it, text on standard output.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// text, jsonl, perfetto or raw.
+    #[arg(long)]
+    format: Option<String>,
+    /// Replay the trace to `kerf collect` at ADDR (host:port) instead of converting it.
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["output", "format"])]
+    send: Option<String>,
+    /// The machine name the collector files a replayed trace under (default: this host's name).
+    #[arg(long, requires = "send")]
+    machine: Option<String>,
+}
+
+#[derive(clap::Args)]
+pub struct CollectArgs {
+    /// host:port to listen on (0.0.0.0:PORT for every interface).
+    #[arg(long, value_name = "ADDR")]
+    listen: String,
+    /// The raw trace to write (convert it with `kerf trace convert`).
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Stop once this many senders have finished (else at Ctrl-C or SIGTERM).
+    #[arg(long, value_name = "N")]
+    senders: Option<usize>,
+}
+
+fn open(path: &Path) -> Result<BufReader<File>, TraceError> {
+    File::open(path)
+        .map(|f| BufReader::with_capacity(1 << 20, f))
+        .map_err(|source| TraceError::Input { path: path.into(), source })
+}
+
+fn create(path: &Path) -> Result<BufWriter<File>, TraceError> {
+    File::create(path)
+        .map(|f| BufWriter::with_capacity(1 << 20, f))
+        .map_err(|source| TraceError::Output { path: path.into(), source })
+}
+
+pub fn run(cmd: TraceCommand) -> Result<(), crate::Error> {
+    let TraceCommand::Convert(a) = cmd;
+    if let Some(addr) = &a.send {
+        return send(&a.input, addr, a.machine.as_deref()).map_err(crate::Error::Trace);
+    }
+    let format = match (&a.format, &a.output) {
+        (Some(f), _) => Format::from_name(f).ok_or_else(|| TraceError::UnknownFormat {
+            path: PathBuf::from(format!("--format {f}")),
+        }),
+        (None, Some(p)) => {
+            Format::from_path(p).ok_or(TraceError::UnknownFormat { path: p.clone() })
+        }
+        (None, None) => Ok(Format::Text),
+    }
+    .map_err(crate::Error::Trace)?;
+    let input = open(&a.input).map_err(crate::Error::Trace)?;
+    let summary = match &a.output {
+        Some(p) => {
+            let out = create(p).map_err(crate::Error::Trace)?;
+            let mut sink = tr::sink(format, out)
+                .map_err(|source| TraceError::Raw { path: Some(p.clone()), source })
+                .map_err(crate::Error::Trace)?;
+            tr::convert(input, &mut *sink)
+        }
+        None => {
+            let mut sink = tr::sink(format, std::io::stdout().lock())
+                .map_err(|source| TraceError::Raw { path: None, source })
+                .map_err(crate::Error::Trace)?;
+            tr::convert(input, &mut *sink)
+        }
+    }
+    .map_err(|e| match e {
+        // convert() knows neither file's name.
+        TraceError::Raw { path: None, source } => {
+            TraceError::Raw { path: Some(a.input.clone()), source }
+        }
+        TraceError::Output { source, .. } => TraceError::Output {
+            path: a.output.clone().unwrap_or_else(|| "standard output".into()),
+            source,
+        },
+        e => e,
+    })
+    .map_err(crate::Error::Trace)?;
+    if let Some(p) = &a.output {
+        eprintln!("{}: {} events, {} lost", p.display(), summary.events, summary.lost);
+    }
+    match summary.incomplete {
+        // What could be read was converted; the exit status says the input was not whole.
+        Some(why) => Err(crate::Error::Incomplete { path: a.input.clone(), why }),
+        None => Ok(()),
+    }
+}
+
+/// Replays a raw trace to a collector: its sources go in the hello, every other record
+/// follows in order (waiting for room rather than dropping).
+fn send(input: &Path, addr: &str, machine: Option<&str>) -> Result<(), TraceError> {
+    let raw = |source| TraceError::Raw { path: Some(input.into()), source };
+    let mut sources = Vec::new();
+    let mut r = Reader::new(open(input)?).map_err(raw)?;
+    while let Some(rec) = r.next_record().map_err(raw)? {
+        if let Record::Source(s) = rec {
+            sources.push(s);
+        }
+    }
+    let machine = match machine {
+        Some(m) => m.to_string(),
+        None => std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "unknown".into()),
+    };
+    let sender = tr::collect::Sender::new(addr, &machine, sources, 1 << 16, Backpressure::Block)?;
+    let mut r = Reader::new(open(input)?).map_err(raw)?;
+    while let Some(rec) = r.next_record().map_err(raw)? {
+        if !matches!(rec, Record::Source(_) | Record::End) {
+            sender.send(&rec);
+        }
+    }
+    let stats = sender.finish(Duration::from_secs(30))?;
+    eprintln!(
+        "sent {} events to {addr} ({} records acknowledged, {} connections)",
+        stats.events, stats.acked, stats.connections
+    );
+    Ok(())
+}
+
+fn print_counts(counts: &[SourceCount]) {
+    eprintln!(
+        "{:<5} {:<20} {:<16} {:>12} {:>12} {:>12} {:>5}",
+        "id", "machine", "source", "events", "lost(send)", "lost(ring)", "conns"
+    );
+    for c in counts {
+        eprintln!(
+            "{:<5} {:<20} {:<16} {:>12} {:>12} {:>12} {:>5}{}",
+            c.id,
+            c.machine,
+            c.name,
+            c.events,
+            c.lost_sender,
+            c.lost_ring,
+            c.connections,
+            if c.ended { "" } else { "  (not finished)" }
+        );
+    }
+}
+
+pub fn collect(a: CollectArgs) -> Result<(), crate::Error> {
+    kerf_session::live::catch_signals();
+    let out = create(&a.output).map_err(crate::Error::Trace)?;
+    let collector =
+        Collector::bind(&a.listen, Box::new(out)).map_err(|e| crate::Error::Trace(e.into()))?;
+    if let Ok(addr) = collector.local_addr() {
+        eprintln!("collecting on {addr} into {}", a.output.display());
+    }
+    let report = collector
+        .run(kerf_session::live::stop_flag(), a.senders)
+        .map_err(|e| crate::Error::Trace(e.into()))?;
+    print_counts(&report.sources);
+    for e in &report.errors {
+        eprintln!("kerf: connection {e}");
+    }
+    Ok(())
+}
