@@ -39,6 +39,26 @@ fn probes(images: &[AnalyzedImage], specs: &[&str]) -> Vec<Probe> {
     points.into_iter().map(|point| Probe { point, action: Action::Count }).collect()
 }
 
+/// A signal-mask guard on every `syscall` of module `module` (what a process with trap
+/// splices gets).
+fn guards(images: &[AnalyzedImage], module: usize) -> Vec<Probe> {
+    let sites = syscall_sites(images, module).unwrap();
+    sites
+        .iter()
+        .map(|s| Probe {
+            point: Point {
+                spec: "(guard)".into(),
+                label: format!("syscall at {:#x}", s.addr.0),
+                module,
+                func: s.func,
+                addr: s.addr,
+                at_exit: false,
+            },
+            action: Action::SignalGuard,
+        })
+        .collect()
+}
+
 /// Everything a plan says, as text: one line per site, springboard and refusal.
 fn describe(s: &Sites) -> Vec<String> {
     let mut v: Vec<String> = s
@@ -126,19 +146,9 @@ fn python_entries_blocks_and_exits() {
 fn libc_with_signal_mask_guards() {
     let images = [load("/usr/lib/x86_64-linux-gnu/libc.so.6", "libc6")];
     let mut probes = probes(&images, &["libc.so.6:*"]);
-    let guards = syscall_sites(&images, 0).unwrap();
+    let guards = guards(&images, 0);
     assert!(guards.len() > 100, "{} syscalls in libc", guards.len());
-    probes.extend(guards.iter().map(|s| Probe {
-        point: Point {
-            spec: "(guard)".into(),
-            label: format!("syscall at {:#x}", s.addr.0),
-            module: 0,
-            func: s.func,
-            addr: s.addr,
-            at_exit: false,
-        },
-        action: Action::SignalGuard,
-    }));
+    probes.extend(guards);
     let lines = same_on_any_threads(&images, &probes, None, &[], Rules::PROCESS);
     assert!(kinds(&lines, "Jump2") > 0, "no jump2 site");
 }
@@ -154,19 +164,8 @@ fn guards_added_to_a_plan_replan_only_their_module() {
     ];
     images[1].bias = Some(0x7f10_0000_0000);
     let user = probes(&images, &["python3.11:*", "python3.11:Py*@exits", "libc.so.6:*"]);
-    let guards = syscall_sites(&images, 1).unwrap();
     let mut all = user.clone();
-    all.extend(guards.iter().map(|s| Probe {
-        point: Point {
-            spec: "(guard)".into(),
-            label: format!("syscall at {:#x}", s.addr.0),
-            module: 1,
-            func: s.func,
-            addr: s.addr,
-            at_exit: false,
-        },
-        action: Action::SignalGuard,
-    }));
+    all.extend(guards(&images, 1));
     let plan = |probes: &[Probe]| plan_sites(&images, probes, None, &[], Rules::PROCESS, None);
     let first = plan(&user).unwrap();
     let added =
