@@ -78,6 +78,16 @@ const SIGTRAP_BIT: u64 = 1 << (trap::SIGTRAP - 1);
 const STACK_SCAN: usize = 16 * 1024;
 /// Tries before a point whose bytes some thread keeps sitting in is given up.
 const MAX_TRIES: usize = 200;
+
+/// How long the threads run between two of removal's checks for a thread still in kerf's
+/// code: 2 ms at first, then longer, up to 20 ms. On a loaded machine a runnable thread can
+/// wait longer than 2 ms for a CPU; stopped again at every check, it never got to leave the
+/// patch it sat in. The test saw this once under load 8, as "a thread stayed inside kerf's
+/// code through 200 checks". All tries together now sleep at most about 2 s.
+fn settle_time(attempt: usize) -> Duration {
+    Duration::from_millis((2 + attempt.saturating_sub(20) / 10) as u64)
+        .min(Duration::from_millis(20))
+}
 /// Splices removed per stop of the target (and code patches written per chunk): each removal
 /// costs three /proc/PID/mem accesses, and a batch must keep the target's pause well under a
 /// millisecond (DESIGN.md §4).
@@ -645,7 +655,7 @@ impl Backend for ProcessBackend {
                 return Ok(Removed { kept, why: Some(why) });
             }
             self.resume(tr, false)?;
-            std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(settle_time(attempt));
         }
         Err(InstrumentError::StillInside { pid: self.pid, tries: MAX_TRIES, last: last_blocker })
     }
