@@ -4,7 +4,7 @@ entries: `python3.11:*` and its PLT stubs `python3.11:*@plt`) spliced into a run
 per point and with the longest pause of the target, and where the time goes (kerf count's
 `splice_phases_us`). Configurations run interleaved, round by round, against one target:
 this build with planning on every CPU (`parallel`), the same build planning on one thread
-(`KERF_PLAN_THREADS=1`, `sequential`), and other kerf binaries given with --also (e.g. a
+(`--plan-threads 1`, `sequential`), and other kerf binaries given with --also (e.g. a
 build of an older commit). Prints medians with the spread (min-max) and the per-phase
 medians; on a shared machine only the ratios within one run mean much.
 
@@ -55,12 +55,12 @@ def start_python():
     return p
 
 
-def splice(kerf, env, pid):
+def splice(kerf, env, pid, extra=()):
     """One `kerf count` of every entry: (us a point, longest pause us, longest splice-batch
     pause us, {phase: us}, points)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         cmd = [kerf, "count", "-p", str(pid), *SPECS, "--duration", "0.05", "--json",
-               "-o", out.name]
+               "-o", out.name, *extra]
         r = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            text=True)
         if r.returncode != 0:
@@ -84,10 +84,9 @@ def main():
     subprocess.run(["cargo", "build", "--release", "--quiet", "--bin", "kerf"], cwd=ROOT,
                    check=True)
     base = dict(os.environ)
-    base.pop("KERF_PLAN_THREADS", None)
-    configs = [("parallel", KERF, base),
-               ("sequential", KERF, dict(base, KERF_PLAN_THREADS="1"))]
-    configs += [(a.split("=", 1)[0], a.split("=", 1)[1], base) for a in args.also]
+    configs = [("parallel", KERF, base, ()),
+               ("sequential", KERF, base, ("--plan-threads", "1"))]
+    configs += [(a.split("=", 1)[0], a.split("=", 1)[1], base, ()) for a in args.also]
     print(f"machine: {platform.node()}, {os.cpu_count()} CPUs, {cpu_model()}; "
           f"load average at the start {loadavg()}")
     print(f"target: {PY} {os.path.relpath(SCRIPT, ROOT)}; specs {' '.join(SPECS)}; "
@@ -95,13 +94,13 @@ def main():
     py = start_python()
     results = {c[0]: [] for c in configs}
     try:
-        for _, kerf, env in configs:  # fill each binary's cache
-            splice(kerf, env, py.pid)
+        for _, kerf, env, extra in configs:  # fill each binary's cache
+            splice(kerf, env, py.pid, extra)
         for r in range(args.runs):
             # Each round starts with another configuration: none always runs right after
             # the same one.
-            for name, kerf, env in configs[r % len(configs):] + configs[:r % len(configs)]:
-                results[name].append(splice(kerf, env, py.pid))
+            for name, kerf, env, extra in configs[r % len(configs):] + configs[:r % len(configs)]:
+                results[name].append(splice(kerf, env, py.pid, extra))
     finally:
         py.send_signal(signal.SIGUSR1)
         out, _ = py.communicate(timeout=120)

@@ -35,6 +35,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
         json: false,
         output: None,
         force_kind: None,
+        plan_threads: None,
         kernel: false,
         command: Vec::new(),
     };

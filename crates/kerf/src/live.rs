@@ -34,6 +34,10 @@ pub struct LiveArgs {
     /// Use this splice kind for every point (testing): jump5, jump2 or trap.
     #[arg(long, value_parser = ["jump5", "jump2", "trap"])]
     pub force_kind: Option<String>,
+    /// Threads splice planning runs on in a process (default: every CPU; 1 for benchmarks
+    /// that compare against planning on one thread). The plan is the same on any number.
+    #[arg(long, hide = true, value_parser = clap::value_parser!(u16).range(1..))]
+    pub plan_threads: Option<u16>,
     /// Instrument the running kernel (needs kerf's driver, kerf.ko).
     #[arg(long, conflicts_with_all = ["tid", "command"])]
     pub kernel: bool,
@@ -79,6 +83,7 @@ impl LiveArgs {
             tid: self.tid,
             sampling: Sampling { interval: self.interval, duration: self.duration },
             force_kind,
+            plan_threads: self.plan_threads.map(usize::from),
             live_table: !self.json,
         }
     }

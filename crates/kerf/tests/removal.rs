@@ -51,7 +51,11 @@ fn dead_dispatcher_frames_do_not_keep_the_code_heap() {
     mem.read_exact_at(&mut original, addr).unwrap();
 
     let probes = vec![Probe { point: points[0].clone(), action: Action::Count }];
-    let opts = Options { force_kind: Some(kerf_patch::SpliceKind::Trap), only_thread: None };
+    let opts = Options {
+        force_kind: Some(kerf_patch::SpliceKind::Trap),
+        only_thread: None,
+        plan_threads: None,
+    };
     let inst = Instrumentation::install(pid, &modules, &probes, 0, opts).unwrap();
     std::thread::sleep(Duration::from_millis(200));
     // The program's module holds the dispatcher (its trap site's); the trap also brought

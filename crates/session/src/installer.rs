@@ -34,7 +34,9 @@ use crate::builder;
 use crate::load::AnalyzedImage;
 use crate::patchset::{self, DataLayout, Job, Outcome, TargetAddr};
 use crate::phases::Phases;
-use crate::plan::{differs_from_file, plan_sites, plan_sites_adding, Plan, SitePlan};
+use crate::plan::{
+    differs_from_file, plan_sites_adding, plan_sites_with, Plan, Planning, SitePlan,
+};
 use crate::probe::{Action, InstrumentError, KindRefusal, Probe, Reason, Refused, Removed, Site};
 use kerf_arch::RemoteAddr;
 use kerf_codegen::timer::{self, TimerSample};
@@ -101,7 +103,7 @@ impl<B: Backend> PatchSet<B> {
         modules: &[AnalyzedImage],
         probes: &[Probe],
         timers: usize,
-        force_kind: Option<SpliceKind>,
+        planning: Planning,
         cancel: Cancel<'_>,
     ) -> Result<PatchSet<B>, InstrumentError> {
         let t0 = Instant::now();
@@ -124,7 +126,7 @@ impl<B: Backend> PatchSet<B> {
             splice_time: Duration::ZERO,
             removed: false,
         };
-        if let Err(e) = set.steps(modules, probes, timers, force_kind, cancel) {
+        if let Err(e) = set.steps(modules, probes, timers, planning, cancel) {
             // Every exit path restores the target (DESIGN.md §5).
             set.removed = true;
             let _ = set.take_out();
@@ -140,15 +142,17 @@ impl<B: Backend> PatchSet<B> {
         modules: &[AnalyzedImage],
         probes: &[Probe],
         timers: usize,
-        force_kind: Option<SpliceKind>,
+        planning: Planning,
         cancel: Cancel<'_>,
     ) -> Result<(), InstrumentError> {
+        let Planning { force_kind, threads } = planning;
         // 1. How generated code runs in the target.
         let begin = self.be.begin(modules, probes, timers, &mut self.phases)?;
         let rules = self.be.rules();
         // 2. Plan (planning reads the modules' files: a process keeps running meanwhile).
         let t = Instant::now();
-        let mut planned = plan_sites(modules, probes, force_kind, &begin.startup, rules, cancel)?;
+        let mut planned =
+            plan_sites_with(modules, probes, force_kind, &begin.startup, rules, cancel, threads)?;
         let mut t = self.phases.lap("plan", t);
         for (n, d) in planned.phases.iter() {
             self.phases.add(n, d);
@@ -171,6 +175,7 @@ impl<B: Backend> PatchSet<B> {
                     &begin.startup,
                     rules,
                     cancel,
+                    threads,
                 )?;
             }
             t = self.phases.lap("plan again with signal-mask guards", t);
@@ -920,7 +925,14 @@ mod tests {
         probes: &[Probe],
         kind: Option<SpliceKind>,
     ) -> Result<PatchSet<Fake>, InstrumentError> {
-        PatchSet::build(fake, std::slice::from_ref(m), probes, 1, kind, None)
+        PatchSet::build(
+            fake,
+            std::slice::from_ref(m),
+            probes,
+            1,
+            Planning { force_kind: kind, ..Planning::default() },
+            None,
+        )
     }
 
     /// begin, plan (with the target's extra probes), heaps, code (each chunk read, then

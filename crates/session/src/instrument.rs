@@ -48,7 +48,7 @@ pub use crate::installer::{tsc, Cancel, PatchSet};
 use crate::load::AnalyzedImage;
 use crate::patchset::{self, DataLayout, Outcome, Runtime, GUARD_PATCH};
 use crate::phases::Phases;
-use crate::plan::{Rules, SitePlan, Sites};
+use crate::plan::{every_cpu, Planning, Rules, SitePlan, Sites};
 use crate::probe::Where;
 pub use crate::probe::{Action, InstrumentError, Probe, Reason, Refused, Removed, Site};
 use crate::spec::Point;
@@ -687,6 +687,8 @@ pub struct Options {
     pub force_kind: Option<SpliceKind>,
     /// Run probes only in this thread (`--tid`).
     pub only_thread: Option<i32>,
+    /// Threads planning runs on (`None`: every CPU).
+    pub plan_threads: Option<usize>,
 }
 
 impl PatchSet<ProcessBackend> {
@@ -717,7 +719,11 @@ impl PatchSet<ProcessBackend> {
         cancel: Cancel<'_>,
     ) -> Result<Instrumentation, InstrumentError> {
         be.only_thread = opts.only_thread;
-        PatchSet::build(be, modules, probes, timers, opts.force_kind, cancel)
+        let planning = Planning {
+            force_kind: opts.force_kind,
+            threads: opts.plan_threads.unwrap_or_else(every_cpu),
+        };
+        PatchSet::build(be, modules, probes, timers, planning, cancel)
     }
 }
 

@@ -8,7 +8,7 @@ use crate::installer::PatchSet;
 use crate::load::{AnalyzedImage, Bytes};
 use crate::patchset::{self, DataLayout, Outcome, Runtime};
 use crate::phases::Phases;
-use crate::plan::{Rules, SitePlan};
+use crate::plan::{Planning, Rules, SitePlan};
 use crate::probe::Where;
 use crate::probe::{Action, InstrumentError, KindRefusal, Probe, Reason, Removed};
 use kerf_analysis::image::Image;
@@ -223,7 +223,8 @@ impl<'k> PatchSet<KernelBackend<'k>> {
         opts: KernelOptions,
     ) -> Result<KernelInstrumentation<'k>, InstrumentError> {
         let be = KernelBackend::new(kernel, opts);
-        PatchSet::build(be, &kernel.images, probes, timers, opts.force_kind, None)
+        let planning = Planning { force_kind: opts.force_kind, ..Planning::default() };
+        PatchSet::build(be, &kernel.images, probes, timers, planning, None)
     }
 }
 

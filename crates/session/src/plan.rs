@@ -82,19 +82,26 @@ pub fn plan_sites(
     rules: Rules,
     cancel: Option<&std::sync::atomic::AtomicBool>,
 ) -> Result<Sites, InstrumentError> {
-    let threads = plan_threads();
-    plan_sites_with(modules, probes, force_kind, startup, rules, cancel, threads)
+    plan_sites_with(modules, probes, force_kind, startup, rules, cancel, every_cpu())
 }
 
-/// How many threads planning uses: `KERF_PLAN_THREADS` if set (1 plans as before planning was
-/// parallel, on one thread), else every CPU kerf may run on.
-pub fn plan_threads() -> usize {
-    std::env::var("KERF_PLAN_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
-        .unwrap_or(1)
-        .max(1)
+/// How many threads planning uses unless told otherwise: every CPU kerf may run on.
+pub fn every_cpu() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// How to plan: a kind forced on every point (testing), and how many threads planning runs
+/// on (the result is the same on any number: see [`plan_sites_with`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Planning {
+    pub force_kind: Option<SpliceKind>,
+    pub threads: usize,
+}
+
+impl Default for Planning {
+    fn default() -> Planning {
+        Planning { force_kind: None, threads: every_cpu() }
+    }
 }
 
 /// [`plan_sites`] on `threads` threads. The result is the same for any number of them (same
@@ -135,12 +142,12 @@ pub fn plan_sites_adding(
     startup: &[(u64, u64)],
     rules: Rules,
     cancel: Option<&std::sync::atomic::AtomicBool>,
+    threads: usize,
 ) -> Result<Sites, InstrumentError> {
     let mut again = vec![false; modules.len()];
     for p in &probes[before..] {
         again[p.point.module] = true;
     }
-    let threads = plan_threads();
     let fresh = plan_modules(modules, probes, &again, force_kind, startup, rules, cancel, threads)?;
     let kept = |probe: usize| !again[probes[probe].point.module];
     let mut sites: Vec<SitePlan> = prev.sites.into_iter().filter(|s| kept(s.first)).collect();
@@ -451,7 +458,7 @@ pub fn syscall_sites(
             .filter(|&f| holds_syscall(cfg.function(f)))
             .collect();
         // In parallel; the first failure in function order is the one reported.
-        let checked = in_parallel(&funcs, plan_threads(), |&f| m.check_code(f));
+        let checked = in_parallel(&funcs, every_cpu(), |&f| m.check_code(f));
         if let Some(Err(e)) = checked.into_iter().find(Result::is_err) {
             return Err(rejected(modules, module, e));
         }

@@ -169,7 +169,7 @@ fn guards_added_to_a_plan_replan_only_their_module() {
     let plan = |probes: &[Probe]| plan_sites(&images, probes, None, &[], Rules::PROCESS, None);
     let first = plan(&user).unwrap();
     let added =
-        plan_sites_adding(&images, &all, user.len(), first, None, &[], Rules::PROCESS, None);
+        plan_sites_adding(&images, &all, user.len(), first, None, &[], Rules::PROCESS, None, 2);
     let sorted = |s: &Sites| {
         // Springboard space is a set: in one plan it comes in planning order, here module by
         // module.

@@ -26,6 +26,8 @@ pub struct LiveOptions {
     pub sampling: Sampling,
     /// Use this splice kind for every point (testing).
     pub force_kind: Option<SpliceKind>,
+    /// Threads splice planning runs on in a process (`None`: every CPU).
+    pub plan_threads: Option<usize>,
     /// Render the live table every interval (off with `--json`, where only the summary goes
     /// out).
     pub live_table: bool,
@@ -122,7 +124,11 @@ fn run_process<T: LiveTool>(
     }
     check_interrupted()?;
     let t = Instant::now();
-    let o = Options { force_kind: opts.force_kind, only_thread: opts.tid };
+    let o = Options {
+        force_kind: opts.force_kind,
+        only_thread: opts.tid,
+        plan_threads: opts.plan_threads,
+    };
     let (inst, probes, built, warnings) =
         p.install(o, |m, a| tool.build(m, a, TargetKind::Process))?;
     for w in &warnings {
