@@ -8,7 +8,7 @@ use kerf_arch::x86_64::{FlagSet, RegSet};
 use kerf_codegen::{lower, timer, Context, Env, LiveAt, Primitive, ThreadPointer};
 use std::arch::asm;
 
-const MAP: usize = 1 << 20;
+const MAP: usize = 16 << 20;
 const DATA: u64 = 512 * 1024;
 
 struct Arena {
@@ -641,6 +641,155 @@ fn a_full_ring_counts_losses_until_the_reader_moves_its_tail() {
     let got: Vec<(u64, u64)> = b.records.iter().map(|r| (r.seq, r.values[0])).collect();
     assert_eq!(got, [(8, 100), (9, 101), (10, 102)]);
     assert_eq!(b.lost, 12);
+}
+
+/// A thread table at the data area's start and a per-thread ring area after it; an `At`
+/// for the point where `live` is live, whose timers and `emit.thread` use that table.
+fn thread_rings(ar: &Arena, live: LiveAt, slots: u32) -> (At, u64) {
+    let rings = timer::THREAD_TABLE_LEN;
+    assert!(DATA + rings + ring::thread_rings_len(slots) <= MAP as u64);
+    let at = At { live, env: Env::User, thread: thread_pointer(), threads: ar.addr(DATA) };
+    (at, rings)
+}
+
+/// Place `emit.thread` of `%who` (rdi) and `%k` (rsi) into the area at data offset `rings`.
+fn place_emit_thread(ar: &mut Arena, at: &At, rings: u64, slots: u32) -> u64 {
+    let src = format!(
+        "reg %who, rdi\n reg %k, rsi\n emit.thread rings={:#x}, slots={slots}, stream=6, %who, %k",
+        ar.addr(DATA + rings)
+    );
+    ar.place_ir(&src, at)
+}
+
+fn read_thread_rings(ar: &Arena, rings: u64, slots: u32) -> ring::ThreadBatches {
+    ring::read_threads(&|o| ar.data(rings + o), slots)
+}
+
+#[test]
+fn emit_thread_gives_every_thread_its_records_in_order_and_merges_them_in_time() {
+    const SLOTS: u32 = 256;
+    const PER: u64 = 250;
+    let mut ar = Arena::new();
+    let (live_at, rings) = thread_rings(&ar, LiveAt::ALL, SLOTS);
+    let dead_at = At { live: caller_saved_dead().live, ..live_at };
+    let live = place_emit_thread(&mut ar, &live_at, rings, SLOTS);
+    let dead = place_emit_thread(&mut ar, &dead_at, rings, SLOTS);
+    let ar = std::sync::Arc::new(ar);
+    // All four alive at once: glibc gives a thread that starts after another ended the same
+    // thread pointer, hence the same ring.
+    let all = std::sync::Arc::new(std::sync::Barrier::new(4));
+    let hs: Vec<_> = (0..4u64)
+        .map(|who| {
+            let all = all.clone();
+            std::thread::spawn(move || {
+                all.wait();
+                for k in 0..PER {
+                    let regs = with(&[("rdi", who), ("rsi", k)]);
+                    let f = if k % 2 == 0 { live } else { dead };
+                    let r = run_with(f, regs, k % 3 == 0);
+                    if f == live {
+                        assert_eq!((r.regs, r.cf), (regs, 1), "registers or flags changed");
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    let t = read_thread_rings(&ar, rings, SLOTS);
+    assert_eq!(t.lost(), 0);
+    let used: Vec<&ring::Batch> = t.rings.iter().filter(|b| b.tail > 0).collect();
+    assert_eq!(used.len(), 4, "one ring per thread");
+    let mut seen = [false; 4];
+    for b in &used {
+        // One thread's records, all of them, in its order, its clock going forward.
+        assert_eq!((b.records.len() as u64, b.pending, b.tail), (PER, 0, PER));
+        let who = b.records[0].values[0] as usize;
+        assert!(!seen[who], "thread {who} wrote into two rings");
+        seen[who] = true;
+        for (n, rec) in b.records.iter().enumerate() {
+            assert_eq!((rec.seq, rec.stream), (n as u64, 6));
+            assert_eq!(rec.values, [who as u64, n as u64]);
+        }
+        assert!(b.records.windows(2).all(|w| w[0].time <= w[1].time));
+    }
+    // The merged stream: every record once, in time order, each ring's own order kept.
+    let m = ring::merge(&t.rings);
+    assert_eq!(m.len() as u64, 4 * PER);
+    assert!(m.windows(2).all(|w| w[0].record.time <= w[1].record.time));
+    let mut next = vec![0u64; t.rings.len()];
+    for x in &m {
+        assert_eq!(x.record.seq, next[x.ring]);
+        next[x.ring] += 1;
+    }
+}
+
+#[test]
+fn emit_thread_flood_loses_exactly_what_it_does_not_deliver() {
+    const SLOTS: u32 = 8;
+    const PER: u64 = 1000;
+    let mut ar = Arena::new();
+    let (at, rings) = thread_rings(&ar, caller_saved_dead().live, SLOTS);
+    let f = place_emit_thread(&mut ar, &at, rings, SLOTS);
+    let ar = std::sync::Arc::new(ar);
+    // Nobody drains: each thread's ring fills and the rest of its events are lost.
+    let all = std::sync::Arc::new(std::sync::Barrier::new(4));
+    let hs: Vec<_> = (0..4u64)
+        .map(|who| {
+            let all = all.clone();
+            std::thread::spawn(move || {
+                all.wait();
+                for k in 0..PER {
+                    run_with(f, with(&[("rdi", who), ("rsi", k)]), false);
+                }
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    let t = read_thread_rings(&ar, rings, SLOTS);
+    let delivered: u64 = t.rings.iter().map(|b| b.records.len() as u64).sum();
+    assert_eq!(t.lost(), 4 * PER - delivered, "lost = emitted - delivered");
+    assert_eq!((delivered, t.no_slot), (4 * SLOTS as u64, 0));
+    for b in t.rings.iter().filter(|b| b.tail > 0) {
+        // The oldest are kept: the newest are dropped.
+        let ks: Vec<u64> = b.records.iter().map(|r| r.values[1]).collect();
+        assert_eq!(ks, (0..SLOTS as u64).collect::<Vec<_>>());
+        assert_eq!(b.lost, PER - SLOTS as u64);
+    }
+    // This thread's ring: drained, then three more fit, numbered on.
+    run_with(f, with(&[("rdi", 9), ("rsi", 0)]), false);
+    let t = read_thread_rings(&ar, rings, SLOTS);
+    let mine = t.rings.iter().position(|b| b.tail > 0 && b.records[0].values[0] == 9).unwrap();
+    let base = ring::thread_ring(mine as u64, SLOTS);
+    ar.set_data(rings + base + ring::TAIL, t.rings[mine].tail);
+    for k in 1..4 {
+        run_with(f, with(&[("rdi", 9), ("rsi", k)]), false);
+    }
+    let b = read_thread_rings(&ar, rings, SLOTS).rings.swap_remove(mine);
+    let got: Vec<(u64, u64)> = b.records.iter().map(|r| (r.seq, r.values[1])).collect();
+    assert_eq!(got, [(1, 1), (2, 2), (3, 3)]);
+}
+
+#[test]
+fn emit_thread_with_no_thread_slot_counts_in_the_shared_loss() {
+    const SLOTS: u32 = 4;
+    let mut ar = Arena::new();
+    let (at, rings) = thread_rings(&ar, LiveAt::ALL, SLOTS);
+    let f = place_emit_thread(&mut ar, &at, rings, SLOTS);
+    // Every slot of the thread table taken by another thread's key.
+    for k in 0..timer::THREAD_SLOTS {
+        ar.set_data(8 * k, 0x1000 * (k + 1) + 1);
+    }
+    for k in 0..5 {
+        let regs = with(&[("rdi", 1), ("rsi", k)]);
+        assert_eq!(run_with(f, regs, false).regs, regs);
+    }
+    let t = read_thread_rings(&ar, rings, SLOTS);
+    assert_eq!((t.no_slot, t.lost()), (5, 5));
+    assert!(t.rings.iter().all(|b| b.tail == 0 && b.records.is_empty()));
 }
 
 /// The clean call's callee: records its arguments and how its stack was aligned.
