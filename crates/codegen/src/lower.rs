@@ -661,10 +661,13 @@ impl<'a> Lowerer<'a> {
         a.add(r11, rcx)?;
         // 3. Reserve record n = head unless the ring is full. Plain cmpxchg: a signal handler
         //    that emitted in between moved head, and this retries (see crate::ring).
+        //    A tail past n (a handler emitted after head was read, and the reader drained
+        //    that too) is a stale n, not a full ring: retry.
         a.set_label(&mut retry)?;
         a.mov(rax, qword_ptr(r11 + ring::HEAD as i32))?;
         a.mov(rdx, rax)?;
         a.sub(rdx, qword_ptr(r11 + ring::TAIL as i32))?;
+        a.js(retry)?;
         a.cmp(rdx, slots as i32)?;
         a.jae(full)?;
         a.lea(rdx, qword_ptr(rax + 1))?;
