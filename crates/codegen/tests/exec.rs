@@ -792,6 +792,106 @@ fn emit_thread_with_no_thread_slot_counts_in_the_shared_loss() {
     assert!(t.rings.iter().all(|b| b.tail == 0 && b.records.is_empty()));
 }
 
+/// The `emit.thread` snippet the signal handler below runs, and how often it ran it.
+static HANDLER_EMIT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static HANDLED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+extern "C" fn emit_in_handler(_: libc::c_int) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let h = HANDLED.load(Relaxed);
+    run_with(HANDLER_EMIT.load(Relaxed), with(&[("rdi", 1), ("rsi", h)]), false);
+    HANDLED.store(h + 1, Relaxed);
+}
+
+#[test]
+fn emit_thread_interrupted_by_a_signal_handler_that_emits_loses_nothing() {
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering::Relaxed};
+    const SLOTS: u32 = 512;
+    const SIGNALS: u64 = 3000;
+    let mut ar = Arena::new();
+    let (at, rings) = thread_rings(&ar, LiveAt::ALL, SLOTS);
+    let f = place_emit_thread(&mut ar, &at, rings, SLOTS);
+    HANDLER_EMIT.store(f, Relaxed);
+    // SAFETY: installs a handler for SIGUSR2, which nothing else in this process uses; it
+    // only runs the snippet and counts.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = emit_in_handler as *const () as usize;
+        assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), 0);
+    }
+    // Another thread sends SIGUSR2 to this one every few of its events (paced by its
+    // progress, or the handler would starve it): the handler lands at any instruction of
+    // the snippet, between the writer's reservation and its seq store too.
+    // SAFETY: gettid has no preconditions.
+    let tid = AtomicI32::new(unsafe { libc::gettid() });
+    let stop = AtomicBool::new(false);
+    let progress = AtomicU64::new(0);
+    let (mut mine, mut handler, mut k, mut lost) = (Vec::new(), Vec::new(), 0u64, 0u64);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Relaxed) {
+                let at = progress.load(Relaxed);
+                // SAFETY: sends a handled signal to a thread of this process that is alive
+                // until `stop`.
+                unsafe {
+                    libc::syscall(
+                        libc::SYS_tgkill,
+                        libc::getpid(),
+                        tid.load(Relaxed),
+                        libc::SIGUSR2,
+                    )
+                };
+                while progress.load(Relaxed) < at + 2 && !stop.load(Relaxed) {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut ring_at = None;
+        while HANDLED.load(Relaxed) < SIGNALS && std::time::Instant::now() < deadline {
+            run_with(f, with(&[("rdi", 0), ("rsi", k)]), false);
+            k += 1;
+            progress.store(k, Relaxed);
+            // Play the reader every 16 events (the handler may run in the middle of it too).
+            if k % 16 == 0 {
+                let base = *ring_at.get_or_insert_with(|| {
+                    let t = read_thread_rings(&ar, rings, SLOTS);
+                    let slot = t.rings.iter().position(|b| b.tail > 0).expect("my ring");
+                    rings + ring::thread_ring(slot as u64, SLOTS)
+                });
+                let b = read_ring(&ar, base, SLOTS);
+                for r in &b.records {
+                    let to = if r.values[0] == 0 { &mut mine } else { &mut handler };
+                    to.push(r.values[1]);
+                }
+                ar.set_data(base + ring::TAIL, b.tail);
+                lost = b.lost;
+            }
+        }
+        stop.store(true, Relaxed);
+    });
+    // SAFETY: back to the default action; no more SIGUSR2 is sent.
+    unsafe { libc::signal(libc::SIGUSR2, libc::SIG_DFL) };
+    let handled = HANDLED.load(Relaxed);
+    assert!(handled >= SIGNALS, "only {handled} signals handled in 20 s");
+    // The last events after the last drain are still in the ring: read them too.
+    let t = read_thread_rings(&ar, rings, SLOTS);
+    for b in t.rings.iter().filter(|b| b.tail > 0) {
+        for r in &b.records {
+            let to = if r.values[0] == 0 { &mut mine } else { &mut handler };
+            to.push(r.values[1]);
+        }
+        lost = b.lost;
+        assert_eq!(b.pending, 0);
+    }
+    // Every event of each kind once, in its order; none written over by the other.
+    assert_eq!(lost, 0, "a 512-slot ring drained every 16 events never fills");
+    assert_eq!(mine.len() as u64, k, "the interrupted writer's events");
+    assert!(mine.iter().enumerate().all(|(n, v)| *v == n as u64));
+    assert_eq!(handler.len() as u64, handled, "the handler's events");
+    assert!(handler.iter().enumerate().all(|(n, v)| *v == n as u64));
+}
+
 /// The clean call's callee: records its arguments and how its stack was aligned.
 extern "sysv64" fn hook(a: u64, b: u64) -> u64 {
     let sp: u64;
