@@ -585,12 +585,14 @@ impl<'a> Lowerer<'a> {
         a.shl(rdx, 32)?;
         a.or(rax, rdx)?;
         a.mov(now, rax)?;
-        // 2. Reserve record n = head unless n - tail >= slots.
+        // 2. Reserve record n = head unless n - tail >= slots. A tail past n (other
+        //    writers and the reader moved both since head was read) is a stale n: retry.
         a.add_instruction(templates::lea_rip(iced(self.temps[0]), at))?;
         a.set_label(&mut retry)?;
         a.mov(rax, qword_ptr(t + ring::HEAD as i32))?;
         a.mov(rdx, rax)?;
         a.sub(rdx, qword_ptr(t + ring::TAIL as i32))?;
+        a.js(retry)?;
         a.cmp(rdx, slots as i32)?;
         a.jae(full)?;
         a.lea(rdx, qword_ptr(rax + 1))?;

@@ -20,7 +20,9 @@
 //! A writer (1) reads the time stamp counter, (2) reserves record `n = head` by moving
 //! `head` from `n` to `n + 1` with `lock cmpxchg` (retrying if another writer moved it
 //! first) unless `n - tail >= slots`, in which case the ring is full and it adds one to
-//! `lost` instead and writes nothing, (3) writes time, stream, length and values into slot
+//! `lost` instead and writes nothing (a `tail` past `n` means other writers and the reader
+//! moved both after `head` was read: `n` is stale, and the writer retries rather than
+//! taking the negative difference for a full ring), (3) writes time, stream, length and values into slot
 //! `n % slots`, (4) writes `seq = n + 1`. x86 keeps stores in order, so a reader that sees
 //! `seq == n + 1` sees the whole record; the reader copies it out and only then moves
 //! `tail` past it, which is what lets a writer reuse the slot.
