@@ -577,7 +577,6 @@ impl<'a> Lowerer<'a> {
         let t = asm(self.temps[0]);
         let now = asm(self.temps[1]);
         let a = &mut self.a;
-        let mut retry = a.create_label();
         let mut full = a.create_label();
         let mut done = a.create_label();
         // 1. The time, first: rdtsc needs rax and rdx, which the reservation uses next.
@@ -585,9 +584,34 @@ impl<'a> Lowerer<'a> {
         a.shl(rdx, 32)?;
         a.or(rax, rdx)?;
         a.mov(now, rax)?;
-        // 2. Reserve record n = head unless n - tail >= slots. A tail past n (other
-        //    writers and the reader moved both since head was read) is a stale n: retry.
+        // 2. Reserve record n = head (other writers race: lock cmpxchg); 3. t = its slot.
         a.add_instruction(templates::lea_rip(iced(self.temps[0]), at))?;
+        self.reserve(t, slots, true, full)?;
+        // 4. Fill it and complete it: seq = n + 1, stored last.
+        self.fill(t, now, rdx, stream, values)?;
+        let a = &mut self.a;
+        a.jmp(done)?;
+        a.set_label(&mut full)?;
+        a.lock().inc(qword_ptr(t + ring::LOST as i32))?;
+        self.pending_label = None;
+        self.place(&mut done)
+    }
+
+    /// Reserve record `n` of the ring at `t` and point `t` at its slot (`rax` = its offset
+    /// in the slots, `rdx` = `n + 1`); go to `full` with `t` unchanged if `n - tail >=
+    /// slots`. The `cmpxchg` on `head` is locked where other threads write it. A tail past
+    /// `n` (others moved head and the reader moved tail since head was read) is a stale `n`,
+    /// not a full ring: retry.
+    fn reserve(
+        &mut self,
+        t: AsmRegister64,
+        slots: u32,
+        locked: bool,
+        full: CodeLabel,
+    ) -> Result<(), LowerError> {
+        use iced_x86::code_asm::{rax, rdx};
+        let a = &mut self.a;
+        let mut retry = a.create_label();
         a.set_label(&mut retry)?;
         a.mov(rax, qword_ptr(t + ring::HEAD as i32))?;
         a.mov(rdx, rax)?;
@@ -596,20 +620,16 @@ impl<'a> Lowerer<'a> {
         a.cmp(rdx, slots as i32)?;
         a.jae(full)?;
         a.lea(rdx, qword_ptr(rax + 1))?;
-        a.lock().cmpxchg(qword_ptr(t + ring::HEAD as i32), rdx)?;
+        if locked {
+            a.lock().cmpxchg(qword_ptr(t + ring::HEAD as i32), rdx)?;
+        } else {
+            a.cmpxchg(qword_ptr(t + ring::HEAD as i32), rdx)?;
+        }
         a.jne(retry)?;
-        // 3. t = the slot of record n; fill it.
         a.and(rax, (slots - 1) as i32)?;
         a.shl(rax, ring::SLOT_LEN.trailing_zeros())?;
         a.lea(t, qword_ptr(t + rax + ring::SLOTS as i32))?;
-        // 4. Complete it: seq = n + 1, stored last.
-        self.fill(t, now, rdx, stream, values)?;
-        let a = &mut self.a;
-        a.jmp(done)?;
-        a.set_label(&mut full)?;
-        a.lock().inc(qword_ptr(t + ring::LOST as i32))?;
-        self.pending_label = None;
-        self.place(&mut done)
+        Ok(())
     }
 
     /// The record of an emit, into the slot at `t` (`now` = its time), `seq` last.
@@ -648,7 +668,6 @@ impl<'a> Lowerer<'a> {
         use iced_x86::code_asm::{r11, rax, rcx, rdx};
         let now = asm(self.temps[0]);
         let mut no_slot = self.a.create_label();
-        let mut retry = self.a.create_label();
         let mut full = self.a.create_label();
         let mut done = self.a.create_label();
         // 1. The time, first, as the shared ring takes it.
@@ -661,24 +680,11 @@ impl<'a> Lowerer<'a> {
         a.imul_3(rcx, rcx, ring::ring_len(slots) as i32)?;
         a.add_instruction(templates::lea_rip(Register::R11, rings + ring::RINGS))?;
         a.add(r11, rcx)?;
-        // 3. Reserve record n = head unless the ring is full. Plain cmpxchg: a signal handler
-        //    that emitted in between moved head, and this retries (see crate::ring).
-        //    A tail past n (a handler emitted after head was read, and the reader drained
-        //    that too) is a stale n, not a full ring: retry.
-        a.set_label(&mut retry)?;
-        a.mov(rax, qword_ptr(r11 + ring::HEAD as i32))?;
-        a.mov(rdx, rax)?;
-        a.sub(rdx, qword_ptr(r11 + ring::TAIL as i32))?;
-        a.js(retry)?;
-        a.cmp(rdx, slots as i32)?;
-        a.jae(full)?;
-        a.lea(rdx, qword_ptr(rax + 1))?;
-        a.cmpxchg(qword_ptr(r11 + ring::HEAD as i32), rdx)?;
-        a.jne(retry)?;
-        // 4. r11 = the slot of record n; fill it, seq = n + 1 last.
-        a.and(rax, (slots - 1) as i32)?;
-        a.shl(rax, ring::SLOT_LEN.trailing_zeros())?;
-        a.lea(r11, qword_ptr(r11 + rax + ring::SLOTS as i32))?;
+        // 3. Reserve record n = head; r11 = its slot. A plain cmpxchg: only this thread
+        //    writes head, and a signal handler that emitted in between moved it, so this
+        //    retries (see crate::ring).
+        self.reserve(r11, slots, false, full)?;
+        // 4. Fill it, seq = n + 1 last.
         self.fill(r11, now, rdx, stream, values)?;
         let a = &mut self.a;
         a.jmp(done)?;

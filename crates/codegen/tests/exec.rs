@@ -666,6 +666,21 @@ fn read_thread_rings(ar: &Arena, rings: u64, slots: u32) -> ring::ThreadBatches 
     ring::read_threads(&|o| ar.data(rings + o), slots)
 }
 
+/// Run `body(who)` on four threads, `who` = 0..4, all alive at once: glibc gives a thread
+/// that starts after another ended the same thread pointer, hence the same slot and ring.
+fn on_four_threads(body: impl Fn(u64) + Sync) {
+    let all = std::sync::Barrier::new(4);
+    std::thread::scope(|s| {
+        for who in 0..4 {
+            let (all, body) = (&all, &body);
+            s.spawn(move || {
+                all.wait();
+                body(who)
+            });
+        }
+    });
+}
+
 #[test]
 fn emit_thread_gives_every_thread_its_records_in_order_and_merges_them_in_time() {
     const SLOTS: u32 = 256;
@@ -675,29 +690,16 @@ fn emit_thread_gives_every_thread_its_records_in_order_and_merges_them_in_time()
     let dead_at = At { live: caller_saved_dead().live, ..live_at };
     let live = place_emit_thread(&mut ar, &live_at, rings, SLOTS);
     let dead = place_emit_thread(&mut ar, &dead_at, rings, SLOTS);
-    let ar = std::sync::Arc::new(ar);
-    // All four alive at once: glibc gives a thread that starts after another ended the same
-    // thread pointer, hence the same ring.
-    let all = std::sync::Arc::new(std::sync::Barrier::new(4));
-    let hs: Vec<_> = (0..4u64)
-        .map(|who| {
-            let all = all.clone();
-            std::thread::spawn(move || {
-                all.wait();
-                for k in 0..PER {
-                    let regs = with(&[("rdi", who), ("rsi", k)]);
-                    let f = if k % 2 == 0 { live } else { dead };
-                    let r = run_with(f, regs, k % 3 == 0);
-                    if f == live {
-                        assert_eq!((r.regs, r.cf), (regs, 1), "registers or flags changed");
-                    }
-                }
-            })
-        })
-        .collect();
-    for h in hs {
-        h.join().unwrap();
-    }
+    on_four_threads(|who| {
+        for k in 0..PER {
+            let regs = with(&[("rdi", who), ("rsi", k)]);
+            let f = if k % 2 == 0 { live } else { dead };
+            let r = run_with(f, regs, k % 3 == 0);
+            if f == live {
+                assert_eq!((r.regs, r.cf), (regs, 1), "registers or flags changed");
+            }
+        }
+    });
     let t = read_thread_rings(&ar, rings, SLOTS);
     assert_eq!(t.lost(), 0);
     let used: Vec<&ring::Batch> = t.rings.iter().filter(|b| b.tail > 0).collect();
@@ -733,23 +735,12 @@ fn emit_thread_flood_loses_exactly_what_it_does_not_deliver() {
     let mut ar = Arena::new();
     let (at, rings) = thread_rings(&ar, caller_saved_dead().live, SLOTS);
     let f = place_emit_thread(&mut ar, &at, rings, SLOTS);
-    let ar = std::sync::Arc::new(ar);
     // Nobody drains: each thread's ring fills and the rest of its events are lost.
-    let all = std::sync::Arc::new(std::sync::Barrier::new(4));
-    let hs: Vec<_> = (0..4u64)
-        .map(|who| {
-            let all = all.clone();
-            std::thread::spawn(move || {
-                all.wait();
-                for k in 0..PER {
-                    run_with(f, with(&[("rdi", who), ("rsi", k)]), false);
-                }
-            })
-        })
-        .collect();
-    for h in hs {
-        h.join().unwrap();
-    }
+    on_four_threads(|who| {
+        for k in 0..PER {
+            run_with(f, with(&[("rdi", who), ("rsi", k)]), false);
+        }
+    });
     let t = read_thread_rings(&ar, rings, SLOTS);
     let delivered: u64 = t.rings.iter().map(|b| b.records.len() as u64).sum();
     assert_eq!(t.lost(), 4 * PER - delivered, "lost = emitted - delivered");
