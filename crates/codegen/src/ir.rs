@@ -204,10 +204,10 @@ impl Program {
 
     /// Whether the program has a problem lowering would trip over: a label used but never
     /// placed or placed twice, a virtual register read before an op above it writes it, a
-    /// call with more than six arguments, an emit (shared or per-thread) with more values than a slot holds or a
-    /// ring whose slot count is not a power of two (up to [`MAX_SLOTS`]), per-thread rings
-    /// larger than [`MAX_THREAD_RINGS_LEN`] in all. Returns the index
-    /// of the op and what is wrong.
+    /// call with more than six arguments, an emit (shared or per-thread) with more values
+    /// than a slot holds or a ring whose slot count is not a power of two (up to
+    /// [`MAX_SLOTS`]), per-thread rings larger than [`MAX_THREAD_RINGS_LEN`] in all. Returns
+    /// the index of the op and what is wrong.
     pub fn check(&self) -> Result<(), (usize, String)> {
         let mut placed = vec![false; self.labels.len()];
         let mut written = vec![false; self.vregs.len()];

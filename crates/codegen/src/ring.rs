@@ -22,10 +22,10 @@
 //! first) unless `n - tail >= slots`, in which case the ring is full and it adds one to
 //! `lost` instead and writes nothing (a `tail` past `n` means other writers and the reader
 //! moved both after `head` was read: `n` is stale, and the writer retries rather than
-//! taking the negative difference for a full ring), (3) writes time, stream, length and values into slot
-//! `n % slots`, (4) writes `seq = n + 1`. x86 keeps stores in order, so a reader that sees
-//! `seq == n + 1` sees the whole record; the reader copies it out and only then moves
-//! `tail` past it, which is what lets a writer reuse the slot.
+//! taking the negative difference for a full ring), (3) writes time, stream, length and
+//! values into slot `n % slots`, (4) writes `seq = n + 1`. x86 keeps stores in order, so a
+//! reader that sees `seq == n + 1` sees the whole record; the reader copies it out and only
+//! then moves `tail` past it, which is what lets a writer reuse the slot.
 //!
 //! Why a compare-and-swap and not a fetch-and-add on `head`: a writer that added first and
 //! found the ring full afterwards would leave a record number that is never written, and
@@ -48,11 +48,13 @@
 //! are those of the shared ring with no `lock`: `cmpxchg` and `inc` on memory are single
 //! instructions, and the only code that can run on the same thread between the writer's
 //! instructions is a signal handler (an interrupt, in the kernel), which runs to completion
-//! before the writer goes on. A handler that emits between (2) and (4) takes record `n + 1`,
-//! the interrupted writer's `cmpxchg` finds `head` moved and retries; so even then every
-//! reserved record number is written exactly once (a plain `head = n + 1` store after the
-//! record, without the reservation, would let the handler's record and the interrupted one
-//! share slot `n` and lose one without a count).
+//! before the writer goes on. A handler that emits before the writer's `cmpxchg` takes
+//! record `n` itself, and the writer's `cmpxchg` finds `head` moved and retries (if the
+//! reader drained meanwhile, `tail` is past the `n` it read: it retries then too); one that
+//! emits after it takes `n + 1`. So every reserved record number is written exactly once (a
+//! plain `head = n + 1` store after the record, without the reservation, would let the
+//! handler's record and the interrupted one share slot `n` and lose one without a count).
+//! `tests/exec.rs` interrupts the writer at every instruction in turn to check this.
 //!
 //! The reader relies on x86's ordering (TSO): the writer's stores become visible to other
 //! CPUs in program order, so a reader that loads `seq == n + 1` and then the record's other
