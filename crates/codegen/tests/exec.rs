@@ -834,9 +834,9 @@ fn under_sigusr2(body: impl FnOnce(&std::sync::atomic::AtomicU64)) {
     });
 }
 
-/// What the emit-and-drain handler below uses: its snippet, the ring it drains, and per
-/// kind of record (0: the interrupted code's, 1: the handler's) the next value expected,
-/// the records seen, and records out of order.
+/// What the single-step handler below uses: its snippet, the ring it drains, and per kind
+/// of record (0: the interrupted code's, 1: the handler's) the next value expected, the
+/// records seen, and records out of order.
 static DRAIN_EMIT: AtomicU64 = AtomicU64::new(0);
 static DRAIN_RING: AtomicU64 = AtomicU64::new(0);
 static DRAIN_NEXT: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
@@ -845,8 +845,8 @@ static DRAIN_BAD: AtomicU64 = AtomicU64::new(0);
 const DRAIN_SLOTS: u32 = 512;
 
 /// Read the complete records of the ring at DRAIN_RING (an address), check and count them,
-/// and move its tail past them: the reader's part (never two at once: the handler's runs
-/// with SIGUSR2 blocked, and the test's blocks it).
+/// and move its tail past them: the reader's part (never two at once: the test drains only
+/// between stepped runs, the handler only inside one).
 fn drain_and_count() {
     use std::sync::atomic::Ordering::Relaxed;
     let ring = DRAIN_RING.load(Relaxed);
