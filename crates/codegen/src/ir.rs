@@ -139,6 +139,12 @@ pub enum Op {
     /// [`crate::ring`]: header with stream, length and timestamp, then the values), or one
     /// more loss counted there when it is full.
     Emit { ring: u64, slots: u32, stream: u32, values: Vec<VReg> },
+    /// `emit.thread rings=ADDR, slots=N, stream=S, %v...`: the same record into this
+    /// thread's own ring of the per-thread area at `rings` (see [`crate::ring`]'s
+    /// "Per-thread rings"), found by the thread table slot as timers find it; written with
+    /// no locked instruction. A thread with no slot counts one event in the area's
+    /// `no_slot`.
+    EmitThread { rings: u64, slots: u32, stream: u32, values: Vec<VReg> },
     /// `call ADDR, SRC...` or `call %r, ADDR, SRC...`: a clean call of a routine in kerf's
     /// code heap (never the target's own code, DESIGN.md §5), SysV integer arguments, the
     /// caller-saved general registers and the flags saved where live, the stack aligned to 16
@@ -152,6 +158,10 @@ pub enum Op {
 
 /// Slots a ring has at most (the code compares and masks record numbers with imm32s).
 pub const MAX_SLOTS: u32 = 1 << 30;
+
+/// Bytes a per-thread ring area may have at most (the code finds a thread's ring with an
+/// imm32 multiply, and the area lies within ±2 GiB of the code).
+pub const MAX_THREAD_RINGS_LEN: u64 = 1 << 30;
 
 /// Registers a clean call passes its arguments in, in order.
 pub const CALL_ARGS: [Gpr; 6] = [Gpr::Rdi, Gpr::Rsi, Gpr::Rdx, Gpr::Rcx, Gpr::R8, Gpr::R9];
@@ -194,9 +204,10 @@ impl Program {
 
     /// Whether the program has a problem lowering would trip over: a label used but never
     /// placed or placed twice, a virtual register read before an op above it writes it, a
-    /// call with more than six arguments, an emit with more values than a slot holds or a
-    /// ring whose slot count is not a power of two (up to [`MAX_SLOTS`]). Returns the index
-    /// of the op and what is wrong.
+    /// call with more than six arguments, an emit (shared or per-thread) with more values
+    /// than a slot holds or a ring whose slot count is not a power of two (up to
+    /// [`MAX_SLOTS`]), per-thread rings larger than [`MAX_THREAD_RINGS_LEN`] in all. Returns
+    /// the index of the op and what is wrong.
     pub fn check(&self) -> Result<(), (usize, String)> {
         let mut placed = vec![false; self.labels.len()];
         let mut written = vec![false; self.vregs.len()];
@@ -214,7 +225,17 @@ impl Program {
                 Op::Branch { target, .. } | Op::Jump { target } if !placed[target.0 as usize] => {
                     return Err((k, format!("label {} is never placed", name(*target))));
                 }
-                Op::Emit { slots, values, .. } => {
+                Op::EmitThread { slots, .. }
+                    if crate::ring::thread_rings_len(*slots) > MAX_THREAD_RINGS_LEN =>
+                {
+                    return Err((
+                        k,
+                        format!(
+                            "per-thread rings of {slots} slots exceed {MAX_THREAD_RINGS_LEN} bytes"
+                        ),
+                    ));
+                }
+                Op::Emit { slots, values, .. } | Op::EmitThread { slots, values, .. } => {
                     if !slots.is_power_of_two() || *slots > MAX_SLOTS {
                         return Err((
                             k,
@@ -284,7 +305,7 @@ impl Op {
             }
             Op::Add { dst, src: s } => std::iter::once(*dst).chain(src(s)).collect(),
             Op::Branch { a, b, .. } => std::iter::once(*a).chain(src(b)).collect(),
-            Op::Emit { values, .. } => values.clone(),
+            Op::Emit { values, .. } | Op::EmitThread { values, .. } => values.clone(),
             Op::Call { args, .. } => args.iter().filter_map(src).collect(),
             _ => Vec::new(),
         }

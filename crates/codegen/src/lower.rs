@@ -210,6 +210,10 @@ fn needs(op: &Op) -> Needs {
         Op::Emit { .. } => {
             Needs { clobbers: RegSet::of(&[Gpr::Rax, Gpr::Rdx]), temps: 2, flags: FlagSet::ALL }
         }
+        // The thread-slot lookup's registers; the time in a temporary.
+        Op::EmitThread { .. } => {
+            Needs { clobbers: RegSet::of(&timer_code::REGS), temps: 1, flags: FlagSet::ALL }
+        }
         Op::Call { .. } => {
             Needs { clobbers: RegSet::SYSV_CALLER_SAVED, temps: 1, flags: FlagSet::ALL }
         }
@@ -524,6 +528,9 @@ impl<'a> Lowerer<'a> {
             Op::Emit { ring, slots, stream, values } => {
                 self.emit(*ring, *slots, *stream, values)?
             }
+            Op::EmitThread { rings, slots, stream, values } => {
+                self.emit_thread(*rings, *slots, *stream, values)?
+            }
             Op::Call { target, args, ret } => self.call(*target, args, *ret)?,
             Op::Timer(_) => unreachable!("runs of timer ops are lowered together"),
         }
@@ -566,11 +573,10 @@ impl<'a> Lowerer<'a> {
         stream: u32,
         values: &[VReg],
     ) -> Result<(), LowerError> {
-        use iced_x86::code_asm::{dword_ptr, rax, rdx};
+        use iced_x86::code_asm::{rax, rdx};
         let t = asm(self.temps[0]);
         let now = asm(self.temps[1]);
         let a = &mut self.a;
-        let mut retry = a.create_label();
         let mut full = a.create_label();
         let mut done = a.create_label();
         // 1. The time, first: rdtsc needs rax and rdx, which the reservation uses next.
@@ -578,21 +584,65 @@ impl<'a> Lowerer<'a> {
         a.shl(rdx, 32)?;
         a.or(rax, rdx)?;
         a.mov(now, rax)?;
-        // 2. Reserve record n = head unless n - tail >= slots.
+        // 2. Reserve record n = head (other writers race: lock cmpxchg); 3. t = its slot.
         a.add_instruction(templates::lea_rip(iced(self.temps[0]), at))?;
+        self.reserve(t, slots, true, full)?;
+        // 4. Fill it and complete it: seq = n + 1, stored last.
+        self.fill(t, now, rdx, stream, values)?;
+        let a = &mut self.a;
+        a.jmp(done)?;
+        a.set_label(&mut full)?;
+        a.lock().inc(qword_ptr(t + ring::LOST as i32))?;
+        self.pending_label = None;
+        self.place(&mut done)
+    }
+
+    /// Reserve record `n` of the ring at `t` and point `t` at its slot (`rax` = its offset
+    /// in the slots, `rdx` = `n + 1`); go to `full` with `t` unchanged if `n - tail >=
+    /// slots`. The `cmpxchg` on `head` is locked where other threads write it. A tail past
+    /// `n` (others moved head and the reader moved tail since head was read) is a stale `n`,
+    /// not a full ring: retry.
+    fn reserve(
+        &mut self,
+        t: AsmRegister64,
+        slots: u32,
+        locked: bool,
+        full: CodeLabel,
+    ) -> Result<(), LowerError> {
+        use iced_x86::code_asm::{rax, rdx};
+        let a = &mut self.a;
+        let mut retry = a.create_label();
         a.set_label(&mut retry)?;
         a.mov(rax, qword_ptr(t + ring::HEAD as i32))?;
         a.mov(rdx, rax)?;
         a.sub(rdx, qword_ptr(t + ring::TAIL as i32))?;
+        a.js(retry)?;
         a.cmp(rdx, slots as i32)?;
         a.jae(full)?;
         a.lea(rdx, qword_ptr(rax + 1))?;
-        a.lock().cmpxchg(qword_ptr(t + ring::HEAD as i32), rdx)?;
+        if locked {
+            a.lock().cmpxchg(qword_ptr(t + ring::HEAD as i32), rdx)?;
+        } else {
+            a.cmpxchg(qword_ptr(t + ring::HEAD as i32), rdx)?;
+        }
         a.jne(retry)?;
-        // 3. t = the slot of record n; fill it.
         a.and(rax, (slots - 1) as i32)?;
         a.shl(rax, ring::SLOT_LEN.trailing_zeros())?;
         a.lea(t, qword_ptr(t + rax + ring::SLOTS as i32))?;
+        Ok(())
+    }
+
+    /// The record of an emit, into the slot at `t` (`now` = its time), `seq` last.
+    fn fill(
+        &mut self,
+        t: AsmRegister64,
+        now: AsmRegister64,
+        seq: AsmRegister64,
+        stream: u32,
+        values: &[VReg],
+    ) -> Result<(), LowerError> {
+        use iced_x86::code_asm::dword_ptr;
+        let a = &mut self.a;
         a.mov(qword_ptr(t + ring::TIME as i32), now)?;
         a.mov(dword_ptr(t + ring::STREAM as i32), stream)?;
         a.mov(dword_ptr(t + ring::LEN as i32), 8 * values.len() as u32)?;
@@ -600,11 +650,51 @@ impl<'a> Lowerer<'a> {
             let r = asm(self.regs[v.0 as usize]);
             a.mov(qword_ptr(t + (ring::VALUES as i32 + 8 * k as i32)), r)?;
         }
-        // 4. Complete it: seq = n + 1, stored last.
-        a.mov(qword_ptr(t + ring::SEQ as i32), rdx)?;
+        a.mov(qword_ptr(t + ring::SEQ as i32), seq)?;
+        Ok(())
+    }
+
+    /// [`Op::EmitThread`], [`crate::ring`]'s per-thread writer: the time into temporary
+    /// `now`; `rcx` = the thread's slot (the timers' lookup, which writes `rax`, `rdx`,
+    /// `r10`, `r11`); `r11` = its ring; then the shared ring's steps with no `lock` (`rax` =
+    /// record number, `rdx` = the head after it), only this thread writing the ring.
+    fn emit_thread(
+        &mut self,
+        rings: u64,
+        slots: u32,
+        stream: u32,
+        values: &[VReg],
+    ) -> Result<(), LowerError> {
+        use iced_x86::code_asm::{r11, rax, rcx, rdx};
+        let now = asm(self.temps[0]);
+        let mut no_slot = self.a.create_label();
+        let mut full = self.a.create_label();
+        let mut done = self.a.create_label();
+        // 1. The time, first, as the shared ring takes it.
+        self.rdtsc()?;
+        self.a.mov(now, rax)?;
+        // 2. r11 = this thread's ring: rings + RINGS + slot * ring_len(slots) (checked to
+        //    fit an imm32).
+        timer_code::thread_slot(&mut self.a, self.at.thread, self.at.threads, no_slot)?;
+        let a = &mut self.a;
+        a.imul_3(rcx, rcx, ring::ring_len(slots) as i32)?;
+        a.add_instruction(templates::lea_rip(Register::R11, rings + ring::RINGS))?;
+        a.add(r11, rcx)?;
+        // 3. Reserve record n = head; r11 = its slot. A plain cmpxchg: only this thread
+        //    writes head, and a signal handler that emitted in between moved it, so this
+        //    retries (see crate::ring).
+        self.reserve(r11, slots, false, full)?;
+        // 4. Fill it, seq = n + 1 last.
+        self.fill(r11, now, rdx, stream, values)?;
+        let a = &mut self.a;
         a.jmp(done)?;
+        // Full: only this thread writes its lost count; a single inc is whole to its handlers.
         a.set_label(&mut full)?;
-        a.lock().inc(qword_ptr(t + ring::LOST as i32))?;
+        a.inc(qword_ptr(r11 + ring::LOST as i32))?;
+        a.jmp(done)?;
+        // No slot in the thread table: the rare shared count, locked.
+        a.set_label(&mut no_slot)?;
+        a.add_instruction(templates::atomic_inc(rings + ring::NO_SLOT))?;
         self.pending_label = None;
         self.place(&mut done)
     }

@@ -20,10 +20,12 @@
 //! A writer (1) reads the time stamp counter, (2) reserves record `n = head` by moving
 //! `head` from `n` to `n + 1` with `lock cmpxchg` (retrying if another writer moved it
 //! first) unless `n - tail >= slots`, in which case the ring is full and it adds one to
-//! `lost` instead and writes nothing, (3) writes time, stream, length and values into slot
-//! `n % slots`, (4) writes `seq = n + 1`. x86 keeps stores in order, so a reader that sees
-//! `seq == n + 1` sees the whole record; the reader copies it out and only then moves
-//! `tail` past it, which is what lets a writer reuse the slot.
+//! `lost` instead and writes nothing (a `tail` past `n` means other writers and the reader
+//! moved both after `head` was read: `n` is stale, and the writer retries rather than
+//! taking the negative difference for a full ring), (3) writes time, stream, length and
+//! values into slot `n % slots`, (4) writes `seq = n + 1`. x86 keeps stores in order, so a
+//! reader that sees `seq == n + 1` sees the whole record; the reader copies it out and only
+//! then moves `tail` past it, which is what lets a writer reuse the slot.
 //!
 //! Why a compare-and-swap and not a fetch-and-add on `head`: a writer that added first and
 //! found the ring full afterwards would leave a record number that is never written, and
@@ -32,6 +34,34 @@
 //! A record reserved by a thread that dies between (2) and (4) (killed, or a fault in a
 //! captured load) is never completed: the reader stops there; [`read`] reports it as
 //! pending, and the reader may skip it once later records are complete.
+//!
+//! # Per-thread rings (`emit.thread`)
+//!
+//! The shared ring's `lock cmpxchg` costs every event a locked instruction and makes all
+//! threads fight over one cache line. The per-thread rings give each thread of the thread
+//! table ([`crate::timer`]) a ring of its own, in the same layout, found from its slot there:
+//! ```text
+//! +0    no_slot  u64   events of threads that found no slot in the thread table (lock inc)
+//! +64   rings    [ring_len(slots) bytes; THREAD_SLOTS], ring k for thread table slot k
+//! ```
+//! Only the owning thread writes a ring's `head`, `lost` and slots, so the writer's steps
+//! are those of the shared ring with no `lock`: `cmpxchg` and `inc` on memory are single
+//! instructions, and the only code that can run on the same thread between the writer's
+//! instructions is a signal handler (an interrupt, in the kernel), which runs to completion
+//! before the writer goes on. A handler that emits before the writer's `cmpxchg` takes
+//! record `n` itself, and the writer's `cmpxchg` finds `head` moved and retries (if the
+//! reader drained meanwhile, `tail` is past the `n` it read: it retries then too); one that
+//! emits after it takes `n + 1`. So every reserved record number is written exactly once (a
+//! plain `head = n + 1` store after the record, without the reservation, would let the
+//! handler's record and the interrupted one share slot `n` and lose one without a count).
+//! `tests/exec.rs` interrupts the writer at every instruction in turn to check this.
+//!
+//! The reader relies on x86's ordering (TSO): the writer's stores become visible to other
+//! CPUs in program order, so a reader that loads `seq == n + 1` and then the record's other
+//! words sees them as written; and loads are not reordered with older loads, so it reads
+//! `seq` before the words. The writer does not reuse slot `n % slots` until `tail` has
+//! passed `n`, which the reader stores only after copying the record out. [`read`] reads
+//! each ring; [`merge`] puts the records of many rings into one time order.
 
 /// Offsets in a ring.
 pub const HEAD: u64 = 0;
@@ -106,9 +136,145 @@ pub fn read(word: &dyn Fn(u64) -> u64, slots: u32) -> Batch {
     b
 }
 
+/// Offset of the count of events that found no thread table slot, in a per-thread area.
+pub const NO_SLOT: u64 = 0;
+/// Offset of the first ring in a per-thread area.
+pub const RINGS: u64 = 64;
+
+/// Bytes of a per-thread area of `slots`-slot rings, one per thread table slot.
+pub fn thread_rings_len(slots: u32) -> u64 {
+    RINGS + crate::timer::THREAD_SLOTS * ring_len(slots)
+}
+
+/// Offset, in a per-thread area, of the ring of thread table slot `thread`.
+pub fn thread_ring(thread: u64, slots: u32) -> u64 {
+    RINGS + thread * ring_len(slots)
+}
+
+/// What one [`read_threads`] found: a [`Batch`] per ring (indexed by thread table slot),
+/// and the events of threads that had no ring.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ThreadBatches {
+    pub rings: Vec<Batch>,
+    pub no_slot: u64,
+}
+
+impl ThreadBatches {
+    /// Every event the writers dropped: each ring's `lost`, plus those with no ring.
+    pub fn lost(&self) -> u64 {
+        self.no_slot + self.rings.iter().map(|b| b.lost).sum::<u64>()
+    }
+}
+
+/// Read every ring of a per-thread area (`word(offset)` as for [`read`], offsets from the
+/// area's start) from its tail on. The reader stores each ring's new tail at
+/// `thread_ring(k, slots) + TAIL` once it has copied the records out.
+pub fn read_threads(word: &dyn Fn(u64) -> u64, slots: u32) -> ThreadBatches {
+    let rings = (0..crate::timer::THREAD_SLOTS)
+        .map(|k| {
+            let base = thread_ring(k, slots);
+            read(&|o| word(base + o), slots)
+        })
+        .collect();
+    ThreadBatches { rings, no_slot: word(NO_SLOT) }
+}
+
+/// One record of a merged stream, with the ring it came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Merged {
+    pub ring: usize,
+    pub record: Record,
+}
+
+/// The records of `batches` (ring `k` is `batches[k]`) in one order: by time stamp, then
+/// ring, then record number. Each ring's own records stay in their order when its clock
+/// goes forward, as one thread's time stamp counter does. Losses and pending records stay
+/// in the batches, counted per ring.
+pub fn merge(batches: &[Batch]) -> Vec<Merged> {
+    let mut out: Vec<Merged> = batches
+        .iter()
+        .enumerate()
+        .flat_map(|(ring, b)| b.records.iter().map(move |r| Merged { ring, record: r.clone() }))
+        .collect();
+    out.sort_by_key(|m| (m.record.time, m.ring, m.record.seq));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn put(m: &mut [u64], off: u64, v: u64) {
+        m[(off / 8) as usize] = v;
+    }
+
+    /// Write record `n` (complete) into the ring at `base` of `slots` slots.
+    fn record(m: &mut [u64], base: u64, slots: u32, n: u64, time: u64, values: &[u64]) {
+        let slot = base + SLOTS + (n % slots as u64) * SLOT_LEN;
+        put(m, slot + TIME, time);
+        put(m, slot + STREAM, ((8 * values.len() as u64) << 32) | 3);
+        for (k, v) in values.iter().enumerate() {
+            put(m, slot + VALUES + 8 * k as u64, *v);
+        }
+        put(m, slot + SEQ, n + 1);
+    }
+
+    #[test]
+    fn read_wraps_around_and_reads_a_full_ring_whole() {
+        let slots = 4u32;
+        let mut mem = vec![0u64; (ring_len(slots) / 8) as usize];
+        // Records 6..10 (slots 2, 3, 0, 1): the ring is full, and 3 more were dropped.
+        for n in 6..10 {
+            record(&mut mem, 0, slots, n, 1000 + n, &[n]);
+        }
+        put(&mut mem, TAIL, 6);
+        put(&mut mem, HEAD, 10);
+        put(&mut mem, LOST, 3);
+        let b = read(&|o| mem[(o / 8) as usize], slots);
+        let got: Vec<(u64, u64, u64)> =
+            b.records.iter().map(|r| (r.seq, r.time, r.values[0])).collect();
+        assert_eq!(got, [(6, 1006, 6), (7, 1007, 7), (8, 1008, 8), (9, 1009, 9)]);
+        assert_eq!((b.tail, b.pending, b.lost), (10, 0, 3));
+    }
+
+    #[test]
+    fn read_threads_reads_each_ring_and_counts_losses_apart() {
+        let slots = 2u32;
+        let mut mem = vec![0u64; (thread_rings_len(slots) / 8) as usize];
+        put(&mut mem, NO_SLOT, 5);
+        // Thread slot 0: two records, one lost. Slot 7: one complete, one reserved only
+        // (a signal handler's record 1 completed while record 0 was still being written).
+        let r0 = thread_ring(0, slots);
+        record(&mut mem, r0, slots, 0, 10, &[1]);
+        record(&mut mem, r0, slots, 1, 20, &[2]);
+        put(&mut mem, r0 + HEAD, 2);
+        put(&mut mem, r0 + LOST, 1);
+        let r7 = thread_ring(7, slots);
+        record(&mut mem, r7, slots, 1, 15, &[9]);
+        put(&mut mem, r7 + HEAD, 2);
+        let t = read_threads(&|o| mem[(o / 8) as usize], slots);
+        assert_eq!(t.rings.len() as u64, crate::timer::THREAD_SLOTS);
+        assert_eq!((t.rings[0].records.len(), t.rings[0].lost, t.rings[0].tail), (2, 1, 2));
+        // Record 0 of ring 7 is not complete: the reader stops before it.
+        assert_eq!((t.rings[7].records.len(), t.rings[7].pending, t.rings[7].tail), (0, 2, 0));
+        assert_eq!(t.lost(), 6);
+        let others = t.rings.iter().enumerate().filter(|(k, _)| *k != 0 && *k != 7);
+        assert!(others.into_iter().all(|(_, b)| *b == Batch::default()));
+    }
+
+    #[test]
+    fn merge_orders_by_time_then_ring_then_sequence() {
+        let rec = |seq, time| Record { seq, time, stream: 1, values: vec![] };
+        let batch = |records| Batch { records, ..Batch::default() };
+        let batches = [
+            batch(vec![rec(0, 5), rec(1, 7), rec(2, 7)]),
+            batch(vec![]),
+            batch(vec![rec(4, 3), rec(5, 7), rec(6, 9)]),
+        ];
+        let got: Vec<(usize, u64, u64)> =
+            merge(&batches).iter().map(|m| (m.ring, m.record.time, m.record.seq)).collect();
+        assert_eq!(got, [(2, 3, 4), (0, 5, 0), (0, 7, 1), (0, 7, 2), (2, 7, 5), (2, 9, 6)]);
+    }
 
     #[test]
     fn read_stops_at_the_first_incomplete_record() {

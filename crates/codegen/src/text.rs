@@ -154,19 +154,26 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
             let [l] = args[..] else { return Err(bad("label")) };
             Op::Jump { target: label(p, l)? }
         }
-        "emit" => {
-            const WANT: &str = "ring=ADDR, slots=N, stream=S, %value...";
+        "emit" | "emit.thread" => {
+            let (key, want) = match op {
+                "emit" => ("ring", "ring=ADDR, slots=N, stream=S, %value..."),
+                _ => ("rings", "rings=ADDR, slots=N, stream=S, %value..."),
+            };
             if args.len() < 3 {
-                return Err(bad(WANT));
+                return Err(bad(want));
             }
-            let ring = keyed(args[0], "ring").ok_or_else(|| bad(WANT))?;
-            let slots = keyed(args[1], "slots").ok_or_else(|| bad(WANT))?;
-            let stream = keyed(args[2], "stream").ok_or_else(|| bad(WANT))?;
+            let ring = keyed(args[0], key).ok_or_else(|| bad(want))?;
+            let slots = keyed(args[1], "slots").ok_or_else(|| bad(want))?;
+            let stream = keyed(args[2], "stream").ok_or_else(|| bad(want))?;
             let (Ok(slots), Ok(stream)) = (u32::try_from(slots), u32::try_from(stream)) else {
-                return Err(bad(WANT));
+                return Err(bad(want));
             };
             let values = args[3..].iter().map(|v| vreg(p, v)).collect::<Result<_, _>>()?;
-            Op::Emit { ring, slots, stream, values }
+            if op == "emit" {
+                Op::Emit { ring, slots, stream, values }
+            } else {
+                Op::EmitThread { rings: ring, slots, stream, values }
+            }
         }
         "call" => {
             const WANT: &str = "[%ret,] ADDR, src...";
@@ -355,8 +362,14 @@ fn op_text(p: &Program, op: &Op) -> String {
             format!("br.{} {}, {}, {}", cond.name(), v(x), s(b), l(target))
         }
         Op::Jump { target } => format!("jmp {}", l(target)),
-        Op::Emit { ring, slots, stream, values } => {
-            let mut t = format!("emit ring={ring:#x}, slots={slots}, stream={stream}");
+        Op::Emit { ring, slots, stream, values }
+        | Op::EmitThread { rings: ring, slots, stream, values } => {
+            let (name, key) = if matches!(op, Op::Emit { .. }) {
+                ("emit", "ring")
+            } else {
+                ("emit.thread", "rings")
+            };
+            let mut t = format!("{name} {key}={ring:#x}, slots={slots}, stream={stream}");
             for x in values {
                 let _ = write!(t, ", {}", v(x));
             }
@@ -408,6 +421,7 @@ mod tests {
     br.lt %n, %m, out
     jmp out
     emit ring=0x90000, slots=256, stream=7, %fd, %now
+    emit.thread rings=0xc0000, slots=64, stream=8, %now, %fd
     call %r, 0x5000, %fd, 7
     call 0x5008
     timer.start 0x8000
@@ -420,7 +434,7 @@ out:
     #[test]
     fn every_op_round_trips() {
         let p = parse(EVERY_OP).unwrap();
-        assert_eq!(p.ops.len(), 27);
+        assert_eq!(p.ops.len(), 28);
         let text = print(&p);
         assert_eq!(text, EVERY_OP);
         assert_eq!(parse(&text).unwrap(), p);
@@ -443,6 +457,9 @@ out:
             ("# c\nadd %a, 1\n", 2, "%a is read before it is written"),
             ("mov %a, 1\nemit ring=0x9000, slots=3, stream=1, %a\n", 2, "not a power of two"),
             ("mov %a, 1\nemit ring=0x9000, slots=0x80000000, stream=1, %a\n", 2, "up to"),
+            ("mov %a, 1\nemit.thread rings=0x9000, slots=6, stream=1, %a\n", 2, "power of two"),
+            ("mov %a, 1\nemit.thread rings=0x9000, slots=0x10000, stream=1, %a\n", 2, "exceed"),
+            ("emit.thread ring=0x9000, slots=4, stream=1\n", 1, "takes rings=ADDR"),
             ("atomic mov %a, 1\n", 1, "unknown op \"atomic mov\""),
             ("store8 [%a+zz], 1\n", 1, "bad operand \"[%a+zz]\""),
         ];
@@ -502,9 +519,15 @@ out:
                         target: p.label(names[next(3) as usize]),
                     },
                     8 => Op::Jump { target: p.label(names[next(3) as usize]) },
-                    9 => Op::Emit {
+                    9 if next(2) == 0 => Op::Emit {
                         ring: imms[next(9) as usize],
                         slots: 1 << next(20),
+                        stream: next(1 << 32) as u32,
+                        values: v[..next(5) as usize].to_vec(),
+                    },
+                    9 => Op::EmitThread {
+                        rings: imms[next(9) as usize],
+                        slots: 1 << next(12),
                         stream: next(1 << 32) as u32,
                         values: v[..next(5) as usize].to_vec(),
                     },

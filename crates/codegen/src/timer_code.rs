@@ -1,6 +1,6 @@
 //! The cycle timers' code (see [`crate::timer`] for their layout and semantics): the IR's
 //! timer ops are composites lowered here with fixed registers, one thread-slot lookup for a
-//! run of them.
+//! run of them ([`thread_slot`], which `emit.thread` uses too).
 
 use crate::ir::TimerOp;
 use crate::{templates, timer, SpAt, SpBase, ThreadPointer};
@@ -24,44 +24,8 @@ pub fn lower_timers(
     frame: i32,
     done: CodeLabel,
 ) -> Result<(), IcedError> {
-    match thread {
-        ThreadPointer::FsBase => a.rdfsbase(r10)?,
-        ThreadPointer::FsSelf => a.mov(r10, qword_ptr(0u64).fs())?,
-        ThreadPointer::GsSlot(off) => a.mov(r10, qword_ptr(off as u64).gs())?,
-    }
-    a.inc(r10)?;
-    let mask = (timer::THREAD_SLOTS - 1) as u32;
-    let mut probe = a.create_label();
-    let mut next = a.create_label();
-    let mut found = a.create_label();
     let mut lost = a.create_label();
-    // rcx = home slot: ((key >> 12) ^ (key >> 23)) & mask, as timer::home_slot.
-    a.mov(rcx, r10)?;
-    a.shr(rcx, 12)?;
-    a.mov(rax, r10)?;
-    a.shr(rax, 23)?;
-    a.xor(rcx, rax)?;
-    a.and(ecx, mask)?;
-    a.add_instruction(templates::lea_rip(Register::R11, threads))?;
-    a.mov(edx, timer::THREAD_SLOTS as u32)?;
-    // Linear probing: our key, or a free slot claimed with lock cmpxchg (rax = 0 expected).
-    a.set_label(&mut probe)?;
-    a.mov(rax, qword_ptr(r11 + rcx * 8))?;
-    a.cmp(rax, r10)?;
-    a.je(found)?;
-    a.test(rax, rax)?;
-    a.jnz(next)?;
-    a.lock().cmpxchg(qword_ptr(r11 + rcx * 8), r10)?;
-    a.je(found)?;
-    a.cmp(rax, r10)?;
-    a.je(found)?;
-    a.set_label(&mut next)?;
-    a.inc(ecx)?;
-    a.and(ecx, mask)?;
-    a.dec(edx)?;
-    a.jnz(probe)?;
-    a.jmp(lost)?;
-    a.set_label(&mut found)?;
+    thread_slot(a, thread, threads, lost)?;
     // rcx = slot index, kept across the timers; rax, rdx, r10, r11 are scratch.
     for p in run {
         let mut after = a.create_label();
@@ -115,6 +79,55 @@ pub fn lower_timers(
         a.nop()?;
     }
     Ok(())
+}
+
+/// `rcx` = this thread's slot in the thread table at `threads` ([`timer`]'s layout),
+/// claiming a free one for a thread not there yet; jumps to `lost` when the table is full.
+/// Writes `rax`, `rcx`, `rdx`, `r10` (the thread's key) and `r11` ([`REGS`]), and the flags.
+/// Timers and the per-thread rings of `emit.thread` index their per-thread state by it.
+pub fn thread_slot(
+    a: &mut CodeAssembler,
+    thread: ThreadPointer,
+    threads: u64,
+    lost: CodeLabel,
+) -> Result<(), IcedError> {
+    match thread {
+        ThreadPointer::FsBase => a.rdfsbase(r10)?,
+        ThreadPointer::FsSelf => a.mov(r10, qword_ptr(0u64).fs())?,
+        ThreadPointer::GsSlot(off) => a.mov(r10, qword_ptr(off as u64).gs())?,
+    }
+    a.inc(r10)?;
+    let mask = (timer::THREAD_SLOTS - 1) as u32;
+    let mut probe = a.create_label();
+    let mut next = a.create_label();
+    let mut found = a.create_label();
+    // rcx = home slot: ((key >> 12) ^ (key >> 23)) & mask, as timer::home_slot.
+    a.mov(rcx, r10)?;
+    a.shr(rcx, 12)?;
+    a.mov(rax, r10)?;
+    a.shr(rax, 23)?;
+    a.xor(rcx, rax)?;
+    a.and(ecx, mask)?;
+    a.add_instruction(templates::lea_rip(Register::R11, threads))?;
+    a.mov(edx, timer::THREAD_SLOTS as u32)?;
+    // Linear probing: our key, or a free slot claimed with lock cmpxchg (rax = 0 expected).
+    a.set_label(&mut probe)?;
+    a.mov(rax, qword_ptr(r11 + rcx * 8))?;
+    a.cmp(rax, r10)?;
+    a.je(found)?;
+    a.test(rax, rax)?;
+    a.jnz(next)?;
+    a.lock().cmpxchg(qword_ptr(r11 + rcx * 8), r10)?;
+    a.je(found)?;
+    a.cmp(rax, r10)?;
+    a.je(found)?;
+    a.set_label(&mut next)?;
+    a.inc(ecx)?;
+    a.and(ecx, mask)?;
+    a.dec(edx)?;
+    a.jnz(probe)?;
+    a.jmp(lost)?;
+    a.set_label(&mut found)
 }
 
 /// Leave timer `t` once (`r11` = this thread's state in it): the outermost exit adds the
