@@ -81,9 +81,10 @@ const MAX_TRIES: usize = 200;
 
 /// How long the threads run between two of removal's checks for a thread still in kerf's
 /// code: 2 ms at first, then longer, up to 20 ms. On a loaded machine a runnable thread can
-/// wait longer than 2 ms for a CPU; stopped again at every check, it never got to leave the
-/// patch it sat in. The test saw this once under load 8, as "a thread stayed inside kerf's
-/// code through 200 checks". All tries together now sleep at most about 2 s.
+/// wait longer than 2 ms for a CPU, and one stopped again at every check may never get to
+/// leave the patch it sits in. That is the likely (not proven) cause of the one failure
+/// "a thread stayed inside kerf's code through 200 checks" seen under load 8. All tries
+/// together sleep at most about 2 s.
 fn settle_time(attempt: usize) -> Duration {
     Duration::from_millis((2 + attempt.saturating_sub(20) / 10) as u64)
         .min(Duration::from_millis(20))
