@@ -76,10 +76,10 @@ enum Command {
     Time(time::Args),
     /// Launch a bundled multi-threaded workload and show live calls and times spliced into it.
     Demo(demo::Args),
-    /// Traces: `kerf trace convert` turns a raw trace into text, JSON Lines or a Perfetto
-    /// trace, or replays it to a collector. (Tracing with probes comes in a later version.)
-    #[command(subcommand)]
-    Trace(trace::TraceCommand),
+    /// Trace events at any instruction of a live process, a command, or the kernel, with
+    /// captured registers, arguments, return values, memory and strings, filters and streams;
+    /// `kerf trace convert` turns a raw trace into text, JSON Lines or Perfetto.
+    Trace(trace::TraceArgs),
     /// Receive traces from remote senders over TCP into one raw trace file.
     Collect(trace::CollectArgs),
     /// The demo's workload (internal).

@@ -1,6 +1,7 @@
+//! `kerf trace PROBE...` (trace events at points of a live process, a command, or the kernel),
 //! `kerf trace convert` (a raw trace to text, JSON Lines or Perfetto, or replayed to a
-//! collector) and `kerf collect` (receive traces from senders into one raw file). The tracer
-//! itself (`kerf trace` with probes) is not here yet. The work is `kerf_tools::trace`.
+//! collector) and `kerf collect` (receive traces from senders into one raw file). The work is
+//! `kerf_tools::trace`.
 
 use kerf_tools::trace::collect::{Backpressure, Collector, SourceCount};
 use kerf_tools::trace::event::Record;
@@ -10,6 +11,59 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// The probe syntax, for `kerf trace --help`.
+const PROBE_HELP: &str = "\
+PROBE: POINT [{CAPTURE, ...}] [if FILTER] [stream=NAME]
+  POINT     any point `kerf count` takes: [MODULE:]FUNC[+OFF], FUNC@exits, FUNC@blocks, globs
+  CAPTURE   [NAME=]EXPR, EXPR one of
+              rax..r15, arg0..arg5 (C calling convention), ret (at @exits), tid, cpu
+              u8|u16|u32|u64|i8|i16|i32|i64(REG[+-OFF])   memory (a bad address is recorded
+                                                          as a fault, never a crash)
+              str(REG[+-OFF][, LEN])                      a NUL-terminated string, LEN <= 64
+  FILTER    comparisons (== != < <= > >=) of register values and numbers, with && || ! ( ),
+            checked before anything is recorded; memory cannot be filtered on
+  stream    the stream the probe's events go to (default: its module, or `kernel`); each
+            stream has its own rings and counters; --off NAME starts one switched off
+Every event has its time (TSC calibrated to CLOCK_MONOTONIC), thread, process and CPU.
+Losses (a full ring) are counted per stream and shown; never silent.
+
+Examples:
+  kerf trace -p 1234 'libc:open {path=str(arg0), flags=arg1}' 'libc:open@exits {ret}'
+  kerf trace -o run.perfetto-trace -- ./app 'app:parse {n=arg1} if n > 100'
+  kerf trace --send collector:7000 -p 1234 'libc:write {fd=arg0, len=arg2}'";
+
+/// `kerf trace`: probes to trace, or a subcommand.
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true,
+          after_long_help = PROBE_HELP)]
+pub struct TraceArgs {
+    #[command(subcommand)]
+    command: Option<TraceCommand>,
+    /// Probes (see --help for the syntax): POINT [{CAPTURE, ...}] [if FILTER] [stream=NAME].
+    #[arg(required = true, value_name = "PROBE")]
+    probes: Vec<String>,
+    /// With -o: text, jsonl, perfetto or raw (default: from the file's name).
+    #[arg(long)]
+    format: Option<String>,
+    /// Send the events to `kerf collect` at ADDR (host:port) instead of showing them.
+    #[arg(long, value_name = "ADDR", conflicts_with = "format")]
+    send: Option<String>,
+    /// Slots of each thread's ring per stream (a power of two; 128 bytes each; default 4096
+    /// in a process, 16 in the kernel, whose driver has 2 MiB for all rings).
+    #[arg(long)]
+    ring_slots: Option<u32>,
+    /// Start this stream switched off (repeatable).
+    #[arg(long, value_name = "STREAM")]
+    off: Vec<String>,
+    /// A file kerf watches while tracing: each line appended to it, `on STREAM` or
+    /// `off STREAM`, switches a stream without re-splicing (`echo off libc >> FILE`).
+    #[arg(long, value_name = "FILE")]
+    control: Option<PathBuf>,
+    /// The target and how long (-o is the trace file here; the summary goes to stderr).
+    #[command(flatten)]
+    live: crate::live::LiveArgs,
+}
 
 #[derive(clap::Subcommand)]
 pub enum TraceCommand {
@@ -62,8 +116,51 @@ fn create(path: &Path) -> Result<BufWriter<File>, TraceError> {
         .map_err(|source| TraceError::Output { path: path.into(), source })
 }
 
-pub fn run(cmd: TraceCommand) -> Result<(), crate::Error> {
-    let TraceCommand::Convert(a) = cmd;
+pub fn run(args: TraceArgs) -> Result<(), crate::Error> {
+    match args.command {
+        Some(TraceCommand::Convert(a)) => convert(a),
+        None => trace(args),
+    }
+}
+
+/// `kerf trace PROBE...`: the output opened before anything is done to a target.
+fn trace(args: TraceArgs) -> Result<(), crate::Error> {
+    use kerf_tools::trace::tracer::{Output, Trace};
+    let output = match (&args.send, &args.live.output) {
+        (Some(_), Some(_)) => {
+            return Err(kerf_tools::ToolError::Usage("--send and -o: choose one".into()).into())
+        }
+        (Some(addr), None) => {
+            let machine = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_else(|_| "unknown".into());
+            Output::Sink(Box::new(tr::SendSink::new(addr, &machine)))
+        }
+        (None, Some(p)) => {
+            let format = match &args.format {
+                Some(f) => Format::from_name(f).ok_or_else(|| TraceError::UnknownFormat {
+                    path: PathBuf::from(format!("--format {f}")),
+                }),
+                None => Format::from_path(p).ok_or(TraceError::UnknownFormat { path: p.clone() }),
+            }
+            .map_err(crate::Error::Trace)?;
+            let out = create(p).map_err(crate::Error::Trace)?;
+            let sink = tr::sink(format, out)
+                .map_err(|source| TraceError::Raw { path: Some(p.clone()), source })
+                .map_err(crate::Error::Trace)?;
+            Output::Sink(sink)
+        }
+        (None, None) => Output::Live,
+    };
+    let tool =
+        Trace::new(&args.probes, args.ring_slots, args.off.clone(), args.control.clone(), output)?;
+    let mut live = args.live.clone();
+    // -o is the trace here: the summary goes to stderr (or stdout as JSON with --json).
+    live.output = None;
+    crate::live::run_tool(&tool, &live)
+}
+
+fn convert(a: ConvertArgs) -> Result<(), crate::Error> {
     if let Some(addr) = &a.send {
         return send(&a.input, addr, a.machine.as_deref()).map_err(crate::Error::Trace);
     }

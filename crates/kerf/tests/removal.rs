@@ -4,7 +4,7 @@
 
 mod common;
 
-use kerf_session::instrument::{Action, Instrumentation, Options, Probe};
+use kerf_session::instrument::{Action, Instrumentation, Options, Probe, ToolData};
 use kerf_session::spec;
 use kerf_session::{analyze_process, LoadOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -56,7 +56,8 @@ fn dead_dispatcher_frames_do_not_keep_the_code_heap() {
         only_thread: None,
         plan_threads: None,
     };
-    let inst = Instrumentation::install(pid, &modules, &probes, 0, opts).unwrap();
+    let inst =
+        Instrumentation::install(pid, &modules, &probes, &ToolData::default(), opts).unwrap();
     std::thread::sleep(Duration::from_millis(200));
     // The program's module holds the dispatcher (its trap site's); the trap also brought
     // signal-mask guards, with heaps next to libc and ld.so.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use kerf_session::instrument::{Action, Instrumentation, Options, Probe};
+use kerf_session::instrument::{Action, Instrumentation, Options, Probe, ToolData};
 use kerf_session::spec;
 use kerf_session::{analyze_process, LoadOptions};
 use std::io::{BufRead, BufReader};
@@ -89,7 +89,7 @@ fn thousand_attach_splice_detach_cycles() {
         // The default choice (jump5, jump2 or trap per point), then every point forced to a trap.
         let kind = if cycle % 2 == 0 { None } else { Some(kerf_patch::SpliceKind::Trap) };
         let opts = Options { force_kind: kind, only_thread: None, plan_threads: None };
-        let inst = Instrumentation::install(pid, &modules, &probes, 1, opts)
+        let inst = Instrumentation::install(pid, &modules, &probes, &ToolData::timers(1), opts)
             .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
         if let Some(st) = child.try_wait().unwrap() {
             panic!("cycle {cycle}: the target died after splicing: {st}");

@@ -15,7 +15,7 @@ use crate::patchset::{Code, DataLayout, Runtime, TargetAddr};
 pub use crate::patchset::{Outcome, Splice, Springboard};
 use crate::phases::Phases;
 use crate::plan::{Rules, SitePlan, Sites};
-use crate::probe::{InstrumentError, Probe, Removed, Site, Where};
+use crate::probe::{InstrumentError, Probe, Removed, Site, ToolData, Where};
 use kerf_arch::RemoteAddr;
 use kerf_patch::Displaced;
 use std::time::Duration;
@@ -135,13 +135,13 @@ pub trait Backend {
         false
     }
 
-    /// Step 1: refuse what the target cannot run (`probes`, with `timers` timer blocks), and
-    /// say how generated code runs there. Times itself into `phases`.
+    /// Step 1: refuse what the target cannot run (`probes`, with `tool`'s timers and
+    /// programs), and say how generated code runs there. Times itself into `phases`.
     fn begin(
         &mut self,
         modules: &[AnalyzedImage],
         probes: &[Probe],
-        timers: usize,
+        tool: &ToolData,
         phases: &mut Phases,
     ) -> Result<Begin, InstrumentError>;
 
@@ -173,6 +173,7 @@ pub trait Backend {
         &mut self,
         modules: &[AnalyzedImage],
         probes: &[Probe],
+        tool: &ToolData,
         layout: &DataLayout,
         sites: &[SitePlan],
     ) -> Result<Vec<Option<Heap<Self::Addr>>>, InstrumentError>;
@@ -244,6 +245,9 @@ pub trait Backend {
 
     /// The 8 bytes at `off` of data heap `heap` (kerf's shared view: no system call).
     fn load_u64(&self, heap: usize, off: u64) -> u64;
+
+    /// Store 8 bytes at `off` of data heap `heap` through kerf's shared view.
+    fn store_u64(&self, heap: usize, off: u64, v: u64);
 
     /// How the target was held while the probes went in.
     fn pauses(&self) -> Pauses;

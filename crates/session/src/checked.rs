@@ -13,13 +13,15 @@
 
 use crate::instrument::{Cancel, Instrumentation, Options, ProcessBackend};
 use crate::load::{AnalyzedImage, LoadError};
-use crate::probe::{InstrumentError, Probe};
+use crate::probe::{InstrumentError, Probe, ToolData};
 use kerf_analysis::Progress;
 
 /// Probes installed, what they were built with, and what was said on the way.
 pub struct Installed<T> {
     pub inst: Instrumentation,
     pub probes: Vec<Probe>,
+    /// The timers, programs and area the probes went in with.
+    pub tool: ToolData,
     /// What `build` returned with the probes that went in.
     pub built: T,
     /// Cached analyses that failed their check and were analysed again, each with why.
@@ -56,17 +58,17 @@ pub fn install<T, E>(
     opts: Options,
     cancel: Cancel<'_>,
     progress: &dyn Progress,
-    mut build: impl FnMut(&[AnalyzedImage]) -> Result<(Vec<Probe>, usize, T), E>,
+    mut build: impl FnMut(&[AnalyzedImage]) -> Result<(Vec<Probe>, ToolData, T), E>,
 ) -> Result<Installed<T>, CheckedError<E>> {
     let mut warnings = Vec::new();
     loop {
-        let (probes, timers, built) = build(modules).map_err(CheckedError::Build)?;
+        let (probes, tool, built) = build(modules).map_err(CheckedError::Build)?;
         // Claimed before anything changes in the target: another kerf there is refused.
         let installed = ProcessBackend::claim(pid).and_then(|be| {
-            Instrumentation::install_with(be, modules, &probes, timers, opts, cancel)
+            Instrumentation::install_with(be, modules, &probes, &tool, opts, cancel)
         });
         let err = match installed {
-            Ok(inst) => return Ok(Installed { inst, probes, built, warnings }),
+            Ok(inst) => return Ok(Installed { inst, probes, tool, built, warnings }),
             Err(e) => e,
         };
         let InstrumentError::Analysis { module, path, detail } = &err else {

@@ -37,7 +37,9 @@ use crate::phases::Phases;
 use crate::plan::{
     differs_from_file, plan_sites_adding, plan_sites_with, Plan, Planning, SitePlan,
 };
-use crate::probe::{Action, InstrumentError, KindRefusal, Probe, Reason, Refused, Removed, Site};
+use crate::probe::{
+    Action, InstrumentError, KindRefusal, Probe, Reason, Refused, Removed, Site, ToolData,
+};
 use kerf_arch::RemoteAddr;
 use kerf_codegen::timer::{self, TimerSample};
 use kerf_patch::{SpliceKind, INT3, SPRINGBOARD_LEN};
@@ -95,14 +97,15 @@ pub struct PatchSet<B: Backend> {
 }
 
 impl<B: Backend> PatchSet<B> {
-    /// Install `probes` (with `timers` timer blocks) in `modules` of the target behind `be`,
+    /// Install `probes` (with the timers, programs and area of `tool`) in `modules` of the
+    /// target behind `be`,
     /// in the steps of the module documentation. Every probe of one timer must be in one
     /// heap. On an error, whatever went in is taken out before it is returned.
     pub fn build(
         be: B,
         modules: &[AnalyzedImage],
         probes: &[Probe],
-        timers: usize,
+        tool: &ToolData,
         planning: Planning,
         cancel: Cancel<'_>,
     ) -> Result<PatchSet<B>, InstrumentError> {
@@ -117,7 +120,8 @@ impl<B: Backend> PatchSet<B> {
             left_out: Vec::new(),
             layout: DataLayout {
                 counters: vec![None; probes.len()],
-                timers: vec![None; timers],
+                timers: vec![None; tool.timers],
+                areas: Vec::new(),
                 end: Vec::new(),
             },
             live_order: Vec::new(),
@@ -126,7 +130,7 @@ impl<B: Backend> PatchSet<B> {
             splice_time: Duration::ZERO,
             removed: false,
         };
-        if let Err(e) = set.steps(modules, probes, timers, planning, cancel) {
+        if let Err(e) = set.steps(modules, probes, tool, planning, cancel) {
             // Every exit path restores the target (DESIGN.md §5).
             set.removed = true;
             let _ = set.take_out();
@@ -141,13 +145,13 @@ impl<B: Backend> PatchSet<B> {
         &mut self,
         modules: &[AnalyzedImage],
         probes: &[Probe],
-        timers: usize,
+        tool: &ToolData,
         planning: Planning,
         cancel: Cancel<'_>,
     ) -> Result<(), InstrumentError> {
         let Planning { force_kind, threads } = planning;
         // 1. How generated code runs in the target.
-        let begin = self.be.begin(modules, probes, timers, &mut self.phases)?;
+        let begin = self.be.begin(modules, probes, tool, &mut self.phases)?;
         let rules = self.be.rules();
         // 2. Plan (planning reads the modules' files: a process keeps running meanwhile).
         let t = Instant::now();
@@ -196,8 +200,16 @@ impl<B: Backend> PatchSet<B> {
         // 3. Data layout and heaps.
         let heaps = self.be.heaps(modules.len());
         let be = &self.be;
-        self.layout = DataLayout::new(probes, timers, heaps, |m| be.heap_of(m))?;
-        let heaps = self.be.map_heaps(modules, probes, &self.layout, &site_plans)?;
+        self.layout = DataLayout::new(probes, tool, heaps, |m| be.heap_of(m))?;
+        let heaps = self.be.map_heaps(modules, probes, tool, &self.layout, &site_plans)?;
+        // The tool's first words, in every area, before any of its code can run.
+        for (h, at) in self.layout.areas.iter().enumerate() {
+            if let Some(at) = at {
+                for &(off, v) in &tool.init {
+                    self.be.store_u64(h, at + off, v);
+                }
+            }
+        }
         let t = self.phases.lap("map heaps", t);
         let trap_module = site_plans
             .iter()
@@ -214,16 +226,17 @@ impl<B: Backend> PatchSet<B> {
             let heap: &Heap<B::Addr> =
                 heaps[h].as_ref().expect("a heap mapped for every module with probes");
             let patch_at = heap.code.get() + used[h];
-            used[h] += patchset::site_room(probes, &sp.members);
+            used[h] += patchset::site_room(probes, &sp.members, tool);
             let (data, tails) = (heap.data.get(), heap.tails.map_or(0, TargetAddr::get));
-            jobs.push(Job { site: sp, label: &p.label, patch_at, data, tails, guard_action });
+            let area = self.layout.areas[h].map_or(0, |off| data + off);
+            jobs.push(Job { site: sp, label: &p.label, patch_at, data, tails, area, guard_action });
         }
         cancelled(cancel)?;
 
         // 5. Code, generated in parallel (pure), then written chunk by chunk with the
         //    foreign-bytes check. Room for every site first: growing the vector later copies
         //    megabytes.
-        let codes = patchset::generate(probes, &self.layout, &begin.runtime, &jobs);
+        let codes = patchset::generate(probes, tool, &self.layout, &begin.runtime, &jobs);
         let mut codes: Vec<Option<_>> = codes.into_iter().map(Some).collect();
         self.sites.reserve(site_plans.len());
         let t = self.phases.lap("code patches: generate", t);
@@ -495,6 +508,32 @@ impl<B: Backend> PatchSet<B> {
         }
     }
 
+    /// Which target the probes are in.
+    pub fn target(&self) -> crate::probe::Where {
+        self.be.target()
+    }
+
+    /// The heaps holding the tool's area (see [`ToolData`]), in heap order.
+    pub fn areas(&self) -> Vec<usize> {
+        (self.layout.areas.iter().enumerate()).filter_map(|(h, a)| a.map(|_| h)).collect()
+    }
+
+    /// The 8 bytes at `off` of the tool's area in heap `heap` (shared memory: no system call).
+    pub fn area_load(&self, heap: usize, off: u64) -> u64 {
+        match self.layout.areas.get(heap).copied().flatten() {
+            Some(at) => self.be.load_u64(heap, at + off),
+            None => 0,
+        }
+    }
+
+    /// Store `v` at `off` of the tool's area in heap `heap` (a ring's tail, a stream's flag);
+    /// the target's code sees it at once.
+    pub fn area_store(&self, heap: usize, off: u64, v: u64) {
+        if let Some(at) = self.layout.areas.get(heap).copied().flatten() {
+            self.be.store_u64(heap, at + off, v);
+        }
+    }
+
     /// Timer `t` as it stands at TSC time `now` (threads inside counted up to `now`).
     pub fn timer(&self, t: usize, now: u64) -> TimerSample {
         let Some((h, off)) = self.layout.timers.get(t).copied().flatten() else {
@@ -746,7 +785,7 @@ pub(crate) mod fake {
             &mut self,
             _: &[AnalyzedImage],
             _: &[Probe],
-            _: usize,
+            _: &ToolData,
             _: &mut Phases,
         ) -> Result<Begin, InstrumentError> {
             self.event("begin");
@@ -772,6 +811,7 @@ pub(crate) mod fake {
             &mut self,
             modules: &[AnalyzedImage],
             _: &[Probe],
+            _: &ToolData,
             _: &DataLayout,
             _: &[SitePlan],
         ) -> Result<Vec<Option<Heap<RemoteAddr>>>, InstrumentError> {
@@ -856,6 +896,7 @@ pub(crate) mod fake {
         fn load_u64(&self, _: usize, _: u64) -> u64 {
             0
         }
+        fn store_u64(&self, _: usize, _: u64, _: u64) {}
         fn pauses(&self) -> Pauses {
             Pauses::default()
         }
@@ -929,7 +970,7 @@ mod tests {
             fake,
             std::slice::from_ref(m),
             probes,
-            1,
+            &ToolData::timers(1),
             Planning { force_kind: kind, ..Planning::default() },
             None,
         )

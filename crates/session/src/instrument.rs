@@ -50,7 +50,7 @@ use crate::patchset::{self, DataLayout, Outcome, Runtime, GUARD_PATCH};
 use crate::phases::Phases;
 use crate::plan::{every_cpu, Planning, Rules, SitePlan, Sites};
 use crate::probe::Where;
-pub use crate::probe::{Action, InstrumentError, Probe, Reason, Refused, Removed, Site};
+pub use crate::probe::{Action, InstrumentError, Probe, Reason, Refused, Removed, Site, ToolData};
 use crate::spec::Point;
 use kerf_arch::{ImageAddr, RemoteAddr};
 use kerf_codegen::timer;
@@ -348,7 +348,7 @@ impl Backend for ProcessBackend {
         &mut self,
         modules: &[AnalyzedImage],
         probes: &[Probe],
-        _timers: usize,
+        tool: &ToolData,
         phases: &mut Phases,
     ) -> Result<Begin, InstrumentError> {
         // Each step that injects system calls has a stop of its own: a stop lasts as long as
@@ -359,7 +359,8 @@ impl Backend for ProcessBackend {
         self.heaps = (0..modules.len()).map(|_| None).collect();
         let only = self.only_thread;
         let (thread, only_thread, startup) = self.stopped(|me, tr| {
-            let (thread, only_thread) = thread_context(tr, me.pid, probes, only)?;
+            let (thread, only_thread) =
+                thread_context(tr, me.pid, tool.needs_threads(probes), only)?;
             let startup = modules.first().and_then(|m| startup_ranges(tr, m)).unwrap_or_default();
             me.mem = Some(tr.memory());
             Ok((thread, only_thread, startup))
@@ -393,6 +394,7 @@ impl Backend for ProcessBackend {
         &mut self,
         modules: &[AnalyzedImage],
         probes: &[Probe],
+        tool: &ToolData,
         layout: &DataLayout,
         _sites: &[SitePlan],
     ) -> Result<Vec<Option<Heap<RemoteAddr>>>, InstrumentError> {
@@ -400,7 +402,7 @@ impl Backend for ProcessBackend {
         let mut tails = vec![false; modules.len()];
         for p in probes {
             let m = p.point.module;
-            code[m] += patchset::patch_room(p.action);
+            code[m] += patchset::patch_room(p.action, tool);
             tails[m] |= p.action.is_tail();
             if p.action == Action::SignalGuard {
                 code[m] += GUARD_PATCH;
@@ -668,6 +670,12 @@ impl Backend for ProcessBackend {
         }
     }
 
+    fn store_u64(&self, heap: usize, off: u64, v: u64) {
+        if let Some(h) = self.heaps.get(heap).and_then(Option::as_ref) {
+            h.data.store_u64(off as usize, v);
+        }
+    }
+
     fn pauses(&self) -> Pauses {
         Pauses {
             longest: self.longest_pause,
@@ -693,19 +701,18 @@ pub struct Options {
 }
 
 impl PatchSet<ProcessBackend> {
-    /// Splice `probes` into process `pid`, whose modules are `modules`. `timers` timer
-    /// blocks are allocated; each `TimerStart`/`TimerStop` names one, and all probes of one
-    /// timer must be in one module.
+    /// Splice `probes` into process `pid`, whose modules are `modules`, with `tool`'s timer
+    /// blocks, programs and area (see [`ToolData`]).
     pub fn install(
         pid: i32,
         modules: &[AnalyzedImage],
         probes: &[Probe],
-        timers: usize,
+        tool: &ToolData,
         opts: Options,
     ) -> Result<Instrumentation, InstrumentError> {
         // Before anything changes in the target: another kerf there is refused.
         let be = ProcessBackend::claim(pid)?;
-        Instrumentation::install_with(be, modules, probes, timers, opts, None)
+        Instrumentation::install_with(be, modules, probes, tool, opts, None)
     }
 
     /// [`Instrumentation::install`] through back-end `be` (claimed with
@@ -715,7 +722,7 @@ impl PatchSet<ProcessBackend> {
         mut be: ProcessBackend,
         modules: &[AnalyzedImage],
         probes: &[Probe],
-        timers: usize,
+        tool: &ToolData,
         opts: Options,
         cancel: Cancel<'_>,
     ) -> Result<Instrumentation, InstrumentError> {
@@ -724,7 +731,7 @@ impl PatchSet<ProcessBackend> {
             force_kind: opts.force_kind,
             threads: opts.plan_threads.unwrap_or_else(every_cpu),
         };
-        PatchSet::build(be, modules, probes, timers, planning, cancel)
+        PatchSet::build(be, modules, probes, tool, planning, cancel)
     }
 }
 
@@ -734,11 +741,10 @@ impl PatchSet<ProcessBackend> {
 fn thread_context(
     tr: &Tracee,
     pid: i32,
-    probes: &[Probe],
+    threads: bool,
     only: Option<i32>,
 ) -> Result<(ThreadPointer, Option<u64>), InstrumentError> {
-    let timers = probes.iter().any(|p| p.action != Action::Count);
-    if !timers && only.is_none() {
+    if !threads && only.is_none() {
         return Ok((ThreadPointer::FsBase, None));
     }
     let fsgsbase = tr.auxv(AT_HWCAP2)?.unwrap_or(0) & HWCAP2_FSGSBASE != 0;

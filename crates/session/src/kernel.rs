@@ -10,7 +10,7 @@ use crate::patchset::{self, DataLayout, Outcome, Runtime};
 use crate::phases::Phases;
 use crate::plan::{Planning, Rules, SitePlan};
 use crate::probe::Where;
-use crate::probe::{Action, InstrumentError, KindRefusal, Probe, Reason, Removed};
+use crate::probe::{Action, InstrumentError, KindRefusal, Probe, Reason, Removed, ToolData};
 use kerf_analysis::image::Image;
 use kerf_analysis::{analyze, Progress};
 use kerf_arch::{ImageAddr, KernelAddr, RemoteAddr};
@@ -215,16 +215,17 @@ impl<'k> KernelBackend<'k> {
 }
 
 impl<'k> PatchSet<KernelBackend<'k>> {
-    /// Plan, write and splice `probes` (with `timers` timer blocks) into the kernel.
+    /// Plan, write and splice `probes` (with `tool`'s timers, programs and area) into the
+    /// kernel.
     pub fn install(
         kernel: &'k Kernel,
         probes: &[Probe],
-        timers: usize,
+        tool: &ToolData,
         opts: KernelOptions,
     ) -> Result<KernelInstrumentation<'k>, InstrumentError> {
         let be = KernelBackend::new(kernel, opts);
         let planning = Planning { force_kind: opts.force_kind, ..Planning::default() };
-        PatchSet::build(be, &kernel.images, probes, timers, planning, None)
+        PatchSet::build(be, &kernel.images, probes, tool, planning, None)
     }
 }
 
@@ -447,7 +448,7 @@ impl Backend for KernelBackend<'_> {
         &mut self,
         _modules: &[AnalyzedImage],
         probes: &[Probe],
-        timers: usize,
+        tool: &ToolData,
         phases: &mut Phases,
     ) -> Result<Begin, InstrumentError> {
         let t = Instant::now();
@@ -471,7 +472,7 @@ impl Backend for KernelBackend<'_> {
         };
         let thread = match self.kernel.current_task {
             Some(off) => ThreadPointer::GsSlot(off),
-            None if timers > 0 || self.only_pid.is_some() => {
+            None if tool.needs_threads(probes) || self.only_pid.is_some() => {
                 return Err(InstrumentError::NoCurrentTask)
             }
             None => ThreadPointer::GsSlot(0),
@@ -497,6 +498,7 @@ impl Backend for KernelBackend<'_> {
         &mut self,
         _modules: &[AnalyzedImage],
         probes: &[Probe],
+        tool: &ToolData,
         layout: &DataLayout,
         sites: &[SitePlan],
     ) -> Result<Vec<Option<Heap<KernelAddr>>>, InstrumentError> {
@@ -504,7 +506,7 @@ impl Backend for KernelBackend<'_> {
         let have = self.kernel.driver.info.patch_heap_size;
         let mut room = 0;
         for sp in sites {
-            room += patchset::site_room(probes, &sp.members);
+            room += patchset::site_room(probes, &sp.members, tool);
             if self.used + room > have {
                 let label = probes[sp.first].point.label.clone();
                 let addr = sp.plan.displaced.point;
@@ -581,6 +583,12 @@ impl Backend for KernelBackend<'_> {
         match self.data {
             Some(_) => self.kernel.driver.load_u64(off as usize),
             None => 0,
+        }
+    }
+
+    fn store_u64(&self, _heap: usize, off: u64, v: u64) {
+        if self.data.is_some() {
+            self.kernel.driver.store_u64(off as usize, v);
         }
     }
 

@@ -12,6 +12,7 @@ use crate::installer::PatchSet;
 use crate::instrument::{InstrumentError, Instrumentation, Options, Probe, Removed, Site};
 use crate::kernel::{Kernel, KernelInstrumentation, KernelOptions};
 use crate::load::{analyze_process, process_aliases, AnalyzedImage, LoadError, LoadOptions};
+use crate::probe::{ToolData, Where};
 use kerf_arch::RemoteAddr;
 use kerf_codegen::timer::TimerSample;
 use kerf_os::watch::{all_mapped, program, ExitWatch};
@@ -175,7 +176,7 @@ impl Stop {
 /// How long sampling goes on, and how often a tool looks at its probes.
 #[derive(Clone, Copy, Debug)]
 pub struct Sampling {
-    /// Seconds between ticks (at least 0.05 are taken).
+    /// Seconds between ticks (at least 0.001 are taken; the CLI asks users for 0.05).
     pub interval: f64,
     /// Seconds from the target's `started` until sampling stops (`None`: until the target
     /// ends, or a signal).
@@ -191,7 +192,10 @@ pub fn sample_loop(
     mut tick: impl FnMut(),
 ) -> Stop {
     let deadline = sampling.duration.map(|d| started + Duration::from_secs_f64(d));
-    let interval = Duration::from_secs_f64(sampling.interval.max(0.05));
+    // Tools may sample every few ms (the tracer drains its rings); users' intervals are
+    // checked on the command line.
+    let interval = Duration::from_secs_f64(sampling.interval.max(0.001));
+    let nap = interval.min(Duration::from_millis(10));
     let mut next = Instant::now() + interval;
     loop {
         if STOP.load(Ordering::SeqCst) {
@@ -207,7 +211,7 @@ pub fn sample_loop(
             tick();
             next += interval;
         }
-        std::thread::sleep(Duration::from_millis(10));
+        std::thread::sleep(nap);
     }
 }
 
@@ -355,7 +359,7 @@ impl ProcessTarget {
     }
 
     /// Install the probes `build` makes from the process's modules and their other names
-    /// (with the number of timer blocks, and whatever else the tool keeps with them), until
+    /// (with their timers, programs and area, and whatever else the tool keeps with them), until
     /// done or a signal asks kerf to stop. A cached analysis is checked where planning uses
     /// it; one that fails is analysed again, and the probes built again from the new one
     /// (`crate::checked`); each such rejection is a warning returned with the probes.
@@ -363,7 +367,7 @@ impl ProcessTarget {
     pub fn install<T, E>(
         &mut self,
         opts: Options,
-        mut build: impl FnMut(&[AnalyzedImage], &[Vec<String>]) -> Result<(Vec<Probe>, usize, T), E>,
+        mut build: impl FnMut(&[AnalyzedImage], &[Vec<String>]) -> Result<(Vec<Probe>, ToolData, T), E>,
     ) -> Result<(Instrumentation, Vec<Probe>, T, Vec<String>), InstallError<E>> {
         let quiet = &kerf_analysis::Quiet;
         let aliases = self.aliases.clone();
@@ -485,15 +489,23 @@ impl KernelTarget {
         Ok(KernelTarget { kernel, only_pid: only_pid.map(|p| p as u32), started })
     }
 
-    /// Plan, write and splice `probes` (with `timers` timer blocks) into the kernel.
+    /// Plan, write and splice `probes` (with `tool`'s timers, programs and area) into the
+    /// kernel.
     pub fn install(
         &self,
         probes: &[Probe],
-        timers: usize,
+        tool: &ToolData,
         force_kind: Option<kerf_patch::SpliceKind>,
     ) -> Result<KernelInstrumentation<'_>, InstrumentError> {
         let opts = KernelOptions { force_kind, only_pid: self.only_pid };
-        KernelInstrumentation::install(&self.kernel, probes, timers, opts)
+        KernelInstrumentation::install(&self.kernel, probes, tool, opts)
+    }
+
+    /// The offset of `task_struct.pid` in the running kernel, from its BTF (`None`: no BTF,
+    /// or no such member).
+    pub fn task_pid_offset(&self) -> Option<u32> {
+        let btf = self.kernel.driver.btf().ok()?;
+        kerf_analysis::image::btf::member_offset(&btf, "task_struct", "pid")
     }
 
     /// Take the probes out of the kernel.
@@ -545,6 +557,14 @@ pub trait Installed {
     /// Where kerf's code heaps start in the target (a process: they vanish from its maps
     /// when it runs `exec`; none in the kernel).
     fn code_heaps(&self) -> Vec<RemoteAddr>;
+    /// Which target the probes are in.
+    fn target(&self) -> Where;
+    /// The heaps holding the tool's area (see [`ToolData`]).
+    fn areas(&self) -> Vec<usize>;
+    /// The 8 bytes at `off` of the tool's area in heap `heap` (shared memory).
+    fn area_load(&self, heap: usize, off: u64) -> u64;
+    /// Store 8 bytes at `off` of the tool's area in heap `heap`.
+    fn area_store(&self, heap: usize, off: u64, v: u64);
 }
 
 impl<B: Backend> Installed for PatchSet<B> {
@@ -580,6 +600,18 @@ impl<B: Backend> Installed for PatchSet<B> {
     }
     fn code_heaps(&self) -> Vec<RemoteAddr> {
         PatchSet::code_heaps(self)
+    }
+    fn target(&self) -> Where {
+        self.target()
+    }
+    fn areas(&self) -> Vec<usize> {
+        PatchSet::areas(self)
+    }
+    fn area_load(&self, heap: usize, off: u64) -> u64 {
+        PatchSet::area_load(self, heap, off)
+    }
+    fn area_store(&self, heap: usize, off: u64, v: u64) {
+        PatchSet::area_store(self, heap, off, v)
     }
 }
 

@@ -6,10 +6,11 @@
 //! batch are generated in parallel.
 
 use crate::plan::SitePlan;
-use crate::probe::{Action, InstrumentError, KindRefusal, Probe, Reason, Site, Where};
+use crate::probe::{Action, InstrumentError, KindRefusal, Probe, Reason, Site, ToolData, Where};
 use kerf_arch::{KernelAddr, RemoteAddr};
+use kerf_codegen::ir::{Op, Program};
 use kerf_codegen::timer::{THREAD_TABLE_LEN, TIMER_LEN};
-use kerf_codegen::{lower, sigguard, Context, Env, Primitive, ThreadPointer};
+use kerf_codegen::{lower, lower_program, sigguard, At, Context, Env, Primitive, ThreadPointer};
 use kerf_patch::{build_patch_with, Layout};
 
 /// An address in a target's address space, as its back-end takes it: [`RemoteAddr`] in a
@@ -87,20 +88,52 @@ pub(crate) const TAIL_PATCH: u64 = 256;
 /// not share one.
 pub(crate) const DATA_SLOT: u64 = 64;
 
+/// Where the label ids of a site's `k`th tool program start (after the primitives' and the
+/// guard's), and how many ids one program may use.
+const PROGRAM_LABELS: u64 = 0x2000;
+const PROGRAM_LABEL_SPAN: u64 = 0x400;
+/// Programs one site may hold (label ids must stay below 64 KiB; see `kerf_codegen::relabel`).
+const MAX_SITE_PROGRAMS: usize = ((0x10000 - PROGRAM_LABELS) / PROGRAM_LABEL_SPAN) as usize;
+
 /// Bytes of code heap reserved for a probe of this action (a multiple of 16, so that patches
 /// placed one after the other by room stay aligned).
-pub(crate) fn patch_room(a: Action) -> u64 {
+pub(crate) fn patch_room(a: Action, tool: &ToolData) -> u64 {
     match a {
         Action::Count => PATCH_SLOT,
         Action::TimerStart(_) | Action::TimerStop(_) => PATCH_SLOT + TIMER_PATCH,
         Action::TimerTailCall(_) | Action::TimerTailReturn => PATCH_SLOT + TIMER_PATCH + TAIL_PATCH,
         Action::SignalGuard => PATCH_SLOT + GUARD_PATCH,
+        Action::Program { program: k, .. } => {
+            PATCH_SLOT + tool.programs.get(k).map_or(0, program_room)
+        }
     }
 }
 
+/// A bound on the bytes a tool program lowers to: its saves and restores (at most every
+/// general register, flags and the red-zone step: 96 bytes), then each op's longest form.
+/// An underestimate is caught, not overrun: a patch longer than its room is an error.
+fn program_room(p: &Program) -> u64 {
+    let ops: u64 = p
+        .ops
+        .iter()
+        .map(|op| match op {
+            Op::Label(_) => 0,
+            // The thread-slot lookup, the reservation and the record (10 bytes a value).
+            Op::Emit { values, .. } => 160 + 10 * values.len() as u64,
+            Op::EmitThread { values, reads, .. } => {
+                224 + 10 * values.len() as u64 + 160 * reads.len() as u64
+            }
+            Op::Call { args, .. } => 32 + 10 * args.len() as u64,
+            Op::Timer(_) => TIMER_PATCH + TAIL_PATCH,
+            _ => 16,
+        })
+        .sum();
+    (96 + ops).next_multiple_of(16)
+}
+
 /// Room for the code patch of a site holding `members`.
-pub(crate) fn site_room(probes: &[Probe], members: &[usize]) -> u64 {
-    members.iter().map(|&i| patch_room(probes[i].action)).sum()
+pub(crate) fn site_room(probes: &[Probe], members: &[usize], tool: &ToolData) -> u64 {
+    members.iter().map(|&i| patch_room(probes[i].action, tool)).sum()
 }
 
 /// Where each probe's data is, per data heap (a process has one per module with probes, the
@@ -109,6 +142,8 @@ pub(crate) fn site_room(probes: &[Probe], members: &[usize]) -> u64 {
 /// +0                     thread table (codegen::timer), used by timers and thread filters
 /// +THREAD_TABLE_LEN      the heap's timer blocks, TIMER_LEN bytes each
 /// then                   its counters, DATA_SLOT bytes each
+/// then (64-aligned)      the tool's area (`ToolData::area` bytes), if a probe here runs a
+///                        tool program
 /// then (`end`)           what the target adds (a process's tail stacks and signal area)
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -117,20 +152,22 @@ pub struct DataLayout {
     pub counters: Vec<Option<(usize, u64)>>,
     /// Per timer: the heap and offset of its block (`None`: no probe uses it).
     pub timers: Vec<Option<(usize, u64)>>,
+    /// Per heap: the offset of the tool's area (`None`: no tool program runs there).
+    pub areas: Vec<Option<u64>>,
     /// Per heap: the end of the layout.
     pub end: Vec<u64>,
 }
 
 impl DataLayout {
-    /// Lay out `timers` timers and the counters of `probes` in `heaps` heaps; `heap_of` maps a
-    /// module to its heap. Every probe of one timer must be in one heap.
+    /// Lay out the timers and area of `tool` and the counters of `probes` in `heaps` heaps;
+    /// `heap_of` maps a module to its heap. Every probe of one timer must be in one heap.
     pub(crate) fn new(
         probes: &[Probe],
-        timers: usize,
+        tool: &ToolData,
         heaps: usize,
         heap_of: impl Fn(usize) -> usize,
     ) -> Result<DataLayout, InstrumentError> {
-        let mut timer_heap: Vec<Option<usize>> = vec![None; timers];
+        let mut timer_heap: Vec<Option<usize>> = vec![None; tool.timers];
         for p in probes {
             let Some(t) = p.action.timer() else { continue };
             let h = heap_of(p.point.module);
@@ -168,7 +205,16 @@ impl DataLayout {
                 })
             })
             .collect();
-        Ok(DataLayout { counters, timers, end: next })
+        let mut areas = vec![None; heaps];
+        for p in probes.iter().filter(|p| matches!(p.action, Action::Program { .. })) {
+            let h = heap_of(p.point.module);
+            if areas[h].is_none() {
+                let at = next[h].next_multiple_of(64);
+                areas[h] = Some(at);
+                next[h] = at + tool.area;
+            }
+        }
+        Ok(DataLayout { counters, timers, areas, end: next })
     }
 }
 
@@ -234,6 +280,8 @@ pub(crate) struct Job<'a> {
     /// The data heap of the site's module, and its tail stacks (0: none).
     pub data: u64,
     pub tails: u64,
+    /// Where the tool's area is in that heap (0: none).
+    pub area: u64,
     /// For a site with a signal-mask guard: where the program's SIGTRAP action is kept.
     pub guard_action: Option<u64>,
 }
@@ -245,7 +293,8 @@ pub struct Code {
     pub layout: Layout,
 }
 
-/// The primitive of probe `i` (`None` for a signal-mask guard, which is not a primitive).
+/// The primitive of probe `i` (`None` for a signal-mask guard or a tool program, which are
+/// not primitives).
 fn primitive(
     probes: &[Probe],
     data: &DataLayout,
@@ -270,14 +319,17 @@ fn primitive(
             Primitive::TimerTailCall { timer: timer(t), tails: job.tails, stack: stack()? }
         }
         Action::TimerTailReturn => Primitive::TimerTailReturn { tails: job.tails, stack: stack()? },
-        Action::SignalGuard => return Ok(None),
+        Action::SignalGuard | Action::Program { .. } => return Ok(None),
     }))
 }
 
-/// The code patch of one site: the primitives of its probes, then (for a guard) the guard,
-/// which runs the `syscall` itself, then the displaced instructions and the jump back.
+/// The code patch of one site: the primitives of its probes, then its tool programs (each
+/// lowered on its own, with its addresses moved into this heap's area), then (for a guard)
+/// the guard, which runs the `syscall` itself, then the displaced instructions and the jump
+/// back.
 pub(crate) fn site_code(
     probes: &[Probe],
+    tool: &ToolData,
     data: &DataLayout,
     rt: &Runtime,
     job: &Job<'_>,
@@ -290,11 +342,13 @@ pub(crate) fn site_code(
         error,
     };
     let mut prims = Vec::new();
+    let mut programs = Vec::new();
     let mut guarded = false;
     for &i in &job.site.members {
-        match primitive(probes, data, job, i)? {
-            Some(p) => prims.push(p),
-            None => guarded = true,
+        match (primitive(probes, data, job, i)?, probes[i].action) {
+            (Some(p), _) => prims.push(p),
+            (None, Action::Program { program: k, .. }) => programs.push(k),
+            (None, _) => guarded = true,
         }
     }
     let ctx = Context {
@@ -307,6 +361,22 @@ pub(crate) fn site_code(
     };
     let mut snippet =
         if prims.is_empty() { Vec::new() } else { lower(&prims, &ctx).map_err(codegen)? };
+    if programs.len() > MAX_SITE_PROGRAMS {
+        let what =
+            format!("{} tool programs at one site (at most {MAX_SITE_PROGRAMS})", programs.len());
+        return Err(codegen(kerf_codegen::CodegenError(what)));
+    }
+    let at = At { live: job.site.live, env: rt.env, thread: rt.thread, threads: job.data };
+    for (n, &k) in programs.iter().enumerate() {
+        let program = tool
+            .programs
+            .get(k)
+            .ok_or_else(|| codegen(kerf_codegen::CodegenError(format!("no tool program {k}"))))?;
+        let mut code = lower_program(&program.relocate(job.area), &at)
+            .map_err(|e| codegen(kerf_codegen::CodegenError::from(e)))?;
+        kerf_codegen::relabel(&mut code, PROGRAM_LABELS + n as u64 * PROGRAM_LABEL_SPAN);
+        snippet.extend(code);
+    }
     let layout = if guarded {
         let action = job.guard_action.ok_or_else(|| {
             codegen(kerf_codegen::CodegenError("a guard with no trap dispatcher".into()))
@@ -325,7 +395,7 @@ pub(crate) fn site_code(
             addr,
             error,
         })?;
-    let room = site_room(probes, &job.site.members);
+    let room = site_room(probes, &job.site.members, tool);
     if bytes.len() as u64 > room {
         return Err(InstrumentError::PatchTooLong {
             target: rt.target,
@@ -342,6 +412,7 @@ pub(crate) fn site_code(
 /// results in the jobs' order.
 pub(crate) fn generate(
     probes: &[Probe],
+    tool: &ToolData,
     data: &DataLayout,
     rt: &Runtime,
     jobs: &[Job<'_>],
@@ -350,14 +421,14 @@ pub(crate) fn generate(
     // Below a few hundred sites a thread costs more than it saves.
     let per = jobs.len().div_ceil(workers).max(256);
     if jobs.len() <= per {
-        return jobs.iter().map(|j| site_code(probes, data, rt, j)).collect();
+        return jobs.iter().map(|j| site_code(probes, tool, data, rt, j)).collect();
     }
     std::thread::scope(|s| {
         let handles: Vec<_> = jobs
             .chunks(per)
             .map(|chunk| {
                 s.spawn(move || {
-                    chunk.iter().map(|j| site_code(probes, data, rt, j)).collect::<Vec<_>>()
+                    chunk.iter().map(|j| site_code(probes, tool, data, rt, j)).collect::<Vec<_>>()
                 })
             })
             .collect();
@@ -398,7 +469,7 @@ mod tests {
             probe(0, Action::TimerStart(0)),
             probe(0, Action::Count),
         ];
-        let d = DataLayout::new(&probes, 3, 2, |m| m).unwrap();
+        let d = DataLayout::new(&probes, &ToolData::timers(3), 2, |m| m).unwrap();
         let t = THREAD_TABLE_LEN;
         assert_eq!(d.timers, vec![Some((0, t)), Some((1, t)), None]);
         assert_eq!(
@@ -414,16 +485,33 @@ mod tests {
         );
         assert_eq!(d.end, vec![t + TIMER_LEN + 2 * DATA_SLOT, t + TIMER_LEN + DATA_SLOT]);
         // One heap for all (the kernel's).
-        let one = DataLayout::new(&probes, 3, 1, |_| 0).unwrap();
+        let one = DataLayout::new(&probes, &ToolData::timers(3), 1, |_| 0).unwrap();
         assert_eq!(one.end, vec![t + 2 * TIMER_LEN + 3 * DATA_SLOT]);
+    }
+
+    /// A tool's area goes after the counters, 64-aligned, once in each heap where one of its
+    /// programs runs, and nowhere else.
+    #[test]
+    fn tool_areas_per_heap() {
+        let probes = [
+            probe(0, Action::Count),
+            probe(2, Action::program(0)),
+            probe(2, Action::program(1)),
+            probe(0, Action::program(0)),
+        ];
+        let tool = ToolData { area: 1000, ..ToolData::default() };
+        let d = DataLayout::new(&probes, &tool, 3, |m| m).unwrap();
+        let t = THREAD_TABLE_LEN;
+        assert_eq!(d.areas, vec![Some(t + DATA_SLOT), None, Some(t)]);
+        assert_eq!(d.end, vec![t + DATA_SLOT + 1000, t, t + 1000]);
     }
 
     #[test]
     fn a_timer_in_two_heaps_is_refused() {
         let probes = [probe(0, Action::TimerStart(0)), probe(1, Action::TimerStop(0))];
-        let e = DataLayout::new(&probes, 1, 2, |m| m).unwrap_err();
+        let e = DataLayout::new(&probes, &ToolData::timers(1), 2, |m| m).unwrap_err();
         assert!(matches!(e, InstrumentError::TimerSpansModules { timer: 0, .. }), "{e:?}");
-        assert!(DataLayout::new(&probes, 1, 1, |_| 0).is_ok());
+        assert!(DataLayout::new(&probes, &ToolData::timers(1), 1, |_| 0).is_ok());
     }
 
     #[test]
@@ -434,8 +522,13 @@ mod tests {
             Action::TimerTailCall(0),
             Action::TimerTailReturn,
             Action::SignalGuard,
+            Action::program(0),
         ] {
-            assert_eq!(patch_room(a) % 16, 0, "{a:?}");
+            let mut p = Program::new();
+            let v = p.vreg("v");
+            p.push(Op::Reg { dst: v, reg: kerf_arch::x86_64::Gpr::Rdi });
+            let tool = ToolData { programs: vec![p], ..ToolData::default() };
+            assert_eq!(patch_room(a, &tool) % 16, 0, "{a:?}");
         }
     }
 }

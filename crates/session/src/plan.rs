@@ -280,6 +280,13 @@ fn plan_modules(
             let starts = exit_block_starts(m, p.func, p.addr.0);
             let mut chosen = None;
             for &s in starts.iter().rev() {
+                // A tool program sees the registers it reads as they are at the exit (the
+                // return value): not before an instruction that may change one of them.
+                if let Action::Program { reads, .. } = probes[i].action {
+                    if s != p.addr.0 && !clobbers(m, s).intersect(reads).is_empty() {
+                        break;
+                    }
+                }
                 // A tail-call probe must know the stack pointer its exit will have.
                 if probes[i].action.is_tail() && stack_at(m, s, p.addr.0).is_none() {
                     continue;
@@ -787,6 +794,19 @@ fn exit_block_starts(m: &AnalyzedImage, f: FuncId, exit: u64) -> Vec<u64> {
         return vec![exit];
     }
     v
+}
+
+/// The registers the instruction at image address `a` may change (all of them if it does
+/// not decode).
+fn clobbers(m: &AnalyzedImage, a: u64) -> kerf_arch::x86_64::RegSet {
+    let Some((base, bytes)) = m.code_region(ImageAddr(a)) else {
+        return kerf_arch::x86_64::RegSet::ALL;
+    };
+    let mut sc = kerf_arch::x86_64::Scanner::new(bytes, base);
+    match sc.decode(ImageAddr(a)) {
+        Some(i) => sc.facts(&i).clobbers,
+        None => kerf_arch::x86_64::RegSet::ALL,
+    }
 }
 
 /// The stack pointer the instruction at image address `to` will have when it runs, in terms

@@ -6,6 +6,7 @@
 
 use crate::spec::Point;
 use kerf_analysis::cfg::NoSplice;
+use kerf_arch::x86_64::RegSet;
 use kerf_os::kernel::KernelError;
 use kerf_os::TargetError;
 use kerf_patch::SpliceKind;
@@ -30,9 +31,19 @@ pub enum Action {
     /// At a return, or a jump out of the functions a timed function reaches by tail calls:
     /// end the pending tail calls made with this stack pointer (codegen's `TimerTailReturn`).
     TimerTailReturn,
+    /// Run the tool's IR program `program` (an index into [`ToolData::programs`]), which
+    /// reads the values registers `reads` have at the point: an exit probe running it is
+    /// placed before the exit only past instructions that change none of them (a return
+    /// value is only there once the last write of `rax` has run).
+    Program { program: usize, reads: RegSet },
 }
 
 impl Action {
+    /// A tool program that reads no register's value at the point.
+    pub fn program(program: usize) -> Action {
+        Action::Program { program, reads: RegSet::EMPTY }
+    }
+
     /// Whether the probe takes part in timing through tail calls (it needs the thread's
     /// stack pointer at its exit, and the module's tail stacks).
     pub fn is_tail(self) -> bool {
@@ -43,8 +54,50 @@ impl Action {
     pub fn timer(self) -> Option<usize> {
         match self {
             Action::TimerStart(t) | Action::TimerStop(t) | Action::TimerTailCall(t) => Some(t),
-            Action::Count | Action::SignalGuard | Action::TimerTailReturn => None,
+            Action::Count
+            | Action::SignalGuard
+            | Action::TimerTailReturn
+            | Action::Program { .. } => None,
         }
+    }
+}
+
+/// What a tool hands the installer besides its probes: timer blocks, the IR programs its
+/// [`Action::Program`] probes run, and a data area of its own.
+///
+/// A process has a data heap per module with probes (each within a jump of its code), the
+/// kernel one: every heap that holds a `Program` probe gets an area of `area` bytes, and the
+/// programs run in that heap's copy. Their data addresses are offsets in the area, which the
+/// installer shifts to the heap's (`kerf_codegen::ir::Program::relocate`); a tool reads and
+/// writes its areas through the installed probes (`PatchSet::area_load`, `area_store`).
+#[derive(Clone, Debug, Default)]
+pub struct ToolData {
+    /// Timer blocks: each `TimerStart`/`TimerStop` names one, and all probes of one timer
+    /// must be in one heap.
+    pub timers: usize,
+    pub programs: Vec<kerf_codegen::ir::Program>,
+    /// Bytes of the tool's area per heap with a `Program` probe (zeroed when mapped).
+    pub area: u64,
+    /// Words written into every area before any splice goes live: `(offset, value)` (a
+    /// tracer's stream flags, on from the first event).
+    pub init: Vec<(u64, u64)>,
+}
+
+impl ToolData {
+    /// Timer blocks only (what `count` and `time` need).
+    pub fn timers(timers: usize) -> ToolData {
+        ToolData { timers, ..ToolData::default() }
+    }
+
+    /// Whether the generated code must tell threads apart (timers, per-thread rings).
+    pub fn needs_threads(&self, probes: &[Probe]) -> bool {
+        self.timers > 0
+            || probes.iter().any(|p| match p.action {
+                Action::Program { program: k, .. } => {
+                    self.programs.get(k).is_some_and(|p| p.uses_threads())
+                }
+                a => a.timer().is_some() || a.is_tail(),
+            })
     }
 }
 

@@ -10,7 +10,7 @@ use kerf_analysis::cfg::FuncId;
 use kerf_arch::ImageAddr;
 use kerf_os::ptrace::fake::{regs_at, Fake, PID, SYSCALL_AT};
 use kerf_session::instrument::{Instrumentation, Options, ProcessBackend};
-use kerf_session::probe::{Action, InstrumentError, Probe, Reason};
+use kerf_session::probe::{Action, InstrumentError, Probe, Reason, ToolData};
 use kerf_session::spec::Point;
 use kerf_session::AnalyzedImage;
 use std::sync::Arc;
@@ -85,7 +85,7 @@ fn install(
         be,
         std::slice::from_ref(m),
         probes,
-        timers,
+        &ToolData::timers(timers),
         Options::default(),
         None,
     )
@@ -182,7 +182,7 @@ fn bytes_not_the_files_are_refused() {
         be,
         std::slice::from_ref(&m),
         &[leaf],
-        0,
+        &ToolData::default(),
         Options::default(),
         None,
     )

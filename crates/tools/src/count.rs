@@ -3,7 +3,7 @@
 
 use crate::error::ToolError;
 use crate::live::{resolve, site_json, LiveTool, TargetKind};
-use kerf_session::instrument::{Action, Probe};
+use kerf_session::instrument::{Action, Probe, ToolData};
 use kerf_session::live::Installed;
 use kerf_session::spec::{self, Spec};
 use kerf_session::AnalyzedImage;
@@ -41,8 +41,8 @@ impl LiveTool for Count {
         images: &[AnalyzedImage],
         aliases: &[Vec<String>],
         _kind: TargetKind,
-    ) -> Result<(Vec<Probe>, usize, ()), ToolError> {
-        Ok((counters(resolve(images, aliases, &self.specs)?), 0, ()))
+    ) -> Result<(Vec<Probe>, ToolData, ()), ToolError> {
+        Ok((counters(resolve(images, aliases, &self.specs)?), ToolData::default(), ()))
     }
 
     fn table(&self, _built: &(), probes: usize, _inst: &dyn Installed) -> Table {
@@ -53,7 +53,13 @@ impl LiveTool for Count {
         table.render(inst)
     }
 
-    fn summarize(&self, _built: &(), probes: &[Probe], inst: &dyn Installed) -> Value {
+    fn summarize(
+        &self,
+        _table: &mut Table,
+        _built: &(),
+        probes: &[Probe],
+        inst: &dyn Installed,
+    ) -> Value {
         json!({"points": summarize(inst, probes)})
     }
 

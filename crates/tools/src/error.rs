@@ -35,6 +35,10 @@ pub enum ToolError {
     NothingToAnalyze,
     /// An operation on kerf's own files or processes (the demo's workload).
     Io { what: &'static str, source: std::io::Error },
+    /// A probe line of `kerf trace` that does not parse.
+    Probe(crate::trace::probe::ProbeError),
+    /// Options that cannot work together, or a probe this target cannot run (with why).
+    Usage(String),
 }
 
 impl fmt::Display for ToolError {
@@ -63,11 +67,19 @@ impl fmt::Display for ToolError {
             }
             ToolError::NothingToAnalyze => write!(f, "give a file to analyse, or -p PID"),
             ToolError::Io { what, source } => write!(f, "{what}{source}"),
+            ToolError::Probe(e) => write!(f, "{e}"),
+            ToolError::Usage(e) => write!(f, "{e}"),
         }
     }
 }
 
 impl std::error::Error for ToolError {}
+
+impl From<crate::trace::probe::ProbeError> for ToolError {
+    fn from(e: crate::trace::probe::ProbeError) -> Self {
+        ToolError::Probe(e)
+    }
+}
 
 impl From<SpecError> for ToolError {
     fn from(e: SpecError) -> Self {

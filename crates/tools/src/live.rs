@@ -8,7 +8,7 @@
 
 use crate::error::ToolError;
 use kerf_patch::SpliceKind;
-use kerf_session::instrument::{Options, Probe, Site};
+use kerf_session::instrument::{Options, Probe, Site, ToolData};
 use kerf_session::live::{
     check_interrupted, sample_loop, signal_name, End, Installed, KernelTarget, ProcessTarget,
     Refusal, Sampling, Spliced, Stop, Target,
@@ -58,14 +58,15 @@ pub trait LiveTool {
     type Table;
 
     /// The probes for the target's images (with their other names; empty for the kernel),
-    /// how many timer blocks they use, and what the tool keeps with them. Called again when a
+    /// the timers, programs and area they use, and what the tool keeps with them. Called
+    /// again when a
     /// cached analysis is rejected and analysed afresh.
     fn build(
         &self,
         images: &[AnalyzedImage],
         aliases: &[Vec<String>],
         kind: TargetKind,
-    ) -> Result<(Vec<Probe>, usize, Self::Built), ToolError>;
+    ) -> Result<(Vec<Probe>, ToolData, Self::Built), ToolError>;
 
     /// Once the probes are in: anything to tell the user about what was built.
     fn installed(&self, _built: &Self::Built, _events: &mut dyn Events) {}
@@ -77,8 +78,24 @@ pub trait LiveTool {
     fn render(&self, table: &mut Self::Table, built: &Self::Built, inst: &dyn Installed) -> String;
 
     /// The summary's own fields (merged into the object of [`Report::json`]), read while the
-    /// probes are still in.
-    fn summarize(&self, built: &Self::Built, probes: &[Probe], inst: &dyn Installed) -> Value;
+    /// probes are still in (the live table's last state with them).
+    fn summarize(
+        &self,
+        table: &mut Self::Table,
+        built: &Self::Built,
+        probes: &[Probe],
+        inst: &dyn Installed,
+    ) -> Value;
+
+    /// How often the tool samples: the user's choice, unless the tool needs its own pace (the
+    /// tracer drains its rings every few ms).
+    fn sampling(&self, s: Sampling) -> Sampling {
+        s
+    }
+
+    /// Before building for the kernel: the offset of `task_struct.pid` from the kernel's BTF
+    /// (`None`: not found), for tools that read a task's thread id.
+    fn kernel_task_pid(&self, _offset: Option<u32>) {}
 
     /// The final table, from the summary.
     fn final_table(&self, summary: &Value) -> String;
@@ -140,14 +157,15 @@ fn run_process<T: LiveTool>(
     let refused = refused_json(&inst, events);
     tool.installed(&built, events);
     let mut table = tool.table(&built, probes.len(), &inst);
-    let mut stop = p.sample(opts.sampling, &Installed::code_heaps(&inst), || {
+    let mut stop = p.sample(tool.sampling(opts.sampling), &Installed::code_heaps(&inst), || {
+        let text = tool.render(&mut table, &built, &inst);
         if opts.live_table {
-            events.live(&tool.render(&mut table, &built, &inst));
+            events.live(&text);
         }
     });
     // Results first: the shared data heap stays readable here even after the target
     // is gone.
-    let fields = tool.summarize(&built, &probes, &inst);
+    let fields = tool.summarize(&mut table, &built, &probes, &inst);
     let Spliced { longest_pause: pause, longest_splice_pause: batch_pause, phases, .. } =
         inst.spliced();
     // In the order they first ran: `[name, microseconds]`.
@@ -189,25 +207,27 @@ fn run_kernel<T: LiveTool>(
     opts: &LiveOptions,
     events: &mut dyn Events,
 ) -> Result<Report, ToolError> {
-    let (probes, timers, built) = tool.build(&k.kernel.images, &[], TargetKind::Kernel)?;
+    tool.kernel_task_pid(k.task_pid_offset());
+    let (probes, data, built) = tool.build(&k.kernel.images, &[], TargetKind::Kernel)?;
     check_interrupted()?;
-    let inst = k.install(&probes, timers, opts.force_kind).map_err(ToolError::KernelInstall)?;
+    let inst = k.install(&probes, &data, opts.force_kind).map_err(ToolError::KernelInstall)?;
     events.say(&kernel_spliced_line(&inst));
     let refused = refused_json(&inst, events);
     tool.installed(&built, events);
     let mut table = tool.table(&built, probes.len(), &inst);
     let why = sample_loop(
         k.started,
-        opts.sampling,
+        tool.sampling(opts.sampling),
         || None,
         || {
+            let text = tool.render(&mut table, &built, &inst);
             if opts.live_table {
-                events.live(&tool.render(&mut table, &built, &inst));
+                events.live(&text);
             }
         },
     )
     .describe(0);
-    let fields = tool.summarize(&built, &probes, &inst);
+    let fields = tool.summarize(&mut table, &built, &probes, &inst);
     let splice_seconds = inst.spliced().splice_time.unwrap_or_default().as_secs_f64();
     let removal = k.finish(inst);
     let mut v = json!({"kernel": true, "stopped": why, "refused": refused,

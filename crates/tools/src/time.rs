@@ -11,7 +11,7 @@
 use crate::error::ToolError;
 use crate::live::{resolve, site_json, Events, LiveTool, TargetKind};
 use kerf_analysis::cfg::{EdgeKind, EdgeTarget, FuncId, Terminator};
-use kerf_session::instrument::{tsc, Action, Probe};
+use kerf_session::instrument::{tsc, Action, Probe, ToolData};
 use kerf_session::live::Installed;
 use kerf_session::spec::{self, Point, Spec, SpecWhat};
 use kerf_session::AnalyzedImage;
@@ -78,15 +78,15 @@ impl LiveTool for Time {
         images: &[AnalyzedImage],
         aliases: &[Vec<String>],
         kind: TargetKind,
-    ) -> Result<(Vec<Probe>, usize, Vec<Timed>), ToolError> {
+    ) -> Result<(Vec<Probe>, ToolData, Vec<Timed>), ToolError> {
         let through_tail_calls = kind == TargetKind::Process;
         let (mut probes, mut timed) =
             timer_probes(images, aliases, &self.specs, through_tail_calls)?;
         if self.callees {
             callee_probes(images, &mut probes, &mut timed);
         }
-        let timers = timed.len();
-        Ok((probes, timers, timed))
+        let tool = ToolData::timers(timed.len());
+        Ok((probes, tool, timed))
     }
 
     fn installed(&self, timed: &Vec<Timed>, events: &mut dyn Events) {
@@ -106,7 +106,13 @@ impl LiveTool for Time {
         table.render(timed, inst)
     }
 
-    fn summarize(&self, timed: &Vec<Timed>, _probes: &[Probe], inst: &dyn Installed) -> Value {
+    fn summarize(
+        &self,
+        _table: &mut Table,
+        timed: &Vec<Timed>,
+        _probes: &[Probe],
+        inst: &dyn Installed,
+    ) -> Value {
         let (summary, mut extra) = summarize(inst, timed);
         extra["functions"] = Value::Array(summary);
         extra

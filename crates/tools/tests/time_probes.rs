@@ -25,7 +25,9 @@ fn build(
     let functions: Vec<String> = functions.iter().map(|s| s.to_string()).collect();
     let tool = Time::new(&functions, callees).expect("function specs");
     let images = std::slice::from_ref(img);
-    tool.build(images, &[Vec::new()], kind).expect("the functions resolve")
+    let (probes, data, timed) =
+        tool.build(images, &[Vec::new()], kind).expect("the functions resolve");
+    (probes, data.timers, timed)
 }
 
 /// The actions of the probes at `timed`'s exits.

@@ -6,8 +6,11 @@
 pub mod collect;
 pub mod event;
 pub mod perfetto;
+pub mod probe;
+pub mod program;
 pub mod raw;
 pub mod text;
+pub mod tracer;
 
 use event::{Record, Tables};
 use raw::{RawError, Reader};
@@ -45,6 +48,11 @@ pub trait Sink {
     fn record(&mut self, t: &Tables, r: &Record) -> io::Result<()>;
     /// After the last record: write the summary and flush.
     fn finish(&mut self, t: &Tables, s: &Summary) -> io::Result<()>;
+    /// After `finish`: a line on what the output did, where it has more to say than the
+    /// summary (a sender's counts).
+    fn report(&self) -> Option<String> {
+        None
+    }
 }
 
 /// The outputs `kerf trace convert` writes.
@@ -193,4 +201,74 @@ pub fn convert(input: impl Read, sink: &mut dyn Sink) -> Result<Summary, TraceEr
     }
     sink.finish(reader.tables(), &summary).map_err(out)?;
     Ok(summary)
+}
+
+/// Sends records to a collector (`kerf trace --send`): the sender starts at the first record,
+/// the source, which its hello carries. Events meet a full queue by dropping and counting
+/// (the target's rings keep draining); the losses go out as records.
+pub struct SendSink {
+    addr: String,
+    machine: String,
+    sender: Option<collect::Sender>,
+    error: Option<collect::CollectError>,
+    /// The sender's counts when it finished.
+    pub stats: Option<collect::SenderStats>,
+}
+
+impl SendSink {
+    pub fn new(addr: &str, machine: &str) -> SendSink {
+        SendSink {
+            addr: addr.into(),
+            machine: machine.into(),
+            sender: None,
+            error: None,
+            stats: None,
+        }
+    }
+}
+
+impl Sink for SendSink {
+    fn record(&mut self, _t: &Tables, r: &Record) -> io::Result<()> {
+        match (r, &self.sender) {
+            (Record::Source(s), None) => {
+                let policy = collect::Backpressure::Drop;
+                match collect::Sender::new(
+                    &self.addr,
+                    &self.machine,
+                    vec![s.clone()],
+                    1 << 16,
+                    policy,
+                ) {
+                    Ok(sender) => self.sender = Some(sender),
+                    Err(e) => self.error = Some(e),
+                }
+            }
+            (Record::End, _) => {}
+            (_, Some(sender)) => sender.send(r),
+            (_, None) => {}
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, _t: &Tables, _s: &Summary) -> io::Result<()> {
+        if let Some(e) = self.error.take() {
+            return Err(io::Error::other(e.to_string()));
+        }
+        let Some(sender) = self.sender.take() else { return Ok(()) };
+        match sender.finish(std::time::Duration::from_secs(30)) {
+            Ok(stats) => {
+                self.stats = Some(stats);
+                Ok(())
+            }
+            Err(e) => Err(io::Error::other(e.to_string())),
+        }
+    }
+
+    fn report(&self) -> Option<String> {
+        let s = self.stats.as_ref()?;
+        Some(format!(
+            "sent to {}: {} events, {} dropped at the sender (queue full), {} records acknowledged, {} connections",
+            self.addr, s.events, s.dropped, s.acked, s.connections
+        ))
+    }
 }

@@ -1,0 +1,256 @@
+//! `kerf trace` with probes, on `tests/fixtures/traced.c`: the traced events equal the calls
+//! the program itself reports (per thread, in order, with their arguments, strings and return
+//! values); bad pointers come back as faults with the program unharmed; filters, streams
+//! switched off, losses on a small ring counted exactly against the program's own call count;
+//! the Perfetto output read by Perfetto's own proto schema; kerf killed mid-trace.
+
+mod common;
+
+use common::{build_fixture, Reaper};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+fn dir(test: &str) -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace_probes").join(test);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `kerf trace ARGS` to its end (a launched command keeps stdout; kerf speaks on stderr).
+fn kerf_trace(args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .arg("trace")
+        .args(args)
+        .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-cache"))
+        .env_remove("DEBUGINFOD_URLS")
+        .output()
+        .expect("run kerf");
+    assert!(
+        out.status.success(),
+        "kerf trace {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The records of a JSON Lines trace.
+fn records(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn of_type<'a>(recs: &'a [Value], t: &str) -> Vec<&'a Value> {
+    recs.iter().filter(|r| r["type"] == t).collect()
+}
+
+/// One call as the program saw it: (k, i, ret, label or "-" for the bad pointer).
+type Call = (u64, u64, u64, String);
+
+/// The program's own account, per thread id.
+fn truth(stdout: &[u8]) -> HashMap<u64, Vec<Call>> {
+    let mut m: HashMap<u64, Vec<Call>> = HashMap::new();
+    for line in String::from_utf8_lossy(stdout).lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        assert_eq!(f.len(), 5, "{line}");
+        let n = |k: usize| f[k].parse::<u64>().unwrap();
+        m.entry(n(0)).or_default().push((n(1), n(2), n(3), f[4].to_string()));
+    }
+    m
+}
+
+#[test]
+fn events_equal_the_calls_each_thread_made_in_order() {
+    let d = dir("sequence");
+    for opt in ["-O0", "-O2"] {
+        let bin = build_fixture("traced", opt, "trace_seq");
+        let out = d.join(format!("seq{opt}.jsonl"));
+        let run = kerf_trace(&[
+            "-o",
+            out.to_str().unwrap(),
+            "step {k=arg0, i=arg1, label=str(arg2, 16)}",
+            "step@exits {ret}",
+            "--",
+            bin.to_str().unwrap(),
+        ]);
+        let want = truth(&run.stdout);
+        assert_eq!(want.len(), 4, "four threads");
+        let recs = records(&out);
+        let mut got: HashMap<u64, Vec<&Value>> = HashMap::new();
+        for e in of_type(&recs, "event") {
+            got.entry(e["tid"].as_u64().unwrap()).or_default().push(e);
+        }
+        assert_eq!(got.len(), 4, "{opt}: events of four threads: {:?}", got.keys());
+        for (tid, calls) in &want {
+            let evs = &got[tid];
+            assert_eq!(evs.len(), 2 * calls.len(), "{opt}: thread {tid}");
+            for (n, (k, i, ret, label)) in calls.iter().enumerate() {
+                let (entry, exit) = (evs[2 * n], evs[2 * n + 1]);
+                assert_eq!(entry["kind"], "entry", "{opt} {tid} #{n}: {entry}");
+                assert_eq!(exit["kind"], "exit", "{opt} {tid} #{n}: {exit}");
+                assert_eq!(entry["args"]["k"].as_u64(), Some(*k), "{entry}");
+                assert_eq!(entry["args"]["i"].as_u64(), Some(*i), "{entry}");
+                assert_eq!(exit["args"]["ret"].as_u64(), Some(*ret), "{exit}");
+                let l = &entry["args"]["label"];
+                if label == "-" {
+                    assert!(l.to_string().contains("fault"), "{opt} the bad pointer: {l}");
+                } else {
+                    assert!(
+                        l.to_string().contains(&format!("\"{label}\"")),
+                        "{opt}: {l} vs {label}"
+                    );
+                }
+                assert!(entry["time_ns"].as_u64() <= exit["time_ns"].as_u64());
+            }
+        }
+        let c = of_type(&recs, "counters");
+        assert_eq!(c.len(), 1, "one stream");
+        assert_eq!(c[0]["delivered"].as_u64(), Some(480));
+        assert_eq!((c[0]["lost"].as_u64(), c[0]["filtered"].as_u64()), (Some(0), Some(0)));
+        assert_eq!(of_type(&recs, "summary")[0]["complete"], true);
+    }
+}
+
+#[test]
+fn filters_and_streams_switched_off_record_nothing_they_reject() {
+    let d = dir("filters");
+    let bin = build_fixture("traced", "-O2", "trace_filter");
+    let out = d.join("f.jsonl");
+    kerf_trace(&[
+        "-o",
+        out.to_str().unwrap(),
+        "--off",
+        "quiet",
+        "step {k=arg0, i=arg1} if i < 10 && !(k == 2) || i == 59",
+        "step@exits {ret} stream=quiet",
+        "--",
+        bin.to_str().unwrap(),
+    ]);
+    let recs = records(&out);
+    let events = of_type(&recs, "event");
+    // Threads 0, 1, 3 for i < 10, and every thread's i == 59.
+    assert_eq!(events.len(), 3 * 10 + 4, "{events:?}");
+    for e in &events {
+        let (k, i) = (e["args"]["k"].as_u64().unwrap(), e["args"]["i"].as_u64().unwrap());
+        assert!(i < 10 && k != 2 || i == 59, "{e}");
+        assert_eq!(e["kind"], "entry");
+    }
+    let c = of_type(&recs, "counters");
+    let by: HashMap<&str, &Value> = c.iter().map(|c| (c["stream"].as_str().unwrap(), *c)).collect();
+    // The default stream is the module's name: the fixture's file name.
+    let main = by.iter().find(|(n, _)| **n != "quiet").map(|(_, c)| *c).expect("two streams");
+    assert_eq!(main["filtered"].as_u64(), Some(240 - 34));
+    assert_eq!(main["emitted"].as_u64(), Some(240));
+    assert_eq!(by["quiet"]["emitted"].as_u64(), Some(0), "a stream switched off records nothing");
+}
+
+#[test]
+fn a_small_ring_under_a_flood_counts_every_loss() {
+    let d = dir("flood");
+    let bin = build_fixture("traced", "-O2", "trace_flood");
+    let out = d.join("flood.jsonl");
+    const N: u64 = 3_000_000;
+    let run = kerf_trace(&[
+        "-o",
+        out.to_str().unwrap(),
+        "--ring-slots",
+        "64",
+        "step {i=arg1}",
+        "--",
+        bin.to_str().unwrap(),
+        "flood",
+        &N.to_string(),
+    ]);
+    // The program's own result: every call ran (sum of 9000 + i).
+    let sum: u64 = (0..N).map(|i| 9000 + i).sum();
+    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), sum.to_string());
+    let recs = records(&out);
+    let c = &of_type(&recs, "counters")[0];
+    let (delivered, lost) = (c["delivered"].as_u64().unwrap(), c["lost"].as_u64().unwrap());
+    assert_eq!(delivered + lost, N, "every call is an event delivered or lost: {c}");
+    assert!(lost > 0, "a 64-slot ring drained every 2 ms loses under a flood: {c}");
+    assert_eq!(of_type(&recs, "event").len() as u64, delivered);
+    let reported: u64 = of_type(&recs, "loss").iter().map(|l| l["count"].as_u64().unwrap()).sum();
+    assert_eq!(reported, lost, "the loss records add up to the count");
+    // Delivered events keep their order: i goes up.
+    let is: Vec<u64> =
+        of_type(&recs, "event").iter().map(|e| e["args"]["i"].as_u64().unwrap()).collect();
+    assert!(is.windows(2).all(|w| w[0] < w[1]), "one thread's events in order");
+}
+
+#[test]
+fn perfetto_output_has_a_slice_per_call() {
+    let d = dir("perfetto");
+    let bin = build_fixture("traced", "-O2", "trace_perfetto");
+    let out = d.join("t.perfetto-trace");
+    kerf_trace(&[
+        "-o",
+        out.to_str().unwrap(),
+        "step {k=arg0}",
+        "step@exits {ret}",
+        "--",
+        bin.to_str().unwrap(),
+    ]);
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tools/tests/trace/perfetto_check.py");
+    let python = std::env::var("KERF_PYTHON").unwrap_or_else(|_| "python3".into());
+    let check = Command::new(&python).arg(&script).arg(&out).output().expect("python3");
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stderr));
+    let v: Value = serde_json::from_slice(&check.stdout).expect("the checker's JSON");
+    let slices = v["slices"].as_array().expect("slices");
+    assert_eq!(slices.len(), 240, "a slice per call");
+    assert_eq!(v["threads"].as_object().map(|t| t.len()), Some(4), "a track per thread: {v}");
+}
+
+#[test]
+fn kerf_killed_mid_trace_leaves_the_program_running_correctly() {
+    let bin = build_fixture("traced", "-O2", "trace_kill");
+    const N: u64 = 400_000_000;
+    let mut prog =
+        Command::new(&bin).args(["flood", &N.to_string()]).stdout(Stdio::piped()).spawn().unwrap();
+    let _reap = Reaper(prog.id() as i32);
+    let pid = prog.id().to_string();
+    let (mut k, _line) = common::spawn_kerf("trace", &["-p", &pid, "step {i=arg1}"], "trace-cache");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    k.kill().unwrap();
+    k.wait().unwrap();
+    let out = prog.wait_with_output().unwrap();
+    assert!(out.status.success(), "the program survived kerf's death: {:?}", out.status);
+    let sum: u64 = (0..N).map(|i| 9000 + i).sum();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), sum.to_string());
+}
+
+#[test]
+fn a_stream_switched_off_through_the_control_file_stops_recording() {
+    let d = dir("control");
+    let bin = build_fixture("traced", "-O2", "trace_control");
+    let out = d.join("c.jsonl");
+    let control = d.join("control");
+    // Applied at the reader's first look at the file, 100 ms after the probes went in.
+    std::fs::write(&control, "off s\n").unwrap();
+    const N: u64 = 200_000_000;
+    let run = kerf_trace(&[
+        "-o",
+        out.to_str().unwrap(),
+        "--control",
+        control.to_str().unwrap(),
+        "--ring-slots",
+        "16384",
+        "step {i=arg1} stream=s",
+        "--",
+        bin.to_str().unwrap(),
+        "flood",
+        &N.to_string(),
+    ]);
+    let sum: u64 = (0..N).map(|i| 9000 + i).sum();
+    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), sum.to_string());
+    let recs = records(&out);
+    let c = &of_type(&recs, "counters")[0];
+    let emitted = c["emitted"].as_u64().unwrap();
+    assert!(emitted > 0, "on at first: {c}");
+    assert!(emitted < N, "off after the control line: nothing more recorded or counted: {c}");
+    let last = of_type(&recs, "event").last().map(|e| e["args"]["i"].as_u64().unwrap());
+    assert!(last < Some(N - 1), "the last calls were not recorded: {last:?}");
+}

@@ -1,0 +1,42 @@
+//! The clocks a tracer puts its events on: CLOCK_MONOTONIC and CLOCK_REALTIME in ns, and the
+//! time stamp counter read beside them, to calibrate the counter that generated code reads.
+
+/// Nanoseconds of clock `id` (never fails for the clocks named here).
+fn clock_ns(id: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; the clocks used always exist on Linux.
+    unsafe { libc::clock_gettime(id, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// CLOCK_MONOTONIC, in ns.
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// CLOCK_REALTIME, in ns.
+pub fn realtime_ns() -> u64 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
+/// The time stamp counter, as generated code reads it.
+pub fn tsc() -> u64 {
+    // SAFETY: rdtsc has no preconditions; x86-64 always has it.
+    unsafe { core::arch::x86_64::_rdtsc() }
+}
+
+/// One reading of the time stamp counter and CLOCK_MONOTONIC, taken as close together as
+/// kerf can: the pair with the shortest counter span of a few tries (a preemption between
+/// the reads shows as a long span).
+pub fn tsc_and_monotonic() -> (u64, u64) {
+    let mut best = (u64::MAX, 0, 0);
+    for _ in 0..5 {
+        let a = tsc();
+        let ns = monotonic_ns();
+        let b = tsc();
+        if b - a < best.0 {
+            best = (b - a, a + (b - a) / 2, ns);
+        }
+    }
+    (best.1, best.2)
+}

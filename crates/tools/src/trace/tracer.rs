@@ -1,0 +1,605 @@
+//! `kerf trace`: the tracer as a live tool. It resolves each probe line's point, builds one IR
+//! program per traced function ([`super::program`]), lays its streams' flags, counters and
+//! per-thread rings out in the tool's area of every data heap, and while the target runs drains
+//! the rings (shared memory: no system call per event) into events on CLOCK_MONOTONIC, merged
+//! in time order, for any [`Sink`]. Losses are counted per stream and reported as they happen,
+//! in the summary and in every output; the summary checks emitted = filtered + delivered + lost.
+
+use super::event::{
+    CaptureInfo, Counters, Event, Loss, LossOrigin, PointKind, ProbeInfo, Record, Source,
+    SourceKind, StreamInfo, Tables, ThreadInfo,
+};
+use super::probe::{self, Expr, MemKind, ProbeLine};
+use super::program::{self, AreaLayout, Decode, TidSource};
+use super::{Sink, Summary};
+use crate::error::ToolError;
+use crate::live::{resolve, site_json, LiveTool, TargetKind};
+use kerf_arch::x86_64::RegSet;
+use kerf_codegen::ring;
+use kerf_session::instrument::{Action, Probe, ToolData};
+use kerf_session::live::{Installed, Sampling};
+use kerf_session::spec::{self, Spec};
+use kerf_session::AnalyzedImage;
+use serde_json::{json, Value};
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+
+/// Slots of each thread's ring per stream in a process, unless `--ring-slots` says.
+pub const DEFAULT_SLOTS: u32 = 4096;
+/// In the kernel: the driver's data heap (2 MiB) holds 256 task rings per stream.
+pub const KERNEL_SLOTS: u32 = 16;
+/// The key of a stream area's count of events with no ring (their thread found no slot).
+const NO_SLOT_KEY: u64 = u64::MAX;
+/// How often the reader drains the rings.
+const DRAIN_SECONDS: f64 = 0.002;
+
+/// Where events go.
+pub enum Output {
+    /// Text lines, returned by each drain for the live view.
+    Live,
+    /// Any other output (a file in some format, a sender).
+    Sink(Box<dyn Sink>),
+}
+
+/// The tracer: its parsed probe lines and options.
+pub struct Trace {
+    lines: Vec<ProbeLine>,
+    specs: Vec<Spec>,
+    /// `--ring-slots` (`None`: the target's default).
+    slots: Option<u32>,
+    /// The offset of `task_struct.pid` (the kernel's thread id), from the kernel's BTF.
+    task_pid: std::cell::Cell<Option<u32>>,
+    /// Streams that start switched off.
+    off: Vec<String>,
+    /// A file of `on NAME` / `off NAME` lines, applied as they are appended.
+    control: Option<std::path::PathBuf>,
+    output: RefCell<Option<Output>>,
+    /// TSC and CLOCK_MONOTONIC read before the probes went in (the calibration's start).
+    clock_start: (u64, u64),
+}
+
+impl Trace {
+    /// Parse the probe lines (before anything is done to a target).
+    pub fn new(
+        lines: &[String],
+        slots: Option<u32>,
+        off: Vec<String>,
+        control: Option<std::path::PathBuf>,
+        output: Output,
+    ) -> Result<Trace, ToolError> {
+        let lines: Vec<ProbeLine> =
+            lines.iter().map(|l| probe::parse(l)).collect::<Result<_, _>>()?;
+        let specs = lines.iter().map(|l| spec::parse(&l.point)).collect::<Result<_, _>>()?;
+        if let Some(slots) = slots.filter(|s| !s.is_power_of_two() || !(2..=1 << 20).contains(s)) {
+            return Err(ToolError::Usage(format!(
+                "--ring-slots {slots}: a power of two from 2 to {}",
+                1 << 20
+            )));
+        }
+        Ok(Trace {
+            lines,
+            specs,
+            slots,
+            task_pid: std::cell::Cell::new(None),
+            off,
+            control,
+            output: RefCell::new(Some(output)),
+            clock_start: kerf_os::clock::tsc_and_monotonic(),
+        })
+    }
+}
+
+/// What the tracer built for one target.
+pub struct Built {
+    area: AreaLayout,
+    /// Per probe table entry: how its records decode, and its stream.
+    decode: Vec<Decode>,
+    probes: Vec<ProbeInfo>,
+    streams: Vec<StreamInfo>,
+    kind: TargetKind,
+}
+
+/// The thread id offset in glibc's `struct pthread`, from the descriptor glibc exports for
+/// libthread_db (`_thread_db_pthread_tid`: bits, count, offset).
+fn glibc_tid_offset(images: &[AnalyzedImage]) -> Option<u32> {
+    for img in images {
+        let name = spec::module_name(&img.path.to_string_lossy()).to_string();
+        if !name.starts_with("libc.so") && !name.starts_with("libc-") {
+            continue;
+        }
+        let elf = kerf_analysis::image::Image::from_elf(&name, &img.bytes).ok()?;
+        let sym = elf.symbols_named("_thread_db_pthread_tid").next()?;
+        let seg = elf
+            .segments
+            .iter()
+            .find(|s| sym.addr.0 >= s.vaddr.0 && sym.addr.0 + 12 <= s.vaddr.0 + s.filesz)?;
+        let off = (seg.file_offset + sym.addr.0 - seg.vaddr.0) as usize;
+        let word = |k: usize| {
+            let b = img.bytes.get(off + 4 * k..off + 4 * k + 4)?;
+            Some(u32::from_le_bytes(b.try_into().ok()?))
+        };
+        // 32 bits, one of them.
+        if word(0)? == 32 && word(1)? == 1 {
+            return word(2);
+        }
+    }
+    None
+}
+
+/// The stream name a probe defaults to: its module's file name up to `.so`, or `kernel`.
+fn default_stream(images: &[AnalyzedImage], module: usize, kind: TargetKind) -> String {
+    if kind == TargetKind::Kernel {
+        return "kernel".into();
+    }
+    let n = spec::module_name(&images[module].path.to_string_lossy()).to_string();
+    n.split(".so").next().unwrap_or(&n).to_string()
+}
+
+impl LiveTool for Trace {
+    type Built = Built;
+    type Table = Reader;
+
+    fn build(
+        &self,
+        images: &[AnalyzedImage],
+        aliases: &[Vec<String>],
+        kind: TargetKind,
+    ) -> Result<(Vec<Probe>, ToolData, Built), ToolError> {
+        let tid = match kind {
+            TargetKind::Process => {
+                glibc_tid_offset(images).map_or(TidSource::Unknown, TidSource::At)
+            }
+            TargetKind::Kernel => self.task_pid.get().map_or(TidSource::Unknown, TidSource::At),
+        };
+        let slots = self.slots.unwrap_or(match kind {
+            TargetKind::Process => DEFAULT_SLOTS,
+            TargetKind::Kernel => KERNEL_SLOTS,
+        });
+        // Probe table entries: one per line and traced function (entries and exits of one
+        // function share a name, so that they pair up as slices).
+        let mut entries: Vec<(usize, String, PointKind, String)> = Vec::new();
+        let mut points = Vec::new();
+        for (i, line) in self.lines.iter().enumerate() {
+            let resolved = resolve(images, aliases, std::slice::from_ref(&self.specs[i]))?;
+            let mut by_func: HashMap<(usize, u32), usize> = HashMap::new();
+            for p in resolved {
+                let module = p.module;
+                let func = &images[module].analysis.cfg.functions[p.func.0 as usize];
+                let kind_here = if p.at_exit {
+                    PointKind::Exit
+                } else if p.addr == func.entry && !line.point.ends_with("@blocks") {
+                    PointKind::Entry
+                } else {
+                    PointKind::Instant
+                };
+                let key = (module, p.func.0);
+                let e = *by_func.entry(key).or_insert_with(|| {
+                    let stream =
+                        line.stream.clone().unwrap_or_else(|| default_stream(images, module, kind));
+                    entries.push((i, func.name.clone(), kind_here, stream));
+                    entries.len() - 1
+                });
+                points.push((p, e));
+            }
+        }
+        let mut streams: Vec<StreamInfo> = Vec::new();
+        let mut stream_of = Vec::new();
+        for (_, _, _, s) in &entries {
+            let k = match streams.iter().position(|x| &x.name == s) {
+                Some(k) => k,
+                None => {
+                    streams.push(StreamInfo { name: s.clone() });
+                    streams.len() - 1
+                }
+            };
+            stream_of.push(k);
+        }
+        for name in &self.off {
+            if !streams.iter().any(|s| &s.name == name) {
+                return Err(ToolError::Usage(format!("--off {name}: no probe is in that stream")));
+            }
+        }
+        let area = AreaLayout { streams: streams.len() as u32, slots };
+        let mut programs = Vec::new();
+        let mut decode = Vec::new();
+        let mut probes_info = Vec::new();
+        for (k, (i, name, pk, _)) in entries.iter().enumerate() {
+            let line = &self.lines[*i];
+            let s = stream_of[k] as u32;
+            let (prog, d) =
+                program::build(line, k as u32, s, &area, tid, kind == TargetKind::Kernel)
+                    .map_err(|e| ToolError::Usage(format!("probe '{}': {}", line.text, e.0)))?;
+            programs.push(prog);
+            decode.push(d);
+            let captures = line
+                .captures
+                .iter()
+                .map(|c| CaptureInfo {
+                    name: c.name.clone(),
+                    hex: matches!(c.expr, Expr::Reg(_)) && !c.ret
+                        || matches!(
+                            c.expr,
+                            Expr::Mem { kind: MemKind::Int { signed: false, .. }, .. }
+                        ),
+                })
+                .collect();
+            probes_info.push(ProbeInfo {
+                name: name.clone(),
+                point: line.point.clone(),
+                kind: *pk,
+                stream: s as u16,
+                captures,
+            });
+        }
+        // The registers each program reads: an exit probe stays after their last writes.
+        let reads: Vec<RegSet> = programs
+            .iter()
+            .map(|p: &kerf_codegen::ir::Program| {
+                let mut set = RegSet::EMPTY;
+                for op in &p.ops {
+                    if let kerf_codegen::ir::Op::Reg { reg, .. } = op {
+                        set.insert(*reg);
+                    }
+                }
+                set
+            })
+            .collect();
+        let probes = points
+            .into_iter()
+            .map(|(point, e)| Probe {
+                point,
+                action: Action::Program { program: e, reads: reads[e] },
+            })
+            .collect();
+        // Streams start on unless switched off; the flags are written before any splice.
+        let init = (0..streams.len() as u32)
+            .filter(|&s| !self.off.contains(&streams[s as usize].name))
+            .map(|s| (area.flag(s), 1))
+            .collect();
+        let tool = ToolData { timers: 0, programs, area: area.len(), init };
+        Ok((probes, tool, Built { area, decode, probes: probes_info, streams, kind }))
+    }
+
+    fn kernel_task_pid(&self, offset: Option<u32>) {
+        self.task_pid.set(offset);
+    }
+
+    fn sampling(&self, s: Sampling) -> Sampling {
+        Sampling { interval: DRAIN_SECONDS, ..s }
+    }
+
+    fn table(&self, built: &Built, _probes: usize, inst: &dyn Installed) -> Reader {
+        let output = self.output.borrow_mut().take().unwrap_or(Output::Live);
+        let mut r = Reader::new(self.clock_start, built, inst, output);
+        r.control = self.control.clone().map(|p| (p, 0, std::time::Instant::now()));
+        r
+    }
+
+    fn render(&self, r: &mut Reader, built: &Built, inst: &dyn Installed) -> String {
+        r.drain(built, inst, false)
+    }
+
+    fn summarize(
+        &self,
+        r: &mut Reader,
+        built: &Built,
+        probes: &[Probe],
+        inst: &dyn Installed,
+    ) -> Value {
+        let tail = r.drain(built, inst, true);
+        r.finish(built, probes, inst, tail)
+    }
+
+    fn final_table(&self, summary: &Value) -> String {
+        let mut t = String::new();
+        if let Some(s) = summary["live_tail"].as_str() {
+            t.push_str(s);
+        }
+        t.push_str(&format!(
+            "{:>12} {:>12} {:>12} {:>12}  stream\n",
+            "emitted", "filtered", "delivered", "lost"
+        ));
+        for s in summary["streams"].as_array().into_iter().flatten() {
+            t.push_str(&format!(
+                "{:>12} {:>12} {:>12} {:>12}  {}\n",
+                s["emitted"].as_u64().unwrap_or(0),
+                s["filtered"].as_u64().unwrap_or(0),
+                s["delivered"].as_u64().unwrap_or(0),
+                s["lost"].as_u64().unwrap_or(0),
+                s["name"].as_str().unwrap_or("?"),
+            ));
+        }
+        t
+    }
+}
+
+/// The reader: what it has drained so far, per stream and per ring.
+pub struct Reader {
+    output: Output,
+    tables: Tables,
+    summary: Summary,
+    /// TSC ticks per ns and the calibration's end (tsc, monotonic ns).
+    ticks_per_ns: f64,
+    anchor: (u64, u64),
+    pid: u32,
+    /// Per stream: events delivered, and the time of the last one.
+    delivered: Vec<u64>,
+    last_ns: Vec<u64>,
+    /// Losses seen so far, per (stream, heap, ring) (`ring` = THREAD_SLOTS: no slot).
+    lost_seen: HashMap<(usize, usize, u64), u64>,
+    /// Threads already named.
+    named: HashSet<u32>,
+    /// Text of the live view not yet handed out.
+    live: Vec<u8>,
+    /// The control file, the lines of it applied so far, and when it was last read.
+    control: Option<(std::path::PathBuf, usize, std::time::Instant)>,
+}
+
+impl Reader {
+    fn new(start: (u64, u64), built: &Built, inst: &dyn Installed, output: Output) -> Reader {
+        // The calibration spans the installation; a very quick one is stretched to 20 ms.
+        let mut end = kerf_os::clock::tsc_and_monotonic();
+        if end.1 < start.1 + 20_000_000 {
+            std::thread::sleep(std::time::Duration::from_nanos(start.1 + 20_000_000 - end.1));
+            end = kerf_os::clock::tsc_and_monotonic();
+        }
+        let ticks_per_ns = (end.0 - start.0) as f64 / (end.1 - start.1).max(1) as f64;
+        let realtime = kerf_os::clock::realtime_ns() as i64 - kerf_os::clock::monotonic_ns() as i64;
+        let (pid, name) = match built.kind {
+            TargetKind::Kernel => (0, "kernel".to_string()),
+            TargetKind::Process => {
+                let pid = match inst.target() {
+                    kerf_session::probe::Where::Process(p) => p as u32,
+                    kerf_session::probe::Where::Kernel => 0,
+                };
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                (pid, comm.trim().to_string())
+            }
+        };
+        let source = Source {
+            id: 0,
+            machine: String::new(),
+            kind: if built.kind == TargetKind::Kernel {
+                SourceKind::Kernel
+            } else {
+                SourceKind::Process
+            },
+            pid,
+            name,
+            realtime_offset_ns: realtime,
+            probes: built.probes.clone(),
+            streams: built.streams.clone(),
+        };
+        let n = built.streams.len();
+        let mut r = Reader {
+            output,
+            tables: Tables::default(),
+            summary: Summary::default(),
+            ticks_per_ns,
+            anchor: end,
+            pid,
+            delivered: vec![0; n],
+            last_ns: vec![0; n],
+            lost_seen: HashMap::new(),
+            named: HashSet::new(),
+            live: Vec::new(),
+            control: None,
+        };
+        r.put(Record::Source(source));
+        r
+    }
+
+    /// CLOCK_MONOTONIC ns of a TSC reading.
+    fn ns(&self, tsc: u64) -> u64 {
+        let d = tsc as i128 - self.anchor.0 as i128;
+        (self.anchor.1 as i128 + (d as f64 / self.ticks_per_ns) as i128).max(0) as u64
+    }
+
+    fn put(&mut self, r: Record) {
+        self.tables.note(&r);
+        self.summary.count(&r);
+        let res = match &mut self.output {
+            Output::Live => {
+                let mut text = super::text::Text::new(&mut self.live);
+                text.record(&self.tables, &r)
+            }
+            Output::Sink(s) => s.record(&self.tables, &r),
+        };
+        // A full disk or a closed pipe ends nothing: the target must still be restored.
+        let _ = res;
+    }
+
+    /// Drain every ring once: records in time order to the output, losses as they are seen.
+    /// `last`: the probes are about to go out; records reserved and never completed (their
+    /// thread died mid-record) are counted lost. Returns the live view's new text.
+    fn drain(&mut self, built: &Built, inst: &dyn Installed, last: bool) -> String {
+        self.apply_control(built, inst);
+        let area = built.area;
+        let mut batches = Vec::new();
+        let mut whose = Vec::new();
+        let now = self.ns(kerf_os::clock::tsc());
+        for s in 0..built.streams.len() {
+            for h in inst.areas() {
+                let base = area.rings(s as u32);
+                let tb = ring::read_threads(&|o| inst.area_load(h, base + o), area.slots);
+                let no_slot = tb.no_slot;
+                self.loss(s, h, NO_SLOT_KEY, no_slot, now);
+                for (k, b) in tb.rings.into_iter().enumerate() {
+                    let k = k as u64;
+                    let ring_at = base + ring::thread_ring(k, area.slots);
+                    if !b.records.is_empty() {
+                        inst.area_store(h, ring_at + ring::TAIL, b.tail);
+                    }
+                    let lost = b.lost + if last { b.pending } else { 0 };
+                    self.loss(s, h, k, lost, now);
+                    if !b.records.is_empty() {
+                        whose.push(s);
+                        batches.push(b);
+                    }
+                }
+            }
+        }
+        for m in ring::merge(&batches) {
+            let s = whose[m.ring];
+            let rec = m.record;
+            let Some(d) = built.decode.get(rec.stream as usize) else { continue };
+            let tid = d.tid(&rec.values);
+            if tid != 0 && self.named.insert(tid) {
+                self.name_thread(tid);
+            }
+            let info = &built.probes[rec.stream as usize];
+            let time_ns = self.ns(rec.time);
+            self.delivered[s] += 1;
+            self.last_ns[s] = time_ns;
+            self.put(Record::Event(Event {
+                source: 0,
+                time_ns,
+                tsc: rec.time,
+                pid: self.pid,
+                tid,
+                cpu: u32::from(rec.cpu),
+                probe: rec.stream,
+                stream: info.stream,
+                kind: info.kind,
+                values: d.values(&rec.values),
+            }));
+        }
+        String::from_utf8_lossy(&std::mem::take(&mut self.live)).into_owned()
+    }
+
+    /// Apply the control file's new lines (read every 100 ms at most): `on NAME` and `off
+    /// NAME` set the stream's flag in every area, which the generated code reads at once.
+    fn apply_control(&mut self, built: &Built, inst: &dyn Installed) {
+        let Some((path, applied, at)) = &mut self.control else { return };
+        if at.elapsed() < std::time::Duration::from_millis(100) {
+            return;
+        }
+        *at = std::time::Instant::now();
+        let Ok(text) = std::fs::read_to_string(&*path) else { return };
+        // Only whole lines: a writer may be half-way through the last one.
+        let lines: Vec<&str> = text.split_inclusive('\n').filter(|l| l.ends_with('\n')).collect();
+        let mut said = Vec::new();
+        for line in lines.iter().skip(*applied) {
+            let mut w = line.split_whitespace();
+            let (verb, name) = (w.next(), w.next());
+            let on = match verb {
+                Some("on") => 1,
+                Some("off") => 0,
+                _ => {
+                    said.push(format!("# control: ignored '{}'", line.trim()));
+                    continue;
+                }
+            };
+            match built.streams.iter().position(|s| Some(s.name.as_str()) == name) {
+                Some(s) => {
+                    for h in inst.areas() {
+                        inst.area_store(h, built.area.flag(s as u32), on);
+                    }
+                    said.push(format!(
+                        "# stream {} {}",
+                        name.unwrap_or(""),
+                        if on == 1 { "on" } else { "off" }
+                    ));
+                }
+                None => said.push(format!("# control: no stream '{}'", name.unwrap_or(""))),
+            }
+        }
+        *applied = lines.len();
+        if matches!(self.output, Output::Live) {
+            for s in said {
+                self.live.extend_from_slice(s.as_bytes());
+                self.live.push(b'\n');
+            }
+        }
+    }
+
+    /// A ring's loss count is `total` now: the growth since the last drain is a loss record.
+    fn loss(&mut self, s: usize, h: usize, k: u64, total: u64, now: u64) {
+        let seen = self.lost_seen.entry((s, h, k)).or_insert(0);
+        if total <= *seen {
+            return;
+        }
+        let count = total - *seen;
+        *seen = total;
+        let from_ns = self.last_ns[s];
+        self.put(Record::Loss(Loss {
+            source: 0,
+            stream: s as u16,
+            count,
+            from_ns,
+            to_ns: now,
+            origin: LossOrigin::Ring,
+        }));
+    }
+
+    fn name_thread(&mut self, tid: u32) {
+        if self.pid == 0 {
+            return;
+        }
+        let path = format!("/proc/{}/task/{tid}/comm", self.pid);
+        if let Ok(name) = std::fs::read_to_string(path) {
+            self.put(Record::Thread(ThreadInfo {
+                source: 0,
+                pid: self.pid,
+                tid,
+                name: name.trim().to_string(),
+            }));
+        }
+    }
+
+    /// The streams' final counters (to the output too) and the summary.
+    fn finish(
+        &mut self,
+        built: &Built,
+        probes: &[Probe],
+        inst: &dyn Installed,
+        tail: String,
+    ) -> Value {
+        let now = self.ns(kerf_os::clock::tsc());
+        let mut streams = Vec::new();
+        for (s, info) in built.streams.iter().enumerate() {
+            let filtered: u64 = inst
+                .areas()
+                .iter()
+                .map(|&h| inst.area_load(h, built.area.filtered(s as u32)))
+                .sum();
+            let lost: u64 =
+                (self.lost_seen.iter()).filter(|((x, _, _), _)| *x == s).map(|(_, v)| *v).sum();
+            let delivered = self.delivered[s];
+            let c = Counters {
+                source: 0,
+                stream: s as u16,
+                time_ns: now,
+                emitted: filtered + delivered + lost,
+                filtered,
+                delivered,
+                lost,
+            };
+            streams.push(json!({"name": info.name, "emitted": c.emitted, "filtered": filtered,
+                "delivered": delivered, "lost": lost}));
+            self.put(Record::Counters(c));
+        }
+        self.put(Record::End);
+        let mut tail = tail;
+        tail.push_str(&String::from_utf8_lossy(&std::mem::take(&mut self.live)));
+        let summary = self.summary.clone();
+        let (mut output_error, mut output_report) = (None, None);
+        if let Output::Sink(s) = &mut self.output {
+            output_error = s.finish(&self.tables, &summary).err().map(|e| e.to_string());
+            output_report = s.report();
+        }
+        let points: Vec<Value> = probes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| {
+                let mut v = site_json(inst.site(i)?);
+                v["spec"] = json!(p.point.spec);
+                Some(v)
+            })
+            .collect();
+        json!({"events": summary.events, "lost": summary.lost, "streams": streams,
+               "points": points, "live_tail": tail,
+               "output_error": output_error, "output_report": output_report,
+               "tsc_ticks_per_ns": self.ticks_per_ns})
+    }
+}
