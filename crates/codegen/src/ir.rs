@@ -144,9 +144,7 @@ pub enum Op {
     /// "Per-thread rings"), found by the thread table slot as timers find it; written with
     /// no locked instruction. A thread with no slot counts one event in the area's
     /// `no_slot`.
-    EmitThread { rings: u64, slots: u32, stream: u32, values: Vec<VReg>, reads: Vec<MemRead> },
-    /// SHIM
-    Cpu { dst: VReg },
+    EmitThread { rings: u64, slots: u32, stream: u32, values: Vec<VReg> },
     /// `call ADDR, SRC...` or `call %r, ADDR, SRC...`: a clean call of a routine in kerf's
     /// code heap (never the target's own code, DESIGN.md §5), SysV integer arguments, the
     /// caller-saved general registers and the flags saved where live, the stack aligned to 16
@@ -156,14 +154,6 @@ pub enum Op {
     /// `timer.start ADDR`, `timer.stop ADDR`, `timer.tailcall ADDR, tails=ADDR, sp=rsp+N`,
     /// `timer.tailreturn tails=ADDR, sp=rbp-N`.
     Timer(TimerOp),
-}
-
-/// SHIM
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MemRead {
-    pub base: VReg,
-    pub disp: i32,
-    pub len: u16,
 }
 
 /// Slots a ring has at most (the code compares and masks record numbers with imm32s).
@@ -323,29 +313,9 @@ impl Op {
 }
 
 impl Program {
-    /// SHIM
-    pub fn relocate(&self, base: u64) -> Program {
-        let mut p = self.clone();
-        let a = |x: &mut Addr| {
-            if let Addr::Abs(v) = x {
-                *v += base
-            }
-        };
-        for op in &mut p.ops {
-            match op {
-                Op::Load { addr, .. } | Op::Store { addr, .. } | Op::AddMem { addr, .. } => a(addr),
-                Op::Emit { ring, .. } => *ring += base,
-                Op::EmitThread { rings, .. } => *rings += base,
-                _ => {}
-            }
-        }
-        p
-    }
     /// Whether the program tells threads apart (its thread pointer, a per-thread ring, a
     /// timer), so that the target must give every thread a thread pointer.
     pub fn uses_threads(&self) -> bool {
-        self.ops
-            .iter()
-            .any(|o| matches!(o, Op::Thread { .. } | Op::EmitThread { .. } | Op::Timer(_)))
+        self.ops.iter().any(|o| matches!(o, Op::Thread { .. } | Op::EmitThread { .. } | Op::Timer(_)))
     }
 }

@@ -191,7 +191,6 @@ fn needs(op: &Op) -> Needs {
     let none = Needs { clobbers: RegSet::EMPTY, temps: 0, flags: FlagSet::EMPTY };
     let imm_temp = |s: &Src| usize::from(matches!(s, Src::Imm(v) if !fits_i32(*v)));
     match op {
-        Op::Cpu { .. } => unimplemented!(),
         Op::Label(_) | Op::Thread { .. } | Op::Reg { .. } | Op::Mov { .. } | Op::Load { .. } => {
             none
         }
@@ -404,7 +403,6 @@ impl<'a> Lowerer<'a> {
 
     fn op(&mut self, op: &Op) -> Result<(), LowerError> {
         match op {
-            Op::Cpu { .. } => unimplemented!(),
             Op::Label(l) => {
                 let mut c = self.code_label(*l);
                 // Adjacent labels share one code label, placed once.
@@ -530,7 +528,7 @@ impl<'a> Lowerer<'a> {
             Op::Emit { ring, slots, stream, values } => {
                 self.emit(*ring, *slots, *stream, values)?
             }
-            Op::EmitThread { rings, slots, stream, values, .. } => {
+            Op::EmitThread { rings, slots, stream, values } => {
                 self.emit_thread(*rings, *slots, *stream, values)?
             }
             Op::Call { target, args, ret } => self.call(*target, args, *ret)?,

@@ -93,7 +93,6 @@ pub struct Record {
     pub seq: u64,
     pub time: u64,
     pub stream: u32,
-    pub cpu: u16,
     pub values: Vec<u64>,
 }
 
@@ -126,7 +125,6 @@ pub fn read(word: &dyn Fn(u64) -> u64, slots: u32) -> Batch {
         let meta = word(slot + STREAM);
         let len = ((meta >> 32) / 8).min(MAX_VALUES as u64);
         b.records.push(Record {
-            cpu: 0,
             seq: b.tail,
             time: word(slot + TIME),
             stream: meta as u32,

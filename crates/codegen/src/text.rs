@@ -172,7 +172,7 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
             if op == "emit" {
                 Op::Emit { ring, slots, stream, values }
             } else {
-                Op::EmitThread { rings: ring, slots, stream, values, reads: vec![] }
+                Op::EmitThread { rings: ring, slots, stream, values }
             }
         }
         "call" => {
@@ -347,7 +347,6 @@ fn op_text(p: &Program, op: &Op) -> String {
         }
     };
     match op {
-        Op::Cpu { .. } => unimplemented!(),
         Op::Label(x) => format!("{}:", l(x)),
         Op::Thread { dst } => format!("thread {}", v(dst)),
         Op::Reg { dst, reg } => format!("reg {}, {}", v(dst), reg.name()),
@@ -364,7 +363,7 @@ fn op_text(p: &Program, op: &Op) -> String {
         }
         Op::Jump { target } => format!("jmp {}", l(target)),
         Op::Emit { ring, slots, stream, values }
-        | Op::EmitThread { rings: ring, slots, stream, values, .. } => {
+        | Op::EmitThread { rings: ring, slots, stream, values } => {
             let (name, key) = if matches!(op, Op::Emit { .. }) {
                 ("emit", "ring")
             } else {

@@ -59,8 +59,20 @@ pub struct Kernel {
     pub images: Vec<AnalyzedImage>,
     /// Per-CPU offset of `current_task` (how generated code finds the running task).
     pub current_task: Option<u32>,
+    /// Where the kernel's fault-free readers are (`copy_from_kernel_nofault`,
+    /// `copy_from_user_nofault`, `strncpy_from_kernel_nofault`, `strncpy_from_user_nofault`,
+    /// in that order), for generated code that captures memory; 0 where kallsyms has none.
+    pub readers: [u64; 4],
     pub kallsyms_symbols: usize,
 }
+
+/// The kernel's fault-free memory readers generated code may call (see [`Kernel::readers`]).
+pub const READERS: [&str; 4] = [
+    "copy_from_kernel_nofault",
+    "copy_from_user_nofault",
+    "strncpy_from_kernel_nofault",
+    "strncpy_from_user_nofault",
+];
 
 /// Split /proc/kallsyms into the core kernel's lines and each module's, without the tag.
 fn split_kallsyms(text: &str) -> (String, Vec<(String, String)>) {
@@ -138,6 +150,13 @@ impl Kernel {
             .find(|l| l.ends_with(" current_task"))
             .and_then(|l| u64::from_str_radix(l.split(' ').next()?, 16).ok())
             .and_then(|a| u32::try_from(a).ok());
+        let readers = READERS.map(|name| {
+            let tail = format!(" {name}");
+            core.lines()
+                .find(|l| l.ends_with(&tail) && matches!(l.split(' ').nth(1), Some("T" | "t")))
+                .and_then(|l| u64::from_str_radix(l.split(' ').next()?, 16).ok())
+                .unwrap_or(0)
+        });
         let (stext, etext) = (driver.info.stext, driver.info.etext);
         let mut text = vec![0u8; (etext - stext) as usize];
         driver.read(KernelAddr(stext), &mut text)?;
@@ -168,7 +187,7 @@ impl Kernel {
             }
         }
         let kallsyms_symbols = kallsyms.lines().count();
-        Ok(Kernel { driver, images, current_task, kallsyms_symbols })
+        Ok(Kernel { driver, images, current_task, readers, kallsyms_symbols })
     }
 }
 
