@@ -131,6 +131,9 @@ pub enum Op {
     AddMem { addr: Addr, src: Src, atomic: bool },
     /// `rdtsc %t`: the time stamp counter, 64 bits.
     Rdtsc { dst: VReg },
+    /// `cpu %c`: the number of the CPU the thread runs on now (from `rdtscp`, as records
+    /// take it: see [`crate::ring`]); what filters on the CPU compare.
+    Cpu { dst: VReg },
     /// `br.COND %a, SRC, LABEL`: go to LABEL if `a COND src`.
     Branch { cond: Cond, a: VReg, b: Src, target: Label },
     /// `jmp LABEL`
@@ -139,12 +142,13 @@ pub enum Op {
     /// [`crate::ring`]: header with stream, length and timestamp, then the values), or one
     /// more loss counted there when it is full.
     Emit { ring: u64, slots: u32, stream: u32, values: Vec<VReg> },
-    /// `emit.thread rings=ADDR, slots=N, stream=S, %v...`: the same record into this
-    /// thread's own ring of the per-thread area at `rings` (see [`crate::ring`]'s
-    /// "Per-thread rings"), found by the thread table slot as timers find it; written with
-    /// no locked instruction. A thread with no slot counts one event in the area's
-    /// `no_slot`.
-    EmitThread { rings: u64, slots: u32, stream: u32, values: Vec<VReg> },
+    /// `emit.thread rings=ADDR, slots=N, stream=S, %v..., read(%p+D, LEN)...`: the same
+    /// record into this thread's own ring of the per-thread area at `rings` (see
+    /// [`crate::ring`]'s "Per-thread rings"), found by the thread table slot as timers find
+    /// it; written with no locked instruction. A thread with no slot counts one event in the
+    /// area's `no_slot`. Each of `reads` copies memory into the record after the values
+    /// ([`MemRead`]); only in a process (the kernel's reads need the driver's reader).
+    EmitThread { rings: u64, slots: u32, stream: u32, values: Vec<VReg>, reads: Vec<MemRead> },
     /// `call ADDR, SRC...` or `call %r, ADDR, SRC...`: a clean call of a routine in kerf's
     /// code heap (never the target's own code, DESIGN.md §5), SysV integer arguments, the
     /// caller-saved general registers and the flags saved where live, the stack aligned to 16
@@ -154,6 +158,29 @@ pub enum Op {
     /// `timer.start ADDR`, `timer.stop ADDR`, `timer.tailcall ADDR, tails=ADDR, sp=rsp+N`,
     /// `timer.tailreturn tails=ADDR, sp=rbp-N`.
     Timer(TimerOp),
+}
+
+/// One memory capture of an emit: `len` bytes (1..=MAX_READ) from `base + disp`, copied into the
+/// record after its values, without ever faulting.
+///
+/// In the record it is a status word (an i64: the bytes read, fewer than `len` when the
+/// range runs into an unmapped page, or `-errno` when not even its first byte is readable)
+/// and `ceil(len / 8)` words holding the bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemRead {
+    pub base: VReg,
+    pub disp: i32,
+    pub len: u16,
+}
+
+/// Bytes one [`MemRead`] copies at most.
+pub const MAX_READ: u16 = 64;
+
+impl MemRead {
+    /// Words the read takes in a record: its status, then its bytes.
+    pub fn words(&self) -> usize {
+        1 + (self.len as usize).div_ceil(8)
+    }
 }
 
 /// Slots a ring has at most (the code compares and masks record numbers with imm32s).
@@ -204,10 +231,11 @@ impl Program {
 
     /// Whether the program has a problem lowering would trip over: a label used but never
     /// placed or placed twice, a virtual register read before an op above it writes it, a
-    /// call with more than six arguments, an emit (shared or per-thread) with more values
-    /// than a slot holds or a ring whose slot count is not a power of two (up to
-    /// [`MAX_SLOTS`]), per-thread rings larger than [`MAX_THREAD_RINGS_LEN`] in all. Returns
-    /// the index of the op and what is wrong.
+    /// call with more than six arguments, an emit (shared or per-thread) with more words
+    /// (values, and its reads' status and bytes) than a slot holds or a ring whose slot count
+    /// is not a power of two (up to [`MAX_SLOTS`]), a memory read of 0 or more than
+    /// [`MAX_READ`] bytes, per-thread rings larger than [`MAX_THREAD_RINGS_LEN`] in all.
+    /// Returns the index of the op and what is wrong.
     pub fn check(&self) -> Result<(), (usize, String)> {
         let mut placed = vec![false; self.labels.len()];
         let mut written = vec![false; self.vregs.len()];
@@ -235,23 +263,30 @@ impl Program {
                         ),
                     ));
                 }
-                Op::Emit { slots, values, .. } | Op::EmitThread { slots, values, .. } => {
-                    if !slots.is_power_of_two() || *slots > MAX_SLOTS {
-                        return Err((
-                            k,
-                            format!("ring slots {slots} is not a power of two up to {MAX_SLOTS}"),
-                        ));
-                    }
-                    if values.len() > crate::ring::MAX_VALUES {
-                        return Err((
-                            k,
-                            format!(
-                                "emit of {} values (a slot holds {})",
-                                values.len(),
-                                crate::ring::MAX_VALUES
-                            ),
-                        ));
-                    }
+                Op::Emit { slots, .. } | Op::EmitThread { slots, .. }
+                    if !slots.is_power_of_two() || *slots > MAX_SLOTS =>
+                {
+                    return Err((
+                        k,
+                        format!("ring slots {slots} is not a power of two up to {MAX_SLOTS}"),
+                    ));
+                }
+                Op::EmitThread { reads, .. }
+                    if reads.iter().any(|r| r.len == 0 || r.len > MAX_READ) =>
+                {
+                    return Err((k, format!("a memory read takes 1 to {MAX_READ} bytes")));
+                }
+                Op::Emit { .. } | Op::EmitThread { .. }
+                    if op.record_words() > crate::ring::MAX_VALUES =>
+                {
+                    return Err((
+                        k,
+                        format!(
+                            "emit of {} words (a slot holds {}; a read takes 1 + ceil(len / 8))",
+                            op.record_words(),
+                            crate::ring::MAX_VALUES
+                        ),
+                    ));
                 }
                 Op::Call { args, .. } if args.len() > CALL_ARGS.len() => {
                     return Err((k, format!("call with {} arguments (at most 6)", args.len())));
@@ -272,7 +307,71 @@ impl Program {
     }
 }
 
+impl Program {
+    /// The program with every *data* address moved up by `base`: absolute memory operands
+    /// ([`Addr::Abs`]), rings ([`Op::Emit`], [`Op::EmitThread`]) and the timers' blocks and
+    /// tail areas. Code addresses ([`Op::Call`]'s target) stay: they are not in the data
+    /// heap. The session generates a tool's program with data addresses relative to the
+    /// tool's area and shifts them to where the area lies in each heap.
+    pub fn relocate(&self, base: u64) -> Program {
+        let at = |a: u64| a.wrapping_add(base);
+        let addr = |a: Addr| match a {
+            Addr::Abs(x) => Addr::Abs(at(x)),
+            based => based,
+        };
+        let ops = self
+            .ops
+            .iter()
+            .map(|op| match op.clone() {
+                Op::Load { dst, width, addr: a } => Op::Load { dst, width, addr: addr(a) },
+                Op::Store { width, addr: a, src } => Op::Store { width, addr: addr(a), src },
+                Op::AddMem { addr: a, src, atomic } => Op::AddMem { addr: addr(a), src, atomic },
+                Op::Emit { ring, slots, stream, values } => {
+                    Op::Emit { ring: at(ring), slots, stream, values }
+                }
+                Op::EmitThread { rings, slots, stream, values, reads } => {
+                    Op::EmitThread { rings: at(rings), slots, stream, values, reads }
+                }
+                Op::Timer(t) => Op::Timer(match t {
+                    TimerOp::Start { timer } => TimerOp::Start { timer: at(timer) },
+                    TimerOp::Stop { timer } => TimerOp::Stop { timer: at(timer) },
+                    TimerOp::TailCall { timer, tails, stack } => {
+                        TimerOp::TailCall { timer: at(timer), tails: at(tails), stack }
+                    }
+                    TimerOp::TailReturn { tails, stack } => {
+                        TimerOp::TailReturn { tails: at(tails), stack }
+                    }
+                }),
+                // Listed so that a new op with a data address cannot be forgotten here.
+                other @ (Op::Label(_)
+                | Op::Thread { .. }
+                | Op::Reg { .. }
+                | Op::Mov { .. }
+                | Op::Add { .. }
+                | Op::Rdtsc { .. }
+                | Op::Cpu { .. }
+                | Op::Branch { .. }
+                | Op::Jump { .. }
+                | Op::Call { .. }) => other,
+            })
+            .collect();
+        Program { ops, vregs: self.vregs.clone(), labels: self.labels.clone() }
+    }
+}
+
 impl Op {
+    /// Words the record of an emit takes after its header (see [`crate::ring`]): its
+    /// values, then each read's status and bytes; 0 for other ops.
+    pub fn record_words(&self) -> usize {
+        match self {
+            Op::Emit { values, .. } => values.len(),
+            Op::EmitThread { values, reads, .. } => {
+                values.len() + reads.iter().map(MemRead::words).sum::<usize>()
+            }
+            _ => 0,
+        }
+    }
+
     /// The virtual register this op writes, if any.
     pub fn writes(&self) -> Option<VReg> {
         match *self {
@@ -281,7 +380,8 @@ impl Op {
             | Op::Mov { dst, .. }
             | Op::Load { dst, .. }
             | Op::Add { dst, .. }
-            | Op::Rdtsc { dst } => Some(dst),
+            | Op::Rdtsc { dst }
+            | Op::Cpu { dst } => Some(dst),
             Op::Call { ret, .. } => ret,
             _ => None,
         }
@@ -305,7 +405,10 @@ impl Op {
             }
             Op::Add { dst, src: s } => std::iter::once(*dst).chain(src(s)).collect(),
             Op::Branch { a, b, .. } => std::iter::once(*a).chain(src(b)).collect(),
-            Op::Emit { values, .. } | Op::EmitThread { values, .. } => values.clone(),
+            Op::Emit { values, .. } => values.clone(),
+            Op::EmitThread { values, reads, .. } => {
+                values.iter().copied().chain(reads.iter().map(|r| r.base)).collect()
+            }
             Op::Call { args, .. } => args.iter().filter_map(src).collect(),
             _ => Vec::new(),
         }
@@ -316,6 +419,58 @@ impl Program {
     /// Whether the program tells threads apart (its thread pointer, a per-thread ring, a
     /// timer), so that the target must give every thread a thread pointer.
     pub fn uses_threads(&self) -> bool {
-        self.ops.iter().any(|o| matches!(o, Op::Thread { .. } | Op::EmitThread { .. } | Op::Timer(_)))
+        self.ops
+            .iter()
+            .any(|o| matches!(o, Op::Thread { .. } | Op::EmitThread { .. } | Op::Timer(_)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::text::{parse, print};
+
+    #[test]
+    fn relocate_moves_every_data_address_and_no_code_address() {
+        let p = parse(
+            "thread %t
+    load8 %f, [0x7000]
+    load64 %g, [%t+16]
+    store32 [0x7008], %f
+    store64 [%g-8], 1
+    atomic add [0x7010], %f
+    add [0x7018], 1
+    emit ring=0x8000, slots=4, stream=1, %f
+    emit.thread rings=0x9000, slots=4, stream=2, %f, read(%g+8, 16)
+    call %r, 0x5000, %f, 0x7000
+    timer.start 0xa000
+    timer.stop 0xa000
+    timer.tailcall 0xa000, tails=0xb000, sp=rsp+8
+    timer.tailreturn tails=0xb000, sp=rbp-16
+",
+        )
+        .unwrap();
+        let moved = print(&p.relocate(0x7f00_0000_0000));
+        // Immediates (0x7000 as a call argument), registers' addresses and the call's
+        // target stay; every absolute data address moves.
+        assert_eq!(
+            moved,
+            "    thread %t
+    load8 %f, [0x7f0000007000]
+    load64 %g, [%t+0x10]
+    store32 [0x7f0000007008], %f
+    store64 [%g-8], 1
+    atomic add [0x7f0000007010], %f
+    add [0x7f0000007018], 1
+    emit ring=0x7f0000008000, slots=4, stream=1, %f
+    emit.thread rings=0x7f0000009000, slots=4, stream=2, %f, read(%g+8, 16)
+    call %r, 0x5000, %f, 0x7000
+    timer.start 0x7f000000a000
+    timer.stop 0x7f000000a000
+    timer.tailcall 0x7f000000a000, tails=0x7f000000b000, sp=rsp+8
+    timer.tailreturn tails=0x7f000000b000, sp=rbp-16
+"
+        );
+        assert_eq!(p.relocate(0), p);
+        assert_eq!(p.relocate(0x1000).relocate(0x2000), p.relocate(0x3000));
     }
 }

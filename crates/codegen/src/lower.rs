@@ -11,9 +11,11 @@
 //! 4. the ops;
 //! 5. the pops, `popfq`, `lea rsp,[rsp+128]`, in reverse.
 
-use crate::ir::{Addr, Cond, Label, Op, Program, Src, TimerOp, VReg, Width, CALL_ARGS};
+use crate::ir::{Addr, Cond, Label, MemRead, Op, Program, Src, TimerOp, VReg, Width, CALL_ARGS};
 use crate::{ring, templates, timer_code, Env, LiveAt, ThreadPointer};
-use iced_x86::code_asm::{gpr64::get_gpr64, qword_ptr, AsmRegister64, CodeAssembler, CodeLabel};
+use iced_x86::code_asm::{
+    gpr32::get_gpr32, gpr64::get_gpr64, qword_ptr, AsmRegister64, CodeAssembler, CodeLabel,
+};
 use iced_x86::{Code, IcedError, Instruction, MemoryOperand, Register};
 use kerf_arch::x86_64::{FlagSet, Gpr, RegSet};
 use std::fmt;
@@ -37,6 +39,9 @@ pub enum LowerError {
     Registers { need: usize, available: usize },
     /// The assembler refused an instruction.
     Assemble(String),
+    /// Op `op` (an `emit.thread`) reads memory in the kernel, which needs the driver's
+    /// non-faulting reader (not there yet); a process reads with `process_vm_readv`.
+    KernelMemoryRead { op: usize },
 }
 
 impl fmt::Display for LowerError {
@@ -47,6 +52,11 @@ impl fmt::Display for LowerError {
                 write!(f, "the program needs {need} registers, the point has {available}")
             }
             LowerError::Assemble(e) => write!(f, "assembling: {e}"),
+            LowerError::KernelMemoryRead { op } => write!(
+                f,
+                "op {op}: memory reads in the kernel need the driver's reader (only a process \
+                 has one yet)"
+            ),
         }
     }
 }
@@ -176,11 +186,13 @@ impl Reservation {
     }
 }
 
-/// What one op needs of the point: fixed registers it writes, temporaries, flags it writes.
+/// What one op needs of the point: fixed registers it writes, temporaries, flags it writes,
+/// whether it puts anything on the stack itself.
 struct Needs {
     clobbers: RegSet,
     temps: usize,
     flags: FlagSet,
+    stack: bool,
 }
 
 fn fits_i32(v: u64) -> bool {
@@ -188,7 +200,7 @@ fn fits_i32(v: u64) -> bool {
 }
 
 fn needs(op: &Op) -> Needs {
-    let none = Needs { clobbers: RegSet::EMPTY, temps: 0, flags: FlagSet::EMPTY };
+    let none = Needs { clobbers: RegSet::EMPTY, temps: 0, flags: FlagSet::EMPTY, stack: false };
     let imm_temp = |s: &Src| usize::from(matches!(s, Src::Imm(v) if !fits_i32(*v)));
     match op {
         Op::Label(_) | Op::Thread { .. } | Op::Reg { .. } | Op::Mov { .. } | Op::Load { .. } => {
@@ -207,25 +219,43 @@ fn needs(op: &Op) -> Needs {
         Op::Rdtsc { .. } => {
             Needs { clobbers: RegSet::of(&[Gpr::Rax, Gpr::Rdx]), flags: FlagSet::ALL, ..none }
         }
-        Op::Emit { .. } => {
-            Needs { clobbers: RegSet::of(&[Gpr::Rax, Gpr::Rdx]), temps: 2, flags: FlagSet::ALL }
+        // rdtscp writes rcx too.
+        Op::Cpu { .. } => Needs { clobbers: RDTSCP, flags: FlagSet::ALL, ..none },
+        // rdtscp's registers (rax and rdx the reservation's, rcx the CPU until the record is
+        // filled); the ring, then the slot, and the time in temporaries.
+        Op::Emit { .. } => Needs { clobbers: RDTSCP, temps: 2, flags: FlagSet::ALL, ..none },
+        // The thread-slot lookup's registers (rdtscp's among them); the time and the CPU in
+        // temporaries, as the lookup writes rcx. Memory reads make system calls: every
+        // caller-saved register, and a frame on the stack.
+        Op::EmitThread { reads, .. } if reads.is_empty() => {
+            Needs { clobbers: RegSet::of(&timer_code::REGS), temps: 2, flags: FlagSet::ALL, ..none }
         }
-        // The thread-slot lookup's registers; the time in a temporary.
-        Op::EmitThread { .. } => {
-            Needs { clobbers: RegSet::of(&timer_code::REGS), temps: 1, flags: FlagSet::ALL }
-        }
-        Op::Call { .. } => {
-            Needs { clobbers: RegSet::SYSV_CALLER_SAVED, temps: 1, flags: FlagSet::ALL }
-        }
+        Op::EmitThread { .. } => Needs {
+            clobbers: RegSet::SYSV_CALLER_SAVED,
+            temps: 2,
+            flags: FlagSet::ALL,
+            stack: true,
+        },
+        Op::Call { .. } => Needs {
+            clobbers: RegSet::SYSV_CALLER_SAVED,
+            temps: 1,
+            flags: FlagSet::ALL,
+            stack: true,
+        },
         Op::Timer(t) => {
             let mut clobbers = RegSet::of(&timer_code::REGS);
             if matches!(t, TimerOp::TailCall { .. } | TimerOp::TailReturn { .. }) {
                 clobbers = clobbers.union(RegSet::of(&timer_code::TAIL_REGS));
             }
-            Needs { clobbers, temps: 0, flags: FlagSet::ALL }
+            Needs { clobbers, flags: FlagSet::ALL, ..none }
         }
     }
 }
+
+/// Registers `rdtscp` writes: the time in `edx:eax`, `TSC_AUX` (the CPU) in `ecx`.
+const RDTSCP: RegSet = RegSet::of(&[Gpr::Rax, Gpr::Rcx, Gpr::Rdx]);
+/// The CPU's bits in `TSC_AUX` (Linux keeps `(node << 12) | cpu` there).
+const TSC_AUX_CPU: i32 = 0xfff;
 
 /// Lower `p` at a point described by `at`. Branches inside the code name their targets by
 /// label id (the instruction's `ip`, small numbers), as the patch encoder expects.
@@ -236,11 +266,18 @@ pub fn lower_program(p: &Program, at: &At) -> Result<Vec<Instruction>, LowerErro
     let mut flags = FlagSet::EMPTY;
     let mut keep = RegSet::EMPTY;
     let mut call = false;
-    for op in &p.ops {
+    let mut stack = false;
+    for (k, op) in p.ops.iter().enumerate() {
+        if let Op::EmitThread { reads, .. } = op {
+            if at.env == Env::Kernel && !reads.is_empty() {
+                return Err(LowerError::KernelMemoryRead { op: k });
+            }
+        }
         let n = needs(op);
         clobbers = clobbers.union(n.clobbers);
         temps = temps.max(n.temps);
         flags = flags.union(n.flags);
+        stack |= n.stack;
         match op {
             Op::Reg { reg, .. } if *reg != Gpr::Rsp => keep.insert(*reg),
             Op::Call { .. } => call = true,
@@ -256,7 +293,7 @@ pub fn lower_program(p: &Program, at: &At) -> Result<Vec<Instruction>, LowerErro
     // Values kept across a call live in registers the callee preserves.
     let pool: &[Gpr] = if call { &CALLEE_SAVED } else { &PREFERENCE };
     let nv = p.vregs.len();
-    let demand = Demand { need: nv + temps, clobbers, keep, flags, stack: call };
+    let demand = Demand { need: nv + temps, clobbers, keep, flags, stack };
     let res = Reservation::new(&demand, pool, at.live, at.env)?;
     let mut l = Lowerer::new(p, at, &res)?;
     for (k, op) in p.ops.iter().enumerate() {
@@ -510,6 +547,12 @@ impl<'a> Lowerer<'a> {
                 let i = Instruction::with2(Code::Mov_r64_rm64, iced(self.r(*dst)), Register::RAX);
                 self.add(ok(i)?)?;
             }
+            Op::Cpu { dst } => {
+                let d = iced_w(self.r(*dst), Width::W32);
+                self.a.rdtscp()?;
+                self.add(ok(Instruction::with2(Code::Mov_r32_rm32, d, Register::ECX))?)?;
+                self.add(ok(Instruction::with2(Code::And_rm32_imm32, d, TSC_AUX_CPU))?)?;
+            }
             Op::Branch { cond, a, b, target } => {
                 let x = iced(self.r(*a));
                 let i = match self.wide(*b)? {
@@ -528,9 +571,7 @@ impl<'a> Lowerer<'a> {
             Op::Emit { ring, slots, stream, values } => {
                 self.emit(*ring, *slots, *stream, values)?
             }
-            Op::EmitThread { rings, slots, stream, values } => {
-                self.emit_thread(*rings, *slots, *stream, values)?
-            }
+            Op::EmitThread { .. } => self.emit_thread(op)?,
             Op::Call { target, args, ret } => self.call(*target, args, *ret)?,
             Op::Timer(_) => unreachable!("runs of timer ops are lowered together"),
         }
@@ -564,8 +605,34 @@ impl<'a> Lowerer<'a> {
         Ok(())
     }
 
+    /// A record's time and CPU, at one instant (`rdtscp`): `now` = the time stamp counter,
+    /// `meta`'s low 32 bits = the record's dword at [`ring::LEN`]: `len | cpu << 16`, `len`
+    /// the bytes of its words. Writes `rax`, `rcx`, `rdx`.
+    fn time_and_cpu(
+        &mut self,
+        now: AsmRegister64,
+        meta: AsmRegister64,
+        words: usize,
+    ) -> Result<(), LowerError> {
+        use iced_x86::code_asm::{ecx, rax, rcx, rdx};
+        let a = &mut self.a;
+        a.rdtscp()?;
+        a.shl(rdx, 32)?;
+        a.or(rax, rdx)?;
+        a.mov(now, rax)?;
+        a.and(ecx, TSC_AUX_CPU)?;
+        a.shl(ecx, 16)?;
+        a.or(ecx, 8 * words as i32)?;
+        if Register::from(meta) != Register::RCX {
+            a.mov(meta, rcx)?;
+        }
+        self.pending_label = None;
+        Ok(())
+    }
+
     /// [`Op::Emit`], the steps of [`crate::ring`]'s writer. Temporaries: `t` = the ring, then
-    /// the slot; `now` = the time. `rax` = record number, `rdx` = the head after it.
+    /// the slot; `now` = the time. `rcx` = the length and CPU dword, `rax` = record number,
+    /// `rdx` = the head after it.
     fn emit(
         &mut self,
         at: u64,
@@ -573,23 +640,21 @@ impl<'a> Lowerer<'a> {
         stream: u32,
         values: &[VReg],
     ) -> Result<(), LowerError> {
-        use iced_x86::code_asm::{rax, rdx};
+        use iced_x86::code_asm::{rcx, rdx};
         let t = asm(self.temps[0]);
         let now = asm(self.temps[1]);
-        let a = &mut self.a;
-        let mut full = a.create_label();
-        let mut done = a.create_label();
-        // 1. The time, first: rdtsc needs rax and rdx, which the reservation uses next.
-        a.rdtsc()?;
-        a.shl(rdx, 32)?;
-        a.or(rax, rdx)?;
-        a.mov(now, rax)?;
+        let mut full = self.a.create_label();
+        let mut done = self.a.create_label();
+        // 1. The time and CPU, first: rdtscp needs rax and rdx, which the reservation uses
+        //    next; rcx is free until the record is filled.
+        self.time_and_cpu(now, rcx, values.len())?;
         // 2. Reserve record n = head (other writers race: lock cmpxchg); 3. t = its slot.
-        a.add_instruction(templates::lea_rip(iced(self.temps[0]), at))?;
+        self.a.add_instruction(templates::lea_rip(iced(self.temps[0]), at))?;
         self.reserve(t, slots, true, full)?;
         // 4. Fill it and complete it: seq = n + 1, stored last.
-        self.fill(t, now, rdx, stream, values)?;
+        self.fill(t, now, rcx, stream, values)?;
         let a = &mut self.a;
+        a.mov(qword_ptr(t + ring::SEQ as i32), rdx)?;
         a.jmp(done)?;
         a.set_label(&mut full)?;
         a.lock().inc(qword_ptr(t + ring::LOST as i32))?;
@@ -597,11 +662,6 @@ impl<'a> Lowerer<'a> {
         self.place(&mut done)
     }
 
-    /// Reserve record `n` of the ring at `t` and point `t` at its slot (`rax` = its offset
-    /// in the slots, `rdx` = `n + 1`); go to `full` with `t` unchanged if `n - tail >=
-    /// slots`. The `cmpxchg` on `head` is locked where other threads write it. A tail past
-    /// `n` (others moved head and the reader moved tail since head was read) is a stale `n`,
-    /// not a full ring: retry.
     fn reserve(
         &mut self,
         t: AsmRegister64,
@@ -632,47 +692,47 @@ impl<'a> Lowerer<'a> {
         Ok(())
     }
 
-    /// The record of an emit, into the slot at `t` (`now` = its time), `seq` last.
+    /// The record of an emit but its `seq`, into the slot at `t`: `now` = its time, `meta`'s
+    /// low half its length and CPU ([`Self::time_and_cpu`]).
     fn fill(
         &mut self,
         t: AsmRegister64,
         now: AsmRegister64,
-        seq: AsmRegister64,
+        meta: AsmRegister64,
         stream: u32,
         values: &[VReg],
     ) -> Result<(), LowerError> {
         use iced_x86::code_asm::dword_ptr;
+        let meta32 = get_gpr32(Register::from(meta).full_register32()).expect("a 32-bit GPR");
         let a = &mut self.a;
         a.mov(qword_ptr(t + ring::TIME as i32), now)?;
         a.mov(dword_ptr(t + ring::STREAM as i32), stream)?;
-        a.mov(dword_ptr(t + ring::LEN as i32), 8 * values.len() as u32)?;
+        a.mov(dword_ptr(t + ring::LEN as i32), meta32)?;
         for (k, v) in values.iter().enumerate() {
             let r = asm(self.regs[v.0 as usize]);
             a.mov(qword_ptr(t + (ring::VALUES as i32 + 8 * k as i32)), r)?;
         }
-        a.mov(qword_ptr(t + ring::SEQ as i32), seq)?;
         Ok(())
     }
 
-    /// [`Op::EmitThread`], [`crate::ring`]'s per-thread writer: the time into temporary
-    /// `now`; `rcx` = the thread's slot (the timers' lookup, which writes `rax`, `rdx`,
-    /// `r10`, `r11`); `r11` = its ring; then the shared ring's steps with no `lock` (`rax` =
-    /// record number, `rdx` = the head after it), only this thread writing the ring.
-    fn emit_thread(
-        &mut self,
-        rings: u64,
-        slots: u32,
-        stream: u32,
-        values: &[VReg],
-    ) -> Result<(), LowerError> {
-        use iced_x86::code_asm::{r11, rax, rcx, rdx};
+    /// [`Op::EmitThread`], [`crate::ring`]'s per-thread writer: the time and CPU into
+    /// temporaries `now` and `meta`; `rcx` = the thread's slot (the timers' lookup, which
+    /// writes `rax`, `rdx`, `r10`, `r11`); `r11` = its ring; then the shared ring's steps
+    /// with no `lock` (`rax` = record number, `rdx` = the head after it), only this thread
+    /// writing the ring; the memory reads ([`templates::record_reads`]) before `seq`.
+    fn emit_thread(&mut self, op: &Op) -> Result<(), LowerError> {
+        use iced_x86::code_asm::{r11, rcx, rdx};
+        let Op::EmitThread { rings, slots, stream, values, reads } = op else {
+            unreachable!("an emit.thread")
+        };
+        let (rings, slots) = (*rings, *slots);
         let now = asm(self.temps[0]);
+        let meta = asm(self.temps[1]);
         let mut no_slot = self.a.create_label();
         let mut full = self.a.create_label();
         let mut done = self.a.create_label();
-        // 1. The time, first, as the shared ring takes it.
-        self.rdtsc()?;
-        self.a.mov(now, rax)?;
+        // 1. The time and CPU, first, as the shared ring takes them.
+        self.time_and_cpu(now, meta, op.record_words())?;
         // 2. r11 = this thread's ring: rings + RINGS + slot * ring_len(slots) (checked to
         //    fit an imm32).
         timer_code::thread_slot(&mut self.a, self.at.thread, self.at.threads, no_slot)?;
@@ -684,9 +744,15 @@ impl<'a> Lowerer<'a> {
         //    writes head, and a signal handler that emitted in between moved it, so this
         //    retries (see crate::ring).
         self.reserve(r11, slots, false, full)?;
-        // 4. Fill it, seq = n + 1 last.
-        self.fill(r11, now, rdx, stream, values)?;
+        // 4. Fill it, the reads after the values, seq = n + 1 last.
+        self.fill(r11, now, meta, *stream, values)?;
+        if !reads.is_empty() {
+            for i in templates::record_reads(&self.slot_reads(values.len(), reads)) {
+                self.a.add_instruction(i)?;
+            }
+        }
         let a = &mut self.a;
+        a.mov(qword_ptr(r11 + ring::SEQ as i32), rdx)?;
         a.jmp(done)?;
         // Full: only this thread writes its lost count; a single inc is whole to its handlers.
         a.set_label(&mut full)?;
@@ -697,6 +763,24 @@ impl<'a> Lowerer<'a> {
         a.add_instruction(templates::atomic_inc(rings + ring::NO_SLOT))?;
         self.pending_label = None;
         self.place(&mut done)
+    }
+
+    /// Where each of `reads` goes in a slot whose record has `nvalues` values before them.
+    fn slot_reads(&self, nvalues: usize, reads: &[MemRead]) -> Vec<templates::SlotRead> {
+        let mut status = ring::VALUES as i32 + 8 * nvalues as i32;
+        reads
+            .iter()
+            .map(|r| {
+                let s = templates::SlotRead {
+                    base: iced(self.r(r.base)),
+                    disp: r.disp,
+                    status,
+                    len: r.len,
+                };
+                status += 8 * r.words() as i32;
+                s
+            })
+            .collect()
     }
 
     /// [`Op::Call`]: the stack aligned to 16 bytes (the old `rsp` in a temporary the callee

@@ -9,21 +9,32 @@
 //! +128  lost   u64   records dropped because the ring was full (lock inc)
 //! +192  slots  [SLOT_LEN bytes; slots], record n in slot n % slots (slots a power of two)
 //! ```
-//! Slot (`SLOT_LEN` = 64 bytes, one cache line):
+//! Slot (`SLOT_LEN` = 128 bytes, two cache lines):
 //! ```text
 //! +0   seq     u64   n + 1 once record n is complete (written last)
 //! +8   time    u64   time stamp counter when the record was made
 //! +16  stream  u32   stream id (which probe or event kind made it)
-//! +20  len     u32   bytes of values that follow (8 per value)
+//! +20  len     u16   bytes of words that follow (8 per word)
+//! +22  cpu     u16   the CPU the writer ran on when it took the time
 //! +24  values  [u64; MAX_VALUES]
 //! ```
-//! A writer (1) reads the time stamp counter, (2) reserves record `n = head` by moving
+//! The words are the emit's values, then for each memory read of an `emit.thread` (see
+//! [`crate::ir::MemRead`]) a status word (an i64: bytes read, or `-errno`) and `ceil(len / 8)`
+//! words of bytes, of which the status says how many are valid (the rest are whatever the
+//! slot held before).
+//!
+//! The time and the CPU come from one `rdtscp`: Linux keeps `(node << 12) | cpu` in
+//! `TSC_AUX`, so the CPU is the low 12 bits of `ecx`, read at the same instant as the time
+//! (the thread may migrate right after; the pair is still one consistent sample).
+//!
+//! A writer (1) reads the time stamp counter and the CPU, (2) reserves record `n = head` by moving
 //! `head` from `n` to `n + 1` with `lock cmpxchg` (retrying if another writer moved it
 //! first) unless `n - tail >= slots`, in which case the ring is full and it adds one to
 //! `lost` instead and writes nothing (a `tail` past `n` means other writers and the reader
 //! moved both after `head` was read: `n` is stale, and the writer retries rather than
-//! taking the negative difference for a full ring), (3) writes time, stream, length and
-//! values into slot `n % slots`, (4) writes `seq = n + 1`. x86 keeps stores in order, so a
+//! taking the negative difference for a full ring), (3) writes time, stream, length, CPU
+//! and values into slot `n % slots` (and, for memory reads, copies the bytes in with
+//! `process_vm_readv`), (4) writes `seq = n + 1`. x86 keeps stores in order, so a
 //! reader that sees `seq == n + 1` sees the whole record; the reader copies it out and only
 //! then moves `tail` past it, which is what lets a writer reuse the slot.
 //!
@@ -70,14 +81,15 @@ pub const LOST: u64 = 128;
 pub const SLOTS: u64 = 192;
 
 /// Bytes of one slot (a power of two: the code indexes slots with a shift).
-pub const SLOT_LEN: u64 = 64;
+pub const SLOT_LEN: u64 = 128;
 /// Offsets in a slot.
 pub const SEQ: u64 = 0;
 pub const TIME: u64 = 8;
 pub const STREAM: u64 = 16;
 pub const LEN: u64 = 20;
+pub const CPU: u64 = 22;
 pub const VALUES: u64 = 24;
-/// Values one record holds at most.
+/// Words (values, and the status and bytes of memory reads) one record holds at most.
 pub const MAX_VALUES: usize = ((SLOT_LEN - VALUES) / 8) as usize;
 const _: () = assert!(SLOT_LEN.is_power_of_two());
 
@@ -93,6 +105,9 @@ pub struct Record {
     pub seq: u64,
     pub time: u64,
     pub stream: u32,
+    /// The CPU the writer ran on when it took `time`.
+    pub cpu: u16,
+    /// The record's words: its values, then its memory reads' status and byte words.
     pub values: Vec<u64>,
 }
 
@@ -122,12 +137,14 @@ pub fn read(word: &dyn Fn(u64) -> u64, slots: u32) -> Batch {
         if word(slot + SEQ) != b.tail + 1 {
             break;
         }
+        // stream, len and cpu are one word: one load sees all three as written.
         let meta = word(slot + STREAM);
-        let len = ((meta >> 32) / 8).min(MAX_VALUES as u64);
+        let len = ((meta >> 32 & 0xffff) / 8).min(MAX_VALUES as u64);
         b.records.push(Record {
             seq: b.tail,
             time: word(slot + TIME),
             stream: meta as u32,
+            cpu: (meta >> 48) as u16,
             values: (0..len).map(|k| word(slot + VALUES + 8 * k)).collect(),
         });
         b.tail += 1;
@@ -264,7 +281,7 @@ mod tests {
 
     #[test]
     fn merge_orders_by_time_then_ring_then_sequence() {
-        let rec = |seq, time| Record { seq, time, stream: 1, values: vec![] };
+        let rec = |seq, time| Record { seq, time, stream: 1, cpu: 0, values: vec![] };
         let batch = |records| Batch { records, ..Batch::default() };
         let batches = [
             batch(vec![rec(0, 5), rec(1, 7), rec(2, 7)]),
@@ -289,7 +306,8 @@ mod tests {
             let slot = SLOTS + s * SLOT_LEN;
             w(&mut mem, slot + SEQ, n + 1);
             w(&mut mem, slot + TIME, 100 + n);
-            w(&mut mem, slot + STREAM, (16u64 << 32) | 9);
+            // CPU 0x801 (above a byte: the reader must not take it for part of len).
+            w(&mut mem, slot + STREAM, (0x801 + n) << 48 | (16u64 << 32) | 9);
             w(&mut mem, slot + VALUES, n * 10);
             w(&mut mem, slot + VALUES + 8, n * 20);
         }
@@ -301,8 +319,8 @@ mod tests {
         assert_eq!(
             b.records,
             [
-                Record { seq: 4, time: 104, stream: 9, values: vec![40, 80] },
-                Record { seq: 5, time: 105, stream: 9, values: vec![50, 100] },
+                Record { seq: 4, time: 104, stream: 9, cpu: 0x805, values: vec![40, 80] },
+                Record { seq: 5, time: 105, stream: 9, cpu: 0x806, values: vec![50, 100] },
             ]
         );
     }

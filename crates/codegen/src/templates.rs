@@ -108,3 +108,108 @@ pub fn emulated_call_prefix(ret_to: u64) -> Vec<Instruction> {
         )),
     ]
 }
+
+/// System call numbers (x86-64 Linux) of [`record_reads`].
+pub const SYS_GETPID: u32 = 39;
+pub const SYS_PROCESS_VM_READV: u32 = 310;
+
+/// One memory read of a record for [`record_reads`]: `len` bytes from `base + disp` into the
+/// slot at `status + 8`, its status word at `status` (offsets in the slot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlotRead {
+    pub base: Register,
+    pub disp: i32,
+    pub status: i32,
+    pub len: u16,
+}
+
+/// The stack frame of [`record_reads`], offsets from its `rsp`: the local iovec `{dst, len}`,
+/// the two remote ones `[{src, n0}, {src + n0, len - n0}]`, and what must survive the
+/// system calls (which write `rax`, `rcx`, `r11` and the argument registers).
+const LOCAL_IOV: i32 = 0;
+const REMOTE_IOV: i32 = 16;
+const SAVED_SLOT: i32 = 48;
+const SAVED_SEQ: i32 = 56;
+const SAVED_PID: i32 = 64;
+/// Bytes [`record_reads`] puts below `rsp` (8-aligned: the system calls need no more).
+pub const READ_FRAME: i32 = 72;
+/// Bytes of a page: a remote range is split where its first page ends.
+const PAGE: u32 = 4096;
+
+/// The memory reads of a record whose slot is at `r11` (the record not complete yet: `rdx`
+/// is the `seq` it gets afterwards), each with `process_vm_readv` on this process, which
+/// never faults: an unreadable byte ends the copy and the call returns what it copied, or
+/// `-EFAULT` if that is nothing. Leaves `r11` and `rdx` as they were; writes `rax`, `rcx`,
+/// `rsi`, `rdi`, `r8`-`r10` and the flags, and uses [`READ_FRAME`] bytes of stack below
+/// `rsp` (the caller has stepped over the red zone). The bases must not be among the
+/// registers it writes.
+///
+/// 1. Each read's source address `base + disp` into its status word, first: the bases need
+///    not survive the calls, only the slot pointer and `seq`, which go on the stack.
+/// 2. `pid = getpid()`, for every record: a forked child has another pid, and reading its
+///    parent's memory would be wrong.
+/// 3. For each read, `process_vm_readv(pid, {slot + status + 8, len}, 1, [{src, n0}, {src +
+///    n0, len - n0}], 2, 0)` with `n0 = min(len, 4096 - (src & 4095))`: the kernel copies
+///    each remote iovec whole or stops at its first fault, so splitting the range where its
+///    first page ends makes a string that ends just before an unmapped page come back as a
+///    partial read rather than as nothing. The result (bytes read, or `-errno`) goes into
+///    the status word.
+/// 4. `r11`, `rdx` back; the frame freed.
+pub fn record_reads(reads: &[SlotRead]) -> Vec<Instruction> {
+    use iced_x86::code_asm::*;
+    let body = |a: &mut CodeAssembler| -> Result<(), iced_x86::IcedError> {
+        // 1.
+        for r in reads {
+            let base = gpr64::get_gpr64(r.base).expect("a 64-bit base register");
+            a.lea(rax, qword_ptr(base + r.disp))?;
+            a.mov(qword_ptr(r11 + r.status), rax)?;
+        }
+        // 2.
+        a.lea(rsp, qword_ptr(rsp - READ_FRAME))?;
+        a.mov(qword_ptr(rsp + SAVED_SLOT), r11)?;
+        a.mov(qword_ptr(rsp + SAVED_SEQ), rdx)?;
+        a.mov(eax, SYS_GETPID)?;
+        a.syscall()?;
+        a.mov(qword_ptr(rsp + SAVED_PID), rax)?;
+        a.mov(r11, qword_ptr(rsp + SAVED_SLOT))?;
+        // 3.
+        for r in reads {
+            a.lea(rax, qword_ptr(r11 + (r.status + 8)))?;
+            a.mov(qword_ptr(rsp + LOCAL_IOV), rax)?;
+            a.mov(qword_ptr(rsp + (LOCAL_IOV + 8)), r.len as i32)?;
+            a.mov(rax, qword_ptr(r11 + r.status))?;
+            a.mov(qword_ptr(rsp + REMOTE_IOV), rax)?;
+            // edx = n0 = min(len, PAGE - (src & (PAGE - 1))), ecx = len - n0.
+            a.mov(ecx, eax)?;
+            a.and(ecx, (PAGE - 1) as i32)?;
+            a.mov(edx, PAGE)?;
+            a.sub(edx, ecx)?;
+            a.mov(ecx, r.len as u32)?;
+            a.cmp(edx, ecx)?;
+            a.cmova(edx, ecx)?;
+            a.mov(qword_ptr(rsp + (REMOTE_IOV + 8)), rdx)?;
+            a.add(rax, rdx)?;
+            a.mov(qword_ptr(rsp + (REMOTE_IOV + 16)), rax)?;
+            a.sub(ecx, edx)?;
+            a.mov(qword_ptr(rsp + (REMOTE_IOV + 24)), rcx)?;
+            a.mov(rdi, qword_ptr(rsp + SAVED_PID))?;
+            a.mov(rsi, rsp)?;
+            a.mov(edx, 1)?;
+            a.lea(r10, qword_ptr(rsp + REMOTE_IOV))?;
+            a.mov(r8d, 2)?;
+            a.xor(r9d, r9d)?;
+            a.mov(eax, SYS_PROCESS_VM_READV)?;
+            a.syscall()?;
+            a.mov(r11, qword_ptr(rsp + SAVED_SLOT))?;
+            a.mov(qword_ptr(r11 + r.status), rax)?;
+        }
+        // 4.
+        a.mov(rdx, qword_ptr(rsp + SAVED_SEQ))?;
+        a.lea(rsp, qword_ptr(rsp + READ_FRAME))?;
+        Ok(())
+    };
+    let mut a = CodeAssembler::new(64).expect("64-bit mode");
+    // Fixed registers and small offsets: every instruction is well formed.
+    body(&mut a).expect("template instruction is well formed");
+    a.take_instructions()
+}

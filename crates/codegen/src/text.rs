@@ -11,11 +11,12 @@
 //! ```
 //! Operands: `%name` (a virtual register), a number (decimal, `0x` hex, or negative
 //! decimal), `[0x7000]` or `[0x7000+8]` (an absolute address), `[%v]`, `[%v+16]`, `[%v-8]`,
-//! a register name of the point (`rdi`), a label name, and `key=value` where an op names its
-//! operands.
+//! a register name of the point (`rdi`), a label name, `key=value` where an op names its
+//! operands, and `read(%p+16, 8)` (a memory read of an `emit.thread`: base, displacement,
+//! bytes; the comma inside the parentheses does not separate operands).
 //! The ops and their forms are listed on [`crate::ir::Op`].
 
-use crate::ir::{Addr, Cond, Label, Op, Program, Src, TimerOp, VReg, Width};
+use crate::ir::{Addr, Cond, Label, MemRead, Op, Program, Src, TimerOp, VReg, Width};
 use crate::{SpAt, SpBase};
 use kerf_arch::x86_64::Gpr;
 use std::fmt::{self, Write as _};
@@ -94,8 +95,7 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
             return Err(ParseErrorKind::UnknownOp(format!("atomic {op}")));
         }
     }
-    let args: Vec<&str> =
-        if rest.is_empty() { Vec::new() } else { rest.split(',').map(str::trim).collect() };
+    let args = operands(rest);
     let bad = |want: &'static str| ParseErrorKind::Operands {
         op: op.to_string(),
         want,
@@ -150,6 +150,10 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
             let [d] = args[..] else { return Err(bad("%dst")) };
             Op::Rdtsc { dst: vreg(p, d)? }
         }
+        "cpu" => {
+            let [d] = args[..] else { return Err(bad("%dst")) };
+            Op::Cpu { dst: vreg(p, d)? }
+        }
         "jmp" => {
             let [l] = args[..] else { return Err(bad("label")) };
             Op::Jump { target: label(p, l)? }
@@ -157,7 +161,7 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
         "emit" | "emit.thread" => {
             let (key, want) = match op {
                 "emit" => ("ring", "ring=ADDR, slots=N, stream=S, %value..."),
-                _ => ("rings", "rings=ADDR, slots=N, stream=S, %value..."),
+                _ => ("rings", "rings=ADDR, slots=N, stream=S, %value..., read(%p+D, LEN)..."),
             };
             if args.len() < 3 {
                 return Err(bad(want));
@@ -168,11 +172,18 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
             let (Ok(slots), Ok(stream)) = (u32::try_from(slots), u32::try_from(stream)) else {
                 return Err(bad(want));
             };
-            let values = args[3..].iter().map(|v| vreg(p, v)).collect::<Result<_, _>>()?;
+            // The values, then the reads (the order of the record).
+            let nvalues = args[3..].iter().take_while(|a| a.starts_with('%')).count();
+            let (values, reads) = args[3..].split_at(nvalues);
+            let values = values.iter().map(|v| vreg(p, v)).collect::<Result<_, _>>()?;
             if op == "emit" {
+                if !reads.is_empty() {
+                    return Err(bad(want));
+                }
                 Op::Emit { ring, slots, stream, values }
             } else {
-                Op::EmitThread { rings: ring, slots, stream, values }
+                let reads = reads.iter().map(|r| mem_read(p, r)).collect::<Result<_, _>>()?;
+                Op::EmitThread { rings: ring, slots, stream, values, reads }
             }
         }
         "call" => {
@@ -212,6 +223,41 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
         }
         other => return Err(ParseErrorKind::UnknownOp(other.to_string())),
     })
+}
+
+/// The operands of a line: split at commas outside parentheses, trimmed.
+fn operands(rest: &str) -> Vec<&str> {
+    if rest.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (k, c) in rest.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(rest[start..k].trim());
+                start = k + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(rest[start..].trim());
+    out
+}
+
+/// `read(%p, LEN)`, `read(%p+D, LEN)` or `read(%p-D, LEN)`.
+fn mem_read(p: &mut Program, s: &str) -> Result<MemRead, ParseErrorKind> {
+    let bad = || ParseErrorKind::BadOperand(s.to_string());
+    let inner = s.strip_prefix("read(").and_then(|r| r.strip_suffix(')')).ok_or_else(bad)?;
+    let (at, len) = inner.split_once(',').ok_or_else(bad)?;
+    let len = number(len.trim()).and_then(|n| u16::try_from(n).ok()).ok_or_else(bad)?;
+    // The address is written as a memory operand's inside: `%p+16`.
+    match addr(p, &format!("[{}]", at.trim())).map_err(|_| bad())? {
+        Addr::Based { base, disp } => Ok(MemRead { base, disp, len }),
+        Addr::Abs(_) => Err(bad()),
+    }
 }
 
 fn is_ident(s: &str) -> bool {
@@ -358,12 +404,13 @@ fn op_text(p: &Program, op: &Op) -> String {
             format!("{}add {}, {}", if *atomic { "atomic " } else { "" }, a(addr), s(src))
         }
         Op::Rdtsc { dst } => format!("rdtsc {}", v(dst)),
+        Op::Cpu { dst } => format!("cpu {}", v(dst)),
         Op::Branch { cond, a: x, b, target } => {
             format!("br.{} {}, {}, {}", cond.name(), v(x), s(b), l(target))
         }
         Op::Jump { target } => format!("jmp {}", l(target)),
         Op::Emit { ring, slots, stream, values }
-        | Op::EmitThread { rings: ring, slots, stream, values } => {
+        | Op::EmitThread { rings: ring, slots, stream, values, .. } => {
             let (name, key) = if matches!(op, Op::Emit { .. }) {
                 ("emit", "ring")
             } else {
@@ -372,6 +419,17 @@ fn op_text(p: &Program, op: &Op) -> String {
             let mut t = format!("{name} {key}={ring:#x}, slots={slots}, stream={stream}");
             for x in values {
                 let _ = write!(t, ", {}", v(x));
+            }
+            if let Op::EmitThread { reads, .. } = op {
+                for r in reads {
+                    // Displacement and length in decimal: offsets into a structure.
+                    let at = match r.disp {
+                        0 => v(&r.base),
+                        d if d < 0 => format!("{}-{}", v(&r.base), d.unsigned_abs()),
+                        d => format!("{}+{d}", v(&r.base)),
+                    };
+                    let _ = write!(t, ", read({at}, {})", r.len);
+                }
             }
             t
         }
@@ -417,11 +475,13 @@ mod tests {
     add [0x7008], %n
     atomic add [0x7010], 1
     rdtsc %now
+    cpu %c
     br.geu %fd, 3, out
     br.lt %n, %m, out
     jmp out
     emit ring=0x90000, slots=256, stream=7, %fd, %now
     emit.thread rings=0xc0000, slots=64, stream=8, %now, %fd
+    emit.thread rings=0xc0000, slots=64, stream=9, %c, read(%t+16, 8), read(%fd, 56), read(%t-8, 1)
     call %r, 0x5000, %fd, 7
     call 0x5008
     timer.start 0x8000
@@ -434,7 +494,7 @@ out:
     #[test]
     fn every_op_round_trips() {
         let p = parse(EVERY_OP).unwrap();
-        assert_eq!(p.ops.len(), 28);
+        assert_eq!(p.ops.len(), 30);
         let text = print(&p);
         assert_eq!(text, EVERY_OP);
         assert_eq!(parse(&text).unwrap(), p);
@@ -460,6 +520,19 @@ out:
             ("mov %a, 1\nemit.thread rings=0x9000, slots=6, stream=1, %a\n", 2, "power of two"),
             ("mov %a, 1\nemit.thread rings=0x9000, slots=0x10000, stream=1, %a\n", 2, "exceed"),
             ("emit.thread ring=0x9000, slots=4, stream=1\n", 1, "takes rings=ADDR"),
+            ("mov %a, 1\nemit ring=0x9000, slots=4, stream=1, read(%a, 8)\n", 2, "emit takes"),
+            ("emit.thread rings=0x9000, slots=4, stream=1, read(0x10, 8)\n", 1, "bad operand"),
+            ("emit.thread rings=0x9000, slots=4, stream=1, read(%a, 8\n", 1, "bad operand"),
+            ("mov %a, 1\nemit.thread rings=0x9000, slots=4, stream=1, read(%a, 0)\n", 2, "1 to 64"),
+            ("mov %a, 1\nemit.thread rings=0x9000, slots=4, stream=1, read(%a, 65)\n", 2, "1 to"),
+            (
+                "mov %a, 1\nemit.thread rings=0x9000, slots=4, stream=1, %a, %a, \
+                 read(%a+8, 64), read(%a, 9)\n",
+                2,
+                "emit of 14 words",
+            ),
+            ("emit.thread rings=0x9000, slots=4, stream=1, read(%a, 8)\n", 1, "%a is read before"),
+            ("mov %a, 1\nemit.thread rings=0x9000, slots=4, stream=1, read(%a, 8), %a\n", 2, "bad"),
             ("atomic mov %a, 1\n", 1, "unknown op \"atomic mov\""),
             ("store8 [%a+zz], 1\n", 1, "bad operand \"[%a+zz]\""),
         ];
@@ -473,7 +546,7 @@ out:
     /// Random programs of every op and operand form print and parse back to themselves.
     #[test]
     fn random_programs_round_trip() {
-        use crate::ir::{Addr, Cond, Op, Src, TimerOp, Width};
+        use crate::ir::{Addr, Cond, MemRead, Op, Src, TimerOp, Width, MAX_READ};
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         let mut next = move |n: u64| {
             // xorshift64*: deterministic, good enough to pick among choices.
@@ -505,7 +578,8 @@ out:
                     disp: next(512) as i32 - 256,
                 };
                 let op = match next(12) {
-                    0 => Op::Thread { dst: r },
+                    0 if next(2) == 0 => Op::Thread { dst: r },
+                    0 => Op::Cpu { dst: r },
                     1 => Op::Reg { dst: r, reg: Gpr::ALL[next(16) as usize] },
                     2 => Op::Load { dst: r, width, addr },
                     3 => Op::Store { width, addr, src },
@@ -530,6 +604,14 @@ out:
                         slots: 1 << next(12),
                         stream: next(1 << 32) as u32,
                         values: v[..next(5) as usize].to_vec(),
+                        // Up to three reads of a word or less (2 words each): 4 + 6 fit.
+                        reads: (0..next(4))
+                            .map(|_| MemRead {
+                                base: v[next(4) as usize],
+                                disp: next(8192) as i32 - 4096,
+                                len: [1, 8, MAX_READ / 8][next(3) as usize],
+                            })
+                            .collect(),
                     },
                     10 => Op::Call {
                         target: imms[next(9) as usize],

@@ -9,7 +9,7 @@ use kerf_codegen::{lower, timer, Context, Env, LiveAt, Primitive, ThreadPointer}
 use std::arch::asm;
 use std::sync::atomic::AtomicU64;
 
-const MAP: usize = 16 << 20;
+const MAP: usize = 32 << 20;
 const DATA: u64 = 512 * 1024;
 
 struct Arena {
@@ -784,6 +784,164 @@ fn emit_thread_with_no_thread_slot_counts_in_the_shared_loss() {
     assert!(t.rings.iter().all(|b| b.tail == 0 && b.records.is_empty()));
 }
 
+/// Three pages for the memory-read tests: two readable, then one with no access; returns
+/// the first page's address and the no-access page's.
+fn guarded_pages() -> (u64, u64) {
+    // SAFETY: a fresh anonymous mapping (checked), its last page then made inaccessible;
+    // never unmapped (the tests' process ends soon).
+    unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            3 * 4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        assert_eq!(libc::mprotect(p.add(2 * 4096), 4096, libc::PROT_NONE), 0);
+        (p as u64, p as u64 + 2 * 4096)
+    }
+}
+
+/// The bytes of record words, in memory order.
+fn bytes(words: &[u64]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+#[test]
+fn emit_thread_reads_copy_memory_into_the_record_and_never_fault() {
+    const SLOTS: u32 = 16;
+    let (pages, none) = guarded_pages();
+    let eight: Vec<u8> = (1..=8).collect();
+    let across: Vec<u8> = (0..64).map(|k| 0x40 + k).collect();
+    let string = b"kerf trace";
+    // 8 bytes inside the first page, 64 across the end of the first page (read as two
+    // parts), a 10-byte string that ends where the no-access page begins.
+    for (at, b) in [(pages + 0x100, &eight[..]), (pages + 4096 - 20, &across), (none - 10, string)]
+    {
+        // SAFETY: inside the readable pages of the mapping.
+        unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), at as *mut u8, b.len()) };
+    }
+    // rdi, rsi, then per read: its status and the bytes it must have copied.
+    type Case<'a> = (u64, u64, i64, &'a [u8], i64, &'a [u8]);
+    let cases: [Case<'_>; 3] = [
+        (pages + 0x100 - 16, pages + 4096 - 20, 8, &eight, 64, &across),
+        // 16 is never mapped (below mmap_min_addr).
+        (0, none - 10, -EFAULT, &[], 10, string),
+        (none - 16, none, -EFAULT, &[], -EFAULT, &[]),
+    ];
+    for live in [LiveAt::ALL, caller_saved_dead().live] {
+        let mut ar = Arena::new();
+        let (at, rings) = thread_rings(&ar, live, SLOTS);
+        let src = format!(
+            "reg %p, rdi\n reg %q, rsi\n emit.thread rings={:#x}, slots={SLOTS}, stream=9, \
+             %p, %q, read(%p+16, 8), read(%q, 64)",
+            ar.addr(DATA + rings)
+        );
+        let f = ar.place_ir(&src, &at);
+        for (p, q, ..) in cases {
+            for misalign in [false, true] {
+                let regs = with(&[("rdi", p), ("rsi", q)]);
+                let r = run_with(f, regs, misalign);
+                if live == LiveAt::ALL {
+                    assert_eq!((r.regs, r.cf), (regs, 1), "registers or flags changed");
+                } else {
+                    assert_eq!(r.regs[9..], regs[9..], "what Rust keeps live changed");
+                }
+            }
+        }
+        let t = read_thread_rings(&ar, rings, SLOTS);
+        assert_eq!(t.lost(), 0);
+        let b = t.rings.iter().find(|b| b.tail > 0).expect("this thread's ring");
+        assert_eq!((b.records.len(), b.pending), (2 * cases.len(), 0));
+        for (rec, (p, q, st1, b1, st2, b2)) in
+            b.records.iter().zip(cases.iter().flat_map(|c| [c, c]))
+        {
+            let w = &rec.values;
+            // Two values, a read of 8 bytes (status + 1 word), one of 64 (status + 8 words).
+            assert_eq!((rec.stream, w.len()), (9, 13), "{rec:x?}");
+            assert_eq!((w[0], w[1]), (*p, *q));
+            assert_eq!((w[2] as i64, w[4] as i64), (*st1, *st2), "statuses, {rec:x?}");
+            assert_eq!(&bytes(&w[3..4])[..b1.len()], *b1);
+            assert_eq!(&bytes(&w[5..13])[..b2.len()], *b2);
+        }
+    }
+}
+
+#[test]
+fn a_kernel_point_refuses_memory_reads() {
+    let p = text::parse("reg %a, rdi\n emit.thread rings=0x9000, slots=4, stream=1, read(%a, 8)")
+        .unwrap();
+    let at = At { env: Env::Kernel, thread: ThreadPointer::GsSlot(0x2c740), ..all_live() };
+    let e = lower_program(&p, &at).unwrap_err();
+    assert_eq!(e, kerf_codegen::LowerError::KernelMemoryRead { op: 1 });
+    assert!(e.to_string().contains("driver's reader"), "{e}");
+}
+
+/// The CPUs this thread may run on.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is empty; sched_getaffinity fills it (checked).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        assert_eq!(libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set), 0);
+        (0..libc::CPU_SETSIZE as usize).filter(|c| libc::CPU_ISSET(*c, &set)).collect()
+    }
+}
+
+/// Pin this thread to `cpu`.
+fn pin(cpu: usize) {
+    // SAFETY: as above; sched_setaffinity on this thread only.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        assert_eq!(libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set), 0);
+    }
+}
+
+#[test]
+fn records_and_the_cpu_op_name_the_cpu_the_thread_is_pinned_to() {
+    const SLOTS: u32 = 16;
+    let mut ar = Arena::new();
+    let (at, rings) = thread_rings(&ar, LiveAt::ALL, SLOTS);
+    let per_thread = place_emit_thread(&mut ar, &at, rings, SLOTS);
+    // The shared ring and the cpu op's word after the per-thread area.
+    let shared = rings + ring::thread_rings_len(SLOTS);
+    let word = shared + ring::ring_len(SLOTS);
+    let src = format!(
+        "reg %k, rdi\n emit ring={:#x}, slots={SLOTS}, stream=2, %k",
+        ar.addr(DATA + shared)
+    );
+    let emit = ar.place_ir(&src, &all_live());
+    let cpu =
+        ar.place_ir(&format!("cpu %c\n store64 [{:#x}], %c", ar.addr(DATA + word)), &all_live());
+    // The highest CPU first: a writer that always said 0 would fail at once on a machine
+    // with more than one.
+    let cpus: Vec<usize> = allowed_cpus().into_iter().rev().collect();
+    // In a thread of its own: the pinning ends with it.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for &c in &cpus {
+                pin(c);
+                let regs = with(&[("rdi", c as u64), ("rsi", 0)]);
+                assert_eq!(run_with(per_thread, regs, false).regs, regs);
+                assert_eq!(run_with(emit, regs, true).regs, regs);
+                let r = run_with(cpu, PATTERN, false);
+                assert_eq!((r.regs, r.cf), (PATTERN, 1), "registers or flags changed");
+                assert_eq!(ar.data(word), c as u64, "cpu %c on CPU {c}");
+            }
+        });
+    });
+    let mine = read_thread_rings(&ar, rings, SLOTS).rings.into_iter().find(|b| b.tail > 0);
+    let shared = read_ring(&ar, shared, SLOTS);
+    for b in [mine.expect("the pinned thread's ring"), shared] {
+        assert_eq!(b.records.len(), cpus.len());
+        for r in &b.records {
+            assert_eq!(r.cpu as u64, r.values[0], "{r:?}");
+        }
+    }
+}
+
 /// The `emit.thread` snippet the signal handler below runs, and how often it ran it.
 static HANDLER_EMIT: AtomicU64 = AtomicU64::new(0);
 static HANDLED: AtomicU64 = AtomicU64::new(0);
@@ -843,6 +1001,7 @@ static DRAIN_NEXT: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 static DRAIN_SEEN: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 static DRAIN_BAD: AtomicU64 = AtomicU64::new(0);
 const DRAIN_SLOTS: u32 = 512;
+const EFAULT: i64 = libc::EFAULT as i64;
 
 /// Read the complete records of the ring at DRAIN_RING (an address), check and count them,
 /// and move its tail past them: the reader's part (never two at once: the test drains only
@@ -855,6 +1014,13 @@ fn drain_and_count() {
     // ring::read allocates: safe in a handler here, as the code it interrupts never does.
     let b = ring::read(&word, DRAIN_SLOTS);
     for r in &b.records {
+        // A record with reads (Writer::ThreadReads): the stack word read whole, the bad
+        // pointer's read refused.
+        let reads_ok = r.values.len() == 2
+            || (r.values.len() == 7 && r.values[2] == 8 && r.values[4] as i64 == -EFAULT);
+        if !reads_ok {
+            DRAIN_BAD.fetch_add(1, Relaxed);
+        }
         let kind = r.values[0] as usize;
         if DRAIN_NEXT[kind].load(Relaxed) != r.values[1] {
             DRAIN_BAD.fetch_add(1, Relaxed);
@@ -917,18 +1083,30 @@ fn run_stepped(f: u64, k: u64) {
 /// signal handler and kerf's reader could: the handler can take the record the interrupted
 /// writer was about to, and move the tail past the head that writer read. Every event of
 /// both must be read once, in order, none counted lost (the ring never holds more than two).
-fn emit_interrupted_at_every_instruction(per_thread: bool) {
+fn emit_interrupted_at_every_instruction(writer: Writer) {
     use std::sync::atomic::Ordering::Relaxed;
     let _one = SIGNAL_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let mut ar = Arena::new();
-    let (f, ring) = if per_thread {
+    let (f, ring) = if writer != Writer::Shared {
         let (at, rings) = thread_rings(&ar, LiveAt::ALL, DRAIN_SLOTS);
         let tp: u64;
         // SAFETY: reads this thread's thread pointer (x86-64 TLS ABI: the TCB's first word).
         unsafe { asm!("mov {}, fs:[0]", out(reg) tp) };
         // This thread claims its home slot: the table is fresh.
         let ring = rings + ring::thread_ring(timer::home_slot(tp), DRAIN_SLOTS);
-        (place_emit_thread(&mut ar, &at, rings, DRAIN_SLOTS), ring)
+        let f = if writer == Writer::ThreadReads {
+            // The word at the point's rsp (the return address: readable), and 16 bytes at
+            // %who + 8 (8 or 9: unmapped); drain_and_count checks both statuses.
+            let src = format!(
+                "reg %who, rdi\n reg %k, rsi\n reg %sp, rsp\n emit.thread rings={:#x}, \
+                 slots={DRAIN_SLOTS}, stream=6, %who, %k, read(%sp, 8), read(%who+8, 16)",
+                ar.addr(DATA + rings)
+            );
+            ar.place_ir(&src, &at)
+        } else {
+            place_emit_thread(&mut ar, &at, rings, DRAIN_SLOTS)
+        };
+        (f, ring)
     } else {
         let src = format!(
             "reg %who, rdi\n reg %k, rsi\n emit ring={{D}}, slots={DRAIN_SLOTS}, stream=6, %who, %k"
@@ -976,14 +1154,28 @@ fn emit_interrupted_at_every_instruction(per_thread: bool) {
     );
 }
 
+/// The writers [`emit_interrupted_at_every_instruction`] interrupts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Writer {
+    Shared,
+    Thread,
+    /// `emit.thread` with two memory reads (system calls between reservation and `seq`).
+    ThreadReads,
+}
+
 #[test]
 fn shared_emit_interrupted_at_every_instruction_loses_nothing() {
-    emit_interrupted_at_every_instruction(false);
+    emit_interrupted_at_every_instruction(Writer::Shared);
 }
 
 #[test]
 fn emit_thread_interrupted_at_every_instruction_loses_nothing() {
-    emit_interrupted_at_every_instruction(true);
+    emit_interrupted_at_every_instruction(Writer::Thread);
+}
+
+#[test]
+fn emit_thread_with_reads_interrupted_at_every_instruction_loses_nothing() {
+    emit_interrupted_at_every_instruction(Writer::ThreadReads);
 }
 
 #[test]
