@@ -67,6 +67,8 @@ pub struct Capture {
     pub expr: Expr,
     /// Whether it came from `ret` (only at exits).
     pub ret: bool,
+    /// Whether it names a register itself (`rdi`, not `arg0`): shown in hex, as an address.
+    pub hex: bool,
 }
 
 /// A comparison.
@@ -273,8 +275,9 @@ impl<'a> Parser<'a> {
         let e_start = self.at;
         let (expr, ret) = self.expr()?;
         let text = self.s[e_start..self.at].trim().to_string();
+        let hex = Gpr::from_name(&text).is_some();
         let name = name.unwrap_or(if text.is_empty() { format!("v{k}") } else { text });
-        Ok(Capture { name, expr, ret })
+        Ok(Capture { name, expr, ret, hex })
     }
 
     /// A register value: REG, argN, ret, tid, cpu; with whether it was `ret`.

@@ -65,6 +65,8 @@ pub struct Decode {
 pub enum Slot {
     /// Word `k` of the values.
     Word(usize),
+    /// The CPU in the record's header (no register spent on it).
+    Cpu,
     /// Memory capture number `r` (its address is word `addr`), read as `kind`, `disp` past
     /// its base.
     Read { r: usize, addr: usize, disp: i32, kind: MemKind },
@@ -135,6 +137,7 @@ pub fn build(
     let mut mem = Vec::new();
     for (k, c) in line.captures.iter().enumerate() {
         match c.expr {
+            Expr::Reg(RegValue::Cpu) => decode.captures.push(Slot::Cpu),
             Expr::Reg(r) => {
                 let v = value(&mut p, r)?;
                 let at = values.iter().position(|x| *x == v).unwrap_or_else(|| {
@@ -306,9 +309,10 @@ impl Decode {
         }
     }
 
-    /// The captured values of a record's words, in the probe's order. A record too short for
-    /// its probe (never written by kerf's code) gives faults at address 0.
-    pub fn values(&self, words: &[u64]) -> Vec<Value> {
+    /// The captured values of a record's words (and its header's CPU), in the probe's order.
+    /// A record too short for its probe (never written by kerf's code) gives faults at
+    /// address 0.
+    pub fn values(&self, words: &[u64], cpu: u16) -> Vec<Value> {
         let reads_at = self.words_before_reads();
         let mut starts = Vec::with_capacity(self.reads.len());
         let mut at = reads_at;
@@ -320,6 +324,7 @@ impl Decode {
             .iter()
             .map(|slot| match *slot {
                 Slot::Word(k) => Value::Unsigned(words.get(k).copied().unwrap_or(0)),
+                Slot::Cpu => Value::Unsigned(u64::from(cpu)),
                 Slot::Read { r, addr, disp, kind } => {
                     let base = words.get(addr).copied().unwrap_or(0);
                     let from = base.wrapping_add(disp as i64 as u64);
@@ -342,6 +347,7 @@ impl Decode {
         for s in &self.captures {
             match *s {
                 Slot::Word(k) => n = n.max(k + 1),
+                Slot::Cpu => {}
                 Slot::Read { addr, .. } => n = n.max(addr + 1),
             }
         }
@@ -419,7 +425,7 @@ mod tests {
         w.push(0);
         assert_eq!(d.tid(&w), 42);
         assert_eq!(
-            d.values(&w),
+            d.values(&w, 0),
             vec![
                 Value::Unsigned(5),
                 Value::Bytes { data: b"hello".to_vec(), truncated: false },

@@ -9,7 +9,7 @@ use super::event::{
     CaptureInfo, Counters, Event, Loss, LossOrigin, PointKind, ProbeInfo, Record, Source,
     SourceKind, StreamInfo, Tables, ThreadInfo,
 };
-use super::probe::{self, Expr, MemKind, ProbeLine};
+use super::probe::{self, ProbeLine};
 use super::program::{self, AreaLayout, Decode, TidSource};
 use super::{Sink, Summary};
 use crate::error::ToolError;
@@ -214,14 +214,7 @@ impl LiveTool for Trace {
             let captures = line
                 .captures
                 .iter()
-                .map(|c| CaptureInfo {
-                    name: c.name.clone(),
-                    hex: matches!(c.expr, Expr::Reg(_)) && !c.ret
-                        || matches!(
-                            c.expr,
-                            Expr::Mem { kind: MemKind::Int { signed: false, .. }, .. }
-                        ),
-                })
+                .map(|c| CaptureInfo { name: c.name.clone(), hex: c.hex })
                 .collect();
             probes_info.push(ProbeInfo {
                 name: name.clone(),
@@ -461,7 +454,7 @@ impl Reader {
                 probe: rec.stream,
                 stream: info.stream,
                 kind: info.kind,
-                values: d.values(&rec.values),
+                values: d.values(&rec.values, rec.cpu),
             }));
         }
         String::from_utf8_lossy(&std::mem::take(&mut self.live)).into_owned()
