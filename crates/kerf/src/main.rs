@@ -79,7 +79,7 @@ enum Command {
     /// Trace events at any instruction of a live process, a command, or the kernel, with
     /// captured registers, arguments, return values, memory and strings, filters and streams;
     /// `kerf trace convert` turns a raw trace into text, JSON Lines or Perfetto.
-    Trace(trace::TraceArgs),
+    Trace(Box<trace::TraceArgs>),
     /// Receive traces from remote senders over TCP into one raw trace file.
     Collect(trace::CollectArgs),
     /// The demo's workload (internal).
@@ -94,7 +94,7 @@ fn main() -> ExitCode {
         Command::Count(a) => count::run(a),
         Command::Time(a) => time::run(a),
         Command::Demo(a) => demo::run(a),
-        Command::Trace(c) => trace::run(c),
+        Command::Trace(c) => trace::run(*c),
         Command::Collect(a) => trace::collect(a),
         Command::Workload { threads } => kerf_tools::demo::workload(threads),
     };

@@ -208,7 +208,7 @@ fn perfetto_output_has_a_slice_per_call() {
 fn kerf_killed_mid_trace_leaves_the_program_running_correctly() {
     let bin = build_fixture("traced", "-O2", "trace_kill");
     const N: u64 = 400_000_000;
-    let mut prog =
+    let prog =
         Command::new(&bin).args(["flood", &N.to_string()]).stdout(Stdio::piped()).spawn().unwrap();
     let _reap = Reaper(prog.id() as i32);
     let pid = prog.id().to_string();

@@ -219,19 +219,17 @@ impl<'a> Parser<'a> {
             stream: None,
             uses_ret: false,
         };
-        if self.eat("{") {
-            if !self.eat("}") {
-                loop {
-                    let c = self.capture(line.captures.len())?;
-                    if line.captures.iter().any(|o| o.name == c.name) {
-                        return self.err(format!("two captures are called '{}'", c.name));
-                    }
-                    line.captures.push(c);
-                    if self.eat("}") {
-                        break;
-                    }
-                    self.expect(",")?;
+        if self.eat("{") && !self.eat("}") {
+            loop {
+                let c = self.capture(line.captures.len())?;
+                if line.captures.iter().any(|o| o.name == c.name) {
+                    return self.err(format!("two captures are called '{}'", c.name));
                 }
+                line.captures.push(c);
+                if self.eat("}") {
+                    break;
+                }
+                self.expect(",")?;
             }
         }
         loop {

@@ -35,7 +35,7 @@ impl AreaLayout {
     pub fn rings(&self, s: u32) -> u64 {
         128 * self.streams as u64 + s as u64 * ring::thread_rings_len(self.slots)
     }
-    pub fn len(&self) -> u64 {
+    pub fn bytes(&self) -> u64 {
         self.rings(self.streams)
     }
 }
@@ -401,7 +401,7 @@ mod tests {
         assert_eq!((AREA.flag(1), AREA.filtered(0), AREA.filtered(1)), (64, 128, 192));
         assert_eq!(AREA.rings(0), 256);
         assert_eq!(AREA.rings(1), 256 + ring::thread_rings_len(16));
-        assert_eq!(AREA.len(), 256 + 2 * ring::thread_rings_len(16));
+        assert_eq!(AREA.bytes(), 256 + 2 * ring::thread_rings_len(16));
     }
 
     #[test]

@@ -249,7 +249,7 @@ impl LiveTool for Trace {
             .filter(|&s| !self.off.contains(&streams[s as usize].name))
             .map(|s| (area.flag(s), 1))
             .collect();
-        let tool = ToolData { timers: 0, programs, area: area.len(), init };
+        let tool = ToolData { timers: 0, programs, area: area.bytes(), init };
         Ok((probes, tool, Built { area, decode, probes: probes_info, streams, kind }))
     }
 
