@@ -157,7 +157,11 @@ fn trace(args: TraceArgs) -> Result<(), crate::Error> {
     let mut live = args.live.clone();
     // -o is the trace here: the summary goes to stderr (or stdout as JSON with --json).
     live.output = None;
-    crate::live::run_tool(&tool, &live)
+    crate::live::run_tool(&tool, &live)?;
+    match tool.output_error() {
+        Some(e) => Err(kerf_tools::ToolError::TraceOutput(e).into()),
+        None => Ok(()),
+    }
 }
 
 fn convert(a: ConvertArgs) -> Result<(), crate::Error> {

@@ -254,3 +254,51 @@ fn a_stream_switched_off_through_the_control_file_stops_recording() {
     let last = of_type(&recs, "event").last().map(|e| e["args"]["i"].as_u64().unwrap());
     assert!(last < Some(N - 1), "the last calls were not recorded: {last:?}");
 }
+
+#[test]
+fn a_live_trace_sent_to_a_collector_arrives_whole() {
+    use std::io::BufRead;
+    let d = dir("send");
+    let bin = build_fixture("traced", "-O2", "trace_send");
+    let collected = d.join("all.kerf-trace");
+    let mut collector = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["collect", "--listen", "127.0.0.1:0", "-o", collected.to_str().unwrap()])
+        .args(["--senders", "1"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kerf collect");
+    let _reap = Reaper(collector.id() as i32);
+    let mut err = std::io::BufReader::new(collector.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    err.read_line(&mut line).expect("the collector says where it listens");
+    let addr = line.split_whitespace().nth(2).expect("collecting on ADDR").to_string();
+    let run = kerf_trace(&[
+        "--send",
+        &addr,
+        "step {k=arg0, i=arg1, label=str(arg2, 16)}",
+        "step@exits {ret}",
+        "--",
+        bin.to_str().unwrap(),
+    ]);
+    let said = String::from_utf8_lossy(&run.stderr);
+    assert!(said.contains("sent to") && said.contains("480 events, 0 dropped"), "{said}");
+    assert!(collector.wait().unwrap().success());
+    let out = d.join("all.jsonl");
+    let conv = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["trace", "convert", collected.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(conv.status.success(), "{}", String::from_utf8_lossy(&conv.stderr));
+    let recs = records(&out);
+    assert_eq!(of_type(&recs, "event").len(), 480);
+    let c = &of_type(&recs, "counters")[0];
+    assert_eq!((c["delivered"].as_u64(), c["lost"].as_u64()), (Some(480), Some(0)), "{c}");
+    // The strings and faults went over the wire too.
+    let labels: Vec<String> = of_type(&recs, "event")
+        .iter()
+        .filter(|e| e["kind"] == "entry")
+        .map(|e| e["args"]["label"].to_string())
+        .collect();
+    assert_eq!(labels.iter().filter(|l| l.contains("fault")).count(), 4 * 6);
+    assert_eq!(labels.iter().filter(|l| l.as_str() == "\"edge\"").count(), 4 * 6);
+}

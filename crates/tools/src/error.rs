@@ -39,6 +39,8 @@ pub enum ToolError {
     Probe(crate::trace::probe::ProbeError),
     /// Options that cannot work together, or a probe this target cannot run (with why).
     Usage(String),
+    /// Writing or sending a trace failed part-way (the events after it are not in it).
+    TraceOutput(String),
 }
 
 impl fmt::Display for ToolError {
@@ -69,6 +71,7 @@ impl fmt::Display for ToolError {
             ToolError::Io { what, source } => write!(f, "{what}{source}"),
             ToolError::Probe(e) => write!(f, "{e}"),
             ToolError::Usage(e) => write!(f, "{e}"),
+            ToolError::TraceOutput(e) => write!(f, "the trace's output failed: {e}"),
         }
     }
 }

@@ -56,6 +56,8 @@ pub struct Trace {
     output: RefCell<Option<Output>>,
     /// TSC and CLOCK_MONOTONIC read before the probes went in (the calibration's start).
     clock_start: (u64, u64),
+    /// Why writing or sending the trace failed, once it has.
+    output_error: RefCell<Option<String>>,
 }
 
 impl Trace {
@@ -85,7 +87,14 @@ impl Trace {
             control,
             output: RefCell::new(Some(output)),
             clock_start: kerf_os::clock::tsc_and_monotonic(),
+            output_error: RefCell::new(None),
         })
+    }
+
+    /// Why the trace's output failed (a full disk, a collector that never answered), after
+    /// the run: the events after the failure are not in it.
+    pub fn output_error(&self) -> Option<String> {
+        self.output_error.borrow().clone()
     }
 }
 
@@ -280,13 +289,20 @@ impl LiveTool for Trace {
         inst: &dyn Installed,
     ) -> Value {
         let tail = r.drain(built, inst, true);
-        r.finish(built, probes, inst, tail)
+        let v = r.finish(built, probes, inst, tail);
+        if let Some(e) = v["output_error"].as_str() {
+            *self.output_error.borrow_mut() = Some(e.to_string());
+        }
+        v
     }
 
     fn final_table(&self, summary: &Value) -> String {
         let mut t = String::new();
         if let Some(s) = summary["live_tail"].as_str() {
             t.push_str(s);
+        }
+        if let Some(r) = summary["output_report"].as_str() {
+            t.push_str(&format!("{r}\n"));
         }
         t.push_str(&format!(
             "{:>12} {:>12} {:>12} {:>12}  stream\n",
