@@ -1,7 +1,9 @@
-//! Cost of one trace event (the timestamp and two integer captures) written by generated
-//! code into the shared ring (`emit`, `lock cmpxchg` on its head) and into the thread's own
-//! ring (`emit.thread`, no locked instruction), run natively in this process from one
-//! thread and from two at once. Not a test: numbers go to `bench/RESULTS.md`.
+//! Cost of one trace event (the timestamp and CPU, and two integer captures) written by
+//! generated code into the shared ring (`emit`, `lock cmpxchg` on its head) and into the
+//! thread's own ring (`emit.thread`, no locked instruction), and of the same per-thread
+//! event with one 32-byte memory read (`read(%sp, 32)`: `getpid` and `process_vm_readv`),
+//! run natively in this process from one thread and from two at once. Not a test: numbers
+//! go to `bench/RESULTS.md`.
 //!
 //! `cargo run --release -p kerf-codegen --example ring_cost [EVENTS_PER_THREAD]`
 //!
@@ -157,27 +159,45 @@ fn main() {
          call+loop overhead included)"
     );
     println!(
-        "{:<20} {:>8} {:>12} {:>12} {:>8}",
-        "point", "threads", "emit", "emit.thread", "ratio"
+        "{:<20} {:>8} {:>12} {:>12} {:>8} {:>14}",
+        "point", "threads", "emit", "emit.thread", "ratio", "+ 32-byte read"
     );
     for threads in [1usize, 2] {
         let base = time(empty, threads, events, &|| {});
         println!("{:<20} {threads:>8} {base:>12.2} {:>12} {:>8}", "(empty snippet)", "", "");
     }
+    let mut f_read = None;
     for (name, live) in points {
         let at = At { live, ..nothing };
         let shared_src =
             format!("{caps} emit ring={shared:#x}, slots={SHARED_SLOTS}, stream=1, %a, %b");
         let mine_src =
             format!("{caps} emit.thread rings={area:#x}, slots={THREAD_SLOTS}, stream=1, %a, %b");
+        // The read copies 32 bytes of the stack at the point (always readable).
+        let read_src = format!(
+            "{caps} reg %sp, rsp\n emit.thread rings={area:#x}, slots={THREAD_SLOTS}, \
+             stream=2, %a, %b, read(%sp, 32)"
+        );
         let f_shared = next(&shared_src, &at);
         let f_mine = next(&mine_src, &at);
+        let f = next(&read_src, &at);
+        f_read = Some(f);
         for threads in [1usize, 2] {
             let s = time(f_shared, threads, events, &drain_shared);
             let m = time(f_mine, threads, events, &drain_mine);
-            println!("{name:<20} {threads:>8} {s:>12.2} {m:>12.2} {:>8.2}", s / m);
+            // Fewer events: each is two system calls.
+            let r = time(f, threads, events / 16, &drain_mine);
+            println!("{name:<20} {threads:>8} {s:>12.2} {m:>12.2} {:>8.2} {r:>14.2}", s / m);
         }
     }
+    // The read events read their 32 bytes (not a fast failure): one more, from this thread
+    // (whose ring nobody drains), and its status.
+    call(f_read.expect("a point"), 1, 2);
+    let word = |o: u64| map.word(area + o).load(Ordering::Relaxed);
+    let t = ring::read_threads(&word, THREAD_SLOTS);
+    let read = t.rings.iter().flat_map(|b| &b.records).find(|r| r.stream == 2);
+    let status = read.map(|r| r.values[2] as i64);
+    println!("status of a read event: {status:?} (32: read whole)");
     let lost = map.word(shared + ring::LOST).load(Ordering::Relaxed);
     let t = ring::read_threads(&|o| map.word(area + o).load(Ordering::Relaxed), THREAD_SLOTS);
     println!("lost: shared ring {lost}, per-thread rings {}", t.lost());

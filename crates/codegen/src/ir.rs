@@ -160,8 +160,8 @@ pub enum Op {
     Timer(TimerOp),
 }
 
-/// One memory capture of an emit: `len` bytes (1..=MAX_READ) from `base + disp`, copied into the
-/// record after its values, without ever faulting.
+/// One memory capture of an emit: `len` bytes (1..=MAX_READ) from `base + disp`, copied
+/// into the record after its values, without ever faulting.
 ///
 /// In the record it is a status word (an i64: the bytes read, fewer than `len` when the
 /// range runs into an unmapped page, or `-errno` when not even its first byte is readable)
@@ -305,9 +305,7 @@ impl Program {
         }
         Ok(())
     }
-}
 
-impl Program {
     /// The program with every *data* address moved up by `base`: absolute memory operands
     /// ([`Addr::Abs`]), rings ([`Op::Emit`], [`Op::EmitThread`]) and the timers' blocks and
     /// tail areas. Code addresses ([`Op::Call`]'s target) stay: they are not in the data

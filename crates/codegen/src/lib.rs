@@ -19,8 +19,8 @@
 //!    test `every_op_round_trips` lists every op.
 //! 3. **Its needs** (`needs` in [`mod@lower`]): fixed registers it clobbers (`rdtscp` uses
 //!    `rax`, `rdx` and `rcx`, `cmpxchg` `rax` and `rdx`), how many temporaries it wants
-//!    (two), which flags it writes, whether it uses the stack. The reservation helper then finds registers and saves what is live; the op's
-//!    lowering never saves anything itself.
+//!    (two), which flags it writes, whether it uses the stack. The reservation helper then
+//!    finds registers and saves what is live; the op's lowering never saves anything itself.
 //! 4. **Its lowering** (`Lowerer::emit`): the instructions, with its own labels.
 //! 5. **Its golden** (`tests/ir/emit.ir`, then `KERF_BLESS=1 cargo test -p kerf-codegen
 //!    --test golden`): the lowered code for every liveness situation, read once by a person

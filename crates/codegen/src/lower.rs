@@ -662,6 +662,11 @@ impl<'a> Lowerer<'a> {
         self.place(&mut done)
     }
 
+    /// Reserve record `n` of the ring at `t` and point `t` at its slot (`rax` = its offset
+    /// in the slots, `rdx` = `n + 1`); go to `full` with `t` unchanged if `n - tail >=
+    /// slots`. The `cmpxchg` on `head` is locked where other threads write it. A tail past
+    /// `n` (others moved head and the reader moved tail since head was read) is a stale `n`,
+    /// not a full ring: retry.
     fn reserve(
         &mut self,
         t: AsmRegister64,

@@ -19,21 +19,21 @@
 //! +24  values  [u64; MAX_VALUES]
 //! ```
 //! The words are the emit's values, then for each memory read of an `emit.thread` (see
-//! [`crate::ir::MemRead`]) a status word (an i64: bytes read, or `-errno`) and `ceil(len / 8)`
-//! words of bytes, of which the status says how many are valid (the rest are whatever the
-//! slot held before).
+//! [`crate::ir::MemRead`]) a status word (an i64: bytes read, or `-errno`) and
+//! `ceil(len / 8)` words of bytes, of which the status says how many are valid (the rest
+//! are whatever the slot held before).
 //!
 //! The time and the CPU come from one `rdtscp`: Linux keeps `(node << 12) | cpu` in
 //! `TSC_AUX`, so the CPU is the low 12 bits of `ecx`, read at the same instant as the time
 //! (the thread may migrate right after; the pair is still one consistent sample).
 //!
-//! A writer (1) reads the time stamp counter and the CPU, (2) reserves record `n = head` by moving
-//! `head` from `n` to `n + 1` with `lock cmpxchg` (retrying if another writer moved it
-//! first) unless `n - tail >= slots`, in which case the ring is full and it adds one to
-//! `lost` instead and writes nothing (a `tail` past `n` means other writers and the reader
-//! moved both after `head` was read: `n` is stale, and the writer retries rather than
-//! taking the negative difference for a full ring), (3) writes time, stream, length, CPU
-//! and values into slot `n % slots` (and, for memory reads, copies the bytes in with
+//! A writer (1) reads the time stamp counter and the CPU, (2) reserves record `n = head`
+//! by moving `head` from `n` to `n + 1` with `lock cmpxchg` (retrying if another writer
+//! moved it first) unless `n - tail >= slots`, in which case the ring is full and it adds
+//! one to `lost` instead and writes nothing (a `tail` past `n` means other writers and the
+//! reader moved both after `head` was read: `n` is stale, and the writer retries rather
+//! than taking the negative difference for a full ring), (3) writes time, stream, length,
+//! CPU and values into slot `n % slots` (and, for memory reads, copies the bytes in with
 //! `process_vm_readv`), (4) writes `seq = n + 1`. x86 keeps stores in order, so a
 //! reader that sees `seq == n + 1` sees the whole record; the reader copies it out and only
 //! then moves `tail` past it, which is what lets a writer reuse the slot.

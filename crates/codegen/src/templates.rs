@@ -149,11 +149,14 @@ const PAGE: u32 = 4096;
 /// 2. `pid = getpid()`, for every record: a forked child has another pid, and reading its
 ///    parent's memory would be wrong.
 /// 3. For each read, `process_vm_readv(pid, {slot + status + 8, len}, 1, [{src, n0}, {src +
-///    n0, len - n0}], 2, 0)` with `n0 = min(len, 4096 - (src & 4095))`: the kernel copies
-///    each remote iovec whole or stops at its first fault, so splitting the range where its
-///    first page ends makes a string that ends just before an unmapped page come back as a
-///    partial read rather than as nothing. The result (bytes read, or `-errno`) goes into
-///    the status word.
+///    n0, len - n0}], 2, 0)` with `n0 = min(len, 4096 - (src & 4095))`, the range split
+///    where its first page ends, so that a string ending just before an unmapped page comes
+///    back as a partial read rather than as nothing even where the kernel does what
+///    process_vm_readv(2) says ("won't perform a partial transfer that splits a single iovec
+///    element"). Linux 6.18 copies page by page and returns a partial count within one
+///    iovec too (seen with the split taken out: `tests/exec.rs` still reads 10 bytes), so
+///    there the split only costs a few instructions. The result (bytes read, or `-errno`)
+///    goes into the status word.
 /// 4. `r11`, `rdx` back; the frame freed.
 pub fn record_reads(reads: &[SlotRead]) -> Vec<Instruction> {
     use iced_x86::code_asm::*;
