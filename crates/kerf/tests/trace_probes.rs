@@ -302,3 +302,27 @@ fn a_live_trace_sent_to_a_collector_arrives_whole() {
     assert_eq!(labels.iter().filter(|l| l.contains("fault")).count(), 4 * 6);
     assert_eq!(labels.iter().filter(|l| l.as_str() == "\"edge\"").count(), 4 * 6);
 }
+
+#[test]
+fn memory_captures_are_refused_under_a_seccomp_filter() {
+    let bin = build_fixture("traced", "-O2", "trace_seccomp");
+    let mut cmd = Command::new(&bin);
+    cmd.arg("seccomp");
+    let (mut prog, pid, _out) = common::start_ready(cmd);
+    let _reap = Reaper(pid);
+    let kerf = |probe: &str| {
+        Command::new(env!("CARGO_BIN_EXE_kerf"))
+            .args(["trace", "-p", &pid.to_string(), "--duration", "0.5", probe])
+            .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-cache"))
+            .output()
+            .unwrap()
+    };
+    let refused = kerf("step {l=str(arg2)}");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && said.contains("seccomp filter"), "{said}");
+    assert!(!said.contains("spliced"), "refused before anything is done: {said}");
+    let regs = kerf("step {k=arg0}");
+    assert!(regs.status.success(), "{}", String::from_utf8_lossy(&regs.stderr));
+    assert!(String::from_utf8_lossy(&regs.stdout).contains("step k=8"));
+    assert!(prog.try_wait().unwrap().is_none(), "the program runs on");
+}

@@ -93,6 +93,12 @@ pub trait LiveTool {
         s
     }
 
+    /// Before anything is done to process `pid`: refuse what would harm it (the tracer's
+    /// memory captures make system calls a seccomp filter may forbid).
+    fn check_process(&self, _pid: i32) -> Result<(), ToolError> {
+        Ok(())
+    }
+
     /// Before building for the kernel: the offset of `task_struct.pid` from the kernel's BTF
     /// (`None`: not found), for tools that read a task's thread id.
     fn kernel_task_pid(&self, _offset: Option<u32>) {}
@@ -146,6 +152,7 @@ fn run_process<T: LiveTool>(
         only_thread: opts.tid,
         plan_threads: opts.plan_threads,
     };
+    tool.check_process(p.pid)?;
     let (inst, probes, built, warnings) =
         p.install(o, |m, a| tool.build(m, a, TargetKind::Process))?;
     for w in &warnings {

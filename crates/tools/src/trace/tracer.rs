@@ -9,7 +9,7 @@ use super::event::{
     CaptureInfo, Counters, Event, Loss, LossOrigin, PointKind, ProbeInfo, Record, Source,
     SourceKind, StreamInfo, Tables, ThreadInfo,
 };
-use super::probe::{self, ProbeLine};
+use super::probe::{self, Expr, ProbeLine};
 use super::program::{self, AreaLayout, Decode, TidSource};
 use super::{Sink, Summary};
 use crate::error::ToolError;
@@ -260,6 +260,27 @@ impl LiveTool for Trace {
             .collect();
         let tool = ToolData { timers: 0, programs, area: area.bytes(), init };
         Ok((probes, tool, Built { area, decode, probes: probes_info, streams, kind }))
+    }
+
+    /// Memory and string captures read with `getpid` and `process_vm_readv` in the target's
+    /// threads: under a seccomp filter they could be refused, or kill the process. Refused.
+    fn check_process(&self, pid: i32) -> Result<(), ToolError> {
+        let reads =
+            self.lines.iter().flat_map(|l| &l.captures).any(|c| matches!(c.expr, Expr::Mem { .. }));
+        if !reads {
+            return Ok(());
+        }
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let filtered =
+            status.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["Seccomp:", "2"]);
+        if filtered {
+            return Err(ToolError::Usage(format!(
+                "process {pid} runs under a seccomp filter: memory and string captures make \
+                 system calls (getpid, process_vm_readv) in its threads that the filter may \
+                 forbid or punish; capture registers and arguments only"
+            )));
+        }
+        Ok(())
     }
 
     fn kernel_task_pid(&self, offset: Option<u32>) {
