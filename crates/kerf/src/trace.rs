@@ -25,13 +25,17 @@ PROBE: POINT [{CAPTURE, ...}] [if FILTER] [stream=NAME]
             checked before anything is recorded; memory cannot be filtered on
   stream    the stream the probe's events go to (default: its module, or `kernel`); each
             stream has its own rings and counters; --off NAME starts one switched off
+A probe written `kernel:POINT ...` beside probes of a process (-p or -- CMD) goes into the
+running kernel (kerf.ko) and sees that process's tasks only: both in one timeline, e.g. a
+libc wrapper and its system call.
 Every event has its time (TSC calibrated to CLOCK_MONOTONIC), thread, process and CPU.
 Losses (a full ring) are counted per stream and shown; never silent.
 
 Examples:
   kerf trace -p 1234 'libc:open {path=str(arg0), flags=arg1}' 'libc:open@exits {ret}'
   kerf trace -o run.perfetto-trace -- ./app 'app:parse {n=arg1} if n > 100'
-  kerf trace --send collector:7000 -p 1234 'libc:write {fd=arg0, len=arg2}'";
+  kerf trace --send collector:7000 -p 1234 'libc:write {fd=arg0, len=arg2}'
+  kerf trace -- cat /etc/hostname 'libc:open64 {p=str(arg1)}' 'kernel:do_sys_openat2 {n=ustr(arg1)}'";
 
 /// `kerf trace`: probes to trace, or a subcommand.
 #[derive(clap::Args)]
@@ -152,8 +156,28 @@ fn trace(args: TraceArgs) -> Result<(), crate::Error> {
         }
         (None, None) => Output::Live,
     };
-    let tool =
-        Trace::new(&args.probes, args.ring_slots, args.off.clone(), args.control.clone(), output)?;
+    let kernel = args.live.kernel;
+    let mut tool = Trace::new(
+        &args.probes,
+        kernel,
+        args.ring_slots,
+        args.off.clone(),
+        args.control.clone(),
+        output,
+    )?;
+    if tool.wants_kernel() {
+        if args.live.pid.is_none() && args.live.command.is_empty() || !tool.has_own_lines() {
+            return Err(kerf_tools::ToolError::Usage(
+                "kernel: probes go beside probes of a process (-p PID or -- CMD); for the kernel alone, use --kernel".into(),
+            )
+            .into());
+        }
+        // Opened (and analysed) before the process is touched: it is held only while both
+        // sets of probes go in.
+        let k =
+            kerf_session::live::KernelTarget::open(None).map_err(kerf_tools::ToolError::from)?;
+        tool = tool.with_kernel(k);
+    }
     let mut live = args.live.clone();
     // -o is the trace here: the summary goes to stderr (or stdout as JSON with --json).
     live.output = None;

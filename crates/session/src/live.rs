@@ -504,8 +504,17 @@ impl KernelTarget {
     /// The offset of `task_struct.pid` in the running kernel, from its BTF (`None`: no BTF,
     /// or no such member).
     pub fn task_pid_offset(&self) -> Option<u32> {
+        self.task_member("pid")
+    }
+
+    /// The offset of `task_struct.tgid` (the process id of a task), from BTF.
+    pub fn task_tgid_offset(&self) -> Option<u32> {
+        self.task_member("tgid")
+    }
+
+    fn task_member(&self, name: &str) -> Option<u32> {
         let btf = self.kernel.driver.btf().ok()?;
-        kerf_analysis::image::btf::member_offset(&btf, "task_struct", "pid")
+        kerf_analysis::image::btf::member_offset(&btf, "task_struct", name)
     }
 
     /// Take the probes out of the kernel.

@@ -93,6 +93,12 @@ pub trait LiveTool {
         s
     }
 
+    /// Once the probes are in a process and before it goes on (a launched command is still
+    /// held at its entry): anything the tool puts in beside them (the tracer's kernel probes).
+    fn ready(&self, _built: &Self::Built, _events: &mut dyn Events) -> Result<(), ToolError> {
+        Ok(())
+    }
+
     /// Before anything is done to process `pid`: refuse what would harm it (the tracer's
     /// memory captures make system calls a seccomp filter may forbid).
     fn check_process(&self, _pid: i32) -> Result<(), ToolError> {
@@ -159,6 +165,12 @@ fn run_process<T: LiveTool>(
         events.warn(w);
     }
     let splice_time = t.elapsed();
+    if let Err(e) = tool.ready(&built, events) {
+        // The process's probes out again before the error is told.
+        let mut stop = kerf_session::live::Stop::Interrupted;
+        let _ = p.finish(inst, &mut stop);
+        return Err(e);
+    }
     p.release()?;
     events.say(&spliced_line(&inst, p.pid, splice_time));
     let refused = refused_json(&inst, events);

@@ -77,7 +77,9 @@ pub enum Slot {
 pub struct BuildError(pub String);
 
 /// The program of `line` as probe `probe` of stream `s` (its records carry `probe` as their
-/// stream id), and how to decode its records.
+/// stream id), and how to decode its records. `only`: in the kernel, run only for the tasks
+/// of one process (the 32-bit id at this offset of the task is this pid); others are not
+/// counted at all.
 pub fn build(
     line: &ProbeLine,
     probe: u32,
@@ -85,12 +87,19 @@ pub fn build(
     area: &AreaLayout,
     tid: TidSource,
     kernel: bool,
+    only: Option<(u32, u32)>,
 ) -> Result<(Program, Decode), BuildError> {
     let mut p = Program::new();
     let end = p.label("end");
     let filtered = p.label("filtered");
     // One scratch register for the flag, then the thread pointer, then the thread id.
     let tmp = p.vreg("tmp");
+    if let Some((off, pid)) = only {
+        p.push(Op::Thread { dst: tmp });
+        let addr = Addr::Based { base: tmp, disp: off as i32 };
+        p.push(Op::Load { dst: tmp, width: Width::W32, addr });
+        p.push(Op::Branch { cond: Cond::Ne, a: tmp, b: Src::Imm(u64::from(pid)), target: end });
+    }
     p.push(Op::Load { dst: tmp, width: Width::W64, addr: Addr::Abs(area.flag(s)) });
     p.push(Op::Branch { cond: Cond::Eq, a: tmp, b: Src::Imm(0), target: end });
     let mut regs: HashMap<RegValue, VReg> = HashMap::new();
@@ -407,7 +416,7 @@ mod tests {
     #[test]
     fn a_probe_checks_its_stream_then_its_filter_then_emits() {
         let line = parse("f {a=arg0, s=str(arg1, 20), n=i16(rsp+8)} if a != 0 && cpu < 4").unwrap();
-        let (p, d) = build(&line, 7, 1, &AREA, TidSource::At(0x2d0), false).unwrap();
+        let (p, d) = build(&line, 7, 1, &AREA, TidSource::At(0x2d0), false, None).unwrap();
         let text = kerf_codegen::text::print(&p);
         assert!(text.contains("load64 %tmp, [0x40]"), "{text}");
         assert!(text.contains("emit.thread"), "{text}");
@@ -450,10 +459,10 @@ mod tests {
     #[test]
     fn constant_filters_are_decided_when_built() {
         let line = parse("f if 1 == 2").unwrap();
-        let (p, _) = build(&line, 0, 0, &AREA, TidSource::Unknown, false).unwrap();
+        let (p, _) = build(&line, 0, 0, &AREA, TidSource::Unknown, false, None).unwrap();
         assert!(p.ops.iter().any(|o| matches!(o, Op::Jump { .. })));
         let line = parse("f {tid}").unwrap();
-        let e = build(&line, 0, 0, &AREA, TidSource::Unknown, false).unwrap_err();
+        let e = build(&line, 0, 0, &AREA, TidSource::Unknown, false, None).unwrap_err();
         assert!(e.0.contains("thread ids"), "{e:?}");
     }
 }

@@ -13,11 +13,12 @@ use super::probe::{self, Expr, ProbeLine};
 use super::program::{self, AreaLayout, Decode, TidSource};
 use super::{Sink, Summary};
 use crate::error::ToolError;
-use crate::live::{resolve, site_json, LiveTool, TargetKind};
+use crate::live::{resolve, site_json, Events, LiveTool, TargetKind};
 use kerf_arch::x86_64::RegSet;
 use kerf_codegen::ring;
 use kerf_session::instrument::{Action, Probe, ToolData};
-use kerf_session::live::{Installed, Sampling};
+use kerf_session::kernel::KernelInstrumentation;
+use kerf_session::live::{Installed, KernelTarget, Sampling};
 use kerf_session::spec::{self, Spec};
 use kerf_session::AnalyzedImage;
 use serde_json::{json, Value};
@@ -45,6 +46,14 @@ pub enum Output {
 pub struct Trace {
     lines: Vec<ProbeLine>,
     specs: Vec<Spec>,
+    /// Lines for the kernel beside a process (`kernel:POINT ...`): one timeline of both.
+    kernel_lines: Vec<ProbeLine>,
+    kernel_specs: Vec<Spec>,
+    /// The kernel those lines go into, once opened (it lives as long as kerf).
+    kernel_target: Option<&'static KernelTarget>,
+    kernel: RefCell<Option<KernelSide>>,
+    /// The process traced (known once it is chosen), whose tasks alone `kernel:` lines see.
+    pid: std::cell::Cell<Option<i32>>,
     /// `--ring-slots` (`None`: the target's default).
     slots: Option<u32>,
     /// The offset of `task_struct.pid` (the kernel's thread id), from the kernel's BTF.
@@ -61,17 +70,30 @@ pub struct Trace {
 }
 
 impl Trace {
-    /// Parse the probe lines (before anything is done to a target).
+    /// Parse the probe lines (before anything is done to a target). With `kernel_target`
+    /// the target is the kernel and a `kernel:` prefix changes nothing; else lines with it go
+    /// to the kernel beside the process ([`Trace::with_kernel`]).
     pub fn new(
         lines: &[String],
+        kernel_target: bool,
         slots: Option<u32>,
         off: Vec<String>,
         control: Option<std::path::PathBuf>,
         output: Output,
     ) -> Result<Trace, ToolError> {
-        let lines: Vec<ProbeLine> =
-            lines.iter().map(|l| probe::parse(l)).collect::<Result<_, _>>()?;
-        let specs = lines.iter().map(|l| spec::parse(&l.point)).collect::<Result<_, _>>()?;
+        let (mut ours, mut kernel) = (Vec::new(), Vec::new());
+        for l in lines {
+            match l.trim_start().strip_prefix("kernel:") {
+                Some(rest) if kernel_target => ours.push(probe::parse(rest)?),
+                Some(rest) => kernel.push(probe::parse(rest)?),
+                None => ours.push(probe::parse(l)?),
+            }
+        }
+        let parse_specs = |ls: &[ProbeLine]| {
+            ls.iter().map(|l| spec::parse(&l.point)).collect::<Result<Vec<_>, _>>()
+        };
+        let (specs, kernel_specs) = (parse_specs(&ours)?, parse_specs(&kernel)?);
+        let lines = ours;
         if let Some(slots) = slots.filter(|s| !s.is_power_of_two() || !(2..=1 << 20).contains(s)) {
             return Err(ToolError::Usage(format!(
                 "--ring-slots {slots}: a power of two from 2 to {}",
@@ -81,6 +103,11 @@ impl Trace {
         Ok(Trace {
             lines,
             specs,
+            kernel_lines: kernel,
+            kernel_specs,
+            kernel_target: None,
+            kernel: RefCell::new(None),
+            pid: std::cell::Cell::new(None),
             slots,
             task_pid: std::cell::Cell::new(None),
             off,
@@ -91,11 +118,35 @@ impl Trace {
         })
     }
 
+    /// Whether some lines are for the target itself (not `kernel:` lines beside it).
+    pub fn has_own_lines(&self) -> bool {
+        !self.lines.is_empty()
+    }
+
+    /// Whether some lines are for the kernel beside a process (the caller opens the kernel
+    /// and hands it to [`Trace::with_kernel`]).
+    pub fn wants_kernel(&self) -> bool {
+        !self.kernel_lines.is_empty()
+    }
+
+    /// The kernel the `kernel:` lines go into. It is kept until kerf exits.
+    pub fn with_kernel(mut self, k: KernelTarget) -> Trace {
+        self.kernel_target = Some(Box::leak(Box::new(k)));
+        self
+    }
+
     /// Why the trace's output failed (a full disk, a collector that never answered), after
     /// the run: the events after the failure are not in it.
     pub fn output_error(&self) -> Option<String> {
         self.output_error.borrow().clone()
     }
+}
+
+/// The kernel's probes of a trace of a process and the kernel: what was built, what is in.
+struct KernelSide {
+    built: Built,
+    probes: Vec<Probe>,
+    inst: KernelInstrumentation<'static>,
 }
 
 /// What the tracer built for one target.
@@ -105,7 +156,6 @@ pub struct Built {
     decode: Vec<Decode>,
     probes: Vec<ProbeInfo>,
     streams: Vec<StreamInfo>,
-    kind: TargetKind,
 }
 
 /// The thread id offset in glibc's `struct pthread`, from the descriptor glibc exports for
@@ -144,15 +194,16 @@ fn default_stream(images: &[AnalyzedImage], module: usize, kind: TargetKind) -> 
     n.split(".so").next().unwrap_or(&n).to_string()
 }
 
-impl LiveTool for Trace {
-    type Built = Built;
-    type Table = Reader;
-
-    fn build(
+impl Trace {
+    /// The probes, programs and tables of `lines` (with their `specs`) in a target of `kind`.
+    fn build_for(
         &self,
+        lines: &[ProbeLine],
+        specs: &[Spec],
         images: &[AnalyzedImage],
         aliases: &[Vec<String>],
         kind: TargetKind,
+        only: Option<(u32, u32)>,
     ) -> Result<(Vec<Probe>, ToolData, Built), ToolError> {
         let tid = match kind {
             TargetKind::Process => {
@@ -168,8 +219,8 @@ impl LiveTool for Trace {
         // function share a name, so that they pair up as slices).
         let mut entries: Vec<(usize, String, PointKind, String)> = Vec::new();
         let mut points = Vec::new();
-        for (i, line) in self.lines.iter().enumerate() {
-            let resolved = resolve(images, aliases, std::slice::from_ref(&self.specs[i]))?;
+        for (i, line) in lines.iter().enumerate() {
+            let resolved = resolve(images, aliases, std::slice::from_ref(&specs[i]))?;
             let mut by_func: HashMap<(usize, u32), usize> = HashMap::new();
             for p in resolved {
                 let module = p.module;
@@ -203,7 +254,8 @@ impl LiveTool for Trace {
             };
             stream_of.push(k);
         }
-        for name in &self.off {
+        // (In a trace of a process and the kernel, the name may be the other side's.)
+        for name in self.off.iter().filter(|_| self.kernel_lines.is_empty()) {
             if !streams.iter().any(|s| &s.name == name) {
                 return Err(ToolError::Usage(format!("--off {name}: no probe is in that stream")));
             }
@@ -213,10 +265,10 @@ impl LiveTool for Trace {
         let mut decode = Vec::new();
         let mut probes_info = Vec::new();
         for (k, (i, name, pk, _)) in entries.iter().enumerate() {
-            let line = &self.lines[*i];
+            let line = &lines[*i];
             let s = stream_of[k] as u32;
             let (prog, d) =
-                program::build(line, k as u32, s, &area, tid, kind == TargetKind::Kernel)
+                program::build(line, k as u32, s, &area, tid, kind == TargetKind::Kernel, only)
                     .map_err(|e| ToolError::Usage(format!("probe '{}': {}", line.text, e.0)))?;
             programs.push(prog);
             decode.push(d);
@@ -259,12 +311,42 @@ impl LiveTool for Trace {
             .map(|s| (area.flag(s), 1))
             .collect();
         let tool = ToolData { timers: 0, programs, area: area.bytes(), init };
-        Ok((probes, tool, Built { area, decode, probes: probes_info, streams, kind }))
+        Ok((probes, tool, Built { area, decode, probes: probes_info, streams }))
+    }
+
+    /// The sources the reader drains: the live tool's target, and the kernel beside it.
+    fn with_sides<R>(
+        &self,
+        built: &Built,
+        inst: &dyn Installed,
+        f: impl FnOnce(&[Side<'_>]) -> R,
+    ) -> R {
+        let k = self.kernel.borrow();
+        let mut sides = vec![Side { built, inst }];
+        if let Some(k) = k.as_ref() {
+            sides.push(Side { built: &k.built, inst: &k.inst });
+        }
+        f(&sides)
+    }
+}
+
+impl LiveTool for Trace {
+    type Built = Built;
+    type Table = Reader;
+
+    fn build(
+        &self,
+        images: &[AnalyzedImage],
+        aliases: &[Vec<String>],
+        kind: TargetKind,
+    ) -> Result<(Vec<Probe>, ToolData, Built), ToolError> {
+        self.build_for(&self.lines, &self.specs, images, aliases, kind, None)
     }
 
     /// Memory and string captures read with `getpid` and `process_vm_readv` in the target's
     /// threads: under a seccomp filter they could be refused, or kill the process. Refused.
     fn check_process(&self, pid: i32) -> Result<(), ToolError> {
+        self.pid.set(Some(pid));
         let reads =
             self.lines.iter().flat_map(|l| &l.captures).any(|c| matches!(c.expr, Expr::Mem { .. }));
         if !reads {
@@ -283,6 +365,40 @@ impl LiveTool for Trace {
         Ok(())
     }
 
+    /// With `kernel:` lines beside a process: their probes into the kernel, before the
+    /// process's (held, or a command not yet started) goes on, so the two start together.
+    fn ready(&self, built: &Built, events: &mut dyn Events) -> Result<(), ToolError> {
+        let Some(k) = self.kernel_target.filter(|_| self.wants_kernel()) else { return Ok(()) };
+        self.task_pid.set(k.task_pid_offset());
+        // Only the process's own tasks: the kernel's events of one timeline with it.
+        let pid = self.pid.get().unwrap_or(0) as u32;
+        let only = k.task_tgid_offset().map(|off| (off, pid)).ok_or_else(|| {
+            ToolError::Usage(
+                "kernel: probes beside a process need task_struct.tgid from the kernel's BTF"
+                    .into(),
+            )
+        })?;
+        let (probes, data, kbuilt) = self.build_for(
+            &self.kernel_lines,
+            &self.kernel_specs,
+            &k.kernel.images,
+            &[],
+            TargetKind::Kernel,
+            Some(only),
+        )?;
+        for name in &self.off {
+            let mut all = built.streams.iter().chain(&kbuilt.streams);
+            if !all.any(|s| &s.name == name) {
+                return Err(ToolError::Usage(format!("--off {name}: no probe is in that stream")));
+            }
+        }
+        let inst = k.install(&probes, &data, None).map_err(ToolError::KernelInstall)?;
+        let (n, refused) = (inst.sites().len(), inst.refused.len());
+        events.say(&format!("kernel: {n} points spliced beside the process ({refused} refused)"));
+        *self.kernel.borrow_mut() = Some(KernelSide { built: kbuilt, probes, inst });
+        Ok(())
+    }
+
     fn kernel_task_pid(&self, offset: Option<u32>) {
         self.task_pid.set(offset);
     }
@@ -293,13 +409,14 @@ impl LiveTool for Trace {
 
     fn table(&self, built: &Built, _probes: usize, inst: &dyn Installed) -> Reader {
         let output = self.output.borrow_mut().take().unwrap_or(Output::Live);
-        let mut r = Reader::new(self.clock_start, built, inst, output);
+        let mut r =
+            self.with_sides(built, inst, |sides| Reader::new(self.clock_start, sides, output));
         r.control = self.control.clone().map(|p| (p, 0, std::time::Instant::now()));
         r
     }
 
     fn render(&self, r: &mut Reader, built: &Built, inst: &dyn Installed) -> String {
-        r.drain(built, inst, false)
+        self.with_sides(built, inst, |sides| r.drain(sides, false))
     }
 
     fn summarize(
@@ -309,8 +426,18 @@ impl LiveTool for Trace {
         probes: &[Probe],
         inst: &dyn Installed,
     ) -> Value {
-        let tail = r.drain(built, inst, true);
-        let v = r.finish(built, probes, inst, tail);
+        let mut v = self.with_sides(built, inst, |sides| {
+            let tail = r.drain(sides, true);
+            r.finish(sides, probes, tail)
+        });
+        // The kernel's probes out, with the process's still in (they go out after this).
+        if let Some(k) = self.kernel.borrow_mut().take() {
+            v["kernel_points"] = json!(k.probes.len());
+            if let Err(e) = k.inst.remove() {
+                v["kernel_restore_error"] = json!(e.to_string());
+                *self.output_error.borrow_mut() = Some(format!("restoring the kernel: {e}"));
+            }
+        }
         if let Some(e) = v["output_error"].as_str() {
             *self.output_error.borrow_mut() = Some(e.to_string());
         }
@@ -343,7 +470,25 @@ impl LiveTool for Trace {
     }
 }
 
-/// The reader: what it has drained so far, per stream and per ring.
+/// One traced target as the reader sees it: its probes' tables and what is in (a process's
+/// probes are handed in by the live tool's loop; the kernel's, in a trace of both, are the
+/// tracer's own).
+pub struct Side<'a> {
+    pub built: &'a Built,
+    pub inst: &'a dyn Installed,
+}
+
+/// What the reader keeps per source.
+struct SourceState {
+    pid: u32,
+    /// Per stream: events delivered, and the time of the last one.
+    delivered: Vec<u64>,
+    last_ns: Vec<u64>,
+    /// Losses seen so far, per (stream, heap, ring) (`NO_SLOT_KEY`: no slot).
+    lost_seen: HashMap<(usize, usize, u64), u64>,
+}
+
+/// The reader: what it has drained so far, per source, stream and ring.
 pub struct Reader {
     output: Output,
     tables: Tables,
@@ -351,14 +496,10 @@ pub struct Reader {
     /// TSC ticks per ns and the calibration's end (tsc, monotonic ns).
     ticks_per_ns: f64,
     anchor: (u64, u64),
-    pid: u32,
-    /// Per stream: events delivered, and the time of the last one.
-    delivered: Vec<u64>,
-    last_ns: Vec<u64>,
-    /// Losses seen so far, per (stream, heap, ring) (`ring` = THREAD_SLOTS: no slot).
-    lost_seen: HashMap<(usize, usize, u64), u64>,
-    /// Threads already named.
-    named: HashSet<u32>,
+    /// Per source (its id is the index).
+    sources: Vec<SourceState>,
+    /// Threads already named, per source.
+    named: HashSet<(u16, u32)>,
     /// Text of the live view not yet handed out.
     live: Vec<u8>,
     /// The control file, the lines of it applied so far, and when it was last read.
@@ -366,7 +507,7 @@ pub struct Reader {
 }
 
 impl Reader {
-    fn new(start: (u64, u64), built: &Built, inst: &dyn Installed, output: Output) -> Reader {
+    fn new(start: (u64, u64), sides: &[Side<'_>], output: Output) -> Reader {
         // The calibration spans the installation; a very quick one is stretched to 20 ms.
         let mut end = kerf_os::clock::tsc_and_monotonic();
         if end.1 < start.1 + 20_000_000 {
@@ -375,47 +516,45 @@ impl Reader {
         }
         let ticks_per_ns = (end.0 - start.0) as f64 / (end.1 - start.1).max(1) as f64;
         let realtime = kerf_os::clock::realtime_ns() as i64 - kerf_os::clock::monotonic_ns() as i64;
-        let (pid, name) = match built.kind {
-            TargetKind::Kernel => (0, "kernel".to_string()),
-            TargetKind::Process => {
-                let pid = match inst.target() {
-                    kerf_session::probe::Where::Process(p) => p as u32,
-                    kerf_session::probe::Where::Kernel => 0,
-                };
-                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-                (pid, comm.trim().to_string())
-            }
-        };
-        let source = Source {
-            id: 0,
-            machine: String::new(),
-            kind: if built.kind == TargetKind::Kernel {
-                SourceKind::Kernel
-            } else {
-                SourceKind::Process
-            },
-            pid,
-            name,
-            realtime_offset_ns: realtime,
-            probes: built.probes.clone(),
-            streams: built.streams.clone(),
-        };
-        let n = built.streams.len();
         let mut r = Reader {
             output,
             tables: Tables::default(),
             summary: Summary::default(),
             ticks_per_ns,
             anchor: end,
-            pid,
-            delivered: vec![0; n],
-            last_ns: vec![0; n],
-            lost_seen: HashMap::new(),
+            sources: Vec::new(),
             named: HashSet::new(),
             live: Vec::new(),
             control: None,
         };
-        r.put(Record::Source(source));
+        for (id, side) in sides.iter().enumerate() {
+            let (pid, name) = match side.inst.target() {
+                kerf_session::probe::Where::Kernel => (0, "kernel".to_string()),
+                kerf_session::probe::Where::Process(p) => {
+                    let comm =
+                        std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+                    (p as u32, comm.trim().to_string())
+                }
+            };
+            let kind = if pid == 0 { SourceKind::Kernel } else { SourceKind::Process };
+            let n = side.built.streams.len();
+            r.sources.push(SourceState {
+                pid,
+                delivered: vec![0; n],
+                last_ns: vec![0; n],
+                lost_seen: HashMap::new(),
+            });
+            r.put(Record::Source(Source {
+                id: id as u16,
+                machine: String::new(),
+                kind,
+                pid,
+                name,
+                realtime_offset_ns: realtime,
+                probes: side.built.probes.clone(),
+                streams: side.built.streams.clone(),
+            }));
+        }
         r
     }
 
@@ -439,53 +578,61 @@ impl Reader {
         let _ = res;
     }
 
-    /// Drain every ring once: records in time order to the output, losses as they are seen.
-    /// `last`: the probes are about to go out; records reserved and never completed (their
-    /// thread died mid-record) are counted lost. Returns the live view's new text.
-    fn drain(&mut self, built: &Built, inst: &dyn Installed, last: bool) -> String {
-        self.apply_control(built, inst);
-        let area = built.area;
-        let mut batches = Vec::new();
-        let mut whose = Vec::new();
+    /// Drain every ring of every source once: records in one time order to the output,
+    /// losses as they are seen. `last`: the probes are about to go out; records reserved and
+    /// never completed (their thread died mid-record) are counted lost. Returns the live
+    /// view's new text.
+    fn drain(&mut self, sides: &[Side<'_>], last: bool) -> String {
+        for side in sides {
+            self.apply_control(side.built, side.inst);
+        }
         let now = self.ns(kerf_os::clock::tsc());
-        for s in 0..built.streams.len() {
-            for h in inst.areas() {
-                let base = area.rings(s as u32);
-                let tb = ring::read_threads(&|o| inst.area_load(h, base + o), area.slots);
-                let no_slot = tb.no_slot;
-                self.loss(s, h, NO_SLOT_KEY, no_slot, now);
-                for (k, b) in tb.rings.into_iter().enumerate() {
-                    let k = k as u64;
-                    let ring_at = base + ring::thread_ring(k, area.slots);
-                    if !b.records.is_empty() {
-                        inst.area_store(h, ring_at + ring::TAIL, b.tail);
-                    }
-                    let lost = b.lost + if last { b.pending } else { 0 };
-                    self.loss(s, h, k, lost, now);
-                    if !b.records.is_empty() {
-                        whose.push(s);
-                        batches.push(b);
+        let mut batches = Vec::new();
+        // Per batch: its source and stream.
+        let mut whose = Vec::new();
+        for (src, side) in sides.iter().enumerate() {
+            let (built, inst) = (side.built, side.inst);
+            let area = built.area;
+            for s in 0..built.streams.len() {
+                for h in inst.areas() {
+                    let base = area.rings(s as u32);
+                    let tb = ring::read_threads(&|o| inst.area_load(h, base + o), area.slots);
+                    self.loss(src, s, (h, NO_SLOT_KEY), tb.no_slot, now);
+                    for (k, b) in tb.rings.into_iter().enumerate() {
+                        let k = k as u64;
+                        if !b.records.is_empty() {
+                            let ring_at = base + ring::thread_ring(k, area.slots);
+                            inst.area_store(h, ring_at + ring::TAIL, b.tail);
+                        }
+                        let lost = b.lost + if last { b.pending } else { 0 };
+                        self.loss(src, s, (h, k), lost, now);
+                        if !b.records.is_empty() {
+                            whose.push((src, s));
+                            batches.push(b);
+                        }
                     }
                 }
             }
         }
         for m in ring::merge(&batches) {
-            let s = whose[m.ring];
+            let (src, s) = whose[m.ring];
+            let built = sides[src].built;
             let rec = m.record;
             let Some(d) = built.decode.get(rec.stream as usize) else { continue };
             let tid = d.tid(&rec.values);
-            if tid != 0 && self.named.insert(tid) {
-                self.name_thread(tid);
+            let pid = self.sources[src].pid;
+            if tid != 0 && pid != 0 && self.named.insert((src as u16, tid)) {
+                self.name_thread(src as u16, pid, tid);
             }
             let info = &built.probes[rec.stream as usize];
             let time_ns = self.ns(rec.time);
-            self.delivered[s] += 1;
-            self.last_ns[s] = time_ns;
+            self.sources[src].delivered[s] += 1;
+            self.sources[src].last_ns[s] = time_ns;
             self.put(Record::Event(Event {
-                source: 0,
+                source: src as u16,
                 time_ns,
                 tsc: rec.time,
-                pid: self.pid,
+                pid,
                 tid,
                 cpu: u32::from(rec.cpu),
                 probe: rec.stream,
@@ -544,16 +691,17 @@ impl Reader {
     }
 
     /// A ring's loss count is `total` now: the growth since the last drain is a loss record.
-    fn loss(&mut self, s: usize, h: usize, k: u64, total: u64, now: u64) {
-        let seen = self.lost_seen.entry((s, h, k)).or_insert(0);
+    fn loss(&mut self, src: usize, s: usize, ring: (usize, u64), total: u64, now: u64) {
+        let st = &mut self.sources[src];
+        let seen = st.lost_seen.entry((s, ring.0, ring.1)).or_insert(0);
         if total <= *seen {
             return;
         }
         let count = total - *seen;
         *seen = total;
-        let from_ns = self.last_ns[s];
+        let from_ns = st.last_ns[s];
         self.put(Record::Loss(Loss {
-            source: 0,
+            source: src as u16,
             stream: s as u16,
             count,
             from_ns,
@@ -562,15 +710,12 @@ impl Reader {
         }));
     }
 
-    fn name_thread(&mut self, tid: u32) {
-        if self.pid == 0 {
-            return;
-        }
-        let path = format!("/proc/{}/task/{tid}/comm", self.pid);
+    fn name_thread(&mut self, source: u16, pid: u32, tid: u32) {
+        let path = format!("/proc/{pid}/task/{tid}/comm");
         if let Ok(name) = std::fs::read_to_string(path) {
             self.put(Record::Thread(ThreadInfo {
-                source: 0,
-                pid: self.pid,
+                source,
+                pid,
                 tid,
                 name: name.trim().to_string(),
             }));
@@ -578,36 +723,36 @@ impl Reader {
     }
 
     /// The streams' final counters (to the output too) and the summary.
-    fn finish(
-        &mut self,
-        built: &Built,
-        probes: &[Probe],
-        inst: &dyn Installed,
-        tail: String,
-    ) -> Value {
+    fn finish(&mut self, sides: &[Side<'_>], probes: &[Probe], tail: String) -> Value {
         let now = self.ns(kerf_os::clock::tsc());
         let mut streams = Vec::new();
-        for (s, info) in built.streams.iter().enumerate() {
-            let filtered: u64 = inst
-                .areas()
-                .iter()
-                .map(|&h| inst.area_load(h, built.area.filtered(s as u32)))
-                .sum();
-            let lost: u64 =
-                (self.lost_seen.iter()).filter(|((x, _, _), _)| *x == s).map(|(_, v)| *v).sum();
-            let delivered = self.delivered[s];
-            let c = Counters {
-                source: 0,
-                stream: s as u16,
-                time_ns: now,
-                emitted: filtered + delivered + lost,
-                filtered,
-                delivered,
-                lost,
-            };
-            streams.push(json!({"name": info.name, "emitted": c.emitted, "filtered": filtered,
-                "delivered": delivered, "lost": lost}));
-            self.put(Record::Counters(c));
+        for (src, side) in sides.iter().enumerate() {
+            let (built, inst) = (side.built, side.inst);
+            for (s, info) in built.streams.iter().enumerate() {
+                let filtered: u64 = inst
+                    .areas()
+                    .iter()
+                    .map(|&h| inst.area_load(h, built.area.filtered(s as u32)))
+                    .sum();
+                let st = &self.sources[src];
+                let lost: u64 =
+                    (st.lost_seen.iter()).filter(|((x, _, _), _)| *x == s).map(|(_, v)| *v).sum();
+                let delivered = st.delivered[s];
+                let c = Counters {
+                    source: src as u16,
+                    stream: s as u16,
+                    time_ns: now,
+                    emitted: filtered + delivered + lost,
+                    filtered,
+                    delivered,
+                    lost,
+                };
+                let name =
+                    if src == 0 { info.name.clone() } else { format!("{} (kernel)", info.name) };
+                streams.push(json!({"name": name, "emitted": c.emitted, "filtered": filtered,
+                    "delivered": delivered, "lost": lost}));
+                self.put(Record::Counters(c));
+            }
         }
         self.put(Record::End);
         let mut tail = tail;
@@ -618,6 +763,7 @@ impl Reader {
             output_error = s.finish(&self.tables, &summary).err().map(|e| e.to_string());
             output_report = s.report();
         }
+        let inst = sides[0].inst;
         let points: Vec<Value> = probes
             .iter()
             .enumerate()
