@@ -72,6 +72,15 @@ fn kerf_on_the_live_stock_kernel() {
     let brd =
         cache.join(format!("root/lib/modules/{}/kernel/drivers/block/brd.ko", release.trim()));
     assert!(brd.is_file(), "no {} in the kernel package (compressed modules?)", brd.display());
+    // The process side of the one-timeline trace: a fixture that opens files with libc.
+    let traced = out_dir.join("traced");
+    let gcc = Command::new("gcc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&traced)
+        .arg(repo.join("tests/fixtures/traced.c"))
+        .status()
+        .expect("gcc (Debian package gcc)");
+    assert!(gcc.success(), "cannot build tests/fixtures/traced.c");
     let file = |host: &Path, guest: &str| format!("{}:{guest}", host.display());
     let started = std::time::Instant::now();
     let out = Command::new(repo.join("vm/run"))
@@ -87,6 +96,8 @@ fn kerf_on_the_live_stock_kernel() {
         .arg(file(&fentry, "/kerf/fentry_loop"))
         .arg("--file")
         .arg(file(&brd, "/kerf/brd.ko"))
+        .arg("--file")
+        .arg(file(&traced, "/kerf/traced"))
         .arg("--file")
         .arg(file(&repo.join("tests/fixtures/kernel_guest.sh"), "/kerf/kernel_guest.sh"))
         .args(["--", "sh /kerf/kernel_guest.sh"])
@@ -111,6 +122,8 @@ fn kerf_on_the_live_stock_kernel() {
         "time",
         "text_restored_after_time",
         "pid_filter",
+        "trace_openat2",
+        "trace_timeline",
         "ftrace_bpf_coexist",
         "module_count",
         "selftest",
