@@ -211,10 +211,13 @@ impl Trace {
             }
             TargetKind::Kernel => self.task_pid.get().map_or(TidSource::Unknown, TidSource::At),
         };
-        let slots = self.slots.unwrap_or(match kind {
-            TargetKind::Process => DEFAULT_SLOTS,
-            TargetKind::Kernel => KERNEL_SLOTS,
-        });
+        // --ring-slots sizes the main target's rings; the kernel's beside a process keep the
+        // driver heap's default.
+        let slots = match (kind, only) {
+            (TargetKind::Kernel, Some(_)) => KERNEL_SLOTS,
+            (TargetKind::Kernel, None) => self.slots.unwrap_or(KERNEL_SLOTS),
+            (TargetKind::Process, _) => self.slots.unwrap_or(DEFAULT_SLOTS),
+        };
         // Probe table entries: one per line and traced function (entries and exits of one
         // function share a name, so that they pair up as slices).
         let mut entries: Vec<(usize, String, PointKind, String)> = Vec::new();
