@@ -105,9 +105,9 @@ pub trait LiveTool {
         Ok(())
     }
 
-    /// Before building for the kernel: the offset of `task_struct.pid` from the kernel's BTF
-    /// (`None`: not found), for tools that read a task's thread id.
-    fn kernel_task_pid(&self, _offset: Option<u32>) {}
+    /// Before building for the kernel: the offsets of `task_struct.pid` and `.tgid` from the
+    /// kernel's BTF (`None`: not found), for tools that read a task's ids.
+    fn kernel_task_ids(&self, _pid: Option<u32>, _tgid: Option<u32>) {}
 
     /// The final table, from the summary.
     fn final_table(&self, summary: &Value) -> String;
@@ -226,7 +226,7 @@ fn run_kernel<T: LiveTool>(
     opts: &LiveOptions,
     events: &mut dyn Events,
 ) -> Result<Report, ToolError> {
-    tool.kernel_task_pid(k.task_pid_offset());
+    tool.kernel_task_ids(k.task_pid_offset(), k.task_tgid_offset());
     let (probes, data, built) = tool.build(&k.kernel.images, &[], TargetKind::Kernel)?;
     check_interrupted()?;
     let inst = k.install(&probes, &data, opts.force_kind).map_err(ToolError::KernelInstall)?;

@@ -46,6 +46,9 @@ pub enum TidSource {
     /// A 32-bit id at this offset from the thread pointer (glibc's `struct pthread.tid`; the
     /// kernel's `task_struct.pid`).
     At(u32),
+    /// The thread id and, in the next 32 bits, its process's id (the kernel's
+    /// `task_struct.pid` and `.tgid`, side by side): one 64-bit load.
+    Pair(u32),
     /// None known: events carry no thread id (the reader shows the thread's ring instead).
     Unknown,
 }
@@ -54,6 +57,8 @@ pub enum TidSource {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Decode {
     pub tid: bool,
+    /// The thread id's word holds the process id in its upper half.
+    pub pair: bool,
     /// Per capture, in the probe's order.
     pub captures: Vec<Slot>,
     /// Memory captures, in record order: (capture index, bytes read).
@@ -104,10 +109,11 @@ pub fn build(
     p.push(Op::Branch { cond: Cond::Eq, a: tmp, b: Src::Imm(0), target: end });
     let mut regs: HashMap<RegValue, VReg> = HashMap::new();
     let tid_reg = match tid {
-        TidSource::At(off) => {
+        TidSource::At(off) | TidSource::Pair(off) => {
+            let width = if matches!(tid, TidSource::Pair(_)) { Width::W64 } else { Width::W32 };
             p.push(Op::Thread { dst: tmp });
             let addr = Addr::Based { base: tmp, disp: off as i32 };
-            p.push(Op::Load { dst: tmp, width: Width::W32, addr });
+            p.push(Op::Load { dst: tmp, width, addr });
             regs.insert(RegValue::Tid, tmp);
             Some(tmp)
         }
@@ -142,7 +148,9 @@ pub fn build(
         branch(&mut p, f, false, filtered, &mut value)?;
     }
     let mut values: Vec<VReg> = tid_reg.into_iter().collect();
-    let mut decode = Decode { tid: tid_reg.is_some(), captures: Vec::new(), reads: Vec::new() };
+    let pair = matches!(tid, TidSource::Pair(_));
+    let mut decode =
+        Decode { tid: tid_reg.is_some(), pair, captures: Vec::new(), reads: Vec::new() };
     let mut mem = Vec::new();
     for (k, c) in line.captures.iter().enumerate() {
         match c.expr {
@@ -316,6 +324,11 @@ impl Decode {
         } else {
             0
         }
+    }
+
+    /// The process id a record carries with its thread id (`None`: it carries none).
+    pub fn pid(&self, words: &[u64]) -> Option<u32> {
+        (self.tid && self.pair).then(|| (words.first().copied().unwrap_or(0) >> 32) as u32)
     }
 
     /// The captured values of a record's words (and its header's CPU), in the probe's order.

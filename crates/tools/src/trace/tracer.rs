@@ -56,8 +56,9 @@ pub struct Trace {
     pid: std::cell::Cell<Option<i32>>,
     /// `--ring-slots` (`None`: the target's default).
     slots: Option<u32>,
-    /// The offset of `task_struct.pid` (the kernel's thread id), from the kernel's BTF.
-    task_pid: std::cell::Cell<Option<u32>>,
+    /// The offsets of `task_struct.pid` and `.tgid` (the kernel's thread and process ids), from
+    /// the kernel's BTF.
+    task_ids: std::cell::Cell<(Option<u32>, Option<u32>)>,
     /// Streams that start switched off.
     off: Vec<String>,
     /// A file of `on NAME` / `off NAME` lines, applied as they are appended.
@@ -109,7 +110,7 @@ impl Trace {
             kernel: RefCell::new(None),
             pid: std::cell::Cell::new(None),
             slots,
-            task_pid: std::cell::Cell::new(None),
+            task_ids: std::cell::Cell::new((None, None)),
             off,
             control,
             output: RefCell::new(Some(output)),
@@ -209,7 +210,11 @@ impl Trace {
             TargetKind::Process => {
                 glibc_tid_offset(images).map_or(TidSource::Unknown, TidSource::At)
             }
-            TargetKind::Kernel => self.task_pid.get().map_or(TidSource::Unknown, TidSource::At),
+            TargetKind::Kernel => match self.task_ids.get() {
+                (Some(pid), Some(tgid)) if tgid == pid + 4 => TidSource::Pair(pid),
+                (Some(pid), _) => TidSource::At(pid),
+                (None, _) => TidSource::Unknown,
+            },
         };
         // --ring-slots sizes the main target's rings; the kernel's beside a process keep the
         // driver heap's default.
@@ -372,7 +377,7 @@ impl LiveTool for Trace {
     /// process's (held, or a command not yet started) goes on, so the two start together.
     fn ready(&self, built: &Built, events: &mut dyn Events) -> Result<(), ToolError> {
         let Some(k) = self.kernel_target.filter(|_| self.wants_kernel()) else { return Ok(()) };
-        self.task_pid.set(k.task_pid_offset());
+        self.task_ids.set((k.task_pid_offset(), k.task_tgid_offset()));
         // Only the process's own tasks: the kernel's events of one timeline with it.
         let pid = self.pid.get().unwrap_or(0) as u32;
         let only = k.task_tgid_offset().map(|off| (off, pid)).ok_or_else(|| {
@@ -402,8 +407,8 @@ impl LiveTool for Trace {
         Ok(())
     }
 
-    fn kernel_task_pid(&self, offset: Option<u32>) {
-        self.task_pid.set(offset);
+    fn kernel_task_ids(&self, pid: Option<u32>, tgid: Option<u32>) {
+        self.task_ids.set((pid, tgid));
     }
 
     fn sampling(&self, s: Sampling) -> Sampling {
@@ -623,7 +628,7 @@ impl Reader {
             let rec = m.record;
             let Some(d) = built.decode.get(rec.stream as usize) else { continue };
             let tid = d.tid(&rec.values);
-            let pid = self.sources[src].pid;
+            let pid = d.pid(&rec.values).unwrap_or(self.sources[src].pid);
             if tid != 0 && pid != 0 && self.named.insert((src as u16, tid)) {
                 self.name_thread(src as u16, pid, tid);
             }
