@@ -15,7 +15,7 @@
 
 use iced_x86::{BlockEncoder, BlockEncoderOptions, Instruction, InstructionBlock};
 use kerf_arch::x86_64::{FlagSet, Gpr, RegSet};
-use kerf_codegen::{lower_program, ring, text, timer, At, Env, LiveAt, ThreadPointer};
+use kerf_codegen::{lower_program, ring, text, timer, At, CpuRead, Env, LiveAt, ThreadPointer};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
@@ -139,7 +139,13 @@ fn main() {
         code += 1024;
         f
     };
-    let nothing = At { live: LiveAt::ALL, env: Env::User, thread: tp, threads: threads_at };
+    let nothing = At::new(LiveAt::ALL, Env::User, tp, threads_at);
+    // rdtsc + rdpid for the CPU where the CPU has RDPID (#UD elsewhere).
+    let rdpid = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .is_some_and(|l| l.split_whitespace().any(|w| w == "rdpid"));
     let empty = next("", &nothing);
     // Drains: the shared ring's tail to its head (any thread), and this thread's ring's.
     let drain_shared = || {
@@ -159,8 +165,8 @@ fn main() {
          call+loop overhead included)"
     );
     println!(
-        "{:<20} {:>8} {:>12} {:>12} {:>8} {:>14}",
-        "point", "threads", "emit", "emit.thread", "ratio", "+ 32-byte read"
+        "{:<20} {:>8} {:>12} {:>12} {:>8} {:>14} {:>14}",
+        "point", "threads", "emit", "emit.thread", "ratio", "+ 32-byte read", "thread+rdpid"
     );
     for threads in [1usize, 2] {
         let base = time(empty, threads, events, &|| {});
@@ -181,13 +187,19 @@ fn main() {
         let f_shared = next(&shared_src, &at);
         let f_mine = next(&mine_src, &at);
         let f = next(&read_src, &at);
+        let f_rdpid = rdpid.then(|| next(&mine_src, &At { cpu: CpuRead::Rdpid, ..at }));
         f_read = Some(f);
         for threads in [1usize, 2] {
             let s = time(f_shared, threads, events, &drain_shared);
             let m = time(f_mine, threads, events, &drain_mine);
             // Fewer events: each is two system calls.
             let r = time(f, threads, events / 16, &drain_mine);
-            println!("{name:<20} {threads:>8} {s:>12.2} {m:>12.2} {:>8.2} {r:>14.2}", s / m);
+            let p = f_rdpid.map(|g| format!("{:.2}", time(g, threads, events, &drain_mine)));
+            let p = p.unwrap_or_else(|| "no rdpid".into());
+            println!(
+                "{name:<20} {threads:>8} {s:>12.2} {m:>12.2} {:>8.2} {r:>14.2} {p:>14}",
+                s / m
+            );
         }
     }
     // The read events read their 32 bytes (not a fast failure): one more, from this thread

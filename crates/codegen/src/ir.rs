@@ -171,6 +171,37 @@ pub struct MemRead {
     pub base: VReg,
     pub disp: i32,
     pub len: u16,
+    pub kind: ReadKind,
+}
+
+/// How a memory capture is read, and from which address space. In a process every kind reads
+/// the process's own memory the same way (`process_vm_readv`); in the kernel each calls its
+/// own fault-free reader (`crate::KernelReads`). A string read stops at its NUL in the
+/// kernel; the reader finds the NUL either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadKind {
+    /// `read(%p+D, LEN)`: bytes at a kernel (or the process's) address.
+    Bytes,
+    /// `str(%p+D, LEN)`: a NUL-terminated string.
+    Str,
+    /// `uread(...)`, `ustr(...)`: the same at a user address, read from the kernel.
+    UserBytes,
+    UserStr,
+}
+
+impl ReadKind {
+    pub const ALL: [ReadKind; 4] =
+        [ReadKind::Bytes, ReadKind::Str, ReadKind::UserBytes, ReadKind::UserStr];
+
+    /// Its name in the text form.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadKind::Bytes => "read",
+            ReadKind::Str => "str",
+            ReadKind::UserBytes => "uread",
+            ReadKind::UserStr => "ustr",
+        }
+    }
 }
 
 /// Bytes one [`MemRead`] copies at most.

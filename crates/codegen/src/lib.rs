@@ -44,7 +44,7 @@ use iced_x86::code_asm::IcedError;
 use iced_x86::Instruction;
 use ir::{Addr, Cond, Op, Program, Src, TimerOp, Width};
 use kerf_arch::x86_64::{FlagSet, RegSet};
-pub use lower::{lower_program, At, Demand, LowerError, Reservation};
+pub use lower::{lower_program, At, CpuRead, Demand, KernelReads, LowerError, Reservation};
 
 /// One instrumentation primitive, with the addresses of the data it updates (in the target's
 /// data heap, within ±2 GiB of where the code will run).
@@ -226,7 +226,7 @@ pub fn program(prims: &[Primitive], ctx: &Context) -> Program {
 /// Branches inside the snippet name their targets by label id (the instruction's `ip`, small
 /// numbers); the patch encoder keeps those ids and gives displaced instructions ip 0.
 pub fn lower(prims: &[Primitive], ctx: &Context) -> Result<Vec<Instruction>, CodegenError> {
-    let at = At { live: ctx.live, env: ctx.env, thread: ctx.thread, threads: ctx.threads };
+    let at = At::new(ctx.live, ctx.env, ctx.thread, ctx.threads);
     Ok(lower_program(&program(prims, ctx), &at)?)
 }
 

@@ -11,7 +11,9 @@
 //! 4. the ops;
 //! 5. the pops, `popfq`, `lea rsp,[rsp+128]`, in reverse.
 
-use crate::ir::{Addr, Cond, Label, MemRead, Op, Program, Src, TimerOp, VReg, Width, CALL_ARGS};
+use crate::ir::{
+    Addr, Cond, Label, MemRead, Op, Program, ReadKind, Src, TimerOp, VReg, Width, CALL_ARGS,
+};
 use crate::{ring, templates, timer_code, Env, LiveAt, ThreadPointer};
 use iced_x86::code_asm::{
     gpr32::get_gpr32, gpr64::get_gpr64, qword_ptr, AsmRegister64, CodeAssembler, CodeLabel,
@@ -29,6 +31,55 @@ pub struct At {
     pub thread: ThreadPointer,
     /// The data heap's thread table (used by timers).
     pub threads: u64,
+    /// How the CPU is read (records, `cpu`).
+    pub cpu: CpuRead,
+    /// In the kernel: the routines memory reads call (`None`: reads are refused there).
+    pub kernel_reads: Option<KernelReads>,
+}
+
+impl At {
+    /// A point with `rdtscp` for the CPU and no kernel readers.
+    pub fn new(live: LiveAt, env: Env, thread: ThreadPointer, threads: u64) -> At {
+        At { live, env, thread, threads, cpu: CpuRead::Rdtscp, kernel_reads: None }
+    }
+}
+
+/// How generated code reads the CPU it runs on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CpuRead {
+    /// `rdtscp`: the time and `TSC_AUX` together; on every x86-64 CPU Linux runs on, but it
+    /// waits for earlier instructions, which doubles the cost of an event (~10 -> ~20 ns).
+    #[default]
+    Rdtscp,
+    /// `rdtsc`, then `rdpid` for `TSC_AUX`: as cheap as `rdtsc` alone; only where the CPU has
+    /// RDPID (Intel Ice Lake, AMD Zen 2 and later): #UD elsewhere, so the session checks.
+    Rdpid,
+}
+
+/// Kernel routines generated code calls to read memory without faulting (their addresses,
+/// from kallsyms; 0: missing, and a read that needs it is refused).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelReads {
+    /// `long (void *dst, const void *src, size_t size)`: 0 or -EFAULT.
+    pub copy_from_kernel_nofault: u64,
+    pub copy_from_user_nofault: u64,
+    /// `long (char *dst, const void *src, long count)`: the length with its NUL, `count`
+    /// when cut, or -EFAULT.
+    pub strncpy_from_kernel_nofault: u64,
+    pub strncpy_from_user_nofault: u64,
+}
+
+impl KernelReads {
+    /// The routine for a read of `kind`, and whether it returns 0 for success (the copies)
+    /// rather than a length (the string copies).
+    pub fn routine(&self, kind: ReadKind) -> (u64, bool) {
+        match kind {
+            ReadKind::Bytes => (self.copy_from_kernel_nofault, true),
+            ReadKind::UserBytes => (self.copy_from_user_nofault, true),
+            ReadKind::Str => (self.strncpy_from_kernel_nofault, false),
+            ReadKind::UserStr => (self.strncpy_from_user_nofault, false),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,8 +105,8 @@ impl fmt::Display for LowerError {
             LowerError::Assemble(e) => write!(f, "assembling: {e}"),
             LowerError::KernelMemoryRead { op } => write!(
                 f,
-                "op {op}: memory reads in the kernel need the driver's reader (only a process \
-                 has one yet)"
+                "op {op}: a memory read in the kernel needs the kernel's fault-free reader for \
+                 it (copy_from_kernel_nofault and kin), which kallsyms does not name"
             ),
         }
     }
@@ -269,7 +320,8 @@ pub fn lower_program(p: &Program, at: &At) -> Result<Vec<Instruction>, LowerErro
     let mut stack = false;
     for (k, op) in p.ops.iter().enumerate() {
         if let Op::EmitThread { reads, .. } = op {
-            if at.env == Env::Kernel && !reads.is_empty() {
+            let missing = |r: &MemRead| at.kernel_reads.is_none_or(|kr| kr.routine(r.kind).0 == 0);
+            if at.env == Env::Kernel && reads.iter().any(missing) {
                 return Err(LowerError::KernelMemoryRead { op: k });
             }
         }
@@ -549,8 +601,12 @@ impl<'a> Lowerer<'a> {
             }
             Op::Cpu { dst } => {
                 let d = iced_w(self.r(*dst), Width::W32);
-                self.a.rdtscp()?;
-                self.add(ok(Instruction::with2(Code::Mov_r32_rm32, d, Register::ECX))?)?;
+                if self.at.cpu == CpuRead::Rdpid {
+                    self.add(ok(Instruction::with1(Code::Rdpid_r64, iced(self.r(*dst))))?)?;
+                } else {
+                    self.a.rdtscp()?;
+                    self.add(ok(Instruction::with2(Code::Mov_r32_rm32, d, Register::ECX))?)?;
+                }
                 self.add(ok(Instruction::with2(Code::And_rm32_imm32, d, TSC_AUX_CPU))?)?;
             }
             Op::Branch { cond, a, b, target } => {
@@ -615,11 +671,19 @@ impl<'a> Lowerer<'a> {
         words: usize,
     ) -> Result<(), LowerError> {
         use iced_x86::code_asm::{ecx, rax, rcx, rdx};
+        let rdpid = self.at.cpu == CpuRead::Rdpid;
         let a = &mut self.a;
-        a.rdtscp()?;
+        if rdpid {
+            a.rdtsc()?;
+        } else {
+            a.rdtscp()?;
+        }
         a.shl(rdx, 32)?;
         a.or(rax, rdx)?;
         a.mov(now, rax)?;
+        if rdpid {
+            a.rdpid(rcx)?;
+        }
         a.and(ecx, TSC_AUX_CPU)?;
         a.shl(ecx, 16)?;
         a.or(ecx, 8 * words as i32)?;
@@ -752,7 +816,12 @@ impl<'a> Lowerer<'a> {
         // 4. Fill it, the reads after the values, seq = n + 1 last.
         self.fill(r11, now, meta, *stream, values)?;
         if !reads.is_empty() {
-            for i in templates::record_reads(&self.slot_reads(values.len(), reads)) {
+            let slot_reads = self.slot_reads(values.len(), reads);
+            let code = match (self.at.env, self.at.kernel_reads) {
+                (Env::Kernel, Some(kr)) => templates::record_reads_kernel(&slot_reads, &kr),
+                _ => templates::record_reads(&slot_reads),
+            };
+            for i in code {
                 self.a.add_instruction(i)?;
             }
         }
@@ -781,6 +850,7 @@ impl<'a> Lowerer<'a> {
                     disp: r.disp,
                     status,
                     len: r.len,
+                    kind: r.kind,
                 };
                 status += 8 * r.words() as i32;
                 s
@@ -937,7 +1007,7 @@ mod tests {
         )
         .unwrap();
         let nothing = LiveAt { regs: RegSet::of(&[Gpr::Rsp]), flags: FlagSet::EMPTY };
-        let at = At { live: nothing, env: Env::User, thread: ThreadPointer::FsBase, threads: 0 };
+        let at = At::new(nothing, Env::User, ThreadPointer::FsBase, 0);
         let code = lower_program(&p, &at).unwrap();
         let mut info = InstructionInfoFactory::new();
         for i in &code {

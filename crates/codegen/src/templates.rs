@@ -121,6 +121,67 @@ pub struct SlotRead {
     pub disp: i32,
     pub status: i32,
     pub len: u16,
+    pub kind: crate::ir::ReadKind,
+}
+
+/// The memory reads of a record whose slot is at `r11` in the kernel (`rdx` = the `seq` it
+/// gets afterwards), each by a call of the kernel's fault-free reader for its kind
+/// (`kr`, see [`crate::KernelReads`]). Leaves `r11` and `rdx` as they were; writes the other
+/// caller-saved registers and the flags; uses at most 40 bytes of stack below `rsp` (the
+/// kernel has no red zone). The bases must not be among the registers it writes.
+///
+/// 1. Each read's source address `base + disp` into its status word, first: the bases need
+///    not survive the calls.
+/// 2. `r11` and `rdx` pushed, then the stack aligned to 16 bytes for the calls (the old
+///    `rsp` kept on the aligned stack, with a word of padding).
+/// 3. For each read, `r11` reloaded (the calls write it), `routine(slot + status + 8,
+///    src, len)`; a copy's 0 becomes `len` (its success), anything else is kept: the string
+///    copies' length (with the NUL, or `len` when cut) or -EFAULT.
+/// 4. The old `rsp` back, then `rdx` and `r11`.
+pub fn record_reads_kernel(reads: &[SlotRead], kr: &crate::KernelReads) -> Vec<Instruction> {
+    use iced_x86::code_asm::*;
+    let body = |a: &mut CodeAssembler| -> Result<(), iced_x86::IcedError> {
+        // 1.
+        for r in reads {
+            let base = gpr64::get_gpr64(r.base).expect("a 64-bit base register");
+            a.lea(rax, qword_ptr(base + r.disp))?;
+            a.mov(qword_ptr(r11 + r.status), rax)?;
+        }
+        // 2. [old rsp] = rdx, [old rsp + 8] = r11.
+        a.push(r11)?;
+        a.push(rdx)?;
+        a.mov(rax, rsp)?;
+        a.and(rsp, -16)?;
+        a.push(rax)?;
+        a.push(rax)?;
+        // 3. [rsp] and [rsp + 8] hold the old rsp.
+        for r in reads {
+            let (routine, zero_is_ok) = kr.routine(r.kind);
+            a.mov(rax, qword_ptr(rsp))?;
+            a.mov(r11, qword_ptr(rax + 8))?;
+            a.lea(rdi, qword_ptr(r11 + (r.status + 8)))?;
+            a.mov(rsi, qword_ptr(r11 + r.status))?;
+            a.mov(edx, r.len as u32)?;
+            a.call(routine)?;
+            if zero_is_ok {
+                a.mov(ecx, r.len as u32)?;
+                a.test(rax, rax)?;
+                a.cmovz(rax, rcx)?;
+            }
+            a.mov(rcx, qword_ptr(rsp))?;
+            a.mov(r11, qword_ptr(rcx + 8))?;
+            a.mov(qword_ptr(r11 + r.status), rax)?;
+        }
+        // 4.
+        a.pop(rax)?;
+        a.pop(rsp)?;
+        a.pop(rdx)?;
+        a.pop(r11)?;
+        Ok(())
+    };
+    let mut a = CodeAssembler::new(64).expect("64-bit mode");
+    body(&mut a).expect("template instruction is well formed");
+    a.take_instructions()
 }
 
 /// The stack frame of [`record_reads`], offsets from its `rsp`: the local iovec `{dst, len}`,

@@ -16,7 +16,7 @@
 //! bytes; the comma inside the parentheses does not separate operands).
 //! The ops and their forms are listed on [`crate::ir::Op`].
 
-use crate::ir::{Addr, Cond, Label, MemRead, Op, Program, Src, TimerOp, VReg, Width};
+use crate::ir::{Addr, Cond, Label, MemRead, Op, Program, ReadKind, Src, TimerOp, VReg, Width};
 use crate::{SpAt, SpBase};
 use kerf_arch::x86_64::Gpr;
 use std::fmt::{self, Write as _};
@@ -247,15 +247,20 @@ fn operands(rest: &str) -> Vec<&str> {
     out
 }
 
-/// `read(%p, LEN)`, `read(%p+D, LEN)` or `read(%p-D, LEN)`.
+/// `read(%p, LEN)`, `read(%p+D, LEN)` or `read(%p-D, LEN)`, or the same with `str`, `uread`
+/// or `ustr` (see [`ReadKind`]).
 fn mem_read(p: &mut Program, s: &str) -> Result<MemRead, ParseErrorKind> {
     let bad = || ParseErrorKind::BadOperand(s.to_string());
-    let inner = s.strip_prefix("read(").and_then(|r| r.strip_suffix(')')).ok_or_else(bad)?;
+    let (kind, rest) = ReadKind::ALL
+        .iter()
+        .find_map(|k| Some((*k, s.strip_prefix(k.name())?.strip_prefix('(')?)))
+        .ok_or_else(bad)?;
+    let inner = rest.strip_suffix(')').ok_or_else(bad)?;
     let (at, len) = inner.split_once(',').ok_or_else(bad)?;
     let len = number(len.trim()).and_then(|n| u16::try_from(n).ok()).ok_or_else(bad)?;
     // The address is written as a memory operand's inside: `%p+16`.
     match addr(p, &format!("[{}]", at.trim())).map_err(|_| bad())? {
-        Addr::Based { base, disp } => Ok(MemRead { base, disp, len }),
+        Addr::Based { base, disp } => Ok(MemRead { base, disp, len, kind }),
         Addr::Abs(_) => Err(bad()),
     }
 }
@@ -428,7 +433,7 @@ fn op_text(p: &Program, op: &Op) -> String {
                         d if d < 0 => format!("{}-{}", v(&r.base), d.unsigned_abs()),
                         d => format!("{}+{d}", v(&r.base)),
                     };
-                    let _ = write!(t, ", read({at}, {})", r.len);
+                    let _ = write!(t, ", {}({at}, {})", r.kind.name(), r.len);
                 }
             }
             t
@@ -610,6 +615,7 @@ out:
                                 base: v[next(4) as usize],
                                 disp: next(8192) as i32 - 4096,
                                 len: [1, 8, MAX_READ / 8][next(3) as usize],
+                                kind: ReadKind::ALL[next(4) as usize],
                             })
                             .collect(),
                     },

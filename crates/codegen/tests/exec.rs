@@ -426,14 +426,14 @@ fn with(regs: &[(&str, u64)]) -> [u64; 11] {
 
 /// Everything live (registers and flags must come out unchanged).
 fn all_live() -> At {
-    At { live: LiveAt::ALL, env: Env::User, thread: thread_pointer(), threads: 0 }
+    At::new(LiveAt::ALL, Env::User, thread_pointer(), 0)
 }
 
 /// The caller-saved registers and the flags dead; what Rust keeps in rbx, rbp, r12-r15
 /// (and rsp) live.
 fn caller_saved_dead() -> At {
     let live = LiveAt { regs: RegSet(!RegSet::SYSV_CALLER_SAVED.0), flags: FlagSet::EMPTY };
-    At { live, env: Env::User, thread: thread_pointer(), threads: 0 }
+    At::new(live, Env::User, thread_pointer(), 0)
 }
 
 impl Arena {
@@ -649,7 +649,7 @@ fn a_full_ring_counts_losses_until_the_reader_moves_its_tail() {
 fn thread_rings(ar: &Arena, live: LiveAt, slots: u32) -> (At, u64) {
     let rings = timer::THREAD_TABLE_LEN;
     assert!(DATA + rings + ring::thread_rings_len(slots) <= MAP as u64);
-    let at = At { live, env: Env::User, thread: thread_pointer(), threads: ar.addr(DATA) };
+    let at = At::new(live, Env::User, thread_pointer(), ar.addr(DATA));
     (at, rings)
 }
 
@@ -869,14 +869,22 @@ fn emit_thread_reads_copy_memory_into_the_record_and_never_fault() {
     }
 }
 
+/// A kernel point without the kernel's reader a read needs refuses it (none known, or the
+/// one for its kind missing from kallsyms).
 #[test]
-fn a_kernel_point_refuses_memory_reads() {
-    let p = text::parse("reg %a, rdi\n emit.thread rings=0x9000, slots=4, stream=1, read(%a, 8)")
+fn a_kernel_point_refuses_memory_reads_it_has_no_reader_for() {
+    let p = text::parse("reg %a, rdi\n emit.thread rings=0x9000, slots=4, stream=1, ustr(%a, 8)")
         .unwrap();
     let at = At { env: Env::Kernel, thread: ThreadPointer::GsSlot(0x2c740), ..all_live() };
     let e = lower_program(&p, &at).unwrap_err();
     assert_eq!(e, kerf_codegen::LowerError::KernelMemoryRead { op: 1 });
-    assert!(e.to_string().contains("driver's reader"), "{e}");
+    assert!(e.to_string().contains("fault-free reader"), "{e}");
+    let only_kernel_copies = kerf_codegen::KernelReads {
+        copy_from_kernel_nofault: 0x5000,
+        ..kerf_codegen::KernelReads::default()
+    };
+    let at = At { kernel_reads: Some(only_kernel_copies), ..at };
+    assert_eq!(lower_program(&p, &at), Err(kerf_codegen::LowerError::KernelMemoryRead { op: 1 }));
 }
 
 /// The CPUs this thread may run on.
@@ -1289,4 +1297,96 @@ fn task_predicate_reads_through_the_thread_pointer() {
     }
     std::thread::spawn(move || call(f)).join().unwrap();
     assert_eq!(ar.word(slot), 4);
+}
+
+/// Stand-ins for the kernel's fault-free readers (the kernel's signatures): address 8 faults.
+extern "C" fn fake_copy(dst: *mut u8, src: *const u8, len: usize) -> i64 {
+    if src as u64 == 8 {
+        return -14;
+    }
+    // SAFETY: the test hands readable `src` and a record slot of room at `dst`.
+    unsafe { std::ptr::copy_nonoverlapping(src, dst, len) };
+    0
+}
+
+extern "C" fn fake_strncpy(dst: *mut u8, src: *const u8, count: i64) -> i64 {
+    if src as u64 == 8 {
+        return -14;
+    }
+    for k in 0..count as usize {
+        // SAFETY: as for fake_copy; the string ends within `count` bytes or is cut there.
+        let b = unsafe { *src.add(k) };
+        unsafe { *dst.add(k) = b };
+        if b == 0 {
+            return k as i64 + 1;
+        }
+    }
+    count
+}
+
+/// The kernel's record reads (`templates::record_reads_kernel`) run in this process against
+/// stand-in readers: each kind calls its routine with (slot + status + 8, base + disp, len)
+/// on a 16-byte aligned stack, a copy's 0 becomes `len`, a string copy's length is kept, a
+/// fault is -EFAULT; the slot pointer (`r11`) and `seq` (`rdx`) survive, and so does `rbx`.
+#[test]
+fn kernel_record_reads_call_the_readers_and_keep_their_statuses() {
+    use iced_x86::code_asm::*;
+    use kerf_codegen::ir::ReadKind;
+    use kerf_codegen::templates::{record_reads_kernel, SlotRead};
+    let mut ar = Arena::new();
+    // Stubs in the arena (within a call's reach of the code) jump to the Rust functions.
+    let stub = |ar: &mut Arena, f: u64| {
+        let mut a = CodeAssembler::new(64).unwrap();
+        a.mov(rax, f).unwrap();
+        a.jmp(rax).unwrap();
+        ar.place_insns(&a.take_instructions())
+    };
+    let copy = stub(&mut ar, fake_copy as *const () as u64);
+    let strn = stub(&mut ar, fake_strncpy as *const () as u64);
+    let kr = kerf_codegen::KernelReads {
+        copy_from_kernel_nofault: copy,
+        copy_from_user_nofault: copy,
+        strncpy_from_kernel_nofault: strn,
+        strncpy_from_user_nofault: strn,
+    };
+    let read =
+        |status, kind, len| SlotRead { base: iced_x86::Register::RBX, disp: 2, status, len, kind };
+    let reads = [
+        read(24, ReadKind::Bytes, 8),
+        read(40, ReadKind::Str, 16),
+        read(64, ReadKind::UserBytes, 4),
+        read(80, ReadKind::UserStr, 3),
+    ];
+    // f(slot, base, seq) -> seq as the template left it.
+    let mut a = CodeAssembler::new(64).unwrap();
+    a.push(rbx).unwrap();
+    a.mov(r11, rdi).unwrap();
+    a.mov(rbx, rsi).unwrap();
+    let mut insns = a.take_instructions();
+    insns.extend(record_reads_kernel(&reads, &kr));
+    let mut a = CodeAssembler::new(64).unwrap();
+    a.mov(rax, rdx).unwrap();
+    a.pop(rbx).unwrap();
+    a.ret().unwrap();
+    insns.extend(a.take_instructions());
+    let f = ar.place_insns(&insns);
+    // SAFETY: the placed code follows the C calling convention (rbx kept, stack balanced).
+    let run: extern "C" fn(*mut u64, u64, u64) -> u64 = unsafe { std::mem::transmute(f) };
+    let text = b"..hello\0world, long enough";
+    let mut slot = [0u64; 16];
+    assert_eq!(run(slot.as_mut_ptr(), text.as_ptr() as u64, 77), 77, "seq survives");
+    let bytes = |w: usize, n: usize| -> Vec<u8> {
+        slot[w..].iter().flat_map(|x| x.to_le_bytes()).take(n).collect()
+    };
+    assert_eq!(slot[3] as i64, 8, "a copy's 0 is its length");
+    assert_eq!(bytes(4, 8), b"hello\0wo");
+    assert_eq!(slot[5] as i64, 6, "a string copy's length, with its NUL");
+    assert_eq!(bytes(6, 6), b"hello\0");
+    assert_eq!((slot[8] as i64, bytes(9, 4)), (4, b"hell".to_vec()));
+    assert_eq!((slot[10] as i64, bytes(11, 3)), (3, b"hel".to_vec()), "cut at its count");
+    let mut slot = [0u64; 16];
+    assert_eq!(run(slot.as_mut_ptr(), 6, 5), 5);
+    for w in [3, 5, 8, 10] {
+        assert_eq!(slot[w] as i64, -14, "word {w}: a fault is -EFAULT");
+    }
 }

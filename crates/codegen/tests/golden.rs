@@ -7,7 +7,7 @@
 use iced_x86::InstructionBlock;
 use iced_x86::{BlockEncoder, BlockEncoderOptions};
 use kerf_arch::x86_64::{FlagSet, RegSet};
-use kerf_codegen::{lower_program, text, At, Env, LiveAt, ThreadPointer};
+use kerf_codegen::{lower_program, text, At, CpuRead, Env, KernelReads, LiveAt, ThreadPointer};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -20,20 +20,24 @@ const THREADS: u64 = 0xa_0000;
 
 /// The points every program is lowered for: a name and where.
 fn points() -> Vec<(&'static str, At)> {
-    let user = |live| At { live, env: Env::User, thread: ThreadPointer::FsBase, threads: THREADS };
+    let user = |live| At::new(live, Env::User, ThreadPointer::FsBase, THREADS);
     let dead = LiveAt { regs: RegSet::EMPTY, flags: FlagSet::EMPTY };
     let flags = LiveAt { regs: RegSet::EMPTY, flags: FlagSet::ALL };
     vec![
         ("process, nothing live", user(dead)),
         ("process, everything live", user(LiveAt::ALL)),
         ("process, flags live, registers dead", user(flags)),
+        ("process, nothing live, rdpid for the CPU", At { cpu: CpuRead::Rdpid, ..user(dead) }),
         (
-            "kernel, everything live, current task at gs:[0x2c740]",
+            "kernel, everything live, current task at gs:[0x2c740], readers at 0x51xxxx",
             At {
-                live: LiveAt::ALL,
-                env: Env::Kernel,
-                thread: ThreadPointer::GsSlot(0x2c740),
-                threads: THREADS,
+                kernel_reads: Some(KernelReads {
+                    copy_from_kernel_nofault: 0x51_0000,
+                    copy_from_user_nofault: 0x51_1000,
+                    strncpy_from_kernel_nofault: 0x51_2000,
+                    strncpy_from_user_nofault: 0x51_3000,
+                }),
+                ..At::new(LiveAt::ALL, Env::Kernel, ThreadPointer::GsSlot(0x2c740), THREADS)
             },
         ),
     ]

@@ -19,6 +19,14 @@ pub fn realtime_ns() -> u64 {
     clock_ns(libc::CLOCK_REALTIME)
 }
 
+/// Whether this machine's CPUs have `flag` (a word of /proc/cpuinfo's `flags` line, like
+/// `rdpid`): generated code runs on the CPUs kerf runs on.
+pub fn cpu_has(flag: &str) -> bool {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let flags = info.lines().find(|l| l.starts_with("flags"));
+    flags.is_some_and(|l| l.split_whitespace().any(|w| w == flag))
+}
+
 /// The time stamp counter, as generated code reads it.
 pub fn tsc() -> u64 {
     // SAFETY: rdtsc has no preconditions; x86-64 always has it.

@@ -795,6 +795,8 @@ pub(crate) mod fake {
                 thread: ThreadPointer::FsBase,
                 only_thread: None,
                 only_id: None,
+                cpu: kerf_codegen::CpuRead::Rdtscp,
+                kernel_reads: None,
             };
             Ok(Begin { runtime, startup: Vec::new() })
         }

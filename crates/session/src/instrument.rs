@@ -367,7 +367,15 @@ impl Backend for ProcessBackend {
         })?;
         phases.lap("first stop (thread context, start-up code)", t);
         let target = Where::Process(self.pid);
-        let runtime = Runtime { target, env: Env::User, thread, only_thread, only_id: None };
+        let runtime = Runtime {
+            target,
+            env: Env::User,
+            thread,
+            only_thread,
+            only_id: None,
+            cpu: Runtime::cpu_read(),
+            kernel_reads: None,
+        };
         Ok(Begin { runtime, startup })
     }
 

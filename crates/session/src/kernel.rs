@@ -66,6 +66,19 @@ pub struct Kernel {
     pub kallsyms_symbols: usize,
 }
 
+impl Kernel {
+    /// The fault-free readers as generated code takes them.
+    pub fn kernel_reads(&self) -> kerf_codegen::KernelReads {
+        let [a, b, c, d] = self.readers;
+        kerf_codegen::KernelReads {
+            copy_from_kernel_nofault: a,
+            copy_from_user_nofault: b,
+            strncpy_from_kernel_nofault: c,
+            strncpy_from_user_nofault: d,
+        }
+    }
+}
+
 /// The kernel's fault-free memory readers generated code may call (see [`Kernel::readers`]).
 pub const READERS: [&str; 4] = [
     "copy_from_kernel_nofault",
@@ -497,8 +510,15 @@ impl Backend for KernelBackend<'_> {
             None => ThreadPointer::GsSlot(0),
         };
         phases.lap("task context", t);
-        let runtime =
-            Runtime { target: Where::Kernel, env: Env::Kernel, thread, only_thread: None, only_id };
+        let runtime = Runtime {
+            target: Where::Kernel,
+            env: Env::Kernel,
+            thread,
+            only_thread: None,
+            only_id,
+            cpu: Runtime::cpu_read(),
+            kernel_reads: Some(self.kernel.kernel_reads()),
+        };
         Ok(Begin { runtime, startup: Vec::new() })
     }
 

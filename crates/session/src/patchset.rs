@@ -10,7 +10,10 @@ use crate::probe::{Action, InstrumentError, KindRefusal, Probe, Reason, Site, To
 use kerf_arch::{KernelAddr, RemoteAddr};
 use kerf_codegen::ir::{Op, Program};
 use kerf_codegen::timer::{THREAD_TABLE_LEN, TIMER_LEN};
-use kerf_codegen::{lower, lower_program, sigguard, At, Context, Env, Primitive, ThreadPointer};
+use kerf_codegen::{
+    lower, lower_program, sigguard, At, Context, CpuRead, Env, KernelReads, Primitive,
+    ThreadPointer,
+};
 use kerf_patch::{build_patch_with, Layout};
 
 /// An address in a target's address space, as its back-end takes it: [`RemoteAddr`] in a
@@ -268,6 +271,22 @@ pub struct Runtime {
     pub thread: ThreadPointer,
     pub only_thread: Option<u64>,
     pub only_id: Option<(u32, u32)>,
+    /// How generated code reads the CPU it runs on.
+    pub cpu: CpuRead,
+    /// The kernel's fault-free readers (memory captures in the kernel); `None` in a process.
+    pub kernel_reads: Option<KernelReads>,
+}
+
+impl Runtime {
+    /// How generated code reads the CPU on this machine: `rdpid` where the CPUs have it
+    /// (an event costs half what `rdtscp` makes it cost), else `rdtscp`.
+    pub fn cpu_read() -> CpuRead {
+        if kerf_os::clock::cpu_has("rdpid") {
+            CpuRead::Rdpid
+        } else {
+            CpuRead::Rdtscp
+        }
+    }
 }
 
 /// One site to generate: its plan and where its patch and data are in the target.
@@ -366,7 +385,14 @@ pub(crate) fn site_code(
             format!("{} tool programs at one site (at most {MAX_SITE_PROGRAMS})", programs.len());
         return Err(codegen(kerf_codegen::CodegenError(what)));
     }
-    let at = At { live: job.site.live, env: rt.env, thread: rt.thread, threads: job.data };
+    let at = At {
+        live: job.site.live,
+        env: rt.env,
+        thread: rt.thread,
+        threads: job.data,
+        cpu: rt.cpu,
+        kernel_reads: rt.kernel_reads,
+    };
     for (n, &k) in programs.iter().enumerate() {
         let program = tool
             .programs

@@ -14,7 +14,7 @@
 
 use super::event::Value;
 use super::probe::{Cmp, Expr, Filter, MemKind, Operand, ProbeLine, RegValue};
-use kerf_codegen::ir::{Addr, Cond, Label, MemRead, Op, Program, Src, VReg, Width};
+use kerf_codegen::ir::{Addr, Cond, Label, MemRead, Op, Program, ReadKind, Src, VReg, Width};
 use kerf_codegen::ring;
 use std::collections::HashMap;
 
@@ -164,14 +164,7 @@ pub fn build(
                 decode.captures.push(Slot::Word(at));
             }
             Expr::Mem { base, disp, kind } => {
-                if kernel {
-                    return Err(BuildError(format!(
-                        "capture '{}': memory and string captures in the kernel are not \
-                         supported yet",
-                        c.name
-                    )));
-                }
-                if let MemKind::Str { user: true, .. } = kind {
+                if let (false, MemKind::Str { user: true, .. }) = (kernel, kind) {
                     return Err(BuildError(format!(
                         "capture '{}': ustr reads user memory from the kernel; in a process \
                          use str",
@@ -196,7 +189,12 @@ pub fn build(
         };
         decode.captures[k] = Slot::Read { r, addr, disp, kind };
         decode.reads.push((k, len));
-        reads.push(MemRead { base: v, disp, len });
+        let kind = match kind {
+            MemKind::Int { .. } => ReadKind::Bytes,
+            MemKind::Str { user: false, .. } => ReadKind::Str,
+            MemKind::Str { user: true, .. } => ReadKind::UserStr,
+        };
+        reads.push(MemRead { base: v, disp, len, kind });
     }
     p.push(Op::EmitThread {
         rings: area.rings(s),
