@@ -114,7 +114,10 @@ pub fn build(
             p.push(Op::Thread { dst: tmp });
             let addr = Addr::Based { base: tmp, disp: off as i32 };
             p.push(Op::Load { dst: tmp, width, addr });
-            regs.insert(RegValue::Tid, tmp);
+            // A pair holds the process id too: a filter on the thread id loads it alone.
+            if width == Width::W32 {
+                regs.insert(RegValue::Tid, tmp);
+            }
             Some(tmp)
         }
         TidSource::Unknown => None,
@@ -134,11 +137,20 @@ pub fn build(
                 p.push(Op::Cpu { dst: v });
                 v
             }
-            RegValue::Tid => {
-                return Err(BuildError(
-                    "this target's thread ids are not known to generated code".into(),
-                ))
-            }
+            RegValue::Tid => match tid {
+                TidSource::Pair(off) => {
+                    let v = p.vreg("tid");
+                    p.push(Op::Thread { dst: v });
+                    let addr = Addr::Based { base: v, disp: off as i32 };
+                    p.push(Op::Load { dst: v, width: Width::W32, addr });
+                    v
+                }
+                _ => {
+                    return Err(BuildError(
+                        "this target's thread ids are not known to generated code".into(),
+                    ))
+                }
+            },
         };
         regs.insert(r, v);
         Ok(v)
@@ -431,7 +443,7 @@ mod tests {
         let text = kerf_codegen::text::print(&p);
         assert!(text.contains("load64 %tmp, [0x40]"), "{text}");
         assert!(text.contains("emit.thread"), "{text}");
-        assert!(text.contains("read(%rsi+0, 20)") || text.contains("read(%rsi, 20)"), "{text}");
+        assert!(text.contains("str(%rsi, 20)"), "{text}");
         // tid, arg0, then the reads' bases: arg1, rsp.
         assert_eq!(d.captures[0], Slot::Word(1));
         assert!(matches!(d.captures[1], Slot::Read { r: 0, addr: 2, .. }));
@@ -465,6 +477,19 @@ mod tests {
             Value::Bytes { data: b"abcd".to_vec(), truncated: true }
         );
         assert_eq!(mem_value(s, -14, b"", 5), Value::Fault { addr: 5 });
+    }
+
+    /// With the kernel's pid and tgid in one load, a filter on the thread id compares the
+    /// 32-bit id alone, not the pair.
+    #[test]
+    fn a_thread_filter_on_a_pair_loads_the_thread_id_alone() {
+        let line = parse("f {a=arg0} if tid == 1234").unwrap();
+        let (p, d) = build(&line, 0, 0, &AREA, TidSource::Pair(0x5c8), true, None).unwrap();
+        let text = kerf_codegen::text::print(&p);
+        assert!(text.contains("load64 %tmp, [%tmp+0x5c8]"), "{text}");
+        assert!(text.contains("load32 %tid, [%tid+0x5c8]"), "{text}");
+        assert!(text.contains("br.ne %tid, 1234") || text.contains("br.ne %tid, 0x4d2"), "{text}");
+        assert_eq!((d.tid(&[(77 << 32) | 1234]), d.pid(&[(77 << 32) | 1234])), (1234, Some(77)));
     }
 
     #[test]

@@ -1,0 +1,80 @@
+/* bench/trace_cost/loop.c: the traced function of bench/trace_cost.sh.
+ *
+ * loop N [THREADS]: each of THREADS threads (default 1) calls f(i, i ^ 0x55) N times; prints
+ * the ns per call of the slowest thread (CLOCK_MONOTONIC around its loop) and a checksum.
+ * Built with -DLTTNG, f also hits an LTTng-UST tracepoint with the same two fields (the peer
+ * compiled into the program). "burst N RATE" calls f N times at about RATE calls a second
+ * (bursts of 1000, then a sleep): the tracer's own CPU at a known event rate.
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef LTTNG
+#define TRACEPOINT_DEFINE
+#include "kerf_tp.h"
+#endif
+
+static long n_calls;
+static volatile long sink;
+
+__attribute__((noinline)) long f(long a, long b)
+{
+#ifdef LTTNG
+	tracepoint(kerf_bench, f, a, b);
+#endif
+	__asm__ volatile("" : : "r"(a), "r"(b) : "memory");
+	return a + b;
+}
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e9 + t.tv_nsec;
+}
+
+static void *worker(void *arg)
+{
+	double *ns = arg;
+	long s = 0;
+	double t0 = now();
+	for (long i = 0; i < n_calls; i++)
+		s += f(i, i ^ 0x55);
+	*ns = (now() - t0) / n_calls;
+	sink += s;
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 4 && strcmp(argv[1], "burst") == 0) {
+		long n = atol(argv[2]), rate = atol(argv[3]), s = 0;
+		struct timespec gap = { 0, (long)(1000 * 1e9 / rate) };
+		for (long i = 0; i < n; i++) {
+			s += f(i, i);
+			if (i % 1000 == 999)
+				nanosleep(&gap, NULL);
+		}
+		printf("%ld\n", s);
+		return 0;
+	}
+	if (argc < 3 || strcmp(argv[1], "loop") != 0)
+		return 2;
+	n_calls = atol(argv[2]);
+	int threads = argc > 3 ? atoi(argv[3]) : 1;
+	pthread_t t[64];
+	double ns[64];
+	for (int k = 0; k < threads; k++)
+		pthread_create(&t[k], NULL, worker, &ns[k]);
+	double worst = 0;
+	for (int k = 0; k < threads; k++) {
+		pthread_join(t[k], NULL);
+		if (ns[k] > worst)
+			worst = ns[k];
+	}
+	printf("%.3f ns/call %ld\n", worst, sink);
+	return 0;
+}
