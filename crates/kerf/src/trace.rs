@@ -21,6 +21,7 @@ PROBE: POINT [{CAPTURE, ...}] [if FILTER] [stream=NAME]
               u8|u16|u32|u64|i8|i16|i32|i64(REG[+-OFF])   memory (a bad address is recorded
                                                           as a fault, never a crash)
               str(REG[+-OFF][, LEN])                      a NUL-terminated string, LEN <= 64
+              ustr(REG[+-OFF][, LEN])                     (kernel) a string at a user address
   FILTER    comparisons (== != < <= > >=) of register values and numbers, with && || ! ( ),
             checked before anything is recorded; memory cannot be filtered on
   stream    the stream the probe's events go to (default: its module, or `kernel`); each
@@ -54,7 +55,7 @@ pub struct TraceArgs {
     #[arg(long, value_name = "ADDR", conflicts_with = "format")]
     send: Option<String>,
     /// Slots of each thread's ring per stream (a power of two; 128 bytes each; default 4096
-    /// in a process, 16 in the kernel, whose driver has 2 MiB for all rings).
+    /// in a process, 128 in the kernel, whose driver has 16 MiB for all rings).
     #[arg(long)]
     ring_slots: Option<u32>,
     /// Start this stream switched off (repeatable).

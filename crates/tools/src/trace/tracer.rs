@@ -27,8 +27,9 @@ use std::collections::{HashMap, HashSet};
 
 /// Slots of each thread's ring per stream in a process, unless `--ring-slots` says.
 pub const DEFAULT_SLOTS: u32 = 4096;
-/// In the kernel: the driver's data heap (2 MiB) holds 256 task rings per stream.
-pub const KERNEL_SLOTS: u32 = 16;
+/// In the kernel: the driver's data heap (16 MiB) holds 256 task rings per stream, 4.2 MiB a
+/// stream at this size (three streams).
+pub const KERNEL_SLOTS: u32 = 128;
 /// The key of a stream area's count of events with no ring (their thread found no slot).
 const NO_SLOT_KEY: u64 = u64::MAX;
 /// How often the reader drains the rings.
