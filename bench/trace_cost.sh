@@ -27,21 +27,24 @@ gcc -O2 -pthread -rdynamic -o "$W/loop" $S/loop.c
 gcc -O2 -pthread -rdynamic -DLTTNG -I$S -o "$W/loop_lttng" $S/loop.c $S/kerf_tp.c -llttng-ust -ldl
 pgrep -x lttng-sessiond >/dev/null || lttng-sessiond --daemonize
 
-N=20000000      # calls for the cheap tools
-NS=1000000      # for bpftrace and Frida (microseconds an event)
+# Calls in batches of 4000 with 5 ms between them, so that kerf's rings (16384 slots, drained
+# every 2 ms) never fill: a flood would time the full ring's cheaper drop path instead.
+N=4000000       # calls for the cheap tools
+NS=400000       # for bpftrace and Frida (microseconds an event)
+P="paced"; B=4000; G=5000
 ns() { sed -n 's/^\([0-9.]*\) ns\/call.*/\1/p' | head -1; }
 
-base()     { "$W/loop" loop $N | ns; }
-kerf_tr()  { "$K" trace -o "$W/k.kerf-trace" --ring-slots 16384 'f {a=arg0, b=arg1}' -- "$W/loop" loop $N 2>"$W/k.err" | ns; }
-kerf_cnt() { "$K" count f -- "$W/loop" loop $N 2>/dev/null | ns; }
-lt_off()   { "$W/loop_lttng" loop $N | ns; }
+base()     { "$W/loop" $P $N $B $G | ns; }
+kerf_tr()  { "$K" trace -o "$W/k.kerf-trace" --ring-slots 16384 'f {a=arg0, b=arg1}' -- "$W/loop" $P $N $B $G 2>"$W/k.err" | ns; }
+kerf_cnt() { "$K" count f -- "$W/loop" $P $N $B $G 2>/dev/null | ns; }
+lt_off()   { "$W/loop_lttng" $P $N $B $G | ns; }
 lt_on()    {
   lttng create kb --output="$W/lt" >/dev/null; lttng enable-event -u 'kerf_bench:f' >/dev/null
-  lttng start >/dev/null; local v; v=$("$W/loop_lttng" loop $N | ns)
+  lttng start >/dev/null; local v; v=$("$W/loop_lttng" $P $N $B $G | ns)
   lttng stop >/dev/null; lttng destroy kb >/dev/null; rm -rf "$W/lt"; echo "$v"; }
-bt_cnt()   { bpftrace -q -e "uprobe:$W/loop:f { @n = count(); }" -c "$W/loop loop $NS" 2>/dev/null | ns; }
-bt_pr()    { bpftrace -q -o "$W/bt.txt" -e "uprobe:$W/loop:f { printf(\"%lu %ld %ld\\n\", nsecs, arg0, arg1); }" -c "$W/loop loop $NS" 2>/dev/null | ns; }
-frida_tr() { python3 $S/frida_trace.py "$W/loop" loop $NS 2>/dev/null | ns; }
+bt_cnt()   { bpftrace -q -e "uprobe:$W/loop:f { @n = count(); }" -c "$W/loop $P $NS $B $G" 2>/dev/null | ns; }
+bt_pr()    { bpftrace -q -o "$W/bt.txt" -e "uprobe:$W/loop:f { printf(\"%lu %ld %ld\\n\", nsecs, arg0, arg1); }" -c "$W/loop $P $NS $B $G" 2>/dev/null | ns; }
+frida_tr() { python3 $S/frida_trace.py "$W/loop" $P $NS $B $G 2>/dev/null | ns; }
 
 TOOLS="base kerf_tr kerf_cnt lt_off lt_on bt_cnt bt_pr frida_tr"
 declare -A R

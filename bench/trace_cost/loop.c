@@ -4,7 +4,10 @@
  * the ns per call of the slowest thread (CLOCK_MONOTONIC around its loop) and a checksum.
  * Built with -DLTTNG, f also hits an LTTng-UST tracepoint with the same two fields (the peer
  * compiled into the program). "burst N RATE" calls f N times at about RATE calls a second
- * (bursts of 1000, then a sleep): the tracer's own CPU at a known event rate.
+ * (bursts of 1000, then a sleep): the tracer's own CPU at a known event rate. "paced N BATCH
+ * US" calls f N times in batches of BATCH with a pause of US microseconds between them and
+ * prints the ns per call of the batches alone: the cost of events a tracer delivers (a
+ * flood would measure the cheaper path of a full ring, which drops).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -59,6 +62,20 @@ int main(int argc, char **argv)
 				nanosleep(&gap, NULL);
 		}
 		printf("%ld\n", s);
+		return 0;
+	}
+	if (argc == 5 && strcmp(argv[1], "paced") == 0) {
+		long n = atol(argv[2]), batch = atol(argv[3]), s = 0;
+		struct timespec gap = { 0, atol(argv[4]) * 1000 };
+		double spent = 0;
+		for (long i = 0; i < n; i += batch) {
+			double t0 = now();
+			for (long j = i; j < i + batch && j < n; j++)
+				s += f(j, j ^ 0x55);
+			spent += now() - t0;
+			nanosleep(&gap, NULL);
+		}
+		printf("%.3f ns/call %ld\n", spent / n, s);
 		return 0;
 	}
 	if (argc < 3 || strcmp(argv[1], "loop") != 0)
