@@ -46,6 +46,19 @@ fn of_type<'a>(recs: &'a [Value], t: &str) -> Vec<&'a Value> {
     recs.iter().filter(|r| r["type"] == t).collect()
 }
 
+/// `kerf trace -o OUT ARGS -- BIN flood N`: the program's own result checked (every call
+/// ran: the sum of 9000 + i), then the trace's records.
+fn flood(bin: &Path, n: u64, out: &Path, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["-o", out.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let n_text = n.to_string();
+    all.extend(["--", bin.to_str().unwrap(), "flood", &n_text]);
+    let run = kerf_trace(&all);
+    let sum: u64 = (0..n).map(|i| 9000 + i).sum();
+    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), sum.to_string());
+    records(out)
+}
+
 /// One call as the program saw it: (k, i, ret, label or "-" for the bad pointer).
 type Call = (u64, u64, u64, String);
 
@@ -152,21 +165,7 @@ fn a_small_ring_under_a_flood_counts_every_loss() {
     let bin = build_fixture("traced", "-O2", "trace_flood");
     let out = d.join("flood.jsonl");
     const N: u64 = 3_000_000;
-    let run = kerf_trace(&[
-        "-o",
-        out.to_str().unwrap(),
-        "--ring-slots",
-        "64",
-        "step {i=arg1}",
-        "--",
-        bin.to_str().unwrap(),
-        "flood",
-        &N.to_string(),
-    ]);
-    // The program's own result: every call ran (sum of 9000 + i).
-    let sum: u64 = (0..N).map(|i| 9000 + i).sum();
-    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), sum.to_string());
-    let recs = records(&out);
+    let recs = flood(&bin, N, &out, &["--ring-slots", "64", "step {i=arg1}"]);
     let c = &of_type(&recs, "counters")[0];
     let (delivered, lost) = (c["delivered"].as_u64().unwrap(), c["lost"].as_u64().unwrap());
     assert_eq!(delivered + lost, N, "every call is an event delivered or lost: {c}");
@@ -231,22 +230,13 @@ fn a_stream_switched_off_through_the_control_file_stops_recording() {
     // Applied at the reader's first look at the file, 100 ms after the probes went in.
     std::fs::write(&control, "off s\n").unwrap();
     const N: u64 = 200_000_000;
-    let run = kerf_trace(&[
-        "-o",
-        out.to_str().unwrap(),
-        "--control",
-        control.to_str().unwrap(),
-        "--ring-slots",
-        "16384",
-        "step {i=arg1} stream=s",
-        "--",
-        bin.to_str().unwrap(),
-        "flood",
-        &N.to_string(),
-    ]);
-    let sum: u64 = (0..N).map(|i| 9000 + i).sum();
-    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), sum.to_string());
-    let recs = records(&out);
+    let ctl = control.to_str().unwrap();
+    let recs = flood(
+        &bin,
+        N,
+        &out,
+        &["--control", ctl, "--ring-slots", "16384", "step {i=arg1} stream=s"],
+    );
     let c = &of_type(&recs, "counters")[0];
     let emitted = c["emitted"].as_u64().unwrap();
     assert!(emitted > 0, "on at first: {c}");
