@@ -316,3 +316,38 @@ fn memory_captures_are_refused_under_a_seccomp_filter() {
     assert!(String::from_utf8_lossy(&regs.stdout).contains("step k=8"));
     assert!(prog.try_wait().unwrap().is_none(), "the program runs on");
 }
+
+/// `FUNC@blocks` traces every block of a function as a point of its own (`worker+0x2d`), and
+/// how often each ran equals `kerf count`'s counts of the same blocks (the program is the
+/// same each run).
+#[test]
+fn block_events_name_their_blocks_and_match_kerf_count() {
+    let d = dir("blocks");
+    let bin = build_fixture("traced", "-O2", "trace_blocks");
+    let out = d.join("b.jsonl");
+    kerf_trace(&["-o", out.to_str().unwrap(), "worker@blocks", "--", bin.to_str().unwrap()]);
+    let mut traced: HashMap<String, u64> = HashMap::new();
+    for e in of_type(&records(&out), "event") {
+        *traced.entry(e["point"].as_str().unwrap().to_string()).or_default() += 1;
+    }
+    assert!(traced.len() > 3, "several blocks ran: {traced:?}");
+    assert!(traced.keys().all(|p| p.starts_with("worker+0x")), "{traced:?}");
+    let counted = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["count", "--json", "worker@blocks", "--"])
+        .arg(&bin)
+        .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-cache"))
+        .output()
+        .unwrap();
+    assert!(counted.status.success(), "{}", String::from_utf8_lossy(&counted.stderr));
+    // kerf count's JSON is the last line of stderr (a launched command keeps stdout).
+    let err = String::from_utf8_lossy(&counted.stderr);
+    let v: Value = serde_json::from_str(err.lines().last().unwrap()).unwrap();
+    let mut want: HashMap<String, u64> = HashMap::new();
+    for p in v["points"].as_array().unwrap() {
+        let n = p["count"].as_u64().unwrap();
+        if n > 0 {
+            want.insert(p["point"].as_str().unwrap().to_string(), n);
+        }
+    }
+    assert_eq!(traced, want);
+}

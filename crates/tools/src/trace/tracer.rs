@@ -224,13 +224,14 @@ impl Trace {
             (TargetKind::Kernel, None) => self.slots.unwrap_or(KERNEL_SLOTS),
             (TargetKind::Process, _) => self.slots.unwrap_or(DEFAULT_SLOTS),
         };
-        // Probe table entries: one per line and traced function (entries and exits of one
-        // function share a name, so that they pair up as slices).
-        let mut entries: Vec<(usize, String, PointKind, String)> = Vec::new();
+        // Probe table entries: one per line and traced function for entries and exits (they
+        // share the function's name, so that they pair up as slices), one per point for the
+        // others (a block, an offset: its label names it, `func+0x12`).
+        let mut entries: Vec<(usize, String, PointKind, String, Option<String>)> = Vec::new();
         let mut points = Vec::new();
         for (i, line) in lines.iter().enumerate() {
             let resolved = resolve(images, aliases, std::slice::from_ref(&specs[i]))?;
-            let mut by_func: HashMap<(usize, u32), usize> = HashMap::new();
+            let mut by_func: HashMap<(usize, u64), usize> = HashMap::new();
             for p in resolved {
                 let module = p.module;
                 let func = &images[module].analysis.cfg.functions[p.func.0 as usize];
@@ -241,11 +242,17 @@ impl Trace {
                 } else {
                     PointKind::Instant
                 };
-                let key = (module, p.func.0);
+                let instant = kind_here == PointKind::Instant;
+                let key = (module, if instant { p.addr.0 } else { u64::from(p.func.0) | 1 << 63 });
                 let e = *by_func.entry(key).or_insert_with(|| {
                     let stream =
                         line.stream.clone().unwrap_or_else(|| default_stream(images, module, kind));
-                    entries.push((i, func.name.clone(), kind_here, stream));
+                    let (name, at) = if instant {
+                        (p.label.clone(), Some(p.label.clone()))
+                    } else {
+                        (func.name.clone(), None)
+                    };
+                    entries.push((i, name, kind_here, stream, at));
                     entries.len() - 1
                 });
                 points.push((p, e));
@@ -253,7 +260,7 @@ impl Trace {
         }
         let mut streams: Vec<StreamInfo> = Vec::new();
         let mut stream_of = Vec::new();
-        for (_, _, _, s) in &entries {
+        for (_, _, _, s, _) in &entries {
             let k = match streams.iter().position(|x| &x.name == s) {
                 Some(k) => k,
                 None => {
@@ -273,7 +280,7 @@ impl Trace {
         let mut programs = Vec::new();
         let mut decode = Vec::new();
         let mut probes_info = Vec::new();
-        for (k, (i, name, pk, _)) in entries.iter().enumerate() {
+        for (k, (i, name, pk, _, at)) in entries.iter().enumerate() {
             let line = &lines[*i];
             let s = stream_of[k] as u32;
             let (prog, d) =
@@ -288,7 +295,8 @@ impl Trace {
                 .collect();
             probes_info.push(ProbeInfo {
                 name: name.clone(),
-                point: line.point.clone(),
+                // A block or offset shows where it is, not the line's glob or `@blocks`.
+                point: at.clone().unwrap_or_else(|| line.point.clone()),
                 kind: *pk,
                 stream: s as u16,
                 captures,
