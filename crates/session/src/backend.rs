@@ -249,6 +249,9 @@ pub trait Backend {
     /// Store 8 bytes at `off` of data heap `heap` through kerf's shared view.
     fn store_u64(&self, heap: usize, off: u64, v: u64);
 
+    /// Data heap `heap` as words (kerf's shared view), for readers of many words.
+    fn data_words(&self, heap: usize) -> Option<&[std::sync::atomic::AtomicU64]>;
+
     /// How the target was held while the probes went in.
     fn pauses(&self) -> Pauses;
 

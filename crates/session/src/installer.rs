@@ -526,6 +526,12 @@ impl<B: Backend> PatchSet<B> {
         }
     }
 
+    /// The tool's area in heap `heap` as words (to the heap's end), for readers of many words.
+    pub fn area_words(&self, heap: usize) -> Option<&[std::sync::atomic::AtomicU64]> {
+        let at = self.layout.areas.get(heap).copied().flatten()?;
+        self.be.data_words(heap)?.get((at / 8) as usize..)
+    }
+
     /// Store `v` at `off` of the tool's area in heap `heap` (a ring's tail, a stream's flag);
     /// the target's code sees it at once.
     pub fn area_store(&self, heap: usize, off: u64, v: u64) {
@@ -899,6 +905,9 @@ pub(crate) mod fake {
             0
         }
         fn store_u64(&self, _: usize, _: u64, _: u64) {}
+        fn data_words(&self, _: usize) -> Option<&[std::sync::atomic::AtomicU64]> {
+            None
+        }
         fn pauses(&self) -> Pauses {
             Pauses::default()
         }

@@ -678,6 +678,10 @@ impl Backend for ProcessBackend {
         }
     }
 
+    fn data_words(&self, heap: usize) -> Option<&[std::sync::atomic::AtomicU64]> {
+        Some(self.heaps.get(heap)?.as_ref()?.data.words())
+    }
+
     fn store_u64(&self, heap: usize, off: u64, v: u64) {
         if let Some(h) = self.heaps.get(heap).and_then(Option::as_ref) {
             h.data.store_u64(off as usize, v);

@@ -625,6 +625,10 @@ impl Backend for KernelBackend<'_> {
         }
     }
 
+    fn data_words(&self, _heap: usize) -> Option<&[std::sync::atomic::AtomicU64]> {
+        self.data.map(|_| self.kernel.driver.data_words())
+    }
+
     fn store_u64(&self, _heap: usize, off: u64, v: u64) {
         if self.data.is_some() {
             self.kernel.driver.store_u64(off as usize, v);

@@ -574,6 +574,9 @@ pub trait Installed {
     fn area_load(&self, heap: usize, off: u64) -> u64;
     /// Store 8 bytes at `off` of the tool's area in heap `heap`.
     fn area_store(&self, heap: usize, off: u64, v: u64);
+    /// The tool's area in heap `heap` as words (to the heap's end): a reader of many words
+    /// loads them straight.
+    fn area_words(&self, heap: usize) -> Option<&[std::sync::atomic::AtomicU64]>;
 }
 
 impl<B: Backend> Installed for PatchSet<B> {
@@ -621,6 +624,9 @@ impl<B: Backend> Installed for PatchSet<B> {
     }
     fn area_store(&self, heap: usize, off: u64, v: u64) {
         PatchSet::area_store(self, heap, off, v)
+    }
+    fn area_words(&self, heap: usize) -> Option<&[std::sync::atomic::AtomicU64]> {
+        PatchSet::area_words(self, heap)
     }
 }
 

@@ -443,6 +443,13 @@ impl Driver {
         Ok(info)
     }
 
+    /// The data heap as words the kernel writes concurrently (see `SharedMem::words`).
+    pub fn data_words(&self) -> &[AtomicU64] {
+        // SAFETY: the live mapping of `data_len` bytes, page-aligned, for as long as `self`;
+        // the kernel updates it concurrently, which atomics allow.
+        unsafe { std::slice::from_raw_parts(self.data as *const AtomicU64, self.data_len / 8) }
+    }
+
     /// The u64 at `offset` of the data heap (Acquire load, no system call).
     pub fn load_u64(&self, offset: usize) -> u64 {
         assert!(offset.is_multiple_of(8) && offset + 8 <= self.data_len, "offset {offset}");

@@ -75,6 +75,15 @@ impl SharedMem {
         unsafe { &*(self.local.add(offset) as *const AtomicU64) }
     }
 
+    /// The whole region as words the target writes concurrently (a reader that walks many
+    /// words, like the tracer's ring reader, loads them straight, in its own order).
+    pub fn words(&self) -> &[AtomicU64] {
+        // SAFETY: the mapping is page-aligned and `len` bytes long, so `len / 8` AtomicU64s
+        // (the layout of u64) fit; it lives as long as `self`; concurrent access by the target
+        // is what atomics are for.
+        unsafe { std::slice::from_raw_parts(self.local as *const AtomicU64, self.len / 8) }
+    }
+
     /// The u64 at `offset` (8-aligned), with an Acquire load.
     pub fn load_u64(&self, offset: usize) -> u64 {
         self.word(offset).load(Ordering::Acquire)

@@ -34,6 +34,9 @@ pub const KERNEL_SLOTS: u32 = 128;
 const NO_SLOT_KEY: u64 = u64::MAX;
 /// How often the reader drains the rings.
 const DRAIN_SECONDS: f64 = 0.002;
+/// A drain that delivered this many records drains again at once, for up to the budget.
+const BUSY_BATCH: usize = 256;
+const BUSY_BUDGET: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Where events go.
 pub enum Output {
@@ -432,8 +435,18 @@ impl LiveTool for Trace {
         r
     }
 
+    /// Drain; while the rings keep coming back busy, again at once (up to a time budget, so
+    /// that the target's end and signals are still noticed): a flood fills a ring in well
+    /// under the 2 ms between ticks.
     fn render(&self, r: &mut Reader, built: &Built, inst: &dyn Installed) -> String {
-        self.with_sides(built, inst, |sides| r.drain(sides, false))
+        let start = std::time::Instant::now();
+        self.with_sides(built, inst, |sides| {
+            let mut text = r.drain(sides, false);
+            while r.last_batch >= BUSY_BATCH && start.elapsed() < BUSY_BUDGET {
+                text.push_str(&r.drain(sides, false));
+            }
+            text
+        })
     }
 
     fn summarize(
@@ -515,8 +528,12 @@ pub struct Reader {
     anchor: (u64, u64),
     /// Per source (its id is the index).
     sources: Vec<SourceState>,
-    /// Threads already named, per source.
+    /// Threads already named, per source, and the last one looked up (most events come in
+    /// runs of one thread's).
     named: HashSet<(u16, u32)>,
+    last_named: (u16, u32),
+    /// Records the last drain delivered.
+    last_batch: usize,
     /// Text of the live view not yet handed out.
     live: Vec<u8>,
     /// The control file, the lines of it applied so far, and when it was last read.
@@ -541,6 +558,8 @@ impl Reader {
             anchor: end,
             sources: Vec::new(),
             named: HashSet::new(),
+            last_named: (u16::MAX, 0),
+            last_batch: 0,
             live: Vec::new(),
             control: None,
         };
@@ -613,7 +632,14 @@ impl Reader {
             for s in 0..built.streams.len() {
                 for h in inst.areas() {
                     let base = area.rings(s as u32);
-                    let tb = ring::read_threads(&|o| inst.area_load(h, base + o), area.slots);
+                    // Straight loads from the shared words (Acquire: the ring's protocol
+                    // reads seq before the record's words, which x86 keeps in order).
+                    let Some(words) = inst.area_words(h) else { continue };
+                    let word = |o: u64| {
+                        let i = ((base + o) / 8) as usize;
+                        words.get(i).map_or(0, |w| w.load(std::sync::atomic::Ordering::Acquire))
+                    };
+                    let tb = ring::read_threads(&word, area.slots);
                     self.loss(src, s, (h, NO_SLOT_KEY), tb.no_slot, now);
                     for (k, b) in tb.rings.into_iter().enumerate() {
                         let k = k as u64;
@@ -631,15 +657,21 @@ impl Reader {
                 }
             }
         }
-        for m in ring::merge(&batches) {
+        let merged = ring::merge(&batches);
+        self.last_batch = merged.len();
+        for m in merged {
             let (src, s) = whose[m.ring];
             let built = sides[src].built;
             let rec = m.record;
             let Some(d) = built.decode.get(rec.stream as usize) else { continue };
             let tid = d.tid(&rec.values);
             let pid = d.pid(&rec.values).unwrap_or(self.sources[src].pid);
-            if tid != 0 && pid != 0 && self.named.insert((src as u16, tid)) {
-                self.name_thread(src as u16, pid, tid);
+            let who = (src as u16, tid);
+            if tid != 0 && pid != 0 && who != self.last_named {
+                self.last_named = who;
+                if self.named.insert(who) {
+                    self.name_thread(src as u16, pid, tid);
+                }
             }
             let info = &built.probes[rec.stream as usize];
             let time_ns = self.ns(rec.time);
