@@ -9,7 +9,8 @@
 //!    there (thread pointer, filters) and what start-up code springboards may use;
 //! 2. **plan** the probes; then the back-end's extra probes (a process with a trap: its
 //!    signal-mask guards), planned again with the tool's;
-//! 3. **data layout and heaps**: counters and timers laid out per heap, heaps mapped;
+//! 3. **data layout and heaps**: counters, timers and the tool's area laid out per heap,
+//!    heaps mapped, the tool's first words written into each area;
 //! 4. **jobs**: each site's code patch placed in its heap, one after another by room;
 //! 5. **code**, generated in parallel (pure), then chunk by chunk: the bytes each site
 //!    displaces read (with its springboard's padding) and checked against the module file
@@ -98,9 +99,9 @@ pub struct PatchSet<B: Backend> {
 
 impl<B: Backend> PatchSet<B> {
     /// Install `probes` (with the timers, programs and area of `tool`) in `modules` of the
-    /// target behind `be`,
-    /// in the steps of the module documentation. Every probe of one timer must be in one
-    /// heap. On an error, whatever went in is taken out before it is returned.
+    /// target behind `be`, in the steps of the module documentation. Every probe of one
+    /// timer must be in one heap. On an error, whatever went in is taken out before it is
+    /// returned.
     pub fn build(
         be: B,
         modules: &[AnalyzedImage],
