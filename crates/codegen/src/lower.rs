@@ -1,6 +1,8 @@
 //! Lowering an IR [`Program`] at one point: the reservation helper chooses physical registers
 //! for its virtual registers and temporaries from what is dead there (spilling live ones
-//! only when too few are dead), then each op becomes a few instructions.
+//! only when too few are dead), then each op becomes a few instructions. A value whose last
+//! use is an `emit.thread` with memory reads may take a register the reads' calls write
+//! ([`LOOSE`]); values kept across a clean call take callee-saved ones.
 //!
 //! The code of a program is, in order:
 //! 1. in a process, `lea rsp,[rsp-128]` if anything goes on the stack (the red zone below
@@ -144,14 +146,25 @@ pub const PREFERENCE: [Gpr; 15] = [
 /// Registers that survive a clean call, for values the program keeps across one.
 const CALLEE_SAVED: [Gpr; 6] = [Gpr::Rbx, Gpr::R12, Gpr::R13, Gpr::R14, Gpr::R15, Gpr::Rbp];
 
+/// Registers a value may live in when its last use is an `emit.thread` with memory reads
+/// (a "loose" value): the reads' system calls or kernel calls write them, but only after
+/// the values are in the record and the reads' sources in their status words, and nothing
+/// in the emit before that (time, thread-slot lookup, reservation) writes them.
+pub const LOOSE: [Gpr; 4] = [Gpr::R9, Gpr::R8, Gpr::Rdi, Gpr::Rsi];
+
 /// What a snippet asks of a point.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Demand {
     /// Scratch registers it needs.
     pub need: usize,
-    /// Fixed registers its instructions write (saved if live, never handed out).
+    /// Loose values besides: registers for them come from [`LOOSE`] first (clobbered or
+    /// kept ones too), then from the pool.
+    pub loose: usize,
+    /// Fixed registers its instructions write (saved if live, never handed out but as
+    /// loose registers).
     pub clobbers: RegSet,
-    /// Registers whose value at the point it reads (saved if written, never handed out).
+    /// Registers whose value at the point it reads (saved if written, never handed out but
+    /// as loose registers: `reg` reads a saved register from its save).
     pub keep: RegSet,
     /// Flags it writes.
     pub flags: FlagSet,
@@ -162,8 +175,11 @@ pub struct Demand {
 /// The registers and saves of one snippet at one point.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Reservation {
-    /// The scratch registers handed out, in the order asked for.
+    /// The scratch registers handed out: the first `loose` for loose values, then the
+    /// others in the order asked for (the loose values [`LOOSE`] had no room for first).
     pub scratch: Vec<Gpr>,
+    /// How many of `scratch` are from [`LOOSE`].
+    pub loose: usize,
     /// Registers pushed, in push order (encoding order).
     pub saved: Vec<Gpr>,
     /// Whether RFLAGS is pushed.
@@ -182,23 +198,32 @@ impl Reservation {
         live: LiveAt,
         env: Env,
     ) -> Result<Reservation, LowerError> {
-        let Demand { need, clobbers, keep, flags, stack } = *d;
+        let Demand { need, loose, clobbers, keep, flags, stack } = *d;
+        let dead_first = |regs: &[Gpr], n: usize| -> Vec<Gpr> {
+            let dead = regs.iter().filter(|r| !live.regs.contains(**r));
+            let spilled = regs.iter().filter(|r| live.regs.contains(**r));
+            dead.chain(spilled).copied().take(n).collect()
+        };
+        let mut scratch = dead_first(&LOOSE, loose);
+        let taken = RegSet::of(&scratch);
+        let rest = need + loose - scratch.len();
         let usable: Vec<Gpr> = pool
             .iter()
             .copied()
             .filter(|r| *r != Gpr::Rsp && !clobbers.contains(*r) && !keep.contains(*r))
+            .filter(|r| !taken.contains(*r))
             .collect();
-        if usable.len() < need {
-            return Err(LowerError::Registers { need, available: usable.len() });
+        if usable.len() < rest {
+            let available = usable.len() + scratch.len();
+            return Err(LowerError::Registers { need: need + loose, available });
         }
-        let dead = usable.iter().filter(|r| !live.regs.contains(**r));
-        let spilled = usable.iter().filter(|r| live.regs.contains(**r));
-        let scratch: Vec<Gpr> = dead.chain(spilled).copied().take(need).collect();
+        let loose = scratch.len();
+        scratch.extend(dead_first(&usable, rest));
         let written = clobbers.union(RegSet::of(&scratch));
         let saved: Vec<Gpr> = written.intersect(live.regs.union(keep)).iter().collect();
         let flags = live.flags.0 & flags.0 != 0;
         let red_zone = env == Env::User && (!saved.is_empty() || flags || stack);
-        Ok(Reservation { scratch, saved, flags, red_zone })
+        Ok(Reservation { scratch, loose, saved, flags, red_zone })
     }
 
     /// How far below the point's `rsp` the saves leave it.
@@ -303,6 +328,45 @@ fn needs(op: &Op) -> Needs {
     }
 }
 
+/// Which virtual registers are loose ([`LOOSE`]): their last use is an `emit.thread` with
+/// memory reads, and no op from their first use up to it writes a loose register. Only in a
+/// program that branches only forwards (so that text order is an order of execution) and
+/// makes no clean call (whose values all live in callee-saved registers).
+fn loose_values(p: &Program) -> Vec<bool> {
+    let nv = p.vregs.len();
+    let mut placed = vec![usize::MAX; p.labels.len()];
+    for (k, op) in p.ops.iter().enumerate() {
+        if let Op::Label(l) = op {
+            placed[l.0 as usize] = k;
+        }
+    }
+    let backward = p.ops.iter().enumerate().any(|(k, op)| {
+        matches!(op, Op::Branch { target, .. } | Op::Jump { target } if placed[target.0 as usize] < k)
+    });
+    if backward || p.ops.iter().any(|o| matches!(o, Op::Call { .. })) {
+        return vec![false; nv];
+    }
+    let (mut first, mut last) = (vec![usize::MAX; nv], vec![0; nv]);
+    for (k, op) in p.ops.iter().enumerate() {
+        for v in op.reads().into_iter().chain(op.writes()) {
+            first[v.0 as usize] = first[v.0 as usize].min(k);
+            last[v.0 as usize] = k;
+        }
+    }
+    let loose = RegSet::of(&LOOSE);
+    (0..nv)
+        .map(|v| {
+            let reads =
+                matches!(&p.ops[last[v]], Op::EmitThread { reads, .. } if !reads.is_empty());
+            reads
+                && first[v] < last[v]
+                && p.ops[first[v]..last[v]]
+                    .iter()
+                    .all(|op| needs(op).clobbers.intersect(loose) == RegSet::EMPTY)
+        })
+        .collect()
+}
+
 /// Registers `rdtscp` writes: the time in `edx:eax`, `TSC_AUX` (the CPU) in `ecx`.
 const RDTSCP: RegSet = RegSet::of(&[Gpr::Rax, Gpr::Rcx, Gpr::Rdx]);
 /// The CPU's bits in `TSC_AUX` (Linux keeps `(node << 12) | cpu` there).
@@ -345,9 +409,22 @@ pub fn lower_program(p: &Program, at: &At) -> Result<Vec<Instruction>, LowerErro
     // Values kept across a call live in registers the callee preserves.
     let pool: &[Gpr] = if call { &CALLEE_SAVED } else { &PREFERENCE };
     let nv = p.vregs.len();
-    let demand = Demand { need: nv + temps, clobbers, keep, flags, stack };
+    let loose = loose_values(p);
+    let nloose = loose.iter().filter(|l| **l).count();
+    let demand = Demand { need: nv - nloose + temps, loose: nloose, clobbers, keep, flags, stack };
     let res = Reservation::new(&demand, pool, at.live, at.env)?;
-    let mut l = Lowerer::new(p, at, &res)?;
+    // Loose values take the loose registers, then every value and the temporaries the rest.
+    let (mut from_loose, mut rest) =
+        (res.scratch[..res.loose].iter(), res.scratch[res.loose..].iter());
+    let regs: Vec<Gpr> = loose
+        .iter()
+        .map(|l| {
+            *if *l { from_loose.next().or_else(|| rest.next()) } else { rest.next() }
+                .expect("reserved")
+        })
+        .collect();
+    let temps: Vec<Gpr> = rest.copied().collect();
+    let mut l = Lowerer::new(p, at, &res, regs, temps)?;
     for (k, op) in p.ops.iter().enumerate() {
         if let Op::Timer(_) = op {
             // A run of timer ops shares one thread-slot lookup.
@@ -412,8 +489,13 @@ fn ok(r: Result<Instruction, IcedError>) -> Result<Instruction, LowerError> {
 }
 
 impl<'a> Lowerer<'a> {
-    fn new(p: &Program, at: &'a At, res: &'a Reservation) -> Result<Lowerer<'a>, LowerError> {
-        let nv = p.vregs.len();
+    fn new(
+        p: &Program,
+        at: &'a At,
+        res: &'a Reservation,
+        regs: Vec<Gpr>,
+        temps: Vec<Gpr>,
+    ) -> Result<Lowerer<'a>, LowerError> {
         let mut a = CodeAssembler::new(64)?;
         for i in res.prologue() {
             a.add_instruction(i)?;
@@ -430,15 +512,7 @@ impl<'a> Lowerer<'a> {
                 prev = None;
             }
         }
-        Ok(Lowerer {
-            a,
-            at,
-            res,
-            regs: res.scratch[..nv].to_vec(),
-            temps: res.scratch[nv..].to_vec(),
-            labels,
-            pending_label: None,
-        })
+        Ok(Lowerer { a, at, res, regs, temps, labels, pending_label: None })
     }
 
     fn r(&self, v: VReg) -> Gpr {
@@ -942,6 +1016,7 @@ mod tests {
     fn demand(need: usize) -> Demand {
         Demand {
             need,
+            loose: 0,
             clobbers: RegSet::EMPTY,
             keep: RegSet::EMPTY,
             flags: FlagSet::EMPTY,
@@ -994,6 +1069,42 @@ mod tests {
         let too_many = Demand { need: 13, ..d };
         let e = Reservation::new(&too_many, &PREFERENCE, LiveAt::ALL, Env::User).unwrap_err();
         assert_eq!(e, LowerError::Registers { need: 13, available: 12 });
+    }
+
+    #[test]
+    fn only_values_dying_at_a_read_with_no_loose_register_written_before_are_loose() {
+        let loose = |src: &str| {
+            let p = crate::text::parse(src).unwrap();
+            let names = |v: Vec<bool>| -> Vec<String> {
+                p.vregs.iter().zip(v).filter(|(_, l)| *l).map(|(n, _)| n.clone()).collect()
+            };
+            names(loose_values(&p))
+        };
+        let emit = "emit.thread rings=0x9000, slots=4, stream=1";
+        // %t is used after the emit; %a and %b die there.
+        let p = format!(
+            "thread %t\n reg %a, rdi\n reg %b, rsi\n {emit}, %a, read(%b, 8)\n \
+                         store64 [0x7000], %t\n"
+        );
+        assert_eq!(loose(&p), ["a", "b"]);
+        // %a lives through an earlier emit with reads (its calls write the loose registers),
+        // %b through a tail timer (rsi, rdi, r8); %c is made after both.
+        let p = format!(
+            "reg %a, rdi\n reg %b, rsi\n {emit}, %a, read(%a, 8)\n \
+                         timer.tailreturn tails=0xb000, sp=rsp\n reg %c, rdx\n \
+                         {emit}, %a, %b, %c, read(%c, 8)\n"
+        );
+        assert_eq!(loose(&p), ["c"]);
+        // No emit with reads, an emit without, a backward branch, a clean call: none.
+        assert!(loose("reg %a, rdi\n store64 [0x7000], %a\n").is_empty());
+        assert!(loose(&format!("reg %a, rdi\n {emit}, %a\n")).is_empty());
+        // (%a, made before the loop, would be written by the first round's reads.)
+        let back = format!(
+            "reg %a, rdi\n top:\n {emit}, %a, read(%a, 8)\n reg %z, rsi\n br.eq %z, 0, top\n"
+        );
+        assert!(loose(&back).is_empty());
+        let call = format!("reg %a, rdi\n call 0x5000\n reg %b, rsi\n {emit}, read(%b, 8)\n");
+        assert!(loose(&call).is_empty());
     }
 
     #[test]
