@@ -534,6 +534,9 @@ pub struct Reader {
     last_named: (u16, u32),
     /// Records the last drain delivered.
     last_batch: usize,
+    /// Records stamped after the last drain began, for the next one: (source, stream,
+    /// record).
+    held: Vec<(usize, usize, ring::Record)>,
     /// Text of the live view not yet handed out.
     live: Vec<u8>,
     /// The control file, the lines of it applied so far, and when it was last read.
@@ -560,6 +563,7 @@ impl Reader {
             named: HashSet::new(),
             last_named: (u16::MAX, 0),
             last_batch: 0,
+            held: Vec::new(),
             live: Vec::new(),
             control: None,
         };
@@ -622,7 +626,9 @@ impl Reader {
         for side in sides {
             self.apply_control(side.built, side.inst);
         }
-        let now = self.ns(kerf_os::clock::tsc());
+        // The TSC before any ring is read: records stamped later wait for the next drain.
+        let began = kerf_os::clock::tsc();
+        let now = self.ns(began);
         let mut batches = Vec::new();
         // Per batch: its source and stream.
         let mut whose = Vec::new();
@@ -657,12 +663,23 @@ impl Reader {
                 }
             }
         }
-        let merged = ring::merge(&batches);
-        self.last_batch = merged.len();
-        for m in merged {
+        // One time order over this drain's records and those held back by the last: a record
+        // stamped after this drain began may have a peer in a ring read earlier in the pass
+        // that was not complete yet (the kernel's system call right after the libc wrapper
+        // that made it), so it waits for the next drain; the last drain holds nothing back.
+        let mut ready: Vec<(usize, usize, ring::Record)> = std::mem::take(&mut self.held);
+        for m in ring::merge(&batches) {
             let (src, s) = whose[m.ring];
+            ready.push((src, s, m.record));
+        }
+        ready.sort_by_key(|(src, _, r)| (r.time, *src, r.seq));
+        if !last {
+            let cut = ready.partition_point(|(_, _, r)| r.time < began);
+            self.held = ready.split_off(cut);
+        }
+        self.last_batch = ready.len();
+        for (src, s, rec) in ready {
             let built = sides[src].built;
-            let rec = m.record;
             let Some(d) = built.decode.get(rec.stream as usize) else { continue };
             let tid = d.tid(&rec.values);
             let pid = d.pid(&rec.values).unwrap_or(self.sources[src].pid);
