@@ -17,7 +17,7 @@ const PROBE_HELP: &str = "\
 PROBE: POINT [{CAPTURE, ...}] [if FILTER] [stream=NAME]
   POINT     any point `kerf count` takes: [MODULE:]FUNC[+OFF], FUNC@exits, FUNC@blocks, globs
   CAPTURE   [NAME=]EXPR, EXPR one of
-              rax..r15, arg0..arg5 (C calling convention), ret (at @exits), tid, cpu
+              rax..r15, arg0..arg5 (C calling convention: not Go's), ret (at @exits), tid, cpu
               u8|u16|u32|u64|i8|i16|i32|i64(REG[+-OFF])   memory (a bad address is recorded
                                                           as a fault, never a crash)
               str(REG[+-OFF][, LEN])                      a NUL-terminated string, LEN <= 64
