@@ -206,7 +206,7 @@ fn sigterm_during_a_long_installation_stops_it_and_restores_everything() {
     let differ = live.iter().zip(&file).filter(|(a, b)| a != b).count();
     assert_eq!(differ, 0, "{differ} bytes of python3.11's text differ from the file");
     let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
-    assert_eq!(maps, expected_maps, "kerf left mappings behind");
+    assert_eq!(maps, expected_maps, "kerf left mappings behind; kerf said: {err}");
     let (c2, pid2, out2) = start_python();
     assert_eq!(go_and_finish(c, pid, out), go_and_finish(c2, pid2, out2));
 }

@@ -134,8 +134,8 @@ impl<B: Backend> PatchSet<B> {
         if let Err(e) = set.steps(modules, probes, tool, planning, cancel) {
             // Every exit path restores the target (DESIGN.md §5).
             set.removed = true;
-            let _ = set.take_out();
-            return Err(e);
+            let removal = set.take_out();
+            return Err(e.after_removal(removal));
         }
         set.installed_at = (tsc(), Instant::now());
         set.splice_time = t0.elapsed();
@@ -691,6 +691,8 @@ pub(crate) mod fake {
         pub fail_at: Option<u64>,
         /// Splices per batch (the builder's own tests), 2 by default.
         pub batch: usize,
+        /// What `after_remove` says it left mapped (default: nothing).
+        pub keeps: Removed,
     }
 
     impl Fake {
@@ -900,7 +902,7 @@ pub(crate) mod fake {
         ) -> Result<Removed, InstrumentError> {
             self.event(format!("after remove, {} springboards back", springboards.len()));
             self.log().boards.retain(|b| !springboards.iter().any(|s| s.0 .0 == *b));
-            Ok(Removed::default())
+            Ok(self.keeps.clone())
         }
         fn load_u64(&self, _: usize, _: u64) -> u64 {
             0
@@ -1049,6 +1051,16 @@ mod tests {
         assert!(l.live.is_empty(), "left live: {:x?}", l.live);
         assert_eq!(l.removed.concat(), went_in.iter().rev().copied().collect::<Vec<_>>());
         assert!(l.events.last().unwrap().starts_with("after remove"), "{:#?}", l.events);
+        drop(l);
+        // The same failure where removal had to leave memory mapped: the error says so
+        // instead of claiming every probe is out.
+        let keeps = Removed { kept: vec![(fake::CODE, 8192)], why: Some("a stack value".into()) };
+        let fake = Fake { fail_at: Some(last), keeps, ..Fake::holding(&m) };
+        let e = build(fake, &m, &tool, Some(SpliceKind::Trap)).err().expect("a failed batch");
+        let InstrumentError::NotRestored { cause, left } = &e else { panic!("{e:?}") };
+        assert!(matches!(**cause, InstrumentError::Interrupted), "{e:?}");
+        assert!(left.contains("8 KiB") && left.contains("a stack value"), "{left}");
+        assert!(e.to_string().starts_with("interrupted while installing probes, but"), "{e}");
     }
 
     /// A site whose bytes are not the file's is left out, with why, and nothing leads there;

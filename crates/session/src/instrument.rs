@@ -630,12 +630,13 @@ impl Backend for ProcessBackend {
                 let left = self.uninstall_dispatcher(&mut tr)?;
                 // Springboards last: no splice leads to them any more and no thread is in one.
                 restore_springboards(&tr, &springboards)?;
-                self.free_heaps(&mut tr);
+                let mut removed = self.free_heaps(&mut tr);
                 self.resume(tr, false)?;
-                return Ok(left.map_or_else(Removed::default, |(why, kept)| Removed {
-                    kept,
-                    why: Some(why),
-                }));
+                if let Some((why, kept)) = left {
+                    removed.kept.extend(kept);
+                    removed.why = Some(why);
+                }
+                return Ok(removed);
             }
             last_blocker = match blocker {
                 Some(b) => b.to_string(),
@@ -1067,11 +1068,20 @@ impl ProcessBackend {
         Ok(None)
     }
 
-    fn free_heaps(&mut self, tr: &mut Tracee) {
+    /// Every heap unmapped in the target; one that could not be (the injected `munmap`
+    /// failed) is returned with why, so that removal says what stayed instead of claiming
+    /// the process is as it was.
+    fn free_heaps(&mut self, tr: &mut Tracee) -> Removed {
+        let mut left = Removed::default();
         for h in self.heaps.iter_mut().filter_map(Option::take) {
-            let _ = tr.free(RemoteAddr(h.code), h.code_len);
-            let _ = tr.free(h.data.remote(), h.data.len() as u64);
+            for (at, len) in [(h.code, h.code_len), (h.data.remote().0, h.data.len() as u64)] {
+                if let Err(e) = tr.free(RemoteAddr(at), len) {
+                    left.kept.push((at, len));
+                    left.why = Some(format!("unmapping {len} bytes at {at:#x}: {e}"));
+                }
+            }
         }
+        left
     }
 }
 

@@ -426,6 +426,26 @@ pub enum InstrumentError {
     /// The caller's cancel flag was raised while the probes went in: the installation
     /// stopped and what had gone in was taken out again.
     Interrupted,
+    /// An installation failed with `cause`, and taking out what had gone in did not leave
+    /// the target as it was: `left` says what stayed (memory still mapped, or the error
+    /// removal ended with).
+    NotRestored {
+        cause: Box<InstrumentError>,
+        left: String,
+    },
+}
+
+impl InstrumentError {
+    /// `self`, the error an installation ended with, after `removal` took out what had gone
+    /// in: unchanged when the target is as it was, else saying what was left.
+    pub fn after_removal(self, removal: Result<Removed, InstrumentError>) -> InstrumentError {
+        let left = match removal {
+            Ok(r) if r.kept.is_empty() => return self,
+            Ok(r) => r.describe(),
+            Err(e) => format!("taking the probes out failed: {e}"),
+        };
+        InstrumentError::NotRestored { cause: Box::new(self), left }
+    }
 }
 
 impl fmt::Display for InstrumentError {
@@ -510,6 +530,10 @@ impl fmt::Display for InstrumentError {
             E::Interrupted => {
                 write!(f, "interrupted while installing probes; every one is taken out again")
             }
+            E::NotRestored { cause: c, left } => match &**c {
+                E::Interrupted => write!(f, "interrupted while installing probes, but {left}"),
+                c => write!(f, "{c}; and then {left}"),
+            },
             E::StillInside { pid, tries, last } => write!(
                 f,
                 "process {pid}: a thread stayed inside kerf's code through {tries} checks \
@@ -542,4 +566,18 @@ pub struct Removed {
     pub kept: Vec<(u64, u64)>,
     /// The last such value, when `kept` is not empty.
     pub why: Option<String>,
+}
+
+impl Removed {
+    /// What stayed, in words: "every splice is removed, but N KiB ... stay mapped: why".
+    pub fn describe(&self) -> String {
+        let bytes: u64 = self.kept.iter().map(|k| k.1).sum();
+        format!(
+            "every splice is removed, but {} KiB of kerf's code and data stay mapped ({} \
+             ranges): {}",
+            bytes.div_ceil(1024),
+            self.kept.len(),
+            self.why.as_deref().unwrap_or("unknown")
+        )
+    }
 }

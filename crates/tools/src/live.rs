@@ -205,14 +205,7 @@ fn run_process<T: LiveTool>(
     let (warning_after, error) = match removal {
         Err(source) => (None, Some(ToolError::Restore { pid, source })),
         Ok(r) => {
-            let warning = (!r.kept.is_empty()).then(|| {
-                let bytes: u64 = r.kept.iter().map(|k| k.1).sum();
-                format!(
-                    "every splice is removed, but {} KiB of kerf's code and data stay mapped in process {pid}: {}",
-                    bytes / 1024,
-                    r.why.as_deref().unwrap_or("unknown")
-                )
-            });
+            let warning = (!r.kept.is_empty()).then(|| format!("process {pid}: {}", r.describe()));
             (warning, failure)
         }
     };

@@ -187,7 +187,11 @@ impl State {
             libc::SYS_gettid => i64::from(tid),
             libc::SYS_mmap => {
                 let (addr, len) = (args[0], args[1]);
-                if self.eexist_at.contains(&addr) {
+                // MAP_FIXED_NOREPLACE over a mapping of the fake's own (its maps file does
+                // not list them) fails as the kernel's does.
+                let overlaps =
+                    self.mem.iter().any(|(b, m)| addr < b + m.len() as u64 && *b < addr + len);
+                if self.eexist_at.contains(&addr) || overlaps {
                     return -i64::from(libc::EEXIST);
                 }
                 self.mem.push((addr, vec![0; len as usize]));
