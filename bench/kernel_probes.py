@@ -34,14 +34,17 @@ def sh(*cmd, **kw):
     return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw).stdout
 
 
-def guest_run(calls, rounds):
+def guest_run(calls, rounds, script="kernel_probe_cost.sh", extra=()):
+    """One boot running bench/`script` with kerf, kerf.ko, kerf_selftest and `extra` files
+    ((host, guest) pairs); its output, which must end in DONE."""
     sh("cargo", "build", "--release", "--quiet", "--bin", "kerf", cwd=ROOT)
     out = sh(os.path.join(ROOT, "driver", "build")).strip().splitlines()[-1]
     files = [
         (os.path.join(ROOT, "target", "release", "kerf"), "/kerf/kerf"),
         (os.path.join(out, "kerf.ko"), "/kerf/kerf.ko"),
         (os.path.join(out, "kerf_selftest"), "/kerf/kerf_selftest"),
-        (os.path.join(ROOT, "bench", "kernel_probe_cost.sh"), "/kerf/bench.sh"),
+        (os.path.join(ROOT, "bench", script), "/kerf/bench.sh"),
+        *extra,
     ]
     args = [os.path.join(ROOT, "vm", "run"), "--timeout", "3600"]
     for host, guest in files:

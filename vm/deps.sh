@@ -12,6 +12,10 @@ kerf_vm_deps() {
   # The stock kernel's kbuild calls gcc-12 by name (CC in the headers' .kernelvariables).
   command -v gcc-12 >/dev/null 2>&1 || need+=(gcc-12)
   command -v ldd >/dev/null 2>&1 || need+=(libc-bin)
+  # pahole gives kerf.ko its BTF (driver/build), which BPF fentry programs on its functions
+  # need (the kernel benchmarks' peers); xz unpacks the kernel image pahole reads the base from.
+  command -v pahole >/dev/null 2>&1 || need+=(dwarves)
+  command -v xz >/dev/null 2>&1 || need+=(xz-utils)
   [ ${#need[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -ne 0 ]; then
     echo "vm: need root to install ${need[*]} (or install them first)" >&2

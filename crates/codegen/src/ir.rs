@@ -147,8 +147,21 @@ pub enum Op {
     /// [`crate::ring`]'s "Per-thread rings"), found by the thread table slot as timers find
     /// it; written with no locked instruction. A thread with no slot counts one event in the
     /// area's `no_slot`. Each of `reads` copies memory into the record after the values
-    /// ([`MemRead`]); only in a process (the kernel's reads need the driver's reader).
-    EmitThread { rings: u64, slots: u32, stream: u32, values: Vec<VReg>, reads: Vec<MemRead> },
+    /// ([`MemRead`]); in the kernel they need the driver's readers ([`crate::KernelReads`]).
+    ///
+    /// `emit.cpu rings=ADDR, cpus=N, slots=N, stream=S, ...` (`per` = [`Rings::Cpu`]): the
+    /// same record into the ring of the CPU the writer runs on, ring `cpu % N` of an area of
+    /// N rings in the same layout (see [`crate::ring`]'s "Per-CPU rings"); the reservation
+    /// and the loss count are locked, as a writer may move to another CPU after it read its
+    /// own.
+    EmitThread {
+        rings: u64,
+        per: Rings,
+        slots: u32,
+        stream: u32,
+        values: Vec<VReg>,
+        reads: Vec<MemRead>,
+    },
     /// `call ADDR, SRC...` or `call %r, ADDR, SRC...`: a clean call of a routine in kerf's
     /// code heap (never the target's own code, DESIGN.md §5), SysV integer arguments, the
     /// caller-saved general registers and the flags saved where live, the stack aligned to 16
@@ -158,6 +171,25 @@ pub enum Op {
     /// `timer.start ADDR`, `timer.stop ADDR`, `timer.tailcall ADDR, tails=ADDR, sp=rsp+N`,
     /// `timer.tailreturn tails=ADDR, sp=rbp-N`.
     Timer(TimerOp),
+}
+
+/// Which ring of an area of rings an `emit.thread` or `emit.cpu` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rings {
+    /// The ring of the thread's slot in the thread table (one ring per slot).
+    Thread,
+    /// The ring of the CPU the writer runs on, modulo this many rings (a power of two).
+    Cpu(u32),
+}
+
+impl Rings {
+    /// How many rings an area of them holds.
+    pub fn count(self) -> u64 {
+        match self {
+            Rings::Thread => crate::timer::THREAD_SLOTS,
+            Rings::Cpu(n) => u64::from(n),
+        }
+    }
 }
 
 /// One memory capture of an emit: `len` bytes (1..=MAX_READ) from `base + disp`, copied
@@ -220,6 +252,9 @@ pub const MAX_SLOTS: u32 = 1 << 30;
 /// Bytes a per-thread ring area may have at most (the code finds a thread's ring with an
 /// imm32 multiply, and the area lies within ±2 GiB of the code).
 pub const MAX_THREAD_RINGS_LEN: u64 = 1 << 30;
+
+/// Per-CPU rings an `emit.cpu` area may have at most (the CPU in a record's header has 12 bits).
+pub const MAX_CPU_RINGS: u32 = 4096;
 
 /// Registers a clean call passes its arguments in, in order.
 pub const CALL_ARGS: [Gpr; 6] = [Gpr::Rdi, Gpr::Rsi, Gpr::Rdx, Gpr::Rcx, Gpr::R8, Gpr::R9];
@@ -284,13 +319,22 @@ impl Program {
                 Op::Branch { target, .. } | Op::Jump { target } if !placed[target.0 as usize] => {
                     return Err((k, format!("label {} is never placed", name(*target))));
                 }
-                Op::EmitThread { slots, .. }
-                    if crate::ring::thread_rings_len(*slots) > MAX_THREAD_RINGS_LEN =>
+                Op::EmitThread { per: Rings::Cpu(n), .. }
+                    if !n.is_power_of_two() || *n > MAX_CPU_RINGS =>
+                {
+                    return Err((
+                        k,
+                        format!("per-CPU rings: {n} is not a power of two up to {MAX_CPU_RINGS}"),
+                    ));
+                }
+                Op::EmitThread { slots, per, .. }
+                    if crate::ring::rings_len(per.count(), *slots) > MAX_THREAD_RINGS_LEN =>
                 {
                     return Err((
                         k,
                         format!(
-                            "per-thread rings of {slots} slots exceed {MAX_THREAD_RINGS_LEN} bytes"
+                            "{} rings of {slots} slots exceed {MAX_THREAD_RINGS_LEN} bytes",
+                            per.count()
                         ),
                     ));
                 }
@@ -358,8 +402,8 @@ impl Program {
                 Op::Emit { ring, slots, stream, values } => {
                     Op::Emit { ring: at(ring), slots, stream, values }
                 }
-                Op::EmitThread { rings, slots, stream, values, reads } => {
-                    Op::EmitThread { rings: at(rings), slots, stream, values, reads }
+                Op::EmitThread { rings, per, slots, stream, values, reads } => {
+                    Op::EmitThread { rings: at(rings), per, slots, stream, values, reads }
                 }
                 Op::Timer(t) => Op::Timer(match t {
                     TimerOp::Start { timer } => TimerOp::Start { timer: at(timer) },

@@ -14,7 +14,7 @@
 //! 5. the pops, `popfq`, `lea rsp,[rsp+128]`, in reverse.
 
 use crate::ir::{
-    Addr, Cond, Label, MemRead, Op, Program, ReadKind, Src, TimerOp, VReg, Width, CALL_ARGS,
+    Addr, Cond, Label, MemRead, Op, Program, ReadKind, Rings, Src, TimerOp, VReg, Width, CALL_ARGS,
 };
 use crate::{ring, templates, timer_code, Env, LiveAt, ThreadPointer};
 use iced_x86::code_asm::{
@@ -863,9 +863,12 @@ impl<'a> Lowerer<'a> {
     /// writes `rax`, `rdx`, `r10`, `r11`); `r11` = its ring; then the shared ring's steps
     /// with no `lock` (`rax` = record number, `rdx` = the head after it), only this thread
     /// writing the ring; the memory reads ([`templates::record_reads`]) before `seq`.
+    ///
+    /// `emit.cpu` ([`Rings::Cpu`]): the ring is the CPU's, from `meta`'s CPU bits, and the
+    /// reservation and loss count are locked (see [`crate::ring`]'s "Per-CPU rings").
     fn emit_thread(&mut self, op: &Op) -> Result<(), LowerError> {
-        use iced_x86::code_asm::{r11, rcx, rdx};
-        let Op::EmitThread { rings, slots, stream, values, reads } = op else {
+        use iced_x86::code_asm::{ecx, r11, rcx, rdx};
+        let Op::EmitThread { rings, per, slots, stream, values, reads } = op else {
             unreachable!("an emit.thread")
         };
         let (rings, slots) = (*rings, *slots);
@@ -876,17 +879,32 @@ impl<'a> Lowerer<'a> {
         let mut done = self.a.create_label();
         // 1. The time and CPU, first, as the shared ring takes them.
         self.time_and_cpu(now, meta, op.record_words())?;
-        // 2. r11 = this thread's ring: rings + RINGS + slot * ring_len(slots) (checked to
-        //    fit an imm32).
-        timer_code::thread_slot(&mut self.a, self.at.thread, self.at.threads, no_slot)?;
+        // 2. rcx = the ring's index: the thread's slot in the thread table, or the CPU (bits
+        //    16.. of meta's low half) modulo the rings; r11 = rings + RINGS + index *
+        //    ring_len(slots) (checked to fit an imm32).
+        let locked = match *per {
+            Rings::Thread => {
+                timer_code::thread_slot(&mut self.a, self.at.thread, self.at.threads, no_slot)?;
+                false
+            }
+            Rings::Cpu(n) => {
+                let meta32 =
+                    get_gpr32(Register::from(meta).full_register32()).expect("a 32-bit GPR");
+                let a = &mut self.a;
+                a.mov(ecx, meta32)?;
+                a.shr(ecx, 16)?;
+                a.and(ecx, (n - 1) as i32)?;
+                true
+            }
+        };
         let a = &mut self.a;
         a.imul_3(rcx, rcx, ring::ring_len(slots) as i32)?;
         a.add_instruction(templates::lea_rip(Register::R11, rings + ring::RINGS))?;
         a.add(r11, rcx)?;
-        // 3. Reserve record n = head; r11 = its slot. A plain cmpxchg: only this thread
-        //    writes head, and a signal handler that emitted in between moved it, so this
-        //    retries (see crate::ring).
-        self.reserve(r11, slots, false, full)?;
+        // 3. Reserve record n = head; r11 = its slot. Per thread a plain cmpxchg: only this
+        //    thread writes head, and a signal handler that emitted in between moved it, so
+        //    this retries (see crate::ring). Per CPU a locked one.
+        self.reserve(r11, slots, locked, full)?;
         // 4. Fill it, the reads after the values, seq = n + 1 last.
         self.fill(r11, now, meta, *stream, values)?;
         if !reads.is_empty() {
@@ -903,12 +921,20 @@ impl<'a> Lowerer<'a> {
         a.mov(qword_ptr(r11 + ring::SEQ as i32), rdx)?;
         a.jmp(done)?;
         // Full: only this thread writes its lost count; a single inc is whole to its handlers.
+        // A CPU's ring may have writers on two CPUs: locked.
         a.set_label(&mut full)?;
-        a.inc(qword_ptr(r11 + ring::LOST as i32))?;
+        if locked {
+            a.lock().inc(qword_ptr(r11 + ring::LOST as i32))?;
+        } else {
+            a.inc(qword_ptr(r11 + ring::LOST as i32))?;
+        }
         a.jmp(done)?;
-        // No slot in the thread table: the rare shared count, locked.
-        a.set_label(&mut no_slot)?;
-        a.add_instruction(templates::atomic_inc(rings + ring::NO_SLOT))?;
+        // No slot in the thread table: the rare shared count, locked (per CPU every writer
+        // has a ring).
+        if !locked {
+            a.set_label(&mut no_slot)?;
+            a.add_instruction(templates::atomic_inc(rings + ring::NO_SLOT))?;
+        }
         self.pending_label = None;
         self.place(&mut done)
     }

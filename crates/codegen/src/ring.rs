@@ -67,6 +67,18 @@
 //! handler's record and the interrupted one share slot `n` and lose one without a count).
 //! `tests/exec.rs` interrupts the writer at every instruction in turn to check this.
 //!
+//! # Per-CPU rings (`emit.cpu`)
+//!
+//! The kernel has more tasks than a thread table has slots, and most of them never emit:
+//! its rings are per CPU instead, in the same area layout (ring k for CPU `k % count`,
+//! `no_slot` unused). The writer takes ring `cpu % count` from the CPU its `rdtscp` (or
+//! `rdpid`) gave with the time, then runs the shared ring's steps, `lock cmpxchg` and `lock
+//! inc` included: it may be preempted and moved to another CPU at any point after that read,
+//! so two writers on two CPUs can meet in one ring. A writer preempted between its
+//! reservation and `seq` holds up its ring's reader until it runs again (the reader never
+//! skips a reserved record; the last drain counts it lost), and its record's time may be
+//! older than that of records after it in the ring: the reader sorts by time.
+//!
 //! The reader relies on x86's ordering (TSO): the writer's stores become visible to other
 //! CPUs in program order, so a reader that loads `seq == n + 1` and then the record's other
 //! words sees them as written; and loads are not reordered with older loads, so it reads
@@ -158,9 +170,14 @@ pub const NO_SLOT: u64 = 0;
 /// Offset of the first ring in a per-thread area.
 pub const RINGS: u64 = 64;
 
+/// Bytes of an area of `count` rings of `slots` slots.
+pub fn rings_len(count: u64, slots: u32) -> u64 {
+    RINGS + count * ring_len(slots)
+}
+
 /// Bytes of a per-thread area of `slots`-slot rings, one per thread table slot.
 pub fn thread_rings_len(slots: u32) -> u64 {
-    RINGS + crate::timer::THREAD_SLOTS * ring_len(slots)
+    rings_len(crate::timer::THREAD_SLOTS, slots)
 }
 
 /// Offset, in a per-thread area, of the ring of thread table slot `thread`.
@@ -187,7 +204,12 @@ impl ThreadBatches {
 /// area's start) from its tail on. The reader stores each ring's new tail at
 /// `thread_ring(k, slots) + TAIL` once it has copied the records out.
 pub fn read_threads(word: &dyn Fn(u64) -> u64, slots: u32) -> ThreadBatches {
-    let rings = (0..crate::timer::THREAD_SLOTS)
+    read_rings(word, slots, crate::timer::THREAD_SLOTS)
+}
+
+/// [`read_threads`] for an area of `count` rings (per-CPU rings: `no_slot` stays 0).
+pub fn read_rings(word: &dyn Fn(u64) -> u64, slots: u32, count: u64) -> ThreadBatches {
+    let rings = (0..count)
         .map(|k| {
             let base = thread_ring(k, slots);
             read(&|o| word(base + o), slots)

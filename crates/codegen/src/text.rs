@@ -16,7 +16,9 @@
 //! bytes; the comma inside the parentheses does not separate operands).
 //! The ops and their forms are listed on [`crate::ir::Op`].
 
-use crate::ir::{Addr, Cond, Label, MemRead, Op, Program, ReadKind, Src, TimerOp, VReg, Width};
+use crate::ir::{
+    Addr, Cond, Label, MemRead, Op, Program, ReadKind, Rings, Src, TimerOp, VReg, Width,
+};
 use crate::{SpAt, SpBase};
 use kerf_arch::x86_64::Gpr;
 use std::fmt::{self, Write as _};
@@ -158,23 +160,37 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
             let [l] = args[..] else { return Err(bad("label")) };
             Op::Jump { target: label(p, l)? }
         }
-        "emit" | "emit.thread" => {
+        "emit" | "emit.thread" | "emit.cpu" => {
             let (key, want) = match op {
                 "emit" => ("ring", "ring=ADDR, slots=N, stream=S, %value..."),
+                "emit.cpu" => (
+                    "rings",
+                    "rings=ADDR, cpus=N, slots=N, stream=S, %value..., read(%p+D, LEN)...",
+                ),
                 _ => ("rings", "rings=ADDR, slots=N, stream=S, %value..., read(%p+D, LEN)..."),
             };
-            if args.len() < 3 {
+            // emit.cpu has one more key, the number of rings.
+            let first = usize::from(op == "emit.cpu");
+            if args.len() < 3 + first {
                 return Err(bad(want));
             }
             let ring = keyed(args[0], key).ok_or_else(|| bad(want))?;
-            let slots = keyed(args[1], "slots").ok_or_else(|| bad(want))?;
-            let stream = keyed(args[2], "stream").ok_or_else(|| bad(want))?;
+            let per = match op {
+                "emit.cpu" => {
+                    let n = keyed(args[1], "cpus").ok_or_else(|| bad(want))?;
+                    Rings::Cpu(u32::try_from(n).map_err(|_| bad(want))?)
+                }
+                _ => Rings::Thread,
+            };
+            let slots = keyed(args[1 + first], "slots").ok_or_else(|| bad(want))?;
+            let stream = keyed(args[2 + first], "stream").ok_or_else(|| bad(want))?;
             let (Ok(slots), Ok(stream)) = (u32::try_from(slots), u32::try_from(stream)) else {
                 return Err(bad(want));
             };
             // The values, then the reads (the order of the record).
-            let nvalues = args[3..].iter().take_while(|a| a.starts_with('%')).count();
-            let (values, reads) = args[3..].split_at(nvalues);
+            let rest = &args[3 + first..];
+            let nvalues = rest.iter().take_while(|a| a.starts_with('%')).count();
+            let (values, reads) = rest.split_at(nvalues);
             let values = values.iter().map(|v| vreg(p, v)).collect::<Result<_, _>>()?;
             if op == "emit" {
                 if !reads.is_empty() {
@@ -183,7 +199,7 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
                 Op::Emit { ring, slots, stream, values }
             } else {
                 let reads = reads.iter().map(|r| mem_read(p, r)).collect::<Result<_, _>>()?;
-                Op::EmitThread { rings: ring, slots, stream, values, reads }
+                Op::EmitThread { rings: ring, per, slots, stream, values, reads }
             }
         }
         "call" => {
@@ -416,12 +432,14 @@ fn op_text(p: &Program, op: &Op) -> String {
         Op::Jump { target } => format!("jmp {}", l(target)),
         Op::Emit { ring, slots, stream, values }
         | Op::EmitThread { rings: ring, slots, stream, values, .. } => {
-            let (name, key) = if matches!(op, Op::Emit { .. }) {
-                ("emit", "ring")
-            } else {
-                ("emit.thread", "rings")
+            let (name, key, per) = match op {
+                Op::EmitThread { per: Rings::Cpu(n), .. } => {
+                    ("emit.cpu", "rings", format!(", cpus={n}"))
+                }
+                Op::EmitThread { .. } => ("emit.thread", "rings", String::new()),
+                _ => ("emit", "ring", String::new()),
             };
-            let mut t = format!("{name} {key}={ring:#x}, slots={slots}, stream={stream}");
+            let mut t = format!("{name} {key}={ring:#x}{per}, slots={slots}, stream={stream}");
             for x in values {
                 let _ = write!(t, ", {}", v(x));
             }
@@ -487,6 +505,7 @@ mod tests {
     emit ring=0x90000, slots=256, stream=7, %fd, %now
     emit.thread rings=0xc0000, slots=64, stream=8, %now, %fd
     emit.thread rings=0xc0000, slots=64, stream=9, %c, read(%t+16, 8), read(%fd, 56), read(%t-8, 1)
+    emit.cpu rings=0xd0000, cpus=8, slots=256, stream=10, %c, %fd, ustr(%t+16, 32)
     call %r, 0x5000, %fd, 7
     call 0x5008
     timer.start 0x8000
@@ -499,7 +518,7 @@ out:
     #[test]
     fn every_op_round_trips() {
         let p = parse(EVERY_OP).unwrap();
-        assert_eq!(p.ops.len(), 30);
+        assert_eq!(p.ops.len(), 31);
         let text = print(&p);
         assert_eq!(text, EVERY_OP);
         assert_eq!(parse(&text).unwrap(), p);
@@ -527,6 +546,12 @@ out:
             ("emit.thread ring=0x9000, slots=4, stream=1\n", 1, "takes rings=ADDR"),
             ("mov %a, 1\nemit ring=0x9000, slots=4, stream=1, read(%a, 8)\n", 2, "emit takes"),
             ("emit.thread rings=0x9000, slots=4, stream=1, read(0x10, 8)\n", 1, "bad operand"),
+            ("emit.cpu rings=0x9000, slots=4, stream=1\n", 1, "cpus=N"),
+            (
+                "mov %a, 1\nemit.cpu rings=0x9000, cpus=3, slots=4, stream=1, %a\n",
+                2,
+                "power of two",
+            ),
             ("emit.thread rings=0x9000, slots=4, stream=1, read(%a, 8\n", 1, "bad operand"),
             ("mov %a, 1\nemit.thread rings=0x9000, slots=4, stream=1, read(%a, 0)\n", 2, "1 to 64"),
             ("mov %a, 1\nemit.thread rings=0x9000, slots=4, stream=1, read(%a, 65)\n", 2, "1 to"),
@@ -606,6 +631,7 @@ out:
                     },
                     9 => Op::EmitThread {
                         rings: imms[next(9) as usize],
+                        per: if next(2) == 0 { Rings::Thread } else { Rings::Cpu(1 << next(6)) },
                         slots: 1 << next(12),
                         stream: next(1 << 32) as u32,
                         values: v[..next(5) as usize].to_vec(),

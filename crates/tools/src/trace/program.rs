@@ -2,11 +2,13 @@
 //! filter, then one record into the thread's ring of the probe's stream), the layout of the
 //! tracer's area in each data heap, and how a record's words decode back into captured values.
 //!
-//! Area (offsets from its start; `n` streams, `ring_area` = `ring::thread_rings_len(slots)`):
+//! Area (offsets from its start; `n` streams, `ring_area` = `ring::rings_len(count, slots)`,
+//! `count` rings per stream: one per thread table slot in a process, one per CPU in the
+//! kernel, whose tasks outnumber any thread table):
 //! ```text
 //! +64*s               stream s's flag: 0 off, else on (kerf writes it while the target runs)
 //! +64*(n+s)           stream s's filtered count (events a filter rejected; locked add)
-//! +128*n + s*ring_area  stream s's per-thread rings (codegen::ring, "Per-thread rings")
+//! +128*n + s*ring_area  stream s's rings (codegen::ring, "Per-thread rings", "Per-CPU rings")
 //! ```
 //! A record's words: the thread id (when the target has one kerf can read), then each register
 //! capture, then the address of each memory capture, then per memory capture its status word
@@ -14,7 +16,9 @@
 
 use super::event::Value;
 use super::probe::{Cmp, Expr, Filter, MemKind, Operand, ProbeLine, RegValue};
-use kerf_codegen::ir::{Addr, Cond, Label, MemRead, Op, Program, ReadKind, Src, VReg, Width};
+use kerf_codegen::ir::{
+    Addr, Cond, Label, MemRead, Op, Program, ReadKind, Rings, Src, VReg, Width,
+};
 use kerf_codegen::ring;
 use std::collections::HashMap;
 
@@ -22,6 +26,8 @@ use std::collections::HashMap;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AreaLayout {
     pub streams: u32,
+    /// Per thread or per CPU.
+    pub per: Rings,
     pub slots: u32,
 }
 
@@ -33,7 +39,7 @@ impl AreaLayout {
         64 * (self.streams + s) as u64
     }
     pub fn rings(&self, s: u32) -> u64 {
-        128 * self.streams as u64 + s as u64 * ring::thread_rings_len(self.slots)
+        128 * self.streams as u64 + s as u64 * ring::rings_len(self.per.count(), self.slots)
     }
     pub fn bytes(&self) -> u64 {
         self.rings(self.streams)
@@ -210,6 +216,7 @@ pub fn build(
     }
     p.push(Op::EmitThread {
         rings: area.rings(s),
+        per: area.per,
         slots: area.slots,
         stream: probe,
         values,
@@ -426,7 +433,7 @@ mod tests {
     use super::*;
     use crate::trace::probe::parse;
 
-    const AREA: AreaLayout = AreaLayout { streams: 2, slots: 16 };
+    const AREA: AreaLayout = AreaLayout { streams: 2, per: Rings::Thread, slots: 16 };
 
     #[test]
     fn area_layout_keeps_streams_apart() {
@@ -434,6 +441,19 @@ mod tests {
         assert_eq!(AREA.rings(0), 256);
         assert_eq!(AREA.rings(1), 256 + ring::thread_rings_len(16));
         assert_eq!(AREA.bytes(), 256 + 2 * ring::thread_rings_len(16));
+        // Per CPU: as many rings as CPUs, the same header.
+        let cpus = AreaLayout { per: Rings::Cpu(4), ..AREA };
+        assert_eq!(cpus.rings(1), 256 + ring::RINGS + 4 * ring::ring_len(16));
+    }
+
+    /// In the kernel the record goes into the CPU's ring: `emit.cpu` with the area's count.
+    #[test]
+    fn a_kernel_probe_writes_its_cpus_ring() {
+        let line = parse("f {a=arg0, v=u64(arg0)}").unwrap();
+        let area = AreaLayout { per: Rings::Cpu(2), ..AREA };
+        let (p, _) = build(&line, 0, 0, &area, TidSource::Pair(0x5c8), true, None).unwrap();
+        let text = kerf_codegen::text::print(&p);
+        assert!(text.contains("emit.cpu rings=0x100, cpus=2, slots=16"), "{text}");
     }
 
     #[test]

@@ -15,6 +15,7 @@ use super::{Sink, Summary};
 use crate::error::ToolError;
 use crate::live::{resolve, site_json, Events, LiveTool, TargetKind};
 use kerf_arch::x86_64::RegSet;
+use kerf_codegen::ir::{self, Rings};
 use kerf_codegen::ring;
 use kerf_session::instrument::{Action, Probe, ToolData};
 use kerf_session::kernel::KernelInstrumentation;
@@ -27,9 +28,12 @@ use std::collections::{HashMap, HashSet};
 
 /// Slots of each thread's ring per stream in a process, unless `--ring-slots` says.
 pub const DEFAULT_SLOTS: u32 = 4096;
-/// In the kernel: the driver's data heap (16 MiB) holds 256 task rings per stream, 4.2 MiB a
-/// stream at this size (three streams).
-pub const KERNEL_SLOTS: u32 = 128;
+/// In the kernel, where rings are per CPU: slots of each CPU's ring per stream, at most (the
+/// driver's data heap, 16 MiB, keeps [`KERNEL_RING_BYTES`] for all of them).
+pub const KERNEL_SLOTS: u32 = 8192;
+/// The kernel's rings, all streams and CPUs: what is left of the driver's 16 MiB data heap
+/// for counters, timers and other tools' areas.
+const KERNEL_RING_BYTES: u64 = 12 << 20;
 /// The key of a stream area's count of events with no ring (their thread found no slot).
 const NO_SLOT_KEY: u64 = u64::MAX;
 /// How often the reader drains the rings.
@@ -164,6 +168,30 @@ pub struct Built {
 }
 
 /// The thread id offset in glibc's `struct pthread`, from the descriptor glibc exports for
+
+/// Per-CPU rings for the kernel: one for each CPU this machine may bring up (kerf runs on
+/// the machine it traces), rounded up to a power of two.
+fn kernel_rings() -> u32 {
+    let possible = std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default();
+    // "0-3", "0", or "0-3,8-11": the highest CPU number plus one.
+    let top = possible
+        .trim()
+        .split([',', '-'])
+        .filter_map(|n| n.parse::<u32>().ok())
+        .max()
+        .map_or(1, |m| m + 1);
+    top.clamp(1, ir::MAX_CPU_RINGS).next_power_of_two()
+}
+
+/// Slots of each kernel ring: [`KERNEL_SLOTS`], fewer when the CPUs and streams would not
+/// fit [`KERNEL_RING_BYTES`] (a power of two, at least 64).
+fn kernel_slots(per: Rings, streams: usize) -> u32 {
+    let rings = per.count() * streams.max(1) as u64;
+    let each = KERNEL_RING_BYTES / rings / ring::SLOT_LEN;
+    let fit = if each == 0 { 1 } else { 1u64 << each.ilog2() };
+    fit.clamp(64, u64::from(KERNEL_SLOTS)) as u32
+}
+
 /// libthread_db (`_thread_db_pthread_tid`: bits, count, offset).
 fn glibc_tid_offset(images: &[AnalyzedImage]) -> Option<u32> {
     for img in images {
@@ -222,10 +250,9 @@ impl Trace {
         };
         // --ring-slots sizes the main target's rings; the kernel's beside a process keep the
         // driver heap's default.
-        let slots = match (kind, only) {
-            (TargetKind::Kernel, Some(_)) => KERNEL_SLOTS,
-            (TargetKind::Kernel, None) => self.slots.unwrap_or(KERNEL_SLOTS),
-            (TargetKind::Process, _) => self.slots.unwrap_or(DEFAULT_SLOTS),
+        let per = match kind {
+            TargetKind::Process => Rings::Thread,
+            TargetKind::Kernel => Rings::Cpu(kernel_rings()),
         };
         // Probe table entries: one per line and traced function for entries and exits (they
         // share the function's name, so that they pair up as slices), one per point for the
@@ -279,7 +306,14 @@ impl Trace {
                 return Err(ToolError::Usage(format!("--off {name}: no probe is in that stream")));
             }
         }
-        let area = AreaLayout { streams: streams.len() as u32, slots };
+        let slots = match (kind, only) {
+            (TargetKind::Kernel, Some(_)) => kernel_slots(per, streams.len()),
+            (TargetKind::Kernel, None) => {
+                self.slots.unwrap_or_else(|| kernel_slots(per, streams.len()))
+            }
+            (TargetKind::Process, _) => self.slots.unwrap_or(DEFAULT_SLOTS),
+        };
+        let area = AreaLayout { streams: streams.len() as u32, per, slots };
         let mut programs = Vec::new();
         let mut decode = Vec::new();
         let mut probes_info = Vec::new();
@@ -645,11 +679,12 @@ impl Reader {
                         let i = ((base + o) / 8) as usize;
                         words.get(i).map_or(0, |w| w.load(std::sync::atomic::Ordering::Acquire))
                     };
-                    let tb = ring::read_threads(&word, area.slots);
+                    let tb = ring::read_rings(&word, area.slots, area.per.count());
                     self.loss(src, s, (h, NO_SLOT_KEY), tb.no_slot, now);
                     for (k, b) in tb.rings.into_iter().enumerate() {
                         let k = k as u64;
                         if !b.records.is_empty() {
+                            // Ring k of the area, a thread's or a CPU's.
                             let ring_at = base + ring::thread_ring(k, area.slots);
                             inst.area_store(h, ring_at + ring::TAIL, b.tail);
                         }
