@@ -167,8 +167,6 @@ pub struct Built {
     streams: Vec<StreamInfo>,
 }
 
-/// The thread id offset in glibc's `struct pthread`, from the descriptor glibc exports for
-
 /// Per-CPU rings for the kernel: one for each CPU this machine may bring up (kerf runs on
 /// the machine it traces), rounded up to a power of two.
 fn kernel_rings() -> u32 {
@@ -192,6 +190,7 @@ fn kernel_slots(per: Rings, streams: usize) -> u32 {
     fit.clamp(64, u64::from(KERNEL_SLOTS)) as u32
 }
 
+/// The thread id offset in glibc's `struct pthread`, from the descriptor glibc exports for
 /// libthread_db (`_thread_db_pthread_tid`: bits, count, offset).
 fn glibc_tid_offset(images: &[AnalyzedImage]) -> Option<u32> {
     for img in images {
