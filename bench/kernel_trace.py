@@ -25,7 +25,7 @@ from kernel_probes import BLOCK, ROOT, guest_run  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--calls", type=int, default=200_000, help="calls per run (default 2e5)")
+    ap.add_argument("--calls", type=int, default=30_000, help="calls per run (default 30000)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds (default 3)")
     a = ap.parse_args()
     ring = os.path.join(ROOT, "target", "bpf_ring")

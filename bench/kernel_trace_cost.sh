@@ -17,11 +17,17 @@
 # Prints "ROW round kind target_best target_mean twin_best twin_mean hits events" lines (ns
 # per call: the fastest block of 256 calls of the run, and the whole run; hits: the loop's
 # own count; events: what the tracer delivered), "NOTE ..." and "STEP ..." lines, and DONE.
-# Env: N calls per run (default 200000), ROUNDS (default 3), KINDS (default all, in order).
+# Buffers: each tracer gets room for a whole run (kerf: --ring-slots SLOTS per CPU; ftrace:
+# 8 MiB a CPU; the BPF ring: 4 MiB), so that every run delivers every event and each row is
+# the cost of writing one: a full buffer's drop is cheaper than a write, and under TCG no
+# reader keeps up with a tight loop (see bench/RESULTS.md).
+# Env: N calls per run (default 30000), ROUNDS (default 3), KINDS (default all, in order),
+# SLOTS (default 32768).
 set -u
 T=/sys/kernel/tracing
 F=kerf_selftest_jump5
-N=${N:-200000}
+N=${N:-30000}
+SLOTS=${SLOTS:-32768}
 ROUNDS=${ROUNDS:-3}
 KINDS=${KINDS:-"kerf_trace kprobe_event bpf_kprobe bpf_fentry"}
 insmod /kerf/kerf.ko || { echo "insmod failed"; exit 1; }
@@ -40,7 +46,7 @@ wait_for() { i=0; while ! grep -qs "$2" "$1"; do sleep 0.2; i=$((i+1)); [ $i -gt
 
 kerf_run() {
   rm -f /tmp/t.kerf-trace
-  kerf trace --kernel --json -o /tmp/t.kerf-trace "kerf:$F {arg0, u64(arg0)}" > /tmp/k.json 2>/tmp/k.err &
+  kerf trace --kernel --json --ring-slots "$SLOTS" -o /tmp/t.kerf-trace "kerf:$F {arg0, u64(arg0)}" > /tmp/k.json 2>/tmp/k.err &
   K=$!
   wait_for /tmp/k.err "points spliced" || { echo "NOTE kerf trace did not start:"; cat /tmp/k.err; exit 1; }
   v=$(loop)
@@ -53,6 +59,7 @@ kerf_run() {
 kprobe_run() {
   echo "p:kerf_trace kerf:$F a=%di b=+0(%di):u64" > $T/kprobe_events || { echo "NOTE kprobe event refused"; exit 1; }
   echo > $T/trace
+  echo 8192 > $T/buffer_size_kb
   echo 1 > $T/events/kprobes/kerf_trace/enable
   cat $T/trace_pipe > /tmp/kp.txt &
   C=$!
