@@ -531,7 +531,7 @@ impl fmt::Display for InstrumentError {
                 write!(f, "interrupted while installing probes; every one is taken out again")
             }
             E::NotRestored { cause: c, left } => match &**c {
-                E::Interrupted => write!(f, "interrupted while installing probes, but {left}"),
+                E::Interrupted => write!(f, "interrupted while installing probes; {left}"),
                 c => write!(f, "{c}; and then {left}"),
             },
             E::StillInside { pid, tries, last } => write!(
