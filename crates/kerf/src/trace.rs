@@ -54,8 +54,9 @@ pub struct TraceArgs {
     /// Send the events to `kerf collect` at ADDR (host:port) instead of showing them.
     #[arg(long, value_name = "ADDR", conflicts_with = "format")]
     send: Option<String>,
-    /// Slots of each thread's ring per stream (a power of two; 128 bytes each; default 4096
-    /// in a process, 128 in the kernel, whose driver has 16 MiB for all rings).
+    /// Slots of each ring per stream (a power of two; 128 bytes each): a process has a ring
+    /// per thread (default 4096, at most 32768), the kernel one per CPU (default 8192, fewer
+    /// when CPUs and streams would not fit the 12 MiB of the driver's heap kept for rings).
     #[arg(long)]
     ring_slots: Option<u32>,
     /// Start this stream switched off (repeatable).

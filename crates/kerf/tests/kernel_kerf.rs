@@ -6,8 +6,13 @@
 //! probes; a loadable module (brd) is probed by `module:symbol` and counted exactly like a
 //! kprobe event; kerf.ko's self-test loop, called N times, is counted exactly N times by a
 //! jump5 splice and by a jump2 or trap where a jump5 cannot fit, and its bytes come back on
-//! detach; splicing and restoring every block of path_openat four times while two
-//! shells hammer openat leaves no CPU stuck; and the kernel's text (the module's too) is
+//! detach; the kernel tracer benchmark's BPF peers (ring buffer from kprobe and from fentry,
+//! which needs kerf.ko's BTF) deliver an event per call; `kerf trace --kernel` records one
+//! task's opens with their names, a libc wrapper and its system call come out on one
+//! timeline, and kerf killed with SIGKILL mid-trace under two opening shells leaves the
+//! kernel running with its text restored; splicing and restoring every block of path_openat
+//! four times while two shells hammer openat leaves no CPU stuck; and the kernel's text (the
+//! module's too) is
 //! byte-identical after each detach. The guest script is tests/fixtures/kernel_guest.sh; it
 //! prints CHECK lines (and stops at the first failure) and JSON lines this test parses.
 //!
@@ -59,6 +64,15 @@ fn kerf_on_the_live_stock_kernel() {
         .status()
         .expect("gcc (Debian package gcc)");
     assert!(gcc.success(), "cannot build bench/fentry_loop.c");
+    // The kernel tracer benchmark's BPF peer (ring buffer from kprobe and fentry).
+    let bpf_ring = out_dir.join("bpf_ring");
+    let gcc = Command::new("gcc")
+        .args(["-O2", "-static", "-o"])
+        .arg(&bpf_ring)
+        .arg(repo.join("bench/kernel_trace/bpf_ring.c"))
+        .status()
+        .expect("gcc (Debian package gcc)");
+    assert!(gcc.success(), "cannot build bench/kernel_trace/bpf_ring.c");
     // A loadable module of the stock kernel for the module:symbol checks: brd, the RAM disk,
     // from the kernel package vm/fetch extracted (driver/build above has fetched it).
     let fetched = Command::new(repo.join("vm/fetch")).output().expect("run vm/fetch");
@@ -95,6 +109,8 @@ fn kerf_on_the_live_stock_kernel() {
         .arg("--file")
         .arg(file(&fentry, "/kerf/fentry_loop"))
         .arg("--file")
+        .arg(file(&bpf_ring, "/kerf/bpf_ring"))
+        .arg("--file")
         .arg(file(&brd, "/kerf/brd.ko"))
         .arg("--file")
         .arg(file(&traced, "/kerf/traced"))
@@ -124,9 +140,11 @@ fn kerf_on_the_live_stock_kernel() {
         "pid_filter",
         "trace_openat2",
         "trace_timeline",
+        "trace_killed",
         "ftrace_bpf_coexist",
         "module_count",
         "selftest",
+        "bpf_peers",
         "splice_churn",
         "all",
     ] {

@@ -2,7 +2,8 @@
 //! the program itself reports (per thread, in order, with their arguments, strings and return
 //! values); bad pointers come back as faults with the program unharmed; filters, streams
 //! switched off, losses on a small ring counted exactly against the program's own call count;
-//! the Perfetto output read by Perfetto's own proto schema; kerf killed mid-trace.
+//! the Perfetto output read by Perfetto's own proto schema; kerf killed mid-trace; a live trace
+//! sent to `kerf collect` over loopback and between two network namespaces.
 
 mod common;
 
@@ -247,12 +248,76 @@ fn a_stream_switched_off_through_the_control_file_stops_recording() {
 
 #[test]
 fn a_live_trace_sent_to_a_collector_arrives_whole() {
+    send_and_collect("send", None);
+}
+
+/// The same between two network namespaces the test makes (a veth pair, 10.231.18.0/24): the
+/// collector listens in one, kerf traces the program in the other, whose only way to the
+/// collector is the pair.
+#[test]
+fn a_live_trace_crosses_network_namespaces() {
+    let ns = Netns::new();
+    send_and_collect("send_netns", Some(&ns));
+}
+
+/// Two network namespaces joined by a veth pair: `names[0]` at 10.231.18.1, `names[1]` at
+/// .2; deleted on drop.
+struct Netns {
+    names: [String; 2],
+}
+
+impl Netns {
+    fn new() -> Netns {
+        let ip = |args: &[&str]| {
+            let o = Command::new("ip").args(args).output().expect("ip (Debian package iproute2)");
+            assert!(o.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        };
+        let p = std::process::id();
+        let n = Netns { names: [format!("kerf-ta-{p}"), format!("kerf-tb-{p}")] };
+        let veth = [format!("kta{p}"), format!("ktb{p}")];
+        for ns in &n.names {
+            ip(&["netns", "add", ns]);
+        }
+        ip(&["link", "add", &veth[0], "type", "veth", "peer", "name", &veth[1]]);
+        for (i, ns) in n.names.iter().enumerate() {
+            ip(&["link", "set", &veth[i], "netns", ns]);
+            ip(&["-n", ns, "addr", "add", &format!("10.231.18.{}/24", i + 1), "dev", &veth[i]]);
+            ip(&["-n", ns, "link", "set", &veth[i], "up"]);
+            ip(&["-n", ns, "link", "set", "lo", "up"]);
+        }
+        n
+    }
+
+    /// `cmd` run in namespace `i` (`ip netns exec`).
+    fn exec(&self, i: usize, cmd: &Path) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.names[i]]).arg(cmd);
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        for ns in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+/// `kerf collect` and `kerf trace --send` of the fixture's 480 events (4 threads, 60 calls,
+/// entries and exits), on loopback or across `ns`; the collected trace holds them all.
+fn send_and_collect(test: &str, ns: Option<&Netns>) {
     use std::io::BufRead;
-    let d = dir("send");
+    let d = dir(test);
     let bin = build_fixture("traced", "-O2", "trace_send");
     let collected = d.join("all.kerf-trace");
-    let mut collector = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["collect", "--listen", "127.0.0.1:0", "-o", collected.to_str().unwrap()])
+    let kerf = Path::new(env!("CARGO_BIN_EXE_kerf"));
+    let (mut collector, listen) = match ns {
+        None => (Command::new(kerf), "127.0.0.1:0"),
+        Some(ns) => (ns.exec(0, kerf), "10.231.18.1:0"),
+    };
+    let mut collector = collector
+        .args(["collect", "--listen", listen, "-o", collected.to_str().unwrap()])
         .args(["--senders", "1"])
         .stderr(Stdio::piped())
         .spawn()
@@ -262,19 +327,31 @@ fn a_live_trace_sent_to_a_collector_arrives_whole() {
     let mut line = String::new();
     err.read_line(&mut line).expect("the collector says where it listens");
     let addr = line.split_whitespace().nth(2).expect("collecting on ADDR").to_string();
-    let run = kerf_trace(&[
+    let args = [
+        "trace",
         "--send",
         &addr,
         "step {k=arg0, i=arg1, label=str(arg2, 16)}",
         "step@exits {ret}",
         "--",
         bin.to_str().unwrap(),
-    ]);
+    ];
+    let mut sender = match ns {
+        None => Command::new(kerf),
+        Some(ns) => ns.exec(1, kerf),
+    };
+    let run = sender
+        .args(args)
+        .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("trace-cache"))
+        .env_remove("DEBUGINFOD_URLS")
+        .output()
+        .expect("run kerf");
     let said = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "kerf trace --send failed: {said}");
     assert!(said.contains("sent to") && said.contains("480 events, 0 dropped"), "{said}");
     assert!(collector.wait().unwrap().success());
     let out = d.join("all.jsonl");
-    let conv = Command::new(env!("CARGO_BIN_EXE_kerf"))
+    let conv = Command::new(kerf)
         .args(["trace", "convert", collected.to_str().unwrap(), "-o", out.to_str().unwrap()])
         .output()
         .unwrap();

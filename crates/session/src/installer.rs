@@ -1060,7 +1060,10 @@ mod tests {
         let InstrumentError::NotRestored { cause, left } = &e else { panic!("{e:?}") };
         assert!(matches!(**cause, InstrumentError::Interrupted), "{e:?}");
         assert!(left.contains("8 KiB") && left.contains("a stack value"), "{left}");
-        assert!(e.to_string().starts_with("interrupted while installing probes; every splice"), "{e}");
+        assert!(
+            e.to_string().starts_with("interrupted while installing probes; every splice"),
+            "{e}"
+        );
     }
 
     /// A site whose bytes are not the file's is left out, with why, and nothing leads there;

@@ -103,10 +103,21 @@ impl Trace {
         };
         let (specs, kernel_specs) = (parse_specs(&ours)?, parse_specs(&kernel)?);
         let lines = ours;
-        if let Some(slots) = slots.filter(|s| !s.is_power_of_two() || !(2..=1 << 20).contains(s)) {
+        // The most that fits: a process's 256 thread rings a stream within the IR's bound on
+        // an area of rings; the kernel's per-CPU rings of one stream within its share of the
+        // driver heap.
+        let max = if kernel_target {
+            let cpus = u64::from(kernel_rings());
+            1u64 << (KERNEL_RING_BYTES / cpus / ring::SLOT_LEN).max(1).ilog2()
+        } else {
+            ir::MAX_THREAD_RINGS_LEN / kerf_codegen::timer::THREAD_SLOTS / ring::SLOT_LEN
+        };
+        if let Some(slots) =
+            slots.filter(|&s| !s.is_power_of_two() || !(2..=max).contains(&u64::from(s)))
+        {
+            let whose = if kernel_target { "a CPU's ring" } else { "a thread's ring" };
             return Err(ToolError::Usage(format!(
-                "--ring-slots {slots}: a power of two from 2 to {}",
-                1 << 20
+                "--ring-slots {slots}: a power of two from 2 to {max} ({whose}, 128 bytes a slot)"
             )));
         }
         Ok(Trace {
