@@ -139,7 +139,7 @@ pub struct Batch {
 /// Read the complete records of a ring from its tail on: `word(offset)` loads the aligned
 /// u64 at that offset of the ring (from shared memory; each word is read once), `slots` is
 /// the ring's slot count. Reads race with writers, which is what `seq` is for.
-pub fn read(word: &dyn Fn(u64) -> u64, slots: u32) -> Batch {
+pub fn read<F: Fn(u64) -> u64 + ?Sized>(word: &F, slots: u32) -> Batch {
     let slots = slots as u64;
     let tail = word(TAIL);
     let head = word(HEAD);
@@ -203,12 +203,16 @@ impl ThreadBatches {
 /// Read every ring of a per-thread area (`word(offset)` as for [`read`], offsets from the
 /// area's start) from its tail on. The reader stores each ring's new tail at
 /// `thread_ring(k, slots) + TAIL` once it has copied the records out.
-pub fn read_threads(word: &dyn Fn(u64) -> u64, slots: u32) -> ThreadBatches {
+pub fn read_threads<F: Fn(u64) -> u64 + ?Sized>(word: &F, slots: u32) -> ThreadBatches {
     read_rings(word, slots, crate::timer::THREAD_SLOTS)
 }
 
 /// [`read_threads`] for an area of `count` rings (per-CPU rings: `no_slot` stays 0).
-pub fn read_rings(word: &dyn Fn(u64) -> u64, slots: u32, count: u64) -> ThreadBatches {
+pub fn read_rings<F: Fn(u64) -> u64 + ?Sized>(
+    word: &F,
+    slots: u32,
+    count: u64,
+) -> ThreadBatches {
     let rings = (0..count)
         .map(|k| {
             let base = thread_ring(k, slots);

@@ -644,8 +644,10 @@ impl Reader {
 
     /// CLOCK_MONOTONIC ns of a TSC reading.
     fn ns(&self, tsc: u64) -> u64 {
-        let d = tsc as i128 - self.anchor.0 as i128;
-        (self.anchor.1 as i128 + (d as f64 / self.ticks_per_ns) as i128).max(0) as u64
+        // The difference fits an i64 (centuries of ticks either way); no 128-bit float
+        // conversions on the reader's path.
+        let d = tsc.wrapping_sub(self.anchor.0) as i64;
+        (self.anchor.1 as i64).saturating_add((d as f64 / self.ticks_per_ns) as i64).max(0) as u64
     }
 
     fn put(&mut self, r: Record) {
@@ -712,10 +714,12 @@ impl Reader {
         // stamped after this drain began may have a peer in a ring read earlier in the pass
         // that was not complete yet (the kernel's system call right after the libc wrapper
         // that made it), so it waits for the next drain; the last drain holds nothing back.
+        // The records move out of their batches (no copy), and one sort orders them: each
+        // ring's run is already in time order, which the sort finds.
         let mut ready: Vec<(usize, usize, ring::Record)> = std::mem::take(&mut self.held);
-        for m in ring::merge(&batches) {
-            let (src, s) = whose[m.ring];
-            ready.push((src, s, m.record));
+        ready.reserve(batches.iter().map(|b| b.records.len()).sum());
+        for (b, &(src, s)) in batches.into_iter().zip(&whose) {
+            ready.extend(b.records.into_iter().map(|r| (src, s, r)));
         }
         ready.sort_by_key(|(src, _, r)| (r.time, *src, r.seq));
         if !last {
