@@ -12,41 +12,17 @@
 #include <time.h>
 #include <unistd.h>
 
-struct btf_header {
-    uint16_t magic;
-    uint8_t version, flags;
-    uint32_t hdr_len, type_off, type_len, str_off, str_len;
-};
+#include "kernel_trace/btf.h"
 
-// The BTF id of the FUNC called `name`, or 0.
+// The BTF id of the vmlinux FUNC called `name`, or 0.
 static uint32_t btf_func_id(const char *name) {
-    FILE *f = fopen("/sys/kernel/btf/vmlinux", "rb");
-    if (!f)
+    size_t len;
+    char *b = slurp("/sys/kernel/btf/vmlinux", &len);
+    long at;
+    if (!b || len < sizeof(struct btf_header) || ((struct btf_header *)b)->magic != 0xeB9F)
         return 0;
-    static char buf[64 << 20];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    struct btf_header *h = (struct btf_header *)buf;
-    if (n < sizeof *h || h->magic != 0xeB9F)
-        return 0;
-    char *types = buf + h->hdr_len + h->type_off, *end = types + h->type_len;
-    char *strs = buf + h->hdr_len + h->str_off;
-    uint32_t id = 1;
-    for (char *p = types; p < end; id++) {
-        uint32_t name_off = ((uint32_t *)p)[0], info = ((uint32_t *)p)[1];
-        uint32_t kind = (info >> 24) & 0x1f, vlen = info & 0xffff;
-        if (kind == 12 && !strcmp(strs + name_off, name))
-            return id;
-        p += 12;
-        switch (kind) {
-        case 1: case 14: case 17: p += 4; break;                 // INT, VAR, DECL_TAG
-        case 3: p += 12; break;                                   // ARRAY
-        case 4: case 5: case 15: case 19: p += 12 * vlen; break;  // STRUCT, UNION, DATASEC, ENUM64
-        case 6: case 13: p += 8 * vlen; break;                    // ENUM, FUNC_PROTO
-        default: break;
-        }
-    }
-    return 0;
+    btf_walk(b, name, NULL, 0, &at);
+    return at < 0 ? 0 : (uint32_t)at + 1;
 }
 
 int main(int argc, char **argv) {

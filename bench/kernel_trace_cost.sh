@@ -42,13 +42,14 @@ loop() {
     "$(mean2 "$(field "$a" best_per_call)" "$(field "$b" best_per_call)")" \
     "$(mean2 "$(field "$a" per_call)" "$(field "$b" per_call)") $(field "$t" hits)"
 }
-wait_for() { i=0; while ! grep -qs "$2" "$1"; do sleep 0.2; i=$((i+1)); [ $i -gt 600 ] && return 1; done; return 0; }
+# Wait (up to 2 min) until file $1 holds $2, or process $3 (if given) is gone.
+wait_for() { i=0; while ! grep -qs "$2" "$1"; do [ -n "${3:-}" ] && ! kill -0 "$3" 2>/dev/null && return 1; sleep 0.2; i=$((i+1)); [ $i -gt 600 ] && return 1; done; return 0; }
 
 kerf_run() {
   rm -f /tmp/t.kerf-trace
   kerf trace --kernel --json --ring-slots "$SLOTS" -o /tmp/t.kerf-trace "kerf:$F {arg0, u64(arg0)}" > /tmp/k.json 2>/tmp/k.err &
   K=$!
-  wait_for /tmp/k.err "points spliced" || { echo "NOTE kerf trace did not start:"; cat /tmp/k.err; exit 1; }
+  wait_for /tmp/k.err "points spliced" $K || { echo "NOTE kerf trace did not start:"; cat /tmp/k.err; exit 1; }
   v=$(loop)
   kill -INT $K; wait $K
   ev=$(grep -o '"events":[0-9]*' /tmp/k.json | head -1 | cut -d: -f2)
@@ -76,7 +77,7 @@ kprobe_run() {
 bpf_run() {
   /kerf/bpf_ring "$2" "$F" kerf > /tmp/b.out 2>/tmp/b.err &
   B=$!
-  i=0; while ! grep -qs attached /tmp/b.out && kill -0 $B 2>/dev/null; do sleep 0.2; done; grep -qs attached /tmp/b.out || { echo "NOTE bpf_ring $2 did not attach:"; cat /tmp/b.err; return; }
+  wait_for /tmp/b.out attached $B || { echo "NOTE bpf_ring $2 did not attach:"; cat /tmp/b.err; return; }
   v=$(loop)
   sleep 0.5
   kill -INT $B; wait $B

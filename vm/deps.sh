@@ -14,7 +14,7 @@ kerf_vm_deps() {
   command -v ldd >/dev/null 2>&1 || need+=(libc-bin)
   # pahole gives kerf.ko its BTF (driver/build), which BPF fentry programs on its functions
   # need (the kernel benchmarks' peers); xz unpacks the kernel image pahole reads the base from.
-  command -v pahole >/dev/null 2>&1 || need+=(dwarves)
+  command -v pahole >/dev/null 2>&1 || need+=(pahole)
   command -v xz >/dev/null 2>&1 || need+=(xz-utils)
   [ ${#need[@]} -eq 0 ] && return 0
   if [ "$(id -u)" -ne 0 ]; then

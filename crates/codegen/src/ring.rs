@@ -208,11 +208,7 @@ pub fn read_threads<F: Fn(u64) -> u64 + ?Sized>(word: &F, slots: u32) -> ThreadB
 }
 
 /// [`read_threads`] for an area of `count` rings (per-CPU rings: `no_slot` stays 0).
-pub fn read_rings<F: Fn(u64) -> u64 + ?Sized>(
-    word: &F,
-    slots: u32,
-    count: u64,
-) -> ThreadBatches {
+pub fn read_rings<F: Fn(u64) -> u64 + ?Sized>(word: &F, slots: u32, count: u64) -> ThreadBatches {
     let rings = (0..count)
         .map(|k| {
             let base = thread_ring(k, slots);

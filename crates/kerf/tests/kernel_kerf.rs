@@ -12,9 +12,9 @@
 //! timeline, and kerf killed with SIGKILL mid-trace under two opening shells leaves the
 //! kernel running with its text restored; splicing and restoring every block of path_openat
 //! four times while two shells hammer openat leaves no CPU stuck; and the kernel's text (the
-//! module's too) is
-//! byte-identical after each detach. The guest script is tests/fixtures/kernel_guest.sh; it
-//! prints CHECK lines (and stops at the first failure) and JSON lines this test parses.
+//! module's too) is byte-identical after each detach. The guest script is
+//! tests/fixtures/kernel_guest.sh; it prints CHECK lines (and stops at the first failure)
+//! and JSON lines this test parses.
 //!
 //! The machine's own kernel has no kprobes and no module loading, hence the guest. If the VM
 //! cannot run, the test fails with the reason; it never passes without checking.
@@ -56,23 +56,21 @@ fn kerf_on_the_live_stock_kernel() {
     // Runs kerf.ko's self-test loop (the selftest check).
     let selftest = built.join("kerf_selftest");
     // The BPF peer: an empty fentry program, loaded with raw system calls.
-    let fentry = out_dir.join("fentry_loop");
-    let gcc = Command::new("gcc")
-        .args(["-O2", "-static", "-o"])
-        .arg(&fentry)
-        .arg(repo.join("bench/fentry_loop.c"))
-        .status()
-        .expect("gcc (Debian package gcc)");
-    assert!(gcc.success(), "cannot build bench/fentry_loop.c");
+    // gcc FLAG SOURCE into out_dir/NAME.
+    let cc = |name: &str, flag: &str, source: &str| {
+        let out = out_dir.join(name);
+        let gcc = Command::new("gcc")
+            .args(["-O2", flag, "-o"])
+            .arg(&out)
+            .arg(repo.join(source))
+            .status()
+            .expect("gcc (Debian package gcc)");
+        assert!(gcc.success(), "cannot build {source}");
+        out
+    };
+    let fentry = cc("fentry_loop", "-static", "bench/fentry_loop.c");
     // The kernel tracer benchmark's BPF peer (ring buffer from kprobe and fentry).
-    let bpf_ring = out_dir.join("bpf_ring");
-    let gcc = Command::new("gcc")
-        .args(["-O2", "-static", "-o"])
-        .arg(&bpf_ring)
-        .arg(repo.join("bench/kernel_trace/bpf_ring.c"))
-        .status()
-        .expect("gcc (Debian package gcc)");
-    assert!(gcc.success(), "cannot build bench/kernel_trace/bpf_ring.c");
+    let bpf_ring = cc("bpf_ring", "-static", "bench/kernel_trace/bpf_ring.c");
     // A loadable module of the stock kernel for the module:symbol checks: brd, the RAM disk,
     // from the kernel package vm/fetch extracted (driver/build above has fetched it).
     let fetched = Command::new(repo.join("vm/fetch")).output().expect("run vm/fetch");
@@ -87,14 +85,7 @@ fn kerf_on_the_live_stock_kernel() {
         cache.join(format!("root/lib/modules/{}/kernel/drivers/block/brd.ko", release.trim()));
     assert!(brd.is_file(), "no {} in the kernel package (compressed modules?)", brd.display());
     // The process side of the one-timeline trace: a fixture that opens files with libc.
-    let traced = out_dir.join("traced");
-    let gcc = Command::new("gcc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&traced)
-        .arg(repo.join("tests/fixtures/traced.c"))
-        .status()
-        .expect("gcc (Debian package gcc)");
-    assert!(gcc.success(), "cannot build tests/fixtures/traced.c");
+    let traced = cc("traced", "-pthread", "tests/fixtures/traced.c");
     let file = |host: &Path, guest: &str| format!("{}:{guest}", host.display());
     let started = std::time::Instant::now();
     let out = Command::new(repo.join("vm/run"))
