@@ -207,9 +207,17 @@ int main(int argc, char **argv) {
     printf("attached %s %s\n", argv[1], func);
     fflush(stdout);
     uint64_t events = 0, c = *cons;
-    while (!stop) {
+    // After the signal: detach, then one last pass over what the ring still holds (the
+    // consumer may not have run since the last events, in a loaded guest).
+    for (int last = 0;; ) {
+        if (stop && !last) {
+            close(link);
+            last = 1;
+        }
         uint64_t p = __atomic_load_n(prod_pos, __ATOMIC_ACQUIRE);
         if (c == p) {
+            if (last)
+                break;
             struct timespec ms = {0, 1000000};
             nanosleep(&ms, NULL);
             continue;
@@ -224,8 +232,9 @@ int main(int argc, char **argv) {
             c += (len + BPF_RINGBUF_HDR_SZ + 7) & ~7ull;
         }
         __atomic_store_n(cons, c, __ATOMIC_RELEASE);
+        if (last && c != p)
+            break; // a record still busy after detaching: its writer is gone
     }
-    close(link);
     printf("events %llu\n", (unsigned long long)events);
     return 0;
 }

@@ -661,13 +661,15 @@ impl Planner<'_> {
                 .unwrap_or_else(|| layout(plan_jump2))
                 .map_err(KindRefusal::Patch)
                 .and_then(clear)?;
-            let sb = springboard_near(pads, bias, addr, used, planned)
+            // Not in a Go module's padding (see `KindRefusal::GoPadding`).
+            let near = if go { None } else { springboard_near(pads, bias, addr, used, planned) };
+            let sb = near
                 .map(|s| (s, "padding"))
                 .or_else(|| {
                     springboard_in(startup.iter().copied(), addr, used, planned)
                         .map(|s| (s, "startup code"))
                 })
-                .ok_or(KindRefusal::NoSpringboard)?;
+                .ok_or(if go { KindRefusal::GoPadding } else { KindRefusal::NoSpringboard })?;
             Ok((d, sb))
         };
         // The kinds refused so far, and what chose a weaker kind first.

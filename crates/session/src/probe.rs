@@ -152,6 +152,11 @@ pub enum KindRefusal {
     /// Go code: a goroutine may resume at `at`, an instruction boundary inside the jump's
     /// bytes (see `plan::one_instruction_only`).
     ResumeInside { at: u64 },
+    /// jump2 in Go code: a springboard may not go in padding. A thread on it has a PC between
+    /// two functions, which Go's runtime attributes to the one before; when its preemption
+    /// signal (SIGURG) lands there, the runtime finds the PC past that function's tables and
+    /// throws "invalid runtime symbol table".
+    GoPadding,
 }
 
 impl fmt::Display for KindRefusal {
@@ -169,6 +174,11 @@ impl fmt::Display for KindRefusal {
                 f,
                 "Go code: a goroutine may resume at {at:#x}, inside its bytes (one instruction \
                  at most)"
+            ),
+            KindRefusal::GoPadding => write!(
+                f,
+                "Go code: no springboard in padding (Go's preemption signal there kills the \
+                 program)"
             ),
         }
     }

@@ -251,7 +251,22 @@ fn go_code_gets_no_jump_over_an_instruction_boundary() {
             );
         }
     }
-    assert!(jumps > 500, "only {jumps} jump sites: the rule refused more than it should");
+    eprintln!("{jumps} of {} sites jumps", s.sites.len());
+    // 420 of 2161 sites on Go 1.26: jump5 where the first instruction has five bytes or more,
+    // jump2 only with start-up code in reach (none in Go), the rest traps.
+    assert!(jumps > 300, "only {jumps} jump sites: the rule refused more than it should");
+    // No springboard in padding: a thread on one has a PC between functions, where Go's
+    // preemption signal makes the runtime throw (seen as "invalid runtime symbol table").
+    let in_padding: Vec<String> = s
+        .sites
+        .iter()
+        .filter(|sp| sp.plan.springboard.is_some_and(|(_, what)| what == "padding"))
+        .map(|sp| format!("{:#x}", sp.plan.displaced.point))
+        .collect();
+    assert!(in_padding.is_empty(), "springboards in Go padding for sites {in_padding:?}");
+    let refused =
+        s.sites.iter().filter(|sp| format!("{:?}", sp.plan.reason).contains("GoPadding")).count();
+    assert!(refused > 0, "no site was refused a springboard in padding: the test sees nothing");
     let goexit = s
         .sites
         .iter()
