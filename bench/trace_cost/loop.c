@@ -4,7 +4,9 @@
  * the ns per call of the slowest thread (CLOCK_MONOTONIC around its loop) and a checksum.
  * Built with -DLTTNG, f also hits an LTTng-UST tracepoint with the same two fields (the peer
  * compiled into the program). "burst N RATE" calls f N times at about RATE calls a second
- * (bursts of 1000, then a sleep): the tracer's own CPU at a known event rate. "paced N BATCH
+ * (bursts of 1000, then a sleep): the tracer's own CPU at a known event rate. "rate N RATE"
+ * calls f N times at RATE calls a second held by the clock (busy-waiting, for offered rates
+ * above what sleeps can pace) and prints the rate achieved. "paced N BATCH
  * US" calls f N times in batches of BATCH with a pause of US microseconds between them and
  * prints the ns per call of the batches alone: the cost of events a tracer delivers (a
  * flood would measure the cheaper path of a full ring, which drops).
@@ -62,6 +64,22 @@ int main(int argc, char **argv)
 				nanosleep(&gap, NULL);
 		}
 		printf("%ld\n", s);
+		return 0;
+	}
+	if (argc >= 4 && strcmp(argv[1], "rate") == 0) {
+		// Calls at RATE a second held by the clock (batches of 1000, busy-waiting for the
+		// next batch's time, never sleeping): an offered rate the reader must keep up with.
+		// Prints the rate achieved.
+		long n = atol(argv[2]), s = 0;
+		double rate = atof(argv[3]), t0 = now();
+		for (long i = 0; i < n; i += 1000) {
+			while (now() - t0 < i * 1e9 / rate)
+				;
+			for (long j = i; j < i + 1000 && j < n; j++)
+				s += f(j, j);
+		}
+		double took = now() - t0;
+		printf("%.3f M calls/s %ld\n", n / took * 1e3, s);
 		return 0;
 	}
 	if (argc == 5 && strcmp(argv[1], "paced") == 0) {

@@ -140,29 +140,104 @@ pub struct Batch {
 /// u64 at that offset of the ring (from shared memory; each word is read once), `slots` is
 /// the ring's slot count. Reads race with writers, which is what `seq` is for.
 pub fn read<F: Fn(u64) -> u64 + ?Sized>(word: &F, slots: u32) -> Batch {
-    let slots = slots as u64;
+    let mut words = Vec::new();
+    let c = copy(word, slots, &mut words);
+    let first = c.tail - c.records;
+    let records = packed(&words)
+        .enumerate()
+        .map(|(k, p)| Record {
+            seq: first + k as u64,
+            time: p.time,
+            stream: p.stream,
+            cpu: p.cpu,
+            values: p.values.to_vec(),
+        })
+        .collect();
+    Batch { records, tail: c.tail, pending: c.pending, lost: c.lost }
+}
+
+/// What one [`copy`] found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Copied {
+    /// Complete records copied.
+    pub records: u64,
+    /// The new tail: the reader stores it at [`TAIL`] once it has copied the records.
+    pub tail: u64,
+    /// Records reserved after the last complete one (being written now, or abandoned).
+    pub pending: u64,
+    /// The ring's loss count.
+    pub lost: u64,
+}
+
+/// [`read`] without a value per record: the complete records from the tail on are appended
+/// to `out` packed, each as its time, its header word (stream in the low 32 bits, bytes of
+/// words in the next 16, CPU in the top 16; the byte count is clamped to the slot's), then
+/// its words. [`packed`] reads them back. This is the reader's fast path: no allocation per
+/// record, and the packed words go to a raw trace as they are.
+pub fn copy<F: Fn(u64) -> u64 + ?Sized>(word: &F, slots: u32, out: &mut Vec<u64>) -> Copied {
+    copy_ahead(word, &|_| {}, slots, out)
+}
+
+/// How many slots ahead of the one it reads [`copy_ahead`] asks for a prefetch.
+pub const PREFETCH_AHEAD: u64 = 8;
+
+/// [`copy`], calling `prefetch(offset)` for the slot [`PREFETCH_AHEAD`] records ahead while
+/// that record is already reserved (never a slot a writer may still be about to take: a
+/// prefetch of a line the writer then writes would cost it an invalidation). The slots were
+/// just written on another CPU, so each read of one is a transfer from that CPU's cache;
+/// asking early overlaps them.
+pub fn copy_ahead<F, P>(word: &F, prefetch: &P, slots: u32, out: &mut Vec<u64>) -> Copied
+where
+    F: Fn(u64) -> u64 + ?Sized,
+    P: Fn(u64) + ?Sized,
+{
+    debug_assert!(slots.is_power_of_two(), "the IR refuses other slot counts");
+    let mask = (slots as u64).wrapping_sub(1);
     let tail = word(TAIL);
     let head = word(HEAD);
-    let mut b = Batch { tail, lost: word(LOST), ..Batch::default() };
-    while b.tail < head {
-        let slot = SLOTS + (b.tail % slots) * SLOT_LEN;
-        if word(slot + SEQ) != b.tail + 1 {
+    let mut c = Copied { tail, lost: word(LOST), ..Copied::default() };
+    while c.tail < head {
+        // Slots are a power of two (the writer masks too): no division on the reader's path.
+        let slot = SLOTS + (c.tail & mask) * SLOT_LEN;
+        if c.tail + PREFETCH_AHEAD < head {
+            prefetch(SLOTS + ((c.tail + PREFETCH_AHEAD) & mask) * SLOT_LEN);
+        }
+        if word(slot + SEQ) != c.tail + 1 {
             break;
         }
         // stream, len and cpu are one word: one load sees all three as written.
         let meta = word(slot + STREAM);
         let len = ((meta >> 32 & 0xffff) / 8).min(MAX_VALUES as u64);
-        b.records.push(Record {
-            seq: b.tail,
-            time: word(slot + TIME),
-            stream: meta as u32,
-            cpu: (meta >> 48) as u16,
-            values: (0..len).map(|k| word(slot + VALUES + 8 * k)).collect(),
-        });
-        b.tail += 1;
+        out.push(word(slot + TIME));
+        out.push(meta & !(0xffff << 32) | (len * 8) << 32);
+        out.extend((0..len).map(|k| word(slot + VALUES + 8 * k)));
+        c.tail += 1;
+        c.records += 1;
     }
-    b.pending = head - b.tail;
-    b
+    c.pending = head - c.tail;
+    c
+}
+
+/// One record of [`copy`]'s packed words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packed<'a> {
+    pub time: u64,
+    pub stream: u32,
+    pub cpu: u16,
+    pub values: &'a [u64],
+}
+
+/// The records of packed words (as [`copy`] appends them), in order. Words that end inside a
+/// record (never made by `copy`) end the iteration there.
+pub fn packed(words: &[u64]) -> impl Iterator<Item = Packed<'_>> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let (&time, &meta) = (words.get(at)?, words.get(at + 1)?);
+        let len = (meta >> 32 & 0xffff) as usize / 8;
+        let values = words.get(at + 2..at + 2 + len)?;
+        at += 2 + len;
+        Some(Packed { time, stream: meta as u32, cpu: (meta >> 48) as u16, values })
+    })
 }
 
 /// Offset of the count of events that found no thread table slot, in a per-thread area.
@@ -299,6 +374,35 @@ mod tests {
         assert_eq!(t.lost(), 6);
         let others = t.rings.iter().enumerate().filter(|(k, _)| *k != 0 && *k != 7);
         assert!(others.into_iter().all(|(_, b)| *b == Batch::default()));
+    }
+
+    #[test]
+    fn copy_packs_what_read_reads() {
+        let slots = 4u32;
+        let mut mem = vec![0u64; (ring_len(slots) / 8) as usize];
+        for n in 6..9 {
+            record(&mut mem, 0, slots, n, 1000 + n, &vec![n; n as usize - 5]);
+        }
+        // A header claiming more words than a slot holds is clamped, as `read` does.
+        // (Record 8 is in slot 0.)
+        put(&mut mem, SLOTS + STREAM, (0x7u64 << 48) | (0xfff8 << 32) | 3);
+        put(&mut mem, TAIL, 6);
+        put(&mut mem, HEAD, 10);
+        put(&mut mem, LOST, 2);
+        let mut words = vec![42];
+        let c = copy(&|o| mem[(o / 8) as usize], slots, &mut words);
+        assert_eq!(c, Copied { records: 3, tail: 9, pending: 1, lost: 2 });
+        assert_eq!(words[0], 42, "copy appends");
+        let got: Vec<(u64, u32, u16, usize)> =
+            packed(&words[1..]).map(|p| (p.time, p.stream, p.cpu, p.values.len())).collect();
+        assert_eq!(got, [(1006, 3, 0, 1), (1007, 3, 0, 2), (1008, 3, 7, MAX_VALUES)]);
+        let b = read(&|o| mem[(o / 8) as usize], slots);
+        let read: Vec<(u64, u32, u16, usize)> =
+            b.records.iter().map(|r| (r.time, r.stream, r.cpu, r.values.len())).collect();
+        assert_eq!(read, got);
+        assert_eq!(b.records.iter().map(|r| r.seq).collect::<Vec<_>>(), [6, 7, 8]);
+        // Words cut inside a record end the iteration before it.
+        assert_eq!(packed(&words[1..words.len() - 1]).count(), 2);
     }
 
     #[test]

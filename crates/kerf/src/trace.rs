@@ -151,10 +151,24 @@ fn trace(args: TraceArgs) -> Result<(), crate::Error> {
             }
             .map_err(crate::Error::Trace)?;
             let out = create(p).map_err(crate::Error::Trace)?;
-            let sink = tr::sink(format, out)
-                .map_err(|source| TraceError::Raw { path: Some(p.clone()), source })
-                .map_err(crate::Error::Trace)?;
-            Output::Sink(sink)
+            let raw =
+                |source| crate::Error::Trace(TraceError::Raw { path: Some(p.clone()), source });
+            // A raw trace gets the ring records packed, as the rings hold them: the reader
+            // keeps up with the highest rates, and `kerf trace convert` decodes them.
+            if format == Format::Raw {
+                // A drain's records are written whole, bypassing the 1 MiB buffer when they
+                // are bigger than it; a smaller buffer lets most of them bypass it.
+                let file = out.into_inner().map_err(|e| {
+                    crate::Error::Trace(TraceError::Output {
+                        path: p.clone(),
+                        source: e.into_error(),
+                    })
+                })?;
+                Output::packed(Box::new(std::io::BufWriter::with_capacity(64 << 10, file)))
+                    .map_err(raw)?
+            } else {
+                Output::Sink(tr::sink(format, out).map_err(raw)?)
+            }
         }
         (None, None) => Output::Live,
     };

@@ -50,6 +50,12 @@ fn of_type<'a>(recs: &'a [Value], t: &str) -> Vec<&'a Value> {
 /// `kerf trace -o OUT ARGS -- BIN flood N`: the program's own result checked (every call
 /// ran: the sum of 9000 + i), then the trace's records.
 fn flood(bin: &Path, n: u64, out: &Path, args: &[&str]) -> Vec<Value> {
+    flood_run(bin, n, out, args);
+    records(out)
+}
+
+/// [`flood`] without reading the output.
+fn flood_run(bin: &Path, n: u64, out: &Path, args: &[&str]) {
     let mut all = vec!["-o", out.to_str().unwrap()];
     all.extend_from_slice(args);
     let n_text = n.to_string();
@@ -57,7 +63,6 @@ fn flood(bin: &Path, n: u64, out: &Path, args: &[&str]) -> Vec<Value> {
     let run = kerf_trace(&all);
     let sum: u64 = (0..n).map(|i| 9000 + i).sum();
     assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), sum.to_string());
-    records(out)
 }
 
 /// One call as the program saw it: (k, i, ret, label or "-" for the bad pointer).
@@ -78,17 +83,25 @@ fn truth(stdout: &[u8]) -> HashMap<u64, Vec<Call>> {
 #[test]
 fn events_equal_the_calls_each_thread_made_in_order() {
     let d = dir("sequence");
-    for opt in ["-O0", "-O2"] {
+    // JSON Lines written while tracing, and a raw trace (packed ring records) converted after.
+    for (opt, ext) in [("-O0", "jsonl"), ("-O2", "jsonl"), ("-O2", "kerf-trace")] {
         let bin = build_fixture("traced", opt, "trace_seq");
-        let out = d.join(format!("seq{opt}.jsonl"));
+        let traced = d.join(format!("seq{opt}.{ext}"));
         let run = kerf_trace(&[
             "-o",
-            out.to_str().unwrap(),
+            traced.to_str().unwrap(),
             "step {k=arg0, i=arg1, label=str(arg2, 16)}",
             "step@exits {ret}",
             "--",
             bin.to_str().unwrap(),
         ]);
+        let out = d.join(format!("seq{opt}-{ext}.jsonl"));
+        if ext == "kerf-trace" {
+            kerf_trace(&["convert", traced.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        } else {
+            std::fs::rename(&traced, &out).unwrap();
+        }
+        let opt = format!("{opt} {ext}");
         let want = truth(&run.stdout);
         assert_eq!(want.len(), 4, "four threads");
         let recs = records(&out);
@@ -164,20 +177,34 @@ fn filters_and_streams_switched_off_record_nothing_they_reject() {
 fn a_small_ring_under_a_flood_counts_every_loss() {
     let d = dir("flood");
     let bin = build_fixture("traced", "-O2", "trace_flood");
-    let out = d.join("flood.jsonl");
-    const N: u64 = 3_000_000;
-    let recs = flood(&bin, N, &out, &["--ring-slots", "64", "step {i=arg1}"]);
-    let c = &of_type(&recs, "counters")[0];
+    // JSON Lines while tracing, and a raw trace (packed ring records) converted after.
+    for ext in ["jsonl", "kerf-trace"] {
+        let traced = d.join(format!("flood.{ext}"));
+        const N: u64 = 3_000_000;
+        let out = d.join(format!("flood-{ext}.jsonl"));
+        if ext == "kerf-trace" {
+            flood_run(&bin, N, &traced, &["--ring-slots", "64", "step {i=arg1}"]);
+            kerf_trace(&["convert", traced.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        } else {
+            flood_run(&bin, N, &out, &["--ring-slots", "64", "step {i=arg1}"]);
+        }
+        flood_checks(&records(&out), N, ext);
+    }
+}
+
+/// The flood's trace: every call an event delivered or lost, the losses reported, in order.
+fn flood_checks(recs: &[Value], n: u64, ext: &str) {
+    let c = &of_type(recs, "counters")[0];
     let (delivered, lost) = (c["delivered"].as_u64().unwrap(), c["lost"].as_u64().unwrap());
-    assert_eq!(delivered + lost, N, "every call is an event delivered or lost: {c}");
-    assert!(lost > 0, "a 64-slot ring drained every 2 ms loses under a flood: {c}");
-    assert_eq!(of_type(&recs, "event").len() as u64, delivered);
-    let reported: u64 = of_type(&recs, "loss").iter().map(|l| l["count"].as_u64().unwrap()).sum();
-    assert_eq!(reported, lost, "the loss records add up to the count");
+    assert_eq!(delivered + lost, n, "{ext}: every call is an event delivered or lost: {c}");
+    assert!(lost > 0, "{ext}: a 64-slot ring drained every 2 ms loses under a flood: {c}");
+    assert_eq!(of_type(recs, "event").len() as u64, delivered, "{ext}");
+    let reported: u64 = of_type(recs, "loss").iter().map(|l| l["count"].as_u64().unwrap()).sum();
+    assert_eq!(reported, lost, "{ext}: the loss records add up to the count");
     // Delivered events keep their order: i goes up.
     let is: Vec<u64> =
-        of_type(&recs, "event").iter().map(|e| e["args"]["i"].as_u64().unwrap()).collect();
-    assert!(is.windows(2).all(|w| w[0] < w[1]), "one thread's events in order");
+        of_type(recs, "event").iter().map(|e| e["args"]["i"].as_u64().unwrap()).collect();
+    assert!(is.windows(2).all(|w| w[0] < w[1]), "{ext}: one thread's events in order");
 }
 
 #[test]

@@ -1,7 +1,9 @@
 //! The trace outputs on a known trace (`tests/trace/mod.rs`): the raw format read back equal,
 //! cut or corrupted at every byte without a panic and with a typed error, text and JSON Lines
 //! against their goldens (`KERF_BLESS=1` rewrites them), and the Perfetto file parsed with
-//! Perfetto's own schema (`tests/trace/perfetto_check.py`) giving the expected slices.
+//! Perfetto's own schema (`tests/trace/perfetto_check.py`) giving the expected slices; packed
+//! ring records (what `kerf trace -o x.kerf-trace` writes) read back as events, decoded and
+//! in the tracer's time order.
 
 mod trace;
 
@@ -110,8 +112,8 @@ fn raw_corruptions_are_named() {
     check(vec![Record::Source(trace::app(0)), Record::Source(trace::app(0))], "defined twice");
 
     let mut b = raw_bytes(&[], true);
-    b[8] = 2;
-    assert!(matches!(read_all(&b).1, Err(RawError::Version { found: 2 })));
+    b[8] = 3;
+    assert!(matches!(read_all(&b).1, Err(RawError::Version { found: 3 })));
     let mut b = raw_bytes(&[], false);
     b.extend_from_slice(&u32::MAX.to_le_bytes());
     assert!(matches!(read_all(&b).1, Err(RawError::Corrupt { offset: 16, .. })));
@@ -264,4 +266,176 @@ fn perfetto_many_events() {
     let slices = got["slices"].as_array().expect("slices");
     assert_eq!(slices.len(), 10_000);
     assert!(slices.iter().all(|s| s["dur"] == 10 && s["depth"] == 0), "{:?}", &slices[..3]);
+}
+
+mod packed {
+    use super::{read_all, trace};
+    use kerf_tools::trace::event::{Loss, LossOrigin, PointKind, Record, Value};
+    use kerf_tools::trace::probe::MemKind;
+    use kerf_tools::trace::program::{Decode, Slot};
+    use kerf_tools::trace::raw::{RawError, Writer};
+    use kerf_tools::trace::unpack::{Clock, SourceDecode};
+
+    /// How `trace::app`'s probes decode: open {path=str(arg0, 16), flags}, its exit {ret},
+    /// parse+0x10 {rdi}; each record starts with the thread id.
+    fn app_decode() -> SourceDecode {
+        let read =
+            Slot::Read { r: 0, addr: 1, disp: 0, kind: MemKind::Str { max: 16, user: false } };
+        let word = |captures| Decode { tid: true, pair: false, captures, reads: vec![] };
+        SourceDecode {
+            pid: 4242,
+            probes: vec![
+                (
+                    PointKind::Entry,
+                    0,
+                    Decode { reads: vec![(0, 16)], ..word(vec![read, Slot::Word(2)]) },
+                ),
+                (PointKind::Exit, 0, word(vec![Slot::Word(1)])),
+                (PointKind::Instant, 1, word(vec![Slot::Word(1)])),
+            ],
+        }
+    }
+
+    /// One packed record, as `ring::copy` makes it.
+    fn rec(out: &mut Vec<u64>, time: u64, probe: u32, cpu: u16, words: &[u64]) {
+        out.push(time);
+        out.push(u64::from(cpu) << 48 | (8 * words.len() as u64) << 32 | u64::from(probe));
+        out.extend_from_slice(words);
+    }
+
+    fn str_words(s: &str) -> [u64; 3] {
+        let mut b = [0u8; 16];
+        b[..s.len()].copy_from_slice(s.as_bytes());
+        let w = |k: usize| u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().unwrap());
+        [s.len() as u64 + 1, w(0), w(1)]
+    }
+
+    /// Two rings of one process over two drains, a loss between.
+    fn packed_trace(version_one: bool) -> Vec<u8> {
+        let mut w =
+            if version_one { Writer::new(Vec::new()) } else { Writer::new_packed(Vec::new()) }
+                .unwrap();
+        w.write(&Record::Source(trace::app(0))).unwrap();
+        w.clock(&Clock { ticks_per_ns: 2.0, anchor_tsc: 0, anchor_ns: 1000 }).unwrap();
+        w.decode_table(0, &app_decode()).unwrap();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let p = str_words("/etc/a");
+        rec(&mut a, 100, 0, 1, &[10, 0x7000, 0x42, p[0], p[1], p[2]]);
+        rec(&mut a, 300, 1, 1, &[10, 3]);
+        rec(&mut b, 200, 2, 0, &[11, 0xdead]);
+        rec(&mut b, 400, 2, 0, &[11, 7]);
+        let loss =
+            Loss { source: 0, stream: 1, count: 5, from_ns: 1, to_ns: 2, origin: LossOrigin::Ring };
+        w.write(&Record::Loss(loss)).unwrap();
+        w.packed(0, &a).unwrap();
+        w.packed(0, &b).unwrap();
+        w.drain(350).unwrap();
+        let mut c = Vec::new();
+        rec(&mut c, 360, 2, 1, &[10, 1]);
+        w.packed(0, &c).unwrap();
+        w.finish().unwrap()
+    }
+
+    fn events(records: &[Record]) -> Vec<(u64, u32, u32, Vec<Value>)> {
+        records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Event(e) => Some((e.time_ns, e.tid, e.probe, e.values.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn packed_records_come_out_decoded_in_time_order() {
+        let (back, end) = read_all(&packed_trace(false));
+        end.expect("a finished packed trace reads to its end");
+        let u = Value::Unsigned;
+        let path = Value::Bytes { data: b"/etc/a".to_vec(), truncated: false };
+        // TSC t is 1000 + t / 2 ns; 400 was drained before 360 but comes out after it.
+        assert_eq!(
+            events(&back),
+            [
+                (1050, 10, 0, vec![path, u(0x42)]),
+                (1100, 11, 2, vec![u(0xdead)]),
+                (1150, 10, 1, vec![u(3)]),
+                (1180, 10, 2, vec![u(1)]),
+                (1200, 11, 2, vec![u(7)]),
+            ]
+        );
+        // The loss, written before the first drain's records, comes out before its events.
+        assert!(matches!(back[1], Record::Loss(ref l) if l.count == 5), "{:?}", back[1]);
+        assert_eq!(back.last(), Some(&Record::End));
+        match &back[2] {
+            Record::Event(e) => {
+                assert_eq!((e.pid, e.cpu, e.kind, e.tsc), (4242, 1, PointKind::Entry, 100))
+            }
+            r => panic!("{r:?}"),
+        }
+    }
+
+    /// Cut anywhere: no panic, a typed error, and the events that came out are some of the
+    /// trace's, in time order (a cut before a drain's end gives its records all at once).
+    #[test]
+    fn packed_cut_at_every_byte() {
+        let bytes = packed_trace(false);
+        let all = events(&read_all(&bytes).0);
+        for cut in 0..bytes.len() {
+            let (back, end) = read_all(&bytes[..cut]);
+            let got = events(&back);
+            assert!(got.iter().all(|e| all.contains(e)), "cut at {cut}: {got:?}");
+            assert!(got.windows(2).all(|w| w[0].0 <= w[1].0), "cut at {cut}: {got:?}");
+            match end {
+                Err(
+                    RawError::BadMagic | RawError::Truncated { .. } | RawError::Unfinished { .. },
+                ) => {}
+                other => panic!("cut at {cut}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn packed_corrupt_at_every_byte() {
+        let bytes = packed_trace(false);
+        for at in 0..bytes.len() {
+            for x in [0xffu8, 0x80, 0x01] {
+                let mut b = bytes.clone();
+                b[at] ^= x;
+                // No panic; reading ends in a typed error or a clean end of some trace.
+                if let Err(e) = read_all(&b).1 {
+                    assert!(!e.to_string().is_empty());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn packed_corruptions_are_named() {
+        let corrupt = |b: &[u8], want: &str| match read_all(b).1 {
+            Err(RawError::Corrupt { what, .. }) => assert!(what.contains(want), "{what}"),
+            other => panic!("wanted a corrupt record ({want}), got {other:?}"),
+        };
+        corrupt(&packed_trace(true), "a packed record in a version 1 trace");
+        let mut w = Writer::new_packed(Vec::new()).unwrap();
+        w.write(&Record::Source(trace::app(0))).unwrap();
+        let mut r = Vec::new();
+        rec(&mut r, 1, 9, 0, &[1, 2]);
+        let mut early = Writer::new_packed(Vec::new()).unwrap();
+        early.write(&Record::Source(trace::app(0))).unwrap();
+        early.packed(0, &r).unwrap();
+        corrupt(&early.finish().unwrap(), "before the clock record");
+        w.clock(&Clock { ticks_per_ns: 1.0, anchor_tsc: 0, anchor_ns: 0 }).unwrap();
+        let mut undefined = Writer::new_packed(Vec::new()).unwrap();
+        undefined.decode_table(3, &app_decode()).unwrap();
+        corrupt(&undefined.finish().unwrap(), "decode table of source 3, not defined before");
+        let mut short = app_decode();
+        short.probes.pop();
+        let mut few = Writer::new_packed(Vec::new()).unwrap();
+        few.write(&Record::Source(trace::app(0))).unwrap();
+        few.decode_table(0, &short).unwrap();
+        corrupt(&few.finish().unwrap(), "decode table of 2 probes for a source of 3");
+        w.decode_table(0, &app_decode()).unwrap();
+        w.packed(0, &r).unwrap();
+        corrupt(&w.finish().unwrap(), "probe 9, not in source 0");
+    }
 }

@@ -11,6 +11,7 @@ pub mod program;
 pub mod raw;
 pub mod text;
 pub mod tracer;
+pub mod unpack;
 
 use event::{Record, Tables};
 use raw::{RawError, Reader};

@@ -7,6 +7,13 @@
 //!   A source record (its probe and stream tables) comes before any record that names it, so a
 //!   reader needs nothing but what it has read; an end record closes a finished trace.
 //!
+//! Packed records (format version 2) carry a drain's ring records as the rings hold them, for
+//! rates at which decoding while tracing cannot keep up: a clock record (TSC calibration), a
+//! decode record per source (how its probes' words decode), packed records (one ring's records
+//! of one drain, as `ring::copy` packs them: u64 words, little-endian) and a drain record (the
+//! TSC at which that drain began). The reader hands them out as events, decoded and in the
+//! tracer's time order ([`super::unpack`]), so that every output sees events only.
+//!
 //! The length prefix lets a reader stop at the last whole record of a file cut short and say
 //! so ([`RawError::Truncated`]); a file that stops between records without its end record was
 //! not finished ([`RawError::Unfinished`]). Every index a record holds is checked against the
@@ -16,13 +23,19 @@ use super::event::{
     CaptureInfo, Counters, Event, Loss, LossOrigin, PointKind, ProbeInfo, Record, Source,
     SourceKind, StreamInfo, Tables, ThreadInfo, Value,
 };
+use super::probe::MemKind;
+use super::program::{Decode, Slot};
+use super::unpack::{Clock, SourceDecode, Unpacker};
+use std::collections::VecDeque;
 use std::fmt;
 use std::io::{self, Read, Write};
 
 /// The first bytes of a raw trace.
 pub const MAGIC: &[u8; 8] = b"KERFTRC\0";
-/// The format's version; a reader refuses others.
+/// The format's version: 1 has records only, 2 packed records too (written by
+/// [`Writer::new_packed`]); a reader refuses others.
 pub const VERSION: u16 = 1;
+pub const VERSION_PACKED: u16 = 2;
 /// The largest record accepted (a longer length is corruption, not a record to allocate for).
 pub const MAX_RECORD: usize = 16 << 20;
 
@@ -32,6 +45,10 @@ const TAG_EVENT: u8 = 3;
 const TAG_LOSS: u8 = 4;
 const TAG_COUNTERS: u8 = 5;
 const TAG_END: u8 = 6;
+const TAG_CLOCK: u8 = 7;
+const TAG_DECODE: u8 = 8;
+const TAG_PACKED: u8 = 9;
+const TAG_DRAIN: u8 = 10;
 
 const VAL_UNSIGNED: u8 = 0;
 const VAL_SIGNED: u8 = 1;
@@ -63,9 +80,10 @@ impl fmt::Display for RawError {
         match self {
             RawError::Io { op, source } => write!(f, "{op}: {source}"),
             RawError::BadMagic => write!(f, "not a kerf raw trace (bad magic)"),
-            RawError::Version { found } => {
-                write!(f, "raw trace version {found}; this kerf reads version {VERSION}")
-            }
+            RawError::Version { found } => write!(
+                f,
+                "raw trace version {found}; this kerf reads versions {VERSION} and {VERSION_PACKED}"
+            ),
             RawError::Truncated { offset, records } => write!(
                 f,
                 "trace cut short: the record at byte {offset} is incomplete ({records} whole records before it)"
@@ -440,6 +458,260 @@ pub fn decode(body: &[u8]) -> Result<Record, String> {
     Ok(r)
 }
 
+/// What a body holds beyond records: the packed format's frames.
+enum Frame {
+    Record(Record),
+    Clock(Clock),
+    Decode(u16, SourceDecode),
+    Packed(u16, Vec<u64>),
+    Drain(u64),
+}
+
+fn put_decode(out: &mut Vec<u8>, source: u16, d: &SourceDecode) {
+    out.push(TAG_DECODE);
+    put_var(out, u64::from(source));
+    put_var(out, u64::from(d.pid));
+    put_var(out, d.probes.len() as u64);
+    for (kind, stream, dec) in &d.probes {
+        out.push(point_kind_byte(*kind));
+        put_var(out, u64::from(*stream));
+        out.push(u8::from(dec.tid) | u8::from(dec.pair) << 1);
+        put_var(out, dec.captures.len() as u64);
+        for c in &dec.captures {
+            match *c {
+                Slot::Word(k) => {
+                    out.push(0);
+                    put_var(out, k as u64);
+                }
+                Slot::Cpu => out.push(1),
+                Slot::Read { r, addr, disp, kind } => {
+                    out.push(2);
+                    put_var(out, r as u64);
+                    put_var(out, addr as u64);
+                    put_zig(out, i64::from(disp));
+                    match kind {
+                        MemKind::Int { bytes, signed } => {
+                            out.push(0);
+                            out.push(bytes);
+                            out.push(u8::from(signed));
+                        }
+                        MemKind::Str { max, user } => {
+                            out.push(1);
+                            put_var(out, u64::from(max));
+                            out.push(u8::from(user));
+                        }
+                    }
+                }
+            }
+        }
+        put_var(out, dec.reads.len() as u64);
+        for &(k, len) in &dec.reads {
+            put_var(out, k as u64);
+            put_var(out, u64::from(len));
+        }
+    }
+}
+
+fn point_kind_byte(k: PointKind) -> u8 {
+    match k {
+        PointKind::Entry => 0,
+        PointKind::Exit => 1,
+        PointKind::Instant => 2,
+    }
+}
+
+/// Appends `words` (whole packed records, as `ring::copy` makes them) encoded: per record a
+/// byte (1: its header word is the previous record's, 0: the header follows as a var), the
+/// time as a zigzag delta from the previous record's, then each word as a zigzag delta from
+/// the same word of the previous record when the headers are the same (else from 0). A
+/// ring's records are mostly one probe's, of one thread, with counters and times close
+/// together: an event with two captures and the thread id takes about 6 bytes, not 40,
+/// which is what lets a file keep up with 20 M events/s.
+fn put_packed(out: &mut Vec<u8>, words: &[u64]) {
+    // This runs 20 M times a second: the bytes go straight into the vector's spare capacity,
+    // reserved once (a record of w words takes at most 10 bytes a word and its flag byte),
+    // not through a `Vec::push` a byte with its capacity check.
+    out.reserve(11 * words.len());
+    let start = out.len();
+    let spare = out.spare_capacity_mut();
+    let mut n = 0;
+    let (mut time, mut meta) = (0u64, u64::MAX);
+    let mut prev: &[u64] = &[];
+    for p in kerf_codegen::ring::packed(words) {
+        let m = u64::from(p.stream) | (8 * p.values.len() as u64) << 32 | u64::from(p.cpu) << 48;
+        let same = m == meta;
+        spare[n].write(u8::from(same));
+        n += 1;
+        if !same {
+            n = var_at(spare, n, m);
+            prev = &[];
+        }
+        n = var_at(spare, n, zig(p.time.wrapping_sub(time)));
+        for (k, &v) in p.values.iter().enumerate() {
+            n = var_at(spare, n, zig(v.wrapping_sub(prev.get(k).copied().unwrap_or(0))));
+        }
+        (time, meta, prev) = (p.time, m, p.values);
+    }
+    // SAFETY: the `n` bytes after the old length were each written above (`spare[..n]`),
+    // and `n` is within the capacity reserved (indexing `spare` checked every write).
+    unsafe { out.set_len(start + n) };
+}
+
+/// A difference as a zigzag code (small either way: small code).
+fn zig(d: u64) -> u64 {
+    let v = d as i64;
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+/// `v` as a var into `buf` at `at`; returns the end.
+fn var_at(buf: &mut [std::mem::MaybeUninit<u8>], mut at: usize, mut v: u64) -> usize {
+    while v >= 0x80 {
+        buf[at].write(v as u8 | 0x80);
+        v >>= 7;
+        at += 1;
+    }
+    buf[at].write(v as u8);
+    at + 1
+}
+
+impl Cursor<'_> {
+    /// `n` records as [`put_packed`] wrote them, appended to `words` as `ring::copy` packs
+    /// them.
+    fn packed_records(&mut self, n: usize, words: &mut Vec<u64>) -> Dec<()> {
+        let (mut time, mut meta) = (0u64, u64::MAX);
+        let mut prev: Option<usize> = None;
+        for _ in 0..n {
+            match self.u8("packed record flag")? {
+                1 if meta != u64::MAX => {}
+                0 => {
+                    meta = self.var("packed record header")?;
+                    let len = meta >> 32 & 0xffff;
+                    if len % 8 != 0 || len / 8 > kerf_codegen::ring::MAX_VALUES as u64 {
+                        return Err(format!("packed record of {len} bytes of words"));
+                    }
+                    prev = None;
+                }
+                f => return Err(format!("packed record flag {f}")),
+            }
+            time = time.wrapping_add(self.zig("packed record time")? as u64);
+            let at = words.len();
+            words.push(time);
+            words.push(meta);
+            for k in 0..(meta >> 32 & 0xffff) as usize / 8 {
+                let base = prev.map_or(0, |p| words[p + 2 + k]);
+                words.push(base.wrapping_add(self.zig("packed record word")? as u64));
+            }
+            prev = Some(at);
+        }
+        Ok(())
+    }
+
+    fn flag(&mut self, what: &str) -> Dec<bool> {
+        match self.u8(what)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            f => Err(format!("{what}: {f} is not 0 or 1")),
+        }
+    }
+
+    fn decode_table(&mut self) -> Dec<(u16, SourceDecode)> {
+        let source = self.small("source")?;
+        let pid = self.small("pid")?;
+        let n = self.count("decoded probes")?;
+        let mut probes = Vec::with_capacity(n);
+        for _ in 0..n {
+            let kind = self.point_kind()?;
+            let stream = self.small("probe stream")?;
+            let flags = self.u8("decode flags")?;
+            if flags > 3 {
+                return Err(format!("unknown decode flags {flags}"));
+            }
+            let k = self.count("decoded captures")?;
+            let mut captures = Vec::with_capacity(k);
+            for _ in 0..k {
+                captures.push(match self.u8("capture slot")? {
+                    0 => Slot::Word(self.small("capture word")?),
+                    1 => Slot::Cpu,
+                    2 => {
+                        let r = self.small("memory capture")?;
+                        let addr = self.small("address word")?;
+                        let disp = i32::try_from(self.zig("displacement")?)
+                            .map_err(|_| "displacement out of range".to_string())?;
+                        let kind = match self.u8("memory kind")? {
+                            0 => {
+                                let bytes = self.u8("integer bytes")?;
+                                if ![1, 2, 4, 8].contains(&bytes) {
+                                    return Err(format!("integer of {bytes} bytes"));
+                                }
+                                MemKind::Int { bytes, signed: self.flag("signed")? }
+                            }
+                            1 => MemKind::Str {
+                                max: self.small("string length")?,
+                                user: self.flag("user string")?,
+                            },
+                            k => return Err(format!("unknown memory kind {k}")),
+                        };
+                        Slot::Read { r, addr, disp, kind }
+                    }
+                    t => return Err(format!("unknown capture slot {t}")),
+                });
+            }
+            let k = self.count("memory reads")?;
+            let mut reads = Vec::with_capacity(k);
+            for _ in 0..k {
+                reads.push((self.small("read capture")?, self.small("read length")?));
+            }
+            // Every read a capture names is there (decoding indexes them).
+            if captures.iter().any(|c| matches!(*c, Slot::Read { r, .. } if r >= reads.len())) {
+                return Err("a capture names a memory read that is not there".into());
+            }
+            probes.push((
+                kind,
+                stream,
+                Decode { tid: flags & 1 != 0, pair: flags & 2 != 0, captures, reads },
+            ));
+        }
+        Ok((source, SourceDecode { pid, probes }))
+    }
+}
+
+/// Decodes a body: a record, or one of the packed format's frames.
+fn decode_frame(body: &[u8]) -> Result<Frame, String> {
+    let mut c = Cursor { b: body };
+    let f = match c.u8("tag")? {
+        TAG_CLOCK => {
+            let bits = c.b.get(..8).ok_or("clock: record too short")?;
+            let ticks_per_ns = f64::from_le_bytes(bits.try_into().unwrap_or_default());
+            c.b = &c.b[8..];
+            if !(ticks_per_ns.is_finite() && ticks_per_ns > 0.0) {
+                return Err(format!("clock: {ticks_per_ns} ticks per ns"));
+            }
+            Frame::Clock(Clock {
+                ticks_per_ns,
+                anchor_tsc: c.var("anchor tsc")?,
+                anchor_ns: c.var("anchor ns")?,
+            })
+        }
+        TAG_DECODE => {
+            let (s, d) = c.decode_table()?;
+            Frame::Decode(s, d)
+        }
+        TAG_PACKED => {
+            let source = c.small("source")?;
+            let n = c.count("packed records")?;
+            let mut words = Vec::with_capacity(n * 4);
+            c.packed_records(n, &mut words)?;
+            Frame::Packed(source, words)
+        }
+        TAG_DRAIN => Frame::Drain(c.var("drain time")?),
+        _ => return decode(body).map(Frame::Record),
+    };
+    if !c.b.is_empty() {
+        return Err(format!("{} bytes left over after the record", c.b.len()));
+    }
+    Ok(f)
+}
+
 /// Checks a record against the tables read before it: its source exists (and a source is not
 /// defined twice), its probe and stream exist, an event has one value per capture.
 pub fn check(t: &Tables, r: &Record) -> Result<(), String> {
@@ -496,10 +768,19 @@ pub struct Writer<W: Write> {
 
 impl<W: Write> Writer<W> {
     /// Writes the header. Give a buffered writer: each record is one `write_all`.
-    pub fn new(mut out: W) -> Result<Self, RawError> {
+    pub fn new(out: W) -> Result<Self, RawError> {
+        Self::with_version(out, VERSION)
+    }
+
+    /// [`Writer::new`] for a trace that will hold packed records ([`Writer::clock`] first).
+    pub fn new_packed(out: W) -> Result<Self, RawError> {
+        Self::with_version(out, VERSION_PACKED)
+    }
+
+    fn with_version(mut out: W, version: u16) -> Result<Self, RawError> {
         let mut h = Vec::with_capacity(16);
         h.extend_from_slice(MAGIC);
-        h.extend_from_slice(&VERSION.to_le_bytes());
+        h.extend_from_slice(&version.to_le_bytes());
         h.extend_from_slice(&0u16.to_le_bytes());
         h.extend_from_slice(&0u32.to_le_bytes());
         out.write_all(&h)
@@ -509,9 +790,75 @@ impl<W: Write> Writer<W> {
 
     /// Appends one record.
     pub fn write(&mut self, r: &Record) -> Result<(), RawError> {
+        self.frame(|b| encode(r, b))
+    }
+
+    /// The TSC calibration packed records are converted with (before any of them).
+    pub fn clock(&mut self, c: &Clock) -> Result<(), RawError> {
+        self.frame(|b| {
+            b.push(TAG_CLOCK);
+            b.extend_from_slice(&c.ticks_per_ns.to_le_bytes());
+            put_var(b, c.anchor_tsc);
+            put_var(b, c.anchor_ns);
+        })
+    }
+
+    /// Source `source`'s decode table (after its source record, before its packed records).
+    pub fn decode_table(&mut self, source: u16, d: &SourceDecode) -> Result<(), RawError> {
+        self.frame(|b| put_decode(b, source, d))
+    }
+
+    /// Packed records of `source` (whole records, as `ring::copy` packs them), encoded (see
+    /// [`put_packed`]) in one record; at most [`MAX_RECORD`] bytes of words go in one.
+    pub fn packed(&mut self, source: u16, words: &[u64]) -> Result<(), RawError> {
+        // Encoded, a record is never longer than its words and 10 bytes (a var of a header
+        // and of the time, a byte of flag): split ahead of time so that no frame can exceed
+        // the limit.
+        let most = MAX_RECORD / 2;
+        let mut from = 0;
+        while from < words.len() {
+            let (mut to, mut n) = (from, 0u64);
+            for p in kerf_codegen::ring::packed(&words[from..]) {
+                if (to - from + 2 + p.values.len()) * 8 > most {
+                    break;
+                }
+                to += 2 + p.values.len();
+                n += 1;
+            }
+            if to == from {
+                break; // not a whole record (never made by ring::copy)
+            }
+            let chunk = &words[from..to];
+            self.buf.clear();
+            self.buf.extend_from_slice(&[0; 4]);
+            self.buf.push(TAG_PACKED);
+            put_var(&mut self.buf, u64::from(source));
+            put_var(&mut self.buf, n);
+            put_packed(&mut self.buf, chunk);
+            let len = (self.buf.len() - 4) as u32;
+            self.buf[..4].copy_from_slice(&len.to_le_bytes());
+            self.out
+                .write_all(&self.buf)
+                .map_err(|source| RawError::Io { op: "writing a trace record", source })?;
+            self.records += 1;
+            from = to;
+        }
+        Ok(())
+    }
+
+    /// The end of a drain that began at TSC `began`: a reader orders the packed records before
+    /// it up to that time.
+    pub fn drain(&mut self, began: u64) -> Result<(), RawError> {
+        self.frame(|b| {
+            b.push(TAG_DRAIN);
+            put_var(b, began);
+        })
+    }
+
+    fn frame(&mut self, body: impl FnOnce(&mut Vec<u8>)) -> Result<(), RawError> {
         self.buf.clear();
         self.buf.extend_from_slice(&[0; 4]);
-        encode(r, &mut self.buf);
+        body(&mut self.buf);
         let n = (self.buf.len() - 4) as u32;
         self.buf[..4].copy_from_slice(&n.to_le_bytes());
         self.out
@@ -541,7 +888,8 @@ impl<W: Write> Writer<W> {
     }
 }
 
-/// Reads a raw trace record by record, checking each against the tables before it.
+/// Reads a raw trace record by record, checking each against the tables before it. Packed
+/// records come out as events, in the tracer's order.
 pub struct Reader<R: Read> {
     input: R,
     buf: Vec<u8>,
@@ -549,6 +897,14 @@ pub struct Reader<R: Read> {
     records: u64,
     tables: Tables,
     ended: bool,
+    /// Version 2: packed frames allowed.
+    packed: bool,
+    clock: Option<Clock>,
+    unpacker: Unpacker,
+    /// Records ready to hand out (a drain's events, then what followed them).
+    queue: VecDeque<Record>,
+    /// An error met after packed records were waiting: reported once they are out.
+    deferred: Option<RawError>,
 }
 
 /// Reads into `buf` until it is full or the input ends; returns how many bytes came.
@@ -578,7 +934,7 @@ impl<R: Read> Reader<R> {
             return Err(RawError::Truncated { offset: 0, records: 0 });
         }
         let version = u16::from_le_bytes([h[8], h[9]]);
-        if version != VERSION {
+        if version != VERSION && version != VERSION_PACKED {
             return Err(RawError::Version { found: version });
         }
         Ok(Reader {
@@ -588,15 +944,61 @@ impl<R: Read> Reader<R> {
             records: 0,
             tables: Tables::default(),
             ended: false,
+            packed: version == VERSION_PACKED,
+            clock: None,
+            unpacker: Unpacker::default(),
+            queue: VecDeque::new(),
+            deferred: None,
         })
     }
 
     /// The next record; `Ok(None)` after the end record. A file that stops early gives
-    /// [`RawError::Truncated`] or [`RawError::Unfinished`] after its last whole record.
+    /// [`RawError::Truncated`] or [`RawError::Unfinished`] after its last whole record (and
+    /// after the events of the packed records before it).
     pub fn next_record(&mut self) -> Result<Option<Record>, RawError> {
-        if self.ended {
-            return Ok(None);
+        loop {
+            if let Some(r) = self.queue.pop_front() {
+                self.tables.note(&r);
+                return Ok(Some(r));
+            }
+            if let Some(e) = self.deferred.take() {
+                return Err(e);
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            match self.next_frame() {
+                Ok(Frame::Record(r)) => {
+                    if r == Record::End {
+                        self.ended = true;
+                        self.unpack(None);
+                    }
+                    if self.queue.is_empty() {
+                        self.tables.note(&r);
+                        return Ok(Some(r));
+                    }
+                    self.queue.push_back(r);
+                }
+                Ok(_) => {}
+                // What was packed before a cut or corruption still comes out, then the error.
+                Err(e) if self.unpacker.waiting() > 0 => {
+                    self.unpack(None);
+                    self.deferred = Some(e);
+                }
+                Err(e) => return Err(e),
+            }
         }
+    }
+
+    /// The events of the packed records waiting, up to TSC `began` (`None`: all), to the queue.
+    fn unpack(&mut self, began: Option<u64>) {
+        let Some(clock) = self.clock else { return };
+        let q = &mut self.queue;
+        self.unpacker.drain(began, &clock, |e| q.push_back(Record::Event(e)));
+    }
+
+    /// The next frame, checked; packed ones are taken in (a drain's end queues its events).
+    fn next_frame(&mut self) -> Result<Frame, RawError> {
         let start = self.offset;
         let mut len = [0u8; 4];
         let n = read_full(&mut self.input, &mut len)
@@ -617,16 +1019,46 @@ impl<R: Read> Reader<R> {
         if got < len {
             return Err(RawError::Truncated { offset: start, records: self.records });
         }
-        let r = decode(&self.buf)
-            .and_then(|r| check(&self.tables, &r).map(|()| r))
-            .map_err(|what| RawError::Corrupt { offset: start, what })?;
+        let corrupt = |what| RawError::Corrupt { offset: start, what };
+        let f = decode_frame(&self.buf).map_err(corrupt)?;
+        if !self.packed && !matches!(f, Frame::Record(_)) {
+            return Err(corrupt("a packed record in a version 1 trace".into()));
+        }
+        match &f {
+            // Checked against the tables as they will be when it comes out: records queued
+            // before it (events only) change none.
+            Frame::Record(r) => check(&self.tables, r).map_err(corrupt)?,
+            Frame::Clock(c) => self.clock = Some(*c),
+            Frame::Decode(id, d) => {
+                let s = self.tables.source(*id).ok_or_else(|| {
+                    corrupt(format!("decode table of source {id}, not defined before"))
+                })?;
+                if d.probes.len() != s.probes.len() {
+                    return Err(corrupt(format!(
+                        "decode table of {} probes for a source of {}",
+                        d.probes.len(),
+                        s.probes.len()
+                    )));
+                }
+                for (k, (_, stream, dec)) in d.probes.iter().enumerate() {
+                    let want = s.probes[k].captures.len();
+                    if usize::from(*stream) >= s.streams.len() || dec.captures.len() != want {
+                        return Err(corrupt(format!("decode table of probe {k} does not fit it")));
+                    }
+                }
+                self.unpacker.source(*id, d.clone());
+            }
+            Frame::Packed(id, words) => {
+                if self.clock.is_none() {
+                    return Err(corrupt("packed records before the clock record".into()));
+                }
+                self.unpacker.add(*id, words).map_err(|e| corrupt(e.to_string()))?;
+            }
+            Frame::Drain(began) => self.unpack(Some(*began)),
+        }
         self.offset += 4 + len as u64;
         self.records += 1;
-        self.tables.note(&r);
-        if r == Record::End {
-            self.ended = true;
-        }
-        Ok(Some(r))
+        Ok(f)
     }
 
     /// The sources and thread names read so far.

@@ -6,11 +6,12 @@
 //! in the summary and in every output; the summary checks emitted = filtered + delivered + lost.
 
 use super::event::{
-    CaptureInfo, Counters, Event, Loss, LossOrigin, PointKind, ProbeInfo, Record, Source,
-    SourceKind, StreamInfo, Tables, ThreadInfo,
+    CaptureInfo, Counters, Loss, LossOrigin, PointKind, ProbeInfo, Record, Source, SourceKind,
+    StreamInfo, Tables, ThreadInfo,
 };
 use super::probe::{self, Expr, ProbeLine};
 use super::program::{self, AreaLayout, Decode, TidSource};
+use super::unpack::{Clock, SourceDecode, Unpacker};
 use super::{Sink, Summary};
 use crate::error::ToolError;
 use crate::live::{resolve, site_json, Events, LiveTool, TargetKind};
@@ -38,9 +39,17 @@ const KERNEL_RING_BYTES: u64 = 12 << 20;
 const NO_SLOT_KEY: u64 = u64::MAX;
 /// How often the reader drains the rings.
 const DRAIN_SECONDS: f64 = 0.002;
-/// A drain that delivered this many records drains again at once, for up to the budget.
-const BUSY_BATCH: usize = 256;
+/// How long one tick may go on draining busy rings before the live loop looks at the target
+/// (its end, signals) again; it ticks again at once.
 const BUSY_BUDGET: std::time::Duration = std::time::Duration::from_millis(50);
+/// The reader drains again before the fullest ring could fill at the rate it filled since
+/// the last drain, with this margin (a quarter of the time it would take).
+const FILL_MARGIN: f64 = 0.25;
+const SHORTEST_NAP: f64 = 0.0005;
+const PEAK_DECAY_SECONDS: f64 = 0.1;
+/// How often the reader looks at every ring, not only those in use: a new thread's ring is
+/// first drained within this (a ring of 16384 slots holds 0.8 ms at 20 M events/s).
+const FULL_PASS: std::time::Duration = std::time::Duration::from_micros(500);
 
 /// Where events go.
 pub enum Output {
@@ -48,6 +57,17 @@ pub enum Output {
     Live,
     /// Any other output (a file in some format, a sender).
     Sink(Box<dyn Sink>),
+    /// A raw trace of packed records: each drain's ring records go out as the rings hold
+    /// them, undecoded, so that the reader keeps up with the highest rates; `kerf trace
+    /// convert` decodes and orders them. (`None` once finished.)
+    Packed(Option<super::raw::Writer<Box<dyn std::io::Write>>>),
+}
+
+impl Output {
+    /// A raw trace into `out`, packed.
+    pub fn packed(out: Box<dyn std::io::Write>) -> Result<Output, super::raw::RawError> {
+        Ok(Output::Packed(Some(super::raw::Writer::new_packed(out)?)))
+    }
 }
 
 /// The tracer: its parsed probe lines and options.
@@ -479,15 +499,37 @@ impl LiveTool for Trace {
         r
     }
 
-    /// Drain; while the rings keep coming back busy, again at once (up to a time budget, so
-    /// that the target's end and signals are still noticed): a flood fills a ring in well
-    /// under the 2 ms between ticks.
+    /// Drain, and again as soon as the rings need it: at 10 M events/s a ring of 16384 slots
+    /// fills in 1.6 ms, under the 2 ms between ticks. The reader keeps the fastest rate at
+    /// which a ring filled lately (the share of its slots a drain found, over the time since
+    /// the drain before; the peak decays with a time constant of 0.1 s, since one drain's
+    /// sample is noisy: a producer's bursts are shorter than a drain), and drains again
+    /// after a quarter of the time a ring takes to fill at that rate: at once under a flood,
+    /// after a nap under a steady stream, at the next tick when that is sooner. Up to a time
+    /// budget, so that the target's end and signals are still noticed.
     fn render(&self, r: &mut Reader, built: &Built, inst: &dyn Installed) -> String {
         let start = std::time::Instant::now();
         self.with_sides(built, inst, |sides| {
-            let mut text = r.drain(sides, false);
-            while r.last_batch >= BUSY_BATCH && start.elapsed() < BUSY_BUDGET {
+            let mut text = String::new();
+            loop {
+                let began = std::time::Instant::now();
+                let since = r.drained_at.map_or(DRAIN_SECONDS, |t| (began - t).as_secs_f64());
+                r.drained_at = Some(began);
                 text.push_str(&r.drain(sides, false));
+                let rate = r.fullest / since.max(1e-6);
+                r.peak_fill_rate = rate.max(r.peak_fill_rate * (-since / PEAK_DECAY_SECONDS).exp());
+                if r.peak_fill_rate <= 0.0 || start.elapsed() >= BUSY_BUDGET {
+                    break;
+                }
+                let wait = FILL_MARGIN / r.peak_fill_rate;
+                if wait >= DRAIN_SECONDS {
+                    break;
+                }
+                // A short nap costs more than it saves (wake-up latency, and a core the
+                // scheduler may give away): below half a millisecond, drain at once.
+                if wait >= SHORTEST_NAP {
+                    std::thread::sleep(std::time::Duration::from_secs_f64(wait));
+                }
             }
             text
         })
@@ -544,6 +586,18 @@ impl LiveTool for Trace {
     }
 }
 
+/// A hint that the shared word at byte `offset` is read soon (see `ring::copy_ahead`).
+fn prefetch(shared: &[std::sync::atomic::AtomicU64], offset: u64) {
+    if let Some(w) = shared.get((offset / 8) as usize) {
+        // The slot's first line: header and five words, all most records have.
+        let p = w.as_ptr().cast::<i8>().cast_const();
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch is a hint: it never faults (not even on an unmapped address) and
+        // changes no memory; SSE, which it needs, is part of every x86-64 CPU.
+        unsafe { _mm_prefetch::<{ _MM_HINT_T0 }>(p) };
+    }
+}
+
 /// One traced target as the reader sees it: its probes' tables and what is in (a process's
 /// probes are handed in by the live tool's loop; the kernel's, in a trace of both, are the
 /// tracer's own).
@@ -567,20 +621,31 @@ pub struct Reader {
     output: Output,
     tables: Tables,
     summary: Summary,
-    /// TSC ticks per ns and the calibration's end (tsc, monotonic ns).
-    ticks_per_ns: f64,
-    anchor: (u64, u64),
+    /// TSC to CLOCK_MONOTONIC, calibrated over the installation.
+    clock: Clock,
     /// Per source (its id is the index).
     sources: Vec<SourceState>,
     /// Threads already named, per source, and the last one looked up (most events come in
     /// runs of one thread's).
     named: HashSet<(u16, u32)>,
     last_named: (u16, u32),
-    /// Records the last drain delivered.
-    last_batch: usize,
-    /// Records stamped after the last drain began, for the next one: (source, stream,
-    /// record).
-    held: Vec<(usize, usize, ring::Record)>,
+    /// The largest share of its slots one ring held in the last drain, and when the drain
+    /// before began.
+    fullest: f64,
+    drained_at: Option<std::time::Instant>,
+    /// The fastest a ring filled lately, in shares of its slots a second (see `render`).
+    peak_fill_rate: f64,
+    /// Per (source, stream, heap): the rings ever written; when all were last looked at.
+    used: HashMap<(usize, usize, usize), Vec<bool>>,
+    full_pass_at: Option<std::time::Instant>,
+    /// Packed records of the drain going on, and those held back from the last (decoded
+    /// outputs).
+    unpacker: Unpacker,
+    /// The words of one ring's records, reused.
+    words: Vec<u64>,
+    /// Packed output: the first error writing it, and when threads were last named.
+    packed_error: Option<String>,
+    named_at: Option<std::time::Instant>,
     /// Text of the live view not yet handed out.
     live: Vec<u8>,
     /// The control file, the lines of it applied so far, and when it was last read.
@@ -597,20 +662,32 @@ impl Reader {
         }
         let ticks_per_ns = (end.0 - start.0) as f64 / (end.1 - start.1).max(1) as f64;
         let realtime = kerf_os::clock::realtime_ns() as i64 - kerf_os::clock::monotonic_ns() as i64;
+        let clock = Clock { ticks_per_ns, anchor_tsc: end.0, anchor_ns: end.1 };
         let mut r = Reader {
             output,
             tables: Tables::default(),
             summary: Summary::default(),
-            ticks_per_ns,
-            anchor: end,
+            clock,
             sources: Vec::new(),
             named: HashSet::new(),
             last_named: (u16::MAX, 0),
-            last_batch: 0,
-            held: Vec::new(),
+            fullest: 0.0,
+            drained_at: None,
+            peak_fill_rate: 0.0,
+            used: HashMap::new(),
+            full_pass_at: None,
+            unpacker: Unpacker::default(),
+            words: Vec::new(),
+            packed_error: None,
+            named_at: None,
             live: Vec::new(),
             control: None,
         };
+        if let Output::Packed(Some(w)) = &mut r.output {
+            if let Err(e) = w.clock(&clock) {
+                r.packed_error = Some(e.to_string());
+            }
+        }
         for (id, side) in sides.iter().enumerate() {
             let (pid, name) = match side.inst.target() {
                 kerf_session::probe::Where::Kernel => (0, "kernel".to_string()),
@@ -638,16 +715,26 @@ impl Reader {
                 probes: side.built.probes.clone(),
                 streams: side.built.streams.clone(),
             }));
+            let built = side.built;
+            let d = SourceDecode {
+                pid,
+                probes: (built.probes.iter().zip(&built.decode))
+                    .map(|(p, d)| (p.kind, p.stream, d.clone()))
+                    .collect(),
+            };
+            if let Output::Packed(Some(w)) = &mut r.output {
+                if let Err(e) = w.decode_table(id as u16, &d) {
+                    r.packed_error.get_or_insert(e.to_string());
+                }
+            }
+            r.unpacker.source(id as u16, d);
         }
         r
     }
 
     /// CLOCK_MONOTONIC ns of a TSC reading.
     fn ns(&self, tsc: u64) -> u64 {
-        // The difference fits an i64 (centuries of ticks either way); no 128-bit float
-        // conversions on the reader's path.
-        let d = tsc.wrapping_sub(self.anchor.0) as i64;
-        (self.anchor.1 as i64).saturating_add((d as f64 / self.ticks_per_ns) as i64).max(0) as u64
+        self.clock.ns(tsc)
     }
 
     fn put(&mut self, r: Record) {
@@ -659,9 +746,16 @@ impl Reader {
                 text.record(&self.tables, &r)
             }
             Output::Sink(s) => s.record(&self.tables, &r),
+            // The end record is the writer's to write, when it finishes.
+            Output::Packed(Some(w)) if r != Record::End => {
+                w.write(&r).map_err(|e| std::io::Error::other(e.to_string()))
+            }
+            Output::Packed(_) => Ok(()),
         };
         // A full disk or a closed pipe ends nothing: the target must still be restored.
-        let _ = res;
+        if let (Err(e), Output::Packed(_)) = (res, &self.output) {
+            self.packed_error.get_or_insert(e.to_string());
+        }
     }
 
     /// Drain every ring of every source once: records in one time order to the output,
@@ -675,9 +769,14 @@ impl Reader {
         // The TSC before any ring is read: records stamped later wait for the next drain.
         let began = kerf_os::clock::tsc();
         let now = self.ns(began);
-        let mut batches = Vec::new();
-        // Per batch: its source and stream.
-        let mut whose = Vec::new();
+        let mut words = std::mem::take(&mut self.words);
+        // Every ring's header is read at least every FULL_PASS (and at the last drain), the
+        // rings in use at every drain.
+        let full = last || self.full_pass_at.is_none_or(|t| t.elapsed() >= FULL_PASS);
+        if full {
+            self.full_pass_at = Some(std::time::Instant::now());
+        }
+        let mut fullest: f64 = 0.0;
         for (src, side) in sides.iter().enumerate() {
             let (built, inst) = (side.built, side.inst);
             let area = built.area;
@@ -686,75 +785,95 @@ impl Reader {
                     let base = area.rings(s as u32);
                     // Straight loads from the shared words (Acquire: the ring's protocol
                     // reads seq before the record's words, which x86 keeps in order).
-                    let Some(words) = inst.area_words(h) else { continue };
+                    let Some(shared) = inst.area_words(h) else { continue };
                     let word = |o: u64| {
                         let i = ((base + o) / 8) as usize;
-                        words.get(i).map_or(0, |w| w.load(std::sync::atomic::Ordering::Acquire))
+                        shared.get(i).map_or(0, |w| w.load(std::sync::atomic::Ordering::Acquire))
                     };
-                    let tb = ring::read_rings(&word, area.slots, area.per.count());
-                    self.loss(src, s, (h, NO_SLOT_KEY), tb.no_slot, now);
-                    for (k, b) in tb.rings.into_iter().enumerate() {
-                        let k = k as u64;
-                        if !b.records.is_empty() {
-                            // Ring k of the area, a thread's or a CPU's.
-                            let ring_at = base + ring::thread_ring(k, area.slots);
-                            inst.area_store(h, ring_at + ring::TAIL, b.tail);
+                    self.loss(src, s, (h, NO_SLOT_KEY), word(ring::NO_SLOT), now);
+                    let mut used = self.used.remove(&(src, s, h)).unwrap_or_default();
+                    used.resize(area.per.count() as usize, false);
+                    for k in 0..area.per.count() {
+                        // Ring k of the area, a thread's or a CPU's: between full passes, only
+                        // rings ever written (their headers are cache lines to fetch too).
+                        if !full && !used[k as usize] {
+                            continue;
                         }
-                        let lost = b.lost + if last { b.pending } else { 0 };
+                        let ring_at = ring::thread_ring(k, area.slots);
+                        if !used[k as usize] {
+                            let at = ring_at + ring::HEAD;
+                            used[k as usize] = word(at) != 0 || word(ring_at + ring::LOST) != 0;
+                            if !used[k as usize] {
+                                continue;
+                            }
+                        }
+                        words.clear();
+                        let c = ring::copy_ahead(
+                            &|o| word(ring_at + o),
+                            &|o| prefetch(shared, base + ring_at + o),
+                            area.slots,
+                            &mut words,
+                        );
+                        if c.records > 0 {
+                            inst.area_store(h, base + ring_at + ring::TAIL, c.tail);
+                        }
+                        let lost = c.lost + if last { c.pending } else { 0 };
                         self.loss(src, s, (h, k), lost, now);
-                        if !b.records.is_empty() {
-                            whose.push((src, s));
-                            batches.push(b);
+                        if c.records == 0 {
+                            continue;
+                        }
+                        fullest = fullest.max(c.records as f64 / f64::from(area.slots.max(1)));
+                        let st = &mut self.sources[src];
+                        st.delivered[s] += c.records;
+                        if let Some(p) = ring::packed(&words).last() {
+                            st.last_ns[s] = self.clock.ns(p.time);
+                        }
+                        match &mut self.output {
+                            Output::Packed(Some(w)) => {
+                                self.summary.events += c.records;
+                                if let Err(e) = w.packed(src as u16, &words) {
+                                    self.packed_error.get_or_insert(e.to_string());
+                                }
+                            }
+                            // Records of probes the tables have (always: kerf built both).
+                            _ => {
+                                let _ = self.unpacker.add(src as u16, &words);
+                            }
                         }
                     }
+                    self.used.insert((src, s, h), used);
                 }
             }
         }
-        // One time order over this drain's records and those held back by the last: a record
-        // stamped after this drain began may have a peer in a ring read earlier in the pass
-        // that was not complete yet (the kernel's system call right after the libc wrapper
-        // that made it), so it waits for the next drain; the last drain holds nothing back.
-        // The records move out of their batches (no copy), and one sort orders them: each
-        // ring's run is already in time order, which the sort finds.
-        let mut ready: Vec<(usize, usize, ring::Record)> = std::mem::take(&mut self.held);
-        ready.reserve(batches.iter().map(|b| b.records.len()).sum());
-        for (b, &(src, s)) in batches.into_iter().zip(&whose) {
-            ready.extend(b.records.into_iter().map(|r| (src, s, r)));
+        self.words = words;
+        self.fullest = fullest;
+        if let Output::Packed(w) = &mut self.output {
+            // Convert orders the records; the threads' names come from /proc now and then.
+            if let (Some(w), false) = (w.as_mut(), last) {
+                if let Err(e) = w.drain(began) {
+                    self.packed_error.get_or_insert(e.to_string());
+                }
+            }
+            if last || self.named_at.is_none_or(|t| t.elapsed().as_millis() >= 100) {
+                self.named_at = Some(std::time::Instant::now());
+                self.name_new_threads(sides);
+            }
+            return String::new();
         }
-        ready.sort_by_key(|(src, _, r)| (r.time, *src, r.seq));
-        if !last {
-            let cut = ready.partition_point(|(_, _, r)| r.time < began);
-            self.held = ready.split_off(cut);
-        }
-        self.last_batch = ready.len();
-        for (src, s, rec) in ready {
-            let built = sides[src].built;
-            let Some(d) = built.decode.get(rec.stream as usize) else { continue };
-            let tid = d.tid(&rec.values);
-            let pid = d.pid(&rec.values).unwrap_or(self.sources[src].pid);
-            let who = (src as u16, tid);
-            if tid != 0 && pid != 0 && who != self.last_named {
+        // One time order over this drain's records and those held back by the last (see
+        // `unpack`); the last drain holds nothing back.
+        let mut events = Vec::with_capacity(self.unpacker.waiting());
+        let clock = self.clock;
+        self.unpacker.drain((!last).then_some(began), &clock, |e| events.push(e));
+        for e in events {
+            let who = (e.source, e.tid);
+            if e.tid != 0 && e.pid != 0 && who != self.last_named {
                 self.last_named = who;
                 if self.named.insert(who) {
-                    self.name_thread(src as u16, pid, tid);
+                    self.name_thread(e.source, e.pid, e.tid);
                 }
             }
-            let info = &built.probes[rec.stream as usize];
-            let time_ns = self.ns(rec.time);
-            self.sources[src].delivered[s] += 1;
-            self.sources[src].last_ns[s] = time_ns;
-            self.put(Record::Event(Event {
-                source: src as u16,
-                time_ns,
-                tsc: rec.time,
-                pid,
-                tid,
-                cpu: u32::from(rec.cpu),
-                probe: rec.stream,
-                stream: info.stream,
-                kind: info.kind,
-                values: d.values(&rec.values, rec.cpu),
-            }));
+            self.put(Record::Event(e));
         }
         String::from_utf8_lossy(&std::mem::take(&mut self.live)).into_owned()
     }
@@ -807,6 +926,10 @@ impl Reader {
 
     /// A ring's loss count is `total` now: the growth since the last drain is a loss record.
     fn loss(&mut self, src: usize, s: usize, ring: (usize, u64), total: u64, now: u64) {
+        // Most rings never lose: no lookup for them (this runs for every ring at every drain).
+        if total == 0 {
+            return;
+        }
         let st = &mut self.sources[src];
         let seen = st.lost_seen.entry((s, ring.0, ring.1)).or_insert(0);
         if total <= *seen {
@@ -823,6 +946,23 @@ impl Reader {
             to_ns: now,
             origin: LossOrigin::Ring,
         }));
+    }
+
+    /// Packed output: a thread record for each thread of a traced process not named yet
+    /// (the events are not decoded here, so their threads are found in /proc instead).
+    fn name_new_threads(&mut self, sides: &[Side<'_>]) {
+        for src in 0..sides.len() {
+            let pid = self.sources[src].pid;
+            if pid == 0 {
+                continue;
+            }
+            let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
+            for tid in dir.flatten().filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok()) {
+                if self.named.insert((src as u16, tid)) {
+                    self.name_thread(src as u16, pid, tid);
+                }
+            }
+        }
     }
 
     fn name_thread(&mut self, source: u16, pid: u32, tid: u32) {
@@ -874,9 +1014,18 @@ impl Reader {
         tail.push_str(&String::from_utf8_lossy(&std::mem::take(&mut self.live)));
         let summary = self.summary.clone();
         let (mut output_error, mut output_report) = (None, None);
-        if let Output::Sink(s) = &mut self.output {
-            output_error = s.finish(&self.tables, &summary).err().map(|e| e.to_string());
-            output_report = s.report();
+        match &mut self.output {
+            Output::Sink(s) => {
+                output_error = s.finish(&self.tables, &summary).err().map(|e| e.to_string());
+                output_report = s.report();
+            }
+            Output::Packed(w) => {
+                if let Some(Err(e)) = w.take().map(|w| w.finish()) {
+                    self.packed_error.get_or_insert(e.to_string());
+                }
+                output_error = self.packed_error.clone();
+            }
+            Output::Live => {}
         }
         let inst = sides[0].inst;
         let points: Vec<Value> = probes
@@ -891,6 +1040,6 @@ impl Reader {
         json!({"events": summary.events, "lost": summary.lost, "streams": streams,
                "points": points, "live_tail": tail,
                "output_error": output_error, "output_report": output_report,
-               "tsc_ticks_per_ns": self.ticks_per_ns})
+               "tsc_ticks_per_ns": self.clock.ticks_per_ns})
     }
 }
