@@ -829,18 +829,12 @@ impl<W: Write> Writer<W> {
                 break; // not a whole record (never made by ring::copy)
             }
             let chunk = &words[from..to];
-            self.buf.clear();
-            self.buf.extend_from_slice(&[0; 4]);
-            self.buf.push(TAG_PACKED);
-            put_var(&mut self.buf, u64::from(source));
-            put_var(&mut self.buf, n);
-            put_packed(&mut self.buf, chunk);
-            let len = (self.buf.len() - 4) as u32;
-            self.buf[..4].copy_from_slice(&len.to_le_bytes());
-            self.out
-                .write_all(&self.buf)
-                .map_err(|source| RawError::Io { op: "writing a trace record", source })?;
-            self.records += 1;
+            self.frame(|b| {
+                b.push(TAG_PACKED);
+                put_var(b, u64::from(source));
+                put_var(b, n);
+                put_packed(b, chunk);
+            })?;
             from = to;
         }
         Ok(())

@@ -130,7 +130,7 @@ impl Trace {
             let cpus = u64::from(kernel_rings());
             1u64 << (KERNEL_RING_BYTES / cpus / ring::SLOT_LEN).max(1).ilog2()
         } else {
-            ir::MAX_THREAD_RINGS_LEN / kerf_codegen::timer::THREAD_SLOTS / ring::SLOT_LEN
+            max_thread_slots()
         };
         if let Some(slots) =
             slots.filter(|&s| !s.is_power_of_two() || !(2..=max).contains(&u64::from(s)))
@@ -196,6 +196,16 @@ pub struct Built {
     decode: Vec<Decode>,
     probes: Vec<ProbeInfo>,
     streams: Vec<StreamInfo>,
+}
+
+/// The most slots a thread's ring can have: the largest power of two whose area (256 rings
+/// with their headers) is within the IR's bound.
+fn max_thread_slots() -> u64 {
+    let mut s: u32 = 1 << 30;
+    while s > 2 && ring::thread_rings_len(s) > ir::MAX_THREAD_RINGS_LEN {
+        s /= 2;
+    }
+    u64::from(s)
 }
 
 /// Per-CPU rings for the kernel: one for each CPU this machine may bring up (kerf runs on
@@ -1041,5 +1051,28 @@ impl Reader {
                "points": points, "live_tail": tail,
                "output_error": output_error, "output_report": output_report,
                "tsc_ticks_per_ns": self.clock.ticks_per_ns})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--ring-slots` offers no size the IR then refuses (32768 was offered: 256 rings of it
+    /// and their headers pass the 1 GiB bound).
+    #[test]
+    fn the_largest_ring_slots_offered_fit_the_ir_bound() {
+        let max = max_thread_slots() as u32;
+        assert!(ring::thread_rings_len(max) <= ir::MAX_THREAD_RINGS_LEN);
+        assert!(ring::thread_rings_len(2 * max) > ir::MAX_THREAD_RINGS_LEN);
+        assert_eq!(max, 16384);
+        let new = |slots| {
+            Trace::new(&["f {arg0}".into()], false, Some(slots), vec![], None, Output::Live)
+        };
+        assert!(new(max).is_ok());
+        match new(2 * max) {
+            Err(e) => assert!(e.to_string().contains("from 2 to 16384"), "{e}"),
+            Ok(_) => panic!("--ring-slots {} taken", 2 * max),
+        }
     }
 }
