@@ -434,6 +434,12 @@ mod packed {
         few.write(&Record::Source(trace::app(0))).unwrap();
         few.decode_table(0, &short).unwrap();
         corrupt(&few.finish().unwrap(), "decode table of 2 probes for a source of 3");
+        let mut short_read = app_decode();
+        short_read.probes[0].2.reads[0].1 = 4;
+        let mut bad = Writer::new_packed(Vec::new()).unwrap();
+        bad.write(&Record::Source(trace::app(0))).unwrap();
+        bad.decode_table(0, &short_read).unwrap();
+        corrupt(&bad.finish().unwrap(), "memory capture 0: no read of 16 bytes");
         w.decode_table(0, &app_decode()).unwrap();
         w.packed(0, &r).unwrap();
         corrupt(&w.finish().unwrap(), "probe 9, not in source 0");

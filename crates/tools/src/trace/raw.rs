@@ -10,8 +10,8 @@
 //! Packed records (format version 2) carry a drain's ring records as the rings hold them, for
 //! rates at which decoding while tracing cannot keep up: a clock record (TSC calibration), a
 //! decode record per source (how its probes' words decode), packed records (one ring's records
-//! of one drain, as `ring::copy` packs them: u64 words, little-endian) and a drain record (the
-//! TSC at which that drain began). The reader hands them out as events, decoded and in the
+//! of one drain, as `ring::copy` packs them, delta-encoded: see `put_packed`) and a drain
+//! record (the TSC at which that drain began). The reader hands them out as events, decoded and in the
 //! tracer's time order ([`super::unpack`]), so that every output sees events only.
 //!
 //! The length prefix lets a reader stop at the last whole record of a file cut short and say
@@ -139,11 +139,7 @@ pub fn encode(r: &Record, out: &mut Vec<u8>) {
             for p in &s.probes {
                 put_bytes(out, p.name.as_bytes());
                 put_bytes(out, p.point.as_bytes());
-                out.push(match p.kind {
-                    PointKind::Entry => 0,
-                    PointKind::Exit => 1,
-                    PointKind::Instant => 2,
-                });
+                out.push(point_kind_byte(p.kind));
                 put_var(out, u64::from(p.stream));
                 put_var(out, p.captures.len() as u64);
                 for c in &p.captures {
@@ -169,11 +165,7 @@ pub fn encode(r: &Record, out: &mut Vec<u8>) {
             put_var(out, u64::from(e.cpu));
             put_var(out, u64::from(e.probe));
             put_var(out, u64::from(e.stream));
-            out.push(match e.kind {
-                PointKind::Entry => 0,
-                PointKind::Exit => 1,
-                PointKind::Instant => 2,
-            });
+            out.push(point_kind_byte(e.kind));
             put_var(out, e.values.len() as u64);
             for v in &e.values {
                 match v {
@@ -661,9 +653,18 @@ impl Cursor<'_> {
             for _ in 0..k {
                 reads.push((self.small("read capture")?, self.small("read length")?));
             }
-            // Every read a capture names is there (decoding indexes them).
-            if captures.iter().any(|c| matches!(*c, Slot::Read { r, .. } if r >= reads.len())) {
-                return Err("a capture names a memory read that is not there".into());
+            // Every read a capture names is there, of the length its kind reads (decoding
+            // indexes them and takes that many bytes).
+            for c in &captures {
+                if let Slot::Read { r, kind, .. } = *c {
+                    let want = match kind {
+                        MemKind::Int { bytes, .. } => u16::from(bytes),
+                        MemKind::Str { max, .. } => max,
+                    };
+                    if reads.get(r).map(|&(_, len)| len) != Some(want) {
+                        return Err(format!("memory capture {r}: no read of {want} bytes"));
+                    }
+                }
             }
             probes.push((
                 kind,
