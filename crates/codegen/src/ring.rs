@@ -84,8 +84,9 @@
 //! words sees them as written; and loads are not reordered with older loads, so it reads
 //! `seq` before the words. The writer does not reuse slot `n % slots` until `tail` has
 //! passed `n`, which the reader stores only after copying the record out. [`copy`] copies
-//! a ring's complete records out packed (kerf's reader; it orders the records of many rings
-//! in time itself), [`read`] reads them as [`Record`]s.
+//! a ring's complete records out packed (kerf's reader, which orders the records of many
+//! rings itself: `trace::unpack` in kerf-tools); [`read`] reads them as [`Record`]s, and
+//! [`merge`] puts those of many rings into one time order (the tests' reference).
 
 /// Offsets in a ring.
 pub const HEAD: u64 = 0;
@@ -294,6 +295,27 @@ pub fn read_rings<F: Fn(u64) -> u64 + ?Sized>(word: &F, slots: u32, count: u64) 
     ThreadBatches { rings, no_slot: word(NO_SLOT) }
 }
 
+/// One record of a merged stream, with the ring it came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Merged {
+    pub ring: usize,
+    pub record: Record,
+}
+
+/// The records of `batches` (ring `k` is `batches[k]`) in one order: by time stamp, then
+/// ring, then record number. Each ring's own records stay in their order when its clock
+/// goes forward, as one thread's time stamp counter does. Losses and pending records stay
+/// in the batches, counted per ring.
+pub fn merge(batches: &[Batch]) -> Vec<Merged> {
+    let mut out: Vec<Merged> = batches
+        .iter()
+        .enumerate()
+        .flat_map(|(ring, b)| b.records.iter().map(move |r| Merged { ring, record: r.clone() }))
+        .collect();
+    out.sort_by_key(|m| (m.record.time, m.ring, m.record.seq));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -383,6 +405,20 @@ mod tests {
         assert_eq!(b.records.iter().map(|r| r.seq).collect::<Vec<_>>(), [6, 7, 8]);
         // Words cut inside a record end the iteration before it.
         assert_eq!(packed(&words[1..words.len() - 1]).count(), 2);
+    }
+
+    #[test]
+    fn merge_orders_by_time_then_ring_then_sequence() {
+        let rec = |seq, time| Record { seq, time, stream: 1, cpu: 0, values: vec![] };
+        let batch = |records| Batch { records, ..Batch::default() };
+        let batches = [
+            batch(vec![rec(0, 5), rec(1, 7), rec(2, 7)]),
+            batch(vec![]),
+            batch(vec![rec(4, 3), rec(5, 7), rec(6, 9)]),
+        ];
+        let got: Vec<(usize, u64, u64)> =
+            merge(&batches).iter().map(|m| (m.ring, m.record.time, m.record.seq)).collect();
+        assert_eq!(got, [(2, 3, 4), (0, 5, 0), (0, 7, 1), (0, 7, 2), (2, 7, 5), (2, 9, 6)]);
     }
 
     #[test]
