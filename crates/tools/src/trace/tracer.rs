@@ -267,6 +267,19 @@ fn default_stream(images: &[AnalyzedImage], module: usize, kind: TargetKind) -> 
     n.split(".so").next().unwrap_or(&n).to_string()
 }
 
+/// The point of function `func` that the glob `point` (`[MODULE:]PATTERN[@exits]`) found, as
+/// if it had been written out: `libc:*open*@exits` and `open64` give `libc:open64@exits`.
+/// `None` for a point without a glob (it names its function already).
+fn glob_point(point: &str, func: &str) -> Option<String> {
+    let (head, tail) = point.split_at(point.find('@').unwrap_or(point.len()));
+    let (module, pattern) = head.rsplit_once(':').map_or(("", head), |(m, p)| (m, p));
+    if !pattern.contains(['*', '?', '[']) {
+        return None;
+    }
+    let sep = if module.is_empty() { "" } else { ":" };
+    Some(format!("{module}{sep}{func}{tail}"))
+}
+
 impl Trace {
     /// The probes, programs and tables of `lines` (with their `specs`) in a target of `kind`.
     fn build_for(
@@ -320,7 +333,7 @@ impl Trace {
                     let (name, at) = if instant {
                         (p.label.clone(), Some(p.label.clone()))
                     } else {
-                        (func.name.clone(), None)
+                        (func.name.clone(), glob_point(&line.point, &func.name))
                     };
                     entries.push((i, name, kind_here, stream, at));
                     entries.len() - 1
@@ -372,7 +385,8 @@ impl Trace {
                 .collect();
             probes_info.push(ProbeInfo {
                 name: name.clone(),
-                // A block or offset shows where it is, not the line's glob or `@blocks`.
+                // A block or offset shows where it is, not the line's glob or `@blocks`; a
+                // function a glob found shows its name.
                 point: at.clone().unwrap_or_else(|| line.point.clone()),
                 kind: *pk,
                 stream: s as u16,
@@ -1057,6 +1071,17 @@ impl Reader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_glob_point_names_the_function_it_found() {
+        assert_eq!(
+            glob_point("libsqlite3:sqlite3_*", "sqlite3_step").as_deref(),
+            Some("libsqlite3:sqlite3_step")
+        );
+        assert_eq!(glob_point("*open*@exits", "open64").as_deref(), Some("open64@exits"));
+        assert_eq!(glob_point("libc:open", "open"), None);
+        assert_eq!(glob_point("vfs_read+0x3c", "vfs_read"), None);
+    }
 
     /// `--ring-slots` offers no size the IR then refuses (32768 was offered: 256 rings of it
     /// and their headers pass the 1 GiB bound).
