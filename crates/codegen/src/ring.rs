@@ -169,6 +169,8 @@ pub struct Copied {
     pub pending: u64,
     /// The ring's loss count.
     pub lost: u64,
+    /// The time stamp of the last record copied (0 if none).
+    pub last_time: u64,
 }
 
 /// [`read`] without a value per record: the complete records from the tail on are appended
@@ -210,7 +212,8 @@ where
         // stream, len and cpu are one word: one load sees all three as written.
         let meta = word(slot + STREAM);
         let len = ((meta >> 32 & 0xffff) / 8).min(MAX_VALUES as u64);
-        out.push(word(slot + TIME));
+        c.last_time = word(slot + TIME);
+        out.push(c.last_time);
         out.push(meta & !(0xffff << 32) | (len * 8) << 32);
         out.extend((0..len).map(|k| word(slot + VALUES + 8 * k)));
         c.tail += 1;
@@ -393,7 +396,7 @@ mod tests {
         put(&mut mem, LOST, 2);
         let mut words = vec![42];
         let c = copy(&|o| mem[(o / 8) as usize], slots, &mut words);
-        assert_eq!(c, Copied { records: 3, tail: 9, pending: 1, lost: 2 });
+        assert_eq!(c, Copied { records: 3, tail: 9, pending: 1, lost: 2, last_time: 1008 });
         assert_eq!(words[0], 42, "copy appends");
         let got: Vec<(u64, u32, u16, usize)> =
             packed(&words[1..]).map(|p| (p.time, p.stream, p.cpu, p.values.len())).collect();

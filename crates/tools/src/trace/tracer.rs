@@ -849,9 +849,7 @@ impl Reader {
                         fullest = fullest.max(c.records as f64 / f64::from(area.slots.max(1)));
                         let st = &mut self.sources[src];
                         st.delivered[s] += c.records;
-                        if let Some(p) = ring::packed(&words).last() {
-                            st.last_ns[s] = self.clock.ns(p.time);
-                        }
+                        st.last_ns[s] = self.clock.ns(c.last_time);
                         match &mut self.output {
                             Output::Packed(Some(w)) => {
                                 self.summary.events += c.records;
