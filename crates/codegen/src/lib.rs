@@ -132,6 +132,9 @@ pub struct Context {
     pub thread: ThreadPointer,
     /// The data heap's thread table (used by timers).
     pub threads: u64,
+    /// Where the thread id is in the thread pointer's structure, in a process where it is
+    /// known ([`lower::At::thread_id`]).
+    pub thread_id: Option<u32>,
     /// Run the primitives only in the thread with this thread pointer (`--tid`).
     pub only_thread: Option<u64>,
     /// Run the primitives only while the task whose 32-bit id is at this byte offset of the
@@ -147,6 +150,7 @@ impl Context {
             env,
             thread: ThreadPointer::FsBase,
             threads: 0,
+            thread_id: None,
             only_thread: None,
             only_id: None,
         }
@@ -226,7 +230,7 @@ pub fn program(prims: &[Primitive], ctx: &Context) -> Program {
 /// Branches inside the snippet name their targets by label id (the instruction's `ip`, small
 /// numbers); the patch encoder keeps those ids and gives displaced instructions ip 0.
 pub fn lower(prims: &[Primitive], ctx: &Context) -> Result<Vec<Instruction>, CodegenError> {
-    let at = At::new(ctx.live, ctx.env, ctx.thread, ctx.threads);
+    let at = At { thread_id: ctx.thread_id, ..At::new(ctx.live, ctx.env, ctx.thread, ctx.threads) };
     Ok(lower_program(&program(prims, ctx), &at)?)
 }
 

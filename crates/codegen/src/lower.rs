@@ -33,6 +33,10 @@ pub struct At {
     pub thread: ThreadPointer,
     /// The data heap's thread table (used by timers).
     pub threads: u64,
+    /// The byte offset of the 32-bit thread id in the thread pointer's structure (glibc's
+    /// `struct pthread.tid`), in a process where it is known: the thread table's lookup
+    /// tells a forked child's threads from its parent's by it ([`crate::timer`]).
+    pub thread_id: Option<u32>,
     /// How the CPU is read (records, `cpu`).
     pub cpu: CpuRead,
     /// In the kernel: the routines memory reads call (`None`: reads are refused there).
@@ -42,7 +46,7 @@ pub struct At {
 impl At {
     /// A point with `rdtscp` for the CPU and no kernel readers.
     pub fn new(live: LiveAt, env: Env, thread: ThreadPointer, threads: u64) -> At {
-        At { live, env, thread, threads, cpu: CpuRead::Rdtscp, kernel_reads: None }
+        At { live, env, thread, threads, thread_id: None, cpu: CpuRead::Rdtscp, kernel_reads: None }
     }
 }
 
@@ -884,7 +888,8 @@ impl<'a> Lowerer<'a> {
         //    ring_len(slots) (checked to fit an imm32).
         let locked = match *per {
             Rings::Thread => {
-                timer_code::thread_slot(&mut self.a, self.at.thread, self.at.threads, no_slot)?;
+                let (thread, tid, threads) = (self.at.thread, self.at.thread_id, self.at.threads);
+                timer_code::thread_slot(&mut self.a, thread, tid, threads, no_slot)?;
                 false
             }
             Rings::Cpu(n) => {
@@ -994,6 +999,7 @@ impl<'a> Lowerer<'a> {
             &mut self.a,
             run,
             self.at.thread,
+            self.at.thread_id,
             self.at.threads,
             self.res.frame(),
             done,

@@ -9,9 +9,11 @@
 //! "threads inside" curve: divided by elapsed time it is KernInst's concurrency metric,
 //! without the multi-word atomic update an average-over-time accumulator would need.
 //!
-//! Thread table (one per data heap, shared by its timers):
+//! Thread table (one per data heap, shared by its timers and per-thread rings):
 //! ```text
-//! +0  keys  [u64; THREAD_SLOTS]   thread pointer + 1 (0 = free), claimed with lock cmpxchg
+//! +0     keys    [u64; THREAD_SLOTS]   thread pointer + 1 (0 = free), claimed with lock cmpxchg
+//! +2048  owners  [u64; THREAD_SLOTS]   (process id << 32) | thread id of the slot's thread,
+//!                                      where the target's thread id is known (0 until set)
 //! ```
 //! Timer block (`TIMER_LEN` bytes):
 //! ```text
@@ -26,6 +28,35 @@
 //! A slot is never freed: a thread that exits leaves its key, and glibc gives a later thread
 //! the same thread pointer when it reuses the stack, which then reuses the slot. A thread that
 //! leaves a timed function by `longjmp` or an exception keeps a depth above zero.
+//!
+//! # Forked children: the owners
+//!
+//! A child the program forks keeps its parent's memory layout, so its thread has the thread
+//! pointer of the parent's thread that forked; kerf's data heap is shared memory, and a lookup
+//! by thread pointer alone would give both the same slot (and the same single-writer ring,
+//! written by two processes at once). Where the target's thread id is known (glibc's
+//! `struct pthread.tid`, which the kernel sets in a forked child before it runs), a slot
+//! also names its owner, and a lookup matches the key *and* the owner's thread id, which no
+//! two live threads share:
+//!
+//! 1. The fast path walks the probe chain from the home slot: a slot with our key and our
+//!    thread id is ours; one with our key and another thread id (the forking parent, or a dead
+//!    thread whose stack glibc gave us) is passed over; a free slot ends the chain.
+//! 2. Not found (a thread's first event): each slot of the chain with our key whose owner is
+//!    set and gone (`tgkill(owner pid, owner tid, 0)` says `ESRCH`) is taken over by a `lock
+//!    cmpxchg` of its owner word (`getpid() << 32 | tid`), so that a thread reusing a dead
+//!    thread's stack reuses its slot as before.
+//! 3. Else the first free slot of the chain is claimed (`lock cmpxchg` of its key), then its
+//!    owner written. Between the two, another process's thread with the same key sees owner 0
+//!    and passes over it; step 2 never takes an owner of 0.
+//!
+//! So a forked child's threads get slots of their own, and the parent's rings keep one writer.
+//! A signal handler that interrupts a thread's first lookup between 3's claim and owner write
+//! claims a second slot for the thread; both are its own (the first found wins afterwards).
+//! Only steps 2 and 3 make system calls, once in a thread's life: `tgkill` with signal 0 for
+//! each slot of the chain with our key, and `getpid` for the owner word written (a program's
+//! own `raise` makes both, so seccomp filters allow them). A thread that finds the table full
+//! makes none: it walks the chain three times and counts its event lost.
 //!
 //! # Tail calls
 //!
@@ -53,8 +84,13 @@
 
 /// Threads a data heap tells apart; further threads are counted in `lost`.
 pub const THREAD_SLOTS: u64 = 256;
+/// Bytes a thread-slot lookup with thread ids takes beyond one without (its first-event
+/// path, inline in every lookup): what a patch's room adds for each.
+pub const FIRST_LOOKUP_BYTES: u64 = 384;
+/// Where the owners follow the keys in the thread table.
+pub const OWNERS: u64 = 8 * THREAD_SLOTS;
 /// Bytes of the thread table.
-pub const THREAD_TABLE_LEN: u64 = 8 * THREAD_SLOTS;
+pub const THREAD_TABLE_LEN: u64 = OWNERS + 8 * THREAD_SLOTS;
 
 pub const CALLS: u64 = 0;
 pub const CYCLES: u64 = 8;

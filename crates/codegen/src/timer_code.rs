@@ -20,12 +20,13 @@ pub fn lower_timers(
     a: &mut CodeAssembler,
     run: &[TimerOp],
     thread: ThreadPointer,
+    tid: Option<u32>,
     threads: u64,
     frame: i32,
     done: CodeLabel,
 ) -> Result<(), IcedError> {
     let mut lost = a.create_label();
-    thread_slot(a, thread, threads, lost)?;
+    thread_slot(a, thread, tid, threads, lost)?;
     // rcx = slot index, kept across the timers; rax, rdx, r10, r11 are scratch.
     for p in run {
         let mut after = a.create_label();
@@ -85,9 +86,16 @@ pub fn lower_timers(
 /// claiming a free one for a thread not there yet; jumps to `lost` when the table is full.
 /// Writes `rax`, `rcx`, `rdx`, `r10` (the thread's key) and `r11` ([`REGS`]), and the flags.
 /// Timers and the per-thread rings of `emit.thread` index their per-thread state by it.
+///
+/// With `tid` (the byte offset of the 32-bit thread id in the thread pointer's structure, in
+/// a process), a slot is this thread's only if its owner has this thread's id too, and a
+/// thread's first lookup takes over a dead owner's slot or claims one ([`timer`]'s "Forked
+/// children"). That first lookup makes system calls, with four registers saved below the
+/// red zone: `tid` is only for user code.
 pub fn thread_slot(
     a: &mut CodeAssembler,
     thread: ThreadPointer,
+    tid: Option<u32>,
     threads: u64,
     lost: CodeLabel,
 ) -> Result<(), IcedError> {
@@ -98,36 +106,186 @@ pub fn thread_slot(
     }
     a.inc(r10)?;
     let mask = (timer::THREAD_SLOTS - 1) as u32;
+    let owners = timer::OWNERS as i32;
     let mut probe = a.create_label();
     let mut next = a.create_label();
     let mut found = a.create_label();
-    // rcx = home slot: ((key >> 12) ^ (key >> 23)) & mask, as timer::home_slot.
-    a.mov(rcx, r10)?;
-    a.shr(rcx, 12)?;
-    a.mov(rax, r10)?;
-    a.shr(rax, 23)?;
-    a.xor(rcx, rax)?;
-    a.and(ecx, mask)?;
+    let mut first = a.create_label();
+    home_slot(a, rcx, ecx)?;
     a.add_instruction(templates::lea_rip(Register::R11, threads))?;
     a.mov(edx, timer::THREAD_SLOTS as u32)?;
-    // Linear probing: our key, or a free slot claimed with lock cmpxchg (rax = 0 expected).
     a.set_label(&mut probe)?;
     a.mov(rax, qword_ptr(r11 + rcx * 8))?;
     a.cmp(rax, r10)?;
-    a.je(found)?;
-    a.test(rax, rax)?;
-    a.jnz(next)?;
-    a.lock().cmpxchg(qword_ptr(r11 + rcx * 8), r10)?;
-    a.je(found)?;
-    a.cmp(rax, r10)?;
-    a.je(found)?;
+    match tid {
+        // Linear probing: our key, or a free slot claimed with lock cmpxchg (rax = 0 expected).
+        None => {
+            a.je(found)?;
+            a.test(rax, rax)?;
+            a.jnz(next)?;
+            a.lock().cmpxchg(qword_ptr(r11 + rcx * 8), r10)?;
+            a.je(found)?;
+            a.cmp(rax, r10)?;
+            a.je(found)?;
+        }
+        // 1. Our key and our thread id; another thread's slot with our key is passed over; a
+        //    free slot ends the chain.
+        Some(off) => {
+            let mut other = a.create_label();
+            a.jne(other)?;
+            a.mov(eax, dword_ptr(off as u64).fs())?;
+            a.cmp(dword_ptr(r11 + rcx * 8 + owners), eax)?;
+            a.je(found)?;
+            a.jmp(next)?;
+            a.set_label(&mut other)?;
+            a.test(rax, rax)?;
+            a.jz(first)?;
+        }
+    }
     a.set_label(&mut next)?;
     a.inc(ecx)?;
     a.and(ecx, mask)?;
     a.dec(edx)?;
     a.jnz(probe)?;
-    a.jmp(lost)?;
+    match tid {
+        None => a.jmp(lost)?,
+        Some(off) => {
+            a.set_label(&mut first)?;
+            first_lookup(a, off, threads, lost, found)?;
+        }
+    }
     a.set_label(&mut found)
+}
+
+/// `reg` (`low` its 32 bits) = the home slot of the key in `r10`, `((key >> 12) ^ (key >>
+/// 23)) & mask` as [`timer::home_slot`]. Writes `rax`.
+fn home_slot(
+    a: &mut CodeAssembler,
+    reg: AsmRegister64,
+    low: AsmRegister32,
+) -> Result<(), IcedError> {
+    a.mov(reg, r10)?;
+    a.shr(reg, 12)?;
+    a.mov(rax, r10)?;
+    a.shr(rax, 23)?;
+    a.xor(reg, rax)?;
+    a.and(low, (timer::THREAD_SLOTS - 1) as u32)
+}
+
+/// A thread's first lookup (steps 2 and 3 of [`timer`]'s "Forked children"), the key in
+/// `r10`: `rcx` = the slot taken over or claimed, then on to `found`; or on to `lost`.
+/// `rdi`, `rsi`, `r8` and `r9` are saved below the red zone and a probe count above them:
+/// `r8` = the slot probed, `r9` = our owner word once a slot is to be written (the system
+/// calls write `rcx` and `r11`).
+fn first_lookup(
+    a: &mut CodeAssembler,
+    tid: u32,
+    threads: u64,
+    lost: CodeLabel,
+    found: CodeLabel,
+) -> Result<(), IcedError> {
+    let mask = (timer::THREAD_SLOTS - 1) as i32;
+    let owners = timer::OWNERS as i32;
+    let mut take_over = a.create_label();
+    let mut pass = a.create_label();
+    let mut claim = a.create_label();
+    let mut unclaimed = a.create_label();
+    let mut took = a.create_label();
+    a.lea(rsp, qword_ptr(rsp - RED_ZONE))?;
+    for r in [rdi, rsi, r8, r9] {
+        a.push(r)?;
+    }
+    a.push(0)?;
+    let probes = qword_ptr(rsp);
+    // 2. Each slot of the chain with our key and an owner that is set and gone: take it over.
+    home_slot(a, r8, r8d)?;
+    a.set_label(&mut take_over)?;
+    a.add_instruction(templates::lea_rip(Register::R11, threads))?;
+    a.mov(rax, qword_ptr(r11 + r8 * 8))?;
+    a.test(rax, rax)?;
+    a.jz(claim)?;
+    a.cmp(rax, r10)?;
+    a.jne(pass)?;
+    a.mov(rax, qword_ptr(r11 + r8 * 8 + owners))?;
+    a.mov(esi, eax)?;
+    a.test(esi, esi)?;
+    a.jz(pass)?;
+    a.mov(rdi, rax)?;
+    a.shr(rdi, 32)?;
+    a.xor(edx, edx)?;
+    a.mov(eax, SYS_TGKILL)?;
+    a.syscall()?;
+    a.cmp(rax, -ESRCH)?;
+    a.jne(pass)?;
+    // The owner just found gone, if no other thread took the slot meanwhile.
+    owner_word(a, tid)?;
+    a.mov(rax, rdi)?;
+    a.shl(rax, 32)?;
+    a.or(rax, rsi)?;
+    a.add_instruction(templates::lea_rip(Register::R11, threads))?;
+    a.lock().cmpxchg(qword_ptr(r11 + r8 * 8 + owners), r9)?;
+    a.je(took)?;
+    a.set_label(&mut pass)?;
+    a.inc(r8d)?;
+    a.and(r8d, mask)?;
+    a.inc(probes)?;
+    a.cmp(probes, timer::THREAD_SLOTS as i32)?;
+    a.jb(take_over)?;
+    // 3. The first free slot of the chain: its key claimed, then its owner written.
+    a.set_label(&mut claim)?;
+    home_slot(a, r8, r8d)?;
+    a.mov(probes, 0)?;
+    a.add_instruction(templates::lea_rip(Register::R11, threads))?;
+    let mut probe = a.create_label();
+    a.set_label(&mut probe)?;
+    a.mov(rax, qword_ptr(r11 + r8 * 8))?;
+    a.test(rax, rax)?;
+    a.jnz(unclaimed)?;
+    a.lock().cmpxchg(qword_ptr(r11 + r8 * 8), r10)?;
+    a.jne(unclaimed)?;
+    owner_word(a, tid)?;
+    a.add_instruction(templates::lea_rip(Register::R11, threads))?;
+    a.mov(qword_ptr(r11 + r8 * 8 + owners), r9)?;
+    a.jmp(took)?;
+    a.set_label(&mut unclaimed)?;
+    a.inc(r8d)?;
+    a.and(r8d, mask)?;
+    a.inc(probes)?;
+    a.cmp(probes, timer::THREAD_SLOTS as i32)?;
+    a.jb(probe)?;
+    restore(a)?;
+    a.jmp(lost)?;
+    a.set_label(&mut took)?;
+    a.mov(rcx, r8)?;
+    restore(a)?;
+    a.jmp(found)
+}
+
+/// `r9` = this thread's owner word, `(getpid() << 32) | tid`; writes `rax`, `rcx`, `r11`.
+/// Only when a slot is to be written: a thread that finds none (a full table) makes no
+/// system call.
+fn owner_word(a: &mut CodeAssembler, tid: u32) -> Result<(), IcedError> {
+    a.mov(eax, templates::SYS_GETPID)?;
+    a.syscall()?;
+    a.mov(r9, rax)?;
+    a.shl(r9, 32)?;
+    a.mov(eax, dword_ptr(tid as u64).fs())?;
+    a.or(r9, rax)
+}
+
+/// Bytes below `rsp` a leaf function of the program may use (System V red zone).
+const RED_ZONE: i32 = 128;
+const SYS_TGKILL: u32 = 234;
+const ESRCH: i32 = 3;
+
+/// The probe count and `first_lookup`'s saved registers off the stack, then the red zone back
+/// (`lea`, not `add`: the flags are the caller's to clobber, but `lea` is what the saves used).
+fn restore(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    a.lea(rsp, qword_ptr(rsp + 8))?;
+    for r in [r9, r8, rsi, rdi] {
+        a.pop(r)?;
+    }
+    a.lea(rsp, qword_ptr(rsp + RED_ZONE))
 }
 
 /// Leave timer `t` once (`r11` = this thread's state in it): the outermost exit adds the
@@ -285,4 +443,24 @@ fn lower_tail_return(
     a.jmp(next)?;
     a.set_label(&mut after)?;
     a.nop()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lookup_bytes(tid: Option<u32>) -> usize {
+        let mut a = CodeAssembler::new(64).unwrap();
+        let lost = a.create_label();
+        thread_slot(&mut a, ThreadPointer::FsBase, tid, 0x10_0000, lost).unwrap();
+        a.nop().unwrap();
+        a.assemble(0x10_0000).unwrap().len()
+    }
+
+    /// The rooms the session reserves for a lookup's first-event path hold it.
+    #[test]
+    fn first_lookup_fits_its_room() {
+        let extra = lookup_bytes(Some(0x2d0)) - lookup_bytes(None);
+        assert!(extra as u64 <= timer::FIRST_LOOKUP_BYTES, "{extra} bytes");
+    }
 }

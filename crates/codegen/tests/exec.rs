@@ -24,13 +24,22 @@ unsafe impl Sync for Arena {}
 
 impl Arena {
     fn new() -> Arena {
-        // SAFETY: an anonymous private mapping; the result is checked.
+        Arena::mapped(libc::MAP_PRIVATE)
+    }
+
+    /// An arena a forked child shares with this process, as it shares kerf's data heap.
+    fn shared() -> Arena {
+        Arena::mapped(libc::MAP_SHARED)
+    }
+
+    fn mapped(sharing: libc::c_int) -> Arena {
+        // SAFETY: an anonymous mapping; the result is checked.
         let base = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 MAP,
                 libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                sharing | libc::MAP_ANONYMOUS,
                 -1,
                 0,
             )
@@ -59,6 +68,26 @@ impl Arena {
 fn fsgsbase() -> bool {
     // SAFETY: getauxval has no preconditions.
     unsafe { libc::getauxval(libc::AT_HWCAP2) & 2 != 0 }
+}
+
+/// The thread id's offset in glibc's `struct pthread`, from the descriptor glibc exports for
+/// libthread_db (bits, count, offset), as kerf reads it from a target's libc.
+fn glibc_tid_offset() -> u32 {
+    // SAFETY: dlsym with a NUL-terminated name; the result is checked before it is read,
+    // and glibc's descriptor is three u32s.
+    let d = unsafe {
+        let p = libc::dlsym(libc::RTLD_DEFAULT, c"_thread_db_pthread_tid".as_ptr());
+        assert!(!p.is_null(), "glibc exports _thread_db_pthread_tid");
+        *(p as *const [u32; 3])
+    };
+    assert_eq!(&d[..2], [32, 1]);
+    d[2]
+}
+
+/// This thread's id, as the kernel knows it.
+fn gettid() -> u64 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() as u64 }
 }
 
 fn thread_pointer() -> ThreadPointer {
@@ -100,6 +129,7 @@ fn timer_pair(ar: &mut Arena, live: LiveAt) -> (u64, u64, u64, u64) {
         env: Env::User,
         thread: thread_pointer(),
         threads,
+        thread_id: Some(glibc_tid_offset()),
         only_thread: None,
         only_id: None,
     };
@@ -181,6 +211,7 @@ fn thread_filter_counts_only_that_thread() {
         env: Env::User,
         thread: thread_pointer(),
         threads: 0,
+        thread_id: None,
         only_thread: Some(tp),
         only_id: None,
     };
@@ -227,6 +258,7 @@ fn tails() -> Tails {
         env: Env::User,
         thread: thread_pointer(),
         threads,
+        thread_id: Some(glibc_tid_offset()),
         only_thread: None,
         only_id: None,
     };
@@ -649,7 +681,10 @@ fn a_full_ring_counts_losses_until_the_reader_moves_its_tail() {
 fn thread_rings(ar: &Arena, live: LiveAt, slots: u32) -> (At, u64) {
     let rings = timer::THREAD_TABLE_LEN;
     assert!(DATA + rings + ring::thread_rings_len(slots) <= MAP as u64);
-    let at = At::new(live, Env::User, thread_pointer(), ar.addr(DATA));
+    let at = At {
+        thread_id: Some(glibc_tid_offset()),
+        ..At::new(live, Env::User, thread_pointer(), ar.addr(DATA))
+    };
     (at, rings)
 }
 
@@ -832,6 +867,127 @@ fn emit_cpu_flood_loses_exactly_what_it_does_not_deliver() {
     let delivered = t.rings[0].records.len() as u64;
     assert_eq!(delivered, u64::from(SLOTS));
     assert_eq!(t.lost(), 4 * PER - delivered, "lost = emitted - delivered");
+}
+
+/// The used rings of a per-thread area: (slot, its key, its owner, its records' values).
+fn used_rings(ar: &Arena, rings: u64, slots: u32) -> Vec<(u64, u64, u64, Vec<Vec<u64>>)> {
+    let t = read_thread_rings(ar, rings, slots);
+    assert_eq!(t.lost(), 0);
+    (0..timer::THREAD_SLOTS)
+        .filter(|&k| t.rings[k as usize].tail > 0)
+        .map(|k| {
+            let values = t.rings[k as usize].records.iter().map(|r| r.values.clone()).collect();
+            (k, ar.data(8 * k), ar.data(timer::OWNERS + 8 * k), values)
+        })
+        .collect()
+}
+
+/// A child forked after the parent's thread has its slot has the same thread pointer (its
+/// memory is a copy) and shares the data (kerf's heap is shared memory): it gets a slot and a
+/// ring of its own, owned by its own process and thread, and the parent's ring has only the
+/// parent's records. Without the owners, both would write the one ring.
+#[test]
+fn a_forked_child_gets_a_ring_of_its_own() {
+    const SLOTS: u32 = 64;
+    let mut ar = Arena::shared();
+    let (at, rings) = thread_rings(&ar, LiveAt::ALL, SLOTS);
+    let f = place_emit_thread(&mut ar, &at, rings, SLOTS);
+    // In a thread of its own, which the forked child's only thread then copies.
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for k in 0..3 {
+                let regs = with(&[("rdi", 1), ("rsi", k)]);
+                assert_eq!(run_with(f, regs, false).regs, regs);
+            }
+            // SAFETY: the child runs only the generated code (no allocation, no locks) and
+            // `_exit`; the parent waits for it.
+            let child = unsafe { libc::fork() };
+            assert!(child >= 0);
+            if child == 0 {
+                let mut same = true;
+                for k in 0..5 {
+                    let regs = with(&[("rdi", 2), ("rsi", k)]);
+                    same &= run_with(f, regs, k % 2 == 0).regs == regs;
+                }
+                // SAFETY: ends the child without running the parent's exit handlers.
+                unsafe { libc::_exit(if same { 0 } else { 1 }) };
+            }
+            let mut status = 0;
+            // SAFETY: waits for the child forked above.
+            assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+            assert_eq!(status, 0, "the child saw its registers changed");
+            for k in 3..5 {
+                run_with(f, with(&[("rdi", 1), ("rsi", k)]), false);
+            }
+            let me = (u64::from(std::process::id()) << 32) | gettid();
+            let used = used_rings(&ar, rings, SLOTS);
+            assert_eq!(used.len(), 2, "{used:x?}");
+            let (parent, child_ring) = match used[0].2 == me {
+                true => (&used[0], &used[1]),
+                false => (&used[1], &used[0]),
+            };
+            assert_eq!(parent.2, me);
+            assert_eq!(child_ring.2 >> 32, child as u64, "the child's slot is the child's");
+            assert_eq!(parent.1, child_ring.1, "one thread pointer, two slots");
+            let want = |who: u64| (0..5).map(|k| vec![who, k]).collect::<Vec<_>>();
+            assert_eq!((&parent.3, &child_ring.3), (&want(1), &want(2)));
+        });
+    });
+}
+
+/// A thread that starts after another ended may get its thread pointer from glibc's stack
+/// cache: it takes over the dead thread's slot (its owner gone), as it would with keys alone;
+/// a slot whose owner lives on is never taken. Other tests' threads may take the cached stack
+/// first, so each thread here puts the slot it is to meet at its own home slot.
+#[test]
+fn a_thread_on_a_dead_threads_stack_takes_over_its_slot() {
+    const SLOTS: u32 = 64;
+    let mut ar = Arena::new();
+    let (at, rings) = thread_rings(&ar, LiveAt::ALL, SLOTS);
+    let f = place_emit_thread(&mut ar, &at, rings, SLOTS);
+    let tp = || -> u64 {
+        let tp: u64;
+        // SAFETY: reads this thread's thread pointer (x86-64 TLS ABI: the TCB's first word).
+        unsafe { asm!("mov {}, fs:[0]", out(reg) tp) };
+        tp
+    };
+    let pid = u64::from(std::process::id()) << 32;
+    let dead = std::thread::spawn(gettid).join().unwrap();
+    // Gone from the kernel too (tgkill says ESRCH), not only joined.
+    let task = std::path::PathBuf::from(format!("/proc/self/task/{dead}"));
+    let t0 = std::time::Instant::now();
+    while task.exists() && t0.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    // owner: the owner word put on this thread's home slot, with its key, before it emits
+    // `who`; returns that slot.
+    let meet = |owner: u64, who: u64| {
+        let ar = &ar;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let home = timer::home_slot(tp());
+                ar.set_data(8 * home, timer::thread_key(tp()));
+                ar.set_data(timer::OWNERS + 8 * home, owner);
+                let regs = with(&[("rdi", who), ("rsi", 0)]);
+                assert_eq!(run_with(f, regs, who == 2).regs, regs);
+                (home, gettid())
+            })
+            .join()
+            .unwrap()
+        })
+    };
+    let (home, second) = meet(pid | dead, 2);
+    let used = used_rings(&ar, rings, SLOTS);
+    assert_eq!(used.iter().map(|u| u.0).collect::<Vec<_>>(), [home], "{used:x?}");
+    assert_eq!(used[0].2, pid | second, "the second thread owns the dead one's slot");
+    assert_eq!(used[0].3, [vec![2, 0]]);
+    // The slot of this (live) thread: a third thread with its key passes over it.
+    let (home, _) = meet(pid | gettid(), 3);
+    assert_eq!(ar.data(timer::OWNERS + 8 * home), pid | gettid(), "a live owner's slot kept");
+    let used = used_rings(&ar, rings, SLOTS);
+    let third: Vec<_> = used.iter().filter(|u| u.3 == [vec![3, 0]]).collect();
+    assert_eq!(third.len(), 1, "{used:x?}");
+    assert_ne!(third[0].0, home);
 }
 
 #[test]
@@ -1357,6 +1513,7 @@ fn task_predicate_reads_through_the_thread_pointer() {
         env: Env::User,
         thread: thread_pointer(),
         threads: 0,
+        thread_id: None,
         only_thread: None,
         only_id: Some((0, tp as u32)),
     };

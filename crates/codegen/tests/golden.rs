@@ -25,7 +25,10 @@ fn points() -> Vec<(&'static str, At)> {
     let flags = LiveAt { regs: RegSet::EMPTY, flags: FlagSet::ALL };
     vec![
         ("process, nothing live", user(dead)),
-        ("process, everything live", user(LiveAt::ALL)),
+        (
+            "process, everything live, thread id at fs:[0x2d0] (glibc's)",
+            At { thread_id: Some(0x2d0), ..user(LiveAt::ALL) },
+        ),
         ("process, flags live, registers dead", user(flags)),
         ("process, nothing live, rdpid for the CPU", At { cpu: CpuRead::Rdpid, ..user(dead) }),
         (

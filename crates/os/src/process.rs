@@ -198,6 +198,23 @@ pub fn comm(sys: &dyn ProcSys, pid: i32) -> Option<String> {
     Some(text.trim_end().to_string())
 }
 
+/// Whether a thread of process `pid` runs under seccomp, a filter ("Seccomp: 2" in
+/// /proc/PID/task/TID/status; seccomp is per thread) or strict mode (1). Code kerf puts in
+/// such a process must make no system call seccomp may forbid or punish. A thread whose
+/// status cannot be read (it ended meanwhile) is taken as free; a process whose task list
+/// cannot be read, as restricted.
+pub fn seccomp_restricted(sys: &dyn ProcSys, pid: i32) -> bool {
+    let tasks = proc_dir(pid).join("task");
+    let Ok(tids) = sys.list_dir(&tasks) else { return true };
+    tids.iter().any(|t| {
+        let status = sys.read_to_string(&tasks.join(t).join("status")).unwrap_or_default();
+        status.lines().any(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.len() == 2 && w[0] == "Seccomp:" && w[1] != "0"
+        })
+    })
+}
+
 /// The fields of /proc/PID/stat after the command name: `fields[0]` is field 3 (state).
 fn stat_fields(sys: &dyn ProcSys, pid: i32) -> Option<Vec<String>> {
     let stat = sys.read_to_string(&proc_dir(pid).join("stat")).ok()?;
@@ -284,12 +301,15 @@ pub(crate) mod tests {
             self.ids.get(path).copied().ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
         }
         fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
-            let names: Vec<String> = self
+            // Files right below `path`, and the directories that files further down are in.
+            let mut names: Vec<String> = self
                 .files
                 .keys()
-                .filter(|f| f.parent() == Some(path))
-                .filter_map(|f| Some(f.file_name()?.to_str()?.to_string()))
+                .filter_map(|f| f.strip_prefix(path).ok()?.components().next())
+                .filter_map(|c| Some(c.as_os_str().to_str()?.to_string()))
                 .collect();
+            names.sort();
+            names.dedup();
             if names.is_empty() && !self.exists(path) {
                 return Err(io::Error::from(io::ErrorKind::NotFound));
             }
@@ -304,6 +324,24 @@ pub(crate) mod tests {
 
     pub(crate) fn open(pid: i32, sys: FakeSys) -> Result<Process, TargetError> {
         Process::open_with(pid, Box::new(sys))
+    }
+
+    #[test]
+    fn seccomp_of_any_thread_is_seen() {
+        let status = |mode: u32| format!("Name:\tx\nSeccomp:\t{mode}\nSeccomp_filters:\t1\n");
+        let sys = FakeSys::default()
+            .file("/proc/7/task/7/status", &status(0))
+            .file("/proc/7/task/8/status", &status(2));
+        assert!(seccomp_restricted(&sys, 7));
+        let sys = FakeSys::default()
+            .file("/proc/7/task/7/status", &status(1))
+            .file("/proc/7/task/8/status", &status(0));
+        assert!(seccomp_restricted(&sys, 7), "strict mode");
+        let sys = FakeSys::default()
+            .file("/proc/7/task/7/status", &status(0))
+            .file("/proc/7/task/8/status", &status(0));
+        assert!(!seccomp_restricted(&sys, 7));
+        assert!(seccomp_restricted(&FakeSys::default(), 9), "no task list: assume seccomp");
     }
 
     #[test]

@@ -802,6 +802,7 @@ pub(crate) mod fake {
                 target: Where::Process(1),
                 env: Env::User,
                 thread: ThreadPointer::FsBase,
+                thread_id: None,
                 only_thread: None,
                 only_id: None,
                 cpu: kerf_codegen::CpuRead::Rdtscp,

@@ -366,11 +366,16 @@ impl Backend for ProcessBackend {
             Ok((thread, only_thread, startup))
         })?;
         phases.lap("first stop (thread context, start-up code)", t);
+        // The thread table tells a forked child's threads by their ids, with system calls in
+        // a thread's first lookup; under seccomp it keys on thread pointers alone.
+        let restricted = kerf_os::process::seccomp_restricted(&kerf_os::process::RealSys, self.pid);
+        let thread_id = if restricted { None } else { glibc_tid_offset(modules) };
         let target = Where::Process(self.pid);
         let runtime = Runtime {
             target,
             env: Env::User,
             thread,
+            thread_id,
             only_thread,
             only_id: None,
             cpu: Runtime::cpu_read(),
@@ -775,6 +780,34 @@ fn thread_context(
     };
     let kind = if fsgsbase { ThreadPointer::FsBase } else { ThreadPointer::FsSelf };
     Ok((kind, only))
+}
+
+/// The offset of the thread id in glibc's `struct pthread` (from the thread pointer), from
+/// the descriptor glibc exports for libthread_db (`_thread_db_pthread_tid`: bits, count,
+/// offset), if a module of `images` is glibc's libc.
+pub fn glibc_tid_offset(images: &[AnalyzedImage]) -> Option<u32> {
+    for img in images {
+        let name = crate::spec::module_name(&img.path.to_string_lossy()).to_string();
+        if !name.starts_with("libc.so") && !name.starts_with("libc-") {
+            continue;
+        }
+        let elf = kerf_analysis::image::Image::from_elf(&name, &img.bytes).ok()?;
+        let sym = elf.symbols_named("_thread_db_pthread_tid").next()?;
+        let seg = elf
+            .segments
+            .iter()
+            .find(|s| sym.addr.0 >= s.vaddr.0 && sym.addr.0 + 12 <= s.vaddr.0 + s.filesz)?;
+        let off = (seg.file_offset + sym.addr.0 - seg.vaddr.0) as usize;
+        let word = |k: usize| {
+            let b = img.bytes.get(off + 4 * k..off + 4 * k + 4)?;
+            Some(u32::from_le_bytes(b.try_into().ok()?))
+        };
+        // 32 bits, one of them.
+        if word(0)? == 32 && word(1)? == 1 {
+            return word(2);
+        }
+    }
+    None
 }
 
 /// Put the padding back where springboards were written (their splices must be gone).

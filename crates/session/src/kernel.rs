@@ -514,6 +514,7 @@ impl Backend for KernelBackend<'_> {
             target: Where::Kernel,
             env: Env::Kernel,
             thread,
+            thread_id: None,
             only_thread: None,
             only_id,
             cpu: Runtime::cpu_read(),

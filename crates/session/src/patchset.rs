@@ -9,7 +9,7 @@ use crate::plan::SitePlan;
 use crate::probe::{Action, InstrumentError, KindRefusal, Probe, Reason, Site, ToolData, Where};
 use kerf_arch::{KernelAddr, RemoteAddr};
 use kerf_codegen::ir::{Op, Program};
-use kerf_codegen::timer::{THREAD_TABLE_LEN, TIMER_LEN};
+use kerf_codegen::timer::{FIRST_LOOKUP_BYTES, THREAD_TABLE_LEN, TIMER_LEN};
 use kerf_codegen::{
     lower, lower_program, sigguard, At, Context, CpuRead, Env, KernelReads, Primitive,
     ThreadPointer,
@@ -76,9 +76,10 @@ pub enum Outcome {
 }
 
 /// Bytes of code heap reserved per spliced address (snippet, displaced instructions, jump
-/// back), plus `TIMER_PATCH` for each timer primitive there.
+/// back), plus `TIMER_PATCH` for each timer primitive there (its thread-slot lookup's first
+/// event path included).
 pub(crate) const PATCH_SLOT: u64 = 128;
-pub(crate) const TIMER_PATCH: u64 = 192;
+pub(crate) const TIMER_PATCH: u64 = 192 + FIRST_LOOKUP_BYTES;
 /// Code heap for a signal-mask guard (on top of `PATCH_SLOT`).
 pub(crate) const GUARD_PATCH: u64 = 640;
 /// Where a guard's label ids start when it shares a patch with other primitives, whose ids
@@ -121,10 +122,11 @@ fn program_room(p: &Program) -> u64 {
         .iter()
         .map(|op| match op {
             Op::Label(_) => 0,
-            // The thread-slot lookup, the reservation and the record (10 bytes a value).
+            // The reservation and the record (10 bytes a value); per thread, with the
+            // thread-slot lookup.
             Op::Emit { values, .. } => 160 + 10 * values.len() as u64,
             Op::EmitThread { values, reads, .. } => {
-                224 + 10 * values.len() as u64 + 160 * reads.len() as u64
+                224 + FIRST_LOOKUP_BYTES + 10 * values.len() as u64 + 160 * reads.len() as u64
             }
             Op::Call { args, .. } => 32 + 10 * args.len() as u64,
             Op::Timer(_) => TIMER_PATCH + TAIL_PATCH,
@@ -269,6 +271,9 @@ pub struct Runtime {
     pub target: Where,
     pub env: Env,
     pub thread: ThreadPointer,
+    /// Where the thread id is in the thread pointer's structure (glibc's), in a process
+    /// where it is known: the thread table tells forked children's threads apart by it.
+    pub thread_id: Option<u32>,
     pub only_thread: Option<u64>,
     pub only_id: Option<(u32, u32)>,
     /// How generated code reads the CPU it runs on.
@@ -375,6 +380,7 @@ pub(crate) fn site_code(
         env: rt.env,
         thread: rt.thread,
         threads: job.data,
+        thread_id: rt.thread_id,
         only_thread: rt.only_thread,
         only_id: rt.only_id,
     };
@@ -390,6 +396,7 @@ pub(crate) fn site_code(
         env: rt.env,
         thread: rt.thread,
         threads: job.data,
+        thread_id: rt.thread_id,
         cpu: rt.cpu,
         kernel_reads: rt.kernel_reads,
     };

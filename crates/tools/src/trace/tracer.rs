@@ -231,33 +231,6 @@ fn kernel_slots(per: Rings, streams: usize) -> u32 {
     fit.clamp(64, u64::from(KERNEL_SLOTS)) as u32
 }
 
-/// The thread id offset in glibc's `struct pthread`, from the descriptor glibc exports for
-/// libthread_db (`_thread_db_pthread_tid`: bits, count, offset).
-fn glibc_tid_offset(images: &[AnalyzedImage]) -> Option<u32> {
-    for img in images {
-        let name = spec::module_name(&img.path.to_string_lossy()).to_string();
-        if !name.starts_with("libc.so") && !name.starts_with("libc-") {
-            continue;
-        }
-        let elf = kerf_analysis::image::Image::from_elf(&name, &img.bytes).ok()?;
-        let sym = elf.symbols_named("_thread_db_pthread_tid").next()?;
-        let seg = elf
-            .segments
-            .iter()
-            .find(|s| sym.addr.0 >= s.vaddr.0 && sym.addr.0 + 12 <= s.vaddr.0 + s.filesz)?;
-        let off = (seg.file_offset + sym.addr.0 - seg.vaddr.0) as usize;
-        let word = |k: usize| {
-            let b = img.bytes.get(off + 4 * k..off + 4 * k + 4)?;
-            Some(u32::from_le_bytes(b.try_into().ok()?))
-        };
-        // 32 bits, one of them.
-        if word(0)? == 32 && word(1)? == 1 {
-            return word(2);
-        }
-    }
-    None
-}
-
 /// The stream name a probe defaults to: its module's file name up to `.so`, or `kernel`.
 fn default_stream(images: &[AnalyzedImage], module: usize, kind: TargetKind) -> String {
     if kind == TargetKind::Kernel {
@@ -292,9 +265,8 @@ impl Trace {
         only: Option<(u32, u32)>,
     ) -> Result<(Vec<Probe>, ToolData, Built), ToolError> {
         let tid = match kind {
-            TargetKind::Process => {
-                glibc_tid_offset(images).map_or(TidSource::Unknown, TidSource::At)
-            }
+            TargetKind::Process => kerf_session::instrument::glibc_tid_offset(images)
+                .map_or(TidSource::Unknown, TidSource::At),
             TargetKind::Kernel => match self.task_ids.get() {
                 (Some(pid), Some(tgid)) if tgid == pid + 4 => TidSource::Pair(pid),
                 (Some(pid), _) => TidSource::At(pid),
@@ -460,12 +432,9 @@ impl LiveTool for Trace {
         if !reads {
             return Ok(());
         }
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        let filtered =
-            status.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == ["Seccomp:", "2"]);
-        if filtered {
+        if kerf_os::process::seccomp_restricted(&kerf_os::process::RealSys, pid) {
             return Err(ToolError::Usage(format!(
-                "process {pid} runs under a seccomp filter: memory and string captures make \
+                "process {pid} runs under seccomp: memory and string captures make \
                  system calls (getpid, process_vm_readv) in its threads that the filter may \
                  forbid or punish; capture registers and arguments only"
             )));
