@@ -301,12 +301,12 @@ fn needs(op: &Op) -> Needs {
         }
         // rdtscp writes rcx too.
         Op::Cpu { .. } => Needs { clobbers: RDTSCP, flags: FlagSet::ALL, ..none },
-        // rdtscp's registers (rax and rdx the reservation's, rcx the CPU until the record is
-        // filled); the ring, then the slot, and the time in temporaries.
+        // rdtscp's registers (rax and rdx the reservation's, rcx the CPU); the ring, then the
+        // slot, and the reservation's seq while the time is read, in temporaries.
         Op::Emit { .. } => Needs { clobbers: RDTSCP, temps: 2, flags: FlagSet::ALL, ..none },
-        // The thread-slot lookup's registers (rdtscp's among them); the time and the CPU in
-        // temporaries, as the lookup writes rcx. Memory reads make system calls: every
-        // caller-saved register, and a frame on the stack.
+        // The thread-slot lookup's registers (rdtscp's among them); the reservation's seq while
+        // the time is read, and a CPU's ring's CPU, in temporaries. Memory reads make system
+        // calls: every caller-saved register, and a frame on the stack.
         Op::EmitThread { reads, .. } if reads.is_empty() => {
             Needs { clobbers: RegSet::of(&timer_code::REGS), temps: 2, flags: FlagSet::ALL, ..none }
         }
@@ -739,28 +739,16 @@ impl<'a> Lowerer<'a> {
         Ok(())
     }
 
-    /// A record's time and CPU, at one instant (`rdtscp`): `now` = the time stamp counter,
-    /// `meta`'s low 32 bits = the record's dword at [`ring::LEN`]: `len | cpu << 16`, `len`
-    /// the bytes of its words. Writes `rax`, `rcx`, `rdx`.
-    fn time_and_cpu(
-        &mut self,
-        now: AsmRegister64,
-        meta: AsmRegister64,
-        words: usize,
-    ) -> Result<(), LowerError> {
-        use iced_x86::code_asm::{ecx, rax, rcx, rdx};
-        let rdpid = self.at.cpu == CpuRead::Rdpid;
+    /// `meta` = the CPU this code runs on and the record's length, as a slot's `len`/`cpu`
+    /// dword wants them (`(cpu << 16) | 8 * words`): `rdpid`, or `rdtscp` (its time unused).
+    /// Writes `rcx` (and `rax`, `rdx` with `rdtscp`).
+    fn cpu_meta(&mut self, meta: AsmRegister64, words: usize) -> Result<(), LowerError> {
+        use iced_x86::code_asm::{ecx, rcx};
         let a = &mut self.a;
-        if rdpid {
-            a.rdtsc()?;
+        if self.at.cpu == CpuRead::Rdpid {
+            a.rdpid(rcx)?;
         } else {
             a.rdtscp()?;
-        }
-        a.shl(rdx, 32)?;
-        a.or(rax, rdx)?;
-        a.mov(now, rax)?;
-        if rdpid {
-            a.rdpid(rcx)?;
         }
         a.and(ecx, TSC_AUX_CPU)?;
         a.shl(ecx, 16)?;
@@ -768,13 +756,61 @@ impl<'a> Lowerer<'a> {
         if Register::from(meta) != Register::RCX {
             a.mov(meta, rcx)?;
         }
+        Ok(())
+    }
+
+    /// The time of the record just reserved in the slot at `t` (`rdx` = its `seq`), with its
+    /// length and CPU: `meta` if the ring was chosen by CPU already ([`Self::cpu_meta`]),
+    /// else read now with the time (`rdtscp`, or `rdtsc` and `rdpid`). `rdx` is kept in
+    /// `save` meanwhile; writes `rax` and `rcx`.
+    ///
+    /// The time is read after the reservation, not before: a writer preempted (or, in a
+    /// process, descheduled) between the two would otherwise reserve, later, a record stamped
+    /// earlier than records other rings gave the reader meanwhile, which the reader has then
+    /// put out already. Read after, a record's time is later than its reservation, which the
+    /// reader sees (a reserved record not complete yet) and holds younger records back for.
+    fn stamp(
+        &mut self,
+        t: AsmRegister64,
+        save: AsmRegister64,
+        words: usize,
+        meta: Option<AsmRegister64>,
+    ) -> Result<(), LowerError> {
+        use iced_x86::code_asm::{dword_ptr, ecx, rax, rcx, rdx};
+        let rdpid = self.at.cpu == CpuRead::Rdpid;
+        let a = &mut self.a;
+        a.mov(save, rdx)?;
+        if rdpid || meta.is_some() {
+            a.rdtsc()?;
+        } else {
+            a.rdtscp()?;
+        }
+        a.shl(rdx, 32)?;
+        a.or(rax, rdx)?;
+        a.mov(qword_ptr(t + ring::TIME as i32), rax)?;
+        match meta {
+            Some(m) => {
+                let m32 = get_gpr32(Register::from(m).full_register32()).expect("a 32-bit GPR");
+                a.mov(dword_ptr(t + ring::LEN as i32), m32)?;
+            }
+            None => {
+                if rdpid {
+                    a.rdpid(rcx)?;
+                }
+                a.and(ecx, TSC_AUX_CPU)?;
+                a.shl(ecx, 16)?;
+                a.or(ecx, 8 * words as i32)?;
+                a.mov(dword_ptr(t + ring::LEN as i32), ecx)?;
+            }
+        }
+        a.mov(rdx, save)?;
         self.pending_label = None;
         Ok(())
     }
 
     /// [`Op::Emit`], the steps of [`crate::ring`]'s writer. Temporaries: `t` = the ring, then
-    /// the slot; `now` = the time. `rcx` = the length and CPU dword, `rax` = record number,
-    /// `rdx` = the head after it.
+    /// the slot; `save` = `seq` while the time is read. `rax` = record number, `rdx` = the
+    /// head after it.
     fn emit(
         &mut self,
         at: u64,
@@ -782,19 +818,17 @@ impl<'a> Lowerer<'a> {
         stream: u32,
         values: &[VReg],
     ) -> Result<(), LowerError> {
-        use iced_x86::code_asm::{rcx, rdx};
+        use iced_x86::code_asm::rdx;
         let t = asm(self.temps[0]);
-        let now = asm(self.temps[1]);
+        let save = asm(self.temps[1]);
         let mut full = self.a.create_label();
         let mut done = self.a.create_label();
-        // 1. The time and CPU, first: rdtscp needs rax and rdx, which the reservation uses
-        //    next; rcx is free until the record is filled.
-        self.time_and_cpu(now, rcx, values.len())?;
-        // 2. Reserve record n = head (other writers race: lock cmpxchg); 3. t = its slot.
+        // 1. Reserve record n = head (other writers race: lock cmpxchg); t = its slot.
         self.a.add_instruction(templates::lea_rip(iced(self.temps[0]), at))?;
         self.reserve(t, slots, true, full)?;
-        // 4. Fill it and complete it: seq = n + 1, stored last.
-        self.fill(t, now, rcx, stream, values)?;
+        // 2. Its time and CPU; 3. the rest, and seq = n + 1, stored last.
+        self.stamp(t, save, values.len(), None)?;
+        self.fill(t, stream, values)?;
         let a = &mut self.a;
         a.mov(qword_ptr(t + ring::SEQ as i32), rdx)?;
         a.jmp(done)?;
@@ -839,22 +873,12 @@ impl<'a> Lowerer<'a> {
         Ok(())
     }
 
-    /// The record of an emit but its `seq`, into the slot at `t`: `now` = its time, `meta`'s
-    /// low half its length and CPU ([`Self::time_and_cpu`]).
-    fn fill(
-        &mut self,
-        t: AsmRegister64,
-        now: AsmRegister64,
-        meta: AsmRegister64,
-        stream: u32,
-        values: &[VReg],
-    ) -> Result<(), LowerError> {
+    /// The record of an emit but its time, length, CPU ([`Self::stamp`]) and `seq`, into
+    /// the slot at `t`.
+    fn fill(&mut self, t: AsmRegister64, stream: u32, values: &[VReg]) -> Result<(), LowerError> {
         use iced_x86::code_asm::dword_ptr;
-        let meta32 = get_gpr32(Register::from(meta).full_register32()).expect("a 32-bit GPR");
         let a = &mut self.a;
-        a.mov(qword_ptr(t + ring::TIME as i32), now)?;
         a.mov(dword_ptr(t + ring::STREAM as i32), stream)?;
-        a.mov(dword_ptr(t + ring::LEN as i32), meta32)?;
         for (k, v) in values.iter().enumerate() {
             let r = asm(self.regs[v.0 as usize]);
             a.mov(qword_ptr(t + (ring::VALUES as i32 + 8 * k as i32)), r)?;
@@ -862,28 +886,29 @@ impl<'a> Lowerer<'a> {
         Ok(())
     }
 
-    /// [`Op::EmitThread`], [`crate::ring`]'s per-thread writer: the time and CPU into
-    /// temporaries `now` and `meta`; `rcx` = the thread's slot (the timers' lookup, which
-    /// writes `rax`, `rdx`, `r10`, `r11`); `r11` = its ring; then the shared ring's steps
-    /// with no `lock` (`rax` = record number, `rdx` = the head after it), only this thread
-    /// writing the ring; the memory reads ([`templates::record_reads`]) before `seq`.
+    /// [`Op::EmitThread`], [`crate::ring`]'s per-thread writer: `rcx` = the thread's slot
+    /// (the timers' lookup, which writes `rax`, `rdx`, `r10`, `r11`); `r11` = its ring; then
+    /// the shared ring's steps with no `lock` (`rax` = record number, `rdx` = the head after
+    /// it), only this thread writing the ring: the time after the reservation
+    /// ([`Self::stamp`], temporary `save`), the values, the memory reads
+    /// ([`templates::record_reads`]), `seq`.
     ///
-    /// `emit.cpu` ([`Rings::Cpu`]): the ring is the CPU's, from `meta`'s CPU bits, and the
-    /// reservation and loss count are locked (see [`crate::ring`]'s "Per-CPU rings").
+    /// `emit.cpu` ([`Rings::Cpu`]): the ring is the CPU's, from the CPU read first into
+    /// temporary `meta` ([`Self::cpu_meta`]), and the reservation and loss count are locked
+    /// (see [`crate::ring`]'s "Per-CPU rings").
     fn emit_thread(&mut self, op: &Op) -> Result<(), LowerError> {
         use iced_x86::code_asm::{ecx, r11, rcx, rdx};
         let Op::EmitThread { rings, per, slots, stream, values, reads } = op else {
             unreachable!("an emit.thread")
         };
         let (rings, slots) = (*rings, *slots);
-        let now = asm(self.temps[0]);
+        let save = asm(self.temps[0]);
         let meta = asm(self.temps[1]);
+        let words = op.record_words();
         let mut no_slot = self.a.create_label();
         let mut full = self.a.create_label();
         let mut done = self.a.create_label();
-        // 1. The time and CPU, first, as the shared ring takes them.
-        self.time_and_cpu(now, meta, op.record_words())?;
-        // 2. rcx = the ring's index: the thread's slot in the thread table, or the CPU (bits
+        // 1. rcx = the ring's index: the thread's slot in the thread table, or the CPU (bits
         //    16.. of meta's low half) modulo the rings; r11 = rings + RINGS + index *
         //    ring_len(slots) (checked to fit an imm32).
         let locked = match *per {
@@ -893,6 +918,7 @@ impl<'a> Lowerer<'a> {
                 false
             }
             Rings::Cpu(n) => {
+                self.cpu_meta(meta, words)?;
                 let meta32 =
                     get_gpr32(Register::from(meta).full_register32()).expect("a 32-bit GPR");
                 let a = &mut self.a;
@@ -906,12 +932,15 @@ impl<'a> Lowerer<'a> {
         a.imul_3(rcx, rcx, ring::ring_len(slots) as i32)?;
         a.add_instruction(templates::lea_rip(Register::R11, rings + ring::RINGS))?;
         a.add(r11, rcx)?;
-        // 3. Reserve record n = head; r11 = its slot. Per thread a plain cmpxchg: only this
+        // 2. Reserve record n = head; r11 = its slot. Per thread a plain cmpxchg: only this
         //    thread writes head, and a signal handler that emitted in between moved it, so
         //    this retries (see crate::ring). Per CPU a locked one.
         self.reserve(r11, slots, locked, full)?;
-        // 4. Fill it, the reads after the values, seq = n + 1 last.
-        self.fill(r11, now, meta, *stream, values)?;
+        // 3. Its time (and CPU, per thread), then the values, the reads after them, and
+        //    seq = n + 1 last.
+        let cpu = matches!(per, Rings::Cpu(_)).then_some(meta);
+        self.stamp(r11, save, words, cpu)?;
+        self.fill(r11, *stream, values)?;
         if !reads.is_empty() {
             let slot_reads = self.slot_reads(values.len(), reads);
             let code = match (self.at.env, self.at.kernel_reads) {

@@ -27,16 +27,23 @@
 //! `TSC_AUX`, so the CPU is the low 12 bits of `ecx`, read at the same instant as the time
 //! (the thread may migrate right after; the pair is still one consistent sample).
 //!
-//! A writer (1) reads the time stamp counter and the CPU, (2) reserves record `n = head`
-//! by moving `head` from `n` to `n + 1` with `lock cmpxchg` (retrying if another writer
-//! moved it first) unless `n - tail >= slots`, in which case the ring is full and it adds
-//! one to `lost` instead and writes nothing (a `tail` past `n` means other writers and the
-//! reader moved both after `head` was read: `n` is stale, and the writer retries rather
-//! than taking the negative difference for a full ring), (3) writes time, stream, length,
-//! CPU and values into slot `n % slots` (and, for memory reads, copies the bytes in with
-//! `process_vm_readv`), (4) writes `seq = n + 1`. x86 keeps stores in order, so a
-//! reader that sees `seq == n + 1` sees the whole record; the reader copies it out and only
-//! then moves `tail` past it, which is what lets a writer reuse the slot.
+//! A writer (1) reserves record `n = head` by moving `head` from `n` to `n + 1` with `lock
+//! cmpxchg` (retrying if another writer moved it first) unless `n - tail >= slots`, in which
+//! case the ring is full and it adds one to `lost` instead and writes nothing (a `tail` past
+//! `n` means other writers and the reader moved both after `head` was read: `n` is stale,
+//! and the writer retries rather than taking the negative difference for a full ring), (2)
+//! reads the time stamp counter and the CPU, (3) writes time, stream, length, CPU and values
+//! into slot `n % slots` (and, for memory reads, copies the bytes in with
+//! `process_vm_readv`), (4) writes `seq = n + 1`. x86 keeps stores in order, so a reader
+//! that sees `seq == n + 1` sees the whole record; the reader copies it out and only then
+//! moves `tail` past it, which is what lets a writer reuse the slot.
+//!
+//! Why the time after the reservation: a record's time is then later than the moment its
+//! number was taken. A reader that saw `head <= n` when it read the ring at some time `T`
+//! knows record `n`, reserved or not, will carry a time after `T`; one that finds `n`
+//! reserved and not complete holds back what other rings gave it from `T` on until `n` is
+//! done (`kerf_tools`' reader). Stamped before the reservation, a writer preempted between
+//! the two would make a record older than records the reader had already put out.
 //!
 //! Why a compare-and-swap and not a fetch-and-add on `head`: a writer that added first and
 //! found the ring full afterwards would leave a record number that is never written, and
@@ -71,13 +78,14 @@
 //!
 //! The kernel has more tasks than a thread table has slots, and most of them never emit:
 //! its rings are per CPU instead, in the same area layout (ring k for CPU `k % count`,
-//! `no_slot` unused). The writer takes ring `cpu % count` from the CPU its `rdtscp` (or
-//! `rdpid`) gave with the time, then runs the shared ring's steps, `lock cmpxchg` and `lock
-//! inc` included: it may be preempted and moved to another CPU at any point after that read,
-//! so two writers on two CPUs can meet in one ring. A writer preempted between its
-//! reservation and `seq` holds up its ring's reader until it runs again (the reader never
-//! skips a reserved record; the last drain counts it lost), and its record's time may be
-//! older than that of records after it in the ring: the reader sorts by time.
+//! `no_slot` unused). The writer reads its CPU first (`rdpid`, or `rdtscp`) and takes ring
+//! `cpu % count`, then runs the shared ring's steps, `lock cmpxchg` and `lock inc`
+//! included, its time read after the reservation (`rdtsc`; the record's CPU is the ring's):
+//! it may be preempted and moved to another CPU at any point after that read, so two
+//! writers on two CPUs can meet in one ring. A writer preempted between its reservation and
+//! `seq` holds up its ring's reader until it runs again (the reader never skips a reserved
+//! record; the last drain counts it lost), and records after it in the ring may be older
+//! or younger than it: the reader sorts by time.
 //!
 //! The reader relies on x86's ordering (TSO): the writer's stores become visible to other
 //! CPUs in program order, so a reader that loads `seq == n + 1` and then the record's other

@@ -33,6 +33,19 @@ pub fn tsc() -> u64 {
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
+/// The time stamp counter, read before any load that follows it (`rdtsc; lfence`): a reader
+/// that samples it and then reads shared memory knows that what it read was there no
+/// earlier than the time it has.
+pub fn tsc_before_loads() -> u64 {
+    // SAFETY: rdtsc and lfence have no preconditions; x86-64 always has both (lfence is
+    // dispatch-serializing on AMD as Linux sets it up, and on Intel).
+    unsafe {
+        let t = core::arch::x86_64::_rdtsc();
+        core::arch::x86_64::_mm_lfence();
+        t
+    }
+}
+
 /// One reading of the time stamp counter and CLOCK_MONOTONIC, taken as close together as
 /// kerf can: the pair with the shortest counter span of a few tries (a preemption between
 /// the reads shows as a long span).

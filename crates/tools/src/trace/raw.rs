@@ -11,8 +11,9 @@
 //! rates at which decoding while tracing cannot keep up: a clock record (TSC calibration), a
 //! decode record per source (how its probes' words decode), packed records (one ring's records
 //! of one drain, as `ring::copy` packs them, delta-encoded: see `put_packed`) and a drain
-//! record (the TSC at which that drain began). The reader hands them out as events, decoded and in the
-//! tracer's time order ([`super::unpack`]), so that every output sees events only.
+//! record (that drain's cut: the TSC before which its records and those held back go out,
+//! see [`super::unpack`]). The reader hands them out as events, decoded and in the tracer's
+//! time order, so that every output sees events only.
 //!
 //! The length prefix lets a reader stop at the last whole record of a file cut short and say
 //! so ([`RawError::Truncated`]); a file that stops between records without its end record was
@@ -841,12 +842,12 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
-    /// The end of a drain that began at TSC `began`: a reader orders the packed records before
-    /// it up to that time.
-    pub fn drain(&mut self, began: u64) -> Result<(), RawError> {
+    /// The end of a drain whose cut is TSC `cut`: a reader orders the packed records before
+    /// it and hands out those stamped before the cut.
+    pub fn drain(&mut self, cut: u64) -> Result<(), RawError> {
         self.frame(|b| {
             b.push(TAG_DRAIN);
-            put_var(b, began);
+            put_var(b, cut);
         })
     }
 
@@ -985,11 +986,11 @@ impl<R: Read> Reader<R> {
         }
     }
 
-    /// The events of the packed records waiting, up to TSC `began` (`None`: all), to the queue.
-    fn unpack(&mut self, began: Option<u64>) {
+    /// The events of the packed records waiting, up to TSC `cut` (`None`: all), to the queue.
+    fn unpack(&mut self, cut: Option<u64>) {
         let Some(clock) = self.clock else { return };
         let q = &mut self.queue;
-        self.unpacker.drain(began, &clock, |e| q.push_back(Record::Event(e)));
+        self.unpacker.drain(cut, &clock, |e| q.push_back(Record::Event(e)));
     }
 
     /// The next frame, checked; packed ones are taken in (a drain's end queues its events).
@@ -1049,7 +1050,7 @@ impl<R: Read> Reader<R> {
                 }
                 self.unpacker.add(*id, words).map_err(|e| corrupt(e.to_string()))?;
             }
-            Frame::Drain(began) => self.unpack(Some(*began)),
+            Frame::Drain(cut) => self.unpack(Some(*cut)),
         }
         self.offset += 4 + len as u64;
         self.records += 1;

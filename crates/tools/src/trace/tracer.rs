@@ -11,7 +11,7 @@ use super::event::{
 };
 use super::probe::{self, Expr, ProbeLine};
 use super::program::{self, AreaLayout, Decode, TidSource};
-use super::unpack::{Clock, SourceDecode, Unpacker};
+use super::unpack::{Clock, RingWatch, SourceDecode, Unpacker};
 use super::{Sink, Summary};
 use crate::error::ToolError;
 use crate::live::{resolve, site_json, Events, LiveTool, TargetKind};
@@ -50,6 +50,10 @@ const PEAK_DECAY_SECONDS: f64 = 0.1;
 /// How often the reader looks at every ring, not only those in use: a new thread's ring is
 /// first drained within this (a ring of 16384 slots holds 0.8 ms at 20 M events/s).
 const FULL_PASS: std::time::Duration = std::time::Duration::from_micros(500);
+/// How long a record reserved and not complete holds back younger records of other rings
+/// (its writer preempted: usually well under this; killed or stopped by a debugger in the
+/// middle of the record: for ever, which must not stall the trace).
+const PENDING_PATIENCE_NS: f64 = 1e9;
 
 /// Where events go.
 pub enum Output {
@@ -628,9 +632,13 @@ pub struct Reader {
     drained_at: Option<std::time::Instant>,
     /// The fastest a ring filled lately, in shares of its slots a second (see `render`).
     peak_fill_rate: f64,
-    /// Per (source, stream, heap): the rings ever written; when all were last looked at.
-    used: HashMap<(usize, usize, usize), Vec<bool>>,
+    /// Per (source, stream, heap) and ring: whether it was ever written, and its writers as
+    /// last seen (for the drain's cut); when all were last looked at, and the TSC then.
+    rings: HashMap<(usize, usize, usize), Vec<(bool, RingWatch)>>,
     full_pass_at: Option<std::time::Instant>,
+    full_pass_tsc: u64,
+    /// The TSC before the probes went in: no ring had a record then.
+    start_tsc: u64,
     /// Packed records of the drain going on, and those held back from the last (decoded
     /// outputs).
     unpacker: Unpacker,
@@ -667,8 +675,10 @@ impl Reader {
             fullest: 0.0,
             drained_at: None,
             peak_fill_rate: 0.0,
-            used: HashMap::new(),
+            rings: HashMap::new(),
             full_pass_at: None,
+            full_pass_tsc: start.0,
+            start_tsc: start.0,
             unpacker: Unpacker::default(),
             words: Vec::new(),
             packed_error: None,
@@ -759,16 +769,21 @@ impl Reader {
         for side in sides {
             self.apply_control(side.built, side.inst);
         }
-        // The TSC before any ring is read: records stamped later wait for the next drain.
-        let began = kerf_os::clock::tsc();
+        // The TSC before any ring is read: records stamped later wait for the next drain. The
+        // cut goes earlier for records reserved and not complete (see `unpack`), and for the
+        // rings not read in this drain, to the last full pass.
+        let began = kerf_os::clock::tsc_before_loads();
         let now = self.ns(began);
+        let patience = (self.clock.ticks_per_ns * PENDING_PATIENCE_NS) as u64;
         let mut words = std::mem::take(&mut self.words);
         // Every ring's header is read at least every FULL_PASS (and at the last drain), the
         // rings in use at every drain.
         let full = last || self.full_pass_at.is_none_or(|t| t.elapsed() >= FULL_PASS);
         if full {
             self.full_pass_at = Some(std::time::Instant::now());
+            self.full_pass_tsc = began;
         }
+        let mut cut = began.min(self.full_pass_tsc);
         let mut fullest: f64 = 0.0;
         for (src, side) in sides.iter().enumerate() {
             let (built, inst) = (side.built, side.inst);
@@ -784,19 +799,22 @@ impl Reader {
                         shared.get(i).map_or(0, |w| w.load(std::sync::atomic::Ordering::Acquire))
                     };
                     self.loss(src, s, (h, NO_SLOT_KEY), word(ring::NO_SLOT), now);
-                    let mut used = self.used.remove(&(src, s, h)).unwrap_or_default();
-                    used.resize(area.per.count() as usize, false);
+                    let mut rings = self.rings.remove(&(src, s, h)).unwrap_or_default();
+                    let start = (false, RingWatch::new(self.start_tsc));
+                    rings.resize(area.per.count() as usize, start);
                     for k in 0..area.per.count() {
                         // Ring k of the area, a thread's or a CPU's: between full passes, only
                         // rings ever written (their headers are cache lines to fetch too).
-                        if !full && !used[k as usize] {
+                        let (used, watch) = &mut rings[k as usize];
+                        if !full && !*used {
                             continue;
                         }
                         let ring_at = ring::thread_ring(k, area.slots);
-                        if !used[k as usize] {
+                        if !*used {
                             let at = ring_at + ring::HEAD;
-                            used[k as usize] = word(at) != 0 || word(ring_at + ring::LOST) != 0;
-                            if !used[k as usize] {
+                            *used = word(at) != 0 || word(ring_at + ring::LOST) != 0;
+                            if !*used {
+                                watch.read(began, 0, 0, patience);
                                 continue;
                             }
                         }
@@ -809,6 +827,10 @@ impl Reader {
                         );
                         if c.records > 0 {
                             inst.area_store(h, base + ring_at + ring::TAIL, c.tail);
+                        }
+                        if let Some(after) = watch.read(began, c.tail, c.tail + c.pending, patience)
+                        {
+                            cut = cut.min(after);
                         }
                         let lost = c.lost + if last { c.pending } else { 0 };
                         self.loss(src, s, (h, k), lost, now);
@@ -832,7 +854,7 @@ impl Reader {
                             }
                         }
                     }
-                    self.used.insert((src, s, h), used);
+                    self.rings.insert((src, s, h), rings);
                 }
             }
         }
@@ -841,7 +863,7 @@ impl Reader {
         if let Output::Packed(w) = &mut self.output {
             // Convert orders the records; the threads' names come from /proc now and then.
             if let (Some(w), false) = (w.as_mut(), last) {
-                if let Err(e) = w.drain(began) {
+                if let Err(e) = w.drain(cut) {
                     self.packed_error.get_or_insert(e.to_string());
                 }
             }
@@ -855,7 +877,7 @@ impl Reader {
         // `unpack`); the last drain holds nothing back.
         let mut events = Vec::with_capacity(self.unpacker.waiting());
         let clock = self.clock;
-        self.unpacker.drain((!last).then_some(began), &clock, |e| events.push(e));
+        self.unpacker.drain((!last).then_some(cut), &clock, |e| events.push(e));
         for e in events {
             let who = (e.source, e.tid);
             if e.tid != 0 && e.pid != 0 && who != self.last_named {

@@ -3,10 +3,13 @@
 //! reader wrote packed (`raw`'s packed records) to keep up with very high rates.
 //!
 //! The order is the reader's: a drain's records, and those held back by the drain before, sorted
-//! by time (then source; a ring's own records keep their order); records stamped after the
-//! drain began wait for the next one, since a peer in a ring read earlier in the pass (the
-//! kernel's system call right after the libc wrapper that made it) may not have been complete
-//! yet. The last drain holds nothing back.
+//! by time (then source; a ring's own records keep their order); records stamped at or after
+//! the drain's cut wait for the next one. The cut is the time the drain began (a peer in a
+//! ring read earlier in the pass, the kernel's system call right after the libc wrapper that
+//! made it, may not have been complete yet), or earlier where a ring holds a record reserved
+//! and not complete: its writer stamps it after reserving it, so it will be younger than the
+//! last read that found it not reserved yet ([`RingWatch`]). The last drain holds nothing
+//! back.
 
 use super::event::{Event, PointKind};
 use super::program::Decode;
@@ -37,6 +40,52 @@ impl Clock {
 pub struct SourceDecode {
     pub pid: u32,
     pub probes: Vec<(PointKind, u16, Decode)>,
+}
+
+/// One ring's writers as the reader saw them, for the cut ([`RingWatch::read`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingWatch {
+    /// The ring's head at its last read, and a time stamp taken before that read.
+    seen: (u64, u64),
+    /// The first record reserved and not complete: its number, a time its time stamp is
+    /// known to be after, and when the reader first found it so.
+    pending: Option<(u64, u64, u64)>,
+}
+
+impl RingWatch {
+    /// A ring whose head was 0 at time stamp `start` (before the probes went in).
+    pub fn new(start: u64) -> RingWatch {
+        RingWatch { seen: (0, start), pending: None }
+    }
+
+    /// The ring read at time stamp `began` (taken before the read): its records were
+    /// complete up to `tail`, and `head` reserved. Returns the time its first record not
+    /// complete is known to be after (`None`: none), which the drain's cut must not pass;
+    /// a record waited for longer than `patience` ticks (its writer killed, or stopped by a
+    /// debugger) no longer holds the cut back.
+    ///
+    /// Record `n` reserved after a read that found `head <= n` is stamped after that read's
+    /// time stamp. One reserved before the last read was behind the pending record of that
+    /// read (the reader stops at the first record not complete), which was reserved after
+    /// the read its bound came from, so `n` was too.
+    pub fn read(&mut self, began: u64, tail: u64, head: u64, patience: u64) -> Option<u64> {
+        let (seen_head, seen_at) = self.seen;
+        self.seen = (head, began);
+        if tail >= head {
+            self.pending = None;
+            return None;
+        }
+        let (after, since) = match self.pending {
+            Some((n, after, since)) if n == tail => (after, since),
+            _ if tail >= seen_head => (seen_at, began),
+            Some((_, after, _)) => (after, began),
+            // Not reached (a record reserved before the last read was pending then, or
+            // behind one that was); the earliest time there is.
+            None => (0, began),
+        };
+        self.pending = Some((tail, after, since));
+        (began.saturating_sub(since) < patience).then_some(after)
+    }
 }
 
 /// Packed records waiting for their drain's end, and the records held back from the last.
@@ -108,12 +157,12 @@ impl Unpacker {
         self.index.len()
     }
 
-    /// The end of a drain that began at TSC `began` (`None`: the last one): every record
+    /// The end of a drain whose cut is TSC `cut` (`None`: the last one): every record
     /// stamped before it goes to `out` as an event, in time order; the rest wait.
-    pub fn drain(&mut self, began: Option<u64>, clock: &Clock, mut out: impl FnMut(Event)) {
+    pub fn drain(&mut self, cut: Option<u64>, clock: &Clock, mut out: impl FnMut(Event)) {
         // Stable: records of one ring with one time stamp keep their ring's order.
         self.index.sort_by_key(|&(time, src, _)| (time, src));
-        let cut = match began {
+        let cut = match cut {
             Some(b) => self.index.partition_point(|&(time, _, _)| time < b),
             None => self.index.len(),
         };
@@ -216,5 +265,61 @@ mod tests {
         rec(&mut w, 2, 1, 0, &[1, 2]);
         assert_eq!(u.add(3, &w), Err(UnpackError::NoProbe { source: 3, probe: 1 }));
         assert_eq!(u.waiting(), 0);
+    }
+
+    /// The bound a ring's first record not complete puts on the cut, drain by drain.
+    #[test]
+    fn a_pending_record_bounds_the_cut_by_the_read_before_its_reservation() {
+        const PATIENCE: u64 = 1000;
+        let mut w = RingWatch::new(5);
+        // Nothing reserved, then all complete: no bound.
+        assert_eq!(w.read(10, 0, 0, PATIENCE), None);
+        assert_eq!(w.read(20, 4, 4, PATIENCE), None);
+        // Record 4 reserved since the read at 20 (head was 4): stamped after 20.
+        assert_eq!(w.read(30, 4, 6, PATIENCE), Some(20));
+        // Still waiting: the same bound, however late the read.
+        assert_eq!(w.read(40, 4, 9, PATIENCE), Some(20));
+        // 4 is done; 5, reserved before the read at 40, was behind it: 20 still holds.
+        assert_eq!(w.read(50, 5, 9, PATIENCE), Some(20));
+        // 5 done too; 9 was reserved after the read at 50 (head 9): 50.
+        assert_eq!(w.read(60, 9, 10, PATIENCE), Some(50));
+        // Complete again: no bound; a later reservation is bounded by this read.
+        assert_eq!(w.read(70, 10, 10, PATIENCE), None);
+        assert_eq!(w.read(80, 10, 11, PATIENCE), Some(70));
+        // Waited for longer than the patience: it no longer holds the cut.
+        assert_eq!(w.read(80 + PATIENCE - 1, 10, 11, PATIENCE), Some(70));
+        assert_eq!(w.read(80 + PATIENCE, 10, 11, PATIENCE), None);
+        // A ring first read with a record pending: bounded by the start.
+        assert_eq!(RingWatch::new(5).read(10, 0, 1, PATIENCE), Some(5));
+    }
+
+    /// A record stamped before the cut of an earlier drain never comes after that drain's
+    /// events: the case the cut exists for, two rings and a writer preempted mid-record.
+    #[test]
+    fn a_preempted_writers_record_keeps_its_place_in_time() {
+        let clock = Clock { ticks_per_ns: 1.0, anchor_tsc: 0, anchor_ns: 0 };
+        let probes = vec![(PointKind::Instant, 0, decode_tid_and_one())];
+        let mut u = Unpacker::default();
+        u.source(0, SourceDecode { pid: 1, probes });
+        let (mut a, mut b) = (RingWatch::new(0), RingWatch::new(0));
+        let mut out = Vec::new();
+        // Drain at 100: ring A has record 0 reserved, not complete; ring B has one stamped 60.
+        let mut cut = 100u64;
+        if let Some(after) = a.read(100, 0, 1, u64::MAX) {
+            cut = cut.min(after);
+        }
+        let mut w = Vec::new();
+        rec(&mut w, 60, 0, 0, &[2, 0]);
+        u.add(0, &w).unwrap();
+        b.read(100, 1, 1, u64::MAX);
+        u.drain(Some(cut), &clock, |e| out.push(e.time_ns));
+        assert!(out.is_empty(), "B's record waits: A's may be older");
+        // Drain at 200: A's record is complete, stamped 50.
+        let mut w = Vec::new();
+        rec(&mut w, 50, 0, 0, &[1, 0]);
+        u.add(0, &w).unwrap();
+        assert_eq!(a.read(200, 1, 1, u64::MAX), None);
+        u.drain(Some(200), &clock, |e| out.push(e.time_ns));
+        assert_eq!(out, [50, 60]);
     }
 }
