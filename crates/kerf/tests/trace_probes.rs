@@ -328,6 +328,29 @@ fn preempted_writers_leave_the_trace_in_time_order() {
     }
 }
 
+/// A packed (raw) trace decodes nothing while tracing, so it cannot name threads by their
+/// events: four threads that start after kerf's first look at the process, name themselves
+/// and live some 20 ms (less than /proc's 100 ms poll) are named when their rings get them as
+/// owners, and every event carries its thread's name. Before, all showed the process's.
+#[test]
+fn short_lived_threads_are_named_in_a_packed_trace() {
+    let d = dir("names");
+    let bin = build_fixture("traced", "-O2", "trace_names");
+    let raw = d.join("names.kerf-trace");
+    let args = [bin.to_str().unwrap(), "spin", "4", "2000", "3000"];
+    let mut all = vec!["-o", raw.to_str().unwrap(), "step {k=arg0}", "--"];
+    all.extend(args);
+    kerf_trace(&all);
+    let out = d.join("names.jsonl");
+    kerf_trace(&["convert", raw.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    let recs = records(&out);
+    let events = of_type(&recs, "event");
+    assert_eq!(events.len(), 4 * 2000);
+    for e in events {
+        assert_eq!(e["comm"], format!("spin{}", e["args"]["k"]), "{e}");
+    }
+}
+
 #[test]
 fn perfetto_output_has_a_slice_per_call() {
     let d = dir("perfetto");

@@ -527,6 +527,15 @@ impl<B: Backend> PatchSet<B> {
         }
     }
 
+    /// The owner word of thread table slot `slot` in heap `heap` (`(pid << 32) | tid`, or 0:
+    /// not known; see `kerf_codegen::timer`), from shared memory.
+    pub fn thread_owner(&self, heap: usize, slot: u64) -> u64 {
+        if slot >= timer::THREAD_SLOTS {
+            return 0;
+        }
+        self.be.load_u64(heap, timer::OWNERS + 8 * slot)
+    }
+
     /// The tool's area in heap `heap` as words (to the heap's end), for readers of many words.
     pub fn area_words(&self, heap: usize) -> Option<&[std::sync::atomic::AtomicU64]> {
         let at = self.layout.areas.get(heap).copied().flatten()?;

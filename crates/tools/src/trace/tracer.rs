@@ -603,6 +603,17 @@ pub struct Side<'a> {
     pub inst: &'a dyn Installed,
 }
 
+/// One ring as the reader last saw it.
+#[derive(Clone, Copy)]
+struct RingSeen {
+    /// Whether it was ever written.
+    used: bool,
+    /// Its writers, for the drain's cut.
+    watch: RingWatch,
+    /// Its thread's owner word (packed output names a thread when its ring gets a new owner).
+    owner: u64,
+}
+
 /// What the reader keeps per source.
 struct SourceState {
     pid: u32,
@@ -632,9 +643,9 @@ pub struct Reader {
     drained_at: Option<std::time::Instant>,
     /// The fastest a ring filled lately, in shares of its slots a second (see `render`).
     peak_fill_rate: f64,
-    /// Per (source, stream, heap) and ring: whether it was ever written, and its writers as
-    /// last seen (for the drain's cut); when all were last looked at, and the TSC then.
-    rings: HashMap<(usize, usize, usize), Vec<(bool, RingWatch)>>,
+    /// Per (source, stream, heap), each ring as the reader last saw it; when all were last
+    /// looked at, and the TSC then.
+    rings: HashMap<(usize, usize, usize), Vec<RingSeen>>,
     full_pass_at: Option<std::time::Instant>,
     full_pass_tsc: u64,
     /// The TSC before the probes went in: no ring had a record then.
@@ -800,12 +811,13 @@ impl Reader {
                     };
                     self.loss(src, s, (h, NO_SLOT_KEY), word(ring::NO_SLOT), now);
                     let mut rings = self.rings.remove(&(src, s, h)).unwrap_or_default();
-                    let start = (false, RingWatch::new(self.start_tsc));
+                    let start =
+                        RingSeen { used: false, watch: RingWatch::new(self.start_tsc), owner: 0 };
                     rings.resize(area.per.count() as usize, start);
                     for k in 0..area.per.count() {
                         // Ring k of the area, a thread's or a CPU's: between full passes, only
                         // rings ever written (their headers are cache lines to fetch too).
-                        let (used, watch) = &mut rings[k as usize];
+                        let RingSeen { used, watch, owner } = &mut rings[k as usize];
                         if !full && !*used {
                             continue;
                         }
@@ -831,6 +843,20 @@ impl Reader {
                         if let Some(after) = watch.read(began, c.tail, c.tail + c.pending, patience)
                         {
                             cut = cut.min(after);
+                        }
+                        // Packed output decodes nothing while tracing: a thread is named when
+                        // its ring gets it as owner, while it lives (/proc is read every
+                        // 100 ms too, where thread ids are not known).
+                        let pid = self.sources[src].pid;
+                        if pid != 0 && matches!(self.output, Output::Packed(_)) {
+                            let now_owner = inst.thread_owner(h, k);
+                            if now_owner != *owner {
+                                *owner = now_owner;
+                                let tid = now_owner as u32;
+                                if tid != 0 && self.named.insert((src as u16, tid)) {
+                                    self.name_thread(src as u16, pid, tid);
+                                }
+                            }
                         }
                         let lost = c.lost + if last { c.pending } else { 0 };
                         self.loss(src, s, (h, k), lost, now);
@@ -978,9 +1004,12 @@ impl Reader {
         }
     }
 
+    /// Name thread `tid` of source `source` (process `pid`) from /proc; a forked child's
+    /// thread, not in `pid`'s task list, by its own id.
     fn name_thread(&mut self, source: u16, pid: u32, tid: u32) {
-        let path = format!("/proc/{pid}/task/{tid}/comm");
-        if let Ok(name) = std::fs::read_to_string(path) {
+        let name = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+            .or_else(|_| std::fs::read_to_string(format!("/proc/{tid}/comm")));
+        if let Ok(name) = name {
             self.put(Record::Thread(ThreadInfo {
                 source,
                 pid,
