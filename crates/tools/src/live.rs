@@ -171,11 +171,14 @@ fn run_process<T: LiveTool>(
         let _ = p.finish(inst, &mut stop);
         return Err(e);
     }
+    // The table before the command goes on: the tracer's reader calibrates its clock over at
+    // least 20 ms from the start, and a command running meanwhile (at 20 M events/s) would
+    // fill its rings before the first drain.
+    let mut table = tool.table(&built, probes.len(), &inst);
     p.release()?;
     events.say(&spliced_line(&inst, p.pid, splice_time));
     let refused = refused_json(&inst, events);
     tool.installed(&built, events);
-    let mut table = tool.table(&built, probes.len(), &inst);
     let mut stop = p.sample(tool.sampling(opts.sampling), &Installed::code_heaps(&inst), || {
         let text = tool.render(&mut table, &built, &inst);
         if opts.live_table {
