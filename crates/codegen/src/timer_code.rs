@@ -184,7 +184,6 @@ fn first_lookup(
     lost: CodeLabel,
     found: CodeLabel,
 ) -> Result<(), IcedError> {
-    let mask = (timer::THREAD_SLOTS - 1) as i32;
     let owners = timer::OWNERS as i32;
     let mut take_over = a.create_label();
     let mut pass = a.create_label();
@@ -226,11 +225,7 @@ fn first_lookup(
     a.lock().cmpxchg(qword_ptr(r11 + r8 * 8 + owners), r9)?;
     a.je(took)?;
     a.set_label(&mut pass)?;
-    a.inc(r8d)?;
-    a.and(r8d, mask)?;
-    a.inc(probes)?;
-    a.cmp(probes, timer::THREAD_SLOTS as i32)?;
-    a.jb(take_over)?;
+    next_in_chain(a, take_over)?;
     // 3. The first free slot of the chain: its key claimed, then its owner written.
     a.set_label(&mut claim)?;
     home_slot(a, r8, r8d)?;
@@ -248,17 +243,23 @@ fn first_lookup(
     a.mov(qword_ptr(r11 + r8 * 8 + owners), r9)?;
     a.jmp(took)?;
     a.set_label(&mut unclaimed)?;
-    a.inc(r8d)?;
-    a.and(r8d, mask)?;
-    a.inc(probes)?;
-    a.cmp(probes, timer::THREAD_SLOTS as i32)?;
-    a.jb(probe)?;
+    next_in_chain(a, probe)?;
     restore(a)?;
     a.jmp(lost)?;
     a.set_label(&mut took)?;
     a.mov(rcx, r8)?;
     restore(a)?;
     a.jmp(found)
+}
+
+/// [`first_lookup`]'s step to the next slot of the chain (`r8`), back to `again` unless the
+/// probe count (on the stack) says every slot was seen.
+fn next_in_chain(a: &mut CodeAssembler, again: CodeLabel) -> Result<(), IcedError> {
+    a.inc(r8d)?;
+    a.and(r8d, (timer::THREAD_SLOTS - 1) as i32)?;
+    a.inc(qword_ptr(rsp))?;
+    a.cmp(qword_ptr(rsp), timer::THREAD_SLOTS as i32)?;
+    a.jb(again)
 }
 
 /// `r9` = this thread's owner word, `(getpid() << 32) | tid`; writes `rax`, `rcx`, `r11`.
