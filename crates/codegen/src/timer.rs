@@ -86,7 +86,7 @@
 pub const THREAD_SLOTS: u64 = 256;
 /// Bytes a thread-slot lookup with thread ids takes beyond one without (its first-event
 /// path, inline in every lookup): what a patch's room adds for each.
-pub const FIRST_LOOKUP_BYTES: u64 = 384;
+pub const FIRST_LOOKUP_BYTES: u64 = 416;
 /// Where the owners follow the keys in the thread table.
 pub const OWNERS: u64 = 8 * THREAD_SLOTS;
 /// Bytes of the thread table.

@@ -133,7 +133,7 @@ pub fn thread_slot(
         Some(off) => {
             let mut other = a.create_label();
             a.jne(other)?;
-            a.mov(eax, dword_ptr(off as u64).fs())?;
+            thread_id(a, off)?;
             a.cmp(dword_ptr(r11 + rcx * 8 + owners), eax)?;
             a.je(found)?;
             a.jmp(next)?;
@@ -252,6 +252,19 @@ fn first_lookup(
     a.jmp(found)
 }
 
+/// `eax` = this thread's id, the 32 bits at `fs:[off]`; 0 for a thread with no thread
+/// pointer (key 1: a thread made by a bare `clone`, whose `fs` base is 0, where the load
+/// would fault). Such threads share a slot, as they did with keys alone. Writes the flags.
+fn thread_id(a: &mut CodeAssembler, off: u32) -> Result<(), IcedError> {
+    let mut none = a.create_label();
+    a.xor(eax, eax)?;
+    a.cmp(r10, 1)?;
+    a.je(none)?;
+    a.mov(eax, dword_ptr(off as u64).fs())?;
+    a.set_label(&mut none)?;
+    Ok(())
+}
+
 /// [`first_lookup`]'s step to the next slot of the chain (`r8`), back to `again` unless the
 /// probe count (on the stack) says every slot was seen.
 fn next_in_chain(a: &mut CodeAssembler, again: CodeLabel) -> Result<(), IcedError> {
@@ -270,7 +283,7 @@ fn owner_word(a: &mut CodeAssembler, tid: u32) -> Result<(), IcedError> {
     a.syscall()?;
     a.mov(r9, rax)?;
     a.shl(r9, 32)?;
-    a.mov(eax, dword_ptr(tid as u64).fs())?;
+    thread_id(a, tid)?;
     a.or(r9, rax)
 }
 

@@ -990,6 +990,41 @@ fn a_thread_on_a_dead_threads_stack_takes_over_its_slot() {
     assert_ne!(third[0].0, home);
 }
 
+/// A thread with no thread pointer (fs base 0, as a bare `clone` leaves it) reads no thread id
+/// (the load at `fs:[offset]` would fault): it gets a slot under key 1 with thread id 0, and
+/// its registers come out unchanged. Needs `wrfsbase` (FSGSBASE), as kerf's `rdfsbase` does.
+#[test]
+fn a_thread_with_no_thread_pointer_is_not_harmed() {
+    if !fsgsbase() {
+        eprintln!(
+            "skipped: this CPU or kernel has no FSGSBASE, and without it kerf refuses such threads"
+        );
+        return;
+    }
+    const SLOTS: u32 = 64;
+    let mut ar = Arena::new();
+    let (at, rings) = thread_rings(&ar, LiveAt::ALL, SLOTS);
+    let f = place_emit_thread(&mut ar, &at, rings, SLOTS);
+    let regs = with(&[("rdi", 7), ("rsi", 1)]);
+    let ran = std::thread::spawn(move || {
+        let saved: u64;
+        // SAFETY: this thread's fs base is 0 only while the generated code runs, which uses
+        // no TLS of Rust's (nor does `run_with`'s inline assembly); then put back.
+        unsafe { asm!("rdfsbase {s}", "wrfsbase {z}", s = out(reg) saved, z = in(reg) 0u64) };
+        let r = run_with(f, regs, false);
+        // SAFETY: as above: this thread's own fs base back.
+        unsafe { asm!("wrfsbase {}", in(reg) saved) };
+        r
+    })
+    .join()
+    .unwrap();
+    assert_eq!(ran.regs, regs);
+    let used = used_rings(&ar, rings, SLOTS);
+    assert_eq!(used.len(), 1, "{used:x?}");
+    assert_eq!((used[0].1, used[0].2), (1, u64::from(std::process::id()) << 32));
+    assert_eq!(used[0].3, [vec![7, 1]]);
+}
+
 #[test]
 fn emit_thread_with_no_thread_slot_counts_in_the_shared_loss() {
     const SLOTS: u32 = 4;

@@ -118,8 +118,17 @@ pub fn build(
         TidSource::At(off) | TidSource::Pair(off) => {
             let width = if matches!(tid, TidSource::Pair(_)) { Width::W64 } else { Width::W32 };
             p.push(Op::Thread { dst: tmp });
+            // A process's thread made by a bare `clone` has no thread pointer (fs base 0):
+            // its id reads as 0 rather than from address `off`, which would fault.
+            let no_tcb = (!kernel).then(|| p.label("no_tcb"));
+            if let Some(l) = no_tcb {
+                p.push(Op::Branch { cond: Cond::Eq, a: tmp, b: Src::Imm(0), target: l });
+            }
             let addr = Addr::Based { base: tmp, disp: off as i32 };
             p.push(Op::Load { dst: tmp, width, addr });
+            if let Some(l) = no_tcb {
+                p.push(Op::Label(l));
+            }
             // A pair holds the process id too: a filter on the thread id loads it alone.
             if width == Width::W32 {
                 regs.insert(RegValue::Tid, tmp);
@@ -462,6 +471,9 @@ mod tests {
         let (p, d) = build(&line, 7, 1, &AREA, TidSource::At(0x2d0), false, None).unwrap();
         let text = kerf_codegen::text::print(&p);
         assert!(text.contains("load64 %tmp, [0x40]"), "{text}");
+        // The thread id is read only where there is a thread pointer to read it through.
+        let guard = text.find("br.eq %tmp, 0, no_tcb").expect(&text);
+        assert!(guard < text.find("load32 %tmp, [%tmp+0x2d0]").expect(&text), "{text}");
         assert!(text.contains("emit.thread"), "{text}");
         assert!(text.contains("str(%rsi, 20)"), "{text}");
         // tid, arg0, then the reads' bases: arg1, rsp.
