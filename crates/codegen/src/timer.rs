@@ -43,9 +43,15 @@
 //!    thread id is ours; one with our key and another thread id (the forking parent, or a dead
 //!    thread whose stack glibc gave us) is passed over; a free slot ends the chain.
 //! 2. Not found (a thread's first event): each slot of the chain with our key whose owner is
-//!    set and gone (`tgkill(owner pid, owner tid, 0)` says `ESRCH`) is taken over by a `lock
-//!    cmpxchg` of its owner word (`getpid() << 32 | tid`), so that a thread reusing a dead
-//!    thread's stack reuses its slot as before.
+//!    a thread of our own process (`getpid()`) that is gone (`tgkill(pid, owner tid, 0)` says
+//!    `ESRCH`) is taken over by a `lock cmpxchg` of its owner word (`getpid() << 32 | tid`),
+//!    so that a thread reusing a dead thread's stack reuses its slot as before. Another
+//!    process's thread is never signalled: seccomp policies commonly punish a kill aimed
+//!    outside the process (Chromium's renderers, forked from a zygote, crash on one), and the
+//!    process may have installed its filter after kerf looked. So the slots of a forked
+//!    child's threads stay taken after the child ends: each child that runs probed code uses
+//!    a slot per thread for good, and once the table is full further threads' events are
+//!    counted lost (`no_slot`, the timers' `lost`).
 //! 3. Else the first free slot of the chain is claimed (`lock cmpxchg` of its key), then its
 //!    owner written. Between the two, another process's thread with the same key sees owner 0
 //!    and passes over it; step 2 never takes an owner of 0.
@@ -53,10 +59,11 @@
 //! So a forked child's threads get slots of their own, and the parent's rings keep one writer.
 //! A signal handler that interrupts a thread's first lookup between 3's claim and owner write
 //! claims a second slot for the thread; both are its own (the first found wins afterwards).
-//! Only steps 2 and 3 make system calls, once in a thread's life: `tgkill` with signal 0 for
-//! each slot of the chain with our key, and `getpid` for the owner word written (a program's
-//! own `raise` makes both, so seccomp filters allow them). A thread that finds the table full
-//! makes none: it walks the chain three times and counts its event lost.
+//! Only steps 2 and 3 make system calls, once in a thread's life: `getpid`, and `tgkill` with
+//! signal 0 on its own process for each slot of the chain with our key and an owner of this
+//! process (a program's own `raise` makes both, so seccomp filters allow them). A thread that
+//! finds the table full of other keys makes none: it walks the chain three times and counts
+//! its event lost.
 //!
 //! # Tail calls
 //!
@@ -86,7 +93,7 @@
 pub const THREAD_SLOTS: u64 = 256;
 /// Bytes a thread-slot lookup with thread ids takes beyond one without (its first-event
 /// path, inline in every lookup): what a patch's room adds for each.
-pub const FIRST_LOOKUP_BYTES: u64 = 416;
+pub const FIRST_LOOKUP_BYTES: u64 = 448;
 /// Where the owners follow the keys in the thread table.
 pub const OWNERS: u64 = 8 * THREAD_SLOTS;
 /// Bytes of the thread table.

@@ -196,7 +196,10 @@ fn first_lookup(
     }
     a.push(0)?;
     let probes = qword_ptr(rsp);
-    // 2. Each slot of the chain with our key and an owner that is set and gone: take it over.
+    // r9 = our owner word once needed (0 until then: a pid is never 0).
+    a.xor(r9d, r9d)?;
+    // 2. Each slot of the chain with our key and an owner of our process that is gone: take
+    //    it over.
     home_slot(a, r8, r8d)?;
     a.set_label(&mut take_over)?;
     a.add_instruction(templates::lea_rip(Register::R11, threads))?;
@@ -205,19 +208,31 @@ fn first_lookup(
     a.jz(claim)?;
     a.cmp(rax, r10)?;
     a.jne(pass)?;
+    let mut known = a.create_label();
+    a.test(r9, r9)?;
+    a.jnz(known)?;
+    owner_word(a, tid)?;
+    a.add_instruction(templates::lea_rip(Register::R11, threads))?;
+    a.set_label(&mut known)?;
     a.mov(rax, qword_ptr(r11 + r8 * 8 + owners))?;
     a.mov(esi, eax)?;
     a.test(esi, esi)?;
     a.jz(pass)?;
+    // Another process's thread (a forked child's, its parent's) is never signalled: seccomp
+    // policies commonly punish a kill aimed outside the process (Chromium's renderers, forked
+    // from a zygote, crash on one).
     a.mov(rdi, rax)?;
     a.shr(rdi, 32)?;
+    a.mov(rdx, r9)?;
+    a.shr(rdx, 32)?;
+    a.cmp(rdi, rdx)?;
+    a.jne(pass)?;
     a.xor(edx, edx)?;
     a.mov(eax, SYS_TGKILL)?;
     a.syscall()?;
     a.cmp(rax, -ESRCH)?;
     a.jne(pass)?;
     // The owner just found gone, if no other thread took the slot meanwhile.
-    owner_word(a, tid)?;
     a.mov(rax, rdi)?;
     a.shl(rax, 32)?;
     a.or(rax, rsi)?;
@@ -238,8 +253,12 @@ fn first_lookup(
     a.jnz(unclaimed)?;
     a.lock().cmpxchg(qword_ptr(r11 + r8 * 8), r10)?;
     a.jne(unclaimed)?;
+    let mut have = a.create_label();
+    a.test(r9, r9)?;
+    a.jnz(have)?;
     owner_word(a, tid)?;
     a.add_instruction(templates::lea_rip(Register::R11, threads))?;
+    a.set_label(&mut have)?;
     a.mov(qword_ptr(r11 + r8 * 8 + owners), r9)?;
     a.jmp(took)?;
     a.set_label(&mut unclaimed)?;
@@ -276,8 +295,8 @@ fn next_in_chain(a: &mut CodeAssembler, again: CodeLabel) -> Result<(), IcedErro
 }
 
 /// `r9` = this thread's owner word, `(getpid() << 32) | tid`; writes `rax`, `rcx`, `r11`.
-/// Only when a slot is to be written: a thread that finds none (a full table) makes no
-/// system call.
+/// Only when a slot with our key is to be looked at or a slot is to be written: a thread
+/// that finds the table full of other keys makes no system call.
 fn owner_word(a: &mut CodeAssembler, tid: u32) -> Result<(), IcedError> {
     a.mov(eax, templates::SYS_GETPID)?;
     a.syscall()?;

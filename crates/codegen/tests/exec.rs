@@ -937,7 +937,7 @@ fn a_forked_child_gets_a_ring_of_its_own() {
 
 /// A thread that starts after another ended may get its thread pointer from glibc's stack
 /// cache: it takes over the dead thread's slot (its owner gone), as it would with keys alone;
-/// a slot whose owner lives on is never taken. Other tests' threads may take the cached stack
+/// a slot whose owner lives on, or belongs to another process, is never taken. Other tests' threads may take the cached stack
 /// first, so each thread here puts the slot it is to meet at its own home slot.
 #[test]
 fn a_thread_on_a_dead_threads_stack_takes_over_its_slot() {
@@ -988,6 +988,15 @@ fn a_thread_on_a_dead_threads_stack_takes_over_its_slot() {
     let third: Vec<_> = used.iter().filter(|u| u.3 == [vec![3, 0]]).collect();
     assert_eq!(third.len(), 1, "{used:x?}");
     assert_ne!(third[0].0, home);
+    // A dead thread of another process (pid 1 has no thread `dead`): never signalled, its
+    // slot never taken; a fourth thread's record goes elsewhere (a slot of its own, or the
+    // third thread's if it has its stack: that one is dead and ours).
+    let (home, _) = meet((1 << 32) | dead, 4);
+    assert_eq!(ar.data(timer::OWNERS + 8 * home), (1 << 32) | dead, "another process's slot");
+    let used = used_rings(&ar, rings, SLOTS);
+    let fourth: Vec<u64> = used.iter().filter(|u| u.3.contains(&vec![4, 0])).map(|u| u.0).collect();
+    assert_eq!(fourth.len(), 1, "{used:x?}");
+    assert_ne!(fourth[0], home);
 }
 
 /// A thread with no thread pointer (fs base 0, as a bare `clone` leaves it) reads no thread id
