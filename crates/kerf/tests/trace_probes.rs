@@ -330,14 +330,15 @@ fn preempted_writers_leave_the_trace_in_time_order() {
 
 /// A packed (raw) trace decodes nothing while tracing, so it cannot name threads by their
 /// events: four threads that start after kerf's first look at the process, name themselves
-/// and live some 20 ms (less than /proc's 100 ms poll) are named when their rings get them as
+/// and live some 50 ms (less than /proc's 100 ms poll; the last 30 idle, so that a loaded
+/// machine still gives kerf a drain while they live) are named when their rings get them as
 /// owners, and every event carries its thread's name. Before, all showed the process's.
 #[test]
 fn short_lived_threads_are_named_in_a_packed_trace() {
     let d = dir("names");
     let bin = build_fixture("traced", "-O2", "trace_names");
     let raw = d.join("names.kerf-trace");
-    let args = [bin.to_str().unwrap(), "spin", "4", "2000", "3000"];
+    let args = [bin.to_str().unwrap(), "spin", "4", "2000", "3000", "30"];
     let mut all = vec!["-o", raw.to_str().unwrap(), "step {k=arg0}", "--"];
     all.extend(args);
     kerf_trace(&all);
