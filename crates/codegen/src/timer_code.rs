@@ -208,12 +208,7 @@ fn first_lookup(
     a.jz(claim)?;
     a.cmp(rax, r10)?;
     a.jne(pass)?;
-    let mut known = a.create_label();
-    a.test(r9, r9)?;
-    a.jnz(known)?;
-    owner_word(a, tid)?;
-    a.add_instruction(templates::lea_rip(Register::R11, threads))?;
-    a.set_label(&mut known)?;
+    owner_word(a, tid, threads)?;
     a.mov(rax, qword_ptr(r11 + r8 * 8 + owners))?;
     a.mov(esi, eax)?;
     a.test(esi, esi)?;
@@ -253,12 +248,7 @@ fn first_lookup(
     a.jnz(unclaimed)?;
     a.lock().cmpxchg(qword_ptr(r11 + r8 * 8), r10)?;
     a.jne(unclaimed)?;
-    let mut have = a.create_label();
-    a.test(r9, r9)?;
-    a.jnz(have)?;
-    owner_word(a, tid)?;
-    a.add_instruction(templates::lea_rip(Register::R11, threads))?;
-    a.set_label(&mut have)?;
+    owner_word(a, tid, threads)?;
     a.mov(qword_ptr(r11 + r8 * 8 + owners), r9)?;
     a.jmp(took)?;
     a.set_label(&mut unclaimed)?;
@@ -294,16 +284,23 @@ fn next_in_chain(a: &mut CodeAssembler, again: CodeLabel) -> Result<(), IcedErro
     a.jb(again)
 }
 
-/// `r9` = this thread's owner word, `(getpid() << 32) | tid`; writes `rax`, `rcx`, `r11`.
-/// Only when a slot with our key is to be looked at or a slot is to be written: a thread
-/// that finds the table full of other keys makes no system call.
-fn owner_word(a: &mut CodeAssembler, tid: u32) -> Result<(), IcedError> {
+/// `r9` = this thread's owner word, `(getpid() << 32) | tid`, unless it is there already (not
+/// 0: a pid never is); then `r11` = the thread table again. Writes `rax`, `rcx`. Only when a
+/// slot with our key is to be looked at or a slot is to be written: a thread that finds the
+/// table full of other keys makes no system call.
+fn owner_word(a: &mut CodeAssembler, tid: u32, threads: u64) -> Result<(), IcedError> {
+    let mut known = a.create_label();
+    a.test(r9, r9)?;
+    a.jnz(known)?;
     a.mov(eax, templates::SYS_GETPID)?;
     a.syscall()?;
     a.mov(r9, rax)?;
     a.shl(r9, 32)?;
     thread_id(a, tid)?;
-    a.or(r9, rax)
+    a.or(r9, rax)?;
+    a.add_instruction(templates::lea_rip(Register::R11, threads))?;
+    a.set_label(&mut known)?;
+    Ok(())
 }
 
 /// Bytes below `rsp` a leaf function of the program may use (System V red zone).
