@@ -227,7 +227,7 @@ impl<B: Backend> PatchSet<B> {
             let heap: &Heap<B::Addr> =
                 heaps[h].as_ref().expect("a heap mapped for every module with probes");
             let patch_at = heap.code.get() + used[h];
-            used[h] += patchset::site_room(probes, &sp.members, tool);
+            used[h] += patchset::site_room(probes, &sp.members, tool, begin.runtime.lookup_room());
             let (data, tails) = (heap.data.get(), heap.tails.map_or(0, TargetAddr::get));
             let area = self.layout.areas[h].map_or(0, |off| data + off);
             jobs.push(Job { site: sp, label: &p.label, patch_at, data, tails, area, guard_action });

@@ -153,6 +153,8 @@ pub struct ProcessBackend {
     only_thread: Option<i32>,
     /// Per module: the heaps kerf mapped next to it.
     heaps: Vec<Option<Heaps>>,
+    /// The runtime's `lookup_room`, set by `begin` (patch rooms are sized by it).
+    lookup_room: u64,
     /// The module whose heaps hold the trap dispatcher and the program's SIGTRAP action.
     sig_module: Option<usize>,
     /// Trap dispatcher: its module and address, once installed.
@@ -186,6 +188,7 @@ impl ProcessBackend {
             longest_splice_pause: Duration::ZERO,
             only_thread: None,
             heaps: Vec::new(),
+            lookup_room: 0,
             sig_module: None,
             trap: None,
             fixes: SignalFixes::default(),
@@ -367,9 +370,15 @@ impl Backend for ProcessBackend {
         })?;
         phases.lap("first stop (thread context, start-up code)", t);
         // The thread table tells a forked child's threads by their ids, with system calls in
-        // a thread's first lookup; under seccomp it keys on thread pointers alone.
-        let restricted = kerf_os::process::seccomp_restricted(&kerf_os::process::RealSys, self.pid);
-        let thread_id = if restricted { None } else { glibc_tid_offset(modules) };
+        // a thread's first lookup; under seccomp it keys on thread pointers alone. A tool with
+        // no thread table (counters only) needs neither look.
+        let thread_id = if !tool.needs_threads(probes)
+            || kerf_os::process::seccomp_restricted(&kerf_os::process::RealSys, self.pid)
+        {
+            None
+        } else {
+            glibc_tid_offset(modules)
+        };
         let target = Where::Process(self.pid);
         let runtime = Runtime {
             target,
@@ -381,6 +390,7 @@ impl Backend for ProcessBackend {
             cpu: Runtime::cpu_read(),
             kernel_reads: None,
         };
+        self.lookup_room = runtime.lookup_room();
         Ok(Begin { runtime, startup })
     }
 
@@ -415,7 +425,7 @@ impl Backend for ProcessBackend {
         let mut tails = vec![false; modules.len()];
         for p in probes {
             let m = p.point.module;
-            code[m] += patchset::patch_room(p.action, tool);
+            code[m] += patchset::patch_room(p.action, tool, self.lookup_room);
             tails[m] |= p.action.is_tail();
             if p.action == Action::SignalGuard {
                 code[m] += GUARD_PATCH;

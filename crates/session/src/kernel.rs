@@ -546,7 +546,8 @@ impl Backend for KernelBackend<'_> {
         let have = self.kernel.driver.info.patch_heap_size;
         let mut room = 0;
         for sp in sites {
-            room += patchset::site_room(probes, &sp.members, tool);
+            // No thread ids in the kernel: no first-lookup path (`Runtime::lookup_room` 0).
+            room += patchset::site_room(probes, &sp.members, tool, 0);
             if self.used + room > have {
                 let label = probes[sp.first].point.label.clone();
                 let addr = sp.plan.displaced.point;

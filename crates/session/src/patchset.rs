@@ -76,10 +76,10 @@ pub enum Outcome {
 }
 
 /// Bytes of code heap reserved per spliced address (snippet, displaced instructions, jump
-/// back), plus `TIMER_PATCH` for each timer primitive there (its thread-slot lookup's first
-/// event path included).
+/// back), plus `TIMER_PATCH` for each timer primitive there, and for each thread-slot lookup
+/// the runtime's [`Runtime::lookup_room`].
 pub(crate) const PATCH_SLOT: u64 = 128;
-pub(crate) const TIMER_PATCH: u64 = 192 + FIRST_LOOKUP_BYTES;
+pub(crate) const TIMER_PATCH: u64 = 192;
 /// Code heap for a signal-mask guard (on top of `PATCH_SLOT`).
 pub(crate) const GUARD_PATCH: u64 = 640;
 /// Where a guard's label ids start when it shares a patch with other primitives, whose ids
@@ -100,15 +100,18 @@ const PROGRAM_LABEL_SPAN: u64 = 0x400;
 const MAX_SITE_PROGRAMS: usize = ((0x10000 - PROGRAM_LABELS) / PROGRAM_LABEL_SPAN) as usize;
 
 /// Bytes of code heap reserved for a probe of this action (a multiple of 16, so that patches
-/// placed one after the other by room stay aligned).
-pub(crate) fn patch_room(a: Action, tool: &ToolData) -> u64 {
+/// placed one after the other by room stay aligned), where a thread-slot lookup takes
+/// `lookup` bytes more ([`Runtime::lookup_room`]).
+pub(crate) fn patch_room(a: Action, tool: &ToolData, lookup: u64) -> u64 {
     match a {
         Action::Count => PATCH_SLOT,
-        Action::TimerStart(_) | Action::TimerStop(_) => PATCH_SLOT + TIMER_PATCH,
-        Action::TimerTailCall(_) | Action::TimerTailReturn => PATCH_SLOT + TIMER_PATCH + TAIL_PATCH,
+        Action::TimerStart(_) | Action::TimerStop(_) => PATCH_SLOT + TIMER_PATCH + lookup,
+        Action::TimerTailCall(_) | Action::TimerTailReturn => {
+            PATCH_SLOT + TIMER_PATCH + TAIL_PATCH + lookup
+        }
         Action::SignalGuard => PATCH_SLOT + GUARD_PATCH,
         Action::Program { program: k, .. } => {
-            PATCH_SLOT + tool.programs.get(k).map_or(0, program_room)
+            PATCH_SLOT + tool.programs.get(k).map_or(0, |p| program_room(p, lookup))
         }
     }
 }
@@ -116,7 +119,7 @@ pub(crate) fn patch_room(a: Action, tool: &ToolData) -> u64 {
 /// A bound on the bytes a tool program lowers to: its saves and restores (at most every
 /// general register, flags and the red-zone step: 96 bytes), then each op's longest form.
 /// An underestimate is caught, not overrun: a patch longer than its room is an error.
-fn program_room(p: &Program) -> u64 {
+fn program_room(p: &Program, lookup: u64) -> u64 {
     let ops: u64 = p
         .ops
         .iter()
@@ -126,19 +129,19 @@ fn program_room(p: &Program) -> u64 {
             // thread-slot lookup.
             Op::Emit { values, .. } => 160 + 10 * values.len() as u64,
             Op::EmitThread { values, reads, .. } => {
-                224 + FIRST_LOOKUP_BYTES + 10 * values.len() as u64 + 160 * reads.len() as u64
+                224 + lookup + 10 * values.len() as u64 + 160 * reads.len() as u64
             }
             Op::Call { args, .. } => 32 + 10 * args.len() as u64,
-            Op::Timer(_) => TIMER_PATCH + TAIL_PATCH,
+            Op::Timer(_) => TIMER_PATCH + TAIL_PATCH + lookup,
             _ => 16,
         })
         .sum();
     (96 + ops).next_multiple_of(16)
 }
 
-/// Room for the code patch of a site holding `members`.
-pub(crate) fn site_room(probes: &[Probe], members: &[usize], tool: &ToolData) -> u64 {
-    members.iter().map(|&i| patch_room(probes[i].action, tool)).sum()
+/// Room for the code patch of a site holding `members` ([`patch_room`]'s `lookup`).
+pub(crate) fn site_room(probes: &[Probe], members: &[usize], tool: &ToolData, lookup: u64) -> u64 {
+    members.iter().map(|&i| patch_room(probes[i].action, tool, lookup)).sum()
 }
 
 /// Where each probe's data is, per data heap (a process has one per module with probes, the
@@ -283,6 +286,16 @@ pub struct Runtime {
 }
 
 impl Runtime {
+    /// Bytes a thread-slot lookup's first-event path takes in each patch that has one: only
+    /// where the lookup checks thread ids (a process with glibc's, not under seccomp).
+    pub fn lookup_room(&self) -> u64 {
+        if self.thread_id.is_some() {
+            FIRST_LOOKUP_BYTES
+        } else {
+            0
+        }
+    }
+
     /// How generated code reads the CPU on this machine: `rdpid` where the CPUs have it
     /// (an event costs half what `rdtscp` makes it cost), else `rdtscp`.
     pub fn cpu_read() -> CpuRead {
@@ -428,7 +441,7 @@ pub(crate) fn site_code(
             addr,
             error,
         })?;
-    let room = site_room(probes, &job.site.members, tool);
+    let room = site_room(probes, &job.site.members, tool, rt.lookup_room());
     if bytes.len() as u64 > room {
         return Err(InstrumentError::PatchTooLong {
             target: rt.target,
@@ -561,7 +574,9 @@ mod tests {
             let v = p.vreg("v");
             p.push(Op::Reg { dst: v, reg: kerf_arch::x86_64::Gpr::Rdi });
             let tool = ToolData { programs: vec![p], ..ToolData::default() };
-            assert_eq!(patch_room(a, &tool) % 16, 0, "{a:?}");
+            for lookup in [0, FIRST_LOOKUP_BYTES] {
+                assert_eq!(patch_room(a, &tool, lookup) % 16, 0, "{a:?}");
+            }
         }
     }
 }
