@@ -1,6 +1,7 @@
 //! Removal frees kerf's code only when no thread can come back into it, and is not fooled
-//! by the trap dispatcher's dead signal frames: tests/fixtures/stale_frames.c blocks with
-//! those frames in view at the top of its stack while kerf removes a trap splice.
+//! by the trap dispatcher's dead signal frames (tests/fixtures/stale_frames.c blocks with
+//! those frames in view at the top of its stack while kerf removes a trap splice) or by data
+//! that happens to point into it; a live signal frame keeps it (tests/fixtures/stack_refs.c).
 
 mod common;
 
@@ -100,6 +101,105 @@ fn dead_dispatcher_frames_do_not_keep_the_code_heap() {
 
     stdin.write_all(b"y").unwrap();
     drop(stdin);
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "done");
+    assert!(child.wait().unwrap().success());
+}
+
+/// `tests/fixtures/stack_refs.c` in `mode`, its stdin and stdout piped, with a count probe
+/// on its `point` installed (the splice kind kerf chooses). Returns the child, its pid, its
+/// stdin and stdout, the installation and the point's original bytes and address.
+fn stack_refs(
+    mode: &str,
+) -> (
+    std::process::Child,
+    i32,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+    Instrumentation,
+    [u8; 16],
+    u64,
+) {
+    let bin = common::build_fixture("stack_refs", "-O2", "removal");
+    let mut child =
+        Command::new(&bin).arg(mode).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let pid: i32 = line.trim().strip_prefix("pid ").unwrap().parse().unwrap();
+    let opts = LoadOptions { no_cache: true, ..LoadOptions::default() };
+    let (modules, _) = analyze_process(pid, &opts, &kerf_analysis::Quiet).unwrap();
+    let named: Vec<(&str, &kerf_analysis::Analysis)> =
+        modules.iter().map(|m| (m.analysis.image.as_str(), &m.analysis)).collect();
+    let points =
+        spec::resolve(&[spec::parse("stack_refs:point").unwrap()], &named, &|_, _| None).unwrap();
+    let addr = points[0].addr.0 + modules[points[0].module].bias.unwrap_or(0);
+    let mut original = [0u8; 16];
+    std::fs::File::open(format!("/proc/{pid}/mem"))
+        .unwrap()
+        .read_exact_at(&mut original, addr)
+        .unwrap();
+    let probes = vec![Probe { point: points[0].clone(), action: Action::Count }];
+    let opts = Options { force_kind: None, only_thread: None, plan_threads: None };
+    let inst =
+        Instrumentation::install(pid, &modules, &probes, &ToolData::default(), opts).unwrap();
+    (child, pid, stdin, out, inst, original, addr)
+}
+
+fn bytes_at(pid: i32, addr: u64) -> [u8; 16] {
+    let mut now = [0u8; 16];
+    std::fs::File::open(format!("/proc/{pid}/mem")).unwrap().read_exact_at(&mut now, addr).unwrap();
+    now
+}
+
+/// A signal handler blocks with the frame of the thread it interrupted inside a code patch
+/// (the saved PC points into it): removal takes the splice out, but leaves the code heap
+/// mapped and says why, and the handler later returns into the patch and on, unharmed.
+#[test]
+fn a_live_signal_frame_in_a_patch_keeps_the_code_heap() {
+    let (mut child, pid, mut stdin, mut out, inst, original, addr) = stack_refs("hold");
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let pc = u64::from_str_radix(line.trim().strip_prefix("held 0x").unwrap(), 16).unwrap();
+    let heap = inst.code_heaps()[0].0;
+    let (lo, hi) = *code_heaps(pid).iter().find(|h| h.0 == heap).unwrap();
+    assert!(
+        (lo..hi).contains(&pc),
+        "interrupted at {pc:#x}, not in the code heap {lo:#x}..{hi:#x}"
+    );
+
+    let removed = inst.remove().expect("removal");
+    assert!(removed.kept.iter().any(|k| k.0 == lo), "code heap not kept: {removed:x?}");
+    let why = removed.why.unwrap_or_default();
+    assert!(why.contains("stack may still return") && why.contains(&format!("{pc:#x}")), "{why}");
+    assert_eq!(bytes_at(pid, addr), original, "point's bytes are not restored");
+
+    stdin.write_all(b"x").unwrap();
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "done");
+    assert!(child.wait().unwrap().success());
+}
+
+/// Plain data on a stack that happens to point into kerf's code (the case that once left
+/// python3.11 with 50 MB of kerf's heaps after an interrupted installation) does not keep the
+/// code: it is no return address, no signal frame's PC.
+#[test]
+fn stack_data_that_points_into_a_patch_does_not_keep_the_code_heap() {
+    let (mut child, pid, mut stdin, mut out, inst, original, addr) = stack_refs("plant");
+    let heap = inst.code_heaps()[0].0;
+    // The start of the first patch, on 64 words of the blocked main thread's stack.
+    writeln!(stdin, "{heap:x}").unwrap();
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "planted");
+    let removed = inst.remove().expect("removal");
+    assert!(removed.kept.is_empty(), "heaps kept: {removed:x?}");
+    assert!(code_heaps(pid).is_empty(), "the code heap is still mapped");
+    assert_eq!(bytes_at(pid, addr), original, "point's bytes are not restored");
+    stdin.write_all(b"x").unwrap();
     line.clear();
     out.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), "done");

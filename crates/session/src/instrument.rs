@@ -162,8 +162,12 @@ pub struct ProcessBackend {
     /// The signal state kerf changed.
     fixes: SignalFixes,
     /// Where a thread asleep in a system call inside a code patch has its PC, and where to
-    /// move it on removal (see `parked_syscalls`).
+    /// move it on removal (see `patch_exits`).
     parked: std::collections::HashMap<u64, Parked>,
+    /// Return addresses inside code patches: the PC after each `call` they make (process
+    /// patches make none today; relocated calls return to the original code). A stack word
+    /// in kerf's code that is neither one of these nor a signal frame's saved PC is data.
+    returns: std::collections::HashSet<u64>,
     /// What the dispatcher's signal frames hold, to tell its dead frames on a stack from
     /// live references into kerf's code.
     dispatcher_frames: Option<DispatcherFrames>,
@@ -193,6 +197,7 @@ impl ProcessBackend {
             trap: None,
             fixes: SignalFixes::default(),
             parked: Default::default(),
+            returns: Default::default(),
             dispatcher_frames: None,
         }
     }
@@ -498,8 +503,9 @@ impl Backend for ProcessBackend {
     /// to sleep in each is noted for removal (see `Parked`).
     fn write_chunk(&mut self, patches: &[Patch<'_, RemoteAddr>]) -> Result<(), InstrumentError> {
         for p in patches {
-            let layout = p.code.layout;
-            self.parked.extend(parked_syscalls(p.at.0, &p.code.bytes, p.displaced, layout));
+            let exits = patch_exits(p.at.0, &p.code.bytes, p.displaced, p.code.layout);
+            self.parked.extend(exits.parked);
+            self.returns.extend(exits.returns);
         }
         let m: &dyn TargetMemory = self.mem()?;
         let mut writes = PatchWrites::default();
@@ -627,10 +633,13 @@ impl Backend for ProcessBackend {
             // Threads asleep in a system call inside a patch would keep it busy for as long as
             // they sleep: they go back to the original code (see `Parked`).
             self.move_parked_threads(&mut tr)?;
-            // A PC in kerf's code, or a value on a stack that points into it (the saved PC of
-            // a signal frame when a handler interrupted a thread inside a patch). The
-            // dispatcher's own dead frames are left out (see `DispatcherFrames`).
-            let busy = busy_ranges(&tr, self.dispatcher_frames.as_ref())?;
+            // A PC in kerf's code, or a value on a stack that a thread may go on at there
+            // (the saved PC of a signal frame when a handler interrupted a thread inside a
+            // patch: `Busy::may_resume`). The dispatcher's own dead frames are left out (see
+            // `DispatcherFrames`).
+            let mut busy = busy_ranges(&tr, self.dispatcher_frames.as_ref())?;
+            let restorer = self.dispatcher_frames.as_ref().map(|d| d.restorer);
+            busy.retain(|b| b.may_resume(&self.returns, restorer));
             let code: Vec<(u64, u64)> =
                 self.heaps.iter().flatten().map(|h| (h.code, h.code + h.code_len)).collect();
             let in_code = |b: &&Busy| code.iter().any(|&(lo, hi)| b.within(lo, hi));
@@ -1177,22 +1186,29 @@ struct Parked {
     guard_frame: bool,
 }
 
-/// Every `syscall` of the code patch `code` at `patch` (decoded linearly: a patch holds only
-/// instructions), as `(PC after it, Parked)`. A guard (`Layout::ReplacesFirst`) stands in for
-/// the first displaced instruction with two `syscall`s, the plain path's and then the wrapped
-/// path's (`codegen::sigguard`); every other `syscall` is a displaced one, relocated in order.
-fn parked_syscalls(
-    patch: u64,
-    code: &[u8],
-    d: &kerf_patch::Displaced,
-    layout: Layout,
-) -> Vec<(u64, Parked)> {
+/// The ways out of a code patch that leave a thread somewhere kerf must know of on removal.
+#[derive(Debug, Default, PartialEq)]
+struct PatchExits {
+    /// After every `syscall`: where a thread asleep in it has its PC (see `Parked`).
+    parked: Vec<(u64, Parked)>,
+    /// After every `call`: the return address a thread in the callee has on its stack.
+    returns: Vec<u64>,
+}
+
+/// The exits of the code patch `code` at `patch` (decoded linearly: a patch holds only
+/// instructions). For its `syscall`s, a guard (`Layout::ReplacesFirst`) stands in for the
+/// first displaced instruction with two of them, the plain path's and then the wrapped path's
+/// (`codegen::sigguard`); every other `syscall` is a displaced one, relocated in order.
+fn patch_exits(patch: u64, code: &[u8], d: &kerf_patch::Displaced, layout: Layout) -> PatchExits {
     let mut dec = iced_x86::Decoder::with_ip(64, code, patch, iced_x86::DecoderOptions::NONE);
     let mut ends = Vec::new();
+    let mut returns = Vec::new();
     while dec.can_decode() {
         let i = dec.decode();
         if i.mnemonic() == iced_x86::Mnemonic::Syscall {
             ends.push(i.next_ip());
+        } else if i.is_call_near() || i.is_call_near_indirect() {
+            returns.push(i.next_ip());
         }
     }
     let mut originals: Vec<(u64, bool)> = Vec::new();
@@ -1212,14 +1228,16 @@ fn parked_syscalls(
             .filter(|i| i.mnemonic() == iced_x86::Mnemonic::Syscall)
             .map(|i| (i.next_ip(), false)),
     );
-    if ends.len() != originals.len() {
-        // Not the layout this reading assumes: better no move than a wrong one.
-        return Vec::new();
-    }
-    ends.into_iter()
-        .zip(originals)
-        .map(|(pc, (resume, guard_frame))| (pc, Parked { resume, guard_frame }))
-        .collect()
+    // Not the layout this reading assumes: better no move than a wrong one.
+    let parked = if ends.len() != originals.len() {
+        Vec::new()
+    } else {
+        ends.into_iter()
+            .zip(originals)
+            .map(|(pc, (resume, guard_frame))| (pc, Parked { resume, guard_frame }))
+            .collect()
+    };
+    PatchExits { parked, returns }
 }
 
 /// The guard probes a process with trap splices needs: one on every `syscall` of its
@@ -1438,11 +1456,46 @@ struct Busy {
     value: u64,
     /// Bytes above the stack pointer, or `None` for the PC.
     stack_offset: Option<u64>,
+    /// A stack word in the slot where a signal frame keeps the PC it resumes
+    /// ([`saved_pc_slot`]).
+    signal_pc: bool,
 }
 
 impl Busy {
     fn within(&self, lo: u64, hi: u64) -> bool {
         self.value >= lo && self.value < hi
+    }
+
+    /// Whether the thread may go on at this value, if it lies in code kerf is taking away:
+    /// its PC; the saved PC of a signal frame, resumed when the handler returns; a return
+    /// address after a `call` in kerf's code (`returns`); or the trap dispatcher's restorer,
+    /// which the program's SIGTRAP handler the dispatcher chained to returns into. Any other
+    /// stack word is data: code patches push no code addresses, and relocated calls return
+    /// to the original code.
+    fn may_resume(&self, returns: &std::collections::HashSet<u64>, restorer: Option<u64>) -> bool {
+        self.stack_offset.is_none()
+            || self.signal_pc
+            || returns.contains(&self.value)
+            || restorer == Some(self.value)
+    }
+}
+
+/// `__USER_CS`, the code segment of 64-bit user mode.
+const USER_CS: u64 = 0x33;
+
+/// Whether `words[k]` (a stack, from its stack pointer up) sits where the kernel's x86-64
+/// signal frame keeps the interrupted PC, `uc_mcontext.rip`: the word after it is the saved
+/// `eflags` (bit 1 always set, nothing above ID, bit 21), and the next holds `cs, gs, fs, ss`
+/// with 64-bit user mode's code segment first. A random stack word next to such a pair is
+/// rare; a copy of a frame a handler made on its stack matches too, and counts (it may be
+/// resumed with `setcontext`).
+fn saved_pc_slot(words: &[u64], k: usize) -> bool {
+    match (words.get(k + 1), words.get(k + 2)) {
+        (Some(&flags), Some(&segments)) => {
+            flags & 2 != 0 && flags >> 22 == 0 && segments & 0xffff == USER_CS
+        }
+        // The frame's end is beyond the words scanned: no telling, so it counts.
+        _ => true,
     }
 }
 
@@ -1486,10 +1539,11 @@ fn busy_ranges(
     let mut stack = vec![0u8; STACK_SCAN];
     for &t in tr.threads() {
         let r = tr.regs(t)?;
-        v.push(Busy { tid: t, value: r.rip, stack_offset: None });
+        v.push(Busy { tid: t, value: r.rip, stack_offset: None, signal_pc: false });
         if kerf_os::ptrace::restarts_syscall(&r) {
             // Its `syscall` runs again when it resumes (target::ptrace::restarts_syscall).
-            v.push(Busy { tid: t, value: r.rip.wrapping_sub(2), stack_offset: None });
+            let value = r.rip.wrapping_sub(2);
+            v.push(Busy { tid: t, value, stack_offset: None, signal_pc: false });
         }
         // A short read at the top of the stack mapping is fine: scan what there is.
         let mut len = STACK_SCAN;
@@ -1514,6 +1568,7 @@ fn busy_ranges(
             tid: t,
             value,
             stack_offset: Some(8 * k as u64),
+            signal_pc: saved_pc_slot(&words, k),
         }));
     }
     Ok(v)
@@ -1540,6 +1595,70 @@ mod dead_frame_tests {
         // A frame cut off by the end of the scanned stack is not taken for dead.
         w[60] = 0x5000_01eb;
         assert_eq!(d.frames_in(&w).collect::<Vec<_>>(), vec![3]);
+    }
+}
+
+/// Which stack words removal must take for places a thread may go on at in kerf's code.
+#[cfg(test)]
+mod resume_tests {
+    use super::{patch_exits, saved_pc_slot, Busy, Layout, Parked, PatchExits, USER_CS};
+    use std::collections::HashSet;
+
+    /// A stack with a signal frame's saved PC at word 5 (eflags 0x246, then `cs` = 0x33 and
+    /// `ss` = 0x2b), a value at word 9 with data around it, and small numbers at words 12-14
+    /// that look like eflags but not like the segment word.
+    fn stack() -> Vec<u64> {
+        let mut w = vec![0u64; 20];
+        w[5] = 0x5000_0040;
+        w[6] = 0x246;
+        w[7] = USER_CS | 0x2b << 48;
+        w[9] = 0x5000_0080;
+        w[10] = 7;
+        w[12] = 0x5000_00c0;
+        w[13] = 0x202;
+        w[14] = 0x20;
+        w
+    }
+
+    #[test]
+    fn a_signal_frames_saved_pc_is_told_from_data() {
+        let w = stack();
+        let slots: Vec<usize> = (0..18).filter(|&k| saved_pc_slot(&w, k)).collect();
+        assert_eq!(slots, [5]);
+        // The last two words: the frame would go on beyond what was read, so they count.
+        assert!(saved_pc_slot(&w, 18) && saved_pc_slot(&w, 19));
+    }
+
+    #[test]
+    fn only_pcs_saved_pcs_returns_and_the_restorer_may_resume() {
+        let w = stack();
+        let at = |k: usize| Busy {
+            tid: 1,
+            value: w[k],
+            stack_offset: Some(8 * k as u64),
+            signal_pc: saved_pc_slot(&w, k),
+        };
+        let none = HashSet::new();
+        assert!(at(5).may_resume(&none, None));
+        assert!(!at(9).may_resume(&none, None));
+        assert!(!at(12).may_resume(&none, None));
+        assert!(at(9).may_resume(&HashSet::from([0x5000_0080]), None));
+        assert!(at(12).may_resume(&none, Some(0x5000_00c0)));
+        let pc = Busy { tid: 1, value: 0x5000_0080, stack_offset: None, signal_pc: false };
+        assert!(pc.may_resume(&none, None));
+    }
+
+    /// A patch with a `call`, an indirect `call` and the relocated `syscall` of its point.
+    #[test]
+    fn a_patch_exits_after_its_calls_and_its_syscalls() {
+        let syscall = [0x0f, 0x05];
+        let mut dec = iced_x86::Decoder::with_ip(64, &syscall, 0x1000, 0);
+        let d = kerf_patch::Displaced { point: 0x1000, insns: vec![dec.decode()], len: 2 };
+        // call +0; call rax; syscall; jmp back.
+        let code = [0xe8, 0, 0, 0, 0, 0xff, 0xd0, 0x0f, 0x05, 0xe9, 0, 0, 0, 0];
+        let exits = patch_exits(0x5000, &code, &d, Layout::Before);
+        let parked = vec![(0x5009, Parked { resume: 0x1002, guard_frame: false })];
+        assert_eq!(exits, PatchExits { parked, returns: vec![0x5005, 0x5007] });
     }
 }
 
@@ -1614,7 +1733,7 @@ mod fake_tests {
     fn busy_values_answer_like_a_scan() {
         let busy: Vec<super::Busy> = [7u64, 3, 20, 10, 10]
             .iter()
-            .map(|&value| super::Busy { tid: 1, value, stack_offset: None })
+            .map(|&value| super::Busy { tid: 1, value, stack_offset: None, signal_pc: false })
             .collect();
         let index = BusyValues::new(&busy, 0, 26);
         for lo in 0..25 {
