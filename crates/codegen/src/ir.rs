@@ -249,9 +249,11 @@ impl MemRead {
 /// Slots a ring has at most (the code compares and masks record numbers with imm32s).
 pub const MAX_SLOTS: u32 = 1 << 30;
 
-/// Bytes a per-thread ring area may have at most (the code finds a thread's ring with an
-/// imm32 multiply, and the area lies within ±2 GiB of the code).
-pub const MAX_THREAD_RINGS_LEN: u64 = 1 << 30;
+/// Bytes an area of per-thread or per-CPU rings may have at most: 16 GiB, where 256 thread
+/// rings of 2^18 slots and their headers fit (the code finds a ring with an imm32 multiply by
+/// its length, and reaches the area with a 64-bit immediate, so it may lie anywhere; pages
+/// never written cost nothing).
+pub const MAX_THREAD_RINGS_LEN: u64 = 1 << 34;
 
 /// Per-CPU rings an `emit.cpu` area may have at most (the CPU in a record's header has 12 bits).
 pub const MAX_CPU_RINGS: u32 = 4096;
@@ -300,7 +302,8 @@ impl Program {
     /// call with more than six arguments, an emit (shared or per-thread) with more words
     /// (values, and its reads' status and bytes) than a slot holds or a ring whose slot count
     /// is not a power of two (up to [`MAX_SLOTS`]), a memory read of 0 or more than
-    /// [`MAX_READ`] bytes, per-thread rings larger than [`MAX_THREAD_RINGS_LEN`] in all.
+    /// [`MAX_READ`] bytes, per-thread rings larger than [`MAX_THREAD_RINGS_LEN`] in all or
+    /// one of them beyond an imm32.
     /// Returns the index of the op and what is wrong.
     pub fn check(&self) -> Result<(), (usize, String)> {
         let mut placed = vec![false; self.labels.len()];
@@ -328,12 +331,14 @@ impl Program {
                     ));
                 }
                 Op::EmitThread { slots, per, .. }
-                    if crate::ring::rings_len(per.count(), *slots) > MAX_THREAD_RINGS_LEN =>
+                    if crate::ring::rings_len(per.count(), *slots) > MAX_THREAD_RINGS_LEN
+                        || crate::ring::ring_len(*slots) > i32::MAX as u64 =>
                 {
                     return Err((
                         k,
                         format!(
-                            "{} rings of {slots} slots exceed {MAX_THREAD_RINGS_LEN} bytes",
+                            "{} rings of {slots} slots exceed {MAX_THREAD_RINGS_LEN} bytes, or \
+                             one of them 2 GiB",
                             per.count()
                         ),
                     ));
@@ -381,13 +386,16 @@ impl Program {
         Ok(())
     }
 
-    /// The program with every *data* address moved up by `base`: absolute memory operands
-    /// ([`Addr::Abs`]), rings ([`Op::Emit`], [`Op::EmitThread`]) and the timers' blocks and
-    /// tail areas. Code addresses ([`Op::Call`]'s target) stay: they are not in the data
-    /// heap. The session generates a tool's program with data addresses relative to the
-    /// tool's area and shifts them to where the area lies in each heap.
-    pub fn relocate(&self, base: u64) -> Program {
+    /// The program with every *data* address moved: absolute memory operands
+    /// ([`Addr::Abs`]) and the timers' blocks and tail areas up by `base`, rings
+    /// ([`Op::Emit`], [`Op::EmitThread`]) up by `rings`. Code addresses ([`Op::Call`]'s
+    /// target) stay: they are not in the data heap. The session generates a tool's program
+    /// with data addresses relative to the tool's area (within reach of the code: operands
+    /// are rip-relative) and ring addresses relative to its ring area (anywhere: the code
+    /// loads them as 64-bit immediates), and shifts them to where each lies in each heap.
+    pub fn relocate(&self, base: u64, rings: u64) -> Program {
         let at = |a: u64| a.wrapping_add(base);
+        let ring_at = |a: u64| a.wrapping_add(rings);
         let addr = |a: Addr| match a {
             Addr::Abs(x) => Addr::Abs(at(x)),
             based => based,
@@ -400,10 +408,10 @@ impl Program {
                 Op::Store { width, addr: a, src } => Op::Store { width, addr: addr(a), src },
                 Op::AddMem { addr: a, src, atomic } => Op::AddMem { addr: addr(a), src, atomic },
                 Op::Emit { ring, slots, stream, values } => {
-                    Op::Emit { ring: at(ring), slots, stream, values }
+                    Op::Emit { ring: ring_at(ring), slots, stream, values }
                 }
                 Op::EmitThread { rings, per, slots, stream, values, reads } => {
-                    Op::EmitThread { rings: at(rings), per, slots, stream, values, reads }
+                    Op::EmitThread { rings: ring_at(rings), per, slots, stream, values, reads }
                 }
                 Op::Timer(t) => Op::Timer(match t {
                     TimerOp::Start { timer } => TimerOp::Start { timer: at(timer) },
@@ -522,9 +530,9 @@ mod tests {
 ",
         )
         .unwrap();
-        let moved = print(&p.relocate(0x7f00_0000_0000));
+        let moved = print(&p.relocate(0x7f00_0000_0000, 0x7e00_0000_0000));
         // Immediates (0x7000 as a call argument), registers' addresses and the call's
-        // target stay; every absolute data address moves.
+        // target stay; every absolute data address moves, rings by the ring area's base.
         assert_eq!(
             moved,
             "    thread %t
@@ -534,8 +542,8 @@ mod tests {
     store64 [%g-8], 1
     atomic add [0x7f0000007010], %f
     add [0x7f0000007018], 1
-    emit ring=0x7f0000008000, slots=4, stream=1, %f
-    emit.thread rings=0x7f0000009000, slots=4, stream=2, %f, read(%g+8, 16)
+    emit ring=0x7e0000008000, slots=4, stream=1, %f
+    emit.thread rings=0x7e0000009000, slots=4, stream=2, %f, read(%g+8, 16)
     call %r, 0x5000, %f, 0x7000
     timer.start 0x7f000000a000
     timer.stop 0x7f000000a000
@@ -543,7 +551,8 @@ mod tests {
     timer.tailreturn tails=0x7f000000b000, sp=rbp-16
 "
         );
-        assert_eq!(p.relocate(0), p);
-        assert_eq!(p.relocate(0x1000).relocate(0x2000), p.relocate(0x3000));
+        assert_eq!(p.relocate(0, 0), p);
+        let twice = p.relocate(0x1000, 0x10_0000).relocate(0x2000, 0x20_0000);
+        assert_eq!(twice, p.relocate(0x3000, 0x30_0000));
     }
 }

@@ -823,8 +823,9 @@ impl<'a> Lowerer<'a> {
         let save = asm(self.temps[1]);
         let mut full = self.a.create_label();
         let mut done = self.a.create_label();
-        // 1. Reserve record n = head (other writers race: lock cmpxchg); t = its slot.
-        self.a.add_instruction(templates::lea_rip(iced(self.temps[0]), at))?;
+        // 1. Reserve record n = head (other writers race: lock cmpxchg); t = its slot. The
+        //    ring may lie anywhere (see `Program::relocate`): a 64-bit immediate.
+        self.a.add_instruction(templates::mov_imm64(iced(self.temps[0]), at))?;
         self.reserve(t, slots, true, full)?;
         // 2. Its time and CPU; 3. the rest, and seq = n + 1, stored last.
         self.stamp(t, save, values.len(), None)?;
@@ -910,7 +911,9 @@ impl<'a> Lowerer<'a> {
         let mut done = self.a.create_label();
         // 1. rcx = the ring's index: the thread's slot in the thread table, or the CPU (bits
         //    16.. of meta's low half) modulo the rings; r11 = rings + RINGS + index *
-        //    ring_len(slots) (checked to fit an imm32).
+        //    ring_len(slots) (checked to fit an imm32). The rings may lie anywhere, beyond
+        //    the reach of a rip-relative address (see `Program::relocate`): a 64-bit
+        //    immediate.
         let locked = match *per {
             Rings::Thread => {
                 let (thread, tid, threads) = (self.at.thread, self.at.thread_id, self.at.threads);
@@ -930,7 +933,7 @@ impl<'a> Lowerer<'a> {
         };
         let a = &mut self.a;
         a.imul_3(rcx, rcx, ring::ring_len(slots) as i32)?;
-        a.add_instruction(templates::lea_rip(Register::R11, rings + ring::RINGS))?;
+        a.add_instruction(templates::mov_imm64(Register::R11, rings + ring::RINGS))?;
         a.add(r11, rcx)?;
         // 2. Reserve record n = head; r11 = its slot. Per thread a plain cmpxchg: only this
         //    thread writes head, and a signal handler that emitted in between moved it, so
@@ -964,10 +967,11 @@ impl<'a> Lowerer<'a> {
         }
         a.jmp(done)?;
         // No slot in the thread table: the rare shared count, locked (per CPU every writer
-        // has a ring).
+        // has a ring); r11 is free (the lookup's scratch).
         if !locked {
             a.set_label(&mut no_slot)?;
-            a.add_instruction(templates::atomic_inc(rings + ring::NO_SLOT))?;
+            a.add_instruction(templates::mov_imm64(Register::R11, rings + ring::NO_SLOT))?;
+            a.lock().inc(qword_ptr(r11))?;
         }
         self.pending_label = None;
         self.place(&mut done)

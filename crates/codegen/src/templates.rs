@@ -41,6 +41,11 @@ pub fn lea_rip(reg: Register, target: u64) -> Instruction {
     op(Instruction::with2(Code::Lea_r64_m, reg, rip_mem(target)))
 }
 
+/// `mov reg, imm64`: an address anywhere in the address space.
+pub fn mov_imm64(reg: Register, value: u64) -> Instruction {
+    op(Instruction::with2(Code::Mov_r64_imm64, reg, value))
+}
+
 fn iced_gpr(r: Gpr) -> Register {
     // Gpr is numbered in encoding order, as iced's RAX..R15 are.
     Register::try_from(Register::RAX as usize + r as usize).expect("a 64-bit GPR")

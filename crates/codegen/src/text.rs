@@ -542,7 +542,12 @@ out:
             ("mov %a, 1\nemit ring=0x9000, slots=3, stream=1, %a\n", 2, "not a power of two"),
             ("mov %a, 1\nemit ring=0x9000, slots=0x80000000, stream=1, %a\n", 2, "up to"),
             ("mov %a, 1\nemit.thread rings=0x9000, slots=6, stream=1, %a\n", 2, "power of two"),
-            ("mov %a, 1\nemit.thread rings=0x9000, slots=0x10000, stream=1, %a\n", 2, "exceed"),
+            ("mov %a, 1\nemit.thread rings=0x9000, slots=0x100000, stream=1, %a\n", 2, "exceed"),
+            (
+                "mov %a, 1\nemit.cpu rings=0x9000, cpus=1, slots=0x2000000, stream=1, %a\n",
+                2,
+                "2 GiB",
+            ),
             ("emit.thread ring=0x9000, slots=4, stream=1\n", 1, "takes rings=ADDR"),
             ("mov %a, 1\nemit ring=0x9000, slots=4, stream=1, read(%a, 8)\n", 2, "emit takes"),
             ("emit.thread rings=0x9000, slots=4, stream=1, read(0x10, 8)\n", 1, "bad operand"),

@@ -55,7 +55,7 @@ pub struct TraceArgs {
     #[arg(long, value_name = "ADDR", conflicts_with = "format")]
     send: Option<String>,
     /// Slots of each ring per stream (a power of two; 128 bytes each): a process has a ring
-    /// per thread (default 4096, at most 16384), the kernel one per CPU (default 8192, fewer
+    /// per thread (default 4096, at most 262144), the kernel one per CPU (default 8192, fewer
     /// when CPUs and streams would not fit the 12 MiB of the driver's heap kept for rings).
     #[arg(long)]
     ring_slots: Option<u32>,

@@ -83,25 +83,37 @@ fn truth(stdout: &[u8]) -> HashMap<u64, Vec<Call>> {
 #[test]
 fn events_equal_the_calls_each_thread_made_in_order() {
     let d = dir("sequence");
-    // JSON Lines written while tracing, and a raw trace (packed ring records) converted after.
-    for (opt, ext) in [("-O0", "jsonl"), ("-O2", "jsonl"), ("-O2", "kerf-trace")] {
+    // JSON Lines written while tracing, and a raw trace (packed ring records) converted after;
+    // and the largest rings, entries and exits in two streams: 256 thread rings of 262144
+    // slots take 8 GiB a stream, so the second stream's rings lie far beyond the ±2 GiB a
+    // rip-relative operand reaches from the code.
+    let far = ["--ring-slots", "262144", "stream=calls", "stream=returns"];
+    for (opt, ext, extra) in [
+        ("-O0", "jsonl", None),
+        ("-O2", "jsonl", None),
+        ("-O2", "kerf-trace", None),
+        ("-O2", "jsonl", Some(far)),
+    ] {
         let bin = build_fixture("traced", opt, "trace_seq");
-        let traced = d.join(format!("seq{opt}.{ext}"));
-        let run = kerf_trace(&[
-            "-o",
-            traced.to_str().unwrap(),
-            "step {k=arg0, i=arg1, label=str(arg2, 16)}",
-            "step@exits {ret}",
-            "--",
-            bin.to_str().unwrap(),
-        ]);
-        let out = d.join(format!("seq{opt}-{ext}.jsonl"));
+        let tag = if extra.is_some() { "-far" } else { "" };
+        let traced = d.join(format!("seq{opt}{tag}.{ext}"));
+        let (slots, calls, returns) = match extra {
+            Some([a, b, c, r]) => (vec![a, b], format!(" {c}"), format!(" {r}")),
+            None => (vec![], String::new(), String::new()),
+        };
+        let entry = format!("step {{k=arg0, i=arg1, label=str(arg2, 16)}}{calls}");
+        let exit = format!("step@exits {{ret}}{returns}");
+        let mut args = vec!["-o", traced.to_str().unwrap()];
+        args.extend(slots);
+        args.extend([entry.as_str(), exit.as_str(), "--", bin.to_str().unwrap()]);
+        let run = kerf_trace(&args);
+        let out = d.join(format!("seq{opt}{tag}-{ext}.jsonl"));
         if ext == "kerf-trace" {
             kerf_trace(&["convert", traced.to_str().unwrap(), "-o", out.to_str().unwrap()]);
         } else {
             std::fs::rename(&traced, &out).unwrap();
         }
-        let opt = format!("{opt} {ext}");
+        let opt = format!("{opt} {ext}{tag}");
         let want = truth(&run.stdout);
         assert_eq!(want.len(), 4, "four threads");
         let recs = records(&out);
@@ -133,9 +145,12 @@ fn events_equal_the_calls_each_thread_made_in_order() {
             }
         }
         let c = of_type(&recs, "counters");
-        assert_eq!(c.len(), 1, "one stream");
-        assert_eq!(c[0]["delivered"].as_u64(), Some(480));
-        assert_eq!((c[0]["lost"].as_u64(), c[0]["filtered"].as_u64()), (Some(0), Some(0)));
+        let streams = if extra.is_some() { 2 } else { 1 };
+        assert_eq!(c.len(), streams, "{opt}: streams");
+        for c in &c {
+            assert_eq!(c["delivered"].as_u64(), Some(480 / streams as u64), "{opt}: {c}");
+            assert_eq!((c["lost"].as_u64(), c["filtered"].as_u64()), (Some(0), Some(0)));
+        }
         assert_eq!(of_type(&recs, "summary")[0]["complete"], true);
     }
 }

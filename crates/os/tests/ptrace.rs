@@ -389,7 +389,7 @@ fn shared_memory_both_ways() {
     let fds_before = std::fs::read_dir(format!("/proc/{pid}/fd")).expect("fds").count();
     let mut t = stop(pid);
     let regs = t.regs(pid).expect("regs");
-    let shm = t.share_near(text, 10_000).expect("share_near");
+    let shm = t.share_near(text, 10_000, 10_000).expect("share_near");
     assert_eq!(shm.len(), 12_288);
     assert!(within_reach(text, shm.remote(), shm.len() as u64));
     assert_eq!(t.regs(pid).expect("regs"), regs);

@@ -38,6 +38,9 @@ pub struct Heap<A> {
     /// The data heap (its layout: [`DataLayout`]), and its tail stacks if it has them.
     pub data: A,
     pub tails: Option<A>,
+    /// The tool's ring area ([`crate::instrument::ToolData::rings`]), in the data heap's
+    /// mapping wherever the back-end put it, if the heap has the tool's area.
+    pub rings: Option<A>,
 }
 
 /// One code patch to write: where, its bytes and layout, and the instructions it displaces.
@@ -92,8 +95,15 @@ pub trait Backend {
         len: u64,
     ) -> Result<Self::Addr, InstrumentError>;
 
-    /// A data heap of `len` bytes near `near`, shared with kerf.
-    fn map_data(&mut self, near: Self::Addr, len: u64) -> Result<Self::Data, InstrumentError>;
+    /// A data heap of `len` bytes, shared with kerf, whose first `in_reach` bytes are within
+    /// reach of rip-relative operands at `near` (the rest, a tool's ring area, may lie
+    /// anywhere).
+    fn map_data(
+        &mut self,
+        near: Self::Addr,
+        len: u64,
+        in_reach: u64,
+    ) -> Result<Self::Data, InstrumentError>;
 
     /// Write `code` at `at`, where no splice leads yet (so no thread can be there).
     fn write_code(&mut self, at: Self::Addr, code: &[u8]) -> Result<(), InstrumentError>;

@@ -123,6 +123,7 @@ impl<B: Backend> PatchSet<B> {
                 counters: vec![None; probes.len()],
                 timers: vec![None; tool.timers],
                 areas: Vec::new(),
+                rings: Vec::new(),
                 end: Vec::new(),
             },
             live_order: Vec::new(),
@@ -203,6 +204,11 @@ impl<B: Backend> PatchSet<B> {
         let be = &self.be;
         self.layout = DataLayout::new(probes, tool, heaps, |m| be.heap_of(m))?;
         let heaps = self.be.map_heaps(modules, probes, tool, &self.layout, &site_plans)?;
+        for (h, heap) in heaps.iter().enumerate() {
+            if let Some(heap) = heap {
+                self.layout.rings[h] = heap.rings.map(|r| r.get() - heap.data.get());
+            }
+        }
         // The tool's first words, in every area, before any of its code can run.
         for (h, at) in self.layout.areas.iter().enumerate() {
             if let Some(at) = at {
@@ -230,7 +236,17 @@ impl<B: Backend> PatchSet<B> {
             used[h] += patchset::site_room(probes, &sp.members, tool, begin.runtime.lookup_room());
             let (data, tails) = (heap.data.get(), heap.tails.map_or(0, TargetAddr::get));
             let area = self.layout.areas[h].map_or(0, |off| data + off);
-            jobs.push(Job { site: sp, label: &p.label, patch_at, data, tails, area, guard_action });
+            let rings = self.layout.rings[h].map_or(0, |off| data + off);
+            jobs.push(Job {
+                site: sp,
+                label: &p.label,
+                patch_at,
+                data,
+                tails,
+                area,
+                rings,
+                guard_action,
+            });
         }
         cancelled(cancel)?;
 
@@ -542,10 +558,23 @@ impl<B: Backend> PatchSet<B> {
         self.be.data_words(heap)?.get((at / 8) as usize..)
     }
 
-    /// Store `v` at `off` of the tool's area in heap `heap` (a ring's tail, a stream's flag);
-    /// the target's code sees it at once.
+    /// Store `v` at `off` of the tool's area in heap `heap` (a stream's flag); the target's
+    /// code sees it at once.
     pub fn area_store(&self, heap: usize, off: u64, v: u64) {
         if let Some(at) = self.layout.areas.get(heap).copied().flatten() {
+            self.be.store_u64(heap, at + off, v);
+        }
+    }
+
+    /// The tool's ring area in heap `heap` as words (to the heap's end).
+    pub fn ring_words(&self, heap: usize) -> Option<&[std::sync::atomic::AtomicU64]> {
+        let at = self.layout.rings.get(heap).copied().flatten()?;
+        self.be.data_words(heap)?.get((at / 8) as usize..)
+    }
+
+    /// Store `v` at `off` of the tool's ring area in heap `heap` (a ring's tail).
+    pub fn ring_store(&self, heap: usize, off: u64, v: u64) {
+        if let Some(at) = self.layout.rings.get(heap).copied().flatten() {
             self.be.store_u64(heap, at + off, v);
         }
     }
@@ -746,7 +775,7 @@ pub(crate) mod fake {
         ) -> Result<RemoteAddr, InstrumentError> {
             Ok(RemoteAddr(CODE))
         }
-        fn map_data(&mut self, _: RemoteAddr, _: u64) -> Result<(), InstrumentError> {
+        fn map_data(&mut self, _: RemoteAddr, _: u64, _: u64) -> Result<(), InstrumentError> {
             Ok(())
         }
         fn write_code(&mut self, _: RemoteAddr, _: &[u8]) -> Result<(), InstrumentError> {
@@ -837,7 +866,8 @@ pub(crate) mod fake {
             _: &[SitePlan],
         ) -> Result<Vec<Option<Heap<RemoteAddr>>>, InstrumentError> {
             self.event("heaps");
-            let heap = Heap { code: RemoteAddr(CODE), data: RemoteAddr(DATA), tails: None };
+            let heap =
+                Heap { code: RemoteAddr(CODE), data: RemoteAddr(DATA), tails: None, rings: None };
             Ok(vec![Some(heap); modules.len()])
         }
         fn guard_action(&mut self, _: Option<usize>) -> Option<u64> {

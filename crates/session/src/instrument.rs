@@ -307,8 +307,13 @@ impl Backend for ProcessBackend {
         self.stopped(|_, tr| Ok(tr.alloc_near_preferring(near, preferred, len, PROT_RX)?))
     }
 
-    fn map_data(&mut self, near: RemoteAddr, len: u64) -> Result<SharedMem, InstrumentError> {
-        self.stopped(|_, tr| Ok(tr.share_near(near, len)?))
+    fn map_data(
+        &mut self,
+        near: RemoteAddr,
+        len: u64,
+        in_reach: u64,
+    ) -> Result<SharedMem, InstrumentError> {
+        self.stopped(|_, tr| Ok(tr.share_near(near, len, in_reach)?))
     }
 
     fn write_code(&mut self, at: RemoteAddr, code: &[u8]) -> Result<(), InstrumentError> {
@@ -453,7 +458,11 @@ impl Backend for ProcessBackend {
             let tails_at = layout.end[m] as usize;
             let tails_len = if tails[m] { timer::TAIL_AREA_LEN as usize } else { 0 };
             let sig_area = tails_at + tails_len;
-            let data_len = sig_area + SIG_AREA;
+            // What the code reaches rip-relative ends with the signal area; the tool's rings
+            // (64-bit immediates) come after it, on pages of their own, as large as they are.
+            let near_len = ((sig_area + SIG_AREA) as u64).next_multiple_of(4096);
+            let rings_at = layout.areas[m].map(|_| near_len);
+            let data_len = rings_at.map_or(near_len, |at| at + tool.rings);
             // Anywhere in reach of the module's code; preferably at a fresh spot a few pages to
             // a few MB past its end, so that a process instrumented again does not get its
             // heap where the last one was: stale words on its stacks that pointed into the old
@@ -462,7 +471,7 @@ impl Backend for ProcessBackend {
             let end = modules[m].remote(end.unwrap_or(ImageAddr(0)));
             let preferred = end.align_up(4096) + 4096 * spread_pages();
             let code_at = self.alloc_code(near, preferred, code_len)?;
-            let data = match self.map_data(code_at, (data_len as u64).next_multiple_of(4096)) {
+            let data = match self.map_data(code_at, data_len.next_multiple_of(4096), near_len) {
                 Ok(d) => d,
                 Err(e) => {
                     // Not recorded in self.heaps yet, so removal would not free it.
@@ -474,6 +483,7 @@ impl Backend for ProcessBackend {
                 code: code_at,
                 data: data.remote(),
                 tails: tails[m].then(|| data.remote() + tails_at as u64),
+                rings: rings_at.map(|at| data.remote() + at),
             };
             let dispatcher = code_at.0 + code[m];
             let code = code_at.0;

@@ -309,8 +309,14 @@ impl Backend for KernelBackend<'_> {
         Ok(KernelAddr(info.patch_heap + self.used - len))
     }
 
-    /// The driver's one data heap, cleared (an earlier session used it).
-    fn map_data(&mut self, _near: KernelAddr, len: u64) -> Result<KernelAddr, InstrumentError> {
+    /// The driver's one data heap, cleared (an earlier session used it); all of it is in
+    /// reach of the patch heap.
+    fn map_data(
+        &mut self,
+        _near: KernelAddr,
+        len: u64,
+        _in_reach: u64,
+    ) -> Result<KernelAddr, InstrumentError> {
         let d = &self.kernel.driver;
         let have = d.info.data_heap_size;
         if len > have {
@@ -542,7 +548,10 @@ impl Backend for KernelBackend<'_> {
         layout: &DataLayout,
         sites: &[SitePlan],
     ) -> Result<Vec<Option<Heap<KernelAddr>>>, InstrumentError> {
-        let data = self.map_data(KernelAddr(0), layout.end[0])?;
+        // The tool's rings after everything else in the driver's data heap.
+        let rings_at = layout.areas[0].map(|_| layout.end[0].next_multiple_of(64));
+        let len = rings_at.map_or(layout.end[0], |at| at + tool.rings);
+        let data = self.map_data(KernelAddr(0), len, len)?;
         let have = self.kernel.driver.info.patch_heap_size;
         let mut room = 0;
         for sp in sites {
@@ -555,7 +564,8 @@ impl Backend for KernelBackend<'_> {
             }
         }
         let code = self.alloc_code(KernelAddr(0), KernelAddr(0), room)?;
-        Ok(vec![Some(Heap { code, data, tails: None })])
+        let rings = rings_at.map(|at| data + at);
+        Ok(vec![Some(Heap { code, data, tails: None, rings })])
     }
 
     fn read(&mut self, ranges: &[(KernelAddr, usize)]) -> Result<Vec<Vec<u8>>, InstrumentError> {

@@ -582,6 +582,10 @@ pub trait Installed {
     /// The tool's area in heap `heap` as words (to the heap's end): a reader of many words
     /// loads them straight.
     fn area_words(&self, heap: usize) -> Option<&[std::sync::atomic::AtomicU64]>;
+    /// The tool's ring area in heap `heap` as words ([`ToolData::rings`]).
+    fn ring_words(&self, heap: usize) -> Option<&[std::sync::atomic::AtomicU64]>;
+    /// Store 8 bytes at `off` of the tool's ring area in heap `heap`.
+    fn ring_store(&self, heap: usize, off: u64, v: u64);
     /// The owner of thread table slot `slot` in heap `heap`: `(pid << 32) | tid` of the
     /// thread whose per-thread state (and ring) it is, or 0 where the target's thread ids
     /// are not known.
@@ -636,6 +640,12 @@ impl<B: Backend> Installed for PatchSet<B> {
     }
     fn area_words(&self, heap: usize) -> Option<&[std::sync::atomic::AtomicU64]> {
         PatchSet::area_words(self, heap)
+    }
+    fn ring_words(&self, heap: usize) -> Option<&[std::sync::atomic::AtomicU64]> {
+        PatchSet::ring_words(self, heap)
+    }
+    fn ring_store(&self, heap: usize, off: u64, v: u64) {
+        PatchSet::ring_store(self, heap, off, v)
     }
     fn thread_owner(&self, heap: usize, slot: u64) -> u64 {
         PatchSet::thread_owner(self, heap, slot)

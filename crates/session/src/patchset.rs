@@ -162,6 +162,9 @@ pub struct DataLayout {
     pub timers: Vec<Option<(usize, u64)>>,
     /// Per heap: the offset of the tool's area (`None`: no tool program runs there).
     pub areas: Vec<Option<u64>>,
+    /// Per heap: the offset of the tool's ring area, once the back-end has mapped the heap
+    /// and placed it ([`crate::backend::Heap::rings`]).
+    pub rings: Vec<Option<u64>>,
     /// Per heap: the end of the layout.
     pub end: Vec<u64>,
 }
@@ -222,7 +225,7 @@ impl DataLayout {
                 next[h] = at + tool.area;
             }
         }
-        Ok(DataLayout { counters, timers, areas, end: next })
+        Ok(DataLayout { counters, timers, areas, rings: vec![None; heaps], end: next })
     }
 }
 
@@ -317,8 +320,9 @@ pub(crate) struct Job<'a> {
     /// The data heap of the site's module, and its tail stacks (0: none).
     pub data: u64,
     pub tails: u64,
-    /// Where the tool's area is in that heap (0: none).
+    /// Where the tool's area and ring area are in that heap (0: none).
     pub area: u64,
+    pub rings: u64,
     /// For a site with a signal-mask guard: where the program's SIGTRAP action is kept.
     pub guard_action: Option<u64>,
 }
@@ -418,7 +422,7 @@ pub(crate) fn site_code(
             .programs
             .get(k)
             .ok_or_else(|| codegen(kerf_codegen::CodegenError(format!("no tool program {k}"))))?;
-        let mut code = lower_program(&program.relocate(job.area), &at)
+        let mut code = lower_program(&program.relocate(job.area, job.rings), &at)
             .map_err(|e| codegen(kerf_codegen::CodegenError::from(e)))?;
         kerf_codegen::relabel(&mut code, PROGRAM_LABELS + n as u64 * PROGRAM_LABEL_SPAN);
         snippet.extend(code);

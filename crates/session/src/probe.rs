@@ -76,8 +76,14 @@ pub struct ToolData {
     /// must be in one heap.
     pub timers: usize,
     pub programs: Vec<kerf_codegen::ir::Program>,
-    /// Bytes of the tool's area per heap with a `Program` probe (zeroed when mapped).
+    /// Bytes of the tool's area per heap with a `Program` probe (zeroed when mapped), within
+    /// reach of the code (its program's data addresses are relative to it).
     pub area: u64,
+    /// Bytes of the tool's ring area beside each area (zeroed when mapped): anywhere in the
+    /// target's address space, as large as it needs (its program's ring addresses are
+    /// relative to it, and the code loads them as 64-bit immediates). Pages never written
+    /// cost no memory.
+    pub rings: u64,
     /// Words written into every area before any splice goes live: `(offset, value)` (a
     /// tracer's stream flags, on from the first event).
     pub init: Vec<(u64, u64)>,

@@ -39,16 +39,19 @@ pub fn window_near(near: RemoteAddr) -> (RemoteAddr, RemoteAddr) {
     (RemoteAddr(page_up(lo)), RemoteAddr(page_down(hi)))
 }
 
-/// Start addresses for a `len`-byte (page-multiple) region inside `[lo, hi)` that overlap no
-/// mapping and no growth reserve, best first: the region nearest to `near` in each free gap
-/// (the top of a gap below `near`, the bottom of a gap above it), ordered by distance.
+/// Start addresses for a `len`-byte (page-multiple) region that overlaps no mapping and no
+/// growth reserve and whose first `in_window` bytes (all of it when `in_window >= len`) lie
+/// inside `[lo, hi)`, best first: the region nearest to `near` in each free gap (the top of
+/// a gap below `near`, the bottom of a gap above it), ordered by distance.
 pub fn candidates(
     maps: &[Mapping],
     lo: RemoteAddr,
     hi: RemoteAddr,
     len: u64,
+    in_window: u64,
     near: RemoteAddr,
 ) -> Vec<RemoteAddr> {
+    let in_window = page_up(in_window.min(len).max(1));
     if len == 0 || lo >= hi {
         return Vec::new();
     }
@@ -81,12 +84,13 @@ pub fn candidates(
     let mut out: Vec<(u64, u64)> = Vec::new();
     for (s, e) in free {
         let s = page_up(s.max(lo));
-        let e = page_down(e.min(hi));
-        if e <= s || e - s < len {
+        let e = page_down(e);
+        // The whole region in the gap, its first `in_window` bytes below `hi`.
+        if e <= s || e - s < len || page_down(hi) < s + in_window {
             continue;
         }
-        // Nearest placement to `near` inside [s, e - len].
-        let last = e - len;
+        // Nearest placement to `near` inside [s, last].
+        let last = (e - len).min(page_down(hi) - in_window);
         let at = if near <= s {
             s
         } else if near >= last {
@@ -143,7 +147,7 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]
         let maps = maps(MAPS);
         let near = r(0x5555_5555_7000);
         let (lo, hi) = window_near(near);
-        let c = candidates(&maps, lo, hi, 0x2000, near);
+        let c = candidates(&maps, lo, hi, 0x2000, 0x2000, near);
         // Directly below the executable.
         assert_eq!(c[0], r(0x5555_5555_2000));
         for &a in &c {
@@ -160,7 +164,7 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]
         let maps = maps(MAPS);
         let near = r(0x7fff_f7d9_0000);
         let (lo, hi) = window_near(near);
-        let c = candidates(&maps, lo, hi, 0x10000, near);
+        let c = candidates(&maps, lo, hi, 0x10000, 0x10000, near);
         assert!(!c.is_empty());
         // Between libc and the vdso is the nearest gap after the one below libc: the end of
         // libc is 0x170000 after near's page, the start of libc 0x10000 before it.
@@ -174,12 +178,32 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]
     fn no_candidates_when_full_or_empty() {
         let maps = maps("10000-7ffffffff000 rw-p 00000000 00:00 0\n");
         let (min, max) = (r(USER_MIN), r(USER_MAX));
-        assert!(candidates(&maps, min, max, PAGE, r(0x1000_0000)).is_empty());
-        assert!(candidates(&[], min, max, 0, r(0x1000_0000)).is_empty());
+        assert!(candidates(&maps, min, max, PAGE, PAGE, r(0x1000_0000)).is_empty());
+        assert!(candidates(&[], min, max, 0, 0, r(0x1000_0000)).is_empty());
         assert_eq!(
-            candidates(&[], r(0x20_0000), r(0x30_0000), PAGE, r(0x28_0000))[0],
+            candidates(&[], r(0x20_0000), r(0x30_0000), PAGE, PAGE, r(0x28_0000))[0],
             r(0x28_0000)
         );
+    }
+
+    /// A region of which only a prefix must be in the window: the rest may run past its
+    /// end (not past a mapping), and a gap too small for the whole is still skipped.
+    #[test]
+    fn only_the_prefix_must_lie_in_the_window() {
+        let maps = maps(
+            "400000-500000 r-xp 00000000 08:02 1 /bin/p\n900000-a00000 rw-p 00000000 00:00 0\n",
+        );
+        let (lo, hi) = (r(0x40_0000), r(0x60_0000));
+        let near = r(0x50_0000);
+        // 3 MiB, 64 KiB of it in the window: right after /bin/p, running to 0x800000.
+        assert_eq!(candidates(&maps, lo, hi, 0x30_0000, 0x1_0000, near)[0], r(0x50_0000));
+        // All of it in the window: no room.
+        assert!(candidates(&maps, lo, hi, 0x30_0000, 0x30_0000, near).is_empty());
+        // 5 MiB does not fit below the mapping at 0x900000; above it, the start is past hi.
+        assert!(candidates(&maps, lo, hi, 0x50_0000, 0x1_0000, near).is_empty());
+        // With a window reaching past that mapping: the gap above it.
+        let far = candidates(&maps, lo, r(0xb0_0000), 0x50_0000, 0x1_0000, near);
+        assert_eq!(far, vec![r(0xa0_0000)]);
     }
 
     #[test]

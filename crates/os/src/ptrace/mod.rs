@@ -510,7 +510,7 @@ impl Tracee {
         prot: i32,
     ) -> Result<RemoteAddr, TargetError> {
         let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
-        self.map_in_window(lo, hi, near, len, prot, flags, u64::MAX)
+        self.map_in_window(lo, hi, near, len, len, prot, flags, u64::MAX)
     }
 
     /// Memory shared by kerf and the target: `len` bytes (rounded up to pages) mapped
@@ -522,7 +522,15 @@ impl Tracee {
     /// /proc/PID/fd/N and maps it, the target maps it near `near` (`MAP_FIXED_NOREPLACE`)
     /// and closes the descriptor. Unmap the target's side with [`Tracee::free`]; kerf's side
     /// goes when the [`SharedMem`] is dropped.
-    pub fn share_near(&mut self, near: RemoteAddr, len: u64) -> Result<SharedMem, TargetError> {
+    ///
+    /// Only the first `in_reach` bytes need be within reach when that is less than `len`: the
+    /// rest may lie anywhere (memory the target's code addresses with 64-bit immediates).
+    pub fn share_near(
+        &mut self,
+        near: RemoteAddr,
+        len: u64,
+        in_reach: u64,
+    ) -> Result<SharedMem, TargetError> {
         let len = layout::page_up(len.max(1));
         let tid = self.inject_tid()?;
         // Named after this kerf, so that another kerf sees whose heap it is (see `claim`).
@@ -546,7 +554,7 @@ impl Tracee {
         if fd < 0 {
             return Err(self.injected(tid, "memfd_create", fd));
         }
-        let shared = self.share_fd(tid, fd, near, len);
+        let shared = self.share_fd(tid, fd, near, len, in_reach);
         let closed = self.syscall_on(tid, libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
         let shared = shared?;
         match closed {
@@ -562,6 +570,7 @@ impl Tracee {
         fd: i64,
         near: RemoteAddr,
         len: u64,
+        in_reach: u64,
     ) -> Result<SharedMem, TargetError> {
         let r = self.syscall_on(tid, libc::SYS_ftruncate, [fd as u64, len, 0, 0, 0, 0])?;
         if r != 0 {
@@ -573,7 +582,8 @@ impl Tracee {
         })?;
         let (lo, hi) = layout::window_near(near);
         let prot = libc::PROT_READ | libc::PROT_WRITE;
-        match self.map_in_window(lo, hi, near, len, prot, libc::MAP_SHARED as u64, fd as u64) {
+        let flags = libc::MAP_SHARED as u64;
+        match self.map_in_window(lo, hi, near, len, in_reach, prot, flags, fd as u64) {
             Ok(remote) => Ok(SharedMem::new(local, len as usize, remote, self.sys.clone())),
             Err(e) => {
                 // SAFETY: the mapping `map_shared` just made, not handed out to anyone.
@@ -962,7 +972,8 @@ impl Tracee {
     }
 
     /// Injected `mmap(at, len, prot, flags | MAP_FIXED_NOREPLACE, fd, 0)` at the best
-    /// candidate of `[lo, hi)`, trying further candidates (and a fresh maps) on EEXIST.
+    /// candidate whose first `in_window` bytes lie in `[lo, hi)` (`layout::candidates`),
+    /// trying further candidates (and a fresh maps) on EEXIST.
     #[allow(clippy::too_many_arguments)]
     fn map_in_window(
         &mut self,
@@ -970,6 +981,7 @@ impl Tracee {
         hi: RemoteAddr,
         near: RemoteAddr,
         len: u64,
+        in_window: u64,
         prot: i32,
         flags: u64,
         fd: u64,
@@ -980,7 +992,8 @@ impl Tracee {
         for _round in 0..3 {
             let maps = self.maps()?;
             let mut clash = false;
-            for at in layout::candidates(&maps, lo, hi, len, near).into_iter().take(32) {
+            let found = layout::candidates(&maps, lo, hi, len, in_window, near);
+            for at in found.into_iter().take(32) {
                 let r =
                     self.syscall_on(tid, libc::SYS_mmap, [at.0, len, prot as u64, flags, fd, 0])?;
                 if r as u64 == at.0 {

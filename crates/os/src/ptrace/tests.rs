@@ -306,7 +306,7 @@ fn share_near_names_the_memfd_on_the_stack_and_restores_it() {
     let mut stack = [0u8; 256];
     t.read(rsp - 256, &mut stack).expect("stack");
     let near = r(0x5555_0000_1000);
-    let shm = t.share_near(near, 100).expect("share");
+    let shm = t.share_near(near, 100, 100).expect("share");
     assert_eq!(shm.len(), 4096);
     assert!(within_reach(near, shm.remote(), 4096));
     let mut after = [0u8; 256];

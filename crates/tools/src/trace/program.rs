@@ -2,13 +2,19 @@
 //! filter, then one record into the thread's ring of the probe's stream), the layout of the
 //! tracer's area in each data heap, and how a record's words decode back into captured values.
 //!
-//! Area (offsets from its start; `n` streams, `ring_area` = `ring::rings_len(count, slots)`,
-//! `count` rings per stream: one per thread table slot in a process, one per CPU in the
-//! kernel, whose tasks outnumber any thread table):
+//! Area (offsets from its start, `n` streams; in reach of the code, which addresses it
+//! rip-relative):
 //! ```text
 //! +64*s               stream s's flag: 0 off, else on (kerf writes it while the target runs)
 //! +64*(n+s)           stream s's filtered count (events a filter rejected; locked add)
-//! +128*n + s*ring_area  stream s's rings (codegen::ring, "Per-thread rings", "Per-CPU rings")
+//! ```
+//! Ring area (`ring_area` = `ring::rings_len(count, slots)`, `count` rings per stream: one per
+//! thread table slot in a process, one per CPU in the kernel, whose tasks outnumber any thread
+//! table; anywhere in the target, as the code loads its address as a 64-bit immediate, so
+//! that a process's rings may take gigabytes of address space, of which only the pages
+//! written cost memory):
+//! ```text
+//! +s*ring_area        stream s's rings (codegen::ring, "Per-thread rings", "Per-CPU rings")
 //! ```
 //! A record's words: the thread id (when the target has one kerf can read), then each register
 //! capture, then the address of each memory capture, then per memory capture its status word
@@ -22,7 +28,7 @@ use kerf_codegen::ir::{
 use kerf_codegen::ring;
 use std::collections::HashMap;
 
-/// Where a stream's flag, filtered count and rings are in the area.
+/// Where a stream's flag and filtered count are in the area, and its rings in the ring area.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AreaLayout {
     pub streams: u32,
@@ -38,10 +44,16 @@ impl AreaLayout {
     pub fn filtered(&self, s: u32) -> u64 {
         64 * (self.streams + s) as u64
     }
+    /// Stream `s`'s rings, in the ring area.
     pub fn rings(&self, s: u32) -> u64 {
-        128 * self.streams as u64 + s as u64 * ring::rings_len(self.per.count(), self.slots)
+        s as u64 * ring::rings_len(self.per.count(), self.slots)
     }
+    /// Bytes of the area.
     pub fn bytes(&self) -> u64 {
+        128 * self.streams as u64
+    }
+    /// Bytes of the ring area.
+    pub fn ring_bytes(&self) -> u64 {
         self.rings(self.streams)
     }
 }
@@ -447,12 +459,14 @@ mod tests {
     #[test]
     fn area_layout_keeps_streams_apart() {
         assert_eq!((AREA.flag(1), AREA.filtered(0), AREA.filtered(1)), (64, 128, 192));
-        assert_eq!(AREA.rings(0), 256);
-        assert_eq!(AREA.rings(1), 256 + ring::thread_rings_len(16));
-        assert_eq!(AREA.bytes(), 256 + 2 * ring::thread_rings_len(16));
+        assert_eq!(AREA.bytes(), 256);
+        // The rings in the ring area.
+        assert_eq!(AREA.rings(0), 0);
+        assert_eq!(AREA.rings(1), ring::thread_rings_len(16));
+        assert_eq!(AREA.ring_bytes(), 2 * ring::thread_rings_len(16));
         // Per CPU: as many rings as CPUs, the same header.
         let cpus = AreaLayout { per: Rings::Cpu(4), ..AREA };
-        assert_eq!(cpus.rings(1), 256 + ring::RINGS + 4 * ring::ring_len(16));
+        assert_eq!(cpus.rings(1), ring::RINGS + 4 * ring::ring_len(16));
     }
 
     /// In the kernel the record goes into the CPU's ring: `emit.cpu` with the area's count.
@@ -462,7 +476,7 @@ mod tests {
         let area = AreaLayout { per: Rings::Cpu(2), ..AREA };
         let (p, _) = build(&line, 0, 0, &area, TidSource::Pair(0x5c8), true, None).unwrap();
         let text = kerf_codegen::text::print(&p);
-        assert!(text.contains("emit.cpu rings=0x100, cpus=2, slots=16"), "{text}");
+        assert!(text.contains("emit.cpu rings=0x0, cpus=2, slots=16"), "{text}");
     }
 
     #[test]

@@ -394,7 +394,8 @@ impl Trace {
             .filter(|&s| !self.off.contains(&streams[s as usize].name))
             .map(|s| (area.flag(s), 1))
             .collect();
-        let tool = ToolData { timers: 0, programs, area: area.bytes(), init };
+        let tool =
+            ToolData { timers: 0, programs, area: area.bytes(), rings: area.ring_bytes(), init };
         Ok((probes, tool, Built { area, decode, probes: probes_info, streams }))
     }
 
@@ -811,7 +812,7 @@ impl Reader {
                     let base = area.rings(s as u32);
                     // Straight loads from the shared words (Acquire: the ring's protocol
                     // reads seq before the record's words, which x86 keeps in order).
-                    let Some(shared) = inst.area_words(h) else { continue };
+                    let Some(shared) = inst.ring_words(h) else { continue };
                     let word = |o: u64| {
                         let i = ((base + o) / 8) as usize;
                         shared.get(i).map_or(0, |w| w.load(std::sync::atomic::Ordering::Acquire))
@@ -845,7 +846,7 @@ impl Reader {
                             &mut words,
                         );
                         if c.records > 0 {
-                            inst.area_store(h, base + ring_at + ring::TAIL, c.tail);
+                            inst.ring_store(h, base + ring_at + ring::TAIL, c.tail);
                         }
                         if let Some(after) = watch.read(began, c.tail, c.tail + c.pending, patience)
                         {
@@ -1111,20 +1112,20 @@ mod tests {
         assert_eq!(glob_point("vfs_read+0x3c", "vfs_read"), None);
     }
 
-    /// `--ring-slots` offers no size the IR then refuses (32768 was offered: 256 rings of it
-    /// and their headers pass the 1 GiB bound).
+    /// `--ring-slots` offers no size the IR then refuses (32768 was offered once, when 256
+    /// rings of it and their headers passed the bound of the time).
     #[test]
     fn the_largest_ring_slots_offered_fit_the_ir_bound() {
         let max = max_thread_slots() as u32;
         assert!(ring::thread_rings_len(max) <= ir::MAX_THREAD_RINGS_LEN);
         assert!(ring::thread_rings_len(2 * max) > ir::MAX_THREAD_RINGS_LEN);
-        assert_eq!(max, 16384);
+        assert_eq!(max, 1 << 18);
         let new = |slots| {
             Trace::new(&["f {arg0}".into()], false, Some(slots), vec![], None, Output::Live)
         };
         assert!(new(max).is_ok());
         match new(2 * max) {
-            Err(e) => assert!(e.to_string().contains("from 2 to 16384"), "{e}"),
+            Err(e) => assert!(e.to_string().contains("from 2 to 262144"), "{e}"),
             Ok(_) => panic!("--ring-slots {} taken", 2 * max),
         }
     }
