@@ -2,15 +2,17 @@
 # bench/trace_drain.sh [ROUNDS]: the sustained drain of `kerf trace` in a process (issue 11:
 # >= 20 M events/s without loss on this 2-core machine). One thread calls f(a, b) at a rate
 # held by the clock (bench/trace_cost/loop.c "rate"), kerf records 'f {a=arg0, b=arg1}' (thread
-# id, two values and the time stamp an event) into 16384-slot rings, and its reader drains
+# id, two values and the time stamp an event) into rings of SLOTS slots, and its reader drains
 # them into a raw trace. Per offered rate and round: the rate the loop achieved, and kerf's
 # own counts (emitted, delivered, lost) from its final table.
 # Outputs: raw to /dev/null (the reader alone), raw to a file in /dev/shm (with the kernel's
 # copy into page cache), and with KERF_OLD=path/to/kerf an older kerf the same way, round
-# by round interleaved, so that the ratios come from one run.
+# by round interleaved, so that the ratios come from one run. SLOTS="16384 262144" (default
+# 16384) runs each with every ring size listed, interleaved too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
+SLOTS=${SLOTS:-16384}
 say() { echo "bench: $*" >&2; }
 cargo build --release -p kerf >/dev/null 2>&1 || { say "cargo build failed"; exit 1; }
 K=$PWD/target/release/kerf
@@ -18,10 +20,10 @@ W=$(mktemp -d /tmp/kerf-trace-drain.XXXXXX)
 trap 'rm -rf "$W" /dev/shm/kerf-drain.kerf-trace' EXIT
 gcc -O2 -pthread -rdynamic -o "$W/loop" bench/trace_cost/loop.c
 
-# run NAME KERF OUT RATE: one traced run; prints a result line.
+# run NAME KERF OUT RATE SLOTS: one traced run; prints a result line.
 run() {
-  local name=$1 k=$2 out=$3 rate=$4 n=$(( $4 * 3 ))
-  "$k" trace --format raw -o "$out" --ring-slots 16384 'f {a=arg0, b=arg1}' -- "$W/loop" rate $n $rate >"$W/out" 2>"$W/err" || {
+  local name="$1 $5" k=$2 out=$3 rate=$4 n=$(( $4 * 3 ))
+  "$k" trace --format raw -o "$out" --ring-slots "$5" 'f {a=arg0, b=arg1}' -- "$W/loop" rate $n $rate >"$W/out" 2>"$W/err" || {
     say "$name failed: $(tail -3 "$W/err")"; return 0; }
   local got line
   got=$(sed -n 's/^\([0-9.]*\) M calls.*/\1/p' "$W/out")
@@ -35,8 +37,10 @@ printf '%-22s %8s %10s %12s %12s %12s %9s\n' reader "offered" "achieved" emitted
 printf '%-22s %8s %10s %12s %12s %12s %9s\n' "" "M/s" "M/s" "" "" "" ""
 for r in $(seq "$ROUNDS"); do
   for rate in 10000000 20000000 30000000; do
-    run "kerf /dev/null" "$K" /dev/null $rate
-    run "kerf /dev/shm file" "$K" /dev/shm/kerf-drain.kerf-trace $rate
-    [ -n "${KERF_OLD:-}" ] && run "old /dev/null" "$KERF_OLD" /dev/null $rate
+    for slots in $SLOTS; do
+      run "kerf /dev/null" "$K" /dev/null $rate $slots
+      run "kerf /dev/shm" "$K" /dev/shm/kerf-drain.kerf-trace $rate $slots
+      [ -n "${KERF_OLD:-}" ] && run "old /dev/null" "$KERF_OLD" /dev/null $rate $slots
+    done
   done
 done
