@@ -230,50 +230,100 @@ fn flood_checks(recs: &[Value], n: u64, ext: &str) {
 fn a_forked_child_traced_beside_its_parent_keeps_both_whole() {
     let d = dir("fork");
     let bin = build_fixture("traced", "-O2", "trace_fork");
-    let out = d.join("fork.jsonl");
     const N: u64 = 300_000;
     let n = N.to_string();
+    // JSON Lines written while tracing, and a raw trace converted after (its thread records
+    // carry the child's process).
+    for ext in ["jsonl", "kerf-trace"] {
+        let traced = d.join(format!("fork.{ext}"));
+        let run = kerf_trace(&[
+            "-o",
+            traced.to_str().unwrap(),
+            "--ring-slots",
+            "16384",
+            "step {k=arg0, i=arg1}",
+            "--",
+            bin.to_str().unwrap(),
+            "fork",
+            &n,
+        ]);
+        let out = d.join(format!("fork-{ext}.jsonl"));
+        if ext == "kerf-trace" {
+            kerf_trace(&["convert", traced.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+        } else {
+            std::fs::rename(&traced, &out).unwrap();
+        }
+        // The program's own account: each process's pid and the sum of its results.
+        let said = String::from_utf8_lossy(&run.stdout).to_string();
+        let pid_of = |who: &str| -> u64 {
+            let l = said.lines().find(|l| l.starts_with(who)).unwrap_or_else(|| panic!("{said}"));
+            let f: Vec<&str> = l.split(' ').collect();
+            let want: u64 = (0..N).map(|i| if who == "child" { 2000 + i } else { 1000 + i }).sum();
+            assert_eq!(f[2].parse::<u64>().unwrap(), want, "{who} computed right");
+            f[1].parse().unwrap()
+        };
+        let (parent, child) = (pid_of("parent"), pid_of("child"));
+        let recs = records(&out);
+        let events = of_type(&recs, "event");
+        let c = &of_type(&recs, "counters")[0];
+        let (delivered, lost) = (c["delivered"].as_u64().unwrap(), c["lost"].as_u64().unwrap());
+        assert_eq!(delivered + lost, 2 * N, "{ext}: every call an event delivered or lost: {c}");
+        assert_eq!(events.len() as u64, delivered);
+        // Each process's main thread: its thread id is its process id.
+        for (k, pid) in [(1, parent), (2, child)] {
+            let mine: Vec<&&Value> = events.iter().filter(|e| e["args"]["k"] == k).collect();
+            // A flood: most are lost (counted), but each ring delivers at least its slots.
+            assert!(mine.len() >= 16384, "{ext} k={k}: {} events of {N}", mine.len());
+            assert!(mine.iter().all(|e| e["tid"] == pid), "{ext} k={k}: all under thread {pid}");
+            let bad = mine.iter().find(|e| e["pid"] != pid);
+            assert!(bad.is_none(), "{ext} k={k}: all under process {pid}: {bad:?}");
+            let is: Vec<u64> = mine.iter().map(|e| e["args"]["i"].as_u64().unwrap()).collect();
+            assert!(is.windows(2).all(|w| w[0] < w[1]), "{ext} k={k}: in order, each once");
+            assert!(is.iter().all(|&i| i < N));
+        }
+        assert_eq!(
+            events.iter().filter(|e| e["args"]["k"] != 1 && e["args"]["k"] != 2).count(),
+            0,
+            "{ext}: no mangled record"
+        );
+    }
+}
+
+/// 400 forked children one after another, each calling `step` 10 times: more than the 256
+/// thread table slots. kerf frees an ended child's slots (the program's code may not: it never
+/// signals another process to ask whether its thread lives), so every child's events are
+/// delivered, none counted lost for want of a slot, each under the child's process id.
+#[test]
+fn ended_forked_children_give_their_thread_slots_back() {
+    let d = dir("forks");
+    let bin = build_fixture("traced", "-O2", "trace_forks");
+    let out = d.join("forks.jsonl");
+    const N: usize = 400;
     let run = kerf_trace(&[
         "-o",
         out.to_str().unwrap(),
-        "--ring-slots",
-        "16384",
         "step {k=arg0, i=arg1}",
         "--",
         bin.to_str().unwrap(),
-        "fork",
-        &n,
+        "forks",
+        &N.to_string(),
     ]);
-    // The program's own account: each process's pid and the sum of its results.
     let said = String::from_utf8_lossy(&run.stdout).to_string();
-    let pid_of = |who: &str| -> u64 {
-        let l = said.lines().find(|l| l.starts_with(who)).unwrap_or_else(|| panic!("{said}"));
-        let f: Vec<&str> = l.split(' ').collect();
-        let want: u64 = (0..N).map(|i| if who == "child" { 2000 + i } else { 1000 + i }).sum();
-        assert_eq!(f[2].parse::<u64>().unwrap(), want, "{who} computed right");
-        f[1].parse().unwrap()
-    };
-    let (parent, child) = (pid_of("parent"), pid_of("child"));
+    let children: Vec<u64> =
+        said.lines().filter_map(|l| l.strip_prefix("child ")?.parse().ok()).collect();
+    assert_eq!(children.len(), N, "{said}");
     let recs = records(&out);
-    let events = of_type(&recs, "event");
     let c = &of_type(&recs, "counters")[0];
-    let (delivered, lost) = (c["delivered"].as_u64().unwrap(), c["lost"].as_u64().unwrap());
-    assert_eq!(delivered + lost, 2 * N, "every call an event delivered or lost: {c}");
-    assert_eq!(events.len() as u64, delivered);
-    for (k, tid) in [(1, parent), (2, child)] {
-        let mine: Vec<&&Value> = events.iter().filter(|e| e["args"]["k"] == k).collect();
-        // A flood: most are lost (counted), but each ring delivers at least its slots.
-        assert!(mine.len() >= 16384, "k={k}: {} events of {N}", mine.len());
-        assert!(mine.iter().all(|e| e["tid"] == tid), "k={k}: all under thread {tid}");
-        let is: Vec<u64> = mine.iter().map(|e| e["args"]["i"].as_u64().unwrap()).collect();
-        assert!(is.windows(2).all(|w| w[0] < w[1]), "k={k}: in order, each once");
-        assert!(is.iter().all(|&i| i < N));
+    assert_eq!(c["lost"].as_u64(), Some(0), "no event lost for want of a slot: {c}");
+    assert_eq!(c["delivered"].as_u64(), Some(10 * N as u64), "{c}");
+    let mut per: HashMap<u64, Vec<u64>> = HashMap::new();
+    for e in of_type(&recs, "event") {
+        per.entry(e["pid"].as_u64().unwrap()).or_default().push(e["args"]["i"].as_u64().unwrap());
     }
-    assert_eq!(
-        events.iter().filter(|e| e["args"]["k"] != 1 && e["args"]["k"] != 2).count(),
-        0,
-        "no mangled record"
-    );
+    for (n, pid) in children.iter().enumerate() {
+        let is = per.get(pid).unwrap_or_else(|| panic!("no event under child {n}'s pid {pid}"));
+        assert_eq!(is, &vec![n as u64; 10], "child {n} (pid {pid})");
+    }
 }
 
 /// Sixteen threads on this machine's CPUs, each calling between turns of a busy loop, are

@@ -552,6 +552,27 @@ impl<B: Backend> PatchSet<B> {
         self.be.load_u64(heap, timer::OWNERS + 8 * slot)
     }
 
+    /// Free thread table slot `slot` of heap `heap` if its owner word is still `owner`: the
+    /// owner is cleared first, then the key, so that no thread of the target can claim the
+    /// slot (a free key) while it still names the old owner, and a thread that claims it
+    /// right after keeps the owner it writes. For a slot whose owner is known gone for good
+    /// (a forked child that ended: its process's threads never take over each other's slots
+    /// across processes, see `kerf_codegen::timer`). Whether the slot was freed.
+    pub fn free_thread_slot(&self, heap: usize, slot: u64, owner: u64) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        let Some(w) = self.be.data_words(heap) else { return false };
+        if slot >= timer::THREAD_SLOTS || owner == 0 {
+            return false;
+        }
+        let (key, own) = (slot as usize, ((timer::OWNERS + 8 * slot) / 8) as usize);
+        let (Some(key), Some(own)) = (w.get(key), w.get(own)) else { return false };
+        if own.compare_exchange(owner, 0, SeqCst, SeqCst).is_err() {
+            return false;
+        }
+        let k = key.load(SeqCst);
+        k != 0 && key.compare_exchange(k, 0, SeqCst, SeqCst).is_ok()
+    }
+
     /// The tool's area in heap `heap` as words (to the heap's end), for readers of many words.
     pub fn area_words(&self, heap: usize) -> Option<&[std::sync::atomic::AtomicU64]> {
         let at = self.layout.areas.get(heap).copied().flatten()?;

@@ -87,8 +87,9 @@ pub struct StreamInfo {
     pub name: String,
 }
 
-/// A thread's name, so that outputs can show a comm per thread (threads may rename themselves;
-/// the latest record wins).
+/// A thread's name and process, so that outputs can show a comm per thread (threads may rename
+/// themselves; the latest record wins) and a forked child's events its process (the name is
+/// empty when the thread was gone before kerf could read it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ThreadInfo {
     pub source: u16,
@@ -244,7 +245,9 @@ impl Tables {
                 }
                 self.sources[i] = Some(s.clone());
             }
-            Record::Thread(t) => {
+            // A record with no name (a thread gone before kerf could read it, recorded for
+            // its process) names nothing: the source's name stands.
+            Record::Thread(t) if !t.name.is_empty() => {
                 self.threads.insert((t.source, t.tid), t.name.clone());
                 let machine = self.source(t.source).map_or(String::new(), |s| s.machine.clone());
                 self.machine_threads.insert((machine, t.tid), t.name.clone());

@@ -1023,7 +1023,14 @@ impl<R: Read> Reader<R> {
         match &f {
             // Checked against the tables as they will be when it comes out: records queued
             // before it (events only) change none.
-            Frame::Record(r) => check(&self.tables, r).map_err(corrupt)?,
+            Frame::Record(r) => {
+                check(&self.tables, r).map_err(corrupt)?;
+                // A thread named with another process's id (a forked child's): its packed
+                // records that follow come out under that process.
+                if let Record::Thread(th) = r {
+                    self.unpacker.thread_pid(th.source, th.tid, th.pid);
+                }
+            }
             Frame::Clock(c) => self.clock = Some(*c),
             Frame::Decode(id, d) => {
                 let s = self.tables.source(*id).ok_or_else(|| {

@@ -50,6 +50,8 @@ const PEAK_DECAY_SECONDS: f64 = 0.1;
 /// How often the reader looks at every ring, not only those in use: a new thread's ring is
 /// first drained within this (a ring of 16384 slots holds 0.8 ms at 20 M events/s).
 const FULL_PASS: std::time::Duration = std::time::Duration::from_micros(500);
+/// How often the reader frees the thread table slots of forked children that have ended.
+const FREE_SLOTS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 /// How long a record reserved and not complete holds back younger records of other rings
 /// (its writer preempted: usually well under this; killed or stopped by a debugger in the
 /// middle of the record: for ever, which must not stall the trace).
@@ -210,6 +212,47 @@ fn max_thread_slots() -> u64 {
         s /= 2;
     }
     u64::from(s)
+}
+
+/// Free the thread table slots whose owners are threads of forked children that have ended
+/// (gone, or zombies), once every stream's ring of the slot has been drained. The target's
+/// code never frees them itself: a thread takes over only its own process's dead threads'
+/// slots (it may not signal another process to ask), so without this each child that ran
+/// probed code would keep a slot for good, and after 256 of them new threads would find none.
+fn free_ended_children(sides: &[Side<'_>], sources: &[SourceState]) {
+    use kerf_os::process::{state, RealSys, State};
+    for (src, side) in sides.iter().enumerate() {
+        let (built, inst) = (side.built, side.inst);
+        let pid = sources.get(src).map_or(0, |s| s.pid);
+        if pid == 0 || built.area.per != Rings::Thread {
+            continue;
+        }
+        let mut ended: HashMap<u32, bool> = HashMap::new();
+        for h in inst.areas() {
+            let Some(shared) = inst.ring_words(h) else { continue };
+            let word = |o: u64| {
+                let i = (o / 8) as usize;
+                shared.get(i).map_or(0, |w| w.load(std::sync::atomic::Ordering::Acquire))
+            };
+            for k in 0..kerf_codegen::timer::THREAD_SLOTS {
+                let owner = inst.thread_owner(h, k);
+                let of = (owner >> 32) as u32;
+                if owner == 0 || of == 0 || of == pid {
+                    continue;
+                }
+                let gone = *ended.entry(of).or_insert_with(|| {
+                    matches!(state(&RealSys, of as i32), State::Gone | State::Zombie)
+                });
+                let drained = (0..built.streams.len() as u32).all(|s| {
+                    let ring = built.area.rings(s) + ring::thread_ring(k, built.area.slots);
+                    word(ring + ring::HEAD) == word(ring + ring::TAIL)
+                });
+                if gone && drained {
+                    inst.free_thread_slot(h, k, owner);
+                }
+            }
+        }
+    }
 }
 
 /// Per-CPU rings for the kernel: one for each CPU this machine may bring up (kerf runs on
@@ -666,6 +709,8 @@ pub struct Reader {
     /// Packed output: the first error writing it, and when threads were last named.
     packed_error: Option<String>,
     named_at: Option<std::time::Instant>,
+    /// When thread table slots of ended forked children were last looked for.
+    freed_at: Option<std::time::Instant>,
     /// Text of the live view not yet handed out.
     live: Vec<u8>,
     /// The control file, the lines of it applied so far, and when it was last read.
@@ -702,6 +747,7 @@ impl Reader {
             words: Vec::new(),
             packed_error: None,
             named_at: None,
+            freed_at: None,
             live: Vec::new(),
             control: None,
         };
@@ -852,20 +898,36 @@ impl Reader {
                         {
                             cut = cut.min(after);
                         }
-                        // Packed output decodes nothing while tracing: a thread is named when
-                        // its ring gets it as owner, while it lives (/proc is read every
-                        // 100 ms too, where thread ids are not known).
+                        // A thread ring's owner (a process's: per-CPU rings have none): a
+                        // forked child's thread is of another process, which its events must
+                        // name. Packed output decodes nothing while tracing: a thread is
+                        // named when its ring gets it as owner, while it lives (/proc is read
+                        // every 100 ms too, where thread ids are not known), and its process
+                        // with it.
                         let pid = self.sources[src].pid;
-                        if pid != 0 && matches!(self.output, Output::Packed(_)) {
-                            let now_owner = inst.thread_owner(h, k);
-                            if now_owner != *owner {
-                                *owner = now_owner;
-                                // Named again even if /proc's poll named it: that may
-                                // have been before the thread named itself.
-                                let tid = now_owner as u32;
-                                if tid != 0 {
+                        let now_owner = if pid != 0 { inst.thread_owner(h, k) } else { 0 };
+                        if now_owner != *owner {
+                            *owner = now_owner;
+                            let (tid, of) = (now_owner as u32, (now_owner >> 32) as u32);
+                            let of = if of == 0 { pid } else { of };
+                            if tid != 0 {
+                                self.unpacker.thread_pid(src as u16, tid, of);
+                                // Named again even if /proc's poll named it: that may have
+                                // been before the thread named itself.
+                                if matches!(self.output, Output::Packed(_)) {
                                     self.named.insert((src as u16, tid));
-                                    self.name_thread(src as u16, pid, tid);
+                                    // A child's thread gone already (its name unknown) still
+                                    // gets a record: it tells `convert` the child's process.
+                                    if !self.name_thread(src as u16, of, tid) && of != pid {
+                                        let source = src as u16;
+                                        let name = String::new();
+                                        self.put(Record::Thread(ThreadInfo {
+                                            source,
+                                            pid: of,
+                                            tid,
+                                            name,
+                                        }));
+                                    }
                                 }
                             }
                         }
@@ -897,6 +959,10 @@ impl Reader {
         }
         self.words = words;
         self.fullest = fullest;
+        if !last && self.freed_at.is_none_or(|t| t.elapsed() >= FREE_SLOTS_EVERY) {
+            self.freed_at = Some(std::time::Instant::now());
+            free_ended_children(sides, &self.sources);
+        }
         if let Output::Packed(w) = &mut self.output {
             // Convert orders the records; the threads' names come from /proc now and then.
             if let (Some(w), false) = (w.as_mut(), last) {
@@ -1016,18 +1082,13 @@ impl Reader {
     }
 
     /// Name thread `tid` of source `source` (process `pid`) from /proc; a forked child's
-    /// thread, not in `pid`'s task list, by its own id.
-    fn name_thread(&mut self, source: u16, pid: u32, tid: u32) {
+    /// thread, not in `pid`'s task list, by its own id. Whether it could (the thread lives).
+    fn name_thread(&mut self, source: u16, pid: u32, tid: u32) -> bool {
         let name = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
             .or_else(|_| std::fs::read_to_string(format!("/proc/{tid}/comm")));
-        if let Ok(name) = name {
-            self.put(Record::Thread(ThreadInfo {
-                source,
-                pid,
-                tid,
-                name: name.trim().to_string(),
-            }));
-        }
+        let Ok(name) = name else { return false };
+        self.put(Record::Thread(ThreadInfo { source, pid, tid, name: name.trim().to_string() }));
+        true
     }
 
     /// The streams' final counters (to the output too) and the summary.

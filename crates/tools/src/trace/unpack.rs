@@ -97,6 +97,9 @@ pub struct Unpacker {
     words: Vec<u64>,
     /// Per record waiting: its time, source, and where its words start.
     index: Vec<(u64, u16, usize)>,
+    /// The process of a source's thread where it is not the source's own (a forked child's
+    /// thread, whose records carry its thread id only): `(source, tid) -> pid`.
+    pids: std::collections::HashMap<(u16, u32), u32>,
 }
 
 /// Why a packed record cannot be decoded.
@@ -152,6 +155,17 @@ impl Unpacker {
         Ok(())
     }
 
+    /// Thread `tid` of source `src` belongs to process `pid` (a forked child), from now on:
+    /// its records' events carry that process id rather than the source's.
+    pub fn thread_pid(&mut self, src: u16, tid: u32, pid: u32) {
+        let own = self.sources.get(usize::from(src)).and_then(Option::as_ref).map(|d| d.pid);
+        if own == Some(pid) || pid == 0 {
+            self.pids.remove(&(src, tid));
+        } else {
+            self.pids.insert((src, tid), pid);
+        }
+    }
+
     /// Records waiting.
     pub fn waiting(&self) -> usize {
         self.index.len()
@@ -172,12 +186,14 @@ impl Unpacker {
                 continue;
             };
             let Some((kind, stream, dec)) = d.probes.get(p.stream as usize) else { continue };
+            let tid = dec.tid(p.values);
+            let child = || self.pids.get(&(src, tid)).copied();
             out(Event {
                 source: src,
                 time_ns: clock.ns(time),
                 tsc: time,
-                pid: dec.pid(p.values).unwrap_or(d.pid),
-                tid: dec.tid(p.values),
+                pid: dec.pid(p.values).or_else(child).unwrap_or(d.pid),
+                tid,
                 cpu: u32::from(p.cpu),
                 probe: p.stream,
                 stream: *stream,
