@@ -29,36 +29,69 @@ fn code_heaps(pid: i32) -> Vec<(u64, u64)> {
         .collect()
 }
 
-#[test]
-fn dead_dispatcher_frames_do_not_keep_the_code_heap() {
-    let bin = common::build_fixture("stale_frames", "-O2", "removal");
+/// A fixture of tests/fixtures started with `args`, its stdin and stdout piped, with its
+/// `point` function installed with a count probe (splice kind `kind`, or kerf's choice).
+struct Launched {
+    child: std::process::Child,
+    pid: i32,
+    stdin: std::process::ChildStdin,
+    out: BufReader<std::process::ChildStdout>,
+    inst: Instrumentation,
+    /// The point's address and its bytes before the probe.
+    addr: u64,
+    original: [u8; 16],
+}
+
+/// Start fixture `name` (which prints "pid N" first), analyse it and install the probe.
+fn launch(name: &str, args: &[&str], kind: Option<kerf_patch::SpliceKind>) -> Launched {
+    let bin = common::build_fixture(name, "-O2", "removal");
     let mut child =
-        Command::new(&bin).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+        Command::new(&bin).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let stdin = child.stdin.take().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     let pid: i32 = line.trim().strip_prefix("pid ").unwrap().parse().unwrap();
-
     let opts = LoadOptions { no_cache: true, ..LoadOptions::default() };
     let (modules, _) = analyze_process(pid, &opts, &kerf_analysis::Quiet).unwrap();
     let named: Vec<(&str, &kerf_analysis::Analysis)> =
         modules.iter().map(|m| (m.analysis.image.as_str(), &m.analysis)).collect();
-    let points =
-        spec::resolve(&[spec::parse("stale_frames:point").unwrap()], &named, &|_, _| None).unwrap();
+    let spec = spec::parse(&format!("{name}:point")).unwrap();
+    let points = spec::resolve(&[spec], &named, &|_, _| None).unwrap();
     let addr = points[0].addr.0 + modules[points[0].module].bias.unwrap_or(0);
-    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
-    let mut original = [0u8; 16];
-    mem.read_exact_at(&mut original, addr).unwrap();
-
+    let original = bytes_at(pid, addr);
     let probes = vec![Probe { point: points[0].clone(), action: Action::Count }];
-    let opts = Options {
-        force_kind: Some(kerf_patch::SpliceKind::Trap),
-        only_thread: None,
-        plan_threads: None,
-    };
+    let opts = Options { force_kind: kind, only_thread: None, plan_threads: None };
     let inst =
         Instrumentation::install(pid, &modules, &probes, &ToolData::default(), opts).unwrap();
+    Launched { child, pid, stdin, out, inst, addr, original }
+}
+
+/// Send the byte the fixture waits for on stdin, and see it print "done" and end well.
+fn finish(
+    mut child: std::process::Child,
+    mut stdin: std::process::ChildStdin,
+    mut out: BufReader<std::process::ChildStdout>,
+) {
+    stdin.write_all(b"x").unwrap();
+    drop(stdin);
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), "done");
+    assert!(child.wait().unwrap().success());
+}
+
+fn bytes_at(pid: i32, addr: u64) -> [u8; 16] {
+    let mut now = [0u8; 16];
+    std::fs::File::open(format!("/proc/{pid}/mem")).unwrap().read_exact_at(&mut now, addr).unwrap();
+    now
+}
+
+#[test]
+fn dead_dispatcher_frames_do_not_keep_the_code_heap() {
+    let Launched { child, pid, mut stdin, mut out, inst, addr, original } =
+        launch("stale_frames", &[], Some(kerf_patch::SpliceKind::Trap));
+    let mut line = String::new();
     std::thread::sleep(Duration::from_millis(200));
     // The program's module holds the dispatcher (its trap site's); the trap also brought
     // signal-mask guards, with heaps next to libc and ld.so.
@@ -84,6 +117,7 @@ fn dead_dispatcher_frames_do_not_keep_the_code_heap() {
     // The scenario is real: words of the dead frames, pointing into the code heap, lie in
     // the buffer now at the top of the blocked thread's stack.
     let mut stack = vec![0u8; len];
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
     mem.read_exact_at(&mut stack, buf).unwrap();
     let stale = stack
         .chunks_exact(8)
@@ -95,63 +129,9 @@ fn dead_dispatcher_frames_do_not_keep_the_code_heap() {
     let removed = inst.remove().expect("removal");
     assert!(removed.kept.is_empty(), "heaps kept: {removed:x?}");
     assert!(code_heaps(pid).is_empty(), "the code heap is still mapped");
-    let mut now = [0u8; 16];
-    mem.read_exact_at(&mut now, addr).unwrap();
-    assert_eq!(now, original, "point's bytes are not restored");
+    assert_eq!(bytes_at(pid, addr), original, "point's bytes are not restored");
 
-    stdin.write_all(b"y").unwrap();
-    drop(stdin);
-    line.clear();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "done");
-    assert!(child.wait().unwrap().success());
-}
-
-/// `tests/fixtures/stack_refs.c` in `mode`, its stdin and stdout piped, with a count probe
-/// on its `point` installed (the splice kind kerf chooses). Returns the child, its pid, its
-/// stdin and stdout, the installation and the point's original bytes and address.
-fn stack_refs(
-    mode: &str,
-) -> (
-    std::process::Child,
-    i32,
-    std::process::ChildStdin,
-    BufReader<std::process::ChildStdout>,
-    Instrumentation,
-    [u8; 16],
-    u64,
-) {
-    let bin = common::build_fixture("stack_refs", "-O2", "removal");
-    let mut child =
-        Command::new(&bin).arg(mode).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
-    let stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let pid: i32 = line.trim().strip_prefix("pid ").unwrap().parse().unwrap();
-    let opts = LoadOptions { no_cache: true, ..LoadOptions::default() };
-    let (modules, _) = analyze_process(pid, &opts, &kerf_analysis::Quiet).unwrap();
-    let named: Vec<(&str, &kerf_analysis::Analysis)> =
-        modules.iter().map(|m| (m.analysis.image.as_str(), &m.analysis)).collect();
-    let points =
-        spec::resolve(&[spec::parse("stack_refs:point").unwrap()], &named, &|_, _| None).unwrap();
-    let addr = points[0].addr.0 + modules[points[0].module].bias.unwrap_or(0);
-    let mut original = [0u8; 16];
-    std::fs::File::open(format!("/proc/{pid}/mem"))
-        .unwrap()
-        .read_exact_at(&mut original, addr)
-        .unwrap();
-    let probes = vec![Probe { point: points[0].clone(), action: Action::Count }];
-    let opts = Options { force_kind: None, only_thread: None, plan_threads: None };
-    let inst =
-        Instrumentation::install(pid, &modules, &probes, &ToolData::default(), opts).unwrap();
-    (child, pid, stdin, out, inst, original, addr)
-}
-
-fn bytes_at(pid: i32, addr: u64) -> [u8; 16] {
-    let mut now = [0u8; 16];
-    std::fs::File::open(format!("/proc/{pid}/mem")).unwrap().read_exact_at(&mut now, addr).unwrap();
-    now
+    finish(child, stdin, out);
 }
 
 /// A signal handler blocks with the frame of the thread it interrupted inside a code patch
@@ -159,7 +139,8 @@ fn bytes_at(pid: i32, addr: u64) -> [u8; 16] {
 /// mapped and says why, and the handler later returns into the patch and on, unharmed.
 #[test]
 fn a_live_signal_frame_in_a_patch_keeps_the_code_heap() {
-    let (mut child, pid, mut stdin, mut out, inst, original, addr) = stack_refs("hold");
+    let Launched { child, pid, stdin, mut out, inst, addr, original } =
+        launch("stack_refs", &["hold"], None);
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     let pc = u64::from_str_radix(line.trim().strip_prefix("held 0x").unwrap(), 16).unwrap();
@@ -176,11 +157,7 @@ fn a_live_signal_frame_in_a_patch_keeps_the_code_heap() {
     assert!(why.contains("stack may still return") && why.contains(&format!("{pc:#x}")), "{why}");
     assert_eq!(bytes_at(pid, addr), original, "point's bytes are not restored");
 
-    stdin.write_all(b"x").unwrap();
-    line.clear();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "done");
-    assert!(child.wait().unwrap().success());
+    finish(child, stdin, out);
 }
 
 /// Plain data on a stack that happens to point into kerf's code (the case that once left
@@ -188,7 +165,8 @@ fn a_live_signal_frame_in_a_patch_keeps_the_code_heap() {
 /// code: it is no return address, no signal frame's PC.
 #[test]
 fn stack_data_that_points_into_a_patch_does_not_keep_the_code_heap() {
-    let (mut child, pid, mut stdin, mut out, inst, original, addr) = stack_refs("plant");
+    let Launched { child, pid, mut stdin, mut out, inst, addr, original } =
+        launch("stack_refs", &["plant"], None);
     let heap = inst.code_heaps()[0].0;
     // The start of the first patch, on 64 words of the blocked main thread's stack.
     writeln!(stdin, "{heap:x}").unwrap();
@@ -199,9 +177,5 @@ fn stack_data_that_points_into_a_patch_does_not_keep_the_code_heap() {
     assert!(removed.kept.is_empty(), "heaps kept: {removed:x?}");
     assert!(code_heaps(pid).is_empty(), "the code heap is still mapped");
     assert_eq!(bytes_at(pid, addr), original, "point's bytes are not restored");
-    stdin.write_all(b"x").unwrap();
-    line.clear();
-    out.read_line(&mut line).unwrap();
-    assert_eq!(line.trim(), "done");
-    assert!(child.wait().unwrap().success());
+    finish(child, stdin, out);
 }
