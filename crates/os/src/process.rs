@@ -229,6 +229,19 @@ pub fn start_time(sys: &dyn ProcSys, pid: i32) -> Option<u64> {
     stat_fields(sys, pid)?.get(19)?.parse().ok()
 }
 
+/// `PF_EXITING` of the kernel's task flags: set when a task starts to exit.
+const PF_EXITING: u64 = 0x0000_0004;
+
+/// Whether process `pid`'s leader has started to exit (`PF_EXITING` in field 9 of
+/// /proc/PID/stat) and is not a zombie yet: its address space may already be half torn down,
+/// which looks like an `exec` to one who reads its maps. A thread that runs `exec` does not
+/// exit (the other threads do, and the exec'ing one becomes the leader).
+pub fn exiting(sys: &dyn ProcSys, pid: i32) -> bool {
+    let Some(fields) = stat_fields(sys, pid) else { return false };
+    let flags: u64 = fields.get(6).and_then(|f| f.parse().ok()).unwrap_or(0);
+    flags & PF_EXITING != 0
+}
+
 /// The wait status of process `pid` if it is a zombie (field 52, `exit_code`, of
 /// /proc/PID/stat); `None` for a live process or when it cannot be read.
 pub fn zombie_status(sys: &dyn ProcSys, pid: i32) -> Option<i32> {
@@ -444,6 +457,13 @@ pub(crate) mod tests {
         let sys = FakeSys::default().file("/proc/7/stat", &zombie);
         assert_eq!(zombie_status(&sys, 7), Some(3 << 8));
         assert_eq!(start_time(&FakeSys::default(), 7), None);
+    }
+
+    #[test]
+    fn a_process_that_started_to_exit_is_seen() {
+        assert!(exiting(&FakeSys::default().file("/proc/7/stat", &stat(7, "R", 0x404044)), 7));
+        assert!(!exiting(&FakeSys::default().file("/proc/7/stat", &stat(7, "R", 0x400040)), 7));
+        assert!(!exiting(&FakeSys::default(), 7));
     }
 
     #[test]

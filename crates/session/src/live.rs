@@ -390,6 +390,23 @@ impl ProcessTarget {
         }
     }
 
+    /// How the target ended, if it has or has started to: a process whose leader is exiting
+    /// is waited for (its mappings go before its end can be seen, and an `exec` must not be
+    /// concluded from them), up to a second.
+    fn ending(&mut self) -> Option<End> {
+        let deadline = Instant::now() + Duration::from_secs(1);
+        loop {
+            if let Some(end) = self.fate() {
+                return Some(end);
+            }
+            let exiting = kerf_os::process::exiting(&kerf_os::process::RealSys, self.pid);
+            if !exiting || Instant::now() >= deadline {
+                return exiting.then_some(End::Unknown);
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
     /// How the target ended, if it has.
     pub fn fate(&mut self) -> Option<End> {
         if let Some(c) = &mut self.child {
@@ -415,8 +432,9 @@ impl ProcessTarget {
             if Instant::now() >= next_exec_check {
                 next_exec_check += EXEC_CHECK;
                 if all_mapped(pid, heaps) == Some(false) {
-                    // Gone meanwhile, or replaced by exec.
-                    return Some(match self.fate() {
+                    // Gone meanwhile, going (its mappings torn down as it exits), or replaced
+                    // by exec.
+                    return Some(match self.ending() {
                         Some(end) => Stop::Ended(end),
                         None => Stop::Exec(program(pid)),
                     });
@@ -446,7 +464,10 @@ impl ProcessTarget {
             match self.fate() {
                 Some(end @ End::Killed { .. }) => *stop = Stop::Ended(end),
                 None if removal.is_err() && all_mapped(self.pid, &heaps) == Some(false) => {
-                    *stop = Stop::Exec(program(self.pid));
+                    *stop = match self.ending() {
+                        Some(end) => Stop::Ended(end),
+                        None => Stop::Exec(program(self.pid)),
+                    };
                     removal = Ok(Removed::default());
                 }
                 _ => {}
