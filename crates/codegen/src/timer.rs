@@ -25,8 +25,9 @@
 //! +64  states     [(depth u64, start u64); THREAD_SLOTS], indexed like the thread table;
 //!                 only the owning thread writes its state, so no atomics are needed there
 //! ```
-//! A slot is never freed: a thread that exits leaves its key, and glibc gives a later thread
-//! the same thread pointer when it reuses the stack, which then reuses the slot. A thread that
+//! The generated code never frees a slot: a thread that exits leaves its key, and glibc gives
+//! a later thread the same thread pointer when it reuses the stack, which then reuses the
+//! slot. (kerf's side frees the slots of forked children that ended; see below.) A thread that
 //! leaves a timed function by `longjmp` or an exception keeps a depth above zero.
 //!
 //! # Forked children: the owners
@@ -48,10 +49,12 @@
 //!    so that a thread reusing a dead thread's stack reuses its slot as before. Another
 //!    process's thread is never signalled: seccomp policies commonly punish a kill aimed
 //!    outside the process (Chromium's renderers, forked from a zygote, crash on one), and the
-//!    process may have installed its filter after kerf looked. So the slots of a forked
-//!    child's threads stay taken after the child ends: each child that runs probed code uses
-//!    a slot per thread for good, and once the table is full further threads' events are
-//!    counted lost (`no_slot`, the timers' `lost`).
+//!    process may have installed its filter after kerf looked. So the code leaves a forked
+//!    child's slots taken after the child ends; kerf, which can see that the child is gone,
+//!    frees them from its side (the session's `PatchSet::free_ended_children`: the owner
+//!    cleared, then the slot's timer states and tail stack, then the key). Until it does,
+//!    once the table is full further threads' events are counted lost (`no_slot`, the
+//!    timers' `lost`).
 //! 3. Else the first free slot of the chain is claimed (`lock cmpxchg` of its key), then its
 //!    owner written. Between the two, another process's thread with the same key sees owner 0
 //!    and passes over it; step 2 never takes an owner of 0.

@@ -124,6 +124,7 @@ impl<B: Backend> PatchSet<B> {
                 timers: vec![None; tool.timers],
                 areas: Vec::new(),
                 rings: Vec::new(),
+                tails: Vec::new(),
                 end: Vec::new(),
             },
             live_order: Vec::new(),
@@ -207,6 +208,7 @@ impl<B: Backend> PatchSet<B> {
         for (h, heap) in heaps.iter().enumerate() {
             if let Some(heap) = heap {
                 self.layout.rings[h] = heap.rings.map(|r| r.get() - heap.data.get());
+                self.layout.tails[h] = heap.tails.map(|r| r.get() - heap.data.get());
             }
         }
         // The tool's first words, in every area, before any of its code can run.
@@ -552,23 +554,64 @@ impl<B: Backend> PatchSet<B> {
         self.be.load_u64(heap, timer::OWNERS + 8 * slot)
     }
 
-    /// Free thread table slot `slot` of heap `heap` if its owner word is still `owner`: the
-    /// owner is cleared first, then the key, so that no thread of the target can claim the
-    /// slot (a free key) while it still names the old owner, and a thread that claims it
-    /// right after keeps the owner it writes. For a slot whose owner is known gone for good
-    /// (a forked child that ended: its process's threads never take over each other's slots
-    /// across processes, see `kerf_codegen::timer`). Whether the slot was freed.
-    pub fn free_thread_slot(&self, heap: usize, slot: u64, owner: u64) -> bool {
+    /// Free the thread table slots whose owners are threads of another process of `pid`'s
+    /// (a forked child) that has ended (gone, or a zombie), where `drained(heap, slot)` says
+    /// nothing of the slot's is still to be read (a tracer's rings). The program's code never
+    /// frees them: a thread takes over only its own process's dead threads' slots, as it may
+    /// not signal another process to ask (see `kerf_codegen::timer`), so without this each
+    /// child that ran probed code keeps a slot per thread for good. Returns how many were
+    /// freed.
+    pub fn free_ended_children(&self, pid: i32, drained: &dyn Fn(usize, u64) -> bool) -> usize {
+        use kerf_os::process::{state, RealSys, State};
+        let mut ended: std::collections::HashMap<u32, bool> = Default::default();
+        let mut freed = 0;
+        for h in 0..self.layout.end.len() {
+            for k in 0..timer::THREAD_SLOTS {
+                let owner = self.thread_owner(h, k);
+                let of = (owner >> 32) as u32;
+                if owner == 0 || of == 0 || of == pid as u32 {
+                    continue;
+                }
+                let gone = *ended.entry(of).or_insert_with(|| {
+                    matches!(state(&RealSys, of as i32), State::Gone | State::Zombie)
+                });
+                if gone && drained(h, k) && self.free_thread_slot(h, k, owner) {
+                    freed += 1;
+                }
+            }
+        }
+        freed
+    }
+
+    /// Free slot `slot` of heap `heap` if its owner word is still `owner` (a thread that will
+    /// never run again): 1. the owner cleared, so that no other thread takes the slot for
+    /// its own meanwhile; 2. the thread's timer states and tail stack cleared (only it wrote
+    /// them: a depth it left above zero would count it inside for ever, and be inherited);
+    /// 3. the key cleared, after which a thread of the target may claim the slot.
+    fn free_thread_slot(&self, heap: usize, slot: u64, owner: u64) -> bool {
         use std::sync::atomic::Ordering::SeqCst;
         let Some(w) = self.be.data_words(heap) else { return false };
-        if slot >= timer::THREAD_SLOTS || owner == 0 {
+        let word = |off: u64| w.get((off / 8) as usize);
+        let (Some(key), Some(own)) = (word(8 * slot), word(timer::OWNERS + 8 * slot)) else {
             return false;
-        }
-        let (key, own) = (slot as usize, ((timer::OWNERS + 8 * slot) / 8) as usize);
-        let (Some(key), Some(own)) = (w.get(key), w.get(own)) else { return false };
+        };
+        // 1.
         if own.compare_exchange(owner, 0, SeqCst, SeqCst).is_err() {
             return false;
         }
+        // 2.
+        let timers = self.layout.timers.iter().flatten().filter(|(h, _)| *h == heap);
+        for &(_, at) in timers {
+            let state = at + timer::STATES + 16 * slot;
+            (0..2).filter_map(|i| word(state + 8 * i)).for_each(|x| x.store(0, SeqCst));
+        }
+        if let Some(tails) = self.layout.tails.get(heap).copied().flatten() {
+            let stack = tails + timer::TAIL_LEN * slot;
+            (0..timer::TAIL_LEN / 8)
+                .filter_map(|i| word(stack + 8 * i))
+                .for_each(|x| x.store(0, SeqCst));
+        }
+        // 3.
         let k = key.load(SeqCst);
         k != 0 && key.compare_exchange(k, 0, SeqCst, SeqCst).is_ok()
     }

@@ -611,9 +611,9 @@ pub trait Installed {
     /// thread whose per-thread state (and ring) it is, or 0 where the target's thread ids
     /// are not known.
     fn thread_owner(&self, heap: usize, slot: u64) -> u64;
-    /// Free thread table slot `slot` of heap `heap` if `owner` (a thread of a process that
-    /// has ended) still owns it; whether it was freed.
-    fn free_thread_slot(&self, heap: usize, slot: u64, owner: u64) -> bool;
+    /// Free the thread table slots of `pid`'s forked children that have ended, where
+    /// `drained(heap, slot)`; how many ([`PatchSet::free_ended_children`]).
+    fn free_ended_children(&self, pid: i32, drained: &dyn Fn(usize, u64) -> bool) -> usize;
 }
 
 impl<B: Backend> Installed for PatchSet<B> {
@@ -674,8 +674,8 @@ impl<B: Backend> Installed for PatchSet<B> {
     fn thread_owner(&self, heap: usize, slot: u64) -> u64 {
         PatchSet::thread_owner(self, heap, slot)
     }
-    fn free_thread_slot(&self, heap: usize, slot: u64, owner: u64) -> bool {
-        PatchSet::free_thread_slot(self, heap, slot, owner)
+    fn free_ended_children(&self, pid: i32, drained: &dyn Fn(usize, u64) -> bool) -> usize {
+        PatchSet::free_ended_children(self, pid, drained)
     }
 }
 

@@ -165,6 +165,8 @@ pub struct DataLayout {
     /// Per heap: the offset of the tool's ring area, once the back-end has mapped the heap
     /// and placed it ([`crate::backend::Heap::rings`]).
     pub rings: Vec<Option<u64>>,
+    /// Per heap: the offset of its tail stacks, once mapped ([`crate::backend::Heap::tails`]).
+    pub tails: Vec<Option<u64>>,
     /// Per heap: the end of the layout.
     pub end: Vec<u64>,
 }
@@ -225,7 +227,8 @@ impl DataLayout {
                 next[h] = at + tool.area;
             }
         }
-        Ok(DataLayout { counters, timers, areas, rings: vec![None; heaps], end: next })
+        let none = vec![None; heaps];
+        Ok(DataLayout { counters, timers, areas, rings: none.clone(), tails: none, end: next })
     }
 }
 

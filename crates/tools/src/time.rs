@@ -102,7 +102,12 @@ impl LiveTool for Time {
         Table::new(timed.len(), inst.installed_at())
     }
 
+    /// Also frees the thread table slots of the process's forked children that have ended
+    /// (their timers' slots would otherwise stay taken for good).
     fn render(&self, table: &mut Table, timed: &Vec<Timed>, inst: &dyn Installed) -> String {
+        if let kerf_session::probe::Where::Process(pid) = inst.target() {
+            inst.free_ended_children(pid, &|_, _| true);
+        }
         table.render(timed, inst)
     }
 

@@ -214,44 +214,28 @@ fn max_thread_slots() -> u64 {
     u64::from(s)
 }
 
-/// Free the thread table slots whose owners are threads of forked children that have ended
-/// (gone, or zombies), once every stream's ring of the slot has been drained. The target's
-/// code never frees them itself: a thread takes over only its own process's dead threads'
-/// slots (it may not signal another process to ask), so without this each child that ran
-/// probed code would keep a slot for good, and after 256 of them new threads would find none.
+/// Free the thread table slots of forked children that have ended, once every stream's ring
+/// of the slot has been drained (`Installed::free_ended_children`): without it, after 256
+/// children that ran probed code new threads would find no slot.
 fn free_ended_children(sides: &[Side<'_>], sources: &[SourceState]) {
-    use kerf_os::process::{state, RealSys, State};
     for (src, side) in sides.iter().enumerate() {
         let (built, inst) = (side.built, side.inst);
         let pid = sources.get(src).map_or(0, |s| s.pid);
         if pid == 0 || built.area.per != Rings::Thread {
             continue;
         }
-        let mut ended: HashMap<u32, bool> = HashMap::new();
-        for h in inst.areas() {
-            let Some(shared) = inst.ring_words(h) else { continue };
+        let drained = |h: usize, k: u64| {
+            let Some(shared) = inst.ring_words(h) else { return true };
             let word = |o: u64| {
                 let i = (o / 8) as usize;
                 shared.get(i).map_or(0, |w| w.load(std::sync::atomic::Ordering::Acquire))
             };
-            for k in 0..kerf_codegen::timer::THREAD_SLOTS {
-                let owner = inst.thread_owner(h, k);
-                let of = (owner >> 32) as u32;
-                if owner == 0 || of == 0 || of == pid {
-                    continue;
-                }
-                let gone = *ended.entry(of).or_insert_with(|| {
-                    matches!(state(&RealSys, of as i32), State::Gone | State::Zombie)
-                });
-                let drained = (0..built.streams.len() as u32).all(|s| {
-                    let ring = built.area.rings(s) + ring::thread_ring(k, built.area.slots);
-                    word(ring + ring::HEAD) == word(ring + ring::TAIL)
-                });
-                if gone && drained {
-                    inst.free_thread_slot(h, k, owner);
-                }
-            }
-        }
+            (0..built.streams.len() as u32).all(|s| {
+                let ring = built.area.rings(s) + ring::thread_ring(k, built.area.slots);
+                word(ring + ring::HEAD) == word(ring + ring::TAIL)
+            })
+        };
+        inst.free_ended_children(pid as i32, &drained);
     }
 }
 
