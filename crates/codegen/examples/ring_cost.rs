@@ -118,8 +118,11 @@ fn main() {
     // SAFETY: getauxval has no preconditions.
     let fsgsbase = unsafe { libc::getauxval(libc::AT_HWCAP2) } & 2 != 0;
     let tp = if fsgsbase { ThreadPointer::FsBase } else { ThreadPointer::FsSelf };
-    let area_len = ring::thread_rings_len(THREAD_SLOTS);
-    let len = CODE_LEN + timer::THREAD_TABLE_LEN + area_len + ring::ring_len(SHARED_SLOTS);
+    let area_len = ring::thread_rings_len(ring::Shape::long(THREAD_SLOTS));
+    let len = CODE_LEN
+        + timer::THREAD_TABLE_LEN
+        + area_len
+        + ring::ring_len(ring::Shape::long(SHARED_SLOTS));
     let map = Map::new(len as usize);
     let threads_at = map.base + CODE_LEN;
     let area = threads_at + timer::THREAD_TABLE_LEN;
@@ -156,7 +159,7 @@ fn main() {
         let key = timer::thread_key(thread_pointer());
         let table = |k: u64| map.word(threads_at + 8 * k).load(Ordering::Relaxed);
         let slot = (0..timer::THREAD_SLOTS).find(|k| table(*k) == key).expect("a slot");
-        let r = area + ring::thread_ring(slot, THREAD_SLOTS);
+        let r = area + ring::thread_ring(slot, ring::Shape::long(THREAD_SLOTS));
         let head = map.word(r + ring::HEAD).load(Ordering::Acquire);
         map.word(r + ring::TAIL).store(head, Ordering::Release);
     };
@@ -206,12 +209,15 @@ fn main() {
     // (whose ring nobody drains), and its status.
     call(f_read.expect("a point"), 1, 2);
     let word = |o: u64| map.word(area + o).load(Ordering::Relaxed);
-    let t = ring::read_threads(&word, THREAD_SLOTS);
+    let t = ring::read_threads(&word, ring::Shape::long(THREAD_SLOTS));
     let read = t.rings.iter().flat_map(|b| &b.records).find(|r| r.stream == 2);
     let status = read.map(|r| r.values[2] as i64);
     println!("status of a read event: {status:?} (32: read whole)");
     let lost = map.word(shared + ring::LOST).load(Ordering::Relaxed);
-    let t = ring::read_threads(&|o| map.word(area + o).load(Ordering::Relaxed), THREAD_SLOTS);
+    let t = ring::read_threads(
+        &|o| map.word(area + o).load(Ordering::Relaxed),
+        ring::Shape::long(THREAD_SLOTS),
+    );
     println!("lost: shared ring {lost}, per-thread rings {}", t.lost());
 }
 

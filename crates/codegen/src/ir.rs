@@ -4,6 +4,7 @@
 //! coverage's one-shot flags (`load8`, `br`, `store8`) and a JIT's inlined block counters
 //! (`add`, `atomic add`) are all written in it; see the goldens in `tests/ir/`.
 
+use crate::ring::{Shape, MAX_SLOT_LEN, MAX_VALUES, MIN_SLOT_LEN};
 use crate::SpAt;
 use kerf_arch::x86_64::Gpr;
 
@@ -138,18 +139,18 @@ pub enum Op {
     Branch { cond: Cond, a: VReg, b: Src, target: Label },
     /// `jmp LABEL`
     Jump { target: Label },
-    /// `emit ring=ADDR, slots=N, stream=S, %v...`: one record into the ring at `ring` (see
-    /// [`crate::ring`]: header with stream, length and timestamp, then the values), or one
-    /// more loss counted there when it is full.
-    Emit { ring: u64, slots: u32, stream: u32, values: Vec<VReg> },
-    /// `emit.thread rings=ADDR, slots=N, stream=S, %v..., read(%p+D, LEN)...`: the same
+    /// `emit ring=ADDR, slots=N, slot=B, stream=S, %v...`: one record into the ring at `ring`
+    /// of `shape` (N slots of B bytes; see [`crate::ring`]: header with stream, length and
+    /// timestamp, then the values), or one more loss counted there when it is full.
+    Emit { ring: u64, shape: Shape, stream: u32, values: Vec<VReg> },
+    /// `emit.thread rings=ADDR, slots=N, slot=B, stream=S, %v..., read(%p+D, LEN)...`: the same
     /// record into this thread's own ring of the per-thread area at `rings` (see
     /// [`crate::ring`]'s "Per-thread rings"), found by the thread table slot as timers find
     /// it; written with no locked instruction. A thread with no slot counts one event in the
     /// area's `no_slot`. Each of `reads` copies memory into the record after the values
     /// ([`MemRead`]); in the kernel they need the driver's readers ([`crate::KernelReads`]).
     ///
-    /// `emit.cpu rings=ADDR, cpus=N, slots=N, stream=S, ...` (`per` = [`Rings::Cpu`]): the
+    /// `emit.cpu rings=ADDR, cpus=N, slots=N, slot=B, stream=S, ...` (`per` = [`Rings::Cpu`]): the
     /// same record into the ring of the CPU the writer runs on, ring `cpu % N` of an area of
     /// N rings in the same layout (see [`crate::ring`]'s "Per-CPU rings"); the reservation
     /// and the loss count are locked, as a writer may move to another CPU after it read its
@@ -157,7 +158,7 @@ pub enum Op {
     EmitThread {
         rings: u64,
         per: Rings,
-        slots: u32,
+        shape: Shape,
         stream: u32,
         values: Vec<VReg>,
         reads: Vec<MemRead>,
@@ -330,25 +331,31 @@ impl Program {
                         format!("per-CPU rings: {n} is not a power of two up to {MAX_CPU_RINGS}"),
                     ));
                 }
-                Op::EmitThread { slots, per, .. }
-                    if crate::ring::rings_len(per.count(), *slots) > MAX_THREAD_RINGS_LEN
-                        || crate::ring::ring_len(*slots) > i32::MAX as u64 =>
+                Op::Emit { shape, .. } | Op::EmitThread { shape, .. }
+                    if !shape.valid() || shape.slots > MAX_SLOTS =>
                 {
                     return Err((
                         k,
                         format!(
-                            "{} rings of {slots} slots exceed {MAX_THREAD_RINGS_LEN} bytes, or \
-                             one of them 2 GiB",
-                            per.count()
+                            "ring slots {} is not a power of two up to {MAX_SLOTS}, or slot \
+                             length {} not one from {MIN_SLOT_LEN} to {MAX_SLOT_LEN}",
+                            shape.slots, shape.slot_len
                         ),
                     ));
                 }
-                Op::Emit { slots, .. } | Op::EmitThread { slots, .. }
-                    if !slots.is_power_of_two() || *slots > MAX_SLOTS =>
+                Op::EmitThread { shape, per, .. }
+                    if crate::ring::rings_len(per.count(), *shape) > MAX_THREAD_RINGS_LEN
+                        || crate::ring::ring_len(*shape) > i32::MAX as u64 =>
                 {
                     return Err((
                         k,
-                        format!("ring slots {slots} is not a power of two up to {MAX_SLOTS}"),
+                        format!(
+                            "{} rings of {} slots of {} bytes exceed {MAX_THREAD_RINGS_LEN} \
+                             bytes, or one of them 2 GiB",
+                            per.count(),
+                            shape.slots,
+                            shape.slot_len
+                        ),
                     ));
                 }
                 Op::EmitThread { reads, .. }
@@ -356,15 +363,17 @@ impl Program {
                 {
                     return Err((k, format!("a memory read takes 1 to {MAX_READ} bytes")));
                 }
-                Op::Emit { .. } | Op::EmitThread { .. }
-                    if op.record_words() > crate::ring::MAX_VALUES =>
+                Op::Emit { shape, .. } | Op::EmitThread { shape, .. }
+                    if op.record_words() > shape.max_values() =>
                 {
                     return Err((
                         k,
                         format!(
-                            "emit of {} words (a slot holds {}; a read takes 1 + ceil(len / 8))",
+                            "emit of {} words (a slot of {} bytes holds {}, of {MAX_SLOT_LEN} \
+                             {MAX_VALUES}; a read takes 1 + ceil(len / 8))",
                             op.record_words(),
-                            crate::ring::MAX_VALUES
+                            shape.slot_len,
+                            shape.max_values(),
                         ),
                     ));
                 }
@@ -407,11 +416,11 @@ impl Program {
                 Op::Load { dst, width, addr: a } => Op::Load { dst, width, addr: addr(a) },
                 Op::Store { width, addr: a, src } => Op::Store { width, addr: addr(a), src },
                 Op::AddMem { addr: a, src, atomic } => Op::AddMem { addr: addr(a), src, atomic },
-                Op::Emit { ring, slots, stream, values } => {
-                    Op::Emit { ring: ring_at(ring), slots, stream, values }
+                Op::Emit { ring, shape, stream, values } => {
+                    Op::Emit { ring: ring_at(ring), shape, stream, values }
                 }
-                Op::EmitThread { rings, per, slots, stream, values, reads } => {
-                    Op::EmitThread { rings: ring_at(rings), per, slots, stream, values, reads }
+                Op::EmitThread { rings, per, shape, stream, values, reads } => {
+                    Op::EmitThread { rings: ring_at(rings), per, shape, stream, values, reads }
                 }
                 Op::Timer(t) => Op::Timer(match t {
                     TimerOp::Start { timer } => TimerOp::Start { timer: at(timer) },
@@ -520,8 +529,8 @@ mod tests {
     store64 [%g-8], 1
     atomic add [0x7010], %f
     add [0x7018], 1
-    emit ring=0x8000, slots=4, stream=1, %f
-    emit.thread rings=0x9000, slots=4, stream=2, %f, read(%g+8, 16)
+    emit ring=0x8000, slots=4, slot=128, stream=1, %f
+    emit.thread rings=0x9000, slots=4, slot=128, stream=2, %f, read(%g+8, 16)
     call %r, 0x5000, %f, 0x7000
     timer.start 0xa000
     timer.stop 0xa000
@@ -542,8 +551,8 @@ mod tests {
     store64 [%g-8], 1
     atomic add [0x7f0000007010], %f
     add [0x7f0000007018], 1
-    emit ring=0x7e0000008000, slots=4, stream=1, %f
-    emit.thread rings=0x7e0000009000, slots=4, stream=2, %f, read(%g+8, 16)
+    emit ring=0x7e0000008000, slots=4, slot=128, stream=1, %f
+    emit.thread rings=0x7e0000009000, slots=4, slot=128, stream=2, %f, read(%g+8, 16)
     call %r, 0x5000, %f, 0x7000
     timer.start 0x7f000000a000
     timer.stop 0x7f000000a000

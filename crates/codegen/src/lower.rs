@@ -702,8 +702,8 @@ impl<'a> Lowerer<'a> {
                 self.a.jmp(l)?;
                 self.pending_label = None;
             }
-            Op::Emit { ring, slots, stream, values } => {
-                self.emit(*ring, *slots, *stream, values)?
+            Op::Emit { ring, shape, stream, values } => {
+                self.emit(*ring, *shape, *stream, values)?
             }
             Op::EmitThread { .. } => self.emit_thread(op)?,
             Op::Call { target, args, ret } => self.call(*target, args, *ret)?,
@@ -814,7 +814,7 @@ impl<'a> Lowerer<'a> {
     fn emit(
         &mut self,
         at: u64,
-        slots: u32,
+        shape: ring::Shape,
         stream: u32,
         values: &[VReg],
     ) -> Result<(), LowerError> {
@@ -826,7 +826,7 @@ impl<'a> Lowerer<'a> {
         // 1. Reserve record n = head (other writers race: lock cmpxchg); t = its slot. The
         //    ring may lie anywhere (see `Program::relocate`): a 64-bit immediate.
         self.a.add_instruction(templates::mov_imm64(iced(self.temps[0]), at))?;
-        self.reserve(t, slots, true, full)?;
+        self.reserve(t, shape, true, full)?;
         // 2. Its time and CPU; 3. the rest, and seq = n + 1, stored last.
         self.stamp(t, save, values.len(), None)?;
         self.fill(t, stream, values)?;
@@ -841,13 +841,13 @@ impl<'a> Lowerer<'a> {
 
     /// Reserve record `n` of the ring at `t` and point `t` at its slot (`rax` = its offset
     /// in the slots, `rdx` = `n + 1`); go to `full` with `t` unchanged if `n - tail >=
-    /// slots`. The `cmpxchg` on `head` is locked where other threads write it. A tail past
+    /// shape.slots`. The `cmpxchg` on `head` is locked where other threads write it. A tail past
     /// `n` (others moved head and the reader moved tail since head was read) is a stale `n`,
     /// not a full ring: retry.
     fn reserve(
         &mut self,
         t: AsmRegister64,
-        slots: u32,
+        shape: ring::Shape,
         locked: bool,
         full: CodeLabel,
     ) -> Result<(), LowerError> {
@@ -859,7 +859,7 @@ impl<'a> Lowerer<'a> {
         a.mov(rdx, rax)?;
         a.sub(rdx, qword_ptr(t + ring::TAIL as i32))?;
         a.js(retry)?;
-        a.cmp(rdx, slots as i32)?;
+        a.cmp(rdx, shape.slots as i32)?;
         a.jae(full)?;
         a.lea(rdx, qword_ptr(rax + 1))?;
         if locked {
@@ -868,8 +868,8 @@ impl<'a> Lowerer<'a> {
             a.cmpxchg(qword_ptr(t + ring::HEAD as i32), rdx)?;
         }
         a.jne(retry)?;
-        a.and(rax, (slots - 1) as i32)?;
-        a.shl(rax, ring::SLOT_LEN.trailing_zeros())?;
+        a.and(rax, (shape.slots - 1) as i32)?;
+        a.shl(rax, shape.slot_len.trailing_zeros())?;
         a.lea(t, qword_ptr(t + rax + ring::SLOTS as i32))?;
         Ok(())
     }
@@ -899,10 +899,10 @@ impl<'a> Lowerer<'a> {
     /// (see [`crate::ring`]'s "Per-CPU rings").
     fn emit_thread(&mut self, op: &Op) -> Result<(), LowerError> {
         use iced_x86::code_asm::{ecx, r11, rcx, rdx};
-        let Op::EmitThread { rings, per, slots, stream, values, reads } = op else {
+        let Op::EmitThread { rings, per, shape, stream, values, reads } = op else {
             unreachable!("an emit.thread")
         };
-        let (rings, slots) = (*rings, *slots);
+        let (rings, shape) = (*rings, *shape);
         let save = asm(self.temps[0]);
         let meta = asm(self.temps[1]);
         let words = op.record_words();
@@ -911,7 +911,7 @@ impl<'a> Lowerer<'a> {
         let mut done = self.a.create_label();
         // 1. rcx = the ring's index: the thread's slot in the thread table, or the CPU (bits
         //    16.. of meta's low half) modulo the rings; r11 = rings + RINGS + index *
-        //    ring_len(slots) (checked to fit an imm32). The rings may lie anywhere, beyond
+        //    ring_len(shape) (checked to fit an imm32). The rings may lie anywhere, beyond
         //    the reach of a rip-relative address (see `Program::relocate`): a 64-bit
         //    immediate.
         let locked = match *per {
@@ -932,13 +932,13 @@ impl<'a> Lowerer<'a> {
             }
         };
         let a = &mut self.a;
-        a.imul_3(rcx, rcx, ring::ring_len(slots) as i32)?;
+        a.imul_3(rcx, rcx, ring::ring_len(shape) as i32)?;
         a.add_instruction(templates::mov_imm64(Register::R11, rings + ring::RINGS))?;
         a.add(r11, rcx)?;
         // 2. Reserve record n = head; r11 = its slot. Per thread a plain cmpxchg: only this
         //    thread writes head, and a signal handler that emitted in between moved it, so
         //    this retries (see crate::ring). Per CPU a locked one.
-        self.reserve(r11, slots, locked, full)?;
+        self.reserve(r11, shape, locked, full)?;
         // 3. Its time (and CPU, per thread), then the values, the reads after them, and
         //    seq = n + 1 last.
         let cpu = matches!(per, Rings::Cpu(_)).then_some(meta);

@@ -7,9 +7,15 @@
 //! +0    head   u64   records reserved so far (writers: lock cmpxchg)
 //! +64   tail   u64   records the reader has consumed (only the reader writes it)
 //! +128  lost   u64   records dropped because the ring was full (lock inc)
-//! +192  slots  [SLOT_LEN bytes; slots], record n in slot n % slots (slots a power of two)
+//! +192  slots  [slot_len bytes; slots], record n in slot n % slots
 //! ```
-//! Slot (`SLOT_LEN` = 128 bytes, two cache lines):
+//! A ring's [`Shape`] is its slot count and slot length, both powers of two (the code finds a
+//! slot with a mask and a shift). A slot is 32, 64 or 128 bytes: the shortest that holds the
+//! longest record of the ring's writers ([`Shape::fitting`]). Short slots are what let the
+//! reader keep up at high rates: it copies what the writers wrote, and a 64-byte slot is one
+//! cache line to move between CPUs where a 128-byte one is two.
+//!
+//! Slot:
 //! ```text
 //! +0   seq     u64   n + 1 once record n is complete (written last)
 //! +8   time    u64   time stamp counter when the record was made
@@ -102,8 +108,9 @@ pub const TAIL: u64 = 64;
 pub const LOST: u64 = 128;
 pub const SLOTS: u64 = 192;
 
-/// Bytes of one slot (a power of two: the code indexes slots with a shift).
-pub const SLOT_LEN: u64 = 128;
+/// Bytes of the shortest and of the longest slot a ring may have.
+pub const MIN_SLOT_LEN: u32 = 32;
+pub const MAX_SLOT_LEN: u32 = 128;
 /// Offsets in a slot.
 pub const SEQ: u64 = 0;
 pub const TIME: u64 = 8;
@@ -111,13 +118,56 @@ pub const STREAM: u64 = 16;
 pub const LEN: u64 = 20;
 pub const CPU: u64 = 22;
 pub const VALUES: u64 = 24;
-/// Words (values, and the status and bytes of memory reads) one record holds at most.
-pub const MAX_VALUES: usize = ((SLOT_LEN - VALUES) / 8) as usize;
-const _: () = assert!(SLOT_LEN.is_power_of_two());
+/// Words (values, and the status and bytes of memory reads) one record holds at most, in the
+/// longest slot.
+pub const MAX_VALUES: usize = (MAX_SLOT_LEN as usize - VALUES as usize) / 8;
+const _: () = assert!(MIN_SLOT_LEN.is_power_of_two() && MAX_SLOT_LEN.is_power_of_two());
+const _: () = assert!(MIN_SLOT_LEN as u64 > VALUES);
 
-/// Bytes of a ring of `slots` slots.
-pub fn ring_len(slots: u32) -> u64 {
-    SLOTS + SLOT_LEN * slots as u64
+/// A ring's geometry: how many slots, and how many bytes each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Shape {
+    /// A power of two (the code masks record numbers).
+    pub slots: u32,
+    /// A power of two from [`MIN_SLOT_LEN`] to [`MAX_SLOT_LEN`] (the code shifts by it).
+    pub slot_len: u32,
+}
+
+impl Shape {
+    /// `slots` slots of the longest length.
+    pub const fn long(slots: u32) -> Shape {
+        Shape { slots, slot_len: MAX_SLOT_LEN }
+    }
+
+    /// `slots` slots of the shortest length that holds a record of `words` words (at most
+    /// [`MAX_VALUES`]; more get the longest slot, which the IR then refuses).
+    pub fn fitting(slots: u32, words: usize) -> Shape {
+        let bytes = (VALUES as usize + 8 * words).next_power_of_two();
+        let slot_len = bytes.clamp(MIN_SLOT_LEN as usize, MAX_SLOT_LEN as usize) as u32;
+        Shape { slots, slot_len }
+    }
+
+    /// Whether the IR can generate code for it: powers of two, slot length in range.
+    pub fn valid(self) -> bool {
+        self.slots.is_power_of_two()
+            && self.slot_len.is_power_of_two()
+            && (MIN_SLOT_LEN..=MAX_SLOT_LEN).contains(&self.slot_len)
+    }
+
+    /// Words one record holds at most.
+    pub fn max_values(self) -> usize {
+        (self.slot_len as usize).saturating_sub(VALUES as usize) / 8
+    }
+
+    /// Offset of record `n`'s slot in the ring.
+    pub fn slot(self, n: u64) -> u64 {
+        SLOTS + (n & u64::from(self.slots).wrapping_sub(1)) * u64::from(self.slot_len)
+    }
+}
+
+/// Bytes of a ring of this shape.
+pub fn ring_len(shape: Shape) -> u64 {
+    SLOTS + u64::from(shape.slot_len) * u64::from(shape.slots)
 }
 
 /// One record as read from a ring.
@@ -147,11 +197,11 @@ pub struct Batch {
 }
 
 /// Read the complete records of a ring from its tail on: `word(offset)` loads the aligned
-/// u64 at that offset of the ring (from shared memory; each word is read once), `slots` is
-/// the ring's slot count. Reads race with writers, which is what `seq` is for.
-pub fn read<F: Fn(u64) -> u64 + ?Sized>(word: &F, slots: u32) -> Batch {
+/// u64 at that offset of the ring (from shared memory; each word is read once), `shape` is
+/// the ring's. Reads race with writers, which is what `seq` is for.
+pub fn read<F: Fn(u64) -> u64 + ?Sized>(word: &F, shape: Shape) -> Batch {
     let mut words = Vec::new();
-    let c = copy(word, slots, &mut words);
+    let c = copy(word, shape, &mut words);
     let first = c.tail - c.records;
     let records = packed(&words)
         .enumerate()
@@ -183,11 +233,11 @@ pub struct Copied {
 
 /// [`read`] without a value per record: the complete records from the tail on are appended
 /// to `out` packed, each as its time, its header word (stream in the low 32 bits, bytes of
-/// words in the next 16, CPU in the top 16; the byte count is clamped to the slot's), then
+/// words in the next 16, CPU in the top 16; the byte count is clamped to what a slot holds), then
 /// its words. [`packed`] reads them back. This is the reader's fast path: no allocation per
 /// record, and the packed words go to a raw trace as they are.
-pub fn copy<F: Fn(u64) -> u64 + ?Sized>(word: &F, slots: u32, out: &mut Vec<u64>) -> Copied {
-    copy_ahead(word, &|_| {}, slots, out)
+pub fn copy<F: Fn(u64) -> u64 + ?Sized>(word: &F, shape: Shape, out: &mut Vec<u64>) -> Copied {
+    copy_ahead(word, &|_| {}, shape, out)
 }
 
 /// How many slots ahead of the one it reads [`copy_ahead`] asks for a prefetch.
@@ -198,28 +248,28 @@ pub const PREFETCH_AHEAD: u64 = 8;
 /// prefetch of a line the writer then writes would cost it an invalidation). The slots were
 /// just written on another CPU, so each read of one is a transfer from that CPU's cache;
 /// asking early overlaps them.
-pub fn copy_ahead<F, P>(word: &F, prefetch: &P, slots: u32, out: &mut Vec<u64>) -> Copied
+pub fn copy_ahead<F, P>(word: &F, prefetch: &P, shape: Shape, out: &mut Vec<u64>) -> Copied
 where
     F: Fn(u64) -> u64 + ?Sized,
     P: Fn(u64) + ?Sized,
 {
-    debug_assert!(slots.is_power_of_two(), "the IR refuses other slot counts");
-    let mask = (slots as u64).wrapping_sub(1);
+    debug_assert!(shape.valid(), "the IR refuses other shapes");
+    let max = shape.max_values() as u64;
     let tail = word(TAIL);
     let head = word(HEAD);
     let mut c = Copied { tail, lost: word(LOST), ..Copied::default() };
     while c.tail < head {
         // Slots are a power of two (the writer masks too): no division on the reader's path.
-        let slot = SLOTS + (c.tail & mask) * SLOT_LEN;
+        let slot = shape.slot(c.tail);
         if c.tail + PREFETCH_AHEAD < head {
-            prefetch(SLOTS + ((c.tail + PREFETCH_AHEAD) & mask) * SLOT_LEN);
+            prefetch(shape.slot(c.tail + PREFETCH_AHEAD));
         }
         if word(slot + SEQ) != c.tail + 1 {
             break;
         }
         // stream, len and cpu are one word: one load sees all three as written.
         let meta = word(slot + STREAM);
-        let len = ((meta >> 32 & 0xffff) / 8).min(MAX_VALUES as u64);
+        let len = ((meta >> 32 & 0xffff) / 8).min(max);
         c.last_time = word(slot + TIME);
         out.push(c.last_time);
         out.push(meta & !(0xffff << 32) | (len * 8) << 32);
@@ -258,19 +308,19 @@ pub const NO_SLOT: u64 = 0;
 /// Offset of the first ring in a per-thread area.
 pub const RINGS: u64 = 64;
 
-/// Bytes of an area of `count` rings of `slots` slots.
-pub fn rings_len(count: u64, slots: u32) -> u64 {
-    RINGS + count * ring_len(slots)
+/// Bytes of an area of `count` rings of this shape.
+pub fn rings_len(count: u64, shape: Shape) -> u64 {
+    RINGS + count * ring_len(shape)
 }
 
-/// Bytes of a per-thread area of `slots`-slot rings, one per thread table slot.
-pub fn thread_rings_len(slots: u32) -> u64 {
-    rings_len(crate::timer::THREAD_SLOTS, slots)
+/// Bytes of a per-thread area of rings of this shape, one per thread table slot.
+pub fn thread_rings_len(shape: Shape) -> u64 {
+    rings_len(crate::timer::THREAD_SLOTS, shape)
 }
 
 /// Offset, in a per-thread area, of the ring of thread table slot `thread`.
-pub fn thread_ring(thread: u64, slots: u32) -> u64 {
-    RINGS + thread * ring_len(slots)
+pub fn thread_ring(thread: u64, shape: Shape) -> u64 {
+    RINGS + thread * ring_len(shape)
 }
 
 /// What one [`read_threads`] found: a [`Batch`] per ring (indexed by thread table slot),
@@ -290,17 +340,17 @@ impl ThreadBatches {
 
 /// Read every ring of a per-thread area (`word(offset)` as for [`read`], offsets from the
 /// area's start) from its tail on. The reader stores each ring's new tail at
-/// `thread_ring(k, slots) + TAIL` once it has copied the records out.
-pub fn read_threads<F: Fn(u64) -> u64 + ?Sized>(word: &F, slots: u32) -> ThreadBatches {
-    read_rings(word, slots, crate::timer::THREAD_SLOTS)
+/// `thread_ring(k, shape) + TAIL` once it has copied the records out.
+pub fn read_threads<F: Fn(u64) -> u64 + ?Sized>(word: &F, shape: Shape) -> ThreadBatches {
+    read_rings(word, shape, crate::timer::THREAD_SLOTS)
 }
 
 /// [`read_threads`] for an area of `count` rings (per-CPU rings: `no_slot` stays 0).
-pub fn read_rings<F: Fn(u64) -> u64 + ?Sized>(word: &F, slots: u32, count: u64) -> ThreadBatches {
+pub fn read_rings<F: Fn(u64) -> u64 + ?Sized>(word: &F, shape: Shape, count: u64) -> ThreadBatches {
     let rings = (0..count)
         .map(|k| {
-            let base = thread_ring(k, slots);
-            read(&|o| word(base + o), slots)
+            let base = thread_ring(k, shape);
+            read(&|o| word(base + o), shape)
         })
         .collect();
     ThreadBatches { rings, no_slot: word(NO_SLOT) }
@@ -335,9 +385,9 @@ mod tests {
         m[(off / 8) as usize] = v;
     }
 
-    /// Write record `n` (complete) into the ring at `base` of `slots` slots.
-    fn record(m: &mut [u64], base: u64, slots: u32, n: u64, time: u64, values: &[u64]) {
-        let slot = base + SLOTS + (n % slots as u64) * SLOT_LEN;
+    /// Write record `n` (complete) into the ring at `base` of this shape.
+    fn record(m: &mut [u64], base: u64, shape: Shape, n: u64, time: u64, values: &[u64]) {
+        let slot = base + SLOTS + (n % shape.slots as u64) * shape.slot_len as u64;
         put(m, slot + TIME, time);
         put(m, slot + STREAM, ((8 * values.len() as u64) << 32) | 3);
         for (k, v) in values.iter().enumerate() {
@@ -347,8 +397,25 @@ mod tests {
     }
 
     #[test]
+    fn a_shape_fits_the_shortest_slot_that_holds_its_records() {
+        let lens: Vec<(usize, u32)> =
+            [0, 1, 2, 5, 6, 13].iter().map(|&w| (w, Shape::fitting(8, w).slot_len)).collect();
+        assert_eq!(lens, [(0, 32), (1, 32), (2, 64), (5, 64), (6, 128), (13, 128)]);
+        for (w, len) in lens {
+            let shape = Shape { slots: 8, slot_len: len };
+            assert!(shape.valid() && shape.max_values() >= w, "{w} words, {len}-byte slot");
+        }
+        // Longer than any slot: the longest, which the IR refuses to fill.
+        assert_eq!(Shape::fitting(8, MAX_VALUES + 1), Shape::long(8));
+        assert!(
+            !Shape { slots: 8, slot_len: 16 }.valid() && !Shape { slots: 6, slot_len: 64 }.valid()
+        );
+        assert_eq!(Shape { slots: 8, slot_len: 64 }.slot(9), SLOTS + 64);
+    }
+
+    #[test]
     fn read_wraps_around_and_reads_a_full_ring_whole() {
-        let slots = 4u32;
+        let slots = Shape::long(4);
         let mut mem = vec![0u64; (ring_len(slots) / 8) as usize];
         // Records 6..10 (slots 2, 3, 0, 1): the ring is full, and 3 more were dropped.
         for n in 6..10 {
@@ -366,7 +433,7 @@ mod tests {
 
     #[test]
     fn read_threads_reads_each_ring_and_counts_losses_apart() {
-        let slots = 2u32;
+        let slots = Shape::long(2);
         let mut mem = vec![0u64; (thread_rings_len(slots) / 8) as usize];
         put(&mut mem, NO_SLOT, 5);
         // Thread slot 0: two records, one lost. Slot 7: one complete, one reserved only
@@ -391,7 +458,7 @@ mod tests {
 
     #[test]
     fn copy_packs_what_read_reads() {
-        let slots = 4u32;
+        let slots = Shape::long(4);
         let mut mem = vec![0u64; (ring_len(slots) / 8) as usize];
         for n in 6..9 {
             record(&mut mem, 0, slots, n, 1000 + n, &vec![n; n as usize - 5]);
@@ -434,7 +501,7 @@ mod tests {
 
     #[test]
     fn read_stops_at_the_first_incomplete_record() {
-        let slots = 4u32;
+        let slots = Shape::long(4);
         let mut mem = vec![0u64; (ring_len(slots) / 8) as usize];
         let w = |m: &mut Vec<u64>, off: u64, v: u64| m[(off / 8) as usize] = v;
         // Records 4 and 5 complete (slots 0 and 1), 6 reserved but not written.
@@ -442,7 +509,7 @@ mod tests {
         w(&mut mem, HEAD, 7);
         w(&mut mem, LOST, 2);
         for (n, s) in [(4u64, 0u64), (5, 1)] {
-            let slot = SLOTS + s * SLOT_LEN;
+            let slot = SLOTS + s * MAX_SLOT_LEN as u64;
             w(&mut mem, slot + SEQ, n + 1);
             w(&mut mem, slot + TIME, 100 + n);
             // CPU 0x801 (above a byte: the reader must not take it for part of len).
@@ -451,7 +518,7 @@ mod tests {
             w(&mut mem, slot + VALUES + 8, n * 20);
         }
         // Slot 2 still holds record 2 of the previous lap.
-        w(&mut mem, SLOTS + 2 * SLOT_LEN + SEQ, 3);
+        w(&mut mem, SLOTS + 2 * MAX_SLOT_LEN as u64 + SEQ, 3);
         let b = read(&|o| mem[(o / 8) as usize], slots);
         assert_eq!(b.tail, 6);
         assert_eq!((b.pending, b.lost), (1, 2));

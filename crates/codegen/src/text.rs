@@ -19,6 +19,7 @@
 use crate::ir::{
     Addr, Cond, Label, MemRead, Op, Program, ReadKind, Rings, Src, TimerOp, VReg, Width,
 };
+use crate::ring;
 use crate::{SpAt, SpBase};
 use kerf_arch::x86_64::Gpr;
 use std::fmt::{self, Write as _};
@@ -162,15 +163,20 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
         }
         "emit" | "emit.thread" | "emit.cpu" => {
             let (key, want) = match op {
-                "emit" => ("ring", "ring=ADDR, slots=N, stream=S, %value..."),
+                "emit" => ("ring", "ring=ADDR, slots=N, [slot=B,] stream=S, %value..."),
                 "emit.cpu" => (
                     "rings",
-                    "rings=ADDR, cpus=N, slots=N, stream=S, %value..., read(%p+D, LEN)...",
+                    "rings=ADDR, cpus=N, slots=N, [slot=B,] stream=S, %value..., \
+                     read(%p+D, LEN)...",
                 ),
-                _ => ("rings", "rings=ADDR, slots=N, stream=S, %value..., read(%p+D, LEN)..."),
+                _ => (
+                    "rings",
+                    "rings=ADDR, slots=N, [slot=B,] stream=S, %value..., read(%p+D, LEN)...",
+                ),
             };
-            // emit.cpu has one more key, the number of rings.
-            let first = usize::from(op == "emit.cpu");
+            // emit.cpu has one more key, the number of rings; `slot=B` (bytes a slot) may
+            // follow `slots=N`, and is the longest slot if not.
+            let mut first = usize::from(op == "emit.cpu");
             if args.len() < 3 + first {
                 return Err(bad(want));
             }
@@ -183,10 +189,21 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
                 _ => Rings::Thread,
             };
             let slots = keyed(args[1 + first], "slots").ok_or_else(|| bad(want))?;
+            let slot_len = match keyed(args[2 + first], "slot") {
+                Some(b) if args.len() > 3 + first => {
+                    first += 1;
+                    b
+                }
+                Some(_) => return Err(bad(want)),
+                None => u64::from(ring::MAX_SLOT_LEN),
+            };
             let stream = keyed(args[2 + first], "stream").ok_or_else(|| bad(want))?;
-            let (Ok(slots), Ok(stream)) = (u32::try_from(slots), u32::try_from(stream)) else {
+            let (Ok(slots), Ok(slot_len), Ok(stream)) =
+                (u32::try_from(slots), u32::try_from(slot_len), u32::try_from(stream))
+            else {
                 return Err(bad(want));
             };
+            let shape = ring::Shape { slots, slot_len };
             // The values, then the reads (the order of the record).
             let rest = &args[3 + first..];
             let nvalues = rest.iter().take_while(|a| a.starts_with('%')).count();
@@ -196,10 +213,10 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
                 if !reads.is_empty() {
                     return Err(bad(want));
                 }
-                Op::Emit { ring, slots, stream, values }
+                Op::Emit { ring, shape, stream, values }
             } else {
                 let reads = reads.iter().map(|r| mem_read(p, r)).collect::<Result<_, _>>()?;
-                Op::EmitThread { rings: ring, per, slots, stream, values, reads }
+                Op::EmitThread { rings: ring, per, shape, stream, values, reads }
             }
         }
         "call" => {
@@ -430,8 +447,8 @@ fn op_text(p: &Program, op: &Op) -> String {
             format!("br.{} {}, {}, {}", cond.name(), v(x), s(b), l(target))
         }
         Op::Jump { target } => format!("jmp {}", l(target)),
-        Op::Emit { ring, slots, stream, values }
-        | Op::EmitThread { rings: ring, slots, stream, values, .. } => {
+        Op::Emit { ring, shape, stream, values }
+        | Op::EmitThread { rings: ring, shape, stream, values, .. } => {
             let (name, key, per) = match op {
                 Op::EmitThread { per: Rings::Cpu(n), .. } => {
                     ("emit.cpu", "rings", format!(", cpus={n}"))
@@ -439,7 +456,9 @@ fn op_text(p: &Program, op: &Op) -> String {
                 Op::EmitThread { .. } => ("emit.thread", "rings", String::new()),
                 _ => ("emit", "ring", String::new()),
             };
-            let mut t = format!("{name} {key}={ring:#x}{per}, slots={slots}, stream={stream}");
+            let (slots, slot) = (shape.slots, shape.slot_len);
+            let mut t =
+                format!("{name} {key}={ring:#x}{per}, slots={slots}, slot={slot}, stream={stream}");
             for x in values {
                 let _ = write!(t, ", {}", v(x));
             }
@@ -502,10 +521,10 @@ mod tests {
     br.geu %fd, 3, out
     br.lt %n, %m, out
     jmp out
-    emit ring=0x90000, slots=256, stream=7, %fd, %now
-    emit.thread rings=0xc0000, slots=64, stream=8, %now, %fd
-    emit.thread rings=0xc0000, slots=64, stream=9, %c, read(%t+16, 8), read(%fd, 56), read(%t-8, 1)
-    emit.cpu rings=0xd0000, cpus=8, slots=256, stream=10, %c, %fd, ustr(%t+16, 32)
+    emit ring=0x90000, slots=256, slot=32, stream=7, %fd
+    emit.thread rings=0xc0000, slots=64, slot=64, stream=8, %now, %fd
+    emit.thread rings=0xc0000, slots=64, slot=128, stream=9, %c, read(%t+16, 8), read(%fd, 56), read(%t-8, 1)
+    emit.cpu rings=0xd0000, cpus=8, slots=256, slot=128, stream=10, %c, %fd, ustr(%t+16, 32)
     call %r, 0x5000, %fd, 7
     call 0x5008
     timer.start 0x8000
@@ -568,6 +587,19 @@ out:
             ),
             ("emit.thread rings=0x9000, slots=4, stream=1, read(%a, 8)\n", 1, "%a is read before"),
             ("mov %a, 1\nemit.thread rings=0x9000, slots=4, stream=1, read(%a, 8), %a\n", 2, "bad"),
+            ("mov %a, 1\nemit ring=0x9000, slots=4, slot=48, stream=1, %a\n", 2, "slot length 48"),
+            ("mov %a, 1\nemit ring=0x9000, slots=4, slot=16, stream=1, %a\n", 2, "from 32 to 128"),
+            (
+                "mov %a, 1\nemit.thread rings=0x9000, slots=4, slot=256, stream=1\n",
+                2,
+                "slot length",
+            ),
+            (
+                "mov %a, 1\nemit.thread rings=0x9000, slots=4, slot=32, stream=1, %a, %a\n",
+                2,
+                "emit of 2 words (a slot of 32 bytes holds 1",
+            ),
+            ("emit.thread rings=0x9000, slots=4, slot=64\n", 1, "[slot=B,] stream=S"),
             ("atomic mov %a, 1\n", 1, "unknown op \"atomic mov\""),
             ("store8 [%a+zz], 1\n", 1, "bad operand \"[%a+zz]\""),
         ];
@@ -630,14 +662,14 @@ out:
                     8 => Op::Jump { target: p.label(names[next(3) as usize]) },
                     9 if next(2) == 0 => Op::Emit {
                         ring: imms[next(9) as usize],
-                        slots: 1 << next(20),
+                        shape: ring::Shape { slots: 1 << next(20), slot_len: 64 << next(2) },
                         stream: next(1 << 32) as u32,
                         values: v[..next(5) as usize].to_vec(),
                     },
                     9 => Op::EmitThread {
                         rings: imms[next(9) as usize],
                         per: if next(2) == 0 { Rings::Thread } else { Rings::Cpu(1 << next(6)) },
-                        slots: 1 << next(12),
+                        shape: ring::Shape { slots: 1 << next(12), slot_len: 128 },
                         stream: next(1 << 32) as u32,
                         values: v[..next(5) as usize].to_vec(),
                         // Up to three reads of a word or less (2 words each): 4 + 6 fit.

@@ -603,8 +603,8 @@ fn jit_block_counter_adds_plainly_in_its_thread_and_atomically_in_others() {
 }
 
 /// Read the ring at `ring` (data offset) of `ar`.
-fn read_ring(ar: &Arena, ring: u64, slots: u32) -> ring::Batch {
-    ring::read(&|o| ar.data(ring + o), slots)
+fn read_ring(ar: &Arena, ring: u64, shape: ring::Shape) -> ring::Batch {
+    ring::read(&|o| ar.data(ring + o), shape)
 }
 
 #[test]
@@ -612,7 +612,7 @@ fn emit_from_threads_fills_the_ring_in_order() {
     const SLOTS: u32 = 1024;
     const PER: u64 = 250;
     let mut ar = Arena::new();
-    assert!(DATA + ring::ring_len(SLOTS) <= MAP as u64);
+    assert!(DATA + ring::ring_len(ring::Shape::long(SLOTS)) <= MAP as u64);
     let src =
         format!("reg %who, rdi\n reg %k, rsi\n emit ring={{D}}, slots={SLOTS}, stream=5, %who, %k");
     let live = ar.place_ir(&src, &all_live());
@@ -635,7 +635,7 @@ fn emit_from_threads_fills_the_ring_in_order() {
     for h in hs {
         h.join().unwrap();
     }
-    let b = read_ring(&ar, 0, SLOTS);
+    let b = read_ring(&ar, 0, ring::Shape::long(SLOTS));
     assert_eq!((b.records.len() as u64, b.pending, b.lost, b.tail), (4 * PER, 0, 0, 4 * PER));
     let mut next = [0u64; 4];
     let mut last_time = [0u64; 4];
@@ -650,37 +650,47 @@ fn emit_from_threads_fills_the_ring_in_order() {
     }
 }
 
+/// Every slot length: records in slot `n % slots` at `slot_len` bytes each, nothing written
+/// past the ring's end (a sentinel word there stays), the newest dropped when it is full.
 #[test]
 fn a_full_ring_counts_losses_until_the_reader_moves_its_tail() {
     const SLOTS: u32 = 8;
-    let mut ar = Arena::new();
-    let f = ar.place_ir(
-        &format!("reg %k, rdi\n emit ring={{D}}, slots={SLOTS}, stream=1, %k"),
-        &caller_saved_dead(),
-    );
-    for k in 0..20 {
-        run_with(f, with(&[("rdi", k)]), false);
+    const SENTINEL: u64 = 0x5e47_1e1a_5e47_1e1a;
+    for slot_len in [32, 64, 128] {
+        let shape = ring::Shape { slots: SLOTS, slot_len };
+        let mut ar = Arena::new();
+        ar.set_data(ring::ring_len(shape), SENTINEL);
+        let f = ar.place_ir(
+            &format!("reg %k, rdi\n emit ring={{D}}, slots={SLOTS}, slot={slot_len}, stream=1, %k"),
+            &caller_saved_dead(),
+        );
+        for k in 0..20 {
+            run_with(f, with(&[("rdi", k)]), false);
+        }
+        let b = ring::read(&|o| ar.data(o), shape);
+        assert_eq!((b.records.len(), b.lost, b.pending), (8, 12, 0), "{slot_len}-byte slots");
+        let kept: Vec<u64> = b.records.iter().map(|r| r.values[0]).collect();
+        assert_eq!(kept, (0..8).collect::<Vec<_>>(), "the newest are dropped, not the oldest");
+        // The reader consumed them: room again.
+        ar.set_data(ring::TAIL, b.tail);
+        for k in 100..103 {
+            run_with(f, with(&[("rdi", k)]), false);
+        }
+        let b = ring::read(&|o| ar.data(o), shape);
+        let got: Vec<(u64, u64)> = b.records.iter().map(|r| (r.seq, r.values[0])).collect();
+        assert_eq!(got, [(8, 100), (9, 101), (10, 102)]);
+        assert_eq!(b.lost, 12);
+        // Record 9 is in slot 1, at slot_len bytes from slot 0.
+        assert_eq!(ar.data(ring::SLOTS + u64::from(slot_len) + ring::SEQ), 10);
+        assert_eq!(ar.data(ring::ring_len(shape)), SENTINEL, "{slot_len}-byte slots");
     }
-    let b = read_ring(&ar, 0, SLOTS);
-    assert_eq!((b.records.len(), b.lost, b.pending), (8, 12, 0));
-    let kept: Vec<u64> = b.records.iter().map(|r| r.values[0]).collect();
-    assert_eq!(kept, (0..8).collect::<Vec<_>>(), "the newest are dropped, not the oldest");
-    // The reader consumed them: room again.
-    ar.set_data(ring::TAIL, b.tail);
-    for k in 100..103 {
-        run_with(f, with(&[("rdi", k)]), false);
-    }
-    let b = read_ring(&ar, 0, SLOTS);
-    let got: Vec<(u64, u64)> = b.records.iter().map(|r| (r.seq, r.values[0])).collect();
-    assert_eq!(got, [(8, 100), (9, 101), (10, 102)]);
-    assert_eq!(b.lost, 12);
 }
 
 /// A thread table at the data area's start and a per-thread ring area after it; an `At`
 /// for the point where `live` is live, whose timers and `emit.thread` use that table.
 fn thread_rings(ar: &Arena, live: LiveAt, slots: u32) -> (At, u64) {
     let rings = timer::THREAD_TABLE_LEN;
-    assert!(DATA + rings + ring::thread_rings_len(slots) <= MAP as u64);
+    assert!(DATA + rings + ring::thread_rings_len(ring::Shape::long(slots)) <= MAP as u64);
     let at = At {
         thread_id: Some(glibc_tid_offset()),
         ..At::new(live, Env::User, thread_pointer(), ar.addr(DATA))
@@ -688,17 +698,24 @@ fn thread_rings(ar: &Arena, live: LiveAt, slots: u32) -> (At, u64) {
     (at, rings)
 }
 
-/// Place `emit.thread` of `%who` (rdi) and `%k` (rsi) into the area at data offset `rings`.
+/// The shape of [`place_emit_thread`]'s rings: its records of two words fit 64-byte slots.
+fn two_words(slots: u32) -> ring::Shape {
+    ring::Shape { slots, slot_len: 64 }
+}
+
+/// Place `emit.thread` of `%who` (rdi) and `%k` (rsi) into the area at data offset `rings`,
+/// of rings shaped [`two_words`].
 fn place_emit_thread(ar: &mut Arena, at: &At, rings: u64, slots: u32) -> u64 {
     let src = format!(
-        "reg %who, rdi\n reg %k, rsi\n emit.thread rings={:#x}, slots={slots}, stream=6, %who, %k",
+        "reg %who, rdi\n reg %k, rsi\n emit.thread rings={:#x}, slots={slots}, slot=64, \
+         stream=6, %who, %k",
         ar.addr(DATA + rings)
     );
     ar.place_ir(&src, at)
 }
 
 fn read_thread_rings(ar: &Arena, rings: u64, slots: u32) -> ring::ThreadBatches {
-    ring::read_threads(&|o| ar.data(rings + o), slots)
+    ring::read_threads(&|o| ar.data(rings + o), two_words(slots))
 }
 
 /// Run `body(who)` on four threads, `who` = 0..4, all alive at once: glibc gives a thread
@@ -790,7 +807,7 @@ fn emit_thread_flood_loses_exactly_what_it_does_not_deliver() {
     run_with(f, with(&[("rdi", 9), ("rsi", 0)]), false);
     let t = read_thread_rings(&ar, rings, SLOTS);
     let mine = t.rings.iter().position(|b| b.tail > 0 && b.records[0].values[0] == 9).unwrap();
-    let base = ring::thread_ring(mine as u64, SLOTS);
+    let base = ring::thread_ring(mine as u64, two_words(SLOTS));
     ar.set_data(rings + base + ring::TAIL, t.rings[mine].tail);
     for k in 1..4 {
         run_with(f, with(&[("rdi", 9), ("rsi", k)]), false);
@@ -822,7 +839,9 @@ fn emit_cpu_puts_each_record_in_its_cpus_ring_and_loses_none() {
     const PER: u64 = 1000;
     let mut ar = Arena::new();
     let rings = timer::THREAD_TABLE_LEN;
-    assert!(DATA + rings + ring::rings_len(u64::from(CPUS), SLOTS) <= MAP as u64);
+    assert!(
+        DATA + rings + ring::rings_len(u64::from(CPUS), ring::Shape::long(SLOTS)) <= MAP as u64
+    );
     let at = At::new(LiveAt::ALL, Env::User, thread_pointer(), ar.addr(DATA));
     let f = place_emit_cpu(&mut ar, &at, rings, CPUS, SLOTS);
     on_four_threads(|who| {
@@ -832,7 +851,7 @@ fn emit_cpu_puts_each_record_in_its_cpus_ring_and_loses_none() {
             assert_eq!((r.regs, r.cf), (regs, 1), "registers or flags changed");
         }
     });
-    let t = ring::read_rings(&|o| ar.data(rings + o), SLOTS, u64::from(CPUS));
+    let t = ring::read_rings(&|o| ar.data(rings + o), ring::Shape::long(SLOTS), u64::from(CPUS));
     assert_eq!((t.lost(), t.rings.len()), (0, CPUS as usize));
     for (k, b) in t.rings.iter().enumerate() {
         assert_eq!(b.pending, 0);
@@ -863,7 +882,7 @@ fn emit_cpu_flood_loses_exactly_what_it_does_not_deliver() {
             run_with(f, with(&[("rdi", who), ("rsi", k)]), false);
         }
     });
-    let t = ring::read_rings(&|o| ar.data(rings + o), SLOTS, 1);
+    let t = ring::read_rings(&|o| ar.data(rings + o), ring::Shape::long(SLOTS), 1);
     let delivered = t.rings[0].records.len() as u64;
     assert_eq!(delivered, u64::from(SLOTS));
     assert_eq!(t.lost(), 4 * PER - delivered, "lost = emitted - delivered");
@@ -1109,6 +1128,7 @@ fn emit_thread_reads_copy_memory_into_the_record_and_never_fault() {
             ar.addr(DATA + rings)
         );
         let f = ar.place_ir(&src, &at);
+        let shape = ring::Shape::long(SLOTS);
         for (p, q, ..) in cases {
             for misalign in [false, true] {
                 let regs = with(&[("rdi", p), ("rsi", q)]);
@@ -1120,7 +1140,7 @@ fn emit_thread_reads_copy_memory_into_the_record_and_never_fault() {
                 }
             }
         }
-        let t = read_thread_rings(&ar, rings, SLOTS);
+        let t = ring::read_threads(&|o| ar.data(rings + o), shape);
         assert_eq!(t.lost(), 0);
         let b = t.rings.iter().find(|b| b.tail > 0).expect("this thread's ring");
         assert_eq!((b.records.len(), b.pending), (2 * cases.len(), 0));
@@ -1183,8 +1203,8 @@ fn records_and_the_cpu_op_name_the_cpu_the_thread_is_pinned_to() {
     let (at, rings) = thread_rings(&ar, LiveAt::ALL, SLOTS);
     let per_thread = place_emit_thread(&mut ar, &at, rings, SLOTS);
     // The shared ring and the cpu op's word after the per-thread area.
-    let shared = rings + ring::thread_rings_len(SLOTS);
-    let word = shared + ring::ring_len(SLOTS);
+    let shared = rings + ring::thread_rings_len(two_words(SLOTS));
+    let word = shared + ring::ring_len(ring::Shape::long(SLOTS));
     let src = format!(
         "reg %k, rdi\n emit ring={:#x}, slots={SLOTS}, stream=2, %k",
         ar.addr(DATA + shared)
@@ -1210,7 +1230,7 @@ fn records_and_the_cpu_op_name_the_cpu_the_thread_is_pinned_to() {
         });
     });
     let mine = read_thread_rings(&ar, rings, SLOTS).rings.into_iter().find(|b| b.tail > 0);
-    let shared = read_ring(&ar, shared, SLOTS);
+    let shared = read_ring(&ar, shared, ring::Shape::long(SLOTS));
     for b in [mine.expect("the pinned thread's ring"), shared] {
         assert_eq!(b.records.len(), cpus.len());
         for r in &b.records {
@@ -1277,6 +1297,8 @@ static DRAIN_RING: AtomicU64 = AtomicU64::new(0);
 static DRAIN_NEXT: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 static DRAIN_SEEN: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 static DRAIN_BAD: AtomicU64 = AtomicU64::new(0);
+/// The drained ring's slot length (its slot count is DRAIN_SLOTS).
+static DRAIN_SLOT_LEN: AtomicU64 = AtomicU64::new(0);
 const DRAIN_SLOTS: u32 = 512;
 const EFAULT: i64 = libc::EFAULT as i64;
 
@@ -1289,7 +1311,8 @@ fn drain_and_count() {
     // SAFETY: aligned words of the ring, in the test's mapping, which outlives the test.
     let word = |o: u64| unsafe { std::ptr::read_volatile((ring + o) as *const u64) };
     // ring::read allocates: safe in a handler here, as the code it interrupts never does.
-    let b = ring::read(&word, DRAIN_SLOTS);
+    let shape = ring::Shape { slots: DRAIN_SLOTS, slot_len: DRAIN_SLOT_LEN.load(Relaxed) as u32 };
+    let b = ring::read(&word, shape);
     for r in &b.records {
         // A record with reads (Writer::ThreadReads): the stack word read whole, the bad
         // pointer's read refused.
@@ -1364,13 +1387,19 @@ fn emit_interrupted_at_every_instruction(writer: Writer) {
     use std::sync::atomic::Ordering::Relaxed;
     let _one = SIGNAL_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let mut ar = Arena::new();
+    // Records with reads take 7 words, a 128-byte slot; the others 2, a 64-byte one.
+    let shape = match writer {
+        Writer::ThreadReads => ring::Shape::long(DRAIN_SLOTS),
+        _ => two_words(DRAIN_SLOTS),
+    };
+    DRAIN_SLOT_LEN.store(u64::from(shape.slot_len), Relaxed);
     let (f, ring) = if writer != Writer::Shared {
         let (at, rings) = thread_rings(&ar, LiveAt::ALL, DRAIN_SLOTS);
         let tp: u64;
         // SAFETY: reads this thread's thread pointer (x86-64 TLS ABI: the TCB's first word).
         unsafe { asm!("mov {}, fs:[0]", out(reg) tp) };
         // This thread claims its home slot: the table is fresh.
-        let ring = rings + ring::thread_ring(timer::home_slot(tp), DRAIN_SLOTS);
+        let ring = rings + ring::thread_ring(timer::home_slot(tp), shape);
         let f = if writer == Writer::ThreadReads {
             // The word at the point's rsp (the return address: readable), and 16 bytes at
             // %who + 8 (8 or 9: unmapped); drain_and_count checks both statuses.
@@ -1386,7 +1415,8 @@ fn emit_interrupted_at_every_instruction(writer: Writer) {
         (f, ring)
     } else {
         let src = format!(
-            "reg %who, rdi\n reg %k, rsi\n emit ring={{D}}, slots={DRAIN_SLOTS}, stream=6, %who, %k"
+            "reg %who, rdi\n reg %k, rsi\n emit ring={{D}}, slots={DRAIN_SLOTS}, slot=64, \
+             stream=6, %who, %k"
         );
         (ar.place_ir(&src, &all_live()), 0)
     };
@@ -1490,9 +1520,9 @@ fn emit_thread_interrupted_by_a_signal_handler_that_emits_loses_nothing() {
                 let base = *ring_at.get_or_insert_with(|| {
                     let t = read_thread_rings(&ar, rings, SLOTS);
                     let slot = t.rings.iter().position(|b| b.tail > 0).expect("my ring");
-                    rings + ring::thread_ring(slot as u64, SLOTS)
+                    rings + ring::thread_ring(slot as u64, two_words(SLOTS))
                 });
-                let b = read_ring(&ar, base, SLOTS);
+                let b = read_ring(&ar, base, two_words(SLOTS));
                 take(&b);
                 ar.set_data(base + ring::TAIL, b.tail);
             }

@@ -81,7 +81,11 @@ impl LiveArgs {
         };
         LiveOptions {
             tid: self.tid,
-            sampling: Sampling { interval: self.interval.max(0.05), duration: self.duration },
+            sampling: Sampling {
+                interval: self.interval.max(0.05),
+                duration: self.duration,
+                at_once: false,
+            },
             force_kind,
             plan_threads: self.plan_threads.map(usize::from),
             live_table: !self.json,

@@ -54,7 +54,8 @@ pub struct TraceArgs {
     /// Send the events to `kerf collect` at ADDR (host:port) instead of showing them.
     #[arg(long, value_name = "ADDR", conflicts_with = "format")]
     send: Option<String>,
-    /// Slots of each ring per stream (a power of two; 128 bytes each): a process has a ring
+    /// Slots of each ring per stream (a power of two; 32 to 128 bytes each, the shortest that
+    /// holds the stream's longest event): a process has a ring
     /// per thread (default 4096, at most 262144), the kernel one per CPU (default 8192, fewer
     /// when CPUs and streams would not fit the 12 MiB of the driver's heap kept for rings).
     #[arg(long)]

@@ -8,14 +8,18 @@
 //! +64*s               stream s's flag: 0 off, else on (kerf writes it while the target runs)
 //! +64*(n+s)           stream s's filtered count (events a filter rejected; locked add)
 //! ```
-//! Ring area (`ring_area` = `ring::rings_len(count, slots)`, `count` rings per stream: one per
-//! thread table slot in a process, one per CPU in the kernel, whose tasks outnumber any thread
-//! table; anywhere in the target, as the code loads its address as a 64-bit immediate, so
-//! that a process's rings may take gigabytes of address space, of which only the pages
-//! written cost memory):
+//! Ring area (`count` rings per stream: one per thread table slot in a process, one per CPU in
+//! the kernel, whose tasks outnumber any thread table; anywhere in the target, as the code
+//! loads its address as a 64-bit immediate, so that a process's rings may take gigabytes of
+//! address space, of which only the pages written cost memory):
 //! ```text
-//! +s*ring_area        stream s's rings (codegen::ring, "Per-thread rings", "Per-CPU rings")
+//! +start(s)           stream s's rings (codegen::ring, "Per-thread rings", "Per-CPU rings"),
+//!                     ring::rings_len(count, shape(s)) bytes
 //! ```
+//! Every ring has the same slot count; a stream's slots are the shortest that hold the longest
+//! record of its probes (`ring::Shape::fitting`), so that a stream of two captures moves one
+//! cache line an event, not two. The tracer learns the lengths by building the programs once
+//! with the longest slots ([`AreaLayout::long`]), then builds them for the real layout.
 //! A record's words: the thread id (when the target has one kerf can read), then each register
 //! capture, then the address of each memory capture, then per memory capture its status word
 //! (bytes read, or -errno) and its bytes (codegen's `MemRead`).
@@ -29,32 +33,56 @@ use kerf_codegen::ring;
 use std::collections::HashMap;
 
 /// Where a stream's flag and filtered count are in the area, and its rings in the ring area.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AreaLayout {
-    pub streams: u32,
     /// Per thread or per CPU.
     pub per: Rings,
+    /// Slots of every ring.
     pub slots: u32,
+    /// Per stream: bytes a slot of its rings.
+    slot_lens: Vec<u32>,
+    /// Per stream, and one past the last: where its rings start in the ring area.
+    starts: Vec<u64>,
 }
 
 impl AreaLayout {
+    /// Streams whose slots are `slot_lens[s]` bytes, rings of `slots` slots.
+    pub fn new(per: Rings, slots: u32, slot_lens: Vec<u32>) -> AreaLayout {
+        let mut starts = vec![0];
+        for &slot_len in &slot_lens {
+            let len = ring::rings_len(per.count(), ring::Shape { slots, slot_len });
+            starts.push(starts.last().copied().unwrap_or(0) + len);
+        }
+        AreaLayout { per, slots, slot_lens, starts }
+    }
+    /// `streams` streams of the longest slots.
+    pub fn long(per: Rings, slots: u32, streams: u32) -> AreaLayout {
+        AreaLayout::new(per, slots, vec![ring::MAX_SLOT_LEN; streams as usize])
+    }
+    pub fn streams(&self) -> u32 {
+        self.slot_lens.len() as u32
+    }
+    /// The shape of stream `s`'s rings.
+    pub fn shape(&self, s: u32) -> ring::Shape {
+        ring::Shape { slots: self.slots, slot_len: self.slot_lens[s as usize] }
+    }
     pub fn flag(&self, s: u32) -> u64 {
         64 * s as u64
     }
     pub fn filtered(&self, s: u32) -> u64 {
-        64 * (self.streams + s) as u64
+        64 * (self.streams() + s) as u64
     }
     /// Stream `s`'s rings, in the ring area.
     pub fn rings(&self, s: u32) -> u64 {
-        s as u64 * ring::rings_len(self.per.count(), self.slots)
+        self.starts[s as usize]
     }
     /// Bytes of the area.
     pub fn bytes(&self) -> u64 {
-        128 * self.streams as u64
+        128 * self.streams() as u64
     }
     /// Bytes of the ring area.
     pub fn ring_bytes(&self) -> u64 {
-        self.rings(self.streams)
+        self.rings(self.streams())
     }
 }
 
@@ -238,7 +266,7 @@ pub fn build(
     p.push(Op::EmitThread {
         rings: area.rings(s),
         per: area.per,
-        slots: area.slots,
+        shape: area.shape(s),
         stream: probe,
         values,
         reads,
@@ -454,35 +482,46 @@ mod tests {
     use super::*;
     use crate::trace::probe::parse;
 
-    const AREA: AreaLayout = AreaLayout { streams: 2, per: Rings::Thread, slots: 16 };
+    fn area() -> AreaLayout {
+        AreaLayout::long(Rings::Thread, 16, 2)
+    }
 
     #[test]
     fn area_layout_keeps_streams_apart() {
-        assert_eq!((AREA.flag(1), AREA.filtered(0), AREA.filtered(1)), (64, 128, 192));
-        assert_eq!(AREA.bytes(), 256);
+        let a = area();
+        assert_eq!((a.flag(1), a.filtered(0), a.filtered(1)), (64, 128, 192));
+        assert_eq!(a.bytes(), 256);
         // The rings in the ring area.
-        assert_eq!(AREA.rings(0), 0);
-        assert_eq!(AREA.rings(1), ring::thread_rings_len(16));
-        assert_eq!(AREA.ring_bytes(), 2 * ring::thread_rings_len(16));
+        let long = ring::Shape::long(16);
+        assert_eq!(a.rings(0), 0);
+        assert_eq!(a.rings(1), ring::thread_rings_len(long));
+        assert_eq!(a.ring_bytes(), 2 * ring::thread_rings_len(long));
         // Per CPU: as many rings as CPUs, the same header.
-        let cpus = AreaLayout { per: Rings::Cpu(4), ..AREA };
-        assert_eq!(cpus.rings(1), ring::RINGS + 4 * ring::ring_len(16));
+        let cpus = AreaLayout::long(Rings::Cpu(4), 16, 2);
+        assert_eq!(cpus.rings(1), ring::RINGS + 4 * ring::ring_len(long));
+        // Slots of their own length per stream: each stream's rings after the last's.
+        let mixed = AreaLayout::new(Rings::Thread, 16, vec![32, 128, 64]);
+        let shape = |slot_len| ring::Shape { slots: 16, slot_len };
+        assert_eq!(mixed.shape(2), shape(64));
+        assert_eq!(mixed.rings(1), ring::thread_rings_len(shape(32)));
+        assert_eq!(mixed.rings(2), mixed.rings(1) + ring::thread_rings_len(shape(128)));
+        assert_eq!(mixed.ring_bytes(), mixed.rings(2) + ring::thread_rings_len(shape(64)));
     }
 
     /// In the kernel the record goes into the CPU's ring: `emit.cpu` with the area's count.
     #[test]
     fn a_kernel_probe_writes_its_cpus_ring() {
         let line = parse("f {a=arg0, v=u64(arg0)}").unwrap();
-        let area = AreaLayout { per: Rings::Cpu(2), ..AREA };
+        let area = AreaLayout::long(Rings::Cpu(2), 16, 2);
         let (p, _) = build(&line, 0, 0, &area, TidSource::Pair(0x5c8), true, None).unwrap();
         let text = kerf_codegen::text::print(&p);
-        assert!(text.contains("emit.cpu rings=0x0, cpus=2, slots=16"), "{text}");
+        assert!(text.contains("emit.cpu rings=0x0, cpus=2, slots=16, slot=128"), "{text}");
     }
 
     #[test]
     fn a_probe_checks_its_stream_then_its_filter_then_emits() {
         let line = parse("f {a=arg0, s=str(arg1, 20), n=i16(rsp+8)} if a != 0 && cpu < 4").unwrap();
-        let (p, d) = build(&line, 7, 1, &AREA, TidSource::At(0x2d0), false, None).unwrap();
+        let (p, d) = build(&line, 7, 1, &area(), TidSource::At(0x2d0), false, None).unwrap();
         let text = kerf_codegen::text::print(&p);
         assert!(text.contains("load64 %tmp, [0x40]"), "{text}");
         // The thread id is read only where there is a thread pointer to read it through.
@@ -530,7 +569,7 @@ mod tests {
     #[test]
     fn a_thread_filter_on_a_pair_loads_the_thread_id_alone() {
         let line = parse("f {a=arg0} if tid == 1234").unwrap();
-        let (p, d) = build(&line, 0, 0, &AREA, TidSource::Pair(0x5c8), true, None).unwrap();
+        let (p, d) = build(&line, 0, 0, &area(), TidSource::Pair(0x5c8), true, None).unwrap();
         let text = kerf_codegen::text::print(&p);
         assert!(text.contains("load64 %tmp, [%tmp+0x5c8]"), "{text}");
         assert!(text.contains("load32 %tid, [%tid+0x5c8]"), "{text}");
@@ -541,10 +580,10 @@ mod tests {
     #[test]
     fn constant_filters_are_decided_when_built() {
         let line = parse("f if 1 == 2").unwrap();
-        let (p, _) = build(&line, 0, 0, &AREA, TidSource::Unknown, false, None).unwrap();
+        let (p, _) = build(&line, 0, 0, &area(), TidSource::Unknown, false, None).unwrap();
         assert!(p.ops.iter().any(|o| matches!(o, Op::Jump { .. })));
         let line = parse("f {tid}").unwrap();
-        let e = build(&line, 0, 0, &AREA, TidSource::Unknown, false, None).unwrap_err();
+        let e = build(&line, 0, 0, &area(), TidSource::Unknown, false, None).unwrap_err();
         assert!(e.0.contains("thread ids"), "{e:?}");
     }
 }

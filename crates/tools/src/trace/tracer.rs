@@ -45,7 +45,15 @@ const BUSY_BUDGET: std::time::Duration = std::time::Duration::from_millis(50);
 /// The reader drains again before the fullest ring could fill at the rate it filled since
 /// the last drain, with this margin (a quarter of the time it would take).
 const FILL_MARGIN: f64 = 0.25;
+/// The reader drains again, too, before a ring holds more than this many bytes of records:
+/// records just written are still in the caches (here 1 MiB of L2 a core), where the reader
+/// copies them at 40 M records/s; some milliseconds behind it copies 4-10 M/s and cannot
+/// catch up with a flood. A large ring is room for bursts and stalls, not a reason to wait.
+const NEAR_BYTES: f64 = 256.0 * 1024.0;
 const SHORTEST_NAP: f64 = 0.0005;
+/// How long after the table is made the reader keeps looking every [`WARM_UP_GAP`] seconds.
+const WARM_UP: std::time::Duration = std::time::Duration::from_millis(50);
+const WARM_UP_GAP: f64 = 0.0001;
 const PEAK_DECAY_SECONDS: f64 = 0.1;
 /// How often the reader looks at every ring, not only those in use: a new thread's ring is
 /// first drained within this (a ring of 16384 slots holds 0.8 ms at 20 M events/s).
@@ -134,7 +142,7 @@ impl Trace {
         // driver heap.
         let max = if kernel_target {
             let cpus = u64::from(kernel_rings());
-            1u64 << (KERNEL_RING_BYTES / cpus / ring::SLOT_LEN).max(1).ilog2()
+            1u64 << (KERNEL_RING_BYTES / cpus / u64::from(ring::MAX_SLOT_LEN)).max(1).ilog2()
         } else {
             max_thread_slots()
         };
@@ -143,7 +151,8 @@ impl Trace {
         {
             let whose = if kernel_target { "a CPU's ring" } else { "a thread's ring" };
             return Err(ToolError::Usage(format!(
-                "--ring-slots {slots}: a power of two from 2 to {max} ({whose}, 128 bytes a slot)"
+                "--ring-slots {slots}: a power of two from 2 to {max} ({whose}, up to 128 bytes \
+                 a slot)"
             )));
         }
         Ok(Trace {
@@ -205,10 +214,10 @@ pub struct Built {
 }
 
 /// The most slots a thread's ring can have: the largest power of two whose area (256 rings
-/// with their headers) is within the IR's bound.
+/// of the longest slots, with their headers) is within the IR's bound.
 fn max_thread_slots() -> u64 {
     let mut s: u32 = 1 << 30;
-    while s > 2 && ring::thread_rings_len(s) > ir::MAX_THREAD_RINGS_LEN {
+    while s > 2 && ring::thread_rings_len(ring::Shape::long(s)) > ir::MAX_THREAD_RINGS_LEN {
         s /= 2;
     }
     u64::from(s)
@@ -231,7 +240,7 @@ fn free_ended_children(sides: &[Side<'_>], sources: &[SourceState]) {
                 shared.get(i).map_or(0, |w| w.load(std::sync::atomic::Ordering::Acquire))
             };
             (0..built.streams.len() as u32).all(|s| {
-                let ring = built.area.rings(s) + ring::thread_ring(k, built.area.slots);
+                let ring = built.area.rings(s) + ring::thread_ring(k, built.area.shape(s));
                 word(ring + ring::HEAD) == word(ring + ring::TAIL)
             })
         };
@@ -257,7 +266,7 @@ fn kernel_rings() -> u32 {
 /// fit [`KERNEL_RING_BYTES`] (a power of two, at least 64).
 fn kernel_slots(per: Rings, streams: usize) -> u32 {
     let rings = per.count() * streams.max(1) as u64;
-    let each = KERNEL_RING_BYTES / rings / ring::SLOT_LEN;
+    let each = KERNEL_RING_BYTES / rings / u64::from(ring::MAX_SLOT_LEN);
     let fit = if each == 0 { 1 } else { 1u64 << each.ilog2() };
     fit.clamp(64, u64::from(KERNEL_SLOTS)) as u32
 }
@@ -369,16 +378,30 @@ impl Trace {
             }
             (TargetKind::Process, _) => self.slots.unwrap_or(DEFAULT_SLOTS),
         };
-        let area = AreaLayout { streams: streams.len() as u32, per, slots };
+        // Each stream's slots: the shortest that hold its probes' longest record, which the
+        // programs built for the longest slots tell.
+        let kernel = kind == TargetKind::Kernel;
+        let build = |k: usize, area: &AreaLayout| {
+            let line = &lines[entries[k].0];
+            program::build(line, k as u32, stream_of[k] as u32, area, tid, kernel, only)
+                .map_err(|e| ToolError::Usage(format!("probe '{}': {}", line.text, e.0)))
+        };
+        let long = AreaLayout::long(per, slots, streams.len() as u32);
+        let mut words = vec![0; streams.len()];
+        for k in 0..entries.len() {
+            let (prog, _) = build(k, &long)?;
+            let w = prog.ops.iter().map(|op| op.record_words()).max().unwrap_or(0);
+            words[stream_of[k]] = words[stream_of[k]].max(w);
+        }
+        let lens = words.iter().map(|&w| ring::Shape::fitting(slots, w).slot_len).collect();
+        let area = AreaLayout::new(per, slots, lens);
         let mut programs = Vec::new();
         let mut decode = Vec::new();
         let mut probes_info = Vec::new();
         for (k, (i, name, pk, _, at)) in entries.iter().enumerate() {
             let line = &lines[*i];
             let s = stream_of[k] as u32;
-            let (prog, d) =
-                program::build(line, k as u32, s, &area, tid, kind == TargetKind::Kernel, only)
-                    .map_err(|e| ToolError::Usage(format!("probe '{}': {}", line.text, e.0)))?;
+            let (prog, d) = build(k, &area)?;
             programs.push(prog);
             decode.push(d);
             let captures = line
@@ -513,7 +536,7 @@ impl LiveTool for Trace {
     }
 
     fn sampling(&self, s: Sampling) -> Sampling {
-        Sampling { interval: DRAIN_SECONDS, ..s }
+        Sampling { interval: DRAIN_SECONDS, at_once: true, ..s }
     }
 
     fn table(&self, built: &Built, _probes: usize, inst: &dyn Installed) -> Reader {
@@ -534,11 +557,15 @@ impl LiveTool for Trace {
     /// Drain, and again as soon as the rings need it: at 10 M events/s a ring of 16384 slots
     /// fills in 1.6 ms, under the 2 ms between ticks. The reader keeps the fastest rate at
     /// which a ring filled lately (the share of its slots a drain found, over the time since
-    /// the drain before; the peak decays with a time constant of 0.1 s, since one drain's
-    /// sample is noisy: a producer's bursts are shorter than a drain), and drains again
-    /// after a quarter of the time a ring takes to fill at that rate: at once under a flood,
-    /// after a nap under a steady stream, at the next tick when that is sooner. Up to a time
-    /// budget, so that the target's end and signals are still noticed.
+    /// the drain before, and the bytes of records; the peaks decay with a time constant of
+    /// 0.1 s, since one drain's sample is noisy: a producer's bursts are shorter than a
+    /// drain), and drains again after a quarter of the time a ring takes to fill at that rate,
+    /// or once a ring holds [`NEAR_BYTES`], whichever comes first: at once when a ring was
+    /// half full or more (the rate is then not known, only that the reader is behind), after
+    /// a nap under a steady stream, at the next tick when that is sooner. For
+    /// [`WARM_UP`] after the table is made it looks every [`WARM_UP_GAP`], rate known or not:
+    /// a command launched under kerf may flood its rings from its first instruction. Up to a
+    /// time budget, so that the target's end and signals are still noticed.
     fn render(&self, r: &mut Reader, built: &Built, inst: &dyn Installed) -> String {
         let start = std::time::Instant::now();
         self.with_sides(built, inst, |sides| {
@@ -548,19 +575,34 @@ impl LiveTool for Trace {
                 let since = r.drained_at.map_or(DRAIN_SECONDS, |t| (began - t).as_secs_f64());
                 r.drained_at = Some(began);
                 text.push_str(&r.drain(sides, false));
-                let rate = r.fullest / since.max(1e-6);
-                r.peak_fill_rate = rate.max(r.peak_fill_rate * (-since / PEAK_DECAY_SECONDS).exp());
-                if r.peak_fill_rate <= 0.0 || start.elapsed() >= BUSY_BUDGET {
+                let decay = (-since / PEAK_DECAY_SECONDS).exp();
+                let (share, bytes) = r.fullest;
+                r.peak_fill_rate = (share / since.max(1e-6)).max(r.peak_fill_rate * decay);
+                r.peak_byte_rate = (bytes / since.max(1e-6)).max(r.peak_byte_rate * decay);
+                let warming = r.made.elapsed() < WARM_UP;
+                if start.elapsed() >= BUSY_BUDGET || (r.peak_fill_rate <= 0.0 && !warming) {
                     break;
                 }
-                let wait = FILL_MARGIN / r.peak_fill_rate;
+                let mut wait = (FILL_MARGIN / r.peak_fill_rate).min(NEAR_BYTES / r.peak_byte_rate);
+                if share >= 0.5 {
+                    wait = 0.0;
+                }
+                if warming {
+                    wait = wait.min(WARM_UP_GAP);
+                }
                 if wait >= DRAIN_SECONDS {
                     break;
                 }
                 // A short nap costs more than it saves (wake-up latency, and a core the
-                // scheduler may give away): below half a millisecond, drain at once.
+                // scheduler may give away): below half a millisecond, wait on the clock,
+                // touching no shared memory (each look at a ring's head takes its cache line
+                // from the writer, which then waits to take it back).
                 if wait >= SHORTEST_NAP {
                     std::thread::sleep(std::time::Duration::from_secs_f64(wait));
+                } else {
+                    while began.elapsed().as_secs_f64() < wait {
+                        std::hint::spin_loop();
+                    }
                 }
             }
             text
@@ -672,12 +714,16 @@ pub struct Reader {
     /// runs of one thread's).
     named: HashSet<(u16, u32)>,
     last_named: (u16, u32),
-    /// The largest share of its slots one ring held in the last drain, and when the drain
-    /// before began.
-    fullest: f64,
+    /// The largest share of its slots one ring held in the last drain, and the most bytes of
+    /// records; when the drain before began.
+    fullest: (f64, f64),
     drained_at: Option<std::time::Instant>,
-    /// The fastest a ring filled lately, in shares of its slots a second (see `render`).
+    /// When the reader was made (see `render`'s warm-up).
+    made: std::time::Instant,
+    /// The fastest a ring filled lately, in shares of its slots a second and in bytes a
+    /// second (see `render`).
     peak_fill_rate: f64,
+    peak_byte_rate: f64,
     /// Per (source, stream, heap), each ring as the reader last saw it; when all were last
     /// looked at, and the TSC then.
     rings: HashMap<(usize, usize, usize), Vec<RingSeen>>,
@@ -720,9 +766,11 @@ impl Reader {
             sources: Vec::new(),
             named: HashSet::new(),
             last_named: (u16::MAX, 0),
-            fullest: 0.0,
+            fullest: (0.0, 0.0),
             drained_at: None,
+            made: std::time::Instant::now(),
             peak_fill_rate: 0.0,
+            peak_byte_rate: 0.0,
             rings: HashMap::new(),
             full_pass_at: None,
             full_pass_tsc: start.0,
@@ -833,11 +881,12 @@ impl Reader {
             self.full_pass_tsc = began;
         }
         let mut cut = began.min(self.full_pass_tsc);
-        let mut fullest: f64 = 0.0;
+        let mut fullest = (0.0f64, 0.0f64);
         for (src, side) in sides.iter().enumerate() {
             let (built, inst) = (side.built, side.inst);
-            let area = built.area;
+            let area = &built.area;
             for s in 0..built.streams.len() {
+                let shape = area.shape(s as u32);
                 for h in inst.areas() {
                     let base = area.rings(s as u32);
                     // Straight loads from the shared words (Acquire: the ring's protocol
@@ -859,7 +908,7 @@ impl Reader {
                         if !full && !*used {
                             continue;
                         }
-                        let ring_at = ring::thread_ring(k, area.slots);
+                        let ring_at = ring::thread_ring(k, shape);
                         if !*used {
                             let at = ring_at + ring::HEAD;
                             *used = word(at) != 0 || word(ring_at + ring::LOST) != 0;
@@ -872,7 +921,7 @@ impl Reader {
                         let c = ring::copy_ahead(
                             &|o| word(ring_at + o),
                             &|o| prefetch(shared, base + ring_at + o),
-                            area.slots,
+                            shape,
                             &mut words,
                         );
                         if c.records > 0 {
@@ -920,7 +969,9 @@ impl Reader {
                         if c.records == 0 {
                             continue;
                         }
-                        fullest = fullest.max(c.records as f64 / f64::from(area.slots.max(1)));
+                        let share = c.records as f64 / f64::from(area.slots.max(1));
+                        let bytes = c.records as f64 * f64::from(shape.slot_len);
+                        fullest = (fullest.0.max(share), fullest.1.max(bytes));
                         let st = &mut self.sources[src];
                         st.delivered[s] += c.records;
                         st.last_ns[s] = self.clock.ns(c.last_time);
@@ -1162,8 +1213,8 @@ mod tests {
     #[test]
     fn the_largest_ring_slots_offered_fit_the_ir_bound() {
         let max = max_thread_slots() as u32;
-        assert!(ring::thread_rings_len(max) <= ir::MAX_THREAD_RINGS_LEN);
-        assert!(ring::thread_rings_len(2 * max) > ir::MAX_THREAD_RINGS_LEN);
+        assert!(ring::thread_rings_len(ring::Shape::long(max)) <= ir::MAX_THREAD_RINGS_LEN);
+        assert!(ring::thread_rings_len(ring::Shape::long(2 * max)) > ir::MAX_THREAD_RINGS_LEN);
         assert_eq!(max, 1 << 18);
         let new = |slots| {
             Trace::new(&["f {arg0}".into()], false, Some(slots), vec![], None, Output::Live)
