@@ -812,6 +812,15 @@ impl<W: Write> Writer<W> {
 
     /// Packed records of `source` (whole records, as `ring::copy` packs them), encoded (see
     /// [`put_packed`]) in one record; at most [`MAX_RECORD`] bytes of words go in one.
+    /// Room for the packed record of `words` words, its pages written once now (see
+    /// [`put_packed`]'s reservation).
+    pub fn room_for(&mut self, words: usize) {
+        let bytes = 11 * words + 64;
+        self.buf.reserve(bytes);
+        self.buf.resize(bytes, 0);
+        self.buf.clear();
+    }
+
     pub fn packed(&mut self, source: u16, words: &[u64]) -> Result<(), RawError> {
         // Encoded, a record is never longer than its words and 10 bytes (a var of a header
         // and of the time, a byte of flag): split ahead of time so that no frame can exceed
@@ -1078,6 +1087,25 @@ impl<R: Read> Reader<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The room made ahead holds the largest packed record of that many words, so that
+    /// writing it neither grows nor moves the buffer (what the reader relies on).
+    #[test]
+    fn room_made_ahead_holds_the_largest_packed_record() {
+        let mut w = Writer::new_packed(Vec::new()).unwrap();
+        // Records of 13 words whose times and words jump by about 2^62 from one record to
+        // the next: deltas of 9 bytes each, close to the worst case.
+        let far = |k: u64| if k.is_multiple_of(2) { 0 } else { u64::MAX / 3 };
+        let header = (0xfff << 48) | ((8 * 13) << 32) | 7;
+        let words: Vec<u64> = (0..1000u64)
+            .flat_map(|k| [far(k), header].into_iter().chain((0..13).map(move |_| far(k + 1))))
+            .collect();
+        w.room_for(words.len());
+        let (cap, at) = (w.buf.capacity(), w.buf.as_ptr());
+        w.packed(0, &words).unwrap();
+        assert_eq!((w.buf.capacity(), w.buf.as_ptr()), (cap, at), "the buffer grew");
+        assert!(w.buf.len() > 8 * words.len(), "{} bytes: not near the worst case", w.buf.len());
+    }
 
     /// The extremes of every integer encoding come back as they went in; an 11th varint byte
     /// or a 64-bit overflow is corruption, not a wrapped value.
