@@ -46,9 +46,9 @@ const BUSY_BUDGET: std::time::Duration = std::time::Duration::from_millis(50);
 /// the last drain, with this margin (a quarter of the time it would take).
 const FILL_MARGIN: f64 = 0.25;
 /// The reader drains again, too, before a ring holds more than this many bytes of records:
-/// records just written are still in the caches (here 1 MiB of L2 a core), where the reader
-/// copies them at 40 M records/s; some milliseconds behind it copies 4-10 M/s and cannot
-/// catch up with a flood. A large ring is room for bursts and stalls, not a reason to wait.
+/// a drain's copy then stays within the caches (here 1 MiB of L2 a core), and a stall that
+/// comes next finds the ring nearly empty. A large ring is room for bursts and stalls, not a
+/// reason to wait.
 const NEAR_BYTES: f64 = 256.0 * 1024.0;
 const SHORTEST_NAP: f64 = 0.0005;
 /// How long after the table is made the reader keeps looking every [`WARM_UP_GAP`] seconds.
