@@ -11,9 +11,9 @@
 //! ```
 //! A ring's [`Shape`] is its slot count and slot length, both powers of two (the code finds a
 //! slot with a mask and a shift). A slot is 32, 64 or 128 bytes: the shortest that holds the
-//! longest record of the ring's writers ([`Shape::fitting`]). Short slots are what let the
-//! reader keep up at high rates: it copies what the writers wrote, and a 64-byte slot is one
-//! cache line to move between CPUs where a 128-byte one is two.
+//! longest record of the ring's writers ([`Shape::fitting`]). A short record in a short slot
+//! is one cache line for the writer to write and for the reader to take from the writer's CPU,
+//! where a 128-byte slot is two, and twice the records in the same memory.
 //!
 //! Slot:
 //! ```text
