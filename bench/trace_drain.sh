@@ -8,11 +8,17 @@
 # Outputs: raw to /dev/null (the reader alone), raw to a file in /dev/shm (with the kernel's
 # copy into page cache), and with KERF_OLD=path/to/kerf an older kerf the same way, round
 # by round interleaved, so that the ratios come from one run. SLOTS="16384 262144" (default
-# 16384) runs each with every ring size listed, interleaved too.
+# 16384) runs each with every ring size listed, interleaved too. LOOP=steady uses the loop
+# that gives up time after a stall instead of making it up in a burst; RATES (default
+# "10000000 20000000 30000000") and SECONDS_EACH (default 3) set the offered rates and how
+# long each run floods.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
 SLOTS=${SLOTS:-16384}
+LOOP=${LOOP:-rate}
+RATES=${RATES:-10000000 20000000 30000000}
+SECONDS_EACH=${SECONDS_EACH:-3}
 say() { echo "bench: $*" >&2; }
 cargo build --release -p kerf >/dev/null 2>&1 || { say "cargo build failed"; exit 1; }
 K=$PWD/target/release/kerf
@@ -22,8 +28,8 @@ gcc -O2 -pthread -rdynamic -o "$W/loop" bench/trace_cost/loop.c
 
 # run NAME KERF OUT RATE SLOTS: one traced run; prints a result line.
 run() {
-  local name="$1 $5" k=$2 out=$3 rate=$4 n=$(( $4 * 3 ))
-  "$k" trace --format raw -o "$out" --ring-slots "$5" 'f {a=arg0, b=arg1}' -- "$W/loop" rate $n $rate >"$W/out" 2>"$W/err" || {
+  local name="$1 $5" k=$2 out=$3 rate=$4 n=$(( $4 * SECONDS_EACH ))
+  "$k" trace --format raw -o "$out" --ring-slots "$5" 'f {a=arg0, b=arg1}' -- "$W/loop" "$LOOP" $n $rate >"$W/out" 2>"$W/err" || {
     say "$name failed: $(tail -3 "$W/err")"; return 0; }
   local got line
   got=$(sed -n 's/^\([0-9.]*\) M calls.*/\1/p' "$W/out")
@@ -36,7 +42,7 @@ run() {
 printf '%-22s %8s %10s %12s %12s %12s %9s\n' reader "offered" "achieved" emitted delivered lost "lost"
 printf '%-22s %8s %10s %12s %12s %12s %9s\n' "" "M/s" "M/s" "" "" "" ""
 for r in $(seq "$ROUNDS"); do
-  for rate in 10000000 20000000 30000000; do
+  for rate in $RATES; do
     for slots in $SLOTS; do
       run "kerf /dev/null" "$K" /dev/null $rate $slots
       run "kerf /dev/shm" "$K" /dev/shm/kerf-drain.kerf-trace $rate $slots

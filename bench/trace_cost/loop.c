@@ -6,7 +6,11 @@
  * compiled into the program). "burst N RATE" calls f N times at about RATE calls a second
  * (bursts of 1000, then a sleep): the tracer's own CPU at a known event rate. "rate N RATE"
  * calls f N times at RATE calls a second held by the clock (busy-waiting, for offered rates
- * above what sleeps can pace) and prints the rate achieved. "paced N BATCH
+ * above what sleeps can pace) and prints the rate achieved; a stall of the loop (the machine
+ * taking its CPU) is made up afterwards in a burst at full speed. "steady N RATE" is "rate"
+ * without the bursts: more than 0.1 ms behind its schedule, the loop moves the schedule on
+ * instead (never faster than RATE for longer than 0.1 ms), and prints the time it gave up
+ * too. "paced N BATCH
  * US" calls f N times in batches of BATCH with a pause of US microseconds between them and
  * prints the ns per call of the batches alone: the cost of events a tracer delivers (a
  * flood would measure the cheaper path of a full ring, which drops).
@@ -80,6 +84,24 @@ int main(int argc, char **argv)
 		}
 		double took = now() - t0;
 		printf("%.3f M calls/s %ld\n", n / took * 1e3, s);
+		return 0;
+	}
+	if (argc >= 4 && strcmp(argv[1], "steady") == 0) {
+		long n = atol(argv[2]), s = 0;
+		double rate = atof(argv[3]), t0 = now(), given = 0;
+		for (long i = 0; i < n; i += 1000) {
+			double due = t0 + i * 1e9 / rate, t;
+			while ((t = now()) < due)
+				;
+			if (t - due > 100e3) {
+				t0 += t - due - 100e3;
+				given += t - due - 100e3;
+			}
+			for (long j = i; j < i + 1000 && j < n; j++)
+				s += f(j, j);
+		}
+		double took = now() - t0 + given;
+		printf("%.3f M calls/s (%.1f ms given up) %ld\n", n / took * 1e3, given / 1e6, s);
 		return 0;
 	}
 	if (argc == 5 && strcmp(argv[1], "paced") == 0) {
