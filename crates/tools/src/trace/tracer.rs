@@ -572,14 +572,28 @@ impl LiveTool for Trace {
             let mut text = String::new();
             loop {
                 let began = std::time::Instant::now();
-                let since = r.drained_at.map_or(DRAIN_SECONDS, |t| (began - t).as_secs_f64());
-                r.drained_at = Some(began);
-                text.push_str(&r.drain(sides, false));
-                let decay = (-since / PEAK_DECAY_SECONDS).exp();
-                let (share, bytes) = r.fullest;
-                r.peak_fill_rate = (share / since.max(1e-6)).max(r.peak_fill_rate * decay);
-                r.peak_byte_rate = (bytes / since.max(1e-6)).max(r.peak_byte_rate * decay);
+                // The warm-up's looks, 0.1 ms apart, would take a burst of a few thousand
+                // events for a flood (and keep the reader spinning long after): the rates
+                // start from what the whole warm-up found instead, and the first drain after
+                // it counts from a tick before.
                 let warming = r.made.elapsed() < WARM_UP;
+                let since = r.drained_at.map_or(DRAIN_SECONDS, |t| (began - t).as_secs_f64());
+                r.drained_at = (!warming).then_some(began);
+                text.push_str(&r.drain(sides, false));
+                let (share, bytes) = r.fullest;
+                if warming {
+                    if let Some(w) = &mut r.warm_sum {
+                        (w.0, w.1) = (w.0 + share, w.1 + bytes);
+                    }
+                } else {
+                    if let Some((s, b)) = r.warm_sum.take() {
+                        let secs = WARM_UP.as_secs_f64();
+                        (r.peak_fill_rate, r.peak_byte_rate) = (s / secs, b / secs);
+                    }
+                    let decay = (-since / PEAK_DECAY_SECONDS).exp();
+                    r.peak_fill_rate = (share / since.max(1e-6)).max(r.peak_fill_rate * decay);
+                    r.peak_byte_rate = (bytes / since.max(1e-6)).max(r.peak_byte_rate * decay);
+                }
                 if start.elapsed() >= BUSY_BUDGET || (r.peak_fill_rate <= 0.0 && !warming) {
                     break;
                 }
@@ -718,8 +732,10 @@ pub struct Reader {
     /// records; when the drain before began.
     fullest: (f64, f64),
     drained_at: Option<std::time::Instant>,
-    /// When the reader was made (see `render`'s warm-up).
+    /// When the reader was made, and what the drains of its warm-up found, summed (see
+    /// `render`): the shares of their fullest rings and the bytes; taken when it ends.
     made: std::time::Instant,
+    warm_sum: Option<(f64, f64)>,
     /// The fastest a ring filled lately, in shares of its slots a second and in bytes a
     /// second (see `render`).
     peak_fill_rate: f64,
@@ -769,6 +785,7 @@ impl Reader {
             fullest: (0.0, 0.0),
             drained_at: None,
             made: std::time::Instant::now(),
+            warm_sum: Some((0.0, 0.0)),
             peak_fill_rate: 0.0,
             peak_byte_rate: 0.0,
             rings: HashMap::new(),
