@@ -102,10 +102,43 @@ impl Cond {
 /// which find the thread's slot themselves. Consecutive timer ops share one slot lookup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimerOp {
-    Start { timer: u64 },
-    Stop { timer: u64 },
-    TailCall { timer: u64, tails: u64, stack: SpAt },
+    Start { timer: u64, clock: Clock },
+    Stop { timer: u64, clock: Clock },
+    TailCall { timer: u64, clock: Clock, tails: u64, stack: SpAt },
     TailReturn { tails: u64, stack: SpAt },
+}
+
+/// What a timer measures its intervals with (see [`crate::timer`]'s "Clocks").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Clock {
+    /// The TSC: wall-clock time, in cycles.
+    #[default]
+    Cycles,
+    /// The thread's off-CPU time: the 64-bit word at `table + 8 * id`, `id` being the 32-bit
+    /// thread id at byte `tid` of the thread pointer's structure (glibc's `struct pthread` in
+    /// a process). Something outside the generated code advances a thread's word each time
+    /// the thread is switched back in, by the time it spent off the CPU (kerf's BPF program
+    /// on `sched_switch`, in nanoseconds): a timer on it adds up the time its threads spent
+    /// off the CPU inside the function, and wall time minus that is their virtual time. The
+    /// table is page-aligned and `tid` below [`OFFCPU_TID_LIMIT`] (a pending tail call keeps
+    /// both in one word).
+    OffCpu { table: u64, tid: u32 },
+}
+
+/// `Clock::OffCpu`'s `tid` is below this, and its table a multiple of it.
+pub const OFFCPU_TID_LIMIT: u32 = 4096;
+
+impl TimerOp {
+    /// The clock of the timer the op names (a tail return names none: the pending tail calls
+    /// it ends keep theirs).
+    pub fn clock(&self) -> Option<Clock> {
+        match *self {
+            TimerOp::Start { clock, .. }
+            | TimerOp::Stop { clock, .. }
+            | TimerOp::TailCall { clock, .. } => Some(clock),
+            TimerOp::TailReturn { .. } => None,
+        }
+    }
 }
 
 /// One op. Text forms (see [`crate::text`]) in the comments.
@@ -304,7 +337,8 @@ impl Program {
     /// (values, and its reads' status and bytes) than a slot holds or a ring whose slot count
     /// is not a power of two (up to [`MAX_SLOTS`]), a memory read of 0 or more than
     /// [`MAX_READ`] bytes, per-thread rings larger than [`MAX_THREAD_RINGS_LEN`] in all or
-    /// one of them beyond an imm32.
+    /// one of them beyond an imm32, an off-CPU clock whose table and thread id offset a
+    /// pending tail call could not keep in one word ([`OFFCPU_TID_LIMIT`]).
     /// Returns the index of the op and what is wrong.
     pub fn check(&self) -> Result<(), (usize, String)> {
         let mut placed = vec![false; self.labels.len()];
@@ -355,6 +389,18 @@ impl Program {
                             per.count(),
                             shape.slots,
                             shape.slot_len
+                        ),
+                    ));
+                }
+                Op::Timer(t)
+                    if matches!(t.clock(), Some(Clock::OffCpu { table, tid })
+                        if table % OFFCPU_TID_LIMIT as u64 != 0 || tid >= OFFCPU_TID_LIMIT) =>
+                {
+                    return Err((
+                        k,
+                        format!(
+                            "an off-CPU clock's table is not a multiple of \
+                             {OFFCPU_TID_LIMIT}, or its thread id offset not below it"
                         ),
                     ));
                 }
@@ -423,10 +469,11 @@ impl Program {
                     Op::EmitThread { rings: ring_at(rings), per, shape, stream, values, reads }
                 }
                 Op::Timer(t) => Op::Timer(match t {
-                    TimerOp::Start { timer } => TimerOp::Start { timer: at(timer) },
-                    TimerOp::Stop { timer } => TimerOp::Stop { timer: at(timer) },
-                    TimerOp::TailCall { timer, tails, stack } => {
-                        TimerOp::TailCall { timer: at(timer), tails: at(tails), stack }
+                    // An off-CPU clock's table is not in the data heap.
+                    TimerOp::Start { timer, clock } => TimerOp::Start { timer: at(timer), clock },
+                    TimerOp::Stop { timer, clock } => TimerOp::Stop { timer: at(timer), clock },
+                    TimerOp::TailCall { timer, clock, tails, stack } => {
+                        TimerOp::TailCall { timer: at(timer), clock, tails: at(tails), stack }
                     }
                     TimerOp::TailReturn { tails, stack } => {
                         TimerOp::TailReturn { tails: at(tails), stack }
@@ -536,6 +583,8 @@ mod tests {
     timer.stop 0xa000
     timer.tailcall 0xa000, tails=0xb000, sp=rsp+8
     timer.tailreturn tails=0xb000, sp=rbp-16
+    timer.start 0xa800, offcpu=0x7d0000000000, tid=0x2d0
+    timer.tailcall 0xa800, offcpu=0x7d0000000000, tid=0x2d0, tails=0xb000, sp=rsp
 ",
         )
         .unwrap();
@@ -558,6 +607,8 @@ mod tests {
     timer.stop 0x7f000000a000
     timer.tailcall 0x7f000000a000, tails=0x7f000000b000, sp=rsp+8
     timer.tailreturn tails=0x7f000000b000, sp=rbp-16
+    timer.start 0x7f000000a800, offcpu=0x7d0000000000, tid=0x2d0
+    timer.tailcall 0x7f000000a800, offcpu=0x7d0000000000, tid=0x2d0, tails=0x7f000000b000, sp=rsp
 "
         );
         assert_eq!(p.relocate(0, 0), p);

@@ -42,6 +42,7 @@ pub mod trap;
 
 use iced_x86::code_asm::IcedError;
 use iced_x86::Instruction;
+pub use ir::Clock;
 use ir::{Addr, Cond, Op, Program, Src, TimerOp, Width};
 use kerf_arch::x86_64::{FlagSet, RegSet};
 pub use lower::{lower_program, At, CpuRead, Demand, KernelReads, LowerError, Reservation};
@@ -53,14 +54,14 @@ pub enum Primitive {
     /// Atomically add one to the 64-bit counter at `slot`.
     Count { slot: u64 },
     /// Count a call of the timer block at `timer` and, if this thread is not already inside,
-    /// start its interval (see [`timer`]).
-    TimerStart { timer: u64 },
+    /// start its interval on `clock` (see [`timer`]).
+    TimerStart { timer: u64, clock: Clock },
     /// Leave the timer at `timer`; the outermost exit adds the thread's interval.
-    TimerStop { timer: u64 },
+    TimerStop { timer: u64, clock: Clock },
     /// At a direct tail call of a function the timer at `timer` times: the thread stays
     /// inside, and notes a pending tail call in its tail stack (in the area at `tails`) for
     /// the stack pointer the jump has, `stack` (see [`timer`]'s "Tail calls").
-    TimerTailCall { timer: u64, tails: u64, stack: SpAt },
+    TimerTailCall { timer: u64, clock: Clock, tails: u64, stack: SpAt },
     /// At a return (or a jump out of probed code) of a function reached by tail calls: every
     /// pending tail call of this thread noted for the stack pointer this exit has, `stack`,
     /// ends here and leaves its timer.
@@ -206,10 +207,10 @@ pub fn program(prims: &[Primitive], ctx: &Context) -> Program {
     for prim in prims {
         let t = match *prim {
             Primitive::Count { .. } => continue,
-            Primitive::TimerStart { timer } => TimerOp::Start { timer },
-            Primitive::TimerStop { timer } => TimerOp::Stop { timer },
-            Primitive::TimerTailCall { timer, tails, stack } => {
-                TimerOp::TailCall { timer, tails, stack }
+            Primitive::TimerStart { timer, clock } => TimerOp::Start { timer, clock },
+            Primitive::TimerStop { timer, clock } => TimerOp::Stop { timer, clock },
+            Primitive::TimerTailCall { timer, clock, tails, stack } => {
+                TimerOp::TailCall { timer, clock, tails, stack }
             }
             Primitive::TimerTailReturn { tails, stack } => TimerOp::TailReturn { tails, stack },
         };

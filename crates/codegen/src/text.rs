@@ -17,7 +17,7 @@
 //! The ops and their forms are listed on [`crate::ir::Op`].
 
 use crate::ir::{
-    Addr, Cond, Label, MemRead, Op, Program, ReadKind, Rings, Src, TimerOp, VReg, Width,
+    Addr, Clock, Cond, Label, MemRead, Op, Program, ReadKind, Rings, Src, TimerOp, VReg, Width,
 };
 use crate::ring;
 use crate::{SpAt, SpBase};
@@ -231,21 +231,31 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
             Op::Call { target, args, ret }
         }
         "timer.start" | "timer.stop" => {
-            let [t] = args[..] else { return Err(bad("ADDR")) };
+            const WANT: &str = "ADDR[, offcpu=ADDR, tid=N]";
+            let (t, clock) = match args[..] {
+                [t] => (t, Clock::Cycles),
+                [t, table, tid] => (t, offcpu_clock(table, tid).ok_or_else(|| bad(WANT))?),
+                _ => return Err(bad(WANT)),
+            };
             let timer = number(t).ok_or(ParseErrorKind::BadOperand(t.to_string()))?;
             Op::Timer(if op == "timer.start" {
-                TimerOp::Start { timer }
+                TimerOp::Start { timer, clock }
             } else {
-                TimerOp::Stop { timer }
+                TimerOp::Stop { timer, clock }
             })
         }
         "timer.tailcall" => {
-            const WANT: &str = "ADDR, tails=ADDR, sp=rsp|rbp[+-N]";
-            let [t, tails, sp] = args[..] else { return Err(bad(WANT)) };
+            const WANT: &str = "ADDR[, offcpu=ADDR, tid=N], tails=ADDR, sp=rsp|rbp[+-N]";
+            let (t, clock, tails, sp) = match args[..] {
+                [t, tails, sp] => (t, Some(Clock::Cycles), tails, sp),
+                [t, table, tid, tails, sp] => (t, offcpu_clock(table, tid), tails, sp),
+                _ => return Err(bad(WANT)),
+            };
+            let clock = clock.ok_or_else(|| bad(WANT))?;
             let timer = number(t).ok_or_else(|| bad(WANT))?;
             let tails = keyed(tails, "tails").ok_or_else(|| bad(WANT))?;
             let stack = sp_at(sp).ok_or_else(|| bad(WANT))?;
-            Op::Timer(TimerOp::TailCall { timer, tails, stack })
+            Op::Timer(TimerOp::TailCall { timer, clock, tails, stack })
         }
         "timer.tailreturn" => {
             const WANT: &str = "tails=ADDR, sp=rsp|rbp[+-N]";
@@ -311,6 +321,21 @@ fn number(s: &str) -> Option<u64> {
         n.parse::<u64>().ok().filter(|v| *v <= 1 << 63).map(|v| v.wrapping_neg())
     } else {
         s.parse().ok()
+    }
+}
+
+/// `offcpu=ADDR, tid=N`: an off-CPU clock.
+fn offcpu_clock(table: &str, tid: &str) -> Option<Clock> {
+    let table = keyed(table, "offcpu")?;
+    let tid = u32::try_from(keyed(tid, "tid")?).ok()?;
+    Some(Clock::OffCpu { table, tid })
+}
+
+/// A timer op's clock as text: nothing for cycles.
+fn clock_text(c: Clock) -> String {
+    match c {
+        Clock::Cycles => String::new(),
+        Clock::OffCpu { table, tid } => format!(", offcpu={table:#x}, tid={tid:#x}"),
     }
 }
 
@@ -486,10 +511,18 @@ fn op_text(p: &Program, op: &Op) -> String {
             }
             t
         }
-        Op::Timer(TimerOp::Start { timer }) => format!("timer.start {timer:#x}"),
-        Op::Timer(TimerOp::Stop { timer }) => format!("timer.stop {timer:#x}"),
-        Op::Timer(TimerOp::TailCall { timer, tails, stack }) => {
-            format!("timer.tailcall {timer:#x}, tails={tails:#x}, {}", sp(stack))
+        Op::Timer(TimerOp::Start { timer, clock }) => {
+            format!("timer.start {timer:#x}{}", clock_text(*clock))
+        }
+        Op::Timer(TimerOp::Stop { timer, clock }) => {
+            format!("timer.stop {timer:#x}{}", clock_text(*clock))
+        }
+        Op::Timer(TimerOp::TailCall { timer, clock, tails, stack }) => {
+            format!(
+                "timer.tailcall {timer:#x}{}, tails={tails:#x}, {}",
+                clock_text(*clock),
+                sp(stack)
+            )
         }
         Op::Timer(TimerOp::TailReturn { tails, stack }) => {
             format!("timer.tailreturn tails={tails:#x}, {}", sp(stack))
@@ -687,11 +720,19 @@ out:
                         args: vec![src; next(7) as usize],
                         ret: (next(2) == 0).then_some(r),
                     },
-                    _ => Op::Timer(match next(4) {
-                        0 => TimerOp::Start { timer: imms[next(9) as usize] },
-                        1 => TimerOp::Stop { timer: imms[next(9) as usize] },
-                        2 => TimerOp::TailCall { timer: 0x8000, tails: 0xa000, stack: sp },
-                        _ => TimerOp::TailReturn { tails: 0xa000, stack: sp },
+                    _ => Op::Timer({
+                        let clock = match next(2) {
+                            0 => Clock::Cycles,
+                            _ => Clock::OffCpu { table: 0x7d00_0000_0000, tid: next(4096) as u32 },
+                        };
+                        match next(4) {
+                            0 => TimerOp::Start { timer: imms[next(9) as usize], clock },
+                            1 => TimerOp::Stop { timer: imms[next(9) as usize], clock },
+                            2 => {
+                                TimerOp::TailCall { timer: 0x8000, clock, tails: 0xa000, stack: sp }
+                            }
+                            _ => TimerOp::TailReturn { tails: 0xa000, stack: sp },
+                        }
                     }),
                 };
                 p.push(op);

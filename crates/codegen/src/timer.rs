@@ -154,6 +154,13 @@ pub struct TimerSample {
 /// shared memory by `word(offset)`) at TSC time `now`. Reads race with the target's updates;
 /// each word is read once and whole, so the result is at worst one interval stale.
 pub fn sample(word: &dyn Fn(u64) -> u64, now: u64) -> TimerSample {
+    sample_each(word, &|_| Some(now))
+}
+
+/// [`sample`] with each thread slot's clock read on its own: `now_of(slot)` is the clock of
+/// the slot's thread now (a thread's off-CPU clock is its own), `None` where it is not known
+/// (the interval in progress then adds nothing).
+pub fn sample_each(word: &dyn Fn(u64) -> u64, now_of: &dyn Fn(u64) -> Option<u64>) -> TimerSample {
     let mut s = TimerSample {
         calls: word(CALLS),
         outer: word(OUTER),
@@ -167,7 +174,7 @@ pub fn sample(word: &dyn Fn(u64) -> u64, now: u64) -> TimerSample {
         if depth != 0 {
             let start = word(STATES + 16 * t + 8);
             s.inside += 1;
-            s.cycles += now.saturating_sub(start);
+            s.cycles += now_of(t).map_or(0, |now| now.saturating_sub(start));
         }
     }
     s

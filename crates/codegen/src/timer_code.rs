@@ -2,7 +2,7 @@
 //! timer ops are composites lowered here with fixed registers, one thread-slot lookup for a
 //! run of them ([`thread_slot`], which `emit.thread` uses too).
 
-use crate::ir::TimerOp;
+use crate::ir::{Clock, TimerOp, OFFCPU_TID_LIMIT};
 use crate::{templates, timer, SpAt, SpBase, ThreadPointer};
 use iced_x86::code_asm::*;
 use iced_x86::Register;
@@ -30,15 +30,15 @@ pub fn lower_timers(
     // rcx = slot index, kept across the timers; rax, rdx, r10, r11 are scratch.
     for p in run {
         let mut after = a.create_label();
-        let (t, start) = match *p {
-            TimerOp::Start { timer } => (timer, true),
-            TimerOp::Stop { timer } => (timer, false),
-            TimerOp::TailCall { timer, tails, stack } => {
-                lower_tail_call(a, timer, tails, stack, frame)?;
+        let (t, clock, start) = match *p {
+            TimerOp::Start { timer, clock } => (timer, clock, true),
+            TimerOp::Stop { timer, clock } => (timer, clock, false),
+            TimerOp::TailCall { timer, clock, tails, stack } => {
+                lower_tail_call(a, timer, clock, thread, tails, stack, frame)?;
                 continue;
             }
             TimerOp::TailReturn { tails, stack } => {
-                lower_tail_return(a, tails, stack, frame)?;
+                lower_tail_return(a, thread, tails, stack, frame)?;
                 continue;
             }
         };
@@ -54,12 +54,10 @@ pub fn lower_timers(
             a.test(rdx, rdx)?;
             a.jnz(after)?;
             a.add_instruction(templates::atomic_inc(t + timer::OUTER))?;
-            a.rdtsc()?;
-            a.shl(rdx, 32)?;
-            a.or(rax, rdx)?;
+            read_clock(a, clock, thread)?;
             a.mov(qword_ptr(r11 + 8), rax)?;
         } else {
-            leave_timer(a, t, after)?;
+            leave_timer(a, t, clock, thread, after)?;
         }
         a.set_label(&mut after)?;
     }
@@ -67,8 +65,8 @@ pub fn lower_timers(
     a.set_label(&mut lost)?;
     let mut counted = false;
     for p in run {
-        if let TimerOp::Start { timer }
-        | TimerOp::Stop { timer }
+        if let TimerOp::Start { timer, .. }
+        | TimerOp::Stop { timer, .. }
         | TimerOp::TailCall { timer, .. } = *p
         {
             a.add_instruction(templates::atomic_inc(timer + timer::LOST))?;
@@ -318,10 +316,80 @@ fn restore(a: &mut CodeAssembler) -> Result<(), IcedError> {
     a.lea(rsp, qword_ptr(rsp + RED_ZONE))
 }
 
+/// `rax` = the 32-bit thread id at byte `tid` of the thread pointer's structure
+/// (zero-extended), or 0 for a thread without a thread pointer. Unlike [`thread_id`] it
+/// loads the thread pointer again: `r10` holds the key only until a clock or a tail op
+/// reuses it.
+fn thread_id_of(a: &mut CodeAssembler, thread: ThreadPointer, tid: u32) -> Result<(), IcedError> {
+    let mut none = a.create_label();
+    thread_pointer(a, rax, thread)?;
+    a.test(rax, rax)?;
+    a.jz(none)?;
+    a.mov(eax, dword_ptr(rax + tid as i32))?;
+    a.set_label(&mut none)?;
+    a.nop()
+}
+
+/// `reg` = the thread pointer (0 for a thread without one).
+fn thread_pointer(
+    a: &mut CodeAssembler,
+    reg: AsmRegister64,
+    thread: ThreadPointer,
+) -> Result<(), IcedError> {
+    match thread {
+        ThreadPointer::FsBase => a.rdfsbase(reg),
+        ThreadPointer::FsSelf => a.mov(reg, qword_ptr(0u64).fs()),
+        ThreadPointer::GsSlot(off) => a.mov(reg, qword_ptr(off as u64).gs()),
+    }
+}
+
+/// A pending tail call's clock word: 0 for cycles, the off-CPU table with the thread id's
+/// offset in its low bits (the table is a multiple of [`OFFCPU_TID_LIMIT`]).
+fn clock_word(clock: Clock) -> u64 {
+    match clock {
+        Clock::Cycles => 0,
+        Clock::OffCpu { table, tid } => table | tid as u64,
+    }
+}
+
+/// `rax` = the clock of a pending tail call's word in `r10` ([`clock_word`]) now. Writes `rdx`
+/// and `r10` too.
+fn read_clock_word(a: &mut CodeAssembler, thread: ThreadPointer) -> Result<(), IcedError> {
+    let mut off_cpu = a.create_label();
+    let mut none = a.create_label();
+    let mut done = a.create_label();
+    a.test(r10, r10)?;
+    a.jnz(off_cpu)?;
+    read_clock(a, Clock::Cycles, thread)?;
+    a.jmp(done)?;
+    a.set_label(&mut off_cpu)?;
+    // rax = the thread id at the word's offset (0 without a thread pointer), r10 = the table.
+    a.mov(eax, r10d)?;
+    a.and(eax, (OFFCPU_TID_LIMIT - 1) as i32)?;
+    thread_pointer(a, rdx, thread)?;
+    a.test(rdx, rdx)?;
+    a.jz(none)?;
+    a.mov(eax, dword_ptr(rdx + rax))?;
+    a.and(r10, -(OFFCPU_TID_LIMIT as i32))?;
+    a.mov(rax, qword_ptr(r10 + rax * 8))?;
+    a.jmp(done)?;
+    a.set_label(&mut none)?;
+    a.and(r10, -(OFFCPU_TID_LIMIT as i32))?;
+    a.mov(rax, qword_ptr(r10))?;
+    a.set_label(&mut done)?;
+    a.nop()
+}
+
 /// Leave timer `t` once (`r11` = this thread's state in it): the outermost exit adds the
 /// interval; an exit with depth 0 (the thread entered before the splice) is unmatched. Ends
 /// at `after` (the unmatched count falls through to it).
-fn leave_timer(a: &mut CodeAssembler, t: u64, after: CodeLabel) -> Result<(), IcedError> {
+fn leave_timer(
+    a: &mut CodeAssembler,
+    t: u64,
+    clock: Clock,
+    thread: ThreadPointer,
+    after: CodeLabel,
+) -> Result<(), IcedError> {
     let mut unmatched = a.create_label();
     a.mov(rdx, qword_ptr(r11))?;
     a.test(rdx, rdx)?;
@@ -332,14 +400,28 @@ fn leave_timer(a: &mut CodeAssembler, t: u64, after: CodeLabel) -> Result<(), Ic
     a.dec(qword_ptr(r11))?;
     a.cmp(rdx, 1)?;
     a.jne(after)?;
-    a.rdtsc()?;
-    a.shl(rdx, 32)?;
-    a.or(rax, rdx)?;
+    read_clock(a, clock, thread)?;
     a.sub(rax, r10)?;
     a.add_instruction(templates::atomic_add(t + timer::CYCLES, Register::RAX))?;
     a.jmp(after)?;
     a.set_label(&mut unmatched)?;
     a.add_instruction(templates::atomic_inc(t + timer::UNMATCHED))
+}
+
+/// `rax` = `clock` now (see [`Clock`]). Writes `rdx` too, and nothing else.
+fn read_clock(a: &mut CodeAssembler, clock: Clock, thread: ThreadPointer) -> Result<(), IcedError> {
+    match clock {
+        Clock::Cycles => {
+            a.rdtsc()?;
+            a.shl(rdx, 32)?;
+            a.or(rax, rdx)
+        }
+        Clock::OffCpu { table, tid } => {
+            thread_id_of(a, thread, tid)?;
+            a.add_instruction(templates::mov_imm64(Register::RDX, table))?;
+            a.mov(rax, qword_ptr(rdx + rax * 8))
+        }
+    }
 }
 
 /// `reg` = the stack pointer `at` describes, with the saves' `frame` below the point's rsp.
@@ -372,6 +454,8 @@ fn tail_stack(a: &mut CodeAssembler, tails: u64) -> Result<(), IcedError> {
 fn lower_tail_call(
     a: &mut CodeAssembler,
     t: u64,
+    clock: Clock,
+    thread: ThreadPointer,
     tails: u64,
     at: SpAt,
     frame: i32,
@@ -414,10 +498,17 @@ fn lower_tail_call(
     a.inc(qword_ptr(rsi))?;
     a.mov(top(8), r8)?;
     a.mov(top(16), 1)?;
+    match clock_word(clock) {
+        0 => a.mov(top(24), 0)?,
+        w => {
+            a.add_instruction(templates::mov_imm64(Register::R10, w))?;
+            a.mov(top(24), r10)?;
+        }
+    }
     a.mov(top(0), rdi)?;
     a.jmp(after)?;
     a.set_label(&mut plain)?;
-    leave_timer(a, t, after)?;
+    leave_timer(a, t, clock, thread, after)?;
     a.set_label(&mut after)?;
     a.nop()
 }
@@ -427,6 +518,7 @@ fn lower_tail_call(
 /// first, and leaves its timer by its levels; the one that reaches depth 0 adds the interval.
 fn lower_tail_return(
     a: &mut CodeAssembler,
+    thread: ThreadPointer,
     tails: u64,
     at: SpAt,
     frame: i32,
@@ -445,8 +537,11 @@ fn lower_tail_return(
     a.add(rax, rsi)?;
     a.cmp(qword_ptr(rax), rdi)?;
     a.jne(after)?;
+    // The whole entry is read before it is popped (a signal handler may push another there
+    // afterwards): r8 = the timer, r10 = its clock word, rax = the levels.
     a.mov(r8, qword_ptr(rax + 8))?;
-    a.mov(r10, qword_ptr(rax + 16))?;
+    a.mov(r10, qword_ptr(rax + 24))?;
+    a.mov(rax, qword_ptr(rax + 16))?;
     a.dec(qword_ptr(rsi))?;
     // r11 = &states[slot] of that timer.
     a.mov(r11, rcx)?;
@@ -456,20 +551,19 @@ fn lower_tail_return(
     a.mov(rdx, qword_ptr(r11))?;
     a.test(rdx, rdx)?;
     a.jz(next)?;
-    // The start is read before the depth drops (see the plain exit).
-    a.mov(rax, qword_ptr(r11 + 8))?;
-    a.sub(rdx, r10)?;
+    a.sub(rdx, rax)?;
     a.jbe(outermost)?;
     a.mov(qword_ptr(r11), rdx)?;
     a.jmp(next)?;
     a.set_label(&mut outermost)?;
+    // rdi = the start, read before the depth drops (as in `leave_timer`); it is the stack
+    // pointer again before the next entry is looked at.
+    a.mov(rdi, qword_ptr(r11 + 8))?;
     a.mov(qword_ptr(r11), 0)?;
-    a.mov(r10, rax)?;
-    a.rdtsc()?;
-    a.shl(rdx, 32)?;
-    a.or(rax, rdx)?;
-    a.sub(rax, r10)?;
+    read_clock_word(a, thread)?;
+    a.sub(rax, rdi)?;
     a.lock().add(qword_ptr(r8 + timer::CYCLES as i32), rax)?;
+    load_sp(a, rdi, at, frame)?;
     a.jmp(next)?;
     a.set_label(&mut after)?;
     a.nop()

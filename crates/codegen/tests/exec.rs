@@ -5,7 +5,7 @@
 
 use iced_x86::{BlockEncoder, BlockEncoderOptions, Instruction, InstructionBlock};
 use kerf_arch::x86_64::{FlagSet, RegSet};
-use kerf_codegen::{lower, timer, Context, Env, LiveAt, Primitive, ThreadPointer};
+use kerf_codegen::{lower, timer, Clock, Context, Env, LiveAt, Primitive, ThreadPointer};
 use std::arch::asm;
 use std::sync::atomic::AtomicU64;
 
@@ -133,8 +133,9 @@ fn timer_pair(ar: &mut Arena, live: LiveAt) -> (u64, u64, u64, u64) {
         only_thread: None,
         only_id: None,
     };
-    let start = ar.place(&[Primitive::TimerStart { timer: t }], &ctx);
-    let stop = ar.place(&[Primitive::TimerStop { timer: t }], &ctx);
+    let clock = Clock::Cycles;
+    let start = ar.place(&[Primitive::TimerStart { timer: t, clock }], &ctx);
+    let stop = ar.place(&[Primitive::TimerStop { timer: t, clock }], &ctx);
     (threads, t, start, stop)
 }
 
@@ -245,6 +246,11 @@ struct Tails {
 }
 
 fn tails() -> Tails {
+    tails_with([Clock::Cycles; 2])
+}
+
+/// [`tails`] with a clock for each timer.
+fn tails_with(clocks: [Clock; 2]) -> Tails {
     use kerf_codegen::{SpAt, SpBase};
     let mut ar = Arena::new();
     let threads = ar.addr(DATA);
@@ -263,12 +269,16 @@ fn tails() -> Tails {
         only_id: None,
     };
     let deep = SpAt { base: SpBase::Rsp, disp: -64 };
-    let start = timers.map(|t| ar.place(&[Primitive::TimerStart { timer: t }], &ctx));
-    let call_here = timers.map(|t| {
-        ar.place(&[Primitive::TimerTailCall { timer: t, tails, stack: SpAt::HERE }], &ctx)
-    });
-    let call_deep = timers
-        .map(|t| ar.place(&[Primitive::TimerTailCall { timer: t, tails, stack: deep }], &ctx));
+    let timed = [0, 1].map(|k| (timers[k], clocks[k]));
+    let start =
+        timed.map(|(timer, clock)| ar.place(&[Primitive::TimerStart { timer, clock }], &ctx));
+    let call = |ar: &mut Arena, stack| {
+        timed.map(|(timer, clock)| {
+            ar.place(&[Primitive::TimerTailCall { timer, clock, tails, stack }], &ctx)
+        })
+    };
+    let call_here = call(&mut ar, SpAt::HERE);
+    let call_deep = call(&mut ar, deep);
     let ret_here = ar.place(&[Primitive::TimerTailReturn { tails, stack: SpAt::HERE }], &ctx);
     let ret_deep = ar.place(&[Primitive::TimerTailReturn { tails, stack: deep }], &ctx);
     Tails { ar, timers, start, call_here, call_deep, ret_here, ret_deep, tails }
@@ -362,6 +372,88 @@ fn a_tail_call_with_no_entry_or_no_room_is_a_plain_exit() {
     let s = t.sample(0);
     assert_eq!((s.inside, s.outer, s.unmatched), (0, 1, 1));
     assert_eq!(t.pending(), 0);
+}
+
+/// An off-CPU table as kerf's BPF program keeps one: a word per thread id, up to this
+/// thread's, page-aligned.
+struct OffCpuTable {
+    base: *mut u64,
+    len: usize,
+}
+
+impl OffCpuTable {
+    fn new() -> OffCpuTable {
+        let len = ((gettid() as usize + 1) * 8).next_multiple_of(4096);
+        // SAFETY: an anonymous mapping; the result is checked.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        OffCpuTable { base: base as *mut u64, len }
+    }
+
+    fn clock(&self) -> Clock {
+        Clock::OffCpu { table: self.base as u64, tid: glibc_tid_offset() }
+    }
+
+    /// This thread was off the CPU for `ns` more (what the BPF program adds at a switch-in).
+    fn advance(&self, ns: u64) {
+        // SAFETY: the thread's word is inside the mapping (sized for its id).
+        unsafe {
+            let w = self.base.add(gettid() as usize);
+            std::ptr::write_volatile(w, std::ptr::read_volatile(w) + ns);
+        }
+    }
+}
+
+impl Drop for OffCpuTable {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, no longer used.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+    }
+}
+
+#[test]
+fn an_off_cpu_timer_adds_what_the_threads_word_advanced_inside_its_outermost_calls() {
+    let table = OffCpuTable::new();
+    table.advance(1_000_000);
+    let t = tails_with([Clock::Cycles, table.clock()]);
+    // A plain exit (the tail call with no entry before it leaves as one), with recursion.
+    run(t.start[0]);
+    run(t.start[1]);
+    table.advance(700);
+    run(t.start[1]);
+    table.advance(50);
+    run(t.call_here[1]);
+    assert_eq!(t.sample(1).cycles, 0, "the inner exit adds nothing");
+    table.advance(4);
+    // Through a tail call: the tail return reads the clock its entry keeps.
+    run(t.call_here[1]);
+    assert_eq!(t.sample(1).inside, 1);
+    table.advance(30_000);
+    run(t.ret_here);
+    let s = t.sample(1);
+    assert_eq!((s.calls, s.outer, s.inside, s.unmatched, s.lost), (2, 1, 0, 0, 0));
+    assert_eq!(s.cycles, 30_754);
+    // Off the CPU outside the function: nothing added.
+    table.advance(5);
+    run(t.start[1]);
+    run(t.call_deep[1]);
+    run(t.ret_deep);
+    assert_eq!(t.sample(1).cycles, 30_754);
+    // The wall timer beside it kept cycles, not the table's words.
+    run(t.call_here[0]);
+    run(t.ret_here);
+    let w = t.sample(0);
+    assert_eq!((w.outer, w.inside), (1, 0));
+    assert!(w.cycles > 0 && w.cycles != 30_754);
 }
 
 #[test]

@@ -16,11 +16,17 @@ pub struct Args {
     /// the return address, so its time is that callee's as called from there.
     #[arg(long)]
     callees: bool,
+    /// Keep virtual time too: the time the function's threads ran inside it, beside the wall
+    /// time (their time off the CPU is left out). In a process, a BPF program on the
+    /// sched_switch tracepoint counts each thread's time off the CPU (needs root, or BPF and
+    /// the target allowed to ptrace kerf); not yet for the kernel
+    #[arg(long = "virtual")]
+    virtual_time: bool,
     #[command(flatten)]
     live: LiveArgs,
 }
 
 pub fn run(args: Args) -> Result<(), crate::Error> {
-    let tool = Time::new(&args.functions, args.callees)?;
+    let tool = Time::new(&args.functions, args.callees)?.with_virtual_time(args.virtual_time);
     run_tool(&tool, &args.live)
 }

@@ -315,3 +315,90 @@ fn ended_forked_children_give_their_timer_slots_back() {
     assert_eq!(step["lost"].as_u64(), Some(0), "{step}");
     assert_eq!(step["threads_inside"].as_u64(), Some(0), "{step}");
 }
+
+/// Totals a fixture printed as `NAME VALUE` lines.
+fn totals(out: &[u8]) -> HashMap<String, u64> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(k, v)| Some((k.to_string(), v.parse().ok()?)))
+        .collect()
+}
+
+/// `--virtual` on tests/fixtures/virtual.c: work() sleeps 10 ms and computes 5 ms of CPU per
+/// call, busy() computes 2 ms, while a hog thread keeps a CPU busy (the workers are preempted
+/// inside both too). Each worker measures its calls with the monotonic clock and its thread's
+/// CPU clock: kerf's wall time must match the first and its virtual time the second, both
+/// within 5 % (the issue asks 10 %), and the program's output must be what it prints alone.
+/// Forced to traps as well: a trap's patch runs the same timer code from a signal frame.
+#[test]
+fn virtual_time_matches_the_threads_own_cpu_clocks() {
+    let bin = common::build_fixture("virtual", "-O2", "virtual");
+    let plain = Command::new(&bin).args(["2", "20"]).output().unwrap();
+    assert!(plain.status.success());
+    let last = |o: &[u8]| String::from_utf8_lossy(o).lines().last().unwrap_or("").to_string();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    for force in [&[][..], &["--force-kind", "trap"][..]] {
+        let summary = dir.join("virtual.json");
+        let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+            .args(["time", "--virtual", "--json", "-o"])
+            .arg(&summary)
+            .args(["work", "busy"])
+            .args(force)
+            .arg("--")
+            .arg(&bin)
+            .args(["2", "20"])
+            .env("KERF_CACHE_DIR", dir.join("time-cache"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "kerf failed: {}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(last(&o.stdout), last(&plain.stdout), "instrumented output differs");
+        let own = totals(&o.stdout);
+        let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+        let f = by_function(&v);
+        for (name, cpu_ms) in [("work", 5.0), ("busy", 2.0)] {
+            let x = &f[name];
+            assert_eq!(x["calls"].as_u64(), Some(40), "{name} ({force:?}): {v}");
+            assert_eq!(x["lost"].as_u64(), Some(0), "{name}: {v}");
+            assert_eq!(x["unmatched_exits"].as_u64(), Some(0), "{name}: {v}");
+            let ratio = |kerf: &str, program: &str| {
+                x[kerf].as_u64().unwrap() as f64 / own[&format!("{name}_{program}")] as f64
+            };
+            let (wall, cpu) = (ratio("total_ns", "wall_ns"), ratio("virtual_ns", "cpu_ns"));
+            assert!((0.95..=1.01).contains(&wall), "{name} wall: kerf/program {wall}: {v}");
+            assert!((0.95..=1.05).contains(&cpu), "{name} virtual: kerf/program {cpu}: {v}");
+            // Per call: the CPU time the function takes, whatever the waits around it.
+            let avg = x["avg_virtual_ns"].as_f64().unwrap() / 1e6;
+            assert!((cpu_ms * 0.95..cpu_ms * 1.1).contains(&avg), "{name}: {avg} ms: {v}");
+        }
+        // work's wall time per call is its 10 ms of sleep and 5 ms of CPU at least.
+        assert!(f["work"]["avg_ns"].as_f64().unwrap() > 15e6, "{v}");
+    }
+}
+
+/// Virtual time through a tail call (timed.c's `tail_sleep`, `jmp sleepy`): the tail return
+/// reads the off-CPU clock its pending entry keeps. tail_sleep only sleeps, so nearly all of
+/// its wall time is off the CPU; wait_ms beside it too.
+#[test]
+fn virtual_time_follows_a_tail_call() {
+    let (v, own, checksum, bin) =
+        run("time", &["tail_sleep", "wait_ms", "--virtual"], None, "virtual-tail");
+    assert_eq!(checksum, reference(&bin), "instrumented output differs");
+    let f = by_function(&v);
+    for (name, own_key) in [("tail_sleep", "tail_sleep_ns"), ("wait_ms", "wait_ms_ns")] {
+        let x = &f[name];
+        assert_eq!(x["outermost_calls"].as_u64(), Some(THREADS * ITERS), "{v}");
+        assert_eq!(x["threads_inside"].as_u64(), Some(0), "{v}");
+        let wall = x["total_ns"].as_u64().unwrap() as f64;
+        let r = wall / own[own_key] as f64;
+        assert!(
+            (0.95..=1.01).contains(&r),
+            "{name}: kerf {wall} ns, program {}: {v}",
+            own[own_key]
+        );
+        // Asleep: the CPU time is a few percent of the wall time at most.
+        let cpu = x["virtual_ns"].as_u64().unwrap() as f64;
+        assert!(cpu < 0.1 * wall, "{name}: {cpu} ns of CPU in {wall} ns: {v}");
+        assert!(x["off_cpu_ns"].as_u64().unwrap() as f64 > 0.9 * wall, "{v}");
+    }
+}

@@ -15,6 +15,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(rust_2018_idioms, clippy::undocumented_unsafe_blocks)]
 
+pub mod bpf;
 pub mod clock;
 pub mod error;
 pub mod kernel;

@@ -268,6 +268,12 @@ pub trait Backend {
     /// Where kerf's code heaps start (a process's vanish from its maps on `exec`; the kernel
     /// has none of its own).
     fn code_heaps(&self) -> Vec<RemoteAddr>;
+
+    /// Thread `tid`'s off-CPU clock now (the clock of off-CPU timers, see
+    /// [`crate::instrument::ToolData::off_cpu`]), where the target keeps one.
+    fn off_cpu_now(&self, _tid: i32) -> Option<u64> {
+        None
+    }
 }
 
 /// `first` spliced through `be` as one batch, each outcome to `settled` with its index (the

@@ -95,6 +95,8 @@ pub struct PatchSet<B: Backend> {
     pub splice_time: Duration,
     /// Removal has run (or must not: the target's memory is no longer the one instrumented).
     removed: bool,
+    /// The tool's off-CPU timers ([`ToolData::off_cpu`]), sampled on their threads' clocks.
+    off_cpu: Vec<usize>,
 }
 
 impl<B: Backend> PatchSet<B> {
@@ -132,6 +134,7 @@ impl<B: Backend> PatchSet<B> {
             phases: Phases::default(),
             splice_time: Duration::ZERO,
             removed: false,
+            off_cpu: tool.off_cpu.clone(),
         };
         if let Err(e) = set.steps(modules, probes, tool, planning, cancel) {
             // Every exit path restores the target (DESIGN.md §5).
@@ -643,12 +646,23 @@ impl<B: Backend> PatchSet<B> {
         }
     }
 
-    /// Timer `t` as it stands at TSC time `now` (threads inside counted up to `now`).
+    /// Timer `t` as it stands at TSC time `now` (threads inside counted up to `now`); an
+    /// off-CPU timer's threads inside are counted up to their off-CPU clocks now (a thread
+    /// whose id the thread table does not have adds nothing for the interval in progress).
     pub fn timer(&self, t: usize, now: u64) -> TimerSample {
         let Some((h, off)) = self.layout.timers.get(t).copied().flatten() else {
             return TimerSample::default();
         };
-        timer::sample(&|o| self.be.load_u64(h, off + o), now)
+        let word = |o| self.be.load_u64(h, off + o);
+        if !self.off_cpu.contains(&t) {
+            return timer::sample(&word, now);
+        }
+        // An off-CPU timer: each thread inside has a clock of its own, found by its id.
+        let now_of = |slot| match self.thread_owner(h, slot) as u32 {
+            0 => None,
+            tid => self.be.off_cpu_now(tid as i32),
+        };
+        timer::sample_each(&word, &now_of)
     }
 
     /// How the target was held while the probes went in.
@@ -909,6 +923,7 @@ pub(crate) mod fake {
                 only_id: None,
                 cpu: kerf_codegen::CpuRead::Rdtscp,
                 kernel_reads: None,
+                off_cpu: None,
             };
             Ok(Begin { runtime, startup: Vec::new() })
         }

@@ -53,8 +53,9 @@ use crate::probe::Where;
 pub use crate::probe::{Action, InstrumentError, Probe, Reason, Refused, Removed, Site, ToolData};
 use crate::spec::Point;
 use kerf_arch::{ImageAddr, RemoteAddr};
+use kerf_codegen::ir::OFFCPU_TID_LIMIT;
 use kerf_codegen::timer;
-use kerf_codegen::{sigguard, trap, Env, ThreadPointer};
+use kerf_codegen::{sigguard, trap, Clock, Env, ThreadPointer};
 use kerf_os::ptrace::{RegsExt, RemoteMem, SharedMem, TargetMemory, TraceSys, Tracee};
 use kerf_os::TargetError;
 use kerf_patch::{jump2_bytes, jump5_bytes, Layout, SpliceKind, INT3, SPRINGBOARD_LEN};
@@ -171,6 +172,9 @@ pub struct ProcessBackend {
     /// What the dispatcher's signal frames hold, to tell its dead frames on a stack from
     /// live references into kerf's code.
     dispatcher_frames: Option<DispatcherFrames>,
+    /// The threads' off-CPU clock (a BPF program kerf holds), and where its table is mapped
+    /// in the target and how long, where the tool has off-CPU timers.
+    off_cpu: Option<(kerf_os::bpf::OffCpuClock, RemoteAddr, u64)>,
 }
 
 impl ProcessBackend {
@@ -198,6 +202,7 @@ impl ProcessBackend {
             fixes: SignalFixes::default(),
             parked: Default::default(),
             returns: Default::default(),
+            off_cpu: None,
             dispatcher_frames: None,
         }
     }
@@ -399,6 +404,15 @@ impl Backend for ProcessBackend {
             only_id: None,
             cpu: Runtime::cpu_read(),
             kernel_reads: None,
+            off_cpu: None,
+        };
+        let runtime = if tool.off_cpu.is_empty() {
+            runtime
+        } else {
+            let t = Instant::now();
+            let clock = self.off_cpu_clock(modules)?;
+            phases.lap("off-CPU clock (BPF on sched_switch, table mapped)", t);
+            Runtime { off_cpu: Some(clock), ..runtime }
         };
         self.lookup_room = runtime.lookup_room();
         Ok(Begin { runtime, startup })
@@ -732,6 +746,10 @@ impl Backend for ProcessBackend {
     }
 
     /// (An `exec` in the target, which replaces its memory, takes them away.)
+    fn off_cpu_now(&self, tid: i32) -> Option<u64> {
+        self.off_cpu.as_ref()?.0.now(tid)
+    }
+
     fn code_heaps(&self) -> Vec<RemoteAddr> {
         self.heaps.iter().flatten().map(|h| RemoteAddr(h.code)).collect()
     }
@@ -1133,8 +1151,40 @@ impl ProcessBackend {
     /// Every heap unmapped in the target; one that could not be (the injected `munmap`
     /// failed) is returned with why, so that removal says what stayed instead of claiming
     /// the process is as it was.
+    /// The off-CPU clock of virtual time: kerf's BPF program counts the process's threads'
+    /// time off the CPU into a table (see `kerf_os::bpf`), which the target maps read-only
+    /// (under a stop of its own); generated code finds a thread's word by glibc's thread id,
+    /// which it reads with a load (no system call: seccomp does not matter).
+    fn off_cpu_clock(&mut self, modules: &[AnalyzedImage]) -> Result<Clock, InstrumentError> {
+        let target = Where::Process(self.pid);
+        let refuse = |why: String| InstrumentError::NoOffCpuClock { target, why };
+        let tid = glibc_tid_offset(modules).ok_or_else(|| {
+            refuse("its threads' ids are not where glibc keeps them (no glibc?)".into())
+        })?;
+        let clock =
+            kerf_os::bpf::OffCpuClock::start(self.pid).map_err(|e| refuse(e.to_string()))?;
+        let len = clock.table_len();
+        let fd = clock.table_fd();
+        let table = self.stopped(|_, tr| Ok(tr.map_kerf_fd(fd, len)?)).map_err(|e| match e {
+            InstrumentError::Target(e) => refuse(format!("mapping the table in the target: {e}")),
+            e => e,
+        })?;
+        self.off_cpu = Some((clock, table, len));
+        let c = Clock::OffCpu { table: table.0, tid };
+        if table.0 % OFFCPU_TID_LIMIT as u64 != 0 || tid >= OFFCPU_TID_LIMIT {
+            return Err(refuse(format!("table at {:#x}, thread id at byte {tid}", table.0)));
+        }
+        Ok(c)
+    }
+
     fn free_heaps(&mut self, tr: &mut Tracee) -> Removed {
         let mut left = Removed::default();
+        if let Some((_, at, len)) = self.off_cpu.take() {
+            if let Err(e) = tr.free(at, len) {
+                left.kept.push((at.0, len));
+                left.why = Some(format!("unmapping the off-CPU table at {:#x}: {e}", at.0));
+            }
+        }
         for h in self.heaps.iter_mut().filter_map(Option::take) {
             for (at, len) in [(h.code, h.code_len), (h.data.remote().0, h.data.len() as u64)] {
                 if let Err(e) = tr.free(RemoteAddr(at), len) {

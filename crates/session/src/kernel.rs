@@ -525,7 +525,14 @@ impl Backend for KernelBackend<'_> {
             only_id,
             cpu: Runtime::cpu_read(),
             kernel_reads: Some(self.kernel.kernel_reads()),
+            off_cpu: None,
         };
+        if !tool.off_cpu.is_empty() {
+            return Err(InstrumentError::NoOffCpuClock {
+                target: Where::Kernel,
+                why: "kerf keeps no off-CPU clock for the kernel's tasks yet".into(),
+            });
+        }
         Ok(Begin { runtime, startup: Vec::new() })
     }
 

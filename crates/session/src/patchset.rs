@@ -11,7 +11,7 @@ use kerf_arch::{KernelAddr, RemoteAddr};
 use kerf_codegen::ir::{Op, Program};
 use kerf_codegen::timer::{FIRST_LOOKUP_BYTES, THREAD_TABLE_LEN, TIMER_LEN};
 use kerf_codegen::{
-    lower, lower_program, sigguard, At, Context, CpuRead, Env, KernelReads, Primitive,
+    lower, lower_program, sigguard, At, Clock, Context, CpuRead, Env, KernelReads, Primitive,
     ThreadPointer,
 };
 use kerf_patch::{build_patch_with, Layout};
@@ -289,6 +289,9 @@ pub struct Runtime {
     pub cpu: CpuRead,
     /// The kernel's fault-free readers (memory captures in the kernel); `None` in a process.
     pub kernel_reads: Option<KernelReads>,
+    /// The threads' off-CPU clock, where the tool has off-CPU timers
+    /// ([`ToolData::off_cpu`]) and the target provides it.
+    pub off_cpu: Option<Clock>,
 }
 
 impl Runtime {
@@ -341,11 +344,22 @@ pub struct Code {
 /// not primitives).
 fn primitive(
     probes: &[Probe],
+    tool: &ToolData,
+    rt: &Runtime,
     data: &DataLayout,
     job: &Job<'_>,
     i: usize,
 ) -> Result<Option<Primitive>, InstrumentError> {
     let timer = |t: usize| data.timers[t].map_or(0, |(_, off)| job.data + off);
+    let clock = |t: usize| {
+        if !tool.off_cpu.contains(&t) {
+            return Ok(Clock::Cycles);
+        }
+        rt.off_cpu.ok_or_else(|| InstrumentError::NoOffCpuClock {
+            target: rt.target,
+            why: "the target set up no off-CPU clock".into(),
+        })
+    };
     let stack = || {
         job.site.stack(i).ok_or_else(|| InstrumentError::NoStackFact {
             label: job.label.to_string(),
@@ -357,11 +371,14 @@ fn primitive(
             let (_, off) = data.counters[i].expect("a counter laid out for every Count");
             Primitive::Count { slot: job.data + off }
         }
-        Action::TimerStart(t) => Primitive::TimerStart { timer: timer(t) },
-        Action::TimerStop(t) => Primitive::TimerStop { timer: timer(t) },
-        Action::TimerTailCall(t) => {
-            Primitive::TimerTailCall { timer: timer(t), tails: job.tails, stack: stack()? }
-        }
+        Action::TimerStart(t) => Primitive::TimerStart { timer: timer(t), clock: clock(t)? },
+        Action::TimerStop(t) => Primitive::TimerStop { timer: timer(t), clock: clock(t)? },
+        Action::TimerTailCall(t) => Primitive::TimerTailCall {
+            timer: timer(t),
+            clock: clock(t)?,
+            tails: job.tails,
+            stack: stack()?,
+        },
         Action::TimerTailReturn => Primitive::TimerTailReturn { tails: job.tails, stack: stack()? },
         Action::SignalGuard | Action::Program { .. } => return Ok(None),
     }))
@@ -389,7 +406,7 @@ pub(crate) fn site_code(
     let mut programs = Vec::new();
     let mut guarded = false;
     for &i in &job.site.members {
-        match (primitive(probes, data, job, i)?, probes[i].action) {
+        match (primitive(probes, tool, rt, data, job, i)?, probes[i].action) {
             (Some(p), _) => prims.push(p),
             (None, Action::Program { program: k, .. }) => programs.push(k),
             (None, _) => guarded = true,

@@ -75,6 +75,10 @@ pub struct ToolData {
     /// Timer blocks: each `TimerStart`/`TimerStop` names one, and all probes of one timer
     /// must be in one heap.
     pub timers: usize,
+    /// The timers that run on the threads' off-CPU clock, not the TSC (`kerf_codegen::Clock`):
+    /// their totals are the time their threads spent off the CPU inside them. The target
+    /// provides the clock ([`crate::patchset::Runtime::off_cpu`]) or refuses them.
+    pub off_cpu: Vec<usize>,
     pub programs: Vec<kerf_codegen::ir::Program>,
     /// Bytes of the tool's area per heap with a `Program` probe (zeroed when mapped), within
     /// reach of the code (its program's data addresses are relative to it).
@@ -377,6 +381,11 @@ pub enum InstrumentError {
         pid: i32,
         tid: i32,
     },
+    /// Off-CPU timers (virtual time) cannot run in this target: why.
+    NoOffCpuClock {
+        target: Where,
+        why: String,
+    },
     /// `--tid`: no such thread in the process.
     NoSuchThread {
         pid: i32,
@@ -511,6 +520,9 @@ impl fmt::Display for InstrumentError {
             ),
             E::NoSuchThread { pid, tid } => {
                 write!(f, "--tid {tid}: no thread {tid} in process {pid}")
+            }
+            E::NoOffCpuClock { target, why } => {
+                write!(f, "{target}: no virtual time (the threads' off-CPU clock): {why}")
             }
             E::NoCurrentTask => {
                 write!(f, "timers: no current_task in /proc/kallsyms: cannot tell tasks apart")

@@ -4,6 +4,11 @@
 //! timed too, per callee (KernInst's drill-down from a slow function into the callees its
 //! time goes to).
 //!
+//! With `virtual_time`, each timer has a twin on the threads' off-CPU clock (the target's:
+//! in a process, kerf's BPF program on `sched_switch`), probed at the same points: its total
+//! is the time the function's threads spent off the CPU inside it, and wall time minus that is
+//! its *virtual* time, the time they ran (KernInst's virtual timer).
+//!
 //! Which probes a timer takes: an entry start, a stop at each exit, and in a process, through
 //! a direct tail call (`jmp g`), a tail-return probe at every return `g` may end the call with
 //! (see [`timer_probes`]).
@@ -53,18 +58,44 @@ fn ticks_per_ns(from: (u64, Instant), to: (u64, Instant)) -> f64 {
     (to.0.saturating_sub(from.0)) as f64 / ns
 }
 
-/// The time tool: the functions it times, and whether it times their callees too.
+/// The time tool: the functions it times, whether it times their callees too, and whether
+/// it keeps virtual time beside wall time.
 pub struct Time {
     specs: Vec<Spec>,
     callees: bool,
+    virtual_time: bool,
 }
 
 impl Time {
     /// Parse the function specs (before anything is done to a target).
     pub fn new(functions: &[String], callees: bool) -> Result<Time, ToolError> {
         let specs = functions.iter().map(|s| parse_function(s)).collect::<Result<_, _>>()?;
-        Ok(Time { specs, callees })
+        Ok(Time { specs, callees, virtual_time: false })
     }
+
+    /// Keep virtual time too: a twin timer on the off-CPU clock for every timer.
+    pub fn with_virtual_time(self, on: bool) -> Time {
+        Time { virtual_time: on, ..self }
+    }
+}
+
+/// The twin of every timer action on the off-CPU clock: timer `t`'s is `t + timers`, probed
+/// where `t` is (a tail return needs no twin: it ends whatever tail calls are pending).
+fn off_cpu_twins(probes: &mut Vec<Probe>, timers: usize) -> Vec<usize> {
+    let twins: Vec<Probe> = probes
+        .iter()
+        .filter_map(|p| {
+            let action = match p.action {
+                Action::TimerStart(t) => Action::TimerStart(t + timers),
+                Action::TimerStop(t) => Action::TimerStop(t + timers),
+                Action::TimerTailCall(t) => Action::TimerTailCall(t + timers),
+                _ => return None,
+            };
+            Some(Probe { point: p.point.clone(), action })
+        })
+        .collect();
+    probes.extend(twins);
+    (timers..2 * timers).collect()
 }
 
 impl LiveTool for Time {
@@ -85,7 +116,11 @@ impl LiveTool for Time {
         if self.callees {
             callee_probes(images, &mut probes, &mut timed);
         }
-        let tool = ToolData::timers(timed.len());
+        let mut tool = ToolData::timers(timed.len());
+        if self.virtual_time {
+            tool.off_cpu = off_cpu_twins(&mut probes, timed.len());
+            tool.timers *= 2;
+        }
         Ok((probes, tool, timed))
     }
 
@@ -99,7 +134,7 @@ impl LiveTool for Time {
     }
 
     fn table(&self, timed: &Vec<Timed>, _probes: usize, inst: &dyn Installed) -> Table {
-        Table::new(timed.len(), inst.installed_at())
+        Table::new(timed.len(), self.virtual_time, inst.installed_at())
     }
 
     /// Also frees the thread table slots of the process's forked children that have ended
@@ -118,7 +153,7 @@ impl LiveTool for Time {
         _probes: &[Probe],
         inst: &dyn Installed,
     ) -> Value {
-        let (summary, mut extra) = summarize(inst, timed);
+        let (summary, mut extra) = summarize(inst, timed, self.virtual_time);
         extra["functions"] = Value::Array(summary);
         extra
     }
@@ -130,23 +165,27 @@ impl LiveTool for Time {
 
 /// The live table: per interval, each timer that ran in it (calls, or threads inside), the
 /// busiest first (at most `TOP_ROWS`), with its calls, time per outermost call, time per
-/// second and threads inside; one line sums up the others.
+/// second and threads inside; with virtual time, the CPU time per call and per second beside
+/// them. One line sums up the others.
 pub struct Table {
     since: (u64, Instant),
     last_at: (u64, Instant),
-    /// Per timer: calls, nanoseconds and outermost calls at the last print.
-    last: Vec<(u64, u64, u64)>,
+    /// Per timer: calls, nanoseconds and outermost calls at the last print, and its twin's
+    /// off-CPU nanoseconds.
+    last: Vec<(u64, u64, u64, u64)>,
+    virtual_time: bool,
 }
 
 impl Table {
-    fn new(timers: usize, since: (u64, Instant)) -> Table {
-        Table { since, last_at: since, last: vec![(0, 0, 0); timers] }
+    fn new(timers: usize, virtual_time: bool, since: (u64, Instant)) -> Table {
+        Table { since, last_at: since, last: vec![(0, 0, 0, 0); timers], virtual_time }
     }
 
     fn render(&mut self, timed: &[Timed], inst: &dyn Installed) -> String {
         let now = (tsc(), Instant::now());
         let hz = ticks_per_ns(self.since, now);
         let secs = now.1.duration_since(self.last_at.1).as_secs_f64().max(1e-9);
+        let n = timed.len();
         let mut rows = Vec::new();
         let mut idle = 0usize;
         for (k, f) in timed.iter().enumerate() {
@@ -154,27 +193,42 @@ impl Table {
             let (calls, ns) = (s.calls - self.last[k].0, (s.cycles as f64 / hz) as u64);
             let outer = s.outer - self.last[k].2;
             let dns = ns.saturating_sub(self.last[k].1);
-            self.last[k] = (s.calls, ns, s.outer);
+            let off = if self.virtual_time { inst.timer(k + n, now.0).cycles } else { 0 };
+            let doff = off.saturating_sub(self.last[k].3);
+            self.last[k] = (s.calls, ns, s.outer, off);
             if calls == 0 && s.inside == 0 {
                 idle += 1;
                 continue;
             }
-            let row = format!(
-                "{:>12.0} {:>12} {:>12} {:>8.2}  {}\n",
-                calls as f64 / secs,
-                if outer > 0 { fmt_ns(dns as f64 / outer as f64) } else { "-".into() },
-                fmt_ns(dns as f64 / secs),
-                dns as f64 / (secs * 1e9),
-                f.name
-            );
+            let per_call = |ns: u64| {
+                if outer > 0 {
+                    fmt_ns(ns as f64 / outer as f64)
+                } else {
+                    "-".into()
+                }
+            };
+            let mut row = format!("{:>12.0} {:>12}", calls as f64 / secs, per_call(dns));
+            if self.virtual_time {
+                let _ = write!(row, " {:>12}", per_call(dns.saturating_sub(doff)));
+            }
+            let _ = write!(row, " {:>12}", fmt_ns(dns as f64 / secs));
+            if self.virtual_time {
+                let _ = write!(row, " {:>12}", fmt_ns(dns.saturating_sub(doff) as f64 / secs));
+            }
+            let _ = writeln!(row, " {:>8.2}  {}", dns as f64 / (secs * 1e9), f.name);
             rows.push((dns, row));
         }
         self.last_at = now;
         rows.sort_by_key(|r| std::cmp::Reverse(r.0));
-        let mut t = format!(
-            "{:>12} {:>12} {:>12} {:>8}  function\n",
-            "calls/s", "avg/call", "time/s", "threads"
-        );
+        let mut t = format!("{:>12} {:>12}", "calls/s", "avg/call");
+        if self.virtual_time {
+            let _ = write!(t, " {:>12}", "cpu/call");
+        }
+        let _ = write!(t, " {:>12}", "time/s");
+        if self.virtual_time {
+            let _ = write!(t, " {:>12}", "cpu/s");
+        }
+        let _ = writeln!(t, " {:>8}  function", "threads");
         for (_, row) in rows.iter().take(TOP_ROWS) {
             t.push_str(row);
         }
@@ -186,8 +240,9 @@ impl Table {
 }
 
 /// Per timer, its totals (timers whose entry the kernel's driver refused are left out), and
-/// the fields every summary has (`timed_seconds`, `tsc_ghz`).
-fn summarize(inst: &dyn Installed, timed: &[Timed]) -> (Vec<Value>, Value) {
+/// the fields every summary has (`timed_seconds`, `tsc_ghz`). With virtual time, each has its
+/// off-CPU time and virtual time (wall minus off-CPU) too.
+fn summarize(inst: &dyn Installed, timed: &[Timed], virtual_time: bool) -> (Vec<Value>, Value) {
     let now = (tsc(), Instant::now());
     let hz = ticks_per_ns(inst.installed_at(), now);
     let elapsed_ns = now.1.duration_since(inst.installed_at().1).as_nanos().max(1) as f64;
@@ -209,10 +264,22 @@ fn summarize(inst: &dyn Installed, timed: &[Timed]) -> (Vec<Value>, Value) {
             v["outermost_calls"] = json!(s.outer);
             v["total_ns"] = json!(total_ns.round() as u64);
             // Per outermost call: a recursion's inner calls are inside its interval.
-            v["avg_ns"] = json!(if s.outer > 0 { total_ns / s.outer as f64 } else { 0.0 });
+            let per_call = |ns: f64| if s.outer > 0 { ns / s.outer as f64 } else { 0.0 };
+            v["avg_ns"] = json!(per_call(total_ns));
             v["concurrency"] = json!(total_ns / elapsed_ns);
+            if virtual_time {
+                let off = inst.timer(k + timed.len(), now.0);
+                let virtual_ns = (total_ns - off.cycles as f64).max(0.0);
+                v["off_cpu_ns"] = json!(off.cycles);
+                v["virtual_ns"] = json!(virtual_ns.round() as u64);
+                v["avg_virtual_ns"] = json!(per_call(virtual_ns));
+                // Threads running inside on average (concurrency counts waiting ones too).
+                v["running"] = json!(virtual_ns / elapsed_ns);
+                v["lost"] = json!(s.lost.max(off.lost));
+            } else {
+                v["lost"] = json!(s.lost);
+            }
             v["threads_inside"] = json!(s.inside);
-            v["lost"] = json!(s.lost);
             v["unmatched_exits"] = json!(s.unmatched);
             v["exits"] = json!(f
                 .exits
@@ -228,19 +295,30 @@ fn summarize(inst: &dyn Installed, timed: &[Timed]) -> (Vec<Value>, Value) {
     (summary, json!({"timed_seconds": elapsed_ns / 1e9, "tsc_ghz": hz}))
 }
 
-/// A table of every timer of a summary: calls, total time, time per call, concurrency.
+/// A table of every timer of a summary: calls, total time, time per call, concurrency; with
+/// virtual time (`virtual_ns` in the summary), CPU time in all and per call too.
 pub fn final_table(v: &Value) -> String {
-    let mut t =
-        format!("{:>12} {:>12} {:>12} {:>8}  function\n", "calls", "total", "avg/call", "threads");
-    for v in v["functions"].as_array().into_iter().flatten() {
+    let functions: Vec<&Value> = v["functions"].as_array().into_iter().flatten().collect();
+    let virtual_time = functions.iter().any(|f| f.get("virtual_ns").is_some());
+    let mut t = format!("{:>12} {:>12} {:>12}", "calls", "total", "avg/call");
+    if virtual_time {
+        let _ = write!(t, " {:>12} {:>12}", "cpu", "cpu/call");
+    }
+    let _ = writeln!(t, " {:>8}  function", "threads");
+    let dash = |ns: f64| if ns > 0.0 { fmt_ns(ns) } else { "-".into() };
+    for v in functions {
         let calls = v["calls"].as_u64().unwrap_or(0);
         let total = v["total_ns"].as_u64().unwrap_or(0) as f64;
         let avg = v["avg_ns"].as_f64().unwrap_or(0.0);
+        let _ = write!(t, "{calls:>12} {:>12} {:>12}", fmt_ns(total), dash(avg));
+        if virtual_time {
+            let cpu = v["virtual_ns"].as_u64().unwrap_or(0) as f64;
+            let cpu_avg = v["avg_virtual_ns"].as_f64().unwrap_or(0.0);
+            let _ = write!(t, " {:>12} {:>12}", fmt_ns(cpu), dash(cpu_avg));
+        }
         let _ = writeln!(
             t,
-            "{calls:>12} {:>12} {:>12} {:>8.2}  {} ({} {})",
-            fmt_ns(total),
-            if avg > 0.0 { fmt_ns(avg) } else { "-".into() },
+            " {:>8.2}  {} ({} {})",
             v["concurrency"].as_f64().unwrap_or(0.0),
             v["function"].as_str().unwrap_or(""),
             v["kind"].as_str().unwrap_or(""),

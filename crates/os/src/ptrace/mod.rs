@@ -593,6 +593,40 @@ impl Tracee {
         }
     }
 
+    /// Map `len` bytes of kerf's file descriptor `fd` read-only and shared in the target,
+    /// anywhere; returns where. The target takes a copy of the descriptor from kerf (injected
+    /// `pidfd_open` of kerf and `pidfd_getfd`: the target must be allowed to ptrace kerf, as
+    /// a root target is), maps it and closes both descriptors, so its descriptor table ends
+    /// as it was. For memory only the kernel and kerf make (a BPF map: kerf's off-CPU table),
+    /// which the target cannot open by a path. Unmap it with [`Tracee::free`].
+    pub fn map_kerf_fd(&mut self, fd: i32, len: u64) -> Result<RemoteAddr, TargetError> {
+        let tid = self.inject_tid()?;
+        let args = |a: u64, b: u64, c: u64| [a, b, c, 0, 0, 0];
+        let pidfd =
+            self.syscall_on(tid, libc::SYS_pidfd_open, args(std::process::id() as u64, 0, 0))?;
+        if pidfd < 0 {
+            return Err(self.injected(tid, "pidfd_open", pidfd));
+        }
+        let copy = self.syscall_on(tid, libc::SYS_pidfd_getfd, args(pidfd as u64, fd as u64, 0));
+        let closed = self.syscall_on(tid, libc::SYS_close, args(pidfd as u64, 0, 0));
+        let copy = copy?;
+        closed?;
+        if copy < 0 {
+            return Err(self.injected(tid, "pidfd_getfd", copy));
+        }
+        let len = layout::page_up(len.max(1));
+        let (prot, flags) = (libc::PROT_READ as u64, libc::MAP_SHARED as u64);
+        let at = self.syscall_on(tid, libc::SYS_mmap, [0, len, prot, flags, copy as u64, 0]);
+        let closed = self.syscall_on(tid, libc::SYS_close, args(copy as u64, 0, 0));
+        let at = at?;
+        closed?;
+        // mmap's errors are the top 4095 values.
+        if (-4095..0).contains(&at) {
+            return Err(self.injected(tid, "mmap", at));
+        }
+        Ok(RemoteAddr(at as u64))
+    }
+
     /// Unmap `[addr, addr + len)` in the target (injected `munmap`; `len` rounded up to
     /// pages).
     pub fn free(&mut self, addr: RemoteAddr, len: u64) -> Result<(), TargetError> {

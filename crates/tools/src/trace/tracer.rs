@@ -444,8 +444,14 @@ impl Trace {
             .filter(|&s| !self.off.contains(&streams[s as usize].name))
             .map(|s| (area.flag(s), 1))
             .collect();
-        let tool =
-            ToolData { timers: 0, programs, area: area.bytes(), rings: area.ring_bytes(), init };
+        let tool = ToolData {
+            timers: 0,
+            off_cpu: Vec::new(),
+            programs,
+            area: area.bytes(),
+            rings: area.ring_bytes(),
+            init,
+        };
         Ok((probes, tool, Built { area, decode, probes: probes_info, streams }))
     }
 
