@@ -19,5 +19,5 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), crate::Error> {
     let tool = Count::new(&args.specs)?;
-    run_tool(&tool, &args.live)
+    run_tool(&tool, "count", &args.live)
 }

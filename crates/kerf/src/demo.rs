@@ -34,11 +34,12 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
         duration: Some(args.duration),
         json: false,
         output: None,
+        record: None,
         force_kind: None,
         plan_threads: None,
         kernel: false,
         command: Vec::new(),
     };
     let tool = Time::new(&[FUNCTIONS.to_string()], false)?;
-    run_tool(&tool, &live)
+    run_tool(&tool, "demo", &live)
 }

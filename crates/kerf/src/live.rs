@@ -31,6 +31,10 @@ pub struct LiveArgs {
     /// line of its own).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
+    /// Record every metric at each interval into FILE (JSON Lines, a sample a line) for
+    /// `kerf plot` to draw as curves.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<std::path::PathBuf>,
     /// Use this splice kind for every point (testing): jump5, jump2 or trap.
     #[arg(long, value_parser = ["jump5", "jump2", "trap"])]
     pub force_kind: Option<String>,
@@ -105,13 +109,19 @@ enum Sink {
 pub struct Output {
     live: Sink,
     summary: Sink,
+    /// `--record`: the samples go here, a line each.
+    record: Option<std::io::BufWriter<std::fs::File>>,
 }
 
 impl Output {
     /// Open `--output` (before anything is done to a target, so that a bad path costs
     /// nothing).
-    pub fn open(args: &LiveArgs) -> Result<Output, crate::Error> {
+    pub fn open(args: &LiveArgs, tool: &str) -> Result<Output, crate::Error> {
         let ours = || if args.command.is_empty() { Sink::Stdout } else { Sink::Stderr };
+        let record = match &args.record {
+            Some(p) => Some(record_file(p, tool, args)?),
+            None => None,
+        };
         let summary = match &args.output {
             Some(p) => Sink::File(
                 std::fs::File::create(p)
@@ -119,7 +129,7 @@ impl Output {
             ),
             None => ours(),
         };
-        Ok(Output { live: ours(), summary })
+        Ok(Output { live: ours(), summary, record })
     }
 
     fn write(sink: &mut Sink, text: &str) {
@@ -148,12 +158,41 @@ impl Events for Output {
     fn live(&mut self, table: &str) {
         Output::write(&mut self.live, table);
     }
+    fn record(&mut self, sample: serde_json::Value) {
+        use std::io::Write;
+        if let Some(f) = &mut self.record {
+            // A full disk ends the recording, not the run: the target must still be restored.
+            let _ = writeln!(f, "{sample}").and_then(|()| f.flush());
+        }
+    }
+}
+
+/// A `--record` file, created with its header line: which tool, on what, how often.
+fn record_file(
+    path: &std::path::Path,
+    tool: &str,
+    args: &LiveArgs,
+) -> Result<std::io::BufWriter<std::fs::File>, crate::Error> {
+    use std::io::Write;
+    let err = |source| crate::Error::Output { path: path.to_path_buf(), source };
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).map_err(err)?);
+    let target = if args.kernel {
+        "the kernel".to_string()
+    } else if let Some(pid) = args.pid {
+        format!("process {pid}")
+    } else {
+        args.command.join(" ")
+    };
+    let head = serde_json::json!({"kerf_record": 1, "tool": tool, "target": target,
+                                  "interval": args.interval});
+    writeln!(f, "{head}").map_err(err)?;
+    Ok(f)
 }
 
 /// Run `tool` against the target `args` name, and print its report: a table (after how it
 /// stopped) or the JSON object. A failure after the summary is returned after printing it.
-pub fn run_tool<T: LiveTool>(tool: &T, args: &LiveArgs) -> Result<(), crate::Error> {
-    let mut out = Output::open(args)?;
+pub fn run_tool<T: LiveTool>(tool: &T, name: &str, args: &LiveArgs) -> Result<(), crate::Error> {
+    let mut out = Output::open(args, name)?;
     catch_signals();
     let mut target = Target::open(&args.choice()).map_err(kerf_tools::ToolError::from)?;
     let report = run(tool, &mut target, &args.options(), &mut out)?;

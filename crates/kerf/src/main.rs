@@ -9,6 +9,7 @@ mod analyze;
 mod count;
 mod demo;
 mod live;
+mod plot;
 mod progress;
 mod time;
 mod trace;
@@ -38,6 +39,11 @@ pub enum Error {
         path: std::path::PathBuf,
         source: std::io::Error,
     },
+    /// `kerf plot`: a record file that cannot be read or drawn, or a picture not written.
+    Plot {
+        path: std::path::PathBuf,
+        what: String,
+    },
 }
 
 impl std::fmt::Display for Error {
@@ -45,6 +51,7 @@ impl std::fmt::Display for Error {
         match self {
             Error::Tool(e) => write!(f, "{e}"),
             Error::Output { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::Plot { path, what } => write!(f, "{}: {what}", path.display()),
             Error::Trace(e) => write!(f, "{e}"),
             Error::Incomplete { path, why } => {
                 write!(f, "{}: {why}; converted what came before", path.display())
@@ -82,6 +89,9 @@ enum Command {
     Trace(Box<trace::TraceArgs>),
     /// Receive traces from remote senders over TCP into one raw trace file.
     Collect(trace::CollectArgs),
+    /// Draw the curves of a --record file (kerf count, kerf time): a panel per metric, the
+    /// busiest functions overlaid, as SVG or PNG.
+    Plot(plot::Args),
     /// The demo's workload (internal).
     #[command(name = "__workload", hide = true)]
     Workload { threads: usize },
@@ -96,6 +106,7 @@ fn main() -> ExitCode {
         Command::Demo(a) => demo::run(a),
         Command::Trace(c) => trace::run(*c),
         Command::Collect(a) => trace::collect(a),
+        Command::Plot(a) => plot::run(a),
         Command::Workload { threads } => kerf_tools::demo::workload(threads),
     };
     match result {

@@ -28,5 +28,5 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), crate::Error> {
     let tool = Time::new(&args.functions, args.callees)?.with_virtual_time(args.virtual_time);
-    run_tool(&tool, &args.live)
+    run_tool(&tool, "time", &args.live)
 }

@@ -133,6 +133,10 @@ pub fn run(args: TraceArgs) -> Result<(), crate::Error> {
 /// `kerf trace PROBE...`: the output opened before anything is done to a target.
 fn trace(args: TraceArgs) -> Result<(), crate::Error> {
     use kerf_tools::trace::tracer::{Output, Trace};
+    if args.live.record.is_some() {
+        let why = "--record: a trace is its own record (curves are for count and time)";
+        return Err(kerf_tools::ToolError::Usage(why.into()).into());
+    }
     let output = match (&args.send, &args.live.output) {
         (Some(_), Some(_)) => {
             return Err(kerf_tools::ToolError::Usage("--send and -o: choose one".into()).into())
@@ -198,7 +202,7 @@ fn trace(args: TraceArgs) -> Result<(), crate::Error> {
     let mut live = args.live.clone();
     // -o is the trace here: the summary goes to stderr (or stdout as JSON with --json).
     live.output = None;
-    crate::live::run_tool(&tool, &live)?;
+    crate::live::run_tool(&tool, "trace", &live)?;
     match tool.output_error() {
         Some(e) => Err(kerf_tools::ToolError::TraceOutput(e).into()),
         None => Ok(()),

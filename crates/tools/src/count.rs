@@ -66,6 +66,19 @@ impl LiveTool for Count {
     fn final_table(&self, summary: &Value) -> String {
         final_table(summary)
     }
+
+    /// Per spliced site: `count`, its probes' counts summed.
+    fn sample(&self, _table: &Table, _built: &(), inst: &dyn Installed) -> Option<Value> {
+        let rows: Vec<Value> = inst
+            .sites()
+            .iter()
+            .map(|s| {
+                let n: u64 = s.probes.iter().map(|&i| inst.count(i)).sum();
+                json!({"name": s.label, "count": n})
+            })
+            .collect();
+        Some(json!({ "rows": rows }))
+    }
 }
 
 /// Per probe: where and how it is spliced, and its count (probes the driver refused are left

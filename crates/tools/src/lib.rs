@@ -13,6 +13,7 @@ pub mod count;
 pub mod demo;
 pub mod error;
 pub mod live;
+pub mod plot;
 pub mod time;
 pub mod trace;
 

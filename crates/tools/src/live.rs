@@ -41,6 +41,9 @@ pub trait Events {
     fn warn(&mut self, line: &str);
     /// One update of the live table.
     fn live(&mut self, table: &str);
+    /// One sample of the tool's metrics for `--record` ([`LiveTool::sample`], with `t`, the
+    /// seconds since the probes went in).
+    fn record(&mut self, _sample: Value) {}
 }
 
 /// What kind of target a tool builds its probes for.
@@ -111,6 +114,32 @@ pub trait LiveTool {
 
     /// The final table, from the summary.
     fn final_table(&self, summary: &Value) -> String;
+
+    /// The tool's metrics now, for `--record` (after each update of the live table): totals
+    /// since the probes went in, `{"rows": [{"name": NAME, METRIC: NUMBER, ...}, ...]}` (see
+    /// [`crate::plot`] for the metrics it draws). `None`: the tool records nothing.
+    fn sample(
+        &self,
+        _table: &Self::Table,
+        _built: &Self::Built,
+        _inst: &dyn Installed,
+    ) -> Option<Value> {
+        None
+    }
+}
+
+/// [`LiveTool::sample`] with its time, to `events`.
+fn record<T: LiveTool>(
+    tool: &T,
+    table: &T::Table,
+    built: &T::Built,
+    inst: &dyn Installed,
+    events: &mut dyn Events,
+) {
+    if let Some(mut s) = tool.sample(table, built, inst) {
+        s["t"] = json!(inst.installed_at().1.elapsed().as_secs_f64());
+        events.record(s);
+    }
 }
 
 /// What a live tool found: its summary as JSON (or as the tool's final table) and how the
@@ -184,9 +213,11 @@ fn run_process<T: LiveTool>(
         if opts.live_table {
             events.live(&text);
         }
+        record(tool, &table, &built, &inst, events);
     });
     // Results first: the shared data heap stays readable here even after the target
-    // is gone.
+    // is gone. The record ends with the totals the summary has.
+    record(tool, &table, &built, &inst, events);
     let fields = tool.summarize(&mut table, &built, &probes, &inst);
     let Spliced { longest_pause: pause, longest_splice_pause: batch_pause, phases, .. } =
         inst.spliced();
@@ -239,9 +270,11 @@ fn run_kernel<T: LiveTool>(
             if opts.live_table {
                 events.live(&text);
             }
+            record(tool, &table, &built, &inst, events);
         },
     )
     .describe(0);
+    record(tool, &table, &built, &inst, events);
     let fields = tool.summarize(&mut table, &built, &probes, &inst);
     let splice_seconds = inst.spliced().splice_time.unwrap_or_default().as_secs_f64();
     let removal = k.finish(inst);

@@ -161,6 +161,27 @@ impl LiveTool for Time {
     fn final_table(&self, summary: &Value) -> String {
         final_table(summary)
     }
+
+    /// Per timer: `calls`, `outer` (outermost calls) and `wall_ns`, with `off_cpu_ns` too
+    /// under virtual time (threads inside counted up to now).
+    fn sample(&self, _table: &Table, timed: &Vec<Timed>, inst: &dyn Installed) -> Option<Value> {
+        let now = (tsc(), Instant::now());
+        let hz = ticks_per_ns(inst.installed_at(), now);
+        let rows: Vec<Value> = timed
+            .iter()
+            .enumerate()
+            .map(|(k, f)| {
+                let s = inst.timer(k, now.0);
+                let mut v = json!({"name": f.name, "calls": s.calls, "outer": s.outer,
+                                   "wall_ns": (s.cycles as f64 / hz).round() as u64});
+                if self.virtual_time {
+                    v["off_cpu_ns"] = json!(inst.timer(k + timed.len(), now.0).cycles);
+                }
+                v
+            })
+            .collect();
+        Some(json!({ "rows": rows }))
+    }
 }
 
 /// The live table: per interval, each timer that ran in it (calls, or threads inside), the
