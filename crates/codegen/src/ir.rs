@@ -102,10 +102,35 @@ impl Cond {
 /// which find the thread's slot themselves. Consecutive timer ops share one slot lookup.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TimerOp {
-    Start { timer: u64, clock: Clock },
-    Stop { timer: u64, clock: Clock },
-    TailCall { timer: u64, clock: Clock, tails: u64, stack: SpAt },
-    TailReturn { tails: u64, stack: SpAt },
+    Start {
+        timer: u64,
+        clock: Clock,
+    },
+    Stop {
+        timer: u64,
+        clock: Clock,
+    },
+    TailCall {
+        timer: u64,
+        clock: Clock,
+        tails: u64,
+        stack: SpAt,
+    },
+    TailReturn {
+        tails: u64,
+        stack: SpAt,
+    },
+    /// At a context switch in the kernel (`__switch_to`, where `rdi` is the task switched out
+    /// and `rsi` the one switched in): keeps the tasks' off-CPU clocks, by the 32-bit id at
+    /// byte `pid` of a task. `out[prev]` = the TSC now; `table[next]` += the TSC now minus
+    /// `out[next]`, where that was set (then cleared). Both tables hold a word per task id;
+    /// the timers of [`Clock::OffCpu`] read `table`. It needs no thread slot, and runs for
+    /// every task whatever the program's predicates.
+    Switch {
+        out: u64,
+        table: u64,
+        pid: u32,
+    },
 }
 
 /// What a timer measures its intervals with (see [`crate::timer`]'s "Clocks").
@@ -136,7 +161,7 @@ impl TimerOp {
             TimerOp::Start { clock, .. }
             | TimerOp::Stop { clock, .. }
             | TimerOp::TailCall { clock, .. } => Some(clock),
-            TimerOp::TailReturn { .. } => None,
+            TimerOp::TailReturn { .. } | TimerOp::Switch { .. } => None,
         }
     }
 }
@@ -478,6 +503,8 @@ impl Program {
                     TimerOp::TailReturn { tails, stack } => {
                         TimerOp::TailReturn { tails: at(tails), stack }
                     }
+                    // Its tables are not in the data heap either.
+                    switch @ TimerOp::Switch { .. } => switch,
                 }),
                 // Listed so that a new op with a data address cannot be forgotten here.
                 other @ (Op::Label(_)

@@ -66,6 +66,9 @@ pub enum Primitive {
     /// pending tail call of this thread noted for the stack pointer this exit has, `stack`,
     /// ends here and leaves its timer.
     TimerTailReturn { tails: u64, stack: SpAt },
+    /// At the kernel's context switch: keep the tasks' off-CPU clocks in `table` (see
+    /// [`ir::TimerOp::Switch`]); runs whatever the predicates.
+    OffCpuSwitch { out: u64, table: u64, pid: u32 },
 }
 
 /// The stack pointer some later instruction will have, in terms of the point's registers
@@ -186,6 +189,12 @@ impl From<LowerError> for CodegenError {
 pub fn program(prims: &[Primitive], ctx: &Context) -> Program {
     let mut p = Program::new();
     let end = p.label("end");
+    // Every task's context switches, before the predicates that skip the rest.
+    for prim in prims {
+        if let Primitive::OffCpuSwitch { out, table, pid } = *prim {
+            p.push(Op::Timer(TimerOp::Switch { out, table, pid }));
+        }
+    }
     if ctx.only_thread.is_some() || ctx.only_id.is_some() {
         let t = p.vreg("thread");
         p.push(Op::Thread { dst: t });
@@ -206,7 +215,7 @@ pub fn program(prims: &[Primitive], ctx: &Context) -> Program {
     }
     for prim in prims {
         let t = match *prim {
-            Primitive::Count { .. } => continue,
+            Primitive::Count { .. } | Primitive::OffCpuSwitch { .. } => continue,
             Primitive::TimerStart { timer, clock } => TimerOp::Start { timer, clock },
             Primitive::TimerStop { timer, clock } => TimerOp::Stop { timer, clock },
             Primitive::TimerTailCall { timer, clock, tails, stack } => {

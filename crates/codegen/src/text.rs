@@ -257,6 +257,15 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
             let stack = sp_at(sp).ok_or_else(|| bad(WANT))?;
             Op::Timer(TimerOp::TailCall { timer, clock, tails, stack })
         }
+        "timer.switch" => {
+            const WANT: &str = "out=ADDR, offcpu=ADDR, pid=N";
+            let [out, table, pid] = args[..] else { return Err(bad(WANT)) };
+            let out = keyed(out, "out").ok_or_else(|| bad(WANT))?;
+            let table = keyed(table, "offcpu").ok_or_else(|| bad(WANT))?;
+            let pid =
+                keyed(pid, "pid").and_then(|p| u32::try_from(p).ok()).ok_or_else(|| bad(WANT))?;
+            Op::Timer(TimerOp::Switch { out, table, pid })
+        }
         "timer.tailreturn" => {
             const WANT: &str = "tails=ADDR, sp=rsp|rbp[+-N]";
             let [tails, sp] = args[..] else { return Err(bad(WANT)) };
@@ -527,6 +536,9 @@ fn op_text(p: &Program, op: &Op) -> String {
         Op::Timer(TimerOp::TailReturn { tails, stack }) => {
             format!("timer.tailreturn tails={tails:#x}, {}", sp(stack))
         }
+        Op::Timer(TimerOp::Switch { out, table, pid }) => {
+            format!("timer.switch out={out:#x}, offcpu={table:#x}, pid={pid:#x}")
+        }
     }
 }
 
@@ -725,7 +737,12 @@ out:
                             0 => Clock::Cycles,
                             _ => Clock::OffCpu { table: 0x7d00_0000_0000, tid: next(4096) as u32 },
                         };
-                        match next(4) {
+                        match next(5) {
+                            4 => TimerOp::Switch {
+                                out: 0x7d00_0000_0000,
+                                table: 0x7d00_0010_0000,
+                                pid: next(4096) as u32,
+                            },
                             0 => TimerOp::Start { timer: imms[next(9) as usize], clock },
                             1 => TimerOp::Stop { timer: imms[next(9) as usize], clock },
                             2 => {

@@ -26,6 +26,17 @@ pub fn lower_timers(
     done: CodeLabel,
 ) -> Result<(), IcedError> {
     let mut lost = a.create_label();
+    // Context switches first: they need no thread slot.
+    for p in run {
+        if let TimerOp::Switch { out, table, pid } = *p {
+            lower_switch(a, out, table, pid)?;
+        }
+    }
+    if run.iter().all(|p| matches!(p, TimerOp::Switch { .. })) {
+        a.jmp(done)?;
+        a.set_label(&mut lost)?;
+        return a.nop();
+    }
     thread_slot(a, thread, tid, threads, lost)?;
     // rcx = slot index, kept across the timers; rax, rdx, r10, r11 are scratch.
     for p in run {
@@ -41,6 +52,7 @@ pub fn lower_timers(
                 lower_tail_return(a, thread, tails, stack, frame)?;
                 continue;
             }
+            TimerOp::Switch { .. } => continue,
         };
         // r11 = &states[slot] = timer + STATES + 16 * slot.
         a.add_instruction(templates::lea_rip(Register::R11, t + timer::STATES))?;
@@ -422,6 +434,32 @@ fn read_clock(a: &mut CodeAssembler, clock: Clock, thread: ThreadPointer) -> Res
             a.mov(rax, qword_ptr(rdx + rax * 8))
         }
     }
+}
+
+/// [`TimerOp::Switch`] at `__switch_to` (`rdi` = the task switched out, `rsi` = the one
+/// switched in, both the point's: the timer templates write neither). Writes `rax`, `rcx`,
+/// `rdx`, `r10`, `r11` and the flags. The words are written by the CPU that switches, with
+/// interrupts off; only `next` reads its `table` word, after this, on this CPU.
+fn lower_switch(a: &mut CodeAssembler, out: u64, table: u64, pid: u32) -> Result<(), IcedError> {
+    let mut done = a.create_label();
+    // rdx = now; out[prev] = now.
+    a.rdtsc()?;
+    a.shl(rdx, 32)?;
+    a.or(rdx, rax)?;
+    a.mov(eax, dword_ptr(rdi + pid as i32))?;
+    a.add_instruction(templates::mov_imm64(Register::R10, out))?;
+    a.mov(qword_ptr(r10 + rax * 8), rdx)?;
+    // table[next] += now - out[next], once out[next] was set by a switch kerf saw.
+    a.mov(eax, dword_ptr(rsi + pid as i32))?;
+    a.mov(rcx, qword_ptr(r10 + rax * 8))?;
+    a.test(rcx, rcx)?;
+    a.jz(done)?;
+    a.mov(qword_ptr(r10 + rax * 8), 0)?;
+    a.sub(rdx, rcx)?;
+    a.add_instruction(templates::mov_imm64(Register::R11, table))?;
+    a.add(qword_ptr(r11 + rax * 8), rdx)?;
+    a.set_label(&mut done)?;
+    a.nop()
 }
 
 /// `reg` = the stack pointer `at` describes, with the saves' `frame` below the point's rsp.

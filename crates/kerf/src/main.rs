@@ -8,6 +8,7 @@
 mod analyze;
 mod count;
 mod demo;
+mod hunt;
 mod live;
 mod plot;
 mod progress;
@@ -89,6 +90,10 @@ enum Command {
     Trace(Box<trace::TraceArgs>),
     /// Receive traces from remote senders over TCP into one raw trace file.
     Collect(trace::CollectArgs),
+    /// Find where the time goes below root functions: rounds of timers on each function's
+    /// calls, following the callees that hold more than a threshold of their caller's time,
+    /// down to the leaves; prints the tree (wall and virtual time, self time, calls).
+    Hunt(hunt::Args),
     /// Draw the curves of a --record file (kerf count, kerf time): a panel per metric, the
     /// busiest functions overlaid, as SVG or PNG.
     Plot(plot::Args),
@@ -107,6 +112,7 @@ fn main() -> ExitCode {
         Command::Trace(c) => trace::run(*c),
         Command::Collect(a) => trace::collect(a),
         Command::Plot(a) => plot::run(a),
+        Command::Hunt(a) => hunt::run(a),
         Command::Workload { threads } => kerf_tools::demo::workload(threads),
     };
     match result {

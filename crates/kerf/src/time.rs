@@ -19,7 +19,8 @@ pub struct Args {
     /// Keep virtual time too: the time the function's threads ran inside it, beside the wall
     /// time (their time off the CPU is left out). In a process, a BPF program on the
     /// sched_switch tracepoint counts each thread's time off the CPU (needs root, or BPF and
-    /// the target allowed to ptrace kerf); not yet for the kernel
+    /// the target allowed to ptrace kerf); in the kernel, a probe kerf splices into the
+    /// context switch (__switch_to) does
     #[arg(long = "virtual")]
     virtual_time: bool,
     #[command(flatten)]

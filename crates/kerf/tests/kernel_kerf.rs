@@ -86,6 +86,8 @@ fn kerf_on_the_live_stock_kernel() {
     assert!(brd.is_file(), "no {} in the kernel package (compressed modules?)", brd.display());
     // The process side of the one-timeline trace: a fixture that opens files with libc.
     let traced = cc("traced", "-pthread", "tests/fixtures/traced.c");
+    // The virtual-time workload (its `sys` mode).
+    let virtual_sys = cc("virtual", "-static", "tests/fixtures/virtual.c");
     let file = |host: &Path, guest: &str| format!("{}:{guest}", host.display());
     let started = std::time::Instant::now();
     let out = Command::new(repo.join("vm/run"))
@@ -105,6 +107,8 @@ fn kerf_on_the_live_stock_kernel() {
         .arg(file(&brd, "/kerf/brd.ko"))
         .arg("--file")
         .arg(file(&traced, "/kerf/traced"))
+        .arg("--file")
+        .arg(file(&virtual_sys, "/kerf/virtual"))
         .arg("--file")
         .arg(file(&repo.join("tests/fixtures/kernel_guest.sh"), "/kerf/kernel_guest.sh"))
         .args(["--", "sh /kerf/kernel_guest.sh"])
@@ -129,6 +133,8 @@ fn kerf_on_the_live_stock_kernel() {
         "time",
         "text_restored_after_time",
         "pid_filter",
+        "vtime",
+        "hunt",
         "trace_openat2",
         "trace_timeline",
         "trace_killed",
@@ -189,6 +195,69 @@ fn kerf_on_the_live_stock_kernel() {
 
     // The openat path: 200 opens with O_TRUNC of 10 files, so 190 truncations; nested
     // functions take no more time than the ones they are called from; no task left inside.
+    // Virtual time: one task's nanosleep (10 ms asleep) and getrandom (computed) system
+    // calls, 20 each, against that task's own monotonic and CPU clocks around each call. kerf
+    // times inside the calls (the program's clock reads around them add a little), and the
+    // task's clock stands still while it is off the CPU: its CPU time in getrandom within
+    // 10 % of its own measure, next to none in nanosleep.
+    let vt = json_line(&stdout, "vtime");
+    let own: HashMap<&str, f64> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("RESULT vtime_program "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k, v.trim().parse().unwrap()))
+        .collect();
+    eprintln!("virtual time in the guest: {vt}\nthe task's own: {own:?}");
+    let vf = |n: &str| {
+        vt["functions"]
+            .as_array()
+            .expect("functions")
+            .iter()
+            .find(|f| f["function"] == n)
+            .unwrap_or_else(|| panic!("no {n}: {vt}"))
+            .clone()
+    };
+    let (sleep, rand) = (vf("__x64_sys_nanosleep"), vf("__x64_sys_getrandom"));
+    for f in [&sleep, &rand] {
+        assert_eq!(f["calls"].as_u64(), Some(20), "{vt}");
+        assert_eq!(f["unmatched_exits"].as_u64(), Some(0), "{vt}");
+    }
+    let num = |f: &Value, k: &str| f[k].as_f64().unwrap_or_else(|| panic!("no {k}: {vt}"));
+    let r = num(&sleep, "total_ns") / own["nanosleep_wall_ns"];
+    assert!((0.9..=1.02).contains(&r), "nanosleep wall: kerf/program {r}: {vt}");
+    assert!(num(&sleep, "virtual_ns") < 0.1 * num(&sleep, "total_ns"), "{vt}");
+    let r = num(&rand, "total_ns") / own["getrandom_wall_ns"];
+    assert!((0.9..=1.02).contains(&r), "getrandom wall: kerf/program {r}: {vt}");
+    let r = num(&rand, "virtual_ns") / own["getrandom_cpu_ns"];
+    assert!((0.9..=1.1).contains(&r), "getrandom virtual: kerf/program CPU {r}: {vt}");
+
+    // kerf hunt from do_sys_openat2 for the task that re-creates a 64 KiB file with O_TRUNC:
+    // the path down to do_truncate is found and followed on its own.
+    let h = json_line(&stdout, "hunt");
+    eprintln!("kernel hunt: {}", h);
+    fn path_to<'a>(n: &'a Value, name: &str, path: &mut Vec<&'a str>) -> Option<&'a Value> {
+        path.push(n["function"].as_str().unwrap_or("?"));
+        if n["function"] == name {
+            return Some(n);
+        }
+        for c in n["children"].as_array().into_iter().flatten() {
+            if let Some(found) = path_to(c, name, path) {
+                return Some(found);
+            }
+        }
+        path.pop();
+        None
+    }
+    let root = &h["roots"][0];
+    assert_eq!(root["function"], "do_sys_openat2", "{h}");
+    let mut path = Vec::new();
+    let trunc = path_to(root, "do_truncate", &mut path)
+        .unwrap_or_else(|| panic!("the hunt did not reach do_truncate: {h}"));
+    eprintln!("kernel hunt path: {}", path.join(" > "));
+    assert_eq!(trunc["followed"], true, "do_truncate's calls were not timed: {h}");
+    let share = trunc["ns_per_s"].as_f64().unwrap() / root["ns_per_s"].as_f64().unwrap();
+    assert!(share > 0.1, "do_truncate holds {share} of do_sys_openat2: {h}");
+
     let t = json_line(&stdout, "time");
     let f: HashMap<String, &Value> = t["functions"]
         .as_array()

@@ -210,7 +210,9 @@ fn field_offset(format: &str, name: &str) -> Option<i16> {
     })
 }
 
-fn pid_max() -> Result<u32, BpfError> {
+/// The largest thread id plus one (`/proc/sys/kernel/pid_max`): how many words a table by thread
+/// id holds.
+pub fn pid_max() -> Result<u32, BpfError> {
     let path = PathBuf::from("/proc/sys/kernel/pid_max");
     let text = fs::read_to_string(&path)
         .map_err(|e| BpfError::File { path: path.clone(), what: e.to_string() })?;

@@ -8,13 +8,16 @@ use crate::installer::PatchSet;
 use crate::load::{AnalyzedImage, Bytes};
 use crate::patchset::{self, DataLayout, Outcome, Runtime};
 use crate::phases::Phases;
-use crate::plan::{Planning, Rules, SitePlan};
+use crate::plan::{Planning, Rules, SitePlan, Sites};
 use crate::probe::Where;
 use crate::probe::{Action, InstrumentError, KindRefusal, Probe, Reason, Removed, ToolData};
+use crate::spec::Point;
+use kerf_analysis::cfg::FuncId;
 use kerf_analysis::image::Image;
 use kerf_analysis::{analyze, Progress};
 use kerf_arch::{ImageAddr, KernelAddr, RemoteAddr};
-use kerf_codegen::{Env, ThreadPointer};
+use kerf_codegen::ir::OFFCPU_TID_LIMIT;
+use kerf_codegen::{Clock, Env, ThreadPointer};
 use kerf_os::kernel::{Driver, KernelError, SpliceRequest};
 use kerf_patch::{jump2_bytes, jump5_bytes, SpliceKind, INT3, SPRINGBOARD_LEN};
 use std::fmt;
@@ -232,6 +235,11 @@ pub struct KernelBackend<'k> {
     /// How long the last batch's int3s took to go in: the longest time during which some
     /// sites were live and others not yet (e.g. a timer's exits without its entry).
     pub int3_time: Duration,
+    /// The tasks' off-CPU clock, for a tool with off-CPU timers: its two tables (`out`,
+    /// `table`) at the end of the data heap, and the offset of `task_struct.pid`.
+    off_cpu: Option<(u64, u64, u32)>,
+    /// Bytes at the end of the data heap the off-CPU tables take.
+    reserved: u64,
 }
 
 impl<'k> KernelBackend<'k> {
@@ -242,7 +250,46 @@ impl<'k> KernelBackend<'k> {
             used: 0,
             data: None,
             int3_time: Duration::ZERO,
+            off_cpu: None,
+            reserved: 0,
         }
+    }
+}
+
+/// The kernel function whose entry is every context switch: `__switch_to(prev, next)`, called
+/// (jumped to) by `__switch_to_asm` once the stack is next's.
+const SWITCH: &str = "__switch_to";
+
+impl<'k> KernelBackend<'k> {
+    /// The tasks' off-CPU clock: two tables of a word per task id (`pid_max` of them) at the
+    /// end of the driver's data heap, zeroed: `out` (when a task was switched out) and the
+    /// clock itself, which the context-switch probe keeps in TSC cycles.
+    fn off_cpu_clock(&mut self) -> Result<Clock, InstrumentError> {
+        let refuse = |why: String| InstrumentError::NoOffCpuClock { target: Where::Kernel, why };
+        let btf = self.kernel.driver.btf()?;
+        let pid = kerf_analysis::image::btf::member_offset(&btf, "task_struct", "pid")
+            .ok_or_else(|| refuse("no task_struct.pid in /sys/kernel/btf/vmlinux".into()))?;
+        if pid >= OFFCPU_TID_LIMIT {
+            return Err(refuse(format!("task_struct.pid at byte {pid}")));
+        }
+        let ids = kerf_os::bpf::pid_max().map_err(|e| refuse(e.to_string()))?;
+        let d = &self.kernel.driver;
+        let len = (ids as u64 * 8).next_multiple_of(OFFCPU_TID_LIMIT as u64);
+        // At most half the heap: the probes' data goes before the tables.
+        if 4 * len > d.info.data_heap_size {
+            let have = d.info.data_heap_size;
+            return Err(refuse(format!(
+                "pid_max {ids} needs 2 x {len} bytes of the driver's {have}"
+            )));
+        }
+        let at = d.info.data_heap_size - 2 * len;
+        for off in (at..d.info.data_heap_size).step_by(8) {
+            d.store_u64(off as usize, 0);
+        }
+        let (out, table) = (d.info.data_heap + at, d.info.data_heap + at + len);
+        self.off_cpu = Some((out, table, pid));
+        self.reserved = 2 * len;
+        Ok(Clock::OffCpu { table, tid: pid })
     }
 }
 
@@ -527,12 +574,14 @@ impl Backend for KernelBackend<'_> {
             kernel_reads: Some(self.kernel.kernel_reads()),
             off_cpu: None,
         };
-        if !tool.off_cpu.is_empty() {
-            return Err(InstrumentError::NoOffCpuClock {
-                target: Where::Kernel,
-                why: "kerf keeps no off-CPU clock for the kernel's tasks yet".into(),
-            });
-        }
+        let runtime = if tool.off_cpu.is_empty() {
+            runtime
+        } else {
+            let t = Instant::now();
+            let clock = self.off_cpu_clock()?;
+            phases.lap("off-CPU tables", t);
+            Runtime { off_cpu: Some(clock), ..runtime }
+        };
         Ok(Begin { runtime, startup: Vec::new() })
     }
 
@@ -547,6 +596,35 @@ impl Backend for KernelBackend<'_> {
 
     /// The driver's data heap, and patch heap for every site; a site that no longer fits is
     /// named in the error.
+    /// With off-CPU timers: the probe at the context switch that keeps the tasks' clocks
+    /// (KernInst's virtual timers paused and resumed there), at `__switch_to`'s entry, where
+    /// `rdi` is the task switched out and `rsi` the one switched in.
+    fn extra_probes(
+        &mut self,
+        modules: &[AnalyzedImage],
+        _planned: &Sites,
+        _phases: &mut Phases,
+    ) -> Result<Option<Vec<Probe>>, InstrumentError> {
+        let Some((out, table, pid)) = self.off_cpu else { return Ok(None) };
+        let refuse = |why: String| InstrumentError::NoOffCpuClock { target: Where::Kernel, why };
+        let cfg = &modules.first().ok_or_else(|| refuse("no kernel image".into()))?.analysis.cfg;
+        let (func, f) = cfg
+            .functions
+            .iter()
+            .enumerate()
+            .find(|(_, f)| f.name == SWITCH)
+            .ok_or_else(|| refuse(format!("no {SWITCH} in the kernel's text")))?;
+        let point = Point {
+            spec: format!("{SWITCH} (off-CPU clock)"),
+            label: format!("{SWITCH} (off-CPU clock)"),
+            module: 0,
+            func: FuncId(func as u32),
+            addr: f.entry,
+            at_exit: false,
+        };
+        Ok(Some(vec![Probe { point, action: Action::OffCpuSwitch { out, table, pid } }]))
+    }
+
     fn map_heaps(
         &mut self,
         _modules: &[AnalyzedImage],
@@ -555,9 +633,14 @@ impl Backend for KernelBackend<'_> {
         layout: &DataLayout,
         sites: &[SitePlan],
     ) -> Result<Vec<Option<Heap<KernelAddr>>>, InstrumentError> {
-        // The tool's rings after everything else in the driver's data heap.
+        // The tool's rings after everything else in the driver's data heap (and before the
+        // off-CPU tables at its end).
         let rings_at = layout.areas[0].map(|_| layout.end[0].next_multiple_of(64));
         let len = rings_at.map_or(layout.end[0], |at| at + tool.rings);
+        let have = self.kernel.driver.info.data_heap_size;
+        if self.reserved > 0 && len + self.reserved > have {
+            return Err(InstrumentError::DataHeapFull { need: len + self.reserved, have });
+        }
         let data = self.map_data(KernelAddr(0), len, len)?;
         let have = self.kernel.driver.info.patch_heap_size;
         let mut room = 0;

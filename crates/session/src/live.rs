@@ -244,6 +244,14 @@ pub enum Target {
 impl Target {
     /// Open the target `choice` names: attach to or launch a process and analyse its modules,
     /// or open the kernel and analyse its images.
+    /// Count a new sampling's duration from now (the hunt's rounds on one target).
+    pub fn restart_clock(&mut self) {
+        match self {
+            Target::Process(p) => p.started = Instant::now(),
+            Target::Kernel(k) => k.started = Instant::now(),
+        }
+    }
+
     pub fn open(choice: &Choice) -> Result<Target, LiveError> {
         if choice.kernel {
             KernelTarget::open(choice.pid).map(Target::Kernel)

@@ -106,6 +106,7 @@ pub(crate) fn patch_room(a: Action, tool: &ToolData, lookup: u64) -> u64 {
     match a {
         Action::Count => PATCH_SLOT,
         Action::TimerStart(_) | Action::TimerStop(_) => PATCH_SLOT + TIMER_PATCH + lookup,
+        Action::OffCpuSwitch { .. } => PATCH_SLOT + TIMER_PATCH,
         Action::TimerTailCall(_) | Action::TimerTailReturn => {
             PATCH_SLOT + TIMER_PATCH + TAIL_PATCH + lookup
         }
@@ -380,6 +381,7 @@ fn primitive(
             stack: stack()?,
         },
         Action::TimerTailReturn => Primitive::TimerTailReturn { tails: job.tails, stack: stack()? },
+        Action::OffCpuSwitch { out, table, pid } => Primitive::OffCpuSwitch { out, table, pid },
         Action::SignalGuard | Action::Program { .. } => return Ok(None),
     }))
 }

@@ -36,6 +36,10 @@ pub enum Action {
     /// placed before the exit only past instructions that change none of them (a return
     /// value is only there once the last write of `rax` has run).
     Program { program: usize, reads: RegSet },
+    /// At the kernel's context switch: keep every task's off-CPU clock (codegen's
+    /// `OffCpuSwitch`: `out` and `table` hold a word per task id, the id at byte `pid` of a
+    /// task). The kernel target adds it itself for a tool with off-CPU timers.
+    OffCpuSwitch { out: u64, table: u64, pid: u32 },
 }
 
 impl Action {
@@ -57,7 +61,8 @@ impl Action {
             Action::Count
             | Action::SignalGuard
             | Action::TimerTailReturn
-            | Action::Program { .. } => None,
+            | Action::Program { .. }
+            | Action::OffCpuSwitch { .. } => None,
         }
     }
 }

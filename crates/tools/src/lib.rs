@@ -12,6 +12,7 @@ pub mod analyze;
 pub mod count;
 pub mod demo;
 pub mod error;
+pub mod hunt;
 pub mod live;
 pub mod plot;
 pub mod time;

@@ -72,7 +72,7 @@ pub trait LiveTool {
     ) -> Result<(Vec<Probe>, ToolData, Self::Built), ToolError>;
 
     /// Once the probes are in: anything to tell the user about what was built.
-    fn installed(&self, _built: &Self::Built, _events: &mut dyn Events) {}
+    fn installed(&self, _built: &Self::Built, _events: &mut dyn Events, _inst: &dyn Installed) {}
 
     /// A new live table.
     fn table(&self, built: &Self::Built, probes: usize, inst: &dyn Installed) -> Self::Table;
@@ -207,7 +207,7 @@ fn run_process<T: LiveTool>(
     p.release()?;
     events.say(&spliced_line(&inst, p.pid, splice_time));
     let refused = refused_json(&inst, events);
-    tool.installed(&built, events);
+    tool.installed(&built, events, &inst);
     let mut stop = p.sample(tool.sampling(opts.sampling), &Installed::code_heaps(&inst), || {
         let text = tool.render(&mut table, &built, &inst);
         if opts.live_table {
@@ -259,7 +259,7 @@ fn run_kernel<T: LiveTool>(
     let inst = k.install(&probes, &data, opts.force_kind).map_err(ToolError::KernelInstall)?;
     events.say(&kernel_spliced_line(&inst));
     let refused = refused_json(&inst, events);
-    tool.installed(&built, events);
+    tool.installed(&built, events, &inst);
     let mut table = tool.table(&built, probes.len(), &inst);
     let why = sample_loop(
         k.started,

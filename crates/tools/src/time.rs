@@ -5,7 +5,8 @@
 //! time goes to).
 //!
 //! With `virtual_time`, each timer has a twin on the threads' off-CPU clock (the target's:
-//! in a process, kerf's BPF program on `sched_switch`), probed at the same points: its total
+//! in a process, kerf's BPF program on `sched_switch`; in the kernel, kerf's probe at the
+//! context switch, `__switch_to`), probed at the same points: its total
 //! is the time the function's threads spent off the CPU inside it, and wall time minus that is
 //! its *virtual* time, the time they ran (KernInst's virtual timer).
 //!
@@ -79,6 +80,16 @@ impl Time {
     }
 }
 
+/// Off-CPU timer `t`'s total in nanoseconds: a process's clock counts them (BPF's
+/// `bpf_ktime_get_ns`), the kernel's context-switch probe TSC cycles (`hz` to the ns).
+fn off_cpu_ns(inst: &dyn Installed, t: usize, now: u64, hz: f64) -> u64 {
+    let raw = inst.timer(t, now).cycles;
+    match inst.target() {
+        kerf_session::probe::Where::Kernel => (raw as f64 / hz).round() as u64,
+        _ => raw,
+    }
+}
+
 /// The twin of every timer action on the off-CPU clock: timer `t`'s is `t + timers`, probed
 /// where `t` is (a tail return needs no twin: it ends whatever tail calls are pending).
 fn off_cpu_twins(probes: &mut Vec<Probe>, timers: usize) -> Vec<usize> {
@@ -124,7 +135,17 @@ impl LiveTool for Time {
         Ok((probes, tool, timed))
     }
 
-    fn installed(&self, timed: &Vec<Timed>, events: &mut dyn Events) {
+    fn installed(&self, timed: &Vec<Timed>, events: &mut dyn Events, inst: &dyn Installed) {
+        if self.virtual_time {
+            // The kernel's context-switch probe is the target's own: refused, no task's clock
+            // would move, and virtual time would read as wall time.
+            for r in inst.refused().iter().filter(|r| r.label.contains("(off-CPU clock)")) {
+                events.warn(&format!(
+                    "virtual time is wall time here: the context-switch probe {} was refused: {}",
+                    r.label, r.reason
+                ));
+            }
+        }
         for f in timed.iter().filter(|f| f.exits.is_empty()) {
             events.say(&format!(
                 "{} has no exit kerf can see; its time runs until kerf stops",
@@ -175,7 +196,7 @@ impl LiveTool for Time {
                 let mut v = json!({"name": f.name, "calls": s.calls, "outer": s.outer,
                                    "wall_ns": (s.cycles as f64 / hz).round() as u64});
                 if self.virtual_time {
-                    v["off_cpu_ns"] = json!(inst.timer(k + timed.len(), now.0).cycles);
+                    v["off_cpu_ns"] = json!(off_cpu_ns(inst, k + timed.len(), now.0, hz));
                 }
                 v
             })
@@ -214,7 +235,7 @@ impl Table {
             let (calls, ns) = (s.calls - self.last[k].0, (s.cycles as f64 / hz) as u64);
             let outer = s.outer - self.last[k].2;
             let dns = ns.saturating_sub(self.last[k].1);
-            let off = if self.virtual_time { inst.timer(k + n, now.0).cycles } else { 0 };
+            let off = if self.virtual_time { off_cpu_ns(inst, k + n, now.0, hz) } else { 0 };
             let doff = off.saturating_sub(self.last[k].3);
             self.last[k] = (s.calls, ns, s.outer, off);
             if calls == 0 && s.inside == 0 {
@@ -290,8 +311,9 @@ fn summarize(inst: &dyn Installed, timed: &[Timed], virtual_time: bool) -> (Vec<
             v["concurrency"] = json!(total_ns / elapsed_ns);
             if virtual_time {
                 let off = inst.timer(k + timed.len(), now.0);
-                let virtual_ns = (total_ns - off.cycles as f64).max(0.0);
-                v["off_cpu_ns"] = json!(off.cycles);
+                let off_ns = off_cpu_ns(inst, k + timed.len(), now.0, hz);
+                let virtual_ns = (total_ns - off_ns as f64).max(0.0);
+                v["off_cpu_ns"] = json!(off_ns);
                 v["virtual_ns"] = json!(virtual_ns.round() as u64);
                 v["avg_virtual_ns"] = json!(per_call(virtual_ns));
                 // Threads running inside on average (concurrency counts waiting ones too).
@@ -572,7 +594,7 @@ fn last_instruction(
 }
 
 /// Nanoseconds, shortened with a unit.
-fn fmt_ns(ns: f64) -> String {
+pub(crate) fn fmt_ns(ns: f64) -> String {
     if ns >= 1e9 {
         format!("{:.2} s", ns / 1e9)
     } else if ns >= 1e6 {

@@ -1,0 +1,154 @@
+//! `kerf hunt`: automatic bottleneck search from root functions down their call tree, in
+//! rounds of timers (the tool is `kerf_tools::hunt`); prints the tree of where the time goes,
+//! and writes it as collapsed stacks or speedscope JSON on request.
+
+use kerf_session::live::{catch_signals, Choice, Sampling, Target};
+use kerf_tools::hunt::{folded, hunt, json, speedscope, tree_text, HuntOptions};
+use kerf_tools::live::{Events, LiveOptions};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Root functions: [MODULE:]SYMBOL or a glob, as for `kerf time`.
+    #[arg(required = true)]
+    roots: Vec<String>,
+    /// Process to hunt in; with --kernel, the task (thread id) probes are restricted to.
+    #[arg(short, long, conflicts_with = "command")]
+    pid: Option<i32>,
+    /// Hunt in the running kernel (needs kerf's driver, kerf.ko).
+    #[arg(long, conflicts_with = "command")]
+    kernel: bool,
+    /// Follow a callee whose calls hold at least this share of its caller's time.
+    #[arg(long, default_value_t = 0.1, value_parser = share)]
+    threshold: f64,
+    /// Seconds each round times its functions.
+    #[arg(long, default_value_t = 1.0, value_parser = crate::live::seconds, value_name = "SECONDS")]
+    round: f64,
+    /// Levels below the roots at most.
+    #[arg(long, default_value_t = 8)]
+    depth: usize,
+    /// Rounds at most.
+    #[arg(long, default_value_t = 16)]
+    rounds: usize,
+    /// Keep virtual time (CPU time) beside wall time, as `kerf time --virtual`.
+    #[arg(long = "virtual")]
+    virtual_time: bool,
+    /// Leave out of the printed tree nodes below this share of their root.
+    #[arg(long, default_value_t = 0.01, value_parser = share)]
+    show: f64,
+    /// Write the tree as collapsed stacks (flame graph input) to FILE.
+    #[arg(long, value_name = "FILE")]
+    folded: Option<PathBuf>,
+    /// Write the tree as a speedscope profile (JSON) to FILE.
+    #[arg(long, value_name = "FILE")]
+    speedscope: Option<PathBuf>,
+    /// Print the tree as one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Command to launch, hunted in while it runs: `-- CMD ARGS`.
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+fn share(text: &str) -> Result<f64, String> {
+    let v: f64 = text.trim().parse().map_err(|_| "not a number".to_string())?;
+    if !(0.0..=1.0).contains(&v) {
+        return Err("a share from 0 to 1".into());
+    }
+    Ok(v)
+}
+
+/// The hunt's lines go to stderr (the tree to stdout, unless a launched command has it).
+struct Say;
+
+impl Events for Say {
+    fn say(&mut self, line: &str) {
+        eprintln!("kerf: {line}");
+    }
+    fn warn(&mut self, line: &str) {
+        eprintln!("kerf: warning: {line}");
+    }
+    fn live(&mut self, _table: &str) {}
+}
+
+pub fn run(args: Args) -> Result<(), crate::Error> {
+    // The output files exist before anything is done to a target.
+    let create = |p: &Option<PathBuf>| -> Result<Option<std::fs::File>, crate::Error> {
+        p.as_ref()
+            .map(|p| {
+                std::fs::File::create(p)
+                    .map_err(|source| crate::Error::Output { path: p.clone(), source })
+            })
+            .transpose()
+    };
+    let (mut folded_file, mut speedscope_file) = (create(&args.folded)?, create(&args.speedscope)?);
+    catch_signals();
+    let choice = Choice { pid: args.pid, command: args.command.clone(), kernel: args.kernel };
+    let mut target = Target::open(&choice).map_err(kerf_tools::ToolError::from)?;
+    // A launched command runs from its entry on; the rounds attach to it as it runs.
+    let child = match &mut target {
+        Target::Process(p) if !args.command.is_empty() => {
+            p.release().map_err(kerf_tools::ToolError::from)?;
+            p.child.take()
+        }
+        _ => None,
+    };
+    let opts = HuntOptions {
+        threshold: args.threshold,
+        round: args.round,
+        depth: args.depth,
+        rounds: args.rounds,
+        virtual_time: args.virtual_time,
+    };
+    let live = LiveOptions {
+        tid: None,
+        sampling: Sampling { interval: args.round, duration: Some(args.round), at_once: false },
+        force_kind: None,
+        plan_threads: None,
+        live_table: false,
+    };
+    let found = hunt(&mut target, &args.roots, &opts, &live, &mut Say);
+    drop(target);
+    let wait = |c: Option<std::process::Child>| {
+        if let Some(mut c) = c {
+            let _ = c.wait();
+        }
+    };
+    let found = match found {
+        Ok(f) => f,
+        Err(e) => {
+            wait(child);
+            return Err(e.into());
+        }
+    };
+    use std::io::Write;
+    let write =
+        |f: &mut Option<std::fs::File>, p: &Option<PathBuf>, text: &str| match (f.as_mut(), p) {
+            (Some(f), Some(p)) => f
+                .write_all(text.as_bytes())
+                .map_err(|source| crate::Error::Output { path: p.clone(), source }),
+            _ => Ok(()),
+        };
+    write(&mut folded_file, &args.folded, &folded(&found))?;
+    let name = args.roots.join(" ");
+    write(&mut speedscope_file, &args.speedscope, &format!("{}\n", speedscope(&found, &name)))?;
+    let text = if args.json {
+        format!("{}\n", json(&found))
+    } else {
+        let how = format!(
+            "{} round{}, at most {} probes in at once, {:.1} s\n",
+            found.rounds,
+            if found.rounds == 1 { "" } else { "s" },
+            found.peak_probes,
+            found.seconds
+        );
+        format!("{}{how}", tree_text(&found, args.show))
+    };
+    if args.command.is_empty() {
+        print!("{text}");
+    } else {
+        eprint!("{text}");
+    }
+    wait(child);
+    Ok(())
+}

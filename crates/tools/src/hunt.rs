@@ -1,0 +1,494 @@
+//! `hunt`: automatic bottleneck search, the drill-down a person did by hand in the KernInst
+//! case study (from `copen` down to `ufs_itrunc`, curve by curve), done by kerf in rounds.
+//!
+//! Each round times the functions of the frontier and every call they make, per callee
+//! (`time` with callees), for a fixed time, then takes those probes out. The first frontier
+//! is the roots. A callee whose calls from a function hold at least `threshold` of that
+//! function's time joins the next frontier (once: a function already timed, or one of the
+//! node's own ancestors, is not timed again); the search ends when the frontier is empty, at
+//! the depth limit, or at the round limit. Only the frontier's probes are in at any time.
+//!
+//! The tree: a node is a function on one path from a root. A root's time is what its timer
+//! measured; a child's is the call-site timer of its parent's round; a grandchild's comes
+//! from the child's own round, where the child's time splits among its callees: the child's
+//! node time times the callee's share of the child's measured time (the child's calls from
+//! other places count in the shares, as gprof attributes). CPU time splits by its own shares,
+//! calls by calls per call of the parent. Times are per second of the round
+//! that measured them (ns/s: threads inside on average, times 1e9), so rounds of different
+//! lengths and loads compare. A node's self time is its time minus its callees' (every call it
+//! makes was timed, followed or not).
+
+use crate::error::ToolError;
+use crate::live::{run, Events, LiveOptions};
+use crate::time::Time;
+use kerf_session::live::{Sampling, Target};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::time::Instant;
+
+/// How the hunt goes.
+#[derive(Clone, Debug)]
+pub struct HuntOptions {
+    /// The share of its parent's time a callee needs to be followed.
+    pub threshold: f64,
+    /// Seconds each round samples.
+    pub round: f64,
+    /// Levels below the roots at most.
+    pub depth: usize,
+    /// Rounds at most.
+    pub rounds: usize,
+    /// Keep virtual time beside wall time.
+    pub virtual_time: bool,
+}
+
+/// One node of the tree: a function on one call path.
+#[derive(Clone, Debug, Default)]
+pub struct Node {
+    pub name: String,
+    /// Wall time inside, per second of its round (ns/s), and virtual time where kept.
+    pub ns: f64,
+    pub virtual_ns: Option<f64>,
+    /// Calls per second on this path.
+    pub calls: f64,
+    /// Followed: its own callees were timed.
+    pub followed: bool,
+    pub children: Vec<Node>,
+}
+
+impl Node {
+    /// Time not in any timed callee.
+    pub fn self_ns(&self) -> f64 {
+        (self.ns - self.children.iter().map(|c| c.ns).sum::<f64>()).max(0.0)
+    }
+}
+
+/// What a hunt found: the tree under each root, and how it went.
+#[derive(Clone, Debug, Default)]
+pub struct Hunt {
+    pub roots: Vec<Node>,
+    pub rounds: usize,
+    /// Probes in at once at most (in the largest round), and seconds to the answer.
+    pub peak_probes: usize,
+    pub seconds: f64,
+    /// How the last round ended (the target's end stops the hunt early).
+    pub stopped: Option<String>,
+}
+
+/// A function's callee as the call-site timers name it: `f@plt` is `f` (its body is in
+/// another module); an indirect call has no name to follow.
+fn follow_name(callee: &str) -> Option<&str> {
+    if callee.starts_with('(') {
+        return None;
+    }
+    Some(callee.strip_suffix("@plt").unwrap_or(callee))
+}
+
+/// One round's measurements: per timed function, its totals; per caller, its callees'.
+#[derive(Default)]
+struct Round {
+    functions: HashMap<String, Measured>,
+    callees: HashMap<String, Vec<(String, Measured)>>,
+}
+
+/// Per function timed: its totals, and its callees' from the same round.
+type Known = HashMap<String, (Measured, Vec<(String, Measured)>)>;
+
+#[derive(Clone, Copy, Default)]
+struct Measured {
+    ns: f64,
+    virtual_ns: Option<f64>,
+    calls: f64,
+}
+
+/// A round's summary read into per-second measurements.
+fn read_round(v: &Value) -> Round {
+    let secs = v["timed_seconds"].as_f64().unwrap_or(1.0).max(1e-9);
+    let mut r = Round::default();
+    for f in v["functions"].as_array().into_iter().flatten() {
+        let m = Measured {
+            ns: f["total_ns"].as_f64().unwrap_or(0.0) / secs,
+            virtual_ns: f["virtual_ns"].as_f64().map(|x| x / secs),
+            calls: f["calls"].as_f64().unwrap_or(0.0) / secs,
+        };
+        match (f["caller"].as_str(), f["callee"].as_str()) {
+            (Some(caller), Some(callee)) => {
+                r.callees.entry(caller.to_string()).or_default().push((callee.to_string(), m))
+            }
+            _ => {
+                let name = f["function"].as_str().unwrap_or("").to_string();
+                r.functions.insert(name, m);
+            }
+        }
+    }
+    r
+}
+
+/// The children of a node whose time on its path is `node`, from the round that timed its
+/// function (`measured` its own totals there, `callees` its calls'), biggest first.
+fn children(callees: &[(String, Measured)], node: &Measured, measured: &Measured) -> Vec<Node> {
+    // Each quantity splits by its own shares: a callee's time by its share of the function's
+    // time, its CPU time by its share of the function's CPU time, its calls per call of the
+    // function.
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    let mut kids: Vec<Node> = callees
+        .iter()
+        .map(|(callee, m)| Node {
+            name: callee.clone(),
+            ns: node.ns * ratio(m.ns, measured.ns),
+            virtual_ns: match (node.virtual_ns, m.virtual_ns, measured.virtual_ns) {
+                (Some(n), Some(v), Some(all)) => Some(n * ratio(v, all)),
+                _ => None,
+            },
+            calls: node.calls * ratio(m.calls, measured.calls),
+            followed: false,
+            children: Vec::new(),
+        })
+        .collect();
+    kids.sort_by(|a, b| b.ns.total_cmp(&a.ns));
+    kids
+}
+
+/// Hunt from `roots` in `target` (see the module documentation). `live` gives the thread
+/// filter and splice options; each round samples `opts.round` seconds.
+pub fn hunt(
+    target: &mut Target,
+    roots: &[String],
+    opts: &HuntOptions,
+    live: &LiveOptions,
+    events: &mut dyn Events,
+) -> Result<Hunt, ToolError> {
+    let t0 = Instant::now();
+    let mut out = Hunt::default();
+    // Per function timed: its totals and its callees', from the round that timed it.
+    let mut known: Known = HashMap::new();
+    // Nodes waiting for their callees: the function, and the path to the node (the root's
+    // index, then each child's).
+    let mut frontier: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut specs: Vec<String> = roots.to_vec();
+    let mut depth = 0;
+    loop {
+        if !specs.is_empty() {
+            if out.rounds >= opts.rounds {
+                break;
+            }
+            let (round, v) = time_round(target, &specs, opts, live, events, out.rounds + 1)?;
+            out.rounds += 1;
+            let probes: usize = v["functions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|f| 1 + f["exits"].as_array().map_or(0, Vec::len))
+                .sum();
+            out.peak_probes = out.peak_probes.max(probes);
+            out.stopped = v["stopped"].as_str().map(String::from);
+            for (name, m) in &round.functions {
+                let callees = round.callees.get(name).cloned().unwrap_or_default();
+                known.insert(name.clone(), (*m, callees));
+            }
+            if out.rounds == 1 {
+                let mut names: Vec<&String> = round.functions.keys().collect();
+                names.sort();
+                for name in names {
+                    let m = round.functions[name];
+                    frontier.push((name.clone(), vec![out.roots.len()]));
+                    out.roots.push(Node {
+                        name: name.clone(),
+                        ns: m.ns,
+                        virtual_ns: m.virtual_ns,
+                        calls: m.calls,
+                        ..Node::default()
+                    });
+                }
+            }
+            // The target ended: what was measured is the answer.
+            if v["target"].is_object() {
+                place(&mut out.roots, &frontier, &known);
+                break;
+            }
+        }
+        place(&mut out.roots, &frontier, &known);
+        depth += 1;
+        if depth > opts.depth {
+            break;
+        }
+        // The next frontier: callees above the threshold of their parent, not its ancestors.
+        let mut next: Vec<(String, Vec<usize>)> = Vec::new();
+        for (_, path) in &frontier {
+            let ancestors = names_on(&out.roots, path);
+            let node = node_at(&mut out.roots, path);
+            for (k, c) in node.children.iter().enumerate() {
+                let Some(name) = follow_name(&c.name) else { continue };
+                let big = node.ns > 0.0 && c.ns >= opts.threshold * node.ns;
+                if big && !ancestors.iter().any(|a| a == name) {
+                    let mut p = path.clone();
+                    p.push(k);
+                    next.push((name.to_string(), p));
+                }
+            }
+        }
+        if next.is_empty() {
+            break;
+        }
+        // A function met on several paths, or timed in an earlier round, is timed once: every
+        // node of it takes that round's shares. One kerf cannot resolve is left a leaf.
+        specs = next.iter().map(|(n, _)| n.clone()).filter(|n| !known.contains_key(n)).collect();
+        specs.sort();
+        specs.dedup();
+        specs.retain(|s| resolvable(target, s));
+        frontier = next;
+    }
+    out.seconds = t0.elapsed().as_secs_f64();
+    Ok(out)
+}
+
+/// One round: time `specs` and their calls for the round's seconds; the round's measurements
+/// and its summary.
+fn time_round(
+    target: &mut Target,
+    specs: &[String],
+    opts: &HuntOptions,
+    live: &LiveOptions,
+    events: &mut dyn Events,
+    k: usize,
+) -> Result<(Round, Value), ToolError> {
+    events.say(&format!(
+        "round {k}: timing {} function{} and their calls for {} s: {}",
+        specs.len(),
+        if specs.len() == 1 { "" } else { "s" },
+        opts.round,
+        specs.join(", ")
+    ));
+    let tool = Time::new(specs, true)?.with_virtual_time(opts.virtual_time);
+    let round_opts = LiveOptions {
+        sampling: Sampling { interval: opts.round, duration: Some(opts.round), at_once: false },
+        live_table: false,
+        ..*live
+    };
+    target.restart_clock();
+    let report = run(&tool, target, &round_opts, &mut Quiet(events))?;
+    if let Some(e) = report.error {
+        return Err(e);
+    }
+    let mut v = report.json;
+    v["stopped"] = json!(report.stopped);
+    Ok((read_round(&v), v))
+}
+
+/// Whether `spec` names a function of the target kerf can time.
+fn resolvable(target: &Target, spec: &str) -> bool {
+    let Ok(s) = kerf_session::spec::parse(spec) else { return false };
+    match target {
+        Target::Process(p) => crate::live::resolve(&p.modules, &p.aliases, &[s]).is_ok(),
+        Target::Kernel(k) => crate::live::resolve(&k.kernel.images, &[], &[s]).is_ok(),
+    }
+}
+
+/// Give every frontier node whose function has been timed its callees, by that round's shares.
+fn place(roots: &mut [Node], frontier: &[(String, Vec<usize>)], known: &Known) {
+    for (name, path) in frontier {
+        let Some((m, callees)) = known.get(name) else { continue };
+        let node = node_at(roots, path);
+        if node.followed {
+            continue;
+        }
+        let here = Measured { ns: node.ns, virtual_ns: node.virtual_ns, calls: node.calls };
+        node.children = children(callees, &here, m);
+        node.followed = true;
+    }
+}
+
+/// The node a path leads to.
+fn node_at<'a>(roots: &'a mut [Node], path: &[usize]) -> &'a mut Node {
+    let mut n = &mut roots[path[0]];
+    for &k in &path[1..] {
+        n = &mut n.children[k];
+    }
+    n
+}
+
+/// The names of the nodes along a path, the root's first.
+fn names_on(roots: &[Node], path: &[usize]) -> Vec<String> {
+    let mut n = &roots[path[0]];
+    let mut names = vec![n.name.clone()];
+    for &k in &path[1..] {
+        n = &n.children[k];
+        names.push(follow_name(&n.name).unwrap_or(&n.name).to_string());
+    }
+    names
+}
+
+/// The events of a round, passed on except its per-round chatter (the "points spliced" and
+/// "stopped" lines are the round's, said once per round by the hunt instead).
+struct Quiet<'a>(&'a mut dyn Events);
+
+impl Events for Quiet<'_> {
+    fn say(&mut self, _line: &str) {}
+    fn warn(&mut self, line: &str) {
+        self.0.warn(line);
+    }
+    fn live(&mut self, _table: &str) {}
+}
+
+/// The tree as text: per node, its share of its root, time per second, self time, calls per
+/// second and (with virtual time) CPU time per second; nodes below `min` of their root left
+/// out.
+pub fn tree_text(h: &Hunt, min: f64) -> String {
+    let virtual_time = h.roots.iter().any(|r| r.virtual_ns.is_some());
+    let mut t = format!("{:>7} {:>10} {:>10} {:>10}", "share", "time/s", "self/s", "calls/s");
+    if virtual_time {
+        let _ = write!(t, " {:>10}", "cpu/s");
+    }
+    t.push_str("  function\n");
+    fn walk(t: &mut String, n: &Node, root: f64, depth: usize, min: f64, virtual_time: bool) {
+        let share = if root > 0.0 { n.ns / root } else { 0.0 };
+        let _ = write!(
+            t,
+            "{:>6.1}% {:>10} {:>10} {:>10.0}",
+            100.0 * share,
+            crate::time::fmt_ns(n.ns),
+            crate::time::fmt_ns(n.self_ns()),
+            n.calls
+        );
+        if virtual_time {
+            let _ = write!(t, " {:>10}", n.virtual_ns.map_or("-".into(), crate::time::fmt_ns));
+        }
+        let mark = if n.followed || n.children.is_empty() { "" } else { " (not followed)" };
+        let _ = writeln!(t, "  {}{}{mark}", "  ".repeat(depth), n.name);
+        for c in n.children.iter().filter(|c| root > 0.0 && c.ns >= min * root) {
+            walk(t, c, root, depth + 1, min, virtual_time);
+        }
+    }
+    for r in &h.roots {
+        walk(&mut t, r, r.ns, 0, min, virtual_time);
+    }
+    t
+}
+
+/// The tree as collapsed stacks (`root;child;leaf SELF`, one line per node with self time, in
+/// nanoseconds per second), the input of flame graph tools.
+pub fn folded(h: &Hunt) -> String {
+    let mut out = String::new();
+    fn walk(out: &mut String, n: &Node, stack: &mut Vec<String>) {
+        stack.push(n.name.replace(';', ":"));
+        let s = n.self_ns().round() as u64;
+        if s > 0 {
+            let _ = writeln!(out, "{} {s}", stack.join(";"));
+        }
+        for c in &n.children {
+            walk(out, c, stack);
+        }
+        stack.pop();
+    }
+    for r in &h.roots {
+        walk(&mut out, r, &mut Vec::new());
+    }
+    out
+}
+
+/// The tree as a speedscope file (a sampled profile: each node's stack weighted by its self
+/// time, in nanoseconds per second).
+pub fn speedscope(h: &Hunt, name: &str) -> Value {
+    let mut frames: Vec<String> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut samples: Vec<Vec<usize>> = Vec::new();
+    let mut weights: Vec<u64> = Vec::new();
+    fn walk(
+        n: &Node,
+        stack: &mut Vec<usize>,
+        frames: &mut Vec<String>,
+        index: &mut HashMap<String, usize>,
+        samples: &mut Vec<Vec<usize>>,
+        weights: &mut Vec<u64>,
+    ) {
+        let k = *index.entry(n.name.clone()).or_insert_with(|| {
+            frames.push(n.name.clone());
+            frames.len() - 1
+        });
+        stack.push(k);
+        let s = n.self_ns().round() as u64;
+        if s > 0 {
+            samples.push(stack.clone());
+            weights.push(s);
+        }
+        for c in &n.children {
+            walk(c, stack, frames, index, samples, weights);
+        }
+        stack.pop();
+    }
+    for r in &h.roots {
+        walk(r, &mut Vec::new(), &mut frames, &mut index, &mut samples, &mut weights);
+    }
+    let total: u64 = weights.iter().sum();
+    json!({
+        "$schema": "https://www.speedscope.app/file-format-schema.json",
+        "exporter": "kerf hunt",
+        "name": name,
+        "shared": {"frames": frames.iter().map(|f| json!({"name": f})).collect::<Vec<_>>()},
+        "profiles": [{
+            "type": "sampled", "name": name, "unit": "nanoseconds",
+            "startValue": 0, "endValue": total, "samples": samples, "weights": weights,
+        }],
+    })
+}
+
+/// The hunt as JSON: the tree (each node with `function`, `ns_per_s`, `self_ns_per_s`,
+/// `calls_per_s`, `virtual_ns_per_s`, `followed`, `children`), rounds, peak probes, seconds.
+pub fn json(h: &Hunt) -> Value {
+    fn node(n: &Node) -> Value {
+        json!({"function": n.name, "ns_per_s": n.ns, "self_ns_per_s": n.self_ns(),
+               "calls_per_s": n.calls, "virtual_ns_per_s": n.virtual_ns, "followed": n.followed,
+               "children": n.children.iter().map(node).collect::<Vec<_>>()})
+    }
+    json!({"roots": h.roots.iter().map(node).collect::<Vec<_>>(), "rounds": h.rounds,
+           "peak_probes": h.peak_probes, "seconds": h.seconds, "stopped": h.stopped})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn n(name: &str, ns: f64, children: Vec<Node>) -> Node {
+        Node { name: name.into(), ns, children, followed: true, ..Node::default() }
+    }
+
+    fn sample() -> Hunt {
+        let slow = n("slow", 800.0, vec![]);
+        let lookup = n("lookup", 850.0, vec![slow]);
+        let hot = n("hot", 100.0, vec![]);
+        Hunt { roots: vec![n("serve", 1000.0, vec![lookup, hot])], ..Hunt::default() }
+    }
+
+    #[test]
+    fn round_summaries_split_a_nodes_time_by_its_callees_shares() {
+        let v = json!({"timed_seconds": 2.0, "functions": [
+            {"function": "g", "total_ns": 4000, "calls": 20},
+            {"function": "g > h", "caller": "g", "callee": "h", "total_ns": 3000, "calls": 10},
+            {"function": "g > k@plt", "caller": "g", "callee": "k@plt", "total_ns": 500, "calls": 2}]});
+        let r = read_round(&v);
+        assert_eq!(r.functions["g"].ns, 2000.0);
+        // On this path g takes 1000 ns/s of the 2000 it takes in all, and 5 of its 10 calls/s.
+        let here = Measured { ns: 1000.0, virtual_ns: None, calls: 5.0 };
+        let kids = children(&r.callees["g"], &here, &r.functions["g"]);
+        let got: Vec<(&str, f64, f64)> =
+            kids.iter().map(|k| (k.name.as_str(), k.ns, k.calls)).collect();
+        assert_eq!(got, [("h", 750.0, 2.5), ("k@plt", 125.0, 0.5)]);
+        assert_eq!(follow_name("k@plt"), Some("k"));
+        assert_eq!(follow_name("(indirect)"), None);
+    }
+
+    #[test]
+    fn self_time_folded_stacks_and_speedscope_agree() {
+        let h = sample();
+        assert_eq!(h.roots[0].self_ns(), 50.0);
+        assert_eq!(folded(&h), "serve 50\nserve;lookup 50\nserve;lookup;slow 800\nserve;hot 100\n");
+        let s = speedscope(&h, "t");
+        assert_eq!(s["profiles"][0]["weights"], json!([50, 50, 800, 100]));
+        assert_eq!(s["profiles"][0]["samples"][2], json!([0, 1, 2]));
+        assert_eq!(s["profiles"][0]["endValue"], 1000);
+        let text = tree_text(&h, 0.0);
+        assert!(text.contains("     slow"), "{text}");
+        // Below 20 % of the root: left out.
+        assert!(!tree_text(&h, 0.2).contains("hot"));
+    }
+}
