@@ -35,6 +35,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
         json: false,
         output: None,
         record: None,
+        serve: None,
         force_kind: None,
         plan_threads: None,
         kernel: false,

@@ -31,6 +31,10 @@ pub struct LiveArgs {
     /// line of its own).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<std::path::PathBuf>,
+    /// Serve every metric over HTTP at ADDR (host:port), in the OpenMetrics text format, for
+    /// Prometheus to scrape (GET /metrics; updated each interval).
+    #[arg(long, value_name = "ADDR")]
+    pub serve: Option<String>,
     /// Record every metric at each interval into FILE (JSON Lines, a sample a line) for
     /// `kerf plot` to draw as curves.
     #[arg(long, value_name = "FILE")]
@@ -111,6 +115,8 @@ pub struct Output {
     summary: Sink,
     /// `--record`: the samples go here, a line each.
     record: Option<std::io::BufWriter<std::fs::File>>,
+    /// `--serve`: the latest sample goes here.
+    serve: Option<crate::serve::Server>,
 }
 
 impl Output {
@@ -122,6 +128,10 @@ impl Output {
             Some(p) => Some(record_file(p, tool, args)?),
             None => None,
         };
+        let serve = match &args.serve {
+            Some(addr) => Some(crate::serve::Server::start(addr, tool, &target_name(args))?),
+            None => None,
+        };
         let summary = match &args.output {
             Some(p) => Sink::File(
                 std::fs::File::create(p)
@@ -129,7 +139,7 @@ impl Output {
             ),
             None => ours(),
         };
-        Ok(Output { live: ours(), summary, record })
+        Ok(Output { live: ours(), summary, record, serve })
     }
 
     fn write(sink: &mut Sink, text: &str) {
@@ -160,10 +170,24 @@ impl Events for Output {
     }
     fn record(&mut self, sample: serde_json::Value) {
         use std::io::Write;
+        if let Some(s) = &self.serve {
+            s.update(&sample);
+        }
         if let Some(f) = &mut self.record {
             // A full disk ends the recording, not the run: the target must still be restored.
             let _ = writeln!(f, "{sample}").and_then(|()| f.flush());
         }
+    }
+}
+
+/// What the tool runs on, in words: the kernel, a process, or the command.
+fn target_name(args: &LiveArgs) -> String {
+    if args.kernel {
+        "the kernel".to_string()
+    } else if let Some(pid) = args.pid {
+        format!("process {pid}")
+    } else {
+        args.command.join(" ")
     }
 }
 
@@ -176,13 +200,7 @@ fn record_file(
     use std::io::Write;
     let err = |source| crate::Error::Output { path: path.to_path_buf(), source };
     let mut f = std::io::BufWriter::new(std::fs::File::create(path).map_err(err)?);
-    let target = if args.kernel {
-        "the kernel".to_string()
-    } else if let Some(pid) = args.pid {
-        format!("process {pid}")
-    } else {
-        args.command.join(" ")
-    };
+    let target = target_name(args);
     let head = serde_json::json!({"kerf_record": 1, "tool": tool, "target": target,
                                   "interval": args.interval});
     writeln!(f, "{head}").map_err(err)?;

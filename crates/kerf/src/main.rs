@@ -12,6 +12,7 @@ mod hunt;
 mod live;
 mod plot;
 mod progress;
+mod serve;
 mod time;
 mod trace;
 
@@ -40,6 +41,11 @@ pub enum Error {
         path: std::path::PathBuf,
         source: std::io::Error,
     },
+    /// `--serve ADDR` could not listen there.
+    Serve {
+        addr: String,
+        source: std::io::Error,
+    },
     /// `kerf plot`: a record file that cannot be read or drawn, or a picture not written.
     Plot {
         path: std::path::PathBuf,
@@ -53,6 +59,7 @@ impl std::fmt::Display for Error {
             Error::Tool(e) => write!(f, "{e}"),
             Error::Output { path, source } => write!(f, "{}: {source}", path.display()),
             Error::Plot { path, what } => write!(f, "{}: {what}", path.display()),
+            Error::Serve { addr, source } => write!(f, "--serve {addr}: {source}"),
             Error::Trace(e) => write!(f, "{e}"),
             Error::Incomplete { path, why } => {
                 write!(f, "{}: {why}; converted what came before", path.display())

@@ -14,6 +14,7 @@ pub mod demo;
 pub mod error;
 pub mod hunt;
 pub mod live;
+pub mod openmetrics;
 pub mod plot;
 pub mod time;
 pub mod trace;
