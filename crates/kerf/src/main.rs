@@ -10,9 +10,11 @@ mod count;
 mod demo;
 mod hunt;
 mod live;
+mod locks;
 mod plot;
 mod progress;
 mod serve;
+mod sum;
 mod time;
 mod trace;
 
@@ -89,6 +91,9 @@ enum Command {
     Count(count::Args),
     /// Time functions of a live process or the kernel: calls, time per call, concurrency.
     Time(time::Args),
+    /// Sum a value (an argument, a return value, a register) at points of a live process or
+    /// the kernel: KernInst's accumulators, per second and per event.
+    Sum(sum::Args),
     /// Launch a bundled multi-threaded workload and show live calls and times spliced into it.
     Demo(demo::Args),
     /// Trace events at any instruction of a live process, a command, or the kernel, with
@@ -97,6 +102,9 @@ enum Command {
     Trace(Box<trace::TraceArgs>),
     /// Receive traces from remote senders over TCP into one raw trace file.
     Collect(trace::CollectArgs),
+    /// Waiting threads in a process: time spent acquiring pthread mutexes and rwlocks, per
+    /// lock and per call site, and the average number of threads waiting.
+    Locks(locks::Args),
     /// Find where the time goes below root functions: rounds of timers on each function's
     /// calls, following the callees that hold more than a threshold of their caller's time,
     /// down to the leaves; prints the tree (wall and virtual time, self time, calls).
@@ -115,11 +123,13 @@ fn main() -> ExitCode {
         Command::Analyze(a) => analyze::run(a),
         Command::Count(a) => count::run(a),
         Command::Time(a) => time::run(a),
+        Command::Sum(a) => sum::run(a),
         Command::Demo(a) => demo::run(a),
         Command::Trace(c) => trace::run(*c),
         Command::Collect(a) => trace::collect(a),
         Command::Plot(a) => plot::run(a),
         Command::Hunt(a) => hunt::run(a),
+        Command::Locks(a) => locks::run(a),
         Command::Workload { threads } => kerf_tools::demo::workload(threads),
     };
     match result {

@@ -135,6 +135,7 @@ fn kerf_on_the_live_stock_kernel() {
         "pid_filter",
         "vtime",
         "hunt",
+        "sum",
         "trace_openat2",
         "trace_timeline",
         "trace_killed",

@@ -67,6 +67,10 @@ pub struct Kernel {
     /// in that order), for generated code that captures memory; 0 where kallsyms has none.
     pub readers: [u64; 4],
     pub kallsyms_symbols: usize,
+    /// A removal unregistered traps after its last quiescence: their patches are retired in
+    /// the driver (not to be rewritten) until the next one. A later installation through
+    /// this driver (a hunt's next round) quiesces first, so that it can reuse the heap.
+    retired: std::sync::atomic::AtomicBool,
 }
 
 impl Kernel {
@@ -203,7 +207,14 @@ impl Kernel {
             }
         }
         let kallsyms_symbols = kallsyms.lines().count();
-        Ok(Kernel { driver, images, current_task, readers, kallsyms_symbols })
+        Ok(Kernel {
+            driver,
+            images,
+            current_task,
+            readers,
+            kallsyms_symbols,
+            retired: std::sync::atomic::AtomicBool::new(false),
+        })
     }
 }
 
@@ -490,6 +501,7 @@ impl Backend for KernelBackend<'_> {
         for s in batch {
             let _ = d.trap_del(s.addr);
         }
+        self.kernel.retired.store(true, std::sync::atomic::Ordering::Relaxed);
         match first_err {
             Some(e) => Err(e.into()),
             None => Ok(vec![Outcome::Done; batch.len()]),
@@ -537,6 +549,11 @@ impl Backend for KernelBackend<'_> {
         phases: &mut Phases,
     ) -> Result<Begin, InstrumentError> {
         let t = Instant::now();
+        // Patches an earlier removal retired are reusable after a quiescence (see `retired`).
+        if self.kernel.retired.swap(false, std::sync::atomic::Ordering::Relaxed) {
+            self.kernel.driver.quiesce()?;
+            phases.lap("quiescence after the last removal", t);
+        }
         if let Some(p) =
             probes.iter().find(|p| p.action == Action::SignalGuard || p.action.is_tail())
         {

@@ -76,9 +76,13 @@ pub struct Hunt {
 }
 
 /// A function's callee as the call-site timers name it: `f@plt` is `f` (its body is in
-/// another module); an indirect call has no name to follow.
+/// another module); an indirect call has no name to follow, nor has one through a retpoline
+/// thunk (`call __x86_indirect_thunk_rax`, which kallsyms may name `__indirect_thunk_start`).
 fn follow_name(callee: &str) -> Option<&str> {
-    if callee.starts_with('(') {
+    if callee.starts_with('(')
+        || callee.contains("indirect_thunk")
+        || callee.contains("return_thunk")
+    {
         return None;
     }
     Some(callee.strip_suffix("@plt").unwrap_or(callee))
@@ -172,7 +176,43 @@ pub fn hunt(
             if out.rounds >= opts.rounds {
                 break;
             }
-            let (round, v) = time_round(target, &specs, opts, live, events, out.rounds + 1)?;
+            let first = out.rounds == 0;
+            let (round, v) = match time_round(target, &specs, opts, live, events, out.rounds + 1) {
+                Ok(r) => r,
+                Err(e) if first => return Err(e),
+                // A function kerf cannot probe (every point refused) ends its path; the others
+                // of the round are timed without it.
+                Err(e) if specs.len() > 1 => {
+                    events.warn(&format!(
+                        "round {}: {e}; timing its functions one by one",
+                        out.rounds + 1
+                    ));
+                    let mut ok = Vec::new();
+                    for s in &specs {
+                        if time_round(
+                            target,
+                            std::slice::from_ref(s),
+                            opts,
+                            live,
+                            &mut Quiet(events),
+                            out.rounds + 1,
+                        )
+                        .is_ok()
+                        {
+                            ok.push(s.clone());
+                        } else {
+                            events.warn(&format!("{s}: cannot be timed here; it stays a leaf"));
+                        }
+                    }
+                    specs = ok;
+                    continue;
+                }
+                Err(e) => {
+                    events.warn(&format!("{}: {e}; it stays a leaf", specs[0]));
+                    specs.clear();
+                    continue;
+                }
+            };
             out.rounds += 1;
             let probes: usize = v["functions"]
                 .as_array()

@@ -14,8 +14,10 @@ pub mod demo;
 pub mod error;
 pub mod hunt;
 pub mod live;
+pub mod locks;
 pub mod openmetrics;
 pub mod plot;
+pub mod sum;
 pub mod time;
 pub mod trace;
 

@@ -1,7 +1,9 @@
 //! A live tool's metrics in the OpenMetrics text format (what Prometheus scrapes), from the
-//! tool's latest sample (`LiveTool::sample`): `kerf count`'s counts, `kerf time`'s calls,
+//! tool's latest sample (`LiveTool::sample`): `kerf count`'s counts, `kerf sum`'s sums and
+//! events, `kerf time`'s calls,
 //! outermost calls, wall time and, with virtual time, off-CPU and virtual time, each a counter
-//! per function (or point) with the tool and the target as labels. Rates are Prometheus's to
+//! (a sum a gauge: signed values may take it down) per function, point or line, with the tool
+//! and the target as labels. Rates are Prometheus's to
 //! take: `rate(kerf_wall_seconds_total[1m])` is a function's concurrency (threads inside),
 //! `rate(kerf_virtual_seconds_total[1m])` the threads running inside.
 
@@ -16,8 +18,8 @@ fn escape(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-/// One counter family: its name (without `_total`), help, unit, the sample key it reads and
-/// a factor to its unit.
+/// One family: its name (a counter's without `_total`), help, unit, the sample key it reads
+/// and a factor to its unit. Counters, but a sum, which may go down (signed values): a gauge.
 struct Family {
     name: &'static str,
     help: &'static str,
@@ -26,7 +28,21 @@ struct Family {
     scale: f64,
 }
 
-const FAMILIES: [Family; 6] = [
+const FAMILIES: [Family; 8] = [
+    Family {
+        name: "kerf_sum",
+        help: "The line's value summed at its points.",
+        unit: None,
+        key: "sum",
+        scale: 1.0,
+    },
+    Family {
+        name: "kerf_events",
+        help: "Events the line's sum took.",
+        unit: None,
+        key: "events",
+        scale: 1.0,
+    },
     Family {
         name: "kerf_count",
         help: "Times the point ran.",
@@ -89,14 +105,19 @@ pub fn render(tool: &str, target: &str, sample: Option<&Value>) -> String {
                 .collect()
         })
         .unwrap_or_default();
-    let what = if tool == "count" { "point" } else { "function" };
+    let what = match tool {
+        "count" => "point",
+        "sum" => "line",
+        _ => "function",
+    };
     for f in &FAMILIES {
         let present: Vec<(&str, f64)> =
             rows.iter().filter_map(|r| Some((r["name"].as_str()?, r[f.key].as_f64()?))).collect();
         if present.is_empty() {
             continue;
         }
-        let _ = writeln!(out, "# TYPE {} counter", f.name);
+        let gauge = f.key == "sum";
+        let _ = writeln!(out, "# TYPE {} {}", f.name, if gauge { "gauge" } else { "counter" });
         if let Some(u) = f.unit {
             let _ = writeln!(out, "# UNIT {} {u}", f.name);
         }
@@ -104,8 +125,9 @@ pub fn render(tool: &str, target: &str, sample: Option<&Value>) -> String {
         for (name, v) in present {
             let _ = writeln!(
                 out,
-                "{}_total{{tool=\"{}\",target=\"{}\",{what}=\"{}\"}} {}",
+                "{}{}{{tool=\"{}\",target=\"{}\",{what}=\"{}\"}} {}",
                 f.name,
+                if gauge { "" } else { "_total" },
                 escape(tool),
                 escape(target),
                 escape(name),
@@ -143,5 +165,14 @@ mod tests {
         assert!(!text.contains("kerf_count_total"));
         assert!(text.ends_with("# EOF\n"));
         assert_eq!(render("count", "x", None), "# EOF\n");
+        let s = json!({"rows": [{"name": "vfs_read@exits ret", "sum": -5, "events": 2}]});
+        let text = render("sum", "the kernel", Some(&s));
+        assert!(
+            text.contains(
+                "kerf_sum{tool=\"sum\",target=\"the kernel\",line=\"vfs_read@exits ret\"} -5\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("kerf_events_total{"), "{text}");
     }
 }

@@ -7,7 +7,9 @@
 //! metric a total since the probes went in (see `LiveTool::sample`). A curve's point is the
 //! change over an interval: `kerf time`'s `calls`, `outer`, `wall_ns` and (with `--virtual`)
 //! `off_cpu_ns` give calls per second, time per call, threads inside, and CPU time per call
-//! and threads running inside; `kerf count`'s `count` gives counts per second.
+//! and threads running inside; `kerf count`'s `count` gives counts per second; `kerf sum`'s
+//! `sum` and `events` the sum per second (the accumulator's average over time) and the
+//! average value per event.
 
 use serde_json::Value;
 use std::collections::HashMap;
@@ -116,7 +118,19 @@ fn per(a: f64, b: f64) -> Option<f64> {
     (b > 0.0).then(|| a / b)
 }
 
-const METRICS: [Metric; 6] = [
+const METRICS: [Metric; 8] = [
+    Metric {
+        title: "sum per second",
+        unit: Unit::Rate,
+        needs: "sum",
+        value: |d, s| per(d("sum"), s),
+    },
+    Metric {
+        title: "average value per event",
+        unit: Unit::Plain,
+        needs: "sum",
+        value: |d, _| per(d("sum"), d("events")),
+    },
     Metric {
         title: "calls per second",
         unit: Unit::Rate,
@@ -160,7 +174,7 @@ const METRICS: [Metric; 6] = [
 pub fn panels(rec: &Record, most: usize) -> Vec<Panel> {
     let Some(last) = rec.samples.last() else { return Vec::new() };
     let weight = |m: &HashMap<String, f64>| {
-        ["wall_ns", "calls", "count"].iter().find_map(|k| m.get(*k).copied()).unwrap_or(0.0)
+        ["wall_ns", "calls", "count", "sum"].iter().find_map(|k| m.get(*k).copied()).unwrap_or(0.0)
     };
     let mut names: Vec<(&String, f64)> = last.rows.iter().map(|(n, m)| (n, weight(m))).collect();
     names.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));

@@ -44,9 +44,12 @@ impl KernelError {
     }
 }
 
-/// What an errno means for a splice request (from `driver/kerf_uapi.h`).
-fn splice_meaning(errno: i32) -> &'static str {
+/// What an errno means for request `op` (from `driver/kerf_uapi.h`).
+fn splice_meaning(op: &str, errno: i32) -> &'static str {
     match errno {
+        libc::EBUSY if op == "write patch" => {
+            "a live splice or trap leads there, or did before the last quiescence"
+        }
         libc::EPERM => "the kernel forbids probing here (kprobe blacklist, noinstr or entry text, a BUG/WARN site, or kerf's own module)",
         libc::EBUSY => "the bytes belong to another patching mechanism (ftrace site, jump label, static call, kprobe, SMP alternative)",
         libc::ENXIO => "not in kernel or module text",
@@ -92,7 +95,7 @@ impl fmt::Display for KernelError {
                     None => write!(f, "{op}: ")?,
                 }
                 let e = io::Error::from_raw_os_error(*errno);
-                write!(f, "{} ({e})", splice_meaning(*errno))
+                write!(f, "{} ({e})", splice_meaning(op, *errno))
             }
             KernelError::Proc { path, source } => {
                 write!(f, "cannot read {}: {source}", path.display())

@@ -1,0 +1,61 @@
+//! `kerf locks`: waiting threads per lock and per call site in a process (pthread mutexes
+//! and rwlocks); the tool is `kerf_tools::locks`.
+
+use kerf_session::live::{catch_signals, Choice, Sampling, Target};
+use kerf_tools::live::{Events, LiveOptions};
+use kerf_tools::locks::{report, table, watch, Namer};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Process to watch.
+    #[arg(short, long, conflicts_with = "command")]
+    pid: Option<i32>,
+    /// Stop after this many seconds (default: until the process ends, or Ctrl-C).
+    #[arg(long, value_parser = crate::live::seconds, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Rows per table.
+    #[arg(long, default_value_t = 20)]
+    most: usize,
+    /// Print the report as one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// Command to launch (held at its entry point until the probes are in): `-- CMD ARGS`.
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+struct Say;
+
+impl Events for Say {
+    fn say(&mut self, line: &str) {
+        eprintln!("kerf: {line}");
+    }
+    fn warn(&mut self, line: &str) {
+        eprintln!("kerf: warning: {line}");
+    }
+    fn live(&mut self, _table: &str) {}
+}
+
+pub fn run(args: Args) -> Result<(), crate::Error> {
+    catch_signals();
+    let choice = Choice { pid: args.pid, command: args.command.clone(), kernel: false };
+    let mut target = Target::open(&choice).map_err(kerf_tools::ToolError::from)?;
+    let opts = LiveOptions {
+        tid: None,
+        sampling: Sampling { interval: 0.1, duration: args.duration, at_once: false },
+        force_kind: None,
+        plan_threads: None,
+        live_table: false,
+    };
+    let stats = watch(&mut target, &opts, &mut Say)?;
+    let namer = Namer::new(&target);
+    let secs = stats.first_ns.map_or(0.0, |f| stats.last_ns.saturating_sub(f) as f64 / 1e9);
+    let v = report(&stats, secs, &|a| namer.name(a));
+    let text = if args.json { format!("{v}\n") } else { table(&v, args.most) };
+    if args.command.is_empty() {
+        print!("{text}");
+    } else {
+        eprint!("{text}");
+    }
+    Ok(())
+}
