@@ -16,6 +16,7 @@ mod progress;
 mod serve;
 mod sum;
 mod time;
+mod top;
 mod trace;
 
 use clap::{Parser, Subcommand};
@@ -105,6 +106,10 @@ enum Command {
     /// Waiting threads in a process: time spent acquiring pthread mutexes and rwlocks, per
     /// lock and per call site, and the average number of threads waiting.
     Locks(locks::Args),
+    /// A live terminal view of timed functions with sparklines: expand a function into its
+    /// callees and collapse it with keys, switch between wall time, CPU time, threads inside
+    /// and calls.
+    Top(top::Args),
     /// Find where the time goes below root functions: rounds of timers on each function's
     /// calls, following the callees that hold more than a threshold of their caller's time,
     /// down to the leaves; prints the tree (wall and virtual time, self time, calls).
@@ -129,6 +134,7 @@ fn main() -> ExitCode {
         Command::Collect(a) => trace::collect(a),
         Command::Plot(a) => plot::run(a),
         Command::Hunt(a) => hunt::run(a),
+        Command::Top(a) => top::run_top(a),
         Command::Locks(a) => locks::run(a),
         Command::Workload { threads } => kerf_tools::demo::workload(threads),
     };

@@ -16,6 +16,10 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<(), crate::Error> {
+    if args.live.tid.is_some() {
+        let why = "--tid: kerf sum adds up every thread of the process";
+        return Err(kerf_tools::ToolError::Usage(why.into()).into());
+    }
     let tool = Sum::new(&args.lines)?;
     run_tool(&tool, "sum", &args.live)
 }

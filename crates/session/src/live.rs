@@ -435,9 +435,24 @@ impl ProcessTarget {
     /// `exec` (kerf's code heaps, starting at `heaps`, vanish from its maps), or a signal
     /// arrives; returns why it stopped.
     pub fn sample(&mut self, sampling: Sampling, heaps: &[RemoteAddr], tick: impl FnMut()) -> Stop {
+        self.sample_until(sampling, heaps, || false, tick)
+    }
+
+    /// [`ProcessTarget::sample`], also stopping (as interrupted) once `stop` says so (a tool
+    /// that changes its probes: `kerf top`).
+    pub fn sample_until(
+        &mut self,
+        sampling: Sampling,
+        heaps: &[RemoteAddr],
+        stop: impl Fn() -> bool,
+        tick: impl FnMut(),
+    ) -> Stop {
         let (started, pid) = (self.started, self.pid);
         let mut next_exec_check = Instant::now() + EXEC_CHECK;
         let gone = || {
+            if stop() {
+                return Some(Stop::Interrupted);
+            }
             if let Some(end) = self.fate() {
                 return Some(Stop::Ended(end));
             }

@@ -19,6 +19,7 @@ pub mod openmetrics;
 pub mod plot;
 pub mod sum;
 pub mod time;
+pub mod top;
 pub mod trace;
 
 pub use error::ToolError;

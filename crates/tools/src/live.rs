@@ -112,8 +112,18 @@ pub trait LiveTool {
     /// kernel's BTF (`None`: not found), for tools that read a task's ids.
     fn kernel_task_ids(&self, _pid: Option<u32>, _tgid: Option<u32>) {}
 
+    /// Before building for the kernel: the one task probes are restricted to (`--pid`), for
+    /// tools whose programs must check it themselves (primitives get it from the target).
+    fn kernel_only_task(&self, _pid: Option<u32>) {}
+
     /// The final table, from the summary.
     fn final_table(&self, summary: &Value) -> String;
+
+    /// Whether the tool wants sampling to end now (checked every tick): `kerf top` changes
+    /// its probes this way.
+    fn stop_requested(&self) -> bool {
+        false
+    }
 
     /// The tool's metrics now, for `--record` (after each update of the live table): totals
     /// since the probes went in, `{"rows": [{"name": NAME, METRIC: NUMBER, ...}, ...]}` (see
@@ -125,6 +135,68 @@ pub trait LiveTool {
         _inst: &dyn Installed,
     ) -> Option<Value> {
         None
+    }
+}
+
+/// A tool whose sampling also ends when `stop` is set (by whoever holds the flag: `kerf top`
+/// sets it from its keys to change the probes); everything else is the tool's.
+pub struct Until<'a, T> {
+    pub tool: T,
+    pub stop: &'a std::cell::Cell<bool>,
+}
+
+impl<T: LiveTool> LiveTool for Until<'_, T> {
+    type Built = T::Built;
+    type Table = T::Table;
+    fn build(
+        &self,
+        images: &[AnalyzedImage],
+        aliases: &[Vec<String>],
+        kind: TargetKind,
+    ) -> Result<(Vec<Probe>, ToolData, T::Built), ToolError> {
+        self.tool.build(images, aliases, kind)
+    }
+    fn installed(&self, built: &T::Built, events: &mut dyn Events, inst: &dyn Installed) {
+        self.tool.installed(built, events, inst)
+    }
+    fn table(&self, built: &T::Built, probes: usize, inst: &dyn Installed) -> T::Table {
+        self.tool.table(built, probes, inst)
+    }
+    fn render(&self, table: &mut T::Table, built: &T::Built, inst: &dyn Installed) -> String {
+        self.tool.render(table, built, inst)
+    }
+    fn summarize(
+        &self,
+        table: &mut T::Table,
+        built: &T::Built,
+        probes: &[Probe],
+        inst: &dyn Installed,
+    ) -> Value {
+        self.tool.summarize(table, built, probes, inst)
+    }
+    fn sampling(&self, s: Sampling) -> Sampling {
+        self.tool.sampling(s)
+    }
+    fn ready(&self, built: &T::Built, events: &mut dyn Events) -> Result<(), ToolError> {
+        self.tool.ready(built, events)
+    }
+    fn check_process(&self, pid: i32) -> Result<(), ToolError> {
+        self.tool.check_process(pid)
+    }
+    fn kernel_task_ids(&self, pid: Option<u32>, tgid: Option<u32>) {
+        self.tool.kernel_task_ids(pid, tgid)
+    }
+    fn kernel_only_task(&self, pid: Option<u32>) {
+        self.tool.kernel_only_task(pid)
+    }
+    fn final_table(&self, summary: &Value) -> String {
+        self.tool.final_table(summary)
+    }
+    fn sample(&self, table: &T::Table, built: &T::Built, inst: &dyn Installed) -> Option<Value> {
+        self.tool.sample(table, built, inst)
+    }
+    fn stop_requested(&self) -> bool {
+        self.stop.get() || self.tool.stop_requested()
     }
 }
 
@@ -208,7 +280,9 @@ fn run_process<T: LiveTool>(
     events.say(&spliced_line(&inst, p.pid, splice_time));
     let refused = refused_json(&inst, events);
     tool.installed(&built, events, &inst);
-    let mut stop = p.sample(tool.sampling(opts.sampling), &Installed::code_heaps(&inst), || {
+    let heaps = Installed::code_heaps(&inst);
+    let stop_requested = || tool.stop_requested();
+    let mut stop = p.sample_until(tool.sampling(opts.sampling), &heaps, stop_requested, || {
         let text = tool.render(&mut table, &built, &inst);
         if opts.live_table {
             events.live(&text);
@@ -254,6 +328,7 @@ fn run_kernel<T: LiveTool>(
     events: &mut dyn Events,
 ) -> Result<Report, ToolError> {
     tool.kernel_task_ids(k.task_pid_offset(), k.task_tgid_offset());
+    tool.kernel_only_task(k.only_pid);
     let (probes, data, built) = tool.build(&k.kernel.images, &[], TargetKind::Kernel)?;
     check_interrupted()?;
     let inst = k.install(&probes, &data, opts.force_kind).map_err(ToolError::KernelInstall)?;
@@ -264,7 +339,7 @@ fn run_kernel<T: LiveTool>(
     let why = sample_loop(
         k.started,
         tool.sampling(opts.sampling),
-        || None,
+        || tool.stop_requested().then_some(Stop::Interrupted),
         || {
             let text = tool.render(&mut table, &built, &inst);
             if opts.live_table {

@@ -12,7 +12,7 @@ use crate::error::ToolError;
 use crate::live::{resolve, site_json, LiveTool, TargetKind};
 use crate::trace::probe::{self, Expr, RegValue};
 use kerf_arch::x86_64::RegSet;
-use kerf_codegen::ir::{Addr, Op, Program, Src};
+use kerf_codegen::ir::{Addr, Cond, Op, Program, Src, Width};
 use kerf_session::instrument::{Action, Probe, ToolData};
 use kerf_session::live::Installed;
 use kerf_session::spec;
@@ -55,11 +55,18 @@ pub fn parse_line(text: &str) -> Result<Line, ToolError> {
 /// The accumulator tool.
 pub struct Sum {
     lines: Vec<Line>,
+    /// In the kernel: the offset of `task_struct.pid`, and the one task to count (`--pid`).
+    pid_offset: std::cell::Cell<Option<u32>>,
+    only_task: std::cell::Cell<Option<u32>>,
 }
 
 impl Sum {
     pub fn new(texts: &[String]) -> Result<Sum, ToolError> {
-        Ok(Sum { lines: texts.iter().map(|t| parse_line(t)).collect::<Result<_, _>>()? })
+        Ok(Sum {
+            lines: texts.iter().map(|t| parse_line(t)).collect::<Result<_, _>>()?,
+            pid_offset: Default::default(),
+            only_task: Default::default(),
+        })
     }
 
     /// Line `k`'s sum (signed) and count: every heap's copy of the area added up.
@@ -89,12 +96,31 @@ impl LiveTool for Sum {
     type Built = Built;
     type Table = Table;
 
+    fn kernel_task_ids(&self, pid: Option<u32>, _tgid: Option<u32>) {
+        self.pid_offset.set(pid);
+    }
+
+    fn kernel_only_task(&self, pid: Option<u32>) {
+        self.only_task.set(pid);
+    }
+
+    /// In the kernel with `--pid`, each program first checks the running task's id (a tool
+    /// program is not under the target's predicates: it checks them itself).
     fn build(
         &self,
         images: &[AnalyzedImage],
         aliases: &[Vec<String>],
-        _kind: TargetKind,
+        kind: TargetKind,
     ) -> Result<(Vec<Probe>, ToolData, Built), ToolError> {
+        let only = match (kind, self.only_task.get(), self.pid_offset.get()) {
+            (TargetKind::Kernel, Some(pid), Some(off)) => Some((off, pid)),
+            (TargetKind::Kernel, Some(pid), None) => {
+                return Err(ToolError::Usage(format!(
+                    "--pid {pid}: no task_struct.pid in the kernel's BTF"
+                )))
+            }
+            _ => None,
+        };
         let mut probes = Vec::new();
         let mut programs = Vec::new();
         let mut probes_of = Vec::new();
@@ -103,8 +129,24 @@ impl LiveTool for Sum {
             let mut p = Program::new();
             let v = p.vreg("v");
             p.push(Op::Reg { dst: v, reg: l.reg });
+            let end = only.map(|(off, pid)| {
+                let (t, end) = (p.vreg("task"), p.label("end"));
+                p.push(Op::Thread { dst: t });
+                let addr = Addr::Based { base: t, disp: off as i32 };
+                p.push(Op::Load { dst: t, width: Width::W32, addr });
+                p.push(Op::Branch {
+                    cond: Cond::Ne,
+                    a: t,
+                    b: Src::Imm(u64::from(pid)),
+                    target: end,
+                });
+                end
+            });
             p.push(Op::AddMem { addr: Addr::Abs(slot), src: Src::Reg(v), atomic: true });
             p.push(Op::AddMem { addr: Addr::Abs(slot + 8), src: Src::Imm(1), atomic: true });
+            if let Some(end) = end {
+                p.push(Op::Label(end));
+            }
             programs.push(p);
             let reads = RegSet::of(&[l.reg]);
             let mut mine = Vec::new();

@@ -64,6 +64,8 @@ fn ticks_per_ns(from: (u64, Instant), to: (u64, Instant)) -> f64 {
 pub struct Time {
     specs: Vec<Spec>,
     callees: bool,
+    /// Callee timers only for these functions (by name), when `callees` is off.
+    callees_of: Vec<String>,
     virtual_time: bool,
 }
 
@@ -71,7 +73,12 @@ impl Time {
     /// Parse the function specs (before anything is done to a target).
     pub fn new(functions: &[String], callees: bool) -> Result<Time, ToolError> {
         let specs = functions.iter().map(|s| parse_function(s)).collect::<Result<_, _>>()?;
-        Ok(Time { specs, callees, virtual_time: false })
+        Ok(Time { specs, callees, callees_of: Vec::new(), virtual_time: false })
+    }
+
+    /// Time the calls of these functions (by name) per callee, as `callees` does for all.
+    pub fn with_callees_of(self, names: Vec<String>) -> Time {
+        Time { callees_of: names, ..self }
     }
 
     /// Keep virtual time too: a twin timer on the off-CPU clock for every timer.
@@ -124,8 +131,9 @@ impl LiveTool for Time {
         let through_tail_calls = kind == TargetKind::Process;
         let (mut probes, mut timed) =
             timer_probes(images, aliases, &self.specs, through_tail_calls)?;
-        if self.callees {
-            callee_probes(images, &mut probes, &mut timed);
+        if self.callees || !self.callees_of.is_empty() {
+            let only = (!self.callees).then_some(&self.callees_of[..]);
+            callee_probes(images, &mut probes, &mut timed, only);
         }
         let mut tool = ToolData::timers(timed.len());
         if self.virtual_time {
@@ -519,9 +527,18 @@ fn tail_closure(images: &[AnalyzedImage], roots: Vec<(usize, FuncId)>) -> Vec<(u
 /// `(indirect)`; calls that never return (no return address block) are left out. A path that
 /// reaches a return address without the call (another branch joining there) only counts as
 /// an unmatched exit.
-fn callee_probes(images: &[AnalyzedImage], probes: &mut Vec<Probe>, timed: &mut Vec<Timed>) {
-    let callers: Vec<(usize, usize)> =
-        timed.iter().enumerate().map(|(k, t)| (k, t.entry)).collect();
+fn callee_probes(
+    images: &[AnalyzedImage],
+    probes: &mut Vec<Probe>,
+    timed: &mut Vec<Timed>,
+    only: Option<&[String]>,
+) {
+    let callers: Vec<(usize, usize)> = timed
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| only.is_none_or(|names| names.contains(&t.name)))
+        .map(|(k, t)| (k, t.entry))
+        .collect();
     let mut by_callee: HashMap<(usize, u32, String), usize> = HashMap::new();
     for (k, entry) in callers {
         let (m, f) = (probes[entry].point.module, probes[entry].point.func);
