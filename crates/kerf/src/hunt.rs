@@ -2,9 +2,9 @@
 //! rounds of timers (the tool is `kerf_tools::hunt`); prints the tree of where the time goes,
 //! and writes it as collapsed stacks or speedscope JSON on request.
 
-use kerf_session::live::{catch_signals, Choice, Sampling, Target};
+use kerf_session::live::{catch_signals, Choice, Sampling};
 use kerf_tools::hunt::{folded, hunt, json, speedscope, tree_text, HuntOptions};
-use kerf_tools::live::{Events, LiveOptions};
+use kerf_tools::live::LiveOptions;
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -58,19 +58,6 @@ fn share(text: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-/// The hunt's lines go to stderr (the tree to stdout, unless a launched command has it).
-struct Say;
-
-impl Events for Say {
-    fn say(&mut self, line: &str) {
-        eprintln!("kerf: {line}");
-    }
-    fn warn(&mut self, line: &str) {
-        eprintln!("kerf: warning: {line}");
-    }
-    fn live(&mut self, _table: &str) {}
-}
-
 pub fn run(args: Args) -> Result<(), crate::Error> {
     // The output files exist before anything is done to a target.
     let create = |p: &Option<PathBuf>| -> Result<Option<std::fs::File>, crate::Error> {
@@ -84,15 +71,8 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     let (mut folded_file, mut speedscope_file) = (create(&args.folded)?, create(&args.speedscope)?);
     catch_signals();
     let choice = Choice { pid: args.pid, command: args.command.clone(), kernel: args.kernel };
-    let mut target = Target::open(&choice).map_err(kerf_tools::ToolError::from)?;
     // A launched command runs from its entry on; the rounds attach to it as it runs.
-    let child = match &mut target {
-        Target::Process(p) if !args.command.is_empty() => {
-            p.release().map_err(kerf_tools::ToolError::from)?;
-            p.child.take()
-        }
-        _ => None,
-    };
+    let (mut target, child) = crate::live::open_for_rounds(&choice)?;
     let opts = HuntOptions {
         threshold: args.threshold,
         round: args.round,
@@ -107,7 +87,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
         plan_threads: None,
         live_table: false,
     };
-    let found = hunt(&mut target, &args.roots, &opts, &live, &mut Say);
+    let found = hunt(&mut target, &args.roots, &opts, &live, &mut crate::live::Stderr);
     drop(target);
     let wait = |c: Option<std::process::Child>| {
         if let Some(mut c) = c {

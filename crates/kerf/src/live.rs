@@ -207,6 +207,36 @@ fn record_file(
     Ok(f)
 }
 
+/// Events of a tool that prints its own report: kerf's lines go to stderr.
+pub struct Stderr;
+
+impl Events for Stderr {
+    fn say(&mut self, line: &str) {
+        eprintln!("kerf: {line}");
+    }
+    fn warn(&mut self, line: &str) {
+        eprintln!("kerf: warning: {line}");
+    }
+    fn live(&mut self, _table: &str) {}
+}
+
+/// The target `choice` names, for a tool that installs probes in rounds (`hunt`, `top`): a
+/// launched command is let go at once and runs while the rounds attach to it; its process is
+/// returned, to be waited for at the end (no round waits for it).
+pub fn open_for_rounds(
+    choice: &Choice,
+) -> Result<(Target, Option<std::process::Child>), crate::Error> {
+    let mut target = Target::open(choice).map_err(kerf_tools::ToolError::from)?;
+    let child = match &mut target {
+        Target::Process(p) if !choice.command.is_empty() => {
+            p.release().map_err(kerf_tools::ToolError::from)?;
+            p.child.take()
+        }
+        _ => None,
+    };
+    Ok((target, child))
+}
+
 /// Run `tool` against the target `args` name, and print its report: a table (after how it
 /// stopped) or the JSON object. A failure after the summary is returned after printing it.
 pub fn run_tool<T: LiveTool>(tool: &T, name: &str, args: &LiveArgs) -> Result<(), crate::Error> {

@@ -2,7 +2,7 @@
 //! and rwlocks); the tool is `kerf_tools::locks`.
 
 use kerf_session::live::{catch_signals, Choice, Sampling, Target};
-use kerf_tools::live::{Events, LiveOptions};
+use kerf_tools::live::LiveOptions;
 use kerf_tools::locks::{report, table, watch, Namer};
 
 #[derive(clap::Args)]
@@ -24,18 +24,6 @@ pub struct Args {
     command: Vec<String>,
 }
 
-struct Say;
-
-impl Events for Say {
-    fn say(&mut self, line: &str) {
-        eprintln!("kerf: {line}");
-    }
-    fn warn(&mut self, line: &str) {
-        eprintln!("kerf: warning: {line}");
-    }
-    fn live(&mut self, _table: &str) {}
-}
-
 pub fn run(args: Args) -> Result<(), crate::Error> {
     catch_signals();
     let choice = Choice { pid: args.pid, command: args.command.clone(), kernel: false };
@@ -47,7 +35,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
         plan_threads: None,
         live_table: false,
     };
-    let stats = watch(&mut target, &opts, &mut Say)?;
+    let stats = watch(&mut target, &opts, &mut crate::live::Stderr)?;
     let namer = Namer::new(&target);
     let secs = stats.first_ns.map_or(0.0, |f| stats.last_ns.saturating_sub(f) as f64 / 1e9);
     let v = report(&stats, secs, &|a| namer.name(a));

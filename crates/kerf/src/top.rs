@@ -4,7 +4,7 @@
 
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use crossterm::{cursor, execute, terminal};
-use kerf_session::live::{catch_signals, Choice, Sampling, Target};
+use kerf_session::live::{catch_signals, Choice, Sampling};
 use kerf_tools::live::{run, Events, LiveOptions, Until};
 use kerf_tools::time::Time;
 use kerf_tools::top::{Action, Key, Top};
@@ -127,14 +127,7 @@ impl Events for View<'_> {
 pub fn run_top(args: Args) -> Result<(), crate::Error> {
     catch_signals();
     let choice = Choice { pid: args.pid, command: args.command.clone(), kernel: args.kernel };
-    let mut target = Target::open(&choice).map_err(kerf_tools::ToolError::from)?;
-    let child = match &mut target {
-        Target::Process(p) if !args.command.is_empty() => {
-            p.release().map_err(kerf_tools::ToolError::from)?;
-            p.child.take()
-        }
-        _ => None,
-    };
+    let (mut target, child) = crate::live::open_for_rounds(&choice)?;
     let title = match (&args.pid, args.kernel) {
         (_, true) => "the kernel".to_string(),
         (Some(p), _) => format!("process {p}"),
