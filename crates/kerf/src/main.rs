@@ -114,8 +114,8 @@ enum Command {
     /// calls, following the callees that hold more than a threshold of their caller's time,
     /// down to the leaves; prints the tree (wall and virtual time, self time, calls).
     Hunt(hunt::Args),
-    /// Draw the curves of a --record file (kerf count, kerf time): a panel per metric, the
-    /// busiest functions overlaid, as SVG or PNG.
+    /// Draw the curves of a --record file (kerf count, kerf time, kerf sum): a panel per
+    /// metric, the busiest functions overlaid, as SVG or PNG.
     Plot(plot::Args),
     /// The demo's workload (internal).
     #[command(name = "__workload", hide = true)]

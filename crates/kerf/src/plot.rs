@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A file `kerf count` or `kerf time` wrote with --record.
+    /// A file `kerf count`, `kerf time` or `kerf sum` wrote with --record.
     record: PathBuf,
     /// The picture: FILE.svg or FILE.png.
     #[arg(short = 'o', long = "output", value_name = "FILE")]
@@ -32,7 +32,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     let rec = kerf_tools::plot::parse(&text).map_err(|e| fail(&args.record, e))?;
     let panels = kerf_tools::plot::panels(&rec, args.most as usize);
     if panels.is_empty() {
-        let why = "no curves: the record needs two samples of a tool that records (count, time)";
+        let why = "no curves: the record needs a sample of a tool that records (count, time, sum)";
         return Err(fail(&args.record, why));
     }
     let title = format!("kerf {}: {}", rec.tool, rec.target);

@@ -134,7 +134,7 @@ pub fn run(args: TraceArgs) -> Result<(), crate::Error> {
 fn trace(args: TraceArgs) -> Result<(), crate::Error> {
     use kerf_tools::trace::tracer::{Output, Trace};
     if args.live.record.is_some() || args.live.serve.is_some() {
-        let why = "--record and --serve are for count and time (a trace is its own record)";
+        let why = "--record and --serve are for count, time and sum (a trace is its own record)";
         return Err(kerf_tools::ToolError::Usage(why.into()).into());
     }
     let output = match (&args.send, &args.live.output) {
