@@ -125,6 +125,12 @@ impl Events for View<'_> {
 }
 
 pub fn run_top(args: Args) -> Result<(), crate::Error> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        let why =
+            "kerf top draws on a terminal and reads its keys: run it in one (or use kerf time)";
+        return Err(kerf_tools::ToolError::Usage(why.into()).into());
+    }
     catch_signals();
     let choice = Choice { pid: args.pid, command: args.command.clone(), kernel: args.kernel };
     let (mut target, child) = crate::live::open_for_rounds(&choice)?;
