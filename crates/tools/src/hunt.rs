@@ -53,6 +53,10 @@ pub struct Node {
     pub calls: f64,
     /// Followed: its own callees were timed.
     pub followed: bool,
+    /// Its time came from a call-site timer whose stop is a trap (the trap's delivery, some
+    /// microseconds, is in every interval) and was not yet replaced by the callee's own
+    /// timer's time per call (see [`hunt`]).
+    pub trap_inflated: bool,
     pub children: Vec<Node>,
 }
 
@@ -103,6 +107,8 @@ struct Measured {
     ns: f64,
     virtual_ns: Option<f64>,
     calls: f64,
+    /// Its timer's exit (a call site's return address) is a trap splice.
+    trap_exit: bool,
 }
 
 /// A round's summary read into per-second measurements.
@@ -114,6 +120,7 @@ fn read_round(v: &Value) -> Round {
             ns: f["total_ns"].as_f64().unwrap_or(0.0) / secs,
             virtual_ns: f["virtual_ns"].as_f64().map(|x| x / secs),
             calls: f["calls"].as_f64().unwrap_or(0.0) / secs,
+            trap_exit: f["trap_exit"].as_bool().unwrap_or(false),
         };
         match (f["caller"].as_str(), f["callee"].as_str()) {
             (Some(caller), Some(callee)) => {
@@ -146,6 +153,7 @@ fn children(callees: &[(String, Measured)], node: &Measured, measured: &Measured
             },
             calls: node.calls * ratio(m.calls, measured.calls),
             followed: false,
+            trap_inflated: m.trap_exit,
             children: Vec::new(),
         })
         .collect();
@@ -259,8 +267,11 @@ pub fn hunt(
             let node = node_at(&mut out.roots, path);
             for (k, c) in node.children.iter().enumerate() {
                 let Some(name) = follow_name(&c.name) else { continue };
+                // A trap-inflated time says nothing yet: the callee is timed to find out.
                 let big = node.ns > 0.0 && c.ns >= opts.threshold * node.ns;
-                if big && !ancestors.iter().any(|a| a == name) {
+                if (big || (c.trap_inflated && c.calls > 0.0))
+                    && !ancestors.iter().any(|a| a == name)
+                {
                     let mut p = path.clone();
                     p.push(k);
                     next.push((name.to_string(), p));
@@ -332,7 +343,19 @@ fn place(roots: &mut [Node], frontier: &[(String, Vec<usize>)], known: &Known) {
         if node.followed {
             continue;
         }
-        let here = Measured { ns: node.ns, virtual_ns: node.virtual_ns, calls: node.calls };
+        // A call-site time inflated by a trapped return: the callee's own time per call
+        // instead (unless its own exits are traps too).
+        if node.trap_inflated && !m.trap_exit && m.calls > 0.0 {
+            node.ns = node.calls * m.ns / m.calls;
+            node.virtual_ns = m.virtual_ns.map(|v| node.calls * v / m.calls);
+            node.trap_inflated = false;
+        }
+        let here = Measured {
+            ns: node.ns,
+            virtual_ns: node.virtual_ns,
+            calls: node.calls,
+            trap_exit: false,
+        };
         node.children = children(callees, &here, m);
         node.followed = true;
     }
@@ -393,7 +416,11 @@ pub fn tree_text(h: &Hunt, min: f64) -> String {
         if virtual_time {
             let _ = write!(t, " {:>10}", n.virtual_ns.map_or("-".into(), crate::time::fmt_ns));
         }
-        let mark = if n.followed || n.children.is_empty() { "" } else { " (not followed)" };
+        let mark = match (n.trap_inflated, n.followed || n.children.is_empty()) {
+            (true, _) => " (includes trap delivery)",
+            (false, true) => "",
+            (false, false) => " (not followed)",
+        };
         let _ = writeln!(t, "  {}{}{mark}", "  ".repeat(depth), n.name);
         for c in n.children.iter().filter(|c| root > 0.0 && c.ns >= min * root) {
             walk(t, c, root, depth + 1, min, virtual_time);
@@ -478,6 +505,7 @@ pub fn json(h: &Hunt) -> Value {
     fn node(n: &Node) -> Value {
         json!({"function": n.name, "ns_per_s": n.ns, "self_ns_per_s": n.self_ns(),
                "calls_per_s": n.calls, "virtual_ns_per_s": n.virtual_ns, "followed": n.followed,
+               "trap_inflated": n.trap_inflated,
                "children": n.children.iter().map(node).collect::<Vec<_>>()})
     }
     json!({"roots": h.roots.iter().map(node).collect::<Vec<_>>(), "rounds": h.rounds,
@@ -508,13 +536,31 @@ mod tests {
         let r = read_round(&v);
         assert_eq!(r.functions["g"].ns, 2000.0);
         // On this path g takes 1000 ns/s of the 2000 it takes in all, and 5 of its 10 calls/s.
-        let here = Measured { ns: 1000.0, virtual_ns: None, calls: 5.0 };
+        let here = Measured { ns: 1000.0, virtual_ns: None, calls: 5.0, trap_exit: false };
         let kids = children(&r.callees["g"], &here, &r.functions["g"]);
         let got: Vec<(&str, f64, f64)> =
             kids.iter().map(|k| (k.name.as_str(), k.ns, k.calls)).collect();
         assert_eq!(got, [("h", 750.0, 2.5), ("k@plt", 125.0, 0.5)]);
         assert_eq!(follow_name("k@plt"), Some("k"));
         assert_eq!(follow_name("(indirect)"), None);
+    }
+
+    #[test]
+    fn a_call_site_time_inflated_by_a_trapped_return_takes_the_callees_own_time() {
+        // redis's processCommand > authRequired: the return address is a trap splice, and the
+        // call-site timer said 3.7 us a call; authRequired's own timer (jump5) 18 ns.
+        let mut roots = vec![n("processCommand", 300.0e6, vec![])];
+        let m = Measured { ns: 300.0e6, virtual_ns: None, calls: 50_000.0, trap_exit: false };
+        let edge = Measured { ns: 185.0e6, virtual_ns: None, calls: 50_000.0, trap_exit: true };
+        roots[0].children = children(&[("authRequired".into(), edge)], &m, &m);
+        assert!(roots[0].children[0].trap_inflated);
+        let mut known = Known::new();
+        let own = Measured { ns: 1.8e6, virtual_ns: None, calls: 100_000.0, trap_exit: false };
+        known.insert("authRequired".into(), (own, Vec::new()));
+        place(&mut roots, &[("authRequired".into(), vec![0, 0])], &known);
+        let a = &roots[0].children[0];
+        assert!(!a.trap_inflated && a.followed);
+        assert!((a.ns - 50_000.0 * 18.0).abs() < 1e-6, "{}", a.ns);
     }
 
     #[test]

@@ -332,6 +332,12 @@ fn summarize(inst: &dyn Installed, timed: &[Timed], virtual_time: bool) -> (Vec<
             }
             v["threads_inside"] = json!(s.inside);
             v["unmatched_exits"] = json!(s.unmatched);
+            // An exit spliced as a trap takes its time stamp after the trap's delivery (a
+            // signal: microseconds), which each interval then includes.
+            let trapped = f.exits.iter().any(|&i| {
+                inst.site(i).is_some_and(|s| s.kind == kerf_patch::SpliceKind::Trap)
+            });
+            v["trap_exit"] = json!(trapped);
             v["exits"] = json!(f
                 .exits
                 .iter()
