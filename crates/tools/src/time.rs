@@ -66,6 +66,8 @@ pub struct Time {
     callees: bool,
     /// Callee timers only for these functions (by name), when `callees` is off.
     callees_of: Vec<String>,
+    /// Callee timers left out (`caller > callee`, every call site of the pair).
+    skip_calls: Vec<String>,
     virtual_time: bool,
 }
 
@@ -73,12 +75,23 @@ impl Time {
     /// Parse the function specs (before anything is done to a target).
     pub fn new(functions: &[String], callees: bool) -> Result<Time, ToolError> {
         let specs = functions.iter().map(|s| parse_function(s)).collect::<Result<_, _>>()?;
-        Ok(Time { specs, callees, callees_of: Vec::new(), virtual_time: false })
+        Ok(Time {
+            specs,
+            callees,
+            callees_of: Vec::new(),
+            skip_calls: Vec::new(),
+            virtual_time: false,
+        })
     }
 
     /// Time the calls of these functions (by name) per callee, as `callees` does for all.
     pub fn with_callees_of(self, names: Vec<String>) -> Time {
         Time { callees_of: names, ..self }
+    }
+
+    /// Leave out the callee timers of these rows (`caller > callee`).
+    pub fn without_calls(self, rows: Vec<String>) -> Time {
+        Time { skip_calls: rows, ..self }
     }
 
     /// Keep virtual time too: a twin timer on the off-CPU clock for every timer.
@@ -133,7 +146,7 @@ impl LiveTool for Time {
             timer_probes(images, aliases, &self.specs, through_tail_calls)?;
         if self.callees || !self.callees_of.is_empty() {
             let only = (!self.callees).then_some(&self.callees_of[..]);
-            callee_probes(images, &mut probes, &mut timed, only);
+            callee_probes(images, &mut probes, &mut timed, only, &self.skip_calls);
         }
         let mut tool = ToolData::timers(timed.len());
         if self.virtual_time {
@@ -334,9 +347,10 @@ fn summarize(inst: &dyn Installed, timed: &[Timed], virtual_time: bool) -> (Vec<
             v["unmatched_exits"] = json!(s.unmatched);
             // An exit spliced as a trap takes its time stamp after the trap's delivery (a
             // signal: microseconds), which each interval then includes.
-            let trapped = f.exits.iter().any(|&i| {
-                inst.site(i).is_some_and(|s| s.kind == kerf_patch::SpliceKind::Trap)
-            });
+            let trapped = f
+                .exits
+                .iter()
+                .any(|&i| inst.site(i).is_some_and(|s| s.kind == kerf_patch::SpliceKind::Trap));
             v["trap_exit"] = json!(trapped);
             v["exits"] = json!(f
                 .exits
@@ -538,6 +552,7 @@ fn callee_probes(
     probes: &mut Vec<Probe>,
     timed: &mut Vec<Timed>,
     only: Option<&[String]>,
+    skip: &[String],
 ) {
     let callers: Vec<(usize, usize)> = timed
         .iter()
@@ -569,6 +584,9 @@ fn callee_probes(
                 _ => None,
             });
             let (Some(ret), Some(call)) = (ret, last_instruction(img, b)) else { continue };
+            if skip.iter().any(|s| *s == format!("{caller} > {callee}")) {
+                continue;
+            }
             let key = (m, f.0, callee.clone());
             // A new timer's `entry` is its first call site, pushed just below.
             let t = *by_callee.entry(key).or_insert_with(|| {
