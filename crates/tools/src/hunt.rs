@@ -54,8 +54,8 @@ pub struct Node {
     /// Followed: its own callees were timed.
     pub followed: bool,
     /// Its time came from a call-site timer whose stop is a trap (the trap's delivery, some
-    /// microseconds, is in every interval) and was not yet replaced by the callee's own
-    /// timer's time per call (see [`hunt`]).
+    /// microseconds, is in every interval: the time is too large) and was not replaced by the
+    /// callee's own timer's time per call (it was not followed).
     pub trap_inflated: bool,
     pub children: Vec<Node>,
 }
@@ -270,11 +270,10 @@ pub fn hunt(
             let node = node_at(&mut out.roots, path);
             for (k, c) in node.children.iter().enumerate() {
                 let Some(name) = follow_name(&c.name) else { continue };
-                // A trap-inflated time says nothing yet: the callee is timed to find out.
+                // A trap-inflated time is at most too large: a callee below the threshold with
+                // it is below without it; one above is timed, and its own time replaces it.
                 let big = node.ns > 0.0 && c.ns >= opts.threshold * node.ns;
-                if (big || (c.trap_inflated && c.calls > 0.0))
-                    && !ancestors.iter().any(|a| a == name)
-                {
+                if big && !ancestors.iter().any(|a| a == name) {
                     let mut p = path.clone();
                     p.push(k);
                     next.push((name.to_string(), p));
