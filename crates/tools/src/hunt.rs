@@ -222,16 +222,7 @@ pub fn hunt(
                 }
             };
             out.rounds += 1;
-            let probes: usize =
-                v["peak_probes"].as_u64().map(|p| p as usize).unwrap_or_else(|| {
-                    v["functions"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .map(|f| 1 + f["exits"].as_array().map_or(0, Vec::len))
-                        .sum()
-                });
-            out.peak_probes = out.peak_probes.max(probes);
+            out.peak_probes = out.peak_probes.max(v["peak_probes"].as_u64().unwrap_or(0) as usize);
             out.stopped = v["stopped"].as_str().map(String::from);
             for (name, m) in &round.functions {
                 let callees = round.callees.get(name).cloned().unwrap_or_default();
@@ -328,7 +319,8 @@ fn time_round(
         v["stopped"] = json!(report.stopped);
         Ok(v)
     };
-    let v = time(Vec::new(), events)?;
+    let mut v = time(Vec::new(), events)?;
+    v["peak_probes"] = json!(probes_in(&v));
     // Calls that return through a trap splice put the trap's delivery into their caller's
     // time too: the round is timed again without them, and they keep the first run's calls
     // (their time marked inflated, to be replaced by their own timer's in the next round).
@@ -355,16 +347,14 @@ fn time_round(
     let mut merged = again.clone();
     merged["functions"] = Value::Array(functions);
     // Both runs' probes count for the peak.
-    let probes = |v: &Value| -> usize {
-        v["functions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|f| 1 + f["exits"].as_array().map_or(0, Vec::len))
-            .sum()
-    };
-    merged["peak_probes"] = json!(probes(&v).max(probes(&again)));
+    merged["peak_probes"] = json!(probes_in(&v).max(probes_in(&again)));
     Ok((read_round(&merged), merged))
+}
+
+/// The probes a round's summary had in: each timer's entry and exits.
+fn probes_in(v: &Value) -> usize {
+    let timers = v["functions"].as_array().into_iter().flatten();
+    timers.map(|f| 1 + f["exits"].as_array().map_or(0, Vec::len)).sum()
 }
 
 /// Whether `spec` names a function of the target kerf can time.

@@ -166,7 +166,8 @@ pub fn watch(
         return Err(e);
     }
     drop(tool);
-    let s = Rc::try_unwrap(stats).map(RefCell::into_inner).unwrap_or_default();
+    // Taken out whoever else still holds the sink: never an empty report in its place.
+    let s = std::mem::take(&mut *stats.borrow_mut());
     Ok(s)
 }
 
