@@ -62,10 +62,12 @@ fn hunt_finds_the_slow_path_four_calls_deep() {
     let slow = n["ns_per_s"].as_f64().unwrap();
     assert!(slow > 0.6 * total, "slow_path {slow} ns/s of serve's {total}: {v}");
     assert!(n["children"].as_array().unwrap().is_empty(), "slow_path calls nothing: {v}");
-    // hot is called 2000 times a request, measured in the same round as serve's calls.
+    // hot is called 2000 times a request, measured in the same round as serve's calls; the
+    // request in flight when the round is read has its serve call counted and only some of
+    // its hot calls (CI saw 1998.5 over some 800 requests): within a request or two of it.
     let hot = child(serve, "hot");
     let per = hot["calls_per_s"].as_f64().unwrap() / serve["calls_per_s"].as_f64().unwrap();
-    assert!((per - 2000.0).abs() < 1.0, "{per} calls of hot a request: {v}");
+    assert!((1995.0..=2000.5).contains(&per), "{per} calls of hot a request: {v}");
     assert!(hot["ns_per_s"].as_f64().unwrap() < slow, "{v}");
     // One round per level, and a handful of probes at a time.
     let rounds = v["rounds"].as_u64().unwrap();
