@@ -9,7 +9,8 @@
 #   sched_switch runs at every switch while kerf time --virtual is attached to any process;
 #   `perf bench sched pipe` (two processes passing a token through pipes) with and without.
 # Per call = the loop's ns per iteration with the tool minus without. Medians of ROUNDS
-# (default 5). Root. Installs bpftrace and linux-perf (apt).
+# (default 5). Root. Installs bpftrace and linux-perf (apt). With KERF_BEFORE=BINARY, another
+# kerf (an earlier commit's build) times the same pair in the same rounds, to compare.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-5}
@@ -33,6 +34,8 @@ bt_pair() {
     uretprobe:$W/hitloop:probe_me /@s[tid]/ { @t = sum(nsecs - @s[tid]); @n = count(); delete(@s[tid]); }" \
     -c "$W/hitloop $NB now" 2>/dev/null | ns; }
 base_b()  { "$W/hitloop" $NB now | ns; }
+BEFORE=${KERF_BEFORE:-}
+before()  { if [ -n "$BEFORE" ]; then "$BEFORE" time probe_me -- "$W/hitloop" $N now 2>"$W/b.err" | ns; else echo 0; fi; }
 
 # Context switches: perf bench sched pipe, with a kerf time --virtual attached to an idle
 # process (hitloop waiting for its signal; the BPF program sees every switch of the machine)
@@ -52,7 +55,7 @@ with_clock() {
 declare -A R
 for r in $(seq "$ROUNDS"); do
   say "round $r of $ROUNDS"
-  for m in base wall virt base_b bt_pair pipe_us with_clock; do R[$m]+="$($m) "; done
+  for m in base wall before virt base_b bt_pair pipe_us with_clock; do R[$m]+="$($m) "; done
 done
 med() { printf '%s\n' $1 | sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 b=$(med "${R[base]}"); bb=$(med "${R[base_b]}")
@@ -65,6 +68,10 @@ printf '%-46s %12.2f %10.2fx\n' "kerf time (wall clock)" "$w" 1
 printf '%-46s %12.2f %10.2fx\n' "kerf time --virtual (wall + off-CPU clock)" "$v" "$(echo "$v / $w" | bc -l)"
 printf '%-46s %12.2f %10.2fx\n' "bpftrace uprobe + uretprobe pair (wall)" "$t" "$(echo "$t / $w" | bc -l)"
 echo "bpftrace / kerf --virtual: $(printf '%.0f' "$(echo "$t / $v" | bc -l)")x"
+if [ -n "$BEFORE" ]; then
+  o=$(echo "$(med "${R[before]}") - $b" | bc -l)
+  printf '%-46s %12.2f %10.2fx\n' "KERF_BEFORE's kerf time (wall clock)" "$o" "$(echo "$o / $w" | bc -l)"
+fi
 p0=$(med "${R[pipe_us]}"); p1=$(med "${R[with_clock]}")
 echo "perf bench sched pipe -l $LOOPS: $p0 us/op without the off-CPU clock, $p1 with ($(printf '%+.1f' "$(echo "($p1 / $p0 - 1) * 100" | bc -l)") %)"
-echo "raw: $(for m in base wall virt base_b bt_pair pipe_us with_clock; do printf '%s=[%s] ' $m "${R[$m]% }"; done)"
+echo "raw: $(for m in base wall before virt base_b bt_pair pipe_us with_clock; do printf '%s=[%s] ' $m "${R[$m]% }"; done)"

@@ -22,8 +22,10 @@
 //! +16  lost       u64   entries and exits of threads that found no free slot
 //! +24  unmatched  u64   exits with depth 0 (the thread entered before the splice)
 //! +32  outer      u64   outermost entries (calls that started an interval)
-//! +64  states     [(depth u64, start u64); THREAD_SLOTS], indexed like the thread table;
-//!                 only the owning thread writes its state, so no atomics are needed there
+//! +64  states     [(depth u64, start u64, cycles u64, outer u64); THREAD_SLOTS], indexed
+//!                 like the thread table: the thread's depth and outermost start, and its own
+//!                 share of `cycles` and `outer` (the per-thread breakdown); only the owning
+//!                 thread writes its state, so no atomics are needed there
 //! ```
 //! The generated code never frees a slot: a thread that exits leaves its key, and glibc gives
 //! a later thread the same thread pointer when it reuses the stack, which then reuses the
@@ -108,8 +110,16 @@ pub const LOST: u64 = 16;
 pub const UNMATCHED: u64 = 24;
 pub const OUTER: u64 = 32;
 pub const STATES: u64 = 64;
+/// Bytes of one thread's state in a timer block (a power of two: the code indexes with a
+/// shift), and its words: depth, outermost start, the thread's cycles and outermost calls.
+pub const STATE_LEN: u64 = 32;
+pub const STATE_DEPTH: u64 = 0;
+pub const STATE_START: u64 = 8;
+pub const STATE_CYCLES: u64 = 16;
+pub const STATE_OUTER: u64 = 24;
 /// Bytes of one timer block (a multiple of the 64-byte cache line).
-pub const TIMER_LEN: u64 = STATES + 16 * THREAD_SLOTS;
+pub const TIMER_LEN: u64 = STATES + STATE_LEN * THREAD_SLOTS;
+const _: () = assert!(STATE_LEN.is_power_of_two());
 
 /// Pending tail calls a thread keeps at most.
 pub const TAIL_ENTRIES: u64 = 7;
@@ -170,14 +180,57 @@ pub fn sample_each(word: &dyn Fn(u64) -> u64, now_of: &dyn Fn(u64) -> Option<u64
         unmatched: word(UNMATCHED),
     };
     for t in 0..THREAD_SLOTS {
-        let depth = word(STATES + 16 * t);
-        if depth != 0 {
-            let start = word(STATES + 16 * t + 8);
-            s.inside += 1;
-            s.cycles += now_of(t).map_or(0, |now| now.saturating_sub(start));
-        }
+        s.cycles += in_progress(word, t, now_of).unwrap_or(0);
+        s.inside += u64::from(word(STATES + STATE_LEN * t + STATE_DEPTH) != 0);
     }
     s
+}
+
+/// The interval thread slot `slot` has in progress (`None`: none, or its clock unknown).
+fn in_progress(
+    word: &dyn Fn(u64) -> u64,
+    slot: u64,
+    now_of: &dyn Fn(u64) -> Option<u64>,
+) -> Option<u64> {
+    let at = STATES + STATE_LEN * slot;
+    if word(at + STATE_DEPTH) == 0 {
+        return None;
+    }
+    let start = word(at + STATE_START);
+    now_of(slot).map(|now| now.saturating_sub(start))
+}
+
+/// One thread's share of a timer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadShare {
+    /// Its slot in the thread table (whose owner word names the thread).
+    pub slot: u64,
+    /// Its outermost calls, and its completed intervals plus the one in progress (cycles).
+    pub outer: u64,
+    pub cycles: u64,
+    /// Whether it is inside the function now.
+    pub inside: bool,
+}
+
+/// Each thread's share of a timer block (`word` and `now_of` as for [`sample_each`]): the
+/// slots that ever started an interval. Their sum is [`sample_each`]'s but for the threads
+/// the table had no slot for (`lost`).
+pub fn sample_threads(
+    word: &dyn Fn(u64) -> u64,
+    now_of: &dyn Fn(u64) -> Option<u64>,
+) -> Vec<ThreadShare> {
+    (0..THREAD_SLOTS)
+        .filter_map(|slot| {
+            let at = STATES + STATE_LEN * slot;
+            let outer = word(at + STATE_OUTER);
+            if outer == 0 {
+                return None;
+            }
+            let now = in_progress(word, slot, now_of);
+            let cycles = word(at + STATE_CYCLES) + now.unwrap_or(0);
+            Some(ThreadShare { slot, outer, cycles, inside: word(at + STATE_DEPTH) != 0 })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -194,14 +247,32 @@ mod tests {
     #[test]
     fn sample_adds_threads_inside() {
         let mut mem = vec![0u64; (TIMER_LEN / 8) as usize];
+        let state = |slot: u64, w: u64| ((STATES + STATE_LEN * slot + w) / 8) as usize;
         mem[0] = 10;
         mem[1] = 1000;
-        mem[(STATES / 8) as usize + 2 * 3] = 2; // thread 3: depth 2, started at 500
-        mem[(STATES / 8) as usize + 2 * 3 + 1] = 500;
-        let s = sample(&|o| mem[(o / 8) as usize], 800);
+        // Slot 3: inside (depth 2, started at 500), 700 cycles before in 4 outermost calls.
+        mem[state(3, STATE_DEPTH)] = 2;
+        mem[state(3, STATE_START)] = 500;
+        mem[state(3, STATE_CYCLES)] = 700;
+        mem[state(3, STATE_OUTER)] = 5;
+        // Slot 9: 300 cycles in 1 call, not inside.
+        mem[state(9, STATE_CYCLES)] = 300;
+        mem[state(9, STATE_OUTER)] = 1;
+        let word = |o| mem[(o / 8) as usize];
+        let s = sample(&word, 800);
         assert_eq!(
             s,
             TimerSample { calls: 10, outer: 0, cycles: 1300, inside: 1, lost: 0, unmatched: 0 }
         );
+        let each = sample_threads(&word, &|_| Some(800));
+        assert_eq!(
+            each,
+            vec![
+                ThreadShare { slot: 3, outer: 5, cycles: 1000, inside: true },
+                ThreadShare { slot: 9, outer: 1, cycles: 300, inside: false },
+            ]
+        );
+        // A thread whose clock is not known adds only what it completed.
+        assert_eq!(sample_threads(&word, &|s| (s != 3).then_some(800))[0].cycles, 700);
     }
 }

@@ -54,20 +54,18 @@ pub fn lower_timers(
             }
             TimerOp::Switch { .. } => continue,
         };
-        // r11 = &states[slot] = timer + STATES + 16 * slot.
-        a.add_instruction(templates::lea_rip(Register::R11, t + timer::STATES))?;
-        a.mov(rax, rcx)?;
-        a.shl(rax, 4)?;
-        a.add(r11, rax)?;
+        // r11 = &states[slot] = timer + STATES + STATE_LEN * slot.
+        state_of_slot(a, t)?;
         if start {
             a.add_instruction(templates::atomic_inc(t + timer::CALLS))?;
-            a.mov(rdx, qword_ptr(r11))?;
-            a.inc(qword_ptr(r11))?;
+            a.mov(rdx, qword_ptr(r11 + timer::STATE_DEPTH as i32))?;
+            a.inc(qword_ptr(r11 + timer::STATE_DEPTH as i32))?;
             a.test(rdx, rdx)?;
             a.jnz(after)?;
             a.add_instruction(templates::atomic_inc(t + timer::OUTER))?;
+            a.inc(qword_ptr(r11 + timer::STATE_OUTER as i32))?;
             read_clock(a, clock, thread)?;
-            a.mov(qword_ptr(r11 + 8), rax)?;
+            a.mov(qword_ptr(r11 + timer::STATE_START as i32), rax)?;
         } else {
             leave_timer(a, t, clock, thread, after)?;
         }
@@ -90,6 +88,14 @@ pub fn lower_timers(
         a.nop()?;
     }
     Ok(())
+}
+
+/// `r11` = this thread's state in timer `t` (`rcx` = its slot). Writes `rax` and the flags.
+fn state_of_slot(a: &mut CodeAssembler, t: u64) -> Result<(), IcedError> {
+    a.add_instruction(templates::lea_rip(Register::R11, t + timer::STATES))?;
+    a.mov(rax, rcx)?;
+    a.shl(rax, timer::STATE_LEN.trailing_zeros())?;
+    a.add(r11, rax)
 }
 
 /// `rcx` = this thread's slot in the thread table at `threads` ([`timer`]'s layout),
@@ -403,18 +409,19 @@ fn leave_timer(
     after: CodeLabel,
 ) -> Result<(), IcedError> {
     let mut unmatched = a.create_label();
-    a.mov(rdx, qword_ptr(r11))?;
+    a.mov(rdx, qword_ptr(r11 + timer::STATE_DEPTH as i32))?;
     a.test(rdx, rdx)?;
     a.jz(unmatched)?;
     // The start is read before the depth drops: a signal handler that runs the function
     // in between starts its own interval and must not replace ours.
-    a.mov(r10, qword_ptr(r11 + 8))?;
-    a.dec(qword_ptr(r11))?;
+    a.mov(r10, qword_ptr(r11 + timer::STATE_START as i32))?;
+    a.dec(qword_ptr(r11 + timer::STATE_DEPTH as i32))?;
     a.cmp(rdx, 1)?;
     a.jne(after)?;
     read_clock(a, clock, thread)?;
     a.sub(rax, r10)?;
     a.add_instruction(templates::atomic_add(t + timer::CYCLES, Register::RAX))?;
+    a.add(qword_ptr(r11 + timer::STATE_CYCLES as i32), rax)?;
     a.jmp(after)?;
     a.set_label(&mut unmatched)?;
     a.add_instruction(templates::atomic_inc(t + timer::UNMATCHED))
@@ -503,11 +510,8 @@ fn lower_tail_call(
     let mut after = a.create_label();
     let top = |k: i32| qword_ptr(rax + k);
     // r11 = &states[slot]; rdx = depth.
-    a.add_instruction(templates::lea_rip(Register::R11, t + timer::STATES))?;
-    a.mov(rax, rcx)?;
-    a.shl(rax, 4)?;
-    a.add(r11, rax)?;
-    a.mov(rdx, qword_ptr(r11))?;
+    state_of_slot(a, t)?;
+    a.mov(rdx, qword_ptr(r11 + timer::STATE_DEPTH as i32))?;
     a.test(rdx, rdx)?;
     a.jz(plain)?;
     tail_stack(a, tails)?;
@@ -583,24 +587,25 @@ fn lower_tail_return(
     a.dec(qword_ptr(rsi))?;
     // r11 = &states[slot] of that timer.
     a.mov(r11, rcx)?;
-    a.shl(r11, 4)?;
+    a.shl(r11, timer::STATE_LEN.trailing_zeros())?;
     a.add(r11, r8)?;
     a.add(r11, timer::STATES as i32)?;
-    a.mov(rdx, qword_ptr(r11))?;
+    a.mov(rdx, qword_ptr(r11 + timer::STATE_DEPTH as i32))?;
     a.test(rdx, rdx)?;
     a.jz(next)?;
     a.sub(rdx, rax)?;
     a.jbe(outermost)?;
-    a.mov(qword_ptr(r11), rdx)?;
+    a.mov(qword_ptr(r11 + timer::STATE_DEPTH as i32), rdx)?;
     a.jmp(next)?;
     a.set_label(&mut outermost)?;
     // rdi = the start, read before the depth drops (as in `leave_timer`); it is the stack
     // pointer again before the next entry is looked at.
-    a.mov(rdi, qword_ptr(r11 + 8))?;
-    a.mov(qword_ptr(r11), 0)?;
+    a.mov(rdi, qword_ptr(r11 + timer::STATE_START as i32))?;
+    a.mov(qword_ptr(r11 + timer::STATE_DEPTH as i32), 0)?;
     read_clock_word(a, thread)?;
     a.sub(rax, rdi)?;
     a.lock().add(qword_ptr(r8 + timer::CYCLES as i32), rax)?;
+    a.add(qword_ptr(r11 + timer::STATE_CYCLES as i32), rax)?;
     load_sp(a, rdi, at, frame)?;
     a.jmp(next)?;
     a.set_label(&mut after)?;

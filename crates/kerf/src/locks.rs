@@ -1,5 +1,6 @@
-//! `kerf locks`: waiting threads per lock and per call site in a process (pthread mutexes
-//! and rwlocks); the tool is `kerf_tools::locks`.
+//! `kerf locks`: waiting threads per lock and per call site, in a process (pthread mutexes
+//! and rwlocks) or the kernel (the slow paths of mutexes, rw semaphores and spinlocks); the
+//! tool is `kerf_tools::locks`.
 
 use kerf_session::live::{catch_signals, Choice, Sampling, Target};
 use kerf_tools::live::LiveOptions;
@@ -7,9 +8,12 @@ use kerf_tools::locks::{report, table, watch, Namer};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Process to watch.
+    /// Process to watch (with --kernel: only the waits of this task).
     #[arg(short, long, conflicts_with = "command")]
     pid: Option<i32>,
+    /// Watch the kernel's lock slow paths (through kerf's driver) instead of a process.
+    #[arg(long, conflicts_with = "command")]
+    kernel: bool,
     /// Stop after this many seconds (default: until the process ends, or Ctrl-C).
     #[arg(long, value_parser = crate::live::seconds, value_name = "SECONDS")]
     duration: Option<f64>,
@@ -26,7 +30,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), crate::Error> {
     catch_signals();
-    let choice = Choice { pid: args.pid, command: args.command.clone(), kernel: false };
+    let choice = Choice { pid: args.pid, command: args.command.clone(), kernel: args.kernel };
     let mut target = Target::open(&choice).map_err(kerf_tools::ToolError::from)?;
     let opts = LiveOptions {
         tid: None,

@@ -23,11 +23,24 @@ pub struct Args {
     /// context switch (__switch_to) does
     #[arg(long = "virtual")]
     virtual_time: bool,
+    /// Count a hardware event in each function too: cycles, instructions, cache-references,
+    /// cache-misses, branches or branch-misses. Needs a CPU that exposes performance counters
+    /// (a PMU) to Linux; kerf says so where there is none (most VMs).
+    #[arg(long, value_name = "EVENT")]
+    counter: Option<String>,
+    /// Break each function down by thread too: every thread's outermost calls and time (and
+    /// CPU time with --virtual), by thread id in a process (in the JSON, the live samples of
+    /// --record and --serve's `thread` label too).
+    #[arg(long)]
+    threads: bool,
     #[command(flatten)]
     live: LiveArgs,
 }
 
 pub fn run(args: Args) -> Result<(), crate::Error> {
-    let tool = Time::new(&args.functions, args.callees)?.with_virtual_time(args.virtual_time);
+    let tool = Time::new(&args.functions, args.callees)?
+        .with_virtual_time(args.virtual_time)
+        .with_threads(args.threads)
+        .with_counter(args.counter.as_deref())?;
     run_tool(&tool, "time", &args.live)
 }

@@ -1,6 +1,6 @@
 //! `kerf top`: the live terminal view (the state and screen are `kerf_tools::top`): a table of
-//! timed functions with sparklines, expanded into callees and collapsed by keys, each change a
-//! new round of probes on the same target.
+//! timed functions with sparklines, expanded into callees or blocks and collapsed by keys, one thread
+//! watched or all, each change a new round of probes on the same target.
 
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use crossterm::{cursor, execute, terminal};
@@ -60,6 +60,8 @@ struct View<'a> {
     stop: &'a Cell<bool>,
     action: Action,
     status: String,
+    /// The process's threads, listed when asked for (`None`: the kernel).
+    threads: Option<&'a dyn Fn() -> Vec<i32>>,
 }
 
 impl View<'_> {
@@ -77,7 +79,18 @@ impl View<'_> {
                 KeyCode::Down | KeyCode::Char('j') => Key::Down,
                 KeyCode::Enter | KeyCode::Right | KeyCode::Char('e') => Key::Expand,
                 KeyCode::Left | KeyCode::Char('c') => Key::Collapse,
+                KeyCode::Char('b') => Key::Blocks,
                 KeyCode::Char('m') => Key::Metric,
+                KeyCode::Char('t') => match self.threads {
+                    Some(list) => {
+                        self.top.threads = list();
+                        Key::Thread
+                    }
+                    None => {
+                        self.status = "kerf: in the kernel, -p TASK chooses the task".into();
+                        continue;
+                    }
+                },
                 KeyCode::Char('q') | KeyCode::Esc => Key::Quit,
                 _ => continue,
             };
@@ -140,7 +153,12 @@ pub fn run_top(args: Args) -> Result<(), crate::Error> {
         _ => args.command.join(" "),
     };
     let mut top = Top::new(args.functions.clone());
-    let live = LiveOptions {
+    let pid = match &target {
+        kerf_session::live::Target::Process(p) => Some(p.pid),
+        kerf_session::live::Target::Kernel(_) => None,
+    };
+    let list = move || pid.map(kerf_session::live::ProcessTarget::threads_of).unwrap_or_default();
+    let mut live = LiveOptions {
         tid: None,
         sampling: Sampling { interval: args.interval, duration: None, at_once: false },
         force_kind: None,
@@ -153,10 +171,13 @@ pub fn run_top(args: Args) -> Result<(), crate::Error> {
         loop {
             let stop = Cell::new(false);
             let expanded: Vec<String> = top.expanded.iter().cloned().collect();
+            let blocks: Vec<String> = top.blocks.iter().cloned().collect();
             let tool = Time::new(&top.functions, false)?
                 .with_callees_of(expanded)
+                .with_blocks_of(blocks)
                 .with_virtual_time(args.virtual_time);
             top.new_round();
+            live.tid = top.thread;
             target.restart_clock();
             let mut view = View {
                 top: &mut top,
@@ -164,6 +185,7 @@ pub fn run_top(args: Args) -> Result<(), crate::Error> {
                 stop: &stop,
                 action: Action::None,
                 status: String::new(),
+                threads: pid.is_some().then_some(&list as &dyn Fn() -> Vec<i32>),
             };
             let report = run(&Until { tool, stop: &stop }, &mut target, &live, &mut view)?;
             let action = view.action;

@@ -320,3 +320,18 @@ fn analyze_into_a_closed_pipe_ends_quietly() {
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(o.status.signal(), Some(libc::SIGPIPE), "{:?}: {err}", o.status);
 }
+
+#[test]
+fn hardware_counters_say_whether_the_cpu_has_a_pmu() {
+    // Checked before any target is touched: a launched command would not even start.
+    let d = tmp("pmu");
+    let out = kerf(&["time", "--counter", "cycles", "main", "--", "true"], &d);
+    if Path::new("/sys/bus/event_source/devices/cpu").exists() {
+        // A machine with a PMU: kerf does not count per function yet, or the kernel's
+        // perf_event_paranoid forbids it; either message names the PMU.
+        assert_error(&out, "PMU");
+    } else {
+        assert_error(&out, "exposes no hardware performance counters to Linux (no PMU");
+    }
+    assert_error(&kerf(&["time", "--counter", "cycle", "main", "--", "true"], &d), "known: cycles");
+}

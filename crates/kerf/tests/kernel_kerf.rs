@@ -136,6 +136,7 @@ fn kerf_on_the_live_stock_kernel() {
         "vtime",
         "hunt",
         "sum",
+        "locks",
         "trace_openat2",
         "trace_timeline",
         "trace_killed",
@@ -258,6 +259,42 @@ fn kerf_on_the_live_stock_kernel() {
     assert_eq!(trunc["followed"], true, "do_truncate's calls were not timed: {h}");
     let share = trunc["ns_per_s"].as_f64().unwrap() / root["ns_per_s"].as_f64().unwrap();
     assert!(share > 0.1, "do_truncate holds {share} of do_sys_openat2: {h}");
+
+    // kerf locks in the kernel: three tasks wait 1 s on a pipe's mutex, three on a file's inode
+    // rwsem (their holders stopped in a userfaultfd fault). The lock each waited most on, by
+    // slow path, holds their waits as they timed them (kerf's interval is inside their call),
+    // and its call site is the function that took the lock, not the lock's wrapper.
+    let lk = json_line(&stdout, "locks");
+    let own: HashMap<&str, f64> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("RESULT locks_program "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k, v.trim().parse().unwrap()))
+        .collect();
+    eprintln!("kernel locks: {lk}\nthe waiters' own: {own:?}");
+    let most = |key: &str, function: &str| {
+        lk[key]
+            .as_array()
+            .expect("rows")
+            .iter()
+            .filter(|r| r["function"] == function)
+            .max_by_key(|r| r["wait_ns"].as_u64().unwrap_or(0))
+            .unwrap_or_else(|| panic!("no {function} in {key}: {lk}"))
+            .clone()
+    };
+    for (function, program, site) in [
+        ("__mutex_lock_slowpath", "pipe_wait_ns", "pipe_write"),
+        ("rwsem_down_write_slowpath", "file_wait_ns", "write_iter"),
+    ] {
+        let lock = most("locks", function);
+        let r = lock["wait_ns"].as_f64().unwrap() / own[program];
+        assert!((0.9..=1.01).contains(&r), "{function}: kerf/program {r}: {lk}");
+        assert!(lock["calls"].as_u64().unwrap() >= 3, "{function}: {lk}");
+        let s = most("sites", function);
+        let name = s["name"].as_str().unwrap_or("");
+        assert!(name.contains(site), "{function}'s site {name}, not in {site}: {lk}");
+    }
+    assert_eq!(lk["lost_events"].as_u64(), Some(0), "{lk}");
 
     let t = json_line(&stdout, "time");
     let f: HashMap<String, &Value> = t["functions"]

@@ -1,8 +1,10 @@
 //! `kerf locks` on tests/fixtures/locks.c: three threads block on `big_lock` for about a
 //! second while the main thread holds it, after 1000 calls each on `small_lock`. kerf must
 //! name the lock (a global of the program, by its symbol) and the call site, count the calls
-//! exactly, and show about three threads waiting over that second; the program's output must
-//! be what it prints alone.
+//! exactly, and show about three threads waiting over that second; then one thread waits half
+//! a second on `pi_lock`, a priority-inheriting mutex, whose lock call ends in a tail jump
+//! (its wait must still be counted, to the return). The program's output must be what it
+//! prints alone.
 
 mod common;
 
@@ -39,11 +41,18 @@ fn three_threads_wait_on_the_big_lock() {
         .unwrap_or_else(|| panic!("no JSON: {stderr}"));
     let big = row(&v, "locks", ":big_lock");
     assert_eq!(big["calls"].as_u64(), Some(4), "main's and the three workers': {v}");
-    let waiting = big["waiting_threads"].as_f64().unwrap();
-    assert!((2.7..=3.05).contains(&waiting), "{waiting} threads waiting on big_lock: {v}");
+    // Three threads for 1 s of the ~1.5 s watched.
+    let seconds = v["seconds"].as_f64().unwrap();
+    let waiting = big["waiting_threads"].as_f64().unwrap() * seconds;
+    assert!((2.7..=3.05).contains(&waiting), "{waiting} thread-seconds on big_lock: {v}");
     assert!(big["longest_ns"].as_u64().unwrap() > 900_000_000, "{v}");
     assert_eq!(row(&v, "locks", ":small_lock")["calls"].as_u64(), Some(3000), "{v}");
     let site = row(&v, "sites", ":worker+");
-    assert!(site["waiting_threads"].as_f64().unwrap() > 2.7, "{v}");
+    assert!(site["waiting_threads"].as_f64().unwrap() * seconds > 2.7, "{v}");
+    let pi = row(&v, "locks", ":pi_lock");
+    assert_eq!(pi["calls"].as_u64(), Some(2), "main's and the waiter's: {v}");
+    let pi_wait = pi["longest_ns"].as_u64().unwrap();
+    assert!((400_000_000..700_000_000).contains(&pi_wait), "pi_lock's wait {pi_wait} ns: {v}");
     assert_eq!(v["lost_events"].as_u64(), Some(0), "{v}");
+    assert_eq!(v["unfinished"].as_u64(), Some(0), "{v}");
 }

@@ -1,6 +1,7 @@
 //! `--serve`: Debian's Prometheus server scrapes kerf's OpenMetrics endpoint while `kerf time
 //! --virtual` runs on tests/fixtures/virtual.c, and a PromQL query answers with kerf's numbers:
-//! the calls the program made, and the virtual time kerf's own summary reports. The program
+//! the calls the program made, and the virtual time kerf's own summary reports; per thread
+//! (`--threads`), each worker's calls, and their virtual times summed. The program
 //! lingers after its calls so that the counts are final while Prometheus scrapes them.
 
 mod common;
@@ -62,7 +63,7 @@ fn prometheus_scrapes_kerfs_numbers() {
     let (kerf_port, prom_port) = (free_port(), free_port());
     let summary = dir.join("summary.json");
     let kerf = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["time", "--virtual", "--interval", "0.2", "--json", "-o"])
+        .args(["time", "--virtual", "--threads", "--interval", "0.2", "--json", "-o"])
         .arg(&summary)
         .args(["--serve", &format!("127.0.0.1:{kerf_port}"), "work", "busy", "--"])
         .arg(&bin)
@@ -104,6 +105,12 @@ fn prometheus_scrapes_kerfs_numbers() {
     };
     let virtual_s = query(prom_port, "kerf_virtual_seconds_total{function=\"work\"}");
     let wall_s = query(prom_port, "kerf_wall_seconds_total{job=\"kerf\",function=\"work\"}");
+    // Per thread: the two workers, 20 calls each, and their virtual time adds up.
+    let per_thread = "kerf_thread_outermost_calls_total{function=\"work\"}";
+    let threads = query(prom_port, &format!("count({per_thread})"));
+    let fewest = query(prom_port, &format!("min({per_thread})"));
+    let thread_virtual =
+        query(prom_port, "sum(kerf_thread_virtual_seconds_total{function=\"work\"})");
     let endpoint = get(kerf_port, "/metrics").unwrap_or_default();
     // kerf ends its run (as Ctrl-C does) and writes its summary.
     // SAFETY: kill(2) with kerf's pid, our child, and a signal it handles.
@@ -137,6 +144,9 @@ fn prometheus_scrapes_kerfs_numbers() {
         "Prometheus {pv} s, kerf {kerf_virtual} s"
     );
     assert!((pw - kerf_wall).abs() <= 0.01 * kerf_wall, "Prometheus {pw} s, kerf {kerf_wall} s");
+    assert_eq!((threads, fewest), (Some(2.0), Some(20.0)), "per thread:\n{endpoint}");
+    let tv = thread_virtual.unwrap_or(0.0);
+    assert!((tv - pv).abs() <= 0.01 * pv, "threads' virtual time {tv} s, the function's {pv} s");
     // And the program's own measure of its CPU time in work.
     let own: f64 = String::from_utf8_lossy(&out.stdout)
         .lines()

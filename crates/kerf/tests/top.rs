@@ -1,6 +1,8 @@
 //! `kerf top` driven through tmux as a person would: on tests/fixtures/virtual.c (attached by
 //! pid), the table shows the functions; Enter expands the selected one into its callees (a new
-//! round of probes), `m` switches the metric, `c` collapses, `q` quits. Afterwards the
+//! round of probes), `m` switches the metric, `c` collapses, `b` counts the selected function's
+//! blocks (collapsed again by `c`), `t` watches one thread after
+//! another (the main thread, which never calls work, shows no calls), `q` quits. Afterwards the
 //! program's code in memory is byte for byte its file's, and the program runs on.
 
 mod common;
@@ -85,6 +87,43 @@ fn top_expands_switches_collapses_and_quits_through_tmux() {
     tmux(&["send-keys", "-t", &session, "c"]);
     let s = wait_for(&session, "work collapsed", |s| s.contains("round 3") && !s.contains(" > "));
     assert!(s.contains(" busy"), "{s}");
+    // work's basic blocks, counted (the entry block runs once a call), then collapsed again.
+    tmux(&["send-keys", "-t", &session, "b"]);
+    let s =
+        wait_for(&session, "work's blocks", |s| s.contains("round 4") && s.contains("work @ +0x0"));
+    assert!(s.contains("work [b]"), "{s}");
+    tmux(&["send-keys", "-t", &session, "c"]);
+    wait_for(&session, "blocks collapsed", |s| s.contains("round 5") && !s.contains(" @ "));
+    // Threads waiting inside: work sleeps 10 ms of each call.
+    tmux(&["send-keys", "-t", &session, "m"]);
+    tmux(&["send-keys", "-t", &session, "m"]);
+    wait_for(&session, "the waiting metric", |s| s.contains("[threads waiting inside]"));
+    // One thread after another: the main thread never calls work; some other thread does.
+    let work_calls = |s: &str| -> Option<f64> {
+        let l = s.lines().find(|l| l.ends_with(" work"))?;
+        l.trim_start_matches('>').split_whitespace().next()?.parse().ok()
+    };
+    tmux(&["send-keys", "-t", &session, "t"]);
+    let main = format!("thread {pid} ");
+    let s = wait_for(&session, "the main thread", |s| {
+        s.contains(&main) && s.contains("round 6") && work_calls(s).is_some()
+    });
+    assert_eq!(work_calls(&s), Some(0.0), "the main thread calls work: {s}");
+    let mut round = 6;
+    let worker = loop {
+        tmux(&["send-keys", "-t", &session, "t"]);
+        round += 1;
+        let r = format!("round {round}");
+        let s = wait_for(&session, &r, |s| s.contains(&r) && work_calls(s).is_some());
+        if !s.contains("thread ") {
+            panic!("back to all threads, and no thread called work: {s}");
+        }
+        if work_calls(&s).unwrap_or(0.0) > 0.0 {
+            break s;
+        }
+        assert!(round < 9, "no thread called work: {s}");
+    };
+    assert!(worker.contains("[threads waiting inside]"), "{worker}");
     tmux(&["send-keys", "-t", &session, "q"]);
     let t = Instant::now();
     while tmux(&["has-session", "-t", &session]).status.success() {
@@ -96,7 +135,7 @@ fn top_expands_switches_collapses_and_quits_through_tmux() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let said = std::fs::read_to_string(&err).unwrap_or_default();
-    assert!(said.contains("kerf top: 3 rounds"), "{said}");
+    assert!(said.contains(&format!("kerf top: {round} rounds")), "{said}");
     // The probes are out: the code is the file's, and the program runs on.
     assert!(text_matches_file(pid, &bin), "the program's code differs from its file");
     assert!(prog.try_wait().unwrap().is_none(), "the program ended");

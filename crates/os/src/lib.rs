@@ -5,7 +5,8 @@
 //! ([`kernel`]). Every read of /proc and /sys and every system call goes through a trait
 //! ([`sys::ProcSys`], [`ptrace::TraceSys`], [`kernel::DriverSys`]), so that tests can replace
 //! the operating system with a fake; the exceptions, tested against real processes, are the
-//! pidfd calls of [`watch`] and the socket of [`ptrace::claim`], which touch no target.
+//! pidfd calls of [`watch`], the socket of [`ptrace::claim`] and the counter [`pmu`] opens on
+//! kerf's own thread, which touch no target.
 //!
 //! Addresses in a process are [`kerf_arch::RemoteAddr`], in the kernel
 //! [`kerf_arch::KernelAddr`]; a `u64` in this API is a length, an offset, a file descriptor or
@@ -19,6 +20,7 @@ pub mod bpf;
 pub mod clock;
 pub mod error;
 pub mod kernel;
+pub mod pmu;
 pub mod process;
 pub mod ptrace;
 pub mod sys;

@@ -242,6 +242,16 @@ pub fn exiting(sys: &dyn ProcSys, pid: i32) -> bool {
     flags & PF_EXITING != 0
 }
 
+/// The ids of process `pid`'s threads (/proc/PID/task), lowest first; empty if it cannot be
+/// read (the process ended).
+pub fn threads(sys: &dyn ProcSys, pid: i32) -> Vec<i32> {
+    let tasks = proc_dir(pid).join("task");
+    let mut tids: Vec<i32> =
+        sys.list_dir(&tasks).unwrap_or_default().iter().filter_map(|t| t.parse().ok()).collect();
+    tids.sort_unstable();
+    tids
+}
+
 /// The wait status of process `pid` if it is a zombie (field 52, `exit_code`, of
 /// /proc/PID/stat); `None` for a live process or when it cannot be read.
 pub fn zombie_status(sys: &dyn ProcSys, pid: i32) -> Option<i32> {
@@ -337,6 +347,16 @@ pub(crate) mod tests {
 
     pub(crate) fn open(pid: i32, sys: FakeSys) -> Result<Process, TargetError> {
         Process::open_with(pid, Box::new(sys))
+    }
+
+    #[test]
+    fn threads_are_the_task_directory_by_number() {
+        let sys = FakeSys::default()
+            .file("/proc/7/task/12/status", "")
+            .file("/proc/7/task/7/status", "")
+            .file("/proc/7/task/9/status", "");
+        assert_eq!(threads(&sys, 7), vec![7, 9, 12]);
+        assert_eq!(threads(&sys, 8), Vec::<i32>::new(), "no such process");
     }
 
     #[test]

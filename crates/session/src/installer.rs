@@ -42,10 +42,15 @@ use crate::probe::{
     Action, InstrumentError, KindRefusal, Probe, Reason, Refused, Removed, Site, ToolData,
 };
 use kerf_arch::RemoteAddr;
-use kerf_codegen::timer::{self, TimerSample};
+use kerf_codegen::timer::{self, ThreadShare, TimerSample};
 use kerf_patch::{SpliceKind, INT3, SPRINGBOARD_LEN};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+/// A timer block's words by offset, and each thread slot's clock now (see
+/// [`PatchSet::timer`]).
+type Words<'a> = &'a dyn Fn(u64) -> u64;
+type Clocks<'a> = &'a dyn Fn(u64) -> Option<u64>;
 
 /// A flag that, once true, stops an installation (a signal handler sets it): it is checked
 /// between batches while planning, writing code patches and splicing; what went in is taken
@@ -96,7 +101,7 @@ pub struct PatchSet<B: Backend> {
     /// Removal has run (or must not: the target's memory is no longer the one instrumented).
     removed: bool,
     /// The tool's off-CPU timers ([`ToolData::off_cpu`]), sampled on their threads' clocks.
-    off_cpu: Vec<usize>,
+    off_cpu: std::ops::Range<usize>,
 }
 
 impl<B: Backend> PatchSet<B> {
@@ -605,8 +610,10 @@ impl<B: Backend> PatchSet<B> {
         // 2.
         let timers = self.layout.timers.iter().flatten().filter(|(h, _)| *h == heap);
         for &(_, at) in timers {
-            let state = at + timer::STATES + 16 * slot;
-            (0..2).filter_map(|i| word(state + 8 * i)).for_each(|x| x.store(0, SeqCst));
+            let state = at + timer::STATES + timer::STATE_LEN * slot;
+            (0..timer::STATE_LEN / 8)
+                .filter_map(|i| word(state + 8 * i))
+                .for_each(|x| x.store(0, SeqCst));
         }
         if let Some(tails) = self.layout.tails.get(heap).copied().flatten() {
             let stack = tails + timer::TAIL_LEN * slot;
@@ -650,19 +657,39 @@ impl<B: Backend> PatchSet<B> {
     /// off-CPU timer's threads inside are counted up to their off-CPU clocks now (a thread
     /// whose id the thread table does not have adds nothing for the interval in progress).
     pub fn timer(&self, t: usize, now: u64) -> TimerSample {
-        let Some((h, off)) = self.layout.timers.get(t).copied().flatten() else {
-            return TimerSample::default();
-        };
+        self.read_timer(t, now, &|word, now_of| timer::sample_each(word, now_of))
+            .unwrap_or_default()
+    }
+
+    /// Each thread's share of timer `t` at TSC time `now` (as [`PatchSet::timer`] counts
+    /// threads inside), with the owner of its slot (`(pid << 32) | tid`, 0 where the target's
+    /// thread ids are not known).
+    pub fn timer_threads(&self, t: usize, now: u64) -> Vec<(u64, ThreadShare)> {
+        let Some(Some((h, _))) = self.layout.timers.get(t).copied() else { return Vec::new() };
+        let shares = self.read_timer(t, now, &|word, now_of| timer::sample_threads(word, now_of));
+        let shares = shares.unwrap_or_default();
+        shares.into_iter().map(|s| (self.thread_owner(h, s.slot), s)).collect()
+    }
+
+    /// `read(word, now_of)` on timer `t`'s block: `word` loads its words, `now_of(slot)` is the
+    /// slot's thread's clock now (`now` on the TSC; an off-CPU timer's thread has a clock of
+    /// its own, found by its id). `None`: no such timer.
+    fn read_timer<R>(
+        &self,
+        t: usize,
+        now: u64,
+        read: &dyn Fn(Words<'_>, Clocks<'_>) -> R,
+    ) -> Option<R> {
+        let (h, off) = self.layout.timers.get(t).copied().flatten()?;
         let word = |o| self.be.load_u64(h, off + o);
         if !self.off_cpu.contains(&t) {
-            return timer::sample(&word, now);
+            return Some(read(&word, &|_| Some(now)));
         }
-        // An off-CPU timer: each thread inside has a clock of its own, found by its id.
         let now_of = |slot| match self.thread_owner(h, slot) as u32 {
             0 => None,
             tid => self.be.off_cpu_now(tid as i32),
         };
-        timer::sample_each(&word, &now_of)
+        Some(read(&word, &now_of))
     }
 
     /// How the target was held while the probes went in.

@@ -14,7 +14,7 @@ use crate::kernel::{Kernel, KernelInstrumentation, KernelOptions};
 use crate::load::{analyze_process, process_aliases, AnalyzedImage, LoadError, LoadOptions};
 use crate::probe::{ToolData, Where};
 use kerf_arch::RemoteAddr;
-use kerf_codegen::timer::TimerSample;
+use kerf_codegen::timer::{ThreadShare, TimerSample};
 use kerf_os::watch::{all_mapped, program, ExitWatch};
 use kerf_os::TargetError;
 use std::fmt;
@@ -290,6 +290,11 @@ pub struct ProcessTarget {
 }
 
 impl ProcessTarget {
+    /// The threads of process `pid` now, by id.
+    pub fn threads_of(pid: i32) -> Vec<i32> {
+        kerf_os::process::threads(&kerf_os::sys::RealSys, pid)
+    }
+
     /// Attach to `pid`, or launch `command` and hold it at its entry point (libraries loaded,
     /// none of its own code run) until [`ProcessTarget::release`]; then analyse its modules.
     pub fn open(pid: Option<i32>, command: &[String]) -> Result<ProcessTarget, LiveError> {
@@ -611,6 +616,8 @@ pub trait Installed {
     fn sites(&self) -> &[Site];
     fn count(&self, i: usize) -> u64;
     fn timer(&self, t: usize, now: u64) -> TimerSample;
+    /// Each thread's share of timer `t`, with its slot's owner ([`Installed::thread_owner`]).
+    fn timer_threads(&self, t: usize, now: u64) -> Vec<(u64, ThreadShare)>;
     /// TSC and monotonic time when the probes went in.
     fn installed_at(&self) -> (u64, Instant);
     /// The probes left out.
@@ -655,6 +662,9 @@ impl<B: Backend> Installed for PatchSet<B> {
     }
     fn timer(&self, t: usize, now: u64) -> TimerSample {
         PatchSet::timer(self, t, now)
+    }
+    fn timer_threads(&self, t: usize, now: u64) -> Vec<(u64, ThreadShare)> {
+        PatchSet::timer_threads(self, t, now)
     }
     fn installed_at(&self) -> (u64, Instant) {
         self.installed_at

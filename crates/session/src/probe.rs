@@ -82,8 +82,9 @@ pub struct ToolData {
     pub timers: usize,
     /// The timers that run on the threads' off-CPU clock, not the TSC (`kerf_codegen::Clock`):
     /// their totals are the time their threads spent off the CPU inside them. The target
-    /// provides the clock ([`crate::patchset::Runtime::off_cpu`]) or refuses them.
-    pub off_cpu: Vec<usize>,
+    /// provides the clock ([`crate::patchset::Runtime::off_cpu`]) or refuses them. A range:
+    /// sampling asks about every timer, and tools give the off-CPU ones consecutive numbers.
+    pub off_cpu: std::ops::Range<usize>,
     pub programs: Vec<kerf_codegen::ir::Program>,
     /// Bytes of the tool's area per heap with a `Program` probe (zeroed when mapped), within
     /// reach of the code (its program's data addresses are relative to it).

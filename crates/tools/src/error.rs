@@ -41,6 +41,9 @@ pub enum ToolError {
     Usage(String),
     /// Writing or sending a trace failed part-way (the events after it are not in it).
     TraceOutput(String),
+    /// A hardware event to count (`--counter`) that this machine cannot count, or that kerf
+    /// cannot count per function (`source` None: the PMU is there).
+    Counter { event: String, source: Option<kerf_os::pmu::PmuError> },
 }
 
 impl fmt::Display for ToolError {
@@ -58,6 +61,19 @@ impl fmt::Display for ToolError {
             ToolError::KernelInstall(e) => write!(f, "{e}"),
             ToolError::Restore { pid, source } => write!(f, "restoring process {pid}: {source}"),
             ToolError::RestoreKernel(e) => write!(f, "restoring the kernel: {e}"),
+            ToolError::Counter { event, source: Some(e) } => {
+                write!(f, "--counter {event}: {e}")?;
+                if matches!(e, kerf_os::pmu::PmuError::Unavailable { .. }) {
+                    write!(f, ". Wall time and virtual time (--virtual) need no PMU")?;
+                }
+                Ok(())
+            }
+            ToolError::Counter { event, source: None } => write!(
+                f,
+                "--counter {event}: this CPU can count it, but kerf does not count hardware \
+                 events per function yet (no machine it is built and tested on has a PMU); \
+                 wall time and virtual time (--virtual) work"
+            ),
             ToolError::Killed { ended } => write!(f, "{ended} while instrumented"),
             ToolError::Load(e) => write!(f, "{e}"),
             ToolError::Plan(e) => write!(f, "{e}"),

@@ -1,30 +1,43 @@
 //! `locks`: waiting threads, per lock and per call site (KernInst's "average waiting threads
-//! on a mutex"), in a process: every acquisition of a pthread mutex or rwlock is an interval
+//! on a mutex"). In a process, every acquisition of a pthread mutex or rwlock is an interval
 //! from the lock function's entry (`pthread_mutex_lock(m)`, the lock and the return address
-//! captured) to its return, per thread. The time threads spend in them, divided by the time
-//! watched, is the average number of threads waiting (or acquiring: an uncontended call adds
-//! its few nanoseconds, and each call the tracer's own cost, some 100 ns here); per lock and
-//! per call site, with the calls, the longest wait and how many calls took a microsecond or
-//! more (`slow_calls`).
+//! captured) to its return, per thread; in the kernel, every entry into a lock's slow path
+//! (mutexes, rw semaphores, queued spinlocks and rwlocks: an uncontended acquisition never
+//! gets there) to its return. The time threads spend in them, divided by the time watched, is
+//! the average number of threads waiting (or acquiring: an uncontended pthread call adds its
+//! few nanoseconds, and each call the tracer's own cost, some 100 ns here); per lock and per
+//! call site, with the calls, the longest wait and how many calls took a microsecond or more
+//! (`slow_calls`).
 //!
-//! It runs on the tracer: its probes (entries with `{lock=arg0, site=u64(rsp)}`, exits) go
-//! into per-thread rings, and a sink of its own pairs each thread's entries and exits as the
-//! reader drains them (a thread's events come in its order). A lost event (a full ring) is
-//! counted, and that thread's open interval dropped.
+//! It runs on the tracer: its probes go into rings, and a sink of its own pairs each thread's
+//! entries and exits as the reader drains them (a thread's events come in its order). An
+//! interval ends at the *returns* of the lock function and of every function it reaches by
+//! tail calls (`__mutex_lock_slowpath` jumps to the shared `__mutex_lock`; glibc's
+//! `pthread_mutex_lock` to `__pthread_mutex_lock_full` for recursive and error-checking
+//! mutexes), never at the tail jump itself, which would end the wait before it began. A lost
+//! event (a full ring) is counted, and the open intervals dropped.
+//!
+//! The call site: in a process the return address. In the kernel that is inside the lock's
+//! own wrapper (`mutex_lock`, `down_write`, `_raw_spin_lock`), so the entry captures the first
+//! stack words and the site is the first of them that returns into code outside the lock
+//! functions and their wrappers ([`KERNEL_WRAPPERS`]); a guess from the stack, not an unwind.
 
 use crate::error::ToolError;
 use crate::live::{run, Events, LiveOptions};
 use crate::trace::event::{PointKind, Record, Tables, Value as Captured};
 use crate::trace::tracer::{Output, Trace};
 use crate::trace::{Sink, Summary};
+use kerf_analysis::cfg::Terminator;
 use kerf_session::live::Target;
+use kerf_session::AnalyzedImage;
 use serde_json::{json, Value};
 use std::cell::RefCell;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 use std::rc::Rc;
 
-/// The lock functions watched: pthread mutexes and rwlocks (their lock argument first).
+/// The lock functions watched in a process: pthread mutexes and rwlocks (their lock argument
+/// first).
 pub const LOCK_FUNCTIONS: [&str; 5] = [
     "pthread_mutex_lock",
     "pthread_rwlock_rdlock",
@@ -32,6 +45,46 @@ pub const LOCK_FUNCTIONS: [&str; 5] = [
     "pthread_mutex_timedlock",
     "pthread_mutex_clocklock",
 ];
+
+/// The kernel's lock slow paths (the lock argument first): only a contended acquisition
+/// enters one, and a task waits there, spinning or asleep.
+pub const KERNEL_LOCK_FUNCTIONS: [&str; 8] = [
+    "__mutex_lock_slowpath",
+    "__mutex_lock_killable_slowpath",
+    "__mutex_lock_interruptible_slowpath",
+    "rwsem_down_read_slowpath",
+    "rwsem_down_write_slowpath",
+    "native_queued_spin_lock_slowpath",
+    "queued_read_lock_slowpath",
+    "queued_write_lock_slowpath",
+];
+
+/// Kernel functions (by name prefix) that only take a lock on behalf of their caller: a return
+/// address inside one is not the call site a user asks about.
+pub const KERNEL_WRAPPERS: [&str; 14] = [
+    "mutex_lock",
+    "__mutex_lock",
+    "down_read",
+    "down_write",
+    "__down",
+    "rwsem_",
+    "_raw_spin_lock",
+    "_raw_read_lock",
+    "_raw_write_lock",
+    "do_raw_",
+    "queued_",
+    "native_queued_",
+    "__pv_queued_",
+    "lock_sock",
+];
+
+/// Stack words a kernel entry captures, to find the call site above the wrappers: as many as
+/// a record's longest slot holds (each memory capture takes its value and a status word).
+const KERNEL_STACK_WORDS: usize = 5;
+
+/// Open intervals kept per thread: nested ones (a spinlock's slow path inside a mutex's, an
+/// interrupt's inside a task's) stack up; more than this means exits went missing.
+const MAX_NESTED: usize = 8;
 
 /// A wait this long or longer counts as contended.
 const CONTENDED_NS: u64 = 1000;
@@ -61,6 +114,12 @@ impl Waits {
     }
 }
 
+/// An acquisition under way: the lock function, the lock, the call site, the entry time.
+type Open = (String, u64, u64, u64);
+
+/// The call site from the words an entry captured after the lock.
+type SiteOf = Box<dyn Fn(&[u64]) -> u64>;
+
 /// Everything the sink gathered.
 #[derive(Debug, Default)]
 pub struct LockStats {
@@ -68,29 +127,51 @@ pub struct LockStats {
     pub locks: HashMap<u64, Waits>,
     /// By call site (the lock call's return address).
     pub sites: HashMap<u64, Waits>,
-    /// Per thread: the open acquisition (function, lock, site, entry time).
-    open: HashMap<u32, (String, u64, u64, u64)>,
+    /// Per thread (see [`thread_key`]): its open acquisitions, innermost last (function, lock,
+    /// site, entry time).
+    open: HashMap<(u32, u32), Vec<Open>>,
     /// Events the rings dropped, and the first and last event times.
     pub lost: u64,
     pub first_ns: Option<u64>,
     pub last_ns: u64,
-    /// Intervals left open at the end (threads inside a lock call when the watch ended).
+    /// Intervals left open at the end (threads inside a lock call when the watch ended), and
+    /// those dropped because too many were open on one thread.
     pub unfinished: u64,
+    pub dropped: u64,
+}
+
+/// Whose interval an event belongs to: the thread, except that the kernel's idle tasks all
+/// have id 0 (one per CPU, and an idle task never moves).
+pub fn thread_key(tid: u32, cpu: u32) -> (u32, u32) {
+    (tid, if tid == 0 { cpu } else { 0 })
 }
 
 impl LockStats {
-    /// One event of a lock function: an entry opens the thread's interval, an exit closes it.
-    pub fn event(&mut self, kind: PointKind, function: &str, tid: u32, t: u64, values: &[u64]) {
+    /// One event of a lock function: an entry (with its lock and call site) opens an interval
+    /// of the thread, an exit closes the innermost one.
+    pub fn event(
+        &mut self,
+        kind: PointKind,
+        function: &str,
+        thread: (u32, u32),
+        t: u64,
+        lock_site: Option<(u64, u64)>,
+    ) {
         self.first_ns.get_or_insert(t);
         self.last_ns = self.last_ns.max(t);
         match kind {
             PointKind::Entry => {
-                let (lock, site) = (values.first().copied(), values.get(1).copied());
-                let (Some(lock), Some(site)) = (lock, site) else { return };
-                self.open.insert(tid, (function.to_string(), lock, site, t));
+                let Some((lock, site)) = lock_site else { return };
+                let open = self.open.entry(thread).or_default();
+                if open.len() == MAX_NESTED {
+                    open.remove(0);
+                    self.dropped += 1;
+                }
+                open.push((function.to_string(), lock, site, t));
             }
             PointKind::Exit => {
-                let Some((f, lock, site, t0)) = self.open.remove(&tid) else { return };
+                let Some(open) = self.open.get_mut(&thread) else { return };
+                let Some((f, lock, site, t0)) = open.pop() else { return };
                 let ns = t.saturating_sub(t0);
                 self.locks.entry(lock).or_default().add(ns, &f);
                 self.sites.entry(site).or_default().add(ns, &f);
@@ -101,11 +182,14 @@ impl LockStats {
 }
 
 /// The sink that feeds [`LockStats`] (shared with the tool, which reads it after the run).
-struct LockSink(Rc<RefCell<LockStats>>);
+struct LockSink {
+    stats: Rc<RefCell<LockStats>>,
+    site: SiteOf,
+}
 
 impl Sink for LockSink {
     fn record(&mut self, t: &Tables, r: &Record) -> std::io::Result<()> {
-        let mut s = self.0.borrow_mut();
+        let mut s = self.stats.borrow_mut();
         match r {
             Record::Event(e) => {
                 let Some(p) = t.probe(e) else { return Ok(()) };
@@ -118,7 +202,14 @@ impl Sink for LockSink {
                         _ => None,
                     })
                     .collect();
-                s.event(e.kind, &p.name, e.tid, e.time_ns, &words);
+                let key = thread_key(e.tid, e.cpu);
+                // The exits are returns, plain points to the tracer: they capture nothing.
+                if p.kind == PointKind::Exit || p.captures.is_empty() {
+                    s.event(PointKind::Exit, &p.name, key, e.time_ns, None);
+                } else if let Some((&lock, rest)) = words.split_first() {
+                    let site = (self.site)(rest);
+                    s.event(PointKind::Entry, &p.name, key, e.time_ns, Some((lock, site)));
+                }
             }
             Record::Loss(l) => {
                 s.lost += l.count;
@@ -131,36 +222,97 @@ impl Sink for LockSink {
     }
 
     fn finish(&mut self, _t: &Tables, _s: &Summary) -> std::io::Result<()> {
-        let mut s = self.0.borrow_mut();
-        s.unfinished = s.open.len() as u64;
+        let mut s = self.stats.borrow_mut();
+        s.unfinished = s.open.values().map(|v| v.len() as u64).sum();
         Ok(())
     }
 }
 
-/// Watch the lock functions of `target` (a process) with `opts`' sampling, and return what
-/// was seen.
+/// The tracer's probe lines for `target`'s lock functions: an entry line per lock function
+/// `target` has, with the lock and the call site (or the stack words it is found in), and a
+/// line per return of it and of what it reaches by tail calls, capturing nothing.
+fn lock_lines(target: &Target) -> Vec<String> {
+    let (images, aliases, functions, prefix, captures): (_, &[Vec<String>], &[&str], _, _) =
+        match target {
+            Target::Process(p) => (
+                &p.modules,
+                &p.aliases,
+                &LOCK_FUNCTIONS[..],
+                "libc:",
+                "{lock=arg0, site=u64(rsp)}".to_string(),
+            ),
+            Target::Kernel(k) => {
+                let words: Vec<String> =
+                    (0..KERNEL_STACK_WORDS).map(|i| format!("s{i}=u64(rsp+{})", i * 8)).collect();
+                let caps = format!("{{lock=arg0, {}}}", words.join(", "));
+                (&k.kernel.images, &[][..], &KERNEL_LOCK_FUNCTIONS[..], "", caps)
+            }
+        };
+    let (mut lines, mut exits) = (Vec::new(), HashSet::new());
+    for f in functions {
+        let Ok(spec) = kerf_session::spec::parse(&format!("{prefix}{f}")) else { continue };
+        // Only those the target has (a static program may lack rwlocks; a kernel its
+        // paravirtual spinlocks).
+        let Ok(points) = crate::live::resolve(images, aliases, &[spec]) else { continue };
+        let Some(entry) = points.first() else { continue };
+        lines.push(format!("{prefix}{f} {captures}"));
+        let closure = crate::time::tail_closure(images, vec![(entry.module, entry.func)]);
+        for (m, g) in closure {
+            for line in returns_of(images, m, g) {
+                if exits.insert(line.clone()) {
+                    lines.push(line);
+                }
+            }
+        }
+    }
+    lines
+}
+
+/// A point line (`MODULE:0xADDR`) for each `ret` of function `g` of module `m`.
+fn returns_of(images: &[AnalyzedImage], m: usize, g: kerf_analysis::cfg::FuncId) -> Vec<String> {
+    let img = &images[m];
+    let cfg = &img.analysis.cfg;
+    let module = kerf_session::spec::module_name(&img.analysis.image);
+    let Ok(spec) = kerf_session::spec::parse(&format!("{module}:{}@exits", cfg.function(g).name))
+    else {
+        return Vec::new();
+    };
+    let Ok(points) = crate::live::resolve(&images[m..=m], &[], &[spec]) else { return Vec::new() };
+    points
+        .into_iter()
+        .filter(|p| p.func == g)
+        .filter(|p| {
+            cfg.block_containing(g, p.addr).map(|b| cfg.block(b).term) == Some(Terminator::Return)
+        })
+        .map(|p| format!("{module}:{:#x}", p.addr.0))
+        .collect()
+}
+
+/// Watch the lock functions of `target` (a process's pthread locks, or the kernel's slow
+/// paths) with `opts`' sampling, and return what was seen.
 pub fn watch(
     target: &mut Target,
     opts: &LiveOptions,
     events: &mut dyn Events,
 ) -> Result<LockStats, ToolError> {
-    if matches!(target, Target::Kernel(_)) {
-        return Err(ToolError::Usage("kerf locks watches a process's pthread locks".into()));
-    }
-    let stats = Rc::new(RefCell::new(LockStats::default()));
-    let mut lines = Vec::new();
-    for f in LOCK_FUNCTIONS {
-        // Only those the process has (a static program may lack rwlocks).
-        if resolvable(target, f) {
-            lines.push(format!("libc:{f} {{lock=arg0, site=u64(rsp)}}"));
-            lines.push(format!("libc:{f}@exits"));
-        }
-    }
+    let kernel = matches!(target, Target::Kernel(_));
+    let lines = lock_lines(target);
     if lines.is_empty() {
-        return Err(ToolError::Usage("the process has no pthread lock functions in libc".into()));
+        return Err(ToolError::Usage(if kernel {
+            format!("the kernel has none of {}", KERNEL_LOCK_FUNCTIONS.join(", "))
+        } else {
+            "the process has no pthread lock functions in libc".into()
+        }));
     }
-    let sink = LockSink(stats.clone());
-    let tool = Trace::new(&lines, false, None, Vec::new(), None, Output::Sink(Box::new(sink)))?;
+    let site: SiteOf = if kernel {
+        let namer = Namer::new(target);
+        Box::new(move |words| kernel_site(words, &|a| namer.function(a).map(str::to_string)))
+    } else {
+        Box::new(|words| words.first().copied().unwrap_or(0))
+    };
+    let stats = Rc::new(RefCell::new(LockStats::default()));
+    let sink = LockSink { stats: stats.clone(), site };
+    let tool = Trace::new(&lines, kernel, None, Vec::new(), None, Output::Sink(Box::new(sink)))?;
     let report = run(&tool, target, opts, events)?;
     if let Some(e) = report.error {
         return Err(e);
@@ -171,10 +323,17 @@ pub fn watch(
     Ok(s)
 }
 
-fn resolvable(target: &Target, f: &str) -> bool {
-    let Target::Process(p) = target else { return false };
-    let Ok(s) = kerf_session::spec::parse(&format!("libc:{f}")) else { return false };
-    crate::live::resolve(&p.modules, &p.aliases, &[s]).is_ok()
+/// The kernel call site among the stack words an entry captured: the first that lies in a
+/// function other than the lock functions' wrappers; else the first word.
+pub fn kernel_site(words: &[u64], function_of: &dyn Fn(u64) -> Option<String>) -> u64 {
+    words
+        .iter()
+        .copied()
+        .find(|&w| {
+            function_of(w).is_some_and(|f| !KERNEL_WRAPPERS.iter().any(|p| f.starts_with(p)))
+        })
+        .or_else(|| words.first().copied())
+        .unwrap_or(0)
 }
 
 /// A name for an address of the target, from `name_of` (a symbol and offset), else hex.
@@ -238,82 +397,122 @@ pub fn table(v: &Value, most: usize) -> String {
     t
 }
 
-/// Names of addresses in a process's modules: the ELF symbol (code or data) that holds an
+/// Names of addresses in a target's modules: the ELF symbol (code or data) that holds an
 /// address, with the offset into it, as `module:symbol+0x10`; in code without a sized symbol
-/// (a stripped library's local functions), the function kerf's analysis found there.
+/// (a stripped library's local functions, the kernel's kallsyms), the function kerf's
+/// analysis found there.
 pub struct Namer {
     modules: Vec<Named>,
 }
 
-/// A module's name, its load bias, and its sized symbols (address, size, name) by address.
-type Named = (String, u64, Vec<(u64, u64, String)>);
+/// A module's name, its load bias, its sized symbols and its functions (start, one past the
+/// end, name), each by address.
+struct Named {
+    name: String,
+    bias: u64,
+    symbols: Vec<(u64, u64, String)>,
+    functions: Vec<(u64, u64, String)>,
+}
 
 impl Namer {
-    /// The symbols of `target`'s modules (a process; the kernel names nothing here).
+    /// The symbols of `target`'s modules (a process's, at their load bias; the kernel's and
+    /// its modules', at their addresses).
     pub fn new(target: &Target) -> Namer {
+        let images: &[AnalyzedImage] = match target {
+            Target::Process(p) => &p.modules,
+            Target::Kernel(k) => &k.kernel.images,
+        };
+        let kernel = matches!(target, Target::Kernel(_));
         let mut modules = Vec::new();
-        if let Target::Process(p) = target {
-            for m in &p.modules {
-                let Some(bias) = m.bias else { continue };
-                let name = kerf_session::spec::module_name(&m.analysis.image).to_string();
-                let Ok(img) = kerf_analysis::image::Image::from_elf(&name, &m.bytes) else {
-                    continue;
-                };
-                let mut syms: Vec<(u64, u64, String)> = img
-                    .symbols
-                    .iter()
-                    .filter(|s| s.size > 0)
-                    .map(|s| (s.addr.0, s.size, s.name.clone()))
-                    .collect();
-                let sized: std::collections::HashSet<u64> = syms.iter().map(|s| s.0).collect();
-                syms.extend(
-                    m.analysis
-                        .cfg
-                        .functions
+        for m in images {
+            let bias = match (m.bias, kernel) {
+                (Some(b), _) => b,
+                (None, true) => 0,
+                (None, false) => continue,
+            };
+            let name = kerf_session::spec::module_name(&m.analysis.image).to_string();
+            let mut functions: Vec<(u64, u64, String)> = m
+                .analysis
+                .cfg
+                .functions
+                .iter()
+                .filter(|f| f.extent.end > f.extent.start)
+                .map(|f| (f.entry.0, f.extent.end, f.name.clone()))
+                .collect();
+            functions.sort();
+            let mut symbols: Vec<(u64, u64, String)> = Vec::new();
+            // The kernel's symbols are kallsyms, which kerf's analysis already made functions.
+            if !kernel {
+                if let Ok(img) = kerf_analysis::image::Image::from_elf(&name, &m.bytes) {
+                    symbols = img
+                        .symbols
                         .iter()
-                        .filter(|f| !sized.contains(&f.entry.0) && f.extent.end > f.extent.start)
-                        .map(|f| (f.entry.0, f.extent.end - f.entry.0, f.name.clone())),
-                );
-                syms.sort();
-                modules.push((name, bias, syms));
+                        .filter(|s| s.size > 0)
+                        .map(|s| (s.addr.0, s.addr.0 + s.size, s.name.clone()))
+                        .collect();
+                }
             }
+            let sized: HashSet<u64> = symbols.iter().map(|s| s.0).collect();
+            symbols.extend(functions.iter().filter(|f| !sized.contains(&f.0)).cloned());
+            symbols.sort();
+            modules.push(Named { name, bias, symbols, functions });
         }
         Namer { modules }
     }
 
     /// The name of `addr`, if a symbol holds it.
     pub fn name(&self, addr: u64) -> Option<String> {
-        for (module, bias, syms) in &self.modules {
-            let Some(a) = addr.checked_sub(*bias) else { continue };
-            let i = syms.partition_point(|s| s.0 <= a);
-            let Some((start, size, name)) = i.checked_sub(1).map(|i| &syms[i]) else { continue };
-            if a < start + size {
-                let off = a - start;
-                return Some(if off == 0 {
-                    format!("{module}:{name}")
-                } else {
-                    format!("{module}:{name}+{off:#x}")
-                });
-            }
+        for m in &self.modules {
+            let Some(a) = addr.checked_sub(m.bias) else { continue };
+            let Some((start, name)) = holder(&m.symbols, a) else { continue };
+            let off = a - start;
+            return Some(if off == 0 {
+                format!("{}:{name}", m.name)
+            } else {
+                format!("{}:{name}+{off:#x}", m.name)
+            });
         }
         None
     }
+
+    /// The name of the function whose code holds `addr` (code only: never a data symbol).
+    pub fn function(&self, addr: u64) -> Option<&str> {
+        self.modules.iter().find_map(|m| {
+            let a = addr.checked_sub(m.bias)?;
+            holder(&m.functions, a).map(|(_, n)| n)
+        })
+    }
+}
+
+/// The span of `spans` (start, end, name; sorted by start) that holds `a`: its start and name.
+fn holder(spans: &[(u64, u64, String)], a: u64) -> Option<(u64, &str)> {
+    let i = spans.partition_point(|s| s.0 <= a);
+    let (start, end, name) = &spans[i.checked_sub(1)?];
+    (a < *end).then_some((*start, name.as_str()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn entry(s: &mut LockStats, tid: u32, t: u64, lock: u64, site: u64) {
+        s.event(PointKind::Entry, "pthread_mutex_lock", thread_key(tid, 0), t, Some((lock, site)));
+    }
+
+    fn exit(s: &mut LockStats, tid: u32, t: u64) {
+        s.event(PointKind::Exit, "pthread_mutex_lock", thread_key(tid, 0), t, None);
+    }
+
     #[test]
     fn entries_and_exits_pair_per_thread() {
         let mut s = LockStats::default();
         // Thread 1 waits 5 us on lock A from site X; thread 2 meanwhile 100 ns on A from Y.
-        s.event(PointKind::Entry, "pthread_mutex_lock", 1, 1_000, &[0xa, 0x10]);
-        s.event(PointKind::Entry, "pthread_mutex_lock", 2, 1_500, &[0xa, 0x20]);
-        s.event(PointKind::Exit, "pthread_mutex_lock", 2, 1_600, &[]);
-        s.event(PointKind::Exit, "pthread_mutex_lock", 1, 6_000, &[]);
+        entry(&mut s, 1, 1_000, 0xa, 0x10);
+        entry(&mut s, 2, 1_500, 0xa, 0x20);
+        exit(&mut s, 2, 1_600);
+        exit(&mut s, 1, 6_000);
         // An exit with no entry (the thread was inside when the probes went in): nothing.
-        s.event(PointKind::Exit, "pthread_mutex_lock", 3, 7_000, &[]);
+        exit(&mut s, 3, 7_000);
         let a = &s.locks[&0xa];
         assert_eq!((a.calls, a.contended, a.total_ns, a.longest_ns), (2, 1, 5_100, 5_000));
         assert_eq!(s.sites[&0x10].total_ns, 5_000);
@@ -323,5 +522,45 @@ mod tests {
         // 5.1 us of waiting in 1 ms: 0.0051 threads on average.
         assert!((v["waiting_threads"].as_f64().unwrap() - 0.0051).abs() < 1e-9, "{v}");
         assert!(table(&v, 5).contains("app:big_lock"));
+    }
+
+    #[test]
+    fn nested_waits_close_innermost_first() {
+        // A kernel task waits 10 us in a mutex's slow path (lock M); inside it, 2 us in the
+        // slow path of the mutex's own spinlock (lock S): both are counted, each its own time.
+        let mut s = LockStats::default();
+        entry(&mut s, 7, 0, 0x40, 0x1);
+        entry(&mut s, 7, 3_000, 0x50, 0x2);
+        exit(&mut s, 7, 5_000);
+        exit(&mut s, 7, 10_000);
+        assert_eq!(s.locks[&0x40].total_ns, 10_000);
+        assert_eq!(s.locks[&0x50].total_ns, 2_000);
+        // Idle tasks share id 0: one per CPU, never paired across CPUs.
+        s.event(PointKind::Entry, "f", thread_key(0, 0), 20_000, Some((0x50, 0x3)));
+        s.event(PointKind::Entry, "f", thread_key(0, 1), 20_500, Some((0x50, 0x3)));
+        s.event(PointKind::Exit, "f", thread_key(0, 0), 21_000, None);
+        s.event(PointKind::Exit, "f", thread_key(0, 1), 23_500, None);
+        assert_eq!(s.sites[&0x3].total_ns, 1_000 + 3_000);
+        // Exits that went missing do not grow a thread's stack without bound.
+        for i in 0..(MAX_NESTED as u64 + 3) {
+            entry(&mut s, 9, 30_000 + i, 0x60, 0x4);
+        }
+        assert_eq!(s.dropped, 3);
+        assert_eq!(s.open[&thread_key(9, 0)].len(), MAX_NESTED);
+    }
+
+    #[test]
+    fn kernel_site_skips_the_lock_wrappers() {
+        let f = |a: u64| match a {
+            0x100 => Some("mutex_lock".to_string()),
+            0x200 => Some("down_write".to_string()),
+            0x300 => Some("pipe_write".to_string()),
+            _ => None,
+        };
+        // A saved register (no function), the wrappers, then the caller.
+        assert_eq!(kernel_site(&[0xdead, 0x100, 0x200, 0x300, 0x100], &f), 0x300);
+        // None outside the wrappers: the first word, so that the site is still shown.
+        assert_eq!(kernel_site(&[0x100, 0x200], &f), 0x100);
+        assert_eq!(kernel_site(&[], &f), 0);
     }
 }

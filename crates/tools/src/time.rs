@@ -30,6 +30,13 @@ use std::time::Instant;
 /// Rows of the live table: the busiest timers of the interval; the others are summed up.
 const TOP_ROWS: usize = 40;
 
+/// What the time tool built: its timers, and the blocks it counts (a row name `f @ +0x1c`
+/// and its probe).
+pub struct Built {
+    pub timed: Vec<Timed>,
+    pub blocks: Vec<(String, usize)>,
+}
+
 /// One timed function, or one callee's calls from a timed function.
 pub struct Timed {
     pub spec: String,
@@ -69,6 +76,10 @@ pub struct Time {
     /// Callee timers left out (`caller > callee`, every call site of the pair).
     skip_calls: Vec<String>,
     virtual_time: bool,
+    /// Each thread's share of every timer too (`--threads`).
+    threads: bool,
+    /// Functions (by name) whose basic blocks are counted too.
+    blocks_of: Vec<String>,
 }
 
 impl Time {
@@ -81,12 +92,19 @@ impl Time {
             callees_of: Vec::new(),
             skip_calls: Vec::new(),
             virtual_time: false,
+            threads: false,
+            blocks_of: Vec::new(),
         })
     }
 
     /// Time the calls of these functions (by name) per callee, as `callees` does for all.
     pub fn with_callees_of(self, names: Vec<String>) -> Time {
         Time { callees_of: names, ..self }
+    }
+
+    /// Count the basic blocks of these functions (by name) too: how often each ran.
+    pub fn with_blocks_of(self, names: Vec<String>) -> Time {
+        Time { blocks_of: names, ..self }
     }
 
     /// Leave out the callee timers of these rows (`caller > callee`).
@@ -98,12 +116,31 @@ impl Time {
     pub fn with_virtual_time(self, on: bool) -> Time {
         Time { virtual_time: on, ..self }
     }
+
+    /// Break every timer down by thread too: each thread's outermost calls and time (and
+    /// virtual time), by its id where the target's thread ids are known (a process's).
+    pub fn with_threads(self, on: bool) -> Time {
+        Time { threads: on, ..self }
+    }
+
+    /// Count hardware event `event` per function too (`--counter`): where the CPU exposes
+    /// no PMU to Linux (this project's machines and VMs), the error says so.
+    pub fn with_counter(self, event: Option<&str>) -> Result<Time, ToolError> {
+        let Some(event) = event else { return Ok(self) };
+        let counter = |source| ToolError::Counter { event: event.to_string(), source };
+        kerf_os::pmu::check(event).map_err(|e| counter(Some(e)))?;
+        Err(counter(None))
+    }
 }
 
 /// Off-CPU timer `t`'s total in nanoseconds: a process's clock counts them (BPF's
 /// `bpf_ktime_get_ns`), the kernel's context-switch probe TSC cycles (`hz` to the ns).
 fn off_cpu_ns(inst: &dyn Installed, t: usize, now: u64, hz: f64) -> u64 {
-    let raw = inst.timer(t, now).cycles;
+    off_cpu_to_ns(inst, inst.timer(t, now).cycles, hz)
+}
+
+/// An off-CPU timer's count `raw` in nanoseconds (see [`off_cpu_ns`]).
+fn off_cpu_to_ns(inst: &dyn Installed, raw: u64, hz: f64) -> u64 {
     match inst.target() {
         kerf_session::probe::Where::Kernel => (raw as f64 / hz).round() as u64,
         _ => raw,
@@ -112,7 +149,7 @@ fn off_cpu_ns(inst: &dyn Installed, t: usize, now: u64, hz: f64) -> u64 {
 
 /// The twin of every timer action on the off-CPU clock: timer `t`'s is `t + timers`, probed
 /// where `t` is (a tail return needs no twin: it ends whatever tail calls are pending).
-fn off_cpu_twins(probes: &mut Vec<Probe>, timers: usize) -> Vec<usize> {
+fn off_cpu_twins(probes: &mut Vec<Probe>, timers: usize) -> std::ops::Range<usize> {
     let twins: Vec<Probe> = probes
         .iter()
         .filter_map(|p| {
@@ -126,11 +163,11 @@ fn off_cpu_twins(probes: &mut Vec<Probe>, timers: usize) -> Vec<usize> {
         })
         .collect();
     probes.extend(twins);
-    (timers..2 * timers).collect()
+    timers..2 * timers
 }
 
 impl LiveTool for Time {
-    type Built = Vec<Timed>;
+    type Built = Built;
     type Table = Table;
 
     /// In a process a timer runs through direct tail calls; the kernel's timers stop at a
@@ -140,7 +177,7 @@ impl LiveTool for Time {
         images: &[AnalyzedImage],
         aliases: &[Vec<String>],
         kind: TargetKind,
-    ) -> Result<(Vec<Probe>, ToolData, Vec<Timed>), ToolError> {
+    ) -> Result<(Vec<Probe>, ToolData, Built), ToolError> {
         let through_tail_calls = kind == TargetKind::Process;
         let (mut probes, mut timed) =
             timer_probes(images, aliases, &self.specs, through_tail_calls)?;
@@ -148,15 +185,17 @@ impl LiveTool for Time {
             let only = (!self.callees).then_some(&self.callees_of[..]);
             callee_probes(images, &mut probes, &mut timed, only, &self.skip_calls);
         }
+        let blocks = block_probes(images, aliases, &mut probes, &self.blocks_of)?;
         let mut tool = ToolData::timers(timed.len());
         if self.virtual_time {
             tool.off_cpu = off_cpu_twins(&mut probes, timed.len());
             tool.timers *= 2;
         }
-        Ok((probes, tool, timed))
+        Ok((probes, tool, Built { timed, blocks }))
     }
 
-    fn installed(&self, timed: &Vec<Timed>, events: &mut dyn Events, inst: &dyn Installed) {
+    fn installed(&self, built: &Built, events: &mut dyn Events, inst: &dyn Installed) {
+        let timed = &built.timed;
         if self.virtual_time {
             // The kernel's context-switch probe is the target's own: refused, no task's clock
             // would move, and virtual time would read as wall time.
@@ -175,28 +214,47 @@ impl LiveTool for Time {
         }
     }
 
-    fn table(&self, timed: &Vec<Timed>, _probes: usize, inst: &dyn Installed) -> Table {
-        Table::new(timed.len(), self.virtual_time, inst.installed_at())
+    fn table(&self, built: &Built, _probes: usize, inst: &dyn Installed) -> Table {
+        Table::new(built.timed.len(), self.virtual_time, inst.installed_at())
     }
 
     /// Also frees the thread table slots of the process's forked children that have ended
     /// (their timers' slots would otherwise stay taken for good).
-    fn render(&self, table: &mut Table, timed: &Vec<Timed>, inst: &dyn Installed) -> String {
+    fn render(&self, table: &mut Table, built: &Built, inst: &dyn Installed) -> String {
         if let kerf_session::probe::Where::Process(pid) = inst.target() {
             inst.free_ended_children(pid, &|_, _| true);
         }
-        table.render(timed, inst)
+        table.render(&built.timed, inst)
     }
 
     fn summarize(
         &self,
         _table: &mut Table,
-        timed: &Vec<Timed>,
+        built: &Built,
         _probes: &[Probe],
         inst: &dyn Installed,
     ) -> Value {
-        let (summary, mut extra) = summarize(inst, timed, self.virtual_time);
+        let timed = &built.timed;
+        let (mut summary, mut extra) = summarize(inst, timed, self.virtual_time);
+        if self.threads {
+            let now = (tsc(), Instant::now());
+            let hz = ticks_per_ns(inst.installed_at(), now);
+            // Rows of refused timers are left out of the summary: match by function and caller.
+            for (k, f) in timed.iter().enumerate() {
+                let Some(v) = summary.iter_mut().find(|v| {
+                    v["function"] == f.name.as_str()
+                        && f.call.as_ref().is_none_or(|(caller, _)| v["caller"] == caller.as_str())
+                }) else {
+                    continue;
+                };
+                let twins = self.virtual_time.then_some(timed.len());
+                v["threads"] = Value::Array(thread_rows(inst, k, twins, now.0, hz));
+            }
+        }
         extra["functions"] = Value::Array(summary);
+        if !built.blocks.is_empty() {
+            extra["blocks"] = Value::Array(block_rows(&built.blocks, inst));
+        }
         extra
     }
 
@@ -206,10 +264,12 @@ impl LiveTool for Time {
 
     /// Per timer: `calls`, `outer` (outermost calls) and `wall_ns`, with `off_cpu_ns` too
     /// under virtual time (threads inside counted up to now).
-    fn sample(&self, _table: &Table, timed: &Vec<Timed>, inst: &dyn Installed) -> Option<Value> {
+    /// Counted blocks (`with_blocks_of`) come as rows `f @ +0x1c` with their `calls`.
+    fn sample(&self, _table: &Table, built: &Built, inst: &dyn Installed) -> Option<Value> {
+        let timed = &built.timed;
         let now = (tsc(), Instant::now());
         let hz = ticks_per_ns(inst.installed_at(), now);
-        let rows: Vec<Value> = timed
+        let mut rows: Vec<Value> = timed
             .iter()
             .enumerate()
             .map(|(k, f)| {
@@ -219,9 +279,18 @@ impl LiveTool for Time {
                 if self.virtual_time {
                     v["off_cpu_ns"] = json!(off_cpu_ns(inst, k + timed.len(), now.0, hz));
                 }
+                if self.threads {
+                    let twins = self.virtual_time.then_some(timed.len());
+                    v["threads"] = Value::Array(thread_rows(inst, k, twins, now.0, hz));
+                }
                 v
             })
             .collect();
+        rows.extend(
+            block_rows(&built.blocks, inst)
+                .into_iter()
+                .map(|b| json!({"name": b["name"], "calls": b["count"], "outer": 0, "wall_ns": 0})),
+        );
         Some(json!({ "rows": rows }))
     }
 }
@@ -366,6 +435,74 @@ fn summarize(inst: &dyn Installed, timed: &[Timed], virtual_time: bool) -> (Vec<
     (summary, json!({"timed_seconds": elapsed_ns / 1e9, "tsc_ghz": hz}))
 }
 
+/// Each thread's share of timer `k` (and of its off-CPU twin `k + n` under virtual time,
+/// `timers` = `Some(n)`) at TSC time `now`: its id (`tid`, with its process's `pid`; `null` where the target's
+/// thread ids are not known, with the thread table's `slot`), its outermost calls and wall
+/// time, and its off-CPU time where there is a twin. The most time first.
+fn thread_rows(
+    inst: &dyn Installed,
+    k: usize,
+    timers: Option<usize>,
+    now: u64,
+    hz: f64,
+) -> Vec<Value> {
+    let off: Option<HashMap<u64, u64>> = timers.map(|n| {
+        inst.timer_threads(k + n, now).into_iter().map(|(_, s)| (s.slot, s.cycles)).collect()
+    });
+    let mut rows: Vec<(u64, Value)> = inst
+        .timer_threads(k, now)
+        .into_iter()
+        .map(|(owner, s)| {
+            let (pid, tid) = ((owner >> 32) as u32, owner as u32);
+            let wall = (s.cycles as f64 / hz).round() as u64;
+            let mut v = json!({"slot": s.slot, "tid": (tid != 0).then_some(tid),
+                               "pid": (pid != 0).then_some(pid), "outer": s.outer,
+                               "wall_ns": wall, "inside": s.inside});
+            if let Some(off) = &off {
+                let raw = off.get(&s.slot).copied().unwrap_or(0);
+                v["off_cpu_ns"] = json!(off_cpu_to_ns(inst, raw, hz));
+            }
+            (wall, v)
+        })
+        .collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.0));
+    rows.into_iter().map(|(_, v)| v).collect()
+}
+
+/// A counter at every basic block of each function of `names` (`f@blocks`), appended to
+/// `probes`: each block's row name (`f @ +0x1c`, its offset in the function) and probe.
+fn block_probes(
+    images: &[AnalyzedImage],
+    aliases: &[Vec<String>],
+    probes: &mut Vec<Probe>,
+    names: &[String],
+) -> Result<Vec<(String, usize)>, ToolError> {
+    let mut rows = Vec::new();
+    for name in names {
+        let spec = spec::parse(&format!("{name}@blocks"))?;
+        for point in resolve(images, aliases, &[spec])? {
+            let f = images[point.module].analysis.cfg.function(point.func);
+            let row = format!("{name} @ +{:#x}", point.addr.0 - f.entry.0);
+            rows.push((row, probes.len()));
+            probes.push(Probe { point, action: Action::Count });
+        }
+    }
+    Ok(rows)
+}
+
+/// The counted blocks' rows: `name`, `count`, and where each is (`site_json`).
+fn block_rows(blocks: &[(String, usize)], inst: &dyn Installed) -> Vec<Value> {
+    blocks
+        .iter()
+        .filter_map(|(name, i)| {
+            let mut v = site_json(inst.site(*i)?);
+            v["name"] = json!(name);
+            v["count"] = json!(inst.count(*i));
+            Some(v)
+        })
+        .collect()
+}
+
 /// A table of every timer of a summary: calls, total time, time per call, concurrency; with
 /// virtual time (`virtual_ns` in the summary), CPU time in all and per call too.
 pub fn final_table(v: &Value) -> String {
@@ -395,6 +532,22 @@ pub fn final_table(v: &Value) -> String {
             v["kind"].as_str().unwrap_or(""),
             v["address"].as_str().unwrap_or("")
         );
+        // Per thread (`--threads`): outermost calls, time, per call, CPU time.
+        for r in v["threads"].as_array().into_iter().flatten() {
+            let outer = r["outer"].as_u64().unwrap_or(0);
+            let wall = r["wall_ns"].as_u64().unwrap_or(0) as f64;
+            let per = |ns: f64| if outer > 0 { dash(ns / outer as f64) } else { "-".into() };
+            let _ = write!(t, "{outer:>12} {:>12} {:>12}", fmt_ns(wall), per(wall));
+            if virtual_time {
+                let cpu = (wall - r["off_cpu_ns"].as_u64().unwrap_or(0) as f64).max(0.0);
+                let _ = write!(t, " {:>12} {:>12}", fmt_ns(cpu), per(cpu));
+            }
+            let who = match r["tid"].as_u64() {
+                Some(tid) => format!("thread {tid}"),
+                None => format!("thread slot {}", r["slot"]),
+            };
+            let _ = writeln!(t, " {:>8}    {who}", "");
+        }
     }
     t
 }
@@ -521,7 +674,10 @@ fn direct_tail_jump(img: &AnalyzedImage, point: &Point) -> Option<FuncId> {
 /// Every function reachable from `roots` by direct tail calls (jumps, conditional jumps,
 /// jump-table entries and falls into the next function), roots included: a tail call's
 /// frame may end at any of their returns.
-fn tail_closure(images: &[AnalyzedImage], roots: Vec<(usize, FuncId)>) -> Vec<(usize, FuncId)> {
+pub(crate) fn tail_closure(
+    images: &[AnalyzedImage],
+    roots: Vec<(usize, FuncId)>,
+) -> Vec<(usize, FuncId)> {
     let mut seen: std::collections::HashSet<(usize, FuncId)> = roots.iter().copied().collect();
     let mut todo = roots;
     let mut out = Vec::new();

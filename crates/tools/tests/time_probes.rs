@@ -27,7 +27,7 @@ fn build(
     let images = std::slice::from_ref(img);
     let (probes, data, timed) =
         tool.build(images, &[Vec::new()], kind).expect("the functions resolve");
-    (probes, data.timers, timed)
+    (probes, data.timers, timed.timed)
 }
 
 /// The actions of the probes at `timed`'s exits.

@@ -446,7 +446,7 @@ impl Trace {
             .collect();
         let tool = ToolData {
             timers: 0,
-            off_cpu: Vec::new(),
+            off_cpu: 0..0,
             programs,
             area: area.bytes(),
             rings: area.ring_bytes(),
