@@ -37,6 +37,17 @@ fn json_line(stdout: &str, tag: &str) -> Value {
     serde_json::from_str(line).unwrap_or_else(|e| panic!("bad {tag} JSON ({e}): {line}"))
 }
 
+/// The guest's `RESULT TAG KEY VALUE` lines, as KEY to VALUE.
+fn results<'a>(stdout: &'a str, tag: &str) -> HashMap<&'a str, f64> {
+    let prefix = format!("RESULT {tag} ");
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix.as_str()))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k, v.trim().parse().unwrap()))
+        .collect()
+}
+
 #[test]
 fn kerf_on_the_live_stock_kernel() {
     let repo = repo();
@@ -203,12 +214,7 @@ fn kerf_on_the_live_stock_kernel() {
     // task's clock stands still while it is off the CPU: its CPU time in getrandom within
     // 10 % of its own measure, next to none in nanosleep.
     let vt = json_line(&stdout, "vtime");
-    let own: HashMap<&str, f64> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("RESULT vtime_program "))
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| (k, v.trim().parse().unwrap()))
-        .collect();
+    let own = results(&stdout, "vtime_program");
     eprintln!("virtual time in the guest: {vt}\nthe task's own: {own:?}");
     let vf = |n: &str| {
         vt["functions"]
@@ -265,12 +271,7 @@ fn kerf_on_the_live_stock_kernel() {
     // slow path, holds their waits as they timed them (kerf's interval is inside their call),
     // and its call site is the function that took the lock, not the lock's wrapper.
     let lk = json_line(&stdout, "locks");
-    let own: HashMap<&str, f64> = stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("RESULT locks_program "))
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| (k, v.trim().parse().unwrap()))
-        .collect();
+    let own = results(&stdout, "locks_program");
     eprintln!("kernel locks: {lk}\nthe waiters' own: {own:?}");
     let most = |key: &str, function: &str| {
         lk[key]

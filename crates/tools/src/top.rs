@@ -198,6 +198,24 @@ impl Top {
         Some(f.strip_suffix("@plt").unwrap_or(f).to_string())
     }
 
+    /// Expand the selected row's function into its callees, or (`blocks`) count its blocks:
+    /// a callee row's function is timed on its own then; an indirect call has nothing to open.
+    fn open_selected(&mut self, blocks: bool) -> Action {
+        let Some(f) = self.selected_function() else { return Action::None };
+        if f.starts_with('(') {
+            return Action::None;
+        }
+        if !self.functions.contains(&f) {
+            self.functions.push(f.clone());
+        }
+        let opened = if blocks { &mut self.blocks } else { &mut self.expanded };
+        if opened.insert(f) {
+            Action::Reinstall
+        } else {
+            Action::None
+        }
+    }
+
     /// Act on a key.
     pub fn key(&mut self, k: Key) -> Action {
         match k {
@@ -231,35 +249,8 @@ impl Top {
                 self.thread = next;
                 Action::Reinstall
             }
-            Key::Expand => {
-                let Some(f) = self.selected_function() else { return Action::None };
-                if f.starts_with('(') {
-                    return Action::None;
-                }
-                // A callee row's function is timed on its own when expanded.
-                if !self.functions.contains(&f) {
-                    self.functions.push(f.clone());
-                }
-                if self.expanded.insert(f) {
-                    Action::Reinstall
-                } else {
-                    Action::None
-                }
-            }
-            Key::Blocks => {
-                let Some(f) = self.selected_function() else { return Action::None };
-                if f.starts_with('(') {
-                    return Action::None;
-                }
-                if !self.functions.contains(&f) {
-                    self.functions.push(f.clone());
-                }
-                if self.blocks.insert(f) {
-                    Action::Reinstall
-                } else {
-                    Action::None
-                }
-            }
+            Key::Expand => self.open_selected(false),
+            Key::Blocks => self.open_selected(true),
             Key::Collapse => {
                 let Some(row) = self.rows.get(self.selected) else { return Action::None };
                 let f = row.split([' ']).next().unwrap_or(row).to_string();
