@@ -250,7 +250,8 @@ mod tests {
         let state = |slot: u64, w: u64| ((STATES + STATE_LEN * slot + w) / 8) as usize;
         mem[0] = 10;
         mem[1] = 1000;
-        // Slot 3: inside (depth 2, started at 500), 700 cycles before in 4 outermost calls.
+        // Slot 3: inside (depth 2, started at 500), 700 cycles before: 5 outermost calls, the
+        // last one in progress.
         mem[state(3, STATE_DEPTH)] = 2;
         mem[state(3, STATE_START)] = 500;
         mem[state(3, STATE_CYCLES)] = 700;

@@ -33,6 +33,10 @@ pub struct Args {
     /// Keep virtual time (CPU time) beside wall time, as `kerf time --virtual`.
     #[arg(long = "virtual")]
     virtual_time: bool,
+    /// Where the time stays in a function's own code (its self time at least the threshold of
+    /// its time), count its basic blocks in one more round and show the most run ones.
+    #[arg(long)]
+    blocks: bool,
     /// Leave out of the printed tree nodes below this share of their root.
     #[arg(long, default_value_t = 0.01, value_parser = share)]
     show: f64,
@@ -79,6 +83,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
         depth: args.depth,
         rounds: args.rounds,
         virtual_time: args.virtual_time,
+        blocks: args.blocks,
     };
     let live = LiveOptions {
         tid: None,

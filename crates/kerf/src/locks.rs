@@ -41,7 +41,9 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     };
     let stats = watch(&mut target, &opts, &mut crate::live::Stderr)?;
     let namer = Namer::new(&target);
-    let secs = stats.first_ns.map_or(0.0, |f| stats.last_ns.saturating_sub(f) as f64 / 1e9);
+    // Averaged over the time watched (else the span of the events seen).
+    let span = stats.first_ns.map_or(0.0, |f| stats.last_ns.saturating_sub(f) as f64 / 1e9);
+    let secs = stats.watched.unwrap_or(span);
     let v = report(&stats, secs, &|a| namer.name(a));
     let text = if args.json { format!("{v}\n") } else { table(&v, args.most) };
     if args.command.is_empty() {

@@ -1,8 +1,11 @@
 //! kerf itself on the live stock Debian kernel, in one VM boot (vm/run, qemu TCG): the driver
 //! missing is a clear error; `kerf analyze --kernel` covers the running kernel; `kerf count
 //! --kernel` with a thousand probes over the VFS under a file-system workload counts exactly
-//! what kprobe events count; `kerf time --kernel` times the openat path; `--pid` counts one
-//! task only; ftrace's function tracer and a BPF fentry program work on a function kerf
+//! what kprobe events count; `kerf time --kernel` times the openat path; virtual time (and
+//! its per-thread rows) matches a task's own CPU clock; `kerf sum` matches a kretprobe; `kerf
+//! hunt` finds the truncation under `do_sys_openat2`; `kerf locks --kernel` measures the waits
+//! of tasks blocked on a pipe's mutex and an inode's rwsem as they measure them; `--pid` counts
+//! one task only; ftrace's function tracer and a BPF fentry program work on a function kerf
 //! probes; a loadable module (brd) is probed by `module:symbol` and counted exactly like a
 //! kprobe event; kerf.ko's self-test loop, called N times, is counted exactly N times by a
 //! jump5 splice and by a jump2 or trap where a jump5 cannot fit, and its bytes come back on
@@ -238,6 +241,15 @@ fn kerf_on_the_live_stock_kernel() {
     assert!((0.9..=1.02).contains(&r), "getrandom wall: kerf/program {r}: {vt}");
     let r = num(&rand, "virtual_ns") / own["getrandom_cpu_ns"];
     assert!((0.9..=1.1).contains(&r), "getrandom virtual: kerf/program CPU {r}: {vt}");
+    // --threads: with --pid one task runs the calls, so one slot holds all of each function
+    // (the kernel's table has no task ids: rows name the slot).
+    for f in [&sleep, &rand] {
+        let threads = f["threads"].as_array().expect("threads");
+        assert_eq!(threads.len(), 1, "{vt}");
+        assert_eq!(threads[0]["outer"].as_u64(), f["outermost_calls"].as_u64(), "{vt}");
+        let share = threads[0]["wall_ns"].as_f64().unwrap() / num(f, "total_ns");
+        assert!((0.99..=1.01).contains(&share), "one task's share {share}: {vt}");
+    }
 
     // kerf hunt from do_sys_openat2 for the task that re-creates a 64 KiB file with O_TRUNC:
     // the path down to do_truncate is found and followed on its own.

@@ -17,6 +17,11 @@
 //! that measured them (ns/s: threads inside on average, times 1e9), so rounds of different
 //! lengths and loads compare. A node's self time is its time minus its callees' (every call it
 //! makes was timed, followed or not).
+//!
+//! Where the search stops inside a function (`blocks`): a followed function whose self time
+//! holds at least `threshold` of its time spends it in its own code, not in a call, so one more
+//! round counts its basic blocks, and the node keeps the most run ones (runs per second and
+//! per call of the function): the loop the time goes round.
 
 use crate::error::ToolError;
 use crate::live::{run, Events, LiveOptions};
@@ -40,6 +45,22 @@ pub struct HuntOptions {
     pub rounds: usize,
     /// Keep virtual time beside wall time.
     pub virtual_time: bool,
+    /// Count the blocks of the functions the time stays in (one more round).
+    pub blocks: bool,
+}
+
+/// Blocks a node keeps, the most run first.
+pub const NODE_BLOCKS: usize = 5;
+
+/// One counted basic block of a node's function.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BlockRate {
+    /// Its offset in the function (`+0x1c`) and its address.
+    pub offset: String,
+    pub address: String,
+    /// Runs per second of its round, and per call of the function.
+    pub per_s: f64,
+    pub per_call: f64,
 }
 
 /// One node of the tree: a function on one call path.
@@ -58,6 +79,8 @@ pub struct Node {
     /// callee's own timer's time per call (it was not followed).
     pub trap_inflated: bool,
     pub children: Vec<Node>,
+    /// Its function's most run blocks, where the hunt counted them.
+    pub blocks: Vec<BlockRate>,
 }
 
 impl Node {
@@ -77,6 +100,9 @@ pub struct Hunt {
     pub seconds: f64,
     /// How the last round ended (the target's end stops the hunt early).
     pub stopped: Option<String>,
+    pub stopped_by_target: bool,
+    /// Blocks the blocks round counted (its probes beside the functions' timers).
+    pub blocks_counted: usize,
 }
 
 /// A function's callee as the call-site timers name it: `f@plt` is `f` (its body is in
@@ -154,7 +180,7 @@ fn children(callees: &[(String, Measured)], node: &Measured, measured: &Measured
             calls: node.calls * ratio(m.calls, measured.calls),
             followed: false,
             trap_inflated: m.trap_exit,
-            children: Vec::new(),
+            ..Node::default()
         })
         .collect();
     kids.sort_by(|a, b| b.ns.total_cmp(&a.ns));
@@ -246,6 +272,7 @@ pub fn hunt(
             // The target ended: what was measured is the answer.
             if v["target"].is_object() {
                 place(&mut out.roots, &frontier, &known);
+                out.stopped_by_target = true;
                 break;
             }
         }
@@ -282,8 +309,97 @@ pub fn hunt(
         specs.retain(|s| resolvable(target, s));
         frontier = next;
     }
+    if opts.blocks && out.rounds < opts.rounds && !out.stopped_by_target {
+        count_blocks(target, &mut out, opts, live, events)?;
+    }
     out.seconds = t0.elapsed().as_secs_f64();
     Ok(out)
+}
+
+/// The functions whose time stays in their own code: followed, with self time at least
+/// `threshold` of their time.
+fn self_bound(roots: &[Node], threshold: f64) -> Vec<String> {
+    fn walk(n: &Node, threshold: f64, out: &mut Vec<String>) {
+        if n.followed && n.ns > 0.0 && n.self_ns() >= threshold * n.ns {
+            out.push(n.name.clone());
+        }
+        n.children.iter().for_each(|c| walk(c, threshold, out));
+    }
+    let mut out = Vec::new();
+    roots.iter().for_each(|r| walk(r, threshold, &mut out));
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The blocks round: count the blocks of [`self_bound`]'s functions (timing them too, for
+/// their calls), and give every node of theirs its most run blocks.
+fn count_blocks(
+    target: &mut Target,
+    out: &mut Hunt,
+    opts: &HuntOptions,
+    live: &LiveOptions,
+    events: &mut dyn Events,
+) -> Result<(), ToolError> {
+    let names = self_bound(&out.roots, opts.threshold);
+    if names.is_empty() {
+        return Ok(());
+    }
+    events.say(&format!(
+        "round {}: counting the blocks of {} for {} s",
+        out.rounds + 1,
+        names.join(", "),
+        opts.round
+    ));
+    let round_opts = LiveOptions {
+        sampling: Sampling { interval: opts.round, duration: Some(opts.round), at_once: false },
+        live_table: false,
+        ..*live
+    };
+    let tool = Time::new(&names, false)?.with_blocks_of(names.clone());
+    target.restart_clock();
+    let report = run(&tool, target, &round_opts, &mut Quiet(events))?;
+    if let Some(e) = report.error {
+        return Err(e);
+    }
+    let v = report.json;
+    out.rounds += 1;
+    let blocks = v["blocks"].as_array().cloned().unwrap_or_default();
+    out.peak_probes = out.peak_probes.max(probes_in(&v) + blocks.len());
+    out.blocks_counted = blocks.len();
+    let secs = v["timed_seconds"].as_f64().unwrap_or(opts.round).max(1e-9);
+    let calls: HashMap<&str, f64> = v["functions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| Some((f["function"].as_str()?, f["calls"].as_f64()?)))
+        .collect();
+    let mut by_function: HashMap<String, Vec<BlockRate>> = HashMap::new();
+    for b in &blocks {
+        let Some((f, offset)) = b["name"].as_str().and_then(|n| n.split_once(" @ ")) else {
+            continue;
+        };
+        let count = b["count"].as_f64().unwrap_or(0.0);
+        let per_call = calls.get(f).filter(|&&c| c > 0.0).map_or(0.0, |c| count / c);
+        by_function.entry(f.to_string()).or_default().push(BlockRate {
+            offset: offset.to_string(),
+            address: b["address"].as_str().unwrap_or("").to_string(),
+            per_s: count / secs,
+            per_call,
+        });
+    }
+    for rates in by_function.values_mut() {
+        rates.sort_by(|a, b| b.per_s.total_cmp(&a.per_s));
+        rates.truncate(NODE_BLOCKS);
+    }
+    fn give(n: &mut Node, by_function: &HashMap<String, Vec<BlockRate>>) {
+        if let Some(b) = by_function.get(&n.name) {
+            n.blocks = b.clone();
+        }
+        n.children.iter_mut().for_each(|c| give(c, by_function));
+    }
+    out.roots.iter_mut().for_each(|r| give(r, &by_function));
+    Ok(())
 }
 
 /// One round: time `specs` and their calls for the round's seconds; the round's measurements
@@ -453,6 +569,18 @@ pub fn tree_text(h: &Hunt, min: f64) -> String {
             (false, false) => " (not followed)",
         };
         let _ = writeln!(t, "  {}{}{mark}", "  ".repeat(depth), n.name);
+        if !n.blocks.is_empty() {
+            // Under the function's name, one level in.
+            let indent = " ".repeat(if virtual_time { 53 } else { 42 } + 2 * (depth + 1));
+            let runs: Vec<String> = n
+                .blocks
+                .iter()
+                .map(|b| {
+                    format!("{} {}/s ({}/call)", b.offset, amount(b.per_s), amount(b.per_call))
+                })
+                .collect();
+            let _ = writeln!(t, "{indent}blocks run most: {}", runs.join(", "));
+        }
         for c in n.children.iter().filter(|c| root > 0.0 && c.ns >= min * root) {
             walk(t, c, root, depth + 1, min, virtual_time);
         }
@@ -461,6 +589,17 @@ pub fn tree_text(h: &Hunt, min: f64) -> String {
         walk(&mut t, r, r.ns, 0, min, virtual_time);
     }
     t
+}
+
+/// A count shortened with k, M or G.
+fn amount(x: f64) -> String {
+    match x {
+        x if x >= 1e9 => format!("{:.1}G", x / 1e9),
+        x if x >= 1e6 => format!("{:.1}M", x / 1e6),
+        x if x >= 1e3 => format!("{:.1}k", x / 1e3),
+        x if x >= 10.0 => format!("{x:.0}"),
+        x => format!("{x:.1}"),
+    }
 }
 
 /// The tree as collapsed stacks (`root;child;leaf SELF`, one line per node with self time, in
@@ -537,10 +676,13 @@ pub fn json(h: &Hunt) -> Value {
         json!({"function": n.name, "ns_per_s": n.ns, "self_ns_per_s": n.self_ns(),
                "calls_per_s": n.calls, "virtual_ns_per_s": n.virtual_ns, "followed": n.followed,
                "trap_inflated": n.trap_inflated,
+               "blocks": n.blocks.iter().map(|b| json!({"offset": b.offset, "address": b.address,
+                   "runs_per_s": b.per_s, "runs_per_call": b.per_call})).collect::<Vec<_>>(),
                "children": n.children.iter().map(node).collect::<Vec<_>>()})
     }
     json!({"roots": h.roots.iter().map(node).collect::<Vec<_>>(), "rounds": h.rounds,
-           "peak_probes": h.peak_probes, "seconds": h.seconds, "stopped": h.stopped})
+           "peak_probes": h.peak_probes, "blocks_counted": h.blocks_counted,
+           "seconds": h.seconds, "stopped": h.stopped})
 }
 
 #[cfg(test)]

@@ -138,6 +138,8 @@ pub struct LockStats {
     /// those dropped because too many were open on one thread.
     pub unfinished: u64,
     pub dropped: u64,
+    /// Seconds from the start of the probes' installation to the end of their removal.
+    pub watched: Option<f64>,
 }
 
 /// Whose interval an event belongs to: the thread, except that the kernel's idle tasks all
@@ -313,13 +315,16 @@ pub fn watch(
     let stats = Rc::new(RefCell::new(LockStats::default()));
     let sink = LockSink { stats: stats.clone(), site };
     let tool = Trace::new(&lines, kernel, None, Vec::new(), None, Output::Sink(Box::new(sink)))?;
+    let started = std::time::Instant::now();
     let report = run(&tool, target, opts, events)?;
+    let watched = started.elapsed().as_secs_f64();
     if let Some(e) = report.error {
         return Err(e);
     }
     drop(tool);
     // Taken out whoever else still holds the sink: never an empty report in its place.
-    let s = std::mem::take(&mut *stats.borrow_mut());
+    let mut s = std::mem::take(&mut *stats.borrow_mut());
+    s.watched = Some(watched);
     Ok(s)
 }
 

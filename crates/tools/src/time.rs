@@ -524,9 +524,13 @@ pub fn final_table(v: &Value) -> String {
             let cpu_avg = v["avg_virtual_ns"].as_f64().unwrap_or(0.0);
             let _ = write!(t, " {:>12} {:>12}", fmt_ns(cpu), dash(cpu_avg));
         }
+        // A trap at an exit delivers a signal before the stop's time stamp: microseconds
+        // in every interval that ends there.
+        let trap =
+            if v["trap_exit"] == true { ", a trap exit: times include its delivery" } else { "" };
         let _ = writeln!(
             t,
-            " {:>8.2}  {} ({} {})",
+            " {:>8.2}  {} ({} {}{trap})",
             v["concurrency"].as_f64().unwrap_or(0.0),
             v["function"].as_str().unwrap_or(""),
             v["kind"].as_str().unwrap_or(""),
