@@ -45,28 +45,31 @@
 //! 1. The fast path walks the probe chain from the home slot: a slot with our key and our
 //!    thread id is ours; one with our key and another thread id (the forking parent, or a dead
 //!    thread whose stack glibc gave us) is passed over; a free slot ends the chain.
-//! 2. Not found (a thread's first event): each slot of the chain with our key whose owner is
-//!    a thread of our own process (`getpid()`) that is gone (`tgkill(pid, owner tid, 0)` says
-//!    `ESRCH`) is taken over by a `lock cmpxchg` of its owner word (`getpid() << 32 | tid`),
-//!    so that a thread reusing a dead thread's stack reuses its slot as before. Another
-//!    process's thread is never signalled: seccomp policies commonly punish a kill aimed
-//!    outside the process (Chromium's renderers, forked from a zygote, crash on one), and the
-//!    process may have installed its filter after kerf looked. So the code leaves a forked
-//!    child's slots taken after the child ends; kerf, which can see that the child is gone,
-//!    frees them from its side (the session's `PatchSet::free_ended_children`: the owner
-//!    cleared, then the slot's timer states and tail stack, then the key). Until it does,
-//!    once the table is full further threads' events are counted lost (`no_slot`, the
-//!    timers' `lost`).
-//! 3. Else the first free slot of the chain is claimed (`lock cmpxchg` of its key), then its
-//!    owner written. Between the two, another process's thread with the same key sees owner 0
-//!    and passes over it; step 2 never takes an owner of 0.
+//! 2. Not found (a thread's first event): the first free slot of the chain is claimed (`lock
+//!    cmpxchg` of its key), then its owner written (`getpid() << 32 | tid`). Between the two,
+//!    another process's thread with the same key sees owner 0 and passes over it; step 3 never
+//!    takes an owner of 0. A thread on a dead thread's stack so gets a slot of its own while
+//!    the table has room, and the dead thread's slot keeps its per-thread shares apart.
+//! 3. No free slot (the table full): each slot of the chain with our key whose owner is a
+//!    thread of our own process (`getpid()`) that is gone (`tgkill(pid, owner tid, 0)` says
+//!    `ESRCH`) is taken over by a `lock cmpxchg` of its owner word, so that a program that
+//!    keeps making threads keeps finding slots (a thread reusing a dead thread's stack reuses
+//!    its slot). Another process's thread is never signalled: seccomp policies commonly punish
+//!    a kill aimed outside the process (Chromium's renderers, forked from a zygote, crash on
+//!    one), and the process may have installed its filter after kerf looked. So the code
+//!    leaves a forked child's slots taken after the child ends; kerf, which can see that the
+//!    child is gone, frees them from its side (the session's `PatchSet::free_ended_children`:
+//!    the owner cleared, then the slot's timer states and tail stack, then the key). Until it
+//!    does, once the table is full of live or foreign owners further threads' events are
+//!    counted lost (`no_slot`, the timers' `lost`).
 //!
 //! So a forked child's threads get slots of their own, and the parent's rings keep one writer.
-//! A signal handler that interrupts a thread's first lookup between 3's claim and owner write
+//! A signal handler that interrupts a thread's first lookup between 2's claim and owner write
 //! claims a second slot for the thread; both are its own (the first found wins afterwards).
-//! Only steps 2 and 3 make system calls, once in a thread's life: `getpid`, and `tgkill` with
-//! signal 0 on its own process for each slot of the chain with our key and an owner of this
-//! process (a program's own `raise` makes both, so seccomp filters allow them). A thread that
+//! Only steps 2 and 3 make system calls, once in a thread's life: `getpid`, and, the table
+//! full, `tgkill` with signal 0 on its own process for each slot of the chain with our key and
+//! an owner of this process (a program's own `raise` makes both, so seccomp filters allow
+//! them). A thread that
 //! finds the table full of other keys makes none: it walks the chain three times and counts
 //! its event lost.
 //!

@@ -203,7 +203,6 @@ fn first_lookup(
     let owners = timer::OWNERS as i32;
     let mut take_over = a.create_label();
     let mut pass = a.create_label();
-    let mut claim = a.create_label();
     let mut unclaimed = a.create_label();
     let mut took = a.create_label();
     a.lea(rsp, qword_ptr(rsp - RED_ZONE))?;
@@ -214,14 +213,30 @@ fn first_lookup(
     let probes = qword_ptr(rsp);
     // r9 = our owner word once needed (0 until then: a pid is never 0).
     a.xor(r9d, r9d)?;
-    // 2. Each slot of the chain with our key and an owner of our process that is gone: take
-    //    it over.
+    // 3. The first free slot of the chain: its key claimed, then its owner written. First, so
+    //    that a dead thread's slot keeps that thread's per-thread shares apart for as long as
+    //    the table has room.
     home_slot(a, r8, r8d)?;
+    a.add_instruction(templates::lea_rip(Register::R11, threads))?;
+    let mut probe = a.create_label();
+    a.set_label(&mut probe)?;
+    a.mov(rax, qword_ptr(r11 + r8 * 8))?;
+    a.test(rax, rax)?;
+    a.jnz(unclaimed)?;
+    a.lock().cmpxchg(qword_ptr(r11 + r8 * 8), r10)?;
+    a.jne(unclaimed)?;
+    owner_word(a, tid, threads)?;
+    a.mov(qword_ptr(r11 + r8 * 8 + owners), r9)?;
+    a.jmp(took)?;
+    a.set_label(&mut unclaimed)?;
+    next_in_chain(a, probe)?;
+    // 2. The table full: each slot with our key and an owner of our process that is gone is
+    //    taken over (a thread on a dead thread's stack reuses its slot, as with keys alone).
+    home_slot(a, r8, r8d)?;
+    a.mov(probes, 0)?;
     a.set_label(&mut take_over)?;
     a.add_instruction(templates::lea_rip(Register::R11, threads))?;
     a.mov(rax, qword_ptr(r11 + r8 * 8))?;
-    a.test(rax, rax)?;
-    a.jz(claim)?;
     a.cmp(rax, r10)?;
     a.jne(pass)?;
     owner_word(a, tid, threads)?;
@@ -252,23 +267,6 @@ fn first_lookup(
     a.je(took)?;
     a.set_label(&mut pass)?;
     next_in_chain(a, take_over)?;
-    // 3. The first free slot of the chain: its key claimed, then its owner written.
-    a.set_label(&mut claim)?;
-    home_slot(a, r8, r8d)?;
-    a.mov(probes, 0)?;
-    a.add_instruction(templates::lea_rip(Register::R11, threads))?;
-    let mut probe = a.create_label();
-    a.set_label(&mut probe)?;
-    a.mov(rax, qword_ptr(r11 + r8 * 8))?;
-    a.test(rax, rax)?;
-    a.jnz(unclaimed)?;
-    a.lock().cmpxchg(qword_ptr(r11 + r8 * 8), r10)?;
-    a.jne(unclaimed)?;
-    owner_word(a, tid, threads)?;
-    a.mov(qword_ptr(r11 + r8 * 8 + owners), r9)?;
-    a.jmp(took)?;
-    a.set_label(&mut unclaimed)?;
-    next_in_chain(a, probe)?;
     restore(a)?;
     a.jmp(lost)?;
     a.set_label(&mut took)?;

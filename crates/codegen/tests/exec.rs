@@ -1047,11 +1047,13 @@ fn a_forked_child_gets_a_ring_of_its_own() {
 }
 
 /// A thread that starts after another ended may get its thread pointer from glibc's stack
-/// cache: it takes over the dead thread's slot (its owner gone), as it would with keys alone;
-/// a slot whose owner lives on, or belongs to another process, is never taken. Other tests' threads may take the cached stack
-/// first, so each thread here puts the slot it is to meet at its own home slot.
+/// cache: while the table has a free slot it claims one of its own, and the dead thread's slot
+/// (its per-thread shares) stays as it was; once the table is full it takes over the dead
+/// thread's slot (its owner gone), as it would with keys alone. A slot whose owner lives on,
+/// or belongs to another process, is never taken. Other tests' threads may take the cached
+/// stack first, so each thread here puts the slot it is to meet at its own home slot.
 #[test]
-fn a_thread_on_a_dead_threads_stack_takes_over_its_slot() {
+fn a_thread_on_a_dead_threads_stack_takes_over_its_slot_when_the_table_is_full() {
     const SLOTS: u32 = 64;
     let mut ar = Arena::new();
     let (at, rings) = thread_rings(&ar, LiveAt::ALL, SLOTS);
@@ -1071,14 +1073,23 @@ fn a_thread_on_a_dead_threads_stack_takes_over_its_slot() {
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
     // owner: the owner word put on this thread's home slot, with its key, before it emits
-    // `who`; returns that slot.
-    let meet = |owner: u64, who: u64| {
+    // `who` (with `full`, every other slot of the table given a key of no thread's, owned by
+    // this live thread); returns that slot.
+    let meet = |owner: u64, who: u64, full: bool| {
         let ar = &ar;
+        let me = pid | gettid();
         std::thread::scope(|s| {
             s.spawn(|| {
                 let home = timer::home_slot(tp());
                 ar.set_data(8 * home, timer::thread_key(tp()));
                 ar.set_data(timer::OWNERS + 8 * home, owner);
+                if full {
+                    // Earlier threads' slots too: a thread on their stack would take them over.
+                    for k in (0..timer::THREAD_SLOTS).filter(|&k| k != home) {
+                        ar.set_data(8 * k, 0xdead_0000 + k);
+                        ar.set_data(timer::OWNERS + 8 * k, me);
+                    }
+                }
                 let regs = with(&[("rdi", who), ("rsi", 0)]);
                 assert_eq!(run_with(f, regs, who == 2).regs, regs);
                 (home, gettid())
@@ -1087,27 +1098,33 @@ fn a_thread_on_a_dead_threads_stack_takes_over_its_slot() {
             .unwrap()
         })
     };
-    let (home, second) = meet(pid | dead, 2);
+    // Room in the table: a slot of its own; the dead thread's keeps its owner.
+    let (home, second) = meet(pid | dead, 2, false);
     let used = used_rings(&ar, rings, SLOTS);
-    assert_eq!(used.iter().map(|u| u.0).collect::<Vec<_>>(), [home], "{used:x?}");
-    assert_eq!(used[0].2, pid | second, "the second thread owns the dead one's slot");
+    assert_eq!(used.len(), 1, "{used:x?}");
+    assert_ne!(used[0].0, home, "{used:x?}");
+    assert_eq!(used[0].2, pid | second, "the second thread owns a new slot");
+    assert_eq!(ar.data(timer::OWNERS + 8 * home), pid | dead, "the dead thread's slot kept");
     assert_eq!(used[0].3, [vec![2, 0]]);
-    // The slot of this (live) thread: a third thread with its key passes over it.
-    let (home, _) = meet(pid | gettid(), 3);
+    // The table full: the next thread on that stack takes the dead thread's slot over.
+    let (home, third) = meet(pid | dead, 3, true);
+    let used = used_rings(&ar, rings, SLOTS);
+    let at_home: Vec<_> = used.iter().filter(|u| u.0 == home).collect();
+    assert_eq!(at_home.len(), 1, "{used:x?}");
+    assert_eq!(at_home[0].2, pid | third, "the third thread owns the dead one's slot");
+    assert_eq!(at_home[0].3, [vec![3, 0]]);
+    // The slot of this (live) thread, the table full: a fourth thread with its key passes
+    // over it and finds no slot (its event lost, counted), the live owner's slot kept.
+    let lost_before = read_thread_rings(&ar, rings, SLOTS).no_slot;
+    let (home, _) = meet(pid | gettid(), 4, true);
     assert_eq!(ar.data(timer::OWNERS + 8 * home), pid | gettid(), "a live owner's slot kept");
-    let used = used_rings(&ar, rings, SLOTS);
-    let third: Vec<_> = used.iter().filter(|u| u.3 == [vec![3, 0]]).collect();
-    assert_eq!(third.len(), 1, "{used:x?}");
-    assert_ne!(third[0].0, home);
     // A dead thread of another process (pid 1 has no thread `dead`): never signalled, its
-    // slot never taken; a fourth thread's record goes elsewhere (a slot of its own, or the
-    // third thread's if it has its stack: that one is dead and ours).
-    let (home, _) = meet((1 << 32) | dead, 4);
+    // slot never taken; with the table full, the fifth thread's event is lost.
+    let (home, _) = meet((1 << 32) | dead, 5, true);
     assert_eq!(ar.data(timer::OWNERS + 8 * home), (1 << 32) | dead, "another process's slot");
-    let used = used_rings(&ar, rings, SLOTS);
-    let fourth: Vec<u64> = used.iter().filter(|u| u.3.contains(&vec![4, 0])).map(|u| u.0).collect();
-    assert_eq!(fourth.len(), 1, "{used:x?}");
-    assert_ne!(fourth[0], home);
+    let t = read_thread_rings(&ar, rings, SLOTS);
+    assert_eq!(t.no_slot, lost_before + 2, "the fourth's and the fifth's events, lost");
+    assert!(!t.rings.iter().any(|r| r.records.iter().any(|x| x.values[0] >= 4)));
 }
 
 /// A thread with no thread pointer (fs base 0, as a bare `clone` leaves it) reads no thread id

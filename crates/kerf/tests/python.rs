@@ -210,3 +210,47 @@ fn sigterm_during_a_long_installation_stops_it_and_restores_everything() {
     let (c2, pid2, out2) = start_python();
     assert_eq!(go_and_finish(c, pid, out), go_and_finish(c2, pid2, out2));
 }
+
+/// `kerf time --threads` on python3.11 (tests/fixtures/pythreads.py): three threads call
+/// `os.getpid()` N, 2N and 3N times; each thread's row must hold exactly its own calls, by the
+/// thread ids the script prints, and the rows must add up to the function's.
+#[test]
+fn per_thread_rows_match_what_each_python_thread_did() {
+    assert!(Path::new(PY).exists(), "{PY} missing (Debian package python3.11)");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pythreads.py");
+    let out = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["time", "--threads", "--json", "libc:getpid", "--", PY])
+        .arg(&fixture)
+        .arg("20000")
+        .env("KERF_CACHE_DIR", Path::new(env!("CARGO_TARGET_TMPDIR")).join("pythreads-cache"))
+        .output()
+        .unwrap();
+    let (stdout, stderr) =
+        (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "kerf failed: {stderr}");
+    assert!(stdout.ends_with("done\n"), "{stdout}");
+    let own: BTreeMap<u64, u64> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("thread "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(t, n)| (t.parse().unwrap(), n.parse().unwrap()))
+        .collect();
+    assert_eq!(own.values().copied().collect::<Vec<_>>().len(), 3, "{stdout}");
+    let v: Value = stderr
+        .lines()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no JSON: {stderr}"));
+    let f = &v["functions"][0];
+    let rows: BTreeMap<u64, u64> = f["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["tid"].as_u64().unwrap(), r["outer"].as_u64().unwrap()))
+        .collect();
+    // The interpreter's own thread may call getpid too (at start-up, at exit): only the three
+    // workers are the script's, and each must match exactly.
+    for (tid, n) in &own {
+        assert_eq!(rows.get(tid), Some(n), "thread {tid}: kerf {rows:?}, the script {own:?}");
+    }
+    assert_eq!(rows.values().sum::<u64>(), f["outermost_calls"].as_u64().unwrap(), "{v}");
+}
