@@ -61,3 +61,21 @@ pub fn tsc_and_monotonic() -> (u64, u64) {
     }
     (best.1, best.2)
 }
+
+/// The time stamp counter and `Instant::now()` read together as [`tsc_and_monotonic`] reads
+/// its pair: of a few tries, the one with the shortest counter span around the clock read. A
+/// rate computed from two such pairs is not skewed by a preemption between the reads (on a
+/// busy machine one took milliseconds, and a timer's TSC-to-ns rate over a second was off by
+/// a percent).
+pub fn tsc_and_instant() -> (u64, std::time::Instant) {
+    let mut best = (u64::MAX, 0, std::time::Instant::now());
+    for _ in 0..5 {
+        let a = tsc();
+        let now = std::time::Instant::now();
+        let b = tsc();
+        if b.wrapping_sub(a) < best.0 {
+            best = (b.wrapping_sub(a), a + b.wrapping_sub(a) / 2, now);
+        }
+    }
+    (best.1, best.2)
+}

@@ -70,6 +70,12 @@ pub fn tsc() -> u64 {
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
+/// The TSC and the monotonic clock read together (`kerf_os::clock::tsc_and_instant`): the
+/// pairs that calibrate timers' cycles to nanoseconds.
+pub fn tsc_and_instant() -> (u64, Instant) {
+    kerf_os::clock::tsc_and_instant()
+}
+
 /// Probes installed in a target through back-end `B`: what a tool reads (counts, timers,
 /// sites, what was left out), and what removal needs.
 pub struct PatchSet<B: Backend> {
@@ -135,7 +141,7 @@ impl<B: Backend> PatchSet<B> {
                 end: Vec::new(),
             },
             live_order: Vec::new(),
-            installed_at: (tsc(), Instant::now()),
+            installed_at: tsc_and_instant(),
             phases: Phases::default(),
             splice_time: Duration::ZERO,
             removed: false,
@@ -147,7 +153,7 @@ impl<B: Backend> PatchSet<B> {
             let removal = set.take_out();
             return Err(e.after_removal(removal));
         }
-        set.installed_at = (tsc(), Instant::now());
+        set.installed_at = tsc_and_instant();
         set.splice_time = t0.elapsed();
         Ok(set)
     }

@@ -44,7 +44,7 @@
 //! ```
 
 use crate::backend::{Backend, Batches, Begin, Heap, Patch, Pauses, Splice, Springboard};
-pub use crate::installer::{tsc, Cancel, PatchSet};
+pub use crate::installer::{tsc, tsc_and_instant, Cancel, PatchSet};
 use crate::load::AnalyzedImage;
 use crate::patchset::{self, DataLayout, Outcome, Runtime, GUARD_PATCH};
 use crate::phases::Phases;

@@ -17,7 +17,7 @@
 use crate::error::ToolError;
 use crate::live::{resolve, site_json, Events, LiveTool, TargetKind};
 use kerf_analysis::cfg::{EdgeKind, EdgeTarget, FuncId, Terminator};
-use kerf_session::instrument::{tsc, Action, Probe, ToolData};
+use kerf_session::instrument::{tsc_and_instant, Action, Probe, ToolData};
 use kerf_session::live::Installed;
 use kerf_session::spec::{self, Point, Spec, SpecWhat};
 use kerf_session::AnalyzedImage;
@@ -237,7 +237,7 @@ impl LiveTool for Time {
         let timed = &built.timed;
         let (mut summary, mut extra) = summarize(inst, timed, self.virtual_time);
         if self.threads {
-            let now = (tsc(), Instant::now());
+            let now = tsc_and_instant();
             let hz = ticks_per_ns(inst.installed_at(), now);
             // Rows of refused timers are left out of the summary: match by function and caller.
             for (k, f) in timed.iter().enumerate() {
@@ -267,7 +267,7 @@ impl LiveTool for Time {
     /// Counted blocks (`with_blocks_of`) come as rows `f @ +0x1c` with their `calls`.
     fn sample(&self, _table: &Table, built: &Built, inst: &dyn Installed) -> Option<Value> {
         let timed = &built.timed;
-        let now = (tsc(), Instant::now());
+        let now = tsc_and_instant();
         let hz = ticks_per_ns(inst.installed_at(), now);
         let mut rows: Vec<Value> = timed
             .iter()
@@ -314,7 +314,7 @@ impl Table {
     }
 
     fn render(&mut self, timed: &[Timed], inst: &dyn Installed) -> String {
-        let now = (tsc(), Instant::now());
+        let now = tsc_and_instant();
         let hz = ticks_per_ns(self.since, now);
         let secs = now.1.duration_since(self.last_at.1).as_secs_f64().max(1e-9);
         let n = timed.len();
@@ -375,7 +375,7 @@ impl Table {
 /// the fields every summary has (`timed_seconds`, `tsc_ghz`). With virtual time, each has its
 /// off-CPU time and virtual time (wall minus off-CPU) too.
 fn summarize(inst: &dyn Installed, timed: &[Timed], virtual_time: bool) -> (Vec<Value>, Value) {
-    let now = (tsc(), Instant::now());
+    let now = tsc_and_instant();
     let hz = ticks_per_ns(inst.installed_at(), now);
     let elapsed_ns = now.1.duration_since(inst.installed_at().1).as_nanos().max(1) as f64;
     let summary = timed
