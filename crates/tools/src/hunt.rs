@@ -100,7 +100,6 @@ pub struct Hunt {
     pub seconds: f64,
     /// How the last round ended (the target's end stops the hunt early).
     pub stopped: Option<String>,
-    pub stopped_by_target: bool,
     /// Blocks the blocks round counted (its probes beside the functions' timers).
     pub blocks_counted: usize,
 }
@@ -205,6 +204,8 @@ pub fn hunt(
     let mut frontier: Vec<(String, Vec<usize>)> = Vec::new();
     let mut specs: Vec<String> = roots.to_vec();
     let mut depth = 0;
+    // The target ended during a round: no further round can run.
+    let mut ended = false;
     loop {
         if !specs.is_empty() {
             if out.rounds >= opts.rounds {
@@ -272,7 +273,7 @@ pub fn hunt(
             // The target ended: what was measured is the answer.
             if v["target"].is_object() {
                 place(&mut out.roots, &frontier, &known);
-                out.stopped_by_target = true;
+                ended = true;
                 break;
             }
         }
@@ -309,11 +310,23 @@ pub fn hunt(
         specs.retain(|s| resolvable(target, s));
         frontier = next;
     }
-    if opts.blocks && out.rounds < opts.rounds && !out.stopped_by_target {
-        count_blocks(target, &mut out, opts, live, events)?;
+    // The tree is the answer; blocks that cannot be counted leave it as it is.
+    if opts.blocks && out.rounds < opts.rounds && !ended {
+        if let Err(e) = count_blocks(target, &mut out, opts, live, events) {
+            events.warn(&format!("the blocks round failed: {e}; the tree has no blocks"));
+        }
     }
     out.seconds = t0.elapsed().as_secs_f64();
     Ok(out)
+}
+
+/// A round's sampling: one sample at the end of `opts.round` seconds, no live table.
+fn round_options(opts: &HuntOptions, live: &LiveOptions) -> LiveOptions {
+    LiveOptions {
+        sampling: Sampling { interval: opts.round, duration: Some(opts.round), at_once: false },
+        live_table: false,
+        ..*live
+    }
 }
 
 /// The functions whose time stays in their own code: followed, with self time at least
@@ -351,11 +364,7 @@ fn count_blocks(
         names.join(", "),
         opts.round
     ));
-    let round_opts = LiveOptions {
-        sampling: Sampling { interval: opts.round, duration: Some(opts.round), at_once: false },
-        live_table: false,
-        ..*live
-    };
+    let round_opts = round_options(opts, live);
     let tool = Time::new(&names, false)?.with_blocks_of(names.clone());
     target.restart_clock();
     let report = run(&tool, target, &round_opts, &mut Quiet(events))?;
@@ -419,11 +428,7 @@ fn time_round(
         opts.round,
         specs.join(", ")
     ));
-    let round_opts = LiveOptions {
-        sampling: Sampling { interval: opts.round, duration: Some(opts.round), at_once: false },
-        live_table: false,
-        ..*live
-    };
+    let round_opts = round_options(opts, live);
     let mut time = |skip: Vec<String>, events: &mut dyn Events| -> Result<Value, ToolError> {
         let tool = Time::new(specs, true)?.with_virtual_time(opts.virtual_time).without_calls(skip);
         target.restart_clock();
