@@ -1,6 +1,6 @@
 //! `kerf top`: the live terminal view (the state and screen are `kerf_tools::top`): a table of
-//! timed functions with sparklines, expanded into callees or blocks and collapsed by keys, one thread
-//! watched or all, each change a new round of probes on the same target.
+//! timed functions with sparklines, expanded into callees or blocks and collapsed by keys, one
+//! thread watched or all, each change a new round of probes on the same target.
 
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use crossterm::{cursor, execute, terminal};
@@ -60,8 +60,8 @@ struct View<'a> {
     stop: &'a Cell<bool>,
     action: Action,
     status: String,
-    /// The process's threads, listed when asked for (`None`: the kernel).
-    threads: Option<&'a dyn Fn() -> Vec<i32>>,
+    /// The process, whose threads are listed when asked for (`None`: the kernel).
+    pid: Option<i32>,
 }
 
 impl View<'_> {
@@ -81,9 +81,9 @@ impl View<'_> {
                 KeyCode::Left | KeyCode::Char('c') => Key::Collapse,
                 KeyCode::Char('b') => Key::Blocks,
                 KeyCode::Char('m') => Key::Metric,
-                KeyCode::Char('t') => match self.threads {
-                    Some(list) => {
-                        self.top.threads = list();
+                KeyCode::Char('t') => match self.pid {
+                    Some(pid) => {
+                        self.top.threads = kerf_session::live::ProcessTarget::threads_of(pid);
                         Key::Thread
                     }
                     None => {
@@ -157,7 +157,6 @@ pub fn run_top(args: Args) -> Result<(), crate::Error> {
         kerf_session::live::Target::Process(p) => Some(p.pid),
         kerf_session::live::Target::Kernel(_) => None,
     };
-    let list = move || pid.map(kerf_session::live::ProcessTarget::threads_of).unwrap_or_default();
     let mut live = LiveOptions {
         tid: None,
         sampling: Sampling { interval: args.interval, duration: None, at_once: false },
@@ -185,7 +184,7 @@ pub fn run_top(args: Args) -> Result<(), crate::Error> {
                 stop: &stop,
                 action: Action::None,
                 status: String::new(),
-                threads: pid.is_some().then_some(&list as &dyn Fn() -> Vec<i32>),
+                pid,
             };
             let report = run(&Until { tool, stop: &stop }, &mut target, &live, &mut view)?;
             let action = view.action;
