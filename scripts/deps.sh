@@ -11,10 +11,10 @@ set -euo pipefail
 # network namespace; the two namespaces and veth pair of the trace collection test); xz-utils
 # (xz -T2, whose worker threads block every signal, in the trap tests) and sqlite3 (the
 # all-of-libsqlite3 benchmark); prometheus (the server that scrapes `--serve` in its test),
-# fonts-dejavu-core (the text of `kerf plot`'s PNG) and tmux (the terminal `kerf top`'s test
-# types into).
+# fonts-dejavu-core (the text of `kerf plot`'s PNG), tmux (the terminal `kerf top`'s test
+# types into) and lcov (genhtml renders `kerf cover --lcov` in its test).
 KERF_DEBS=(build-essential gcc clang binutils libllvm14 libstdc++6 util-linux python3 python3.11 linux-perf
-  libc6-dbg debuginfod iproute2 xz-utils sqlite3 libsqlite3-0 prometheus fonts-dejavu-core tmux)
+  libc6-dbg debuginfod iproute2 xz-utils sqlite3 libsqlite3-0 prometheus fonts-dejavu-core tmux lcov)
 # Go's toolchain builds the Go fixture (a runtime that resumes code where no call leads):
 # Debian's golang-go, unless a Go is already installed (Go's own tarball in /usr/local/go).
 if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then

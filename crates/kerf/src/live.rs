@@ -80,7 +80,7 @@ impl LiveArgs {
         Choice { pid: self.pid, command: self.command.clone(), kernel: self.kernel }
     }
 
-    fn options(&self) -> LiveOptions {
+    pub(crate) fn options(&self) -> LiveOptions {
         let force_kind = match self.force_kind.as_deref() {
             Some("trap") => Some(SpliceKind::Trap),
             Some("jump5") => Some(SpliceKind::Jump5),

@@ -7,6 +7,7 @@
 
 mod analyze;
 mod count;
+mod cover;
 mod demo;
 mod hunt;
 mod live;
@@ -49,6 +50,11 @@ pub enum Error {
         addr: String,
         source: std::io::Error,
     },
+    /// An input file (`kerf cover --add`) that cannot be read or is not what it should be.
+    Input {
+        path: std::path::PathBuf,
+        what: String,
+    },
     /// `kerf plot`: a record file that cannot be read or drawn, or a picture not written.
     Plot {
         path: std::path::PathBuf,
@@ -61,7 +67,9 @@ impl std::fmt::Display for Error {
         match self {
             Error::Tool(e) => write!(f, "{e}"),
             Error::Output { path, source } => write!(f, "{}: {source}", path.display()),
-            Error::Plot { path, what } => write!(f, "{}: {what}", path.display()),
+            Error::Plot { path, what } | Error::Input { path, what } => {
+                write!(f, "{}: {what}", path.display())
+            }
             Error::Serve { addr, source } => write!(f, "--serve {addr}: {source}"),
             Error::Trace(e) => write!(f, "{e}"),
             Error::Incomplete { path, why } => {
@@ -90,6 +98,10 @@ enum Command {
     Analyze(analyze::Args),
     /// Count how often points of a live process or the kernel run (spliced counters).
     Count(count::Args),
+    /// Basic-block coverage of a live process, a command or the kernel, with probes that
+    /// take themselves out once hit (the target converges to its own code); lcov, drcov and
+    /// JSON output, runs merged.
+    Cover(cover::Args),
     /// Time functions of a live process or the kernel: calls, time per call, concurrency.
     Time(time::Args),
     /// Sum a value (an argument, a return value, a register) at points of a live process or
@@ -127,6 +139,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Analyze(a) => analyze::run(a),
         Command::Count(a) => count::run(a),
+        Command::Cover(a) => cover::run_cover(a),
         Command::Time(a) => time::run(a),
         Command::Sum(a) => sum::run(a),
         Command::Demo(a) => demo::run(a),

@@ -39,6 +39,9 @@ pub enum TargetError {
     ThreadExited { pid: i32, tid: i32, op: &'static str },
     /// `tid` is not a stopped thread of this tracee.
     NotStopped { pid: i32, tid: i32 },
+    /// A system call was to be injected into thread `tid`, which is stopped inside clone(2)
+    /// (its registers are the kernel's until the call returns).
+    InsideClone { pid: i32, tid: i32 },
     /// A ptrace-stop kerf cannot interpret (raw wait status).
     UnexpectedStop { pid: i32, tid: i32, op: &'static str, status: i32 },
     /// Reading or writing target memory through /proc/PID/mem failed or was short.
@@ -111,6 +114,7 @@ impl TargetError {
             | TargetError::StopTimeout { pid, .. }
             | TargetError::ThreadExited { pid, .. }
             | TargetError::NotStopped { pid, .. }
+            | TargetError::InsideClone { pid, .. }
             | TargetError::UnexpectedStop { pid, .. }
             | TargetError::Memory { pid, .. }
             | TargetError::Injected { pid, .. }
@@ -185,6 +189,11 @@ impl fmt::Display for TargetError {
             TargetError::ThreadExited { pid, tid, op } => {
                 write!(f, "thread {tid} of process {pid} exited during {op}")
             }
+            TargetError::InsideClone { pid, tid } => write!(
+                f,
+                "process {pid}: thread {tid} is stopped inside clone(2): no system call can be \
+                 injected there"
+            ),
             TargetError::NotStopped { pid, tid } => {
                 write!(f, "thread {tid} is not a thread of process {pid} stopped by kerf")
             }

@@ -138,6 +138,13 @@ pub trait Backend {
     fn batches(&self, n: usize) -> Batches;
     fn remove_batch(&self, n: usize) -> usize;
 
+    /// Splices per call of [`Backend::remove`] when `n` sites are retired while the others
+    /// stay live ([`crate::installer::PatchSet::retire`]): as for removal unless the target
+    /// can take more at a time within its pause budget.
+    fn retire_batch(&self, n: usize) -> usize {
+        self.remove_batch(n)
+    }
+
     /// Whether splices go in sorted by address within each group of the plan order (every
     /// site without a timer start first): the kernel's driver writes runs of close sites
     /// together. A process takes them in plan order.

@@ -134,6 +134,7 @@ impl<B: Backend> PatchSet<B> {
             left_out: Vec::new(),
             layout: DataLayout {
                 counters: vec![None; probes.len()],
+                flags: vec![None; probes.len()],
                 timers: vec![None; tool.timers],
                 areas: Vec::new(),
                 rings: Vec::new(),
@@ -532,12 +533,47 @@ impl<B: Backend> PatchSet<B> {
         self.guard_sites.len()
     }
 
-    /// The current count of `Count` probe `i`, read from the shared data heap (no system
-    /// call); 0 for other probes.
+    /// The current count of `Count` probe `i`, or the byte of `Flag` probe `i` (0 or 1),
+    /// read from the shared data heap (no system call); 0 for other probes.
     pub fn count(&self, i: usize) -> u64 {
-        match self.layout.counters.get(i).copied().flatten() {
-            Some((h, off)) => self.be.load_u64(h, off),
+        if let Some((h, off)) = self.layout.counters.get(i).copied().flatten() {
+            return self.be.load_u64(h, off);
+        }
+        match self.layout.flags.get(i).copied().flatten() {
+            Some((h, off)) => (self.be.load_u64(h, off & !7) >> (8 * (off & 7))) & 0xff,
             None => 0,
+        }
+    }
+
+    /// The data heap holding `Flag` probe `i`'s byte (in its tool area, at the offset the
+    /// probe names), for readers that scan many flags a word at a time.
+    pub fn flag_heap(&self, i: usize) -> Option<usize> {
+        self.layout.flags.get(i).copied().flatten().map(|(h, _)| h)
+    }
+
+    /// Take the splices of `sites` (indexes into [`PatchSet::sites`]) out while the others
+    /// stay live: coverage's probes, once their flags are set. Each goes out as in
+    /// [`PatchSet::remove`] (its bytes restored and verified, a batch per stop of a process),
+    /// in the order given; what it leaves behind is harmless until the final removal takes
+    /// it: its code patch (a thread still running it goes back to the original code, whose
+    /// bytes are the file's), a process's springboard in padding (nothing jumps to it now),
+    /// and a process's trap-table entry (a SIGTRAP already raised by the int3 still finds its
+    /// patch). Sites already out, and the target's own, are passed over. Returns how many
+    /// went out; on an error those before it are out and marked so.
+    pub fn retire(&mut self, sites: &[usize]) -> Result<usize, InstrumentError> {
+        let boards_with = B::SPRINGBOARDS_WITH_SPLICES;
+        // `remove_in_batches` takes its list last first.
+        let live: Vec<(usize, Splice<B::Addr>)> = (sites.iter().rev().copied())
+            .filter(|&i| i < self.user_sites && self.sites[i].live)
+            .map(|i| (i, self.sites[i].as_splice(boards_with)))
+            .collect();
+        let size = self.be.retire_batch(live.len());
+        let sites = &mut self.sites;
+        match builder::remove_in_batches(&mut self.be, &live, size, |i| sites[i].live = false) {
+            Ok(()) => Ok(live.len()),
+            // A target that is gone keeps nothing to take out.
+            Err(e) if self.be.gone(&e) => Ok(0),
+            Err(e) => Err(e),
         }
     }
 
@@ -842,6 +878,8 @@ pub(crate) mod fake {
         pub batch: usize,
         /// What `after_remove` says it left mapped (default: nothing).
         pub keeps: Removed,
+        /// The data heaps' words written, by (heap, offset); unwritten words read 0.
+        pub data: Mutex<BTreeMap<(usize, u64), u64>>,
     }
 
     impl Fake {
@@ -1056,10 +1094,12 @@ pub(crate) mod fake {
             self.log().boards.retain(|b| !springboards.iter().any(|s| s.0 .0 == *b));
             Ok(self.keeps.clone())
         }
-        fn load_u64(&self, _: usize, _: u64) -> u64 {
-            0
+        fn load_u64(&self, heap: usize, off: u64) -> u64 {
+            self.data.lock().unwrap().get(&(heap, off)).copied().unwrap_or(0)
         }
-        fn store_u64(&self, _: usize, _: u64, _: u64) {}
+        fn store_u64(&self, heap: usize, off: u64, v: u64) {
+            self.data.lock().unwrap().insert((heap, off), v);
+        }
         fn data_words(&self, _: usize) -> Option<&[std::sync::atomic::AtomicU64]> {
             None
         }
@@ -1216,6 +1256,52 @@ mod tests {
             e.to_string().starts_with("interrupted while installing probes; every splice"),
             "{e}"
         );
+    }
+
+    /// Coverage's flags: each probe's byte in the tool's area (read back through `count`), and
+    /// retiring sites takes out only theirs (in the order given); the rest stay live until
+    /// removal, which does not touch the retired ones again.
+    #[test]
+    fn retired_sites_go_out_alone_and_removal_takes_the_rest() {
+        let m = counted();
+        let names = ["branchy", "leaf", "spin_point", "switchy"];
+        let probes: Vec<Probe> =
+            (names.iter().enumerate()).map(|(i, n)| entry(&m, n, Action::Flag(i as u64))).collect();
+        let fake = Fake::holding(&m);
+        let log = fake.log.clone();
+        let tool = ToolData { area: 64, ..ToolData::default() };
+        let mut set = PatchSet::build(
+            fake,
+            std::slice::from_ref(&m),
+            &probes,
+            &tool,
+            Planning::default(),
+            None,
+        )
+        .unwrap();
+        assert_eq!(set.sites().len(), 4);
+        // The flag bytes: probe 2's byte set, as its code would.
+        let h = set.flag_heap(2).unwrap();
+        set.area_store(h, 0, 1 << 16);
+        assert_eq!((0..4).map(|i| set.count(i)).collect::<Vec<_>>(), vec![0, 0, 1, 0]);
+        let site = |set: &PatchSet<Fake>, p: usize| {
+            set.sites().iter().position(|s| s.probes.contains(&p)).unwrap()
+        };
+        let (s2, s0) = (site(&set, 2), site(&set, 0));
+        let (a2, a0) = (set.sites()[s2].addr, set.sites()[s0].addr);
+        assert_eq!(set.retire(&[s2, s0]).unwrap(), 2);
+        assert!(!set.sites()[s2].is_live() && !set.sites()[s0].is_live());
+        assert_eq!(set.retire(&[s2]).unwrap(), 0, "already out");
+        {
+            let l = log.lock().unwrap();
+            assert_eq!(l.removed.concat(), vec![a2, a0]);
+            assert_eq!(l.live.len(), 2);
+        }
+        set.remove().unwrap();
+        let l = log.lock().unwrap();
+        assert!(l.live.is_empty());
+        let out = l.removed.concat();
+        assert_eq!(out.len(), 4, "each site out once: {out:x?}");
     }
 
     /// A site whose bytes are not the file's is left out, with why, and nothing leads there;

@@ -430,7 +430,11 @@ impl ProcessTarget {
             use std::os::unix::process::ExitStatusExt;
             return match c.try_wait() {
                 Ok(Some(st)) => Some(End::from_wait_status(st.into_raw())),
-                _ => None,
+                Ok(None) => None,
+                // ECHILD: kerf's own ptrace waits took its exit status (the leader's wait
+                // while every thread was being stopped, as a tool took probes out): it ended,
+                // and how is not known.
+                Err(_) => Some(End::Unknown),
             };
         }
         self.watch.as_ref()?.ended()
@@ -603,6 +607,8 @@ pub struct Spliced {
 /// A probe left out: no splice kind could take it, or the kernel's driver refused it.
 #[derive(Clone, Debug)]
 pub struct Refusal<'a> {
+    /// The probe left out (an index into the tool's probes).
+    pub probe: usize,
     pub label: &'a str,
     pub addr: u64,
     pub reason: String,
@@ -614,7 +620,13 @@ pub trait Installed {
     fn site(&self, i: usize) -> Option<&Site>;
     /// Every site spliced for the tool's probes.
     fn sites(&self) -> &[Site];
+    /// A `Count` probe's count, or a `Flag` probe's byte.
     fn count(&self, i: usize) -> u64;
+    /// Take these sites' splices out while the others stay live
+    /// ([`crate::installer::PatchSet::retire`]).
+    fn retire(&mut self, sites: &[usize]) -> Result<usize, InstrumentError>;
+    /// The data heap whose tool area holds `Flag` probe `i`'s byte.
+    fn flag_heap(&self, i: usize) -> Option<usize>;
     fn timer(&self, t: usize, now: u64) -> TimerSample;
     /// Each thread's share of timer `t`, with its slot's owner ([`Installed::thread_owner`]).
     fn timer_threads(&self, t: usize, now: u64) -> Vec<(u64, ThreadShare)>;
@@ -660,6 +672,12 @@ impl<B: Backend> Installed for PatchSet<B> {
     fn count(&self, i: usize) -> u64 {
         PatchSet::count(self, i)
     }
+    fn retire(&mut self, sites: &[usize]) -> Result<usize, InstrumentError> {
+        PatchSet::retire(self, sites)
+    }
+    fn flag_heap(&self, i: usize) -> Option<usize> {
+        PatchSet::flag_heap(self, i)
+    }
     fn timer(&self, t: usize, now: u64) -> TimerSample {
         PatchSet::timer(self, t, now)
     }
@@ -671,7 +689,13 @@ impl<B: Backend> Installed for PatchSet<B> {
     }
     fn refused(&self) -> Vec<Refusal<'_>> {
         let r = self.refused.iter();
-        r.map(|r| Refusal { label: &r.label, addr: r.addr, reason: r.reason.to_string() }).collect()
+        r.map(|r| Refusal {
+            probe: r.probe,
+            label: &r.label,
+            addr: r.addr,
+            reason: r.reason.to_string(),
+        })
+        .collect()
     }
     fn spliced(&self) -> Spliced {
         let pauses = self.pauses();

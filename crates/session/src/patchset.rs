@@ -114,7 +114,19 @@ pub(crate) fn patch_room(a: Action, tool: &ToolData, lookup: u64) -> u64 {
         Action::Program { program: k, .. } => {
             PATCH_SLOT + tool.programs.get(k).map_or(0, |p| program_room(p, lookup))
         }
+        // `mov byte [rip+d], 1`: 7 bytes.
+        Action::Flag(_) => PATCH_SLOT + 16,
     }
+}
+
+/// Coverage's one-shot flag at byte `off` of the tool's area ([`Action::Flag`]): one store of
+/// an immediate, which needs no register and writes no flag, so nothing is saved around it.
+/// It stores unconditionally: the probe is removed once its flag is seen, so a test before
+/// the store would only make it longer.
+fn flag_program(off: u64) -> Program {
+    use kerf_codegen::ir::{Addr, Src, Width};
+    let store = Op::Store { width: Width::W8, addr: Addr::Abs(off), src: Src::Imm(1) };
+    Program { ops: vec![store], ..Program::default() }
 }
 
 /// A bound on the bytes a tool program lowers to: its saves and restores (at most every
@@ -159,6 +171,8 @@ pub(crate) fn site_room(probes: &[Probe], members: &[usize], tool: &ToolData, lo
 pub struct DataLayout {
     /// Per probe: the heap and offset of its counter (`Count` probes).
     pub counters: Vec<Option<(usize, u64)>>,
+    /// Per probe: the heap and offset of its byte (`Flag` probes: in the heap's tool area).
+    pub flags: Vec<Option<(usize, u64)>>,
     /// Per timer: the heap and offset of its block (`None`: no probe uses it).
     pub timers: Vec<Option<(usize, u64)>>,
     /// Per heap: the offset of the tool's area (`None`: no tool program runs there).
@@ -220,7 +234,9 @@ impl DataLayout {
             })
             .collect();
         let mut areas = vec![None; heaps];
-        for p in probes.iter().filter(|p| matches!(p.action, Action::Program { .. })) {
+        for p in
+            probes.iter().filter(|p| matches!(p.action, Action::Program { .. } | Action::Flag(_)))
+        {
             let h = heap_of(p.point.module);
             if areas[h].is_none() {
                 let at = next[h].next_multiple_of(64);
@@ -228,8 +244,33 @@ impl DataLayout {
                 next[h] = at + tool.area;
             }
         }
+        let mut flags = Vec::with_capacity(probes.len());
+        for p in probes {
+            flags.push(match p.action {
+                Action::Flag(off) => {
+                    if off >= tool.area {
+                        return Err(InstrumentError::FlagOutsideArea {
+                            label: p.point.label.clone(),
+                            off,
+                            area: tool.area,
+                        });
+                    }
+                    let h = heap_of(p.point.module);
+                    areas[h].map(|at| (h, at + off))
+                }
+                _ => None,
+            });
+        }
         let none = vec![None; heaps];
-        Ok(DataLayout { counters, timers, areas, rings: none.clone(), tails: none, end: next })
+        Ok(DataLayout {
+            counters,
+            flags,
+            timers,
+            areas,
+            rings: none.clone(),
+            tails: none,
+            end: next,
+        })
     }
 }
 
@@ -261,6 +302,12 @@ impl Site {
 }
 
 impl Site {
+    /// Whether the site's splice is in the target now (it goes out on removal, or earlier
+    /// when a tool retires it).
+    pub fn is_live(&self) -> bool {
+        self.live
+    }
+
     /// The site's splice as a back-end writes it, with its springboard where the back-end
     /// writes springboards with their splices (`boards`).
     pub(crate) fn as_splice<A: TargetAddr>(&self, boards: bool) -> Splice<A> {
@@ -382,7 +429,7 @@ fn primitive(
         },
         Action::TimerTailReturn => Primitive::TimerTailReturn { tails: job.tails, stack: stack()? },
         Action::OffCpuSwitch { out, table, pid } => Primitive::OffCpuSwitch { out, table, pid },
-        Action::SignalGuard | Action::Program { .. } => return Ok(None),
+        Action::SignalGuard | Action::Program { .. } | Action::Flag(_) => return Ok(None),
     }))
 }
 
@@ -406,11 +453,13 @@ pub(crate) fn site_code(
     };
     let mut prims = Vec::new();
     let mut programs = Vec::new();
+    let mut flags = Vec::new();
     let mut guarded = false;
     for &i in &job.site.members {
         match (primitive(probes, tool, rt, data, job, i)?, probes[i].action) {
             (Some(p), _) => prims.push(p),
             (None, Action::Program { program: k, .. }) => programs.push(k),
+            (None, Action::Flag(off)) => flags.push(off),
             (None, _) => guarded = true,
         }
     }
@@ -447,6 +496,13 @@ pub(crate) fn site_code(
         let mut code = lower_program(&program.relocate(job.area, job.rings), &at)
             .map_err(|e| codegen(kerf_codegen::CodegenError::from(e)))?;
         kerf_codegen::relabel(&mut code, PROGRAM_LABELS + n as u64 * PROGRAM_LABEL_SPAN);
+        snippet.extend(code);
+    }
+    // Flags after the programs: a program that reads a register reads the point's, and a
+    // flag's store touches none.
+    for off in flags {
+        let code = lower_program(&flag_program(off).relocate(job.area, job.rings), &at)
+            .map_err(|e| codegen(kerf_codegen::CodegenError::from(e)))?;
         snippet.extend(code);
     }
     let layout = if guarded {

@@ -40,6 +40,10 @@ pub enum Action {
     /// `OffCpuSwitch`: `out` and `table` hold a word per task id, the id at byte `pid` of a
     /// task). The kernel target adds it itself for a tool with off-CPU timers.
     OffCpuSwitch { out: u64, table: u64, pid: u32 },
+    /// Set byte `off` of the tool's area to 1: coverage's one-shot flag, a single `mov byte
+    /// [rip+d], 1` that needs no register and leaves the flags alone, so it saves nothing. A
+    /// tool reads it back through [`crate::installer::PatchSet::count`] (0 or 1).
+    Flag(u64),
 }
 
 impl Action {
@@ -62,6 +66,7 @@ impl Action {
             | Action::SignalGuard
             | Action::TimerTailReturn
             | Action::Program { .. }
+            | Action::Flag(_)
             | Action::OffCpuSwitch { .. } => None,
         }
     }
@@ -144,7 +149,7 @@ pub struct Site {
     pub(crate) splice: Vec<u8>,
     /// Where the code patch is.
     pub(crate) patch: u64,
-    /// The splice is written in the target.
+    /// The splice is written in the target (see [`Site::is_live`]).
     pub(crate) live: bool,
     /// For jump2: the springboard's address, the bytes it replaced, and its bytes.
     pub(crate) springboard: Option<(u64, Vec<u8>, Vec<u8>)>,
@@ -382,6 +387,12 @@ pub enum InstrumentError {
         addr: u64,
         timer: usize,
     },
+    /// A [`Action::Flag`] probe's byte lies past the tool's area.
+    FlagOutsideArea {
+        label: String,
+        off: u64,
+        area: u64,
+    },
     /// Generated code cannot tell threads apart: no `rdfsbase` and a thread without TLS.
     NoThreadPointer {
         pid: i32,
@@ -518,6 +529,11 @@ impl fmt::Display for InstrumentError {
                 f,
                 "cannot instrument {label} at {addr:#x}: timer {timer}'s probes must all be in \
                  one module"
+            ),
+            E::FlagOutsideArea { label, off, area } => write!(
+                f,
+                "cannot instrument {label}: its flag at byte {off} is past the tool's area of \
+                 {area} bytes"
             ),
             E::NoThreadPointer { pid, tid } => write!(
                 f,

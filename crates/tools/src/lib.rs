@@ -10,6 +10,7 @@
 
 pub mod analyze;
 pub mod count;
+pub mod cover;
 pub mod demo;
 pub mod error;
 pub mod hunt;

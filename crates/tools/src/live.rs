@@ -119,6 +119,26 @@ pub trait LiveTool {
     /// The final table, from the summary.
     fn final_table(&self, summary: &Value) -> String;
 
+    /// Sites (indexes into [`Installed::sites`]) whose probes have done their work, to be
+    /// taken out now while the others stay, in the order they should go (called every tick,
+    /// after [`LiveTool::render`]): coverage's one-shot flags. A failure to take them out is
+    /// told and ends sampling.
+    fn retire(
+        &self,
+        _table: &mut Self::Table,
+        _built: &Self::Built,
+        _inst: &dyn Installed,
+    ) -> Vec<usize> {
+        Vec::new()
+    }
+
+    /// Whether the probes left out are many and expected (coverage's blocks no splice kind
+    /// could take): then kerf says how many, not each, and the summary's `refused` is their
+    /// number (the tool reports them itself).
+    fn many_refusals(&self) -> bool {
+        false
+    }
+
     /// Whether the tool wants sampling to end now (checked every tick): `kerf top` changes
     /// its probes this way.
     fn stop_requested(&self) -> bool {
@@ -197,6 +217,40 @@ impl<T: LiveTool> LiveTool for Until<'_, T> {
     }
     fn stop_requested(&self) -> bool {
         self.stop.get() || self.tool.stop_requested()
+    }
+    fn retire(&self, table: &mut T::Table, built: &T::Built, inst: &dyn Installed) -> Vec<usize> {
+        self.tool.retire(table, built, inst)
+    }
+    fn many_refusals(&self) -> bool {
+        self.tool.many_refusals()
+    }
+}
+
+/// One tick of a live tool: its table rendered (and shown), its sample recorded, and the sites
+/// it is done with taken out. A failure to take them out is kept in `failed` (told once
+/// sampling has ended, which it makes end).
+fn tick<T: LiveTool, I: Installed>(
+    tool: &T,
+    table: &mut T::Table,
+    built: &T::Built,
+    inst: &mut I,
+    opts: &LiveOptions,
+    events: &mut dyn Events,
+    failed: &mut Option<kerf_session::instrument::InstrumentError>,
+) {
+    let text = tool.render(table, built, inst);
+    if opts.live_table {
+        events.live(&text);
+    }
+    record(tool, table, built, inst, events);
+    if failed.is_some() {
+        return;
+    }
+    let done = tool.retire(table, built, inst);
+    if !done.is_empty() {
+        if let Err(e) = inst.retire(&done) {
+            *failed = Some(e);
+        }
     }
 }
 
@@ -278,17 +332,18 @@ fn run_process<T: LiveTool>(
     let mut table = tool.table(&built, probes.len(), &inst);
     p.release()?;
     events.say(&spliced_line(&inst, p.pid, splice_time));
-    let refused = refused_json(&inst, events);
+    let refused = refused_json(&inst, events, tool.many_refusals());
     tool.installed(&built, events, &inst);
     let heaps = Installed::code_heaps(&inst);
-    let stop_requested = || tool.stop_requested();
+    let failed = std::cell::RefCell::new(None);
+    let stop_requested = || tool.stop_requested() || failed.borrow().is_some();
+    let mut inst = inst;
     let mut stop = p.sample_until(tool.sampling(opts.sampling), &heaps, stop_requested, || {
-        let text = tool.render(&mut table, &built, &inst);
-        if opts.live_table {
-            events.live(&text);
-        }
-        record(tool, &table, &built, &inst, events);
+        tick(tool, &mut table, &built, &mut inst, opts, events, &mut failed.borrow_mut())
     });
+    if let Some(e) = failed.into_inner() {
+        events.warn(&format!("taking out probes that had done their work failed: {e}"));
+    }
     // Results first: the shared data heap stays readable here even after the target
     // is gone. The record ends with the totals the summary has.
     record(tool, &table, &built, &inst, events);
@@ -331,24 +386,22 @@ fn run_kernel<T: LiveTool>(
     tool.kernel_only_task(k.only_pid);
     let (probes, data, built) = tool.build(&k.kernel.images, &[], TargetKind::Kernel)?;
     check_interrupted()?;
-    let inst = k.install(&probes, &data, opts.force_kind).map_err(ToolError::KernelInstall)?;
+    let mut inst = k.install(&probes, &data, opts.force_kind).map_err(ToolError::KernelInstall)?;
     events.say(&kernel_spliced_line(&inst));
-    let refused = refused_json(&inst, events);
+    let refused = refused_json(&inst, events, tool.many_refusals());
     tool.installed(&built, events, &inst);
     let mut table = tool.table(&built, probes.len(), &inst);
+    let failed = std::cell::RefCell::new(None);
     let why = sample_loop(
         k.started,
         tool.sampling(opts.sampling),
-        || tool.stop_requested().then_some(Stop::Interrupted),
-        || {
-            let text = tool.render(&mut table, &built, &inst);
-            if opts.live_table {
-                events.live(&text);
-            }
-            record(tool, &table, &built, &inst, events);
-        },
+        || (tool.stop_requested() || failed.borrow().is_some()).then_some(Stop::Interrupted),
+        || tick(tool, &mut table, &built, &mut inst, opts, events, &mut failed.borrow_mut()),
     )
     .describe(0);
+    if let Some(e) = failed.into_inner() {
+        events.warn(&format!("taking out probes that had done their work failed: {e}"));
+    }
     record(tool, &table, &built, &inst, events);
     let fields = tool.summarize(&mut table, &built, &probes, &inst);
     let splice_seconds = inst.spliced().splice_time.unwrap_or_default().as_secs_f64();
@@ -446,11 +499,18 @@ fn spliced_line(inst: &dyn Installed, pid: i32, took: Duration) -> String {
 
 /// Probes left out (no splice kind could take them, or the kernel's driver refused them) as
 /// JSON, after saying each.
-fn refused_json(inst: &dyn Installed, events: &mut dyn Events) -> Value {
+fn refused_json(inst: &dyn Installed, events: &mut dyn Events, many: bool) -> Value {
+    if many {
+        let n = inst.refused().len();
+        if n > 0 {
+            events.say(&format!("{n} points left out (no splice kind could take them)"));
+        }
+        return json!(n);
+    }
     json!(inst
         .refused()
         .into_iter()
-        .map(|Refusal { label, addr, reason }| {
+        .map(|Refusal { label, addr, reason, .. }| {
             events.say(&format!("not spliced: {label} at {addr:#x}: {reason}"));
             json!({"point": label, "address": format!("{addr:#x}"), "reason": reason})
         })

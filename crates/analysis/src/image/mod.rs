@@ -8,6 +8,7 @@ use std::cmp::Ordering;
 pub mod btf;
 mod debugfile;
 mod elf;
+pub mod lines;
 pub mod maps;
 mod symfile;
 mod unwind;

@@ -113,6 +113,13 @@ enum State {
     Event,
     /// In a signal-delivery-stop (the signal given to `PTRACE_DETACH` is delivered).
     Signal,
+    /// In a `PTRACE_EVENT_CLONE` stop: an event stop (as `Event`) *inside* `clone(2)`, whose
+    /// result the kernel writes into `rax` when the thread goes on. Registers set now are
+    /// overwritten: no system call may be injected here (an injected `syscall` would run
+    /// with the new thread's id as its number, and the program's clone would return
+    /// `-ENOSYS`: seen with a program creating threads all the time while kerf stopped it
+    /// for hundreds of batches).
+    InClone,
 }
 
 #[derive(Debug)]
@@ -435,7 +442,10 @@ impl Tracee {
     /// during the step are kept for re-injection and the step is retried; a call that the
     /// kernel reports as interrupted (`-ERESTART*`) is run again.
     pub fn syscall_on(&mut self, tid: i32, nr: i64, args: [u64; 6]) -> Result<i64, TargetError> {
-        self.stopped(tid)?;
+        let i = self.stopped(tid)?;
+        if self.threads[i].state == State::InClone {
+            return Err(TargetError::InsideClone { pid: self.pid, tid });
+        }
         let insn = self.syscall_insn()?;
         let saved =
             self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
@@ -804,7 +814,7 @@ impl Tracee {
                     .event_msg(tid)
                     .map_err(|e| self.ptrace_err(tid, "PTRACE_GETEVENTMSG", e))?;
                 self.adopt(new as i32, op)?;
-                State::Event
+                State::InClone
             }
             // An interrupt- or group-stop, or another event stop: PTRACE_DETACH's signal
             // would be ignored in any of them.
@@ -952,7 +962,10 @@ impl Tracee {
             return Err(TargetError::NotStopped { pid: self.pid, tid: self.pid });
         }
         let plain = |t: &&Thread| self.sys.get_regs(t.tid).is_ok_and(|r| !in_masking_call(&r));
-        let stopped = || self.threads.iter().filter(|t| t.state != State::Running);
+        // Never a thread inside clone(2) (see `State::InClone`): its new thread, stopped too,
+        // is always there instead.
+        let stopped =
+            || self.threads.iter().filter(|t| !matches!(t.state, State::Running | State::InClone));
         let plain_stopped = || stopped().filter(plain);
         plain_stopped()
             .find(|t| t.tid == self.pid)

@@ -113,6 +113,23 @@ fn threads_cloned_during_attach_are_adopted() {
     assert_eq!(fake.state().detached.len(), 3);
 }
 
+/// A thread stopped inside clone(2) (its PTRACE_EVENT_CLONE stop) never runs an injected
+/// system call: the kernel writes clone's result into `rax` when it goes on, so the call would
+/// run with that number and clone would return its -ENOSYS (the program's new thread lost).
+/// Its new thread takes the call; asked for by id, it is refused.
+#[test]
+fn injection_never_uses_a_thread_stopped_inside_clone() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    fake.state().clone_on_interrupt = Some((PID, 150));
+    let mut t = stop(&fake).expect("stops");
+    assert_eq!(t.threads(), &[PID, 150]);
+    t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid");
+    let calls = fake.state().calls.clone();
+    assert_eq!(calls.iter().map(|c| c.0).collect::<Vec<_>>(), vec![150], "{calls:?}");
+    let e = t.syscall_on(PID, libc::SYS_getpid, [0; 6]).expect_err("inside clone");
+    assert!(matches!(e, TargetError::InsideClone { tid: PID, .. }), "{e:?}");
+}
+
 #[test]
 fn a_signal_stop_during_attach_is_delivered_at_detach() {
     let fake = Arc::new(Fake::new(&[PID, 101]));

@@ -1,0 +1,370 @@
+//! `kerf cover` on `tests/fixtures/covered.c`, whose arguments decide which code runs: the
+//! covered set equals the blocks `kerf count @blocks` counts on the same input (spliced the
+//! usual way and as traps), the program's output is the same as without kerf, the lcov file
+//! marks the source lines the fixture's markers name and `genhtml` renders it, the drcov file
+//! holds the covered blocks, runs merge, and attaching mid-run, the probes go out as their
+//! blocks run, and killing kerf mid-run leaves the program running correctly.
+
+mod common;
+
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn tmp() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+}
+
+/// The fixture built with gcc -O2 -g (line tables for lcov) under a name of the test's own.
+fn fixture(tag: &str) -> PathBuf {
+    let dir = tmp().join("fixtures");
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/covered.c");
+    let out = dir.join(format!("covered-{tag}"));
+    let st = Command::new("gcc")
+        .args(["-O2", "-g", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("gcc is needed (Debian package gcc)");
+    assert!(st.success(), "gcc failed on covered.c");
+    out
+}
+
+fn source() -> String {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/covered.c");
+    std::fs::read_to_string(src).unwrap()
+}
+
+/// The line numbers of the fixture's `// COVER:name` markers.
+fn markers() -> BTreeMap<String, u32> {
+    (source().lines().enumerate())
+        .filter_map(|(i, l)| Some((l.split("// COVER:").nth(1)?.trim().to_string(), i as u32 + 1)))
+        .collect()
+}
+
+/// `kerf TOOL ARGS -- PROGRAM WORDS` with its JSON summary in a file: the summary, and the
+/// program's stdout.
+fn kerf_on(tag: &str, tool: &str, args: &[&str], program: &Path, words: &str) -> (Value, String) {
+    let summary = tmp().join(format!("cover-{tag}.json"));
+    let _ = std::fs::remove_file(&summary);
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .arg(tool)
+        .args(["--json", "-o"])
+        .arg(&summary)
+        .args(args)
+        .arg("--")
+        .arg(program)
+        .arg(words)
+        .env("KERF_CACHE_DIR", tmp().join("cover-cache"))
+        .env_remove("DEBUGINFOD_URLS")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "kerf {tool} {args:?} failed: {err}");
+    let v = serde_json::from_slice(&std::fs::read(&summary).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("no summary ({e}): {err}"));
+    (v, String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+fn plain(program: &Path, args: &[&str]) -> String {
+    let o = Command::new(program).args(args).output().unwrap();
+    assert!(o.status.success());
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn hex(s: &Value) -> u64 {
+    u64::from_str_radix(s.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+}
+
+/// The main program's module in a cover summary.
+fn program_module<'a>(v: &'a Value, program: &Path) -> &'a Value {
+    let name = program.display().to_string();
+    (v["coverage"]["modules"].as_array().unwrap().iter())
+        .find(|m| m["path"] == name.as_str())
+        .unwrap_or_else(|| panic!("no module {name} in {v}"))
+}
+
+/// Per block of the program, `function+0xOFF` (as `kerf count` labels blocks) → covered.
+fn cover_blocks(v: &Value, program: &Path) -> BTreeMap<String, bool> {
+    let m = program_module(v, program);
+    let mut funs: Vec<(u64, String)> = (m["functions"].as_array().unwrap().iter())
+        .map(|f| (hex(&f["entry"]), f["name"].as_str().unwrap().to_string()))
+        .collect();
+    funs.sort();
+    (m["blocks"].as_array().unwrap().iter())
+        .map(|b| {
+            let a = hex(&b["addr"]);
+            let k = funs.partition_point(|f| f.0 <= a) - 1;
+            (format!("{}+{:#x}", funs[k].1, a - funs[k].0), b["covered"].as_bool().unwrap())
+        })
+        .collect()
+}
+
+/// The fixture's words for the equality tests: alpha's even branch, beta in threads, the
+/// signal handler, a forked child, the switch (not alpha's odd branch, nor never_called).
+const WORDS: &str = "absfc";
+
+#[test]
+fn the_covered_set_is_the_blocks_that_ran() {
+    let program = fixture("set");
+    let expected = plain(&program, &[WORDS]);
+    for kind in [None, Some("trap")] {
+        let force: Vec<&str> = kind.map(|k| vec!["--force-kind", k]).unwrap_or_default();
+        let tag = kind.unwrap_or("any");
+        let name = program.file_name().unwrap().to_str().unwrap();
+        let spec = format!("{name}:*@blocks");
+        let mut args = force.clone();
+        args.push(&spec);
+        let (counted, out1) = kerf_on(&format!("count-{tag}"), "count", &args, &program, WORDS);
+        let mut args = force.clone();
+        args.push(name);
+        let (covered, out2) = kerf_on(&format!("cover-{tag}"), "cover", &args, &program, WORDS);
+        assert_eq!(out1, expected, "kerf count changed the output");
+        assert_eq!(out2, expected, "kerf cover changed the output");
+        // Every block kerf count counted is one kerf cover measured, and the ones that ran
+        // are exactly the covered ones.
+        let ran: BTreeMap<String, bool> = (counted["points"].as_array().unwrap().iter())
+            .map(|p| (p["point"].as_str().unwrap().to_string(), p["count"].as_u64().unwrap() > 0))
+            .collect();
+        let cov = cover_blocks(&covered, &program);
+        assert_eq!(cov, ran, "{tag}: covered blocks differ from the blocks counted");
+        assert!(cov.values().filter(|c| **c).count() > 20, "{tag}: {cov:?}");
+        for (f, should) in
+            [("alpha", true), ("beta", true), ("on_usr1", true), ("never_called", false)]
+        {
+            let any = cov.iter().any(|(k, c)| *c && k.starts_with(&format!("{f}+")));
+            assert_eq!(any, should, "{tag}: {f} covered: {any}; {cov:?}");
+        }
+        // The counts add up: every measurable block is covered or not, and what was taken out
+        // plus what is still in is what went in.
+        let c = &covered["coverage"];
+        let measurable = c["measurable"].as_u64().unwrap();
+        let retired = covered["retired"].as_u64().unwrap();
+        let left = covered["probes_left"].as_u64().unwrap();
+        assert_eq!(retired + left, measurable, "{tag}: {covered}");
+        assert!(retired <= c["covered"].as_u64().unwrap(), "{tag}: {covered}");
+    }
+}
+
+/// A forked child's blocks are covered too: its flags are in the memory kerf shares with the
+/// parent, which the child inherits.
+#[test]
+fn a_forked_childs_blocks_are_covered() {
+    let program = fixture("fork");
+    let expected = plain(&program, &["fa"]);
+    let name = program.file_name().unwrap().to_str().unwrap();
+    let (v, out) = kerf_on("fork", "cover", &[name], &program, "fa");
+    assert_eq!(out, expected);
+    let cov = cover_blocks(&v, &program);
+    assert!(cov.iter().any(|(k, c)| *c && k.starts_with("forked_only+")), "{cov:?}");
+    let (v, _) = kerf_on("nofork", "cover", &[name], &program, "a");
+    let cov = cover_blocks(&v, &program);
+    assert!(!cov.iter().any(|(k, c)| *c && k.starts_with("forked_only+")), "{cov:?}");
+}
+
+#[test]
+fn lcov_marks_the_lines_that_ran_and_genhtml_renders_it() {
+    let program = fixture("lcov");
+    let info = tmp().join("cover-lcov.info");
+    let drcov = tmp().join("cover-lcov.drcov");
+    let name = program.file_name().unwrap().to_str().unwrap();
+    let (v, _) = kerf_on(
+        "lcov",
+        "cover",
+        &["--lcov", info.to_str().unwrap(), "--drcov", drcov.to_str().unwrap(), name],
+        &program,
+        WORDS,
+    );
+    let text = std::fs::read_to_string(&info).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/covered.c");
+    let src = std::fs::canonicalize(src).unwrap();
+    // The fixture's own record.
+    let record = (text.split("end_of_record\n"))
+        .find(|r| r.contains(&format!("SF:{}\n", src.display())))
+        .unwrap_or_else(|| panic!("no record for {}: {text}", src.display()));
+    let da: BTreeMap<u32, u32> = (record.lines())
+        .filter_map(|l| l.strip_prefix("DA:"))
+        .map(|l| {
+            let (a, b) = l.split_once(',').unwrap();
+            (a.parse().unwrap(), b.parse().unwrap())
+        })
+        .collect();
+    let m = markers();
+    for (name, hit) in [
+        ("alpha_even", 1),
+        ("alpha_odd", 0),
+        ("beta_loop", 1),
+        ("handler", 1),
+        ("switch_c", 1),
+        ("switch_q", 0),
+        ("never", 0),
+        ("forked", 1),
+    ] {
+        let line = m[name];
+        assert_eq!(da.get(&line), Some(&hit), "line {line} ({name}): {record}");
+    }
+    assert!(
+        record.contains("FNDA:1,alpha\n") && record.contains("FNDA:0,never_called\n"),
+        "{record}"
+    );
+    // genhtml (Debian's lcov) renders it without an error.
+    let html = tmp().join("cover-html");
+    let _ = std::fs::remove_dir_all(&html);
+    let o = Command::new("genhtml")
+        .args(["-q", "-o"])
+        .arg(&html)
+        .arg(&info)
+        .output()
+        .expect("genhtml is needed (Debian package lcov)");
+    assert!(o.status.success(), "genhtml: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(html.join("index.html").exists());
+
+    // The drcov file: its module table, and a record per covered block of every module.
+    let d = std::fs::read(&drcov).unwrap();
+    let head_end = d.windows(5).position(|w| w == b" bbs\n").unwrap() + 5;
+    let head = String::from_utf8_lossy(&d[..head_end]);
+    let modules = v["coverage"]["modules"].as_array().unwrap();
+    assert!(head.starts_with("DRCOV VERSION: 2\n"), "{head}");
+    assert!(
+        head.contains(&format!("Module Table: version 2, count {}\n", modules.len())),
+        "{head}"
+    );
+    let covered = v["coverage"]["covered"].as_u64().unwrap() as usize;
+    assert!(head.contains(&format!("BB Table: {covered} bbs\n")), "{head}");
+    assert_eq!(d.len() - head_end, 8 * covered);
+    let mut seen = BTreeSet::new();
+    for r in d[head_end..].chunks(8) {
+        let off = u32::from_le_bytes(r[..4].try_into().unwrap()) as u64;
+        let id = u16::from_le_bytes(r[6..8].try_into().unwrap()) as usize;
+        let m = &modules[id];
+        seen.insert((id, hex(&m["start"]) + off));
+    }
+    let want: BTreeSet<(usize, u64)> = (modules.iter().enumerate())
+        .flat_map(|(id, m)| {
+            (m["blocks"].as_array().unwrap().iter())
+                .filter(|b| b["covered"] == true)
+                .map(move |b| (id, hex(&b["addr"])))
+        })
+        .collect();
+    assert_eq!(seen, want);
+}
+
+#[test]
+fn runs_merge() {
+    let program = fixture("merge");
+    let (even, _) = kerf_on("merge-a", "cover", &["covered-merge"], &program, "a");
+    let (odd, _) = kerf_on("merge-A", "cover", &["covered-merge"], &program, "A");
+    let a = tmp().join("cover-merge-a.json");
+    let b = tmp().join("cover-merge-A.json");
+    let out = tmp().join("cover-merged.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["cover", "--json", "--add"])
+        .arg(&a)
+        .arg("--add")
+        .arg(&b)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let merged: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let (e, d, m) = (
+        cover_blocks(&even, &program),
+        cover_blocks(&odd, &program),
+        cover_blocks(&merged, &program),
+    );
+    assert_eq!(e.len(), m.len());
+    for (k, c) in &m {
+        assert_eq!(*c, e[k] || d[k], "{k}");
+    }
+    // Each run covered a branch of alpha the other did not.
+    let only = |x: &BTreeMap<String, bool>, y: &BTreeMap<String, bool>| {
+        x.iter().filter(|(k, c)| **c && !y[*k] && k.starts_with("alpha+")).count()
+    };
+    assert!(only(&e, &d) > 0 && only(&d, &e) > 0, "{e:?} {d:?}");
+    // A file that is no coverage is refused, naming it.
+    let bad = tmp().join("cover-not-json.txt");
+    std::fs::write(&bad, "hello\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["cover", "--add"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("cover-not-json.txt"), "{err}");
+}
+
+/// Start the fixture looping for `seconds`; returns it and its pid (its first line).
+fn looping(
+    program: &Path,
+    seconds: &str,
+) -> (std::process::Child, i32, std::io::BufReader<std::process::ChildStdout>) {
+    use std::io::BufRead;
+    let mut c =
+        Command::new(program).args([WORDS, seconds]).stdout(Stdio::piped()).spawn().unwrap();
+    let mut out = std::io::BufReader::new(c.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let pid = line.trim().parse().unwrap();
+    (c, pid, out)
+}
+
+#[test]
+fn attached_mid_run_the_probes_go_as_their_blocks_run() {
+    use std::io::Read;
+    let program = fixture("attach");
+    let expected = plain(&program, &[WORDS]);
+    let (mut c, pid, mut out) = looping(&program, "3");
+    let summary = tmp().join("cover-attach.json");
+    let pid_s = pid.to_string();
+    let name = program.file_name().unwrap().to_str().unwrap().to_string();
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["cover", "--json", "--duration", "1.5", "-p", &pid_s, "-o"])
+        .arg(&summary)
+        .arg(&name)
+        .env("KERF_CACHE_DIR", tmp().join("cover-cache"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    assert!(c.wait().unwrap().success());
+    assert_eq!(rest, expected, "the program's output changed");
+    let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let cov = cover_blocks(&v, &program);
+    // The loop's functions ran after kerf attached; main's start-up blocks did not.
+    for f in ["alpha", "beta", "letters", "on_usr1"] {
+        assert!(cov.iter().any(|(k, c)| *c && k.starts_with(&format!("{f}+"))), "{f}: {cov:?}");
+    }
+    // Every covered block ran over and over, long before the end: each one's probe went out,
+    // and the others are still in.
+    let c = &v["coverage"];
+    let (covered, measurable) = (c["covered"].as_u64().unwrap(), c["measurable"].as_u64().unwrap());
+    assert_eq!(v["retired"].as_u64(), Some(covered), "{v}");
+    assert_eq!(v["probes_left"].as_u64(), Some(measurable - covered), "{v}");
+}
+
+#[test]
+fn killing_kerf_mid_run_leaves_the_program_running_correctly() {
+    use std::io::Read;
+    let program = fixture("kill");
+    let expected = plain(&program, &[WORDS]);
+    // The program and libc: libc's ~80 k blocks take a few seconds to go in.
+    let (mut c, pid, mut out) = looping(&program, "20");
+    let name = program.file_name().unwrap().to_str().unwrap();
+    let (mut k, _) =
+        common::spawn_kerf("cover", &["-p", &pid.to_string(), name, "libc"], "cover-cache");
+    std::thread::sleep(Duration::from_millis(500));
+    k.kill().unwrap();
+    k.wait().unwrap();
+    let t = Instant::now();
+    let mut rest = String::new();
+    out.read_to_string(&mut rest).unwrap();
+    let st = c.wait().unwrap();
+    assert!(st.success(), "{st:?}");
+    assert_eq!(rest, expected, "the program's output changed");
+    assert!(t.elapsed() < Duration::from_secs(25));
+}
