@@ -165,6 +165,43 @@ fn a_forked_childs_blocks_are_covered() {
     assert!(!cov.iter().any(|(k, c)| *c && k.starts_with("forked_only+")), "{cov:?}");
 }
 
+/// After `exec`, kerf follows the process into its new program (here the same file, run with
+/// other words), and the coverage of both joins: alpha's even branch ran before, its odd one
+/// only after.
+#[test]
+fn exec_is_followed_into_the_new_program() {
+    let program = fixture("exec");
+    let expected = plain(&program, &["ae"]);
+    let name = program.file_name().unwrap().to_str().unwrap();
+    let (v, out) = kerf_on("exec", "cover", &[name], &program, "ae");
+    // (The new program prints its pid first.)
+    let no_pid = |s: &str| -> String {
+        s.lines().filter(|l| l.parse::<u32>().is_err()).map(|l| format!("{l}\n")).collect()
+    };
+    assert_eq!(no_pid(&out), no_pid(&expected));
+    assert_eq!(v["programs"].as_array().map(Vec::len), Some(2), "{}", v["programs"]);
+    assert_eq!(v["target"]["exit_code"], 0, "{}", v["target"]);
+    let lines = |v: &Value| {
+        let info = tmp().join("cover-exec.info");
+        let j = tmp().join("cover-exec-in.json");
+        std::fs::write(&j, v.to_string()).unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+            .args(["cover", "--add"])
+            .arg(&j)
+            .arg("--lcov")
+            .arg(&info)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        std::fs::read_to_string(info).unwrap()
+    };
+    let info = lines(&v);
+    let m = markers();
+    for (name, hit) in [("alpha_even", 1), ("alpha_odd", 1), ("beta_loop", 0)] {
+        assert!(info.contains(&format!("DA:{},{hit}\n", m[name])), "{name}: {info}");
+    }
+}
+
 #[test]
 fn lcov_marks_the_lines_that_ran_and_genhtml_renders_it() {
     let program = fixture("lcov");

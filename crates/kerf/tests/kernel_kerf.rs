@@ -1,7 +1,8 @@
 //! kerf itself on the live stock Debian kernel, in one VM boot (vm/run, qemu TCG): the driver
 //! missing is a clear error; `kerf analyze --kernel` covers the running kernel; `kerf count
 //! --kernel` with a thousand probes over the VFS under a file-system workload counts exactly
-//! what kprobe events count; `kerf time --kernel` times the openat path; virtual time (and
+//! what kprobe events count; `kerf cover --kernel` covers exactly the blocks on which a kprobe
+//! is hit by the same workload; `kerf time --kernel` times the openat path; virtual time (and
 //! its per-thread rows) matches a task's own CPU clock; `kerf sum` matches a kretprobe; `kerf
 //! hunt` finds the truncation under `do_sys_openat2`; `kerf locks --kernel` measures the waits
 //! of tasks blocked on a pipe's mutex and an inode's rwsem as they measure them; `--pid` counts
@@ -144,6 +145,7 @@ fn kerf_on_the_live_stock_kernel() {
         "workload_output",
         "counts_equal_kprobes",
         "text_restored",
+        "cover",
         "time",
         "text_restored_after_time",
         "pid_filter",
@@ -191,6 +193,13 @@ fn kerf_on_the_live_stock_kernel() {
     });
     eprintln!("kernel probes by kind: {kinds:?}, refused: {}", c["refused"]);
     assert!(kinds.get("jump5").copied().unwrap_or(0) > 1800, "{kinds:?}");
+
+    // kerf cover: every block of the file-system functions, each covered exactly when a kprobe
+    // on it was hit by the same workload (the guest checked every one).
+    let cs = results(&stdout, "cover_sample");
+    eprintln!("kernel coverage against kprobes: {cs:?}");
+    assert!(cs.get("kprobes").copied().unwrap_or(0.0) >= 100.0, "{cs:?}");
+    assert_eq!(cs.get("disagree").copied(), Some(0.0), "{cs:?}");
 
     // kerf.ko's self-test loop: 1,000,000 calls of the jump5 target and 300,000 of the short
     // one (where a branch target rules out a jmp rel32), each counted exactly.

@@ -432,9 +432,12 @@ impl ProcessTarget {
                 Ok(Some(st)) => Some(End::from_wait_status(st.into_raw())),
                 Ok(None) => None,
                 // ECHILD: kerf's own ptrace waits took its exit status (the leader's wait
-                // while every thread was being stopped, as a tool took probes out): it ended,
-                // and how is not known.
-                Err(_) => Some(End::Unknown),
+                // while every thread was being stopped, as a tool took probes out); they kept
+                // it.
+                Err(_) => Some(match kerf_os::ptrace::ended_status(self.pid) {
+                    Some(st) => End::from_wait_status(st),
+                    None => End::Unknown,
+                }),
             };
         }
         self.watch.as_ref()?.ended()
@@ -514,7 +517,7 @@ impl ProcessTarget {
     }
 
     /// Wait for a launched command after the instrumentation is gone.
-    fn wait(&mut self) {
+    pub fn wait(&mut self) {
         if let Some(c) = &mut self.child {
             let _ = c.wait();
         }

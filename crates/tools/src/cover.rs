@@ -190,6 +190,30 @@ impl LiveTool for Cover {
         true
     }
 
+    /// A new program after `exec` gets probes of its own; its coverage joins the old one's.
+    fn follows_exec(&self) -> bool {
+        true
+    }
+
+    fn merge_runs(&self, earlier: Value, mut later: Value) -> Value {
+        let cov = |v: &Value| serde_json::from_value::<Coverage>(v["coverage"].clone()).ok();
+        if let (Some(a), Some(b)) = (cov(&earlier), cov(&later)) {
+            later["coverage"] = json!(merge(&[a, b]));
+        }
+        let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
+        later["retired"] = json!(n(&earlier, "retired") + n(&later, "retired"));
+        let mut programs = match earlier.get("programs") {
+            Some(Value::Array(a)) => a.clone(),
+            _ => vec![
+                json!({"stopped": earlier["stopped"], "splice_seconds": earlier["splice_seconds"]}),
+            ],
+        };
+        programs
+            .push(json!({"stopped": later["stopped"], "splice_seconds": later["splice_seconds"]}));
+        later["programs"] = json!(programs);
+        later
+    }
+
     fn table(&self, built: &Built, probes: usize, inst: &dyn Installed) -> Table {
         Table::new(built, probes, inst, self.interval)
     }

@@ -132,6 +132,18 @@ pub trait LiveTool {
         Vec::new()
     }
 
+    /// Whether the tool follows a process into the program it runs with `exec`: it attaches
+    /// to the new program and runs again there, and the two summaries become one
+    /// ([`LiveTool::merge_runs`]). Other tools stop at `exec`.
+    fn follows_exec(&self) -> bool {
+        false
+    }
+
+    /// The summary of a run that followed `exec` (`later`) joined with the one before it.
+    fn merge_runs(&self, _earlier: Value, later: Value) -> Value {
+        later
+    }
+
     /// Whether the probes left out are many and expected (coverage's blocks no splice kind
     /// could take): then kerf says how many, not each, and the summary's `refused` is their
     /// number (the tool reports them itself).
@@ -223,6 +235,12 @@ impl<T: LiveTool> LiveTool for Until<'_, T> {
     }
     fn many_refusals(&self) -> bool {
         self.tool.many_refusals()
+    }
+    fn follows_exec(&self) -> bool {
+        self.tool.follows_exec()
+    }
+    fn merge_runs(&self, earlier: Value, later: Value) -> Value {
+        self.tool.merge_runs(earlier, later)
     }
 }
 
@@ -341,9 +359,7 @@ fn run_process<T: LiveTool>(
     let mut stop = p.sample_until(tool.sampling(opts.sampling), &heaps, stop_requested, || {
         tick(tool, &mut table, &built, &mut inst, opts, events, &mut failed.borrow_mut())
     });
-    if let Some(e) = failed.into_inner() {
-        events.warn(&format!("taking out probes that had done their work failed: {e}"));
-    }
+    let failed = failed.into_inner();
     // Results first: the shared data heap stays readable here even after the target
     // is gone. The record ends with the totals the summary has.
     record(tool, &table, &built, &inst, events);
@@ -352,8 +368,17 @@ fn run_process<T: LiveTool>(
         inst.spliced();
     // In the order they first ran: `[name, microseconds]`.
     let phases: Vec<Value> = phases.iter().map(|(n, d)| json!([n, d.as_micros() as u64])).collect();
+    // A tool that follows exec keeps a launched command's handle for the next round (finish
+    // would wait for the command to end).
+    let child = if tool.follows_exec() { p.child.take() } else { None };
     let removal = p.finish(inst, &mut stop);
     let pid = p.pid;
+    // (Only now is it known whether the target ran exec: a retirement or the removal that
+    // found its memory gone tells.)
+    let follow = stop.is_exec() && tool.follows_exec();
+    if let (Some(e), false) = (&failed, matches!(stop, Stop::Exec(_) | Stop::Ended(_))) {
+        events.warn(&format!("taking out probes that had done their work failed: {e}"));
+    }
     let failure = stop.killed().then(|| ToolError::Killed { ended: stop.describe(pid) });
     let mut v = json!({"pid": pid, "stopped": stop.describe(pid), "target": stop_json(&stop),
            "refused": refused,
@@ -363,6 +388,13 @@ fn run_process<T: LiveTool>(
            "splice_phases_us": phases,
            "seconds": p.started.elapsed().as_secs_f64()});
     merge(&mut v, fields);
+    if follow && removal.is_ok() {
+        return follow_exec(tool, p, child, v, opts, events);
+    }
+    if child.is_some() {
+        p.child = child;
+        p.wait();
+    }
     // A failure is kerf's last line; other ends are said with the summary.
     let stopped = failure.is_none().then(|| stop.describe(pid));
     let (warning_after, error) = match removal {
@@ -373,6 +405,41 @@ fn run_process<T: LiveTool>(
         }
     };
     Ok(Report { json: v, stopped, warning_after, error })
+}
+
+/// After process `p` ran `exec`: attach to its new program and run `tool` there (the clock
+/// and a launched command's handle carried over), then join the summaries. If the new
+/// program cannot be attached to, the summary so far is the result, with a warning.
+fn follow_exec<T: LiveTool>(
+    tool: &T,
+    p: &mut ProcessTarget,
+    child: Option<std::process::Child>,
+    before: Value,
+    opts: &LiveOptions,
+    events: &mut dyn Events,
+) -> Result<Report, ToolError> {
+    let pid = p.pid;
+    events.say(&format!(
+        "{}: following it into its new program",
+        before["stopped"].as_str().unwrap_or("exec")
+    ));
+    match ProcessTarget::open(Some(pid), &[]) {
+        Ok(mut next) => {
+            next.child = child;
+            next.started = p.started;
+            let r = run_process(tool, &mut next, opts, events);
+            *p = next;
+            let r = r?;
+            Ok(Report { json: tool.merge_runs(before, r.json), ..r })
+        }
+        Err(e) => {
+            events.warn(&format!("process {pid}: cannot attach to its new program: {e}"));
+            p.child = child;
+            p.wait();
+            let stopped = before["stopped"].as_str().map(str::to_string);
+            Ok(Report { json: before, stopped, warning_after: None, error: None })
+        }
+    }
 }
 
 /// [`run`] in the kernel, through kerf's driver: sampling ends with the duration or a signal.

@@ -130,6 +130,16 @@ struct Thread {
     pending: VecDeque<SigInfo>,
 }
 
+/// Processes whose end kerf's own waits took (the leader's wait status as a thread group
+/// ends while kerf stops it): `(pid, raw status)`. A launched command's parent (kerf) then
+/// finds no status left to wait for, and asks here ([`ended_status`]).
+static ENDED: std::sync::Mutex<Vec<(i32, i32)>> = std::sync::Mutex::new(Vec::new());
+
+/// The raw wait status of process `pid`'s end, if kerf's ptrace waits took it (see `ENDED`).
+pub fn ended_status(pid: i32) -> Option<i32> {
+    ENDED.lock().ok()?.iter().find(|(p, _)| *p == pid).map(|&(_, s)| s)
+}
+
 /// A decoded `waitpid` status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Status {
@@ -780,8 +790,16 @@ impl Tracee {
     }
 
     /// One non-blocking wait for `tid`. ECHILD (no longer kerf's tracee) drops the thread.
+    /// The leader's end, when it comes here, is kept for [`ended_status`].
     fn poll(&mut self, tid: i32, op: &'static str) -> Result<Option<i32>, TargetError> {
         match self.sys.wait_nohang(tid) {
+            Ok(Some(s)) if tid == self.pid && decode(s) == Status::Gone => {
+                if let Ok(mut ended) = ENDED.lock() {
+                    ended.retain(|(p, _)| *p != tid);
+                    ended.push((tid, s));
+                }
+                Ok(Some(s))
+            }
             Ok(s) => Ok(s),
             Err(e) if errno(&e) == libc::ECHILD => {
                 self.remove(tid);
