@@ -268,8 +268,11 @@ impl LiveTool for Cover {
 /// The live state: which flags were seen, which probes to take out next, and the curve of
 /// covered blocks.
 pub struct Table {
-    /// Per word of flags: the bytes already seen set (a word equal to it holds nothing new).
+    /// Per word of flags: the bytes already seen set (0xff each).
     seen: Vec<u64>,
+    /// Per word of flags: its value at the last read (flags only go from 0 to 1, so a word
+    /// that reads the same holds nothing new).
+    last: Vec<u64>,
     /// Per probe: its site (`None`: left out).
     site_of: Vec<Option<usize>>,
     /// Per module: its probes and the heap holding their flags.
@@ -304,6 +307,7 @@ impl Table {
         let now = Instant::now();
         Table {
             seen: vec![0; probes.div_ceil(8)],
+            last: vec![0; probes.div_ceil(8)],
             site_of,
             heaps,
             covered: 0,
@@ -327,10 +331,11 @@ impl Table {
             let Some(words) = inst.area_words(h) else { continue };
             for w in r.start / 8..r.end.div_ceil(8) {
                 let Some(v) = words.get(w).map(|x| x.load(Relaxed)) else { break };
-                let old = self.seen[w];
-                if v == old {
+                if v == self.last[w] {
                     continue;
                 }
+                self.last[w] = v;
+                let old = self.seen[w];
                 for b in 0..8 {
                     let i = w * 8 + b;
                     let byte = (v >> (8 * b)) & 0xff;
@@ -474,9 +479,12 @@ mod hex_addr {
         s.serialize_str(&format!("{v:#x}"))
     }
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-        let t = String::deserialize(d)?;
-        let digits = t.strip_prefix("0x").ok_or_else(|| serde::de::Error::custom("no 0x"))?;
-        u64::from_str_radix(digits, 16).map_err(serde::de::Error::custom)
+        parse(&String::deserialize(d)?).map_err(serde::de::Error::custom)
+    }
+    /// `0x` and hex digits.
+    pub fn parse(t: &str) -> Result<u64, String> {
+        let digits = t.strip_prefix("0x").ok_or_else(|| format!("{t}: no 0x"))?;
+        u64::from_str_radix(digits, 16).map_err(|e| format!("{t}: {e}"))
     }
 }
 
@@ -490,11 +498,7 @@ mod hex_addr_opt {
     }
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
         let t: Option<String> = Option::deserialize(d)?;
-        t.map(|t| {
-            let digits = t.strip_prefix("0x").ok_or_else(|| serde::de::Error::custom("no 0x"))?;
-            u64::from_str_radix(digits, 16).map_err(serde::de::Error::custom)
-        })
-        .transpose()
+        t.map(|t| super::hex_addr::parse(&t).map_err(serde::de::Error::custom)).transpose()
     }
 }
 
