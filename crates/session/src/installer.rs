@@ -250,7 +250,8 @@ impl<B: Backend> PatchSet<B> {
             let heap: &Heap<B::Addr> =
                 heaps[h].as_ref().expect("a heap mapped for every module with probes");
             let patch_at = heap.code.get() + used[h];
-            used[h] += patchset::site_room(probes, &sp.members, tool, begin.runtime.lookup_room());
+            let lookup = begin.runtime.lookup_room();
+            used[h] += patchset::site_room(probes, &sp.members, tool, lookup, &sp.plan.displaced);
             let (data, tails) = (heap.data.get(), heap.tails.map_or(0, TargetAddr::get));
             let area = self.layout.areas[h].map_or(0, |off| data + off);
             let rings = self.layout.rings[h].map_or(0, |off| data + off);
@@ -761,14 +762,41 @@ impl<B: Backend> PatchSet<B> {
     fn take_out(&mut self) -> Result<Removed, InstrumentError> {
         // In the reverse of the order they went live: timer starts before stops, the guards
         // after every trap.
+        // The guards go last, and of them the traps first, all in one batch: a trap guard
+        // works only while every `syscall` that may set a mask keeps SIGTRAP out of it. Were
+        // one guard out while a trap guard is still in, a thread could block SIGTRAP there
+        // (pthread_create blocks every signal for the thread it makes) and then meet the
+        // int3 (that new thread's first system call, in start_thread, restores its mask
+        // through a guarded `syscall`): a forced SIGTRAP it blocks kills the process. Seen
+        // with a program creating threads all the time, between two removal batches.
         let boards_with = B::SPRINGBOARDS_WITH_SPLICES;
-        let live: Vec<(usize, Splice<B::Addr>)> = (self.live_order.iter().copied())
-            .filter(|&i| self.sites[i].live)
-            .map(|i| (i, self.sites[i].as_splice(boards_with)))
-            .collect();
-        let size = self.be.remove_batch(live.len());
+        let splice = |i: usize| (i, self.sites[i].as_splice(boards_with));
+        let is_guard = |i: &usize| self.guard_sites.contains(i);
+        let live = |i: &usize| self.sites[*i].live;
+        let order = self.live_order.iter().copied().filter(live);
+        let tool: Vec<(usize, Splice<B::Addr>)> =
+            order.clone().filter(|i| !is_guard(i)).map(splice).collect();
+        let trap = |i: &usize| self.sites[*i].kind == SpliceKind::Trap;
+        let trap_guards: Vec<(usize, Splice<B::Addr>)> =
+            order.clone().filter(|i| is_guard(i) && trap(i)).map(splice).collect();
+        let other_guards: Vec<(usize, Splice<B::Addr>)> =
+            order.filter(|i| is_guard(i) && !trap(i)).map(splice).collect();
+        let size = self.be.remove_batch(tool.len());
         let sites = &mut self.sites;
-        match builder::remove_in_batches(&mut self.be, &live, size, |i| sites[i].live = false) {
+        let r = builder::remove_in_batches(&mut self.be, &tool, size, |i| sites[i].live = false)
+            .and_then(|()| {
+                let all = trap_guards.len().max(1);
+                builder::remove_in_batches(&mut self.be, &trap_guards, all, |i| {
+                    sites[i].live = false
+                })
+            })
+            .and_then(|()| {
+                let size = self.be.remove_batch(other_guards.len());
+                builder::remove_in_batches(&mut self.be, &other_guards, size, |i| {
+                    sites[i].live = false
+                })
+            });
+        match r {
             Ok(()) => {}
             Err(e) if self.be.gone(&e) => return Ok(Removed::default()),
             Err(e) => return Err(e),
@@ -1256,6 +1284,50 @@ mod tests {
             e.to_string().starts_with("interrupted while installing probes; every splice"),
             "{e}"
         );
+    }
+
+    /// Trap guards come out together, in one batch, after every other probe and before the
+    /// jump guards (see `take_out`), even where batches are smaller.
+    #[test]
+    fn trap_guards_come_out_in_one_batch() {
+        let m = counted();
+        let (tool, _) = probes(&m);
+        let guards: Vec<Probe> = ["switchy", "near_start", "main"]
+            .iter()
+            .map(|n| entry(&m, n, Action::SignalGuard))
+            .collect();
+        let fake = Fake { extra: Some(guards), ..Fake::holding(&m) };
+        let log = fake.log.clone();
+        let set = build(fake, &m, &tool, Some(SpliceKind::Trap)).unwrap();
+        assert_eq!(set.guards(), 3);
+        let kind_of = |trap: bool| -> Vec<u64> {
+            let mut v: Vec<u64> = (set.guard_sites.iter().map(|&g| &set.sites[g]))
+                .filter(|s| (s.kind == SpliceKind::Trap) == trap)
+                .map(|s| s.addr)
+                .collect();
+            v.sort();
+            v
+        };
+        let (traps, jumps) = (kind_of(true), kind_of(false));
+        assert!(
+            !traps.is_empty() && !jumps.is_empty(),
+            "both kinds of guard: {traps:x?} {jumps:x?}"
+        );
+        let tool_sites = set.sites().len();
+        set.remove().unwrap();
+        let l = log.lock().unwrap();
+        let batches: Vec<Vec<u64>> = (l.removed.iter())
+            .map(|b| {
+                let mut b = b.clone();
+                b.sort();
+                b
+            })
+            .collect();
+        // The tool's sites first (batches of 2), then the trap guards as one batch, then the
+        // jump guards.
+        let tool_batches = tool_sites.div_ceil(2);
+        assert_eq!(batches[tool_batches], traps, "{:x?}", l.removed);
+        assert_eq!(batches[tool_batches + 1..].concat(), jumps, "{:x?}", l.removed);
     }
 
     /// Coverage's flags: each probe's byte in the tool's area (read back through `count`), and

@@ -663,7 +663,7 @@ impl Backend for KernelBackend<'_> {
         let mut room = 0;
         for sp in sites {
             // No thread ids in the kernel: no first-lookup path (`Runtime::lookup_room` 0).
-            room += patchset::site_room(probes, &sp.members, tool, 0);
+            room += patchset::site_room(probes, &sp.members, tool, 0, &sp.plan.displaced);
             if self.used + room > have {
                 let label = probes[sp.first].point.label.clone();
                 let addr = sp.plan.displaced.point;

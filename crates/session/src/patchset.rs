@@ -152,8 +152,25 @@ fn program_room(p: &Program, lookup: u64) -> u64 {
     (96 + ops).next_multiple_of(16)
 }
 
-/// Room for the code patch of a site holding `members` ([`patch_room`]'s `lookup`).
-pub(crate) fn site_room(probes: &[Probe], members: &[usize], tool: &ToolData, lookup: u64) -> u64 {
+/// Room for the code patch of a site holding `members` ([`patch_room`]'s `lookup`), which
+/// displaces `d`. A site of coverage flags alone gets room from what it displaces instead of
+/// `PATCH_SLOT`: its stores (7 bytes each), each displaced instruction relocated (at most 16
+/// bytes longer than it was: a rel8 branch made rel32 is 4 more, a `jrcxz`/`loop` rewritten
+/// around a jump 8 more, a far call through a literal 11 more) and the jump back (5); about 48
+/// bytes where `PATCH_SLOT` reserves 144, which is what bounds how many blocks kerf.ko's patch
+/// heap takes. (A patch longer than its room is still caught: `PatchTooLong`.)
+pub(crate) fn site_room(
+    probes: &[Probe],
+    members: &[usize],
+    tool: &ToolData,
+    lookup: u64,
+    d: &kerf_patch::Displaced,
+) -> u64 {
+    if !members.is_empty() && members.iter().all(|&i| matches!(probes[i].action, Action::Flag(_))) {
+        let stores = 7 * members.len() as u64;
+        let relocated = d.len as u64 + 16 * d.insns.len() as u64;
+        return (stores + relocated + 5).next_multiple_of(16);
+    }
     members.iter().map(|&i| patch_room(probes[i].action, tool, lookup)).sum()
 }
 
@@ -523,7 +540,8 @@ pub(crate) fn site_code(
             addr,
             error,
         })?;
-    let room = site_room(probes, &job.site.members, tool, rt.lookup_room());
+    let room =
+        site_room(probes, &job.site.members, tool, rt.lookup_room(), &job.site.plan.displaced);
     if bytes.len() as u64 > room {
         return Err(InstrumentError::PatchTooLong {
             target: rt.target,

@@ -177,7 +177,15 @@ impl LiveTool for Cover {
         let probes: Vec<Probe> = (points.into_iter().enumerate())
             .map(|(i, point)| Probe { point, action: Action::Flag(i as u64) })
             .collect();
-        let modules = images.iter().map(ModuleInfo::of).collect();
+        let mut modules: Vec<ModuleInfo> = images.iter().map(ModuleInfo::of).collect();
+        // An image without segments (the kernel's, read from memory) spans its blocks.
+        for (m, r) in modules.iter_mut().zip(&ranges) {
+            if m.end == 0 && !r.is_empty() {
+                m.start = probes[r.start].point.addr.0 & !0xfff;
+                let last = r.end - 1;
+                m.end = probes[last].point.addr.0 + u64::from(blocks[last].0);
+            }
+        }
         let tool = ToolData { area, ..ToolData::default() };
         Ok((probes, tool, Built { modules, blocks, functions, ranges }))
     }
