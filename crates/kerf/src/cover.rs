@@ -2,10 +2,8 @@
 //! that take themselves out once hit; writes the summary (table or JSON), an lcov tracefile and
 //! a drcov file, and merges earlier runs' JSON. The tool itself is `kerf_tools::cover`.
 
-use crate::live::{LiveArgs, Output};
-use kerf_session::live::{catch_signals, Target};
+use crate::live::{run_tool_then, LiveArgs, Output};
 use kerf_tools::cover::{self, Cover, Coverage};
-use kerf_tools::live::run;
 use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
@@ -45,36 +43,20 @@ pub fn run_cover(args: Args) -> Result<(), crate::Error> {
         summary(&mut out, &args.live, &tool, &json);
         return Ok(());
     }
-    let mut out = Output::open(&args.live, "cover")?;
-    catch_signals();
-    let choice = kerf_session::live::Choice {
-        pid: args.live.pid,
-        command: args.live.command.clone(),
-        kernel: args.live.kernel,
-    };
-    let mut target = Target::open(&choice).map_err(kerf_tools::ToolError::from)?;
-    let mut report = run(&tool, &mut target, &args.live.options(), &mut out)?;
-    if let Ok(this) = serde_json::from_value::<Coverage>(report.json["coverage"].clone()) {
+    run_tool_then(&tool, "cover", &args.live, |report| {
+        let Ok(this) = serde_json::from_value::<Coverage>(report.json["coverage"].clone()) else {
+            return Ok(());
+        };
+        let merged = !earlier.is_empty();
         let mut runs = earlier;
-        let merged = !runs.is_empty();
         runs.push(this);
         let c = if merged { cover::merge(&runs) } else { runs.pop().expect("one run") };
         if merged {
             report.json["coverage"] = serde_json::json!(c);
             report.json["merged"] = serde_json::json!(args.add.len());
         }
-        write_files(&args, &c)?;
-    }
-    if !args.live.json {
-        if let Some(why) = &report.stopped {
-            eprintln!("kerf: {why}");
-        }
-    }
-    summary(&mut out, &args.live, &tool, &report.json);
-    if let Some(w) = &report.warning_after {
-        eprintln!("kerf: {w}");
-    }
-    report.error.map_or(Ok(()), |e| Err(e.into()))
+        write_files(&args, &c)
+    })
 }
 
 /// The summary: the JSON object, or the table.

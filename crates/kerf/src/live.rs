@@ -80,7 +80,7 @@ impl LiveArgs {
         Choice { pid: self.pid, command: self.command.clone(), kernel: self.kernel }
     }
 
-    pub(crate) fn options(&self) -> LiveOptions {
+    fn options(&self) -> LiveOptions {
         let force_kind = match self.force_kind.as_deref() {
             Some("trap") => Some(SpliceKind::Trap),
             Some("jump5") => Some(SpliceKind::Jump5),
@@ -240,10 +240,22 @@ pub fn open_for_rounds(
 /// Run `tool` against the target `args` name, and print its report: a table (after how it
 /// stopped) or the JSON object. A failure after the summary is returned after printing it.
 pub fn run_tool<T: LiveTool>(tool: &T, name: &str, args: &LiveArgs) -> Result<(), crate::Error> {
+    run_tool_then(tool, name, args, |_| Ok(()))
+}
+
+/// [`run_tool`], with `then` given the report before it is printed (`kerf cover` merges
+/// earlier runs into it and writes its other files).
+pub fn run_tool_then<T: LiveTool>(
+    tool: &T,
+    name: &str,
+    args: &LiveArgs,
+    then: impl FnOnce(&mut kerf_tools::live::Report) -> Result<(), crate::Error>,
+) -> Result<(), crate::Error> {
     let mut out = Output::open(args, name)?;
     catch_signals();
     let mut target = Target::open(&args.choice()).map_err(kerf_tools::ToolError::from)?;
-    let report = run(tool, &mut target, &args.options(), &mut out)?;
+    let mut report = run(tool, &mut target, &args.options(), &mut out)?;
+    then(&mut report)?;
     if args.json {
         out.summary(&format!("{}\n", report.json));
     } else {

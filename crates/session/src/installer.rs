@@ -559,13 +559,16 @@ impl<B: Backend> PatchSet<B> {
     /// it: its code patch (a thread still running it goes back to the original code, whose
     /// bytes are the file's), a process's springboard in padding (nothing jumps to it now),
     /// and a process's trap-table entry (a SIGTRAP already raised by the int3 still finds its
-    /// patch). Sites already out, and the target's own, are passed over. Returns how many
+    /// patch). Sites already out, and the target's own, are passed over; so is a site that
+    /// also holds a signal-mask guard (a tool probe at a guarded `syscall` joins the guard's
+    /// site): the guard must stay in while any trap is in (see `take_out`). Returns how many
     /// went out; on an error those before it are out and marked so.
     pub fn retire(&mut self, sites: &[usize]) -> Result<usize, InstrumentError> {
         let boards_with = B::SPRINGBOARDS_WITH_SPLICES;
         // `remove_in_batches` takes its list last first.
         let live: Vec<(usize, Splice<B::Addr>)> = (sites.iter().rev().copied())
             .filter(|&i| i < self.user_sites && self.sites[i].live)
+            .filter(|i| !self.guard_sites.contains(i))
             .map(|i| (i, self.sites[i].as_splice(boards_with)))
             .collect();
         let size = self.be.retire_batch(live.len());

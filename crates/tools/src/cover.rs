@@ -232,9 +232,7 @@ impl LiveTool for Cover {
     }
 
     fn retire(&self, table: &mut Table, _built: &Built, _inst: &dyn Installed) -> Vec<usize> {
-        let done = std::mem::take(&mut table.to_retire);
-        table.retired += done.len();
-        done
+        std::mem::take(&mut table.to_retire)
     }
 
     fn summarize(
@@ -250,7 +248,7 @@ impl LiveTool for Cover {
             table.history.iter().map(|&(t, c, l)| json!([t, c, l])).collect();
         json!({
             "coverage": cov,
-            "retired": table.retired,
+            "retired": table.measurable() - table.live(inst),
             "probes_left": table.live(inst),
             "over_time": over_time,
         })
@@ -278,15 +276,11 @@ impl LiveTool for Cover {
 pub struct Table {
     /// Per word of flags: the bytes already seen set (0xff each).
     seen: Vec<u64>,
-    /// Per word of flags: its value at the last read (flags only go from 0 to 1, so a word
-    /// that reads the same holds nothing new).
-    last: Vec<u64>,
     /// Per probe: its site (`None`: left out).
     site_of: Vec<Option<usize>>,
     /// Per module: its probes and the heap holding their flags.
     heaps: Vec<(Range<usize>, Option<usize>)>,
     pub covered: usize,
-    retired: usize,
     /// Sites hit since the last tick, to take out (traps first).
     to_retire: Vec<usize>,
     started: Instant,
@@ -315,11 +309,9 @@ impl Table {
         let now = Instant::now();
         Table {
             seen: vec![0; probes.div_ceil(8)],
-            last: vec![0; probes.div_ceil(8)],
             site_of,
             heaps,
             covered: 0,
-            retired: 0,
             to_retire: Vec::new(),
             started: inst.installed_at().1,
             shown: now,
@@ -339,11 +331,11 @@ impl Table {
             let Some(words) = inst.area_words(h) else { continue };
             for w in r.start / 8..r.end.div_ceil(8) {
                 let Some(v) = words.get(w).map(|x| x.load(Relaxed)) else { break };
-                if v == self.last[w] {
+                // Most words hold no flag set, or only flags already seen.
+                let old = self.seen[w];
+                if v & !old == 0 {
                     continue;
                 }
-                self.last[w] = v;
-                let old = self.seen[w];
                 for b in 0..8 {
                     let i = w * 8 + b;
                     let byte = (v >> (8 * b)) & 0xff;
@@ -375,6 +367,11 @@ impl Table {
         (self.seen[i / 8] >> (8 * (i % 8))) & 0xff != 0
     }
 
+    /// Blocks with a probe (taken out since, or not).
+    fn measurable(&self) -> usize {
+        self.site_of.iter().filter(|s| s.is_some()).count()
+    }
+
     /// Probes still in the target.
     fn live(&self, inst: &dyn Installed) -> usize {
         inst.sites().iter().filter(|s| s.is_live()).count()
@@ -390,8 +387,7 @@ impl Table {
         }
         self.shown = now;
         let t = now.duration_since(self.started).as_secs_f64();
-        let measurable = self.site_of.iter().filter(|s| s.is_some()).count();
-        let live = self.live(inst);
+        let (measurable, live) = (self.measurable(), self.live(inst));
         let traps = (inst.sites().iter()).filter(|s| s.is_live() && s.kind == SpliceKind::Trap);
         let new = self.covered - self.last_shown_covered;
         self.last_shown_covered = self.covered;
@@ -401,7 +397,7 @@ impl Table {
             self.covered,
             100.0 * self.covered as f64 / measurable.max(1) as f64,
             traps.count(),
-            self.retired,
+            measurable - live,
         )
     }
 
