@@ -232,7 +232,8 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
         let mut fresh: Vec<u64> = Vec::new();
         let mut inner: Vec<(u64, u64)> = Vec::new();
         for r in results {
-            for c in &r.callees {
+            let exits = r.table_exits.iter().map(|c| (c, true));
+            for (c, from_table) in r.callees.iter().map(|c| (c, false)).chain(exits) {
                 if known.contains_key(&c.0) || image.code_at(*c).is_none() {
                     continue;
                 }
@@ -242,6 +243,10 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
                     known.range(..c.0).next_back().filter(|(a, k)| k.size > 0 && c.0 < *a + k.size);
                 match owner {
                     Some((o, _)) => inner.push((*o, c.0)),
+                    // A table's entry outside every known function starts none: real ones
+                    // lead into a function known already (gcc's `.cold` parts have symbols
+                    // or unwind entries), and the rest ran past the table's end.
+                    None if from_table => {}
                     None => {
                         known.insert(
                             c.0,

@@ -268,6 +268,13 @@ impl ProcessBackend {
         let ranges: Vec<(u64, usize)> =
             batch.iter().filter(|s| free(s)).map(|s| (s.addr.0, s.new.len())).collect();
         let before = Window::read(tr, ranges.iter().copied());
+        // Where the window holds every site, the splices go in with one write of the whole
+        // stretch: the bytes as read, each site's new bytes in place (every thread is stopped,
+        // so the bytes between the sites are written back as they are). One write instead of
+        // one per site: each write is a page walk in the target (2.8 M sites of libLLVM-14
+        // took 44,000 stops of about 1.2 ms).
+        let mut stretch = (!before.bytes.is_empty()).then(|| before.bytes.clone());
+        let first = done.len();
         for s in batch {
             if !free(s) {
                 done.push(Outcome::Later);
@@ -275,10 +282,23 @@ impl ProcessBackend {
             }
             let cur = before.bytes(tr, s.addr.0, s.old.len())?;
             if cur != s.old {
+                if stretch.is_some() {
+                    // Nothing of this batch is written yet.
+                    done.truncate(first);
+                }
                 return Err(mismatch_before(s.addr.0, &s.old, &cur));
             }
             done.push(Outcome::Done);
-            tr.write(s.addr, &s.new)?;
+            match stretch.as_mut() {
+                Some(b) => {
+                    let off = (s.addr.0 - before.start) as usize;
+                    b[off..off + s.new.len()].copy_from_slice(&s.new);
+                }
+                None => tr.write(s.addr, &s.new)?,
+            }
+        }
+        if let Some(b) = stretch {
+            tr.write(RemoteAddr(before.start), &b)?;
         }
         let after = Window::read(tr, ranges.iter().copied());
         for s in batch.iter().filter(|s| free(s)) {
@@ -1868,15 +1888,14 @@ mod batch_tests {
 
     const CODE: u64 = 0x40_0000;
 
-    /// The second splice of a batch finds bytes someone else changed: the error comes back,
-    /// and the first splice, already written, is reported so (it must be taken out again).
-    #[test]
-    fn what_went_in_before_an_error_is_reported() {
+    /// A batch of three splices, `gap` bytes apart, on the fake; the second finds bytes
+    /// someone else changed. What the batch reported, and the code after it.
+    fn second_of_three_changed(gap: u64) -> (Vec<Outcome>, Vec<u8>) {
         let fake = Arc::new(Fake::new(&[PID]));
         {
             let mut st = fake.state();
             st.threads.get_mut(&PID).unwrap().regs = regs_at(SYSCALL_AT + 0x100);
-            st.mem.push((CODE, vec![0x90; 32]));
+            st.mem.push((CODE, vec![0x90; 2 * gap as usize + 8]));
         }
         let splice = |at: u64, old: u8| Splice {
             addr: RemoteAddr(CODE + at),
@@ -1887,12 +1906,30 @@ mod batch_tests {
         };
         let mut be = ProcessBackend::with_sys(PID, fake.clone());
         let mut done = Vec::new();
-        let e = be.splice(&[splice(0, 0x90), splice(8, 0xcc), splice(16, 0x90)], &mut done);
-        assert!(matches!(e, Err(InstrumentError::Mismatch { addr, .. }) if addr == CODE + 8));
-        assert_eq!(done, vec![Outcome::Done]);
+        let batch = [splice(0, 0x90), splice(gap, 0xcc), splice(2 * gap, 0x90)];
+        let e = be.splice(&batch, &mut done);
+        assert!(matches!(e, Err(InstrumentError::Mismatch { addr, .. }) if addr == CODE + gap));
         let st = fake.state();
-        let code = &st.mem.iter().find(|(b, _)| *b == CODE).unwrap().1;
+        (done, st.mem.iter().find(|(b, _)| *b == CODE).unwrap().1.clone())
+    }
+
+    /// Sites close together go in with one write of their stretch, after every site's bytes
+    /// are checked: one found changed, nothing is written and nothing reported in.
+    #[test]
+    fn close_sites_go_in_together_or_not_at_all() {
+        let (done, code) = second_of_three_changed(8);
+        assert_eq!(done, vec![]);
+        assert!(code.iter().all(|b| *b == 0x90));
+    }
+
+    /// Sites too far apart for one stretch go in one by one: the error comes back, and the
+    /// first splice, already written, is reported so (it must be taken out again).
+    #[test]
+    fn what_went_in_before_an_error_is_reported() {
+        let gap = 64 * 1024;
+        let (done, code) = second_of_three_changed(gap);
+        assert_eq!(done, vec![Outcome::Done]);
         assert_eq!(code[..5], [0xe9, 1, 2, 3, 4]);
-        assert_eq!(code[8..13], [0x90; 5]);
+        assert_eq!(code[gap as usize..gap as usize + 5], [0x90; 5]);
     }
 }

@@ -156,9 +156,10 @@ fn program_room(p: &Program, lookup: u64) -> u64 {
 /// displaces `d`. A site of coverage flags alone gets room from what it displaces instead of
 /// `PATCH_SLOT`: its stores (7 bytes each), each displaced instruction relocated (at most 16
 /// bytes longer than it was: a rel8 branch made rel32 is 4 more, a `jrcxz`/`loop` rewritten
-/// around a jump 8 more, a far call through a literal 11 more) and the jump back (5); about 48
-/// bytes where `PATCH_SLOT` reserves 144, which is what bounds how many blocks kerf.ko's patch
-/// heap takes. (A patch longer than its room is still caught: `PatchTooLong`.)
+/// around a jump 8 more, a call emulated by storing its return address 20 more but then no
+/// jump back) and the jump back (5); about 48 bytes where `PATCH_SLOT` reserves 144, which is
+/// what bounds how many blocks kerf.ko's patch heap takes. (A patch longer than its room is
+/// still caught: `PatchTooLong`.)
 pub(crate) fn site_room(
     probes: &[Probe],
     members: &[usize],
@@ -168,7 +169,10 @@ pub(crate) fn site_room(
 ) -> u64 {
     if !members.is_empty() && members.iter().all(|&i| matches!(probes[i].action, Action::Flag(_))) {
         let stores = 7 * members.len() as u64;
-        let relocated = d.len as u64 + 16 * d.insns.len() as u64;
+        // A trap displaces a whole instruction but writes one byte (`d.len` 1); a jump padded
+        // over filler writes more than its instructions hold.
+        let insns: u64 = d.insns.iter().map(|i| i.len() as u64).sum();
+        let relocated = insns.max(d.len as u64) + 16 * d.insns.len() as u64;
         return (stores + relocated + 5).next_multiple_of(16);
     }
     members.iter().map(|&i| patch_room(probes[i].action, tool, lookup)).sum()
@@ -676,6 +680,55 @@ mod tests {
             let tool = ToolData { programs: vec![p], ..ToolData::default() };
             for lookup in [0, FIRST_LOOKUP_BYTES] {
                 assert_eq!(patch_room(a, &tool, lookup) % 16, 0, "{a:?}");
+            }
+        }
+    }
+
+    /// A flag site's room holds its real patch (the store, the displaced instructions
+    /// relocated, the jump back) for the instructions that grow most when moved, spliced by
+    /// a trap (one byte written, the whole instruction displaced) and by a jump5.
+    #[test]
+    fn flag_room_holds_the_patch() {
+        use iced_x86::{Code, Instruction, MemoryOperand, Register};
+        const AT: u64 = 0x7f00_0000_1000;
+        let patch = AT + 0x4000_0000;
+        let probes = [probe(0, Action::Flag(0))];
+        let store = Instruction::with2(
+            Code::Mov_rm8_imm8,
+            MemoryOperand::with_base_displ(Register::RIP, (patch + 0x2000) as i64),
+            1u32,
+        )
+        .unwrap();
+        let cases: [(&str, &[u8]); 6] = [
+            ("call [rax+0x98]", &[0xff, 0x90, 0x98, 0, 0, 0]),
+            ("call rel32", &[0xe8, 0x10, 0, 0, 0]),
+            ("jrcxz", &[0xe3, 0x10]),
+            ("loop", &[0xe2, 0x10]),
+            ("jne rel8", &[0x75, 0x10]),
+            ("mov rax, [rip+x]", &[0x48, 0x8b, 0x05, 0x10, 0, 0, 0]),
+        ];
+        for (what, first) in cases {
+            // The instruction, then enough one-byte nops for a jump5 after it.
+            let mut code = first.to_vec();
+            code.extend([0x90; 8]);
+            let ends = [AT + code.len() as u64];
+            let view = kerf_patch::FunctionView {
+                name: "f",
+                extent: AT..AT + code.len() as u64,
+                block_starts: &ends,
+                has_unanalysable_jump: false,
+            };
+            let trap = kerf_patch::plan_trap(&code, AT, AT).unwrap();
+            let jump5 = kerf_patch::plan_jump5(&code, AT, AT, &view);
+            for d in std::iter::once(trap).chain(jump5.ok()) {
+                let built = kerf_patch::build_patch(patch, &[store], &d).unwrap();
+                let room = site_room(&probes, &[0], &ToolData::default(), 0, &d);
+                assert!(
+                    built.len() as u64 <= room,
+                    "{what} ({} displaced): patch of {} bytes, room {room}",
+                    d.insns.len(),
+                    built.len()
+                );
             }
         }
     }

@@ -19,6 +19,7 @@ use kerf_codegen::{LiveAt, SpAt, SpBase};
 use kerf_patch::{
     plan_jump2, plan_jump5, plan_trap, Displaced, FunctionView, SpliceKind, SPRINGBOARD_LEN,
 };
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -219,7 +220,7 @@ fn plan_modules(
     let t = phases.lap("plan: exact points", t);
     let pre = if threads > 1 {
         let idx: Vec<usize> = (0..probes.len()).collect();
-        let pre = in_parallel(&idx, threads, |&i| {
+        let pre = in_parallel_with(&idx, threads, |view: &mut ViewCache, &i| {
             // Cancelled: nothing more ahead; the sequential pass stops at once.
             if cancel.is_some_and(|c| c.load(std::sync::atomic::Ordering::Relaxed)) {
                 return None;
@@ -229,7 +230,9 @@ fn plan_modules(
                 return None;
             }
             let need_j2 = guard(i) || force_kind == Some(SpliceKind::Jump2);
-            (!p.at_exit).then(|| precompute(modules, &exact[p.module], p, rules, need_j2)).flatten()
+            (!p.at_exit)
+                .then(|| precompute(modules, &exact[p.module], p, rules, need_j2, view))
+                .flatten()
         });
         phases.lap("plan: layouts in parallel", t);
         pre
@@ -243,7 +246,7 @@ fn plan_modules(
         startup,
         exact,
         planned: Ranges::default(),
-        springboards: Vec::new(),
+        springboards: Boards::default(),
         pre,
         go: modules
             .iter()
@@ -311,7 +314,7 @@ fn plan_modules(
             }
         }
         let plan = pl.plan(i, p, addr, guard(i))?;
-        springboard_modules.resize(pl.springboards.len(), p.module);
+        springboard_modules.resize(pl.springboards.list.len(), p.module);
         let plan = match plan {
             Ok(plan) => plan,
             Err(reason) => {
@@ -344,8 +347,11 @@ fn plan_modules(
     // and would stay "inside" for good; with the starts last, a thread that entered before
     // them is at worst an unmatched exit, which is counted as such. (Sorting is stable.)
     sites.sort_by_key(|sp| starts_timer(probes, sp));
-    phases.lap("plan: order", t);
-    Ok(Sites { sites, springboards: pl.springboards, springboard_modules, refused, phases })
+    let t = phases.lap("plan: order", t);
+    let springboards = pl.springboards.list;
+    check_disjoint(&sites, &springboards)?;
+    phases.lap("plan: check overlaps", t);
+    Ok(Sites { sites, springboards, springboard_modules, refused, phases })
 }
 
 /// The facts about a site's point that code generation needs: liveness at the point, and the
@@ -513,7 +519,7 @@ struct Planner<'a> {
     /// The bytes each planned splice covers; they never overlap.
     planned: Ranges,
     /// Springboard space taken so far.
-    springboards: Vec<(u64, u64)>,
+    springboards: Boards,
     /// Per probe, what [`precompute`] found at its site (empty on one thread).
     pre: Vec<Option<Pre>>,
     /// Per module: Go code, where a jump may displace one instruction only (see
@@ -540,6 +546,7 @@ fn precompute(
     p: &Point,
     rules: Rules,
     need_jump2: bool,
+    cache: &mut ViewCache,
 ) -> Option<Pre> {
     let m = &modules[p.module];
     let bias = m.bias.unwrap_or(0);
@@ -549,11 +556,26 @@ fn precompute(
     if never_spliced(m, addr, 1).is_some() {
         return None;
     }
-    let mut starts = Vec::new();
-    let view = function_view(&m.analysis.cfg, p.func, bias, exact, &mut starts);
+    // Probes come in function order (every block of a function, one after another): the
+    // view's block starts, sorted, are made once per function, not once per probe.
+    let cfg = &m.analysis.cfg;
+    if cache.key != Some((p.module, p.func)) {
+        block_starts(cfg, p.func, bias, exact, &mut cache.starts);
+        cache.unanalysable = has_unanalysable_jump(cfg, p.func);
+        cache.key = Some((p.module, p.func));
+    }
+    let view = view_of(cfg, p.func, bias, &cache.starts, cache.unanalysable);
     let jump5 = plan_jump5(live, addr, addr, &view);
     let jump2 = (need_jump2 || jump5.is_err()).then(|| plan_jump2(live, addr, addr, &view));
     Some(Pre { addr, jump5, jump2 })
+}
+
+/// What [`precompute`] last made of a function's view: `key` is `(module, function)`.
+#[derive(Default)]
+struct ViewCache {
+    key: Option<(usize, FuncId)>,
+    starts: Vec<u64>,
+    unanalysable: bool,
 }
 
 /// `f` of every item, on up to `threads` threads (contiguous runs of items each), in the
@@ -563,15 +585,30 @@ fn in_parallel<T: Sync, R: Send>(
     threads: usize,
     f: impl Fn(&T) -> R + Sync,
 ) -> Vec<R> {
+    in_parallel_with(items, threads, |_: &mut (), t| f(t))
+}
+
+/// [`in_parallel`], with state each thread keeps from one item to the next of its run.
+fn in_parallel_with<T: Sync, R: Send, S: Default>(
+    items: &[T],
+    threads: usize,
+    f: impl Fn(&mut S, &T) -> R + Sync,
+) -> Vec<R> {
     if threads <= 1 || items.len() < 2 {
-        return items.iter().map(f).collect();
+        let mut state = S::default();
+        return items.iter().map(|t| f(&mut state, t)).collect();
     }
     let per = items.len().div_ceil(threads);
     let f = &f;
     std::thread::scope(|s| {
         let parts: Vec<_> = items
             .chunks(per)
-            .map(|c| s.spawn(move || c.iter().map(f).collect::<Vec<R>>()))
+            .map(|c| {
+                s.spawn(move || {
+                    let mut state = S::default();
+                    c.iter().map(|t| f(&mut state, t)).collect::<Vec<R>>()
+                })
+            })
             .collect();
         parts
             .into_iter()
@@ -636,10 +673,11 @@ impl Planner<'_> {
         if let Some(n) = never_spliced(m, addr, 1) {
             return Ok(Err(Reason::NeverSpliced(*n)));
         }
-        let taken = self.springboards.clone();
+        // Taken out for this site: a jump2 adds to it while the checks of every kind read it.
+        let boards = RefCell::new(std::mem::take(&mut self.springboards));
         let go = self.go[p.module];
         let clear = |d: Displaced| {
-            if overlaps(addr, d.len, planned, &taken) {
+            if overlaps(addr, d.len, planned, &boards.borrow()) {
                 Err(KindRefusal::Overlap)
             } else if let Some(n) = never_spliced(m, addr, d.len) {
                 Err(KindRefusal::NeverSpliced(*n))
@@ -654,7 +692,6 @@ impl Planner<'_> {
         };
         let pads = &a.cfg.padding;
         let startup: &[(u64, u64)] = if p.module == 0 { self.startup } else { &[] };
-        let used = &mut self.springboards;
         let mut jump2 = || -> Result<(Displaced, (u64, &'static str)), KindRefusal> {
             let d = pre2
                 .take()
@@ -662,11 +699,14 @@ impl Planner<'_> {
                 .map_err(KindRefusal::Patch)
                 .and_then(clear)?;
             // Not in a Go module's padding (see `KindRefusal::GoPadding`).
-            let near = if go { None } else { springboard_near(pads, bias, addr, used, planned) };
+            let used = &mut *boards.borrow_mut();
+            // The site's own bytes too: a jump2 after a `ret` may cover the filler after it.
+            let own = (addr, addr + d.len as u64);
+            let near = if go { None } else { springboard_near(pads, bias, own, used, planned) };
             let sb = near
                 .map(|s| (s, "padding"))
                 .or_else(|| {
-                    springboard_in(startup.iter().copied(), addr, used, planned)
+                    springboard_in(startup.iter().copied(), own, used, planned)
                         .map(|s| (s, "startup code"))
                 })
                 .ok_or(if go { KindRefusal::GoPadding } else { KindRefusal::NoSpringboard })?;
@@ -680,6 +720,12 @@ impl Planner<'_> {
             |chosen: Option<Chosen>, mut refused: Vec<(SpliceKind, KindRefusal)>| match plan_trap(
                 live, addr, addr,
             ) {
+                // The int3 alone is written, but an earlier jump's displaced bytes (padded
+                // over filler) or a springboard may hold this address.
+                Ok(_) if overlaps(addr, 1, planned, &boards.borrow()) => {
+                    refused.push((SpliceKind::Trap, KindRefusal::Overlap));
+                    Err(Reason::Kinds { chosen, refused })
+                }
                 Ok(d) => Ok(Plan {
                     kind: SpliceKind::Trap,
                     reason: reason(chosen, refused),
@@ -700,7 +746,7 @@ impl Planner<'_> {
             };
         let chosen =
             if guard { Some(Chosen::Guard) } else { self.force_kind.map(|_| Chosen::Forced) };
-        Ok(match (guard, self.force_kind) {
+        let res = match (guard, self.force_kind) {
             (true, _) => match jump2() {
                 Ok(j) => Ok(jump2_plan(chosen, Vec::new(), j)),
                 Err(r) => trap(chosen, vec![(SpliceKind::Jump2, r)]),
@@ -733,7 +779,9 @@ impl Planner<'_> {
                     Err(r2) => trap(None, vec![(SpliceKind::Jump5, r5), (SpliceKind::Jump2, r2)]),
                 },
             },
-        })
+        };
+        self.springboards = boards.into_inner();
+        Ok(res)
     }
 }
 
@@ -744,22 +792,48 @@ fn function_view<'a>(
     others: &[u64],
     starts: &'a mut Vec<u64>,
 ) -> FunctionView<'a> {
+    block_starts(cfg, f, bias, others, starts);
+    view_of(cfg, f, bias, starts, has_unanalysable_jump(cfg, f))
+}
+
+/// Into `starts`: the sorted block starts of function `f` and the other probed addresses
+/// (`others`, sorted) in its reach, as target addresses.
+fn block_starts(cfg: &Cfg, f: FuncId, bias: u64, others: &[u64], starts: &mut Vec<u64>) {
     let fun = cfg.function(f);
     starts.clear();
     starts.extend(cfg.blocks_of(f).iter().map(|b| b.start.0 + bias));
-    // Other probed addresses (sorted) count as branch targets: no splice may cover one.
-    let (lo, hi) = (fun.extent.start + bias, fun.extent.end + bias);
+    // Other probed addresses (sorted) count as branch targets: no splice may cover one. Past
+    // the extent too: a jump after a final `ret` may be padded over the filler that follows
+    // (up to 4 more bytes, ending inside a filler instruction of at most 15), and an entry
+    // found in that filler is no less a site.
+    let (lo, hi) = (fun.extent.start + bias, fun.extent.end + bias + 20);
     let from = others.partition_point(|a| *a < lo);
     let to = others.partition_point(|a| *a < hi);
     starts.extend_from_slice(&others[from..to]);
     starts.sort_unstable();
     starts.dedup();
+}
+
+/// The view of function `f` with its block starts ([`block_starts`]) and whether it has an
+/// unanalysable jump already found.
+fn view_of<'a>(
+    cfg: &'a Cfg,
+    f: FuncId,
+    bias: u64,
+    starts: &'a [u64],
+    has_unanalysable_jump: bool,
+) -> FunctionView<'a> {
+    let fun = cfg.function(f);
     FunctionView {
         name: &fun.name,
         extent: fun.extent.start + bias..fun.extent.end + bias,
         block_starts: starts,
-        has_unanalysable_jump: cfg.blocks_of(f).iter().any(|b| b.term == Terminator::Unanalysable),
+        has_unanalysable_jump,
     }
+}
+
+fn has_unanalysable_jump(cfg: &Cfg, f: FuncId) -> bool {
+    cfg.blocks_of(f).iter().any(|b| b.term == Terminator::Unanalysable)
 }
 
 /// What is live just before the instruction at image address `addr`: from the block's
@@ -962,33 +1036,75 @@ fn one_instruction_only(d: &Displaced) -> Option<u64> {
     d.insns.get(1).map(|i| i.ip())
 }
 
+/// DESIGN.md §5: no two splices and no splice and springboard share a byte (one would
+/// overwrite the other, and removal would restore bytes that are not the original). The
+/// planner keeps this as it goes; this checks the finished plan once, so a slip anywhere in
+/// it is an error before anything is written, not a corrupted target.
+fn check_disjoint(sites: &[SitePlan], springboards: &[(u64, u64)]) -> Result<(), InstrumentError> {
+    let mut all: Vec<(u64, u64, Option<usize>)> = sites
+        .iter()
+        .enumerate()
+        .map(|(k, sp)| {
+            let d = &sp.plan.displaced;
+            (d.point, d.point + d.len as u64, Some(k))
+        })
+        .chain(springboards.iter().map(|&(a, b)| (a, b, None)))
+        .collect();
+    all.sort_unstable();
+    let what = |e: &(u64, u64, Option<usize>)| match e.2 {
+        Some(k) => format!("{:?} splice [{:#x}, {:#x})", sites[k].plan.kind, e.0, e.1),
+        None => format!("springboard [{:#x}, {:#x})", e.0, e.1),
+    };
+    match all.windows(2).find(|w| w[1].0 < w[0].1) {
+        Some(w) => Err(InstrumentError::PlanOverlap { first: what(&w[0]), second: what(&w[1]) }),
+        None => Ok(()),
+    }
+}
+
+/// Springboards taken, in the order taken (the installer writes them so), and as ranges to
+/// look up: a large plan takes tens of thousands, and every site checks against them.
+#[derive(Default)]
+struct Boards {
+    list: Vec<(u64, u64)>,
+    ranges: Ranges,
+}
+
+impl Boards {
+    fn push(&mut self, start: u64, end: u64) {
+        self.list.push((start, end));
+        self.ranges.insert(start, end);
+    }
+}
+
 /// Whether `[addr, addr+len)` meets the bytes of a planned splice or a springboard.
-fn overlaps(addr: u64, len: usize, planned: &Ranges, springboards: &[(u64, u64)]) -> bool {
+fn overlaps(addr: u64, len: usize, planned: &Ranges, springboards: &Boards) -> bool {
     let end = addr + len as u64;
-    planned.meets(addr, end).is_some() || springboards.iter().any(|&(b, e)| addr < e && b < end)
+    planned.meets(addr, end).is_some() || springboards.ranges.meets(addr, end).is_some()
 }
 
 /// Five bytes of `ranges` (target addresses, `[start, end)`) for a springboard within
-/// `jmp rel8` reach of `point` (so that `point + 2 - 128 <= sb <= point + 2 + 127`), not yet
-/// used; the bytes taken are added to `used`.
+/// `jmp rel8` reach of the jump2 at `site.0` (so that `point + 2 - 128 <= sb <= point + 2 +
+/// 127`), not yet used and outside the site's own bytes `[site.0, site.1)`; the bytes taken
+/// are added to `used`.
 fn springboard_in(
     ranges: impl Iterator<Item = (u64, u64)>,
-    point: u64,
-    used: &mut Vec<(u64, u64)>,
+    site: (u64, u64),
+    used: &mut Boards,
     planned: &Ranges,
 ) -> Option<u64> {
+    let point = site.0;
     let (lo, hi) = ((point + 2).saturating_sub(128), point + 2 + 127);
     for (start, end) in ranges {
         let mut sb = start.max(lo);
         while sb + SPRINGBOARD_LEN <= end && sb <= hi {
             // Padding may also be covered by a jump splice after a return.
             let taken = planned.meets(sb, sb + SPRINGBOARD_LEN);
-            let springboard =
-                used.iter().find(|(a, b)| sb < *b && *a < sb + SPRINGBOARD_LEN).map(|(_, b)| *b);
-            match taken.or(springboard) {
+            let springboard = used.ranges.meets(sb, sb + SPRINGBOARD_LEN);
+            let own = (sb < site.1 && site.0 < sb + SPRINGBOARD_LEN).then_some(site.1);
+            match taken.or(springboard).or(own) {
                 Some(b) => sb = b,
                 None => {
-                    used.push((sb, sb + SPRINGBOARD_LEN));
+                    used.push(sb, sb + SPRINGBOARD_LEN);
                     return Some(sb);
                 }
             }
@@ -997,17 +1113,24 @@ fn springboard_in(
     None
 }
 
-/// Five bytes of padding for a springboard within `jmp rel8` reach of `point`, not yet used.
+/// Five bytes of padding for a springboard within `jmp rel8` reach of the jump2 `site` (its
+/// bytes, `[start, end)`), not yet used.
 /// `pads` are the module's padding runs in image addresses, `bias` its load bias.
 fn springboard_near(
     pads: &[kerf_analysis::cfg::Padding],
     bias: u64,
-    point: u64,
-    used: &mut Vec<(u64, u64)>,
+    site: (u64, u64),
+    used: &mut Boards,
     planned: &Ranges,
 ) -> Option<u64> {
-    let ranges = pads.iter().map(|p| (p.start.0 + bias, p.start.0 + bias + p.len as u64));
-    springboard_in(ranges, point, used, planned)
+    // Only the runs within reach (the runs are sorted and disjoint; a large library has
+    // ~90,000, and every jump2 and trap site asks).
+    let lo = (site.0 + 2).saturating_sub(128 + bias);
+    let first = pads.partition_point(|p| p.start.0 + p.len as u64 <= lo);
+    let hi = site.0 + 2 + 127 - bias.min(site.0 + 2 + 127);
+    let near = pads[first..].iter().take_while(|p| p.start.0 <= hi);
+    let ranges = near.map(|p| (p.start.0 + bias, p.start.0 + bias + p.len as u64));
+    springboard_in(ranges, site, used, planned)
 }
 
 #[cfg(test)]
@@ -1061,5 +1184,55 @@ mod tests {
         assert_eq!(at_last(&[0x48, 0x89, 0xc4, 0xc3]), None);
         // and rsp, -16; ret
         assert_eq!(at_last(&[0x48, 0x83, 0xe4, 0xf0, 0xc3]), None);
+    }
+
+    /// A jump2 padded over the filler after its `ret` covers `[0x1000, 0x100b)`: its
+    /// springboard goes after that, not into its own bytes (which it would overwrite).
+    #[test]
+    fn springboard_not_in_the_sites_own_bytes() {
+        let mut used = Boards::default();
+        let planned = Ranges::default();
+        let pad = [(0x1001, 0x1010)];
+        let sb = springboard_in(pad.iter().copied(), (0x1000, 0x100b), &mut used, &planned);
+        assert_eq!(sb, Some(0x100b));
+        // The next one takes what is left, or nothing.
+        let sb = springboard_in(pad.iter().copied(), (0x1000, 0x1001), &mut used, &planned);
+        assert_eq!(sb, Some(0x1001));
+        let again = |used: &mut Boards| {
+            springboard_in(pad.iter().copied(), (0x1000, 0x1001), used, &planned)
+        };
+        assert_eq!(again(&mut used), Some(0x1006));
+        assert_eq!(again(&mut used), None);
+        assert_eq!(used.list, [(0x100b, 0x1010), (0x1001, 0x1006), (0x1006, 0x100b)]);
+    }
+
+    fn site(kind: SpliceKind, point: u64, len: usize) -> SitePlan {
+        SitePlan {
+            first: 0,
+            members: vec![0],
+            plan: Plan {
+                kind,
+                reason: None,
+                displaced: Displaced { point, insns: Vec::new(), len },
+                springboard: None,
+            },
+            live: LiveAt::ALL,
+            stacks: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_plan_whose_bytes_overlap_is_refused() {
+        let ok = [site(SpliceKind::Jump5, 0x1000, 16), site(SpliceKind::Trap, 0x1010, 3)];
+        assert!(check_disjoint(&ok, &[(0x1020, 0x1025)]).is_ok());
+        // A trap inside a jump's padded bytes (libLLVM-14, before table exits stopped
+        // starting functions in padding).
+        let bad = [site(SpliceKind::Jump5, 0x1063, 13), site(SpliceKind::Trap, 0x106c, 1)];
+        let e = check_disjoint(&bad, &[]).unwrap_err().to_string();
+        assert!(e.contains("Jump5 splice [0x1063, 0x1070)") && e.contains("Trap splice"), "{e}");
+        // A springboard in a site's bytes, in any order of the sites.
+        let bad = [site(SpliceKind::Trap, 0x2000, 1), site(SpliceKind::Jump2, 0x1000, 11)];
+        let e = check_disjoint(&bad, &[(0x1001, 0x1006)]).unwrap_err().to_string();
+        assert!(e.contains("springboard [0x1001, 0x1006)"), "{e}");
     }
 }

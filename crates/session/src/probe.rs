@@ -387,6 +387,12 @@ pub enum InstrumentError {
         addr: u64,
         timer: usize,
     },
+    /// Two planned splices, or a splice and a springboard, would share bytes (a planner bug,
+    /// caught before anything is written).
+    PlanOverlap {
+        first: String,
+        second: String,
+    },
     /// A [`Action::Flag`] probe's byte lies past the tool's area.
     FlagOutsideArea {
         label: String,
@@ -529,6 +535,11 @@ impl fmt::Display for InstrumentError {
                 f,
                 "cannot instrument {label} at {addr:#x}: timer {timer}'s probes must all be in \
                  one module"
+            ),
+            E::PlanOverlap { first, second } => write!(
+                f,
+                "internal error, nothing written: the plan has a {first} and a {second} that \
+                 share bytes"
             ),
             E::FlagOutsideArea { label, off, area } => write!(
                 f,

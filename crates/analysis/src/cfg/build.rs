@@ -204,6 +204,11 @@ pub(crate) struct FuncCfg {
     pub tables: Vec<JumpTable>,
     /// Call and tail-call targets (possibly not yet known as functions).
     pub callees: Vec<ImageAddr>,
+    /// Jump-table targets outside the function. Not trusted to start functions: a table
+    /// whose bound came from a mask wider than the index's real range runs into the next
+    /// table's entries, which taken relative to this table's base land anywhere, often in
+    /// the padding after another function (77 blocks of libLLVM-14 were found there).
+    pub table_exits: Vec<ImageAddr>,
     pub insn_bytes: u64,
     pub extent: Range<u64>,
     /// Whether some block returns, tail-calls or jumps somewhere unknown.
@@ -240,7 +245,7 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
     // Jump tables whose bounds check turned out not to dominate the jump are distrusted and
     // the function traversed again without them (rare: a few per large library).
     let mut distrust: AddrSet = AddrSet::default();
-    let Traversal { insns, order, leaders, mut callees } = loop {
+    let Traversal { insns, order, leaders, mut callees, mut table_exits } = loop {
         let t = traverse(seed, cx, &mut sc, &distrust);
         let bad = undominated_tables(&t.insns, &t.leaders);
         if bad.is_empty() {
@@ -346,6 +351,8 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
     };
     callees.sort_unstable();
     callees.dedup();
+    table_exits.sort_unstable();
+    table_exits.dedup();
     let (edges, outside) = pack_edges(&edges, &blocks);
     Some(FuncCfg {
         entry: seed.entry,
@@ -355,6 +362,7 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
         outside,
         tables,
         callees: callees.to_vec(),
+        table_exits: table_exits.to_vec(),
         insn_bytes,
         extent,
         may_return,
@@ -407,6 +415,7 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
         leaders.insert(*e);
     }
     let mut callees: Vec<ImageAddr> = Vec::new();
+    let mut table_exits: Vec<ImageAddr> = Vec::new();
     // Other functions' entries inside our range (aliases aside, usually none): a jump there
     // is a tail call, not a branch inside this function.
     let inner = cx.functions_in(seed.bound.clone());
@@ -542,7 +551,7 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
                         }
                         let res = fit_table(res, a, seed, sc, &mut boundaries);
                         if let Resolution::Table(t, _) = &res {
-                            follow(t, &local, &mut leaders, &mut work, &mut callees);
+                            follow(t, &local, &mut leaders, &mut work, &mut table_exits);
                         }
                         item.resolution = Some(Box::new(res));
                         insns.push(item);
@@ -582,7 +591,7 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
                 let res = fit_table(res, jmp.ip(), seed, sc, &mut boundaries);
                 if let Resolution::Table(t, _) = &res {
                     resolved_any = true;
-                    follow(t, &local, &mut leaders, &mut work, &mut callees);
+                    follow(t, &local, &mut leaders, &mut work, &mut table_exits);
                     insns[p.jump as usize].resolution = Some(Box::new(res));
                 }
             }
@@ -597,7 +606,7 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
             .collect();
         let gaps = if seed.sized { gap_starts(&order, &mut open, inner, sc) } else { Vec::new() };
         if gaps.is_empty() {
-            return Traversal { insns, order, leaders, callees };
+            return Traversal { insns, order, leaders, callees, table_exits };
         }
         for a in gaps {
             leaders.insert(a);
@@ -627,20 +636,20 @@ fn fit_table(
     }
 }
 
-/// Queue a table's targets: this function's as blocks to decode, others' as callees.
+/// Queue a table's targets: this function's as blocks to decode, others' as table exits.
 fn follow(
     t: &JumpTable,
     local: &dyn Fn(u64) -> bool,
     leaders: &mut AddrBits,
     work: &mut Vec<(u64, Hint)>,
-    callees: &mut Vec<ImageAddr>,
+    exits: &mut Vec<ImageAddr>,
 ) {
     for tg in &t.targets {
         if local(tg.0) {
             leaders.insert(tg.0);
             work.push((tg.0, Hint::NONE));
         } else {
-            callees.push(*tg);
+            exits.push(*tg);
         }
     }
 }
@@ -708,6 +717,8 @@ struct Traversal {
     leaders: AddrBits,
     /// Call and tail-call targets.
     callees: Vec<ImageAddr>,
+    /// Jump-table targets outside the function (see [`FuncCfg::table_exits`]).
+    table_exits: Vec<ImageAddr>,
 }
 
 /// Indirect jumps whose table bound came from a compare that does not dominate them: some
