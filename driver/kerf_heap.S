@@ -11,16 +11,17 @@
  * The module loader maps this section read-only + executable with the rest of kerf.ko's text
  * (CONFIG_STRICT_MODULE_RWX), so it is never writable and executable at once: kerf writes it
  * only through text_poke_copy(), which patches through a temporary alias mapping.
- * It is filled with int3 so that a stray jump into unwritten heap traps instead of running
- * garbage.
+ * The section is NOBITS, so the .ko file does not carry its 64 MiB: the loader zeroes it, and
+ * kerf_init() fills it with int3 (text_poke_set()) so that a stray jump into unwritten heap
+ * traps instead of running zeroes as `add [rax], al`.
  */
 #include <linux/linkage.h>
 #include "kerf_heap.h"
 
-	.section .text.kerf_patch_heap, "ax", @progbits
+	.section .text.kerf_patch_heap, "ax", @nobits
 	.balign KERF_HEAP_ALIGN
 	.globl kerf_patch_heap
 kerf_patch_heap:
-	.fill KERF_PATCH_HEAP_SIZE, 1, 0xcc
+	.skip KERF_PATCH_HEAP_SIZE
 	.globl kerf_patch_heap_end
 kerf_patch_heap_end:

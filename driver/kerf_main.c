@@ -53,8 +53,9 @@
 #include "kerf_heap.h"
 #include "kerf_selftest.h"
 
-#define KERF_MAX_SPLICES	65536
-#define KERF_MAX_TRAPS		65536
+/* Every block of core text is about 700,000 splices, a sixth of them traps. */
+#define KERF_MAX_SPLICES	(1 << 20)
+#define KERF_MAX_TRAPS		(1 << 20)
 /* text_poke_queue() decodes the emulated instruction from a buffer of up to MAX_INSN_SIZE bytes. */
 #define KERF_INSN_BUF		16
 /*
@@ -79,12 +80,15 @@ static struct {
 	void (*text_poke_finish)(void);
 	void *(*text_poke)(void *addr, const void *opcode, size_t len);
 	void *(*text_poke_copy)(void *addr, const void *opcode, size_t len);
+	void *(*text_poke_set)(void *addr, int c, size_t len);
 	struct mutex *text_mutex;
 	bool (*within_kprobe_blacklist)(unsigned long addr);
 	unsigned long (*ftrace_location_range)(unsigned long start, unsigned long end);
 	int (*jump_label_text_reserved)(void *start, void *end);
 	int (*static_call_text_reserved)(void *start, void *end);
 	int (*alternatives_text_reserved)(void *start, void *end);
+	int (*kallsyms_lookup_size_offset)(unsigned long addr, unsigned long *size,
+					   unsigned long *offset);
 	struct kprobe *(*get_kprobe)(void *addr);
 	struct bug_entry *(*find_bug)(unsigned long bugaddr);
 	const struct exception_table_entry *(*search_exception_tables)(unsigned long addr);
@@ -462,6 +466,52 @@ static void kerf_index_free(void)
 	kvfree(kerf_core_bugs.a);
 }
 
+/*
+ * Functions the kprobe blacklist misses that exception entry code calls before it allows
+ * instrumentation: a splice there (or the int3 each jump splice goes in behind) is hit inside
+ * that code, where nothing may be. 6.1's handle_bug() calls is_valid_bugaddr() so on every
+ * #UD (each WARN); later kernels mark it noinstr. Covering every block of core text ended in
+ * an endless #UD, #BP loop through it.
+ */
+static const char *const kerf_denied_names[] = { "is_valid_bugaddr" };
+static struct {
+	unsigned long start, end;
+} kerf_denied[ARRAY_SIZE(kerf_denied_names)];
+
+/**
+ * kerf_resolve_denied() - find each of kerf_denied_names (one not found is skipped)
+ */
+static void kerf_resolve_denied(void)
+{
+	unsigned long addr, size, off;
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(kerf_denied_names); i++) {
+		addr = ks.kallsyms_lookup_name(kerf_denied_names[i]);
+		if (addr && ks.kallsyms_lookup_size_offset(addr, &size, &off) && !off) {
+			kerf_denied[i].start = addr;
+			kerf_denied[i].end = addr + size;
+		}
+	}
+}
+
+/**
+ * kerf_denied_meets() - does [addr, end) meet a function of kerf_denied_names?
+ * @addr: first byte
+ * @end: one past the last byte
+ *
+ * Return: true if it does.
+ */
+static bool kerf_denied_meets(unsigned long addr, unsigned long end)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(kerf_denied); i++)
+		if (addr < kerf_denied[i].end && kerf_denied[i].start < end)
+			return true;
+	return false;
+}
+
 /**
  * kerf_check_text() - is [addr, addr+len) text that kerf may splice?
  * @addr: first byte
@@ -518,6 +568,10 @@ static int kerf_check_text(unsigned long addr, unsigned int len, struct module *
 		preempt_enable();
 		if (ret)
 			return ret;
+	}
+	if (kerf_denied_meets(addr, end)) {
+		ret = -EPERM;
+		goto err_put;
 	}
 	for (a = addr; a < end; a++) {
 		if (ks.within_kprobe_blacklist(a) ||
@@ -1797,6 +1851,8 @@ static int kerf_resolve(void)
 		KERF_SYM(text_poke_finish, "text_poke_finish"),
 		KERF_SYM(text_poke, "text_poke"),
 		KERF_SYM(text_poke_copy, "text_poke_copy"),
+		KERF_SYM(text_poke_set, "text_poke_set"),
+		KERF_SYM(kallsyms_lookup_size_offset, "kallsyms_lookup_size_offset"),
 		KERF_SYM(text_mutex, "text_mutex"),
 		KERF_SYM(within_kprobe_blacklist, "within_kprobe_blacklist"),
 		KERF_SYM(ftrace_location_range, "ftrace_location_range"),
@@ -1840,6 +1896,24 @@ static int kerf_resolve(void)
 }
 
 /**
+ * kerf_fill_heap() - fill the patch heap with int3
+ *
+ * The heap is a NOBITS section (kerf_heap.S), zeroed by the loader and already read-only +
+ * executable; text_poke_set() writes it through a temporary alias, taking text_mutex itself.
+ *
+ * Return: 0 or -EIO.
+ */
+static int kerf_fill_heap(void)
+{
+	size_t len = kerf_patch_heap_end - kerf_patch_heap;
+
+	if (!ks.text_poke_set(kerf_patch_heap, 0xcc, len) ||
+	    memchr_inv(kerf_patch_heap, 0xcc, len))
+		return -EIO;
+	return 0;
+}
+
+/**
  * kerf_init() - resolve the unexported helpers, hook int3, create /dev/kerf
  *
  * Return: 0 or a negative errno (a missing symbol is -ENOENT, named in the log).
@@ -1851,7 +1925,13 @@ static int __init kerf_init(void)
 	ret = kerf_resolve();
 	if (ret)
 		return ret;
+	ret = kerf_fill_heap();
+	if (ret) {
+		pr_err("cannot fill the patch heap with int3\n");
+		return ret;
+	}
 	kerf_index_core();
+	kerf_resolve_denied();
 	ret = register_die_notifier(&kerf_int3_nb);
 	if (ret)
 		return ret;

@@ -38,6 +38,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
         serve: None,
         force_kind: None,
         plan_threads: None,
+        no_traps: false,
         kernel: false,
         command: Vec::new(),
     };

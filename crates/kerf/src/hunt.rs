@@ -88,6 +88,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     let live = LiveOptions {
         tid: None,
         sampling: Sampling { interval: args.round, duration: Some(args.round), at_once: false },
+        no_traps: false,
         force_kind: None,
         plan_threads: None,
         live_table: false,

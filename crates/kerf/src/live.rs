@@ -49,6 +49,11 @@ pub struct LiveArgs {
     /// Instrument the running kernel (needs kerf's driver, kerf.ko).
     #[arg(long, conflicts_with_all = ["tid", "command"])]
     pub kernel: bool,
+    /// With --kernel: no trap splices; a point only an int3 could take is left out, with why.
+    /// For very many points (every block of core text), where traps on paths every CPU runs
+    /// all the time would cost an exception per hit while they go in.
+    #[arg(long, requires = "kernel")]
+    pub no_traps: bool,
     /// Command to launch (held at its entry point until the probes are in): `-- CMD ARGS`.
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -96,6 +101,7 @@ impl LiveArgs {
             },
             force_kind,
             plan_threads: self.plan_threads.map(usize::from),
+            no_traps: self.no_traps,
             live_table: !self.json,
         }
     }

@@ -35,6 +35,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     let opts = LiveOptions {
         tid: None,
         sampling: Sampling { interval: 0.1, duration: args.duration, at_once: false },
+        no_traps: false,
         force_kind: None,
         plan_threads: None,
         live_table: false,

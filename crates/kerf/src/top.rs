@@ -160,6 +160,7 @@ pub fn run_top(args: Args) -> Result<(), crate::Error> {
     let mut live = LiveOptions {
         tid: None,
         sampling: Sampling { interval: args.interval, duration: None, at_once: false },
+        no_traps: false,
         force_kind: None,
         plan_threads: None,
         live_table: false,

@@ -224,6 +224,8 @@ pub struct KernelOptions {
     pub force_kind: Option<SpliceKind>,
     /// Run probes only while the task with this id (a thread's pid) is current.
     pub only_pid: Option<u32>,
+    /// No trap splices ([`Rules::no_trap`]).
+    pub no_traps: bool,
 }
 
 /// Probes spliced into the live kernel.
@@ -239,6 +241,8 @@ pub struct KernelBackend<'k> {
     kernel: &'k Kernel,
     /// Run probes only while the task with this id is current (`-p` with `--kernel`).
     only_pid: Option<u32>,
+    /// No trap splices (`--no-traps`).
+    no_traps: bool,
     /// Patch heap handed out so far.
     used: u64,
     /// The data heap's address, once cleared for this session.
@@ -258,6 +262,7 @@ impl<'k> KernelBackend<'k> {
         KernelBackend {
             kernel,
             only_pid: opts.only_pid,
+            no_traps: opts.no_traps,
             used: 0,
             data: None,
             int3_time: Duration::ZERO,
@@ -509,7 +514,7 @@ impl Backend for KernelBackend<'_> {
     }
 
     fn rules(&self) -> Rules {
-        Rules::KERNEL
+        Rules { no_trap: self.no_traps, ..Rules::KERNEL }
     }
 
     /// Code patches are written one driver call each: a chunk is only how often the

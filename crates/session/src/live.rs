@@ -561,8 +561,9 @@ impl KernelTarget {
         probes: &[Probe],
         tool: &ToolData,
         force_kind: Option<kerf_patch::SpliceKind>,
+        no_traps: bool,
     ) -> Result<KernelInstrumentation<'_>, InstrumentError> {
-        let opts = KernelOptions { force_kind, only_pid: self.only_pid };
+        let opts = KernelOptions { force_kind, only_pid: self.only_pid, no_traps };
         KernelInstrumentation::install(&self.kernel, probes, tool, opts)
     }
 

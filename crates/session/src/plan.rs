@@ -29,11 +29,16 @@ pub struct Rules {
     /// A probe at a function's entry goes after its `endbr64` and its 5-byte ftrace site
     /// (`call __fentry__` or the nop ftrace leaves there): those bytes belong to ftrace.
     pub skip_entry_prefix: bool,
+    /// No trap splices: a site no jump can take is refused. Every block of a kernel's core
+    /// text holds tens of thousands of trap sites, some on paths every CPU runs all the time
+    /// (interrupts, the scheduler); each hit is an exception until the probe is out again,
+    /// and while they go in, kerf itself runs through those paths.
+    pub no_trap: bool,
 }
 
 impl Rules {
-    pub const PROCESS: Rules = Rules { skip_entry_prefix: false };
-    pub const KERNEL: Rules = Rules { skip_entry_prefix: true };
+    pub const PROCESS: Rules = Rules { skip_entry_prefix: false, no_trap: false };
+    pub const KERNEL: Rules = Rules { skip_entry_prefix: true, no_trap: false };
 }
 
 /// One planned site: the probes placed there, its splice, and every fact about its point
@@ -253,6 +258,7 @@ fn plan_modules(
             .enumerate()
             .map(|(k, m)| planned[k] && kerf_analysis::image::is_go_image(&m.bytes))
             .collect(),
+        no_trap: rules.no_trap,
     };
     let mut order: Vec<usize> =
         (0..probes.len()).filter(|&i| planned[probes[i].point.module]).collect();
@@ -525,6 +531,8 @@ struct Planner<'a> {
     /// Per module: Go code, where a jump may displace one instruction only (see
     /// [`one_instruction_only`]).
     go: Vec<bool>,
+    /// [`Rules::no_trap`].
+    no_trap: bool,
 }
 
 /// What `Planner::plan` computes at an exact point from the analysis and the file alone.
@@ -716,10 +724,15 @@ impl Planner<'_> {
         let reason = |chosen: Option<Chosen>, refused: Vec<(SpliceKind, KindRefusal)>| {
             (chosen.is_some() || !refused.is_empty()).then_some(Reason::Kinds { chosen, refused })
         };
+        let no_trap = self.no_trap;
         let trap =
             |chosen: Option<Chosen>, mut refused: Vec<(SpliceKind, KindRefusal)>| match plan_trap(
                 live, addr, addr,
             ) {
+                Ok(_) if no_trap => {
+                    refused.push((SpliceKind::Trap, KindRefusal::TrapsOff));
+                    Err(Reason::Kinds { chosen, refused })
+                }
                 // The int3 alone is written, but an earlier jump's displaced bytes (padded
                 // over filler) or a springboard may hold this address.
                 Ok(_) if overlaps(addr, 1, planned, &boards.borrow()) => {

@@ -178,6 +178,8 @@ pub enum KindRefusal {
     /// signal (SIGURG) lands there, the runtime finds the PC past that function's tables and
     /// throws "invalid runtime symbol table".
     GoPadding,
+    /// Traps are off for this instrumentation (`--no-traps`).
+    TrapsOff,
 }
 
 impl fmt::Display for KindRefusal {
@@ -185,6 +187,7 @@ impl fmt::Display for KindRefusal {
         match self {
             KindRefusal::Patch(r) => write!(f, "{r}"),
             KindRefusal::Overlap => write!(f, "would overlap another probe's splice"),
+            KindRefusal::TrapsOff => write!(f, "traps are off (--no-traps)"),
             KindRefusal::NeverSpliced(n) => {
                 write!(f, "the displaced bytes reach code never spliced: {n}")
             }

@@ -153,6 +153,36 @@ fn forced_kinds_and_typed_reasons() {
     );
 }
 
+/// With traps off (`--no-traps`), the points only a trap could take are refused with that
+/// reason, and every other point is planned as without the rule.
+#[test]
+fn traps_off_refuses_exactly_the_trap_sites() {
+    let m = common::fixture("tailcall");
+    let probes = blocks(&m, &["is_even", "jump_through_register"]);
+    let with = plan(&m, &probes, None);
+    let rules = Rules { no_trap: true, ..Rules::PROCESS };
+    let without = plan_sites(std::slice::from_ref(&m), &probes, None, &[], rules, None).unwrap();
+    let traps: Vec<u64> = with
+        .sites
+        .iter()
+        .filter(|sp| sp.plan.kind == SpliceKind::Trap)
+        .map(|sp| sp.plan.displaced.point)
+        .collect();
+    assert!(!traps.is_empty(), "the fixture has trap sites: {}", text(&probes, &with));
+    let refused: Vec<u64> = without.refused.iter().map(|r| r.addr).collect();
+    assert_eq!(refused, traps);
+    assert!(without.refused.iter().all(|r| r.reason.to_string().contains("traps are off")));
+    let kept = |s: &Sites| -> Vec<(u64, SpliceKind)> {
+        let mut v: Vec<_> =
+            s.sites.iter().map(|sp| (sp.plan.displaced.point, sp.plan.kind)).collect();
+        v.sort_by_key(|x| x.0);
+        v
+    };
+    let mut jumps = kept(&with);
+    jumps.retain(|(_, k)| *k != SpliceKind::Trap);
+    assert_eq!(kept(&without), jumps);
+}
+
 /// Code no splice may touch is refused with its own reason; nothing placed at all is the
 /// error, carrying the refusal.
 #[test]

@@ -28,6 +28,8 @@ pub struct LiveOptions {
     pub force_kind: Option<SpliceKind>,
     /// Threads splice planning runs on in a process (`None`: every CPU).
     pub plan_threads: Option<usize>,
+    /// Kernel: no trap splices; a point only a trap could take is left out, with why.
+    pub no_traps: bool,
     /// Render the live table every interval (off with `--json`, where only the summary goes
     /// out).
     pub live_table: bool,
@@ -453,7 +455,9 @@ fn run_kernel<T: LiveTool>(
     tool.kernel_only_task(k.only_pid);
     let (probes, data, built) = tool.build(&k.kernel.images, &[], TargetKind::Kernel)?;
     check_interrupted()?;
-    let mut inst = k.install(&probes, &data, opts.force_kind).map_err(ToolError::KernelInstall)?;
+    let mut inst = k
+        .install(&probes, &data, opts.force_kind, opts.no_traps)
+        .map_err(ToolError::KernelInstall)?;
     events.say(&kernel_spliced_line(&inst));
     let refused = refused_json(&inst, events, tool.many_refusals());
     tool.installed(&built, events, &inst);

@@ -530,7 +530,7 @@ impl LiveTool for Trace {
                 return Err(ToolError::Usage(format!("--off {name}: no probe is in that stream")));
             }
         }
-        let inst = k.install(&probes, &data, None).map_err(ToolError::KernelInstall)?;
+        let inst = k.install(&probes, &data, None, false).map_err(ToolError::KernelInstall)?;
         let (n, refused) = (inst.sites().len(), inst.refused.len());
         events.say(&format!("kernel: {n} points spliced beside the process ({refused} refused)"));
         *self.kernel.borrow_mut() = Some(KernelSide { built: kbuilt, probes, inst });

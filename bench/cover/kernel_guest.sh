@@ -1,0 +1,37 @@
+#!/bin/sh
+# The guest half of bench/cover_kernel.sh: a system-call workload (Debian's stress-ng, a fixed
+# set of stressors, one instance each, in runs of STEP seconds) before, under and after
+# `kerf cover --kernel` of every block of SCOPE (default: core text, `vmlinux`), with traps off
+# (`--no-traps`; NOTRAPS= lets them in). Prints "SAMPLE phase n bogo_ops" per run (phase
+# alone0, cover, alone1), "LIVE ..." lines of kerf's live table, "RESULT key value" lines and
+# DONE.
+set -u
+N=${N:-20}
+STEP=${STEP:-2}
+SCOPE=${SCOPE:-vmlinux}
+STRESS="--open 1 --dup 1 --fstat 1 --pipe 1"
+insmod /kerf/kerf.ko || { echo "RESULT error insmod"; exit 1; }
+ops() { /kerf/stress-ng $STRESS -t "$STEP" --metrics-brief 2>&1 | awk '$4 ~ /^(open|dup|fstat|pipe)$/ && $5 ~ /^[0-9]+$/ {s += $5} END {print s + 0}'; }
+t0=$(date +%s)
+kerf analyze --kernel --json > /tmp/an.json 2>/tmp/an.err || { echo "RESULT error analyze $(tail -2 /tmp/an.err)"; exit 1; }
+echo "RESULT analyze_s $(( $(date +%s) - t0 ))"
+for i in $(seq "$N"); do echo "SAMPLE alone0 $i $(ops)"; done
+dmesg > /tmp/dmesg0
+t0=$(date +%s)
+kerf cover --kernel ${NOTRAPS---no-traps} --json --interval "$STEP" $SCOPE > /tmp/cov.json 2>/tmp/cov.err &
+K=$!
+while ! grep -q "points spliced" /tmp/cov.err; do
+  kill -0 $K 2>/dev/null || { echo "RESULT error cover $(tail -c 600 /tmp/cov.err)"; exit 1; }
+  sleep 1
+done
+echo "RESULT live_s $(( $(date +%s) - t0 ))"
+echo "RESULT spliced $(grep -m1 'points spliced' /tmp/cov.err)"
+echo "RESULT kerf_rss_kb $(awk '/VmHWM/ {print $2}' /proc/$K/status)"
+echo "RESULT guest_used_mb $(free -m | awk '/Mem:/ {print $3}')"
+for i in $(seq "$N"); do echo "SAMPLE cover $i $(ops)"; done
+kill -INT $K; wait $K; echo "RESULT kerf_exit $?"
+tr -d '\r' < /tmp/cov.err | grep -E "covered|probes" | sed 's/^/LIVE /' | tail -40
+for i in $(seq "$N"); do echo "SAMPLE alone1 $i $(ops)"; done
+dmesg > /tmp/dmesg1
+echo "RESULT new_warnings $(diff /tmp/dmesg0 /tmp/dmesg1 | grep -cE 'WARNING|BUG|Oops')"
+echo DONE
