@@ -44,4 +44,5 @@ if cov:
     print(f"# under kerf cover: first run {cov[0] / ref:.2f}, last five {statistics.mean(cov[-5:]) / ref:.2f}; "
           + (f"at 0.98 or above from run {k + 1} on" if k is not None else "never at 0.98 or above for good"))
 PY
-grep '^LIVE' "$W/out" | sed 's/^LIVE /  /'
+echo "# kerf's live table: [seconds since live, blocks covered, probes still in]"
+grep '^LIVE' "$W/out" | sed 's/^LIVE /  /' || echo "  (none)"

@@ -30,7 +30,8 @@ echo "RESULT kerf_rss_kb $(awk '/VmHWM/ {print $2}' /proc/$K/status)"
 echo "RESULT guest_used_mb $(free -m | awk '/Mem:/ {print $3}')"
 for i in $(seq "$N"); do echo "SAMPLE cover $i $(ops)"; done
 kill -INT $K; wait $K; echo "RESULT kerf_exit $?"
-tr -d '\r' < /tmp/cov.err | grep -E "covered|probes" | sed 's/^/LIVE /' | tail -40
+# The live table's samples: [seconds, blocks covered, probes still in], one a line.
+tr -d '\n' < /tmp/cov.json | grep -o '"over_time":\[\[[^"]*\]\]' | sed 's/^"over_time":\[//; s/\]$//; s/\],\[/]\n[/g' | sed 's/^/LIVE /'
 for i in $(seq "$N"); do echo "SAMPLE alone1 $i $(ops)"; done
 dmesg > /tmp/dmesg1
 echo "RESULT new_warnings $(diff /tmp/dmesg0 /tmp/dmesg1 | grep -cE 'WARNING|BUG|Oops')"
