@@ -98,6 +98,7 @@ static struct {
 	struct jump_entry *jump_table_start, *jump_table_stop;
 	struct static_call_site *static_call_sites_start, *static_call_sites_stop;
 	struct bug_entry *bug_table_start, *bug_table_stop;
+	struct atomic_notifier_head *die_chain;
 } ks;
 
 /*
@@ -275,8 +276,13 @@ resume:
 }
 NOKPROBE_SYMBOL(kerf_int3_notify);
 
+/*
+ * First in the chain but for notifiers of the same priority registered earlier (hw_breakpoint's
+ * for #DB): a trap hit then runs no other notifier before kerf claims it.
+ */
 static struct notifier_block kerf_int3_nb = {
 	.notifier_call = kerf_int3_notify,
+	.priority = INT_MAX,
 };
 
 /**
@@ -301,7 +307,9 @@ static int kerf_publish_traps(void)
 	xa_for_each(&kerf_traps_meta, addr, meta) {
 		tab->e[n].addr = addr;
 		tab->e[n].patch = meta->patch;
-		n++;
+		/* Tens of thousands of traps is a long walk (more under qemu TCG). */
+		if (!(++n % 4096))
+			cond_resched();
 	}
 	tab->n = n;
 	old = rcu_dereference_protected(kerf_traps, lockdep_is_held(&kerf_lock));
@@ -467,32 +475,71 @@ static void kerf_index_free(void)
 }
 
 /*
- * Functions the kprobe blacklist misses that exception entry code calls before it allows
- * instrumentation: a splice there (or the int3 each jump splice goes in behind) is hit inside
- * that code, where nothing may be. 6.1's handle_bug() calls is_valid_bugaddr() so on every
- * #UD (each WARN); later kernels mark it noinstr. Covering every block of core text ended in
- * an endless #UD, #BP loop through it.
+ * Functions the kprobe blacklist allows that kerf must still never splice, because the int3 path
+ * runs them where an int3 of kerf's would be met again while it is being handled, without end.
+ * Every kerf splice goes in as a kerf int3 first (the daemon's splice order: the int3, a
+ * quiescence, then the jmp over it), and kerf claims its int3s in a die notifier, which the
+ * kernel calls only after instrumentation is allowed; kprobes claim theirs before that and so
+ * need no such list. Covering every block of core text met each of these:
+ *   - is_valid_bugaddr(): 6.1's handle_bug() calls it on every #UD before it allows
+ *     instrumentation (later kernels mark it noinstr); it ended in an endless #UD, #BP loop.
+ *   - __rcu_read_lock(), __rcu_read_unlock(), rcu_read_unlock_special(): notify_die() takes
+ *     rcu_read_lock() around the die chain, and with PREEMPT_RCU (Debian's kernels) those are
+ *     calls. An int3 in __rcu_read_unlock() is met again on the way out of its own handler, so
+ *     the int3s nest until __nmi_enter()'s BUG_ON (kernel/entry/common.c; seen in the guest
+ *     with every block of core text, and with __rcu_read_unlock alone).
+ *   - every die notifier registered when kerf loads (kerf_resolve_denied() walks die_chain):
+ *     those ahead of kerf's run on each of kerf's int3s before kerf claims it.
+ * A die notifier registered after kerf loaded is not on the list.
  */
-static const char *const kerf_denied_names[] = { "is_valid_bugaddr" };
+static const char *const kerf_denied_names[] = {
+	"is_valid_bugaddr", "__rcu_read_lock", "__rcu_read_unlock", "rcu_read_unlock_special",
+};
+#define KERF_MAX_DENIED	32
 static struct {
 	unsigned long start, end;
-} kerf_denied[ARRAY_SIZE(kerf_denied_names)];
+} kerf_denied[KERF_MAX_DENIED];
+static unsigned int kerf_nr_denied;
 
 /**
- * kerf_resolve_denied() - find each of kerf_denied_names (one not found is skipped)
+ * kerf_deny() - add the function holding @addr to kerf_denied
+ * @addr: an address in the function (0, or one kallsyms does not know: skipped)
+ * @what: what it is, for the log
+ */
+static void kerf_deny(unsigned long addr, const char *what)
+{
+	unsigned long size, off;
+
+	if (!addr || !ks.kallsyms_lookup_size_offset(addr, &size, &off))
+		return;
+	if (kerf_nr_denied == KERF_MAX_DENIED) {
+		pr_warn("too many functions to refuse; %ps (%s) is not refused\n", (void *)addr, what);
+		return;
+	}
+	kerf_denied[kerf_nr_denied].start = addr - off;
+	kerf_denied[kerf_nr_denied].end = addr - off + size;
+	kerf_nr_denied++;
+}
+
+/**
+ * kerf_resolve_denied() - fill kerf_denied: kerf_denied_names (one not found is skipped) and
+ * the function of every die notifier registered now
+ *
+ * Called before kerf registers its own notifier. The chain is walked as the kernel walks it,
+ * under rcu_read_lock().
  */
 static void kerf_resolve_denied(void)
 {
-	unsigned long addr, size, off;
+	struct notifier_block *nb;
 	size_t i;
 
-	for (i = 0; i < ARRAY_SIZE(kerf_denied_names); i++) {
-		addr = ks.kallsyms_lookup_name(kerf_denied_names[i]);
-		if (addr && ks.kallsyms_lookup_size_offset(addr, &size, &off) && !off) {
-			kerf_denied[i].start = addr;
-			kerf_denied[i].end = addr + size;
-		}
-	}
+	for (i = 0; i < ARRAY_SIZE(kerf_denied_names); i++)
+		kerf_deny(ks.kallsyms_lookup_name(kerf_denied_names[i]), kerf_denied_names[i]);
+	rcu_read_lock();
+	for (nb = rcu_dereference(ks.die_chain->head); nb; nb = rcu_dereference(nb->next))
+		kerf_deny((unsigned long)nb->notifier_call, "die notifier");
+	rcu_read_unlock();
+	pr_info("%u functions on the int3 path refused\n", kerf_nr_denied);
 }
 
 /**
@@ -506,7 +553,7 @@ static bool kerf_denied_meets(unsigned long addr, unsigned long end)
 {
 	size_t i;
 
-	for (i = 0; i < ARRAY_SIZE(kerf_denied); i++)
+	for (i = 0; i < kerf_nr_denied; i++)
 		if (addr < kerf_denied[i].end && kerf_denied[i].start < end)
 			return true;
 	return false;
@@ -1873,6 +1920,7 @@ static int kerf_resolve(void)
 		KERF_SYM(static_call_sites_stop, "__stop_static_call_sites"),
 		KERF_SYM(bug_table_start, "__start___bug_table"),
 		KERF_SYM(bug_table_stop, "__stop___bug_table"),
+		KERF_SYM(die_chain, "die_chain"),
 #undef KERF_SYM
 	};
 	unsigned long addr;

@@ -658,6 +658,29 @@ int main(int argc, char **argv)
 			check(err == -EPERM, name, "%s+8: %s", bl[i], ename(err));
 		}
 
+		/* Outside the kprobe blacklist but on the int3 path, so refused by kerf.ko itself:
+		 * an int3 there would be met again while it is handled (notify_die()'s RCU read
+		 * lock; a die notifier). A trap entry alone writes nothing. */
+		{
+			const char *ip[] = { "__rcu_read_unlock", "arch_uprobe_exception_notify" };
+
+			for (unsigned int i = 0; i < sizeof(ip) / sizeof(ip[0]); i++) {
+				uint64_t a = ksym(ip[i]);
+				char name[64];
+
+				snprintf(name, sizeof(name), "refuse-int3-path-%s", ip[i]);
+				if (!a || kprobe_blacklisted(a)) {
+					check(0, name, "not found, or already on the kprobe blacklist");
+					continue;
+				}
+				err = ktrap(fd, KERF_IOC_TRAP_ADD, a, patch_gid);
+				check(err == -EPERM, name, "%#llx: %s", (unsigned long long)a,
+				      ename(err));
+				if (!err)
+					ktrap(fd, KERF_IOC_TRAP_DEL, a, 0);
+			}
+		}
+
 		/* An exception-table entry outside the kprobe blacklist (so that only the extable
 		 * check can refuse it): an instruction whose fault has a fixup found by its address.
 		 * Entries are 12 bytes, relative: insn = &entry.insn + entry.insn. A trap entry

@@ -259,6 +259,7 @@ pub fn run_tool_then<T: LiveTool>(
 ) -> Result<(), crate::Error> {
     let mut out = Output::open(args, name)?;
     catch_signals();
+    show_splice_progress();
     let mut target = Target::open(&args.choice()).map_err(kerf_tools::ToolError::from)?;
     let mut report = run(tool, &mut target, &args.options(), &mut out)?;
     then(&mut report)?;
@@ -274,4 +275,28 @@ pub fn run_tool_then<T: LiveTool>(
         eprintln!("kerf: {w}");
     }
     report.error.map_or(Ok(()), |e| Err(e.into()))
+}
+
+/// While an installation has been splicing for 5 s, a line on stderr every 5 s with how many
+/// of its points are in (every block of a large library or of the kernel takes minutes).
+fn show_splice_progress() {
+    use std::time::{Duration, Instant};
+    const EVERY: Duration = Duration::from_secs(5);
+    std::thread::spawn(|| {
+        let mut since: Option<Instant> = None;
+        let mut said = Instant::now();
+        loop {
+            std::thread::sleep(Duration::from_millis(250));
+            let (done, total) = kerf_session::installer::splice_progress();
+            if total == 0 {
+                since = None;
+                continue;
+            }
+            let t = *since.get_or_insert_with(Instant::now);
+            if t.elapsed() >= EVERY && said.elapsed() >= EVERY {
+                eprintln!("kerf: splicing: {done} of {total} points in");
+                said = Instant::now();
+            }
+        }
+    });
 }

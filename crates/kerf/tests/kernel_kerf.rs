@@ -146,6 +146,7 @@ fn kerf_on_the_live_stock_kernel() {
         "counts_equal_kprobes",
         "text_restored",
         "cover",
+        "cover_wide",
         "time",
         "text_restored_after_time",
         "pid_filter",
@@ -198,6 +199,9 @@ fn kerf_on_the_live_stock_kernel() {
     // on it was hit by the same workload (the guest checked every one).
     let cs = results(&stdout, "cover_sample");
     eprintln!("kernel coverage against kprobes: {cs:?}");
+    for l in stdout.lines().filter(|l| l.starts_with("RESULT cover_wide")) {
+        eprintln!("{l}");
+    }
     assert!(cs.get("kprobes").copied().unwrap_or(0.0) >= 100.0, "{cs:?}");
     assert_eq!(cs.get("disagree").copied(), Some(0.0), "{cs:?}");
 

@@ -92,6 +92,8 @@ fn kerf_ko_in_stock_debian_kernel() {
         "OK refuse-blacklist-notify_die notify_die+8: EPERM",
         "OK refuse-blacklist-exc_int3 exc_int3+8: EPERM",
         "OK refuse-blacklist-entry_SYSCALL_64 entry_SYSCALL_64+8: EPERM",
+        "OK refuse-int3-path-__rcu_read_unlock ",
+        "OK refuse-int3-path-arch_uprobe_exception_notify ",
         "OK refuse-extable",
         "OK refuse-jump-label 3 sites, at and 4 bytes before each: EBUSY",
         "OK refuse-static-call-site 3 sites, at and 4 bytes before each: EBUSY",

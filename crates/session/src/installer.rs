@@ -44,7 +44,7 @@ use crate::probe::{
 use kerf_arch::RemoteAddr;
 use kerf_codegen::timer::{self, ThreadShare, TimerSample};
 use kerf_patch::{SpliceKind, INT3, SPRINGBOARD_LEN};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// A timer block's words by offset, and each thread slot's clock now (see
@@ -56,6 +56,17 @@ type Clocks<'a> = &'a dyn Fn(u64) -> Option<u64>;
 /// between batches while planning, writing code patches and splicing; what went in is taken
 /// out and [`InstrumentError::Interrupted`] returned.
 pub type Cancel<'a> = Option<&'a AtomicBool>;
+
+/// The splicing step of the installation under way in this process: splices settled, and
+/// splices to settle (0 when none is splicing). Only a front end's progress display reads it.
+static SPLICE_PROGRESS: [AtomicUsize; 2] = [AtomicUsize::new(0), AtomicUsize::new(0)];
+
+/// How far the splicing of the installation under way has got: `(settled, total)`, `(0, 0)`
+/// when none is splicing. Every block of core text takes minutes in a TCG guest.
+pub fn splice_progress() -> (usize, usize) {
+    let [done, total] = &SPLICE_PROGRESS;
+    (done.load(Ordering::Relaxed), total.load(Ordering::Relaxed))
+}
 
 fn cancelled(cancel: Cancel<'_>) -> Result<(), InstrumentError> {
     match cancel {
@@ -390,14 +401,22 @@ impl<B: Backend> PatchSet<B> {
             self.sites.iter().map(|s| s.as_splice(boards_with)).collect();
         let batches = self.be.batches(todo.len());
         let mut outcomes = Vec::new();
+        let [p_done, p_total] = &SPLICE_PROGRESS;
+        p_done.store(0, Ordering::Relaxed);
+        p_total.store(todo.len(), Ordering::Relaxed);
         let r = builder::splice_in_batches(
             &mut self.be,
             &splices,
             todo,
             batches,
             || cancelled(cancel),
-            |i, o| outcomes.push((i, o)),
+            |i, o| {
+                outcomes.push((i, o));
+                p_done.fetch_add(1, Ordering::Relaxed);
+            },
         );
+        p_total.store(0, Ordering::Relaxed);
+        p_done.store(0, Ordering::Relaxed);
         // Whatever went in is recorded before any error is returned: it must come out.
         for (i, o) in outcomes {
             self.settle(i, o, &mut refused);

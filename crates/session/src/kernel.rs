@@ -4,7 +4,7 @@
 //! sharing splice planning and code generation with the process target.
 
 use crate::backend::{Backend, Batches, Begin, Heap, Patch, Pauses, Splice, Springboard};
-use crate::installer::PatchSet;
+use crate::installer::{Cancel, PatchSet};
 use crate::load::{AnalyzedImage, Bytes};
 use crate::patchset::{self, DataLayout, Outcome, Runtime};
 use crate::phases::Phases;
@@ -255,6 +255,12 @@ pub struct KernelBackend<'k> {
     off_cpu: Option<(u64, u64, u32)>,
     /// Bytes at the end of the data heap the off-CPU tables take.
     reserved: u64,
+    /// Trap entries whose int3 a jump has replaced: the driver lets them go after the next
+    /// quiescence, and the next batch unregisters them then. Kept, every jump site's entry
+    /// stayed in the table the driver rebuilds on each publish (once a batch): every block of
+    /// core text made that O(sites) walk per batch, run while the batch's int3s were in the
+    /// walk's own code, a soft lockup of 112 s.
+    stale_traps: Vec<KernelAddr>,
 }
 
 impl<'k> KernelBackend<'k> {
@@ -268,9 +274,18 @@ impl<'k> KernelBackend<'k> {
             int3_time: Duration::ZERO,
             off_cpu: None,
             reserved: 0,
+            stale_traps: Vec::new(),
         }
     }
 }
+
+/// Splices a kernel batch takes at most. Every splice of a batch is a trap (an int3 and an
+/// exception on each hit) from its int3's write until its jmp goes in after the batch's
+/// quiescence, so a batch bounds how much of the kernel runs through exceptions at once:
+/// every block of core text (700 k) in one batch made the guest crawl for over ten minutes
+/// with most of its hot paths trapping; in batches of this size it went live in 11 minutes (82
+/// batches, each with its own quiescence).
+const KERNEL_SPLICE_BATCH: usize = 8192;
 
 /// The kernel function whose entry is every context switch: `__switch_to(prev, next)`, called
 /// (jumped to) by `__switch_to_asm` once the stack is next's.
@@ -311,16 +326,17 @@ impl<'k> KernelBackend<'k> {
 
 impl<'k> PatchSet<KernelBackend<'k>> {
     /// Plan, write and splice `probes` (with `tool`'s timers, programs and area) into the
-    /// kernel.
+    /// kernel; `cancel` stops it between batches (what went in comes out).
     pub fn install(
         kernel: &'k Kernel,
         probes: &[Probe],
         tool: &ToolData,
         opts: KernelOptions,
+        cancel: Cancel<'_>,
     ) -> Result<KernelInstrumentation<'k>, InstrumentError> {
         let be = KernelBackend::new(kernel, opts);
         let planning = Planning { force_kind: opts.force_kind, ..Planning::default() };
-        PatchSet::build(be, &kernel.images, probes, tool, planning, None)
+        PatchSet::build(be, &kernel.images, probes, tool, planning, cancel)
     }
 }
 
@@ -440,6 +456,11 @@ impl Backend for KernelBackend<'_> {
             return Ok(());
         }
         d.quiesce()?;
+        // The previous batches' replaced int3s are a quiescence old now. An entry the driver
+        // keeps (it never should) only costs table space: removal unregisters it again.
+        for a in self.stale_traps.drain(..) {
+            let _ = d.trap_del(a);
+        }
         // Per site with a jump: its springboard request (if any) and its jump request.
         let mut boards = Vec::new();
         let mut jumps = Vec::new();
@@ -474,11 +495,27 @@ impl Backend for KernelBackend<'_> {
         let results = d.splice_batch(&all);
         let driver =
             |e: &KernelError| KindRefusal::Driver { errno: e.errno(), detail: e.to_string() };
+        let mut untrap = Vec::new();
         for (k, board, jump) in sites {
             let board = board.map_or(Ok(()), |b| results[board_at[b]].as_ref().map(|_| ()));
-            if let Err(e) = board.and_then(|()| results[nb + jump_at[jump]].as_ref().map(|_| ())) {
-                done[k] = Outcome::Trap(driver(e));
+            match board.and_then(|()| results[nb + jump_at[jump]].as_ref().map(|_| ())) {
+                Err(e) if self.no_traps => untrap.push((k, e)),
+                Err(e) => done[k] = Outcome::Trap(driver(e)),
+                Ok(()) => self.stale_traps.push(batch[k].addr),
             }
+        }
+        // With traps off, a site whose jump the driver refused does not stay a trap: its int3
+        // comes out (its entry goes with the next batch's quiescence) and it is left out.
+        untrap.sort_by_key(|&(k, _)| batch[k].addr.0);
+        let addrs: Vec<KernelAddr> = untrap.iter().map(|&(k, _)| batch[k].addr).collect();
+        for ((k, e), out) in untrap.into_iter().zip(d.unsplice_batch(&addrs)) {
+            done[k] = match out {
+                Ok(_) => {
+                    self.stale_traps.push(batch[k].addr);
+                    Outcome::Refused(Reason::driver(e))
+                }
+                Err(_) => Outcome::Trap(driver(e)),
+            };
         }
         Ok(())
     }
@@ -523,11 +560,11 @@ impl Backend for KernelBackend<'_> {
         256
     }
 
-    /// One batch: the driver's protocol takes every splice at once (three syncs for all,
-    /// not three per site), and a CPU is never inside a splice's bytes after its quiescence
-    /// (the driver never says Later).
+    /// Up to [`KERNEL_SPLICE_BATCH`] splices a batch: the driver's protocol takes a batch at
+    /// once (three syncs for all, not three per site), and a CPU is never inside a splice's
+    /// bytes after its quiescence (the driver never says Later).
     fn batches(&self, n: usize) -> Batches {
-        Batches { size: n.max(1), tries: 1, pause: Duration::ZERO }
+        Batches { size: n.clamp(1, KERNEL_SPLICE_BATCH), tries: 1, pause: Duration::ZERO }
     }
 
     /// One batch: the driver quiesces once per step for the whole batch.

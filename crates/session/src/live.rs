@@ -564,7 +564,7 @@ impl KernelTarget {
         no_traps: bool,
     ) -> Result<KernelInstrumentation<'_>, InstrumentError> {
         let opts = KernelOptions { force_kind, only_pid: self.only_pid, no_traps };
-        KernelInstrumentation::install(&self.kernel, probes, tool, opts)
+        KernelInstrumentation::install(&self.kernel, probes, tool, opts, Some(stop_flag()))
     }
 
     /// The offset of `task_struct.pid` in the running kernel, from its BTF (`None`: no BTF,
