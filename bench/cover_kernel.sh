@@ -4,7 +4,8 @@
 # stressors, one instance each, in runs of STEP=2 seconds) runs SAMPLES times (default 20)
 # alone, then under `kerf cover --kernel` of every block of SCOPE (default: core text,
 # `vmlinux`), then alone again. Prints each run's bogo ops over the mean of the runs alone,
-# kerf's time to go live, its memory, and its live table (blocks covered, probes still in).
+# kerf's time to go live, its memory, its live table (blocks covered, probes still in), and
+# the entry blocks of 300 functions spread over core text checked against kprobes on them.
 # Under TCG only ratios within the one boot mean anything. Needs stress-ng on the host (its
 # binary and libraries are copied into the guest); installs it with apt-get if missing.
 set -euo pipefail
@@ -27,6 +28,7 @@ vm/run --timeout 5400 --memory 6G \
 grep -q '^DONE' "$W/out" || { cat "$W/out"; tail -20 "$W/err"; say "guest run failed"; exit 1; }
 echo "# bench/cover_kernel.sh $N $SCOPE, $(date -u '+%F %H:%M') UTC, host $(nproc) CPUs, guest: Debian's stock kernel under qemu TCG, 2 vCPUs, 6 GiB"
 grep '^RESULT' "$W/out" | sed 's/^RESULT /# /'
+grep '^DISAGREE' "$W/out" | head -20 | sed 's/^/# /' || true
 python3 - "$W/out" <<'PY'
 import re, statistics, sys
 runs = {}

@@ -25,6 +25,7 @@
 //! Limits: a thread of a forked child (another thread group) is not counted; `out_at` holds
 //! 65536 switched-out threads at most (a switch that finds it full is not counted).
 
+use std::ffi::CString;
 use std::fmt;
 use std::fs;
 use std::io;
@@ -168,11 +169,16 @@ fn monotonic_ns() -> u64 {
 /// The `sched_switch` tracepoint: its id, and the offsets of `prev_pid` and `next_pid` in its
 /// record.
 fn tracepoint() -> Result<(u64, i16, i16), BpfError> {
+    let find = || TRACEFS.iter().map(Path::new).find(|p| p.join("events").is_dir());
+    // Not mounted (some machines boot without it): mount it where the kernel expects it, as
+    // perf and trace-cmd do; this needs root, which loading BPF programs needs anyway.
     let root =
-        TRACEFS.iter().map(Path::new).find(|p| p.join("events").is_dir()).ok_or_else(|| {
+        find().or_else(|| mount_tracefs(TRACEFS[0]).then(find).flatten()).ok_or_else(|| {
             BpfError::File {
                 path: PathBuf::from(TRACEFS[0]),
-                what: "tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)".into(),
+                what: "tracefs is not mounted, and mounting it failed (mount -t tracefs nodev \
+                   /sys/kernel/tracing)"
+                    .into(),
             }
         })?;
     let dir = root.join("events/sched/sched_switch");
@@ -193,6 +199,17 @@ fn tracepoint() -> Result<(u64, i16, i16), BpfError> {
         })
     };
     Ok((id, field("prev_pid")?, field("next_pid")?))
+}
+
+/// Mount tracefs at `dir` (an existing directory); whether it worked.
+fn mount_tracefs(dir: &str) -> bool {
+    let (Ok(src), Ok(target), Ok(fs)) =
+        (CString::new("nodev"), CString::new(dir), CString::new("tracefs"))
+    else {
+        return false;
+    };
+    // SAFETY: every pointer is a NUL-terminated string that outlives the call; no data.
+    unsafe { libc::mount(src.as_ptr(), target.as_ptr(), fs.as_ptr(), 0, std::ptr::null()) == 0 }
 }
 
 /// The offset of 4-byte field `name` in a tracepoint's `format` text, whose lines read

@@ -495,11 +495,17 @@ impl Backend for KernelBackend<'_> {
         let results = d.splice_batch(&all);
         let driver =
             |e: &KernelError| KindRefusal::Driver { errno: e.errno(), detail: e.to_string() };
-        let mut untrap = Vec::new();
+        let (mut untrap, mut unboard) = (Vec::new(), Vec::new());
         for (k, board, jump) in sites {
+            let board_in = board.is_some_and(|b| results[board_at[b]].is_ok());
             let board = board.map_or(Ok(()), |b| results[board_at[b]].as_ref().map(|_| ()));
             match board.and_then(|()| results[nb + jump_at[jump]].as_ref().map(|_| ())) {
-                Err(e) if self.no_traps => untrap.push((k, e)),
+                Err(e) if self.no_traps => {
+                    untrap.push((k, e));
+                    if let Some(b) = batch[k].springboard.as_ref().filter(|_| board_in) {
+                        unboard.push(b.0);
+                    }
+                }
                 Err(e) => done[k] = Outcome::Trap(driver(e)),
                 Ok(()) => self.stale_traps.push(batch[k].addr),
             }
@@ -517,6 +523,10 @@ impl Backend for KernelBackend<'_> {
                 Err(_) => Outcome::Trap(driver(e)),
             };
         }
+        // Their springboards that went in (padding no CPU runs, and no jmp rel8 uses them):
+        // out too, or they would stay until the device is closed.
+        unboard.sort_by_key(|a| a.0);
+        let _ = d.unsplice_batch(&unboard);
         Ok(())
     }
 
