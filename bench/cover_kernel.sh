@@ -28,7 +28,7 @@ vm/run --timeout 5400 --memory 6G \
 grep -q '^DONE' "$W/out" || { cat "$W/out"; tail -20 "$W/err"; say "guest run failed"; exit 1; }
 echo "# bench/cover_kernel.sh $N $SCOPE, $(date -u '+%F %H:%M') UTC, host $(nproc) CPUs, guest: Debian's stock kernel under qemu TCG, 2 vCPUs, 6 GiB"
 grep '^RESULT' "$W/out" | sed 's/^RESULT /# /'
-grep '^DISAGREE' "$W/out" | head -20 | sed 's/^/# /' || true
+grep -E '^(DISAGREE|KERNEL) ' "$W/out" | head -30 | sed 's/^/# /' || true
 python3 - "$W/out" <<'PY'
 import re, statistics, sys
 runs = {}

@@ -5,7 +5,7 @@
 # (`--no-traps`; NOTRAPS= lets them in), with kprobes at the entry of KPROBES (300) functions
 # as ground truth for their entry blocks. Prints "SAMPLE phase n bogo_ops" per run (phase
 # alone0, cover, alone1), "LIVE ..." lines of kerf's live table, "RESULT key value" lines,
-# "DISAGREE ..." lines and DONE.
+# "DISAGREE ..." lines, the new kernel warnings ("KERNEL ...") and DONE.
 set -u
 N=${N:-20}
 STEP=${STEP:-2}
@@ -81,4 +81,5 @@ tr -d '\n' < /tmp/cov.json | grep -o '"over_time":\[\[[^"]*\]\]' | sed 's/^"over
 for i in $(seq "$N"); do echo "SAMPLE alone1 $i $(ops)"; done
 dmesg > /tmp/dmesg1
 echo "RESULT new_warnings $(diff /tmp/dmesg0 /tmp/dmesg1 | grep -cE 'WARNING|BUG|Oops')"
+diff /tmp/dmesg0 /tmp/dmesg1 | grep -E -A4 'WARNING|BUG|Oops' | head -20 | sed 's/^/KERNEL /'
 echo DONE
