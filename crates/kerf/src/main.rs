@@ -10,6 +10,7 @@ mod count;
 mod cover;
 mod demo;
 mod hunt;
+mod jit;
 mod live;
 mod locks;
 mod plot;
@@ -126,6 +127,9 @@ enum Command {
     /// calls, following the callees that hold more than a threshold of their caller's time,
     /// down to the leaves; prints the tree (wall and virtual time, self time, calls).
     Hunt(hunt::Args),
+    /// JIT instrumentation: threads that enter root functions run from kerf's code cache,
+    /// with plugins (block counts) woven into every block, until they leave the region.
+    Jit(jit::Args),
     /// Draw the curves of a --record file (kerf count, kerf time, kerf sum): a panel per
     /// metric, the busiest functions overlaid, as SVG or PNG.
     Plot(plot::Args),
@@ -149,6 +153,7 @@ fn main() -> ExitCode {
         Command::Hunt(a) => hunt::run(a),
         Command::Top(a) => top::run_top(a),
         Command::Locks(a) => locks::run(a),
+        Command::Jit(a) => jit::run(a),
         Command::Workload { threads } => kerf_tools::demo::workload(threads),
     };
     match result {

@@ -13,6 +13,7 @@ pub mod debuginfo;
 mod http;
 pub mod installer;
 pub mod instrument;
+pub mod jit;
 pub mod kernel;
 pub mod live;
 pub mod load;

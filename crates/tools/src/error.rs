@@ -44,6 +44,8 @@ pub enum ToolError {
     /// A hardware event to count (`--counter`) that this machine cannot count, or that kerf
     /// cannot count per function (`source` None: the PMU is there).
     Counter { event: String, source: Option<kerf_os::pmu::PmuError> },
+    /// Installing or removing a JIT in process `pid`.
+    Jit { pid: i32, source: kerf_session::jit::JitFail },
 }
 
 impl fmt::Display for ToolError {
@@ -88,6 +90,7 @@ impl fmt::Display for ToolError {
             ToolError::Probe(e) => write!(f, "{e}"),
             ToolError::Usage(e) => write!(f, "{e}"),
             ToolError::TraceOutput(e) => write!(f, "the trace's output failed: {e}"),
+            ToolError::Jit { pid, source } => write!(f, "JIT in process {pid}: {source}"),
         }
     }
 }

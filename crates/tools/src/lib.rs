@@ -14,6 +14,7 @@ pub mod cover;
 pub mod demo;
 pub mod error;
 pub mod hunt;
+pub mod jit;
 pub mod live;
 pub mod locks;
 pub mod openmetrics;

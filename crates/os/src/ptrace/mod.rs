@@ -891,6 +891,16 @@ impl Tracee {
         regs: &Regs,
         insn: RemoteAddr,
     ) -> Result<Regs, TargetError> {
+        self.sigtrap_unblocked(tid, |t| t.step_syscall_unmasked(tid, regs, insn))
+    }
+
+    /// Run `step` on `tid` with SIGTRAP unblocked in its mask (see [`Tracee::step_syscall`]),
+    /// the mask put back after.
+    fn sigtrap_unblocked<T>(
+        &mut self,
+        tid: i32,
+        step: impl FnOnce(&mut Self) -> Result<T, TargetError>,
+    ) -> Result<T, TargetError> {
         let saved =
             self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
         let mask = if in_masking_call(&saved) {
@@ -907,7 +917,7 @@ impl Tracee {
                 .set_sigmask(tid, m & !SIGTRAP_BIT)
                 .map_err(|e| self.ptrace_err(tid, "PTRACE_SETSIGMASK", e))?;
         }
-        let r = self.step_syscall_unmasked(tid, regs, insn);
+        let r = step(self);
         if let Some(m) = mask {
             if self.index(tid).is_some() {
                 self.sys
@@ -916,6 +926,49 @@ impl Tracee {
             }
         }
         r
+    }
+
+    /// Run one instruction of stopped thread `tid` (a single-step) and return its registers
+    /// after it. A signal that arrives first is kept for re-injection at resume and the step
+    /// taken again. (A JIT brings a thread out of a code cache sequence this way.)
+    pub fn step(&mut self, tid: i32) -> Result<Regs, TargetError> {
+        self.sigtrap_unblocked(tid, |t| t.step_unmasked(tid))
+    }
+
+    fn step_unmasked(&mut self, tid: i32) -> Result<Regs, TargetError> {
+        const OP: &str = "single-step";
+        let deadline = Instant::now() + self.timeout;
+        for _ in 0..MAX_STEP_STOPS {
+            self.sys
+                .single_step(tid, 0)
+                .map_err(|e| self.ptrace_err(tid, "PTRACE_SINGLESTEP", e))?;
+            let i = self.stopped(tid)?;
+            self.threads[i].state = State::Running;
+            let status = self.wait_one(tid, OP, deadline)?;
+            match decode(status) {
+                Status::Gone => {
+                    self.remove(tid);
+                    return Err(TargetError::ThreadExited { pid: self.pid, tid, op: OP });
+                }
+                Status::Stopped { sig, event: 0 } => {
+                    let info = self
+                        .sys
+                        .get_siginfo(tid)
+                        .map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGINFO", e))?;
+                    let i = self.index(tid).expect("stopped thread is tracked");
+                    self.threads[i].state = State::Signal;
+                    if sig == libc::SIGTRAP && info.code() > 0 {
+                        return self
+                            .sys
+                            .get_regs(tid)
+                            .map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e));
+                    }
+                    self.threads[i].pending.push_back(info);
+                }
+                Status::Stopped { .. } => self.absorb(tid, status, OP)?,
+            }
+        }
+        Err(TargetError::StepInterrupted { pid: self.pid, tid, op: OP, stops: MAX_STEP_STOPS })
     }
 
     fn step_syscall_unmasked(

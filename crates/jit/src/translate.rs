@@ -1,0 +1,635 @@
+//! One module's translation: every block of the chosen functions copied into the code cache
+//! at a known address, with the plugin's code at each block's entry, direct branches and
+//! calls linked block to block, indirect transfers through the lookup table
+//! ([`crate::x86_64`]), and whatever has no translation left through the miss path. The
+//! result says where each block went, what goes into the table, and which cache addresses
+//! are *clean* (where a thread's state is the original program's, so kerf can send it back
+//! to the original address on detach).
+//!
+//! Translation is one pass that writes instructions with labels, then one run of iced's
+//! block encoder over the whole cache: a branch to an original address that has a
+//! translation is linked to it (the first instruction of a block's translation carries the
+//! block's original address as its `ip`), any other `ip` is a label id below the module.
+
+use crate::x86_64 as seq;
+use iced_x86::{BlockEncoder, BlockEncoderOptions, Decoder, DecoderOptions, Instruction};
+use iced_x86::{Code, InstructionBlock, OpKind};
+use kerf_analysis::cfg::{BlockId, Cfg, EdgeKind, EdgeTarget, FuncId, Terminator};
+use kerf_analysis::memory::CodeMemory;
+use kerf_arch::x86_64::{flow, relocation_hazard, Flow};
+use kerf_arch::ImageAddr;
+use kerf_codegen::ir::Program;
+use kerf_codegen::{lower_program, At, LiveAt};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+
+/// Words at the start of a module's data area (its block words follow).
+pub const DATA_ESCAPES: u64 = 0;
+/// The last original target that left the cache through the miss path.
+pub const DATA_LAST_MISS: u64 = 8;
+/// Returns through the miss path: to a caller with no translation, which is how a thread
+/// leaves the region through its root.
+pub const DATA_RETURNS: u64 = 16;
+/// Bytes of header before the first block word.
+pub const DATA_HEADER: u64 = 64;
+
+/// A module as the translator reads it: its CFG, its bytes, and its load bias (the original
+/// address of image address `a` is `a + bias`).
+pub struct Module<'a> {
+    pub cfg: &'a Cfg,
+    pub mem: &'a dyn CodeMemory,
+    pub bias: u64,
+}
+
+impl Module<'_> {
+    pub fn runtime(&self, a: ImageAddr) -> u64 {
+        a.0.wrapping_add(self.bias)
+    }
+}
+
+/// Where a module's translation lives in the target.
+#[derive(Clone, Copy, Debug)]
+pub struct Layout {
+    /// The code cache's first byte, and how many bytes it has.
+    pub code: u64,
+    pub room: u64,
+    /// The lookup table (anywhere: addressed with a 64-bit immediate).
+    pub table: u64,
+    /// The module's data area (header, then one 8-byte word per block), within a rel32 of the
+    /// cache.
+    pub data: u64,
+}
+
+/// Where a thread leaves the region: a direct call to a root from a function the walk from
+/// the roots did not reach (`main` calling the root) gets no return site in the table, so
+/// the root's return goes back to the original code. (A root called through a pointer from
+/// outside returns into the cache when its caller is translated.)
+#[derive(Clone, Copy, Debug)]
+pub struct Scope<'a> {
+    /// Original entries of the roots.
+    pub roots: &'a HashSet<u64>,
+    /// The module's functions the walk reached.
+    pub reached: &'a HashSet<FuncId>,
+}
+
+/// What a plugin sees of a block it may instrument.
+#[derive(Clone, Copy, Debug)]
+pub struct BlockInfo<'a> {
+    pub func: &'a str,
+    /// The block's original address, length and instruction count.
+    pub start: u64,
+    pub len: u32,
+    pub insns: u32,
+    /// What is live at its first instruction (the plugin's code may clobber the rest).
+    pub live: LiveAt,
+    /// The block's own 8-byte word in the data area (zero at start).
+    pub word: u64,
+}
+
+/// A JIT plugin: the code it weaves in, as IR, lowered where it runs.
+pub trait Plugin {
+    /// The program to run at the entry of `block`, if any.
+    fn block(&mut self, block: &BlockInfo<'_>) -> Option<Program>;
+}
+
+/// The plugin that weaves in nothing: the code cache alone.
+pub struct NoPlugin;
+
+impl Plugin for NoPlugin {
+    fn block(&mut self, _block: &BlockInfo<'_>) -> Option<Program> {
+        None
+    }
+}
+
+/// One translated block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Translated {
+    pub func: FuncId,
+    /// Original address, and where its translation starts.
+    pub start: u64,
+    pub cache: u64,
+    /// Its word in the data area.
+    pub word: u64,
+}
+
+/// Why an original instruction is not run from the cache: the thread leaves for the original
+/// code there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Leaves {
+    /// A direct branch or call to code with no translation.
+    Untranslated,
+    /// An instruction that reports its own address (`int3`, `ud2`) or cannot move.
+    Hazard(&'static str),
+    /// A `ret n` that pops more than the lookup frame allows.
+    BigReturn,
+}
+
+/// A module's translation.
+#[derive(Clone, Debug, Default)]
+pub struct Translation {
+    pub code: Vec<u8>,
+    pub blocks: Vec<Translated>,
+    /// `(original, indirect entry)` for the lookup table.
+    pub entries: Vec<(u64, u64)>,
+    /// Clean points: cache address -> original address.
+    pub clean: BTreeMap<u64, u64>,
+    /// Where the cache leaves for original code, by original target, and why.
+    pub exits: BTreeMap<u64, Leaves>,
+    /// Bytes of data area used (header and block words).
+    pub data_len: u64,
+    /// Where the shared miss path starts.
+    pub miss: u64,
+}
+
+impl Translation {
+    /// Where block `orig` starts in the cache.
+    pub fn cache_of(&self, orig: u64) -> Option<u64> {
+        let i = self.blocks.binary_search_by_key(&orig, |b| b.start).ok()?;
+        Some(self.blocks[i].cache)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JitError {
+    /// The block encoder refused the module's cache.
+    Encode { module: String, detail: String },
+    /// The cache needs more room than was reserved.
+    Room { module: String, need: u64, room: u64 },
+    /// A plugin's program could not be lowered at a block.
+    Lower { block: u64, detail: String },
+    /// More labels than there are addresses below the module.
+    Labels { module: String },
+}
+
+impl fmt::Display for JitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JitError::Encode { module, detail } => {
+                write!(f, "cannot encode the code cache of {module}: {detail}")
+            }
+            JitError::Room { module, need, room } => {
+                write!(f, "the code cache of {module} needs {need} bytes, {room} were reserved")
+            }
+            JitError::Lower { block, detail } => {
+                write!(f, "cannot lower the plugin's code at block {block:#x}: {detail}")
+            }
+            JitError::Labels { module } => write!(f, "too many labels for {module}'s cache"),
+        }
+    }
+}
+
+impl std::error::Error for JitError {}
+
+/// Bytes of cache to reserve for `funcs` of `m`: a bound the translation stays under (each
+/// byte of code at most 3, plus each block's entry, plugin code and indirect entry, plus
+/// each instruction's lookup if it is an indirect transfer).
+pub fn room_for(m: &Module<'_>, funcs: &[FuncId], plugin_bytes: u64) -> u64 {
+    let mut n = 4096;
+    for &f in funcs {
+        for b in m.cfg.blocks_of(f) {
+            n += 3 * b.len as u64 + 48 + plugin_bytes + 16 * b.insns as u64;
+        }
+    }
+    n
+}
+
+/// Bytes of data area for `funcs` of `m`.
+pub fn data_for(m: &Module<'_>, funcs: &[FuncId]) -> u64 {
+    DATA_HEADER + 8 * funcs.iter().map(|&f| m.cfg.blocks_of(f).len() as u64).sum::<u64>()
+}
+
+struct Emitter {
+    insns: Vec<Instruction>,
+    /// Parallel to `insns`: the original address the instruction's start is clean for.
+    clean: Vec<Option<u64>>,
+    next_label: u64,
+    exits: BTreeMap<u64, (u64, Leaves)>,
+    mark: Option<(usize, u64)>,
+}
+
+impl Emitter {
+    fn label(&mut self) -> u64 {
+        self.next_label += 1;
+        self.next_label
+    }
+
+    fn push(&mut self, mut i: Instruction, clean: Option<u64>) {
+        if let Some((k, ip)) = self.mark {
+            if k == self.insns.len() {
+                i.set_ip(ip);
+                self.mark = None;
+            }
+        }
+        self.insns.push(i);
+        self.clean.push(clean);
+    }
+
+    /// The instruction pushed next (index `k`) carries original address `ip`.
+    fn mark(&mut self, k: usize, ip: u64) {
+        self.mark = Some((k, ip));
+    }
+
+    fn extend(&mut self, v: Vec<Instruction>, clean: Option<u64>) {
+        for (k, i) in v.into_iter().enumerate() {
+            self.push(i, if k == 0 { clean } else { None });
+        }
+    }
+
+    /// The label of the exit to `target` (made once per target).
+    fn exit(&mut self, target: u64, why: Leaves) -> u64 {
+        if let Some(&(l, _)) = self.exits.get(&target) {
+            return l;
+        }
+        let l = self.label();
+        self.exits.insert(target, (l, why));
+        l
+    }
+}
+
+/// Translate `funcs` of `m` (image order kept) for a cache at `layout`, weaving in `plugin`'s
+/// code lowered with `at` (its liveness replaced by each block's). `name` is the module's, for
+/// errors.
+pub fn translate(
+    name: &str,
+    m: &Module<'_>,
+    funcs: &[FuncId],
+    layout: &Layout,
+    plugin: &mut dyn Plugin,
+    at: &At,
+    scope: &Scope<'_>,
+) -> Result<Translation, JitError> {
+    let cfg = m.cfg;
+    let mut funcs = funcs.to_vec();
+    funcs.sort_by_key(|&f| cfg.function(f).entry);
+    funcs.dedup();
+    let mut e = Emitter {
+        insns: Vec::new(),
+        clean: Vec::new(),
+        next_label: 0,
+        exits: BTreeMap::new(),
+        mark: None,
+    };
+    // Every block start that gets a translation (the first function holding it keeps it),
+    // and its label. Branches link by label, never by original address: iced's encoder also
+    // moves a RIP-relative operand that names an instruction's `ip` (`lea rdi, [rip+cmp]`
+    // would hand the program a cache address).
+    let mut order: Vec<(FuncId, usize)> = Vec::new();
+    let mut starts: HashMap<u64, u64> = HashMap::new();
+    let mut lowest = u64::MAX;
+    for &f in &funcs {
+        for (k, b) in cfg.blocks_of(f).iter().enumerate() {
+            lowest = lowest.min(m.runtime(b.start));
+            if b.len > 0 && !starts.contains_key(&m.runtime(b.start)) {
+                let l = e.label();
+                starts.insert(m.runtime(b.start), l);
+                order.push((f, k));
+            }
+        }
+    }
+    let (second, hit1, miss) = (e.label(), e.label(), e.label());
+    let (second_ret, hit1_ret, miss_ret) = (e.label(), e.label(), e.label());
+    let mut blocks = Vec::with_capacity(order.len());
+    let mut ret_sites: Vec<(u64, u64)> = Vec::new();
+    let mut block_first = Vec::with_capacity(order.len());
+    for (n, &(f, k)) in order.iter().enumerate() {
+        let func = cfg.function(f);
+        let b = &cfg.blocks_of(f)[k];
+        let start = m.runtime(b.start);
+        let word = layout.data + DATA_HEADER + 8 * n as u64;
+        blocks.push(Translated { func: f, start, cache: 0, word });
+        block_first.push(e.insns.len());
+        let info = BlockInfo {
+            func: &func.name,
+            start,
+            len: b.len,
+            insns: b.insns,
+            live: LiveAt { regs: b.live_in, flags: b.flags_live_in },
+            word,
+        };
+        if let Some(p) = plugin.block(&info) {
+            let here = At { live: info.live, ..*at };
+            let mut code = lower_program(&p, &here)
+                .map_err(|err| JitError::Lower { block: start, detail: err.to_string() })?;
+            relabel(&mut code, &mut e.next_label);
+            if code.first().is_some_and(|i| i.ip() != 0) {
+                e.push(Instruction::with(Code::Nopd), Some(start));
+            }
+            e.extend(code, Some(start));
+        }
+        // The block's first instruction carries its original address: branches link to it.
+        let first = e.insns.len();
+        let falls = copy_block(
+            m,
+            b.start,
+            b.len,
+            b.insns,
+            layout,
+            &starts,
+            &mut e,
+            Seconds { jump: second, ret: second_ret },
+            &mut ret_sites,
+            (!scope.reached.contains(&f)).then_some(scope.roots),
+        );
+        if let Some(fi) = e.insns.get_mut(block_first[n]) {
+            fi.set_ip(starts[&start]);
+        }
+        if e.clean.get(first).is_some_and(Option::is_none) {
+            e.clean[first] = Some(start);
+        }
+        // A block that runs off its end goes on to the next block's translation, placed next
+        // unless the next one here starts elsewhere.
+        let next = m.runtime(b.end());
+        let next_here = order.get(n + 1).map(|&(g, j)| m.runtime(cfg.blocks_of(g)[j].start));
+        if falls && next_here != Some(next) {
+            let t = match starts.get(&next) {
+                Some(&l) => l,
+                None => e.exit(next, Leaves::Untranslated),
+            };
+            e.push(seq::jmp(t), None);
+        }
+    }
+    // Out-of-line: each block's indirect entry, the exit stubs, the shared second probe and
+    // miss path.
+    let targets = indirect_targets(m, &funcs, scope);
+    let mut entry_labels = Vec::with_capacity(blocks.len());
+    let mut entered: HashSet<u64> = HashSet::new();
+    let block_targets =
+        blocks.iter().map(|b| (b.start, starts[&b.start])).filter(|(a, _)| targets.contains(a));
+    for (a, to) in block_targets.chain(ret_sites.iter().copied()) {
+        if !entered.insert(a) {
+            continue;
+        }
+        let l = e.label();
+        entry_labels.push((a, l, e.insns.len()));
+        e.extend(seq::indirect_entry(l, to), None);
+    }
+    let exits: Vec<(u64, (u64, Leaves))> = e.exits.iter().map(|(t, v)| (*t, *v)).collect();
+    for &(target, (label, _)) in &exits {
+        e.extend(seq::exit_stub(label, target, miss), None);
+    }
+    e.extend(seq::second_probe(second, hit1, miss), None);
+    e.extend(seq::second_probe(second_ret, hit1_ret, miss_ret), None);
+    let escapes = layout.data + DATA_ESCAPES;
+    let miss_at = e.insns.len();
+    e.extend(seq::miss(miss, escapes, layout.data + DATA_LAST_MISS), None);
+    e.extend(seq::miss(miss_ret, layout.data + DATA_RETURNS, layout.data + DATA_LAST_MISS), None);
+    if e.next_label >= lowest.min(1 << 40) {
+        return Err(JitError::Labels { module: name.into() });
+    }
+    let block = InstructionBlock::new(&e.insns, layout.code);
+    let r = BlockEncoder::encode(64, block, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)
+        .map_err(|err| JitError::Encode { module: name.into(), detail: err.to_string() })?;
+    if r.code_buffer.len() as u64 > layout.room {
+        return Err(JitError::Room {
+            module: name.into(),
+            need: r.code_buffer.len() as u64,
+            room: layout.room,
+        });
+    }
+    let at_offset = |k: usize| -> Option<u64> {
+        let o = *r.new_instruction_offsets.get(k)?;
+        (o != u32::MAX).then_some(layout.code + o as u64)
+    };
+    for (b, &k) in blocks.iter_mut().zip(&block_first) {
+        b.cache = at_offset(k).unwrap_or(0);
+    }
+    let mut clean = BTreeMap::new();
+    for (k, c) in e.clean.iter().enumerate() {
+        if let (Some(orig), Some(a)) = (c, at_offset(k)) {
+            clean.insert(a, *orig);
+        }
+    }
+    let entries =
+        entry_labels.iter().filter_map(|&(orig, _, k)| Some((orig, at_offset(k)?))).collect();
+    blocks.sort_by_key(|b| b.start);
+    let data_len = DATA_HEADER + 8 * blocks.len() as u64;
+    Ok(Translation {
+        code: r.code_buffer,
+        blocks,
+        entries,
+        clean,
+        exits: exits.into_iter().map(|(t, (_, why))| (t, why)).collect(),
+        data_len,
+        miss: at_offset(miss_at).unwrap_or(0),
+    })
+}
+
+/// The blocks of `funcs` an indirect transfer may reach, which get an indirect entry and a
+/// table entry: function entries, return sites (after a call), jump-table targets, and
+/// blocks no edge of their function reaches (landing pads, code reached only through
+/// pointers).
+fn indirect_targets(m: &Module<'_>, funcs: &[FuncId], scope: &Scope<'_>) -> HashSet<u64> {
+    let cfg = m.cfg;
+    let mut out = HashSet::new();
+    for &f in funcs {
+        let blocks = cfg.blocks_of(f);
+        let mut reached: HashSet<BlockId> = HashSet::new();
+        let outside = !scope.reached.contains(&f);
+        for b in blocks {
+            let call = matches!(b.term, Terminator::Call | Terminator::IndirectCall);
+            // A call to a root from outside the walk: its return leaves the region.
+            let leaves = outside
+                && cfg.edges_of(b).any(|edge| match edge.target {
+                    EdgeTarget::Function(g) if edge.kind == EdgeKind::Call => {
+                        scope.roots.contains(&m.runtime(cfg.function(g).entry))
+                    }
+                    _ => false,
+                });
+            for edge in cfg.edges_of(b) {
+                if let EdgeTarget::Block(t) = edge.target {
+                    let via_table = edge.kind == EdgeKind::Table;
+                    let after_call = call && !leaves && edge.kind == EdgeKind::FallThrough;
+                    if via_table || after_call {
+                        out.insert(m.runtime(cfg.block(t).start));
+                    } else {
+                        reached.insert(t);
+                    }
+                }
+            }
+        }
+        let first = cfg.function(f).blocks.start;
+        for (k, b) in blocks.iter().enumerate() {
+            if !reached.contains(&BlockId(first + k as u32)) {
+                out.insert(m.runtime(b.start));
+            }
+        }
+        out.insert(m.runtime(cfg.function(f).entry));
+    }
+    out
+}
+
+/// Move a lowered program's label ids (small numbers from 1) above `next`, and `next` past
+/// them.
+fn relabel(code: &mut [Instruction], next: &mut u64) {
+    let base = *next;
+    let mut top = 0;
+    for i in code.iter_mut() {
+        if i.ip() != 0 {
+            top = top.max(i.ip());
+            i.set_ip(base + i.ip());
+        }
+        let near = matches!(
+            i.op0_kind(),
+            OpKind::NearBranch16 | OpKind::NearBranch32 | OpKind::NearBranch64
+        );
+        if near && i.near_branch_target() != 0 && i.near_branch_target() < 0x1_0000 {
+            top = top.max(i.near_branch_target());
+            i.set_near_branch64(base + i.near_branch_target());
+        }
+    }
+    *next = base + top;
+}
+
+/// The shared second probes: one for indirect jumps and calls (a miss is an escape), one for
+/// returns (a miss is a return out of the region).
+#[derive(Clone, Copy)]
+struct Seconds {
+    jump: u64,
+    ret: u64,
+}
+
+/// Copy one block's instructions; returns whether control runs off its end. With
+/// `outside_roots`, the block's function is outside the walk: a call to one of those roots
+/// gets no return site.
+#[allow(clippy::too_many_arguments)]
+fn copy_block(
+    m: &Module<'_>,
+    start: ImageAddr,
+    len: u32,
+    insns: u32,
+    layout: &Layout,
+    starts: &HashMap<u64, u64>,
+    e: &mut Emitter,
+    second: Seconds,
+    ret_sites: &mut Vec<(u64, u64)>,
+    outside_roots: Option<&HashSet<u64>>,
+) -> bool {
+    let rt_start = m.runtime(start);
+    let Some((base, bytes)) = m.mem.code_region(start) else {
+        // No bytes: leave for the original code at once.
+        let l = e.exit(rt_start, Leaves::Hazard("no bytes for the block"));
+        e.push(seq::jmp(l), Some(rt_start));
+        return false;
+    };
+    let off = (start.0 - base.0) as usize;
+    let end = (off + len as usize).min(bytes.len());
+    let mut d = Decoder::with_ip(64, &bytes[off.min(end)..end], rt_start, DecoderOptions::NONE);
+    let link = |e: &mut Emitter, t: u64| match starts.get(&t) {
+        Some(&l) => l,
+        None => e.exit(t, Leaves::Untranslated),
+    };
+    let mut falls = true;
+    // A return site inside the block (calls do not end blocks): the instruction after a call
+    // carries its original address, so that a `ret`'s lookup finds it.
+    let mut after_call = false;
+    for _ in 0..insns {
+        if !d.can_decode() {
+            break;
+        }
+        let i = d.decode();
+        let here = Some(i.ip());
+        if std::mem::take(&mut after_call) {
+            let (k, l) = (e.insns.len(), e.label());
+            ret_sites.push((i.ip(), l));
+            e.mark(k, l);
+        }
+        if i.is_invalid() {
+            let l = e.exit(i.ip(), Leaves::Hazard("bytes that do not decode"));
+            e.push(seq::jmp(l), here);
+            return false;
+        }
+        if let Some(why) = relocation_hazard(&i) {
+            let l = e.exit(i.ip(), Leaves::Hazard(why));
+            e.push(seq::jmp(l), here);
+            return false;
+        }
+        match flow(&i) {
+            Flow::Next => {
+                let mut c = i;
+                c.set_ip(0);
+                e.push(c, here);
+            }
+            Flow::Jump(t) | Flow::CondJump(t) => {
+                let mut c = i;
+                c.set_ip(0);
+                let t = link(e, t.0);
+                c.set_near_branch64(t);
+                e.push(c, here);
+                if matches!(flow(&i), Flow::Jump(_)) {
+                    falls = false;
+                }
+            }
+            Flow::Call(t) => {
+                let leaves = outside_roots.is_some_and(|r| r.contains(&t.0));
+                let t = link(e, t.0);
+                e.extend(kerf_codegen::templates::emulated_call_prefix(i.next_ip()), here);
+                e.push(seq::jmp(t), None);
+                after_call = !leaves;
+                falls = false;
+            }
+            Flow::IndirectCall => {
+                e.extend(kerf_codegen::templates::emulated_call_prefix(i.next_ip()), here);
+                e.extend(seq::enter(0), None);
+                e.push(load_target(&i, seq::FRAME + 8), None);
+                lookup(e, layout, second.jump);
+                after_call = true;
+                falls = false;
+            }
+            Flow::IndirectJump => {
+                e.extend(seq::enter(0), here);
+                e.push(load_target(&i, seq::FRAME), None);
+                lookup(e, layout, second.jump);
+                falls = false;
+            }
+            Flow::Return => {
+                let pop = match i.code() {
+                    Code::Retnq => Some(0),
+                    Code::Retnq_imm16 if i.immediate16() <= 120 => Some(i.immediate16() as i32),
+                    _ => None,
+                };
+                let Some(pop) = pop else {
+                    let why = if i.code() == Code::Retnq_imm16 {
+                        Leaves::BigReturn
+                    } else {
+                        Leaves::Hazard("a return other than a near ret")
+                    };
+                    let l = e.exit(i.ip(), why);
+                    e.push(seq::jmp(l), here);
+                    return false;
+                };
+                e.extend(seq::enter(-8 - pop), here);
+                e.push(seq::target_of_ret(pop), None);
+                lookup(e, layout, second.ret);
+                falls = false;
+            }
+            Flow::Stop => {
+                let l = e.exit(i.ip(), Leaves::Hazard("an instruction that stops the path"));
+                e.push(seq::jmp(l), here);
+                return false;
+            }
+        }
+    }
+    if after_call {
+        // The call ended the block: its return site is the next block, if translated (and a
+        // table entry for it unless the call leaves the region).
+        let next = d.ip();
+        if let Some(&l) = starts.get(&next) {
+            ret_sites.push((next, l));
+        }
+    }
+    falls
+}
+
+/// The target of an indirect jump or call into `rcx`.
+fn load_target(i: &Instruction, rsp_moved: i32) -> Instruction {
+    if i.op0_kind() == OpKind::Register {
+        seq::target_from_reg(i.op0_register())
+    } else {
+        seq::target_from_mem(i, rsp_moved)
+    }
+}
+
+fn lookup(e: &mut Emitter, layout: &Layout, second: u64) {
+    let hit = e.label();
+    e.extend(seq::probe(layout.table, hit, second), None);
+}

@@ -1,0 +1,234 @@
+//! The code cache's named x86-64 sequences: how an indirect transfer (indirect jump or call,
+//! return) finds its target's translation through the lookup table without touching the
+//! flags, the out-of-line entries that undo the lookup's frame, and the shared miss path that
+//! leaves for the original code. Nothing here is poked as bytes; the translator places these
+//! instructions and the block encoder links them by label.
+//!
+//! # The lookup frame
+//!
+//! An indirect transfer runs with the stack pointer the target expects (`S`: after a call's
+//! return address is pushed, after a `ret` popped it). Before the lookup it moves the stack
+//! pointer to `F = S - FRAME`, past the 128-byte red zone the program may be using, and keeps
+//! there:
+//!
+//! | `F+0` | `F+8` | `F+16` | `F+24` | `F+32 .. S` |
+//! |---|---|---|---|---|
+//! | saved `rax` | saved `rcx` | saved `rdx` | exit slot | untouched (red zone and a spare word) |
+//!
+//! Every step is flag-free (`lea`, `mov`, `movzx`, `not`, `jrcxz`), so flags need no saving
+//! whatever is live at the target. A hit jumps to the target block's *indirect entry*, which
+//! restores the three registers and `S`. A miss stores the original target in the exit slot,
+//! restores the registers and leaves with `ret 128`: one instruction pops the target and
+//! restores `S`, so no signal can arrive between the two (the kernel writes a signal frame
+//! below the red zone of the current stack pointer, never over the exit slot).
+
+use iced_x86::{Code, Instruction, MemoryOperand, Register};
+
+/// Bytes the lookup frame sits below the stack pointer the target expects.
+pub const FRAME: i32 = 160;
+/// Offsets in the frame.
+const SAVED_RAX: i32 = 0;
+const SAVED_RCX: i32 = 8;
+const SAVED_RDX: i32 = 16;
+pub const EXIT_SLOT: i32 = 24;
+/// `ret imm16` at the exit slot restores `S`: the slot's word, then this many bytes.
+const EXIT_POP: i32 = FRAME - EXIT_SLOT - 8;
+
+fn op(r: Result<Instruction, iced_x86::IcedError>) -> Instruction {
+    // Every template below uses fixed, valid operand combinations.
+    r.expect("template instruction is well formed")
+}
+
+fn at_rsp(disp: i32) -> MemoryOperand {
+    MemoryOperand::with_base_displ(Register::RSP, disp as i64)
+}
+
+fn at(base: Register, disp: i32) -> MemoryOperand {
+    MemoryOperand::with_base_displ(base, disp as i64)
+}
+
+/// `lea rsp, [rsp+delta]`: moves the stack pointer without touching the flags.
+pub fn move_rsp(delta: i32) -> Instruction {
+    op(Instruction::with2(Code::Lea_r64_m, Register::RSP, at_rsp(delta)))
+}
+
+fn store(disp: i32, r: Register) -> Instruction {
+    op(Instruction::with2(Code::Mov_rm64_r64, at_rsp(disp), r))
+}
+
+fn load(r: Register, disp: i32) -> Instruction {
+    op(Instruction::with2(Code::Mov_r64_rm64, r, at_rsp(disp)))
+}
+
+/// Open the lookup frame: the stack pointer is `S + adjust` now (`adjust` is `0` at an
+/// indirect jump or after a call's push, `-8 - n` at a `ret n`, which has not popped yet),
+/// and becomes `F`; `rax`, `rcx` and `rdx` are saved, still holding the program's values.
+pub fn enter(adjust: i32) -> Vec<Instruction> {
+    vec![
+        move_rsp(-FRAME - adjust),
+        store(SAVED_RDX, Register::RDX),
+        store(SAVED_RCX, Register::RCX),
+        store(SAVED_RAX, Register::RAX),
+    ]
+}
+
+/// `mov rcx, reg`: the target of `jmp reg` / `call reg` (read after [`enter`]: the registers
+/// still hold the program's values).
+pub fn target_from_reg(r: Register) -> Instruction {
+    op(Instruction::with2(Code::Mov_r64_rm64, Register::RCX, r))
+}
+
+/// `mov rcx, mem`: the target of `jmp [mem]` / `call [mem]`, with a stack-based operand moved
+/// by `rsp_moved` (how far below the program's stack pointer at the instruction `F` is).
+pub fn target_from_mem(orig: &Instruction, rsp_moved: i32) -> Instruction {
+    let base = orig.memory_base();
+    let mut disp = orig.memory_displacement64() as i64;
+    if base == Register::RSP {
+        disp += rsp_moved as i64;
+    }
+    let mut m = MemoryOperand::new(
+        base,
+        orig.memory_index(),
+        orig.memory_index_scale(),
+        disp,
+        // 1: the encoder widens it when the displacement needs more; an operand with no
+        // base is an absolute 32-bit address.
+        if base == Register::None { 4 } else { 1 },
+        false,
+        orig.segment_prefix(),
+    );
+    if base == Register::RIP {
+        // iced keeps a RIP-relative operand's absolute target in the displacement.
+        m = MemoryOperand::with_base_displ(Register::RIP, orig.memory_displacement64() as i64);
+        m.segment_prefix = orig.segment_prefix();
+    }
+    op(Instruction::with2(Code::Mov_r64_rm64, Register::RCX, m))
+}
+
+/// `mov rcx, [rsp+FRAME-8-pop]`: the return address a `ret pop` is about to pop (after
+/// `enter(-8 - pop)`).
+pub fn target_of_ret(pop: i32) -> Instruction {
+    load(Register::RCX, FRAME - 8 - pop)
+}
+
+/// The inline probe of way 0 of the target's set (the table: [`crate::table`]): `rcx` holds
+/// the original target. On a hit, jumps through the way's translation to that block's
+/// indirect entry; otherwise on to `second` with `rcx` restored and `rdx` at the set.
+/// `hit` is the label of the last instruction.
+pub fn probe(table: u64, hit: u64, second: u64) -> Vec<Instruction> {
+    let mut v = vec![
+        // rdx = table + 32 * (target & 0xffff)
+        op(Instruction::with2(Code::Movzx_r32_rm16, Register::EDX, Register::CX)),
+        op(Instruction::with2(
+            Code::Lea_r64_m,
+            Register::RDX,
+            MemoryOperand::new(Register::None, Register::RDX, 4, 0, 4, false, Register::None),
+        )),
+        op(Instruction::with2(Code::Mov_r64_imm64, Register::RAX, table)),
+        op(Instruction::with2(
+            Code::Lea_r64_m,
+            Register::RDX,
+            MemoryOperand::new(Register::RAX, Register::RDX, 8, 0, 0, false, Register::None),
+        )),
+    ];
+    v.extend(compare_way(0, hit));
+    v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, second)));
+    let mut j = op(Instruction::with1(Code::Jmp_rm64, at(Register::RDX, 8)));
+    j.set_ip(hit);
+    v.push(j);
+    v
+}
+
+/// Compare way `way` of the set at `rdx` with the target in `rcx` without flags: `rcx -=
+/// entry` (as `rcx + !entry + 1`), `jrcxz hit`, and `rcx` put back on the way on.
+fn compare_way(way: i32, hit: u64) -> Vec<Instruction> {
+    let sum = |one: i32| {
+        op(Instruction::with2(
+            Code::Lea_r64_m,
+            Register::RCX,
+            MemoryOperand::new(
+                Register::RCX,
+                Register::RAX,
+                1,
+                one as i64,
+                1,
+                false,
+                Register::None,
+            ),
+        ))
+    };
+    vec![
+        op(Instruction::with2(Code::Mov_r64_rm64, Register::RAX, at(Register::RDX, 16 * way))),
+        op(Instruction::with1(Code::Not_rm64, Register::RAX)),
+        sum(1),
+        op(Instruction::with_branch(Code::Jrcxz_rel8_64, hit)),
+        op(Instruction::with1(Code::Not_rm64, Register::RAX)),
+        sum(0),
+    ]
+}
+
+/// The shared second probe (way 1 of the set at `rdx`), placed once per cache at label
+/// `second`; a miss goes on to `miss`.
+pub fn second_probe(second: u64, hit: u64, miss: u64) -> Vec<Instruction> {
+    let mut v = compare_way(1, hit);
+    v[0].set_ip(second);
+    v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, miss)));
+    let mut j = op(Instruction::with1(Code::Jmp_rm64, at(Register::RDX, 24)));
+    j.set_ip(hit);
+    v.push(j);
+    v
+}
+
+/// The shared miss path at label `miss`, `rcx` the original target: counts the escape and
+/// keeps the target (`escapes` and `last` are words of the data heap, within reach), then
+/// leaves the frame for the target in the original code in one `ret`.
+pub fn miss(miss: u64, escapes: u64, last: u64) -> Vec<Instruction> {
+    let rip = |a: u64| MemoryOperand::with_base_displ(Register::RIP, a as i64);
+    let mut first = store(EXIT_SLOT, Register::RCX);
+    first.set_ip(miss);
+    let mut inc = op(Instruction::with1(Code::Inc_rm64, rip(escapes)));
+    inc.set_has_lock_prefix(true);
+    vec![
+        first,
+        // The frame is 160 bytes below the program's stack pointer: pushing is safe here.
+        Instruction::with(Code::Pushfq),
+        inc,
+        Instruction::with(Code::Popfq),
+        op(Instruction::with2(Code::Mov_rm64_r64, rip(last), Register::RCX)),
+        load(Register::RAX, SAVED_RAX),
+        load(Register::RCX, SAVED_RCX),
+        load(Register::RDX, SAVED_RDX),
+        move_rsp(EXIT_SLOT),
+        op(Instruction::with1(Code::Retnq_imm16, EXIT_POP as u32)),
+    ]
+}
+
+/// An indirect entry at label `label`: undo the lookup frame, then go on at label `to` (a
+/// block's translation, or a return site inside one).
+pub fn indirect_entry(label: u64, to: u64) -> Vec<Instruction> {
+    let mut first = load(Register::RAX, SAVED_RAX);
+    first.set_ip(label);
+    vec![
+        first,
+        load(Register::RCX, SAVED_RCX),
+        load(Register::RDX, SAVED_RDX),
+        move_rsp(FRAME),
+        op(Instruction::with_branch(Code::Jmp_rel32_64, to)),
+    ]
+}
+
+/// An exit stub at label `label` for a direct transfer to `target`, which has no
+/// translation: the stack pointer is the one `target` expects; leave through the miss path.
+pub fn exit_stub(label: u64, target: u64, miss: u64) -> Vec<Instruction> {
+    let mut v = enter(0);
+    v[0].set_ip(label);
+    v.push(op(Instruction::with2(Code::Mov_r64_imm64, Register::RCX, target)));
+    v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, miss)));
+    v
+}
+
+/// `jmp rel32` to `target` (an original address the encoder links to its translation, or a
+/// label).
+pub fn jmp(target: u64) -> Instruction {
+    op(Instruction::with_branch(Code::Jmp_rel32_64, target))
+}

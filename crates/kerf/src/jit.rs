@@ -1,0 +1,125 @@
+//! `kerf jit`: run the code reached from root functions of a live process or a command from
+//! kerf's code cache, with plugins woven into every block (the tool is `kerf_tools::jit`);
+//! prints a summary (or JSON) of the region, the escapes and, with `--plugin blocks`, the
+//! blocks that ran most.
+
+use crate::live::{seconds, Stderr};
+use kerf_session::jit::JitOptions;
+use kerf_session::live::{catch_signals, Sampling};
+use kerf_tools::jit::{JitTool, PluginKind};
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Root functions ([MODULE:]SYMBOL): a thread that enters one runs from the code cache
+    /// until it leaves the region (its callees, through any library, are translated too).
+    #[arg(required = true)]
+    roots: Vec<String>,
+    /// Plugins to weave into every block, comma-separated: blocks (execution counts of every
+    /// block), none (the code cache alone).
+    #[arg(long, default_value = "blocks", value_delimiter = ',')]
+    plugin: Vec<String>,
+    /// Translate only what the roots reach by direct calls and through the memory slots read
+    /// now (PLT entries), not every function of each module reached.
+    #[arg(long)]
+    reached_only: bool,
+    /// At most this many functions from the walk over the call graph.
+    #[arg(long, default_value_t = 1_000_000)]
+    budget: usize,
+    /// Process to instrument.
+    #[arg(short, long, conflicts_with = "command")]
+    pid: Option<i32>,
+    /// Stop after this many seconds (default: until the target ends, or Ctrl-C).
+    #[arg(long, value_parser = seconds, value_name = "SECONDS")]
+    duration: Option<f64>,
+    /// Blocks to list in the summary, most executed first.
+    #[arg(long, default_value_t = 20)]
+    top: usize,
+    /// End with one JSON object (all counted blocks) instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Write the summary to FILE (default: stdout; stderr when kerf launches a command).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Command to launch (held at its entry point until the JIT is in): `-- CMD ARGS`. Its
+    /// environment gets LD_BIND_NOW=1, so that calls through the PLT find their targets
+    /// translated from the first call.
+    #[arg(last = true)]
+    command: Vec<String>,
+}
+
+pub fn run(args: Args) -> Result<(), crate::Error> {
+    let plugins =
+        args.plugin.iter().map(|p| PluginKind::parse(p)).collect::<Result<Vec<_>, _>>()?;
+    if args.pid.is_none() && args.command.is_empty() {
+        let why = "kerf jit needs a target: -p PID or -- COMMAND";
+        return Err(kerf_tools::ToolError::Usage(why.into()).into());
+    }
+    let mut out: Box<dyn std::io::Write> = match &args.output {
+        Some(p) => Box::new(
+            std::fs::File::create(p)
+                .map_err(|source| crate::Error::Output { path: p.clone(), source })?,
+        ),
+        None if args.command.is_empty() => Box::new(std::io::stdout()),
+        None => Box::new(std::io::stderr()),
+    };
+    if !args.command.is_empty() {
+        // Inherited by the command kerf launches (and only by it).
+        std::env::set_var("LD_BIND_NOW", "1");
+    }
+    catch_signals();
+    let tool = JitTool {
+        roots: args.roots.clone(),
+        plugins,
+        options: JitOptions { budget: args.budget, whole_modules: !args.reached_only },
+    };
+    let sampling = Sampling { interval: 0.1, duration: args.duration, at_once: false };
+    let v = kerf_tools::jit::run(&tool, args.pid, &args.command, sampling, &mut Stderr)?;
+    let text = if args.json { format!("{v}\n") } else { table(&v, args.top) };
+    let _ = out.write_all(text.as_bytes());
+    Ok(())
+}
+
+/// The summary as text: the region, the escapes, the busiest blocks.
+fn table(v: &serde_json::Value, top: usize) -> String {
+    use std::fmt::Write;
+    let j = &v["jit"];
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "region: {} functions, {} blocks, {} bytes of code cache; escapes: {}; {}",
+        j["functions"],
+        j["blocks"],
+        j["code_bytes"],
+        j["escapes"],
+        v["ended"].as_str().unwrap_or("")
+    );
+    for m in j["modules"].as_array().into_iter().flatten() {
+        let _ = writeln!(
+            s,
+            "  {:<40} {:>7} functions {:>8} blocks {:>6} escapes",
+            m["module"].as_str().unwrap_or(""),
+            m["functions"],
+            m["blocks"],
+            m["escapes"]
+        );
+    }
+    if let Some(blocks) = v["blocks"].as_array() {
+        let mut b: Vec<&serde_json::Value> = blocks.iter().collect();
+        b.sort_by_key(|x| std::cmp::Reverse(x["count"].as_u64().unwrap_or(0)));
+        let _ = writeln!(s, "{:>14}  block", "count");
+        for x in b.iter().take(top) {
+            let module = x["module"].as_str().unwrap_or("");
+            let name = module.rsplit('/').next().unwrap_or(module);
+            let _ = writeln!(
+                s,
+                "{:>14}  {}:{} {}",
+                x["count"],
+                name,
+                x["function"].as_str().unwrap_or(""),
+                x["addr"].as_str().unwrap_or("")
+            );
+        }
+    }
+    s
+}

@@ -1,0 +1,268 @@
+//! `kerf jit` on `tests/fixtures/jitted.c` (jump tables, function pointers, recursion, qsort
+//! calling back into the program, setjmp/longjmp, a signal every 2 ms, 8 threads): the output
+//! equals the uninstrumented run's, nothing escapes the cache, the block counts inside the
+//! region equal the spliced `kerf count @blocks` counts on the same run's input, attaching and
+//! detaching mid-run again and again leaves the program correct and its text byte-identical,
+//! and killing kerf mid-run leaves the program running correctly.
+
+mod common;
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn tmp() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+}
+
+fn plain(program: &Path, args: &[&str]) -> String {
+    let o = Command::new(program).args(args).output().unwrap();
+    assert!(o.status.success(), "{program:?} {args:?} failed");
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// `kerf TOOL ARGS -- PROGRAM PARGS` with its JSON summary in a file: the summary, the
+/// program's stdout, and kerf's stderr.
+fn kerf_on(
+    tag: &str,
+    tool: &str,
+    args: &[&str],
+    program: &Path,
+    pargs: &[&str],
+) -> (Value, String, String) {
+    let summary = tmp().join(format!("jit-{tag}.json"));
+    let _ = std::fs::remove_file(&summary);
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .arg(tool)
+        .args(["--json", "-o"])
+        .arg(&summary)
+        .args(args)
+        .arg("--")
+        .arg(program)
+        .args(pargs)
+        .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+        .env_remove("DEBUGINFOD_URLS")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(o.status.success(), "kerf {tool} {args:?} failed: {err}");
+    let v = serde_json::from_slice(&std::fs::read(&summary).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("no summary ({e}): {err}"));
+    (v, String::from_utf8_lossy(&o.stdout).into_owned(), err)
+}
+
+/// `FUNCTION+0xOFF` -> count, from `kerf count`'s points or `kerf jit`'s blocks.
+fn counts(list: &Value, module_has: &str) -> BTreeMap<String, u64> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p.get("module").is_none_or(|m| m.as_str().unwrap().contains(module_has)))
+        .map(|p| (p["point"].as_str().unwrap().to_string(), p["count"].as_u64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn output_is_unchanged_nothing_escapes_and_block_counts_equal_spliced_counts() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-counts");
+    let expected = plain(&bin, &[]);
+    let (v, out, _) = kerf_on("counts", "jit", &["work"], &bin, &[]);
+    assert_eq!(out, expected, "the program's output changed under kerf jit");
+    let j = &v["jit"];
+    assert_eq!(j["escapes"], 0, "escapes: {j}");
+    // main's call and each thread's three calls return through the root's exit.
+    assert_eq!(j["returns_out"], 1 + 8 * 3, "{j}");
+    assert!(j["functions"].as_u64().unwrap() > 1000, "libc is translated too: {j}");
+
+    // The same input with every block of the region's functions spliced: kerf count's
+    // counters. Functions only the root reaches run only inside the region, so their counts
+    // must be equal block for block; the JIT also counts libc's qsort internals.
+    let funcs = ["work", "classify", "classify.cold", "fib", "cmp", "twice", "square", "negate"];
+    let mut specs: Vec<String> = funcs.iter().map(|f| format!("exe:{f}@blocks")).collect();
+    specs.push("libc:msort_with_tmp*@blocks".into());
+    let spec_refs: Vec<&str> = specs.iter().map(String::as_str).collect();
+    let (c, out2, _) = {
+        // LD_BIND_NOW as kerf jit sets it for a command, so both runs start the same way.
+        std::env::set_var("LD_BIND_NOW", "1");
+        kerf_on("counts-spliced", "count", &spec_refs, &bin, &[])
+    };
+    assert_eq!(out2, expected);
+    let spliced = counts(&c["points"], "");
+    let jit = counts(&v["blocks"], "");
+    let mut compared = 0;
+    for (point, n) in &spliced {
+        let name = point.split('+').next().unwrap();
+        if !funcs.contains(&name) && !name.starts_with("msort_with_tmp") {
+            continue;
+        }
+        assert_eq!(jit.get(point).copied().unwrap_or(0), *n, "{point}: jit vs spliced");
+        compared += 1;
+    }
+    assert!(compared >= 40, "only {compared} blocks compared");
+    // The busiest block: the comparison callback, once per comparison qsort made.
+    assert!(jit["cmp+0x0"] > 100_000, "{:?}", jit.get("cmp+0x0"));
+    // Nothing outside the region counts: main runs only in the original code.
+    assert!(!jit.keys().any(|k| k.starts_with("main+")), "main ran in the cache");
+}
+
+#[test]
+fn the_code_cache_alone_runs_the_program_unchanged_every_time() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-none");
+    let expected = plain(&bin, &["8", "500", "3000"]);
+    for k in 0..5 {
+        let (v, out, _) =
+            kerf_on("none", "jit", &["work", "--plugin", "none"], &bin, &["8", "500", "3000"]);
+        assert_eq!(out, expected, "run {k}: output changed");
+        assert_eq!(v["jit"]["escapes"], 0, "run {k}: {}", v["jit"]);
+        assert!(v.get("blocks").is_none());
+    }
+}
+
+/// The bytes of every executable mapping of `pid` that is a file (its text), by start.
+fn text_of(pid: i32) -> BTreeMap<u64, Vec<u8>> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+    let mut out = BTreeMap::new();
+    for l in maps.lines() {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() < 6 || !f[1].contains('x') || !f[5].starts_with('/') {
+            continue;
+        }
+        let (a, b) = f[0].split_once('-').unwrap();
+        let (a, b) = (u64::from_str_radix(a, 16).unwrap(), u64::from_str_radix(b, 16).unwrap());
+        let mut buf = vec![0u8; (b - a) as usize];
+        use std::os::unix::fs::FileExt;
+        if mem.read_exact_at(&mut buf, a).is_ok() {
+            out.insert(a, buf);
+        }
+    }
+    out
+}
+
+/// Whether process `pid` (a child of this test, so a zombie until waited for) has ended.
+fn ended(pid: i32) -> bool {
+    let st = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    st.is_empty() || st.contains(") Z ") || st.contains(") X ")
+}
+
+fn kerf_maps(pid: i32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/maps"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("kerf-"))
+        .count()
+}
+
+#[test]
+fn attach_and_detach_mid_run_again_and_again() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-attach");
+    // Four threads calling the root in short calls, for about 30 s on this machine; the
+    // uninstrumented run for the expected output goes on beside it.
+    let args = ["4", "100", "3000000"];
+    let reference = {
+        let bin = bin.clone();
+        std::thread::spawn(move || plain(&bin, &args))
+    };
+    let child = Command::new(&bin).args(args).stdout(Stdio::piped()).spawn().unwrap();
+    let pid = child.id() as i32;
+    let _reaper = common::Reaper(pid);
+    // Let it load its libraries and start its threads.
+    std::thread::sleep(Duration::from_millis(300));
+    let before = text_of(pid);
+    assert!(before.len() >= 2, "no text read from {pid}");
+    let (mut cycles, mut moved) = (0, 0u64);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while cycles < 100 && Instant::now() < deadline && !ended(pid) {
+        let summary = tmp().join("jit-attach.json");
+        let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+            .args(["jit", "work", "--duration", "0.05", "--json", "-o"])
+            .arg(&summary)
+            .args(["-p", &pid.to_string()])
+            .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        if !o.status.success() {
+            // The program may end while kerf attaches; anything else is a failure.
+            assert!(ended(pid), "cycle {cycles}: {err}");
+            break;
+        }
+        let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+        if v["ended"].as_str().is_some_and(|e| e.contains("exited")) {
+            break;
+        }
+        moved += v["jit"]["removed"]["threads_moved"].as_u64().unwrap_or(0);
+        assert_eq!(kerf_maps(pid), 0, "cycle {cycles}: kerf's mappings left behind");
+        let now = text_of(pid);
+        assert_eq!(now.len(), before.len());
+        for (a, bytes) in &before {
+            assert!(now.get(a) == Some(bytes), "cycle {cycles}: text at {a:#x} changed");
+        }
+        cycles += 1;
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "the program failed after {cycles} cycles");
+    let expected = reference.join().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected, "after {cycles} cycles");
+    eprintln!("{cycles} attach/detach cycles, {moved} threads brought back from the cache");
+    assert!(cycles >= 10, "only {cycles} attach/detach cycles before the program ended");
+    // Detaching while threads ran in the cache moved some of them back.
+    assert!(moved > 0, "no thread was ever in the cache at detach in {cycles} cycles");
+}
+
+#[test]
+fn killing_kerf_leaves_the_program_running_correctly() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-kill");
+    let args = ["8", "20000", "60000"];
+    let expected = plain(&bin, &args);
+    let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["jit", "work", "--json", "--"])
+        .arg(&bin)
+        .args(args)
+        .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(k.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        use std::io::BufRead;
+        assert!(err.read_line(&mut line).unwrap() > 0, "kerf jit never went live");
+        if line.contains("live") {
+            break;
+        }
+    }
+    let target: i32 = {
+        let mut pid = 0;
+        for _ in 0..100 {
+            let o = Command::new("pgrep").args(["-f", "jitted-O2-jit-kill"]).output().unwrap();
+            if let Some(p) = String::from_utf8_lossy(&o.stdout).lines().next() {
+                pid = p.trim().parse().unwrap();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        pid
+    };
+    assert!(target > 0);
+    std::thread::sleep(Duration::from_millis(100));
+    k.kill().unwrap();
+    let _ = k.wait();
+    // kerf's stdout was the program's: read what it printed (the pipe outlives kerf).
+    let mut out = String::new();
+    use std::io::Read;
+    k.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    // The program was kerf's child: it is reparented and runs on; wait for it by pid.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while std::fs::metadata(format!("/proc/{target}")).is_ok() && Instant::now() < deadline {
+        let st = std::fs::read_to_string(format!("/proc/{target}/stat")).unwrap_or_default();
+        if st.contains(") Z ") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(out, expected, "the program's output after kerf was killed");
+}

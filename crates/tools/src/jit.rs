@@ -1,0 +1,235 @@
+//! `kerf jit`: JIT instrumentation of a live process (JIFL): every thread that enters a root
+//! function runs from kerf's code cache, with the chosen plugins woven into each block, until
+//! it leaves the region. The plugins are written against the codegen IR: `blocks` counts every
+//! block's executions (`atomic add` on the block's word); `none` runs the cache alone.
+//!
+//! The run: open the target (a command is held at its entry point), resolve the roots, install
+//! the JIT ([`kerf_session::jit`]), let the target go, wait until it ends, the duration is up
+//! or a signal, read the counters, take the JIT out, and return the summary as JSON.
+
+use crate::error::ToolError;
+use crate::live::Events;
+use kerf_codegen::ir::Program;
+use kerf_jit::{BlockInfo, Plugin};
+use kerf_session::jit::{self, JitOptions, Root};
+use kerf_session::live::{ProcessTarget, Sampling, Stop};
+use kerf_session::spec::{self, SpecWhat};
+use serde_json::{json, Value};
+use std::time::Instant;
+
+/// The plugins `kerf jit` knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PluginKind {
+    /// The code cache with nothing woven in.
+    None,
+    /// Basic-block execution counts.
+    Blocks,
+}
+
+impl PluginKind {
+    pub const NAMES: [&'static str; 2] = ["none", "blocks"];
+
+    pub fn parse(name: &str) -> Result<PluginKind, ToolError> {
+        match name {
+            "none" => Ok(PluginKind::None),
+            "blocks" => Ok(PluginKind::Blocks),
+            _ => Err(ToolError::Usage(format!(
+                "no JIT plugin named '{name}' (plugins: {})",
+                PluginKind::NAMES.join(", ")
+            ))),
+        }
+    }
+}
+
+/// The block counter: one `atomic add` of 1 on the block's word, lowered where the block's
+/// liveness allows (flags saved only where they are live).
+struct BlockCounter;
+
+impl Plugin for BlockCounter {
+    fn block(&mut self, b: &BlockInfo<'_>) -> Option<Program> {
+        let text = format!("    atomic add [{:#x}], 1\n", b.word);
+        // The text is made here from a number: it always parses.
+        kerf_codegen::text::parse(&text).ok()
+    }
+}
+
+/// What `kerf jit` was asked to do.
+#[derive(Clone, Debug)]
+pub struct JitTool {
+    pub roots: Vec<String>,
+    pub plugins: Vec<PluginKind>,
+    pub options: JitOptions,
+}
+
+/// Run `tool` on process `pid` or a launched `command`; `events` hears what it says.
+pub fn run(
+    tool: &JitTool,
+    pid: Option<i32>,
+    command: &[String],
+    sampling: Sampling,
+    events: &mut dyn Events,
+) -> Result<Value, ToolError> {
+    if tool.roots.is_empty() {
+        return Err(ToolError::Usage("kerf jit needs at least one ROOT function".into()));
+    }
+    let mut target = ProcessTarget::open(pid, command)?;
+    let pid = target.pid;
+    for w in &target.warnings {
+        events.warn(w);
+    }
+    let roots = resolve_roots(&target, &tool.roots)?;
+    let counting = tool.plugins.contains(&PluginKind::Blocks);
+    let mut counter = BlockCounter;
+    let mut none = kerf_jit::NoPlugin;
+    let plugin: &mut dyn Plugin = if counting { &mut counter } else { &mut none };
+    let t = Instant::now();
+    let jit = jit::install(pid, &target.modules, &roots, plugin, tool.options)
+        .map_err(|source| ToolError::Jit { pid, source })?;
+    let s = &jit.stats;
+    events.say(&format!(
+        "jit: {} functions ({} blocks, {} KiB of code) in {} modules translated in {:.2} s; \
+         {} roots spliced, live",
+        s.region.len(),
+        s.blocks,
+        s.code_bytes / 1024,
+        jit.caches.len(),
+        t.elapsed().as_secs_f64(),
+        roots.len()
+    ));
+    if s.crowded > 0 {
+        events.warn(&format!(
+            "{} of {} lookup-table entries found their set full: indirect transfers to them \
+             leave the cache",
+            s.crowded,
+            s.table_entries + s.crowded
+        ));
+    }
+    if std::env::var_os("KERF_JIT_DEBUG").is_some() {
+        for c in &jit.caches {
+            let path = target.modules[c.module].path.display();
+            eprintln!("cache {:#x} miss {:#x} {path}", c.code.0, c.translation.miss);
+        }
+    }
+    target.release()?;
+    let heaps: Vec<_> = jit.caches.iter().map(|c| c.code).collect();
+    let mut stop = target.sample(sampling, &heaps, || {});
+    let summary = summarize(&target, &jit, &roots, counting);
+    let removed = if stop.is_exec() {
+        None
+    } else {
+        let r = jit.remove().map_err(|source| ToolError::Jit { pid, source });
+        target.wait();
+        if let Some(end @ kerf_session::live::End::Killed { .. }) = target.fate() {
+            stop = Stop::Ended(end);
+        }
+        Some(r?)
+    };
+    let mut v = summary;
+    v["ended"] = json!(stop.describe(pid));
+    if let Some(r) = removed {
+        v["jit"]["removed"] =
+            json!({ "threads_moved": r.moved, "steps": r.steps, "kept": r.kept.len() });
+    }
+    if stop.killed() {
+        return Err(ToolError::Killed { ended: stop.describe(pid) });
+    }
+    Ok(v)
+}
+
+fn resolve_roots(target: &ProcessTarget, texts: &[String]) -> Result<Vec<Root>, ToolError> {
+    let specs: Vec<spec::Spec> = texts.iter().map(|t| spec::parse(t)).collect::<Result<_, _>>()?;
+    for s in &specs {
+        let plain =
+            matches!(&s.what, SpecWhat::Symbol { offset: 0, blocks: false, exits: false, .. });
+        if !plain {
+            return Err(ToolError::NotAFunction { spec: s.text.clone() });
+        }
+    }
+    let names: Vec<(String, &kerf_analysis::Analysis)> =
+        target.modules.iter().map(|m| (m.path.display().to_string(), &m.analysis)).collect();
+    let mods: Vec<(&str, &kerf_analysis::Analysis)> =
+        names.iter().map(|(n, a)| (n.as_str(), *a)).collect();
+    let code = |k: usize, a: kerf_arch::ImageAddr| {
+        target.modules[k].code_region(a).map(|(b, bytes)| (b, bytes.to_vec()))
+    };
+    let points = spec::resolve_with_aliases(&specs, &mods, &target.aliases, &code)?;
+    Ok(points
+        .into_iter()
+        .map(|p| Root { label: p.label, module: p.module, func: p.func })
+        .collect())
+}
+
+/// The summary while the caches are still mapped: the region, the escapes, and with the
+/// block counter every block that ran.
+fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], counting: bool) -> Value {
+    let s = &jit.stats;
+    let mut modules = Vec::new();
+    let mut blocks = Vec::new();
+    let (mut escapes, mut returns) = (0, 0);
+    for (k, c) in jit.caches.iter().enumerate() {
+        let m = &target.modules[c.module];
+        let bias = m.bias.unwrap_or(0);
+        let cfg = &m.analysis.cfg;
+        let esc = c.data.load_u64(kerf_jit::translate::DATA_ESCAPES as usize);
+        let last = c.data.load_u64(kerf_jit::translate::DATA_LAST_MISS as usize);
+        let rets = c.data.load_u64(kerf_jit::translate::DATA_RETURNS as usize);
+        escapes += esc;
+        returns += rets;
+        if std::env::var_os("KERF_JIT_DEBUG").is_some() {
+            for (t, why) in &c.translation.exits {
+                eprintln!("exit {:#x} (image {:#x}) {:?}", t, t.wrapping_sub(bias), why);
+            }
+        }
+        modules.push(json!({
+            "module": m.path.display().to_string(),
+            "functions": s.region.funcs[c.module].len(),
+            "blocks": c.translation.blocks.len(),
+            "code_bytes": c.translation.code.len(),
+            "static_exits": c.translation.exits.len(),
+            "escapes": esc,
+            "returns_out": rets,
+            "last_escape": format!("{last:#x}"),
+        }));
+        if counting {
+            for b in &c.translation.blocks {
+                let n = jit.word(k, b.word);
+                if n > 0 {
+                    let f = cfg.function(b.func);
+                    blocks.push(json!({
+                        "module": m.path.display().to_string(),
+                        "function": f.name,
+                        "point": format!("{}+{:#x}", f.name, b.start - bias - f.entry.0),
+                        "addr": format!("{:#x}", b.start - bias),
+                        "count": n,
+                    }));
+                }
+            }
+        }
+    }
+    let mut v = json!({
+        "jit": {
+            "roots": roots.iter().map(|r| r.label.clone()).collect::<Vec<_>>(),
+            "functions": s.region.len(),
+            "blocks": s.blocks,
+            "code_bytes": s.code_bytes,
+            "predicted_indirect": s.region.predicted,
+            "unknown_indirect": s.region.unknown,
+            "capped": s.region.capped,
+            "table_entries": s.table_entries,
+            "crowded": s.crowded,
+            "escapes": escapes,
+            "returns_out": returns,
+            "modules": modules,
+            "seconds": {
+                "plan": s.plan.as_secs_f64(),
+                "translate": s.translate.as_secs_f64(),
+                "write": s.write.as_secs_f64(),
+                "splice_pause": s.splice_pause.as_secs_f64(),
+            },
+        },
+    });
+    if counting {
+        v["blocks"] = json!(blocks);
+    }
+    v
+}
