@@ -101,6 +101,33 @@ struct Known {
     origin: FuncOrigin,
 }
 
+/// The `main` glibc's `_start` hands to `__libc_start_main`: the code address it loads into
+/// `rdi` (`lea rdi, [rip+main]`, or `mov edi, main` in a non-PIE executable) before its first
+/// call.
+fn main_from_start(image: &Image<'_>) -> Option<ImageAddr> {
+    use iced_x86::{Code, Decoder, DecoderOptions, FlowControl, Register};
+    let (base, bytes) = image.code_at(image.entry)?;
+    let off = (image.entry.0 - base.0) as usize;
+    let end = bytes.len().min(off + 96);
+    let mut d = Decoder::with_ip(64, bytes.get(off..end)?, image.entry.0, DecoderOptions::NONE);
+    while d.can_decode() {
+        let i = d.decode();
+        if i.flow_control() != FlowControl::Next {
+            return None;
+        }
+        let to_rdi = i.op_count() == 2 && i.op0_register().full_register() == Register::RDI;
+        let target = match i.code() {
+            Code::Lea_r64_m if to_rdi && i.memory_base() == Register::RIP => {
+                i.memory_displacement64()
+            }
+            Code::Mov_r32_imm32 | Code::Mov_rm64_imm32 if to_rdi => i.immediate32() as u64,
+            _ => continue,
+        };
+        return image.code_at(ImageAddr(target)).map(|_| ImageAddr(target));
+    }
+    None
+}
+
 /// Analyse `image`: every function reachable from its symbols, entry point and calls.
 pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
     let mut timings = Vec::new();
@@ -192,6 +219,19 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
             size: 0,
             origin: FuncOrigin::Entry,
         });
+        // A stripped executable (Debian's xz, sqlite3) names no `main`, the function users
+        // name first.
+        let named = |n: &str| known.values().any(|k| k.names.iter().any(|(x, _)| x == n));
+        if !named("main") {
+            if let Some(m) = main_from_start(image) {
+                let k = known.entry(m.0).or_insert(Known {
+                    names: Vec::new(),
+                    size: 0,
+                    origin: FuncOrigin::Entry,
+                });
+                k.names.push(("main".to_string(), Binding::Global));
+            }
+        }
     }
     lap("symbols", &mut timings);
 

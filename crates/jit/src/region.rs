@@ -2,8 +2,9 @@
 //! calls and tail calls reach, and the targets of calls and jumps through a memory slot whose
 //! value kerf can read now (PLT stubs' GOT slots, `call [rip+X]`: the predicted target, which
 //! the lookup table then finds), within a budget of functions. Optionally the whole of every
-//! module reached, so that function pointers and virtual calls (targets no static walk
-//! sees) find a translation too.
+//! module, so that function pointers and virtual calls (targets no static walk
+//! sees) find a translation too: the default, since a thread that leaves the cache for code
+//! with no translation does not come back before it returns past the root.
 
 use crate::translate::Module;
 use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind, Register};
@@ -71,7 +72,7 @@ fn fixed_slot(i: &Instruction) -> Option<u64> {
 
 /// Walk from `roots` (module index, function) over direct calls and tail calls, and through
 /// fixed slots read with `slot` (original address -> its 8-byte value now), up to `budget`
-/// functions. With `whole`, every function of each module reached is added after.
+/// functions. With `whole`, every function of every module is added after.
 pub fn closure(
     mods: &[Module<'_>],
     roots: &[(usize, FuncId)],
@@ -132,10 +133,9 @@ pub fn closure(
         v.sort();
     }
     if whole {
+        // Every module, reached or not: a pointer may lead anywhere (a destructor of a library
+        // the walk never saw runs at exit, called by the loader through a pointer).
         for (k, m) in mods.iter().enumerate() {
-            if r.funcs[k].is_empty() {
-                continue;
-            }
             let have: HashSet<FuncId> = r.funcs[k].iter().copied().collect();
             let more = (0..m.cfg.functions.len() as u32).map(FuncId).filter(|f| !have.contains(f));
             r.funcs[k].extend(more);

@@ -1,37 +1,59 @@
 //! The lookup table an indirect transfer in the code cache searches (see
-//! [`crate::x86_64::probe`]): 2^16 sets of two ways, each way an original address and the
-//! cache address of that block's indirect entry. The set is the target's low 16 bits, which
-//! a flag-free `movzx` takes. kerf fills it; the target only reads it. An empty way holds
-//! original address 0, which no target has.
+//! [`crate::x86_64::probe`]): 2^17 sets of four ways, each way an original address and the
+//! cache address of that block's indirect entry. kerf fills it; the target only reads it. An
+//! empty way holds original address 0, which no target has.
+//!
+//! The set is computed from the target without touching the flags: with BMI2 (`rorx`,
+//! `shlx`, `shrx`), bits 2..18 plus bits 19..35, modulo 2^17 (instructions are rarely under 4
+//! bytes apart, and modules differ in the high bits); else bits
+//! 0..15 with `movzx` alone (half the sets). A big program has many indirect targets (every
+//! return site and function entry of python3.11 and its libraries: 130 k).
 
 /// Sets in the table.
-pub const SETS: usize = 1 << 16;
+pub const SETS: usize = 1 << SET_BITS;
+/// Bits of a set number (with BMI2).
+pub const SET_BITS: u32 = 17;
 /// Ways per set.
-pub const WAYS: usize = 2;
-/// Bytes of one set (two 16-byte ways).
-pub const SET_BYTES: u64 = 32;
-/// Bytes of the whole table.
-pub const TABLE_BYTES: u64 = SETS as u64 * SET_BYTES;
+pub const WAYS: usize = 4;
+/// Bytes of one way, and of one set.
+pub const WAY_BYTES: u64 = 16;
+pub const SET_BYTES: u64 = WAY_BYTES * WAYS as u64;
+/// Bytes of the sets.
+pub const SETS_BYTES: u64 = SETS as u64 * SET_BYTES;
+/// Entries the overflow list after the sets holds (searched by the miss path: entries whose
+/// set was full still hit, slowly).
+pub const OVERFLOW: usize = 4096;
+/// Bytes of the whole table: the sets, then the overflow list (a count, then pairs).
+pub const TABLE_BYTES: u64 = SETS_BYTES + 8 + 16 * OVERFLOW as u64;
 
-/// The set an original address falls in.
-pub fn set_of(target: u64) -> usize {
-    (target & 0xffff) as usize
+/// Which bits of a target choose its set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hash {
+    /// Bits 0..15 (`movzx`): any x86-64 CPU.
+    Low16,
+    /// Bits 2..18 plus bits 19..35, modulo 2^17: CPUs with BMI2.
+    Mixed,
+}
+
+impl Hash {
+    /// The set an original address falls in.
+    pub fn set_of(self, target: u64) -> usize {
+        match self {
+            Hash::Low16 => (target & 0xffff) as usize,
+            Hash::Mixed => (((target >> 2) + (target >> 19)) & (SETS as u64 - 1)) as usize,
+        }
+    }
 }
 
 /// kerf's copy of the table, and where each entry went.
 #[derive(Clone, Debug)]
 pub struct Table {
+    hash: Hash,
     ways: Vec<[(u64, u64); WAYS]>,
-    /// Entries that found both ways of their set taken: indirect transfers to them leave the
-    /// cache (counted as escapes).
-    pub crowded: Vec<u64>,
+    /// Entries that found every way of their set taken, in the overflow list (the first
+    /// [`OVERFLOW`]; indirect transfers to the rest leave the cache, counted as escapes).
+    pub crowded: Vec<(u64, u64)>,
     pub entries: usize,
-}
-
-impl Default for Table {
-    fn default() -> Self {
-        Table { ways: vec![[(0, 0); WAYS]; SETS], crowded: Vec::new(), entries: 0 }
-    }
 }
 
 /// Where in the table a write went: the byte offset of the way's pair.
@@ -41,27 +63,44 @@ pub struct Placed {
 }
 
 impl Table {
+    pub fn new(hash: Hash) -> Table {
+        Table { hash, ways: vec![[(0, 0); WAYS]; SETS], crowded: Vec::new(), entries: 0 }
+    }
+
+    pub fn hash(&self) -> Hash {
+        self.hash
+    }
+
     /// Add `orig -> entry`. An address already present keeps its first entry (`None`), as
     /// does a full set (recorded in `crowded`).
     pub fn insert(&mut self, orig: u64, entry: u64) -> Option<Placed> {
         debug_assert!(orig != 0);
-        let s = set_of(orig);
+        let s = self.hash.set_of(orig);
         let set = &mut self.ways[s];
         if set.iter().any(|w| w.0 == orig) {
             return None;
         }
         let Some(k) = set.iter().position(|w| w.0 == 0) else {
-            self.crowded.push(orig);
+            if !self.crowded.iter().any(|c| c.0 == orig) {
+                self.crowded.push((orig, entry));
+            }
             return None;
         };
         set[k] = (orig, entry);
         self.entries += 1;
-        Some(Placed { offset: s as u64 * SET_BYTES + 16 * k as u64 })
+        Some(Placed { offset: s as u64 * SET_BYTES + WAY_BYTES * k as u64 })
     }
 
-    /// The entry for `orig`, as the probe finds it.
+    /// The entry for `orig`, as the probe and the miss path find it.
     pub fn find(&self, orig: u64) -> Option<u64> {
-        self.ways[set_of(orig)].iter().find(|w| w.0 == orig && orig != 0).map(|w| w.1)
+        let set = &self.ways[self.hash.set_of(orig)];
+        let over = self.crowded.iter().take(OVERFLOW);
+        set.iter().chain(over).find(|w| w.0 == orig && orig != 0).map(|w| w.1)
+    }
+
+    /// Entries neither the sets nor the overflow list hold.
+    pub fn lost(&self) -> usize {
+        self.crowded.len().saturating_sub(OVERFLOW)
     }
 
     /// The table as the target reads it (little-endian words).
@@ -73,6 +112,13 @@ impl Table {
                 v.extend_from_slice(&e.to_le_bytes());
             }
         }
+        let over: Vec<&(u64, u64)> = self.crowded.iter().take(OVERFLOW).collect();
+        v.extend_from_slice(&(over.len() as u64).to_le_bytes());
+        for &&(o, e) in &over {
+            v.extend_from_slice(&o.to_le_bytes());
+            v.extend_from_slice(&e.to_le_bytes());
+        }
+        v.resize(TABLE_BYTES as usize, 0);
         v
     }
 }
@@ -82,19 +128,46 @@ mod tests {
     use super::*;
 
     #[test]
-    fn two_ways_then_crowded() {
-        let mut t = Table::default();
-        assert_eq!(t.insert(0x5555_0000_1234, 0xa), Some(Placed { offset: 0x1234 * 32 }));
-        assert_eq!(t.insert(0x5555_0001_1234, 0xb), Some(Placed { offset: 0x1234 * 32 + 16 }));
-        assert_eq!(t.insert(0x5555_0002_1234, 0xc), None);
-        assert_eq!(t.crowded, [0x5555_0002_1234]);
+    fn four_ways_then_crowded() {
+        let mut t = Table::new(Hash::Low16);
+        for k in 0..4u64 {
+            let placed = t.insert(0x5555_0000_1234 + (k << 16), 0xa + k);
+            assert_eq!(placed, Some(Placed { offset: 0x1234 * SET_BYTES + 16 * k }));
+        }
+        assert_eq!(t.insert(0x5555_0009_1234, 0xf), None);
+        assert_eq!(t.crowded, [(0x5555_0009_1234, 0xf)]);
         assert_eq!(t.insert(0x5555_0000_1234, 0xd), None, "first entry kept");
         assert_eq!(t.find(0x5555_0001_1234), Some(0xb));
-        assert_eq!(t.find(0x5555_0002_1234), None);
+        assert_eq!(t.find(0x5555_0009_1234), Some(0xf), "from the overflow list");
+        assert_eq!(t.lost(), 0);
         let b = t.bytes();
         assert_eq!(b.len() as u64, TABLE_BYTES);
-        let at = 0x1234 * 32 + 16;
+        let o = SETS_BYTES as usize;
+        assert_eq!(u64::from_le_bytes(b[o..o + 8].try_into().unwrap()), 1);
+        assert_eq!(u64::from_le_bytes(b[o + 8..o + 16].try_into().unwrap()), 0x5555_0009_1234);
+        assert_eq!(u64::from_le_bytes(b[o + 16..o + 24].try_into().unwrap()), 0xf);
+        let at = (0x1234 * SET_BYTES + 16) as usize;
         assert_eq!(u64::from_le_bytes(b[at..at + 8].try_into().unwrap()), 0x5555_0001_1234);
         assert_eq!(u64::from_le_bytes(b[at + 8..at + 16].try_into().unwrap()), 0xb);
+    }
+
+    #[test]
+    fn aligned_entries_spread_over_sets_with_bmi2() {
+        // 16-byte aligned function entries all fall in 1 of every 16 sets by low bits.
+        let entries: Vec<u64> = (0..20_000u64).map(|k| 0x7f00_0000_0000 + 0x40 * k).collect();
+        let mut low = Table::new(Hash::Low16);
+        let mut mid = Table::new(Hash::Mixed);
+        for &e in &entries {
+            low.insert(e, 1);
+            mid.insert(e, 1);
+        }
+        assert!(mid.crowded.is_empty(), "{}", mid.crowded.len());
+        assert!(!low.crowded.is_empty());
+        assert_eq!(
+            mid.hash().set_of(0x7f00_0000_0040),
+            (0x10 + (0x7f00_0000_0040u64 >> 19)) as usize & (SETS - 1)
+        );
+        // The same offset in two modules 1 MiB apart falls in different sets.
+        assert_ne!(mid.hash().set_of(0x7f00_0010_0040), 4);
     }
 }

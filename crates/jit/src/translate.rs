@@ -30,6 +30,14 @@ pub const DATA_LAST_MISS: u64 = 8;
 /// Returns through the miss path: to a caller with no translation, which is how a thread
 /// leaves the region through its root.
 pub const DATA_RETURNS: u64 = 16;
+/// Sixteen zero bytes: a table way that matches no target, where every prediction starts.
+pub const DATA_NO_WAY: u64 = 32;
+/// The thread that owns the module's block words (its thread pointer, set by kerf): a plugin
+/// may let it update its word without a lock, and every other thread its shared word.
+pub const DATA_OWNER: u64 = 24;
+/// Where label ids start: in the non-canonical hole of the address space.
+const LABELS: u64 = 0x8000_0000_0000_0000;
+
 /// Bytes of header before the first block word.
 pub const DATA_HEADER: u64 = 64;
 
@@ -53,10 +61,12 @@ pub struct Layout {
     /// The code cache's first byte, and how many bytes it has.
     pub code: u64,
     pub room: u64,
-    /// The lookup table (anywhere: addressed with a 64-bit immediate).
+    /// The lookup table (anywhere: addressed with a 64-bit immediate), and how a target
+    /// chooses its set.
     pub table: u64,
-    /// The module's data area (header, then one 8-byte word per block), within a rel32 of the
-    /// cache.
+    pub hash: crate::table::Hash,
+    /// The module's data area (header, then an 8-byte word per block, then a shared word per
+    /// block), within a rel32 of the cache.
     pub data: u64,
 }
 
@@ -82,21 +92,26 @@ pub struct BlockInfo<'a> {
     pub insns: u32,
     /// What is live at its first instruction (the plugin's code may clobber the rest).
     pub live: LiveAt,
-    /// The block's own 8-byte word in the data area (zero at start).
+    /// The block's own 8-byte word in the data area (zero at start), its shared word (in
+    /// another part of the area: threads that update it do not share a cache line with the
+    /// owner's words), and the word holding the owner thread's thread pointer.
     pub word: u64,
+    pub shared: u64,
+    pub owner: u64,
 }
 
-/// A JIT plugin: the code it weaves in, as IR, lowered where it runs.
-pub trait Plugin {
+/// A JIT plugin: the code it weaves in, as IR, lowered where it runs. Modules are translated
+/// in parallel, so a plugin is shared between threads.
+pub trait Plugin: Sync {
     /// The program to run at the entry of `block`, if any.
-    fn block(&mut self, block: &BlockInfo<'_>) -> Option<Program>;
+    fn block(&self, block: &BlockInfo<'_>) -> Option<Program>;
 }
 
 /// The plugin that weaves in nothing: the code cache alone.
 pub struct NoPlugin;
 
 impl Plugin for NoPlugin {
-    fn block(&mut self, _block: &BlockInfo<'_>) -> Option<Program> {
+    fn block(&self, _block: &BlockInfo<'_>) -> Option<Program> {
         None
     }
 }
@@ -108,8 +123,9 @@ pub struct Translated {
     /// Original address, and where its translation starts.
     pub start: u64,
     pub cache: u64,
-    /// Its word in the data area.
+    /// Its words in the data area.
     pub word: u64,
+    pub shared: u64,
 }
 
 /// Why an original instruction is not run from the cache: the thread leaves for the original
@@ -129,8 +145,10 @@ pub enum Leaves {
 pub struct Translation {
     pub code: Vec<u8>,
     pub blocks: Vec<Translated>,
-    /// `(original, indirect entry)` for the lookup table.
-    pub entries: Vec<(u64, u64)>,
+    /// `(original, indirect entry, rank)` for the lookup table: entries of a lower rank go in
+    /// first (when sets fill up, the rarely used ones are those left out): 0 a function
+    /// entry, 1 a return site, 2 another block, 3 an instruction inside a block.
+    pub entries: Vec<(u64, u64, u8)>,
     /// Clean points: cache address -> original address.
     pub clean: BTreeMap<u64, u64>,
     /// Where the cache leaves for original code, by original target, and why.
@@ -139,6 +157,9 @@ pub struct Translation {
     pub data_len: u64,
     /// Where the shared miss path starts.
     pub miss: u64,
+    /// The indirect sites' prediction words: each must hold [`DATA_NO_WAY`]'s address before
+    /// the cache runs.
+    pub preds: std::ops::Range<u64>,
 }
 
 impl Translation {
@@ -157,8 +178,6 @@ pub enum JitError {
     Room { module: String, need: u64, room: u64 },
     /// A plugin's program could not be lowered at a block.
     Lower { block: u64, detail: String },
-    /// More labels than there are addresses below the module.
-    Labels { module: String },
 }
 
 impl fmt::Display for JitError {
@@ -173,7 +192,6 @@ impl fmt::Display for JitError {
             JitError::Lower { block, detail } => {
                 write!(f, "cannot lower the plugin's code at block {block:#x}: {detail}")
             }
-            JitError::Labels { module } => write!(f, "too many labels for {module}'s cache"),
         }
     }
 }
@@ -195,7 +213,11 @@ pub fn room_for(m: &Module<'_>, funcs: &[FuncId], plugin_bytes: u64) -> u64 {
 
 /// Bytes of data area for `funcs` of `m`.
 pub fn data_for(m: &Module<'_>, funcs: &[FuncId]) -> u64 {
-    DATA_HEADER + 8 * funcs.iter().map(|&f| m.cfg.blocks_of(f).len() as u64).sum::<u64>()
+    // Two words per block, and a prediction word per instruction at most (pages never touched
+    // cost nothing).
+    let blocks = funcs.iter().flat_map(|&f| m.cfg.blocks_of(f));
+    let (n, insns) = blocks.fold((0, 0), |(n, k), b| (n + 1, k + b.insns as u64));
+    DATA_HEADER + 16 * n + 8 * insns
 }
 
 struct Emitter {
@@ -205,12 +227,17 @@ struct Emitter {
     next_label: u64,
     exits: BTreeMap<u64, (u64, Leaves)>,
     mark: Option<(usize, u64)>,
+    /// The next indirect site's prediction word (see [`seq::predicted_probe`]).
+    next_pred: u64,
 }
 
 impl Emitter {
+    /// A new label: a non-canonical address, which no branch target or RIP-relative operand
+    /// of real code can be (iced's encoder links both to the instruction whose `ip` they
+    /// name, so a label equal to a data address would move that operand into the cache).
     fn label(&mut self) -> u64 {
         self.next_label += 1;
-        self.next_label
+        LABELS + self.next_label
     }
 
     fn push(&mut self, mut i: Instruction, clean: Option<u64>) {
@@ -254,7 +281,7 @@ pub fn translate(
     m: &Module<'_>,
     funcs: &[FuncId],
     layout: &Layout,
-    plugin: &mut dyn Plugin,
+    plugin: &dyn Plugin,
     at: &At,
     scope: &Scope<'_>,
 ) -> Result<Translation, JitError> {
@@ -268,6 +295,7 @@ pub fn translate(
         next_label: 0,
         exits: BTreeMap::new(),
         mark: None,
+        next_pred: 0,
     };
     // Every block start that gets a translation (the first function holding it keeps it),
     // and its label. Branches link by label, never by original address: iced's encoder also
@@ -275,10 +303,8 @@ pub fn translate(
     // would hand the program a cache address).
     let mut order: Vec<(FuncId, usize)> = Vec::new();
     let mut starts: HashMap<u64, u64> = HashMap::new();
-    let mut lowest = u64::MAX;
     for &f in &funcs {
         for (k, b) in cfg.blocks_of(f).iter().enumerate() {
-            lowest = lowest.min(m.runtime(b.start));
             if b.len > 0 && !starts.contains_key(&m.runtime(b.start)) {
                 let l = e.label();
                 starts.insert(m.runtime(b.start), l);
@@ -286,17 +312,29 @@ pub fn translate(
             }
         }
     }
-    let (second, hit1, miss) = (e.label(), e.label(), e.label());
-    let (second_ret, hit1_ret, miss_ret) = (e.label(), e.label(), e.label());
+    // The data area: header, a word and a shared word per block, then the sites' predictions.
+    e.next_pred = layout.data + DATA_HEADER + 16 * order.len() as u64;
+    let preds_from = e.next_pred;
+    let (second, miss) = (e.label(), e.label());
+    let (second_ret, miss_ret) = (e.label(), e.label());
+    let hits = [e.label(), e.label(), e.label()];
+    let hits_ret = [e.label(), e.label(), e.label()];
     let mut blocks = Vec::with_capacity(order.len());
-    let mut ret_sites: Vec<(u64, u64)> = Vec::new();
+    let mut ret_sites: Vec<(u64, u64, u8)> = Vec::new();
+    // A function with an indirect jump whose targets are unknown: any of its instructions may
+    // be one (python3.11's computed gotos land where no block was found).
+    let unknown_jump: HashMap<FuncId, bool> = funcs
+        .iter()
+        .map(|&f| (f, cfg.blocks_of(f).iter().any(|b| b.term == Terminator::Unanalysable)))
+        .collect();
     let mut block_first = Vec::with_capacity(order.len());
     for (n, &(f, k)) in order.iter().enumerate() {
         let func = cfg.function(f);
         let b = &cfg.blocks_of(f)[k];
         let start = m.runtime(b.start);
         let word = layout.data + DATA_HEADER + 8 * n as u64;
-        blocks.push(Translated { func: f, start, cache: 0, word });
+        let shared = layout.data + DATA_HEADER + 8 * (order.len() + n) as u64;
+        blocks.push(Translated { func: f, start, cache: 0, word, shared });
         block_first.push(e.insns.len());
         let info = BlockInfo {
             func: &func.name,
@@ -305,6 +343,8 @@ pub fn translate(
             insns: b.insns,
             live: LiveAt { regs: b.live_in, flags: b.flags_live_in },
             word,
+            shared,
+            owner: layout.data + DATA_OWNER,
         };
         if let Some(p) = plugin.block(&info) {
             let here = At { live: info.live, ..*at };
@@ -329,6 +369,7 @@ pub fn translate(
             Seconds { jump: second, ret: second_ret },
             &mut ret_sites,
             (!scope.reached.contains(&f)).then_some(scope.roots),
+            unknown_jump[&f],
         );
         if let Some(fi) = e.insns.get_mut(block_first[n]) {
             fi.set_ip(starts[&start]);
@@ -353,29 +394,34 @@ pub fn translate(
     let targets = indirect_targets(m, &funcs, scope);
     let mut entry_labels = Vec::with_capacity(blocks.len());
     let mut entered: HashSet<u64> = HashSet::new();
-    let block_targets =
-        blocks.iter().map(|b| (b.start, starts[&b.start])).filter(|(a, _)| targets.contains(a));
-    for (a, to) in block_targets.chain(ret_sites.iter().copied()) {
+    let entries_of_functions: HashSet<u64> =
+        funcs.iter().map(|&f| m.runtime(cfg.function(f).entry)).collect();
+    let block_targets = blocks.iter().filter(|b| targets.contains(&b.start)).map(|b| {
+        (b.start, starts[&b.start], if entries_of_functions.contains(&b.start) { 0 } else { 2 })
+    });
+    for (a, to, rank) in block_targets.chain(ret_sites.iter().copied()) {
         if !entered.insert(a) {
             continue;
         }
         let l = e.label();
-        entry_labels.push((a, l, e.insns.len()));
+        entry_labels.push((a, rank, e.insns.len()));
         e.extend(seq::indirect_entry(l, to), None);
     }
     let exits: Vec<(u64, (u64, Leaves))> = e.exits.iter().map(|(t, v)| (*t, *v)).collect();
     for &(target, (label, _)) in &exits {
         e.extend(seq::exit_stub(label, target, miss), None);
     }
-    e.extend(seq::second_probe(second, hit1, miss), None);
-    e.extend(seq::second_probe(second_ret, hit1_ret, miss_ret), None);
+    e.extend(seq::second_probe(second, hits, miss), None);
+    e.extend(seq::second_probe(second_ret, hits_ret, miss_ret), None);
     let escapes = layout.data + DATA_ESCAPES;
     let miss_at = e.insns.len();
-    e.extend(seq::miss(miss, escapes, layout.data + DATA_LAST_MISS), None);
-    e.extend(seq::miss(miss_ret, layout.data + DATA_RETURNS, layout.data + DATA_LAST_MISS), None);
-    if e.next_label >= lowest.min(1 << 40) {
-        return Err(JitError::Labels { module: name.into() });
-    }
+    let overflow = layout.table + crate::table::SETS_BYTES;
+    let last = layout.data + DATA_LAST_MISS;
+    let labels = [e.label(), e.label(), e.label()];
+    e.extend(seq::miss(miss, overflow, escapes, last, labels), None);
+    let labels = [e.label(), e.label(), e.label()];
+    let returns = layout.data + DATA_RETURNS;
+    e.extend(seq::miss(miss_ret, overflow, returns, last, labels), None);
     let block = InstructionBlock::new(&e.insns, layout.code);
     let r = BlockEncoder::encode(64, block, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)
         .map_err(|err| JitError::Encode { module: name.into(), detail: err.to_string() })?;
@@ -399,10 +445,13 @@ pub fn translate(
             clean.insert(a, *orig);
         }
     }
-    let entries =
-        entry_labels.iter().filter_map(|&(orig, _, k)| Some((orig, at_offset(k)?))).collect();
+    let entries = entry_labels
+        .iter()
+        .filter_map(|&(orig, rank, k)| Some((orig, at_offset(k)?, rank)))
+        .collect();
     blocks.sort_by_key(|b| b.start);
-    let data_len = DATA_HEADER + 8 * blocks.len() as u64;
+    let data_len = e.next_pred - layout.data;
+    let preds = preds_from..e.next_pred;
     Ok(Translation {
         code: r.code_buffer,
         blocks,
@@ -410,14 +459,15 @@ pub fn translate(
         clean,
         exits: exits.into_iter().map(|(t, (_, why))| (t, why)).collect(),
         data_len,
+        preds,
         miss: at_offset(miss_at).unwrap_or(0),
     })
 }
 
 /// The blocks of `funcs` an indirect transfer may reach, which get an indirect entry and a
-/// table entry: function entries, return sites (after a call), jump-table targets, and
-/// blocks no edge of their function reaches (landing pads, code reached only through
-/// pointers).
+/// table entry: function entries, return sites (after a call), jump-table targets, blocks no
+/// edge of their function reaches (landing pads, code reached only through pointers), and
+/// every block of a function with an indirect jump whose targets are unknown.
 fn indirect_targets(m: &Module<'_>, funcs: &[FuncId], scope: &Scope<'_>) -> HashSet<u64> {
     let cfg = m.cfg;
     let mut out = HashSet::new();
@@ -448,8 +498,10 @@ fn indirect_targets(m: &Module<'_>, funcs: &[FuncId], scope: &Scope<'_>) -> Hash
             }
         }
         let first = cfg.function(f).blocks.start;
+        // An indirect jump with unknown targets may land on any block of its function.
+        let unknown = blocks.iter().any(|b| b.term == Terminator::Unanalysable);
         for (k, b) in blocks.iter().enumerate() {
-            if !reached.contains(&BlockId(first + k as u32)) {
+            if unknown || !reached.contains(&BlockId(first + k as u32)) {
                 out.insert(m.runtime(b.start));
             }
         }
@@ -466,7 +518,7 @@ fn relabel(code: &mut [Instruction], next: &mut u64) {
     for i in code.iter_mut() {
         if i.ip() != 0 {
             top = top.max(i.ip());
-            i.set_ip(base + i.ip());
+            i.set_ip(LABELS + base + i.ip());
         }
         let near = matches!(
             i.op0_kind(),
@@ -474,7 +526,7 @@ fn relabel(code: &mut [Instruction], next: &mut u64) {
         );
         if near && i.near_branch_target() != 0 && i.near_branch_target() < 0x1_0000 {
             top = top.max(i.near_branch_target());
-            i.set_near_branch64(base + i.near_branch_target());
+            i.set_near_branch64(LABELS + base + i.near_branch_target());
         }
     }
     *next = base + top;
@@ -490,7 +542,8 @@ struct Seconds {
 
 /// Copy one block's instructions; returns whether control runs off its end. With
 /// `outside_roots`, the block's function is outside the walk: a call to one of those roots
-/// gets no return site.
+/// gets no return site. With `every_insn`, every instruction gets an indirect entry (as a
+/// return site does).
 #[allow(clippy::too_many_arguments)]
 fn copy_block(
     m: &Module<'_>,
@@ -501,8 +554,9 @@ fn copy_block(
     starts: &HashMap<u64, u64>,
     e: &mut Emitter,
     second: Seconds,
-    ret_sites: &mut Vec<(u64, u64)>,
+    ret_sites: &mut Vec<(u64, u64, u8)>,
     outside_roots: Option<&HashSet<u64>>,
+    every_insn: bool,
 ) -> bool {
     let rt_start = m.runtime(start);
     let Some((base, bytes)) = m.mem.code_region(start) else {
@@ -528,9 +582,11 @@ fn copy_block(
         }
         let i = d.decode();
         let here = Some(i.ip());
-        if std::mem::take(&mut after_call) {
+        let inside = i.ip() != rt_start;
+        let returned_to = std::mem::take(&mut after_call);
+        if returned_to || (every_insn && inside) {
             let (k, l) = (e.insns.len(), e.label());
-            ret_sites.push((i.ip(), l));
+            ret_sites.push((i.ip(), l, if returned_to { 1 } else { 3 }));
             e.mark(k, l);
         }
         if i.is_invalid() {
@@ -562,13 +618,13 @@ fn copy_block(
             Flow::Call(t) => {
                 let leaves = outside_roots.is_some_and(|r| r.contains(&t.0));
                 let t = link(e, t.0);
-                e.extend(kerf_codegen::templates::emulated_call_prefix(i.next_ip()), here);
+                e.extend(seq::push_return(i.next_ip()), here);
                 e.push(seq::jmp(t), None);
                 after_call = !leaves;
                 falls = false;
             }
             Flow::IndirectCall => {
-                e.extend(kerf_codegen::templates::emulated_call_prefix(i.next_ip()), here);
+                e.extend(seq::push_return(i.next_ip()), here);
                 e.extend(seq::enter(0), None);
                 e.push(load_target(&i, seq::FRAME + 8), None);
                 lookup(e, layout, second.jump);
@@ -614,7 +670,7 @@ fn copy_block(
         // table entry for it unless the call leaves the region).
         let next = d.ip();
         if let Some(&l) = starts.get(&next) {
-            ret_sites.push((next, l));
+            ret_sites.push((next, l, 1));
         }
     }
     falls
@@ -629,7 +685,11 @@ fn load_target(i: &Instruction, rsp_moved: i32) -> Instruction {
     }
 }
 
+/// The lookup of an indirect transfer's target (in `rcx`, the frame open), with the site's
+/// own prediction word.
 fn lookup(e: &mut Emitter, layout: &Layout, second: u64) {
-    let hit = e.label();
-    e.extend(seq::probe(layout.table, hit, second), None);
+    let labels = [e.label(), e.label()];
+    let pred = e.next_pred;
+    e.next_pred += 8;
+    e.extend(seq::predicted_probe(layout.table, layout.hash, pred, labels, second), None);
 }

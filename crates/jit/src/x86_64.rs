@@ -22,6 +22,7 @@
 //! restores `S`, so no signal can arrive between the two (the kernel writes a signal frame
 //! below the red zone of the current stack pointer, never over the exit slot).
 
+use crate::table::{Hash, WAYS};
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
 /// Bytes the lookup frame sits below the stack pointer the target expects.
@@ -111,18 +112,76 @@ pub fn target_of_ret(pop: i32) -> Instruction {
     load(Register::RCX, FRAME - 8 - pop)
 }
 
-/// The inline probe of way 0 of the target's set (the table: [`crate::table`]): `rcx` holds
-/// the original target. On a hit, jumps through the way's translation to that block's
-/// indirect entry; otherwise on to `second` with `rcx` restored and `rdx` at the set.
-/// `hit` is the label of the last instruction.
-pub fn probe(table: u64, hit: u64, second: u64) -> Vec<Instruction> {
-    let mut v = vec![
-        // rdx = table + 32 * (target & 0xffff)
-        op(Instruction::with2(Code::Movzx_r32_rm16, Register::EDX, Register::CX)),
+/// The inline probe of way 0 of the target's set (the table: [`crate::table`], its set chosen
+/// by `hash`): `rcx` holds the original target. On a hit, jumps through the way's
+/// translation to that block's indirect entry; otherwise on to `second` with `rcx` restored
+/// and `rdx` at the set. `hit` is the label of the last instruction.
+pub fn probe(table: u64, hash: Hash, hit: u64, second: u64) -> Vec<Instruction> {
+    probe_remembering(table, hash, None, hit, second)
+}
+
+/// The site's prediction first (JIFL's predicted target, a chain of one): `pred` is a word of
+/// the data area holding the address of the table way this site's last target was found in
+/// (at first a way that matches nothing). A target equal to that way's jumps through it
+/// without computing the set: one load the cache keeps hot, no hash, a short dependence
+/// chain. Otherwise the probe of [`probe`], whose way-0 hit stores its way in `pred`.
+/// `labels`: the prediction's hit and the probe's hit.
+pub fn predicted_probe(
+    table: u64,
+    hash: Hash,
+    pred: u64,
+    labels: [u64; 2],
+    second: u64,
+) -> Vec<Instruction> {
+    let [predicted, hit] = labels;
+    let mut v = vec![op(Instruction::with2(Code::Mov_r64_rm64, Register::RDX, rip(pred)))];
+    v.extend(compare_way(0, predicted));
+    v.extend(probe_remembering(table, hash, Some(pred), hit, second));
+    v.push(jump_through_way(0, predicted));
+    v
+}
+
+fn rip(a: u64) -> MemoryOperand {
+    MemoryOperand::with_base_displ(Register::RIP, a as i64)
+}
+
+fn probe_remembering(
+    table: u64,
+    hash: Hash,
+    pred: Option<u64>,
+    hit: u64,
+    second: u64,
+) -> Vec<Instruction> {
+    let mut v = Vec::new();
+    // rdx = table + 64 * set(target)
+    match hash {
+        Hash::Mixed => {
+            let rorx = |r: Register, n: u32| {
+                op(Instruction::with3(Code::VEX_Rorx_r64_rm64_imm8, r, Register::RCX, n))
+            };
+            v.push(rorx(Register::RDX, 2));
+            v.push(rorx(Register::RAX, 19));
+            v.push(op(Instruction::with2(
+                Code::Lea_r64_m,
+                Register::RDX,
+                MemoryOperand::new(Register::RDX, Register::RAX, 1, 0, 0, false, Register::None),
+            )));
+            // Keep the low SET_BITS bits: shift them to the top and back.
+            let keep = 64 - crate::table::SET_BITS;
+            v.push(op(Instruction::with2(Code::Mov_r32_imm32, Register::EAX, keep)));
+            for c in [Code::VEX_Shlx_r64_rm64_r64, Code::VEX_Shrx_r64_rm64_r64] {
+                v.push(op(Instruction::with3(c, Register::RDX, Register::RDX, Register::RAX)));
+            }
+        }
+        Hash::Low16 => {
+            v.push(op(Instruction::with2(Code::Movzx_r32_rm16, Register::EDX, Register::CX)));
+        }
+    }
+    v.extend([
         op(Instruction::with2(
             Code::Lea_r64_m,
             Register::RDX,
-            MemoryOperand::new(Register::None, Register::RDX, 4, 0, 4, false, Register::None),
+            MemoryOperand::new(Register::None, Register::RDX, 8, 0, 4, false, Register::None),
         )),
         op(Instruction::with2(Code::Mov_r64_imm64, Register::RAX, table)),
         op(Instruction::with2(
@@ -130,13 +189,26 @@ pub fn probe(table: u64, hit: u64, second: u64) -> Vec<Instruction> {
             Register::RDX,
             MemoryOperand::new(Register::RAX, Register::RDX, 8, 0, 0, false, Register::None),
         )),
-    ];
+    ]);
     v.extend(compare_way(0, hit));
     v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, second)));
-    let mut j = op(Instruction::with1(Code::Jmp_rm64, at(Register::RDX, 8)));
-    j.set_ip(hit);
-    v.push(j);
+    match pred {
+        Some(p) => {
+            let mut remember = op(Instruction::with2(Code::Mov_rm64_r64, rip(p), Register::RDX));
+            remember.set_ip(hit);
+            v.push(remember);
+            v.push(jump_through_way(0, 0));
+        }
+        None => v.push(jump_through_way(0, hit)),
+    }
     v
+}
+
+/// `jmp [rdx + 16*way + 8]` at label `label` (0: none): to the way's indirect entry.
+fn jump_through_way(way: i32, label: u64) -> Instruction {
+    let mut j = op(Instruction::with1(Code::Jmp_rm64, at(Register::RDX, 16 * way + 8)));
+    j.set_ip(label);
+    j
 }
 
 /// Compare way `way` of the set at `rdx` with the target in `rcx` without flags: `rcx -=
@@ -167,32 +239,54 @@ fn compare_way(way: i32, hit: u64) -> Vec<Instruction> {
     ]
 }
 
-/// The shared second probe (way 1 of the set at `rdx`), placed once per cache at label
-/// `second`; a miss goes on to `miss`.
-pub fn second_probe(second: u64, hit: u64, miss: u64) -> Vec<Instruction> {
-    let mut v = compare_way(1, hit);
+/// The shared probe of the other ways of the set at `rdx`, placed once per cache at label
+/// `second` (`hits`: a label per way); a miss goes on to `miss`.
+pub fn second_probe(second: u64, hits: [u64; WAYS - 1], miss: u64) -> Vec<Instruction> {
+    let mut v = Vec::new();
+    for (k, &hit) in hits.iter().enumerate() {
+        v.extend(compare_way(k as i32 + 1, hit));
+    }
     v[0].set_ip(second);
     v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, miss)));
-    let mut j = op(Instruction::with1(Code::Jmp_rm64, at(Register::RDX, 24)));
-    j.set_ip(hit);
-    v.push(j);
+    for (k, &hit) in hits.iter().enumerate() {
+        v.push(jump_through_way(k as i32 + 1, hit));
+    }
     v
 }
 
-/// The shared miss path at label `miss`, `rcx` the original target: counts the escape and
-/// keeps the target (`escapes` and `last` are words of the data heap, within reach), then
-/// leaves the frame for the target in the original code in one `ret`.
-pub fn miss(miss: u64, escapes: u64, last: u64) -> Vec<Instruction> {
-    let rip = |a: u64| MemoryOperand::with_base_displ(Register::RIP, a as i64);
+/// The shared miss path at label `miss`, `rcx` the original target. First the table's
+/// overflow list (entries whose set was full: a count, then `(original, entry)` pairs at
+/// `overflow`), searched with the flags saved; a hit goes to the entry as any hit does.
+/// Otherwise counts the miss and keeps the target (`count` and `last` are words of the data
+/// heap, within reach), then leaves the frame for the target in the original code in one
+/// `ret`. `labels`: three labels for the search loop.
+pub fn miss(miss: u64, overflow: u64, count: u64, last: u64, labels: [u64; 3]) -> Vec<Instruction> {
+    let [next, found, none] = labels;
     let mut first = store(EXIT_SLOT, Register::RCX);
     first.set_ip(miss);
-    let mut inc = op(Instruction::with1(Code::Inc_rm64, rip(escapes)));
+    let mut inc = op(Instruction::with1(Code::Inc_rm64, rip(count)));
     inc.set_has_lock_prefix(true);
+    let mut at_next = op(Instruction::with2(Code::Add_rm64_imm8, Register::RAX, 16));
+    at_next.set_ip(next);
+    let mut at_found = Instruction::with(Code::Popfq);
+    at_found.set_ip(found);
+    let mut at_none = inc;
+    at_none.set_ip(none);
     vec![
         first,
         // The frame is 160 bytes below the program's stack pointer: pushing is safe here.
         Instruction::with(Code::Pushfq),
-        inc,
+        op(Instruction::with2(Code::Mov_r64_imm64, Register::RAX, overflow)),
+        op(Instruction::with2(Code::Mov_r64_rm64, Register::RDX, at(Register::RAX, 0))),
+        // rax walks the pairs (the first at overflow + 16), rdx counts down.
+        at_next,
+        op(Instruction::with1(Code::Dec_rm64, Register::RDX)),
+        op(Instruction::with_branch(Code::Js_rel32_64, none)),
+        op(Instruction::with2(Code::Cmp_r64_rm64, Register::RCX, at(Register::RAX, -8))),
+        op(Instruction::with_branch(Code::Jne_rel32_64, next)),
+        at_found,
+        op(Instruction::with1(Code::Jmp_rm64, at(Register::RAX, 0))),
+        at_none,
         Instruction::with(Code::Popfq),
         op(Instruction::with2(Code::Mov_rm64_r64, rip(last), Register::RCX)),
         load(Register::RAX, SAVED_RAX),
@@ -225,6 +319,21 @@ pub fn exit_stub(label: u64, target: u64, miss: u64) -> Vec<Instruction> {
     v.push(op(Instruction::with2(Code::Mov_r64_imm64, Register::RCX, target)));
     v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, miss)));
     v
+}
+
+/// Push the original return address `ret` of a translated call as one 8-byte store: the
+/// `ret` that pops it reads it with one 8-byte load, which two 4-byte stores could not
+/// forward to (a stall of a dozen cycles on every short call). `r11` carries it and is put
+/// back; it is kept just below the stack pointer meanwhile, where nothing is live at a call
+/// and a signal frame never goes (the red zone).
+pub fn push_return(ret: u64) -> Vec<Instruction> {
+    vec![
+        move_rsp(-8),
+        store(-8, Register::R11),
+        op(Instruction::with2(Code::Mov_r64_imm64, Register::R11, ret)),
+        store(0, Register::R11),
+        load(Register::R11, -8),
+    ]
 }
 
 /// `jmp rel32` to `target` (an original address the encoder links to its translation, or a

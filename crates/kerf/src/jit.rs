@@ -20,7 +20,9 @@ pub struct Args {
     #[arg(long, default_value = "blocks", value_delimiter = ',')]
     plugin: Vec<String>,
     /// Translate only what the roots reach by direct calls and through the memory slots read
-    /// now (PLT entries), not every function of each module reached.
+    /// now (PLT entries), not every function of every module: faster to attach, but a call
+    /// through a function pointer to code left out leaves the cache (an escape) until the
+    /// root returns.
     #[arg(long)]
     reached_only: bool,
     /// At most this many functions from the walk over the call graph.

@@ -13,9 +13,11 @@ use crate::load::AnalyzedImage;
 use kerf_analysis::cfg::FuncId;
 use kerf_arch::RemoteAddr;
 use kerf_codegen::{At, Env, LiveAt, ThreadPointer};
+use kerf_jit::table::Hash;
 use kerf_jit::{closure, Layout, Module, Plugin, Region, Scope, Table, Translation};
 use kerf_os::ptrace::{RegsExt, RemoteMem, TargetMemory, REACH};
 use kerf_os::{SharedMem, TargetError, Tracee};
+use rayon::prelude::*;
 use std::collections::HashSet;
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -34,7 +36,7 @@ const MAX_STEPS: usize = 64;
 pub struct JitOptions {
     /// At most this many functions from the walk.
     pub budget: usize,
-    /// Every function of each module the walk reaches, so that calls through function
+    /// Every function of every module (and the vDSO), so that calls through function
     /// pointers find a translation.
     pub whole_modules: bool,
 }
@@ -128,8 +130,10 @@ pub struct JitStats {
     pub blocks: usize,
     pub code_bytes: u64,
     pub table_entries: usize,
-    /// Entries whose set was full: indirect transfers to them escape.
+    /// Entries whose set was full (found by the miss path's search of the overflow list),
+    /// and those the overflow list had no room for (indirect transfers to them escape).
     pub crowded: usize,
+    pub lost: usize,
     pub plan: Duration,
     pub translate: Duration,
     pub write: Duration,
@@ -144,6 +148,8 @@ pub struct Jit {
     table: SharedMem,
     entries: Vec<Entry>,
     pub stats: JitStats,
+    /// Modules the JIT analysed itself (the vDSO), numbered after the process's.
+    extra: Vec<AnalyzedImage>,
 }
 
 /// What removal did.
@@ -164,11 +170,26 @@ fn span(m: &AnalyzedImage) -> (u64, u64) {
     (lo + bias, hi + bias)
 }
 
-fn modules_of(images: &[AnalyzedImage]) -> Vec<Module<'_>> {
+fn modules_of<'a>(images: &[&'a AnalyzedImage]) -> Vec<Module<'a>> {
     images
         .iter()
-        .map(|m| Module { cfg: &m.analysis.cfg, mem: m, bias: m.bias.unwrap_or(0) })
+        .map(|&m| Module { cfg: &m.analysis.cfg, mem: m, bias: m.bias.unwrap_or(0) })
         .collect()
+}
+
+/// The process's vDSO, analysed from its memory: libc calls `clock_gettime` and friends
+/// there through pointers, and a call that left the cache for it would not come back.
+fn vdso_image(pid: i32, mem: &RemoteMem) -> Option<AnalyzedImage> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    let line = maps.lines().find(|l| l.ends_with("[vdso]"))?;
+    let (lo, hi) = line.split_whitespace().next()?.split_once('-')?;
+    let (lo, hi) = (u64::from_str_radix(lo, 16).ok()?, u64::from_str_radix(hi, 16).ok()?);
+    let mut bytes = vec![0u8; usize::try_from(hi.checked_sub(lo)?).ok()?];
+    mem.read(RemoteAddr(lo), &mut bytes).ok()?;
+    let mut m = crate::load::analyze_bytes("[vdso]", bytes).ok()?;
+    let first = m.segments.iter().map(|s| s.vaddr.0).min()?;
+    m.bias = Some(lo - first);
+    Some(m)
 }
 
 /// Install a JIT for `roots` in process `pid` (whose modules are `images`), weaving in
@@ -178,28 +199,41 @@ pub fn install(
     pid: i32,
     images: &[AnalyzedImage],
     roots: &[Root],
-    plugin: &mut dyn Plugin,
+    plugin: &dyn Plugin,
     opts: JitOptions,
 ) -> Result<Jit, JitFail> {
     let t0 = Instant::now();
-    let mods = modules_of(images);
     let mem: RemoteMem = {
         let tr = Tracee::stop_all(pid)?;
         let m = tr.memory();
         tr.resume_detach()?;
         m
     };
+    let extra: Vec<AnalyzedImage> = vdso_image(pid, &mem).into_iter().collect();
+    let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
+    let images = &all[..];
+    let mods = modules_of(images);
     let slot = |a: u64| {
         let mut b = [0u8; 8];
         mem.read(RemoteAddr(a), &mut b).ok().map(|()| u64::from_le_bytes(b))
     };
     let starts: Vec<(usize, FuncId)> = roots.iter().map(|r| (r.module, r.func)).collect();
-    let region = closure(&mods, &starts, &slot, opts.budget, opts.whole_modules);
+    let mut region = closure(&mods, &starts, &slot, opts.budget, opts.whole_modules);
+    if opts.whole_modules {
+        // The vDSO is reached only through pointers libc loads at run time: all of it.
+        let own = images.len() - extra.len();
+        for (k, m) in images.iter().enumerate().skip(own) {
+            let n = m.analysis.cfg.functions.len() as u32;
+            region.funcs[k] = (0..n).map(FuncId).collect();
+        }
+    }
     let mut stats = JitStats { plan: t0.elapsed(), ..JitStats::default() };
 
     // 1. Map a cache and a data area within reach of each module of the region, and the table.
     let mut tr = Tracee::stop_all(pid)?;
     let hwcap2 = tr.auxv(26).ok().flatten().unwrap_or(0);
+    // The thread that owns the block words (see `DATA_OWNER`): the main thread.
+    let owner = tr.regs(pid).map(|r| r.fs_base).unwrap_or(0);
     let thread = if hwcap2 & 2 != 0 { ThreadPointer::FsBase } else { ThreadPointer::FsSelf };
     let mut caches = Vec::new();
     let mapped = (|| -> Result<SharedMem, TargetError> {
@@ -209,7 +243,7 @@ pub fn install(
             if funcs.is_empty() {
                 continue;
             }
-            let (lo, hi) = span(&images[k]);
+            let (lo, hi) = span(images[k]);
             let room = kerf_jit::room_for(&mods[k], funcs, PLUGIN_ROOM);
             let window_lo = RemoteAddr(hi.saturating_sub(REACH));
             let window_hi = RemoteAddr(lo.saturating_add(REACH));
@@ -236,37 +270,54 @@ pub fn install(
     // 2. Translate while the process runs.
     let t1 = Instant::now();
     let at = At::new(LiveAt::ALL, Env::User, thread, 0);
+    // kerf runs on the target's machine: its CPU's features are the target's.
+    let hash = if std::arch::is_x86_feature_detected!("bmi2") { Hash::Mixed } else { Hash::Low16 };
     let root_entries: HashSet<u64> = roots
         .iter()
         .map(|r| images[r.module].analysis.cfg.function(r.func).entry.0 + mods[r.module].bias)
         .collect();
-    let mut done: Vec<Cache> = Vec::new();
-    let mut failed = None;
-    for (k, code, room, data) in caches {
-        if failed.is_some() {
-            done.push(Cache { module: k, code, room, data, translation: Translation::default() });
-            continue;
-        }
-        let layout = Layout { code: code.0, room, table: table.remote().0, data: data.remote().0 };
-        let name = images[k].path.display().to_string();
-        let reached: HashSet<FuncId> = region.reached[k].iter().copied().collect();
-        let scope = Scope { roots: &root_entries, reached: &reached };
-        match kerf_jit::translate(&name, &mods[k], &region.funcs[k], &layout, plugin, &at, &scope) {
-            Ok(translation) => done.push(Cache { module: k, code, room, data, translation }),
-            Err(e) => {
-                failed = Some(JitFail::Translate(e));
-                done.push(Cache {
-                    module: k,
-                    code,
-                    room,
-                    data,
-                    translation: Translation::default(),
-                });
+    // Modules in parallel, the biggest first.
+    let mut caches = caches;
+    caches.sort_by_key(|c| std::cmp::Reverse(c.2));
+    let results: Vec<(Cache, Option<JitFail>)> = caches
+        .into_par_iter()
+        .map(|(k, code, room, data)| {
+            let layout =
+                Layout { code: code.0, room, table: table.remote().0, hash, data: data.remote().0 };
+            let name = images[k].path.display().to_string();
+            let reached: HashSet<FuncId> = region.reached[k].iter().copied().collect();
+            let scope = Scope { roots: &root_entries, reached: &reached };
+            let funcs = &region.funcs[k];
+            match kerf_jit::translate(&name, &mods[k], funcs, &layout, plugin, &at, &scope) {
+                Ok(translation) => {
+                    data.store_u64(kerf_jit::translate::DATA_OWNER as usize, owner);
+                    // Every site predicts the way that matches nothing until it has seen one.
+                    let none = data.remote().0 + kerf_jit::translate::DATA_NO_WAY;
+                    let base = data.remote().0;
+                    for w in translation.preds.clone().step_by(8) {
+                        data.store_u64((w - base) as usize, none);
+                    }
+                    (Cache { module: k, code, room, data, translation }, None)
+                }
+                Err(e) => {
+                    let translation = Translation::default();
+                    (
+                        Cache { module: k, code, room, data, translation },
+                        Some(JitFail::Translate(e)),
+                    )
+                }
             }
-        }
+        })
+        .collect();
+    let mut failed = None;
+    let mut done = Vec::with_capacity(results.len());
+    for (c, e) in results {
+        failed = failed.or(e);
+        done.push(c);
     }
+    done.sort_by_key(|c| c.module);
     stats.translate = t1.elapsed();
-    let mut jit = Jit { pid, caches: done, table, entries: Vec::new(), stats };
+    let mut jit = Jit { pid, caches: done, table, entries: Vec::new(), stats, extra: Vec::new() };
     if let Some(e) = failed {
         let _ = jit.unmap();
         return Err(e);
@@ -274,18 +325,24 @@ pub fn install(
 
     // 3. Write the caches (no thread can be in them: nothing leads there yet) and the table.
     let t2 = Instant::now();
-    let mut t = Table::default();
+    let mut t = Table::new(hash);
     for c in &jit.caches {
         mem.write(c.code, &c.translation.code)?;
-        for &(orig, entry) in &c.translation.entries {
-            t.insert(orig, entry);
-        }
         jit.stats.blocks += c.translation.blocks.len();
         jit.stats.code_bytes += c.translation.code.len() as u64;
     }
+    // Function entries and return sites first: if sets fill up, rarer targets are left out.
+    let mut all: Vec<(u64, u64, u8)> =
+        jit.caches.iter().flat_map(|c| c.translation.entries.iter().copied()).collect();
+    all.sort_by_key(|e| e.2);
+    for (orig, entry, _) in all {
+        t.insert(orig, entry);
+    }
     jit.table.write_bytes(0, &t.bytes());
     jit.stats.table_entries = t.entries;
-    jit.stats.crowded = t.crowded.len();
+    if let Some(dir) = std::env::var_os("KERF_JIT_DUMP") {
+        dump(std::path::Path::new(&dir), images, &jit, &t);
+    }
     jit.stats.write = t2.elapsed();
     jit.stats.region = region;
 
@@ -304,12 +361,13 @@ pub fn install(
         let _ = jit.unmap();
         return Err(e);
     }
+    jit.extra = extra;
     Ok(jit)
 }
 
 /// The jump at root `r`'s entry to its translation, checked as any `jump5` is.
-fn entry_splice(images: &[AnalyzedImage], jit: &Jit, r: &Root) -> Result<Entry, JitFail> {
-    let m = &images[r.module];
+fn entry_splice(images: &[&AnalyzedImage], jit: &Jit, r: &Root) -> Result<Entry, JitFail> {
+    let m = images[r.module];
     let cfg = &m.analysis.cfg;
     let bias = m.bias.unwrap_or(0);
     let f = cfg.function(r.func);
@@ -345,6 +403,11 @@ fn entry_splice(images: &[AnalyzedImage], jit: &Jit, r: &Root) -> Result<Entry, 
 impl Jit {
     pub fn pid(&self) -> i32 {
         self.pid
+    }
+
+    /// Module `k` of a cache: one of the process's `images`, or one the JIT analysed itself.
+    pub fn image<'a>(&'a self, images: &'a [AnalyzedImage], k: usize) -> &'a AnalyzedImage {
+        images.get(k).unwrap_or_else(|| &self.extra[k - images.len()])
     }
 
     /// Escapes through the miss path so far, per cache, and the last target that escaped.
@@ -512,6 +575,27 @@ impl Jit {
         resumed?;
         Ok(out)
     }
+}
+
+/// For whoever debugs the translator (`KERF_JIT_DUMP=DIR`): each cache's bytes as
+/// `cache-ADDR.bin` (read them with `objdump -D -b binary -m i386:x86-64 --adjust-vma=ADDR`),
+/// and `index.txt`: each cache's module, its miss path, its exits, and the table entries
+/// that went to the overflow list.
+fn dump(dir: &std::path::Path, images: &[&AnalyzedImage], jit: &Jit, t: &Table) {
+    use std::fmt::Write;
+    let mut index = String::new();
+    for c in &jit.caches {
+        let _ = std::fs::write(dir.join(format!("cache-{:x}.bin", c.code.0)), &c.translation.code);
+        let path = images[c.module].path.display();
+        let _ = writeln!(index, "cache {:#x} miss {:#x} {path}", c.code.0, c.translation.miss);
+        for (target, why) in &c.translation.exits {
+            let _ = writeln!(index, "  exit {target:#x} {why:?}");
+        }
+    }
+    for (a, e) in &t.crowded {
+        let _ = writeln!(index, "overflow {a:#x} -> {e:#x}");
+    }
+    let _ = std::fs::write(dir.join("index.txt"), index);
 }
 
 /// Write `new` over `old` at `at`, checking the bytes before and after.

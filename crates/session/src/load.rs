@@ -460,6 +460,30 @@ fn analyze_image_file(
     })
 }
 
+/// Analyse an ELF image held in memory (a process's vDSO, read from it), named `name`: no
+/// debug files, no cache.
+pub fn analyze_bytes(name: &str, data: Vec<u8>) -> Result<AnalyzedImage, LoadError> {
+    let t0 = Instant::now();
+    let bytes = std::sync::Arc::new(Bytes::Owned(data));
+    let image = Image::from_elf(name, &bytes)?;
+    let analysis = analyze(&image, &kerf_analysis::Quiet);
+    Ok(AnalyzedImage {
+        path: name.into(),
+        file: name.into(),
+        bias: None,
+        analysis,
+        cached: false,
+        load_seconds: t0.elapsed().as_secs_f64(),
+        text_bytes: image.text_bytes(),
+        cache_warning: None,
+        symbols: SymbolOrigin::default(),
+        debug_warnings: Vec::new(),
+        segments: image.segments.clone(),
+        bytes: bytes.clone(),
+        from_cache: None,
+    })
+}
+
 /// Analyse every ELF module mapped into process `pid`, each with its load bias. Modules that
 /// are not ELF files on disk (deleted files, `[vdso]`) are skipped and listed in the result.
 pub fn analyze_process(

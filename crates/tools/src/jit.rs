@@ -9,7 +9,7 @@
 
 use crate::error::ToolError;
 use crate::live::Events;
-use kerf_codegen::ir::Program;
+use kerf_codegen::ir::{Addr, Cond, Op, Program, Src, Width};
 use kerf_jit::{BlockInfo, Plugin};
 use kerf_session::jit::{self, JitOptions, Root};
 use kerf_session::live::{ProcessTarget, Sampling, Stop};
@@ -41,15 +41,28 @@ impl PluginKind {
     }
 }
 
-/// The block counter: one `atomic add` of 1 on the block's word, lowered where the block's
-/// liveness allows (flags saved only where they are live).
+/// The block counter (JIFL's block count, inlined): the thread that owns the module's words
+/// (the process's main thread) adds 1 to the block's word without a lock; any other thread
+/// adds to the block's shared word with one. The count is the sum of the two, exact whatever
+/// the threads, and a single-threaded program never pays for a lock.
 struct BlockCounter;
 
 impl Plugin for BlockCounter {
-    fn block(&mut self, b: &BlockInfo<'_>) -> Option<Program> {
-        let text = format!("    atomic add [{:#x}], 1\n", b.word);
-        // The text is made here from a number: it always parses.
-        kerf_codegen::text::parse(&text).ok()
+    fn block(&self, b: &BlockInfo<'_>) -> Option<Program> {
+        // thread %t; load64 %owner, [OWNER]; br.ne %t, %owner, shared; add [WORD], 1;
+        // jmp done; shared: atomic add [SHARED], 1; done:
+        let mut p = Program::new();
+        let (t, owner) = (p.vreg("t"), p.vreg("owner"));
+        let (shared, done) = (p.label("shared"), p.label("done"));
+        p.push(Op::Thread { dst: t });
+        p.push(Op::Load { dst: owner, width: Width::W64, addr: Addr::Abs(b.owner) });
+        p.push(Op::Branch { cond: Cond::Ne, a: t, b: Src::Reg(owner), target: shared });
+        p.push(Op::AddMem { addr: Addr::Abs(b.word), src: Src::Imm(1), atomic: false });
+        p.push(Op::Jump { target: done });
+        p.push(Op::Label(shared));
+        p.push(Op::AddMem { addr: Addr::Abs(b.shared), src: Src::Imm(1), atomic: true });
+        p.push(Op::Label(done));
+        Some(p)
     }
 }
 
@@ -79,9 +92,7 @@ pub fn run(
     }
     let roots = resolve_roots(&target, &tool.roots)?;
     let counting = tool.plugins.contains(&PluginKind::Blocks);
-    let mut counter = BlockCounter;
-    let mut none = kerf_jit::NoPlugin;
-    let plugin: &mut dyn Plugin = if counting { &mut counter } else { &mut none };
+    let plugin: &dyn Plugin = if counting { &BlockCounter } else { &kerf_jit::NoPlugin };
     let t = Instant::now();
     let jit = jit::install(pid, &target.modules, &roots, plugin, tool.options)
         .map_err(|source| ToolError::Jit { pid, source })?;
@@ -96,19 +107,13 @@ pub fn run(
         t.elapsed().as_secs_f64(),
         roots.len()
     ));
-    if s.crowded > 0 {
+    if s.lost > 0 {
         events.warn(&format!(
-            "{} of {} lookup-table entries found their set full: indirect transfers to them \
-             leave the cache",
-            s.crowded,
+            "{} of {} lookup-table entries found their set and the overflow list full: \
+             indirect transfers to them leave the cache",
+            s.lost,
             s.table_entries + s.crowded
         ));
-    }
-    if std::env::var_os("KERF_JIT_DEBUG").is_some() {
-        for c in &jit.caches {
-            let path = target.modules[c.module].path.display();
-            eprintln!("cache {:#x} miss {:#x} {path}", c.code.0, c.translation.miss);
-        }
     }
     target.release()?;
     let heaps: Vec<_> = jit.caches.iter().map(|c| c.code).collect();
@@ -159,6 +164,27 @@ fn resolve_roots(target: &ProcessTarget, texts: &[String]) -> Result<Vec<Root>, 
         .collect())
 }
 
+/// An original address as `module+0xOFF (function+0xOFF)` when a module holds it.
+fn where_is(target: &ProcessTarget, a: u64) -> String {
+    for m in &target.modules {
+        let Some(bias) = m.bias else { continue };
+        let ia = kerf_arch::ImageAddr(a.wrapping_sub(bias));
+        if m.code_region(ia).is_none() {
+            continue;
+        }
+        let name = m.path.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
+        let cfg = &m.analysis.cfg;
+        return match cfg.function_at(ia) {
+            Some(f) => {
+                let f = cfg.function(f);
+                format!("{name}+{:#x} ({}+{:#x})", ia.0, f.name, ia.0 - f.entry.0)
+            }
+            None => format!("{name}+{:#x}", ia.0),
+        };
+    }
+    format!("{a:#x}")
+}
+
 /// The summary while the caches are still mapped: the region, the escapes, and with the
 /// block counter every block that ran.
 fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], counting: bool) -> Value {
@@ -167,7 +193,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], counting: b
     let mut blocks = Vec::new();
     let (mut escapes, mut returns) = (0, 0);
     for (k, c) in jit.caches.iter().enumerate() {
-        let m = &target.modules[c.module];
+        let m = jit.image(&target.modules, c.module);
         let bias = m.bias.unwrap_or(0);
         let cfg = &m.analysis.cfg;
         let esc = c.data.load_u64(kerf_jit::translate::DATA_ESCAPES as usize);
@@ -175,11 +201,6 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], counting: b
         let rets = c.data.load_u64(kerf_jit::translate::DATA_RETURNS as usize);
         escapes += esc;
         returns += rets;
-        if std::env::var_os("KERF_JIT_DEBUG").is_some() {
-            for (t, why) in &c.translation.exits {
-                eprintln!("exit {:#x} (image {:#x}) {:?}", t, t.wrapping_sub(bias), why);
-            }
-        }
         modules.push(json!({
             "module": m.path.display().to_string(),
             "functions": s.region.funcs[c.module].len(),
@@ -188,11 +209,11 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], counting: b
             "static_exits": c.translation.exits.len(),
             "escapes": esc,
             "returns_out": rets,
-            "last_escape": format!("{last:#x}"),
+            "last_escape": where_is(target, last),
         }));
         if counting {
             for b in &c.translation.blocks {
-                let n = jit.word(k, b.word);
+                let n = jit.word(k, b.word) + jit.word(k, b.shared);
                 if n > 0 {
                     let f = cfg.function(b.func);
                     blocks.push(json!({
@@ -217,6 +238,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], counting: b
             "capped": s.region.capped,
             "table_entries": s.table_entries,
             "crowded": s.crowded,
+            "lost": s.lost,
             "escapes": escapes,
             "returns_out": returns,
             "modules": modules,

@@ -155,6 +155,16 @@ fn decode(status: i32) -> Status {
     }
 }
 
+/// What one single-step of a thread met (with its registers after, and the wait status).
+enum Stepped {
+    /// The step's own trap: a kernel-generated SIGTRAP.
+    Trap(Regs, i32),
+    /// A signal that arrived first, kept for re-injection.
+    Signal(Regs, i32),
+    /// Another stop, absorbed.
+    Other,
+}
+
 /// A thread group held stopped by kerf. See the module documentation for how.
 pub struct Tracee {
     pid: i32,
@@ -939,33 +949,8 @@ impl Tracee {
         const OP: &str = "single-step";
         let deadline = Instant::now() + self.timeout;
         for _ in 0..MAX_STEP_STOPS {
-            self.sys
-                .single_step(tid, 0)
-                .map_err(|e| self.ptrace_err(tid, "PTRACE_SINGLESTEP", e))?;
-            let i = self.stopped(tid)?;
-            self.threads[i].state = State::Running;
-            let status = self.wait_one(tid, OP, deadline)?;
-            match decode(status) {
-                Status::Gone => {
-                    self.remove(tid);
-                    return Err(TargetError::ThreadExited { pid: self.pid, tid, op: OP });
-                }
-                Status::Stopped { sig, event: 0 } => {
-                    let info = self
-                        .sys
-                        .get_siginfo(tid)
-                        .map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGINFO", e))?;
-                    let i = self.index(tid).expect("stopped thread is tracked");
-                    self.threads[i].state = State::Signal;
-                    if sig == libc::SIGTRAP && info.code() > 0 {
-                        return self
-                            .sys
-                            .get_regs(tid)
-                            .map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e));
-                    }
-                    self.threads[i].pending.push_back(info);
-                }
-                Status::Stopped { .. } => self.absorb(tid, status, OP)?,
+            if let Stepped::Trap(now, _) = self.step_once(tid, OP, deadline)? {
+                return Ok(now);
             }
         }
         Err(TargetError::StepInterrupted { pid: self.pid, tid, op: OP, stops: MAX_STEP_STOPS })
@@ -981,47 +966,59 @@ impl Tracee {
         self.sys.set_regs(tid, regs).map_err(|e| self.ptrace_err(tid, "PTRACE_SETREGS", e))?;
         let deadline = Instant::now() + self.timeout;
         for _ in 0..MAX_STEP_STOPS {
-            self.sys
-                .single_step(tid, 0)
-                .map_err(|e| self.ptrace_err(tid, "PTRACE_SINGLESTEP", e))?;
-            let i = self.stopped(tid)?;
-            self.threads[i].state = State::Running;
-            let status = self.wait_one(tid, OP, deadline)?;
-            match decode(status) {
-                Status::Gone => {
-                    self.remove(tid);
-                    return Err(TargetError::ThreadExited { pid: self.pid, tid, op: OP });
+            match self.step_once(tid, OP, deadline)? {
+                // Our trap: just after the instruction.
+                Stepped::Trap(now, _) if now.pc() == insn + 2 => return Ok(now),
+                // A signal that arrived first (kept): step again, from where it was.
+                Stepped::Trap(now, status) | Stepped::Signal(now, status) if now.pc() != insn => {
+                    return Err(TargetError::UnexpectedStop { pid: self.pid, tid, op: OP, status });
                 }
-                Status::Stopped { sig, event: 0 } => {
-                    let info = self
-                        .sys
-                        .get_siginfo(tid)
-                        .map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGINFO", e))?;
-                    let now = self
-                        .sys
-                        .get_regs(tid)
-                        .map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
-                    let i = self.index(tid).expect("stopped thread is tracked");
-                    self.threads[i].state = State::Signal;
-                    // Our trap: a kernel-generated SIGTRAP just after the instruction.
-                    if sig == libc::SIGTRAP && info.code() > 0 && now.pc() == insn + 2 {
-                        return Ok(now);
-                    }
-                    // A signal that arrived first: keep it, step again.
-                    self.threads[i].pending.push_back(info);
-                    if now.pc() != insn {
-                        return Err(TargetError::UnexpectedStop {
-                            pid: self.pid,
-                            tid,
-                            op: OP,
-                            status,
-                        });
-                    }
-                }
-                Status::Stopped { .. } => self.absorb(tid, status, OP)?,
+                _ => {}
             }
         }
         Err(TargetError::StepInterrupted { pid: self.pid, tid, op: OP, stops: MAX_STEP_STOPS })
+    }
+
+    /// One single-step of stopped thread `tid`: its trap (a kernel-generated SIGTRAP), or a
+    /// signal that came first (kept for re-injection at resume), with the registers after; a
+    /// stop for anything else is absorbed.
+    fn step_once(
+        &mut self,
+        tid: i32,
+        op: &'static str,
+        deadline: Instant,
+    ) -> Result<Stepped, TargetError> {
+        self.sys.single_step(tid, 0).map_err(|e| self.ptrace_err(tid, "PTRACE_SINGLESTEP", e))?;
+        let i = self.stopped(tid)?;
+        self.threads[i].state = State::Running;
+        let status = self.wait_one(tid, op, deadline)?;
+        match decode(status) {
+            Status::Gone => {
+                self.remove(tid);
+                Err(TargetError::ThreadExited { pid: self.pid, tid, op })
+            }
+            Status::Stopped { sig, event: 0 } => {
+                let info = self
+                    .sys
+                    .get_siginfo(tid)
+                    .map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGINFO", e))?;
+                let now = self
+                    .sys
+                    .get_regs(tid)
+                    .map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
+                let i = self.index(tid).expect("stopped thread is tracked");
+                self.threads[i].state = State::Signal;
+                if sig == libc::SIGTRAP && info.code() > 0 {
+                    return Ok(Stepped::Trap(now, status));
+                }
+                self.threads[i].pending.push_back(info);
+                Ok(Stepped::Signal(now, status))
+            }
+            Status::Stopped { .. } => {
+                self.absorb(tid, status, op)?;
+                Ok(Stepped::Other)
+            }
+        }
     }
 
     /// The thread injected system calls run on: among the stopped threads, preferably one

@@ -1,0 +1,118 @@
+#!/bin/bash
+# bench/jit.sh [ROUNDS]: `kerf jit` on real CPU-bound programs nobody here wrote (issue 14's
+# "Performance"), side by side with Valgrind in one run. Each program runs whole from `main`:
+#   xz -T1 -6 on 16 MB of generated text; sqlite3 with an in-memory SQL workload (200k rows
+#   in two tables, indexes, joins, grouping); Debian's python3.11 on a pure-Python loop.
+# Per program: native; `kerf jit main --plugin none` (the code cache alone); `kerf jit main
+# --plugin blocks` (every block counted); `valgrind --tool=none`; `valgrind --tool=exp-bbv`
+# (Valgrind's block-vector counter). Wall time from launch to exit (kerf's analysis, from its
+# cache after the first round, and translation included), median of ROUNDS (default 3), and
+# the ratio to native. Every run's output is checked against the native run's.
+# Installs valgrind (apt) if missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-3}
+say() { echo "bench: $*" >&2; }
+command -v valgrind >/dev/null || { say "installing valgrind"; apt-get install -y -q valgrind >/dev/null; }
+for p in xz sqlite3; do command -v $p >/dev/null || { say "installing $p"; apt-get install -y -q ${p/xz/xz-utils} >/dev/null; }; done
+[ -x /usr/bin/python3.11 ] || { say "installing python3.11"; apt-get install -y -q python3.11 >/dev/null; }
+cargo build --release -p kerf >/dev/null 2>&1 || { say "cargo build failed"; exit 1; }
+K=$PWD/target/release/kerf
+W=$(mktemp -d /tmp/kerf-jit-bench.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+export KERF_CACHE_DIR=$W/cache
+python3 - "$W" <<'PY'
+import random, sys
+w = sys.argv[1]
+random.seed(1)
+words = [''.join(random.choice('abcdefghijklmnopqrstuvwxyz') for _ in range(random.randint(2, 9))) for _ in range(5000)]
+out, n = [], 0
+while n < 16 << 20:
+    line = ' '.join(random.choice(words) for _ in range(12)) + '\n'
+    out.append(line)
+    n += len(line)
+open(f'{w}/text', 'w').write(''.join(out))
+sql = ["CREATE TABLE a(id INTEGER PRIMARY KEY, x INT, y TEXT);",
+       "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c WHERE i<200000) INSERT INTO a SELECT i, (i*7919)%100003, printf('r%d', i%1000) FROM c;",
+       "CREATE INDEX ax ON a(x);",
+       "CREATE TABLE b(id INTEGER PRIMARY KEY, ax INT, z REAL);",
+       "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM c WHERE i<200000) INSERT INTO b SELECT i, (i*31)%100003, i*0.5 FROM c;",
+       "CREATE INDEX bax ON b(ax);"]
+for q in range(1, 7):
+    sql += [f"SELECT count(*), sum(b.z) FROM a JOIN b ON a.x = b.ax WHERE a.y LIKE 'r{q}%';",
+            "SELECT y, count(*), avg(x) FROM a GROUP BY y ORDER BY 2 DESC, 1 LIMIT 3;",
+            f"SELECT count(*) FROM a WHERE x IN (SELECT ax FROM b WHERE z > {q}*10000);",
+            "SELECT count(*) FROM a AS p JOIN a AS q ON p.x = q.id WHERE q.y > 'r5';"]
+open(f'{w}/work.sql', 'w').write('\n'.join(sql) + '\n')
+open(f'{w}/loop.py', 'w').write('''s = 0
+for i in range(8000000):
+    s += i * i % 7
+d = {}
+for i in range(300000):
+    d[str(i)] = i
+print(s, len(d))
+''')
+PY
+declare -A CMD=(
+  [xz]="/usr/bin/xz -T1 -6 -c $W/text"
+  [sqlite3]="/usr/bin/sqlite3 :memory: .read\ $W/work.sql"
+  [python3.11]="/usr/bin/python3.11 $W/loop.py"
+)
+run() { # MODE PROGRAM -> output on stdout
+  local mode=$1 prog=$2
+  local -a cmd
+  eval "cmd=(${CMD[$prog]})"
+  case $mode in
+    native) "${cmd[@]}" ;;
+    kerf-none) "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-blocks) "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    vg-none) valgrind -q --tool=none "${cmd[@]}" ;;
+    vg-bbv) valgrind -q --tool=exp-bbv --bb-out-file="$W/bb.out" "${cmd[@]}" ;;
+  esac
+}
+MODES="native kerf-none kerf-blocks vg-none vg-bbv"
+echo "# bench/jit.sh $ROUNDS, $(date -u +%F), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
+for prog in xz sqlite3 python3.11; do
+  run native $prog | md5sum > "$W/$prog.expected"
+  run kerf-none $prog > /dev/null  # the analysis cache, filled once
+  for r in $(seq "$ROUNDS"); do
+    for m in $MODES; do
+      say "$prog round $r/$ROUNDS: $m"
+      s=$(date +%s.%N)
+      run $m $prog | md5sum > "$W/$prog.$m.sum"
+      e=$(date +%s.%N)
+      echo "$prog $m $(echo "$e - $s" | bc)" >> "$W/times"
+      cmp -s "$W/$prog.expected" "$W/$prog.$m.sum" || echo "$prog $m" >> "$W/wrong"
+      if [[ $m == kerf-* ]]; then
+        python3 -c "import json,sys; j=json.load(open(sys.argv[1]))['jit']; print(sys.argv[2], sys.argv[3], j['escapes'], j['returns_out'], j['functions'], j['blocks'], j['seconds']['translate'])" "$W/summary" $prog $m >> "$W/kerf.stats"
+      fi
+    done
+  done
+done
+python3 - "$W" "$MODES" <<'PY'
+import statistics, sys, os
+w, modes = sys.argv[1], sys.argv[2].split()
+t = {}
+for l in open(f"{w}/times"):
+    p, m, s = l.split()
+    t.setdefault((p, m), []).append(float(s))
+wrong = set(tuple(l.split()) for l in open(f"{w}/wrong")) if os.path.exists(f"{w}/wrong") else set()
+print(f"{'program':<12}" + "".join(f"{m:>14}" for m in modes))
+for p in ["xz", "sqlite3", "python3.11"]:
+    base = statistics.median(t[(p, "native")])
+    cells = []
+    for m in modes:
+        med = statistics.median(t[(p, m)])
+        mark = " WRONG" if (p, m) in wrong else ""
+        cells.append(f"{med:7.2f}s {med / base:4.2f}x{mark}" if m != "native" else f"{med:7.2f}s")
+    print(f"{p:<12}" + "".join(f"{c:>14}" for c in cells))
+print("# kerf runs: program mode escapes returns_out functions blocks translate_seconds (last round)")
+last = {}
+for l in open(f"{w}/kerf.stats"):
+    f = l.split()
+    last[(f[0], f[1])] = l.strip()
+for k in sorted(last):
+    print("#", last[k])
+if wrong:
+    print("# OUTPUT DIFFERED:", sorted(wrong))
+PY

@@ -1,0 +1,149 @@
+//! The translator on bytes: `tests/fixtures/jitted.c` built with gcc and analysed, every
+//! function translated for a cache at a fixed address with the block counter's IR, and the
+//! cache decoded again. Checks what the live tests found broken once: no operand or branch
+//! of the cache names a label or a cache address where the program expects an original one
+//! (a RIP-relative operand keeps its original target, so `lea rdi, [rip+cmp]` still hands
+//! the program `cmp`), every block starts at a clean point that maps back to it, and every
+//! function entry and return site is in the table.
+
+use iced_x86::{Decoder, DecoderOptions, FlowControl, OpKind};
+use kerf_analysis::cfg::FuncId;
+use kerf_analysis::image::Image;
+use kerf_analysis::memory::CodeMemory;
+use kerf_codegen::{At, Env, LiveAt, ThreadPointer};
+use kerf_jit::table::{Hash, Table};
+use kerf_jit::{BlockInfo, Layout, Module, Plugin, Scope};
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const CODE: u64 = 0x4000_0000;
+const DATA: u64 = 0x5000_0000;
+const TABLE: u64 = 0x7f00_0000_0000;
+
+fn fixture() -> Vec<u8> {
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("jitted-translate");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/jitted.c");
+    let st = Command::new("gcc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("gcc is needed (Debian package gcc)");
+    assert!(st.success());
+    std::fs::read(out).unwrap()
+}
+
+struct Counter;
+
+impl Plugin for Counter {
+    fn block(&self, b: &BlockInfo<'_>) -> Option<kerf_codegen::ir::Program> {
+        let text = format!(
+            "    thread %t\n    load64 %o, [{:#x}]\n    br.ne %t, %o, s\n    add [{:#x}], 1\n    \
+             jmp d\ns:\n    atomic add [{:#x}], 1\nd:\n",
+            b.owner, b.word, b.shared
+        );
+        Some(kerf_codegen::text::parse(&text).unwrap())
+    }
+}
+
+/// Every RIP-relative operand's target and every direct branch target of `code` at `ip`.
+fn targets(code: &[u8], ip: u64) -> (Vec<u64>, Vec<u64>) {
+    let (mut mem, mut branch) = (Vec::new(), Vec::new());
+    let mut d = Decoder::with_ip(64, code, ip, DecoderOptions::NONE);
+    while d.can_decode() {
+        let i = d.decode();
+        if i.is_ip_rel_memory_operand() {
+            mem.push(i.ip_rel_memory_address());
+        }
+        if matches!(i.op0_kind(), OpKind::NearBranch64) {
+            branch.push(i.near_branch_target());
+        }
+    }
+    (mem, branch)
+}
+
+#[test]
+fn the_cache_keeps_original_addresses_and_maps_back() {
+    let bytes = fixture();
+    let image = Image::from_elf("jitted", &bytes).unwrap();
+    let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
+    let cfg = &analysis.cfg;
+    let m = Module { cfg, mem: &image, bias: 0 };
+    let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
+    let layout = Layout { code: CODE, room: 1 << 24, table: TABLE, hash: Hash::Mixed, data: DATA };
+    let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
+    let work = cfg.functions_named("work").next().expect("work");
+    let roots: HashSet<u64> = [cfg.function(work).entry.0].into();
+    let reached: HashSet<FuncId> = [work].into();
+    let scope = Scope { roots: &roots, reached: &reached };
+    let t = kerf_jit::translate("jitted", &m, &funcs, &layout, &Counter, &at, &scope).unwrap();
+    let end = CODE + t.code.len() as u64;
+
+    // 1. RIP-relative operands: the original code's targets are all still there, and the only
+    //    others are kerf's data area (the counters).
+    let mut original: BTreeMap<u64, usize> = BTreeMap::new();
+    for b in &t.blocks {
+        let (base, code) = image.code_region(kerf_arch::ImageAddr(b.start)).unwrap();
+        let off = (b.start - base.0) as usize;
+        let block = cfg.blocks.iter().find(|x| x.start.0 == b.start).unwrap();
+        let (mem, _) = targets(&code[off..off + block.len as usize], b.start);
+        for a in mem {
+            *original.entry(a).or_default() += 1;
+        }
+    }
+    let (mem, branches) = targets(&t.code, CODE);
+    let mut cached: BTreeMap<u64, usize> = BTreeMap::new();
+    for a in mem {
+        assert!(!(CODE..end).contains(&a), "an operand points into the cache: {a:#x}");
+        if !(DATA..DATA + t.data_len).contains(&a) {
+            *cached.entry(a).or_default() += 1;
+        }
+    }
+    assert_eq!(cached, original, "RIP-relative targets changed");
+    assert!(original.len() > 10, "{original:?}");
+
+    // 2. Direct branches go into the cache or to original code, never to a label.
+    for b in branches {
+        let in_module = image.code_region(kerf_arch::ImageAddr(b)).is_some();
+        assert!((CODE..end).contains(&b) || in_module, "branch to {b:#x}");
+    }
+
+    // 3. Every block's translation starts at a clean point that maps back to it.
+    for b in &t.blocks {
+        assert_eq!(t.clean.get(&b.cache), Some(&b.start), "block {:#x}", b.start);
+    }
+
+    // 4. The table finds every function entry and every return site.
+    let mut table = Table::new(Hash::Mixed);
+    for &(orig, entry, _) in &t.entries {
+        table.insert(orig, entry);
+    }
+    for &f in &funcs {
+        let entry = cfg.function(f).entry.0;
+        if t.cache_of(entry).is_some() {
+            assert!(table.find(entry).is_some(), "entry of {}", cfg.function(f).name);
+        }
+    }
+    let calls = {
+        let (base, code) = image.code_region(cfg.function(work).entry).unwrap();
+        let f = cfg.function(work);
+        let off = (f.entry.0 - base.0) as usize;
+        let len = (f.extent.end - f.extent.start) as usize;
+        let mut d = Decoder::with_ip(64, &code[off..off + len], f.entry.0, DecoderOptions::NONE);
+        let mut v = Vec::new();
+        while d.can_decode() {
+            let i = d.decode();
+            if i.flow_control() == FlowControl::Call
+                || i.flow_control() == FlowControl::IndirectCall
+            {
+                v.push(i.next_ip());
+            }
+        }
+        v
+    };
+    assert!(calls.len() >= 4, "{calls:?}");
+    for r in calls {
+        assert!(table.find(r).is_some(), "return site {r:#x} of work");
+    }
+}
