@@ -169,8 +169,11 @@ fn attach_and_detach_mid_run_again_and_again() {
     let before = text_of(pid);
     assert!(before.len() >= 2, "no text read from {pid}");
     let (mut cycles, mut moved) = (0, 0u64);
-    let deadline = Instant::now() + Duration::from_secs(25);
-    while cycles < 100 && Instant::now() < deadline {
+    // A fixed number of cycles (the suite runs tests side by side: no rate is promised), each
+    // 50 ms live; the program runs until told to stop, so none races its end.
+    const CYCLES: usize = 12;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while cycles < CYCLES && Instant::now() < deadline {
         let summary = tmp().join("jit-attach.json");
         let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
             .args(["jit", "work", "--duration", "0.05", "--json", "-o"])
@@ -207,7 +210,7 @@ fn attach_and_detach_mid_run_again_and_again() {
     assert!(threads.iter().all(|l| l.contains(": ok after ")), "{out}");
     assert!(out.ends_with("done\n"), "{out}");
     eprintln!("{cycles} attach/detach cycles, {moved} threads brought back from the cache");
-    assert!(cycles >= 10, "only {cycles} attach/detach cycles in 25 s");
+    assert_eq!(cycles, CYCLES, "only {cycles} attach/detach cycles in 180 s");
     // Detaching while threads ran in the cache moved some of them back.
     assert!(moved > 0, "no thread was ever in the cache at detach in {cycles} cycles");
 }
