@@ -236,9 +236,10 @@ pub fn install(
     let owner = tr.regs(pid).map(|r| r.fs_base).unwrap_or(0);
     let thread = if hwcap2 & 2 != 0 { ThreadPointer::FsBase } else { ThreadPointer::FsSelf };
     let mut caches = Vec::new();
-    let mapped = (|| -> Result<SharedMem, TargetError> {
+    let mut table = None;
+    let mapped = (|| -> Result<(), TargetError> {
         let exe = images.first().map_or(0, |m| span(m).0);
-        let table = tr.share_near(RemoteAddr(exe), kerf_jit::table::TABLE_BYTES, 0)?;
+        table = Some(tr.share_near(RemoteAddr(exe), kerf_jit::table::TABLE_BYTES, 0)?);
         for (k, funcs) in region.funcs.iter().enumerate() {
             if funcs.is_empty() {
                 continue;
@@ -252,14 +253,19 @@ pub fn install(
             let data = tr.share_near(code, data_len, data_len)?;
             caches.push((k, code, room, data));
         }
-        Ok(table)
+        Ok(())
     })();
-    let table = match mapped {
-        Ok(t) => t,
-        Err(e) => {
+    let table = match (mapped, table.take()) {
+        (Ok(()), Some(t)) => t,
+        (Ok(()), None) => unreachable!("the table is mapped first"),
+        (Err(e), mut table) => {
+            // Whatever was mapped before the failure goes again.
             for (_, code, room, data) in caches.drain(..) {
                 let _ = tr.free(code, room);
                 let _ = tr.free(data.remote(), data.len() as u64);
+            }
+            if let Some(t) = table.take() {
+                let _ = tr.free(t.remote(), t.len() as u64);
             }
             let _ = tr.resume_detach();
             return Err(e.into());

@@ -147,7 +147,9 @@ fn resolve_roots(target: &ProcessTarget, texts: &[String]) -> Result<Vec<Root>, 
         let plain =
             matches!(&s.what, SpecWhat::Symbol { offset: 0, blocks: false, exits: false, .. });
         if !plain {
-            return Err(ToolError::NotAFunction { spec: s.text.clone() });
+            let why =
+                format!("{}: kerf jit's roots are functions ([MODULE:]SYMBOL), not points", s.text);
+            return Err(ToolError::Usage(why));
         }
     }
     let names: Vec<(String, &kerf_analysis::Analysis)> =
