@@ -1451,7 +1451,7 @@ impl PatchWrites {
 }
 
 /// Write `new` at `addr` after checking the bytes there are `old`, then read it back.
-fn write_verified(
+pub(crate) fn write_verified(
     tr: &dyn TargetMemory,
     addr: u64,
     old: &[u8],

@@ -604,23 +604,12 @@ fn dump(dir: &std::path::Path, images: &[&AnalyzedImage], jit: &Jit, t: &Table) 
     let _ = std::fs::write(dir.join("index.txt"), index);
 }
 
-/// Write `new` over `old` at `at`, checking the bytes before and after.
+/// Write `new` over `old` at `at`, checking the bytes before and after (the probes' own check).
 fn write_checked(mem: &RemoteMem, at: RemoteAddr, old: &[u8], new: &[u8]) -> Result<(), JitFail> {
-    let mut cur = vec![0u8; old.len()];
-    mem.read(at, &mut cur)?;
-    if cur != old {
-        return Err(JitFail::Mismatch {
-            addr: at.0,
-            detail: format!("expected {old:02x?}, found {cur:02x?}"),
-        });
-    }
-    mem.write(at, new)?;
-    mem.read(at, &mut cur)?;
-    if cur != new {
-        return Err(JitFail::Mismatch {
-            addr: at.0,
-            detail: format!("wrote {new:02x?}, read back {cur:02x?}"),
-        });
-    }
-    Ok(())
+    use crate::probe::InstrumentError;
+    crate::instrument::write_verified(mem, at.0, old, new).map_err(|e| match e {
+        InstrumentError::Target(t) => JitFail::Target(t),
+        InstrumentError::Mismatch { addr, detail } => JitFail::Mismatch { addr, detail },
+        other => JitFail::Mismatch { addr: at.0, detail: other.to_string() },
+    })
 }
