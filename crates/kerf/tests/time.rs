@@ -340,6 +340,7 @@ fn virtual_time_matches_the_threads_own_cpu_clocks() {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
     for force in [&[][..], &["--force-kind", "trap"][..]] {
         let summary = dir.join("virtual.json");
+        let steal = common::Steal::now();
         let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
             .args(["time", "--virtual", "--json", "-o"])
             .arg(&summary)
@@ -366,7 +367,11 @@ fn virtual_time_matches_the_threads_own_cpu_clocks() {
             };
             let (wall, cpu) = (ratio("total_ns", "wall_ns"), ratio("virtual_ns", "cpu_ns"));
             assert!((0.95..=1.01).contains(&wall), "{name} wall: kerf/program {wall}: {v}");
-            assert!((0.95..=1.05).contains(&cpu), "{name} virtual: kerf/program {cpu}: {v}");
+            let most = steal.virtual_limit(1.05);
+            assert!(
+                (0.95..=most).contains(&cpu),
+                "{name} virtual: kerf/program {cpu} > {most}: {v}"
+            );
             // Per call: the CPU time the function takes, whatever the waits around it.
             let avg = x["avg_virtual_ns"].as_f64().unwrap() / 1e6;
             assert!((cpu_ms * 0.95..cpu_ms * 1.1).contains(&avg), "{name}: {avg} ms: {v}");

@@ -124,3 +124,47 @@ pub fn rest(mut out: BufReader<ChildStdout>) -> String {
     out.read_to_string(&mut s).unwrap();
     s
 }
+
+/// Each CPU's time counters from `/proc/stat`, to tell how much of a run the hypervisor stole.
+/// A thread's CPU clock leaves out stolen time (this kernel has PARAVIRT_TIME_ACCOUNTING), but
+/// the thread was on the CPU all along, so kerf's virtual time (wall time minus time switched
+/// out) counts it: on a busy host the two differ by the share stolen.
+pub struct Steal(Vec<(u64, u64)>);
+
+impl Steal {
+    /// Every CPU's (steal, total) ticks now.
+    pub fn now() -> Steal {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap();
+        Steal(
+            stat.lines()
+                .filter(|l| l.starts_with("cpu") && !l.starts_with("cpu "))
+                .map(|l| {
+                    let n: Vec<u64> =
+                        l.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+                    // user nice system idle iowait irq softirq steal [guest guest_nice]: the
+                    // guest fields are already inside user and nice.
+                    (n.get(7).copied().unwrap_or(0), n.iter().take(8).sum())
+                })
+                .collect(),
+        )
+    }
+
+    /// The largest share of any CPU's time stolen since `self` (0 with no time passed).
+    pub fn worst_since(&self) -> f64 {
+        let now = Steal::now();
+        self.0
+            .iter()
+            .zip(&now.0)
+            .map(|(a, b)| match b.1.saturating_sub(a.1) {
+                0 => 0.0,
+                total => b.0.saturating_sub(a.0) as f64 / total as f64,
+            })
+            .fold(0.0, f64::max)
+    }
+
+    /// The highest fair ratio of kerf's virtual time to a thread's own CPU clock: `limit`, plus
+    /// what the stolen share since `self` adds to it.
+    pub fn virtual_limit(&self, limit: f64) -> f64 {
+        limit / (1.0 - self.worst_since().min(0.5))
+    }
+}
