@@ -22,6 +22,6 @@ pub mod x86_64;
 pub use region::{closure, Region};
 pub use table::Table;
 pub use translate::{
-    data_for, room_for, translate, BlockInfo, JitError, Layout, Leaves, Module, NoPlugin, Plugin,
-    Scope, Translated, Translation,
+    data_for, room_for, translate, BlockInfo, Entry, JitError, Layout, Leaves, Module, NoPlugin,
+    Plugin, Scope, Translated, Translation,
 };

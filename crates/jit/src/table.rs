@@ -1,7 +1,10 @@
 //! The lookup table an indirect transfer in the code cache searches (see
 //! [`crate::x86_64::probe`]): 2^17 sets of four ways, each way an original address and the
 //! cache address of that block's indirect entry. kerf fills it; the target only reads it. An
-//! empty way holds original address 0, which no target has.
+//! empty way holds original address 0, which no target has. Beside the sets, at [`CONT`]
+//! bytes from each way, the way's *continuation*: where the translation of its original
+//! address starts, which a `ret` goes to directly with the program's registers and stack
+//! already restored (see [`crate::x86_64::ret_probe`]).
 //!
 //! The set is computed from the target without touching the flags: with BMI2 (`rorx`,
 //! `shlx`, `shrx`), bits 2..18 plus bits 19..35, modulo 2^17 (instructions are rarely under 4
@@ -23,8 +26,12 @@ pub const SETS_BYTES: u64 = SETS as u64 * SET_BYTES;
 /// Entries the overflow list after the sets holds (searched by the miss path: entries whose
 /// set was full still hit, slowly).
 pub const OVERFLOW: usize = 4096;
-/// Bytes of the whole table: the sets, then the overflow list (a count, then pairs).
-pub const TABLE_BYTES: u64 = SETS_BYTES + 8 + 16 * OVERFLOW as u64;
+/// How far each way's continuation word is from the way: past the sets and the overflow list
+/// (a count, then pairs), with the sets' own stride (the other 8 bytes of each are spare).
+pub const CONT: u64 = SETS_BYTES + (1 << 20);
+/// Bytes of the whole table: the sets, the overflow list, the continuations.
+pub const TABLE_BYTES: u64 = CONT + SETS_BYTES;
+const _: () = assert!(8 + 16 * OVERFLOW as u64 <= CONT - SETS_BYTES);
 
 /// Which bits of a target choose its set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,11 +56,19 @@ impl Hash {
 #[derive(Clone, Debug)]
 pub struct Table {
     hash: Hash,
-    ways: Vec<[(u64, u64); WAYS]>,
+    ways: Vec<[Way; WAYS]>,
     /// Entries that found every way of their set taken, in the overflow list (the first
     /// [`OVERFLOW`]; indirect transfers to the rest leave the cache, counted as escapes).
     pub crowded: Vec<(u64, u64)>,
     pub entries: usize,
+}
+
+/// One way: an original address, its indirect entry, its continuation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Way {
+    orig: u64,
+    entry: u64,
+    cont: u64,
 }
 
 /// Where in the table a write went: the byte offset of the way's pair.
@@ -64,38 +79,45 @@ pub struct Placed {
 
 impl Table {
     pub fn new(hash: Hash) -> Table {
-        Table { hash, ways: vec![[(0, 0); WAYS]; SETS], crowded: Vec::new(), entries: 0 }
+        Table { hash, ways: vec![[Way::default(); WAYS]; SETS], crowded: Vec::new(), entries: 0 }
     }
 
     pub fn hash(&self) -> Hash {
         self.hash
     }
 
-    /// Add `orig -> entry`. An address already present keeps its first entry (`None`), as
-    /// does a full set (recorded in `crowded`).
-    pub fn insert(&mut self, orig: u64, entry: u64) -> Option<Placed> {
+    /// Add `orig -> entry`, with its continuation `cont`. An address already present keeps
+    /// its first entry (`None`), as does a full set (recorded in `crowded`: the overflow list
+    /// has no continuations, a `ret` finds those through their entries).
+    pub fn insert(&mut self, orig: u64, entry: u64, cont: u64) -> Option<Placed> {
         debug_assert!(orig != 0);
         let s = self.hash.set_of(orig);
         let set = &mut self.ways[s];
-        if set.iter().any(|w| w.0 == orig) {
+        if set.iter().any(|w| w.orig == orig) {
             return None;
         }
-        let Some(k) = set.iter().position(|w| w.0 == 0) else {
+        let Some(k) = set.iter().position(|w| w.orig == 0) else {
             if !self.crowded.iter().any(|c| c.0 == orig) {
                 self.crowded.push((orig, entry));
             }
             return None;
         };
-        set[k] = (orig, entry);
+        set[k] = Way { orig, entry, cont };
         self.entries += 1;
         Some(Placed { offset: s as u64 * SET_BYTES + WAY_BYTES * k as u64 })
     }
 
     /// The entry for `orig`, as the probe and the miss path find it.
     pub fn find(&self, orig: u64) -> Option<u64> {
+        let set = self.ways[self.hash.set_of(orig)].iter().map(|w| (w.orig, w.entry));
+        let mut over = self.crowded.iter().take(OVERFLOW).copied();
+        set.chain(&mut over).find(|w| w.0 == orig && orig != 0).map(|w| w.1)
+    }
+
+    /// The continuation of `orig`, as a `ret` finds it (the sets only).
+    pub fn continuation(&self, orig: u64) -> Option<u64> {
         let set = &self.ways[self.hash.set_of(orig)];
-        let over = self.crowded.iter().take(OVERFLOW);
-        set.iter().chain(over).find(|w| w.0 == orig && orig != 0).map(|w| w.1)
+        set.iter().find(|w| w.orig == orig && orig != 0).map(|w| w.cont)
     }
 
     /// Entries neither the sets nor the overflow list hold.
@@ -107,9 +129,9 @@ impl Table {
     pub fn bytes(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(TABLE_BYTES as usize);
         for set in &self.ways {
-            for &(o, e) in set {
-                v.extend_from_slice(&o.to_le_bytes());
-                v.extend_from_slice(&e.to_le_bytes());
+            for w in set {
+                v.extend_from_slice(&w.orig.to_le_bytes());
+                v.extend_from_slice(&w.entry.to_le_bytes());
             }
         }
         let over: Vec<&(u64, u64)> = self.crowded.iter().take(OVERFLOW).collect();
@@ -118,7 +140,13 @@ impl Table {
             v.extend_from_slice(&o.to_le_bytes());
             v.extend_from_slice(&e.to_le_bytes());
         }
-        v.resize(TABLE_BYTES as usize, 0);
+        v.resize(CONT as usize, 0);
+        for set in &self.ways {
+            for w in set {
+                v.extend_from_slice(&w.cont.to_le_bytes());
+                v.extend_from_slice(&[0; 8]);
+            }
+        }
         v
     }
 }
@@ -131,13 +159,15 @@ mod tests {
     fn four_ways_then_crowded() {
         let mut t = Table::new(Hash::Low16);
         for k in 0..4u64 {
-            let placed = t.insert(0x5555_0000_1234 + (k << 16), 0xa + k);
+            let placed = t.insert(0x5555_0000_1234 + (k << 16), 0xa + k, 0x1a + k);
             assert_eq!(placed, Some(Placed { offset: 0x1234 * SET_BYTES + 16 * k }));
         }
-        assert_eq!(t.insert(0x5555_0009_1234, 0xf), None);
+        assert_eq!(t.insert(0x5555_0009_1234, 0xf, 0x1f), None);
         assert_eq!(t.crowded, [(0x5555_0009_1234, 0xf)]);
-        assert_eq!(t.insert(0x5555_0000_1234, 0xd), None, "first entry kept");
+        assert_eq!(t.insert(0x5555_0000_1234, 0xd, 0x1d), None, "first entry kept");
         assert_eq!(t.find(0x5555_0001_1234), Some(0xb));
+        assert_eq!(t.continuation(0x5555_0001_1234), Some(0x1b));
+        assert_eq!(t.continuation(0x5555_0009_1234), None, "no continuation in the overflow");
         assert_eq!(t.find(0x5555_0009_1234), Some(0xf), "from the overflow list");
         assert_eq!(t.lost(), 0);
         let b = t.bytes();
@@ -149,6 +179,8 @@ mod tests {
         let at = (0x1234 * SET_BYTES + 16) as usize;
         assert_eq!(u64::from_le_bytes(b[at..at + 8].try_into().unwrap()), 0x5555_0001_1234);
         assert_eq!(u64::from_le_bytes(b[at + 8..at + 16].try_into().unwrap()), 0xb);
+        let c = at + CONT as usize;
+        assert_eq!(u64::from_le_bytes(b[c..c + 8].try_into().unwrap()), 0x1b, "continuation");
     }
 
     #[test]
@@ -158,8 +190,8 @@ mod tests {
         let mut low = Table::new(Hash::Low16);
         let mut mid = Table::new(Hash::Mixed);
         for &e in &entries {
-            low.insert(e, 1);
-            mid.insert(e, 1);
+            low.insert(e, 1, 2);
+            mid.insert(e, 1, 2);
         }
         assert!(mid.crowded.is_empty(), "{}", mid.crowded.len());
         assert!(!low.crowded.is_empty());

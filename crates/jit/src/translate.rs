@@ -140,15 +140,25 @@ pub enum Leaves {
     BigReturn,
 }
 
+/// An entry of the lookup table: an original address, its indirect entry, its continuation
+/// (where a `ret` to it goes), and its rank: entries of a lower rank go in first (when sets
+/// fill up, the rarely used ones are those left out): 0 a function entry, 1 a return site, 2
+/// another block, 3 an instruction inside a block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub orig: u64,
+    pub entry: u64,
+    pub cont: u64,
+    pub rank: u8,
+}
+
 /// A module's translation.
 #[derive(Clone, Debug, Default)]
 pub struct Translation {
     pub code: Vec<u8>,
     pub blocks: Vec<Translated>,
-    /// `(original, indirect entry, rank)` for the lookup table: entries of a lower rank go in
-    /// first (when sets fill up, the rarely used ones are those left out): 0 a function
-    /// entry, 1 a return site, 2 another block, 3 an instruction inside a block.
-    pub entries: Vec<(u64, u64, u8)>,
+    /// What goes into the lookup table.
+    pub entries: Vec<Entry>,
     /// Clean points: cache address -> original address.
     pub clean: BTreeMap<u64, u64>,
     /// Where the cache leaves for original code, by original target, and why.
@@ -229,6 +239,35 @@ struct Emitter {
     mark: Option<(usize, u64)>,
     /// The next indirect site's prediction word (see [`seq::predicted_probe`]).
     next_pred: u64,
+    /// The calls' stubs, placed after the blocks.
+    stubs: Vec<Stub>,
+    /// The shared second probe of returns by bytes popped: its label, a label per way, and
+    /// its tail's.
+    ret_seconds: BTreeMap<i32, (u64, [u64; 3], u64)>,
+}
+
+/// A translated call's stub (see [`seq::call_stub`]): the original return address, then the
+/// callee's translation (a label) or the lookup of an indirect call's target.
+struct Stub {
+    label: u64,
+    ret: u64,
+    then: Callee,
+}
+
+enum Callee {
+    Direct(u64),
+    Indirect(Instruction),
+}
+
+/// A place an indirect transfer may go to: its original address, the label of its
+/// translation (where its indirect entry jumps), the index of the instruction there (whose
+/// address is the table's continuation), and its table rank.
+#[derive(Clone, Copy)]
+struct Site {
+    orig: u64,
+    to: u64,
+    first: usize,
+    rank: u8,
 }
 
 impl Emitter {
@@ -260,6 +299,16 @@ impl Emitter {
         for (k, i) in v.into_iter().enumerate() {
             self.push(i, if k == 0 { clean } else { None });
         }
+    }
+
+    /// The label of the second probe for returns that pop `pop` bytes (made once per `pop`).
+    fn ret_second(&mut self, pop: i32) -> u64 {
+        if let Some(s) = self.ret_seconds.get(&pop) {
+            return s.0;
+        }
+        let s = (self.label(), [self.label(), self.label(), self.label()], self.label());
+        self.ret_seconds.insert(pop, s);
+        s.0
     }
 
     /// The label of the exit to `target` (made once per target).
@@ -296,6 +345,8 @@ pub fn translate(
         exits: BTreeMap::new(),
         mark: None,
         next_pred: 0,
+        stubs: Vec::new(),
+        ret_seconds: BTreeMap::new(),
     };
     // Every block start that gets a translation (the first function holding it keeps it),
     // and its label. Branches link by label, never by original address: iced's encoder also
@@ -315,12 +366,10 @@ pub fn translate(
     // The data area: header, a word and a shared word per block, then the sites' predictions.
     e.next_pred = layout.data + DATA_HEADER + 16 * order.len() as u64;
     let preds_from = e.next_pred;
-    let (second, miss) = (e.label(), e.label());
-    let (second_ret, miss_ret) = (e.label(), e.label());
+    let (second, miss, miss_ret) = (e.label(), e.label(), e.label());
     let hits = [e.label(), e.label(), e.label()];
-    let hits_ret = [e.label(), e.label(), e.label()];
     let mut blocks = Vec::with_capacity(order.len());
-    let mut ret_sites: Vec<(u64, u64, u8)> = Vec::new();
+    let mut ret_sites: Vec<Site> = Vec::new();
     // A function with an indirect jump whose targets are unknown: any of its instructions may
     // be one (python3.11's computed gotos land where no block was found).
     let unknown_jump: HashMap<FuncId, bool> = funcs
@@ -358,7 +407,7 @@ pub fn translate(
         }
         // The block's first instruction carries its original address: branches link to it.
         let first = e.insns.len();
-        let falls = copy_block(
+        let end = copy_block(
             m,
             b.start,
             b.len,
@@ -366,7 +415,7 @@ pub fn translate(
             layout,
             &starts,
             &mut e,
-            Seconds { jump: second, ret: second_ret },
+            second,
             &mut ret_sites,
             (!scope.reached.contains(&f)).then_some(scope.roots),
             unknown_jump[&f],
@@ -381,38 +430,80 @@ pub fn translate(
         // unless the next one here starts elsewhere.
         let next = m.runtime(b.end());
         let next_here = order.get(n + 1).map(|&(g, j)| m.runtime(cfg.blocks_of(g)[j].start));
-        if falls && next_here != Some(next) {
-            let t = match starts.get(&next) {
-                Some(&l) => l,
-                None => e.exit(next, Leaves::Untranslated),
-            };
-            e.push(seq::jmp(t), None);
+        match end {
+            End::Falls if next_here != Some(next) => {
+                let t = match starts.get(&next) {
+                    Some(&l) => l,
+                    None => e.exit(next, Leaves::Untranslated),
+                };
+                e.push(seq::jmp(t), None);
+            }
+            // A call ended the block: it returns to the instruction after its `call`, the next
+            // block's translation if that comes next, else a jump to it; that is the return
+            // site's continuation (and it gets a table entry unless the call leaves the
+            // region). A return site with no translation has none: a `ret` there leaves.
+            End::Call { site } => {
+                if let Some(&l) = starts.get(&next) {
+                    let first = e.insns.len();
+                    let to = if next_here == Some(next) {
+                        l
+                    } else {
+                        let to = e.label();
+                        e.mark(first, to);
+                        e.push(seq::jmp(l), None);
+                        to
+                    };
+                    if site {
+                        ret_sites.push(Site { orig: next, to, first, rank: 1 });
+                    }
+                }
+            }
+            _ => {}
         }
     }
-    // Out-of-line: each block's indirect entry, the exit stubs, the shared second probe and
-    // miss path.
+    // Out-of-line: the calls' stubs, each block's indirect entry, the exit stubs, the
+    // shared second probes and miss paths.
+    for s in std::mem::take(&mut e.stubs) {
+        e.extend(seq::call_stub(s.label, s.ret), None);
+        match s.then {
+            Callee::Direct(t) => e.push(seq::jmp(t), None),
+            Callee::Indirect(i) => {
+                e.extend(seq::enter(0), None);
+                e.push(load_target(&i, seq::FRAME + 8), None);
+                lookup(&mut e, layout, second);
+            }
+        }
+    }
     let targets = indirect_targets(m, &funcs, scope);
     let mut entry_labels = Vec::with_capacity(blocks.len());
     let mut entered: HashSet<u64> = HashSet::new();
     let entries_of_functions: HashSet<u64> =
         funcs.iter().map(|&f| m.runtime(cfg.function(f).entry)).collect();
-    let block_targets = blocks.iter().filter(|b| targets.contains(&b.start)).map(|b| {
-        (b.start, starts[&b.start], if entries_of_functions.contains(&b.start) { 0 } else { 2 })
-    });
-    for (a, to, rank) in block_targets.chain(ret_sites.iter().copied()) {
-        if !entered.insert(a) {
+    let block_targets =
+        blocks.iter().zip(&block_first).filter(|(b, _)| targets.contains(&b.start)).map(
+            |(b, &first)| Site {
+                orig: b.start,
+                to: starts[&b.start],
+                first,
+                rank: if entries_of_functions.contains(&b.start) { 0 } else { 2 },
+            },
+        );
+    for site in block_targets.chain(ret_sites.iter().copied()) {
+        if !entered.insert(site.orig) {
             continue;
         }
         let l = e.label();
-        entry_labels.push((a, rank, e.insns.len()));
-        e.extend(seq::indirect_entry(l, to), None);
+        entry_labels.push((site, e.insns.len()));
+        e.extend(seq::indirect_entry(l, site.to), None);
     }
     let exits: Vec<(u64, (u64, Leaves))> = e.exits.iter().map(|(t, v)| (*t, *v)).collect();
     for &(target, (label, _)) in &exits {
         e.extend(seq::exit_stub(label, target, miss), None);
     }
     e.extend(seq::second_probe(second, hits, miss), None);
-    e.extend(seq::second_probe(second_ret, hits_ret, miss_ret), None);
+    for (pop, (second, hits, tail)) in std::mem::take(&mut e.ret_seconds) {
+        e.extend(seq::second_ret_probe(second, hits, tail, miss_ret, pop), None);
+    }
     let escapes = layout.data + DATA_ESCAPES;
     let miss_at = e.insns.len();
     let overflow = layout.table + crate::table::SETS_BYTES;
@@ -447,7 +538,14 @@ pub fn translate(
     }
     let entries = entry_labels
         .iter()
-        .filter_map(|&(orig, rank, k)| Some((orig, at_offset(k)?, rank)))
+        .filter_map(|&(s, k)| {
+            Some(Entry {
+                orig: s.orig,
+                entry: at_offset(k)?,
+                cont: at_offset(s.first)?,
+                rank: s.rank,
+            })
+        })
         .collect();
     blocks.sort_by_key(|b| b.start);
     let data_len = e.next_pred - layout.data;
@@ -532,18 +630,22 @@ fn relabel(code: &mut [Instruction], next: &mut u64) {
     *next = base + top;
 }
 
-/// The shared second probes: one for indirect jumps and calls (a miss is an escape), one for
-/// returns (a miss is a return out of the region).
-#[derive(Clone, Copy)]
-struct Seconds {
-    jump: u64,
-    ret: u64,
+/// How a block's copy ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    /// Control runs off its end.
+    Falls,
+    /// A call is its last instruction: control comes back at the block's end (`site`: the
+    /// return site gets a table entry).
+    Call { site: bool },
+    /// Control never runs off its end.
+    Stops,
 }
 
-/// Copy one block's instructions; returns whether control runs off its end. With
-/// `outside_roots`, the block's function is outside the walk: a call to one of those roots
-/// gets no return site. With `every_insn`, every instruction gets an indirect entry (as a
-/// return site does).
+/// Copy one block's instructions; returns how it ends. With `outside_roots`, the block's
+/// function is outside the walk: a call to one of those roots gets no return site. With
+/// `every_insn`, every instruction gets an indirect entry (as a return site does). `second`
+/// is the shared second probe of indirect jumps and calls.
 #[allow(clippy::too_many_arguments)]
 fn copy_block(
     m: &Module<'_>,
@@ -553,17 +655,17 @@ fn copy_block(
     layout: &Layout,
     starts: &HashMap<u64, u64>,
     e: &mut Emitter,
-    second: Seconds,
-    ret_sites: &mut Vec<(u64, u64, u8)>,
+    second: u64,
+    ret_sites: &mut Vec<Site>,
     outside_roots: Option<&HashSet<u64>>,
     every_insn: bool,
-) -> bool {
+) -> End {
     let rt_start = m.runtime(start);
     let Some((base, bytes)) = m.mem.code_region(start) else {
         // No bytes: leave for the original code at once.
         let l = e.exit(rt_start, Leaves::Hazard("no bytes for the block"));
         e.push(seq::jmp(l), Some(rt_start));
-        return false;
+        return End::Stops;
     };
     let off = (start.0 - base.0) as usize;
     let end = (off + len as usize).min(bytes.len());
@@ -572,9 +674,9 @@ fn copy_block(
         Some(&l) => l,
         None => e.exit(t, Leaves::Untranslated),
     };
-    let mut falls = true;
+    let mut end = End::Falls;
     // A return site inside the block (calls do not end blocks): the instruction after a call
-    // carries its original address, so that a `ret`'s lookup finds it.
+    // carries a label, which its table entry's indirect entry and continuation name.
     let mut after_call = false;
     for _ in 0..insns {
         if !d.can_decode() {
@@ -586,18 +688,24 @@ fn copy_block(
         let returned_to = std::mem::take(&mut after_call);
         if returned_to || (every_insn && inside) {
             let (k, l) = (e.insns.len(), e.label());
-            ret_sites.push((i.ip(), l, if returned_to { 1 } else { 3 }));
+            ret_sites.push(Site {
+                orig: i.ip(),
+                to: l,
+                first: k,
+                rank: if returned_to { 1 } else { 3 },
+            });
             e.mark(k, l);
         }
+        end = End::Falls;
         if i.is_invalid() {
             let l = e.exit(i.ip(), Leaves::Hazard("bytes that do not decode"));
             e.push(seq::jmp(l), here);
-            return false;
+            return End::Stops;
         }
         if let Some(why) = relocation_hazard(&i) {
             let l = e.exit(i.ip(), Leaves::Hazard(why));
             e.push(seq::jmp(l), here);
-            return false;
+            return End::Stops;
         }
         match flow(&i) {
             Flow::Next => {
@@ -612,30 +720,30 @@ fn copy_block(
                 c.set_near_branch64(t);
                 e.push(c, here);
                 if matches!(flow(&i), Flow::Jump(_)) {
-                    falls = false;
+                    end = End::Stops;
                 }
             }
             Flow::Call(t) => {
                 let leaves = outside_roots.is_some_and(|r| r.contains(&t.0));
                 let t = link(e, t.0);
-                e.extend(seq::push_return(i.next_ip()), here);
-                e.push(seq::jmp(t), None);
+                let stub = e.label();
+                e.push(seq::call(stub), here);
+                e.stubs.push(Stub { label: stub, ret: i.next_ip(), then: Callee::Direct(t) });
                 after_call = !leaves;
-                falls = false;
+                end = End::Call { site: !leaves };
             }
             Flow::IndirectCall => {
-                e.extend(seq::push_return(i.next_ip()), here);
-                e.extend(seq::enter(0), None);
-                e.push(load_target(&i, seq::FRAME + 8), None);
-                lookup(e, layout, second.jump);
+                let stub = e.label();
+                e.push(seq::call(stub), here);
+                e.stubs.push(Stub { label: stub, ret: i.next_ip(), then: Callee::Indirect(i) });
                 after_call = true;
-                falls = false;
+                end = End::Call { site: true };
             }
             Flow::IndirectJump => {
                 e.extend(seq::enter(0), here);
                 e.push(load_target(&i, seq::FRAME), None);
-                lookup(e, layout, second.jump);
-                falls = false;
+                lookup(e, layout, second);
+                end = End::Stops;
             }
             Flow::Return => {
                 let pop = match i.code() {
@@ -651,29 +759,22 @@ fn copy_block(
                     };
                     let l = e.exit(i.ip(), why);
                     e.push(seq::jmp(l), here);
-                    return false;
+                    return End::Stops;
                 };
                 e.extend(seq::enter(-8 - pop), here);
                 e.push(seq::target_of_ret(pop), None);
-                lookup(e, layout, second.ret);
-                falls = false;
+                let (hit, second) = (e.label(), e.ret_second(pop));
+                e.extend(seq::ret_probe(layout.table, layout.hash, pop, hit, second), None);
+                end = End::Stops;
             }
             Flow::Stop => {
                 let l = e.exit(i.ip(), Leaves::Hazard("an instruction that stops the path"));
                 e.push(seq::jmp(l), here);
-                return false;
+                return End::Stops;
             }
         }
     }
-    if after_call {
-        // The call ended the block: its return site is the next block, if translated (and a
-        // table entry for it unless the call leaves the region).
-        let next = d.ip();
-        if let Some(&l) = starts.get(&next) {
-            ret_sites.push((next, l, 1));
-        }
-    }
-    falls
+    end
 }
 
 /// The target of an indirect jump or call into `rcx`.

@@ -21,6 +21,11 @@
 //! restores the registers and leaves with `ret 128`: one instruction pops the target and
 //! restores `S`, so no signal can arrive between the two (the kernel writes a signal frame
 //! below the red zone of the current stack pointer, never over the exit slot).
+//!
+//! Calls and returns are paired as the CPU expects: a translated call is a real `call` (to a
+//! stub that swaps the pushed cache address for the original one), and a translated `ret`
+//! that finds its target ends in a real `ret` to that same cache address, so the return-stack
+//! predictor foresees it ([`ret_probe`]).
 
 use crate::table::{Hash, WAYS};
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
@@ -145,15 +150,9 @@ fn rip(a: u64) -> MemoryOperand {
     MemoryOperand::with_base_displ(Register::RIP, a as i64)
 }
 
-fn probe_remembering(
-    table: u64,
-    hash: Hash,
-    pred: Option<u64>,
-    hit: u64,
-    second: u64,
-) -> Vec<Instruction> {
+/// `rdx = table + 64 * set(rcx)`, flag-free (clobbers `rax`).
+fn set_of(table: u64, hash: Hash) -> Vec<Instruction> {
     let mut v = Vec::new();
-    // rdx = table + 64 * set(target)
     match hash {
         Hash::Mixed => {
             let rorx = |r: Register, n: u32| {
@@ -190,6 +189,17 @@ fn probe_remembering(
             MemoryOperand::new(Register::RAX, Register::RDX, 8, 0, 0, false, Register::None),
         )),
     ]);
+    v
+}
+
+fn probe_remembering(
+    table: u64,
+    hash: Hash,
+    pred: Option<u64>,
+    hit: u64,
+    second: u64,
+) -> Vec<Instruction> {
+    let mut v = set_of(table, hash);
     v.extend(compare_way(0, hit));
     v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, second)));
     match pred {
@@ -201,6 +211,82 @@ fn probe_remembering(
         }
         None => v.push(jump_through_way(0, hit)),
     }
+    v
+}
+
+/// The probe of a `ret pop` (after [`enter`]`(-8 - pop)` and [`target_of_ret`], `rcx` the
+/// original return address): way 0 of the target's set, and on a hit the way's continuation
+/// goes into the return slot in place of the original address, the registers and the stack
+/// are put back, and a real `ret pop` leaves for it. The translated call that pushed the
+/// original address came from a `call` whose own return address is that continuation (see
+/// [`call_stub`]), so the CPU's return-stack predictor foresees this `ret`, where a jump
+/// through the table would be foreseen only for a site with one caller. Otherwise on to
+/// `second` (the [`second_ret_probe`] of this `pop`), with `rcx` restored and `rdx` at the
+/// set. `hit` labels the way-0 hit.
+pub fn ret_probe(table: u64, hash: Hash, pop: i32, hit: u64, second: u64) -> Vec<Instruction> {
+    let mut v = set_of(table, hash);
+    v.extend(compare_way(0, hit));
+    v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, second)));
+    let mut cont = continuation(0);
+    cont.set_ip(hit);
+    v.push(cont);
+    v.extend(ret_tail(pop));
+    v
+}
+
+/// `mov rax, [rdx + CONT + 16*way]`: the continuation of way `way` of the set at `rdx`.
+fn continuation(way: i32) -> Instruction {
+    load_from(Register::RAX, Register::RDX, crate::table::CONT as i32 + 16 * way)
+}
+
+fn load_from(r: Register, base: Register, disp: i32) -> Instruction {
+    op(Instruction::with2(Code::Mov_r64_rm64, r, at(base, disp)))
+}
+
+/// Leave the frame of a `ret pop` for the continuation in `rax`: it replaces the original
+/// address in the return slot (the program sees the original again only if it could look
+/// between this store and the `ret`, as a signal handler reading its stack could), the
+/// registers come back, and `ret pop` pops it.
+fn ret_tail(pop: i32) -> Vec<Instruction> {
+    let slot = FRAME - 8 - pop;
+    vec![
+        store(slot, Register::RAX),
+        load(Register::RAX, SAVED_RAX),
+        load(Register::RCX, SAVED_RCX),
+        load(Register::RDX, SAVED_RDX),
+        move_rsp(slot),
+        if pop == 0 {
+            Instruction::with(Code::Retnq)
+        } else {
+            op(Instruction::with1(Code::Retnq_imm16, pop as u32))
+        },
+    ]
+}
+
+/// The shared probe of the other ways for returns that pop `pop` bytes, at label `second`
+/// (`hits`: a label per way), as [`ret_probe`] leaves; a miss goes on to `miss`.
+pub fn second_ret_probe(
+    second: u64,
+    hits: [u64; WAYS - 1],
+    tail: u64,
+    miss: u64,
+    pop: i32,
+) -> Vec<Instruction> {
+    let mut v = Vec::new();
+    for (k, &hit) in hits.iter().enumerate() {
+        v.extend(compare_way(k as i32 + 1, hit));
+    }
+    v[0].set_ip(second);
+    v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, miss)));
+    for (k, &hit) in hits.iter().enumerate() {
+        let mut c = continuation(k as i32 + 1);
+        c.set_ip(hit);
+        v.push(c);
+        v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, tail)));
+    }
+    let mut t = ret_tail(pop);
+    t[0].set_ip(tail);
+    v.extend(t);
     v
 }
 
@@ -321,15 +407,24 @@ pub fn exit_stub(label: u64, target: u64, miss: u64) -> Vec<Instruction> {
     v
 }
 
-/// Push the original return address `ret` of a translated call as one 8-byte store: the
-/// `ret` that pops it reads it with one 8-byte load, which two 4-byte stores could not
-/// forward to (a stall of a dozen cycles on every short call). `r11` carries it and is put
-/// back; it is kept just below the stack pointer meanwhile, where nothing is live at a call
-/// and a signal frame never goes (the red zone).
-pub fn push_return(ret: u64) -> Vec<Instruction> {
+/// `call stub`: a translated call. It pushes the address of the next instruction, the call's
+/// continuation in the cache, which the CPU's return-stack predictor remembers; the stub
+/// ([`call_stub`]) replaces it on the stack with the original return address at once.
+pub fn call(stub: u64) -> Instruction {
+    op(Instruction::with_branch(Code::Call_rel32_64, stub))
+}
+
+/// The start of a call's stub at label `label`: the original return address `ret` replaces
+/// the continuation the `call` pushed, as one 8-byte store (the `ret` that pops it reads it
+/// with one 8-byte load, which two 4-byte stores could not forward to: a stall of a dozen
+/// cycles on every short call). `r11` carries it and is put back; it is kept just below the
+/// stack pointer meanwhile, where nothing is live at a call and a signal frame never goes
+/// (the red zone). The callee's jump or lookup follows.
+pub fn call_stub(label: u64, ret: u64) -> Vec<Instruction> {
+    let mut first = store(-8, Register::R11);
+    first.set_ip(label);
     vec![
-        move_rsp(-8),
-        store(-8, Register::R11),
+        first,
         op(Instruction::with2(Code::Mov_r64_imm64, Register::R11, ret)),
         store(0, Register::R11),
         load(Register::R11, -8),

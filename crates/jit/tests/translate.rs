@@ -116,8 +116,8 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
 
     // 4. The table finds every function entry and every return site.
     let mut table = Table::new(Hash::Mixed);
-    for &(orig, entry, _) in &t.entries {
-        table.insert(orig, entry);
+    for e in &t.entries {
+        table.insert(e.orig, e.entry, e.cont);
     }
     for &f in &funcs {
         let entry = cfg.function(f).entry.0;
@@ -145,5 +145,19 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
     assert!(calls.len() >= 4, "{calls:?}");
     for r in calls {
         assert!(table.find(r).is_some(), "return site {r:#x} of work");
+        // 5. A `ret` to a return site goes to its continuation: the instruction after the
+        //    translated `call`, whose stub puts that same original return address on the
+        //    stack (so the CPU's return predictor, which saw the `call`, foresees the `ret`).
+        let c = table.continuation(r).expect("a return site's continuation");
+        let at = (c - 5 - CODE) as usize;
+        let mut d = Decoder::with_ip(64, &t.code[at..], c - 5, DecoderOptions::NONE);
+        let call = d.decode();
+        assert_eq!(call.code(), iced_x86::Code::Call_rel32_64, "before {c:#x}: {call}");
+        let stub = (call.near_branch_target() - CODE) as usize;
+        let mut d =
+            Decoder::with_ip(64, &t.code[stub..], call.near_branch_target(), DecoderOptions::NONE);
+        let (_save, load) = (d.decode(), d.decode());
+        assert_eq!(load.code(), iced_x86::Code::Mov_r64_imm64, "{load}");
+        assert_eq!(load.immediate64(), r, "the stub of the call before {c:#x} pushes {load}");
     }
 }

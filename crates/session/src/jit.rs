@@ -338,11 +338,11 @@ pub fn install(
         jit.stats.code_bytes += c.translation.code.len() as u64;
     }
     // Function entries and return sites first: if sets fill up, rarer targets are left out.
-    let mut all: Vec<(u64, u64, u8)> =
+    let mut all: Vec<kerf_jit::Entry> =
         jit.caches.iter().flat_map(|c| c.translation.entries.iter().copied()).collect();
-    all.sort_by_key(|e| e.2);
-    for (orig, entry, _) in all {
-        t.insert(orig, entry);
+    all.sort_by_key(|e| e.rank);
+    for e in all {
+        t.insert(e.orig, e.entry, e.cont);
     }
     jit.table.write_bytes(0, &t.bytes());
     jit.stats.table_entries = t.entries;
