@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 #![warn(rust_2018_idioms)]
 
+pub mod mailbox;
 pub mod region;
 pub mod table;
 pub mod translate;
@@ -22,6 +23,6 @@ pub mod x86_64;
 pub use region::{closure, Region};
 pub use table::Table;
 pub use translate::{
-    data_for, room_for, translate, BlockInfo, Entry, JitError, Layout, Leaves, Module, NoPlugin,
-    Plugin, Scope, Translated, Translation,
+    data_for, entry_stub, escape_stub, room_for, translate, BlockInfo, Entry, JitError, Layout,
+    Leaves, Link, Module, NoPlugin, Plugin, Scope, Translated, Translation,
 };

@@ -37,6 +37,14 @@ impl Region {
     }
 }
 
+/// The function of module `m` whose code holds original address `a` (its extent).
+pub fn function_containing(m: &Module<'_>, a: u64) -> Option<FuncId> {
+    let ia = ImageAddr(a.wrapping_sub(m.bias));
+    let fs = &m.cfg.functions;
+    let i = fs.partition_point(|f| f.entry <= ia).checked_sub(1)?;
+    fs[i].extent.contains(&ia.0).then_some(FuncId(i as u32))
+}
+
 /// The function of any module whose entry is original address `a`.
 pub fn function_at(mods: &[Module<'_>], a: u64) -> Option<(usize, FuncId)> {
     mods.iter().enumerate().find_map(|(k, m)| {
@@ -72,13 +80,15 @@ fn fixed_slot(i: &Instruction) -> Option<u64> {
 
 /// Walk from `roots` (module index, function) over direct calls and tail calls, and through
 /// fixed slots read with `slot` (original address -> its 8-byte value now), up to `budget`
-/// functions. With `whole`, every function of every module is added after.
+/// functions, never into a function `skip` names (one already translated). With `whole`,
+/// every function of every module is added after.
 pub fn closure(
     mods: &[Module<'_>],
     roots: &[(usize, FuncId)],
     slot: &dyn Fn(u64) -> Option<u64>,
     budget: usize,
     whole: bool,
+    skip: &dyn Fn(usize, FuncId) -> bool,
 ) -> Region {
     let mut seen: HashSet<(usize, FuncId)> = HashSet::new();
     let mut work: VecDeque<(usize, FuncId)> = VecDeque::new();
@@ -123,7 +133,7 @@ pub fn closure(
             }
         }
         for n in next {
-            if seen.insert(n) {
+            if !skip(n.0, n.1) && seen.insert(n) {
                 work.push_back(n);
             }
         }

@@ -71,11 +71,19 @@ struct Way {
     cont: u64,
 }
 
-/// Where in the table a write went: the byte offset of the way's pair.
+/// Where in the table an entry went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Placed {
-    pub offset: u64,
+pub enum Placed {
+    /// A way of its set: the byte offset of the way's pair (its continuation is [`CONT`]
+    /// bytes further).
+    Way(u64),
+    /// The overflow list, at this index (its pair at `OVERFLOW_PAIRS + 16 * index`).
+    Overflow(usize),
 }
+
+/// Byte offset of the overflow list's count, and of its first pair.
+pub const OVERFLOW_COUNT: u64 = SETS_BYTES;
+pub const OVERFLOW_PAIRS: u64 = SETS_BYTES + 8;
 
 impl Table {
     pub fn new(hash: Hash) -> Table {
@@ -87,8 +95,9 @@ impl Table {
     }
 
     /// Add `orig -> entry`, with its continuation `cont`. An address already present keeps
-    /// its first entry (`None`), as does a full set (recorded in `crowded`: the overflow list
-    /// has no continuations, a `ret` finds those through their entries).
+    /// its first entry (`None`). A full set sends it to the overflow list (recorded in
+    /// `crowded`: the overflow list has no continuations, a `ret` finds those through their
+    /// entries), or nowhere once that is full too (`None`).
     pub fn insert(&mut self, orig: u64, entry: u64, cont: u64) -> Option<Placed> {
         debug_assert!(orig != 0);
         let s = self.hash.set_of(orig);
@@ -97,14 +106,16 @@ impl Table {
             return None;
         }
         let Some(k) = set.iter().position(|w| w.orig == 0) else {
-            if !self.crowded.iter().any(|c| c.0 == orig) {
-                self.crowded.push((orig, entry));
+            if self.crowded.iter().any(|c| c.0 == orig) {
+                return None;
             }
-            return None;
+            self.crowded.push((orig, entry));
+            let i = self.crowded.len() - 1;
+            return (i < OVERFLOW).then_some(Placed::Overflow(i));
         };
         set[k] = Way { orig, entry, cont };
         self.entries += 1;
-        Some(Placed { offset: s as u64 * SET_BYTES + WAY_BYTES * k as u64 })
+        Some(Placed::Way(s as u64 * SET_BYTES + WAY_BYTES * k as u64))
     }
 
     /// The entry for `orig`, as the probe and the miss path find it.
@@ -160,9 +171,9 @@ mod tests {
         let mut t = Table::new(Hash::Low16);
         for k in 0..4u64 {
             let placed = t.insert(0x5555_0000_1234 + (k << 16), 0xa + k, 0x1a + k);
-            assert_eq!(placed, Some(Placed { offset: 0x1234 * SET_BYTES + 16 * k }));
+            assert_eq!(placed, Some(Placed::Way(0x1234 * SET_BYTES + 16 * k)));
         }
-        assert_eq!(t.insert(0x5555_0009_1234, 0xf, 0x1f), None);
+        assert_eq!(t.insert(0x5555_0009_1234, 0xf, 0x1f), Some(Placed::Overflow(0)));
         assert_eq!(t.crowded, [(0x5555_0009_1234, 0xf)]);
         assert_eq!(t.insert(0x5555_0000_1234, 0xd, 0x1d), None, "first entry kept");
         assert_eq!(t.find(0x5555_0001_1234), Some(0xb));

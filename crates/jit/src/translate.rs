@@ -66,8 +66,12 @@ pub struct Layout {
     pub table: u64,
     pub hash: crate::table::Hash,
     /// The module's data area (header, then an 8-byte word per block, then a shared word per
-    /// block), within a rel32 of the cache.
+    /// block, then the indirect sites' prediction words and the exits' link words), within a
+    /// rel32 of the cache.
     pub data: u64,
+    /// The mailbox a miss asks kerf through (see [`crate::mailbox`]), if kerf translates on
+    /// demand.
+    pub mailbox: Option<u64>,
 }
 
 /// Where a thread leaves the region: a direct call to a root from a function the walk from
@@ -170,6 +174,18 @@ pub struct Translation {
     /// The indirect sites' prediction words: each must hold [`DATA_NO_WAY`]'s address before
     /// the cache runs.
     pub preds: std::ops::Range<u64>,
+    /// The exits that kerf may link to a translation later: each link word must hold its
+    /// `slow` address before the cache runs.
+    pub links: Vec<Link>,
+}
+
+/// A linkable exit (see [`seq::linked_exit_stub`]): its word in the data area, the original
+/// target, and the exit's slow path (which leaves through the miss path).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Link {
+    pub word: u64,
+    pub target: u64,
+    pub slow: u64,
 }
 
 impl Translation {
@@ -223,11 +239,11 @@ pub fn room_for(m: &Module<'_>, funcs: &[FuncId], plugin_bytes: u64) -> u64 {
 
 /// Bytes of data area for `funcs` of `m`.
 pub fn data_for(m: &Module<'_>, funcs: &[FuncId]) -> u64 {
-    // Two words per block, and a prediction word per instruction at most (pages never touched
-    // cost nothing).
+    // Two words per block, and a prediction or link word per instruction at most, and a link
+    // word per block for its fall-through (pages never touched cost nothing).
     let blocks = funcs.iter().flat_map(|&f| m.cfg.blocks_of(f));
     let (n, insns) = blocks.fold((0, 0), |(n, k), b| (n + 1, k + b.insns as u64));
-    DATA_HEADER + 16 * n + 8 * insns
+    DATA_HEADER + 24 * n + 8 * insns
 }
 
 struct Emitter {
@@ -497,22 +513,47 @@ pub fn translate(
         e.extend(seq::indirect_entry(l, site.to), None);
     }
     let exits: Vec<(u64, (u64, Leaves))> = e.exits.iter().map(|(t, v)| (*t, *v)).collect();
-    for &(target, (label, _)) in &exits {
-        e.extend(seq::exit_stub(label, target, miss), None);
+    let quiet = e.label();
+    let mut links = Vec::new();
+    for &(target, (label, why)) in &exits {
+        if why == Leaves::Untranslated {
+            let (word, slow) = (e.next_pred, e.label());
+            e.next_pred += 8;
+            links.push((word, target, e.insns.len() + 1));
+            e.extend(seq::linked_exit_stub(label, word, slow, target, miss), None);
+        } else {
+            e.extend(seq::exit_stub(label, target, quiet), None);
+        }
     }
     e.extend(seq::second_probe(second, hits, miss), None);
     for (pop, (second, hits, tail)) in std::mem::take(&mut e.ret_seconds) {
         e.extend(seq::second_ret_probe(second, hits, tail, miss_ret, pop), None);
     }
-    let escapes = layout.data + DATA_ESCAPES;
     let miss_at = e.insns.len();
-    let overflow = layout.table + crate::table::SETS_BYTES;
     let last = layout.data + DATA_LAST_MISS;
-    let labels = [e.label(), e.label(), e.label()];
-    e.extend(seq::miss(miss, overflow, escapes, last, labels), None);
-    let labels = [e.label(), e.label(), e.label()];
-    let returns = layout.data + DATA_RETURNS;
-    e.extend(seq::miss(miss_ret, overflow, returns, last, labels), None);
+    let ask =
+        layout.mailbox.map(|mailbox| seq::Ask { mailbox, table: layout.table, hash: layout.hash });
+    let path = seq::MissPath {
+        miss,
+        quiet,
+        overflow: layout.table + crate::table::SETS_BYTES,
+        count: layout.data + DATA_ESCAPES,
+        last,
+        ask,
+    };
+    let code = seq::miss(&path, &mut || e.label());
+    e.extend(code, None);
+    // A return that misses leaves the region: kerf is not asked.
+    let quiet_ret = e.label();
+    let path = seq::MissPath {
+        miss: miss_ret,
+        quiet: quiet_ret,
+        count: layout.data + DATA_RETURNS,
+        ask: None,
+        ..path
+    };
+    let code = seq::miss(&path, &mut || e.label());
+    e.extend(code, None);
     let block = InstructionBlock::new(&e.insns, layout.code);
     let r = BlockEncoder::encode(64, block, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)
         .map_err(|err| JitError::Encode { module: name.into(), detail: err.to_string() })?;
@@ -549,7 +590,11 @@ pub fn translate(
         .collect();
     blocks.sort_by_key(|b| b.start);
     let data_len = e.next_pred - layout.data;
-    let preds = preds_from..e.next_pred;
+    let preds = preds_from..links.first().map_or(e.next_pred, |l: &(u64, u64, usize)| l.0);
+    let links = links
+        .into_iter()
+        .filter_map(|(word, target, k)| Some(Link { word, target, slow: at_offset(k)? }))
+        .collect();
     Ok(Translation {
         code: r.code_buffer,
         blocks,
@@ -558,6 +603,7 @@ pub fn translate(
         exits: exits.into_iter().map(|(t, (_, why))| (t, why)).collect(),
         data_len,
         preds,
+        links,
         miss: at_offset(miss_at).unwrap_or(0),
     })
 }
@@ -793,4 +839,26 @@ fn lookup(e: &mut Emitter, layout: &Layout, second: u64) {
     let pred = e.next_pred;
     e.next_pred += 8;
     e.extend(seq::predicted_probe(layout.table, layout.hash, pred, labels, second), None);
+}
+
+/// Encode a short sequence at `code` (its labels as in a translation; branches to other
+/// addresses absolute): what kerf adds to a cache after its translation.
+fn assemble(name: &str, code: u64, insns: &[Instruction]) -> Result<Vec<u8>, JitError> {
+    let block = InstructionBlock::new(insns, code);
+    BlockEncoder::encode(64, block, BlockEncoderOptions::NONE)
+        .map(|r| r.code_buffer)
+        .map_err(|err| JitError::Encode { module: name.into(), detail: err.to_string() })
+}
+
+/// An indirect entry at `code` for a translated block at cache address `to` that the
+/// translation gave none (a target the analysis did not know an indirect transfer reaches).
+pub fn entry_stub(name: &str, code: u64, to: u64) -> Result<Vec<u8>, JitError> {
+    assemble(name, code, &seq::indirect_entry(LABELS + 1, to))
+}
+
+/// The indirect entry at `code` of a target kerf cannot translate: it leaves for `target`,
+/// counted as an escape in the data area at `data`.
+pub fn escape_stub(name: &str, code: u64, target: u64, data: u64) -> Result<Vec<u8>, JitError> {
+    let (count, last) = (data + DATA_ESCAPES, data + DATA_LAST_MISS);
+    assemble(name, code, &seq::escape_entry(LABELS + 1, target, count, last))
 }

@@ -340,39 +340,175 @@ pub fn second_probe(second: u64, hits: [u64; WAYS - 1], miss: u64) -> Vec<Instru
     v
 }
 
-/// The shared miss path at label `miss`, `rcx` the original target. First the table's
-/// overflow list (entries whose set was full: a count, then `(original, entry)` pairs at
-/// `overflow`), searched with the flags saved; a hit goes to the entry as any hit does.
-/// Otherwise counts the miss and keeps the target (`count` and `last` are words of the data
-/// heap, within reach), then leaves the frame for the target in the original code in one
-/// `ret`. `labels`: three labels for the search loop.
-pub fn miss(miss: u64, overflow: u64, count: u64, last: u64, labels: [u64; 3]) -> Vec<Instruction> {
-    let [next, found, none] = labels;
+/// The shared miss path of a cache (see [`miss`]).
+#[derive(Clone, Copy, Debug)]
+pub struct MissPath {
+    /// Its label, and the label of its quiet entry (a target kerf cannot translate, such as
+    /// an instruction that must run in place: leave without asking).
+    pub miss: u64,
+    pub quiet: u64,
+    /// The table's overflow list: a count, then `(original, entry)` pairs.
+    pub overflow: u64,
+    /// The data words that count the misses and keep the last target.
+    pub count: u64,
+    pub last: u64,
+    /// With a mailbox, a miss asks kerf to translate its target (see [`crate::mailbox`]).
+    pub ask: Option<Ask>,
+}
+
+/// Where a miss asks kerf, and how it looks the target up again afterwards.
+#[derive(Clone, Copy, Debug)]
+pub struct Ask {
+    pub mailbox: u64,
+    pub table: u64,
+    pub hash: Hash,
+}
+
+/// The shared miss path at label `p.miss`, `rcx` the original target. First the table's
+/// overflow list (entries whose set was full), searched with the flags saved; a hit goes to
+/// the entry as any hit does. Then, with a mailbox that kerf listens on, the target is posted
+/// to kerf and the thread waits (a bounded time: [`crate::mailbox::TRIES`] futex waits) until
+/// kerf has answered it, and looks it up in the table again; a hit goes on in the cache.
+/// Otherwise counts the miss and keeps the target, then leaves the frame for the target in
+/// the original code in one `ret`.
+pub fn miss(p: &MissPath, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
+    let none = labels();
+    let mut v = Vec::new();
     let mut first = store(EXIT_SLOT, Register::RCX);
-    first.set_ip(miss);
-    let mut inc = op(Instruction::with1(Code::Inc_rm64, rip(count)));
-    inc.set_has_lock_prefix(true);
-    let mut at_next = op(Instruction::with2(Code::Add_rm64_imm8, Register::RAX, 16));
-    at_next.set_ip(next);
-    let mut at_found = Instruction::with(Code::Popfq);
-    at_found.set_ip(found);
-    let mut at_none = inc;
-    at_none.set_ip(none);
+    first.set_ip(p.miss);
+    v.push(first);
+    // The frame is 160 bytes below the program's stack pointer: pushing is safe here.
+    v.push(Instruction::with(Code::Pushfq));
+    let after_search = if p.ask.is_some() { labels() } else { none };
+    v.extend(search_overflow(p.overflow, after_search, labels));
+    if let Some(ask) = p.ask {
+        v.extend(ask_kerf(&ask, after_search, none, labels));
+    }
+    let mut leave = count_and_leave(p.count, p.last);
+    leave[0].set_ip(none);
+    v.extend(leave);
+    // The quiet entry: as a miss that found nothing.
+    v.push(labelled(store(EXIT_SLOT, Register::RCX), p.quiet));
+    v.push(Instruction::with(Code::Pushfq));
+    v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, none)));
+    v
+}
+
+/// The search of the overflow list at `overflow` (a count, then `(original, entry)` pairs)
+/// for the target in `rcx`, the flags saved on the stack: a hit restores them and jumps to
+/// the entry; otherwise on to `fail`.
+fn search_overflow(overflow: u64, fail: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
+    let next = labels();
     vec![
-        first,
-        // The frame is 160 bytes below the program's stack pointer: pushing is safe here.
-        Instruction::with(Code::Pushfq),
         op(Instruction::with2(Code::Mov_r64_imm64, Register::RAX, overflow)),
         op(Instruction::with2(Code::Mov_r64_rm64, Register::RDX, at(Register::RAX, 0))),
         // rax walks the pairs (the first at overflow + 16), rdx counts down.
-        at_next,
+        labelled(op(Instruction::with2(Code::Add_rm64_imm8, Register::RAX, 16)), next),
         op(Instruction::with1(Code::Dec_rm64, Register::RDX)),
-        op(Instruction::with_branch(Code::Js_rel32_64, none)),
+        op(Instruction::with_branch(Code::Js_rel32_64, fail)),
         op(Instruction::with2(Code::Cmp_r64_rm64, Register::RCX, at(Register::RAX, -8))),
         op(Instruction::with_branch(Code::Jne_rel32_64, next)),
-        at_found,
+        Instruction::with(Code::Popfq),
         op(Instruction::with1(Code::Jmp_rm64, at(Register::RAX, 0))),
-        at_none,
+    ]
+}
+
+fn labelled(mut i: Instruction, label: u64) -> Instruction {
+    i.set_ip(label);
+    i
+}
+
+/// The miss path's question to kerf, at label `start` (the flags saved, the stack pointer 8
+/// below the frame, `rcx` the target): post the target in the mailbox's ring with a ticket,
+/// wake kerf, and wait until kerf has answered that ticket; then look the target up again.
+/// System calls clobber `rax`, `rcx` and `r11` and take their arguments in `rdi`, `rsi`,
+/// `rdx`, `r10`: those are pushed first (below the frame, where nothing of the program's
+/// is), with `r8` (the tries left) and `r9` (the ticket). A wait that times out means kerf is
+/// gone or stuck: the thread clears `LISTEN`, so that no other thread waits on it, and kerf
+/// sets it again with its next answer.
+fn ask_kerf(ask: &Ask, start: u64, none: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
+    use crate::mailbox as mb;
+    use Register::*;
+    let (wait, timed_out, served) = (labels(), labels(), labels());
+    let hits = [labels(), labels(), labels(), labels()];
+    let mbox = || op(Instruction::with2(Code::Mov_r64_imm64, RAX, ask.mailbox));
+    let listening = || op(Instruction::with2(Code::Cmp_rm32_imm8, at(RAX, mb::LISTEN as i32), 0));
+    let mov32 = |r: Register, n: u32| op(Instruction::with2(Code::Mov_r32_imm32, r, n));
+    let lea =
+        |r: Register, off: u64| op(Instruction::with2(Code::Lea_r64_m, r, at(RAX, off as i32)));
+    let saved = [RDI, RSI, R8, R9, R10, R11];
+    let mut v = vec![labelled(mbox(), start), listening()];
+    v.push(op(Instruction::with_branch(Code::Je_rel32_64, none)));
+    v.extend(saved.iter().map(|&r| op(Instruction::with1(Code::Push_r64, r))));
+    // The ticket, and the target in its slot of the ring.
+    v.push(mov32(R9D, 1));
+    let mut xadd = op(Instruction::with2(Code::Xadd_rm32_r32, at(RAX, mb::POSTED as i32), R9D));
+    xadd.set_has_lock_prefix(true);
+    v.push(xadd);
+    v.push(op(Instruction::with2(Code::Mov_r32_rm32, EDX, R9D)));
+    v.push(op(Instruction::with2(Code::And_rm32_imm32, EDX, mb::RING_SLOTS - 1)));
+    let slot = MemoryOperand::new(RAX, RDX, 8, mb::RING as i64, 1, false, Register::None);
+    v.push(op(Instruction::with2(Code::Mov_rm64_r64, slot, RCX)));
+    // futex(&POSTED, FUTEX_WAKE, 1)
+    v.extend([lea(RDI, mb::POSTED), mov32(ESI, mb::FUTEX_WAKE), mov32(EDX, 1)]);
+    v.extend([mov32(EAX, mb::SYS_FUTEX), Instruction::with(Code::Syscall)]);
+    v.push(mov32(R8D, mb::TRIES));
+    // Answered once ANSWERED - ticket > 0 (wrapping).
+    v.push(labelled(mbox(), wait));
+    v.push(op(Instruction::with2(Code::Mov_r32_rm32, EDX, at(RAX, mb::ANSWERED as i32))));
+    v.push(op(Instruction::with2(Code::Mov_r32_rm32, ESI, EDX)));
+    v.push(op(Instruction::with2(Code::Sub_r32_rm32, ESI, R9D)));
+    v.push(op(Instruction::with2(Code::Test_rm32_r32, ESI, ESI)));
+    v.push(op(Instruction::with_branch(Code::Jg_rel32_64, served)));
+    v.push(listening());
+    v.push(op(Instruction::with_branch(Code::Je_rel32_64, served)));
+    v.push(op(Instruction::with1(Code::Dec_rm32, R8D)));
+    v.push(op(Instruction::with_branch(Code::Js_rel32_64, timed_out)));
+    // futex(&ANSWERED, FUTEX_WAIT, seen, &TIMEOUT)
+    v.extend([lea(RDI, mb::ANSWERED), mov32(ESI, mb::FUTEX_WAIT), lea(R10, mb::TIMEOUT)]);
+    v.extend([mov32(EAX, mb::SYS_FUTEX), Instruction::with(Code::Syscall)]);
+    v.push(op(Instruction::with2(Code::Cmp_rm64_imm8, RAX, -(mb::ETIMEDOUT as i64) as u64 as i32)));
+    v.push(op(Instruction::with_branch(Code::Jne_rel32_64, wait)));
+    v.push(labelled(mbox(), timed_out));
+    v.push(op(Instruction::with2(Code::Mov_rm32_imm32, at(RAX, mb::LISTEN as i32), 0)));
+    v.push(labelled(op(Instruction::with1(Code::Pop_r64, R11)), served));
+    v.extend(saved.iter().rev().skip(1).map(|&r| op(Instruction::with1(Code::Pop_r64, r))));
+    // The table again (its four ways, then the overflow list; the flags are saved, so `cmp`
+    // may be used).
+    v.push(load(RCX, 8 + EXIT_SLOT));
+    v.extend(set_of(ask.table, ask.hash));
+    for (w, &hit) in hits.iter().enumerate() {
+        v.push(op(Instruction::with2(Code::Cmp_r64_rm64, RCX, at(RDX, 16 * w as i32))));
+        v.push(op(Instruction::with_branch(Code::Je_rel32_64, hit)));
+    }
+    v.extend(search_overflow(ask.table + crate::table::SETS_BYTES, none, labels));
+    for (w, &hit) in hits.iter().enumerate() {
+        v.push(labelled(Instruction::with(Code::Popfq), hit));
+        v.push(jump_through_way(w as i32, 0));
+    }
+    v
+}
+
+/// The indirect entry kerf gives a target it cannot translate (code outside every module,
+/// generated at run time or loaded after attach), at label `label`: it leaves for `target` as
+/// the miss path does, counted, without asking kerf again.
+pub fn escape_entry(label: u64, target: u64, count: u64, last: u64) -> Vec<Instruction> {
+    let mut v = vec![
+        labelled(op(Instruction::with2(Code::Mov_r64_imm64, Register::RCX, target)), label),
+        store(EXIT_SLOT, Register::RCX),
+        Instruction::with(Code::Pushfq),
+    ];
+    v.extend(count_and_leave(count, last));
+    v
+}
+
+/// The end of a miss (the flags pushed, `rcx` the target, also in the exit slot): count it,
+/// keep the target, put the registers back and leave for the target with one `ret`.
+fn count_and_leave(count: u64, last: u64) -> Vec<Instruction> {
+    let mut inc = op(Instruction::with1(Code::Inc_rm64, rip(count)));
+    inc.set_has_lock_prefix(true);
+    vec![
+        inc,
         Instruction::with(Code::Popfq),
         op(Instruction::with2(Code::Mov_rm64_r64, rip(last), Register::RCX)),
         load(Register::RAX, SAVED_RAX),
@@ -404,6 +540,22 @@ pub fn exit_stub(label: u64, target: u64, miss: u64) -> Vec<Instruction> {
     v[0].set_ip(label);
     v.push(op(Instruction::with2(Code::Mov_r64_imm64, Register::RCX, target)));
     v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, miss)));
+    v
+}
+
+/// A linkable exit stub at label `label`: `jmp [link]` through a word of the data area,
+/// which first holds the address of the exit stub at label `slow` after it, and which kerf
+/// sets to `target`'s translation once it has one (one aligned 8-byte store: a thread sees
+/// the old or the new address, either of which is right).
+pub fn linked_exit_stub(
+    label: u64,
+    link: u64,
+    slow: u64,
+    target: u64,
+    miss: u64,
+) -> Vec<Instruction> {
+    let mut v = vec![labelled(op(Instruction::with1(Code::Jmp_rm64, rip(link))), label)];
+    v.extend(exit_stub(slow, target, miss));
     v
 }
 

@@ -20,6 +20,7 @@ use std::process::Command;
 const CODE: u64 = 0x4000_0000;
 const DATA: u64 = 0x5000_0000;
 const TABLE: u64 = 0x7f00_0000_0000;
+const MAILBOX: u64 = 0x7f10_0000_0000;
 
 fn fixture() -> Vec<u8> {
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("jitted-translate");
@@ -71,7 +72,14 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
     let cfg = &analysis.cfg;
     let m = Module { cfg, mem: &image, bias: 0 };
     let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
-    let layout = Layout { code: CODE, room: 1 << 24, table: TABLE, hash: Hash::Mixed, data: DATA };
+    let layout = Layout {
+        code: CODE,
+        room: 1 << 24,
+        table: TABLE,
+        hash: Hash::Mixed,
+        data: DATA,
+        mailbox: Some(MAILBOX),
+    };
     let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
     let work = cfg.functions_named("work").next().expect("work");
     let roots: HashSet<u64> = [cfg.function(work).entry.0].into();
@@ -109,10 +117,30 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
         assert!((CODE..end).contains(&b) || in_module, "branch to {b:#x}");
     }
 
-    // 3. Every block's translation starts at a clean point that maps back to it.
+    // 3. Every block's translation starts at a clean point that maps back to it; every exit
+    //    that kerf may link later has its word in the data area, past the predictions, and
+    //    its slow path in the cache.
     for b in &t.blocks {
         assert_eq!(t.clean.get(&b.cache), Some(&b.start), "block {:#x}", b.start);
     }
+    let alone = kerf_jit::translate("jitted", &m, &[work], &layout, &Counter, &at, &scope).unwrap();
+    let alone_end = CODE + alone.code.len() as u64;
+    let callees: Vec<u64> = alone.links.iter().map(|l| l.target).collect();
+    assert!(callees.len() >= 2, "work's calls to other functions: {callees:x?}");
+    for l in &alone.links {
+        assert!((alone.preds.end..DATA + alone.data_len).contains(&l.word), "{l:?}");
+        assert!((CODE..alone_end).contains(&l.slow), "{l:?}");
+        assert!(alone.exits.contains_key(&l.target), "{l:?}");
+        assert!(t.cache_of(l.target).is_some(), "{l:?} leads to no function");
+    }
+
+    // The miss path asks kerf through the mailbox, and the table's continuation words are
+    // read past the ways.
+    let mut d = Decoder::with_ip(64, &t.code, CODE, DecoderOptions::NONE);
+    let asks = d
+        .iter()
+        .filter(|i| i.code() == iced_x86::Code::Mov_r64_imm64 && i.immediate64() == MAILBOX);
+    assert!(asks.count() >= 2, "the miss path does not name the mailbox");
 
     // 4. The table finds every function entry and every return site.
     let mut table = Table::new(Hash::Mixed);

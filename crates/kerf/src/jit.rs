@@ -19,12 +19,17 @@ pub struct Args {
     /// block), none (the code cache alone).
     #[arg(long, default_value = "blocks", value_delimiter = ',')]
     plugin: Vec<String>,
-    /// Translate only what the roots reach by direct calls and through the memory slots read
-    /// now (PLT entries), not every function of every module: faster to attach, but a call
-    /// through a function pointer to code left out leaves the cache (an escape) until the
-    /// root returns.
+    /// Translate every function of every module before the roots are entered, not only what
+    /// they reach by direct calls and through the memory slots read now (PLT entries), the
+    /// rest on demand: slower to attach (a second or more for a big program), no thread ever
+    /// waits for a translation.
     #[arg(long)]
-    reached_only: bool,
+    whole: bool,
+    /// Do not translate on demand: a miss (an indirect transfer to code with no translation)
+    /// leaves for the original code at once, instead of waiting while kerf translates its
+    /// target.
+    #[arg(long)]
+    no_demand: bool,
     /// At most this many functions from the walk over the call graph.
     #[arg(long, default_value_t = 1_000_000)]
     budget: usize,
@@ -73,7 +78,11 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     let tool = JitTool {
         roots: args.roots.clone(),
         plugins,
-        options: JitOptions { budget: args.budget, whole_modules: !args.reached_only },
+        options: JitOptions {
+            budget: args.budget,
+            whole_modules: args.whole,
+            on_demand: !args.no_demand,
+        },
     };
     let sampling = Sampling { interval: 0.1, duration: args.duration, at_once: false };
     let v = kerf_tools::jit::run(&tool, args.pid, &args.command, sampling, &mut Stderr)?;

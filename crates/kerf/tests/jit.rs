@@ -68,7 +68,7 @@ fn counts(list: &Value, module_has: &str) -> BTreeMap<String, u64> {
 fn output_is_unchanged_nothing_escapes_and_block_counts_equal_spliced_counts() {
     let bin = common::build_fixture("jitted", "-O2", "jit-counts");
     let expected = plain(&bin, &[]);
-    let (v, out, _) = kerf_on("counts", "jit", &["work"], &bin, &[]);
+    let (v, out, _) = kerf_on("counts", "jit", &["work", "--whole"], &bin, &[]);
     assert_eq!(out, expected, "the program's output changed under kerf jit");
     let j = &v["jit"];
     assert_eq!(j["escapes"], 0, "escapes: {j}");
@@ -105,6 +105,45 @@ fn output_is_unchanged_nothing_escapes_and_block_counts_equal_spliced_counts() {
     assert!(jit["cmp+0x0"] > 100_000, "{:?}", jit.get("cmp+0x0"));
     // Nothing outside the region counts: main runs only in the original code.
     assert!(!jit.keys().any(|k| k.starts_with("main+")), "main ran in the cache");
+}
+
+/// By default kerf translates only what `work` reaches by direct calls; the function
+/// pointers (`ops[]`, qsort's `cmp`) lead to code with no translation. On demand, each such
+/// miss asks kerf, which translates the callee while the thread waits: nothing escapes, and
+/// every block counts exactly what the whole-module translation counts. Without it
+/// (`--no-demand`) the same misses leave the cache.
+#[test]
+fn misses_are_translated_on_demand_and_count_exactly() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-demand");
+    let expected = plain(&bin, &[]);
+    let (whole, _, _) = kerf_on("demand-whole", "jit", &["work", "--whole"], &bin, &[]);
+    let (v, out, _) = kerf_on("demand", "jit", &["work"], &bin, &[]);
+    assert_eq!(out, expected, "the program's output changed");
+    let j = &v["jit"];
+    assert_eq!(j["escapes"], 0, "escapes: {j}");
+    let asked = j["on_demand"]["asked"].as_u64().unwrap();
+    let added = j["on_demand"]["functions"].as_u64().unwrap();
+    assert!(asked >= 2 && added >= 2, "on demand: {j}");
+    assert!(j["functions"].as_u64() < whole["jit"]["functions"].as_u64(), "{j}");
+    let (all, some) = (counts(&whole["blocks"], ""), counts(&v["blocks"], ""));
+    let mut compared = 0;
+    for f in ["twice", "square", "negate", "cmp", "classify", "fib"] {
+        let of = |m: &BTreeMap<String, u64>| -> BTreeMap<String, u64> {
+            m.iter()
+                .filter(|(p, _)| p.split('+').next() == Some(f))
+                .map(|(p, n)| (p.clone(), *n))
+                .collect()
+        };
+        assert!(!of(&all).is_empty(), "{f} ran");
+        assert_eq!(of(&some), of(&all), "{f}: on demand vs whole modules");
+        compared += of(&all).len();
+    }
+    assert!(compared >= 10, "{compared}");
+
+    let (v, out, _) = kerf_on("no-demand", "jit", &["work", "--no-demand"], &bin, &[]);
+    assert_eq!(out, expected);
+    assert!(v["jit"]["escapes"].as_u64().unwrap() > 0, "{}", v["jit"]);
+    assert_eq!(v["jit"]["on_demand"]["asked"], 0);
 }
 
 #[test]

@@ -8,18 +8,26 @@
 //! addresses only (calls push original return addresses), so a thread leaves it by returning
 //! past the root or through an indirect transfer with no translation (an *escape*, counted
 //! per module and reported).
+//!
+//! On demand ([`JitOptions::on_demand`]): a miss posts its target to a mailbox and waits;
+//! [`Jit::serve`] translates the function it falls in (and what that reaches) into the
+//! module's reserved room, adds it to the table, links the exits that led to it, and answers.
 
 use crate::load::AnalyzedImage;
 use kerf_analysis::cfg::FuncId;
 use kerf_arch::RemoteAddr;
 use kerf_codegen::{At, Env, LiveAt, ThreadPointer};
+use kerf_jit::mailbox as mb;
 use kerf_jit::table::Hash;
+use kerf_jit::table::Placed;
 use kerf_jit::{closure, Layout, Module, Plugin, Region, Scope, Table, Translation};
 use kerf_os::ptrace::{RegsExt, RemoteMem, TargetMemory, REACH};
 use kerf_os::{SharedMem, TargetError, Tracee};
 use rayon::prelude::*;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PROT_RX: i32 = libc::PROT_READ | libc::PROT_EXEC;
@@ -29,7 +37,11 @@ const PLUGIN_ROOM: u64 = 96;
 const SPLICE_TRIES: usize = 20;
 /// Single-steps allowed to bring one thread to a clean point (the longest sequence between
 /// two clean points is a lookup: about 20 instructions).
-const MAX_STEPS: usize = 64;
+const MAX_STEPS: usize = 256;
+/// Functions one miss may bring in (the walk from the missed function over direct calls).
+const BATCH_BUDGET: usize = 4096;
+/// Room left in each module's reservation for later translations' stubs.
+const STUB_ROOM: u64 = 1 << 20;
 
 /// How the region is chosen.
 #[derive(Clone, Copy, Debug)]
@@ -39,11 +51,14 @@ pub struct JitOptions {
     /// Every function of every module (and the vDSO), so that calls through function
     /// pointers find a translation.
     pub whole_modules: bool,
+    /// Misses ask kerf ([`Jit::serve`]), which translates their targets while they wait:
+    /// room is reserved for every function of every module.
+    pub on_demand: bool,
 }
 
 impl Default for JitOptions {
     fn default() -> Self {
-        JitOptions { budget: 1_000_000, whole_modules: true }
+        JitOptions { budget: 1_000_000, whole_modules: false, on_demand: true }
     }
 }
 
@@ -106,13 +121,72 @@ impl From<TargetError> for JitFail {
     }
 }
 
-/// One module's cache in the target.
+/// One translation in the target: a module's first, or one kerf made later for a miss.
 pub struct Cache {
     pub module: usize,
     pub code: RemoteAddr,
-    pub room: u64,
-    pub data: SharedMem,
+    pub data: Area,
     pub translation: Translation,
+}
+
+/// A translation's part of its module's shared data area.
+pub struct Area {
+    mem: Arc<SharedMem>,
+    off: usize,
+    len: usize,
+}
+
+impl Area {
+    pub fn remote(&self) -> RemoteAddr {
+        RemoteAddr(self.mem.remote().0 + self.off as u64)
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn load_u64(&self, offset: usize) -> u64 {
+        self.mem.load_u64(self.off + offset)
+    }
+
+    pub fn store_u64(&self, offset: usize, value: u64) {
+        self.mem.store_u64(self.off + offset, value)
+    }
+
+    /// Store at target address `a` (inside this area).
+    fn store_at(&self, a: u64, value: u64) {
+        self.store_u64((a - self.remote().0) as usize, value)
+    }
+}
+
+/// What kerf reserved near a module: code room and a data area, each filled from its start.
+struct Space {
+    code: RemoteAddr,
+    room: u64,
+    used: u64,
+    data: Arc<SharedMem>,
+    data_used: u64,
+}
+
+impl Space {
+    fn holds(&self, a: u64) -> bool {
+        a >= self.code.0 && a < self.code.0 + self.room
+    }
+}
+
+/// What translating ahead of time and on demand needs to know each time.
+struct Ctx {
+    at: At,
+    hash: Hash,
+    /// The owner thread's thread pointer (see `DATA_OWNER`).
+    owner: u64,
+    roots: HashSet<u64>,
+    /// The mailbox's address in the target, on demand.
+    mailbox: Option<u64>,
 }
 
 /// A root's entry splice.
@@ -139,6 +213,12 @@ pub struct JitStats {
     pub write: Duration,
     /// The stop that spliced the roots.
     pub splice_pause: Duration,
+    /// On demand: misses kerf answered, functions it translated for them, targets it could
+    /// not translate (given an escape entry), and the time it took.
+    pub asked: u64,
+    pub added_functions: usize,
+    pub untranslatable: usize,
+    pub serving: Duration,
 }
 
 /// A JIT installed in a process.
@@ -150,6 +230,21 @@ pub struct Jit {
     pub stats: JitStats,
     /// Modules the JIT analysed itself (the vDSO), numbered after the process's.
     extra: Vec<AnalyzedImage>,
+    /// By module: the room reserved near it.
+    spaces: Vec<Option<Space>>,
+    /// kerf's copy of the table.
+    index: Table,
+    /// By module: the functions translated.
+    done: Vec<HashSet<FuncId>>,
+    /// Original block start -> its translation, for linking exits.
+    starts: HashMap<u64, u64>,
+    /// Original target -> the link words of exits to it not linked yet (cache, word).
+    unlinked: HashMap<u64, Vec<(usize, u64)>>,
+    mailbox: Option<SharedMem>,
+    ctx: Ctx,
+    mem: RemoteMem,
+    /// Each cache's escapes when kerf stopped answering misses.
+    live_escapes: Option<Vec<u64>>,
 }
 
 /// What removal did.
@@ -218,7 +313,7 @@ pub fn install(
         mem.read(RemoteAddr(a), &mut b).ok().map(|()| u64::from_le_bytes(b))
     };
     let starts: Vec<(usize, FuncId)> = roots.iter().map(|r| (r.module, r.func)).collect();
-    let mut region = closure(&mods, &starts, &slot, opts.budget, opts.whole_modules);
+    let mut region = closure(&mods, &starts, &slot, opts.budget, opts.whole_modules, &|_, _| false);
     if opts.whole_modules {
         // The vDSO is reached only through pointers libc loads at run time: all of it.
         let own = images.len() - extra.len();
@@ -229,42 +324,55 @@ pub fn install(
     }
     let mut stats = JitStats { plan: t0.elapsed(), ..JitStats::default() };
 
-    // 1. Map a cache and a data area within reach of each module of the region, and the table.
+    // 1. Map room for code and a data area within reach of each module of the region (of
+    //    every module, on demand: any may be asked for), the table, and the mailbox.
     let mut tr = Tracee::stop_all(pid)?;
     let hwcap2 = tr.auxv(26).ok().flatten().unwrap_or(0);
     // The thread that owns the block words (see `DATA_OWNER`): the main thread.
     let owner = tr.regs(pid).map(|r| r.fs_base).unwrap_or(0);
     let thread = if hwcap2 & 2 != 0 { ThreadPointer::FsBase } else { ThreadPointer::FsSelf };
-    let mut caches = Vec::new();
+    let mut spaces: Vec<Option<Space>> = (0..images.len()).map(|_| None).collect();
     let mut table = None;
+    let mut mailbox = None;
     let mapped = (|| -> Result<(), TargetError> {
         let exe = images.first().map_or(0, |m| span(m).0);
         table = Some(tr.share_near(RemoteAddr(exe), kerf_jit::table::TABLE_BYTES, 0)?);
+        if opts.on_demand {
+            mailbox = Some(tr.share_near(RemoteAddr(exe), mb::BYTES, 0)?);
+        }
         for (k, funcs) in region.funcs.iter().enumerate() {
+            let every: Vec<FuncId>;
+            let funcs = if opts.on_demand {
+                let n = images[k].analysis.cfg.functions.len() as u32;
+                every = (0..n).map(FuncId).collect();
+                &every
+            } else {
+                funcs
+            };
             if funcs.is_empty() {
                 continue;
             }
             let (lo, hi) = span(images[k]);
-            let room = kerf_jit::room_for(&mods[k], funcs, PLUGIN_ROOM);
+            let room = kerf_jit::room_for(&mods[k], funcs, PLUGIN_ROOM) + STUB_ROOM;
             let window_lo = RemoteAddr(hi.saturating_sub(REACH));
             let window_hi = RemoteAddr(lo.saturating_add(REACH));
             let code = tr.alloc_within(window_lo, window_hi, RemoteAddr(hi), room, PROT_RX)?;
-            let data_len = kerf_jit::data_for(&mods[k], funcs);
-            let data = tr.share_near(code, data_len, data_len)?;
-            caches.push((k, code, room, data));
+            let data_len = kerf_jit::data_for(&mods[k], funcs) + STUB_ROOM;
+            let data = Arc::new(tr.share_near(code, data_len, data_len)?);
+            spaces[k] = Some(Space { code, room, used: 0, data, data_used: 0 });
         }
         Ok(())
     })();
-    let table = match (mapped, table.take()) {
-        (Ok(()), Some(t)) => t,
+    let (table, mailbox) = match (mapped, table.take()) {
+        (Ok(()), Some(t)) => (t, mailbox),
         (Ok(()), None) => unreachable!("the table is mapped first"),
         (Err(e), mut table) => {
             // Whatever was mapped before the failure goes again.
-            for (_, code, room, data) in caches.drain(..) {
-                let _ = tr.free(code, room);
-                let _ = tr.free(data.remote(), data.len() as u64);
+            for sp in spaces.iter().flatten() {
+                let _ = tr.free(sp.code, sp.room);
+                let _ = tr.free(sp.data.remote(), sp.data.len() as u64);
             }
-            if let Some(t) = table.take() {
+            for t in table.take().into_iter().chain(mailbox) {
                 let _ = tr.free(t.remote(), t.len() as u64);
             }
             let _ = tr.resume_detach();
@@ -272,84 +380,101 @@ pub fn install(
         }
     };
     tr.resume_detach()?;
+    if let Some(m) = &mailbox {
+        let ts = [mb::WAIT_NS / 1_000_000_000, mb::WAIT_NS % 1_000_000_000];
+        m.store_u64(mb::TIMEOUT as usize, ts[0]);
+        m.store_u64(mb::TIMEOUT as usize + 8, ts[1]);
+        // Listening from the start: a miss before `serve` runs waits for it.
+        m.store_u32(mb::LISTEN as usize, 1);
+    }
 
-    // 2. Translate while the process runs.
+    // 2. Translate while the process runs: modules in parallel, the biggest first.
     let t1 = Instant::now();
-    let at = At::new(LiveAt::ALL, Env::User, thread, 0);
     // kerf runs on the target's machine: its CPU's features are the target's.
     let hash = if std::arch::is_x86_feature_detected!("bmi2") { Hash::Mixed } else { Hash::Low16 };
     let root_entries: HashSet<u64> = roots
         .iter()
         .map(|r| images[r.module].analysis.cfg.function(r.func).entry.0 + mods[r.module].bias)
         .collect();
-    // Modules in parallel, the biggest first.
-    let mut caches = caches;
-    caches.sort_by_key(|c| std::cmp::Reverse(c.2));
-    let results: Vec<(Cache, Option<JitFail>)> = caches
-        .into_par_iter()
-        .map(|(k, code, room, data)| {
-            let layout =
-                Layout { code: code.0, room, table: table.remote().0, hash, data: data.remote().0 };
-            let name = images[k].path.display().to_string();
-            let reached: HashSet<FuncId> = region.reached[k].iter().copied().collect();
-            let scope = Scope { roots: &root_entries, reached: &reached };
-            let funcs = &region.funcs[k];
-            match kerf_jit::translate(&name, &mods[k], funcs, &layout, plugin, &at, &scope) {
-                Ok(translation) => {
-                    data.store_u64(kerf_jit::translate::DATA_OWNER as usize, owner);
-                    // Every site predicts the way that matches nothing until it has seen one.
-                    let none = data.remote().0 + kerf_jit::translate::DATA_NO_WAY;
-                    let base = data.remote().0;
-                    for w in translation.preds.clone().step_by(8) {
-                        data.store_u64((w - base) as usize, none);
-                    }
-                    (Cache { module: k, code, room, data, translation }, None)
-                }
-                Err(e) => {
-                    let translation = Translation::default();
-                    (
-                        Cache { module: k, code, room, data, translation },
-                        Some(JitFail::Translate(e)),
-                    )
-                }
-            }
+    let mailbox_at = mailbox.as_ref().map(|m| m.remote().0);
+    let at = At::new(LiveAt::ALL, Env::User, thread, 0);
+    let ctx = Ctx { at, hash, owner, roots: root_entries, mailbox: mailbox_at };
+    let mut work: Vec<(usize, Layout)> = spaces
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| !region.funcs[*k].is_empty())
+        .filter_map(|(k, sp)| {
+            let sp = sp.as_ref()?;
+            let layout = Layout {
+                code: sp.code.0,
+                room: sp.room - STUB_ROOM,
+                table: table.remote().0,
+                hash,
+                data: sp.data.remote().0,
+                mailbox: mailbox_at,
+            };
+            Some((k, layout))
         })
         .collect();
-    let mut failed = None;
-    let mut done = Vec::with_capacity(results.len());
-    for (c, e) in results {
-        failed = failed.or(e);
-        done.push(c);
-    }
-    done.sort_by_key(|c| c.module);
+    work.sort_by_key(|w| std::cmp::Reverse(w.1.room));
+    let results: Vec<(usize, Result<Translation, kerf_jit::JitError>)> = work
+        .into_par_iter()
+        .map(|(k, layout)| {
+            let name = images[k].path.display().to_string();
+            let reached: HashSet<FuncId> = region.reached[k].iter().copied().collect();
+            let scope = Scope { roots: &ctx.roots, reached: &reached };
+            let funcs = &region.funcs[k];
+            (k, kerf_jit::translate(&name, &mods[k], funcs, &layout, plugin, &ctx.at, &scope))
+        })
+        .collect();
     stats.translate = t1.elapsed();
-    let mut jit = Jit { pid, caches: done, table, entries: Vec::new(), stats, extra: Vec::new() };
-    if let Some(e) = failed {
-        let _ = jit.unmap();
-        return Err(e);
+    let mut jit = Jit {
+        pid,
+        caches: Vec::new(),
+        table,
+        entries: Vec::new(),
+        stats,
+        extra: Vec::new(),
+        spaces,
+        index: Table::new(hash),
+        done: (0..images.len()).map(|_| HashSet::new()).collect(),
+        starts: HashMap::new(),
+        unlinked: HashMap::new(),
+        mailbox,
+        ctx,
+        mem: mem.clone(),
+        live_escapes: None,
+    };
+    let mut translations = Vec::new();
+    for (k, r) in results {
+        match r {
+            Ok(t) => translations.push((k, t)),
+            Err(e) => {
+                let _ = jit.unmap();
+                return Err(JitFail::Translate(e));
+            }
+        }
     }
+    translations.sort_by_key(|t| t.0);
 
     // 3. Write the caches (no thread can be in them: nothing leads there yet) and the table.
     let t2 = Instant::now();
-    let mut t = Table::new(hash);
-    for c in &jit.caches {
-        mem.write(c.code, &c.translation.code)?;
-        jit.stats.blocks += c.translation.blocks.len();
-        jit.stats.code_bytes += c.translation.code.len() as u64;
+    for (k, t) in translations {
+        let funcs = std::mem::take(&mut region.funcs[k]);
+        if let Err(e) = jit.adopt(k, t, funcs, false) {
+            let _ = jit.unmap();
+            return Err(e);
+        }
     }
-    // Function entries and return sites first: if sets fill up, rarer targets are left out.
-    let mut all: Vec<kerf_jit::Entry> =
-        jit.caches.iter().flat_map(|c| c.translation.entries.iter().copied()).collect();
-    all.sort_by_key(|e| e.rank);
-    for e in all {
-        t.insert(e.orig, e.entry, e.cont);
-    }
-    jit.table.write_bytes(0, &t.bytes());
-    jit.stats.table_entries = t.entries;
+    jit.table.write_bytes(0, &jit.index.bytes());
+    jit.stats.table_entries = jit.index.entries;
+    jit.stats.crowded = jit.index.crowded.len();
+    jit.stats.lost = jit.index.lost();
     if let Some(dir) = std::env::var_os("KERF_JIT_DUMP") {
-        dump(std::path::Path::new(&dir), images, &jit, &t);
+        dump(std::path::Path::new(&dir), images, &jit);
     }
     jit.stats.write = t2.elapsed();
+    region.funcs = jit.done.iter().map(|d| d.iter().copied().collect()).collect();
     jit.stats.region = region;
 
     // 4. The roots' entries, in one stop.
@@ -416,6 +541,27 @@ impl Jit {
         images.get(k).unwrap_or_else(|| &self.extra[k - images.len()])
     }
 
+    /// Functions of module `k` translated so far (ahead of time and on demand).
+    pub fn functions(&self, k: usize) -> usize {
+        self.done.get(k).map_or(0, HashSet::len)
+    }
+
+    /// Functions translated so far, in every module.
+    pub fn function_count(&self) -> usize {
+        self.done.iter().map(HashSet::len).sum()
+    }
+
+    /// Cache `k`'s escapes while the JIT was live: up to the moment kerf stopped answering
+    /// misses, if it answered them (afterwards a thread that misses leaves, as the JIT is
+    /// being taken out).
+    pub fn live_escapes(&self, k: usize) -> u64 {
+        let now = self.caches[k].data.load_u64(kerf_jit::translate::DATA_ESCAPES as usize);
+        match &self.live_escapes {
+            Some(v) => v.get(k).copied().unwrap_or(now),
+            None => now,
+        }
+    }
+
     /// Escapes through the miss path so far, per cache, and the last target that escaped.
     pub fn escapes(&self) -> Vec<(usize, u64, u64)> {
         self.caches
@@ -479,16 +625,290 @@ impl Jit {
         unreachable!("the last attempt returns")
     }
 
+    /// Take translation `t` of module `k` (made for the next free bytes of its room) into the
+    /// target: write its code, set up its data words, link exits in both directions, and add
+    /// its entries to the table (`live`: also write them into the target's table, the way's
+    /// original address last, so that a thread that matches it finds the rest). Returns the
+    /// new cache's index.
+    fn adopt(
+        &mut self,
+        k: usize,
+        t: Translation,
+        funcs: Vec<FuncId>,
+        live: bool,
+    ) -> Result<usize, JitFail> {
+        use kerf_jit::translate::{DATA_NO_WAY, DATA_OWNER};
+        let sp = self.spaces[k].as_mut().expect("a translation is made for a module with room");
+        let code = RemoteAddr(sp.code.0 + sp.used);
+        self.mem.write(code, &t.code)?;
+        let data =
+            Area { mem: sp.data.clone(), off: sp.data_used as usize, len: t.data_len as usize };
+        sp.used = (sp.used + t.code.len() as u64).next_multiple_of(64);
+        sp.data_used = (sp.data_used + t.data_len).next_multiple_of(64);
+        data.store_u64(DATA_OWNER as usize, self.ctx.owner);
+        // Every site predicts the way that matches nothing until it has seen one.
+        let none = data.remote().0 + DATA_NO_WAY;
+        for w in t.preds.clone().step_by(8) {
+            data.store_at(w, none);
+        }
+        let here = self.caches.len();
+        for b in &t.blocks {
+            self.starts.insert(b.start, b.cache);
+        }
+        for l in &t.links {
+            match self.starts.get(&l.target) {
+                Some(&to) => data.store_at(l.word, to),
+                None => {
+                    data.store_at(l.word, l.slow);
+                    self.unlinked.entry(l.target).or_default().push((here, l.word));
+                }
+            }
+        }
+        // Exits of earlier translations to blocks that have one now.
+        for b in &t.blocks {
+            for (c, w) in self.unlinked.remove(&b.start).unwrap_or_default() {
+                let area = if c == here { &data } else { &self.caches[c].data };
+                area.store_at(w, b.cache);
+            }
+        }
+        let mut entries = t.entries.clone();
+        entries.sort_by_key(|e| e.rank);
+        for e in entries {
+            self.insert(e.orig, e.entry, e.cont, live);
+        }
+        self.stats.blocks += t.blocks.len();
+        self.stats.code_bytes += t.code.len() as u64;
+        self.done[k].extend(funcs);
+        self.caches.push(Cache { module: k, code, data, translation: t });
+        Ok(here)
+    }
+
+    /// Add a table entry in kerf's copy, and with `live` in the target's table too.
+    fn insert(&mut self, orig: u64, entry: u64, cont: u64, live: bool) {
+        use kerf_jit::table::{CONT, OVERFLOW, OVERFLOW_COUNT, OVERFLOW_PAIRS};
+        let placed = self.index.insert(orig, entry, cont);
+        if !live {
+            return;
+        }
+        let t = &self.table;
+        match placed {
+            Some(Placed::Way(off)) => {
+                t.store_u64(off as usize + 8, entry);
+                t.store_u64((CONT + off) as usize, cont);
+                t.store_u64(off as usize, orig);
+            }
+            Some(Placed::Overflow(i)) => {
+                let at = (OVERFLOW_PAIRS + 16 * i as u64) as usize;
+                t.store_u64(at + 8, entry);
+                t.store_u64(at, orig);
+                let n = self.index.crowded.len().min(OVERFLOW);
+                t.store_u64(OVERFLOW_COUNT as usize, n as u64);
+            }
+            None => {}
+        }
+    }
+
+    /// Answer misses until `stop` (on demand; without a mailbox it returns at once). Each
+    /// answer translates what was asked for ([`Jit::answer`]) before `ANSWERED` moves past
+    /// its ticket; when it returns, no thread waits any more and none will.
+    pub fn serve(&mut self, images: &[AnalyzedImage], plugin: &dyn Plugin, stop: &AtomicBool) {
+        let Some(mbox) = self.mailbox.take() else { return };
+        let extra = std::mem::take(&mut self.extra);
+        let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
+        let mods = modules_of(&all);
+        let (posted_at, answered_at) = (mb::POSTED as usize, mb::ANSWERED as usize);
+        mbox.store_u32(mb::LISTEN as usize, 1);
+        while !stop.load(Ordering::Relaxed) {
+            let (posted, answered) = (mbox.load_u32(posted_at), mbox.load_u32(answered_at));
+            if posted == answered {
+                mbox.futex_wait(posted_at, posted, Duration::from_millis(20));
+                continue;
+            }
+            let t = Instant::now();
+            let mut targets = Vec::new();
+            let mut ticket = answered;
+            while ticket != posted {
+                let slot = (mb::RING + 8 * u64::from(ticket % mb::RING_SLOTS)) as usize;
+                // A thread stores its target just after taking its ticket.
+                let deadline = Instant::now() + Duration::from_millis(2);
+                let target = loop {
+                    let v = mbox.load_u64(slot);
+                    if v != 0 || Instant::now() > deadline {
+                        break v;
+                    }
+                    std::hint::spin_loop();
+                };
+                mbox.store_u64(slot, 0);
+                if target != 0 {
+                    targets.push(target);
+                }
+                ticket = ticket.wrapping_add(1);
+            }
+            targets.sort_unstable();
+            targets.dedup();
+            for &target in &targets {
+                self.answer(&all, &mods, plugin, target);
+            }
+            self.stats.asked += u64::from(posted.wrapping_sub(answered));
+            self.stats.table_entries = self.index.entries;
+            self.stats.crowded = self.index.crowded.len();
+            self.stats.lost = self.index.lost();
+            mbox.store_u32(answered_at, posted);
+            mbox.store_u32(mb::LISTEN as usize, 1);
+            mbox.futex_wake_all(answered_at);
+            self.stats.serving += t.elapsed();
+        }
+        // No more answers: every thread waiting goes, and no thread asks again. What escapes
+        // from now on escapes while the JIT is being taken out.
+        let escapes = kerf_jit::translate::DATA_ESCAPES as usize;
+        self.live_escapes = Some(self.caches.iter().map(|c| c.data.load_u64(escapes)).collect());
+        mbox.store_u32(mb::LISTEN as usize, 0);
+        mbox.store_u32(answered_at, mbox.load_u32(posted_at));
+        mbox.futex_wake_all(answered_at);
+        self.mailbox = Some(mbox);
+        self.extra = extra;
+    }
+
+    /// Make `target` findable in the table: translate the function it falls in and what that
+    /// reaches (up to [`BATCH_BUDGET`] functions not translated yet), give a translated block
+    /// start that has no entry one, and anything else an escape entry (code outside every
+    /// module, or inside a block). What cannot be written (no room left) is not answered: the
+    /// thread leaves for the original code, counted.
+    fn answer(
+        &mut self,
+        all: &[&AnalyzedImage],
+        mods: &[Module<'_>],
+        plugin: &dyn Plugin,
+        target: u64,
+    ) {
+        if self.index.find(target).is_some() {
+            return;
+        }
+        let k = (0..mods.len()).find(|&k| {
+            self.spaces[k].is_some() && {
+                let (lo, hi) = span(all[k]);
+                (lo..hi).contains(&target)
+            }
+        });
+        let f = k.and_then(|k| Some((k, kerf_jit::region::function_containing(&mods[k], target)?)));
+        if let Some((k, f)) = f {
+            if !self.done[k].contains(&f) {
+                let mem = self.mem.clone();
+                let slot = |a: u64| {
+                    let mut b = [0u8; 8];
+                    mem.read(RemoteAddr(a), &mut b).ok().map(|()| u64::from_le_bytes(b))
+                };
+                let done = &self.done;
+                let region = closure(mods, &[(k, f)], &slot, BATCH_BUDGET, false, &|j, g| {
+                    done[j].contains(&g)
+                });
+                for (j, funcs) in region.funcs.into_iter().enumerate() {
+                    if !funcs.is_empty()
+                        && self.translate_more(all, mods, plugin, j, funcs).is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+        }
+        if self.index.find(target).is_some() {
+            return;
+        }
+        match self.starts.get(&target) {
+            Some(&to) => {
+                let k = k.expect("a translated block is in a module");
+                let _ = self.add_stub(k, target, Some(to));
+            }
+            None => {
+                let home = self.caches.first().map(|c| c.module);
+                if let Some(home) = home {
+                    self.stats.untranslatable += 1;
+                    let _ = self.add_stub(home, target, None);
+                }
+            }
+        }
+    }
+
+    /// Translate `funcs` of module `k` into the rest of its room, and adopt them live.
+    fn translate_more(
+        &mut self,
+        all: &[&AnalyzedImage],
+        mods: &[Module<'_>],
+        plugin: &dyn Plugin,
+        k: usize,
+        funcs: Vec<FuncId>,
+    ) -> Result<(), JitFail> {
+        let Some(sp) = &self.spaces[k] else { return Ok(()) };
+        let data_need = kerf_jit::data_for(&mods[k], &funcs);
+        if sp.data_used + data_need > sp.data.len() as u64 {
+            return Ok(());
+        }
+        let layout = Layout {
+            code: sp.code.0 + sp.used,
+            room: sp.room.saturating_sub(sp.used + STUB_ROOM / 2),
+            table: self.table.remote().0,
+            hash: self.ctx.hash,
+            data: sp.data.remote().0 + sp.data_used,
+            mailbox: self.ctx.mailbox,
+        };
+        let name = all[k].path.display().to_string();
+        let reached: HashSet<FuncId> = funcs.iter().copied().collect();
+        let scope = Scope { roots: &self.ctx.roots, reached: &reached };
+        let t = kerf_jit::translate(&name, &mods[k], &funcs, &layout, plugin, &self.ctx.at, &scope)
+            .map_err(JitFail::Translate)?;
+        self.stats.added_functions += funcs.len();
+        self.adopt(k, t, funcs, true)?;
+        Ok(())
+    }
+
+    /// Write a table entry's stub into module `k`'s room: an indirect entry for the block
+    /// translated at `to`, or (`None`) an escape entry for `target`, counted in the module's
+    /// first translation's data.
+    fn add_stub(&mut self, k: usize, target: u64, to: Option<u64>) -> Result<(), JitFail> {
+        let name = String::from("stub");
+        let Some(sp) = &self.spaces[k] else { return Ok(()) };
+        let at = sp.code.0 + sp.used;
+        let bytes = match to {
+            Some(to) => kerf_jit::entry_stub(&name, at, to),
+            None => {
+                let Some(c) = self.caches.iter().find(|c| c.module == k) else { return Ok(()) };
+                kerf_jit::escape_stub(&name, at, target, c.data.remote().0)
+            }
+        }
+        .map_err(JitFail::Translate)?;
+        if sp.used + bytes.len() as u64 > sp.room {
+            return Ok(());
+        }
+        self.mem.write(RemoteAddr(at), &bytes)?;
+        if let Some(sp) = self.spaces[k].as_mut() {
+            sp.used = (sp.used + bytes.len() as u64).next_multiple_of(16);
+        }
+        // A `ret` to an escape target goes straight to it.
+        self.insert(target, at, to.unwrap_or(target), true);
+        Ok(())
+    }
+
     /// Unmap everything kerf mapped (nothing may lead into it any more).
     fn unmap(&mut self) -> Result<(), JitFail> {
         let mut tr = Tracee::stop_all(self.pid)?;
-        for c in &self.caches {
-            let _ = tr.free(c.code, c.room);
-            let _ = tr.free(c.data.remote(), c.data.len() as u64);
+        for (a, len) in self.mappings() {
+            let _ = tr.free(RemoteAddr(a), len);
         }
-        let _ = tr.free(self.table.remote(), self.table.len() as u64);
         tr.resume_detach()?;
         Ok(())
+    }
+
+    /// Everything kerf mapped in the target: `(address, length)`.
+    fn mappings(&self) -> Vec<(u64, u64)> {
+        let mut v = Vec::new();
+        for sp in self.spaces.iter().flatten() {
+            v.push((sp.code.0, sp.room));
+            v.push((sp.data.remote().0, sp.data.len() as u64));
+        }
+        for m in std::iter::once(&self.table).chain(&self.mailbox) {
+            v.push((m.remote().0, m.len() as u64));
+        }
+        v
     }
 
     /// Where cache address `pc` goes back to, if it is a clean point of some cache.
@@ -497,7 +917,7 @@ impl Jit {
     }
 
     fn in_cache(&self, a: u64) -> bool {
-        self.caches.iter().any(|c| a >= c.code.0 && a < c.code.0 + c.room)
+        self.spaces.iter().flatten().any(|sp| sp.holds(a))
     }
 
     /// Take the JIT out: restore the roots' entries, bring every thread in a cache back to
@@ -562,17 +982,11 @@ impl Jit {
                     .any(|w| self.in_cache(w));
             }
             if held {
-                for c in &self.caches {
-                    out.kept.push((c.code.0, c.room));
-                    out.kept.push((c.data.remote().0, c.data.len() as u64));
-                }
-                out.kept.push((self.table.remote().0, self.table.len() as u64));
+                out.kept = self.mappings();
             } else {
-                for c in &self.caches {
-                    tr.free(c.code, c.room)?;
-                    tr.free(c.data.remote(), c.data.len() as u64)?;
+                for (a, len) in self.mappings() {
+                    tr.free(RemoteAddr(a), len)?;
                 }
-                tr.free(self.table.remote(), self.table.len() as u64)?;
             }
             Ok(())
         })();
@@ -587,7 +1001,7 @@ impl Jit {
 /// `cache-ADDR.bin` (read them with `objdump -D -b binary -m i386:x86-64 --adjust-vma=ADDR`),
 /// and `index.txt`: each cache's module, its miss path, its exits, and the table entries
 /// that went to the overflow list.
-fn dump(dir: &std::path::Path, images: &[&AnalyzedImage], jit: &Jit, t: &Table) {
+fn dump(dir: &std::path::Path, images: &[&AnalyzedImage], jit: &Jit) {
     use std::fmt::Write;
     let mut index = String::new();
     for c in &jit.caches {
@@ -598,7 +1012,7 @@ fn dump(dir: &std::path::Path, images: &[&AnalyzedImage], jit: &Jit, t: &Table) 
             let _ = writeln!(index, "  exit {target:#x} {why:?}");
         }
     }
-    for (a, e) in &t.crowded {
+    for (a, e) in &jit.index.crowded {
         let _ = writeln!(index, "overflow {a:#x} -> {e:#x}");
     }
     let _ = std::fs::write(dir.join("index.txt"), index);

@@ -15,6 +15,7 @@ use kerf_session::jit::{self, JitOptions, Root};
 use kerf_session::live::{ProcessTarget, Sampling, Stop};
 use kerf_session::spec::{self, SpecWhat};
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 /// The plugins `kerf jit` knows.
@@ -85,6 +86,7 @@ pub fn run(
     if tool.roots.is_empty() {
         return Err(ToolError::Usage("kerf jit needs at least one ROOT function".into()));
     }
+    let pid_given = pid.is_some();
     let mut target = ProcessTarget::open(pid, command)?;
     let pid = target.pid;
     for w in &target.warnings {
@@ -94,7 +96,7 @@ pub fn run(
     let counting = tool.plugins.contains(&PluginKind::Blocks);
     let plugin: &dyn Plugin = if counting { &BlockCounter } else { &kerf_jit::NoPlugin };
     let t = Instant::now();
-    let jit = jit::install(pid, &target.modules, &roots, plugin, tool.options)
+    let mut jit = jit::install(pid, &target.modules, &roots, plugin, tool.options)
         .map_err(|source| ToolError::Jit { pid, source })?;
     let s = &jit.stats;
     events.say(&format!(
@@ -116,8 +118,22 @@ pub fn run(
         ));
     }
     target.release()?;
+    if pid_given {
+        // A duration counts the time the JIT is live, not kerf's translation before it.
+        target.started = Instant::now();
+    }
     let heaps: Vec<_> = jit.caches.iter().map(|c| c.code).collect();
-    let mut stop = target.sample(sampling, &heaps, || {});
+    // kerf answers the misses on a thread of its own while the target runs (on demand).
+    let modules = std::mem::take(&mut target.modules);
+    let done = AtomicBool::new(false);
+    let mut stop = std::thread::scope(|s| {
+        let server = s.spawn(|| jit.serve(&modules, plugin, &done));
+        let stop = target.sample(sampling, &heaps, || {});
+        done.store(true, Ordering::Relaxed);
+        let _ = server.join();
+        stop
+    });
+    target.modules = modules;
     let summary = summarize(&target, &jit, &roots, counting);
     let removed = if stop.is_exec() {
         None
@@ -193,26 +209,51 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], counting: b
     let s = &jit.stats;
     let mut modules = Vec::new();
     let mut blocks = Vec::new();
-    let (mut escapes, mut returns) = (0, 0);
+    let (mut escapes, mut escapes_leaving, mut returns) = (0, 0, 0);
+    // A module's first translation, and those kerf added on demand: one row.
+    let mut order: Vec<usize> = jit.caches.iter().map(|c| c.module).collect();
+    order.sort_unstable();
+    order.dedup();
+    for module in order {
+        let caches = jit.caches.iter().enumerate().filter(|(_, c)| c.module == module);
+        let m = jit.image(&target.modules, module);
+        let word = |c: &jit::Cache, w: u64| c.data.load_u64(w as usize);
+        let (mut esc, mut leaving, mut rets, mut last) = (0, 0, 0, 0);
+        let (mut blocks, mut bytes, mut exits, mut translations) = (0, 0, 0, 0);
+        for (k, c) in caches {
+            let live = jit.live_escapes(k);
+            esc += live;
+            leaving += word(c, kerf_jit::translate::DATA_ESCAPES) - live;
+            rets += word(c, kerf_jit::translate::DATA_RETURNS);
+            last = match word(c, kerf_jit::translate::DATA_LAST_MISS) {
+                0 => last,
+                l => l,
+            };
+            blocks += c.translation.blocks.len();
+            bytes += c.translation.code.len();
+            exits += c.translation.exits.len();
+            translations += 1;
+        }
+        escapes += esc;
+        escapes_leaving += leaving;
+        returns += rets;
+        modules.push(json!({
+            "module": m.path.display().to_string(),
+            "functions": jit.functions(module),
+            "translations": translations,
+            "blocks": blocks,
+            "code_bytes": bytes,
+            "static_exits": exits,
+            "escapes": esc,
+            "escapes_detaching": leaving,
+            "returns_out": rets,
+            "last_escape": where_is(target, last),
+        }));
+    }
     for (k, c) in jit.caches.iter().enumerate() {
         let m = jit.image(&target.modules, c.module);
         let bias = m.bias.unwrap_or(0);
         let cfg = &m.analysis.cfg;
-        let esc = c.data.load_u64(kerf_jit::translate::DATA_ESCAPES as usize);
-        let last = c.data.load_u64(kerf_jit::translate::DATA_LAST_MISS as usize);
-        let rets = c.data.load_u64(kerf_jit::translate::DATA_RETURNS as usize);
-        escapes += esc;
-        returns += rets;
-        modules.push(json!({
-            "module": m.path.display().to_string(),
-            "functions": s.region.funcs[c.module].len(),
-            "blocks": c.translation.blocks.len(),
-            "code_bytes": c.translation.code.len(),
-            "static_exits": c.translation.exits.len(),
-            "escapes": esc,
-            "returns_out": rets,
-            "last_escape": where_is(target, last),
-        }));
         if counting {
             for b in &c.translation.blocks {
                 let n = jit.word(k, b.word) + jit.word(k, b.shared);
@@ -232,7 +273,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], counting: b
     let mut v = json!({
         "jit": {
             "roots": roots.iter().map(|r| r.label.clone()).collect::<Vec<_>>(),
-            "functions": s.region.len(),
+            "functions": jit.function_count(),
             "blocks": s.blocks,
             "code_bytes": s.code_bytes,
             "predicted_indirect": s.region.predicted,
@@ -242,7 +283,14 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], counting: b
             "crowded": s.crowded,
             "lost": s.lost,
             "escapes": escapes,
+            "escapes_detaching": escapes_leaving,
             "returns_out": returns,
+            "on_demand": {
+                "asked": s.asked,
+                "functions": s.added_functions,
+                "untranslatable": s.untranslatable,
+                "seconds": s.serving.as_secs_f64(),
+            },
             "modules": modules,
             "seconds": {
                 "plan": s.plan.as_secs_f64(),

@@ -3,7 +3,7 @@
 
 use super::sys::TraceSys;
 use kerf_arch::RemoteAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A region shared with a target, made by [`super::Tracee::share_near`]. kerf's mapping is
@@ -92,6 +92,53 @@ impl SharedMem {
     /// Store `value` at `offset` (8-aligned), with a Release store.
     pub fn store_u64(&self, offset: usize, value: u64) {
         self.word(offset).store(value, Ordering::Release)
+    }
+
+    fn word32(&self, offset: usize) -> &AtomicU32 {
+        assert!(
+            offset.is_multiple_of(4) && offset + 4 <= self.len,
+            "offset {offset} is not an aligned u32 inside {} bytes",
+            self.len
+        );
+        // SAFETY: as in `word`, for a 4-aligned u32.
+        unsafe { &*(self.local.add(offset) as *const AtomicU32) }
+    }
+
+    /// The u32 at `offset` (4-aligned), with an Acquire load.
+    pub fn load_u32(&self, offset: usize) -> u32 {
+        self.word32(offset).load(Ordering::Acquire)
+    }
+
+    /// Store `value` at `offset` (4-aligned), with a Release store.
+    pub fn store_u32(&self, offset: usize, value: u32) {
+        self.word32(offset).store(value, Ordering::Release)
+    }
+
+    /// Sleep while the u32 at `offset` holds `expected`, at most `timeout` (a shared futex:
+    /// the target's threads wake it through their own mapping of the same memory). Returns
+    /// early on a wake, a signal, or a value that already differs.
+    pub fn futex_wait(&self, offset: usize, expected: u32, timeout: std::time::Duration) {
+        let w = self.word32(offset);
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: FUTEX_WAIT on a live, aligned u32 of this mapping, with a valid timespec;
+        // the kernel only reads both. Its outcome (woken, timed out, interrupted, value
+        // changed) needs no handling: the caller looks at the word again.
+        unsafe {
+            libc::syscall(libc::SYS_futex, w.as_ptr(), libc::FUTEX_WAIT, expected, &ts);
+        }
+    }
+
+    /// Wake every thread (of any process) waiting on the u32 at `offset`.
+    pub fn futex_wake_all(&self, offset: usize) {
+        let w = self.word32(offset);
+        // SAFETY: FUTEX_WAKE on a live, aligned u32 of this mapping; the kernel only uses
+        // the address as a key.
+        unsafe {
+            libc::syscall(libc::SYS_futex, w.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
+        }
     }
 
     /// Copy `buf.len()` bytes from `offset` with volatile reads.

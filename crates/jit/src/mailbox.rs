@@ -1,0 +1,34 @@
+//! The mailbox through which a thread's miss asks kerf to translate its target (see
+//! [`crate::x86_64::miss`]): one shared page, which the target maps at an address the miss
+//! path names and kerf maps too. Its words, by offset:
+//!
+//! | offset | word | written by |
+//! |---|---|---|
+//! | `LISTEN` | nonzero while kerf answers | kerf (set), a thread whose wait timed out (cleared) |
+//! | `POSTED` | tickets taken (`lock xadd`); kerf's futex | threads |
+//! | `ANSWERED` | tickets answered: every ticket below it; the threads' futex | kerf |
+//! | `TIMEOUT` | the `timespec` of one wait | kerf, once |
+//! | `RING` | `RING_SLOTS` targets, ticket `t` in slot `t % RING_SLOTS` | threads (kerf clears) |
+//!
+//! Each word sits in a cache line of its own. A thread posts at most one ticket at a time, so
+//! the ring holds every ticket not yet answered while the process has at most `RING_SLOTS`
+//! threads missing at once.
+
+pub const LISTEN: u64 = 0;
+pub const POSTED: u64 = 64;
+pub const ANSWERED: u64 = 128;
+pub const TIMEOUT: u64 = 192;
+pub const RING: u64 = 256;
+pub const RING_SLOTS: u32 = 256;
+/// Bytes of the mailbox.
+pub const BYTES: u64 = 4096;
+const _: () = assert!(RING + 8 * RING_SLOTS as u64 <= BYTES);
+
+/// Futex waits of at most [`WAIT_NS`] each before a miss gives up and leaves the cache.
+pub const TRIES: u32 = 4;
+pub const WAIT_NS: u64 = 50_000_000;
+
+pub const SYS_FUTEX: u32 = 202;
+pub const FUTEX_WAIT: u32 = 0;
+pub const FUTEX_WAKE: u32 = 1;
+pub const ETIMEDOUT: u32 = 110;
