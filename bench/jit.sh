@@ -3,9 +3,10 @@
 # "Performance"), side by side with Valgrind in one run. Each program runs whole from `main`:
 #   xz -T1 -6 on 16 MB of generated text; sqlite3 with an in-memory SQL workload (200k rows
 #   in two tables, indexes, joins, grouping); Debian's python3.11 on a pure-Python loop.
-# Per program: native; `kerf jit main --plugin none` (the code cache alone); `kerf jit main
-# --plugin blocks` (every block counted); `valgrind --tool=none`; `valgrind --tool=exp-bbv`
-# (Valgrind's block-vector counter). Wall time from launch to exit (kerf's analysis, from its
+# Per program: native; `kerf jit main --plugin none` (the code cache alone: what main reaches
+# translated ahead, the rest on demand); `kerf jit main --plugin none --whole` (every module
+# translated ahead); `kerf jit main --plugin blocks` (every block counted);
+# `valgrind --tool=none`; `valgrind --tool=exp-bbv` (Valgrind's block-vector counter). Wall time from launch to exit (kerf's analysis, from its
 # cache after the first round, and translation included), median of ROUNDS (default 3), and
 # the ratio to native. Every run's output is checked against the native run's.
 # Installs valgrind (apt) if missing.
@@ -65,12 +66,13 @@ run() { # MODE PROGRAM -> output on stdout
   case $mode in
     native) "${cmd[@]}" ;;
     kerf-none) "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-whole) "$K" jit main --plugin none --whole -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-blocks) "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     vg-none) valgrind -q --tool=none "${cmd[@]}" ;;
     vg-bbv) valgrind -q --tool=exp-bbv --bb-out-file="$W/bb.out" "${cmd[@]}" ;;
   esac
 }
-MODES="native kerf-none kerf-blocks vg-none vg-bbv"
+MODES="native kerf-none kerf-whole kerf-blocks vg-none vg-bbv"
 echo "# bench/jit.sh $ROUNDS, $(date -u +%F), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
 for prog in xz sqlite3 python3.11; do
   run native $prog | md5sum > "$W/$prog.expected"
@@ -84,7 +86,7 @@ for prog in xz sqlite3 python3.11; do
       echo "$prog $m $(echo "$e - $s" | bc)" >> "$W/times"
       cmp -s "$W/$prog.expected" "$W/$prog.$m.sum" || echo "$prog $m" >> "$W/wrong"
       if [[ $m == kerf-* ]]; then
-        python3 -c "import json,sys; j=json.load(open(sys.argv[1]))['jit']; print(sys.argv[2], sys.argv[3], j['escapes'], j['returns_out'], j['functions'], j['blocks'], j['seconds']['translate'])" "$W/summary" $prog $m >> "$W/kerf.stats"
+        python3 -c "import json,sys; j=json.load(open(sys.argv[1]))['jit']; d=j['on_demand']; print(sys.argv[2], sys.argv[3], j['escapes'], j['returns_out'], j['functions'], j['blocks'], round(j['seconds']['translate'], 2), d['asked'], d['functions'], round(d['seconds'], 3))" "$W/summary" $prog $m >> "$W/kerf.stats"
       fi
     done
   done
@@ -106,7 +108,7 @@ for p in ["xz", "sqlite3", "python3.11"]:
         mark = " WRONG" if (p, m) in wrong else ""
         cells.append(f"{med:7.2f}s {med / base:4.2f}x{mark}" if m != "native" else f"{med:7.2f}s")
     print(f"{p:<12}" + "".join(f"{c:>14}" for c in cells))
-print("# kerf runs: program mode escapes returns_out functions blocks translate_seconds (last round)")
+print("# kerf runs (last round): program mode escapes returns_out functions blocks translate_s, then on demand: misses_asked functions_added serving_s")
 last = {}
 for l in open(f"{w}/kerf.stats"):
     f = l.split()

@@ -1,5 +1,6 @@
 //! `kerf jit` on `tests/fixtures/jitted.c` (jump tables, function pointers, recursion, qsort
-//! calling back into the program, setjmp/longjmp, a signal every 2 ms, 8 threads): the output
+//! calling back into the program, setjmp/longjmp, a signal every 2 ms, 8 threads) and
+//! `jitted_cxx.cc` (virtual calls, C++ exceptions, threads): the output
 //! equals the uninstrumented run's, nothing escapes the cache, the block counts inside the
 //! region equal the spliced `kerf count @blocks` counts on the same run's input, attaching and
 //! detaching mid-run again and again (while four threads compare the root's results with an
@@ -144,6 +145,57 @@ fn misses_are_translated_on_demand_and_count_exactly() {
     assert_eq!(out, expected);
     assert!(v["jit"]["escapes"].as_u64().unwrap() > 0, "{}", v["jit"]);
     assert_eq!(v["jit"]["on_demand"]["asked"], 0);
+}
+
+/// `tests/fixtures/jitted_cxx.cc`, built with g++.
+fn build_cxx() -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/jitted_cxx.cc");
+    let out = tmp().join("fixtures").join("jitted_cxx-O2");
+    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
+    let st = Command::new("g++")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("g++ is needed (Debian package g++, in build-essential)");
+    assert!(st.success(), "g++ failed on jitted_cxx.cc");
+    out
+}
+
+/// C++ under the JIT: virtual calls, exceptions thrown through several frames (libgcc's
+/// unwinder reads the original return addresses the translated calls pushed, and lands in
+/// the translated landing pads through the table), through `std::function` and a sort
+/// comparator, in four threads and main. The output is unchanged, nothing escapes, and the
+/// program's own functions count block for block what spliced `kerf count @blocks` counts.
+#[test]
+fn cxx_virtual_calls_and_exceptions_run_unchanged_with_exact_counts() {
+    let bin = build_cxx();
+    let expected = plain(&bin, &[]);
+    let (v, out, _) = kerf_on("cxx", "jit", &["_Z4workll"], &bin, &[]);
+    assert_eq!(out, expected, "the program's output changed under kerf jit");
+    let j = &v["jit"];
+    assert_eq!(j["escapes"], 0, "escapes: {j}");
+    let jit = counts(&v["blocks"], "jitted_cxx");
+    // The functions only `work` calls (mangled names): the recursion that throws, fib, the
+    // virtual methods.
+    let funcs =
+        ["_Z4deepll", "_Z3fibl", "_ZNK6Square4areaEv", "_ZNK4Rect5scaleEl", "_ZNK3Tri4areaEv"];
+    for f in funcs {
+        assert!(
+            jit.keys().any(|p| p.starts_with(&format!("{f}+"))),
+            "{f} did not run in the cache"
+        );
+    }
+    let specs: Vec<String> = funcs.iter().map(|f| format!("exe:{f}@blocks")).collect();
+    let spec_refs: Vec<&str> = specs.iter().map(String::as_str).collect();
+    std::env::set_var("LD_BIND_NOW", "1");
+    let (c, out2, _) = kerf_on("cxx-spliced", "count", &spec_refs, &bin, &[]);
+    assert_eq!(out2, expected);
+    let spliced = counts(&c["points"], "");
+    assert!(spliced.len() >= 10, "{spliced:?}");
+    for (point, n) in &spliced {
+        assert_eq!(jit.get(point).copied().unwrap_or(0), *n, "{point}: jit vs spliced");
+    }
 }
 
 #[test]

@@ -279,6 +279,9 @@ fn facts_of(info: &mut InstructionInfoFactory, insn: &Instruction) -> InsnFacts 
     let mut kills = RegSet::EMPTY;
     let mut clobbers = RegSet::EMPTY;
     let ii = info.info_options(insn, InstructionInfoOptions::NO_MEMORY_USAGE);
+    // `rdssp` writes only while shadow stacks are on; elsewhere it is a no-op and the
+    // register keeps its value (code zeroes it first and tests it after): a conditional write.
+    let maybe_writes = matches!(insn.mnemonic(), Mnemonic::Rdsspd | Mnemonic::Rdsspq);
     for used in ii.used_registers() {
         let reg = used.register();
         let Some(gpr) = Gpr::from_iced(reg) else {
@@ -287,7 +290,11 @@ fn facts_of(info: &mut InstructionInfoFactory, insn: &Instruction) -> InsnFacts 
         // A write to a 32-bit register zero-extends into the 64-bit one, so it ends the old
         // value's live range; 8- and 16-bit writes merge with the old value, so they do not.
         let full_width = reg.is_gpr64() || reg.is_gpr32();
-        match used.access() {
+        let access = match used.access() {
+            OpAccess::Write if maybe_writes => OpAccess::CondWrite,
+            a => a,
+        };
+        match access {
             OpAccess::Read | OpAccess::CondRead => reads.insert(gpr),
             OpAccess::Write => {
                 clobbers.insert(gpr);
