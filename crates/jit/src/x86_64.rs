@@ -272,12 +272,7 @@ pub fn second_ret_probe(
     miss: u64,
     pop: i32,
 ) -> Vec<Instruction> {
-    let mut v = Vec::new();
-    for (k, &hit) in hits.iter().enumerate() {
-        v.extend(compare_way(k as i32 + 1, hit));
-    }
-    v[0].set_ip(second);
-    v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, miss)));
+    let mut v = compare_other_ways(second, hits, miss);
     for (k, &hit) in hits.iter().enumerate() {
         let mut c = continuation(k as i32 + 1);
         c.set_ip(hit);
@@ -325,15 +320,22 @@ fn compare_way(way: i32, hit: u64) -> Vec<Instruction> {
     ]
 }
 
-/// The shared probe of the other ways of the set at `rdx`, placed once per cache at label
-/// `second` (`hits`: a label per way); a miss goes on to `miss`.
-pub fn second_probe(second: u64, hits: [u64; WAYS - 1], miss: u64) -> Vec<Instruction> {
+/// At label `second`: ways 1 to 3 of the set at `rdx` compared with `rcx`, each match to its
+/// label in `hits`, then on to `miss`.
+fn compare_other_ways(second: u64, hits: [u64; WAYS - 1], miss: u64) -> Vec<Instruction> {
     let mut v = Vec::new();
     for (k, &hit) in hits.iter().enumerate() {
         v.extend(compare_way(k as i32 + 1, hit));
     }
     v[0].set_ip(second);
     v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, miss)));
+    v
+}
+
+/// The shared probe of the other ways of the set at `rdx`, placed once per cache at label
+/// `second` (`hits`: a label per way); a miss goes on to `miss`.
+pub fn second_probe(second: u64, hits: [u64; WAYS - 1], miss: u64) -> Vec<Instruction> {
+    let mut v = compare_other_ways(second, hits, miss);
     for (k, &hit) in hits.iter().enumerate() {
         v.push(jump_through_way(k as i32 + 1, hit));
     }

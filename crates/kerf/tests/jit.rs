@@ -147,21 +147,6 @@ fn misses_are_translated_on_demand_and_count_exactly() {
     assert_eq!(v["jit"]["on_demand"]["asked"], 0);
 }
 
-/// `tests/fixtures/jitted_cxx.cc`, built with g++.
-fn build_cxx() -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/jitted_cxx.cc");
-    let out = tmp().join("fixtures").join("jitted_cxx-O2");
-    std::fs::create_dir_all(out.parent().unwrap()).unwrap();
-    let st = Command::new("g++")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("g++ is needed (Debian package g++, in build-essential)");
-    assert!(st.success(), "g++ failed on jitted_cxx.cc");
-    out
-}
-
 /// C++ under the JIT: virtual calls, exceptions thrown through several frames (libgcc's
 /// unwinder reads the original return addresses the translated calls pushed, and lands in
 /// the translated landing pads through the table), through `std::function` and a sort
@@ -169,7 +154,7 @@ fn build_cxx() -> PathBuf {
 /// program's own functions count block for block what spliced `kerf count @blocks` counts.
 #[test]
 fn cxx_virtual_calls_and_exceptions_run_unchanged_with_exact_counts() {
-    let bin = build_cxx();
+    let bin = common::build_cxx_fixture("jitted_cxx", "-O2", "jit-cxx");
     let expected = plain(&bin, &[]);
     let (v, out, _) = kerf_on("cxx", "jit", &["_Z4workll"], &bin, &[]);
     assert_eq!(out, expected, "the program's output changed under kerf jit");

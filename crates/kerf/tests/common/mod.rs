@@ -10,17 +10,27 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 /// Build `tests/fixtures/NAME.c` with gcc and `opt` under a name of the calling test's own
 /// (`tag`): tests run in parallel, and rewriting a binary another test runs fails (ETXTBSY).
 pub fn build_fixture(name: &str, opt: &str, tag: &str) -> PathBuf {
+    build_with("gcc", &format!("{name}.c"), opt, tag)
+}
+
+/// [`build_fixture`] for `tests/fixtures/NAME.cc`, with g++.
+pub fn build_cxx_fixture(name: &str, opt: &str, tag: &str) -> PathBuf {
+    build_with("g++", &format!("{name}.cc"), opt, tag)
+}
+
+fn build_with(compiler: &str, file: &str, opt: &str, tag: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("fixtures");
     std::fs::create_dir_all(&dir).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../tests/fixtures/{name}.c"));
-    let out = dir.join(format!("{name}{opt}-{tag}"));
-    let st = Command::new("gcc")
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(file);
+    let stem = file.rsplit_once('.').map_or(file, |(s, _)| s);
+    let out = dir.join(format!("{stem}{opt}-{tag}"));
+    let st = Command::new(compiler)
         .args([opt, "-pthread", "-o"])
         .arg(&out)
         .arg(&src)
         .status()
-        .expect("gcc is needed (Debian package gcc)");
-    assert!(st.success(), "gcc failed on {name}.c");
+        .unwrap_or_else(|e| panic!("{compiler} is needed (Debian package build-essential): {e}"));
+    assert!(st.success(), "{compiler} failed on {file}");
     out
 }
 
