@@ -1569,7 +1569,7 @@ const USER_CS: u64 = 0x33;
 /// with 64-bit user mode's code segment first. A random stack word next to such a pair is
 /// rare; a copy of a frame a handler made on its stack matches too, and counts (it may be
 /// resumed with `setcontext`).
-fn saved_pc_slot(words: &[u64], k: usize) -> bool {
+pub(crate) fn saved_pc_slot(words: &[u64], k: usize) -> bool {
     match (words.get(k + 1), words.get(k + 2)) {
         (Some(&flags), Some(&segments)) => {
             flags & 2 != 0 && flags >> 22 == 0 && segments & 0xffff == USER_CS

@@ -342,22 +342,40 @@ pub fn install(
         }
         for (k, funcs) in region.funcs.iter().enumerate() {
             let every: Vec<FuncId>;
-            let funcs = if opts.on_demand {
+            let all_funcs = if opts.on_demand {
                 let n = images[k].analysis.cfg.functions.len() as u32;
                 every = (0..n).map(FuncId).collect();
                 &every
             } else {
                 funcs
             };
-            if funcs.is_empty() {
+            if all_funcs.is_empty() {
                 continue;
             }
             let (lo, hi) = span(images[k]);
-            let room = kerf_jit::room_for(&mods[k], funcs, PLUGIN_ROOM) + STUB_ROOM;
             let window_lo = RemoteAddr(hi.saturating_sub(REACH));
             let window_hi = RemoteAddr(lo.saturating_add(REACH));
-            let code = tr.alloc_within(window_lo, window_hi, RemoteAddr(hi), room, PROT_RX)?;
-            let data_len = kerf_jit::data_for(&mods[k], funcs) + STUB_ROOM;
+            // Room for every function of the module; where the address space near it has no
+            // gap that big (a 100 MB library asks for 600 MB), room for what is translated
+            // ahead and as much again: later misses that find no room escape, counted.
+            let want = |f: &[FuncId]| {
+                let code = kerf_jit::room_for(&mods[k], f, PLUGIN_ROOM) + STUB_ROOM;
+                (code, kerf_jit::data_for(&mods[k], f) + STUB_ROOM)
+            };
+            let (full, ahead) = (want(all_funcs), want(funcs));
+            let small = (full.0.min(2 * ahead.0), full.1.min(2 * ahead.1));
+            let mut got = None;
+            for (room, data_len) in [full, small] {
+                match tr.alloc_within(window_lo, window_hi, RemoteAddr(hi), room, PROT_RX) {
+                    Ok(code) => {
+                        got = Some((code, room, data_len));
+                        break;
+                    }
+                    Err(e) if room == small.0 => return Err(e),
+                    Err(_) => {}
+                }
+            }
+            let Some((code, room, data_len)) = got else { continue };
             let data = Arc::new(tr.share_near(code, data_len, data_len)?);
             spaces[k] = Some(Space { code, room, used: 0, data, data_used: 0 });
         }
@@ -976,10 +994,18 @@ impl Jit {
                 if len < 64 {
                     continue;
                 }
-                held |= stack[..len]
+                let words: Vec<u64> = stack[..len]
                     .chunks_exact(8)
                     .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
-                    .any(|w| self.in_cache(w));
+                    .collect();
+                // Only where a signal frame keeps the interrupted PC: the cache pushes no
+                // cache address that outlives the instruction after it, and any other word
+                // is data (a small number falls in the room reserved below a non-PIE
+                // executable at 0x400000).
+                held |= words
+                    .iter()
+                    .enumerate()
+                    .any(|(k, &w)| self.in_cache(w) && crate::instrument::saved_pc_slot(&words, k));
             }
             if held {
                 out.kept = self.mappings();
