@@ -52,7 +52,8 @@ pub struct JitOptions {
     /// pointers find a translation.
     pub whole_modules: bool,
     /// Misses ask kerf ([`Jit::serve`]), which translates their targets while they wait:
-    /// room is reserved for every function of every module.
+    /// room is reserved for every function of every module (where the address space near a
+    /// module has a gap that big).
     pub on_demand: bool,
 }
 
