@@ -49,15 +49,15 @@ xz -T2 -6 -c "$W/text" > "$W/out.xz" &
 PID=$!
 sleep 1
 BEFORE=$(text $PID)
-ok=0; moved=0; live=0
+ok=0; moved=0; live=0; escapes=0; asked=0
 for c in $(seq "$CYCLES"); do
   kill -0 $PID 2>/dev/null || { say "xz ended after $ok cycles"; break; }
   if ! "$K" jit lzma_crc64 --duration 0.1 --json -o "$W/s.json" -p $PID 2>"$W/err"; then
     kill -0 $PID 2>/dev/null && { cat "$W/err"; exit 1; }
     break
   fi
-  read -r m e t < <(python3 -c "import json,sys; j=json.load(open(sys.argv[1]))['jit']; print(j['removed']['threads_moved'], j['escapes'], j['seconds']['translate'])" "$W/s.json")
-  moved=$((moved + m)); live=$(echo "$live + $t" | bc)
+  read -r m e t a < <(python3 -c "import json,sys; j=json.load(open(sys.argv[1]))['jit']; print(j['removed']['threads_moved'], j['escapes'], j['seconds']['translate'], j['on_demand']['asked'])" "$W/s.json")
+  moved=$((moved + m)); live=$(echo "$live + $t" | bc); escapes=$((escapes + e)); asked=$((asked + a))
   [ "$(text $PID)" = "$BEFORE" ] || { say "cycle $c: text changed"; exit 1; }
   grep -q kerf- /proc/$PID/maps && { say "cycle $c: kerf's mappings left"; exit 1; }
   ok=$((ok + 1))
@@ -66,5 +66,5 @@ wait $PID
 md5sum < "$W/out.xz" > "$W/got"
 same=$(cmp -s "$W/expected" "$W/got" && echo yes || echo NO)
 echo "# bench/jit_attach.sh $CYCLES, $(date -u +%F), $(nproc) CPUs"
-echo "cycles $ok, threads brought back from the cache $moved, mean translation $(echo "scale=3; $live / ($ok + 0.000001)" | bc) s, output identical: $same"
+echo "cycles $ok, threads brought back from the cache $moved, mean translation $(echo "scale=3; $live / ($ok + 0.000001)" | bc) s, escapes while live $escapes, misses translated on demand $asked, output identical: $same"
 [ "$same" = yes ] && [ "$ok" -gt 0 ]
