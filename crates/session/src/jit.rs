@@ -791,8 +791,8 @@ impl Jit {
     /// Make `target` findable in the table: translate the function it falls in and what that
     /// reaches (up to [`BATCH_BUDGET`] functions not translated yet), give a translated block
     /// start that has no entry one, and anything else an escape entry (code outside every
-    /// module, or inside a block). What cannot be written (no room left) is not answered: the
-    /// thread leaves for the original code, counted.
+    /// module, or inside a block, or a function there is no room left for): the thread
+    /// leaves for the original code, counted, and no later miss asks for it again.
     fn answer(
         &mut self,
         all: &[&AnalyzedImage],
@@ -822,10 +822,11 @@ impl Jit {
                     done[j].contains(&g)
                 });
                 for (j, funcs) in region.funcs.into_iter().enumerate() {
+                    // No room left (or the write failed): the escape entry below.
                     if !funcs.is_empty()
                         && self.translate_more(all, mods, plugin, j, funcs).is_err()
                     {
-                        return;
+                        break;
                     }
                 }
             }
