@@ -184,6 +184,22 @@ fn cxx_virtual_calls_and_exceptions_run_unchanged_with_exact_counts() {
     }
 }
 
+/// A child forked after the JIT went live runs from its copy of the process, which shares
+/// the table, the data words and (since they are shared memory) the code kerf adds later:
+/// what kerf translates for a child's miss after the fork is there for the child. (With a
+/// private cache the child jumped into code only the parent had and died of SIGSEGV.)
+#[test]
+fn forked_children_get_translations_made_after_the_fork() {
+    let bin = common::build_fixture("forked", "-O2", "jit-fork");
+    let expected = plain(&bin, &[]);
+    let (v, out, err) = kerf_on("fork", "jit", &["work"], &bin, &[]);
+    assert_eq!(out, expected, "output changed under kerf jit: {err}");
+    assert!(v["ended"].as_str().unwrap().contains("exited with code 0"), "{}", v["ended"]);
+    let j = &v["jit"];
+    assert_eq!(j["escapes"], 0, "{j}");
+    assert!(j["on_demand"]["asked"].as_u64().unwrap() >= 1, "{j}");
+}
+
 #[test]
 fn the_code_cache_alone_runs_the_program_unchanged_every_time() {
     let bin = common::build_fixture("jitted", "-O2", "jit-none");

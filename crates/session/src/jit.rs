@@ -167,6 +167,10 @@ impl Area {
 /// What kerf reserved near a module: code room and a data area, each filled from its start.
 struct Space {
     code: RemoteAddr,
+    /// The code room, shared: kerf writes translations through its own mapping, and a child
+    /// the target forks sees them too (it shares the table and the data words that lead
+    /// there).
+    code_mem: SharedMem,
     room: u64,
     used: u64,
     data: Arc<SharedMem>,
@@ -367,7 +371,7 @@ pub fn install(
             let small = (full.0.min(2 * ahead.0), full.1.min(2 * ahead.1));
             let mut got = None;
             for (room, data_len) in [full, small] {
-                match tr.alloc_within(window_lo, window_hi, RemoteAddr(hi), room, PROT_RX) {
+                match tr.share_within(window_lo, window_hi, RemoteAddr(hi), room, PROT_RX) {
                     Ok(code) => {
                         got = Some((code, room, data_len));
                         break;
@@ -376,9 +380,16 @@ pub fn install(
                     Err(_) => {}
                 }
             }
-            let Some((code, room, data_len)) = got else { continue };
-            let data = Arc::new(tr.share_near(code, data_len, data_len)?);
-            spaces[k] = Some(Space { code, room, used: 0, data, data_used: 0 });
+            let Some((code_mem, room, data_len)) = got else { continue };
+            let code = code_mem.remote();
+            let data = match tr.share_near(code, data_len, data_len) {
+                Ok(d) => Arc::new(d),
+                Err(e) => {
+                    let _ = tr.free(code, room);
+                    return Err(e);
+                }
+            };
+            spaces[k] = Some(Space { code, code_mem, room, used: 0, data, data_used: 0 });
         }
         Ok(())
     })();
@@ -659,7 +670,7 @@ impl Jit {
         use kerf_jit::translate::{DATA_NO_WAY, DATA_OWNER};
         let sp = self.spaces[k].as_mut().expect("a translation is made for a module with room");
         let code = RemoteAddr(sp.code.0 + sp.used);
-        self.mem.write(code, &t.code)?;
+        sp.code_mem.write_bytes(sp.used as usize, &t.code);
         let data =
             Area { mem: sp.data.clone(), off: sp.data_used as usize, len: t.data_len as usize };
         sp.used = (sp.used + t.code.len() as u64).next_multiple_of(64);
@@ -899,7 +910,7 @@ impl Jit {
         if sp.used + bytes.len() as u64 > sp.room {
             return Ok(());
         }
-        self.mem.write(RemoteAddr(at), &bytes)?;
+        sp.code_mem.write_bytes(sp.used as usize, &bytes);
         if let Some(sp) = self.spaces[k].as_mut() {
             sp.used = (sp.used + bytes.len() as u64).next_multiple_of(16);
         }

@@ -561,6 +561,26 @@ impl Tracee {
         len: u64,
         in_reach: u64,
     ) -> Result<SharedMem, TargetError> {
+        let (lo, hi) = layout::window_near(near);
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        self.share_in(Placement { lo, hi, near, in_reach }, len, prot)
+    }
+
+    /// Like [`Tracee::share_near`], mapped with `prot` in the target (kerf's side is always
+    /// read/write) somewhere in `[lo, hi)`, as near `near` as it fits: code that kerf keeps
+    /// writing after the target runs it (a JIT's cache, which a forked child shares too).
+    pub fn share_within(
+        &mut self,
+        lo: RemoteAddr,
+        hi: RemoteAddr,
+        near: RemoteAddr,
+        len: u64,
+        prot: i32,
+    ) -> Result<SharedMem, TargetError> {
+        self.share_in(Placement { lo, hi, near, in_reach: len }, len, prot)
+    }
+
+    fn share_in(&mut self, at: Placement, len: u64, prot: i32) -> Result<SharedMem, TargetError> {
         let len = layout::page_up(len.max(1));
         let tid = self.inject_tid()?;
         // Named after this kerf, so that another kerf sees whose heap it is (see `claim`).
@@ -573,7 +593,7 @@ impl Tracee {
         let name_at = if on_stack {
             spot
         } else {
-            let page = self.alloc_near(near, PAGE, libc::PROT_READ | libc::PROT_WRITE)?;
+            let page = self.alloc_near(at.near, PAGE, libc::PROT_READ | libc::PROT_WRITE)?;
             self.write(page, name)?;
             page
         };
@@ -584,7 +604,7 @@ impl Tracee {
         if fd < 0 {
             return Err(self.injected(tid, "memfd_create", fd));
         }
-        let shared = self.share_fd(tid, fd, near, len, in_reach);
+        let shared = self.share_fd(tid, fd, at, len, prot);
         let closed = self.syscall_on(tid, libc::SYS_close, [fd as u64, 0, 0, 0, 0, 0]);
         let shared = shared?;
         match closed {
@@ -598,9 +618,9 @@ impl Tracee {
         &mut self,
         tid: i32,
         fd: i64,
-        near: RemoteAddr,
+        at: Placement,
         len: u64,
-        in_reach: u64,
+        prot: i32,
     ) -> Result<SharedMem, TargetError> {
         let r = self.syscall_on(tid, libc::SYS_ftruncate, [fd as u64, len, 0, 0, 0, 0])?;
         if r != 0 {
@@ -610,9 +630,8 @@ impl Tracee {
             let path = PathBuf::from(format!("/proc/{}/fd/{fd}", self.pid));
             TargetError::from_io(self.pid, "map", path, e)
         })?;
-        let (lo, hi) = layout::window_near(near);
-        let prot = libc::PROT_READ | libc::PROT_WRITE;
         let flags = libc::MAP_SHARED as u64;
+        let Placement { lo, hi, near, in_reach } = at;
         match self.map_in_window(lo, hi, near, len, in_reach, prot, flags, fd as u64) {
             Ok(remote) => Ok(SharedMem::new(local, len as usize, remote, self.sys.clone())),
             Err(e) => {
@@ -1281,4 +1300,14 @@ fn thread_group_of(sys: &dyn TraceSys, tid: i32) -> Result<i32, TargetError> {
         }
         Err(e) => Err(TargetError::from_io(tid, "read", path, e)),
     }
+}
+
+/// Where a shared mapping may go in the target: within `[lo, hi)`, as near `near` as it fits,
+/// its first `in_reach` bytes at least.
+#[derive(Clone, Copy)]
+struct Placement {
+    lo: RemoteAddr,
+    hi: RemoteAddr,
+    near: RemoteAddr,
+    in_reach: u64,
 }
