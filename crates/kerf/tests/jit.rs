@@ -392,6 +392,9 @@ fn xz_block_counts_equal_uprobe_counts() {
     let native = Command::new(xz).args(targs).output().unwrap();
     assert!(std::fs::read(&packed).unwrap() == native.stdout, "xz's output differs under kerf jit");
     assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
+    // kerf ran to the end (it once took its memfd code room for gone, as after an exec, and
+    // stopped counting early).
+    assert!(v["ended"].as_str().unwrap().contains("exited with code 0"), "{}", v["ended"]);
     let lib = v["blocks"]
         .as_array()
         .unwrap()

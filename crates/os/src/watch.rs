@@ -200,9 +200,14 @@ pub fn all_mapped_with(sys: &dyn ProcSys, pid: i32, addrs: &[RemoteAddr]) -> Opt
     if maps.is_empty() {
         return None;
     }
+    // kerf's code heaps: anonymous private memory, or a memfd kerf made and the target maps
+    // shared (a JIT's code room).
+    let kerf_memfd =
+        |p: &Option<String>| p.as_deref().is_some_and(|p| p.starts_with("/memfd:kerf-"));
     let heaps: Vec<_> = maps
         .iter()
-        .filter(|m| m.read && !m.write && m.exec && m.private && m.path.is_none())
+        .filter(|m| m.read && !m.write && m.exec)
+        .filter(|m| (m.private && m.path.is_none()) || kerf_memfd(&m.path))
         .collect();
     Some(addrs.iter().all(|&a| heaps.iter().any(|m| m.contains(a))))
 }

@@ -250,25 +250,35 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], counting: b
             "last_escape": where_is(target, last),
         }));
     }
+    // A block two translations hold (a block of two functions, the second translated on
+    // demand after the first) counts in both: one row, their sum, named after the first.
+    let mut by_block: std::collections::BTreeMap<
+        (usize, u64),
+        (usize, kerf_analysis::cfg::FuncId, u64),
+    > = std::collections::BTreeMap::new();
     for (k, c) in jit.caches.iter().enumerate() {
-        let m = jit.image(&target.modules, c.module);
-        let bias = m.bias.unwrap_or(0);
-        let cfg = &m.analysis.cfg;
-        if counting {
-            for b in &c.translation.blocks {
-                let n = jit.word(k, b.word) + jit.word(k, b.shared);
-                if n > 0 {
-                    let f = cfg.function(b.func);
-                    blocks.push(json!({
-                        "module": m.path.display().to_string(),
-                        "function": f.name,
-                        "point": format!("{}+{:#x}", f.name, b.start - bias - f.entry.0),
-                        "addr": format!("{:#x}", b.start - bias),
-                        "count": n,
-                    }));
-                }
-            }
+        if !counting {
+            break;
         }
+        for b in &c.translation.blocks {
+            let n = jit.word(k, b.word) + jit.word(k, b.shared);
+            by_block.entry((c.module, b.start)).or_insert((c.module, b.func, 0)).2 += n;
+        }
+    }
+    for (&(_, start), &(module, func, n)) in &by_block {
+        if n == 0 {
+            continue;
+        }
+        let m = jit.image(&target.modules, module);
+        let bias = m.bias.unwrap_or(0);
+        let f = m.analysis.cfg.function(func);
+        blocks.push(json!({
+            "module": m.path.display().to_string(),
+            "function": f.name,
+            "point": format!("{}+{:#x}", f.name, start - bias - f.entry.0),
+            "addr": format!("{:#x}", start - bias),
+            "count": n,
+        }));
     }
     let mut v = json!({
         "jit": {
