@@ -5,7 +5,8 @@
 #   in two tables, indexes, joins, grouping); Debian's python3.11 on a pure-Python loop.
 # Per program: native; `kerf jit main --plugin none` (the code cache alone: what main reaches
 # translated ahead, the rest on demand); `kerf jit main --plugin none --whole` (every module
-# translated ahead); `kerf jit main --plugin blocks` (every block counted);
+# translated ahead); `kerf jit main --plugin blocks` (every block counted); `kerf jit main
+# --plugin branches` (both sides of every conditional branch counted);
 # `valgrind --tool=none`; `valgrind --tool=exp-bbv` (Valgrind's block-vector counter). Wall time from launch to exit (kerf's analysis, from its
 # cache after the first round, and translation included), median of ROUNDS (default 3), and
 # the ratio to native. Every run's output is checked against the native run's.
@@ -68,11 +69,12 @@ run() { # MODE PROGRAM -> output on stdout
     kerf-none) "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-whole) "$K" jit main --plugin none --whole -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-blocks) "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-branches) "$K" jit main --plugin branches -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     vg-none) valgrind -q --tool=none "${cmd[@]}" ;;
     vg-bbv) valgrind -q --tool=exp-bbv --bb-out-file="$W/bb.out" "${cmd[@]}" ;;
   esac
 }
-MODES="native kerf-none kerf-whole kerf-blocks vg-none vg-bbv"
+MODES="native kerf-none kerf-whole kerf-blocks kerf-branches vg-none vg-bbv"
 echo "# bench/jit.sh $ROUNDS, $(date -u +%F), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
 for prog in xz sqlite3 python3.11; do
   run native $prog | md5sum > "$W/$prog.expected"

@@ -197,6 +197,12 @@ pub enum Op {
     Branch { cond: Cond, a: VReg, b: Src, target: Label },
     /// `jmp LABEL`
     Jump { target: Label },
+    /// `cold`: the ops after it are a rarely taken path, out of line: reached only by
+    /// branches from before it, they end with a `jmp` back to a label before it. Lowering
+    /// puts them after the epilogue (jumped over), or hands them apart to a JIT that places
+    /// them away from the hot code ([`crate::lower_program_split`]), so that the common path
+    /// runs straight through without a taken jump.
+    Cold,
     /// `emit ring=ADDR, slots=N, slot=B, stream=S, %v...`: one record into the ring at `ring`
     /// of `shape` (N slots of B bytes; see [`crate::ring`]: header with stream, length and
     /// timestamp, then the values), or one more loss counted there when it is full.
@@ -376,6 +382,18 @@ impl Program {
                 placed[l.0 as usize] = true;
             }
         }
+        if let Some(c) = self.ops.iter().position(|o| *o == Op::Cold) {
+            let why = if self.ops[c + 1..].contains(&Op::Cold) {
+                Some("a second cold")
+            } else if !matches!(self.ops.last(), Some(Op::Jump { .. })) || c + 1 == self.ops.len() {
+                Some("cold code that does not end with a jmp")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                return Err((c, why.to_string()));
+            }
+        }
         for (k, op) in self.ops.iter().enumerate() {
             let name = |l: Label| &self.labels[l.0 as usize];
             match op {
@@ -516,6 +534,7 @@ impl Program {
                 | Op::Cpu { .. }
                 | Op::Branch { .. }
                 | Op::Jump { .. }
+                | Op::Cold
                 | Op::Call { .. }) => other,
             })
             .collect();

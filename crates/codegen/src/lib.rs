@@ -45,7 +45,9 @@ use iced_x86::Instruction;
 pub use ir::Clock;
 use ir::{Addr, Cond, Op, Program, Src, TimerOp, Width};
 use kerf_arch::x86_64::{FlagSet, RegSet};
-pub use lower::{lower_program, At, CpuRead, Demand, KernelReads, LowerError, Reservation};
+pub use lower::{
+    lower_program, lower_program_split, At, CpuRead, Demand, KernelReads, LowerError, Reservation,
+};
 
 /// One instrumentation primitive, with the addresses of the data it updates (in the target's
 /// data heap, within ±2 GiB of where the code will run).

@@ -286,7 +286,7 @@ fn needs(op: &Op) -> Needs {
         Op::Label(_) | Op::Thread { .. } | Op::Reg { .. } | Op::Mov { .. } | Op::Load { .. } => {
             none
         }
-        Op::Jump { .. } => none,
+        Op::Jump { .. } | Op::Cold => none,
         Op::Store { width, src, .. } => {
             Needs { temps: usize::from(*width == Width::W64) * imm_temp(src), ..none }
         }
@@ -379,6 +379,35 @@ const TSC_AUX_CPU: i32 = 0xfff;
 /// Lower `p` at a point described by `at`. Branches inside the code name their targets by
 /// label id (the instruction's `ip`, small numbers), as the patch encoder expects.
 pub fn lower_program(p: &Program, at: &At) -> Result<Vec<Instruction>, LowerError> {
+    let (mut hot, cold) = lower_program_split(p, at)?;
+    if cold.is_empty() {
+        return Ok(hot);
+    }
+    // In line: the hot code jumps over the cold code to a nop after it.
+    let mut a = CodeAssembler::new(64)?;
+    let mut over = a.create_label();
+    a.jmp(over)?;
+    a.set_label(&mut over)?;
+    a.nop()?;
+    let mut tail = a.take_instructions();
+    // Their label ids must not meet the program's: move them past every id used.
+    let top = hot.iter().chain(&cold).map(|i| i.ip()).max().unwrap_or(0) + 1;
+    tail[0].set_near_branch64(top);
+    tail[1].set_ip(top);
+    hot.push(tail[0]);
+    hot.extend(cold);
+    hot.push(tail[1]);
+    Ok(hot)
+}
+
+/// [`lower_program`], with the ops after an [`Op::Cold`] lowered apart: the first vector
+/// is the program's code without them (prologue, ops, epilogue), the second the cold code,
+/// which the caller places anywhere within reach (empty without `cold`). Branches between
+/// the two name each other's label ids (instruction `ip`s), as within one.
+pub fn lower_program_split(
+    p: &Program,
+    at: &At,
+) -> Result<(Vec<Instruction>, Vec<Instruction>), LowerError> {
     p.check().map_err(|(op, what)| LowerError::Check { op, what })?;
     let mut clobbers = RegSet::EMPTY;
     let mut temps = 0;
@@ -429,7 +458,13 @@ pub fn lower_program(p: &Program, at: &At) -> Result<Vec<Instruction>, LowerErro
         .collect();
     let temps: Vec<Gpr> = rest.copied().collect();
     let mut l = Lowerer::new(p, at, &res, regs, temps)?;
+    let mut split = None;
     for (k, op) in p.ops.iter().enumerate() {
+        if *op == Op::Cold {
+            l.epilogue()?;
+            split = Some(l.a.instructions().len());
+            continue;
+        }
         if let Op::Timer(_) = op {
             // A run of timer ops shares one thread-slot lookup.
             if k > 0 && matches!(p.ops[k - 1], Op::Timer(_)) {
@@ -444,14 +479,12 @@ pub fn lower_program(p: &Program, at: &At) -> Result<Vec<Instruction>, LowerErro
             l.op(op)?;
         }
     }
-    // A label at the end sits on the epilogue's first instruction, or on a nop.
-    if l.pending_label.is_some() && res.epilogue().is_empty() {
-        l.add(Instruction::with(Code::Nopd))?;
+    if split.is_none() {
+        l.epilogue()?;
     }
-    for i in res.epilogue() {
-        l.add(i)?;
-    }
-    Ok(l.a.take_instructions())
+    let mut hot = l.a.take_instructions();
+    let cold = hot.split_off(split.unwrap_or(hot.len()));
+    Ok((hot, cold))
 }
 
 struct Lowerer<'a> {
@@ -568,8 +601,21 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// The epilogue; a label waiting for an instruction sits on its first one, or on a nop.
+    fn epilogue(&mut self) -> Result<(), LowerError> {
+        if self.pending_label.is_some() && self.res.epilogue().is_empty() {
+            self.add(Instruction::with(Code::Nopd))?;
+        }
+        for i in self.res.epilogue() {
+            self.add(i)?;
+        }
+        Ok(())
+    }
+
     fn op(&mut self, op: &Op) -> Result<(), LowerError> {
         match op {
+            // The caller splits the code there.
+            Op::Cold => {}
             Op::Label(l) => {
                 let mut c = self.code_label(*l);
                 // Adjacent labels share one code label, placed once.
@@ -1091,6 +1137,33 @@ mod tests {
 
     fn live(regs: &[Gpr], flags: FlagSet) -> LiveAt {
         LiveAt { regs: RegSet::of(regs).union(RegSet::of(&[Gpr::Rsp])), flags }
+    }
+
+    #[test]
+    fn cold_code_comes_apart_and_the_hot_path_has_no_jump() {
+        let src = "    thread %t\n    load64 %o, [0x7200]\n    br.ne %t, %o, other\n    \
+                   add [0x7208], 1\ndone:\n    cold\nother:\n    atomic add [0x7210], 1\n    \
+                   jmp done\n";
+        let p = crate::text::parse(src).unwrap();
+        let at = At::new(live(&[Gpr::Rdi], FlagSet::ALL), Env::User, ThreadPointer::FsSelf, 0);
+        let (hot, cold) = lower_program_split(&p, &at).unwrap();
+        use iced_x86::FlowControl as F;
+        assert!(hot.iter().all(|i| i.flow_control() != F::UnconditionalBranch), "{hot:?}");
+        let jne = hot.iter().find(|i| i.flow_control() == F::ConditionalBranch).unwrap();
+        assert_eq!(jne.near_branch_target(), cold[0].ip(), "the branch leads to the cold code");
+        assert!(cold[0].has_lock_prefix());
+        let back = cold.last().unwrap();
+        assert_eq!(back.flow_control(), F::UnconditionalBranch);
+        // Back to `done`: the epilogue's first instruction (flags were saved: `popfq`).
+        let done = hot.iter().find(|i| i.ip() == back.near_branch_target()).unwrap();
+        assert_eq!(done.code(), Code::Popfq);
+        // In line, the hot code jumps over the cold code.
+        let inline = lower_program(&p, &at).unwrap();
+        assert_eq!(inline.len(), hot.len() + cold.len() + 2);
+        assert_eq!(inline[hot.len()].flow_control(), F::UnconditionalBranch);
+        // Cold code must end by jumping back.
+        let bad = crate::text::parse("    cold\n    add [0x7208], 1\n").unwrap_err();
+        assert!(bad.to_string().contains("does not end with a jmp"), "{bad}");
     }
 
     #[test]

@@ -161,6 +161,10 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
             let [l] = args[..] else { return Err(bad("label")) };
             Op::Jump { target: label(p, l)? }
         }
+        "cold" => {
+            let [] = args[..] else { return Err(bad("nothing")) };
+            Op::Cold
+        }
         "emit" | "emit.thread" | "emit.cpu" => {
             let (key, want) = match op {
                 "emit" => ("ring", "ring=ADDR, slots=N, [slot=B,] stream=S, %value..."),
@@ -481,6 +485,7 @@ fn op_text(p: &Program, op: &Op) -> String {
             format!("br.{} {}, {}, {}", cond.name(), v(x), s(b), l(target))
         }
         Op::Jump { target } => format!("jmp {}", l(target)),
+        Op::Cold => "cold".to_string(),
         Op::Emit { ring, shape, stream, values }
         | Op::EmitThread { rings: ring, shape, stream, values, .. } => {
             let (name, key, per) = match op {

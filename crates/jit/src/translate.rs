@@ -13,13 +13,13 @@
 
 use crate::x86_64 as seq;
 use iced_x86::{BlockEncoder, BlockEncoderOptions, Decoder, DecoderOptions, Instruction};
-use iced_x86::{Code, InstructionBlock, OpKind};
+use iced_x86::{Code, FlowControl, InstructionBlock, OpKind};
 use kerf_analysis::cfg::{BlockId, Cfg, EdgeKind, EdgeTarget, FuncId, Terminator};
 use kerf_analysis::memory::CodeMemory;
 use kerf_arch::x86_64::{flow, relocation_hazard, Flow};
 use kerf_arch::ImageAddr;
 use kerf_codegen::ir::Program;
-use kerf_codegen::{lower_program, At, LiveAt};
+use kerf_codegen::{lower_program_split, At, LiveAt};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 
@@ -104,11 +104,40 @@ pub struct BlockInfo<'a> {
     pub owner: u64,
 }
 
+/// What a plugin sees of one side of a conditional branch: the code it chooses runs each
+/// time control goes that way, before the block the branch leads to.
+#[derive(Clone, Copy, Debug)]
+pub struct EdgeInfo<'a> {
+    pub func: &'a str,
+    /// The branch's original address, and where this side leads (its target when `taken`,
+    /// else the instruction after it).
+    pub branch: u64,
+    pub to: u64,
+    pub taken: bool,
+    /// What is live where it leads (everything when that is not a block of a translated
+    /// function).
+    pub live: LiveAt,
+    /// The side's own word and shared word in the data area (as a block's), and the word
+    /// holding the owner thread's thread pointer.
+    pub word: u64,
+    pub shared: u64,
+    pub owner: u64,
+}
+
 /// A JIT plugin: the code it weaves in, as IR, lowered where it runs. Modules are translated
 /// in parallel, so a plugin is shared between threads.
 pub trait Plugin: Sync {
     /// The program to run at the entry of `block`, if any.
     fn block(&self, block: &BlockInfo<'_>) -> Option<Program>;
+    /// Whether [`Plugin::edge`] may return code: the translator then gives every conditional
+    /// branch two words a side and asks for each side's program.
+    fn edges(&self) -> bool {
+        false
+    }
+    /// The program to run on one side of a conditional branch, if any.
+    fn edge(&self, _edge: &EdgeInfo<'_>) -> Option<Program> {
+        None
+    }
 }
 
 /// The plugin that weaves in nothing: the code cache alone.
@@ -156,6 +185,17 @@ pub struct Entry {
     pub rank: u8,
 }
 
+/// A translated conditional branch, for a plugin with edges: its original address, its
+/// target, and the words of its taken and not-taken sides (`[own, shared]` each).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Branch {
+    pub func: FuncId,
+    pub at: u64,
+    pub target: u64,
+    pub taken: [u64; 2],
+    pub not_taken: [u64; 2],
+}
+
 /// A module's translation.
 #[derive(Clone, Debug, Default)]
 pub struct Translation {
@@ -177,6 +217,8 @@ pub struct Translation {
     /// The exits that kerf may link to a translation later: each link word must hold its
     /// `slow` address before the cache runs.
     pub links: Vec<Link>,
+    /// The conditional branches, with words for each side (only for a plugin with edges).
+    pub branches: Vec<Branch>,
 }
 
 /// A linkable exit (see [`seq::linked_exit_stub`]): its word in the data area, the original
@@ -232,6 +274,10 @@ pub fn room_for(m: &Module<'_>, funcs: &[FuncId], plugin_bytes: u64) -> u64 {
     for &f in funcs {
         for b in m.cfg.blocks_of(f) {
             n += 3 * b.len as u64 + 48 + plugin_bytes + 16 * b.insns as u64;
+            if b.term == Terminator::CondJump {
+                // Each side's code, the taken side's jump back, a nop.
+                n += 2 * plugin_bytes + 16;
+            }
         }
     }
     n
@@ -240,10 +286,13 @@ pub fn room_for(m: &Module<'_>, funcs: &[FuncId], plugin_bytes: u64) -> u64 {
 /// Bytes of data area for `funcs` of `m`.
 pub fn data_for(m: &Module<'_>, funcs: &[FuncId]) -> u64 {
     // Two words per block, and a prediction or link word per instruction at most, and a link
-    // word per block for its fall-through (pages never touched cost nothing).
+    // word per block for its fall-through, and two words a side of each conditional branch
+    // (pages never touched cost nothing).
     let blocks = funcs.iter().flat_map(|&f| m.cfg.blocks_of(f));
-    let (n, insns) = blocks.fold((0, 0), |(n, k), b| (n + 1, k + b.insns as u64));
-    DATA_HEADER + 24 * n + 8 * insns
+    let (n, insns, conds) = blocks.fold((0, 0, 0), |(n, k, c), b| {
+        (n + 1, k + b.insns as u64, c + (b.term == Terminator::CondJump) as u64)
+    });
+    DATA_HEADER + 24 * n + 8 * insns + 32 * conds
 }
 
 struct Emitter {
@@ -257,6 +306,14 @@ struct Emitter {
     next_pred: u64,
     /// The calls' stubs, placed after the blocks.
     stubs: Vec<Stub>,
+    /// The conditional branch the last block copied ended with: its address, target, and the
+    /// address after it.
+    cond: Option<(u64, u64, u64)>,
+    /// Out-of-line code placed after the blocks: the taken sides of conditional branches
+    /// with a plugin's code (a label, the code, where it is clean for, where it goes on).
+    tails: Vec<Tail>,
+    /// The plugins' cold code (see `Op::Cold`), placed after the blocks: no clean point.
+    cold: Vec<Instruction>,
     /// The shared second probe of returns by bytes popped: its label, a label per way, and
     /// its tail's.
     ret_seconds: BTreeMap<i32, (u64, [u64; 3], u64)>,
@@ -268,6 +325,13 @@ struct Stub {
     label: u64,
     ret: u64,
     then: Callee,
+}
+
+struct Tail {
+    label: u64,
+    code: Vec<Instruction>,
+    clean: u64,
+    then: u64,
 }
 
 enum Callee {
@@ -362,6 +426,9 @@ pub fn translate(
         mark: None,
         next_pred: 0,
         stubs: Vec::new(),
+        cond: None,
+        tails: Vec::new(),
+        cold: Vec::new(),
         ret_seconds: BTreeMap::new(),
     };
     // Every block start that gets a translation (the first function holding it keeps it),
@@ -379,8 +446,29 @@ pub fn translate(
             }
         }
     }
-    // The data area: header, a word and a shared word per block, then the sites' predictions.
-    e.next_pred = layout.data + DATA_HEADER + 16 * order.len() as u64;
+    // The data area: header, a word and a shared word per block, for a plugin with edges two
+    // words and two shared words per conditional branch, then the sites' predictions.
+    let edges = plugin.edges();
+    let conds = if edges {
+        order.iter().filter(|&&(f, k)| cfg.blocks_of(f)[k].term == Terminator::CondJump).count()
+    } else {
+        0
+    };
+    let edge_words = layout.data + DATA_HEADER + 16 * order.len() as u64;
+    let mut branches = Vec::with_capacity(conds);
+    // What is live at each block start, for the sides' code.
+    let live_at: HashMap<u64, LiveAt> = if edges {
+        order
+            .iter()
+            .map(|&(f, k)| {
+                let b = &cfg.blocks_of(f)[k];
+                (m.runtime(b.start), LiveAt { regs: b.live_in, flags: b.flags_live_in })
+            })
+            .collect()
+    } else {
+        HashMap::new()
+    };
+    e.next_pred = edge_words + 32 * conds as u64;
     let preds_from = e.next_pred;
     let (second, miss, miss_ret) = (e.label(), e.label(), e.label());
     let hits = [e.label(), e.label(), e.label()];
@@ -412,13 +500,7 @@ pub fn translate(
             owner: layout.data + DATA_OWNER,
         };
         if let Some(p) = plugin.block(&info) {
-            let here = At { live: info.live, ..*at };
-            let mut code = lower_program(&p, &here)
-                .map_err(|err| JitError::Lower { block: start, detail: err.to_string() })?;
-            relabel(&mut code, &mut e.next_label);
-            if code.first().is_some_and(|i| i.ip() != 0) {
-                e.push(Instruction::with(Code::Nopd), Some(start));
-            }
+            let code = lower_at(&p, at, info.live, start, &mut e)?;
             e.extend(code, Some(start));
         }
         // The block's first instruction carries its original address: branches link to it.
@@ -438,6 +520,49 @@ pub fn translate(
         );
         if let Some(fi) = e.insns.get_mut(block_first[n]) {
             fi.set_ip(starts[&start]);
+        }
+        let cond = e.cond.take().filter(|_| edges && b.term == Terminator::CondJump);
+        if let Some((branch, target, after)) = cond {
+            let j = branches.len() as u64;
+            let words = |side: u64| {
+                let own = edge_words + 16 * j + 8 * side;
+                [own, own + 16 * conds as u64]
+            };
+            let br = Branch { func: f, at: branch, target, taken: words(0), not_taken: words(1) };
+            branches.push(br);
+            let side = |taken: bool, to: u64, [word, shared]: [u64; 2]| EdgeInfo {
+                func: &func.name,
+                branch,
+                to,
+                taken,
+                live: live_at.get(&to).copied().unwrap_or(LiveAt::ALL),
+                word,
+                shared,
+                owner: layout.data + DATA_OWNER,
+            };
+            // The taken side: the branch goes to its code, out of line, which goes on to
+            // where the branch went.
+            let taken = side(true, target, br.taken);
+            if let Some(p) = plugin.edge(&taken) {
+                let code = lower_at(&p, at, taken.live, branch, &mut e)?;
+                let label = e.label();
+                // copy_block left the branch last.
+                let jcc = e
+                    .insns
+                    .last_mut()
+                    .filter(|i| i.flow_control() == FlowControl::ConditionalBranch);
+                if let Some(jcc) = jcc {
+                    let then = jcc.near_branch_target();
+                    jcc.set_near_branch64(label);
+                    e.tails.push(Tail { label, code, clean: target, then });
+                }
+            }
+            // The other side's code right after the branch, before the block's fall-through.
+            let not_taken = side(false, after, br.not_taken);
+            if let Some(p) = plugin.edge(&not_taken) {
+                let code = lower_at(&p, at, not_taken.live, branch, &mut e)?;
+                e.extend(code, Some(after));
+            }
         }
         if e.clean.get(first).is_some_and(Option::is_none) {
             e.clean[first] = Some(start);
@@ -490,6 +615,17 @@ pub fn translate(
             }
         }
     }
+    for t in std::mem::take(&mut e.tails) {
+        let mut code = t.code;
+        if code.is_empty() {
+            code.push(Instruction::with(Code::Nopd));
+        }
+        code[0].set_ip(t.label);
+        e.extend(code, Some(t.clean));
+        e.push(seq::jmp(t.then), None);
+    }
+    let cold = std::mem::take(&mut e.cold);
+    e.extend(cold, None);
     let targets = indirect_targets(m, &funcs, scope);
     let mut entry_labels = Vec::with_capacity(blocks.len());
     let mut entered: HashSet<u64> = HashSet::new();
@@ -605,7 +741,33 @@ pub fn translate(
         preds,
         links,
         miss: at_offset(miss_at).unwrap_or(0),
+        branches,
     })
+}
+
+/// A plugin's program lowered for a point with `live` live (`at` otherwise), its labels
+/// moved above `e`'s; if its first instruction carries a label, a `nop` comes first (the
+/// caller gives the first instruction its own label or address). Its cold code (after an
+/// `Op::Cold`) goes to `e`'s cold code, placed after every block. `block`: for errors.
+fn lower_at(
+    p: &Program,
+    at: &At,
+    live: LiveAt,
+    block: u64,
+    e: &mut Emitter,
+) -> Result<Vec<Instruction>, JitError> {
+    let here = At { live, ..*at };
+    let (mut code, cold) = lower_program_split(p, &here)
+        .map_err(|err| JitError::Lower { block, detail: err.to_string() })?;
+    // One relabelling for both: their branches name each other's labels.
+    let hot = code.len();
+    code.extend(cold);
+    relabel(&mut code, &mut e.next_label);
+    e.cold.extend(code.split_off(hot));
+    if code.first().is_some_and(|i| i.ip() != 0) {
+        code.insert(0, Instruction::with(Code::Nopd));
+    }
+    Ok(code)
 }
 
 /// The blocks of `funcs` an indirect transfer may reach, which get an indirect entry and a
@@ -760,6 +922,9 @@ fn copy_block(
                 e.push(c, here);
             }
             Flow::Jump(t) | Flow::CondJump(t) => {
+                if matches!(flow(&i), Flow::CondJump(_)) {
+                    e.cond = Some((i.ip(), t.0, i.next_ip()));
+                }
                 let mut c = i;
                 c.set_ip(0);
                 let t = link(e, t.0);

@@ -1,5 +1,6 @@
 //! The translator on bytes: `tests/fixtures/jitted.c` built with gcc and analysed, every
-//! function translated for a cache at a fixed address with the block counter's IR, and the
+//! function translated for a cache at a fixed address with the block counter's IR (and the
+//! branch profile's on both sides of each conditional branch), and the
 //! cache decoded again. Checks what the live tests found broken once: no operand or branch
 //! of the cache names a label or a cache address where the program expects an original one
 //! (a RIP-relative operand keeps its original target, so `lea rdi, [rip+cmp]` still hands
@@ -12,7 +13,7 @@ use kerf_analysis::image::Image;
 use kerf_analysis::memory::CodeMemory;
 use kerf_codegen::{At, Env, LiveAt, ThreadPointer};
 use kerf_jit::table::{Hash, Table};
-use kerf_jit::{BlockInfo, Layout, Module, Plugin, Scope};
+use kerf_jit::{BlockInfo, EdgeInfo, Layout, Module, Plugin, Scope};
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -35,16 +36,31 @@ fn fixture() -> Vec<u8> {
     std::fs::read(out).unwrap()
 }
 
-struct Counter;
+/// The block counter, and with `edges` the same counter on both sides of every conditional
+/// branch (the branch profile).
+struct Counter {
+    edges: bool,
+}
+
+fn count(owner: u64, word: u64, shared: u64) -> kerf_codegen::ir::Program {
+    let text = format!(
+        "    thread %t\n    load64 %o, [{owner:#x}]\n    br.ne %t, %o, s\n    add [{word:#x}], 1\n    \
+         jmp d\ns:\n    atomic add [{shared:#x}], 1\nd:\n"
+    );
+    kerf_codegen::text::parse(&text).unwrap()
+}
 
 impl Plugin for Counter {
     fn block(&self, b: &BlockInfo<'_>) -> Option<kerf_codegen::ir::Program> {
-        let text = format!(
-            "    thread %t\n    load64 %o, [{:#x}]\n    br.ne %t, %o, s\n    add [{:#x}], 1\n    \
-             jmp d\ns:\n    atomic add [{:#x}], 1\nd:\n",
-            b.owner, b.word, b.shared
-        );
-        Some(kerf_codegen::text::parse(&text).unwrap())
+        Some(count(b.owner, b.word, b.shared))
+    }
+
+    fn edges(&self) -> bool {
+        self.edges
+    }
+
+    fn edge(&self, e: &EdgeInfo<'_>) -> Option<kerf_codegen::ir::Program> {
+        self.edges.then(|| count(e.owner, e.word, e.shared))
     }
 }
 
@@ -85,7 +101,10 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
     let roots: HashSet<u64> = [cfg.function(work).entry.0].into();
     let reached: HashSet<FuncId> = [work].into();
     let scope = Scope { roots: &roots, reached: &reached };
-    let t = kerf_jit::translate("jitted", &m, &funcs, &layout, &Counter, &at, &scope).unwrap();
+    // Both sides of every conditional branch counted too: their code must keep every check
+    // below true.
+    let plugin = Counter { edges: true };
+    let t = kerf_jit::translate("jitted", &m, &funcs, &layout, &plugin, &at, &scope).unwrap();
     let end = CODE + t.code.len() as u64;
 
     // 1. RIP-relative operands: the original code's targets are all still there, and the only
@@ -123,7 +142,7 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
     for b in &t.blocks {
         assert_eq!(t.clean.get(&b.cache), Some(&b.start), "block {:#x}", b.start);
     }
-    let alone = kerf_jit::translate("jitted", &m, &[work], &layout, &Counter, &at, &scope).unwrap();
+    let alone = kerf_jit::translate("jitted", &m, &[work], &layout, &plugin, &at, &scope).unwrap();
     let alone_end = CODE + alone.code.len() as u64;
     let callees: Vec<u64> = alone.links.iter().map(|l| l.target).collect();
     assert!(callees.len() >= 2, "work's calls to other functions: {callees:x?}");
@@ -132,6 +151,31 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
         assert!((CODE..alone_end).contains(&l.slow), "{l:?}");
         assert!(alone.exits.contains_key(&l.target), "{l:?}");
         assert!(t.cache_of(l.target).is_some(), "{l:?} leads to no function");
+    }
+
+    // Every translated conditional branch has four words of its own (two a side), between
+    // the blocks' words and the predictions, and its taken side's code is a clean point for
+    // its target besides the target block's own.
+    let conds = t
+        .blocks
+        .iter()
+        .filter(|b| {
+            let block = cfg.blocks.iter().find(|x| x.start.0 == b.start).unwrap();
+            block.term == kerf_analysis::cfg::Terminator::CondJump
+        })
+        .count();
+    assert!(conds > 20, "{conds} conditional branches");
+    assert_eq!(t.branches.len(), conds);
+    let mut words = HashSet::new();
+    let first = DATA + kerf_jit::translate::DATA_HEADER + 16 * t.blocks.len() as u64;
+    for b in &t.branches {
+        for w in b.taken.into_iter().chain(b.not_taken) {
+            assert!((first..t.preds.start).contains(&w), "{b:x?}");
+            assert!(words.insert(w), "a word twice: {b:x?}");
+        }
+        let cleans = t.clean.values().filter(|&&o| o == b.target).count();
+        let translated = t.cache_of(b.target).is_some() as usize;
+        assert!(cleans > translated, "{b:x?}: {cleans} clean points for its target");
     }
 
     // The miss path asks kerf through the mailbox, and the table's continuation words are

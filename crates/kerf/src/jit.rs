@@ -1,7 +1,7 @@
 //! `kerf jit`: run the code reached from root functions of a live process or a command from
 //! kerf's code cache, with plugins woven into every block (the tool is `kerf_tools::jit`);
 //! prints a summary (or JSON) of the region, the escapes and, with `--plugin blocks`, the
-//! blocks that ran most.
+//! blocks that ran most; with `--plugin branches`, the branches laid out against their bias.
 
 use crate::live::{seconds, Stderr};
 use kerf_session::jit::JitOptions;
@@ -16,7 +16,8 @@ pub struct Args {
     #[arg(required = true)]
     roots: Vec<String>,
     /// Plugins to weave into every block, comma-separated: blocks (execution counts of every
-    /// block), none (the code cache alone).
+    /// block), branches (taken and not-taken counts of every conditional branch, and those
+    /// whose bias contradicts the compiler's layout), none (the code cache alone).
     #[arg(long, default_value = "blocks", value_delimiter = ',')]
     plugin: Vec<String>,
     /// Translate every function of every module before the roots are entered, not only what
@@ -125,10 +126,37 @@ fn table(v: &serde_json::Value, top: usize) -> String {
             let _ = writeln!(
                 s,
                 "{:>14}  {}:{} {}",
-                x["count"],
+                x["count"].as_u64().unwrap_or(0),
                 name,
                 x["function"].as_str().unwrap_or(""),
                 x["addr"].as_str().unwrap_or("")
+            );
+        }
+    }
+    if let Some(branches) = v["branches"].as_array() {
+        let mut b: Vec<&serde_json::Value> =
+            branches.iter().filter(|x| x["against_layout"] == true).collect();
+        b.sort_by_key(|x| std::cmp::Reverse(x["against"].as_u64().unwrap_or(0)));
+        let _ = writeln!(
+            s,
+            "{} conditional branches ran; {} against the compiler's layout (a forward branch \
+             taken more often than not, a backward one left more often than taken):",
+            branches.len(),
+            b.len()
+        );
+        let _ = writeln!(s, "{:>14} {:>14}  branch", "taken", "not taken");
+        for x in b.iter().take(top) {
+            let module = x["module"].as_str().unwrap_or("");
+            let name = module.rsplit('/').next().unwrap_or(module);
+            let _ = writeln!(
+                s,
+                "{:>14} {:>14}  {}:{} {} -> {}",
+                x["taken"].as_u64().unwrap_or(0),
+                x["not_taken"].as_u64().unwrap_or(0),
+                name,
+                x["point"].as_str().unwrap_or(""),
+                x["addr"].as_str().unwrap_or(""),
+                x["target"].as_str().unwrap_or("")
             );
         }
     }

@@ -6,7 +6,9 @@
 //! detaching mid-run again and again (while four threads compare the root's results with an
 //! identical copy no JIT enters) leaves the program correct and its text byte-identical,
 //! killing kerf mid-run leaves the program running correctly, misses are translated on
-//! demand, and on Debian's xz the block counts equal kernel uprobes' counts.
+//! demand, on Debian's xz the block counts equal kernel uprobes' counts (and each
+//! conditional branch's two sides its block's count), and `branchy.c`'s branch profile equals
+//! the program's own counts and finds the branch compiled against its bias.
 
 mod common;
 
@@ -387,8 +389,13 @@ fn xz_block_counts_equal_uprobe_counts() {
     // Under kerf, xz writes `jit-xz.txt.xz` (kerf's own output goes to stdout).
     let packed = tmp().join("jit-xz.txt.xz");
     let _ = std::fs::remove_file(&packed);
-    let (v, _, _) =
-        kerf_on("xz", "jit", &["main"], xz, &["-T1", "-6", "-k", text.to_str().unwrap()]);
+    let (v, _, _) = kerf_on(
+        "xz",
+        "jit",
+        &["main", "--plugin", "blocks,branches"],
+        xz,
+        &["-T1", "-6", "-k", text.to_str().unwrap()],
+    );
     let native = Command::new(xz).args(targs).output().unwrap();
     assert!(std::fs::read(&packed).unwrap() == native.stdout, "xz's output differs under kerf jit");
     assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
@@ -442,4 +449,60 @@ fn xz_block_counts_equal_uprobe_counts() {
     let kerf: BTreeMap<u64, u64> = sample.into_iter().collect();
     assert_eq!(kerf.len(), uprobe.len(), "perf reported:\n{text}");
     assert_eq!(kerf, uprobe, "kerf jit's counts vs uprobes'");
+    // The branch profile of the same run: a conditional branch ends its block, so its two
+    // sides add up to the count of the block holding it (the last block that starts at or
+    // before it), which the uprobes above vouch for.
+    let mut starts: BTreeMap<(String, u64), u64> = BTreeMap::new();
+    for b in v["blocks"].as_array().unwrap() {
+        let a = u64::from_str_radix(b["addr"].as_str().unwrap().trim_start_matches("0x"), 16);
+        let module = b["module"].as_str().unwrap().to_string();
+        starts.insert((module, a.unwrap()), b["count"].as_u64().unwrap());
+    }
+    let branches = v["branches"].as_array().expect("a branch profile");
+    assert!(branches.len() > 200, "only {} branches ran", branches.len());
+    for br in branches {
+        let module = br["module"].as_str().unwrap().to_string();
+        let a = u64::from_str_radix(br["addr"].as_str().unwrap().trim_start_matches("0x"), 16);
+        let (_, &block) = starts
+            .range((module.clone(), 0)..=(module, a.unwrap()))
+            .next_back()
+            .unwrap_or_else(|| panic!("no block ran before {br}"));
+        let sides = br["taken"].as_u64().unwrap() + br["not_taken"].as_u64().unwrap();
+        assert_eq!(sides, block, "the sides of {br} vs its block's count");
+    }
+}
+
+#[test]
+fn branch_profile_counts_both_sides_exactly_and_finds_the_branch_laid_out_against_its_bias() {
+    let bin = common::build_fixture("branchy", "-O2", "jit-branches");
+    let expected = plain(&bin, &[]);
+    let (v, out, _) = kerf_on("branches", "jit", &["run", "--plugin", "branches"], &bin, &[]);
+    assert_eq!(out, expected, "the program's output changed under kerf jit");
+    assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
+    // "calls C true T": the program's own count of calls and of calls whose condition held.
+    let w: Vec<u64> = expected.split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    let (calls, held) = (w[0], w[1]);
+    let of = |f: &str| -> Vec<&Value> {
+        let all = v["branches"].as_array().expect("a branch profile");
+        all.iter().filter(|b| b["function"] == f).collect()
+    };
+    for (f, wrong) in [("hinted_right", false), ("hinted_wrong", true)] {
+        let b = of(f);
+        assert_eq!(b.len(), 1, "{f} has one conditional branch: {b:?}");
+        let (t, n) = (b[0]["taken"].as_u64().unwrap(), b[0]["not_taken"].as_u64().unwrap());
+        let mut sides = [t, n];
+        sides.sort_unstable();
+        assert_eq!(sides, [held, calls - held], "{f}'s sides: {}", b[0]);
+        assert_eq!(b[0]["against_layout"], wrong, "{f}: {}", b[0]);
+        let against = if wrong { calls - held } else { held };
+        assert_eq!(b[0]["against"], against, "{f}: {}", b[0]);
+    }
+    // `run`'s loop: a backward branch taken on every iteration but each call's last, as laid
+    // out.
+    let back: Vec<&Value> = of("run").into_iter().filter(|b| b["backward"] == true).collect();
+    assert_eq!(back.len(), 1, "run's loop: {back:?}");
+    let calls_of_run = 4;
+    assert_eq!(back[0]["taken"], calls - calls_of_run, "{}", back[0]);
+    assert_eq!(back[0]["not_taken"], calls_of_run, "{}", back[0]);
+    assert_eq!(back[0]["against_layout"], false, "{}", back[0]);
 }

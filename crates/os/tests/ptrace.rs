@@ -735,3 +735,65 @@ fn spawn_and_wait_until_loaded() {
         c.wait().expect("wait");
     }
 }
+
+const FLAGS_LOOP: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+static volatile int stop;
+static void *reader(void *arg) {
+    char line[64];
+    if (fgets(line, sizeof line, stdin)) stop = 1;
+    return arg;
+}
+int main(void) {
+    pthread_t t;
+    pthread_create(&t, 0, reader, 0);
+    printf("ready\n");
+    fflush(stdout);
+    unsigned long n = 0;
+    while (!stop) {
+        __asm__ volatile("pushfq\n\tpopfq" ::: "memory", "cc");
+        n++;
+    }
+    pthread_join(t, 0);
+    printf("done %d\n", n > 0);
+    return 0;
+}
+"#;
+
+/// Single-stepping a `pushfq` must not leave the trap flag in the pushed word: the `popfq`
+/// after it would make it the program's own, and the thread would die of SIGTRAP once
+/// detached (kerf jit's removal steps threads through `pushfq`/`popfq` pairs).
+#[test]
+fn stepping_a_pushf_leaves_no_trap_flag_behind() {
+    let exe = build("flags_loop", FLAGS_LOOP, &[]);
+    let mut kid = Kid::start(&exe);
+    let pid = kid.pid();
+    let mut t = stop(pid);
+    let mut pushes = 0;
+    for _ in 0..10_000 {
+        let pc = t.regs(pid).expect("regs").rip;
+        let mut insn = [0u8; 1];
+        t.read(RemoteAddr(pc), &mut insn).expect("read code");
+        let after = t.step(pid).expect("step");
+        if insn == [0x9c] {
+            pushes += 1;
+            let mut word = [0u8; 8];
+            t.read(RemoteAddr(after.rsp), &mut word).expect("read stack");
+            assert_eq!(u64::from_le_bytes(word) & 0x100, 0, "TF pushed at {pc:#x}");
+            // Step the popfq too, then a little further.
+            for _ in 0..3 {
+                t.step(pid).expect("step");
+            }
+            if pushes == 3 {
+                break;
+            }
+        }
+    }
+    assert_eq!(pushes, 3, "the loop's pushfq was never stepped");
+    t.resume_detach().expect("resume");
+    std::thread::sleep(Duration::from_millis(200));
+    kid.send("stop\n");
+    let (rest, code) = kid.finish();
+    assert_eq!((rest, code), (vec!["done 1".to_string()], 0), "the child died after detach");
+}

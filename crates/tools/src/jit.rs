@@ -1,7 +1,8 @@
 //! `kerf jit`: JIT instrumentation of a live process (JIFL): every thread that enters a root
 //! function runs from kerf's code cache, with the chosen plugins woven into each block, until
 //! it leaves the region. The plugins are written against the codegen IR: `blocks` counts every
-//! block's executions (`atomic add` on the block's word); `none` runs the cache alone.
+//! block's executions, `branches` both sides of every conditional branch (an add on the
+//! block's or side's word); `none` runs the cache alone.
 //!
 //! The run: open the target (a command is held at its entry point), resolve the roots, install
 //! the JIT ([`kerf_session::jit`]), let the target go, wait until it ends, the duration is up
@@ -10,7 +11,7 @@
 use crate::error::ToolError;
 use crate::live::Events;
 use kerf_codegen::ir::{Addr, Cond, Op, Program, Src, Width};
-use kerf_jit::{BlockInfo, Plugin};
+use kerf_jit::{BlockInfo, EdgeInfo, Plugin};
 use kerf_session::jit::{self, JitOptions, Root};
 use kerf_session::live::{ProcessTarget, Sampling, Stop};
 use kerf_session::spec::{self, SpecWhat};
@@ -25,15 +26,18 @@ pub enum PluginKind {
     None,
     /// Basic-block execution counts.
     Blocks,
+    /// Taken and not-taken counts of every conditional branch (JIFL's branch-hint check).
+    Branches,
 }
 
 impl PluginKind {
-    pub const NAMES: [&'static str; 2] = ["none", "blocks"];
+    pub const NAMES: [&'static str; 3] = ["none", "blocks", "branches"];
 
     pub fn parse(name: &str) -> Result<PluginKind, ToolError> {
         match name {
             "none" => Ok(PluginKind::None),
             "blocks" => Ok(PluginKind::Blocks),
+            "branches" => Ok(PluginKind::Branches),
             _ => Err(ToolError::Usage(format!(
                 "no JIT plugin named '{name}' (plugins: {})",
                 PluginKind::NAMES.join(", ")
@@ -42,28 +46,47 @@ impl PluginKind {
     }
 }
 
-/// The block counter (JIFL's block count, inlined): the thread that owns the module's words
-/// (the process's main thread) adds 1 to the block's word without a lock; any other thread
-/// adds to the block's shared word with one. The count is the sum of the two, exact whatever
-/// the threads, and a single-threaded program never pays for a lock.
-struct BlockCounter;
+/// An exact counter (JIFL's block count, inlined): the thread that owns the module's words
+/// (the process's main thread) adds 1 to `word` without a lock; any other thread adds to
+/// `shared` with one. The count is the sum of the two, exact whatever the threads, and a
+/// single-threaded program never pays for a lock.
+fn counter(word: u64, shared: u64, owner: u64) -> Program {
+    // thread %t; load64 %owner, [OWNER]; br.ne %t, %owner, shared; add [WORD], 1; done:
+    // cold; shared: atomic add [SHARED], 1; jmp done
+    // (the other threads' path out of line: the owner's runs straight through).
+    let mut p = Program::new();
+    let (t, owner_t) = (p.vreg("t"), p.vreg("owner"));
+    let (other, done) = (p.label("shared"), p.label("done"));
+    p.push(Op::Thread { dst: t });
+    p.push(Op::Load { dst: owner_t, width: Width::W64, addr: Addr::Abs(owner) });
+    p.push(Op::Branch { cond: Cond::Ne, a: t, b: Src::Reg(owner_t), target: other });
+    p.push(Op::AddMem { addr: Addr::Abs(word), src: Src::Imm(1), atomic: false });
+    p.push(Op::Label(done));
+    p.push(Op::Cold);
+    p.push(Op::Label(other));
+    p.push(Op::AddMem { addr: Addr::Abs(shared), src: Src::Imm(1), atomic: true });
+    p.push(Op::Jump { target: done });
+    p
+}
 
-impl Plugin for BlockCounter {
+/// The chosen plugins woven together: the block counter at every block's entry, the branch
+/// profile's counter on each side of every conditional branch.
+struct Woven {
+    blocks: bool,
+    branches: bool,
+}
+
+impl Plugin for Woven {
     fn block(&self, b: &BlockInfo<'_>) -> Option<Program> {
-        // thread %t; load64 %owner, [OWNER]; br.ne %t, %owner, shared; add [WORD], 1;
-        // jmp done; shared: atomic add [SHARED], 1; done:
-        let mut p = Program::new();
-        let (t, owner) = (p.vreg("t"), p.vreg("owner"));
-        let (shared, done) = (p.label("shared"), p.label("done"));
-        p.push(Op::Thread { dst: t });
-        p.push(Op::Load { dst: owner, width: Width::W64, addr: Addr::Abs(b.owner) });
-        p.push(Op::Branch { cond: Cond::Ne, a: t, b: Src::Reg(owner), target: shared });
-        p.push(Op::AddMem { addr: Addr::Abs(b.word), src: Src::Imm(1), atomic: false });
-        p.push(Op::Jump { target: done });
-        p.push(Op::Label(shared));
-        p.push(Op::AddMem { addr: Addr::Abs(b.shared), src: Src::Imm(1), atomic: true });
-        p.push(Op::Label(done));
-        Some(p)
+        self.blocks.then(|| counter(b.word, b.shared, b.owner))
+    }
+
+    fn edges(&self) -> bool {
+        self.branches
+    }
+
+    fn edge(&self, e: &EdgeInfo<'_>) -> Option<Program> {
+        self.branches.then(|| counter(e.word, e.shared, e.owner))
     }
 }
 
@@ -94,7 +117,9 @@ pub fn run(
     }
     let roots = resolve_roots(&target, &tool.roots)?;
     let counting = tool.plugins.contains(&PluginKind::Blocks);
-    let plugin: &dyn Plugin = if counting { &BlockCounter } else { &kerf_jit::NoPlugin };
+    let branches = tool.plugins.contains(&PluginKind::Branches);
+    let woven = Woven { blocks: counting, branches };
+    let plugin: &dyn Plugin = &woven;
     let t = Instant::now();
     let mut jit = jit::install(pid, &target.modules, &roots, plugin, tool.options)
         .map_err(|source| ToolError::Jit { pid, source })?;
@@ -134,7 +159,7 @@ pub fn run(
         stop
     });
     target.modules = modules;
-    let summary = summarize(&target, &jit, &roots, counting);
+    let summary = summarize(&target, &jit, &roots, &woven);
     let removed = if stop.is_exec() {
         None
     } else {
@@ -192,9 +217,12 @@ fn where_is(target: &ProcessTarget, a: u64) -> String {
         }
         let name = m.path.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
         let cfg = &m.analysis.cfg;
-        return match cfg.function_at(ia) {
-            Some(f) => {
-                let f = cfg.function(f);
+        let fs = &cfg.functions;
+        // The function whose code holds it (entries sorted).
+        let holder = fs.partition_point(|f| f.entry <= ia).checked_sub(1);
+        return match holder.filter(|&i| fs[i].extent.contains(&ia.0)) {
+            Some(i) => {
+                let f = &fs[i];
                 format!("{name}+{:#x} ({}+{:#x})", ia.0, f.name, ia.0 - f.entry.0)
             }
             None => format!("{name}+{:#x}", ia.0),
@@ -205,7 +233,8 @@ fn where_is(target: &ProcessTarget, a: u64) -> String {
 
 /// The summary while the caches are still mapped: the region, the escapes, and with the
 /// block counter every block that ran.
-fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], counting: bool) -> Value {
+fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Woven) -> Value {
+    let counting = woven.blocks;
     let s = &jit.stats;
     let mut modules = Vec::new();
     let mut blocks = Vec::new();
@@ -313,5 +342,57 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], counting: b
     if counting {
         v["blocks"] = json!(blocks);
     }
+    if woven.branches {
+        v["branches"] = json!(branch_profile(target, jit));
+    }
     v
+}
+
+/// Every conditional branch that ran: its taken and not-taken counts, and whether its bias
+/// contradicts the compiler's layout (JIFL's branch-hint check). Compilers make the path they
+/// expect the fall-through of a forward branch and the taken side of a backward one (a
+/// loop's), and put code they expect cold apart from its function (a branch there is expected
+/// not taken, as a forward one); a forward branch taken more often than not, or a backward
+/// one left more often than taken, is laid out against what it does, and `against` counts
+/// the executions that went the unexpected way. A branch two translations hold counts once, their sum.
+fn branch_profile(target: &ProcessTarget, jit: &jit::Jit) -> Vec<Value> {
+    type Key = (usize, u64);
+    let mut by_branch: std::collections::BTreeMap<Key, (kerf_jit::Branch, u64, u64)> =
+        std::collections::BTreeMap::new();
+    for (k, c) in jit.caches.iter().enumerate() {
+        for b in &c.translation.branches {
+            let count = |[own, shared]: [u64; 2]| jit.word(k, own) + jit.word(k, shared);
+            let e = by_branch.entry((c.module, b.at)).or_insert((*b, 0, 0));
+            e.1 += count(b.taken);
+            e.2 += count(b.not_taken);
+        }
+    }
+    let mut out = Vec::new();
+    for (&(module, at), &(b, taken, not_taken)) in &by_branch {
+        if taken + not_taken == 0 {
+            continue;
+        }
+        let m = jit.image(&target.modules, module);
+        let bias = m.bias.unwrap_or(0);
+        let f = m.analysis.cfg.function(b.func);
+        // A branch to before it in its own function (a loop's); one that leaves the function
+        // (to its cold part, which compilers place apart, or a conditional tail call) is
+        // expected not taken, as a forward one.
+        let backward = b.target <= at && f.extent.contains(&(b.target.wrapping_sub(bias)));
+        let against = if backward { not_taken } else { taken };
+        let expected = if backward { taken } else { not_taken };
+        out.push(json!({
+            "module": m.path.display().to_string(),
+            "function": f.name,
+            "point": format!("{}+{:#x}", f.name, at - bias - f.entry.0),
+            "addr": format!("{:#x}", at - bias),
+            "target": where_is(target, b.target),
+            "backward": backward,
+            "taken": taken,
+            "not_taken": not_taken,
+            "against_layout": against > expected,
+            "against": against,
+        }));
+    }
+    out
 }

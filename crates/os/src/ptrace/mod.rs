@@ -961,7 +961,48 @@ impl Tracee {
     /// after it. A signal that arrives first is kept for re-injection at resume and the step
     /// taken again. (A JIT brings a thread out of a code cache sequence this way.)
     pub fn step(&mut self, tid: i32) -> Result<Regs, TargetError> {
-        self.sigtrap_unblocked(tid, |t| t.step_unmasked(tid))
+        let before =
+            self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
+        let mut insn = [0u8; 2];
+        let flags_op = match self.read(before.pc(), &mut insn) {
+            Ok(()) => flags_op(insn),
+            Err(_) => None,
+        };
+        // What a `popf` will pop (read before it runs).
+        let mut popped = [0u8; 2];
+        if let Some(FlagsOp::Pop) = flags_op {
+            self.read(before.sp(), &mut popped)?;
+        }
+        let mut after = self.sigtrap_unblocked(tid, |t| t.step_unmasked(tid))?;
+        // The trap flag the step sets must not become the program's: a stepped `pushf`
+        // pushes it (the kernel hides it only from the registers it reports), and once a
+        // `popf` was stepped the kernel takes the flag for the program's own (this kernel
+        // reports it set from the step after). Left so, the thread dies of SIGTRAP once
+        // kerf detaches (python3.11 did, after kerf jit stepped threads through a block
+        // counter's `pushfq`/`popfq`). So the pushed word gets the flag as the program had
+        // it, and the flag after a step is the program's: what a `popf` popped, else as it
+        // was before.
+        let moved = after.pc() != before.pc();
+        let own = before.eflags & TRAP_FLAG != 0;
+        if let Some(FlagsOp::Push(width)) = flags_op {
+            if moved && !own && after.sp().0 == before.sp().0.wrapping_sub(width) {
+                let mut w = [0u8; 2];
+                self.read(after.sp(), &mut w)?;
+                let v = u16::from_le_bytes(w) & !(TRAP_FLAG as u16);
+                self.write(after.sp(), &v.to_le_bytes())?;
+            }
+        }
+        let should = match flags_op {
+            Some(FlagsOp::Pop) if moved => u16::from_le_bytes(popped) & TRAP_FLAG as u16 != 0,
+            _ => own,
+        };
+        if after.eflags & TRAP_FLAG != 0 && !should {
+            after.eflags &= !TRAP_FLAG;
+            self.sys
+                .set_regs(tid, &after)
+                .map_err(|e| self.ptrace_err(tid, "PTRACE_SETREGS", e))?;
+        }
+        Ok(after)
     }
 
     fn step_unmasked(&mut self, tid: i32) -> Result<Regs, TargetError> {
@@ -1265,6 +1306,26 @@ impl Drop for Tracee {
 /// The thread group (`Tgid` of /proc/TID/status) that `tid` belongs to.
 /// SIGTRAP's bit in a signal mask.
 const SIGTRAP_BIT: u64 = 1 << (libc::SIGTRAP - 1);
+/// The trap flag (TF) in `eflags`: set, the CPU traps after each instruction.
+const TRAP_FLAG: u64 = 1 << 8;
+
+/// A `pushf` (and how many bytes it pushes) or a `popf`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FlagsOp {
+    Push(u64),
+    Pop,
+}
+
+/// Whether an instruction that starts with `insn` is a `pushf`/`popf`: `pushfq` (`9c`, with or
+/// without `rex.w`) pushes 8 bytes, `pushfw` (`66 9c`) 2; `popf` is `9d` likewise.
+fn flags_op(insn: [u8; 2]) -> Option<FlagsOp> {
+    match insn {
+        [0x9c, _] | [0x48, 0x9c] => Some(FlagsOp::Push(8)),
+        [0x66, 0x9c] => Some(FlagsOp::Push(2)),
+        [0x9d, _] | [0x48 | 0x66, 0x9d] => Some(FlagsOp::Pop),
+        _ => None,
+    }
+}
 
 /// System calls that run with a temporary signal mask the kernel swaps back when they
 /// return: `rt_sigsuspend`, `pselect6`, `ppoll`, `epoll_pwait`, `io_pgetevents`,
