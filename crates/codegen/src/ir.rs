@@ -174,6 +174,10 @@ pub enum Op {
     /// `thread %t`: the thread pointer ([`crate::ThreadPointer`]: fs base, `fs:[0]`, or the
     /// kernel's current task from `gs:[offset]`); the key of thread predicates.
     Thread { dst: VReg },
+    /// `tid %v`: the thread's id (32 bits, zero-extended), read from the thread pointer's
+    /// structure at the offset the point knows ([`crate::lower::At::thread_id`]: glibc's
+    /// `struct pthread.tid`, which a forked child's thread has of its own); a process only.
+    Tid { dst: VReg },
     /// `reg %v, rdi`: the point's register as it was there, even if the snippet saved it or
     /// uses it (`rsp` is the point's stack pointer).
     Reg { dst: VReg, reg: Gpr },
@@ -527,6 +531,7 @@ impl Program {
                 // Listed so that a new op with a data address cannot be forgotten here.
                 other @ (Op::Label(_)
                 | Op::Thread { .. }
+                | Op::Tid { .. }
                 | Op::Reg { .. }
                 | Op::Mov { .. }
                 | Op::Add { .. }
@@ -559,6 +564,7 @@ impl Op {
     pub fn writes(&self) -> Option<VReg> {
         match *self {
             Op::Thread { dst }
+            | Op::Tid { dst }
             | Op::Reg { dst, .. }
             | Op::Mov { dst, .. }
             | Op::Load { dst, .. }
@@ -602,9 +608,9 @@ impl Program {
     /// Whether the program tells threads apart (its thread pointer, a per-thread ring, a
     /// timer), so that the target must give every thread a thread pointer.
     pub fn uses_threads(&self) -> bool {
-        self.ops
-            .iter()
-            .any(|o| matches!(o, Op::Thread { .. } | Op::EmitThread { .. } | Op::Timer(_)))
+        self.ops.iter().any(|o| {
+            matches!(o, Op::Thread { .. } | Op::Tid { .. } | Op::EmitThread { .. } | Op::Timer(_))
+        })
     }
 }
 

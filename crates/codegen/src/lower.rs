@@ -18,7 +18,8 @@ use crate::ir::{
 };
 use crate::{ring, templates, timer_code, Env, LiveAt, ThreadPointer};
 use iced_x86::code_asm::{
-    gpr32::get_gpr32, gpr64::get_gpr64, qword_ptr, AsmRegister64, CodeAssembler, CodeLabel,
+    dword_ptr, gpr32::get_gpr32, gpr64::get_gpr64, qword_ptr, AsmRegister64, CodeAssembler,
+    CodeLabel,
 };
 use iced_x86::{Code, IcedError, Instruction, MemoryOperand, Register};
 use kerf_arch::x86_64::{FlagSet, Gpr, RegSet};
@@ -99,6 +100,8 @@ pub enum LowerError {
     /// Op `op` (an `emit.thread`) reads memory in the kernel, which needs the driver's
     /// non-faulting reader (not there yet); a process reads with `process_vm_readv`.
     KernelMemoryRead { op: usize },
+    /// A `tid` where the thread id's place is not known (not glibc's libc, or the kernel).
+    NoThreadId,
 }
 
 impl fmt::Display for LowerError {
@@ -114,6 +117,9 @@ impl fmt::Display for LowerError {
                 "op {op}: a memory read in the kernel needs the kernel's fault-free reader for \
                  it (copy_from_kernel_nofault and kin), which kallsyms does not name"
             ),
+            LowerError::NoThreadId => {
+                write!(f, "a thread id is read here, but where the thread keeps it is not known")
+            }
         }
     }
 }
@@ -283,9 +289,12 @@ fn needs(op: &Op) -> Needs {
     let none = Needs { clobbers: RegSet::EMPTY, temps: 0, flags: FlagSet::EMPTY, stack: false };
     let imm_temp = |s: &Src| usize::from(matches!(s, Src::Imm(v) if !fits_i32(*v)));
     match op {
-        Op::Label(_) | Op::Thread { .. } | Op::Reg { .. } | Op::Mov { .. } | Op::Load { .. } => {
-            none
-        }
+        Op::Label(_)
+        | Op::Thread { .. }
+        | Op::Tid { .. }
+        | Op::Reg { .. }
+        | Op::Mov { .. }
+        | Op::Load { .. } => none,
         Op::Jump { .. } | Op::Cold => none,
         Op::Store { width, src, .. } => {
             Needs { temps: usize::from(*width == Width::W64) * imm_temp(src), ..none }
@@ -330,6 +339,29 @@ fn needs(op: &Op) -> Needs {
             Needs { clobbers, flags: FlagSet::ALL, ..none }
         }
     }
+}
+
+/// Which virtual registers are *fused* thread ids: written by a `tid` and read only by the
+/// `br.eq`/`br.ne` right after it, against an immediate that fits 32 bits. Where the thread id is read
+/// through `fs` (`FsSelf`), the two become one `cmp dword ptr fs:[off], imm` and the value
+/// needs no register (a JIT's block counter then needs none at all).
+fn fused_ids(p: &Program, at: &At) -> Vec<bool> {
+    let mut fused = vec![false; p.vregs.len()];
+    let (ThreadPointer::FsSelf, Some(_)) = (at.thread, at.thread_id) else { return fused };
+    for (k, pair) in p.ops.windows(2).enumerate() {
+        let [Op::Tid { dst }, Op::Branch { cond: Cond::Eq | Cond::Ne, a, b: Src::Imm(v), .. }] =
+            pair
+        else {
+            continue;
+        };
+        let read_elsewhere = p.ops.iter().enumerate().any(|(j, o)| {
+            j != k + 1 && (o.reads().contains(dst) || (j != k && o.writes() == Some(*dst)))
+        });
+        if a == dst && u32::try_from(*v).is_ok() && !read_elsewhere {
+            fused[dst.0 as usize] = true;
+        }
+    }
+    fused
 }
 
 /// Which virtual registers are loose ([`LOOSE`]): their last use is an `emit.thread` with
@@ -444,20 +476,29 @@ pub fn lower_program_split(
     let nv = p.vregs.len();
     let loose = loose_values(p);
     let nloose = loose.iter().filter(|l| **l).count();
-    let demand = Demand { need: nv - nloose + temps, loose: nloose, clobbers, keep, flags, stack };
+    let fused = fused_ids(p, at);
+    let nfused = fused.iter().filter(|f| **f).count();
+    let need = nv - nloose - nfused + temps;
+    let demand = Demand { need, loose: nloose, clobbers, keep, flags, stack };
     let res = Reservation::new(&demand, pool, at.live, at.env)?;
     // Loose values take the loose registers, then every value and the temporaries the rest.
     let (mut from_loose, mut rest) =
         (res.scratch[..res.loose].iter(), res.scratch[res.loose..].iter());
     let regs: Vec<Gpr> = loose
         .iter()
-        .map(|l| {
+        .zip(&fused)
+        .map(|(l, f)| {
+            // A fused thread id has no register (never asked for one).
+            if *f {
+                return Gpr::Rax;
+            }
             *if *l { from_loose.next().or_else(|| rest.next()) } else { rest.next() }
                 .expect("reserved")
         })
         .collect();
     let temps: Vec<Gpr> = rest.copied().collect();
     let mut l = Lowerer::new(p, at, &res, regs, temps)?;
+    l.fused = fused;
     let mut split = None;
     for (k, op) in p.ops.iter().enumerate() {
         if *op == Op::Cold {
@@ -498,6 +539,8 @@ struct Lowerer<'a> {
     labels: Vec<Option<CodeLabel>>,
     /// A label set after the last instruction so far (waiting for one to sit on).
     pending_label: Option<CodeLabel>,
+    /// By virtual register: a thread id fused into the compare after it ([`fused_ids`]).
+    fused: Vec<bool>,
 }
 
 fn iced(r: Gpr) -> Register {
@@ -549,7 +592,7 @@ impl<'a> Lowerer<'a> {
                 prev = None;
             }
         }
-        Ok(Lowerer { a, at, res, regs, temps, labels, pending_label: None })
+        Ok(Lowerer { a, at, res, regs, temps, labels, pending_label: None, fused: Vec::new() })
     }
 
     fn r(&self, v: VReg) -> Gpr {
@@ -629,6 +672,24 @@ impl<'a> Lowerer<'a> {
                     ThreadPointer::FsBase => self.a.rdfsbase(d)?,
                     ThreadPointer::FsSelf => self.a.mov(d, qword_ptr(0u64).fs())?,
                     ThreadPointer::GsSlot(off) => self.a.mov(d, qword_ptr(off as u64).gs())?,
+                }
+                self.pending_label = None;
+            }
+            // Read by the compare after it.
+            Op::Tid { dst } if self.fused.get(dst.0 as usize) == Some(&true) => {}
+            Op::Tid { dst } => {
+                let r = self.r(*dst);
+                let d32 = get_gpr32(iced_w(r, Width::W32)).expect("a 32-bit GPR");
+                let d = asm(r);
+                match (self.at.thread, self.at.thread_id) {
+                    (ThreadPointer::FsSelf, Some(off)) => {
+                        self.a.mov(d32, dword_ptr(off as u64).fs())?
+                    }
+                    (ThreadPointer::FsBase, Some(off)) => {
+                        self.a.rdfsbase(d)?;
+                        self.a.mov(d32, dword_ptr(d + off as i32))?;
+                    }
+                    _ => return Err(LowerError::NoThreadId),
                 }
                 self.pending_label = None;
             }
@@ -732,6 +793,15 @@ impl<'a> Lowerer<'a> {
                     self.add(ok(Instruction::with2(Code::Mov_r32_rm32, d, Register::ECX))?)?;
                 }
                 self.add(ok(Instruction::with2(Code::And_rm32_imm32, d, TSC_AUX_CPU))?)?;
+            }
+            Op::Branch { cond, a, b: Src::Imm(v), target }
+                if self.fused.get(a.0 as usize) == Some(&true) =>
+            {
+                let off = self.at.thread_id.ok_or(LowerError::NoThreadId)?;
+                self.a.cmp(dword_ptr(off as u64).fs(), *v as u32 as i32)?;
+                self.pending_label = None;
+                let l = self.code_label(*target);
+                self.jcc(*cond, l)?;
             }
             Op::Branch { cond, a, b, target } => {
                 let x = iced(self.r(*a));
@@ -1164,6 +1234,32 @@ mod tests {
         // Cold code must end by jumping back.
         let bad = crate::text::parse("    cold\n    add [0x7208], 1\n").unwrap_err();
         assert!(bad.to_string().contains("does not end with a jmp"), "{bad}");
+    }
+
+    #[test]
+    fn a_thread_id_compared_at_once_needs_no_register() {
+        let src = "    tid %t\n    br.ne %t, 4242, other\n    add [0x7208], 1\ndone:\n    cold\n\
+                   other:\n    atomic add [0x7210], 1\n    jmp done\n";
+        let p = crate::text::parse(src).unwrap();
+        // Every register live, flags dead: a register would have to be saved.
+        let every = LiveAt { regs: RegSet::ALL, flags: FlagSet::EMPTY };
+        let at =
+            At { thread_id: Some(0x2d0), ..At::new(every, Env::User, ThreadPointer::FsSelf, 0) };
+        let (hot, _) = lower_program_split(&p, &at).unwrap();
+        assert_eq!(hot[0].code(), Code::Cmp_rm32_imm32, "{hot:?}");
+        assert_eq!(
+            (hot[0].segment_prefix(), hot[0].memory_displacement64()),
+            (Register::FS, 0x2d0)
+        );
+        assert_eq!(hot[0].immediate32(), 4242);
+        assert!(hot.iter().all(|i| i.code() != Code::Push_r64), "nothing saved: {hot:?}");
+        // With `rdfsbase`, the id is loaded into a register first.
+        let base = At { thread: ThreadPointer::FsBase, ..at };
+        let (hot, _) = lower_program_split(&p, &base).unwrap();
+        assert!(hot.iter().any(|i| i.code() == Code::Rdfsbase_r64), "{hot:?}");
+        // Without the id's place, no `tid`.
+        let none = At { thread_id: None, ..at };
+        assert_eq!(lower_program(&p, &none).unwrap_err(), LowerError::NoThreadId);
     }
 
     #[test]

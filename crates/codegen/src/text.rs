@@ -130,6 +130,10 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
             let [d] = args[..] else { return Err(bad("%dst")) };
             Op::Thread { dst: vreg(p, d)? }
         }
+        "tid" => {
+            let [d] = args[..] else { return Err(bad("%dst")) };
+            Op::Tid { dst: vreg(p, d)? }
+        }
         "reg" => {
             let [d, r] = args[..] else { return Err(bad("%dst, register")) };
             let reg = Gpr::from_name(r).ok_or(ParseErrorKind::BadOperand(r.to_string()))?;
@@ -471,6 +475,7 @@ fn op_text(p: &Program, op: &Op) -> String {
     match op {
         Op::Label(x) => format!("{}:", l(x)),
         Op::Thread { dst } => format!("thread {}", v(dst)),
+        Op::Tid { dst } => format!("tid {}", v(dst)),
         Op::Reg { dst, reg } => format!("reg {}, {}", v(dst), reg.name()),
         Op::Mov { dst, src } => format!("mov {}, {}", v(dst), s(src)),
         Op::Load { dst, width, addr } => format!("load{} {}, {}", width.bits(), v(dst), a(addr)),

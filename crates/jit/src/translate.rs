@@ -72,6 +72,12 @@ pub struct Layout {
     /// The mailbox a miss asks kerf through (see [`crate::mailbox`]), if kerf translates on
     /// demand.
     pub mailbox: Option<u64>,
+    /// The id of the thread that owns the data words (the main thread's: the process id),
+    /// where the plugins' code can read a thread's id (`tid`, glibc's): a plugin tells the
+    /// owner by it rather than by the thread pointer at [`DATA_OWNER`], which takes one
+    /// register less, and a child forked from the main thread (same thread pointer, an id
+    /// of its own) is then not taken for it.
+    pub owner_tid: Option<u32>,
 }
 
 /// Where a thread leaves the region: a direct call to a root from a function the walk from
@@ -98,10 +104,12 @@ pub struct BlockInfo<'a> {
     pub live: LiveAt,
     /// The block's own 8-byte word in the data area (zero at start), its shared word (in
     /// another part of the area: threads that update it do not share a cache line with the
-    /// owner's words), and the word holding the owner thread's thread pointer.
+    /// owner's words), and the word holding the owner thread's thread pointer, or (better,
+    /// where there is one) the owner's thread id for the IR's `tid`.
     pub word: u64,
     pub shared: u64,
     pub owner: u64,
+    pub owner_tid: Option<u32>,
 }
 
 /// What a plugin sees of one side of a conditional branch: the code it chooses runs each
@@ -117,11 +125,12 @@ pub struct EdgeInfo<'a> {
     /// What is live where it leads (everything when that is not a block of a translated
     /// function).
     pub live: LiveAt,
-    /// The side's own word and shared word in the data area (as a block's), and the word
-    /// holding the owner thread's thread pointer.
+    /// The side's own word and shared word in the data area (as a block's), and the owner
+    /// as a block's ([`BlockInfo::owner`], [`BlockInfo::owner_tid`]).
     pub word: u64,
     pub shared: u64,
     pub owner: u64,
+    pub owner_tid: Option<u32>,
 }
 
 /// A JIT plugin: the code it weaves in, as IR, lowered where it runs. Modules are translated
@@ -469,6 +478,8 @@ pub fn translate(
         HashMap::new()
     };
     e.next_pred = edge_words + 32 * conds as u64;
+    // A plugin may tell the owner by its id only where the code can read a thread's.
+    let owner_tid = at.thread_id.and(layout.owner_tid);
     let preds_from = e.next_pred;
     let (second, miss, miss_ret) = (e.label(), e.label(), e.label());
     let hits = [e.label(), e.label(), e.label()];
@@ -498,6 +509,7 @@ pub fn translate(
             word,
             shared,
             owner: layout.data + DATA_OWNER,
+            owner_tid,
         };
         if let Some(p) = plugin.block(&info) {
             let code = lower_at(&p, at, info.live, start, &mut e)?;
@@ -539,6 +551,7 @@ pub fn translate(
                 word,
                 shared,
                 owner: layout.data + DATA_OWNER,
+                owner_tid,
             };
             // The taken side: the branch goes to its code, out of line, which goes on to
             // where the branch went.

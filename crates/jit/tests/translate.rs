@@ -95,6 +95,7 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
         hash: Hash::Mixed,
         data: DATA,
         mailbox: Some(MAILBOX),
+        owner_tid: None,
     };
     let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
     let work = cfg.functions_named("work").next().expect("work");

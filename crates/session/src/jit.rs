@@ -187,8 +187,10 @@ impl Space {
 struct Ctx {
     at: At,
     hash: Hash,
-    /// The owner thread's thread pointer (see `DATA_OWNER`).
+    /// The owner thread's thread pointer (see `DATA_OWNER`), and its id where the plugins
+    /// can read a thread's (see `Layout::owner_tid`).
     owner: u64,
+    owner_tid: Option<u32>,
     roots: HashSet<u64>,
     /// The mailbox's address in the target, on demand.
     mailbox: Option<u64>,
@@ -332,6 +334,9 @@ pub fn install(
         tr.resume_detach()?;
         m
     };
+    // Where a thread keeps its id (glibc's libc): the plugins tell the owner of the block
+    // words by it (see `Layout::owner_tid`).
+    let tid_offset = crate::instrument::glibc_tid_offset(images);
     let extra: Vec<AnalyzedImage> = vdso_image(pid, &mem).into_iter().collect();
     let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
     let images = &all[..];
@@ -450,8 +455,10 @@ pub fn install(
         .map(|r| images[r.module].analysis.cfg.function(r.func).entry.0 + mods[r.module].bias)
         .collect();
     let mailbox_at = mailbox.as_ref().map(|m| m.remote().0);
-    let at = At::new(LiveAt::ALL, Env::User, thread, 0);
-    let ctx = Ctx { at, hash, owner, roots: root_entries, mailbox: mailbox_at };
+    let at = At { thread_id: tid_offset, ..At::new(LiveAt::ALL, Env::User, thread, 0) };
+    // The main thread's id is the process id.
+    let owner_tid = tid_offset.map(|_| pid as u32);
+    let ctx = Ctx { at, hash, owner, owner_tid, roots: root_entries, mailbox: mailbox_at };
     let mut work: Vec<(usize, Layout)> = spaces
         .iter()
         .enumerate()
@@ -465,6 +472,7 @@ pub fn install(
                 hash,
                 data: sp.data.remote().0,
                 mailbox: mailbox_at,
+                owner_tid,
             };
             Some((k, layout))
         })
@@ -904,6 +912,7 @@ impl Jit {
             hash: self.ctx.hash,
             data: sp.data.remote().0 + sp.data_used,
             mailbox: self.ctx.mailbox,
+            owner_tid: self.ctx.owner_tid,
         };
         let name = all[k].path.display().to_string();
         let reached: HashSet<FuncId> = funcs.iter().copied().collect();

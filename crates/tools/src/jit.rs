@@ -49,17 +49,29 @@ impl PluginKind {
 /// An exact counter (JIFL's block count, inlined): the thread that owns the module's words
 /// (the process's main thread) adds 1 to `word` without a lock; any other thread adds to
 /// `shared` with one. The count is the sum of the two, exact whatever the threads, and a
-/// single-threaded program never pays for a lock.
-fn counter(word: u64, shared: u64, owner: u64) -> Program {
-    // thread %t; load64 %owner, [OWNER]; br.ne %t, %owner, shared; add [WORD], 1; done:
-    // cold; shared: atomic add [SHARED], 1; jmp done
+/// single-threaded program never pays for a lock. The owner is told by its thread id where
+/// the code can read one (`owner_tid`: glibc's, one register, and a forked child's main
+/// thread has an id of its own), else by its thread pointer, kept at `owner`.
+fn counter(word: u64, shared: u64, owner: u64, owner_tid: Option<u32>) -> Program {
+    // tid %t; br.ne %t, PID, shared (or: thread %t; load64 %o, [OWNER]; br.ne %t, %o, shared);
+    // add [WORD], 1; done: cold; shared: atomic add [SHARED], 1; jmp done
     // (the other threads' path out of line: the owner's runs straight through).
     let mut p = Program::new();
-    let (t, owner_t) = (p.vreg("t"), p.vreg("owner"));
+    let t = p.vreg("t");
     let (other, done) = (p.label("shared"), p.label("done"));
-    p.push(Op::Thread { dst: t });
-    p.push(Op::Load { dst: owner_t, width: Width::W64, addr: Addr::Abs(owner) });
-    p.push(Op::Branch { cond: Cond::Ne, a: t, b: Src::Reg(owner_t), target: other });
+    match owner_tid {
+        Some(id) => {
+            p.push(Op::Tid { dst: t });
+            let b = Src::Imm(u64::from(id));
+            p.push(Op::Branch { cond: Cond::Ne, a: t, b, target: other });
+        }
+        None => {
+            let owner_t = p.vreg("owner");
+            p.push(Op::Thread { dst: t });
+            p.push(Op::Load { dst: owner_t, width: Width::W64, addr: Addr::Abs(owner) });
+            p.push(Op::Branch { cond: Cond::Ne, a: t, b: Src::Reg(owner_t), target: other });
+        }
+    }
     p.push(Op::AddMem { addr: Addr::Abs(word), src: Src::Imm(1), atomic: false });
     p.push(Op::Label(done));
     p.push(Op::Cold);
@@ -78,7 +90,7 @@ struct Woven {
 
 impl Plugin for Woven {
     fn block(&self, b: &BlockInfo<'_>) -> Option<Program> {
-        self.blocks.then(|| counter(b.word, b.shared, b.owner))
+        self.blocks.then(|| counter(b.word, b.shared, b.owner, b.owner_tid))
     }
 
     fn edges(&self) -> bool {
@@ -86,7 +98,7 @@ impl Plugin for Woven {
     }
 
     fn edge(&self, e: &EdgeInfo<'_>) -> Option<Program> {
-        self.branches.then(|| counter(e.word, e.shared, e.owner))
+        self.branches.then(|| counter(e.word, e.shared, e.owner, e.owner_tid))
     }
 }
 
