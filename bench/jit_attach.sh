@@ -22,13 +22,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CYCLES=${1:-100}
 say() { echo "bench: $*" >&2; }
+PROG=${2:-xz}
+case $PROG in
+  xz) command -v xz >/dev/null || { say "installing xz-utils"; apt-get install -y -q xz-utils >/dev/null; } ;;
+  python3.11) [ -x /usr/bin/python3.11 ] || { say "installing python3.11"; apt-get install -y -q python3.11 >/dev/null; } ;;
+esac
 cargo build --release -p kerf >/dev/null 2>&1 || { say "cargo build failed"; exit 1; }
 K=$PWD/target/release/kerf
 W=$(mktemp -d /tmp/kerf-jit-attach.XXXXXX)
 trap 'kill $PID 2>/dev/null || true; rm -rf "$W"' EXIT
 PID=
 export KERF_CACHE_DIR=$W/cache
-PROG=${2:-xz}
 case $PROG in
 xz)
   ROOT=lzma_crc64

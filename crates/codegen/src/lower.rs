@@ -415,20 +415,14 @@ pub fn lower_program(p: &Program, at: &At) -> Result<Vec<Instruction>, LowerErro
     if cold.is_empty() {
         return Ok(hot);
     }
-    // In line: the hot code jumps over the cold code to a nop after it.
-    let mut a = CodeAssembler::new(64)?;
-    let mut over = a.create_label();
-    a.jmp(over)?;
-    a.set_label(&mut over)?;
-    a.nop()?;
-    let mut tail = a.take_instructions();
-    // Their label ids must not meet the program's: move them past every id used.
-    let top = hot.iter().chain(&cold).map(|i| i.ip()).max().unwrap_or(0) + 1;
-    tail[0].set_near_branch64(top);
-    tail[1].set_ip(top);
-    hot.push(tail[0]);
+    // In line: the hot code jumps over the cold code to a nop after it, labelled with an id
+    // past every one the program's code uses.
+    let over = hot.iter().chain(&cold).map(|i| i.ip()).max().unwrap_or(0) + 1;
+    hot.push(ok(Instruction::with_branch(Code::Jmp_rel32_64, over))?);
     hot.extend(cold);
-    hot.push(tail[1]);
+    let mut nop = Instruction::with(Code::Nopd);
+    nop.set_ip(over);
+    hot.push(nop);
     Ok(hot)
 }
 

@@ -39,10 +39,7 @@ impl Region {
 
 /// The function of module `m` whose code holds original address `a` (its extent).
 pub fn function_containing(m: &Module<'_>, a: u64) -> Option<FuncId> {
-    let ia = ImageAddr(a.wrapping_sub(m.bias));
-    let fs = &m.cfg.functions;
-    let i = fs.partition_point(|f| f.entry <= ia).checked_sub(1)?;
-    fs[i].extent.contains(&ia.0).then_some(FuncId(i as u32))
+    m.cfg.function_holding(ImageAddr(a.wrapping_sub(m.bias)))
 }
 
 /// The function of any module whose entry is original address `a`.

@@ -229,12 +229,9 @@ fn where_is(target: &ProcessTarget, a: u64) -> String {
         }
         let name = m.path.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned());
         let cfg = &m.analysis.cfg;
-        let fs = &cfg.functions;
-        // The function whose code holds it (entries sorted).
-        let holder = fs.partition_point(|f| f.entry <= ia).checked_sub(1);
-        return match holder.filter(|&i| fs[i].extent.contains(&ia.0)) {
-            Some(i) => {
-                let f = &fs[i];
+        return match cfg.function_holding(ia) {
+            Some(f) => {
+                let f = cfg.function(f);
                 format!("{name}+{:#x} ({}+{:#x})", ia.0, f.name, ia.0 - f.entry.0)
             }
             None => format!("{name}+{:#x}", ia.0),
@@ -310,16 +307,9 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         if n == 0 {
             continue;
         }
-        let m = jit.image(&target.modules, module);
-        let bias = m.bias.unwrap_or(0);
-        let f = m.analysis.cfg.function(func);
-        blocks.push(json!({
-            "module": m.path.display().to_string(),
-            "function": f.name,
-            "point": format!("{}+{:#x}", f.name, start - bias - f.entry.0),
-            "addr": format!("{:#x}", start - bias),
-            "count": n,
-        }));
+        let mut row = point_json(jit.image(&target.modules, module), func, start);
+        row["count"] = json!(n);
+        blocks.push(row);
     }
     let mut v = json!({
         "jit": {
@@ -360,6 +350,19 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
     v
 }
 
+/// A row naming original address `at` of function `func` of module `m`: the module, the
+/// function, `FUNCTION+0xOFF` and the image address.
+fn point_json(m: &kerf_session::AnalyzedImage, func: kerf_analysis::cfg::FuncId, at: u64) -> Value {
+    let bias = m.bias.unwrap_or(0);
+    let f = m.analysis.cfg.function(func);
+    json!({
+        "module": m.path.display().to_string(),
+        "function": f.name,
+        "point": format!("{}+{:#x}", f.name, at - bias - f.entry.0),
+        "addr": format!("{:#x}", at - bias),
+    })
+}
+
 /// Every conditional branch that ran: its taken and not-taken counts, and whether its bias
 /// contradicts the compiler's layout (JIFL's branch-hint check). Compilers make the path they
 /// expect the fall-through of a forward branch and the taken side of a backward one (a
@@ -385,26 +388,22 @@ fn branch_profile(target: &ProcessTarget, jit: &jit::Jit) -> Vec<Value> {
             continue;
         }
         let m = jit.image(&target.modules, module);
-        let bias = m.bias.unwrap_or(0);
         let f = m.analysis.cfg.function(b.func);
         // A branch to before it in its own function (a loop's); one that leaves the function
         // (to its cold part, which compilers place apart, or a conditional tail call) is
         // expected not taken, as a forward one.
-        let backward = b.target <= at && f.extent.contains(&(b.target.wrapping_sub(bias)));
+        let inside = f.extent.contains(&(b.target.wrapping_sub(m.bias.unwrap_or(0))));
+        let backward = b.target <= at && inside;
         let against = if backward { not_taken } else { taken };
         let expected = if backward { taken } else { not_taken };
-        out.push(json!({
-            "module": m.path.display().to_string(),
-            "function": f.name,
-            "point": format!("{}+{:#x}", f.name, at - bias - f.entry.0),
-            "addr": format!("{:#x}", at - bias),
-            "target": where_is(target, b.target),
-            "backward": backward,
-            "taken": taken,
-            "not_taken": not_taken,
-            "against_layout": against > expected,
-            "against": against,
-        }));
+        let mut row = point_json(m, b.func, at);
+        row["target"] = json!(where_is(target, b.target));
+        row["backward"] = json!(backward);
+        row["taken"] = json!(taken);
+        row["not_taken"] = json!(not_taken);
+        row["against_layout"] = json!(against > expected);
+        row["against"] = json!(against);
+        out.push(row);
     }
     out
 }

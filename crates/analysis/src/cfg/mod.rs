@@ -460,6 +460,12 @@ impl Cfg {
     pub fn edge_count(&self) -> usize {
         self.blocks.bodies.iter().map(|b| b.edges.len()).sum()
     }
+    /// The function whose code (its extent) holds `addr`.
+    pub fn function_holding(&self, addr: ImageAddr) -> Option<FuncId> {
+        // Functions are sorted by entry address.
+        let i = self.functions.partition_point(|f| f.entry <= addr).checked_sub(1)?;
+        self.functions[i].extent.contains(&addr.0).then_some(FuncId(i as u32))
+    }
     /// The function whose entry is `addr`.
     pub fn function_at(&self, addr: ImageAddr) -> Option<FuncId> {
         // Functions are sorted by entry address.
