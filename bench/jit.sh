@@ -70,11 +70,13 @@ run() { # MODE PROGRAM -> output on stdout
     kerf-whole) "$K" jit main --plugin none --whole -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-blocks) "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-branches) "$K" jit main --plugin branches -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-calls) "$K" jit main --plugin calls -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-calls-file) "$K" jit main --plugin calls --trace "$W/calls.raw" -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     vg-none) valgrind -q --tool=none "${cmd[@]}" ;;
     vg-bbv) valgrind -q --tool=exp-bbv --bb-out-file="$W/bb.out" "${cmd[@]}" ;;
   esac
 }
-MODES="native kerf-none kerf-whole kerf-blocks kerf-branches vg-none vg-bbv"
+MODES=${MODES:-"native kerf-none kerf-whole kerf-blocks kerf-branches kerf-calls kerf-calls-file vg-none vg-bbv"}
 echo "# bench/jit.sh $ROUNDS, $(date -u +%F), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
 for prog in xz sqlite3 python3.11; do
   run native $prog | md5sum > "$W/$prog.expected"
@@ -87,6 +89,9 @@ for prog in xz sqlite3 python3.11; do
       e=$(date +%s.%N)
       echo "$prog $m $(echo "$e - $s" | bc)" >> "$W/times"
       cmp -s "$W/$prog.expected" "$W/$prog.$m.sum" || echo "$prog $m" >> "$W/wrong"
+      if [[ $m == kerf-calls* ]]; then
+        python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['calls']; print(sys.argv[2], sys.argv[3], 'calls', c['calls'], 'returns', c['returns'], 'lost', c['lost'], 'unmatched', c['unmatched'])" "$W/summary" $prog $m >> "$W/kerf.calls"
+      fi
       if [[ $m == kerf-* ]]; then
         python3 -c "import json,sys; j=json.load(open(sys.argv[1]))['jit']; d=j['on_demand']; print(sys.argv[2], sys.argv[3], j['escapes'], j['returns_out'], j['functions'], j['blocks'], round(j['seconds']['translate'], 2), d['asked'], d['functions'], round(d['seconds'], 3))" "$W/summary" $prog $m >> "$W/kerf.stats"
       fi
@@ -117,6 +122,10 @@ for l in open(f"{w}/kerf.stats"):
     last[(f[0], f[1])] = l.strip()
 for k in sorted(last):
     print("#", last[k])
+if os.path.exists(f"{w}/kerf.calls"):
+    print("# call trace (every run): program mode calls returns lost unmatched")
+    for l in open(f"{w}/kerf.calls"):
+        print("#", l.strip())
 if wrong:
     print("# OUTPUT DIFFERED:", sorted(wrong))
 PY

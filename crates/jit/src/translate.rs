@@ -78,6 +78,12 @@ pub struct Layout {
     /// register less, and a child forked from the main thread (same thread pointer, an id
     /// of its own) is then not taken for it.
     pub owner_tid: Option<u32>,
+    /// The module's thread table (within a rel32 of the cache: the lookup addresses it
+    /// rip-relative) and its per-thread ring area (anywhere), for a plugin that emits
+    /// records (`emit.thread`); 0 when there are none. One table per module, shared by all
+    /// its translations, so that a thread has one slot, and so one ring, in the module.
+    pub threads: u64,
+    pub rings: u64,
 }
 
 /// Where a thread leaves the region: a direct call to a root from a function the walk from
@@ -96,6 +102,9 @@ pub struct Scope<'a> {
 #[derive(Clone, Copy, Debug)]
 pub struct BlockInfo<'a> {
     pub func: &'a str,
+    /// The original address of its function's entry (the block starts a call when it is
+    /// the block's own `start`).
+    pub func_entry: u64,
     /// The block's original address, length and instruction count.
     pub start: u64,
     pub len: u32,
@@ -109,6 +118,29 @@ pub struct BlockInfo<'a> {
     pub word: u64,
     pub shared: u64,
     pub owner: u64,
+    pub owner_tid: Option<u32>,
+    /// The module's per-thread ring area ([`Layout::rings`]; 0: none).
+    pub rings: u64,
+}
+
+/// What a plugin sees of a place where a function's frame ends: a `ret`, or a tail call's
+/// jump to another function's entry (the callee then returns in its place). The code it
+/// chooses runs just before that instruction, with the stack as the instruction finds it
+/// (`[rsp]` the return address).
+#[derive(Clone, Copy, Debug)]
+pub struct ExitInfo<'a> {
+    pub func: &'a str,
+    pub func_entry: u64,
+    /// The instruction's original address, whether it is a tail call, and a direct tail
+    /// call's target.
+    pub at: u64,
+    pub tail: bool,
+    pub target: Option<u64>,
+    /// What is live just before it.
+    pub live: LiveAt,
+    /// The module's per-thread ring area ([`Layout::rings`]; 0: none).
+    pub rings: u64,
+    /// As a block's ([`BlockInfo::owner_tid`]): set where the code can read a thread's id.
     pub owner_tid: Option<u32>,
 }
 
@@ -146,6 +178,24 @@ pub trait Plugin: Sync {
     /// The program to run on one side of a conditional branch, if any.
     fn edge(&self, _edge: &EdgeInfo<'_>) -> Option<Program> {
         None
+    }
+    /// Whether [`Plugin::exit`] may return code (the translator then works out the liveness
+    /// at every `ret` and tail call).
+    fn exits(&self) -> bool {
+        false
+    }
+    /// The program to run where a function's frame ends, if any.
+    fn exit(&self, _exit: &ExitInfo<'_>) -> Option<Program> {
+        None
+    }
+    /// Bytes of code the plugin weaves in at one block's entry or a branch's side at most,
+    /// for sizing the cache.
+    fn room(&self) -> u64 {
+        96
+    }
+    /// Bytes more it weaves in at a function's entry and at each exit ([`Plugin::exit`]).
+    fn call_room(&self) -> u64 {
+        0
     }
 }
 
@@ -275,21 +325,31 @@ impl fmt::Display for JitError {
 
 impl std::error::Error for JitError {}
 
-/// Bytes of cache to reserve for `funcs` of `m`: a bound the translation stays under (each
-/// byte of code at most 3, plus each block's entry, plugin code and indirect entry, plus
-/// each instruction's lookup if it is an indirect transfer).
-pub fn room_for(m: &Module<'_>, funcs: &[FuncId], plugin_bytes: u64) -> u64 {
+/// Bytes of cache to reserve for `funcs` of `m` with `plugin`'s code woven in: a bound the
+/// translation stays under (each byte of code at most 3, plus each block's entry, plugin
+/// code and indirect entry, plus each instruction's lookup if it is an indirect transfer).
+pub fn room_for(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
+    let (plugin_bytes, call_bytes) = (plugin.room(), plugin.call_room());
     let mut n = 4096;
     for &f in funcs {
+        let entry = m.cfg.function(f).entry;
         for b in m.cfg.blocks_of(f) {
             n += 3 * b.len as u64 + 48 + plugin_bytes + 16 * b.insns as u64;
             if b.term == Terminator::CondJump {
                 // Each side's code, the taken side's jump back, a nop.
                 n += 2 * plugin_bytes + 16;
             }
+            if b.start == entry || ends_frame(b.term) {
+                n += call_bytes;
+            }
         }
     }
     n
+}
+
+/// Whether a block that ends with `term` ends its function's frame there (see [`ExitInfo`]).
+fn ends_frame(term: Terminator) -> bool {
+    matches!(term, Terminator::Return | Terminator::TailCall | Terminator::IndirectTailCall)
 }
 
 /// Bytes of data area for `funcs` of `m`.
@@ -424,6 +484,8 @@ pub fn translate(
     scope: &Scope<'_>,
 ) -> Result<Translation, JitError> {
     let cfg = m.cfg;
+    // Records go through the module's thread table.
+    let at = &At { threads: layout.threads, ..*at };
     let mut funcs = funcs.to_vec();
     funcs.sort_by_key(|&f| cfg.function(f).entry);
     funcs.dedup();
@@ -500,8 +562,10 @@ pub fn translate(
         let shared = layout.data + DATA_HEADER + 8 * (order.len() + n) as u64;
         blocks.push(Translated { func: f, start, cache: 0, word, shared });
         block_first.push(e.insns.len());
+        let func_entry = m.runtime(func.entry);
         let info = BlockInfo {
             func: &func.name,
+            func_entry,
             start,
             len: b.len,
             insns: b.insns,
@@ -510,10 +574,38 @@ pub fn translate(
             shared,
             owner: layout.data + DATA_OWNER,
             owner_tid,
+            rings: layout.rings,
         };
         if let Some(p) = plugin.block(&info) {
             let code = lower_at(&p, at, info.live, start, &mut e)?;
             e.extend(code, Some(start));
+        }
+        // Where the frame ends (the block's last instruction), the plugin's exit code.
+        let mut exit = None;
+        if plugin.exits() && ends_frame(b.term) {
+            if let Some(i) = last_insn(m, b.start, b.len, b.insns) {
+                let last = i.ip();
+                let image = ImageAddr(last.wrapping_sub(m.bias));
+                let live = kerf_analysis::liveness::live_at(cfg, m.mem, f, image).map_or(
+                    LiveAt::ALL,
+                    |(before, _)| LiveAt { regs: before.regs, flags: before.flags },
+                );
+                let tail = b.term != Terminator::Return;
+                let direct = matches!(flow(&i), Flow::Jump(_));
+                let x = ExitInfo {
+                    func: &func.name,
+                    func_entry,
+                    at: last,
+                    tail,
+                    target: direct.then(|| i.near_branch_target()),
+                    live,
+                    rings: layout.rings,
+                    owner_tid,
+                };
+                if let Some(p) = plugin.exit(&x) {
+                    exit = Some((last, lower_at(&p, at, live, last, &mut e)?));
+                }
+            }
         }
         // The block's first instruction carries its original address: branches link to it.
         let first = e.insns.len();
@@ -529,6 +621,7 @@ pub fn translate(
             &mut ret_sites,
             (!scope.reached.contains(&f)).then_some(scope.roots),
             unknown_jump[&f],
+            exit,
         );
         if let Some(fi) = e.insns.get_mut(block_first[n]) {
             fi.set_ip(starts[&start]);
@@ -866,7 +959,8 @@ enum End {
 /// Copy one block's instructions; returns how it ends. With `outside_roots`, the block's
 /// function is outside the walk: a call to one of those roots gets no return site. With
 /// `every_insn`, every instruction gets an indirect entry (as a return site does). `second`
-/// is the shared second probe of indirect jumps and calls.
+/// is the shared second probe of indirect jumps and calls. `exit`: a plugin's code to put
+/// before the instruction at its address (a `ret` or a tail call's jump).
 #[allow(clippy::too_many_arguments)]
 fn copy_block(
     m: &Module<'_>,
@@ -880,6 +974,7 @@ fn copy_block(
     ret_sites: &mut Vec<Site>,
     outside_roots: Option<&HashSet<u64>>,
     every_insn: bool,
+    mut exit: Option<(u64, Vec<Instruction>)>,
 ) -> End {
     let rt_start = m.runtime(start);
     let Some((base, bytes)) = m.mem.code_region(start) else {
@@ -918,6 +1013,13 @@ fn copy_block(
             e.mark(k, l);
         }
         end = End::Falls;
+        let ends_frame = matches!(flow(&i), Flow::Return | Flow::Jump(_) | Flow::IndirectJump);
+        if ends_frame && exit.as_ref().is_some_and(|(a, _)| *a == i.ip()) {
+            // Clean for the instruction: the plugin's code leaves the state as it found it.
+            if let Some((_, code)) = exit.take() {
+                e.extend(code, here);
+            }
+        }
         if i.is_invalid() {
             let l = e.exit(i.ip(), Leaves::Hazard("bytes that do not decode"));
             e.push(seq::jmp(l), here);
@@ -999,6 +1101,24 @@ fn copy_block(
         }
     }
     end
+}
+
+/// The original address of the last instruction of the block at `start` (`len` bytes,
+/// `insns` instructions).
+fn last_insn(m: &Module<'_>, start: ImageAddr, len: u32, insns: u32) -> Option<Instruction> {
+    let (base, bytes) = m.mem.code_region(start)?;
+    let off = (start.0 - base.0) as usize;
+    let end = (off + len as usize).min(bytes.len());
+    let mut d =
+        Decoder::with_ip(64, &bytes[off.min(end)..end], m.runtime(start), DecoderOptions::NONE);
+    let mut last = None;
+    for _ in 0..insns {
+        if !d.can_decode() {
+            break;
+        }
+        last = Some(d.decode());
+    }
+    last
 }
 
 /// The target of an indirect jump or call into `rcx`.

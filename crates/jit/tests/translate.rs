@@ -80,6 +80,21 @@ fn targets(code: &[u8], ip: u64) -> (Vec<u64>, Vec<u64>) {
     (mem, branch)
 }
 
+/// A cache at [`CODE`] with room to spare, its data at [`DATA`].
+fn layout(mailbox: Option<u64>) -> Layout {
+    Layout {
+        code: CODE,
+        room: 1 << 24,
+        table: TABLE,
+        hash: Hash::Mixed,
+        data: DATA,
+        mailbox,
+        owner_tid: None,
+        threads: 0,
+        rings: 0,
+    }
+}
+
 #[test]
 fn the_cache_keeps_original_addresses_and_maps_back() {
     let bytes = fixture();
@@ -88,15 +103,7 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
     let cfg = &analysis.cfg;
     let m = Module { cfg, mem: &image, bias: 0 };
     let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
-    let layout = Layout {
-        code: CODE,
-        room: 1 << 24,
-        table: TABLE,
-        hash: Hash::Mixed,
-        data: DATA,
-        mailbox: Some(MAILBOX),
-        owner_tid: None,
-    };
+    let layout = layout(Some(MAILBOX));
     let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
     let work = cfg.functions_named("work").next().expect("work");
     let roots: HashSet<u64> = [cfg.function(work).entry.0].into();
@@ -232,5 +239,88 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
         let (_save, load) = (d.decode(), d.decode());
         assert_eq!(load.code(), iced_x86::Code::Mov_r64_imm64, "{load}");
         assert_eq!(load.immediate64(), r, "the stub of the call before {c:#x} pushes {load}");
+    }
+}
+
+/// A plugin with code only where frames end: an add on one word.
+struct Exits;
+
+/// The word the exit code adds to (within a rel32 of the cache).
+const MARK: u64 = DATA - 0x1000;
+
+impl Plugin for Exits {
+    fn block(&self, _b: &BlockInfo<'_>) -> Option<kerf_codegen::ir::Program> {
+        None
+    }
+
+    fn exits(&self) -> bool {
+        true
+    }
+
+    fn exit(&self, _x: &kerf_jit::ExitInfo<'_>) -> Option<kerf_codegen::ir::Program> {
+        Some(kerf_codegen::text::parse(&format!("    add [{MARK:#x}], 1\n")).unwrap())
+    }
+}
+
+/// The exit code (the call trace's returns) goes before every `ret` and tail call of the
+/// region, once per such block, and starts at a clean point for that instruction.
+#[test]
+fn every_end_of_a_frame_gets_the_exit_code_at_a_clean_point() {
+    use kerf_analysis::cfg::Terminator;
+    let bytes = fixture();
+    let image = Image::from_elf("jitted", &bytes).unwrap();
+    let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
+    let cfg = &analysis.cfg;
+    let m = Module { cfg, mem: &image, bias: 0 };
+    let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
+    let layout = layout(None);
+    let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
+    let (roots, reached) = (HashSet::new(), funcs.iter().copied().collect());
+    let scope = Scope { roots: &roots, reached: &reached };
+    let t = kerf_jit::translate("jitted", &m, &funcs, &layout, &Exits, &at, &scope).unwrap();
+    // The blocks that end a frame, and the original address of their last instruction.
+    let mut ends = BTreeMap::new();
+    for b in &t.blocks {
+        let block = cfg.blocks.iter().find(|x| x.start.0 == b.start).unwrap();
+        let ends_frame = matches!(
+            block.term,
+            Terminator::Return | Terminator::TailCall | Terminator::IndirectTailCall
+        );
+        if !ends_frame {
+            continue;
+        }
+        let (base, code) = image.code_region(block.start).unwrap();
+        let off = (block.start.0 - base.0) as usize;
+        let mut d = Decoder::with_ip(
+            64,
+            &code[off..off + block.len as usize],
+            block.start.0,
+            DecoderOptions::NONE,
+        );
+        // (Padding after a call that does not return can end a "function" the analysis found
+        // at it: no `ret` or jump there, nothing to put code before.)
+        let last = d.iter().last().unwrap();
+        let ends_here = matches!(
+            last.flow_control(),
+            FlowControl::Return | FlowControl::UnconditionalBranch | FlowControl::IndirectBranch
+        );
+        if ends_here {
+            ends.insert(last.ip(), last.flow_control());
+        }
+    }
+    assert!(ends.len() > 20, "{} blocks end a frame", ends.len());
+    let mut d = Decoder::with_ip(64, &t.code, CODE, DecoderOptions::NONE);
+    let adds: Vec<u64> = d
+        .iter()
+        .filter(|i| i.is_ip_rel_memory_operand() && i.ip_rel_memory_address() == MARK)
+        .map(|i| i.ip())
+        .collect();
+    assert_eq!(adds.len(), ends.len(), "one exit sequence per block that ends a frame");
+    // Each sequence is a clean point for the instruction it comes before (flags may be live
+    // there: `lea rsp, [rsp-128]` and `pushfq` may come first, 6 bytes).
+    for a in adds {
+        let clean = t.clean.range(a.saturating_sub(6)..=a).next_back().map(|(_, &o)| o);
+        let orig = clean.unwrap_or_else(|| panic!("the exit code at {a:#x} is no clean point"));
+        assert!(ends.contains_key(&orig), "the exit code at {a:#x} is clean for {orig:#x}");
     }
 }

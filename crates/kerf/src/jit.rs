@@ -1,7 +1,9 @@
 //! `kerf jit`: run the code reached from root functions of a live process or a command from
 //! kerf's code cache, with plugins woven into every block (the tool is `kerf_tools::jit`);
 //! prints a summary (or JSON) of the region, the escapes and, with `--plugin blocks`, the
-//! blocks that ran most; with `--plugin branches`, the branches laid out against their bias.
+//! blocks that ran most; with `--plugin branches`, the branches laid out against their bias;
+//! with `--plugin calls`, the functions called most (and every call and return in a raw trace
+//! with `--trace FILE`).
 
 use crate::live::{seconds, Stderr};
 use kerf_session::jit::JitOptions;
@@ -17,9 +19,20 @@ pub struct Args {
     roots: Vec<String>,
     /// Plugins to weave into every block, comma-separated: blocks (execution counts of every
     /// block), branches (taken and not-taken counts of every conditional branch, and those
-    /// whose bias contradicts the compiler's layout), none (the code cache alone).
+    /// whose bias contradicts the compiler's layout), calls (every call and return, as trace
+    /// events: counted per function, and with --trace written to a file), none (the code
+    /// cache alone).
     #[arg(long, default_value = "blocks", value_delimiter = ',')]
     plugin: Vec<String>,
+    /// With --plugin calls: write every call and return to FILE, a raw kerf trace (`kerf
+    /// trace convert FILE -o out.perfetto` shows calls as slices per thread).
+    #[arg(long, value_name = "FILE")]
+    trace: Option<String>,
+    /// With --plugin calls: slots of each thread's ring in each module (a power of two; 32
+    /// bytes a slot; default 131072). A ring that fills between two drains drops records, counted and
+    /// reported.
+    #[arg(long, value_name = "N")]
+    ring_slots: Option<u32>,
     /// Translate every function of every module before the roots are entered, not only what
     /// they reach by direct calls and through the memory slots read now (PLT entries), the
     /// rest on demand: slower to attach (a second or more for a big program), no thread ever
@@ -83,8 +96,12 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
             budget: args.budget,
             whole_modules: args.whole,
             on_demand: !args.no_demand,
+            rings: None,
         },
+        trace: args.trace.clone(),
+        ring_slots: args.ring_slots,
     };
+
     let sampling = Sampling { interval: 0.1, duration: args.duration, at_once: false };
     let v = kerf_tools::jit::run(&tool, args.pid, &args.command, sampling, &mut Stderr)?;
     let text = if args.json { format!("{v}\n") } else { table(&v, args.top) };
@@ -121,8 +138,7 @@ fn table(v: &serde_json::Value, top: usize) -> String {
         b.sort_by_key(|x| std::cmp::Reverse(x["count"].as_u64().unwrap_or(0)));
         let _ = writeln!(s, "{:>14}  block", "count");
         for x in b.iter().take(top) {
-            let module = x["module"].as_str().unwrap_or("");
-            let name = module.rsplit('/').next().unwrap_or(module);
+            let name = module_name(x);
             let _ = writeln!(
                 s,
                 "{:>14}  {}:{} {}",
@@ -146,8 +162,7 @@ fn table(v: &serde_json::Value, top: usize) -> String {
         );
         let _ = writeln!(s, "{:>14} {:>14}  branch", "taken", "not taken");
         for x in b.iter().take(top) {
-            let module = x["module"].as_str().unwrap_or("");
-            let name = module.rsplit('/').next().unwrap_or(module);
+            let name = module_name(x);
             let _ = writeln!(
                 s,
                 "{:>14} {:>14}  {}:{} {} -> {}",
@@ -160,5 +175,43 @@ fn table(v: &serde_json::Value, top: usize) -> String {
             );
         }
     }
+    let c = &v["calls"];
+    if c.is_object() {
+        let _ = writeln!(
+            s,
+            "calls: {} calls, {} returns ({} paired, {} frames left by longjmp or exceptions, {} \
+             replaced by tail calls, {} returns with no call) in {} threads; lost: {}{}",
+            c["calls"],
+            c["returns"],
+            c["matched"].as_u64().unwrap_or(0) + c["returns_from_fragments"].as_u64().unwrap_or(0),
+            c["unwound"],
+            c["replaced"],
+            c["unmatched"],
+            c["threads"],
+            c["lost"],
+            c["file"].as_str().map_or(String::new(), |f| format!("; trace in {f}"))
+        );
+        if let Some(e) = c["error"].as_str() {
+            let _ = writeln!(s, "  the trace file is incomplete: {e}");
+        }
+        let _ = writeln!(s, "{:>14} {:>14}  function", "calls", "returns");
+        for x in c["functions"].as_array().into_iter().flatten().take(top) {
+            let name = module_name(x);
+            let _ = writeln!(
+                s,
+                "{:>14} {:>14}  {}:{}",
+                x["calls"].as_u64().unwrap_or(0),
+                x["returns"].as_u64().unwrap_or(0),
+                name,
+                x["function"].as_str().unwrap_or("")
+            );
+        }
+    }
     s
+}
+
+/// The file name of a summary row's module.
+fn module_name(x: &serde_json::Value) -> &str {
+    let module = x["module"].as_str().unwrap_or("");
+    module.rsplit('/').next().unwrap_or(module)
 }

@@ -366,6 +366,95 @@ fn killing_kerf_leaves_the_program_running_correctly() {
     assert_eq!(out, expected, "the program's output after kerf was killed");
 }
 
+/// The call trace (`--plugin calls`): every call and return of the region, from four threads
+/// that longjmp, take a signal and call back from libc's qsort. With the block counter in the
+/// same run: each of the program's functions is called as often as its entry block runs, every
+/// call returns but those a `longjmp` leaves (`deep` and `longjmp` itself), nothing is lost,
+/// and the raw trace converts to as many entry and exit events as the summary counted.
+#[test]
+fn call_trace_counts_every_call_and_return_and_writes_a_trace_that_converts() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-calls");
+    let args = ["3", "5", "50"];
+    let expected = plain(&bin, &args);
+    let raw = tmp().join("jit-calls.kerf-trace");
+    let _ = std::fs::remove_file(&raw);
+    let (v, out, _) = kerf_on(
+        "calls",
+        "jit",
+        // Rings that hold every record a thread makes here (about 120 k in its busiest
+        // module): nothing can be lost, however late the reader (a loaded CI machine).
+        &[
+            "work",
+            "--plugin",
+            "blocks,calls",
+            "--ring-slots",
+            "262144",
+            "--trace",
+            raw.to_str().unwrap(),
+        ],
+        &bin,
+        &args,
+    );
+    assert_eq!(out, expected, "the program's output changed under kerf jit");
+    assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
+    let c = &v["calls"];
+    assert_eq!(c["lost"], 0, "{c}");
+    assert_eq!(c["unmatched"], 0, "returns with no call: {c}");
+    // Every function is named (not stripped): no return from a fragment, no jump into one.
+    assert_eq!(c["returns_from_fragments"], 0, "{c}");
+    assert_eq!(c["fragment_jumps"], 0, "{c}");
+    assert!(c["error"].is_null(), "{c}");
+    let blocks = counts(&v["blocks"], "");
+    let mut per_function: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for f in c["functions"].as_array().unwrap() {
+        let calls = f["calls"].as_u64().unwrap();
+        let returns = f["returns"].as_u64().unwrap();
+        let name = f["function"].as_str().unwrap().to_string();
+        if f["module"].as_str().unwrap().contains("jitted") {
+            per_function.insert(name.clone(), (calls, returns));
+        }
+        let left_by_longjmp = name.contains("longjmp") || name.starts_with("deep");
+        if !left_by_longjmp {
+            assert_eq!(calls, returns, "{f}");
+        }
+    }
+    for name in ["work", "classify", "fib", "cmp", "twice", "square", "negate"] {
+        let (calls, _) = per_function.get(name).copied().unwrap_or_default();
+        let entry = blocks.get(&format!("{name}+0x0")).copied().unwrap_or(0);
+        assert!(calls > 0, "{name} was not called: {c}");
+        assert_eq!(calls, entry, "{name}: calls vs its entry block's count");
+    }
+    // classify's cold part is classify's: no calls of its own, its returns classify's.
+    assert!(!per_function.contains_key("classify.cold"), "{per_function:?}");
+    // The trace: converted to JSON Lines, as many entries and exits of fib and cmp.
+    let jsonl = tmp().join("jit-calls.jsonl");
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["trace", "convert"])
+        .arg(&raw)
+        .arg("-o")
+        .arg(&jsonl)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "convert: {}", String::from_utf8_lossy(&o.stderr));
+    let mut seen: BTreeMap<(String, String), u64> = BTreeMap::new();
+    let mut events = 0;
+    for l in std::fs::read_to_string(&jsonl).unwrap().lines() {
+        let e: Value = serde_json::from_str(l).unwrap();
+        if e["type"] != "event" {
+            continue;
+        }
+        events += 1;
+        let key = (e["probe"].as_str().unwrap().to_string(), e["kind"].as_str().unwrap().into());
+        *seen.entry(key).or_default() += 1;
+    }
+    assert_eq!(events, c["events"].as_u64().unwrap(), "events in the trace vs the summary");
+    for name in ["fib", "cmp"] {
+        let (calls, returns) = per_function[name];
+        let got = |k: &str| seen.get(&(name.to_string(), k.to_string())).copied().unwrap_or(0);
+        assert_eq!((got("entry"), got("exit")), (calls, returns), "{name} in the trace");
+    }
+}
+
 /// Ground truth from outside kerf, on a real program nobody here wrote: `xz -T1` compressing
 /// 3 MB of text under `kerf jit main`, then the same run natively under kernel uprobes (`perf
 /// probe` at block addresses of liblzma, `perf stat`) at a sample of the blocks the JIT
@@ -392,7 +481,8 @@ fn xz_block_counts_equal_uprobe_counts() {
     let (v, _, _) = kerf_on(
         "xz",
         "jit",
-        &["main", "--plugin", "blocks,branches"],
+        // Rings of 32 MiB a module: a reader 20 ms late on a loaded machine loses nothing.
+        &["main", "--plugin", "blocks,branches,calls", "--ring-slots", "524288"],
         xz,
         &["-T1", "-6", "-k", text.to_str().unwrap()],
     );
@@ -422,12 +512,31 @@ fn xz_block_counts_equal_uprobe_counts() {
         .take(60)
         .collect();
     assert!(sample.len() >= 30, "only {} blocks to compare", sample.len());
+    // The call trace of the same run: liblzma's functions called at most 20,000 times, each
+    // with a uprobe at its entry; and every call returned, nothing lost.
+    let c = &v["calls"];
+    assert_eq!((c["lost"].as_u64(), c["unmatched"].as_u64()), (Some(0), Some(0)), "{c}");
+    let called: Vec<(u64, u64)> = c["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["module"] == lib.as_str())
+        .map(|f| {
+            assert_eq!(f["calls"], f["returns"], "{f}");
+            let a = f["addr"].as_str().unwrap().trim_start_matches("0x");
+            (u64::from_str_radix(a, 16).unwrap(), f["calls"].as_u64().unwrap())
+        })
+        .filter(|&(_, n)| (1..=20_000).contains(&n))
+        .take(20)
+        .collect();
+    assert!(called.len() >= 10, "only {} functions to compare: {c}", called.len());
     let perf = |args: &[&str]| {
         Command::new("perf").args(args).output().expect("perf (Debian package linux-perf)")
     };
     let _ = perf(&["probe", "-q", "-d", "kerfjit:*"]);
-    for (a, _) in &sample {
-        let o = perf(&["probe", "-q", "-x", &lib, "-a", &format!("kerfjit:b_{a:x}={a:#x}")]);
+    let probes = sample.iter().map(|(a, _)| ('b', *a)).chain(called.iter().map(|(a, _)| ('f', *a)));
+    for (kind, a) in probes {
+        let o = perf(&["probe", "-q", "-x", &lib, "-a", &format!("kerfjit:{kind}_{a:x}={a:#x}")]);
         assert!(o.status.success(), "perf probe {a:#x}: {}", String::from_utf8_lossy(&o.stderr));
     }
     let o = Command::new("perf")
@@ -439,16 +548,22 @@ fn xz_block_counts_equal_uprobe_counts() {
     assert!(o.status.success());
     assert!(o.stdout == native.stdout, "xz's output differs under uprobes");
     let text = String::from_utf8_lossy(&o.stderr);
-    let mut uprobe = BTreeMap::new();
+    let (mut uprobe, mut uprobe_calls) = (BTreeMap::new(), BTreeMap::new());
     for l in text.lines() {
         let f: Vec<&str> = l.split(',').collect();
         let (Some(n), Some(ev)) = (f.first(), f.get(2)) else { continue };
-        let Some(a) = ev.strip_prefix("kerfjit:b_") else { continue };
-        uprobe.insert(u64::from_str_radix(a, 16).unwrap(), n.parse::<u64>().unwrap());
+        let n = n.parse::<u64>().unwrap();
+        if let Some(a) = ev.strip_prefix("kerfjit:b_") {
+            uprobe.insert(u64::from_str_radix(a, 16).unwrap(), n);
+        } else if let Some(a) = ev.strip_prefix("kerfjit:f_") {
+            uprobe_calls.insert(u64::from_str_radix(a, 16).unwrap(), n);
+        }
     }
     let kerf: BTreeMap<u64, u64> = sample.into_iter().collect();
     assert_eq!(kerf.len(), uprobe.len(), "perf reported:\n{text}");
     assert_eq!(kerf, uprobe, "kerf jit's counts vs uprobes'");
+    let kerf_calls: BTreeMap<u64, u64> = called.into_iter().collect();
+    assert_eq!(kerf_calls, uprobe_calls, "kerf jit's calls vs uprobes at the entries");
     // The branch profile of the same run: a conditional branch ends its block, so its two
     // sides add up to the count of the block holding it (the last block that starts at or
     // before it), which the uprobes above vouch for.

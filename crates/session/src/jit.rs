@@ -16,7 +16,7 @@
 use crate::load::AnalyzedImage;
 use kerf_analysis::cfg::FuncId;
 use kerf_arch::RemoteAddr;
-use kerf_codegen::{At, Env, LiveAt, ThreadPointer};
+use kerf_codegen::{ring, At, Env, LiveAt, ThreadPointer};
 use kerf_jit::mailbox as mb;
 use kerf_jit::table::Hash;
 use kerf_jit::table::Placed;
@@ -31,8 +31,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const PROT_RX: i32 = libc::PROT_READ | libc::PROT_EXEC;
-/// Code bytes a plugin may weave in at one block, for sizing the cache.
-const PLUGIN_ROOM: u64 = 96;
+/// Where the plugins' ring areas go, as near as they fit: 16 TiB, far below the modules and
+/// the heap of a usual process, far above a non-PIE executable.
+const RINGS_NEAR: u64 = 1 << 44;
+/// The thread table at the start of each module's data area (see `Layout::threads`).
+const THREADS_LEN: u64 = kerf_codegen::timer::THREAD_TABLE_LEN.next_multiple_of(64);
 /// Stops tried before a root's entry is given up because a thread stays inside its bytes.
 const SPLICE_TRIES: usize = 20;
 /// Single-steps allowed to bring one thread to a clean point (the longest sequence between
@@ -55,11 +58,14 @@ pub struct JitOptions {
     /// room is reserved for every function of every module (where the address space near a
     /// module has a gap that big).
     pub on_demand: bool,
+    /// Per-thread rings of this shape for the plugins' records (`emit.thread`), one area of
+    /// them beside each module's data area ([`Jit::ring_areas`]).
+    pub rings: Option<kerf_codegen::ring::Shape>,
 }
 
 impl Default for JitOptions {
     fn default() -> Self {
-        JitOptions { budget: 1_000_000, whole_modules: false, on_demand: true }
+        JitOptions { budget: 1_000_000, whole_modules: false, on_demand: true, rings: None }
     }
 }
 
@@ -175,9 +181,20 @@ struct Space {
     used: u64,
     data: Arc<SharedMem>,
     data_used: u64,
+    /// The per-thread rings of the plugins' records, if they have any; the thread table that
+    /// indexes them is the data area's first bytes.
+    rings: Option<Arc<SharedMem>>,
 }
 
 impl Space {
+    fn threads(&self) -> u64 {
+        self.data.remote().0
+    }
+
+    fn rings(&self) -> u64 {
+        self.rings.as_ref().map_or(0, |r| r.remote().0)
+    }
+
     fn holds(&self, a: u64) -> bool {
         a >= self.code.0 && a < self.code.0 + self.room
     }
@@ -392,8 +409,8 @@ pub fn install(
             // gap that big (a 100 MB library asks for 600 MB), room for what is translated
             // ahead and as much again: later misses that find no room escape, counted.
             let want = |f: &[FuncId]| {
-                let code = kerf_jit::room_for(&mods[k], f, PLUGIN_ROOM) + STUB_ROOM;
-                (code, kerf_jit::data_for(&mods[k], f) + STUB_ROOM)
+                let code = kerf_jit::room_for(&mods[k], f, plugin) + STUB_ROOM;
+                (code, THREADS_LEN + kerf_jit::data_for(&mods[k], f) + STUB_ROOM)
             };
             let (full, ahead) = (want(all_funcs), want(funcs));
             let small = (full.0.min(2 * ahead.0), full.1.min(2 * ahead.1));
@@ -417,7 +434,24 @@ pub fn install(
                     return Err(e);
                 }
             };
-            spaces[k] = Some(Space { code, code_mem, room, used: 0, data, data_used: 0 });
+            // The rings are addressed by 64-bit immediates: anywhere, and away from the
+            // modules (a gigabyte of them near each would take the room later caches and data
+            // areas need within a rel32 of their module).
+            let rw = libc::PROT_READ | libc::PROT_WRITE;
+            let (lo, hi) = (RemoteAddr(1 << 32), RemoteAddr(0x7fff_0000_0000));
+            let far =
+                |s| tr.share_within(lo, hi, RemoteAddr(RINGS_NEAR), ring::thread_rings_len(s), rw);
+            let rings = match opts.rings.map(far) {
+                None => None,
+                Some(Ok(r)) => Some(Arc::new(r)),
+                Some(Err(e)) => {
+                    let _ = tr.free(code, room);
+                    let _ = tr.free(data.remote(), data.len() as u64);
+                    return Err(e);
+                }
+            };
+            let data_used = THREADS_LEN;
+            spaces[k] = Some(Space { code, code_mem, room, used: 0, data, data_used, rings });
         }
         Ok(())
     })();
@@ -429,6 +463,9 @@ pub fn install(
             for sp in spaces.iter().flatten() {
                 let _ = tr.free(sp.code, sp.room);
                 let _ = tr.free(sp.data.remote(), sp.data.len() as u64);
+                if let Some(r) = &sp.rings {
+                    let _ = tr.free(r.remote(), r.len() as u64);
+                }
             }
             for t in table.take().into_iter().chain(mailbox) {
                 let _ = tr.free(t.remote(), t.len() as u64);
@@ -455,7 +492,8 @@ pub fn install(
         .map(|r| images[r.module].analysis.cfg.function(r.func).entry.0 + mods[r.module].bias)
         .collect();
     let mailbox_at = mailbox.as_ref().map(|m| m.remote().0);
-    let at = At { thread_id: tid_offset, ..At::new(LiveAt::ALL, Env::User, thread, 0) };
+    let cpu = crate::patchset::Runtime::cpu_read();
+    let at = At { thread_id: tid_offset, cpu, ..At::new(LiveAt::ALL, Env::User, thread, 0) };
     // The main thread's id is the process id.
     let owner_tid = tid_offset.map(|_| pid as u32);
     let ctx = Ctx { at, hash, owner, owner_tid, roots: root_entries, mailbox: mailbox_at };
@@ -470,9 +508,11 @@ pub fn install(
                 room: sp.room - STUB_ROOM,
                 table: table.remote().0,
                 hash,
-                data: sp.data.remote().0,
+                data: sp.data.remote().0 + sp.data_used,
                 mailbox: mailbox_at,
                 owner_tid,
+                threads: sp.threads(),
+                rings: sp.rings(),
             };
             Some((k, layout))
         })
@@ -633,6 +673,15 @@ impl Jit {
                 (c.module, n, d.load_u64(kerf_jit::translate::DATA_LAST_MISS as usize))
             })
             .collect()
+    }
+
+    /// The per-thread ring areas of the plugins' records, one per module with room, each
+    /// with the data area whose first bytes are the thread table that indexes it (kerf's
+    /// mappings: the reader drains the rings while the target runs, and finds each ring's
+    /// thread among the table's owners).
+    pub fn ring_areas(&self) -> Vec<(Arc<SharedMem>, Arc<SharedMem>)> {
+        let spaces = self.spaces.iter().flatten();
+        spaces.filter_map(|sp| Some((sp.rings.clone()?, sp.data.clone()))).collect()
     }
 
     /// The word of a block in a cache's data area (a plugin's counter).
@@ -913,6 +962,8 @@ impl Jit {
             data: sp.data.remote().0 + sp.data_used,
             mailbox: self.ctx.mailbox,
             owner_tid: self.ctx.owner_tid,
+            threads: sp.threads(),
+            rings: sp.rings(),
         };
         let name = all[k].path.display().to_string();
         let reached: HashSet<FuncId> = funcs.iter().copied().collect();
@@ -967,6 +1018,9 @@ impl Jit {
         for sp in self.spaces.iter().flatten() {
             v.push((sp.code.0, sp.room));
             v.push((sp.data.remote().0, sp.data.len() as u64));
+            if let Some(r) = &sp.rings {
+                v.push((r.remote().0, r.len() as u64));
+            }
         }
         for m in std::iter::once(&self.table).chain(&self.mailbox) {
             v.push((m.remote().0, m.len() as u64));

@@ -2,16 +2,20 @@
 //! function runs from kerf's code cache, with the chosen plugins woven into each block, until
 //! it leaves the region. The plugins are written against the codegen IR: `blocks` counts every
 //! block's executions, `branches` both sides of every conditional branch (an add on the
-//! block's or side's word); `none` runs the cache alone.
+//! block's or side's word), `calls` every call and return as trace records
+//! ([`crate::jit_calls`]); `none` runs the cache alone.
 //!
 //! The run: open the target (a command is held at its entry point), resolve the roots, install
 //! the JIT ([`kerf_session::jit`]), let the target go, wait until it ends, the duration is up
 //! or a signal, read the counters, take the JIT out, and return the summary as JSON.
 
 use crate::error::ToolError;
+use crate::jit_calls::{self, CallTrace};
 use crate::live::Events;
+use kerf_codegen::ir::MAX_THREAD_RINGS_LEN;
 use kerf_codegen::ir::{Addr, Cond, Op, Program, Src, Width};
-use kerf_jit::{BlockInfo, EdgeInfo, Plugin};
+use kerf_codegen::ring;
+use kerf_jit::{BlockInfo, EdgeInfo, ExitInfo, Plugin};
 use kerf_session::jit::{self, JitOptions, Root};
 use kerf_session::live::{ProcessTarget, Sampling, Stop};
 use kerf_session::spec::{self, SpecWhat};
@@ -28,16 +32,19 @@ pub enum PluginKind {
     Blocks,
     /// Taken and not-taken counts of every conditional branch (JIFL's branch-hint check).
     Branches,
+    /// Every call and return, as trace records.
+    Calls,
 }
 
 impl PluginKind {
-    pub const NAMES: [&'static str; 3] = ["none", "blocks", "branches"];
+    pub const NAMES: [&'static str; 4] = ["none", "blocks", "branches", "calls"];
 
     pub fn parse(name: &str) -> Result<PluginKind, ToolError> {
         match name {
             "none" => Ok(PluginKind::None),
             "blocks" => Ok(PluginKind::Blocks),
             "branches" => Ok(PluginKind::Branches),
+            "calls" => Ok(PluginKind::Calls),
             _ => Err(ToolError::Usage(format!(
                 "no JIT plugin named '{name}' (plugins: {})",
                 PluginKind::NAMES.join(", ")
@@ -52,11 +59,11 @@ impl PluginKind {
 /// single-threaded program never pays for a lock. The owner is told by its thread id where
 /// the code can read one (`owner_tid`: glibc's, one register, and a forked child's main
 /// thread has an id of its own), else by its thread pointer, kept at `owner`.
-fn counter(word: u64, shared: u64, owner: u64, owner_tid: Option<u32>) -> Program {
+fn counter(p: &mut Program, word: u64, shared: u64, owner: u64, owner_tid: Option<u32>) {
     // tid %t; br.ne %t, PID, shared (or: thread %t; load64 %o, [OWNER]; br.ne %t, %o, shared);
     // add [WORD], 1; done: cold; shared: atomic add [SHARED], 1; jmp done
-    // (the other threads' path out of line: the owner's runs straight through).
-    let mut p = Program::new();
+    // (the other threads' path out of line: the owner's runs straight through). Its cold
+    // part ends the program: other plugins' ops go before it.
     let t = p.vreg("t");
     let (other, done) = (p.label("shared"), p.label("done"));
     match owner_tid {
@@ -78,19 +85,27 @@ fn counter(word: u64, shared: u64, owner: u64, owner_tid: Option<u32>) -> Progra
     p.push(Op::Label(other));
     p.push(Op::AddMem { addr: Addr::Abs(shared), src: Src::Imm(1), atomic: true });
     p.push(Op::Jump { target: done });
-    p
 }
 
-/// The chosen plugins woven together: the block counter at every block's entry, the branch
-/// profile's counter on each side of every conditional branch.
+/// The chosen plugins woven together: the call trace's record at each function's entry and
+/// exits, the block counter at every block's entry, the branch profile's counter on each side
+/// of every conditional branch.
 struct Woven {
     blocks: bool,
     branches: bool,
+    calls: Option<CallTrace>,
 }
 
 impl Plugin for Woven {
     fn block(&self, b: &BlockInfo<'_>) -> Option<Program> {
-        self.blocks.then(|| counter(b.word, b.shared, b.owner, b.owner_tid))
+        let mut p = Program::new();
+        if let Some(c) = &self.calls {
+            c.entry(&mut p, b);
+        }
+        if self.blocks {
+            counter(&mut p, b.word, b.shared, b.owner, b.owner_tid);
+        }
+        (!p.ops.is_empty()).then_some(p)
     }
 
     fn edges(&self) -> bool {
@@ -98,9 +113,32 @@ impl Plugin for Woven {
     }
 
     fn edge(&self, e: &EdgeInfo<'_>) -> Option<Program> {
-        self.branches.then(|| counter(e.word, e.shared, e.owner, e.owner_tid))
+        let mut p = Program::new();
+        self.branches.then(|| counter(&mut p, e.word, e.shared, e.owner, e.owner_tid))?;
+        Some(p)
+    }
+
+    fn exits(&self) -> bool {
+        self.calls.is_some()
+    }
+
+    fn exit(&self, x: &ExitInfo<'_>) -> Option<Program> {
+        self.calls.as_ref()?.exit(x)
+    }
+
+    fn call_room(&self) -> u64 {
+        // A record's code: the thread table lookup (its first-lookup path included), the
+        // reservation, the time, the saves around it (about 760 bytes measured).
+        if self.calls.is_some() {
+            CALL_RECORD_ROOM
+        } else {
+            0
+        }
     }
 }
+
+/// Bytes of code one call-trace record takes at most.
+const CALL_RECORD_ROOM: u64 = 1024;
 
 /// What `kerf jit` was asked to do.
 #[derive(Clone, Debug)]
@@ -108,6 +146,9 @@ pub struct JitTool {
     pub roots: Vec<String>,
     pub plugins: Vec<PluginKind>,
     pub options: JitOptions,
+    /// With the call trace: the raw trace file, and slots per thread's ring.
+    pub trace: Option<String>,
+    pub ring_slots: Option<u32>,
 }
 
 /// Run `tool` on process `pid` or a launched `command`; `events` hears what it says.
@@ -121,6 +162,25 @@ pub fn run(
     if tool.roots.is_empty() {
         return Err(ToolError::Usage("kerf jit needs at least one ROOT function".into()));
     }
+    let calls = tool.plugins.contains(&PluginKind::Calls);
+    if tool.trace.is_some() && !calls {
+        return Err(ToolError::Usage("--trace FILE needs --plugin calls".into()));
+    }
+    if let Some(n) = tool.ring_slots {
+        if !calls {
+            return Err(ToolError::Usage("--ring-slots needs --plugin calls".into()));
+        }
+        let fits = |n: u32| ring::thread_rings_len(CallTrace::shape(n)) <= MAX_THREAD_RINGS_LEN;
+        if !n.is_power_of_two() || n < 16 || !fits(n) {
+            let most = (4..31).map(|k| 1u32 << k).take_while(|&m| fits(m)).last().unwrap_or(16);
+            let why = format!(
+                "--ring-slots {n}: a power of two from 16 to {most} (a ring for every thread table \
+                 slot in each module: {} GiB at most)",
+                MAX_THREAD_RINGS_LEN >> 30
+            );
+            return Err(ToolError::Usage(why));
+        }
+    }
     let pid_given = pid.is_some();
     let mut target = ProcessTarget::open(pid, command)?;
     let pid = target.pid;
@@ -130,10 +190,24 @@ pub fn run(
     let roots = resolve_roots(&target, &tool.roots)?;
     let counting = tool.plugins.contains(&PluginKind::Blocks);
     let branches = tool.plugins.contains(&PluginKind::Branches);
-    let woven = Woven { blocks: counting, branches };
+    let slots = tool.ring_slots.unwrap_or(jit_calls::DEFAULT_SLOTS);
+    let calls =
+        tool.plugins.contains(&PluginKind::Calls).then(|| CallTrace::new(&target.modules, slots));
+    // The trace file is made before anything is done to the target.
+    let file = match &tool.trace {
+        Some(p) => Some((
+            p.as_str(),
+            std::fs::File::create(p).map_err(|e| ToolError::TraceOutput(format!("{p}: {e}")))?,
+        )),
+        None => None,
+    };
+    let mut options = tool.options;
+    options.rings = calls.as_ref().map(|c| c.shape);
+    let woven = Woven { blocks: counting, branches, calls };
     let plugin: &dyn Plugin = &woven;
     let t = Instant::now();
-    let mut jit = jit::install(pid, &target.modules, &roots, plugin, tool.options)
+    let clock_start = kerf_os::clock::tsc_and_monotonic();
+    let mut jit = jit::install(pid, &target.modules, &roots, plugin, options)
         .map_err(|source| ToolError::Jit { pid, source })?;
     let s = &jit.stats;
     events.say(&format!(
@@ -154,6 +228,14 @@ pub fn run(
             s.table_entries + s.crowded
         ));
     }
+    // The call trace's reader is ready before the target goes on.
+    let reader = match &woven.calls {
+        Some(c) => {
+            let areas = jit.ring_areas();
+            Some(jit_calls::Reader::new(c, areas, &target.modules, pid, clock_start, file))
+        }
+        None => None,
+    };
     target.release()?;
     if pid_given {
         // A duration counts the time the JIT is live, not kerf's translation before it.
@@ -163,15 +245,24 @@ pub fn run(
     // kerf answers the misses on a thread of its own while the target runs (on demand).
     let modules = std::mem::take(&mut target.modules);
     let done = AtomicBool::new(false);
-    let mut stop = std::thread::scope(|s| {
+    let (mut stop, reader) = std::thread::scope(|s| {
         let server = s.spawn(|| jit.serve(&modules, plugin, &done));
+        let drainer = s.spawn(|| {
+            let mut r = reader?;
+            jit_calls::drain_until(&mut r, &done);
+            Some(r)
+        });
         let stop = target.sample(sampling, &heaps, || {});
         done.store(true, Ordering::Relaxed);
         let _ = server.join();
-        stop
+        (stop, drainer.join().ok().flatten())
     });
+    let calls_summary = reader.map(|r| r.finish(&modules));
     target.modules = modules;
-    let summary = summarize(&target, &jit, &roots, &woven);
+    let mut summary = summarize(&target, &jit, &roots, &woven);
+    if let Some(c) = calls_summary {
+        summary["calls"] = c;
+    }
     let removed = if stop.is_exec() {
         None
     } else {

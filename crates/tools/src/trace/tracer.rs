@@ -681,7 +681,7 @@ impl LiveTool for Trace {
 }
 
 /// A hint that the shared word at byte `offset` is read soon (see `ring::copy_ahead`).
-fn prefetch(shared: &[std::sync::atomic::AtomicU64], offset: u64) {
+pub(crate) fn prefetch(shared: &[std::sync::atomic::AtomicU64], offset: u64) {
     if let Some(w) = shared.get((offset / 8) as usize) {
         // The slot's first line: header and five words, all most records have.
         let p = w.as_ptr().cast::<i8>().cast_const();

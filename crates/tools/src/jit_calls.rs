@@ -1,0 +1,569 @@
+//! `kerf jit --plugin calls`: the call-trace plugin (JIFL's call tracing) and its reader. Every
+//! function entry and every place a frame ends (`ret`, a tail call's jump) in the region
+//! writes a record into the thread's own ring (`emit.thread`: the module's thread table and
+//! per-thread ring area, see [`kerf_session::jit::JitOptions::rings`]), and kerf drains the
+//! rings while the target runs: it counts calls and returns per function, pairs each return
+//! with its call by stack pointer, and with `--trace FILE` writes every event into a raw trace
+//! (packed records, as `kerf trace` writes them at high rates) that `kerf trace convert` makes
+//! into Perfetto or JSON Lines, calls as slices. A full ring drops records and counts them;
+//! the summary and the trace say how many, never silently.
+//!
+//! A record: its time and CPU (the ring's header), then the thread id, the return address
+//! (`[rsp]`: where the call returns to), and the stack pointer. Its stream id is the probe:
+//! `2k` the entry of function `k` of [`CallTrace`]'s table, `2k + 1` its exit.
+//!
+//! A thread has a ring per module (each module's data area has its own thread table), so its
+//! events are ordered within a module, not across modules. Pairing needs no more: the calls of
+//! one module's functions, taken alone, nest as the whole does.
+
+use crate::trace::event::{
+    CaptureInfo, Counters, Loss, LossOrigin, PointKind, ProbeInfo, Record, Source, SourceKind,
+    StreamInfo, ThreadInfo,
+};
+use crate::trace::program::{Decode, Slot};
+use crate::trace::raw::Writer;
+use crate::trace::tracer::prefetch;
+use crate::trace::unpack::{Clock, RingWatch, SourceDecode};
+use kerf_codegen::ir::{Op, Program, Rings, VReg};
+use kerf_codegen::ring::{self, Shape};
+use kerf_jit::{BlockInfo, ExitInfo};
+use kerf_os::SharedMem;
+use kerf_session::AnalyzedImage;
+use serde_json::{json, Value};
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Words of a record in a ring: the stack pointer (32-byte slots). The thread is the ring's:
+/// its owner in the module's thread table (`(pid << 32) | tid`), which the reader puts into
+/// the records it keeps, as their first word.
+const WORDS: usize = 1;
+/// Set in the stream id of an exit at a tail call's jump. The analysis takes a direct jump
+/// to another function's entry for a tail call, but in a stripped binary that entry may be a
+/// fragment of the same function (its cold part, found as a function of its own) entered
+/// with the frame still up: such an exit closes no frame (its stack pointer is below the
+/// frame's), and the reader leaves it out. The trace never holds the bit.
+const TAIL_EXIT: u32 = 1 << 31;
+/// Slots of each thread's ring, unless `--ring-slots` says: 4 MiB a thread's ring per module
+/// (32 bytes a slot; pages no thread writes cost nothing), 3 ms of a thread that makes 20 M
+/// calls a second.
+pub const DEFAULT_SLOTS: u32 = 131072;
+/// How often the reader drains the rings.
+const DRAIN_EVERY: std::time::Duration = std::time::Duration::from_micros(500);
+/// How long a record reserved and not complete holds back the trace's cut (its writer
+/// preempted, or killed in the middle of the record).
+const PENDING_PATIENCE_NS: f64 = 1e9;
+
+/// The functions calls are traced in: every function of the process's modules (those kerf
+/// analysed before attaching) by original entry address, each with two probes.
+pub struct CallTrace {
+    pub shape: Shape,
+    /// Original entry -> index in `funcs`; a cold part's entry -> its function's index.
+    ids: HashMap<u64, u32>,
+    parts: HashMap<u64, u32>,
+    /// PLT stubs' entries (traced through: no records of their own).
+    plt: HashSet<u64>,
+    /// Per function: module index, name, entry.
+    funcs: Vec<(usize, String, u64)>,
+}
+
+impl CallTrace {
+    /// Every function of `images` (PLT stubs left out: their jump would show each library
+    /// call twice). A function's cold part (`f.cold`, `f.cold.1`: code the compiler moved
+    /// away, which the analysis sees as a function of its own, entered by a jump from `f`)
+    /// is `f`'s: entering it is no call, and its returns are `f`'s.
+    pub fn new(images: &[AnalyzedImage], slots: u32) -> CallTrace {
+        let mut ids = HashMap::new();
+        let mut parts = HashMap::new();
+        let mut plt = HashSet::new();
+        let mut funcs = Vec::new();
+        for (k, m) in images.iter().enumerate() {
+            let Some(bias) = m.bias else { continue };
+            let mut by_name: HashMap<&str, u32> = HashMap::new();
+            let mut cold = Vec::new();
+            for f in &m.analysis.cfg.functions {
+                let entry = f.entry.0.wrapping_add(bias);
+                if f.name.ends_with("@plt") {
+                    plt.insert(entry);
+                    continue;
+                }
+                if ids.contains_key(&entry) {
+                    continue;
+                }
+                if let Some((parent, _)) = f.name.split_once(".cold") {
+                    cold.push((parent, entry));
+                    continue;
+                }
+                let id = funcs.len() as u32;
+                ids.insert(entry, id);
+                by_name.entry(&f.name).or_insert(id);
+                funcs.push((k, f.name.clone(), entry));
+            }
+            for (parent, entry) in cold {
+                match by_name.get(parent) {
+                    Some(&id) => {
+                        parts.insert(entry, id);
+                    }
+                    None => {
+                        ids.insert(entry, funcs.len() as u32);
+                        funcs.push((k, format!("{parent}.cold"), entry));
+                    }
+                }
+            }
+        }
+        CallTrace { shape: CallTrace::shape(slots), ids, parts, plt, funcs }
+    }
+
+    /// The rings' shape with `slots` slots.
+    pub fn shape(slots: u32) -> Shape {
+        Shape::fitting(slots, WORDS)
+    }
+
+    /// The ops of one record of probe `probe` into the rings at `rings`, appended to `p`.
+    fn emit(&self, p: &mut Program, rings: u64, probe: u32) {
+        let sp = p.vreg("sp");
+        p.push(Op::Reg { dst: sp, reg: kerf_arch::x86_64::Gpr::Rsp });
+        let values: Vec<VReg> = vec![sp];
+        p.push(Op::EmitThread {
+            rings,
+            per: Rings::Thread,
+            shape: self.shape,
+            stream: probe,
+            values,
+            reads: Vec::new(),
+        });
+    }
+
+    /// A function's entry record, for a block that starts a function: its own, or another
+    /// that shares it (a function the analysis found inside another's extent, as the cold
+    /// fragments of a stripped binary are: the block is translated as the first's).
+    pub fn entry(&self, p: &mut Program, b: &BlockInfo<'_>) {
+        if b.rings == 0 {
+            return;
+        }
+        if let Some(&k) = self.ids.get(&b.start) {
+            self.emit(p, b.rings, 2 * k);
+        }
+    }
+
+    /// A function's exit record.
+    pub fn exit(&self, x: &ExitInfo<'_>) -> Option<Program> {
+        let &k = self.ids.get(&x.func_entry).or_else(|| self.parts.get(&x.func_entry))?;
+        // A direct jump to code that starts no function goes on with the frame: into the
+        // function's own cold part, or into another function's body (glibc's `mempcpy`
+        // jumps into `memcpy` past its entry), whose `ret` then closes this frame. (A jump
+        // to a PLT stub is a tail call: the stub goes on to the function's entry.)
+        let starts = |t: &u64| self.ids.contains_key(t) || self.plt.contains(t);
+        if x.target.is_some_and(|t| !starts(&t)) {
+            return None;
+        }
+        if x.rings == 0 {
+            return None;
+        }
+        let mut p = Program::new();
+        let probe = if x.tail { TAIL_EXIT | (2 * k + 1) } else { 2 * k + 1 };
+        self.emit(&mut p, x.rings, probe);
+        Some(p)
+    }
+
+    /// The trace's source record (its probe table: an entry and an exit per function) and
+    /// decode table.
+    fn source(&self, images: &[AnalyzedImage], pid: u32) -> (Source, SourceDecode) {
+        let mut probes = Vec::with_capacity(2 * self.funcs.len());
+        let mut decode = Vec::with_capacity(2 * self.funcs.len());
+        // As the reader keeps them: the thread and its process, then the stack pointer.
+        let captures = vec![CaptureInfo { name: "sp".into(), hex: true }];
+        let dec =
+            Decode { tid: true, pair: true, captures: vec![Slot::Word(1)], reads: Vec::new() };
+        for (module, name, _) in &self.funcs {
+            let m = images[*module]
+                .path
+                .file_name()
+                .map_or(String::new(), |n| n.to_string_lossy().into_owned());
+            for kind in [PointKind::Entry, PointKind::Exit] {
+                let point = match kind {
+                    PointKind::Exit => format!("{m}:{name}@exits"),
+                    _ => format!("{m}:{name}"),
+                };
+                probes.push(ProbeInfo {
+                    name: name.clone(),
+                    point,
+                    kind,
+                    stream: 0,
+                    captures: captures.clone(),
+                });
+                decode.push((kind, 0, dec.clone()));
+            }
+        }
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        let offset = kerf_os::clock::realtime_ns() as i64 - kerf_os::clock::monotonic_ns() as i64;
+        let source = Source {
+            id: 0,
+            machine: String::new(),
+            kind: SourceKind::Process,
+            pid,
+            name: comm.trim().to_string(),
+            realtime_offset_ns: offset,
+            probes,
+            streams: vec![StreamInfo { name: "calls".into() }],
+        };
+        (source, SourceDecode { pid, probes: decode })
+    }
+}
+
+/// One thread's open calls in one module's rings: (function, stack pointer at entry).
+type Frames = Vec<(u32, u64)>;
+
+/// What the reader counted.
+#[derive(Default)]
+struct Tally {
+    entries: Vec<u64>,
+    exits: Vec<u64>,
+    /// Returns that met their call; returns from code the analysis put in another function
+    /// (a fragment the caller jumped to); calls left without a return because a call or
+    /// return further out came first (`longjmp`, an exception); calls replaced by a
+    /// conditional tail call (which has no exit record); and returns with no call open at
+    /// their stack pointer (a thread that entered before the trace, or a call into a block
+    /// that starts no function the analysis knows).
+    matched: u64,
+    elsewhere: u64,
+    unwound: u64,
+    replaced: u64,
+    unmatched: u64,
+    /// Tail calls' exits that closed no frame: jumps into a fragment of the same function
+    /// (the frame goes on), left out of the trace.
+    fragment_jumps: u64,
+    /// Records read, those the trace keeps, drains that found any, and the most one drain
+    /// found.
+    records: u64,
+    events: u64,
+    drains: u64,
+    busiest: u64,
+}
+
+/// The reader: drains every ring area, tallies, and writes the trace.
+pub struct Reader<'a> {
+    calls: &'a CallTrace,
+    /// Per module: its rings, and its data area (the thread table first).
+    areas: Vec<(Arc<SharedMem>, Arc<SharedMem>)>,
+    tally: Tally,
+    stacks: HashMap<(usize, u32), Frames>,
+    watch: HashMap<(usize, u64), RingWatch>,
+    out: Option<Writer<Box<dyn Write + Send>>>,
+    path: Option<String>,
+    /// Threads seen (`(pid << 32) | tid`), and those not yet named in the trace.
+    threads: HashSet<u64>,
+    unnamed: Vec<u64>,
+    pid: u32,
+    start_tsc: u64,
+    clock: Clock,
+    /// One ring's records as read, and those the trace keeps.
+    words: Vec<u64>,
+    kept: Vec<u64>,
+    error: Option<String>,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader of `areas`; with `file` (its path and the file, opened before the JIT went
+    /// in), the raw trace goes there. `start` is the time stamp
+    /// counter and CLOCK_MONOTONIC read before the JIT went in (the clock's calibration).
+    pub fn new(
+        calls: &'a CallTrace,
+        areas: Vec<(Arc<SharedMem>, Arc<SharedMem>)>,
+        images: &[AnalyzedImage],
+        pid: i32,
+        start: (u64, u64),
+        file: Option<(&str, std::fs::File)>,
+    ) -> Reader<'a> {
+        let end = kerf_os::clock::tsc_and_monotonic();
+        let ticks_per_ns = (end.0 - start.0) as f64 / (end.1 - start.1).max(1) as f64;
+        let clock = Clock { ticks_per_ns, anchor_tsc: end.0, anchor_ns: end.1 };
+        let path = file.as_ref().map(|(p, _)| p.to_string());
+        // A trace file that cannot be written is reported in the summary; the JIT is in by
+        // now, and the run goes on without it.
+        let mut error = None;
+        let out = file.and_then(|(p, f)| {
+            let f: Box<dyn Write + Send> = Box::new(std::io::BufWriter::with_capacity(1 << 20, f));
+            let (source, decode) = calls.source(images, pid as u32);
+            let head = |mut w: Writer<_>| -> Result<_, crate::trace::raw::RawError> {
+                w.write(&Record::Source(source))?;
+                w.decode_table(0, &decode)?;
+                w.clock(&clock)?;
+                Ok(w)
+            };
+            Writer::new_packed(f).and_then(head).map_err(|e| error = Some(format!("{p}: {e}"))).ok()
+        });
+        // Each ring's counters, read once now (before the target runs): the first read of a
+        // page of kerf's mapping faults, and a first drain that took all those faults (768
+        // for three modules) took 8 ms, long enough for busy threads to fill their rings.
+        for (area, _) in &areas {
+            for k in 0..kerf_codegen::timer::THREAD_SLOTS {
+                area.load_u64((ring::thread_ring(k, calls.shape) + ring::HEAD) as usize);
+            }
+        }
+        let n = calls.funcs.len();
+        Reader {
+            calls,
+            areas,
+            tally: Tally { entries: vec![0; n], exits: vec![0; n], ..Tally::default() },
+            stacks: HashMap::new(),
+            watch: HashMap::new(),
+            out,
+            path,
+            threads: HashSet::new(),
+            unnamed: Vec::new(),
+            pid: pid as u32,
+            start_tsc: start.0,
+            clock,
+            words: Vec::with_capacity(1 << 16),
+            kept: Vec::with_capacity(1 << 16),
+            error,
+        }
+    }
+
+    /// One drain of every ring (`last`: the target is done, nothing held back). Returns
+    /// whether a ring was an eighth full or more.
+    pub fn drain(&mut self, last: bool) -> bool {
+        let shape = self.calls.shape;
+        let began = kerf_os::clock::tsc_before_loads();
+        let patience = (self.clock.ticks_per_ns * PENDING_PATIENCE_NS) as u64;
+        let mut cut = began;
+        let mut found = 0;
+        let mut busy = false;
+        let areas = self.areas.clone();
+        for (a, (area, data)) in areas.iter().enumerate() {
+            let shared = area.words();
+            for k in 0..kerf_codegen::timer::THREAD_SLOTS {
+                let base = ring::thread_ring(k, shape);
+                let word = |o: u64| shared[((base + o) / 8) as usize].load(Ordering::Acquire);
+                if word(ring::HEAD) == word(ring::TAIL) && !self.watch.contains_key(&(a, k)) {
+                    continue;
+                }
+                self.words.clear();
+                // The slots were just written on another CPU: ask for them ahead.
+                let ahead = |o: u64| prefetch(shared, base + o);
+                let c = ring::copy_ahead(&word, &ahead, shape, &mut self.words);
+                area.store_u64((base + ring::TAIL) as usize, c.tail);
+                let start = self.start_tsc;
+                let w = self.watch.entry((a, k)).or_insert_with(|| RingWatch::new(start));
+                if let Some(bound) = w.read(began, c.tail, c.tail + c.pending, patience) {
+                    cut = cut.min(bound);
+                }
+                found += c.records;
+                busy |= c.records >= u64::from(shape.slots / 8);
+                // The ring's thread: `(pid << 32) | tid` where the code knows thread ids.
+                let owner = data.load_u64((kerf_codegen::timer::OWNERS + 8 * k) as usize);
+                let owner = if owner == 0 { u64::from(self.pid) << 32 } else { owner };
+                if c.records > 0 && self.threads.insert(owner) {
+                    self.unnamed.push(owner);
+                }
+                self.tally_words(a, owner);
+                if let Some(out) = self.out.as_mut() {
+                    if let Err(e) = out.packed(0, &self.kept) {
+                        self.error.get_or_insert(e.to_string());
+                        self.out = None;
+                    }
+                }
+            }
+        }
+        let new = std::mem::take(&mut self.unnamed);
+        if let Some(out) = self.out.as_mut() {
+            for owner in new {
+                let (pid, tid) = ((owner >> 32) as u32, owner as u32);
+                let name = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                    .unwrap_or_default();
+                let t = ThreadInfo { source: 0, pid, tid, name: name.trim().into() };
+                let _ = out.write(&Record::Thread(t));
+            }
+            let cut = if last { u64::MAX } else { cut };
+            if let Err(e) = out.drain(cut) {
+                self.error.get_or_insert(e.to_string());
+                self.out = None;
+            }
+        }
+        if found > 0 {
+            self.tally.drains += 1;
+            self.tally.busiest = self.tally.busiest.max(found);
+        }
+        busy
+    }
+
+    /// Count and pair the records of one ring of area `a` (in `self.words`), and put those
+    /// the trace keeps into `self.kept`: each exit names the function whose frame it closes,
+    /// and a tail call's exit that closes none (a jump into a fragment, see
+    /// [`TAIL_EXIT`]) is left out.
+    fn tally_words(&mut self, a: usize, owner: u64) {
+        let words = std::mem::take(&mut self.words);
+        self.kept.clear();
+        let t = &mut self.tally;
+        let tid = owner as u32;
+        let mut frames = self.stacks.remove(&(a, tid)).unwrap_or_default();
+        let mut at = 0;
+        while let (Some(&time), Some(&meta)) = (words.get(at), words.get(at + 1)) {
+            let len = (meta >> 32 & 0xffff) as usize / 8;
+            let Some(values) = words.get(at + 2..at + 2 + len) else { break };
+            at += 2 + len;
+            t.records += 1;
+            let stream = meta as u32;
+            let tail = stream & TAIL_EXIT != 0;
+            let probe = stream & !TAIL_EXIT;
+            let (k, exit) = ((probe / 2) as usize, probe % 2 == 1);
+            let Some(&sp) = values.first() else { continue };
+            if k >= t.entries.len() {
+                continue;
+            }
+            // Frames below this stack pointer were left without a return (`longjmp`, an
+            // exception): a call or a return further out shows it.
+            while frames.last().is_some_and(|&(_, s)| s < sp) {
+                frames.pop();
+                t.unwound += 1;
+            }
+            let mut keep = Some(probe);
+            if !exit {
+                t.entries[k] += 1;
+                // A frame at the same stack pointer was replaced by a tail call that has no
+                // exit record (a conditional one: `jne f`).
+                while frames.last().is_some_and(|&(_, s)| s == sp) {
+                    frames.pop();
+                    t.replaced += 1;
+                }
+                frames.push((k as u32, sp));
+            } else {
+                // An exit closes the frame at its stack pointer, whichever function the
+                // analysis put the instruction in: a stripped binary's cold fragments (code
+                // the compiler moved apart, entered by a jump) are functions of their own to
+                // it, and return for the function that jumped there. The frame's function is
+                // credited, and named in the trace.
+                match frames.last() {
+                    Some(&(f, s)) if s == sp => {
+                        frames.pop();
+                        t.exits[f as usize] += 1;
+                        if f as usize == k {
+                            t.matched += 1;
+                        } else {
+                            t.elsewhere += 1;
+                        }
+                        keep = Some(2 * f + 1);
+                    }
+                    _ if tail => {
+                        t.fragment_jumps += 1;
+                        keep = None;
+                    }
+                    _ => t.unmatched += 1,
+                }
+            }
+            if let Some(probe) = keep {
+                t.events += 1;
+                // Its thread first: one word more than the ring's record.
+                let meta = meta & !(0xffff << 32 | 0xffff_ffff) | 16 << 32 | u64::from(probe);
+                self.kept.extend_from_slice(&[time, meta, owner, sp]);
+            }
+        }
+        self.stacks.insert((a, tid), frames);
+        self.words = words;
+    }
+
+    /// The rings' loss counts: records dropped on a full ring, and events of threads that
+    /// found no slot in a thread table.
+    fn lost(&self) -> (u64, u64) {
+        let shape = self.calls.shape;
+        let (mut full, mut no_slot) = (0, 0);
+        for (area, _) in &self.areas {
+            no_slot += area.load_u64(ring::NO_SLOT as usize);
+            for k in 0..kerf_codegen::timer::THREAD_SLOTS {
+                full += area.load_u64((ring::thread_ring(k, shape) + ring::LOST) as usize);
+            }
+        }
+        (full, no_slot)
+    }
+
+    /// The last drain done: the trace finished and the summary.
+    pub fn finish(mut self, images: &[AnalyzedImage]) -> Value {
+        let (full, no_slot) = self.lost();
+        let lost = full + no_slot;
+        let open: u64 = self.stacks.values().map(|f| f.len() as u64).sum();
+        if let Some(mut out) = self.out.take() {
+            let now = kerf_os::clock::monotonic_ns();
+            let mut put = |r: Record| out.write(&r).map(|_| ());
+            let mut r = Ok(());
+            if lost > 0 {
+                let loss = Loss {
+                    source: 0,
+                    stream: 0,
+                    count: lost,
+                    from_ns: self.clock.ns(self.start_tsc),
+                    to_ns: now,
+                    origin: LossOrigin::Ring,
+                };
+                r = r.and(put(Record::Loss(loss)));
+            }
+            let delivered = self.tally.events;
+            let c = Counters {
+                source: 0,
+                stream: 0,
+                time_ns: now,
+                emitted: delivered + lost,
+                filtered: 0,
+                delivered,
+                lost,
+            };
+            r = r.and(put(Record::Counters(c)));
+            if let Err(e) = r.and_then(|()| out.finish().map(|_| ())) {
+                self.error.get_or_insert(e.to_string());
+            }
+        }
+        let t = &self.tally;
+        let mut rows: Vec<(u64, usize)> =
+            t.entries.iter().enumerate().filter(|(_, &n)| n > 0).map(|(k, &n)| (n, k)).collect();
+        rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let functions: Vec<Value> = rows
+            .iter()
+            .map(|&(n, k)| {
+                let (module, name, entry) = &self.calls.funcs[k];
+                let m = &images[*module];
+                json!({
+                    "module": m.path.display().to_string(),
+                    "function": name,
+                    "addr": format!("{:#x}", entry - m.bias.unwrap_or(0)),
+                    "calls": n,
+                    "returns": t.exits[k],
+                })
+            })
+            .collect();
+        json!({
+            "records": t.records,
+            "events": t.events,
+            "fragment_jumps": t.fragment_jumps,
+            "calls": t.entries.iter().sum::<u64>(),
+            "returns": t.exits.iter().sum::<u64>() + t.unmatched,
+            "matched": t.matched,
+            "returns_from_fragments": t.elsewhere,
+            "unwound": t.unwound,
+            "replaced": t.replaced,
+            "unmatched": t.unmatched,
+            "open_at_end": open,
+            "lost": lost,
+            "lost_ring_full": full,
+            "lost_no_slot": no_slot,
+            "threads": self.threads.len(),
+            "drains": t.drains,
+            "busiest_drain": t.busiest,
+            "ring_slots": self.calls.shape.slots,
+            "file": self.path,
+            "error": self.error,
+            "functions": functions,
+        })
+    }
+}
+
+/// Drain `reader` every [`DRAIN_EVERY`] until `done`, then once more (nothing held back).
+pub fn drain_until(reader: &mut Reader<'_>, done: &std::sync::atomic::AtomicBool) {
+    while !done.load(Ordering::Relaxed) {
+        // A drain that found rings an eighth full goes again at once.
+        if !reader.drain(false) {
+            std::thread::sleep(DRAIN_EVERY);
+        }
+    }
+    reader.drain(true);
+}
