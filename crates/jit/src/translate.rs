@@ -84,6 +84,10 @@ pub struct Layout {
     /// its translations, so that a thread has one slot, and so one ring, in the module.
     pub threads: u64,
     pub rings: u64,
+    /// The plugin's routines' copy near this module and its state ([`Plugin::routines`];
+    /// 0: none).
+    pub routines: u64,
+    pub state: u64,
 }
 
 /// Where a thread leaves the region: a direct call to a root from a function the walk from
@@ -121,6 +125,9 @@ pub struct BlockInfo<'a> {
     pub owner_tid: Option<u32>,
     /// The module's per-thread ring area ([`Layout::rings`]; 0: none).
     pub rings: u64,
+    /// The plugin's routines and state ([`Layout::routines`], [`Layout::state`]).
+    pub routines: u64,
+    pub state: u64,
 }
 
 /// What a plugin sees of a place where a function's frame ends: a `ret`, or a tail call's
@@ -142,6 +149,9 @@ pub struct ExitInfo<'a> {
     pub rings: u64,
     /// As a block's ([`BlockInfo::owner_tid`]): set where the code can read a thread's id.
     pub owner_tid: Option<u32>,
+    /// As a block's ([`BlockInfo::routines`], [`BlockInfo::state`]).
+    pub routines: u64,
+    pub state: u64,
 }
 
 /// What a plugin sees of one side of a conditional branch: the code it chooses runs each
@@ -195,6 +205,17 @@ pub trait Plugin: Sync {
     }
     /// Bytes more it weaves in at a function's entry and at each exit ([`Plugin::exit`]).
     fn call_room(&self) -> u64 {
+        0
+    }
+    /// Routines its programs call (`call`): position-independent code that kerf copies to the
+    /// start of every module's code room (a call reaches only a rel32), at
+    /// [`BlockInfo::routines`].
+    fn routines(&self) -> &[u8] {
+        &[]
+    }
+    /// Bytes of zeroed memory, shared with kerf, for the routines' state (at
+    /// [`BlockInfo::state`]).
+    fn state_len(&self) -> u64 {
         0
     }
 }
@@ -330,7 +351,7 @@ impl std::error::Error for JitError {}
 /// code and indirect entry, plus each instruction's lookup if it is an indirect transfer).
 pub fn room_for(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
     let (plugin_bytes, call_bytes) = (plugin.room(), plugin.call_room());
-    let mut n = 4096;
+    let mut n = 4096 + plugin.routines().len() as u64;
     for &f in funcs {
         let entry = m.cfg.function(f).entry;
         for b in m.cfg.blocks_of(f) {
@@ -575,6 +596,8 @@ pub fn translate(
             owner: layout.data + DATA_OWNER,
             owner_tid,
             rings: layout.rings,
+            routines: layout.routines,
+            state: layout.state,
         };
         if let Some(p) = plugin.block(&info) {
             let code = lower_at(&p, at, info.live, start, &mut e)?;
@@ -601,6 +624,8 @@ pub fn translate(
                     live,
                     rings: layout.rings,
                     owner_tid,
+                    routines: layout.routines,
+                    state: layout.state,
                 };
                 if let Some(p) = plugin.exit(&x) {
                     exit = Some((last, lower_at(&p, at, live, last, &mut e)?));

@@ -92,6 +92,8 @@ fn layout(mailbox: Option<u64>) -> Layout {
         owner_tid: None,
         threads: 0,
         rings: 0,
+        routines: 0,
+        state: 0,
     }
 }
 

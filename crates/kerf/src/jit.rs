@@ -20,16 +20,24 @@ pub struct Args {
     /// Plugins to weave into every block, comma-separated: blocks (execution counts of every
     /// block), branches (taken and not-taken counts of every conditional branch, and those
     /// whose bias contradicts the compiler's layout), calls (every call and return, as trace
-    /// events: counted per function, and with --trace written to a file), none (the code
-    /// cache alone).
+    /// events: counted per function, and with --trace written to a file), locks (time
+    /// threads spend acquiring pthread mutexes and rwlocks, per lock and call site), none
+    /// (the code cache alone).
     #[arg(long, default_value = "blocks", value_delimiter = ',')]
     plugin: Vec<String>,
     /// With --plugin calls: write every call and return to FILE, a raw kerf trace (`kerf
     /// trace convert FILE -o out.perfetto` shows calls as slices per thread).
     #[arg(long, value_name = "FILE")]
     trace: Option<String>,
-    /// With --plugin calls: slots of each thread's ring in each module (a power of two; 32
-    /// bytes a slot; default 131072). A ring that fills between two drains drops records, counted and
+    /// A C file of callbacks, compiled now with the system's cc and called from the
+    /// translated code: `void kerf_block(unsigned long *state, unsigned long addr)` before
+    /// every block, `void kerf_exit(unsigned long *state, unsigned long addr)` before every
+    /// `ret` and tail call. `state`: 4096 words shared with kerf, printed at the end where
+    /// not zero. No libraries, no globals, no vector registers (see README).
+    #[arg(long, value_name = "FILE.c")]
+    callback: Option<PathBuf>,
+    /// With --plugin calls or locks: slots of each thread's ring in each module (a power of
+    /// two; 32 bytes a slot, 64 for locks; default 131072). A ring that fills between two drains drops records, counted and
     /// reported.
     #[arg(long, value_name = "N")]
     ring_slots: Option<u32>,
@@ -100,6 +108,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
         },
         trace: args.trace.clone(),
         ring_slots: args.ring_slots,
+        callback: args.callback.clone(),
     };
 
     let sampling = Sampling { interval: 0.1, duration: args.duration, at_once: false };
@@ -175,8 +184,15 @@ fn table(v: &serde_json::Value, top: usize) -> String {
             );
         }
     }
+    if let Some(w) = v["callback"]["words"].as_object() {
+        let _ =
+            writeln!(s, "callback state (words not zero): {}", serde_json::Value::from(w.clone()));
+    }
     let c = &v["calls"];
-    if c.is_object() {
+    if c["locks"].is_object() {
+        let _ = writeln!(s, "lock calls: {} lost records", c["lost"]);
+        s.push_str(&kerf_tools::locks::table(&c["locks"], top));
+    } else if c.is_object() {
         let _ = writeln!(
             s,
             "calls: {} calls, {} returns ({} paired, {} frames left by longjmp or exceptions, {} \

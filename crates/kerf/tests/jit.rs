@@ -455,6 +455,115 @@ fn call_trace_counts_every_call_and_return_and_writes_a_trace_that_converts() {
     }
 }
 
+/// The lock-contention plugin on tests/fixtures/locks.c (the fixture `kerf locks` is tested
+/// on): with the workers and the priority-inheriting mutex's waiter as roots, three workers
+/// block on `big_lock` for about a second while main (outside the region) holds it, after
+/// 1000 calls each on `small_lock`; one thread waits half a second on `pi_lock`, whose lock
+/// call goes on by a tail jump (the wait must run to the return).
+#[test]
+fn lock_plugin_times_the_waits_per_lock_and_call_site() {
+    let bin = common::build_fixture("locks", "-O2", "jit-locks");
+    let expected = plain(&bin, &["now"]);
+    let (v, out, _) =
+        kerf_on("locks", "jit", &["worker", "pi_waiter", "--plugin", "locks"], &bin, &["now"]);
+    assert_eq!(out, expected, "the program's output changed under kerf jit");
+    let l = &v["calls"]["locks"];
+    assert_eq!(v["calls"]["lost"], 0, "{v}");
+    let row = |key: &str, name: &str| -> Value {
+        let rows = l[key].as_array().unwrap_or_else(|| panic!("no {key}: {l}"));
+        let found = rows.iter().find(|r| r["name"].as_str().is_some_and(|n| n.contains(name)));
+        found.unwrap_or_else(|| panic!("no {name} in {key}: {l}")).clone()
+    };
+    let big = row("locks", ":big_lock");
+    assert_eq!(big["calls"], 3, "the three workers' (main runs outside the region): {l}");
+    let waited = big["wait_ns"].as_f64().unwrap() / 1e9;
+    assert!((2.7..=3.1).contains(&waited), "{waited} s waited on big_lock: {l}");
+    assert!(big["longest_ns"].as_u64().unwrap() > 900_000_000, "{l}");
+    assert_eq!(row("locks", ":small_lock")["calls"], 3000, "{l}");
+    let site = row("sites", ":worker+");
+    assert!(site["wait_ns"].as_f64().unwrap() / 1e9 > 2.7, "{l}");
+    let pi = row("locks", ":pi_lock");
+    assert_eq!(pi["calls"], 1, "the waiter's: {l}");
+    let pi_wait = pi["longest_ns"].as_u64().unwrap();
+    assert!((400_000_000..700_000_000).contains(&pi_wait), "pi_lock's wait {pi_wait} ns: {l}");
+    assert_eq!(l["unfinished"], 0, "{l}");
+}
+
+/// User callbacks in C (`--callback tests/fixtures/jit_callback.c`), with the block counter
+/// and the call trace in the same run: the callback's count of blocks equals the sum of the
+/// block counts, its count of frame ends equals the call trace's exit records and the PLT
+/// stubs' jumps, and the
+/// lowest address it was given is the lowest block that ran (original addresses, not the
+/// cache's). Then a callback kerf must refuse: one that keeps state in a global.
+#[test]
+fn c_callbacks_run_at_every_block_and_exit_with_original_addresses() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-callback");
+    let args = ["3", "5", "50"];
+    let expected = plain(&bin, &args);
+    let cb = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/jit_callback.c");
+    let (v, out, _) = kerf_on(
+        "callback",
+        "jit",
+        &[
+            "work",
+            "--plugin",
+            "blocks,calls",
+            "--ring-slots",
+            "262144",
+            "--callback",
+            cb.to_str().unwrap(),
+        ],
+        &bin,
+        &args,
+    );
+    assert_eq!(out, expected, "the program's output changed under kerf jit");
+    let words = &v["callback"]["words"];
+    let blocks: u64 =
+        v["blocks"].as_array().unwrap().iter().map(|b| b["count"].as_u64().unwrap()).sum();
+    assert!(blocks > 100_000, "{blocks} blocks ran");
+    assert_eq!(words["0"].as_u64(), Some(blocks), "blocks the callback saw: {words}");
+    let c = &v["calls"];
+    assert_eq!(c["lost"], 0, "{c}");
+    // Frame ends: the call trace's exit records, and the PLT stubs' jumps (tail calls the
+    // call trace leaves out), each stub one block.
+    let plt: u64 = v["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|b| b["function"].as_str().unwrap().ends_with("@plt"))
+        .map(|b| b["count"].as_u64().unwrap())
+        .sum();
+    assert!(plt > 0, "no PLT stub ran");
+    let exits = c["records"].as_u64().unwrap() - c["calls"].as_u64().unwrap() + plt;
+    assert_eq!(words["1"].as_u64(), Some(exits), "frame ends the callback saw: {words} {c}");
+    // The lowest block that ran, as an original address of the program or a library.
+    let lowest = words["2"].as_u64().expect("an address");
+    let mut low_block = u64::MAX;
+    for b in v["blocks"].as_array().unwrap() {
+        let module = b["module"].as_str().unwrap();
+        let a = u64::from_str_radix(b["addr"].as_str().unwrap().trim_start_matches("0x"), 16);
+        if module.contains("jitted") {
+            low_block = low_block.min(a.unwrap());
+        }
+    }
+    // The program is a PIE: its blocks' runtime addresses are its load address plus their
+    // image address; the lowest the callback saw ends in the same page offset bits.
+    assert_eq!(lowest & 0xfff, low_block & 0xfff, "lowest {lowest:#x} vs block {low_block:#x}");
+
+    let bad = tmp().join("jit-callback-global.c");
+    std::fs::write(&bad, "static unsigned long n;\nvoid kerf_block(unsigned long *s, unsigned long a) { s[0] = ++n; }\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["jit", "work", "--callback"])
+        .arg(&bad)
+        .arg("--")
+        .arg(&bin)
+        .args(["1", "1", "1"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("not in globals"), "{err}");
+}
+
 /// Ground truth from outside kerf, on a real program nobody here wrote: `xz -T1` compressing
 /// 3 MB of text under `kerf jit main`, then the same run natively under kernel uprobes (`perf
 /// probe` at block addresses of liblzma, `perf stat`) at a sample of the blocks the JIT

@@ -184,6 +184,8 @@ struct Space {
     /// The per-thread rings of the plugins' records, if they have any; the thread table that
     /// indexes them is the data area's first bytes.
     rings: Option<Arc<SharedMem>>,
+    /// The plugin's routines' copy at the start of the code room (0: none).
+    routines: u64,
 }
 
 impl Space {
@@ -265,6 +267,8 @@ pub struct Jit {
     /// Original target -> the link words of exits to it not linked yet (cache, word).
     unlinked: HashMap<u64, Vec<(usize, u64)>>,
     mailbox: Option<SharedMem>,
+    /// The plugin's routines' state ([`kerf_jit::Plugin::state_len`]).
+    state: Option<SharedMem>,
     ctx: Ctx,
     mem: RemoteMem,
     /// Each cache's escapes when kerf stopped answering misses.
@@ -384,9 +388,13 @@ pub fn install(
     let mut spaces: Vec<Option<Space>> = (0..images.len()).map(|_| None).collect();
     let mut table = None;
     let mut mailbox = None;
+    let mut state = None;
     let mapped = (|| -> Result<(), TargetError> {
         let exe = images.first().map_or(0, |m| span(m).0);
         table = Some(tr.share_near(RemoteAddr(exe), kerf_jit::table::TABLE_BYTES, 0)?);
+        if plugin.state_len() > 0 {
+            state = Some(tr.share_near(RemoteAddr(exe), plugin.state_len(), 0)?);
+        }
         if opts.on_demand {
             mailbox = Some(tr.share_near(RemoteAddr(exe), mb::BYTES, 0)?);
         }
@@ -451,7 +459,13 @@ pub fn install(
                 }
             };
             let data_used = THREADS_LEN;
-            spaces[k] = Some(Space { code, code_mem, room, used: 0, data, data_used, rings });
+            // The plugin's routines first (before anything can run in the room).
+            let routines = plugin.routines();
+            let used = (routines.len() as u64).next_multiple_of(64);
+            code_mem.write_bytes(0, routines);
+            let at = if routines.is_empty() { 0 } else { code.0 };
+            spaces[k] =
+                Some(Space { code, code_mem, room, used, data, data_used, rings, routines: at });
         }
         Ok(())
     })();
@@ -467,7 +481,7 @@ pub fn install(
                     let _ = tr.free(r.remote(), r.len() as u64);
                 }
             }
-            for t in table.take().into_iter().chain(mailbox) {
+            for t in table.take().into_iter().chain(mailbox).chain(state) {
                 let _ = tr.free(t.remote(), t.len() as u64);
             }
             let _ = tr.resume_detach();
@@ -492,6 +506,7 @@ pub fn install(
         .map(|r| images[r.module].analysis.cfg.function(r.func).entry.0 + mods[r.module].bias)
         .collect();
     let mailbox_at = mailbox.as_ref().map(|m| m.remote().0);
+    let state_at = state.as_ref().map_or(0, |s| s.remote().0);
     let cpu = crate::patchset::Runtime::cpu_read();
     let at = At { thread_id: tid_offset, cpu, ..At::new(LiveAt::ALL, Env::User, thread, 0) };
     // The main thread's id is the process id.
@@ -504,8 +519,8 @@ pub fn install(
         .filter_map(|(k, sp)| {
             let sp = sp.as_ref()?;
             let layout = Layout {
-                code: sp.code.0,
-                room: sp.room - STUB_ROOM,
+                code: sp.code.0 + sp.used,
+                room: sp.room - STUB_ROOM - sp.used,
                 table: table.remote().0,
                 hash,
                 data: sp.data.remote().0 + sp.data_used,
@@ -513,6 +528,8 @@ pub fn install(
                 owner_tid,
                 threads: sp.threads(),
                 rings: sp.rings(),
+                routines: sp.routines,
+                state: state_at,
             };
             Some((k, layout))
         })
@@ -542,6 +559,7 @@ pub fn install(
         starts: HashMap::new(),
         unlinked: HashMap::new(),
         mailbox,
+        state,
         ctx,
         mem: mem.clone(),
         live_escapes: None,
@@ -682,6 +700,11 @@ impl Jit {
     pub fn ring_areas(&self) -> Vec<(Arc<SharedMem>, Arc<SharedMem>)> {
         let spaces = self.spaces.iter().flatten();
         spaces.filter_map(|sp| Some((sp.rings.clone()?, sp.data.clone()))).collect()
+    }
+
+    /// The plugin's routines' state, kerf's mapping of it.
+    pub fn state(&self) -> Option<&SharedMem> {
+        self.state.as_ref()
     }
 
     /// The word of a block in a cache's data area (a plugin's counter).
@@ -964,6 +987,8 @@ impl Jit {
             owner_tid: self.ctx.owner_tid,
             threads: sp.threads(),
             rings: sp.rings(),
+            routines: sp.routines,
+            state: self.state.as_ref().map_or(0, |s| s.remote().0),
         };
         let name = all[k].path.display().to_string();
         let reached: HashSet<FuncId> = funcs.iter().copied().collect();
@@ -1022,7 +1047,7 @@ impl Jit {
                 v.push((r.remote().0, r.len() as u64));
             }
         }
-        for m in std::iter::once(&self.table).chain(&self.mailbox) {
+        for m in std::iter::once(&self.table).chain(&self.mailbox).chain(&self.state) {
             v.push((m.remote().0, m.len() as u64));
         }
         v

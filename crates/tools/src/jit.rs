@@ -10,6 +10,7 @@
 //! or a signal, read the counters, take the JIT out, and return the summary as JSON.
 
 use crate::error::ToolError;
+use crate::jit_callback::{self, Callback};
 use crate::jit_calls::{self, CallTrace};
 use crate::live::Events;
 use kerf_codegen::ir::MAX_THREAD_RINGS_LEN;
@@ -34,10 +35,12 @@ pub enum PluginKind {
     Branches,
     /// Every call and return, as trace records.
     Calls,
+    /// Time threads spend in pthread lock calls, per lock and call site.
+    Locks,
 }
 
 impl PluginKind {
-    pub const NAMES: [&'static str; 4] = ["none", "blocks", "branches", "calls"];
+    pub const NAMES: [&'static str; 5] = ["none", "blocks", "branches", "calls", "locks"];
 
     pub fn parse(name: &str) -> Result<PluginKind, ToolError> {
         match name {
@@ -45,6 +48,7 @@ impl PluginKind {
             "blocks" => Ok(PluginKind::Blocks),
             "branches" => Ok(PluginKind::Branches),
             "calls" => Ok(PluginKind::Calls),
+            "locks" => Ok(PluginKind::Locks),
             _ => Err(ToolError::Usage(format!(
                 "no JIT plugin named '{name}' (plugins: {})",
                 PluginKind::NAMES.join(", ")
@@ -94,6 +98,7 @@ struct Woven {
     blocks: bool,
     branches: bool,
     calls: Option<CallTrace>,
+    callback: Option<Callback>,
 }
 
 impl Plugin for Woven {
@@ -101,6 +106,9 @@ impl Plugin for Woven {
         let mut p = Program::new();
         if let Some(c) = &self.calls {
             c.entry(&mut p, b);
+        }
+        if let Some(cb) = &self.callback {
+            cb.call(&mut p, false, b.routines, b.state, b.start);
         }
         if self.blocks {
             counter(&mut p, b.word, b.shared, b.owner, b.owner_tid);
@@ -119,11 +127,27 @@ impl Plugin for Woven {
     }
 
     fn exits(&self) -> bool {
-        self.calls.is_some()
+        self.calls.is_some() || self.callback.as_ref().is_some_and(Callback::has_exit)
     }
 
     fn exit(&self, x: &ExitInfo<'_>) -> Option<Program> {
-        self.calls.as_ref()?.exit(x)
+        let mut p = self.calls.as_ref().and_then(|c| c.exit(x)).unwrap_or_default();
+        if let Some(cb) = &self.callback {
+            cb.call(&mut p, true, x.routines, x.state, x.at);
+        }
+        (!p.ops.is_empty()).then_some(p)
+    }
+
+    fn routines(&self) -> &[u8] {
+        self.callback.as_ref().map_or(&[], |c| &c.code)
+    }
+
+    fn state_len(&self) -> u64 {
+        if self.callback.is_some() {
+            8 * jit_callback::STATE_WORDS
+        } else {
+            0
+        }
     }
 
     fn call_room(&self) -> u64 {
@@ -149,6 +173,8 @@ pub struct JitTool {
     /// With the call trace: the raw trace file, and slots per thread's ring.
     pub trace: Option<String>,
     pub ring_slots: Option<u32>,
+    /// A C file of callbacks (`--callback`).
+    pub callback: Option<std::path::PathBuf>,
 }
 
 /// Run `tool` on process `pid` or a launched `command`; `events` hears what it says.
@@ -163,14 +189,19 @@ pub fn run(
         return Err(ToolError::Usage("kerf jit needs at least one ROOT function".into()));
     }
     let calls = tool.plugins.contains(&PluginKind::Calls);
+    let locks = tool.plugins.contains(&PluginKind::Locks);
+    if calls && locks {
+        return Err(ToolError::Usage("--plugin calls and locks: one of them at a time".into()));
+    }
     if tool.trace.is_some() && !calls {
         return Err(ToolError::Usage("--trace FILE needs --plugin calls".into()));
     }
     if let Some(n) = tool.ring_slots {
-        if !calls {
-            return Err(ToolError::Usage("--ring-slots needs --plugin calls".into()));
+        if !calls && !locks {
+            return Err(ToolError::Usage("--ring-slots needs --plugin calls or locks".into()));
         }
-        let fits = |n: u32| ring::thread_rings_len(CallTrace::shape(n)) <= MAX_THREAD_RINGS_LEN;
+        let fits =
+            |n: u32| ring::thread_rings_len(CallTrace::shape(n, locks)) <= MAX_THREAD_RINGS_LEN;
         if !n.is_power_of_two() || n < 16 || !fits(n) {
             let most = (4..31).map(|k| 1u32 << k).take_while(|&m| fits(m)).last().unwrap_or(16);
             let why = format!(
@@ -181,6 +212,8 @@ pub fn run(
             return Err(ToolError::Usage(why));
         }
     }
+    // Compiled before anything is done to the target (a file that does not build is refused).
+    let callback = tool.callback.as_deref().map(Callback::build).transpose()?;
     let pid_given = pid.is_some();
     let mut target = ProcessTarget::open(pid, command)?;
     let pid = target.pid;
@@ -191,8 +224,13 @@ pub fn run(
     let counting = tool.plugins.contains(&PluginKind::Blocks);
     let branches = tool.plugins.contains(&PluginKind::Branches);
     let slots = tool.ring_slots.unwrap_or(jit_calls::DEFAULT_SLOTS);
-    let calls =
-        tool.plugins.contains(&PluginKind::Calls).then(|| CallTrace::new(&target.modules, slots));
+    let records = [PluginKind::Calls, PluginKind::Locks];
+    let locks = tool.plugins.contains(&PluginKind::Locks);
+    let calls = tool
+        .plugins
+        .iter()
+        .any(|p| records.contains(p))
+        .then(|| CallTrace::new(&target.modules, slots, locks));
     // The trace file is made before anything is done to the target.
     let file = match &tool.trace {
         Some(p) => Some((
@@ -203,7 +241,7 @@ pub fn run(
     };
     let mut options = tool.options;
     options.rings = calls.as_ref().map(|c| c.shape);
-    let woven = Woven { blocks: counting, branches, calls };
+    let woven = Woven { blocks: counting, branches, calls, callback };
     let plugin: &dyn Plugin = &woven;
     let t = Instant::now();
     let clock_start = kerf_os::clock::tsc_and_monotonic();
@@ -260,6 +298,15 @@ pub fn run(
     let calls_summary = reader.map(|r| r.finish(&modules));
     target.modules = modules;
     let mut summary = summarize(&target, &jit, &roots, &woven);
+    if let Some(state) = jit.state() {
+        // The callbacks' words that are not zero, by index.
+        let words: serde_json::Map<String, Value> = (0..jit_callback::STATE_WORDS)
+            .map(|k| (k, state.load_u64(8 * k as usize)))
+            .filter(|&(_, v)| v != 0)
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect();
+        summary["callback"] = json!({ "words": words });
+    }
     if let Some(c) = calls_summary {
         summary["calls"] = c;
     }

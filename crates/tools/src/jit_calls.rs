@@ -35,6 +35,9 @@ use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// Words of a lock function's entry record: the stack pointer, the lock (the first
+/// argument) and the return address (64-byte slots).
+const LOCK_WORDS: usize = 3;
 /// Words of a record in a ring: the stack pointer (32-byte slots). The thread is the ring's:
 /// its owner in the module's thread table (`(pid << 32) | tid`), which the reader puts into
 /// the records it keeps, as their first word.
@@ -56,9 +59,12 @@ const DRAIN_EVERY: std::time::Duration = std::time::Duration::from_micros(500);
 const PENDING_PATIENCE_NS: f64 = 1e9;
 
 /// The functions calls are traced in: every function of the process's modules (those kerf
-/// analysed before attaching) by original entry address, each with two probes.
+/// analysed before attaching) by original entry address, each with two probes; or, for lock
+/// contention (`locks`), only the pthread lock functions, whose entries also record the lock
+/// and the call site.
 pub struct CallTrace {
     pub shape: Shape,
+    locks: bool,
     /// Original entry -> index in `funcs`; a cold part's entry -> its function's index.
     ids: HashMap<u64, u32>,
     parts: HashMap<u64, u32>,
@@ -73,7 +79,7 @@ impl CallTrace {
     /// call twice). A function's cold part (`f.cold`, `f.cold.1`: code the compiler moved
     /// away, which the analysis sees as a function of its own, entered by a jump from `f`)
     /// is `f`'s: entering it is no call, and its returns are `f`'s.
-    pub fn new(images: &[AnalyzedImage], slots: u32) -> CallTrace {
+    pub fn new(images: &[AnalyzedImage], slots: u32, locks: bool) -> CallTrace {
         let mut ids = HashMap::new();
         let mut parts = HashMap::new();
         let mut plt = HashSet::new();
@@ -88,7 +94,7 @@ impl CallTrace {
                     plt.insert(entry);
                     continue;
                 }
-                if ids.contains_key(&entry) {
+                if ids.contains_key(&entry) || (locks && !lock_function(&f.name)) {
                     continue;
                 }
                 if let Some((parent, _)) = f.name.split_once(".cold") {
@@ -112,19 +118,27 @@ impl CallTrace {
                 }
             }
         }
-        CallTrace { shape: CallTrace::shape(slots), ids, parts, plt, funcs }
+        CallTrace { shape: CallTrace::shape(slots, locks), locks, ids, parts, plt, funcs }
     }
 
-    /// The rings' shape with `slots` slots.
-    pub fn shape(slots: u32) -> Shape {
-        Shape::fitting(slots, WORDS)
+    /// The rings' shape with `slots` slots (for lock contention, or calls).
+    pub fn shape(slots: u32, locks: bool) -> Shape {
+        Shape::fitting(slots, if locks { LOCK_WORDS } else { WORDS })
     }
 
-    /// The ops of one record of probe `probe` into the rings at `rings`, appended to `p`.
-    fn emit(&self, p: &mut Program, rings: u64, probe: u32) {
+    /// The ops of one record of probe `probe` into the rings at `rings`, appended to `p`
+    /// (`lock`: a lock function's entry, with its lock and return address too).
+    fn emit(&self, p: &mut Program, rings: u64, probe: u32, lock: bool) {
         let sp = p.vreg("sp");
         p.push(Op::Reg { dst: sp, reg: kerf_arch::x86_64::Gpr::Rsp });
-        let values: Vec<VReg> = vec![sp];
+        let mut values: Vec<VReg> = vec![sp];
+        if lock {
+            let (m, ret) = (p.vreg("lock"), p.vreg("ret"));
+            p.push(Op::Reg { dst: m, reg: kerf_arch::x86_64::Gpr::Rdi });
+            let top = kerf_codegen::ir::Addr::Based { base: sp, disp: 0 };
+            p.push(Op::Load { dst: ret, width: kerf_codegen::ir::Width::W64, addr: top });
+            values.extend([m, ret]);
+        }
         p.push(Op::EmitThread {
             rings,
             per: Rings::Thread,
@@ -143,7 +157,7 @@ impl CallTrace {
             return;
         }
         if let Some(&k) = self.ids.get(&b.start) {
-            self.emit(p, b.rings, 2 * k);
+            self.emit(p, b.rings, 2 * k, self.locks);
         }
     }
 
@@ -158,12 +172,15 @@ impl CallTrace {
         if x.target.is_some_and(|t| !starts(&t)) {
             return None;
         }
-        if x.rings == 0 {
+        // A lock function's tail call goes on acquiring (glibc's `pthread_mutex_lock` jumps
+        // to `__pthread_mutex_lock_full` for the kinds it does not handle itself): the
+        // acquisition ends at the `ret` that comes back to the caller.
+        if x.rings == 0 || (self.locks && x.tail) {
             return None;
         }
         let mut p = Program::new();
         let probe = if x.tail { TAIL_EXIT | (2 * k + 1) } else { 2 * k + 1 };
-        self.emit(&mut p, x.rings, probe);
+        self.emit(&mut p, x.rings, probe, false);
         Some(p)
     }
 
@@ -210,6 +227,14 @@ impl CallTrace {
         };
         (source, SourceDecode { pid, probes: decode })
     }
+}
+
+/// Whether `name` is one of the pthread lock functions or what they reach by tail calls
+/// (`__pthread_mutex_lock_full`, `___pthread_mutex_lock`): its leading underscores left
+/// out, it starts with the name of one of [`crate::locks::LOCK_FUNCTIONS`].
+fn lock_function(name: &str) -> bool {
+    let bare = name.trim_start_matches('_');
+    crate::locks::LOCK_FUNCTIONS.iter().any(|f| bare.starts_with(f))
 }
 
 /// One thread's open calls in one module's rings: (function, stack pointer at entry).
@@ -262,6 +287,9 @@ pub struct Reader<'a> {
     words: Vec<u64>,
     kept: Vec<u64>,
     error: Option<String>,
+    /// For lock contention: the acquisitions, and each thread's open ones by stack pointer.
+    lock_stats: crate::locks::LockStats,
+    since: std::time::Instant,
 }
 
 impl<'a> Reader<'a> {
@@ -319,6 +347,8 @@ impl<'a> Reader<'a> {
             words: Vec::with_capacity(1 << 16),
             kept: Vec::with_capacity(1 << 16),
             error,
+            lock_stats: crate::locks::LockStats::default(),
+            since: std::time::Instant::now(),
         }
     }
 
@@ -394,6 +424,9 @@ impl<'a> Reader<'a> {
     /// and a tail call's exit that closes none (a jump into a fragment, see
     /// [`TAIL_EXIT`]) is left out.
     fn tally_words(&mut self, a: usize, owner: u64) {
+        if self.calls.locks {
+            return self.tally_locks(a, owner);
+        }
         let words = std::mem::take(&mut self.words);
         self.kept.clear();
         let t = &mut self.tally;
@@ -464,6 +497,47 @@ impl<'a> Reader<'a> {
         self.words = words;
     }
 
+    /// Lock contention: the records of one ring of area `a` (in `self.words`) as the
+    /// acquisitions of its thread. An acquisition starts at a lock function's entry and ends
+    /// at the `ret` with the entry's stack pointer, which comes back to the caller (whichever
+    /// lock function holds it: tail calls go on acquiring); an entry at the stack pointer of
+    /// an acquisition under way is that tail call's, and returns of what the lock functions
+    /// call (deeper) are not the end.
+    fn tally_locks(&mut self, a: usize, owner: u64) {
+        use crate::locks::thread_key;
+        use crate::trace::event::PointKind;
+        let thread = thread_key(owner as u32, 0);
+        let open = self.stacks.entry((a, owner as u32)).or_default();
+        for p in ring::packed(&self.words) {
+            self.tally.records += 1;
+            let (k, exit) = ((p.stream / 2) as usize, p.stream % 2 == 1);
+            let (Some(&sp), Some((_, name, _))) = (p.values.first(), self.calls.funcs.get(k))
+            else {
+                continue;
+            };
+            // Acquisitions left by a longjmp out of a lock function (a signal handler's).
+            while open.last().is_some_and(|&(_, s)| s < sp) {
+                open.pop();
+                self.tally.unwound += 1;
+            }
+            let ns = self.clock.ns(p.time);
+            let top = open.last().map(|&(_, s)| s);
+            match (exit, p.values.get(1..3)) {
+                (false, Some(&[lock, site])) if top != Some(sp) => {
+                    open.push((k as u32, sp));
+                    self.tally.entries[k] += 1;
+                    self.lock_stats.event(PointKind::Entry, name, thread, ns, Some((lock, site)));
+                }
+                (true, _) if top == Some(sp) => {
+                    open.pop();
+                    self.tally.exits[k] += 1;
+                    self.lock_stats.event(PointKind::Exit, name, thread, ns, None);
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// The rings' loss counts: records dropped on a full ring, and events of threads that
     /// found no slot in a thread table.
     fn lost(&self) -> (u64, u64) {
@@ -513,6 +587,15 @@ impl<'a> Reader<'a> {
                 self.error.get_or_insert(e.to_string());
             }
         }
+        // Lock contention: the acquisitions per lock and call site, as `kerf locks` reports
+        // them (over the time the JIT was live).
+        let locks = self.calls.locks.then(|| {
+            self.lock_stats.finish();
+            self.lock_stats.lost = lost;
+            let namer = crate::locks::Namer::of(images, false);
+            let seconds = self.since.elapsed().as_secs_f64();
+            crate::locks::report(&self.lock_stats, seconds, &|a| namer.name(a))
+        });
         let t = &self.tally;
         let mut rows: Vec<(u64, usize)> =
             t.entries.iter().enumerate().filter(|(_, &n)| n > 0).map(|(k, &n)| (n, k)).collect();
@@ -531,7 +614,7 @@ impl<'a> Reader<'a> {
                 })
             })
             .collect();
-        json!({
+        let mut v = json!({
             "records": t.records,
             "events": t.events,
             "fragment_jumps": t.fragment_jumps,
@@ -553,7 +636,11 @@ impl<'a> Reader<'a> {
             "file": self.path,
             "error": self.error,
             "functions": functions,
-        })
+        });
+        if let Some(l) = locks {
+            v["locks"] = l;
+        }
+        v
     }
 }
 

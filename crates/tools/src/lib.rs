@@ -15,6 +15,7 @@ pub mod demo;
 pub mod error;
 pub mod hunt;
 pub mod jit;
+pub mod jit_callback;
 pub mod jit_calls;
 pub mod live;
 pub mod locks;

@@ -181,6 +181,11 @@ impl LockStats {
             PointKind::Instant => {}
         }
     }
+
+    /// The events are all in: what is still open is unfinished.
+    pub fn finish(&mut self) {
+        self.unfinished = self.open.values().map(|v| v.len() as u64).sum();
+    }
 }
 
 /// The sink that feeds [`LockStats`] (shared with the tool, which reads it after the run).
@@ -224,8 +229,7 @@ impl Sink for LockSink {
     }
 
     fn finish(&mut self, _t: &Tables, _s: &Summary) -> std::io::Result<()> {
-        let mut s = self.stats.borrow_mut();
-        s.unfinished = s.open.values().map(|v| v.len() as u64).sum();
+        self.stats.borrow_mut().finish();
         Ok(())
     }
 }
@@ -423,11 +427,14 @@ impl Namer {
     /// The symbols of `target`'s modules (a process's, at their load bias; the kernel's and
     /// its modules', at their addresses).
     pub fn new(target: &Target) -> Namer {
-        let images: &[AnalyzedImage] = match target {
-            Target::Process(p) => &p.modules,
-            Target::Kernel(k) => &k.kernel.images,
-        };
-        let kernel = matches!(target, Target::Kernel(_));
+        match target {
+            Target::Process(p) => Namer::of(&p.modules, false),
+            Target::Kernel(k) => Namer::of(&k.kernel.images, true),
+        }
+    }
+
+    /// The symbols of `images`, a process's modules (or, `kernel`, the kernel's).
+    pub fn of(images: &[AnalyzedImage], kernel: bool) -> Namer {
         let mut modules = Vec::new();
         for m in images {
             let bias = match (m.bias, kernel) {
