@@ -41,6 +41,10 @@ const SPLICE_TRIES: usize = 20;
 /// Single-steps allowed to bring one thread to a clean point (the longest sequence between
 /// two clean points is a lookup: about 20 instructions).
 const MAX_STEPS: usize = 256;
+/// Single-steps allowed to a thread found inside a plugin's routine (a user's C callback:
+/// it must come back to the cache, then to a clean point; a few milliseconds a thousand
+/// steps).
+const MAX_ROUTINE_STEPS: usize = 1 << 16;
 /// Functions one miss may bring in (the walk from the missed function over direct calls).
 const BATCH_BUDGET: usize = 4096;
 /// Room left in each module's reservation for later translations' stubs.
@@ -267,8 +271,10 @@ pub struct Jit {
     /// Original target -> the link words of exits to it not linked yet (cache, word).
     unlinked: HashMap<u64, Vec<(usize, u64)>>,
     mailbox: Option<SharedMem>,
-    /// The plugin's routines' state ([`kerf_jit::Plugin::state_len`]).
+    /// The plugin's routines' state ([`kerf_jit::Plugin::state_len`]), and the routines'
+    /// length (their copy starts each module's code room).
     state: Option<SharedMem>,
+    routines_len: u64,
     ctx: Ctx,
     mem: RemoteMem,
     /// Each cache's escapes when kerf stopped answering misses.
@@ -560,6 +566,7 @@ pub fn install(
         unlinked: HashMap::new(),
         mailbox,
         state,
+        routines_len: plugin.routines().len() as u64,
         ctx,
         mem: mem.clone(),
         live_escapes: None,
@@ -1062,6 +1069,14 @@ impl Jit {
         self.spaces.iter().flatten().any(|sp| sp.holds(a))
     }
 
+    fn in_routines(&self, a: u64) -> bool {
+        let len = self.routines_len;
+        self.spaces
+            .iter()
+            .flatten()
+            .any(|sp| sp.routines != 0 && (sp.routines..sp.routines + len).contains(&a))
+    }
+
     /// Take the JIT out: restore the roots' entries, bring every thread in a cache back to
     /// the original address of its clean point, and unmap the caches, data and table (unless
     /// a stack still holds a cache address, which only a signal frame's saved PC can be:
@@ -1084,6 +1099,9 @@ impl Jit {
                 if !self.in_cache(regs.pc().0) {
                     continue;
                 }
+                // A thread inside a plugin's routine (a C callback) runs it to its end first.
+                let budget =
+                    if self.in_routines(regs.pc().0) { MAX_ROUTINE_STEPS } else { MAX_STEPS };
                 loop {
                     let pc = regs.pc().0;
                     if let Some(orig) = self.clean_original(pc) {
@@ -1097,7 +1115,7 @@ impl Jit {
                         out.moved += 1;
                         break;
                     }
-                    if steps == MAX_STEPS {
+                    if steps == budget {
                         return Err(JitFail::Stranded { tid, pc });
                     }
                     regs = tr.step(tid)?;

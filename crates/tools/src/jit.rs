@@ -150,19 +150,26 @@ impl Plugin for Woven {
         }
     }
 
+    fn room(&self) -> u64 {
+        // The counter, and a callback's clean call (its saves and arguments).
+        96 + if self.callback.is_some() { CALLBACK_ROOM } else { 0 }
+    }
+
     fn call_room(&self) -> u64 {
         // A record's code: the thread table lookup (its first-lookup path included), the
-        // reservation, the time, the saves around it (about 760 bytes measured).
-        if self.calls.is_some() {
-            CALL_RECORD_ROOM
-        } else {
-            0
-        }
+        // reservation, the time, the saves around it (about 760 bytes measured with the
+        // first, three-word records).
+        let record = if self.calls.is_some() { CALL_RECORD_ROOM } else { 0 };
+        let exit = self.callback.as_ref().is_some_and(Callback::has_exit);
+        record + if exit { CALLBACK_ROOM } else { 0 }
     }
 }
 
 /// Bytes of code one call-trace record takes at most.
 const CALL_RECORD_ROOM: u64 = 1024;
+/// Bytes of code a callback's clean call takes at most: nine registers and the flags saved
+/// and restored, the stack aligned, two 64-bit arguments, the call.
+const CALLBACK_ROOM: u64 = 160;
 
 /// What `kerf jit` was asked to do.
 #[derive(Clone, Debug)]
