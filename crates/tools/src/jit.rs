@@ -2,8 +2,9 @@
 //! function runs from kerf's code cache, with the chosen plugins woven into each block, until
 //! it leaves the region. The plugins are written against the codegen IR: `blocks` counts every
 //! block's executions, `branches` both sides of every conditional branch (an add on the
-//! block's or side's word), `calls` every call and return as trace records
-//! ([`crate::jit_calls`]); `none` runs the cache alone.
+//! block's or side's word), `calls` every call and return as trace records and `locks` the
+//! waits in pthread lock calls ([`crate::jit_calls`]); `none` runs the cache alone. User
+//! callbacks in C (`--callback`, [`crate::jit_callback`]) run at every block and exit.
 //!
 //! The run: open the target (a command is held at its entry point), resolve the roots, install
 //! the JIT ([`kerf_session::jit`]), let the target go, wait until it ends, the duration is up
@@ -231,13 +232,7 @@ pub fn run(
     let counting = tool.plugins.contains(&PluginKind::Blocks);
     let branches = tool.plugins.contains(&PluginKind::Branches);
     let slots = tool.ring_slots.unwrap_or(jit_calls::DEFAULT_SLOTS);
-    let records = [PluginKind::Calls, PluginKind::Locks];
-    let locks = tool.plugins.contains(&PluginKind::Locks);
-    let calls = tool
-        .plugins
-        .iter()
-        .any(|p| records.contains(p))
-        .then(|| CallTrace::new(&target.modules, slots, locks));
+    let calls = (calls || locks).then(|| CallTrace::new(&target.modules, slots, locks));
     // The trace file is made before anything is done to the target.
     let file = match &tool.trace {
         Some(p) => Some((

@@ -1,4 +1,5 @@
-//! `kerf jit --plugin calls`: the call-trace plugin (JIFL's call tracing) and its reader. Every
+//! `kerf jit --plugin calls` and `--plugin locks`: the call-trace plugin (JIFL's call tracing),
+//! the lock-contention plugin built on it, and their reader. Every
 //! function entry and every place a frame ends (`ret`, a tail call's jump) in the region
 //! writes a record into the thread's own ring (`emit.thread`: the module's thread table and
 //! per-thread ring area, see [`kerf_session::jit::JitOptions::rings`]), and kerf drains the
@@ -8,9 +9,11 @@
 //! into Perfetto or JSON Lines, calls as slices. A full ring drops records and counts them;
 //! the summary and the trace say how many, never silently.
 //!
-//! A record: its time and CPU (the ring's header), then the thread id, the return address
-//! (`[rsp]`: where the call returns to), and the stack pointer. Its stream id is the probe:
-//! `2k` the entry of function `k` of [`CallTrace`]'s table, `2k + 1` its exit.
+//! A record: its time and CPU (the ring's header), then the stack pointer (a lock function's
+//! entry also the lock and the return address). Its stream id is the probe: `2k` the entry
+//! of function `k` of [`CallTrace`]'s table, `2k + 1` its exit (with [`TAIL_EXIT`] at a tail
+//! call's jump). The thread is the ring's (its slot's owner in the thread table); the records
+//! the reader keeps for the trace carry it as their first word.
 //!
 //! A thread has a ring per module (each module's data area has its own thread table), so its
 //! events are ordered within a module, not across modules. Pairing needs no more: the calls of
