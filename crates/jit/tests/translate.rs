@@ -23,7 +23,14 @@ const DATA: u64 = 0x5000_0000;
 const TABLE: u64 = 0x7f00_0000_0000;
 const MAILBOX: u64 = 0x7f10_0000_0000;
 
+/// The fixture built once for every test here (tests run at once: two builds into one
+/// file would let one test read the other's half-written output).
 fn fixture() -> Vec<u8> {
+    static BUILT: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_fixture).clone()
+}
+
+fn build_fixture() -> Vec<u8> {
     let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("jitted-translate");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/jitted.c");
     let st = Command::new("gcc")
