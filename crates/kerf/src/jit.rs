@@ -142,6 +142,10 @@ fn table(v: &serde_json::Value, top: usize) -> String {
             m["escapes"]
         );
     }
+    for m in j["on_demand"]["late_modules"].as_array().into_iter().flatten() {
+        let m = m.as_str().unwrap_or("");
+        let _ = writeln!(s, "  {m}: mapped after attach (dlopen), not translated: runs natively");
+    }
     if let Some(blocks) = v["blocks"].as_array() {
         let mut b: Vec<&serde_json::Value> = blocks.iter().collect();
         b.sort_by_key(|x| std::cmp::Reverse(x["count"].as_u64().unwrap_or(0)));

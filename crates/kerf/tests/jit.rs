@@ -7,8 +7,9 @@
 //! identical copy no JIT enters) leaves the program correct and its text byte-identical,
 //! killing kerf mid-run leaves the program running correctly, misses are translated on
 //! demand, on Debian's xz the block counts equal kernel uprobes' counts (and each
-//! conditional branch's two sides its block's count), and `branchy.c`'s branch profile equals
-//! the program's own counts and finds the branch compiled against its bias.
+//! conditional branch's two sides its block's count), `branchy.c`'s branch profile equals
+//! the program's own counts and finds the branch compiled against its bias, and a library the
+//! program loads with `dlopen` after attach runs natively, named in the summary.
 
 mod common;
 
@@ -200,6 +201,43 @@ fn forked_children_get_translations_made_after_the_fork() {
     let j = &v["jit"];
     assert_eq!(j["escapes"], 0, "{j}");
     assert!(j["on_demand"]["asked"].as_u64().unwrap() >= 1, "{j}");
+}
+
+/// A library the program maps with `dlopen` after kerf attached (`jit_dlopen.c` opens
+/// `jit_plug.c`'s library inside the root and calls it through dlsym's pointer, in main and
+/// four threads): kerf does not translate it (yet), so each call into it leaves the cache,
+/// counted as an escape, and the summary names the library. The program's output is
+/// unchanged.
+#[test]
+fn a_library_loaded_after_attach_runs_natively_and_is_named() {
+    let bin = common::build_fixture("jit_dlopen", "-O2", "jit-dlopen");
+    let lib = tmp().join("fixtures/libjitplug.so");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/jit_plug.c");
+    let st = Command::new("gcc")
+        .args(["-O2", "-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success(), "gcc failed on jit_plug.c");
+    let lib_arg = lib.to_str().unwrap();
+    let expected = plain(&bin, &[lib_arg]);
+    let (v, out, err) = kerf_on("dlopen", "jit", &["work"], &bin, &[lib_arg]);
+    assert_eq!(out, expected, "output changed under kerf jit: {err}");
+    assert!(v["ended"].as_str().unwrap().contains("exited with code 0"), "{}", v["ended"]);
+    let j = &v["jit"];
+    let late = j["on_demand"]["late_modules"].as_array().unwrap();
+    assert_eq!(late.len(), 1, "{j}");
+    assert!(late[0].as_str().unwrap().ends_with("libjitplug.so"), "{j}");
+    // One call of plug_sum per call of the root (main's one and 4 x 50 in the threads), each
+    // an escape; unless a wait for kerf timed out (a loaded machine), which sends the rest of
+    // that root call to the original code uncounted.
+    if j["on_demand"]["wait_timeouts"] == 0 {
+        assert_eq!(j["escapes"], 201, "{j}");
+    } else {
+        assert!(j["escapes"].as_u64().unwrap() >= 1, "{j}");
+    }
+    assert!(counts(&v["blocks"], "libjitplug.so").is_empty(), "the library ran natively");
 }
 
 #[test]

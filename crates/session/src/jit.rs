@@ -249,6 +249,12 @@ pub struct JitStats {
     pub added_functions: usize,
     pub untranslatable: usize,
     pub serving: Duration,
+    /// Modules the program mapped after kerf attached (`dlopen`) that a miss led into: not
+    /// translated, their code runs natively (each entry an escape).
+    pub late_modules: Vec<String>,
+    /// Times kerf, idle, found `LISTEN` cleared by a thread whose wait timed out (misses
+    /// escaped without asking until it set it again).
+    pub timeouts: u64,
 }
 
 /// A JIT installed in a process.
@@ -312,6 +318,76 @@ fn thread_pointer(
     } else {
         ThreadPointer::FsBase
     }
+}
+
+/// Map module `m`'s room with every thread of the process stopped (`tr`): code within a
+/// rel32 of every byte of the module, sized for `all_funcs` (or, where the address space near
+/// it has no gap that big, for the `ahead` ones twice over), a data area beside it, the
+/// plugin's rings far away, and the plugin's routines copied to the start of the code room.
+/// What it mapped before a failure is unmapped again.
+fn map_space(
+    tr: &mut Tracee,
+    m: &AnalyzedImage,
+    module: &Module<'_>,
+    all_funcs: &[FuncId],
+    ahead: &[FuncId],
+    plugin: &dyn Plugin,
+    rings: Option<ring::Shape>,
+) -> Result<Space, TargetError> {
+    let (lo, hi) = span(m);
+    let window_lo = RemoteAddr(hi.saturating_sub(REACH));
+    let window_hi = RemoteAddr(lo.saturating_add(REACH));
+    // Room for every function of the module; where the address space near it has no
+    // gap that big (a 100 MB library asks for 600 MB), room for what is translated
+    // ahead and as much again: later misses that find no room escape, counted.
+    let want = |f: &[FuncId]| {
+        let code = kerf_jit::room_for(module, f, plugin) + STUB_ROOM;
+        (code, THREADS_LEN + kerf_jit::data_for(module, f) + STUB_ROOM)
+    };
+    let (full, few) = (want(all_funcs), want(ahead));
+    let small = (full.0.min(2 * few.0), full.1.min(2 * few.1));
+    let mut got = None;
+    for (room, data_len) in [full, small] {
+        match tr.share_within(window_lo, window_hi, RemoteAddr(hi), room, PROT_RX) {
+            Ok(code) => {
+                got = Some((code, room, data_len));
+                break;
+            }
+            Err(e) if room == small.0 => return Err(e),
+            Err(_) => {}
+        }
+    }
+    let Some((code_mem, room, data_len)) = got else { unreachable!("the smaller room returns") };
+    let code = code_mem.remote();
+    let data = match tr.share_near(code, data_len, data_len) {
+        Ok(d) => Arc::new(d),
+        Err(e) => {
+            let _ = tr.free(code, room);
+            return Err(e);
+        }
+    };
+    // The rings are addressed by 64-bit immediates: anywhere, and away from the
+    // modules (a gigabyte of them near each would take the room later caches and data
+    // areas need within a rel32 of their module).
+    let rw = libc::PROT_READ | libc::PROT_WRITE;
+    let (lo, hi) = (RemoteAddr(1 << 32), RemoteAddr(0x7fff_0000_0000));
+    let far = |s| tr.share_within(lo, hi, RemoteAddr(RINGS_NEAR), ring::thread_rings_len(s), rw);
+    let rings = match rings.map(far) {
+        None => None,
+        Some(Ok(r)) => Some(Arc::new(r)),
+        Some(Err(e)) => {
+            let _ = tr.free(code, room);
+            let _ = tr.free(data.remote(), data.len() as u64);
+            return Err(e);
+        }
+    };
+    let data_used = THREADS_LEN;
+    // The plugin's routines first (before anything can run in the room).
+    let routines = plugin.routines();
+    let used = (routines.len() as u64).next_multiple_of(64);
+    code_mem.write_bytes(0, routines);
+    let at = if routines.is_empty() { 0 } else { code.0 };
+    Ok(Space { code, code_mem, room, used, data, data_used, rings, routines: at })
 }
 
 /// The span `[lo, hi)` of original addresses a module occupies.
@@ -416,62 +492,9 @@ pub fn install(
             if all_funcs.is_empty() {
                 continue;
             }
-            let (lo, hi) = span(images[k]);
-            let window_lo = RemoteAddr(hi.saturating_sub(REACH));
-            let window_hi = RemoteAddr(lo.saturating_add(REACH));
-            // Room for every function of the module; where the address space near it has no
-            // gap that big (a 100 MB library asks for 600 MB), room for what is translated
-            // ahead and as much again: later misses that find no room escape, counted.
-            let want = |f: &[FuncId]| {
-                let code = kerf_jit::room_for(&mods[k], f, plugin) + STUB_ROOM;
-                (code, THREADS_LEN + kerf_jit::data_for(&mods[k], f) + STUB_ROOM)
-            };
-            let (full, ahead) = (want(all_funcs), want(funcs));
-            let small = (full.0.min(2 * ahead.0), full.1.min(2 * ahead.1));
-            let mut got = None;
-            for (room, data_len) in [full, small] {
-                match tr.share_within(window_lo, window_hi, RemoteAddr(hi), room, PROT_RX) {
-                    Ok(code) => {
-                        got = Some((code, room, data_len));
-                        break;
-                    }
-                    Err(e) if room == small.0 => return Err(e),
-                    Err(_) => {}
-                }
-            }
-            let Some((code_mem, room, data_len)) = got else { continue };
-            let code = code_mem.remote();
-            let data = match tr.share_near(code, data_len, data_len) {
-                Ok(d) => Arc::new(d),
-                Err(e) => {
-                    let _ = tr.free(code, room);
-                    return Err(e);
-                }
-            };
-            // The rings are addressed by 64-bit immediates: anywhere, and away from the
-            // modules (a gigabyte of them near each would take the room later caches and data
-            // areas need within a rel32 of their module).
-            let rw = libc::PROT_READ | libc::PROT_WRITE;
-            let (lo, hi) = (RemoteAddr(1 << 32), RemoteAddr(0x7fff_0000_0000));
-            let far =
-                |s| tr.share_within(lo, hi, RemoteAddr(RINGS_NEAR), ring::thread_rings_len(s), rw);
-            let rings = match opts.rings.map(far) {
-                None => None,
-                Some(Ok(r)) => Some(Arc::new(r)),
-                Some(Err(e)) => {
-                    let _ = tr.free(code, room);
-                    let _ = tr.free(data.remote(), data.len() as u64);
-                    return Err(e);
-                }
-            };
-            let data_used = THREADS_LEN;
-            // The plugin's routines first (before anything can run in the room).
-            let routines = plugin.routines();
-            let used = (routines.len() as u64).next_multiple_of(64);
-            code_mem.write_bytes(0, routines);
-            let at = if routines.is_empty() { 0 } else { code.0 };
-            spaces[k] =
-                Some(Space { code, code_mem, room, used, data, data_used, rings, routines: at });
+            spaces[k] = Some(map_space(
+                &mut tr, images[k], &mods[k], all_funcs, funcs, plugin, opts.rings,
+            )?);
         }
         Ok(())
     })();
@@ -854,13 +877,18 @@ impl Jit {
     pub fn serve(&mut self, images: &[AnalyzedImage], plugin: &dyn Plugin, stop: &AtomicBool) {
         let Some(mbox) = self.mailbox.take() else { return };
         let extra = std::mem::take(&mut self.extra);
-        let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
-        let mods = modules_of(&all);
         let (posted_at, answered_at) = (mb::POSTED as usize, mb::ANSWERED as usize);
         mbox.store_u32(mb::LISTEN as usize, 1);
         while !stop.load(Ordering::Relaxed) {
             let (posted, answered) = (mbox.load_u32(posted_at), mbox.load_u32(answered_at));
             if posted == answered {
+                // A thread whose wait timed out cleared LISTEN; one that gave up just after
+                // kerf's last answer set it again would leave it cleared for good (no miss
+                // asks any more, so no answer sets it). kerf is here and idle: listen again.
+                if mbox.load_u32(mb::LISTEN as usize) == 0 {
+                    self.stats.timeouts += 1;
+                    mbox.store_u32(mb::LISTEN as usize, 1);
+                }
                 mbox.futex_wait(posted_at, posted, Duration::from_millis(20));
                 continue;
             }
@@ -886,6 +914,9 @@ impl Jit {
             }
             targets.sort_unstable();
             targets.dedup();
+            self.note_late(images, &extra, &targets);
+            let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
+            let mods = modules_of(&all);
             for &target in &targets {
                 self.answer(&all, &mods, plugin, target);
             }
@@ -907,6 +938,27 @@ impl Jit {
         mbox.futex_wake_all(answered_at);
         self.mailbox = Some(mbox);
         self.extra = extra;
+    }
+
+    /// Say which modules mapped after kerf looked (`dlopen`) the misses in `targets` lead
+    /// into, once each: kerf does not translate them (see docs/design.md §11: giving one room
+    /// needs a stop of the process while a thread waits in the miss path, which lost that
+    /// thread in trials), so their code runs natively, each entry an escape.
+    fn note_late(&mut self, images: &[AnalyzedImage], extra: &[AnalyzedImage], targets: &[u64]) {
+        for &t in targets {
+            let known = images.iter().chain(extra).any(|m| {
+                let (lo, hi) = span(m);
+                (lo..hi).contains(&t)
+            });
+            if known || self.index.find(t).is_some() {
+                continue;
+            }
+            if let Ok(Some(path)) = crate::load::module_path_at(self.pid, RemoteAddr(t)) {
+                if !self.stats.late_modules.contains(&path) {
+                    self.stats.late_modules.push(path);
+                }
+            }
+        }
     }
 
     /// Make `target` findable in the table: translate the function it falls in and what that

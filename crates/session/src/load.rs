@@ -518,6 +518,21 @@ pub fn analyze_process(
     Ok((out, skipped))
 }
 
+/// The path (as /proc/PID/maps prints it) of the executable file-backed module of process
+/// `pid` that holds `addr`, if one does.
+pub fn module_path_at(pid: i32, addr: RemoteAddr) -> Result<Option<String>, LoadError> {
+    Ok(module_at(&Process::open(pid)?, addr)?.map(|m| m.path))
+}
+
+fn module_at(
+    proc: &Process,
+    addr: RemoteAddr,
+) -> Result<Option<kerf_analysis::image::maps::ModuleLayout>, LoadError> {
+    let maps = proc.maps()?;
+    let found = modules(&maps).into_iter().find(|m| m.contains(addr));
+    Ok(found.filter(|m| !m.path.starts_with('[') && m.executable()))
+}
+
 /// The debug directories for the modules of process `pid`: each one inside the process's root
 /// first when the process sees another file system (a container), then kerf's own.
 fn process_debug_dirs(proc: &Process, dirs: &[PathBuf]) -> Vec<PathBuf> {

@@ -471,6 +471,8 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
                 "functions": s.added_functions,
                 "untranslatable": s.untranslatable,
                 "seconds": s.serving.as_secs_f64(),
+                "late_modules": s.late_modules,
+                "wait_timeouts": s.timeouts,
             },
             "modules": modules,
             "seconds": {
