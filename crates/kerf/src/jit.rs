@@ -142,9 +142,14 @@ fn table(v: &serde_json::Value, top: usize) -> String {
             m["escapes"]
         );
     }
-    for m in j["on_demand"]["late_modules"].as_array().into_iter().flatten() {
+    let late = &j["on_demand"];
+    for m in late["late_modules"].as_array().into_iter().flatten() {
         let m = m.as_str().unwrap_or("");
-        let _ = writeln!(s, "  {m}: mapped after attach (dlopen), not translated: runs natively");
+        let _ = writeln!(s, "  {m}: mapped after attach (dlopen), analysed and translated then");
+    }
+    for m in late["late_refused"].as_array().into_iter().flatten() {
+        let m = m.as_str().unwrap_or("");
+        let _ = writeln!(s, "  mapped after attach and not translated (its calls escape): {m}");
     }
     if let Some(blocks) = v["blocks"].as_array() {
         let mut b: Vec<&serde_json::Value> = blocks.iter().collect();

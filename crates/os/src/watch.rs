@@ -139,22 +139,25 @@ impl ExitWatch {
         ExitWatch { pid, fd, sys }
     }
 
-    /// How the process ended, once it has; `None` while it runs.
-    pub fn ended(&self) -> Option<End> {
+    /// Whether the process still runs, from its pidfd (or /proc) alone: no `wait` call, so
+    /// that the parent of a launched command can poll it while another of kerf's threads
+    /// traces it (a `waitpid` without `__WNOTHREAD` would take that thread's ptrace stops).
+    pub fn running(&self) -> bool {
         match &self.fd {
             Some(fd) => {
                 let mut p = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
                 // SAFETY: one pollfd, with a zero timeout.
                 let n = unsafe { libc::poll(&mut p, 1, 0) };
-                if n <= 0 || p.revents & (libc::POLLIN | libc::POLLHUP) == 0 {
-                    return None;
-                }
+                n <= 0 || p.revents & (libc::POLLIN | libc::POLLHUP) == 0
             }
-            None => {
-                if state(&*self.sys, self.pid) == State::Live {
-                    return None;
-                }
-            }
+            None => state(&*self.sys, self.pid) == State::Live,
+        }
+    }
+
+    /// How the process ended, once it has; `None` while it runs.
+    pub fn ended(&self) -> Option<End> {
+        if self.running() {
+            return None;
         }
         let deadline = Instant::now() + STATUS_WAIT;
         loop {

@@ -12,6 +12,8 @@
 //! On demand ([`JitOptions::on_demand`]): a miss posts its target to a mailbox and waits;
 //! [`Jit::serve`] translates the function it falls in (and what that reaches) into the
 //! module's reserved room, adds it to the table, links the exits that led to it, and answers.
+//! A miss into a module the program mapped after kerf looked (`dlopen`) first has that module
+//! analysed and given room, with the process stopped as at install ([`Jit::serve`]).
 
 use crate::load::AnalyzedImage;
 use kerf_analysis::cfg::FuncId;
@@ -249,9 +251,12 @@ pub struct JitStats {
     pub added_functions: usize,
     pub untranslatable: usize,
     pub serving: Duration,
-    /// Modules the program mapped after kerf attached (`dlopen`) that a miss led into: not
-    /// translated, their code runs natively (each entry an escape).
+    /// Modules the program mapped after kerf attached (`dlopen`) that a miss led into: those
+    /// kerf analysed and gave room (their functions are then translated on demand as any
+    /// module's), and those it did not, as `PATH: why` (their code runs natively, each entry
+    /// an escape).
     pub late_modules: Vec<String>,
+    pub late_refused: Vec<String>,
     /// Times kerf, idle, found `LISTEN` cleared by a thread whose wait timed out (misses
     /// escaped without asking until it set it again).
     pub timeouts: u64,
@@ -285,6 +290,9 @@ pub struct Jit {
     mem: RemoteMem,
     /// Each cache's escapes when kerf stopped answering misses.
     live_escapes: Option<Vec<u64>>,
+    /// Whether a miss into a module mapped after attach loads it (not with rings: the call
+    /// trace names the functions of the modules it was made with).
+    late: bool,
 }
 
 /// What removal did.
@@ -593,6 +601,7 @@ pub fn install(
         ctx,
         mem: mem.clone(),
         live_escapes: None,
+        late: opts.rings.is_none(),
     };
     let mut translations = Vec::new();
     for (k, r) in results {
@@ -876,7 +885,7 @@ impl Jit {
     /// its ticket; when it returns, no thread waits any more and none will.
     pub fn serve(&mut self, images: &[AnalyzedImage], plugin: &dyn Plugin, stop: &AtomicBool) {
         let Some(mbox) = self.mailbox.take() else { return };
-        let extra = std::mem::take(&mut self.extra);
+        let mut extra = std::mem::take(&mut self.extra);
         let (posted_at, answered_at) = (mb::POSTED as usize, mb::ANSWERED as usize);
         mbox.store_u32(mb::LISTEN as usize, 1);
         while !stop.load(Ordering::Relaxed) {
@@ -914,7 +923,7 @@ impl Jit {
             }
             targets.sort_unstable();
             targets.dedup();
-            self.note_late(images, &extra, &targets);
+            self.load_late(images, &mut extra, &targets, plugin);
             let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
             let mods = modules_of(&all);
             for &target in &targets {
@@ -940,23 +949,67 @@ impl Jit {
         self.extra = extra;
     }
 
-    /// Say which modules mapped after kerf looked (`dlopen`) the misses in `targets` lead
-    /// into, once each: kerf does not translate them (see docs/design.md §11: giving one room
-    /// needs a stop of the process while a thread waits in the miss path, which lost that
-    /// thread in trials), so their code runs natively, each entry an escape.
-    fn note_late(&mut self, images: &[AnalyzedImage], extra: &[AnalyzedImage], targets: &[u64]) {
+    /// Give room to the modules that `targets` fall in and that the program mapped after kerf
+    /// looked (`dlopen`): analysed (from kerf's cache when it has them), then a space mapped
+    /// near each with the process stopped, as at install; appended to `extra`. A target in
+    /// no file-backed module (code the program generated) is left to [`Jit::answer`]'s escape.
+    fn load_late(
+        &mut self,
+        images: &[AnalyzedImage],
+        extra: &mut Vec<AnalyzedImage>,
+        targets: &[u64],
+        plugin: &dyn Plugin,
+    ) {
         for &t in targets {
-            let known = images.iter().chain(extra).any(|m| {
+            let known = images.iter().chain(extra.iter()).any(|m| {
                 let (lo, hi) = span(m);
                 (lo..hi).contains(&t)
             });
             if known || self.index.find(t).is_some() {
                 continue;
             }
-            if let Ok(Some(path)) = crate::load::module_path_at(self.pid, RemoteAddr(t)) {
-                if !self.stats.late_modules.contains(&path) {
+            let Ok(Some(path)) = crate::load::module_path_at(self.pid, RemoteAddr(t)) else {
+                continue;
+            };
+            // Once per module: its later misses find the escape entries `answer` gives.
+            if self.stats.late_refused.iter().any(|r| r.starts_with(&format!("{path}: "))) {
+                continue;
+            }
+            if !self.late {
+                let why = "the call trace covers the modules mapped when it started";
+                self.stats.late_refused.push(format!("{path}: {why}"));
+                continue;
+            }
+            let known: Vec<&std::path::Path> =
+                images.iter().chain(extra.iter()).map(|m| m.path.as_path()).collect();
+            let opts = crate::load::LoadOptions::default();
+            let m = match crate::load::analyze_module_at(self.pid, RemoteAddr(t), &known, &opts) {
+                Ok(Some(m)) => m,
+                Ok(None) => continue,
+                Err(e) => {
+                    self.stats.late_refused.push(format!("{path}: {e}"));
+                    continue;
+                }
+            };
+            let every: Vec<FuncId> =
+                (0..m.analysis.cfg.functions.len() as u32).map(FuncId).collect();
+            let module = &modules_of(&[&m])[0];
+            let space = Tracee::stop_all(self.pid).and_then(|mut tr| {
+                let sp = map_space(&mut tr, &m, module, &every, &[], plugin, None);
+                // The mapping's own failure first (a failed detach follows from it). A space
+                // mapped before a failed detach stays in the target, unused.
+                let resumed = tr.resume_detach();
+                let sp = sp?;
+                resumed.map(|_| sp)
+            });
+            match space {
+                Ok(sp) => {
+                    self.spaces.push(Some(sp));
+                    self.done.push(HashSet::new());
+                    extra.push(m);
                     self.stats.late_modules.push(path);
                 }
+                Err(e) => self.stats.late_refused.push(format!("{path}: {e}")),
             }
         }
     }

@@ -276,7 +276,8 @@ const EXEC_CHECK: Duration = Duration::from_millis(250);
 pub struct ProcessTarget {
     pub pid: i32,
     pub child: Option<std::process::Child>,
-    /// How kerf learns how a process it did not start ends.
+    /// How kerf learns how a process it did not start ends, and whether one it started
+    /// still runs (see [`ProcessTarget::fate`]).
     watch: Option<ExitWatch>,
     /// A launched command waiting at its entry point for the probes.
     hold: Option<kerf_os::ptrace::EntryHold>,
@@ -336,7 +337,8 @@ impl ProcessTarget {
                 ProcessTarget {
                     pid,
                     child: Some(c),
-                    watch: None,
+                    // kerf's child is not reaped before kerf waits for it: the pidfd names it.
+                    watch: Some(ExitWatch::open(pid)),
                     hold: Some(hold),
                     started,
                     modules: Vec::new(),
@@ -428,6 +430,12 @@ impl ProcessTarget {
     pub fn fate(&mut self) -> Option<End> {
         if let Some(c) = &mut self.child {
             use std::os::unix::process::ExitStatusExt;
+            // Not `try_wait` while it runs: a `waitpid` from this thread also takes the stops
+            // of a ptrace session another of kerf's threads holds on it (the JIT's miss
+            // server), which then waits for a stop that never comes.
+            if self.watch.as_ref().is_some_and(ExitWatch::running) {
+                return None;
+            }
             return match c.try_wait() {
                 Ok(Some(st)) => Some(End::from_wait_status(st.into_raw())),
                 Ok(None) => None,

@@ -518,6 +518,31 @@ pub fn analyze_process(
     Ok((out, skipped))
 }
 
+/// Analyse the module of process `pid` mapped at `addr` (one the program loaded after kerf
+/// looked, with `dlopen`), with its load bias: `None` when no executable file-backed module
+/// holds `addr` (anonymous memory: JIT-generated code), or when it is one of `known` (paths as
+/// /proc/PID/maps prints them).
+pub fn analyze_module_at(
+    pid: i32,
+    addr: RemoteAddr,
+    known: &[&Path],
+    opts: &LoadOptions,
+) -> Result<Option<AnalyzedImage>, LoadError> {
+    let proc = Process::open(pid)?;
+    let Some(m) = module_at(&proc, addr)? else { return Ok(None) };
+    if known.contains(&Path::new(&m.path)) {
+        return Ok(None);
+    }
+    let mut opts = LoadOptions { symbols: None, ..opts.clone() };
+    opts.debug.dirs = process_debug_dirs(&proc, &opts.debug.dirs);
+    let file = proc.module_path(&m.path);
+    let mut a = analyze_image_file(&file, Path::new(&m.path), &opts, true, &kerf_analysis::Quiet)?;
+    a.bias = Some(m.bias(&a.segments));
+    a.path = PathBuf::from(&m.path);
+    a.analysis.image = m.path.clone();
+    Ok(Some(a))
+}
+
 /// The path (as /proc/PID/maps prints it) of the executable file-backed module of process
 /// `pid` that holds `addr`, if one does.
 pub fn module_path_at(pid: i32, addr: RemoteAddr) -> Result<Option<String>, LoadError> {

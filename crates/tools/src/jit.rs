@@ -472,6 +472,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
                 "untranslatable": s.untranslatable,
                 "seconds": s.serving.as_secs_f64(),
                 "late_modules": s.late_modules,
+                "late_refused": s.late_refused,
                 "wait_timeouts": s.timeouts,
             },
             "modules": modules,
