@@ -291,6 +291,9 @@ pub struct Translation {
     pub data_len: u64,
     /// Where the shared miss path starts.
     pub miss: u64,
+    /// Where the blocks' copies end (the out-of-line code follows: stubs, a branch side's
+    /// plugin code, entries, the miss paths).
+    pub blocks_end: u64,
     /// The indirect sites' prediction words: each must hold [`DATA_NO_WAY`]'s address before
     /// the cache runs.
     pub preds: std::ops::Range<u64>,
@@ -735,6 +738,7 @@ pub fn translate(
     }
     // Out-of-line: the calls' stubs, each block's indirect entry, the exit stubs, the
     // shared second probes and miss paths.
+    let blocks_end = e.insns.len();
     for s in std::mem::take(&mut e.stubs) {
         e.extend(seq::call_stub(s.label, s.ret), None);
         match s.then {
@@ -862,6 +866,7 @@ pub fn translate(
         .into_iter()
         .filter_map(|(word, target, k)| Some(Link { word, target, slow: at_offset(k)? }))
         .collect();
+    let blocks_end = at_offset(blocks_end).unwrap_or(layout.code + r.code_buffer.len() as u64);
     Ok(Translation {
         code: r.code_buffer,
         blocks,
@@ -872,6 +877,7 @@ pub fn translate(
         preds,
         links,
         miss: at_offset(miss_at).unwrap_or(0),
+        blocks_end,
         branches,
     })
 }

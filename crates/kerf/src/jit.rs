@@ -55,6 +55,12 @@ pub struct Args {
     /// At most this many functions from the walk over the call graph.
     #[arg(long, default_value_t = 1_000_000)]
     budget: usize,
+    /// At most this much translated code at once (bytes, or with a K, M or G suffix): only
+    /// the roots are translated ahead, the rest on demand into the room left; when a miss
+    /// finds none, kerf flushes the cache (threads inside it finish their root call in the
+    /// original code) and starts again from the roots. Default: no limit.
+    #[arg(long, value_parser = size, value_name = "SIZE")]
+    cache_limit: Option<u64>,
     /// Process to instrument.
     #[arg(short, long, conflicts_with = "command")]
     pid: Option<i32>,
@@ -105,6 +111,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
             whole_modules: args.whole,
             on_demand: !args.no_demand,
             rings: None,
+            cache_limit: args.cache_limit,
         },
         trace: args.trace.clone(),
         ring_slots: args.ring_slots,
@@ -116,6 +123,28 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     let text = if args.json { format!("{v}\n") } else { table(&v, args.top) };
     let _ = out.write_all(text.as_bytes());
     Ok(())
+}
+
+/// A size in bytes: a number, optionally followed by K, M or G (powers of 1024).
+fn size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => t.split_at(i),
+        None => (t, ""),
+    };
+    let shift = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        _ => return Err(format!("{s}: a size is a number with an optional K, M or G")),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s}: a size is a number with an optional K, M or G"))?;
+    n.checked_shl(shift)
+        .filter(|v| v >> shift == n && *v > 0)
+        .ok_or_else(|| format!("{s}: out of range"))
 }
 
 /// The summary as text: the region, the escapes, the busiest blocks.
@@ -132,6 +161,25 @@ fn table(v: &serde_json::Value, top: usize) -> String {
         j["escapes"],
         v["ended"].as_str().unwrap_or("")
     );
+    let c = &j["cache"];
+    if let Some(limit) = c["limit"].as_u64() {
+        let _ = writeln!(
+            s,
+            "code cache: {} KiB at the end, {} KiB at most, limit {} KiB; {} flushes ({} threads \
+             put back into the new translations, {} finished their root call natively){}",
+            c["bytes"].as_u64().unwrap_or(0) / 1024,
+            c["peak"].as_u64().unwrap_or(0) / 1024,
+            limit / 1024,
+            c["flushes"],
+            c["threads_replaced"],
+            c["threads_moved"],
+            match c["refused"].as_array() {
+                Some(r) if !r.is_empty() =>
+                    format!("; flushes refused: {}", serde_json::Value::from(r.clone())),
+                _ => String::new(),
+            }
+        );
+    }
     for m in j["modules"].as_array().into_iter().flatten() {
         let _ = writeln!(
             s,

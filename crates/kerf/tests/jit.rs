@@ -257,6 +257,40 @@ fn a_library_loaded_after_attach_is_translated_when_first_reached() {
     );
 }
 
+/// A bounded code cache (`--cache-limit`): only the root is translated ahead, the rest on
+/// demand into the room left, and a miss that finds none flushes the cache (every thread
+/// stopped, those inside brought back to original code, the roots translated again). At two
+/// limits below the fixture's working set: the output is unchanged, the cache never held more
+/// than the limit, it was flushed, and the counts are never above the unbounded run's (a
+/// thread brought out finishes its root call natively, uncounted), the root's entry exactly
+/// equal (every call enters through the root's jump).
+#[test]
+fn a_bounded_cache_flushes_and_the_program_runs_unchanged() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-limit");
+    let args = ["8", "500", "3000"];
+    let expected = plain(&bin, &args);
+    let (free, out, _) = kerf_on("limit-none", "jit", &["work"], &bin, &args);
+    assert_eq!(out, expected);
+    assert!(free["jit"]["cache"]["limit"].is_null());
+    let all = counts(&free["blocks"], "jitted");
+    for limit in ["48K", "32K"] {
+        let (v, out, err) = kerf_on("limit", "jit", &["work", "--cache-limit", limit], &bin, &args);
+        assert_eq!(out, expected, "{limit}: output changed: {err}");
+        let c = &v["jit"]["cache"];
+        let bytes = c["limit"].as_u64().unwrap();
+        assert_eq!(bytes, 1024 * limit.trim_end_matches('K').parse::<u64>().unwrap());
+        assert!(c["peak"].as_u64().unwrap() <= bytes, "{limit}: {c}");
+        assert!(c["bytes"].as_u64().unwrap() <= c["peak"].as_u64().unwrap(), "{c}");
+        assert!(c["flushes"].as_u64().unwrap() >= 1, "{limit}: never flushed: {c}");
+        assert_eq!(c["refused"].as_array().unwrap().len(), 0, "{c}");
+        let some = counts(&v["blocks"], "jitted");
+        for (point, n) in &some {
+            assert!(all.get(point).is_some_and(|m| n <= m), "{limit}: {point} counted {n}");
+        }
+        assert_eq!(some.get("work+0x0"), all.get("work+0x0"), "{limit}: the root's entry");
+    }
+}
+
 #[test]
 fn the_code_cache_alone_runs_the_program_unchanged_every_time() {
     let bin = common::build_fixture("jitted", "-O2", "jit-none");
@@ -338,7 +372,8 @@ fn attach_and_detach_mid_run_again_and_again() {
         let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
         assert_eq!(v["jit"]["escapes"], 0, "cycle {cycles}: {}", v["jit"]);
         moved += v["jit"]["removed"]["threads_moved"].as_u64().unwrap_or(0);
-        assert_eq!(kerf_maps(pid), 0, "cycle {cycles}: kerf's mappings left behind");
+        let removed = &v["jit"]["removed"];
+        assert_eq!(kerf_maps(pid), 0, "cycle {cycles}: kerf's mappings left behind: {removed}");
         let now = text_of(pid);
         assert_eq!(now.len(), before.len());
         for (a, bytes) in &before {

@@ -67,11 +67,21 @@ pub struct JitOptions {
     /// Per-thread rings of this shape for the plugins' records (`emit.thread`), one area of
     /// them beside each module's data area ([`Jit::ring_areas`]).
     pub rings: Option<kerf_codegen::ring::Shape>,
+    /// At most this many bytes of translated code at once (on demand): only the roots are
+    /// translated ahead, and when a miss finds no room the cache is flushed
+    /// ([`Jit::serve`]).
+    pub cache_limit: Option<u64>,
 }
 
 impl Default for JitOptions {
     fn default() -> Self {
-        JitOptions { budget: 1_000_000, whole_modules: false, on_demand: true, rings: None }
+        JitOptions {
+            budget: 1_000_000,
+            whole_modules: false,
+            on_demand: true,
+            rings: None,
+            cache_limit: None,
+        }
     }
 }
 
@@ -134,7 +144,10 @@ impl From<TargetError> for JitFail {
     }
 }
 
-/// One translation in the target: a module's first, or one kerf made later for a miss.
+/// One translation in the target: a module's first, or one kerf made later for a miss. After
+/// a flush ([`Jit::serve`] with a cache limit) the translations made before it stay listed,
+/// retired: their code room is reused, their data words kept as kerf's copy (so that counts
+/// made before the flush still add up), and nothing leads into them any more.
 pub struct Cache {
     pub module: usize,
     pub code: RemoteAddr,
@@ -142,16 +155,31 @@ pub struct Cache {
     pub translation: Translation,
 }
 
-/// A translation's part of its module's shared data area.
+/// A translation's part of its module's shared data area, or kerf's copy of it once the
+/// translation is retired.
 pub struct Area {
     mem: Arc<SharedMem>,
     off: usize,
     len: usize,
+    kept: Option<Vec<u8>>,
 }
 
 impl Area {
     pub fn remote(&self) -> RemoteAddr {
         RemoteAddr(self.mem.remote().0 + self.off as u64)
+    }
+
+    /// Whether the target still uses it (not retired by a flush).
+    pub fn is_live(&self) -> bool {
+        self.kept.is_none()
+    }
+
+    /// Keep a copy of the words and stop reading the shared area (the words are zeroed
+    /// after, for the translations that reuse them).
+    fn retire(&mut self) {
+        let mut copy = vec![0u8; self.len];
+        self.mem.read_bytes(self.off, &mut copy);
+        self.kept = Some(copy);
     }
 
     pub fn len(&self) -> usize {
@@ -163,11 +191,19 @@ impl Area {
     }
 
     pub fn load_u64(&self, offset: usize) -> u64 {
-        self.mem.load_u64(self.off + offset)
+        match &self.kept {
+            None => self.mem.load_u64(self.off + offset),
+            Some(k) => k
+                .get(offset..offset + 8)
+                .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default())),
+        }
     }
 
     pub fn store_u64(&self, offset: usize, value: u64) {
-        self.mem.store_u64(self.off + offset, value)
+        debug_assert!(self.kept.is_none(), "a store into a retired translation's words");
+        if self.kept.is_none() {
+            self.mem.store_u64(self.off + offset, value)
+        }
     }
 
     /// Store at target address `a` (inside this area).
@@ -184,7 +220,10 @@ struct Space {
     /// there).
     code_mem: SharedMem,
     room: u64,
+    /// Bytes of the room in use, and where translations start (after the routines): a flush
+    /// sets `used` back to it.
     used: u64,
+    start: u64,
     data: Arc<SharedMem>,
     data_used: u64,
     /// The per-thread rings of the plugins' records, if they have any; the thread table that
@@ -260,6 +299,14 @@ pub struct JitStats {
     /// Times kerf, idle, found `LISTEN` cleared by a thread whose wait timed out (misses
     /// escaped without asking until it set it again).
     pub timeouts: u64,
+    /// With a cache limit: the most code the cache held at once, flushes made, threads a
+    /// flush left in the original code (each runs the rest of its root call natively) and
+    /// those it put back into the new translations, and flushes given up, with why.
+    pub cache_peak: u64,
+    pub flushes: u64,
+    pub flush_moved: usize,
+    pub flush_replaced: usize,
+    pub flush_refused: Vec<String>,
 }
 
 /// A JIT installed in a process.
@@ -293,6 +340,10 @@ pub struct Jit {
     /// Whether a miss into a module mapped after attach loads it (not with rings: the call
     /// trace names the functions of the modules it was made with).
     late: bool,
+    /// The cache limit ([`JitOptions::cache_limit`]), and the roots' functions, translated
+    /// again after each flush.
+    limit: Option<u64>,
+    root_funcs: Vec<(usize, FuncId)>,
 }
 
 /// What removal did.
@@ -395,7 +446,41 @@ fn map_space(
     let used = (routines.len() as u64).next_multiple_of(64);
     code_mem.write_bytes(0, routines);
     let at = if routines.is_empty() { 0 } else { code.0 };
-    Ok(Space { code, code_mem, room, used, data, data_used, rings, routines: at })
+    Ok(Space { code, code_mem, room, used, start: used, data, data_used, rings, routines: at })
+}
+
+/// The clean points for original address `orig` inside the copy of its block in translation
+/// `t` (from the block's start to the next block's, or to the end of the blocks): the first (before any plugin code for
+/// `orig`) and the last (the copied instruction). A plugin's code placed apart from the blocks
+/// (a branch side's counter) is not among them.
+fn clean_points(t: &Translation, orig: u64) -> Option<(u64, u64)> {
+    let i = t.blocks.partition_point(|b| b.start <= orig).checked_sub(1)?;
+    let lo = t.blocks[i].cache;
+    let hi = t.blocks.iter().map(|b| b.cache).filter(|&c| c > lo).min().unwrap_or(t.blocks_end);
+    let mut pcs = t.clean.range(lo..hi).filter(|&(_, &o)| o == orig).map(|(&pc, _)| pc);
+    let first = pcs.next()?;
+    Some((first, pcs.next_back().unwrap_or(first)))
+}
+
+/// Bytes of a stack a flush looks through for the frames of a thread it brings out.
+const FRAME_SCAN: usize = 256 * 1024;
+
+/// The words of thread `tid`'s stack from its stack pointer up, at most `len` bytes (fewer
+/// where the stack ends sooner).
+fn stack_words(tr: &Tracee, tid: i32, len: usize) -> Result<Vec<u64>, JitFail> {
+    let sp = tr.regs(tid)?.sp();
+    let mut stack = vec![0u8; len];
+    let mut len = len;
+    while len >= 64 && tr.read(sp, &mut stack[..len]).is_err() {
+        len /= 2;
+    }
+    if len < 64 {
+        return Ok(Vec::new());
+    }
+    Ok(stack[..len]
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+        .collect())
 }
 
 /// The span `[lo, hi)` of original addresses a module occupies.
@@ -457,7 +542,9 @@ pub fn install(
         mem.read(RemoteAddr(a), &mut b).ok().map(|()| u64::from_le_bytes(b))
     };
     let starts: Vec<(usize, FuncId)> = roots.iter().map(|r| (r.module, r.func)).collect();
-    let mut region = closure(&mods, &starts, &slot, opts.budget, opts.whole_modules, &|_, _| false);
+    // With a cache limit only the roots go ahead: the rest comes on demand, into the room left.
+    let budget = if opts.cache_limit.is_some() { starts.len() } else { opts.budget };
+    let mut region = closure(&mods, &starts, &slot, budget, opts.whole_modules, &|_, _| false);
     if opts.whole_modules {
         // The vDSO is reached only through pointers libc loads at run time: all of it.
         let own = images.len() - extra.len();
@@ -602,6 +689,8 @@ pub fn install(
         mem: mem.clone(),
         live_escapes: None,
         late: opts.rings.is_none(),
+        limit: opts.cache_limit,
+        root_funcs: starts.clone(),
     };
     let mut translations = Vec::new();
     for (k, r) in results {
@@ -813,8 +902,12 @@ impl Jit {
         let sp = self.spaces[k].as_mut().expect("a translation is made for a module with room");
         let code = RemoteAddr(sp.code.0 + sp.used);
         sp.code_mem.write_bytes(sp.used as usize, &t.code);
-        let data =
-            Area { mem: sp.data.clone(), off: sp.data_used as usize, len: t.data_len as usize };
+        let data = Area {
+            mem: sp.data.clone(),
+            off: sp.data_used as usize,
+            len: t.data_len as usize,
+            kept: None,
+        };
         sp.used = (sp.used + t.code.len() as u64).next_multiple_of(64);
         sp.data_used = (sp.data_used + t.data_len).next_multiple_of(64);
         data.store_u64(DATA_OWNER as usize, self.ctx.owner);
@@ -850,6 +943,7 @@ impl Jit {
         }
         self.stats.blocks += t.blocks.len();
         self.stats.code_bytes += t.code.len() as u64;
+        self.stats.cache_peak = self.stats.cache_peak.max(self.cache_bytes());
         self.done[k].extend(funcs);
         self.caches.push(Cache { module: k, code, data, translation: t });
         Ok(here)
@@ -927,19 +1021,26 @@ impl Jit {
             let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
             let mods = modules_of(&all);
             for &target in &targets {
-                self.answer(&all, &mods, plugin, target);
+                self.answer(&all, &mods, plugin, target, &mbox);
             }
             self.stats.asked += u64::from(posted.wrapping_sub(answered));
             self.stats.table_entries = self.index.entries;
             self.stats.crowded = self.index.crowded.len();
             self.stats.lost = self.index.lost();
-            mbox.store_u32(answered_at, posted);
+            // A flush meanwhile answered tickets past `posted`: ANSWERED never goes back.
+            if (posted.wrapping_sub(mbox.load_u32(answered_at)) as i32) > 0 {
+                mbox.store_u32(answered_at, posted);
+            }
             mbox.store_u32(mb::LISTEN as usize, 1);
             mbox.futex_wake_all(answered_at);
             self.stats.serving += t.elapsed();
         }
         // No more answers: every thread waiting goes, and no thread asks again. What escapes
         // from now on escapes while the JIT is being taken out.
+        if let Some(dir) = std::env::var_os("KERF_JIT_DUMP") {
+            let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
+            dump(std::path::Path::new(&dir), &all, self);
+        }
         let escapes = kerf_jit::translate::DATA_ESCAPES as usize;
         self.live_escapes = Some(self.caches.iter().map(|c| c.data.load_u64(escapes)).collect());
         mbox.store_u32(mb::LISTEN as usize, 0);
@@ -1025,6 +1126,7 @@ impl Jit {
         mods: &[Module<'_>],
         plugin: &dyn Plugin,
         target: u64,
+        mbox: &SharedMem,
     ) {
         if self.index.find(target).is_some() {
             return;
@@ -1038,16 +1140,14 @@ impl Jit {
         let f = k.and_then(|k| Some((k, kerf_jit::region::function_containing(&mods[k], target)?)));
         if let Some((k, f)) = f {
             if !self.done[k].contains(&f) {
-                let mem = self.mem.clone();
-                let slot = |a: u64| {
-                    let mut b = [0u8; 8];
-                    mem.read(RemoteAddr(a), &mut b).ok().map(|()| u64::from_le_bytes(b))
-                };
-                let done = &self.done;
-                let region = closure(mods, &[(k, f)], &slot, BATCH_BUDGET, false, &|j, g| {
-                    done[j].contains(&g)
-                });
-                for (j, funcs) in region.funcs.into_iter().enumerate() {
+                let mut region = self.batch(mods, k, f, plugin);
+                // No room left under the cache limit: flush, then the room is the limit.
+                if region.is_none() && self.flush(all, mods, plugin, mbox) {
+                    region = self.batch(mods, k, f, plugin);
+                }
+                for (j, funcs) in
+                    region.map(|r| r.funcs).unwrap_or_default().into_iter().enumerate()
+                {
                     // No room left (or the write failed): the escape entry below.
                     if !funcs.is_empty()
                         && self.translate_more(all, mods, plugin, j, funcs).is_err()
@@ -1072,6 +1172,46 @@ impl Jit {
                     let _ = self.add_stub(home, target, None);
                 }
             }
+        }
+    }
+
+    /// What a miss at function `f` of module `k` brings in: the walk from it over direct
+    /// calls, up to [`BATCH_BUDGET`] functions not translated yet, and under a cache limit
+    /// only as many as fit in the room left by kerf's estimate (`room_for`, an upper bound)
+    /// and in a quarter of the limit: `None` when not even `f` fits the room left.
+    fn batch(
+        &self,
+        mods: &[Module<'_>],
+        k: usize,
+        f: FuncId,
+        plugin: &dyn Plugin,
+    ) -> Option<kerf_jit::Region> {
+        let mem = self.mem.clone();
+        let slot = |a: u64| {
+            let mut b = [0u8; 8];
+            mem.read(RemoteAddr(a), &mut b).ok().map(|()| u64::from_le_bytes(b))
+        };
+        let done = &self.done;
+        let skip = |j: usize, g: FuncId| done[j].contains(&g);
+        let mut budget = BATCH_BUDGET;
+        loop {
+            let region = closure(mods, &[(k, f)], &slot, budget, false, &skip);
+            let Some(limit) = self.limit else { return Some(region) };
+            let need: u64 = (region.funcs.iter().enumerate())
+                .filter(|(_, fs)| !fs.is_empty())
+                .map(|(j, fs)| kerf_jit::room_for(&mods[j], fs, plugin))
+                .sum();
+            // One miss's batch takes at most a quarter of the limit (so that a flush is
+            // followed by several misses' worth of room, not filled by the first), but the
+            // function asked for alone may take all the room left.
+            let share = budget == 1 || need <= limit / 4;
+            if self.cache_bytes() + need <= limit && share {
+                return Some(region);
+            }
+            if budget == 1 {
+                return None;
+            }
+            budget = (budget / 4).max(1);
         }
     }
 
@@ -1122,7 +1262,8 @@ impl Jit {
         let bytes = match to {
             Some(to) => kerf_jit::entry_stub(&name, at, to),
             None => {
-                let Some(c) = self.caches.iter().find(|c| c.module == k) else { return Ok(()) };
+                let live = |c: &&Cache| c.module == k && c.data.is_live();
+                let Some(c) = self.caches.iter().find(live) else { return Ok(()) };
                 kerf_jit::escape_stub(&name, at, target, c.data.remote().0)
             }
         }
@@ -1167,7 +1308,18 @@ impl Jit {
 
     /// Where cache address `pc` goes back to, if it is a clean point of some cache.
     fn clean_original(&self, pc: u64) -> Option<u64> {
-        self.caches.iter().find_map(|c| c.translation.clean.get(&pc).copied())
+        let live = self.caches.iter().filter(|c| c.data.is_live());
+        live.into_iter().find_map(|c| c.translation.clean.get(&pc).copied())
+    }
+
+    /// The cache limit it was installed with.
+    pub fn cache_limit(&self) -> Option<u64> {
+        self.limit
+    }
+
+    /// Bytes of translated code the rooms hold now (the routines' copies not counted).
+    pub fn cache_bytes(&self) -> u64 {
+        self.spaces.iter().flatten().map(|sp| sp.used - sp.start).sum()
     }
 
     fn in_cache(&self, a: u64) -> bool {
@@ -1180,6 +1332,310 @@ impl Jit {
             .iter()
             .flatten()
             .any(|sp| sp.routines != 0 && (sp.routines..sp.routines + len).contains(&a))
+    }
+
+    /// Bring every thread of `tr` that is inside a cache to the original address of its
+    /// next clean point (single-stepping it there; a thread in a plugin's routine first runs
+    /// it to its end), counting them and their steps in `out`. Returns each thread moved:
+    /// the original address it is at, and whether it stood at the copied instruction itself
+    /// (any plugin code for that address run) rather than before that code.
+    fn bring_back(
+        &self,
+        tr: &mut Tracee,
+        out: &mut JitRemoved,
+    ) -> Result<Vec<(i32, u64, bool)>, JitFail> {
+        let mut moved = Vec::new();
+        for tid in tr.threads().to_vec() {
+            let mut regs = tr.regs(tid)?;
+            let mut steps = 0;
+            if !self.in_cache(regs.pc().0) {
+                continue;
+            }
+            // A thread inside a plugin's routine (a C callback) runs it to its end first.
+            let budget = if self.in_routines(regs.pc().0) { MAX_ROUTINE_STEPS } else { MAX_STEPS };
+            loop {
+                let pc = regs.pc().0;
+                if let Some(orig) = self.clean_original(pc) {
+                    regs.set_pc(RemoteAddr(orig));
+                    tr.set_regs(tid, &regs)?;
+                    out.moved += 1;
+                    let live = self.caches.iter().filter(|c| c.data.is_live());
+                    let points = live.into_iter().find_map(|c| {
+                        clean_points(&c.translation, orig).filter(|p| (p.0..=p.1).contains(&pc))
+                    });
+                    moved.push((tid, orig, points.is_some_and(|p| p.1 == pc)));
+                    break;
+                }
+                if !self.in_cache(pc) {
+                    // It left through the miss path for original code.
+                    out.moved += 1;
+                    moved.push((tid, pc, false));
+                    break;
+                }
+                if steps == budget {
+                    return Err(JitFail::Stranded { tid, pc });
+                }
+                regs = tr.step(tid)?;
+                steps += 1;
+            }
+            out.steps += steps;
+        }
+        Ok(moved)
+    }
+
+    /// Whether a stack of a thread of `tr` holds a cache address where a signal frame keeps
+    /// the interrupted PC (a signal handler interrupted a thread in the cache and has not
+    /// returned): that code must stay as it is.
+    fn stacks_hold_cache(&self, tr: &Tracee) -> Result<bool, JitFail> {
+        let mut held = false;
+        for &tid in tr.threads() {
+            let words = stack_words(tr, tid, 64 * 1024)?;
+            // Only where a signal frame keeps the interrupted PC: the cache pushes no
+            // cache address that outlives the instruction after it, and any other word
+            // is data (a small number falls in the room reserved below a non-PIE
+            // executable at 0x400000).
+            held |= words
+                .iter()
+                .enumerate()
+                .any(|(k, &w)| self.in_cache(w) && crate::instrument::saved_pc_slot(&words, k));
+        }
+        Ok(held)
+    }
+
+    /// Empty the code cache to make room (the cache limit, [`JitOptions::cache_limit`]), with
+    /// every thread stopped:
+    ///
+    /// 1. no other process shares the rooms (a child forked after attach runs the same code,
+    ///    and kerf cannot stop it): otherwise nothing is done;
+    /// 2. every thread stopped; no signal frame holds a cache address (that code must stay):
+    ///    otherwise no flush;
+    /// 3. while they are stopped, `LISTEN` cleared and every ticket answered (with nothing): a
+    ///    thread waiting in the miss path finds its `futex` wait over when it is stepped (the
+    ///    kernel restarts the interrupted wait, which returns at once), and none starts one;
+    /// 4. every thread in a cache is brought to the original address of its next clean point
+    ///    (a waiting one leaves through the miss path, an escape), and the return sites of its
+    ///    frames made in the cache noted (stack words with a table entry);
+    /// 5. every translation retired (its words copied to kerf, zeroed in the target), the
+    ///    rooms, the table and kerf's indices emptied;
+    /// 6. the roots translated again and their entry jumps pointed at the new translations; if
+    ///    that fails the entries are put back as they were found (the JIT is then out of the
+    ///    way, as after removal);
+    /// 7. the functions the threads stand in and those of their frames translated (as far as
+    ///    the limit allows), and each thread put back at the new translation of its address
+    ///    (one with none finishes its root call natively);
+    /// 8. `LISTEN` set again, then the threads let go.
+    ///
+    /// Misses are not answered with the process running and `LISTEN` cleared: every thread
+    /// that missed meanwhile would leave the cache for its whole root call (tried first:
+    /// hundreds of escapes a flush on an 8-thread fixture). Returns whether it flushed.
+    fn flush(
+        &mut self,
+        all: &[&AnalyzedImage],
+        mods: &[Module<'_>],
+        plugin: &dyn Plugin,
+        mbox: &SharedMem,
+    ) -> bool {
+        if let Some(child) = self.child_sharing_rooms() {
+            let why = format!("process {child}, forked from the target, shares the code cache");
+            if !self.stats.flush_refused.contains(&why) {
+                self.stats.flush_refused.push(why);
+            }
+            return false;
+        }
+        let done = match Tracee::stop_all(self.pid) {
+            Ok(mut tr) => {
+                let r = self.flush_stopped(&mut tr, all, mods, plugin, mbox);
+                mbox.store_u32(mb::LISTEN as usize, 1);
+                let resumed = tr.resume_detach().map_err(JitFail::from);
+                r.and_then(|done| resumed.map(|_| done))
+            }
+            Err(e) => Err(e.into()),
+        };
+        match done {
+            Ok(true) => {
+                self.stats.flushes += 1;
+                true
+            }
+            Ok(false) => false,
+            Err(e) => {
+                self.stats.flush_refused.push(e.to_string());
+                false
+            }
+        }
+    }
+
+    /// Steps 2-7 of [`Jit::flush`], every thread stopped in `tr`.
+    fn flush_stopped(
+        &mut self,
+        tr: &mut Tracee,
+        all: &[&AnalyzedImage],
+        mods: &[Module<'_>],
+        plugin: &dyn Plugin,
+        mbox: &SharedMem,
+    ) -> Result<bool, JitFail> {
+        if self.stacks_hold_cache(tr)? {
+            let why = "a signal handler's frame holds an address in the cache".to_string();
+            if !self.stats.flush_refused.contains(&why) {
+                self.stats.flush_refused.push(why);
+            }
+            return Ok(false);
+        }
+        mbox.store_u32(mb::LISTEN as usize, 0);
+        mbox.store_u32(mb::ANSWERED as usize, mbox.load_u32(mb::POSTED as usize));
+        mbox.futex_wake_all(mb::ANSWERED as usize);
+        let mut out = JitRemoved::default();
+        let moved = self.bring_back(tr, &mut out)?;
+        // Their frames made in the cache: the stack words that are original addresses with a
+        // table entry now (return sites, innermost first). Their functions are translated
+        // again, so that returning to them finds a translation instead of leaving the cache
+        // (a `ret` that misses leaves the region without asking kerf).
+        let mut frames: Vec<u64> = Vec::new();
+        for &(tid, _, _) in &moved {
+            for w in stack_words(tr, tid, FRAME_SCAN)? {
+                if self.index.find(w).is_some() && !frames.contains(&w) {
+                    frames.push(w);
+                }
+            }
+        }
+        for c in self.caches.iter_mut().filter(|c| c.data.is_live()) {
+            c.data.retire();
+        }
+        for sp in self.spaces.iter_mut().flatten() {
+            let zeros = vec![0u8; (sp.data_used - THREADS_LEN) as usize];
+            sp.data.write_bytes(THREADS_LEN as usize, &zeros);
+            sp.data_used = THREADS_LEN;
+            sp.used = sp.start;
+        }
+        self.index = Table::new(self.ctx.hash);
+        self.table.write_bytes(0, &self.index.bytes());
+        self.starts.clear();
+        self.unlinked.clear();
+        self.done.iter_mut().for_each(HashSet::clear);
+        let mem = tr.memory();
+        let again = self.translate_roots(all, mods, plugin).and_then(|()| self.respliced(&mem));
+        if let Err(e) = again {
+            for e in self.entries.drain(..).rev() {
+                let _ = write_checked(&mem, e.at, &e.new, &e.old);
+            }
+            return Err(e);
+        }
+        // The threads brought out go back in: their functions translated (while they fit),
+        // each at the new translation of its original address (the copied instruction's
+        // own clean point, after any plugin code for it: a thread brought out before a
+        // block's counter ran loses that one count rather than counting twice). One whose
+        // address has no translation now finishes its root call natively.
+        let at: Vec<u64> = moved.iter().map(|m| m.1).chain(frames).collect();
+        self.translate_at(all, mods, plugin, &at);
+        for (tid, orig, at_insn) in moved {
+            match self.cache_at(orig, at_insn) {
+                Some(pc) => {
+                    let mut regs = tr.regs(tid)?;
+                    regs.set_pc(RemoteAddr(pc));
+                    tr.set_regs(tid, &regs)?;
+                    self.stats.flush_replaced += 1;
+                }
+                None => self.stats.flush_moved += 1,
+            }
+        }
+        Ok(true)
+    }
+
+    /// Translate the functions holding original addresses `at` (after a flush), in order,
+    /// each if the room left fits it.
+    fn translate_at(
+        &mut self,
+        all: &[&AnalyzedImage],
+        mods: &[Module<'_>],
+        plugin: &dyn Plugin,
+        at: &[u64],
+    ) {
+        for &orig in at {
+            let k = (0..mods.len()).find(|&k| {
+                self.spaces[k].is_some() && {
+                    let (lo, hi) = span(all[k]);
+                    (lo..hi).contains(&orig)
+                }
+            });
+            let Some(k) = k else { continue };
+            let Some(f) = kerf_jit::region::function_containing(&mods[k], orig) else { continue };
+            if self.done[k].contains(&f) {
+                continue;
+            }
+            let need = kerf_jit::room_for(&mods[k], &[f], plugin);
+            if self.limit.is_some_and(|l| self.cache_bytes() + need > l) {
+                continue;
+            }
+            let _ = self.translate_more(all, mods, plugin, k, vec![f]);
+        }
+    }
+
+    /// The live cache address clean for original address `orig` in its block's copy: the
+    /// copied instruction itself (`at_insn`), or the start of the plugin code before it.
+    fn cache_at(&self, orig: u64, at_insn: bool) -> Option<u64> {
+        let live = self.caches.iter().filter(|c| c.data.is_live());
+        let (first, last) = live.into_iter().find_map(|c| clean_points(&c.translation, orig))?;
+        Some(if at_insn { last } else { first })
+    }
+
+    /// Translate the roots' functions again (after a flush), module by module.
+    fn translate_roots(
+        &mut self,
+        all: &[&AnalyzedImage],
+        mods: &[Module<'_>],
+        plugin: &dyn Plugin,
+    ) -> Result<(), JitFail> {
+        let mut by_module: Vec<Vec<FuncId>> = vec![Vec::new(); self.spaces.len()];
+        for &(k, f) in &self.root_funcs {
+            if !by_module[k].contains(&f) {
+                by_module[k].push(f);
+            }
+        }
+        for (k, funcs) in by_module.into_iter().enumerate() {
+            if !funcs.is_empty() {
+                self.translate_more(all, mods, plugin, k, funcs)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Point each root's entry jump at its root's live translation (after a flush).
+    fn respliced(&mut self, mem: &RemoteMem) -> Result<(), JitFail> {
+        for i in 0..self.entries.len() {
+            let (at, len) = (self.entries[i].at, self.entries[i].old.len());
+            let live = self.caches.iter().filter(|c| c.data.is_live());
+            let to = live.into_iter().find_map(|c| c.translation.cache_of(at.0));
+            let label = &self.entries[i].label;
+            let why = |why: &str| JitFail::Root { label: label.clone(), why: why.into() };
+            let to = to.ok_or_else(|| why("its entry block has no translation after a flush"))?;
+            let new = kerf_patch::jump5_bytes(at.0, to, len)
+                .ok_or_else(|| why("its translation is out of a rel32's reach"))?;
+            write_checked(mem, at, &self.entries[i].new, &new)?;
+            self.entries[i].new = new;
+        }
+        Ok(())
+    }
+
+    /// A live process forked from the target after attach (its maps still hold the lookup
+    /// table kerf mapped), if there is one.
+    fn child_sharing_rooms(&self) -> Option<i32> {
+        let table = format!("{:x}-", self.table.remote().0);
+        let mut work = vec![self.pid];
+        while let Some(p) = work.pop() {
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else { continue };
+            for t in tasks.flatten() {
+                let children =
+                    std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+                for c in children.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+                    let maps =
+                        std::fs::read_to_string(format!("/proc/{c}/maps")).unwrap_or_default();
+                    if maps.lines().any(|l| l.starts_with(&table)) {
+                        return Some(c);
+                    }
+                    work.push(c);
+                }
+            }
+        }
+        None
     }
 
     /// Take the JIT out: restore the roots' entries, bring every thread in a cache back to
@@ -1198,62 +1654,8 @@ impl Jit {
             for e in self.entries.drain(..).rev() {
                 write_checked(&mem, e.at, &e.new, &e.old)?;
             }
-            for tid in tr.threads().to_vec() {
-                let mut regs = tr.regs(tid)?;
-                let mut steps = 0;
-                if !self.in_cache(regs.pc().0) {
-                    continue;
-                }
-                // A thread inside a plugin's routine (a C callback) runs it to its end first.
-                let budget =
-                    if self.in_routines(regs.pc().0) { MAX_ROUTINE_STEPS } else { MAX_STEPS };
-                loop {
-                    let pc = regs.pc().0;
-                    if let Some(orig) = self.clean_original(pc) {
-                        regs.set_pc(RemoteAddr(orig));
-                        tr.set_regs(tid, &regs)?;
-                        out.moved += 1;
-                        break;
-                    }
-                    if !self.in_cache(pc) {
-                        // It left through the miss path for original code.
-                        out.moved += 1;
-                        break;
-                    }
-                    if steps == budget {
-                        return Err(JitFail::Stranded { tid, pc });
-                    }
-                    regs = tr.step(tid)?;
-                    steps += 1;
-                }
-                out.steps += steps;
-            }
-            // A cache address left on a stack (a signal handler interrupted a thread in the
-            // cache and has not returned): keep the mappings.
-            let mut stack = vec![0u8; 64 * 1024];
-            let mut held = false;
-            for &tid in tr.threads() {
-                let sp = tr.regs(tid)?.sp();
-                let mut len = stack.len();
-                while len >= 64 && tr.read(sp, &mut stack[..len]).is_err() {
-                    len /= 2;
-                }
-                if len < 64 {
-                    continue;
-                }
-                let words: Vec<u64> = stack[..len]
-                    .chunks_exact(8)
-                    .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
-                    .collect();
-                // Only where a signal frame keeps the interrupted PC: the cache pushes no
-                // cache address that outlives the instruction after it, and any other word
-                // is data (a small number falls in the room reserved below a non-PIE
-                // executable at 0x400000).
-                held |= words
-                    .iter()
-                    .enumerate()
-                    .any(|(k, &w)| self.in_cache(w) && crate::instrument::saved_pc_slot(&words, k));
-            }
+            self.bring_back(&mut tr, &mut out)?;
+            let held = self.stacks_hold_cache(&tr)?;
             if held {
                 out.kept = self.mappings();
             } else {

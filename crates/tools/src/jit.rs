@@ -220,6 +220,11 @@ pub fn run(
             return Err(ToolError::Usage(why));
         }
     }
+    if tool.options.cache_limit.is_some() && (tool.options.whole_modules || !tool.options.on_demand)
+    {
+        let why = "--cache-limit needs translation on demand (not --whole or --no-demand)";
+        return Err(ToolError::Usage(why.into()));
+    }
     // Compiled before anything is done to the target (a file that does not build is refused).
     let callback = tool.callback.as_deref().map(Callback::build).transpose()?;
     let pid_given = pid.is_some();
@@ -474,6 +479,15 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
                 "late_modules": s.late_modules,
                 "late_refused": s.late_refused,
                 "wait_timeouts": s.timeouts,
+            },
+            "cache": {
+                "limit": jit.cache_limit(),
+                "bytes": jit.cache_bytes(),
+                "peak": s.cache_peak,
+                "flushes": s.flushes,
+                "threads_moved": s.flush_moved,
+                "threads_replaced": s.flush_replaced,
+                "refused": s.flush_refused,
             },
             "modules": modules,
             "seconds": {
