@@ -24,8 +24,16 @@ pub const RING_SLOTS: u32 = 256;
 pub const BYTES: u64 = 4096;
 const _: () = assert!(RING + 8 * RING_SLOTS as u64 <= BYTES);
 
-/// Futex waits of at most [`WAIT_NS`] each before a miss gives up and leaves the cache.
-pub const TRIES: u32 = 4;
+/// Futex waits of at most [`WAIT_NS`] each that end without the thread's ticket answered
+/// (kerf answered others, or the word changed) before a miss gives up and leaves the cache;
+/// one that times out ends the wait at once (kerf is gone or stuck). Only a live kerf wakes
+/// a waiter early, so this many are cheap.
+pub const TRIES: u32 = 64;
+/// Waits a signal interrupts (`EINTR`) before a miss gives up, counted apart: a program
+/// whose threads take a signal every 2 ms (a profiling timer) interrupted every wait, and
+/// five of them sent a thread out while kerf translated a big batch. 512 at 2 ms is a
+/// second.
+pub const INTERRUPTS: u32 = 512;
 /// A quarter of a second: under load (two cores, a dozen programs) kerf's answer to a miss
 /// whose walk brings in a few thousand functions took over 200 ms, and a wait that gives up
 /// sends the thread to the original code for the rest of its root call.
@@ -35,3 +43,4 @@ pub const SYS_FUTEX: u32 = 202;
 pub const FUTEX_WAIT: u32 = 0;
 pub const FUTEX_WAKE: u32 = 1;
 pub const ETIMEDOUT: u32 = 110;
+pub const EINTR: u32 = 4;

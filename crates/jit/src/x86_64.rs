@@ -425,20 +425,21 @@ fn labelled(mut i: Instruction, label: u64) -> Instruction {
 /// wake kerf, and wait until kerf has answered that ticket; then look the target up again.
 /// System calls clobber `rax`, `rcx` and `r11` and take their arguments in `rdi`, `rsi`,
 /// `rdx`, `r10`: those are pushed first (below the frame, where nothing of the program's
-/// is), with `r8` (the tries left) and `r9` (the ticket). A wait that times out means kerf is
+/// is), with `r8` (the tries left), `r9` (the ticket) and `r12` (the interruptions left). A wait that times out means kerf is
 /// gone or stuck: the thread clears `LISTEN`, so that no other thread waits on it, and kerf
 /// sets it again with its next answer.
 fn ask_kerf(ask: &Ask, start: u64, none: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
     use crate::mailbox as mb;
     use Register::*;
-    let (wait, timed_out, served) = (labels(), labels(), labels());
+    let (wait, timed_out, served, interrupted) = (labels(), labels(), labels(), labels());
     let hits = [labels(), labels(), labels(), labels()];
     let mbox = || op(Instruction::with2(Code::Mov_r64_imm64, RAX, ask.mailbox));
     let listening = || op(Instruction::with2(Code::Cmp_rm32_imm8, at(RAX, mb::LISTEN as i32), 0));
     let mov32 = |r: Register, n: u32| op(Instruction::with2(Code::Mov_r32_imm32, r, n));
     let lea =
         |r: Register, off: u64| op(Instruction::with2(Code::Lea_r64_m, r, at(RAX, off as i32)));
-    let saved = [RDI, RSI, R8, R9, R10, R11];
+    // r11 last: `served` pops it first.
+    let saved = [RDI, RSI, R8, R9, R10, R12, R11];
     let mut v = vec![labelled(mbox(), start), listening()];
     v.push(op(Instruction::with_branch(Code::Je_rel32_64, none)));
     v.extend(saved.iter().map(|&r| op(Instruction::with1(Code::Push_r64, r))));
@@ -455,6 +456,7 @@ fn ask_kerf(ask: &Ask, start: u64, none: u64, labels: &mut dyn FnMut() -> u64) -
     v.extend([lea(RDI, mb::POSTED), mov32(ESI, mb::FUTEX_WAKE), mov32(EDX, 1)]);
     v.extend([mov32(EAX, mb::SYS_FUTEX), Instruction::with(Code::Syscall)]);
     v.push(mov32(R8D, mb::TRIES));
+    v.push(mov32(R12D, mb::INTERRUPTS));
     // Answered once ANSWERED - ticket > 0 (wrapping).
     v.push(labelled(mbox(), wait));
     v.push(op(Instruction::with2(Code::Mov_r32_rm32, EDX, at(RAX, mb::ANSWERED as i32))));
@@ -470,7 +472,15 @@ fn ask_kerf(ask: &Ask, start: u64, none: u64, labels: &mut dyn FnMut() -> u64) -
     v.extend([lea(RDI, mb::ANSWERED), mov32(ESI, mb::FUTEX_WAIT), lea(R10, mb::TIMEOUT)]);
     v.extend([mov32(EAX, mb::SYS_FUTEX), Instruction::with(Code::Syscall)]);
     v.push(op(Instruction::with2(Code::Cmp_rm64_imm8, RAX, -(mb::ETIMEDOUT as i64) as u64 as i32)));
-    v.push(op(Instruction::with_branch(Code::Jne_rel32_64, wait)));
+    v.push(op(Instruction::with_branch(Code::Je_rel32_64, timed_out)));
+    v.push(op(Instruction::with2(Code::Cmp_rm64_imm8, RAX, -(mb::EINTR as i64) as u64 as i32)));
+    v.push(op(Instruction::with_branch(Code::Je_rel32_64, interrupted)));
+    v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, wait)));
+    // A signal ended the wait: counted apart, and not as a try (`wait` takes one).
+    v.push(labelled(op(Instruction::with1(Code::Dec_rm32, R12D)), interrupted));
+    v.push(op(Instruction::with_branch(Code::Js_rel32_64, timed_out)));
+    v.push(op(Instruction::with1(Code::Inc_rm32, R8D)));
+    v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, wait)));
     v.push(labelled(mbox(), timed_out));
     v.push(op(Instruction::with2(Code::Mov_rm32_imm32, at(RAX, mb::LISTEN as i32), 0)));
     v.push(labelled(op(Instruction::with1(Code::Pop_r64, R11)), served));
