@@ -425,9 +425,9 @@ fn labelled(mut i: Instruction, label: u64) -> Instruction {
 /// wake kerf, and wait until kerf has answered that ticket; then look the target up again.
 /// System calls clobber `rax`, `rcx` and `r11` and take their arguments in `rdi`, `rsi`,
 /// `rdx`, `r10`: those are pushed first (below the frame, where nothing of the program's
-/// is), with `r8` (the tries left), `r9` (the ticket) and `r12` (the interruptions left). A wait that times out means kerf is
-/// gone or stuck: the thread clears `LISTEN`, so that no other thread waits on it, and kerf
-/// sets it again with its next answer.
+/// is), with `r8` (the tries left), `r9` (the ticket) and `r12` (the interruptions left). A
+/// wait that times out means kerf is gone or stuck: the thread clears `LISTEN`, so that no
+/// other thread waits on it, and kerf sets it again when it answers or is idle.
 fn ask_kerf(ask: &Ask, start: u64, none: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
     use crate::mailbox as mb;
     use Register::*;

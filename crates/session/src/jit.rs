@@ -450,9 +450,9 @@ fn map_space(
 }
 
 /// The clean points for original address `orig` inside the copy of its block in translation
-/// `t` (from the block's start to the next block's, or to the end of the blocks): the first (before any plugin code for
-/// `orig`) and the last (the copied instruction). A plugin's code placed apart from the blocks
-/// (a branch side's counter) is not among them.
+/// `t` (from the block's start to the next block's, or to the end of the blocks): the first
+/// (before any plugin code for `orig`) and the last (the copied instruction). A plugin's code
+/// placed apart from the blocks (a branch side's counter) is not among them.
 fn clean_points(t: &Translation, orig: u64) -> Option<(u64, u64)> {
     let i = t.blocks.partition_point(|b| b.start <= orig).checked_sub(1)?;
     let lo = t.blocks[i].cache;
@@ -1037,6 +1037,7 @@ impl Jit {
         }
         // No more answers: every thread waiting goes, and no thread asks again. What escapes
         // from now on escapes while the JIT is being taken out.
+        // The dump again, with what was translated on demand (and late modules).
         if let Some(dir) = std::env::var_os("KERF_JIT_DUMP") {
             let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
             dump(std::path::Path::new(&dir), &all, self);
@@ -1131,12 +1132,7 @@ impl Jit {
         if self.index.find(target).is_some() {
             return;
         }
-        let k = (0..mods.len()).find(|&k| {
-            self.spaces[k].is_some() && {
-                let (lo, hi) = span(all[k]);
-                (lo..hi).contains(&target)
-            }
-        });
+        let k = self.module_at(all, target);
         let f = k.and_then(|k| Some((k, kerf_jit::region::function_containing(&mods[k], target)?)));
         if let Some((k, f)) = f {
             if !self.done[k].contains(&f) {
@@ -1262,8 +1258,7 @@ impl Jit {
         let bytes = match to {
             Some(to) => kerf_jit::entry_stub(&name, at, to),
             None => {
-                let live = |c: &&Cache| c.module == k && c.data.is_live();
-                let Some(c) = self.caches.iter().find(live) else { return Ok(()) };
+                let Some(c) = self.live_caches().find(|c| c.module == k) else { return Ok(()) };
                 kerf_jit::escape_stub(&name, at, target, c.data.remote().0)
             }
         }
@@ -1308,8 +1303,22 @@ impl Jit {
 
     /// Where cache address `pc` goes back to, if it is a clean point of some cache.
     fn clean_original(&self, pc: u64) -> Option<u64> {
-        let live = self.caches.iter().filter(|c| c.data.is_live());
-        live.into_iter().find_map(|c| c.translation.clean.get(&pc).copied())
+        self.live_caches().find_map(|c| c.translation.clean.get(&pc).copied())
+    }
+
+    /// The translations threads may be running: all but those a flush retired.
+    fn live_caches(&self) -> impl Iterator<Item = &Cache> {
+        self.caches.iter().filter(|c| c.data.is_live())
+    }
+
+    /// The module with room whose span holds original address `a`.
+    fn module_at(&self, all: &[&AnalyzedImage], a: u64) -> Option<usize> {
+        (0..all.len()).find(|&k| {
+            self.spaces[k].is_some() && {
+                let (lo, hi) = span(all[k]);
+                (lo..hi).contains(&a)
+            }
+        })
     }
 
     /// The cache limit it was installed with.
@@ -1359,8 +1368,7 @@ impl Jit {
                     regs.set_pc(RemoteAddr(orig));
                     tr.set_regs(tid, &regs)?;
                     out.moved += 1;
-                    let live = self.caches.iter().filter(|c| c.data.is_live());
-                    let points = live.into_iter().find_map(|c| {
+                    let points = self.live_caches().find_map(|c| {
                         clean_points(&c.translation, orig).filter(|p| (p.0..=p.1).contains(&pc))
                     });
                     moved.push((tid, orig, points.is_some_and(|p| p.1 == pc)));
@@ -1520,10 +1528,10 @@ impl Jit {
             return Err(e);
         }
         // The threads brought out go back in: their functions translated (while they fit),
-        // each at the new translation of its original address (the copied instruction's
-        // own clean point, after any plugin code for it: a thread brought out before a
-        // block's counter ran loses that one count rather than counting twice). One whose
-        // address has no translation now finishes its root call natively.
+        // each at the new translation of its original address, at the same kind of clean
+        // point it left (the copied instruction, or before the plugin code for it), so no
+        // block counts twice or not at all. One whose address has no translation now
+        // finishes its root call natively.
         let at: Vec<u64> = moved.iter().map(|m| m.1).chain(frames).collect();
         self.translate_at(all, mods, plugin, &at);
         for (tid, orig, at_insn) in moved {
@@ -1550,13 +1558,7 @@ impl Jit {
         at: &[u64],
     ) {
         for &orig in at {
-            let k = (0..mods.len()).find(|&k| {
-                self.spaces[k].is_some() && {
-                    let (lo, hi) = span(all[k]);
-                    (lo..hi).contains(&orig)
-                }
-            });
-            let Some(k) = k else { continue };
+            let Some(k) = self.module_at(all, orig) else { continue };
             let Some(f) = kerf_jit::region::function_containing(&mods[k], orig) else { continue };
             if self.done[k].contains(&f) {
                 continue;
@@ -1572,8 +1574,7 @@ impl Jit {
     /// The live cache address clean for original address `orig` in its block's copy: the
     /// copied instruction itself (`at_insn`), or the start of the plugin code before it.
     fn cache_at(&self, orig: u64, at_insn: bool) -> Option<u64> {
-        let live = self.caches.iter().filter(|c| c.data.is_live());
-        let (first, last) = live.into_iter().find_map(|c| clean_points(&c.translation, orig))?;
+        let (first, last) = self.live_caches().find_map(|c| clean_points(&c.translation, orig))?;
         Some(if at_insn { last } else { first })
     }
 
@@ -1602,8 +1603,7 @@ impl Jit {
     fn respliced(&mut self, mem: &RemoteMem) -> Result<(), JitFail> {
         for i in 0..self.entries.len() {
             let (at, len) = (self.entries[i].at, self.entries[i].old.len());
-            let live = self.caches.iter().filter(|c| c.data.is_live());
-            let to = live.into_iter().find_map(|c| c.translation.cache_of(at.0));
+            let to = self.live_caches().find_map(|c| c.translation.cache_of(at.0));
             let label = &self.entries[i].label;
             let why = |why: &str| JitFail::Root { label: label.clone(), why: why.into() };
             let to = to.ok_or_else(|| why("its entry block has no translation after a flush"))?;
