@@ -75,7 +75,7 @@ pub struct OffCpuClock {
     /// The table mapped read-only in kerf, for the clocks of threads inside timed code now.
     local: *const u64,
     out_at: OwnedFd,
-    _program: OwnedFd,
+    program: OwnedFd,
     _event: OwnedFd,
     entries: u32,
 }
@@ -108,7 +108,7 @@ impl OffCpuClock {
             return Err(BpfError::Call { op: "mmap of the off-CPU table", source });
         }
         let local = local as *const u64;
-        Ok(OffCpuClock { table, local, out_at, _program: program, _event: event, entries })
+        Ok(OffCpuClock { table, local, out_at, program, _event: event, entries })
     }
 
     /// Thread `tid`'s off-CPU clock now, in nanoseconds: its word, and when it is off the
@@ -131,6 +131,24 @@ impl OffCpuClock {
             Err(_) => 0,
         };
         Some(word + pending)
+    }
+
+    /// Context switches the program did not see because another BPF program (or a `bpf`
+    /// system call, which holds the same per-CPU guard) was running on that CPU: the kernel's
+    /// `recursion_misses` of the program. A missed switch of a target thread loses that
+    /// switch's time off the CPU. `None` where the kernel does not say (before 5.12).
+    pub fn missed_switches(&self) -> Option<u64> {
+        // struct bpf_prog_info up to and with recursion_misses (its bytes 208..216).
+        let mut info = [0u8; 216];
+        let mut a = Attr::new();
+        // union bpf_attr for BPF_OBJ_GET_INFO_BY_FD: bpf_fd, info_len (u32), info (pointer);
+        // the kernel writes back how much of the structure it filled.
+        a.u32(0, self.program.as_raw_fd() as u32)
+            .u32(4, info.len() as u32)
+            .u64(8, info.as_mut_ptr() as u64);
+        bpf_call(BPF_OBJ_GET_INFO_BY_FD, &mut a).ok()?;
+        let filled = u32::from_ne_bytes(a.0[4..8].try_into().ok()?) as usize;
+        (filled >= 216).then(|| u64::from_ne_bytes(info[208..216].try_into().unwrap()))
     }
 
     /// The table's descriptor (to be mapped read-only and shared: [`OffCpuClock::table_len`]
@@ -395,6 +413,7 @@ fn program(pid: i32, f: Fields, table: RawFd, out_at: RawFd) -> Vec<Insn> {
 const BPF_MAP_CREATE: i32 = 0;
 const BPF_MAP_LOOKUP_ELEM: i32 = 1;
 const BPF_PROG_LOAD: i32 = 5;
+const BPF_OBJ_GET_INFO_BY_FD: i32 = 15;
 const BPF_F_MMAPABLE: u32 = 1 << 10;
 const BPF_PROG_TYPE_TRACEPOINT: u32 = 5;
 const PERF_TYPE_TRACEPOINT: u32 = 2;
@@ -589,6 +608,8 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(30));
         let slept = word() - before;
         assert_eq!(clock.now(tid as i32), Some(word()), "running: the clock is the word");
+        // No other BPF program runs here: the kernel says the program saw every switch.
+        assert_eq!(clock.missed_switches(), Some(0));
         // A thread asleep now: its clock counts the sleep so far, before its word has it.
         let (tx, rx) = std::sync::mpsc::channel();
         let sleeper = std::thread::spawn(move || {

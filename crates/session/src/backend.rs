@@ -281,6 +281,12 @@ pub trait Backend {
     fn off_cpu_now(&self, _tid: i32) -> Option<u64> {
         None
     }
+
+    /// Context switches the off-CPU clock missed (`None`: no such clock, or it cannot say):
+    /// each may have lost a thread's time off the CPU.
+    fn off_cpu_missed(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// `first` spliced through `be` as one batch, each outcome to `settled` with its index (the

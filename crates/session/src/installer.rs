@@ -757,6 +757,11 @@ impl<B: Backend> PatchSet<B> {
         Some(read(&word, &now_of))
     }
 
+    /// Context switches the off-CPU clock missed ([`Backend::off_cpu_missed`]).
+    pub fn off_cpu_missed(&self) -> Option<u64> {
+        self.be.off_cpu_missed()
+    }
+
     /// How the target was held while the probes went in.
     pub fn pauses(&self) -> Pauses {
         self.be.pauses()

@@ -672,6 +672,9 @@ pub trait Installed {
     /// Free the thread table slots of `pid`'s forked children that have ended, where
     /// `drained(heap, slot)`; how many ([`PatchSet::free_ended_children`]).
     fn free_ended_children(&self, pid: i32, drained: &dyn Fn(usize, u64) -> bool) -> usize;
+    /// Context switches the off-CPU clock of virtual time missed (`None`: no such clock, or
+    /// the kernel cannot say).
+    fn off_cpu_missed(&self) -> Option<u64>;
 }
 
 impl<B: Backend> Installed for PatchSet<B> {
@@ -692,6 +695,9 @@ impl<B: Backend> Installed for PatchSet<B> {
     }
     fn timer(&self, t: usize, now: u64) -> TimerSample {
         PatchSet::timer(self, t, now)
+    }
+    fn off_cpu_missed(&self) -> Option<u64> {
+        PatchSet::off_cpu_missed(self)
     }
     fn timer_threads(&self, t: usize, now: u64) -> Vec<(u64, ThreadShare)> {
         PatchSet::timer_threads(self, t, now)
