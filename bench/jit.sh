@@ -78,7 +78,7 @@ run() { # MODE PROGRAM -> output on stdout
 }
 MODES=${MODES:-"native kerf-none kerf-whole kerf-blocks kerf-branches kerf-calls kerf-calls-file vg-none vg-bbv"}
 echo "# bench/jit.sh $ROUNDS, $(date -u +%F), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
-for prog in xz sqlite3 python3.11; do
+for prog in ${PROGS:-xz sqlite3 python3.11}; do
   run native $prog | md5sum > "$W/$prog.expected"
   run kerf-none $prog > /dev/null  # the analysis cache, filled once
   for r in $(seq "$ROUNDS"); do
@@ -107,7 +107,7 @@ for l in open(f"{w}/times"):
     t.setdefault((p, m), []).append(float(s))
 wrong = set(tuple(l.split()) for l in open(f"{w}/wrong")) if os.path.exists(f"{w}/wrong") else set()
 print(f"{'program':<12}" + "".join(f"{m:>14}" for m in modes))
-for p in ["xz", "sqlite3", "python3.11"]:
+for p in [p for p in ["xz", "sqlite3", "python3.11"] if (p, "native") in t]:
     base = statistics.median(t[(p, "native")])
     cells = []
     for m in modes:

@@ -329,7 +329,8 @@ fn totals(out: &[u8]) -> HashMap<String, u64> {
 /// call, busy() computes 2 ms, while a hog thread keeps a CPU busy (the workers are preempted
 /// inside both too). Each worker measures its calls with the monotonic clock and its thread's
 /// CPU clock: kerf's wall time must match the first and its virtual time the second, both
-/// within 5 % (the issue asks 10 %), and the program's output must be what it prints alone.
+/// within 5 % (the issue asks 10 %), and the program's output must be what it prints alone
+/// (each function alone where the kernel reported every switch, both together always).
 /// Forced to traps as well: a trap's patch runs the same timer code from a signal frame.
 #[test]
 fn virtual_time_matches_the_threads_own_cpu_clocks() {
@@ -360,6 +361,20 @@ fn virtual_time_matches_the_threads_own_cpu_clocks() {
         // The kernel's count of switches the BPF program did not see: none with nothing else
         // on the machine using BPF the way it does.
         assert_eq!(v["off_cpu_missed_switches"].as_u64(), Some(0), "{v}");
+        // Switches back in the kernel did not report (this project's machines report none
+        // away from some threads of PID 1): each moves a thread's wait to its next switch,
+        // which can be in the next call, of the other function. Then the two functions'
+        // virtual time together must still match the threads' CPU time; each alone, only
+        // when kerf says nothing moved.
+        let unreported = v["off_cpu_unreported_switches"].as_u64().expect("counted here");
+        let most = steal.virtual_limit(1.05);
+        let sum = |key: &str, program: &str| -> f64 {
+            let kerf = ["work", "busy"].map(|n| f[n][key].as_u64().unwrap() as f64);
+            let own = ["work", "busy"].map(|n| own[&format!("{n}_{program}")] as f64);
+            kerf.iter().sum::<f64>() / own.iter().sum::<f64>()
+        };
+        let both = sum("virtual_ns", "cpu_ns");
+        assert!((0.95..=most).contains(&both), "both virtual: {both} > {most}: {v}");
         for (name, cpu_ms) in [("work", 5.0), ("busy", 2.0)] {
             let x = &f[name];
             assert_eq!(x["calls"].as_u64(), Some(40), "{name} ({force:?}): {v}");
@@ -370,7 +385,9 @@ fn virtual_time_matches_the_threads_own_cpu_clocks() {
             };
             let (wall, cpu) = (ratio("total_ns", "wall_ns"), ratio("virtual_ns", "cpu_ns"));
             assert!((0.95..=1.01).contains(&wall), "{name} wall: kerf/program {wall}: {v}");
-            let most = steal.virtual_limit(1.05);
+            if unreported > 0 {
+                continue;
+            }
             assert!(
                 (0.95..=most).contains(&cpu),
                 "{name} virtual: kerf/program {cpu} > {most}: {v}"

@@ -1,29 +1,44 @@
-//! Each thread's off-CPU time, kept by a BPF program on the `sched:sched_switch` tracepoint in
-//! a table the generated code reads (virtual time in a process: `kerf time --virtual`).
+//! Each thread's off-CPU time, kept by a BPF program on the `sched_switch` tracepoint in a
+//! table the generated code reads (virtual time in a process: `kerf time --virtual`).
 //!
-//! A process cannot see its own context switches, so the kernel has to count them. The
-//! program runs at every context switch of the machine:
+//! A process cannot see its own context switches, so the kernel has to count them. `table` is
+//! an array map of a `u64` per thread id (as many as `pid_max`), made with `BPF_F_MMAPABLE` so
+//! that the target maps it read-only and its generated code loads a thread's word with one
+//! instruction (`kerf_codegen::Clock::OffCpu`). A timer's off-CPU total is the word at its
+//! stop minus the word at its start, in nanoseconds of the monotonic clock.
 //!
-//! 1. The task switched out (`prev`, still `current` there) is one of the target's threads
-//!    (its thread group id is the target's pid): its id and the time go into `out_at`, a hash
-//!    map.
-//! 2. The task switched in (`next`) has an entry in `out_at`: the entry is taken out, and the
-//!    time since is added to `table[next_pid]`.
+//! The program runs at every context switch of the machine, on the *raw* tracepoint
+//! (`BPF_RAW_TRACEPOINT_OPEN`, whose arguments are the two tasks), and sets
+//! `table[id] = now - sum_exec_runtime` for the task switched out (`prev`, the current task,
+//! when it is one of the target's threads) and for the task switched in (`next`, whichever it
+//! is): the scheduler's own count of the task's time on the CPU (`se.sum_exec_runtime`, what
+//! the thread's `CLOCK_THREAD_CPUTIME_ID` reads), subtracted from the time, is its time off
+//! the CPU so far. The offsets of `pid` and `se.sum_exec_runtime` in `task_struct` come from
+//! the kernel's BTF. A thread's word moves only at its switches, on the CPU doing them, so
+//! the thread reads it in order with its own code; kerf stops every thread of the target once
+//! the program runs, which sets each one's word before any timer reads it.
 //!
-//! `table` is an array map of a `u64` per thread id (as many as `pid_max`), made with
-//! `BPF_F_MMAPABLE` so that the target maps it read-only and its generated code loads a
-//! thread's word with one instruction (`kerf_codegen::Clock::OffCpu`). A thread's word only
-//! moves while it is off the CPU, on the CPU that is about to run it, so the thread reads it in
-//! order with its own code; a timer's off-CPU total is the word at its stop minus the word at
-//! its start, in nanoseconds of `bpf_ktime_get_ns` (the monotonic clock).
+//! A word computed from the scheduler's count needs no earlier event, so a switch the program
+//! does not see costs nothing for good. The first version kept each thread's switch-out time
+//! and added the time since at its switch-in, from a perf event on `sched:sched_switch`: on
+//! this project's machines the kernel reports no switch away from some threads of PID 1 (an
+//! ftrace of `sched_switch` shows the same gaps, with no BPF involved), so a target thread
+//! switched in right after one was never seen coming back, the next switch-out overwrote its
+//! time out, and a whole wait (up to 15 ms in the test fixture) read as time it ran. Now such
+//! a wait is counted at the thread's next switch: its timer's total is right, though a call
+//! that ends before that switch shows the wait in the next call instead. Time the host steals
+//! from the guest at a switch is off the CPU too, as the thread's own clock has it.
 //!
-//! This uses the raw `bpf` and `perf_event_open` system calls (no libbpf): the program is a
-//! few dozen instructions, assembled here from named helpers. The tracepoint's field offsets
-//! come from its `format` file in tracefs. Closing the [`OffCpuClock`] detaches the program;
-//! the table lives on while the target has it mapped.
+//! Without BTF, or where raw tracepoints cannot be opened, the old way is the fallback: a perf
+//! event (field offsets from its `format` file in tracefs) whose program notes each target
+//! thread's switch-out time in `out_at`, a hash map (65536 threads at most), and adds the time
+//! since to the thread's word when it is switched in.
 //!
-//! Limits: a thread of a forked child (another thread group) is not counted; `out_at` holds
-//! 65536 switched-out threads at most (a switch that finds it full is not counted).
+//! This uses the raw `bpf` and `perf_event_open` system calls (no libbpf): the programs are a
+//! few dozen instructions, assembled here from named helpers. Closing the [`OffCpuClock`]
+//! detaches the program; the table lives on while the target has it mapped.
+//!
+//! Limits: a thread of a forked child (another thread group) is not counted.
 
 use std::ffi::CString;
 use std::fmt;
@@ -74,23 +89,48 @@ pub struct OffCpuClock {
     table: OwnedFd,
     /// The table mapped read-only in kerf, for the clocks of threads inside timed code now.
     local: *const u64,
-    out_at: OwnedFd,
+    /// The perf event's map of switch-out times (`None` on the raw tracepoint).
+    out_at: Option<OwnedFd>,
+    /// The raw tracepoint program's count of switches the kernel did not report.
+    unreported: Option<OwnedFd>,
     program: OwnedFd,
     _event: OwnedFd,
     entries: u32,
+    /// The process whose threads it counts.
+    pid: i32,
 }
 
 impl OffCpuClock {
     /// Count the off-CPU time of every thread of process `pid` from now on.
     pub fn start(pid: i32) -> Result<OffCpuClock, BpfError> {
-        let (id, prev_pid, next_pid) = tracepoint()?;
         let entries = pid_max()?;
         let table = map_create(MapType::Array, 4, 8, entries, BPF_F_MMAPABLE, "kerf_offcpu")?;
-        let out_at = map_create(MapType::Hash, 4, 8, OUT_AT_ENTRIES, 0, "kerf_out_at")?;
-        let insns =
-            program(pid, Fields { prev_pid, next_pid }, table.as_raw_fd(), out_at.as_raw_fd());
-        let program = prog_load(&insns)?;
-        let event = attach(id, program.as_raw_fd())?;
+        // The raw tracepoint where the kernel has BTF and allows it, else the perf event.
+        let raw = task_offsets().and_then(|offsets| {
+            let seen = map_create(MapType::Array, 4, 8, entries, 0, "kerf_seen").ok()?;
+            let hidden = map_create(MapType::Array, 4, 8, 1, 0, "kerf_unreported").ok()?;
+            let maps = RawMaps {
+                table: table.as_raw_fd(),
+                seen: seen.as_raw_fd(),
+                hidden: hidden.as_raw_fd(),
+            };
+            let insns = program_raw(pid, offsets, maps);
+            let program = prog_load(&insns, BPF_PROG_TYPE_RAW_TRACEPOINT).ok()?;
+            let event = attach_raw(program.as_raw_fd()).ok()?;
+            Some((program, event, hidden))
+        });
+        let (program, event, out_at, unreported) = match raw {
+            Some((program, event, hidden)) => (program, event, None, Some(hidden)),
+            None => {
+                let (id, prev_pid, next_pid) = tracepoint()?;
+                let out_at = map_create(MapType::Hash, 4, 8, OUT_AT_ENTRIES, 0, "kerf_out_at")?;
+                let fields = Fields { prev_pid, next_pid };
+                let insns = program(pid, fields, table.as_raw_fd(), out_at.as_raw_fd());
+                let program = prog_load(&insns, BPF_PROG_TYPE_TRACEPOINT)?;
+                let event = attach(id, program.as_raw_fd())?;
+                (program, event, Some(out_at), None)
+            }
+        };
         let len = (entries as u64 * 8).next_multiple_of(4096) as usize;
         // SAFETY: mapping the table read-only; the result is checked, and unmapped on drop.
         let local = unsafe {
@@ -108,14 +148,22 @@ impl OffCpuClock {
             return Err(BpfError::Call { op: "mmap of the off-CPU table", source });
         }
         let local = local as *const u64;
-        Ok(OffCpuClock { table, local, out_at, program, _event: event, entries })
+        Ok(OffCpuClock { table, local, out_at, unreported, program, _event: event, entries, pid })
     }
 
-    /// Thread `tid`'s off-CPU clock now, in nanoseconds: its word, and when it is off the
-    /// CPU at this moment, the time since it went off (which the program adds only when the
-    /// thread comes back). `None` for an id beyond the table.
+    /// Thread `tid`'s off-CPU clock now, in nanoseconds. On the raw tracepoint: the monotonic
+    /// clock minus the thread's time on the CPU (`/proc/PID/task/TID/schedstat`), what the
+    /// program would write at a switch now. On the perf event: its word, and when it is off
+    /// the CPU at this moment, the time since it went off (which the program adds only when
+    /// the thread comes back). `None` for an id beyond the table or a thread gone.
     pub fn now(&self, tid: i32) -> Option<u64> {
         let k = u32::try_from(tid).ok().filter(|&k| k < self.entries)?;
+        let Some(out_at) = &self.out_at else {
+            let path = format!("/proc/{}/task/{tid}/schedstat", self.pid);
+            let text = fs::read_to_string(path).ok()?;
+            let ran: u64 = text.split_whitespace().next()?.parse().ok()?;
+            return Some(monotonic_ns().saturating_sub(ran));
+        };
         // SAFETY: a word inside the mapping (k < entries); the program writes it, so it is
         // read volatile, whole.
         let word = unsafe { std::ptr::read_volatile(self.local.add(k as usize)) };
@@ -123,7 +171,7 @@ impl OffCpuClock {
         // union bpf_attr for BPF_MAP_LOOKUP_ELEM: map_fd (u32, padded), key, value (u64
         // pointers), flags.
         let mut a = Attr::new();
-        a.u32(0, self.out_at.as_raw_fd() as u32)
+        a.u32(0, out_at.as_raw_fd() as u32)
             .u64(8, &k as *const u32 as u64)
             .u64(16, &mut out as *mut u64 as u64);
         let pending = match bpf_call(BPF_MAP_LOOKUP_ELEM, &mut a) {
@@ -131,6 +179,33 @@ impl OffCpuClock {
             Err(_) => 0,
         };
         Some(word + pending)
+    }
+
+    /// What the program is attached to: `raw tracepoint sched_switch`, or `perf event
+    /// sched:sched_switch` (the fallback, which can miss switches: see the module comment).
+    pub fn attached_to(&self) -> &'static str {
+        if self.out_at.is_none() {
+            "raw tracepoint sched_switch"
+        } else {
+            "perf event sched:sched_switch"
+        }
+    }
+
+    /// Times a thread of the target was switched out with no switch back in reported since
+    /// its last switch-out (the kernel reports none for switches away from some tasks): each
+    /// time, the thread's last time off the CPU was counted at this switch-out, after any
+    /// timer that ended in between. `None` on the perf event, which cannot tell.
+    pub fn unreported_switches(&self) -> Option<u64> {
+        let map = self.unreported.as_ref()?;
+        let (key, mut value) = (0u32, 0u64);
+        let mut a = Attr::new();
+        // union bpf_attr for BPF_MAP_LOOKUP_ELEM: map_fd (u32, padded), key, value (u64
+        // pointers), flags.
+        a.u32(0, map.as_raw_fd() as u32)
+            .u64(8, &key as *const u32 as u64)
+            .u64(16, &mut value as *mut u64 as u64);
+        bpf_call(BPF_MAP_LOOKUP_ELEM, &mut a).ok()?;
+        Some(value)
     }
 
     /// Context switches the program did not see because another BPF program (or a `bpf`
@@ -182,6 +257,14 @@ fn monotonic_ns() -> u64 {
     // SAFETY: clock_gettime writes the timespec it is given.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The offsets of a thread's id and CPU time in the kernel's `task_struct`, from its BTF.
+fn task_offsets() -> Option<TaskOffsets> {
+    let btf = fs::read("/sys/kernel/btf/vmlinux").ok()?;
+    let at = |s: &str, m: &str| kerf_analysis::image::btf::member_offset(&btf, s, m);
+    let ran = at("task_struct", "se")? + at("sched_entity", "sum_exec_runtime")?;
+    Some(TaskOffsets { pid: at("task_struct", "pid")?, ran })
 }
 
 /// The `sched_switch` tracepoint: its id, and the offsets of `prev_pid` and `next_pid` in its
@@ -256,8 +339,16 @@ pub fn pid_max() -> Result<u32, BpfError> {
 
 // ---- the program ----
 
-/// The tracepoint record's fields the program reads.
-#[derive(Clone, Copy)]
+/// Where `task_struct` keeps a thread's id and its time on the CPU (the scheduler's
+/// `se.sum_exec_runtime`, nanoseconds), from the kernel's BTF.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TaskOffsets {
+    pid: u32,
+    ran: u32,
+}
+
+/// The perf trace event's record: where it has the two threads' ids.
+#[derive(Clone, Copy, Debug)]
 struct Fields {
     prev_pid: i16,
     next_pid: i16,
@@ -294,6 +385,9 @@ const JNE: u8 = 0x50;
 const CALL: u8 = 0x80;
 const EXIT: u8 = 0x90;
 const PSEUDO_MAP_FD: u8 = 1;
+/// `BPF_ATOMIC` and its `BPF_ADD` (no fetch).
+const ATOMIC: u8 = 0xc0;
+const ATOMIC_ADD: i32 = 0x00;
 
 // Helpers (enum bpf_func_id).
 const MAP_LOOKUP_ELEM: i32 = 1;
@@ -301,6 +395,7 @@ const MAP_UPDATE_ELEM: i32 = 2;
 const MAP_DELETE_ELEM: i32 = 3;
 const KTIME_GET_NS: i32 = 5;
 const GET_CURRENT_PID_TGID: i32 = 14;
+const PROBE_READ_KERNEL: i32 = 113;
 
 // Registers: r0 result, r1-r5 arguments (clobbered by calls), r6-r9 kept, r10 frame pointer.
 const R0: u8 = 0;
@@ -350,7 +445,118 @@ fn map_fd(dst: u8, fd: RawFd) -> [Insn; 2] {
 const KEY: i16 = -4;
 const VALUE: i16 = -16;
 
-/// The program of the module comment for process `pid`.
+/// The raw tracepoint's program (see the module comment): for `prev` (the current task, its
+/// arguments' second) when it is one of process `pid`'s threads, and for `next` (the third),
+/// whatever process it belongs to, `table[id] = now - sum_exec_runtime`.
+fn program_raw(pid: i32, off: TaskOffsets, maps: RawMaps) -> Vec<Insn> {
+    let mut p = Vec::new();
+    // r0 = the address of `map[key]` (the key on the stack), 0 for none.
+    let lookup = |p: &mut Vec<Insn>, map: RawFd| {
+        p.extend(map_fd(R1, map));
+        p.push(mov_reg(R2, FP));
+        p.push(alu_imm(ADD, R2, KEY as i32));
+        p.push(call(MAP_LOOKUP_ELEM));
+    };
+    // `size` bytes at `field` of the task that argument `arg` points to, onto the stack at
+    // `to`; a failed read jumps (recorded in `fails`).
+    let read_task =
+        |p: &mut Vec<Insn>, arg: i16, field: u32, to: i16, size: i32, fails: &mut Vec<usize>| {
+            p.push(load(DW, R3, R6, arg));
+            p.push(alu_imm(ADD, R3, field as i32));
+            p.push(mov_reg(R1, FP));
+            p.push(alu_imm(ADD, R1, to as i32));
+            p.push(mov_imm(R2, size));
+            p.push(call(PROBE_READ_KERNEL));
+            fails.push(p.len());
+            p.push(jump_imm(JNE, R0, 0, 0));
+        };
+    // A jump taken when r0 is 0 (a lookup found nothing), recorded in `skips`.
+    let if_none = |p: &mut Vec<Insn>, skips: &mut Vec<usize>| {
+        skips.push(p.len());
+        p.push(jump_imm(JEQ, R0, 0, 0));
+    };
+    // `table[key] = now - task's sum_exec_runtime` for the task argument `arg` points to (the
+    // key on the stack already); a failed read or lookup jumps (recorded in `fails`).
+    let set_word = |p: &mut Vec<Insn>, arg: i16, fails: &mut Vec<usize>| {
+        read_task(p, arg, off.ran, VALUE, 8, fails);
+        p.push(call(KTIME_GET_NS));
+        p.push(load(DW, R1, FP, VALUE));
+        p.push(alu_reg(SUB, R0, R1));
+        p.push(mov_reg(R8, R0));
+        lookup(p, maps.table);
+        if_none(p, fails);
+        p.push(store(DW, R0, 0, R8));
+    };
+    p.push(mov_reg(R6, R1));
+    // 1. prev, when it is one of the target's threads (its id is the low half).
+    p.push(call(GET_CURRENT_PID_TGID));
+    p.push(mov_reg(R7, R0));
+    p.push(alu_imm(RSH, R0, 32));
+    let mut to_next = vec![p.len()];
+    p.push(jump_imm(JNE, R0, pid, 0));
+    p.push(store(W, FP, KEY, R7));
+    // Its last switch seen was a switch-out too: the kernel did not report the switch that
+    // brought it back (its time off then is counted now, late). seen[prev] = OUT.
+    let mut to_word = Vec::new();
+    lookup(&mut p, maps.seen);
+    if_none(&mut p, &mut to_word);
+    p.push(load(DW, R1, R0, 0));
+    p.push(mov_imm(R2, SEEN_OUT));
+    p.push(store(DW, R0, 0, R2));
+    to_word.push(p.len());
+    p.push(jump_imm(JNE, R1, SEEN_OUT, 0));
+    // hidden[0] += 1, atomically (the target's threads switch on every CPU).
+    p.push(mov_imm(R1, 0));
+    p.push(store(W, FP, KEY, R1));
+    lookup(&mut p, maps.hidden);
+    p.push(store(W, FP, KEY, R7));
+    if_none(&mut p, &mut to_word);
+    p.push(mov_imm(R1, 1));
+    p.push(insn(STX | ATOMIC | DW, R0, R1, 0, ATOMIC_ADD));
+    land_here(&mut p, to_word);
+    set_word(&mut p, 8, &mut to_next);
+    land_here(&mut p, to_next);
+    // 2. next: its id read from its task_struct; seen[next] = IN.
+    let mut to_exit = Vec::new();
+    read_task(&mut p, 16, off.pid, KEY, 4, &mut to_exit);
+    let mut to_word = Vec::new();
+    lookup(&mut p, maps.seen);
+    if_none(&mut p, &mut to_word);
+    p.push(mov_imm(R1, SEEN_IN));
+    p.push(store(DW, R0, 0, R1));
+    land_here(&mut p, to_word);
+    set_word(&mut p, 16, &mut to_exit);
+    land_here(&mut p, to_exit);
+    p.push(mov_imm(R0, 0));
+    p.push(insn(JMP | EXIT, 0, 0, 0, 0));
+    p
+}
+
+/// Point the jumps at indices `jumps` of `p` at the instruction pushed next.
+fn land_here(p: &mut [Insn], jumps: Vec<usize>) {
+    let here = p.len();
+    for j in jumps {
+        p[j].off = (here - j - 1) as i16;
+    }
+}
+
+/// The raw tracepoint program's maps.
+#[derive(Clone, Copy, Debug)]
+struct RawMaps {
+    /// The words of the module comment.
+    table: RawFd,
+    /// Per thread id, the last switch the program saw it in: [`SEEN_OUT`], [`SEEN_IN`] or 0.
+    seen: RawFd,
+    /// One word: switch-outs of the target's threads whose switch back in was not reported.
+    hidden: RawFd,
+}
+
+const SEEN_OUT: i32 = 1;
+const SEEN_IN: i32 = 2;
+
+/// The perf event's program (the fallback of the module comment) for process `pid`: at a
+/// switch-out of one of its threads, `out_at[prev_pid] = now`; at a switch-in with an entry
+/// there, the entry taken out and `table[next_pid] += now - out_at[next_pid]`.
 fn program(pid: i32, f: Fields, table: RawFd, out_at: RawFd) -> Vec<Insn> {
     let mut p = Vec::new();
     let key_arg = |p: &mut Vec<Insn>| {
@@ -416,6 +622,8 @@ const BPF_PROG_LOAD: i32 = 5;
 const BPF_OBJ_GET_INFO_BY_FD: i32 = 15;
 const BPF_F_MMAPABLE: u32 = 1 << 10;
 const BPF_PROG_TYPE_TRACEPOINT: u32 = 5;
+const BPF_PROG_TYPE_RAW_TRACEPOINT: u32 = 17;
+const BPF_RAW_TRACEPOINT_OPEN: i32 = 17;
 const PERF_TYPE_TRACEPOINT: u32 = 2;
 const PERF_EVENT_IOC_ENABLE: u64 = 0x2400;
 const PERF_EVENT_IOC_SET_BPF: u64 = 0x4004_2408;
@@ -485,13 +693,13 @@ fn map_create(
         .map_err(|source| BpfError::Call { op: "bpf(BPF_MAP_CREATE) for the off-CPU maps", source })
 }
 
-fn prog_load(insns: &[Insn]) -> Result<OwnedFd, BpfError> {
+fn prog_load(insns: &[Insn], kind: u32) -> Result<OwnedFd, BpfError> {
     let license = c"GPL";
     let mut log = vec![0u8; 64 * 1024];
     // union bpf_attr for BPF_PROG_LOAD: prog_type, insn_cnt, insns, license, log_level,
     // log_size, log_buf, kern_version, prog_flags, prog_name[16].
     let mut a = Attr::new();
-    a.u32(0, BPF_PROG_TYPE_TRACEPOINT)
+    a.u32(0, kind)
         .u32(4, insns.len() as u32)
         .u64(8, insns.as_ptr() as u64)
         .u64(16, license.as_ptr() as u64)
@@ -509,6 +717,18 @@ fn prog_load(insns: &[Insn]) -> Result<OwnedFd, BpfError> {
         } else {
             BpfError::Verifier { source, log }
         }
+    })
+}
+
+/// `program` attached to the raw tracepoint `sched_switch`: the link's descriptor.
+fn attach_raw(program: RawFd) -> Result<OwnedFd, BpfError> {
+    let name = c"sched_switch";
+    // union bpf_attr for BPF_RAW_TRACEPOINT_OPEN: name (pointer), prog_fd (u32).
+    let mut a = Attr::new();
+    a.u64(0, name.as_ptr() as u64).u32(8, program as u32);
+    bpf(BPF_RAW_TRACEPOINT_OPEN, &mut a).map_err(|source| BpfError::Call {
+        op: "bpf(BPF_RAW_TRACEPOINT_OPEN) of sched_switch",
+        source,
     })
 }
 
@@ -560,21 +780,44 @@ mod tests {
 
     #[test]
     fn the_programs_jumps_land_on_the_switch_in_half_and_the_exit() {
+        // Where each jump lands, as (what is there, how many land there).
+        let landings = |p: &[Insn]| {
+            let exit = p.len() - 2;
+            assert_eq!(p[exit + 1].code, JMP | EXIT);
+            let mut at: Vec<(Option<Insn>, usize)> = Vec::new();
+            for (k, i) in p.iter().enumerate() {
+                if i.code == JMP | JNE | K || i.code == JMP | JEQ | K {
+                    let to = k + 1 + i.off as usize;
+                    let what = (to != exit).then(|| p[to]);
+                    match at.iter_mut().find(|(w, _)| *w == what) {
+                        Some(e) => e.1 += 1,
+                        None => at.push((what, 1)),
+                    }
+                }
+            }
+            at
+        };
+        // The perf event's: another process's thread skips to where next's id is read; no
+        // entry for next, or no word, ends.
         let p = program(42, Fields { prev_pid: 24, next_pid: 56 }, 7, 8);
-        let exit = p.len() - 2;
-        let jumps: Vec<(usize, &Insn)> = p
-            .iter()
-            .enumerate()
-            .filter(|(_, i)| i.code == JMP | JNE | K || i.code == JMP | JEQ | K)
-            .collect();
-        assert_eq!(jumps.len(), 3);
-        // The first skips to the load of next_pid; the others end at the exit.
-        let land = |(k, i): (usize, &Insn)| k + 1 + i.off as usize;
-        assert_eq!(p[land(jumps[0])], load(W, R1, R6, 56));
-        assert_eq!(land(jumps[1]), exit);
-        assert_eq!(land(jumps[2]), exit);
-        assert_eq!(jumps[0].1.imm, 42);
-        assert_eq!(p[exit + 1].code, JMP | EXIT);
+        assert_eq!(landings(&p), [(Some(load(W, R1, R6, 56)), 1), (None, 2)]);
+        assert_eq!(p.iter().find(|i| i.code == JMP | JNE | K).unwrap().imm, 42);
+        // The raw tracepoint's: prev's `seen` (no word, not switched out last, no counter)
+        // goes on to prev's word (the load of its task pointer, the second argument); another
+        // process's thread, or prev's word failing (its read, its lookup), to next's part
+        // (the load of the third argument), where next's `seen` failing goes on to next's
+        // word too; next's id, read, or its word failing, ends.
+        let maps = RawMaps { table: 7, seen: 9, hidden: 10 };
+        let p = program_raw(42, TaskOffsets { pid: 1234, ran: 200 }, maps);
+        let at = landings(&p);
+        assert_eq!(
+            at,
+            [(Some(load(DW, R3, R6, 16)), 4), (Some(load(DW, R3, R6, 8)), 3), (None, 3)],
+            "{at:?}"
+        );
+        assert_eq!(p.iter().find(|i| i.code == JMP | JNE | K).unwrap().imm, 42);
+        // The counter's add is atomic.
+        assert!(p.iter().any(|i| i.code == STX | ATOMIC | DW && i.imm == ATOMIC_ADD));
     }
 
     /// The kernel itself: a thread of this process that sleeps 30 ms has its word advanced by
@@ -604,12 +847,22 @@ mod tests {
         let tid = unsafe { libc::gettid() } as usize;
         // SAFETY: the word of a thread id below pid_max, inside the mapping.
         let word = || unsafe { std::ptr::read_volatile((base as *const u64).add(tid)) };
+        // A thread's word is set at its first switch once the program runs (kerf stops every
+        // thread of its target after starting the clock, which does it).
+        std::thread::sleep(std::time::Duration::from_millis(1));
         let before = word();
         std::thread::sleep(std::time::Duration::from_millis(30));
         let slept = word() - before;
-        assert_eq!(clock.now(tid as i32), Some(word()), "running: the clock is the word");
+        // Running: the clock is the word (on the raw tracepoint, give or take the time since
+        // the thread came on the CPU that the scheduler has not counted as its own).
+        let (now, w) = (clock.now(tid as i32).unwrap(), word());
+        assert!(now.abs_diff(w) < 2_000_000, "running: clock {now}, word {w}");
         // No other BPF program runs here: the kernel says the program saw every switch.
         assert_eq!(clock.missed_switches(), Some(0));
+        // With the kernel's BTF, on the raw tracepoint (the perf event loses switches).
+        if std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+            assert_eq!(clock.attached_to(), "raw tracepoint sched_switch");
+        }
         // A thread asleep now: its clock counts the sleep so far, before its word has it.
         let (tx, rx) = std::sync::mpsc::channel();
         let sleeper = std::thread::spawn(move || {

@@ -287,6 +287,12 @@ pub trait Backend {
     fn off_cpu_missed(&self) -> Option<u64> {
         None
     }
+
+    /// Switches back in that the kernel did not report to the off-CPU clock (`None`: no such
+    /// clock, or it cannot tell): each delays a thread's count of one wait to its next switch.
+    fn off_cpu_unreported(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// `first` spliced through `be` as one batch, each outcome to `settled` with its index (the

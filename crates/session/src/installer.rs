@@ -762,6 +762,11 @@ impl<B: Backend> PatchSet<B> {
         self.be.off_cpu_missed()
     }
 
+    /// Switches back in the kernel did not report ([`Backend::off_cpu_unreported`]).
+    pub fn off_cpu_unreported(&self) -> Option<u64> {
+        self.be.off_cpu_unreported()
+    }
+
     /// How the target was held while the probes went in.
     pub fn pauses(&self) -> Pauses {
         self.be.pauses()

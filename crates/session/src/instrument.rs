@@ -774,6 +774,10 @@ impl Backend for ProcessBackend {
         self.off_cpu.as_ref()?.0.missed_switches()
     }
 
+    fn off_cpu_unreported(&self) -> Option<u64> {
+        self.off_cpu.as_ref()?.0.unreported_switches()
+    }
+
     fn code_heaps(&self) -> Vec<RemoteAddr> {
         self.heaps.iter().flatten().map(|h| RemoteAddr(h.code)).collect()
     }

@@ -675,6 +675,9 @@ pub trait Installed {
     /// Context switches the off-CPU clock of virtual time missed (`None`: no such clock, or
     /// the kernel cannot say).
     fn off_cpu_missed(&self) -> Option<u64>;
+    /// Switches back in that the kernel did not report to that clock (`None`: no such clock,
+    /// or it cannot tell).
+    fn off_cpu_unreported(&self) -> Option<u64>;
 }
 
 impl<B: Backend> Installed for PatchSet<B> {
@@ -698,6 +701,9 @@ impl<B: Backend> Installed for PatchSet<B> {
     }
     fn off_cpu_missed(&self) -> Option<u64> {
         PatchSet::off_cpu_missed(self)
+    }
+    fn off_cpu_unreported(&self) -> Option<u64> {
+        PatchSet::off_cpu_unreported(self)
     }
     fn timer_threads(&self, t: usize, now: u64) -> Vec<(u64, ThreadShare)> {
         PatchSet::timer_threads(self, t, now)

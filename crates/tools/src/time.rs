@@ -437,6 +437,9 @@ fn summarize(inst: &dyn Installed, timed: &[Timed], virtual_time: bool) -> (Vec<
         // A switch the off-CPU clock missed loses that switch's time off the CPU: virtual time
         // reads high by it. Said, not hidden.
         extra["off_cpu_missed_switches"] = json!(inst.off_cpu_missed());
+        // A switch back in the kernel did not report: the thread's wait then is counted at its
+        // next switch, possibly in a later call (totals stay right).
+        extra["off_cpu_unreported_switches"] = json!(inst.off_cpu_unreported());
     }
     (summary, extra)
 }
