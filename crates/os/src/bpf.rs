@@ -14,7 +14,10 @@
 //! is): the scheduler's own count of the task's time on the CPU (`se.sum_exec_runtime`, what
 //! the thread's `CLOCK_THREAD_CPUTIME_ID` reads), subtracted from the time, is its time off
 //! the CPU so far. The offsets of `pid` and `se.sum_exec_runtime` in `task_struct` come from
-//! the kernel's BTF. A thread's word moves only at its switches, on the CPU doing them, so
+//! the kernel's BTF. The word's lowest bit says which of the two its last switch was (a
+//! nanosecond is nothing to a timer), so that a thread switched out twice with no switch in
+//! between, a switch back the kernel did not report, is counted
+//! ([`OffCpuClock::unreported_switches`]). A thread's word moves only at its switches, on the CPU doing them, so
 //! the thread reads it in order with its own code; kerf stops every thread of the target once
 //! the program runs, which sets each one's word before any timer reads it.
 //!
@@ -107,13 +110,8 @@ impl OffCpuClock {
         let table = map_create(MapType::Array, 4, 8, entries, BPF_F_MMAPABLE, "kerf_offcpu")?;
         // The raw tracepoint where the kernel has BTF and allows it, else the perf event.
         let raw = task_offsets().and_then(|offsets| {
-            let seen = map_create(MapType::Array, 4, 8, entries, 0, "kerf_seen").ok()?;
             let hidden = map_create(MapType::Array, 4, 8, 1, 0, "kerf_unreported").ok()?;
-            let maps = RawMaps {
-                table: table.as_raw_fd(),
-                seen: seen.as_raw_fd(),
-                hidden: hidden.as_raw_fd(),
-            };
+            let maps = RawMaps { table: table.as_raw_fd(), unreported: hidden.as_raw_fd() };
             let insns = program_raw(pid, offsets, maps);
             let program = prog_load(&insns, BPF_PROG_TYPE_RAW_TRACEPOINT).ok()?;
             let event = attach_raw(program.as_raw_fd()).ok()?;
@@ -378,6 +376,8 @@ const K: u8 = 0x00;
 const X: u8 = 0x08;
 const ADD: u8 = 0x00;
 const SUB: u8 = 0x10;
+const OR: u8 = 0x40;
+const AND: u8 = 0x50;
 const RSH: u8 = 0x70;
 const MOV: u8 = 0xb0;
 const JEQ: u8 = 0x10;
@@ -476,15 +476,19 @@ fn program_raw(pid: i32, off: TaskOffsets, maps: RawMaps) -> Vec<Insn> {
         p.push(jump_imm(JEQ, R0, 0, 0));
     };
     // `table[key] = now - task's sum_exec_runtime` for the task argument `arg` points to (the
-    // key on the stack already); a failed read or lookup jumps (recorded in `fails`).
-    let set_word = |p: &mut Vec<Insn>, arg: i16, fails: &mut Vec<usize>| {
+    // key on the stack already), its lowest bit replaced by `state` (a nanosecond is nothing
+    // to a timer); a failed read or lookup jumps (recorded in `fails`). r1 = the old word.
+    let set_word = |p: &mut Vec<Insn>, arg: i16, state: i32, fails: &mut Vec<usize>| {
         read_task(p, arg, off.ran, VALUE, 8, fails);
         p.push(call(KTIME_GET_NS));
         p.push(load(DW, R1, FP, VALUE));
         p.push(alu_reg(SUB, R0, R1));
+        p.push(alu_imm(AND, R0, !1));
+        p.push(alu_imm(OR, R0, state));
         p.push(mov_reg(R8, R0));
         lookup(p, maps.table);
         if_none(p, fails);
+        p.push(load(DW, R1, R0, 0));
         p.push(store(DW, R0, 0, R8));
     };
     p.push(mov_reg(R6, R1));
@@ -495,37 +499,24 @@ fn program_raw(pid: i32, off: TaskOffsets, maps: RawMaps) -> Vec<Insn> {
     let mut to_next = vec![p.len()];
     p.push(jump_imm(JNE, R0, pid, 0));
     p.push(store(W, FP, KEY, R7));
-    // Its last switch seen was a switch-out too: the kernel did not report the switch that
-    // brought it back (its time off then is counted now, late). seen[prev] = OUT.
-    let mut to_word = Vec::new();
-    lookup(&mut p, maps.seen);
-    if_none(&mut p, &mut to_word);
-    p.push(load(DW, R1, R0, 0));
-    p.push(mov_imm(R2, SEEN_OUT));
-    p.push(store(DW, R0, 0, R2));
-    to_word.push(p.len());
-    p.push(jump_imm(JNE, R1, SEEN_OUT, 0));
-    // hidden[0] += 1, atomically (the target's threads switch on every CPU).
+    set_word(&mut p, 8, SWITCHED_OUT, &mut to_next);
+    // Its word said switched out already: the kernel did not report the switch that brought
+    // it back (its time off then is counted now, late). unreported[0] += 1, atomically (the
+    // target's threads switch on every CPU).
+    p.push(alu_imm(AND, R1, 1));
+    to_next.push(p.len());
+    p.push(jump_imm(JNE, R1, SWITCHED_OUT, 0));
     p.push(mov_imm(R1, 0));
     p.push(store(W, FP, KEY, R1));
-    lookup(&mut p, maps.hidden);
-    p.push(store(W, FP, KEY, R7));
-    if_none(&mut p, &mut to_word);
+    lookup(&mut p, maps.unreported);
+    if_none(&mut p, &mut to_next);
     p.push(mov_imm(R1, 1));
     p.push(insn(STX | ATOMIC | DW, R0, R1, 0, ATOMIC_ADD));
-    land_here(&mut p, to_word);
-    set_word(&mut p, 8, &mut to_next);
     land_here(&mut p, to_next);
-    // 2. next: its id read from its task_struct; seen[next] = IN.
+    // 2. next: its id read from its task_struct.
     let mut to_exit = Vec::new();
     read_task(&mut p, 16, off.pid, KEY, 4, &mut to_exit);
-    let mut to_word = Vec::new();
-    lookup(&mut p, maps.seen);
-    if_none(&mut p, &mut to_word);
-    p.push(mov_imm(R1, SEEN_IN));
-    p.push(store(DW, R0, 0, R1));
-    land_here(&mut p, to_word);
-    set_word(&mut p, 16, &mut to_exit);
+    set_word(&mut p, 16, 0, &mut to_exit);
     land_here(&mut p, to_exit);
     p.push(mov_imm(R0, 0));
     p.push(insn(JMP | EXIT, 0, 0, 0, 0));
@@ -545,14 +536,13 @@ fn land_here(p: &mut [Insn], jumps: Vec<usize>) {
 struct RawMaps {
     /// The words of the module comment.
     table: RawFd,
-    /// Per thread id, the last switch the program saw it in: [`SEEN_OUT`], [`SEEN_IN`] or 0.
-    seen: RawFd,
     /// One word: switch-outs of the target's threads whose switch back in was not reported.
-    hidden: RawFd,
+    unreported: RawFd,
 }
 
-const SEEN_OUT: i32 = 1;
-const SEEN_IN: i32 = 2;
+/// The lowest bit of a thread's word on the raw tracepoint: its last switch the program saw
+/// was a switch-out (0: a switch-in, or none yet).
+const SWITCHED_OUT: i32 = 1;
 
 /// The perf event's program (the fallback of the module comment) for process `pid`: at a
 /// switch-out of one of its threads, `out_at[prev_pid] = now`; at a switch-in with an entry
@@ -802,19 +792,13 @@ mod tests {
         let p = program(42, Fields { prev_pid: 24, next_pid: 56 }, 7, 8);
         assert_eq!(landings(&p), [(Some(load(W, R1, R6, 56)), 1), (None, 2)]);
         assert_eq!(p.iter().find(|i| i.code == JMP | JNE | K).unwrap().imm, 42);
-        // The raw tracepoint's: prev's `seen` (no word, not switched out last, no counter)
-        // goes on to prev's word (the load of its task pointer, the second argument); another
-        // process's thread, or prev's word failing (its read, its lookup), to next's part
-        // (the load of the third argument), where next's `seen` failing goes on to next's
-        // word too; next's id, read, or its word failing, ends.
-        let maps = RawMaps { table: 7, seen: 9, hidden: 10 };
+        // The raw tracepoint's: another process's thread, prev's word failing (its read, its
+        // lookup), prev not switched out last, or no counter: on to next's part (the load of
+        // the third argument); next's id, read, or its word failing, ends.
+        let maps = RawMaps { table: 7, unreported: 10 };
         let p = program_raw(42, TaskOffsets { pid: 1234, ran: 200 }, maps);
         let at = landings(&p);
-        assert_eq!(
-            at,
-            [(Some(load(DW, R3, R6, 16)), 4), (Some(load(DW, R3, R6, 8)), 3), (None, 3)],
-            "{at:?}"
-        );
+        assert_eq!(at, [(Some(load(DW, R3, R6, 16)), 5), (None, 3)], "{at:?}");
         assert_eq!(p.iter().find(|i| i.code == JMP | JNE | K).unwrap().imm, 42);
         // The counter's add is atomic.
         assert!(p.iter().any(|i| i.code == STX | ATOMIC | DW && i.imm == ATOMIC_ADD));
