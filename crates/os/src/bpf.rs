@@ -17,9 +17,9 @@
 //! the kernel's BTF. The word's lowest bit says which of the two its last switch was (a
 //! nanosecond is nothing to a timer), so that a thread switched out twice with no switch in
 //! between, a switch back the kernel did not report, is counted
-//! ([`OffCpuClock::unreported_switches`]). A thread's word moves only at its switches, on the CPU doing them, so
-//! the thread reads it in order with its own code; kerf stops every thread of the target once
-//! the program runs, which sets each one's word before any timer reads it.
+//! ([`OffCpuClock::unreported_switches`]). A thread's word moves only at its switches, on the
+//! CPU doing them, so the thread reads it in order with its own code; kerf stops every thread
+//! of the target once the program runs, which sets each one's word before any timer reads it.
 //!
 //! A word computed from the scheduler's count needs no earlier event, so a switch the program
 //! does not see costs nothing for good. The first version kept each thread's switch-out time
