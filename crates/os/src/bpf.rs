@@ -208,8 +208,10 @@ impl OffCpuClock {
 
     /// Context switches the program did not see because another BPF program (or a `bpf`
     /// system call, which holds the same per-CPU guard) was running on that CPU: the kernel's
-    /// `recursion_misses` of the program. A missed switch of a target thread loses that
-    /// switch's time off the CPU. `None` where the kernel does not say (before 5.12).
+    /// `recursion_misses` of the program. On the raw tracepoint a missed switch of a target
+    /// thread delays the count of its time off the CPU to its next switch, as an unreported
+    /// one does; on the perf event it loses it. `None` where the kernel does not say (before
+    /// 5.12).
     pub fn missed_switches(&self) -> Option<u64> {
         // struct bpf_prog_info up to and with recursion_misses (its bytes 208..216).
         let mut info = [0u8; 216];

@@ -434,8 +434,8 @@ fn summarize(inst: &dyn Installed, timed: &[Timed], virtual_time: bool) -> (Vec<
         .collect();
     let mut extra = json!({"timed_seconds": elapsed_ns / 1e9, "tsc_ghz": hz});
     if virtual_time {
-        // A switch the off-CPU clock missed loses that switch's time off the CPU: virtual time
-        // reads high by it. Said, not hidden.
+        // A switch the off-CPU clock's program did not run for: its time off the CPU is counted
+        // late (raw tracepoint) or not at all (the perf-event fallback). Said, not hidden.
         extra["off_cpu_missed_switches"] = json!(inst.off_cpu_missed());
         // A switch back in the kernel did not report: the thread's wait then is counted at its
         // next switch, possibly in a later call (totals stay right).
