@@ -7,6 +7,8 @@
 # translated ahead, the rest on demand); `kerf jit main --plugin none --whole` (every module
 # translated ahead); `kerf jit main --plugin blocks` (every block counted); `kerf jit main
 # --plugin branches` (both sides of every conditional branch counted);
+# `kerf-none-frame`: as kerf-none with every `ret` through the lookup frame
+# (`KERF_JIT_FRAME_RETS`, the code before frameless returns, for comparison);
 # `valgrind --tool=none`; `valgrind --tool=exp-bbv` (Valgrind's block-vector counter). Wall time from launch to exit (kerf's analysis, from its
 # cache after the first round, and translation included), median of ROUNDS (default 3), and
 # the ratio to native. Every run's output is checked against the native run's.
@@ -67,6 +69,7 @@ run() { # MODE PROGRAM -> output on stdout
   case $mode in
     native) "${cmd[@]}" ;;
     kerf-none) "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-none-frame) KERF_JIT_FRAME_RETS=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-whole) "$K" jit main --plugin none --whole -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-blocks) "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-branches) "$K" jit main --plugin branches -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;

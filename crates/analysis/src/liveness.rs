@@ -21,6 +21,7 @@ use crate::memory::CodeMemory;
 use kerf_arch::x86_64::{FlagSet, RegSet, Scanner};
 use kerf_arch::ImageAddr;
 use rayon::prelude::*;
+use std::collections::HashMap;
 
 /// Registers and flags, the unit of every liveness fact.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -122,7 +123,7 @@ pub fn solve_by_rounds(cfg: &mut Cfg, cg: &CallGraph) {
             .par_iter()
             .map(|f| {
                 let callee = |g: FuncId| (live_in[g.0 as usize], must_def[g.0 as usize]);
-                (*f, solve_function(cfg, *f, must_def[f.0 as usize], &callee))
+                (*f, solve_function(cfg, *f, at_return(must_def[f.0 as usize]), false, &callee))
             })
             .collect();
         let mut next = Vec::new();
@@ -171,7 +172,7 @@ fn solve_component(cfg: &Cfg, scc: &[FuncId], sums: &Summaries) -> Vec<Solved> {
                 Some(j) => (mine[j], must[j]),
                 None => (sums.live_in[g.0 as usize], sums.must_def[g.0 as usize]),
             };
-            let block_live = solve_function(cfg, *f, must[k], &callee);
+            let block_live = solve_function(cfg, *f, at_return(must[k]), false, &callee);
             let fun = cfg.function(*f);
             let entry = block_live[(fun.entry_block.0 - fun.blocks.start) as usize];
             if entry != mine[k] {
@@ -286,13 +287,20 @@ fn callee_must(cfg: &Cfg, f: FuncId) -> Live {
 }
 
 /// What is live right after the block's last instruction, given the live-in of blocks
-/// (`block_live`, indexed by global block id through `local`) and of callees, and the
-/// must-def of the block's own function (`own_must`, for what its returns keep: see
-/// [`at_return`]).
+/// (`block_live`, indexed by global block id through `local`) and of callees, and what is
+/// live where the block's function returns (`at_ret`: [`at_return`] of its must-def, or a
+/// boundary [`at_continuations`] chooses).
+///
+/// With `exact` (the summaries of [`at_continuations`]), `callee` gives a function's `(A,
+/// ALL - P)`: what it reads whatever its returns lead to, and the complement of what it lets
+/// through from there (see there), so a call is `A ∪ (after ∩ P)` and a direct tail call,
+/// whose callee returns where this function would, `A ∪ (at_ret ∩ P)`. Otherwise a callee's
+/// entry set already holds what its returns keep, and a tail call is that set alone.
 fn live_out(
     cfg: &Cfg,
     b: &Block,
-    own_must: Live,
+    at_ret: Live,
+    exact: bool,
     block_live: &dyn Fn(u32) -> Live,
     callee: &dyn Fn(FuncId) -> (Live, Live),
 ) -> Live {
@@ -300,7 +308,11 @@ fn live_out(
     for e in cfg.edges_of(b) {
         after = after.union(match (e.kind, e.target) {
             (EdgeKind::Call, _) => Live::NONE,
-            (EdgeKind::Return, _) => at_return(own_must),
+            (EdgeKind::Return, _) => at_ret,
+            (EdgeKind::TailCall, EdgeTarget::Function(g)) if exact => {
+                let (reads, kills) = callee(g);
+                reads.union(at_ret.minus(kills))
+            }
             (EdgeKind::TailCall, EdgeTarget::Function(g)) => callee(g).0,
             (_, EdgeTarget::Block(t)) => block_live(t.0),
             // A target that could not be decoded or resolved: assume the worst.
@@ -309,7 +321,6 @@ fn live_out(
     }
     match b.term {
         Terminator::Unanalysable => Live::ALL,
-        // An unknown function takes over and returns to our caller.
         // An unknown function takes over and returns to our caller. It follows the ABI and
         // may write any caller-saved register, so no caller can count on more than the ABI
         // keeps: the SysV set, not what this function alone leaves alone.
@@ -334,7 +345,8 @@ fn live_out(
 fn solve_function(
     cfg: &Cfg,
     f: FuncId,
-    own_must: Live,
+    at_ret: Live,
+    exact: bool,
     callee: &dyn Fn(FuncId) -> (Live, Live),
 ) -> Vec<Live> {
     let fun = cfg.function(f);
@@ -363,7 +375,7 @@ fn solve_function(
                         None => Live::ALL,
                     }
                 };
-                live_out(cfg, b, own_must, &bl, callee)
+                live_out(cfg, b, at_ret, exact, &bl, callee)
             };
             let new = gen_of(b).union(out.minus(kill_of(b)));
             if new != live[i] {
@@ -403,7 +415,7 @@ pub(crate) fn check_function(cfg: &Cfg, f: FuncId) -> Result<(), Option<usize>> 
     };
     let callee = |g: FuncId| (callee_live(cfg, g), callee_must(cfg, g));
     for (i, b) in blocks.iter().enumerate() {
-        let out = live_out(cfg, b, callee_must(cfg, f), &bl, &callee);
+        let out = live_out(cfg, b, at_return(callee_must(cfg, f)), false, &bl, &callee);
         if gen_of(b).union(out.minus(kill_of(b))) != stored(b) {
             return Err(Some(i));
         }
@@ -487,6 +499,133 @@ fn must_def_of(cfg: &Cfg, f: FuncId) -> Live {
     result.unwrap_or(Live::NONE)
 }
 
+/// A function's `(A, ALL - P)` for [`at_continuations`]: what it reads whatever its returns
+/// lead to, and the complement of what it lets through from there.
+type Summary = (Live, Live);
+/// A function's block sets with nothing, and with everything, live where it returns.
+type Sets = (Vec<Live>, Vec<Live>);
+
+/// Per function, what is live where its returns may land: the SysV return set (a caller
+/// outside the image, or through a pointer, assumes no more), what is live at the return
+/// site of every direct call to it, and, for a function reached by a direct tail call, all
+/// that its tail-caller's returns may land on. What may overwrite registers just before a
+/// `ret` (the JIT's frameless return) asks this.
+///
+/// The block sets [`solve`] stores are too wide for this: a function's entry set keeps every
+/// register its returns might keep for a caller (`-fipa-ra`), so every call passes nearly
+/// everything through to the code before it. Here each function gets a summary instead,
+/// callees first (components of the call graph, iterated where they recurse): solved with
+/// nothing live at its returns it gives `A`, what it reads whatever its returns lead to,
+/// and solved with everything live there `A ∪ P`, `P` what it lets through (liveness is a
+/// union per register, so for a boundary `X` its set is `A ∪ (X ∩ P)`, at every block). A
+/// call is then `A ∪ (after ∩ P)`. The same two solutions give each return site `s` of a
+/// caller `C` its `A_s` and `P_s`, and, callers first, `cont(g) = SysV ∪ ⋃ (A_s ∪ (cont(C) ∩
+/// P_s))` over the calls to `g`, iterated up from the SysV set until nothing changes.
+pub fn at_continuations(cfg: &Cfg) -> Vec<Live> {
+    let n = cfg.functions.len();
+    let cg = CallGraph::build(cfg);
+    // Per function: (A, ALL - P) as `live_out` takes a callee with `exact`, and its blocks'
+    // sets for both boundaries.
+    let mut sums: Vec<Summary> = vec![(Live::NONE, Live::ALL); n];
+    let mut solved: Vec<Sets> = vec![(Vec::new(), Vec::new()); n];
+    for level in levels(&cg, n) {
+        let results: Vec<Vec<(FuncId, Summary, Sets)>> = level
+            .par_iter()
+            .map(|scc| {
+                let mut mine: Vec<(Live, Live)> = vec![(Live::NONE, Live::ALL); scc.len()];
+                let mut out = vec![(Vec::new(), Vec::new()); scc.len()];
+                // A worklist: a member is solved again only when a member it calls changed
+                // (the components of a big interpreter hold hundreds of functions).
+                let index: HashMap<FuncId, usize> =
+                    scc.iter().enumerate().map(|(k, &f)| (f, k)).collect();
+                let mut dirty: Vec<usize> = (0..scc.len()).collect();
+                let mut queued = vec![true; scc.len()];
+                while let Some(k) = dirty.pop() {
+                    queued[k] = false;
+                    let f = scc[k];
+                    let callee = |g: FuncId| match index.get(&g) {
+                        Some(&j) => mine[j],
+                        None => sums[g.0 as usize],
+                    };
+                    let none = solve_function(cfg, f, Live::NONE, true, &callee);
+                    let all = solve_function(cfg, f, Live::ALL, true, &callee);
+                    let fun = cfg.function(f);
+                    let e = (fun.entry_block.0 - fun.blocks.start) as usize;
+                    let sum = match (none.get(e), all.get(e)) {
+                        (Some(&a), Some(&p)) => (a, Live::ALL.minus(p)),
+                        _ => (Live::ALL, Live::NONE),
+                    };
+                    out[k] = (none, all);
+                    if sum != mine[k] {
+                        mine[k] = sum;
+                        for &c in cg.callers(f) {
+                            if let Some(&j) = index.get(&c) {
+                                if !queued[j] {
+                                    queued[j] = true;
+                                    dirty.push(j);
+                                }
+                            }
+                        }
+                    }
+                }
+                scc.iter()
+                    .zip(mine)
+                    .zip(out)
+                    .map(|((&f, sum), sets)| (f, sum, sets))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for (f, sum, sets) in results.into_iter().flatten() {
+            sums[f.0 as usize] = sum;
+            solved[f.0 as usize] = sets;
+        }
+    }
+    // Per caller: its calls (callee, A_s, P_s) and its direct tail calls.
+    let mut calls: Vec<Vec<(FuncId, Live, Live)>> = vec![Vec::new(); n];
+    let mut tails: Vec<Vec<FuncId>> = vec![Vec::new(); n];
+    for c in 0..n {
+        let start = cfg.function(FuncId(c as u32)).blocks.start;
+        let (none, all) = &solved[c];
+        for b in cfg.blocks_of(FuncId(c as u32)) {
+            let (mut g, mut after) = (None, None);
+            for e in cfg.edges_of(b) {
+                match (e.kind, e.target) {
+                    (EdgeKind::Call, EdgeTarget::Function(t)) => g = Some(t),
+                    (EdgeKind::TailCall, EdgeTarget::Function(t)) => tails[c].push(t),
+                    (EdgeKind::FallThrough, EdgeTarget::Block(t)) => after = Some(t),
+                    _ => {}
+                }
+            }
+            if let (Some(g), Some(t), Terminator::Call) = (g, after, b.term) {
+                let k = t.0.checked_sub(start).map(|k| k as usize);
+                match k.and_then(|k| Some((*none.get(k)?, *all.get(k)?))) {
+                    Some((a, p)) => calls[c].push((g, a, p)),
+                    // A return site outside the caller: assume the worst.
+                    None => calls[c].push((g, Live::ALL, Live::NONE)),
+                }
+            }
+        }
+    }
+    let mut cont = vec![AT_RETURN; n];
+    loop {
+        let mut changed = false;
+        for c in 0..n {
+            let through = cont[c];
+            let lands = calls[c].iter().map(|&(g, a, p)| (g, a.union(through.intersect(p))));
+            for (g, live) in lands.chain(tails[c].iter().map(|&g| (g, through))) {
+                let u = cont[g.0 as usize].union(live);
+                if u != cont[g.0 as usize] {
+                    cont[g.0 as usize] = u;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return cont;
+        }
+    }
+}
+
 /// Liveness just before and just after the instruction at `addr` of function `f`, computed on
 /// demand by re-decoding its block backwards from the block's live-out.
 pub fn live_at(
@@ -502,7 +641,7 @@ pub fn live_at(
         Live { regs: blk.live_in, flags: blk.flags_live_in }
     };
     let callee = |g: FuncId| (callee_live(cfg, g), callee_must(cfg, g));
-    let mut live = live_out(cfg, b, callee_must(cfg, f), &bl, &callee);
+    let mut live = live_out(cfg, b, at_return(callee_must(cfg, f)), false, &bl, &callee);
     let (base, bytes) = mem.code_region(b.start)?;
     let mut sc = Scanner::new(bytes, base);
     let mut facts = Vec::with_capacity(b.insns as usize);

@@ -25,16 +25,24 @@ fn flags(s: &str) -> FlagSet {
     out
 }
 
-#[test]
-fn liveness_fixture() {
-    let mut failures = Vec::new();
-    let mut cases = 0;
-    for (no, line) in include_str!("data/liveness.txt").lines().enumerate() {
+/// One case of a fixture file: its line number, its bytes placed at [`BASE`] with its
+/// symbols, the first function's name, and the registers and flags wanted.
+struct Case {
+    line: usize,
+    bytes: String,
+    cfg: kerf_analysis::cfg::Cfg,
+    first: kerf_analysis::cfg::FuncId,
+    want: (RegSet, FlagSet),
+}
+
+/// The cases of a fixture file: `bytes | functions (name@offset) | registers | flags`.
+fn cases(text: &str) -> Vec<Case> {
+    let mut out = Vec::new();
+    for (no, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        cases += 1;
         let cols: Vec<&str> = line.split('|').map(str::trim).collect();
         assert_eq!(cols.len(), 4, "line {}: want 4 columns", no + 1);
         let bytes: Vec<u8> =
@@ -52,23 +60,56 @@ fn liveness_fixture() {
         let a = analyze(&image, &Quiet);
         let name = first.expect("a function");
         let f = a.cfg.functions_named(&name).next().expect("function analysed");
-        let fun = a.cfg.function(f);
-        let got = (fun.live_in, fun.flags_live_in);
-        let want = (regs(cols[2]), flags(cols[3]));
-        if got != want {
-            failures.push(format!(
-                "line {}: {}: got {} | {}, want {} | {}",
-                no + 1,
-                cols[0],
-                got.0,
-                got.1,
-                want.0,
-                want.1
-            ));
-        }
+        out.push(Case {
+            line: no + 1,
+            bytes: cols[0].to_string(),
+            cfg: a.cfg,
+            first: f,
+            want: (regs(cols[2]), flags(cols[3])),
+        });
     }
-    assert!(cases >= 15, "only {cases} cases");
-    assert!(failures.is_empty(), "{} of {cases} failed:\n{}", failures.len(), failures.join("\n"));
+    out
+}
+
+/// Each case's failure, if its result is not what it wants.
+fn check(cases: &[Case], got: impl Fn(&Case) -> (RegSet, FlagSet)) -> Vec<String> {
+    cases
+        .iter()
+        .filter_map(|c| {
+            let g = got(c);
+            (g != c.want).then(|| {
+                format!(
+                    "line {}: {}: got {} | {}, want {} | {}",
+                    c.line, c.bytes, g.0, g.1, c.want.0, c.want.1
+                )
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn liveness_fixture() {
+    let cases = cases(include_str!("data/liveness.txt"));
+    let failures = check(&cases, |c| {
+        let fun = c.cfg.function(c.first);
+        (fun.live_in, fun.flags_live_in)
+    });
+    assert!(cases.len() >= 15, "only {} cases", cases.len());
+    let n = cases.len();
+    assert!(failures.is_empty(), "{} of {n} failed:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// What is live where a function's returns land (the JIT's frameless returns ask it).
+#[test]
+fn continuations_fixture() {
+    let cases = cases(include_str!("data/continuations.txt"));
+    let failures = check(&cases, |c| {
+        let cont = kerf_analysis::liveness::at_continuations(&c.cfg)[c.first.0 as usize];
+        (cont.regs, cont.flags)
+    });
+    assert!(cases.len() >= 7, "only {} cases", cases.len());
+    let n = cases.len();
+    assert!(failures.is_empty(), "{} of {n} failed:\n{}", failures.len(), failures.join("\n"));
 }
 
 /// The levelled (callees-first, by strongly connected component) solver gives exactly the

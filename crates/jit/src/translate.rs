@@ -12,11 +12,12 @@
 //! block's original address as its `ip`), any other `ip` is a label id below the module.
 
 use crate::x86_64 as seq;
-use iced_x86::{BlockEncoder, BlockEncoderOptions, Decoder, DecoderOptions, Instruction};
+use iced_x86::{BlockEncoder, BlockEncoderOptions, Decoder, DecoderOptions, Instruction, Register};
 use iced_x86::{Code, FlowControl, InstructionBlock, OpKind};
 use kerf_analysis::cfg::{BlockId, Cfg, EdgeKind, EdgeTarget, FuncId, Terminator};
+use kerf_analysis::liveness::Live;
 use kerf_analysis::memory::CodeMemory;
-use kerf_arch::x86_64::{flow, relocation_hazard, Flow};
+use kerf_arch::x86_64::{flow, relocation_hazard, Flow, Gpr};
 use kerf_arch::ImageAddr;
 use kerf_codegen::ir::Program;
 use kerf_codegen::{lower_program_split, At, LiveAt};
@@ -47,6 +48,27 @@ pub struct Module<'a> {
     pub cfg: &'a Cfg,
     pub mem: &'a dyn CodeMemory,
     pub bias: u64,
+    /// Per function, what is live where its returns land
+    /// ([`kerf_analysis::liveness::at_continuations`]); empty: not known, and every `ret`
+    /// keeps the program's registers and flags with a frame.
+    pub returns: &'a [Live],
+}
+
+/// Registers a frameless `ret` may take, first choice first: never arguments or return
+/// values of the SysV ABI, then arguments (dead once a function returns, unless a caller
+/// that knows the function keeps something there).
+const RET_SCRATCH: [Gpr; 7] = [Gpr::R11, Gpr::R10, Gpr::R9, Gpr::R8, Gpr::Rsi, Gpr::Rdi, Gpr::Rcx];
+
+/// Two registers a `ret` of `f` may overwrite, with the flags, for [`seq::fast_ret`]: dead
+/// wherever `f`'s returns land.
+fn ret_scratch(m: &Module<'_>, f: FuncId) -> Option<[Register; 2]> {
+    let live = m.returns.get(f.0 as usize)?;
+    if !live.flags.is_empty() {
+        return None;
+    }
+    let mut free = RET_SCRATCH.iter().filter(|&&r| !live.regs.contains(r));
+    let reg = |g: Gpr| Register::try_from(Register::RAX as usize + g as usize).ok();
+    Some([reg(*free.next()?)?, reg(*free.next()?)?])
 }
 
 impl Module<'_> {
@@ -410,6 +432,11 @@ struct Emitter {
     /// The shared second probe of returns by bytes popped: its label, a label per way, and
     /// its tail's.
     ret_seconds: BTreeMap<i32, (u64, [u64; 3], u64)>,
+    /// Per `pop`, the label of the [`seq::slow_ret`] of frameless returns (made once).
+    ret_slows: BTreeMap<i32, u64>,
+    /// Per `pop` and scratch pair (register numbers), the label of the [`seq::other_ways`]
+    /// of frameless returns (made once).
+    ret_ways: BTreeMap<(i32, usize, usize), u64>,
 }
 
 /// A translated call's stub (see [`seq::call_stub`]): the original return address, then the
@@ -484,6 +511,29 @@ impl Emitter {
         s.0
     }
 
+    /// The label of the way back of frameless returns that pop `pop` bytes (made once per
+    /// `pop`).
+    fn ret_ways(&mut self, pop: i32, scratch: [Register; 2]) -> u64 {
+        let key = (pop, scratch[0] as usize, scratch[1] as usize);
+        if let Some(&l) = self.ret_ways.get(&key) {
+            return l;
+        }
+        self.ret_slow(pop);
+        let l = self.label();
+        self.ret_ways.insert(key, l);
+        l
+    }
+
+    fn ret_slow(&mut self, pop: i32) -> u64 {
+        if let Some(&l) = self.ret_slows.get(&pop) {
+            return l;
+        }
+        self.ret_second(pop);
+        let l = self.label();
+        self.ret_slows.insert(pop, l);
+        l
+    }
+
     /// The label of the exit to `target` (made once per target).
     fn exit(&mut self, target: u64, why: Leaves) -> u64 {
         if let Some(&(l, _)) = self.exits.get(&target) {
@@ -525,6 +575,8 @@ pub fn translate(
         tails: Vec::new(),
         cold: Vec::new(),
         ret_seconds: BTreeMap::new(),
+        ret_slows: BTreeMap::new(),
+        ret_ways: BTreeMap::new(),
     };
     // Every block start that gets a translation (the first function holding it keeps it),
     // and its label. Branches link by label, never by original address: iced's encoder also
@@ -650,6 +702,7 @@ pub fn translate(
             (!scope.reached.contains(&f)).then_some(scope.roots),
             unknown_jump[&f],
             exit,
+            ret_scratch(m, f),
         );
         if let Some(fi) = e.insns.get_mut(block_first[n]) {
             fi.set_ip(starts[&start]);
@@ -797,6 +850,16 @@ pub fn translate(
         }
     }
     e.extend(seq::second_probe(second, hits, miss), None);
+    for ((pop, a, b), label) in std::mem::take(&mut e.ret_ways) {
+        let reg = |n: usize| Register::try_from(n).expect("a register number taken from one");
+        let slow = e.ret_slow(pop);
+        let labels = [label, e.label(), e.label(), e.label(), e.label()];
+        e.extend(seq::other_ways(labels, pop, [reg(a), reg(b)], slow), None);
+    }
+    for (pop, slow) in std::mem::take(&mut e.ret_slows) {
+        let second = e.ret_second(pop);
+        e.extend(seq::slow_ret(slow, layout.table, layout.hash, pop, second), None);
+    }
     for (pop, (second, hits, tail)) in std::mem::take(&mut e.ret_seconds) {
         e.extend(seq::second_ret_probe(second, hits, tail, miss_ret, pop), None);
     }
@@ -1006,6 +1069,7 @@ fn copy_block(
     outside_roots: Option<&HashSet<u64>>,
     every_insn: bool,
     mut exit: Option<(u64, Vec<Instruction>)>,
+    ret_scratch: Option<[Register; 2]>,
 ) -> End {
     let rt_start = m.runtime(start);
     let Some((base, bytes)) = m.mem.code_region(start) else {
@@ -1118,10 +1182,15 @@ fn copy_block(
                     e.push(seq::jmp(l), here);
                     return End::Stops;
                 };
-                e.extend(seq::enter(-8 - pop), here);
-                e.push(seq::target_of_ret(pop), None);
-                let (hit, second) = (e.label(), e.ret_second(pop));
-                e.extend(seq::ret_probe(layout.table, layout.hash, pop, hit, second), None);
+                if let Some(scratch) = ret_scratch {
+                    let slow = e.ret_ways(pop, scratch);
+                    e.extend(seq::fast_ret(layout.table, layout.hash, pop, scratch, slow), here);
+                } else {
+                    e.extend(seq::enter(-8 - pop), here);
+                    e.push(seq::target_of_ret(pop), None);
+                    let (hit, second) = (e.label(), e.ret_second(pop));
+                    e.extend(seq::ret_probe(layout.table, layout.hash, pop, hit, second), None);
+                }
                 end = End::Stops;
             }
             Flow::Stop => {

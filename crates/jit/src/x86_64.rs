@@ -234,6 +234,112 @@ pub fn ret_probe(table: u64, hash: Hash, pop: i32, hit: u64, second: u64) -> Vec
     v
 }
 
+/// A `ret pop` with no frame, where two registers (`scratch`) and the flags are dead at every
+/// place the function's returns land ([`kerf_analysis::liveness::at_continuations`]): the
+/// set is computed with them (flags may change), way 0 compared with `cmp`, and on a hit the
+/// way's continuation replaces the original address in the return slot and a real `ret pop`
+/// leaves for it, as in [`ret_probe`] but with one store instead of four and no stack
+/// movement. Otherwise on to `slow` (the [`slow_ret`] of this `pop`), with the stack as the
+/// `ret` found it.
+pub fn fast_ret(
+    table: u64,
+    hash: Hash,
+    pop: i32,
+    scratch: [Register; 2],
+    slow: u64,
+) -> Vec<Instruction> {
+    use crate::table::{CONT, SETS, SET_BYTES};
+    let [set, orig] = scratch;
+    let set32 = narrow(set, Register::EAX);
+    let two = |c: Code, a: Register, b: Register| op(Instruction::with2(c, a, b));
+    let mut v = vec![load(orig, 0)];
+    match hash {
+        Hash::Mixed => {
+            v.push(op(Instruction::with3(Code::VEX_Rorx_r64_rm64_imm8, set, orig, 19)));
+            v.push(op(Instruction::with2(Code::Shr_rm64_imm8, orig, 2)));
+            v.push(two(Code::Add_r64_rm64, set, orig));
+            v.push(op(Instruction::with2(Code::And_rm32_imm32, set32, SETS as u32 - 1)));
+        }
+        Hash::Low16 => {
+            v.push(two(Code::Movzx_r32_rm16, set32, narrow(orig, Register::AX)));
+        }
+    }
+    v.extend([
+        op(Instruction::with2(Code::Shl_rm64_imm8, set, SET_BYTES.trailing_zeros())),
+        op(Instruction::with2(Code::Mov_r64_imm64, orig, table)),
+        two(Code::Add_r64_rm64, set, orig),
+        load(orig, 0),
+        op(Instruction::with2(Code::Cmp_r64_rm64, orig, at(set, 0))),
+        op(Instruction::with_branch(Code::Jne_rel32_64, slow)),
+        load_from(orig, set, CONT as i32),
+        store(0, orig),
+        if pop == 0 {
+            Instruction::with(Code::Retnq)
+        } else {
+            op(Instruction::with1(Code::Retnq_imm16, pop as u32))
+        },
+    ]);
+    v
+}
+
+/// The other ways of a [`fast_ret`]'s set, at label `labels[0]` (shared by the frameless
+/// returns of one `pop` and scratch pair; the other labels are its own): the set and the
+/// original address still in `scratch`, each way compared with `cmp`, a match leaving as
+/// [`fast_ret`] does; otherwise on to `slow` (the [`slow_ret`] of this `pop`, which looks in
+/// the overflow list, and asks kerf or leaves on a miss).
+pub fn other_ways(
+    labels: [u64; WAYS + 1],
+    pop: i32,
+    scratch: [Register; 2],
+    slow: u64,
+) -> Vec<Instruction> {
+    use crate::table::{CONT, WAY_BYTES};
+    let [set, orig] = scratch;
+    let (label, tail, hits) = (labels[0], labels[1], &labels[2..]);
+    let mut v = Vec::new();
+    for (k, &hit) in hits.iter().enumerate() {
+        let way = (k as i32 + 1) * WAY_BYTES as i32;
+        v.push(labelled(
+            op(Instruction::with2(Code::Cmp_r64_rm64, orig, at(set, way))),
+            if k == 0 { label } else { 0 },
+        ));
+        v.push(op(Instruction::with_branch(Code::Je_rel32_64, hit)));
+    }
+    v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, slow)));
+    for (k, &hit) in hits.iter().enumerate() {
+        let way = (k as i32 + 1) * WAY_BYTES as i32;
+        v.push(labelled(load_from(orig, set, CONT as i32 + way), hit));
+        v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, tail)));
+    }
+    v.push(labelled(store(0, orig), tail));
+    v.push(if pop == 0 {
+        Instruction::with(Code::Retnq)
+    } else {
+        op(Instruction::with1(Code::Retnq_imm16, pop as u32))
+    });
+    v
+}
+
+/// The 64-bit register `r` as the register of the same number in the file starting at
+/// `first` (`EAX`: its low 32 bits, `AX`: its low 16).
+fn narrow(r: Register, first: Register) -> Register {
+    // iced numbers each register file in encoding order.
+    Register::try_from(first as usize + (r as usize - Register::RAX as usize))
+        .expect("a register of the same number")
+}
+
+/// The shared way back of a [`fast_ret`] of `pop` whose way 0 did not match, at label `label`:
+/// the frame opened and the set computed as [`ret_probe`] does, then on to `second` (the
+/// [`second_ret_probe`] of this `pop`) for the other ways.
+pub fn slow_ret(label: u64, table: u64, hash: Hash, pop: i32, second: u64) -> Vec<Instruction> {
+    let mut v = enter(-8 - pop);
+    v[0].set_ip(label);
+    v.push(target_of_ret(pop));
+    v.extend(set_of(table, hash));
+    v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, second)));
+    v
+}
+
 /// `mov rax, [rdx + CONT + 16*way]`: the continuation of way `way` of the set at `rdx`.
 fn continuation(way: i32) -> Instruction {
     load_from(Register::RAX, Register::RDX, crate::table::CONT as i32 + 16 * way)

@@ -110,7 +110,8 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
     let image = Image::from_elf("jitted", &bytes).unwrap();
     let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
     let cfg = &analysis.cfg;
-    let m = Module { cfg, mem: &image, bias: 0 };
+    let returns = kerf_analysis::liveness::at_continuations(cfg);
+    let m = Module { cfg, mem: &image, bias: 0, returns: &returns };
     let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
     let layout = layout(Some(MAILBOX));
     let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
@@ -280,7 +281,8 @@ fn every_end_of_a_frame_gets_the_exit_code_at_a_clean_point() {
     let image = Image::from_elf("jitted", &bytes).unwrap();
     let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
     let cfg = &analysis.cfg;
-    let m = Module { cfg, mem: &image, bias: 0 };
+    let returns = kerf_analysis::liveness::at_continuations(cfg);
+    let m = Module { cfg, mem: &image, bias: 0, returns: &returns };
     let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
     let layout = layout(None);
     let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
@@ -332,4 +334,32 @@ fn every_end_of_a_frame_gets_the_exit_code_at_a_clean_point() {
         let orig = clean.unwrap_or_else(|| panic!("the exit code at {a:#x} is no clean point"));
         assert!(ends.contains_key(&orig), "the exit code at {a:#x} is clean for {orig:#x}");
     }
+}
+
+/// Where the fixture's asm leaves return, the callers keep registers a frameless `ret` could
+/// take (`keep_all` all seven, `keep_two` r11 and r10): the analysis sees them live there,
+/// so `keep_leaf`'s `ret` keeps its frame and `keep_leaf2`'s takes two other registers (some
+/// of the rest are live too: `work` passes its next unknown callee, `qsort`, every argument
+/// register it has not written, as far as kerf can tell).
+#[test]
+fn registers_a_caller_keeps_across_a_call_are_live_where_the_callee_returns() {
+    use kerf_arch::x86_64::Gpr::*;
+    let bytes = fixture();
+    let image = Image::from_elf("jitted", &bytes).unwrap();
+    let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
+    let cfg = &analysis.cfg;
+    let cont = kerf_analysis::liveness::at_continuations(cfg);
+    let of = |name: &str| {
+        let f = cfg.functions_named(name).next().unwrap_or_else(|| panic!("no {name}"));
+        cont[f.0 as usize]
+    };
+    let all = of("keep_leaf");
+    for r in [R11, R10, R9, R8, Rsi, Rdi, Rcx] {
+        assert!(all.regs.contains(r), "keep_leaf: {r:?} not live at its return: {}", all.regs);
+    }
+    let two = of("keep_leaf2");
+    assert!(two.regs.contains(R11) && two.regs.contains(R10), "keep_leaf2: {}", two.regs);
+    let free = [R9, R8, Rsi, Rdi, Rcx].iter().filter(|&&r| !two.regs.contains(r)).count();
+    assert!(free >= 2, "keep_leaf2: fewer than two registers free: {}", two.regs);
+    assert!(two.flags.is_empty(), "keep_leaf2: flags {}", two.flags);
 }

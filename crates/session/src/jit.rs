@@ -494,7 +494,18 @@ fn span(m: &AnalyzedImage) -> (u64, u64) {
 fn modules_of<'a>(images: &[&'a AnalyzedImage]) -> Vec<Module<'a>> {
     images
         .iter()
-        .map(|&m| Module { cfg: &m.analysis.cfg, mem: m, bias: m.bias.unwrap_or(0) })
+        .map(|&m| Module {
+            cfg: &m.analysis.cfg,
+            mem: m,
+            bias: m.bias.unwrap_or(0),
+            // `KERF_JIT_FRAME_RETS`: every `ret` with a frame, as before frameless returns
+            // (for benchmarks that compare the two).
+            returns: if std::env::var_os("KERF_JIT_FRAME_RETS").is_some() {
+                &[]
+            } else {
+                m.returns()
+            },
+        })
         .collect()
 }
 

@@ -71,6 +71,13 @@ pub struct Kernel {
     /// the driver (not to be rewritten) until the next one. A later installation through
     /// this driver (a hunt's next round) quiesces first, so that it can reuse the heap.
     retired: std::sync::atomic::AtomicBool,
+    /// The first byte of the patch heap no patch set of this session has used: each one
+    /// (a hunt's round, say) takes fresh heap after the last, and starts again at the
+    /// beginning only when the rest is too small. The driver refuses a write over a live
+    /// patch's entry but cannot see a patch's extent, and a task that somehow still holds an
+    /// address inside an earlier set's patch (the guest oops of 2026-11-29 looked like one)
+    /// then runs that patch's own code, not the middle of a newer one.
+    patch_next: std::sync::atomic::AtomicU64,
 }
 
 impl Kernel {
@@ -152,6 +159,7 @@ fn image_of(
         segments,
         bytes,
         from_cache: None,
+        returns: Default::default(),
     })
 }
 
@@ -214,6 +222,7 @@ impl Kernel {
             readers,
             kallsyms_symbols,
             retired: std::sync::atomic::AtomicBool::new(false),
+            patch_next: std::sync::atomic::AtomicU64::new(0),
         })
     }
 }
@@ -269,7 +278,7 @@ impl<'k> KernelBackend<'k> {
             kernel,
             only_pid: opts.only_pid,
             no_traps: opts.no_traps,
-            used: 0,
+            used: kernel.patch_next.load(std::sync::atomic::Ordering::Relaxed),
             data: None,
             int3_time: Duration::ZERO,
             off_cpu: None,
@@ -385,6 +394,7 @@ impl Backend for KernelBackend<'_> {
             return Err(InstrumentError::PatchHeapFull { label, addr, have });
         }
         self.used += len;
+        self.kernel.patch_next.store(self.used, std::sync::atomic::Ordering::Relaxed);
         Ok(KernelAddr(info.patch_heap + self.used - len))
     }
 
@@ -712,10 +722,18 @@ impl Backend for KernelBackend<'_> {
         }
         let data = self.map_data(KernelAddr(0), len, len)?;
         let have = self.kernel.driver.info.patch_heap_size;
+        // No thread ids in the kernel: no first-lookup path (`Runtime::lookup_room` 0).
+        let rooms = sites
+            .iter()
+            .map(|sp| patchset::site_room(probes, &sp.members, tool, 0, &sp.plan.displaced));
+        // What the earlier sets left is too small: start again at the beginning (every
+        // earlier set is out, and the driver quiesced after it: `begin`).
+        if self.used + rooms.clone().sum::<u64>() > have {
+            self.used = 0;
+        }
         let mut room = 0;
-        for sp in sites {
-            // No thread ids in the kernel: no first-lookup path (`Runtime::lookup_room` 0).
-            room += patchset::site_room(probes, &sp.members, tool, 0, &sp.plan.displaced);
+        for (sp, r) in sites.iter().zip(rooms) {
+            room += r;
             if self.used + room > have {
                 let label = probes[sp.first].point.label.clone();
                 let addr = sp.plan.displaced.point;

@@ -329,6 +329,12 @@ impl Site {
         self.live
     }
 
+    /// Where the site's code patch is: what an address in an oops or a core dump inside
+    /// kerf's code heap is matched against.
+    pub fn patch(&self) -> u64 {
+        self.patch
+    }
+
     /// The site's splice as a back-end writes it, with its springboard where the back-end
     /// writes springboards with their splices (`boards`).
     pub(crate) fn as_splice<A: TargetAddr>(&self, boards: bool) -> Splice<A> {

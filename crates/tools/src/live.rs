@@ -592,6 +592,7 @@ fn refused_json(inst: &dyn Installed, events: &mut dyn Events, many: bool) -> Va
 pub fn site_json(s: &Site) -> Value {
     let mut v = json!({
         "point": s.label, "address": format!("{:#x}", s.addr), "kind": s.kind.name(),
+        "patch": format!("{:#x}", s.patch()),
     });
     if let Some(r) = &s.reason {
         v["reason"] = json!(r.to_string());
