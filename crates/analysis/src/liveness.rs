@@ -389,6 +389,53 @@ fn solve_function(
     }
 }
 
+/// [`solve_function`] with `exact` for two boundaries at once, nothing and everything live
+/// where `f` returns (what [`at_continuations`] needs of every function): one walk of the
+/// blocks and edges per pass for both.
+fn solve_pair(
+    cfg: &Cfg,
+    f: FuncId,
+    callee: &dyn Fn(FuncId) -> (Live, Live),
+) -> (Vec<Live>, Vec<Live>) {
+    let fun = cfg.function(f);
+    let start = fun.blocks.start;
+    let blocks = cfg.blocks_of(f);
+    let mut none = vec![Live::NONE; blocks.len()];
+    let mut all = vec![Live::NONE; blocks.len()];
+    loop {
+        let mut changed = false;
+        let backward = std::cell::Cell::new(false);
+        for i in (0..blocks.len()).rev() {
+            let b = &blocks[i];
+            let local = |id: u32| {
+                let k = id.checked_sub(start).filter(|k| (*k as usize) < blocks.len());
+                if k.is_some_and(|k| k as usize <= i) {
+                    backward.set(true);
+                }
+                k.map(|k| k as usize)
+            };
+            let (n, a) = {
+                let bn = |id: u32| local(id).map_or(Live::ALL, |k| none[k]);
+                let ba = |id: u32| local(id).map_or(Live::ALL, |k| all[k]);
+                (
+                    live_out(cfg, b, Live::NONE, true, &bn, callee),
+                    live_out(cfg, b, Live::ALL, true, &ba, callee),
+                )
+            };
+            let n = gen_of(b).union(n.minus(kill_of(b)));
+            let a = gen_of(b).union(a.minus(kill_of(b)));
+            if n != none[i] || a != all[i] {
+                none[i] = n;
+                all[i] = a;
+                changed = true;
+            }
+        }
+        if !changed || !backward.get() {
+            return (none, all);
+        }
+    }
+}
+
 /// Whether the sets stored for function `f` are a solution of its equations, given the sets
 /// stored for the functions it calls (read as [`solve`] reads them): every block's live-in is
 /// gen ∪ (live-out − kill), the function's live-in is its entry block's, and its must-def is
@@ -547,8 +594,7 @@ pub fn at_continuations(cfg: &Cfg) -> Vec<Live> {
                         Some(&j) => mine[j],
                         None => sums[g.0 as usize],
                     };
-                    let none = solve_function(cfg, f, Live::NONE, true, &callee);
-                    let all = solve_function(cfg, f, Live::ALL, true, &callee);
+                    let (none, all) = solve_pair(cfg, f, &callee);
                     let fun = cfg.function(f);
                     let e = (fun.entry_block.0 - fun.blocks.start) as usize;
                     let sum = match (none.get(e), all.get(e)) {

@@ -49,9 +49,9 @@ pub struct Module<'a> {
     pub mem: &'a dyn CodeMemory,
     pub bias: u64,
     /// Per function, what is live where its returns land
-    /// ([`kerf_analysis::liveness::at_continuations`]); empty: not known, and every `ret`
-    /// keeps the program's registers and flags with a frame.
-    pub returns: &'a [Live],
+    /// ([`kerf_analysis::liveness::at_continuations`], worked out when the module is first
+    /// translated); `None`: every `ret` keeps the program's registers and flags with a frame.
+    pub returns: Option<&'a std::sync::OnceLock<Vec<Live>>>,
 }
 
 /// Registers a frameless `ret` may take, first choice first: never arguments or return
@@ -62,7 +62,8 @@ const RET_SCRATCH: [Gpr; 7] = [Gpr::R11, Gpr::R10, Gpr::R9, Gpr::R8, Gpr::Rsi, G
 /// Two registers a `ret` of `f` may overwrite, with the flags, for [`seq::fast_ret`]: dead
 /// wherever `f`'s returns land.
 fn ret_scratch(m: &Module<'_>, f: FuncId) -> Option<[Register; 2]> {
-    let live = m.returns.get(f.0 as usize)?;
+    let returns = m.returns?.get_or_init(|| kerf_analysis::liveness::at_continuations(m.cfg));
+    let live = returns.get(f.0 as usize)?;
     if !live.flags.is_empty() {
         return None;
     }

@@ -500,11 +500,7 @@ fn modules_of<'a>(images: &[&'a AnalyzedImage]) -> Vec<Module<'a>> {
             bias: m.bias.unwrap_or(0),
             // `KERF_JIT_FRAME_RETS`: every `ret` with a frame, as before frameless returns
             // (for benchmarks that compare the two).
-            returns: if std::env::var_os("KERF_JIT_FRAME_RETS").is_some() {
-                &[]
-            } else {
-                m.returns()
-            },
+            returns: std::env::var_os("KERF_JIT_FRAME_RETS").is_none().then_some(&m.returns),
         })
         .collect()
 }

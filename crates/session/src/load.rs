@@ -116,9 +116,10 @@ pub struct AnalyzedImage {
     /// For an analysis read from the cache: what of it has been checked against the image's
     /// bytes so far, and how to analyse the image again (see [`crate::checked`]).
     pub(crate) from_cache: Option<FromCache>,
-    /// Per function, what is live where its returns land (worked out on first use: see
-    /// [`AnalyzedImage::returns`]).
-    pub(crate) returns: std::sync::OnceLock<Vec<kerf_analysis::liveness::Live>>,
+    /// Per function, what is live where its returns land
+    /// ([`kerf_analysis::liveness::at_continuations`]), worked out when the JIT first
+    /// translates the module.
+    pub returns: std::sync::OnceLock<Vec<kerf_analysis::liveness::Live>>,
 }
 
 /// What an analysis read from the cache carries until it has been checked.
@@ -158,12 +159,6 @@ impl FromCache {
 }
 
 impl AnalyzedImage {
-    /// Per function, what is live where its returns land
-    /// ([`kerf_analysis::liveness::at_continuations`]), worked out once.
-    pub fn returns(&self) -> &[kerf_analysis::liveness::Live] {
-        self.returns.get_or_init(|| kerf_analysis::liveness::at_continuations(&self.analysis.cfg))
-    }
-
     /// Where image address `a` of this module is in the process: `a` plus the module's load
     /// bias (0 for an image not loaded in a process). The one way from image to runtime
     /// addresses; see `kerf_arch::addr` for the rule.
