@@ -554,9 +554,11 @@ type Sets = (Vec<Live>, Vec<Live>);
 
 /// Per function, what is live where its returns may land: the SysV return set (a caller
 /// outside the image, or through a pointer, assumes no more), what is live at the return
-/// site of every direct call to it, and, for a function reached by a direct tail call, all
-/// that its tail-caller's returns may land on. What may overwrite registers just before a
-/// `ret` (the JIT's frameless return) asks this.
+/// site of every direct call to it, and, for a function reached by a direct tail call or a
+/// jump into its body, all that the jumping function's returns may land on. What may
+/// overwrite registers just before a `ret` (the JIT's frameless return) asks this, together
+/// with [`Cfg::returns_through_callers_slot`] (a `ret` that leaves through a slot it wrote
+/// lands anywhere).
 ///
 /// The block sets [`solve`] stores are too wide for this: a function's entry set keeps every
 /// register its returns might keep for a caller (`-fipa-ra`), so every call passes nearly
@@ -638,6 +640,10 @@ pub fn at_continuations(cfg: &Cfg) -> Vec<Live> {
                 match (e.kind, e.target) {
                     (EdgeKind::Call, EdgeTarget::Function(t)) => g = Some(t),
                     (EdgeKind::TailCall, EdgeTarget::Function(t)) => tails[c].push(t),
+                    // A jump into another function's body: its returns may be this one's.
+                    (_, EdgeTarget::Block(t)) if cfg.block(t).func.0 as usize != c => {
+                        tails[c].push(cfg.block(t).func)
+                    }
                     (EdgeKind::FallThrough, EdgeTarget::Block(t)) => after = Some(t),
                     _ => {}
                 }

@@ -162,3 +162,36 @@ fn per_instruction_liveness() {
     assert_eq!(live(0).0.flags, FlagSet::EMPTY);
     assert_eq!(live(0).0.regs, a.cfg.function(f).live_in);
 }
+
+/// Whether a function's `ret`s leave through the slot their caller pushed (a frameless JIT
+/// return relies on it): data/returns.txt.
+#[test]
+fn returns_through_callers_slot_fixture() {
+    let mut failures = Vec::new();
+    let mut cases = 0;
+    for (no, line) in include_str!("data/returns.txt").lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        cases += 1;
+        let (bytes, want) = line.split_once('|').expect("bytes | yes or no");
+        let code: Vec<u8> =
+            bytes.split_whitespace().map(|b| u8::from_str_radix(b, 16).expect("hex")).collect();
+        let mut image = Image::raw("case", &code, ImageAddr(BASE));
+        image.add_symbol_file(&format!("{BASE:016x} T f\n")).expect("symbols");
+        let a = analyze(&image, &Quiet);
+        let f = a.cfg.functions_named("f").next().expect("function analysed");
+        let got = a.cfg.returns_through_callers_slot(&image, f);
+        let want = match want.trim() {
+            "yes" => true,
+            "no" => false,
+            w => panic!("line {}: {w}: want yes or no", no + 1),
+        };
+        if got != want {
+            failures.push(format!("line {}: {}: got {got}, want {want}", no + 1, bytes.trim()));
+        }
+    }
+    assert!(cases >= 12, "only {cases} cases");
+    assert!(failures.is_empty(), "{} of {cases} failed:\n{}", failures.len(), failures.join("\n"));
+}

@@ -60,11 +60,12 @@ pub struct Module<'a> {
 const RET_SCRATCH: [Gpr; 7] = [Gpr::R11, Gpr::R10, Gpr::R9, Gpr::R8, Gpr::Rsi, Gpr::Rdi, Gpr::Rcx];
 
 /// Two registers a `ret` of `f` may overwrite, with the flags, for [`seq::fast_ret`]: dead
-/// wherever `f`'s returns land.
+/// wherever `f`'s returns land, which are its callers' return sites only if every `ret` of
+/// `f` leaves through the slot its caller pushed.
 fn ret_scratch(m: &Module<'_>, f: FuncId) -> Option<[Register; 2]> {
     let returns = m.returns?.get_or_init(|| kerf_analysis::liveness::at_continuations(m.cfg));
     let live = returns.get(f.0 as usize)?;
-    if !live.flags.is_empty() {
+    if !live.flags.is_empty() || !m.cfg.returns_through_callers_slot(m.mem, f) {
         return None;
     }
     let mut free = RET_SCRATCH.iter().filter(|&&r| !live.regs.contains(r));
@@ -630,6 +631,12 @@ pub fn translate(
         .iter()
         .map(|&f| (f, cfg.blocks_of(f).iter().any(|b| b.term == Terminator::Unanalysable)))
         .collect();
+    // Per function with a `ret`: the registers its returns may take (see `ret_scratch`).
+    let scratch: HashMap<FuncId, Option<[Register; 2]>> = funcs
+        .iter()
+        .filter(|&&f| cfg.blocks_of(f).iter().any(|b| b.term == Terminator::Return))
+        .map(|&f| (f, ret_scratch(m, f)))
+        .collect();
     let mut block_first = Vec::with_capacity(order.len());
     for (n, &(f, k)) in order.iter().enumerate() {
         let func = cfg.function(f);
@@ -703,7 +710,7 @@ pub fn translate(
             (!scope.reached.contains(&f)).then_some(scope.roots),
             unknown_jump[&f],
             exit,
-            ret_scratch(m, f),
+            scratch.get(&f).copied().flatten(),
         );
         if let Some(fi) = e.insns.get_mut(block_first[n]) {
             fi.set_ip(starts[&start]);

@@ -273,11 +273,7 @@ pub fn fast_ret(
         op(Instruction::with_branch(Code::Jne_rel32_64, slow)),
         load_from(orig, set, CONT as i32),
         store(0, orig),
-        if pop == 0 {
-            Instruction::with(Code::Retnq)
-        } else {
-            op(Instruction::with1(Code::Retnq_imm16, pop as u32))
-        },
+        ret(pop),
     ]);
     v
 }
@@ -312,11 +308,7 @@ pub fn other_ways(
         v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, tail)));
     }
     v.push(labelled(store(0, orig), tail));
-    v.push(if pop == 0 {
-        Instruction::with(Code::Retnq)
-    } else {
-        op(Instruction::with1(Code::Retnq_imm16, pop as u32))
-    });
+    v.push(ret(pop));
     v
 }
 
@@ -340,6 +332,15 @@ pub fn slow_ret(label: u64, table: u64, hash: Hash, pop: i32, second: u64) -> Ve
     v
 }
 
+/// `ret` or `ret pop`.
+fn ret(pop: i32) -> Instruction {
+    if pop == 0 {
+        Instruction::with(Code::Retnq)
+    } else {
+        op(Instruction::with1(Code::Retnq_imm16, pop as u32))
+    }
+}
+
 /// `mov rax, [rdx + CONT + 16*way]`: the continuation of way `way` of the set at `rdx`.
 fn continuation(way: i32) -> Instruction {
     load_from(Register::RAX, Register::RDX, crate::table::CONT as i32 + 16 * way)
@@ -361,11 +362,7 @@ fn ret_tail(pop: i32) -> Vec<Instruction> {
         load(Register::RCX, SAVED_RCX),
         load(Register::RDX, SAVED_RDX),
         move_rsp(slot),
-        if pop == 0 {
-            Instruction::with(Code::Retnq)
-        } else {
-            op(Instruction::with1(Code::Retnq_imm16, pop as u32))
-        },
+        ret(pop),
     ]
 }
 

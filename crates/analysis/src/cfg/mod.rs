@@ -480,6 +480,51 @@ impl Cfg {
             .map(|(i, _)| FuncId(i as u32))
     }
     /// The block of function `f` that contains `addr`.
+    /// Whether every `ret` of `f` leaves through the return address its caller pushed (its
+    /// stack pointer tracked from the entry, its return slot never written: see
+    /// `tailcall::returns_through_callers_slot`), decoding its blocks from `mem`. `false`
+    /// when a block does not decode.
+    pub fn returns_through_callers_slot(
+        &self,
+        mem: &dyn crate::memory::CodeMemory,
+        f: FuncId,
+    ) -> bool {
+        let blocks = self.blocks_of(f);
+        let start = self.functions[f.0 as usize].blocks.start;
+        let mut decoded: Vec<Vec<(iced_x86::Instruction, RegSet)>> =
+            Vec::with_capacity(blocks.len());
+        for b in blocks {
+            let Some((base, bytes)) = mem.code_region(b.start) else { return false };
+            let mut sc = kerf_arch::x86_64::Scanner::new(bytes, base);
+            let mut v = Vec::with_capacity(b.insns as usize);
+            let mut a = b.start;
+            while a < b.end() {
+                let Some(d) = sc.decode_facts(a) else { return false };
+                a = d.next_addr();
+                v.push((d.insn, d.facts.clobbers));
+            }
+            decoded.push(v);
+        }
+        let local = |t: BlockId| t.0.checked_sub(start).filter(|&k| (k as usize) < blocks.len());
+        let view = tailcall::FnView {
+            blocks: decoded.iter().map(|v| v.iter().map(|(i, w)| (i, *w)).collect()).collect(),
+            succs: blocks
+                .iter()
+                .map(|b| {
+                    self.edges_of(b)
+                        .filter_map(|e| match e.target {
+                            EdgeTarget::Block(t) => local(t).map(|k| k as usize),
+                            _ => None,
+                        })
+                        .collect()
+                })
+                .collect(),
+            foreign: Vec::new(),
+            entry: (self.functions[f.0 as usize].entry_block.0 - start) as usize,
+        };
+        tailcall::returns_through_callers_slot(&view)
+    }
+
     pub fn block_containing(&self, f: FuncId, addr: ImageAddr) -> Option<BlockId> {
         let start = self.functions[f.0 as usize].blocks.start;
         let blocks = self.blocks.of(f);

@@ -386,3 +386,53 @@ pub(crate) fn indirect_tail_calls(view: &FnView<'_>, candidates: &[usize]) -> Ve
         })
         .collect()
 }
+
+/// Whether every `ret` of the function leaves through the return address its caller pushed:
+/// every block reached from the entry with a known stack pointer, the stack pointer back at
+/// its entry value at each `ret` (`ret n` included), and no write that may reach the entry's
+/// return slot (the 8 bytes at the entry stack pointer) through `rsp`, or through `rbp`
+/// while it holds a known stack address: at such an offset, at an indexed one, or by a push
+/// or call from above it. A `ret` that fails this may leave for anywhere (glibc's
+/// `setcontext` loads a stack pointer then returns, a retpoline thunk returns through a slot
+/// it wrote, `push; ret` is a jump), so what is live there is not what the callers' return
+/// sites read. Not seen: a write through some other register holding a stack address (a
+/// copy of `rsp`, a pointer to a local), which a correct program never aims at its own
+/// return address.
+pub(crate) fn returns_through_callers_slot(view: &FnView<'_>) -> bool {
+    use iced_x86::{InstructionInfoFactory, OpAccess};
+    let at = frames(view);
+    let mut info = InstructionInfoFactory::new();
+    for (b, insns) in view.blocks.iter().enumerate() {
+        let Some(mut f) = at[b] else { continue };
+        for (i, w) in insns {
+            let Some(rsp) = f.rsp else { return false };
+            for m in info.info(i).used_memory() {
+                let written = matches!(
+                    m.access(),
+                    OpAccess::Write
+                        | OpAccess::CondWrite
+                        | OpAccess::ReadWrite
+                        | OpAccess::ReadCondWrite
+                );
+                // The entry-relative offset of the write (`None`: unknown).
+                let off = match (m.base(), f.rbp) {
+                    (Register::RSP, _) => Some(rsp),
+                    (Register::RBP, Some(rbp)) => Some(rbp),
+                    _ => continue,
+                };
+                let off = off
+                    .filter(|_| m.index() == Register::None)
+                    .map(|o| o + m.displacement() as i64);
+                let len = m.memory_size().size().max(1) as i64;
+                if written && off.is_none_or(|o| o < 8 && o + len > 0) {
+                    return false;
+                }
+            }
+            if i.mnemonic() == Mnemonic::Ret && rsp != 0 {
+                return false;
+            }
+            f = step(f, i, *w);
+        }
+    }
+    true
+}
