@@ -123,7 +123,7 @@ pub fn solve_by_rounds(cfg: &mut Cfg, cg: &CallGraph) {
             .par_iter()
             .map(|f| {
                 let callee = |g: FuncId| (live_in[g.0 as usize], must_def[g.0 as usize]);
-                (*f, solve_function(cfg, *f, at_return(must_def[f.0 as usize]), false, &callee))
+                (*f, solve_function(cfg, *f, at_return(must_def[f.0 as usize]), &callee))
             })
             .collect();
         let mut next = Vec::new();
@@ -172,7 +172,7 @@ fn solve_component(cfg: &Cfg, scc: &[FuncId], sums: &Summaries) -> Vec<Solved> {
                 Some(j) => (mine[j], must[j]),
                 None => (sums.live_in[g.0 as usize], sums.must_def[g.0 as usize]),
             };
-            let block_live = solve_function(cfg, *f, at_return(must[k]), false, &callee);
+            let block_live = solve_function(cfg, *f, at_return(must[k]), &callee);
             let fun = cfg.function(*f);
             let entry = block_live[(fun.entry_block.0 - fun.blocks.start) as usize];
             if entry != mine[k] {
@@ -346,7 +346,6 @@ fn solve_function(
     cfg: &Cfg,
     f: FuncId,
     at_ret: Live,
-    exact: bool,
     callee: &dyn Fn(FuncId) -> (Live, Live),
 ) -> Vec<Live> {
     let fun = cfg.function(f);
@@ -375,7 +374,7 @@ fn solve_function(
                         None => Live::ALL,
                     }
                 };
-                live_out(cfg, b, at_ret, exact, &bl, callee)
+                live_out(cfg, b, at_ret, false, &bl, callee)
             };
             let new = gen_of(b).union(out.minus(kill_of(b)));
             if new != live[i] {
@@ -389,7 +388,7 @@ fn solve_function(
     }
 }
 
-/// [`solve_function`] with `exact` for two boundaries at once, nothing and everything live
+/// [`solve_function`] with [`live_out`]'s `exact` for two boundaries at once, nothing and everything live
 /// where `f` returns (what [`at_continuations`] needs of every function): one walk of the
 /// blocks and edges per pass for both.
 fn solve_pair(

@@ -538,7 +538,7 @@ struct Lowerer<'a> {
 }
 
 fn iced(r: Gpr) -> Register {
-    Register::try_from(Register::RAX as usize + r as usize).expect("a 64-bit GPR")
+    crate::templates::iced_gpr(r)
 }
 
 fn iced_w(r: Gpr, w: Width) -> Register {

@@ -46,7 +46,8 @@ pub fn mov_imm64(reg: Register, value: u64) -> Instruction {
     op(Instruction::with2(Code::Mov_r64_imm64, reg, value))
 }
 
-fn iced_gpr(r: Gpr) -> Register {
+/// `r` as iced's 64-bit register.
+pub fn iced_gpr(r: Gpr) -> Register {
     // Gpr is numbered in encoding order, as iced's RAX..R15 are.
     Register::try_from(Register::RAX as usize + r as usize).expect("a 64-bit GPR")
 }

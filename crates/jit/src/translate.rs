@@ -69,8 +69,8 @@ fn ret_scratch(m: &Module<'_>, f: FuncId) -> Option<[Register; 2]> {
         return None;
     }
     let mut free = RET_SCRATCH.iter().filter(|&&r| !live.regs.contains(r));
-    let reg = |g: Gpr| Register::try_from(Register::RAX as usize + g as usize).ok();
-    Some([reg(*free.next()?)?, reg(*free.next()?)?])
+    let reg = kerf_codegen::templates::iced_gpr;
+    Some([reg(*free.next()?), reg(*free.next()?)])
 }
 
 impl Module<'_> {
@@ -436,9 +436,9 @@ struct Emitter {
     ret_seconds: BTreeMap<i32, (u64, [u64; 3], u64)>,
     /// Per `pop`, the label of the [`seq::slow_ret`] of frameless returns (made once).
     ret_slows: BTreeMap<i32, u64>,
-    /// Per `pop` and scratch pair (register numbers), the label of the [`seq::other_ways`]
-    /// of frameless returns (made once).
-    ret_ways: BTreeMap<(i32, usize, usize), u64>,
+    /// Per `pop` and scratch pair, the label of the [`seq::other_ways`] of frameless returns
+    /// (made once).
+    ret_ways: BTreeMap<(i32, [Register; 2]), u64>,
 }
 
 /// A translated call's stub (see [`seq::call_stub`]): the original return address, then the
@@ -516,13 +516,12 @@ impl Emitter {
     /// The label of the way back of frameless returns that pop `pop` bytes (made once per
     /// `pop`).
     fn ret_ways(&mut self, pop: i32, scratch: [Register; 2]) -> u64 {
-        let key = (pop, scratch[0] as usize, scratch[1] as usize);
-        if let Some(&l) = self.ret_ways.get(&key) {
+        if let Some(&l) = self.ret_ways.get(&(pop, scratch)) {
             return l;
         }
         self.ret_slow(pop);
         let l = self.label();
-        self.ret_ways.insert(key, l);
+        self.ret_ways.insert((pop, scratch), l);
         l
     }
 
@@ -858,11 +857,10 @@ pub fn translate(
         }
     }
     e.extend(seq::second_probe(second, hits, miss), None);
-    for ((pop, a, b), label) in std::mem::take(&mut e.ret_ways) {
-        let reg = |n: usize| Register::try_from(n).expect("a register number taken from one");
+    for ((pop, scratch), label) in std::mem::take(&mut e.ret_ways) {
         let slow = e.ret_slow(pop);
         let labels = [label, e.label(), e.label(), e.label(), e.label()];
-        e.extend(seq::other_ways(labels, pop, [reg(a), reg(b)], slow), None);
+        e.extend(seq::other_ways(labels, pop, scratch, slow), None);
     }
     for (pop, slow) in std::mem::take(&mut e.ret_slows) {
         let second = e.ret_second(pop);

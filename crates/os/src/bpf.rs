@@ -165,17 +165,7 @@ impl OffCpuClock {
         // SAFETY: a word inside the mapping (k < entries); the program writes it, so it is
         // read volatile, whole.
         let word = unsafe { std::ptr::read_volatile(self.local.add(k as usize)) };
-        let mut out = 0u64;
-        // union bpf_attr for BPF_MAP_LOOKUP_ELEM: map_fd (u32, padded), key, value (u64
-        // pointers), flags.
-        let mut a = Attr::new();
-        a.u32(0, out_at.as_raw_fd() as u32)
-            .u64(8, &k as *const u32 as u64)
-            .u64(16, &mut out as *mut u64 as u64);
-        let pending = match bpf_call(BPF_MAP_LOOKUP_ELEM, &mut a) {
-            Ok(_) => monotonic_ns().saturating_sub(out),
-            Err(_) => 0,
-        };
+        let pending = lookup_u64(out_at, k).map_or(0, |out| monotonic_ns().saturating_sub(out));
         Some(word + pending)
     }
 
@@ -194,16 +184,7 @@ impl OffCpuClock {
     /// time, the thread's last time off the CPU was counted at this switch-out, after any
     /// timer that ended in between. `None` on the perf event, which cannot tell.
     pub fn unreported_switches(&self) -> Option<u64> {
-        let map = self.unreported.as_ref()?;
-        let (key, mut value) = (0u32, 0u64);
-        let mut a = Attr::new();
-        // union bpf_attr for BPF_MAP_LOOKUP_ELEM: map_fd (u32, padded), key, value (u64
-        // pointers), flags.
-        a.u32(0, map.as_raw_fd() as u32)
-            .u64(8, &key as *const u32 as u64)
-            .u64(16, &mut value as *mut u64 as u64);
-        bpf_call(BPF_MAP_LOOKUP_ELEM, &mut a).ok()?;
-        Some(value)
+        lookup_u64(self.unreported.as_ref()?, 0)
     }
 
     /// Context switches the program did not see because another BPF program (or a `bpf`
@@ -257,6 +238,19 @@ fn monotonic_ns() -> u64 {
     // SAFETY: clock_gettime writes the timespec it is given.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The `u64` at `key` of map `map` (`None`: no such entry, or the call failed).
+fn lookup_u64(map: &OwnedFd, key: u32) -> Option<u64> {
+    let mut value = 0u64;
+    // union bpf_attr for BPF_MAP_LOOKUP_ELEM: map_fd (u32, padded), key, value (u64
+    // pointers), flags.
+    let mut a = Attr::new();
+    a.u32(0, map.as_raw_fd() as u32)
+        .u64(8, &key as *const u32 as u64)
+        .u64(16, &mut value as *mut u64 as u64);
+    bpf_call(BPF_MAP_LOOKUP_ELEM, &mut a).ok()?;
+    Some(value)
 }
 
 /// The offsets of a thread's id and CPU time in the kernel's `task_struct`, from its BTF.
