@@ -44,7 +44,7 @@ use crate::program::{padding_between, springboard_padding, Analysis};
 use kerf_arch::x86_64::{Flow, Scanner};
 use kerf_arch::ImageAddr;
 use rayon::prelude::*;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 /// Why an analysis does not describe the image.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,6 +109,8 @@ pub struct Checker {
     funcs: Vec<AtomicU8>,
     pads: Vec<AtomicU8>,
     entries: Entries,
+    /// Every function passed [`Checker::all_code`].
+    all: AtomicBool,
 }
 
 impl Checker {
@@ -125,6 +127,7 @@ impl Checker {
             funcs: (0..n).map(|_| AtomicU8::new(UNCHECKED)).collect(),
             pads: (0..a.cfg.padding.len()).map(|_| AtomicU8::new(UNCHECKED)).collect(),
             entries: Entries::new(&a.cfg),
+            all: AtomicBool::new(false),
         })
     }
 
@@ -233,14 +236,26 @@ impl Checker {
         Ok(())
     }
 
-    /// Everything, in parallel: every function, and the padding list as a whole (no run
-    /// missing or added).
-    pub fn everything(&self, a: &Analysis, mem: &dyn CodeMemory) -> Result<(), Invalid> {
+    /// Every function as code ([`Checker::code`]), in parallel: what a whole-image result
+    /// computed from the analysis (the JIT's liveness where returns land) rests on. Memoised:
+    /// once it has passed, it returns at once.
+    pub fn all_code(&self, a: &Analysis, mem: &dyn CodeMemory) -> Result<(), Invalid> {
+        if self.all.load(Ordering::Acquire) {
+            return Ok(());
+        }
         let n = a.cfg.functions.len();
         (0..n).into_par_iter().try_for_each(|f| self.code(a, mem, FuncId(f as u32)))?;
         for f in 0..n {
             self.mark(FuncId(f as u32), CLOSED);
         }
+        self.all.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// Everything, in parallel: every function, and the padding list as a whole (no run
+    /// missing or added).
+    pub fn everything(&self, a: &Analysis, mem: &dyn CodeMemory) -> Result<(), Invalid> {
+        self.all_code(a, mem)?;
         if springboard_padding(&a.cfg, mem) != a.cfg.padding {
             return Err(Invalid::Padding);
         }

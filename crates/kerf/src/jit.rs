@@ -199,6 +199,10 @@ fn table(v: &serde_json::Value, top: usize) -> String {
         let m = m.as_str().unwrap_or("");
         let _ = writeln!(s, "  mapped after attach and not translated (its calls escape): {m}");
     }
+    for m in late["analysis_rejected"].as_array().into_iter().flatten() {
+        let m = m.as_str().unwrap_or("");
+        let _ = writeln!(s, "  cached analysis rejected, not translated (its calls escape): {m}");
+    }
     if let Some(blocks) = v["blocks"].as_array() {
         let mut b: Vec<&serde_json::Value> = blocks.iter().collect();
         b.sort_by_key(|x| std::cmp::Reverse(x["count"].as_u64().unwrap_or(0)));

@@ -88,29 +88,7 @@ fn a_changed_block_start_is_detected_and_the_image_analysed_again() {
     assert!(!stderr(&third).contains("rejected"), "{}", stderr(&third));
 }
 
-/// What the entry for `file` says `func`'s block starts are, and the entry rewritten, through
-/// kerf's own writer (key, digest and checksum all right), with its block `k` moved one byte
-/// into its first instruction: what made kerf splice inside an instruction (SIGILL) when the
-/// cache was trusted.
-fn poison_block(cache: &Path, file: &Path, func: &str, k: usize) -> Vec<u64> {
-    use kerf_session::cache::{self, CacheDir};
-    let opts = kerf_session::LoadOptions {
-        cache_dir: Some(cache.to_path_buf()),
-        ..kerf_session::LoadOptions::default()
-    };
-    let a = kerf_session::analyze_file(file, &opts, &kerf_analysis::Quiet).unwrap();
-    let mut lie = a.analysis.clone();
-    let f = lie.cfg.functions_named(func).next().expect("the function");
-    let starts: Vec<u64> = lie.cfg.blocks_of(f).iter().map(|b| b.start.0).collect();
-    assert!(starts.len() > k, "{func} has only {} blocks", starts.len());
-    lie.cfg.blocks.of_mut(f)[k].start.0 += 1;
-    let data = std::fs::read(file).unwrap();
-    let debug = a.symbols.debug_file.as_ref().map(|d| d.identity.as_str());
-    let key = cache::key(lie.build_id.as_deref(), file, None, debug);
-    assert!(cache.join(&key).is_file(), "no entry {key}");
-    CacheDir::open(cache).unwrap().store(&key, &cache::digest(&data, None), &lie).unwrap();
-    starts
-}
+use common::poison_block;
 
 const THREADS: u64 = 4;
 const ITERS: u64 = 20_000;

@@ -38,6 +38,18 @@ fn kerf_on(
     program: &Path,
     pargs: &[&str],
 ) -> (Value, String, String) {
+    kerf_with_cache(&tmp().join("jit-cache"), tag, tool, args, program, pargs)
+}
+
+/// [`kerf_on`] with the analysis cache in `cache`.
+fn kerf_with_cache(
+    cache: &Path,
+    tag: &str,
+    tool: &str,
+    args: &[&str],
+    program: &Path,
+    pargs: &[&str],
+) -> (Value, String, String) {
     let summary = tmp().join(format!("jit-{tag}.json"));
     let _ = std::fs::remove_file(&summary);
     let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
@@ -48,7 +60,7 @@ fn kerf_on(
         .arg("--")
         .arg(program)
         .args(pargs)
-        .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+        .env("KERF_CACHE_DIR", cache)
         .env_remove("DEBUGINFOD_URLS")
         .output()
         .unwrap();
@@ -315,6 +327,43 @@ fn a_root_alone_ahead_gets_the_rest_on_demand_without_escapes() {
     assert_eq!(j["returns_out"], full["jit"]["returns_out"], "{j}");
     assert!(j["on_demand"]["asked"].as_u64().unwrap() >= 3, "{j}");
     assert_eq!(counts(&v["blocks"], "jitted"), counts(&full["blocks"], "jitted"));
+}
+
+/// A cache entry that lies (a block start moved into an instruction, written with a right
+/// checksum) is never translated from (DESIGN §5: the cache is untrusted input). In the
+/// program's own module, translated at install: the module is analysed again first, and the
+/// run counts exactly what a run from a good entry counts. In libc, reached only on demand
+/// (`--budget 1`): the miss that first asks for it finds the lie, and libc's code runs
+/// natively from then on, reported; the output is unchanged either way.
+#[test]
+fn a_cached_analysis_that_lies_is_never_translated_from() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-cache-lie");
+    let args = ["8", "300", "2000"];
+    let expected = plain(&bin, &args);
+    let cache = tmp().join("jit-cache-lie");
+    let _ = std::fs::remove_dir_all(&cache);
+    let blocks = ["work", "--plugin", "blocks"];
+    let (good, _, _) = kerf_with_cache(&cache, "lie-good", "jit", &blocks, &bin, &args);
+
+    common::poison_block(&cache, &bin, "classify", 1);
+    let (v, out, err) = kerf_with_cache(&cache, "lie-exe", "jit", &blocks, &bin, &args);
+    assert_eq!(out, expected, "output changed: {err}");
+    assert!(err.contains("rejected, analysed again"), "no warning: {err}");
+    assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
+    assert_eq!(counts(&v["blocks"], "jitted"), counts(&good["blocks"], "jitted"));
+
+    let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+    common::poison_block(&cache, Path::new(libc), "qsort_r", 1);
+    let budget = ["work", "--budget", "1", "--plugin", "blocks"];
+    let (v, out, err) = kerf_with_cache(&cache, "lie-libc", "jit", &budget, &bin, &args);
+    assert_eq!(out, expected, "output changed: {err}");
+    let j = &v["jit"];
+    let rejected = j["on_demand"]["analysis_rejected"].as_array().unwrap();
+    assert!(rejected.len() == 1 && rejected[0].as_str().unwrap().contains("libc"), "{j}");
+    assert!(j["escapes"].as_u64().unwrap() > 0, "libc's entries escape: {j}");
+    let libc_blocks = v["blocks"].as_array().unwrap().iter();
+    let from_libc = libc_blocks.filter(|b| b["module"].as_str().unwrap().contains("libc")).count();
+    assert_eq!(from_libc, 0, "blocks translated from the rejected libc analysis");
 }
 
 #[test]

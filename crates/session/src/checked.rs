@@ -71,19 +71,35 @@ pub fn install<T, E>(
             Ok(inst) => return Ok(Installed { inst, probes, tool, built, warnings }),
             Err(e) => e,
         };
-        let InstrumentError::Analysis { module, path, detail } = &err else {
+        let InstrumentError::Analysis { module, detail, .. } = &err else {
             return Err(CheckedError::Instrument(err));
         };
         // `None`: not a cached analysis, which no check rejects; the error stands.
-        let Some(fresh) = modules[*module].analyze_again(progress) else {
-            return Err(CheckedError::Instrument(err));
-        };
-        let fresh = fresh.map_err(CheckedError::Load)?;
-        warnings.push(format!(
-            "the cached analysis of {} does not match it ({detail}): rejected, analysed again",
-            path.display()
-        ));
-        warnings.extend(fresh.cache_warning.clone());
-        modules[*module] = fresh;
+        match analyze_rejected(modules, *module, detail, progress) {
+            None => return Err(CheckedError::Instrument(err)),
+            Some(said) => warnings.extend(said.map_err(CheckedError::Load)?),
+        }
     }
+}
+
+/// Analyse module `module` of `modules` again, in place, its cached analysis having failed a
+/// check (`detail`): what to warn about, or `None` when it did not come from the cache (no
+/// check rejects a fresh analysis, so a caller that retries after this ends).
+pub fn analyze_rejected(
+    modules: &mut [AnalyzedImage],
+    module: usize,
+    detail: &dyn std::fmt::Display,
+    progress: &dyn Progress,
+) -> Option<Result<Vec<String>, LoadError>> {
+    let fresh = match modules[module].analyze_again(progress)? {
+        Ok(fresh) => fresh,
+        Err(e) => return Some(Err(e)),
+    };
+    let mut warnings = vec![format!(
+        "the cached analysis of {} does not match it ({detail}): rejected, analysed again",
+        modules[module].path.display()
+    )];
+    warnings.extend(fresh.cache_warning.clone());
+    modules[module] = fresh;
+    Some(Ok(warnings))
 }

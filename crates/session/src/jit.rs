@@ -117,6 +117,13 @@ pub enum JitFail {
         tid: i32,
         pc: u64,
     },
+    /// Module `module`'s analysis came from the cache and does not describe its image (see
+    /// `AnalyzedImage::check_all_code`): nothing was translated from it.
+    Analysis {
+        module: usize,
+        path: std::path::PathBuf,
+        detail: kerf_analysis::validate::Invalid,
+    },
 }
 
 impl fmt::Display for JitFail {
@@ -131,6 +138,9 @@ impl fmt::Display for JitFail {
             JitFail::Mismatch { addr, detail } => write!(f, "bytes at {addr:#x}: {detail}"),
             JitFail::Stranded { tid, pc } => {
                 write!(f, "thread {tid} at {pc:#x} did not reach a clean point of the code cache")
+            }
+            JitFail::Analysis { path, detail, .. } => {
+                write!(f, "the cached analysis of {} does not match it ({detail})", path.display())
             }
         }
     }
@@ -296,6 +306,10 @@ pub struct JitStats {
     /// an escape).
     pub late_modules: Vec<String>,
     pub late_refused: Vec<String>,
+    /// Modules whose cached analysis failed its check when a miss first asked for one of
+    /// their functions, as `PATH: why` (their code runs natively from then on, each entry
+    /// an escape; at install such a module is analysed again instead).
+    pub analysis_rejected: Vec<String>,
     /// Times kerf, idle, found `LISTEN` cleared by a thread whose wait timed out (misses
     /// escaped without asking until it set it again).
     pub timeouts: u64,
@@ -344,6 +358,8 @@ pub struct Jit {
     /// again after each flush.
     limit: Option<u64>,
     root_funcs: Vec<(usize, FuncId)>,
+    /// Modules whose cached analysis failed its check on a miss, with why: never translated.
+    refused: HashMap<usize, kerf_analysis::validate::Invalid>,
 }
 
 /// What removal did.
@@ -520,6 +536,26 @@ fn vdso_image(pid: i32, mem: &RemoteMem) -> Option<AnalyzedImage> {
     Some(m)
 }
 
+/// Before anything is translated from a module whose analysis came from the cache (DESIGN
+/// §5: the cache is untrusted input), every function of it is checked against its image
+/// ([`AnalyzedImage::check_all_code`]): the translator reads the blocks, edges, tables and
+/// live registers of the functions it copies, and where a `ret` may leave without a frame
+/// rests on every function's blocks (the liveness at its callers' return sites, callers'
+/// callers, and so on). Per-function checks as splicing makes them would not cover that.
+fn check_region(images: &[&AnalyzedImage], region: &kerf_jit::Region) -> Result<(), JitFail> {
+    for (k, funcs) in region.funcs.iter().enumerate() {
+        if funcs.is_empty() {
+            continue;
+        }
+        images[k].check_all_code().map_err(|detail| JitFail::Analysis {
+            module: k,
+            path: images[k].path.clone(),
+            detail,
+        })?;
+    }
+    Ok(())
+}
+
 /// Install a JIT for `roots` in process `pid` (whose modules are `images`), weaving in
 /// `plugin`. The process may be running; it is stopped twice, briefly: to map the caches,
 /// and to splice the roots.
@@ -560,6 +596,7 @@ pub fn install(
             region.funcs[k] = (0..n).map(FuncId).collect();
         }
     }
+    check_region(images, &region)?;
     let mut stats = JitStats { plan: t0.elapsed(), ..JitStats::default() };
 
     // 1. Map room for code and a data area within reach of each module of the region (of
@@ -698,6 +735,7 @@ pub fn install(
         late: opts.rings.is_none(),
         limit: opts.cache_limit,
         root_funcs: starts.clone(),
+        refused: HashMap::new(),
     };
     let mut translations = Vec::new();
     for (k, r) in results {
@@ -1228,6 +1266,19 @@ impl Jit {
         funcs: Vec<FuncId>,
     ) -> Result<(), JitFail> {
         let Some(sp) = &self.spaces[k] else { return Ok(()) };
+        // As at install (`check_region`); a module that fails is refused for the rest of the
+        // run: its misses get escape entries and the thread runs the original code.
+        let checked = match self.refused.get(&k) {
+            Some(detail) => Err(detail.clone()),
+            None => all[k].check_all_code().inspect_err(|detail| {
+                let path = all[k].path.display();
+                self.stats.analysis_rejected.push(format!("{path}: {detail}"));
+                self.refused.insert(k, detail.clone());
+            }),
+        };
+        if let Err(detail) = checked {
+            return Err(JitFail::Analysis { module: k, path: all[k].path.clone(), detail });
+        }
         let data_need = kerf_jit::data_for(&mods[k], &funcs);
         if sp.data_used + data_need > sp.data.len() as u64 {
             return Ok(());

@@ -200,6 +200,16 @@ impl AnalyzedImage {
         }
     }
 
+    /// Check every function of an analysis read from the cache ([`Checker::all_code`]):
+    /// before the JIT translates from it, since where a translated `ret` may skip its frame
+    /// rests on every function's blocks (`liveness::at_continuations`); memoised.
+    pub fn check_all_code(&self) -> Result<(), Invalid> {
+        match &self.from_cache {
+            Some(c) => c.check.all_code(&self.analysis, &c.memory(&self.bytes)),
+            None => Ok(()),
+        }
+    }
+
     /// Check padding run `i` (springboard space) before a springboard goes there.
     pub fn check_padding(&self, i: usize) -> Result<(), Invalid> {
         match &self.from_cache {

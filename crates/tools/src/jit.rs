@@ -18,6 +18,7 @@ use kerf_codegen::ir::MAX_THREAD_RINGS_LEN;
 use kerf_codegen::ir::{Addr, Cond, Op, Program, Src, Width};
 use kerf_codegen::ring;
 use kerf_jit::{BlockInfo, EdgeInfo, ExitInfo, Plugin};
+use kerf_session::checked::analyze_rejected;
 use kerf_session::jit::{self, JitOptions, Root};
 use kerf_session::live::{ProcessTarget, Sampling, Stop};
 use kerf_session::spec::{self, SpecWhat};
@@ -233,11 +234,10 @@ pub fn run(
     for w in &target.warnings {
         events.warn(w);
     }
-    let roots = resolve_roots(&target, &tool.roots)?;
     let counting = tool.plugins.contains(&PluginKind::Blocks);
     let branches = tool.plugins.contains(&PluginKind::Branches);
     let slots = tool.ring_slots.unwrap_or(jit_calls::DEFAULT_SLOTS);
-    let calls = (calls || locks).then(|| CallTrace::new(&target.modules, slots, locks));
+    let tracing = calls || locks;
     // The trace file is made before anything is done to the target.
     let file = match &tool.trace {
         Some(p) => Some((
@@ -246,14 +246,33 @@ pub fn run(
         )),
         None => None,
     };
-    let mut options = tool.options;
-    options.rings = calls.as_ref().map(|c| c.shape);
-    let woven = Woven { blocks: counting, branches, calls, callback };
-    let plugin: &dyn Plugin = &woven;
     let t = Instant::now();
     let clock_start = kerf_os::clock::tsc_and_monotonic();
-    let mut jit = jit::install(pid, &target.modules, &roots, plugin, options)
-        .map_err(|source| ToolError::Jit { pid, source })?;
+    let mut callback = callback;
+    // A module whose cached analysis fails its check is analysed again and everything made
+    // from the modules made again (roots, the call trace's function ids); a fresh analysis
+    // is never rejected, so this ends.
+    let (roots, woven, mut jit) = loop {
+        let roots = resolve_roots(&target, &tool.roots)?;
+        let calls = tracing.then(|| CallTrace::new(&target.modules, slots, locks));
+        let mut options = tool.options;
+        options.rings = calls.as_ref().map(|c| c.shape);
+        let woven = Woven { blocks: counting, branches, calls, callback };
+        let (module, detail) = match jit::install(pid, &target.modules, &roots, &woven, options) {
+            Ok(jit) => break (roots, woven, jit),
+            Err(jit::JitFail::Analysis { module, detail, .. }) => (module, detail),
+            Err(source) => return Err(ToolError::Jit { pid, source }),
+        };
+        callback = woven.callback;
+        let quiet = &kerf_analysis::Quiet;
+        let Some(said) = analyze_rejected(&mut target.modules, module, &detail, quiet) else {
+            unreachable!("only a cached analysis fails its check")
+        };
+        for w in said.map_err(ToolError::Load)? {
+            events.warn(&w);
+        }
+    };
+    let plugin: &dyn Plugin = &woven;
     let s = &jit.stats;
     events.say(&format!(
         "jit: {} functions ({} blocks, {} KiB of code) in {} modules translated in {:.2} s; \
@@ -478,6 +497,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
                 "seconds": s.serving.as_secs_f64(),
                 "late_modules": s.late_modules,
                 "late_refused": s.late_refused,
+                "analysis_rejected": s.analysis_rejected,
                 "wait_timeouts": s.timeouts,
             },
             "cache": {
