@@ -9,6 +9,8 @@
 # --plugin branches` (both sides of every conditional branch counted);
 # `kerf-none-frame`: as kerf-none with every `ret` through the lookup frame
 # (`KERF_JIT_FRAME_RETS`, the code before frameless returns, for comparison);
+# `kerf-none-lookup`: as kerf-none with every jump table through the lookup table
+# (`KERF_JIT_LOOKUP_TABLES`, the code before translated table copies, for comparison);
 # `valgrind --tool=none`; `valgrind --tool=exp-bbv` (Valgrind's block-vector counter). Wall time from launch to exit (kerf's analysis, from its
 # cache after the first round, and translation included), median of ROUNDS (default 3), and
 # the ratio to native. Every run's output is checked against the native run's.
@@ -70,6 +72,7 @@ run() { # MODE PROGRAM -> output on stdout
     native) "${cmd[@]}" ;;
     kerf-none) "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-frame) KERF_JIT_FRAME_RETS=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-none-lookup) KERF_JIT_LOOKUP_TABLES=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-whole) "$K" jit main --plugin none --whole -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-blocks) "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-branches) "$K" jit main --plugin branches -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;

@@ -14,7 +14,7 @@
 use crate::x86_64 as seq;
 use iced_x86::{BlockEncoder, BlockEncoderOptions, Decoder, DecoderOptions, Instruction, Register};
 use iced_x86::{Code, FlowControl, InstructionBlock, OpKind};
-use kerf_analysis::cfg::{BlockId, Cfg, EdgeKind, EdgeTarget, FuncId, Terminator};
+use kerf_analysis::cfg::{BlockId, Cfg, EdgeKind, EdgeTarget, FuncId, TableFormat, Terminator};
 use kerf_analysis::liveness::Live;
 use kerf_analysis::memory::CodeMemory;
 use kerf_arch::x86_64::{flow, relocation_hazard, Flow, Gpr};
@@ -52,6 +52,10 @@ pub struct Module<'a> {
     /// ([`kerf_analysis::liveness::at_continuations`], worked out when the module is first
     /// translated); `None`: every `ret` keeps the program's registers and flags with a frame.
     pub returns: Option<&'a std::sync::OnceLock<Vec<Live>>>,
+    /// Whether a jump table read through an absolute address dispatches through a translated
+    /// copy of the table ([`seq::table_dispatch`]); `false`: through the lookup, as any
+    /// indirect jump.
+    pub tables: bool,
 }
 
 /// Registers a frameless `ret` may take, first choice first: never arguments or return
@@ -71,6 +75,98 @@ fn ret_scratch(m: &Module<'_>, f: FuncId) -> Option<[Register; 2]> {
     let mut free = RET_SCRATCH.iter().filter(|&&r| !live.regs.contains(r));
     let reg = kerf_codegen::templates::iced_gpr;
     Some([reg(*free.next()?), reg(*free.next()?)])
+}
+
+/// A jump-table dispatch that can go through a translated copy of its table
+/// ([`seq::table_dispatch`]): the table holds absolute addresses and the code reads it
+/// through an absolute address (non-PIE code, an interpreter's computed goto: `mov rax,
+/// [T+rax*8]; jmp rax`), and the flags are dead at every target (the bounds check clobbers
+/// them).
+struct TableShape {
+    /// Original address of the instruction that reads the table.
+    at: u64,
+    /// A base register the operand adds (gcc keeps a computed goto's table address in one
+    /// across its loop), with the value it must hold for the operand to name the table: the
+    /// dispatch checks it.
+    base: Option<(Register, u64)>,
+    index: Register,
+    /// The register the dispatch jumps through (`None`: `jmp [T+index*8]`).
+    reg: Option<Register>,
+    /// Per entry: its target's original address, and whether the target may read `reg`
+    /// (which then gets the original address first, [`seq::table_stub`]).
+    targets: Vec<(u64, bool)>,
+}
+
+/// The [`TableShape`] of block `b`, if its dispatch has one.
+fn table_shape(m: &Module<'_>, b: &kerf_analysis::cfg::Block) -> Option<TableShape> {
+    let Terminator::JumpTable(t) = b.term else { return None };
+    let cfg = m.cfg;
+    let table = cfg.jump_tables.get(t.0 as usize)?;
+    if !m.tables || table.format != TableFormat::Absolute64 || table.targets.is_empty() {
+        return None;
+    }
+    let insns = block_insns(m, b.start, b.len, b.insns);
+    let jmp = insns.last()?;
+    // `[T + index*8]`, T the table's own address, or `[base + index*8 + d]` where the
+    // analysis found `base + d` to be T (checked at run time), and nothing else.
+    let t_at = m.runtime(table.table);
+    let reads_table = |i: &Instruction, k: u32| {
+        let ok = i.op_kind(k) == OpKind::Memory
+            && i.memory_index_scale() == 8
+            && i.memory_index().size() == 8
+            && i.memory_index() != Register::RSP
+            && i.segment_prefix() == Register::None;
+        let base = match i.memory_base() {
+            Register::None if i.memory_displacement64() == t_at => None,
+            Register::None => return None,
+            b if b.size() == 8 && b != Register::RIP && b != i.memory_index() => {
+                let want = t_at.wrapping_sub(i.memory_displacement64());
+                // `cmp base, imm32` sign-extends its immediate.
+                if want as i64 != want as i32 as i64 {
+                    return None;
+                }
+                Some((b, want))
+            }
+            _ => return None,
+        };
+        ok.then_some((base, i.memory_index()))
+    };
+    let (at, (base, index), reg) = match jmp.op0_kind() {
+        OpKind::Memory => (jmp.ip(), reads_table(jmp, 0)?, None),
+        OpKind::Register => {
+            let r = jmp.op0_register();
+            let load = insns.get(insns.len().checked_sub(2)?)?;
+            if load.code() != Code::Mov_r64_rm64 || load.op0_register() != r {
+                return None;
+            }
+            (load.ip(), reads_table(load, 1)?, Some(r))
+        }
+        _ => return None,
+    };
+    let mut targets = Vec::with_capacity(table.targets.len());
+    for &tg in &table.targets {
+        let f = cfg.function_holding(tg)?;
+        let id = cfg.block_containing(f, tg)?;
+        // A `.cold` part's block that jumps back into its function reads everything as
+        // stored; a few blocks' look further finds what it really reads.
+        let live = kerf_analysis::liveness::live_in_linked(cfg, id, 3);
+        if cfg.block(id).start != tg || !live.flags.is_empty() {
+            return None;
+        }
+        let reads = reg.is_some_and(|r| Gpr::from_iced(r).is_none_or(|g| live.regs.contains(g)));
+        targets.push((m.runtime(tg), reads));
+    }
+    Some(TableShape { at, base, index, reg, targets })
+}
+
+/// Words of the table copies (and bytes of their dispatch and stubs) a block may need.
+fn table_words(m: &Module<'_>, b: &kerf_analysis::cfg::Block) -> u64 {
+    match b.term {
+        Terminator::JumpTable(t) if m.tables => {
+            m.cfg.jump_tables.get(t.0 as usize).map_or(0, |t| t.targets.len() as u64)
+        }
+        _ => 0,
+    }
 }
 
 impl Module<'_> {
@@ -326,6 +422,10 @@ pub struct Translation {
     pub links: Vec<Link>,
     /// The conditional branches, with words for each side (only for a plugin with edges).
     pub branches: Vec<Branch>,
+    /// The jump tables' translated copies: each copy's first word in the data area and its
+    /// words' values (cache addresses), to write after the prediction words (the copies lie
+    /// among them) and before the cache runs.
+    pub tables: Vec<(u64, Vec<u64>)>,
 }
 
 /// A linkable exit (see [`seq::linked_exit_stub`]): its word in the data area, the original
@@ -390,6 +490,8 @@ pub fn room_for(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
             if b.start == entry || ends_frame(b.term) {
                 n += call_bytes;
             }
+            // A table's dispatch, and a stub per entry at most.
+            n += 16 * table_words(m, b);
         }
     }
     n
@@ -405,9 +507,10 @@ pub fn data_for(m: &Module<'_>, funcs: &[FuncId]) -> u64 {
     // Two words per block, and a prediction or link word per instruction at most, and a link
     // word per block for its fall-through, and two words a side of each conditional branch
     // (pages never touched cost nothing).
+    // And a word per entry of each jump table's copy.
     let blocks = funcs.iter().flat_map(|&f| m.cfg.blocks_of(f));
     let (n, insns, conds) = blocks.fold((0, 0, 0), |(n, k, c), b| {
-        (n + 1, k + b.insns as u64, c + (b.term == Terminator::CondJump) as u64)
+        (n + 1, k + b.insns as u64 + table_words(m, b), c + (b.term == Terminator::CondJump) as u64)
     });
     DATA_HEADER + 24 * n + 8 * insns + 32 * conds
 }
@@ -439,6 +542,11 @@ struct Emitter {
     /// Per `pop` and scratch pair, the label of the [`seq::other_ways`] of frameless returns
     /// (made once).
     ret_ways: BTreeMap<(i32, [Register; 2]), u64>,
+    /// The jump tables' translated copies: each copy's first word, and per entry the label
+    /// its word must hold the address of.
+    tables: Vec<(u64, Vec<u64>)>,
+    /// The label of the [`seq::table_stub`] per register and target (made once).
+    table_stubs: HashMap<(Register, u64), u64>,
 }
 
 /// A translated call's stub (see [`seq::call_stub`]): the original return address, then the
@@ -578,6 +686,8 @@ pub fn translate(
         ret_seconds: BTreeMap::new(),
         ret_slows: BTreeMap::new(),
         ret_ways: BTreeMap::new(),
+        tables: Vec::new(),
+        table_stubs: HashMap::new(),
     };
     // Every block start that gets a translation (the first function holding it keeps it),
     // and its label. Branches link by label, never by original address: iced's encoder also
@@ -710,6 +820,7 @@ pub fn translate(
             unknown_jump[&f],
             exit,
             scratch.get(&f).copied().flatten(),
+            table_shape(m, b).as_ref(),
         );
         if let Some(fi) = e.insns.get_mut(block_first[n]) {
             fi.set_ip(starts[&start]);
@@ -894,6 +1005,15 @@ pub fn translate(
     };
     let code = seq::miss(&path, &mut || e.label());
     e.extend(code, None);
+    // Where each label is, for the table copies' words.
+    let label_at: HashMap<u64, usize> = if e.tables.is_empty() {
+        HashMap::new()
+    } else {
+        (e.insns.iter().enumerate())
+            .filter(|(_, i)| i.ip() >= LABELS)
+            .map(|(k, i)| (i.ip(), k))
+            .collect()
+    };
     let block = InstructionBlock::new(&e.insns, layout.code);
     let r = BlockEncoder::encode(64, block, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)
         .map_err(|err| JitError::Encode { module: name.into(), detail: err.to_string() })?;
@@ -936,6 +1056,17 @@ pub fn translate(
         .filter_map(|(word, target, k)| Some(Link { word, target, slow: at_offset(k)? }))
         .collect();
     let blocks_end = at_offset(blocks_end).unwrap_or(layout.code + r.code_buffer.len() as u64);
+    let tables = std::mem::take(&mut e.tables)
+        .into_iter()
+        .map(|(words, labels)| {
+            let values = labels.iter().map(|l| at_offset(*label_at.get(l)?));
+            let values: Option<Vec<u64>> = values.collect();
+            // Every label named is an instruction's; a word left unset would send a thread
+            // anywhere.
+            let detail = "a jump table copy names a label that was not placed".to_string();
+            values.map(|v| (words, v)).ok_or(JitError::Encode { module: name.into(), detail })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Translation {
         code: r.code_buffer,
         blocks,
@@ -948,6 +1079,7 @@ pub fn translate(
         miss: at_offset(miss_at).unwrap_or(0),
         blocks_end,
         branches,
+        tables,
     })
 }
 
@@ -1076,6 +1208,7 @@ fn copy_block(
     every_insn: bool,
     mut exit: Option<(u64, Vec<Instruction>)>,
     ret_scratch: Option<[Register; 2]>,
+    table: Option<&TableShape>,
 ) -> End {
     let rt_start = m.runtime(start);
     let Some((base, bytes)) = m.mem.code_region(start) else {
@@ -1130,6 +1263,19 @@ fn copy_block(
             let l = e.exit(i.ip(), Leaves::Hazard(why));
             e.push(seq::jmp(l), here);
             return End::Stops;
+        }
+        if let Some(t) = table.filter(|t| t.at == i.ip()) {
+            if let Some(generic) = table_dispatch(e, t, &link, here) {
+                // Then the original instruction at `generic` (for the register form, the jump
+                // after it follows), through the lookup as any indirect jump.
+                if t.reg.is_some() {
+                    let mut c = i;
+                    c.set_ip(generic);
+                    e.push(c, None);
+                    continue;
+                }
+                e.mark(e.insns.len(), generic);
+            }
         }
         match flow(&i) {
             Flow::Next => {
@@ -1209,22 +1355,65 @@ fn copy_block(
     end
 }
 
-/// The original address of the last instruction of the block at `start` (`len` bytes,
-/// `insns` instructions).
-fn last_insn(m: &Module<'_>, start: ImageAddr, len: u32, insns: u32) -> Option<Instruction> {
-    let (base, bytes) = m.mem.code_region(start)?;
+/// Emit block `t`'s dispatch through a translated copy of its table (its words taken from
+/// the data area, which must lie below 2 GiB for the absolute address the dispatch reads
+/// them through), clean for `here`; returns the label where the original instruction must
+/// follow for an index outside the table, or `None` (nothing emitted) when the copy cannot
+/// be addressed that way.
+fn table_dispatch(
+    e: &mut Emitter,
+    t: &TableShape,
+    link: &dyn Fn(&mut Emitter, u64) -> u64,
+    here: Option<u64>,
+) -> Option<u64> {
+    let n = t.targets.len() as u64;
+    let words = e.next_pred;
+    if words.checked_add(8 * n)? > i32::MAX as u64 {
+        return None;
+    }
+    e.next_pred += 8 * n;
+    let mut labels = Vec::with_capacity(t.targets.len());
+    for &(target, reads) in &t.targets {
+        let to = link(e, target);
+        let label = match t.reg.filter(|_| reads) {
+            None => to,
+            Some(r) => match e.table_stubs.get(&(r, target)) {
+                Some(&l) => l,
+                None => {
+                    let l = e.label();
+                    e.cold.extend(seq::table_stub(l, r, target, to));
+                    e.table_stubs.insert((r, target), l);
+                    l
+                }
+            },
+        };
+        labels.push(label);
+    }
+    e.tables.push((words, labels));
+    let generic = e.label();
+    e.extend(seq::table_dispatch(t.base, t.index, n, words, t.reg, generic), here);
+    Some(generic)
+}
+
+/// The instructions of the block at `start` (`len` bytes, `insns` instructions), at their
+/// original addresses.
+fn block_insns(m: &Module<'_>, start: ImageAddr, len: u32, insns: u32) -> Vec<Instruction> {
+    let Some((base, bytes)) = m.mem.code_region(start) else { return Vec::new() };
     let off = (start.0 - base.0) as usize;
     let end = (off + len as usize).min(bytes.len());
     let mut d =
         Decoder::with_ip(64, &bytes[off.min(end)..end], m.runtime(start), DecoderOptions::NONE);
-    let mut last = None;
-    for _ in 0..insns {
-        if !d.can_decode() {
-            break;
-        }
-        last = Some(d.decode());
+    let mut v = Vec::with_capacity(insns as usize);
+    while v.len() < insns as usize && d.can_decode() {
+        v.push(d.decode());
     }
-    last
+    v
+}
+
+/// The original address of the last instruction of the block at `start` (`len` bytes,
+/// `insns` instructions).
+fn last_insn(m: &Module<'_>, start: ImageAddr, len: u32, insns: u32) -> Option<Instruction> {
+    block_insns(m, start, len, insns).pop()
 }
 
 /// The target of an indirect jump or call into `rcx`.

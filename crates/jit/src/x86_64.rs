@@ -698,6 +698,48 @@ pub fn call_stub(label: u64, ret: u64) -> Vec<Instruction> {
     ]
 }
 
+/// A jump table's dispatch through a translated copy of its table, in place of the
+/// instruction that reads the original table (`mov reg, [T + index*8]` before `jmp reg`, or
+/// `jmp [T + index*8]` itself, `reg` `None`): an index within the table's `entries` reads
+/// the copy at `words` (each word the cache address of the entry's target, see
+/// [`table_stub`]) and jumps there; any other index goes to label `generic`, where the
+/// original instruction and the lookup follow, and so does a `base` register (the original
+/// operand's) that does not hold the value that makes the operand name the table. `words`
+/// is an absolute 32-bit address, as the original table's was; the compares clobber the
+/// flags, which must be dead at every target.
+pub fn table_dispatch(
+    base: Option<(Register, u64)>,
+    index: Register,
+    entries: u64,
+    words: u64,
+    reg: Option<Register>,
+    generic: u64,
+) -> Vec<Instruction> {
+    let copy = MemoryOperand::new(Register::None, index, 8, words as i64, 4, false, Register::None);
+    let mut v = Vec::new();
+    if let Some((b, value)) = base {
+        v.push(op(Instruction::with2(Code::Cmp_rm64_imm32, b, value as i32)));
+        v.push(op(Instruction::with_branch(Code::Jne_rel32_64, generic)));
+    }
+    v.push(op(Instruction::with2(Code::Cmp_rm64_imm32, index, (entries - 1) as i32)));
+    v.push(op(Instruction::with_branch(Code::Ja_rel32_64, generic)));
+    match reg {
+        Some(r) => {
+            v.push(op(Instruction::with2(Code::Mov_r64_rm64, r, copy)));
+            v.push(op(Instruction::with1(Code::Jmp_rm64, r)));
+        }
+        None => v.push(op(Instruction::with1(Code::Jmp_rm64, copy))),
+    }
+    v
+}
+
+/// A translated table's entry at label `label` for a target whose code reads the register
+/// the original dispatch jumped through (`reg`): it gets the original target address, as
+/// the program left it, before going on at label `to` (the target's translation).
+pub fn table_stub(label: u64, reg: Register, target: u64, to: u64) -> Vec<Instruction> {
+    vec![labelled(op(Instruction::with2(Code::Mov_r64_imm64, reg, target)), label), jmp(to)]
+}
+
 /// `jmp rel32` to `target` (an original address the encoder links to its translation, or a
 /// label).
 pub fn jmp(target: u64) -> Instruction {

@@ -111,7 +111,7 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
     let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
     let cfg = &analysis.cfg;
     let returns = std::sync::OnceLock::new();
-    let m = Module { cfg, mem: &image, bias: 0, returns: Some(&returns) };
+    let m = Module { cfg, mem: &image, bias: 0, returns: Some(&returns), tables: true };
     let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
     let layout = layout(Some(MAILBOX));
     let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
@@ -282,7 +282,7 @@ fn every_end_of_a_frame_gets_the_exit_code_at_a_clean_point() {
     let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
     let cfg = &analysis.cfg;
     let returns = std::sync::OnceLock::new();
-    let m = Module { cfg, mem: &image, bias: 0, returns: Some(&returns) };
+    let m = Module { cfg, mem: &image, bias: 0, returns: Some(&returns), tables: true };
     let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
     let layout = layout(None);
     let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);

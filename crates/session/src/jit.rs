@@ -310,6 +310,8 @@ pub struct JitStats {
     /// their functions, as `PATH: why` (their code runs natively from then on, each entry
     /// an escape; at install such a module is analysed again instead).
     pub analysis_rejected: Vec<String>,
+    /// Jump tables dispatched through a translated copy (`seq::table_dispatch`).
+    pub table_copies: usize,
     /// Times kerf, idle, found `LISTEN` cleared by a thread whose wait timed out (misses
     /// escaped without asking until it set it again).
     pub timeouts: u64,
@@ -517,6 +519,9 @@ fn modules_of<'a>(images: &[&'a AnalyzedImage]) -> Vec<Module<'a>> {
             // `KERF_JIT_FRAME_RETS`: every `ret` with a frame, as before frameless returns
             // (for benchmarks that compare the two).
             returns: std::env::var_os("KERF_JIT_FRAME_RETS").is_none().then_some(&m.returns),
+            // `KERF_JIT_LOOKUP_TABLES`: every jump table through the lookup, as before table
+            // copies (for benchmarks that compare the two).
+            tables: std::env::var_os("KERF_JIT_LOOKUP_TABLES").is_none(),
         })
         .collect()
 }
@@ -960,6 +965,13 @@ impl Jit {
         let none = data.remote().0 + DATA_NO_WAY;
         for w in t.preds.clone().step_by(8) {
             data.store_at(w, none);
+        }
+        // The jump tables' copies lie among the prediction words.
+        self.stats.table_copies += t.tables.len();
+        for (words, values) in &t.tables {
+            for (k, v) in values.iter().enumerate() {
+                data.store_at(words + 8 * k as u64, *v);
+            }
         }
         let here = self.caches.len();
         for b in &t.blocks {

@@ -483,6 +483,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "code_bytes": s.code_bytes,
             "predicted_indirect": s.region.predicted,
             "unknown_indirect": s.region.unknown,
+            "table_copies": s.table_copies,
             "capped": s.region.capped,
             "table_entries": s.table_entries,
             "crowded": s.crowded,

@@ -9,7 +9,8 @@
 //!
 //! The index bound comes from a dominating `cmp I,imm` (or `sub I,imm`) and `ja`/`jbe`,
 //! with `I` a register or a stack slot (-O0 keeps variables there), tracked along the
-//! traversal as a [`Hint`]; or from `and I,imm`. Without a bound the jump stays
+//! traversal as a [`Hint`]; or from `and I,imm` or a zero-extended byte (`movzx I,r8`, an
+//! interpreter's opcode). Without a bound the jump stays
 //! unanalysable: reading entries "while they look like code" runs into neighbouring tables and
 //! invents block starts in the middle of instructions (seen in glibc's printf), which is
 //! worse than not knowing. Code reached only through such a jump is still found by gap
@@ -463,6 +464,12 @@ impl Slice<'_> {
                 add(self.reg(r, k, depth)?, Sym::Const(imm_of(i, 1)?.wrapping_neg()))
             }
             Mnemonic::Shl => scale(self.reg(r, k, depth)?, 1 << (imm_of(i, 1)? & 63)),
+            // A zero-extended byte is at most 255 whatever path led here (an interpreter's
+            // computed goto on its opcode byte: `movzx eax, sil; mov rax, [T+rax*8]; jmp rax`);
+            // no other path may join between it and the jump.
+            Mnemonic::Movzx if i.memory_size().size() == 1 || i.op1_register().size() == 1 => {
+                Some(Sym::Idx { scale: 1, add: 0, max: 0xff, origin: i.next_ip() })
+            }
             // `and r, imm` bounds the value whatever path led here; no other path may join
             // between it and the jump.
             Mnemonic::And => {

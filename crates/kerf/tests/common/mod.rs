@@ -23,9 +23,10 @@ fn build_with(compiler: &str, file: &str, opt: &str, tag: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(file);
     let stem = file.rsplit_once('.').map_or(file, |(s, _)| s);
-    let out = dir.join(format!("{stem}{opt}-{tag}"));
+    let out = dir.join(format!("{stem}{}-{tag}", opt.replace(' ', "")));
     let st = Command::new(compiler)
-        .args([opt, "-pthread", "-o"])
+        .args(opt.split_whitespace())
+        .args(["-pthread", "-o"])
         .arg(&out)
         .arg(&src)
         .status()
