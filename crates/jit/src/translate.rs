@@ -78,23 +78,28 @@ fn ret_scratch(m: &Module<'_>, f: FuncId) -> Option<[Register; 2]> {
 }
 
 /// A jump-table dispatch that can go through a translated copy of its table
-/// ([`seq::table_dispatch`]): the table holds absolute addresses and the code reads it
-/// through an absolute address (non-PIE code, an interpreter's computed goto: `mov rax,
-/// [T+rax*8]; jmp rax`), and the flags are dead at every target (the bounds check clobbers
-/// them).
+/// ([`seq::table_dispatch`]), in one of two shapes compilers emit:
+///
+/// - absolute (non-PIE code, an interpreter's computed goto): `mov r, [T+i*8]; jmp r` or
+///   `jmp [T+i*8]`, the table's address in the operand or in a base register (checked at
+///   run time), the copy read through an absolute 32-bit address;
+/// - PC-relative (PIC switches, SQLite's bytecode loop): `lea b, [rip+T]` in the block, then
+///   `movsxd r, [b+i*4]; add r, b; jmp r`, the copy found with a `lea` of its own into `r`.
+///
+/// And the flags dead at every target (the bounds check clobbers them).
 struct TableShape {
     /// Original address of the instruction that reads the table.
     at: u64,
-    /// A base register the operand adds (gcc keeps a computed goto's table address in one
-    /// across its loop), with the value it must hold for the operand to name the table: the
-    /// dispatch checks it.
-    base: Option<(Register, u64)>,
+    /// How the copy is read (see [`seq::CopyAt`]).
+    copy: seq::CopyAt,
     index: Register,
     /// The register the dispatch jumps through (`None`: `jmp [T+index*8]`).
     reg: Option<Register>,
-    /// Per entry: its target's original address, and whether the target may read `reg`
-    /// (which then gets the original address first, [`seq::table_stub`]).
-    targets: Vec<(u64, bool)>,
+    /// Per entry: its target's original address, and the registers the dispatch changed
+    /// that the target may read, with the values the original left there (`reg`: the
+    /// target's address; a near copy's base: the table's), which a [`seq::table_stub`]
+    /// puts back first.
+    targets: Vec<(u64, Vec<(Register, u64)>)>,
 }
 
 /// The [`TableShape`] of block `b`, if its dispatch has one.
@@ -102,46 +107,17 @@ fn table_shape(m: &Module<'_>, b: &kerf_analysis::cfg::Block) -> Option<TableSha
     let Terminator::JumpTable(t) = b.term else { return None };
     let cfg = m.cfg;
     let table = cfg.jump_tables.get(t.0 as usize)?;
-    if !m.tables || table.format != TableFormat::Absolute64 || table.targets.is_empty() {
+    if !m.tables || table.targets.is_empty() {
         return None;
     }
     let insns = block_insns(m, b.start, b.len, b.insns);
-    let jmp = insns.last()?;
-    // `[T + index*8]`, T the table's own address, or `[base + index*8 + d]` where the
-    // analysis found `base + d` to be T (checked at run time), and nothing else.
     let t_at = m.runtime(table.table);
-    let reads_table = |i: &Instruction, k: u32| {
-        let ok = i.op_kind(k) == OpKind::Memory
-            && i.memory_index_scale() == 8
-            && i.memory_index().size() == 8
-            && i.memory_index() != Register::RSP
-            && i.segment_prefix() == Register::None;
-        let base = match i.memory_base() {
-            Register::None if i.memory_displacement64() == t_at => None,
-            Register::None => return None,
-            b if b.size() == 8 && b != Register::RIP && b != i.memory_index() => {
-                let want = t_at.wrapping_sub(i.memory_displacement64());
-                // `cmp base, imm32` sign-extends its immediate.
-                if want as i64 != want as i32 as i64 {
-                    return None;
-                }
-                Some((b, want))
-            }
-            _ => return None,
-        };
-        ok.then_some((base, i.memory_index()))
-    };
-    let (at, (base, index), reg) = match jmp.op0_kind() {
-        OpKind::Memory => (jmp.ip(), reads_table(jmp, 0)?, None),
-        OpKind::Register => {
-            let r = jmp.op0_register();
-            let load = insns.get(insns.len().checked_sub(2)?)?;
-            if load.code() != Code::Mov_r64_rm64 || load.op0_register() != r {
-                return None;
-            }
-            (load.ip(), reads_table(load, 1)?, Some(r))
+    let (at, copy, index, reg) = match table.format {
+        TableFormat::Absolute64 => absolute_dispatch(&insns, t_at)?,
+        TableFormat::Relative32 { base } if m.runtime(base) == t_at => {
+            relative_dispatch(&insns, t_at)?
         }
-        _ => return None,
+        TableFormat::Relative32 { .. } => return None,
     };
     let mut targets = Vec::with_capacity(table.targets.len());
     for &tg in &table.targets {
@@ -153,10 +129,116 @@ fn table_shape(m: &Module<'_>, b: &kerf_analysis::cfg::Block) -> Option<TableSha
         if cfg.block(id).start != tg || !live.flags.is_empty() {
             return None;
         }
-        let reads = reg.is_some_and(|r| Gpr::from_iced(r).is_none_or(|g| live.regs.contains(g)));
-        targets.push((m.runtime(tg), reads));
+        let reads = |r: Register| Gpr::from_iced(r).is_none_or(|g| live.regs.contains(g));
+        let target = m.runtime(tg);
+        // The jump register held the target; a near copy's own base (when the index is the
+        // jump register) held the table.
+        let changed = reg.map(|r| (r, target)).into_iter().chain(match copy {
+            seq::CopyAt::Near { base: Some(b) } => Some((b, t_at)),
+            _ => None,
+        });
+        targets.push((target, changed.filter(|&(r, _)| reads(r)).collect()));
     }
-    Some(TableShape { at, base, index, reg, targets })
+    Some(TableShape { at, copy, index, reg, targets })
+}
+
+/// A 64-bit general register other than `rsp`.
+fn plain_gpr(r: Register) -> bool {
+    r.size() == 8 && r != Register::RSP && r != Register::RIP
+}
+
+/// The absolute shape at the end of a block's instructions `insns`, the table at `t_at`.
+fn absolute_dispatch(
+    insns: &[Instruction],
+    t_at: u64,
+) -> Option<(u64, seq::CopyAt, Register, Option<Register>)> {
+    // `[T + index*8]`, or `[base + index*8 + d]` where the analysis found `base + d` to be T
+    // (checked at run time), and nothing else.
+    let reads_table = |i: &Instruction, k: u32| {
+        let ok = i.op_kind(k) == OpKind::Memory
+            && i.memory_index_scale() == 8
+            && plain_gpr(i.memory_index())
+            && i.segment_prefix() == Register::None;
+        let base = match i.memory_base() {
+            Register::None if i.memory_displacement64() == t_at => None,
+            b if plain_gpr(b) && b != i.memory_index() => {
+                let want = t_at.wrapping_sub(i.memory_displacement64());
+                // `cmp base, imm32` sign-extends its immediate.
+                if want as i64 != want as i32 as i64 {
+                    return None;
+                }
+                Some((b, want))
+            }
+            _ => return None,
+        };
+        ok.then_some((seq::CopyAt::Absolute { base }, i.memory_index()))
+    };
+    let jmp = insns.last()?;
+    Some(match jmp.op0_kind() {
+        OpKind::Memory => {
+            let (copy, index) = reads_table(jmp, 0)?;
+            (jmp.ip(), copy, index, None)
+        }
+        OpKind::Register => {
+            let r = jmp.op0_register();
+            let load = insns.get(insns.len().checked_sub(2)?)?;
+            if load.code() != Code::Mov_r64_rm64 || load.op0_register() != r {
+                return None;
+            }
+            let (copy, index) = reads_table(load, 1)?;
+            (load.ip(), copy, index, Some(r))
+        }
+        _ => return None,
+    })
+}
+
+/// The PC-relative shape at the end of a block's instructions `insns`, the table (and the
+/// base its entries are relative to) at `t_at`: `lea b, [rip+T]`, nothing else writing `b`
+/// after it, then `movsxd r, [b+i*4]; add r, b; jmp r` last.
+fn relative_dispatch(
+    insns: &[Instruction],
+    t_at: u64,
+) -> Option<(u64, seq::CopyAt, Register, Option<Register>)> {
+    let n = insns.len();
+    let [load, add, jmp] = insns.get(n.checked_sub(3)?..)? else { return None };
+    let r = jmp.op0_register();
+    let (b, i) = (load.memory_base(), load.memory_index());
+    let shape = jmp.op0_kind() == OpKind::Register
+        && load.code() == Code::Movsxd_r64_rm32
+        && load.op0_register() == r
+        && load.memory_index_scale() == 4
+        && load.memory_displacement64() == 0
+        && load.segment_prefix() == Register::None
+        && matches!(add.code(), Code::Add_r64_rm64 | Code::Add_rm64_r64)
+        && add.op0_kind() == OpKind::Register
+        && add.op0_register() == r
+        && add.op1_kind() == OpKind::Register
+        && add.op1_register() == b
+        && plain_gpr(r)
+        && plain_gpr(b)
+        && plain_gpr(i)
+        && r != b
+        && b != i;
+    if !shape {
+        return None;
+    }
+    // The last write of `b` before the load is the `lea` of the table.
+    let mut info = iced_x86::InstructionInfoFactory::new();
+    let writes_b = |x: &Instruction, info: &mut iced_x86::InstructionInfoFactory| {
+        info.info(x).used_registers().iter().any(|u| {
+            u.register().full_register() == b
+                && !matches!(u.access(), iced_x86::OpAccess::Read | iced_x86::OpAccess::CondRead)
+        })
+    };
+    let def = insns[..n - 3].iter().rev().find(|x| writes_b(x, &mut info))?;
+    let lea_of_table = def.code() == Code::Lea_r64_m
+        && def.op0_register() == b
+        && def.memory_base() == Register::RIP
+        && def.ip_rel_memory_address() == t_at;
+    // The copy's address goes into the jump register, or, when that is the index too, into
+    // the base (which the original no longer needs after the load).
+    let copy = seq::CopyAt::Near { base: (r == i).then_some(b) };
+    lea_of_table.then_some((load.ip(), copy, i, Some(r)))
 }
 
 /// Words of the table copies (and bytes of their dispatch and stubs) a block may need.
@@ -545,8 +627,8 @@ struct Emitter {
     /// The jump tables' translated copies: each copy's first word, and per entry the label
     /// its word must hold the address of.
     tables: Vec<(u64, Vec<u64>)>,
-    /// The label of the [`seq::table_stub`] per register and target (made once).
-    table_stubs: HashMap<(Register, u64), u64>,
+    /// The label of the [`seq::table_stub`] per target and registers put back (made once).
+    table_stubs: HashMap<(u64, Vec<(Register, u64)>), u64>,
 }
 
 /// A translated call's stub (see [`seq::call_stub`]): the original return address, then the
@@ -1356,8 +1438,8 @@ fn copy_block(
 }
 
 /// Emit block `t`'s dispatch through a translated copy of its table (its words taken from
-/// the data area, which must lie below 2 GiB for the absolute address the dispatch reads
-/// them through), clean for `here`; returns the label where the original instruction must
+/// the data area, which must lie below 2 GiB where the dispatch reads them through an
+/// absolute address), clean for `here`; returns the label where the original instruction must
 /// follow for an index outside the table, or `None` (nothing emitted) when the copy cannot
 /// be addressed that way.
 fn table_dispatch(
@@ -1368,30 +1450,33 @@ fn table_dispatch(
 ) -> Option<u64> {
     let n = t.targets.len() as u64;
     let words = e.next_pred;
-    if words.checked_add(8 * n)? > i32::MAX as u64 {
+    let absolute = matches!(t.copy, seq::CopyAt::Absolute { .. });
+    if absolute && words.checked_add(8 * n)? > i32::MAX as u64 {
         return None;
     }
     e.next_pred += 8 * n;
     let mut labels = Vec::with_capacity(t.targets.len());
-    for &(target, reads) in &t.targets {
-        let to = link(e, target);
-        let label = match t.reg.filter(|_| reads) {
-            None => to,
-            Some(r) => match e.table_stubs.get(&(r, target)) {
+    for (target, put_back) in &t.targets {
+        let to = link(e, *target);
+        let label = if put_back.is_empty() {
+            to
+        } else {
+            let key = (*target, put_back.clone());
+            match e.table_stubs.get(&key) {
                 Some(&l) => l,
                 None => {
                     let l = e.label();
-                    e.cold.extend(seq::table_stub(l, r, target, to));
-                    e.table_stubs.insert((r, target), l);
+                    e.cold.extend(seq::table_stub(l, put_back, to));
+                    e.table_stubs.insert(key, l);
                     l
                 }
-            },
+            }
         };
         labels.push(label);
     }
     e.tables.push((words, labels));
     let generic = e.label();
-    e.extend(seq::table_dispatch(t.base, t.index, n, words, t.reg, generic), here);
+    e.extend(seq::table_dispatch(t.copy, t.index, n, words, t.reg, generic), here);
     Some(generic)
 }
 

@@ -698,46 +698,78 @@ pub fn call_stub(label: u64, ret: u64) -> Vec<Instruction> {
     ]
 }
 
+/// How a translated table's dispatch reads its copy (see [`table_dispatch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyAt {
+    /// Through an absolute 32-bit address, as the original operand read the table (the copy
+    /// lies below 2 GiB); `base`: a register the original operand added, with the value that
+    /// makes it name the table, checked first.
+    Absolute { base: Option<(Register, u64)> },
+    /// Through a register set to the copy's address with a RIP-relative `lea`: the jump
+    /// register, or `base` (the original operand's base, when the index is the jump
+    /// register).
+    Near { base: Option<Register> },
+}
+
 /// A jump table's dispatch through a translated copy of its table, in place of the
-/// instruction that reads the original table (`mov reg, [T + index*8]` before `jmp reg`, or
-/// `jmp [T + index*8]` itself, `reg` `None`): an index within the table's `entries` reads
-/// the copy at `words` (each word the cache address of the entry's target, see
-/// [`table_stub`]) and jumps there; any other index goes to label `generic`, where the
-/// original instruction and the lookup follow, and so does a `base` register (the original
-/// operand's) that does not hold the value that makes the operand name the table. `words`
-/// is an absolute 32-bit address, as the original table's was; the compares clobber the
-/// flags, which must be dead at every target.
+/// instruction that reads the original table (`mov reg, [T + index*8]` or `movsxd reg,
+/// [b + index*4]` before `jmp reg`, or `jmp [T + index*8]` itself, `reg` `None`): an index
+/// within the table's `entries` reads the copy at `words` (each word the cache address of
+/// the entry's target, see [`table_stub`]) and jumps there; any other index goes to label
+/// `generic`, where the original instruction and the lookup follow, and so does a base
+/// register that does not hold the table's address. The compares clobber the flags, which
+/// must be dead at every target; `reg` is written before the original would write it.
 pub fn table_dispatch(
-    base: Option<(Register, u64)>,
+    copy: CopyAt,
     index: Register,
     entries: u64,
     words: u64,
     reg: Option<Register>,
     generic: u64,
 ) -> Vec<Instruction> {
-    let copy = MemoryOperand::new(Register::None, index, 8, words as i64, 4, false, Register::None);
     let mut v = Vec::new();
-    if let Some((b, value)) = base {
+    if let CopyAt::Absolute { base: Some((b, value)) } = copy {
         v.push(op(Instruction::with2(Code::Cmp_rm64_imm32, b, value as i32)));
         v.push(op(Instruction::with_branch(Code::Jne_rel32_64, generic)));
     }
     v.push(op(Instruction::with2(Code::Cmp_rm64_imm32, index, (entries - 1) as i32)));
     v.push(op(Instruction::with_branch(Code::Ja_rel32_64, generic)));
-    match reg {
-        Some(r) => {
-            v.push(op(Instruction::with2(Code::Mov_r64_rm64, r, copy)));
+    let absolute =
+        MemoryOperand::new(Register::None, index, 8, words as i64, 4, false, Register::None);
+    match (copy, reg) {
+        (CopyAt::Absolute { .. }, Some(r)) => {
+            v.push(op(Instruction::with2(Code::Mov_r64_rm64, r, absolute)));
             v.push(op(Instruction::with1(Code::Jmp_rm64, r)));
         }
-        None => v.push(op(Instruction::with1(Code::Jmp_rm64, copy))),
+        (CopyAt::Absolute { .. }, None) => v.push(op(Instruction::with1(Code::Jmp_rm64, absolute))),
+        (CopyAt::Near { base }, Some(r)) => {
+            let at = base.unwrap_or(r);
+            v.push(op(Instruction::with2(Code::Lea_r64_m, at, rip(words))));
+            let word = MemoryOperand::with_base_index_scale(at, index, 8);
+            v.push(op(Instruction::with2(Code::Mov_r64_rm64, r, word)));
+            v.push(op(Instruction::with1(Code::Jmp_rm64, r)));
+        }
+        // (Never made: the near copy needs a register to hold its address.)
+        (CopyAt::Near { .. }, None) => {
+            v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, generic)))
+        }
     }
     v
 }
 
-/// A translated table's entry at label `label` for a target whose code reads the register
-/// the original dispatch jumped through (`reg`): it gets the original target address, as
-/// the program left it, before going on at label `to` (the target's translation).
-pub fn table_stub(label: u64, reg: Register, target: u64, to: u64) -> Vec<Instruction> {
-    vec![labelled(op(Instruction::with2(Code::Mov_r64_imm64, reg, target)), label), jmp(to)]
+/// A translated table's entry at label `label` for a target whose code reads registers the
+/// dispatch changed: each gets back the value the original dispatch left there
+/// (`put_back`), before the stub goes on at label `to` (the target's translation).
+pub fn table_stub(label: u64, put_back: &[(Register, u64)], to: u64) -> Vec<Instruction> {
+    let mut v: Vec<Instruction> = put_back
+        .iter()
+        .map(|&(r, value)| op(Instruction::with2(Code::Mov_r64_imm64, r, value)))
+        .collect();
+    if let Some(first) = v.first_mut() {
+        first.set_ip(label);
+    }
+    v.push(jmp(to));
+    v
 }
 
 /// `jmp rel32` to `target` (an original address the encoder links to its translation, or a

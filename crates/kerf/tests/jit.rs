@@ -9,9 +9,9 @@
 //! demand, on Debian's xz the block counts equal kernel uprobes' counts (and each
 //! conditional branch's two sides its block's count), `branchy.c`'s branch profile equals
 //! the program's own counts and finds the branch compiled against its bias, a library the
-//! program loads with `dlopen` after attach is translated when first reached, jump tables of
-//! `-no-pie` code dispatch through translated copies (`jit_dispatch.c`), and a cached
-//! analysis that lies is never translated from.
+//! program loads with `dlopen` after attach is translated when first reached, jump tables
+//! (absolute and PC-relative) dispatch through translated copies (`jit_dispatch.c`), and a
+//! cached analysis that lies is never translated from.
 
 mod common;
 
@@ -368,37 +368,42 @@ fn a_cached_analysis_that_lies_is_never_translated_from() {
     assert_eq!(from_libc, 0, "blocks translated from the rejected libc analysis");
 }
 
-/// Jump tables read through an absolute address (`-no-pie` code, as Debian's python3.11's
-/// bytecode dispatch): each dispatches through a translated copy of its table instead of the
-/// lookup, and a handler that reads the register the dispatch jumped through still finds its
-/// own original address there (`asm_run`'s `asm_self`; without the stub that puts it back the
-/// program's result changes). Output unchanged, nothing escapes, and every block of the
-/// three dispatching functions counts what spliced `kerf count @blocks` counts.
+/// Jump tables dispatch through translated copies instead of the lookup: read through an
+/// absolute address (`-no-pie` code, as Debian's python3.11's bytecode loop) or PC-relative
+/// (PIC switches, as libsqlite3's bytecode loop). A handler that reads the registers the
+/// dispatch changed (the jump register, the table's base) still finds what the original
+/// left there (`asm_run`'s and `asm_rel`'s `*_self`; without the stub that puts them back
+/// the program's result changes). Built with and without PIE: output unchanged, nothing
+/// escapes, and every block of the dispatching functions counts what spliced `kerf count
+/// @blocks` counts.
 #[test]
 fn jump_tables_dispatch_through_translated_copies_transparently() {
-    let bin = common::build_fixture("jit_dispatch", "-O2 -no-pie", "jit-tables");
-    let args = ["60000", "10"];
-    let expected = plain(&bin, &args);
-    let (v, out, err) = kerf_on("tables", "jit", &["main", "--plugin", "blocks"], &bin, &args);
-    assert_eq!(out, expected, "output changed: {err}");
-    let j = &v["jit"];
-    assert_eq!(j["escapes"], 0, "{j}");
-    // asm_run's, switchy's and interp's computed gotos (gcc copies the dispatch into each
-    // handler).
-    assert!(j["table_copies"].as_u64().unwrap() >= 3, "{j}");
+    for (opt, tag, funcs) in [
+        ("-O2 -fno-pie -no-pie", "jit-tables", &["asm_run", "asm_rel", "interp", "switchy"][..]),
+        ("-O2", "jit-tables-pie", &["asm_rel", "interp", "switchy"][..]),
+    ] {
+        let bin = common::build_fixture("jit_dispatch", opt, tag);
+        let args = ["60000", "10"];
+        let expected = plain(&bin, &args);
+        let (v, out, err) = kerf_on(tag, "jit", &["main", "--plugin", "blocks"], &bin, &args);
+        assert_eq!(out, expected, "{opt}: output changed: {err}");
+        let j = &v["jit"];
+        assert_eq!(j["escapes"], 0, "{opt}: {j}");
+        // The fixture's (and libc's) tables.
+        assert!(j["table_copies"].as_u64().unwrap() >= funcs.len() as u64, "{opt}: {j}");
 
-    let funcs = ["asm_run", "interp", "switchy"];
-    let specs: Vec<String> = funcs.iter().map(|f| format!("{f}@blocks")).collect();
-    let spec_refs: Vec<&str> = specs.iter().map(String::as_str).collect();
-    let (c, out2, _) = kerf_on("tables-spliced", "count", &spec_refs, &bin, &args);
-    assert_eq!(out2, expected);
-    let (spliced, jit) = (counts(&c["points"], ""), counts(&v["blocks"], ""));
-    let mut compared = 0;
-    for (point, n) in &spliced {
-        assert_eq!(jit.get(point).copied().unwrap_or(0), *n, "{point}: jit vs spliced");
-        compared += 1;
+        let specs: Vec<String> = funcs.iter().map(|f| format!("{f}@blocks")).collect();
+        let spec_refs: Vec<&str> = specs.iter().map(String::as_str).collect();
+        let (c, out2, _) = kerf_on(&format!("{tag}-spliced"), "count", &spec_refs, &bin, &args);
+        assert_eq!(out2, expected);
+        let (spliced, jit) = (counts(&c["points"], ""), counts(&v["blocks"], ""));
+        let mut compared = 0;
+        for (point, n) in &spliced {
+            assert_eq!(jit.get(point).copied().unwrap_or(0), *n, "{opt} {point}: jit vs spliced");
+            compared += 1;
+        }
+        assert!(compared >= 20, "{opt}: only {compared} blocks compared");
     }
-    assert!(compared >= 20, "only {compared} blocks compared");
 }
 
 #[test]
