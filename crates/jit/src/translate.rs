@@ -52,9 +52,9 @@ pub struct Module<'a> {
     /// ([`kerf_analysis::liveness::at_continuations`], worked out when the module is first
     /// translated); `None`: every `ret` keeps the program's registers and flags with a frame.
     pub returns: Option<&'a std::sync::OnceLock<Vec<Live>>>,
-    /// Whether a jump table read through an absolute address dispatches through a translated
-    /// copy of the table ([`seq::table_dispatch`]); `false`: through the lookup, as any
-    /// indirect jump.
+    /// Whether a jump table whose dispatch has a known shape goes through a translated copy
+    /// of the table ([`seq::table_dispatch`]); `false`: through the lookup, as any indirect
+    /// jump.
     pub tables: bool,
 }
 
@@ -142,7 +142,7 @@ fn table_shape(m: &Module<'_>, b: &kerf_analysis::cfg::Block) -> Option<TableSha
     Some(TableShape { at, copy, index, reg, targets })
 }
 
-/// A 64-bit general register other than `rsp`.
+/// A 64-bit general register other than `rsp` (and not `rip`).
 fn plain_gpr(r: Register) -> bool {
     r.size() == 8 && r != Register::RSP && r != Register::RIP
 }

@@ -47,6 +47,10 @@ const MAX_STEPS: usize = 256;
 /// it must come back to the cache, then to a clean point; a few milliseconds a thousand
 /// steps).
 const MAX_ROUTINE_STEPS: usize = 1 << 16;
+
+/// Stops a flush makes before it gives up on a signal handler holding a cache address.
+const FLUSH_TRIES: u32 = 5;
+
 /// Functions one miss may bring in (the walk from the missed function over direct calls).
 const BATCH_BUDGET: usize = 4096;
 /// Room left in each module's reservation for later translations' stubs.
@@ -1520,14 +1524,27 @@ impl Jit {
             }
             return false;
         }
-        let done = match Tracee::stop_all(self.pid) {
-            Ok(mut tr) => {
-                let r = self.flush_stopped(&mut tr, all, mods, plugin, mbox);
-                mbox.store_u32(mb::LISTEN as usize, 1);
-                let resumed = tr.resume_detach().map_err(JitFail::from);
-                r.and_then(|done| resumed.map(|_| done))
+        // A thread that a signal interrupted in the cache keeps a cache address in its signal
+        // frame until its handler returns, which is soon: stop again a few times, a moment
+        // apart, before the flush is refused.
+        let mut tries = 1;
+        let done = loop {
+            let mut tr = match Tracee::stop_all(self.pid) {
+                Ok(tr) => tr,
+                Err(e) => break Err(e.into()),
+            };
+            if tries < FLUSH_TRIES && matches!(self.stacks_hold_cache(&tr), Ok(true)) {
+                tries += 1;
+                if let Err(e) = tr.resume_detach() {
+                    break Err(e.into());
+                }
+                std::thread::sleep(Duration::from_millis(2));
+                continue;
             }
-            Err(e) => Err(e.into()),
+            let r = self.flush_stopped(&mut tr, all, mods, plugin, mbox);
+            mbox.store_u32(mb::LISTEN as usize, 1);
+            let resumed = tr.resume_detach().map_err(JitFail::from);
+            break r.and_then(|done| resumed.map(|_| done));
         };
         match done {
             Ok(true) => {
