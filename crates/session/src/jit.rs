@@ -53,6 +53,11 @@ const FLUSH_TRIES: u32 = 5;
 
 /// Functions one miss may bring in (the walk from the missed function over direct calls).
 const BATCH_BUDGET: usize = 4096;
+/// Functions translated before a waiting thread is answered: the rest of its walk (up to
+/// [`BATCH_BUDGET`]) follows when kerf is idle. A thread gives up after one 250 ms wait
+/// (`mailbox::WAIT_NS`), and a whole walk from python3.11's `Py_BytesMain` (3,279 functions)
+/// took kerf 0.6 s: that thread ran natively.
+const ANSWER_BUDGET: usize = 64;
 /// Room left in each module's reservation for later translations' stubs.
 const STUB_ROOM: u64 = 1 << 20;
 
@@ -366,6 +371,9 @@ pub struct Jit {
     root_funcs: Vec<(usize, FuncId)>,
     /// Modules whose cached analysis failed its check on a miss, with why: never translated.
     refused: HashMap<usize, kerf_analysis::validate::Invalid>,
+    /// Functions whose miss was answered with only the start of their walk
+    /// ([`ANSWER_BUDGET`]): the rest is translated when kerf is idle.
+    deferred: Vec<(usize, FuncId)>,
 }
 
 /// What removal did.
@@ -745,6 +753,7 @@ pub fn install(
         limit: opts.cache_limit,
         root_funcs: starts.clone(),
         refused: HashMap::new(),
+        deferred: Vec::new(),
     };
     let mut translations = Vec::new();
     for (k, r) in results {
@@ -1053,6 +1062,13 @@ impl Jit {
                     self.stats.timeouts += 1;
                     mbox.store_u32(mb::LISTEN as usize, 1);
                 }
+                // Idle: the rest of a walk an answer left for later, one at a time.
+                let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
+                let t = Instant::now();
+                if self.translate_deferred(&all, &modules_of(&all), plugin) {
+                    self.stats.serving += t.elapsed();
+                    continue;
+                }
                 mbox.futex_wait(posted_at, posted, Duration::from_millis(20));
                 continue;
             }
@@ -1177,6 +1193,25 @@ impl Jit {
         }
     }
 
+    /// Translate the rest of the walk from one function whose miss was answered with only
+    /// its start (see [`ANSWER_BUDGET`]), while the process runs (as any miss's answer is
+    /// made); `false` when there is none left.
+    fn translate_deferred(
+        &mut self,
+        all: &[&AnalyzedImage],
+        mods: &[Module<'_>],
+        plugin: &dyn Plugin,
+    ) -> bool {
+        let Some((k, f)) = self.deferred.pop() else { return false };
+        let funcs = self.batch(mods, k, f, plugin, BATCH_BUDGET).map(|r| r.funcs);
+        for (j, funcs) in funcs.unwrap_or_default().into_iter().enumerate() {
+            if !funcs.is_empty() && self.translate_more(all, mods, plugin, j, funcs).is_err() {
+                break;
+            }
+        }
+        true
+    }
+
     /// Make `target` findable in the table: translate the function it falls in and what that
     /// reaches (up to [`BATCH_BUDGET`] functions not translated yet), give a translated block
     /// start that has no entry one, and anything else an escape entry (code outside every
@@ -1197,10 +1232,17 @@ impl Jit {
         let f = k.and_then(|k| Some((k, kerf_jit::region::function_containing(&mods[k], target)?)));
         if let Some((k, f)) = f {
             if !self.done[k].contains(&f) {
-                let mut region = self.batch(mods, k, f, plugin);
+                // Without a cache limit, only the start of the walk before the answer; the
+                // rest when idle (`translate_deferred`). Under a limit the walk is small
+                // already and a later one could flush.
+                let most = if self.limit.is_some() { BATCH_BUDGET } else { ANSWER_BUDGET };
+                let mut region = self.batch(mods, k, f, plugin, most);
                 // No room left under the cache limit: flush, then the room is the limit.
                 if region.is_none() && self.flush(all, mods, plugin, mbox) {
-                    region = self.batch(mods, k, f, plugin);
+                    region = self.batch(mods, k, f, plugin, most);
+                }
+                if self.limit.is_none() && region.as_ref().is_some_and(|r| r.capped) {
+                    self.deferred.push((k, f));
                 }
                 for (j, funcs) in
                     region.map(|r| r.funcs).unwrap_or_default().into_iter().enumerate()
@@ -1233,7 +1275,7 @@ impl Jit {
     }
 
     /// What a miss at function `f` of module `k` brings in: the walk from it over direct
-    /// calls, up to [`BATCH_BUDGET`] functions not translated yet, and under a cache limit
+    /// calls, up to `most` functions not translated yet, and under a cache limit
     /// only as many as fit in the room left by kerf's estimate (`room_for`, an upper bound)
     /// and in a quarter of the limit: `None` when not even `f` fits the room left.
     fn batch(
@@ -1242,6 +1284,7 @@ impl Jit {
         k: usize,
         f: FuncId,
         plugin: &dyn Plugin,
+        most: usize,
     ) -> Option<kerf_jit::Region> {
         let mem = self.mem.clone();
         let slot = |a: u64| {
@@ -1250,7 +1293,7 @@ impl Jit {
         };
         let done = &self.done;
         let skip = |j: usize, g: FuncId| done[j].contains(&g);
-        let mut budget = BATCH_BUDGET;
+        let mut budget = most;
         loop {
             let region = closure(mods, &[(k, f)], &slot, budget, false, &skip);
             let Some(limit) = self.limit else { return Some(region) };
