@@ -23,8 +23,10 @@ pub struct Region {
     /// target known before they run.
     pub predicted: usize,
     pub unknown: usize,
-    /// The budget stopped the walk.
+    /// The budget stopped the walk; and the functions it had found but not reached then (a
+    /// walk from them goes on where this one stopped).
     pub capped: bool,
+    pub rest: Vec<(usize, FuncId)>,
 }
 
 impl Region {
@@ -98,6 +100,7 @@ pub fn closure(
     while let Some((k, f)) = work.pop_front() {
         if r.len() >= budget {
             r.capped = true;
+            r.rest = std::iter::once((k, f)).chain(work).collect();
             break;
         }
         r.funcs[k].push(f);

@@ -54,7 +54,7 @@ const FLUSH_TRIES: u32 = 5;
 /// Functions one miss may bring in (the walk from the missed function over direct calls).
 const BATCH_BUDGET: usize = 4096;
 /// Functions translated before a waiting thread is answered: the rest of its walk (up to
-/// [`BATCH_BUDGET`]) follows when kerf is idle. A thread gives up after one 250 ms wait
+/// [`BATCH_BUDGET`]) follows when kerf is idle, as many at a time. A thread gives up after one 250 ms wait
 /// (`mailbox::WAIT_NS`), and a whole walk from python3.11's `Py_BytesMain` (3,279 functions)
 /// took kerf 0.6 s: that thread ran natively.
 const ANSWER_BUDGET: usize = 64;
@@ -371,9 +371,9 @@ pub struct Jit {
     root_funcs: Vec<(usize, FuncId)>,
     /// Modules whose cached analysis failed its check on a miss, with why: never translated.
     refused: HashMap<usize, kerf_analysis::validate::Invalid>,
-    /// Functions whose miss was answered with only the start of their walk
-    /// ([`ANSWER_BUDGET`]): the rest is translated when kerf is idle.
-    deferred: Vec<(usize, FuncId)>,
+    /// Walks that a miss's answer stopped early ([`ANSWER_BUDGET`]): where each stopped, and
+    /// how many more functions of it are still to come when kerf is idle.
+    deferred: Vec<(Vec<(usize, FuncId)>, usize)>,
 }
 
 /// What removal did.
@@ -1062,10 +1062,11 @@ impl Jit {
                     self.stats.timeouts += 1;
                     mbox.store_u32(mb::LISTEN as usize, 1);
                 }
-                // Idle: the rest of a walk an answer left for later, one at a time.
-                let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
-                let t = Instant::now();
-                if self.translate_deferred(&all, &modules_of(&all), plugin) {
+                // Idle: the rest of a walk an answer left for later, a step at a time.
+                if !self.deferred.is_empty() {
+                    let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
+                    let t = Instant::now();
+                    self.translate_deferred(&all, &modules_of(&all), plugin);
                     self.stats.serving += t.elapsed();
                     continue;
                 }
@@ -1193,23 +1194,40 @@ impl Jit {
         }
     }
 
-    /// Translate the rest of the walk from one function whose miss was answered with only
-    /// its start (see [`ANSWER_BUDGET`]), while the process runs (as any miss's answer is
-    /// made); `false` when there is none left.
+    /// Translate more of a walk that a miss's answer stopped early (see [`ANSWER_BUDGET`]),
+    /// from where it stopped, while the process runs (as any miss's answer is made):
+    /// [`ANSWER_BUDGET`] functions at a time, so that a miss meanwhile waits no longer than
+    /// for its own answer, up to [`BATCH_BUDGET`] in all.
     fn translate_deferred(
         &mut self,
         all: &[&AnalyzedImage],
         mods: &[Module<'_>],
         plugin: &dyn Plugin,
-    ) -> bool {
-        let Some((k, f)) = self.deferred.pop() else { return false };
-        let funcs = self.batch(mods, k, f, plugin, BATCH_BUDGET).map(|r| r.funcs);
-        for (j, funcs) in funcs.unwrap_or_default().into_iter().enumerate() {
+    ) {
+        let Some((rest, left)) = self.deferred.pop() else { return };
+        let mem = self.mem.clone();
+        let slot = |a: u64| {
+            let mut b = [0u8; 8];
+            mem.read(RemoteAddr(a), &mut b).ok().map(|()| u64::from_le_bytes(b))
+        };
+        let done = &self.done;
+        let skip = |j: usize, g: FuncId| done[j].contains(&g);
+        // (`closure` takes its starting points whatever `skip` says, and a miss since may
+        // have translated some.)
+        let from: Vec<(usize, FuncId)> = rest.into_iter().filter(|&(j, g)| !skip(j, g)).collect();
+        if from.is_empty() {
+            return;
+        }
+        let region = closure(mods, &from, &slot, ANSWER_BUDGET.min(left), false, &skip);
+        let taken = region.len();
+        if region.capped && left > taken {
+            self.deferred.push((region.rest.clone(), left - taken));
+        }
+        for (j, funcs) in region.funcs.into_iter().enumerate() {
             if !funcs.is_empty() && self.translate_more(all, mods, plugin, j, funcs).is_err() {
                 break;
             }
         }
-        true
     }
 
     /// Make `target` findable in the table: translate the function it falls in and what that
@@ -1241,8 +1259,8 @@ impl Jit {
                 if region.is_none() && self.flush(all, mods, plugin, mbox) {
                     region = self.batch(mods, k, f, plugin, most);
                 }
-                if self.limit.is_none() && region.as_ref().is_some_and(|r| r.capped) {
-                    self.deferred.push((k, f));
+                if let Some(r) = region.as_ref().filter(|r| r.capped && self.limit.is_none()) {
+                    self.deferred.push((r.rest.clone(), BATCH_BUDGET - ANSWER_BUDGET));
                 }
                 for (j, funcs) in
                     region.map(|r| r.funcs).unwrap_or_default().into_iter().enumerate()

@@ -258,15 +258,22 @@ pub fn run(
         let mut options = tool.options;
         options.rings = calls.as_ref().map(|c| c.shape);
         let woven = Woven { blocks: counting, branches, calls, callback };
-        let (module, detail) = match jit::install(pid, &target.modules, &roots, &woven, options) {
-            Ok(jit) => break (roots, woven, jit),
-            Err(jit::JitFail::Analysis { module, detail, .. }) => (module, detail),
-            Err(source) => return Err(ToolError::Jit { pid, source }),
-        };
+        let (module, path, detail) =
+            match jit::install(pid, &target.modules, &roots, &woven, options) {
+                Ok(jit) => break (roots, woven, jit),
+                Err(jit::JitFail::Analysis { module, path, detail }) => (module, path, detail),
+                Err(source) => return Err(ToolError::Jit { pid, source }),
+            };
         callback = woven.callback;
         let quiet = &kerf_analysis::Quiet;
-        let Some(said) = analyze_rejected(&mut target.modules, module, &detail, quiet) else {
-            unreachable!("only a cached analysis fails its check")
+        let again = match target.modules.get(module) {
+            Some(_) => analyze_rejected(&mut target.modules, module, &detail, quiet),
+            None => None,
+        };
+        // (`None`: not a cached analysis, which no check rejects: the error stands.)
+        let Some(said) = again else {
+            let source = jit::JitFail::Analysis { module, path, detail };
+            return Err(ToolError::Jit { pid, source });
         };
         for w in said.map_err(ToolError::Load)? {
             events.warn(&w);
