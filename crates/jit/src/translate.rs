@@ -67,8 +67,7 @@ const RET_SCRATCH: [Gpr; 7] = [Gpr::R11, Gpr::R10, Gpr::R9, Gpr::R8, Gpr::Rsi, G
 /// wherever `f`'s returns land, which are its callers' return sites only if every `ret` of
 /// `f` leaves through the slot its caller pushed.
 fn ret_scratch(m: &Module<'_>, f: FuncId) -> Option<[Register; 2]> {
-    let returns = m.returns?.get_or_init(|| kerf_analysis::liveness::at_continuations(m.cfg));
-    let live = returns.get(f.0 as usize)?;
+    let live = m.continuations()?.get(f.0 as usize)?;
     if !live.flags.is_empty() || !m.cfg.returns_through_callers_slot(m.mem, f) {
         return None;
     }
@@ -252,6 +251,13 @@ fn table_words(m: &Module<'_>, b: &kerf_analysis::cfg::Block) -> u64 {
 }
 
 impl Module<'_> {
+    /// What is live where each function's returns land ([`Module::returns`]), worked out
+    /// on first use; `None` when returns keep their frame.
+    pub fn continuations(&self) -> Option<&Vec<Live>> {
+        let at = || kerf_analysis::liveness::at_continuations(self.cfg);
+        self.returns.map(|r| r.get_or_init(at))
+    }
+
     pub fn runtime(&self, a: ImageAddr) -> u64 {
         a.0.wrapping_add(self.bias)
     }

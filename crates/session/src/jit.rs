@@ -720,6 +720,12 @@ pub fn install(
         })
         .collect();
     work.sort_by_key(|w| std::cmp::Reverse(w.1.room));
+    // Every module the region touches gets its return summaries now, before the program
+    // goes on: a region with no `ret` in a module (python3.11's `main` is one jump) would
+    // leave them to the first miss there, whose thread waits at most 250 ms.
+    work.par_iter().for_each(|(k, _)| {
+        mods[*k].continuations();
+    });
     let results: Vec<(usize, Result<Translation, kerf_jit::JitError>)> = work
         .into_par_iter()
         .map(|(k, layout)| {
@@ -1205,20 +1211,14 @@ impl Jit {
         plugin: &dyn Plugin,
     ) {
         let Some((rest, left)) = self.deferred.pop() else { return };
-        let mem = self.mem.clone();
-        let slot = |a: u64| {
-            let mut b = [0u8; 8];
-            mem.read(RemoteAddr(a), &mut b).ok().map(|()| u64::from_le_bytes(b))
-        };
-        let done = &self.done;
-        let skip = |j: usize, g: FuncId| done[j].contains(&g);
-        // (`closure` takes its starting points whatever `skip` says, and a miss since may
-        // have translated some.)
-        let from: Vec<(usize, FuncId)> = rest.into_iter().filter(|&(j, g)| !skip(j, g)).collect();
+        // (`walk` takes its starting points as they are, and a miss since may have
+        // translated some.)
+        let from: Vec<(usize, FuncId)> =
+            rest.into_iter().filter(|&(j, g)| !self.done[j].contains(&g)).collect();
         if from.is_empty() {
             return;
         }
-        let region = closure(mods, &from, &slot, ANSWER_BUDGET.min(left), false, &skip);
+        let region = self.walk(mods, &from, ANSWER_BUDGET.min(left));
         let taken = region.len();
         if region.capped && left > taken {
             self.deferred.push((region.rest.clone(), left - taken));
@@ -1292,6 +1292,22 @@ impl Jit {
         }
     }
 
+    /// The walk over direct calls (and fixed slots, as they are in the target now) from
+    /// `from`, up to `budget` functions, never into one translated already.
+    fn walk(
+        &self,
+        mods: &[Module<'_>],
+        from: &[(usize, FuncId)],
+        budget: usize,
+    ) -> kerf_jit::Region {
+        let slot = |a: u64| {
+            let mut b = [0u8; 8];
+            self.mem.read(RemoteAddr(a), &mut b).ok().map(|()| u64::from_le_bytes(b))
+        };
+        let skip = |j: usize, g: FuncId| self.done[j].contains(&g);
+        closure(mods, from, &slot, budget, false, &skip)
+    }
+
     /// What a miss at function `f` of module `k` brings in: the walk from it over direct
     /// calls, up to `most` functions not translated yet, and under a cache limit
     /// only as many as fit in the room left by kerf's estimate (`room_for`, an upper bound)
@@ -1304,16 +1320,9 @@ impl Jit {
         plugin: &dyn Plugin,
         most: usize,
     ) -> Option<kerf_jit::Region> {
-        let mem = self.mem.clone();
-        let slot = |a: u64| {
-            let mut b = [0u8; 8];
-            mem.read(RemoteAddr(a), &mut b).ok().map(|()| u64::from_le_bytes(b))
-        };
-        let done = &self.done;
-        let skip = |j: usize, g: FuncId| done[j].contains(&g);
         let mut budget = most;
         loop {
-            let region = closure(mods, &[(k, f)], &slot, budget, false, &skip);
+            let region = self.walk(mods, &[(k, f)], budget);
             let Some(limit) = self.limit else { return Some(region) };
             let need: u64 = (region.funcs.iter().enumerate())
                 .filter(|(_, fs)| !fs.is_empty())
