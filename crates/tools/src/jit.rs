@@ -428,7 +428,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         let m = jit.image(&target.modules, module);
         let word = |c: &jit::Cache, w: u64| c.data.load_u64(w as usize);
         let (mut esc, mut leaving, mut rets, mut last) = (0, 0, 0, 0);
-        let (mut blocks, mut bytes, mut exits, mut translations) = (0, 0, 0, 0);
+        let (mut blocks, mut bytes, mut exits, mut translations, mut tables) = (0, 0, 0, 0, 0);
         for (k, c) in caches {
             let live = jit.live_escapes(k);
             esc += live;
@@ -441,6 +441,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             blocks += c.translation.blocks.len();
             bytes += c.translation.code.len();
             exits += c.translation.exits.len();
+            tables += c.translation.tables.len();
             translations += 1;
         }
         escapes += esc;
@@ -453,6 +454,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "blocks": blocks,
             "code_bytes": bytes,
             "static_exits": exits,
+            "table_copies": tables,
             "escapes": esc,
             "escapes_detaching": leaving,
             "returns_out": rets,
