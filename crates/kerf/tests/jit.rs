@@ -52,6 +52,19 @@ fn kerf_with_cache(
     program: &Path,
     pargs: &[&str],
 ) -> (Value, String, String) {
+    kerf_env(cache, &[], tag, tool, args, program, pargs)
+}
+
+/// [`kerf_with_cache`] with kerf's environment given `env` too.
+fn kerf_env(
+    cache: &Path,
+    env: &[(&str, &str)],
+    tag: &str,
+    tool: &str,
+    args: &[&str],
+    program: &Path,
+    pargs: &[&str],
+) -> (Value, String, String) {
     let summary = tmp().join(format!("jit-{tag}.json"));
     let _ = std::fs::remove_file(&summary);
     let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
@@ -63,6 +76,7 @@ fn kerf_with_cache(
         .arg(program)
         .args(pargs)
         .env("KERF_CACHE_DIR", cache)
+        .envs(env.iter().copied())
         .env_remove("DEBUGINFOD_URLS")
         .output()
         .unwrap();
@@ -124,6 +138,35 @@ fn output_is_unchanged_nothing_escapes_and_block_counts_equal_spliced_counts() {
     assert!(jit["cmp+0x0"] > 100_000, "{:?}", jit.get("cmp+0x0"));
     // Nothing outside the region counts: main runs only in the original code.
     assert!(!jit.keys().any(|k| k.starts_with("main+")), "main ran in the cache");
+}
+
+/// A module's translation ahead is cut into pieces translated side by side (calls between
+/// pieces go through link words, as to code translated on demand). Cut into many small
+/// pieces (`KERF_JIT_PIECE_BLOCKS`), the fixture and libc run unchanged, nothing escapes, and
+/// every block counts what it counts translated in one piece.
+#[test]
+fn a_module_translated_in_pieces_runs_and_counts_as_in_one() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-pieces");
+    let expected = plain(&bin, &[]);
+    let cache = tmp().join("jit-cache");
+    let args = ["work", "--whole"];
+    let one = [("KERF_JIT_PIECE_BLOCKS", "100000000")];
+    let (whole, out, _) = kerf_env(&cache, &one, "pieces-one", "jit", &args, &bin, &[]);
+    assert_eq!(out, expected);
+    let many = [("KERF_JIT_PIECE_BLOCKS", "64")];
+    let (v, out, _) = kerf_env(&cache, &many, "pieces-many", "jit", &args, &bin, &[]);
+    assert_eq!(out, expected, "the program's output changed");
+    let (j, j1) = (&v["jit"], &whole["jit"]);
+    assert_eq!(j["escapes"], 0, "escapes: {j}");
+    // The fixture and libc (and the vDSO): one translation each, against a few each.
+    let modules = j1["modules"].as_array().unwrap().len() as u64;
+    assert_eq!(j1["pieces"], modules, "{j1}");
+    assert!(j["pieces"].as_u64().unwrap() > modules + 2, "{j}");
+    assert_eq!(j["functions"], j1["functions"]);
+    assert_eq!(j["returns_out"], j1["returns_out"]);
+    let (split, single) = (counts(&v["blocks"], ""), counts(&whole["blocks"], ""));
+    assert!(single.len() > 100 && single["cmp+0x0"] > 100_000, "{}", single.len());
+    assert_eq!(split, single, "block counts: many pieces vs one");
 }
 
 /// By default kerf translates only what `work` reaches by direct calls; the function

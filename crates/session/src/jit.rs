@@ -126,6 +126,12 @@ pub enum JitFail {
         tid: i32,
         pc: u64,
     },
+    /// A translation made for room that is in use, or past the room's end (kerf's own
+    /// fault: nothing was written).
+    Placement {
+        at: u64,
+        free: u64,
+    },
     /// Module `module`'s analysis came from the cache and does not describe its image (see
     /// `AnalyzedImage::check_all_code`): nothing was translated from it.
     Analysis {
@@ -147,6 +153,9 @@ impl fmt::Display for JitFail {
             JitFail::Mismatch { addr, detail } => write!(f, "bytes at {addr:#x}: {detail}"),
             JitFail::Stranded { tid, pc } => {
                 write!(f, "thread {tid} at {pc:#x} did not reach a clean point of the code cache")
+            }
+            JitFail::Placement { at, free } => {
+                write!(f, "a translation made for {at:#x} where the free room starts at {free:#x}")
             }
             JitFail::Analysis { path, detail, .. } => {
                 write!(f, "the cached analysis of {} does not match it ({detail})", path.display())
@@ -243,6 +252,8 @@ struct Space {
     /// sets `used` back to it.
     used: u64,
     start: u64,
+    /// Room left unused between translations (see [`Jit::adopt`]): not counted as cache.
+    gaps: u64,
     data: Arc<SharedMem>,
     data_used: u64,
     /// The per-thread rings of the plugins' records, if they have any; the thread table that
@@ -300,6 +311,8 @@ pub struct JitStats {
     pub lost: usize,
     pub plan: Duration,
     pub translate: Duration,
+    /// Translations made ahead (a module's may be cut in pieces, see `pieces`).
+    pub pieces: usize,
     pub write: Duration,
     /// The stop that spliced the roots.
     pub splice_pause: Duration,
@@ -429,9 +442,13 @@ fn map_space(
     // Room for every function of the module; where the address space near it has no
     // gap that big (a 100 MB library asks for 600 MB), room for what is translated
     // ahead and as much again: later misses that find no room escape, counted.
+    // (And what each further piece of the translation ahead needs of its own, see `pieces`.)
+    let more = MOST_PIECES.saturating_sub(1) as u64;
+    let (piece, piece_data) =
+        (kerf_jit::room_for(module, &[], plugin), kerf_jit::data_for(module, &[]));
     let want = |f: &[FuncId]| {
-        let code = kerf_jit::room_for(module, f, plugin) + STUB_ROOM;
-        (code, THREADS_LEN + kerf_jit::data_for(module, f) + STUB_ROOM)
+        let code = kerf_jit::room_for(module, f, plugin) + STUB_ROOM + more * piece;
+        (code, THREADS_LEN + kerf_jit::data_for(module, f) + STUB_ROOM + more * piece_data)
     };
     let (full, few) = (want(all_funcs), want(ahead));
     let small = (full.0.min(2 * few.0), full.1.min(2 * few.1));
@@ -476,7 +493,18 @@ fn map_space(
     let used = (routines.len() as u64).next_multiple_of(64);
     code_mem.write_bytes(0, routines);
     let at = if routines.is_empty() { 0 } else { code.0 };
-    Ok(Space { code, code_mem, room, used, start: used, data, data_used, rings, routines: at })
+    Ok(Space {
+        code,
+        code_mem,
+        room,
+        used,
+        start: used,
+        gaps: 0,
+        data,
+        data_used,
+        rings,
+        routines: at,
+    })
 }
 
 /// The clean points for original address `orig` inside the copy of its block in translation
@@ -697,13 +725,17 @@ pub fn install(
     // The main thread's id is the process id.
     let owner_tid = tid_offset.map(|_| pid as u32);
     let ctx = Ctx { at, hash, owner, owner_tid, roots: root_entries, mailbox: mailbox_at };
-    let mut work: Vec<(usize, Layout)> = spaces
+    // Per module of the region: its pieces (see `pieces`), each with its functions and where
+    // it goes.
+    let most = MOST_PIECES.min(2 * rayon::current_num_threads());
+    let least = piece_blocks();
+    let mut work: Vec<(usize, Vec<Piece>)> = spaces
         .iter()
         .enumerate()
         .filter(|(k, _)| !region.funcs[*k].is_empty())
         .filter_map(|(k, sp)| {
             let sp = sp.as_ref()?;
-            let layout = Layout {
+            let whole = Layout {
                 code: sp.code.0 + sp.used,
                 room: sp.room - STUB_ROOM - sp.used,
                 table: table.remote().0,
@@ -716,26 +748,40 @@ pub fn install(
                 routines: sp.routines,
                 state: state_at,
             };
-            Some((k, layout))
-        })
-        .collect();
-    work.sort_by_key(|w| std::cmp::Reverse(w.1.room));
-    // Every module the region touches gets its return summaries now, before the program
-    // goes on: a region with no `ret` in a module (python3.11's `main` is one jump) would
-    // leave them to the first miss there, whose thread waits at most 250 ms.
-    work.par_iter().for_each(|(k, _)| {
-        mods[*k].continuations();
-    });
-    let results: Vec<(usize, Result<Translation, kerf_jit::JitError>)> = work
-        .into_par_iter()
-        .map(|(k, layout)| {
-            let name = images[k].path.display().to_string();
-            let reached: HashSet<FuncId> = region.reached[k].iter().copied().collect();
-            let scope = Scope { roots: &ctx.roots, reached: &reached };
+            let data_room = sp.data.len() as u64 - sp.data_used;
             let funcs = &region.funcs[k];
-            (k, kerf_jit::translate(&name, &mods[k], funcs, &layout, plugin, &ctx.at, &scope))
+            let split = pieces(&mods[k], funcs, least, most);
+            let placed = (split.len() > 1)
+                .then(|| place(&mods[k], split, &whole, data_room, plugin))
+                .flatten();
+            Some((k, placed.unwrap_or_else(|| vec![(funcs.clone(), whole)])))
         })
         .collect();
+    work.sort_by_key(|w| std::cmp::Reverse(w.1.iter().map(|p| p.1.room).sum::<u64>()));
+    let one = |k: usize, funcs: &[FuncId], layout: &Layout| {
+        let name = images[k].path.display().to_string();
+        let reached: HashSet<FuncId> = region.reached[k].iter().copied().collect();
+        let scope = Scope { roots: &ctx.roots, reached: &reached };
+        let t = kerf_jit::translate(&name, &mods[k], funcs, layout, plugin, &ctx.at, &scope);
+        (k, funcs.to_vec(), t)
+    };
+    // First every module the region touches gets its return summaries (before the program
+    // goes on: a region with no `ret` in a module, as python3.11's `main`, one jump, would
+    // leave them to the first miss there, whose thread waits at most 250 ms), and a module
+    // in one piece is translated right after its own; then the pieces of the others, side
+    // by side (python3.11's summaries take 0.07 s, its translation 0.32 s on one core).
+    let mut results: Vec<_> = work
+        .par_iter()
+        .flat_map_iter(|(k, pieces)| {
+            mods[*k].continuations();
+            let single = pieces.first().filter(|_| pieces.len() == 1);
+            single.map(|(funcs, layout)| one(*k, funcs, layout))
+        })
+        .collect();
+    let split = work.iter().filter(|w| w.1.len() > 1);
+    let each: Vec<_> = split.flat_map(|(k, ps)| ps.iter().map(move |p| (*k, p))).collect();
+    results.par_extend(each.into_par_iter().map(|(k, (funcs, layout))| one(k, funcs, layout)));
+    stats.pieces = results.len();
     stats.translate = t1.elapsed();
     let mut jit = Jit {
         pid,
@@ -762,21 +808,21 @@ pub fn install(
         deferred: Vec::new(),
     };
     let mut translations = Vec::new();
-    for (k, r) in results {
+    for (k, funcs, r) in results {
         match r {
-            Ok(t) => translations.push((k, t)),
+            Ok(t) => translations.push((k, funcs, t)),
             Err(e) => {
                 let _ = jit.unmap();
                 return Err(JitFail::Translate(e));
             }
         }
     }
-    translations.sort_by_key(|t| t.0);
+    // A module's pieces in the order of their room.
+    translations.sort_by_key(|t| (t.0, t.2.at));
 
     // 3. Write the caches (no thread can be in them: nothing leads there yet) and the table.
     let t2 = Instant::now();
-    for (k, t) in translations {
-        let funcs = std::mem::take(&mut region.funcs[k]);
+    for (k, funcs, t) in translations {
         if let Err(e) = jit.adopt(k, t, funcs, false) {
             let _ = jit.unmap();
             return Err(e);
@@ -812,6 +858,67 @@ pub fn install(
     Ok(jit)
 }
 
+/// A piece of a module's translation ahead: its functions and where it goes.
+type Piece = (Vec<FuncId>, Layout);
+
+/// Pieces a module's translation ahead is cut into at most (see [`pieces`]): twice the
+/// cores kerf has, up to this.
+const MOST_PIECES: usize = 16;
+
+/// Blocks a piece of a module's translation ahead has at least (see [`pieces`]);
+/// `KERF_JIT_PIECE_BLOCKS` sets it (the tests split their small fixtures with it).
+fn piece_blocks() -> usize {
+    const PIECE_BLOCKS: usize = 8192;
+    let set = std::env::var("KERF_JIT_PIECE_BLOCKS").ok().and_then(|v| v.parse().ok());
+    set.filter(|&n: &usize| n > 0).unwrap_or(PIECE_BLOCKS)
+}
+
+/// `funcs` of `m` cut into pieces of consecutive functions (by entry) with about as many
+/// blocks each, at most `most` of them and each of `least` blocks or more, to be translated
+/// side by side: one module's translation is one core's work otherwise, and python3.11's is
+/// most of what kerf does before the program starts. A call from one piece to another goes
+/// through a link word, as one to a function translated on demand does.
+fn pieces(m: &Module<'_>, funcs: &[FuncId], least: usize, most: usize) -> Vec<Vec<FuncId>> {
+    let mut funcs = funcs.to_vec();
+    funcs.sort_by_key(|&f| m.cfg.function(f).entry);
+    let blocks = |f: FuncId| m.cfg.blocks_of(f).len();
+    let total: usize = funcs.iter().map(|&f| blocks(f)).sum();
+    let n = (total / least.max(1)).clamp(1, most.max(1));
+    let mut out: Vec<Vec<FuncId>> = vec![Vec::new()];
+    let mut seen = 0;
+    for f in funcs {
+        // Piece `j` ends once the blocks so far reach `j + 1` shares.
+        let j = out.len();
+        if j < n && seen * n >= j * total && !out[j - 1].is_empty() {
+            out.push(Vec::new());
+        }
+        seen += blocks(f);
+        out.last_mut().expect("one piece at least").push(f);
+    }
+    out
+}
+
+/// Where each piece goes: one after another from `whole`'s start, each with the most room
+/// and data its functions could need (`room_for`, `data_for`); `None` when together they
+/// would not fit `whole`'s room and the `data_room` bytes of data left.
+fn place(
+    m: &Module<'_>,
+    pieces: Vec<Vec<FuncId>>,
+    whole: &Layout,
+    data_room: u64,
+    plugin: &dyn Plugin,
+) -> Option<Vec<Piece>> {
+    let (mut code, mut data) = (whole.code, whole.data);
+    let mut out = Vec::with_capacity(pieces.len());
+    for funcs in pieces {
+        let room = kerf_jit::room_for(m, &funcs, plugin);
+        out.push((funcs.clone(), Layout { code, room, data, ..*whole }));
+        code += room.next_multiple_of(64);
+        data += kerf_jit::data_for(m, &funcs).next_multiple_of(64);
+    }
+    (code - whole.code <= whole.room && data - whole.data <= data_room).then_some(out)
+}
+
 /// The jump at root `r`'s entry to its translation, checked as any `jump5` is.
 fn entry_splice(images: &[&AnalyzedImage], jit: &Jit, r: &Root) -> Result<Entry, JitFail> {
     let m = images[r.module];
@@ -824,8 +931,8 @@ fn entry_splice(images: &[&AnalyzedImage], jit: &Jit, r: &Root) -> Result<Entry,
     let target = jit
         .caches
         .iter()
-        .find(|c| c.module == r.module)
-        .and_then(|c| c.translation.cache_of(entry))
+        .filter(|c| c.module == r.module)
+        .find_map(|c| c.translation.cache_of(entry))
         .ok_or_else(|| why("its entry block has no translation".into()))?;
     let mut starts: Vec<u64> = cfg.blocks_of(r.func).iter().map(|b| b.start.0 + bias).collect();
     starts.sort_unstable();
@@ -969,16 +1076,28 @@ impl Jit {
     ) -> Result<usize, JitFail> {
         use kerf_jit::translate::{DATA_NO_WAY, DATA_OWNER};
         let sp = self.spaces[k].as_mut().expect("a translation is made for a module with room");
-        let code = RemoteAddr(sp.code.0 + sp.used);
-        sp.code_mem.write_bytes(sp.used as usize, &t.code);
+        // A translation goes where it was made for, in room nothing uses yet: after the
+        // last one adopted (pieces of one module made side by side leave a gap between them,
+        // each made for the most room it could need).
+        let (off, data_off) =
+            (t.at.wrapping_sub(sp.code.0), t.data_at.wrapping_sub(sp.data.remote().0));
+        let end = off.checked_add(t.code.len() as u64).filter(|&e| off >= sp.used && e <= sp.room);
+        let data_end = (data_off.checked_add(t.data_len))
+            .filter(|&e| data_off >= sp.data_used && e <= sp.data.len() as u64);
+        let (Some(end), Some(data_end)) = (end, data_end) else {
+            return Err(JitFail::Placement { at: t.at, free: sp.code.0 + sp.used });
+        };
+        let code = RemoteAddr(t.at);
+        sp.code_mem.write_bytes(off as usize, &t.code);
         let data = Area {
             mem: sp.data.clone(),
-            off: sp.data_used as usize,
+            off: data_off as usize,
             len: t.data_len as usize,
             kept: None,
         };
-        sp.used = (sp.used + t.code.len() as u64).next_multiple_of(64);
-        sp.data_used = (sp.data_used + t.data_len).next_multiple_of(64);
+        sp.gaps += off - sp.used;
+        sp.used = end.next_multiple_of(64);
+        sp.data_used = data_end.next_multiple_of(64);
         data.store_u64(DATA_OWNER as usize, self.ctx.owner);
         // Every site predicts the way that matches nothing until it has seen one.
         let none = data.remote().0 + DATA_NO_WAY;
@@ -1472,7 +1591,7 @@ impl Jit {
 
     /// Bytes of translated code the rooms hold now (the routines' copies not counted).
     pub fn cache_bytes(&self) -> u64 {
-        self.spaces.iter().flatten().map(|sp| sp.used - sp.start).sum()
+        self.spaces.iter().flatten().map(|sp| sp.used - sp.start - sp.gaps).sum()
     }
 
     fn in_cache(&self, a: u64) -> bool {
@@ -1670,6 +1789,7 @@ impl Jit {
             sp.data.write_bytes(THREADS_LEN as usize, &zeros);
             sp.data_used = THREADS_LEN;
             sp.used = sp.start;
+            sp.gaps = 0;
         }
         self.index = Table::new(self.ctx.hash);
         self.table.write_bytes(0, &self.index.bytes());

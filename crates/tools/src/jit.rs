@@ -287,7 +287,8 @@ pub fn run(
         s.region.len(),
         s.blocks,
         s.code_bytes / 1024,
-        jit.caches.len(),
+        // (A module's translation may be in pieces: modules, not translations.)
+        jit.caches.iter().map(|c| c.module).collect::<std::collections::BTreeSet<_>>().len(),
         t.elapsed().as_secs_f64(),
         roots.len()
     ));
@@ -493,6 +494,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "predicted_indirect": s.region.predicted,
             "unknown_indirect": s.region.unknown,
             "table_copies": s.table_copies,
+            "pieces": s.pieces,
             "capped": s.region.capped,
             "table_entries": s.table_entries,
             "crowded": s.crowded,
