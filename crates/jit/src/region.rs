@@ -10,7 +10,7 @@ use crate::translate::Module;
 use iced_x86::{Decoder, DecoderOptions, Instruction, OpKind, Register};
 use kerf_analysis::cfg::{EdgeKind, EdgeTarget, FuncId, Terminator};
 use kerf_arch::ImageAddr;
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 /// The functions to translate, per module.
 #[derive(Clone, Debug, Default)]
@@ -23,6 +23,10 @@ pub struct Region {
     /// target known before they run.
     pub predicted: usize,
     pub unknown: usize,
+    /// The fixed slots the walk read that named a function's entry: slot address -> its
+    /// value then (a jump through one is translated to go straight to that function's
+    /// translation while the slot still holds it, see `seq::slot_guard`).
+    pub slots: HashMap<u64, u64>,
     /// The budget stopped the walk; and the functions it had found but not reached then (a
     /// walk from them goes on where this one stopped).
     pub capped: bool,
@@ -67,7 +71,7 @@ fn last_insn(m: &Module<'_>, start: ImageAddr, len: u32) -> Option<Instruction> 
 }
 
 /// The memory slot an indirect transfer reads its target from, when it is one fixed address.
-fn fixed_slot(i: &Instruction) -> Option<u64> {
+pub fn fixed_slot(i: &Instruction) -> Option<u64> {
     if i.op0_kind() != OpKind::Memory || i.memory_index() != Register::None {
         return None;
     }
@@ -119,16 +123,15 @@ pub fn closure(
                 Terminator::IndirectCall | Terminator::IndirectTailCall | Terminator::Unanalysable
             );
             if indirect {
-                let target = last_insn(m, b.start, b.len)
-                    .and_then(|i| fixed_slot(&i))
-                    .and_then(slot)
-                    .and_then(|v| function_at(mods, v));
-                match target {
-                    Some(t) => {
+                let at = last_insn(m, b.start, b.len).and_then(|i| fixed_slot(&i));
+                let value = at.and_then(slot);
+                match (at, value, value.and_then(|v| function_at(mods, v))) {
+                    (Some(at), Some(v), Some(t)) => {
                         r.predicted += 1;
+                        r.slots.insert(at, v);
                         next.push(t);
                     }
-                    None => r.unknown += 1,
+                    _ => r.unknown += 1,
                 }
             }
         }

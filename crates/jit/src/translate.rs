@@ -13,7 +13,7 @@
 
 use crate::x86_64 as seq;
 use iced_x86::{BlockEncoder, BlockEncoderOptions, Decoder, DecoderOptions, Instruction, Register};
-use iced_x86::{Code, FlowControl, InstructionBlock, OpKind};
+use iced_x86::{Code, FlowControl, InstructionBlock, Mnemonic, OpKind};
 use kerf_analysis::cfg::{BlockId, Cfg, EdgeKind, EdgeTarget, FuncId, TableFormat, Terminator};
 use kerf_analysis::liveness::Live;
 use kerf_analysis::memory::CodeMemory;
@@ -56,6 +56,10 @@ pub struct Module<'a> {
     /// of the table ([`seq::table_dispatch`]); `false`: through the lookup, as any indirect
     /// jump.
     pub tables: bool,
+    /// Whether a tail jump through a fixed slot whose value kerf read goes straight to that
+    /// value's translation while the slot holds it ([`seq::slot_guard`]); `false`: through
+    /// the lookup.
+    pub guards: bool,
 }
 
 /// Registers a frameless `ret` may take, first choice first: never arguments or return
@@ -74,6 +78,23 @@ fn ret_scratch(m: &Module<'_>, f: FuncId) -> Option<[Register; 2]> {
     let mut free = RET_SCRATCH.iter().filter(|&&r| !live.regs.contains(r));
     let reg = kerf_codegen::templates::iced_gpr;
     Some([reg(*free.next()?), reg(*free.next()?)])
+}
+
+/// A register a jump at `f`'s entry through a fixed slot may overwrite, with the flags, for
+/// [`seq::slot_guard`]: not an argument (the target reads them) and dead wherever `f`'s
+/// returns land, which is where the target's returns land (nothing is pushed before it).
+fn tail_scratch(m: &Module<'_>, f: FuncId) -> Option<Register> {
+    if !m.guards {
+        return None;
+    }
+    let live = m.continuations()?.get(f.0 as usize)?;
+    if !live.flags.is_empty() {
+        return None;
+    }
+    let args = kerf_arch::x86_64::RegSet::SYSV_ARGS;
+    let free =
+        [Gpr::R11, Gpr::R10].into_iter().find(|&r| !live.regs.contains(r) && !args.contains(r));
+    free.map(kerf_codegen::templates::iced_gpr)
 }
 
 /// A jump-table dispatch that can go through a translated copy of its table
@@ -308,6 +329,9 @@ pub struct Scope<'a> {
     pub roots: &'a HashSet<u64>,
     /// The module's functions the walk reached.
     pub reached: &'a HashSet<FuncId>,
+    /// Fixed slots read when the walk was made: slot address -> value then (see
+    /// [`crate::region::Region::slots`]).
+    pub slots: &'a HashMap<u64, u64>,
 }
 
 /// What a plugin sees of a block it may instrument.
@@ -517,6 +541,9 @@ pub struct Translation {
     /// words' values (cache addresses), to write after the prediction words (the copies lie
     /// among them) and before the cache runs.
     pub tables: Vec<(u64, Vec<u64>)>,
+    /// Jumps through a fixed slot that go straight on while the slot holds what it held
+    /// ([`seq::slot_guard`]).
+    pub slot_guards: usize,
 }
 
 /// A linkable exit (see [`seq::linked_exit_stub`]): its word in the data area, the original
@@ -638,6 +665,8 @@ struct Emitter {
     tables: Vec<(u64, Vec<u64>)>,
     /// The label of the [`seq::table_stub`] per target and registers put back (made once).
     table_stubs: HashMap<(u64, Vec<(Register, u64)>), u64>,
+    /// Slot guards emitted (see [`Translation::slot_guards`]).
+    slot_guards: usize,
 }
 
 /// A translated call's stub (see [`seq::call_stub`]): the original return address, then the
@@ -779,6 +808,7 @@ pub fn translate(
         ret_ways: BTreeMap::new(),
         tables: Vec::new(),
         table_stubs: HashMap::new(),
+        slot_guards: 0,
     };
     // Every block start that gets a translation (the first function holding it keeps it),
     // and its label. Branches link by label, never by original address: iced's encoder also
@@ -836,6 +866,23 @@ pub fn translate(
         .iter()
         .filter(|&&f| cfg.blocks_of(f).iter().any(|b| b.term == Terminator::Return))
         .map(|&f| (f, ret_scratch(m, f)))
+        .collect();
+    // Per function that begins with a jump through a slot the walk read (a PLT stub): the
+    // register its guard may take (see `tail_scratch`).
+    let slot_jumps: HashMap<FuncId, Register> = funcs
+        .iter()
+        .filter(|&&f| {
+            let func = cfg.function(f);
+            let entry = cfg.block(func.entry_block);
+            let insns = block_insns(m, entry.start, entry.len, entry.insns);
+            let Some((jump, before)) = insns.split_last() else { return false };
+            // Nothing before it but `endbr64` and `nop`s: the stack as the caller left it.
+            let idle = |i: &Instruction| matches!(i.mnemonic(), Mnemonic::Endbr64 | Mnemonic::Nop);
+            entry.term == Terminator::IndirectTailCall
+                && before.iter().all(idle)
+                && crate::region::fixed_slot(jump).is_some_and(|a| scope.slots.contains_key(&a))
+        })
+        .filter_map(|&f| Some((f, tail_scratch(m, f)?)))
         .collect();
     let mut block_first = Vec::with_capacity(order.len());
     for (n, &(f, k)) in order.iter().enumerate() {
@@ -912,6 +959,7 @@ pub fn translate(
             exit,
             scratch.get(&f).copied().flatten(),
             table_shape(m, b).as_ref(),
+            slot_jumps.get(&f).filter(|_| b.start == func.entry).map(|&r| (scope.slots, r)),
         );
         if let Some(fi) = e.insns.get_mut(block_first[n]) {
             fi.set_ip(starts[&start]);
@@ -1173,6 +1221,7 @@ pub fn translate(
         blocks_end,
         branches,
         tables,
+        slot_guards: e.slot_guards,
     })
 }
 
@@ -1302,6 +1351,7 @@ fn copy_block(
     mut exit: Option<(u64, Vec<Instruction>)>,
     ret_scratch: Option<[Register; 2]>,
     table: Option<&TableShape>,
+    slot_jump: Option<(&HashMap<u64, u64>, Register)>,
 ) -> End {
     let rt_start = m.runtime(start);
     let Some((base, bytes)) = m.mem.code_region(start) else {
@@ -1406,6 +1456,19 @@ fn copy_block(
                 end = End::Call { site: true };
             }
             Flow::IndirectJump => {
+                // Through a slot the walk read: straight on while it holds what it held.
+                let slot = crate::region::fixed_slot(&i).filter(|_| i.code() == Code::Jmp_rm64);
+                let guard = slot_jump.and_then(|(v, r)| Some((slot?, *v.get(&slot?)?, r)));
+                let here = match guard {
+                    Some((slot, value, scratch)) => {
+                        let (hit, other) = (link(e, value), e.label());
+                        e.extend(seq::slot_guard(slot, value, scratch, hit, other), here);
+                        e.slot_guards += 1;
+                        e.mark(e.insns.len(), other);
+                        None
+                    }
+                    None => here,
+                };
                 e.extend(seq::enter(0), here);
                 e.push(load_target(&i, seq::FRAME), None);
                 lookup(e, layout, second);

@@ -774,6 +774,25 @@ pub fn table_stub(label: u64, put_back: &[(Register, u64)], to: u64) -> Vec<Inst
 
 /// `jmp rel32` to `target` (an original address the encoder links to its translation, or a
 /// label).
+/// A jump through fixed slot `slot` (`jmp [rip+X]`, a PLT stub's) that held `value` when it
+/// was translated, with `scratch` and the flags dead: straight to `hit` (the translation of
+/// `value`) while the slot still holds it, else to `other` (the lookup, as any indirect
+/// jump). Two instructions and a load where the lookup takes a frame and a hash.
+pub fn slot_guard(
+    slot: u64,
+    value: u64,
+    scratch: Register,
+    hit: u64,
+    other: u64,
+) -> Vec<Instruction> {
+    vec![
+        op(Instruction::with2(Code::Mov_r64_imm64, scratch, value)),
+        op(Instruction::with2(Code::Cmp_rm64_r64, rip(slot), scratch)),
+        op(Instruction::with_branch(Code::Jne_rel32_64, other)),
+        jmp(hit),
+    ]
+}
+
 pub fn jmp(target: u64) -> Instruction {
     op(Instruction::with_branch(Code::Jmp_rel32_64, target))
 }

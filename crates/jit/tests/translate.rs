@@ -111,14 +111,15 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
     let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
     let cfg = &analysis.cfg;
     let returns = std::sync::OnceLock::new();
-    let m = Module { cfg, mem: &image, bias: 0, returns: Some(&returns), tables: true };
+    let m =
+        Module { cfg, mem: &image, bias: 0, returns: Some(&returns), tables: true, guards: true };
     let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
     let layout = layout(Some(MAILBOX));
     let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
     let work = cfg.functions_named("work").next().expect("work");
     let roots: HashSet<u64> = [cfg.function(work).entry.0].into();
     let reached: HashSet<FuncId> = [work].into();
-    let scope = Scope { roots: &roots, reached: &reached };
+    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default() };
     // Both sides of every conditional branch counted too: their code must keep every check
     // below true.
     let plugin = Counter { edges: true };
@@ -282,12 +283,13 @@ fn every_end_of_a_frame_gets_the_exit_code_at_a_clean_point() {
     let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
     let cfg = &analysis.cfg;
     let returns = std::sync::OnceLock::new();
-    let m = Module { cfg, mem: &image, bias: 0, returns: Some(&returns), tables: true };
+    let m =
+        Module { cfg, mem: &image, bias: 0, returns: Some(&returns), tables: true, guards: true };
     let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
     let layout = layout(None);
     let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
     let (roots, reached) = (HashSet::new(), funcs.iter().copied().collect());
-    let scope = Scope { roots: &roots, reached: &reached };
+    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default() };
     let t = kerf_jit::translate("jitted", &m, &funcs, &layout, &Exits, &at, &scope).unwrap();
     // The blocks that end a frame, and the original address of their last instruction.
     let mut ends = BTreeMap::new();

@@ -169,6 +169,31 @@ fn a_module_translated_in_pieces_runs_and_counts_as_in_one() {
     assert_eq!(split, single, "block counts: many pieces vs one");
 }
 
+/// A PLT stub's `jmp [GOT]` goes straight to the translation of what its slot held when
+/// kerf translated it, guarded by a compare with the slot (`seq::slot_guard`). The fixture
+/// points its own GOT slot for strlen at another function between two calls of the root:
+/// the second call must follow the slot (a guard that did not look sends it to libc's
+/// strlen, and the second sum equals the first).
+#[test]
+fn a_plt_slot_changed_at_run_time_is_followed() {
+    let opt = "-O2 -fno-pie -no-pie -fno-builtin -Wl,-z,norelro";
+    let bin = common::build_fixture("jit_got", opt, "jit-got");
+    let expected = plain(&bin, &[]);
+    let (before, after) = expected
+        .trim()
+        .strip_prefix("before ")
+        .and_then(|r| r.split_once(" after "))
+        .expect("before N after M");
+    assert_ne!(before, after, "the program's own run: {expected}");
+    let (v, out, _) = kerf_on("got", "jit", &["work"], &bin, &[]);
+    assert_eq!(out, expected, "the program's output changed under kerf jit");
+    let j = &v["jit"];
+    assert_eq!(j["escapes"], 0, "escapes: {j}");
+    assert!(j["slot_guards"].as_u64().unwrap() >= 1, "no slot guard: {j}");
+    // The function the slot names after the change came on demand.
+    assert!(j["on_demand"]["asked"].as_u64().unwrap() >= 1, "{j}");
+}
+
 /// By default kerf translates only what `work` reaches by direct calls; the function
 /// pointers (`ops[]`, qsort's `cmp`) lead to code with no translation. On demand, each such
 /// miss asks kerf, which translates the callee while the thread waits: nothing escapes, and

@@ -334,6 +334,8 @@ pub struct JitStats {
     pub analysis_rejected: Vec<String>,
     /// Jump tables dispatched through a translated copy (`seq::table_dispatch`).
     pub table_copies: usize,
+    /// Jumps through a fixed slot translated to go straight on (`seq::slot_guard`).
+    pub slot_guards: usize,
     /// Times kerf, idle, found `LISTEN` cleared by a thread whose wait timed out (misses
     /// escaped without asking until it set it again).
     pub timeouts: u64,
@@ -387,6 +389,9 @@ pub struct Jit {
     /// Walks that a miss's answer stopped early ([`ANSWER_BUDGET`]): where each stopped, and
     /// how many more functions of it are still to come when kerf is idle.
     deferred: Vec<(Vec<(usize, FuncId)>, usize)>,
+    /// Every fixed slot a walk read, with its value then (see `Region::slots`): what the
+    /// translations' slot guards compare with.
+    slots: HashMap<u64, u64>,
 }
 
 /// What removal did.
@@ -562,6 +567,9 @@ fn modules_of<'a>(images: &[&'a AnalyzedImage]) -> Vec<Module<'a>> {
             // `KERF_JIT_LOOKUP_TABLES`: every jump table through the lookup, as before table
             // copies (for benchmarks that compare the two).
             tables: std::env::var_os("KERF_JIT_LOOKUP_TABLES").is_none(),
+            // `KERF_JIT_SLOT_LOOKUP`: every jump through a fixed slot through the lookup, as
+            // before slot guards (for benchmarks that compare the two).
+            guards: std::env::var_os("KERF_JIT_SLOT_LOOKUP").is_none(),
         })
         .collect()
 }
@@ -761,7 +769,7 @@ pub fn install(
     let one = |k: usize, funcs: &[FuncId], layout: &Layout| {
         let name = images[k].path.display().to_string();
         let reached: HashSet<FuncId> = region.reached[k].iter().copied().collect();
-        let scope = Scope { roots: &ctx.roots, reached: &reached };
+        let scope = Scope { roots: &ctx.roots, reached: &reached, slots: &region.slots };
         let t = kerf_jit::translate(&name, &mods[k], funcs, layout, plugin, &ctx.at, &scope);
         (k, funcs.to_vec(), t)
     };
@@ -806,6 +814,7 @@ pub fn install(
         root_funcs: starts.clone(),
         refused: HashMap::new(),
         deferred: Vec::new(),
+        slots: region.slots.clone(),
     };
     let mut translations = Vec::new();
     for (k, funcs, r) in results {
@@ -1106,6 +1115,7 @@ impl Jit {
         }
         // The jump tables' copies lie among the prediction words.
         self.stats.table_copies += t.tables.len();
+        self.stats.slot_guards += t.slot_guards;
         for (words, values) in &t.tables {
             for (k, v) in values.iter().enumerate() {
                 data.store_at(words + 8 * k as u64, *v);
@@ -1338,6 +1348,7 @@ impl Jit {
             return;
         }
         let region = self.walk(mods, &from, ANSWER_BUDGET.min(left));
+        self.slots.extend(&region.slots);
         let taken = region.len();
         if region.capped && left > taken {
             self.deferred.push((region.rest.clone(), left - taken));
@@ -1377,6 +1388,9 @@ impl Jit {
                 // No room left under the cache limit: flush, then the room is the limit.
                 if region.is_none() && self.flush(all, mods, plugin, mbox) {
                     region = self.batch(mods, k, f, plugin, most);
+                }
+                if let Some(r) = &region {
+                    self.slots.extend(&r.slots);
                 }
                 if let Some(r) = region.as_ref().filter(|r| r.capped && self.limit.is_none()) {
                     self.deferred.push((r.rest.clone(), BATCH_BUDGET - ANSWER_BUDGET));
@@ -1503,7 +1517,7 @@ impl Jit {
         };
         let name = all[k].path.display().to_string();
         let reached: HashSet<FuncId> = funcs.iter().copied().collect();
-        let scope = Scope { roots: &self.ctx.roots, reached: &reached };
+        let scope = Scope { roots: &self.ctx.roots, reached: &reached, slots: &self.slots };
         let t = kerf_jit::translate(&name, &mods[k], &funcs, &layout, plugin, &self.ctx.at, &scope)
             .map_err(JitFail::Translate)?;
         self.stats.added_functions += funcs.len();
@@ -1958,6 +1972,12 @@ fn dump(dir: &std::path::Path, images: &[&AnalyzedImage], jit: &Jit) {
     let mut index = String::new();
     for c in &jit.caches {
         let _ = std::fs::write(dir.join(format!("cache-{:x}.bin", c.code.0)), &c.translation.code);
+        // Its clean points, `CACHE ORIGINAL` a line (for profiles of the cache).
+        let mut clean = String::new();
+        for (pc, orig) in &c.translation.clean {
+            let _ = writeln!(clean, "{pc:x} {orig:x}");
+        }
+        let _ = std::fs::write(dir.join(format!("cache-{:x}.clean", c.code.0)), clean);
         let path = images[c.module].path.display();
         let _ = writeln!(index, "cache {:#x} miss {:#x} {path}", c.code.0, c.translation.miss);
         for (target, why) in &c.translation.exits {

@@ -429,7 +429,8 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         let m = jit.image(&target.modules, module);
         let word = |c: &jit::Cache, w: u64| c.data.load_u64(w as usize);
         let (mut esc, mut leaving, mut rets, mut last) = (0, 0, 0, 0);
-        let (mut blocks, mut bytes, mut exits, mut translations, mut tables) = (0, 0, 0, 0, 0);
+        let (mut blocks, mut bytes, mut exits, mut translations) = (0, 0, 0, 0);
+        let (mut tables, mut guards) = (0, 0);
         for (k, c) in caches {
             let live = jit.live_escapes(k);
             esc += live;
@@ -443,6 +444,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             bytes += c.translation.code.len();
             exits += c.translation.exits.len();
             tables += c.translation.tables.len();
+            guards += c.translation.slot_guards;
             translations += 1;
         }
         escapes += esc;
@@ -456,6 +458,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "code_bytes": bytes,
             "static_exits": exits,
             "table_copies": tables,
+            "slot_guards": guards,
             "escapes": esc,
             "escapes_detaching": leaving,
             "returns_out": rets,
@@ -494,6 +497,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "predicted_indirect": s.region.predicted,
             "unknown_indirect": s.region.unknown,
             "table_copies": s.table_copies,
+            "slot_guards": s.slot_guards,
             "pieces": s.pieces,
             "capped": s.region.capped,
             "table_entries": s.table_entries,

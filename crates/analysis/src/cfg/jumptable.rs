@@ -34,6 +34,10 @@ pub(crate) enum Loc {
     Reg(Gpr),
     /// A stack slot `[base + disp]` (base `rbp` or `rsp`), as -O0 code keeps variables.
     Slot(Register, i64),
+    /// Other memory, `[base + disp]` (a field: `cmp byte [rsi+1], 9; ja; movzx ecx, byte
+    /// [rsi+1]`, sqlite's record comparison); the bound holds until the base register or
+    /// any memory may be written.
+    Mem(Gpr, i64),
 }
 
 /// "The value in `loc` is at most `max` (unsigned) here", learnt from a dominating compare.
@@ -65,6 +69,39 @@ fn stack_slot(i: &Instruction, op: u32) -> Option<(Register, i64)> {
         b @ (Register::RBP | Register::RSP) => Some((b, i.memory_displacement64() as i64)),
         _ => None,
     }
+}
+
+/// Operand `op` of `i` as a [`Loc::Mem`]: memory through a general register other than the
+/// stack and frame pointers, with no index.
+fn field(i: &Instruction, op: u32) -> Option<Loc> {
+    if i.op_kind(op) != OpKind::Memory || i.memory_index() != Register::None {
+        return None;
+    }
+    match i.memory_base() {
+        Register::RBP | Register::RSP => None,
+        b => Some(Loc::Mem(Gpr::from_iced(b)?, i.memory_displacement64() as i64)),
+    }
+}
+
+/// Whether `i` may write memory (anywhere: a store through another register may alias).
+fn may_write_memory(i: &Instruction) -> bool {
+    use iced_x86::{InstructionInfoFactory, OpAccess};
+    if i.is_stack_instruction() || i.is_string_instruction() {
+        return true;
+    }
+    if matches!(
+        i.flow_control(),
+        iced_x86::FlowControl::Call
+            | iced_x86::FlowControl::IndirectCall
+            | iced_x86::FlowControl::Interrupt
+    ) {
+        return true;
+    }
+    let mut info = InstructionInfoFactory::new();
+    info.info(i)
+        .used_memory()
+        .iter()
+        .any(|m| !matches!(m.access(), OpAccess::Read | OpAccess::CondRead | OpAccess::NoMemAccess))
 }
 
 fn imm_of(i: &Instruction, op: u32) -> Option<u64> {
@@ -105,8 +142,11 @@ impl Compare {
                         insn.op0_register().size() as u8,
                     ),
                     _ => {
-                        let (b, d) = stack_slot(insn, 0)?;
-                        (Loc::Slot(b, d), insn.memory_size().size() as u8)
+                        let loc = match stack_slot(insn, 0) {
+                            Some((b, d)) => Loc::Slot(b, d),
+                            None => field(insn, 0)?,
+                        };
+                        (loc, insn.memory_size().size() as u8)
                     }
                 };
                 Some(Compare { loc, imm: imm & width_mask(width), width })
@@ -264,6 +304,13 @@ impl Hint {
                     }
                 }
                 if clobbers.contains(r) {
+                    Hint::NONE
+                } else {
+                    self
+                }
+            }
+            Loc::Mem(base, _) => {
+                if clobbers.contains(base) || may_write_memory(insn) {
                     Hint::NONE
                 } else {
                     self
@@ -440,6 +487,21 @@ impl Slice<'_> {
             (i.op_kind(op) == OpKind::Register).then(|| Gpr::from_iced(i.op_register(op))).flatten()
         };
         match i.mnemonic() {
+            // A load of the field a dominating compare bounded, as wide as the compare (the
+            // whole register then holds the bounded value).
+            Mnemonic::Movzx | Mnemonic::Mov
+                if field(i, 1).is_some_and(|l| {
+                    let h = self.hints[k];
+                    let size = i.memory_size().size();
+                    h.loc == l
+                        && h.width as usize == size
+                        && (size >= 4 || i.mnemonic() == Mnemonic::Movzx)
+                        && dst.size() >= 4
+                }) =>
+            {
+                let h = self.hints[k];
+                Some(Sym::Idx { scale: 1, add: 0, max: h.max, origin: h.origin })
+            }
             Mnemonic::Mov => match i.op1_kind() {
                 OpKind::Register => self.reg(src_reg(1)?, k, depth),
                 OpKind::Memory if dst.size() >= 4 => {
