@@ -117,19 +117,16 @@ pub fn target_of_ret(pop: i32) -> Instruction {
     load(Register::RCX, FRAME - 8 - pop)
 }
 
-/// The inline probe of way 0 of the target's set (the table: [`crate::table`], its set chosen
-/// by `hash`): `rcx` holds the original target. On a hit, jumps through the way's
-/// translation to that block's indirect entry; otherwise on to `second` with `rcx` restored
-/// and `rdx` at the set. `hit` is the label of the last instruction.
-pub fn probe(table: u64, hash: Hash, hit: u64, second: u64) -> Vec<Instruction> {
-    probe_remembering(table, hash, None, hit, second)
-}
-
 /// The site's prediction first (JIFL's predicted target, a chain of one): `pred` is a word of
 /// the data area holding the address of the table way this site's last target was found in
 /// (at first a way that matches nothing). A target equal to that way's jumps through it
 /// without computing the set: one load the cache keeps hot, no hash, a short dependence
-/// chain. Otherwise the probe of [`probe`], whose way-0 hit stores its way in `pred`.
+/// chain. Otherwise the probe of way 0 of the target's set (`rcx` the original target);
+/// on a hit it stores its way in `pred` and jumps through it to the block's indirect entry.
+/// Otherwise on to `second` (the shared [`second_probe`]) with `rcx` restored, `rdx` at the
+/// set and `pred`'s address in the exit slot, where a hit in another way remembers it too (a
+/// target that lives in way 1 to 3 would otherwise take the hash and the second probe at
+/// every visit: a quarter of python3.11's targets).
 /// `labels`: the prediction's hit and the probe's hit.
 pub fn predicted_probe(
     table: u64,
@@ -141,7 +138,7 @@ pub fn predicted_probe(
     let [predicted, hit] = labels;
     let mut v = vec![op(Instruction::with2(Code::Mov_r64_rm64, Register::RDX, rip(pred)))];
     v.extend(compare_way(0, predicted));
-    v.extend(probe_remembering(table, hash, Some(pred), hit, second));
+    v.extend(probe_remembering(table, hash, pred, hit, second));
     v.push(jump_through_way(0, predicted));
     v
 }
@@ -192,25 +189,17 @@ fn set_of(table: u64, hash: Hash) -> Vec<Instruction> {
     v
 }
 
-fn probe_remembering(
-    table: u64,
-    hash: Hash,
-    pred: Option<u64>,
-    hit: u64,
-    second: u64,
-) -> Vec<Instruction> {
+fn probe_remembering(table: u64, hash: Hash, pred: u64, hit: u64, second: u64) -> Vec<Instruction> {
     let mut v = set_of(table, hash);
     v.extend(compare_way(0, hit));
+    // For the second probe: where to remember the way it finds.
+    v.push(op(Instruction::with2(Code::Lea_r64_m, Register::RAX, rip(pred))));
+    v.push(store(EXIT_SLOT, Register::RAX));
     v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, second)));
-    match pred {
-        Some(p) => {
-            let mut remember = op(Instruction::with2(Code::Mov_rm64_r64, rip(p), Register::RDX));
-            remember.set_ip(hit);
-            v.push(remember);
-            v.push(jump_through_way(0, 0));
-        }
-        None => v.push(jump_through_way(0, hit)),
-    }
+    let mut remember = op(Instruction::with2(Code::Mov_rm64_r64, rip(pred), Register::RDX));
+    remember.set_ip(hit);
+    v.push(remember);
+    v.push(jump_through_way(0, 0));
     v
 }
 
@@ -436,11 +425,17 @@ fn compare_other_ways(second: u64, hits: [u64; WAYS - 1], miss: u64) -> Vec<Inst
 }
 
 /// The shared probe of the other ways of the set at `rdx`, placed once per cache at label
-/// `second` (`hits`: a label per way); a miss goes on to `miss`.
+/// `second` (`hits`: a label per way), after [`predicted_probe`]'s way 0: a hit stores its
+/// way in the prediction word whose address the exit slot holds, and jumps through it; a
+/// miss goes on to `miss`.
 pub fn second_probe(second: u64, hits: [u64; WAYS - 1], miss: u64) -> Vec<Instruction> {
     let mut v = compare_other_ways(second, hits, miss);
     for (k, &hit) in hits.iter().enumerate() {
-        v.push(jump_through_way(k as i32 + 1, hit));
+        let way = at(Register::RDX, 16 * (k as i32 + 1));
+        v.push(labelled(op(Instruction::with2(Code::Lea_r64_m, Register::RDX, way)), hit));
+        v.push(load(Register::RAX, EXIT_SLOT));
+        v.push(op(Instruction::with2(Code::Mov_rm64_r64, at(Register::RAX, 0), Register::RDX)));
+        v.push(jump_through_way(0, 0));
     }
     v
 }
@@ -687,15 +682,21 @@ pub fn call(stub: u64) -> Instruction {
 /// cycles on every short call). `r11` carries it and is put back; it is kept just below the
 /// stack pointer meanwhile, where nothing is live at a call and a signal frame never goes
 /// (the red zone). The callee's jump or lookup follows.
+///
+/// A return address below 2 GiB (a non-PIE executable's: python3.11's) is stored as a
+/// sign-extended 32-bit immediate instead, one instruction that touches no register.
 pub fn call_stub(label: u64, ret: u64) -> Vec<Instruction> {
-    let mut first = store(-8, Register::R11);
-    first.set_ip(label);
-    vec![
-        first,
-        op(Instruction::with2(Code::Mov_r64_imm64, Register::R11, ret)),
-        store(0, Register::R11),
-        load(Register::R11, -8),
-    ]
+    let mut v = match i32::try_from(ret) {
+        Ok(imm) => vec![op(Instruction::with2(Code::Mov_rm64_imm32, at_rsp(0), imm))],
+        Err(_) => vec![
+            store(-8, Register::R11),
+            op(Instruction::with2(Code::Mov_r64_imm64, Register::R11, ret)),
+            store(0, Register::R11),
+            load(Register::R11, -8),
+        ],
+    };
+    v[0].set_ip(label);
+    v
 }
 
 /// How a translated table's dispatch reads its copy (see [`table_dispatch`]).

@@ -247,9 +247,19 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
         let stub = (call.near_branch_target() - CODE) as usize;
         let mut d =
             Decoder::with_ip(64, &t.code[stub..], call.near_branch_target(), DecoderOptions::NONE);
-        let (_save, load) = (d.decode(), d.decode());
-        assert_eq!(load.code(), iced_x86::Code::Mov_r64_imm64, "{load}");
-        assert_eq!(load.immediate64(), r, "the stub of the call before {c:#x} pushes {load}");
+        // Below 2 GiB the original return address is one sign-extended 32-bit store; else it
+        // goes through r11 (saved and put back).
+        let first = d.decode();
+        let pushed = if r <= i32::MAX as u64 {
+            assert_eq!(first.code(), iced_x86::Code::Mov_rm64_imm32, "{first}");
+            assert_eq!(first.memory_base(), iced_x86::Register::RSP, "{first}");
+            first.immediate32to64() as u64
+        } else {
+            let load = d.decode();
+            assert_eq!(load.code(), iced_x86::Code::Mov_r64_imm64, "{load}");
+            load.immediate64()
+        };
+        assert_eq!(pushed, r, "the stub of the call before {c:#x} pushes {pushed:#x}");
     }
 }
 
