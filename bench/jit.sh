@@ -11,6 +11,10 @@
 # (`KERF_JIT_FRAME_RETS`, the code before frameless returns, for comparison);
 # `kerf-none-lookup`: as kerf-none with every jump table through the lookup table
 # (`KERF_JIT_LOOKUP_TABLES`, the code before translated table copies, for comparison);
+# `kerf-none-slots`: as kerf-none with every jump through a PLT stub's GOT slot through the
+# lookup (`KERF_JIT_SLOT_LOOKUP`, the code before slot guards); `kerf-none-onepiece`: as
+# kerf-none with each module's translation ahead in one piece on one core
+# (`KERF_JIT_PIECE_BLOCKS`, the start before pieces translated side by side);
 # `valgrind --tool=none`; `valgrind --tool=exp-bbv` (Valgrind's block-vector counter). Wall time from launch to exit (kerf's analysis, from its
 # cache after the first round, and translation included), median of ROUNDS (default 3), and
 # the ratio to native. Every run's output is checked against the native run's.
@@ -73,6 +77,8 @@ run() { # MODE PROGRAM -> output on stdout
     kerf-none) "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-frame) KERF_JIT_FRAME_RETS=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-lookup) KERF_JIT_LOOKUP_TABLES=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-none-slots) KERF_JIT_SLOT_LOOKUP=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-none-onepiece) KERF_JIT_PIECE_BLOCKS=1000000000 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-whole) "$K" jit main --plugin none --whole -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-blocks) "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-branches) "$K" jit main --plugin branches -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;

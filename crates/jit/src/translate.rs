@@ -547,12 +547,14 @@ pub struct Translation {
 }
 
 /// A linkable exit (see [`seq::linked_exit_stub`]): its word in the data area, the original
-/// target, and the exit's slow path (which leaves through the miss path).
+/// target, the exit's slow path (which leaves through the miss path), and where its `jmp
+/// [word]` is (6 bytes, which kerf may turn into a direct `jmp` before the cache runs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Link {
     pub word: u64,
     pub target: u64,
     pub slow: u64,
+    pub jump: Option<u64>,
 }
 
 impl Translation {
@@ -1192,7 +1194,14 @@ pub fn translate(
     let preds = preds_from..links.first().map_or(e.next_pred, |l: &(u64, u64, usize)| l.0);
     let links = links
         .into_iter()
-        .filter_map(|(word, target, k)| Some(Link { word, target, slow: at_offset(k)? }))
+        .filter_map(|(word, target, k)| {
+            // (`jmp [rip+word]`: FF 25 and a rel32; anything else is never rewritten.)
+            let jump = at_offset(k - 1).filter(|&a| {
+                let o = (a - layout.code) as usize;
+                r.code_buffer.get(o..o + 2) == Some(&[0xff, 0x25][..])
+            });
+            Some(Link { word, target, slow: at_offset(k)?, jump })
+        })
         .collect();
     let blocks_end = at_offset(blocks_end).unwrap_or(layout.code + r.code_buffer.len() as u64);
     let tables = std::mem::take(&mut e.tables)
