@@ -1394,7 +1394,7 @@ fn copy_block(
                 orig: i.ip(),
                 to: l,
                 first: k,
-                rank: if returned_to { 1 } else { 3 },
+                rank: if returned_to { 1 } else { crate::table::INSIDE },
             });
             e.mark(k, l);
         }

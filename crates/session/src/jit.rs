@@ -1162,7 +1162,7 @@ impl Jit {
             let mut entries = t.entries.clone();
             entries.sort_by_key(|e| e.rank);
             for e in entries {
-                self.insert(e.orig, e.entry, e.cont, true);
+                self.insert(e.orig, e.entry, e.cont, e.rank, true);
             }
         } else {
             // Before the cache runs every translation's entries go in together, by rank (see
@@ -1196,14 +1196,15 @@ impl Jit {
         let mut held = std::mem::take(&mut self.held);
         held.sort_by_key(|e| e.rank);
         for e in held {
-            self.insert(e.orig, e.entry, e.cont, false);
+            self.insert(e.orig, e.entry, e.cont, e.rank, false);
         }
     }
 
-    /// Add a table entry in kerf's copy, and with `live` in the target's table too.
-    fn insert(&mut self, orig: u64, entry: u64, cont: u64, live: bool) {
+    /// Add a table entry of `rank` (see `translate::Entry`) in kerf's copy, and with `live`
+    /// in the target's table too.
+    fn insert(&mut self, orig: u64, entry: u64, cont: u64, rank: u8, live: bool) {
         use kerf_jit::table::{CONT, OVERFLOW, OVERFLOW_COUNT, OVERFLOW_PAIRS};
-        let placed = self.index.insert(orig, entry, cont);
+        let placed = self.index.insert_ranked(orig, entry, cont, rank);
         if !live {
             return;
         }
@@ -1594,7 +1595,9 @@ impl Jit {
             sp.used = (sp.used + bytes.len() as u64).next_multiple_of(16);
         }
         // A `ret` to an escape target goes straight to it.
-        self.insert(target, at, to.unwrap_or(target), true);
+        // (A translated block with no entry, or a target kerf cannot translate: either may
+        // be anywhere, as any block.)
+        self.insert(target, at, to.unwrap_or(target), 2, true);
         Ok(())
     }
 
