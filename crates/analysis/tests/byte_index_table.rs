@@ -4,10 +4,9 @@
 //! entries are read and the handlers become blocks. A 32-bit load in its place bounds
 //! nothing, and the jump stays unanalysable.
 
+mod common;
+
 use kerf_analysis::cfg::{TableFormat, Terminator};
-use kerf_analysis::image::Image;
-use kerf_analysis::{analyze, Quiet};
-use kerf_arch::ImageAddr;
 
 const BASE: u64 = 0x1000;
 const TABLE: u64 = 0x1100;
@@ -38,12 +37,7 @@ fn image_bytes(byte: bool) -> Vec<u8> {
 }
 
 fn analysed(byte: bool) -> kerf_analysis::Analysis {
-    let code = image_bytes(byte);
-    let mut image = Image::raw("dispatch", &code, ImageAddr(BASE));
-    assert_eq!(image.add_symbol_file("0000000000001000 0000000000000019 T run\n"), Ok(1));
-    let mut a = analyze(&image, &Quiet);
-    kerf_analysis::validate::validate(&mut a, &image).expect("the analysis checks out");
-    a
+    common::analysed_run(&image_bytes(byte), BASE, 0x19)
 }
 
 #[test]

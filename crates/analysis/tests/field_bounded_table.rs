@@ -5,9 +5,9 @@
 //! read. A store in between (it may alias the field) leaves the jump unanalysable; so does
 //! the zero-extended byte alone here, whose 256 "entries" run into what follows the table.
 
+mod common;
+
 use kerf_analysis::cfg::{TableFormat, Terminator};
-use kerf_analysis::image::Image;
-use kerf_analysis::{analyze, Quiet};
 use kerf_arch::ImageAddr;
 
 const BASE: u64 = 0x1000;
@@ -44,12 +44,7 @@ fn image_bytes(store: bool) -> Vec<u8> {
 }
 
 fn analysed(store: bool) -> kerf_analysis::Analysis {
-    let code = image_bytes(store);
-    let mut image = Image::raw("switch", &code, ImageAddr(BASE));
-    assert_eq!(image.add_symbol_file("0000000000001000 0000000000000038 T run\n"), Ok(1));
-    let mut a = analyze(&image, &Quiet);
-    kerf_analysis::validate::validate(&mut a, &image).expect("the analysis checks out");
-    a
+    common::analysed_run(&image_bytes(store), BASE, 0x38)
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! Helpers shared by the analysis tests: building a C fixture of `tests/fixtures/`, and a
-//! deterministic PRNG for the tests that damage images on purpose.
+//! Helpers shared by the analysis tests: building a C fixture of `tests/fixtures/`, analysing
+//! hand-assembled bytes, and a deterministic PRNG for the tests that damage images on purpose.
 
 #![allow(dead_code)] // each test binary uses its own subset
 
@@ -38,4 +38,16 @@ impl Rng {
     pub fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
+}
+
+/// `code` analysed as a raw image at `base` with one function `run` of `len` bytes at its
+/// start, then checked whole (`validate`): the hand-assembled dispatch and switch cases.
+pub fn analysed_run(code: &[u8], base: u64, len: u64) -> kerf_analysis::Analysis {
+    use kerf_analysis::image::Image;
+    let mut image = Image::raw("run", code, kerf_arch::ImageAddr(base));
+    let symbol = format!("{base:016x} {len:016x} T run\n");
+    assert_eq!(image.add_symbol_file(&symbol), Ok(1));
+    let mut a = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
+    kerf_analysis::validate::validate(&mut a, &image).expect("the analysis checks out");
+    a
 }
