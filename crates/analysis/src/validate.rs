@@ -22,14 +22,14 @@
 //!   liveness calls dead).
 //!
 //! When: the cache's file-level checks (session's `cache` module: a private directory, a
-//! checksum over the entry, its key, the SHA-256 of the image's bytes) already catch a damaged,
-//! foreign or stale entry, so this check is defence in depth, against kerf's own format or
-//! logic drifting and against an entry that passes the checksum but is wrong. Checking a whole
-//! large image costs about as much as decoding it again (libLLVM-14: ~2 s), which would undo
-//! the cache; so [`Checker::new`] checks only what is cheap and whole-entry at load (indices
-//! and ranges), and the rest is checked at the point of use, per function
-//! ([`Checker::function`], memoised), by whatever is about to rely on a function: splice
-//! planning. [`validate`] checks everything at once (`kerf analyze --validate`, the tests).
+//! checksum over the entry, its key, the BLAKE3 hash of the image's bytes) already catch a
+//! damaged, foreign or stale entry, so this check is defence in depth, against kerf's own
+//! format or logic drifting and against an entry that passes the checksum but is wrong.
+//! Checking a whole large image costs about as much as decoding it again (libLLVM-14:
+//! ~2 s), which would undo the cache; so [`Checker::new`] checks only what is cheap and
+//! whole-entry at load (indices and ranges), and the rest is checked at the point of use,
+//! per function ([`Checker::function`], memoised), by whatever is about to rely on a
+//! function: splice planning. [`validate`] checks everything at once (`kerf analyze --validate`, the tests).
 //!
 //! Not re-derived: which functions exist, their names, which never return, and the
 //! classification of indirect jumps (a table, a tail call, unanalysable). Those come from the
@@ -240,16 +240,35 @@ impl Checker {
     /// computed from the analysis (the JIT's liveness where returns land) rests on. Memoised:
     /// once it has passed, it returns at once.
     pub fn all_code(&self, a: &Analysis, mem: &dyn CodeMemory) -> Result<(), Invalid> {
+        self.all_code_until(a, mem, &AtomicBool::new(false)).map(|_| ())
+    }
+
+    /// [`Checker::all_code`], given up as soon as `stop` is set (what was checked stays
+    /// checked): `Ok(false)` when it was.
+    pub fn all_code_until(
+        &self,
+        a: &Analysis,
+        mem: &dyn CodeMemory,
+        stop: &AtomicBool,
+    ) -> Result<bool, Invalid> {
         if self.all.load(Ordering::Acquire) {
-            return Ok(());
+            return Ok(true);
         }
         let n = a.cfg.functions.len();
-        (0..n).into_par_iter().try_for_each(|f| self.code(a, mem, FuncId(f as u32)))?;
+        let each = |f: usize| match stop.load(Ordering::Relaxed) {
+            true => Err(None),
+            false => self.code(a, mem, FuncId(f as u32)).map_err(Some),
+        };
+        match (0..n).into_par_iter().try_for_each(each) {
+            Ok(()) => {}
+            Err(Some(bad)) => return Err(bad),
+            Err(None) => return Ok(false),
+        }
         for f in 0..n {
             self.mark(FuncId(f as u32), CLOSED);
         }
         self.all.store(true, Ordering::Release);
-        Ok(())
+        Ok(true)
     }
 
     /// Everything, in parallel: every function, and the padding list as a whole (no run

@@ -37,7 +37,7 @@ pub struct Args {
     /// decoded again, edges, jump tables, padding, liveness), as count and time check each
     /// function before they splice in it; a mismatch rejects the entry and the image is
     /// analysed again. Without it a cached analysis is shown as read (its checksum, key and
-    /// the image's SHA-256 are always checked).
+    /// the image's BLAKE3 hash are always checked).
     #[arg(long)]
     validate: bool,
     /// Use no separate debug files (build-id paths, .gnu_debuglink, debuginfod): only the

@@ -112,6 +112,8 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
             on_demand: !args.no_demand,
             rings: None,
             cache_limit: args.cache_limit,
+            // Set by the run when it attaches to a running process.
+            early: false,
         },
         trace: args.trace.clone(),
         ring_slots: args.ring_slots,

@@ -543,18 +543,26 @@ fn attach_and_detach_mid_run_again_and_again() {
     std::thread::sleep(Duration::from_millis(300));
     let before = text_of(pid);
     assert!(before.len() >= 2, "no text read from {pid}");
-    let (mut cycles, mut moved) = (0, 0u64);
+    let (mut cycles, mut moved, mut whole_later) = (0, 0u64, 0);
     // A fixed number of cycles (the suite runs tests side by side: no rate is promised), each
-    // 50 ms live; the program runs until told to stop, so none races its end.
+    // 50 ms live; the program runs until told to stop, so none races its end. Every other
+    // cycle leaves each module's whole-image work (the check of every function of a cached
+    // analysis, the liveness where returns land) for after the cache is live, as attaching
+    // does for libLLVM-sized modules (`KERF_JIT_LATER_BLOCKS`: from one block up), and stays
+    // live for 0.5 s, so that work is done while the threads run translated code and what is
+    // translated after it has frameless returns.
     const CYCLES: usize = 12;
     let deadline = Instant::now() + Duration::from_secs(180);
     while cycles < CYCLES && Instant::now() < deadline {
         let summary = tmp().join("jit-attach.json");
+        let later = cycles % 2 == 1;
+        let (duration, later_blocks) = if later { ("0.5", "1") } else { ("0.05", "0") };
         let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
-            .args(["jit", "work", "--duration", "0.05", "--json", "-o"])
+            .args(["jit", "work", "--duration", duration, "--json", "-o"])
             .arg(&summary)
             .args(["-p", &pid.to_string()])
             .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+            .env("KERF_JIT_LATER_BLOCKS", later_blocks)
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
@@ -562,6 +570,9 @@ fn attach_and_detach_mid_run_again_and_again() {
         assert!(!ended(pid), "the program ended in cycle {cycles}: {err}");
         let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
         assert_eq!(v["jit"]["escapes"], 0, "cycle {cycles}: {}", v["jit"]);
+        let left = v["jit"]["later"]["modules"].as_array().unwrap();
+        assert_eq!(left.is_empty(), !later, "cycle {cycles}: {}", v["jit"]["later"]);
+        whole_later += usize::from(later && v["jit"]["later"]["done_after"].is_f64());
         moved += v["jit"]["removed"]["threads_moved"].as_u64().unwrap_or(0);
         let removed = &v["jit"]["removed"];
         assert_eq!(kerf_maps(pid), 0, "cycle {cycles}: kerf's mappings left behind: {removed}");
@@ -587,8 +598,69 @@ fn attach_and_detach_mid_run_again_and_again() {
     assert!(out.ends_with("done\n"), "{out}");
     eprintln!("{cycles} attach/detach cycles, {moved} threads brought back from the cache");
     assert_eq!(cycles, CYCLES, "only {cycles} attach/detach cycles in 180 s");
+    assert!(whole_later > 0, "the whole-image work left for later was never done in 0.5 s");
     // Detaching while threads ran in the cache moved some of them back.
     assert!(moved > 0, "no thread was ever in the cache at detach in {cycles} cycles");
+}
+
+/// Attaching with a module's whole-image work left for later (as for libLLVM-sized modules),
+/// a cached analysis that lies about a function the region never reaches: the functions
+/// translated ahead pass their own checks, the cache goes live, and the whole check made
+/// afterwards finds the lie and says so; the program is unharmed and nothing escapes. An
+/// attach that checks everything first (the default for small modules) rejects the entry
+/// before translating and analyses libc again.
+#[test]
+fn a_lie_found_after_the_cache_is_live_is_reported_and_harms_nothing() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-later-lie");
+    let mut child =
+        Command::new(&bin).args(["4", "10", "0", "check"]).stdout(Stdio::piped()).spawn().unwrap();
+    let pid = child.id() as i32;
+    let _reaper = common::Reaper(pid);
+    std::thread::sleep(Duration::from_millis(300));
+    let cache = tmp().join("jit-later-lie");
+    let _ = std::fs::remove_dir_all(&cache);
+    let attach = |tag: &str, later_blocks: &str, duration: &str| {
+        let summary = tmp().join(format!("{tag}.json"));
+        let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+            .args(["jit", "work", "--duration", duration, "--json", "-o"])
+            .arg(&summary)
+            .args(["-p", &pid.to_string()])
+            .env("KERF_CACHE_DIR", &cache)
+            .env("KERF_JIT_LATER_BLOCKS", later_blocks)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        assert!(o.status.success(), "{tag}: {err}");
+        assert!(!ended(pid), "the program ended in {tag}: {err}");
+        let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+        assert_eq!(v["jit"]["escapes"], 0, "{tag}: {}", v["jit"]);
+        (v, err)
+    };
+    // The cache filled, then libc's entry made to lie about `strfry`, which nothing calls.
+    attach("later-fill", "0", "0.05");
+    let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
+    common::poison_block(&cache, Path::new(libc), "strfry", 1);
+    let (v, err) = attach("later-lie", "1", "1.5");
+    let j = &v["jit"];
+    assert!(!err.contains("rejected, analysed again"), "checked whole before: {err}");
+    let rejected = j["on_demand"]["analysis_rejected"].as_array().unwrap();
+    let found = |r: &Value| {
+        let r = r.as_str().unwrap();
+        r.contains("libc") && r.contains("whole check after the cache was live")
+    };
+    assert!(rejected.len() == 1 && rejected.iter().any(found), "{j}");
+    assert!(j["later"]["done_after"].is_f64(), "{j}");
+    let (_, err) = attach("later-default", "0", "0.05");
+    assert!(err.contains("rejected, analysed again"), "the lie went unnoticed: {err}");
+
+    Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap();
+    let mut out = String::new();
+    use std::io::Read;
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert!(child.wait().unwrap().success(), "the program failed: {out}");
+    let threads: Vec<&str> = out.lines().filter(|l| l.starts_with("thread ")).collect();
+    assert_eq!(threads.len(), 4, "{out}");
+    assert!(threads.iter().all(|l| l.contains(": ok after ")), "{out}");
 }
 
 #[test]

@@ -17,6 +17,7 @@
 
 use crate::load::AnalyzedImage;
 use kerf_analysis::cfg::FuncId;
+use kerf_analysis::validate::Invalid;
 use kerf_arch::RemoteAddr;
 use kerf_codegen::{ring, At, Env, LiveAt, ThreadPointer};
 use kerf_jit::mailbox as mb;
@@ -80,6 +81,10 @@ pub struct JitOptions {
     /// translated ahead, and when a miss finds no room the cache is flushed
     /// ([`Jit::serve`]).
     pub cache_limit: Option<u64>,
+    /// The process is running (attach): a big module's whole-image work, the check of
+    /// every function of a cached analysis and the liveness where returns land (a second
+    /// and more for libLLVM-14), comes after the cache is live (see [`later_blocks`]).
+    pub early: bool,
 }
 
 impl Default for JitOptions {
@@ -90,6 +95,7 @@ impl Default for JitOptions {
             on_demand: true,
             rings: None,
             cache_limit: None,
+            early: false,
         }
     }
 }
@@ -347,6 +353,10 @@ pub struct JitStats {
     pub flush_moved: usize,
     pub flush_replaced: usize,
     pub flush_refused: Vec<String>,
+    /// Modules whose whole-image work came after the cache was live ([`JitOptions::early`]),
+    /// and how long after `serve` began it was done (`None`: it was not, before the end).
+    pub later: Vec<usize>,
+    pub later_done: Option<Duration>,
 }
 
 /// A JIT installed in a process.
@@ -394,6 +404,9 @@ pub struct Jit {
     slots: HashMap<u64, u64>,
     /// Table entries of translations adopted before the cache runs (see `insert_held`).
     held: Vec<kerf_jit::translate::Entry>,
+    /// By module: its whole-image work is still to come ([`JitOptions::early`]): its
+    /// translations keep every `ret`'s frame, from functions checked one by one.
+    later: Vec<bool>,
 }
 
 /// What removal did.
@@ -556,16 +569,21 @@ fn span(m: &AnalyzedImage) -> (u64, u64) {
     (lo + bias, hi + bias)
 }
 
-fn modules_of<'a>(images: &[&'a AnalyzedImage]) -> Vec<Module<'a>> {
+/// The translator's view of `images`; a module whose whole-image work comes later
+/// (`later[k]`, see [`JitOptions::early`]) has every `ret` keep its frame meanwhile.
+fn modules_of<'a>(images: &[&'a AnalyzedImage], later: &[bool]) -> Vec<Module<'a>> {
     images
         .iter()
-        .map(|&m| Module {
+        .enumerate()
+        .map(|(k, &m)| Module {
             cfg: &m.analysis.cfg,
             mem: m,
             bias: m.bias.unwrap_or(0),
             // `KERF_JIT_FRAME_RETS`: every `ret` with a frame, as before frameless returns
             // (for benchmarks that compare the two).
-            returns: std::env::var_os("KERF_JIT_FRAME_RETS").is_none().then_some(&m.returns),
+            returns: (std::env::var_os("KERF_JIT_FRAME_RETS").is_none()
+                && !later.get(k).copied().unwrap_or(false))
+            .then_some(&m.returns),
             // `KERF_JIT_LOOKUP_TABLES`: every jump table through the lookup, as before table
             // copies (for benchmarks that compare the two).
             tables: std::env::var_os("KERF_JIT_LOOKUP_TABLES").is_none(),
@@ -597,12 +615,37 @@ fn vdso_image(pid: i32, mem: &RemoteMem) -> Option<AnalyzedImage> {
 /// live registers of the functions it copies, and where a `ret` may leave without a frame
 /// rests on every function's blocks (the liveness at its callers' return sites, callers'
 /// callers, and so on). Per-function checks as splicing makes them would not cover that.
-fn check_region(images: &[&AnalyzedImage], region: &kerf_jit::Region) -> Result<(), JitFail> {
+/// A module whose whole-image work comes later (`later[k]`), translated with every `ret`
+/// keeping its frame until then, needs only those: `funcs` and what their liveness rests
+/// on (their callees, transitively; [`AnalyzedImage::check_functions`]).
+fn check_funcs(m: &AnalyzedImage, funcs: &[FuncId], later: bool) -> Result<(), Invalid> {
+    if later {
+        m.check_functions(funcs)
+    } else {
+        m.check_all_code()
+    }
+}
+
+/// Blocks from which a module's whole-image work waits until the cache is live when
+/// attaching ([`JitOptions::early`]): libLLVM-14 has 2.8 million (its whole check about
+/// 0.9 s on two cores, the liveness where its returns land 0.5 s), python3.11 and libc
+/// under half a million. `KERF_JIT_LATER_BLOCKS` sets it (the tests, with small fixtures).
+fn later_blocks() -> usize {
+    const LATER_BLOCKS: usize = 1 << 20;
+    let set = std::env::var("KERF_JIT_LATER_BLOCKS").ok().and_then(|v| v.parse().ok());
+    set.filter(|&n: &usize| n > 0).unwrap_or(LATER_BLOCKS)
+}
+
+fn check_region(
+    images: &[&AnalyzedImage],
+    region: &kerf_jit::Region,
+    later: &[bool],
+) -> Result<(), JitFail> {
     for (k, funcs) in region.funcs.iter().enumerate() {
         if funcs.is_empty() {
             continue;
         }
-        images[k].check_all_code().map_err(|detail| JitFail::Analysis {
+        check_funcs(images[k], funcs, later[k]).map_err(|detail| JitFail::Analysis {
             module: k,
             path: images[k].path.clone(),
             detail,
@@ -634,7 +677,7 @@ pub fn install(
     let extra: Vec<AnalyzedImage> = vdso_image(pid, &mem).into_iter().collect();
     let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
     let images = &all[..];
-    let mods = modules_of(images);
+    let mods = modules_of(images, &[]);
     let slot = |a: u64| {
         let mut b = [0u8; 8];
         mem.read(RemoteAddr(a), &mut b).ok().map(|()| u64::from_le_bytes(b))
@@ -651,8 +694,24 @@ pub fn install(
             region.funcs[k] = (0..n).map(FuncId).collect();
         }
     }
-    check_region(images, &region)?;
+    // Attaching, a big module's whole check and liveness where returns land come after the
+    // cache is live ([`Jit::serve`]): meanwhile it is translated with every `ret` keeping
+    // its frame, from its functions checked one by one.
+    let later: Vec<bool> = (0..images.len())
+        .map(|k| {
+            let m = images[k];
+            opts.early
+                && opts.on_demand
+                && !opts.whole_modules
+                && !region.funcs[k].is_empty()
+                && m.returns.get().is_none()
+                && m.analysis.cfg.blocks.len() >= later_blocks()
+        })
+        .collect();
+    let mods = modules_of(images, &later);
+    check_region(images, &region, &later)?;
     let mut stats = JitStats { plan: t0.elapsed(), ..JitStats::default() };
+    stats.later = (0..images.len()).filter(|&k| later[k]).collect();
 
     // 1. Map room for code and a data area within reach of each module of the region (of
     //    every module, on demand: any may be asked for), the table, and the mailbox.
@@ -818,6 +877,7 @@ pub fn install(
         deferred: Vec::new(),
         slots: region.slots.clone(),
         held: Vec::new(),
+        later,
     };
     let mut translations = Vec::new();
     for (k, funcs, r) in results {
@@ -869,6 +929,31 @@ pub fn install(
     }
     jit.extra = extra;
     Ok(jit)
+}
+
+/// Per module whose whole-image work was left for later: whether it was done ([`whole_later`]).
+type WholeDone = Vec<(usize, Result<bool, Invalid>)>;
+
+/// The whole-image work of modules `later` of `images` left for after the cache is live
+/// ([`JitOptions::early`]): every function of a cached analysis checked, then the liveness
+/// where returns land worked out; per module, `Ok(true)` when both were done, `Ok(false)`
+/// when `stop` came first. On a pool of its own, so that the misses' answers (which may
+/// use the global one) never queue behind it.
+fn whole_later(images: &[AnalyzedImage], later: &[usize], stop: &AtomicBool) -> WholeDone {
+    let each = |k: usize| {
+        let m = &images[k];
+        let checked = m.check_all_code_until(stop);
+        if !matches!(checked, Ok(true)) || stop.load(Ordering::Relaxed) {
+            return (k, checked.map(|_| false));
+        }
+        m.returns.get_or_init(|| kerf_analysis::liveness::at_continuations(&m.analysis.cfg));
+        (k, Ok(true))
+    };
+    let run = || later.iter().map(|&k| each(k)).collect();
+    match rayon::ThreadPoolBuilder::new().num_threads(rayon::current_num_threads()).build() {
+        Ok(pool) => pool.install(run),
+        Err(_) => run(),
+    }
 }
 
 /// A piece of a module's translation ahead: its functions and where it goes.
@@ -1229,12 +1314,61 @@ impl Jit {
     /// Answer misses until `stop` (on demand; without a mailbox it returns at once). Each
     /// answer translates what was asked for ([`Jit::answer`]) before `ANSWERED` moves past
     /// its ticket; when it returns, no thread waits any more and none will.
+    ///
+    /// Meanwhile the modules whose whole-image work was left for later ([`JitOptions::early`])
+    /// get it on other threads ([`whole_later`]); once a module's is done, what is translated
+    /// of it from then on has frameless returns where liveness allows.
     pub fn serve(&mut self, images: &[AnalyzedImage], plugin: &dyn Plugin, stop: &AtomicBool) {
+        let later: Vec<usize> =
+            (0..images.len()).filter(|&k| self.later.get(k).copied().unwrap_or(false)).collect();
+        std::thread::scope(|s| {
+            let whole = (!later.is_empty() && self.mailbox.is_some())
+                .then(|| s.spawn(|| whole_later(images, &later, stop)));
+            self.answer_misses(images, plugin, stop, whole);
+        });
+    }
+
+    /// A module's whole-image work, done by [`whole_later`]: its translations from now on may
+    /// have frameless returns; one whose whole check failed keeps translating with frames,
+    /// from functions checked one by one (as splicing would), and the failure is reported.
+    fn whole_done(&mut self, images: &[AnalyzedImage], done: WholeDone) {
+        for (k, r) in done {
+            match r {
+                Ok(true) => self.later[k] = false,
+                Ok(false) => {}
+                Err(detail) => {
+                    let path = images[k].path.display();
+                    let why = format!(
+                        "{path}: {detail} (found by its whole check after the cache was live: \
+                         its functions are still checked one by one, and their returns keep \
+                         their frames)"
+                    );
+                    self.stats.analysis_rejected.push(why);
+                }
+            }
+        }
+    }
+
+    /// [`Jit::serve`]'s loop; `whole`, the thread doing the whole-image work left for later.
+    fn answer_misses(
+        &mut self,
+        images: &[AnalyzedImage],
+        plugin: &dyn Plugin,
+        stop: &AtomicBool,
+        mut whole: Option<std::thread::ScopedJoinHandle<'_, WholeDone>>,
+    ) {
         let Some(mbox) = self.mailbox.take() else { return };
         let mut extra = std::mem::take(&mut self.extra);
         let (posted_at, answered_at) = (mb::POSTED as usize, mb::ANSWERED as usize);
         mbox.store_u32(mb::LISTEN as usize, 1);
+        let began = Instant::now();
         while !stop.load(Ordering::Relaxed) {
+            if whole.as_ref().is_some_and(|h| h.is_finished()) {
+                if let Some(Ok(done)) = whole.take().map(|h| h.join()) {
+                    self.stats.later_done = Some(began.elapsed());
+                    self.whole_done(images, done);
+                }
+            }
             let (posted, answered) = (mbox.load_u32(posted_at), mbox.load_u32(answered_at));
             if posted == answered {
                 // A thread whose wait timed out cleared LISTEN; one that gave up just after
@@ -1248,7 +1382,7 @@ impl Jit {
                 if !self.deferred.is_empty() {
                     let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
                     let t = Instant::now();
-                    self.translate_deferred(&all, &modules_of(&all), plugin);
+                    self.translate_deferred(&all, &modules_of(&all, &self.later), plugin);
                     self.stats.serving += t.elapsed();
                     continue;
                 }
@@ -1279,7 +1413,7 @@ impl Jit {
             targets.dedup();
             self.load_late(images, &mut extra, &targets, plugin);
             let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
-            let mods = modules_of(&all);
+            let mods = modules_of(&all, &self.later);
             for &target in &targets {
                 self.answer(&all, &mods, plugin, target, &mbox);
             }
@@ -1355,7 +1489,7 @@ impl Jit {
             };
             let every: Vec<FuncId> =
                 (0..m.analysis.cfg.functions.len() as u32).map(FuncId).collect();
-            let module = &modules_of(&[&m])[0];
+            let module = &modules_of(&[&m], &[])[0];
             let space = Tracee::stop_all(self.pid).and_then(|mut tr| {
                 let sp = map_space(&mut tr, &m, module, &every, &[], plugin, None);
                 // The mapping's own failure first (a failed detach follows from it). A space
@@ -1534,9 +1668,10 @@ impl Jit {
         let Some(sp) = &self.spaces[k] else { return Ok(()) };
         // As at install (`check_region`); a module that fails is refused for the rest of the
         // run: its misses get escape entries and the thread runs the original code.
+        let later = self.later.get(k).copied().unwrap_or(false);
         let checked = match self.refused.get(&k) {
             Some(detail) => Err(detail.clone()),
-            None => all[k].check_all_code().inspect_err(|detail| {
+            None => check_funcs(all[k], &funcs, later).inspect_err(|detail| {
                 let path = all[k].path.display();
                 self.stats.analysis_rejected.push(format!("{path}: {detail}"));
                 self.refused.insert(k, detail.clone());

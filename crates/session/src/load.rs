@@ -210,6 +210,17 @@ impl AnalyzedImage {
         }
     }
 
+    /// [`AnalyzedImage::check_all_code`], given up when `stop` is set (`Ok(false)`).
+    pub fn check_all_code_until(
+        &self,
+        stop: &std::sync::atomic::AtomicBool,
+    ) -> Result<bool, Invalid> {
+        match &self.from_cache {
+            Some(c) => c.check.all_code_until(&self.analysis, &c.memory(&self.bytes), stop),
+            None => Ok(true),
+        }
+    }
+
     /// Check padding run `i` (springboard space) before a springboard goes there.
     pub fn check_padding(&self, i: usize) -> Result<(), Invalid> {
         match &self.from_cache {

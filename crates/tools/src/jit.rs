@@ -257,6 +257,9 @@ pub fn run(
         let calls = tracing.then(|| CallTrace::new(&target.modules, slots, locks));
         let mut options = tool.options;
         options.rings = calls.as_ref().map(|c| c.shape);
+        // A running process runs natively until the cache is live: a big module's
+        // whole-image work comes after (a launched command is held until then anyway).
+        options.early = pid_given;
         let woven = Woven { blocks: counting, branches, calls, callback };
         let (module, path, detail) =
             match jit::install(pid, &target.modules, &roots, &woven, options) {
@@ -499,6 +502,10 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "table_copies": s.table_copies,
             "slot_guards": s.slot_guards,
             "pieces": s.pieces,
+            "later": {
+                "modules": s.later.iter().map(|&k| target.modules.get(k).map(|m| m.path.display().to_string())).collect::<Vec<_>>(),
+                "done_after": s.later_done.map(|d| d.as_secs_f64()),
+            },
             "capped": s.region.capped,
             "table_entries": s.table_entries,
             "crowded": s.crowded,
