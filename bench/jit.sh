@@ -15,6 +15,8 @@
 # lookup (`KERF_JIT_SLOT_LOOKUP`, the code before slot guards); `kerf-none-onepiece`: as
 # kerf-none with each module's translation ahead in one piece on one core
 # (`KERF_JIT_PIECE_BLOCKS`, the start before pieces translated side by side);
+# `kerf-old-none`, `kerf-old-blocks`: the same with another kerf binary, `KERF_OLD=PATH`
+# (an earlier commit's build, for a before/after in one run);
 # `valgrind --tool=none`; `valgrind --tool=exp-bbv` (Valgrind's block-vector counter). Wall time from launch to exit (kerf's analysis, from its
 # cache after the first round, and translation included), median of ROUNDS (default 3), and
 # the ratio to native. Every run's output is checked against the native run's.
@@ -81,6 +83,8 @@ run() { # MODE PROGRAM -> output on stdout
     kerf-none-onepiece) KERF_JIT_PIECE_BLOCKS=1000000000 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-whole) "$K" jit main --plugin none --whole -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-blocks) "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-old-none) "$KERF_OLD" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-old-blocks) "$KERF_OLD" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-branches) "$K" jit main --plugin branches -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-calls) "$K" jit main --plugin calls -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-calls-file) "$K" jit main --plugin calls --trace "$W/calls.raw" -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
@@ -93,6 +97,7 @@ echo "# bench/jit.sh $ROUNDS, $(date -u +%F), $(nproc) CPUs: $(grep -m1 'model n
 for prog in ${PROGS:-xz sqlite3 python3.11}; do
   run native $prog | md5sum > "$W/$prog.expected"
   run kerf-none $prog > /dev/null  # the analysis cache, filled once
+  if [ -n "$KERF_OLD" ]; then run kerf-old-none $prog > /dev/null; fi  # (its cache format may differ)
   for r in $(seq "$ROUNDS"); do
     for m in $MODES; do
       say "$prog round $r/$ROUNDS: $m"

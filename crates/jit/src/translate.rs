@@ -60,6 +60,14 @@ pub struct Module<'a> {
     /// value's translation while the slot holds it ([`seq::slot_guard`]); `false`: through
     /// the lookup.
     pub guards: bool,
+    /// Whether every instruction of a function with an indirect jump of unknown targets
+    /// gets a table entry ahead (any of them may be its target); `false`: only its blocks
+    /// do, and kerf adds an entry for another instruction when a miss asks for it (on
+    /// demand). In libLLVM-14 those entries were most of the table (107 k entries without
+    /// them against 197 k), and the sets they filled lost return sites' entries: a `ret`
+    /// that misses leaves the cache (an `llc-14` attach counted 28.8 M block executions in
+    /// its root calls, against 2,681 M with these entries made on demand).
+    pub inside_entries: bool,
 }
 
 /// Registers a frameless `ret` may take, first choice first: never arguments or return
@@ -861,7 +869,10 @@ pub fn translate(
     // be one (python3.11's computed gotos land where no block was found).
     let unknown_jump: HashMap<FuncId, bool> = funcs
         .iter()
-        .map(|&f| (f, cfg.blocks_of(f).iter().any(|b| b.term == Terminator::Unanalysable)))
+        .map(|&f| {
+            let unknown = cfg.blocks_of(f).iter().any(|b| b.term == Terminator::Unanalysable);
+            (f, unknown && m.inside_entries)
+        })
         .collect();
     // Per function with a `ret`: the registers its returns may take (see `ret_scratch`).
     let scratch: HashMap<FuncId, Option<[Register; 2]>> = funcs

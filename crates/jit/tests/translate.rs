@@ -104,6 +104,23 @@ fn layout(mailbox: Option<u64>) -> Layout {
     }
 }
 
+/// The fixture as the translator reads it, with everything on (as `kerf jit` has it).
+fn module<'a>(
+    cfg: &'a kerf_analysis::cfg::Cfg,
+    image: &'a Image<'a>,
+    returns: &'a std::sync::OnceLock<Vec<kerf_analysis::liveness::Live>>,
+) -> Module<'a> {
+    Module {
+        cfg,
+        mem: image,
+        bias: 0,
+        returns: Some(returns),
+        tables: true,
+        guards: true,
+        inside_entries: true,
+    }
+}
+
 #[test]
 fn the_cache_keeps_original_addresses_and_maps_back() {
     let bytes = fixture();
@@ -111,8 +128,7 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
     let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
     let cfg = &analysis.cfg;
     let returns = std::sync::OnceLock::new();
-    let m =
-        Module { cfg, mem: &image, bias: 0, returns: Some(&returns), tables: true, guards: true };
+    let m = module(cfg, &image, &returns);
     let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
     let layout = layout(Some(MAILBOX));
     let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
@@ -293,8 +309,7 @@ fn every_end_of_a_frame_gets_the_exit_code_at_a_clean_point() {
     let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
     let cfg = &analysis.cfg;
     let returns = std::sync::OnceLock::new();
-    let m =
-        Module { cfg, mem: &image, bias: 0, returns: Some(&returns), tables: true, guards: true };
+    let m = module(cfg, &image, &returns);
     let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
     let layout = layout(None);
     let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
@@ -374,4 +389,44 @@ fn registers_a_caller_keeps_across_a_call_are_live_where_the_callee_returns() {
     let free = [R9, R8, Rsi, Rdi, Rcx].iter().filter(|&&r| !two.regs.contains(r)).count();
     assert!(free >= 2, "keep_leaf2: fewer than two registers free: {}", two.regs);
     assert!(two.flags.is_empty(), "keep_leaf2: flags {}", two.flags);
+}
+
+/// Every instruction of a function with an indirect jump of unknown targets (the fixture's
+/// `inside_jump`) gets a table entry of rank `INSIDE` ahead with `inside_entries`, none
+/// without (kerf makes one when a miss asks); block starts and return sites get theirs either
+/// way, and nothing else changes in the entries.
+#[test]
+fn entries_inside_blocks_are_made_ahead_only_when_asked_to() {
+    use kerf_jit::table::INSIDE;
+    let bytes = fixture();
+    let image = Image::from_elf("jitted", &bytes).unwrap();
+    let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
+    let cfg = &analysis.cfg;
+    let returns = std::sync::OnceLock::new();
+    let f = cfg.functions_named("inside_jump").next().expect("inside_jump");
+    let funcs = [f];
+    let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
+    let roots: HashSet<u64> = HashSet::new();
+    let reached: HashSet<FuncId> = [f].into();
+    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default() };
+    let plugin = Counter { edges: false };
+    let entries = |inside_entries: bool| {
+        let m = Module { inside_entries, ..module(cfg, &image, &returns) };
+        let t =
+            kerf_jit::translate("jitted", &m, &funcs, &layout(Some(MAILBOX)), &plugin, &at, &scope)
+                .unwrap();
+        let mut e: Vec<(u64, u8)> = t.entries.iter().map(|e| (e.orig, e.rank)).collect();
+        e.sort();
+        e
+    };
+    let (ahead, asked) = (entries(true), entries(false));
+    let inside: Vec<u64> = ahead.iter().filter(|e| e.1 >= INSIDE).map(|e| e.0).collect();
+    // Of its eleven instructions, eight start no block.
+    assert_eq!(inside.len(), 8, "{ahead:?}");
+    assert!(asked.iter().all(|e| e.1 < INSIDE), "{asked:?}");
+    let rest: Vec<(u64, u8)> = ahead.iter().copied().filter(|e| e.1 < INSIDE).collect();
+    assert_eq!(rest, asked);
+    // The instruction the indirect jump lands on is one of them.
+    let mid = cfg.function(f).entry.0 + 0x19;
+    assert!(inside.contains(&mid), "{:#x} not among {inside:x?}", mid);
 }

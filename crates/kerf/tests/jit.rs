@@ -548,9 +548,11 @@ fn attach_and_detach_mid_run_again_and_again() {
     // 50 ms live; the program runs until told to stop, so none races its end. Every other
     // cycle leaves each module's whole-image work (the check of every function of a cached
     // analysis, the liveness where returns land) for after the cache is live, as attaching
-    // does for libLLVM-sized modules (`KERF_JIT_LATER_BLOCKS`: from one block up), and stays
-    // live for 0.5 s, so that work is done while the threads run translated code and what is
-    // translated after it has frameless returns.
+    // does for libLLVM-sized modules (`KERF_JIT_LATER_BLOCKS`: from one block up), with only
+    // the first two functions of the walk ahead (`KERF_JIT_EARLY_AHEAD`; the rest on demand
+    // and when kerf is idle) and no entries made ahead for instructions inside blocks, and
+    // stays live for 0.5 s, so that work is done while the threads run translated code and
+    // what is translated after it has frameless returns.
     const CYCLES: usize = 12;
     let deadline = Instant::now() + Duration::from_secs(180);
     while cycles < CYCLES && Instant::now() < deadline {
@@ -563,6 +565,7 @@ fn attach_and_detach_mid_run_again_and_again() {
             .args(["-p", &pid.to_string()])
             .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
             .env("KERF_JIT_LATER_BLOCKS", later_blocks)
+            .env("KERF_JIT_EARLY_AHEAD", if later { "2" } else { "0" })
             .output()
             .unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
@@ -573,6 +576,11 @@ fn attach_and_detach_mid_run_again_and_again() {
         let left = v["jit"]["later"]["modules"].as_array().unwrap();
         assert_eq!(left.is_empty(), !later, "cycle {cycles}: {}", v["jit"]["later"]);
         whole_later += usize::from(later && v["jit"]["later"]["done_after"].is_f64());
+        if later {
+            // (The walk from `work` reaches more than two functions.)
+            let asked = v["jit"]["on_demand"]["asked"].as_u64().unwrap();
+            assert!(asked > 0, "cycle {cycles}: the rest came with no miss: {}", v["jit"]);
+        }
         moved += v["jit"]["removed"]["threads_moved"].as_u64().unwrap_or(0);
         let removed = &v["jit"]["removed"];
         assert_eq!(kerf_maps(pid), 0, "cycle {cycles}: kerf's mappings left behind: {removed}");

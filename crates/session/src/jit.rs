@@ -316,6 +316,8 @@ pub struct JitStats {
     pub crowded: usize,
     pub lost: usize,
     pub plan: Duration,
+    /// The stop that mapped the rooms, the table and the mailbox.
+    pub map: Duration,
     pub translate: Duration,
     /// Translations made ahead (a module's may be cut in pieces, see `pieces`).
     pub pieces: usize,
@@ -357,6 +359,9 @@ pub struct JitStats {
     /// and how long after `serve` began it was done (`None`: it was not, before the end).
     pub later: Vec<usize>,
     pub later_done: Option<Duration>,
+    /// Set by the caller: from its start to the analyses loaded, and to the cache live.
+    pub loaded: Duration,
+    pub live: Duration,
 }
 
 /// A JIT installed in a process.
@@ -407,6 +412,9 @@ pub struct Jit {
     /// By module: its whole-image work is still to come ([`JitOptions::early`]): its
     /// translations keep every `ret`'s frame, from functions checked one by one.
     later: Vec<bool>,
+    /// Entries for instructions inside blocks are made when a miss asks for one, not ahead
+    /// (on demand: see [`Module::inside_entries`]).
+    lazy: bool,
 }
 
 /// What removal did.
@@ -570,8 +578,10 @@ fn span(m: &AnalyzedImage) -> (u64, u64) {
 }
 
 /// The translator's view of `images`; a module whose whole-image work comes later
-/// (`later[k]`, see [`JitOptions::early`]) has every `ret` keep its frame meanwhile.
-fn modules_of<'a>(images: &[&'a AnalyzedImage], later: &[bool]) -> Vec<Module<'a>> {
+/// (`later[k]`, see [`JitOptions::early`]) has every `ret` keep its frame meanwhile. With
+/// `lazy` (on demand), instructions inside blocks get table entries only when a miss asks
+/// for one ([`Jit::answer`]), not ahead (see [`Module::inside_entries`]).
+fn modules_of<'a>(images: &[&'a AnalyzedImage], later: &[bool], lazy: bool) -> Vec<Module<'a>> {
     images
         .iter()
         .enumerate()
@@ -590,6 +600,7 @@ fn modules_of<'a>(images: &[&'a AnalyzedImage], later: &[bool]) -> Vec<Module<'a
             // `KERF_JIT_SLOT_LOOKUP`: every jump through a fixed slot through the lookup, as
             // before slot guards (for benchmarks that compare the two).
             guards: std::env::var_os("KERF_JIT_SLOT_LOOKUP").is_none(),
+            inside_entries: !lazy,
         })
         .collect()
 }
@@ -636,6 +647,15 @@ fn later_blocks() -> usize {
     set.filter(|&n: &usize| n > 0).unwrap_or(LATER_BLOCKS)
 }
 
+/// Functions of the walk translated before the cache goes live when a module's whole-image
+/// work is left for later ([`later_blocks`]): the rest follows while the program runs.
+/// `KERF_JIT_EARLY_AHEAD` sets it (the tests, with small fixtures).
+fn early_ahead() -> usize {
+    const EARLY_AHEAD: usize = 512;
+    let set = std::env::var("KERF_JIT_EARLY_AHEAD").ok().and_then(|v| v.parse().ok());
+    set.filter(|&n: &usize| n > 0).unwrap_or(EARLY_AHEAD)
+}
+
 fn check_region(
     images: &[&AnalyzedImage],
     region: &kerf_jit::Region,
@@ -677,7 +697,7 @@ pub fn install(
     let extra: Vec<AnalyzedImage> = vdso_image(pid, &mem).into_iter().collect();
     let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
     let images = &all[..];
-    let mods = modules_of(images, &[]);
+    let mods = modules_of(images, &[], opts.on_demand);
     let slot = |a: u64| {
         let mut b = [0u8; 8];
         mem.read(RemoteAddr(a), &mut b).ok().map(|()| u64::from_le_bytes(b))
@@ -708,13 +728,23 @@ pub fn install(
                 && m.analysis.cfg.blocks.len() >= later_blocks()
         })
         .collect();
-    let mods = modules_of(images, &later);
+    // And only the start of the walk goes ahead (`early_ahead`), the rest when kerf is idle
+    // after the cache is live, as the rest of a miss's walk does ([`Jit::translate_deferred`]).
+    let mut deferred = Vec::new();
+    if later.contains(&true) && region.len() > early_ahead() {
+        let ahead = closure(&mods, &starts, &slot, early_ahead(), false, &|_, _| false);
+        deferred.push((ahead.rest.clone(), budget - ahead.len()));
+        // (Capped by the budget or not, as the whole walk was.)
+        region = kerf_jit::Region { capped: region.capped, ..ahead };
+    }
+    let mods = modules_of(images, &later, opts.on_demand);
     check_region(images, &region, &later)?;
     let mut stats = JitStats { plan: t0.elapsed(), ..JitStats::default() };
     stats.later = (0..images.len()).filter(|&k| later[k]).collect();
 
     // 1. Map room for code and a data area within reach of each module of the region (of
     //    every module, on demand: any may be asked for), the table, and the mailbox.
+    let t_map = Instant::now();
     let mut tr = Tracee::stop_all(pid)?;
     let hwcap2 = tr.auxv(26).ok().flatten().unwrap_or(0);
     // The thread that owns the block words (see `DATA_OWNER`): the main thread.
@@ -778,6 +808,8 @@ pub fn install(
         // Listening from the start: a miss before `serve` runs waits for it.
         m.store_u32(mb::LISTEN as usize, 1);
     }
+
+    stats.map = t_map.elapsed();
 
     // 2. Translate while the process runs: modules in parallel, the biggest first.
     let t1 = Instant::now();
@@ -874,7 +906,8 @@ pub fn install(
         limit: opts.cache_limit,
         root_funcs: starts.clone(),
         refused: HashMap::new(),
-        deferred: Vec::new(),
+        deferred,
+        lazy: opts.on_demand,
         slots: region.slots.clone(),
         held: Vec::new(),
         later,
@@ -1382,7 +1415,11 @@ impl Jit {
                 if !self.deferred.is_empty() {
                     let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
                     let t = Instant::now();
-                    self.translate_deferred(&all, &modules_of(&all, &self.later), plugin);
+                    self.translate_deferred(
+                        &all,
+                        &modules_of(&all, &self.later, self.lazy),
+                        plugin,
+                    );
                     self.stats.serving += t.elapsed();
                     continue;
                 }
@@ -1413,7 +1450,7 @@ impl Jit {
             targets.dedup();
             self.load_late(images, &mut extra, &targets, plugin);
             let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
-            let mods = modules_of(&all, &self.later);
+            let mods = modules_of(&all, &self.later, self.lazy);
             for &target in &targets {
                 self.answer(&all, &mods, plugin, target, &mbox);
             }
@@ -1489,7 +1526,7 @@ impl Jit {
             };
             let every: Vec<FuncId> =
                 (0..m.analysis.cfg.functions.len() as u32).map(FuncId).collect();
-            let module = &modules_of(&[&m], &[])[0];
+            let module = &modules_of(&[&m], &[], self.lazy)[0];
             let space = Tracee::stop_all(self.pid).and_then(|mut tr| {
                 let sp = map_space(&mut tr, &m, module, &every, &[], plugin, None);
                 // The mapping's own failure first (a failed detach follows from it). A space
@@ -1543,9 +1580,10 @@ impl Jit {
 
     /// Make `target` findable in the table: translate the function it falls in and what that
     /// reaches (up to [`BATCH_BUDGET`] functions not translated yet), give a translated block
-    /// start that has no entry one, and anything else an escape entry (code outside every
-    /// module, or inside a block, or a function there is no room left for): the thread
-    /// leaves for the original code, counted, and no later miss asks for it again.
+    /// start or instruction that has no entry one, and anything else an escape entry (code
+    /// outside every module, or inside an instruction, or a function there is no room left
+    /// for): the thread leaves for the original code, counted, and no later miss asks for it
+    /// again.
     fn answer(
         &mut self,
         all: &[&AnalyzedImage],
@@ -1591,8 +1629,12 @@ impl Jit {
         if self.index.find(target).is_some() {
             return;
         }
-        match self.starts.get(&target) {
-            Some(&to) => {
+        // A block start with no entry, or an instruction inside a translated block (the
+        // copied instruction's clean point: the program's state there is the thread's), gets
+        // an indirect entry.
+        let inside = || self.cache_at(target, false);
+        match self.starts.get(&target).copied().or_else(inside) {
+            Some(to) => {
                 let k = k.expect("a translated block is in a module");
                 let _ = self.add_stub(k, target, Some(to));
             }

@@ -194,6 +194,7 @@ pub fn run(
     sampling: Sampling,
     events: &mut dyn Events,
 ) -> Result<Value, ToolError> {
+    let began = Instant::now();
     if tool.roots.is_empty() {
         return Err(ToolError::Usage("kerf jit needs at least one ROOT function".into()));
     }
@@ -247,6 +248,7 @@ pub fn run(
         None => None,
     };
     let t = Instant::now();
+    let loaded = began.elapsed();
     let clock_start = kerf_os::clock::tsc_and_monotonic();
     let mut callback = callback;
     // A module whose cached analysis fails its check is analysed again and everything made
@@ -283,17 +285,21 @@ pub fn run(
         }
     };
     let plugin: &dyn Plugin = &woven;
+    jit.stats.loaded = loaded;
+    jit.stats.live = began.elapsed();
     let s = &jit.stats;
     events.say(&format!(
         "jit: {} functions ({} blocks, {} KiB of code) in {} modules translated in {:.2} s; \
-         {} roots spliced, live",
+         {} roots spliced, live {:.2} s after kerf started (analyses loaded in {:.2} s)",
         s.region.len(),
         s.blocks,
         s.code_bytes / 1024,
         // (A module's translation may be in pieces: modules, not translations.)
         jit.caches.iter().map(|c| c.module).collect::<std::collections::BTreeSet<_>>().len(),
         t.elapsed().as_secs_f64(),
-        roots.len()
+        roots.len(),
+        s.live.as_secs_f64(),
+        s.loaded.as_secs_f64(),
     ));
     if s.lost > 0 {
         events.warn(&format!(
@@ -534,10 +540,13 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             },
             "modules": modules,
             "seconds": {
+                "loaded": s.loaded.as_secs_f64(),
                 "plan": s.plan.as_secs_f64(),
+                "map": s.map.as_secs_f64(),
                 "translate": s.translate.as_secs_f64(),
                 "write": s.write.as_secs_f64(),
                 "splice_pause": s.splice_pause.as_secs_f64(),
+                "live": s.live.as_secs_f64(),
             },
         },
     });

@@ -369,6 +369,23 @@ impl Blocks {
         self.first.last().copied().unwrap_or(0) as usize
     }
 
+    /// Every function's blocks and edges, in [`FuncId`] order: the bulk of an analysis, which
+    /// the cache stores in parts apart from the rest and decodes side by side.
+    pub fn bodies(&self) -> &[Body] {
+        &self.bodies
+    }
+
+    /// The numbering alone, with no bodies (what [`Blocks::set_bodies`] fills again).
+    pub fn numbering(&self) -> Blocks {
+        Blocks { bodies: Vec::new(), first: self.first.clone() }
+    }
+
+    /// Put back the bodies [`Blocks::bodies`] gave. Nothing here checks that they fit the
+    /// numbering: a cached analysis gets that from `validate::Checker::new`.
+    pub fn set_bodies(&mut self, bodies: Vec<Body>) {
+        self.bodies = bodies;
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -435,6 +452,17 @@ pub struct Cfg {
 }
 
 impl Cfg {
+    /// A copy of everything but the blocks' bodies (see [`Blocks::bodies`]).
+    pub fn without_bodies(&self) -> Cfg {
+        Cfg {
+            functions: self.functions.clone(),
+            blocks: self.blocks.numbering(),
+            jump_tables: self.jump_tables.clone(),
+            padding: self.padding.clone(),
+            no_splice: self.no_splice.clone(),
+        }
+    }
+
     /// A range no splice may touch that meets `[lo, hi)` (image addresses). The list is short
     /// (a library has one or two) and its ranges may overlap, so it is searched whole.
     pub fn no_splice_in(&self, lo: u64, hi: u64) -> Option<&NoSplice> {
