@@ -927,10 +927,6 @@ fn finish_block(
                 }
                 tables.push(t.clone());
             }
-            Some(Resolution::IndirectTail) => {
-                *may_return = true;
-                b.term = Terminator::IndirectTailCall;
-            }
             _ => {
                 *may_return = true;
                 b.term = Terminator::Unanalysable;

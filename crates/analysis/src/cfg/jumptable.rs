@@ -336,8 +336,6 @@ impl Hint {
 pub(crate) enum Resolution {
     /// A table, and the address from which its bound must hold (see [`Hint`]).
     Table(JumpTable, u64),
-    /// A jump through one fixed memory slot (a PLT stub or a GOT load): leaves the function.
-    IndirectTail,
     Unknown,
 }
 
@@ -563,29 +561,28 @@ fn sext32(v: Sym) -> Option<Sym> {
 pub(crate) fn resolve(s: &Slice<'_>, jmp: &Instruction, mem: &dyn CodeMemory) -> Resolution {
     let n = s.insns.len();
     let value = match jmp.op0_kind() {
-        OpKind::Memory => {
-            if jmp.memory_base() == Register::RIP {
-                return Resolution::IndirectTail;
+        OpKind::Memory => match s.address(jmp, n, 0) {
+            Some(Sym::Idx { scale: 8, add, max, origin }) => {
+                Some(Sym::Entry { table: add, size: 8, signed: false, plus: 0, max, origin })
             }
-            match s.address(jmp, n, 0) {
-                Some(Sym::Idx { scale: 8, add, max, origin }) => {
-                    Some(Sym::Entry { table: add, size: 8, signed: false, plus: 0, max, origin })
-                }
-                _ => None,
-            }
-        }
+            _ => None,
+        },
         OpKind::Register => {
             let Some(r) = Gpr::from_iced(jmp.op0_register()) else {
                 return Resolution::Unknown;
             };
-            // `mov r,[rip+X]; jmp r`: a function pointer from one slot, like a PLT stub.
+            // `mov r,[rip+X]; jmp r`: a pointer from one slot, like a PLT stub's, is no table;
+            // whether the jump is a tail call is for `tailcall` to say (with the stack back at
+            // its entry value: a function that pushed, then jumped through a slot holding a
+            // label of its own, was once taken for a tail call, and a splice could cover the
+            // label).
             if let Some(k) = (0..n).rev().find(|k| s.insns[*k].1.contains(r)) {
                 let d = s.insns[k].0;
                 if d.mnemonic() == Mnemonic::Mov
                     && d.op1_kind() == OpKind::Memory
                     && d.memory_base() == Register::RIP
                 {
-                    return Resolution::IndirectTail;
+                    return Resolution::Unknown;
                 }
             }
             s.reg(r, n, 0)
