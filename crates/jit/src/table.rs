@@ -36,6 +36,8 @@ const _: () = assert!(8 + 16 * OVERFLOW as u64 <= CONT - SETS_BYTES);
 /// The rank of a table entry for an instruction inside a block (see
 /// [`Table::insert_ranked`]).
 pub const INSIDE: u8 = 3;
+/// The rank of a return site's entry (the instruction after a call).
+pub const RETURN: u8 = 1;
 
 /// Which bits of a target choose its set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +67,9 @@ pub struct Table {
     /// [`OVERFLOW`]; indirect transfers to the rest leave the cache, counted as escapes).
     pub crowded: Vec<(u64, u64)>,
     pub entries: usize,
+    /// Return sites among the entries with no room: a `ret` to one misses and leaves the
+    /// cache as a thread leaving its root does, which no escape counts.
+    pub lost_returns: usize,
 }
 
 /// One way: an original address, its indirect entry, its continuation.
@@ -91,7 +96,13 @@ pub const OVERFLOW_PAIRS: u64 = SETS_BYTES + 8;
 
 impl Table {
     pub fn new(hash: Hash) -> Table {
-        Table { hash, ways: vec![[Way::default(); WAYS]; SETS], crowded: Vec::new(), entries: 0 }
+        Table {
+            hash,
+            ways: vec![[Way::default(); WAYS]; SETS],
+            crowded: Vec::new(),
+            entries: 0,
+            lost_returns: 0,
+        }
     }
 
     pub fn hash(&self) -> Hash {
@@ -128,6 +139,7 @@ impl Table {
             }
             self.crowded.push((orig, entry));
             let i = self.crowded.len() - 1;
+            self.lost_returns += usize::from(i >= OVERFLOW && rank == RETURN);
             return (i < OVERFLOW).then_some(Placed::Overflow(i));
         };
         set[k] = Way { orig, entry, cont };
@@ -225,6 +237,21 @@ mod tests {
         assert_eq!(t.insert_ranked(at(9), 4, 4, 2), Some(Placed::Overflow(1)));
         assert_eq!(t.find(at(7)), Some(2));
         assert_eq!(t.continuation(at(8)), Some(3));
+    }
+
+    #[test]
+    fn return_sites_with_no_room_are_counted_apart() {
+        let mut t = Table::new(Hash::Low16);
+        let at = |k: u64| 0x5555_0000_1234 + (k << 16);
+        // Four ways, then the whole overflow list, all in one set.
+        for k in 0..(WAYS + OVERFLOW) as u64 {
+            assert!(t.insert_ranked(at(k), 1, 1, 2).is_some());
+        }
+        let n = (WAYS + OVERFLOW) as u64;
+        assert_eq!(t.insert_ranked(at(n), 1, 1, 2), None);
+        assert_eq!(t.insert_ranked(at(n + 1), 1, 1, RETURN), None);
+        assert_eq!(t.insert_ranked(at(n + 2), 1, 1, 0), None);
+        assert_eq!((t.lost(), t.lost_returns), (3, 1));
     }
 
     #[test]

@@ -1052,7 +1052,7 @@ pub fn translate(
                         to
                     };
                     if site {
-                        ret_sites.push(Site { orig: next, to, first, rank: 1 });
+                        ret_sites.push(Site { orig: next, to, first, rank: crate::table::RETURN });
                     }
                 }
             }
@@ -1405,7 +1405,7 @@ fn copy_block(
                 orig: i.ip(),
                 to: l,
                 first: k,
-                rank: if returned_to { 1 } else { crate::table::INSIDE },
+                rank: if returned_to { crate::table::RETURN } else { crate::table::INSIDE },
             });
             e.mark(k, l);
         }

@@ -315,6 +315,8 @@ pub struct JitStats {
     /// and those the overflow list had no room for (indirect transfers to them escape).
     pub crowded: usize,
     pub lost: usize,
+    /// Return sites among `lost` (see `Table::lost_returns`).
+    pub lost_returns: usize,
     pub plan: Duration,
     /// The stop that mapped the rooms, the table and the mailbox.
     pub map: Duration,
@@ -938,6 +940,7 @@ pub fn install(
     jit.stats.table_entries = jit.index.entries;
     jit.stats.crowded = jit.index.crowded.len();
     jit.stats.lost = jit.index.lost();
+    jit.stats.lost_returns = jit.index.lost_returns;
     if let Some(dir) = std::env::var_os("KERF_JIT_DUMP") {
         dump(std::path::Path::new(&dir), images, &jit);
     }
@@ -1458,6 +1461,7 @@ impl Jit {
             self.stats.table_entries = self.index.entries;
             self.stats.crowded = self.index.crowded.len();
             self.stats.lost = self.index.lost();
+            self.stats.lost_returns = self.index.lost_returns;
             // A flush meanwhile answered tickets past `posted`: ANSWERED never goes back.
             if (posted.wrapping_sub(mbox.load_u32(answered_at)) as i32) > 0 {
                 mbox.store_u32(answered_at, posted);

@@ -304,11 +304,13 @@ pub fn run(
     if s.lost > 0 {
         events.warn(&format!(
             "{} of {} lookup-table entries found their set and the overflow list full: \
-             indirect transfers to them leave the cache",
+             indirect transfers to them leave the cache{}",
             s.lost,
-            s.table_entries + s.crowded
+            s.table_entries + s.crowded,
+            lost_returns(s.lost_returns)
         ));
     }
+    let lost_before = s.lost;
     // The call trace's reader is ready before the target goes on.
     let reader = match &woven.calls {
         Some(c) => {
@@ -340,6 +342,14 @@ pub fn run(
     });
     let calls_summary = reader.map(|r| r.finish(&modules));
     target.modules = modules;
+    let s = &jit.stats;
+    if s.lost > lost_before {
+        events.warn(&format!(
+            "{} more lookup-table entries made while the program ran found no room{}",
+            s.lost - lost_before,
+            lost_returns(s.lost_returns)
+        ));
+    }
     let mut summary = summarize(&target, &jit, &roots, &woven);
     if let Some(state) = jit.state() {
         // The callbacks' words that are not zero, by index.
@@ -373,6 +383,17 @@ pub fn run(
         return Err(ToolError::Killed { ended: stop.describe(pid) });
     }
     Ok(v)
+}
+
+/// What a warning about lost table entries adds when `n` of them are return sites.
+fn lost_returns(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        n => format!(
+            "; {n} of them return sites, where a `ret` leaves the cache uncounted (not an \
+             escape): the rest of that root call runs natively"
+        ),
+    }
 }
 
 fn resolve_roots(target: &ProcessTarget, texts: &[String]) -> Result<Vec<Root>, ToolError> {
@@ -516,6 +537,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "table_entries": s.table_entries,
             "crowded": s.crowded,
             "lost": s.lost,
+            "lost_returns": s.lost_returns,
             "escapes": escapes,
             "escapes_detaching": escapes_leaving,
             "returns_out": returns,
