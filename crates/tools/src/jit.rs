@@ -447,6 +447,9 @@ fn where_is(target: &ProcessTarget, a: u64) -> String {
 fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Woven) -> Value {
     let counting = woven.blocks;
     let s = &jit.stats;
+    // Modules whose whole-image work came after the cache was live, by path.
+    let path = |k: usize| target.modules.get(k).map(|m| m.path.display().to_string());
+    let later: Vec<Option<String>> = s.later.iter().map(|&k| path(k)).collect();
     let mut modules = Vec::new();
     let mut blocks = Vec::new();
     let (mut escapes, mut escapes_leaving, mut returns) = (0, 0, 0);
@@ -530,7 +533,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "slot_guards": s.slot_guards,
             "pieces": s.pieces,
             "later": {
-                "modules": s.later.iter().map(|&k| target.modules.get(k).map(|m| m.path.display().to_string())).collect::<Vec<_>>(),
+                "modules": later,
                 "done_after": s.later_done.map(|d| d.as_secs_f64()),
             },
             "capped": s.region.capped,
