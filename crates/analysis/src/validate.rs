@@ -29,7 +29,8 @@
 //! ~2 s), which would undo the cache; so [`Checker::new`] checks only what is cheap and
 //! whole-entry at load (indices and ranges), and the rest is checked at the point of use,
 //! per function ([`Checker::function`], memoised), by whatever is about to rely on a
-//! function: splice planning. [`validate`] checks everything at once (`kerf analyze --validate`, the tests).
+//! function: splice planning. [`validate`] checks everything at once (`kerf analyze
+//! --validate`, the tests).
 //!
 //! Not re-derived: which functions exist, their names, which never return, and the
 //! classification of indirect jumps (a table, a tail call, unanalysable). Those come from the

@@ -530,17 +530,64 @@ fn kerf_maps(pid: i32) -> usize {
         .count()
 }
 
+/// `kerf jit work -p PID --duration D --json` with the analysis cache `cache` and `env`
+/// added, which must succeed with no escape and leave the program running: its summary and
+/// its stderr.
+fn attach_once(
+    pid: i32,
+    cache: &Path,
+    what: &str,
+    duration: &str,
+    env: &[(&str, &str)],
+) -> (Value, String) {
+    let summary = tmp().join(format!("jit-attach-{pid}.json"));
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["jit", "work", "--duration", duration, "--json", "-o"])
+        .arg(&summary)
+        .args(["-p", &pid.to_string()])
+        .env("KERF_CACHE_DIR", cache)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "{what}: {err}");
+    assert!(!ended(pid), "the program ended in {what}: {err}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!(v["jit"]["escapes"], 0, "{what}: {}", v["jit"]);
+    (v, err)
+}
+
+/// The jitted fixture's four threads comparing the root with its copy until SIGUSR1 (see
+/// jitted.c's `check`), with a moment to start them.
+fn checking(bin: &Path) -> std::process::Child {
+    let child =
+        Command::new(bin).args(["4", "10", "0", "check"]).stdout(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    child
+}
+
+/// Tell a [`checking`] program to stop; it must end well, every thread saying its results
+/// were always right.
+fn checked_to_the_end(mut child: std::process::Child, what: &str) {
+    use std::io::Read;
+    Command::new("kill").args(["-USR1", &child.id().to_string()]).status().unwrap();
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert!(child.wait().unwrap().success(), "the program failed after {what}: {out}");
+    let threads: Vec<&str> = out.lines().filter(|l| l.starts_with("thread ")).collect();
+    assert_eq!(threads.len(), 4, "{out}");
+    assert!(threads.iter().all(|l| l.contains(": ok after ")), "{out}");
+    assert!(out.ends_with("done\n"), "{out}");
+}
+
 #[test]
 fn attach_and_detach_mid_run_again_and_again() {
     let bin = common::build_fixture("jitted", "-O2", "jit-attach");
     // Four threads compare the root with an identical copy no JIT enters, call by call, until
     // SIGUSR1; main's own call of the root is over before the first attach.
-    let mut child =
-        Command::new(&bin).args(["4", "10", "0", "check"]).stdout(Stdio::piped()).spawn().unwrap();
+    let child = checking(&bin);
     let pid = child.id() as i32;
     let _reaper = common::Reaper(pid);
-    // Let it load its libraries and start its threads.
-    std::thread::sleep(Duration::from_millis(300));
     let before = text_of(pid);
     assert!(before.len() >= 2, "no text read from {pid}");
     let (mut cycles, mut moved, mut whole_later) = (0, 0u64, 0);
@@ -556,23 +603,13 @@ fn attach_and_detach_mid_run_again_and_again() {
     const CYCLES: usize = 12;
     let deadline = Instant::now() + Duration::from_secs(180);
     while cycles < CYCLES && Instant::now() < deadline {
-        let summary = tmp().join("jit-attach.json");
         let later = cycles % 2 == 1;
-        let (duration, later_blocks) = if later { ("0.5", "1") } else { ("0.05", "0") };
-        let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
-            .args(["jit", "work", "--duration", duration, "--json", "-o"])
-            .arg(&summary)
-            .args(["-p", &pid.to_string()])
-            .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
-            .env("KERF_JIT_LATER_BLOCKS", later_blocks)
-            .env("KERF_JIT_EARLY_AHEAD", if later { "2" } else { "0" })
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert!(o.status.success(), "cycle {cycles}: {err}");
-        assert!(!ended(pid), "the program ended in cycle {cycles}: {err}");
-        let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
-        assert_eq!(v["jit"]["escapes"], 0, "cycle {cycles}: {}", v["jit"]);
+        let (duration, env) = match later {
+            true => ("0.5", [("KERF_JIT_LATER_BLOCKS", "1"), ("KERF_JIT_EARLY_AHEAD", "2")]),
+            false => ("0.05", [("KERF_JIT_LATER_BLOCKS", "0"), ("KERF_JIT_EARLY_AHEAD", "0")]),
+        };
+        let what = format!("cycle {cycles}");
+        let (v, _) = attach_once(pid, &tmp().join("jit-cache"), &what, duration, &env);
         let left = v["jit"]["later"]["modules"].as_array().unwrap();
         assert_eq!(left.is_empty(), !later, "cycle {cycles}: {}", v["jit"]["later"]);
         whole_later += usize::from(later && v["jit"]["later"]["done_after"].is_f64());
@@ -591,19 +628,7 @@ fn attach_and_detach_mid_run_again_and_again() {
         }
         cycles += 1;
     }
-    Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap();
-    let out = {
-        let mut s = String::new();
-        use std::io::Read;
-        child.stdout.take().unwrap().read_to_string(&mut s).unwrap();
-        s
-    };
-    let st = child.wait().unwrap();
-    assert!(st.success(), "the program failed after {cycles} cycles: {out}");
-    let threads: Vec<&str> = out.lines().filter(|l| l.starts_with("thread ")).collect();
-    assert_eq!(threads.len(), 4, "{out}");
-    assert!(threads.iter().all(|l| l.contains(": ok after ")), "{out}");
-    assert!(out.ends_with("done\n"), "{out}");
+    checked_to_the_end(child, &format!("{cycles} cycles"));
     eprintln!("{cycles} attach/detach cycles, {moved} threads brought back from the cache");
     assert_eq!(cycles, CYCLES, "only {cycles} attach/detach cycles in 180 s");
     assert!(whole_later > 0, "the whole-image work left for later was never done in 0.5 s");
@@ -620,29 +645,13 @@ fn attach_and_detach_mid_run_again_and_again() {
 #[test]
 fn a_lie_found_after_the_cache_is_live_is_reported_and_harms_nothing() {
     let bin = common::build_fixture("jitted", "-O2", "jit-later-lie");
-    let mut child =
-        Command::new(&bin).args(["4", "10", "0", "check"]).stdout(Stdio::piped()).spawn().unwrap();
+    let child = checking(&bin);
     let pid = child.id() as i32;
     let _reaper = common::Reaper(pid);
-    std::thread::sleep(Duration::from_millis(300));
     let cache = tmp().join("jit-later-lie");
     let _ = std::fs::remove_dir_all(&cache);
-    let attach = |tag: &str, later_blocks: &str, duration: &str| {
-        let summary = tmp().join(format!("{tag}.json"));
-        let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
-            .args(["jit", "work", "--duration", duration, "--json", "-o"])
-            .arg(&summary)
-            .args(["-p", &pid.to_string()])
-            .env("KERF_CACHE_DIR", &cache)
-            .env("KERF_JIT_LATER_BLOCKS", later_blocks)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr).to_string();
-        assert!(o.status.success(), "{tag}: {err}");
-        assert!(!ended(pid), "the program ended in {tag}: {err}");
-        let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
-        assert_eq!(v["jit"]["escapes"], 0, "{tag}: {}", v["jit"]);
-        (v, err)
+    let attach = |what: &str, later_blocks: &str, duration: &str| {
+        attach_once(pid, &cache, what, duration, &[("KERF_JIT_LATER_BLOCKS", later_blocks)])
     };
     // The cache filled, then libc's entry made to lie about `strfry`, which nothing calls.
     attach("later-fill", "0", "0.05");
@@ -661,14 +670,7 @@ fn a_lie_found_after_the_cache_is_live_is_reported_and_harms_nothing() {
     let (_, err) = attach("later-default", "0", "0.05");
     assert!(err.contains("rejected, analysed again"), "the lie went unnoticed: {err}");
 
-    Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap();
-    let mut out = String::new();
-    use std::io::Read;
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    assert!(child.wait().unwrap().success(), "the program failed: {out}");
-    let threads: Vec<&str> = out.lines().filter(|l| l.starts_with("thread ")).collect();
-    assert_eq!(threads.len(), 4, "{out}");
-    assert!(threads.iter().all(|l| l.contains(": ok after ")), "{out}");
+    checked_to_the_end(child, "three attaches");
 }
 
 #[test]

@@ -645,8 +645,7 @@ fn check_funcs(m: &AnalyzedImage, funcs: &[FuncId], later: bool) -> Result<(), I
 /// under half a million. `KERF_JIT_LATER_BLOCKS` sets it (the tests, with small fixtures).
 fn later_blocks() -> usize {
     const LATER_BLOCKS: usize = 1 << 20;
-    let set = std::env::var("KERF_JIT_LATER_BLOCKS").ok().and_then(|v| v.parse().ok());
-    set.filter(|&n: &usize| n > 0).unwrap_or(LATER_BLOCKS)
+    size_from_env("KERF_JIT_LATER_BLOCKS", LATER_BLOCKS)
 }
 
 /// Functions of the walk translated before the cache goes live when a module's whole-image
@@ -654,8 +653,14 @@ fn later_blocks() -> usize {
 /// `KERF_JIT_EARLY_AHEAD` sets it (the tests, with small fixtures).
 fn early_ahead() -> usize {
     const EARLY_AHEAD: usize = 512;
-    let set = std::env::var("KERF_JIT_EARLY_AHEAD").ok().and_then(|v| v.parse().ok());
-    set.filter(|&n: &usize| n > 0).unwrap_or(EARLY_AHEAD)
+    size_from_env("KERF_JIT_EARLY_AHEAD", EARLY_AHEAD)
+}
+
+/// A positive number from environment variable `name` (the tests' way to make kerf's size
+/// bounds fit their small fixtures), else `default`.
+fn size_from_env(name: &str, default: usize) -> usize {
+    let set = std::env::var(name).ok().and_then(|v| v.parse().ok());
+    set.filter(|&n: &usize| n > 0).unwrap_or(default)
 }
 
 fn check_region(
@@ -1003,8 +1008,7 @@ const MOST_PIECES: usize = 16;
 /// `KERF_JIT_PIECE_BLOCKS` sets it (the tests split their small fixtures with it).
 fn piece_blocks() -> usize {
     const PIECE_BLOCKS: usize = 24_576;
-    let set = std::env::var("KERF_JIT_PIECE_BLOCKS").ok().and_then(|v| v.parse().ok());
-    set.filter(|&n: &usize| n > 0).unwrap_or(PIECE_BLOCKS)
+    size_from_env("KERF_JIT_PIECE_BLOCKS", PIECE_BLOCKS)
 }
 
 /// `funcs` of `m` cut into pieces of consecutive functions (by entry) with about as many
