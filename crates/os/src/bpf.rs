@@ -857,13 +857,29 @@ mod tests {
         let asleep = clock.now(other).unwrap() - asleep_from;
         sleeper.join().unwrap();
         assert!((90_000_000..200_000_000).contains(&asleep), "asleep 100 ms: {asleep} ns");
-        let busy = word();
+        // Spinning: the word advances only by the time the thread was switched out meanwhile
+        // (on a busy machine a spinning thread is preempted too): wall time minus its own CPU
+        // time.
+        let cpu = || {
+            let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+            // SAFETY: writes the calling thread's CPU clock into `ts`.
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+        };
+        let (busy, ran_from) = (word(), cpu());
         let t = std::time::Instant::now();
         while t.elapsed() < std::time::Duration::from_millis(5) {}
-        let spun = word() - busy;
+        // (Signed: the word may step back by the microseconds the scheduler had not yet
+        // counted as run time when it was read.)
+        let spun = word() as i64 - busy as i64;
+        let (ran, wall) = (cpu() - ran_from, t.elapsed().as_nanos() as i64);
+        let off = wall - ran as i64;
         // SAFETY: the mapping made above.
         unsafe { libc::munmap(base, len) };
         assert!((29_000_000..60_000_000).contains(&slept), "slept 30 ms, counted {slept} ns");
-        assert!(spun < 3_000_000, "spun 5 ms on the CPU, counted {spun} ns off it");
+        assert!(
+            spun.abs_diff(off) < 2_000_000,
+            "spun 5 ms ({ran} ns on the CPU), counted {spun} ns off it"
+        );
     }
 }
