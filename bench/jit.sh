@@ -15,6 +15,8 @@
 # lookup (`KERF_JIT_SLOT_LOOKUP`, the code before slot guards); `kerf-none-onepiece`: as
 # kerf-none with each module's translation ahead in one piece on one core
 # (`KERF_JIT_PIECE_BLOCKS`, the start before pieces translated side by side);
+# `kerf-none-noinline`, `kerf-blocks-noinline`: as kerf-none and kerf-blocks with no callee
+# copied in place of its call (`KERF_JIT_INLINE_INSNS=0`, the code before inlined calls);
 # `kerf-old-none`, `kerf-old-blocks`: the same with another kerf binary, `KERF_OLD=PATH`
 # (an earlier commit's build, for a before/after in one run);
 # `valgrind --tool=none`; `valgrind --tool=exp-bbv` (Valgrind's block-vector counter). Wall time from launch to exit (kerf's analysis, from its
@@ -81,6 +83,8 @@ run() { # MODE PROGRAM -> output on stdout
     kerf-none-lookup) KERF_JIT_LOOKUP_TABLES=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-slots) KERF_JIT_SLOT_LOOKUP=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-onepiece) KERF_JIT_PIECE_BLOCKS=1000000000 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-none-noinline) KERF_JIT_INLINE_INSNS=0 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-blocks-noinline) KERF_JIT_INLINE_INSNS=0 "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-whole) "$K" jit main --plugin none --whole -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-blocks) "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-old-none) "$KERF_OLD" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
@@ -97,7 +101,7 @@ echo "# bench/jit.sh $ROUNDS, $(date -u +%F), $(nproc) CPUs: $(grep -m1 'model n
 for prog in ${PROGS:-xz sqlite3 python3.11}; do
   run native $prog | md5sum > "$W/$prog.expected"
   run kerf-none $prog > /dev/null  # the analysis cache, filled once
-  if [ -n "$KERF_OLD" ]; then run kerf-old-none $prog > /dev/null; fi  # (its cache format may differ)
+  if [ -n "${KERF_OLD:-}" ]; then run kerf-old-none $prog > /dev/null; fi  # (its cache format may differ)
   for r in $(seq "$ROUNDS"); do
     for m in $MODES; do
       say "$prog round $r/$ROUNDS: $m"

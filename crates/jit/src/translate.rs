@@ -68,6 +68,9 @@ pub struct Module<'a> {
     /// that misses leaves the cache (an `llc-14` attach counted 28.8 M block executions in
     /// its root calls, against 2,681 M with these entries made on demand).
     pub inside_entries: bool,
+    /// Up to how many instructions of a callee (with the functions it tail-calls) a direct
+    /// call may copy in its place (see [`Inline`]); 0: none.
+    pub inline: u32,
 }
 
 /// Registers a frameless `ret` may take, first choice first: never arguments or return
@@ -86,6 +89,153 @@ fn ret_scratch(m: &Module<'_>, f: FuncId) -> Option<[Register; 2]> {
     let mut free = RET_SCRATCH.iter().filter(|&&r| !live.regs.contains(r));
     let reg = kerf_codegen::templates::iced_gpr;
     Some([reg(*free.next()?), reg(*free.next()?)])
+}
+
+/// Registers the `ret` of a function copied in place of a call may take to compare its return
+/// slot (a return address above 2 GiB), first choice first; one dead at the return site.
+const INLINE_SCRATCH: [Gpr; 9] =
+    [Gpr::R11, Gpr::R10, Gpr::R9, Gpr::R8, Gpr::Rsi, Gpr::Rdi, Gpr::Rcx, Gpr::Rdx, Gpr::Rax];
+
+/// Up to how many functions one inlined call copies: the callee and those it tail-calls
+/// (a PLT stub and the function its slot holds, or a wrapper's tail call).
+const INLINE_FUNCS: usize = 3;
+
+/// What a direct call copies in its place: its callee's blocks, and those of the functions it
+/// tail-calls, each once, with the `ret`s jumping straight back to the call's continuation
+/// while the return slot holds the call's return address ([`seq::inlined_ret`]). A call and
+/// its return otherwise take a stub that swaps the pushed address, and a table lookup with a
+/// store at the `ret`: four stores a pair for a return address above 2 GiB, one here (the
+/// push). Only a function that stays inside its copy can be copied: every block its entry
+/// reaches a plain jump, branch, fall-through or `ret`, no call, no indirect jump but a
+/// guarded slot's ([`seq::slot_guard`]: a PLT stub), a tail call only to another copied
+/// function, every `ret` through the slot its caller pushed, all of it translated here (its
+/// blocks' words are this translation's).
+#[derive(Clone, Debug)]
+struct Inline {
+    /// The blocks copied, each function's entry block first.
+    blocks: Vec<(FuncId, BlockId)>,
+    /// Calls inside the copy that copy their own callee: the call's block and that copy.
+    calls: Vec<(BlockId, Inline)>,
+    /// Instructions copied, nested copies' included.
+    insns: u32,
+    /// Bytes of cache the copy may take at most (as [`room_for`] counts).
+    room: u64,
+}
+
+/// How deep copies nest: a copied function's calls copy their callees, theirs do not.
+const INLINE_DEPTH: usize = 2;
+
+/// The [`Inline`] of a direct call to `g`, if `g` can be copied: `here` holds the functions
+/// of this translation, `guarded` the value the fixed slot of a function's entry jump held
+/// (for functions whose entry jump is guarded); `depth` is how deep in other copies this one
+/// would be.
+fn inline_plan(
+    m: &Module<'_>,
+    g: FuncId,
+    here: &HashSet<FuncId>,
+    guarded: &dyn Fn(FuncId) -> Option<u64>,
+    plugin_room: u64,
+    depth: usize,
+) -> Option<Inline> {
+    let cfg = m.cfg;
+    let mut plan = Inline { blocks: Vec::new(), calls: Vec::new(), insns: 0, room: 64 };
+    let mut funcs = vec![g];
+    let mut k = 0;
+    while let Some(&h) = funcs.get(k) {
+        k += 1;
+        if !here.contains(&h) || funcs.len() > INLINE_FUNCS {
+            return None;
+        }
+        let fun = cfg.function(h);
+        let own = |t: BlockId| (fun.blocks.start..fun.blocks.end).contains(&t.0);
+        // The blocks the entry reaches, in the order found.
+        let first = plan.blocks.len();
+        plan.blocks.push((h, fun.entry_block));
+        let mut j = first;
+        let mut returns = false;
+        while let Some(&(_, id)) = plan.blocks.get(j) {
+            j += 1;
+            let b = cfg.block(id);
+            plan.insns += b.insns;
+            plan.room += 3 * b.len as u64 + 48 + plugin_room + 16 * b.insns as u64;
+            if b.len == 0 || plan.insns > m.inline {
+                return None;
+            }
+            let code = block_insns(m, b.start, b.len, b.insns);
+            let (last, body) = code.split_last()?;
+            let moves = |i: &Instruction| relocation_hazard(i).is_none();
+            if code.len() != b.insns as usize
+                || !code.iter().all(moves)
+                || body.iter().any(|i| flow(i) != Flow::Next)
+            {
+                return None;
+            }
+            let mut callee = None;
+            match b.term {
+                Terminator::FallThrough | Terminator::CondJump | Terminator::Jump => {}
+                Terminator::Return if last.code() == Code::Retnq => returns = true,
+                Terminator::TailCall if matches!(flow(last), Flow::Jump(_)) => {}
+                // A PLT stub's jump: on to the function its slot held.
+                Terminator::IndirectTailCall if id == fun.entry_block && guarded(h).is_some() => {
+                    let image = ImageAddr(guarded(h)?.wrapping_sub(m.bias));
+                    let t = cfg.function_at(image)?;
+                    if !funcs.contains(&t) {
+                        funcs.push(t);
+                    }
+                    continue;
+                }
+                // A call that copies its callee too, and comes back here without the table.
+                Terminator::Call if depth + 1 < INLINE_DEPTH => {
+                    let c = cfg.edges_of(b).find_map(|e| match (e.kind, e.target) {
+                        (EdgeKind::Call, EdgeTarget::Function(c)) => Some(c),
+                        _ => None,
+                    })?;
+                    return_check(m, h, b)?;
+                    let inner = inline_plan(m, c, here, guarded, plugin_room, depth + 1)?;
+                    plan.insns += inner.insns;
+                    plan.room += inner.room;
+                    if plan.insns > m.inline {
+                        return None;
+                    }
+                    callee = Some(c);
+                    plan.calls.push((id, inner));
+                }
+                _ => return None,
+            }
+            let mut back = false;
+            for e in cfg.edges_of(b) {
+                match (e.kind, e.target) {
+                    (EdgeKind::TailCall, EdgeTarget::Function(t))
+                        if b.term == Terminator::TailCall =>
+                    {
+                        if !funcs.contains(&t) {
+                            funcs.push(t);
+                        }
+                    }
+                    (EdgeKind::Call, EdgeTarget::Function(c)) if Some(c) == callee => {}
+                    (
+                        EdgeKind::FallThrough | EdgeKind::Branch | EdgeKind::Jump,
+                        EdgeTarget::Block(t),
+                    ) if own(t) => {
+                        back |= e.kind == EdgeKind::FallThrough;
+                        if !plan.blocks[first..].iter().any(|&(_, s)| s == t) {
+                            plan.blocks.push((h, t));
+                        }
+                    }
+                    (EdgeKind::Return, _) => {}
+                    _ => return None,
+                }
+            }
+            // (A call's copy needs the return site copied too.)
+            if callee.is_some() && !back {
+                return None;
+            }
+        }
+        if returns && !cfg.returns_through_callers_slot(m.mem, h) {
+            return None;
+        }
+    }
+    Some(plan)
 }
 
 /// A register a jump at `f`'s entry through a fixed slot may overwrite, with the flags, for
@@ -552,6 +702,12 @@ pub struct Translation {
     /// Jumps through a fixed slot that go straight on while the slot holds what it held
     /// ([`seq::slot_guard`]).
     pub slot_guards: usize,
+    /// Data words (among the prediction words) and the values they must hold, written after
+    /// the prediction words and before the cache runs: the return addresses of calls that
+    /// copy their callee in place.
+    pub constants: Vec<(u64, u64)>,
+    /// Direct calls that copy their callee in place (see `Inline`).
+    pub inlined: usize,
 }
 
 /// A linkable exit (see [`seq::linked_exit_stub`]): its word in the data area, the original
@@ -605,6 +761,34 @@ impl std::error::Error for JitError {}
 /// translation stays under (each byte of code at most 3, plus each block's entry, plugin
 /// code and indirect entry, plus each instruction's lookup if it is an indirect transfer).
 pub fn room_for(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
+    let own = blocks_room(m, funcs, plugin);
+    let inlining = m.inline > 0 && m.returns.is_some() && !plugin.edges() && !plugin.exits();
+    if !inlining {
+        return own;
+    }
+    // And room for callees copied in place of calls (see `Inline`): each direct call to a
+    // small function of `funcs`, its blocks' room once more, up to half as much again. (A
+    // hint: `translate` copies only within the room it is given beyond its blocks' own.)
+    let here: HashSet<FuncId> = funcs.iter().copied().collect();
+    let small = |g: FuncId| m.cfg.blocks_of(g).iter().map(|b| b.insns).sum::<u32>() <= m.inline;
+    let mut copies = 0;
+    for b in funcs.iter().flat_map(|&f| m.cfg.blocks_of(f)) {
+        if b.term != Terminator::Call {
+            continue;
+        }
+        for e in m.cfg.edges_of(b) {
+            if let (EdgeKind::Call, EdgeTarget::Function(g)) = (e.kind, e.target) {
+                if here.contains(&g) && small(g) {
+                    copies += blocks_room(m, &[g], plugin);
+                }
+            }
+        }
+    }
+    own + copies.min(own / 2)
+}
+
+/// [`room_for`] without the room of copied callees.
+fn blocks_room(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
     let (plugin_bytes, call_bytes) = (plugin.room(), plugin.call_room());
     let mut n = 4096 + plugin.routines().len() as u64;
     for &f in funcs {
@@ -677,6 +861,13 @@ struct Emitter {
     table_stubs: HashMap<(u64, Vec<(Register, u64)>), u64>,
     /// Slot guards emitted (see [`Translation::slot_guards`]).
     slot_guards: usize,
+    /// Data words and the values they must hold before the cache runs (see
+    /// [`Translation::constants`]).
+    constants: Vec<(u64, u64)>,
+    /// Calls that copied their callee in place (see [`Translation::inlined`]), and the data
+    /// word holding each such call's return address ([`return_word`]).
+    inlined: usize,
+    return_words: HashMap<u64, u64>,
 }
 
 /// A translated call's stub (see [`seq::call_stub`]): the original return address, then the
@@ -819,6 +1010,9 @@ pub fn translate(
         tables: Vec::new(),
         table_stubs: HashMap::new(),
         slot_guards: 0,
+        constants: Vec::new(),
+        inlined: 0,
+        return_words: HashMap::new(),
     };
     // Every block start that gets a translation (the first function holding it keeps it),
     // and its label. Branches link by label, never by original address: iced's encoder also
@@ -897,34 +1091,69 @@ pub fn translate(
         })
         .filter_map(|&f| Some((f, tail_scratch(m, f)?)))
         .collect();
+    // Direct calls copy small callees in their place (see `Inline`), within the room the
+    // translation has beyond its blocks' own (`room_for` reserves half as much again).
+    let inlining = m.inline > 0 && m.returns.is_some() && !edges && !plugin.exits();
+    let mut inline_room = if inlining {
+        let own = blocks_room(m, &funcs, plugin);
+        layout.room.saturating_sub(own).min(own / 2)
+    } else {
+        0
+    };
+    let here: HashSet<FuncId> = funcs.iter().copied().collect();
+    let mut plans: HashMap<FuncId, Option<Inline>> = HashMap::new();
+    let index: HashMap<u64, usize> = order
+        .iter()
+        .enumerate()
+        .map(|(n, &(f, k))| (m.runtime(cfg.blocks_of(f)[k].start), n))
+        .collect();
+    let guarded = |h: FuncId| {
+        slot_jumps.get(&h)?;
+        let entry = cfg.block(cfg.function(h).entry_block);
+        let jump = last_insn(m, entry.start, entry.len, entry.insns)?;
+        scope.slots.get(&crate::region::fixed_slot(&jump)?).copied()
+    };
     let mut block_first = Vec::with_capacity(order.len());
     for (n, &(f, k)) in order.iter().enumerate() {
         let func = cfg.function(f);
         let b = &cfg.blocks_of(f)[k];
         let start = m.runtime(b.start);
-        let word = layout.data + DATA_HEADER + 8 * n as u64;
-        let shared = layout.data + DATA_HEADER + 8 * (order.len() + n) as u64;
+        let info = block_info(m, layout, owner_tid, f, b, n, order.len());
+        let (word, shared) = (info.word, info.shared);
         blocks.push(Translated { func: f, start, cache: 0, word, shared });
         block_first.push(e.insns.len());
-        let func_entry = m.runtime(func.entry);
-        let info = BlockInfo {
-            func: &func.name,
-            func_entry,
-            start,
-            len: b.len,
-            insns: b.insns,
-            live: LiveAt { regs: b.live_in, flags: b.flags_live_in },
-            word,
-            shared,
-            owner: layout.data + DATA_OWNER,
-            owner_tid,
-            rings: layout.rings,
-            routines: layout.routines,
-            state: layout.state,
-        };
+        let func_entry = info.func_entry;
         if let Some(p) = plugin.block(&info) {
             let code = lower_at(&p, at, info.live, start, &mut e)?;
             e.extend(code, Some(start));
+        }
+        // A direct call that ends the block, to a function it may copy in its place.
+        let mut inline = None;
+        if inlining && b.term == Terminator::Call {
+            let callee = cfg.edges_of(b).find_map(|e| match (e.kind, e.target) {
+                (EdgeKind::Call, EdgeTarget::Function(g)) => Some(g),
+                _ => None,
+            });
+            let outside = !scope.reached.contains(&f);
+            let plan = callee
+                .filter(|&g| !(outside && scope.roots.contains(&m.runtime(cfg.function(g).entry))))
+                .and_then(|g| {
+                    let room = plugin.room();
+                    plans
+                        .entry(g)
+                        .or_insert_with(|| inline_plan(m, g, &here, &guarded, room, 0))
+                        .clone()
+                })
+                .filter(|p| p.room <= inline_room);
+            let back = || {
+                let (ret, scratch) = return_check(m, f, b)?;
+                Some((ret, *starts.get(&ret)?, scratch))
+            };
+            if let Some((plan, (ret, cont, scratch))) = plan.and_then(|p| Some((p, back()?))) {
+                inline_room -= plan.room;
+                let word = return_word(&mut e, ret);
+                inline = Some((plan, Copied { labels: HashMap::new(), ret, word, scratch, cont }));
+            }
         }
         // Where the frame ends (the block's last instruction), the plugin's exit code.
         let mut exit = None;
@@ -973,10 +1202,34 @@ pub fn translate(
             scratch.get(&f).copied().flatten(),
             table_shape(m, b).as_ref(),
             slot_jumps.get(&f).filter(|_| b.start == func.entry).map(|&r| (scope.slots, r)),
+            inline.as_ref().map(|(_, c)| c.word),
+            None,
         );
         if let Some(fi) = e.insns.get_mut(block_first[n]) {
             fi.set_ip(starts[&start]);
         }
+        let end = match (end, inline) {
+            (End::Inlined, Some((plan, copied))) => {
+                let w = Weave {
+                    m,
+                    layout,
+                    plugin,
+                    at,
+                    starts: &starts,
+                    index: &index,
+                    blocks: order.len(),
+                    owner_tid,
+                    second,
+                    scratch: &scratch,
+                    slot_jumps: &slot_jumps,
+                    slots: scope.slots,
+                };
+                copy_inlined(&w, &mut e, &plan, copied, &mut ret_sites)?;
+                e.inlined += 1;
+                End::Call { site: true }
+            }
+            (end, _) => end,
+        };
         let cond = e.cond.take().filter(|_| edges && b.term == Terminator::CondJump);
         if let Some((branch, target, after)) = cond {
             let j = branches.len() as u64;
@@ -1242,7 +1495,185 @@ pub fn translate(
         branches,
         tables,
         slot_guards: e.slot_guards,
+        constants: e.constants,
+        inlined: e.inlined,
     })
+}
+
+/// What a plugin sees of block `b` of `f`, the `n`th of the translation's `blocks`.
+fn block_info<'m>(
+    m: &Module<'m>,
+    layout: &Layout,
+    owner_tid: Option<u32>,
+    f: FuncId,
+    b: &kerf_analysis::cfg::Block,
+    n: usize,
+    blocks: usize,
+) -> BlockInfo<'m> {
+    let func = m.cfg.function(f);
+    BlockInfo {
+        func: &func.name,
+        func_entry: m.runtime(func.entry),
+        start: m.runtime(b.start),
+        len: b.len,
+        insns: b.insns,
+        live: LiveAt { regs: b.live_in, flags: b.flags_live_in },
+        word: layout.data + DATA_HEADER + 8 * n as u64,
+        shared: layout.data + DATA_HEADER + 8 * (blocks + n) as u64,
+        owner: layout.data + DATA_OWNER,
+        owner_tid,
+        rings: layout.rings,
+        routines: layout.routines,
+        state: layout.state,
+    }
+}
+
+/// Where the call that ends block `b` of `f` returns, if a copy of its callee can go back
+/// there without the table: its original address, and the register the copy's `ret`s may
+/// take to compare an address above 2 GiB (`None` below), with the flags dead there.
+fn return_check(
+    m: &Module<'_>,
+    f: FuncId,
+    b: &kerf_analysis::cfg::Block,
+) -> Option<(u64, Option<Register>)> {
+    let ret = m.runtime(b.end());
+    let (live, _) = kerf_analysis::liveness::live_at(m.cfg, m.mem, f, b.end())?;
+    if !live.flags.is_empty() {
+        return None;
+    }
+    let scratch = match i32::try_from(ret) {
+        Ok(_) => None,
+        Err(_) => {
+            let free = INLINE_SCRATCH.iter().find(|&&r| !live.regs.contains(r))?;
+            Some(kerf_codegen::templates::iced_gpr(*free))
+        }
+    };
+    Some((ret, scratch))
+}
+
+/// The data word a copy's push reads its return address `ret` from (0 for one below 2 GiB,
+/// which needs none): a word of the data area holding `ret` before the cache runs, one per
+/// return address (the copies of one function share their calls' words), so that no more
+/// words are taken than the module has calls ([`data_for`] counts a word per instruction).
+fn return_word(e: &mut Emitter, ret: u64) -> u64 {
+    if i32::try_from(ret).is_ok() {
+        return 0;
+    }
+    if let Some(&w) = e.return_words.get(&ret) {
+        return w;
+    }
+    let w = e.next_pred;
+    e.next_pred += 8;
+    e.constants.push((w, ret));
+    e.return_words.insert(ret, w);
+    w
+}
+
+/// What copying a callee in place needs of its translation.
+struct Weave<'a, 'm> {
+    m: &'a Module<'m>,
+    layout: &'a Layout,
+    plugin: &'a dyn Plugin,
+    at: &'a At,
+    /// Labels of the translation's blocks, and their indices (their words).
+    starts: &'a HashMap<u64, u64>,
+    index: &'a HashMap<u64, usize>,
+    blocks: usize,
+    owner_tid: Option<u32>,
+    second: u64,
+    scratch: &'a HashMap<FuncId, Option<[Register; 2]>>,
+    slot_jumps: &'a HashMap<FuncId, Register>,
+    slots: &'a HashMap<u64, u64>,
+}
+
+/// Copy `plan`'s functions after a call's pushed return address (see [`Inline`]): each
+/// function's entry block first, every block once, each with the plugin's code for it (its
+/// words are the block's own: a count made in a copy is the block's count).
+fn copy_inlined(
+    w: &Weave<'_, '_>,
+    e: &mut Emitter,
+    plan: &Inline,
+    mut copied: Copied,
+    ret_sites: &mut Vec<Site>,
+) -> Result<(), JitError> {
+    let (m, cfg) = (w.m, w.m.cfg);
+    // A block two copied functions share is copied once.
+    let mut seen = HashSet::new();
+    let order: Vec<(FuncId, BlockId, &kerf_analysis::cfg::Block)> = (plan.blocks.iter())
+        .map(|&(h, id)| (h, id, cfg.block(id)))
+        .filter(|(_, _, b)| seen.insert(b.start))
+        .collect();
+    for (_, _, b) in &order {
+        let l = e.label();
+        copied.labels.insert(m.runtime(b.start), l);
+    }
+    for (j, &(h, id, b)) in order.iter().enumerate() {
+        let start = m.runtime(b.start);
+        let n = *w.index.get(&start).ok_or_else(|| JitError::Encode {
+            module: cfg.function(h).name.clone(),
+            detail: format!("a copied block at {start:#x} has no translation"),
+        })?;
+        let first = e.insns.len();
+        let info = block_info(m, w.layout, w.owner_tid, h, b, n, w.blocks);
+        if let Some(p) = w.plugin.block(&info) {
+            let code = lower_at(&p, w.at, info.live, start, e)?;
+            e.extend(code, Some(start));
+        }
+        let entry = cfg.function(h).entry;
+        // A call that copies its callee too (see `inline_plan`): back to this copy's block
+        // after it.
+        let inner = plan.calls.iter().find(|(c, _)| *c == id).and_then(|(_, inner)| {
+            let (ret, scratch) = return_check(m, h, b)?;
+            let cont = *copied.labels.get(&ret)?;
+            Some((inner, ret, scratch, cont))
+        });
+        let word = inner.map(|(_, ret, _, _)| return_word(e, ret));
+        let end = copy_block(
+            m,
+            b.start,
+            b.len,
+            b.insns,
+            w.layout,
+            w.starts,
+            e,
+            w.second,
+            ret_sites,
+            None,
+            false,
+            None,
+            w.scratch.get(&h).copied().flatten(),
+            None,
+            w.slot_jumps.get(&h).filter(|_| b.start == entry).map(|&r| (w.slots, r)),
+            word,
+            Some(&copied),
+        );
+        e.cond = None;
+        if let Some(fi) = e.insns.get_mut(first) {
+            fi.set_ip(copied.labels[&start]);
+        }
+        let end = match (end, inner, word) {
+            (End::Inlined, Some((inner, ret, scratch, cont)), Some(word)) => {
+                let labels = HashMap::new();
+                copy_inlined(w, e, inner, Copied { labels, ret, word, scratch, cont }, ret_sites)?;
+                End::Call { site: false }
+            }
+            (end, _, _) => end,
+        };
+        if e.clean.get(first).is_some_and(Option::is_none) {
+            e.clean[first] = Some(start);
+        }
+        if matches!(end, End::Falls | End::Call { .. }) {
+            let next = m.runtime(b.end());
+            if order.get(j + 1).map(|(_, _, nb)| m.runtime(nb.start)) != Some(next) {
+                let to = match copied.labels.get(&next).or(w.starts.get(&next)) {
+                    Some(&l) => l,
+                    None => e.exit(next, Leaves::Untranslated),
+                };
+                e.push(seq::jmp(to), None);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A plugin's program lowered for a point with `live` live (`at` otherwise), its labels
@@ -1348,13 +1779,30 @@ enum End {
     Call { site: bool },
     /// Control never runs off its end.
     Stops,
+    /// A call to be copied in place ([`Inline`]): its return address is pushed; the callee's
+    /// copy follows.
+    Inlined,
+}
+
+/// A copy of a callee in place of a call ([`Inline`]): the labels of its blocks, and what its
+/// `ret`s compare and where they go ([`seq::inlined_ret`]).
+struct Copied {
+    labels: HashMap<u64, u64>,
+    ret: u64,
+    word: u64,
+    scratch: Option<Register>,
+    cont: u64,
 }
 
 /// Copy one block's instructions; returns how it ends. With `outside_roots`, the block's
 /// function is outside the walk: a call to one of those roots gets no return site. With
 /// `every_insn`, every instruction gets an indirect entry (as a return site does). `second`
 /// is the shared second probe of indirect jumps and calls. `exit`: a plugin's code to put
-/// before the instruction at its address (a `ret` or a tail call's jump).
+/// before the instruction at its address (a `ret` or a tail call's jump). With `inline`
+/// (a data word holding the return address), a direct call that ends the block pushes its
+/// return address and the block ends [`End::Inlined`]; the caller copies the callee next.
+/// With `copied`, the block is part of such a copy: its branches go to the copy's blocks,
+/// and its `ret`s back to the call's continuation.
 #[allow(clippy::too_many_arguments)]
 fn copy_block(
     m: &Module<'_>,
@@ -1372,6 +1820,8 @@ fn copy_block(
     ret_scratch: Option<[Register; 2]>,
     table: Option<&TableShape>,
     slot_jump: Option<(&HashMap<u64, u64>, Register)>,
+    inline: Option<u64>,
+    copied: Option<&Copied>,
 ) -> End {
     let rt_start = m.runtime(start);
     let Some((base, bytes)) = m.mem.code_region(start) else {
@@ -1383,10 +1833,12 @@ fn copy_block(
     let off = (start.0 - base.0) as usize;
     let end = (off + len as usize).min(bytes.len());
     let mut d = Decoder::with_ip(64, &bytes[off.min(end)..end], rt_start, DecoderOptions::NONE);
-    let link = |e: &mut Emitter, t: u64| match starts.get(&t) {
-        Some(&l) => l,
-        None => e.exit(t, Leaves::Untranslated),
-    };
+    let link =
+        |e: &mut Emitter, t: u64| match copied.and_then(|c| c.labels.get(&t)).or(starts.get(&t)) {
+            Some(&l) => l,
+            None => e.exit(t, Leaves::Untranslated),
+        };
+    let block_end = rt_start + len as u64;
     let mut end = End::Falls;
     // A return site inside the block (calls do not end blocks): the instruction after a call
     // carries a label, which its table entry's indirect entry and continuation name.
@@ -1459,8 +1911,13 @@ fn copy_block(
                     end = End::Stops;
                 }
             }
+            Flow::Call(_) if inline.is_some() && i.next_ip() == block_end => {
+                let word = inline.unwrap_or_default();
+                e.push(seq::push_return_address(i.next_ip(), word), here);
+                return End::Inlined;
+            }
             Flow::Call(t) => {
-                let leaves = outside_roots.is_some_and(|r| r.contains(&t.0));
+                let leaves = outside_roots.is_some_and(|r| r.contains(&t.0)) || copied.is_some();
                 let t = link(e, t.0);
                 let stub = e.label();
                 e.push(seq::call(stub), here);
@@ -1472,8 +1929,10 @@ fn copy_block(
                 let stub = e.label();
                 e.push(seq::call(stub), here);
                 e.stubs.push(Stub { label: stub, ret: i.next_ip(), then: Callee::Indirect(i) });
-                after_call = true;
-                end = End::Call { site: true };
+                // (A copy makes no return site: its original address is the copied
+                // function's own translation's.)
+                after_call = copied.is_none();
+                end = End::Call { site: after_call };
             }
             Flow::IndirectJump => {
                 // Through a slot the walk read: straight on while it holds what it held.
@@ -1509,6 +1968,16 @@ fn copy_block(
                     let l = e.exit(i.ip(), why);
                     e.push(seq::jmp(l), here);
                     return End::Stops;
+                };
+                let here = match copied {
+                    Some(c) if pop == 0 => {
+                        let slow = e.label();
+                        let back = seq::inlined_ret(c.ret, c.word, c.scratch, c.cont, slow);
+                        e.extend(back, here);
+                        e.mark(e.insns.len(), slow);
+                        None
+                    }
+                    _ => here,
                 };
                 if let Some(scratch) = ret_scratch {
                     let slow = e.ret_ways(pop, scratch);

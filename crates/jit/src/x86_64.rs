@@ -773,6 +773,46 @@ pub fn table_stub(label: u64, put_back: &[(Register, u64)], to: u64) -> Vec<Inst
     v
 }
 
+/// The start of a call copied in place (see `translate`'s inlined calls): the original return
+/// address `ret` pushed as the `call` would push it, with no `call`: the callee's copy follows
+/// and its `ret`s ([`inlined_ret`]) jump back, so nothing asks the return-stack predictor.
+/// An address below 2 GiB is pushed as a sign-extended immediate; any other is read from
+/// `word`, a data word holding it (one instruction either way, no register, flags kept).
+pub fn push_return_address(ret: u64, word: u64) -> Instruction {
+    match i32::try_from(ret) {
+        Ok(imm) => op(Instruction::with1(Code::Pushq_imm32, imm)),
+        Err(_) => op(Instruction::with1(Code::Push_rm64, rip(word))),
+    }
+}
+
+/// A `ret` of a function copied in place of a call pushed by [`push_return_address`]: while
+/// the return slot still holds that call's original return address (`ret`, or `word` holding
+/// it), the slot is popped and the copy jumps to `cont`, the call's continuation, without the
+/// table; otherwise (a function that replaced its return address) on to `slow`, the `ret`'s
+/// own translation. The compare clobbers the flags and, for an address above 2 GiB,
+/// `scratch`: both must be dead at the return site.
+pub fn inlined_ret(
+    ret: u64,
+    word: u64,
+    scratch: Option<Register>,
+    cont: u64,
+    slow: u64,
+) -> Vec<Instruction> {
+    let mut v = match (i32::try_from(ret), scratch) {
+        (Ok(imm), _) => vec![op(Instruction::with2(Code::Cmp_rm64_imm32, at_rsp(0), imm))],
+        (Err(_), Some(r)) => vec![
+            op(Instruction::with2(Code::Mov_r64_rm64, r, rip(word))),
+            op(Instruction::with2(Code::Cmp_rm64_r64, at_rsp(0), r)),
+        ],
+        // (Never made: the caller gives a scratch register for such an address.)
+        (Err(_), None) => return vec![jmp(slow)],
+    };
+    v.push(op(Instruction::with_branch(Code::Jne_rel32_64, slow)));
+    v.push(move_rsp(8));
+    v.push(jmp(cont));
+    v
+}
+
 /// `jmp rel32` to `target` (an original address the encoder links to its translation, or a
 /// label).
 /// A jump through fixed slot `slot` (`jmp [rip+X]`, a PLT stub's) that held `value` when it

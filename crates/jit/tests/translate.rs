@@ -118,6 +118,7 @@ fn module<'a>(
         tables: true,
         guards: true,
         inside_entries: true,
+        inline: 48,
     }
 }
 
@@ -429,4 +430,82 @@ fn entries_inside_blocks_are_made_ahead_only_when_asked_to() {
     // The instruction the indirect jump lands on is one of them.
     let mid = cfg.function(f).entry.0 + 0x19;
     assert!(inside.contains(&mid), "{:#x} not among {inside:x?}", mid);
+}
+
+/// A direct call to a small function copies it in place (`Module::inline`): the fixture's
+/// leaves (`keep_leaf`, `redirect_leaf`, `redirect_nop`) and `mix2`, whose copy copies its two
+/// calls of `mix` too. Where a call is copied its translation has no `call`: the return
+/// address is pushed, and each copied `ret` compares the return slot with it before it jumps
+/// back (the `cmp` a copy's `ret` starts with), so the copies' `ret`s are at least the calls
+/// copied. Every return site still has its table entry (a copied function that changed its
+/// return slot returns through the table, as `redirect_leaf` does); with no copying (`inline`
+/// 0) the same entries are made and no `cmp [rsp]` appears.
+#[test]
+fn calls_copy_small_callees_in_place() {
+    let bytes = fixture();
+    let image = Image::from_elf("jitted", &bytes).unwrap();
+    let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
+    let cfg = &analysis.cfg;
+    let returns = std::sync::OnceLock::new();
+    let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
+    let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
+    let work = cfg.functions_named("work").next().expect("work");
+    let roots: HashSet<u64> = [cfg.function(work).entry.0].into();
+    let reached: HashSet<FuncId> = funcs.iter().copied().collect();
+    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default() };
+    let plugin = Counter { edges: false };
+    let translate = |inline: u32| {
+        let m = Module { inline, ..module(cfg, &image, &returns) };
+        kerf_jit::translate("jitted", &m, &funcs, &layout(Some(MAILBOX)), &plugin, &at, &scope)
+            .unwrap()
+    };
+    // A copied `ret`: `cmp qword [rsp], imm32` (an address below 2 GiB) or `cmp [rsp], reg`.
+    let slot_compares = |code: &[u8]| {
+        let mut d = Decoder::with_ip(64, code, CODE, DecoderOptions::NONE);
+        d.iter()
+            .filter(|i| {
+                matches!(i.code(), iced_x86::Code::Cmp_rm64_imm32 | iced_x86::Code::Cmp_rm64_r64)
+                    && i.op0_kind() == OpKind::Memory
+                    && i.memory_base() == iced_x86::Register::RSP
+                    && i.memory_displacement64() == 0
+            })
+            .count()
+    };
+    let (copying, plain) = (translate(48), translate(0));
+    assert_eq!(plain.inlined, 0);
+    assert_eq!(slot_compares(&plain.code), 0);
+    // keep_all's and keep_two's leaves, redirect's two, mix2 from work, and mix twice in
+    // mix2's own translation.
+    assert!(copying.inlined >= 6, "{} calls copied", copying.inlined);
+    let compares = slot_compares(&copying.code);
+    assert!(compares >= copying.inlined, "{compares} copied rets for {}", copying.inlined);
+    let orig = |t: &kerf_jit::Translation| {
+        let mut v: Vec<(u64, u8)> = t.entries.iter().map(|e| (e.orig, e.rank)).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(orig(&copying), orig(&plain), "the table's entries changed");
+    // Copies share their blocks' words: no block is translated twice.
+    assert_eq!(copying.blocks, {
+        let mut b = plain.blocks.clone();
+        for (x, y) in b.iter_mut().zip(&copying.blocks) {
+            x.cache = y.cache;
+        }
+        b
+    });
+    // The return address of a copied call is pushed, never called: keep_all's translation
+    // has no `call` to keep_leaf's translation's stub.
+    let keep_all = cfg.functions_named("keep_all").next().unwrap();
+    let start = copying.cache_of(cfg.function(keep_all).entry.0).unwrap();
+    let mut d =
+        Decoder::with_ip(64, &copying.code[(start - CODE) as usize..], start, DecoderOptions::NONE);
+    let first: Vec<_> = d.iter().take(40).collect();
+    assert!(
+        first
+            .iter()
+            .any(|i| i.code() == iced_x86::Code::Push_rm64
+                || i.code() == iced_x86::Code::Pushq_imm32),
+        "keep_all: {first:?}"
+    );
+    assert!(!first.iter().any(|i| i.flow_control() == FlowControl::Call), "keep_all: {first:?}");
 }

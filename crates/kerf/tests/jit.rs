@@ -108,11 +108,29 @@ fn output_is_unchanged_nothing_escapes_and_block_counts_equal_spliced_counts() {
     // main's call and each thread's three calls return through the root's exit.
     assert_eq!(j["returns_out"], 1 + 8 * 3, "{j}");
     assert!(j["functions"].as_u64().unwrap() > 1000, "libc is translated too: {j}");
+    assert!(j["inlined_calls"].as_u64().unwrap() >= 6, "calls copied in place: {j}");
 
     // The same input with every block of the region's functions spliced: kerf count's
     // counters. Functions only the root reaches run only inside the region, so their counts
     // must be equal block for block; the JIT also counts libc's qsort internals.
-    let funcs = ["work", "classify", "classify.cold", "fib", "cmp", "twice", "square", "negate"];
+    // (mix, mix2, the keep_ and redirect_ functions: copied in place of their calls.)
+    let funcs = [
+        "work",
+        "classify",
+        "classify.cold",
+        "fib",
+        "cmp",
+        "twice",
+        "square",
+        "negate",
+        "mix",
+        "mix2",
+        "keep_all",
+        "keep_leaf",
+        "redirect",
+        "redirect_leaf",
+        "redirect_nop",
+    ];
     let mut specs: Vec<String> = funcs.iter().map(|f| format!("exe:{f}@blocks")).collect();
     specs.push("libc:msort_with_tmp*@blocks".into());
     let spec_refs: Vec<&str> = specs.iter().map(String::as_str).collect();
@@ -348,7 +366,8 @@ fn a_library_loaded_after_attach_is_translated_when_first_reached() {
 #[test]
 fn a_bounded_cache_flushes_and_the_program_runs_unchanged() {
     let bin = common::build_fixture("jitted", "-O2", "jit-limit");
-    let args = ["8", "500", "3000"];
+    // (`plain`: the working set the limits below were chosen for.)
+    let args = ["8", "500", "3000", "plain"];
     let expected = plain(&bin, &args);
     let (free, out, _) = kerf_on("limit-none", "jit", &["work"], &bin, &args);
     assert_eq!(out, expected);

@@ -346,6 +346,8 @@ pub struct JitStats {
     pub table_copies: usize,
     /// Jumps through a fixed slot translated to go straight on (`seq::slot_guard`).
     pub slot_guards: usize,
+    /// Direct calls that copy their callee in place (`translate`'s `Inline`).
+    pub inlined: usize,
     /// Times kerf, idle, found `LISTEN` cleared by a thread whose wait timed out (misses
     /// escaped without asking until it set it again).
     pub timeouts: u64,
@@ -603,6 +605,12 @@ fn modules_of<'a>(images: &[&'a AnalyzedImage], later: &[bool], lazy: bool) -> V
             // before slot guards (for benchmarks that compare the two).
             guards: std::env::var_os("KERF_JIT_SLOT_LOOKUP").is_none(),
             inside_entries: !lazy,
+            // `KERF_JIT_INLINE_INSNS`: the most instructions a call copies in its place (0:
+            // none, as before inlined calls, for benchmarks that compare the two).
+            inline: std::env::var("KERF_JIT_INLINE_INSNS")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(INLINE_INSNS),
         })
         .collect()
 }
@@ -658,6 +666,10 @@ fn early_ahead() -> usize {
 
 /// A positive number from environment variable `name` (the tests' way to make kerf's size
 /// bounds fit their small fixtures), else `default`.
+/// The most instructions of a callee (and the functions it tail-calls) a direct call copies
+/// in its place ([`Module::inline`]).
+const INLINE_INSNS: u32 = 48;
+
 fn size_from_env(name: &str, default: usize) -> usize {
     let set = std::env::var(name).ok().and_then(|v| v.parse().ok());
     set.filter(|&n: &usize| n > 0).unwrap_or(default)
@@ -1245,10 +1257,14 @@ impl Jit {
         // The jump tables' copies lie among the prediction words.
         self.stats.table_copies += t.tables.len();
         self.stats.slot_guards += t.slot_guards;
+        self.stats.inlined += t.inlined;
         for (words, values) in &t.tables {
             for (k, v) in values.iter().enumerate() {
                 data.store_at(words + 8 * k as u64, *v);
             }
+        }
+        for &(word, value) in &t.constants {
+            data.store_at(word, value);
         }
         let here = self.caches.len();
         for b in &t.blocks {
