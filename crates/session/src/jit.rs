@@ -664,12 +664,12 @@ fn early_ahead() -> usize {
     size_from_env("KERF_JIT_EARLY_AHEAD", EARLY_AHEAD)
 }
 
-/// A positive number from environment variable `name` (the tests' way to make kerf's size
-/// bounds fit their small fixtures), else `default`.
 /// The most instructions of a callee (and the functions it tail-calls) a direct call copies
 /// in its place ([`Module::inline`]).
 const INLINE_INSNS: u32 = 48;
 
+/// A positive number from environment variable `name` (the tests' way to make kerf's size
+/// bounds fit their small fixtures), else `default`.
 fn size_from_env(name: &str, default: usize) -> usize {
     let set = std::env::var(name).ok().and_then(|v| v.parse().ok());
     set.filter(|&n: &usize| n > 0).unwrap_or(default)
