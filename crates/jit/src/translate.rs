@@ -868,6 +868,8 @@ struct Emitter {
     /// word holding each such call's return address ([`return_word`]).
     inlined: usize,
     return_words: HashMap<u64, u64>,
+    /// Each indirect site's prediction word, by original address (see [`lookup`]).
+    site_preds: HashMap<u64, u64>,
 }
 
 /// A translated call's stub (see [`seq::call_stub`]): the original return address, then the
@@ -1013,6 +1015,7 @@ pub fn translate(
         constants: Vec::new(),
         inlined: 0,
         return_words: HashMap::new(),
+        site_preds: HashMap::new(),
     };
     // Every block start that gets a translation (the first function holding it keeps it),
     // and its label. Branches link by label, never by original address: iced's encoder also
@@ -1322,7 +1325,7 @@ pub fn translate(
             Callee::Indirect(i) => {
                 e.extend(seq::enter(0), None);
                 e.push(load_target(&i, seq::FRAME + 8), None);
-                lookup(&mut e, layout, second);
+                lookup(&mut e, layout, second, i.ip());
             }
         }
     }
@@ -1950,7 +1953,7 @@ fn copy_block(
                 };
                 e.extend(seq::enter(0), here);
                 e.push(load_target(&i, seq::FRAME), None);
-                lookup(e, layout, second);
+                lookup(e, layout, second, i.ip());
                 end = End::Stops;
             }
             Flow::Return => {
@@ -2074,11 +2077,19 @@ fn load_target(i: &Instruction, rsp_moved: i32) -> Instruction {
 }
 
 /// The lookup of an indirect transfer's target (in `rcx`, the frame open), with the site's
-/// own prediction word.
-fn lookup(e: &mut Emitter, layout: &Layout, second: u64) {
+/// own prediction word: one per original instruction `site` (a copied PLT stub's lookup, see
+/// `Inline`, shares its stub's), so that no more words are taken than [`data_for`] counts.
+fn lookup(e: &mut Emitter, layout: &Layout, second: u64, site: u64) {
     let labels = [e.label(), e.label()];
-    let pred = e.next_pred;
-    e.next_pred += 8;
+    let pred = match e.site_preds.get(&site) {
+        Some(&w) => w,
+        None => {
+            let w = e.next_pred;
+            e.next_pred += 8;
+            e.site_preds.insert(site, w);
+            w
+        }
+    };
     e.extend(seq::predicted_probe(layout.table, layout.hash, pred, labels, second), None);
 }
 

@@ -584,8 +584,16 @@ fn span(m: &AnalyzedImage) -> (u64, u64) {
 /// The translator's view of `images`; a module whose whole-image work comes later
 /// (`later[k]`, see [`JitOptions::early`]) has every `ret` keep its frame meanwhile. With
 /// `lazy` (on demand), instructions inside blocks get table entries only when a miss asks
-/// for one ([`Jit::answer`]), not ahead (see [`Module::inside_entries`]).
-fn modules_of<'a>(images: &[&'a AnalyzedImage], later: &[bool], lazy: bool) -> Vec<Module<'a>> {
+/// for one ([`Jit::answer`]), not ahead (see [`Module::inside_entries`]). With `copies`,
+/// small callees are copied in place of their calls ([`Module::inline`]); not under a cache
+/// limit, whose room they would spend on speed (the working set of the cache-limit test
+/// grew past its limit with them).
+fn modules_of<'a>(
+    images: &[&'a AnalyzedImage],
+    later: &[bool],
+    lazy: bool,
+    copies: bool,
+) -> Vec<Module<'a>> {
     images
         .iter()
         .enumerate()
@@ -610,7 +618,8 @@ fn modules_of<'a>(images: &[&'a AnalyzedImage], later: &[bool], lazy: bool) -> V
             inline: std::env::var("KERF_JIT_INLINE_INSNS")
                 .ok()
                 .and_then(|v| v.parse().ok())
-                .unwrap_or(INLINE_INSNS),
+                .unwrap_or(INLINE_INSNS)
+                * u32::from(copies),
         })
         .collect()
 }
@@ -716,7 +725,7 @@ pub fn install(
     let extra: Vec<AnalyzedImage> = vdso_image(pid, &mem).into_iter().collect();
     let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
     let images = &all[..];
-    let mods = modules_of(images, &[], opts.on_demand);
+    let mods = modules_of(images, &[], opts.on_demand, opts.cache_limit.is_none());
     let slot = |a: u64| {
         let mut b = [0u8; 8];
         mem.read(RemoteAddr(a), &mut b).ok().map(|()| u64::from_le_bytes(b))
@@ -756,7 +765,7 @@ pub fn install(
         // (Capped by the budget or not, as the whole walk was.)
         region = kerf_jit::Region { capped: region.capped, ..ahead };
     }
-    let mods = modules_of(images, &later, opts.on_demand);
+    let mods = modules_of(images, &later, opts.on_demand, opts.cache_limit.is_none());
     check_region(images, &region, &later)?;
     let mut stats = JitStats { plan: t0.elapsed(), ..JitStats::default() };
     stats.later = (0..images.len()).filter(|&k| later[k]).collect();
@@ -1440,7 +1449,7 @@ impl Jit {
                     let t = Instant::now();
                     self.translate_deferred(
                         &all,
-                        &modules_of(&all, &self.later, self.lazy),
+                        &modules_of(&all, &self.later, self.lazy, self.limit.is_none()),
                         plugin,
                     );
                     self.stats.serving += t.elapsed();
@@ -1473,7 +1482,7 @@ impl Jit {
             targets.dedup();
             self.load_late(images, &mut extra, &targets, plugin);
             let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
-            let mods = modules_of(&all, &self.later, self.lazy);
+            let mods = modules_of(&all, &self.later, self.lazy, self.limit.is_none());
             for &target in &targets {
                 self.answer(&all, &mods, plugin, target, &mbox);
             }
@@ -1550,7 +1559,7 @@ impl Jit {
             };
             let every: Vec<FuncId> =
                 (0..m.analysis.cfg.functions.len() as u32).map(FuncId).collect();
-            let module = &modules_of(&[&m], &[], self.lazy)[0];
+            let module = &modules_of(&[&m], &[], self.lazy, self.limit.is_none())[0];
             let space = Tracee::stop_all(self.pid).and_then(|mut tr| {
                 let sp = map_space(&mut tr, &m, module, &every, &[], plugin, None);
                 // The mapping's own failure first (a failed detach follows from it). A space
@@ -1895,10 +1904,7 @@ impl Jit {
                     regs.set_pc(RemoteAddr(orig));
                     tr.set_regs(tid, &regs)?;
                     out.moved += 1;
-                    let points = self.live_caches().find_map(|c| {
-                        clean_points(&c.translation, orig).filter(|p| (p.0..=p.1).contains(&pc))
-                    });
-                    moved.push((tid, orig, points.is_some_and(|p| p.1 == pc)));
+                    moved.push((tid, orig, self.past_plugin_code(pc, orig)));
                     break;
                 }
                 if !self.in_cache(pc) {
@@ -2114,6 +2120,19 @@ impl Jit {
 
     /// The live cache address clean for original address `orig` in its block's copy: the
     /// copied instruction itself (`at_insn`), or the start of the plugin code before it.
+    /// Whether a thread at clean point `pc` (for original address `orig`) stands at the
+    /// copied instruction itself, past the plugin's code for `orig`: the clean point before
+    /// `pc` is that code's, for the same address (the two are adjacent: the plugin's code
+    /// has no clean point of its own). Wherever the block was copied: in its function's
+    /// translation, or in a copy of the function in place of a call (`translate::Inline`),
+    /// which lies among its caller's blocks.
+    fn past_plugin_code(&self, pc: u64, orig: u64) -> bool {
+        self.live_caches()
+            .find(|c| (c.code.0..c.code.0 + c.translation.code.len() as u64).contains(&pc))
+            .and_then(|c| c.translation.clean.range(..pc).next_back())
+            .is_some_and(|(_, &before)| before == orig)
+    }
+
     fn cache_at(&self, orig: u64, at_insn: bool) -> Option<u64> {
         let (first, last) = self.live_caches().find_map(|c| clean_points(&c.translation, orig))?;
         Some(if at_insn { last } else { first })
