@@ -106,10 +106,11 @@ const INLINE_FUNCS: usize = 3;
 /// its return otherwise take a stub that swaps the pushed address, and a table lookup with a
 /// store at the `ret`: four stores a pair for a return address above 2 GiB, one here (the
 /// push). Only a function that stays inside its copy can be copied: every block its entry
-/// reaches a plain jump, branch, fall-through or `ret`, no call, no indirect jump but a
-/// guarded slot's ([`seq::slot_guard`]: a PLT stub), a tail call only to another copied
-/// function, every `ret` through the slot its caller pushed, all of it translated here (its
-/// blocks' words are this translation's).
+/// reaches a plain jump, branch, fall-through or `ret`, a call only to a function that can be
+/// copied in its turn (one level: [`INLINE_DEPTH`]), no indirect jump but a guarded slot's
+/// ([`seq::slot_guard`]: a PLT stub), a tail call only to another copied function, every
+/// `ret` through the slot its caller pushed, all of it translated here (its blocks' words
+/// are this translation's).
 #[derive(Clone, Debug)]
 struct Inline {
     /// The blocks copied, each function's entry block first.

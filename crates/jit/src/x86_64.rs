@@ -813,8 +813,6 @@ pub fn inlined_ret(
     v
 }
 
-/// `jmp rel32` to `target` (an original address the encoder links to its translation, or a
-/// label).
 /// A jump through fixed slot `slot` (`jmp [rip+X]`, a PLT stub's) that held `value` when it
 /// was translated, with `scratch` and the flags dead: straight to `hit` (the translation of
 /// `value`) while the slot still holds it, else to `other` (the lookup, as any indirect
@@ -834,6 +832,8 @@ pub fn slot_guard(
     ]
 }
 
+/// `jmp rel32` to `target` (an original address the encoder links to its translation, or a
+/// label).
 pub fn jmp(target: u64) -> Instruction {
     op(Instruction::with_branch(Code::Jmp_rel32_64, target))
 }

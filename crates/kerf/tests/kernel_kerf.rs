@@ -107,8 +107,13 @@ fn kerf_on_the_live_stock_kernel() {
     let started = std::time::Instant::now();
     let out = Command::new(repo.join("vm/run"))
         // A soft lockup (a CPU stuck in the kernel for 20 s) panics the guest: vm/run then
-        // fails at once with the lockup's backtrace instead of waiting for its timeout.
-        .args(["--timeout", "1200", "--append", "softlockup_panic=1", "--file"])
+        // fails at once with the lockup's backtrace instead of waiting for its timeout, and
+        // asks every other CPU for its own (a lockup in CI once showed only the CPU that
+        // waited for another's answer; those lines are warnings, which reach the console
+        // if the panic's flush finds them pending).
+        .args(["--timeout", "1200", "--append"])
+        .arg("softlockup_panic=1 softlockup_all_cpu_backtrace=1")
+        .arg("--file")
         .arg(file(Path::new(env!("CARGO_BIN_EXE_kerf")), "/kerf/kerf"))
         .arg("--file")
         .arg(file(&ko, "/kerf/kerf.ko"))

@@ -2118,8 +2118,6 @@ impl Jit {
         }
     }
 
-    /// The live cache address clean for original address `orig` in its block's copy: the
-    /// copied instruction itself (`at_insn`), or the start of the plugin code before it.
     /// Whether a thread at clean point `pc` (for original address `orig`) stands at the
     /// copied instruction itself, past the plugin's code for `orig`: the clean point before
     /// `pc` is that code's, for the same address (the two are adjacent: the plugin's code
@@ -2133,6 +2131,8 @@ impl Jit {
             .is_some_and(|(_, &before)| before == orig)
     }
 
+    /// The live cache address clean for original address `orig` in its block's copy: the
+    /// copied instruction itself (`at_insn`), or the start of the plugin code before it.
     fn cache_at(&self, orig: u64, at_insn: bool) -> Option<u64> {
         let (first, last) = self.live_caches().find_map(|c| clean_points(&c.translation, orig))?;
         Some(if at_insn { last } else { first })
