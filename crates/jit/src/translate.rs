@@ -115,8 +115,9 @@ const INLINE_FUNCS: usize = 3;
 struct Inline {
     /// The blocks copied, each function's entry block first.
     blocks: Vec<(FuncId, BlockId)>,
-    /// Calls inside the copy that copy their own callee: the call's block and that copy.
-    calls: Vec<(BlockId, Inline)>,
+    /// Calls inside the copy that copy their own callee: the call's block, its return
+    /// site's check ([`return_check`]), and that copy.
+    calls: Vec<(BlockId, (u64, Option<Register>), Inline)>,
     /// Instructions copied, nested copies' included.
     insns: u32,
     /// Bytes of cache the copy may take at most (as [`room_for`] counts).
@@ -191,7 +192,7 @@ fn inline_plan(
                         (EdgeKind::Call, EdgeTarget::Function(c)) => Some(c),
                         _ => None,
                     })?;
-                    return_check(m, h, b)?;
+                    let back = return_check(m, h, b)?;
                     let inner = inline_plan(m, c, here, guarded, plugin_room, depth + 1)?;
                     plan.insns += inner.insns;
                     plan.room += inner.room;
@@ -199,7 +200,7 @@ fn inline_plan(
                         return None;
                     }
                     callee = Some(c);
-                    plan.calls.push((id, inner));
+                    plan.calls.push((id, back, inner));
                 }
                 _ => return None,
             }
@@ -1117,6 +1118,20 @@ pub fn translate(
         let jump = last_insn(m, entry.start, entry.len, entry.insns)?;
         scope.slots.get(&crate::region::fixed_slot(&jump)?).copied()
     };
+    let weave = Weave {
+        m,
+        layout,
+        plugin,
+        at,
+        starts: &starts,
+        index: &index,
+        blocks: order.len(),
+        owner_tid,
+        second,
+        scratch: &scratch,
+        slot_jumps: &slot_jumps,
+        slots: scope.slots,
+    };
     let mut block_first = Vec::with_capacity(order.len());
     for (n, &(f, k)) in order.iter().enumerate() {
         let func = cfg.function(f);
@@ -1214,21 +1229,7 @@ pub fn translate(
         }
         let end = match (end, inline) {
             (End::Inlined, Some((plan, copied))) => {
-                let w = Weave {
-                    m,
-                    layout,
-                    plugin,
-                    at,
-                    starts: &starts,
-                    index: &index,
-                    blocks: order.len(),
-                    owner_tid,
-                    second,
-                    scratch: &scratch,
-                    slot_jumps: &slot_jumps,
-                    slots: scope.slots,
-                };
-                copy_inlined(&w, &mut e, &plan, copied, &mut ret_sites)?;
+                copy_inlined(&weave, &mut e, &plan, copied, &mut ret_sites)?;
                 e.inlined += 1;
                 End::Call { site: true }
             }
@@ -1626,10 +1627,9 @@ fn copy_inlined(
         let entry = cfg.function(h).entry;
         // A call that copies its callee too (see `inline_plan`): back to this copy's block
         // after it.
-        let inner = plan.calls.iter().find(|(c, _)| *c == id).and_then(|(_, inner)| {
-            let (ret, scratch) = return_check(m, h, b)?;
-            let cont = *copied.labels.get(&ret)?;
-            Some((inner, ret, scratch, cont))
+        let inner = plan.calls.iter().find(|(c, _, _)| *c == id).and_then(|(_, back, inner)| {
+            let (ret, scratch) = *back;
+            Some((inner, ret, scratch, *copied.labels.get(&ret)?))
         });
         let word = inner.map(|(_, ret, _, _)| return_word(e, ret));
         let end = copy_block(

@@ -25,9 +25,16 @@ const MAILBOX: u64 = 0x7f10_0000_0000;
 
 /// The fixture built once for every test here (tests run at once: two builds into one
 /// file would let one test read the other's half-written output).
-fn fixture() -> Vec<u8> {
+fn fixture() -> &'static [u8] {
     static BUILT: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-    BUILT.get_or_init(build_fixture).clone()
+    BUILT.get_or_init(build_fixture)
+}
+
+/// The fixture as an image, and its analysis.
+fn analysed() -> (Image<'static>, kerf_analysis::Analysis) {
+    let image = Image::from_elf("jitted", fixture()).unwrap();
+    let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
+    (image, analysis)
 }
 
 fn build_fixture() -> Vec<u8> {
@@ -124,9 +131,7 @@ fn module<'a>(
 
 #[test]
 fn the_cache_keeps_original_addresses_and_maps_back() {
-    let bytes = fixture();
-    let image = Image::from_elf("jitted", &bytes).unwrap();
-    let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
+    let (image, analysis) = analysed();
     let cfg = &analysis.cfg;
     let returns = std::sync::OnceLock::new();
     let m = module(cfg, &image, &returns);
@@ -305,9 +310,7 @@ impl Plugin for Exits {
 #[test]
 fn every_end_of_a_frame_gets_the_exit_code_at_a_clean_point() {
     use kerf_analysis::cfg::Terminator;
-    let bytes = fixture();
-    let image = Image::from_elf("jitted", &bytes).unwrap();
-    let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
+    let (image, analysis) = analysed();
     let cfg = &analysis.cfg;
     let returns = std::sync::OnceLock::new();
     let m = module(cfg, &image, &returns);
@@ -372,9 +375,7 @@ fn every_end_of_a_frame_gets_the_exit_code_at_a_clean_point() {
 #[test]
 fn registers_a_caller_keeps_across_a_call_are_live_where_the_callee_returns() {
     use kerf_arch::x86_64::Gpr::*;
-    let bytes = fixture();
-    let image = Image::from_elf("jitted", &bytes).unwrap();
-    let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
+    let (_, analysis) = analysed();
     let cfg = &analysis.cfg;
     let cont = kerf_analysis::liveness::at_continuations(cfg);
     let of = |name: &str| {
@@ -399,9 +400,7 @@ fn registers_a_caller_keeps_across_a_call_are_live_where_the_callee_returns() {
 #[test]
 fn entries_inside_blocks_are_made_ahead_only_when_asked_to() {
     use kerf_jit::table::INSIDE;
-    let bytes = fixture();
-    let image = Image::from_elf("jitted", &bytes).unwrap();
-    let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
+    let (image, analysis) = analysed();
     let cfg = &analysis.cfg;
     let returns = std::sync::OnceLock::new();
     let f = cfg.functions_named("inside_jump").next().expect("inside_jump");
@@ -442,9 +441,7 @@ fn entries_inside_blocks_are_made_ahead_only_when_asked_to() {
 /// 0) the same entries are made and no `cmp [rsp]` appears.
 #[test]
 fn calls_copy_small_callees_in_place() {
-    let bytes = fixture();
-    let image = Image::from_elf("jitted", &bytes).unwrap();
-    let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
+    let (image, analysis) = analysed();
     let cfg = &analysis.cfg;
     let returns = std::sync::OnceLock::new();
     let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();

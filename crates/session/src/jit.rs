@@ -615,11 +615,14 @@ fn modules_of<'a>(
             inside_entries: !lazy,
             // `KERF_JIT_INLINE_INSNS`: the most instructions a call copies in its place (0:
             // none, as before inlined calls, for benchmarks that compare the two).
-            inline: std::env::var("KERF_JIT_INLINE_INSNS")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(INLINE_INSNS)
-                * u32::from(copies),
+            inline: if copies {
+                std::env::var("KERF_JIT_INLINE_INSNS")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(INLINE_INSNS)
+            } else {
+                0
+            },
         })
         .collect()
 }
