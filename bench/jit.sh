@@ -17,6 +17,8 @@
 # (`KERF_JIT_PIECE_BLOCKS`, the start before pieces translated side by side);
 # `kerf-none-noinline`, `kerf-blocks-noinline`: as kerf-none and kerf-blocks with no callee
 # copied in place of its call (`KERF_JIT_INLINE_INSNS=0`, the code before inlined calls);
+# `kerf-none-iced`: as kerf-none with every translation laid out by iced's block encoder
+# (`KERF_JIT_ICED_ENCODER`, the start before kerf's own encoder);
 # `kerf-old-none`, `kerf-old-blocks`: the same with another kerf binary, `KERF_OLD=PATH`
 # (an earlier commit's build, for a before/after in one run);
 # `valgrind --tool=none`; `valgrind --tool=exp-bbv` (Valgrind's block-vector counter). Wall time from launch to exit (kerf's analysis, from its
@@ -83,6 +85,7 @@ run() { # MODE PROGRAM -> output on stdout
     kerf-none-lookup) KERF_JIT_LOOKUP_TABLES=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-slots) KERF_JIT_SLOT_LOOKUP=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-onepiece) KERF_JIT_PIECE_BLOCKS=1000000000 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-none-iced) KERF_JIT_ICED_ENCODER=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-noinline) KERF_JIT_INLINE_INSNS=0 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-blocks-noinline) KERF_JIT_INLINE_INSNS=0 "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-whole) "$K" jit main --plugin none --whole -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;

@@ -6,14 +6,15 @@
 //! are *clean* (where a thread's state is the original program's, so kerf can send it back
 //! to the original address on detach).
 //!
-//! Translation is one pass that writes instructions with labels, then one run of iced's
-//! block encoder over the whole cache: a branch to an original address that has a
+//! Translation is one pass that writes instructions with labels, then one run of kerf's
+//! encoder ([`encode`]) over the whole cache: a branch to an original address that has a
 //! translation is linked to it (the first instruction of a block's translation carries the
 //! block's original address as its `ip`), any other `ip` is a label id below the module.
 
 use crate::x86_64 as seq;
-use iced_x86::{BlockEncoder, BlockEncoderOptions, Decoder, DecoderOptions, Instruction, Register};
-use iced_x86::{Code, FlowControl, InstructionBlock, Mnemonic, OpKind};
+use crate::x86_64::encode;
+use iced_x86::{Code, FlowControl, Mnemonic, OpKind};
+use iced_x86::{Decoder, DecoderOptions, Instruction, Register};
 use kerf_analysis::cfg::{BlockId, Cfg, EdgeKind, EdgeTarget, FuncId, TableFormat, Terminator};
 use kerf_analysis::liveness::Live;
 use kerf_analysis::memory::CodeMemory;
@@ -71,6 +72,9 @@ pub struct Module<'a> {
     /// Up to how many instructions of a callee (with the functions it tail-calls) a direct
     /// call may copy in its place (see [`Inline`]); 0: none.
     pub inline: u32,
+    /// Whether translations are laid out by iced's `BlockEncoder` rather than kerf's own
+    /// encoder ([`encode`]): the two are equivalent, iced's slower (for comparison).
+    pub iced: bool,
 }
 
 /// Registers a frameless `ret` may take, first choice first: never arguments or return
@@ -1424,18 +1428,18 @@ pub fn translate(
             .map(|(k, i)| (i.ip(), k))
             .collect()
     };
-    let block = InstructionBlock::new(&e.insns, layout.code);
-    let r = BlockEncoder::encode(64, block, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)
+    let lay_out = if m.iced { encode::lay_out_iced } else { encode::lay_out };
+    let r = lay_out(&e.insns, layout.code)
         .map_err(|err| JitError::Encode { module: name.into(), detail: err.to_string() })?;
-    if r.code_buffer.len() as u64 > layout.room {
+    if r.code.len() as u64 > layout.room {
         return Err(JitError::Room {
             module: name.into(),
-            need: r.code_buffer.len() as u64,
+            need: r.code.len() as u64,
             room: layout.room,
         });
     }
     let at_offset = |k: usize| -> Option<u64> {
-        let o = *r.new_instruction_offsets.get(k)?;
+        let o = *r.offsets.get(k)?;
         (o != u32::MAX).then_some(layout.code + o as u64)
     };
     for (b, &k) in blocks.iter_mut().zip(&block_first) {
@@ -1467,12 +1471,12 @@ pub fn translate(
             // (`jmp [rip+word]`: FF 25 and a rel32; anything else is never rewritten.)
             let jump = at_offset(k - 1).filter(|&a| {
                 let o = (a - layout.code) as usize;
-                r.code_buffer.get(o..o + 2) == Some(&[0xff, 0x25][..])
+                r.code.get(o..o + 2) == Some(&[0xff, 0x25][..])
             });
             Some(Link { word, target, slow: at_offset(k)?, jump })
         })
         .collect();
-    let blocks_end = at_offset(blocks_end).unwrap_or(layout.code + r.code_buffer.len() as u64);
+    let blocks_end = at_offset(blocks_end).unwrap_or(layout.code + r.code.len() as u64);
     let tables = std::mem::take(&mut e.tables)
         .into_iter()
         .map(|(words, labels)| {
@@ -1487,7 +1491,7 @@ pub fn translate(
     Ok(Translation {
         at: layout.code,
         data_at: layout.data,
-        code: r.code_buffer,
+        code: r.code,
         blocks,
         entries,
         clean,
@@ -2097,9 +2101,8 @@ fn lookup(e: &mut Emitter, layout: &Layout, second: u64, site: u64) {
 /// Encode a short sequence at `code` (its labels as in a translation; branches to other
 /// addresses absolute): what kerf adds to a cache after its translation.
 fn assemble(name: &str, code: u64, insns: &[Instruction]) -> Result<Vec<u8>, JitError> {
-    let block = InstructionBlock::new(insns, code);
-    BlockEncoder::encode(64, block, BlockEncoderOptions::NONE)
-        .map(|r| r.code_buffer)
+    encode::lay_out(insns, code)
+        .map(|r| r.code)
         .map_err(|err| JitError::Encode { module: name.into(), detail: err.to_string() })
 }
 

@@ -2,7 +2,7 @@
 //! return) finds its target's translation through the lookup table without touching the
 //! flags, the out-of-line entries that undo the lookup's frame, and the shared miss path that
 //! leaves for the original code. Nothing here is poked as bytes; the translator places these
-//! instructions and the block encoder links them by label.
+//! instructions and the encoder ([`encode`]) links them by label.
 //!
 //! # The lookup frame
 //!
@@ -26,6 +26,8 @@
 //! stub that swaps the pushed cache address for the original one), and a translated `ret`
 //! that finds its target ends in a real `ret` to that same cache address, so the return-stack
 //! predictor foresees it ([`ret_probe`]).
+
+pub mod encode;
 
 use crate::table::{Hash, WAYS};
 use iced_x86::{Code, Instruction, MemoryOperand, Register};

@@ -26,7 +26,6 @@ use kerf_jit::table::Placed;
 use kerf_jit::{closure, Layout, Module, Plugin, Region, Scope, Table, Translation};
 use kerf_os::ptrace::{RegsExt, RemoteMem, TargetMemory, REACH};
 use kerf_os::{SharedMem, TargetError, Tracee};
-use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -623,6 +622,9 @@ fn modules_of<'a>(
             } else {
                 0
             },
+            // `KERF_JIT_ICED_ENCODER`: laid out by iced's block encoder, as before kerf's own
+            // (for benchmarks that compare the two).
+            iced: std::env::var_os("KERF_JIT_ICED_ENCODER").is_some(),
         })
         .collect()
 }
@@ -897,22 +899,28 @@ pub fn install(
         let t = kerf_jit::translate(&name, &mods[k], funcs, layout, plugin, &ctx.at, &scope);
         (k, funcs.to_vec(), t)
     };
-    // First every module the region touches gets its return summaries (before the program
+    // Every module the region touches gets its return summaries first (before the program
     // goes on: a region with no `ret` in a module, as python3.11's `main`, one jump, would
-    // leave them to the first miss there, whose thread waits at most 250 ms), and a module
-    // in one piece is translated right after its own; then the pieces of the others, side
-    // by side (python3.11's summaries take 0.07 s, its translation 0.32 s on one core).
-    let mut results: Vec<_> = work
-        .par_iter()
-        .flat_map_iter(|(k, pieces)| {
-            mods[*k].continuations();
-            let single = pieces.first().filter(|_| pieces.len() == 1);
-            single.map(|(funcs, layout)| one(*k, funcs, layout))
-        })
-        .collect();
-    let split = work.iter().filter(|w| w.1.len() > 1);
-    let each: Vec<_> = split.flat_map(|(k, ps)| ps.iter().map(move |p| (*k, p))).collect();
-    results.par_extend(each.into_par_iter().map(|(k, (funcs, layout))| one(k, funcs, layout)));
+    // leave them to the first miss there, whose thread waits at most 250 ms), then its
+    // pieces are translated: all of it one pool's tasks, biggest module first, so a core
+    // done with a small module's takes a piece of a big one (python3.11's summaries take
+    // 0.07 s, its translation 0.32 s on one core).
+    let results = std::sync::Mutex::new(Vec::new());
+    rayon::scope_fifo(|s| {
+        for (k, pieces) in &work {
+            let (one, results, mods) = (&one, &results, &mods);
+            s.spawn_fifo(move |s| {
+                mods[*k].continuations();
+                for (funcs, layout) in pieces {
+                    s.spawn_fifo(move |_| {
+                        let r = one(*k, funcs, layout);
+                        results.lock().unwrap_or_else(|e| e.into_inner()).push(r);
+                    });
+                }
+            });
+        }
+    });
+    let results = results.into_inner().unwrap_or_else(|e| e.into_inner());
     stats.pieces = results.len();
     stats.translate = t1.elapsed();
     let mut jit = Jit {

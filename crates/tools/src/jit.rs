@@ -290,7 +290,8 @@ pub fn run(
     let s = &jit.stats;
     events.say(&format!(
         "jit: {} functions ({} blocks, {} KiB of code) in {} modules translated in {:.2} s; \
-         {} roots spliced, live {:.2} s after kerf started (analyses loaded in {:.2} s)",
+         {} roots spliced, live {:.2} s after kerf started (analyses loaded in {:.2} s; \
+         plan {:.2} s, mapping {:.2} s, translation {:.2} s, writing {:.2} s)",
         s.region.len(),
         s.blocks,
         s.code_bytes / 1024,
@@ -300,6 +301,10 @@ pub fn run(
         roots.len(),
         s.live.as_secs_f64(),
         s.loaded.as_secs_f64(),
+        s.plan.as_secs_f64(),
+        s.map.as_secs_f64(),
+        s.translate.as_secs_f64(),
+        s.write.as_secs_f64(),
     ));
     if s.lost > 0 {
         events.warn(&format!(
