@@ -95,6 +95,28 @@ fn ret_scratch(m: &Module<'_>, f: FuncId) -> Option<[Register; 2]> {
     Some([reg(*free.next()?), reg(*free.next()?)])
 }
 
+/// Registers a call's stub may take to write an original return address above 2 GiB, first
+/// choice first: never arguments of the SysV ABI.
+const STUB_SCRATCH: [Gpr; 2] = [Gpr::R11, Gpr::R10];
+
+/// A register the stub of a direct call to `target` (a runtime address) may overwrite: one
+/// not live where the callee's entry block begins. That set holds what the callee reads and
+/// what it lets through to wherever its returns land (a caller keeping a value in a register
+/// across the call, as `-fipa-ra` lets callers of a function that never touches it do), so
+/// no one reads the register's old value after the stub. `None` for a target that is no
+/// function entry of this module.
+fn stub_scratch(m: &Module<'_>, target: u64) -> Option<Register> {
+    let entry = ImageAddr(target.wrapping_sub(m.bias));
+    let f = m.cfg.function_at(entry)?;
+    let func = m.cfg.function(f);
+    if func.entry != entry {
+        return None;
+    }
+    let live = m.cfg.block(func.entry_block).live_in;
+    let free = STUB_SCRATCH.iter().find(|&&r| !live.contains(r))?;
+    Some(kerf_codegen::templates::iced_gpr(*free))
+}
+
 /// Registers the `ret` of a function copied in place of a call may take to compare its return
 /// slot (a return address above 2 GiB), first choice first; one dead at the return site.
 const INLINE_SCRATCH: [Gpr; 9] =
@@ -884,6 +906,8 @@ struct Stub {
     label: u64,
     ret: u64,
     then: Callee,
+    /// A register dead where the callee begins (see [`stub_scratch`]).
+    scratch: Option<Register>,
 }
 
 struct Tail {
@@ -1325,7 +1349,7 @@ pub fn translate(
     // shared second probes and miss paths.
     let blocks_end = e.insns.len();
     for s in std::mem::take(&mut e.stubs) {
-        e.extend(seq::call_stub(s.label, s.ret), None);
+        e.extend(seq::call_stub(s.label, s.ret, s.scratch), None);
         match s.then {
             Callee::Direct(t) => e.push(seq::jmp(t), None),
             Callee::Indirect(i) => {
@@ -1926,17 +1950,28 @@ fn copy_block(
             }
             Flow::Call(t) => {
                 let leaves = outside_roots.is_some_and(|r| r.contains(&t.0)) || copied.is_some();
-                let t = link(e, t.0);
                 let stub = e.label();
                 e.push(seq::call(stub), here);
-                e.stubs.push(Stub { label: stub, ret: i.next_ip(), then: Callee::Direct(t) });
+                let scratch = stub_scratch(m, t.0);
+                let t = link(e, t.0);
+                e.stubs.push(Stub {
+                    label: stub,
+                    ret: i.next_ip(),
+                    then: Callee::Direct(t),
+                    scratch,
+                });
                 after_call = !leaves;
                 end = End::Call { site: !leaves };
             }
             Flow::IndirectCall => {
                 let stub = e.label();
                 e.push(seq::call(stub), here);
-                e.stubs.push(Stub { label: stub, ret: i.next_ip(), then: Callee::Indirect(i) });
+                e.stubs.push(Stub {
+                    label: stub,
+                    ret: i.next_ip(),
+                    then: Callee::Indirect(i),
+                    scratch: None,
+                });
                 // (A copy makes no return site: its original address is the copied
                 // function's own translation's.)
                 after_call = copied.is_none();

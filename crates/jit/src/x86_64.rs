@@ -681,16 +681,20 @@ pub fn call(stub: u64) -> Instruction {
 /// The start of a call's stub at label `label`: the original return address `ret` replaces
 /// the continuation the `call` pushed, as one 8-byte store (the `ret` that pops it reads it
 /// with one 8-byte load, which two 4-byte stores could not forward to: a stall of a dozen
-/// cycles on every short call). `r11` carries it and is put back; it is kept just below the
-/// stack pointer meanwhile, where nothing is live at a call and a signal frame never goes
-/// (the red zone). The callee's jump or lookup follows.
+/// cycles on every short call). A register dead where the callee begins (`scratch`) carries
+/// it; without one, `r11` does and is put back, kept just below the stack pointer meanwhile,
+/// where nothing is live at a call and a signal frame never goes (the red zone). The
+/// callee's jump or lookup follows.
 ///
 /// A return address below 2 GiB (a non-PIE executable's: python3.11's) is stored as a
 /// sign-extended 32-bit immediate instead, one instruction that touches no register.
-pub fn call_stub(label: u64, ret: u64) -> Vec<Instruction> {
-    let mut v = match i32::try_from(ret) {
-        Ok(imm) => vec![op(Instruction::with2(Code::Mov_rm64_imm32, at_rsp(0), imm))],
-        Err(_) => vec![
+pub fn call_stub(label: u64, ret: u64, scratch: Option<Register>) -> Vec<Instruction> {
+    let mut v = match (i32::try_from(ret), scratch) {
+        (Ok(imm), _) => vec![op(Instruction::with2(Code::Mov_rm64_imm32, at_rsp(0), imm))],
+        (Err(_), Some(r)) => {
+            vec![op(Instruction::with2(Code::Mov_r64_imm64, r, ret)), store(0, r)]
+        }
+        (Err(_), None) => vec![
             store(-8, Register::R11),
             op(Instruction::with2(Code::Mov_r64_imm64, Register::R11, ret)),
             store(0, Register::R11),

@@ -631,3 +631,59 @@ fn same_under_both_encoders(name: &str, image: &Image<'_>, analysis: &kerf_analy
         iced.code.len()
     );
 }
+
+/// A call's stub writes a return address above 2 GiB (the fixture loaded high, as a PIE is)
+/// through a register dead where the callee begins, when there is one: `movabs r, ret; mov
+/// [rsp], r; jmp callee`; otherwise through `r11` kept in the red zone meanwhile.
+#[test]
+fn call_stubs_write_high_return_addresses_through_a_register_dead_in_the_callee() {
+    const BIAS: u64 = 0x5555_0000_0000;
+    let (image, analysis) = analysed();
+    let cfg = &analysis.cfg;
+    let returns = std::sync::OnceLock::new();
+    let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
+    let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
+    let work = cfg.functions_named("work").next().expect("work");
+    let roots: HashSet<u64> = [cfg.function(work).entry.0 + BIAS].into();
+    let reached: HashSet<FuncId> = funcs.iter().copied().collect();
+    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default() };
+    let m = Module { bias: BIAS, inline: 0, ..module(cfg, &image, &returns) };
+    let l = Layout { code: BIAS + CODE, data: BIAS + DATA, ..layout(Some(MAILBOX)) };
+    let t = kerf_jit::translate("jitted", &m, &funcs, &l, &Counter { edges: false }, &at, &scope)
+        .unwrap();
+    let d: Vec<iced_x86::Instruction> =
+        Decoder::with_ip(64, &t.code, t.at, DecoderOptions::NONE).iter().collect();
+    let block_at: BTreeMap<u64, u64> = t.blocks.iter().map(|b| (b.cache, b.start)).collect();
+    let (mut short, mut kept) = (0, 0);
+    for w in d.windows(3) {
+        let [load, store, jmp] = w else { unreachable!() };
+        let stub = load.code() == iced_x86::Code::Mov_r64_imm64
+            && store.code() == iced_x86::Code::Mov_rm64_r64
+            && store.memory_base() == iced_x86::Register::RSP
+            && store.memory_displacement64() == 0
+            && store.op1_register() == load.op0_register();
+        if !stub {
+            continue;
+        }
+        if store.op1_register() == iced_x86::Register::R11
+            && d.iter()
+                .any(|i| i.next_ip() == load.ip() && i.code() == iced_x86::Code::Mov_rm64_r64)
+        {
+            kept += 1;
+            continue;
+        }
+        // The callee's translation: its entry block does not read the register.
+        assert_eq!(jmp.mnemonic(), Mnemonic::Jmp, "{jmp:?}");
+        let Some(&orig) = block_at.get(&jmp.near_branch_target()) else { continue };
+        let f = cfg.function_at(kerf_arch::ImageAddr(orig - BIAS)).unwrap();
+        let live = cfg.block(cfg.function(f).entry_block).live_in;
+        let r = match load.op0_register() {
+            iced_x86::Register::R11 => kerf_arch::x86_64::Gpr::R11,
+            iced_x86::Register::R10 => kerf_arch::x86_64::Gpr::R10,
+            other => panic!("a stub took {other:?}"),
+        };
+        assert!(!live.contains(r), "{r:?} is live where {:#x} begins", orig - BIAS);
+        short += 1;
+    }
+    assert!(short > 0, "no stub took a dead register ({kept} kept r11 in the red zone)");
+}
