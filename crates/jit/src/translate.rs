@@ -1409,7 +1409,7 @@ pub fn translate(
     for ((pop, scratch), label) in std::mem::take(&mut e.ret_ways) {
         let slow = e.ret_slow(pop);
         let labels = [label, e.label(), e.label(), e.label(), e.label()];
-        e.extend(seq::other_ways(labels, pop, scratch, slow), None);
+        e.extend(seq::other_ways(labels, layout.table, pop, scratch, slow), None);
     }
     for (pop, slow) in std::mem::take(&mut e.ret_slows) {
         let second = e.ret_second(pop);

@@ -149,25 +149,36 @@ fn rip(a: u64) -> MemoryOperand {
     MemoryOperand::with_base_displ(Register::RIP, a as i64)
 }
 
+/// The table's address as a 32-bit displacement, if all of it lies below 2 GiB (kerf maps it
+/// there when it can): then a set's offset indexes it directly, with no register holding its
+/// base.
+fn low_table(table: u64) -> Option<i32> {
+    i32::try_from(table + crate::table::TABLE_BYTES).ok().map(|_| table as i32)
+}
+
 /// `rdx = table + 64 * set(rcx)`, flag-free (clobbers `rax`).
 fn set_of(table: u64, hash: Hash) -> Vec<Instruction> {
     let mut v = Vec::new();
     match hash {
         Hash::Mixed => {
-            let rorx = |r: Register, n: u32| {
-                op(Instruction::with3(Code::VEX_Rorx_r64_rm64_imm8, r, Register::RCX, n))
-            };
-            v.push(rorx(Register::RDX, 2));
-            v.push(rorx(Register::RAX, 19));
+            // `rotr(rcx, 13) + 8 * rcx` (see `Hash::Mixed`), by `lea`: no flags.
+            v.push(op(Instruction::with3(
+                Code::VEX_Rorx_r64_rm64_imm8,
+                Register::RDX,
+                Register::RCX,
+                13,
+            )));
             v.push(op(Instruction::with2(
                 Code::Lea_r64_m,
                 Register::RDX,
-                MemoryOperand::new(Register::RDX, Register::RAX, 1, 0, 0, false, Register::None),
+                MemoryOperand::new(Register::RDX, Register::RCX, 8, 0, 0, false, Register::None),
             )));
-            // Keep the low SET_BITS bits: shift them to the top and back.
-            let keep = 64 - crate::table::SET_BITS;
-            v.push(op(Instruction::with2(Code::Mov_r32_imm32, Register::EAX, keep)));
-            for c in [Code::VEX_Shlx_r64_rm64_r64, Code::VEX_Shrx_r64_rm64_r64] {
+            // Bits 6.. of it, SET_BITS of them: shift them to the top and down.
+            let top = 64 - 6 - crate::table::SET_BITS;
+            for (c, n) in
+                [(Code::VEX_Shlx_r64_rm64_r64, top), (Code::VEX_Shrx_r64_rm64_r64, top + 6)]
+            {
+                v.push(op(Instruction::with2(Code::Mov_r32_imm32, Register::EAX, n)));
                 v.push(op(Instruction::with3(c, Register::RDX, Register::RDX, Register::RAX)));
             }
         }
@@ -175,19 +186,34 @@ fn set_of(table: u64, hash: Hash) -> Vec<Instruction> {
             v.push(op(Instruction::with2(Code::Movzx_r32_rm16, Register::EDX, Register::CX)));
         }
     }
-    v.extend([
-        op(Instruction::with2(
+    v.push(op(Instruction::with2(
+        Code::Lea_r64_m,
+        Register::RDX,
+        MemoryOperand::new(Register::None, Register::RDX, 8, 0, 4, false, Register::None),
+    )));
+    match low_table(table) {
+        Some(t) => v.push(op(Instruction::with2(
             Code::Lea_r64_m,
             Register::RDX,
-            MemoryOperand::new(Register::None, Register::RDX, 8, 0, 4, false, Register::None),
-        )),
-        op(Instruction::with2(Code::Mov_r64_imm64, Register::RAX, table)),
-        op(Instruction::with2(
-            Code::Lea_r64_m,
-            Register::RDX,
-            MemoryOperand::new(Register::RAX, Register::RDX, 8, 0, 0, false, Register::None),
-        )),
-    ]);
+            MemoryOperand::new(
+                Register::None,
+                Register::RDX,
+                8,
+                t as i64,
+                4,
+                false,
+                Register::None,
+            ),
+        ))),
+        None => v.extend([
+            op(Instruction::with2(Code::Mov_r64_imm64, Register::RAX, table)),
+            op(Instruction::with2(
+                Code::Lea_r64_m,
+                Register::RDX,
+                MemoryOperand::new(Register::RAX, Register::RDX, 8, 0, 0, false, Register::None),
+            )),
+        ]),
+    }
     v
 }
 
@@ -230,8 +256,10 @@ pub fn ret_probe(table: u64, hash: Hash, pop: i32, hit: u64, second: u64) -> Vec
 /// set is computed with them (flags may change), way 0 compared with `cmp`, and on a hit the
 /// way's continuation replaces the original address in the return slot and a real `ret pop`
 /// leaves for it, as in [`ret_probe`] but with one store instead of four and no stack
-/// movement. Otherwise on to `slow` (the [`slow_ret`] of this `pop`), with the stack as the
-/// `ret` found it.
+/// movement. Otherwise on to `slow` (the [`other_ways`] of this `pop` and scratch pair), with
+/// the stack as the `ret` found it, the original address in the second scratch register,
+/// and the set in the first: its offset in the table for a table below 2 GiB (nine
+/// instructions in all, the table's address a displacement), else its address.
 pub fn fast_ret(
     table: u64,
     hash: Hash,
@@ -246,23 +274,33 @@ pub fn fast_ret(
     let mut v = vec![load(orig, 0)];
     match hash {
         Hash::Mixed => {
-            v.push(op(Instruction::with3(Code::VEX_Rorx_r64_rm64_imm8, set, orig, 19)));
-            v.push(op(Instruction::with2(Code::Shr_rm64_imm8, orig, 2)));
-            v.push(two(Code::Add_r64_rm64, set, orig));
-            v.push(op(Instruction::with2(Code::And_rm32_imm32, set32, SETS as u32 - 1)));
+            // The offset of set `(rotr(x, 13) + 8x) >> 6` (see `Hash::Mixed`).
+            v.push(op(Instruction::with3(Code::VEX_Rorx_r64_rm64_imm8, set, orig, 13)));
+            let eight = MemoryOperand::new(set, orig, 8, 0, 0, false, Register::None);
+            v.push(op(Instruction::with2(Code::Lea_r64_m, set, eight)));
+            let mask = ((SETS as u64 - 1) * SET_BYTES) as u32;
+            v.push(op(Instruction::with2(Code::And_rm32_imm32, set32, mask)));
         }
         Hash::Low16 => {
             v.push(two(Code::Movzx_r32_rm16, set32, narrow(orig, Register::AX)));
+            v.push(op(Instruction::with2(Code::Shl_rm64_imm8, set, SET_BYTES.trailing_zeros())));
         }
     }
+    let base = match low_table(table) {
+        Some(t) => t,
+        None => {
+            v.extend([
+                op(Instruction::with2(Code::Mov_r64_imm64, orig, table)),
+                two(Code::Add_r64_rm64, set, orig),
+                load(orig, 0),
+            ]);
+            0
+        }
+    };
     v.extend([
-        op(Instruction::with2(Code::Shl_rm64_imm8, set, SET_BYTES.trailing_zeros())),
-        op(Instruction::with2(Code::Mov_r64_imm64, orig, table)),
-        two(Code::Add_r64_rm64, set, orig),
-        load(orig, 0),
-        op(Instruction::with2(Code::Cmp_r64_rm64, orig, at(set, 0))),
+        op(Instruction::with2(Code::Cmp_r64_rm64, orig, at(set, base))),
         op(Instruction::with_branch(Code::Jne_rel32_64, slow)),
-        load_from(orig, set, CONT as i32),
+        load_from(orig, set, base + CONT as i32),
         store(0, orig),
         ret(pop),
     ]);
@@ -270,22 +308,25 @@ pub fn fast_ret(
 }
 
 /// The other ways of a [`fast_ret`]'s set, at label `labels[0]` (shared by the frameless
-/// returns of one `pop` and scratch pair; the other labels are its own): the set and the
-/// original address still in `scratch`, each way compared with `cmp`, a match leaving as
-/// [`fast_ret`] does; otherwise on to `slow` (the [`slow_ret`] of this `pop`, which looks in
-/// the overflow list, and asks kerf or leaves on a miss).
+/// returns of one `pop` and scratch pair; the other labels are its own): the set (as
+/// [`fast_ret`] left it for `table`) and the original address still in `scratch`, each way
+/// compared with `cmp`, a match leaving as [`fast_ret`] does; otherwise on to `slow` (the
+/// [`slow_ret`] of this `pop`, which looks in the overflow list, and asks kerf or leaves on a
+/// miss).
 pub fn other_ways(
     labels: [u64; WAYS + 1],
+    table: u64,
     pop: i32,
     scratch: [Register; 2],
     slow: u64,
 ) -> Vec<Instruction> {
     use crate::table::{CONT, WAY_BYTES};
     let [set, orig] = scratch;
+    let base = low_table(table).unwrap_or(0);
     let (label, tail, hits) = (labels[0], labels[1], &labels[2..]);
     let mut v = Vec::new();
     for (k, &hit) in hits.iter().enumerate() {
-        let way = (k as i32 + 1) * WAY_BYTES as i32;
+        let way = base + (k as i32 + 1) * WAY_BYTES as i32;
         v.push(labelled(
             op(Instruction::with2(Code::Cmp_r64_rm64, orig, at(set, way))),
             if k == 0 { label } else { 0 },
@@ -294,7 +335,7 @@ pub fn other_ways(
     }
     v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, slow)));
     for (k, &hit) in hits.iter().enumerate() {
-        let way = (k as i32 + 1) * WAY_BYTES as i32;
+        let way = base + (k as i32 + 1) * WAY_BYTES as i32;
         v.push(labelled(load_from(orig, set, CONT as i32 + way), hit));
         v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, tail)));
     }

@@ -187,6 +187,30 @@ fn a_module_translated_in_pieces_runs_and_counts_as_in_one() {
     assert_eq!(split, single, "block counts: many pieces vs one");
 }
 
+/// The lookup table goes below 2 GiB when there is room, and the lookups name it by a 32-bit
+/// displacement; above (`KERF_JIT_TABLE_HIGH`, as near the executable) they load its
+/// address. Both run the fixture and libc unchanged with the same block counts.
+#[test]
+fn lookups_run_alike_with_the_table_below_and_above_2_gib() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-table");
+    let expected = plain(&bin, &[]);
+    let cache = tmp().join("jit-cache");
+    let args = ["work", "--whole"];
+    let (low, out, _) = kerf_env(&cache, &[], "table-low", "jit", &args, &bin, &[]);
+    assert_eq!(out, expected);
+    let high_env = [("KERF_JIT_TABLE_HIGH", "1")];
+    let (high, out, _) = kerf_env(&cache, &high_env, "table-high", "jit", &args, &bin, &[]);
+    assert_eq!(out, expected, "the program's output changed");
+    for v in [&low, &high] {
+        assert_eq!(v["jit"]["escapes"], 0, "escapes: {}", v["jit"]);
+    }
+    let at = |v: &Value| v["jit"]["table_at"].as_u64().unwrap();
+    assert!(at(&low) < 1 << 31 && at(&high) > 1 << 31, "{:#x} {:#x}", at(&low), at(&high));
+    let (a, b) = (counts(&low["blocks"], ""), counts(&high["blocks"], ""));
+    assert!(a.len() > 100 && a["cmp+0x0"] > 100_000, "{}", a.len());
+    assert_eq!(a, b, "block counts: table below 2 GiB vs above");
+}
+
 /// A PLT stub's `jmp [GOT]` goes straight to the translation of what its slot held when
 /// kerf translated it, guarded by a compare with the slot (`seq::slot_guard`). The fixture
 /// points its own GOT slot for strlen at another function between two calls of the root:

@@ -707,6 +707,10 @@ fn check_region(
     Ok(())
 }
 
+/// Where the lookup table goes if it fits: the range of addresses below 2 GiB, above the
+/// first 16 MiB (a non-PIE executable's text and heap start low), its end a 32-bit displacement.
+const LOW_TABLE: (u64, u64) = (16 << 20, (1 << 31) - (1 << 20));
+
 /// Install a JIT for `roots` in process `pid` (whose modules are `images`), weaving in
 /// `plugin`. The process may be running; it is stopped twice, briefly: to map the caches,
 /// and to splice the roots.
@@ -789,7 +793,22 @@ pub fn install(
     let mut state = None;
     let mapped = (|| -> Result<(), TargetError> {
         let exe = images.first().map_or(0, |m| span(m).0);
-        table = Some(tr.share_near(RemoteAddr(exe), kerf_jit::table::TABLE_BYTES, 0)?);
+        // Below 2 GiB where there is room (a PIE's and its libraries' addresses are far
+        // above), as high as it fits (a non-PIE executable's heap grows up from low down):
+        // the lookups then name it by a 32-bit displacement (`x86_64::fast_ret`).
+        let bytes = kerf_jit::table::TABLE_BYTES;
+        let (lo, hi) = (RemoteAddr(LOW_TABLE.0), RemoteAddr(LOW_TABLE.1));
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        // (`KERF_JIT_TABLE_HIGH`: near the executable, as before, for the tests and
+        // benchmarks that compare the two.)
+        let low = match std::env::var_os("KERF_JIT_TABLE_HIGH") {
+            Some(_) => None,
+            None => tr.share_within(lo, hi, hi, bytes, prot).ok(),
+        };
+        table = Some(match low {
+            Some(t) => t,
+            None => tr.share_near(RemoteAddr(exe), bytes, 0)?,
+        });
         if plugin.state_len() > 0 {
             state = Some(tr.share_near(RemoteAddr(exe), plugin.state_len(), 0)?);
         }
@@ -1125,6 +1144,11 @@ fn entry_splice(images: &[&AnalyzedImage], jit: &Jit, r: &Root) -> Result<Entry,
 }
 
 impl Jit {
+    /// Where the lookup table lies in the target.
+    pub fn table_at(&self) -> u64 {
+        self.table.remote().0
+    }
+
     pub fn pid(&self) -> i32 {
         self.pid
     }

@@ -544,6 +544,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             },
             "capped": s.region.capped,
             "table_entries": s.table_entries,
+            "table_at": jit.table_at(),
             "crowded": s.crowded,
             "lost": s.lost,
             "lost_returns": s.lost_returns,
