@@ -712,8 +712,9 @@ pub struct Translation {
     pub data_len: u64,
     /// Where the shared miss path starts.
     pub miss: u64,
-    /// Where the blocks' copies end (the out-of-line code follows: stubs, a branch side's
-    /// plugin code, entries, the miss paths).
+    /// Where the blocks' copies end (the out-of-line code follows: the last function's call
+    /// stubs, a branch side's plugin code, entries, the miss paths; other functions' stubs
+    /// lie after their own blocks, and have no clean points).
     pub blocks_end: u64,
     /// The indirect sites' prediction words: each must hold [`DATA_NO_WAY`]'s address before
     /// the cache runs.
@@ -1344,21 +1345,20 @@ pub fn translate(
             }
             _ => {}
         }
-    }
-    // Out-of-line: the calls' stubs, each block's indirect entry, the exit stubs, the
-    // shared second probes and miss paths.
-    let blocks_end = e.insns.len();
-    for s in std::mem::take(&mut e.stubs) {
-        e.extend(seq::call_stub(s.label, s.ret, s.scratch), None);
-        match s.then {
-            Callee::Direct(t) => e.push(seq::jmp(t), None),
-            Callee::Indirect(i) => {
-                e.extend(seq::enter(0), None);
-                e.push(load_target(&i, seq::FRAME + 8), None);
-                lookup(&mut e, layout, second, i.ip());
-            }
+        // A function's calls' stubs go right after its blocks (the caller's code, the stub
+        // and often the callee on nearby lines and pages; placed after all of a module's
+        // blocks they were megabytes from both), where nothing runs into them: not where the
+        // last block goes on into the next one placed here.
+        let last = order.get(n + 1).is_none_or(|&(g, _)| g != f);
+        let goes_on = matches!(end, End::Falls | End::Call { .. }) && next_here == Some(next);
+        if last && !goes_on && e.mark.is_none() {
+            place_stubs(&mut e, layout, second);
         }
     }
+    // Out-of-line: the calls' stubs left, each block's indirect entry, the exit stubs, the
+    // shared second probes and miss paths.
+    let blocks_end = e.insns.len();
+    place_stubs(&mut e, layout, second);
     for t in std::mem::take(&mut e.tails) {
         let mut code = t.code;
         if code.is_empty() {
@@ -1531,6 +1531,22 @@ pub fn translate(
         constants: e.constants,
         inlined: e.inlined,
     })
+}
+
+/// The stubs of the calls copied since the last ones were placed ([`seq::call_stub`], then the
+/// callee's jump or an indirect callee's lookup), here.
+fn place_stubs(e: &mut Emitter, layout: &Layout, second: u64) {
+    for s in std::mem::take(&mut e.stubs) {
+        e.extend(seq::call_stub(s.label, s.ret, s.scratch), None);
+        match s.then {
+            Callee::Direct(t) => e.push(seq::jmp(t), None),
+            Callee::Indirect(i) => {
+                e.extend(seq::enter(0), None);
+                e.push(load_target(&i, seq::FRAME + 8), None);
+                lookup(e, layout, second, i.ip());
+            }
+        }
+    }
 }
 
 /// What a plugin sees of block `b` of `f`, the `n`th of the translation's `blocks`.
