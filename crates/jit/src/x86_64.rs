@@ -259,19 +259,27 @@ pub fn ret_probe(table: u64, hash: Hash, pop: i32, hit: u64, second: u64) -> Vec
 /// movement. Otherwise on to `slow` (the [`other_ways`] of this `pop` and scratch pair), with
 /// the stack as the `ret` found it, the original address in the second scratch register,
 /// and the set in the first: its offset in the table for a table below 2 GiB (nine
-/// instructions in all, the table's address a displacement), else its address.
+/// instructions in all, the table's address a displacement), else its address. With `saved`
+/// the two registers are live where the `ret` lands: they are kept just below the return
+/// slot (at `-8` and `-16`) and put back before the `ret`, and `slow` is their
+/// [`restore_scratch`].
 pub fn fast_ret(
     table: u64,
     hash: Hash,
     pop: i32,
     scratch: [Register; 2],
+    saved: bool,
     slow: u64,
 ) -> Vec<Instruction> {
     use crate::table::{CONT, SETS, SET_BYTES};
     let [set, orig] = scratch;
     let set32 = narrow(set, Register::EAX);
     let two = |c: Code, a: Register, b: Register| op(Instruction::with2(c, a, b));
-    let mut v = vec![load(orig, 0)];
+    let mut v = Vec::new();
+    if saved {
+        v.extend([store(SAVED_SET, set), store(SAVED_ORIG, orig)]);
+    }
+    v.push(load(orig, 0));
     match hash {
         Hash::Mixed => {
             // The offset of set `(rotr(x, 13) + 8x) >> 6` (see `Hash::Mixed`).
@@ -302,9 +310,28 @@ pub fn fast_ret(
         op(Instruction::with_branch(Code::Jne_rel32_64, slow)),
         load_from(orig, set, base + CONT as i32),
         store(0, orig),
-        ret(pop),
     ]);
+    if saved {
+        v.extend([load(set, SAVED_SET), load(orig, SAVED_ORIG)]);
+    }
+    v.push(ret(pop));
     v
+}
+
+/// Where a [`fast_ret`] with `saved` registers keeps them, below its return slot.
+const SAVED_SET: i32 = -8;
+const SAVED_ORIG: i32 = -16;
+
+/// The way back of the frameless returns of one `pop` that saved `scratch` ([`fast_ret`]),
+/// at label `label`: the two registers put back, then on to `slow` (the [`slow_ret`] of this
+/// `pop`) with the program's registers and stack as the `ret` found them.
+pub fn restore_scratch(label: u64, scratch: [Register; 2], slow: u64) -> Vec<Instruction> {
+    let [set, orig] = scratch;
+    vec![
+        labelled(load(set, SAVED_SET), label),
+        load(orig, SAVED_ORIG),
+        op(Instruction::with_branch(Code::Jmp_rel32_64, slow)),
+    ]
 }
 
 /// The other ways of a [`fast_ret`]'s set, at label `labels[0]` (shared by the frameless

@@ -370,7 +370,8 @@ fn every_end_of_a_frame_gets_the_exit_code_at_a_clean_point() {
 
 /// Where the fixture's asm leaves return, the callers keep registers a frameless `ret` could
 /// take (`keep_all` all seven, `keep_two` r11 and r10): the analysis sees them live there,
-/// so `keep_leaf`'s `ret` keeps its frame and `keep_leaf2`'s takes two other registers (some
+/// so `keep_leaf`'s `ret` saves the two it takes (see the next test) and `keep_leaf2`'s takes
+/// two other registers (some
 /// of the rest are live too: `work` passes its next unknown callee, `qsort`, every argument
 /// register it has not written, as far as kerf can tell).
 #[test]
@@ -392,6 +393,67 @@ fn registers_a_caller_keeps_across_a_call_are_live_where_the_callee_returns() {
     let free = [R9, R8, Rsi, Rdi, Rcx].iter().filter(|&&r| !two.regs.contains(r)).count();
     assert!(free >= 2, "keep_leaf2: fewer than two registers free: {}", two.regs);
     assert!(two.flags.is_empty(), "keep_leaf2: flags {}", two.flags);
+}
+
+/// A frameless `ret` whose callers keep every register it could take (`keep_leaf`) saves
+/// `r11` and `r10` just below its return slot and puts them back before the `ret`; one with
+/// two registers dead where it returns (`keep_leaf2`) saves nothing.
+#[test]
+fn a_frameless_ret_saves_the_registers_its_callers_keep() {
+    use iced_x86::{Code, Register};
+    let (image, analysis) = analysed();
+    let cfg = &analysis.cfg;
+    let returns = std::sync::OnceLock::new();
+    let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
+    let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
+    let roots: HashSet<u64> = HashSet::new();
+    let reached: HashSet<FuncId> = funcs.iter().copied().collect();
+    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default() };
+    let m = Module { inline: 0, ..module(cfg, &image, &returns) };
+    let t =
+        kerf_jit::translate("jitted", &m, &funcs, &layout(None), &kerf_jit::NoPlugin, &at, &scope)
+            .unwrap();
+    let code = |name: &str| {
+        let f = cfg.functions_named(name).next().unwrap();
+        let start = t.cache_of(cfg.function(f).entry.0).unwrap();
+        let d =
+            Decoder::with_ip(64, &t.code[(start - CODE) as usize..], start, DecoderOptions::NONE);
+        d.into_iter().take_while(|i| i.mnemonic() != Mnemonic::Ret).collect::<Vec<_>>()
+    };
+    let rsp_store = |i: &iced_x86::Instruction, disp: i64, r: Register| {
+        i.code() == Code::Mov_rm64_r64
+            && i.memory_base() == Register::RSP
+            && i.memory_displacement64() as i64 == disp
+            && i.op1_register() == r
+    };
+    let rsp_load = |i: &iced_x86::Instruction, disp: i64, r: Register| {
+        i.code() == Code::Mov_r64_rm64
+            && i.memory_base() == Register::RSP
+            && i.memory_displacement64() as i64 == disp
+            && i.op0_register() == r
+    };
+    let leaf = code("keep_leaf");
+    assert!(
+        rsp_store(&leaf[0], -8, Register::R11) && rsp_store(&leaf[1], -16, Register::R10),
+        "{leaf:?}"
+    );
+    assert!(rsp_load(&leaf[2], 0, Register::R10), "{leaf:?}");
+    let n = leaf.len();
+    assert!(
+        rsp_load(&leaf[n - 2], -8, Register::R11) && rsp_load(&leaf[n - 1], -16, Register::R10),
+        "{leaf:?}"
+    );
+    let leaf2 = code("keep_leaf2");
+    assert!(
+        leaf2[0].code() == Code::Mov_r64_rm64 && leaf2[0].memory_base() == Register::RSP,
+        "{leaf2:?}"
+    );
+    assert!(
+        !leaf2
+            .iter()
+            .any(|i| i.memory_base() == Register::RSP && (i.memory_displacement64() as i64) < 0),
+        "{leaf2:?}"
+    );
 }
 
 /// Every instruction of a function with an indirect jump of unknown targets (the fixture's
