@@ -441,7 +441,22 @@ fn solve_pair(cfg: &Cfg, f: FuncId, callee: &dyn Fn(FuncId) -> (Live, Live), fro
                 k.map(|k| k as usize)
             };
             let (n, a) = {
-                let bn = |id: u32| local(id).map_or(Live::ALL, |k| none[k]);
+                // A block of another function (a jump into its body: gcc's `.cold` parts
+                // jump back into their hot function after a call) is read with its stored
+                // set when nothing is live at the returns: that set was solved with the SysV
+                // set and more live there, so it holds what the block reads whatever its
+                // returns lead to (taking everything there made every flag live where the
+                // callee of such a cold part returns, and that callee's every `ret` framed:
+                // python3.11's `PyLong_FromLong`). With everything live at the returns,
+                // everything is still taken: its pass-through is not stored.
+                let stored = |id: u32| match (id as usize) < cfg.blocks.len() {
+                    true => {
+                        let b = cfg.block(BlockId(id));
+                        Live { regs: b.live_in, flags: b.flags_live_in }
+                    }
+                    false => Live::ALL,
+                };
+                let bn = |id: u32| local(id).map_or_else(|| stored(id), |k| none[k]);
                 let ba = |id: u32| local(id).map_or(Live::ALL, |k| all[k]);
                 (
                     live_out(cfg, b, Live::NONE, true, &bn, callee),
