@@ -130,6 +130,28 @@ fn module<'a>(
     }
 }
 
+/// Every function of `cfg` (the image `image`, loaded at `bias`) translated for `l` with
+/// `plugin`, copying callees of up to `inline` instructions, laid out by iced's encoder with
+/// `iced`, the `roots` (runtime entries) as `kerf jit` was given them.
+#[allow(clippy::too_many_arguments)]
+fn translate_every(
+    name: &str,
+    image: &Image<'_>,
+    cfg: &kerf_analysis::cfg::Cfg,
+    roots: &HashSet<u64>,
+    (bias, inline, iced): (u64, u32, bool),
+    l: &Layout,
+    plugin: &dyn Plugin,
+) -> kerf_jit::Translation {
+    let returns = std::sync::OnceLock::new();
+    let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
+    let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
+    let reached: HashSet<FuncId> = funcs.iter().copied().collect();
+    let scope = Scope { roots, reached: &reached, slots: &Default::default() };
+    let m = Module { bias, inline, iced, ..module(cfg, image, &returns) };
+    kerf_jit::translate(name, &m, &funcs, l, plugin, &at, &scope).unwrap()
+}
+
 #[test]
 fn the_cache_keeps_original_addresses_and_maps_back() {
     let (image, analysis) = analysed();
@@ -403,16 +425,10 @@ fn a_frameless_ret_saves_the_registers_its_callers_keep() {
     use iced_x86::{Code, Register};
     let (image, analysis) = analysed();
     let cfg = &analysis.cfg;
-    let returns = std::sync::OnceLock::new();
-    let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
-    let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
-    let roots: HashSet<u64> = HashSet::new();
-    let reached: HashSet<FuncId> = funcs.iter().copied().collect();
-    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default() };
-    let m = Module { inline: 0, ..module(cfg, &image, &returns) };
+    let none = HashSet::new();
+    let plain = (0, 0, false);
     let t =
-        kerf_jit::translate("jitted", &m, &funcs, &layout(None), &kerf_jit::NoPlugin, &at, &scope)
-            .unwrap();
+        translate_every("jitted", &image, cfg, &none, plain, &layout(None), &kerf_jit::NoPlugin);
     let code = |name: &str| {
         let f = cfg.functions_named(name).next().unwrap();
         let start = t.cache_of(cfg.function(f).entry.0).unwrap();
@@ -588,18 +604,11 @@ fn kerf_lays_out_translations_as_iceds_encoder_does() {
 
 fn same_under_both_encoders(name: &str, image: &Image<'_>, analysis: &kerf_analysis::Analysis) {
     let cfg = &analysis.cfg;
-    let returns = std::sync::OnceLock::new();
-    let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
-    let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
-    let roots: HashSet<u64> = funcs.iter().map(|&f| cfg.function(f).entry.0).take(1).collect();
-    let reached: HashSet<FuncId> = funcs.iter().copied().collect();
-    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default() };
+    let roots: HashSet<u64> = cfg.functions.first().map(|f| f.entry.0).into_iter().collect();
+    let l = Layout { room: 1 << 26, ..layout(Some(MAILBOX)) };
     let plugin = Counter { edges: true };
-    let translate = |iced: bool| {
-        let m = Module { iced, ..module(cfg, image, &returns) };
-        let l = Layout { room: 1 << 26, ..layout(Some(MAILBOX)) };
-        kerf_jit::translate(name, &m, &funcs, &l, &plugin, &at, &scope).unwrap()
-    };
+    let translate =
+        |iced: bool| translate_every(name, image, cfg, &roots, (0, 48, iced), &l, &plugin);
     let (kerf, iced) = (translate(false), translate(true));
     let decode = |t: &kerf_jit::Translation| -> Vec<iced_x86::Instruction> {
         Decoder::with_ip(64, &t.code, t.at, DecoderOptions::NONE).iter().collect()
@@ -702,17 +711,11 @@ fn call_stubs_write_high_return_addresses_through_a_register_dead_in_the_callee(
     const BIAS: u64 = 0x5555_0000_0000;
     let (image, analysis) = analysed();
     let cfg = &analysis.cfg;
-    let returns = std::sync::OnceLock::new();
-    let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
-    let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
     let work = cfg.functions_named("work").next().expect("work");
     let roots: HashSet<u64> = [cfg.function(work).entry.0 + BIAS].into();
-    let reached: HashSet<FuncId> = funcs.iter().copied().collect();
-    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default() };
-    let m = Module { bias: BIAS, inline: 0, ..module(cfg, &image, &returns) };
     let l = Layout { code: BIAS + CODE, data: BIAS + DATA, ..layout(Some(MAILBOX)) };
-    let t = kerf_jit::translate("jitted", &m, &funcs, &l, &Counter { edges: false }, &at, &scope)
-        .unwrap();
+    let plugin = Counter { edges: false };
+    let t = translate_every("jitted", &image, cfg, &roots, (BIAS, 0, false), &l, &plugin);
     let d: Vec<iced_x86::Instruction> =
         Decoder::with_ip(64, &t.code, t.at, DecoderOptions::NONE).iter().collect();
     let block_at: BTreeMap<u64, u64> = t.blocks.iter().map(|b| (b.cache, b.start)).collect();
