@@ -7,7 +7,9 @@ shows it). Each sample of COMM in a code cache (the `cache-ADDR.bin` files kerf 
 counted as a copied instruction when it sits on a clean point (`cache-ADDR.clean`: every
 copied instruction has one), else as glue after the clean point before it (a `ret`'s lookup
 after the `mov` that starts it, a frame's `lea rsp`, ...), or as out of line past the last
-clean point (call stubs, shared probes, exits, miss paths). Samples outside every cache are
+clean point (the last function's call stubs, shared probes, exits, miss paths). Since
+session 40 each function's call stubs follow its own blocks, so they count as glue after
+that function's last clean instruction (a profile from before then put them out of line). Samples outside every cache are
 the program's own native code, libraries the region left untranslated, and the kernel.
 Prints the shares, then the busiest glue instructions. Needs perf and objdump.
 """

@@ -897,12 +897,10 @@ struct Emitter {
     ret_seconds: BTreeMap<i32, (u64, [u64; 3], u64)>,
     /// Per `pop`, the label of the [`seq::slow_ret`] of frameless returns (made once).
     ret_slows: BTreeMap<i32, u64>,
-    /// Per `pop` and scratch pair, the label of the [`seq::other_ways`] of frameless returns
-    /// (made once).
-    ret_ways: BTreeMap<(i32, [Register; 2]), u64>,
-    /// Per `pop` and saved scratch pair, the label of the way back of frameless returns that
-    /// saved them: put back, then the [`seq::slow_ret`] (made once).
-    ret_restores: BTreeMap<(i32, [Register; 2]), u64>,
+    /// Per `pop` and scratch pair, the label of the way back of frameless returns whose way 0
+    /// missed (made once): the [`seq::other_ways`], or with saved registers their
+    /// [`seq::restore_scratch`] and then the [`seq::slow_ret`].
+    ret_ways: BTreeMap<(i32, RetScratch), u64>,
     /// The jump tables' translated copies: each copy's first word, and per entry the label
     /// its word must hold the address of.
     tables: Vec<(u64, Vec<u64>)>,
@@ -995,27 +993,15 @@ impl Emitter {
         s.0
     }
 
-    /// The label of the way back of frameless returns that pop `pop` bytes (made once per
-    /// `pop`).
-    fn ret_ways(&mut self, pop: i32, scratch: [Register; 2]) -> u64 {
+    /// The label of the way back of frameless returns that pop `pop` bytes with `scratch`
+    /// (made once per `pop` and scratch).
+    fn ret_ways(&mut self, pop: i32, scratch: RetScratch) -> u64 {
         if let Some(&l) = self.ret_ways.get(&(pop, scratch)) {
             return l;
         }
         self.ret_slow(pop);
         let l = self.label();
         self.ret_ways.insert((pop, scratch), l);
-        l
-    }
-
-    /// The label of the way back of frameless returns that pop `pop` bytes and saved
-    /// `scratch` (made once per `pop` and pair).
-    fn ret_restore(&mut self, pop: i32, scratch: [Register; 2]) -> u64 {
-        if let Some(&l) = self.ret_restores.get(&(pop, scratch)) {
-            return l;
-        }
-        self.ret_slow(pop);
-        let l = self.label();
-        self.ret_restores.insert((pop, scratch), l);
         l
     }
 
@@ -1072,7 +1058,6 @@ pub fn translate(
         ret_seconds: BTreeMap::new(),
         ret_slows: BTreeMap::new(),
         ret_ways: BTreeMap::new(),
-        ret_restores: BTreeMap::new(),
         tables: Vec::new(),
         table_stubs: HashMap::new(),
         slot_guards: 0,
@@ -1439,14 +1424,15 @@ pub fn translate(
         }
     }
     e.extend(seq::second_probe(second, hits, miss), None);
-    for ((pop, scratch), label) in std::mem::take(&mut e.ret_ways) {
+    for ((pop, RetScratch { regs, saved }), label) in std::mem::take(&mut e.ret_ways) {
         let slow = e.ret_slow(pop);
-        let labels = [label, e.label(), e.label(), e.label(), e.label()];
-        e.extend(seq::other_ways(labels, layout.table, pop, scratch, slow), None);
-    }
-    for ((pop, scratch), label) in std::mem::take(&mut e.ret_restores) {
-        let slow = e.ret_slow(pop);
-        e.extend(seq::restore_scratch(label, scratch, slow), None);
+        let code = if saved {
+            seq::restore_scratch(label, regs, slow)
+        } else {
+            let labels = [label, e.label(), e.label(), e.label(), e.label()];
+            seq::other_ways(labels, layout.table, pop, regs, slow)
+        };
+        e.extend(code, None);
     }
     for (pop, slow) in std::mem::take(&mut e.ret_slows) {
         let second = e.ret_second(pop);
@@ -2075,8 +2061,9 @@ fn copy_block(
                     }
                     _ => here,
                 };
-                if let Some(RetScratch { regs, saved }) = ret_scratch {
-                    let slow = if saved { e.ret_restore(pop, regs) } else { e.ret_ways(pop, regs) };
+                if let Some(scratch) = ret_scratch {
+                    let slow = e.ret_ways(pop, scratch);
+                    let RetScratch { regs, saved } = scratch;
                     let (table, hash) = (layout.table, layout.hash);
                     e.extend(seq::fast_ret(table, hash, pop, regs, saved, slow), here);
                 } else {

@@ -730,10 +730,12 @@ fn call_stubs_write_high_return_addresses_through_a_register_dead_in_the_callee(
         if !stub {
             continue;
         }
-        if store.op1_register() == iced_x86::Register::R11
-            && d.iter()
-                .any(|i| i.next_ip() == load.ip() && i.code() == iced_x86::Code::Mov_rm64_r64)
-        {
+        // The stub without one puts `r11` back from the red zone right after the store.
+        let put_back = jmp.code() == iced_x86::Code::Mov_r64_rm64
+            && jmp.op0_register() == iced_x86::Register::R11
+            && jmp.memory_base() == iced_x86::Register::RSP
+            && jmp.memory_displacement64() as i64 == -8;
+        if put_back {
             kept += 1;
             continue;
         }
