@@ -11,7 +11,8 @@
 //! the program's own counts and finds the branch compiled against its bias, a library the
 //! program loads with `dlopen` after attach is translated when first reached, jump tables
 //! (absolute and PC-relative) dispatch through translated copies (`jit_dispatch.c`), and a
-//! cached analysis that lies is never translated from.
+//! cached analysis that lies is never translated from, and Debian's sqlite3 runs with address
+//! randomisation off.
 
 mod common;
 
@@ -536,6 +537,33 @@ fn the_code_cache_alone_runs_the_program_unchanged_every_time() {
         assert_eq!(v["jit"]["escapes"], 0, "run {k}: {}", v["jit"]);
         assert!(v.get("blocks").is_none());
     }
+}
+
+/// With ASLR off (`setarch -R`, as gdb runs programs) a PIE's libraries sit just below the
+/// stack and the stack ends at the top of user space: the code rooms near them must still be
+/// placed inside user space (Debian's sqlite3 got one past the stack's end, and mmap said
+/// ENOMEM).
+#[test]
+fn runs_with_address_randomisation_off() {
+    let sqlite = Path::new("/usr/bin/sqlite3");
+    let sql = "create table t(x); insert into t values (3), (4); select sum(x) from t;";
+    let expected = plain(sqlite, &[":memory:", sql]);
+    let o = Command::new("setarch")
+        .args(["-R", env!("CARGO_BIN_EXE_kerf"), "jit", "main", "--plugin", "blocks", "--json"])
+        .arg("--")
+        .arg(sqlite)
+        .args([":memory:", sql])
+        .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+        .env_remove("DEBUGINFOD_URLS")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "kerf jit under setarch -R failed: {err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), expected, "output changed");
+    let v: Value = serde_json::from_str(err.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("no summary ({e}): {err}"));
+    assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
+    assert!(counts(&v["blocks"], "libsqlite3").values().sum::<u64>() > 0, "nothing counted");
 }
 
 /// The bytes of every executable mapping of `pid` that is a file (its text), by start.

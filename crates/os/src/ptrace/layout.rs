@@ -84,7 +84,10 @@ pub fn candidates(
     let mut out: Vec<(u64, u64)> = Vec::new();
     for (s, e) in free {
         let s = page_up(s.max(lo));
-        let e = page_down(e);
+        // Nothing maps past the end of user space: the gap between `[stack]` and
+        // `[vsyscall]` ends there (with ASLR off, as `setarch -R` and gdb run programs, the
+        // stack ends at it, and a region placed after the stack failed with ENOMEM).
+        let e = page_down(e.min(USER_MAX));
         // The whole region in the gap, its first `in_window` bytes below `hi`.
         if e <= s || e - s < len || page_down(hi) < s + in_window {
             continue;
@@ -172,6 +175,22 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]
         assert_eq!(c[1], r(0x7fff_f7f0_0000));
         let stack = r(0x7fff_fffd_d000);
         assert!(c.iter().all(|&a| a + 0x10000 <= stack - STACK_RESERVE));
+    }
+
+    /// The stack ends at the top of user space (ASLR off): the gap from there to
+    /// `[vsyscall]` is not user space, and no region may start or end in it.
+    #[test]
+    fn nothing_past_the_end_of_user_space() {
+        let maps = maps(MAPS);
+        let near = r(0x7fff_f7fc_1000);
+        // A module's window (`[end - 2 GiB, start + 2 GiB)`) as callers give it, not clamped.
+        let (lo, hi) = (r(near.0 - REACH), r(near.0 + REACH));
+        let len = 0x56_7000;
+        for in_window in [len, PAGE] {
+            let c = candidates(&maps, lo, hi, len, in_window, near);
+            assert!(!c.is_empty());
+            assert!(c.iter().all(|&a| a.0 + len <= USER_MAX), "{c:#x?}");
+        }
     }
 
     #[test]
