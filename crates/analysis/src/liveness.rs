@@ -21,10 +21,12 @@ use crate::memory::CodeMemory;
 use kerf_arch::x86_64::{FlagSet, RegSet, Scanner};
 use kerf_arch::ImageAddr;
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Registers and flags, the unit of every liveness fact.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Live {
     pub regs: RegSet,
     pub flags: FlagSet,
@@ -42,6 +44,10 @@ impl Live {
     }
     fn intersect(self, o: Live) -> Live {
         Live { regs: self.regs.intersect(o.regs), flags: FlagSet(self.flags.0 & o.flags.0) }
+    }
+    /// Every register and flag of `self` is in `o`.
+    fn within(self, o: Live) -> bool {
+        self.minus(o) == Live::NONE
     }
 }
 
@@ -612,27 +618,126 @@ type Sets = (Vec<Live>, Vec<Live>);
 /// caller `C` its `A_s` and `P_s`, and, callers first, `cont(g) = SysV ∪ ⋃ (A_s ∪ (cont(C) ∩
 /// P_s))` over the calls to `g`, iterated up from the SysV set until nothing changes.
 pub fn at_continuations(cfg: &Cfg) -> Vec<Live> {
-    continuations(cfg, true)
+    let cg = CallGraph::build(cfg);
+    lands(cfg, &summaries(cfg, &cg, true).1)
 }
 
 /// [`at_continuations`] with every function solved from nothing each time it is solved
 /// again: the reference the tests hold the warm start to.
 pub fn at_continuations_cold(cfg: &Cfg) -> Vec<Live> {
-    continuations(cfg, false)
+    let cg = CallGraph::build(cfg);
+    lands(cfg, &summaries(cfg, &cg, false).1)
 }
 
-/// [`at_continuations`]; with `warm` a member of a recursive component solved again (a
-/// function it calls changed) starts from its last solution, which is below the new one:
-/// the callees' summaries only grow as the component is solved (python3.11's component of
-/// 1,342 functions: 117 ms to 73 ms).
-fn continuations(cfg: &Cfg, warm: bool) -> Vec<Live> {
+/// Per function, what [`at_continuations`] finds and the summary it rests on: stored in the
+/// analysis ([`crate::cfg::Function::returns`]), so that a JIT start checks them in one
+/// parallel pass ([`check_return_facts`]) instead of solving them (python3.11: 70-120 ms of
+/// every start, on the way to the first translation).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReturnFacts {
+    /// What the function reads whatever its returns lead to (`A`).
+    pub reads: Live,
+    /// What it does not let through from where its returns lead (`ALL - P`).
+    pub blocks: Live,
+    /// What is live where its returns may land.
+    pub lands: Live,
+}
+
+/// [`ReturnFacts`] of every function, solved (`cg`: `cfg`'s call graph).
+pub fn return_facts(cfg: &Cfg, cg: &CallGraph) -> Vec<ReturnFacts> {
+    let (sums, solved) = summaries(cfg, cg, true);
+    let lands = lands(cfg, &solved);
+    sums.into_iter()
+        .zip(lands)
+        .map(|((reads, blocks), lands)| ReturnFacts { reads, blocks, lands })
+        .collect()
+}
+
+/// What is live where each function's returns land, from the [`ReturnFacts`] stored in
+/// `cfg`'s functions when they hold up, else solved: what a JIT reads.
+///
+/// The check is one pass, every function on its own and in parallel: each function's two
+/// solutions with its callees' stored summaries, its own summary from them no greater than
+/// the stored one, and each stored landing set holding what every call, tail call and the
+/// SysV set put there. Why that is enough: the facts are the least solution of monotone
+/// equations, and any assignment `S` with `F(S) ⊆ S` lies above the least one (Knaster-
+/// Tarski), so stored sets that pass hold every register and flag the solved ones would;
+/// code that overwrites only what they leave out is as safe as with sets solved here.
+/// (Summaries order the other way in their second part: letting more through is greater.)
+///
+/// Stored facts that fail are solved again, and counted ([`return_facts_rejected`]): an
+/// analysis made here always has facts that pass (they are the solution), so a failure is
+/// a cache entry that lies or kerf's logic drifting.
+pub fn continuations_checked(cfg: &Cfg) -> Vec<Live> {
+    check_return_facts(cfg).unwrap_or_else(|_| {
+        REJECTED.fetch_add(1, Ordering::Relaxed);
+        at_continuations(cfg)
+    })
+}
+
+/// Modules whose stored [`ReturnFacts`] [`continuations_checked`] found no solution and
+/// solved again, in this process.
+static REJECTED: AtomicUsize = AtomicUsize::new(0);
+
+/// How many modules' stored [`ReturnFacts`] failed their check in this process (see
+/// [`continuations_checked`]).
+pub fn return_facts_rejected() -> usize {
+    REJECTED.load(Ordering::Relaxed)
+}
+
+/// The check of [`continuations_checked`]: the stored landing sets when the stored facts
+/// pass, else the name of a function whose facts do not.
+pub fn check_return_facts(cfg: &Cfg) -> Result<Vec<Live>, String> {
     let n = cfg.functions.len();
-    let cg = CallGraph::build(cfg);
+    let stored = |g: FuncId| cfg.functions[g.0 as usize].returns;
+    let callee = |g: FuncId| (stored(g).reads, stored(g).blocks);
+    let solved: Vec<Sets> = (0..n as u32)
+        .into_par_iter()
+        .map(|f| solve_pair(cfg, FuncId(f), &callee, Sets::default()))
+        .collect();
+    let name = |f: usize| cfg.functions[f].name.clone();
+    for (f, (none, all)) in solved.iter().enumerate() {
+        let fun = &cfg.functions[f];
+        let e = (fun.entry_block.0 - fun.blocks.start) as usize;
+        let (a, p) = match (none.get(e), all.get(e)) {
+            (Some(&a), Some(&p)) => (a, p),
+            _ => (Live::ALL, Live::NONE),
+        };
+        // Reads no more than stored, lets no more through than stored.
+        let r = fun.returns;
+        if !a.within(r.reads) || !p.within(Live::ALL.minus(r.blocks)) {
+            return Err(name(f));
+        }
+    }
+    let lands: Vec<Live> = cfg.functions.iter().map(|f| f.returns.lands).collect();
+    let (calls, tails) = landing_sites(cfg, &solved);
+    for c in 0..n {
+        if !AT_RETURN.within(lands[c]) {
+            return Err(name(c));
+        }
+        let through = lands[c];
+        let put = calls[c].iter().map(|&(g, a, p)| (g, a.union(through.intersect(p))));
+        for (g, live) in put.chain(tails[c].iter().map(|&g| (g, through))) {
+            if !live.within(lands[g.0 as usize]) {
+                return Err(name(g.0 as usize));
+            }
+        }
+    }
+    Ok(lands)
+}
+
+/// Every function's summary `(A, ALL - P)` and its blocks' sets for both boundaries, solved
+/// callees first (see [`at_continuations`]); with `warm` a member of a recursive component
+/// solved again (a function it calls changed) starts from its last solution, which is below
+/// the new one: the callees' summaries only grow as the component is solved (python3.11's
+/// component of 1,342 functions: 117 ms to 73 ms).
+fn summaries(cfg: &Cfg, cg: &CallGraph, warm: bool) -> (Vec<Summary>, Vec<Sets>) {
+    let n = cfg.functions.len();
     // Per function: (A, ALL - P) as `live_out` takes a callee with `exact`, and its blocks'
     // sets for both boundaries.
     let mut sums: Vec<Summary> = vec![(Live::NONE, Live::ALL); n];
     let mut solved: Vec<Sets> = vec![(Vec::new(), Vec::new()); n];
-    for level in levels(&cg, n) {
+    for level in levels(cg, n) {
         let results: Vec<Vec<(FuncId, Summary, Sets)>> = level
             .par_iter()
             .map(|scc| {
@@ -684,6 +789,15 @@ fn continuations(cfg: &Cfg, warm: bool) -> Vec<Live> {
             solved[f.0 as usize] = sets;
         }
     }
+    (sums, solved)
+}
+
+/// Per function, its calls' return sites `(callee, A_s, P_s)`, and the functions it enters
+/// by a direct tail call or a jump into their body, from its blocks' sets `solved`.
+type Sites = (Vec<Vec<(FuncId, Live, Live)>>, Vec<Vec<FuncId>>);
+
+fn landing_sites(cfg: &Cfg, solved: &[Sets]) -> Sites {
+    let n = cfg.functions.len();
     // Per caller: its calls (callee, A_s, P_s) and its direct tail calls.
     let mut calls: Vec<Vec<(FuncId, Live, Live)>> = vec![Vec::new(); n];
     let mut tails: Vec<Vec<FuncId>> = vec![Vec::new(); n];
@@ -714,6 +828,14 @@ fn continuations(cfg: &Cfg, warm: bool) -> Vec<Live> {
             }
         }
     }
+    (calls, tails)
+}
+
+/// What is live where each function's returns land, iterated up from the SysV set over the
+/// landing sites of `solved` (see [`at_continuations`]).
+fn lands(cfg: &Cfg, solved: &[Sets]) -> Vec<Live> {
+    let n = cfg.functions.len();
+    let (calls, tails) = landing_sites(cfg, solved);
     let mut cont = vec![AT_RETURN; n];
     loop {
         let mut changed = false;

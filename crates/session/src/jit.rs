@@ -1038,7 +1038,7 @@ fn whole_later(images: &[AnalyzedImage], later: &[usize], stop: &AtomicBool) -> 
         if !matches!(checked, Ok(true)) || stop.load(Ordering::Relaxed) {
             return (k, checked.map(|_| false));
         }
-        m.returns.get_or_init(|| kerf_analysis::liveness::at_continuations(&m.analysis.cfg));
+        m.returns.get_or_init(|| kerf_analysis::liveness::continuations_checked(&m.analysis.cfg));
         (k, Ok(true))
     };
     let run = || later.iter().map(|&k| each(k)).collect();

@@ -116,9 +116,9 @@ pub struct AnalyzedImage {
     /// For an analysis read from the cache: what of it has been checked against the image's
     /// bytes so far, and how to analyse the image again (see [`crate::checked`]).
     pub(crate) from_cache: Option<FromCache>,
-    /// Per function, what is live where its returns land
-    /// ([`kerf_analysis::liveness::at_continuations`]), worked out when the JIT first
-    /// translates the module.
+    /// Per function, what is live where its returns land (the analysis's stored facts,
+    /// checked: [`kerf_analysis::liveness::continuations_checked`]), worked out when the JIT
+    /// first translates the module.
     pub returns: std::sync::OnceLock<Vec<kerf_analysis::liveness::Live>>,
 }
 

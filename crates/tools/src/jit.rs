@@ -536,6 +536,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "unknown_indirect": s.region.unknown,
             "table_copies": s.table_copies,
             "slot_guards": s.slot_guards,
+            "return_facts_rejected": kerf_analysis::liveness::return_facts_rejected(),
             "inlined_calls": s.inlined,
             "pieces": s.pieces,
             "later": {

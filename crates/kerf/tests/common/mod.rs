@@ -185,6 +185,37 @@ impl Steal {
 /// into its first instruction: what made kerf splice inside an instruction (SIGILL) when the
 /// cache was trusted.
 pub fn poison_block(cache: &Path, file: &Path, func: &str, k: usize) -> Vec<u64> {
+    let mut starts = Vec::new();
+    rewrite_entry(cache, file, |lie| {
+        let f = lie.cfg.functions_named(func).next().expect("the function");
+        starts = lie.cfg.blocks_of(f).iter().map(|b| b.start.0).collect();
+        assert!(starts.len() > k, "{func} has only {} blocks", starts.len());
+        lie.cfg.blocks.of_mut(f)[k].start.0 += 1;
+    });
+    starts
+}
+
+/// The entry for `file` rewritten with one register taken out of the set its stored return
+/// facts say is live where some function's returns land (one a caller keeps beyond the SysV
+/// set): a JIT that trusted it could overwrite that register in the function's `ret`.
+/// Returns the function's name.
+pub fn poison_return_facts(cache: &Path, file: &Path) -> String {
+    let mut name = String::new();
+    rewrite_entry(cache, file, |lie| {
+        let sysv = kerf_arch::x86_64::RegSet::SYSV_LIVE_AT_RETURN;
+        let (f, r) = (lie.cfg.functions.iter().enumerate())
+            .find_map(|(i, f)| Some((i, f.returns.lands.regs.minus(sysv).iter().next()?)))
+            .expect("a function whose returns land where more than the SysV set is live");
+        let lands = &mut lie.cfg.functions[f].returns.lands.regs;
+        *lands = lands.minus(kerf_arch::x86_64::RegSet::of(&[r]));
+        name = lie.cfg.functions[f].name.clone();
+    });
+    name
+}
+
+/// The cache entry for `file` (analysed into `cache` first if it has none) changed by `edit`
+/// and written back through kerf's own writer (key, digest and checksum all right).
+fn rewrite_entry(cache: &Path, file: &Path, edit: impl FnOnce(&mut kerf_analysis::Analysis)) {
     use kerf_session::cache::{self, CacheDir};
     let opts = kerf_session::LoadOptions {
         cache_dir: Some(cache.to_path_buf()),
@@ -192,14 +223,10 @@ pub fn poison_block(cache: &Path, file: &Path, func: &str, k: usize) -> Vec<u64>
     };
     let a = kerf_session::analyze_file(file, &opts, &kerf_analysis::Quiet).unwrap();
     let mut lie = a.analysis.clone();
-    let f = lie.cfg.functions_named(func).next().expect("the function");
-    let starts: Vec<u64> = lie.cfg.blocks_of(f).iter().map(|b| b.start.0).collect();
-    assert!(starts.len() > k, "{func} has only {} blocks", starts.len());
-    lie.cfg.blocks.of_mut(f)[k].start.0 += 1;
+    edit(&mut lie);
     let data = std::fs::read(file).unwrap();
     let debug = a.symbols.debug_file.as_ref().map(|d| d.identity.as_str());
     let key = cache::key(lie.build_id.as_deref(), file, None, debug);
     assert!(cache.join(&key).is_file(), "no entry {key}");
     CacheDir::open(cache).unwrap().store(&key, &cache::digest(&data, None), &lie).unwrap();
-    starts
 }
