@@ -124,7 +124,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     let v = kerf_tools::jit::run(&tool, args.pid, &args.command, sampling, &mut Stderr)?;
     let text = if args.json { format!("{v}\n") } else { table(&v, args.top) };
     let _ = out.write_all(text.as_bytes());
-    Ok(())
+    crate::Error::command_exit(!args.command.is_empty(), &v)
 }
 
 /// A size in bytes: a number, optionally followed by K, M or G (powers of 1024).

@@ -274,7 +274,10 @@ pub fn run_tool_then<T: LiveTool>(
     if let Some(w) = &report.warning_after {
         eprintln!("kerf: {w}");
     }
-    report.error.map_or(Ok(()), |e| Err(e.into()))
+    if let Some(e) = report.error {
+        return Err(e.into());
+    }
+    crate::Error::command_exit(!args.command.is_empty(), &report.json)
 }
 
 /// While an installation has been splicing for 5 s, a line on stderr every 5 s with how many

@@ -61,6 +61,24 @@ pub enum Error {
         path: std::path::PathBuf,
         what: String,
     },
+    /// The command kerf launched exited with this code (not 0): kerf exits with it too, as
+    /// `time` and `strace` do, so that a script sees the command's failure. Its summary says
+    /// so already; nothing more is printed.
+    Command {
+        code: u8,
+    },
+}
+
+impl Error {
+    /// [`Error::Command`] when a summary's `target` (see `kerf_tools::live::stop_json`) says
+    /// that the command kerf launched exited with a code other than 0.
+    pub fn command_exit(launched: bool, summary: &serde_json::Value) -> Result<(), Error> {
+        let code = summary["target"]["exit_code"].as_u64().filter(|&c| launched && c != 0);
+        match code {
+            Some(c) => Err(Error::Command { code: u8::try_from(c).unwrap_or(1) }),
+            None => Ok(()),
+        }
+    }
 }
 
 impl std::fmt::Display for Error {
@@ -76,6 +94,7 @@ impl std::fmt::Display for Error {
             Error::Incomplete { path, why } => {
                 write!(f, "{}: {why}; converted what came before", path.display())
             }
+            Error::Command { code } => write!(f, "the command exited with code {code}"),
         }
     }
 }
@@ -158,6 +177,7 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(Error::Command { code }) => ExitCode::from(code),
         Err(e) => {
             eprintln!("kerf: {e}");
             ExitCode::FAILURE

@@ -335,3 +335,19 @@ fn hardware_counters_say_whether_the_cpu_has_a_pmu() {
     }
     assert_error(&kerf(&["time", "--counter", "cycle", "main", "--", "true"], &d), "known: cycles");
 }
+
+/// A command kerf launches that exits with a code other than 0 makes kerf exit with that code
+/// (after its summary), as `time` and `strace` do; 0 stays 0.
+#[test]
+fn a_launched_commands_exit_code_is_kerfs() {
+    let cache = tmp("exit-code");
+    for (tool, spec) in [("count", "main"), ("time", "main"), ("trace", "main"), ("jit", "main")] {
+        for code in [0, 3, 42] {
+            let script = format!("exit {code}");
+            let out = kerf(&[tool, spec, "--", "sh", "-c", &script], &cache);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(!err.contains("panicked"), "kerf {tool} panicked: {err}");
+            assert_eq!(out.status.code(), Some(code), "kerf {tool} on `{script}`: {err}");
+        }
+    }
+}

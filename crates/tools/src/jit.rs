@@ -380,6 +380,7 @@ pub fn run(
     };
     let mut v = summary;
     v["ended"] = json!(stop.describe(pid));
+    v["target"] = crate::live::stop_json(&stop);
     if let Some(r) = removed {
         v["jit"]["removed"] =
             json!({ "threads_moved": r.moved, "steps": r.steps, "kept": r.kept.len() });
