@@ -254,6 +254,7 @@ fn table(v: &serde_json::Value, top: usize) -> String {
     let c = &v["calls"];
     if c["locks"].is_object() {
         let _ = writeln!(s, "lock calls: {} lost records", c["lost"]);
+        s.push_str(&lost_why(c));
         s.push_str(&kerf_tools::locks::table(&c["locks"], top));
     } else if c.is_object() {
         let _ = writeln!(
@@ -270,6 +271,7 @@ fn table(v: &serde_json::Value, top: usize) -> String {
             c["lost"],
             c["file"].as_str().map_or(String::new(), |f| format!("; trace in {f}"))
         );
+        s.push_str(&lost_why(c));
         if let Some(e) = c["error"].as_str() {
             let _ = writeln!(s, "  the trace file is incomplete: {e}");
         }
@@ -293,4 +295,26 @@ fn table(v: &serde_json::Value, top: usize) -> String {
 fn module_name(x: &serde_json::Value) -> &str {
     let module = x["module"].as_str().unwrap_or("");
     module.rsplit('/').next().unwrap_or(module)
+}
+
+/// Why the call trace lost records, a line per cause (nothing when none was lost): rings that
+/// filled between two drains, and threads that found no slot in a module's thread table
+/// (more threads alive at once than it has slots).
+fn lost_why(c: &serde_json::Value) -> String {
+    let (full, no_slot) = (c["lost_ring_full"].as_u64(), c["lost_no_slot"].as_u64());
+    let mut s = String::new();
+    if let Some(n) = full.filter(|&n| n > 0) {
+        s += &format!(
+            "  {n} records lost in rings that filled between two drains (--ring-slots makes \
+             them larger)\n"
+        );
+    }
+    if let Some(n) = no_slot.filter(|&n| n > 0) {
+        s += &format!(
+            "  {n} records lost by threads that found no slot in the thread table (more than \
+             {} threads alive at once)\n",
+            c["thread_slots"]
+        );
+    }
+    s
 }

@@ -12,7 +12,7 @@
 //! program loads with `dlopen` after attach is translated when first reached, jump tables
 //! (absolute and PC-relative) dispatch through translated copies (`jit_dispatch.c`), and a
 //! cached analysis that lies is never translated from, and Debian's sqlite3 runs with address
-//! randomisation off.
+//! randomisation off, and call records lost for want of a thread slot are said to be.
 
 mod common;
 
@@ -812,6 +812,36 @@ fn killing_kerf_leaves_the_program_running_correctly() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(out, expected, "the program's output after kerf was killed");
+}
+
+/// More threads alive at once than a module's thread table has slots (`many_threads.c`, 300
+/// threads released together): the call trace of the threads beyond it is lost, and the
+/// summary says that this is why (`lost_no_slot`, and a line naming the table's size), not
+/// that rings filled; 200 threads lose nothing. The program's output is unchanged.
+#[test]
+fn call_records_lost_for_want_of_a_thread_slot_are_said_to_be() {
+    let bin = common::build_fixture("many_threads", "-O2", "jit-many-threads");
+    for (n, lossy) in [("200", false), ("300", true)] {
+        let expected = plain(&bin, &[n]);
+        let (v, out, _) = kerf_on("many", "jit", &["main", "--plugin", "calls"], &bin, &[n]);
+        assert_eq!(out, expected, "{n} threads: output changed");
+        let c = &v["calls"];
+        assert_eq!(c["lost_ring_full"], 0, "{n} threads: {c}");
+        let no_slot = c["lost_no_slot"].as_u64().unwrap();
+        assert_eq!(no_slot > 0, lossy, "{n} threads: {no_slot} records without a slot");
+        assert_eq!(c["lost"], no_slot, "{n} threads");
+        assert_eq!(c["thread_slots"], 256);
+    }
+    // The table says why.
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["jit", "main", "--plugin", "calls", "--"])
+        .arg(&bin)
+        .arg("300")
+        .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no slot in the thread table (more than 256 threads"), "{err}");
 }
 
 /// The call trace (`--plugin calls`): every call and return of the region, from four threads

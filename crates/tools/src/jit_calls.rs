@@ -632,6 +632,7 @@ impl<'a> Reader<'a> {
             "lost": lost,
             "lost_ring_full": full,
             "lost_no_slot": no_slot,
+            "thread_slots": kerf_codegen::timer::THREAD_SLOTS,
             "threads": self.threads.len(),
             "drains": t.drains,
             "busiest_drain": t.busiest,
