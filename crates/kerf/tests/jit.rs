@@ -416,9 +416,15 @@ fn a_bounded_cache_flushes_and_the_program_runs_unchanged() {
         assert_eq!(some.get("work+0x0"), all.get("work+0x0"), "{limit}: the root's entry");
         // At 48 KiB the working set fits after a flush: every thread is put back where it
         // stood, and every block counts exactly what the unbounded run counted. (At 32 KiB a
-        // function estimated above the room left is never translated: its calls escape.)
+        // function estimated above the room left is never translated: its calls escape, and
+        // the summary names it.)
         if exact {
             assert_eq!(some, all, "{limit}: counts across a flush: {c}");
+        } else {
+            // Said, by name: the functions that never fit.
+            let big = v["jit"]["on_demand"]["too_big"].as_array().unwrap();
+            assert!(!big.is_empty(), "{limit}: no function said to be too big: {}", v["jit"]);
+            assert!(err.contains("more room than the cache limit leaves"), "{err}");
         }
     }
 }

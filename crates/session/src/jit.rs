@@ -337,6 +337,10 @@ pub struct JitStats {
     /// an escape).
     pub late_modules: Vec<String>,
     pub late_refused: Vec<String>,
+    /// Under a cache limit: functions whose translation alone needs more room than the limit
+    /// gives (`module: function (KiB)`, each once): they run natively, uncounted, every entry
+    /// an escape.
+    pub too_big: Vec<String>,
     /// Modules whose cached analysis failed its check when a miss first asked for one of
     /// their functions, as `PATH: why` (their code runs natively from then on, each entry
     /// an escape; at install such a module is analysed again instead).
@@ -1676,6 +1680,9 @@ impl Jit {
                 if region.is_none() && self.flush(all, mods, plugin, mbox) {
                     region = self.batch(mods, k, f, plugin, most);
                 }
+                if region.is_none() {
+                    self.note_too_big(all, mods, plugin, k, f);
+                }
                 if let Some(r) = &region {
                     self.slots.extend(&r.slots);
                 }
@@ -1713,6 +1720,26 @@ impl Jit {
                     let _ = self.add_stub(home, target, None);
                 }
             }
+        }
+    }
+
+    /// Under a cache limit, function `f` of module `k` found no room even in an emptied
+    /// cache: said once per function (`JitStats::too_big`), with what kerf's estimate says
+    /// its translation needs.
+    fn note_too_big(
+        &mut self,
+        all: &[&AnalyzedImage],
+        mods: &[Module<'_>],
+        plugin: &dyn Plugin,
+        k: usize,
+        f: FuncId,
+    ) {
+        let name = &mods[k].cfg.function(f).name;
+        let module = all[k].path.file_name().map_or(String::new(), |n| n.to_string_lossy().into());
+        let need = kerf_jit::room_for(&mods[k], &[f], plugin).div_ceil(1024);
+        let said = format!("{module}: {name} ({need} KiB)");
+        if !self.stats.too_big.contains(&said) {
+            self.stats.too_big.push(said);
         }
     }
 

@@ -355,6 +355,17 @@ pub fn run(
             lost_returns(s.lost_returns)
         ));
     }
+    if !s.too_big.is_empty() {
+        let (n, them) = match s.too_big.len() {
+            1 => ("1 function needs".to_string(), "it ran"),
+            n => (format!("{n} functions need"), "they ran"),
+        };
+        events.warn(&format!(
+            "{n} more room than the cache limit leaves after a flush, by kerf's estimate of \
+             the translation ({}): {them} natively, uncounted, each entry an escape",
+            s.too_big.join(", ")
+        ));
+    }
     let mut summary = summarize(&target, &jit, &roots, &woven);
     if let Some(state) = jit.state() {
         // The callbacks' words that are not zero, by index.
@@ -557,6 +568,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
                 "asked": s.asked,
                 "functions": s.added_functions,
                 "untranslatable": s.untranslatable,
+                "too_big": s.too_big,
                 "seconds": s.serving.as_secs_f64(),
                 "late_modules": s.late_modules,
                 "late_refused": s.late_refused,
