@@ -52,14 +52,14 @@ pub struct Args {
     /// target.
     #[arg(long)]
     no_demand: bool,
-    /// At most this many functions from the walk over the call graph.
-    #[arg(long, default_value_t = 1_000_000)]
+    /// At most this many functions from the walk over the call graph (at least 1: the roots).
+    #[arg(long, default_value_t = 1_000_000, value_parser = budget)]
     budget: usize,
     /// At most this much translated code at once (bytes, or with a K, M or G suffix): only
     /// the roots are translated ahead, the rest on demand into the room left; when a miss
     /// finds none, kerf flushes the cache (threads inside it finish their root call in the
     /// original code) and starts again from the roots. Default: no limit.
-    #[arg(long, value_parser = size, value_name = "SIZE")]
+    #[arg(long, value_parser = cache_size, value_name = "SIZE")]
     cache_limit: Option<u64>,
     /// Process to instrument.
     #[arg(short, long, conflicts_with = "command")]
@@ -101,6 +101,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     if !args.command.is_empty() {
         // Inherited by the command kerf launches (and only by it).
         std::env::set_var("LD_BIND_NOW", "1");
+        crate::note_script(&args.command);
     }
     catch_signals();
     let tool = JitTool {
@@ -125,6 +126,27 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     let text = if args.json { format!("{v}\n") } else { table(&v, args.top) };
     let _ = out.write_all(text.as_bytes());
     crate::Error::command_exit(!args.command.is_empty(), &v)
+}
+
+/// `--budget`: a number of functions, at least 1 (the roots are the walk's first functions:
+/// with none of them translated no thread could enter the cache).
+fn budget(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(0) => Err("at least 1: the roots are translated first".into()),
+        Ok(n) => Ok(n),
+        Err(_) => Err(format!("{s}: not a number of functions")),
+    }
+}
+
+/// The least `--cache-limit`: one page (no translation of a root fits in less).
+const LEAST_CACHE: u64 = 4096;
+
+/// `--cache-limit`: a [`size`] of at least [`LEAST_CACHE`].
+fn cache_size(s: &str) -> Result<u64, String> {
+    size(s).and_then(|n| match n >= LEAST_CACHE {
+        true => Ok(n),
+        false => Err(format!("{s}: at least 4K (one page)")),
+    })
 }
 
 /// A size in bytes: a number, optionally followed by K, M or G (powers of 1024).

@@ -258,6 +258,7 @@ pub fn run_tool_then<T: LiveTool>(
     then: impl FnOnce(&mut kerf_tools::live::Report) -> Result<(), crate::Error>,
 ) -> Result<(), crate::Error> {
     let mut out = Output::open(args, name)?;
+    crate::note_script(&args.command);
     catch_signals();
     show_splice_progress();
     let mut target = Target::open(&args.choice()).map_err(kerf_tools::ToolError::from)?;

@@ -99,6 +99,32 @@ impl std::fmt::Display for Error {
     }
 }
 
+/// Say so when the command to launch is a script (`#!`): the kernel runs its interpreter, and
+/// that is the program kerf instruments (its symbols, its `main`), not the script.
+pub fn note_script(command: &[String]) {
+    use std::io::Read;
+    let Some(program) = command.first() else { return };
+    let path = if program.contains('/') {
+        Some(std::path::PathBuf::from(program))
+    } else {
+        std::env::var_os("PATH")
+            .and_then(|p| std::env::split_paths(&p).map(|d| d.join(program)).find(|f| f.is_file()))
+    };
+    let mut head = [0u8; 128];
+    let n = path
+        .and_then(|p| std::fs::File::open(p).ok())
+        .and_then(|mut f| f.read(&mut head).ok())
+        .unwrap_or(0);
+    if let Some(line) = head[..n].strip_prefix(b"#!") {
+        let line = line.split(|&b| b == b'\n').next().unwrap_or_default();
+        let interp = String::from_utf8_lossy(line).trim().to_string();
+        eprintln!(
+            "kerf: {program} is a script: the kernel runs its interpreter ({interp}), and kerf \
+             instruments that program"
+        );
+    }
+}
+
 impl From<kerf_tools::ToolError> for Error {
     fn from(e: kerf_tools::ToolError) -> Self {
         Error::Tool(e)

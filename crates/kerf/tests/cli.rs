@@ -351,3 +351,33 @@ fn a_launched_commands_exit_code_is_kerfs() {
         }
     }
 }
+
+/// `kerf jit --budget 0` (no root translated) and a cache limit under a page are refused as
+/// usage errors before anything runs (they were accepted: the first killed the program, the
+/// second showed "limit 0 KiB"); a script given as the command is said to be one, since the
+/// kernel runs its interpreter and that is what kerf instruments.
+#[test]
+fn jit_refuses_a_budget_of_0_and_a_tiny_cache_and_names_a_script() {
+    let cache = tmp("jit-args");
+    for (args, needle) in [
+        (&["jit", "main", "--budget", "0", "--", "true"][..], "at least 1"),
+        (&["jit", "main", "--cache-limit", "10", "--", "true"][..], "at least 4K"),
+    ] {
+        let out = kerf(args, &cache);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    let script = cache.join("hello.sh");
+    std::fs::write(&script, "#!/bin/sh\necho hello\n").unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let s = script.to_str().unwrap();
+    for tool in ["count", "jit"] {
+        let out = kerf(&[tool, "main", "--", s], &cache);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "kerf {tool} on a script: {err}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "hello\n");
+        assert!(err.contains("is a script") && err.contains("/bin/sh"), "kerf {tool}: {err}");
+    }
+}

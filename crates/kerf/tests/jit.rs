@@ -671,6 +671,68 @@ fn checked_to_the_end(mut child: std::process::Child, what: &str) {
     assert!(out.ends_with("done\n"), "{out}");
 }
 
+/// One kerf per process (DESIGN.md §5): while `kerf jit -p` is attached, a second `kerf jit`
+/// on the same process is refused before it changes anything, naming the first kerf (it
+/// failed at the root's entry before, on bytes the first had changed); the first goes on and
+/// the program ends well.
+#[test]
+fn a_second_kerf_on_a_jitted_process_is_refused_by_name() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-second");
+    let child = checking(&bin);
+    let pid = child.id() as i32;
+    let _reaper = common::Reaper(pid);
+    let cache = tmp().join("jit-cache");
+    let first = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["jit", "work", "--duration", "4", "--plugin", "none", "-p", &pid.to_string()])
+        .env("KERF_CACHE_DIR", &cache)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while kerf_maps(pid) == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(kerf_maps(pid) > 0, "the first kerf never mapped its cache");
+    let second = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["jit", "work", "--duration", "1", "-p", &pid.to_string()])
+        .env("KERF_CACHE_DIR", &cache)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "a second kerf went in: {err}");
+    let named = format!("another kerf (pid {})", first.id());
+    assert!(err.contains(&named), "stderr does not name the first kerf: {err}");
+    let out = first.wait_with_output().unwrap();
+    assert!(out.status.success(), "the first kerf: {}", String::from_utf8_lossy(&out.stderr));
+    checked_to_the_end(child, "two kerfs");
+}
+
+/// Attached with a root no thread calls while the JIT is live (`main`, entered long before)
+/// beside one the threads call all the time (`work`), counting blocks: the summary names the
+/// first in `roots_never_entered` and in a warning, and not the second.
+#[test]
+fn a_root_no_thread_enters_is_said_to_be() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-never");
+    let child = checking(&bin);
+    let pid = child.id() as i32;
+    let _reaper = common::Reaper(pid);
+    let summary = tmp().join("jit-never.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["jit", "main", "work", "--duration", "0.3", "--json", "-o"])
+        .arg(&summary)
+        .args(["-p", &pid.to_string()])
+        .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!(v["jit"]["roots_never_entered"], serde_json::json!(["main"]), "{}", v["jit"]);
+    assert!(err.contains("no thread entered main while the JIT was live"), "{err}");
+    checked_to_the_end(child, "a root never entered");
+}
+
 #[test]
 fn attach_and_detach_mid_run_again_and_again() {
     let bin = common::build_fixture("jitted", "-O2", "jit-attach");

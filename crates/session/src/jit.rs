@@ -374,6 +374,9 @@ pub struct JitStats {
 /// A JIT installed in a process.
 pub struct Jit {
     pid: i32,
+    /// This kerf's claim on the process (one kerf per process, DESIGN.md §5): a second kerf
+    /// is refused, naming this one, before it changes anything.
+    _claim: kerf_os::ptrace::Claim,
     pub caches: Vec<Cache>,
     table: SharedMem,
     entries: Vec<Entry>,
@@ -726,6 +729,7 @@ pub fn install(
     opts: JitOptions,
 ) -> Result<Jit, JitFail> {
     let t0 = Instant::now();
+    let claim = kerf_os::ptrace::claim(pid)?;
     let mem: RemoteMem = {
         let tr = Tracee::stop_all(pid)?;
         let m = tr.memory();
@@ -948,6 +952,7 @@ pub fn install(
     stats.translate = t1.elapsed();
     let mut jit = Jit {
         pid,
+        _claim: claim,
         caches: Vec::new(),
         table,
         entries: Vec::new(),

@@ -367,6 +367,15 @@ pub fn run(
         ));
     }
     let mut summary = summarize(&target, &jit, &roots, &woven);
+    if let Some(never) = summary["jit"]["roots_never_entered"].as_array().filter(|a| !a.is_empty())
+    {
+        let names: Vec<&str> = never.iter().filter_map(Value::as_str).collect();
+        events.warn(&format!(
+            "no thread entered {} while the JIT was live (a function inlined into its callers \
+             is never called: `kerf analyze --function NAME` shows its callers)",
+            names.join(", ")
+        ));
+    }
     if let Some(state) = jit.state() {
         // The callbacks' words that are not zero, by index.
         let words: serde_json::Map<String, Value> = (0..jit_callback::STATE_WORDS)
@@ -538,9 +547,24 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         row["count"] = json!(n);
         blocks.push(row);
     }
+    // Counting, a root whose entry block never ran: no thread called it while the JIT was
+    // live (a function inlined into its callers, or one the program calls only at other
+    // times), which an empty table alone does not tell.
+    let never_entered: Vec<&str> = roots
+        .iter()
+        .filter(|r| {
+            counting && {
+                let m = jit.image(&target.modules, r.module);
+                let entry = m.analysis.cfg.function(r.func).entry.0 + m.bias.unwrap_or(0);
+                by_block.get(&(r.module, entry)).is_none_or(|x| x.2 == 0)
+            }
+        })
+        .map(|r| r.label.as_str())
+        .collect();
     let mut v = json!({
         "jit": {
             "roots": roots.iter().map(|r| r.label.clone()).collect::<Vec<_>>(),
+            "roots_never_entered": never_entered,
             "functions": jit.function_count(),
             "blocks": s.blocks,
             "code_bytes": s.code_bytes,
