@@ -699,9 +699,10 @@ pub fn check_return_facts(cfg: &Cfg) -> Result<Vec<Live>, String> {
     for (f, (none, all)) in solved.iter().enumerate() {
         let fun = &cfg.functions[f];
         let e = (fun.entry_block.0 - fun.blocks.start) as usize;
+        // (No entry set: reads and lets through everything, as `summaries` takes it.)
         let (a, p) = match (none.get(e), all.get(e)) {
             (Some(&a), Some(&p)) => (a, p),
-            _ => (Live::ALL, Live::NONE),
+            _ => (Live::ALL, Live::ALL),
         };
         // Reads no more than stored, lets no more through than stored.
         let r = fun.returns;
