@@ -23,7 +23,6 @@ use kerf_arch::ImageAddr;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Registers and flags, the unit of every liveness fact.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -629,10 +628,12 @@ pub fn at_continuations_cold(cfg: &Cfg) -> Vec<Live> {
     lands(cfg, &summaries(cfg, &cg, false).1)
 }
 
-/// Per function, what [`at_continuations`] finds and the summary it rests on: stored in the
-/// analysis ([`crate::cfg::Function::returns`]), so that a JIT start checks them in one
-/// parallel pass ([`check_return_facts`]) instead of solving them (python3.11: 70-120 ms of
-/// every start, on the way to the first translation).
+/// Per function, what [`at_continuations`] finds and the summary it rests on: what the JIT
+/// keeps beside a module's cached analysis (a file of its own, written the first time the
+/// JIT solves them), so that a later start checks them in one parallel pass
+/// ([`check_return_facts`]) instead of solving them (python3.11: about 100 ms of one core,
+/// on the way to its first translation). Not part of the analysis: only the JIT reads them,
+/// and solving them for libLLVM-14 takes 0.4 s that every analysis would pay.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReturnFacts {
     /// What the function reads whatever its returns lead to (`A`).
@@ -643,9 +644,10 @@ pub struct ReturnFacts {
     pub lands: Live,
 }
 
-/// [`ReturnFacts`] of every function, solved (`cg`: `cfg`'s call graph).
-pub fn return_facts(cfg: &Cfg, cg: &CallGraph) -> Vec<ReturnFacts> {
-    let (sums, solved) = summaries(cfg, cg, true);
+/// [`ReturnFacts`] of every function, solved; their `lands` are [`at_continuations`].
+pub fn return_facts(cfg: &Cfg) -> Vec<ReturnFacts> {
+    let cg = CallGraph::build(cfg);
+    let (sums, solved) = summaries(cfg, &cg, true);
     let lands = lands(cfg, &solved);
     sums.into_iter()
         .zip(lands)
@@ -653,44 +655,25 @@ pub fn return_facts(cfg: &Cfg, cg: &CallGraph) -> Vec<ReturnFacts> {
         .collect()
 }
 
-/// What is live where each function's returns land, from the [`ReturnFacts`] stored in
-/// `cfg`'s functions when they hold up, else solved: what a JIT reads.
+/// Whether `facts` (one per function of `cfg`, from outside: a file beside the cache) hold up,
+/// and then what is live where each function's returns land (their `lands`); else the name
+/// of a function whose facts do not.
 ///
-/// The check is one pass, every function on its own and in parallel: each function's two
-/// solutions with its callees' stored summaries, its own summary from them no greater than
-/// the stored one, and each stored landing set holding what every call, tail call and the
-/// SysV set put there. Why that is enough: the facts are the least solution of monotone
-/// equations, and any assignment `S` with `F(S) ⊆ S` lies above the least one (Knaster-
-/// Tarski), so stored sets that pass hold every register and flag the solved ones would;
-/// code that overwrites only what they leave out is as safe as with sets solved here.
-/// (Summaries order the other way in their second part: letting more through is greater.)
-///
-/// Stored facts that fail are solved again, and counted ([`return_facts_rejected`]): an
-/// analysis made here always has facts that pass (they are the solution), so a failure is
-/// a cache entry that lies or kerf's logic drifting.
-pub fn continuations_checked(cfg: &Cfg) -> Vec<Live> {
-    check_return_facts(cfg).unwrap_or_else(|_| {
-        REJECTED.fetch_add(1, Ordering::Relaxed);
-        at_continuations(cfg)
-    })
-}
-
-/// Modules whose stored [`ReturnFacts`] [`continuations_checked`] found no solution and
-/// solved again, in this process.
-static REJECTED: AtomicUsize = AtomicUsize::new(0);
-
-/// How many modules' stored [`ReturnFacts`] failed their check in this process (see
-/// [`continuations_checked`]).
-pub fn return_facts_rejected() -> usize {
-    REJECTED.load(Ordering::Relaxed)
-}
-
-/// The check of [`continuations_checked`]: the stored landing sets when the stored facts
-/// pass, else the name of a function whose facts do not.
-pub fn check_return_facts(cfg: &Cfg) -> Result<Vec<Live>, String> {
+/// One pass, every function on its own and in parallel: each function's two solutions with
+/// its callees' given summaries, its own summary from them no greater than the given one,
+/// and each given landing set holding what every call, tail call and the SysV set put there.
+/// Why that is enough: the facts are the least solution of monotone equations, and any
+/// assignment `S` with `F(S) ⊆ S` lies above the least one (Knaster-Tarski), so facts that
+/// pass hold every register and flag the solved ones would; code that overwrites only what
+/// they leave out is as safe as with facts solved here (the argument the cache's liveness
+/// check rests on). Summaries order the other way in their second part: letting more through
+/// is greater.
+pub fn check_return_facts(cfg: &Cfg, facts: &[ReturnFacts]) -> Result<Vec<Live>, String> {
     let n = cfg.functions.len();
-    let stored = |g: FuncId| cfg.functions[g.0 as usize].returns;
-    let callee = |g: FuncId| (stored(g).reads, stored(g).blocks);
+    if facts.len() != n {
+        return Err(format!("{} facts for {n} functions", facts.len()));
+    }
+    let callee = |g: FuncId| (facts[g.0 as usize].reads, facts[g.0 as usize].blocks);
     let solved: Vec<Sets> = (0..n as u32)
         .into_par_iter()
         .map(|f| solve_pair(cfg, FuncId(f), &callee, Sets::default()))
@@ -704,13 +687,13 @@ pub fn check_return_facts(cfg: &Cfg) -> Result<Vec<Live>, String> {
             (Some(&a), Some(&p)) => (a, p),
             _ => (Live::ALL, Live::ALL),
         };
-        // Reads no more than stored, lets no more through than stored.
-        let r = fun.returns;
+        // Reads no more than given, lets no more through than given.
+        let r = facts[f];
         if !a.within(r.reads) || !p.within(Live::ALL.minus(r.blocks)) {
             return Err(name(f));
         }
     }
-    let lands: Vec<Live> = cfg.functions.iter().map(|f| f.returns.lands).collect();
+    let lands: Vec<Live> = facts.iter().map(|f| f.lands).collect();
     let (calls, tails) = landing_sites(cfg, &solved);
     for c in 0..n {
         if !AT_RETURN.within(lands[c]) {

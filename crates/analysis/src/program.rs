@@ -413,10 +413,6 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
     // Phase 4: liveness.
     progress.phase("liveness");
     liveness::solve(&mut cfg, &call_graph);
-    let facts = liveness::return_facts(&cfg, &call_graph);
-    for (f, r) in cfg.functions.iter_mut().zip(facts) {
-        f.returns = r;
-    }
     lap("liveness", &mut timings);
 
     let summary = summarize(&cfg, &call_graph, image);
@@ -633,7 +629,6 @@ fn assemble(known: BTreeMap<u64, Known>, built: BTreeMap<u64, FuncCfg>, cx: &Cx<
                 flags_live_in: FlagSet::EMPTY,
                 must_def: RegSet::EMPTY,
                 flags_must_def: FlagSet::EMPTY,
-                returns: Default::default(),
             }
         })
         .collect();

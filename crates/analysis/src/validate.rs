@@ -19,9 +19,7 @@
 //! - liveness is a solution of its equations (`liveness::check_function`), in the function
 //!   and in every function whose summary it reads, transitively: then every stored live-in
 //!   holds the least solution a fresh analysis finds (generated code writes only registers
-//!   liveness calls dead); the same holds of the return facts (where returns land), checked
-//!   whole (`liveness::check_return_facts`) by [`validate`] and by the JIT before it reads
-//!   them.
+//!   liveness calls dead).
 //!
 //! When: the cache's file-level checks (session's `cache` module: a private directory, a
 //! checksum over the entry, its key, the BLAKE3 hash of the image's bytes) already catch a
@@ -95,8 +93,6 @@ fn structure<T>(what: impl Into<String>) -> Result<T, Invalid> {
 pub fn validate(a: &mut Analysis, image: &Image<'_>) -> Result<(), Invalid> {
     Checker::new(a)?.everything(a, image)?;
     check_no_splice(&a.cfg, image)?;
-    crate::liveness::check_return_facts(&a.cfg)
-        .map_err(|function| Invalid::Liveness { function })?;
     a.call_graph = CallGraph::build(&a.cfg);
     Ok(())
 }

@@ -50,8 +50,8 @@ pub struct Module<'a> {
     pub mem: &'a dyn CodeMemory,
     pub bias: u64,
     /// Per function, what is live where its returns land
-    /// ([`kerf_analysis::liveness::continuations_checked`], worked out when the module is
-    /// first translated); `None`: every `ret` keeps the program's registers and flags with a frame.
+    /// ([`kerf_analysis::liveness::at_continuations`], worked out when the module is first
+    /// translated, or given: facts kept from an earlier start, checked); `None`: every `ret` keeps the program's registers and flags with a frame.
     pub returns: Option<&'a std::sync::OnceLock<Vec<Live>>>,
     /// Whether a jump table whose dispatch has a known shape goes through a translated copy
     /// of the table ([`seq::table_dispatch`]); `false`: through the lookup, as any indirect
@@ -476,10 +476,10 @@ fn table_words(m: &Module<'_>, b: &kerf_analysis::cfg::Block) -> u64 {
 
 impl Module<'_> {
     /// What is live where each function's returns land ([`Module::returns`]), worked out
-    /// on first use (the analysis's stored facts, checked); `None` when returns keep their
-    /// frame.
+    /// on first use unless kerf's session filled it first (from facts kept beside the cache,
+    /// checked); `None` when returns keep their frame.
     pub fn continuations(&self) -> Option<&Vec<Live>> {
-        let at = || kerf_analysis::liveness::continuations_checked(self.cfg);
+        let at = || kerf_analysis::liveness::at_continuations(self.cfg);
         self.returns.map(|r| r.get_or_init(at))
     }
 

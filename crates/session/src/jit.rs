@@ -937,7 +937,10 @@ pub fn install(
         for (k, pieces) in &work {
             let (one, results, mods) = (&one, &results, &mods);
             s.spawn_fifo(move |s| {
-                mods[*k].continuations();
+                // (Kept facts checked, or solved and kept: see `ensure_returns`.)
+                if mods[*k].returns.is_some() {
+                    images[*k].ensure_returns();
+                }
                 for (funcs, layout) in pieces {
                     s.spawn_fifo(move |_| {
                         let r = one(*k, funcs, layout);
@@ -1047,7 +1050,7 @@ fn whole_later(images: &[AnalyzedImage], later: &[usize], stop: &AtomicBool) -> 
         if !matches!(checked, Ok(true)) || stop.load(Ordering::Relaxed) {
             return (k, checked.map(|_| false));
         }
-        m.returns.get_or_init(|| kerf_analysis::liveness::continuations_checked(&m.analysis.cfg));
+        m.ensure_returns();
         (k, Ok(true))
     };
     let run = || later.iter().map(|&k| each(k)).collect();
@@ -1825,6 +1828,10 @@ impl Jit {
         let data_need = kerf_jit::data_for(&mods[k], &funcs);
         if sp.data_used + data_need > sp.data.len() as u64 {
             return Ok(());
+        }
+        // (A module first reached on demand: its kept facts checked, or solved and kept.)
+        if mods[k].returns.is_some() {
+            all[k].ensure_returns();
         }
         let layout = Layout {
             code: sp.code.0 + sp.used,

@@ -160,6 +160,8 @@ fn image_of(
         bytes,
         from_cache: None,
         returns: Default::default(),
+        returns_how: Default::default(),
+        cache_entry: None,
     })
 }
 

@@ -411,6 +411,23 @@ pub fn run(
     Ok(v)
 }
 
+/// How each module's return facts were had (`ensure_returns`): checked (kept by an earlier
+/// start), solved (and kept for the next), or rejected (kept ones that failed, with why).
+fn return_facts(modules: &[kerf_session::AnalyzedImage]) -> Value {
+    use kerf_session::load::ReturnsHow;
+    let (mut checked, mut solved, mut rejected) = (Vec::new(), Vec::new(), Vec::new());
+    for m in modules {
+        let path = m.path.display().to_string();
+        match m.returns_how.get() {
+            Some(ReturnsHow::Checked) => checked.push(path),
+            Some(ReturnsHow::Solved) => solved.push(path),
+            Some(ReturnsHow::Rejected(why)) => rejected.push(format!("{path}: {why}")),
+            None => {}
+        }
+    }
+    json!({"checked": checked, "solved": solved, "rejected": rejected})
+}
+
 /// What a warning about lost table entries adds when `n` of them are return sites.
 fn lost_returns(n: usize) -> String {
     match n {
@@ -572,7 +589,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "unknown_indirect": s.region.unknown,
             "table_copies": s.table_copies,
             "slot_guards": s.slot_guards,
-            "return_facts_rejected": kerf_analysis::liveness::return_facts_rejected(),
+            "return_facts": return_facts(&target.modules),
             "inlined_calls": s.inlined,
             "pieces": s.pieces,
             "later": {

@@ -64,10 +64,6 @@ pub struct Function {
     /// Registers and flags written on every path from entry to a return or tail call.
     pub must_def: RegSet,
     pub flags_must_def: FlagSet,
-    /// What is live where its returns land, and the summary that rests on
-    /// ([`crate::liveness::ReturnFacts`]): solved with the rest of the analysis, so that a JIT
-    /// start only checks them ([`crate::liveness::check_return_facts`]).
-    pub returns: crate::liveness::ReturnFacts,
 }
 
 /// How a basic block ends.

@@ -195,22 +195,31 @@ pub fn poison_block(cache: &Path, file: &Path, func: &str, k: usize) -> Vec<u64>
     starts
 }
 
-/// The entry for `file` rewritten with one register taken out of the set its stored return
-/// facts say is live where some function's returns land (one a caller keeps beyond the SysV
-/// set): a JIT that trusted it could overwrite that register in the function's `ret`.
-/// Returns the function's name.
+/// The return facts kept beside the cache entry for `file` (as a JIT start keeps them)
+/// rewritten, through kerf's own writer, with one register taken out of the set they say is
+/// live where some function's returns land (one a caller keeps beyond the SysV set): a JIT
+/// that trusted them could overwrite that register in the function's `ret`. Returns the
+/// function's name.
 pub fn poison_return_facts(cache: &Path, file: &Path) -> String {
-    let mut name = String::new();
-    rewrite_entry(cache, file, |lie| {
-        let sysv = kerf_arch::x86_64::RegSet::SYSV_LIVE_AT_RETURN;
-        let (f, r) = (lie.cfg.functions.iter().enumerate())
-            .find_map(|(i, f)| Some((i, f.returns.lands.regs.minus(sysv).iter().next()?)))
-            .expect("a function whose returns land where more than the SysV set is live");
-        let lands = &mut lie.cfg.functions[f].returns.lands.regs;
-        *lands = lands.minus(kerf_arch::x86_64::RegSet::of(&[r]));
-        name = lie.cfg.functions[f].name.clone();
-    });
-    name
+    use kerf_session::cache::{self, CacheDir};
+    let opts = kerf_session::LoadOptions {
+        cache_dir: Some(cache.to_path_buf()),
+        ..kerf_session::LoadOptions::default()
+    };
+    let a = kerf_session::analyze_file(file, &opts, &kerf_analysis::Quiet).unwrap();
+    let mut facts = kerf_analysis::liveness::return_facts(&a.analysis.cfg);
+    let sysv = kerf_arch::x86_64::RegSet::SYSV_LIVE_AT_RETURN;
+    let (f, r) = (facts.iter().enumerate())
+        .find_map(|(i, f)| Some((i, f.lands.regs.minus(sysv).iter().next()?)))
+        .expect("a function whose returns land where more than the SysV set is live");
+    facts[f].lands.regs = facts[f].lands.regs.minus(kerf_arch::x86_64::RegSet::of(&[r]));
+    let data = std::fs::read(file).unwrap();
+    let debug = a.symbols.debug_file.as_ref().map(|d| d.identity.as_str());
+    let key = cache::key(a.analysis.build_id.as_deref(), file, None, debug);
+    let dir = CacheDir::open(cache).unwrap();
+    assert!(cache.join(cache::facts_key(&key)).is_file(), "no facts kept beside {key}");
+    dir.store_facts(&key, &cache::digest(&data, None), &facts).unwrap();
+    a.analysis.cfg.functions[f].name.clone()
 }
 
 /// The cache entry for `file` (analysed into `cache` first if it has none) changed by `edit`
