@@ -221,11 +221,19 @@ fn table(v: &serde_json::Value, top: usize) -> String {
     }
     for m in late["late_refused"].as_array().into_iter().flatten() {
         let m = m.as_str().unwrap_or("");
-        let _ = writeln!(s, "  mapped after attach and not translated (its calls escape): {m}");
+        let _ = writeln!(
+            s,
+            "  mapped after attach and not translated (a thread that calls into it escapes and \
+             runs natively, uncounted, until its root call returns): {m}"
+        );
     }
     for m in late["analysis_rejected"].as_array().into_iter().flatten() {
         let m = m.as_str().unwrap_or("");
-        let _ = writeln!(s, "  cached analysis rejected, not translated (its calls escape): {m}");
+        let _ = writeln!(
+            s,
+            "  cached analysis rejected, not translated (a thread that calls into it escapes \
+             and runs natively, uncounted, until its root call returns): {m}"
+        );
     }
     if let Some(blocks) = v["blocks"].as_array() {
         let mut b: Vec<&serde_json::Value> = blocks.iter().collect();
