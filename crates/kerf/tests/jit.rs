@@ -391,9 +391,10 @@ fn a_library_loaded_after_attach_is_translated_when_first_reached() {
 /// at 48 KiB, flushed about a hundred times, every block counts exactly what the unbounded
 /// run counts. (With eight threads at 48 KiB the counts were exact in most runs until
 /// session 41, when they came out low in 3 to 5 runs of 6 on a quiet machine, with the
-/// session's first build too: after a flush the functions eight threads stand in take
-/// the room libc's `memcpy` needs, it gets an escape entry, and a thread that calls it
-/// finishes its root call natively. Not fixed; see the session's note.)
+/// session's first build too, each time with libc's `memcpy` named too big: most likely
+/// after a flush the functions eight threads stand in take the room it needs, it gets an
+/// escape entry, and a thread that calls it finishes its root call natively. Not fixed; see
+/// the session's note.)
 #[test]
 fn a_bounded_cache_flushes_and_the_program_runs_unchanged() {
     let bin = common::build_fixture("jitted", "-O2", "jit-limit");
