@@ -57,8 +57,9 @@ pub struct Args {
     budget: usize,
     /// At most this much translated code at once (bytes, or with a K, M or G suffix): only
     /// the roots are translated ahead, the rest on demand into the room left; when a miss
-    /// finds none, kerf flushes the cache (threads inside it finish their root call in the
-    /// original code) and starts again from the roots. Default: no limit.
+    /// finds none, kerf flushes the cache and starts again from the roots and, as far as the
+    /// limit allows, the functions the threads stand in (a thread whose function does not
+    /// fit finishes its root call in the original code). Default: no limit.
     #[arg(long, value_parser = cache_size, value_name = "SIZE")]
     cache_limit: Option<u64>,
     /// Process to instrument.

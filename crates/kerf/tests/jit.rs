@@ -384,17 +384,17 @@ fn a_library_loaded_after_attach_is_translated_when_first_reached() {
 
 /// A bounded code cache (`--cache-limit`): only the root is translated ahead, the rest on
 /// demand into the room left, and a miss that finds none flushes the cache (every thread
-/// stopped, those inside brought back to original code, the roots translated again). At two
-/// limits below the fixture's working set: the output is unchanged, the cache never held more
-/// than the limit, it was flushed, and the counts are never above the unbounded run's, the
-/// root's entry exactly equal (every call enters through the root's jump). With one thread
-/// at 48 KiB, flushed about a hundred times, every block counts exactly what the unbounded
-/// run counts. (With eight threads at 48 KiB the counts were exact in most runs until
-/// session 41, when they came out low in 3 to 5 runs of 6 on a quiet machine, with the
-/// session's first build too, each time with libc's `memcpy` named too big: most likely
-/// after a flush the functions eight threads stand in take the room it needs, it gets an
-/// escape entry, and a thread that calls it finishes its root call natively. Not fixed; see
-/// the session's note.)
+/// stopped, those inside brought back to original code, the roots and the functions the
+/// threads stand in translated again, each thread put back where it stood). Eight threads,
+/// output unchanged, the cache never above its limit. At 48 KiB (a few hundred flushes):
+/// every block counts exactly what the unbounded run counts, and no function is said to be
+/// too big. (Until session 42 this came out low in most runs: a translation made on demand
+/// was linked from earlier code before its return sites were in the live table, and a
+/// thread that went in by the new link and returned from a leaf missed the table, which a
+/// `ret` takes as leaving the region: the rest of its root call ran natively, uncounted.)
+/// At 32 KiB libc's `memcpy` cannot fit beside the root by kerf's estimate: it is named,
+/// its calls escape, and the counts are never above the unbounded run's, the root's entry
+/// exactly equal (every call enters through the root's jump).
 #[test]
 fn a_bounded_cache_flushes_and_the_program_runs_unchanged() {
     let bin = common::build_fixture("jitted", "-O2", "jit-limit");
@@ -416,28 +416,24 @@ fn a_bounded_cache_flushes_and_the_program_runs_unchanged() {
         assert!(c["flushes"].as_u64().unwrap() >= 1, "{limit}: never flushed: {c}");
         assert_eq!(c["refused"].as_array().unwrap().len(), 0, "{c}");
         let some = counts(&v["blocks"], "jitted");
+        let big = v["jit"]["on_demand"]["too_big"].as_array().unwrap();
+        if limit == "48K" {
+            assert!(big.is_empty(), "{limit}: {}", v["jit"]);
+            assert_eq!(c["threads_moved"], 0, "{c}");
+            assert_eq!(some, all, "{limit}: counts across flushes: {c}");
+            continue;
+        }
         for (point, n) in &some {
             assert!(all.get(point).is_some_and(|m| n <= m), "{limit}: {point} counted {n}");
         }
         assert_eq!(some.get("work+0x0"), all.get("work+0x0"), "{limit}: the root's entry");
-        // A function estimated above the room left after a flush is never translated: its
-        // calls escape, and the summary names it.
-        let big = v["jit"]["on_demand"]["too_big"].as_array().unwrap();
-        assert!(!big.is_empty(), "{limit}: no function said to be too big: {}", v["jit"]);
-        assert!(err.contains("more room than the cache limit leaves"), "{err}");
+        assert!(
+            big.iter().any(|b| b.as_str().unwrap().contains("memcpy")),
+            "{limit}: memcpy not said to be too big: {}",
+            v["jit"]
+        );
+        assert!(err.contains("more room than the cache limit leaves beside the roots"), "{err}");
     }
-    // One thread at 48 KiB: flushed again and again, the thread put back where it stood each
-    // time, and every block counts exactly what the unbounded run counted.
-    let one = ["1", "500", "3000", "plain"];
-    let expected = plain(&bin, &one);
-    let (free, out, _) = kerf_on("limit-one-none", "jit", &["work"], &bin, &one);
-    assert_eq!(out, expected);
-    let (v, out, err) = kerf_on("limit-one", "jit", &["work", "--cache-limit", "48K"], &bin, &one);
-    assert_eq!(out, expected, "one thread: output changed: {err}");
-    let c = &v["jit"]["cache"];
-    assert!(c["flushes"].as_u64().unwrap() >= 10, "one thread: few flushes: {c}");
-    let all = counts(&free["blocks"], "jitted");
-    assert_eq!(counts(&v["blocks"], "jitted"), all, "one thread: counts across flushes: {c}");
 }
 
 /// Only the root translated ahead (`--budget 1`): everything else comes on demand, misses

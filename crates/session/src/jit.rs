@@ -22,7 +22,7 @@ use kerf_arch::RemoteAddr;
 use kerf_codegen::{ring, At, Env, LiveAt, ThreadPointer};
 use kerf_jit::mailbox as mb;
 use kerf_jit::table::Hash;
-use kerf_jit::table::Placed;
+use kerf_jit::table::{Placed, RETURN};
 use kerf_jit::{closure, Layout, Module, Plugin, Region, Scope, Table, Translation};
 use kerf_os::ptrace::{RegsExt, RemoteMem, TargetMemory, REACH};
 use kerf_os::{SharedMem, TargetError, Tracee};
@@ -354,10 +354,13 @@ pub struct JitStats {
     /// Times kerf, idle, found `LISTEN` cleared by a thread whose wait timed out (misses
     /// escaped without asking until it set it again).
     pub timeouts: u64,
-    /// With a cache limit: the most code the cache held at once, flushes made, threads a
-    /// flush left in the original code (each runs the rest of its root call natively) and
-    /// those it put back into the new translations, and flushes given up, with why.
+    /// With a cache limit: the most code the cache held at once, and the most that one flush
+    /// translated again for where the threads stood (near the limit, each miss flushes);
+    /// flushes made, threads a flush left in the original code (each runs the rest of its
+    /// root call natively) and those it put back into the new translations, and flushes
+    /// given up, with why.
     pub cache_peak: u64,
+    pub standing_peak: u64,
     pub flushes: u64,
     pub flush_moved: usize,
     pub flush_replaced: usize,
@@ -405,10 +408,11 @@ pub struct Jit {
     /// Whether a miss into a module mapped after attach loads it (not with rings: the call
     /// trace names the functions of the modules it was made with).
     late: bool,
-    /// The cache limit ([`JitOptions::cache_limit`]), and the roots' functions, translated
-    /// again after each flush.
+    /// The cache limit ([`JitOptions::cache_limit`]), the roots' functions, translated
+    /// again after each flush, and the code they took the last time.
     limit: Option<u64>,
     root_funcs: Vec<(usize, FuncId)>,
+    roots_bytes: u64,
     /// Modules whose cached analysis failed its check on a miss, with why: never translated.
     refused: HashMap<usize, kerf_analysis::validate::Invalid>,
     /// Walks that a miss's answer stopped early ([`ANSWER_BUDGET`]): where each stopped, and
@@ -975,6 +979,7 @@ pub fn install(
         late: opts.rings.is_none(),
         limit: opts.cache_limit,
         root_funcs: starts.clone(),
+        roots_bytes: 0,
         refused: HashMap::new(),
         deferred,
         lazy: opts.on_demand,
@@ -1013,6 +1018,8 @@ pub fn install(
         dump(std::path::Path::new(&dir), images, &jit);
     }
     jit.stats.write = t2.elapsed();
+    // (With a limit only the roots went ahead.)
+    jit.roots_bytes = jit.cache_bytes();
     region.funcs = jit.done.iter().map(|d| d.iter().copied().collect()).collect();
     jit.stats.region = region;
 
@@ -1342,6 +1349,27 @@ impl Jit {
                 }
             }
         }
+        if live {
+            // Into the live table before any earlier code leads here (the links below): a
+            // thread that comes in by an entry and calls must find the return site when it
+            // returns, since a `ret` that misses leaves the region without asking kerf (one
+            // that followed a new link to `keep_all` of the 8-thread fixture before its
+            // return site was in left its root call early). Ways are chosen by rank; return
+            // sites are written first, then the entries that lead into the new code.
+            let mut entries = t.entries.clone();
+            entries.sort_by_key(|e| e.rank);
+            let placed: Vec<_> = (entries.iter())
+                .map(|e| (e, self.index.insert_ranked(e.orig, e.entry, e.cont, e.rank)))
+                .collect();
+            let returns = placed.iter().filter(|(e, _)| e.rank == RETURN);
+            for &(e, p) in returns.chain(placed.iter().filter(|(e, _)| e.rank != RETURN)) {
+                self.publish(e.orig, e.entry, e.cont, p);
+            }
+        } else {
+            // Before the cache runs every translation's entries go in together, by rank (see
+            // `insert_held`).
+            self.held.extend(t.entries.iter().copied());
+        }
         // Exits of earlier translations to blocks that have one now.
         for b in &t.blocks {
             for (c, l) in self.unlinked.remove(&b.start).unwrap_or_default() {
@@ -1354,17 +1382,6 @@ impl Jit {
             for (jump, to) in direct {
                 self.jump_directly(jump, to);
             }
-        }
-        if live {
-            let mut entries = t.entries.clone();
-            entries.sort_by_key(|e| e.rank);
-            for e in entries {
-                self.insert(e.orig, e.entry, e.cont, e.rank, true);
-            }
-        } else {
-            // Before the cache runs every translation's entries go in together, by rank (see
-            // `insert_held`).
-            self.held.extend(t.entries.iter().copied());
         }
         self.stats.blocks += t.blocks.len();
         self.stats.code_bytes += t.code.len() as u64;
@@ -1400,11 +1417,17 @@ impl Jit {
     /// Add a table entry of `rank` (see `translate::Entry`) in kerf's copy, and with `live`
     /// in the target's table too.
     fn insert(&mut self, orig: u64, entry: u64, cont: u64, rank: u8, live: bool) {
-        use kerf_jit::table::{CONT, OVERFLOW, OVERFLOW_COUNT, OVERFLOW_PAIRS};
         let placed = self.index.insert_ranked(orig, entry, cont, rank);
-        if !live {
-            return;
+        if live {
+            self.publish(orig, entry, cont, placed);
         }
+    }
+
+    /// Write an entry kerf's copy of the table placed (`placed`) into the target's table:
+    /// its original address last, so that a thread searching meanwhile finds it whole or not
+    /// at all.
+    fn publish(&self, orig: u64, entry: u64, cont: u64, placed: Option<Placed>) {
+        use kerf_jit::table::{CONT, OVERFLOW, OVERFLOW_COUNT, OVERFLOW_PAIRS};
         let t = &self.table;
         match placed {
             Some(Placed::Way(off)) => {
@@ -1652,7 +1675,8 @@ impl Jit {
             self.deferred.push((region.rest.clone(), left - taken));
         }
         for (j, funcs) in region.funcs.into_iter().enumerate() {
-            if !funcs.is_empty() && self.translate_more(all, mods, plugin, j, funcs).is_err() {
+            if !funcs.is_empty() && self.translate_more(all, mods, plugin, j, funcs, None).is_err()
+            {
                 break;
             }
         }
@@ -1684,11 +1708,19 @@ impl Jit {
                 // already and a later one could flush.
                 let most = if self.limit.is_some() { BATCH_BUDGET } else { ANSWER_BUDGET };
                 let mut region = self.batch(mods, k, f, plugin, most);
-                // No room left under the cache limit: flush, then the room is the limit.
-                if region.is_none() && self.flush(all, mods, plugin, mbox) {
+                // No room left under the cache limit: flush, unless `f` could never fit. The
+                // thread that asked stands at `target` then, so the flush translates `f` first
+                // of the functions threads stand in (step 7); its callees come on demand. (A
+                // walk starts from `f` even when it is translated.)
+                let ever = self.could_fit(mods, k, f, plugin);
+                if region.is_none()
+                    && ever
+                    && self.flush(all, mods, plugin, mbox, target)
+                    && !self.done[k].contains(&f)
+                {
                     region = self.batch(mods, k, f, plugin, most);
                 }
-                if region.is_none() {
+                if region.is_none() && !self.done[k].contains(&f) && !ever {
                     self.note_too_big(all, mods, plugin, k, f);
                 }
                 if let Some(r) = &region {
@@ -1702,7 +1734,7 @@ impl Jit {
                 {
                     // No room left (or the write failed): the escape entry below.
                     if !funcs.is_empty()
-                        && self.translate_more(all, mods, plugin, j, funcs).is_err()
+                        && self.translate_more(all, mods, plugin, j, funcs, None).is_err()
                     {
                         break;
                     }
@@ -1731,9 +1763,16 @@ impl Jit {
         }
     }
 
-    /// Under a cache limit, function `f` of module `k` found no room even in an emptied
-    /// cache: said once per function (`JitStats::too_big`), with what kerf's estimate says
-    /// its translation needs.
+    /// Whether function `f` of module `k` fits the limit beside the roots (kerf's estimate):
+    /// else no flush makes room for it.
+    fn could_fit(&self, mods: &[Module<'_>], k: usize, f: FuncId, plugin: &dyn Plugin) -> bool {
+        let need = kerf_jit::room_for(&mods[k], &[f], plugin);
+        self.limit.is_none_or(|l| self.roots_bytes + need <= l)
+    }
+
+    /// Under a cache limit, function `f` of module `k` cannot fit even in an emptied cache
+    /// (beside the roots): said once per function (`JitStats::too_big`), with what kerf's
+    /// estimate says its translation needs.
     fn note_too_big(
         &mut self,
         all: &[&AnalyzedImage],
@@ -1801,7 +1840,8 @@ impl Jit {
         }
     }
 
-    /// Translate `funcs` of module `k` into the rest of its room, and adopt them live.
+    /// Translate `funcs` of module `k` into the rest of its room, and adopt them live; with
+    /// `cap`, only if the cache then holds no more code than that (else nothing is done).
     fn translate_more(
         &mut self,
         all: &[&AnalyzedImage],
@@ -1809,6 +1849,7 @@ impl Jit {
         plugin: &dyn Plugin,
         k: usize,
         funcs: Vec<FuncId>,
+        cap: Option<u64>,
     ) -> Result<(), JitFail> {
         let Some(sp) = &self.spaces[k] else { return Ok(()) };
         // As at install (`check_region`); a module that fails is refused for the rest of the
@@ -1851,6 +1892,9 @@ impl Jit {
         let scope = Scope { roots: &self.ctx.roots, reached: &reached, slots: &self.slots };
         let t = kerf_jit::translate(&name, &mods[k], &funcs, &layout, plugin, &self.ctx.at, &scope)
             .map_err(JitFail::Translate)?;
+        if cap.is_some_and(|l| self.cache_bytes() + t.code.len() as u64 > l) {
+            return Ok(());
+        }
         self.stats.added_functions += funcs.len();
         self.adopt(k, t, funcs, true)?;
         Ok(())
@@ -2036,8 +2080,9 @@ impl Jit {
     ///    that fails the entries are put back as they were found (the JIT is then out of the
     ///    way, as after removal);
     /// 7. the functions the threads stand in and those of their frames translated (as far as
-    ///    the limit allows), and each thread put back at the new translation of its address
-    ///    (one with none finishes its root call natively);
+    ///    the limit allows; first the one whose miss asked for the flush, `first`), and each
+    ///    thread put back at the new translation of its address (one with none finishes its
+    ///    root call natively);
     /// 8. `LISTEN` set again, then the threads let go.
     ///
     /// Misses are not answered with the process running and `LISTEN` cleared: every thread
@@ -2049,6 +2094,7 @@ impl Jit {
         mods: &[Module<'_>],
         plugin: &dyn Plugin,
         mbox: &SharedMem,
+        first: u64,
     ) -> bool {
         if let Some(child) = self.child_sharing_rooms() {
             let why = format!("process {child}, forked from the target, shares the code cache");
@@ -2074,7 +2120,7 @@ impl Jit {
                 std::thread::sleep(Duration::from_millis(2));
                 continue;
             }
-            let r = self.flush_stopped(&mut tr, all, mods, plugin, mbox);
+            let r = self.flush_stopped(&mut tr, all, mods, plugin, mbox, first);
             mbox.store_u32(mb::LISTEN as usize, 1);
             let resumed = tr.resume_detach().map_err(JitFail::from);
             break r.and_then(|done| resumed.map(|_| done));
@@ -2100,6 +2146,7 @@ impl Jit {
         mods: &[Module<'_>],
         plugin: &dyn Plugin,
         mbox: &SharedMem,
+        first: u64,
     ) -> Result<bool, JitFail> {
         if self.stacks_hold_cache(tr)? {
             let why = "a signal handler's frame holds an address in the cache".to_string();
@@ -2148,12 +2195,14 @@ impl Jit {
             }
             return Err(e);
         }
-        // The threads brought out go back in: their functions translated (while they fit),
+        self.roots_bytes = self.cache_bytes();
+        // The threads brought out go back in: their functions translated (`translate_at`),
         // each at the new translation of its original address, at the same kind of clean
         // point it left (the copied instruction, or before the plugin code for it), so no
         // block counts twice or not at all. One whose address has no translation now
         // finishes its root call natively.
-        let at: Vec<u64> = moved.iter().map(|m| m.1).chain(frames).collect();
+        let at: Vec<u64> =
+            std::iter::once(first).chain(moved.iter().map(|m| m.1)).chain(frames).collect();
         self.translate_at(all, mods, plugin, &at);
         for (tid, orig, at_insn) in moved {
             match self.cache_at(orig, at_insn) {
@@ -2170,7 +2219,7 @@ impl Jit {
     }
 
     /// Translate the functions holding original addresses `at` (after a flush), in order,
-    /// each if the room left fits it.
+    /// each if the room left under the limit fits it.
     fn translate_at(
         &mut self,
         all: &[&AnalyzedImage],
@@ -2178,18 +2227,19 @@ impl Jit {
         plugin: &dyn Plugin,
         at: &[u64],
     ) {
+        let before = self.cache_bytes();
         for &orig in at {
             let Some(k) = self.module_at(all, orig) else { continue };
             let Some(f) = kerf_jit::region::function_containing(&mods[k], orig) else { continue };
             if self.done[k].contains(&f) {
                 continue;
             }
-            let need = kerf_jit::room_for(&mods[k], &[f], plugin);
-            if self.limit.is_some_and(|l| self.cache_bytes() + need > l) {
-                continue;
-            }
-            let _ = self.translate_more(all, mods, plugin, k, vec![f]);
+            // By the translation's own size: kerf's estimate is two to three times that, and
+            // by it a thread in libc's `memcpy` found no room left at 40 KiB and left.
+            let _ = self.translate_more(all, mods, plugin, k, vec![f], self.limit);
         }
+        let standing = self.cache_bytes() - before;
+        self.stats.standing_peak = self.stats.standing_peak.max(standing);
     }
 
     /// Whether a thread at clean point `pc` (for original address `orig`) stands at the
@@ -2227,7 +2277,7 @@ impl Jit {
         }
         for (k, funcs) in by_module.into_iter().enumerate() {
             if !funcs.is_empty() {
-                self.translate_more(all, mods, plugin, k, funcs)?;
+                self.translate_more(all, mods, plugin, k, funcs, None)?;
             }
         }
         Ok(())

@@ -361,7 +361,7 @@ pub fn run(
             n => (format!("{n} functions need"), "they ran"),
         };
         events.warn(&format!(
-            "{n} more room than the cache limit leaves after a flush, by kerf's estimate of \
+            "{n} more room than the cache limit leaves beside the roots, by kerf's estimate of \
              the translation ({}): {them} natively, uncounted, each entry an escape",
             s.too_big.join(", ")
         ));
@@ -620,6 +620,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
                 "limit": jit.cache_limit(),
                 "bytes": jit.cache_bytes(),
                 "peak": s.cache_peak,
+                "standing_peak": s.standing_peak,
                 "flushes": s.flushes,
                 "threads_moved": s.flush_moved,
                 "threads_replaced": s.flush_replaced,
