@@ -216,9 +216,16 @@ fn table(v: &serde_json::Value, top: usize) -> String {
         );
     }
     let late = &j["on_demand"];
+    let untraced = late["late_untraced"].as_array().cloned().unwrap_or_default();
     for m in late["late_modules"].as_array().into_iter().flatten() {
+        let quiet = if untraced.contains(m) {
+            " (its own functions' calls are not in the trace; those it makes are)"
+        } else {
+            ""
+        };
         let m = m.as_str().unwrap_or("");
-        let _ = writeln!(s, "  {m}: mapped after attach (dlopen), analysed and translated then");
+        let _ =
+            writeln!(s, "  {m}: mapped after attach (dlopen), analysed and translated then{quiet}");
     }
     for m in late["late_refused"].as_array().into_iter().flatten() {
         let m = m.as_str().unwrap_or("");

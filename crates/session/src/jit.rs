@@ -337,6 +337,10 @@ pub struct JitStats {
     /// an escape).
     pub late_modules: Vec<String>,
     pub late_refused: Vec<String>,
+    /// Of `late_modules`, with a plugin that writes records (the call trace, lock waits):
+    /// translated without them (their functions' calls are not in the trace; the calls they
+    /// make into the modules traced are).
+    pub late_untraced: Vec<String>,
     /// Under a cache limit: functions whose translation alone needs more room than the limit
     /// gives (`module: function (KiB)`, each once): they run natively, uncounted, every entry
     /// an escape.
@@ -405,9 +409,9 @@ pub struct Jit {
     mem: RemoteMem,
     /// Each cache's escapes when kerf stopped answering misses.
     live_escapes: Option<Vec<u64>>,
-    /// Whether a miss into a module mapped after attach loads it (not with rings: the call
-    /// trace names the functions of the modules it was made with).
-    late: bool,
+    /// Whether the plugins write records into rings: a module mapped after attach gets
+    /// none (the call trace names the functions of the modules it was made with).
+    rings: bool,
     /// The cache limit ([`JitOptions::cache_limit`]), the roots' functions, translated
     /// again after each flush, and the code they took the last time.
     limit: Option<u64>,
@@ -976,7 +980,7 @@ pub fn install(
         ctx,
         mem: mem.clone(),
         live_escapes: None,
-        late: opts.rings.is_none(),
+        rings: opts.rings.is_some(),
         limit: opts.cache_limit,
         root_funcs: starts.clone(),
         roots_bytes: 0,
@@ -1587,7 +1591,8 @@ impl Jit {
 
     /// Give room to the modules that `targets` fall in and that the program mapped after kerf
     /// looked (`dlopen`): analysed (from kerf's cache when it has them), then a space mapped
-    /// near each with the process stopped, as at install; appended to `extra`. A target in
+    /// near each with the process stopped, as at install (with no rings: a plugin's records
+    /// name the functions of the modules it was made with); appended to `extra`. A target in
     /// no file-backed module (code the program generated) is left to [`Jit::answer`]'s escape.
     fn load_late(
         &mut self,
@@ -1609,11 +1614,6 @@ impl Jit {
             };
             // Once per module: its later misses find the escape entries `answer` gives.
             if self.stats.late_refused.iter().any(|r| r.starts_with(&format!("{path}: "))) {
-                continue;
-            }
-            if !self.late {
-                let why = "the call trace covers the modules mapped when it started";
-                self.stats.late_refused.push(format!("{path}: {why}"));
                 continue;
             }
             let known: Vec<&std::path::Path> =
@@ -1643,6 +1643,9 @@ impl Jit {
                     self.spaces.push(Some(sp));
                     self.done.push(HashSet::new());
                     extra.push(m);
+                    if self.rings {
+                        self.stats.late_untraced.push(path.clone());
+                    }
                     self.stats.late_modules.push(path);
                 }
                 Err(e) => self.stats.late_refused.push(format!("{path}: {e}")),

@@ -355,6 +355,14 @@ pub fn run(
             lost_returns(s.lost_returns)
         ));
     }
+    if !s.late_untraced.is_empty() {
+        events.warn(&format!(
+            "mapped after the trace began, translated without records of their own (calls of \
+             their functions are not traced; the calls they make into the traced modules are): \
+             {}",
+            s.late_untraced.join(", ")
+        ));
+    }
     if !s.too_big.is_empty() {
         let (n, them) = match s.too_big.len() {
             1 => ("1 function needs".to_string(), "it ran"),
@@ -613,6 +621,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
                 "seconds": s.serving.as_secs_f64(),
                 "late_modules": s.late_modules,
                 "late_refused": s.late_refused,
+                "late_untraced": s.late_untraced,
                 "analysis_rejected": s.analysis_rejected,
                 "wait_timeouts": s.timeouts,
             },
