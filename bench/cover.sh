@@ -42,16 +42,10 @@ echo "# kerf cover: $(grep -o '[0-9]* points spliced' "$W/cover.err" | head -1) 
 python3 - "$W" "$SECS" "$ROUNDS" <<'PY'
 import json, statistics, sys
 w, secs, rounds = sys.argv[1], int(float(sys.argv[2])), int(sys.argv[3])
+sys.path.insert(0, "bench/cover")
+from rates import per_second as _ps
 def one(path):
-    pts = [tuple(map(float, l.split())) for l in open(path) if l.strip()]
-    out, last = [], 0.0
-    for s in range(1, secs + 1):
-        upto = [r for ms, r in pts if ms <= s * 1000]
-        if not upto:
-            break
-        out.append(upto[-1] - last)
-        last = upto[-1]
-    return out
+    return _ps(path, secs)
 def rates(name):
     runs = [one(f"{w}/{name}.{r}.txt") for r in range(1, rounds + 1)]
     n = min(len(x) for x in runs)

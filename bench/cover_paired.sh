@@ -51,16 +51,10 @@ echo "# kerf cover: $(grep -o '[0-9]* points spliced in process [0-9]* ([^)]*) i
 python3 - "$W" "$SECS" "$ROUNDS" <<'PY'
 import json, statistics, sys
 w, secs, rounds = sys.argv[1], int(float(sys.argv[2])), int(sys.argv[3])
+sys.path.insert(0, "bench/cover")
+from rates import per_second as _ps
 def per_second(path):
-    pts = [tuple(map(float, l.split())) for l in open(path) if l.strip()]
-    out, last = [], 0.0
-    for s in range(1, secs + 1):
-        upto = [n for ms, n in pts if ms <= s * 1000]
-        if not upto:
-            break
-        out.append(upto[-1] - last)
-        last = upto[-1]
-    return out
+    return _ps(path, secs)
 def ratios(num, den):
     rs = []
     for r in range(1, rounds + 1):
