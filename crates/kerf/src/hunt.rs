@@ -95,11 +95,8 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     };
     let found = hunt(&mut target, &args.roots, &opts, &live, &mut crate::live::Stderr);
     drop(target);
-    let wait = |c: Option<std::process::Child>| {
-        if let Some(mut c) = c {
-            let _ = c.wait();
-        }
-    };
+    // The launched command's exit code, when it ended with one.
+    let wait = |c: Option<std::process::Child>| c.and_then(|mut c| c.wait().ok()?.code());
     let found = match found {
         Ok(f) => f,
         Err(e) => {
@@ -135,6 +132,10 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     } else {
         eprint!("{text}");
     }
-    wait(child);
-    Ok(())
+    match wait(child) {
+        Some(code) if code != 0 => {
+            Err(crate::Error::Command { code: u8::try_from(code).unwrap_or(1) })
+        }
+        _ => Ok(()),
+    }
 }

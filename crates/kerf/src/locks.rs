@@ -52,5 +52,5 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     } else {
         eprint!("{text}");
     }
-    Ok(())
+    crate::Error::command_exit(!args.command.is_empty(), &v)
 }

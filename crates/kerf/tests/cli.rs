@@ -337,14 +337,28 @@ fn hardware_counters_say_whether_the_cpu_has_a_pmu() {
 }
 
 /// A command kerf launches that exits with a code other than 0 makes kerf exit with that code
-/// (after its summary), as `time` and `strace` do; 0 stays 0.
+/// (after its summary), as `time` and `strace` do; 0 stays 0. (`hunt` and `locks` since
+/// session 42.)
 #[test]
 fn a_launched_commands_exit_code_is_kerfs() {
     let cache = tmp("exit-code");
-    for (tool, spec) in [("count", "main"), ("time", "main"), ("trace", "main"), ("jit", "main")] {
+    // (`hunt` attaches to a launched command as it runs, round by round: its command lives
+    // long enough for the first round to go in.)
+    let tools: [(&str, &[&str], &str); 6] = [
+        ("count", &["main"], ""),
+        ("time", &["main"], ""),
+        ("trace", &["main"], ""),
+        ("jit", &["main"], ""),
+        ("hunt", &["main"], "sleep 2; "),
+        ("locks", &[], ""),
+    ];
+    for (tool, spec, before) in tools {
         for code in [0, 3, 42] {
-            let script = format!("exit {code}");
-            let out = kerf(&[tool, spec, "--", "sh", "-c", &script], &cache);
+            let script = format!("{before}exit {code}");
+            let mut args = vec![tool];
+            args.extend(spec);
+            args.extend(["--", "sh", "-c", &script]);
+            let out = kerf(&args, &cache);
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(!err.contains("panicked"), "kerf {tool} panicked: {err}");
             assert_eq!(out.status.code(), Some(code), "kerf {tool} on `{script}`: {err}");

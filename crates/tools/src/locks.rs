@@ -140,6 +140,9 @@ pub struct LockStats {
     pub dropped: u64,
     /// Seconds from the start of the probes' installation to the end of their removal.
     pub watched: Option<f64>,
+    /// What became of the target (the live summary's `target`: a launched command's exit
+    /// code among it).
+    pub target: Value,
 }
 
 /// Whose interval an event belongs to: the thread, except that the kernel's idle tasks all
@@ -329,6 +332,7 @@ pub fn watch(
     // Taken out whoever else still holds the sink: never an empty report in its place.
     let mut s = std::mem::take(&mut *stats.borrow_mut());
     s.watched = Some(watched);
+    s.target = report.json["target"].clone();
     Ok(s)
 }
 
@@ -370,7 +374,7 @@ pub fn report(s: &LockStats, seconds: f64, name_of: &dyn Fn(u64) -> Option<Strin
     let total: u64 = s.locks.values().map(|w| w.total_ns).sum();
     json!({"seconds": seconds, "waiting_threads": total as f64 / 1e9 / secs,
            "locks": rows(&s.locks), "sites": rows(&s.sites), "lost_events": s.lost,
-           "unfinished": s.unfinished})
+           "unfinished": s.unfinished, "target": s.target})
 }
 
 /// The report as two tables.
