@@ -397,8 +397,9 @@ fn a_library_loaded_after_attach_is_translated_when_first_reached() {
 /// stopped, those inside brought back to original code, the roots and the functions the
 /// threads stand in translated again, each thread put back where it stood). Eight threads,
 /// output unchanged, the cache never above its limit. At 48 KiB (a few hundred flushes):
-/// every block counts exactly what the unbounded run counts, and no function is said to be
-/// too big. (Until session 42 this came out low in most runs: a translation made on demand
+/// every block counts exactly what the unbounded run counts, no function is said to be too
+/// big, and nothing escapes (threads that waited for a miss's answer when a flush came are
+/// counted apart: they were put back). (Until session 42 this came out low in most runs: a translation made on demand
 /// was linked from earlier code before its return sites were in the live table, and a
 /// thread that went in by the new link and returned from a leaf missed the table, which a
 /// `ret` takes as leaving the region: the rest of its root call ran natively, uncounted.)
@@ -430,6 +431,10 @@ fn a_bounded_cache_flushes_and_the_program_runs_unchanged() {
         if limit == "48K" {
             assert!(big.is_empty(), "{limit}: {}", v["jit"]);
             assert_eq!(c["threads_moved"], 0, "{c}");
+            // Threads waiting for an answer when the cache was flushed were put back: no
+            // escape.
+            assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
+            assert!(v["jit"]["waiting_at_flushes"].as_u64().unwrap() >= 1, "{}", v["jit"]);
             assert_eq!(some, all, "{limit}: counts across flushes: {c}");
             continue;
         }

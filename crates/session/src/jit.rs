@@ -26,7 +26,7 @@ use kerf_jit::table::{Placed, RETURN};
 use kerf_jit::{closure, Layout, Module, Plugin, Region, Scope, Table, Translation};
 use kerf_os::ptrace::{RegsExt, RemoteMem, TargetMemory, REACH};
 use kerf_os::{SharedMem, TargetError, Tracee};
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -365,6 +365,10 @@ pub struct JitStats {
     /// given up, with why.
     pub cache_peak: u64,
     pub standing_peak: u64,
+    /// Per module: the escapes a flush made itself (a thread waiting in the miss path leaves
+    /// through it when it is brought out, then is put back into the new translations), which
+    /// the module's escape count holds and the summary takes out of it.
+    pub flush_escapes: BTreeMap<usize, u64>,
     pub flushes: u64,
     pub flush_moved: usize,
     pub flush_replaced: usize,
@@ -2162,7 +2166,16 @@ impl Jit {
         mbox.store_u32(mb::ANSWERED as usize, mbox.load_u32(mb::POSTED as usize));
         mbox.futex_wake_all(mb::ANSWERED as usize);
         let mut out = JitRemoved::default();
+        let escapes = |jit: &Jit| -> Vec<(usize, u64)> {
+            let live = jit.caches.iter().filter(|c| c.data.is_live());
+            live.map(|c| (c.module, c.data.load_u64(kerf_jit::translate::DATA_ESCAPES as usize)))
+                .collect()
+        };
+        let before = escapes(self);
         let moved = self.bring_back(tr, &mut out)?;
+        for ((m, a), (_, b)) in before.into_iter().zip(escapes(self)) {
+            *self.stats.flush_escapes.entry(m).or_default() += b.saturating_sub(a);
+        }
         // Their frames made in the cache: the stack words that are original addresses with a
         // table entry now (return sites, innermost first). Their functions are translated
         // again, so that returning to them finds a translation instead of leaving the cache

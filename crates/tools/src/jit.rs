@@ -503,7 +503,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
     let later: Vec<Option<String>> = s.later.iter().map(|&k| path(k)).collect();
     let mut modules = Vec::new();
     let mut blocks = Vec::new();
-    let (mut escapes, mut escapes_leaving, mut returns) = (0, 0, 0);
+    let (mut escapes, mut escapes_leaving, mut returns, mut at_flushes) = (0, 0, 0, 0);
     // A module's first translation, and those kerf added on demand: one row.
     let mut order: Vec<usize> = jit.caches.iter().map(|c| c.module).collect();
     order.sort_unstable();
@@ -531,6 +531,11 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             guards += c.translation.slot_guards;
             translations += 1;
         }
+        // (A thread waiting for a miss's answer when the cache was flushed left through the
+        // miss path, counted there, and was put back: no escape.)
+        let flushed = s.flush_escapes.get(&module).copied().unwrap_or(0);
+        let esc = esc.saturating_sub(flushed);
+        at_flushes += flushed;
         escapes += esc;
         escapes_leaving += leaving;
         returns += rets;
@@ -545,6 +550,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "slot_guards": guards,
             "escapes": esc,
             "escapes_detaching": leaving,
+            "waiting_at_flushes": flushed,
             "returns_out": rets,
             "last_escape": where_is(target, last),
         }));
@@ -612,6 +618,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "lost_returns": s.lost_returns,
             "escapes": escapes,
             "escapes_detaching": escapes_leaving,
+            "waiting_at_flushes": at_flushes,
             "returns_out": returns,
             "on_demand": {
                 "asked": s.asked,
