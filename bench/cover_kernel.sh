@@ -24,6 +24,7 @@ vm/run --timeout 5400 --memory 6G \
   --file target/release/kerf:/kerf/kerf --file "$OUT/kerf.ko:/kerf/kerf.ko" \
   --file "$(command -v stress-ng):/kerf/stress-ng" \
   --file bench/cover/kernel_guest.sh:/kerf/bench.sh \
+  --file tests/fixtures/kprobe_sample.sh:/kerf/kprobe_sample.sh \
   -- "N=$N SCOPE='$SCOPE' sh /kerf/bench.sh" > "$W/out" 2> "$W/err" || true
 grep -q '^DONE' "$W/out" || { cat "$W/out"; tail -20 "$W/err"; say "guest run failed"; exit 1; }
 echo "# bench/cover_kernel.sh $N $SCOPE, $(date -u '+%F %H:%M') UTC, host $(nproc) CPUs, guest: Debian's stock kernel under qemu TCG, 2 vCPUs, 6 GiB"

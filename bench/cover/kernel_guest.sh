@@ -20,21 +20,9 @@ echo "RESULT analyze_s $(( $(date +%s) - t0 ))"
 for i in $(seq "$N"); do echo "SAMPLE alone0 $i $(ops)"; done
 dmesg > /tmp/dmesg0
 # Ground truth from outside kerf: a kprobe at the entry of KPROBES functions spread over core
-# text (ftrace-based, so kerf's entry-block splice after the ftrace site coexists with it),
-# enabled before kerf starts. Function names that kallsyms holds twice are skipped.
-T=/sys/kernel/tracing
-: > /tmp/kp.list
-if [ "$KPROBES" -gt 0 ]; then
-  awk '$2 ~ /^[tT]$/ {print $3}' /proc/kallsyms | sort | uniq -d > /tmp/kp.dups
-  grep -v '\[' $T/available_filter_functions | grep -vxFf /tmp/kp.dups > /tmp/kp.all
-  step=$(( $(wc -l < /tmp/kp.all) / KPROBES + 1 ))
-  i=0
-  awk -v s="$step" 'NR % s == 1' /tmp/kp.all | while read f; do
-    echo "p:kc_$i $f" >> $T/kprobe_events 2>/dev/null && echo "kc_$i $f" >> /tmp/kp.list
-    i=$((i+1))
-  done
-  echo 1 > $T/events/kprobes/enable
-fi
+# text, enabled before kerf starts (tests/fixtures/kprobe_sample.sh).
+. /kerf/kprobe_sample.sh
+kprobe_sample_start "$KPROBES"
 echo "RESULT kprobes $(wc -l < /tmp/kp.list)"
 t0=$(date +%s)
 kerf cover --kernel ${NOTRAPS---no-traps} --json --interval "$STEP" $SCOPE > /tmp/cov.json 2>/tmp/cov.err &
@@ -44,38 +32,16 @@ while ! grep -q "points spliced" /tmp/cov.err; do
   sleep 1
 done
 echo "RESULT live_s $(( $(date +%s) - t0 ))"
-cp $T/kprobe_profile /tmp/kp0
+kprobe_sample_snap kp0
 echo "RESULT spliced $(grep -m1 'points spliced' /tmp/cov.err)"
 echo "RESULT kerf_rss_kb $(awk '/VmHWM/ {print $2}' /proc/$K/status)"
 echo "RESULT guest_used_mb $(free -m | awk '/Mem:/ {print $3}')"
 for i in $(seq "$N"); do echo "SAMPLE cover $i $(ops)"; done
-cp $T/kprobe_profile /tmp/kp1a
+kprobe_sample_snap kp1a
 kill -INT $K; wait $K; echo "RESULT kerf_exit $?"
-cp $T/kprobe_profile /tmp/kp1b
-echo 0 > $T/events/kprobes/enable; echo > $T/kprobe_events
-# Each sampled function's entry block as kerf saw it, against its kprobe: hit between going
-# live and Ctrl-C => covered; covered => hit at some time (the kprobe was on before kerf).
-tr '{' '\n' < /tmp/cov.json > /tmp/cov.lines
-sed -n 's/.*"addr":"\(0x[0-9a-f]*\)".*"covered":\([tf][a-z]*\).*/\1 \2/p' /tmp/cov.lines > /tmp/cov.blocks
-sed -n 's/.*"entry":"\(0x[0-9a-f]*\)".*"name":"\([^"]*\)".*/\2 \1/p' /tmp/cov.lines > /tmp/cov.funcs
-awk 'FILENAME == "/tmp/cov.blocks" { b[$1] = $2; next }
-  FILENAME == "/tmp/cov.funcs" { e[$1] = $2; next }
-  FILENAME == "/tmp/kp.list" { k[$1] = $2; next }
-  FILENAME == "/tmp/kp0" { h0[$1] = $2; next }
-  FILENAME == "/tmp/kp1a" { h1[$1] = $2; next }
-  FILENAME == "/tmp/kp1b" { h2[$1] = $2; next }
-  END {
-    for (p in k) {
-      f = k[p]
-      if (!(f in e)) { nofunc++; continue }
-      if (!(e[f] in b)) { unmeasured++; continue }
-      n++; c = b[e[f]]; w = h1[p] - h0[p]
-      if (w > 0 && c != "true") { bad++; print "DISAGREE hit while live, not covered: " f " " e[f] " " w }
-      if (c == "true" && h2[p] + 0 == 0) { bad++; print "DISAGREE covered, never hit: " f " " e[f] }
-      cov += (c == "true"); hit += (w > 0)
-    }
-    printf "RESULT kprobe_sample functions %d covered %d hit_while_live %d disagree %d entry_not_measured %d not_in_scope %d\n", n, cov, hit, bad, unmeasured, nofunc
-  }' /tmp/cov.blocks /tmp/cov.funcs /tmp/kp.list /tmp/kp0 /tmp/kp1a /tmp/kp1b
+kprobe_sample_snap kp1b
+kprobe_sample_stop
+kprobe_sample_check /tmp/cov.json
 # The live table's samples: [seconds, blocks covered, probes still in], one a line.
 tr -d '\n' < /tmp/cov.json | grep -o '"over_time":\[\[[^"]*\]\]' | sed 's/^"over_time":\[//; s/\]$//; s/\],\[/]\n[/g' | sed 's/^/LIVE /'
 for i in $(seq "$N"); do echo "SAMPLE alone1 $i $(ops)"; done

@@ -28,9 +28,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
+mod common;
+use common::repo;
 
 fn json_line(stdout: &str, tag: &str) -> Value {
     let prefix = format!("JSON {tag} ");
@@ -56,17 +55,7 @@ fn results<'a>(stdout: &'a str, tag: &str) -> HashMap<&'a str, f64> {
 fn kerf_on_the_live_stock_kernel() {
     let repo = repo();
     let out_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("driver-kerf");
-    let built = Command::new(repo.join("driver/build"))
-        .env("KERF_DRIVER_OUT", &out_dir)
-        .output()
-        .expect("run driver/build");
-    assert!(
-        built.status.success(),
-        "driver/build failed:\n{}{}",
-        String::from_utf8_lossy(&built.stdout),
-        String::from_utf8_lossy(&built.stderr)
-    );
-    let built = PathBuf::from(String::from_utf8_lossy(&built.stdout).trim());
+    let built = common::build_driver("driver-kerf");
     let ko = built.join("kerf.ko");
     // Runs kerf.ko's self-test loop (the selftest check).
     let selftest = built.join("kerf_selftest");
@@ -134,15 +123,8 @@ fn kerf_on_the_live_stock_kernel() {
         .args(["--", "sh /kerf/kernel_guest.sh"])
         .output()
         .expect("run vm/run");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let report = format!("guest output:\n{stdout}\nvm/run stderr:\n{stderr}");
     eprintln!("vm/run took {:.1}s", started.elapsed().as_secs_f64());
-    let checks: Vec<&str> = stdout.lines().filter(|l| l.starts_with("CHECK ")).collect();
-    let failed: Vec<&&str> = checks.iter().filter(|l| !l.ends_with(" ok")).collect();
-    assert!(failed.is_empty(), "failed in the guest: {failed:?}\n{report}");
-    assert!(out.status.success(), "vm/run failed (exit code, timeout or kernel crash)\n{report}");
-    for want in [
+    let want = [
         "no_driver",
         "insmod",
         "no_probe_list",
@@ -168,12 +150,8 @@ fn kerf_on_the_live_stock_kernel() {
         "bpf_peers",
         "splice_churn",
         "all",
-    ] {
-        assert!(
-            checks.contains(&format!("CHECK {want} ok").as_str()),
-            "no `{want}` check\n{report}"
-        );
-    }
+    ];
+    let stdout = common::guest_passed(&out, &want);
 
     // Analysis covers the running kernel: tens of thousands of functions, megabytes of code.
     let a = json_line(&stdout, "analyze");

@@ -239,3 +239,43 @@ fn rewrite_entry(cache: &Path, file: &Path, edit: impl FnOnce(&mut kerf_analysis
     assert!(cache.join(&key).is_file(), "no entry {key}");
     CacheDir::open(cache).unwrap().store(&key, &cache::digest(&data, None), &lie).unwrap();
 }
+
+/// The repository's root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+}
+
+/// kerf.ko and its tools, built by `driver/build` into a directory of the calling test's own
+/// (`tag`): the directory they are in.
+pub fn build_driver(tag: &str) -> PathBuf {
+    let out_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(tag);
+    let built = Command::new(repo().join("driver/build"))
+        .env("KERF_DRIVER_OUT", &out_dir)
+        .output()
+        .expect("run driver/build");
+    assert!(
+        built.status.success(),
+        "driver/build failed:\n{}{}",
+        String::from_utf8_lossy(&built.stdout),
+        String::from_utf8_lossy(&built.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&built.stdout).trim())
+}
+
+/// A guest run of `vm/run` whose script prints `CHECK NAME ok` (or `CHECK NAME FAIL why`,
+/// then stops): fails the test at a failed check or a failed run, and at a check of `want`
+/// missing; returns the guest's output.
+pub fn guest_passed(out: &std::process::Output, want: &[&str]) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report = format!("guest output:\n{stdout}\nvm/run stderr:\n{stderr}");
+    let checks: Vec<&str> = stdout.lines().filter(|l| l.starts_with("CHECK ")).collect();
+    let failed: Vec<&&str> = checks.iter().filter(|l| !l.ends_with(" ok")).collect();
+    assert!(failed.is_empty(), "failed in the guest: {failed:?}\n{report}");
+    assert!(out.status.success(), "vm/run failed (exit code, timeout or kernel crash)\n{report}");
+    for w in want {
+        let line = format!("CHECK {w} ok");
+        assert!(checks.contains(&line.as_str()), "no `{w}` check\n{report}");
+    }
+    stdout
+}
