@@ -1727,7 +1727,7 @@ impl Jit {
                 {
                     region = self.batch(mods, k, f, plugin, most);
                 }
-                if region.is_none() && !self.done[k].contains(&f) && !ever {
+                if region.is_none() && !ever {
                     self.note_too_big(all, mods, plugin, k, f);
                 }
                 if let Some(r) = &region {
