@@ -62,6 +62,11 @@ pub struct Args {
     /// fit finishes its root call in the original code). Default: no limit.
     #[arg(long, value_parser = cache_size, value_name = "SIZE")]
     cache_limit: Option<u64>,
+    /// Under --cache-limit: when flushes took more than this share of the last second, a
+    /// miss runs its target natively (an escape, counted and reported) instead of flushing
+    /// again, so a limit far below the working set cannot stall the program; 1 never does.
+    #[arg(long, default_value_t = 0.5, value_parser = share, value_name = "SHARE")]
+    max_flush_share: f64,
     /// Process to instrument.
     #[arg(short, long, conflicts_with = "command")]
     pid: Option<i32>,
@@ -114,6 +119,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
             on_demand: !args.no_demand,
             rings: None,
             cache_limit: args.cache_limit,
+            flush_share: args.max_flush_share,
             // Set by the run when it attaches to a running process.
             early: false,
         },
@@ -136,6 +142,14 @@ fn budget(s: &str) -> Result<usize, String> {
         Ok(0) => Err("at least 1: the roots are translated first".into()),
         Ok(n) => Ok(n),
         Err(_) => Err(format!("{s}: not a number of functions")),
+    }
+}
+
+/// `--max-flush-share`: a share of time, above 0 and at most 1 (1: flush whenever needed).
+fn share(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 1.0 => Ok(x),
+        _ => Err(format!("{s}: a share above 0 and at most 1 (such as 0.5)")),
     }
 }
 
@@ -190,12 +204,14 @@ fn table(v: &serde_json::Value, top: usize) -> String {
     if let Some(limit) = c["limit"].as_u64() {
         let _ = writeln!(
             s,
-            "code cache: {} KiB at the end, {} KiB at most, limit {} KiB; {} flushes ({} threads \
-             put back into the new translations, {} finished their root call natively){}",
+            "code cache: {} KiB at the end, {} KiB at most, limit {} KiB; {} flushes in {:.2} s \
+             ({} threads put back into the new translations, {} finished their root call \
+             natively){}",
             c["bytes"].as_u64().unwrap_or(0) / 1024,
             c["peak"].as_u64().unwrap_or(0) / 1024,
             limit / 1024,
             c["flushes"],
+            c["flush_seconds"].as_f64().unwrap_or(0.0),
             c["threads_replaced"],
             c["threads_moved"],
             match c["refused"].as_array() {

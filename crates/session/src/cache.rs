@@ -466,9 +466,20 @@ impl CacheDir {
     }
 
     /// The digest an entry's header records and its decoded analysis, once its format, key
-    /// and checksum hold. The checksum is computed on a thread of its own while the payload
-    /// decodes on this one.
+    /// and checksum hold.
     fn unpack(&self, key: &str, bytes: &[u8]) -> Result<([u8; 32], Analysis), CacheError> {
+        self.unpack_with(key, bytes, decode)
+    }
+
+    /// The digest the header of file `key` records and its payload decoded by `decode`, once
+    /// the format, key and checksum hold (every file of the cache has the same header). The
+    /// checksum is computed on a thread of its own while the payload decodes on this one.
+    fn unpack_with<T>(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        decode: impl FnOnce(&[u8]) -> Result<T, String>,
+    ) -> Result<([u8; 32], T), CacheError> {
         let entry = parse(bytes, key).map_err(|w| self.rejected(key, w.into()))?;
         let summed = std::thread::scope(|s| {
             let sum = s.spawn(|| checksum(key, &entry.digest, entry.payload) == entry.sum);
@@ -519,16 +530,14 @@ impl CacheDir {
     ) -> Result<Option<Vec<ReturnFacts>>, CacheError> {
         let name = facts_key(key);
         let Some(bytes) = self.read(&name)? else { return Ok(None) };
-        let entry = parse(&bytes, &name).map_err(|w| self.rejected(&name, w.into()))?;
-        if entry.digest != *digest {
+        let (made_from, facts) = self.unpack_with(&name, &bytes, |payload| {
+            let limit = codec().with_limit(payload.len() as u64);
+            limit.deserialize::<Vec<ReturnFacts>>(payload).map_err(|e| e.to_string())
+        })?;
+        if made_from != *digest {
             return Err(self.rejected(&name, "made from other bytes than this image's".into()));
         }
-        if checksum(&name, &entry.digest, entry.payload) != entry.sum {
-            return Err(self.rejected(&name, "checksum mismatch".into()));
-        }
-        let limit = codec().with_limit(entry.payload.len() as u64);
-        let facts = limit.deserialize(entry.payload);
-        facts.map(Some).map_err(|e| self.rejected(&name, format!("does not decode: {e}")))
+        Ok(Some(facts))
     }
 
     /// Write `payload` under `key` with its header (format, key, `digest`, checksum): to a
@@ -660,5 +669,33 @@ mod tests {
         longer.push(0);
         assert!(decode(&longer).is_err());
         assert!(decode(&p[..20]).is_err());
+    }
+
+    /// Return facts come back as stored for the digest they were stored with; a flipped
+    /// payload byte, a file cut short, and another image's digest are each refused.
+    #[test]
+    fn return_facts_round_trip_and_damage_is_refused() {
+        let dir = std::env::temp_dir().join(format!("kerf-facts-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let cache = CacheDir::open(&dir).unwrap();
+        let facts = vec![ReturnFacts::default(); 3];
+        let (key, digest) = ("some-image", [7u8; 32]);
+        cache.store_facts(key, &digest, &facts).unwrap();
+        assert_eq!(cache.load_facts(key, &digest).unwrap(), Some(facts));
+        assert_eq!(cache.load_facts("other-image", &digest).unwrap(), None);
+        let refused = |why: &str| match cache.load_facts(key, &digest) {
+            Err(CacheError::Rejected { why: w, .. }) => assert!(w.contains(why), "{w}"),
+            other => panic!("expected {why}, got {other:?}"),
+        };
+        assert!(matches!(cache.load_facts(key, &[8u8; 32]), Err(CacheError::Rejected { .. })));
+        let file = dir.join(facts_key(key));
+        let good = fs::read(&file).unwrap();
+        let mut bad = good.clone();
+        *bad.last_mut().unwrap() ^= 1;
+        fs::write(&file, &bad).unwrap();
+        refused("checksum mismatch");
+        fs::write(&file, &good[..good.len() - 1]).unwrap();
+        refused("truncated");
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

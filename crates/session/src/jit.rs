@@ -50,6 +50,13 @@ const MAX_ROUTINE_STEPS: usize = 1 << 16;
 
 /// Stops a flush makes before it gives up on a signal handler holding a cache address.
 const FLUSH_TRIES: u32 = 5;
+/// The cache thrashes when flushes took more than [`JitOptions::flush_share`] of the last
+/// [`THRASH_WINDOW`]: a miss is then answered without a flush, and the thread leaves for the
+/// original code (an escape, for the rest of its root call); no entry is made, so the next
+/// miss there asks again and flushes once the window allows. Without it a limit far below
+/// the working set flushed on every miss: at 36 KiB the 8-thread fixture, 30 ms natively,
+/// flushed 8,924 times and took a minute.
+const THRASH_WINDOW: Duration = Duration::from_secs(1);
 
 /// Functions one miss may bring in (the walk from the missed function over direct calls).
 const BATCH_BUDGET: usize = 4096;
@@ -80,6 +87,9 @@ pub struct JitOptions {
     /// translated ahead, and when a miss finds no room the cache is flushed
     /// ([`Jit::serve`]).
     pub cache_limit: Option<u64>,
+    /// Under a cache limit, the most of the last second flushes may take before misses
+    /// escape instead of flushing (see [`THRASH_WINDOW`]); 1 or more: never.
+    pub flush_share: f64,
     /// The process is running (attach): a big module's whole-image work, the check of
     /// every function of a cached analysis and the liveness where returns land (a second
     /// and more for libLLVM-14), comes after the cache is live (see [`later_blocks`]).
@@ -94,6 +104,7 @@ impl Default for JitOptions {
             on_demand: true,
             rings: None,
             cache_limit: None,
+            flush_share: 0.5,
             early: false,
         }
     }
@@ -370,6 +381,10 @@ pub struct JitStats {
     /// the module's escape count holds and the summary takes out of it.
     pub flush_escapes: BTreeMap<usize, u64>,
     pub flushes: u64,
+    /// Time the flushes took (every thread stopped for all of it), and the misses answered
+    /// with an escape instead of a flush because flushes took over half of the last second.
+    pub flush_time: Duration,
+    pub thrash_escapes: u64,
     pub flush_moved: usize,
     pub flush_replaced: usize,
     pub flush_refused: Vec<String>,
@@ -421,6 +436,10 @@ pub struct Jit {
     limit: Option<u64>,
     root_funcs: Vec<(usize, FuncId)>,
     roots_bytes: u64,
+    /// The recent flushes, as (when each ended, how long it took): what the thrash guard
+    /// weighs ([`THRASH_WINDOW`]), and the share of it allowed.
+    flush_share: f64,
+    recent_flushes: std::collections::VecDeque<(Instant, Duration)>,
     /// Modules whose cached analysis failed its check on a miss, with why: never translated.
     refused: HashMap<usize, kerf_analysis::validate::Invalid>,
     /// Walks that a miss's answer stopped early ([`ANSWER_BUDGET`]): where each stopped, and
@@ -949,9 +968,10 @@ pub fn install(
         for (k, pieces) in &work {
             let (one, results, mods) = (&one, &results, &mods);
             s.spawn_fifo(move |s| {
-                // (Kept facts checked, or solved and kept: see `ensure_returns`.)
+                // (Kept facts checked, or solved and kept: see `ensure_returns`. The whole
+                // check passed before the region was planned.)
                 if mods[*k].returns.is_some() {
-                    images[*k].ensure_returns();
+                    let _ = images[*k].ensure_returns();
                 }
                 for (funcs, layout) in pieces {
                     s.spawn_fifo(move |_| {
@@ -988,6 +1008,8 @@ pub fn install(
         limit: opts.cache_limit,
         root_funcs: starts.clone(),
         roots_bytes: 0,
+        flush_share: opts.flush_share,
+        recent_flushes: Default::default(),
         refused: HashMap::new(),
         deferred,
         lazy: opts.on_demand,
@@ -1065,8 +1087,7 @@ fn whole_later(images: &[AnalyzedImage], later: &[usize], stop: &AtomicBool) -> 
         if !matches!(checked, Ok(true)) || stop.load(Ordering::Relaxed) {
             return (k, checked.map(|_| false));
         }
-        m.ensure_returns();
-        (k, Ok(true))
+        (k, m.ensure_returns().map(|_| true))
     };
     let run = || later.iter().map(|&k| each(k)).collect();
     match rayon::ThreadPoolBuilder::new().num_threads(rayon::current_num_threads()).build() {
@@ -1708,6 +1729,7 @@ impl Jit {
         }
         let k = self.module_at(all, target);
         let f = k.and_then(|k| Some((k, kerf_jit::region::function_containing(&mods[k], target)?)));
+        let mut thrashing = false;
         if let Some((k, f)) = f {
             if !self.done[k].contains(&f) {
                 // Without a cache limit, only the start of the walk before the answer; the
@@ -1720,8 +1742,13 @@ impl Jit {
                 // of the functions threads stand in (step 7); its callees come on demand. (A
                 // walk starts from `f` even when it is translated.)
                 let ever = self.could_fit(mods, k, f, plugin);
+                thrashing = region.is_none() && ever && self.thrashing();
+                if thrashing {
+                    self.stats.thrash_escapes += 1;
+                }
                 if region.is_none()
                     && ever
+                    && !thrashing
                     && self.flush(all, mods, plugin, mbox, target)
                     && !self.done[k].contains(&f)
                 {
@@ -1748,7 +1775,7 @@ impl Jit {
                 }
             }
         }
-        if self.index.find(target).is_some() {
+        if thrashing || self.index.find(target).is_some() {
             return;
         }
         // A block start with no entry, or an instruction inside a translated block (the
@@ -1768,6 +1795,20 @@ impl Jit {
                 }
             }
         }
+    }
+
+    /// Whether flushes took more than [`JitOptions::flush_share`] of the last
+    /// [`THRASH_WINDOW`] (those older than it are forgotten here).
+    fn thrashing(&mut self) -> bool {
+        if self.flush_share >= 1.0 {
+            return false;
+        }
+        let now = Instant::now();
+        while self.recent_flushes.front().is_some_and(|&(end, _)| now - end > THRASH_WINDOW) {
+            self.recent_flushes.pop_front();
+        }
+        let busy: Duration = self.recent_flushes.iter().map(|&(_, took)| took).sum();
+        busy.as_secs_f64() > THRASH_WINDOW.as_secs_f64() * self.flush_share
     }
 
     /// Whether function `f` of module `k` fits the limit beside the roots (kerf's estimate):
@@ -1879,7 +1920,7 @@ impl Jit {
         }
         // (A module first reached on demand: its kept facts checked, or solved and kept.)
         if mods[k].returns.is_some() {
-            all[k].ensure_returns();
+            let _ = all[k].ensure_returns();
         }
         let layout = Layout {
             code: sp.code.0 + sp.used,
@@ -2114,6 +2155,7 @@ impl Jit {
         // frame until its handler returns, which is soon: stop again a few times, a moment
         // apart, before the flush is refused.
         let mut tries = 1;
+        let began = Instant::now();
         let done = loop {
             let mut tr = match Tracee::stop_all(self.pid) {
                 Ok(tr) => tr,
@@ -2132,6 +2174,9 @@ impl Jit {
             let resumed = tr.resume_detach().map_err(JitFail::from);
             break r.and_then(|done| resumed.map(|_| done));
         };
+        let took = began.elapsed();
+        self.stats.flush_time += took;
+        self.recent_flushes.push_back((Instant::now(), took));
         match done {
             Ok(true) => {
                 self.stats.flushes += 1;

@@ -228,12 +228,13 @@ impl AnalyzedImage {
     /// it), worked out once: from the facts an earlier start kept beside the cache entry
     /// when they pass their check (one parallel pass, `liveness::check_return_facts`), else
     /// solved and kept (python3.11: about 100 ms solved, 30 ms checked). Facts that fail are
-    /// solved again, never used. Call it after the whole check of a cached analysis
-    /// ([`AnalyzedImage::check_all_code`]): the facts are checked against the blocks' stored
-    /// sets.
-    pub fn ensure_returns(&self) -> &Vec<kerf_analysis::liveness::Live> {
+    /// solved again, never used. Both rest on the blocks' stored sets, so a cached analysis
+    /// has its whole check first ([`AnalyzedImage::check_all_code`], memoised: free when the
+    /// caller made it already); an analysis that fails it gets none.
+    pub fn ensure_returns(&self) -> Result<&Vec<kerf_analysis::liveness::Live>, Invalid> {
         use kerf_analysis::liveness::{check_return_facts, return_facts};
-        self.returns.get_or_init(|| {
+        self.check_all_code()?;
+        Ok(self.returns.get_or_init(|| {
             let cfg = &self.analysis.cfg;
             let dir = self
                 .cache_entry
@@ -259,7 +260,7 @@ impl AnalyzedImage {
             let how = why.map_or(ReturnsHow::Solved, ReturnsHow::Rejected);
             let _ = self.returns_how.set(how);
             facts.into_iter().map(|f| f.lands).collect()
-        })
+        }))
     }
 
     /// Check every function of an analysis read from the cache ([`Checker::all_code`]):

@@ -363,6 +363,15 @@ pub fn run(
             s.late_untraced.join(", ")
         ));
     }
+    if s.thrash_escapes > 0 {
+        events.warn(&format!(
+            "the code cache thrashed: flushes took over {:.0} % of a second, so {} misses ran \
+             natively instead of flushing again (counted as escapes); the cache limit is too \
+             small for the working set: raise --cache-limit",
+            tool.options.flush_share * 100.0,
+            s.thrash_escapes
+        ));
+    }
     if !s.too_big.is_empty() {
         let (n, them) = match s.too_big.len() {
             1 => ("1 function needs".to_string(), "it ran"),
@@ -638,6 +647,8 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
                 "peak": s.cache_peak,
                 "standing_peak": s.standing_peak,
                 "flushes": s.flushes,
+                "flush_seconds": s.flush_time.as_secs_f64(),
+                "thrash_escapes": s.thrash_escapes,
                 "threads_moved": s.flush_moved,
                 "threads_replaced": s.flush_replaced,
                 "refused": s.flush_refused,
