@@ -716,7 +716,13 @@ static int kerf_check_owned(unsigned long addr, unsigned int len)
  * interrupts off could not take the next run's sync, which is why kerf flushes runs itself
  * (KERF_POKE_RUN) instead of letting text_poke_queue() flush a full vector on its own.
  *
- * Caller holds text_mutex.
+ * Then the CPU may go to another task: a batch ioctl writes up to KERF_BATCH_MAX entries, 32
+ * runs, and under qemu TCG on a busy host one such ioctl held its vCPU for over 20 s, which
+ * the soft-lockup watchdog reports ("stuck for 22s! [kerf]"). Between runs nothing is half
+ * written; text_mutex and kerf_lock are mutexes, so other patchers and kerf's own ioctls just
+ * wait.
+ *
+ * Caller holds text_mutex, in process context.
  */
 static void kerf_poke_flush(void)
 {
@@ -741,6 +747,7 @@ static void kerf_poke_flush(void)
 		}
 	}
 	WRITE_ONCE(kerf_poke_n, 0);
+	cond_resched();
 }
 
 /**
@@ -1305,8 +1312,10 @@ static unsigned long kerf_splice_ops(struct kerf_splice_op *ops, unsigned long n
 			ops[i].ret = -ENOMEM;
 		return 0;
 	}
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		ops[i].ret = kerf_splice_prepare(&ops[i]);
+		cond_resched();	/* its checks are slow under TCG (see kerf_poke_flush()) */
+	}
 	mutex_lock(ks.text_mutex);
 	for (i = 0; i < n; i++) {
 		if (!ops[i].ret)

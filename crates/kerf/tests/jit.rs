@@ -453,9 +453,12 @@ fn a_bounded_cache_flushes_and_the_program_runs_unchanged() {
         }
         assert_eq!(some.get("work+0x0"), all.get("work+0x0"), "{limit}: the root's entry");
         if limit == "36K" {
-            // The guard allows half of each second to flushes, plus the one that crossed it.
+            // The guard allows half of each second to flushes, plus the one under way when a
+            // second's half ran out: under a second's slack in all. (Without it this run
+            // flushed for about a minute.)
             let flushing = c["flush_seconds"].as_f64().unwrap();
-            assert!(flushing < 0.7 * took, "{limit}: {flushing} s of {took} s flushing: {c}");
+            let most = 0.5 * took + 1.0;
+            assert!(flushing <= most, "{limit}: {flushing} s of {took} s flushing: {c}");
             assert!(c["thrash_escapes"].as_u64().unwrap() >= 1, "{limit}: {c}");
             assert!(v["jit"]["escapes"].as_u64().unwrap() >= 1, "{}", v["jit"]);
             assert!(err.contains("the code cache thrashed"), "{err}");
