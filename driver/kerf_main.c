@@ -578,12 +578,21 @@ static bool kerf_denied_meets(unsigned long addr, unsigned long end)
  * exception-table entry (a faulting user access, rdmsr_safe...: relocated, the fault would
  * find no fixup and oops).
  *
+ * The kprobe blacklist is asked once for a range inside one kallsyms symbol: its entries are
+ * whole symbols (NOKPROBE_SYMBOL, and the blacklisted sections added symbol by symbol) or
+ * section ranges no symbol straddles, and its suffix rule ("foo.cold" when foo is listed) is
+ * per symbol too, so every byte of a symbol gets the same answer. Per byte it walked the
+ * whole list (about 2,000 entries) len times for each splice, in the ioctl that runs while
+ * the batch's int3s are in: every block of that walk spliced in the batch trapped on each
+ * turn.
+ *
  * Return: 0, -ENXIO (not such text), -EPERM (forbidden), -EINVAL (range wraps).
  */
 static int kerf_check_text(unsigned long addr, unsigned int len, struct module **modp)
 {
-	unsigned long end = addr + len, a, base;
+	unsigned long end = addr + len, a, base, size, off;
 	struct module *mod = NULL;
+	bool one_symbol;
 	int ret = 0;
 
 	*modp = NULL;
@@ -620,8 +629,13 @@ static int kerf_check_text(unsigned long addr, unsigned int len, struct module *
 		ret = -EPERM;
 		goto err_put;
 	}
+	one_symbol = ks.kallsyms_lookup_size_offset(addr, &size, &off) && end - addr <= size - off;
+	if (one_symbol && ks.within_kprobe_blacklist(addr)) {
+		ret = -EPERM;
+		goto err_put;
+	}
 	for (a = addr; a < end; a++) {
-		if (ks.within_kprobe_blacklist(a) ||
+		if ((!one_symbol && ks.within_kprobe_blacklist(a)) ||
 		    (kerf_index_meets(&kerf_core_bugs, a, a) && ks.find_bug(a)) ||
 		    ks.search_exception_tables(a)) {
 			ret = -EPERM;
