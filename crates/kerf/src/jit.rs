@@ -62,10 +62,11 @@ pub struct Args {
     /// fit finishes its root call in the original code). Default: no limit.
     #[arg(long, value_parser = cache_size, value_name = "SIZE")]
     cache_limit: Option<u64>,
-    /// Under --cache-limit: when flushes took more than this share of the last second, a
-    /// miss runs its target natively (an escape, counted and reported) instead of flushing
-    /// again, so a limit far below the working set cannot stall the program; 1 never does.
-    #[arg(long, default_value_t = 0.5, value_parser = share, value_name = "SHARE")]
+    /// Under --cache-limit: when flushes took more than this share of the last two seconds,
+    /// a miss runs its target natively (an escape, counted and reported: the thread leaves
+    /// for the rest of its root call) instead of flushing again, so a limit far below the
+    /// working set cannot stall the program; 1 never does.
+    #[arg(long, default_value_t = 0.9, value_parser = share, value_name = "SHARE")]
     max_flush_share: f64,
     /// Process to instrument.
     #[arg(short, long, conflicts_with = "command")]
@@ -149,7 +150,7 @@ fn budget(s: &str) -> Result<usize, String> {
 fn share(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(x) if x > 0.0 && x <= 1.0 => Ok(x),
-        _ => Err(format!("{s}: a share above 0 and at most 1 (such as 0.5)")),
+        _ => Err(format!("{s}: a share above 0 and at most 1 (such as 0.9)")),
     }
 }
 

@@ -365,9 +365,10 @@ pub fn run(
     }
     if s.thrash_escapes > 0 {
         events.warn(&format!(
-            "the code cache thrashed: flushes took over {:.0} % of a second, so {} misses ran \
-             natively instead of flushing again (counted as escapes); the cache limit is too \
-             small for the working set: raise --cache-limit",
+            "the code cache thrashed: flushes took over {:.0} % of two seconds, so {} misses ran \
+             natively instead of flushing again (counted as escapes: each thread left for the \
+             rest of its root call); the cache limit is too small for the working set: raise \
+             --cache-limit",
             tool.options.flush_share * 100.0,
             s.thrash_escapes
         ));
