@@ -21,6 +21,7 @@ use std::process::Command;
 /// times more: two, with three guests on two CPUs, locked up in kerf's own splice ioctl (fixed:
 /// the driver yields between runs), the six others were clean; the `sh` lockup did not come
 /// back and is not understood (1 in 11 runs). Until it is, the suite would fail at random.
+/// `vm/lockup-watch` samples the vCPUs of a guest run by hand when it happens.
 #[test]
 #[ignore = "a soft lockup in 1 of 11 runs (sessions 42-43), not understood: see the comment"]
 fn every_block_of_core_text_is_covered_and_checked_against_kprobes() {
