@@ -366,9 +366,9 @@ fn a_launched_commands_exit_code_is_kerfs() {
     }
 }
 
-/// `kerf jit --budget 0` (no root translated) and a cache limit under a page are refused as
-/// usage errors before anything runs (they were accepted: the first killed the program, the
-/// second showed "limit 0 KiB"); a script given as the command is said to be one, since the
+/// `kerf jit --budget 0` (no root translated), a cache limit under a page and a flush share
+/// outside (0, 1] are refused as usage errors before anything runs (the first two were
+/// accepted: the first killed the program, the second showed "limit 0 KiB"); a script given as the command is said to be one, since the
 /// kernel runs its interpreter and that is what kerf instruments.
 #[test]
 fn jit_refuses_a_budget_of_0_and_a_tiny_cache_and_names_a_script() {
@@ -376,6 +376,8 @@ fn jit_refuses_a_budget_of_0_and_a_tiny_cache_and_names_a_script() {
     for (args, needle) in [
         (&["jit", "main", "--budget", "0", "--", "true"][..], "at least 1"),
         (&["jit", "main", "--cache-limit", "10", "--", "true"][..], "at least 4K"),
+        (&["jit", "main", "--max-flush-share", "1.5", "--", "true"][..], "at most 1"),
+        (&["jit", "main", "--max-flush-share", "0", "--", "true"][..], "above 0"),
     ] {
         let out = kerf(args, &cache);
         let err = String::from_utf8_lossy(&out.stderr);
