@@ -78,6 +78,7 @@ static struct {
 	unsigned long (*kallsyms_lookup_name)(const char *name);
 	void (*text_poke_queue)(void *addr, const void *opcode, size_t len, const void *emulate);
 	void (*text_poke_finish)(void);
+	void (*text_poke_sync)(void);
 	void *(*text_poke)(void *addr, const void *opcode, size_t len);
 	void *(*text_poke_copy)(void *addr, const void *opcode, size_t len);
 	void *(*text_poke_set)(void *addr, int c, size_t len);
@@ -730,6 +731,15 @@ static int kerf_check_owned(unsigned long addr, unsigned int len)
  * interrupts off could not take the next run's sync, which is why kerf flushes runs itself
  * (KERF_POKE_RUN) instead of letting text_poke_queue() flush a full vector on its own.
  *
+ * That one rewrite was not enough: in a core-text run of 2026-11-30 both vCPUs ended up
+ * trapping without end at a restored site (a `decl %gs:__preempt_count` whose bytes were
+ * back, interrupts off, so no watchdog spoke and the guest hung); writing the same first byte
+ * once more from qemu's gdb stub freed both at once. So it was a stale translation of a
+ * temporary int3 that outlived the rewrite, by a race in qemu not understood. Hence a sync
+ * and a second rewrite: every vCPU has passed a block boundary after the first rewrite, so a
+ * translation made before it is linked by then and this store drops it. On hardware both
+ * are no-ops. Not yet shown to be enough (the hang came in 1 of 2 runs of that hour).
+ *
  * Then the CPU may go to another task: a batch ioctl writes up to KERF_BATCH_MAX entries, 32
  * runs, and under qemu TCG on a busy host one such ioctl held its vCPU for over 20 s, which
  * the soft-lockup watchdog reports ("stuck for 22s! [kerf]"). Between runs nothing is half
@@ -748,6 +758,11 @@ static void kerf_poke_flush(void)
 	if (!kerf_poke_n)
 		return;
 	ks.text_poke_finish();
+	for (i = 0; i < kerf_poke_n; i++) {
+		e = &kerf_poking[i];
+		ks.text_poke((void *)e->addr, e->bytes, e->len);
+	}
+	ks.text_poke_sync();
 	for (i = 0; i < kerf_poke_n; i++) {
 		e = &kerf_poking[i];
 		ks.text_poke((void *)e->addr, e->bytes, e->len);
@@ -1919,6 +1934,7 @@ static int kerf_resolve(void)
 #define KERF_SYM(field, name) { name, offsetof(typeof(ks), field) }
 		KERF_SYM(text_poke_queue, "text_poke_queue"),
 		KERF_SYM(text_poke_finish, "text_poke_finish"),
+		KERF_SYM(text_poke_sync, "text_poke_sync"),
 		KERF_SYM(text_poke, "text_poke"),
 		KERF_SYM(text_poke_copy, "text_poke_copy"),
 		KERF_SYM(text_poke_set, "text_poke_set"),
