@@ -11,9 +11,6 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
-
 /// Not in the suite's run (`cargo test -- --ignored` runs it): its second run, in the
 /// fresh-clone suite of session 42, panicked the guest on a soft lockup 40 s after going live
 /// (CPU 0 stuck 26 s in `sh`'s page fault from `__rseq_handle_notify_resume`, a kprobe's
@@ -30,23 +27,26 @@ use std::process::Command;
 fn every_block_of_core_text_is_covered_and_checked_against_kprobes() {
     let repo = common::repo();
     let ko = common::build_driver("driver-cover-core").join("kerf.ko");
-    let file = |host: &Path, guest: &str| format!("{}:{guest}", host.display());
-    let started = std::time::Instant::now();
-    let out = Command::new(repo.join("vm/run"))
-        .args(["--timeout", "2700", "--memory", "6G", "--append"])
-        .arg("softlockup_panic=1 softlockup_all_cpu_backtrace=1")
-        .arg("--file")
-        .arg(file(Path::new(env!("CARGO_BIN_EXE_kerf")), "/kerf/kerf"))
-        .arg("--file")
-        .arg(file(&ko, "/kerf/kerf.ko"))
-        .arg("--file")
-        .arg(file(&repo.join("tests/fixtures/kernel_cover_core.sh"), "/kerf/cover_core.sh"))
-        .arg("--file")
-        .arg(file(&repo.join("tests/fixtures/kprobe_sample.sh"), "/kerf/kprobe_sample.sh"))
-        .args(["--", "sh /kerf/cover_core.sh"])
-        .output()
-        .expect("run vm/run");
-    eprintln!("vm/run took {:.1}s", started.elapsed().as_secs_f64());
+    let (script, sample) = (
+        repo.join("tests/fixtures/kernel_cover_core.sh"),
+        repo.join("tests/fixtures/kprobe_sample.sh"),
+    );
+    let out = common::vm_run(
+        &[
+            "--timeout",
+            "2700",
+            "--memory",
+            "6G",
+            "--append",
+            "softlockup_panic=1 softlockup_all_cpu_backtrace=1",
+        ],
+        &[
+            (&ko, "/kerf/kerf.ko"),
+            (&script, "/kerf/cover_core.sh"),
+            (&sample, "/kerf/kprobe_sample.sh"),
+        ],
+        "sh /kerf/cover_core.sh",
+    );
     let stdout =
         common::guest_passed(&out, &["cover_live", "kprobe_sample", "text_restored", "dmesg"]);
     for l in stdout.lines().filter(|l| l.starts_with("RESULT ") || l.starts_with("DISAGREE ")) {

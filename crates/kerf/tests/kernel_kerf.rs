@@ -25,7 +25,7 @@
 
 use serde_json::Value;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 mod common;
@@ -92,38 +92,26 @@ fn kerf_on_the_live_stock_kernel() {
     let traced = cc("traced", "-pthread", "tests/fixtures/traced.c");
     // The virtual-time workload (its `sys` mode).
     let virtual_sys = cc("virtual", "-static", "tests/fixtures/virtual.c");
-    let file = |host: &Path, guest: &str| format!("{}:{guest}", host.display());
-    let started = std::time::Instant::now();
-    let out = Command::new(repo.join("vm/run"))
-        // A soft lockup (a CPU stuck in the kernel for 20 s) panics the guest: vm/run then
-        // fails at once with the lockup's backtrace instead of waiting for its timeout, and
-        // asks every other CPU for its own (a lockup in CI once showed only the CPU that
-        // waited for another's answer; those lines are warnings, which reach the console
-        // if the panic's flush finds them pending).
-        .args(["--timeout", "1200", "--append"])
-        .arg("softlockup_panic=1 softlockup_all_cpu_backtrace=1")
-        .arg("--file")
-        .arg(file(Path::new(env!("CARGO_BIN_EXE_kerf")), "/kerf/kerf"))
-        .arg("--file")
-        .arg(file(&ko, "/kerf/kerf.ko"))
-        .arg("--file")
-        .arg(file(&selftest, "/kerf/kerf_selftest"))
-        .arg("--file")
-        .arg(file(&fentry, "/kerf/fentry_loop"))
-        .arg("--file")
-        .arg(file(&bpf_ring, "/kerf/bpf_ring"))
-        .arg("--file")
-        .arg(file(&brd, "/kerf/brd.ko"))
-        .arg("--file")
-        .arg(file(&traced, "/kerf/traced"))
-        .arg("--file")
-        .arg(file(&virtual_sys, "/kerf/virtual"))
-        .arg("--file")
-        .arg(file(&repo.join("tests/fixtures/kernel_guest.sh"), "/kerf/kernel_guest.sh"))
-        .args(["--", "sh /kerf/kernel_guest.sh"])
-        .output()
-        .expect("run vm/run");
-    eprintln!("vm/run took {:.1}s", started.elapsed().as_secs_f64());
+    let script = repo.join("tests/fixtures/kernel_guest.sh");
+    // A soft lockup (a CPU stuck in the kernel for 20 s) panics the guest: vm/run then fails
+    // at once with the lockup's backtrace instead of waiting for its timeout, and asks every
+    // other CPU for its own (a lockup in CI once showed only the CPU that waited for another's
+    // answer; those lines are warnings, which reach the console if the panic's flush finds
+    // them pending).
+    let out = common::vm_run(
+        &["--timeout", "1200", "--append", "softlockup_panic=1 softlockup_all_cpu_backtrace=1"],
+        &[
+            (&ko, "/kerf/kerf.ko"),
+            (&selftest, "/kerf/kerf_selftest"),
+            (&fentry, "/kerf/fentry_loop"),
+            (&bpf_ring, "/kerf/bpf_ring"),
+            (&brd, "/kerf/brd.ko"),
+            (&traced, "/kerf/traced"),
+            (&virtual_sys, "/kerf/virtual"),
+            (&script, "/kerf/kernel_guest.sh"),
+        ],
+        "sh /kerf/kernel_guest.sh",
+    );
     let want = [
         "no_driver",
         "insmod",

@@ -262,6 +262,21 @@ pub fn build_driver(tag: &str) -> PathBuf {
     PathBuf::from(String::from_utf8_lossy(&built.stdout).trim())
 }
 
+/// Boot the guest with `vm/run`: its options `opts`, each `(host, guest)` of `files` copied in
+/// (kerf's own binary always, as `/kerf/kerf`), then `guest_cmd` run; prints how long it took.
+pub fn vm_run(opts: &[&str], files: &[(&Path, &str)], guest_cmd: &str) -> std::process::Output {
+    let mut cmd = Command::new(repo().join("vm/run"));
+    cmd.args(opts);
+    let kerf = Path::new(env!("CARGO_BIN_EXE_kerf"));
+    for (host, guest) in std::iter::once(&(kerf, "/kerf/kerf")).chain(files) {
+        cmd.arg("--file").arg(format!("{}:{guest}", host.display()));
+    }
+    let started = std::time::Instant::now();
+    let out = cmd.args(["--", guest_cmd]).output().expect("run vm/run");
+    eprintln!("vm/run took {:.1}s", started.elapsed().as_secs_f64());
+    out
+}
+
 /// A guest run of `vm/run` whose script prints `CHECK NAME ok` (or `CHECK NAME FAIL why`,
 /// then stops): fails the test at a failed check or a failed run, and at a check of `want`
 /// missing; returns the guest's output.
