@@ -1720,7 +1720,7 @@ static unsigned long kerf_restore_round(void)
 }
 
 /**
- * kerf_remove_all_locked() - restore every live splice, quiesce, drop every trap
+ * kerf_remove_all_locked() - restore every live splice, quiesce, drop every trap, quiesce again
  *
  * Called when the device is closed, whatever the daemon's fate. A
  * springboard whose jmp rel8 was just restored needs a quiesce before it may go, so this runs
@@ -1748,6 +1748,13 @@ static void kerf_remove_all_locked(void)
 		if (!meta->int3_live)
 			kerf_trap_remove(addr, meta);
 	}
+	/*
+	 * Removing those entries retired their patches; without a quiesce now they would stay
+	 * unwritable, and the next daemon, which lays out its patches from the heap's start
+	 * again, would be refused them (seen: the third of three kerf runs in a row).
+	 */
+	if (!xa_empty(&kerf_retired))
+		kerf_quiesce_locked();
 	kerf_publish_traps_if_dirty();
 	if (!list_empty(&kerf_splice_list) && !kerf_pinned) {
 		__module_get(THIS_MODULE);

@@ -405,6 +405,8 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
     // Phase 3: number everything and resolve edge targets to ids.
     progress.phase("graph");
     let mut cfg = assemble(known, built, &cx);
+    no_splice.extend(instructions_entered_inside(&cfg, image));
+    no_splice.sort_unstable_by_key(|n| (n.start, n.len));
     cfg.no_splice = no_splice;
     cfg.padding = springboard_padding(&cfg, image);
     let call_graph = CallGraph::build(&cfg);
@@ -494,6 +496,49 @@ pub fn springboard_padding(cfg: &Cfg, image: &dyn CodeMemory) -> Vec<Padding> {
 /// bytes (padding in some sections; `00 00` would decode as `add [rax], al` and run an
 /// odd-length run into the code after it) is skipped whole. Every entry is checked from the
 /// known entry just before it, so the decodes of a whole image cover its code about once.
+/// The inner bytes of every instruction that another block starts inside (glibc jumps over
+/// the `lock` prefix of `lock cmpxchg` where only one thread runs: the block at the
+/// `cmpxchg` lies one byte into the locked one). No splice may touch them: an int3 at the
+/// inner block would turn the prefixed instruction into `lock int3`, which raises SIGILL,
+/// and a jump anywhere across them would break one of the two instruction streams.
+fn instructions_entered_inside(cfg: &Cfg, image: &Image<'_>) -> Vec<NoSplice> {
+    let mut out = Vec::new();
+    for f in 0..cfg.functions.len() {
+        let blocks = cfg.blocks_of(FuncId(f as u32));
+        for (k, b) in blocks.iter().enumerate() {
+            let end = b.start.0 + b.len as u64;
+            // Blocks are in address order: the ones that start inside this one follow it.
+            for n in blocks[k + 1..].iter().take_while(|n| n.start.0 < end) {
+                let Some(insn) = instruction_holding(image, b.start, n.start) else { continue };
+                let (at, len) = insn;
+                if at < n.start.0 {
+                    let why =
+                        NoSpliceWhy::InsideInstruction { insn: ImageAddr(at), entry: n.start };
+                    out.push(NoSplice { start: ImageAddr(at + 1), len: len - 1, why });
+                }
+            }
+        }
+    }
+    out.sort_unstable_by_key(|n| (n.start, n.len));
+    out.dedup();
+    out
+}
+
+/// The instruction (start, length) of the stream decoded from `from` that holds `addr`.
+fn instruction_holding(image: &Image<'_>, from: ImageAddr, addr: ImageAddr) -> Option<(u64, u64)> {
+    let (base, bytes) = image.code_at(from)?;
+    let mut sc = Scanner::new(bytes, base);
+    let mut a = from.0;
+    while a <= addr.0 {
+        let next = sc.decode(ImageAddr(a))?.next_ip();
+        if next > addr.0 {
+            return Some((a, next - a));
+        }
+        a = next;
+    }
+    None
+}
+
 fn instruction_around(image: &Image<'_>, from: Option<u64>, addr: ImageAddr) -> Option<u64> {
     let (base, bytes) = image.code_at(addr)?;
     let from = from.filter(|f| *f >= base.0).unwrap_or(base.0);

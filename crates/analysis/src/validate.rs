@@ -463,9 +463,19 @@ fn check_function(
             let d = sc
                 .decode_facts(ImageAddr(at))
                 .ok_or_else(|| bad(b, format!("no instruction decodes at {at:#x}")))?;
+            // A block that starts inside this instruction (a branch over a `lock` prefix)
+            // must lie in code no splice touches: a probe there would break this one.
+            let end = d.insn.next_ip();
+            let inside = blocks[k + 1..].iter().take_while(|n| n.start.0 < b.end().0);
+            if let Some(n) = inside.map(|n| n.start.0).find(|&s| at < s && s < end) {
+                if cfg.no_splice_in(n, n + 1).is_none() {
+                    let why = format!("the block at {n:#x} starts inside an instruction and is not listed as never spliced");
+                    return Err(bad(b, why));
+                }
+            }
             let f = &d.facts;
             check.add_insn(f.reads, f.kills, f.flags_read, f.flags_killed);
-            at = d.insn.next_ip();
+            at = end;
             if at > b.end().0 {
                 return Err(bad(b, "an instruction crosses its end".into()));
             }
@@ -682,5 +692,33 @@ mod tests {
         e.payload += 1;
         let err = validate(&mut a, &image).expect_err("a call edge to the wrong function passed");
         assert!(matches!(err, Invalid::Block { .. }), "unexpected rejection: {err}");
+    }
+
+    /// glibc's malloc branches over the `lock` prefix of `lock cmpxchg` (`je 1f; lock; 1:
+    /// cmpxchg`): analysis lists the locked instruction's inner bytes as never spliced, and a
+    /// cached analysis without them is refused (a probe at the inner block killed a
+    /// multi-threaded program with SIGILL).
+    #[test]
+    fn blocks_inside_an_instruction_must_be_listed_never_spliced() {
+        let (data, mut a) = libc();
+        let image = Image::from_elf("libc", &data).unwrap();
+        let inside = |n: &crate::cfg::NoSplice| {
+            matches!(n.why, crate::cfg::NoSpliceWhy::InsideInstruction { .. })
+        };
+        let listed: Vec<_> = a.cfg.no_splice.iter().filter(|n| inside(n)).copied().collect();
+        assert!(!listed.is_empty(), "none found in libc: {:?}", a.cfg.no_splice);
+        for n in &listed {
+            let crate::cfg::NoSpliceWhy::InsideInstruction { insn, entry } = n.why else {
+                unreachable!()
+            };
+            // The instruction holds a lock prefix, and the inner block starts right after it.
+            let (base, bytes) = image.code_at(insn).unwrap();
+            assert_eq!(bytes[(insn.0 - base.0) as usize], 0xf0, "{n}");
+            assert_eq!((n.start, entry.0), (ImageAddr(insn.0 + 1), insn.0 + 1), "{n}");
+        }
+        validate(&mut a, &image).expect("the fresh analysis passes");
+        a.cfg.no_splice.retain(|n| !inside(n));
+        let err = validate(&mut a, &image).expect_err("a block inside an instruction passed");
+        assert!(err.to_string().contains("starts inside an instruction"), "{err}");
     }
 }

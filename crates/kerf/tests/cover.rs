@@ -165,6 +165,64 @@ fn a_forked_childs_blocks_are_covered() {
     assert!(!cov.iter().any(|(k, c)| *c && k.starts_with("forked_only+")), "{cov:?}");
 }
 
+/// A forked child's probes go out as its parent's do: the child of 'F' runs `forked_only`,
+/// then waits (up to 10 s) until that function's bytes in its memory are its file's again,
+/// and its answer is part of the checksum. Without kerf they are at once. With int3s too.
+#[test]
+fn a_forked_childs_probes_go_out_as_its_parents() {
+    let program = fixture("fork-out");
+    let expected = plain(&program, &["F"]);
+    let name = program.file_name().unwrap().to_str().unwrap();
+    for kind in [None, Some("trap")] {
+        let tag = kind.unwrap_or("any");
+        let mut args: Vec<&str> = kind.map(|k| vec!["--force-kind", k]).unwrap_or_default();
+        args.push(name);
+        let (v, out) = kerf_on(&format!("fork-out-{tag}"), "cover", &args, &program, "F");
+        assert_eq!(out, expected, "{tag}: the child kept forked_only's probe: {}", v["forked"]);
+        let f = &v["forked"];
+        assert_eq!(f["copies"], 1, "{tag}: {f}");
+        assert!(f["probes_out"].as_u64().unwrap() >= 1, "{tag}: {f}");
+        assert_eq!(f["foreign"], 0, "{tag}: {f}");
+        assert_eq!(f["given_up"], 0, "{tag}: {f}");
+        let cov = cover_blocks(&v, &program);
+        assert!(cov.iter().any(|(k, c)| *c && k.starts_with("forked_only+")), "{tag}: {cov:?}");
+    }
+}
+
+/// A block that starts inside another instruction (a branch over the `lock` prefix of `lock
+/// cmpxchg`, as in glibc's malloc) gets no probe: with one there, the locked path ran `lock
+/// int3` (or `lock jmp`) and died of SIGILL once the outer block's probe was out. It is listed
+/// as not measurable, with the reason.
+#[test]
+fn a_block_inside_a_locked_instruction_gets_no_probe() {
+    let program = fixture("lock");
+    let expected = plain(&program, &["lu"]);
+    let name = program.file_name().unwrap().to_str().unwrap();
+    for kind in [None, Some("trap")] {
+        let tag = kind.unwrap_or("any");
+        let mut args: Vec<&str> = kind.map(|k| vec!["--force-kind", k]).unwrap_or_default();
+        args.push(name);
+        let (v, out) = kerf_on(&format!("lock-{tag}"), "cover", &args, &program, "lu");
+        assert_eq!(out, expected, "{tag}");
+        let modules = v["coverage"]["modules"].as_array().unwrap();
+        let left_out: Vec<&Value> = (modules.iter())
+            .flat_map(|m| m["not_measurable"].as_array().unwrap())
+            .filter(|u| u["function"] == "swap_maybe_locked")
+            .collect();
+        assert_eq!(left_out.len(), 1, "{tag}: {left_out:?}");
+        let why = left_out[0]["reason"].as_str().unwrap();
+        assert!(why.contains("inside the instruction"), "{tag}: {why}");
+        let cov = cover_blocks(&v, &program);
+        // The entry, the locked instruction's block and the `ret` both paths reach.
+        let ran: Vec<&str> = (cov.iter())
+            .filter(|(k, c)| **c && k.starts_with("swap_maybe_locked+"))
+            .map(|(k, _)| k.as_str())
+            .collect();
+        let want = ["swap_maybe_locked+0x0", "swap_maybe_locked+0x8", "swap_maybe_locked+0xd"];
+        assert_eq!(ran, want, "{tag}: {cov:?}");
+    }
+}
+
 /// After `exec`, kerf follows the process into its new program (here the same file, run with
 /// other words), and the coverage of both joins: alpha's even branch ran before, its odd one
 /// only after.

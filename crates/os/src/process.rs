@@ -252,6 +252,30 @@ pub fn threads(sys: &dyn ProcSys, pid: i32) -> Vec<i32> {
     tids
 }
 
+/// Every process below `pid`: the children each of its threads started
+/// (/proc/PID/task/TID/children), their children, and so on, lowest first; empty when there
+/// are none or they cannot be read. A process whose parent ended has been given another
+/// (init or a subreaper) and is no longer found here.
+pub fn descendants(sys: &dyn ProcSys, pid: i32) -> Vec<i32> {
+    let mut found: Vec<i32> = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        for tid in threads(sys, p) {
+            let path = proc_dir(p).join("task").join(tid.to_string()).join("children");
+            let text = sys.read_to_string(&path).unwrap_or_default();
+            for c in text.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+                // A pid seen twice (a race with a fork and an exit) is walked once.
+                if c != pid && !found.contains(&c) {
+                    found.push(c);
+                    todo.push(c);
+                }
+            }
+        }
+    }
+    found.sort_unstable();
+    found
+}
+
 /// The wait status of process `pid` if it is a zombie (field 52, `exit_code`, of
 /// /proc/PID/stat); `None` for a live process or when it cannot be read.
 pub fn zombie_status(sys: &dyn ProcSys, pid: i32) -> Option<i32> {
@@ -357,6 +381,20 @@ pub(crate) mod tests {
             .file("/proc/7/task/9/status", "");
         assert_eq!(threads(&sys, 7), vec![7, 9, 12]);
         assert_eq!(threads(&sys, 8), Vec::<i32>::new(), "no such process");
+    }
+
+    #[test]
+    fn descendants_are_every_threads_children_and_theirs() {
+        let sys = FakeSys::default()
+            .file("/proc/7/task/7/children", "12 ")
+            .file("/proc/7/task/8/children", "15 13 ")
+            .file("/proc/12/task/12/children", "20")
+            .file("/proc/13/task/13/children", "")
+            .file("/proc/15/task/15/children", "7 ")
+            .file("/proc/20/task/20/children", "");
+        assert_eq!(descendants(&sys, 7), vec![12, 13, 15, 20]);
+        assert_eq!(descendants(&sys, 12), vec![20]);
+        assert_eq!(descendants(&sys, 99), Vec::<i32>::new(), "no such process");
     }
 
     #[test]

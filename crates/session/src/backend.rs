@@ -124,6 +124,10 @@ pub trait Backend {
     /// quiescence, a process in [`Backend::after_remove`], once its code heaps are free).
     fn remove(&mut self, batch: &[Splice<Self::Addr>]) -> Result<Vec<Outcome>, InstrumentError>;
 
+    /// A run of [`Backend::remove`] calls is over (also when one failed): a process takes the
+    /// same splices out of the children it forked (`crate::forked`).
+    fn removals_done(&mut self) {}
+
     // The builder's hooks, in the order the builder calls them (DESIGN.md §9).
 
     /// How this target's sites are planned.
@@ -271,6 +275,12 @@ pub trait Backend {
 
     /// How the target was held while the probes went in.
     fn pauses(&self) -> Pauses;
+
+    /// What removals did in the children the target forked (a process; see
+    /// [`Backend::removals_done`]).
+    fn forks(&self) -> crate::forked::ForkStats {
+        Default::default()
+    }
 
     /// Where kerf's code heaps start (a process's vanish from its maps on `exec`; the kernel
     /// has none of its own).

@@ -79,14 +79,19 @@ pub(crate) fn remove_in_batches<B: Backend + ?Sized>(
     mut removed: impl FnMut(usize),
 ) -> Result<(), InstrumentError> {
     let order: Vec<&(usize, Splice<B::Addr>)> = live.iter().rev().collect();
+    let mut r = Ok(());
     for batch in order.chunks(size.max(1)) {
         let splices: Vec<Splice<B::Addr>> = batch.iter().map(|(_, s)| s.clone()).collect();
-        be.remove(&splices)?;
+        if let Err(e) = be.remove(&splices) {
+            r = Err(e);
+            break;
+        }
         for (i, _) in batch {
             removed(*i);
         }
     }
-    Ok(())
+    be.removals_done();
+    r
 }
 
 #[cfg(test)]

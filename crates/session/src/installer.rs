@@ -772,6 +772,12 @@ impl<B: Backend> PatchSet<B> {
         self.be.pauses()
     }
 
+    /// What taking probes out did in the target's forked children (see
+    /// [`Backend::removals_done`]).
+    pub fn forks(&self) -> crate::forked::ForkStats {
+        self.be.forks()
+    }
+
     /// Where kerf's code heaps start in the target (see [`Backend::code_heaps`]).
     pub fn code_heaps(&self) -> Vec<RemoteAddr> {
         self.be.code_heaps()

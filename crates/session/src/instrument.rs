@@ -44,6 +44,8 @@
 //! ```
 
 use crate::backend::{Backend, Batches, Begin, Heap, Patch, Pauses, Splice, Springboard};
+pub use crate::forked::ForkStats;
+use crate::forked::ForkedCopies;
 pub use crate::installer::{tsc, tsc_and_instant, Cancel, PatchSet};
 use crate::load::AnalyzedImage;
 use crate::patchset::{self, DataLayout, Outcome, Runtime, GUARD_PATCH};
@@ -175,6 +177,9 @@ pub struct ProcessBackend {
     /// The threads' off-CPU clock (a BPF program kerf holds), and where its table is mapped
     /// in the target and how long, where the tool has off-CPU timers.
     off_cpu: Option<(kerf_os::bpf::OffCpuClock, RemoteAddr, u64)>,
+    /// The process's forked children (and theirs), which get the splices taken out of it
+    /// taken out too (see `crate::forked`).
+    forks: ForkedCopies,
 }
 
 impl ProcessBackend {
@@ -204,7 +209,22 @@ impl ProcessBackend {
             returns: Default::default(),
             off_cpu: None,
             dispatcher_frames: None,
+            forks: ForkedCopies::default(),
         }
+    }
+
+    /// The springboards put back in the process go back in its forked copies too, after
+    /// everything else (the copies were found while the heaps were mapped).
+    fn springboards_out_of_forks(&mut self, boards: &[Springboard<RemoteAddr>]) {
+        let back = boards.iter().map(|(sb, pad, jmp)| (sb.0, &jmp[..], &pad[..]));
+        self.forks.springboards_out(back);
+        self.sync_forks();
+    }
+
+    /// Take what went out of the process out of its forked copies too (see `crate::forked`).
+    fn sync_forks(&mut self) {
+        let heap = self.heaps.iter().flatten().next().map(|h| h.data.remote().0);
+        self.forks.sync(self.pid, heap, &self.sys, &kerf_os::process::RealSys);
     }
 
     /// Stop every thread of the process.
@@ -360,7 +380,18 @@ impl Backend for ProcessBackend {
         let tr = self.stop()?;
         let r = batch.iter().try_for_each(|s| write_verified(&tr, s.addr.0, &s.new, &s.old));
         self.resume(tr, true)?;
-        r.map(|()| vec![Outcome::Done; batch.len()])
+        r?;
+        self.forks.taken_out(batch.iter().map(|s| (s.addr.0, &s.new[..], &s.old[..])));
+        Ok(vec![Outcome::Done; batch.len()])
+    }
+
+    /// The forked copies follow, once per run of removals (see `crate::forked`).
+    fn removals_done(&mut self) {
+        self.sync_forks();
+    }
+
+    fn forks(&self) -> ForkStats {
+        self.forks.stats
     }
 
     fn rules(&self) -> Rules {
@@ -700,6 +731,7 @@ impl Backend for ProcessBackend {
                 restore_springboards(&tr, &springboards)?;
                 let mut removed = self.free_heaps(&mut tr);
                 self.resume(tr, false)?;
+                self.springboards_out_of_forks(&springboards);
                 if let Some((why, kept)) = left {
                     removed.kept.extend(kept);
                     removed.why = Some(why);
@@ -731,6 +763,7 @@ impl Backend for ProcessBackend {
                     .collect();
                 kept.extend(left.into_iter().flat_map(|l| l.1));
                 self.resume(tr, false)?;
+                self.springboards_out_of_forks(&springboards);
                 let why = format!("a stack may still return into them: {last_blocker}");
                 return Ok(Removed { kept, why: Some(why) });
             }
@@ -1375,7 +1408,7 @@ fn bytes_words(b: &[u8; 32]) -> [u64; 4] {
 /// close together (one read instead of one per site: each costs a page lookup in the target
 /// and a copy in the kernel). Ranges outside it are read on their own.
 #[derive(Default)]
-struct Window {
+pub(crate) struct Window {
     start: u64,
     bytes: Vec<u8>,
 }
@@ -1386,7 +1419,10 @@ impl Window {
 
     /// The smallest stretch holding every one of `ranges`, if it is at most `MAX` bytes and
     /// readable; else an empty window.
-    fn read(tr: &dyn TargetMemory, ranges: impl Iterator<Item = (u64, usize)>) -> Window {
+    pub(crate) fn read(
+        tr: &dyn TargetMemory,
+        ranges: impl Iterator<Item = (u64, usize)>,
+    ) -> Window {
         let (mut lo, mut hi) = (u64::MAX, 0);
         for (a, len) in ranges {
             lo = lo.min(a);
@@ -1403,7 +1439,12 @@ impl Window {
     }
 
     /// The `len` bytes at `addr`: from the window, else read now.
-    fn bytes(&self, tr: &dyn TargetMemory, addr: u64, len: usize) -> Result<Vec<u8>, TargetError> {
+    pub(crate) fn bytes(
+        &self,
+        tr: &dyn TargetMemory,
+        addr: u64,
+        len: usize,
+    ) -> Result<Vec<u8>, TargetError> {
         if let Some(b) = self.get(addr, len) {
             return Ok(b.to_vec());
         }

@@ -10,6 +10,7 @@ mod builder;
 pub mod cache;
 pub mod checked;
 pub mod debuginfo;
+mod forked;
 mod http;
 pub mod installer;
 pub mod instrument;

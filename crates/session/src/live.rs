@@ -672,6 +672,8 @@ pub trait Installed {
     /// Free the thread table slots of `pid`'s forked children that have ended, where
     /// `drained(heap, slot)`; how many ([`PatchSet::free_ended_children`]).
     fn free_ended_children(&self, pid: i32, drained: &dyn Fn(usize, u64) -> bool) -> usize;
+    /// What taking probes out did in the children the target forked.
+    fn forks(&self) -> crate::instrument::ForkStats;
     /// Context switches the off-CPU clock of virtual time missed (`None`: no such clock, or
     /// the kernel cannot say).
     fn off_cpu_missed(&self) -> Option<u64>;
@@ -698,6 +700,9 @@ impl<B: Backend> Installed for PatchSet<B> {
     }
     fn timer(&self, t: usize, now: u64) -> TimerSample {
         PatchSet::timer(self, t, now)
+    }
+    fn forks(&self) -> crate::instrument::ForkStats {
+        PatchSet::forks(self)
     }
     fn off_cpu_missed(&self) -> Option<u64> {
         PatchSet::off_cpu_missed(self)

@@ -251,6 +251,7 @@ impl LiveTool for Cover {
             "retired": table.measurable() - table.live(inst),
             "probes_left": table.live(inst),
             "over_time": over_time,
+            "forked": fork_json(inst.forks()),
         })
     }
 
@@ -445,6 +446,18 @@ impl Table {
 /// Per function of a module (named with their entry addresses, `functions`): blocks, measurable
 /// and covered, by which function's range each block falls in (a block belongs to the function
 /// with the greatest entry at or below it).
+/// Forked children found with kerf's probes in (`copies`), probes taken out of them as out
+/// of the process (`probes_out`), sites whose bytes were neither (`foreign`), and children
+/// kerf could not stop (`given_up`).
+fn fork_json(f: kerf_session::instrument::ForkStats) -> Value {
+    json!({
+        "copies": f.copies,
+        "probes_out": f.restored,
+        "foreign": f.foreign,
+        "given_up": f.given_up,
+    })
+}
+
 fn function_counts(
     m: &ModuleCoverage,
     functions: impl Iterator<Item = (String, u64)>,

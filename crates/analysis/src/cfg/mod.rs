@@ -303,6 +303,9 @@ pub enum NoSpliceWhy {
     /// An unwind entry that starts inside the padding instruction (a nop) at `insn`: another
     /// instruction stream owns those bytes, so the entry is not taken for a function.
     UnwindInsideInstruction { insn: ImageAddr },
+    /// The inner bytes of the instruction at `insn`, inside which a block starts at `entry`
+    /// (a branch over a prefix: two instruction streams share these bytes).
+    InsideInstruction { insn: ImageAddr, entry: ImageAddr },
 }
 
 impl NoSplice {
@@ -325,6 +328,12 @@ impl std::fmt::Display for NoSplice {
                 "the unwind entry {start:#x}..{end:#x} starts inside the padding \
                  instruction at {:#x}, never spliced",
                 insn.0
+            ),
+            NoSpliceWhy::InsideInstruction { insn, entry } => write!(
+                f,
+                "{start:#x}..{end:#x} lies inside the instruction at {:#x}, and a block starts \
+                 at {:#x} within it (two instruction streams share the bytes), never spliced",
+                insn.0, entry.0
             ),
         }
     }
@@ -464,7 +473,8 @@ impl Cfg {
     }
 
     /// A range no splice may touch that meets `[lo, hi)` (image addresses). The list is short
-    /// (a library has one or two) and its ranges may overlap, so it is searched whole.
+    /// (glibc's libc has six: its signal trampoline and five instructions entered inside) and
+    /// its ranges may overlap, so it is searched whole.
     pub fn no_splice_in(&self, lo: u64, hi: u64) -> Option<&NoSplice> {
         self.no_splice.iter().find(|n| n.start.0 < hi && lo < n.end())
     }

@@ -1,0 +1,252 @@
+//! The forked copies of a probed process: kerf takes the splices it removes from the process
+//! out of every child the process forked (and their children) as well.
+//!
+//! A child gets a copy of the process's text as it was at the `fork`, live splices included,
+//! and of kerf's heaps, so its probes keep running there (their data heap is shared memory,
+//! so what they count or flag reaches kerf). Without this, a forked worker would keep every
+//! probe kerf took out of its parent: under `kerf cover` it would never converge to its own
+//! code, and after detach it would still run kerf's.
+//!
+//! A copy is a process below the target (`/proc/PID/task/*/children`, recursively) that maps
+//! the target's first data heap at the same address from the same memory file: only a `fork`
+//! gives that, as `exec` drops every mapping. Every splice taken out of the target is kept,
+//! in order, in groups of one removal call each; each copy has the number already applied
+//! there. Applying a splice, with every thread of the copy stopped:
+//! 1. its bytes are read;
+//! 2. where they are the splice's, the original bytes are written and read back;
+//! 3. where they are the original already (the splice went out before the fork, or had not
+//!    gone in), nothing is written; anything else is someone else's and is left alone.
+//!
+//! A splice needs no freeze check (a thread cannot be inside bytes 1.. of a jump or an int3;
+//! the target's own removal writes the same way); a springboard goes back only where no PC or
+//! stack word of the copy's threads lies in it. A group goes in one stop, as in the target:
+//! the signal-mask guards of trap splices must all go out together. The copies' heaps stay
+//! mapped: a thread of a copy may still be in a patch, or return into kerf's code through a
+//! timer's return address, and nothing leads into them once the splices are out. A problem
+//! with a copy never fails the target's operation: a copy that ended is forgotten, one kerf
+//! cannot stop (another tracer holds it) is given up and counted.
+
+use crate::instrument::Window;
+use kerf_analysis::image::maps::parse_maps;
+use kerf_arch::RemoteAddr;
+use kerf_os::process::{self, ProcSys};
+use kerf_os::ptrace::{RegsExt, TraceSys, Tracee, DEFAULT_STOP_TIMEOUT};
+use kerf_os::TargetError;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Splices applied per stop of a copy at most (a group is never split): a copy forked late
+/// finds most of them out already, one read of a window each.
+const PER_STOP: usize = 64;
+
+/// One splice (or springboard) taken out of the target.
+#[derive(Clone, Debug)]
+struct Undo {
+    addr: u64,
+    /// The bytes while it was in, and the original ones.
+    live: Vec<u8>,
+    original: Vec<u8>,
+    /// A springboard: only where no thread is in it.
+    springboard: bool,
+    /// Which removal call took it out (a group goes into a copy in one stop).
+    group: usize,
+}
+
+/// What kerf did in the target's forked copies.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ForkStats {
+    /// Copies found.
+    pub copies: usize,
+    /// Splices and springboards taken out of them.
+    pub restored: usize,
+    /// Sites whose bytes were neither kerf's nor the original (left alone).
+    pub foreign: usize,
+    /// Copies kerf could not stop or write, given up with their probes in.
+    pub given_up: usize,
+}
+
+/// The target's forked copies and what to take out of them (see the module comment).
+#[derive(Debug, Default)]
+pub(crate) struct ForkedCopies {
+    undo: Vec<Undo>,
+    groups: usize,
+    /// Copies: pid -> (start time, entries of `undo` applied there).
+    copies: HashMap<i32, (u64, usize)>,
+    /// Processes below the target that are not copies (they ran `exec`) or were given up,
+    /// by (pid, start time).
+    others: HashSet<(i32, u64)>,
+    /// The target's first data heap: its address and the inode of its memory file.
+    marker: Option<(u64, u64)>,
+    pub stats: ForkStats,
+}
+
+impl ForkedCopies {
+    /// Splices taken out of the target by one removal call: `(addr, bytes while in, original)`.
+    pub fn taken_out<'a>(&mut self, splices: impl IntoIterator<Item = (u64, &'a [u8], &'a [u8])>) {
+        self.push(splices, false);
+    }
+
+    /// Springboards put back in the target (after every splice).
+    pub fn springboards_out<'a>(
+        &mut self,
+        boards: impl IntoIterator<Item = (u64, &'a [u8], &'a [u8])>,
+    ) {
+        self.push(boards, true);
+    }
+
+    fn push<'a>(&mut self, it: impl IntoIterator<Item = (u64, &'a [u8], &'a [u8])>, sb: bool) {
+        let group = self.groups;
+        self.groups += 1;
+        self.undo.extend(it.into_iter().map(|(addr, live, original)| Undo {
+            addr,
+            live: live.to_vec(),
+            original: original.to_vec(),
+            springboard: sb,
+            group,
+        }));
+    }
+
+    /// Find the copies of process `pid` (whose first data heap is at `heap`, while it is
+    /// mapped: the first call must come before the target's heaps go) and take out of each
+    /// what it has not had taken out yet.
+    pub fn sync(
+        &mut self,
+        pid: i32,
+        heap: Option<u64>,
+        sys: &Arc<dyn TraceSys>,
+        proc: &dyn ProcSys,
+    ) {
+        if self.marker.is_none() {
+            self.marker = heap.and_then(|at| Some((at, mapped_inode(proc, pid, at)?)));
+        }
+        let Some((at, inode)) = self.marker else { return };
+        if self.undo.is_empty() {
+            return;
+        }
+        let below = process::descendants(proc, pid);
+        self.copies.retain(|c, _| below.contains(c));
+        for c in below {
+            let Some(start) = process::start_time(proc, c) else { continue };
+            let applied = match self.copies.get(&c) {
+                Some(&(s, n)) if s == start => n,
+                _ if self.others.contains(&(c, start)) => continue,
+                _ if mapped_inode(proc, c, at) == Some(inode) => {
+                    self.stats.copies += 1;
+                    0
+                }
+                _ => {
+                    self.others.insert((c, start));
+                    continue;
+                }
+            };
+            match self.apply(c, applied, sys) {
+                Ok(()) => {
+                    self.copies.insert(c, (start, self.undo.len()));
+                }
+                Err(TargetError::NoSuchProcess { .. }) => {
+                    self.copies.remove(&c);
+                }
+                Err(_) => {
+                    self.copies.remove(&c);
+                    self.others.insert((c, start));
+                    self.stats.given_up += 1;
+                }
+            }
+        }
+    }
+
+    /// Entries `from..` of `undo` into copy `c`, whole groups per stop.
+    fn apply(&mut self, c: i32, from: usize, sys: &Arc<dyn TraceSys>) -> Result<(), TargetError> {
+        let mut i = from;
+        while i < self.undo.len() {
+            // Whole groups, up to PER_STOP entries (a larger group alone).
+            let mut end = i;
+            while end < self.undo.len() {
+                let g = self.undo[end].group;
+                let next = end + self.undo[end..].iter().take_while(|u| u.group == g).count();
+                if end > i && next - i > PER_STOP {
+                    break;
+                }
+                end = next;
+            }
+            let tr = Tracee::stop_all_with(c, sys.clone(), DEFAULT_STOP_TIMEOUT)?;
+            let r = self.apply_stopped(&tr, i, end);
+            tr.resume_detach()?;
+            r?;
+            i = end;
+        }
+        Ok(())
+    }
+
+    fn apply_stopped(&mut self, tr: &Tracee, from: usize, to: usize) -> Result<(), TargetError> {
+        let todo = &self.undo[from..to];
+        let window = Window::read(tr, todo.iter().map(|u| (u.addr, u.live.len())));
+        let mut pcs: Option<Vec<u64>> = None;
+        for u in todo {
+            let cur = window.bytes(tr, u.addr, u.live.len())?;
+            if cur == u.original {
+                continue;
+            }
+            if cur != u.live {
+                self.stats.foreign += 1;
+                continue;
+            }
+            if u.springboard {
+                let pcs = match &pcs {
+                    Some(p) => p,
+                    None => pcs.insert(thread_values(tr)?),
+                };
+                let end = u.addr + u.live.len() as u64;
+                if pcs.iter().any(|&v| (u.addr..end).contains(&v)) {
+                    continue;
+                }
+            }
+            tr.write(RemoteAddr(u.addr), &u.original)?;
+            let mut back = vec![0u8; u.original.len()];
+            tr.read(RemoteAddr(u.addr), &mut back)?;
+            if back != u.original {
+                return Err(TargetError::Io {
+                    pid: tr.pid(),
+                    op: "write back",
+                    path: Path::new("/proc").join(tr.pid().to_string()).join("mem"),
+                    source: std::io::Error::other(format!(
+                        "wrote {:02x?} at {:#x}, read back {back:02x?}",
+                        u.original, u.addr
+                    )),
+                });
+            }
+            self.stats.restored += 1;
+        }
+        Ok(())
+    }
+}
+
+/// The inode of the memory file process `pid` maps at `at` (kerf's data heaps are memfds),
+/// if it maps one there.
+fn mapped_inode(proc: &dyn ProcSys, pid: i32, at: u64) -> Option<u64> {
+    let text = proc.read_to_string(&Path::new("/proc").join(pid.to_string()).join("maps")).ok()?;
+    let maps = parse_maps(&text).ok()?;
+    let m = maps.into_iter().find(|m| m.start.0 == at && !m.private)?;
+    m.path.as_deref().is_some_and(|p| p.contains("memfd:kerf-")).then_some(m.inode)
+}
+
+/// Every thread's PC, and the words on the top of its stack (a signal frame's saved PC may
+/// lie there), of a stopped copy.
+fn thread_values(tr: &Tracee) -> Result<Vec<u64>, TargetError> {
+    let mut v = Vec::new();
+    let mut stack = vec![0u8; 16 * 1024];
+    for &t in tr.threads() {
+        let r = tr.regs(t)?;
+        v.push(r.rip);
+        let mut len = stack.len();
+        while len >= 64 && tr.read(r.sp(), &mut stack[..len]).is_err() {
+            len /= 2;
+        }
+        if len >= 64 {
+            let words = stack[..len].chunks_exact(8);
+            v.extend(words.map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default())));
+        }
+    }
+    Ok(v)
+}
