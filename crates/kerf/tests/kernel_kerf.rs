@@ -122,6 +122,7 @@ fn kerf_on_the_live_stock_kernel() {
         "text_restored",
         "cover",
         "cover_wide",
+        "cover_again",
         "time",
         "text_restored_after_time",
         "pid_filter",

@@ -9,8 +9,9 @@
 //!
 //! A copy is a process below the target (`/proc/PID/task/*/children`, recursively) that maps
 //! the target's first data heap at the same address from the same memory file: only a `fork`
-//! gives that, as `exec` drops every mapping. Every splice taken out of the target is kept,
-//! in order, in groups of one removal call each; each copy has the number already applied
+//! gives that, as `exec` drops every mapping. The splices taken out of the target are kept,
+//! in order, in groups of one removal call each, until every copy known has had them (a copy
+//! found later was forked after they went out); each copy has the number already applied
 //! there. Applying a splice, with every thread of the copy stopped:
 //! 1. its bytes are read;
 //! 2. where they are the splice's, the original bytes are written and read back;
@@ -120,7 +121,11 @@ impl ForkedCopies {
         if self.marker.is_none() {
             self.marker = heap.and_then(|at| Some((at, mapped_inode(proc, pid, at)?)));
         }
-        let Some((at, inode)) = self.marker else { return };
+        let Some((at, inode)) = self.marker else {
+            // No copy can be told without it.
+            self.undo.clear();
+            return;
+        };
         if self.undo.is_empty() {
             return;
         }
@@ -154,6 +159,13 @@ impl ForkedCopies {
                 }
             }
         }
+        // What every copy has had applied is needed no more: a copy found later was forked
+        // after this search, so after those splices went out of the target (or its parent
+        // died, and it is not found at all). So the list stays short, even when every block
+        // of libLLVM goes out.
+        let done = self.copies.values().map(|&(_, n)| n).min().unwrap_or(self.undo.len());
+        self.undo.drain(..done);
+        self.copies.values_mut().for_each(|c| c.1 -= done);
     }
 
     /// Entries `from..` of `undo` into copy `c`, whole groups per stop.
