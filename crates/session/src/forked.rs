@@ -149,13 +149,15 @@ impl ForkedCopies {
                 Ok(()) => {
                     self.copies.insert(c, (start, self.undo.len()));
                 }
-                Err(TargetError::NoSuchProcess { .. }) => {
+                Err(e) => {
                     self.copies.remove(&c);
-                }
-                Err(_) => {
-                    self.copies.remove(&c);
-                    self.others.insert((c, start));
-                    self.stats.given_up += 1;
+                    // One that ended meanwhile (a worker's normal exit) is no loss.
+                    let ended = matches!(e, TargetError::NoSuchProcess { .. })
+                        || !matches!(process::state(proc, c), process::State::Live);
+                    if !ended {
+                        self.others.insert((c, start));
+                        self.stats.given_up += 1;
+                    }
                 }
             }
         }
