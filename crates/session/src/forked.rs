@@ -264,3 +264,135 @@ fn thread_values(tr: &Tracee) -> Result<Vec<u64>, TargetError> {
     }
     Ok(v)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kerf_os::ptrace::fake::{regs_at, Fake, PID};
+    use std::collections::HashMap;
+    use std::io;
+    use std::path::PathBuf;
+
+    const TARGET: i32 = 7;
+    const HEAP: u64 = 0x7f00_0000_0000;
+    const TEXT: u64 = 0x40_0000;
+    const JUMP: [u8; 5] = [0xe9, 0x11, 0x22, 0x33, 0x44];
+    const ORIGINAL: [u8; 5] = [0x55, 0x48, 0x89, 0xe5, 0x90];
+    const PAD: [u8; 5] = [0xcc; 5];
+
+    /// /proc as a test sets it up: files by path, directories listed from them.
+    #[derive(Default)]
+    struct Proc(HashMap<PathBuf, String>);
+
+    impl Proc {
+        fn file(mut self, path: &str, text: &str) -> Proc {
+            self.0.insert(path.into(), text.into());
+            self
+        }
+    }
+
+    impl ProcSys for Proc {
+        fn read_to_string(&self, path: &Path) -> io::Result<String> {
+            self.0.get(path).cloned().ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+        }
+        fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+            self.read_to_string(path).map(String::into_bytes)
+        }
+        fn exists(&self, path: &Path) -> bool {
+            self.0.keys().any(|k| k.starts_with(path))
+        }
+        fn read_link(&self, _: &Path) -> io::Result<PathBuf> {
+            Err(io::Error::from(io::ErrorKind::NotFound))
+        }
+        fn file_id(&self, _: &Path) -> io::Result<(u64, u64)> {
+            Err(io::Error::from(io::ErrorKind::NotFound))
+        }
+        fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+            let mut names: Vec<String> = (self.0.keys())
+                .filter_map(|k| k.strip_prefix(path).ok()?.components().next())
+                .filter_map(|c| Some(c.as_os_str().to_str()?.to_string()))
+                .collect();
+            names.sort();
+            names.dedup();
+            Ok(names)
+        }
+    }
+
+    fn heap_line(inode: u64) -> String {
+        format!("{HEAP:x}-{:x} rw-s 00000000 00:01 {inode} /memfd:kerf-9 (deleted)\n", HEAP + 4096)
+    }
+
+    /// Target 7 with one child, the fake's process (PID), mapping the same heap.
+    fn proc_with_child(child_inode: u64) -> Proc {
+        // Field 22, the start time, is 5555.
+        let stat = format!("{PID} (fake) S {TARGET} 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5555\n");
+        Proc::default()
+            .file(&format!("/proc/{TARGET}/task/{TARGET}/children"), &format!("{PID} "))
+            .file(&format!("/proc/{TARGET}/maps"), &heap_line(42))
+            .file(&format!("/proc/{PID}/task/{PID}/children"), "")
+            .file(&format!("/proc/{PID}/stat"), &stat)
+            .file(&format!("/proc/{PID}/maps"), &heap_line(child_inode))
+    }
+
+    /// The fake's process holds, at TEXT: a splice (+0), bytes already original (+0x10),
+    /// bytes of someone else's (+0x20), and a springboard its thread stands in (+0x30).
+    fn copy() -> Arc<Fake> {
+        let fake = Arc::new(Fake::new(&[PID]));
+        {
+            let mut st = fake.state();
+            let mut text = vec![0x90u8; 0x100];
+            text[..5].copy_from_slice(&JUMP);
+            text[0x10..0x15].copy_from_slice(&ORIGINAL);
+            text[0x20..0x25].copy_from_slice(&[0xe8, 1, 2, 3, 4]);
+            text[0x30..0x35].copy_from_slice(&JUMP);
+            st.mem.push((TEXT, text));
+            st.threads.get_mut(&PID).unwrap().regs = regs_at(TEXT + 0x30);
+        }
+        fake
+    }
+
+    fn text(fake: &Fake, off: u64) -> Vec<u8> {
+        let st = fake.state();
+        let (base, bytes) = st.mem.iter().find(|(b, _)| *b == TEXT).unwrap();
+        let at = (TEXT + off - base) as usize;
+        bytes[at..at + 5].to_vec()
+    }
+
+    #[test]
+    fn a_copy_gets_kerfs_bytes_taken_out_and_nothing_else() {
+        let fake = copy();
+        let sys: Arc<dyn TraceSys> = fake.clone();
+        let mut forks = ForkedCopies::default();
+        forks.taken_out([
+            (TEXT, &JUMP[..], &ORIGINAL[..]),
+            (TEXT + 0x10, &JUMP[..], &ORIGINAL[..]),
+            (TEXT + 0x20, &JUMP[..], &ORIGINAL[..]),
+        ]);
+        forks.springboards_out([(TEXT + 0x30, &JUMP[..], &PAD[..])]);
+        forks.sync(TARGET, Some(HEAP), &sys, &proc_with_child(42));
+        assert_eq!(text(&fake, 0), ORIGINAL, "kerf's jump goes");
+        assert_eq!(text(&fake, 0x10), ORIGINAL, "already original");
+        assert_eq!(text(&fake, 0x20), [0xe8, 1, 2, 3, 4], "someone else's bytes stay");
+        assert_eq!(text(&fake, 0x30), JUMP, "a springboard a thread stands in stays");
+        let stats = ForkStats { copies: 1, restored: 1, foreign: 1, given_up: 0 };
+        assert_eq!(forks.stats, stats);
+        assert!(forks.undo.is_empty(), "every copy has had them: {:?}", forks.undo);
+        // Nothing new: nothing written again.
+        let writes = fake.state().writes.len();
+        forks.sync(TARGET, Some(HEAP), &sys, &proc_with_child(42));
+        assert_eq!(fake.state().writes.len(), writes);
+        assert_eq!(forks.stats, stats);
+    }
+
+    #[test]
+    fn a_process_that_maps_another_memory_file_there_is_no_copy() {
+        let fake = copy();
+        let sys: Arc<dyn TraceSys> = fake.clone();
+        let mut forks = ForkedCopies::default();
+        forks.taken_out([(TEXT, &JUMP[..], &ORIGINAL[..])]);
+        forks.sync(TARGET, Some(HEAP), &sys, &proc_with_child(43));
+        assert_eq!(text(&fake, 0), JUMP, "not a copy: untouched");
+        assert_eq!(forks.stats, ForkStats::default());
+        assert!(fake.state().writes.is_empty());
+    }
+}
