@@ -24,6 +24,23 @@ pub const GROWTH_RESERVE: u64 = 256 << 20;
 /// between the stack and the mmap area (128 MiB).
 pub const STACK_RESERVE: u64 = 128 << 20;
 
+/// An empty `[heap]` at `start_brk`: the brk area of a program that has not grown it yet,
+/// which [`candidates`] keeps [`GROWTH_RESERVE`] free above as it does a real one.
+pub fn brk_start(start_brk: RemoteAddr) -> Mapping {
+    Mapping {
+        start: start_brk,
+        end: start_brk,
+        read: false,
+        write: false,
+        exec: false,
+        private: true,
+        offset: 0,
+        dev: String::new(),
+        inode: 0,
+        path: Some("[heap]".into()),
+    }
+}
+
 pub fn page_up(x: u64) -> u64 {
     x.saturating_add(PAGE - 1) & !(PAGE - 1)
 }
@@ -160,6 +177,30 @@ ffffffffff600000-ffffffffff601000 --xp 00000000 00:00 0 [vsyscall]
         // Never in the heap's growth room.
         let heap_end = r(0x5555_5557_d000);
         assert!(c.iter().all(|&a| a + 0x2000 <= heap_end || a >= heap_end + GROWTH_RESERVE));
+    }
+
+    /// Before the program's first `brk` there is no `[heap]` line, but its brk area starts
+    /// at `start_brk` (python3.11, not PIE: kerf's heap right after its data took it).
+    #[test]
+    fn the_brk_area_is_kept_free_before_the_first_brk() {
+        let exe = "\
+400000-41f000 r--p 00000000 08:02 9 /usr/bin/python3.11
+41f000-6d2000 r-xp 0001f000 08:02 9 /usr/bin/python3.11
+946000-aca000 rw-p 00546000 08:02 9 /usr/bin/python3.11
+";
+        let mut maps = maps(exe);
+        let near = r(0x6d_2000);
+        let (lo, hi) = window_near(near);
+        let len = 36 << 20;
+        assert_eq!(candidates(&maps, lo, hi, len, len, near)[0], r(0xaca000), "no brk known");
+        let start_brk = r(0x1f4_3000);
+        maps.push(brk_start(start_brk));
+        let c = candidates(&maps, lo, hi, len, len, near);
+        assert!(!c.is_empty());
+        for a in c {
+            let clear = a.0 + len <= start_brk.0 || a.0 >= start_brk.0 + GROWTH_RESERVE;
+            assert!(clear && within_reach(near, a, len), "{a:#x}");
+        }
     }
 
     #[test]

@@ -1136,6 +1136,16 @@ impl Tracee {
         Err(TargetError::NoSyscallInstruction { pid: self.pid })
     }
 
+    /// Where the process's brk area starts (`start_brk`, field 47 of /proc/PID/stat), if it
+    /// can be read.
+    fn start_brk(&self) -> Option<RemoteAddr> {
+        let stat = self.sys.read_text(&PathBuf::from(format!("/proc/{}/stat", self.pid))).ok()?;
+        // The command name, in parentheses, may itself hold spaces and parentheses.
+        let (_, rest) = stat.rsplit_once(')')?;
+        let at: u64 = rest.split_whitespace().nth(47 - 3)?.parse().ok()?;
+        (at != 0).then_some(RemoteAddr(at))
+    }
+
     /// The mappings of the process (/proc/PID/maps, through kerf's one maps parser).
     pub fn maps(&self) -> Result<Vec<Mapping>, TargetError> {
         let path = PathBuf::from(format!("/proc/{}/maps", self.pid));
@@ -1165,7 +1175,14 @@ impl Tracee {
         let tid = self.inject_tid()?;
         let flags = flags | libc::MAP_FIXED_NOREPLACE as u64;
         for _round in 0..3 {
-            let maps = self.maps()?;
+            let mut maps = self.maps()?;
+            // A program that has not grown its brk area yet has no `[heap]` mapping, but its
+            // brk area starts at `start_brk` all the same: reserve its growth room there too.
+            // (A heap of kerf's placed over it took the program's brk away, and the kernel
+            // named kerf's mapping `[heap]`.)
+            if !maps.iter().any(|m| m.path.as_deref() == Some("[heap]")) {
+                maps.extend(self.start_brk().map(layout::brk_start));
+            }
             let mut clash = false;
             let found = layout::candidates(&maps, lo, hi, len, in_window, near);
             for at in found.into_iter().take(32) {
