@@ -288,6 +288,10 @@ pub struct ProcessTarget {
     /// What analysing the modules warned about (separate debug files, a cache refused: each
     /// said once), for the tool to pass on.
     pub warnings: Vec<String>,
+    /// /proc/PID/auxv when the probes went in: an `exec` writes a new one (its entry point,
+    /// its random bytes on the new stack), so kerf's heaps missing from the maps is taken for
+    /// an exec only when it changed.
+    auxv: Option<Vec<u8>>,
 }
 
 impl ProcessTarget {
@@ -311,6 +315,7 @@ impl ProcessTarget {
                 modules: Vec::new(),
                 aliases: Vec::new(),
                 warnings: Vec::new(),
+                auxv: None,
             },
             (None, false) => {
                 check_interrupted()?;
@@ -344,6 +349,7 @@ impl ProcessTarget {
                     modules: Vec::new(),
                     aliases: Vec::new(),
                     warnings: Vec::new(),
+                    auxv: None,
                 }
             }
             (None, true) => return Err(LiveError::NoTarget),
@@ -396,6 +402,7 @@ impl ProcessTarget {
         let quiet = &kerf_analysis::Quiet;
         let aliases = self.aliases.clone();
         let cancel = Some(stop_flag());
+        self.auxv = self.read_auxv();
         let done = checked::install(self.pid, &mut self.modules, opts, cancel, quiet, |m| {
             build(m, &aliases)
         });
@@ -406,6 +413,20 @@ impl ProcessTarget {
                 ended: self.fate().map(|end| end.describe(self.pid)),
                 source,
             }),
+        }
+    }
+
+    /// The process's auxiliary vector now, if it can be read.
+    fn read_auxv(&self) -> Option<Vec<u8>> {
+        std::fs::read(format!("/proc/{}/auxv", self.pid)).ok()
+    }
+
+    /// Whether the process ran `exec` since its probes went in: its auxiliary vector changed
+    /// (or either reading of it failed: then the maps alone tell, as before).
+    fn execed(&self) -> bool {
+        match (&self.auxv, self.read_auxv()) {
+            (Some(then), Some(now)) => *then != now,
+            _ => true,
         }
     }
 
@@ -480,11 +501,13 @@ impl ProcessTarget {
                 next_exec_check += EXEC_CHECK;
                 if all_mapped(pid, heaps) == Some(false) {
                     // Gone meanwhile, going (its mappings torn down as it exits), or replaced
-                    // by exec.
-                    return Some(match self.ending() {
-                        Some(end) => Stop::Ended(end),
-                        None => Stop::Exec(program(pid)),
-                    });
+                    // by exec. Anything else (the maps misread) is no reason to forget
+                    // probes that are in: sampling goes on, and removal finds out.
+                    match self.ending() {
+                        Some(end) => return Some(Stop::Ended(end)),
+                        None if self.execed() => return Some(Stop::Exec(program(pid))),
+                        None => {}
+                    }
                 }
             }
             None
