@@ -333,11 +333,10 @@ fn forked_children_get_translations_made_after_the_fork() {
 /// four threads): the first miss into it makes kerf analyse it, map room near it and
 /// translate it, so nothing escapes and its blocks count exactly what the program asked for
 /// (`plug_step` once per unit of work, which the program prints). Its call back into the
-/// program (`mix`) is linked too. With the call trace, whose functions are those of the
-/// modules at attach, the library is translated without records of its own (the summary says
-/// so): nothing escapes, and the calls it makes back into the program are traced, one per
-/// call of the root. (Until session 42 it was refused: each call into it left the cache for
-/// the rest of the root call, and `mix` was never traced.)
+/// program (`mix`) is linked too. Under the call trace the library gets rings of its own and
+/// its functions are traced as a source of their own, added to the trace while it runs: every
+/// call of `plug_sum` and `plug_step` counted and in the trace, which converts. (Until
+/// session 42 the library was refused, and until session 44 translated untraced.)
 #[test]
 fn a_library_loaded_after_attach_is_translated_when_first_reached() {
     let bin = common::build_fixture("jit_dlopen", "-O2", "jit-dlopen");
@@ -372,24 +371,79 @@ fn a_library_loaded_after_attach_is_translated_when_first_reached() {
     assert_eq!(plug.get("plug_sum+0x0"), Some(&201), "{plug:?}");
     assert_eq!(counts(&v["blocks"], "jit_dlopen").get("mix+0x0"), Some(&201));
 
-    let (v, out, err) =
-        kerf_on("dlopen-calls", "jit", &["work", "--plugin", "calls"], &bin, &[lib_arg]);
+    // The call trace: the library's functions are traced too, as a trace source of their
+    // own added while the trace ran. Rings that hold every record a thread makes (plug_step
+    // about 126 k times a thread, two records each): nothing lost however late the reader.
+    let raw = tmp().join("jit-dlopen.kerf-trace");
+    let _ = std::fs::remove_file(&raw);
+    let args = [
+        "work",
+        "--plugin",
+        "blocks,calls",
+        "--ring-slots",
+        "524288",
+        "--trace",
+        raw.to_str().unwrap(),
+    ];
+    let (v, out, err) = kerf_on("dlopen-calls", "jit", &args, &bin, &[lib_arg]);
     assert_eq!(out, expected, "output changed under kerf jit --plugin calls: {err}");
     let j = &v["jit"];
     assert_eq!(j["escapes"], 0, "{j}");
     let d = &j["on_demand"];
     assert_eq!(d["late_refused"].as_array().unwrap().len(), 0, "{j}");
-    let untraced = d["late_untraced"].as_array().unwrap();
-    assert!(untraced.len() == 1 && untraced[0].as_str().unwrap().ends_with("libjitplug.so"), "{j}");
-    assert_eq!(d["late_modules"], d["late_untraced"], "{j}");
-    let calls_of = |name: &str| {
-        let fs = v["calls"]["functions"].as_array().unwrap();
-        let f = fs.iter().find(|f| f["function"] == name && f["module"] == bin.to_str().unwrap());
+    assert_eq!(d["late_untraced"].as_array().unwrap().len(), 0, "{j}");
+    assert_eq!(d["late_modules"].as_array().unwrap().len(), 1, "{j}");
+    let c = &v["calls"];
+    assert_eq!(c["lost"], 0, "{c}");
+    assert_eq!(c["unmatched"], 0, "{c}");
+    let calls_of = |name: &str, module: &str| {
+        let fs = c["functions"].as_array().unwrap();
+        let f = fs.iter().find(|f| {
+            f["function"] == name && f["module"].as_str().is_some_and(|m| m.ends_with(module))
+        });
         f.map(|f| (f["calls"].as_u64().unwrap(), f["returns"].as_u64().unwrap()))
     };
-    assert_eq!(calls_of("work"), Some((201, 201)), "{}", v["calls"]);
-    assert_eq!(calls_of("mix"), Some((201, 201)), "called back from the library: {}", v["calls"]);
-    assert!(err.contains("calls of their functions are not traced"), "{err}");
+    let me = bin.file_name().unwrap().to_str().unwrap();
+    assert_eq!(calls_of("work", me), Some((201, 201)), "{c}");
+    assert_eq!(calls_of("mix", me), Some((201, 201)), "called back from the library: {c}");
+    assert_eq!(calls_of("plug_sum", "libjitplug.so"), Some((201, 201)), "{c}");
+    // Every call of plug_step is one of its entry block's runs.
+    let plug = counts(&v["blocks"], "libjitplug.so");
+    let step = plug.get("plug_step+0x0").copied();
+    assert_eq!(step, Some(steps), "{plug:?}");
+    assert_eq!(calls_of("plug_step", "libjitplug.so"), Some((steps, steps)), "{c}");
+    assert!(!err.contains("not traced"), "{err}");
+    // The trace converts, the library's functions named by its own source.
+    let jsonl = tmp().join("jit-dlopen.jsonl");
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["trace", "convert"])
+        .arg(&raw)
+        .arg("-o")
+        .arg(&jsonl)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "convert: {}", String::from_utf8_lossy(&o.stderr));
+    let (mut sum_in, mut sum_out, mut sources, mut events) = (0, 0, 0, 0);
+    for l in std::fs::read_to_string(&jsonl).unwrap().lines() {
+        let e: Value = serde_json::from_str(l).unwrap();
+        match e["type"].as_str() {
+            Some("source") => sources += 1,
+            Some("event") => {
+                events += 1;
+                let plug_sum =
+                    e["point"].as_str().is_some_and(|p| p.starts_with("libjitplug.so:plug_sum"));
+                match (plug_sum, e["kind"].as_str()) {
+                    (true, Some("entry")) => sum_in += 1,
+                    (true, Some("exit")) => sum_out += 1,
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(sources, 2, "the program's modules, then the library");
+    assert_eq!(events, c["events"].as_u64().unwrap(), "events in the trace vs the summary");
+    assert_eq!((sum_in, sum_out), (201, 201), "plug_sum in the trace");
 }
 
 /// A bounded code cache (`--cache-limit`): only the root is translated ahead, the rest on

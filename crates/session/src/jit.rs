@@ -296,6 +296,16 @@ impl Space {
     }
 }
 
+/// What a plugin that writes records needs of a module the program maps after kerf attached
+/// (`dlopen`): the module's space gets rings of its own, and the plugin names the module's
+/// functions and starts reading those rings, before anything of it is translated.
+pub trait LateRings: Sync {
+    /// Called on kerf's miss-answering thread once module `m`'s space is mapped, with its
+    /// rings and its data area (whose first bytes are the rings' thread table), before any of
+    /// its code is translated.
+    fn added(&self, m: &AnalyzedImage, rings: Arc<SharedMem>, data: Arc<SharedMem>);
+}
+
 /// What translating ahead of time and on demand needs to know each time.
 struct Ctx {
     at: At,
@@ -432,9 +442,10 @@ pub struct Jit {
     mem: RemoteMem,
     /// Each cache's escapes when kerf stopped answering misses.
     live_escapes: Option<Vec<u64>>,
-    /// Whether the plugins write records into rings: a module mapped after attach gets
-    /// none (the call trace names the functions of the modules it was made with).
-    rings: bool,
+    /// The shape of the plugins' rings, if they write records: a module mapped after attach
+    /// gets rings of its own when the serving thread is given a [`LateRings`] to name its
+    /// functions, else none.
+    rings: Option<ring::Shape>,
     /// The cache limit ([`JitOptions::cache_limit`]), the roots' functions, translated
     /// again after each flush, and the code they took the last time.
     limit: Option<u64>,
@@ -1008,7 +1019,7 @@ pub fn install(
         ctx,
         mem: mem.clone(),
         live_escapes: None,
-        rings: opts.rings.is_some(),
+        rings: opts.rings,
         limit: opts.cache_limit,
         root_funcs: starts.clone(),
         roots_bytes: 0,
@@ -1486,13 +1497,19 @@ impl Jit {
     /// Meanwhile the modules whose whole-image work was left for later ([`JitOptions::early`])
     /// get it on other threads ([`whole_later`]); once a module's is done, what is translated
     /// of it from then on has frameless returns where liveness allows.
-    pub fn serve(&mut self, images: &[AnalyzedImage], plugin: &dyn Plugin, stop: &AtomicBool) {
+    pub fn serve(
+        &mut self,
+        images: &[AnalyzedImage],
+        plugin: &dyn Plugin,
+        late: Option<&dyn LateRings>,
+        stop: &AtomicBool,
+    ) {
         let later: Vec<usize> =
             (0..images.len()).filter(|&k| self.later.get(k).copied().unwrap_or(false)).collect();
         std::thread::scope(|s| {
             let whole = (!later.is_empty() && self.mailbox.is_some())
                 .then(|| s.spawn(|| whole_later(images, &later, stop)));
-            self.answer_misses(images, plugin, stop, whole);
+            self.answer_misses(images, plugin, late, stop, whole);
         });
     }
 
@@ -1522,6 +1539,7 @@ impl Jit {
         &mut self,
         images: &[AnalyzedImage],
         plugin: &dyn Plugin,
+        late: Option<&dyn LateRings>,
         stop: &AtomicBool,
         mut whole: Option<std::thread::ScopedJoinHandle<'_, WholeDone>>,
     ) {
@@ -1583,7 +1601,7 @@ impl Jit {
             }
             targets.sort_unstable();
             targets.dedup();
-            self.load_late(images, &mut extra, &targets, plugin);
+            self.load_late(images, &mut extra, &targets, plugin, late);
             let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
             let mods = modules_of(&all, &self.later, self.lazy, self.limit.is_none());
             for &target in &targets {
@@ -1620,15 +1638,19 @@ impl Jit {
 
     /// Give room to the modules that `targets` fall in and that the program mapped after kerf
     /// looked (`dlopen`): analysed (from kerf's cache when it has them), then a space mapped
-    /// near each with the process stopped, as at install (with no rings: a plugin's records
-    /// name the functions of the modules it was made with); appended to `extra`. A target in
-    /// no file-backed module (code the program generated) is left to [`Jit::answer`]'s escape.
+    /// near each with the process stopped, as at install; appended to `extra`. Where the
+    /// plugins write records, the space gets rings of its own and `late` is told (before
+    /// anything of the module is translated), so that it names the module's functions and
+    /// reads its rings; with no `late`, or rings that find no room, the module is translated
+    /// with none (`late_untraced`). A target in no file-backed module (code the program
+    /// generated) is left to [`Jit::answer`]'s escape.
     fn load_late(
         &mut self,
         images: &[AnalyzedImage],
         extra: &mut Vec<AnalyzedImage>,
         targets: &[u64],
         plugin: &dyn Plugin,
+        late: Option<&dyn LateRings>,
     ) {
         for &t in targets {
             let known = images.iter().chain(extra.iter()).any(|m| {
@@ -1659,8 +1681,15 @@ impl Jit {
             let every: Vec<FuncId> =
                 (0..m.analysis.cfg.functions.len() as u32).map(FuncId).collect();
             let module = &modules_of(&[&m], &[], self.lazy, self.limit.is_none())[0];
+            let shape = late.and(self.rings);
             let space = Tracee::stop_all(self.pid).and_then(|mut tr| {
-                let sp = map_space(&mut tr, &m, module, &every, &[], plugin, None);
+                // Rings that find no room: the module is translated without them.
+                let sp = map_space(&mut tr, &m, module, &every, &[], plugin, shape).or_else(|e| {
+                    if shape.is_none() {
+                        return Err(e);
+                    }
+                    map_space(&mut tr, &m, module, &every, &[], plugin, None)
+                });
                 // The mapping's own failure first (a failed detach follows from it). A space
                 // mapped before a failed detach stays in the target, unused.
                 let resumed = tr.resume_detach();
@@ -1669,12 +1698,14 @@ impl Jit {
             });
             match space {
                 Ok(sp) => {
+                    match (&sp.rings, late) {
+                        (Some(rings), Some(late)) => late.added(&m, rings.clone(), sp.data.clone()),
+                        _ if self.rings.is_some() => self.stats.late_untraced.push(path.clone()),
+                        _ => {}
+                    }
                     self.spaces.push(Some(sp));
                     self.done.push(HashSet::new());
                     extra.push(m);
-                    if self.rings {
-                        self.stats.late_untraced.push(path.clone());
-                    }
                     self.stats.late_modules.push(path);
                 }
                 Err(e) => self.stats.late_refused.push(format!("{path}: {e}")),

@@ -333,8 +333,10 @@ pub fn run(
     // kerf answers the misses on a thread of its own while the target runs (on demand).
     let modules = std::mem::take(&mut target.modules);
     let done = AtomicBool::new(false);
+    // The call trace names a late module's functions and reads its rings.
+    let late = woven.calls.as_ref().map(|c| c as &dyn kerf_session::jit::LateRings);
     let (mut stop, reader) = std::thread::scope(|s| {
-        let server = s.spawn(|| jit.serve(&modules, plugin, &done));
+        let server = s.spawn(|| jit.serve(&modules, plugin, late, &done));
         let drainer = s.spawn(|| {
             let mut r = reader?;
             jit_calls::drain_until(&mut r, &done);
@@ -357,9 +359,9 @@ pub fn run(
     }
     if !s.late_untraced.is_empty() {
         events.warn(&format!(
-            "mapped after the trace began, translated without records of their own (calls of \
-             their functions are not traced; the calls they make into the traced modules are): \
-             {}",
+            "mapped after the trace began, translated without records of their own (no room \
+             for their rings: calls of their functions are not traced; the calls they make \
+             into the traced modules are): {}",
             s.late_untraced.join(", ")
         ));
     }

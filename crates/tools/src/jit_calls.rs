@@ -64,7 +64,9 @@ const PENDING_PATIENCE_NS: f64 = 1e9;
 /// The functions calls are traced in: every function of the process's modules (those kerf
 /// analysed before attaching) by original entry address, each with two probes; or, for lock
 /// contention (`locks`), only the pthread lock functions, whose entries also record the lock
-/// and the call site.
+/// and the call site. A module the program maps later (`dlopen`) gets its functions added
+/// while the trace runs ([`LateRings`]): each such module is a trace source of its own, its
+/// probes numbered from 0, its records in rings of its own.
 pub struct CallTrace {
     pub shape: Shape,
     locks: bool,
@@ -75,6 +77,82 @@ pub struct CallTrace {
     plt: HashSet<u64>,
     /// Per function: module index, name, entry.
     funcs: Vec<(usize, String, u64)>,
+    /// The modules added while the trace runs, in the order they came.
+    late: std::sync::RwLock<Vec<LateModule>>,
+}
+
+/// A module mapped after the trace began: its functions (numbered from 0 in its own trace
+/// source), its rings and data area, and where the reader keeps its tallies.
+struct LateModule {
+    path: std::path::PathBuf,
+    bias: u64,
+    table: FunctionTable,
+    rings: Arc<SharedMem>,
+    data: Arc<SharedMem>,
+}
+
+/// One module's traced functions: entry -> index, cold parts, PLT stubs, (name, entry).
+#[derive(Default)]
+struct FunctionTable {
+    ids: HashMap<u64, u32>,
+    parts: HashMap<u64, u32>,
+    plt: HashSet<u64>,
+    funcs: Vec<(String, u64)>,
+}
+
+impl FunctionTable {
+    /// The functions of `m` (loaded at `bias`) to trace, numbered from `first`, leaving out
+    /// entries `known` already has.
+    fn of(
+        m: &AnalyzedImage,
+        bias: u64,
+        locks: bool,
+        first: u32,
+        known: &dyn Fn(u64) -> bool,
+    ) -> FunctionTable {
+        let mut t = FunctionTable::default();
+        let mut by_name: HashMap<&str, u32> = HashMap::new();
+        let mut cold = Vec::new();
+        for f in &m.analysis.cfg.functions {
+            let entry = f.entry.0.wrapping_add(bias);
+            if f.name.ends_with("@plt") {
+                t.plt.insert(entry);
+                continue;
+            }
+            if known(entry) || t.ids.contains_key(&entry) || (locks && !lock_function(&f.name)) {
+                continue;
+            }
+            if let Some((parent, _)) = f.name.split_once(".cold") {
+                cold.push((parent, entry));
+                continue;
+            }
+            let id = first + t.funcs.len() as u32;
+            t.ids.insert(entry, id);
+            by_name.entry(&f.name).or_insert(id);
+            t.funcs.push((f.name.clone(), entry));
+        }
+        for (parent, entry) in cold {
+            match by_name.get(parent) {
+                Some(&id) => {
+                    t.parts.insert(entry, id);
+                }
+                None => {
+                    t.ids.insert(entry, first + t.funcs.len() as u32);
+                    t.funcs.push((format!("{parent}.cold"), entry));
+                }
+            }
+        }
+        t
+    }
+
+    /// The function (index) whose frame a `ret` or tail call at `func_entry`'s code ends.
+    fn exit_id(&self, func_entry: u64) -> Option<u32> {
+        self.ids.get(&func_entry).or_else(|| self.parts.get(&func_entry)).copied()
+    }
+
+    fn starts(&self, t: u64) -> bool {
+        self.ids.contains_key(&t) || self.plt.contains(&t)
+    }
 }
 
 impl CallTrace {
@@ -89,39 +167,54 @@ impl CallTrace {
         let mut funcs = Vec::new();
         for (k, m) in images.iter().enumerate() {
             let Some(bias) = m.bias else { continue };
-            let mut by_name: HashMap<&str, u32> = HashMap::new();
-            let mut cold = Vec::new();
-            for f in &m.analysis.cfg.functions {
-                let entry = f.entry.0.wrapping_add(bias);
-                if f.name.ends_with("@plt") {
-                    plt.insert(entry);
-                    continue;
-                }
-                if ids.contains_key(&entry) || (locks && !lock_function(&f.name)) {
-                    continue;
-                }
-                if let Some((parent, _)) = f.name.split_once(".cold") {
-                    cold.push((parent, entry));
-                    continue;
-                }
-                let id = funcs.len() as u32;
-                ids.insert(entry, id);
-                by_name.entry(&f.name).or_insert(id);
-                funcs.push((k, f.name.clone(), entry));
+            let known = |e: u64| ids.contains_key(&e);
+            let t = FunctionTable::of(m, bias, locks, funcs.len() as u32, &known);
+            ids.extend(t.ids);
+            parts.extend(t.parts);
+            plt.extend(t.plt);
+            funcs.extend(t.funcs.into_iter().map(|(name, entry)| (k, name, entry)));
+        }
+        let shape = CallTrace::shape(slots, locks);
+        CallTrace { shape, locks, ids, parts, plt, funcs, late: Default::default() }
+    }
+
+    fn late(&self) -> std::sync::RwLockReadGuard<'_, Vec<LateModule>> {
+        self.late.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Function `k` of the reader's tallies (the modules from the start, then each late
+    /// module's in the order they came): its module's path, its name, its address in the
+    /// module's file.
+    fn describe(&self, k: usize, images: &[AnalyzedImage]) -> (String, String, u64) {
+        match self.funcs.get(k) {
+            Some((module, name, entry)) => {
+                let m = &images[*module];
+                (m.path.display().to_string(), name.clone(), entry - m.bias.unwrap_or(0))
             }
-            for (parent, entry) in cold {
-                match by_name.get(parent) {
-                    Some(&id) => {
-                        parts.insert(entry, id);
-                    }
-                    None => {
-                        ids.insert(entry, funcs.len() as u32);
-                        funcs.push((k, format!("{parent}.cold"), entry));
-                    }
+            None => self.late_function(k).unwrap_or_default(),
+        }
+    }
+
+    /// The name of function `k` of the reader's tallies (see [`CallTrace::describe`]).
+    fn name(&self, k: usize) -> String {
+        match self.funcs.get(k) {
+            Some((_, name, _)) => name.clone(),
+            None => self.late_function(k).map(|(_, name, _)| name).unwrap_or_default(),
+        }
+    }
+
+    /// [`CallTrace::describe`] of a late module's function.
+    fn late_function(&self, k: usize) -> Option<(String, String, u64)> {
+        let mut k = k.checked_sub(self.funcs.len())?;
+        for l in self.late().iter() {
+            match l.table.funcs.get(k) {
+                Some((name, entry)) => {
+                    return Some((l.path.display().to_string(), name.clone(), entry - l.bias))
                 }
+                None => k -= l.table.funcs.len(),
             }
         }
-        CallTrace { shape: CallTrace::shape(slots, locks), locks, ids, parts, plt, funcs }
+        None
     }
 
     /// The rings' shape with `slots` slots (for lock contention, or calls).
@@ -161,17 +254,27 @@ impl CallTrace {
         }
         if let Some(&k) = self.ids.get(&b.start) {
             self.emit(p, b.rings, 2 * k, self.locks);
+        } else if let Some(k) = self.late().iter().find_map(|l| l.table.ids.get(&b.start).copied())
+        {
+            // A late module's function: its own source's probe, in its own rings.
+            self.emit(p, b.rings, 2 * k, self.locks);
         }
     }
 
     /// A function's exit record.
     pub fn exit(&self, x: &ExitInfo<'_>) -> Option<Program> {
-        let &k = self.ids.get(&x.func_entry).or_else(|| self.parts.get(&x.func_entry))?;
+        let late = self.late();
+        let k = (self.ids.get(&x.func_entry).or_else(|| self.parts.get(&x.func_entry)).copied())
+            .or_else(|| late.iter().find_map(|l| l.table.exit_id(x.func_entry)))?;
         // A direct jump to code that starts no function goes on with the frame: into the
         // function's own cold part, or into another function's body (glibc's `mempcpy`
         // jumps into `memcpy` past its entry), whose `ret` then closes this frame. (A jump
         // to a PLT stub is a tail call: the stub goes on to the function's entry.)
-        let starts = |t: &u64| self.ids.contains_key(t) || self.plt.contains(t);
+        let starts = |t: &u64| {
+            self.ids.contains_key(t)
+                || self.plt.contains(t)
+                || late.iter().any(|l| l.table.starts(*t))
+        };
         if x.target.is_some_and(|t| !starts(&t)) {
             return None;
         }
@@ -187,49 +290,61 @@ impl CallTrace {
         Some(p)
     }
 
-    /// The trace's source record (its probe table: an entry and an exit per function) and
-    /// decode table.
+    /// The trace's source record of the modules traced from the start (source 0: its probe
+    /// table, an entry and an exit per function) and decode table.
     fn source(&self, images: &[AnalyzedImage], pid: u32) -> (Source, SourceDecode) {
-        let mut probes = Vec::with_capacity(2 * self.funcs.len());
-        let mut decode = Vec::with_capacity(2 * self.funcs.len());
-        // As the reader keeps them: the thread and its process, then the stack pointer.
-        let captures = vec![CaptureInfo { name: "sp".into(), hex: true }];
-        let dec =
-            Decode { tid: true, pair: true, captures: vec![Slot::Word(1)], reads: Vec::new() };
-        for (module, name, _) in &self.funcs {
-            let m = images[*module]
-                .path
-                .file_name()
-                .map_or(String::new(), |n| n.to_string_lossy().into_owned());
-            for kind in [PointKind::Entry, PointKind::Exit] {
-                let point = match kind {
-                    PointKind::Exit => format!("{m}:{name}@exits"),
-                    _ => format!("{m}:{name}"),
-                };
-                probes.push(ProbeInfo {
-                    name: name.clone(),
-                    point,
-                    kind,
-                    stream: 0,
-                    captures: captures.clone(),
-                });
-                decode.push((kind, 0, dec.clone()));
-            }
-        }
-        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-        let offset = kerf_os::clock::realtime_ns() as i64 - kerf_os::clock::monotonic_ns() as i64;
-        let source = Source {
-            id: 0,
-            machine: String::new(),
-            kind: SourceKind::Process,
-            pid,
-            name: comm.trim().to_string(),
-            realtime_offset_ns: offset,
-            probes,
-            streams: vec![StreamInfo { name: "calls".into() }],
-        };
-        (source, SourceDecode { pid, probes: decode })
+        let file = |k: usize| file_name(&images[k].path);
+        let funcs = self.funcs.iter().map(|(k, name, _)| (file(*k), name.as_str()));
+        source_record(0, funcs, pid)
     }
+}
+
+/// A module's file name, as points name it.
+fn file_name(path: &std::path::Path) -> String {
+    path.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned())
+}
+
+/// A source record and decode table: source `id`, an entry and an exit probe for each of
+/// `funcs` (module file, function name), in order.
+fn source_record<'a>(
+    id: u16,
+    funcs: impl ExactSizeIterator<Item = (String, &'a str)>,
+    pid: u32,
+) -> (Source, SourceDecode) {
+    let mut probes = Vec::with_capacity(2 * funcs.len());
+    let mut decode = Vec::with_capacity(2 * funcs.len());
+    // As the reader keeps them: the thread and its process, then the stack pointer.
+    let captures = vec![CaptureInfo { name: "sp".into(), hex: true }];
+    let dec = Decode { tid: true, pair: true, captures: vec![Slot::Word(1)], reads: Vec::new() };
+    for (m, name) in funcs {
+        for kind in [PointKind::Entry, PointKind::Exit] {
+            let point = match kind {
+                PointKind::Exit => format!("{m}:{name}@exits"),
+                _ => format!("{m}:{name}"),
+            };
+            probes.push(ProbeInfo {
+                name: name.to_string(),
+                point,
+                kind,
+                stream: 0,
+                captures: captures.clone(),
+            });
+            decode.push((kind, 0, dec.clone()));
+        }
+    }
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    let offset = kerf_os::clock::realtime_ns() as i64 - kerf_os::clock::monotonic_ns() as i64;
+    let source = Source {
+        id,
+        machine: String::new(),
+        kind: SourceKind::Process,
+        pid,
+        name: comm.trim().to_string(),
+        realtime_offset_ns: offset,
+        probes,
+        streams: vec![StreamInfo { name: "calls".into() }],
+    };
+    (source, SourceDecode { pid, probes: decode })
 }
 
 /// Whether `name` is one of the pthread lock functions or what they reach by tail calls
@@ -238,6 +353,17 @@ impl CallTrace {
 fn lock_function(name: &str) -> bool {
     let bare = name.trim_start_matches('_');
     crate::locks::LOCK_FUNCTIONS.iter().any(|f| bare.starts_with(f))
+}
+
+/// A module mapped after the trace began: its functions are named (a source of their own)
+/// before any of its code is translated, and the reader adopts its rings at its next drain.
+impl kerf_session::jit::LateRings for CallTrace {
+    fn added(&self, m: &AnalyzedImage, rings: Arc<SharedMem>, data: Arc<SharedMem>) {
+        let Some(bias) = m.bias else { return };
+        let table = FunctionTable::of(m, bias, self.locks, 0, &|_| false);
+        let late = LateModule { path: m.path.clone(), bias, table, rings, data };
+        self.late.write().unwrap_or_else(|e| e.into_inner()).push(late);
+    }
 }
 
 /// One thread's open calls in one module's rings: (function, stack pointer at entry).
@@ -270,11 +396,25 @@ struct Tally {
     busiest: u64,
 }
 
+/// One module's rings as the reader reads them.
+#[derive(Clone)]
+struct Area {
+    rings: Arc<SharedMem>,
+    /// Its data area (the thread table first).
+    data: Arc<SharedMem>,
+    /// Its trace source (0: the modules traced from the start; a late module's own), and
+    /// where its functions' tallies start.
+    source: u16,
+    base: usize,
+}
+
 /// The reader: drains every ring area, tallies, and writes the trace.
 pub struct Reader<'a> {
     calls: &'a CallTrace,
-    /// Per module: its rings, and its data area (the thread table first).
-    areas: Vec<(Arc<SharedMem>, Arc<SharedMem>)>,
+    /// Per module: its rings.
+    areas: Vec<Area>,
+    /// Late modules whose rings are among `areas` (see [`LateRings`]).
+    adopted: usize,
     tally: Tally,
     stacks: HashMap<(usize, u32), Frames>,
     watch: HashMap<(usize, u64), RingWatch>,
@@ -334,9 +474,13 @@ impl<'a> Reader<'a> {
             }
         }
         let n = calls.funcs.len();
+        let areas = (areas.into_iter())
+            .map(|(rings, data)| Area { rings, data, source: 0, base: 0 })
+            .collect();
         Reader {
             calls,
             areas,
+            adopted: 0,
             tally: Tally { entries: vec![0; n], exits: vec![0; n], ..Tally::default() },
             stacks: HashMap::new(),
             watch: HashMap::new(),
@@ -364,8 +508,11 @@ impl<'a> Reader<'a> {
         let mut cut = began;
         let mut found = 0;
         let mut busy = false;
+        // After `began`: a late module's records are older than the cut only once its rings
+        // are read in this drain.
+        self.adopt_late();
         let areas = self.areas.clone();
-        for (a, (area, data)) in areas.iter().enumerate() {
+        for (a, Area { rings: area, data, source, base: first }) in areas.iter().enumerate() {
             let shared = area.words();
             for k in 0..kerf_codegen::timer::THREAD_SLOTS {
                 let base = ring::thread_ring(k, shape);
@@ -391,9 +538,9 @@ impl<'a> Reader<'a> {
                 if c.records > 0 && self.threads.insert(owner) {
                     self.unnamed.push(owner);
                 }
-                self.tally_words(a, owner);
+                self.tally_words(a, owner, *first);
                 if let Some(out) = self.out.as_mut() {
-                    if let Err(e) = out.packed(0, &self.kept) {
+                    if let Err(e) = out.packed(*source, &self.kept) {
                         self.error.get_or_insert(e.to_string());
                         self.out = None;
                     }
@@ -422,13 +569,44 @@ impl<'a> Reader<'a> {
         busy
     }
 
-    /// Count and pair the records of one ring of area `a` (in `self.words`), and put those
-    /// the trace keeps into `self.kept`: each exit names the function whose frame it closes,
-    /// and a tail call's exit that closes none (a jump into a fragment, see
-    /// [`TAIL_EXIT`]) is left out.
-    fn tally_words(&mut self, a: usize, owner: u64) {
+    /// The rings of modules added since the last drain ([`LateRings`]): their source
+    /// record and decode table go into the trace, their tallies after the others.
+    fn adopt_late(&mut self) {
+        let late = self.calls.late();
+        for (j, l) in late.iter().enumerate().skip(self.adopted) {
+            let source = (j + 1) as u16;
+            let base = self.tally.entries.len();
+            let n = base + l.table.funcs.len();
+            self.tally.entries.resize(n, 0);
+            self.tally.exits.resize(n, 0);
+            // Their pages faulted in now, not in the middle of a drain (see `new`).
+            for k in 0..kerf_codegen::timer::THREAD_SLOTS {
+                l.rings.load_u64((ring::thread_ring(k, self.calls.shape) + ring::HEAD) as usize);
+            }
+            if let Some(out) = self.out.as_mut() {
+                let file = file_name(&l.path);
+                let funcs = l.table.funcs.iter().map(|(name, _)| (file.clone(), name.as_str()));
+                let (src, decode) = source_record(source, funcs, self.pid);
+                let r =
+                    out.write(&Record::Source(src)).and_then(|_| out.decode_table(source, &decode));
+                if let Err(e) = r {
+                    self.error.get_or_insert(e.to_string());
+                    self.out = None;
+                }
+            }
+            let (rings, data) = (l.rings.clone(), l.data.clone());
+            self.areas.push(Area { rings, data, source, base });
+            self.adopted = j + 1;
+        }
+    }
+
+    /// Count and pair the records of one ring of area `a` (in `self.words`), whose functions'
+    /// tallies start at `base`, and put those the trace keeps into `self.kept`: each exit
+    /// names the function whose frame it closes, and a tail call's exit that closes none (a
+    /// jump into a fragment, see [`TAIL_EXIT`]) is left out.
+    fn tally_words(&mut self, a: usize, owner: u64, base: usize) {
         if self.calls.locks {
-            return self.tally_locks(a, owner);
+            return self.tally_locks(a, owner, base);
         }
         let words = std::mem::take(&mut self.words);
         self.kept.clear();
@@ -444,7 +622,7 @@ impl<'a> Reader<'a> {
             let stream = meta as u32;
             let tail = stream & TAIL_EXIT != 0;
             let probe = stream & !TAIL_EXIT;
-            let (k, exit) = ((probe / 2) as usize, probe % 2 == 1);
+            let (k, exit) = (base + (probe / 2) as usize, probe % 2 == 1);
             let Some(&sp) = values.first() else { continue };
             if k >= t.entries.len() {
                 continue;
@@ -480,7 +658,7 @@ impl<'a> Reader<'a> {
                         } else {
                             t.elsewhere += 1;
                         }
-                        keep = Some(2 * f + 1);
+                        keep = Some(2 * (f - base as u32) + 1);
                     }
                     _ if tail => {
                         t.fragment_jumps += 1;
@@ -506,18 +684,19 @@ impl<'a> Reader<'a> {
     /// lock function holds it: tail calls go on acquiring); an entry at the stack pointer of
     /// an acquisition under way is that tail call's, and returns of what the lock functions
     /// call (deeper) are not the end.
-    fn tally_locks(&mut self, a: usize, owner: u64) {
+    fn tally_locks(&mut self, a: usize, owner: u64, base: usize) {
         use crate::locks::thread_key;
         use crate::trace::event::PointKind;
         let thread = thread_key(owner as u32, 0);
         let open = self.stacks.entry((a, owner as u32)).or_default();
         for p in ring::packed(&self.words) {
             self.tally.records += 1;
-            let (k, exit) = ((p.stream / 2) as usize, p.stream % 2 == 1);
-            let (Some(&sp), Some((_, name, _))) = (p.values.first(), self.calls.funcs.get(k))
-            else {
+            let (k, exit) = (base + (p.stream / 2) as usize, p.stream % 2 == 1);
+            let Some(&sp) = p.values.first() else { continue };
+            if k >= self.tally.entries.len() {
                 continue;
-            };
+            }
+            let name = &self.calls.name(k);
             // Acquisitions left by a longjmp out of a lock function (a signal handler's).
             while open.last().is_some_and(|&(_, s)| s < sp) {
                 open.pop();
@@ -546,7 +725,7 @@ impl<'a> Reader<'a> {
     fn lost(&self) -> (u64, u64) {
         let shape = self.calls.shape;
         let (mut full, mut no_slot) = (0, 0);
-        for (area, _) in &self.areas {
+        for Area { rings: area, .. } in &self.areas {
             no_slot += area.load_u64(ring::NO_SLOT as usize);
             for k in 0..kerf_codegen::timer::THREAD_SLOTS {
                 full += area.load_u64((ring::thread_ring(k, shape) + ring::LOST) as usize);
@@ -606,12 +785,11 @@ impl<'a> Reader<'a> {
         let functions: Vec<Value> = rows
             .iter()
             .map(|&(n, k)| {
-                let (module, name, entry) = &self.calls.funcs[k];
-                let m = &images[*module];
+                let (module, name, addr) = self.calls.describe(k, images);
                 json!({
-                    "module": m.path.display().to_string(),
+                    "module": module,
                     "function": name,
-                    "addr": format!("{:#x}", entry - m.bias.unwrap_or(0)),
+                    "addr": format!("{addr:#x}"),
                     "calls": n,
                     "returns": t.exits[k],
                 })
