@@ -44,6 +44,22 @@ fn kerf_on(
     kerf_with_cache(&tmp().join("jit-cache"), tag, tool, args, program, pargs)
 }
 
+/// The raw trace `raw` converted by `kerf trace convert` to JSON Lines (in TAG.jsonl), a value
+/// a line.
+fn to_json_lines(raw: &Path, tag: &str) -> Vec<Value> {
+    let jsonl = tmp().join(format!("{tag}.jsonl"));
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["trace", "convert"])
+        .arg(raw)
+        .arg("-o")
+        .arg(&jsonl)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "convert: {}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&jsonl).unwrap();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
 /// [`kerf_on`] with the analysis cache in `cache`.
 fn kerf_with_cache(
     cache: &Path,
@@ -414,18 +430,8 @@ fn a_library_loaded_after_attach_is_translated_when_first_reached() {
     assert_eq!(calls_of("plug_step", "libjitplug.so"), Some((steps, steps)), "{c}");
     assert!(!err.contains("not traced"), "{err}");
     // The trace converts, the library's functions named by its own source.
-    let jsonl = tmp().join("jit-dlopen.jsonl");
-    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["trace", "convert"])
-        .arg(&raw)
-        .arg("-o")
-        .arg(&jsonl)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "convert: {}", String::from_utf8_lossy(&o.stderr));
     let (mut sum_in, mut sum_out, mut sources, mut events) = (0, 0, 0, 0);
-    for l in std::fs::read_to_string(&jsonl).unwrap().lines() {
-        let e: Value = serde_json::from_str(l).unwrap();
+    for e in to_json_lines(&raw, "jit-dlopen") {
         match e["type"].as_str() {
             Some("source") => sources += 1,
             Some("event") => {
@@ -1080,19 +1086,9 @@ fn call_trace_counts_every_call_and_return_and_writes_a_trace_that_converts() {
     // classify's cold part is classify's: no calls of its own, its returns classify's.
     assert!(!per_function.contains_key("classify.cold"), "{per_function:?}");
     // The trace: converted to JSON Lines, as many entries and exits of fib and cmp.
-    let jsonl = tmp().join("jit-calls.jsonl");
-    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["trace", "convert"])
-        .arg(&raw)
-        .arg("-o")
-        .arg(&jsonl)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "convert: {}", String::from_utf8_lossy(&o.stderr));
     let mut seen: BTreeMap<(String, String), u64> = BTreeMap::new();
     let mut events = 0;
-    for l in std::fs::read_to_string(&jsonl).unwrap().lines() {
-        let e: Value = serde_json::from_str(l).unwrap();
+    for e in to_json_lines(&raw, "jit-calls") {
         if e["type"] != "event" {
             continue;
         }
