@@ -195,11 +195,12 @@ impl CallTrace {
         }
     }
 
-    /// The name of function `k` of the reader's tallies (see [`CallTrace::describe`]).
-    fn name(&self, k: usize) -> String {
+    /// The name of function `k` of the reader's tallies (see [`CallTrace::describe`]),
+    /// borrowed where it can be (the lock reader asks once a record).
+    fn name(&self, k: usize) -> std::borrow::Cow<'_, str> {
         match self.funcs.get(k) {
-            Some((_, name, _)) => name.clone(),
-            None => self.late_function(k).map(|(_, name, _)| name).unwrap_or_default(),
+            Some((_, name, _)) => name.as_str().into(),
+            None => self.late_function(k).map(|(_, name, _)| name).unwrap_or_default().into(),
         }
     }
 
