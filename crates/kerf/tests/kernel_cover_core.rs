@@ -20,10 +20,13 @@ mod common;
 /// back in those; a ninth run hung with both vCPUs looping on a stale qemu translation of a
 /// temporary int3 at a restored block (interrupts off, so no watchdog; writing the byte again
 /// from qemu's gdb stub freed them), most likely the `sh` lockup too. The driver now syncs and
-/// writes each run a second time; until runs show that enough, the suite would fail at
-/// random. `vm/lockup-watch` samples the vCPUs of a guest run by hand when it happens.
+/// writes each run a second time; six runs of it since (sessions 43-44, alone and two at once
+/// on a loaded host) were all clean, which at the old rate would still happen 38 % of the
+/// time: until more runs show that enough, the suite could fail at random (and a hang with
+/// interrupts off holds CI until vm/run's timeout). `vm/lockup-watch` samples the vCPUs of a
+/// guest run by hand when it happens.
 #[test]
-#[ignore = "stale qemu translations of int3s hung 2 of 13 core-text runs (sessions 42-43): see the comment"]
+#[ignore = "stale qemu translations of int3s hung 2 of 13 core-text runs before the driver's second rewrite (6 clean since): see the comment"]
 fn every_block_of_core_text_is_covered_and_checked_against_kprobes() {
     let repo = common::repo();
     let ko = common::build_driver("driver-cover-core").join("kerf.ko");

@@ -418,7 +418,9 @@ impl ProcessTarget {
 
     /// The process's auxiliary vector now, if it can be read.
     fn read_auxv(&self) -> Option<Vec<u8>> {
-        std::fs::read(format!("/proc/{}/auxv", self.pid)).ok()
+        use kerf_os::process::ProcSys;
+        let path = std::path::PathBuf::from(format!("/proc/{}/auxv", self.pid));
+        kerf_os::sys::RealSys.read(&path).ok()
     }
 
     /// Whether the process ran `exec` since its probes went in: its auxiliary vector changed
