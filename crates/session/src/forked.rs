@@ -27,11 +27,11 @@
 //! with a copy never fails the target's operation: a copy that ended is forgotten, one kerf
 //! cannot stop (another tracer holds it) is given up and counted.
 
-use crate::instrument::Window;
+use crate::instrument::{busy_values, Window};
 use kerf_analysis::image::maps::parse_maps;
 use kerf_arch::RemoteAddr;
 use kerf_os::process::{self, ProcSys};
-use kerf_os::ptrace::{RegsExt, TraceSys, Tracee, DEFAULT_STOP_TIMEOUT};
+use kerf_os::ptrace::{TraceSys, Tracee, DEFAULT_STOP_TIMEOUT};
 use kerf_os::TargetError;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -209,7 +209,7 @@ impl ForkedCopies {
             if u.springboard {
                 let pcs = match &pcs {
                     Some(p) => p,
-                    None => pcs.insert(thread_values(tr)?),
+                    None => pcs.insert(busy_values(tr)?),
                 };
                 let end = u.addr + u.live.len() as u64;
                 if pcs.iter().any(|&v| (u.addr..end).contains(&v)) {
@@ -243,26 +243,6 @@ fn mapped_inode(proc: &dyn ProcSys, pid: i32, at: u64) -> Option<u64> {
     let maps = parse_maps(&text).ok()?;
     let m = maps.into_iter().find(|m| m.start.0 == at && !m.private)?;
     m.path.as_deref().is_some_and(|p| p.contains("memfd:kerf-")).then_some(m.inode)
-}
-
-/// Every thread's PC, and the words on the top of its stack (a signal frame's saved PC may
-/// lie there), of a stopped copy.
-fn thread_values(tr: &Tracee) -> Result<Vec<u64>, TargetError> {
-    let mut v = Vec::new();
-    let mut stack = vec![0u8; 16 * 1024];
-    for &t in tr.threads() {
-        let r = tr.regs(t)?;
-        v.push(r.rip);
-        let mut len = stack.len();
-        while len >= 64 && tr.read(r.sp(), &mut stack[..len]).is_err() {
-            len /= 2;
-        }
-        if len >= 64 {
-            let words = stack[..len].chunks_exact(8);
-            v.extend(words.map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default())));
-        }
-    }
-    Ok(v)
 }
 
 #[cfg(test)]

@@ -1660,10 +1660,16 @@ impl fmt::Display for Busy {
 
 /// Every thread's PC and every 8-byte value in the top of its stack: addresses some thread may
 /// execute or return to next.
+/// Every PC (and restarting `syscall`) and the words near the top of each stack of a stopped
+/// process, as values: what a thread may still resume at (a forked copy's springboard check).
+pub(crate) fn busy_values(tr: &Tracee) -> Result<Vec<u64>, TargetError> {
+    Ok(busy_ranges(tr, None)?.into_iter().map(|b| b.value).collect())
+}
+
 fn busy_ranges(
     tr: &Tracee,
     dead_frames: Option<&DispatcherFrames>,
-) -> Result<Vec<Busy>, InstrumentError> {
+) -> Result<Vec<Busy>, TargetError> {
     let mut v = Vec::new();
     let mut stack = vec![0u8; STACK_SCAN];
     for &t in tr.threads() {
