@@ -215,6 +215,21 @@ pub fn seccomp_restricted(sys: &dyn ProcSys, pid: i32) -> bool {
     })
 }
 
+/// Every process in /proc (its numeric entries), in no particular order; empty when /proc
+/// cannot be listed.
+pub fn pids(sys: &dyn ProcSys) -> Vec<i32> {
+    let names = sys.list_dir(Path::new("/proc")).unwrap_or_default();
+    names.iter().filter_map(|n| n.parse().ok()).collect()
+}
+
+/// Clock ticks since boot now (the first field of /proc/uptime, in hundredths of a second:
+/// `USER_HZ` is 100 on x86-64), on the clock of [`start_time`].
+pub fn uptime_ticks(sys: &dyn ProcSys) -> Option<u64> {
+    let text = sys.read_to_string(Path::new("/proc/uptime")).ok()?;
+    let (secs, hundredths) = text.split_whitespace().next()?.split_once('.')?;
+    Some(secs.parse::<u64>().ok()? * 100 + hundredths.get(..2)?.parse::<u64>().ok()?)
+}
+
 /// The fields of /proc/PID/stat after the command name: `fields[0]` is field 3 (state).
 fn stat_fields(sys: &dyn ProcSys, pid: i32) -> Option<Vec<String>> {
     let stat = sys.read_to_string(&proc_dir(pid).join("stat")).ok()?;
@@ -250,30 +265,6 @@ pub fn threads(sys: &dyn ProcSys, pid: i32) -> Vec<i32> {
         sys.list_dir(&tasks).unwrap_or_default().iter().filter_map(|t| t.parse().ok()).collect();
     tids.sort_unstable();
     tids
-}
-
-/// Every process below `pid`: the children each of its threads started
-/// (/proc/PID/task/TID/children), their children, and so on, lowest first; empty when there
-/// are none or they cannot be read. A process whose parent ended has been given another
-/// (init or a subreaper) and is no longer found here.
-pub fn descendants(sys: &dyn ProcSys, pid: i32) -> Vec<i32> {
-    let mut found: Vec<i32> = Vec::new();
-    let mut todo = vec![pid];
-    while let Some(p) = todo.pop() {
-        for tid in threads(sys, p) {
-            let path = proc_dir(p).join("task").join(tid.to_string()).join("children");
-            let text = sys.read_to_string(&path).unwrap_or_default();
-            for c in text.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
-                // A pid seen twice (a race with a fork and an exit) is walked once.
-                if c != pid && !found.contains(&c) {
-                    found.push(c);
-                    todo.push(c);
-                }
-            }
-        }
-    }
-    found.sort_unstable();
-    found
 }
 
 /// The wait status of process `pid` if it is a zombie (field 52, `exit_code`, of
@@ -384,17 +375,17 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn descendants_are_every_threads_children_and_theirs() {
+    fn pids_are_the_numbers_in_proc_and_uptime_is_in_ticks() {
         let sys = FakeSys::default()
-            .file("/proc/7/task/7/children", "12 ")
-            .file("/proc/7/task/8/children", "15 13 ")
-            .file("/proc/12/task/12/children", "20")
-            .file("/proc/13/task/13/children", "")
-            .file("/proc/15/task/15/children", "7 ")
-            .file("/proc/20/task/20/children", "");
-        assert_eq!(descendants(&sys, 7), vec![12, 13, 15, 20]);
-        assert_eq!(descendants(&sys, 12), vec![20]);
-        assert_eq!(descendants(&sys, 99), Vec::<i32>::new(), "no such process");
+            .file("/proc/7/stat", "")
+            .file("/proc/12/task/12/status", "")
+            .file("/proc/self/stat", "")
+            .file("/proc/uptime", "61234.56 120000.00\n");
+        let mut pids = pids(&sys);
+        pids.sort_unstable();
+        assert_eq!(pids, vec![7, 12]);
+        assert_eq!(uptime_ticks(&sys), Some(6_123_456));
+        assert_eq!(uptime_ticks(&FakeSys::default()), None);
     }
 
     #[test]

@@ -7,12 +7,17 @@
 //! probe kerf took out of its parent: under `kerf cover` it would never converge to its own
 //! code, and after detach it would still run kerf's.
 //!
-//! A copy is a process below the target (`/proc/PID/task/*/children`, recursively) that maps
-//! the target's first data heap at the same address from the same memory file: only a `fork`
-//! gives that, as `exec` drops every mapping. The splices taken out of the target are kept,
-//! in order, in groups of one removal call each, until every copy known has had them (a copy
-//! found later was forked after they went out); each copy has the number already applied
-//! there. Applying a splice, with every thread of the copy stopped:
+//! A copy is a process that maps the target's first data heap at the same address from the
+//! same memory file: only a `fork` gives that, as `exec` drops every mapping. kerf looks for
+//! them among every process of /proc that started since it first looked, not only below the
+//! target: the child of a copy whose parent ended was given to init (a daemon's double
+//! `fork`), and is still one. Each process is looked at once (its maps), then known by pid and
+//! start time. The splices taken out of the target are kept, in order, in groups of one
+//! removal call each, until every copy known has had them; each copy has the number already
+//! applied there. A copy found later was forked after they went out: a copy forked by another
+//! copy just before kerf stopped that one to write it is found by looking again once the
+//! writes are done (until a look finds nothing new), so none forked before the writes is
+//! missed. Applying a splice, with every thread of the copy stopped:
 //! 1. its bytes are read;
 //! 2. where they are the splice's, the original bytes are written and read back;
 //! 3. where they are the original already (the splice went out before the fork, or had not
@@ -40,6 +45,9 @@ use std::sync::Arc;
 /// Splices applied per stop of a copy at most (a group is never split): a copy forked late
 /// finds most of them out already, one read of a window each.
 const PER_STOP: usize = 64;
+/// Looks for copies in one [`ForkedCopies::sync`] at most: the first, and one more after
+/// each that wrote to a copy (which may have forked just before kerf stopped it).
+const LOOKS: usize = 8;
 
 /// One splice (or springboard) taken out of the target.
 #[derive(Clone, Debug)]
@@ -74,9 +82,12 @@ pub(crate) struct ForkedCopies {
     groups: usize,
     /// Copies: pid -> (start time, entries of `undo` applied there).
     copies: HashMap<i32, (u64, usize)>,
-    /// Processes below the target that are not copies (they ran `exec`) or were given up,
-    /// by (pid, start time).
+    /// Processes looked at that are not copies (they ran `exec`, or were never forked from
+    /// the target) or were given up, by (pid, start time).
     others: HashSet<(i32, u64)>,
+    /// Processes that started before this (clock ticks since boot) were looked at already;
+    /// `None` before the first look, which looks at those that started since the target.
+    since: Option<u64>,
     /// The target's first data heap: its address and the inode of its memory file.
     marker: Option<(u64, u64)>,
     pub stats: ForkStats,
@@ -129,45 +140,82 @@ impl ForkedCopies {
         if self.undo.is_empty() {
             return;
         }
-        let below = process::descendants(proc, pid);
-        self.copies.retain(|c, _| below.contains(c));
-        for c in below {
-            let Some(start) = process::start_time(proc, c) else { continue };
-            let applied = match self.copies.get(&c) {
-                Some(&(s, n)) if s == start => n,
-                _ if self.others.contains(&(c, start)) => continue,
-                _ if mapped_inode(proc, c, at) == Some(inode) => {
-                    self.stats.copies += 1;
-                    0
-                }
-                _ => {
-                    self.others.insert((c, start));
+        // Known copies that ended are forgotten (their pids may come back as others).
+        self.copies.retain(|&c, &mut (start, _)| {
+            process::start_time(proc, c) == Some(start)
+                && matches!(process::state(proc, c), process::State::Live)
+        });
+        let mut done_here = HashSet::new();
+        for _ in 0..LOOKS {
+            let mut fresh = false;
+            for c in self.candidates(pid, proc) {
+                let Some(start) = process::start_time(proc, c) else { continue };
+                if !done_here.insert((c, start)) {
                     continue;
                 }
-            };
-            match self.apply(c, applied, sys) {
-                Ok(()) => {
-                    self.copies.insert(c, (start, self.undo.len()));
-                }
-                Err(e) => {
-                    self.copies.remove(&c);
-                    // One that ended meanwhile (a worker's normal exit) is no loss.
-                    let ended = matches!(e, TargetError::NoSuchProcess { .. })
-                        || !matches!(process::state(proc, c), process::State::Live);
-                    if !ended {
+                let applied = match self.copies.get(&c) {
+                    Some(&(s, n)) if s == start => n,
+                    _ if self.others.contains(&(c, start)) => continue,
+                    _ if mapped_inode(proc, c, at) == Some(inode) => {
+                        self.stats.copies += 1;
+                        0
+                    }
+                    _ => {
                         self.others.insert((c, start));
-                        self.stats.given_up += 1;
+                        continue;
+                    }
+                };
+                fresh = true;
+                match self.apply(c, applied, sys) {
+                    Ok(()) => {
+                        self.copies.insert(c, (start, self.undo.len()));
+                    }
+                    Err(e) => {
+                        self.copies.remove(&c);
+                        // One that ended meanwhile (a worker's normal exit) is no loss.
+                        let ended = matches!(e, TargetError::NoSuchProcess { .. })
+                            || !matches!(process::state(proc, c), process::State::Live);
+                        if !ended {
+                            self.others.insert((c, start));
+                            self.stats.given_up += 1;
+                        }
                     }
                 }
             }
+            // Nothing written, so nothing forked while kerf wrote: the look is complete.
+            if !fresh {
+                break;
+            }
         }
         // What every copy has had applied is needed no more: a copy found later was forked
-        // after this search, so after those splices went out of the target (or its parent
-        // died, and it is not found at all). So the list stays short, even when every block
-        // of libLLVM goes out.
+        // after this search, so after those splices went out of the target and of every
+        // copy. So the list stays short, even when every block of libLLVM goes out.
         let done = self.copies.values().map(|&(_, n)| n).min().unwrap_or(self.undo.len());
         self.undo.drain(..done);
         self.copies.values_mut().for_each(|c| c.1 -= done);
+    }
+
+    /// The processes that may be copies of `pid`: every process of /proc that started since
+    /// the last look (a tick before it: start times are in ticks), or since the target
+    /// started at the first, and the copies known; not the target, not kerf.
+    fn candidates(&mut self, pid: i32, proc: &dyn ProcSys) -> Vec<i32> {
+        let me = std::process::id() as i32;
+        // At first: since the target or kerf started, whichever is later (a process forked
+        // before kerf mapped its heaps maps none of them).
+        let since = self.since.unwrap_or_else(|| {
+            let (target, kerf) = (process::start_time(proc, pid), process::start_time(proc, me));
+            target.max(kerf).unwrap_or(0)
+        });
+        self.since = process::uptime_ticks(proc).map(|t| t.saturating_sub(1)).or(Some(since));
+        let mut found: Vec<i32> = process::pids(proc)
+            .into_iter()
+            .filter(|&c| c != pid && c != me)
+            .filter(|&c| {
+                self.copies.contains_key(&c) || process::start_time(proc, c) >= Some(since)
+            })
+            .collect();
+        found.sort_unstable();
+        found
     }
 
     /// Entries `from..` of `undo` into copy `c`, whole groups per stop.
@@ -302,16 +350,20 @@ mod tests {
         format!("{HEAP:x}-{:x} rw-s 00000000 00:01 {inode} /memfd:kerf-9 (deleted)\n", HEAP + 4096)
     }
 
-    /// Target 7 with one child, the fake's process (PID), mapping the same heap.
-    fn proc_with_child(child_inode: u64) -> Proc {
-        // Field 22, the start time, is 5555.
-        let stat = format!("{PID} (fake) S {TARGET} 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5555\n");
+    /// Target 7 (started at tick 5000) and the fake's process (PID, started at 5555), which
+    /// maps the heap from memory file `inode` (the target's is 42); no process lists a child:
+    /// a copy need not be below the target (its parent may have ended).
+    fn proc_with_copy(inode: u64) -> Proc {
+        // Field 22 of stat, the start time.
+        let stat = |pid: i32, ppid: i32, start: u64| {
+            format!("{pid} (fake) S {ppid} 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {start}\n")
+        };
         Proc::default()
-            .file(&format!("/proc/{TARGET}/task/{TARGET}/children"), &format!("{PID} "))
+            .file("/proc/uptime", "60.00 100.00\n")
+            .file(&format!("/proc/{TARGET}/stat"), &stat(TARGET, 1, 5000))
             .file(&format!("/proc/{TARGET}/maps"), &heap_line(42))
-            .file(&format!("/proc/{PID}/task/{PID}/children"), "")
-            .file(&format!("/proc/{PID}/stat"), &stat)
-            .file(&format!("/proc/{PID}/maps"), &heap_line(child_inode))
+            .file(&format!("/proc/{PID}/stat"), &stat(PID, 1, 5555))
+            .file(&format!("/proc/{PID}/maps"), &heap_line(inode))
     }
 
     /// The fake's process holds, at TEXT: a splice (+0), bytes already original (+0x10),
@@ -349,7 +401,7 @@ mod tests {
             (TEXT + 0x20, &JUMP[..], &ORIGINAL[..]),
         ]);
         forks.springboards_out([(TEXT + 0x30, &JUMP[..], &PAD[..])]);
-        forks.sync(TARGET, Some(HEAP), &sys, &proc_with_child(42));
+        forks.sync(TARGET, Some(HEAP), &sys, &proc_with_copy(42));
         assert_eq!(text(&fake, 0), ORIGINAL, "kerf's jump goes");
         assert_eq!(text(&fake, 0x10), ORIGINAL, "already original");
         assert_eq!(text(&fake, 0x20), [0xe8, 1, 2, 3, 4], "someone else's bytes stay");
@@ -359,9 +411,33 @@ mod tests {
         assert!(forks.undo.is_empty(), "every copy has had them: {:?}", forks.undo);
         // Nothing new: nothing written again.
         let writes = fake.state().writes.len();
-        forks.sync(TARGET, Some(HEAP), &sys, &proc_with_child(42));
+        forks.sync(TARGET, Some(HEAP), &sys, &proc_with_copy(42));
         assert_eq!(fake.state().writes.len(), writes);
         assert_eq!(forks.stats, stats);
+        // A later removal: the known copy gets it, and only it.
+        {
+            let mut st = fake.state();
+            let (_, bytes) = st.mem.iter_mut().find(|(b, _)| *b == TEXT).unwrap();
+            bytes[0x40..0x45].copy_from_slice(&JUMP);
+        }
+        forks.taken_out([(TEXT + 0x40, &JUMP[..], &ORIGINAL[..])]);
+        forks.sync(TARGET, Some(HEAP), &sys, &proc_with_copy(42));
+        assert_eq!(text(&fake, 0x40), ORIGINAL);
+        assert_eq!(fake.state().writes.len(), writes + 1);
+        assert_eq!(forks.stats, ForkStats { restored: 2, ..stats });
+    }
+
+    #[test]
+    fn a_process_that_started_before_the_target_is_not_looked_at() {
+        let fake = copy();
+        let sys: Arc<dyn TraceSys> = fake.clone();
+        let mut forks = ForkedCopies::default();
+        forks.taken_out([(TEXT, &JUMP[..], &ORIGINAL[..])]);
+        let stat = format!("{PID} (fake) S 1 0 0 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 4000\n");
+        let proc = proc_with_copy(42).file(&format!("/proc/{PID}/stat"), &stat);
+        forks.sync(TARGET, Some(HEAP), &sys, &proc);
+        assert_eq!(text(&fake, 0), JUMP, "older than the target: no copy of it");
+        assert_eq!(forks.stats, ForkStats::default());
     }
 
     #[test]
@@ -370,7 +446,7 @@ mod tests {
         let sys: Arc<dyn TraceSys> = fake.clone();
         let mut forks = ForkedCopies::default();
         forks.taken_out([(TEXT, &JUMP[..], &ORIGINAL[..])]);
-        forks.sync(TARGET, Some(HEAP), &sys, &proc_with_child(43));
+        forks.sync(TARGET, Some(HEAP), &sys, &proc_with_copy(43));
         assert_eq!(text(&fake, 0), JUMP, "not a copy: untouched");
         assert_eq!(forks.stats, ForkStats::default());
         assert!(fake.state().writes.is_empty());
