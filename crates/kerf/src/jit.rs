@@ -201,6 +201,25 @@ fn table(v: &serde_json::Value, top: usize) -> String {
         j["escapes"],
         v["ended"].as_str().unwrap_or("")
     );
+    let r = &j["removed"];
+    if let Some(h) = r.get("held_by") {
+        let _ = writeln!(
+            s,
+            "code cache left mapped in the process ({} mappings, {} KiB reserved): thread {}'s \
+             stack holds a signal frame whose saved PC, at {}, is cache address {}{}: a handler \
+             may still return there (one that returned long ago leaves the same frame \
+             behind); nothing else leads into it",
+            r["kept"],
+            r["kept_bytes"].as_u64().unwrap_or(0) / 1024,
+            h["tid"],
+            h["stack_address"].as_str().unwrap_or("?"),
+            h["cache_address"].as_str().unwrap_or("?"),
+            h["stands_for"]
+                .as_str()
+                .map(|o| format!(" ({o} or the glue after it)"))
+                .unwrap_or_default()
+        );
+    }
     let c = &j["cache"];
     if let Some(limit) = c["limit"].as_u64() {
         let _ = writeln!(

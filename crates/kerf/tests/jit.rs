@@ -784,6 +784,64 @@ fn checked_to_the_end(mut child: std::process::Child, what: &str) {
     assert!(out.ends_with("done\n"), "{out}");
 }
 
+/// A thread stopped in a signal handler that interrupted it in the code cache when kerf
+/// detaches (tests/fixtures/held.c): the handler's frame holds a cache address, so kerf leaves
+/// the cache mapped and says so (which thread, which address, what it stands for); once the
+/// handler returns there, the thread finishes its call in the cache and runs on correctly.
+#[test]
+fn a_handler_that_will_return_into_the_cache_keeps_it_mapped_and_is_reported() {
+    use std::io::{BufRead, BufReader, Write};
+    let bin = common::build_fixture("held", "-O2", "jit-held");
+    let mut child =
+        Command::new(&bin).stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().unwrap();
+    let pid = child.id() as i32;
+    let _reaper = common::Reaper(pid);
+    let mut input = child.stdin.take().unwrap();
+    let mut output = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    output.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), pid.to_string());
+    let summary = tmp().join("jit-held.json");
+    let mut kerf = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["jit", "spin", "--plugin", "blocks", "--duration", "3", "--json", "-o"])
+        .arg(&summary)
+        .args(["-p", &pid.to_string()])
+        .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the root is spliced, the worker's next call runs in the cache: interrupt it there.
+    let mut said = String::new();
+    for l in BufReader::new(kerf.stderr.take().unwrap()).lines() {
+        let l = l.unwrap();
+        said.push_str(&l);
+        said.push('\n');
+        if l.contains(" live ") {
+            break;
+        }
+    }
+    assert!(said.contains(" live "), "kerf never went live: {said}");
+    writeln!(input, "signal").unwrap();
+    line.clear();
+    output.read_line(&mut line).unwrap();
+    assert_eq!(line, "in handler\n");
+    assert!(kerf.wait().unwrap().success(), "{said}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let removed = &v["jit"]["removed"];
+    let held = &removed["held_by"];
+    assert!(removed["kept"].as_u64().unwrap() > 0, "{removed}");
+    assert!(kerf_maps(pid) > 0, "the cache went while a handler may return into it: {removed}");
+    assert!(held["tid"].as_i64().unwrap() != i64::from(pid), "the worker's frame: {removed}");
+    let stands_for = held["stands_for"].as_str().unwrap_or("");
+    assert!(stands_for.contains("spin+"), "{removed}");
+    // The handler returns into the cache; the worker goes on, every result right.
+    writeln!(input, "go").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut output, &mut rest).unwrap();
+    assert!(child.wait().unwrap().success(), "{rest}");
+    assert_eq!(rest, "wrong 0, more than one round 1\n");
+}
+
 /// One kerf per process (DESIGN.md §5): while `kerf jit -p` is attached, a second `kerf jit`
 /// on the same process is refused before it changes anything, naming the first kerf (it
 /// failed at the root's entry before, on bytes the first had changed); the first goes on and

@@ -207,6 +207,8 @@ impl ForkedCopies {
             target.max(kerf).unwrap_or(0)
         });
         self.since = process::uptime_ticks(proc).map(|t| t.saturating_sub(1)).or(Some(since));
+        // Those that started before are never looked at again.
+        self.others.retain(|&(_, start)| start >= since);
         let mut found: Vec<i32> = process::pids(proc)
             .into_iter()
             .filter(|&c| c != pid && c != me)

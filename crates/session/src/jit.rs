@@ -294,6 +294,12 @@ impl Space {
     fn holds(&self, a: u64) -> bool {
         a >= self.code.0 && a < self.code.0 + self.room
     }
+
+    /// Whether `a` lies in the part of the room translations have used (a thread can have
+    /// run nowhere else of it).
+    fn ran_at(&self, a: u64) -> bool {
+        a >= self.code.0 && a < self.code.0 + self.used
+    }
 }
 
 /// What a plugin that writes records needs of a module the program maps after kerf attached
@@ -479,8 +485,22 @@ pub struct JitRemoved {
     /// Threads brought back from a cache to the original code, and single-steps it took.
     pub moved: usize,
     pub steps: usize,
-    /// Mappings left because a stack may still return into them (a signal frame's saved PC).
+    /// Mappings left because a stack may still return into them (a signal frame's saved PC),
+    /// and the first such word found.
     pub kept: Vec<(u64, u64)>,
+    pub held: Option<HeldBy>,
+}
+
+/// A word on a thread's stack that kept the code cache mapped at removal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HeldBy {
+    pub tid: i32,
+    /// Where the word is, and the cache address it holds.
+    pub at: u64,
+    pub pc: u64,
+    /// The original address of the clean point at that cache address, or of the one before
+    /// it (the instruction whose glue it lies in).
+    pub original: Option<u64>,
 }
 
 /// How the plugins' code tells threads apart. `mov r, fs:[0]` (the TLS ABI's self pointer,
@@ -2125,23 +2145,39 @@ impl Jit {
         Ok(moved)
     }
 
-    /// Whether a stack of a thread of `tr` holds a cache address where a signal frame keeps
-    /// the interrupted PC (a signal handler interrupted a thread in the cache and has not
-    /// returned): that code must stay as it is.
-    fn stacks_hold_cache(&self, tr: &Tracee) -> Result<bool, JitFail> {
-        let mut held = false;
+    /// The first word on a stack of a thread of `tr` that holds a cache address where a
+    /// signal frame keeps the interrupted PC (a signal handler interrupted a thread in the
+    /// cache and may not have returned): that code must stay as it is.
+    fn stacks_hold_cache(&self, tr: &Tracee) -> Result<Option<HeldBy>, JitFail> {
         for &tid in tr.threads() {
+            let sp = tr.regs(tid)?.sp().0;
             let words = stack_words(tr, tid, 64 * 1024)?;
             // Only where a signal frame keeps the interrupted PC: the cache pushes no
             // cache address that outlives the instruction after it, and any other word
             // is data (a small number falls in the room reserved below a non-PIE
-            // executable at 0x400000).
-            held |= words
+            // executable at 0x400000); and only in the part of a room translations used
+            // (an earlier kerf's heap at the same place, whose int3 handler left frames
+            // on the stacks, is no reason). A frame whose handler has returned may still
+            // lie there, in a later frame's unwritten slots: no telling (a handler may
+            // unblock its own signal, or longjmp out), so it counts too.
+            let ran = |w: u64| self.spaces.iter().flatten().any(|sp| sp.ran_at(w));
+            let found = words
                 .iter()
                 .enumerate()
-                .any(|(k, &w)| self.in_cache(w) && crate::instrument::saved_pc_slot(&words, k));
+                .find(|&(k, &w)| ran(w) && crate::instrument::saved_pc_slot(&words, k));
+            if let Some((k, &pc)) = found {
+                let at = sp + 8 * k as u64;
+                // What it stands for: its clean point's original, or the one before it (the
+                // instruction whose glue it is in).
+                let original = self
+                    .live_caches()
+                    .filter_map(|c| c.translation.clean.range(..=pc).next_back())
+                    .max_by_key(|(at, _)| **at)
+                    .map(|(_, o)| *o);
+                return Ok(Some(HeldBy { tid, at, pc, original }));
+            }
         }
-        Ok(held)
+        Ok(None)
     }
 
     /// Empty the code cache to make room (the cache limit, [`JitOptions::cache_limit`]), with
@@ -2196,7 +2232,7 @@ impl Jit {
                 Ok(tr) => tr,
                 Err(e) => break Err(e.into()),
             };
-            if tries < FLUSH_TRIES && matches!(self.stacks_hold_cache(&tr), Ok(true)) {
+            if tries < FLUSH_TRIES && matches!(self.stacks_hold_cache(&tr), Ok(Some(_))) {
                 tries += 1;
                 if let Err(e) = tr.resume_detach() {
                     break Err(e.into());
@@ -2235,7 +2271,7 @@ impl Jit {
         mbox: &SharedMem,
         first: u64,
     ) -> Result<bool, JitFail> {
-        if self.stacks_hold_cache(tr)? {
+        if self.stacks_hold_cache(tr)?.is_some() {
             let why = "a signal handler's frame holds an address in the cache".to_string();
             if !self.stats.flush_refused.contains(&why) {
                 self.stats.flush_refused.push(why);
@@ -2435,8 +2471,8 @@ impl Jit {
                 write_checked(&mem, e.at, &e.new, &e.old)?;
             }
             self.bring_back(&mut tr, &mut out)?;
-            let held = self.stacks_hold_cache(&tr)?;
-            if held {
+            out.held = self.stacks_hold_cache(&tr)?;
+            if out.held.is_some() {
                 out.kept = self.mappings();
             } else {
                 for (a, len) in self.mappings() {

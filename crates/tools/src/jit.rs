@@ -422,8 +422,18 @@ pub fn run(
     v["ended"] = json!(stop.describe(pid));
     v["target"] = crate::live::stop_json(&stop);
     if let Some(r) = removed {
-        v["jit"]["removed"] =
+        let mut removed =
             json!({ "threads_moved": r.moved, "steps": r.steps, "kept": r.kept.len() });
+        if let Some(h) = r.held {
+            removed["kept_bytes"] = json!(r.kept.iter().map(|m| m.1).sum::<u64>());
+            removed["held_by"] = json!({
+                "tid": h.tid,
+                "stack_address": format!("{:#x}", h.at),
+                "cache_address": format!("{:#x}", h.pc),
+                "stands_for": h.original.map(|o| where_is(&target, o)),
+            });
+        }
+        v["jit"]["removed"] = removed;
     }
     if stop.killed() {
         return Err(ToolError::Killed { ended: stop.describe(pid) });
