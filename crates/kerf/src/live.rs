@@ -123,6 +123,19 @@ pub struct Output {
     record: Option<std::io::BufWriter<std::fs::File>>,
     /// `--serve`: the latest sample goes here.
     serve: Option<crate::serve::Server>,
+    /// `--output`, until a summary went into it: a run that ends in an error removes the
+    /// empty file it created, rather than leave one that reads as a summary of nothing.
+    unwritten: Option<std::path::PathBuf>,
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        if let Some(p) = self.unwritten.take() {
+            if std::fs::metadata(&p).is_ok_and(|m| m.is_file() && m.len() == 0) {
+                let _ = std::fs::remove_file(&p);
+            }
+        }
+    }
 }
 
 impl Output {
@@ -145,7 +158,8 @@ impl Output {
             ),
             None => ours(),
         };
-        Ok(Output { live: ours(), summary, record, serve })
+        let unwritten = args.output.clone();
+        Ok(Output { live: ours(), summary, record, serve, unwritten })
     }
 
     fn write(sink: &mut Sink, text: &str) {
@@ -161,6 +175,7 @@ impl Output {
     /// The final summary.
     pub fn summary(&mut self, text: &str) {
         Output::write(&mut self.summary, text);
+        self.unwritten = None;
     }
 }
 

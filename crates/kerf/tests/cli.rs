@@ -201,6 +201,13 @@ fn dead_pid() {
     let pid = c.id();
     c.wait().unwrap();
     assert_error(&kerf(&["analyze", "-p", &pid.to_string()], &tmp("e7")), "does not exist");
+    // A tool that fails leaves no empty summary file behind to be read as one.
+    let out = tmp("e7").join("summary.json");
+    let args = ["count", "-p", &pid.to_string(), "libc:malloc", "--json", "-o"];
+    let mut args: Vec<&str> = args.to_vec();
+    args.push(out.to_str().unwrap());
+    assert_error(&kerf(&args, &tmp("e7")), "does not exist");
+    assert!(!out.exists(), "an empty -o file was left");
 }
 
 #[test]
