@@ -1693,6 +1693,9 @@ impl Jit {
             let m = match crate::load::analyze_module_at(self.pid, RemoteAddr(t), &known, &opts) {
                 Ok(Some(m)) => m,
                 Ok(None) => continue,
+                // The program ended meanwhile: nothing of it will run (and "process N does
+                // not exist" is no reason to give for the module).
+                Err(_) if self.target_gone() => return,
                 Err(e) => {
                     self.stats.late_refused.push(format!("{path}: {e}"));
                     continue;
@@ -1728,6 +1731,7 @@ impl Jit {
                     extra.push(m);
                     self.stats.late_modules.push(path);
                 }
+                Err(_) if self.target_gone() => return,
                 Err(e) => self.stats.late_refused.push(format!("{path}: {e}")),
             }
         }
@@ -2030,6 +2034,12 @@ impl Jit {
         // be anywhere, as any block.)
         self.insert(target, at, to.unwrap_or(target), 2, true);
         Ok(())
+    }
+
+    /// Whether the process has ended (exited, or a zombie).
+    fn target_gone(&self) -> bool {
+        use kerf_os::process::{state, State};
+        matches!(state(&kerf_os::process::RealSys, self.pid), State::Gone | State::Zombie)
     }
 
     /// Unmap everything kerf mapped (nothing may lead into it any more).
