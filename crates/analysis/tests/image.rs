@@ -335,6 +335,24 @@ fn readelf_symbols(path: &str) -> Vec<(SymbolSource, u64, String, SymbolKind, Bi
     out
 }
 
+/// The GNU indirect functions (resolvers) of libc are the IFUNC rows of `readelf -sW`.
+#[test]
+fn ifunc_resolvers_match_readelf() {
+    let text = tool("readelf", &["-sW", LIBC]);
+    let mut want: Vec<u64> = (text.lines())
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .filter(|t| t.len() >= 8 && t[3] == "IFUNC" && t[6] != "UND")
+        .map(|t| hex(t[1]))
+        .collect();
+    want.sort_unstable();
+    want.dedup();
+    let data = std::fs::read(LIBC).unwrap();
+    let got: Vec<u64> = Image::ifunc_resolvers(&data).iter().map(|a| a.0).collect();
+    assert!(want.len() > 20, "libc has dozens: {}", want.len());
+    assert_eq!(got, want);
+    assert!(Image::ifunc_resolvers(b"not an ELF file").is_empty());
+}
+
 #[test]
 fn symbol_kinds_bindings_and_sizes_match_readelf() {
     for path in [LIBC.to_string(), LS.to_string(), fixture("plt_ibt").display().to_string()] {

@@ -718,3 +718,20 @@ fn exec_in_the_target_is_reported() {
     // The new program is left alone and ends normally.
     assert!(sh.wait().unwrap().success());
 }
+
+/// Counting a GNU indirect function (glibc's `memcpy`) counts its resolver, which runs once
+/// per binding: kerf warns so, naming the implementations it chooses among.
+#[test]
+fn an_indirect_functions_resolver_is_said_to_be_one() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["count", "libc:memcpy", "libc:malloc", "--duration", "1", "--", "/bin/true"])
+        .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ifunc-cache"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let warned: Vec<&str> = err.lines().filter(|l| l.contains("GNU indirect function")).collect();
+    assert_eq!(warned.len(), 1, "memcpy's resolver only, not malloc: {err}");
+    assert!(warned[0].contains("libc.so.6:memcpy"), "{err}");
+    assert!(warned[0].contains("'libc.so.6:__memcpy_*'"), "{err}");
+}

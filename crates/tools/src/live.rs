@@ -336,7 +336,7 @@ fn run_process<T: LiveTool>(
     tool.check_process(p.pid)?;
     let (inst, probes, built, warnings) =
         p.install(o, |m, a| tool.build(m, a, TargetKind::Process))?;
-    for w in &warnings {
+    for w in warnings.iter().chain(&ifunc_warnings(&p.modules, &probes)) {
         events.warn(w);
     }
     let splice_time = t.elapsed();
@@ -487,6 +487,60 @@ fn run_kernel<T: LiveTool>(
         warning_after: None,
         error: removal.err().map(ToolError::RestoreKernel),
     })
+}
+
+/// A warning for each function probed at its entry that is a GNU indirect function's
+/// resolver (glibc's `memcpy`, `strlen`): the loader runs it once per binding to choose an
+/// implementation, so its count says nothing about calls. Names the implementations it may
+/// choose from (functions named `__NAME_...` in the same module) when the module has them.
+fn ifunc_warnings(modules: &[AnalyzedImage], probes: &[Probe]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut resolvers: Vec<Option<Vec<kerf_arch::ImageAddr>>> = vec![None; modules.len()];
+    for probe in probes {
+        let (m, f) = (probe.point.module, probe.point.func);
+        let Some(image) = modules.get(m) else { continue };
+        let cfg = &image.analysis.cfg;
+        let fun = cfg.function(f);
+        if probe.point.addr != fun.entry || !seen.insert((m, f)) {
+            continue;
+        }
+        let r = resolvers[m].get_or_insert_with(|| {
+            kerf_analysis::image::Image::ifunc_resolvers(image.bytes.as_ref())
+        });
+        if r.binary_search(&fun.entry).is_err() {
+            continue;
+        }
+        let module = spec::module_name(&image.analysis.image);
+        // (`memcpy@@GLIBC_2.14`: the version is no part of the implementations' names.)
+        let base = fun.name.split('@').next().unwrap_or(&fun.name);
+        let prefix = format!("__{base}_");
+        let mut chosen: Vec<&str> = (cfg.functions.iter())
+            .map(|g| g.name.as_str())
+            .filter(|n| n.starts_with(&prefix))
+            .collect();
+        chosen.sort_unstable();
+        chosen.dedup();
+        let among = match chosen.len() {
+            0 => String::new(),
+            n => {
+                let some: Vec<String> =
+                    chosen.iter().take(4).map(|c| format!("{module}:{c}")).collect();
+                let more = if n > 4 { format!(" and {} more", n - 4) } else { String::new() };
+                format!(
+                    "; it chooses among {}{more} (probe those: '{module}:{prefix}*')",
+                    some.join(", ")
+                )
+            }
+        };
+        out.push(format!(
+            "{module}:{} is a GNU indirect function: its code is the resolver the loader runs \
+             once to bind the symbol, not the function callers run, so it counts bindings, not \
+             calls{among}",
+            fun.name
+        ));
+    }
+    out
 }
 
 /// Add the fields of object `extra` to object `v`.

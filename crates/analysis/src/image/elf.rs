@@ -300,6 +300,27 @@ pub(super) fn find_build_id(
     Ok(None)
 }
 
+/// See [`Image::ifunc_resolvers`].
+pub(super) fn ifunc_resolvers(data: &[u8]) -> Vec<ImageAddr> {
+    let endian = LE;
+    let Ok(header) = Header::parse(data) else { return Vec::new() };
+    let Ok(table) = header.sections(endian, data) else { return Vec::new() };
+    let mut out = Vec::new();
+    for kind in [elf::SHT_SYMTAB, elf::SHT_DYNSYM] {
+        let Ok(syms) = table.symbols(endian, data, kind) else { continue };
+        out.extend(
+            (syms.iter())
+                .filter(|s| {
+                    s.st_type() == elf::STT_GNU_IFUNC && s.st_shndx(endian) != elf::SHN_UNDEF
+                })
+                .map(|s| ImageAddr(s.st_value(endian))),
+        );
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 /// Append the defined, named, non-section/file symbols of one table.
 pub(super) fn collect_symbols(
     table: &Symbols<'_>,

@@ -182,6 +182,14 @@ impl<'a> Image<'a> {
         elf::parse(name, data)
     }
 
+    /// The addresses of the GNU indirect functions (`STT_GNU_IFUNC`) an x86-64 ELF file
+    /// defines, from .symtab and .dynsym, sorted: each is a resolver, which the dynamic
+    /// loader calls once per binding to choose an implementation (glibc's `memcpy`, `strlen`),
+    /// not the function callers run. Empty for anything that does not parse.
+    pub fn ifunc_resolvers(data: &[u8]) -> Vec<ImageAddr> {
+        elf::ifunc_resolvers(data)
+    }
+
     /// An image without an ELF file: `data` is code that was linked (or is running) at
     /// `base`, e.g. kernel text read from a live kernel. It has one executable section,
     /// `.text`, covering all of `data`, and no symbols until a symbol file is added.
