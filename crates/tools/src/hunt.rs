@@ -78,6 +78,11 @@ pub struct Node {
     /// microseconds, is in every interval: the time is too large) and was not replaced by the
     /// callee's own timer's time per call (it was not followed).
     pub trap_inflated: bool,
+    /// Its function is its parent's direct tail call (`jmp f`, the parent's last act, whose
+    /// time the parent's timer holds): before it is followed its time is all of the parent's
+    /// self time, an upper bound; once followed, at most its own time per call for each of
+    /// the parent's calls.
+    pub tail_call: bool,
     pub children: Vec<Node>,
     /// Its function's most run blocks, where the hunt counted them.
     pub blocks: Vec<BlockRate>,
@@ -122,10 +127,12 @@ fn follow_name(callee: &str) -> Option<&str> {
 struct Round {
     functions: HashMap<String, Measured>,
     callees: HashMap<String, Vec<(String, Measured)>>,
+    /// Per timed function, the functions it tail-calls directly (their time is its own).
+    tails: HashMap<String, Vec<String>>,
 }
 
-/// Per function timed: its totals, and its callees' from the same round.
-type Known = HashMap<String, (Measured, Vec<(String, Measured)>)>;
+/// Per function timed: its totals, its callees' from the same round, and its tail callees.
+type Known = HashMap<String, (Measured, Vec<(String, Measured)>, Vec<String>)>;
 
 #[derive(Clone, Copy, Default)]
 struct Measured {
@@ -153,6 +160,12 @@ fn read_round(v: &Value) -> Round {
             }
             _ => {
                 let name = f["function"].as_str().unwrap_or("").to_string();
+                let tails = f["tail_callees"].as_array().into_iter().flatten();
+                let mut tails: Vec<String> =
+                    tails.filter_map(|t| Some(t.as_str()?.to_string())).collect();
+                tails.sort();
+                tails.dedup();
+                r.tails.insert(name.clone(), tails);
                 r.functions.insert(name, m);
             }
         }
@@ -253,7 +266,8 @@ pub fn hunt(
             out.stopped = v["stopped"].as_str().map(String::from);
             for (name, m) in &round.functions {
                 let callees = round.callees.get(name).cloned().unwrap_or_default();
-                known.insert(name.clone(), (*m, callees));
+                let tails = round.tails.get(name).cloned().unwrap_or_default();
+                known.insert(name.clone(), (*m, callees, tails));
             }
             if out.rounds == 1 {
                 let mut names: Vec<&String> = round.functions.keys().collect();
@@ -490,10 +504,19 @@ fn resolvable(target: &Target, spec: &str) -> bool {
 /// Give every frontier node whose function has been timed its callees, by that round's shares.
 fn place(roots: &mut [Node], frontier: &[(String, Vec<usize>)], known: &Known) {
     for (name, path) in frontier {
-        let Some((m, callees)) = known.get(name) else { continue };
+        let Some((m, callees, tails)) = known.get(name) else { continue };
         let node = node_at(roots, path);
         if node.followed {
             continue;
+        }
+        // A tail call's bound: its own time per call, for each of its parent's calls.
+        if node.tail_call && m.calls > 0.0 {
+            let own = node.calls * m.ns / m.calls;
+            if own < node.ns {
+                let scale = own / node.ns;
+                node.ns = own;
+                node.virtual_ns = node.virtual_ns.map(|v| v * scale);
+            }
         }
         // A call-site time inflated by a trapped return: the callee's own time per call
         // instead (unless its own exits are traps too).
@@ -509,6 +532,24 @@ fn place(roots: &mut [Node], frontier: &[(String, Vec<usize>)], known: &Known) {
             trap_exit: false,
         };
         node.children = children(callees, &here, m);
+        // One function it tail-calls: the time not in its calls may be there (a wrapper that
+        // ends `jmp g` spends next to none itself), so it is a child to follow. With several,
+        // nothing tells how that time splits.
+        if let [tail] = tails.as_slice() {
+            let kids_virtual: Option<f64> = node.children.iter().map(|c| c.virtual_ns).sum();
+            let child = Node {
+                name: tail.clone(),
+                ns: node.self_ns(),
+                virtual_ns: node.virtual_ns.zip(kids_virtual).map(|(v, k)| (v - k).max(0.0)),
+                calls: node.calls,
+                tail_call: true,
+                ..Node::default()
+            };
+            if child.ns > 0.0 {
+                node.children.push(child);
+                node.children.sort_by(|a, b| b.ns.total_cmp(&a.ns));
+            }
+        }
         node.followed = true;
     }
 }
@@ -572,6 +613,11 @@ pub fn tree_text(h: &Hunt, min: f64) -> String {
             (true, _) => " (includes trap delivery)",
             (false, true) => "",
             (false, false) => " (not followed)",
+        };
+        let mark = match (n.tail_call, n.followed) {
+            (true, true) => format!(" (tail call){mark}"),
+            (true, false) => format!(" (tail call: at most this; not followed){mark}"),
+            (false, _) => mark.to_string(),
         };
         let _ = writeln!(t, "  {}{}{mark}", "  ".repeat(depth), n.name);
         if !n.blocks.is_empty() {
@@ -680,7 +726,7 @@ pub fn json(h: &Hunt) -> Value {
     fn node(n: &Node) -> Value {
         json!({"function": n.name, "ns_per_s": n.ns, "self_ns_per_s": n.self_ns(),
                "calls_per_s": n.calls, "virtual_ns_per_s": n.virtual_ns, "followed": n.followed,
-               "trap_inflated": n.trap_inflated,
+               "trap_inflated": n.trap_inflated, "tail_call": n.tail_call,
                "blocks": n.blocks.iter().map(|b| json!({"offset": b.offset, "address": b.address,
                    "runs_per_s": b.per_s, "runs_per_call": b.per_call})).collect::<Vec<_>>(),
                "children": n.children.iter().map(node).collect::<Vec<_>>()})
@@ -734,11 +780,46 @@ mod tests {
         assert!(roots[0].children[0].trap_inflated);
         let mut known = Known::new();
         let own = Measured { ns: 1.8e6, virtual_ns: None, calls: 100_000.0, trap_exit: false };
-        known.insert("authRequired".into(), (own, Vec::new()));
+        known.insert("authRequired".into(), (own, Vec::new(), Vec::new()));
         place(&mut roots, &[("authRequired".into(), vec![0, 0])], &known);
         let a = &roots[0].children[0];
         assert!(!a.trap_inflated && a.followed);
         assert!((a.ns - 50_000.0 * 18.0).abs() < 1e-6, "{}", a.ns);
+    }
+
+    #[test]
+    fn a_tail_callee_takes_its_callers_self_time_then_at_most_its_own_per_call() {
+        // postgres's ExecutorRun: five instructions ending `jmp standard_ExecutorRun`, whose
+        // time its timer holds and no call-site timer does.
+        let v = json!({"timed_seconds": 1.0, "functions": [
+            {"function": "ExecutorRun", "total_ns": 1000, "calls": 10,
+             "tail_callees": ["standard_ExecutorRun"]},
+            {"function": "ExecutorRun > log", "caller": "ExecutorRun", "callee": "log",
+             "total_ns": 100, "calls": 10}]});
+        let r = read_round(&v);
+        let mut known = Known::new();
+        let (m, tails) = (r.functions["ExecutorRun"], r.tails["ExecutorRun"].clone());
+        known.insert("ExecutorRun".into(), (m, r.callees["ExecutorRun"].clone(), tails));
+        let mut roots =
+            vec![Node { name: "ExecutorRun".into(), ns: 1000.0, calls: 10.0, ..Node::default() }];
+        place(&mut roots, &[("ExecutorRun".into(), vec![0])], &known);
+        let kids: Vec<(&str, f64, bool)> =
+            roots[0].children.iter().map(|c| (c.name.as_str(), c.ns, c.tail_call)).collect();
+        assert_eq!(kids, [("standard_ExecutorRun", 900.0, true), ("log", 100.0, false)]);
+        assert_eq!(roots[0].self_ns(), 0.0);
+        // Followed: a tail callee that takes 3 ns a call (called from elsewhere too) keeps
+        // only that for this path's 10 calls; one that takes more keeps the bound.
+        for (own_ns, want) in [(300.0, 30.0), (50_000.0, 900.0)] {
+            let mut roots = roots.clone();
+            let own = Measured { ns: own_ns, virtual_ns: None, calls: 100.0, trap_exit: false };
+            let mut known = Known::new();
+            known.insert("standard_ExecutorRun".into(), (own, Vec::new(), Vec::new()));
+            place(&mut roots, &[("standard_ExecutorRun".into(), vec![0, 0])], &known);
+            let t = &roots[0].children[0];
+            assert!(t.followed && t.tail_call);
+            assert!((t.ns - want).abs() < 1e-9, "{own_ns}: {}", t.ns);
+        }
+        assert!(tree_text(&Hunt { roots, ..Hunt::default() }, 0.0).contains("(tail call"));
     }
 
     #[test]
