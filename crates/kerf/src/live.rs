@@ -18,8 +18,10 @@ pub struct LiveArgs {
     /// Seconds between table updates (at least 0.05).
     #[arg(long, default_value_t = 1.0, value_parser = seconds, value_name = "SECONDS")]
     pub interval: f64,
-    /// Stop after this many seconds (default: until the target ends or runs exec, or
-    /// Ctrl-C). The summary says how the target ended; kerf exits 1 if a signal killed it.
+    /// Stop this many seconds after the probes are in (installing them, which takes seconds
+    /// for hundreds of thousands of points, is not counted; default: until the target ends
+    /// or runs exec, or Ctrl-C). The summary says how the target ended; kerf exits 1 if a
+    /// signal killed it.
     #[arg(long, value_parser = seconds, value_name = "SECONDS")]
     pub duration: Option<f64>,
     /// End with one JSON object summarising every point (instead of the final table).

@@ -282,6 +282,9 @@ pub struct ProcessTarget {
     /// A launched command waiting at its entry point for the probes.
     hold: Option<kerf_os::ptrace::EntryHold>,
     pub started: Instant,
+    /// When sampling first began (the probes in), carried into the program an `exec` runs:
+    /// a duration counts from here.
+    pub sampling_since: Option<Instant>,
     pub modules: Vec<AnalyzedImage>,
     /// Further names of each module (see `process_aliases`).
     pub aliases: Vec<Vec<String>>,
@@ -312,6 +315,7 @@ impl ProcessTarget {
                 watch: Some(ExitWatch::open(pid)),
                 hold: None,
                 started,
+                sampling_since: None,
                 modules: Vec::new(),
                 aliases: Vec::new(),
                 warnings: Vec::new(),
@@ -346,6 +350,7 @@ impl ProcessTarget {
                     watch: Some(ExitWatch::open(pid)),
                     hold: Some(hold),
                     started,
+                    sampling_since: None,
                     modules: Vec::new(),
                     aliases: Vec::new(),
                     warnings: Vec::new(),

@@ -358,6 +358,11 @@ fn run_process<T: LiveTool>(
     let failed = std::cell::RefCell::new(None);
     let stop_requested = || tool.stop_requested() || failed.borrow().is_some();
     let mut inst = inst;
+    // A duration counts the time the probes are in, not the installation before it (which
+    // took longer than `--duration 6` on postgres's 320,000 blocks, and measured nothing),
+    // as `kerf jit` counts from the cache going live.
+    let since = *p.sampling_since.get_or_insert_with(Instant::now);
+    let began = std::mem::replace(&mut p.started, since);
     let mut stop = p.sample_until(tool.sampling(opts.sampling), &heaps, stop_requested, || {
         tick(tool, &mut table, &built, &mut inst, opts, events, &mut failed.borrow_mut())
     });
@@ -374,6 +379,7 @@ fn run_process<T: LiveTool>(
     // would wait for the command to end).
     let child = if tool.follows_exec() { p.child.take() } else { None };
     let removal = p.finish(inst, &mut stop);
+    p.started = began;
     let pid = p.pid;
     // (Only now is it known whether the target ran exec: a retirement or the removal that
     // found its memory gone tells.)
@@ -410,7 +416,8 @@ fn run_process<T: LiveTool>(
 }
 
 /// After process `p` ran `exec`: attach to its new program and run `tool` there (the clock
-/// and a launched command's handle carried over), then join the summaries. If the new
+/// (from the start, and from the first probes in, for the duration) and a launched command's
+/// handle carried over), then join the summaries. If the new
 /// program cannot be attached to, the summary so far is the result, with a warning.
 fn follow_exec<T: LiveTool>(
     tool: &T,
@@ -429,6 +436,7 @@ fn follow_exec<T: LiveTool>(
         Ok(mut next) => {
             next.child = child;
             next.started = p.started;
+            next.sampling_since = p.sampling_since;
             let r = run_process(tool, &mut next, opts, events);
             *p = next;
             let r = r?;
@@ -464,7 +472,7 @@ fn run_kernel<T: LiveTool>(
     let mut table = tool.table(&built, probes.len(), &inst);
     let failed = std::cell::RefCell::new(None);
     let why = sample_loop(
-        k.started,
+        Instant::now(), // (the duration counts from the probes in, as in a process)
         tool.sampling(opts.sampling),
         || (tool.stop_requested() || failed.borrow().is_some()).then_some(Stop::Interrupted),
         || tick(tool, &mut table, &built, &mut inst, opts, events, &mut failed.borrow_mut()),
