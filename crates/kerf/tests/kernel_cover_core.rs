@@ -6,27 +6,22 @@
 //! hit); Ctrl-C takes every probe out, the text digest is the one before, and the kernel log
 //! has no new warning (the guest panics on a soft lockup). The guest script is
 //! tests/fixtures/kernel_cover_core.sh. Going live takes 7-12 minutes under TCG, so this is a
-//! boot of its own. If the VM cannot run, the test fails with the reason. Ignored in the
-//! suite's run for now (see the test's comment).
+//! boot of its own. If the VM cannot run, the test fails with the reason.
 
 mod common;
 
-/// Not in the suite's run (`cargo test -- --ignored` runs it): its second run, in the
-/// fresh-clone suite of session 42, panicked the guest on a soft lockup 40 s after going live
-/// (CPU 0 stuck 26 s in `sh`'s page fault from `__rseq_handle_notify_resume`, a kprobe's
-/// dispatcher on the stack); its first run, alone, passed. Session 43 ran the script eight
-/// times more: two, with three guests on two CPUs, locked up in kerf's own splice ioctl (fixed:
-/// the driver yields between runs), the six others were clean; the `sh` lockup did not come
-/// back in those; a ninth run hung with both vCPUs looping on a stale qemu translation of a
-/// temporary int3 at a restored block (interrupts off, so no watchdog; writing the byte again
-/// from qemu's gdb stub freed them), most likely the `sh` lockup too. The driver now syncs and
-/// writes each run a second time; six runs of it since (sessions 43-44, alone and two at once
-/// on a loaded host) were all clean, which at the old rate would still happen 38 % of the
-/// time: until more runs show that enough, the suite could fail at random (and a hang with
-/// interrupts off holds CI until vm/run's timeout). `vm/lockup-watch` samples the vCPUs of a
-/// guest run by hand when it happens.
+/// History, for whoever sees it fail: its second run, in the fresh-clone suite of session 42,
+/// panicked the guest on a soft lockup 40 s after going live (CPU 0 stuck in `sh`'s page
+/// fault, a kprobe's dispatcher on the stack). Session 43 found two causes in more runs: kerf's
+/// own splice ioctl holding a CPU over 20 s on a crowded host (the driver now yields between
+/// runs), and both vCPUs trapping for ever on a stale qemu translation of a temporary int3 at a
+/// restored block (interrupts off, so no watchdog; writing the byte again from qemu's gdb stub
+/// freed them): 2 hangs in 13 runs. The driver now syncs every CPU after each run's rewrite
+/// and writes it a second time; the ten runs of that driver since (sessions 43-45, alone and
+/// two guests at once on a loaded host) were all clean, so the test is back in the suite. A
+/// hang shows as vm/run's timeout with the last RESULT line; `vm/lockup-watch` samples the
+/// vCPUs of a guest run by hand (see bench/RESULTS.md, "Core text again").
 #[test]
-#[ignore = "stale qemu translations of int3s hung 2 of 13 core-text runs before the driver's second rewrite (6 clean since): see the comment"]
 fn every_block_of_core_text_is_covered_and_checked_against_kprobes() {
     let repo = common::repo();
     let ko = common::build_driver("driver-cover-core").join("kerf.ko");
