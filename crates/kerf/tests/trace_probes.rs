@@ -54,8 +54,8 @@ fn flood(bin: &Path, n: u64, out: &Path, args: &[&str]) -> Vec<Value> {
     records(out)
 }
 
-/// [`flood`] without reading the output.
-fn flood_run(bin: &Path, n: u64, out: &Path, args: &[&str]) {
+/// [`flood`] without reading the output; kerf's stderr (its final table).
+fn flood_run(bin: &Path, n: u64, out: &Path, args: &[&str]) -> String {
     let mut all = vec!["-o", out.to_str().unwrap()];
     all.extend_from_slice(args);
     let n_text = n.to_string();
@@ -63,6 +63,7 @@ fn flood_run(bin: &Path, n: u64, out: &Path, args: &[&str]) {
     let run = kerf_trace(&all);
     let sum: u64 = (0..n).map(|i| 9000 + i).sum();
     assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), sum.to_string());
+    String::from_utf8_lossy(&run.stderr).into_owned()
 }
 
 /// One call as the program saw it: (k, i, ret, label or "-" for the bad pointer).
@@ -197,13 +198,18 @@ fn a_small_ring_under_a_flood_counts_every_loss() {
         let traced = d.join(format!("flood.{ext}"));
         const N: u64 = 3_000_000;
         let out = d.join(format!("flood-{ext}.jsonl"));
-        if ext == "kerf-trace" {
-            flood_run(&bin, N, &traced, &["--ring-slots", "64", "step {i=arg1}"]);
+        let said = if ext == "kerf-trace" {
+            let said = flood_run(&bin, N, &traced, &["--ring-slots", "64", "step {i=arg1}"]);
             kerf_trace(&["convert", traced.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+            said
         } else {
-            flood_run(&bin, N, &out, &["--ring-slots", "64", "step {i=arg1}"]);
-        }
+            flood_run(&bin, N, &out, &["--ring-slots", "64", "step {i=arg1}"])
+        };
         flood_checks(&records(&out), N, ext);
+        // The losses are said to be the rings' and what gives them room.
+        let hint = said.lines().find(|l| l.contains("events lost to full rings"));
+        let hint = hint.unwrap_or_else(|| panic!("{ext}: no word on the losses: {said}"));
+        assert!(hint.contains("rings of 64 slots") && hint.contains("--ring-slots"), "{hint}");
     }
 }
 

@@ -96,8 +96,9 @@ pub struct Trace {
     kernel: RefCell<Option<KernelSide>>,
     /// The process traced (known once it is chosen), whose tasks alone `kernel:` lines see.
     pid: std::cell::Cell<Option<i32>>,
-    /// `--ring-slots` (`None`: the target's default).
+    /// `--ring-slots` (`None`: the target's default), and what the main target's rings got.
     slots: Option<u32>,
+    slots_used: std::cell::Cell<Option<u32>>,
     /// The offsets of `task_struct.pid` and `.tgid` (the kernel's thread and process ids), from
     /// the kernel's BTF.
     task_ids: std::cell::Cell<(Option<u32>, Option<u32>)>,
@@ -164,6 +165,7 @@ impl Trace {
             kernel: RefCell::new(None),
             pid: std::cell::Cell::new(None),
             slots,
+            slots_used: std::cell::Cell::new(None),
             task_ids: std::cell::Cell::new((None, None)),
             off,
             control,
@@ -378,6 +380,9 @@ impl Trace {
             }
             (TargetKind::Process, _) => self.slots.unwrap_or(DEFAULT_SLOTS),
         };
+        if only.is_none() {
+            self.slots_used.set(Some(slots));
+        }
         // Each stream's slots: the shortest that hold its probes' longest record, which the
         // programs built for the longest slots tell.
         let kernel = kind == TargetKind::Kernel;
@@ -674,6 +679,30 @@ impl LiveTool for Trace {
                 s["delivered"].as_u64().unwrap_or(0),
                 s["lost"].as_u64().unwrap_or(0),
                 s["name"].as_str().unwrap_or("?"),
+            ));
+        }
+        let sum = |key: &str| -> u64 {
+            (summary["streams"].as_array().into_iter().flatten())
+                .map(|s| s[key].as_u64().unwrap_or(0))
+                .sum()
+        };
+        let no_ring = sum("lost_no_ring");
+        let full = sum("lost").saturating_sub(no_ring);
+        if let (true, Some(slots)) = (full > 0, self.slots_used.get()) {
+            let most = match self.kernel_target {
+                Some(_) => "as many as the driver's heap holds".to_string(),
+                None => format!("up to {}", max_thread_slots()),
+            };
+            t.push_str(&format!(
+                "{full} events lost to full rings: rings of {slots} slots filled before kerf's \
+                 reader emptied them (a flood, or a reader short of CPU); --ring-slots gives \
+                 each more room (a power of two, {most})\n"
+            ));
+        }
+        if no_ring > 0 {
+            t.push_str(&format!(
+                "{no_ring} events lost by threads that found no ring (a process's 256 rings a \
+                 stream were all held by live threads)\n"
             ));
         }
         t
@@ -1191,6 +1220,10 @@ impl Reader {
                 let st = &self.sources[src];
                 let lost: u64 =
                     (st.lost_seen.iter()).filter(|((x, _, _), _)| *x == s).map(|(_, v)| *v).sum();
+                let no_ring: u64 = (st.lost_seen.iter())
+                    .filter(|((x, _, r), _)| *x == s && *r == NO_SLOT_KEY)
+                    .map(|(_, v)| *v)
+                    .sum();
                 let delivered = st.delivered[s];
                 let c = Counters {
                     source: src as u16,
@@ -1204,7 +1237,7 @@ impl Reader {
                 let name =
                     if src == 0 { info.name.clone() } else { format!("{} (kernel)", info.name) };
                 streams.push(json!({"name": name, "emitted": c.emitted, "filtered": filtered,
-                    "delivered": delivered, "lost": lost}));
+                    "delivered": delivered, "lost": lost, "lost_no_ring": no_ring}));
                 self.put(Record::Counters(c));
             }
         }
