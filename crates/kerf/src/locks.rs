@@ -45,7 +45,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     // Averaged over the time watched (else the span of the events seen).
     let span = stats.first_ns.map_or(0.0, |f| stats.last_ns.saturating_sub(f) as f64 / 1e9);
     let secs = stats.watched.unwrap_or(span);
-    let v = report(&stats, secs, &|a| namer.name(a));
+    let v = report(&stats, secs, &|a| namer.name(a).or_else(|| stats.late_names.get(&a).cloned()));
     let text = if args.json { format!("{v}\n") } else { table(&v, args.most) };
     if args.command.is_empty() {
         print!("{text}");

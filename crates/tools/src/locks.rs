@@ -143,6 +143,9 @@ pub struct LockStats {
     /// What became of the target (the live summary's `target`: a launched command's exit
     /// code among it).
     pub target: Value,
+    /// Names of call sites in modules the process mapped after kerf looked at it (a JVM's
+    /// `libjvm.so`, loaded by the launcher), found while it ran (see [`LateNames`]).
+    pub late_names: HashMap<u64, String>,
 }
 
 /// Whose interval an event belongs to: the thread, except that the kernel's idle tasks all
@@ -195,6 +198,8 @@ impl LockStats {
 struct LockSink {
     stats: Rc<RefCell<LockStats>>,
     site: SiteOf,
+    /// A process's: names for locks and call sites in modules mapped after kerf looked.
+    late: Option<Rc<RefCell<LateNames>>>,
 }
 
 impl Sink for LockSink {
@@ -218,6 +223,11 @@ impl Sink for LockSink {
                     s.event(PointKind::Exit, &p.name, key, e.time_ns, None);
                 } else if let Some((&lock, rest)) = words.split_first() {
                     let site = (self.site)(rest);
+                    if let Some(l) = &self.late {
+                        let mut l = l.borrow_mut();
+                        l.note(lock);
+                        l.note(site);
+                    }
                     s.event(PointKind::Entry, &p.name, key, e.time_ns, Some((lock, site)));
                 }
             }
@@ -305,6 +315,12 @@ pub fn watch(
     events: &mut dyn Events,
 ) -> Result<LockStats, ToolError> {
     let kernel = matches!(target, Target::Kernel(_));
+    let late = match &*target {
+        Target::Process(p) => {
+            Some(Rc::new(RefCell::new(LateNames::new(p.pid, Namer::new(target)))))
+        }
+        Target::Kernel(_) => None,
+    };
     let lines = lock_lines(target);
     if lines.is_empty() {
         return Err(ToolError::Usage(if kernel {
@@ -320,7 +336,7 @@ pub fn watch(
         Box::new(|words| words.first().copied().unwrap_or(0))
     };
     let stats = Rc::new(RefCell::new(LockStats::default()));
-    let sink = LockSink { stats: stats.clone(), site };
+    let sink = LockSink { stats: stats.clone(), site, late: late.clone() };
     let tool = Trace::new(&lines, kernel, None, Vec::new(), None, Output::Sink(Box::new(sink)))?;
     let started = std::time::Instant::now();
     let report = run(&tool, target, opts, events)?;
@@ -331,6 +347,7 @@ pub fn watch(
     drop(tool);
     // Taken out whoever else still holds the sink: never an empty report in its place.
     let mut s = std::mem::take(&mut *stats.borrow_mut());
+    s.late_names = late.map(|l| std::mem::take(&mut l.borrow_mut().names)).unwrap_or_default();
     s.watched = Some(watched);
     s.target = report.json["target"].clone();
     Ok(s)
@@ -500,6 +517,83 @@ impl Namer {
     }
 }
 
+/// Names for addresses in modules a process mapped after kerf analysed it, looked up in
+/// /proc/PID/maps while the process still runs (at the end it may be gone): the file that
+/// maps the address, at its first mapping's start, and the file's own symbols.
+struct LateNames {
+    pid: i32,
+    known: Namer,
+    /// The process's maps as last read: read again only for an address none holds (a
+    /// program with a mutex in each of 100,000 heap objects reads them once).
+    maps: Vec<kerf_analysis::image::maps::Mapping>,
+    /// Per file: where it is mapped, and its sized symbols (start, end, name).
+    files: HashMap<String, (u64, Vec<(u64, u64, String)>)>,
+    /// Addresses looked up, and the names found.
+    seen: HashSet<u64>,
+    names: HashMap<u64, String>,
+}
+
+impl LateNames {
+    fn new(pid: i32, known: Namer) -> LateNames {
+        let (maps, files) = (Vec::new(), HashMap::new());
+        LateNames { pid, known, maps, files, seen: HashSet::new(), names: HashMap::new() }
+    }
+
+    /// Name `addr` if no module kerf analysed holds it (once per address).
+    fn note(&mut self, addr: u64) {
+        if addr == 0 || !self.seen.insert(addr) || self.known.name(addr).is_some() {
+            return;
+        }
+        let held = |maps: &[kerf_analysis::image::maps::Mapping]| {
+            maps.iter().any(|m| (m.start.0..m.end.0).contains(&addr))
+        };
+        if !held(&self.maps) {
+            let text = std::fs::read_to_string(format!("/proc/{}/maps", self.pid));
+            let maps = text.ok().and_then(|t| kerf_analysis::image::maps::parse_maps(&t).ok());
+            self.maps = maps.unwrap_or_default();
+        }
+        let maps = &self.maps;
+        let Some(path) = maps
+            .iter()
+            .find(|m| (m.start.0..m.end.0).contains(&addr))
+            .and_then(|m| m.path.clone())
+            .filter(|p| p.starts_with('/'))
+        else {
+            return;
+        };
+        if !self.files.contains_key(&path) {
+            // The ELF headers' first segment is at offset 0: its mapping's start is the base.
+            let Some(base) =
+                maps.iter().filter(|m| m.path.as_deref() == Some(&path)).map(|m| m.start.0).min()
+            else {
+                return;
+            };
+            let symbols = std::fs::read(format!("/proc/{}/root{path}", self.pid))
+                .ok()
+                .and_then(|bytes| {
+                    let img = kerf_analysis::image::Image::from_elf(&path, &bytes).ok()?;
+                    let mut v: Vec<(u64, u64, String)> = (img.symbols.iter())
+                        .filter(|s| s.size > 0)
+                        .map(|s| (s.addr.0, s.addr.0 + s.size, s.name.clone()))
+                        .collect();
+                    v.sort();
+                    Some(v)
+                })
+                .unwrap_or_default();
+            self.files.insert(path.clone(), (base, symbols));
+        }
+        let (base, symbols) = &self.files[&path];
+        let module = kerf_session::spec::module_name(&path);
+        let a = addr - base;
+        let name = match holder(symbols, a) {
+            Some((start, name)) if a == start => format!("{module}:{name}"),
+            Some((start, name)) => format!("{module}:{name}+{:#x}", a - start),
+            None => format!("{module}+{a:#x}"),
+        };
+        self.names.insert(addr, name);
+    }
+}
+
 /// The span of `spans` (start, end, name; sorted by start) that holds `a`: its start and name.
 fn holder(spans: &[(u64, u64, String)], a: u64) -> Option<(u64, &str)> {
     let i = spans.partition_point(|s| s.0 <= a);
@@ -510,6 +604,22 @@ fn holder(spans: &[(u64, u64, String)], a: u64) -> Option<(u64, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_module_kerf_never_analysed_is_named_from_the_maps_and_its_own_symbols() {
+        // This test's own process, with no module known: libc's `getpid` by its dynamic
+        // symbol, and an anonymous page by nothing.
+        let mut late = LateNames::new(std::process::id() as i32, Namer::of(&[], false));
+        let getpid = libc::getpid as usize as u64;
+        late.note(getpid);
+        late.note(getpid + 1);
+        assert_eq!(late.names[&getpid], "libc.so.6:getpid");
+        assert_eq!(late.names[&(getpid + 1)], "libc.so.6:getpid+0x1");
+        let heap = Box::new(0u64);
+        let at = &*heap as *const u64 as u64;
+        late.note(at);
+        assert!(!late.names.contains_key(&at), "{:?}", late.names.get(&at));
+    }
 
     fn entry(s: &mut LockStats, tid: u32, t: u64, lock: u64, site: u64) {
         s.event(PointKind::Entry, "pthread_mutex_lock", thread_key(tid, 0), t, Some((lock, site)));
