@@ -361,7 +361,9 @@ fn run_process<T: LiveTool>(
     // A duration counts the time the probes are in, not the installation before it (which
     // took longer than `--duration 6` on postgres's 320,000 blocks, and measured nothing),
     // as `kerf jit` counts from the cache going live.
-    let since = *p.sampling_since.get_or_insert_with(Instant::now);
+    // (Only a followed exec hands its start on: the hunt's rounds on one target each count
+    // their own.)
+    let since = p.sampling_since.take().unwrap_or_else(Instant::now);
     let began = std::mem::replace(&mut p.started, since);
     let mut stop = p.sample_until(tool.sampling(opts.sampling), &heaps, stop_requested, || {
         tick(tool, &mut table, &built, &mut inst, opts, events, &mut failed.borrow_mut())
@@ -397,6 +399,7 @@ fn run_process<T: LiveTool>(
            "seconds": p.started.elapsed().as_secs_f64()});
     merge(&mut v, fields);
     if follow && removal.is_ok() {
+        p.sampling_since = Some(since);
         return follow_exec(tool, p, child, v, opts, events);
     }
     if child.is_some() {

@@ -517,6 +517,9 @@ impl Namer {
     }
 }
 
+/// Named spans of addresses: (start, end, name), sorted by start.
+type Spans = Vec<(u64, u64, String)>;
+
 /// Names for addresses in modules a process mapped after kerf analysed it, looked up in
 /// /proc/PID/maps while the process still runs (at the end it may be gone): the file that
 /// maps the address, at its first mapping's start, and the file's own symbols.
@@ -526,8 +529,8 @@ struct LateNames {
     /// The process's maps as last read: read again only for an address none holds (a
     /// program with a mutex in each of 100,000 heap objects reads them once).
     maps: Vec<kerf_analysis::image::maps::Mapping>,
-    /// Per file: where it is mapped, and its sized symbols (start, end, name).
-    files: HashMap<String, (u64, Vec<(u64, u64, String)>)>,
+    /// Per file: where it is mapped, and its sized symbols.
+    files: HashMap<String, (u64, Spans)>,
     /// Addresses looked up, and the names found.
     seen: HashSet<u64>,
     names: HashMap<u64, String>,
@@ -610,7 +613,7 @@ mod tests {
         // This test's own process, with no module known: libc's `getpid` by its dynamic
         // symbol, and an anonymous page by nothing.
         let mut late = LateNames::new(std::process::id() as i32, Namer::of(&[], false));
-        let getpid = libc::getpid as usize as u64;
+        let getpid = libc::getpid as *const () as u64;
         late.note(getpid);
         late.note(getpid + 1);
         assert_eq!(late.names[&getpid], "libc.so.6:getpid");
