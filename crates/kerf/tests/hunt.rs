@@ -87,10 +87,12 @@ fn hunt_finds_the_slow_path_four_calls_deep() {
     assert!((1e5..=1.6e6).contains(&per_call), "slow_path's top block {per_call} a call: {v}");
     assert!(child(serve, "handle")["blocks"].as_array().unwrap().is_empty(), "{v}");
     // hot, when its share was enough to follow it, loops 20 times a call: its loop block's
-    // count over its timer's calls. Their probes need not go in (and out) in the same stop,
-    // and the program runs 4 M calls a second between stops: on a loaded CI machine the loop
-    // once counted 19.85 a call while hot's entry and exit blocks counted 1.000 (not
-    // understood further: some 2 ms of loops uncounted).
+    // count over its timer's calls. Their probes need not go in (and out) in the same stop:
+    // the loop's bytes are where the thread most often stands when kerf stops it, and a site
+    // a thread stands in waits for a later try, while the program runs 4 M calls a second.
+    // On a loaded CI machine the loop once counted 19.85 a call while hot's entry and exit
+    // blocks (sharing their sites with the timer's probes) counted 1.000: about 2 ms of the
+    // loop uncounted, most likely that wait.
     if let Some(b) = hot_blocks(serve).first() {
         let per_call = b["runs_per_call"].as_f64().unwrap();
         assert!((19.6..=20.4).contains(&per_call), "hot's loop {per_call} a call: {v}");
