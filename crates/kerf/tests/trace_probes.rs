@@ -210,6 +210,9 @@ fn a_small_ring_under_a_flood_counts_every_loss() {
         let hint = said.lines().find(|l| l.contains("events lost to full rings"));
         let hint = hint.unwrap_or_else(|| panic!("{ext}: no word on the losses: {said}"));
         assert!(hint.contains("rings of 64 slots") && hint.contains("--ring-slots"), "{hint}");
+        // Decoded while draining (JSON Lines), a raw trace is the way; a raw one is told none.
+        let raw_advice = said.contains("-o FILE.kerf-trace then kerf trace convert");
+        assert_eq!(raw_advice, ext == "jsonl", "{ext}: {said}");
     }
 }
 

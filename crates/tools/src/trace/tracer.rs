@@ -698,6 +698,15 @@ impl LiveTool for Trace {
                  reader emptied them (a flood, or a reader short of CPU); --ring-slots gives \
                  each more room (a power of two, {most})\n"
             ));
+            // Decoding as it drains (about a microsecond an event) is what a flood outruns,
+            // whatever the rings' size.
+            if summary["packed"] == false {
+                t.push_str(
+                    "(this output is decoded while kerf drains the rings; a raw trace, -o \
+                     FILE.kerf-trace then kerf trace convert, copies them as they are and keeps \
+                     up with far higher rates)\n",
+                );
+            }
         }
         if no_ring > 0 {
             t.push_str(&format!(
@@ -1246,6 +1255,7 @@ impl Reader {
         tail.push_str(&String::from_utf8_lossy(&std::mem::take(&mut self.live)));
         let summary = self.summary.clone();
         let (mut output_error, mut output_report) = (None, None);
+        let packed = matches!(self.output, Output::Packed(_));
         match &mut self.output {
             Output::Sink(s) => {
                 output_error = s.finish(&self.tables, &summary).err().map(|e| e.to_string());
@@ -1272,6 +1282,7 @@ impl Reader {
         json!({"events": summary.events, "lost": summary.lost, "streams": streams,
                "points": points, "live_tail": tail,
                "output_error": output_error, "output_report": output_report,
+               "packed": packed,
                "tsc_ticks_per_ns": self.clock.ticks_per_ns})
     }
 }
