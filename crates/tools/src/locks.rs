@@ -473,18 +473,8 @@ impl Namer {
                 .map(|f| (f.entry.0, f.extent.end, f.name.clone()))
                 .collect();
             functions.sort();
-            let mut symbols: Vec<(u64, u64, String)> = Vec::new();
             // The kernel's symbols are kallsyms, which kerf's analysis already made functions.
-            if !kernel {
-                if let Ok(img) = kerf_analysis::image::Image::from_elf(&name, &m.bytes) {
-                    symbols = img
-                        .symbols
-                        .iter()
-                        .filter(|s| s.size > 0)
-                        .map(|s| (s.addr.0, s.addr.0 + s.size, s.name.clone()))
-                        .collect();
-                }
-            }
+            let mut symbols = if kernel { Vec::new() } else { sized_symbols(&name, &m.bytes) };
             let sized: HashSet<u64> = symbols.iter().map(|s| s.0).collect();
             symbols.extend(functions.iter().filter(|f| !sized.contains(&f.0)).cloned());
             symbols.sort();
@@ -571,18 +561,8 @@ impl LateNames {
             else {
                 return;
             };
-            let symbols = std::fs::read(format!("/proc/{}/root{path}", self.pid))
-                .ok()
-                .and_then(|bytes| {
-                    let img = kerf_analysis::image::Image::from_elf(&path, &bytes).ok()?;
-                    let mut v: Vec<(u64, u64, String)> = (img.symbols.iter())
-                        .filter(|s| s.size > 0)
-                        .map(|s| (s.addr.0, s.addr.0 + s.size, s.name.clone()))
-                        .collect();
-                    v.sort();
-                    Some(v)
-                })
-                .unwrap_or_default();
+            let file = std::fs::read(format!("/proc/{}/root{path}", self.pid));
+            let symbols = file.map(|bytes| sized_symbols(&path, &bytes)).unwrap_or_default();
             self.files.insert(path.clone(), (base, symbols));
         }
         let (base, symbols) = &self.files[&path];
@@ -595,6 +575,18 @@ impl LateNames {
         };
         self.names.insert(addr, name);
     }
+}
+
+/// The ELF symbols of file `bytes` that have a size, as sorted spans (none if it does not
+/// parse).
+fn sized_symbols(name: &str, bytes: &[u8]) -> Spans {
+    let Ok(img) = kerf_analysis::image::Image::from_elf(name, bytes) else { return Vec::new() };
+    let mut v: Spans = (img.symbols.iter())
+        .filter(|s| s.size > 0)
+        .map(|s| (s.addr.0, s.addr.0 + s.size, s.name.clone()))
+        .collect();
+    v.sort();
+    v
 }
 
 /// The span of `spans` (start, end, name; sorted by start) that holds `a`: its start and name.
