@@ -7,11 +7,12 @@
 //! The code of a program is, in order:
 //! 1. in a process, `lea rsp,[rsp-128]` if anything goes on the stack (the red zone below
 //!    `rsp` may hold the function's data);
-//! 2. `pushfq` if an op writes a flag that is live;
+//! 2. `pushfq` if an op writes a flag that is live (where the point allows
+//!    [`FlagSave::Ah`], instead `lahf` and `seto al` after step 3, `rax` saved if live);
 //! 3. `push` of every register the code writes that is live, or that a `reg` op reads
 //!    (so that `reg` finds the point's value in its stack slot whatever happened since);
 //! 4. the ops;
-//! 5. the pops, `popfq`, `lea rsp,[rsp+128]`, in reverse.
+//! 5. (`add al,0x7f` and `sahf`,) the pops, `popfq`, `lea rsp,[rsp+128]`, in reverse.
 
 use crate::ir::{
     Addr, Cond, Label, MemRead, Op, Program, ReadKind, Rings, Src, TimerOp, VReg, Width, CALL_ARGS,
@@ -22,7 +23,7 @@ use iced_x86::code_asm::{
     CodeLabel,
 };
 use iced_x86::{Code, IcedError, Instruction, MemoryOperand, Register};
-use kerf_arch::x86_64::{FlagSet, Gpr, RegSet};
+use kerf_arch::x86_64::{Flag, FlagSet, Gpr, RegSet};
 use std::fmt;
 
 /// What lowering needs to know about the point besides the program.
@@ -42,13 +43,39 @@ pub struct At {
     pub cpu: CpuRead,
     /// In the kernel: the routines memory reads call (`None`: reads are refused there).
     pub kernel_reads: Option<KernelReads>,
+    /// How live flags the code writes are kept.
+    pub flags_save: FlagSave,
 }
 
 impl At {
-    /// A point with `rdtscp` for the CPU and no kernel readers.
+    /// A point with `rdtscp` for the CPU, no kernel readers, and flags kept on the stack.
     pub fn new(live: LiveAt, env: Env, thread: ThreadPointer, threads: u64) -> At {
-        At { live, env, thread, threads, thread_id: None, cpu: CpuRead::Rdtscp, kernel_reads: None }
+        At {
+            live,
+            env,
+            thread,
+            threads,
+            thread_id: None,
+            cpu: CpuRead::Rdtscp,
+            kernel_reads: None,
+            flags_save: FlagSave::Stack,
+        }
     }
+}
+
+/// How generated code keeps the arithmetic flags it writes where they are live.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FlagSave {
+    /// `pushfq` ... `popfq`: any snippet, any CPU; `popfq` is microcoded (a dozen cycles
+    /// and more), the dearest part of a block counter at a point with live flags.
+    #[default]
+    Stack,
+    /// `lahf` and `seto al` into `rax` (saved first if live), `add al,0x7f` and `sahf` at
+    /// the end: a few single-cycle instructions. Only in a process whose CPU has LAHF/SAHF in
+    /// 64-bit mode (`lahf_lm`: every x86-64 CPU since 2005), and only for a snippet that
+    /// leaves `rax` alone (neither writes it as a fixed register nor reads the point's
+    /// value of it) and makes no call: any other falls back to the stack.
+    Ah,
 }
 
 /// How generated code reads the CPU it runs on.
@@ -194,8 +221,20 @@ pub struct Reservation {
     pub saved: Vec<Gpr>,
     /// Whether RFLAGS is pushed.
     pub flags: bool,
+    /// The flags kept in `rax` instead ([`FlagSave::Ah`]).
+    pub ah: Option<AhSave>,
     /// Whether `rsp` steps over the red zone first.
     pub red_zone: bool,
+}
+
+/// Flags kept in `rax`: SF, ZF, AF, PF and CF by `lahf` into `ah` (`low`), OF by `seto al`
+/// (`of`). Restoring OF is `add al,0x7f` (0x80 overflows, 0x7f does not), which writes every
+/// flag: with it, the five are restored after it by `sahf` whenever any of them is live,
+/// written by the snippet or not.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AhSave {
+    pub low: bool,
+    pub of: bool,
 }
 
 impl Reservation {
@@ -207,8 +246,30 @@ impl Reservation {
         pool: &[Gpr],
         live: LiveAt,
         env: Env,
+        save: FlagSave,
     ) -> Result<Reservation, LowerError> {
         let Demand { need, loose, clobbers, keep, flags, stack } = *d;
+        let kept = FlagSet(live.flags.0 & flags.0);
+        let rax = RegSet::of(&[Gpr::Rax]);
+        let in_ah = save == FlagSave::Ah
+            && env == Env::User
+            && !kept.is_empty()
+            && !stack
+            && clobbers.intersect(rax).is_empty()
+            && keep.intersect(rax).is_empty();
+        if in_ah {
+            // rax holds the flags from the prologue to the epilogue: a fixed register the
+            // snippet writes. Too few registers left for the rest: keep them on the stack.
+            let d = Demand { clobbers: clobbers.union(rax), flags: FlagSet::EMPTY, ..*d };
+            if let Ok(mut r) = Reservation::new(&d, pool, live, env, FlagSave::Stack) {
+                let of_set = FlagSet(1 << Flag::Of as u8);
+                let of = kept.contains(Flag::Of);
+                let low =
+                    !kept.minus(of_set).is_empty() || (of && !live.flags.minus(of_set).is_empty());
+                r.ah = Some(AhSave { low, of });
+                return Ok(r);
+            }
+        }
         let dead_first = |regs: &[Gpr], n: usize| -> Vec<Gpr> {
             let dead = regs.iter().filter(|r| !live.regs.contains(**r));
             let spilled = regs.iter().filter(|r| live.regs.contains(**r));
@@ -233,7 +294,7 @@ impl Reservation {
         let saved: Vec<Gpr> = written.intersect(live.regs.union(keep)).iter().collect();
         let flags = live.flags.0 & flags.0 != 0;
         let red_zone = env == Env::User && (!saved.is_empty() || flags || stack);
-        Ok(Reservation { scratch, loose, saved, flags, red_zone })
+        Ok(Reservation { scratch, loose, saved, flags, ah: None, red_zone })
     }
 
     /// How far below the point's `rsp` the saves leave it.
@@ -257,11 +318,18 @@ impl Reservation {
             v.push(Instruction::with(Code::Pushfq));
         }
         v.extend(self.saved.iter().map(|r| templates::push(*r)));
+        if let Some(ah) = self.ah {
+            v.extend(templates::flags_to_rax(ah.low, ah.of));
+        }
         v
     }
 
     pub fn epilogue(&self) -> Vec<Instruction> {
-        let mut v: Vec<Instruction> = self.saved.iter().rev().map(|r| templates::pop(*r)).collect();
+        let mut v = Vec::new();
+        if let Some(ah) = self.ah {
+            v.extend(templates::flags_from_rax(ah.low, ah.of));
+        }
+        v.extend(self.saved.iter().rev().map(|r| templates::pop(*r)));
         if self.flags {
             v.push(Instruction::with(Code::Popfq));
         }
@@ -474,7 +542,7 @@ pub fn lower_program_split(
     let nfused = fused.iter().filter(|f| **f).count();
     let need = nv - nloose - nfused + temps;
     let demand = Demand { need, loose: nloose, clobbers, keep, flags, stack };
-    let res = Reservation::new(&demand, pool, at.live, at.env)?;
+    let res = Reservation::new(&demand, pool, at.live, at.env, at.flags_save)?;
     // Loose values take the loose registers, then every value and the temporaries the rest.
     let (mut from_loose, mut rest) =
         (res.scratch[..res.loose].iter(), res.scratch[res.loose..].iter());
@@ -1259,7 +1327,7 @@ mod tests {
     #[test]
     fn dead_registers_come_first_and_nothing_is_saved() {
         let at = live(&[Gpr::R10, Gpr::R9, Gpr::Rdi], FlagSet::ALL);
-        let r = Reservation::new(&demand(2), &PREFERENCE, at, Env::User).unwrap();
+        let r = Reservation::new(&demand(2), &PREFERENCE, at, Env::User, FlagSave::Stack).unwrap();
         assert_eq!(r.scratch, [Gpr::R11, Gpr::R8]);
         assert_eq!((r.saved.len(), r.flags, r.red_zone), (0, false, false));
         assert!(r.prologue().is_empty() && r.epilogue().is_empty());
@@ -1269,13 +1337,14 @@ mod tests {
     fn live_registers_are_spilled_only_when_too_few_are_dead() {
         let all_but_rbx: Vec<Gpr> = Gpr::ALL.into_iter().filter(|r| *r != Gpr::Rbx).collect();
         let at = live(&all_but_rbx, FlagSet::EMPTY);
-        let r = Reservation::new(&demand(2), &PREFERENCE, at, Env::User).unwrap();
+        let r = Reservation::new(&demand(2), &PREFERENCE, at, Env::User, FlagSave::Stack).unwrap();
         // rbx is dead: taken first; then the first live one in preference order, saved.
         assert_eq!(r.scratch, [Gpr::Rbx, Gpr::R10]);
         assert_eq!(r.saved, [Gpr::R10]);
         assert!(r.red_zone, "a push in a process steps over the red zone first");
         assert_eq!(r.frame(), 128 + 8);
-        let k = Reservation::new(&demand(2), &PREFERENCE, at, Env::Kernel).unwrap();
+        let k =
+            Reservation::new(&demand(2), &PREFERENCE, at, Env::Kernel, FlagSave::Stack).unwrap();
         assert_eq!((k.saved.clone(), k.red_zone, k.frame()), (vec![Gpr::R10], false, 8));
     }
 
@@ -1288,14 +1357,17 @@ mod tests {
             ..demand(1)
         };
         // Nothing live but carry, which the snippet does not write.
-        let r = Reservation::new(&d, &PREFERENCE, live(&[], FlagSet(1)), Env::User).unwrap();
+        let r =
+            Reservation::new(&d, &PREFERENCE, live(&[], FlagSet(1)), Env::User, FlagSave::Stack)
+                .unwrap();
         assert_eq!(r.scratch, [Gpr::R11]);
         // rdx is written (a clobber) and read by `reg`: saved although dead; rax is not kept.
         assert_eq!(r.saved, [Gpr::Rdx]);
         assert_eq!(r.slot(Gpr::Rdx), Some(0));
         assert!(!r.flags);
         let too_many = Demand { need: 13, ..d };
-        let e = Reservation::new(&too_many, &PREFERENCE, LiveAt::ALL, Env::User).unwrap_err();
+        let e = Reservation::new(&too_many, &PREFERENCE, LiveAt::ALL, Env::User, FlagSave::Stack)
+            .unwrap_err();
         assert_eq!(e, LowerError::Registers { need: 13, available: 12 });
     }
 

@@ -22,6 +22,33 @@ fn op(r: Result<Instruction, iced_x86::IcedError>) -> Instruction {
     r.expect("template instruction is well formed")
 }
 
+/// Keep the arithmetic flags in `rax`: `lahf` (SF, ZF, AF, PF, CF into `ah`) if `low`,
+/// `seto al` if `of`. Flags untouched.
+pub fn flags_to_rax(low: bool, of: bool) -> Vec<Instruction> {
+    let mut v = Vec::new();
+    if low {
+        v.push(Instruction::with(Code::Lahf));
+    }
+    if of {
+        v.push(op(Instruction::with1(Code::Seto_rm8, Register::AL)));
+    }
+    v
+}
+
+/// Put back what [`flags_to_rax`] kept: `add al,0x7f` sets OF exactly when `al` is 1 (and
+/// writes every other flag), then `sahf` the five from `ah`. The caller asks for `low`
+/// whenever one of the five is live and `of` is kept.
+pub fn flags_from_rax(low: bool, of: bool) -> Vec<Instruction> {
+    let mut v = Vec::new();
+    if of {
+        v.push(op(Instruction::with2(Code::Add_AL_imm8, Register::AL, 0x7f)));
+    }
+    if low {
+        v.push(Instruction::with(Code::Sahf));
+    }
+    v
+}
+
 /// `lock inc qword ptr [rip+slot]`.
 pub fn atomic_inc(slot: u64) -> Instruction {
     let mut i = op(Instruction::with1(Code::Inc_rm64, rip_mem(slot)));

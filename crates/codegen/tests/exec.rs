@@ -482,7 +482,7 @@ fn tail_stacks_are_per_thread() {
 
 // ---- IR programs, run natively ----
 
-use kerf_codegen::{ir::Program, lower_program, ring, text, At};
+use kerf_codegen::{ir::Program, lower_program, ring, text, At, FlagSave};
 
 /// Registers the harness sets before a snippet and reads after it, in this order.
 const NAMES: [&str; 11] =
@@ -692,6 +692,119 @@ fn jit_block_counter_adds_plainly_in_its_thread_and_atomically_in_others() {
         h.join().unwrap();
     }
     assert_eq!((ar.data(8), ar.data(16)), (3 * N, 3 * 3 * N));
+}
+
+/// Call generated code at `f` with the registers of [`NAMES`] set to [`PATTERN`] and the
+/// arithmetic flags to `flags` (RFLAGS bits: CF 0, PF 2, AF 4, ZF 6, SF 7, OF 11); the
+/// registers and flags it leaves.
+fn run_flags(f: u64, flags: u64) -> ([u64; 11], u64) {
+    let [mut a, mut c, mut d, mut si, mut di, mut r8, mut r9, mut r10, mut r11, mut r12, mut r13] =
+        PATTERN;
+    let out: u64;
+    // SAFETY: as `run_with`: `f` returns with `ret`, preserves rbx, rbp and r15 and may write
+    // only the registers named here; `popfq` loads only the arithmetic flags given (and the
+    // reserved bit 1), the stack below rsp is usable (no `nostack`).
+    unsafe {
+        asm!(
+            "push r15",
+            "popfq",
+            "call r14",
+            "pushfq",
+            "pop r14",
+            inout("r14") f => out, in("r15") flags | 2,
+            inout("rax") a, inout("rcx") c, inout("rdx") d, inout("rsi") si,
+            inout("rdi") di, inout("r8") r8, inout("r9") r9, inout("r10") r10,
+            inout("r11") r11, inout("r12") r12, inout("r13") r13,
+        );
+    }
+    ([a, c, d, si, di, r8, r9, r10, r11, r12, r13], out & ARITH)
+}
+
+/// The six arithmetic flags' bits in RFLAGS, in [`kerf_arch::x86_64::Flag`]'s order.
+const FLAG_BITS: [u64; 6] = [1, 1 << 2, 1 << 4, 1 << 6, 1 << 7, 1 << 11];
+const ARITH: u64 = 1 | 1 << 2 | 1 << 4 | 1 << 6 | 1 << 7 | 1 << 11;
+
+#[test]
+fn live_flags_come_out_unchanged_kept_in_ah_or_on_the_stack() {
+    // A block counter (the owner's path in line, the others' out of line), and a snippet
+    // that adds in a register (a scratch register besides the one the flags are kept in).
+    let counter = "thread %t
+         load64 %owner, [{D}]
+         br.ne %t, %owner, shared
+         add [{D}+8], 1
+        done:
+         cold
+        shared:
+         atomic add [{D}+16], 1
+         jmp done";
+    let sum = "load64 %v, [{D}+24]\n add %v, 5\n store64 [{D}+24], %v";
+    // `inc`: every flag but CF written, so a live CF is kept though not written.
+    let inc = "add [{D}+8], 1";
+    let tp: u64;
+    // SAFETY: reads this thread's thread pointer (x86-64 TLS ABI: the TCB's first word).
+    unsafe { asm!("mov {}, fs:[0]", out(reg) tp) };
+    for save in [FlagSave::Stack, FlagSave::Ah] {
+        for src in [counter, sum, inc] {
+            // Every set of live flags, with the registers all live or all dead.
+            for live_flags in 0..64u8 {
+                for regs in [RegSet::ALL, RegSet::of(&[kerf_arch::x86_64::Gpr::Rsp])] {
+                    let live = LiveAt { regs, flags: FlagSet(live_flags) };
+                    let at =
+                        At { flags_save: save, ..At::new(live, Env::User, thread_pointer(), 0) };
+                    let mut ar = Arena::new();
+                    let f = ar.place_ir(src, &at);
+                    ar.set_data(0, tp);
+                    let mask: u64 =
+                        (0..6).filter(|k| live_flags >> k & 1 != 0).map(|k| FLAG_BITS[k]).sum();
+                    for input in (0..64u64).map(|b| {
+                        (0..6).filter(|k| b >> k & 1 != 0).map(|k| FLAG_BITS[k]).sum::<u64>()
+                    }) {
+                        let (r, out) = run_flags(f, input);
+                        assert_eq!(
+                            out & mask,
+                            input & mask,
+                            "{save:?} {src:?}: live {live_flags:#x}, in {input:#x}"
+                        );
+                        if regs == RegSet::ALL {
+                            assert_eq!(r, PATTERN, "{save:?} {src:?}: live {live_flags:#x}");
+                        }
+                    }
+                    let runs = 64;
+                    if src != sum {
+                        assert_eq!((ar.data(8), ar.data(16)), (runs, 0));
+                    } else {
+                        assert_eq!(ar.data(24), 5 * runs);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn flags_kept_in_ah_need_no_stack_where_rax_is_dead() {
+    // The counter at a point where only the flags and rax... are live: lahf/sahf, and no
+    // step over the red zone when rax is dead; a push of rax (over the red zone) when live.
+    let p: Program = text::parse("add [0x7000], 1").unwrap();
+    let flags = LiveAt { regs: RegSet::of(&[kerf_arch::x86_64::Gpr::Rsp]), flags: FlagSet::ALL };
+    let at = At { flags_save: FlagSave::Ah, ..At::new(flags, Env::User, thread_pointer(), 0) };
+    let code: Vec<iced_x86::Code> =
+        lower_program(&p, &at).unwrap().iter().map(|i| i.code()).collect();
+    use iced_x86::Code as C;
+    assert_eq!(code, [C::Lahf, C::Seto_rm8, C::Inc_rm64, C::Add_AL_imm8, C::Sahf]);
+    let rax = LiveAt {
+        regs: RegSet::of(&[kerf_arch::x86_64::Gpr::Rsp, kerf_arch::x86_64::Gpr::Rax]),
+        ..flags
+    };
+    let code: Vec<iced_x86::Code> =
+        lower_program(&p, &At { live: rax, ..at }).unwrap().iter().map(|i| i.code()).collect();
+    assert_eq!(code.first(), Some(&C::Lea_r64_m), "{code:?}");
+    assert!(code.contains(&C::Push_r64) && !code.contains(&C::Pushfq), "{code:?}");
+    // In the kernel the flags stay on the stack.
+    let k = At { env: Env::Kernel, ..at };
+    let code: Vec<iced_x86::Code> =
+        lower_program(&p, &k).unwrap().iter().map(|i| i.code()).collect();
+    assert!(code.contains(&C::Pushfq) && !code.contains(&C::Lahf), "{code:?}");
 }
 
 /// Read the ring at `ring` (data offset) of `ar`.

@@ -1,13 +1,15 @@
 //! Golden tests of lowering: every `tests/ir/NAME.ir` is parsed, printed (the canonical text
 //! must parse back to the same program), and lowered for a few points (nothing live,
-//! everything live, only the flags live, the kernel), encoded at a fixed address and
+//! everything live, only the flags live, flags kept in `ah`, the kernel), encoded at a fixed address and
 //! disassembled; the result must equal `tests/ir/NAME.golden`. With `KERF_BLESS=1` the
 //! golden files are rewritten instead (never edit them by hand).
 
 use iced_x86::InstructionBlock;
 use iced_x86::{BlockEncoder, BlockEncoderOptions};
 use kerf_arch::x86_64::{FlagSet, RegSet};
-use kerf_codegen::{lower_program, text, At, CpuRead, Env, KernelReads, LiveAt, ThreadPointer};
+use kerf_codegen::{
+    lower_program, text, At, CpuRead, Env, FlagSave, KernelReads, LiveAt, ThreadPointer,
+};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -30,6 +32,14 @@ fn points() -> Vec<(&'static str, At)> {
             At { thread_id: Some(0x2d0), ..user(LiveAt::ALL) },
         ),
         ("process, flags live, registers dead", user(flags)),
+        (
+            "process, flags live, registers dead, flags kept in ah",
+            At { flags_save: FlagSave::Ah, ..user(flags) },
+        ),
+        (
+            "process, everything live, flags kept in ah",
+            At { flags_save: FlagSave::Ah, ..user(LiveAt::ALL) },
+        ),
         ("process, nothing live, rdpid for the CPU", At { cpu: CpuRead::Rdpid, ..user(dead) }),
         (
             "kernel, everything live, current task at gs:[0x2c740], readers at 0x51xxxx",

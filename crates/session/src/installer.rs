@@ -1059,6 +1059,7 @@ pub(crate) mod fake {
                 only_thread: None,
                 only_id: None,
                 cpu: kerf_codegen::CpuRead::Rdtscp,
+                flags_save: kerf_codegen::FlagSave::Stack,
                 kernel_reads: None,
                 off_cpu: None,
             };

@@ -454,6 +454,7 @@ impl Backend for ProcessBackend {
             only_thread,
             only_id: None,
             cpu: Runtime::cpu_read(),
+            flags_save: Runtime::flags_save(),
             kernel_reads: None,
             off_cpu: None,
         };

@@ -16,6 +16,7 @@
 //! analysed and given room, with the process stopped as at install ([`Jit::serve`]).
 
 use crate::load::AnalyzedImage;
+use crate::patchset::Runtime;
 use kerf_analysis::cfg::FuncId;
 use kerf_analysis::validate::Invalid;
 use kerf_arch::RemoteAddr;
@@ -947,8 +948,9 @@ pub fn install(
         .collect();
     let mailbox_at = mailbox.as_ref().map(|m| m.remote().0);
     let state_at = state.as_ref().map_or(0, |s| s.remote().0);
-    let cpu = crate::patchset::Runtime::cpu_read();
-    let at = At { thread_id: tid_offset, cpu, ..At::new(LiveAt::ALL, Env::User, thread, 0) };
+    let (cpu, flags_save) = (Runtime::cpu_read(), Runtime::flags_save());
+    let at =
+        At { thread_id: tid_offset, cpu, flags_save, ..At::new(LiveAt::ALL, Env::User, thread, 0) };
     // The main thread's id is the process id.
     let owner_tid = tid_offset.map(|_| pid as u32);
     let ctx = Ctx { at, hash, owner, owner_tid, roots: root_entries, mailbox: mailbox_at };

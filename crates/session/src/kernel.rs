@@ -652,6 +652,7 @@ impl Backend for KernelBackend<'_> {
             only_thread: None,
             only_id,
             cpu: Runtime::cpu_read(),
+            flags_save: kerf_codegen::FlagSave::Stack,
             kernel_reads: Some(self.kernel.kernel_reads()),
             off_cpu: None,
         };

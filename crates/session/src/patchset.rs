@@ -11,8 +11,8 @@ use kerf_arch::{KernelAddr, RemoteAddr};
 use kerf_codegen::ir::{Op, Program};
 use kerf_codegen::timer::{FIRST_LOOKUP_BYTES, THREAD_TABLE_LEN, TIMER_LEN};
 use kerf_codegen::{
-    lower, lower_program, sigguard, At, Clock, Context, CpuRead, Env, KernelReads, Primitive,
-    ThreadPointer,
+    lower, lower_program, sigguard, At, Clock, Context, CpuRead, Env, FlagSave, KernelReads,
+    Primitive, ThreadPointer,
 };
 use kerf_patch::{build_patch_with, Layout};
 
@@ -362,6 +362,8 @@ pub struct Runtime {
     pub only_id: Option<(u32, u32)>,
     /// How generated code reads the CPU it runs on.
     pub cpu: CpuRead,
+    /// How generated code keeps live flags it writes.
+    pub flags_save: FlagSave,
     /// The kernel's fault-free readers (memory captures in the kernel); `None` in a process.
     pub kernel_reads: Option<KernelReads>,
     /// The threads' off-CPU clock, where the tool has off-CPU timers
@@ -387,6 +389,17 @@ impl Runtime {
             CpuRead::Rdpid
         } else {
             CpuRead::Rdtscp
+        }
+    }
+
+    /// How generated code in a process keeps live flags on this machine: in `rax` by
+    /// `lahf`/`sahf` where the CPUs have them in 64-bit mode, else on the stack. (The kernel
+    /// keeps `pushfq`/`popfq`: not measured there.)
+    pub fn flags_save() -> FlagSave {
+        if kerf_os::clock::cpu_has("lahf_lm") {
+            FlagSave::Ah
+        } else {
+            FlagSave::Stack
         }
     }
 }
@@ -514,6 +527,7 @@ pub(crate) fn site_code(
         thread_id: rt.thread_id,
         cpu: rt.cpu,
         kernel_reads: rt.kernel_reads,
+        flags_save: rt.flags_save,
     };
     for (n, &k) in programs.iter().enumerate() {
         let program = tool
