@@ -174,6 +174,11 @@ pub fn state(sys: &dyn ProcSys, pid: i32) -> State {
     }
 }
 
+/// Whether `pid` has ended: gone, or a zombie (every thread exited, not yet reaped).
+pub fn ended(sys: &dyn ProcSys, pid: i32) -> bool {
+    matches!(state(sys, pid), State::Gone | State::Zombie)
+}
+
 fn proc_dir(pid: i32) -> PathBuf {
     Path::new("/proc").join(pid.to_string())
 }

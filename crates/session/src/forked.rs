@@ -148,8 +148,7 @@ impl ForkedCopies {
         let mut done_here = HashSet::new();
         for _ in 0..LOOKS {
             let mut fresh = false;
-            for c in self.candidates(pid, proc) {
-                let Some(start) = process::start_time(proc, c) else { continue };
+            for (c, start) in self.candidates(pid, proc) {
                 if !done_here.insert((c, start)) {
                     continue;
                 }
@@ -197,8 +196,9 @@ impl ForkedCopies {
 
     /// The processes that may be copies of `pid`: every process of /proc that started since
     /// the last look (a tick before it: start times are in ticks), or since the target
-    /// started at the first, and the copies known; not the target, not kerf.
-    fn candidates(&mut self, pid: i32, proc: &dyn ProcSys) -> Vec<i32> {
+    /// started at the first, and the copies known; not the target, not kerf. Each with its
+    /// start time (read once: a pid reused since is another process).
+    fn candidates(&mut self, pid: i32, proc: &dyn ProcSys) -> Vec<(i32, u64)> {
         let me = std::process::id() as i32;
         // At first: since the target or kerf started, whichever is later (a process forked
         // before kerf mapped its heaps maps none of them).
@@ -209,11 +209,12 @@ impl ForkedCopies {
         self.since = process::uptime_ticks(proc).map(|t| t.saturating_sub(1)).or(Some(since));
         // Those that started before are never looked at again.
         self.others.retain(|&(_, start)| start >= since);
-        let mut found: Vec<i32> = process::pids(proc)
+        let mut found: Vec<(i32, u64)> = process::pids(proc)
             .into_iter()
             .filter(|&c| c != pid && c != me)
-            .filter(|&c| {
-                self.copies.contains_key(&c) || process::start_time(proc, c) >= Some(since)
+            .filter_map(|c| {
+                let start = process::start_time(proc, c)?;
+                (self.copies.contains_key(&c) || start >= since).then_some((c, start))
             })
             .collect();
         found.sort_unstable();

@@ -635,7 +635,7 @@ impl<B: Backend> PatchSet<B> {
     /// child that ran probed code keeps a slot per thread for good. Returns how many were
     /// freed.
     pub fn free_ended_children(&self, pid: i32, drained: &dyn Fn(usize, u64) -> bool) -> usize {
-        use kerf_os::process::{state, RealSys, State};
+        use kerf_os::process::{self, RealSys};
         let mut ended: std::collections::HashMap<u32, bool> = Default::default();
         let mut freed = 0;
         for h in 0..self.layout.end.len() {
@@ -645,9 +645,7 @@ impl<B: Backend> PatchSet<B> {
                 if owner == 0 || of == 0 || of == pid as u32 {
                     continue;
                 }
-                let gone = *ended.entry(of).or_insert_with(|| {
-                    matches!(state(&RealSys, of as i32), State::Gone | State::Zombie)
-                });
+                let gone = *ended.entry(of).or_insert_with(|| process::ended(&RealSys, of as i32));
                 if gone && drained(h, k) && self.free_thread_slot(h, k, owner) {
                     freed += 1;
                 }

@@ -2040,8 +2040,7 @@ impl Jit {
 
     /// Whether the process has ended (exited, or a zombie).
     fn target_gone(&self) -> bool {
-        use kerf_os::process::{state, State};
-        matches!(state(&kerf_os::process::RealSys, self.pid), State::Gone | State::Zombie)
+        kerf_os::process::ended(&kerf_os::process::RealSys, self.pid)
     }
 
     /// Unmap everything kerf mapped (nothing may lead into it any more).

@@ -282,9 +282,12 @@ pub struct ProcessTarget {
     /// A launched command waiting at its entry point for the probes.
     hold: Option<kerf_os::ptrace::EntryHold>,
     pub started: Instant,
-    /// When sampling first began (the probes in), carried into the program an `exec` runs:
-    /// a duration counts from here.
+    /// When the sampling of the program an `exec` replaced began, carried into the new one
+    /// (one duration across both); `None`: the next sampling's duration counts from its own
+    /// start.
     pub sampling_since: Option<Instant>,
+    /// When the last sampling's duration began (what an `exec` carries on).
+    sampled_from: Option<Instant>,
     pub modules: Vec<AnalyzedImage>,
     /// Further names of each module (see `process_aliases`).
     pub aliases: Vec<Vec<String>>,
@@ -316,6 +319,7 @@ impl ProcessTarget {
                 hold: None,
                 started,
                 sampling_since: None,
+                sampled_from: None,
                 modules: Vec::new(),
                 aliases: Vec::new(),
                 warnings: Vec::new(),
@@ -351,6 +355,7 @@ impl ProcessTarget {
                     hold: Some(hold),
                     started,
                     sampling_since: None,
+                    sampled_from: None,
                     modules: Vec::new(),
                     aliases: Vec::new(),
                     warnings: Vec::new(),
@@ -495,7 +500,13 @@ impl ProcessTarget {
         stop: impl Fn() -> bool,
         tick: impl FnMut(),
     ) -> Stop {
-        let (started, pid) = (self.started, self.pid);
+        // A duration counts the time the probes are in, from here, not the analysis and
+        // installation before (which took longer than `--duration 6` on postgres's 320,000
+        // blocks), or from the start carried over an exec; each call (the hunt's rounds on
+        // one target) counts its own.
+        let since = self.sampling_since.take().unwrap_or_else(Instant::now);
+        self.sampled_from = Some(since);
+        let pid = self.pid;
         let mut next_exec_check = Instant::now() + EXEC_CHECK;
         let gone = || {
             if stop() {
@@ -519,7 +530,12 @@ impl ProcessTarget {
             }
             None
         };
-        sample_loop(started, sampling, gone, tick)
+        sample_loop(since, sampling, gone, tick)
+    }
+
+    /// When the last sampling's duration began: for the program an `exec` runs next.
+    pub fn sampled_from(&self) -> Option<Instant> {
+        self.sampled_from
     }
 
     /// After sampling, take the probes out of the target, or forget them after an `exec` (they

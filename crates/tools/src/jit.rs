@@ -325,10 +325,8 @@ pub fn run(
         None => None,
     };
     target.release()?;
-    if pid_given {
-        // A duration counts the time the JIT is live, not kerf's translation before it.
-        target.started = Instant::now();
-    }
+    // (A duration counts the time the JIT is live, from `sample` below, not kerf's
+    // translation before it.)
     let heaps: Vec<_> = jit.caches.iter().map(|c| c.code).collect();
     // kerf answers the misses on a thread of its own while the target runs (on demand).
     let modules = std::mem::take(&mut target.modules);

@@ -358,13 +358,7 @@ fn run_process<T: LiveTool>(
     let failed = std::cell::RefCell::new(None);
     let stop_requested = || tool.stop_requested() || failed.borrow().is_some();
     let mut inst = inst;
-    // A duration counts the time the probes are in, not the installation before it (which
-    // took longer than `--duration 6` on postgres's 320,000 blocks, and measured nothing),
-    // as `kerf jit` counts from the cache going live.
-    // (Only a followed exec hands its start on: the hunt's rounds on one target each count
-    // their own.)
-    let since = p.sampling_since.take().unwrap_or_else(Instant::now);
-    let began = std::mem::replace(&mut p.started, since);
+    // (The duration counts from here: see `sample_until`.)
     let mut stop = p.sample_until(tool.sampling(opts.sampling), &heaps, stop_requested, || {
         tick(tool, &mut table, &built, &mut inst, opts, events, &mut failed.borrow_mut())
     });
@@ -381,7 +375,6 @@ fn run_process<T: LiveTool>(
     // would wait for the command to end).
     let child = if tool.follows_exec() { p.child.take() } else { None };
     let removal = p.finish(inst, &mut stop);
-    p.started = began;
     let pid = p.pid;
     // (Only now is it known whether the target ran exec: a retirement or the removal that
     // found its memory gone tells.)
@@ -399,7 +392,6 @@ fn run_process<T: LiveTool>(
            "seconds": p.started.elapsed().as_secs_f64()});
     merge(&mut v, fields);
     if follow && removal.is_ok() {
-        p.sampling_since = Some(since);
         return follow_exec(tool, p, child, v, opts, events);
     }
     if child.is_some() {
@@ -439,7 +431,7 @@ fn follow_exec<T: LiveTool>(
         Ok(mut next) => {
             next.child = child;
             next.started = p.started;
-            next.sampling_since = p.sampling_since;
+            next.sampling_since = p.sampled_from();
             let r = run_process(tool, &mut next, opts, events);
             *p = next;
             let r = r?;
