@@ -194,6 +194,29 @@ fn a_forked_childs_probes_go_out_as_its_parents() {
     }
 }
 
+/// A daemon's launcher exits at once (`covered X`: its grandchild runs on, and runs
+/// forked_only only after the launcher ended): kerf, which ends with the launcher, takes its
+/// probes out of the daemon too, which then finds forked_only its own code again (the build
+/// before left every probe in such a daemon: redis-server --daemonize yes ran about six
+/// times slower for good).
+#[test]
+fn a_daemon_whose_launcher_exits_has_its_probes_taken_out() {
+    let program = fixture("daemon");
+    let name = program.file_name().unwrap().to_str().unwrap();
+    let expected = plain(&program, &["X"]);
+    assert!(expected.contains("daemon: forked_only is its own code"), "{expected}");
+    for kind in [None, Some("trap")] {
+        let tag = format!("daemon-{}", kind.unwrap_or("any"));
+        let mut args: Vec<&str> = kind.map(|k| vec!["--force-kind", k]).unwrap_or_default();
+        args.push(name);
+        // (The output is read to its end: the daemon's line included.)
+        let (v, out) = kerf_on(&tag, "cover", &args, &program, "X");
+        assert_eq!(out, expected, "{tag}");
+        assert_eq!(v["copies_after_end"], 1, "{tag}: {}", v["target"]);
+        assert_eq!(v["target"]["exit_code"], 0, "{tag}: {}", v["target"]);
+    }
+}
+
 /// A block that starts inside another instruction (a branch over the `lock` prefix of `lock
 /// cmpxchg`, as in glibc's malloc) gets no probe: with one there, the locked path ran `lock
 /// int3` (or `lock jmp`) and died of SIGILL once the outer block's probe was out. It is listed

@@ -119,9 +119,22 @@ impl ForkedCopies {
         }));
     }
 
+    /// Note the target's first data heap (`heap`, in process `pid`) as the copies' mark,
+    /// once, while the target surely maps it: copies can then be found after it ended.
+    pub fn mark(&mut self, pid: i32, heap: u64, proc: &dyn ProcSys) {
+        if self.marker.is_none() {
+            self.marker = mapped_inode(proc, pid, heap).map(|inode| (heap, inode));
+        }
+    }
+
+    /// Copies known alive at the last look.
+    pub fn known(&self) -> usize {
+        self.copies.len()
+    }
+
     /// Find the copies of process `pid` (whose first data heap is at `heap`, while it is
-    /// mapped: the first call must come before the target's heaps go) and take out of each
-    /// what it has not had taken out yet.
+    /// mapped: the first call must come before the target's heaps go, unless [`Self::mark`]
+    /// came first) and take out of each what it has not had taken out yet.
     pub fn sync(
         &mut self,
         pid: i32,

@@ -832,11 +832,11 @@ impl<B: Backend> PatchSet<B> {
                     sites[i].live = false
                 })
             });
-        match r {
-            Ok(()) => {}
-            Err(e) if self.be.gone(&e) => return Ok(Removed::default()),
+        let ended = match r {
+            Ok(()) => false,
+            Err(e) if self.be.gone(&e) => true,
             Err(e) => return Err(e),
-        }
+        };
         // Springboards the back-end wrote on its own, to put back once no thread can be in
         // one (the kernel's went out with their splices).
         let boards: Vec<Springboard<B::Addr>> = if boards_with {
@@ -847,6 +847,21 @@ impl<B: Backend> PatchSet<B> {
                 .map(|(at, pad, jmp)| (B::Addr::at(at), pad, jmp))
                 .collect()
         };
+        if ended {
+            // The target is gone, but copies it forked may still run every splice still in
+            // (in the order and groups they would have gone out in).
+            let still = |g: &[(usize, Splice<B::Addr>)]| -> Vec<Splice<B::Addr>> {
+                g.iter()
+                    .rev()
+                    .filter(|(i, _)| self.sites[*i].live)
+                    .map(|(_, s)| s.clone())
+                    .collect()
+            };
+            let groups = [still(&tool), still(&trap_guards), still(&other_guards)];
+            self.sites.iter_mut().for_each(|s| s.live = false);
+            let copies = self.be.ended_with(&groups, &boards);
+            return Ok(Removed { copies_after_end: copies, ..Removed::default() });
+        }
         self.be.after_remove(boards)
     }
 }
@@ -1311,7 +1326,11 @@ mod tests {
         drop(l);
         // The same failure where removal had to leave memory mapped: the error says so
         // instead of claiming every probe is out.
-        let keeps = Removed { kept: vec![(fake::CODE, 8192)], why: Some("a stack value".into()) };
+        let keeps = Removed {
+            kept: vec![(fake::CODE, 8192)],
+            why: Some("a stack value".into()),
+            ..Removed::default()
+        };
         let fake = Fake { fail_at: Some(last), keeps, ..Fake::holding(&m) };
         let e = build(fake, &m, &tool, Some(SpliceKind::Trap)).err().expect("a failed batch");
         let InstrumentError::NotRestored { cause, left } = &e else { panic!("{e:?}") };

@@ -390,6 +390,20 @@ impl Backend for ProcessBackend {
         self.sync_forks();
     }
 
+    /// The process ended: what was still in goes out of the copies that outlive it.
+    fn ended_with(
+        &mut self,
+        groups: &[Vec<Splice<RemoteAddr>>],
+        boards: &[Springboard<RemoteAddr>],
+    ) -> usize {
+        for g in groups.iter().filter(|g| !g.is_empty()) {
+            self.forks.taken_out(g.iter().map(|s| (s.addr.0, &s.new[..], &s.old[..])));
+        }
+        // (Springboards after every splice, and the look for copies with them.)
+        self.springboards_out_of_forks(boards);
+        self.forks.known()
+    }
+
     fn forks(&self) -> ForkStats {
         self.forks.stats
     }
@@ -553,6 +567,8 @@ impl Backend for ProcessBackend {
             };
             let dispatcher = code_at.0 + code[m];
             let code = code_at.0;
+            // The copies' mark, while the process surely maps it (see `crate::forked`).
+            self.forks.mark(self.pid, data.remote().0, &kerf_os::process::RealSys);
             self.heaps[m] = Some(Heaps { code, code_len, dispatcher, data, sig_area });
             out.push(Some(heap));
         }
@@ -766,7 +782,7 @@ impl Backend for ProcessBackend {
                 self.resume(tr, false)?;
                 self.springboards_out_of_forks(&springboards);
                 let why = format!("a stack may still return into them: {last_blocker}");
-                return Ok(Removed { kept, why: Some(why) });
+                return Ok(Removed { kept, why: Some(why), ..Removed::default() });
             }
             self.resume(tr, false)?;
             std::thread::sleep(settle_time(attempt));

@@ -391,6 +391,18 @@ fn run_process<T: LiveTool>(
            "splice_phases_us": phases,
            "seconds": p.started.elapsed().as_secs_f64()});
     merge(&mut v, fields);
+    if let Ok(r) = &removal {
+        if r.copies_after_end > 0 {
+            // A daemon's fork: its launcher exited at once, the daemon ran kerf's probes.
+            v["copies_after_end"] = json!(r.copies_after_end);
+            events.say(&format!(
+                "process {pid} ended while {} process(es) it forked still ran with kerf's \
+                 probes: taken out of them too (what they ran from then on is not in this \
+                 summary; to follow such a process, run kerf on its pid)",
+                r.copies_after_end
+            ));
+        }
+    }
     if follow && removal.is_ok() {
         return follow_exec(tool, p, child, v, opts, events);
     }
