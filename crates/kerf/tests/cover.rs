@@ -195,12 +195,13 @@ fn a_forked_childs_probes_go_out_as_its_parents() {
 }
 
 /// A daemon's launcher exits at once (`covered X`: its grandchild runs on, and runs
-/// forked_only only after the launcher ended): kerf, which ends with the launcher, takes its
-/// probes out of the daemon too, which then finds forked_only its own code again (the build
-/// before left every probe in such a daemon: redis-server --daemonize yes ran about six
-/// times slower for good).
+/// forked_only a second after the launcher ended): kerf takes the launcher's probes out of
+/// the daemon, follows it (attaches, probes it, joins the coverage), and takes its own probes
+/// out of it as they are hit, so that the daemon finds forked_only its own code again (the
+/// build before left every probe in such a daemon, and ended: redis-server --daemonize yes
+/// served SET at a seventh of its rate for good).
 #[test]
-fn a_daemon_whose_launcher_exits_has_its_probes_taken_out() {
+fn a_daemon_whose_launcher_exits_is_followed_and_left_as_found() {
     let program = fixture("daemon");
     let name = program.file_name().unwrap().to_str().unwrap();
     let expected = plain(&program, &["X"]);
@@ -214,6 +215,10 @@ fn a_daemon_whose_launcher_exits_has_its_probes_taken_out() {
         assert_eq!(out, expected, "{tag}");
         assert_eq!(v["copies_after_end"], 1, "{tag}: {}", v["target"]);
         assert_eq!(v["target"]["exit_code"], 0, "{tag}: {}", v["target"]);
+        assert_eq!(v["programs"].as_array().map(Vec::len), Some(2), "{tag}: {}", v["programs"]);
+        // Only the daemon ran forked_only, after its launcher was gone.
+        let cov = cover_blocks(&v, &program);
+        assert_eq!(cov.get("forked_only+0x0"), Some(&true), "{tag}: {cov:?}");
     }
 }
 

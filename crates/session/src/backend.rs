@@ -130,14 +130,14 @@ pub trait Backend {
 
     /// The target ended with these splices still in (in groups, each to go out at once, in
     /// order) and these springboards: a process takes them out of the copies it forked that
-    /// outlive it (a daemon's double fork, whose launcher exits at once), and says how many
-    /// copies it found. Nothing is written in the target (it is gone).
+    /// outlive it (a daemon's double fork, whose launcher exits at once), and says which
+    /// copies it found (pids). Nothing is written in the target (it is gone).
     fn ended_with(
         &mut self,
         _groups: &[Vec<Splice<Self::Addr>>],
         _boards: &[Springboard<Self::Addr>],
-    ) -> usize {
-        0
+    ) -> Vec<i32> {
+        Vec::new()
     }
 
     // The builder's hooks, in the order the builder calls them (DESIGN.md §9).

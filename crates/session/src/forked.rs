@@ -127,9 +127,11 @@ impl ForkedCopies {
         }
     }
 
-    /// Copies known alive at the last look.
-    pub fn known(&self) -> usize {
-        self.copies.len()
+    /// Copies known alive at the last look, by pid.
+    pub fn known(&self) -> Vec<i32> {
+        let mut pids: Vec<i32> = self.copies.keys().copied().collect();
+        pids.sort_unstable();
+        pids
     }
 
     /// Find the copies of process `pid` (whose first data heap is at `heap`, while it is

@@ -395,7 +395,7 @@ impl Backend for ProcessBackend {
         &mut self,
         groups: &[Vec<Splice<RemoteAddr>>],
         boards: &[Springboard<RemoteAddr>],
-    ) -> usize {
+    ) -> Vec<i32> {
         for g in groups.iter().filter(|g| !g.is_empty()) {
             self.forks.taken_out(g.iter().map(|s| (s.addr.0, &s.new[..], &s.old[..])));
         }

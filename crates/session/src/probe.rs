@@ -630,9 +630,9 @@ pub struct Removed {
     pub kept: Vec<(u64, u64)>,
     /// The last such value, when `kept` is not empty.
     pub why: Option<String>,
-    /// The target had ended: forked copies of it that still ran with kerf's splices, which
-    /// were taken out of them (see `crate::forked`).
-    pub copies_after_end: usize,
+    /// The target had ended: forked copies of it (pids) that still ran with kerf's splices,
+    /// which were taken out of them (see `crate::forked`).
+    pub copies_after_end: Vec<i32>,
 }
 
 impl Removed {

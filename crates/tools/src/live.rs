@@ -391,20 +391,40 @@ fn run_process<T: LiveTool>(
            "splice_phases_us": phases,
            "seconds": p.started.elapsed().as_secs_f64()});
     merge(&mut v, fields);
+    // A daemon's fork: its launcher exited at once, and the daemon ran kerf's probes, which
+    // went out of it with the rest. A tool that follows exec follows a single such copy too
+    // (a launcher a signal killed is not followed).
+    let mut copy = None;
     if let Ok(r) = &removal {
-        if r.copies_after_end > 0 {
-            // A daemon's fork: its launcher exited at once, the daemon ran kerf's probes.
-            v["copies_after_end"] = json!(r.copies_after_end);
+        let copies = &r.copies_after_end;
+        if !copies.is_empty() {
+            v["copies_after_end"] = json!(copies.len());
+            let ours = tool.follows_exec() && !stop.killed();
+            copy = (ours && copies.len() == 1).then(|| copies[0]);
+            let then = match copy {
+                Some(c) => format!("following process {c}"),
+                None => "what they run from now on is not measured (run kerf on a pid for \
+                         that)"
+                    .to_string(),
+            };
             events.say(&format!(
-                "process {pid} ended while {} process(es) it forked still ran with kerf's \
-                 probes: taken out of them too (what they ran from then on is not in this \
-                 summary; to follow such a process, run kerf on its pid)",
-                r.copies_after_end
+                "process {pid} ended while {} process(es) it forked ({}) still ran kerf's \
+                 probes: taken out of them too; {then}",
+                copies.len(),
+                copies.iter().map(i32::to_string).collect::<Vec<_>>().join(", ")
             ));
         }
     }
     if follow && removal.is_ok() {
-        return follow_exec(tool, p, child, v, opts, events);
+        return follow_into(tool, p, pid, child, v, opts, events);
+    }
+    if let Some(c) = copy {
+        // The launcher is reaped first: it is not the copy's parent.
+        if child.is_some() {
+            p.child = child;
+            p.wait();
+        }
+        return follow_into(tool, p, c, None, v, opts, events);
     }
     if child.is_some() {
         p.child = child;
@@ -422,23 +442,26 @@ fn run_process<T: LiveTool>(
     Ok(Report { json: v, stopped, warning_after, error })
 }
 
-/// After process `p` ran `exec`: attach to its new program and run `tool` there (the clock
-/// (from the start, and from the first probes in, for the duration) and a launched command's
-/// handle carried over), then join the summaries. If the new
-/// program cannot be attached to, the summary so far is the result, with a warning.
-fn follow_exec<T: LiveTool>(
+/// After process `p` ran `exec` (`pid` is `p`'s), or ended leaving one forked copy that ran
+/// its probes (`pid` is the copy's): attach to `pid` and run `tool` there (the clock (from the
+/// start, and from the first probes in, for the duration) and a launched command's handle
+/// carried over), then join the summaries. If `pid` cannot be attached to, the summary so far
+/// is the result, with a warning.
+fn follow_into<T: LiveTool>(
     tool: &T,
     p: &mut ProcessTarget,
+    pid: i32,
     child: Option<std::process::Child>,
     before: Value,
     opts: &LiveOptions,
     events: &mut dyn Events,
 ) -> Result<Report, ToolError> {
-    let pid = p.pid;
-    events.say(&format!(
-        "{}: following it into its new program",
-        before["stopped"].as_str().unwrap_or("exec")
-    ));
+    if pid == p.pid {
+        events.say(&format!(
+            "{}: following it into its new program",
+            before["stopped"].as_str().unwrap_or("exec")
+        ));
+    }
     match ProcessTarget::open(Some(pid), &[]) {
         Ok(mut next) => {
             next.child = child;
@@ -447,10 +470,16 @@ fn follow_exec<T: LiveTool>(
             let r = run_process(tool, &mut next, opts, events);
             *p = next;
             let r = r?;
-            Ok(Report { json: tool.merge_runs(before, r.json), ..r })
+            let copies = |v: &Value| v["copies_after_end"].as_u64().unwrap_or(0);
+            let n = copies(&before) + copies(&r.json);
+            let mut json = tool.merge_runs(before, r.json);
+            if n > 0 {
+                json["copies_after_end"] = json!(n);
+            }
+            Ok(Report { json, ..r })
         }
         Err(e) => {
-            events.warn(&format!("process {pid}: cannot attach to its new program: {e}"));
+            events.warn(&format!("process {pid}: cannot attach to it: {e}"));
             p.child = child;
             p.wait();
             let stopped = before["stopped"].as_str().map(str::to_string);
