@@ -393,13 +393,13 @@ fn run_process<T: LiveTool>(
     merge(&mut v, fields);
     // A daemon's fork: its launcher exited at once, and the daemon ran kerf's probes, which
     // went out of it with the rest. A tool that follows exec follows a single such copy too
-    // (a launcher a signal killed is not followed).
+    // (not after Ctrl-C or the duration, nor when a signal killed the launcher).
     let mut copy = None;
     if let Ok(r) = &removal {
         let copies = &r.copies_after_end;
         if !copies.is_empty() {
             v["copies_after_end"] = json!(copies.len());
-            let ours = tool.follows_exec() && !stop.killed();
+            let ours = tool.follows_exec() && matches!(stop, Stop::Ended(_)) && !stop.killed();
             copy = (ours && copies.len() == 1).then(|| copies[0]);
             let then = match copy {
                 Some(c) => format!("following process {c}"),
