@@ -220,6 +220,21 @@ fn table(v: &serde_json::Value, top: usize) -> String {
                 .unwrap_or_default()
         );
     }
+    if let Some(copies) = r["copies"].as_array().filter(|c| !c.is_empty()) {
+        let pids: Vec<String> = copies.iter().map(|c| c.to_string()).collect();
+        let kept = r["copies_kept"].as_u64().unwrap_or(0);
+        let _ = writeln!(
+            s,
+            "processes forked from the target ran from the code cache too: taken out of it as \
+             well ({}){}",
+            pids.join(", "),
+            if kept > 0 {
+                format!("; {kept} keep its mappings (a stack may return there)")
+            } else {
+                String::new()
+            }
+        );
+    }
     let c = &j["cache"];
     if let Some(limit) = c["limit"].as_u64() {
         let _ = writeln!(

@@ -344,6 +344,24 @@ fn forked_children_get_translations_made_after_the_fork() {
     assert!(j["on_demand"]["asked"].as_u64().unwrap() >= 1, "{j}");
 }
 
+/// A daemon left by the program (`forked daemon`: a grandchild that outlives it, calling the
+/// root over and over, so it is in the cache when the program ends): kerf, which ends with the
+/// program, takes the daemon out of the cache too (threads brought back, the root's entry
+/// restored, kerf's memory unmapped), and says so. The build before left it running from a
+/// cache no kerf served, with kerf's memory mapped (the daemon said so after 10 s).
+#[test]
+fn a_daemon_forked_from_the_target_is_taken_out_of_the_cache() {
+    let bin = common::build_fixture("forked", "-O2", "jit-daemon");
+    let expected = plain(&bin, &["daemon"]);
+    assert!(expected.contains("without kerf's memory"), "{expected}");
+    let (v, out, err) =
+        kerf_on("daemon", "jit", &["work", "--plugin", "blocks"], &bin, &["daemon"]);
+    assert_eq!(out, expected, "output changed under kerf jit: {err}");
+    let r = &v["jit"]["removed"];
+    assert_eq!(r["copies"].as_array().map(Vec::len), Some(1), "{r}");
+    assert_eq!(r["copies_kept"], 0, "{r}");
+}
+
 /// A library the program maps with `dlopen` after kerf attached (`jit_dlopen.c` opens
 /// `jit_plug.c`'s library inside the root and calls it through dlsym's pointer, in main and
 /// four threads): the first miss into it makes kerf analyse it, map room near it and

@@ -490,6 +490,11 @@ pub struct JitRemoved {
     /// and the first such word found.
     pub kept: Vec<(u64, u64)>,
     pub held: Option<HeldBy>,
+    /// Processes forked from the target (a daemon's fork, a worker) that ran from the cache
+    /// too, taken out of it the same way: their pids, and those that keep kerf's mappings
+    /// (a stack may return into them).
+    pub copies: Vec<i32>,
+    pub copies_kept: usize,
 }
 
 /// A word on a thread's stack that kept the code cache mapped at removal.
@@ -2469,33 +2474,83 @@ impl Jit {
     /// the original address of its clean point, and unmap the caches, data and table (unless
     /// a stack still holds a cache address, which only a signal frame's saved PC can be:
     /// then they stay mapped, harmless, and are reported).
-    pub fn remove(mut self) -> Result<JitRemoved, JitFail> {
-        let mut tr = match Tracee::stop_all(self.pid) {
-            Ok(t) => t,
-            Err(TargetError::NoSuchProcess { .. }) => return Ok(JitRemoved::default()),
-            Err(e) => return Err(e.into()),
-        };
-        let mem = tr.memory();
+    pub fn remove(self) -> Result<JitRemoved, JitFail> {
         let mut out = JitRemoved::default();
-        let r = (|| -> Result<(), JitFail> {
-            for e in self.entries.drain(..).rev() {
-                write_checked(&mem, e.at, &e.new, &e.old)?;
+        match Tracee::stop_all(self.pid) {
+            Ok(mut tr) => {
+                let r = self.take_out(&mut tr, &mut out, false);
+                let resumed = tr.resume_detach();
+                r?;
+                resumed?;
             }
-            self.bring_back(&mut tr, &mut out)?;
-            out.held = self.stacks_hold_cache(&tr)?;
-            if out.held.is_some() {
-                out.kept = self.mappings();
-            } else {
-                for (a, len) in self.mappings() {
-                    tr.free(RemoteAddr(a), len)?;
+            Err(TargetError::NoSuchProcess { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        // Then its forked copies, alive or not the target: their roots' entries jump into
+        // the cache as the target's did, and without kerf a miss there would wait for an
+        // answer that never comes. A copy that cannot be stopped (it ended, another tracer
+        // holds it) is passed over: it is not the target.
+        for c in self.copies() {
+            let Ok(mut tr) = Tracee::stop_all(c) else { continue };
+            let mut theirs = JitRemoved::default();
+            let r = self.take_out(&mut tr, &mut theirs, true);
+            let _ = tr.resume_detach();
+            if r.is_ok() {
+                out.copies.push(c);
+                out.copies_kept += usize::from(theirs.held.is_some());
+                out.moved += theirs.moved;
+                out.steps += theirs.steps;
+            }
+        }
+        Ok(out)
+    }
+
+    /// With every thread of the target, or of a forked copy of it (`copy`), stopped: its
+    /// roots' entries restored (checked; in a copy, an entry already original is passed over
+    /// and one that is neither is left), its threads brought out of the caches, and kerf's
+    /// mappings freed unless a stack may return into them.
+    fn take_out(&self, tr: &mut Tracee, out: &mut JitRemoved, copy: bool) -> Result<(), JitFail> {
+        let mem = tr.memory();
+        for e in self.entries.iter().rev() {
+            if copy {
+                let mut cur = vec![0u8; e.new.len()];
+                tr.read(e.at, &mut cur)?;
+                if cur != e.new {
+                    continue;
                 }
             }
-            Ok(())
-        })();
-        let resumed = tr.resume_detach();
-        r?;
-        resumed?;
-        Ok(out)
+            write_checked(&mem, e.at, &e.new, &e.old)?;
+        }
+        self.bring_back(tr, out)?;
+        out.held = self.stacks_hold_cache(tr)?;
+        if out.held.is_some() {
+            out.kept = self.mappings();
+        } else {
+            for (a, len) in self.mappings() {
+                tr.free(RemoteAddr(a), len)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Live processes other than the target that map this kerf's memory at the lookup
+    /// table's address: only a `fork` of the target gives that (`exec` drops every mapping,
+    /// and the memory file is named after this kerf's pid).
+    fn copies(&self) -> Vec<i32> {
+        let line = format!("{:x}-", self.table.remote().0);
+        let name = format!("/memfd:kerf-{} ", std::process::id());
+        let me = std::process::id() as i32;
+        let sys = kerf_os::process::RealSys;
+        let mut out: Vec<i32> = kerf_os::process::pids(&sys)
+            .into_iter()
+            .filter(|&p| p != self.pid && p != me)
+            .filter(|&p| {
+                let maps = std::fs::read_to_string(format!("/proc/{p}/maps")).unwrap_or_default();
+                maps.lines().any(|l| l.starts_with(&line) && (l.to_string() + " ").contains(&name))
+            })
+            .collect();
+        out.sort_unstable();
+        out
     }
 }
 

@@ -420,8 +420,9 @@ pub fn run(
     v["ended"] = json!(stop.describe(pid));
     v["target"] = crate::live::stop_json(&stop);
     if let Some(r) = removed {
-        let mut removed =
-            json!({ "threads_moved": r.moved, "steps": r.steps, "kept": r.kept.len() });
+        let mut removed = json!({ "threads_moved": r.moved, "steps": r.steps,
+                                  "kept": r.kept.len(), "copies": r.copies,
+                                  "copies_kept": r.copies_kept });
         if let Some(h) = r.held {
             removed["kept_bytes"] = json!(r.kept.iter().map(|m| m.1).sum::<u64>());
             removed["held_by"] = json!({
