@@ -734,4 +734,18 @@ fn an_indirect_functions_resolver_is_said_to_be_one() {
     assert_eq!(warned.len(), 1, "memcpy's resolver only, not malloc: {err}");
     assert!(warned[0].contains("libc.so.6:memcpy"), "{err}");
     assert!(warned[0].contains("'libc.so.6:__memcpy_*'"), "{err}");
+    // Every function of libc (about 50 resolvers among them): one line, not one each; and
+    // coverage, whose blocks are blocks like any, none (session 45's build printed 50 lines
+    // for `kerf cover -- PROGRAM`).
+    for (tool, spec, lines) in [("count", "libc:*", 1), ("cover", "libc.so.6", 0)] {
+        let out = Command::new(env!("CARGO_BIN_EXE_kerf"))
+            .args([tool, spec, "--duration", "1", "--", "/bin/true"])
+            .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("ifunc-cache"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{tool}: {err}");
+        let warned = err.lines().filter(|l| l.contains("GNU indirect function")).count();
+        assert_eq!(warned, lines, "{tool}: {err}");
+    }
 }

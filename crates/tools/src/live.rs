@@ -8,7 +8,7 @@
 
 use crate::error::ToolError;
 use kerf_patch::SpliceKind;
-use kerf_session::instrument::{Options, Probe, Site, ToolData};
+use kerf_session::instrument::{Action, Options, Probe, Site, ToolData};
 use kerf_session::live::{
     check_interrupted, sample_loop, signal_name, End, Installed, KernelTarget, ProcessTarget,
     Refusal, Sampling, Spliced, Stop, Target,
@@ -533,15 +533,21 @@ fn run_kernel<T: LiveTool>(
     })
 }
 
+/// Warnings at most about single GNU indirect functions; more are said in one line.
+const IFUNC_WARNINGS: usize = 3;
+
 /// A warning for each function probed at its entry that is a GNU indirect function's
 /// resolver (glibc's `memcpy`, `strlen`): the loader runs it once per binding to choose an
 /// implementation, so its count says nothing about calls. Names the implementations it may
 /// choose from (functions named `__NAME_...` in the same module) when the module has them.
+/// Coverage's flags are left out (a resolver's blocks are blocks like any), and more than
+/// [`IFUNC_WARNINGS`] (every function of libc probed: about 50) make one line.
 fn ifunc_warnings(modules: &[AnalyzedImage], probes: &[Probe]) -> Vec<String> {
     let mut out = Vec::new();
+    let mut names = Vec::new();
     let mut seen = std::collections::HashSet::new();
     let mut resolvers: Vec<Option<Vec<kerf_arch::ImageAddr>>> = vec![None; modules.len()];
-    for probe in probes {
+    for probe in probes.iter().filter(|p| !matches!(p.action, Action::Flag(_))) {
         let (m, f) = (probe.point.module, probe.point.func);
         let Some(image) = modules.get(m) else { continue };
         let cfg = &image.analysis.cfg;
@@ -583,6 +589,19 @@ fn ifunc_warnings(modules: &[AnalyzedImage], probes: &[Probe]) -> Vec<String> {
              calls{among}",
             fun.name
         ));
+        names.push(format!("{module}:{base}"));
+    }
+    if out.len() > IFUNC_WARNINGS {
+        let more = names.len() - IFUNC_WARNINGS;
+        return vec![format!(
+            "{} of the functions probed at their entry are GNU indirect functions ({} and \
+             {more} more): their code is the resolver the loader runs once to bind the symbol, \
+             so they count bindings, not calls (probe the implementations, \
+             '{}_*' and the like, for calls)",
+            names.len(),
+            names[..IFUNC_WARNINGS].join(", "),
+            names[0].replacen(':', ":__", 1),
+        )];
     }
     out
 }
