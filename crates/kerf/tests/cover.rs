@@ -220,6 +220,18 @@ fn a_daemon_whose_launcher_exits_is_followed_and_left_as_found() {
         let cov = cover_blocks(&v, &program);
         assert_eq!(cov.get("forked_only+0x0"), Some(&true), "{tag}: {cov:?}");
     }
+    // The launcher runs `exec` after the fork (`Xe`: the new program waits 1.5 s): the old
+    // program's probes leave the daemon then, kerf follows the exec (not the daemon), and the
+    // daemon, which waits for the new program to end, finds forked_only its own code. (Before,
+    // kerf forgot the old program's probes at the exec, and the daemon kept them.)
+    let expected = plain(&program, &["Xe"]);
+    let (v, out) = kerf_on("daemon-exec", "cover", &[name], &program, "Xe");
+    let no_pid = |s: &str| -> String {
+        s.lines().filter(|l| l.parse::<u32>().is_err()).map(|l| format!("{l}\n")).collect()
+    };
+    assert_eq!(no_pid(&out), no_pid(&expected));
+    assert_eq!(v["copies_after_end"], 1, "{}", v["target"]);
+    assert_eq!(v["programs"].as_array().map(Vec::len), Some(2), "{}", v["programs"]);
 }
 
 /// A block that starts inside another instruction (a branch over the `lock` prefix of `lock

@@ -784,8 +784,44 @@ impl<B: Backend> PatchSet<B> {
     /// Forget the target without touching it: after an `exec` the splices and heaps went with
     /// the old program's memory, and their addresses may now hold anything of the new one.
     /// Counts read before stay valid (kerf's side of the data heaps is its own mapping).
-    pub fn abandon(mut self) {
+    /// Processes it forked before keep their copy of the old program, splices and all: those
+    /// go out of them (their pids are returned, as [`Removed::copies_after_end`]).
+    pub fn abandon(mut self) -> Vec<i32> {
         self.removed = true;
+        self.out_of_copies()
+    }
+
+    /// The target is gone (it ended, or `exec` replaced its memory): every splice still in,
+    /// and the springboards, go out of the processes it forked that still run its copy (see
+    /// [`Backend::ended_with`]), in the order and groups they would have left it in. Their
+    /// pids.
+    fn out_of_copies(&mut self) -> Vec<i32> {
+        let boards_with = B::SPRINGBOARDS_WITH_SPLICES;
+        let boards = self.springboards(boards_with);
+        let is_guard = |i: &usize| self.guard_sites.contains(i);
+        let trap = |i: &usize| self.sites[*i].kind == SpliceKind::Trap;
+        let live: Vec<usize> =
+            self.live_order.iter().copied().filter(|i| self.sites[*i].live).rev().collect();
+        let splice = |i: &usize| self.sites[*i].as_splice(boards_with);
+        let groups = [
+            live.iter().filter(|i| !is_guard(i)).map(splice).collect(),
+            live.iter().filter(|i| is_guard(i) && trap(i)).map(splice).collect(),
+            live.iter().filter(|i| is_guard(i) && !trap(i)).map(splice).collect(),
+        ];
+        self.sites.iter_mut().for_each(|s| s.live = false);
+        self.be.ended_with(&groups, &boards)
+    }
+
+    /// Springboards the back-end wrote on its own, to put back once no thread can be in one
+    /// (none where they go with their splices: the kernel's).
+    fn springboards(&mut self, boards_with: bool) -> Vec<Springboard<B::Addr>> {
+        if boards_with {
+            return Vec::new();
+        }
+        (self.sites.iter_mut().chain(self.left_out.iter_mut()))
+            .filter_map(|s| s.springboard.take())
+            .map(|(at, pad, jmp)| (B::Addr::at(at), pad, jmp))
+            .collect()
     }
 
     /// Take every probe out: each byte restored and verified, then the target's own removal
@@ -832,36 +868,16 @@ impl<B: Backend> PatchSet<B> {
                     sites[i].live = false
                 })
             });
-        let ended = match r {
-            Ok(()) => false,
-            Err(e) if self.be.gone(&e) => true,
+        match r {
+            Ok(()) => {}
+            // The target is gone, but copies it forked may still run every splice still in.
+            Err(e) if self.be.gone(&e) => {
+                let copies = self.out_of_copies();
+                return Ok(Removed { copies_after_end: copies, ..Removed::default() });
+            }
             Err(e) => return Err(e),
-        };
-        // Springboards the back-end wrote on its own, to put back once no thread can be in
-        // one (the kernel's went out with their splices).
-        let boards: Vec<Springboard<B::Addr>> = if boards_with {
-            Vec::new()
-        } else {
-            (self.sites.iter_mut().chain(self.left_out.iter_mut()))
-                .filter_map(|s| s.springboard.take())
-                .map(|(at, pad, jmp)| (B::Addr::at(at), pad, jmp))
-                .collect()
-        };
-        if ended {
-            // The target is gone, but copies it forked may still run every splice still in
-            // (in the order and groups they would have gone out in).
-            let still = |g: &[(usize, Splice<B::Addr>)]| -> Vec<Splice<B::Addr>> {
-                g.iter()
-                    .rev()
-                    .filter(|(i, _)| self.sites[*i].live)
-                    .map(|(_, s)| s.clone())
-                    .collect()
-            };
-            let groups = [still(&tool), still(&trap_guards), still(&other_guards)];
-            self.sites.iter_mut().for_each(|s| s.live = false);
-            let copies = self.be.ended_with(&groups, &boards);
-            return Ok(Removed { copies_after_end: copies, ..Removed::default() });
         }
+        let boards = self.springboards(boards_with);
         self.be.after_remove(boards)
     }
 }

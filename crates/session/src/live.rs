@@ -546,12 +546,23 @@ impl ProcessTarget {
         inst: Instrumentation,
         stop: &mut Stop,
     ) -> Result<Removed, InstrumentError> {
-        if stop.is_exec() {
-            inst.abandon();
-            self.wait();
-            return Ok(Removed::default());
-        }
         let heaps = inst.code_heaps();
+        // An exec the sampling did not see (it stopped for another reason first: a
+        // retirement that failed on the new program's bytes).
+        if !stop.is_exec()
+            && !matches!(stop, Stop::Ended(_))
+            && all_mapped(self.pid, &heaps) == Some(false)
+            && self.ending().is_none()
+            && self.execed()
+        {
+            *stop = Stop::Exec(program(self.pid));
+        }
+        if stop.is_exec() {
+            // (Processes forked before the exec still run the old program's splices.)
+            let copies = inst.abandon();
+            self.wait();
+            return Ok(Removed { copies_after_end: copies, ..Removed::default() });
+        }
         let mut removal = inst.remove();
         if !matches!(stop, Stop::Ended(_)) {
             match self.fate() {

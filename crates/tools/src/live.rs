@@ -407,8 +407,9 @@ fn run_process<T: LiveTool>(
                          that)"
                     .to_string(),
             };
+            let what = if stop.is_exec() { "ran exec" } else { "ended" };
             events.say(&format!(
-                "process {pid} ended while {} process(es) it forked ({}) still ran kerf's \
+                "process {pid} {what} while {} process(es) it forked ({}) still ran kerf's \
                  probes: taken out of them too; {then}",
                 copies.len(),
                 copies.iter().map(i32::to_string).collect::<Vec<_>>().join(", ")
@@ -469,7 +470,33 @@ fn follow_into<T: LiveTool>(
             next.sampling_since = p.sampled_from();
             let r = run_process(tool, &mut next, opts, events);
             *p = next;
-            let r = r?;
+            let r = match r {
+                Ok(r) => r,
+                // Probes that could not be taken out, or a signal: the run failed. Anything
+                // else (the program ended while its probes went in, a module kerf could not
+                // analyse) leaves the summary of what came before, with a warning.
+                Err(e @ (ToolError::Restore { .. } | ToolError::Killed { .. })) => {
+                    let stopped = before["stopped"].as_str().map(str::to_string);
+                    return Ok(Report {
+                        json: before,
+                        stopped,
+                        warning_after: None,
+                        error: Some(e),
+                    });
+                }
+                Err(e) => {
+                    let stopped = before["stopped"].as_str().map(str::to_string);
+                    let warning = format!(
+                        "process {pid}: not followed: {e} (the summary is of what came before)"
+                    );
+                    return Ok(Report {
+                        json: before,
+                        stopped,
+                        warning_after: Some(warning),
+                        error: None,
+                    });
+                }
+            };
             let copies = |v: &Value| v["copies_after_end"].as_u64().unwrap_or(0);
             let n = copies(&before) + copies(&r.json);
             let mut json = tool.merge_runs(before, r.json);
