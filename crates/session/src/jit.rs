@@ -2231,7 +2231,8 @@ impl Jit {
         mbox: &SharedMem,
         first: u64,
     ) -> bool {
-        if let Some(child) = self.child_sharing_rooms() {
+        // (A copy anywhere, not only below the target: a daemon's double fork shares it too.)
+        if let Some(&child) = self.copies().first() {
             let why = format!("process {child}, forked from the target, shares the code cache");
             if !self.stats.flush_refused.contains(&why) {
                 self.stats.flush_refused.push(why);
@@ -2447,29 +2448,6 @@ impl Jit {
         Ok(())
     }
 
-    /// A live process forked from the target after attach (its maps still hold the lookup
-    /// table kerf mapped), if there is one.
-    fn child_sharing_rooms(&self) -> Option<i32> {
-        let table = format!("{:x}-", self.table.remote().0);
-        let mut work = vec![self.pid];
-        while let Some(p) = work.pop() {
-            let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else { continue };
-            for t in tasks.flatten() {
-                let children =
-                    std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-                for c in children.split_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
-                    let maps =
-                        std::fs::read_to_string(format!("/proc/{c}/maps")).unwrap_or_default();
-                    if maps.lines().any(|l| l.starts_with(&table)) {
-                        return Some(c);
-                    }
-                    work.push(c);
-                }
-            }
-        }
-        None
-    }
-
     /// Take the JIT out: restore the roots' entries, bring every thread in a cache back to
     /// the original address of its clean point, and unmap the caches, data and table (unless
     /// a stack still holds a cache address, which only a signal frame's saved PC can be:
@@ -2538,15 +2516,17 @@ impl Jit {
     /// and the memory file is named after this kerf's pid).
     fn copies(&self) -> Vec<i32> {
         let line = format!("{:x}-", self.table.remote().0);
-        let name = format!("/memfd:kerf-{} ", std::process::id());
+        let name = format!("/memfd:kerf-{}", std::process::id());
         let me = std::process::id() as i32;
         let sys = kerf_os::process::RealSys;
+        // (A line: range, permissions, offset, device, inode, path.)
+        let ours = |l: &str| l.starts_with(&line) && l.split_whitespace().nth(5) == Some(&name);
         let mut out: Vec<i32> = kerf_os::process::pids(&sys)
             .into_iter()
             .filter(|&p| p != self.pid && p != me)
             .filter(|&p| {
                 let maps = std::fs::read_to_string(format!("/proc/{p}/maps")).unwrap_or_default();
-                maps.lines().any(|l| l.starts_with(&line) && (l.to_string() + " ").contains(&name))
+                maps.lines().any(ours)
             })
             .collect();
         out.sort_unstable();

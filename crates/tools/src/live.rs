@@ -475,26 +475,13 @@ fn follow_into<T: LiveTool>(
                 // Probes that could not be taken out, or a signal: the run failed. Anything
                 // else (the program ended while its probes went in, a module kerf could not
                 // analyse) leaves the summary of what came before, with a warning.
-                Err(e @ (ToolError::Restore { .. } | ToolError::Killed { .. })) => {
-                    let stopped = before["stopped"].as_str().map(str::to_string);
-                    return Ok(Report {
-                        json: before,
-                        stopped,
-                        warning_after: None,
-                        error: Some(e),
-                    });
-                }
                 Err(e) => {
                     let stopped = before["stopped"].as_str().map(str::to_string);
-                    let warning = format!(
-                        "process {pid}: not followed: {e} (the summary is of what came before)"
-                    );
-                    return Ok(Report {
-                        json: before,
-                        stopped,
-                        warning_after: Some(warning),
-                        error: None,
-                    });
+                    let (warning_after, error) = match e {
+                        ToolError::Restore { .. } | ToolError::Killed { .. } => (None, Some(e)),
+                        e => (Some(format!("process {pid}: not followed: {e} (the summary is of what came before)")), None),
+                    };
+                    return Ok(Report { json: before, stopped, warning_after, error });
                 }
             };
             let copies = |v: &Value| v["copies_after_end"].as_u64().unwrap_or(0);
