@@ -8,6 +8,11 @@
 //! +0   count        u64   number of table entries
 //! +8   entries      [(point u64, patch u64); count], sorted by point
 //! ```
+//! Beside the table, in the data heap (the target writes it, kerf reads it while the program
+//! runs): a hit count per entry, [`HIT_STRIDE`] bytes apart in the entries' order, so that
+//! kerf can tell which trap sites the program runs often (each hit is a signal delivered:
+//! microseconds, where a jump costs nanoseconds).
+//!
 //! The program's SIGTRAP action lives apart, in the data heap (the target writes it: the
 //! signal-mask guard of [`crate::sigguard`] stores there what the program asks
 //! `rt_sigaction` for), as the kernel's `struct sigaction`: handler (0 = SIG_DFL, 1 =
@@ -25,8 +30,17 @@ use iced_x86::BlockEncoderOptions;
 pub const COUNT: u64 = 0;
 pub const ENTRIES: u64 = 8;
 /// Bytes of the table for `n` entries.
-pub fn data_len(n: usize) -> u64 {
+pub const fn data_len(n: usize) -> u64 {
     ENTRIES + 16 * n as u64
+}
+/// Bytes between two entries' hit counts: an entry's own stride, so that the offset the
+/// search leaves in a register names its count too.
+pub const HIT_STRIDE: u64 = 16;
+// (The search's `shl r11, 4`.)
+const _: () = assert!(HIT_STRIDE == (data_len(1) - ENTRIES));
+/// Bytes of the hit counts for `n` entries.
+pub fn hits_len(n: usize) -> u64 {
+    HIT_STRIDE * n as u64
 }
 
 /// `uc_mcontext.gregs[REG_RIP]` in the x86-64 `ucontext_t` the kernel passes a handler:
@@ -57,14 +71,19 @@ pub fn sigaction(code: u64, restorer: usize) -> [u64; 4] {
     [code, DISPATCHER_FLAGS, code + restorer as u64, 0]
 }
 
-/// Machine code of the dispatcher, placed at `code`, with its table at `data` and the
-/// program's SIGTRAP action at `action`. Returns `(bytes, restorer offset)`: the handler is at
+/// Machine code of the dispatcher, placed at `code`, with its table at `data`, the entries'
+/// hit counts at `hits` and the program's SIGTRAP action at `action`. Returns `(bytes, restorer offset)`: the handler is at
 /// offset 0 and the `sa_restorer` (which only calls rt_sigreturn) at the returned offset.
 ///
 /// The handler may clobber any register: the kernel restores the interrupted thread's state
 /// from the signal frame when the handler returns. It keeps rdi/rsi/rdx (signal number,
 /// siginfo, ucontext) intact for chaining to the previous handler.
-pub fn dispatcher(code: u64, data: u64, action: u64) -> Result<(Vec<u8>, usize), IcedError> {
+pub fn dispatcher(
+    code: u64,
+    data: u64,
+    hits: u64,
+    action: u64,
+) -> Result<(Vec<u8>, usize), IcedError> {
     let mut a = CodeAssembler::new(64)?;
     let mut lp = a.create_label();
     let mut less = a.create_label();
@@ -99,8 +118,11 @@ pub fn dispatcher(code: u64, data: u64, action: u64) -> Result<(Vec<u8>, usize),
     a.set_label(&mut less)?;
     a.mov(r8, r10)?;
     a.jmp(lp)?;
-    // Resume in the point's code patch.
+    // Counted (threads may trap at once: a locked add), then resumed in the point's code
+    // patch. r11 = the entry's index times 16 = its count's offset (`HIT_STRIDE`).
     a.set_label(&mut found)?;
+    a.mov(r8, hits)?;
+    a.lock().inc(qword_ptr(r8 + r11))?;
     a.mov(rax, qword_ptr(rcx + r11 + (ENTRIES + 8) as i32))?;
     a.mov(qword_ptr(rdx + UC_RIP), rax)?;
     a.ret()?;
@@ -159,10 +181,11 @@ mod tests {
 
     #[test]
     fn dispatcher_assembles_and_restorer_calls_rt_sigreturn() {
-        let (code, off) = dispatcher(0x7000_0000, 0x7000_1000, 0x7100_0000).unwrap();
+        let (code, off) = dispatcher(0x7000_0000, 0x7000_1000, 0x7100_1000, 0x7100_0000).unwrap();
         assert!(code.len() > 60 && code.len() < 400, "{}", code.len());
         // mov eax, 15; syscall
         assert_eq!(&code[off..off + 7], &[0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05]);
         assert_eq!(data_len(3), 56);
+        assert_eq!(hits_len(3), 48);
     }
 }

@@ -4,7 +4,7 @@
 
 use kerf_session::live::{catch_signals, Choice, Sampling};
 use kerf_tools::hunt::{folded, hunt, json, speedscope, tree_text, HuntOptions};
-use kerf_tools::live::LiveOptions;
+use kerf_tools::live::{LiveOptions, TrapWarning};
 use std::path::PathBuf;
 
 #[derive(clap::Args)]
@@ -89,6 +89,8 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
         tid: None,
         sampling: Sampling { interval: args.round, duration: Some(args.round), at_once: false },
         no_traps: false,
+        // (Hunt times a round again without the call sites whose returns trap.)
+        trap_warning: TrapWarning::Off,
         force_kind: None,
         plan_threads: None,
         live_table: false,

@@ -3,7 +3,7 @@
 //! a table or JSON.
 
 use kerf_session::live::{catch_signals, Choice, Sampling, Target};
-use kerf_tools::live::{run, Events, LiveOptions, LiveTool};
+use kerf_tools::live::{run, Events, LiveOptions, LiveTool, TrapWarning};
 use kerf_tools::SpliceKind;
 
 /// Options of every live tool.
@@ -51,10 +51,12 @@ pub struct LiveArgs {
     /// Instrument the running kernel (needs kerf's driver, kerf.ko).
     #[arg(long, conflicts_with_all = ["tid", "command"])]
     pub kernel: bool,
-    /// With --kernel: no trap splices; a point only an int3 could take is left out, with why.
-    /// For very many points (every block of core text), where traps on paths every CPU runs
-    /// all the time would cost an exception per hit while they go in.
-    #[arg(long, requires = "kernel")]
+    /// No trap splices: a point only an int3 could take is left out, with why. In a process
+    /// each hit of a trap is a signal (microseconds, where a jump costs nanoseconds): for
+    /// points in hot code that kerf warns about. In the kernel, for very many points (every
+    /// block of core text), where traps on paths every CPU runs all the time would cost an
+    /// exception per hit while they go in.
+    #[arg(long)]
     pub no_traps: bool,
     /// Command to launch (held at its entry point until the probes are in): `-- CMD ARGS`.
     #[arg(last = true)]
@@ -104,6 +106,7 @@ impl LiveArgs {
             force_kind,
             plan_threads: self.plan_threads.map(usize::from),
             no_traps: self.no_traps,
+            trap_warning: TrapWarning::WithFlag,
             live_table: !self.json,
         }
     }

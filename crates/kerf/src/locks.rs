@@ -3,7 +3,7 @@
 //! tool is `kerf_tools::locks`.
 
 use kerf_session::live::{catch_signals, Choice, Sampling, Target};
-use kerf_tools::live::LiveOptions;
+use kerf_tools::live::{LiveOptions, TrapWarning};
 use kerf_tools::locks::{report, table, watch, Namer};
 
 #[derive(clap::Args)]
@@ -36,6 +36,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
         tid: None,
         sampling: Sampling { interval: 0.1, duration: args.duration, at_once: false },
         no_traps: false,
+        trap_warning: TrapWarning::On,
         force_kind: None,
         plan_threads: None,
         live_table: false,

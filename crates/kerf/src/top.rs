@@ -5,7 +5,7 @@
 use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
 use crossterm::{cursor, execute, terminal};
 use kerf_session::live::{catch_signals, Choice, Sampling};
-use kerf_tools::live::{run, Events, LiveOptions, Until};
+use kerf_tools::live::{run, Events, LiveOptions, TrapWarning, Until};
 use kerf_tools::time::Time;
 use kerf_tools::top::{Action, Key, Top};
 use std::cell::Cell;
@@ -161,6 +161,7 @@ pub fn run_top(args: Args) -> Result<(), crate::Error> {
         tid: None,
         sampling: Sampling { interval: args.interval, duration: None, at_once: false },
         no_traps: false,
+        trap_warning: TrapWarning::On,
         force_kind: None,
         plan_threads: None,
         live_table: false,

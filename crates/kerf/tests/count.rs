@@ -78,7 +78,9 @@ fn exact_counts(opt: &str, extra: &[&str], want_kind: &str, tag: &str) {
         args.push("branchy@exits");
     }
     args.extend_from_slice(extra);
-    let k = kerf_count(pid, &args);
+    let mut all = vec!["-p".to_string(), pid.to_string(), "--json".to_string()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    let (k, _, stderr) = common::spawn_kerf_stderr("count", &all, "count-cache");
     // The threads have been spinning through spin_point while kerf spliced; let them run
     // through it spliced for a moment, then release the counted phase.
     std::thread::sleep(Duration::from_millis(200));
@@ -109,6 +111,33 @@ fn exact_counts(opt: &str, extra: &[&str], want_kind: &str, tag: &str) {
             assert_eq!(kind, want_kind, "{name}: {v}");
         }
     }
+    let stderr = stderr.join().unwrap();
+    let warned = stderr.contains("warning: trap splices were hit");
+    if want_kind != "trap" {
+        // Warned exactly when a trap (an exit no jump could take, at -O0) ran tens of
+        // thousands of times.
+        let hot_trap = n.values().any(|(c, kind)| kind == "trap" && *c >= 10_000);
+        assert_eq!(warned, hot_trap, "{v}\n{stderr}");
+        return;
+    }
+    // Every count was a trap's hit, which the dispatcher counted too (the program ended
+    // before kerf read either). The most hit sites are named: spin_point, leaf, branchy,
+    // switchy and one of branchy's exits, with the guarded system calls far below them.
+    let hits = &v["trap_hits"];
+    let most: Vec<(&str, u64)> = hits["most_hit"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no trap_hits: {v}"))
+        .iter()
+        .map(|h| (h["point"].as_str().unwrap(), h["hits"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(most.len(), 5, "{hits}");
+    for (point, h) in &most {
+        let counted = n.get(*point).unwrap_or_else(|| panic!("{point} was not counted: {hits}"));
+        assert_eq!(*h, counted.0, "{point}'s trap hits against its count: {hits}");
+    }
+    let counted: u64 = n.values().map(|c| c.0).sum();
+    assert!(hits["total"].as_u64().unwrap() >= counted, "{hits} against {counted} counted");
+    assert!(warned, "hundreds of thousands of trap hits and no warning: {stderr}");
 }
 
 #[test]
@@ -130,6 +159,35 @@ fn exact_counts_jump2_o2() {
 #[test]
 fn exact_counts_jump5_o0() {
     exact_counts("-O0", &[], "jump5", "o0");
+}
+
+/// `--no-traps` in a process: branchy's exit in mid-function at -O0, which only a trap can
+/// take (see above), is left out with why; the rest is counted exactly, and no trap or
+/// signal-mask guard goes in.
+#[test]
+fn no_traps_leaves_out_what_only_a_trap_could_take() {
+    let bin = build("-O0", "o0");
+    let (c, pid, out) = start(&bin, false);
+    let _reaper = Reaper(pid);
+    let (k, line) = common::spawn_count(
+        &["-p", &pid.to_string(), "--json", "--no-traps", "branchy", "branchy@exits"],
+        "count-cache",
+    );
+    assert!(line.contains(" 0 trap") && !line.contains("guarded"), "{line}");
+    go_and_finish(c, pid, out);
+    let ko = k.wait_with_output().unwrap();
+    assert!(ko.status.success(), "kerf failed: {}", String::from_utf8_lossy(&ko.stderr));
+    let v: Value = serde_json::from_slice(&ko.stdout).expect("kerf --json output");
+    let refused = v["refused"].as_array().unwrap();
+    assert!(!refused.is_empty(), "nothing left out: {v}");
+    for r in refused {
+        assert!(r["point"].as_str().unwrap().starts_with("branchy+"), "{r}");
+        assert!(r["reason"].as_str().unwrap().contains("traps are off (--no-traps)"), "{r}");
+    }
+    let n = counts(&v);
+    assert_eq!(n["branchy"].0, THREADS * ITERS, "{v}");
+    assert!(n.values().all(|(_, kind)| kind != "trap"), "{v}");
+    assert!(v["trap_hits"].is_null(), "{v}");
 }
 
 /// Code bytes of the fixture's functions, read from the live process.

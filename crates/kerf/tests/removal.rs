@@ -61,7 +61,7 @@ fn launch(name: &str, args: &[&str], kind: Option<kerf_patch::SpliceKind>) -> La
     let addr = points[0].addr.0 + modules[points[0].module].bias.unwrap_or(0);
     let original = bytes_at(pid, addr);
     let probes = vec![Probe { point: points[0].clone(), action: Action::Count }];
-    let opts = Options { force_kind: kind, only_thread: None, plan_threads: None };
+    let opts = Options { force_kind: kind, ..Options::default() };
     let inst =
         Instrumentation::install(pid, &modules, &probes, &ToolData::default(), opts).unwrap();
     Launched { child, pid, stdin, out, inst, addr, original }

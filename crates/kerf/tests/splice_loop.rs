@@ -88,7 +88,7 @@ fn thousand_attach_splice_detach_cycles() {
     for cycle in 0..1000 {
         // The default choice (jump5, jump2 or trap per point), then every point forced to a trap.
         let kind = if cycle % 2 == 0 { None } else { Some(kerf_patch::SpliceKind::Trap) };
-        let opts = Options { force_kind: kind, only_thread: None, plan_threads: None };
+        let opts = Options { force_kind: kind, ..Options::default() };
         let inst = Instrumentation::install(pid, &modules, &probes, &ToolData::timers(1), opts)
             .unwrap_or_else(|e| panic!("cycle {cycle}: {e}"));
         if let Some(st) = child.try_wait().unwrap() {

@@ -294,6 +294,12 @@ pub trait Backend {
         Default::default()
     }
 
+    /// Each trap site's address and how often its `int3` was taken so far (`None`: the
+    /// target cannot tell, as the kernel's driver does not count).
+    fn trap_hits(&self) -> Option<Vec<(u64, u64)>> {
+        None
+    }
+
     /// Where kerf's code heaps start (a process's vanish from its maps on `exec`; the kernel
     /// has none of its own).
     fn code_heaps(&self) -> Vec<RemoteAddr>;

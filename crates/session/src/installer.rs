@@ -776,6 +776,24 @@ impl<B: Backend> PatchSet<B> {
         self.be.forks()
     }
 
+    /// How often each trap site was hit so far, with its label, most first (`None`: the
+    /// back-end cannot tell; see [`Backend::trap_hits`]).
+    pub fn trap_hits(&self) -> Option<Vec<crate::live::TrapHit>> {
+        let hits = self.be.trap_hits()?;
+        let label: std::collections::HashMap<u64, &str> =
+            self.sites.iter().map(|s| (s.addr, s.label.as_str())).collect();
+        let mut out: Vec<crate::live::TrapHit> = hits
+            .into_iter()
+            .map(|(addr, hits)| {
+                let label =
+                    label.get(&addr).map_or_else(|| format!("{addr:#x}"), |l| l.to_string());
+                crate::live::TrapHit { label, addr, hits }
+            })
+            .collect();
+        out.sort_by(|a, b| b.hits.cmp(&a.hits).then(a.addr.cmp(&b.addr)));
+        Some(out)
+    }
+
     /// Where kerf's code heaps start in the target (see [`Backend::code_heaps`]).
     pub fn code_heaps(&self) -> Vec<RemoteAddr> {
         self.be.code_heaps()

@@ -15,6 +15,7 @@
 //! then                   counters, one 64-byte line each
 //! then                   tail stacks (codegen::timer), if the module has tail-call probes
 //! then                   the signal area, SIG_AREA bytes (see below)
+//! then                   a hit count per trap site (`codegen::trap`), room for every probe
 //! ```
 //!
 //! # Trap splices and signal masks
@@ -119,8 +120,17 @@ struct Heaps {
     code_len: u64,
     dispatcher: u64,
     data: SharedMem,
-    /// Offset of the signal area in `data`.
+    /// Offset of the signal area in `data`; the trap sites' hit counts follow it.
     sig_area: usize,
+    /// Trap sites the hit counts have room for.
+    trap_room: usize,
+}
+
+impl Heaps {
+    /// Offset in `data` of the first trap site's hit count.
+    fn hits(&self) -> usize {
+        self.sig_area + SIG_AREA
+    }
 }
 
 /// What kerf changed in a process's signal state for its trap splices (see the module
@@ -154,6 +164,8 @@ pub struct ProcessBackend {
     longest_splice_pause: Duration,
     /// Run probes only in this thread (`--tid`).
     only_thread: Option<i32>,
+    /// No trap splices ([`Options::no_traps`]).
+    no_traps: bool,
     /// Per module: the heaps kerf mapped next to it.
     heaps: Vec<Option<Heaps>>,
     /// The runtime's `lookup_room`, set by `begin` (patch rooms are sized by it).
@@ -162,6 +174,8 @@ pub struct ProcessBackend {
     sig_module: Option<usize>,
     /// Trap dispatcher: its module and address, once installed.
     trap: Option<(usize, u64)>,
+    /// The dispatcher's table in order: trap site `i`'s hit count is the `i`th.
+    trap_points: Vec<u64>,
     /// The signal state kerf changed.
     fixes: SignalFixes,
     /// Where a thread asleep in a system call inside a code patch has its PC, and where to
@@ -200,10 +214,12 @@ impl ProcessBackend {
             longest_pause: Duration::ZERO,
             longest_splice_pause: Duration::ZERO,
             only_thread: None,
+            no_traps: false,
             heaps: Vec::new(),
             lookup_room: 0,
             sig_module: None,
             trap: None,
+            trap_points: Vec::new(),
             fixes: SignalFixes::default(),
             parked: Default::default(),
             returns: Default::default(),
@@ -408,8 +424,24 @@ impl Backend for ProcessBackend {
         self.forks.stats
     }
 
+    /// The dispatcher's counts (a thread of a copy the process forked shares the data heap:
+    /// its hits count too).
+    fn trap_hits(&self) -> Option<Vec<(u64, u64)>> {
+        let Some(h) = self.trap.and_then(|(m, _)| self.heaps.get(m)?.as_ref()) else {
+            return Some(Vec::new());
+        };
+        let at = |i: usize| h.hits() + i * trap::HIT_STRIDE as usize;
+        Some(
+            self.trap_points
+                .iter()
+                .enumerate()
+                .map(|(i, &a)| (a, h.data.load_u64(at(i))))
+                .collect(),
+        )
+    }
+
     fn rules(&self) -> Rules {
-        Rules::PROCESS
+        Rules { no_trap: self.no_traps, ..Rules::PROCESS }
     }
 
     fn chunk(&self) -> usize {
@@ -538,9 +570,12 @@ impl Backend for ProcessBackend {
             let tails_at = layout.end[m] as usize;
             let tails_len = if tails[m] { timer::TAIL_AREA_LEN as usize } else { 0 };
             let sig_area = tails_at + tails_len;
-            // What the code reaches rip-relative ends with the signal area; the tool's rings
-            // (64-bit immediates) come after it, on pages of their own, as large as they are.
-            let near_len = ((sig_area + SIG_AREA) as u64).next_multiple_of(4096);
+            // What the code reaches rip-relative ends with the signal area and the trap
+            // sites' hit counts (room for every probe, as the table's: see above); the tool's
+            // rings (64-bit immediates) come after, on pages of their own, as large as they
+            // are.
+            let hits_len = trap::hits_len(probes.len()) as usize;
+            let near_len = ((sig_area + SIG_AREA + hits_len) as u64).next_multiple_of(4096);
             let rings_at = layout.areas[m].map(|_| near_len);
             let data_len = rings_at.map_or(near_len, |at| at + tool.rings);
             // Anywhere in reach of the module's code; preferably at a fresh spot a few pages to
@@ -569,7 +604,8 @@ impl Backend for ProcessBackend {
             let code = code_at.0;
             // The copies' mark, while the process surely maps it (see `crate::forked`).
             self.forks.mark(self.pid, data.remote().0, &kerf_os::process::RealSys);
-            self.heaps[m] = Some(Heaps { code, code_len, dispatcher, data, sig_area });
+            let trap_room = probes.len();
+            self.heaps[m] = Some(Heaps { code, code_len, dispatcher, data, sig_area, trap_room });
             out.push(Some(heap));
         }
         Ok(out)
@@ -841,6 +877,9 @@ pub struct Options {
     pub only_thread: Option<i32>,
     /// Threads planning runs on (`None`: every CPU).
     pub plan_threads: Option<usize>,
+    /// No trap splices: a point only an `int3` could take is left out, with why (`--no-traps`:
+    /// a trap in hot code costs a signal per hit).
+    pub no_traps: bool,
 }
 
 impl PatchSet<ProcessBackend> {
@@ -870,6 +909,7 @@ impl PatchSet<ProcessBackend> {
         cancel: Cancel<'_>,
     ) -> Result<Instrumentation, InstrumentError> {
         be.only_thread = opts.only_thread;
+        be.no_traps = opts.no_traps;
         let planning = Planning {
             force_kind: opts.force_kind,
             threads: opts.plan_threads.unwrap_or_else(every_cpu),
@@ -956,9 +996,6 @@ impl ProcessBackend {
         let code_at = h.dispatcher;
         let table_at = code_at + DISPATCHER_ROOM;
         let area = h.data.remote().0 + h.sig_area as u64;
-        let (code, restorer) = trap::dispatcher(code_at, table_at, area + SIG_ACTION as u64)
-            .map_err(|e| InstrumentError::Mismatch { addr: code_at, detail: e.to_string() })?;
-        tr.write(RemoteAddr(code_at), &code)?;
         // Table: sorted (point, patch) pairs of every trap site.
         let mut entries: Vec<(u64, u64)> = sites
             .iter()
@@ -966,6 +1003,15 @@ impl ProcessBackend {
             .map(|s| (s.addr, s.patch))
             .collect();
         entries.sort_unstable();
+        if entries.len() > h.trap_room {
+            let detail = format!("{} trap sites, room for {}", entries.len(), h.trap_room);
+            return Err(InstrumentError::Mismatch { addr: code_at, detail });
+        }
+        let hits_at = h.data.remote().0 + h.hits() as u64;
+        let (code, restorer) =
+            trap::dispatcher(code_at, table_at, hits_at, area + SIG_ACTION as u64)
+                .map_err(|e| InstrumentError::Mismatch { addr: code_at, detail: e.to_string() })?;
+        tr.write(RemoteAddr(code_at), &code)?;
         let mut resumes: Vec<u64> = entries.iter().map(|e| e.1).collect();
         resumes.sort_unstable();
         self.dispatcher_frames =
@@ -993,6 +1039,7 @@ impl ProcessBackend {
             });
         }
         self.trap = Some((m, code_at));
+        self.trap_points = entries.iter().map(|e| e.0).collect();
         Ok(())
     }
 

@@ -683,6 +683,14 @@ pub struct Refusal<'a> {
     pub reason: String,
 }
 
+/// A trap splice and how often a thread took its `int3` (a signal each).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrapHit {
+    pub label: String,
+    pub addr: u64,
+    pub hits: u64,
+}
+
 /// Probes installed in a process or in the kernel, as the tools read them.
 pub trait Installed {
     /// The site probe `i` is at (`None`: the kernel's driver refused it).
@@ -731,6 +739,9 @@ pub trait Installed {
     fn free_ended_children(&self, pid: i32, drained: &dyn Fn(usize, u64) -> bool) -> usize;
     /// What taking probes out did in the children the target forked.
     fn forks(&self) -> crate::instrument::ForkStats;
+    /// How often each trap splice was taken so far, most first (`None`: the target cannot
+    /// tell).
+    fn trap_hits(&self) -> Option<Vec<TrapHit>>;
     /// Context switches the off-CPU clock of virtual time missed (`None`: no such clock, or
     /// the kernel cannot say).
     fn off_cpu_missed(&self) -> Option<u64>;
@@ -760,6 +771,9 @@ impl<B: Backend> Installed for PatchSet<B> {
     }
     fn forks(&self) -> crate::instrument::ForkStats {
         PatchSet::forks(self)
+    }
+    fn trap_hits(&self) -> Option<Vec<TrapHit>> {
+        PatchSet::trap_hits(self)
     }
     fn off_cpu_missed(&self) -> Option<u64> {
         PatchSet::off_cpu_missed(self)

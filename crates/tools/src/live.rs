@@ -11,7 +11,7 @@ use kerf_patch::SpliceKind;
 use kerf_session::instrument::{Action, Options, Probe, Site, ToolData};
 use kerf_session::live::{
     check_interrupted, sample_loop, signal_name, End, Installed, KernelTarget, ProcessTarget,
-    Refusal, Sampling, Spliced, Stop, Target,
+    Refusal, Sampling, Spliced, Stop, Target, TrapHit,
 };
 use kerf_session::spec::{self, Point, Spec};
 use kerf_session::AnalyzedImage;
@@ -28,11 +28,25 @@ pub struct LiveOptions {
     pub force_kind: Option<SpliceKind>,
     /// Threads splice planning runs on in a process (`None`: every CPU).
     pub plan_threads: Option<usize>,
-    /// Kernel: no trap splices; a point only a trap could take is left out, with why.
+    /// No trap splices: a point only a trap could take is left out, with why.
     pub no_traps: bool,
+    /// What to say when a process keeps hitting its trap splices.
+    pub trap_warning: TrapWarning,
     /// Render the live table every interval (off with `--json`, where only the summary goes
     /// out).
     pub live_table: bool,
+}
+
+/// What a tool says when a process keeps hitting its trap splices ([`TrapWatch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrapWarning {
+    /// Nothing: the tool deals with trapped sites itself (`kerf hunt` times a round again
+    /// without the call sites whose returns trap).
+    Off,
+    /// A warning naming the sites hit most.
+    On,
+    /// That warning, pointing at the command's `--no-traps`.
+    WithFlag,
 }
 
 /// Where a running tool's words go (the CLI prints them).
@@ -288,6 +302,79 @@ fn record<T: LiveTool>(
     }
 }
 
+/// Repeated hits of a process's trap splices beyond which kerf warns: each is a signal the
+/// program takes (about 2 us on the development machine, where a jump to a patch costs
+/// nanoseconds), so a trap in a hot loop can slow a program many times over (`kerf count` of
+/// every block of sqlite3's `sqlite3VdbeExec`, 41 traps among 1,699 points: 61 s instead of
+/// 1 s) while the start-up line only tallied the splice kinds.
+const TRAP_WARN_HITS: u64 = 10_000;
+/// ... and per second since the probes went in.
+const TRAP_WARN_RATE: f64 = 2_000.0;
+/// Trap sites the warning and the summary name.
+const TRAP_NAMED: usize = 5;
+
+/// Watches a process's trap splices while it samples and warns, once, when the program
+/// takes them often. Hits past each site's first count: probes that take themselves out
+/// once hit (`kerf cover`) hit each trap about once, and that costs nothing to warn about.
+struct TrapWatch {
+    say: TrapWarning,
+    warned: bool,
+    /// When to look next (doubling: reading every site's count is not free with many).
+    next: Option<Duration>,
+}
+
+impl TrapWatch {
+    /// Look at the counts when due (`last`: always, at the end): warn once past the
+    /// thresholds, and at the end return the summary's `trap_hits` (`None` where the
+    /// target has no trap sites or cannot count them).
+    fn check(
+        &mut self,
+        inst: &dyn Installed,
+        events: &mut dyn Events,
+        last: bool,
+    ) -> Option<Value> {
+        let since = inst.installed_at().1.elapsed();
+        if !last && (self.warned || since < self.next.unwrap_or(Duration::from_secs(1))) {
+            return None;
+        }
+        self.next = Some(since * 2);
+        let hits = inst.trap_hits()?;
+        if hits.is_empty() {
+            return None;
+        }
+        let repeated: u64 = hits.iter().map(|h| h.hits.saturating_sub(1)).sum();
+        let total: u64 = hits.iter().map(|h| h.hits).sum();
+        let secs = since.as_secs_f64().max(1e-3);
+        let hot: Vec<&TrapHit> = hits.iter().filter(|h| h.hits > 1).take(TRAP_NAMED).collect();
+        let often = |r: u64| r >= TRAP_WARN_HITS && r as f64 / secs >= TRAP_WARN_RATE;
+        if !self.warned && self.say != TrapWarning::Off && often(repeated) {
+            self.warned = true;
+            let advice = match self.say {
+                TrapWarning::WithFlag => {
+                    ". `--no-traps` leaves out the points only a trap could take"
+                }
+                _ => "",
+            };
+            let named: Vec<String> =
+                hot.iter().map(|h| format!("{} ({})", h.label, h.hits)).collect();
+            events.warn(&format!(
+                "trap splices were hit {total} times in {secs:.1} s ({:.0} a second): each hit \
+                 is a signal the program takes, microseconds where a jump costs nanoseconds, \
+                 so it runs slower while they are in. Most hit: {}{advice}",
+                total as f64 / secs,
+                named.join(", ")
+            ));
+        }
+        last.then(|| {
+            let sites: Vec<Value> = hot
+                .iter()
+                .map(|h| json!({"point": h.label, "address": format!("{:#x}", h.addr), "hits": h.hits}))
+                .collect();
+            json!({"sites": hits.len(), "total": total, "most_hit": sites})
+        })
+    }
+}
+
 /// What a live tool found: its summary as JSON (or as the tool's final table) and how the
 /// run ended.
 pub struct Report {
@@ -332,6 +419,7 @@ fn run_process<T: LiveTool>(
         force_kind: opts.force_kind,
         only_thread: opts.tid,
         plan_threads: opts.plan_threads,
+        no_traps: opts.no_traps,
     };
     tool.check_process(p.pid)?;
     let (inst, probes, built, warnings) =
@@ -358,15 +446,18 @@ fn run_process<T: LiveTool>(
     let failed = std::cell::RefCell::new(None);
     let stop_requested = || tool.stop_requested() || failed.borrow().is_some();
     let mut inst = inst;
+    let mut traps = TrapWatch { say: opts.trap_warning, warned: false, next: None };
     // (The duration counts from here: see `sample_until`.)
     let mut stop = p.sample_until(tool.sampling(opts.sampling), &heaps, stop_requested, || {
-        tick(tool, &mut table, &built, &mut inst, opts, events, &mut failed.borrow_mut())
+        tick(tool, &mut table, &built, &mut inst, opts, events, &mut failed.borrow_mut());
+        traps.check(&inst, events, false);
     });
     let failed = failed.into_inner();
     // Results first: the shared data heap stays readable here even after the target
     // is gone. The record ends with the totals the summary has.
     record(tool, &table, &built, &inst, events);
     let fields = tool.summarize(&mut table, &built, &probes, &inst);
+    let trap_hits = traps.check(&inst, events, true);
     let Spliced { longest_pause: pause, longest_splice_pause: batch_pause, phases, .. } =
         inst.spliced();
     // In the order they first ran: `[name, microseconds]`.
@@ -391,6 +482,9 @@ fn run_process<T: LiveTool>(
            "splice_phases_us": phases,
            "seconds": p.started.elapsed().as_secs_f64()});
     merge(&mut v, fields);
+    if let Some(t) = trap_hits {
+        v["trap_hits"] = t;
+    }
     // A daemon's fork: its launcher exited at once, and the daemon ran kerf's probes, which
     // went out of it with the rest. A tool that follows exec follows a single such copy too
     // (not after Ctrl-C or the duration, nor when a signal killed the launcher).
