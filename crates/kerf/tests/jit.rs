@@ -344,6 +344,29 @@ fn forked_children_get_translations_made_after_the_fork() {
     assert!(j["on_demand"]["asked"].as_u64().unwrap() >= 1, "{j}");
 }
 
+/// A cache limit the children's misses do not fit in (8 KiB: the root and the two functions
+/// the parent reaches, not the two only the children reach): the miss of a child, which
+/// runs from the cache it shares with the parent, would need a flush, and a flush rewrites
+/// the shared cache under every process running from it. kerf refuses it, says which
+/// process shares the cache, and the child's miss runs natively (an escape, counted).
+#[test]
+fn no_flush_while_a_forked_child_shares_the_cache() {
+    let bin = common::build_fixture("forked", "-O2", "jit-fork");
+    let expected = plain(&bin, &[]);
+    let args = ["work", "--plugin", "blocks", "--cache-limit", "8K"];
+    let (v, out, err) = kerf_on("fork-limit", "jit", &args, &bin, &[]);
+    assert_eq!(out, expected, "output changed under kerf jit: {err}");
+    let j = &v["jit"];
+    let refused = j["cache"]["refused"].as_array().unwrap();
+    assert!(!refused.is_empty(), "no flush was refused: {j}");
+    for r in refused {
+        let r = r.as_str().unwrap();
+        assert!(r.contains("forked from the target, shares the code cache"), "{r}");
+    }
+    assert_eq!(j["cache"]["flushes"], 0, "{j}");
+    assert!(j["escapes"].as_u64().unwrap() >= 1, "{j}");
+}
+
 /// A daemon left by the program (`forked daemon`: a grandchild that outlives it, calling the
 /// root over and over, so it is in the cache when the program ends): kerf, which ends with the
 /// program, takes the daemon out of the cache too (threads brought back, the root's entry
