@@ -302,9 +302,24 @@ impl ForkedCopies {
     }
 }
 
+/// Processes but `except` (and kerf) that map kerf's memory file `inode` at `at`: the copies of
+/// the process that mapped it there, forked since (the JIT's cache, whose table address and
+/// memory file a copy shares). Every process's maps are read: for a caller that looks
+/// seldom; [`ForkedCopies`] reads only those started since its last look.
+pub(crate) fn sharing(proc: &dyn ProcSys, at: u64, inode: u64, except: &[i32]) -> Vec<i32> {
+    let me = std::process::id() as i32;
+    let mut out: Vec<i32> = process::pids(proc)
+        .into_iter()
+        .filter(|p| *p != me && !except.contains(p))
+        .filter(|&p| mapped_inode(proc, p, at) == Some(inode))
+        .collect();
+    out.sort_unstable();
+    out
+}
+
 /// The inode of the memory file process `pid` maps at `at` (kerf's data heaps are memfds),
 /// if it maps one there.
-fn mapped_inode(proc: &dyn ProcSys, pid: i32, at: u64) -> Option<u64> {
+pub(crate) fn mapped_inode(proc: &dyn ProcSys, pid: i32, at: u64) -> Option<u64> {
     let text = proc.read_to_string(&Path::new("/proc").join(pid.to_string()).join("maps")).ok()?;
     let maps = parse_maps(&text).ok()?;
     let m = maps.into_iter().find(|m| m.start.0 == at && !m.private)?;
@@ -468,5 +483,24 @@ mod tests {
         assert_eq!(text(&fake, 0), JUMP, "not a copy: untouched");
         assert_eq!(forks.stats, ForkStats::default());
         assert!(fake.state().writes.is_empty());
+    }
+
+    /// The JIT's look for processes sharing its cache: the memory file at that address, not
+    /// another one there, nor that file elsewhere; the process told to leave out is left out.
+    #[test]
+    fn sharing_is_the_same_memory_file_at_the_same_address() {
+        let elsewhere = format!(
+            "{:x}-{:x} rw-s 00000000 00:01 42 /memfd:kerf-9 (deleted)\n",
+            HEAP + 8192,
+            HEAP + 12288
+        );
+        let proc = proc_with_copy(42)
+            .file("/proc/20/maps", &heap_line(43))
+            .file("/proc/21/maps", &elsewhere)
+            .file("/proc/22/maps", &heap_line(42));
+        assert_eq!(sharing(&proc, HEAP, 42, &[TARGET]), [22, PID]);
+        assert_eq!(sharing(&proc, HEAP, 42, &[]), [TARGET, 22, PID]);
+        assert_eq!(sharing(&proc, HEAP, 43, &[]), [20]);
+        assert!(sharing(&proc, HEAP + 4096, 42, &[]).is_empty());
     }
 }

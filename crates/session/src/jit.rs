@@ -2231,9 +2231,14 @@ impl Jit {
         mbox: &SharedMem,
         first: u64,
     ) -> bool {
-        // (A copy anywhere, not only below the target: a daemon's double fork shares it too.)
-        if let Some(&child) = self.copies().first() {
-            let why = format!("process {child}, forked from the target, shares the code cache");
+        // (A copy anywhere, not only below the target: a daemon's double fork shares it too.
+        // Copies that cannot be told refuse it as well.)
+        let copies = self.copies();
+        if copies.as_ref().is_none_or(|c| !c.is_empty()) {
+            let why = match copies.as_deref().and_then(<[i32]>::first) {
+                Some(c) => format!("process {c}, forked from the target, shares the code cache"),
+                None => "kerf could not tell which processes share the code cache".to_string(),
+            };
             if !self.stats.flush_refused.contains(&why) {
                 self.stats.flush_refused.push(why);
             }
@@ -2468,7 +2473,7 @@ impl Jit {
         // the cache as the target's did, and without kerf a miss there would wait for an
         // answer that never comes. A copy that cannot be stopped (it ended, another tracer
         // holds it) is passed over: it is not the target.
-        for c in self.copies() {
+        for c in self.copies().unwrap_or_default() {
             let Ok(mut tr) = Tracee::stop_all(c) else { continue };
             let mut theirs = JitRemoved::default();
             let r = self.take_out(&mut tr, &mut theirs, true);
@@ -2511,26 +2516,15 @@ impl Jit {
         Ok(())
     }
 
-    /// Live processes other than the target that map this kerf's memory at the lookup
-    /// table's address: only a `fork` of the target gives that (`exec` drops every mapping,
-    /// and the memory file is named after this kerf's pid).
-    fn copies(&self) -> Vec<i32> {
-        let line = format!("{:x}-", self.table.remote().0);
-        let name = format!("/memfd:kerf-{}", std::process::id());
-        let me = std::process::id() as i32;
+    /// Processes other than the target that map the lookup table's memory file at its
+    /// address: only a `fork` of the target gives that (`exec` drops every mapping). The
+    /// file is told by its inode, read from kerf's own mapping of it, which is there as long
+    /// as the table is (`None`: kerf could not read it).
+    fn copies(&self) -> Option<Vec<i32>> {
         let sys = kerf_os::process::RealSys;
-        // (A line: range, permissions, offset, device, inode, path.)
-        let ours = |l: &str| l.starts_with(&line) && l.split_whitespace().nth(5) == Some(&name);
-        let mut out: Vec<i32> = kerf_os::process::pids(&sys)
-            .into_iter()
-            .filter(|&p| p != self.pid && p != me)
-            .filter(|&p| {
-                let maps = std::fs::read_to_string(format!("/proc/{p}/maps")).unwrap_or_default();
-                maps.lines().any(ours)
-            })
-            .collect();
-        out.sort_unstable();
-        out
+        let me = std::process::id() as i32;
+        let inode = crate::forked::mapped_inode(&sys, me, self.table.as_ptr() as u64)?;
+        Some(crate::forked::sharing(&sys, self.table.remote().0, inode, &[self.pid]))
     }
 }
 
