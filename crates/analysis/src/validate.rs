@@ -551,7 +551,15 @@ fn check_function(
             }
             (Terminator::CondJump, Flow::CondJump(t)) => {
                 to(&mut may, &mut must, EdgeKind::Branch, t.0, true);
-                fall(&mut may, &mut must);
+                // Past the function's range, or onto another function's entry inside it: on
+                // into that function, a tail call (see `build`).
+                let beyond = !fun.extent.contains(&next)
+                    || (next != fun.entry.0 && function_at(next).is_some());
+                if beyond {
+                    to(&mut may, &mut must, EdgeKind::TailCall, next, false);
+                } else {
+                    fall(&mut may, &mut must);
+                }
                 lands_well(&mut sc, t.0)
             }
             (Terminator::Jump, Flow::Jump(t)) => {

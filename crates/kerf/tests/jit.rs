@@ -367,6 +367,33 @@ fn no_flush_while_a_forked_child_shares_the_cache() {
     assert!(j["escapes"].as_u64().unwrap() >= 1, "{j}");
 }
 
+/// glibc's fortified copies (`fortified.c`, built with `-fno-builtin` so that the calls stay
+/// calls): `__memcpy_chk` and its kin end their symbol with `cmp; jb __chk_fail` and run on
+/// into `__memmove_*`. The analysis ended them at the symbol, took the copy's source and
+/// destination for dead at their entry, and the call trace's entry record used them as
+/// scratch: the program died of SIGSEGV (gzip, git, ImageMagick under `--plugin calls`).
+/// Output identical, each called as often as the program asks.
+#[test]
+fn fortified_copies_keep_their_arguments_under_the_call_trace() {
+    let bin = common::build_fixture("fortified", "-O2 -fno-builtin", "jit-chk");
+    let expected = plain(&bin, &[]);
+    let (v, out, err) = kerf_on("chk", "jit", &["main", "--plugin", "calls"], &bin, &[]);
+    assert_eq!(out, expected, "output changed under kerf jit --plugin calls: {err}");
+    let calls = |prefixes: &[&str]| -> u64 {
+        v["calls"]["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| prefixes.iter().any(|p| f["function"].as_str().unwrap().starts_with(p)))
+            .map(|f| f["calls"].as_u64().unwrap())
+            .sum()
+    };
+    // (`__memcpy_chk` and `__memmove_chk` are one function, named by either.)
+    assert_eq!(calls(&["__memcpy_chk", "__memmove_chk"]), 4000, "{}", v["calls"]);
+    assert_eq!(calls(&["__mempcpy_chk"]), 2000, "{}", v["calls"]);
+    assert_eq!(calls(&["__memset_chk"]), 2000, "{}", v["calls"]);
+}
+
 /// A daemon left by the program (`forked daemon`: a grandchild that outlives it, calling the
 /// root over and over, so it is in the cache when the program ends): kerf, which ends with the
 /// program, takes the daemon out of the cache too (threads brought back, the root's entry

@@ -894,7 +894,17 @@ fn finish_block(
                     edges.push((EdgeKind::TailCall, other));
                 }
             }
-            fall(edges);
+            if local(next) {
+                fall(edges);
+            } else {
+                // Not taken, it runs on past the function's end into the next one, as a
+                // `Flow::Next` does: glibc's `__memmove_chk_*` is `cmp; jb __chk_fail`, then
+                // padding and `__memmove_*`. Without this edge the registers that function
+                // reads (the copy's source and destination) were taken for dead at
+                // `__memmove_chk`'s entry, and a probe there used them as scratch.
+                *may_return = true;
+                edges.push((EdgeKind::TailCall, RawTarget::Function(ImageAddr(next))));
+            }
         }
         Flow::Jump(t) => match to(t) {
             RawTarget::Local(_) => {
