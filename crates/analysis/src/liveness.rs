@@ -840,6 +840,49 @@ fn lands(cfg: &Cfg, solved: &[Sets]) -> Vec<Live> {
     }
 }
 
+/// Whether the block of `f` holding `addr` ends the frame: it returns or leaves by a tail call
+/// (a conditional one included).
+pub fn in_last_block(cfg: &Cfg, f: FuncId, addr: ImageAddr) -> bool {
+    let Some(b) = cfg.block_containing(f, addr).map(|b| cfg.block(b)) else { return false };
+    match b.term {
+        Terminator::Return | Terminator::TailCall | Terminator::IndirectTailCall => true,
+        Terminator::CondJump => cfg.edges_of(b).any(|e| e.kind == EdgeKind::TailCall),
+        _ => false,
+    }
+}
+
+/// What code placed just before the instruction at `addr` may not overwrite, where its block
+/// ends `f`'s frame ([`in_last_block`]): what [`live_at`] finds there, and what is live where
+/// `f`'s returns land (`lands`, `f`'s [`at_continuations`]; `None`: not known, so
+/// everything). The set at a `ret` alone assumes callers that follow the SysV ABI, and code
+/// written by hand may hand results back in any register: OpenSSL's `_aesni_ctr32_6x`
+/// returns its advanced `rsi` and `rdi` to `aesni_gcm_encrypt`, and a call-trace record at
+/// its `ret` that took `rsi` for scratch broke AES-GCM. `None` where `live_at` knows nothing.
+pub fn live_before_exit(
+    cfg: &Cfg,
+    mem: &dyn CodeMemory,
+    f: FuncId,
+    addr: ImageAddr,
+    lands: Option<Live>,
+) -> Option<Live> {
+    let (before, _) = live_at(cfg, mem, f, addr)?;
+    Some(before.union(lands.unwrap_or(Live::ALL)))
+}
+
+/// The registers a caller may read where `f` returns to it (`lands`, `f`'s
+/// [`at_continuations`]) that `f`'s own block sets take for dead at its returns: ones `f`
+/// writes on every path that the SysV ABI does not return (see [`at_return`]). Code written
+/// by hand hands results back that way (OpenSSL's `_aesni_ctr32_ghash_6x` and
+/// `_aesni_ctr32_6x` return their advanced `rsi` and `rdi` to `aesni_gcm_encrypt`): after its
+/// last write such a register is a result on its way back, whatever the block sets say, so
+/// code placed anywhere in `f` keeps these too. Mostly they are no result at all but a
+/// caller's reads taken wide (an unknown callee later on reads every argument register):
+/// 17 % of libc's functions get some, which costs code placed in them a scratch register
+/// now and then, never a wrong result.
+pub fn beyond_abi_returns(cfg: &Cfg, f: FuncId, lands: &Live) -> RegSet {
+    lands.regs.minus(at_return(callee_must(cfg, f)).regs)
+}
+
 /// Liveness just before and just after the instruction at `addr` of function `f`, computed on
 /// demand by re-decoding its block backwards from the block's live-out.
 pub fn live_at(

@@ -483,6 +483,19 @@ impl Module<'_> {
         self.returns.map(|r| r.get_or_init(at))
     }
 
+    /// What plugin code at the start of block `b` of `f` must keep: the block's live-in, and
+    /// the registers `f`'s callers may read as results it hands back outside the SysV ABI
+    /// ([`kerf_analysis::liveness::beyond_abi_returns`]: the block sets call them dead; a
+    /// `kerf_block` callback that took `rsi` for its argument in OpenSSL's
+    /// `_aesni_ctr32_ghash_6x` broke AES-GCM). Without return facts yet (a big module early
+    /// in an attach) the block's set alone.
+    pub fn live_in(&self, f: FuncId, b: &kerf_analysis::cfg::Block) -> LiveAt {
+        let lands = self.continuations().and_then(|c| c.get(f.0 as usize));
+        let beyond = lands.map(|l| kerf_analysis::liveness::beyond_abi_returns(self.cfg, f, l));
+        let regs = beyond.map_or(b.live_in, |r| b.live_in.union(r));
+        LiveAt { regs, flags: b.flags_live_in }
+    }
+
     pub fn runtime(&self, a: ImageAddr) -> u64 {
         a.0.wrapping_add(self.bias)
     }
@@ -1098,7 +1111,7 @@ pub fn translate(
             .iter()
             .map(|&(f, k)| {
                 let b = &cfg.blocks_of(f)[k];
-                (m.runtime(b.start), LiveAt { regs: b.live_in, flags: b.flags_live_in })
+                (m.runtime(b.start), m.live_in(f, b))
             })
             .collect()
     } else {
@@ -1228,10 +1241,11 @@ pub fn translate(
             if let Some(i) = last_insn(m, b.start, b.len, b.insns) {
                 let last = i.ip();
                 let image = ImageAddr(last.wrapping_sub(m.bias));
-                let live = kerf_analysis::liveness::live_at(cfg, m.mem, f, image).map_or(
-                    LiveAt::ALL,
-                    |(before, _)| LiveAt { regs: before.regs, flags: before.flags },
-                );
+                // (With what is live where the function's returns land: see
+                // `live_before_exit`.)
+                let lands = m.continuations().and_then(|c| c.get(f.0 as usize)).copied();
+                let live = kerf_analysis::liveness::live_before_exit(cfg, m.mem, f, image, lands)
+                    .map_or(LiveAt::ALL, |l| LiveAt { regs: l.regs, flags: l.flags });
                 let tail = b.term != Terminator::Return;
                 let direct = matches!(flow(&i), Flow::Jump(_));
                 let x = ExitInfo {
@@ -1590,7 +1604,7 @@ fn block_info<'m>(
         start: m.runtime(b.start),
         len: b.len,
         insns: b.insns,
-        live: LiveAt { regs: b.live_in, flags: b.flags_live_in },
+        live: m.live_in(f, b),
         word: layout.data + DATA_HEADER + 8 * n as u64,
         shared: layout.data + DATA_HEADER + 8 * (blocks + n) as u64,
         owner: layout.data + DATA_OWNER,

@@ -394,6 +394,48 @@ fn fortified_copies_keep_their_arguments_under_the_call_trace() {
     assert_eq!(calls(&["__memset_chk"]), 2000, "{}", v["calls"]);
 }
 
+/// Code written by hand that hands results back outside the SysV ABI (`handret.c`: `step`
+/// returns both pointers advanced in `rsi` and `rdi`, as OpenSSL's AES-GCM helpers do), so
+/// that the block sets call them dead after their last write. Code kerf places there keeps
+/// them: the call trace's record at `step`'s `ret`, a `kerf_block` callback in it, and a
+/// spliced `@exits` probe of `kerf trace` whose patch starts before the last `lea`. Before:
+/// SIGSEGV under the call trace and the trace, a wrong checksum under the callback (and
+/// `openssl speed -evp aes-128-gcm` died under both, in a user trial).
+#[test]
+fn results_handed_back_outside_the_abi_are_kept() {
+    let bin = common::build_fixture("handret", "-O2", "jit-handret");
+    let expected = plain(&bin, &[]);
+    let args = ["main", "--plugin", "calls", "--ring-slots", "1048576"];
+    let (v, out, err) = kerf_on("handret-calls", "jit", &args, &bin, &[]);
+    assert_eq!(out, expected, "output changed under kerf jit --plugin calls: {err}");
+    let step = v["calls"]["functions"].as_array().unwrap().iter().find(|f| f["function"] == "step");
+    // walk(.., 1 + r % 512) for r below 1000: 1000 + (0 + .. + 511) + (0 + .. + 487).
+    let want = 1000 + 511 * 512 / 2 + 487 * 488 / 2;
+    assert_eq!(step.map(|f| f["calls"].clone()), Some(want.into()), "{}", v["calls"]);
+    assert_eq!(v["calls"]["lost"], 0, "{}", v["calls"]);
+    let cb = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/jit_callback.c");
+    let args = ["main", "--plugin", "none", "--callback", cb.to_str().unwrap()];
+    let (_, out, err) = kerf_on("handret-callback", "jit", &args, &bin, &[]);
+    assert_eq!(out, expected, "output changed under a kerf_block callback: {err}");
+    let raw = tmp().join("handret.kerf-trace");
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["trace", "step@exits", "-o"])
+        .arg(&raw)
+        .arg("--")
+        .arg(&bin)
+        .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+        .env_remove("DEBUGINFOD_URLS")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "kerf trace step@exits: {err}");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        expected,
+        "output changed under kerf trace: {err}"
+    );
+}
+
 /// A daemon left by the program (`forked daemon`: a grandchild that outlives it, calling the
 /// root over and over, so it is in the cache when the program ends): kerf, which ends with the
 /// program, takes the daemon out of the cache too (threads brought back, the root's entry

@@ -851,8 +851,18 @@ fn has_unanalysable_jump(cfg: &Cfg, f: FuncId) -> bool {
 
 /// What is live just before the instruction at image address `addr`: from the block's
 /// live-in at a block start, else by decoding the block backwards; everything when unknown.
+/// In a block that ends the frame (a `ret`, a tail call: where `@exits` probes go), also what
+/// is live where the function's returns land (`liveness::live_before_exit`: hand-written code
+/// may return values in any register), from the module's return facts (solved, or kept and
+/// checked, once per module).
 pub fn live_at(m: &AnalyzedImage, f: FuncId, addr: u64) -> LiveAt {
     let cfg = &m.analysis.cfg;
+    let a = ImageAddr(addr);
+    if kerf_analysis::liveness::in_last_block(cfg, f, a) {
+        let lands = m.ensure_returns().ok().and_then(|r| r.get(f.0 as usize).copied());
+        return kerf_analysis::liveness::live_before_exit(cfg, m, f, a, lands)
+            .map_or(LiveAt::ALL, |l| LiveAt { regs: l.regs, flags: l.flags });
+    }
     match cfg.block_containing(f, ImageAddr(addr)).map(|b| cfg.block(b)) {
         Some(b) if b.start.0 == addr => LiveAt { regs: b.live_in, flags: b.flags_live_in },
         Some(_) => kerf_analysis::liveness::live_at(cfg, m, f, ImageAddr(addr))
