@@ -192,9 +192,15 @@ fn table(v: &serde_json::Value, top: usize) -> String {
     use std::fmt::Write;
     let j = &v["jit"];
     let mut s = String::new();
+    // After flushes the same code was translated again and again: what was made in all,
+    // not what the cache held (its line below says that).
+    let what = match j["cache"]["flushes"].as_u64() {
+        Some(n) if n > 0 => format!("translated in all, over {n} flushes"),
+        _ => "of code cache".to_string(),
+    };
     let _ = writeln!(
         s,
-        "region: {} functions, {} blocks, {} bytes of code cache; escapes: {}; {}",
+        "region: {} functions, {} blocks, {} bytes {what}; escapes: {}; {}",
         j["functions"],
         j["blocks"],
         j["code_bytes"],
@@ -406,4 +412,28 @@ fn lost_why(c: &serde_json::Value) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::table;
+    use serde_json::json;
+
+    /// After flushes the region line says its sizes add up every translation, not what the
+    /// cache holds (a user read 509,669,672 bytes under a 256 KiB limit as the cache's size).
+    #[test]
+    fn the_region_line_says_what_its_sizes_count() {
+        let v = |flushes: u64| {
+            json!({"ended": "process 1 exited with code 0", "jit": {
+                "functions": 59, "blocks": 5445578, "code_bytes": 509669672, "escapes": 0,
+                "cache": {"flushes": flushes}, "removed": {}, "on_demand": {}}})
+        };
+        let first = |t: String| t.lines().next().unwrap_or_default().to_string();
+        assert_eq!(
+            first(table(&v(2294), 0)),
+            "region: 59 functions, 5445578 blocks, 509669672 bytes translated in all, over \
+             2294 flushes; escapes: 0; process 1 exited with code 0"
+        );
+        assert!(first(table(&v(0), 0)).contains("509669672 bytes of code cache;"));
+    }
 }
