@@ -367,7 +367,10 @@ fn point_facts(modules: &[AnalyzedImage], probes: &[Probe], sp: &mut SitePlan) {
     let first = &probes[sp.first].point;
     let m = &modules[first.module];
     let at = m.image_addr(RemoteAddr(sp.plan.displaced.point)).0;
-    sp.live = live_at(m, first.func, at);
+    // Coverage's flags need no register and leave the flags alone: whatever is live there,
+    // for their many sites no return facts are worked out.
+    let plain = sp.members.iter().all(|&i| matches!(probes[i].action, Action::Flag(_)));
+    sp.live = if plain { block_live_at(m, first.func, at) } else { live_at(m, first.func, at) };
     sp.stacks = sp
         .members
         .iter()
@@ -863,6 +866,12 @@ pub fn live_at(m: &AnalyzedImage, f: FuncId, addr: u64) -> LiveAt {
         return kerf_analysis::liveness::live_before_exit(cfg, m, f, a, lands)
             .map_or(LiveAt::ALL, |l| LiveAt { regs: l.regs, flags: l.flags });
     }
+    block_live_at(m, f, addr)
+}
+
+/// [`live_at`] from the block sets alone (the SysV ABI at every `ret`).
+fn block_live_at(m: &AnalyzedImage, f: FuncId, addr: u64) -> LiveAt {
+    let cfg = &m.analysis.cfg;
     match cfg.block_containing(f, ImageAddr(addr)).map(|b| cfg.block(b)) {
         Some(b) if b.start.0 == addr => LiveAt { regs: b.live_in, flags: b.flags_live_in },
         Some(_) => kerf_analysis::liveness::live_at(cfg, m, f, ImageAddr(addr))
