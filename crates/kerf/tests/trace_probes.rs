@@ -676,3 +676,34 @@ fn block_events_name_their_blocks_and_match_kerf_count() {
     }
     assert_eq!(traced, want);
 }
+
+/// `ret` read at exits that are a tail call's jump is no return value (the function jumped to
+/// returns it later): kerf says so, naming one, and not for a function whose exits are
+/// `ret`s. (A user read `ret=4` at every exit of liblzma's `lzma_crc64`, a `jmp` through its
+/// GOT slot.)
+#[test]
+fn ret_at_a_tail_calls_jump_is_said_to_be_no_return_value() {
+    let bin = build_fixture("tailcall", "-O2", "trace_tail_ret");
+    let d = dir("tail_ret");
+    let out = d.join("t.jsonl");
+    let o = kerf_trace(&[
+        "tail_plain@exits {ret}",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    let warned: Vec<&str> = err.lines().filter(|l| l.contains("a tail call's jump")).collect();
+    assert_eq!(warned.len(), 1, "{err}");
+    assert!(warned[0].contains("tail_plain+0x"), "{err}");
+    let o = kerf_trace(&[
+        "leaf_mix@exits {ret}",
+        "-o",
+        out.to_str().unwrap(),
+        "--",
+        bin.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("a tail call's jump"), "{err}");
+}

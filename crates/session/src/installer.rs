@@ -782,12 +782,14 @@ impl<B: Backend> PatchSet<B> {
         let hits = self.be.trap_hits()?;
         let label: std::collections::HashMap<u64, &str> =
             self.sites.iter().map(|s| (s.addr, s.label.as_str())).collect();
+        let guards: std::collections::HashSet<u64> =
+            self.guard_sites.iter().map(|&i| self.sites[i].addr).collect();
         let mut out: Vec<crate::live::TrapHit> = hits
             .into_iter()
             .map(|(addr, hits)| {
                 let label =
                     label.get(&addr).map_or_else(|| format!("{addr:#x}"), |l| l.to_string());
-                crate::live::TrapHit { label, addr, hits }
+                crate::live::TrapHit { label, addr, hits, guard: guards.contains(&addr) }
             })
             .collect();
         out.sort_by(|a, b| b.hits.cmp(&a.hits).then(a.addr.cmp(&b.addr)));

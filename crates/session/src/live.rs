@@ -689,6 +689,9 @@ pub struct TrapHit {
     pub label: String,
     pub addr: u64,
     pub hits: u64,
+    /// A signal-mask guard kerf added for its traps (a trap itself where no jump fits), not
+    /// a point the tool asked for.
+    pub guard: bool,
 }
 
 /// Probes installed in a process or in the kernel, as the tools read them.

@@ -349,11 +349,20 @@ impl TrapWatch {
         let often = |r: u64| r >= TRAP_WARN_HITS && r as f64 / secs >= TRAP_WARN_RATE;
         if !self.warned && self.say != TrapWarning::Off && often(repeated) {
             self.warned = true;
+            // What `--no-traps` would leave out: the tool's points that are traps (not the
+            // guards, which go with them), out of all of its points (`sites` are the tool's).
+            let points = inst.sites().len();
+            let traps = hits.iter().filter(|h| !h.guard).count();
             let advice = match self.say {
-                TrapWarning::WithFlag => {
-                    ". `--no-traps` leaves out the points only a trap could take"
-                }
-                _ => "",
+                TrapWarning::WithFlag if traps >= points => format!(
+                    ". Every point here needs a trap ({traps} of {points}): `--no-traps` would \
+                     leave them all out"
+                ),
+                TrapWarning::WithFlag => format!(
+                    ". `--no-traps` leaves out the points only a trap could take ({traps} of \
+                     {points})"
+                ),
+                _ => String::new(),
             };
             let named: Vec<String> =
                 hot.iter().map(|h| format!("{} ({})", h.label, h.hits)).collect();
@@ -370,7 +379,12 @@ impl TrapWatch {
                 .iter()
                 .map(|h| json!({"point": h.label, "address": format!("{:#x}", h.addr), "hits": h.hits}))
                 .collect();
-            json!({"sites": hits.len(), "total": total, "most_hit": sites})
+            // (The signal-mask guards that are traps apart: kerf adds them, no tool asks.)
+            let (guards, points): (Vec<&TrapHit>, Vec<&TrapHit>) =
+                hits.iter().partition(|h| h.guard);
+            let sum = |v: &[&TrapHit]| v.iter().map(|h| h.hits).sum::<u64>();
+            json!({"sites": points.len(), "total": sum(&points), "guard_sites": guards.len(),
+                   "guard_hits": sum(&guards), "most_hit": sites})
         })
     }
 }
@@ -644,7 +658,7 @@ fn run_kernel<T: LiveTool>(
 /// Warnings at most about single GNU indirect functions; more are said in one line.
 const IFUNC_WARNINGS: usize = 3;
 
-/// A warning for each function probed at its entry that is a GNU indirect function's
+/// A warning for each function probed (at its entry or its exits) that is a GNU indirect function's
 /// resolver (glibc's `memcpy`, `strlen`): the loader runs it once per binding to choose an
 /// implementation, so its count says nothing about calls. Names the implementations it may
 /// choose from (functions named `__NAME_...` in the same module) when the module has them.
@@ -660,7 +674,9 @@ fn ifunc_warnings(modules: &[AnalyzedImage], probes: &[Probe]) -> Vec<String> {
         let Some(image) = modules.get(m) else { continue };
         let cfg = &image.analysis.cfg;
         let fun = cfg.function(f);
-        if probe.point.addr != fun.entry || !seen.insert((m, f)) {
+        // (At its entry or its exits: a resolver's `@exits` see the address it binds, not
+        // a copy's return.)
+        if !seen.insert((m, f)) {
             continue;
         }
         let r = resolvers[m].get_or_insert_with(|| {
@@ -702,7 +718,7 @@ fn ifunc_warnings(modules: &[AnalyzedImage], probes: &[Probe]) -> Vec<String> {
     if out.len() > IFUNC_WARNINGS {
         let more = names.len() - IFUNC_WARNINGS;
         return vec![format!(
-            "{} of the functions probed at their entry are GNU indirect functions ({} and \
+            "{} of the functions probed are GNU indirect functions ({} and \
              {more} more): their code is the resolver the loader runs once to bind the symbol, \
              so they count bindings, not calls (probe the implementations, \
              '{}_*' and the like, for calls)",

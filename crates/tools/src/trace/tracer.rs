@@ -213,6 +213,9 @@ pub struct Built {
     decode: Vec<Decode>,
     probes: Vec<ProbeInfo>,
     streams: Vec<StreamInfo>,
+    /// Exits that are a tail call's jump, where a line reads `ret`: the function jumped to
+    /// returns the value later, and what `rax` holds at the jump is no return value.
+    tail_ret: Vec<String>,
 }
 
 /// The most slots a thread's ring can have: the largest power of two whose area (256 rings
@@ -326,12 +329,21 @@ impl Trace {
         // others (a block, an offset: its label names it, `func+0x12`).
         let mut entries: Vec<(usize, String, PointKind, String, Option<String>)> = Vec::new();
         let mut points = Vec::new();
+        let mut tail_ret = Vec::new();
         for (i, line) in lines.iter().enumerate() {
             let resolved = resolve(images, aliases, std::slice::from_ref(&specs[i]))?;
             let mut by_func: HashMap<(usize, u64), usize> = HashMap::new();
             for p in resolved {
                 let module = p.module;
-                let func = &images[module].analysis.cfg.functions[p.func.0 as usize];
+                let cfg = &images[module].analysis.cfg;
+                let func = &cfg.functions[p.func.0 as usize];
+                let term = cfg.block_containing(p.func, p.addr).map(|b| cfg.block(b).term);
+                if line.uses_ret
+                    && p.at_exit
+                    && term.is_some_and(|t| t != kerf_analysis::cfg::Terminator::Return)
+                {
+                    tail_ret.push(p.label.clone());
+                }
                 let kind_here = if p.at_exit {
                     PointKind::Exit
                 } else if p.addr == func.entry && !line.point.ends_with("@blocks") {
@@ -457,7 +469,7 @@ impl Trace {
             rings: area.ring_bytes(),
             init,
         };
-        Ok((probes, tool, Built { area, decode, probes: probes_info, streams }))
+        Ok((probes, tool, Built { area, decode, probes: probes_info, streams, tail_ret }))
     }
 
     /// The sources the reader drains: the live tool's target, and the kernel beside it.
@@ -511,6 +523,15 @@ impl LiveTool for Trace {
     /// With `kernel:` lines beside a process: their probes into the kernel, before the
     /// process's (held, or a command not yet started) goes on, so the two start together.
     fn ready(&self, built: &Built, events: &mut dyn Events) -> Result<(), ToolError> {
+        if let Some(first) = built.tail_ret.first() {
+            events.warn(&format!(
+                "{} exit(s) where `ret` is read are a tail call's jump ({first}{}): the function \
+                 jumped to returns the value later, so `ret` there is whatever `rax` holds at \
+                 the jump, not a return value (trace that function's exits for it)",
+                built.tail_ret.len(),
+                if built.tail_ret.len() > 1 { ", ..." } else { "" }
+            ));
+        }
         let Some(k) = self.kernel_target.filter(|_| self.wants_kernel()) else { return Ok(()) };
         self.task_ids.set((k.task_pid_offset(), k.task_tgid_offset()));
         // Only the process's own tasks: the kernel's events of one timeline with it.
