@@ -35,6 +35,31 @@ pub const CONT: u64 = SETS_BYTES + (1 << 20);
 pub const TABLE_BYTES: u64 = CONT + SETS_BYTES;
 const _: () = assert!(8 + 16 * OVERFLOW as u64 <= CONT - SETS_BYTES);
 
+/// The *outer frames*, in the room between the overflow list and the continuations: a word
+/// per slot, each the stack pointer a thread had when it entered a root from the original
+/// code (pointing at its return address), or 0. A root's return at that same stack pointer
+/// is the end of the root call, and goes back to the original code; any other return of the
+/// root (a call made in the cache: recursion, a caller in the region) stays in the cache.
+/// The slot is chosen from the stack pointer alone ([`outer_slot`]), so threads share the
+/// words without a lock: a thread entering overwrites its slot, one returning clears it.
+pub const OUTER: u64 = SETS_BYTES + (1 << 17);
+/// Bytes of the outer frames: 8,192 slots.
+pub const OUTER_BYTES: u64 = 1 << 16;
+const _: () = assert!(OVERFLOW_PAIRS + 16 * OVERFLOW as u64 <= OUTER);
+const _: () = assert!(OUTER + OUTER_BYTES <= CONT);
+
+/// The byte offset from [`OUTER`] of the slot for stack pointer `sp`, as the code computes it
+/// ([`crate::x86_64::outer_entry`]): with BMI2, the low 13 bits of `rotr(sp, 12) + sp`,
+/// which mix the offset in a stack with the stack's place (glibc's thread stacks lie 8 MiB
+/// and a guard page apart, and the same depth in each falls in a different slot); else the
+/// low 16 bits of `sp` (an 8-byte aligned stack pointer, as every call leaves it).
+pub fn outer_slot(hash: Hash, sp: u64) -> u64 {
+    match hash {
+        Hash::Mixed => sp.rotate_right(12).wrapping_add(sp).wrapping_mul(8) & (OUTER_BYTES - 1),
+        Hash::Low16 => sp & (OUTER_BYTES - 1),
+    }
+}
+
 /// The rank of a table entry for an instruction inside a block (see
 /// [`Table::insert_ranked`]).
 pub const INSIDE: u8 = 3;

@@ -29,8 +29,8 @@ use std::fmt;
 pub const DATA_ESCAPES: u64 = 0;
 /// The last original target that left the cache through the miss path.
 pub const DATA_LAST_MISS: u64 = 8;
-/// Returns through the miss path: to a caller with no translation, which is how a thread
-/// leaves the region through its root.
+/// Returns through the miss path: to a caller with no translation (how a root call ends
+/// where its outer frame was not recorded or not checked: see [`seq::outer_check`]).
 pub const DATA_RETURNS: u64 = 16;
 /// Sixteen zero bytes: a table way that matches no target, where every prediction starts.
 pub const DATA_NO_WAY: u64 = 32;
@@ -536,10 +536,11 @@ pub struct Layout {
     pub state: u64,
 }
 
-/// Where a thread leaves the region: a direct call to a root from a function the walk from
-/// the roots did not reach (`main` calling the root) gets no return site in the table, so
-/// the root's return goes back to the original code. (A root called through a pointer from
-/// outside returns into the cache when its caller is translated.)
+/// Where a thread leaves the region: a root call made from the original code ends at the
+/// root's return at the stack pointer its outer entry recorded ([`seq::outer_check`]); and a
+/// direct call to a root from a function the walk from the roots did not reach (`main`
+/// calling the root) gets no return site in the table, so that the root's return goes back to
+/// the original code where the check did not send it.
 #[derive(Clone, Copy, Debug)]
 pub struct Scope<'a> {
     /// Original entries of the roots.
@@ -768,6 +769,9 @@ pub struct Translation {
     pub constants: Vec<(u64, u64)>,
     /// Direct calls that copy their callee in place (see `Inline`).
     pub inlined: usize,
+    /// The roots' outer entries ([`seq::outer_entry`]), by the root's original entry: where
+    /// the root's jump in the original code goes.
+    pub outers: BTreeMap<u64, u64>,
 }
 
 /// A linkable exit (see [`seq::linked_exit_stub`]): its word in the data area, the original
@@ -782,6 +786,12 @@ pub struct Link {
 }
 
 impl Translation {
+    /// Where a jump from the original code to root entry `orig` goes: the root's outer entry
+    /// (see [`seq::outer_entry`]), else where its block starts.
+    pub fn entered_at(&self, orig: u64) -> Option<u64> {
+        self.outers.get(&orig).copied().or_else(|| self.cache_of(orig))
+    }
+
     /// Where block `orig` starts in the cache.
     pub fn cache_of(&self, orig: u64) -> Option<u64> {
         let i = self.blocks.binary_search_by_key(&orig, |b| b.start).ok()?;
@@ -870,6 +880,32 @@ fn blocks_room(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
 }
 
 /// Whether a block that ends with `term` ends its function's frame there (see [`ExitInfo`]).
+/// The functions of `m` whose `ret` may end a root call (see [`seq::outer_check`]): its
+/// roots (`roots`: original entries, of any module), and the functions they tail-call in `m`,
+/// transitively. (A root that tail-calls another module's function, through its PLT stub,
+/// ends there unchecked: that return finds its caller's translation, as any return does.)
+fn ending_roots(m: &Module<'_>, roots: &HashSet<u64>) -> HashSet<FuncId> {
+    let cfg = m.cfg;
+    let mut todo: Vec<FuncId> = (roots.iter())
+        .filter_map(|&r| {
+            let a = ImageAddr(r.wrapping_sub(m.bias));
+            cfg.function_at(a).filter(|&f| cfg.function(f).entry == a)
+        })
+        .collect();
+    let mut out = HashSet::new();
+    while let Some(f) = todo.pop() {
+        if out.insert(f) {
+            let edges = cfg.blocks_of(f).iter().flat_map(|b| cfg.edges_of(b));
+            todo.extend(edges.filter_map(|e| match (e.kind, e.target) {
+                (EdgeKind::Call, _) => None,
+                (_, EdgeTarget::Function(g)) => Some(g),
+                _ => None,
+            }));
+        }
+    }
+    out
+}
+
 fn ends_frame(term: Terminator) -> bool {
     matches!(term, Terminator::Return | Terminator::TailCall | Terminator::IndirectTailCall)
 }
@@ -1134,6 +1170,7 @@ pub fn translate(
             (f, unknown && m.inside_entries)
         })
         .collect();
+    let ends_root = ending_roots(m, scope.roots);
     // Per function with a `ret`: the registers its returns may take (see `ret_scratch`).
     let scratch: HashMap<FuncId, Option<RetScratch>> = funcs
         .iter()
@@ -1281,6 +1318,7 @@ pub fn translate(
             unknown_jump[&f],
             exit,
             scratch.get(&f).copied().flatten(),
+            ends_root.contains(&f),
             table_shape(m, b).as_ref(),
             slot_jumps.get(&f).filter(|_| b.start == func.entry).map(|&r| (scope.slots, r)),
             inline.as_ref().map(|(_, c)| c.word),
@@ -1403,6 +1441,16 @@ pub fn translate(
     }
     let cold = std::mem::take(&mut e.cold);
     e.extend(cold, None);
+    // The roots' outer entries, where their jumps in the original code go.
+    let mut outer_at = Vec::new();
+    for &f in &funcs {
+        let entry = m.runtime(cfg.function(f).entry);
+        if let Some(&to) = starts.get(&entry).filter(|_| scope.roots.contains(&entry)) {
+            let l = e.label();
+            outer_at.push((entry, e.insns.len()));
+            e.extend(seq::outer_entry(l, layout.table, layout.hash, to), None);
+        }
+    }
     let targets = indirect_targets(m, &funcs, scope);
     let mut entry_labels = Vec::with_capacity(blocks.len());
     let mut entered: HashSet<u64> = HashSet::new();
@@ -1539,6 +1587,7 @@ pub fn translate(
         })
         .collect();
     let blocks_end = at_offset(blocks_end).unwrap_or(layout.code + r.code.len() as u64);
+    let outers = outer_at.into_iter().filter_map(|(o, k)| Some((o, at_offset(k)?))).collect();
     let tables = std::mem::take(&mut e.tables)
         .into_iter()
         .map(|(words, labels)| {
@@ -1568,6 +1617,7 @@ pub fn translate(
         slot_guards: e.slot_guards,
         constants: e.constants,
         inlined: e.inlined,
+        outers,
     })
 }
 
@@ -1728,6 +1778,7 @@ fn copy_inlined(
             false,
             None,
             w.scratch.get(&h).copied().flatten(),
+            false,
             None,
             w.slot_jumps.get(&h).filter(|_| b.start == entry).map(|&r| (w.slots, r)),
             word,
@@ -1888,7 +1939,8 @@ struct Copied {
 /// (a data word holding the return address), a direct call that ends the block pushes its
 /// return address and the block ends [`End::Inlined`]; the caller copies the callee next.
 /// With `copied`, the block is part of such a copy: its branches go to the copy's blocks,
-/// and its `ret`s back to the call's continuation.
+/// and its `ret`s back to the call's continuation. With `ends_root` (and no copy), its
+/// function may end a root call: its `ret`s check the outer frames first.
 #[allow(clippy::too_many_arguments)]
 fn copy_block(
     m: &Module<'_>,
@@ -1904,6 +1956,7 @@ fn copy_block(
     every_insn: bool,
     mut exit: Option<(u64, Vec<Instruction>)>,
     ret_scratch: Option<RetScratch>,
+    ends_root: bool,
     table: Option<&TableShape>,
     slot_jump: Option<(&HashMap<u64, u64>, Register)>,
     inline: Option<u64>,
@@ -2072,6 +2125,14 @@ fn copy_block(
                         let back = seq::inlined_ret(c.ret, c.word, c.scratch, c.cont, slow);
                         e.extend(back, here);
                         e.mark(e.insns.len(), slow);
+                        None
+                    }
+                    // The end of a root call made from the original code goes back there.
+                    None if ends_root => {
+                        let (outer, normal) = (e.label(), e.label());
+                        let (table, hash) = (layout.table, layout.hash);
+                        e.extend(seq::outer_check(table, hash, pop, [outer, normal]), here);
+                        e.mark(e.insns.len(), normal);
                         None
                     }
                     _ => here,

@@ -318,6 +318,109 @@ pub fn fast_ret(
     v
 }
 
+/// Where [`outer_entry`] and [`outer_check`] keep `rdx` and `rcx` meanwhile: below the
+/// return slot, in the red zone of a function just entered or returning, which holds nothing
+/// of the program's (a caller's red zone is where its call's push and the callee's frame go)
+/// and which a signal frame never overwrites.
+const OUTER_RDX: i32 = -8;
+const OUTER_RCX: i32 = -16;
+
+/// `rdx` = the address of the outer-frame slot of the stack pointer (see
+/// [`crate::table::outer_slot`]), flag-free; clobbers `rcx` for a table above 2 GiB.
+fn outer_slot(table: u64, hash: Hash) -> Vec<Instruction> {
+    let outer = table + crate::table::OUTER;
+    let mut v = Vec::new();
+    if hash == Hash::Mixed {
+        // `8 * (rotr(rsp, 12) + rsp)`, by `rorx` and `lea`.
+        v.push(op(Instruction::with3(
+            Code::VEX_Rorx_r64_rm64_imm8,
+            Register::RDX,
+            Register::RSP,
+            12,
+        )));
+        let sum = MemoryOperand::new(Register::RSP, Register::RDX, 1, 0, 0, false, Register::None);
+        v.push(op(Instruction::with2(Code::Lea_r64_m, Register::RDX, sum)));
+        let eight =
+            MemoryOperand::new(Register::None, Register::RDX, 8, 0, 4, false, Register::None);
+        v.push(op(Instruction::with2(Code::Lea_r64_m, Register::RDX, eight)));
+    } else {
+        v.push(op(Instruction::with2(Code::Mov_r64_rm64, Register::RDX, Register::RSP)));
+    }
+    // Its low 16 bits: the slot's offset.
+    v.push(op(Instruction::with2(Code::Movzx_r32_rm16, Register::EDX, Register::DX)));
+    match i32::try_from(outer + crate::table::OUTER_BYTES) {
+        Ok(_) => {
+            let slot = MemoryOperand::new(
+                Register::None,
+                Register::RDX,
+                1,
+                outer as i64,
+                4,
+                false,
+                Register::None,
+            );
+            v.push(op(Instruction::with2(Code::Lea_r64_m, Register::RDX, slot)));
+        }
+        Err(_) => v.extend([
+            op(Instruction::with2(Code::Mov_r64_imm64, Register::RCX, outer)),
+            op(Instruction::with2(
+                Code::Lea_r64_m,
+                Register::RDX,
+                MemoryOperand::new(Register::RCX, Register::RDX, 1, 0, 0, false, Register::None),
+            )),
+        ]),
+    }
+    v
+}
+
+/// The entry a root's jump in the original code goes to, at label `label`: the stack pointer
+/// (pointing at the caller's return address) goes into its outer-frame slot (see
+/// [`crate::table::OUTER`]), then on to `to`, the root's translation, with every register
+/// and flag as they came. Calls to the root made in the cache go to `to` directly.
+pub fn outer_entry(label: u64, table: u64, hash: Hash, to: u64) -> Vec<Instruction> {
+    let mut v =
+        vec![labelled(store(OUTER_RDX, Register::RDX), label), store(OUTER_RCX, Register::RCX)];
+    v.extend(outer_slot(table, hash));
+    v.extend([
+        op(Instruction::with2(Code::Mov_rm64_r64, at(Register::RDX, 0), Register::RSP)),
+        load(Register::RCX, OUTER_RCX),
+        load(Register::RDX, OUTER_RDX),
+        jmp(to),
+    ]);
+    v
+}
+
+/// Before a `ret pop` of a function that may end a root's frame (the root, or a function it
+/// tail-calls): when the stack pointer is the one its slot holds, this is the end of a root
+/// call made from the original code ([`outer_entry`]): the slot is cleared and a real `ret
+/// pop` goes back to the original return address on the stack. Otherwise on to `normal` (the
+/// `ret`'s translation), every register and flag as they came; the compare is `rcx = rsp -
+/// slot` as `rsp + !slot + 1`, and `jrcxz` (to label `outer`, just past the jump on).
+pub fn outer_check(
+    table: u64,
+    hash: Hash,
+    pop: i32,
+    [outer, normal]: [u64; 2],
+) -> Vec<Instruction> {
+    let mut v = vec![store(OUTER_RDX, Register::RDX), store(OUTER_RCX, Register::RCX)];
+    v.extend(outer_slot(table, hash));
+    let diff = MemoryOperand::new(Register::RSP, Register::RCX, 1, 1, 1, false, Register::None);
+    v.extend([
+        load_from(Register::RCX, Register::RDX, 0),
+        op(Instruction::with1(Code::Not_rm64, Register::RCX)),
+        op(Instruction::with2(Code::Lea_r64_m, Register::RCX, diff)),
+        op(Instruction::with_branch(Code::Jrcxz_rel8_64, outer)),
+        load(Register::RCX, OUTER_RCX),
+        load(Register::RDX, OUTER_RDX),
+        jmp(normal),
+        labelled(op(Instruction::with2(Code::Mov_rm64_imm32, at(Register::RDX, 0), 0)), outer),
+        load(Register::RCX, OUTER_RCX),
+        load(Register::RDX, OUTER_RDX),
+        ret(pop),
+    ]);
+    v
+}
+
 /// Where a [`fast_ret`] with `saved` registers keeps them, below its return slot.
 const SAVED_SET: i32 = -8;
 const SAVED_ORIG: i32 = -16;

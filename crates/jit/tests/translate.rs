@@ -306,6 +306,65 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
         };
         assert_eq!(pushed, r, "the stub of the call before {c:#x} pushes {pushed:#x}");
     }
+
+    // 6. The root's jump from the original code goes to its outer entry, which records the
+    //    stack pointer and goes on to the root's translation; every `ret` of the root and of
+    //    the functions it tail-calls, and no other, checks the outer frames first.
+    let entry = cfg.function(work).entry.0;
+    let outer = t.outers.get(&entry).copied().expect("the root's outer entry");
+    assert_eq!(t.entered_at(entry), Some(outer));
+    assert_eq!(t.outers.len(), 1, "{:x?}", t.outers);
+    let at = (outer - CODE) as usize;
+    let stub: Vec<_> = Decoder::with_ip(64, &t.code[at..], outer, DecoderOptions::NONE)
+        .into_iter()
+        .take_while(|i| i.flow_control() == FlowControl::Next)
+        .collect();
+    let recorded = stub.iter().any(|i| {
+        i.code() == iced_x86::Code::Mov_rm64_r64
+            && i.memory_base() == iced_x86::Register::RDX
+            && i.op1_register() == iced_x86::Register::RSP
+    });
+    assert!(recorded, "the outer entry stores the stack pointer: {stub:?}");
+    let last = stub.last().unwrap();
+    let jump = Decoder::with_ip(
+        64,
+        &t.code[(last.next_ip() - CODE) as usize..],
+        last.next_ip(),
+        DecoderOptions::NONE,
+    )
+    .decode();
+    assert_eq!(jump.near_branch_target(), t.cache_of(entry).unwrap(), "{jump}");
+    let mut ending = HashSet::from([work]);
+    let mut todo = vec![work];
+    while let Some(f) = todo.pop() {
+        for b in cfg.blocks_of(f) {
+            for e in cfg.edges_of(b) {
+                if let (kind, kerf_analysis::cfg::EdgeTarget::Function(g)) = (e.kind, e.target) {
+                    if kind != kerf_analysis::cfg::EdgeKind::Call && ending.insert(g) {
+                        todo.push(g);
+                    }
+                }
+            }
+        }
+    }
+    let rets: usize = ending
+        .iter()
+        .map(|&f| {
+            cfg.blocks_of(f)
+                .iter()
+                .filter(|b| b.term == kerf_analysis::cfg::Terminator::Return)
+                .count()
+        })
+        .sum();
+    assert!(rets >= 1, "work returns");
+    let hashes = Decoder::with_ip(64, &t.code, CODE, DecoderOptions::NONE)
+        .into_iter()
+        .filter(|i| {
+            i.code() == iced_x86::Code::VEX_Rorx_r64_rm64_imm8
+                && i.op1_register() == iced_x86::Register::RSP
+        })
+        .count();
+    assert_eq!(hashes, 1 + rets, "the outer entry and a check per ret of {ending:?}");
 }
 
 /// A plugin with code only where frames end: an add on one word.

@@ -12,7 +12,9 @@
 //! program loads with `dlopen` after attach is translated when first reached, jump tables
 //! (absolute and PC-relative) dispatch through translated copies (`jit_dispatch.c`), and a
 //! cached analysis that lies is never translated from, and Debian's sqlite3 runs with address
-//! randomisation off, and call records lost for want of a thread slot are said to be.
+//! randomisation off, and call records lost for want of a thread slot are said to be, and a
+//! root call made from outside ends in the original code though its caller is translated
+//! (`rootret.c`).
 
 mod common;
 
@@ -122,8 +124,9 @@ fn output_is_unchanged_nothing_escapes_and_block_counts_equal_spliced_counts() {
     assert_eq!(out, expected, "the program's output changed under kerf jit");
     let j = &v["jit"];
     assert_eq!(j["escapes"], 0, "escapes: {j}");
-    // main's call and each thread's three calls return through the root's exit.
-    assert_eq!(j["returns_out"], 1 + 8 * 3, "{j}");
+    // main's call and each thread's three calls end at the root's outer return, back in the
+    // original code, none through a return that misses (before the outer frames: all 25).
+    assert_eq!(j["returns_out"], 0, "{j}");
     assert!(j["functions"].as_u64().unwrap() > 1000, "libc is translated too: {j}");
     assert!(j["inlined_calls"].as_u64().unwrap() >= 6, "calls copied in place: {j}");
 
@@ -434,6 +437,44 @@ fn results_handed_back_outside_the_abi_are_kept() {
         expected,
         "output changed under kerf trace: {err}"
     );
+}
+
+/// A root whose caller is in the region (`rootret.c`: `walk`, the root, and `visit` call
+/// each other, and four threads call `visit` from outside): a root call made from the original
+/// code ends at the outermost `walk`'s return, or at that of `leaf`, which `walk` tail-calls,
+/// and the thread is back in the original code there, so the `tally` that `visit` makes after
+/// it is not counted, and every one made inside a root call is (the program prints how many
+/// that is). Before, that return found `visit`'s translation and the thread stayed in the
+/// cache past its root call: a `tally` counted too many per call.
+#[test]
+fn a_root_call_ends_in_the_original_code_though_its_caller_is_translated() {
+    let bin = common::build_fixture("rootret", "-O2", "jit-rootret");
+    let expected = plain(&bin, &[]);
+    let number = |key: &str| -> u64 {
+        let mut words = expected.split_whitespace().skip_while(|w| *w != key);
+        words.nth(1).and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{key}: {expected}"))
+    };
+    let (inside, tallies) = (number("inside"), number("tallies"));
+    let (threads, rounds) = (4, 3000);
+    assert_eq!(tallies, inside + threads * rounds, "the fixture's own totals: {expected}");
+    let (v, out, err) = kerf_on("rootret", "jit", &["walk", "--plugin", "blocks"], &bin, &[]);
+    assert_eq!(out, expected, "output changed under kerf jit: {err}");
+    let blocks = counts(&v["blocks"], "");
+    assert_eq!(blocks.get("tally+0x0"), Some(&inside), "{blocks:?}");
+    assert_eq!(blocks.get("leaf+0x0"), Some(&(threads * rounds)), "{blocks:?}");
+    assert_eq!(blocks.get("walk+0x0"), Some(&(inside + threads * rounds)), "{blocks:?}");
+    assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
+    let args = ["walk", "--plugin", "calls", "--ring-slots", "262144"];
+    let (v, out, err) = kerf_on("rootret-calls", "jit", &args, &bin, &[]);
+    assert_eq!(out, expected, "output changed under kerf jit --plugin calls: {err}");
+    let c = &v["calls"];
+    assert_eq!(c["lost"], 0, "{c}");
+    let calls = |name: &str| {
+        let f = c["functions"].as_array().unwrap().iter().find(|f| f["function"] == name);
+        f.map(|f| (f["calls"].as_u64().unwrap(), f["returns"].as_u64().unwrap()))
+    };
+    assert_eq!(calls("tally"), Some((inside, inside)), "{c}");
+    assert_eq!(calls("visit"), Some((inside, inside)), "{c}");
 }
 
 /// A daemon left by the program (`forked daemon`: a grandchild that outlives it, calling the

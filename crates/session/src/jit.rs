@@ -1211,7 +1211,7 @@ fn entry_splice(images: &[&AnalyzedImage], jit: &Jit, r: &Root) -> Result<Entry,
         .caches
         .iter()
         .filter(|c| c.module == r.module)
-        .find_map(|c| c.translation.cache_of(entry))
+        .find_map(|c| c.translation.entered_at(entry))
         .ok_or_else(|| why("its entry block has no translation".into()))?;
     let mut starts: Vec<u64> = cfg.blocks_of(r.func).iter().map(|b| b.start.0 + bias).collect();
     starts.sort_unstable();
@@ -2336,8 +2336,12 @@ impl Jit {
             sp.used = sp.start;
             sp.gaps = 0;
         }
+        // (All but the outer frames: the threads in a root call are still in it.)
         self.index = Table::new(self.ctx.hash);
-        self.table.write_bytes(0, &self.index.bytes());
+        let (bytes, outer) = (self.index.bytes(), kerf_jit::table::OUTER as usize);
+        let past = outer + kerf_jit::table::OUTER_BYTES as usize;
+        self.table.write_bytes(0, &bytes[..outer]);
+        self.table.write_bytes(past, &bytes[past..]);
         self.starts.clear();
         self.unlinked.clear();
         self.done.iter_mut().for_each(HashSet::clear);
@@ -2441,7 +2445,7 @@ impl Jit {
     fn respliced(&mut self, mem: &RemoteMem) -> Result<(), JitFail> {
         for i in 0..self.entries.len() {
             let (at, len) = (self.entries[i].at, self.entries[i].old.len());
-            let to = self.live_caches().find_map(|c| c.translation.cache_of(at.0));
+            let to = self.live_caches().find_map(|c| c.translation.entered_at(at.0));
             let label = &self.entries[i].label;
             let why = |why: &str| JitFail::Root { label: label.clone(), why: why.into() };
             let to = to.ok_or_else(|| why("its entry block has no translation after a flush"))?;
