@@ -1673,19 +1673,24 @@ impl Busy {
     }
 }
 
-/// `__USER_CS`, the code segment of 64-bit user mode.
+/// `__USER_CS`, the code segment of 64-bit user mode, and `__USER_DS`, its stack segment.
 const USER_CS: u64 = 0x33;
+const USER_DS: u64 = 0x2b;
 
 /// Whether `words[k]` (a stack, from its stack pointer up) sits where the kernel's x86-64
 /// signal frame keeps the interrupted PC, `uc_mcontext.rip`: the word after it is the saved
 /// `eflags` (bit 1 always set, nothing above ID, bit 21), and the next holds `cs, gs, fs, ss`
-/// with 64-bit user mode's code segment first. A random stack word next to such a pair is
-/// rare; a copy of a frame a handler made on its stack matches too, and counts (it may be
-/// resumed with `setcontext`).
+/// as 16-bit fields: 64-bit user mode's code segment, two zeros (the kernel writes none
+/// other there), and `__USER_DS` (0 before Linux 4.8 saved it). A random stack word next to
+/// such a pair is rare (the low 16 bits alone let more data through: a cache address a JIT
+/// `ret` left in a slot nothing wrote since, beside a small number and any word ending in
+/// 0x33, would refuse a flush); a copy of a frame a handler made on its stack matches too,
+/// and counts (it may be resumed with `setcontext`).
 pub(crate) fn saved_pc_slot(words: &[u64], k: usize) -> bool {
     match (words.get(k + 1), words.get(k + 2)) {
         (Some(&flags), Some(&segments)) => {
-            flags & 2 != 0 && flags >> 22 == 0 && segments & 0xffff == USER_CS
+            let (cs_gs_fs, ss) = (segments & 0xffff_ffff_ffff, segments >> 48);
+            flags & 2 != 0 && flags >> 22 == 0 && cs_gs_fs == USER_CS && matches!(ss, 0 | USER_DS)
         }
         // The frame's end is beyond the words scanned: no telling, so it counts.
         _ => true,
@@ -1816,14 +1821,21 @@ mod resume_tests {
         w[12] = 0x5000_00c0;
         w[13] = 0x202;
         w[14] = 0x20;
+        // Data whose low 16 bits are the code segment's, after a word like eflags.
+        w[15] = 0x5000_0100;
+        w[16] = 0x6;
+        w[17] = 0x7f00_1234_0033;
         w
     }
 
     #[test]
     fn a_signal_frames_saved_pc_is_told_from_data() {
-        let w = stack();
+        let mut w = stack();
         let slots: Vec<usize> = (0..18).filter(|&k| saved_pc_slot(&w, k)).collect();
         assert_eq!(slots, [5]);
+        // A kernel before 4.8 left `ss` zero.
+        w[7] = USER_CS;
+        assert!(saved_pc_slot(&w, 5));
         // The last two words: the frame would go on beyond what was read, so they count.
         assert!(saved_pc_slot(&w, 18) && saved_pc_slot(&w, 19));
     }
