@@ -56,3 +56,30 @@ impl ProcSys for RealSys {
         Ok(names)
     }
 }
+
+/// Whether the running kernel's release (`/proc/sys/kernel/osrelease`, "6.1.0-27-amd64") is
+/// `major.minor` or later; `None` when it cannot be read or parsed.
+pub fn kernel_at_least(sys: &dyn ProcSys, major: u32, minor: u32) -> Option<bool> {
+    let text = sys.read_to_string(Path::new("/proc/sys/kernel/osrelease")).ok()?;
+    release_at_least(&text, major, minor)
+}
+
+fn release_at_least(release: &str, major: u32, minor: u32) -> Option<bool> {
+    let mut parts = release.trim().split(['.', '-']);
+    let a: u32 = parts.next()?.parse().ok()?;
+    let b: u32 = parts.next()?.parse().ok()?;
+    Some((a, b) >= (major, minor))
+}
+
+#[cfg(test)]
+mod release_tests {
+    #[test]
+    fn releases_compare_by_major_then_minor() {
+        use super::release_at_least as at;
+        assert_eq!(at("6.1.0-27-amd64\n", 4, 8), Some(true));
+        assert_eq!(at("4.8.0", 4, 8), Some(true));
+        assert_eq!(at("4.4.302-rt", 4, 8), Some(false));
+        assert_eq!(at("3.19.8", 4, 8), Some(false));
+        assert_eq!(at("garbage", 4, 8), None);
+    }
+}

@@ -1681,16 +1681,27 @@ const USER_DS: u64 = 0x2b;
 /// signal frame keeps the interrupted PC, `uc_mcontext.rip`: the word after it is the saved
 /// `eflags` (bit 1 always set, nothing above ID, bit 21), and the next holds `cs, gs, fs, ss`
 /// as 16-bit fields: 64-bit user mode's code segment, two zeros (the kernel writes none
-/// other there), and `__USER_DS` (0 before Linux 4.8 saved it). A random stack word next to
-/// such a pair is rare (the low 16 bits alone let more data through: a cache address a JIT
-/// `ret` left in a slot nothing wrote since, beside a small number and any word ending in
-/// 0x33, would refuse a flush); a copy of a frame a handler made on its stack matches too,
-/// and counts (it may be resumed with `setcontext`).
+/// other there), and `__USER_DS` (or 0, before Linux 4.8 saved it: then either counts). A
+/// random stack word next to such a pair is rare (the low 16 bits alone let more data
+/// through: a cache address a JIT `ret` left in a slot nothing wrote since, beside a small
+/// number and any word ending in 0x33, such as the number 51, would refuse a flush); a copy
+/// of a frame a handler made on its stack matches too, and counts (it may be resumed with
+/// `setcontext`).
 pub(crate) fn saved_pc_slot(words: &[u64], k: usize) -> bool {
+    static SS_SAVED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ss_saved = *SS_SAVED
+        .get_or_init(|| kerf_os::sys::kernel_at_least(&kerf_os::sys::RealSys, 4, 8) == Some(true));
+    saved_pc_slot_with(words, k, ss_saved)
+}
+
+/// [`saved_pc_slot`] on a kernel that saves `ss` in the frame (`ss_saved`: 4.8 and later), or
+/// may not.
+fn saved_pc_slot_with(words: &[u64], k: usize, ss_saved: bool) -> bool {
     match (words.get(k + 1), words.get(k + 2)) {
         (Some(&flags), Some(&segments)) => {
             let (cs_gs_fs, ss) = (segments & 0xffff_ffff_ffff, segments >> 48);
-            flags & 2 != 0 && flags >> 22 == 0 && cs_gs_fs == USER_CS && matches!(ss, 0 | USER_DS)
+            let ss_ok = ss == USER_DS || (ss == 0 && !ss_saved);
+            flags & 2 != 0 && flags >> 22 == 0 && cs_gs_fs == USER_CS && ss_ok
         }
         // The frame's end is beyond the words scanned: no telling, so it counts.
         _ => true,
@@ -1805,7 +1816,8 @@ mod dead_frame_tests {
 /// Which stack words removal must take for places a thread may go on at in kerf's code.
 #[cfg(test)]
 mod resume_tests {
-    use super::{patch_exits, saved_pc_slot, Busy, Layout, Parked, PatchExits, USER_CS};
+    use super::USER_CS;
+    use super::{patch_exits, saved_pc_slot, saved_pc_slot_with, Busy, Layout, Parked, PatchExits};
     use std::collections::HashSet;
 
     /// A stack with a signal frame's saved PC at word 5 (eflags 0x246, then `cs` = 0x33 and
@@ -1833,9 +1845,10 @@ mod resume_tests {
         let mut w = stack();
         let slots: Vec<usize> = (0..18).filter(|&k| saved_pc_slot(&w, k)).collect();
         assert_eq!(slots, [5]);
-        // A kernel before 4.8 left `ss` zero.
+        // A kernel before 4.8 left `ss` zero; a later one never does (then 51 is data).
         w[7] = USER_CS;
-        assert!(saved_pc_slot(&w, 5));
+        assert!(saved_pc_slot_with(&w, 5, false));
+        assert!(!saved_pc_slot_with(&w, 5, true));
         // The last two words: the frame would go on beyond what was read, so they count.
         assert!(saved_pc_slot(&w, 18) && saved_pc_slot(&w, 19));
     }

@@ -49,7 +49,8 @@ const MAX_STEPS: usize = 256;
 /// steps).
 const MAX_ROUTINE_STEPS: usize = 1 << 16;
 
-/// Stops a flush makes before it gives up on a signal handler holding a cache address.
+/// Stops a flush makes before it gives up on a signal handler holding a cache address; and
+/// removal before it leaves kerf's mappings in place for one.
 const FLUSH_TRIES: u32 = 5;
 /// The cache thrashes when flushes took more than [`JitOptions::flush_share`] of the last
 /// [`THRASH_WINDOW`]: a miss is then answered without a flush, and the thread leaves for the
@@ -486,6 +487,9 @@ pub struct JitRemoved {
     /// Threads brought back from a cache to the original code, and single-steps it took.
     pub moved: usize,
     pub steps: usize,
+    /// Times the target was stopped (more than one when a signal frame held a cache address
+    /// at the first: see [`Jit::remove`]).
+    pub stops: u32,
     /// Mappings left because a stack may still return into them (a signal frame's saved PC),
     /// and the first such word found.
     pub kept: Vec<(u64, u64)>,
@@ -2461,17 +2465,29 @@ impl Jit {
     /// the original address of its clean point, and unmap the caches, data and table (unless
     /// a stack still holds a cache address, which only a signal frame's saved PC can be:
     /// then they stay mapped, harmless, and are reported).
+    ///
+    /// A handler that interrupted a thread in the cache is most often still running (it
+    /// returns soon): the threads are let go and stopped again a moment later, up to
+    /// `FLUSH_TRIES` stops, each bringing back the threads that went on in the cache
+    /// meanwhile (the roots' entries are original from the first, so none comes in anew).
     pub fn remove(self) -> Result<JitRemoved, JitFail> {
         let mut out = JitRemoved::default();
-        match Tracee::stop_all(self.pid) {
-            Ok(mut tr) => {
-                let r = self.take_out(&mut tr, &mut out, false);
-                let resumed = tr.resume_detach();
-                r?;
-                resumed?;
+        for tries in 1..=FLUSH_TRIES {
+            let mut tr = match Tracee::stop_all(self.pid) {
+                Ok(tr) => tr,
+                Err(TargetError::NoSuchProcess { .. }) => break,
+                Err(e) => return Err(e.into()),
+            };
+            let again = tries > 1;
+            out.stops = tries;
+            let r = self.take_out(&mut tr, &mut out, false, again, tries == FLUSH_TRIES);
+            let resumed = tr.resume_detach();
+            r?;
+            resumed?;
+            if out.held.is_none() || !out.kept.is_empty() {
+                break;
             }
-            Err(TargetError::NoSuchProcess { .. }) => {}
-            Err(e) => return Err(e.into()),
+            std::thread::sleep(Duration::from_millis(2));
         }
         // Then its forked copies, alive or not the target: their roots' entries jump into
         // the cache as the target's did, and without kerf a miss there would wait for an
@@ -2480,7 +2496,7 @@ impl Jit {
         for c in self.copies().unwrap_or_default() {
             let Ok(mut tr) = Tracee::stop_all(c) else { continue };
             let mut theirs = JitRemoved::default();
-            let r = self.take_out(&mut tr, &mut theirs, true);
+            let r = self.take_out(&mut tr, &mut theirs, true, false, true);
             let _ = tr.resume_detach();
             if r.is_ok() {
                 out.copies.push(c);
@@ -2494,11 +2510,19 @@ impl Jit {
 
     /// With every thread of the target, or of a forked copy of it (`copy`), stopped: its
     /// roots' entries restored (checked; in a copy, an entry already original is passed over
-    /// and one that is neither is left), its threads brought out of the caches, and kerf's
-    /// mappings freed unless a stack may return into them.
-    fn take_out(&self, tr: &mut Tracee, out: &mut JitRemoved, copy: bool) -> Result<(), JitFail> {
+    /// and one that is neither is left; `again`: restored by an earlier stop), its threads
+    /// brought out of the caches, and kerf's mappings freed unless a stack may return into
+    /// them: then (`out.held`) kept if this is the `last` stop (`out.kept`).
+    fn take_out(
+        &self,
+        tr: &mut Tracee,
+        out: &mut JitRemoved,
+        copy: bool,
+        again: bool,
+        last: bool,
+    ) -> Result<(), JitFail> {
         let mem = tr.memory();
-        for e in self.entries.iter().rev() {
+        for e in self.entries.iter().rev().filter(|_| !again) {
             if copy {
                 let mut cur = vec![0u8; e.new.len()];
                 tr.read(e.at, &mut cur)?;
@@ -2511,7 +2535,9 @@ impl Jit {
         self.bring_back(tr, out)?;
         out.held = self.stacks_hold_cache(tr)?;
         if out.held.is_some() {
-            out.kept = self.mappings();
+            if last {
+                out.kept = self.mappings();
+            }
         } else {
             for (a, len) in self.mappings() {
                 tr.free(RemoteAddr(a), len)?;

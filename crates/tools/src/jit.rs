@@ -420,7 +420,7 @@ pub fn run(
     v["ended"] = json!(stop.describe(pid));
     v["target"] = crate::live::stop_json(&stop);
     if let Some(r) = removed {
-        let mut removed = json!({ "threads_moved": r.moved, "steps": r.steps,
+        let mut removed = json!({ "threads_moved": r.moved, "steps": r.steps, "stops": r.stops,
                                   "kept": r.kept.len(), "copies": r.copies,
                                   "copies_kept": r.copies_kept });
         if let Some(h) = r.held {
