@@ -879,7 +879,6 @@ fn blocks_room(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
     n
 }
 
-/// Whether a block that ends with `term` ends its function's frame there (see [`ExitInfo`]).
 /// The functions of `m` whose `ret` may end a root call (see [`seq::outer_check`]): its
 /// roots (`roots`: original entries, of any module), and the functions they tail-call in `m`,
 /// transitively. (A root that tail-calls another module's function, through its PLT stub,
@@ -906,6 +905,11 @@ fn ending_roots(m: &Module<'_>, roots: &HashSet<u64>) -> HashSet<FuncId> {
     out
 }
 
+/// Whether a block that ends with `term` ends its function's frame there (see [`ExitInfo`]):
+/// its last instruction leaves the frame whichever way it goes. (A conditional tail call
+/// leaves only on one side, where block-level exit code cannot go; unlike
+/// `kerf_analysis::liveness::in_last_block`, which asks what code placed there may touch, it
+/// is not one here, and the call trace counts the callee's frame as `replaced`.)
 fn ends_frame(term: Terminator) -> bool {
     matches!(term, Terminator::Return | Terminator::TailCall | Terminator::IndirectTailCall)
 }
