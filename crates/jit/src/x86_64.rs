@@ -327,7 +327,7 @@ const OUTER_RCX: i32 = -16;
 
 /// `rdx` = the address of the outer-frame slot of the stack pointer (see
 /// [`crate::table::outer_slot`]), flag-free; clobbers `rcx` for a table above 2 GiB.
-fn outer_slot(table: u64, hash: Hash) -> Vec<Instruction> {
+fn outer_slot_address(table: u64, hash: Hash) -> Vec<Instruction> {
     let outer = table + crate::table::OUTER;
     let mut v = Vec::new();
     if hash == Hash::Mixed {
@@ -380,7 +380,7 @@ fn outer_slot(table: u64, hash: Hash) -> Vec<Instruction> {
 pub fn outer_entry(label: u64, table: u64, hash: Hash, to: u64) -> Vec<Instruction> {
     let mut v =
         vec![labelled(store(OUTER_RDX, Register::RDX), label), store(OUTER_RCX, Register::RCX)];
-    v.extend(outer_slot(table, hash));
+    v.extend(outer_slot_address(table, hash));
     v.extend([
         op(Instruction::with2(Code::Mov_rm64_r64, at(Register::RDX, 0), Register::RSP)),
         load(Register::RCX, OUTER_RCX),
@@ -403,7 +403,7 @@ pub fn outer_check(
     [outer, normal]: [u64; 2],
 ) -> Vec<Instruction> {
     let mut v = vec![store(OUTER_RDX, Register::RDX), store(OUTER_RCX, Register::RCX)];
-    v.extend(outer_slot(table, hash));
+    v.extend(outer_slot_address(table, hash));
     let diff = MemoryOperand::new(Register::RSP, Register::RCX, 1, 1, 1, false, Register::None);
     v.extend([
         load_from(Register::RCX, Register::RDX, 0),

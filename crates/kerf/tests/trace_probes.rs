@@ -686,24 +686,14 @@ fn ret_at_a_tail_calls_jump_is_said_to_be_no_return_value() {
     let bin = build_fixture("tailcall", "-O2", "trace_tail_ret");
     let d = dir("tail_ret");
     let out = d.join("t.jsonl");
-    let o = kerf_trace(&[
-        "tail_plain@exits {ret}",
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-        bin.to_str().unwrap(),
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
+    let stderr_of = |line: &str| {
+        let o = kerf_trace(&[line, "-o", out.to_str().unwrap(), "--", bin.to_str().unwrap()]);
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err = stderr_of("tail_plain@exits {ret}");
     let warned: Vec<&str> = err.lines().filter(|l| l.contains("a tail call's jump")).collect();
     assert_eq!(warned.len(), 1, "{err}");
     assert!(warned[0].contains("tail_plain+0x"), "{err}");
-    let o = kerf_trace(&[
-        "leaf_mix@exits {ret}",
-        "-o",
-        out.to_str().unwrap(),
-        "--",
-        bin.to_str().unwrap(),
-    ]);
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = stderr_of("leaf_mix@exits {ret}");
     assert!(!err.contains("a tail call's jump"), "{err}");
 }

@@ -2484,7 +2484,7 @@ impl Jit {
             let resumed = tr.resume_detach();
             r?;
             resumed?;
-            if out.held.is_none() || !out.kept.is_empty() {
+            if out.held.is_none() || tries == FLUSH_TRIES {
                 break;
             }
             std::thread::sleep(Duration::from_millis(2));
@@ -2522,7 +2522,8 @@ impl Jit {
         last: bool,
     ) -> Result<(), JitFail> {
         let mem = tr.memory();
-        for e in self.entries.iter().rev().filter(|_| !again) {
+        let entries = if again { &[][..] } else { &self.entries[..] };
+        for e in entries.iter().rev() {
             if copy {
                 let mut cur = vec![0u8; e.new.len()];
                 tr.read(e.at, &mut cur)?;
