@@ -167,6 +167,15 @@ static bool kerf_traps_dirty;
 static DEFINE_XARRAY(kerf_oss);	/* patch entry -> number of live users (xa value) */
 static DEFINE_XARRAY(kerf_retired);	/* patch entries unused since the last quiesce */
 static u64 kerf_quiesce_done;
+/*
+ * Offset in the patch heap just past the last KERF_IOC_WRITE_PATCH, reported by KERF_IOC_INFO:
+ * each session (one open of /dev/kerf) starts its code there and wraps to the start only when
+ * the rest is too small, so the heap a session writes is the one written longest ago, never the
+ * code the sessions just before it ran. Quiescence already makes reuse safe; this keeps a CPU
+ * that somehow still held an old patch address (qemu TCG, see kerf_poke_flush()) running that
+ * patch's own code rather than the middle of a newer one. Only touched under kerf_lock.
+ */
+static unsigned long kerf_patch_next;
 static atomic64_t kerf_trap_hits = ATOMIC64_INIT(0);
 /*
  * The run kerf is writing right now: queued, not yet flushed (written under text_mutex, the
@@ -1036,6 +1045,7 @@ static long kerf_ioc_write_patch(void __user *uarg)
 	if (!ks.text_poke_copy((void *)rw.addr, buf, rw.len) ||
 	    memcmp((void *)rw.addr, buf, rw.len))
 		ret = -EIO;
+	kerf_patch_next = rw.addr + rw.len - (unsigned long)kerf_patch_heap;
 out_unlock:
 	mutex_unlock(&kerf_lock);
 out_free:
@@ -1863,6 +1873,7 @@ static long kerf_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		info.live_splices = kerf_nr_splices;
 		info.live_traps = kerf_nr_traps;
 		info.quiesce_count = kerf_quiesce_done;
+		info.patch_next = kerf_patch_next;
 		mutex_unlock(&kerf_lock);
 		return copy_to_user(uarg, &info, sizeof(info)) ? -EFAULT : 0;
 	}

@@ -66,7 +66,8 @@ struct kerf_info {
 	__u64 live_traps;
 	__u64 quiesce_count;	/* completed KERF_IOC_QUIESCE calls */
 	__u64 trap_hits;	/* int3 traps redirected to a patch since load */
-	__u64 reserved[4];
+	__u64 patch_next;	/* heap offset just past the last code written since load */
+	__u64 reserved[3];
 };
 
 /*

@@ -589,6 +589,13 @@ int main(int argc, char **argv)
 	check(1, "write-patch", "%d+%d bytes at %#llx", n_uid, n_gid, (unsigned long long)patch_uid);
 	err = kwrite_patch(fd, info.patch_heap + info.patch_heap_size - 4, patch, 8);
 	check(err == -ERANGE, "refuse-write-outside-heap", "%s", ename(err));
+	{
+		/* Where the next session starts: just past the last write that went in. */
+		struct kerf_info now = kinfo(fd);
+
+		check(now.patch_next == 256 + (uint64_t)n_gid, "patch-next", "%#llx, want %#llx",
+		      (unsigned long long)now.patch_next, 256 + (unsigned long long)n_gid);
+	}
 
 	t_plain = ns_per_call(call_getuid, N_TIME);
 

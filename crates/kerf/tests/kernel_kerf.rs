@@ -1,5 +1,6 @@
 //! kerf itself on the live stock Debian kernel, in one VM boot (vm/run, qemu TCG): the driver
-//! missing is a clear error; `kerf analyze --kernel` covers the running kernel; `kerf count
+//! missing is a clear error; `kerf analyze --kernel` covers the running kernel; a session
+//! writes its code patches after the previous session's in the driver's heap; `kerf count
 //! --kernel` with a thousand probes over the VFS under a file-system workload counts exactly
 //! what kprobe events count; `kerf cover --kernel` covers exactly the blocks on which a kprobe
 //! is hit by the same workload; `kerf time --kernel` times the openat path; virtual time (and
@@ -117,6 +118,7 @@ fn kerf_on_the_live_stock_kernel() {
         "insmod",
         "no_probe_list",
         "analyze",
+        "heap_next",
         "workload_output",
         "counts_equal_kprobes",
         "text_restored",

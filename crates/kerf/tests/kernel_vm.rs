@@ -79,6 +79,7 @@ fn kerf_ko_in_stock_debian_kernel() {
         "OK read-user-address",
         "OK write-patch",
         "OK refuse-write-outside-heap ERANGE",
+        "OK patch-next ",
         "OK refuse-jump-without-int3-quiesce EAGAIN",
         "OK refuse-int3-without-trap ENOENT",
         "OK splice-int3",

@@ -71,12 +71,14 @@ pub struct Kernel {
     /// the driver (not to be rewritten) until the next one. A later installation through
     /// this driver (a hunt's next round) quiesces first, so that it can reuse the heap.
     retired: std::sync::atomic::AtomicBool,
-    /// The first byte of the patch heap no patch set of this session has used: each one
-    /// (a hunt's round, say) takes fresh heap after the last, and starts again at the
-    /// beginning only when the rest is too small. The driver refuses a write over a live
-    /// patch's entry but cannot see a patch's extent, and a task that somehow still holds an
-    /// address inside an earlier set's patch (the guest oops of 2026-11-29 looked like one)
-    /// then runs that patch's own code, not the middle of a newer one.
+    /// The first byte of the patch heap no patch set has used since: each one (a hunt's
+    /// round, say) takes fresh heap after the last, and starts again at the beginning only
+    /// when the rest is too small. A session starts where the sessions before it stopped (the
+    /// driver keeps the offset across opens, `Info::patch_next`). The driver refuses a write
+    /// over a live patch's entry but cannot see a patch's extent, and a task that somehow
+    /// still holds an address inside an earlier set's patch (the guest oopses CI met in `kerf
+    /// hunt --kernel` looked like one) then runs that patch's own code, not the middle of a
+    /// newer one.
     patch_next: std::sync::atomic::AtomicU64,
 }
 
@@ -217,6 +219,10 @@ impl Kernel {
             }
         }
         let kallsyms_symbols = kallsyms.lines().count();
+        // An older driver reports 0 here; an offset past the end cannot come from a driver
+        // that wrote it, but is read as the start rather than trusted.
+        let info = &driver.info;
+        let start = if info.patch_next < info.patch_heap_size { info.patch_next } else { 0 };
         Ok(Kernel {
             driver,
             images,
@@ -224,7 +230,7 @@ impl Kernel {
             readers,
             kallsyms_symbols,
             retired: std::sync::atomic::AtomicBool::new(false),
-            patch_next: std::sync::atomic::AtomicU64::new(0),
+            patch_next: std::sync::atomic::AtomicU64::new(start),
         })
     }
 }

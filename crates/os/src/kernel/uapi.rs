@@ -35,7 +35,10 @@ pub struct Info {
     pub live_traps: u64,
     pub quiesce_count: u64,
     pub trap_hits: u64,
-    pub reserved: [u64; 4],
+    /// Offset in the patch heap just past the last code any session wrote since the driver
+    /// was loaded: where the next session starts (see `kerf_session::kernel`).
+    pub patch_next: u64,
+    pub reserved: [u64; 3],
 }
 
 #[repr(C)]
