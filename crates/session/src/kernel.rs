@@ -219,8 +219,8 @@ impl Kernel {
             }
         }
         let kallsyms_symbols = kallsyms.lines().count();
-        // An older driver reports 0 here; an offset past the end cannot come from a driver
-        // that wrote it, but is read as the start rather than trusted.
+        // An older driver reports 0 here; an offset at the heap's end (the last write filled
+        // it) means the start again.
         let info = &driver.info;
         let start = if info.patch_next < info.patch_heap_size { info.patch_next } else { 0 };
         Ok(Kernel {
