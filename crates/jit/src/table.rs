@@ -1,17 +1,19 @@
 //! The lookup table an indirect transfer in the code cache searches (see
 //! [`crate::x86_64::probe`]): 2^17 sets of four ways, each way an original address and the
 //! cache address of that block's indirect entry. kerf fills it; the target only reads it. An
-//! empty way holds original address 0, which no target has. Beside the sets, at [`CONT`]
-//! bytes from each way, the way's *continuation*: where the translation of its original
-//! address starts, which a `ret` goes to directly with the program's registers and stack
-//! already restored (see [`crate::x86_64::ret_probe`]).
+//! empty way holds original address 0, which no target has. In the cache line after each
+//! set's ways, at [`CONT`] bytes from each way, the way's *continuation*: where the
+//! translation of its original address starts, which a `ret` goes to directly with the
+//! program's registers and stack already restored (see [`crate::x86_64::ret_probe`]). A
+//! `ret` reads both lines, which share a page: with the continuations in a table of their
+//! own, 9 MiB away, each return site took a second page and line of the CPU's caches.
 //!
-//! The set is computed from the target without touching the flags: with BMI2, bits 6..22 of
+//! The set is computed from the target without touching the flags: with BMI2, bits 7..23 of
 //! `rotr(x, 13) + 8x` (`rorx`, `lea`, then `shlx` and `shrx` to keep them; a frameless `ret`,
-//! whose flags are dead, keeps them with one `and`): about bits 3..19 plus bits 19..35
-//! (return sites are rarely under 8 bytes apart, a module's set numbers wrap every 1 MiB of
-//! its code, and modules differ in the high bits); else bits 0..15 with `movzx` alone (half
-//! the sets). A big program has many indirect targets (every
+//! whose flags are dead, keeps them with one `and`): about bits 4..20 plus bits 20..36
+//! (return sites are rarely under 16 bytes apart, four to a set at most, a module's set
+//! numbers wrap every 2 MiB of its code, and modules differ in the high bits); else bits
+//! 0..15 with `movzx` alone (half the sets). A big program has many indirect targets (every
 //! return site and function entry of python3.11 and its libraries: 130 k).
 
 /// Sets in the table.
@@ -20,20 +22,21 @@ pub const SETS: usize = 1 << SET_BITS;
 pub const SET_BITS: u32 = 17;
 /// Ways per set.
 pub const WAYS: usize = 4;
-/// Bytes of one way, and of one set.
+/// Bytes of one way, and of one set's ways (a cache line).
 pub const WAY_BYTES: u64 = 16;
 pub const SET_BYTES: u64 = WAY_BYTES * WAYS as u64;
+/// Bytes from one set to the next: its ways, then their continuations.
+pub const SET_STRIDE: u64 = 2 * SET_BYTES;
 /// Bytes of the sets.
-pub const SETS_BYTES: u64 = SETS as u64 * SET_BYTES;
+pub const SETS_BYTES: u64 = SETS as u64 * SET_STRIDE;
 /// Entries the overflow list after the sets holds (searched by the miss path: entries whose
 /// set was full still hit, slowly).
 pub const OVERFLOW: usize = 4096;
-/// How far each way's continuation word is from the way: past the sets and the overflow list
-/// (a count, then pairs), with the sets' own stride (the other 8 bytes of each are spare).
-pub const CONT: u64 = SETS_BYTES + (1 << 20);
-/// Bytes of the whole table: the sets, the overflow list, the continuations.
-pub const TABLE_BYTES: u64 = CONT + SETS_BYTES;
-const _: () = assert!(8 + 16 * OVERFLOW as u64 <= CONT - SETS_BYTES);
+/// How far each way's continuation word is from the way: in the next line, with the ways'
+/// own stride (the other 8 bytes of each are spare).
+pub const CONT: u64 = SET_BYTES;
+/// Bytes of the whole table: the sets, then the overflow list and the outer frames.
+pub const TABLE_BYTES: u64 = SETS_BYTES + (1 << 20);
 
 /// The *outer frames*, in the room between the overflow list and the continuations: a word
 /// per slot, each the stack pointer a thread had when it entered a root from the original
@@ -46,7 +49,7 @@ pub const OUTER: u64 = SETS_BYTES + (1 << 17);
 /// Bytes of the outer frames: 8,192 slots.
 pub const OUTER_BYTES: u64 = 1 << 16;
 const _: () = assert!(OVERFLOW_PAIRS + 16 * OVERFLOW as u64 <= OUTER);
-const _: () = assert!(OUTER + OUTER_BYTES <= CONT);
+const _: () = assert!(OUTER + OUTER_BYTES <= TABLE_BYTES);
 
 /// The byte offset from [`OUTER`] of the slot for stack pointer `sp`, as the code computes it
 /// ([`crate::x86_64::outer_entry`]): with BMI2, the low 13 bits of `rotr(sp, 12) + sp`,
@@ -71,7 +74,7 @@ pub const RETURN: u8 = 1;
 pub enum Hash {
     /// Bits 0..15 (`movzx`): any x86-64 CPU.
     Low16,
-    /// Bits 6..22 of `rotr(x, 13) + 8x`: CPUs with BMI2.
+    /// Bits 7..23 of `rotr(x, 13) + 8x`: CPUs with BMI2.
     Mixed,
 }
 
@@ -82,7 +85,7 @@ impl Hash {
             Hash::Low16 => (target & 0xffff) as usize,
             Hash::Mixed => {
                 let mixed = target.rotate_right(13).wrapping_add(target.wrapping_mul(8));
-                ((mixed >> 6) & (SETS as u64 - 1)) as usize
+                ((mixed >> 7) & (SETS as u64 - 1)) as usize
             }
         }
     }
@@ -174,7 +177,7 @@ impl Table {
         };
         set[k] = Way { orig, entry, cont };
         self.entries += 1;
-        Some(Placed::Way(s as u64 * SET_BYTES + WAY_BYTES * k as u64))
+        Some(Placed::Way(s as u64 * SET_STRIDE + WAY_BYTES * k as u64))
     }
 
     /// The entry for `orig`, as the probe and the miss path find it.
@@ -203,6 +206,10 @@ impl Table {
                 v.extend_from_slice(&w.orig.to_le_bytes());
                 v.extend_from_slice(&w.entry.to_le_bytes());
             }
+            for w in set {
+                v.extend_from_slice(&w.cont.to_le_bytes());
+                v.extend_from_slice(&[0; 8]);
+            }
         }
         let over: Vec<&(u64, u64)> = self.crowded.iter().take(OVERFLOW).collect();
         v.extend_from_slice(&(over.len() as u64).to_le_bytes());
@@ -210,13 +217,7 @@ impl Table {
             v.extend_from_slice(&o.to_le_bytes());
             v.extend_from_slice(&e.to_le_bytes());
         }
-        v.resize(CONT as usize, 0);
-        for set in &self.ways {
-            for w in set {
-                v.extend_from_slice(&w.cont.to_le_bytes());
-                v.extend_from_slice(&[0; 8]);
-            }
-        }
+        v.resize(TABLE_BYTES as usize, 0);
         v
     }
 }
@@ -230,7 +231,7 @@ mod tests {
         let mut t = Table::new(Hash::Low16);
         for k in 0..4u64 {
             let placed = t.insert(0x5555_0000_1234 + (k << 16), 0xa + k, 0x1a + k);
-            assert_eq!(placed, Some(Placed::Way(0x1234 * SET_BYTES + 16 * k)));
+            assert_eq!(placed, Some(Placed::Way(0x1234 * SET_STRIDE + 16 * k)));
         }
         assert_eq!(t.insert(0x5555_0009_1234, 0xf, 0x1f), Some(Placed::Overflow(0)));
         assert_eq!(t.crowded, [(0x5555_0009_1234, 0xf)]);
@@ -246,7 +247,7 @@ mod tests {
         assert_eq!(u64::from_le_bytes(b[o..o + 8].try_into().unwrap()), 1);
         assert_eq!(u64::from_le_bytes(b[o + 8..o + 16].try_into().unwrap()), 0x5555_0009_1234);
         assert_eq!(u64::from_le_bytes(b[o + 16..o + 24].try_into().unwrap()), 0xf);
-        let at = (0x1234 * SET_BYTES + 16) as usize;
+        let at = (0x1234 * SET_STRIDE + 16) as usize;
         assert_eq!(u64::from_le_bytes(b[at..at + 8].try_into().unwrap()), 0x5555_0001_1234);
         assert_eq!(u64::from_le_bytes(b[at + 8..at + 16].try_into().unwrap()), 0xb);
         let c = at + CONT as usize;
@@ -259,7 +260,7 @@ mod tests {
         let at = |k: u64| 0x5555_0000_1234 + (k << 16);
         // Three entries inside blocks: ways 2 and 3, then the overflow list.
         let inside: Vec<_> = (0..3).map(|k| t.insert_ranked(at(k), 1, 1, INSIDE)).collect();
-        let way = |k: u64| Some(Placed::Way(0x1234 * SET_BYTES + 16 * k));
+        let way = |k: u64| Some(Placed::Way(0x1234 * SET_STRIDE + 16 * k));
         assert_eq!(inside, [way(2), way(3), Some(Placed::Overflow(0))]);
         // A function entry and a return site translated later still find ways 0 and 1.
         assert_eq!(t.insert_ranked(at(7), 2, 2, 0), way(0));
@@ -296,10 +297,10 @@ mod tests {
         }
         assert!(mid.crowded.is_empty(), "{}", mid.crowded.len());
         assert!(!low.crowded.is_empty());
-        // Bits 3.. choose the set: return sites 8 bytes apart fall in different ones.
+        // Bits 4.. choose the set: return sites 16 bytes apart fall in different ones.
         let set = |a: u64| mid.hash().set_of(a);
-        assert_eq!(set(0x7f00_0000_0048), set(0x7f00_0000_0040) + 1);
-        // The same offset in two modules 1 MiB apart falls in different sets.
-        assert_ne!(set(0x7f00_0010_0040), set(0x7f00_0000_0040));
+        assert_eq!(set(0x7f00_0000_0050), set(0x7f00_0000_0040) + 1);
+        // The same offset in two modules 2 MiB apart falls in different sets.
+        assert_ne!(set(0x7f00_0020_0040), set(0x7f00_0000_0040));
     }
 }

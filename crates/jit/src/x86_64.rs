@@ -156,7 +156,7 @@ fn low_table(table: u64) -> Option<i32> {
     i32::try_from(table + crate::table::TABLE_BYTES).ok().map(|_| table as i32)
 }
 
-/// `rdx = table + 64 * set(rcx)`, flag-free (clobbers `rax`).
+/// `rdx = table + SET_STRIDE * set(rcx)`, flag-free (clobbers `rax`).
 fn set_of(table: u64, hash: Hash) -> Vec<Instruction> {
     let mut v = Vec::new();
     match hash {
@@ -173,10 +173,10 @@ fn set_of(table: u64, hash: Hash) -> Vec<Instruction> {
                 Register::RDX,
                 MemoryOperand::new(Register::RDX, Register::RCX, 8, 0, 0, false, Register::None),
             )));
-            // Bits 6.. of it, SET_BITS of them: shift them to the top and down.
-            let top = 64 - 6 - crate::table::SET_BITS;
+            // Bits 7.. of it, SET_BITS of them: shift them to the top and down.
+            let top = 64 - 7 - crate::table::SET_BITS;
             for (c, n) in
-                [(Code::VEX_Shlx_r64_rm64_r64, top), (Code::VEX_Shrx_r64_rm64_r64, top + 6)]
+                [(Code::VEX_Shlx_r64_rm64_r64, top), (Code::VEX_Shrx_r64_rm64_r64, top + 7)]
             {
                 v.push(op(Instruction::with2(Code::Mov_r32_imm32, Register::EAX, n)));
                 v.push(op(Instruction::with3(c, Register::RDX, Register::RDX, Register::RAX)));
@@ -186,32 +186,23 @@ fn set_of(table: u64, hash: Hash) -> Vec<Instruction> {
             v.push(op(Instruction::with2(Code::Movzx_r32_rm16, Register::EDX, Register::CX)));
         }
     }
-    v.push(op(Instruction::with2(
-        Code::Lea_r64_m,
-        Register::RDX,
-        MemoryOperand::new(Register::None, Register::RDX, 8, 0, 4, false, Register::None),
-    )));
-    match low_table(table) {
-        Some(t) => v.push(op(Instruction::with2(
+    // Times 64, then times 2 with the table added: the set's offset is 128 times its number.
+    const _: () = assert!(crate::table::SET_STRIDE == 128);
+    let scaled = |base: Register, scale: u32, disp: i64| {
+        let disp_size = if disp == 0 && base != Register::None { 0 } else { 4 };
+        op(Instruction::with2(
             Code::Lea_r64_m,
             Register::RDX,
-            MemoryOperand::new(
-                Register::None,
-                Register::RDX,
-                8,
-                t as i64,
-                4,
-                false,
-                Register::None,
-            ),
-        ))),
+            MemoryOperand::new(base, Register::RDX, scale, disp, disp_size, false, Register::None),
+        ))
+    };
+    v.push(scaled(Register::None, 8, 0));
+    v.push(scaled(Register::None, 8, 0));
+    match low_table(table) {
+        Some(t) => v.push(scaled(Register::None, 2, t as i64)),
         None => v.extend([
             op(Instruction::with2(Code::Mov_r64_imm64, Register::RAX, table)),
-            op(Instruction::with2(
-                Code::Lea_r64_m,
-                Register::RDX,
-                MemoryOperand::new(Register::RAX, Register::RDX, 8, 0, 0, false, Register::None),
-            )),
+            scaled(Register::RAX, 2, 0),
         ]),
     }
     v
@@ -271,7 +262,7 @@ pub fn fast_ret(
     saved: bool,
     slow: u64,
 ) -> Vec<Instruction> {
-    use crate::table::{CONT, SETS, SET_BYTES};
+    use crate::table::{CONT, SETS, SET_STRIDE};
     let [set, orig] = scratch;
     let set32 = narrow(set, Register::EAX);
     let two = |c: Code, a: Register, b: Register| op(Instruction::with2(c, a, b));
@@ -282,16 +273,16 @@ pub fn fast_ret(
     v.push(load(orig, 0));
     match hash {
         Hash::Mixed => {
-            // The offset of set `(rotr(x, 13) + 8x) >> 6` (see `Hash::Mixed`).
+            // The offset of set `(rotr(x, 13) + 8x) >> 7` (see `Hash::Mixed`).
             v.push(op(Instruction::with3(Code::VEX_Rorx_r64_rm64_imm8, set, orig, 13)));
             let eight = MemoryOperand::new(set, orig, 8, 0, 0, false, Register::None);
             v.push(op(Instruction::with2(Code::Lea_r64_m, set, eight)));
-            let mask = ((SETS as u64 - 1) * SET_BYTES) as u32;
+            let mask = ((SETS as u64 - 1) * SET_STRIDE) as u32;
             v.push(op(Instruction::with2(Code::And_rm32_imm32, set32, mask)));
         }
         Hash::Low16 => {
             v.push(two(Code::Movzx_r32_rm16, set32, narrow(orig, Register::AX)));
-            v.push(op(Instruction::with2(Code::Shl_rm64_imm8, set, SET_BYTES.trailing_zeros())));
+            v.push(op(Instruction::with2(Code::Shl_rm64_imm8, set, SET_STRIDE.trailing_zeros())));
         }
     }
     let base = match low_table(table) {
