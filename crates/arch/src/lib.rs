@@ -4,6 +4,7 @@
 #![warn(rust_2018_idioms, clippy::undocumented_unsafe_blocks)]
 
 pub mod addr;
+pub mod hash;
 pub mod x86_64;
 
 pub use addr::{ImageAddr, KernelAddr, RemoteAddr};

@@ -18,11 +18,12 @@ use iced_x86::{Decoder, DecoderOptions, Instruction, Register};
 use kerf_analysis::cfg::{BlockId, Cfg, EdgeKind, EdgeTarget, FuncId, TableFormat, Terminator};
 use kerf_analysis::liveness::Live;
 use kerf_analysis::memory::CodeMemory;
+use kerf_arch::hash::{AddrMap as HashMap, AddrSet as HashSet};
 use kerf_arch::x86_64::{flow, relocation_hazard, Flow, Gpr};
 use kerf_arch::ImageAddr;
 use kerf_codegen::ir::Program;
 use kerf_codegen::{lower_program_split, At, LiveAt};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt;
 
 /// Words at the start of a module's data area (its block words follow).
@@ -544,12 +545,12 @@ pub struct Layout {
 #[derive(Clone, Copy, Debug)]
 pub struct Scope<'a> {
     /// Original entries of the roots.
-    pub roots: &'a HashSet<u64>,
+    pub roots: &'a std::collections::HashSet<u64>,
     /// The module's functions the walk reached.
-    pub reached: &'a HashSet<FuncId>,
+    pub reached: &'a std::collections::HashSet<FuncId>,
     /// Fixed slots read when the walk was made: slot address -> value then (see
     /// [`crate::region::Region::slots`]).
-    pub slots: &'a HashMap<u64, u64>,
+    pub slots: &'a std::collections::HashMap<u64, u64>,
 }
 
 /// What a plugin sees of a block it may instrument.
@@ -883,7 +884,7 @@ fn blocks_room(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
 /// roots (`roots`: original entries, of any module), and the functions they tail-call in `m`,
 /// transitively. (A root that tail-calls another module's function, through its PLT stub,
 /// ends there unchecked: that return finds its caller's translation, as any return does.)
-fn ending_roots(m: &Module<'_>, roots: &HashSet<u64>) -> HashSet<FuncId> {
+fn ending_roots(m: &Module<'_>, roots: &std::collections::HashSet<u64>) -> HashSet<FuncId> {
     let cfg = m.cfg;
     let mut todo: Vec<FuncId> = (roots.iter())
         .filter_map(|&r| {
@@ -891,7 +892,7 @@ fn ending_roots(m: &Module<'_>, roots: &HashSet<u64>) -> HashSet<FuncId> {
             cfg.function_at(a).filter(|&f| cfg.function(f).entry == a)
         })
         .collect();
-    let mut out = HashSet::new();
+    let mut out = HashSet::default();
     while let Some(f) = todo.pop() {
         if out.insert(f) {
             let edges = cfg.blocks_of(f).iter().flat_map(|b| cfg.edges_of(b));
@@ -1113,19 +1114,19 @@ pub fn translate(
         ret_slows: BTreeMap::new(),
         ret_ways: BTreeMap::new(),
         tables: Vec::new(),
-        table_stubs: HashMap::new(),
+        table_stubs: HashMap::default(),
         slot_guards: 0,
         constants: Vec::new(),
         inlined: 0,
-        return_words: HashMap::new(),
-        site_preds: HashMap::new(),
+        return_words: HashMap::default(),
+        site_preds: HashMap::default(),
     };
     // Every block start that gets a translation (the first function holding it keeps it),
     // and its label. Branches link by label, never by original address: iced's encoder also
     // moves a RIP-relative operand that names an instruction's `ip` (`lea rdi, [rip+cmp]`
     // would hand the program a cache address).
     let mut order: Vec<(FuncId, usize)> = Vec::new();
-    let mut starts: HashMap<u64, u64> = HashMap::new();
+    let mut starts: HashMap<u64, u64> = HashMap::default();
     for &f in &funcs {
         for (k, b) in cfg.blocks_of(f).iter().enumerate() {
             if b.len > 0 && !starts.contains_key(&m.runtime(b.start)) {
@@ -1155,7 +1156,7 @@ pub fn translate(
             })
             .collect()
     } else {
-        HashMap::new()
+        HashMap::default()
     };
     e.next_pred = edge_words + 32 * conds as u64;
     // A plugin may tell the owner by its id only where the code can read a thread's.
@@ -1208,7 +1209,7 @@ pub fn translate(
         0
     };
     let here: HashSet<FuncId> = funcs.iter().copied().collect();
-    let mut plans: HashMap<FuncId, Option<Inline>> = HashMap::new();
+    let mut plans: HashMap<FuncId, Option<Inline>> = HashMap::default();
     let index: HashMap<u64, usize> = order
         .iter()
         .enumerate()
@@ -1273,7 +1274,8 @@ pub fn translate(
             if let Some((plan, (ret, cont, scratch))) = plan.and_then(|p| Some((p, back()?))) {
                 inline_room -= plan.room;
                 let word = return_word(&mut e, ret);
-                inline = Some((plan, Copied { labels: HashMap::new(), ret, word, scratch, cont }));
+                inline =
+                    Some((plan, Copied { labels: HashMap::default(), ret, word, scratch, cont }));
             }
         }
         // Where the frame ends (the block's last instruction), the plugin's exit code.
@@ -1457,7 +1459,7 @@ pub fn translate(
     }
     let targets = indirect_targets(m, &funcs, scope);
     let mut entry_labels = Vec::with_capacity(blocks.len());
-    let mut entered: HashSet<u64> = HashSet::new();
+    let mut entered: HashSet<u64> = HashSet::default();
     let entries_of_functions: HashSet<u64> =
         funcs.iter().map(|&f| m.runtime(cfg.function(f).entry)).collect();
     let block_targets =
@@ -1535,7 +1537,7 @@ pub fn translate(
     e.extend(code, None);
     // Where each label is, for the table copies' words.
     let label_at: HashMap<u64, usize> = if e.tables.is_empty() {
-        HashMap::new()
+        HashMap::default()
     } else {
         (e.insns.iter().enumerate())
             .filter(|(_, i)| i.ip() >= LABELS)
@@ -1724,7 +1726,7 @@ struct Weave<'a, 'm> {
     second: u64,
     scratch: &'a HashMap<FuncId, Option<RetScratch>>,
     slot_jumps: &'a HashMap<FuncId, Register>,
-    slots: &'a HashMap<u64, u64>,
+    slots: &'a std::collections::HashMap<u64, u64>,
 }
 
 /// Copy `plan`'s functions after a call's pushed return address (see [`Inline`]): each
@@ -1739,7 +1741,7 @@ fn copy_inlined(
 ) -> Result<(), JitError> {
     let (m, cfg) = (w.m, w.m.cfg);
     // A block two copied functions share is copied once.
-    let mut seen = HashSet::new();
+    let mut seen = HashSet::default();
     let order: Vec<(FuncId, BlockId, &kerf_analysis::cfg::Block)> = (plan.blocks.iter())
         .map(|&(h, id)| (h, id, cfg.block(id)))
         .filter(|(_, _, b)| seen.insert(b.start))
@@ -1794,7 +1796,7 @@ fn copy_inlined(
         }
         let end = match (end, inner, word) {
             (End::Inlined, Some((inner, ret, scratch, cont)), Some(word)) => {
-                let labels = HashMap::new();
+                let labels = HashMap::default();
                 copy_inlined(w, e, inner, Copied { labels, ret, word, scratch, cont }, ret_sites)?;
                 End::Call { site: false }
             }
@@ -1848,10 +1850,10 @@ fn lower_at(
 /// every block of a function with an indirect jump whose targets are unknown.
 fn indirect_targets(m: &Module<'_>, funcs: &[FuncId], scope: &Scope<'_>) -> HashSet<u64> {
     let cfg = m.cfg;
-    let mut out = HashSet::new();
+    let mut out = HashSet::default();
     for &f in funcs {
         let blocks = cfg.blocks_of(f);
-        let mut reached: HashSet<BlockId> = HashSet::new();
+        let mut reached: HashSet<BlockId> = HashSet::default();
         let outside = !scope.reached.contains(&f);
         for b in blocks {
             let call = matches!(b.term, Terminator::Call | Terminator::IndirectCall);
@@ -1956,13 +1958,13 @@ fn copy_block(
     e: &mut Emitter,
     second: u64,
     ret_sites: &mut Vec<Site>,
-    outside_roots: Option<&HashSet<u64>>,
+    outside_roots: Option<&std::collections::HashSet<u64>>,
     every_insn: bool,
     mut exit: Option<(u64, Vec<Instruction>)>,
     ret_scratch: Option<RetScratch>,
     ends_root: bool,
     table: Option<&TableShape>,
-    slot_jump: Option<(&HashMap<u64, u64>, Register)>,
+    slot_jump: Option<(&std::collections::HashMap<u64, u64>, Register)>,
     inline: Option<u64>,
     copied: Option<&Copied>,
 ) -> End {

@@ -12,30 +12,10 @@ use crate::memory::CodeMemory;
 use iced_x86::{Instruction, Mnemonic, OpKind};
 use kerf_arch::x86_64::{FlagSet, Flow, Gpr, RegSet, Scanner};
 use kerf_arch::ImageAddr;
-use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 
-/// Addresses are already well mixed in their low bits; a multiply is all the hashing they need.
-#[derive(Default)]
-pub(crate) struct AddrHasher(u64);
-
-impl Hasher for AddrHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ *b as u64).wrapping_mul(0x100_0000_01b3);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (n ^ (n >> 29)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-pub(crate) type AddrMap<V> = HashMap<u64, V, BuildHasherDefault<AddrHasher>>;
-pub(crate) type AddrSet = HashSet<u64, BuildHasherDefault<AddrHasher>>;
+pub(crate) type AddrMap<V> = kerf_arch::hash::AddrMap<u64, V>;
+pub(crate) type AddrSet = kerf_arch::hash::AddrSet<u64>;
 
 /// Ranges longer than this are indexed by hash rather than by a slot per byte.
 const DENSE_MAX: u64 = 1 << 22;

@@ -224,32 +224,39 @@ fn lay_out_own(insns: &[Instruction], at: u64) -> Result<Result<Laid, Unhandled>
     let pre = enc.take_buffer();
 
     // 3. Branches shrink to their short form where it reaches, until none does: sizes only
-    //    shrink, so no distance grows and a branch once short stays in reach.
+    //    shrink, so no distance grows and a branch once short stays in reach. Each pass
+    //    looks only at the branches still long that have a short form.
     let mut offsets = vec![0u32; insns.len()];
+    let mut long: Vec<u32> = (items.iter().enumerate())
+        .filter(|(_, it)| matches!(it.kind, Kind::Branch { op, .. } if op.sizes().0 < it.len))
+        .map(|(k, _)| k as u32)
+        .collect();
     loop {
         let mut o = 0u32;
         for (k, it) in items.iter().enumerate() {
             offsets[k] = o;
             o += it.len;
         }
-        let mut shrunk = false;
-        for (k, it) in items.iter_mut().enumerate() {
-            let Kind::Branch { op, target: t, short: ref mut short @ false } = it.kind else {
-                continue;
+        let before = long.len();
+        long.retain(|&k| {
+            let it = &mut items[k as usize];
+            let Kind::Branch { op, target: t, ref mut short } = it.kind else {
+                unreachable!("only branches are listed")
             };
             let (s, _) = op.sizes();
             let to = match t {
                 Target::Insn(j) => at + offsets[j as usize] as u64,
                 Target::Abs(a) => a,
             };
-            let from_end = at + offsets[k] as u64 + s as u64;
-            if i8::try_from(to.wrapping_sub(from_end) as i64).is_ok() && s < it.len {
+            let from_end = at + offsets[k as usize] as u64 + s as u64;
+            let reaches = i8::try_from(to.wrapping_sub(from_end) as i64).is_ok();
+            if reaches {
                 *short = true;
                 it.len = s;
-                shrunk = true;
             }
-        }
-        if !shrunk {
+            !reaches
+        });
+        if long.len() == before {
             break;
         }
     }
