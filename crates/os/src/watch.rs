@@ -99,6 +99,17 @@ pub fn signal_name(signal: i32) -> String {
     }
 }
 
+/// Wait up to `timeout` for descriptor `fd` to poll readable (a pidfd: its process ended);
+/// whether it did. A sleeping loop that waits on its target's pidfd this way learns of the
+/// end at once instead of at its next wake.
+pub fn wait_readable(fd: std::os::fd::RawFd, timeout: Duration) -> bool {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: one pollfd on the stack; the kernel writes only its `revents`.
+    let n = unsafe { libc::poll(&mut p, 1, ms) };
+    n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP) != 0
+}
+
 /// `PIDFD_GET_INFO`: `_IOWR(0xFF, 11, struct pidfd_info)` with the first version of the
 /// structure (64 bytes; the kernel accepts any size it knows).
 const PIDFD_GET_INFO: u64 = (3 << 30) | (64 << 16) | (0xff << 8) | 11;
@@ -152,6 +163,12 @@ impl ExitWatch {
             }
             None => state(&*self.sys, self.pid) == State::Live,
         }
+    }
+
+    /// The pidfd's descriptor, if there is one: [`wait_readable`] on it ends when the
+    /// process does. Valid while this watch lives.
+    pub fn raw_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.fd.as_ref().map(|f| f.as_raw_fd())
     }
 
     /// How the process ended, once it has; `None` while it runs.

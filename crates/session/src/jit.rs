@@ -1544,6 +1544,13 @@ impl Jit {
         });
     }
 
+    /// What ends [`Jit::serve`]'s idle wait at once once its `stop` is set (it waits on the
+    /// mailbox's `POSTED` word, at most 20 ms at a time): the caller wakes it after setting
+    /// `stop`, so that kerf's summary does not wait for the timeout. `None` without a mailbox.
+    pub fn serve_waker(&self) -> Option<kerf_os::ptrace::FutexWaker> {
+        self.mailbox.as_ref().map(|m| m.waker(mb::POSTED as usize))
+    }
+
     /// A module's whole-image work, done by [`whole_later`]: its translations from now on may
     /// have frameless returns; one whose whole check failed keeps translating with frames,
     /// from functions checked one by one (as splicing would), and the failure is reported.

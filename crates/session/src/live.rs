@@ -192,14 +192,26 @@ pub struct Sampling {
 pub fn sample_loop(
     started: Instant,
     sampling: Sampling,
+    gone: impl FnMut() -> Option<Stop>,
+    tick: impl FnMut(),
+) -> Stop {
+    sample_loop_napping(started, sampling, gone, tick, std::thread::sleep)
+}
+
+/// [`sample_loop`], sleeping between looks with `nap` (which may return early, as a wait on
+/// the target's pidfd does when it ends).
+pub fn sample_loop_napping(
+    started: Instant,
+    sampling: Sampling,
     mut gone: impl FnMut() -> Option<Stop>,
     mut tick: impl FnMut(),
+    mut nap: impl FnMut(Duration),
 ) -> Stop {
     let deadline = sampling.duration.map(|d| started + Duration::from_secs_f64(d));
     // Tools may sample every few ms (the tracer drains its rings); users' intervals are
     // checked on the command line.
     let interval = Duration::from_secs_f64(sampling.interval.max(0.001));
-    let nap = interval.min(Duration::from_millis(10));
+    let most = interval.min(Duration::from_millis(10));
     let mut next = Instant::now() + if sampling.at_once { Duration::ZERO } else { interval };
     loop {
         if STOP.load(Ordering::SeqCst) {
@@ -220,7 +232,7 @@ pub fn sample_loop(
             next = (next + interval).max(now);
             continue;
         }
-        std::thread::sleep((next - now).min(nap));
+        nap((next - now).min(most));
     }
 }
 
@@ -508,6 +520,12 @@ impl ProcessTarget {
         self.sampled_from = Some(since);
         let pid = self.pid;
         let mut next_exec_check = Instant::now() + EXEC_CHECK;
+        // Naps wait on the pidfd, which polls readable when the process ends: kerf sees the
+        // end at once rather than up to 10 ms later. Once it has polled readable (the end
+        // seen, or a leader gone before its threads), naps are plain sleeps, so that a look
+        // that does not count it as gone yet cannot spin.
+        let pidfd = self.watch.as_ref().and_then(ExitWatch::raw_fd);
+        let mut readable = false;
         let gone = || {
             if stop() {
                 return Some(Stop::Interrupted);
@@ -530,7 +548,11 @@ impl ProcessTarget {
             }
             None
         };
-        sample_loop(since, sampling, gone, tick)
+        let nap = |d: Duration| match pidfd {
+            Some(fd) if !readable => readable = kerf_os::watch::wait_readable(fd, d),
+            _ => std::thread::sleep(d),
+        };
+        sample_loop_napping(since, sampling, gone, tick, nap)
     }
 
     /// When the last sampling's duration began: for the program an `exec` runs next.

@@ -333,6 +333,7 @@ pub fn run(
     let done = AtomicBool::new(false);
     // The call trace names a late module's functions and reads its rings.
     let late = woven.calls.as_ref().map(|c| c as &dyn kerf_session::jit::LateRings);
+    let waker = jit.serve_waker();
     let (mut stop, reader) = std::thread::scope(|s| {
         let server = s.spawn(|| jit.serve(&modules, plugin, late, &done));
         let drainer = s.spawn(|| {
@@ -342,6 +343,9 @@ pub fn run(
         });
         let stop = target.sample(sampling, &heaps, || {});
         done.store(true, Ordering::Relaxed);
+        if let Some(w) = waker {
+            w.wake();
+        }
         let _ = server.join();
         (stop, drainer.join().ok().flatten())
     });

@@ -59,7 +59,7 @@ mod tests;
 pub use claim::{claim, other_kerf_in, Claim};
 pub use layout::{window_near, within_reach, MARGIN, PAGE, REACH};
 pub use mem::{RemoteMem, TargetMemory};
-pub use shared::SharedMem;
+pub use shared::{FutexWaker, SharedMem};
 pub use spawn::{
     spawn, spawn_at_entry, spawn_at_entry_with, wait_until_loaded, wait_until_loaded_with,
     EntryHold,

@@ -34,6 +34,23 @@ impl std::fmt::Debug for SharedMem {
     }
 }
 
+/// Wakes the waiters on one word of a [`SharedMem`] ([`SharedMem::waker`]). It keeps only
+/// the word's address, which the kernel uses as the futex's key: a wake after the mapping is
+/// gone fails with `EFAULT` and touches nothing.
+#[derive(Clone, Copy, Debug)]
+pub struct FutexWaker(usize);
+
+impl FutexWaker {
+    /// Wake every thread waiting on the word.
+    pub fn wake(&self) {
+        // SAFETY: FUTEX_WAKE reads no memory: the address is only a key (an unmapped one
+        // fails with EFAULT).
+        unsafe {
+            libc::syscall(libc::SYS_futex, self.0, libc::FUTEX_WAKE, i32::MAX);
+        }
+    }
+}
+
 impl SharedMem {
     pub(super) fn new(
         local: *mut u8,
@@ -139,6 +156,13 @@ impl SharedMem {
         unsafe {
             libc::syscall(libc::SYS_futex, w.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
         }
+    }
+
+    /// A handle that wakes the waiters on the u32 at `offset` from another thread, while
+    /// this value is borrowed elsewhere (a thread that sleeps in [`SharedMem::futex_wait`]
+    /// until told to stop).
+    pub fn waker(&self, offset: usize) -> FutexWaker {
+        FutexWaker(self.word32(offset).as_ptr() as usize)
     }
 
     /// Copy `buf.len()` bytes from `offset` with volatile reads.
