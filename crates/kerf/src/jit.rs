@@ -52,6 +52,11 @@ pub struct Args {
     /// target.
     #[arg(long)]
     no_demand: bool,
+    /// Do not use what earlier runs from the same roots translated on demand (kept beside
+    /// the analysis cache, which they translate ahead so that no thread waits for them), nor
+    /// keep what this run does: translate only what the roots reach, as a first run does.
+    #[arg(long)]
+    no_hints: bool,
     /// At most this many functions from the walk over the call graph (at least 1: the roots).
     #[arg(long, default_value_t = 1_000_000, value_parser = budget)]
     budget: usize,
@@ -123,6 +128,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
             flush_share: args.max_flush_share,
             // Set by the run when it attaches to a running process.
             early: false,
+            hints: !args.no_hints,
         },
         trace: args.trace.clone(),
         ring_slots: args.ring_slots,

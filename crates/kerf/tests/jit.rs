@@ -247,7 +247,7 @@ fn a_plt_slot_changed_at_run_time_is_followed() {
         .and_then(|r| r.split_once(" after "))
         .expect("before N after M");
     assert_ne!(before, after, "the program's own run: {expected}");
-    let (v, out, _) = kerf_on("got", "jit", &["work"], &bin, &[]);
+    let (v, out, _) = kerf_on("got", "jit", &["work", "--no-hints"], &bin, &[]);
     assert_eq!(out, expected, "the program's output changed under kerf jit");
     let j = &v["jit"];
     assert_eq!(j["escapes"], 0, "escapes: {j}");
@@ -266,7 +266,7 @@ fn misses_are_translated_on_demand_and_count_exactly() {
     let bin = common::build_fixture("jitted", "-O2", "jit-demand");
     let expected = plain(&bin, &[]);
     let (whole, _, _) = kerf_on("demand-whole", "jit", &["work", "--whole"], &bin, &[]);
-    let (v, out, _) = kerf_on("demand", "jit", &["work"], &bin, &[]);
+    let (v, out, _) = kerf_on("demand", "jit", &["work", "--no-hints"], &bin, &[]);
     assert_eq!(out, expected, "the program's output changed");
     let j = &v["jit"];
     assert_eq!(j["escapes"], 0, "escapes: {j}");
@@ -293,6 +293,36 @@ fn misses_are_translated_on_demand_and_count_exactly() {
     assert_eq!(out, expected);
     assert!(v["jit"]["escapes"].as_u64().unwrap() > 0, "{}", v["jit"]);
     assert_eq!(v["jit"]["on_demand"]["asked"], 0);
+}
+
+/// What a run translated on demand, the next run from the same roots translates ahead (a
+/// hint kept beside the analysis cache): it asks for less, counts every block as the first
+/// run did, and prints the same; `--no-hints` runs as the first run did.
+#[test]
+fn what_misses_brought_in_goes_ahead_next_time() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-hint");
+    let expected = plain(&bin, &[]);
+    let cache = tmp().join("jit-hint-cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    let run = |tag: &str, args: &[&str]| {
+        let (v, out, err) = kerf_with_cache(&cache, tag, "jit", args, &bin, &[]);
+        assert_eq!(out, expected, "{tag}: output changed: {err}");
+        assert_eq!(v["jit"]["escapes"], 0, "{tag}: {}", v["jit"]);
+        v
+    };
+    let first = run("hint-1", &["work"]);
+    let second = run("hint-2", &["work"]);
+    let plain_again = run("hint-none", &["work", "--no-hints"]);
+    let d = |v: &Value, k: &str| v["jit"]["on_demand"][k].as_u64().unwrap();
+    assert!(d(&first, "asked") >= 2 && d(&first, "hinted_ahead") == 0, "{}", first["jit"]);
+    assert!(d(&second, "hinted_ahead") >= d(&first, "functions"), "{}", second["jit"]);
+    assert!(d(&second, "asked") < d(&first, "asked"), "{}", second["jit"]);
+    assert_eq!(d(&plain_again, "hinted_ahead"), 0);
+    assert_eq!(d(&plain_again, "asked"), d(&first, "asked"), "{}", plain_again["jit"]);
+    let blocks = |v: &Value| counts(&v["blocks"], "jitted");
+    assert!(blocks(&first).len() > 20);
+    assert_eq!(blocks(&second), blocks(&first));
+    assert_eq!(blocks(&plain_again), blocks(&first));
 }
 
 /// C++ under the JIT: virtual calls, exceptions thrown through several frames (libgcc's
@@ -339,7 +369,7 @@ fn cxx_virtual_calls_and_exceptions_run_unchanged_with_exact_counts() {
 fn forked_children_get_translations_made_after_the_fork() {
     let bin = common::build_fixture("forked", "-O2", "jit-fork");
     let expected = plain(&bin, &[]);
-    let (v, out, err) = kerf_on("fork", "jit", &["work"], &bin, &[]);
+    let (v, out, err) = kerf_on("fork", "jit", &["work", "--no-hints"], &bin, &[]);
     assert_eq!(out, expected, "output changed under kerf jit: {err}");
     assert!(v["ended"].as_str().unwrap().contains("exited with code 0"), "{}", v["ended"]);
     let j = &v["jit"];

@@ -99,6 +99,10 @@ pub struct JitOptions {
     /// every function of a cached analysis and the liveness where returns land (a second
     /// and more for libLLVM-14), comes after the cache is live (see [`later_blocks`]).
     pub early: bool,
+    /// Translate ahead what earlier runs from the same roots translated on demand (kept
+    /// beside the analysis cache: see [`AnalyzedImage::jit_hint`]), and keep what this run
+    /// does.
+    pub hints: bool,
 }
 
 impl Default for JitOptions {
@@ -111,6 +115,7 @@ impl Default for JitOptions {
             cache_limit: None,
             flush_share: 0.9,
             early: false,
+            hints: true,
         }
     }
 }
@@ -361,6 +366,9 @@ pub struct JitStats {
     /// not translate (given an escape entry), and the time it took.
     pub asked: u64,
     pub added_functions: usize,
+    /// Functions translated ahead because earlier runs from the same roots translated them
+    /// on demand (see [`AnalyzedImage::jit_hint`]), with what they reach.
+    pub hinted: usize,
     pub untranslatable: usize,
     pub serving: Duration,
     /// Modules the program mapped after kerf attached (`dlopen`) that a miss led into: those
@@ -479,6 +487,10 @@ pub struct Jit {
     /// Entries for instructions inside blocks are made when a miss asks for one, not ahead
     /// (on demand: see [`Module::inside_entries`]).
     lazy: bool,
+    /// What this run's hints are kept under (a hash of the roots), when it keeps them; and
+    /// per module the hint it read (see [`Jit::keep_hints`]).
+    hint_key: Option<u64>,
+    hinted: Vec<Vec<FuncId>>,
 }
 
 /// What removal did.
@@ -772,6 +784,54 @@ fn size_from_env(name: &str, default: usize) -> usize {
     set.filter(|&n: &usize| n > 0).unwrap_or(default)
 }
 
+/// What a JIT's hints are kept under ([`AnalyzedImage::jit_hint`]): a hash of its roots,
+/// each as its image's digest and its entry; `None` when a root's image has no cache entry.
+fn roots_key(images: &[&AnalyzedImage], roots: &[Root]) -> Option<u64> {
+    let mut named: Vec<([u8; 32], u64)> = (roots.iter())
+        .map(|r| {
+            let m = images[r.module];
+            Some((m.cache_digest()?, m.analysis.cfg.function(r.func).entry.0))
+        })
+        .collect::<Option<_>>()?;
+    named.sort();
+    named.dedup();
+    let bytes: Vec<u8> =
+        named.iter().flat_map(|(d, e)| d.iter().copied().chain(e.to_le_bytes())).collect();
+    Some(crate::cache::fnv64(&[&bytes]))
+}
+
+/// Add to `region` the walk from the `hinted` functions it lacks (per module), within what is
+/// left of `budget`; how many functions that added.
+fn add_hinted(
+    region: &mut Region,
+    mods: &[Module<'_>],
+    hinted: &[Vec<FuncId>],
+    slot: &dyn Fn(u64) -> Option<u64>,
+    budget: usize,
+) -> usize {
+    let has = |k: usize, f: FuncId| region.funcs[k].binary_search(&f).is_ok();
+    let from: Vec<(usize, FuncId)> = (hinted.iter().enumerate())
+        .flat_map(|(k, fs)| fs.iter().map(move |&f| (k, f)))
+        .filter(|&(k, f)| !has(k, f))
+        .collect();
+    let left = budget.saturating_sub(region.len());
+    if from.is_empty() || left == 0 {
+        return 0;
+    }
+    let more = closure(mods, &from, slot, left, false, &has);
+    let added = more.len();
+    for (k, fs) in more.funcs.into_iter().enumerate() {
+        region.funcs[k].extend(&fs);
+        region.funcs[k].sort();
+        region.reached[k].extend(fs);
+        region.reached[k].sort();
+    }
+    region.slots.extend(more.slots);
+    region.predicted += more.predicted;
+    region.unknown += more.unknown;
+    added
+}
+
 fn check_region(
     images: &[&AnalyzedImage],
     region: &kerf_jit::Region,
@@ -858,9 +918,25 @@ pub fn install(
         // (Capped by the budget or not, as the whole walk was.)
         region = kerf_jit::Region { capped: region.capped, ..ahead };
     }
+    // What earlier runs from the same roots translated on demand goes ahead now, with what
+    // it reaches (python3.11's start: 465 misses answered one by one while a thread waited,
+    // 0.15 s), on every core; not with a cache limit (only the roots go ahead), every module
+    // whole, or a module whose whole-image work waits (its walk is cut short).
+    let hint_key = (opts.hints
+        && opts.on_demand
+        && opts.cache_limit.is_none()
+        && !opts.whole_modules
+        && !later.contains(&true))
+    .then(|| roots_key(images, roots))
+    .flatten();
+    let hinted: Vec<Vec<FuncId>> = match hint_key {
+        Some(key) => images.iter().map(|m| m.jit_hint(key)).collect(),
+        None => vec![Vec::new(); images.len()],
+    };
+    let hints = add_hinted(&mut region, &mods, &hinted, &slot, budget);
     let mods = modules_of(images, &later, opts.on_demand, opts.cache_limit.is_none());
     check_region(images, &region, &later)?;
-    let mut stats = JitStats { plan: t0.elapsed(), ..JitStats::default() };
+    let mut stats = JitStats { plan: t0.elapsed(), hinted: hints, ..JitStats::default() };
     stats.later = (0..images.len()).filter(|&k| later[k]).collect();
 
     // 1. Map room for code and a data area within reach of each module of the region (of
@@ -1059,6 +1135,8 @@ pub fn install(
         refused: HashMap::new(),
         deferred,
         lazy: opts.on_demand,
+        hint_key,
+        hinted,
         slots: region.slots.clone(),
         held: Vec::new(),
         later,
@@ -1542,6 +1620,27 @@ impl Jit {
                 .then(|| s.spawn(|| whole_later(images, &later, stop)));
             self.answer_misses(images, plugin, late, stop, whole);
         });
+    }
+
+    /// Keep beside each module's cache entry the functions this run translated on demand,
+    /// with those earlier runs from the same roots did ([`AnalyzedImage::keep_jit_hint`]),
+    /// where there were new ones: the next run translates them ahead.
+    pub fn keep_hints(&self, images: &[AnalyzedImage]) {
+        let Some(key) = self.hint_key else { return };
+        for (k, m) in images.iter().enumerate() {
+            let (Some(done), Some(ahead)) = (self.done.get(k), self.stats.region.funcs.get(k))
+            else {
+                continue;
+            };
+            let ahead: HashSet<FuncId> = ahead.iter().copied().collect();
+            let mut keep: Vec<FuncId> =
+                done.iter().copied().filter(|f| !ahead.contains(f)).collect();
+            if keep.is_empty() {
+                continue;
+            }
+            keep.extend(self.hinted.get(k).into_iter().flatten());
+            m.keep_jit_hint(key, &keep);
+        }
     }
 
     /// What ends [`Jit::serve`]'s idle wait at once once its `stop` is set (it waits on the

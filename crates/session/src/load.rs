@@ -263,6 +263,43 @@ impl AnalyzedImage {
         }))
     }
 
+    /// The digest of the image's bytes, when it has a cache entry (a JIT's hints are kept
+    /// per set of roots, each named by its image's digest and its entry).
+    pub fn cache_digest(&self) -> Option<[u8; 32]> {
+        self.cache_entry.as_ref().map(|e| e.digest)
+    }
+
+    /// The functions earlier JIT runs from the roots that hash to `roots` translated on
+    /// demand ([`cache::CacheDir::store_hint`]), those that are still a function's entry in
+    /// this analysis, in order. Empty without a cache entry, or when the hint cannot be read:
+    /// a hint only saves time.
+    pub fn jit_hint(&self, roots: u64) -> Vec<FuncId> {
+        let Some(e) = &self.cache_entry else { return Vec::new() };
+        let Ok(dir) = cache::CacheDir::open(&e.dir) else { return Vec::new() };
+        let Ok(Some(entries)) = dir.load_hint(&e.key, &e.digest, roots) else { return Vec::new() };
+        let cfg = &self.analysis.cfg;
+        let mut funcs: Vec<FuncId> = (entries.iter())
+            .filter_map(|&a| {
+                cfg.function_at(ImageAddr(a)).filter(|&f| cfg.function(f).entry.0 == a)
+            })
+            .collect();
+        funcs.sort();
+        funcs.dedup();
+        funcs
+    }
+
+    /// Keep `funcs` as the hint of JIT runs from roots `roots` ([`AnalyzedImage::jit_hint`]).
+    /// A cache that cannot be written costs the next run its misses, no more.
+    pub fn keep_jit_hint(&self, roots: u64, funcs: &[FuncId]) {
+        let Some(e) = &self.cache_entry else { return };
+        let Ok(dir) = cache::CacheDir::open(&e.dir) else { return };
+        let cfg = &self.analysis.cfg;
+        let mut entries: Vec<u64> = funcs.iter().map(|&f| cfg.function(f).entry.0).collect();
+        entries.sort_unstable();
+        entries.dedup();
+        let _ = dir.store_hint(&e.key, &e.digest, roots, &entries);
+    }
+
     /// Check every function of an analysis read from the cache ([`Checker::all_code`]):
     /// before the JIT translates from it, since where a translated `ret` may skip its frame
     /// rests on every function's blocks (`liveness::at_continuations`); memoised.

@@ -125,3 +125,31 @@ fn every_function_and_padding_run_of_a_good_cached_entry_passes_its_check() {
         assert!(tables > 0, "{lib} has jump tables, checked above");
     }
 }
+
+/// A JIT's hint (the functions it translated on demand) comes back for the same roots only,
+/// and an address in it that is no function's entry (a hint is read, never trusted) is
+/// dropped, even when the file is well formed.
+#[test]
+fn a_jit_hint_keeps_function_entries_only() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("session-cache-hint");
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = LoadOptions { cache_dir: Some(dir.clone()), ..LoadOptions::default() };
+    let m = analyze_file(Path::new(LIBC), &opts, &kerf_analysis::Quiet).unwrap();
+    let cfg = &m.analysis.cfg;
+    let some: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).step_by(97).collect();
+    assert!(some.len() > 10);
+    assert!(m.jit_hint(5).is_empty(), "none kept yet");
+    m.keep_jit_hint(5, &some);
+    assert_eq!(m.jit_hint(5), some);
+    assert!(m.jit_hint(6).is_empty(), "kept for other roots");
+    // Written by kerf's own writer (key, digest and checksum right), with addresses that name
+    // no function's entry beside one that does.
+    let data = std::fs::read(LIBC).unwrap();
+    let image = Image::from_elf(LIBC, &data).unwrap();
+    let debug = m.symbols.debug_file.as_ref().map(|d| d.identity.as_str());
+    let key = cache::key(image.build_id.as_deref(), Path::new(LIBC), None, debug);
+    let entry = cfg.function(some[1]).entry.0;
+    let lies = [entry + 1, 0xdead_beef, entry, u64::MAX];
+    CacheDir::open(&dir).unwrap().store_hint(&key, &cache::digest(&data, None), 5, &lies).unwrap();
+    assert_eq!(m.jit_hint(5), vec![some[1]]);
+}

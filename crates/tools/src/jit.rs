@@ -351,6 +351,8 @@ pub fn run(
     });
     let calls_summary = reader.map(|r| r.finish(&modules));
     target.modules = modules;
+    // What misses brought in, for the next run from these roots to translate ahead.
+    jit.keep_hints(&target.modules);
     let s = &jit.stats;
     if s.lost > lost_before {
         events.warn(&format!(
@@ -648,6 +650,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "on_demand": {
                 "asked": s.asked,
                 "functions": s.added_functions,
+                "hinted_ahead": s.hinted,
                 "untranslatable": s.untranslatable,
                 "too_big": s.too_big,
                 "seconds": s.serving.as_secs_f64(),
