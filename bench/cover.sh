@@ -21,7 +21,7 @@ ROUNDS=${2:-3}
 say() { echo "bench: $*" >&2; }
 python3 -c "import frida" 2>/dev/null || { say "installing frida 16.5.9 (pip)"; pip install -q frida==16.5.9; }
 cargo build --release -p kerf >/dev/null 2>&1 || { say "cargo build failed"; exit 1; }
-K=$PWD/target/release/kerf
+K=${CARGO_TARGET_DIR:-$PWD/target}/release/kerf
 W=$(mktemp -d /tmp/kerf-cover-bench.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 gcc -O2 -rdynamic -o "$W/load" bench/cover/load.c -l:libsqlite3.so.0

@@ -19,7 +19,7 @@ ROUNDS=${2:-4}
 say() { echo "bench: $*" >&2; }
 [ "$(nproc)" -ge 2 ] || { say "needs 2 CPUs"; exit 1; }
 cargo build --release -p kerf >/dev/null 2>&1 || { say "cargo build failed"; exit 1; }
-K=$PWD/target/release/kerf
+K=${CARGO_TARGET_DIR:-$PWD/target}/release/kerf
 W=$(mktemp -d /tmp/kerf-cover-paired.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 gcc -O2 -rdynamic -o "$W/load" bench/cover/load.c -l:libsqlite3.so.0

@@ -37,7 +37,7 @@ command -v valgrind >/dev/null || { say "installing valgrind"; apt-get install -
 for p in xz sqlite3; do command -v $p >/dev/null || { say "installing $p"; apt-get install -y -q ${p/xz/xz-utils} >/dev/null; }; done
 [ -x /usr/bin/python3.11 ] || { say "installing python3.11"; apt-get install -y -q python3.11 >/dev/null; }
 cargo build --release -p kerf >/dev/null 2>&1 || { say "cargo build failed"; exit 1; }
-K=$PWD/target/release/kerf
+K=${CARGO_TARGET_DIR:-$PWD/target}/release/kerf
 W=$(mktemp -d /tmp/kerf-jit-bench.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 export KERF_CACHE_DIR=$W/cache

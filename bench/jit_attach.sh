@@ -28,7 +28,7 @@ case $PROG in
   python3.11) [ -x /usr/bin/python3.11 ] || { say "installing python3.11"; apt-get install -y -q python3.11 >/dev/null; } ;;
 esac
 cargo build --release -p kerf >/dev/null 2>&1 || { say "cargo build failed"; exit 1; }
-K=$PWD/target/release/kerf
+K=${CARGO_TARGET_DIR:-$PWD/target}/release/kerf
 W=$(mktemp -d /tmp/kerf-jit-attach.XXXXXX)
 trap 'kill $PID 2>/dev/null || true; rm -rf "$W"' EXIT
 PID=

@@ -19,7 +19,7 @@ need_deb() { dpkg -s "$1" >/dev/null 2>&1 || { say "installing $1"; apt-get inst
 for p in lttng-tools liblttng-ust-dev bpftrace; do need_deb "$p"; done
 python3 -c "import frida" 2>/dev/null || { say "installing frida 16.5.9 (pip)"; pip install -q frida==16.5.9; }
 cargo build --release -p kerf >/dev/null 2>&1 || { say "cargo build failed"; exit 1; }
-K=$PWD/target/release/kerf
+K=${CARGO_TARGET_DIR:-$PWD/target}/release/kerf
 W=$(mktemp -d /tmp/kerf-trace-cost.XXXXXX)
 trap 'lttng destroy -a >/dev/null 2>&1 || true; rm -rf "$W"' EXIT
 S=bench/trace_cost

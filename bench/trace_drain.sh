@@ -21,7 +21,7 @@ RATES=${RATES:-10000000 20000000 30000000}
 SECONDS_EACH=${SECONDS_EACH:-3}
 say() { echo "bench: $*" >&2; }
 cargo build --release -p kerf >/dev/null 2>&1 || { say "cargo build failed"; exit 1; }
-K=$PWD/target/release/kerf
+K=${CARGO_TARGET_DIR:-$PWD/target}/release/kerf
 W=$(mktemp -d /tmp/kerf-trace-drain.XXXXXX)
 trap 'rm -rf "$W" /dev/shm/kerf-drain.kerf-trace' EXIT
 gcc -O2 -pthread -rdynamic -o "$W/loop" bench/trace_cost/loop.c

@@ -18,7 +18,7 @@ say() { echo "bench: $*" >&2; }
 need_deb() { dpkg -s "$1" >/dev/null 2>&1 || { say "installing $1"; apt-get install -y -q "$1" >/dev/null; }; }
 for p in bpftrace linux-perf; do need_deb "$p"; done
 cargo build --release -p kerf >/dev/null 2>&1 || { say "cargo build failed"; exit 1; }
-K=$PWD/target/release/kerf
+K=${CARGO_TARGET_DIR:-$PWD/target}/release/kerf
 W=$(mktemp -d /tmp/kerf-virtual-timer.XXXXXX)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$W"' EXIT
 gcc -O2 -o "$W/hitloop" bench/hitloop.c

@@ -175,9 +175,31 @@ fn lay_out_own(insns: &[Instruction], at: u64) -> Result<Result<Laid, Unhandled>
     if let Some(w) = labels.windows(2).find(|w| w[0].0 == w[1].0) {
         return Err(EncodeError::SameLabel(w[0].0));
     }
-    let target = |a: u64| match labels.binary_search_by_key(&a, |l| l.0) {
-        Ok(k) if a != 0 => Target::Insn(labels[k].1),
-        _ => Target::Abs(a),
+    // Label ids, which the translator counts up from one base in the non-canonical hole,
+    // index a vector; other addresses (block starts) are searched. With a million labels in
+    // a module the search alone was a quarter of laying it out.
+    let ids = labels.partition_point(|l| l.0 < 1 << 63);
+    let dense: Vec<u32> = match (labels.get(ids), labels.last()) {
+        (Some(&(lo, _)), Some(&(hi, _))) if hi - lo < 2 * (labels.len() - ids) as u64 + 64 => {
+            let mut v = vec![u32::MAX; (hi - lo + 1) as usize];
+            for &(ip, k) in &labels[ids..] {
+                v[(ip - lo) as usize] = k;
+            }
+            v
+        }
+        _ => Vec::new(),
+    };
+    let base = labels.get(ids).map_or(0, |l| l.0);
+    let target = |a: u64| {
+        let at = a.wrapping_sub(base) as usize;
+        match dense.get(at) {
+            Some(&k) if a >= base && k != u32::MAX => Target::Insn(k),
+            Some(_) if a >= base => Target::Abs(a),
+            _ => match labels.binary_search_by_key(&a, |l| l.0) {
+                Ok(k) if a != 0 => Target::Insn(labels[k].1),
+                _ => Target::Abs(a),
+            },
+        }
     };
 
     // 2. Each instruction once: plain ones for good, RIP-relative ones at `at` (a rel32
@@ -225,21 +247,37 @@ fn lay_out_own(insns: &[Instruction], at: u64) -> Result<Result<Laid, Unhandled>
 
     // 3. Branches shrink to their short form where it reaches, until none does: sizes only
     //    shrink, so no distance grows and a branch once short stays in reach. Each pass
-    //    looks only at the branches still long that have a short form.
+    //    looks only at the branches still long that have a short form, and drops those that
+    //    cannot reach however much the still-long branches between their ends shrink
+    //    (`slack`: what those branches could give up, counted over the items before each):
+    //    after the first pass most that stay long are far, and six passes over them were
+    //    most of laying out a module.
     let mut offsets = vec![0u32; insns.len()];
+    let mut slack = vec![0u32; insns.len() + 1];
     let mut long: Vec<u32> = (items.iter().enumerate())
         .filter(|(_, it)| matches!(it.kind, Kind::Branch { op, .. } if op.sizes().0 < it.len))
         .map(|(k, _)| k as u32)
         .collect();
+    let mut listed = vec![false; insns.len()];
+    for &k in &long {
+        listed[k as usize] = true;
+    }
     loop {
-        let mut o = 0u32;
+        let (mut o, mut give) = (0u32, 0u32);
         for (k, it) in items.iter().enumerate() {
             offsets[k] = o;
+            slack[k] = give;
             o += it.len;
+            if listed[k] {
+                let Kind::Branch { op, .. } = it.kind else { unreachable!("a listed branch") };
+                give += it.len - op.sizes().0;
+            }
         }
-        let before = long.len();
+        slack[items.len()] = give;
+        let mut shrunk = false;
         long.retain(|&k| {
-            let it = &mut items[k as usize];
+            let k = k as usize;
+            let it = &mut items[k];
             let Kind::Branch { op, target: t, ref mut short } = it.kind else {
                 unreachable!("only branches are listed")
             };
@@ -248,15 +286,31 @@ fn lay_out_own(insns: &[Instruction], at: u64) -> Result<Result<Laid, Unhandled>
                 Target::Insn(j) => at + offsets[j as usize] as u64,
                 Target::Abs(a) => a,
             };
-            let from_end = at + offsets[k as usize] as u64 + s as u64;
-            let reaches = i8::try_from(to.wrapping_sub(from_end) as i64).is_ok();
-            if reaches {
+            let from_end = at + offsets[k] as u64 + s as u64;
+            let d = to.wrapping_sub(from_end) as i64;
+            if i8::try_from(d).is_ok() {
                 *short = true;
                 it.len = s;
+                shrunk = true;
+                listed[k] = false;
+                return false;
             }
-            !reaches
+            // What the still-long branches strictly between its end and its target may give
+            // up (an absolute target: not bounded here, it stays listed).
+            let Target::Insn(j) = t else { return true };
+            let j = j as usize;
+            let between = match j > k {
+                true => slack[j] - slack[k + 1],
+                false => slack[k] - slack[j],
+            } as i64;
+            let never =
+                if d > 0 { d - between > i8::MAX as i64 } else { d + between < i8::MIN as i64 };
+            if never {
+                listed[k] = false;
+            }
+            !never
         });
-        if long.len() == before {
+        if !shrunk {
             break;
         }
     }
