@@ -198,6 +198,36 @@ impl Table {
         self.crowded.len().saturating_sub(OVERFLOW)
     }
 
+    /// The parts of [`Table::bytes`] that are not zero, each at its offset: every set with an
+    /// entry (its ways and their continuations), then the overflow list. Into memory that is
+    /// zero already (a table just mapped), that writes the whole table: python3.11's 17 MiB
+    /// built and copied took a tenth of the writing at install.
+    pub fn write_to(&self, mut write: impl FnMut(u64, &[u8])) {
+        let mut set = [0u8; SET_STRIDE as usize];
+        for (s, ways) in self.ways.iter().enumerate() {
+            if ways.iter().all(|w| w.orig == 0) {
+                continue;
+            }
+            for (k, w) in ways.iter().enumerate() {
+                let at = k * WAY_BYTES as usize;
+                set[at..at + 8].copy_from_slice(&w.orig.to_le_bytes());
+                set[at + 8..at + 16].copy_from_slice(&w.entry.to_le_bytes());
+                let c = at + CONT as usize;
+                set[c..c + 8].copy_from_slice(&w.cont.to_le_bytes());
+            }
+            write(s as u64 * SET_STRIDE, &set);
+        }
+        let over: Vec<&(u64, u64)> = self.crowded.iter().take(OVERFLOW).collect();
+        if !over.is_empty() {
+            let mut v = (over.len() as u64).to_le_bytes().to_vec();
+            for &&(o, e) in &over {
+                v.extend_from_slice(&o.to_le_bytes());
+                v.extend_from_slice(&e.to_le_bytes());
+            }
+            write(OVERFLOW_COUNT, &v);
+        }
+    }
+
     /// The table as the target reads it (little-endian words).
     pub fn bytes(&self) -> Vec<u8> {
         let mut v = Vec::with_capacity(TABLE_BYTES as usize);
@@ -252,6 +282,25 @@ mod tests {
         assert_eq!(u64::from_le_bytes(b[at + 8..at + 16].try_into().unwrap()), 0xb);
         let c = at + CONT as usize;
         assert_eq!(u64::from_le_bytes(b[c..c + 8].try_into().unwrap()), 0x1b, "continuation");
+    }
+
+    #[test]
+    fn writing_the_parts_over_zeros_makes_the_whole_table() {
+        let mut t = Table::new(Hash::Mixed);
+        for k in 0..50_000u64 {
+            t.insert(0x7f00_0000_0000 + 24 * k, 1 + k, 2 + k);
+        }
+        // Six more in one set: two or more go to the overflow list.
+        let s0 = t.hash().set_of(0x5500_0000_0000);
+        let same =
+            (0..).map(|k: u64| 0x5500_0000_0000 + 8 * k).filter(|&a| t.hash().set_of(a) == s0);
+        for a in same.take(6).collect::<Vec<_>>() {
+            t.insert(a, 9, 9);
+        }
+        assert!(t.crowded.len() >= 2);
+        let mut v = vec![0u8; TABLE_BYTES as usize];
+        t.write_to(|at, b| v[at as usize..at as usize + b.len()].copy_from_slice(b));
+        assert!(v == t.bytes());
     }
 
     #[test]

@@ -1163,7 +1163,8 @@ pub fn install(
         }
     }
     jit.insert_held();
-    jit.table.write_bytes(0, &jit.index.bytes());
+    // (The table was just mapped: all zero.)
+    jit.index.write_to(|at, b| jit.table.write_bytes(at as usize, b));
     jit.stats.table_entries = jit.index.entries;
     jit.stats.crowded = jit.index.crowded.len();
     jit.stats.lost = jit.index.lost();
