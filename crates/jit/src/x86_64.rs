@@ -173,10 +173,10 @@ fn set_of(table: u64, hash: Hash) -> Vec<Instruction> {
                 Register::RDX,
                 MemoryOperand::new(Register::RDX, Register::RCX, 8, 0, 0, false, Register::None),
             )));
-            // Bits 7.. of it, SET_BITS of them: shift them to the top and down.
-            let top = 64 - 7 - crate::table::SET_BITS;
+            // Bits 6.. of it, SET_BITS of them: shift them to the top and down.
+            let top = 64 - 6 - crate::table::SET_BITS;
             for (c, n) in
-                [(Code::VEX_Shlx_r64_rm64_r64, top), (Code::VEX_Shrx_r64_rm64_r64, top + 7)]
+                [(Code::VEX_Shlx_r64_rm64_r64, top), (Code::VEX_Shrx_r64_rm64_r64, top + 6)]
             {
                 v.push(op(Instruction::with2(Code::Mov_r32_imm32, Register::EAX, n)));
                 v.push(op(Instruction::with3(c, Register::RDX, Register::RDX, Register::RAX)));
@@ -262,7 +262,7 @@ pub fn fast_ret(
     saved: bool,
     slow: u64,
 ) -> Vec<Instruction> {
-    use crate::table::{CONT, SETS, SET_STRIDE};
+    use crate::table::{CONT, SETS, SET_BYTES};
     let [set, orig] = scratch;
     let set32 = narrow(set, Register::EAX);
     let two = |c: Code, a: Register, b: Register| op(Instruction::with2(c, a, b));
@@ -271,35 +271,35 @@ pub fn fast_ret(
         v.extend([store(SAVED_SET, set), store(SAVED_ORIG, orig)]);
     }
     v.push(load(orig, 0));
+    // The set's number times 64 (its offset is twice that: see `in_set`).
     match hash {
         Hash::Mixed => {
-            // The offset of set `(rotr(x, 13) + 8x) >> 7` (see `Hash::Mixed`).
+            // Bits 6.. of `rotr(x, 13) + 8x` (see `Hash::Mixed`).
             v.push(op(Instruction::with3(Code::VEX_Rorx_r64_rm64_imm8, set, orig, 13)));
             let eight = MemoryOperand::new(set, orig, 8, 0, 0, false, Register::None);
             v.push(op(Instruction::with2(Code::Lea_r64_m, set, eight)));
-            let mask = ((SETS as u64 - 1) * SET_STRIDE) as u32;
+            let mask = ((SETS as u64 - 1) * SET_BYTES) as u32;
             v.push(op(Instruction::with2(Code::And_rm32_imm32, set32, mask)));
         }
         Hash::Low16 => {
             v.push(two(Code::Movzx_r32_rm16, set32, narrow(orig, Register::AX)));
-            v.push(op(Instruction::with2(Code::Shl_rm64_imm8, set, SET_STRIDE.trailing_zeros())));
+            v.push(op(Instruction::with2(Code::Shl_rm64_imm8, set, SET_BYTES.trailing_zeros())));
         }
     }
-    let base = match low_table(table) {
-        Some(t) => t,
-        None => {
-            v.extend([
-                op(Instruction::with2(Code::Mov_r64_imm64, orig, table)),
-                two(Code::Add_r64_rm64, set, orig),
-                load(orig, 0),
-            ]);
-            0
-        }
-    };
+    let low = low_table(table);
+    if low.is_none() {
+        // The set's address, in `set`.
+        let scaled = MemoryOperand::new(orig, set, 2, 0, 0, false, Register::None);
+        v.extend([
+            op(Instruction::with2(Code::Mov_r64_imm64, orig, table)),
+            op(Instruction::with2(Code::Lea_r64_m, set, scaled)),
+            load(orig, 0),
+        ]);
+    }
     v.extend([
-        op(Instruction::with2(Code::Cmp_r64_rm64, orig, at(set, base))),
+        op(Instruction::with2(Code::Cmp_r64_rm64, orig, in_set(set, low, 0))),
         op(Instruction::with_branch(Code::Jne_rel32_64, slow)),
-        load_from(orig, set, base + CONT as i32),
+        op(Instruction::with2(Code::Mov_r64_rm64, orig, in_set(set, low, CONT as i32))),
         store(0, orig),
     ]);
     if saved {
@@ -307,6 +307,25 @@ pub fn fast_ret(
     }
     v.push(ret(pop));
     v
+}
+
+/// The word `disp` bytes into a set, as [`fast_ret`] leaves `set`: for a table below 2 GiB
+/// (at `low`) the set's number times 64, scaled by two in the operand (a set is two lines,
+/// [`crate::table::SET_STRIDE`]), else the set's address.
+fn in_set(set: Register, low: Option<i32>, disp: i32) -> MemoryOperand {
+    const _: () = assert!(crate::table::SET_STRIDE == 2 * crate::table::SET_BYTES);
+    match low {
+        Some(t) => MemoryOperand::new(
+            Register::None,
+            set,
+            2,
+            t as i64 + disp as i64,
+            4,
+            false,
+            Register::None,
+        ),
+        None => at(set, disp),
+    }
 }
 
 /// Where [`outer_entry`] and [`outer_check`] keep `rdx` and `rcx` meanwhile: below the
@@ -443,21 +462,22 @@ pub fn other_ways(
 ) -> Vec<Instruction> {
     use crate::table::{CONT, WAY_BYTES};
     let [set, orig] = scratch;
-    let base = low_table(table).unwrap_or(0);
+    let low = low_table(table);
     let (label, tail, hits) = (labels[0], labels[1], &labels[2..]);
     let mut v = Vec::new();
     for (k, &hit) in hits.iter().enumerate() {
-        let way = base + (k as i32 + 1) * WAY_BYTES as i32;
+        let way = (k as i32 + 1) * WAY_BYTES as i32;
         v.push(labelled(
-            op(Instruction::with2(Code::Cmp_r64_rm64, orig, at(set, way))),
+            op(Instruction::with2(Code::Cmp_r64_rm64, orig, in_set(set, low, way))),
             if k == 0 { label } else { 0 },
         ));
         v.push(op(Instruction::with_branch(Code::Je_rel32_64, hit)));
     }
     v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, slow)));
     for (k, &hit) in hits.iter().enumerate() {
-        let way = base + (k as i32 + 1) * WAY_BYTES as i32;
-        v.push(labelled(load_from(orig, set, CONT as i32 + way), hit));
+        let way = (k as i32 + 1) * WAY_BYTES as i32;
+        let cont = in_set(set, low, CONT as i32 + way);
+        v.push(labelled(op(Instruction::with2(Code::Mov_r64_rm64, orig, cont)), hit));
         v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, tail)));
     }
     v.push(labelled(store(0, orig), tail));
