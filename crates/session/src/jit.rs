@@ -919,8 +919,8 @@ pub fn install(
         region = kerf_jit::Region { capped: region.capped, ..ahead };
     }
     // What earlier runs from the same roots translated on demand goes ahead now, with what
-    // it reaches (python3.11's start: 465 misses answered one by one while a thread waited,
-    // 0.15 s), on every core; not with a cache limit (only the roots go ahead), every module
+    // it reaches (python3.11's start: 464 misses answered one by one while a thread waited,
+    // 0.11-0.15 s), on every core; not with a cache limit (only the roots go ahead), every module
     // whole, or a module whose whole-image work waits (its walk is cut short).
     let hint_key = (opts.hints
         && opts.on_demand
