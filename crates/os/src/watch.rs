@@ -104,9 +104,14 @@ pub fn signal_name(signal: i32) -> String {
 /// end at once instead of at its next wake.
 pub fn wait_readable(fd: std::os::fd::RawFd, timeout: Duration) -> bool {
     let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: one pollfd on the stack; the kernel writes only its `revents`.
-    let n = unsafe { libc::poll(&mut p, 1, ms) };
+    // (`ppoll`, to the nanosecond: `poll`'s milliseconds made a wait under one a spin.)
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: one pollfd and one timespec on the stack, no signal mask; the kernel reads the
+    // timespec and writes only the pollfd's `revents`.
+    let n = unsafe { libc::ppoll(&mut p, 1, &ts, std::ptr::null()) };
     n > 0 && p.revents & (libc::POLLIN | libc::POLLHUP) != 0
 }
 
@@ -320,5 +325,24 @@ mod tests {
         };
         assert_eq!(end, End::Exited(0));
         sh.wait().unwrap();
+    }
+
+    /// A wait on a live process's pidfd lasts its timeout, even one under a millisecond (no
+    /// spin), and one on a process that has ended returns at once, readable.
+    #[test]
+    fn a_pidfd_wait_lasts_until_the_end() {
+        let mut child = Command::new("sleep").arg("0.2").spawn().unwrap();
+        let w = ExitWatch::open(child.id() as i32);
+        let fd = w.raw_fd().expect("pidfd_open");
+        for d in [Duration::from_micros(600), Duration::from_millis(20)] {
+            let t = Instant::now();
+            assert!(!wait_readable(fd, d), "readable while it runs");
+            assert!(t.elapsed() >= d, "{d:?} took {:?}", t.elapsed());
+        }
+        let t = Instant::now();
+        assert!(wait_readable(fd, Duration::from_secs(5)), "its end");
+        assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+        child.wait().unwrap();
+        assert!(wait_readable(fd, Duration::from_secs(5)));
     }
 }
