@@ -19,15 +19,19 @@
 # copied in place of its call (`KERF_JIT_INLINE_INSNS=0`, the code before inlined calls);
 # `kerf-none-iced`: as kerf-none with every translation laid out by iced's block encoder
 # (`KERF_JIT_ICED_ENCODER`, the start before kerf's own encoder);
-# `kerf-none-nohints`: as kerf-none with `--no-hints` (what a first run translates: the
-# timed kerf runs follow a warm-up run, whose misses the others translate ahead);
+# `kerf-none-nohints`: as kerf-none with `--no-hints` (neither the hint of what ran nor
+# marks: the walk from the roots, as a first run translates it);
+# `kerf-none-first`: as kerf-none with the hint of what ran put aside for the run (a first
+# run: the walk, every function marked until it runs; the hint is put back after);
 # `kerf-old-none`, `kerf-old-blocks`: the same with another kerf binary, `KERF_OLD=PATH`
 # (an earlier commit's build, for a before/after in one run);
 # `valgrind --tool=none`; `valgrind --tool=exp-bbv` (Valgrind's block-vector counter). Wall
-# time from launch to exit (kerf's analysis, from its cache filled by a warm-up run, and
-# translation included; the warm-up's misses are translated ahead, as any later run of the
-# same program from the same roots does), median of ROUNDS (default 3), and the ratio to
-# native. Every run's output is checked against the native run's.
+# time from launch to exit (kerf's analysis, from its cache filled by two warm-up runs, and
+# translation included; what ran in them is translated ahead and nothing else, as in any
+# later run of the same program from the same roots: the first run marks what runs, the
+# second also learns the functions entered other than at their entry, such as cold parts
+# jumped into half-way), median of ROUNDS (default 3), and the ratio to native. Every run's
+# output is checked against the native run's.
 # Installs valgrind (apt) if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -91,6 +95,10 @@ run() { # MODE PROGRAM -> output on stdout
     kerf-none-onepiece) KERF_JIT_PIECE_BLOCKS=1000000000 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-iced) KERF_JIT_ICED_ENCODER=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-nohints) "$K" jit main --plugin none --no-hints -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-none-first)
+      mkdir -p "$W/ran" && find "$KERF_CACHE_DIR" -maxdepth 1 -name '*.ran-*' -exec mv -t "$W/ran" {} +
+      "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err"
+      find "$KERF_CACHE_DIR" -maxdepth 1 -name '*.ran-*' -delete && find "$W/ran" -type f -exec mv -t "$KERF_CACHE_DIR" {} + ;;
     kerf-none-noinline) KERF_JIT_INLINE_INSNS=0 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-blocks-noinline) KERF_JIT_INLINE_INSNS=0 "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-whole) "$K" jit main --plugin none --whole -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
@@ -108,7 +116,8 @@ MODES=${MODES:-"native kerf-none kerf-whole kerf-blocks kerf-branches kerf-calls
 echo "# bench/jit.sh $ROUNDS, $(date -u +%F), $(nproc) CPUs: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), kernel $(uname -r)"
 for prog in ${PROGS:-xz sqlite3 python3.11}; do
   run native $prog | md5sum > "$W/$prog.expected"
-  run kerf-none $prog > /dev/null  # the analysis cache, and what misses bring in, filled once
+  run kerf-none $prog > /dev/null  # the analysis cache, and the hint of what ran, filled
+  run kerf-none $prog > /dev/null
   if [ -n "${KERF_OLD:-}" ]; then run kerf-old-none $prog > /dev/null; fi  # (its cache format may differ)
   for r in $(seq "$ROUNDS"); do
     for m in $MODES; do

@@ -21,7 +21,7 @@ use kerf_analysis::memory::CodeMemory;
 use kerf_arch::hash::{AddrMap as HashMap, AddrSet as HashSet};
 use kerf_arch::x86_64::{flow, relocation_hazard, Flow, Gpr};
 use kerf_arch::ImageAddr;
-use kerf_codegen::ir::Program;
+use kerf_codegen::ir::{Addr, Op, Program, Src, Width};
 use kerf_codegen::{lower_program_split, At, LiveAt};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -551,6 +551,10 @@ pub struct Scope<'a> {
     /// Fixed slots read when the walk was made: slot address -> value then (see
     /// [`crate::region::Region::slots`]).
     pub slots: &'a std::collections::HashMap<u64, u64>,
+    /// Which functions carry a ran mark (see [`block_program`]): with `Some(known)`, every
+    /// function but those `known` to have run already; `None`, none. No function does under
+    /// a plugin that counts blocks ([`Plugin::counts_blocks`]): its counts say as much.
+    pub marks: Option<&'a std::collections::HashSet<FuncId>>,
 }
 
 /// What a plugin sees of a block it may instrument.
@@ -566,7 +570,9 @@ pub struct BlockInfo<'a> {
     pub insns: u32,
     /// What is live at its first instruction (the plugin's code may clobber the rest).
     pub live: LiveAt,
-    /// The block's own 8-byte word in the data area (zero at start), its shared word (in
+    /// The block's own 8-byte word in the data area (zero at start; at a function's entry
+    /// block the translator's unless the plugin counts blocks, see
+    /// [`Plugin::counts_blocks`]), its shared word (in
     /// another part of the area: threads that update it do not share a cache line with the
     /// owner's words), and the word holding the owner thread's thread pointer, or (better,
     /// where there is one) the owner's thread id for the IR's `tid`.
@@ -648,6 +654,13 @@ pub trait Plugin: Sync {
     /// The program to run where a function's frame ends, if any.
     fn exit(&self, _exit: &ExitInfo<'_>) -> Option<Program> {
         None
+    }
+    /// Whether [`Plugin::block`] counts every block's executions in its own word
+    /// ([`BlockInfo::word`]): the translator then leaves the word to it, and the count of a
+    /// function's entry block says whether the function ran. Otherwise the entry block's word
+    /// is the translator's, for its ran mark ([`Scope::marks`]).
+    fn counts_blocks(&self) -> bool {
+        false
     }
     /// Bytes of code the plugin weaves in at one block's entry or a branch's side at most,
     /// for sizing the cache.
@@ -1234,6 +1247,7 @@ pub fn translate(
         scratch: &scratch,
         slot_jumps: &slot_jumps,
         slots: scope.slots,
+        marks: scope.marks,
     };
     let mut block_first = Vec::with_capacity(order.len());
     for (n, &(f, k)) in order.iter().enumerate() {
@@ -1245,7 +1259,7 @@ pub fn translate(
         blocks.push(Translated { func: f, start, cache: 0, word, shared });
         block_first.push(e.insns.len());
         let func_entry = info.func_entry;
-        if let Some(p) = plugin.block(&info) {
+        if let Some(p) = block_program(plugin, scope.marks, f, &info) {
             let code = lower_at(&p, at, info.live, start, &mut e)?;
             e.extend(code, Some(start));
         }
@@ -1727,6 +1741,40 @@ struct Weave<'a, 'm> {
     scratch: &'a HashMap<FuncId, Option<RetScratch>>,
     slot_jumps: &'a HashMap<FuncId, Register>,
     slots: &'a std::collections::HashMap<u64, u64>,
+    marks: Option<&'a std::collections::HashSet<FuncId>>,
+}
+
+/// The code at the entry of block `info` of function `f`: the plugin's, after a ran mark at
+/// the entry block of a function `marks` names (see [`Scope::marks`]). The mark is one byte
+/// stored into the entry block's own word (`mov byte [word], 1`: no register, no flag), which
+/// kerf reads when the run ends to learn which functions ran and keeps as a hint for the
+/// next run from the same roots ([`ran`]); it costs a store per call of a function not yet
+/// known to have run, and nothing once one is.
+fn block_program(
+    plugin: &dyn Plugin,
+    marks: Option<&std::collections::HashSet<FuncId>>,
+    f: FuncId,
+    info: &BlockInfo<'_>,
+) -> Option<Program> {
+    let p = plugin.block(info);
+    let mark = info.start == info.func_entry
+        && !plugin.counts_blocks()
+        && marks.is_some_and(|known| !known.contains(&f));
+    if !mark {
+        return p;
+    }
+    let mut p = p.unwrap_or_default();
+    // (First: a plugin's program may end in its cold part.)
+    p.ops.insert(0, Op::Store { width: Width::W8, addr: Addr::Abs(info.word), src: Src::Imm(1) });
+    Some(p)
+}
+
+/// Whether a function ran while the cache was live, from its entry block's words (`own` and
+/// `shared`, at [`Translated::word`] and [`Translated::shared`]): its ran mark or, under a
+/// plugin that counts blocks, its count. Only a function that carried a mark or was counted
+/// can say yes.
+pub fn ran(own: u64, shared: u64) -> bool {
+    own | shared != 0
 }
 
 /// Copy `plan`'s functions after a call's pushed return address (see [`Inline`]): each
@@ -1758,7 +1806,7 @@ fn copy_inlined(
         })?;
         let first = e.insns.len();
         let info = block_info(m, w.layout, w.owner_tid, h, b, n, w.blocks);
-        if let Some(p) = w.plugin.block(&info) {
+        if let Some(p) = block_program(w.plugin, w.marks, h, &info) {
             let code = lower_at(&p, w.at, info.live, start, e)?;
             e.extend(code, Some(start));
         }

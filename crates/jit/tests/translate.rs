@@ -69,6 +69,10 @@ impl Plugin for Counter {
         Some(count(b.owner, b.word, b.shared))
     }
 
+    fn counts_blocks(&self) -> bool {
+        true
+    }
+
     fn edges(&self) -> bool {
         self.edges
     }
@@ -147,9 +151,57 @@ fn translate_every(
     let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
     let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
     let reached: HashSet<FuncId> = funcs.iter().copied().collect();
-    let scope = Scope { roots, reached: &reached, slots: &Default::default() };
+    let scope = Scope { roots, reached: &reached, slots: &Default::default(), marks: None };
     let m = Module { bias, inline, iced, ..module(cfg, image, &returns) };
     kerf_jit::translate(name, &m, &funcs, l, plugin, &at, &scope).unwrap()
+}
+
+/// The first instruction of the translation of block `b`, if it is the ran mark: a byte 1
+/// stored into the block's own word.
+fn marked(t: &kerf_jit::Translation, b: &kerf_jit::Translated) -> bool {
+    let at = (b.cache - t.at) as usize;
+    let i = Decoder::with_ip(64, &t.code[at..], b.cache, DecoderOptions::NONE).decode();
+    i.code() == iced_x86::Code::Mov_rm8_imm8
+        && i.is_ip_rel_memory_operand()
+        && i.ip_rel_memory_address() == b.word
+        && i.immediate8() == 1
+}
+
+/// Ran marks: with marks asked for, every function's entry block but those of the functions
+/// known to have run starts with the mark, and no other block does; with none asked for, or
+/// under a plugin that counts blocks (its count says as much), no block does.
+#[test]
+fn ran_marks_go_at_the_entries_of_functions_not_known_to_have_run() {
+    let (image, analysis) = analysed();
+    let cfg = &analysis.cfg;
+    let returns = std::sync::OnceLock::new();
+    let m = module(cfg, &image, &returns);
+    let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
+    let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
+    let work = cfg.functions_named("work").next().expect("work");
+    let roots: HashSet<u64> = [cfg.function(work).entry.0].into();
+    let reached: HashSet<FuncId> = funcs.iter().copied().collect();
+    let known: HashSet<FuncId> = [work].into();
+    let slots = Default::default();
+    let scope = |marks| Scope { roots: &roots, reached: &reached, slots: &slots, marks };
+    let layout = layout(Some(MAILBOX));
+    let none = kerf_jit::NoPlugin;
+    let counter = Counter { edges: false };
+    for (plugin, marks) in
+        [(&none as &dyn Plugin, Some(&known)), (&none, None), (&counter, Some(&known))]
+    {
+        let t =
+            kerf_jit::translate("jitted", &m, &funcs, &layout, plugin, &at, &scope(marks)).unwrap();
+        let expect_any = marks.is_some() && !plugin.counts_blocks();
+        let mut n = 0;
+        for b in &t.blocks {
+            let entry = b.start == cfg.function(b.func).entry.0;
+            let want = expect_any && entry && b.func != work;
+            assert_eq!(marked(&t, b), want, "{} at {:#x}", cfg.function(b.func).name, b.start);
+            n += usize::from(want);
+        }
+        assert!(!expect_any || n > 10, "{n} marks");
+    }
 }
 
 #[test]
@@ -164,7 +216,7 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
     let work = cfg.functions_named("work").next().expect("work");
     let roots: HashSet<u64> = [cfg.function(work).entry.0].into();
     let reached: HashSet<FuncId> = [work].into();
-    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default() };
+    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default(), marks: None };
     // Both sides of every conditional branch counted too: their code must keep every check
     // below true.
     let plugin = Counter { edges: true };
@@ -400,7 +452,7 @@ fn every_end_of_a_frame_gets_the_exit_code_at_a_clean_point() {
     let layout = layout(None);
     let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
     let (roots, reached) = (HashSet::new(), funcs.iter().copied().collect());
-    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default() };
+    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default(), marks: None };
     let t = kerf_jit::translate("jitted", &m, &funcs, &layout, &Exits, &at, &scope).unwrap();
     // The blocks that end a frame, and the original address of their last instruction.
     let mut ends = BTreeMap::new();
@@ -546,7 +598,7 @@ fn entries_inside_blocks_are_made_ahead_only_when_asked_to() {
     let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
     let roots: HashSet<u64> = HashSet::new();
     let reached: HashSet<FuncId> = [f].into();
-    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default() };
+    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default(), marks: None };
     let plugin = Counter { edges: false };
     let entries = |inside_entries: bool| {
         let m = Module { inside_entries, ..module(cfg, &image, &returns) };
@@ -587,7 +639,7 @@ fn calls_copy_small_callees_in_place() {
     let work = cfg.functions_named("work").next().expect("work");
     let roots: HashSet<u64> = [cfg.function(work).entry.0].into();
     let reached: HashSet<FuncId> = funcs.iter().copied().collect();
-    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default() };
+    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default(), marks: None };
     let plugin = Counter { edges: false };
     let translate = |inline: u32| {
         let m = Module { inline, ..module(cfg, &image, &returns) };

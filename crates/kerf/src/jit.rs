@@ -52,9 +52,11 @@ pub struct Args {
     /// target.
     #[arg(long)]
     no_demand: bool,
-    /// Do not use what earlier runs from the same roots translated on demand (kept beside
-    /// the analysis cache, which they translate ahead so that no thread waits for them), nor
-    /// keep what this run does: translate only what the roots reach, as a first run does.
+    /// Do not use what ran in earlier runs from the same roots (kept beside the analysis
+    /// cache: those functions are translated ahead and nothing else, the rest on demand), nor
+    /// keep what ran in this one: translate what the roots reach, as a first run does, and
+    /// mark nothing (a run with hints stores a byte at each call of a function not yet known
+    /// to have run).
     #[arg(long)]
     no_hints: bool,
     /// At most this many functions from the walk over the call graph (at least 1: the roots).

@@ -33,9 +33,9 @@
 //! Beside an entry the JIT keeps its return facts for the same image (`<entry>.returns`,
 //! [`CacheDir::store_facts`]): written and read as an entry is (same header, digest and
 //! checksum), and checked where they are used, never trusted
-//! (`kerf_analysis::liveness::check_return_facts`). Likewise the functions a JIT translated on
-//! demand, per set of roots (`<entry>.jit-<roots>`, [`CacheDir::store_hint`]): a hint of what
-//! to translate ahead next time, each address checked to be a function's entry.
+//! (`kerf_analysis::liveness::check_return_facts`). Likewise the functions that ran in a
+//! JIT's runs, per set of roots (`<entry>.ran-<roots>`, [`CacheDir::store_hint`]): a hint of
+//! what to translate ahead next time, each address checked to be a function's entry.
 //!
 //! Cost of a load (libLLVM-14, a 110 MB image and a 195 MB entry): reading the entry, two
 //! BLAKE3 passes (about 4.7 GB/s on one core here, with AVX-512; SHA-256 with the CPU's SHA
@@ -542,12 +542,12 @@ impl CacheDir {
         Ok(Some(facts))
     }
 
-    /// Store the entries (image addresses) of the functions a JIT of the image whose
-    /// analysis is entry `key` translated on demand, in runs from the roots that hash to
-    /// `roots`, in a file of their own beside the entry ([`hint_key`]): the next run from the
-    /// same roots translates them ahead, on every core, before the program runs, instead of
-    /// one by one while a thread waits. Same header, digest and checksum as an entry; read
-    /// as a hint, never trusted (an address that is no function's entry is dropped).
+    /// Store the entries (image addresses) of the functions that ran in the runs of a JIT of
+    /// the image whose analysis is entry `key` from the roots that hash to `roots`, in a file
+    /// of their own beside the entry ([`hint_key`]): the next run from the same roots
+    /// translates them ahead, on every core, and nothing else of the image (what else it
+    /// needs comes on demand). Same header, digest and checksum as an entry; read as a
+    /// hint, never trusted (an address that is no function's entry is dropped).
     pub fn store_hint(
         &self,
         key: &str,
@@ -637,10 +637,11 @@ pub fn facts_key(key: &str) -> String {
     format!("{key}.returns")
 }
 
-/// The name of the file beside cache entry `key` that holds the functions a JIT from roots
-/// `roots` (a hash of them) translated on demand ([`CacheDir::store_hint`]).
+/// The name of the file beside cache entry `key` that holds the functions that ran in
+/// JIT runs from roots `roots` (a hash of them) ([`CacheDir::store_hint`]). (Until
+/// 2026-12, `<key>.jit-<roots>` held those translated on demand: no longer read.)
 pub fn hint_key(key: &str, roots: u64) -> String {
-    format!("{key}.jit-{roots:016x}")
+    format!("{key}.ran-{roots:016x}")
 }
 
 /// A cache file taken apart: the digest its header records, its checksum and its payload.

@@ -27,7 +27,7 @@ use kerf_jit::table::{Placed, RETURN};
 use kerf_jit::{closure, Layout, Module, Plugin, Region, Scope, Table, Translation};
 use kerf_os::ptrace::{RegsExt, RemoteMem, TargetMemory, REACH};
 use kerf_os::{SharedMem, TargetError, Tracee};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -99,9 +99,10 @@ pub struct JitOptions {
     /// every function of a cached analysis and the liveness where returns land (a second
     /// and more for libLLVM-14), comes after the cache is live (see [`later_blocks`]).
     pub early: bool,
-    /// Translate ahead what earlier runs from the same roots translated on demand (kept
-    /// beside the analysis cache: see [`AnalyzedImage::jit_hint`]), and keep what this run
-    /// does.
+    /// Translate ahead what ran in earlier runs from the same roots, and nothing else of
+    /// the modules that hint covers (kept beside the analysis cache: see
+    /// [`AnalyzedImage::jit_hint`]), and keep what ran in this one (a function not yet known
+    /// to have run carries a ran mark: [`Scope::marks`]).
     pub hints: bool,
 }
 
@@ -366,8 +367,8 @@ pub struct JitStats {
     /// not translate (given an escape entry), and the time it took.
     pub asked: u64,
     pub added_functions: usize,
-    /// Functions translated ahead because earlier runs from the same roots translated them
-    /// on demand (see [`AnalyzedImage::jit_hint`]), with what they reach.
+    /// Functions translated ahead because they ran in earlier runs from the same roots (see
+    /// [`AnalyzedImage::jit_hint`]).
     pub hinted: usize,
     pub untranslatable: usize,
     pub serving: Duration,
@@ -487,10 +488,18 @@ pub struct Jit {
     /// Entries for instructions inside blocks are made when a miss asks for one, not ahead
     /// (on demand: see [`Module::inside_entries`]).
     lazy: bool,
-    /// What this run's hints are kept under (a hash of the roots), when it keeps them; and
-    /// per module the hint it read (see [`Jit::keep_hints`]).
+    /// What this run's hints are kept under (a hash of the roots), when it keeps them (see
+    /// [`Jit::keep_hints`]).
     hint_key: Option<u64>,
-    hinted: Vec<Vec<FuncId>>,
+    /// With hints, per module the functions known to have run (a hint's, those of modules
+    /// with none empty), whose translations carry no ran mark ([`Scope::marks`]); and per
+    /// module whether a ran hint was read for it.
+    known_ran: Option<Vec<HashSet<FuncId>>>,
+    ran_read: Vec<bool>,
+    /// Per module, the functions misses asked into: they ran, even those entered other
+    /// than at their entry, whose marks cannot tell (the cold part of a function that its
+    /// hot part jumps into half-way, which the analysis finds as a function of its own).
+    asked_into: Vec<BTreeSet<FuncId>>,
 }
 
 /// What removal did.
@@ -800,36 +809,34 @@ fn roots_key(images: &[&AnalyzedImage], roots: &[Root]) -> Option<u64> {
     Some(crate::cache::fnv64(&[&bytes]))
 }
 
-/// Add to `region` the walk from the `hinted` functions it lacks (per module), within what is
-/// left of `budget`; how many functions that added.
-fn add_hinted(
-    region: &mut Region,
+/// The region of a run with a hint of what ran (per module: `known` to have run, and whether
+/// the module had a hint, `read`): the roots `starts` and the functions known to have run, and
+/// (the walk from them) what they reach in modules with no hint, within `budget`; and how
+/// many hinted functions it holds. `None` (plan from the walk) when a root's module has no
+/// hint, or no function ran. What else a run needs comes on demand, marked, and joins the hint.
+fn ran_region(
     mods: &[Module<'_>],
-    hinted: &[Vec<FuncId>],
+    starts: &[(usize, FuncId)],
+    (known, read): (&[HashSet<FuncId>], &[bool]),
     slot: &dyn Fn(u64) -> Option<u64>,
     budget: usize,
-) -> usize {
-    let has = |k: usize, f: FuncId| region.funcs[k].binary_search(&f).is_ok();
-    let from: Vec<(usize, FuncId)> = (hinted.iter().enumerate())
+) -> Option<(Region, usize)> {
+    if !starts.iter().all(|&(k, _)| read[k]) || known.iter().all(HashSet::is_empty) {
+        return None;
+    }
+    let mut from: Vec<(usize, FuncId)> = (known.iter().enumerate())
         .flat_map(|(k, fs)| fs.iter().map(move |&f| (k, f)))
-        .filter(|&(k, f)| !has(k, f))
+        .filter(|f| !starts.contains(f))
         .collect();
-    let left = budget.saturating_sub(region.len());
-    if from.is_empty() || left == 0 {
-        return 0;
-    }
-    let more = closure(mods, &from, slot, left, false, &has);
-    let added = more.len();
-    for (k, fs) in more.funcs.into_iter().enumerate() {
-        region.funcs[k].extend(&fs);
-        region.funcs[k].sort();
-        region.reached[k].extend(fs);
-        region.reached[k].sort();
-    }
-    region.slots.extend(more.slots);
-    region.predicted += more.predicted;
-    region.unknown += more.unknown;
-    added
+    // (In order: the budget may cut the walk.)
+    from.sort_unstable();
+    from.splice(0..0, starts.iter().copied());
+    let out = |k: usize, f: FuncId| read[k] && !known[k].contains(&f) && !starts.contains(&(k, f));
+    let region = closure(mods, &from, slot, budget, false, &out);
+    let hinted = (region.funcs.iter().enumerate())
+        .map(|(k, fs)| fs.iter().filter(|f| known[k].contains(f)).count())
+        .sum();
+    Some((region, hinted))
 }
 
 fn check_region(
@@ -918,10 +925,11 @@ pub fn install(
         // (Capped by the budget or not, as the whole walk was.)
         region = kerf_jit::Region { capped: region.capped, ..ahead };
     }
-    // What earlier runs from the same roots translated on demand goes ahead now, with what
-    // it reaches (python3.11's start: 464 misses answered one by one while a thread waited,
-    // 0.11-0.15 s), on every core; not with a cache limit (only the roots go ahead), every module
-    // whole, or a module whose whole-image work waits (its walk is cut short).
+    // What ran in earlier runs from the same roots goes ahead, and nothing else of the
+    // modules the hint covers (python3.11: 1,841 of the 4,647 functions its walk reaches,
+    // 80,140 of 140,453 blocks), the rest on demand: a run with no hint translates the walk and
+    // marks what runs (`Scope::marks`). Not with a cache limit (only the roots go ahead),
+    // every module whole, or a module whose whole-image work waits (its walk is cut short).
     let hint_key = (opts.hints
         && opts.on_demand
         && opts.cache_limit.is_none()
@@ -929,14 +937,21 @@ pub fn install(
         && !later.contains(&true))
     .then(|| roots_key(images, roots))
     .flatten();
-    let hinted: Vec<Vec<FuncId>> = match hint_key {
+    let ran: Vec<Option<Vec<FuncId>>> = match hint_key {
         Some(key) => images.iter().map(|m| m.jit_hint(key)).collect(),
-        None => vec![Vec::new(); images.len()],
+        None => vec![None; images.len()],
     };
-    let hints = add_hinted(&mut region, &mods, &hinted, &slot, budget);
+    let known: Vec<HashSet<FuncId>> =
+        ran.iter().map(|r| r.iter().flatten().copied().collect()).collect();
+    let ran_read: Vec<bool> = ran.iter().map(Option::is_some).collect();
+    let mut hinted = 0;
+    if let Some((r, n)) = ran_region(&mods, &starts, (&known, &ran_read), &slot, budget) {
+        (region, hinted) = (r, n);
+    }
+    let known_ran = hint_key.map(|_| known);
     let mods = modules_of(images, &later, opts.on_demand, opts.cache_limit.is_none());
     check_region(images, &region, &later)?;
-    let mut stats = JitStats { plan: t0.elapsed(), hinted: hints, ..JitStats::default() };
+    let mut stats = JitStats { plan: t0.elapsed(), hinted, ..JitStats::default() };
     stats.later = (0..images.len()).filter(|&k| later[k]).collect();
 
     // 1. Map room for code and a data area within reach of each module of the region (of
@@ -1075,7 +1090,8 @@ pub fn install(
     let one = |k: usize, funcs: &[FuncId], layout: &Layout| {
         let name = images[k].path.display().to_string();
         let reached: HashSet<FuncId> = region.reached[k].iter().copied().collect();
-        let scope = Scope { roots: &ctx.roots, reached: &reached, slots: &region.slots };
+        let marks = known_ran.as_ref().and_then(|known| known.get(k));
+        let scope = Scope { roots: &ctx.roots, reached: &reached, slots: &region.slots, marks };
         let t = kerf_jit::translate(&name, &mods[k], funcs, layout, plugin, &ctx.at, &scope);
         (k, funcs.to_vec(), t)
     };
@@ -1136,7 +1152,9 @@ pub fn install(
         deferred,
         lazy: opts.on_demand,
         hint_key,
-        hinted,
+        known_ran,
+        ran_read,
+        asked_into: vec![BTreeSet::new(); images.len()],
         slots: region.slots.clone(),
         held: Vec::new(),
         later,
@@ -1623,24 +1641,36 @@ impl Jit {
         });
     }
 
-    /// Keep beside each module's cache entry the functions this run translated on demand,
-    /// with those earlier runs from the same roots did ([`AnalyzedImage::keep_jit_hint`]),
-    /// where there were new ones: the next run translates them ahead.
+    /// Keep beside the cache entry of each module this run translated the functions known to
+    /// have run from the same roots ([`AnalyzedImage::keep_jit_hint`]): those the hint named,
+    /// with those this run found ran (their marks, or under a plugin that counts blocks their
+    /// entry blocks' counts, and those misses asked into). The next run translates them ahead.
     pub fn keep_hints(&self, images: &[AnalyzedImage]) {
-        let Some(key) = self.hint_key else { return };
+        let (Some(key), Some(known_ran)) = (self.hint_key, &self.known_ran) else { return };
         for (k, m) in images.iter().enumerate() {
-            let (Some(done), Some(ahead)) = (self.done.get(k), self.stats.region.funcs.get(k))
-            else {
-                continue;
-            };
-            let ahead: HashSet<FuncId> = ahead.iter().copied().collect();
-            let mut keep: Vec<FuncId> =
-                done.iter().copied().filter(|f| !ahead.contains(f)).collect();
-            if keep.is_empty() {
+            let Some(known) = known_ran.get(k) else { continue };
+            let mut caches = self.caches.iter().enumerate().filter(|(_, c)| c.module == k);
+            if caches.clone().next().is_none() {
                 continue;
             }
-            keep.extend(self.hinted.get(k).into_iter().flatten());
-            m.keep_jit_hint(key, &keep);
+            let cfg = &m.analysis.cfg;
+            let bias = m.bias.unwrap_or(0);
+            let mut ran: BTreeSet<FuncId> = known.iter().copied().collect();
+            let before = ran.len();
+            ran.extend(self.asked_into.get(k).into_iter().flatten());
+            for (j, c) in &mut caches {
+                let entries = c.translation.blocks.iter().filter(|b| {
+                    !known.contains(&b.func) && b.start == cfg.function(b.func).entry.0 + bias
+                });
+                for b in entries {
+                    if kerf_jit::translate::ran(self.word(j, b.word), self.word(j, b.shared)) {
+                        ran.insert(b.func);
+                    }
+                }
+            }
+            if ran.len() > before || !self.ran_read[k] {
+                m.keep_jit_hint(key, &ran.into_iter().collect::<Vec<_>>());
+            }
         }
     }
 
@@ -1908,6 +1938,10 @@ impl Jit {
         let f = k.and_then(|k| Some((k, kerf_jit::region::function_containing(&mods[k], target)?)));
         let mut thrashing = false;
         if let Some((k, f)) = f {
+            // (A thread stands in `f`: it ran, whether or not through its entry.)
+            if let Some(asked) = self.asked_into.get_mut(k) {
+                asked.insert(f);
+            }
             if !self.done[k].contains(&f) {
                 // Without a cache limit, only the start of the walk before the answer; the
                 // rest when idle (`translate_deferred`). Under a limit the walk is small
@@ -2114,7 +2148,9 @@ impl Jit {
         };
         let name = all[k].path.display().to_string();
         let reached: HashSet<FuncId> = funcs.iter().copied().collect();
-        let scope = Scope { roots: &self.ctx.roots, reached: &reached, slots: &self.slots };
+        // (A module mapped after the start has no hint to keep: no marks.)
+        let marks = self.known_ran.as_ref().and_then(|known| known.get(k));
+        let scope = Scope { roots: &self.ctx.roots, reached: &reached, slots: &self.slots, marks };
         let t = kerf_jit::translate(&name, &mods[k], &funcs, &layout, plugin, &self.ctx.at, &scope)
             .map_err(JitFail::Translate)?;
         if cap.is_some_and(|l| self.cache_bytes() + t.code.len() as u64 > l) {

@@ -269,14 +269,14 @@ impl AnalyzedImage {
         self.cache_entry.as_ref().map(|e| e.digest)
     }
 
-    /// The functions earlier JIT runs from the roots that hash to `roots` translated on
-    /// demand ([`cache::CacheDir::store_hint`]), those that are still a function's entry in
-    /// this analysis, in order. Empty without a cache entry, or when the hint cannot be read:
-    /// a hint only saves time.
-    pub fn jit_hint(&self, roots: u64) -> Vec<FuncId> {
-        let Some(e) = &self.cache_entry else { return Vec::new() };
-        let Ok(dir) = cache::CacheDir::open(&e.dir) else { return Vec::new() };
-        let Ok(Some(entries)) = dir.load_hint(&e.key, &e.digest, roots) else { return Vec::new() };
+    /// The functions that ran in earlier JIT runs from the roots that hash to `roots`
+    /// ([`cache::CacheDir::store_hint`]), those that are still a function's entry in this
+    /// analysis, in order. `None` without a cache entry, with none kept, or when the hint
+    /// cannot be read: a hint only saves time.
+    pub fn jit_hint(&self, roots: u64) -> Option<Vec<FuncId>> {
+        let e = self.cache_entry.as_ref()?;
+        let dir = cache::CacheDir::open(&e.dir).ok()?;
+        let entries = dir.load_hint(&e.key, &e.digest, roots).ok()??;
         let cfg = &self.analysis.cfg;
         let mut funcs: Vec<FuncId> = (entries.iter())
             .filter_map(|&a| {
@@ -285,7 +285,7 @@ impl AnalyzedImage {
             .collect();
         funcs.sort();
         funcs.dedup();
-        funcs
+        Some(funcs)
     }
 
     /// Keep `funcs` as the hint of JIT runs from roots `roots` ([`AnalyzedImage::jit_hint`]).

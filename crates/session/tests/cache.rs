@@ -126,8 +126,8 @@ fn every_function_and_padding_run_of_a_good_cached_entry_passes_its_check() {
     }
 }
 
-/// A JIT's hint (the functions it translated on demand) comes back for the same roots only,
-/// and an address in it that is no function's entry (a hint is read, never trusted) is
+/// A JIT's hint (the functions that ran) comes back for the same roots only, an empty one as
+/// kept, and an address in it that is no function's entry (a hint is read, never trusted) is
 /// dropped, even when the file is well formed.
 #[test]
 fn a_jit_hint_keeps_function_entries_only() {
@@ -138,10 +138,13 @@ fn a_jit_hint_keeps_function_entries_only() {
     let cfg = &m.analysis.cfg;
     let some: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).step_by(97).collect();
     assert!(some.len() > 10);
-    assert!(m.jit_hint(5).is_empty(), "none kept yet");
+    assert_eq!(m.jit_hint(5), None, "none kept yet");
     m.keep_jit_hint(5, &some);
-    assert_eq!(m.jit_hint(5), some);
-    assert!(m.jit_hint(6).is_empty(), "kept for other roots");
+    assert_eq!(m.jit_hint(5), Some(some.clone()));
+    assert_eq!(m.jit_hint(6), None, "kept for other roots");
+    // "None of them ran" is kept as such, not as "nothing known".
+    m.keep_jit_hint(6, &[]);
+    assert_eq!(m.jit_hint(6), Some(Vec::new()));
     // Written by kerf's own writer (key, digest and checksum right), with addresses that name
     // no function's entry beside one that does.
     let data = std::fs::read(LIBC).unwrap();
@@ -151,5 +154,5 @@ fn a_jit_hint_keeps_function_entries_only() {
     let entry = cfg.function(some[1]).entry.0;
     let lies = [entry + 1, 0xdead_beef, entry, u64::MAX];
     CacheDir::open(&dir).unwrap().store_hint(&key, &cache::digest(&data, None), 5, &lies).unwrap();
-    assert_eq!(m.jit_hint(5), vec![some[1]]);
+    assert_eq!(m.jit_hint(5), Some(vec![some[1]]));
 }

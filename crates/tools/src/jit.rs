@@ -118,6 +118,10 @@ impl Plugin for Woven {
         (!p.ops.is_empty()).then_some(p)
     }
 
+    fn counts_blocks(&self) -> bool {
+        self.blocks
+    }
+
     fn edges(&self) -> bool {
         self.branches
     }
