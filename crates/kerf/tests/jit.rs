@@ -538,6 +538,50 @@ fn a_daemon_forked_from_the_target_is_taken_out_of_the_cache() {
     assert_eq!(r["copies_kept"], 0, "{r}");
 }
 
+/// `jit_plug.c` built as a shared library named `name` (for `jit_dlopen.c` to open).
+fn plug_library(name: &str) -> PathBuf {
+    let lib = tmp().join("fixtures").join(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/jit_plug.c");
+    let st = Command::new("gcc")
+        .args(["-O2", "-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success(), "gcc failed on jit_plug.c");
+    lib
+}
+
+/// A library mapped after the start keeps a hint of what ran too: the second run translates
+/// what ran of it when the first miss into it has been answered (`late_hinted`), without
+/// waiting for more misses, and counts the same blocks, with the same output, as the first.
+#[test]
+fn a_library_loaded_late_keeps_its_hint() {
+    let bin = common::build_fixture("jit_dlopen", "-O2", "jit-dlopen-hint");
+    let lib = plug_library("libjitplug-hint.so");
+    let lib_arg = lib.to_str().unwrap();
+    let expected = plain(&bin, &[lib_arg]);
+    let cache = tmp().join("jit-late-hint-cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    let run = |tag: &str| {
+        let (v, out, err) = kerf_with_cache(&cache, tag, "jit", &["work"], &bin, &[lib_arg]);
+        assert_eq!(out, expected, "{tag}: output changed: {err}");
+        let j = &v["jit"];
+        assert_eq!(j["escapes"], 0, "{tag}: {j}");
+        assert_eq!(j["on_demand"]["late_modules"].as_array().unwrap().len(), 1, "{tag}: {j}");
+        v
+    };
+    let (first, second) = (run("late-hint-1"), run("late-hint-2"));
+    let late = |v: &Value| v["jit"]["on_demand"]["late_hinted"].as_u64().unwrap();
+    assert_eq!(late(&first), 0, "{}", first["jit"]);
+    // plug_sum and plug_step at least.
+    assert!(late(&second) >= 2, "{}", second["jit"]);
+    let plug = |v: &Value| counts(&v["blocks"], "libjitplug-hint.so");
+    assert!(plug(&first).len() >= 2, "{:?}", plug(&first));
+    assert_eq!(plug(&second), plug(&first));
+    assert_eq!(counts(&second["blocks"], "jit_dlopen"), counts(&first["blocks"], "jit_dlopen"));
+}
+
 /// A library the program maps with `dlopen` after kerf attached (`jit_dlopen.c` opens
 /// `jit_plug.c`'s library inside the root and calls it through dlsym's pointer, in main and
 /// four threads): the first miss into it makes kerf analyse it, map room near it and
@@ -550,15 +594,7 @@ fn a_daemon_forked_from_the_target_is_taken_out_of_the_cache() {
 #[test]
 fn a_library_loaded_after_attach_is_translated_when_first_reached() {
     let bin = common::build_fixture("jit_dlopen", "-O2", "jit-dlopen");
-    let lib = tmp().join("fixtures/libjitplug.so");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/jit_plug.c");
-    let st = Command::new("gcc")
-        .args(["-O2", "-shared", "-fPIC", "-o"])
-        .arg(&lib)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(st.success(), "gcc failed on jit_plug.c");
+    let lib = plug_library("libjitplug.so");
     let lib_arg = lib.to_str().unwrap();
     let expected = plain(&bin, &[lib_arg]);
     let steps: u64 = expected

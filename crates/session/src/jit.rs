@@ -368,8 +368,10 @@ pub struct JitStats {
     pub asked: u64,
     pub added_functions: usize,
     /// Functions translated ahead because they ran in earlier runs from the same roots (see
-    /// [`AnalyzedImage::jit_hint`]).
+    /// [`AnalyzedImage::jit_hint`]); and those of modules mapped after the start, translated
+    /// when kerf was idle after the first miss into them.
     pub hinted: usize,
+    pub late_hinted: usize,
     pub untranslatable: usize,
     pub serving: Duration,
     /// Modules the program mapped after kerf attached (`dlopen`) that a miss led into: those
@@ -1647,7 +1649,8 @@ impl Jit {
     /// entry blocks' counts, and those misses asked into). The next run translates them ahead.
     pub fn keep_hints(&self, images: &[AnalyzedImage]) {
         let (Some(key), Some(known_ran)) = (self.hint_key, &self.known_ran) else { return };
-        for (k, m) in images.iter().enumerate() {
+        // (Modules mapped after the start too.)
+        for (k, m) in images.iter().chain(&self.extra).enumerate() {
             let Some(known) = known_ran.get(k) else { continue };
             let mut caches = self.caches.iter().enumerate().filter(|(_, c)| c.module == k);
             if caches.clone().next().is_none() {
@@ -1676,7 +1679,8 @@ impl Jit {
 
     /// What ends [`Jit::serve`]'s idle wait at once once its `stop` is set (it waits on the
     /// mailbox's `POSTED` word, at most 20 ms at a time): the caller wakes it after setting
-    /// `stop`, so that kerf's summary does not wait for the timeout. `None` without a mailbox.
+    /// `stop`, until it returns (a wake before its wait begins is lost), so that kerf's
+    /// summary does not wait for the timeout. `None` without a mailbox.
     pub fn serve_waker(&self) -> Option<kerf_os::ptrace::FutexWaker> {
         self.mailbox.as_ref().map(|m| m.waker(mb::POSTED as usize))
     }
@@ -1874,6 +1878,7 @@ impl Jit {
                         _ if self.rings.is_some() => self.stats.late_untraced.push(path.clone()),
                         _ => {}
                     }
+                    self.hint_late(images.len() + extra.len(), &m);
                     self.spaces.push(Some(sp));
                     self.done.push(HashSet::new());
                     extra.push(m);
@@ -1882,6 +1887,27 @@ impl Jit {
                 Err(_) if self.target_gone() => return,
                 Err(e) => self.stats.late_refused.push(format!("{path}: {e}")),
             }
+        }
+    }
+
+    /// Hints for module `k`, `m`, which the program mapped after the start: what ran of it
+    /// in earlier runs from the same roots is translated when kerf is next idle (as the rest
+    /// of a miss's walk is, [`Jit::translate_deferred`]; python3.11's `lib-dynload` modules
+    /// otherwise cost their misses again every run), and the rest of it carries ran marks.
+    /// Nothing without hints.
+    fn hint_late(&mut self, k: usize, m: &AnalyzedImage) {
+        self.asked_into.resize(k + 1, BTreeSet::new());
+        let (Some(key), Some(known)) = (self.hint_key, self.known_ran.as_mut()) else { return };
+        let ran = m.jit_hint(key);
+        known.resize(k, HashSet::new());
+        self.ran_read.resize(k, false);
+        self.ran_read.push(ran.is_some());
+        let ran = ran.unwrap_or_default();
+        known.push(ran.iter().copied().collect());
+        self.stats.late_hinted += ran.len();
+        if !ran.is_empty() {
+            // (A walk from them with as many functions as they are: themselves, first.)
+            self.deferred.push((ran.iter().map(|&f| (k, f)).collect(), ran.len()));
         }
     }
 

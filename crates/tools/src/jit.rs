@@ -347,8 +347,13 @@ pub fn run(
         });
         let stop = target.sample(sampling, &heaps, || {});
         done.store(true, Ordering::Relaxed);
+        // A wake that lands between the server's look at `done` and its futex wait finds no
+        // waiter and is lost (the server would sleep its 20 ms): wake until it has gone.
         if let Some(w) = waker {
-            w.wake();
+            while !server.is_finished() {
+                w.wake();
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
         }
         let _ = server.join();
         (stop, drainer.join().ok().flatten())
@@ -655,6 +660,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
                 "asked": s.asked,
                 "functions": s.added_functions,
                 "hinted_ahead": s.hinted,
+                "late_hinted": s.late_hinted,
                 "untranslatable": s.untranslatable,
                 "too_big": s.too_big,
                 "seconds": s.serving.as_secs_f64(),
