@@ -490,18 +490,37 @@ pub struct Jit {
     /// Entries for instructions inside blocks are made when a miss asks for one, not ahead
     /// (on demand: see [`Module::inside_entries`]).
     lazy: bool,
-    /// What this run's hints are kept under (a hash of the roots), when it keeps them (see
-    /// [`Jit::keep_hints`]).
-    hint_key: Option<u64>,
-    /// With hints, per module the functions known to have run (a hint's, those of modules
-    /// with none empty), whose translations carry no ran mark ([`Scope::marks`]); and per
-    /// module whether a ran hint was read for it.
-    known_ran: Option<Vec<HashSet<FuncId>>>,
-    ran_read: Vec<bool>,
-    /// Per module, the functions misses asked into: they ran, even those entered other
-    /// than at their entry, whose marks cannot tell (the cold part of a function that its
-    /// hot part jumps into half-way, which the analysis finds as a function of its own).
-    asked_into: Vec<BTreeSet<FuncId>>,
+    /// What this run knows of which functions ran, when it uses and keeps hints.
+    hints: Option<Hints>,
+}
+
+/// A run's hints (see [`Jit::keep_hints`]): what they are kept under (a hash of the roots),
+/// and per module (the vDSO and modules mapped later included) what is known of it.
+struct Hints {
+    key: u64,
+    modules: Vec<Ran>,
+}
+
+/// What a run knows of which functions of one module ran.
+#[derive(Clone, Default)]
+struct Ran {
+    /// Those its hint named: their translations carry no ran mark ([`Scope::marks`]).
+    known: HashSet<FuncId>,
+    /// Whether it had a hint at all (one that names nothing says that nothing ran).
+    read: bool,
+    /// Those misses asked into: they ran, even those entered other than at their entry,
+    /// whose marks cannot tell (the cold part of a function that its hot part jumps into
+    /// half-way, which the analysis finds as a function of its own).
+    asked: BTreeSet<FuncId>,
+}
+
+impl Ran {
+    /// What module `m`'s hint under `key` says.
+    fn read(m: &AnalyzedImage, key: u64) -> Ran {
+        let hint = m.jit_hint(key);
+        let read = hint.is_some();
+        Ran { known: hint.into_iter().flatten().collect(), read, asked: BTreeSet::new() }
+    }
 }
 
 /// What removal did.
@@ -811,32 +830,34 @@ fn roots_key(images: &[&AnalyzedImage], roots: &[Root]) -> Option<u64> {
     Some(crate::cache::fnv64(&[&bytes]))
 }
 
-/// The region of a run with a hint of what ran (per module: `known` to have run, and whether
-/// the module had a hint, `read`): the roots `starts` and the functions known to have run, and
-/// (the walk from them) what they reach in modules with no hint, within `budget`; and how
-/// many hinted functions it holds. `None` (plan from the walk) when a root's module has no
-/// hint, or no function ran. What else a run needs comes on demand, marked, and joins the hint.
+/// The region of a run with hints of what ran (per module in `ran`): the roots `starts` and
+/// the functions known to have run, and (the walk from them) what they reach in modules with
+/// no hint, within `budget`; and how many hinted functions it holds. `None` (plan from the
+/// walk) when a root's module has no hint, or no function ran. What else a run needs comes
+/// on demand, marked, and joins the hint.
 fn ran_region(
     mods: &[Module<'_>],
     starts: &[(usize, FuncId)],
-    (known, read): (&[HashSet<FuncId>], &[bool]),
+    ran: &[Ran],
     slot: &dyn Fn(u64) -> Option<u64>,
     budget: usize,
 ) -> Option<(Region, usize)> {
-    if !starts.iter().all(|&(k, _)| read[k]) || known.iter().all(HashSet::is_empty) {
+    if !starts.iter().all(|&(k, _)| ran[k].read) || ran.iter().all(|r| r.known.is_empty()) {
         return None;
     }
-    let mut from: Vec<(usize, FuncId)> = (known.iter().enumerate())
-        .flat_map(|(k, fs)| fs.iter().map(move |&f| (k, f)))
+    let mut from: Vec<(usize, FuncId)> = (ran.iter().enumerate())
+        .flat_map(|(k, r)| r.known.iter().map(move |&f| (k, f)))
         .filter(|f| !starts.contains(f))
         .collect();
     // (In order: the budget may cut the walk.)
     from.sort_unstable();
     from.splice(0..0, starts.iter().copied());
-    let out = |k: usize, f: FuncId| read[k] && !known[k].contains(&f) && !starts.contains(&(k, f));
+    let out = |k: usize, f: FuncId| {
+        ran[k].read && !ran[k].known.contains(&f) && !starts.contains(&(k, f))
+    };
     let region = closure(mods, &from, slot, budget, false, &out);
     let hinted = (region.funcs.iter().enumerate())
-        .map(|(k, fs)| fs.iter().filter(|f| known[k].contains(f)).count())
+        .map(|(k, fs)| fs.iter().filter(|f| ran[k].known.contains(f)).count())
         .sum();
     Some((region, hinted))
 }
@@ -939,18 +960,14 @@ pub fn install(
         && !later.contains(&true))
     .then(|| roots_key(images, roots))
     .flatten();
-    let ran: Vec<Option<Vec<FuncId>>> = match hint_key {
-        Some(key) => images.iter().map(|m| m.jit_hint(key)).collect(),
-        None => vec![None; images.len()],
-    };
-    let known: Vec<HashSet<FuncId>> =
-        ran.iter().map(|r| r.iter().flatten().copied().collect()).collect();
-    let ran_read: Vec<bool> = ran.iter().map(Option::is_some).collect();
+    let hints = hint_key
+        .map(|key| Hints { key, modules: images.iter().map(|m| Ran::read(m, key)).collect() });
     let mut hinted = 0;
-    if let Some((r, n)) = ran_region(&mods, &starts, (&known, &ran_read), &slot, budget) {
+    let planned =
+        hints.as_ref().and_then(|h| ran_region(&mods, &starts, &h.modules, &slot, budget));
+    if let Some((r, n)) = planned {
         (region, hinted) = (r, n);
     }
-    let known_ran = hint_key.map(|_| known);
     let mods = modules_of(images, &later, opts.on_demand, opts.cache_limit.is_none());
     check_region(images, &region, &later)?;
     let mut stats = JitStats { plan: t0.elapsed(), hinted, ..JitStats::default() };
@@ -1092,7 +1109,7 @@ pub fn install(
     let one = |k: usize, funcs: &[FuncId], layout: &Layout| {
         let name = images[k].path.display().to_string();
         let reached: HashSet<FuncId> = region.reached[k].iter().copied().collect();
-        let marks = known_ran.as_ref().and_then(|known| known.get(k));
+        let marks = hints.as_ref().and_then(|h| h.modules.get(k)).map(|r| &r.known);
         let scope = Scope { roots: &ctx.roots, reached: &reached, slots: &region.slots, marks };
         let t = kerf_jit::translate(&name, &mods[k], funcs, layout, plugin, &ctx.at, &scope);
         (k, funcs.to_vec(), t)
@@ -1153,10 +1170,7 @@ pub fn install(
         refused: HashMap::new(),
         deferred,
         lazy: opts.on_demand,
-        hint_key,
-        known_ran,
-        ran_read,
-        asked_into: vec![BTreeSet::new(); images.len()],
+        hints,
         slots: region.slots.clone(),
         held: Vec::new(),
         later,
@@ -1648,22 +1662,20 @@ impl Jit {
     /// with those this run found ran (their marks, or under a plugin that counts blocks their
     /// entry blocks' counts, and those misses asked into). The next run translates them ahead.
     pub fn keep_hints(&self, images: &[AnalyzedImage]) {
-        let (Some(key), Some(known_ran)) = (self.hint_key, &self.known_ran) else { return };
+        let Some(h) = &self.hints else { return };
         // (Modules mapped after the start too.)
-        for (k, m) in images.iter().chain(&self.extra).enumerate() {
-            let Some(known) = known_ran.get(k) else { continue };
-            let mut caches = self.caches.iter().enumerate().filter(|(_, c)| c.module == k);
-            if caches.clone().next().is_none() {
+        for (k, (m, r)) in images.iter().chain(&self.extra).zip(&h.modules).enumerate() {
+            let mut caches =
+                self.caches.iter().enumerate().filter(|(_, c)| c.module == k).peekable();
+            if caches.peek().is_none() {
                 continue;
             }
             let cfg = &m.analysis.cfg;
             let bias = m.bias.unwrap_or(0);
-            let mut ran: BTreeSet<FuncId> = known.iter().copied().collect();
-            let before = ran.len();
-            ran.extend(self.asked_into.get(k).into_iter().flatten());
-            for (j, c) in &mut caches {
+            let mut ran: BTreeSet<FuncId> = r.known.iter().chain(&r.asked).copied().collect();
+            for (j, c) in caches {
                 let entries = c.translation.blocks.iter().filter(|b| {
-                    !known.contains(&b.func) && b.start == cfg.function(b.func).entry.0 + bias
+                    !r.known.contains(&b.func) && b.start == cfg.function(b.func).entry.0 + bias
                 });
                 for b in entries {
                     if kerf_jit::translate::ran(self.word(j, b.word), self.word(j, b.shared)) {
@@ -1671,8 +1683,8 @@ impl Jit {
                     }
                 }
             }
-            if ran.len() > before || !self.ran_read[k] {
-                m.keep_jit_hint(key, &ran.into_iter().collect::<Vec<_>>());
+            if ran.len() > r.known.len() || !r.read {
+                m.keep_jit_hint(h.key, &ran.into_iter().collect::<Vec<_>>());
             }
         }
     }
@@ -1896,19 +1908,17 @@ impl Jit {
     /// otherwise cost their misses again every run), and the rest of it carries ran marks.
     /// Nothing without hints.
     fn hint_late(&mut self, k: usize, m: &AnalyzedImage) {
-        self.asked_into.resize(k + 1, BTreeSet::new());
-        let (Some(key), Some(known)) = (self.hint_key, self.known_ran.as_mut()) else { return };
-        let ran = m.jit_hint(key);
-        known.resize(k, HashSet::new());
-        self.ran_read.resize(k, false);
-        self.ran_read.push(ran.is_some());
-        let ran = ran.unwrap_or_default();
-        known.push(ran.iter().copied().collect());
-        self.stats.late_hinted += ran.len();
-        if !ran.is_empty() {
+        let Some(h) = self.hints.as_mut() else { return };
+        let ran = Ran::read(m, h.key);
+        if !ran.known.is_empty() {
             // (A walk from them with as many functions as they are: themselves, first.)
-            self.deferred.push((ran.iter().map(|&f| (k, f)).collect(), ran.len()));
+            let mut from: Vec<(usize, FuncId)> = ran.known.iter().map(|&f| (k, f)).collect();
+            from.sort_unstable();
+            self.stats.late_hinted += from.len();
+            self.deferred.push((from, ran.known.len()));
         }
+        h.modules.resize(k, Ran::default());
+        h.modules.push(ran);
     }
 
     /// Translate more of a walk that a miss's answer stopped early (see [`ANSWER_BUDGET`]),
@@ -1965,8 +1975,8 @@ impl Jit {
         let mut thrashing = false;
         if let Some((k, f)) = f {
             // (A thread stands in `f`: it ran, whether or not through its entry.)
-            if let Some(asked) = self.asked_into.get_mut(k) {
-                asked.insert(f);
+            if let Some(r) = self.hints.as_mut().and_then(|h| h.modules.get_mut(k)) {
+                r.asked.insert(f);
             }
             if !self.done[k].contains(&f) {
                 // Without a cache limit, only the start of the walk before the answer; the
@@ -2174,8 +2184,7 @@ impl Jit {
         };
         let name = all[k].path.display().to_string();
         let reached: HashSet<FuncId> = funcs.iter().copied().collect();
-        // (A module mapped after the start has no hint to keep: no marks.)
-        let marks = self.known_ran.as_ref().and_then(|known| known.get(k));
+        let marks = self.hints.as_ref().and_then(|h| h.modules.get(k)).map(|r| &r.known);
         let scope = Scope { roots: &self.ctx.roots, reached: &reached, slots: &self.slots, marks };
         let t = kerf_jit::translate(&name, &mods[k], &funcs, &layout, plugin, &self.ctx.at, &scope)
             .map_err(JitFail::Translate)?;
