@@ -24,6 +24,6 @@ pub use region::{closure, Region};
 pub use table::Table;
 pub use translate::{
     data_for, entry_stub, escape_stub, room_for, translate, BlockInfo, Branch, EdgeInfo, Entry,
-    ExitInfo, JitError, Layout, Leaves, Link, Module, NoPlugin, Plugin, Scope, Translated,
+    ExitInfo, JitError, Layout, Leaves, Link, Marks, Module, NoPlugin, Plugin, Scope, Translated,
     Translation,
 };

@@ -551,10 +551,75 @@ pub struct Scope<'a> {
     /// Fixed slots read when the walk was made: slot address -> value then (see
     /// [`crate::region::Region::slots`]).
     pub slots: &'a std::collections::HashMap<u64, u64>,
-    /// Which functions carry a ran mark (see [`block_program`]): with `Some(known)`, every
-    /// function but those `known` to have run already; `None`, none. No function does under
-    /// a plugin that counts blocks ([`Plugin::counts_blocks`]): its counts say as much.
-    pub marks: Option<&'a std::collections::HashSet<FuncId>>,
+    /// Which blocks carry ran marks (see [`block_program`]); `None`, none. None does under a
+    /// plugin that counts blocks ([`Plugin::counts_blocks`]): its counts say as much.
+    pub marks: Option<Marks<'a>>,
+}
+
+/// Which blocks carry ran marks ([`block_program`]): in every function but those `known` to
+/// have run already, its entry block, and each block that a jump enters other than through
+/// the entry block (a GCC `.cold` part, which the analysis finds as a function of its own
+/// and its hot part jumps into half-way, never passes its entry block; glibc's string
+/// functions jump into each other's bodies): one that no edge of its own function reaches
+/// (landing pads are too), or one in `landings`.
+#[derive(Clone, Copy, Debug)]
+pub struct Marks<'a> {
+    pub known: &'a std::collections::HashSet<FuncId>,
+    /// Blocks that other functions jump to ([`landings`] of the functions translated with
+    /// these, or around them): a jump from a function translated apart, into a block its own
+    /// function also reaches, leaves no mark (the function's first miss there joins the hint
+    /// instead).
+    pub landings: &'a HashSet<ImageAddr>,
+}
+
+/// The blocks of functions other than their own that the functions `from` jump to, other
+/// than function entries (see [`Marks`]). Block starts.
+pub fn landings(cfg: &Cfg, from: &[FuncId]) -> HashSet<ImageAddr> {
+    let mut out = HashSet::default();
+    for &f in from {
+        // A function's blocks are numbered in one range.
+        let own = cfg.function(f).blocks.clone();
+        for b in cfg.blocks_of(f) {
+            for e in cfg.edges_of(b) {
+                match e.target {
+                    EdgeTarget::Block(t) if !own.contains(&t.0) => {
+                        let t = cfg.block(t);
+                        if cfg.function(t.func).entry != t.start {
+                            out.insert(t.start);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Where the ran marks of functions `funcs` go ([`Marks`]). Block starts.
+fn marks_at(cfg: &Cfg, funcs: &[FuncId], marks: &Marks<'_>) -> HashSet<ImageAddr> {
+    let mut out = HashSet::default();
+    for &f in funcs.iter().filter(|f| !marks.known.contains(f)) {
+        let func = cfg.function(f);
+        let own = func.blocks.clone();
+        let mut reached = vec![false; own.len()];
+        for b in cfg.blocks_of(f) {
+            for e in cfg.edges_of(b) {
+                match e.target {
+                    EdgeTarget::Block(t) if own.contains(&t.0) && t != func.entry_block => {
+                        reached[(t.0 - own.start) as usize] = true
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for (b, r) in cfg.blocks_of(f).iter().zip(reached) {
+            if !r || marks.landings.contains(&b.start) {
+                out.insert(b.start);
+            }
+        }
+    }
+    out
 }
 
 /// What a plugin sees of a block it may instrument.
@@ -1249,6 +1314,8 @@ pub fn translate(
         slots: scope.slots,
         marks: scope.marks,
     };
+    // Where this translation's ran marks go.
+    let marks_at = scope.marks.map(|k| marks_at(cfg, &funcs, &k)).unwrap_or_default();
     let mut block_first = Vec::with_capacity(order.len());
     for (n, &(f, k)) in order.iter().enumerate() {
         let func = cfg.function(f);
@@ -1259,7 +1326,8 @@ pub fn translate(
         blocks.push(Translated { func: f, start, cache: 0, word, shared });
         block_first.push(e.insns.len());
         let func_entry = info.func_entry;
-        if let Some(p) = block_program(plugin, scope.marks, f, &info) {
+        let marked = marks_at.contains(&b.start);
+        if let Some(p) = block_program(plugin, marked, &info) {
             let code = lower_at(&p, at, info.live, start, &mut e)?;
             e.extend(code, Some(start));
         }
@@ -1741,26 +1809,17 @@ struct Weave<'a, 'm> {
     scratch: &'a HashMap<FuncId, Option<RetScratch>>,
     slot_jumps: &'a HashMap<FuncId, Register>,
     slots: &'a std::collections::HashMap<u64, u64>,
-    marks: Option<&'a std::collections::HashSet<FuncId>>,
+    marks: Option<Marks<'a>>,
 }
 
-/// The code at the entry of block `info` of function `f`: the plugin's, after a ran mark at
-/// the entry block of a function `marks` names (see [`Scope::marks`]). The mark is one byte
-/// stored into the entry block's own word (`mov byte [word], 1`: no register, no flag), which
-/// kerf reads when the run ends to learn which functions ran and keeps as a hint for the
-/// next run from the same roots ([`ran`]); it costs a store per call of a function not yet
-/// known to have run, and nothing once one is.
-fn block_program(
-    plugin: &dyn Plugin,
-    marks: Option<&std::collections::HashSet<FuncId>>,
-    f: FuncId,
-    info: &BlockInfo<'_>,
-) -> Option<Program> {
+/// The code at the entry of block `info`: the plugin's, after a ran mark where `marked` (see
+/// [`Marks`]). The mark is one byte stored into the block's own word (`mov byte [word], 1`:
+/// no register, no flag), which kerf reads when the run ends to learn which functions ran and
+/// keeps as a hint for the next run from the same roots ([`ran`]); it costs a store per call
+/// of a function not yet known to have run (or per jump into one), and nothing once one is.
+fn block_program(plugin: &dyn Plugin, marked: bool, info: &BlockInfo<'_>) -> Option<Program> {
     let p = plugin.block(info);
-    let mark = info.start == info.func_entry
-        && !plugin.counts_blocks()
-        && marks.is_some_and(|known| !known.contains(&f));
-    if !mark {
+    if !marked || plugin.counts_blocks() {
         return p;
     }
     let mut p = p.unwrap_or_default();
@@ -1798,6 +1857,10 @@ fn copy_inlined(
         let l = e.label();
         copied.labels.insert(m.runtime(b.start), l);
     }
+    // Where the copies' ran marks go (as in their own translations).
+    let copies: Vec<FuncId> =
+        order.iter().map(|&(h, _, _)| h).collect::<HashSet<_>>().into_iter().collect();
+    let marks_at = w.marks.map(|k| marks_at(cfg, &copies, &k)).unwrap_or_default();
     for (j, &(h, id, b)) in order.iter().enumerate() {
         let start = m.runtime(b.start);
         let n = *w.index.get(&start).ok_or_else(|| JitError::Encode {
@@ -1806,7 +1869,8 @@ fn copy_inlined(
         })?;
         let first = e.insns.len();
         let info = block_info(m, w.layout, w.owner_tid, h, b, n, w.blocks);
-        if let Some(p) = block_program(w.plugin, w.marks, h, &info) {
+        let marked = marks_at.contains(&b.start);
+        if let Some(p) = block_program(w.plugin, marked, &info) {
             let code = lower_at(&p, w.at, info.live, start, e)?;
             e.extend(code, Some(start));
         }

@@ -338,6 +338,42 @@ fn what_ran_goes_ahead_next_time() {
     assert_eq!(blocks(&third), blocks(&no_hints));
 }
 
+/// A function entered other than through its entry block (GCC's `.cold` part of `step`,
+/// which the analysis finds as a function of its own; mode 1 of the fixture enters it only
+/// half-way, by a jump from `step`) joins the first run's hint of what ran: under `none` by
+/// a ran mark where it is entered, under `blocks` by that block's count. The second run
+/// translates it ahead and asks kerf for nothing (until the hint of session 51 learnt it
+/// only from the second run's miss into it).
+#[test]
+fn a_cold_part_entered_half_way_joins_the_first_runs_hint() {
+    let bin = common::build_fixture("cold_parts", "-O2", "jit-cold");
+    let expected = plain(&bin, &["1"]);
+    let run = |cache: &Path, tag: &str, plugin: &str| {
+        let args = ["main", "--plugin", plugin];
+        let (v, out, err) = kerf_with_cache(cache, tag, "jit", &args, &bin, &["1"]);
+        assert_eq!(out, expected, "{tag}: output changed: {err}");
+        assert_eq!(v["jit"]["escapes"], 0, "{tag}: {}", v["jit"]);
+        v
+    };
+    let d = |v: &Value, k: &str| v["jit"]["on_demand"][k].as_u64().unwrap();
+    for first in ["none", "blocks"] {
+        let cache = tmp().join(format!("jit-cold-cache-{first}"));
+        let _ = std::fs::remove_dir_all(&cache);
+        let v = run(&cache, &format!("cold-{first}-1"), first);
+        assert_eq!(d(&v, "hinted_ahead"), 0, "{}", v["jit"]);
+        if first == "blocks" {
+            // The fixture's shape: the cold part ran, never through its entry.
+            let cold = counts(&v["blocks"], "cold_parts");
+            let ran: Vec<_> = cold.keys().filter(|p| p.starts_with("step.cold+")).collect();
+            assert!(!ran.is_empty(), "step.cold did not run: {cold:?}");
+            assert!(!cold.contains_key("step.cold+0x0"), "step.cold entered at its entry");
+        }
+        let v = run(&cache, &format!("cold-{first}-2"), "none");
+        assert!(d(&v, "hinted_ahead") > 0, "{}", v["jit"]);
+        assert_eq!(d(&v, "asked"), 0, "after a first run under {first}: {}", v["jit"]);
+    }
+}
+
 /// C++ under the JIT: virtual calls, exceptions thrown through several frames (libgcc's
 /// unwinder reads the original return addresses the translated calls pushed, and lands in
 /// the translated landing pads through the table), through `std::function` and a sort

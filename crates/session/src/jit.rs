@@ -24,7 +24,7 @@ use kerf_codegen::{ring, At, Env, LiveAt, ThreadPointer};
 use kerf_jit::mailbox as mb;
 use kerf_jit::table::Hash;
 use kerf_jit::table::{Placed, RETURN};
-use kerf_jit::{closure, Layout, Module, Plugin, Region, Scope, Table, Translation};
+use kerf_jit::{closure, Layout, Marks, Module, Plugin, Region, Scope, Table, Translation};
 use kerf_os::ptrace::{RegsExt, RemoteMem, TargetMemory, REACH};
 use kerf_os::{SharedMem, TargetError, Tracee};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -492,6 +492,19 @@ pub struct Jit {
     lazy: bool,
     /// What this run knows of which functions ran, when it uses and keeps hints.
     hints: Option<Hints>,
+}
+
+/// [`kerf_jit::translate::landings`] of `funcs`, where one of them is not `known` to have run
+/// (none carries marks otherwise).
+fn landings_for(
+    cfg: &kerf_analysis::cfg::Cfg,
+    funcs: &[FuncId],
+    known: &HashSet<FuncId>,
+) -> kerf_arch::hash::AddrSet<kerf_arch::ImageAddr> {
+    if funcs.iter().all(|f| known.contains(f)) {
+        return Default::default();
+    }
+    kerf_jit::translate::landings(cfg, funcs)
 }
 
 /// A run's hints (see [`Jit::keep_hints`]): what they are kept under (a hash of the roots),
@@ -1106,10 +1119,19 @@ pub fn install(
         })
         .collect();
     work.sort_by_key(|w| std::cmp::Reverse(w.1.iter().map(|p| p.1.room).sum::<u64>()));
+    // Where the region's jumps land in other functions' bodies, per module with a hint: its
+    // pieces are translated apart (see `Marks`).
+    let landings: Vec<_> = (region.funcs.iter().enumerate())
+        .map(|(k, funcs)| {
+            let ran = hints.as_ref().and_then(|h| h.modules.get(k));
+            ran.map(|r| landings_for(&images[k].analysis.cfg, funcs, &r.known)).unwrap_or_default()
+        })
+        .collect();
     let one = |k: usize, funcs: &[FuncId], layout: &Layout| {
         let name = images[k].path.display().to_string();
         let reached: HashSet<FuncId> = region.reached[k].iter().copied().collect();
-        let marks = hints.as_ref().and_then(|h| h.modules.get(k)).map(|r| &r.known);
+        let marks = (hints.as_ref().and_then(|h| h.modules.get(k)))
+            .map(|r| Marks { known: &r.known, landings: &landings[k] });
         let scope = Scope { roots: &ctx.roots, reached: &reached, slots: &region.slots, marks };
         let t = kerf_jit::translate(&name, &mods[k], funcs, layout, plugin, &ctx.at, &scope);
         (k, funcs.to_vec(), t)
@@ -1660,7 +1682,7 @@ impl Jit {
     /// Keep beside the cache entry of each module this run translated the functions known to
     /// have run from the same roots ([`AnalyzedImage::keep_jit_hint`]): those the hint named,
     /// with those this run found ran (their marks, or under a plugin that counts blocks their
-    /// entry blocks' counts, and those misses asked into). The next run translates them ahead.
+    /// blocks' counts, and those misses asked into). The next run translates them ahead.
     pub fn keep_hints(&self, images: &[AnalyzedImage]) {
         let Some(h) = &self.hints else { return };
         // (Modules mapped after the start too.)
@@ -1670,14 +1692,13 @@ impl Jit {
             if caches.peek().is_none() {
                 continue;
             }
-            let cfg = &m.analysis.cfg;
-            let bias = m.bias.unwrap_or(0);
             let mut ran: BTreeSet<FuncId> = r.known.iter().chain(&r.asked).copied().collect();
             for (j, c) in caches {
-                let entries = c.translation.blocks.iter().filter(|b| {
-                    !r.known.contains(&b.func) && b.start == cfg.function(b.func).entry.0 + bias
-                });
-                for b in entries {
+                // Marks lie in the words of entry blocks and of blocks entered from elsewhere
+                // (`kerf_jit::translate::Scope::marks`); a word no mark or count was written
+                // to holds 0.
+                let unknown = c.translation.blocks.iter().filter(|b| !r.known.contains(&b.func));
+                for b in unknown {
                     if kerf_jit::translate::ran(self.word(j, b.word), self.word(j, b.shared)) {
                         ran.insert(b.func);
                     }
@@ -2184,7 +2205,9 @@ impl Jit {
         };
         let name = all[k].path.display().to_string();
         let reached: HashSet<FuncId> = funcs.iter().copied().collect();
-        let marks = self.hints.as_ref().and_then(|h| h.modules.get(k)).map(|r| &r.known);
+        let ran = self.hints.as_ref().and_then(|h| h.modules.get(k));
+        let landings = ran.map(|r| landings_for(&all[k].analysis.cfg, &funcs, &r.known));
+        let marks = ran.zip(landings.as_ref()).map(|(r, l)| Marks { known: &r.known, landings: l });
         let scope = Scope { roots: &self.ctx.roots, reached: &reached, slots: &self.slots, marks };
         let t = kerf_jit::translate(&name, &mods[k], &funcs, &layout, plugin, &self.ctx.at, &scope)
             .map_err(JitFail::Translate)?;
