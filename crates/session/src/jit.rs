@@ -479,6 +479,12 @@ pub struct Jit {
     /// Walks that a miss's answer stopped early ([`ANSWER_BUDGET`]): where each stopped, and
     /// how many more functions of it are still to come when kerf is idle.
     deferred: Vec<(Vec<(usize, FuncId)>, usize)>,
+    /// What ran of modules mapped after the start, by their hints ([`Jit::hint_late`]): a
+    /// walk from those functions with as many functions as they are, made whole before the
+    /// misses that brought the module in are answered. Made in the background, a chunk at a
+    /// time as a miss's rest is, it left the threads missing into the module meanwhile
+    /// (python3.11 hashing in four threads: 13 misses into libcrypto every run).
+    late_ahead: Vec<(Vec<(usize, FuncId)>, usize)>,
     /// Every fixed slot a walk read, with its value then (see `Region::slots`): what the
     /// translations' slot guards compare with.
     slots: HashMap<u64, u64>,
@@ -1191,6 +1197,7 @@ pub fn install(
         recent_flushes: Default::default(),
         refused: HashMap::new(),
         deferred,
+        late_ahead: Vec::new(),
         lazy: opts.on_demand,
         hints,
         slots: region.slots.clone(),
@@ -1809,6 +1816,9 @@ impl Jit {
             self.load_late(images, &mut extra, &targets, plugin, late);
             let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
             let mods = modules_of(&all, &self.later, self.lazy, self.limit.is_none());
+            for (from, n) in std::mem::take(&mut self.late_ahead) {
+                self.translate_walk(&all, &mods, plugin, from, n, n);
+            }
             for &target in &targets {
                 self.answer(&all, &mods, plugin, target, &mbox);
             }
@@ -1924,8 +1934,8 @@ impl Jit {
     }
 
     /// Hints for module `k`, `m`, which the program mapped after the start: what ran of it
-    /// in earlier runs from the same roots is translated when kerf is next idle (as the rest
-    /// of a miss's walk is, [`Jit::translate_deferred`]; python3.11's `lib-dynload` modules
+    /// in earlier runs from the same roots is translated before the misses that brought the
+    /// module in are answered ([`Jit::late_ahead`]; python3.11's `lib-dynload` modules
     /// otherwise cost their misses again every run), and the rest of it carries ran marks.
     /// Nothing without hints.
     fn hint_late(&mut self, k: usize, m: &AnalyzedImage) {
@@ -1936,7 +1946,7 @@ impl Jit {
             let mut from: Vec<(usize, FuncId)> = ran.known.iter().map(|&f| (k, f)).collect();
             from.sort_unstable();
             self.stats.late_hinted += from.len();
-            self.deferred.push((from, ran.known.len()));
+            self.late_ahead.push((from, ran.known.len()));
         }
         h.modules.resize(k, Ran::default());
         h.modules.push(ran);
@@ -1953,6 +1963,20 @@ impl Jit {
         plugin: &dyn Plugin,
     ) {
         let Some((rest, left)) = self.deferred.pop() else { return };
+        self.translate_walk(all, mods, plugin, rest, left, ANSWER_BUDGET);
+    }
+
+    /// Translate `step` functions (at most `left`) of a walk from `rest`; what is left of it
+    /// goes back to [`Jit::deferred`].
+    fn translate_walk(
+        &mut self,
+        all: &[&AnalyzedImage],
+        mods: &[Module<'_>],
+        plugin: &dyn Plugin,
+        rest: Vec<(usize, FuncId)>,
+        left: usize,
+        step: usize,
+    ) {
         // (`walk` takes its starting points as they are, and a miss since may have
         // translated some.)
         let from: Vec<(usize, FuncId)> =
@@ -1960,7 +1984,7 @@ impl Jit {
         if from.is_empty() {
             return;
         }
-        let region = self.walk(mods, &from, ANSWER_BUDGET.min(left));
+        let region = self.walk(mods, &from, step.min(left));
         self.slots.extend(&region.slots);
         let taken = region.len();
         if region.capped && left > taken {
