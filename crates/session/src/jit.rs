@@ -66,10 +66,16 @@ const THRASH_WINDOW: Duration = Duration::from_secs(2);
 /// Functions one miss may bring in (the walk from the missed function over direct calls).
 const BATCH_BUDGET: usize = 4096;
 /// Functions translated before a waiting thread is answered: the rest of its walk (up to
-/// [`BATCH_BUDGET`]) follows when kerf is idle, as many at a time. A thread gives up after one 250 ms wait
-/// (`mailbox::WAIT_NS`), and a whole walk from python3.11's `Py_BytesMain` (3,279 functions)
+/// [`BATCH_BUDGET`]) follows when kerf is idle, as many at a time. A thread gives up after
+/// 250 ms with no answer (`mailbox::WAIT_NS`), and a whole walk from python3.11's `Py_BytesMain` (3,279 functions)
 /// took kerf 0.6 s: that thread ran natively.
 const ANSWER_BUDGET: usize = 64;
+/// Functions of a late module's hint ([`Jit::late_ahead`]) translated between two wakes of
+/// the threads waiting for their answers: a thread whose wait sees nothing for 250 ms
+/// (`mailbox::WAIT_NS`) leaves the cache, and a wake with no answer only starts its next wait
+/// (of [`kerf_jit::mailbox::TRIES`]). About 0.1 ms a function here on a quiet host
+/// (libcrypto's 1,065 hinted functions in 0.1 s), two or three times that under load.
+const LATE_STEP: usize = 256;
 /// Room left in each module's reservation for later translations' stubs.
 const STUB_ROOM: u64 = 1 << 20;
 
@@ -480,10 +486,11 @@ pub struct Jit {
     /// how many more functions of it are still to come when kerf is idle.
     deferred: Vec<(Vec<(usize, FuncId)>, usize)>,
     /// What ran of modules mapped after the start, by their hints ([`Jit::hint_late`]): a
-    /// walk from those functions with as many functions as they are, made whole before the
-    /// misses that brought the module in are answered. Made in the background, a chunk at a
-    /// time as a miss's rest is, it left the threads missing into the module meanwhile
-    /// (python3.11 hashing in four threads: 13 misses into libcrypto every run).
+    /// walk from those functions with as many functions as they are, made before the misses
+    /// that brought the module in are answered ([`LATE_STEP`] at a time). Made in the
+    /// background, a chunk at a time as a miss's rest is, it left the threads missing into the
+    /// module meanwhile (python3.11 hashing in four threads: 13 misses into libcrypto every
+    /// run).
     late_ahead: Vec<(Vec<(usize, FuncId)>, usize)>,
     /// Every fixed slot a walk read, with its value then (see `Region::slots`): what the
     /// translations' slot guards compare with.
@@ -1817,7 +1824,12 @@ impl Jit {
             let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
             let mods = modules_of(&all, &self.later, self.lazy, self.limit.is_none());
             for (from, n) in std::mem::take(&mut self.late_ahead) {
-                self.translate_walk(&all, &mods, plugin, from, n, n);
+                let mut walk = Some((from, n));
+                while let Some((rest, left)) = walk.take() {
+                    walk = self.translate_walk(&all, &mods, plugin, rest, left, LATE_STEP);
+                    // (No answer yet: the waiting threads wait again.)
+                    mbox.futex_wake_all(answered_at);
+                }
             }
             for &target in &targets {
                 self.answer(&all, &mods, plugin, target, &mbox);
@@ -1963,11 +1975,13 @@ impl Jit {
         plugin: &dyn Plugin,
     ) {
         let Some((rest, left)) = self.deferred.pop() else { return };
-        self.translate_walk(all, mods, plugin, rest, left, ANSWER_BUDGET);
+        if let Some(more) = self.translate_walk(all, mods, plugin, rest, left, ANSWER_BUDGET) {
+            self.deferred.push(more);
+        }
     }
 
     /// Translate `step` functions (at most `left`) of a walk from `rest`; what is left of it
-    /// goes back to [`Jit::deferred`].
+    /// (where it stopped, and how many functions more), if anything.
     fn translate_walk(
         &mut self,
         all: &[&AnalyzedImage],
@@ -1976,26 +1990,27 @@ impl Jit {
         rest: Vec<(usize, FuncId)>,
         left: usize,
         step: usize,
-    ) {
+    ) -> Option<(Vec<(usize, FuncId)>, usize)> {
         // (`walk` takes its starting points as they are, and a miss since may have
         // translated some.)
         let from: Vec<(usize, FuncId)> =
             rest.into_iter().filter(|&(j, g)| !self.done[j].contains(&g)).collect();
         if from.is_empty() {
-            return;
+            return None;
         }
         let region = self.walk(mods, &from, step.min(left));
         self.slots.extend(&region.slots);
         let taken = region.len();
-        if region.capped && left > taken {
-            self.deferred.push((region.rest.clone(), left - taken));
-        }
+        // (A walk that took nothing would be made again and again.)
+        let more = (region.capped && taken > 0 && left > taken)
+            .then(|| (region.rest.clone(), left - taken));
         for (j, funcs) in region.funcs.into_iter().enumerate() {
             if !funcs.is_empty() && self.translate_more(all, mods, plugin, j, funcs, None).is_err()
             {
                 break;
             }
         }
+        more
     }
 
     /// Make `target` findable in the table: translate the function it falls in and what that
