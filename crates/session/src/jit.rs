@@ -67,8 +67,8 @@ const THRASH_WINDOW: Duration = Duration::from_secs(2);
 const BATCH_BUDGET: usize = 4096;
 /// Functions translated before a waiting thread is answered: the rest of its walk (up to
 /// [`BATCH_BUDGET`]) follows when kerf is idle, as many at a time. A thread gives up after
-/// 250 ms with no answer (`mailbox::WAIT_NS`), and a whole walk from python3.11's `Py_BytesMain` (3,279 functions)
-/// took kerf 0.6 s: that thread ran natively.
+/// 250 ms with no answer (`mailbox::WAIT_NS`), and a whole walk from python3.11's
+/// `Py_BytesMain` (3,279 functions) took kerf 0.6 s: that thread ran natively.
 const ANSWER_BUDGET: usize = 64;
 /// Functions of a late module's hint ([`Jit::late_ahead`]) translated between two wakes of
 /// the threads waiting for their answers: a thread whose wait sees nothing for 250 ms
