@@ -184,14 +184,7 @@ fn ran_marks_go_where_functions_not_known_to_have_run_are_entered() {
     let roots: HashSet<u64> = [cfg.function(work).entry.0].into();
     let reached: HashSet<FuncId> = funcs.iter().copied().collect();
     let known: HashSet<FuncId> = [work].into();
-    // A block inside a function that its own edges reach: marked only as a landing.
-    let inner = funcs
-        .iter()
-        .filter(|&&f| f != work)
-        .find_map(|&f| cfg.blocks_of(f).iter().find(|b| b.start != cfg.function(f).entry))
-        .map(|b| b.start)
-        .expect("a function with two blocks");
-    let landings: kerf_arch::hash::AddrSet<ImageAddr> = [inner].into_iter().collect();
+    // Whether an edge of its own function (other than into its entry) reaches block `b`.
     let own_edges = |b: &kerf_analysis::cfg::Block| {
         let f = cfg.function(b.func);
         cfg.blocks_of(b.func).iter().flat_map(|c| cfg.edges_of(c)).any(|e| {
@@ -199,6 +192,12 @@ fn ran_marks_go_where_functions_not_known_to_have_run_are_entered() {
                 if t != f.entry_block && cfg.block(t).start == b.start)
         })
     };
+    // A block that its own function's edges reach: marked only because the landings name it.
+    let inner = (funcs.iter().filter(|&&f| f != work))
+        .find_map(|&f| cfg.blocks_of(f).iter().find(|b| own_edges(b)))
+        .map(|b| b.start)
+        .expect("a block its own function's edges reach");
+    let landings: kerf_arch::hash::AddrSet<ImageAddr> = [inner].into_iter().collect();
     let slots = Default::default();
     let scope = |marks| Scope { roots: &roots, reached: &reached, slots: &slots, marks };
     let layout = layout(Some(MAILBOX));
@@ -222,6 +221,8 @@ fn ran_marks_go_where_functions_not_known_to_have_run_are_entered() {
             inside += usize::from(want && !entry);
         }
         assert!(!expect_any || (entries > 10 && inside >= 1), "{entries} and {inside} marks");
+        let at_inner = t.blocks.iter().find(|b| b.start == inner.0).expect("inner translated");
+        assert_eq!(marked(&t, at_inner), expect_any, "the landing at {:#x}", inner.0);
     }
 }
 

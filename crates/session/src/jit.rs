@@ -534,9 +534,9 @@ struct Ran {
     known: HashSet<FuncId>,
     /// Whether it had a hint at all (one that names nothing says that nothing ran).
     read: bool,
-    /// Those misses asked into: they ran, even those entered other than at their entry,
-    /// whose marks cannot tell (the cold part of a function that its hot part jumps into
-    /// half-way, which the analysis finds as a function of its own).
+    /// Those misses asked into: they ran, however they were entered (marks miss one entered
+    /// by a jump from a function translated in a later batch, into a block its own function
+    /// also reaches: see `kerf_jit::Marks`).
     asked: BTreeSet<FuncId>,
 }
 
