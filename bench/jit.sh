@@ -15,6 +15,8 @@
 # lookup (`KERF_JIT_SLOT_LOOKUP`, the code before slot guards); `kerf-none-onepiece`: as
 # kerf-none with each module's translation ahead in one piece on one core
 # (`KERF_JIT_PIECE_BLOCKS`, the start before pieces translated side by side);
+# `kerf-blocks-noslabs`: as kerf-blocks with no per-thread counter slabs (`KERF_JIT_NO_SLABS`:
+# each counter checks for the owner thread, the code before slabs);
 # `kerf-none-noinline`, `kerf-blocks-noinline`: as kerf-none and kerf-blocks with no callee
 # copied in place of its call (`KERF_JIT_INLINE_INSNS=0`, the code before inlined calls);
 # `kerf-none-iced`: as kerf-none with every translation laid out by iced's block encoder
@@ -100,6 +102,7 @@ run() { # MODE PROGRAM -> output on stdout
       "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err"
       find "$KERF_CACHE_DIR" -maxdepth 1 -name '*.ran-*' -delete && find "$W/ran" -type f -exec mv -t "$KERF_CACHE_DIR" {} + ;;
     kerf-none-noinline) KERF_JIT_INLINE_INSNS=0 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-blocks-noslabs) KERF_JIT_NO_SLABS=1 "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-blocks-noinline) KERF_JIT_INLINE_INSNS=0 "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-whole) "$K" jit main --plugin none --whole -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-blocks) "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;

@@ -31,6 +31,10 @@ pub enum Addr {
     Abs(u64),
     /// `base + disp`, `base` a virtual register.
     Based { base: VReg, disp: i32 },
+    /// The running thread's own copy of a word, `disp` bytes into its `gs` area (in a
+    /// process: the counter slab kerf's JIT gives each thread; in the kernel it would be the
+    /// CPU's per-CPU area). Not moved by [`Program::relocate`].
+    PerThread(i32),
 }
 
 /// Width of a memory access; loads zero-extend to 64 bits.
@@ -584,7 +588,7 @@ impl Op {
         };
         let addr = |a: &Addr| match a {
             Addr::Based { base, .. } => Some(*base),
-            Addr::Abs(_) => None,
+            Addr::Abs(_) | Addr::PerThread(_) => None,
         };
         match self {
             Op::Mov { src: s, .. } => src(s).into_iter().collect(),

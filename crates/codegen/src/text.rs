@@ -321,7 +321,7 @@ fn mem_read(p: &mut Program, s: &str) -> Result<MemRead, ParseErrorKind> {
     // The address is written as a memory operand's inside: `%p+16`.
     match addr(p, &format!("[{}]", at.trim())).map_err(|_| bad())? {
         Addr::Based { base, disp } => Ok(MemRead { base, disp, len, kind }),
-        Addr::Abs(_) => Err(bad()),
+        Addr::Abs(_) | Addr::PerThread(_) => Err(bad()),
     }
 }
 
@@ -389,6 +389,11 @@ fn src(p: &mut Program, s: &str) -> Result<Src, ParseErrorKind> {
 fn addr(p: &mut Program, s: &str) -> Result<Addr, ParseErrorKind> {
     let bad = || ParseErrorKind::BadOperand(s.to_string());
     let inner = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')).ok_or_else(bad)?.trim();
+    // The running thread's own word: `[gs:16]`.
+    if let Some(d) = inner.strip_prefix("gs:") {
+        let d = number(d.trim()).and_then(|n| i32::try_from(n as i64).ok()).ok_or_else(bad)?;
+        return Ok(Addr::PerThread(d));
+    }
     let (base, disp) = match inner.find(['+', '-']) {
         Some(k) => {
             let d = inner[k + 1..].trim();
@@ -459,6 +464,7 @@ fn op_text(p: &Program, op: &Op) -> String {
     };
     let a = |x: &Addr| match *x {
         Addr::Abs(at) => format!("[{at:#x}]"),
+        Addr::PerThread(d) => format!("[gs:{d}]"),
         Addr::Based { base, disp: 0 } => format!("[{}]", v(&base)),
         Addr::Based { base, disp } if disp < 0 => format!("[{}-{}]", v(&base), disp.unsigned_abs()),
         Addr::Based { base, disp } => format!("[{}+{}]", v(&base), imm(disp as u64)),
@@ -691,6 +697,8 @@ out:
                 let src = if next(2) == 0 { Src::Reg(r) } else { Src::Imm(imms[next(9) as usize]) };
                 let addr = if next(2) == 0 {
                     Addr::Abs(imms[next(9) as usize])
+                } else if next(8) == 0 {
+                    Addr::PerThread(next(4096) as i32 * 8)
                 } else {
                     Addr::Based { base: r, disp: next(8192) as i32 - 4096 }
                 };

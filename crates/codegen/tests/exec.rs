@@ -694,6 +694,48 @@ fn jit_block_counter_adds_plainly_in_its_thread_and_atomically_in_others() {
     assert_eq!((ar.data(8), ar.data(16)), (3 * N, 3 * 3 * N));
 }
 
+/// A per-thread counter (`add [gs:D], n`, as kerf's JIT counts with slabs): each thread
+/// adds to the slab its gs base points to, no other's, with every register and the carry
+/// flag (set before the call) as they were.
+#[test]
+fn per_thread_counter_adds_to_the_running_threads_own_slab() {
+    if !fsgsbase() {
+        eprintln!("skipped: the kernel does not let a thread set its gs base (no FSGSBASE)");
+        return;
+    }
+    let mut ar = Arena::new();
+    let f = ar.place_ir("add [gs:24], 5", &all_live());
+    const N: u64 = 20_000;
+    let slabs: Vec<std::sync::Arc<[AtomicU64; 8]>> =
+        (0..4).map(|_| std::sync::Arc::new(Default::default())).collect();
+    let hs: Vec<_> = slabs
+        .iter()
+        .cloned()
+        .map(|slab| {
+            std::thread::spawn(move || {
+                let base = slab.as_ptr() as u64;
+                // SAFETY: this thread's own gs base, which nothing else here uses; set back
+                // to zero before the thread ends.
+                unsafe { asm!("wrgsbase {}", in(reg) base) };
+                for _ in 0..N {
+                    let r = run_with(f, PATTERN, false);
+                    assert_eq!((r.regs, r.cf), (PATTERN, 1));
+                }
+                // SAFETY: as above.
+                unsafe { asm!("wrgsbase {}", in(reg) 0u64) };
+            })
+        })
+        .collect();
+    for h in hs {
+        h.join().unwrap();
+    }
+    for slab in &slabs {
+        let words: Vec<u64> =
+            slab.iter().map(|w| w.load(std::sync::atomic::Ordering::SeqCst)).collect();
+        assert_eq!(words, [0, 0, 0, 5 * N, 0, 0, 0, 0]);
+    }
+}
+
 /// Call generated code at `f` with the registers of [`NAMES`] set to [`PATTERN`] and the
 /// arithmetic flags to `flags` (RFLAGS bits: CF 0, PF 2, AF 4, ZF 6, SF 7, OF 11); the
 /// registers and flags it leaves.

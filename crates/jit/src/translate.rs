@@ -535,6 +535,20 @@ pub struct Layout {
     /// 0: none).
     pub routines: u64,
     pub state: u64,
+    /// Per-thread counters ([`seq::Slabs`]): where threads get their slabs (then every
+    /// translation gates the ways in, whatever its module), and how far this module's data
+    /// words lie from their copies in a slab (a word at `w` has the running thread's copy at
+    /// `gs:[w + per_thread]`; `None`: the module's words have no copies, and the plugins'
+    /// counters tell the owner thread from the others).
+    pub slabs: Option<seq::Slabs>,
+    pub per_thread: Option<i64>,
+}
+
+impl Layout {
+    /// The displacement of the running thread's copy of data word `w` ([`Layout::per_thread`]).
+    pub fn thread_copy(&self, w: u64) -> Option<i32> {
+        self.per_thread.and_then(|d| i32::try_from((w as i64).wrapping_add(d)).ok())
+    }
 }
 
 /// Where a thread leaves the region: a root call made from the original code ends at the
@@ -645,6 +659,9 @@ pub struct BlockInfo<'a> {
     pub shared: u64,
     pub owner: u64,
     pub owner_tid: Option<u32>,
+    /// The running thread's copy of `word` (`gs:[per_thread]`, see [`Layout::per_thread`]),
+    /// where threads have slabs: a counter there needs no check and no lock.
+    pub per_thread: Option<i32>,
     /// The module's per-thread ring area ([`Layout::rings`]; 0: none).
     pub rings: u64,
     /// The plugin's routines and state ([`Layout::routines`], [`Layout::state`]).
@@ -695,6 +712,8 @@ pub struct EdgeInfo<'a> {
     pub shared: u64,
     pub owner: u64,
     pub owner_tid: Option<u32>,
+    /// As a block's ([`BlockInfo::per_thread`]).
+    pub per_thread: Option<i32>,
 }
 
 /// A JIT plugin: the code it weaves in, as IR, lowered where it runs. Modules are translated
@@ -953,9 +972,20 @@ fn blocks_room(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
             }
             // A table's dispatch, and a stub per entry at most.
             n += 16 * table_words(m, b);
+            // A thread gate after each `syscall` (counted by its two bytes, wherever they
+            // are: a bound).
+            n += 80 * syscall_bytes(m, b);
         }
     }
     n
+}
+
+/// How many times a `syscall`'s two bytes occur in block `b` (an instruction's or not).
+fn syscall_bytes(m: &Module<'_>, b: &kerf_analysis::cfg::Block) -> u64 {
+    let Some((base, bytes)) = m.mem.code_region(b.start) else { return 0 };
+    let off = (b.start.0 - base.0) as usize;
+    let end = (off + b.len as usize).min(bytes.len());
+    bytes.get(off..end).map_or(0, |v| v.windows(2).filter(|w| w == &[0x0f, 0x05]).count() as u64)
 }
 
 /// The functions of `m` whose `ret` may end a root call (see [`seq::outer_check`]): its
@@ -1034,6 +1064,8 @@ struct Emitter {
     /// missed (made once): the [`seq::other_ways`], or with saved registers their
     /// [`seq::restore_scratch`] and then the [`seq::slow_ret`].
     ret_ways: BTreeMap<(i32, RetScratch), u64>,
+    /// The label of the translation's [`seq::claim_slab`], once a gate needs it.
+    claim: Option<u64>,
     /// The jump tables' translated copies: each copy's first word, and per entry the label
     /// its word must hold the address of.
     tables: Vec<(u64, Vec<u64>)>,
@@ -1092,6 +1124,18 @@ impl Emitter {
     fn label(&mut self) -> u64 {
         self.next_label += 1;
         LABELS + self.next_label
+    }
+
+    /// A [`seq::thread_gate`] (`skip` as there), its claim's label made on first use.
+    fn gate(&mut self, skip: i32, slabs: &seq::Slabs) -> Vec<Instruction> {
+        let claim = match self.claim {
+            Some(l) => l,
+            None => {
+                let l = self.label();
+                *self.claim.insert(l)
+            }
+        };
+        seq::thread_gate(skip, slabs, claim, &mut || self.label())
     }
 
     fn push(&mut self, mut i: Instruction, clean: Option<u64>) {
@@ -1191,6 +1235,7 @@ pub fn translate(
         ret_seconds: BTreeMap::new(),
         ret_slows: BTreeMap::new(),
         ret_ways: BTreeMap::new(),
+        claim: None,
         tables: Vec::new(),
         table_stubs: HashMap::default(),
         slot_guards: 0,
@@ -1442,6 +1487,7 @@ pub fn translate(
                 shared,
                 owner: layout.data + DATA_OWNER,
                 owner_tid,
+                per_thread: layout.thread_copy(word),
             };
             // The taken side: the branch goes to its code, out of line, which goes on to
             // where the branch went.
@@ -1536,8 +1582,22 @@ pub fn translate(
         if let Some(&to) = starts.get(&entry).filter(|_| scope.roots.contains(&entry)) {
             let l = e.label();
             outer_at.push((entry, e.insns.len()));
-            e.extend(seq::outer_entry(l, layout.table, layout.hash, to), None);
+            // A thread coming from the original code may have no slab yet.
+            let mut gate = layout.slabs.map(|s| e.gate(0, &s)).unwrap_or_default();
+            let outer = match gate.first_mut() {
+                Some(first) => {
+                    first.set_ip(l);
+                    e.label()
+                }
+                None => l,
+            };
+            gate.extend(seq::outer_entry(outer, layout.table, layout.hash, to));
+            e.extend(gate, None);
         }
+    }
+    if let (Some(label), Some(slabs)) = (e.claim, layout.slabs) {
+        let claim = seq::claim_slab(label, &slabs, &mut || e.label());
+        e.extend(claim, None);
     }
     let targets = indirect_targets(m, &funcs, scope);
     let mut entry_labels = Vec::with_capacity(blocks.len());
@@ -1747,6 +1807,7 @@ fn block_info<'m>(
         shared: layout.data + DATA_HEADER + 8 * (blocks + n) as u64,
         owner: layout.data + DATA_OWNER,
         owner_tid,
+        per_thread: layout.thread_copy(layout.data + DATA_HEADER + 8 * n as u64),
         rings: layout.rings,
         routines: layout.routines,
         state: layout.state,
@@ -2154,6 +2215,11 @@ fn copy_block(
                 let mut c = i;
                 c.set_ip(0);
                 e.push(c, here);
+                // A thread that `clone` made starts here, with its parent's slab.
+                if let Some(slabs) = layout.slabs.filter(|_| i.code() == Code::Syscall) {
+                    let gate = e.gate(128, &slabs);
+                    e.extend(gate, Some(i.next_ip()));
+                }
             }
             Flow::Jump(t) | Flow::CondJump(t) => {
                 if matches!(flow(&i), Flow::CondJump(_)) {

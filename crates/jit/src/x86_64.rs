@@ -1025,3 +1025,108 @@ pub fn slot_guard(
 pub fn jmp(target: u64) -> Instruction {
     op(Instruction::with_branch(Code::Jmp_rel32_64, target))
 }
+
+/// Per-thread counters: where each thread's counter slab comes from. A plugin's counter is
+/// then one `inc qword gs:[disp]` ([`kerf_codegen::ir::Addr::PerThread`]), with no check of
+/// which thread runs and no lock, exact whatever the threads: every thread that runs
+/// translated code has a slab of its own, whose address is its `gs` base (which user-space
+/// x86-64 Linux programs leave unused; kerf uses this only where the kernel lets a thread
+/// write its own base, `FSGSBASE`). A thread gets its slab at the gates, the only ways into
+/// the cache for a thread that has none: a root's outer entry (a call from the original
+/// code) and the instruction after a `syscall` (a thread that `clone` made, which starts with
+/// its parent's `gs` base).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slabs {
+    /// The slab region: a header page (at 0 the number of slabs handed out so far, counted
+    /// up by each claim), then the slabs, `1 << span_log2` bytes each.
+    pub region: u64,
+    pub span_log2: u8,
+    /// How many slabs there are. The last is shared by every thread that claims one after
+    /// the others are gone: their counts may lose updates, and kerf says so (the header's
+    /// count tells how many claimed).
+    pub count: u32,
+    /// Where the thread's id is in its thread control block (`fs:[tid]`, glibc's).
+    pub tid: i32,
+}
+
+/// Bytes of the slab region's header, before the first slab.
+pub const SLABS_HEADER: u64 = 4096;
+/// The slab's owner: the id of the thread whose `gs` base it is (a 32-bit word).
+pub const SLAB_OWNER: i32 = 0;
+/// Where the counters start in a slab (the owner has a cache line of its own).
+pub const SLAB_WORDS: u64 = 64;
+
+fn fs_tid(tid: i32) -> MemoryOperand {
+    MemoryOperand::new(Register::None, Register::None, 1, tid as i64, 4, false, Register::FS)
+}
+
+/// A thread's gate (see [`Slabs`]): unless its `gs` base is a slab it owns (nonzero, the
+/// slab's owner its id), it calls `claim` ([`claim_slab`]) for one. Every register and flag
+/// as they came; `rcx` and `rdx` are kept on the stack `skip` bytes below the stack pointer
+/// (`0` at a function's entry, whose red zone holds nothing of the program's; `128` after a
+/// `syscall`, past the red zone of the code that made it). The compare is flag-free, as
+/// [`outer_check`]'s: `rcx = tid - owner` as `tid + !owner + 1`, then `jrcxz`.
+pub fn thread_gate(
+    skip: i32,
+    slabs: &Slabs,
+    claim: u64,
+    labels: &mut dyn FnMut() -> u64,
+) -> Vec<Instruction> {
+    use Register::*;
+    let (call_claim, ok) = (labels(), labels());
+    let owner = MemoryOperand::new(None, None, 1, SLAB_OWNER as i64, 4, false, GS);
+    let diff = MemoryOperand::new(RCX, RDX, 1, 1, 1, false, None);
+    let mut v = Vec::new();
+    if skip != 0 {
+        v.push(move_rsp(-skip));
+    }
+    v.extend([
+        op(Instruction::with1(Code::Push_r64, RCX)),
+        op(Instruction::with1(Code::Push_r64, RDX)),
+        op(Instruction::with1(Code::Rdgsbase_r64, RCX)),
+        op(Instruction::with_branch(Code::Jrcxz_rel8_64, call_claim)),
+        op(Instruction::with2(Code::Mov_r32_rm32, ECX, owner)),
+        op(Instruction::with2(Code::Mov_r32_rm32, EDX, fs_tid(slabs.tid))),
+        op(Instruction::with1(Code::Not_rm64, RCX)),
+        op(Instruction::with2(Code::Lea_r64_m, RCX, diff)),
+        op(Instruction::with_branch(Code::Jrcxz_rel8_64, ok)),
+        labelled(call(claim), call_claim),
+        labelled(op(Instruction::with1(Code::Pop_r64, RDX)), ok),
+        op(Instruction::with1(Code::Pop_r64, RCX)),
+    ]);
+    if skip != 0 {
+        v.push(move_rsp(skip));
+    }
+    v
+}
+
+/// The claim a [`thread_gate`] calls, at label `label` (`rcx` and `rdx` saved by the gate):
+/// the next slab's number from the header (`lock xadd`, so that no two threads get one
+/// slab), the last slab when none is left, the thread's id in its owner word, and its address
+/// as the thread's `gs` base. The flags and `rax` are kept on the stack meanwhile.
+pub fn claim_slab(label: u64, slabs: &Slabs, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
+    use Register::*;
+    let have = labels();
+    let last = slabs.count.saturating_sub(1);
+    let mut xadd = op(Instruction::with2(Code::Xadd_rm64_r64, at(RDX, 0), RAX));
+    xadd.set_has_lock_prefix(true);
+    let slab = MemoryOperand::new(RAX, RDX, 1, SLABS_HEADER as i64, 1, false, None);
+    vec![
+        labelled(Instruction::with(Code::Pushfq), label),
+        op(Instruction::with1(Code::Push_r64, RAX)),
+        op(Instruction::with2(Code::Mov_r64_imm64, RDX, slabs.region)),
+        op(Instruction::with2(Code::Mov_r32_imm32, EAX, 1)),
+        xadd,
+        op(Instruction::with2(Code::Cmp_rm64_imm32, RAX, last as i32)),
+        op(Instruction::with_branch(Code::Jb_rel32_64, have)),
+        op(Instruction::with2(Code::Mov_r32_imm32, EAX, last)),
+        labelled(op(Instruction::with2(Code::Shl_rm64_imm8, RAX, slabs.span_log2 as u32)), have),
+        op(Instruction::with2(Code::Lea_r64_m, RAX, slab)),
+        op(Instruction::with2(Code::Mov_r32_rm32, ECX, fs_tid(slabs.tid))),
+        op(Instruction::with2(Code::Mov_rm32_r32, at(RAX, SLAB_OWNER), ECX)),
+        op(Instruction::with1(Code::Wrgsbase_r64, RAX)),
+        op(Instruction::with1(Code::Pop_r64, RAX)),
+        Instruction::with(Code::Popfq),
+        Instruction::with(Code::Retnq),
+    ]
+}

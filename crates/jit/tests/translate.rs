@@ -113,6 +113,8 @@ fn layout(mailbox: Option<u64>) -> Layout {
         rings: 0,
         routines: 0,
         state: 0,
+        slabs: None,
+        per_thread: None,
     }
 }
 

@@ -106,6 +106,18 @@ fn kerf_env(
     (v, String::from_utf8_lossy(&o.stdout).into_owned(), err)
 }
 
+/// Whether a counting run's `counters` must be per-thread: where the CPU has `fsgsbase`
+/// (the kernel here enables it wherever the CPU has it); elsewhere they must say why not.
+fn per_thread_counters_expected(counters: &Value) -> bool {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let has = cpu.split_whitespace().any(|w| w == "fsgsbase");
+    assert_eq!(counters["per_thread"].as_bool(), Some(has), "fsgsbase {has}: {counters}");
+    if !has {
+        assert!(counters["why_not"].as_str().unwrap().contains("FSGSBASE"), "{counters}");
+    }
+    has
+}
+
 /// `FUNCTION+0xOFF` -> count, from `kerf count`'s points or `kerf jit`'s blocks.
 fn counts(list: &Value, module_has: &str) -> BTreeMap<String, u64> {
     list.as_array()
@@ -129,6 +141,13 @@ fn output_is_unchanged_nothing_escapes_and_block_counts_equal_spliced_counts() {
     assert_eq!(j["returns_out"], 0, "{j}");
     assert!(j["functions"].as_u64().unwrap() > 1000, "libc is translated too: {j}");
     assert!(j["inlined_calls"].as_u64().unwrap() >= 6, "calls copied in place: {j}");
+    // Counted in per-thread slabs where the kernel lets threads set their gs base: main and
+    // the eight threads each claimed one at the root's entry, none shared.
+    let counters = &j["counters"];
+    if per_thread_counters_expected(counters) {
+        assert!(counters["threads"].as_u64().unwrap() >= 9, "{counters}");
+        assert_eq!(counters["shared_slab"], 0, "{counters}");
+    }
 
     // The same input with every block of the region's functions spliced: kerf count's
     // counters. Functions only the root reaches run only inside the region, so their counts
@@ -176,6 +195,23 @@ fn output_is_unchanged_nothing_escapes_and_block_counts_equal_spliced_counts() {
     assert!(jit["cmp+0x0"] > 100_000, "{:?}", jit.get("cmp+0x0"));
     // Nothing outside the region counts: main runs only in the original code.
     assert!(!jit.keys().any(|k| k.starts_with("main+")), "main ran in the cache");
+
+    // From `main`: the eight threads are made in the cache, each starting after the
+    // translated `clone3` with its parent's gs base, and each must claim a slab of its own
+    // there (two threads counting in one slab lose increments to each other): the same
+    // counts, block for block.
+    let (m, out3, _) = kerf_on("counts-main", "jit", &["main", "--plugin", "blocks"], &bin, &[]);
+    assert_eq!(out3, expected);
+    assert_eq!(m["jit"]["escapes"], 0, "{}", m["jit"]);
+    let counters = &m["jit"]["counters"];
+    if per_thread_counters_expected(counters) {
+        assert!(counters["threads"].as_u64().unwrap() >= 9, "{counters}");
+    }
+    let from_main = counts(&m["blocks"], "");
+    for (point, n) in spliced.iter().filter(|(p, _)| funcs.contains(&p.split('+').next().unwrap()))
+    {
+        assert_eq!(from_main.get(point).copied().unwrap_or(0), *n, "{point}: from main vs spliced");
+    }
 }
 
 /// A module's translation ahead is cut into pieces translated side by side (calls between
@@ -722,7 +758,9 @@ fn a_library_loaded_after_attach_is_translated_when_first_reached() {
 /// demand into the room left, and a miss that finds none flushes the cache (every thread
 /// stopped, those inside brought back to original code, the roots and the functions the
 /// threads stand in translated again, each thread put back where it stood). Eight threads,
-/// output unchanged, the cache never above its limit. At 48 KiB (a few hundred flushes):
+/// output unchanged, the cache never above its limit. At 48 KiB (40 KiB with per-thread
+/// counters, whose code is smaller; a few hundred flushes, which fold the threads' copies of
+/// the counts into kerf's and zero them):
 /// every block counts exactly what the unbounded run counts, no function is said to be too
 /// big, and nothing escapes (threads that waited for a miss's answer when a flush came are
 /// counted apart: they were put back). (Until session 42 this came out low in most runs: a translation made on demand
@@ -746,10 +784,18 @@ fn a_bounded_cache_flushes_and_the_program_runs_unchanged() {
     assert_eq!(out, expected);
     assert!(free["jit"]["cache"]["limit"].is_null());
     let all = counts(&free["blocks"], "jitted");
-    for limit in ["48K", "36K", "32K"] {
+    // The first limit flushes often and never thrashes: per-thread counters (one `inc` a
+    // block, see `kerf_jit::x86_64::Slabs`) make the working set smaller than counters that
+    // tell the owner thread from the others.
+    let flushing = match free["jit"]["counters"]["per_thread"].as_bool() {
+        Some(true) => "40K",
+        Some(false) => "48K",
+        None => panic!("no counters: {}", free["jit"]),
+    };
+    for limit in [flushing, "36K", "32K"] {
         let mut kargs = vec!["work", "--cache-limit", limit];
         match limit {
-            "48K" => kargs.extend(["--max-flush-share", "1"]),
+            "48K" | "40K" => kargs.extend(["--max-flush-share", "1"]),
             "36K" => kargs.extend(["--max-flush-share", "0.5"]),
             _ => {}
         }
@@ -766,7 +812,7 @@ fn a_bounded_cache_flushes_and_the_program_runs_unchanged() {
         assert_eq!(c["refused"].as_array().unwrap().len(), 0, "{c}");
         let some = counts(&v["blocks"], "jitted");
         let big = v["jit"]["on_demand"]["too_big"].as_array().unwrap();
-        if limit == "48K" {
+        if limit == flushing {
             assert!(big.is_empty(), "{limit}: {}", v["jit"]);
             assert_eq!(c["threads_moved"], 0, "{c}");
             // Threads waiting for an answer when the cache was flushed were put back: no
@@ -1212,6 +1258,9 @@ fn attach_and_detach_mid_run_again_and_again() {
             assert!(asked > 0, "cycle {cycles}: the rest came with no miss: {}", v["jit"]);
         }
         moved += v["jit"]["removed"]["threads_moved"].as_u64().unwrap_or(0);
+        // Every detach cleared the threads' gs bases: each attach finds none set and counts
+        // in slabs again.
+        per_thread_counters_expected(&v["jit"]["counters"]);
         let removed = &v["jit"]["removed"];
         assert_eq!(kerf_maps(pid), 0, "cycle {cycles}: kerf's mappings left behind: {removed}");
         let now = text_of(pid);

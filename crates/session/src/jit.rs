@@ -17,6 +17,7 @@
 
 use crate::load::AnalyzedImage;
 use crate::patchset::Runtime;
+use crate::slabs::SlabRegion;
 use kerf_analysis::cfg::FuncId;
 use kerf_analysis::validate::Invalid;
 use kerf_arch::RemoteAddr;
@@ -223,6 +224,8 @@ pub struct Area {
     off: usize,
     len: usize,
     kept: Option<Vec<u8>>,
+    /// Where its words' copies start in each per-thread counter slab, if they have copies.
+    shadow: Option<u64>,
 }
 
 impl Area {
@@ -235,12 +238,26 @@ impl Area {
         self.kept.is_none()
     }
 
-    /// Keep a copy of the words and stop reading the shared area (the words are zeroed
-    /// after, for the translations that reuse them).
-    fn retire(&mut self) {
+    /// Keep a copy of the words, with their copies in the counter slabs added in and zeroed,
+    /// and stop reading the shared area (the words are zeroed after, for the translations
+    /// that reuse them).
+    fn retire(&mut self, slabs: Option<&SlabRegion>) {
         let mut copy = vec![0u8; self.len];
         self.mem.read_bytes(self.off, &mut copy);
+        if let (Some(slabs), Some(shadow)) = (slabs, self.shadow) {
+            slabs.fold_and_zero(shadow, &mut copy);
+        }
         self.kept = Some(copy);
+    }
+
+    /// A counter's value: its word at `offset`, and while the area is live its copies in
+    /// the slabs (a retired area's copy has them added in).
+    fn counter(&self, offset: usize, slabs: Option<&SlabRegion>) -> u64 {
+        let copies = match (slabs, self.shadow, &self.kept) {
+            (Some(slabs), Some(shadow), None) => slabs.sum(shadow + offset as u64),
+            _ => 0,
+        };
+        self.load_u64(offset).wrapping_add(copies)
     }
 
     pub fn len(&self) -> usize {
@@ -294,6 +311,9 @@ struct Space {
     rings: Option<Arc<SharedMem>>,
     /// The plugin's routines' copy at the start of the code room (0: none).
     routines: u64,
+    /// Where the data area's copies start in each per-thread counter slab (see
+    /// [`crate::slabs`]), if it has them.
+    shadow: Option<u64>,
 }
 
 impl Space {
@@ -351,6 +371,9 @@ struct Entry {
 #[derive(Clone, Debug, Default)]
 pub struct JitStats {
     pub region: Region,
+    /// Why the counters have no per-thread slabs (see [`crate::slabs`]), where the plugin
+    /// counts and they have none.
+    pub no_slabs: Option<&'static str>,
     pub blocks: usize,
     pub code_bytes: u64,
     pub table_entries: usize,
@@ -446,6 +469,8 @@ pub struct Jit {
     table: SharedMem,
     entries: Vec<Entry>,
     pub stats: JitStats,
+    /// The per-thread counter slabs, where the plugin counts and threads can have them.
+    slabs: Option<SlabRegion>,
     /// Modules the JIT analysed itself (the vDSO), numbered after the process's.
     extra: Vec<AnalyzedImage>,
     /// By module: the room reserved near it.
@@ -604,6 +629,31 @@ fn thread_pointer(
     }
 }
 
+/// Why the plugin's counters get no per-thread slabs ([`crate::slabs`]) in the stopped
+/// process, if they cannot: the kernel must let a thread write its own `gs` base
+/// (`FSGSBASE`, `hwcap2` bit 1), the code must read a thread's id (glibc's, by a thread
+/// pointer that points to itself), and no thread may use its `gs` base already (a program's
+/// own use, or slabs a killed kerf left: a kerf that detaches clears them).
+/// `KERF_JIT_NO_SLABS` turns them off (to compare).
+fn why_no_slabs(
+    tr: &Tracee,
+    hwcap2: u64,
+    tid: Option<u32>,
+    thread: ThreadPointer,
+) -> Option<&'static str> {
+    if std::env::var_os("KERF_JIT_NO_SLABS").is_some() {
+        Some("KERF_JIT_NO_SLABS is set")
+    } else if hwcap2 & 2 == 0 {
+        Some("the kernel does not let threads set their gs base (no FSGSBASE)")
+    } else if tid.is_none() || thread != ThreadPointer::FsSelf {
+        Some("no glibc thread id to read")
+    } else if tr.threads().iter().any(|&t| tr.regs(t).map_or(true, |r| r.gs_base != 0)) {
+        Some("a thread already has a gs base")
+    } else {
+        None
+    }
+}
+
 /// Map module `m`'s room with every thread of the process stopped (`tr`): code within a
 /// rel32 of every byte of the module, sized for `all_funcs` (or, where the address space near
 /// it has no gap that big, for the `ahead` ones twice over), a data area beside it, the
@@ -686,6 +736,7 @@ fn map_space(
         data_used,
         rings,
         routines: at,
+        shadow: None,
     })
 }
 
@@ -1011,6 +1062,10 @@ pub fn install(
     let mut table = None;
     let mut mailbox = None;
     let mut state = None;
+    let mut slabs = None;
+    let counts = plugin.counts_blocks() || plugin.edges();
+    let no_slabs = counts.then(|| why_no_slabs(&tr, hwcap2, tid_offset, thread)).flatten();
+    stats.no_slabs = no_slabs;
     let mapped = (|| -> Result<(), TargetError> {
         let exe = images.first().map_or(0, |m| span(m).0);
         // Below 2 GiB where there is room (a PIE's and its libraries' addresses are far
@@ -1051,8 +1106,21 @@ pub fn install(
                 &mut tr, images[k], &mods[k], all_funcs, funcs, plugin, opts.rings,
             )?);
         }
+        if let (true, None, Some(tid)) = (counts, no_slabs, tid_offset) {
+            let data = spaces.iter().flatten().map(|sp| sp.data.len() as u64).sum();
+            // (Without them the counters tell the owner thread from the others.)
+            if let Ok(mut region) = SlabRegion::map(&mut tr, data, tid as i32) {
+                for sp in spaces.iter_mut().flatten() {
+                    sp.shadow = region.shadow(sp.data.len() as u64);
+                }
+                slabs = Some(region);
+            }
+        }
         Ok(())
     })();
+    if counts && no_slabs.is_none() && slabs.is_none() {
+        stats.no_slabs = Some("no room for the counter slabs in the address space");
+    }
     let (table, mailbox) = match (mapped, table.take()) {
         (Ok(()), Some(t)) => (t, mailbox),
         (Ok(()), None) => unreachable!("the table is mapped first"),
@@ -1067,6 +1135,9 @@ pub fn install(
             }
             for t in table.take().into_iter().chain(mailbox).chain(state) {
                 let _ = tr.free(t.remote(), t.len() as u64);
+            }
+            if let Some(s) = slabs.take() {
+                let _ = tr.free(s.remote(), s.bytes());
             }
             let _ = tr.resume_detach();
             return Err(e.into());
@@ -1121,6 +1192,8 @@ pub fn install(
                 rings: sp.rings(),
                 routines: sp.routines,
                 state: state_at,
+                slabs: slabs.as_ref().map(|s| s.seq),
+                per_thread: sp.shadow.map(|h| SlabRegion::per_thread(sp.data.remote().0, h)),
             };
             let data_room = sp.data.len() as u64 - sp.data_used;
             let funcs = &region.funcs[k];
@@ -1184,6 +1257,7 @@ pub fn install(
         table,
         entries: Vec::new(),
         stats,
+        slabs,
         extra: Vec::new(),
         spaces,
         index: Table::new(hash),
@@ -1451,7 +1525,14 @@ impl Jit {
     /// The word of a block in a cache's data area (a plugin's counter).
     pub fn word(&self, cache: usize, word: u64) -> u64 {
         let c = &self.caches[cache];
-        c.data.load_u64((word - c.data.remote().0) as usize)
+        c.data.counter((word - c.data.remote().0) as usize, self.slabs.as_ref())
+    }
+
+    /// The per-thread counter slabs, if the counters have them: how many threads claimed
+    /// one, how many of those shared the last with another (their counts may have lost
+    /// updates), and the region's size in the target.
+    pub fn slab_use(&self) -> Option<(u64, u64, u64)> {
+        self.slabs.as_ref().map(|s| (s.claimed(), s.shared(), s.bytes()))
     }
 
     /// Write the entry splices with every thread stopped and none inside their bytes (after
@@ -1531,6 +1612,7 @@ impl Jit {
             off: data_off as usize,
             len: t.data_len as usize,
             kept: None,
+            shadow: sp.shadow.map(|s| s + data_off),
         };
         sp.gaps += off - sp.used;
         sp.used = end.next_multiple_of(64);
@@ -1927,7 +2009,8 @@ impl Jit {
                 resumed.map(|_| sp)
             });
             match space {
-                Ok(sp) => {
+                Ok(mut sp) => {
+                    sp.shadow = self.slabs.as_mut().and_then(|s| s.shadow(sp.data.len() as u64));
                     match (&sp.rings, late) {
                         (Some(rings), Some(late)) => late.added(&m, rings.clone(), sp.data.clone()),
                         _ if self.rings.is_some() => self.stats.late_untraced.push(path.clone()),
@@ -2241,6 +2324,8 @@ impl Jit {
             rings: sp.rings(),
             routines: sp.routines,
             state: self.state.as_ref().map_or(0, |s| s.remote().0),
+            slabs: self.slabs.as_ref().map(|s| s.seq),
+            per_thread: sp.shadow.map(|h| SlabRegion::per_thread(sp.data.remote().0, h)),
         };
         let name = all[k].path.display().to_string();
         let reached: HashSet<FuncId> = funcs.iter().copied().collect();
@@ -2314,6 +2399,9 @@ impl Jit {
         }
         for m in std::iter::once(&self.table).chain(&self.mailbox).chain(&self.state) {
             v.push((m.remote().0, m.len() as u64));
+        }
+        if let Some(s) = &self.slabs {
+            v.push((s.remote().0, s.bytes()));
         }
         v
     }
@@ -2571,7 +2659,7 @@ impl Jit {
             }
         }
         for c in self.caches.iter_mut().filter(|c| c.data.is_live()) {
-            c.data.retire();
+            c.data.retire(self.slabs.as_ref());
         }
         for sp in self.spaces.iter_mut().flatten() {
             let zeros = vec![0u8; (sp.data_used - THREADS_LEN) as usize];
@@ -2780,6 +2868,18 @@ impl Jit {
                 out.kept = self.mappings();
             }
         } else {
+            // No thread keeps a `gs` base in the slabs about to go (nothing reads it once no
+            // code of the cache can run, and a kerf attaching later must find none).
+            if let Some(s) = &self.slabs {
+                let (lo, hi) = (s.remote().0, s.remote().0 + s.bytes());
+                for t in tr.threads().to_vec() {
+                    let mut regs = tr.regs(t)?;
+                    if (lo..hi).contains(&regs.gs_base) {
+                        regs.gs_base = 0;
+                        tr.set_regs(t, &regs)?;
+                    }
+                }
+            }
             for (a, len) in self.mappings() {
                 tr.free(RemoteAddr(a), len)?;
             }

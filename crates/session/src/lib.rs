@@ -22,6 +22,7 @@ mod patchset;
 pub mod phases;
 pub mod plan;
 pub mod probe;
+pub mod slabs;
 pub mod spec;
 
 pub use debuginfo::{DebugOptions, SymbolOrigin};

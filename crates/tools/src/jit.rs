@@ -65,7 +65,22 @@ impl PluginKind {
 /// single-threaded program never pays for a lock. The owner is told by its thread id where
 /// the code can read one (`owner_tid`: glibc's, one register, and a forked child's main
 /// thread has an id of its own), else by its thread pointer, kept at `owner`.
-fn counter(p: &mut Program, word: u64, shared: u64, owner: u64, owner_tid: Option<u32>) {
+///
+/// Where threads have counter slabs (`per_thread`: the running thread's copy of `word`, see
+/// `kerf_jit::x86_64::Slabs`) it is one `inc` of that copy: no check, no lock, and no thread
+/// shares a line with another's; kerf adds the copies up.
+fn counter(
+    p: &mut Program,
+    word: u64,
+    shared: u64,
+    owner: u64,
+    owner_tid: Option<u32>,
+    per_thread: Option<i32>,
+) {
+    if let Some(d) = per_thread {
+        p.push(Op::AddMem { addr: Addr::PerThread(d), src: Src::Imm(1), atomic: false });
+        return;
+    }
     // tid %t; br.ne %t, PID, shared (or: thread %t; load64 %o, [OWNER]; br.ne %t, %o, shared);
     // add [WORD], 1; done: cold; shared: atomic add [SHARED], 1; jmp done
     // (the other threads' path out of line: the owner's runs straight through). Its cold
@@ -93,6 +108,20 @@ fn counter(p: &mut Program, word: u64, shared: u64, owner: u64, owner_tid: Optio
     p.push(Op::Jump { target: done });
 }
 
+/// How the plugin's counters counted: in per-thread slabs (how many threads claimed one, how
+/// many shared the last, the region's bytes of address space), or not, and why.
+fn counters_json(jit: &jit::Jit) -> Value {
+    match (jit.slab_use(), jit.stats.no_slabs) {
+        (Some((claimed, shared, bytes)), _) => json!({
+            "per_thread": true,
+            "threads": claimed,
+            "shared_slab": shared,
+            "region_bytes": bytes,
+        }),
+        (None, why) => json!({ "per_thread": false, "why_not": why }),
+    }
+}
+
 /// The chosen plugins woven together: the call trace's record at each function's entry and
 /// exits, the block counter at every block's entry, the branch profile's counter on each side
 /// of every conditional branch.
@@ -113,7 +142,7 @@ impl Plugin for Woven {
             cb.call(&mut p, false, b.routines, b.state, b.start);
         }
         if self.blocks {
-            counter(&mut p, b.word, b.shared, b.owner, b.owner_tid);
+            counter(&mut p, b.word, b.shared, b.owner, b.owner_tid, b.per_thread);
         }
         (!p.ops.is_empty()).then_some(p)
     }
@@ -128,7 +157,8 @@ impl Plugin for Woven {
 
     fn edge(&self, e: &EdgeInfo<'_>) -> Option<Program> {
         let mut p = Program::new();
-        self.branches.then(|| counter(&mut p, e.word, e.shared, e.owner, e.owner_tid))?;
+        self.branches
+            .then(|| counter(&mut p, e.word, e.shared, e.owner, e.owner_tid, e.per_thread))?;
         Some(p)
     }
 
@@ -386,6 +416,12 @@ pub fn run(
              --cache-limit",
             tool.options.flush_share * 100.0,
             s.thrash_escapes
+        ));
+    }
+    if let Some((claimed, shared, _)) = jit.slab_use().filter(|u| u.1 > 0) {
+        events.warn(&format!(
+            "{shared} of the {claimed} threads that ran counted code found no counter slab of \
+             their own and shared the last one: their counts may be low"
         ));
     }
     if !s.too_big.is_empty() {
@@ -656,6 +692,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "escapes_detaching": escapes_leaving,
             "waiting_at_flushes": at_flushes,
             "returns_out": returns,
+            "counters": counters_json(jit),
             "on_demand": {
                 "asked": s.asked,
                 "functions": s.added_functions,
