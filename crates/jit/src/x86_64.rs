@@ -1037,8 +1037,9 @@ pub fn jmp(target: u64) -> Instruction {
 /// its parent's `gs` base).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Slabs {
-    /// The slab region: a header page (at 0 the number of slabs handed out so far, counted
-    /// up by each claim), then the slabs, `1 << span_log2` bytes each.
+    /// The slab region: a header page (at [`SLABS_CLAIMED`] the number of slabs handed out
+    /// fresh so far, at [`SLABS_FREE`] the list of slabs kerf took back from threads that
+    /// ended), then the slabs, `1 << span_log2` bytes each.
     pub region: u64,
     pub span_log2: u8,
     /// How many slabs there are. The last is shared by every thread that claims one after
@@ -1051,8 +1052,19 @@ pub struct Slabs {
 
 /// Bytes of the slab region's header, before the first slab.
 pub const SLABS_HEADER: u64 = 4096;
-/// The slab's owner: the id of the thread whose `gs` base it is (a 32-bit word).
+/// Header words: slabs handed out fresh (`lock xadd`), and the free list's head: a slab's
+/// number plus one in the low half (0: empty), a count of the head's changes in the high half
+/// (so that a claim that read the head, then lost the race to pops and pushes that put the
+/// same slab back, fails its `cmpxchg`).
+pub const SLABS_CLAIMED: i32 = 0;
+pub const SLABS_FREE: i32 = 8;
+/// Header word: claims that took a slab off the free list.
+pub const SLABS_REUSED: i32 = 16;
+/// The slab's owner: the id of the thread whose `gs` base it is (a 32-bit word; 0 while the
+/// slab is free).
 pub const SLAB_OWNER: i32 = 0;
+/// A free slab's link: the next free slab's number plus one (0: none).
+pub const SLAB_NEXT: i32 = 8;
 /// Where the counters start in a slab (the owner has a cache line of its own).
 pub const SLAB_WORDS: u64 = 64;
 
@@ -1101,30 +1113,58 @@ pub fn thread_gate(
 }
 
 /// The claim a [`thread_gate`] calls, at label `label` (`rcx` and `rdx` saved by the gate):
-/// the next slab's number from the header (`lock xadd`, so that no two threads get one
-/// slab), the last slab when none is left, the thread's id in its owner word, and its address
-/// as the thread's `gs` base. The flags and `rax` are kept on the stack meanwhile.
+/// a slab from the free list if it has one (`lock cmpxchg` of the head, tried again when
+/// another claim or kerf changed it meanwhile), else the next fresh one (`lock xadd`), or the
+/// last when none is left; then the thread's id in its owner word, and the slab's address as
+/// the thread's `gs` base. No two threads get one slab but the last. The flags, `rax` and
+/// `rbx` are kept on the stack meanwhile.
 pub fn claim_slab(label: u64, slabs: &Slabs, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
     use Register::*;
-    let have = labels();
+    let (pop, fresh, have) = (labels(), labels(), labels());
     let last = slabs.count.saturating_sub(1);
-    let mut xadd = op(Instruction::with2(Code::Xadd_rm64_r64, at(RDX, 0), RAX));
-    xadd.set_has_lock_prefix(true);
+    let lock = |mut i: Instruction| {
+        i.set_has_lock_prefix(true);
+        i
+    };
     let slab = MemoryOperand::new(RAX, RDX, 1, SLABS_HEADER as i64, 1, false, None);
+    let next =
+        MemoryOperand::new(RDX, RCX, 1, SLABS_HEADER as i64 + SLAB_NEXT as i64, 1, false, None);
+    let less_one = |r: Register| op(Instruction::with2(Code::Lea_r32_m, r, at(RAX, -1)));
+    let shift = |r: Register, n: u32| op(Instruction::with2(Code::Shl_rm64_imm8, r, n));
     vec![
         labelled(Instruction::with(Code::Pushfq), label),
         op(Instruction::with1(Code::Push_r64, RAX)),
+        op(Instruction::with1(Code::Push_r64, RBX)),
         op(Instruction::with2(Code::Mov_r64_imm64, RDX, slabs.region)),
-        op(Instruction::with2(Code::Mov_r32_imm32, EAX, 1)),
-        xadd,
+        // The free list: rax = head; rcx = the head slab's link; rbx = (changes + 1, link).
+        labelled(op(Instruction::with2(Code::Mov_r64_rm64, RAX, at(RDX, SLABS_FREE))), pop),
+        op(Instruction::with2(Code::Test_rm32_r32, EAX, EAX)),
+        op(Instruction::with_branch(Code::Je_rel32_64, fresh)),
+        less_one(ECX),
+        shift(RCX, slabs.span_log2 as u32),
+        op(Instruction::with2(Code::Mov_r64_rm64, RCX, next)),
+        op(Instruction::with2(Code::Mov_r64_rm64, RBX, RAX)),
+        op(Instruction::with2(Code::Shr_rm64_imm8, RBX, 32)),
+        op(Instruction::with1(Code::Inc_rm64, RBX)),
+        shift(RBX, 32),
+        op(Instruction::with2(Code::Or_r64_rm64, RBX, RCX)),
+        lock(op(Instruction::with2(Code::Cmpxchg_rm64_r64, at(RDX, SLABS_FREE), RBX))),
+        op(Instruction::with_branch(Code::Jne_rel32_64, pop)),
+        lock(op(Instruction::with1(Code::Inc_rm64, at(RDX, SLABS_REUSED)))),
+        less_one(EAX),
+        op(Instruction::with_branch(Code::Jmp_rel32_64, have)),
+        // A fresh slab, or the last.
+        labelled(op(Instruction::with2(Code::Mov_r32_imm32, EAX, 1)), fresh),
+        lock(op(Instruction::with2(Code::Xadd_rm64_r64, at(RDX, SLABS_CLAIMED), RAX))),
         op(Instruction::with2(Code::Cmp_rm64_imm32, RAX, last as i32)),
         op(Instruction::with_branch(Code::Jb_rel32_64, have)),
         op(Instruction::with2(Code::Mov_r32_imm32, EAX, last)),
-        labelled(op(Instruction::with2(Code::Shl_rm64_imm8, RAX, slabs.span_log2 as u32)), have),
+        labelled(shift(RAX, slabs.span_log2 as u32), have),
         op(Instruction::with2(Code::Lea_r64_m, RAX, slab)),
         op(Instruction::with2(Code::Mov_r32_rm32, ECX, fs_tid(slabs.tid))),
         op(Instruction::with2(Code::Mov_rm32_r32, at(RAX, SLAB_OWNER), ECX)),
         op(Instruction::with1(Code::Wrgsbase_r64, RAX)),
+        op(Instruction::with1(Code::Pop_r64, RBX)),
         op(Instruction::with1(Code::Pop_r64, RAX)),
         Instruction::with(Code::Popfq),
         Instruction::with(Code::Retnq),

@@ -2,11 +2,14 @@
 //! ([`thread_gate`]) claims a slab ([`claim_slab`]) when its gs base is zero or a slab another
 //! thread owns (a thread `clone` made starts with its parent's), and passes straight on when
 //! the slab is its own; the claims hand out slabs in turn, the last one to every thread past
-//! the others; and every register and flag comes through as it was, whatever the stack
+//! the others, and a slab kerf put on the free list before any fresh one; and every register and flag comes through as it was, whatever the stack
 //! offset the gate keeps its registers at.
 
 use iced_x86::{Code, Instruction};
-use kerf_jit::x86_64::{claim_slab, encode, thread_gate, Slabs, SLABS_HEADER, SLAB_OWNER};
+use kerf_jit::x86_64::{
+    claim_slab, encode, thread_gate, Slabs, SLABS_FREE, SLABS_HEADER, SLABS_REUSED, SLAB_NEXT,
+    SLAB_OWNER,
+};
 use std::arch::asm;
 
 /// Labels: non-canonical addresses, as the translator's.
@@ -166,4 +169,34 @@ fn each_thread_claims_a_slab_of_its_own_once_and_the_last_is_shared() {
     });
     assert_eq!(third.join().unwrap(), slab(1));
     assert_eq!(word(region), 3, "claims");
+
+    // A slab kerf took back (its owner ended: owner word cleared, pushed on the free list
+    // with the head's change count 1) goes to the next claim, which counts its change and
+    // leaves the list empty; the claim after that finds the list empty and takes the last.
+    set_word(slab(0) + SLAB_OWNER as u64, 0);
+    set_word(slab(0) + SLAB_NEXT as u64, 0);
+    set_word(region + SLABS_FREE as u64, 1 << 32 | 1);
+    let reused = std::thread::spawn(move || {
+        assert_eq!(through(gate128), same);
+        let got = gs_base();
+        set_gs_base(0);
+        (got, gettid())
+    });
+    let (got, tid4) = reused.join().unwrap();
+    assert_eq!((got, owner(0)), (slab(0), tid4));
+    assert_eq!(word(region + SLABS_FREE as u64), 2 << 32, "the list's head after the pop");
+    assert_eq!(word(region + SLABS_REUSED as u64), 1, "reused");
+    let last = std::thread::spawn(move || {
+        assert_eq!(through(gate0), same);
+        let got = gs_base();
+        set_gs_base(0);
+        got
+    });
+    assert_eq!(last.join().unwrap(), slab(1));
+    assert_eq!(word(region), 4, "fresh claims");
+}
+
+fn set_word(a: u64, v: u64) {
+    // SAFETY: an aligned word of a live mapping no thread of this test writes meanwhile.
+    unsafe { std::ptr::write_volatile(a as *mut u64, v) }
 }

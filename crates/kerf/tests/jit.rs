@@ -214,6 +214,44 @@ fn output_is_unchanged_nothing_escapes_and_block_counts_equal_spliced_counts() {
     }
 }
 
+/// Threads made one after another, more of them than there are counter slabs
+/// (`KERF_JIT_SLABS=4`: three of a thread's own and the last, shared): kerf, idle, takes back
+/// the slab of each thread that ended and the next thread claims it, so none shares the last,
+/// and every block counts what spliced `kerf count @blocks` counts.
+#[test]
+fn slabs_of_threads_that_ended_are_taken_back_and_counts_stay_exact() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-churn");
+    let args = ["12", "100", "300", "churn"];
+    let expected = plain(&bin, &args);
+    let cache = tmp().join("jit-cache");
+    let slabs = [("KERF_JIT_SLABS", "4")];
+    let (v, out, err) = kerf_env(&cache, &slabs, "churn", "jit", &["work"], &bin, &args);
+    assert_eq!(out, expected, "{err}");
+    assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
+    let c = &v["jit"]["counters"];
+    if !per_thread_counters_expected(c) {
+        eprintln!("skipped: no per-thread counters here: {c}");
+        return;
+    }
+    // main and twelve threads claimed; all but the last thread's slab came back (main's
+    // stays its own), and no claim found every slab taken.
+    assert!(c["threads"].as_u64().unwrap() >= 13, "{c}");
+    assert!(c["reclaimed"].as_u64().unwrap() >= 10, "{c}");
+    assert_eq!(c["shared_slab"], 0, "{c}");
+    assert!(!err.contains("shared the last one"), "{err}");
+    let funcs = ["work", "classify", "fib", "cmp", "twice", "square", "negate"];
+    let specs: Vec<String> = funcs.iter().map(|f| format!("exe:{f}@blocks")).collect();
+    let spec_refs: Vec<&str> = specs.iter().map(String::as_str).collect();
+    std::env::set_var("LD_BIND_NOW", "1");
+    let (n, out2, _) = kerf_on("churn-spliced", "count", &spec_refs, &bin, &args);
+    assert_eq!(out2, expected);
+    let (spliced, jit) = (counts(&n["points"], ""), counts(&v["blocks"], ""));
+    assert!(spliced.len() >= 20, "only {} blocks spliced", spliced.len());
+    for (point, n) in &spliced {
+        assert_eq!(jit.get(point).copied().unwrap_or(0), *n, "{point}: jit vs spliced");
+    }
+}
+
 /// A module's translation ahead is cut into pieces translated side by side (calls between
 /// pieces go through link words, as to code translated on demand). Cut into many small
 /// pieces (`KERF_JIT_PIECE_BLOCKS`), the fixture and libc run unchanged, nothing escapes, and

@@ -238,26 +238,20 @@ impl Area {
         self.kept.is_none()
     }
 
-    /// Keep a copy of the words, with their copies in the counter slabs added in and zeroed,
-    /// and stop reading the shared area (the words are zeroed after, for the translations
-    /// that reuse them).
-    fn retire(&mut self, slabs: Option<&SlabRegion>) {
+    /// Keep a copy of the words, with their copies in the counter slabs (`totals`, see
+    /// [`SlabRegion::totals`]) added in, and stop reading the shared area (the words and the
+    /// copies are zeroed after, for the translations that reuse them).
+    fn retire(&mut self, totals: Option<&BTreeMap<u64, u64>>) {
         let mut copy = vec![0u8; self.len];
         self.mem.read_bytes(self.off, &mut copy);
-        if let (Some(slabs), Some(shadow)) = (slabs, self.shadow) {
-            slabs.fold_and_zero(shadow, &mut copy);
+        if let (Some(totals), Some(shadow)) = (totals, self.shadow) {
+            for (&at, &n) in totals.range(shadow..shadow + self.len as u64) {
+                let w = &mut copy[(at - shadow) as usize..][..8];
+                let sum = u64::from_le_bytes(w.try_into().unwrap_or_default()).wrapping_add(n);
+                w.copy_from_slice(&sum.to_le_bytes());
+            }
         }
         self.kept = Some(copy);
-    }
-
-    /// A counter's value: its word at `offset`, and while the area is live its copies in
-    /// the slabs (a retired area's copy has them added in).
-    fn counter(&self, offset: usize, slabs: Option<&SlabRegion>) -> u64 {
-        let copies = match (slabs, self.shadow, &self.kept) {
-            (Some(slabs), Some(shadow), None) => slabs.sum(shadow + offset as u64),
-            _ => 0,
-        };
-        self.load_u64(offset).wrapping_add(copies)
     }
 
     pub fn len(&self) -> usize {
@@ -469,8 +463,10 @@ pub struct Jit {
     table: SharedMem,
     entries: Vec<Entry>,
     pub stats: JitStats,
-    /// The per-thread counter slabs, where the plugin counts and threads can have them.
+    /// The per-thread counter slabs, where the plugin counts and threads can have them, and
+    /// their copies' sums as first read after the start or the last flush ([`Jit::word`]).
     slabs: Option<SlabRegion>,
+    slab_totals: std::sync::Mutex<Option<BTreeMap<u64, u64>>>,
     /// Modules the JIT analysed itself (the vDSO), numbered after the process's.
     extra: Vec<AnalyzedImage>,
     /// By module: the room reserved near it.
@@ -957,6 +953,9 @@ fn check_region(
     Ok(())
 }
 
+/// How often kerf, idle, looks for counter slabs of threads that ended.
+const RECLAIM: Duration = Duration::from_millis(50);
+
 /// Where the lookup table goes if it fits: the range of addresses below 2 GiB, above the
 /// first 16 MiB (a non-PIE executable's text and heap start low), its end a 32-bit displacement.
 const LOW_TABLE: (u64, u64) = (16 << 20, (1 << 31) - (1 << 20));
@@ -1258,6 +1257,7 @@ pub fn install(
         entries: Vec::new(),
         stats,
         slabs,
+        slab_totals: Default::default(),
         extra: Vec::new(),
         spaces,
         index: Table::new(hash),
@@ -1523,9 +1523,22 @@ impl Jit {
     }
 
     /// The word of a block in a cache's data area (a plugin's counter).
+    ///
+    /// With per-thread slabs, the threads' copies are added up once, at the first read after
+    /// the start or the last flush (reading every slab's written pages): read the counts once
+    /// the threads are done.
     pub fn word(&self, cache: usize, word: u64) -> u64 {
         let c = &self.caches[cache];
-        c.data.counter((word - c.data.remote().0) as usize, self.slabs.as_ref())
+        let off = word - c.data.remote().0;
+        let copies = match (&self.slabs, c.data.shadow, c.data.is_live()) {
+            (Some(slabs), Some(shadow), true) => {
+                let mut totals = self.slab_totals.lock().unwrap_or_else(|e| e.into_inner());
+                let totals = totals.get_or_insert_with(|| slabs.totals());
+                totals.get(&(shadow + off)).copied().unwrap_or(0)
+            }
+            _ => 0,
+        };
+        c.data.load_u64(off as usize).wrapping_add(copies)
     }
 
     /// The per-thread counter slabs, if the counters have them: how many threads claimed
@@ -1533,6 +1546,11 @@ impl Jit {
     /// updates), and the region's size in the target.
     pub fn slab_use(&self) -> Option<(u64, u64, u64)> {
         self.slabs.as_ref().map(|s| (s.claimed(), s.shared(), s.bytes()))
+    }
+
+    /// Counter slabs taken back from threads that ended (see [`SlabRegion::reclaim`]).
+    pub fn slabs_reclaimed(&self) -> u64 {
+        self.slabs.as_ref().map_or(0, |s| s.reclaimed)
     }
 
     /// Write the entry splices with every thread stopped and none inside their bytes (after
@@ -1849,6 +1867,7 @@ impl Jit {
         let (posted_at, answered_at) = (mb::POSTED as usize, mb::ANSWERED as usize);
         mbox.store_u32(mb::LISTEN as usize, 1);
         let began = Instant::now();
+        let mut last_reclaim = began;
         while !stop.load(Ordering::Relaxed) {
             if whole.as_ref().is_some_and(|h| h.is_finished()) {
                 if let Some(Ok(done)) = whole.take().map(|h| h.join()) {
@@ -1865,7 +1884,16 @@ impl Jit {
                     self.stats.timeouts += 1;
                     mbox.store_u32(mb::LISTEN as usize, 1);
                 }
-                // Idle: the rest of a walk an answer left for later, a step at a time.
+                // Idle: the counter slabs of threads that ended taken back (a thread that
+                // ends and a thread made next, as a pool of short-lived threads does, would
+                // otherwise run them out); then the rest of a walk an answer left for later,
+                // a step at a time.
+                if let Some(s) = self.slabs.as_mut().filter(|_| last_reclaim.elapsed() >= RECLAIM) {
+                    if s.reclaim() > 0 {
+                        *self.slab_totals.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+                    }
+                    last_reclaim = Instant::now();
+                }
                 if !self.deferred.is_empty() {
                     let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
                     let t = Instant::now();
@@ -2658,9 +2686,14 @@ impl Jit {
                 }
             }
         }
+        let totals = self.slabs.as_ref().map(SlabRegion::totals);
         for c in self.caches.iter_mut().filter(|c| c.data.is_live()) {
-            c.data.retire(self.slabs.as_ref());
+            c.data.retire(totals.as_ref());
         }
+        if let Some(s) = &mut self.slabs {
+            s.clear();
+        }
+        *self.slab_totals.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
         for sp in self.spaces.iter_mut().flatten() {
             let zeros = vec![0u8; (sp.data_used - THREADS_LEN) as usize];
             sp.data.write_bytes(THREADS_LEN as usize, &zeros);

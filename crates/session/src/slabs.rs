@@ -4,14 +4,27 @@
 //! A thread's slab holds its own copy of every counter word of every module with a shadow:
 //! the word at offset `o` of a data area whose shadow starts at `s` is at `s + o` in each
 //! slab. A counter's value is its word in the data area (the owner/shared scheme of modules
-//! without a shadow, zero otherwise) plus its copies in the slabs handed out so far.
+//! without a shadow, zero otherwise) plus its copies in the slabs handed out so far, plus
+//! what kerf took from the slabs of threads that ended.
+//!
+//! A slab whose owner has ended (no task of that id is left) is taken back while kerf is
+//! idle ([`SlabRegion::reclaim`]): its copies are added to kerf's `ended` sums, the slab is
+//! zeroed (its pages freed) and pushed on the header's free list, where the next claim finds
+//! it. So a program that makes threads one after another does not run out of slabs. Only
+//! where the target's thread ids are kerf's (the same pid namespace): elsewhere an id would
+//! be looked for among other tasks.
 
 use kerf_arch::RemoteAddr;
-use kerf_jit::x86_64::{Slabs, SLABS_HEADER, SLAB_WORDS};
+use kerf_jit::x86_64::{
+    Slabs, SLABS_CLAIMED, SLABS_FREE, SLABS_HEADER, SLABS_REUSED, SLAB_NEXT, SLAB_OWNER, SLAB_WORDS,
+};
 use kerf_os::TargetError;
 use kerf_os::{SharedMem, Tracee};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 
-/// The most slabs a region has: threads past the last but one share the last.
+/// The most slabs a region has: threads past the last but one share the last
+/// (`KERF_JIT_SLABS` makes it fewer, for the tests).
 const MOST: u64 = 1024;
 /// The least bytes a slab has, and the most (a copy's displacement is a signed 32-bit one).
 const LEAST_SPAN: u64 = 1 << 20;
@@ -26,6 +39,12 @@ pub struct SlabRegion {
     pub seq: Slabs,
     /// Bytes of each slab given to data areas' shadows so far.
     next: u64,
+    /// The copies taken from the slabs of threads that ended, by where they lay in a slab;
+    /// how many slabs were taken back; and whether they may be (see the module comment).
+    ended: BTreeMap<u64, u64>,
+    pub reclaimed: u64,
+    reclaims: bool,
+    pid: i32,
 }
 
 impl SlabRegion {
@@ -34,7 +53,8 @@ impl SlabRegion {
     /// target. `tid`: the thread id's offset in the thread control block.
     pub fn map(tr: &mut Tracee, data: u64, tid: i32) -> Result<SlabRegion, TargetError> {
         let span = (SLAB_WORDS + 2 * data).next_power_of_two().clamp(LEAST_SPAN, MOST_SPAN);
-        let count = (MOST_BYTES / span).min(MOST);
+        let most = std::env::var("KERF_JIT_SLABS").ok().and_then(|v| v.parse().ok());
+        let count = (MOST_BYTES / span).min(most.unwrap_or(MOST).clamp(2, MOST));
         let len = SLABS_HEADER + count * span;
         let prot = libc::PROT_READ | libc::PROT_WRITE;
         // Anywhere above the low 4 GiB (where the lookup table and non-PIE programs are).
@@ -46,7 +66,17 @@ impl SlabRegion {
             count: count as u32,
             tid,
         };
-        Ok(SlabRegion { mem, seq, next: SLAB_WORDS })
+        let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
+        let reclaims = ns("self").is_some() && ns("self") == ns(&tr.pid().to_string());
+        Ok(SlabRegion {
+            mem,
+            seq,
+            next: SLAB_WORDS,
+            ended: BTreeMap::new(),
+            reclaimed: 0,
+            reclaims,
+            pid: tr.pid(),
+        })
     }
 
     /// Room in every slab for the copies of a data area of `len` bytes: where they start in
@@ -68,46 +98,113 @@ impl SlabRegion {
         (shadow as i64).wrapping_sub(data as i64)
     }
 
-    /// How many threads have claimed a slab (some of them perhaps sharing the last).
+    /// How many slabs were handed out fresh (the last perhaps to several threads).
+    fn fresh(&self) -> u64 {
+        self.mem.load_u64(SLABS_CLAIMED as usize)
+    }
+
+    /// How many threads have claimed a slab: fresh ones, and ones taken back before.
     pub fn claimed(&self) -> u64 {
-        self.mem.load_u64(0)
+        self.fresh() + self.mem.load_u64(SLABS_REUSED as usize)
     }
 
     /// Slabs in use.
     fn used(&self) -> u64 {
-        self.claimed().min(u64::from(self.seq.count))
+        self.fresh().min(u64::from(self.seq.count))
     }
 
     /// Threads that shared the last slab with another (their counts may have lost
     /// updates): every claim past the last but one, less the one that had it first.
     pub fn shared(&self) -> u64 {
-        self.claimed().saturating_sub(u64::from(self.seq.count))
+        self.fresh().saturating_sub(u64::from(self.seq.count))
     }
 
     fn slab(&self, k: u64) -> usize {
         (SLABS_HEADER + (k << self.seq.span_log2)) as usize
     }
 
-    /// The sum of the copies at `off` (a shadow's start plus a word's offset in its area).
-    pub fn sum(&self, off: u64) -> u64 {
-        (0..self.used()).map(|k| self.mem.load_u64(self.slab(k) + off as usize)).sum()
+    /// Every copy's sum over the claimed slabs, by where it lies in a slab (copies no
+    /// thread wrote are left out). Only the pages threads wrote are read: reading the rest
+    /// through the mapping would give each a page of memory, in every slab.
+    pub fn totals(&self) -> BTreeMap<u64, u64> {
+        let mut out = self.ended.clone();
+        for k in 0..self.used() {
+            self.add_copies(k, &mut out);
+        }
+        out
     }
 
-    /// The copies of `len` bytes at `off`, summed word by word into `into` (little-endian
-    /// words), then zeroed (a flush, every thread stopped: the area's translations are
-    /// retired and their copies start again from zero for the next).
-    pub fn fold_and_zero(&self, off: u64, into: &mut [u8]) {
-        let zeros = vec![0u8; into.len()];
-        let mut copy = vec![0u8; into.len()];
-        for k in 0..self.used() {
-            let at = self.slab(k) + off as usize;
-            self.mem.read_bytes(at, &mut copy);
-            for (w, c) in into.chunks_exact_mut(8).zip(copy.chunks_exact(8)) {
-                let sum = u64::from_le_bytes(w[..8].try_into().unwrap_or_default())
-                    .wrapping_add(u64::from_le_bytes(c.try_into().unwrap_or_default()));
-                w.copy_from_slice(&sum.to_le_bytes());
+    /// Slab `k`'s copies added into `out`.
+    fn add_copies(&self, k: u64, out: &mut BTreeMap<u64, u64>) {
+        let (slab, len) = (self.slab(k), self.next as usize);
+        let parts = self.mem.data_in(slab, len).unwrap_or_else(|| vec![(slab, slab + len)]);
+        for (a, b) in parts {
+            // (The owner word and the rest of the first line are not copies.)
+            for at in (a.max(slab + SLAB_WORDS as usize)..b).step_by(8) {
+                let v = self.mem.load_u64(at);
+                if v != 0 {
+                    *out.entry((at - slab) as u64).or_insert(0) += v;
+                }
             }
-            self.mem.write_bytes(at, &zeros);
+        }
+    }
+
+    /// Take back the slabs whose owners have ended (the last, shared, excepted): their
+    /// copies into the `ended` sums, the slab zeroed, its owner word cleared, and the slab
+    /// pushed on the free list. While the target runs: no thread writes a slab whose owner
+    /// has ended (a thread it made claimed a slab of its own before counting), and a claim
+    /// writes the owner word only of a slab it has just taken off the list or fresh. How
+    /// many it took back.
+    pub fn reclaim(&mut self) -> u64 {
+        if !self.reclaims {
+            return 0;
+        }
+        let mut n = 0;
+        // The target's threads, read at once; an owner among none of them (a thread of a
+        // forked child, which shares the region) looked for by itself.
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{}/task", self.pid)) else { return 0 };
+        let live: std::collections::HashSet<u32> =
+            tasks.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
+        for k in 0..self.used().min(u64::from(self.seq.count) - 1) {
+            let owner = self.mem.load_u32(self.slab(k) + SLAB_OWNER as usize);
+            if owner == 0
+                || live.contains(&owner)
+                || std::path::Path::new(&format!("/proc/{owner}")).exists()
+            {
+                continue;
+            }
+            let mut ended = std::mem::take(&mut self.ended);
+            self.add_copies(k, &mut ended);
+            self.ended = ended;
+            let slab = self.slab(k);
+            self.mem.zero(slab + SLAB_WORDS as usize, self.next as usize - SLAB_WORDS as usize);
+            self.mem.store_u32(slab + SLAB_OWNER as usize, 0);
+            let head = &self.mem.words()[SLABS_FREE as usize / 8];
+            let mut h = head.load(Ordering::Acquire);
+            loop {
+                self.mem.store_u64(slab + SLAB_NEXT as usize, h & 0xffff_ffff);
+                let new = ((h >> 32) + 1) << 32 | (k + 1);
+                match head.compare_exchange(h, new, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => break,
+                    Err(now) => h = now,
+                }
+            }
+            n += 1;
+        }
+        self.reclaimed += n;
+        n
+    }
+
+    /// Zero every claimed slab's copies (a flush, every thread stopped, once [`totals`]
+    /// were folded into kerf's copy of the retired translations' words); each slab keeps its
+    /// owner.
+    ///
+    /// [`totals`]: SlabRegion::totals
+    pub fn clear(&mut self) {
+        self.ended.clear();
+        for k in 0..self.used() {
+            let at = self.slab(k) + SLAB_WORDS as usize;
+            self.mem.zero(at, self.next as usize - SLAB_WORDS as usize);
         }
     }
 

@@ -116,6 +116,7 @@ fn counters_json(jit: &jit::Jit) -> Value {
             "per_thread": true,
             "threads": claimed,
             "shared_slab": shared,
+            "reclaimed": jit.slabs_reclaimed(),
             "region_bytes": bytes,
         }),
         (None, why) => json!({ "per_thread": false, "why_not": why }),

@@ -440,11 +440,16 @@ impl TraceSys for Fake {
         Ok(n)
     }
 
-    fn map_shared(&self, _pid: i32, _fd: i32, len: usize) -> io::Result<*mut u8> {
+    fn map_shared(
+        &self,
+        _pid: i32,
+        _fd: i32,
+        len: usize,
+    ) -> io::Result<(*mut u8, Option<std::fs::File>)> {
         self.state().local_maps += 1;
         // u64 words keep the buffer 8-aligned for SharedMem's atomics.
         let words = vec![0u64; len.div_ceil(8)].into_boxed_slice();
-        Ok(Box::into_raw(words).cast())
+        Ok((Box::into_raw(words).cast(), None))
     }
 
     unsafe fn unmap_local(&self, ptr: *mut u8, len: usize) {

@@ -626,14 +626,15 @@ impl Tracee {
         if r != 0 {
             return Err(self.injected(tid, "ftruncate", r));
         }
-        let local = self.sys.map_shared(self.pid, fd as i32, len as usize).map_err(|e| {
-            let path = PathBuf::from(format!("/proc/{}/fd/{fd}", self.pid));
-            TargetError::from_io(self.pid, "map", path, e)
-        })?;
+        let (local, file) =
+            self.sys.map_shared(self.pid, fd as i32, len as usize).map_err(|e| {
+                let path = PathBuf::from(format!("/proc/{}/fd/{fd}", self.pid));
+                TargetError::from_io(self.pid, "map", path, e)
+            })?;
         let flags = libc::MAP_SHARED as u64;
         let Placement { lo, hi, near, in_reach } = at;
         match self.map_in_window(lo, hi, near, len, in_reach, prot, flags, fd as u64) {
-            Ok(remote) => Ok(SharedMem::new(local, len as usize, remote, self.sys.clone())),
+            Ok(remote) => Ok(SharedMem::new(local, len as usize, remote, file, self.sys.clone())),
             Err(e) => {
                 // SAFETY: the mapping `map_shared` just made, not handed out to anyone.
                 unsafe { self.sys.unmap_local(local, len as usize) };

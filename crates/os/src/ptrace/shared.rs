@@ -3,6 +3,8 @@
 
 use super::sys::TraceSys;
 use kerf_arch::RemoteAddr;
+use std::fs::File;
+use std::os::unix::io::AsRawFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -14,6 +16,8 @@ pub struct SharedMem {
     local: *mut u8,
     len: usize,
     remote: RemoteAddr,
+    /// The memory file, where kerf holds it: what tells its data from its holes.
+    file: Option<File>,
     sys: Arc<dyn TraceSys>,
 }
 
@@ -56,9 +60,10 @@ impl SharedMem {
         local: *mut u8,
         len: usize,
         remote: RemoteAddr,
+        file: Option<File>,
         sys: Arc<dyn TraceSys>,
     ) -> Self {
-        SharedMem { local, len, remote, sys }
+        SharedMem { local, len, remote, file, sys }
     }
 
     /// The region's address in the target.
@@ -171,6 +176,63 @@ impl SharedMem {
         for (i, b) in buf.iter_mut().enumerate() {
             // SAFETY: in bounds (checked above) of a live mapping.
             *b = unsafe { self.local.add(offset + i).read_volatile() };
+        }
+    }
+
+    /// The parts of `[offset, offset + len)` that hold data (pages someone wrote; the rest are
+    /// holes, which read as zeros), as `(start, end)` offsets in page steps, found without
+    /// touching the holes: a read of a hole through a mapping gives it a page of memory.
+    /// `None` where that cannot be told (no memory file): read it all.
+    pub fn data_in(&self, offset: usize, len: usize) -> Option<Vec<(usize, usize)>> {
+        let fd = self.file.as_ref()?.as_raw_fd();
+        let end = (offset + len).min(self.len);
+        let mut out = Vec::new();
+        let mut at = offset;
+        while at < end {
+            // SAFETY: lseek on a descriptor this value owns; it only moves the file offset,
+            // which nothing else here uses.
+            let data = unsafe { libc::lseek(fd, at as libc::off_t, libc::SEEK_DATA) };
+            if data < 0 {
+                // ENXIO: no data at or past `at`.
+                let e = std::io::Error::last_os_error().raw_os_error();
+                return (e == Some(libc::ENXIO)).then_some(out);
+            }
+            let data = data as usize;
+            if data >= end {
+                break;
+            }
+            // SAFETY: as above.
+            let hole = unsafe { libc::lseek(fd, data as libc::off_t, libc::SEEK_HOLE) };
+            if hole < 0 {
+                return None;
+            }
+            let hole = (hole as usize).min(end);
+            out.push((data, hole));
+            at = hole;
+        }
+        Some(out)
+    }
+
+    /// Zero `[offset, offset + len)`: its whole pages become holes again (their memory is
+    /// freed, in the target's mapping too), the rest is written with zeros where it holds
+    /// data.
+    pub fn zero(&self, offset: usize, len: usize) {
+        const PAGE: usize = 4096;
+        let end = (offset + len).min(self.len);
+        let (first, last) = (offset.next_multiple_of(PAGE), end / PAGE * PAGE);
+        let punched = self.file.as_ref().is_some_and(|f| {
+            first < last && {
+                let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+                let (at, n) = (first as libc::off_t, (last - first) as libc::off_t);
+                // SAFETY: fallocate on a descriptor this value owns, inside the file.
+                unsafe { libc::fallocate(f.as_raw_fd(), mode, at, n) == 0 }
+            }
+        });
+        let parts = if punched { vec![(offset, first), (last, end)] } else { vec![(offset, end)] };
+        for (a, b) in parts.into_iter().filter(|(a, b)| a < b) {
+            for (d0, d1) in self.data_in(a, b - a).unwrap_or_else(|| vec![(a, b)]) {
+                self.write_bytes(d0, &vec![0u8; d1 - d0]);
+            }
         }
     }
 

@@ -130,7 +130,7 @@ pub trait TraceSys: Send + Sync {
     /// `pwrite` of /proc/PID/mem at `addr`: the number of bytes written.
     fn write_mem(&self, pid: i32, addr: RemoteAddr, data: &[u8]) -> io::Result<usize>;
     /// Open /proc/PID/fd/FD and map `len` bytes of it shared and read/write in kerf.
-    fn map_shared(&self, pid: i32, fd: i32, len: usize) -> io::Result<*mut u8>;
+    fn map_shared(&self, pid: i32, fd: i32, len: usize) -> io::Result<(*mut u8, Option<File>)>;
     /// Undo [`TraceSys::map_shared`].
     ///
     /// # Safety
@@ -334,7 +334,7 @@ impl TraceSys for RealTraceSys {
         self.with_mem(pid, |f| retry_eintr(|| f.write_at(data, addr.0)))
     }
 
-    fn map_shared(&self, pid: i32, fd: i32, len: usize) -> io::Result<*mut u8> {
+    fn map_shared(&self, pid: i32, fd: i32, len: usize) -> io::Result<(*mut u8, Option<File>)> {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -354,7 +354,7 @@ impl TraceSys for RealTraceSys {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(p.cast())
+        Ok((p.cast(), Some(file)))
     }
 
     unsafe fn unmap_local(&self, ptr: *mut u8, len: usize) {

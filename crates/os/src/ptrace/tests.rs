@@ -477,7 +477,12 @@ fn a_thread_that_never_stops_times_out() {
         fn write_mem(&self, p: i32, a: RemoteAddr, d: &[u8]) -> io::Result<usize> {
             self.0.write_mem(p, a, d)
         }
-        fn map_shared(&self, p: i32, fd: i32, l: usize) -> io::Result<*mut u8> {
+        fn map_shared(
+            &self,
+            p: i32,
+            fd: i32,
+            l: usize,
+        ) -> io::Result<(*mut u8, Option<std::fs::File>)> {
             self.0.map_shared(p, fd, l)
         }
         unsafe fn unmap_local(&self, p: *mut u8, l: usize) {
