@@ -149,25 +149,12 @@ fn each_thread_claims_a_slab_of_its_own_once_and_the_last_is_shared() {
 
     // A thread that starts with another's slab (as `clone` leaves it) claims its own: the
     // next, here the last.
-    let second = std::thread::spawn(move || {
-        set_gs_base(slab(0));
-        assert_eq!(through(gate128), same);
-        let got = gs_base();
-        set_gs_base(0);
-        (got, gettid())
-    });
-    let (got, tid2) = second.join().unwrap();
+    let (got, tid2) = new_thread_through(gate128, slab(0));
     assert_eq!((got, owner(1)), (slab(1), tid2));
     assert_eq!(owner(0), tid, "slab 0 is still its first thread's");
 
     // Past the others, a thread gets the last slab too; the header counts every claim.
-    let third = std::thread::spawn(move || {
-        assert_eq!(through(gate0), same);
-        let got = gs_base();
-        set_gs_base(0);
-        got
-    });
-    assert_eq!(third.join().unwrap(), slab(1));
+    assert_eq!(new_thread_through(gate0, 0).0, slab(1));
     assert_eq!(word(region), 3, "claims");
 
     // A slab kerf took back (its owner ended: owner word cleared, pushed on the free list
@@ -176,24 +163,25 @@ fn each_thread_claims_a_slab_of_its_own_once_and_the_last_is_shared() {
     set_word(slab(0) + SLAB_OWNER as u64, 0);
     set_word(slab(0) + SLAB_NEXT as u64, 0);
     set_word(region + SLABS_FREE as u64, 1 << 32 | 1);
-    let reused = std::thread::spawn(move || {
-        assert_eq!(through(gate128), same);
+    let (got, tid4) = new_thread_through(gate128, 0);
+    assert_eq!((got, owner(0)), (slab(0), tid4));
+    assert_eq!(word(region + SLABS_FREE as u64), 2 << 32, "the list's head after the pop");
+    assert_eq!(word(region + SLABS_REUSED as u64), 1, "reused");
+    assert_eq!(new_thread_through(gate0, 0).0, slab(1));
+    assert_eq!(word(region), 4, "fresh claims");
+}
+
+/// In a new thread whose gs base is `start`: through `gate` (every register and the carry
+/// flag kept), then its gs base (set back to zero before it ends) and its id.
+fn new_thread_through(gate: u64, start: u64) -> (u64, u32) {
+    let t = std::thread::spawn(move || {
+        set_gs_base(start);
+        assert_eq!(through(gate), ([0xa1, 0xc1, 0xd1, 0x111], 1));
         let got = gs_base();
         set_gs_base(0);
         (got, gettid())
     });
-    let (got, tid4) = reused.join().unwrap();
-    assert_eq!((got, owner(0)), (slab(0), tid4));
-    assert_eq!(word(region + SLABS_FREE as u64), 2 << 32, "the list's head after the pop");
-    assert_eq!(word(region + SLABS_REUSED as u64), 1, "reused");
-    let last = std::thread::spawn(move || {
-        assert_eq!(through(gate0), same);
-        let got = gs_base();
-        set_gs_base(0);
-        got
-    });
-    assert_eq!(last.join().unwrap(), slab(1));
-    assert_eq!(word(region), 4, "fresh claims");
+    t.join().unwrap()
 }
 
 fn set_word(a: u64, v: u64) {
