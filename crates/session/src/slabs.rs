@@ -26,6 +26,8 @@ use std::sync::atomic::Ordering;
 /// The most slabs a region has: threads past the last but one share the last
 /// (`KERF_JIT_SLABS` makes it fewer, for the tests).
 const MOST: u64 = 1024;
+/// The fewest slabs a region is tried with where the address space has no room for more.
+const LEAST_COUNT: u64 = 8;
 /// The least bytes a slab has, and the most (a copy's displacement is a signed 32-bit one).
 const LEAST_SPAN: u64 = 1 << 20;
 const MOST_SPAN: u64 = 1 << 30;
@@ -54,12 +56,19 @@ impl SlabRegion {
     pub fn map(tr: &mut Tracee, data: u64, tid: i32) -> Result<SlabRegion, TargetError> {
         let span = (SLAB_WORDS + 2 * data).next_power_of_two().clamp(LEAST_SPAN, MOST_SPAN);
         let most = std::env::var("KERF_JIT_SLABS").ok().and_then(|v| v.parse().ok());
-        let count = (MOST_BYTES / span).min(most.unwrap_or(MOST).clamp(2, MOST));
-        let len = SLABS_HEADER + count * span;
+        let mut count = (MOST_BYTES / span).min(most.unwrap_or(MOST).clamp(2, MOST));
         let prot = libc::PROT_READ | libc::PROT_WRITE;
-        // Anywhere above the low 4 GiB (where the lookup table and non-PIE programs are).
+        // Anywhere above the low 4 GiB (where the lookup table and non-PIE programs are);
+        // where the address space has no room (a limit on it, `ulimit -v`), fewer slabs.
         let (lo, hi) = (RemoteAddr(1 << 32), RemoteAddr(0x7fff_0000_0000));
-        let mem = tr.share_within(lo, hi, lo, len, prot)?;
+        let mem = loop {
+            let len = SLABS_HEADER + count * span;
+            match tr.share_within(lo, hi, lo, len, prot) {
+                Ok(mem) => break mem,
+                Err(_) if count > LEAST_COUNT => count = (count / 8).max(LEAST_COUNT),
+                Err(e) => return Err(e),
+            }
+        };
         let seq = Slabs {
             region: mem.remote().0,
             span_log2: span.trailing_zeros() as u8,
