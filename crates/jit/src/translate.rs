@@ -1796,6 +1796,7 @@ fn block_info<'m>(
     blocks: usize,
 ) -> BlockInfo<'m> {
     let func = m.cfg.function(f);
+    let word = layout.data + DATA_HEADER + 8 * n as u64;
     BlockInfo {
         func: &func.name,
         func_entry: m.runtime(func.entry),
@@ -1803,11 +1804,11 @@ fn block_info<'m>(
         len: b.len,
         insns: b.insns,
         live: m.live_in(f, b),
-        word: layout.data + DATA_HEADER + 8 * n as u64,
+        word,
         shared: layout.data + DATA_HEADER + 8 * (blocks + n) as u64,
         owner: layout.data + DATA_OWNER,
         owner_tid,
-        per_thread: layout.thread_copy(layout.data + DATA_HEADER + 8 * n as u64),
+        per_thread: layout.thread_copy(word),
         rings: layout.rings,
         routines: layout.routines,
         state: layout.state,

@@ -106,11 +106,12 @@ fn kerf_env(
     (v, String::from_utf8_lossy(&o.stdout).into_owned(), err)
 }
 
-/// Whether a counting run's `counters` must be per-thread: where the CPU has `fsgsbase`
-/// (the kernel here enables it wherever the CPU has it); elsewhere they must say why not.
+/// Whether a counting run's `counters` must be per-thread: where the kernel lets a thread set
+/// its own gs base (`FSGSBASE`, bit 1 of `AT_HWCAP2`, which the kernel sets only where it
+/// enabled the instructions); elsewhere they must say why not.
 fn per_thread_counters_expected(counters: &Value) -> bool {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let has = cpu.split_whitespace().any(|w| w == "fsgsbase");
+    // SAFETY: getauxval has no preconditions.
+    let has = unsafe { libc::getauxval(libc::AT_HWCAP2) } & 2 != 0;
     assert_eq!(counters["per_thread"].as_bool(), Some(has), "fsgsbase {has}: {counters}");
     if !has {
         assert!(counters["why_not"].as_str().unwrap().contains("FSGSBASE"), "{counters}");

@@ -953,6 +953,18 @@ fn check_region(
     Ok(())
 }
 
+/// What the per-thread counter slabs saw ([`Jit::slab_use`]): threads that claimed one, those
+/// that shared the last with another (their counts may have lost updates), slabs taken back
+/// from threads that ended ([`SlabRegion::reclaim`]), and the region's bytes of address space
+/// in the target.
+#[derive(Clone, Copy, Debug)]
+pub struct SlabUse {
+    pub threads: u64,
+    pub shared: u64,
+    pub reclaimed: u64,
+    pub bytes: u64,
+}
+
 /// How often kerf, idle, looks for counter slabs of threads that ended.
 const RECLAIM: Duration = Duration::from_millis(50);
 
@@ -1541,16 +1553,14 @@ impl Jit {
         c.data.load_u64(off as usize).wrapping_add(copies)
     }
 
-    /// The per-thread counter slabs, if the counters have them: how many threads claimed
-    /// one, how many of those shared the last with another (their counts may have lost
-    /// updates), and the region's size in the target.
-    pub fn slab_use(&self) -> Option<(u64, u64, u64)> {
-        self.slabs.as_ref().map(|s| (s.claimed(), s.shared(), s.bytes()))
-    }
-
-    /// Counter slabs taken back from threads that ended (see [`SlabRegion::reclaim`]).
-    pub fn slabs_reclaimed(&self) -> u64 {
-        self.slabs.as_ref().map_or(0, |s| s.reclaimed)
+    /// The per-thread counter slabs, if the counters have them.
+    pub fn slab_use(&self) -> Option<SlabUse> {
+        self.slabs.as_ref().map(|s| SlabUse {
+            threads: s.claimed(),
+            shared: s.shared(),
+            reclaimed: s.reclaimed,
+            bytes: s.bytes(),
+        })
     }
 
     /// Write the entry splices with every thread stopped and none inside their bytes (after

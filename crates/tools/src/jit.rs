@@ -112,12 +112,12 @@ fn counter(
 /// many shared the last, the region's bytes of address space), or not, and why.
 fn counters_json(jit: &jit::Jit) -> Value {
     match (jit.slab_use(), jit.stats.no_slabs) {
-        (Some((claimed, shared, bytes)), _) => json!({
+        (Some(u), _) => json!({
             "per_thread": true,
-            "threads": claimed,
-            "shared_slab": shared,
-            "reclaimed": jit.slabs_reclaimed(),
-            "region_bytes": bytes,
+            "threads": u.threads,
+            "shared_slab": u.shared,
+            "reclaimed": u.reclaimed,
+            "region_bytes": u.bytes,
         }),
         (None, why) => json!({ "per_thread": false, "why_not": why }),
     }
@@ -419,7 +419,9 @@ pub fn run(
             s.thrash_escapes
         ));
     }
-    if let Some((claimed, shared, _)) = jit.slab_use().filter(|u| u.1 > 0) {
+    if let Some(jit::SlabUse { threads: claimed, shared, .. }) =
+        jit.slab_use().filter(|u| u.shared > 0)
+    {
         events.warn(&format!(
             "{shared} of the {claimed} threads that ran counted code found no counter slab of \
              their own and shared the last one: their counts may be low"
