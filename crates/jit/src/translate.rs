@@ -38,6 +38,9 @@ pub const DATA_NO_WAY: u64 = 32;
 /// The thread that owns the module's block words (its thread pointer, set by kerf): a plugin
 /// may let it update its word without a lock, and every other thread its shared word.
 pub const DATA_OWNER: u64 = 24;
+/// Threads that met a thread gate with a `gs` base of the program's own and left the cache
+/// there (see [`seq::thread_gate`]).
+pub const DATA_FOREIGN_GS: u64 = 48;
 /// Where label ids start: in the non-canonical hole of the address space.
 const LABELS: u64 = 0x8000_0000_0000_0000;
 
@@ -905,6 +908,9 @@ pub enum JitError {
     Room { module: String, need: u64, room: u64 },
     /// A plugin's program could not be lowered at a block.
     Lower { block: u64, detail: String },
+    /// A root's first instructions cannot be copied for the threads that must run them
+    /// outside the cache (see [`springboard`]).
+    Springboard { module: String, entry: u64, why: String },
 }
 
 impl fmt::Display for JitError {
@@ -918,6 +924,9 @@ impl fmt::Display for JitError {
             }
             JitError::Lower { block, detail } => {
                 write!(f, "cannot lower the plugin's code at block {block:#x}: {detail}")
+            }
+            JitError::Springboard { module, entry, why } => {
+                write!(f, "cannot copy the first instructions of the root at {entry:#x} in {module}: {why}")
             }
         }
     }
@@ -972,20 +981,66 @@ fn blocks_room(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
             }
             // A table's dispatch, and a stub per entry at most.
             n += 16 * table_words(m, b);
-            // A thread gate after each `syscall` (counted by its two bytes, wherever they
-            // are: a bound).
-            n += 80 * syscall_bytes(m, b);
+            // A thread gate and its way out after each `syscall` or `wrgsbase` (counted by
+            // their opcode bytes, wherever they are: a bound).
+            n += 160 * gs_setter_bytes(m, b);
         }
     }
     n
 }
 
-/// How many times a `syscall`'s two bytes occur in block `b` (an instruction's or not).
-fn syscall_bytes(m: &Module<'_>, b: &kerf_analysis::cfg::Block) -> u64 {
+/// Whether `i` may give the thread a new `gs` base: a `syscall` (`arch_prctl(ARCH_SET_GS)`,
+/// and `clone`, whose child starts after it with its parent's base) or a `wrgsbase`. A thread
+/// gate follows each in the cache.
+fn sets_gs(i: &Instruction) -> bool {
+    matches!(i.code(), Code::Syscall | Code::Wrgsbase_r32 | Code::Wrgsbase_r64)
+}
+
+/// The instructions the jump at root `f`'s entry displaces: a `jump5` planned as any other
+/// (`kerf_patch::plan_jump5`), so that the splice kerf writes there and the copy a thread
+/// runs instead ([`springboard`]) cover the same bytes.
+pub fn entry_displaced(m: &Module<'_>, f: FuncId) -> Result<kerf_patch::Displaced, String> {
+    let cfg = m.cfg;
+    let func = cfg.function(f);
+    let (base, bytes) = m.mem.code_region(func.entry).ok_or("no code bytes")?;
+    let mut starts: Vec<u64> = cfg.blocks_of(f).iter().map(|b| m.runtime(b.start)).collect();
+    starts.sort_unstable();
+    let view = kerf_patch::FunctionView {
+        name: &func.name,
+        extent: func.extent.start.wrapping_add(m.bias)..func.extent.end.wrapping_add(m.bias),
+        block_starts: &starts,
+        has_unanalysable_jump: (cfg.blocks_of(f).iter())
+            .any(|b| b.term == Terminator::Unanalysable),
+    };
+    kerf_patch::plan_jump5(bytes, m.runtime(base), m.runtime(func.entry), &view)
+        .map_err(|e| e.to_string())
+}
+
+/// At label `label`, the root's original first instructions `d` (what its entry splice
+/// displaced), then on in the original code: where a thread whose `gs` base is the program's
+/// own goes instead of the root's translation. Each copy is clean for its original
+/// instruction; a copied call returns to the original code after it.
+fn springboard(e: &mut Emitter, label: u64, d: &kerf_patch::Displaced) {
+    let code = kerf_patch::patch_instructions(&[], d, kerf_patch::Layout::Before);
+    for (k, mut i) in code.into_iter().enumerate() {
+        // Copies are named by no label (their original addresses would be taken for them).
+        let copy = d.insns.iter().any(|o| o.ip() == i.ip() && o.code() == i.code());
+        let clean = (copy && i.ip() != 0).then(|| i.ip());
+        i.set_ip(if k == 0 { label } else { 0 });
+        e.push(i, if k == 0 { Some(d.point) } else { clean });
+    }
+}
+
+/// How many times the opcode bytes of a `syscall` (`0f 05`) or a `wrgsbase` (`0f ae /3`,
+/// register form) occur in block `b`, an instruction's or not.
+fn gs_setter_bytes(m: &Module<'_>, b: &kerf_analysis::cfg::Block) -> u64 {
     let Some((base, bytes)) = m.mem.code_region(b.start) else { return 0 };
     let off = (b.start.0 - base.0) as usize;
     let end = (off + b.len as usize).min(bytes.len());
-    bytes.get(off..end).map_or(0, |v| v.windows(2).filter(|w| w == &[0x0f, 0x05]).count() as u64)
+    let Some(v) = bytes.get(off..end) else { return 0 };
+    let syscalls = v.windows(2).filter(|w| w == &[0x0f, 0x05]).count();
+    let wrgsbase = v.windows(3).filter(|w| w[..2] == [0x0f, 0xae] && w[2] & 0xf8 == 0xd8).count();
+    (syscalls + wrgsbase) as u64
 }
 
 /// The functions of `m` whose `ret` may end a root call (see [`seq::outer_check`]): its
@@ -1066,6 +1121,9 @@ struct Emitter {
     ret_ways: BTreeMap<(i32, RetScratch), u64>,
     /// The label of the translation's [`seq::claim_slab`], once a gate needs it.
     claim: Option<u64>,
+    /// Where threads with a `gs` base of the program's own leave after a `syscall` or
+    /// `wrgsbase` (a label, the next original instruction).
+    foreign_exits: Vec<(u64, u64)>,
     /// The jump tables' translated copies: each copy's first word, and per entry the label
     /// its word must hold the address of.
     tables: Vec<(u64, Vec<u64>)>,
@@ -1126,8 +1184,16 @@ impl Emitter {
         LABELS + self.next_label
     }
 
-    /// A [`seq::thread_gate`] (`skip` as there), its claim's label made on first use.
-    fn gate(&mut self, skip: i32, slabs: &seq::Slabs) -> Vec<Instruction> {
+    /// A [`seq::thread_gate`] (`skip` as there), its claim's label made on first use; a
+    /// thread with a `gs` base of the program's own is counted at `count` and leaves for
+    /// label `foreign`.
+    fn gate(
+        &mut self,
+        skip: i32,
+        slabs: &seq::Slabs,
+        foreign: u64,
+        count: u64,
+    ) -> Vec<Instruction> {
         let claim = match self.claim {
             Some(l) => l,
             None => {
@@ -1135,7 +1201,7 @@ impl Emitter {
                 *self.claim.insert(l)
             }
         };
-        seq::thread_gate(skip, slabs, claim, &mut || self.label())
+        seq::thread_gate(skip, slabs, [claim, foreign, count], &mut || self.label())
     }
 
     fn push(&mut self, mut i: Instruction, clean: Option<u64>) {
@@ -1236,6 +1302,7 @@ pub fn translate(
         ret_slows: BTreeMap::new(),
         ret_ways: BTreeMap::new(),
         claim: None,
+        foreign_exits: Vec::new(),
         tables: Vec::new(),
         table_stubs: HashMap::default(),
         slot_guards: 0,
@@ -1580,10 +1647,12 @@ pub fn translate(
     for &f in &funcs {
         let entry = m.runtime(cfg.function(f).entry);
         if let Some(&to) = starts.get(&entry).filter(|_| scope.roots.contains(&entry)) {
-            let l = e.label();
+            let (l, spring) = (e.label(), e.label());
             outer_at.push((entry, e.insns.len()));
-            // A thread coming from the original code may have no slab yet.
-            let mut gate = layout.slabs.map(|s| e.gate(0, &s)).unwrap_or_default();
+            // A thread coming from the original code may have no slab yet; one whose `gs`
+            // base is the program's own runs the root's original instructions instead.
+            let foreign = layout.data + DATA_FOREIGN_GS;
+            let mut gate = layout.slabs.map(|s| e.gate(0, &s, spring, foreign)).unwrap_or_default();
             let outer = match gate.first_mut() {
                 Some(first) => {
                     first.set_ip(l);
@@ -1593,6 +1662,14 @@ pub fn translate(
             };
             gate.extend(seq::outer_entry(outer, layout.table, layout.hash, to));
             e.extend(gate, None);
+            if layout.slabs.is_some() {
+                let d = entry_displaced(m, f).map_err(|why| JitError::Springboard {
+                    module: name.to_string(),
+                    entry,
+                    why: why.to_string(),
+                })?;
+                springboard(&mut e, spring, &d);
+            }
         }
     }
     if let (Some(label), Some(slabs)) = (e.claim, layout.slabs) {
@@ -1623,6 +1700,10 @@ pub fn translate(
     }
     let exits: Vec<(u64, (u64, Leaves))> = e.exits.iter().map(|(t, v)| (*t, *v)).collect();
     let quiet = e.label();
+    // Never linked: a thread with the program's own `gs` base must not come back in.
+    for (label, target) in std::mem::take(&mut e.foreign_exits) {
+        e.extend(seq::exit_stub(label, target, quiet), None);
+    }
     let mut links = Vec::new();
     for &(target, (label, why)) in &exits {
         if why == Leaves::Untranslated {
@@ -2216,9 +2297,12 @@ fn copy_block(
                 let mut c = i;
                 c.set_ip(0);
                 e.push(c, here);
-                // A thread that `clone` made starts here, with its parent's slab.
-                if let Some(slabs) = layout.slabs.filter(|_| i.code() == Code::Syscall) {
-                    let gate = e.gate(128, &slabs);
+                // A thread that `clone` made starts here, with its parent's slab; one that
+                // set a `gs` base of its own (`arch_prctl`, `wrgsbase`) leaves here.
+                if let Some(slabs) = layout.slabs.filter(|_| sets_gs(&i)) {
+                    let out = e.label();
+                    e.foreign_exits.push((out, i.next_ip()));
+                    let gate = e.gate(128, &slabs, out, layout.data + DATA_FOREIGN_GS);
                     e.extend(gate, Some(i.next_ip()));
                 }
             }

@@ -1042,6 +1042,10 @@ pub struct Slabs {
     /// ended), then the slabs, `1 << span_log2` bytes each.
     pub region: u64,
     pub span_log2: u8,
+    /// The region's address space: `1 << size_log2` bytes from `region`, all kerf's (the
+    /// header and slabs, then unused room). A gate takes a `gs` base outside it for the
+    /// program's own ([`thread_gate`]).
+    pub size_log2: u8,
     /// How many slabs there are. The last is shared by every thread that claims one after
     /// the others are gone: their counts may lose updates, and kerf says so (the header's
     /// count tells how many claimed).
@@ -1076,39 +1080,69 @@ fn fs_tid(tid: i32) -> MemoryOperand {
 /// slab's owner its id), it calls `claim` ([`claim_slab`]) for one. Every register and flag
 /// as they came; `rcx` and `rdx` are kept on the stack `skip` bytes below the stack pointer
 /// (`0` at a function's entry, whose red zone holds nothing of the program's; `128` after a
-/// `syscall`, past the red zone of the code that made it). The compare is flag-free, as
+/// `syscall`, past the red zone of the code that made it). The compares are flag-free, as
 /// [`outer_check`]'s: `rcx = tid - owner` as `tid + !owner + 1`, then `jrcxz`.
+///
+/// A nonzero base outside the slab region is the program's own (`arch_prctl(ARCH_SET_GS)`,
+/// `wrgsbase`: Wine's, an emulator's): its counters would write into the program's memory
+/// there, and a claim would take the base from it. So the base is range-checked before
+/// anything is read through it (`(base - region) >> size_log2` with `shrx`, which leaves the
+/// flags alone: BMI2), and such a thread counts itself at `foreign_count` (`lock inc`, the
+/// flags kept on the stack) and leaves for label `foreign` with every register, flag and the
+/// stack pointer as they came: out of the cache.
 pub fn thread_gate(
     skip: i32,
     slabs: &Slabs,
-    claim: u64,
+    [claim, foreign, foreign_count]: [u64; 3],
     labels: &mut dyn FnMut() -> u64,
 ) -> Vec<Instruction> {
     use Register::*;
-    let (call_claim, ok) = (labels(), labels());
+    let (call_claim, ok, ours, out) = (labels(), labels(), labels(), labels());
     let owner = MemoryOperand::new(None, None, 1, SLAB_OWNER as i64, 4, false, GS);
     let diff = MemoryOperand::new(RCX, RDX, 1, 1, 1, false, None);
+    let offset = MemoryOperand::new(RCX, RDX, 1, 0, 0, false, None);
+    let push = |r| op(Instruction::with1(Code::Push_r64, r));
+    let pop = |r| op(Instruction::with1(Code::Pop_r64, r));
+    let mut inc = op(Instruction::with1(Code::Inc_rm64, rip(foreign_count)));
+    inc.set_has_lock_prefix(true);
     let mut v = Vec::new();
     if skip != 0 {
         v.push(move_rsp(-skip));
     }
     v.extend([
-        op(Instruction::with1(Code::Push_r64, RCX)),
-        op(Instruction::with1(Code::Push_r64, RDX)),
+        push(RCX),
+        push(RDX),
         op(Instruction::with1(Code::Rdgsbase_r64, RCX)),
         op(Instruction::with_branch(Code::Jrcxz_rel8_64, call_claim)),
-        op(Instruction::with2(Code::Mov_r32_rm32, ECX, owner)),
+        // rcx = (base - region) >> size_log2: zero inside the region.
+        op(Instruction::with2(Code::Mov_r64_imm64, RDX, slabs.region.wrapping_neg())),
+        op(Instruction::with2(Code::Lea_r64_m, RCX, offset)),
+        op(Instruction::with2(Code::Mov_r32_imm32, EDX, u32::from(slabs.size_log2))),
+        op(Instruction::with3(Code::VEX_Shrx_r64_rm64_r64, RCX, RCX, RDX)),
+        op(Instruction::with_branch(Code::Jrcxz_rel8_64, ours)),
+        op(Instruction::with_branch(Code::Jmp_rel32_64, out)),
+        labelled(op(Instruction::with2(Code::Mov_r32_rm32, ECX, owner)), ours),
         op(Instruction::with2(Code::Mov_r32_rm32, EDX, fs_tid(slabs.tid))),
         op(Instruction::with1(Code::Not_rm64, RCX)),
         op(Instruction::with2(Code::Lea_r64_m, RCX, diff)),
         op(Instruction::with_branch(Code::Jrcxz_rel8_64, ok)),
         labelled(call(claim), call_claim),
-        labelled(op(Instruction::with1(Code::Pop_r64, RDX)), ok),
-        op(Instruction::with1(Code::Pop_r64, RCX)),
+        labelled(pop(RDX), ok),
+        pop(RCX),
     ]);
     if skip != 0 {
         v.push(move_rsp(skip));
     }
+    let done = labels();
+    v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, done)));
+    // The program's own base: counted, then out with everything as it came.
+    v.extend([labelled(Instruction::with(Code::Pushfq), out), inc, Instruction::with(Code::Popfq)]);
+    v.extend([pop(RDX), pop(RCX)]);
+    if skip != 0 {
+        v.push(move_rsp(skip));
+    }
+    v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, foreign)));
+    v.push(labelled(Instruction::with(Code::Nopd), done));
     v
 }
 

@@ -9,7 +9,7 @@ mod plan;
 mod relocate;
 
 pub use plan::{plan_jump2, plan_jump5, plan_trap, Displaced, FunctionView, Refusal};
-pub use relocate::{build_patch, build_patch_with, Layout, PatchError};
+pub use relocate::{build_patch, build_patch_with, patch_instructions, Layout, PatchError};
 
 /// The kinds of splice, strongest first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -641,6 +641,9 @@ fn why_no_slabs(
         Some("KERF_JIT_NO_SLABS is set")
     } else if hwcap2 & 2 == 0 {
         Some("the kernel does not let threads set their gs base (no FSGSBASE)")
+    } else if !std::arch::is_x86_feature_detected!("bmi2") {
+        // The thread gates tell a gs base of the program's own with `shrx`.
+        Some("the CPU has no BMI2")
     } else if tid.is_none() || thread != ThreadPointer::FsSelf {
         Some("no glibc thread id to read")
     } else if tr.threads().iter().any(|&t| tr.regs(t).map_or(true, |r| r.gs_base != 0)) {
@@ -963,6 +966,9 @@ pub struct SlabUse {
     pub shared: u64,
     pub reclaimed: u64,
     pub bytes: u64,
+    /// Times a thread met a gate with a `gs` base of the program's own and left the cache
+    /// (`kerf_jit::x86_64::thread_gate`), in the caches live now.
+    pub program_gs: u64,
 }
 
 /// How often kerf, idle, looks for counter slabs of threads that ended.
@@ -1452,19 +1458,9 @@ fn entry_splice(images: &[&AnalyzedImage], jit: &Jit, r: &Root) -> Result<Entry,
         .filter(|c| c.module == r.module)
         .find_map(|c| c.translation.entered_at(entry))
         .ok_or_else(|| why("its entry block has no translation".into()))?;
-    let mut starts: Vec<u64> = cfg.blocks_of(r.func).iter().map(|b| b.start.0 + bias).collect();
-    starts.sort_unstable();
-    let view = kerf_patch::FunctionView {
-        name: &f.name,
-        extent: f.extent.start + bias..f.extent.end + bias,
-        block_starts: &starts,
-        has_unanalysable_jump: cfg
-            .blocks_of(r.func)
-            .iter()
-            .any(|b| b.term == kerf_analysis::cfg::Terminator::Unanalysable),
-    };
-    let d = kerf_patch::plan_jump5(bytes, base.0 + bias, entry, &view)
-        .map_err(|e| why(e.to_string()))?;
+    // (Planned as the translation's springboard for it was.)
+    let module = &modules_of(&[m], &[], false, false)[0];
+    let d = kerf_jit::translate::entry_displaced(module, r.func).map_err(why)?;
     let off = (f.entry.0 - base.0) as usize;
     let old = bytes[off..off + d.len].to_vec();
     let new = kerf_patch::jump5_bytes(entry, target, d.len)
@@ -1560,6 +1556,9 @@ impl Jit {
             shared: s.shared(),
             reclaimed: s.reclaimed,
             bytes: s.bytes(),
+            program_gs: (self.caches.iter())
+                .map(|c| c.data.load_u64(kerf_jit::translate::DATA_FOREIGN_GS as usize))
+                .sum(),
         })
     }
 

@@ -61,10 +61,15 @@ impl SlabRegion {
         // Anywhere above the low 4 GiB (where the lookup table and non-PIE programs are);
         // where the address space has no room (a limit on it, `ulimit -v`), fewer slabs.
         let (lo, hi) = (RemoteAddr(1 << 32), RemoteAddr(0x7fff_0000_0000));
-        let mem = loop {
-            let len = SLABS_HEADER + count * span;
+        // The region is a power of two of bytes, all of it kerf's, so that a gate can tell a
+        // `gs` base of the program's own by a shift (`kerf_jit::x86_64::thread_gate`): the
+        // header and `count` slabs, and the room up to the next power of two (with 1024 slabs,
+        // the last slab's room goes to the header: 1023 slabs).
+        let (mem, len) = loop {
+            let len = (count * span).next_power_of_two();
+            count = count.min((len - SLABS_HEADER) / span);
             match tr.share_within(lo, hi, lo, len, prot) {
-                Ok(mem) => break mem,
+                Ok(mem) => break (mem, len),
                 Err(_) if count > LEAST_COUNT => count = (count / 8).max(LEAST_COUNT),
                 Err(e) => return Err(e),
             }
@@ -72,6 +77,7 @@ impl SlabRegion {
         let seq = Slabs {
             region: mem.remote().0,
             span_log2: span.trailing_zeros() as u8,
+            size_log2: len.trailing_zeros() as u8,
             count: count as u32,
             tid,
         };

@@ -118,6 +118,7 @@ fn counters_json(jit: &jit::Jit) -> Value {
             "shared_slab": u.shared,
             "reclaimed": u.reclaimed,
             "region_bytes": u.bytes,
+            "program_gs": u.program_gs,
         }),
         (None, why) => json!({ "per_thread": false, "why_not": why }),
     }
@@ -425,6 +426,14 @@ pub fn run(
         events.warn(&format!(
             "{shared} of the {claimed} threads that ran counted code found no counter slab of \
              their own and shared the last one: their counts may be low"
+        ));
+    }
+    if let Some(n) = jit.slab_use().map(|u| u.program_gs).filter(|&n| n > 0) {
+        events.warn(&format!(
+            "{n} times a thread came to a way into the code cache (a root's entry, the \
+             instruction after a system call or a wrgsbase) with a gs base of the program's \
+             own (arch_prctl(ARCH_SET_GS), wrgsbase): it ran the original code from there, \
+             not counted"
         ));
     }
     if !s.too_big.is_empty() {
