@@ -31,6 +31,8 @@ const LEAST_COUNT: u64 = 8;
 /// The least bytes a slab has, and the most (a copy's displacement is a signed 32-bit one).
 const LEAST_SPAN: u64 = 1 << 20;
 const MOST_SPAN: u64 = 1 << 30;
+/// Where the region goes, as near as it fits (see [`SlabRegion::map`]).
+const FAR: u64 = 1 << 44;
 /// The most bytes of address space the region takes (it is a sparse shared file: only the
 /// pages threads write are memory).
 const MOST_BYTES: u64 = 1 << 38;
@@ -58,8 +60,11 @@ impl SlabRegion {
         let most = std::env::var("KERF_JIT_SLABS").ok().and_then(|v| v.parse().ok());
         let mut count = (MOST_BYTES / span).min(most.unwrap_or(MOST).clamp(2, MOST));
         let prot = libc::PROT_READ | libc::PROT_WRITE;
-        // Anywhere above the low 4 GiB (where the lookup table and non-PIE programs are);
-        // where the address space has no room (a limit on it, `ulimit -v`), fewer slabs.
+        // Above the low 4 GiB (where the lookup table and non-PIE programs are), as near 16
+        // TiB as it fits: far from the addresses programs ask for by number (just above 4
+        // GiB, Windows images' preferred bases, where Wine maps them: a region there made
+        // Wine load `cmd.exe` elsewhere and fail), and from the modules and heaps; where the
+        // address space has no room (a limit on it, `ulimit -v`), fewer slabs.
         let (lo, hi) = (RemoteAddr(1 << 32), RemoteAddr(0x7fff_0000_0000));
         // The region is a power of two of bytes, all of it kerf's, so that a gate can tell a
         // `gs` base of the program's own by a shift (`kerf_jit::x86_64::thread_gate`): the
@@ -68,7 +73,7 @@ impl SlabRegion {
         let (mem, len) = loop {
             let len = (count * span).next_power_of_two();
             count = count.min((len - SLABS_HEADER) / span);
-            match tr.share_within(lo, hi, lo, len, prot) {
+            match tr.share_within(lo, hi, RemoteAddr(FAR), len, prot) {
                 Ok(mem) => break (mem, len),
                 Err(_) if count > LEAST_COUNT => count = (count / 8).max(LEAST_COUNT),
                 Err(e) => return Err(e),

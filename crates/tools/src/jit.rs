@@ -451,9 +451,18 @@ pub fn run(
     if let Some(never) = summary["jit"]["roots_never_entered"].as_array().filter(|a| !a.is_empty())
     {
         let names: Vec<&str> = never.iter().filter_map(Value::as_str).collect();
+        // (A thread with a gs base of the program's own enters a root's original code: the
+        // entry block's count cannot tell that from no entry at all.)
+        let why = match jit.slab_use().is_some_and(|u| u.program_gs > 0) {
+            true => {
+                "or entered only with a gs base of the program's own, running the original \
+                     code; or it is inlined into its callers"
+            }
+            false => "a function inlined into its callers is never called",
+        };
         events.warn(&format!(
-            "no thread entered {} while the JIT was live (a function inlined into its callers \
-             is never called: `kerf analyze --function NAME` shows its callers)",
+            "no thread entered {} while the JIT was live ({why}: `kerf analyze --function \
+             NAME` shows its callers)",
             names.join(", ")
         ));
     }
