@@ -1064,6 +1064,12 @@ pub fn install(
     }
     let mods = modules_of(images, &later, opts.on_demand, opts.cache_limit.is_none());
     check_region(images, &region, &later)?;
+    // Every root's entry takes a jump (its splice; and its first instructions are copied for
+    // threads with a gs base of the program's own): refused now, before anything is mapped.
+    for r in roots {
+        kerf_jit::translate::entry_displaced(&mods[r.module], r.func)
+            .map_err(|why| JitFail::Root { label: r.label.clone(), why })?;
+    }
     let mut stats = JitStats { plan: t0.elapsed(), hinted, ..JitStats::default() };
     stats.later = (0..images.len()).filter(|&k| later[k]).collect();
 
