@@ -26,7 +26,7 @@ pub struct Args {
     #[arg(long, default_value = "blocks", value_delimiter = ',')]
     plugin: Vec<String>,
     /// With --plugin calls: write every call and return to FILE, a raw kerf trace (`kerf
-    /// trace convert FILE -o out.perfetto` shows calls as slices per thread).
+    /// trace convert FILE -o out.perfetto-trace` shows calls as slices per thread).
     #[arg(long, value_name = "FILE")]
     trace: Option<String>,
     /// A C file of callbacks, compiled now with the system's cc and called from the
@@ -37,8 +37,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE.c")]
     callback: Option<PathBuf>,
     /// With --plugin calls or locks: slots of each thread's ring in each module (a power of
-    /// two; 32 bytes a slot, 64 for locks; default 131072). A ring that fills between two drains drops records, counted and
-    /// reported.
+    /// two from 16 to 1048576, 524288 for locks; 32 bytes a slot, 64 for locks; default
+    /// 131072). A ring that fills between two drains drops records, counted and reported.
     #[arg(long, value_name = "N")]
     ring_slots: Option<u32>,
     /// Translate every function of every module before the roots are entered, not only what
@@ -141,6 +141,9 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     let v = kerf_tools::jit::run(&tool, args.pid, &args.command, sampling, &mut Stderr)?;
     let text = if args.json { format!("{v}\n") } else { table(&v, args.top) };
     let _ = out.write_all(text.as_bytes());
+    if let Some(e) = kerf_tools::jit::killed(&v) {
+        return Err(e.into());
+    }
     crate::Error::command_exit(!args.command.is_empty(), &v)
 }
 

@@ -251,6 +251,32 @@ fn a_program_that_sets_its_own_gs_base_keeps_it_and_its_memory() {
     assert_eq!(blocks.get("work+0x0"), Some(&5), "{blocks:?}");
 }
 
+/// A target killed by a signal (a SIGPIPE, a Ctrl-C to its process group): kerf says so and
+/// fails, but writes the summary of what it counted first (before, the file stayed empty).
+#[test]
+fn a_target_killed_by_a_signal_still_gets_its_summary() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-killed");
+    let summary = tmp().join("jit-killed.json");
+    let _ = std::fs::remove_file(&summary);
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["jit", "--json", "-o"])
+        .arg(&summary)
+        .args(["work", "--plugin", "blocks", "--"])
+        .arg(&bin)
+        .args(["2", "100", "100", "killed"])
+        .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("was killed by signal 15 (SIGTERM) while instrumented"), "{err}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 1, "main's line only");
+    let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!(v["target"]["signal"], 15, "{}", v["target"]);
+    let blocks = counts(&v["blocks"], "jitted");
+    assert_eq!(blocks.get("work+0x0"), Some(&1), "main's one call of the root");
+}
+
 /// Threads made one after another, more of them than there are counter slabs
 /// (`KERF_JIT_SLABS=5`: four of a thread's own and the last, shared): kerf, idle, takes back
 /// the slab of each thread that ended and the next thread claims it, so none shares the last,

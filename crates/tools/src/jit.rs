@@ -120,7 +120,10 @@ fn counters_json(jit: &jit::Jit) -> Value {
             "region_bytes": u.bytes,
             "program_gs": u.program_gs,
         }),
-        (None, why) => json!({ "per_thread": false, "why_not": why }),
+        (None, why) => json!({
+            "per_thread": false,
+            "why_not": why.unwrap_or("no plugin counts blocks or branches"),
+        }),
     }
 }
 
@@ -391,6 +394,15 @@ pub fn run(
         (stop, drainer.join().ok().flatten())
     });
     let calls_summary = reader.map(|r| r.finish(&modules));
+    // (Counted in the summary too; said here whatever its form.)
+    if let Some(c) = calls_summary.as_ref().filter(|c| c["lost"].as_u64() > Some(0)) {
+        events.warn(&format!(
+            "{} call and return records lost ({} in rings that filled between two drains: \
+             --ring-slots makes them larger; {} of threads that found no slot in a thread \
+             table); the counts per function are of the {} kept",
+            c["lost"], c["lost_ring_full"], c["lost_no_slot"], c["events"]
+        ));
+    }
     target.modules = modules;
     // What misses brought in, for the next run from these roots to translate ahead.
     jit.keep_hints(&target.modules);
@@ -453,12 +465,17 @@ pub fn run(
         let names: Vec<&str> = never.iter().filter_map(Value::as_str).collect();
         // (A thread with a gs base of the program's own enters a root's original code: the
         // entry block's count cannot tell that from no entry at all.)
-        let why = match jit.slab_use().is_some_and(|u| u.program_gs > 0) {
-            true => {
+        let why = match (jit.slab_use().is_some_and(|u| u.program_gs > 0), command.is_empty()) {
+            (true, _) => {
                 "or entered only with a gs base of the program's own, running the original \
-                     code; or it is inlined into its callers"
+                 code; or it is inlined into its callers"
             }
-            false => "a function inlined into its callers is never called",
+            // (Attached: a thread already inside a root, as in `main`, runs it natively.)
+            (false, true) => {
+                "a root a thread was already inside when kerf attached, such as main, is not \
+                 entered again; a function inlined into its callers is never called"
+            }
+            (false, false) => "a function inlined into its callers is never called",
         };
         events.warn(&format!(
             "no thread entered {} while the JIT was live ({why}: `kerf analyze --function \
@@ -506,10 +523,16 @@ pub fn run(
         }
         v["jit"]["removed"] = removed;
     }
-    if stop.killed() {
-        return Err(ToolError::Killed { ended: stop.describe(pid) });
-    }
+    // A target killed by a signal (a SIGPIPE, Ctrl-C to its process group) leaves its counts
+    // in kerf's mappings: the summary is written, then kerf fails ([`killed`]).
     Ok(v)
+}
+
+/// The failure a summary's target says it met: killed by a signal while instrumented.
+pub fn killed(summary: &Value) -> Option<ToolError> {
+    summary["target"]["signal"].is_u64().then(|| ToolError::Killed {
+        ended: summary["ended"].as_str().unwrap_or("the process was killed").to_string(),
+    })
 }
 
 /// How each module's return facts were had (`ensure_returns`): checked (kept by an earlier
