@@ -28,7 +28,7 @@ const FIXTURES: &[Fixture] = &[
     Fixture {
         source: "switch",
         expected_stdout: "dense 4766\nholes 1072\nchar 35002\nforty-seven\nlarge 5490003\n\
-                          sparse 280\nloop 2200\nbyte 228\n",
+                          sparse 280\nloop 2200\nflags 1923\nbyte 228\n",
         expected_status: 0,
     },
     Fixture {

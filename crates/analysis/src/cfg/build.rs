@@ -225,9 +225,9 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
     // Jump tables whose bounds check turned out not to dominate the jump are distrusted and
     // the function traversed again without them (rare: a few per large library).
     let mut distrust: AddrSet = AddrSet::default();
-    let Traversal { insns, order, leaders, mut callees, mut table_exits } = loop {
+    let Traversal { insns, order, leaders, mut callees, mut table_exits, .. } = loop {
         let t = traverse(seed, cx, &mut sc, &distrust);
-        let bad = undominated_tables(&t.insns, &t.leaders);
+        let bad = undominated_tables(&t);
         if bad.is_empty() {
             break t;
         }
@@ -407,6 +407,16 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
     // run's instructions and the bound hints before each are kept for jump-table slicing.
     let mut run: Vec<u32> = Vec::new();
     let mut run_hints: Vec<Hint> = Vec::new();
+    // The bounds that hold before an instruction, and those each edge carries into its
+    // target, where there is one (few instructions: a bound lives from a compare to the
+    // jump it guards): see `undominated_tables`.
+    let mut held: AddrMap<Hint> = AddrMap::default();
+    let mut entering: AddrMap<Vec<Hint>> = AddrMap::default();
+    let mut enter = |t: u64, h: Hint| {
+        if !h.is_none() {
+            entering.entry(t).or_default().push(h);
+        }
+    };
     let mut pending: Vec<Pending> = Vec::new();
     let mut boundaries: Option<Vec<u64>> = None;
     // Stretches of the range where a gap may still hold code (step 1b): the whole range at
@@ -438,6 +448,9 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
                 at.insert(a, idx);
                 run.push(idx);
                 run_hints.push(hint);
+                if !hint.is_none() {
+                    held.insert(a, hint);
+                }
                 hint = hint.after(&insn, f.clobbers);
                 let next = insn.next_ip();
                 let mut item = Insn {
@@ -465,6 +478,9 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
                     }
                     _ => None,
                 };
+                if matches!(f.flow, Flow::Next | Flow::Call(_) | Flow::IndirectCall) {
+                    enter(next, hint);
+                }
                 match f.flow {
                     Flow::Next => {
                         insns.push(item);
@@ -498,6 +514,10 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
                         }
                         leaders.insert(next);
                         hint = fall.or(hint);
+                        if local(t.0) {
+                            enter(t.0, taken);
+                        }
+                        enter(next, hint);
                         a = next;
                     }
                     Flow::Jump(t) => {
@@ -586,7 +606,7 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
             .collect();
         let gaps = if seed.sized { gap_starts(&order, &mut open, inner, sc) } else { Vec::new() };
         if gaps.is_empty() {
-            return Traversal { insns, order, leaders, callees, table_exits };
+            return Traversal { insns, order, leaders, callees, table_exits, held, entering };
         }
         for a in gaps {
             leaders.insert(a);
@@ -699,11 +719,16 @@ struct Traversal {
     callees: Vec<ImageAddr>,
     /// Jump-table targets outside the function (see [`FuncCfg::table_exits`]).
     table_exits: Vec<ImageAddr>,
+    /// The bound before each instruction that has one, and the bounds edges carry into
+    /// their targets (see [`undominated_tables`]).
+    held: AddrMap<Hint>,
+    entering: AddrMap<Vec<Hint>>,
 }
 
 /// Indirect jumps whose table bound came from a compare that does not dominate them: some
 /// block between the compare's branch and the jump is also entered from elsewhere.
-fn undominated_tables(insns: &[Insn], leaders: &AddrBits) -> Vec<u64> {
+fn undominated_tables(t: &Traversal) -> Vec<u64> {
+    let (insns, leaders) = (&t.insns, &t.leaders);
     let guarded: Vec<(u64, u64)> = insns
         .iter()
         .filter_map(|i| match i.resolution.as_deref() {
@@ -744,14 +769,24 @@ fn undominated_tables(insns: &[Insn], leaders: &AddrBits) -> Vec<u64> {
         }
     }
     // The bound holds from `origin` (entered only by the compare's branch) through straight-
-    // line code to the jump: every leader in [origin, jump] must have exactly one entry.
+    // line code to the jump: every leader in [origin, jump] must have exactly one entry, or
+    // be entered only along edges whose own bounds imply the one the run carried in there
+    // (that bound, still the table's: its origin is the table's).
+    let joined = |l: u64, origin: u64, n: u32| {
+        let Some(h) = t.held.get(&l).filter(|h| h.origin() == origin) else { return false };
+        let edges = t.entering.get(&l).map_or(&[][..], Vec::as_slice);
+        edges.len() == n as usize && edges.iter().all(|e| e.implies(h))
+    };
     let sorted = leaders.sorted();
     guarded
         .into_iter()
         .filter(|(origin, jump)| {
             let lo = sorted.partition_point(|l| l < origin);
             let hi = sorted.partition_point(|l| l <= jump);
-            sorted[lo..hi].iter().any(|l| preds.get(l).copied().unwrap_or(0) != 1)
+            sorted[lo..hi].iter().any(|&l| match preds.get(&l).copied().unwrap_or(0) {
+                1 => false,
+                n => !joined(l, *origin, n),
+            })
         })
         .map(|(_, jump)| jump)
         .collect()

@@ -9,7 +9,10 @@
 //!
 //! The index bound comes from a dominating `cmp I,imm` (or `sub I,imm`) and `ja`/`jbe`,
 //! with `I` a register or a stack slot (-O0 keeps variables there), tracked along the
-//! traversal as a [`Hint`]; or from `and I,imm` or a zero-extended byte (`movzx I,r8`, an
+//! traversal as a [`Hint`] (where a block between the compare and the jump is entered along
+//! several edges, each must carry a bound that implies it: a switch in a loop whose dispatch
+//! the check before the loop and the one at its back edge both lead to, as gcc -O2 makes of
+//! bzip2's flag parsing; see `build::undominated_tables`); or from `and I,imm` or a zero-extended byte (`movzx I,r8`, an
 //! interpreter's opcode). Without a bound the jump stays
 //! unanalysable: reading entries "while they look like code" runs into neighbouring tables and
 //! invents block starts in the middle of instructions (seen in glibc's printf), which is
@@ -245,6 +248,27 @@ impl Compare {
 
 impl Hint {
     pub const NONE: Hint = Hint { loc: Loc::None, max: 0, width: 8, origin: 0 };
+
+    pub fn is_none(&self) -> bool {
+        self.loc == Loc::None
+    }
+
+    /// Where the bound starts to hold (kept as the bound moves along copies and extensions).
+    pub fn origin(&self) -> u64 {
+        self.origin
+    }
+
+    /// Whether this bound, carried into a block along one edge, implies `held` there: the
+    /// same location and width, a maximum no greater. When every edge into a block carries a
+    /// bound that implies the one a jump table's run carried into it, that bound holds there
+    /// whichever way the block was entered (a switch inside a loop, whose dispatch both the
+    /// bounds check before the loop and the one at its back edge lead to).
+    pub fn implies(&self, held: &Hint) -> bool {
+        self.loc != Loc::None
+            && self.loc == held.loc
+            && self.width == held.width
+            && self.max <= held.max
+    }
 
     fn new(loc: Loc, max: u64, width: u8, origin: u64) -> Hint {
         Hint { loc, max, width, origin }
