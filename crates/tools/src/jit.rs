@@ -445,7 +445,8 @@ pub fn run(
             "{n} times a thread came to a way into the code cache (a root's entry, the \
              instruction after a system call or a wrgsbase) with a gs base of the program's \
              own (arch_prctl(ARCH_SET_GS), wrgsbase): it ran the original code from there, \
-             not counted"
+             not counted (KERF_JIT_NO_SLABS=1 counts such threads, without per-thread \
+             counters)"
         ));
     }
     if !s.too_big.is_empty() {
