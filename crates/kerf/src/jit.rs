@@ -209,9 +209,16 @@ fn table(v: &serde_json::Value, top: usize) -> String {
         Some(n) if n > 0 => format!("translated in all, over {n} flushes"),
         _ => "of code cache".to_string(),
     };
+    // (A `ret` to a caller with no translation leaves too: how a root call made from a
+    // function outside the region ends, or a thread's early way out when a set of the
+    // table was full.)
+    let rets = match j["returns_out"].as_u64() {
+        Some(n) if n > 0 => format!("; returns out of the region: {n}"),
+        _ => String::new(),
+    };
     let _ = writeln!(
         s,
-        "region: {} functions, {} blocks, {} bytes {what}; escapes: {}; {}",
+        "region: {} functions, {} blocks, {} bytes {what}; escapes: {}{rets}; {}",
         j["functions"],
         j["blocks"],
         j["code_bytes"],

@@ -456,7 +456,8 @@ pub fn run(
         };
         events.warn(&format!(
             "{n} more room than the cache limit leaves beside the roots, by kerf's estimate of \
-             the translation ({}): {them} natively, uncounted, each entry an escape",
+             the translation ({}): {them} natively, uncounted, each entry an escape (the \
+             thread runs the rest of its root call natively)",
             s.too_big.join(", ")
         ));
     }
