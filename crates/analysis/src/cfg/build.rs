@@ -227,7 +227,10 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
     let mut distrust: AddrSet = AddrSet::default();
     let Traversal { insns, order, leaders, mut callees, mut table_exits, .. } = loop {
         let t = traverse(seed, cx, &mut sc, &distrust);
-        let bad = undominated_tables(&t);
+        let outside: Vec<u64> =
+            std::iter::once(seed.entry.0).chain(seed.extra.iter().copied()).collect();
+        let mut bad = undominated_tables(&t);
+        bad.extend(stale_bases(&t, &outside, cx));
         if bad.is_empty() {
             break t;
         }
@@ -418,6 +421,7 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
         }
     };
     let mut pending: Vec<Pending> = Vec::new();
+    let mut based: Vec<Based> = Vec::new();
     let mut boundaries: Option<Vec<u64>> = None;
     // Stretches of the range where a gap may still hold code (step 1b): the whole range at
     // first, then only what is left of the gaps the last round traversed from.
@@ -578,8 +582,27 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
         // are tried again now that the whole function is decoded.
         if !pending.is_empty() {
             let mut resolved_any = false;
+            // (Not with another jump whose targets are unknown: it might lead anywhere.)
+            let others = pending.len() > 1 || has_unknown_jump(&insns, &pending);
+            let preds = (!others).then(|| predecessors(&insns, cx));
             for p in std::mem::take(&mut pending) {
-                let global = |r: Gpr| unique_lea(&insns, r);
+                // Where the run that ends in the jump began: what holds there is the value
+                // of a register the run does not define.
+                let start = p
+                    .slice
+                    .first()
+                    .map_or(insns[p.jump as usize].addr(), |&k| insns[k as usize].addr());
+                let outside: Vec<u64> =
+                    std::iter::once(seed.entry.0).chain(seed.extra.iter().copied()).collect();
+                // (Each base found so is checked again once the function is whole: the
+                // table's targets may define the register too. See `stale_bases`.)
+                let used = std::cell::RefCell::new(Vec::new());
+                let reaching = |r: Gpr| {
+                    let x = reaching_lea(&insns, preds.as_ref()?, start, &outside, r)?;
+                    used.borrow_mut().push(Based { jump: 0, start, reg: r, value: x });
+                    Some(x)
+                };
+                let global = |r: Gpr| unique_lea(&insns, r).or_else(|| reaching(r));
                 let slice: Vec<(&Instruction, RegSet)> = p
                     .slice
                     .iter()
@@ -593,6 +616,8 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
                     resolved_any = true;
                     follow(t, &local, &mut leaders, &mut work, &mut table_exits);
                     insns[p.jump as usize].resolution = Some(Box::new(res));
+                    let jump = jmp.ip();
+                    based.extend(used.take().into_iter().map(|b| Based { jump, ..b }));
                 }
             }
             if resolved_any {
@@ -606,7 +631,16 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
             .collect();
         let gaps = if seed.sized { gap_starts(&order, &mut open, inner, sc) } else { Vec::new() };
         if gaps.is_empty() {
-            return Traversal { insns, order, leaders, callees, table_exits, held, entering };
+            return Traversal {
+                insns,
+                order,
+                leaders,
+                callees,
+                table_exits,
+                held,
+                entering,
+                based,
+            };
         }
         for a in gaps {
             leaders.insert(a);
@@ -708,6 +742,84 @@ fn unique_lea(insns: &[Insn], r: Gpr) -> Option<u64> {
         .then(|| d.insn.ip_rel_memory_address())
 }
 
+/// Whether an indirect jump of `insns` other than the `pending` ones has no table: it could
+/// lead anywhere (a tail call through a register too, until step 3 says it is one).
+fn has_unknown_jump(insns: &[Insn], pending: &[Pending]) -> bool {
+    insns.iter().enumerate().any(|(k, i)| {
+        i.flow == Flow::IndirectJump
+            && !matches!(i.resolution.as_deref(), Some(Resolution::Table(..)))
+            && !pending.iter().any(|p| p.jump as usize == k)
+    })
+}
+
+/// Where control comes from into each decoded address: the instructions (indices) that fall
+/// through, branch, call and return (not a call of a function that never returns: `cx`
+/// says, as the traversal asked it), or jump through a table there.
+fn predecessors(insns: &[Insn], cx: &dyn Context) -> AddrMap<Vec<u32>> {
+    let mut preds: AddrMap<Vec<u32>> = AddrMap::default();
+    for (k, i) in insns.iter().enumerate() {
+        let mut to = |a: u64| preds.entry(a).or_default().push(k as u32);
+        match i.flow {
+            Flow::Call(t) if cx.is_noreturn(t) => {}
+            Flow::Next | Flow::Call(_) | Flow::IndirectCall => to(i.next()),
+            Flow::CondJump(t) => {
+                to(t.0);
+                to(i.next());
+            }
+            Flow::Jump(t) => to(t.0),
+            Flow::IndirectJump => {
+                if let Some(Resolution::Table(t, _)) = i.resolution.as_deref() {
+                    for tg in &t.targets {
+                        to(tg.0);
+                    }
+                }
+            }
+            Flow::Return | Flow::Stop => {}
+        }
+    }
+    preds
+}
+
+/// The constant register `r` holds at address `at` when every path into `at` last defines it
+/// by the same `lea r, [rip+X]` (a jump table's base set before a loop and redefined on
+/// other paths of the function, where [`unique_lea`] finds several definitions: gzip's
+/// `main`). `None` when a path defines it otherwise, or comes from outside the function
+/// (its entry, `outside`) without defining it.
+fn reaching_lea(
+    insns: &[Insn],
+    preds: &AddrMap<Vec<u32>>,
+    at: u64,
+    outside: &[u64],
+    r: Gpr,
+) -> Option<u64> {
+    const MOST: usize = 1 << 16;
+    let mut found = None;
+    let mut seen = AddrSet::default();
+    let mut todo = vec![at];
+    while let Some(a) = todo.pop() {
+        if outside.contains(&a) || seen.len() > MOST {
+            return None;
+        }
+        if !seen.insert(a) {
+            continue;
+        }
+        for &k in preds.get(&a).map_or(&[][..], Vec::as_slice) {
+            let p = &insns[k as usize];
+            if !p.clobbers.contains(r) {
+                todo.push(p.addr());
+                continue;
+            }
+            let lea = p.insn.mnemonic() == Mnemonic::Lea
+                && p.insn.memory_base() == iced_x86::Register::RIP;
+            let x = lea.then(|| p.insn.ip_rel_memory_address())?;
+            if *found.get_or_insert(x) != x {
+                return None;
+            }
+        }
+    }
+    found
+}
+
 /// What step 1 found.
 struct Traversal {
     /// In decode order.
@@ -723,6 +835,35 @@ struct Traversal {
     /// their targets (see [`undominated_tables`]).
     held: AddrMap<Hint>,
     entering: AddrMap<Vec<Hint>>,
+    /// Table bases found by [`reaching_lea`], to be checked again on the whole function.
+    based: Vec<Based>,
+}
+
+/// A jump table's base register whose value [`reaching_lea`] found at `start` (where the run
+/// ending in `jump` began) before the function was whole.
+#[derive(Clone, Copy, Debug)]
+struct Based {
+    jump: u64,
+    start: u64,
+    reg: Gpr,
+    value: u64,
+}
+
+/// Jumps whose table base [`reaching_lea`] found while parts of the function were still to be
+/// decoded (the code the table leads to, perhaps back into the loop), and which no longer
+/// holds on the whole function, or no longer can be told (another jump of unknown targets).
+fn stale_bases(t: &Traversal, outside: &[u64], cx: &dyn Context) -> Vec<u64> {
+    if t.based.is_empty() {
+        return Vec::new();
+    }
+    let unknown = has_unknown_jump(&t.insns, &[]);
+    let preds = predecessors(&t.insns, cx);
+    (t.based.iter())
+        .filter(|b| {
+            unknown || reaching_lea(&t.insns, &preds, b.start, outside, b.reg) != Some(b.value)
+        })
+        .map(|b| b.jump)
+        .collect()
 }
 
 /// Indirect jumps whose table bound came from a compare that does not dominate them: some

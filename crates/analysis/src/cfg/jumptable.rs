@@ -4,7 +4,10 @@
 //! size*i)`). That covers what gcc and clang emit for switches at -O0 and -O2, PIC and not:
 //!
 //! - `lea B,[rip+T]; movsxd R,[B+I*4]; add R,B; jmp R` (either add order; `mov eax,[..];
-//!   cdqe` at -O0; the `lea` hoisted out of a loop is found function-wide);
+//!   cdqe` at -O0; the `lea` hoisted out of a loop is found function-wide: the function's
+//!   one `lea` of the register, or, where it defines the register more than once, the one
+//!   that every path into the run reaching the jump last defines it by, checked again once
+//!   the whole function is decoded, `build::reaching_lea`);
 //! - `jmp [T+I*8]`, `mov R,[T+I*8]; jmp R`, `shl R,3; add R,T; mov R,[R]; jmp R`.
 //!
 //! The index bound comes from a dominating `cmp I,imm` (or `sub I,imm`) and `ja`/`jbe`,
