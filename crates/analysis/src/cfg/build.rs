@@ -758,33 +758,45 @@ fn has_unknown_jump(insns: &[Insn], pending: &[Pending]) -> bool {
 fn predecessors(insns: &[Insn], cx: &dyn Context) -> AddrMap<Vec<u32>> {
     let mut preds: AddrMap<Vec<u32>> = AddrMap::default();
     for (k, i) in insns.iter().enumerate() {
-        let mut to = |a: u64| preds.entry(a).or_default().push(k as u32);
-        match i.flow {
-            Flow::Call(t) if cx.is_noreturn(t) => {}
-            Flow::Next | Flow::Call(_) | Flow::IndirectCall => to(i.next()),
-            Flow::CondJump(t) => {
-                to(t.0);
-                to(i.next());
-            }
-            Flow::Jump(t) => to(t.0),
-            Flow::IndirectJump => {
-                if let Some(Resolution::Table(t, _)) = i.resolution.as_deref() {
-                    for tg in &t.targets {
+        if matches!(i.flow, Flow::Call(t) if cx.is_noreturn(t)) {
+            continue;
+        }
+        successors(i, &mut |a| preds.entry(a).or_default().push(k as u32));
+    }
+    preds
+}
+
+/// Every address control may go to from `i` inside what the traversal decoded: the next
+/// instruction (after a call too), a branch's target, each distinct target of its table.
+fn successors(i: &Insn, to: &mut dyn FnMut(u64)) {
+    match i.flow {
+        Flow::Next | Flow::Call(_) | Flow::IndirectCall => to(i.next()),
+        Flow::CondJump(t) => {
+            to(t.0);
+            to(i.next());
+        }
+        Flow::Jump(t) => to(t.0),
+        Flow::IndirectJump => {
+            if let Some(Resolution::Table(t, _)) = i.resolution.as_deref() {
+                let mut seen: Vec<ImageAddr> = Vec::new();
+                for tg in &t.targets {
+                    if !seen.contains(tg) {
+                        seen.push(*tg);
                         to(tg.0);
                     }
                 }
             }
-            Flow::Return | Flow::Stop => {}
         }
+        Flow::Return | Flow::Stop => {}
     }
-    preds
 }
 
 /// The constant register `r` holds at address `at` when every path into `at` last defines it
 /// by the same `lea r, [rip+X]` (a jump table's base set before a loop and redefined on
 /// other paths of the function, where [`unique_lea`] finds several definitions: gzip's
 /// `main`). `None` when a path defines it otherwise, or comes from outside the function
-/// (its entry, `outside`) without defining it.
+/// (its entry, `outside`; or code nothing known leads to, found in a gap) without defining
+/// it.
 fn reaching_lea(
     insns: &[Insn],
     preds: &AddrMap<Vec<u32>>,
@@ -803,7 +815,11 @@ fn reaching_lea(
         if !seen.insert(a) {
             continue;
         }
-        for &k in preds.get(&a).map_or(&[][..], Vec::as_slice) {
+        let from = preds.get(&a).map_or(&[][..], Vec::as_slice);
+        if from.is_empty() {
+            return None;
+        }
+        for &k in from {
             let p = &insns[k as usize];
             if !p.clobbers.contains(r) {
                 todo.push(p.addr());
@@ -888,26 +904,7 @@ fn undominated_tables(t: &Traversal) -> Vec<u64> {
         }
     };
     for i in insns {
-        match i.flow {
-            Flow::Next | Flow::Call(_) | Flow::IndirectCall => add(i.next()),
-            Flow::CondJump(t) => {
-                add(t.0);
-                add(i.next());
-            }
-            Flow::Jump(t) => add(t.0),
-            Flow::IndirectJump => {
-                if let Some(Resolution::Table(t, _)) = i.resolution.as_deref() {
-                    let mut seen: Vec<ImageAddr> = Vec::new();
-                    for tg in &t.targets {
-                        if !seen.contains(tg) {
-                            seen.push(*tg);
-                            add(tg.0);
-                        }
-                    }
-                }
-            }
-            Flow::Return | Flow::Stop => {}
-        }
+        successors(i, &mut add);
     }
     // The bound holds from `origin` (entered only by the compare's branch) through straight-
     // line code to the jump: every leader in [origin, jump] must have exactly one entry, or
