@@ -152,6 +152,13 @@ pub(crate) struct Seed {
     pub limits: Vec<(u64, u64)>,
 }
 
+impl Seed {
+    /// Where control comes into the function from outside: its entry and `extra`.
+    fn entries(&self) -> Vec<u64> {
+        std::iter::once(self.entry.0).chain(self.extra.iter().copied()).collect()
+    }
+}
+
 /// What the traversal of one function needs to know about the rest of the image.
 pub(crate) trait Context: Sync {
     fn memory(&self) -> &dyn CodeMemory;
@@ -227,10 +234,8 @@ pub(crate) fn build_function(seed: &Seed, cx: &dyn Context) -> Option<FuncCfg> {
     let mut distrust: AddrSet = AddrSet::default();
     let Traversal { insns, order, leaders, mut callees, mut table_exits, .. } = loop {
         let t = traverse(seed, cx, &mut sc, &distrust);
-        let outside: Vec<u64> =
-            std::iter::once(seed.entry.0).chain(seed.extra.iter().copied()).collect();
         let mut bad = undominated_tables(&t);
-        bad.extend(stale_bases(&t, &outside, cx));
+        bad.extend(stale_bases(&t, &seed.entries(), cx));
         if bad.is_empty() {
             break t;
         }
@@ -585,6 +590,7 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
             // (Not with another jump whose targets are unknown: it might lead anywhere.)
             let others = pending.len() > 1 || has_unknown_jump(&insns, &pending);
             let preds = (!others).then(|| predecessors(&insns, cx));
+            let outside = seed.entries();
             for p in std::mem::take(&mut pending) {
                 // Where the run that ends in the jump began: what holds there is the value
                 // of a register the run does not define.
@@ -592,8 +598,6 @@ fn traverse(seed: &Seed, cx: &dyn Context, sc: &mut Scanner<'_>, distrust: &Addr
                     .slice
                     .first()
                     .map_or(insns[p.jump as usize].addr(), |&k| insns[k as usize].addr());
-                let outside: Vec<u64> =
-                    std::iter::once(seed.entry.0).chain(seed.extra.iter().copied()).collect();
                 // (Each base found so is checked again once the function is whole: the
                 // table's targets may define the register too. See `stale_bases`.)
                 let used = std::cell::RefCell::new(Vec::new());
