@@ -25,16 +25,22 @@
 # marks: the walk from the roots, as a first run translates it);
 # `kerf-none-first`: as kerf-none with the hint of what ran put aside for the run (a first
 # run: the walk, every function marked until it runs; the hint is put back after);
-# `kerf-old-none`, `kerf-old-blocks`: the same with another kerf binary, `KERF_OLD=PATH`
+# `kerf-old-none`, `kerf-old-blocks`, `kerf-old-calls`: the same with another kerf binary, `KERF_OLD=PATH`
 # (an earlier commit's build, for a before/after in one run);
-# `valgrind --tool=none`; `valgrind --tool=exp-bbv` (Valgrind's block-vector counter). Wall
+# `valgrind --tool=none`; `valgrind --tool=exp-bbv` (Valgrind's block-vector counter);
+# `stalker-none`, `stalker-blocks`, `stalker-calls`: Frida's Stalker following the thread that
+# calls `main`, with nothing added, with an inline counter at every block, and with its call
+# and return events (bench/jit/stalker.py; Frida 17.25.2 in a virtualenv of its own under
+# ~/.cache/kerf-bench, since bench/cover.sh keeps 16.5.9, whose Stalker breaks glibc's AVX-512
+# string functions on this machine: xz and python3.11 died at once under it). Wall
 # time from launch to exit (kerf's analysis, from its cache filled by two warm-up runs, and
 # translation included; what ran in them is translated ahead and nothing else, as in any
 # later run of the same program from the same roots: the first run marks what runs, the
 # second also learns the functions entered other than at their entry, such as cold parts
 # jumped into half-way), median of ROUNDS (default 3), and the ratio to native. Every run's
 # output is checked against the native run's.
-# Installs valgrind (apt) if missing.
+# Installs valgrind (apt) and, when a stalker mode is asked for, python3-venv (apt) and
+# frida (pip, into its virtualenv) if missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-3}
@@ -44,6 +50,12 @@ for p in xz sqlite3; do command -v $p >/dev/null || { say "installing $p"; apt-g
 [ -x /usr/bin/python3.11 ] || { say "installing python3.11"; apt-get install -y -q python3.11 >/dev/null; }
 cargo build --release -p kerf >/dev/null 2>&1 || { say "cargo build failed"; exit 1; }
 K=${CARGO_TARGET_DIR:-$PWD/target}/release/kerf
+FRIDA_PY=$HOME/.cache/kerf-bench/frida-17.25.2/bin/python
+if [[ " ${MODES:-} " == *" stalker-"* ]] && ! "$FRIDA_PY" -c 'import frida' 2>/dev/null; then
+  say "installing frida 17.25.2 (pip, in ${FRIDA_PY%/bin/python})"
+  python3 -m venv "${FRIDA_PY%/bin/python}" 2>/dev/null || { apt-get install -y -q python3-venv >/dev/null && python3 -m venv "${FRIDA_PY%/bin/python}"; }
+  "${FRIDA_PY%/python}/pip" install -q frida==17.25.2 || { say "frida install failed"; exit 1; }
+fi
 W=$(mktemp -d /tmp/kerf-jit-bench.XXXXXX)
 trap 'rm -rf "$W"' EXIT
 export KERF_CACHE_DIR=$W/cache
@@ -84,6 +96,11 @@ declare -A CMD=(
   [sqlite3]="/usr/bin/sqlite3 :memory: .read\ $W/work.sql"
   [python3.11]="/usr/bin/python3.11 $W/loop.py"
 )
+# main's address in each executable, for Stalker (kerf's analysis finds it in stripped ones).
+declare -A MAIN
+for prog in ${PROGS:-xz sqlite3 python3.11}; do
+  MAIN[$prog]=$("$K" analyze "/usr/bin/$prog" --functions --json | python3 -c "import json,sys; print(next(f['entry'] for f in json.load(sys.stdin)['function_list'] if f['name'] == 'main'))")
+done
 run() { # MODE PROGRAM -> output on stdout
   local mode=$1 prog=$2
   local -a cmd
@@ -108,9 +125,12 @@ run() { # MODE PROGRAM -> output on stdout
     kerf-blocks) "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-old-none) "$KERF_OLD" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-old-blocks) "$KERF_OLD" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-old-calls) "$KERF_OLD" jit main --plugin calls -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-branches) "$K" jit main --plugin branches -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-calls) "$K" jit main --plugin calls -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-calls-file) "$K" jit main --plugin calls --trace "$W/calls.raw" -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    stalker-*) "$FRIDA_PY" bench/jit/stalker.py "${mode#stalker-}" "${MAIN[$prog]}" "${cmd[@]}" 2>>"$W/stalker.err"
+      tail -1 "$W/stalker.err" | sed "s/^/$prog $mode /" >> "$W/stalker.stats" ;;
     vg-none) valgrind -q --tool=none "${cmd[@]}" ;;
     vg-bbv) valgrind -q --tool=exp-bbv --bb-out-file="$W/bb.out" "${cmd[@]}" ;;
   esac
@@ -130,7 +150,7 @@ for prog in ${PROGS:-xz sqlite3 python3.11}; do
       e=$(date +%s.%N)
       echo "$prog $m $(echo "$e - $s" | bc)" >> "$W/times"
       cmp -s "$W/$prog.expected" "$W/$prog.$m.sum" || echo "$prog $m" >> "$W/wrong"
-      if [[ $m == kerf-calls* ]]; then
+      if [[ $m == kerf-calls* || $m == kerf-old-calls ]]; then
         python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['calls']; print(sys.argv[2], sys.argv[3], 'calls', c['calls'], 'returns', c['returns'], 'lost', c['lost'], 'unmatched', c['unmatched'])" "$W/summary" $prog $m >> "$W/kerf.calls"
       fi
       if [[ $m == kerf-* ]]; then
@@ -167,6 +187,14 @@ if os.path.exists(f"{w}/kerf.calls"):
     print("# call trace (every run): program mode calls returns lost unmatched")
     for l in open(f"{w}/kerf.calls"):
         print("#", l.strip())
+if os.path.exists(f"{w}/stalker.stats"):
+    print("# Stalker (last round): program mode what it counted")
+    last = {}
+    for l in open(f"{w}/stalker.stats"):
+        f = l.split(maxsplit=2)
+        last[(f[0], f[1])] = l.strip()
+    for k in sorted(last):
+        print("#", last[k])
 if wrong:
     print("# OUTPUT DIFFERED:", sorted(wrong))
 PY
