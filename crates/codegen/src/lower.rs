@@ -26,6 +26,9 @@ use iced_x86::{Code, IcedError, Instruction, MemoryOperand, Register};
 use kerf_arch::x86_64::{Flag, FlagSet, Gpr, RegSet};
 use std::fmt;
 
+/// `sched_yield`, which a writer waiting for room in its ring makes ([`Lowerer::wait_for_room`]).
+const SYS_SCHED_YIELD: u32 = 24;
+
 /// What lowering needs to know about the point besides the program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct At {
@@ -1037,7 +1040,7 @@ impl<'a> Lowerer<'a> {
         shape: ring::Shape,
         locked: bool,
         full: CodeLabel,
-    ) -> Result<(), LowerError> {
+    ) -> Result<CodeLabel, LowerError> {
         use iced_x86::code_asm::{rax, rdx};
         let a = &mut self.a;
         let mut retry = a.create_label();
@@ -1058,6 +1061,49 @@ impl<'a> Lowerer<'a> {
         a.and(rax, (shape.slots - 1) as i32)?;
         a.shl(rax, shape.slot_len.trailing_zeros())?;
         a.lea(t, qword_ptr(t + rax + ring::SLOTS as i32))?;
+        Ok(retry)
+    }
+
+    /// A full per-thread ring at `r11` whose reader asked for waits (`ring::WAIT`): give the
+    /// CPU up (`sched_yield`: the reader may need it, and other threads waiting for it would
+    /// otherwise spin it away) until the reader has made room, then reserve again at
+    /// `retry`; once [`ring::WAIT_TICKS`] have passed, clear `wait` (the reader is gone or
+    /// far behind, and until it sets it again a full ring drops at once) and go on to the
+    /// drop that follows. The deadline is kept in the ring's `until` (`rdtsc` and the system
+    /// call leave no register for it; a signal handler that waits in between moves it later,
+    /// by its own wait at most). Writes `rax`, `rcx`, `rdx`, `r10`, `r11` (the ring again
+    /// when it jumps) and the flags, which the lookup and the reservation write already.
+    fn wait_for_room(&mut self, shape: ring::Shape, retry: CodeLabel) -> Result<(), LowerError> {
+        use iced_x86::code_asm::{eax, r10, r11, rax, rdx};
+        let a = &mut self.a;
+        let mut spin = a.create_label();
+        let mut drop = a.create_label();
+        a.cmp(qword_ptr(r11 + ring::WAIT as i32), 0)?;
+        a.je(drop)?;
+        let now = |a: &mut CodeAssembler| -> Result<(), IcedError> {
+            a.rdtsc()?;
+            a.shl(rdx, 32)?;
+            a.or(rax, rdx)
+        };
+        now(a)?;
+        a.add(rax, ring::WAIT_TICKS)?;
+        a.mov(qword_ptr(r11 + ring::UNTIL as i32), rax)?;
+        // 1. Yield, the ring kept in r10 (the system call writes rcx and r11).
+        a.mov(r10, r11)?;
+        a.set_label(&mut spin)?;
+        a.mov(eax, SYS_SCHED_YIELD)?;
+        a.syscall()?;
+        a.mov(r11, r10)?;
+        // 2. Room: reserve again. 3. Time left: yield again.
+        a.mov(rax, qword_ptr(r11 + ring::HEAD as i32))?;
+        a.sub(rax, qword_ptr(r11 + ring::TAIL as i32))?;
+        a.cmp(rax, shape.slots as i32)?;
+        a.jb(retry)?;
+        now(a)?;
+        a.cmp(rax, qword_ptr(r11 + ring::UNTIL as i32))?;
+        a.jb(spin)?;
+        a.mov(qword_ptr(r11 + ring::WAIT as i32), 0)?;
+        a.set_label(&mut drop)?;
         Ok(())
     }
 
@@ -1125,7 +1171,7 @@ impl<'a> Lowerer<'a> {
         // 2. Reserve record n = head; r11 = its slot. Per thread a plain cmpxchg: only this
         //    thread writes head, and a signal handler that emitted in between moved it, so
         //    this retries (see crate::ring). Per CPU a locked one.
-        self.reserve(r11, shape, locked, full)?;
+        let retry = self.reserve(r11, shape, locked, full)?;
         // 3. Its time (and CPU, per thread), then the values, the reads after them, and
         //    seq = n + 1 last.
         let cpu = matches!(per, Rings::Cpu(_)).then_some(meta);
@@ -1145,8 +1191,13 @@ impl<'a> Lowerer<'a> {
         a.mov(qword_ptr(r11 + ring::SEQ as i32), rdx)?;
         a.jmp(done)?;
         // Full: only this thread writes its lost count; a single inc is whole to its handlers.
-        // A CPU's ring may have writers on two CPUs: locked.
+        // A CPU's ring may have writers on two CPUs: locked. A process's thread waits first
+        // when its reader asked (never in the kernel, where this may run with interrupts off).
         a.set_label(&mut full)?;
+        if !locked && self.at.env == Env::User {
+            self.wait_for_room(shape, retry)?;
+        }
+        let a = &mut self.a;
         if locked {
             a.lock().inc(qword_ptr(r11 + ring::LOST as i32))?;
         } else {

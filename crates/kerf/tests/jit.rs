@@ -1581,6 +1581,42 @@ fn call_trace_counts_every_call_and_return_and_writes_a_trace_that_converts() {
     }
 }
 
+/// The same threads through rings of 16 records (the least `--ring-slots` takes) where each
+/// thread makes about 120 k: a thread that finds its ring full waits for kerf's reader, so
+/// nothing is lost and every function's calls equal its entry block's count. A wait gives up
+/// after about 5 ms (kerf kept off the CPUs); a run where one did says so in
+/// `wait_timeouts` (and only then may it have lost records) and is tried again.
+#[test]
+fn call_trace_through_tiny_rings_waits_for_kerf_and_loses_nothing() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-calls-tiny");
+    let args = ["3", "5", "50"];
+    let expected = plain(&bin, &args);
+    let flags = ["work", "--plugin", "blocks,calls", "--ring-slots", "16"];
+    for attempt in 1..=3 {
+        let (v, out, _) = kerf_on("calls-tiny", "jit", &flags, &bin, &args);
+        assert_eq!(out, expected, "the program's output changed under kerf jit");
+        let c = &v["calls"];
+        let (lost, timeouts) = (c["lost"].as_u64().unwrap(), c["wait_timeouts"].as_u64().unwrap());
+        assert!(lost == 0 || timeouts > 0, "records lost with no wait timed out: {c}");
+        if timeouts > 0 && attempt < 3 {
+            continue;
+        }
+        assert_eq!((lost, timeouts, &c["unmatched"]), (0, 0, &serde_json::json!(0)), "{c}");
+        let blocks = counts(&v["blocks"], "");
+        let functions = c["functions"].as_array().unwrap();
+        for name in ["work", "classify", "fib", "cmp", "twice", "square", "negate"] {
+            let f = functions.iter().find(|f| {
+                f["function"] == name && f["module"].as_str().unwrap().contains("jitted")
+            });
+            let calls = f.map_or(0, |f| f["calls"].as_u64().unwrap());
+            let entry = blocks.get(&format!("{name}+0x0")).copied().unwrap_or(0);
+            assert!(calls > 0, "{name} was not called: {c}");
+            assert_eq!(calls, entry, "{name}: calls vs its entry block's count");
+        }
+        return;
+    }
+}
+
 /// The lock-contention plugin on tests/fixtures/locks.c (the fixture `kerf locks` is tested
 /// on): with the workers and the priority-inheriting mutex's waiter as roots, three workers
 /// block on `big_lock` for about a second while main (outside the region) holds it, after

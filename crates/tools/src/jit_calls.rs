@@ -7,7 +7,9 @@
 //! with its call by stack pointer, and with `--trace FILE` writes every event into a raw trace
 //! (packed records, as `kerf trace` writes them at high rates) that `kerf trace convert` makes
 //! into Perfetto or JSON Lines, calls as slices. A full ring drops records and counts them;
-//! the summary and the trace say how many, never silently.
+//! the summary and the trace say how many, never silently. While kerf drains, a thread that
+//! finds its ring full waits for room instead (a bounded wait, see `kerf_codegen::ring`'s
+//! `WAIT`): a busy program runs at the reader's pace rather than lose its calls.
 //!
 //! A record: its time and CPU (the ring's header), then the stack pointer (a lock function's
 //! entry also the lock and the return address). Its stream id is the probe: `2k` the entry
@@ -389,6 +391,9 @@ struct Tally {
     /// Tail calls' exits that closed no frame: jumps into a fragment of the same function
     /// (the frame goes on), left out of the trace.
     fragment_jumps: u64,
+    /// Rings found with their `wait` cleared: a writer's wait for room timed out (kerf fell
+    /// behind for longer than `ring::WAIT_TICKS`), and records were dropped until this drain.
+    wait_timeouts: u64,
     /// Records read, those the trace keeps, drains that found any, and the most one drain
     /// found.
     records: u64,
@@ -418,7 +423,9 @@ pub struct Reader<'a> {
     adopted: usize,
     tally: Tally,
     stacks: HashMap<(usize, u32), Frames>,
-    watch: HashMap<(usize, u64), RingWatch>,
+    /// Per ring (area `a`, slot `k`: `a * THREAD_SLOTS + k`), once it had records: a vector,
+    /// not a map, since every drain asks for every ring, most of them empty.
+    watch: Vec<Option<RingWatch>>,
     out: Option<Writer<Box<dyn Write + Send>>>,
     path: Option<String>,
     /// Threads seen (`(pid << 32) | tid`), and those not yet named in the trace.
@@ -469,9 +476,12 @@ impl<'a> Reader<'a> {
         // Each ring's counters, read once now (before the target runs): the first read of a
         // page of kerf's mapping faults, and a first drain that took all those faults (768
         // for three modules) took 8 ms, long enough for busy threads to fill their rings.
+        // And each ring asks its writer to wait for room rather than drop (`ring::WAIT`).
         for (area, _) in &areas {
             for k in 0..kerf_codegen::timer::THREAD_SLOTS {
-                area.load_u64((ring::thread_ring(k, calls.shape) + ring::HEAD) as usize);
+                let ring = ring::thread_ring(k, calls.shape);
+                area.load_u64((ring + ring::HEAD) as usize);
+                area.store_u64((ring + ring::WAIT) as usize, 1);
             }
         }
         let n = calls.funcs.len();
@@ -484,7 +494,7 @@ impl<'a> Reader<'a> {
             adopted: 0,
             tally: Tally { entries: vec![0; n], exits: vec![0; n], ..Tally::default() },
             stacks: HashMap::new(),
-            watch: HashMap::new(),
+            watch: Vec::new(),
             out,
             path,
             threads: HashSet::new(),
@@ -513,12 +523,18 @@ impl<'a> Reader<'a> {
         // are read in this drain.
         self.adopt_late();
         let areas = self.areas.clone();
+        let per_area = kerf_codegen::timer::THREAD_SLOTS as usize;
+        self.watch.resize_with(areas.len() * per_area, || None);
         for (a, Area { rings: area, data, source, base: first }) in areas.iter().enumerate() {
             let shared = area.words();
             for k in 0..kerf_codegen::timer::THREAD_SLOTS {
                 let base = ring::thread_ring(k, shape);
                 let word = |o: u64| shared[((base + o) / 8) as usize].load(Ordering::Acquire);
-                if word(ring::HEAD) == word(ring::TAIL) && !self.watch.contains_key(&(a, k)) {
+                let at = a * per_area + k as usize;
+                // A slot no thread ever claimed (its key 0) has an empty ring: its head, a
+                // line of its own, is not read (most of the 256 of every module).
+                let never = data.load_u64((8 * k) as usize) == 0 && self.watch[at].is_none();
+                if never || word(ring::HEAD) == word(ring::TAIL) && self.watch[at].is_none() {
                     continue;
                 }
                 self.words.clear();
@@ -526,8 +542,13 @@ impl<'a> Reader<'a> {
                 let ahead = |o: u64| prefetch(shared, base + o);
                 let c = ring::copy_ahead(&word, &ahead, shape, &mut self.words);
                 area.store_u64((base + ring::TAIL) as usize, c.tail);
+                // Again, if a wait timed out meanwhile: the reader is here now.
+                if area.load_u64((base + ring::WAIT) as usize) == 0 {
+                    self.tally.wait_timeouts += 1;
+                    area.store_u64((base + ring::WAIT) as usize, 1);
+                }
                 let start = self.start_tsc;
-                let w = self.watch.entry((a, k)).or_insert_with(|| RingWatch::new(start));
+                let w = self.watch[at].get_or_insert_with(|| RingWatch::new(start));
                 if let Some(bound) = w.read(began, c.tail, c.tail + c.pending, patience) {
                     cut = cut.min(bound);
                 }
@@ -582,7 +603,9 @@ impl<'a> Reader<'a> {
             self.tally.exits.resize(n, 0);
             // Their pages faulted in now, not in the middle of a drain (see `new`).
             for k in 0..kerf_codegen::timer::THREAD_SLOTS {
-                l.rings.load_u64((ring::thread_ring(k, self.calls.shape) + ring::HEAD) as usize);
+                let ring = ring::thread_ring(k, self.calls.shape);
+                l.rings.load_u64((ring + ring::HEAD) as usize);
+                l.rings.store_u64((ring + ring::WAIT) as usize, 1);
             }
             if let Some(out) = self.out.as_mut() {
                 let file = file_name(&l.path);
@@ -611,6 +634,8 @@ impl<'a> Reader<'a> {
         }
         let words = std::mem::take(&mut self.words);
         self.kept.clear();
+        // (Records are kept only for a trace file: the tallies need none.)
+        let tracing = self.out.is_some();
         let t = &mut self.tally;
         let tid = owner as u32;
         let mut frames = self.stacks.remove(&(a, tid)).unwrap_or_default();
@@ -670,6 +695,9 @@ impl<'a> Reader<'a> {
             }
             if let Some(probe) = keep {
                 t.events += 1;
+                if !tracing {
+                    continue;
+                }
                 // Its thread first: one word more than the ring's record.
                 let meta = meta & !(0xffff << 32 | 0xffff_ffff) | 16 << 32 | u64::from(probe);
                 self.kept.extend_from_slice(&[time, meta, owner, sp]);
@@ -811,6 +839,7 @@ impl<'a> Reader<'a> {
             "lost": lost,
             "lost_ring_full": full,
             "lost_no_slot": no_slot,
+            "wait_timeouts": t.wait_timeouts,
             "thread_slots": kerf_codegen::timer::THREAD_SLOTS,
             "threads": self.threads.len(),
             "drains": t.drains,
