@@ -1064,45 +1064,37 @@ impl<'a> Lowerer<'a> {
         Ok(retry)
     }
 
-    /// A full per-thread ring at `r11` whose reader asked for waits (`ring::WAIT`): give the
-    /// CPU up (`sched_yield`: the reader may need it, and other threads waiting for it would
-    /// otherwise spin it away) until the reader has made room, then reserve again at
-    /// `retry`; once [`ring::WAIT_TICKS`] have passed, clear `wait` (the reader is gone or
-    /// far behind, and until it sets it again a full ring drops at once) and go on to the
-    /// drop that follows. The deadline is kept in the ring's `until` (`rdtsc` and the system
-    /// call leave no register for it; a signal handler that waits in between moves it later,
-    /// by its own wait at most). Writes `rax`, `rcx`, `rdx`, `r10`, `r11` (the ring again
-    /// when it jumps) and the flags, which the lookup and the reservation write already.
+    /// A full per-thread ring at `r11`: while the time stamp counter is before the ring's
+    /// `wait` (a deadline the reader moves ahead as it drains), give the CPU up
+    /// (`sched_yield`: the reader may need it, and other threads waiting for it would spin
+    /// it away) and reserve again at `retry` once the reader has made room; past it (or with
+    /// `wait` 0, a reader that never waits) go on to the drop that follows. Writes `rax`,
+    /// `rcx`, `rdx`, `r10` and the flags, which the lookup and the reservation write
+    /// already; `r11` is the ring again wherever it leaves.
     fn wait_for_room(&mut self, shape: ring::Shape, retry: CodeLabel) -> Result<(), LowerError> {
         use iced_x86::code_asm::{eax, r10, r11, rax, rdx};
         let a = &mut self.a;
-        let mut spin = a.create_label();
+        let mut look = a.create_label();
         let mut drop = a.create_label();
-        a.cmp(qword_ptr(r11 + ring::WAIT as i32), 0)?;
-        a.je(drop)?;
-        let now = |a: &mut CodeAssembler| -> Result<(), IcedError> {
-            a.rdtsc()?;
-            a.shl(rdx, 32)?;
-            a.or(rax, rdx)
-        };
-        now(a)?;
-        a.add(rax, ring::WAIT_TICKS)?;
-        a.mov(qword_ptr(r11 + ring::UNTIL as i32), rax)?;
-        // 1. Yield, the ring kept in r10 (the system call writes rcx and r11).
+        // 1. The ring kept in r10 (the system call writes rcx and r11). Past the deadline:
+        //    drop.
         a.mov(r10, r11)?;
-        a.set_label(&mut spin)?;
+        a.set_label(&mut look)?;
+        a.rdtsc()?;
+        a.shl(rdx, 32)?;
+        a.or(rax, rdx)?;
+        a.cmp(rax, qword_ptr(r10 + ring::WAIT as i32))?;
+        a.jae(drop)?;
+        // 2. Yield.
         a.mov(eax, SYS_SCHED_YIELD)?;
         a.syscall()?;
         a.mov(r11, r10)?;
-        // 2. Room: reserve again. 3. Time left: yield again.
+        // 3. Room: reserve again; else look again.
         a.mov(rax, qword_ptr(r11 + ring::HEAD as i32))?;
         a.sub(rax, qword_ptr(r11 + ring::TAIL as i32))?;
         a.cmp(rax, shape.slots as i32)?;
         a.jb(retry)?;
-        now(a)?;
-        a.cmp(rax, qword_ptr(r11 + ring::UNTIL as i32))?;
-        a.jb(spin)?;
-        a.mov(qword_ptr(r11 + ring::WAIT as i32), 0)?;
+        a.jmp(look)?;
         a.set_label(&mut drop)?;
         Ok(())
     }

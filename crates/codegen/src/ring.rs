@@ -6,10 +6,9 @@
 //! ```text
 //! +0    head   u64   records reserved so far (writers: lock cmpxchg)
 //! +64   tail   u64   records the reader has consumed (only the reader writes it)
-//! +72   wait   u64   nonzero: a per-thread writer that finds the ring full waits for room
-//!                    (the reader sets it; a writer whose wait timed out clears it)
+//! +72   wait   u64   a deadline (time stamp counter): before it, a per-thread writer that
+//!                    finds the ring full waits for room (only the reader writes it)
 //! +128  lost   u64   records dropped because the ring was full (lock inc)
-//! +136  until  u64   a per-thread writer's deadline while it waits (time stamp counter)
 //! +192  slots  [slot_len bytes; slots], record n in slot n % slots
 //! ```
 //! A ring's [`Shape`] is its slot count and slot length, both powers of two (the code finds a
@@ -84,16 +83,15 @@
 //! `tests/exec.rs` interrupts the writer at every instruction in turn to check this.
 //!
 //! A per-thread writer in a process that finds its ring full drops the record (counted in
-//! `lost`) unless the reader has set `wait`: then it waits for the reader to make room,
-//! giving the CPU up meanwhile (`sched_yield`: the reader may need it, and other threads
-//! waiting would spin it away), at most [`WAIT_TICKS`] of the time stamp counter (its
-//! deadline in `until`), and reserves again.
-//! A wait that times out clears `wait` (the reader is gone, or far behind): until the reader
-//! sets it again, a full ring drops at once, so a kerf that was killed costs each ring one
-//! such wait. A reader that counts on every event (the JIT's call trace) sets `wait` on each
-//! drain; the tracer's readers do not (a trace at a high rate drops, as LTTng's default
-//! does, rather than slow the program down).
-//!
+//! `lost`) unless the time stamp counter is still before the ring's `wait`: then it waits
+//! for the reader to make room, giving the CPU up meanwhile (`sched_yield`: the reader may
+//! need it, and other threads waiting would spin it away), and reserves again; once the
+//! deadline passes it drops. A reader that counts on every event (the JIT's call trace)
+//! moves the deadline of every ring in use ahead at each drain, so a writer waits as long as
+//! the reader is alive and drains, however slowly, and a reader that was killed or stalls
+//! costs each full ring at most the rest of the last deadline; the tracer's readers leave it
+//! 0 (a trace at a high rate drops, as LTTng's default does, rather than slow the program).
+
 //! # Per-CPU rings (`emit.cpu`)
 //!
 //! The kernel has more tasks than a thread table has slots, and most of them never emit:
@@ -122,14 +120,7 @@ pub const TAIL: u64 = 64;
 /// On the reader's line, which a writer reads for `tail` anyway.
 pub const WAIT: u64 = 72;
 pub const LOST: u64 = 128;
-/// On the writer's line: only the ring's thread waits.
-pub const UNTIL: u64 = 136;
 pub const SLOTS: u64 = 192;
-
-/// How long a writer waits for room in a full ring whose reader asked for waits, in time
-/// stamp counter ticks: about 5.6 ms at 3 GHz, ten of kerf's drains, and longer than a
-/// scheduler's time slice (a reader preempted on a busy machine comes back before that).
-pub const WAIT_TICKS: i32 = 1 << 24;
 
 /// Bytes of the shortest and of the longest slot a ring may have.
 pub const MIN_SLOT_LEN: u32 = 32;

@@ -1070,12 +1070,12 @@ fn tsc() -> u64 {
     unsafe { core::arch::x86_64::_rdtsc() }
 }
 
-/// A reader that asks for waits (`ring::WAIT`) loses nothing however far ahead the writer
-/// is: the writer waits at the full ring until the reader moves its tail. With no reader, one
-/// wait times out (no sooner than `WAIT_TICKS`), clears the word, and every later event of
-/// the full ring is dropped at once and counted.
+/// A ring whose `wait` deadline is ahead loses nothing however far ahead its writer is: the
+/// writer waits at the full ring until the reader moves its tail. Past the deadline (a reader
+/// gone) the writer waits no longer than the deadline and drops, and with `wait` 0 (the
+/// tracer's readers) it drops at once.
 #[test]
-fn a_full_ring_whose_reader_asks_waits_for_room_and_gives_up_without_one() {
+fn a_full_ring_waits_for_its_reader_until_the_deadline() {
     const SLOTS: u32 = 8;
     const EVENTS: u64 = 2000;
     let mut ar = Arena::new();
@@ -1086,66 +1086,65 @@ fn a_full_ring_whose_reader_asks_waits_for_room_and_gives_up_without_one() {
     unsafe { asm!("mov {}, fs:[0]", out(reg) tp) };
     // This thread claims its home slot: the table is fresh.
     let ring = rings + ring::thread_ring(timer::home_slot(tp), two_words(SLOTS));
-    // 1. A reader on another thread drains a record at a time, the writer far ahead.
-    let through_reader = |who: u64| {
-        let written = std::sync::atomic::AtomicBool::new(false);
-        std::thread::scope(|s| {
-            let reader = s.spawn(|| {
-                let mut got = Vec::new();
-                loop {
-                    // (Seen before the read: a record written before it is in that read.)
-                    let last = written.load(std::sync::atomic::Ordering::Acquire);
-                    let b = ring::read(&|o| ar.data(ring + o), two_words(SLOTS));
-                    match b.records.first() {
-                        Some(r) => {
-                            got.push(r.values[1]);
-                            ar.set_data(ring + ring::TAIL, r.seq + 1);
-                        }
-                        None if last => return got,
-                        None => {}
+    // 1. A reader on another thread drains a record at a time, the writer far ahead; the
+    //    deadline an hour away (of a 10 GHz counter, at most).
+    ar.set_data(ring + ring::WAIT, tsc() + 36_000_000_000_000);
+    let written = std::sync::atomic::AtomicBool::new(false);
+    let got = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let mut got = Vec::new();
+            loop {
+                // (Seen before the read: a record written before it is in that read.)
+                let last = written.load(std::sync::atomic::Ordering::Acquire);
+                let b = ring::read(&|o| ar.data(ring + o), two_words(SLOTS));
+                match b.records.first() {
+                    Some(r) => {
+                        got.push(r.values[1]);
+                        ar.set_data(ring + ring::TAIL, r.seq + 1);
                     }
+                    None if last => return got,
+                    None => {}
                 }
-            });
-            for k in 0..EVENTS {
-                run_with(f, with(&[("rdi", who), ("rsi", k)]), false);
             }
-            written.store(true, std::sync::atomic::Ordering::Release);
-            reader.join().unwrap()
-        })
-    };
-    // A reader thread kept off the CPUs past `WAIT_TICKS` (the test harness runs tests side
-    // by side) makes a wait time out, and then records are dropped: the run is tried again.
-    let delivers_all = |who: u64| {
-        (0..5).any(|_| {
-            let lost = ar.data(ring + ring::LOST);
-            ar.set_data(ring + ring::WAIT, 1);
-            let got = through_reader(who);
-            let whole = got == (0..EVENTS).collect::<Vec<_>>();
-            let kept = ar.data(ring + ring::WAIT) == 1 && ar.data(ring + ring::LOST) == lost;
-            assert!(whole == kept, "records missing without a wait timed out and counted");
-            whole
-        })
-    };
-    assert!(delivers_all(1), "every record, in order, in one of five tries");
-    // 2. No reader: the ring fills, the next event waits its time out and is dropped, and
-    //    so are the rest, without waiting.
-    let lost = ar.data(ring + ring::LOST);
+        });
+        for k in 0..EVENTS {
+            run_with(f, with(&[("rdi", 1), ("rsi", k)]), false);
+        }
+        written.store(true, std::sync::atomic::Ordering::Release);
+        reader.join().unwrap()
+    });
+    assert_eq!(got.len() as u64, EVENTS, "every record");
+    assert!(got.iter().copied().eq(0..EVENTS), "in order");
+    assert_eq!(ar.data(ring + ring::LOST), 0);
+    // 2. No reader, a deadline 20 ms on: the ring fills, the next event waits until the
+    //    deadline and is dropped, and so is the next, at once.
     for k in 0..u64::from(SLOTS) {
         run_with(f, with(&[("rdi", 2), ("rsi", k)]), false);
     }
-    let before = tsc();
+    let start = tsc();
+    let ticks = 20 * tsc_per_ms();
+    ar.set_data(ring + ring::WAIT, start + ticks);
     run_with(f, with(&[("rdi", 2), ("rsi", 99)]), false);
-    let waited = tsc() - before;
-    assert!(waited >= ring::WAIT_TICKS as u64, "waited {waited} ticks");
-    assert_eq!((ar.data(ring + ring::LOST) - lost, ar.data(ring + ring::WAIT)), (1, 0));
+    let waited = tsc() - start;
+    assert!(waited >= ticks, "waited {waited} ticks of {ticks}");
+    assert_eq!(ar.data(ring + ring::LOST), 1);
+    let start = tsc();
+    run_with(f, with(&[("rdi", 2), ("rsi", 100)]), false);
+    assert!(tsc() - start < ticks, "a second wait past the deadline");
+    // 3. `wait` 0: dropped with no wait.
+    ar.set_data(ring + ring::WAIT, 0);
     for k in 0..100 {
         run_with(f, with(&[("rdi", 3), ("rsi", k)]), false);
     }
     let b = ring::read(&|o| ar.data(ring + o), two_words(SLOTS));
-    assert_eq!((b.lost - lost, b.records.len()), (101, SLOTS as usize));
-    // 3. The reader back: it drains and asks again; the writer waits for it again.
-    ar.set_data(ring + ring::TAIL, b.tail);
-    assert!(delivers_all(4));
+    assert_eq!((b.lost, b.records.len()), (102, SLOTS as usize));
+}
+
+/// Time stamp counter ticks in a millisecond, measured.
+fn tsc_per_ms() -> u64 {
+    let (t0, c0) = (std::time::Instant::now(), tsc());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    (tsc() - c0) * 1000 / t0.elapsed().as_micros().max(1) as u64
 }
 
 /// Place `emit.cpu` of `%who` (rdi) and `%k` (rsi) into an area of `cpus` rings at data

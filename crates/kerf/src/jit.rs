@@ -38,8 +38,8 @@ pub struct Args {
     callback: Option<PathBuf>,
     /// With --plugin calls or locks: slots of each thread's ring in each module (a power of
     /// two from 16 to 1048576, 524288 for locks; 32 bytes a slot, 64 for locks; default
-    /// 131072). A thread whose ring is full waits for kerf to drain it; one that waits
-    /// longer than about 5 ms (kerf kept off the CPUs) drops records, counted and reported.
+    /// 131072). A thread whose ring is full waits for kerf to drain it; when kerf has not
+    /// drained for 100 ms (killed or stopped) it drops records, counted and reported.
     #[arg(long, value_name = "N")]
     ring_slots: Option<u32>,
     /// Translate every function of every module before the roots are entered, not only what
@@ -412,16 +412,15 @@ fn module_name(x: &serde_json::Value) -> &str {
 }
 
 /// Why the call trace lost records, a line per cause (nothing when none was lost): rings that
-/// stayed full longer than a thread waits for kerf, and threads that found no slot in a module's thread table
+/// stayed full while kerf did not drain, and threads that found no slot in a module's thread table
 /// (more threads alive at once than it has slots).
 fn lost_why(c: &serde_json::Value) -> String {
     let (full, no_slot) = (c["lost_ring_full"].as_u64(), c["lost_no_slot"].as_u64());
     let mut s = String::new();
     if let Some(n) = full.filter(|&n| n > 0) {
         s += &format!(
-            "  {n} records lost in full rings: a thread waits for kerf to make room, and gave \
-             up {} times after waiting about 5 ms (kerf kept off the CPUs, or far behind)\n",
-            c["wait_timeouts"]
+            "  {n} records lost in full rings: a thread waits for kerf to make room, and \
+             drops once kerf has not drained for 100 ms (kerf killed or stopped)\n"
         );
     }
     if let Some(n) = no_slot.filter(|&n| n > 0) {

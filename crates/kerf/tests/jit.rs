@@ -1583,9 +1583,9 @@ fn call_trace_counts_every_call_and_return_and_writes_a_trace_that_converts() {
 
 /// The same threads through rings of 16 records (the least `--ring-slots` takes) where each
 /// thread makes about 120 k: a thread that finds its ring full waits for kerf's reader, so
-/// nothing is lost and every function's calls equal its entry block's count. A wait gives up
-/// after about 5 ms (kerf kept off the CPUs); a run where one did says so in
-/// `wait_timeouts` (and only then may it have lost records) and is tried again.
+/// nothing is lost and every function's calls equal its entry block's count. (A thread drops
+/// records only when kerf has not drained for 100 ms: a run on a machine so loaded is tried
+/// again, twice at most.)
 #[test]
 fn call_trace_through_tiny_rings_waits_for_kerf_and_loses_nothing() {
     let bin = common::build_fixture("jitted", "-O2", "jit-calls-tiny");
@@ -1596,12 +1596,14 @@ fn call_trace_through_tiny_rings_waits_for_kerf_and_loses_nothing() {
         let (v, out, _) = kerf_on("calls-tiny", "jit", &flags, &bin, &args);
         assert_eq!(out, expected, "the program's output changed under kerf jit");
         let c = &v["calls"];
-        let (lost, timeouts) = (c["lost"].as_u64().unwrap(), c["wait_timeouts"].as_u64().unwrap());
-        assert!(lost == 0 || timeouts > 0, "records lost with no wait timed out: {c}");
-        if timeouts > 0 && attempt < 3 {
+        if c["lost"] != 0 && attempt < 3 {
             continue;
         }
-        assert_eq!((lost, timeouts, &c["unmatched"]), (0, 0, &serde_json::json!(0)), "{c}");
+        assert_eq!(
+            (&c["lost"], &c["unmatched"]),
+            (&serde_json::json!(0), &serde_json::json!(0)),
+            "{c}"
+        );
         let blocks = counts(&v["blocks"], "");
         let functions = c["functions"].as_array().unwrap();
         for name in ["work", "classify", "fib", "cmp", "twice", "square", "negate"] {

@@ -397,10 +397,10 @@ pub fn run(
     // (Counted in the summary too; said here whatever its form.)
     if let Some(c) = calls_summary.as_ref().filter(|c| c["lost"].as_u64() > Some(0)) {
         events.warn(&format!(
-            "{} call and return records lost ({} in full rings, whose threads gave up waiting \
-             for kerf {} times; {} of threads that found no slot in a thread table); the \
-             counts per function are of the {} kept",
-            c["lost"], c["lost_ring_full"], c["wait_timeouts"], c["lost_no_slot"], c["events"]
+            "{} call and return records lost ({} in full rings while kerf did not drain for \
+             100 ms; {} of threads that found no slot in a thread table); the counts per \
+             function are of the {} kept",
+            c["lost"], c["lost_ring_full"], c["lost_no_slot"], c["events"]
         ));
     }
     target.modules = modules;

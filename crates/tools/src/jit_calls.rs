@@ -8,8 +8,9 @@
 //! (packed records, as `kerf trace` writes them at high rates) that `kerf trace convert` makes
 //! into Perfetto or JSON Lines, calls as slices. A full ring drops records and counts them;
 //! the summary and the trace say how many, never silently. While kerf drains, a thread that
-//! finds its ring full waits for room instead (a bounded wait, see `kerf_codegen::ring`'s
-//! `WAIT`): a busy program runs at the reader's pace rather than lose its calls.
+//! finds its ring full waits for room instead (until a deadline each drain moves ahead, see
+//! `kerf_codegen::ring`'s `WAIT`): a busy program runs at the reader's pace rather than lose
+//! its calls.
 //!
 //! A record: its time and CPU (the ring's header), then the stack pointer (a lock function's
 //! entry also the lock and the return address). Its stream id is the probe: `2k` the entry
@@ -59,6 +60,10 @@ const TAIL_EXIT: u32 = 1 << 31;
 pub const DEFAULT_SLOTS: u32 = 131072;
 /// How often the reader drains the rings.
 const DRAIN_EVERY: std::time::Duration = std::time::Duration::from_micros(500);
+/// How long after a drain a thread whose ring is full waits for the next (`ring::WAIT`): kerf
+/// drains every half millisecond or sooner, and a drain that writes a trace file can take tens
+/// of milliseconds; a kerf that stalls longer, or was killed, costs a full ring this at most.
+const WAIT_FOR_READER_NS: f64 = 100e6;
 /// How long a record reserved and not complete holds back the trace's cut (its writer
 /// preempted, or killed in the middle of the record).
 const PENDING_PATIENCE_NS: f64 = 1e9;
@@ -391,9 +396,6 @@ struct Tally {
     /// Tail calls' exits that closed no frame: jumps into a fragment of the same function
     /// (the frame goes on), left out of the trace.
     fragment_jumps: u64,
-    /// Rings found with their `wait` cleared: a writer's wait for room timed out (kerf fell
-    /// behind for longer than `ring::WAIT_TICKS`), and records were dropped until this drain.
-    wait_timeouts: u64,
     /// Records read, those the trace keeps, drains that found any, and the most one drain
     /// found.
     records: u64,
@@ -476,12 +478,14 @@ impl<'a> Reader<'a> {
         // Each ring's counters, read once now (before the target runs): the first read of a
         // page of kerf's mapping faults, and a first drain that took all those faults (768
         // for three modules) took 8 ms, long enough for busy threads to fill their rings.
-        // And each ring asks its writer to wait for room rather than drop (`ring::WAIT`).
+        // And every ring's writer waits for room rather than drop, until a deadline each drain
+        // moves ahead (`ring::WAIT`).
+        let deadline = end.0 + clock.ticks(WAIT_FOR_READER_NS);
         for (area, _) in &areas {
             for k in 0..kerf_codegen::timer::THREAD_SLOTS {
                 let ring = ring::thread_ring(k, calls.shape);
                 area.load_u64((ring + ring::HEAD) as usize);
-                area.store_u64((ring + ring::WAIT) as usize, 1);
+                area.store_u64((ring + ring::WAIT) as usize, deadline);
             }
         }
         let n = calls.funcs.len();
@@ -525,6 +529,7 @@ impl<'a> Reader<'a> {
         let areas = self.areas.clone();
         let per_area = kerf_codegen::timer::THREAD_SLOTS as usize;
         self.watch.resize_with(areas.len() * per_area, || None);
+        let deadline = began + self.clock.ticks(WAIT_FOR_READER_NS);
         for (a, Area { rings: area, data, source, base: first }) in areas.iter().enumerate() {
             let shared = area.words();
             for k in 0..kerf_codegen::timer::THREAD_SLOTS {
@@ -532,8 +537,13 @@ impl<'a> Reader<'a> {
                 let word = |o: u64| shared[((base + o) / 8) as usize].load(Ordering::Acquire);
                 let at = a * per_area + k as usize;
                 // A slot no thread ever claimed (its key 0) has an empty ring: its head, a
-                // line of its own, is not read (most of the 256 of every module).
-                let never = data.load_u64((8 * k) as usize) == 0 && self.watch[at].is_none();
+                // line of its own, is not read (most of the 256 of every module). A claimed
+                // one's writer may wait for room until a deadline further on.
+                let claimed = data.load_u64((8 * k) as usize) != 0;
+                if claimed {
+                    area.store_u64((base + ring::WAIT) as usize, deadline);
+                }
+                let never = !claimed && self.watch[at].is_none();
                 if never || word(ring::HEAD) == word(ring::TAIL) && self.watch[at].is_none() {
                     continue;
                 }
@@ -542,11 +552,7 @@ impl<'a> Reader<'a> {
                 let ahead = |o: u64| prefetch(shared, base + o);
                 let c = ring::copy_ahead(&word, &ahead, shape, &mut self.words);
                 area.store_u64((base + ring::TAIL) as usize, c.tail);
-                // Again, if a wait timed out meanwhile: the reader is here now.
-                if area.load_u64((base + ring::WAIT) as usize) == 0 {
-                    self.tally.wait_timeouts += 1;
-                    area.store_u64((base + ring::WAIT) as usize, 1);
-                }
+
                 let start = self.start_tsc;
                 let w = self.watch[at].get_or_insert_with(|| RingWatch::new(start));
                 if let Some(bound) = w.read(began, c.tail, c.tail + c.pending, patience) {
@@ -602,10 +608,12 @@ impl<'a> Reader<'a> {
             self.tally.entries.resize(n, 0);
             self.tally.exits.resize(n, 0);
             // Their pages faulted in now, not in the middle of a drain (see `new`).
+            let deadline =
+                kerf_os::clock::tsc_before_loads() + self.clock.ticks(WAIT_FOR_READER_NS);
             for k in 0..kerf_codegen::timer::THREAD_SLOTS {
                 let ring = ring::thread_ring(k, self.calls.shape);
                 l.rings.load_u64((ring + ring::HEAD) as usize);
-                l.rings.store_u64((ring + ring::WAIT) as usize, 1);
+                l.rings.store_u64((ring + ring::WAIT) as usize, deadline);
             }
             if let Some(out) = self.out.as_mut() {
                 let file = file_name(&l.path);
@@ -839,7 +847,6 @@ impl<'a> Reader<'a> {
             "lost": lost,
             "lost_ring_full": full,
             "lost_no_slot": no_slot,
-            "wait_timeouts": t.wait_timeouts,
             "thread_slots": kerf_codegen::timer::THREAD_SLOTS,
             "threads": self.threads.len(),
             "drains": t.drains,

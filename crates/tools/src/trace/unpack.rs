@@ -25,6 +25,11 @@ pub struct Clock {
 }
 
 impl Clock {
+    /// Ticks of the time stamp counter in `ns` nanoseconds.
+    pub fn ticks(&self, ns: f64) -> u64 {
+        (ns * self.ticks_per_ns) as u64
+    }
+
     /// CLOCK_MONOTONIC ns of a TSC reading.
     pub fn ns(&self, tsc: u64) -> u64 {
         // The difference fits an i64 (centuries of ticks either way); no 128-bit float
