@@ -1183,8 +1183,9 @@ impl<'a> Lowerer<'a> {
         a.mov(qword_ptr(r11 + ring::SEQ as i32), rdx)?;
         a.jmp(done)?;
         // Full: only this thread writes its lost count; a single inc is whole to its handlers.
-        // A CPU's ring may have writers on two CPUs: locked. A process's thread waits first
-        // when its reader asked (never in the kernel, where this may run with interrupts off).
+        // A CPU's ring may have writers on two CPUs: locked. A process's thread first waits
+        // for room until the reader's deadline (never in the kernel, where this may run with
+        // interrupts off).
         a.set_label(&mut full)?;
         if !locked && self.at.env == Env::User {
             self.wait_for_room(shape, retry)?;

@@ -91,7 +91,7 @@
 //! the reader is alive and drains, however slowly, and a reader that was killed or stalls
 //! costs each full ring at most the rest of the last deadline; the tracer's readers leave it
 //! 0 (a trace at a high rate drops, as LTTng's default does, rather than slow the program).
-
+//!
 //! # Per-CPU rings (`emit.cpu`)
 //!
 //! The kernel has more tasks than a thread table has slots, and most of them never emit:

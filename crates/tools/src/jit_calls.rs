@@ -552,7 +552,6 @@ impl<'a> Reader<'a> {
                 let ahead = |o: u64| prefetch(shared, base + o);
                 let c = ring::copy_ahead(&word, &ahead, shape, &mut self.words);
                 area.store_u64((base + ring::TAIL) as usize, c.tail);
-
                 let start = self.start_tsc;
                 let w = self.watch[at].get_or_insert_with(|| RingWatch::new(start));
                 if let Some(bound) = w.read(began, c.tail, c.tail + c.pending, patience) {
