@@ -98,9 +98,11 @@ declare -A CMD=(
 )
 # main's address in each executable, for Stalker (kerf's analysis finds it in stripped ones).
 declare -A MAIN
-for prog in ${PROGS:-xz sqlite3 python3.11}; do
-  MAIN[$prog]=$("$K" analyze "/usr/bin/$prog" --functions --json | python3 -c "import json,sys; print(next(f['entry'] for f in json.load(sys.stdin)['function_list'] if f['name'] == 'main'))")
-done
+if [[ " ${MODES:-} " == *" stalker-"* ]]; then
+  for prog in ${PROGS:-xz sqlite3 python3.11}; do
+    MAIN[$prog]=$("$K" analyze "/usr/bin/$prog" --functions --json | python3 -c "import json,sys; print(next(f['entry'] for f in json.load(sys.stdin)['function_list'] if f['name'] == 'main'))")
+  done
+fi
 run() { # MODE PROGRAM -> output on stdout
   local mode=$1 prog=$2
   local -a cmd

@@ -1076,8 +1076,10 @@ impl<'a> Lowerer<'a> {
         let a = &mut self.a;
         let mut look = a.create_label();
         let mut drop = a.create_label();
-        // 1. The ring kept in r10 (the system call writes rcx and r11). Past the deadline:
-        //    drop.
+        // 1. No deadline (the tracer's rings): drop, as cheaply as before waits. The ring
+        //    kept in r10 (the system call writes rcx and r11). Past the deadline: drop.
+        a.cmp(qword_ptr(r11 + ring::WAIT as i32), 0)?;
+        a.je(drop)?;
         a.mov(r10, r11)?;
         a.set_label(&mut look)?;
         a.rdtsc()?;

@@ -482,11 +482,7 @@ impl<'a> Reader<'a> {
         // moves ahead (`ring::WAIT`).
         let deadline = end.0 + clock.ticks(WAIT_FOR_READER_NS);
         for (area, _) in &areas {
-            for k in 0..kerf_codegen::timer::THREAD_SLOTS {
-                let ring = ring::thread_ring(k, calls.shape);
-                area.load_u64((ring + ring::HEAD) as usize);
-                area.store_u64((ring + ring::WAIT) as usize, deadline);
-            }
+            prime(area, calls.shape, deadline);
         }
         let n = calls.funcs.len();
         let areas = (areas.into_iter())
@@ -543,8 +539,7 @@ impl<'a> Reader<'a> {
                 if claimed {
                     area.store_u64((base + ring::WAIT) as usize, deadline);
                 }
-                let never = !claimed && self.watch[at].is_none();
-                if never || word(ring::HEAD) == word(ring::TAIL) && self.watch[at].is_none() {
+                if self.watch[at].is_none() && (!claimed || word(ring::HEAD) == word(ring::TAIL)) {
                     continue;
                 }
                 self.words.clear();
@@ -607,13 +602,8 @@ impl<'a> Reader<'a> {
             self.tally.entries.resize(n, 0);
             self.tally.exits.resize(n, 0);
             // Their pages faulted in now, not in the middle of a drain (see `new`).
-            let deadline =
-                kerf_os::clock::tsc_before_loads() + self.clock.ticks(WAIT_FOR_READER_NS);
-            for k in 0..kerf_codegen::timer::THREAD_SLOTS {
-                let ring = ring::thread_ring(k, self.calls.shape);
-                l.rings.load_u64((ring + ring::HEAD) as usize);
-                l.rings.store_u64((ring + ring::WAIT) as usize, deadline);
-            }
+            let now = kerf_os::clock::tsc_before_loads();
+            prime(&l.rings, self.calls.shape, now + self.clock.ticks(WAIT_FOR_READER_NS));
             if let Some(out) = self.out.as_mut() {
                 let file = file_name(&l.path);
                 let funcs = l.table.funcs.iter().map(|(name, _)| (file.clone(), name.as_str()));
@@ -859,6 +849,17 @@ impl<'a> Reader<'a> {
             v["locks"] = l;
         }
         v
+    }
+}
+
+/// Every ring of a ring area before its first drain: a page of kerf's mapping faults at its
+/// first read, so each ring's head is read now, not in the middle of a drain; and each ring's
+/// writer is to wait for room until `deadline` (`ring::WAIT`), which drains then move ahead.
+fn prime(rings: &SharedMem, shape: Shape, deadline: u64) {
+    for k in 0..kerf_codegen::timer::THREAD_SLOTS {
+        let ring = ring::thread_ring(k, shape);
+        rings.load_u64((ring + ring::HEAD) as usize);
+        rings.store_u64((ring + ring::WAIT) as usize, deadline);
     }
 }
 
