@@ -623,20 +623,6 @@ fn launch_mode_instruments_the_entry_point() {
     assert_eq!(n["switchy"].0, THREADS * ITERS, "{v}");
 }
 
-/// The children of process `parent`.
-fn children(parent: u32) -> Vec<i32> {
-    let mut v = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
-        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-        let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1));
-        if ppid == Some(&parent.to_string()) {
-            v.push(pid);
-        }
-    }
-    v
-}
-
 /// libLLVM, which the held command loads so that kerf takes seconds analysing it.
 const LIBLLVM: &str = "/usr/lib/x86_64-linux-gnu/libLLVM-14.so.1";
 
@@ -671,7 +657,7 @@ fn sigterm_while_held_kills_the_command() {
     // The command, once its libraries are loaded (kerf holds it from then on).
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let child = loop {
-        let loaded = children(k.id()).into_iter().find(|&c| {
+        let loaded = common::children(k.id()).into_iter().find(|&c| {
             let maps = std::fs::read_to_string(format!("/proc/{c}/maps")).unwrap_or_default();
             maps.contains("counted-llvm") && maps.contains("libLLVM") && maps.contains("libc.so")
         });

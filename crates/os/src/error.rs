@@ -57,6 +57,9 @@ pub enum TargetError {
     Injected { pid: i32, tid: i32, call: &'static str, errno: i32 },
     /// No `syscall` instruction (0f 05) in any executable mapping of the target.
     NoSyscallInstruction { pid: i32 },
+    /// Thread `tid`'s seccomp filters (or strict mode) would answer system call `nr` with
+    /// `action` (kill, SIGSYS, an error, ...): kerf did not make it.
+    Seccomp { pid: i32, tid: i32, nr: i64, action: crate::seccomp::Action },
     /// No free gap of `len` bytes in the address window `lo..hi` of the target.
     NoRoom { pid: i32, lo: RemoteAddr, hi: RemoteAddr, len: u64 },
     /// A single-step over an injected `syscall` (operation `op`) kept being interrupted by
@@ -119,6 +122,7 @@ impl TargetError {
             | TargetError::Memory { pid, .. }
             | TargetError::Injected { pid, .. }
             | TargetError::NoSyscallInstruction { pid }
+            | TargetError::Seccomp { pid, .. }
             | TargetError::NoRoom { pid, .. }
             | TargetError::StepInterrupted { pid, .. }
             | TargetError::StepMissed { pid, .. }
@@ -222,6 +226,11 @@ impl fmt::Display for TargetError {
             TargetError::NoSyscallInstruction { pid } => write!(
                 f,
                 "no syscall instruction (0f 05) in any executable mapping of process {pid}"
+            ),
+            TargetError::Seccomp { pid, tid, nr, action } => write!(
+                f,
+                "process {pid}: thread {tid} runs under seccomp, whose answer to system call \
+                 {nr}, which kerf needs to make there, is to {action}: kerf did not make it"
             ),
             TargetError::NoRoom { pid, lo, hi, len } => {
                 write!(f, "no free gap of {len} bytes between {lo} and {hi} in process {pid}")

@@ -23,6 +23,7 @@ pub mod kernel;
 pub mod pmu;
 pub mod process;
 pub mod ptrace;
+pub mod seccomp;
 pub mod sys;
 pub mod watch;
 

@@ -166,6 +166,9 @@ pub enum JitFail {
         at: u64,
         free: u64,
     },
+    /// A thread's seccomp filter forbids the futex calls with which a miss waits for its
+    /// translation (on demand): nothing was put in.
+    MissWait(TargetError),
     /// Module `module`'s analysis came from the cache and does not describe its image (see
     /// `AnalyzedImage::check_all_code`): nothing was translated from it.
     Analysis {
@@ -191,6 +194,11 @@ impl fmt::Display for JitFail {
             JitFail::Placement { at, free } => {
                 write!(f, "a translation made for {at:#x} where the free room starts at {free:#x}")
             }
+            JitFail::MissWait(e) => write!(
+                f,
+                "{e} (a miss waits on a futex while kerf translates its target; with \
+                 --no-demand it leaves for the original code instead, with no system call)"
+            ),
             JitFail::Analysis { path, detail, .. } => {
                 write!(f, "the cached analysis of {} does not match it ({detail})", path.display())
             }
@@ -368,6 +376,10 @@ pub struct JitStats {
     /// Why the counters have no per-thread slabs (see [`crate::slabs`]), where the plugin
     /// counts and they have none.
     pub no_slabs: Option<&'static str>,
+    /// Why a thread whose call-trace ring is full may not wait for room (`sched_yield`, see
+    /// `kerf_codegen::ring`'s `WAIT`): its seccomp filter's answer to that call. Its records
+    /// are then dropped (and counted) at a full ring.
+    pub no_waits: Option<String>,
     pub blocks: usize,
     pub code_bytes: u64,
     pub table_entries: usize,
@@ -862,6 +874,68 @@ fn check_funcs(m: &AnalyzedImage, funcs: &[FuncId], later: bool) -> Result<(), I
     }
 }
 
+/// What the threads' seccomp filters let the cache's own code do ([`runtime_calls`]).
+struct RuntimeCalls {
+    /// Why a thread whose call-trace ring is full may not wait for room, if it may not.
+    no_waits: Option<String>,
+    /// Whether the thread table may tell threads by their ids: its first lookup in a thread
+    /// calls getpid and, for a slot whose owner may be gone, tgkill (as `kerf count` does
+    /// only where no thread runs under seccomp).
+    thread_ids: bool,
+}
+
+/// Whether every thread's seccomp state lets the cache's own system calls run, asked of the
+/// stopped threads with the calls' real arguments (`ip` a code room's address): a miss's
+/// futex wake and wait on the mailbox at `mailbox` (on demand), refused with
+/// [`TargetError::Seccomp`] unless allowed; the `sched_yield` of a thread waiting for room in
+/// a full call-trace ring, without which full rings drop; the thread table's getpid and
+/// tgkill, without which it keys on thread pointers alone. Threads made later inherit their
+/// creator's filters; one a thread installs after this is not seen.
+fn runtime_calls(
+    tr: &mut Tracee,
+    ip: u64,
+    mailbox: Option<u64>,
+) -> Result<RuntimeCalls, TargetError> {
+    use kerf_os::seccomp::Call;
+    const SYS_SCHED_YIELD: u32 = 24;
+    const SYS_GETPID: u32 = 39;
+    const SYS_TGKILL: u32 = 234;
+    let call =
+        |nr: u32, args: [u64; 3]| Call { nr, ip, args: [args[0], args[1], args[2], 0, 0, 0] };
+    let futex = |word: u64, op: u32, timeout: u64| Call {
+        args: [word, op.into(), 0, timeout, 0, 0],
+        ..call(mb::SYS_FUTEX, [0; 3])
+    };
+    let mut must = Vec::new();
+    if let Some(m) = mailbox {
+        must.push(futex(m + mb::POSTED, mb::FUTEX_WAKE, 0));
+        must.push(futex(m + mb::ANSWERED, mb::FUTEX_WAIT, m + mb::TIMEOUT));
+    }
+    let yields = call(SYS_SCHED_YIELD, [0; 3]);
+    let mut r = RuntimeCalls { no_waits: None, thread_ids: true };
+    let pid = tr.pid();
+    for tid in tr.threads().to_vec() {
+        for c in &must {
+            let action = tr.seccomp_verdict(tid, c)?;
+            if !action.allows() {
+                return Err(TargetError::Seccomp { pid, tid, nr: c.nr.into(), action });
+            }
+        }
+        let action = tr.seccomp_verdict(tid, &yields)?;
+        if !action.allows() && r.no_waits.is_none() {
+            r.no_waits = Some(format!(
+                "thread {tid}'s seccomp filter answers sched_yield with \"{action}\""
+            ));
+        }
+        // (A tgkill with signal 0 at a thread of this process: is it there?)
+        let ids = [call(SYS_GETPID, [0; 3]), call(SYS_TGKILL, [pid as u64, tid as u64, 0])];
+        for c in &ids {
+            r.thread_ids &= tr.seccomp_verdict(tid, c)?.allows();
+        }
+    }
+    Ok(r)
+}
+
 /// Blocks from which a module's whole-image work waits until the cache is live when
 /// attaching ([`JitOptions::early`]): libLLVM-14 has 2.8 million (its whole check about
 /// 0.9 s on two cores, the liveness where its returns land 0.5 s), python3.11 and libc
@@ -1086,6 +1160,7 @@ pub fn install(
     let mut mailbox = None;
     let mut state = None;
     let mut slabs = None;
+    let mut thread_ids = true;
     let counts = plugin.counts_blocks() || plugin.edges();
     let no_slabs = counts.then(|| why_no_slabs(&tr, hwcap2, tid_offset, thread)).flatten();
     stats.no_slabs = no_slabs;
@@ -1129,6 +1204,11 @@ pub fn install(
                 &mut tr, images[k], &mods[k], all_funcs, funcs, plugin, opts.rings,
             )?);
         }
+        let code_at = spaces.iter().flatten().next().map_or(0, |sp| sp.code.0);
+        let mail_at = mailbox.as_ref().map(|m: &SharedMem| m.remote().0);
+        let allowed = runtime_calls(&mut tr, code_at, mail_at)?;
+        stats.no_waits = allowed.no_waits;
+        thread_ids = allowed.thread_ids;
         if let (true, None, Some(tid)) = (counts, no_slabs, tid_offset) {
             let data = spaces.iter().flatten().map(|sp| sp.data.len() as u64).sum();
             // (Without them the counters tell the owner thread from the others.)
@@ -1163,7 +1243,12 @@ pub fn install(
                 let _ = tr.free(s.remote(), s.bytes());
             }
             let _ = tr.resume_detach();
-            return Err(e.into());
+            return Err(match e {
+                TargetError::Seccomp { nr, .. } if nr == i64::from(mb::SYS_FUTEX) => {
+                    JitFail::MissWait(e)
+                }
+                e => e.into(),
+            });
         }
     };
     tr.resume_detach()?;
@@ -1188,8 +1273,12 @@ pub fn install(
     let mailbox_at = mailbox.as_ref().map(|m| m.remote().0);
     let state_at = state.as_ref().map_or(0, |s| s.remote().0);
     let (cpu, flags_save) = (Runtime::cpu_read(), Runtime::flags_save());
-    let at =
-        At { thread_id: tid_offset, cpu, flags_save, ..At::new(LiveAt::ALL, Env::User, thread, 0) };
+    let at = At {
+        thread_id: tid_offset.filter(|_| thread_ids),
+        cpu,
+        flags_save,
+        ..At::new(LiveAt::ALL, Env::User, thread, 0)
+    };
     // The main thread's id is the process id.
     let owner_tid = tid_offset.map(|_| pid as u32);
     let ctx = Ctx { at, hash, owner, owner_tid, roots: root_entries, mailbox: mailbox_at };

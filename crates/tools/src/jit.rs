@@ -359,7 +359,14 @@ pub fn run(
     let reader = match &woven.calls {
         Some(c) => {
             let areas = jit.ring_areas();
-            Some(jit_calls::Reader::new(c, areas, &target.modules, pid, clock_start, file))
+            let waits = jit.stats.no_waits.is_none();
+            if let Some(why) = &jit.stats.no_waits {
+                events.warn(&format!(
+                    "a thread whose call-trace ring is full drops its records instead of \
+                     waiting for kerf: {why}"
+                ));
+            }
+            Some(jit_calls::Reader::new(c, areas, &target.modules, pid, clock_start, file, waits))
         }
         None => None,
     };

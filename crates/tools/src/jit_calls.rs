@@ -443,6 +443,9 @@ pub struct Reader<'a> {
     /// For lock contention: the acquisitions, and each thread's open ones by stack pointer.
     lock_stats: crate::locks::LockStats,
     since: std::time::Instant,
+    /// How long past a drain a full ring's writer may wait for the next: 0 (drop at once)
+    /// where a seccomp filter forbids its `sched_yield`.
+    wait_ns: f64,
 }
 
 impl<'a> Reader<'a> {
@@ -456,6 +459,7 @@ impl<'a> Reader<'a> {
         pid: i32,
         start: (u64, u64),
         file: Option<(&str, std::fs::File)>,
+        waits: bool,
     ) -> Reader<'a> {
         let end = kerf_os::clock::tsc_and_monotonic();
         let ticks_per_ns = (end.0 - start.0) as f64 / (end.1 - start.1).max(1) as f64;
@@ -480,7 +484,8 @@ impl<'a> Reader<'a> {
         // for three modules) took 8 ms, long enough for busy threads to fill their rings.
         // And every ring's writer waits for room rather than drop, until a deadline each drain
         // moves ahead (`ring::WAIT`).
-        let deadline = end.0 + clock.ticks(WAIT_FOR_READER_NS);
+        let wait_ns = if waits { WAIT_FOR_READER_NS } else { 0.0 };
+        let deadline = deadline(&clock, end.0, wait_ns);
         for (area, _) in &areas {
             prime(area, calls.shape, deadline);
         }
@@ -507,6 +512,7 @@ impl<'a> Reader<'a> {
             error,
             lock_stats: crate::locks::LockStats::default(),
             since: std::time::Instant::now(),
+            wait_ns,
         }
     }
 
@@ -525,7 +531,7 @@ impl<'a> Reader<'a> {
         let areas = self.areas.clone();
         let per_area = kerf_codegen::timer::THREAD_SLOTS as usize;
         self.watch.resize_with(areas.len() * per_area, || None);
-        let deadline = began + self.clock.ticks(WAIT_FOR_READER_NS);
+        let deadline = deadline(&self.clock, began, self.wait_ns);
         for (a, Area { rings: area, data, source, base: first }) in areas.iter().enumerate() {
             let shared = area.words();
             for k in 0..kerf_codegen::timer::THREAD_SLOTS {
@@ -603,7 +609,7 @@ impl<'a> Reader<'a> {
             self.tally.exits.resize(n, 0);
             // Their pages faulted in now, not in the middle of a drain (see `new`).
             let now = kerf_os::clock::tsc_before_loads();
-            prime(&l.rings, self.calls.shape, now + self.clock.ticks(WAIT_FOR_READER_NS));
+            prime(&l.rings, self.calls.shape, deadline(&self.clock, now, self.wait_ns));
             if let Some(out) = self.out.as_mut() {
                 let file = file_name(&l.path);
                 let funcs = l.table.funcs.iter().map(|(name, _)| (file.clone(), name.as_str()));
@@ -849,6 +855,16 @@ impl<'a> Reader<'a> {
             v["locks"] = l;
         }
         v
+    }
+}
+
+/// The `ring::WAIT` word for a drain at `now`: `wait_ns` later, or 0 (a full ring drops at
+/// once) when threads may not wait.
+fn deadline(clock: &Clock, now: u64, wait_ns: f64) -> u64 {
+    if wait_ns > 0.0 {
+        now + clock.ticks(wait_ns)
+    } else {
+        0
     }
 }
 

@@ -7,6 +7,20 @@ use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 
+/// The children of process `parent`.
+pub fn children(parent: u32) -> Vec<i32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let ppid = stat.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1));
+        if ppid == Some(&parent.to_string()) {
+            v.push(pid);
+        }
+    }
+    v
+}
+
 /// Build `tests/fixtures/NAME.c` with gcc and `opt` under a name of the calling test's own
 /// (`tag`): tests run in parallel, and rewriting a binary another test runs fails (ETXTBSY).
 pub fn build_fixture(name: &str, opt: &str, tag: &str) -> PathBuf {

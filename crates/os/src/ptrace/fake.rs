@@ -104,6 +104,8 @@ pub struct State {
     /// The first thread detached calls `exit_group`: every other thread is killed at once
     /// (gone for ptrace: ESRCH), as when kerf lets go of a process about to exit.
     pub exit_group_on_detach: bool,
+    /// Threads under seccomp filters: their `struct sock_filter` bytes, most recent first.
+    pub seccomp: BTreeMap<i32, Vec<Vec<u8>>>,
 }
 
 pub struct Fake {
@@ -410,9 +412,16 @@ impl TraceSys for Fake {
         let threads = st.threads.len() + st.hidden_threads;
         Ok(format!(
             "Name:\tfake\nState:\tS (sleeping)\nTgid:\t{PID}\nThreads:\t{threads}\n\
-             TracerPid:\t{tracer}\nSigCgt:\t{:016x}\n",
-            st.caught
+             TracerPid:\t{tracer}\nSigCgt:\t{:016x}\nSeccomp:\t{}\n",
+            st.caught,
+            if st.seccomp.contains_key(&tid) { 2 } else { 0 }
         ))
+    }
+
+    fn seccomp_filter(&self, tid: i32, index: usize) -> io::Result<Option<Vec<u8>>> {
+        let st = self.state();
+        let filters = st.seccomp.get(&tid).ok_or_else(|| err(libc::EINVAL))?;
+        Ok(filters.get(index).cloned())
     }
 
     fn read_bytes(&self, path: &Path) -> io::Result<Vec<u8>> {

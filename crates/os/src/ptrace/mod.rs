@@ -70,7 +70,7 @@ use crate::error::TargetError;
 use kerf_analysis::image::maps::{parse_maps, Mapping};
 use kerf_arch::RemoteAddr;
 use std::cell::Cell;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::marker::PhantomData;
 use std::path::PathBuf;
@@ -173,6 +173,9 @@ pub struct Tracee {
     tids: Vec<i32>,
     /// Where an injected call executes (found once; forgotten when kerf writes over it).
     syscall_insn: Cell<Option<RemoteAddr>>,
+    /// Each thread's seccomp state, read when first needed (it cannot change while the
+    /// thread is stopped).
+    seccomp: HashMap<i32, crate::seccomp::Mode>,
     timeout: Duration,
     started: Instant,
     all_stopped: Instant,
@@ -244,6 +247,7 @@ impl Tracee {
             threads: Vec::new(),
             tids: Vec::new(),
             syscall_insn: Cell::new(None),
+            seccomp: HashMap::new(),
             timeout,
             started: now,
             all_stopped: now,
@@ -461,12 +465,20 @@ impl Tracee {
     /// single-steps; reads `rax`; restores the saved registers exactly. Signals dequeued
     /// during the step are kept for re-injection and the step is retried; a call that the
     /// kernel reports as interrupted (`-ERESTART*`) is run again.
+    ///
+    /// A call the thread's seccomp filters would not let run as it is (kill, SIGSYS, an
+    /// errno, a supervisor's answer) is not made: [`TargetError::Seccomp`].
     pub fn syscall_on(&mut self, tid: i32, nr: i64, args: [u64; 6]) -> Result<i64, TargetError> {
         let i = self.stopped(tid)?;
         if self.threads[i].state == State::InClone {
             return Err(TargetError::InsideClone { pid: self.pid, tid });
         }
         let insn = self.syscall_insn()?;
+        let call = crate::seccomp::Call { nr: nr as u32, ip: insn.0, args };
+        let action = self.seccomp_verdict(tid, &call)?;
+        if !action.allows() {
+            return Err(TargetError::Seccomp { pid: self.pid, tid, nr, action });
+        }
         let saved =
             self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
         let mut regs = saved;
@@ -498,6 +510,47 @@ impl Tracee {
             }
         }
         Ok(result)
+    }
+
+    /// What stopped thread `tid`'s seccomp state answers to `call` (the filters read once
+    /// per thread and stop). Filters kerf cannot read answer [`Action::Unknown`].
+    pub fn seccomp_verdict(
+        &mut self,
+        tid: i32,
+        call: &crate::seccomp::Call,
+    ) -> Result<crate::seccomp::Action, TargetError> {
+        use crate::seccomp::{verdict, Action, Insn, Mode};
+        self.stopped(tid)?;
+        if let Some(mode) = self.seccomp.get(&tid) {
+            return Ok(verdict(mode, call));
+        }
+        let path = format!("/proc/{}/task/{tid}/status", self.pid);
+        let status = self.sys.read_text(std::path::Path::new(&path)).unwrap_or_default();
+        let mode = match crate::seccomp::mode_number(&status) {
+            Some(0) => Mode::Off,
+            Some(1) => Mode::Strict,
+            // No line at all: a kernel without seccomp.
+            None if !status.is_empty() => Mode::Off,
+            _ => {
+                let mut filters = Vec::new();
+                for index in 0.. {
+                    match self.sys.seccomp_filter(tid, index) {
+                        Ok(Some(bytes)) => filters.push(Insn::parse(&bytes)),
+                        Ok(None) => break,
+                        // Unreadable (no CAP_SYS_ADMIN, no CONFIG_CHECKPOINT_RESTORE): assume
+                        // the worst.
+                        Err(_) => return Ok(Action::Unknown),
+                    }
+                }
+                if filters.is_empty() {
+                    return Ok(Action::Unknown);
+                }
+                Mode::Filters(filters)
+            }
+        };
+        let v = verdict(&mode, call);
+        self.seccomp.insert(tid, mode);
+        Ok(v)
     }
 
     /// Map a fresh anonymous private region of `len` bytes (rounded up to pages) with

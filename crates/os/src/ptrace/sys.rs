@@ -139,6 +139,13 @@ pub trait TraceSys: Send + Sync {
     unsafe fn unmap_local(&self, ptr: *mut u8, len: usize);
     /// kerf's own process id.
     fn self_pid(&self) -> i32;
+    /// `PTRACE_SECCOMP_GET_FILTER`: the `struct sock_filter` bytes of stopped thread `tid`'s
+    /// filter number `index` (0 the most recently installed), `None` past the last. The fake
+    /// has none.
+    fn seccomp_filter(&self, tid: i32, index: usize) -> io::Result<Option<Vec<u8>>> {
+        let _ = (tid, index);
+        Ok(None)
+    }
 }
 
 /// The real kernel. Keeps the last /proc/PID/mem it opened, so that memory access costs one
@@ -189,6 +196,24 @@ fn ptrace_ptr<T>(req: libc::c_uint, tid: i32, data: *mut T) -> io::Result<()> {
         Err(io::Error::last_os_error())
     } else {
         Ok(())
+    }
+}
+
+const PTRACE_SECCOMP_GET_FILTER: libc::c_uint = 0x420c;
+
+/// `PTRACE_SECCOMP_GET_FILTER` of filter `index` into `buf` (null: only its length): the
+/// number of instructions.
+fn seccomp_filter_request(tid: i32, index: usize, buf: Option<&mut [u8]>) -> io::Result<usize> {
+    let ptr = buf.map_or(std::ptr::null_mut(), |b| b.as_mut_ptr());
+    // SAFETY: `ptr` is null (the kernel then only counts) or points to a buffer the caller
+    // sized for the count the kernel gave just before (8 bytes an instruction); a filter
+    // never changes while its thread is stopped.
+    let r =
+        unsafe { libc::ptrace(PTRACE_SECCOMP_GET_FILTER, tid, index as *mut libc::c_void, ptr) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
     }
 }
 
@@ -314,6 +339,17 @@ impl TraceSys for RealTraceSys {
         }
         tids.sort_unstable();
         Ok(tids)
+    }
+
+    fn seccomp_filter(&self, tid: i32, index: usize) -> io::Result<Option<Vec<u8>>> {
+        let n = match seccomp_filter_request(tid, index, None) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
+            r => r?,
+        };
+        let mut buf = vec![0u8; n * 8];
+        let got = seccomp_filter_request(tid, index, Some(&mut buf))?;
+        buf.truncate(got * 8);
+        Ok(Some(buf))
     }
 
     fn read_text(&self, path: &Path) -> io::Result<String> {

@@ -351,6 +351,54 @@ fn share_near_names_the_memfd_on_the_stack_and_restores_it() {
     assert!(r(STACK_TOP) > rsp);
 }
 
+/// A filter of thread 101 that kills the process at mmap (9) and allows the rest, as
+/// `struct sock_filter` bytes: `ld [0]; jeq #9, kill, allow`.
+fn kills_mmap() -> Vec<u8> {
+    let insn = |code: u16, jt: u8, jf: u8, k: u32| {
+        let mut b = code.to_le_bytes().to_vec();
+        b.extend([jt, jf]);
+        b.extend(k.to_le_bytes());
+        b
+    };
+    [insn(0x20, 0, 0, 0), insn(0x15, 0, 1, 9), insn(0x06, 0, 0, 0x8000_0000)]
+        .into_iter()
+        .chain([insn(0x06, 0, 0, 0x7fff_0000)])
+        .flatten()
+        .collect()
+}
+
+#[test]
+fn a_call_the_threads_seccomp_filter_forbids_is_not_made() {
+    let fake = Arc::new(Fake::new(&[PID, 101]));
+    fake.state().seccomp.insert(101, vec![kills_mmap()]);
+    let mut t = stop(&fake).expect("stops");
+    let before = fake.state().calls.len();
+    match t.syscall_on(101, libc::SYS_mmap, [0, 4096, 3, 0x22, u64::MAX, 0]) {
+        Err(TargetError::Seccomp { tid: 101, nr: 9, action, .. }) => {
+            assert_eq!(action, crate::seccomp::Action::KillProcess);
+        }
+        other => panic!("mmap under a filter that kills it: {other:?}"),
+    }
+    assert_eq!(fake.state().calls.len(), before, "nothing was run");
+    // The filter allows other calls, and a thread without a filter makes any.
+    assert_eq!(t.syscall_on(101, libc::SYS_gettid, [0; 6]).expect("gettid"), 101);
+    t.syscall_on(PID, libc::SYS_mmap, [0, 4096, 3, 0x22, u64::MAX, 0]).expect("mmap");
+    t.resume_detach().expect("resume");
+}
+
+#[test]
+fn filters_that_cannot_be_read_are_taken_as_the_worst() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    // "Seccomp: 2", but no filter comes back (as when kerf lacks CAP_SYS_ADMIN).
+    fake.state().seccomp.insert(PID, Vec::new());
+    let mut t = stop(&fake).expect("stops");
+    match t.syscall_on(PID, libc::SYS_getpid, [0; 6]) {
+        Err(TargetError::Seccomp { action: crate::seccomp::Action::Unknown, .. }) => {}
+        other => panic!("getpid under unreadable filters: {other:?}"),
+    }
+    t.resume_detach().expect("resume");
+}
+
 #[test]
 fn no_syscall_instruction_is_an_error() {
     let fake = Arc::new(Fake::new(&[PID]));

@@ -1,19 +1,17 @@
 //! The kernel target in a VM: builds kerf.ko and the in-guest smoke test (driver/build), boots
 //! Debian's stock kernel once under qemu TCG (vm/run) and runs every kernel check in that one
 //! boot: load the module, kerf_smoke (splices, traps, counts, refusals, batches with refused
-//! entries, restore on close and on SIGKILL, splicing under fire), unload. Boots are expensive, so this is the only test that
-//! boots, and it asserts on every line the smoke test prints.
+//! entries, restore on close and on SIGKILL, splicing under fire), unload. Boots are
+//! expensive, so all of the smoke test runs in this one boot, and the test asserts on every
+//! line it prints.
 //!
 //! This machine's own kernel has no kprobes and no module loading, which is why the kernel is a
 //! guest. If the VM cannot run (no qemu, no Debian packages, a crash), the test fails with the
 //! reason; it never passes without checking.
 
-use std::path::{Path, PathBuf};
+use crate::common::repo;
+use std::path::PathBuf;
 use std::process::Command;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
-}
 
 /// Runs a script of the repository, returning (success, stdout, stderr).
 fn run(cmd: &mut Command) -> (bool, String, String) {

@@ -29,8 +29,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::Command;
 
-mod common;
-use common::repo;
+use crate::common;
+use crate::common::repo;
 
 fn json_line(stdout: &str, tag: &str) -> Value {
     let prefix = format!("JSON {tag} ");
@@ -100,7 +100,7 @@ fn kerf_on_the_live_stock_kernel() {
     // answer; those lines are warnings, which reach the console if the panic's flush finds
     // them pending).
     let out = common::vm_run(
-        &["--timeout", "1200", "--append", "softlockup_panic=1 softlockup_all_cpu_backtrace=1"],
+        &["--timeout", "1800", "--append", "softlockup_panic=1 softlockup_all_cpu_backtrace=1"],
         &[
             (&ko, "/kerf/kerf.ko"),
             (&selftest, "/kerf/kerf_selftest"),

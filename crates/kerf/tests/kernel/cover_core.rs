@@ -8,7 +8,7 @@
 //! tests/fixtures/kernel_cover_core.sh. Going live takes 7-12 minutes under TCG, so this is a
 //! boot of its own. If the VM cannot run, the test fails with the reason.
 
-mod common;
+use crate::common;
 
 /// History, for whoever sees it fail: its second run, in the fresh-clone suite of session 42,
 /// panicked the guest on a soft lockup 40 s after going live (CPU 0 stuck in `sh`'s page
