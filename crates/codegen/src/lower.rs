@@ -26,8 +26,7 @@ use iced_x86::{Code, IcedError, Instruction, MemoryOperand, Register};
 use kerf_arch::x86_64::{Flag, FlagSet, Gpr, RegSet};
 use std::fmt;
 
-/// `sched_yield`, which a writer waiting for room in its ring makes ([`Lowerer::wait_for_room`]).
-const SYS_SCHED_YIELD: u32 = 24;
+use crate::templates::SYS_SCHED_YIELD;
 
 /// What lowering needs to know about the point besides the program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

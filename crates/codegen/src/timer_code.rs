@@ -319,7 +319,7 @@ fn owner_word(a: &mut CodeAssembler, tid: u32, threads: u64) -> Result<(), IcedE
 
 /// Bytes below `rsp` a leaf function of the program may use (System V red zone).
 const RED_ZONE: i32 = 128;
-const SYS_TGKILL: u32 = 234;
+use crate::templates::SYS_TGKILL;
 const ESRCH: i32 = 3;
 
 /// The probe count and `first_lookup`'s saved registers off the stack, then the red zone back

@@ -303,6 +303,14 @@ fn table(v: &serde_json::Value, top: usize) -> String {
         let _ =
             writeln!(s, "  {m}: mapped after attach (dlopen), analysed and translated then{quiet}");
     }
+    if let Some(t) = late["deaf_since"].as_f64() {
+        let _ = writeln!(
+            s,
+            "  {t:.2} s after going live a thread ran under a seccomp filter kerf had not asked: \
+             misses left for the original code from then on (kerf makes no futex call a filter \
+             might punish)"
+        );
+    }
     for m in late["late_refused"].as_array().into_iter().flatten() {
         let m = m.as_str().unwrap_or("");
         let _ = writeln!(
@@ -421,6 +429,12 @@ fn lost_why(c: &serde_json::Value) -> String {
         s += &format!(
             "  {n} records lost in full rings: a thread waits for kerf to make room, and \
              drops once kerf has not drained for 100 ms (kerf killed or stopped)\n"
+        );
+    }
+    if let Some(t) = c["waits_stopped"].as_f64() {
+        s += &format!(
+            "  from {t:.2} s on, full rings dropped at once: a thread ran under a seccomp \
+             filter kerf had not asked, which might punish the wait's sched_yield\n"
         );
     }
     if let Some(n) = no_slot.filter(|&n| n > 0) {

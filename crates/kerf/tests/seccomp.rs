@@ -74,8 +74,39 @@ fn no_call_a_seccomp_filter_punishes_is_made() {
     cmd.arg("seccomp");
     let (mut prog, pid, _out) = common::start_ready(cmd);
     let _reap = common::Reaper(pid);
-    let o = kerf(pid, &["jit", "step", "--plugin", "calls"]);
+    let o = kerf(pid, &["jit", "step", "--plugin", "calls", "--json"]);
     let said = text(&o.stderr);
     assert!(o.status.success() && !said.contains("seccomp"), "{said}");
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("kerf's JSON");
+    assert!(v["calls"]["waits_stopped"].is_null(), "{}", v["calls"]);
+    assert!(v["jit"]["on_demand"]["deaf_since"].is_null(), "{}", v["jit"]["on_demand"]);
+    assert!(prog.try_wait().unwrap().is_none(), "the program was killed");
+}
+
+/// A filter a thread installs after kerf asked (`traced seccomp late`: a second after kerf
+/// went in): kerf cannot ask it, so the cache makes no more system calls of its own: misses
+/// leave for the original code, full rings drop. Both are reported with when.
+#[test]
+fn a_filter_installed_later_stops_the_caches_own_calls() {
+    let bin = common::build_fixture("traced", "-O2", "seccomp-late");
+    let mut cmd = Command::new(&bin);
+    cmd.args(["seccomp", "late"]);
+    let (mut prog, pid, _out) = common::start_ready(cmd);
+    let _reap = common::Reaper(pid);
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["jit", "-p", &pid.to_string(), "--duration", "2", "--json", "step"])
+        .args(["--plugin", "calls"])
+        .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("seccomp-cache"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("kerf's JSON");
+    // The filter comes about a second after "ready": seen within kerf's poll (0.2 s).
+    let stopped = v["calls"]["waits_stopped"].as_f64().expect("waits stopped");
+    let deaf = v["jit"]["on_demand"]["deaf_since"].as_f64().expect("misses stopped waiting");
+    for t in [stopped, deaf] {
+        assert!((0.3..1.9).contains(&t), "seen at {t} s: {}", v["jit"]["on_demand"]);
+    }
+    assert!(v["calls"]["calls"].as_u64().unwrap() > 50, "{}", v["calls"]);
     assert!(prog.try_wait().unwrap().is_none(), "the program was killed");
 }

@@ -220,6 +220,34 @@ pub fn seccomp_restricted(sys: &dyn ProcSys, pid: i32) -> bool {
     })
 }
 
+/// How far seccomp restricts a process: the most filters any of its threads runs under, and
+/// whether one is in strict mode. It only grows: a thread installs filters on top of its own,
+/// and the threads it makes inherit them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SeccompLevel {
+    pub strict: bool,
+    pub filters: u32,
+}
+
+/// The [`SeccompLevel`] of process `pid` now (`Seccomp:` and `Seccomp_filters:` of each
+/// thread's status); `None` when its task list cannot be read (it ended).
+pub fn seccomp_level(sys: &dyn ProcSys, pid: i32) -> Option<SeccompLevel> {
+    let tasks = proc_dir(pid).join("task");
+    let tids = sys.list_dir(&tasks).ok()?;
+    let mut level = SeccompLevel::default();
+    for t in tids {
+        let status = sys.read_to_string(&tasks.join(t).join("status")).unwrap_or_default();
+        for line in status.lines() {
+            if let Some(v) = line.strip_prefix("Seccomp:") {
+                level.strict |= v.trim() == "1";
+            } else if let Some(v) = line.strip_prefix("Seccomp_filters:") {
+                level.filters = level.filters.max(v.trim().parse().unwrap_or(0));
+            }
+        }
+    }
+    Some(level)
+}
+
 /// Every process in /proc (its numeric entries), in no particular order; empty when /proc
 /// cannot be listed.
 pub fn pids(sys: &dyn ProcSys) -> Vec<i32> {
@@ -409,6 +437,9 @@ pub(crate) mod tests {
             .file("/proc/7/task/8/status", &status(0));
         assert!(!seccomp_restricted(&sys, 7));
         assert!(seccomp_restricted(&FakeSys::default(), 9), "no task list: assume seccomp");
+        let level = seccomp_level(&sys, 7).expect("listed");
+        assert_eq!(level, SeccompLevel { strict: false, filters: 1 });
+        assert_eq!(seccomp_level(&FakeSys::default(), 9), None, "ended");
     }
 
     #[test]

@@ -436,6 +436,9 @@ pub struct JitStats {
     /// Times kerf, idle, found `LISTEN` cleared by a thread whose wait timed out (misses
     /// escaped without asking until it set it again).
     pub timeouts: u64,
+    /// When (after serving began) a thread was found under a seccomp filter kerf had not
+    /// asked: misses left for the original code from then on ([`SeccompWatch`]).
+    pub deaf_since: Option<Duration>,
     /// With a cache limit: the most code the cache held at once, and the most that one flush
     /// translated again for where the threads stood (near the limit, each miss flushes);
     /// flushes made, threads a flush left in the original code (each runs the rest of its
@@ -479,6 +482,11 @@ pub struct Jit {
     /// their copies' sums as first read after the start or the last flush ([`Jit::word`]).
     slabs: Option<SlabRegion>,
     slab_totals: std::sync::Mutex<Option<BTreeMap<u64, u64>>>,
+    /// The threads' seccomp state when kerf asked their filters ([`runtime_calls`]).
+    seccomp_asked: kerf_os::process::SeccompLevel,
+    /// Misses no longer wait: a thread installed a seccomp filter kerf did not ask
+    /// ([`SeccompWatch`]); `LISTEN` stays cleared.
+    deaf: bool,
     /// Modules the JIT analysed itself (the vDSO), numbered after the process's.
     extra: Vec<AnalyzedImage>,
     /// By module: the room reserved near it.
@@ -890,16 +898,14 @@ struct RuntimeCalls {
 /// [`TargetError::Seccomp`] unless allowed; the `sched_yield` of a thread waiting for room in
 /// a full call-trace ring, without which full rings drop; the thread table's getpid and
 /// tgkill, without which it keys on thread pointers alone. Threads made later inherit their
-/// creator's filters; one a thread installs after this is not seen.
+/// creator's filters; one a thread installs after this is noticed by [`SeccompWatch`].
 fn runtime_calls(
     tr: &mut Tracee,
     ip: u64,
     mailbox: Option<u64>,
 ) -> Result<RuntimeCalls, TargetError> {
+    use kerf_codegen::templates::{SYS_GETPID, SYS_SCHED_YIELD, SYS_TGKILL};
     use kerf_os::seccomp::Call;
-    const SYS_SCHED_YIELD: u32 = 24;
-    const SYS_GETPID: u32 = 39;
-    const SYS_TGKILL: u32 = 234;
     let call =
         |nr: u32, args: [u64; 3]| Call { nr, ip, args: [args[0], args[1], args[2], 0, 0, 0] };
     let futex = |word: u64, op: u32, timeout: u64| Call {
@@ -934,6 +940,39 @@ fn runtime_calls(
         }
     }
     Ok(r)
+}
+
+/// How often [`SeccompWatch`] looks.
+const SECCOMP_POLL: Duration = Duration::from_millis(200);
+
+/// Notices a seccomp filter a thread installs after kerf asked the threads' filters
+/// ([`runtime_calls`]), as a launched program that sandboxes itself at its start does. kerf
+/// cannot ask a filter without stopping the process, so from then on the cache's own system
+/// calls stop: misses leave for the original code instead of waiting on a futex, full
+/// call-trace rings drop instead of yielding. It looks every [`SECCOMP_POLL`] at most (a
+/// thread that installs a filter and misses within that time is not covered).
+pub struct SeccompWatch {
+    pid: i32,
+    asked: kerf_os::process::SeccompLevel,
+    began: Instant,
+    next: Instant,
+    /// When a new filter was first seen, after `began`.
+    pub since: Option<Duration>,
+}
+
+impl SeccompWatch {
+    /// Whether a thread runs under a filter kerf did not ask (sticky once seen).
+    pub fn changed(&mut self) -> bool {
+        let now = Instant::now();
+        if self.since.is_none() && now >= self.next {
+            self.next = now + SECCOMP_POLL;
+            let level = kerf_os::process::seccomp_level(&kerf_os::process::RealSys, self.pid);
+            if level.is_some_and(|l| l != self.asked) {
+                self.since = Some(now - self.began);
+            }
+        }
+        self.since.is_some()
+    }
 }
 
 /// Blocks from which a module's whole-image work waits until the cache is live when
@@ -1161,6 +1200,7 @@ pub fn install(
     let mut state = None;
     let mut slabs = None;
     let mut thread_ids = true;
+    let mut seccomp_asked = kerf_os::process::SeccompLevel::default();
     let counts = plugin.counts_blocks() || plugin.edges();
     let no_slabs = counts.then(|| why_no_slabs(&tr, hwcap2, tid_offset, thread)).flatten();
     stats.no_slabs = no_slabs;
@@ -1209,6 +1249,9 @@ pub fn install(
         let allowed = runtime_calls(&mut tr, code_at, mail_at)?;
         stats.no_waits = allowed.no_waits;
         thread_ids = allowed.thread_ids;
+        // (What was asked, to notice a filter installed later: the threads are stopped.)
+        let sys = kerf_os::process::RealSys;
+        seccomp_asked = kerf_os::process::seccomp_level(&sys, pid).unwrap_or_default();
         if let (true, None, Some(tid)) = (counts, no_slabs, tid_offset) {
             let data = spaces.iter().flatten().map(|sp| sp.data.len() as u64).sum();
             // (Without them the counters tell the owner thread from the others.)
@@ -1371,6 +1414,8 @@ pub fn install(
         stats,
         slabs,
         slab_totals: Default::default(),
+        seccomp_asked,
+        deaf: false,
         extra: Vec::new(),
         spaces,
         index: Table::new(hash),
@@ -1928,6 +1973,18 @@ impl Jit {
         }
     }
 
+    /// A watch for seccomp filters installed after kerf asked the threads' ([`SeccompWatch`]).
+    pub fn seccomp_watch(&self) -> SeccompWatch {
+        let now = Instant::now();
+        SeccompWatch {
+            pid: self.pid,
+            asked: self.seccomp_asked,
+            began: now,
+            next: now,
+            since: None,
+        }
+    }
+
     /// What ends [`Jit::serve`]'s idle wait at once once its `stop` is set (it waits on the
     /// mailbox's `POSTED` word, at most 20 ms at a time): the caller wakes it after setting
     /// `stop`, until it returns (a wake before its wait begins is lost), so that kerf's
@@ -1972,7 +2029,15 @@ impl Jit {
         mbox.store_u32(mb::LISTEN as usize, 1);
         let began = Instant::now();
         let mut last_reclaim = began;
+        let mut seccomp = self.seccomp_watch();
         while !stop.load(Ordering::Relaxed) {
+            // A filter kerf did not ask may forbid the futex calls: no thread waits from now
+            // on (the tickets already posted are still answered).
+            if !self.deaf && seccomp.changed() {
+                self.deaf = true;
+                self.stats.deaf_since = seccomp.since;
+                mbox.store_u32(mb::LISTEN as usize, 0);
+            }
             if whole.as_ref().is_some_and(|h| h.is_finished()) {
                 if let Some(Ok(done)) = whole.take().map(|h| h.join()) {
                     self.stats.later_done = Some(began.elapsed());
@@ -1984,7 +2049,7 @@ impl Jit {
                 // A thread whose wait timed out cleared LISTEN; one that gave up just after
                 // kerf's last answer set it again would leave it cleared for good (no miss
                 // asks any more, so no answer sets it). kerf is here and idle: listen again.
-                if mbox.load_u32(mb::LISTEN as usize) == 0 {
+                if mbox.load_u32(mb::LISTEN as usize) == 0 && !self.deaf {
                     self.stats.timeouts += 1;
                     mbox.store_u32(mb::LISTEN as usize, 1);
                 }
@@ -2057,7 +2122,7 @@ impl Jit {
             if (posted.wrapping_sub(mbox.load_u32(answered_at)) as i32) > 0 {
                 mbox.store_u32(answered_at, posted);
             }
-            mbox.store_u32(mb::LISTEN as usize, 1);
+            mbox.store_u32(mb::LISTEN as usize, u32::from(!self.deaf));
             mbox.futex_wake_all(answered_at);
             self.stats.serving += t.elapsed();
         }
@@ -2727,7 +2792,7 @@ impl Jit {
                 continue;
             }
             let r = self.flush_stopped(&mut tr, all, mods, plugin, mbox, first);
-            mbox.store_u32(mb::LISTEN as usize, 1);
+            mbox.store_u32(mb::LISTEN as usize, u32::from(!self.deaf));
             let resumed = tr.resume_detach().map_err(JitFail::from);
             break r.and_then(|done| resumed.map(|_| done));
         };

@@ -359,7 +359,7 @@ pub fn run(
     let reader = match &woven.calls {
         Some(c) => {
             let areas = jit.ring_areas();
-            let waits = jit.stats.no_waits.is_none();
+            let waits = jit.stats.no_waits.is_none().then(|| jit.seccomp_watch());
             if let Some(why) = &jit.stats.no_waits {
                 events.warn(&format!(
                     "a thread whose call-trace ring is full drops its records instead of \
@@ -759,6 +759,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
                 "late_untraced": s.late_untraced,
                 "analysis_rejected": s.analysis_rejected,
                 "wait_timeouts": s.timeouts,
+                "deaf_since": s.deaf_since.map(|d| d.as_secs_f64()),
             },
             "cache": {
                 "limit": jit.cache_limit(),

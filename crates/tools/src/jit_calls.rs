@@ -63,7 +63,13 @@ const DRAIN_EVERY: std::time::Duration = std::time::Duration::from_micros(500);
 /// How long after a drain a thread whose ring is full waits for the next (`ring::WAIT`): kerf
 /// drains every half millisecond or sooner, and a drain that writes a trace file can take tens
 /// of milliseconds; a kerf that stalls longer, or was killed, costs a full ring this at most.
-const WAIT_FOR_READER_NS: f64 = 100e6;
+/// `KERF_JIT_WAIT_MS` sets it (the suite's tiny-ring test, which must not lose a record when
+/// its loaded machine keeps kerf off the CPU for longer).
+fn wait_for_reader_ns() -> f64 {
+    const WAIT_FOR_READER_NS: f64 = 100e6;
+    let ms = std::env::var("KERF_JIT_WAIT_MS").ok().and_then(|v| v.parse::<f64>().ok());
+    ms.filter(|&ms| ms > 0.0).map_or(WAIT_FOR_READER_NS, |ms| ms * 1e6)
+}
 /// How long a record reserved and not complete holds back the trace's cut (its writer
 /// preempted, or killed in the middle of the record).
 const PENDING_PATIENCE_NS: f64 = 1e9;
@@ -446,6 +452,9 @@ pub struct Reader<'a> {
     /// How long past a drain a full ring's writer may wait for the next: 0 (drop at once)
     /// where a seccomp filter forbids its `sched_yield`.
     wait_ns: f64,
+    /// While threads may wait: what notices a seccomp filter installed after kerf asked the
+    /// threads' (then they may not, from the next drain on).
+    seccomp: Option<kerf_session::jit::SeccompWatch>,
 }
 
 impl<'a> Reader<'a> {
@@ -459,7 +468,7 @@ impl<'a> Reader<'a> {
         pid: i32,
         start: (u64, u64),
         file: Option<(&str, std::fs::File)>,
-        waits: bool,
+        waits: Option<kerf_session::jit::SeccompWatch>,
     ) -> Reader<'a> {
         let end = kerf_os::clock::tsc_and_monotonic();
         let ticks_per_ns = (end.0 - start.0) as f64 / (end.1 - start.1).max(1) as f64;
@@ -484,7 +493,7 @@ impl<'a> Reader<'a> {
         // for three modules) took 8 ms, long enough for busy threads to fill their rings.
         // And every ring's writer waits for room rather than drop, until a deadline each drain
         // moves ahead (`ring::WAIT`).
-        let wait_ns = if waits { WAIT_FOR_READER_NS } else { 0.0 };
+        let wait_ns = if waits.is_some() { wait_for_reader_ns() } else { 0.0 };
         let deadline = deadline(&clock, end.0, wait_ns);
         for (area, _) in &areas {
             prime(area, calls.shape, deadline);
@@ -513,6 +522,7 @@ impl<'a> Reader<'a> {
             lock_stats: crate::locks::LockStats::default(),
             since: std::time::Instant::now(),
             wait_ns,
+            seccomp: waits,
         }
     }
 
@@ -531,6 +541,9 @@ impl<'a> Reader<'a> {
         let areas = self.areas.clone();
         let per_area = kerf_codegen::timer::THREAD_SLOTS as usize;
         self.watch.resize_with(areas.len() * per_area, || None);
+        if self.wait_ns > 0.0 && self.seccomp.as_mut().is_some_and(|w| w.changed()) {
+            self.wait_ns = 0.0;
+        }
         let deadline = deadline(&self.clock, began, self.wait_ns);
         for (a, Area { rings: area, data, source, base: first }) in areas.iter().enumerate() {
             let shared = area.words();
@@ -849,6 +862,9 @@ impl<'a> Reader<'a> {
             "ring_slots": self.calls.shape.slots,
             "file": self.path,
             "error": self.error,
+            // Seconds after the reader began when a thread was found under a seccomp filter
+            // kerf had not asked: full rings dropped from then on instead of waiting.
+            "waits_stopped": self.seccomp.and_then(|w| w.since).map(|d| d.as_secs_f64()),
             "functions": functions,
         });
         if let Some(l) = locks {
