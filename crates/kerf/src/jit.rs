@@ -38,8 +38,9 @@ pub struct Args {
     callback: Option<PathBuf>,
     /// With --plugin calls or locks: slots of each thread's ring in each module (a power of
     /// two from 16 to 1048576, 524288 for locks; 32 bytes a slot, 64 for locks; default
-    /// 131072). A thread whose ring is full waits for kerf to drain it; when kerf has not
-    /// drained for 100 ms (killed or stopped) it drops records, counted and reported.
+    /// 131072). A thread whose ring is full waits for kerf to drain it; 100 ms after kerf was
+    /// killed or stopped (or once one drain has taken 10 s) it drops records, counted and
+    /// reported.
     #[arg(long, value_name = "N")]
     ring_slots: Option<u32>,
     /// Translate every function of every module before the roots are entered, not only what
@@ -428,7 +429,9 @@ fn lost_why(c: &serde_json::Value) -> String {
     if let Some(n) = full.filter(|&n| n > 0) {
         s += &format!(
             "  {n} records lost in full rings: a thread waits for kerf to make room, and \
-             drops once kerf has not drained for 100 ms (kerf killed or stopped)\n"
+             drops 100 ms after kerf was killed or stopped, or once one drain has taken 10 s \
+             (the longest took {:.2} s)\n",
+            c["longest_drain"].as_f64().unwrap_or(0.0)
         );
     }
     if let Some(t) = c["waits_stopped"].as_f64() {

@@ -410,6 +410,57 @@ struct Tally {
     busiest: u64,
 }
 
+/// What lets a thread other than the reader move the rings' deadlines on
+/// ([`drain_until`]'s keeper): a reader blocked in a trace file's `write` (the kernel's
+/// dirty-page throttling held one over 100 ms) let full rings drop although kerf was alive.
+/// The keeper moves them only while the reader began a drain within [`KEEP_FOR`], so a
+/// reader stuck for longer (a bug, a dead disk) still lets the threads go.
+struct Keep {
+    /// Every ring area.
+    areas: std::sync::Mutex<Vec<Arc<SharedMem>>>,
+    /// CLOCK_MONOTONIC ns when the reader last began a drain.
+    beat: std::sync::atomic::AtomicU64,
+    /// Time stamp counter ticks of a deadline past now; 0 while threads may not wait.
+    wait_ticks: std::sync::atomic::AtomicU64,
+    shape: Shape,
+    /// The longest the keeper found the reader in one drain (ns since the drain began):
+    /// past [`KEEP_FOR`], full rings dropped.
+    longest_drain: std::sync::atomic::AtomicU64,
+}
+
+/// How long after the reader's last drain began the keeper still moves deadlines on: a
+/// drain held in a write this long means a stuck disk or a stuck kerf, and the threads go
+/// on without it (a killed or stopped kerf's keeper stops at once, and the deadlines lapse
+/// 100 ms later).
+const KEEP_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often the keeper looks.
+const KEEP_EVERY: std::time::Duration = std::time::Duration::from_millis(20);
+
+impl Keep {
+    /// Move every ring's deadline to `wait_ticks` past now, if the reader is alive: the
+    /// unclaimed ones too, since a thread that claims a slot fills 16 records in
+    /// microseconds, long before a drain under load finds it claimed, and its deadline must
+    /// not have lapsed then (the suite's FIFO test lost a quarter of its records so, beside
+    /// other tests).
+    fn keep(&self) {
+        let ticks = self.wait_ticks.load(Ordering::Relaxed);
+        let beat = self.beat.load(Ordering::Relaxed);
+        let since = kerf_os::clock::monotonic_ns().saturating_sub(beat);
+        self.longest_drain.fetch_max(since, Ordering::Relaxed);
+        if ticks == 0 || since >= KEEP_FOR.as_nanos() as u64 {
+            return;
+        }
+        let deadline = kerf_os::clock::tsc() + ticks;
+        let areas = self.areas.lock().unwrap_or_else(|e| e.into_inner());
+        for rings in areas.iter() {
+            for k in 0..kerf_codegen::timer::THREAD_SLOTS {
+                let base = ring::thread_ring(k, self.shape);
+                rings.store_u64((base + ring::WAIT) as usize, deadline);
+            }
+        }
+    }
+}
+
 /// One module's rings as the reader reads them.
 #[derive(Clone)]
 struct Area {
@@ -455,6 +506,7 @@ pub struct Reader<'a> {
     /// While threads may wait: what notices a seccomp filter installed after kerf asked the
     /// threads' (then they may not, from the next drain on).
     seccomp: Option<kerf_session::jit::SeccompWatch>,
+    keep: Arc<Keep>,
 }
 
 impl<'a> Reader<'a> {
@@ -499,6 +551,13 @@ impl<'a> Reader<'a> {
             prime(area, calls.shape, deadline);
         }
         let n = calls.funcs.len();
+        let keep = Arc::new(Keep {
+            areas: std::sync::Mutex::new(areas.iter().map(|(rings, _)| rings.clone()).collect()),
+            beat: std::sync::atomic::AtomicU64::new(end.1),
+            wait_ticks: std::sync::atomic::AtomicU64::new(deadline.saturating_sub(end.0)),
+            shape: calls.shape,
+            longest_drain: std::sync::atomic::AtomicU64::new(0),
+        });
         let areas = (areas.into_iter())
             .map(|(rings, data)| Area { rings, data, source: 0, base: 0 })
             .collect();
@@ -523,6 +582,7 @@ impl<'a> Reader<'a> {
             since: std::time::Instant::now(),
             wait_ns,
             seccomp: waits,
+            keep,
         }
     }
 
@@ -541,10 +601,11 @@ impl<'a> Reader<'a> {
         let areas = self.areas.clone();
         let per_area = kerf_codegen::timer::THREAD_SLOTS as usize;
         self.watch.resize_with(areas.len() * per_area, || None);
+        self.keep.beat.store(kerf_os::clock::monotonic_ns(), Ordering::Relaxed);
         if self.wait_ns > 0.0 && self.seccomp.as_mut().is_some_and(|w| w.changed()) {
             self.wait_ns = 0.0;
+            self.keep.wait_ticks.store(0, Ordering::Relaxed);
         }
-        let deadline = deadline(&self.clock, began, self.wait_ns);
         for (a, Area { rings: area, data, source, base: first }) in areas.iter().enumerate() {
             let shared = area.words();
             for k in 0..kerf_codegen::timer::THREAD_SLOTS {
@@ -553,10 +614,13 @@ impl<'a> Reader<'a> {
                 let at = a * per_area + k as usize;
                 // A slot no thread ever claimed (its key 0) has an empty ring: its head, a
                 // line of its own, is not read (most of the 256 of every module). A claimed
-                // one's writer may wait for room until a deadline further on.
+                // one's writer may wait for room until a deadline further on: from now, not
+                // from the drain's start, which a write of the trace file may have held long
+                // enough to put it behind the keeper's.
                 let claimed = data.load_u64((8 * k) as usize) != 0;
                 if claimed {
-                    area.store_u64((base + ring::WAIT) as usize, deadline);
+                    let d = deadline(&self.clock, kerf_os::clock::tsc(), self.wait_ns);
+                    area.store_u64((base + ring::WAIT) as usize, d);
                 }
                 if self.watch[at].is_none() && (!claimed || word(ring::HEAD) == word(ring::TAIL)) {
                     continue;
@@ -635,6 +699,9 @@ impl<'a> Reader<'a> {
                 }
             }
             let (rings, data) = (l.rings.clone(), l.data.clone());
+            let mut kept = self.keep.areas.lock().unwrap_or_else(|e| e.into_inner());
+            kept.push(rings.clone());
+            drop(kept);
             self.areas.push(Area { rings, data, source, base });
             self.adopted = j + 1;
         }
@@ -865,6 +932,8 @@ impl<'a> Reader<'a> {
             // Seconds after the reader began when a thread was found under a seccomp filter
             // kerf had not asked: full rings dropped from then on instead of waiting.
             "waits_stopped": self.seccomp.and_then(|w| w.since).map(|d| d.as_secs_f64()),
+            // The longest one drain took, as the keeper saw it (a trace file's writes).
+            "longest_drain": self.keep.longest_drain.load(Ordering::Relaxed) as f64 / 1e9,
             "functions": functions,
         });
         if let Some(l) = locks {
@@ -895,13 +964,27 @@ fn prime(rings: &SharedMem, shape: Shape, deadline: u64) {
     }
 }
 
-/// Drain `reader` every [`DRAIN_EVERY`] until `done`, then once more (nothing held back).
+/// Drain `reader` every [`DRAIN_EVERY`] until `done`, then once more (nothing held back);
+/// meanwhile a keeper thread moves the rings' deadlines on every [`KEEP_EVERY`] while the
+/// reader is alive ([`Keep`]), so that a drain blocked in writing the trace does not make
+/// full rings drop.
 pub fn drain_until(reader: &mut Reader<'_>, done: &std::sync::atomic::AtomicBool) {
-    while !done.load(Ordering::Relaxed) {
-        // A drain that found rings an eighth full goes again at once.
-        if !reader.drain(false) {
-            std::thread::sleep(DRAIN_EVERY);
+    let keep = reader.keep.clone();
+    let drained = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !drained.load(Ordering::Relaxed) {
+                std::thread::sleep(KEEP_EVERY);
+                keep.keep();
+            }
+        });
+        while !done.load(Ordering::Relaxed) {
+            // A drain that found rings an eighth full goes again at once.
+            if !reader.drain(false) {
+                std::thread::sleep(DRAIN_EVERY);
+            }
         }
-    }
-    reader.drain(true);
+        reader.drain(true);
+        drained.store(true, Ordering::Relaxed);
+    });
 }
