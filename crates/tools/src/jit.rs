@@ -509,8 +509,13 @@ pub fn run(
     } else {
         let r = jit.remove().map_err(|source| ToolError::Jit { pid, source });
         target.wait();
+        // A target killed while the JIT was live or being taken out. (A launched command
+        // kerf waited for after `--duration`, with the JIT gone, ended after kerf's work:
+        // a Ctrl-C then is not "killed while instrumented".)
         if let Some(end @ kerf_session::live::End::Killed { .. }) = target.fate() {
-            stop = Stop::Ended(end);
+            if !matches!(stop, Stop::Duration) {
+                stop = Stop::Ended(end);
+            }
         }
         Some(r?)
     };
