@@ -209,23 +209,16 @@ pub fn comm(sys: &dyn ProcSys, pid: i32) -> Option<String> {
 /// status cannot be read (it ended meanwhile) is taken as free; a process whose task list
 /// cannot be read, as restricted.
 pub fn seccomp_restricted(sys: &dyn ProcSys, pid: i32) -> bool {
-    let tasks = proc_dir(pid).join("task");
-    let Ok(tids) = sys.list_dir(&tasks) else { return true };
-    tids.iter().any(|t| {
-        let status = sys.read_to_string(&tasks.join(t).join("status")).unwrap_or_default();
-        status.lines().any(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            w.len() == 2 && w[0] == "Seccomp:" && w[1] != "0"
-        })
-    })
+    seccomp_level(sys, pid).is_none_or(|l| l.mode != 0)
 }
 
-/// How far seccomp restricts a process: the most filters any of its threads runs under, and
-/// whether one is in strict mode. It only grows: a thread installs filters on top of its own,
-/// and the threads it makes inherit them.
+/// How far seccomp restricts a process: the highest mode of its threads (0 off, 1 strict,
+/// 2 filters) and the most filters any of them runs under (`Seccomp_filters:`, which kernels
+/// before 5.9 do not show). It only grows: a thread installs filters on top of its own, and
+/// the threads it makes inherit them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SeccompLevel {
-    pub strict: bool,
+    pub mode: u32,
     pub filters: u32,
 }
 
@@ -237,13 +230,9 @@ pub fn seccomp_level(sys: &dyn ProcSys, pid: i32) -> Option<SeccompLevel> {
     let mut level = SeccompLevel::default();
     for t in tids {
         let status = sys.read_to_string(&tasks.join(t).join("status")).unwrap_or_default();
-        for line in status.lines() {
-            if let Some(v) = line.strip_prefix("Seccomp:") {
-                level.strict |= v.trim() == "1";
-            } else if let Some(v) = line.strip_prefix("Seccomp_filters:") {
-                level.filters = level.filters.max(v.trim().parse().unwrap_or(0));
-            }
-        }
+        level.mode = level.mode.max(crate::seccomp::mode_number(&status).unwrap_or(0));
+        let filters = status.lines().find_map(|l| l.strip_prefix("Seccomp_filters:"));
+        level.filters = level.filters.max(filters.and_then(|v| v.trim().parse().ok()).unwrap_or(0));
     }
     Some(level)
 }
@@ -438,7 +427,7 @@ pub(crate) mod tests {
         assert!(!seccomp_restricted(&sys, 7));
         assert!(seccomp_restricted(&FakeSys::default(), 9), "no task list: assume seccomp");
         let level = seccomp_level(&sys, 7).expect("listed");
-        assert_eq!(level, SeccompLevel { strict: false, filters: 1 });
+        assert_eq!(level, SeccompLevel { mode: 0, filters: 1 });
         assert_eq!(seccomp_level(&FakeSys::default(), 9), None, "ended");
     }
 

@@ -437,7 +437,8 @@ pub struct JitStats {
     /// escaped without asking until it set it again).
     pub timeouts: u64,
     /// When (after serving began) a thread was found under a seccomp filter kerf had not
-    /// asked: misses left for the original code from then on ([`SeccompWatch`]).
+    /// asked: misses left for the original code from then on ([`SeccompWatch`]; `LISTEN`
+    /// stays cleared).
     pub deaf_since: Option<Duration>,
     /// With a cache limit: the most code the cache held at once, and the most that one flush
     /// translated again for where the threads stood (near the limit, each miss flushes);
@@ -484,9 +485,6 @@ pub struct Jit {
     slab_totals: std::sync::Mutex<Option<BTreeMap<u64, u64>>>,
     /// The threads' seccomp state when kerf asked their filters ([`runtime_calls`]).
     seccomp_asked: kerf_os::process::SeccompLevel,
-    /// Misses no longer wait: a thread installed a seccomp filter kerf did not ask
-    /// ([`SeccompWatch`]); `LISTEN` stays cleared.
-    deaf: bool,
     /// Modules the JIT analysed itself (the vDSO), numbered after the process's.
     extra: Vec<AnalyzedImage>,
     /// By module: the room reserved near it.
@@ -1415,7 +1413,6 @@ pub fn install(
         slabs,
         slab_totals: Default::default(),
         seccomp_asked,
-        deaf: false,
         extra: Vec::new(),
         spaces,
         index: Table::new(hash),
@@ -1973,6 +1970,12 @@ impl Jit {
         }
     }
 
+    /// `LISTEN`'s value while kerf answers misses: 1, or 0 once a thread runs under a seccomp
+    /// filter kerf did not ask (`JitStats::deaf_since`: no thread may wait on a futex).
+    fn listen(&self) -> u32 {
+        u32::from(self.stats.deaf_since.is_none())
+    }
+
     /// A watch for seccomp filters installed after kerf asked the threads' ([`SeccompWatch`]).
     pub fn seccomp_watch(&self) -> SeccompWatch {
         let now = Instant::now();
@@ -2033,8 +2036,7 @@ impl Jit {
         while !stop.load(Ordering::Relaxed) {
             // A filter kerf did not ask may forbid the futex calls: no thread waits from now
             // on (the tickets already posted are still answered).
-            if !self.deaf && seccomp.changed() {
-                self.deaf = true;
+            if self.stats.deaf_since.is_none() && seccomp.changed() {
                 self.stats.deaf_since = seccomp.since;
                 mbox.store_u32(mb::LISTEN as usize, 0);
             }
@@ -2049,7 +2051,7 @@ impl Jit {
                 // A thread whose wait timed out cleared LISTEN; one that gave up just after
                 // kerf's last answer set it again would leave it cleared for good (no miss
                 // asks any more, so no answer sets it). kerf is here and idle: listen again.
-                if mbox.load_u32(mb::LISTEN as usize) == 0 && !self.deaf {
+                if mbox.load_u32(mb::LISTEN as usize) == 0 && self.stats.deaf_since.is_none() {
                     self.stats.timeouts += 1;
                     mbox.store_u32(mb::LISTEN as usize, 1);
                 }
@@ -2122,7 +2124,7 @@ impl Jit {
             if (posted.wrapping_sub(mbox.load_u32(answered_at)) as i32) > 0 {
                 mbox.store_u32(answered_at, posted);
             }
-            mbox.store_u32(mb::LISTEN as usize, u32::from(!self.deaf));
+            mbox.store_u32(mb::LISTEN as usize, self.listen());
             mbox.futex_wake_all(answered_at);
             self.stats.serving += t.elapsed();
         }
@@ -2792,7 +2794,7 @@ impl Jit {
                 continue;
             }
             let r = self.flush_stopped(&mut tr, all, mods, plugin, mbox, first);
-            mbox.store_u32(mb::LISTEN as usize, u32::from(!self.deaf));
+            mbox.store_u32(mb::LISTEN as usize, self.listen());
             let resumed = tr.resume_detach().map_err(JitFail::from);
             break r.and_then(|done| resumed.map(|_| done));
         };
