@@ -30,7 +30,9 @@
 //! whole-entry at load (indices and ranges), and the rest is checked at the point of use,
 //! per function ([`Checker::function`], memoised), by whatever is about to rely on a
 //! function: splice planning. [`validate`] checks everything at once (`kerf analyze
-//! --validate`, the tests).
+//! --validate`, the tests). A caller that kept evidence that this very build passed
+//! [`Checker::all_code`] on this very entry and image (the session's cache keeps a stamp)
+//! may take it as passed ([`Checker::vouch_all`]): the check reads nothing else.
 //!
 //! Not re-derived: which functions exist, their names, which never return, and the
 //! classification of indirect jumps (a table, a tail call, unanalysable). Those come from the
@@ -130,6 +132,24 @@ impl Checker {
             entries: Entries::new(&a.cfg),
             all: AtomicBool::new(false),
         })
+    }
+
+    /// Whether every function passed [`Checker::all_code`] (or was vouched for by
+    /// [`Checker::vouch_all`]).
+    pub fn all_checked(&self) -> bool {
+        self.all.load(Ordering::Acquire)
+    }
+
+    /// Take every function as checked whole, as [`Checker::all_code`] would leave them, without
+    /// reading any code: for a caller that holds evidence that this very build of kerf passed
+    /// `all_code` on this very analysis and image before (the session's cache keeps such a
+    /// stamp beside an entry). The check is a function of those three alone, so it would pass
+    /// again; padding runs are not covered (they are checked where a springboard goes).
+    pub fn vouch_all(&self) {
+        for f in 0..self.funcs.len() {
+            self.mark(FuncId(f as u32), CLOSED);
+        }
+        self.all.store(true, Ordering::Release);
     }
 
     fn state(&self, f: FuncId) -> u8 {

@@ -976,7 +976,9 @@ fn a_root_alone_ahead_gets_the_rest_on_demand_without_escapes() {
 /// natively from then on, reported; the output is unchanged either way. Return facts (where
 /// returns land) kept beside the cache by one run are checked by the next; kept facts that
 /// leave out a register some caller keeps fail their check, are solved again and reported
-/// (`return_facts.rejected`), and the run counts as from a good entry.
+/// (`return_facts.rejected`), and the run counts as from a good entry; facts that passed
+/// their check are not checked again by the same build (`return_facts.stamped`) until they
+/// change.
 #[test]
 fn a_cached_analysis_that_lies_is_never_translated_from() {
     let bin = common::build_fixture("jitted", "-O2", "jit-cache-lie");
@@ -1004,6 +1006,11 @@ fn a_cached_analysis_that_lies_is_never_translated_from() {
     let (again, _, _) = kerf_with_cache(&cache, "lie-good3", "jit", &blocks, &bin, &args);
     let checked = again["jit"]["return_facts"]["checked"].as_array().unwrap();
     assert!(checked.iter().any(|m| m.as_str().unwrap().contains("libc")), "{}", again["jit"]);
+    // Checked once by this build, they are not checked again by it (the stamp kept beside
+    // the entry, `cache::Stamp`); rewritten below, they are.
+    let (fourth, _, _) = kerf_with_cache(&cache, "lie-good4", "jit", &blocks, &bin, &args);
+    let stamped = fourth["jit"]["return_facts"]["stamped"].as_array().unwrap();
+    assert!(stamped.iter().any(|m| m.as_str().unwrap().contains("libc")), "{}", fourth["jit"]);
     let libc = "/usr/lib/x86_64-linux-gnu/libc.so.6";
     let f = common::poison_return_facts(&cache, Path::new(libc));
     let (v, out, err) = kerf_with_cache(&cache, "lie-returns", "jit", &blocks, &bin, &args);

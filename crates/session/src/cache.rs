@@ -35,7 +35,10 @@
 //! checksum), and checked where they are used, never trusted
 //! (`kerf_analysis::liveness::check_return_facts`). Likewise the functions that ran in a
 //! JIT's runs, per set of roots (`<entry>.ran-<roots>`, [`CacheDir::store_hint`]): a hint of
-//! what to translate ahead next time, each address checked to be a function's entry.
+//! what to translate ahead next time, each address checked to be a function's entry. And
+//! what a build of kerf checked of the entry (`<entry>.checked`, a [`Stamp`]): the whole
+//! analysis and the return facts, by checksum, so that the same build does not check the same
+//! bytes twice (python3.11's start: about a third of kerf's CPU time before the cache is live).
 //!
 //! Cost of a load (libLLVM-14, a 110 MB image and a 195 MB entry): reading the entry, two
 //! BLAKE3 passes (about 4.7 GB/s on one core here, with AVX-512; SHA-256 with the CPU's SHA
@@ -296,7 +299,86 @@ fn decode(payload: &[u8]) -> Result<Analysis, String> {
 }
 
 /// An analysis read from the cache, with what has been checked of it (see [`Checker`]).
-pub type Loaded = (Analysis, Checker);
+/// A loaded entry: its analysis, the checker of what has been checked of it, and the entry's
+/// checksum (which names these very bytes in a [`Stamp`]).
+pub type Loaded = (Analysis, Checker, [u8; 32]);
+
+/// Return facts read back, with their file's checksum.
+pub type KeptFacts = (Vec<ReturnFacts>, [u8; 32]);
+
+/// A cache file unpacked: the digest its header records, its checksum, its decoded payload.
+type Unpacked<T> = ([u8; 32], [u8; 32], T);
+
+/// What one build of kerf found of an entry's analysis and return facts: it checked the whole
+/// analysis against the image's bytes ([`Checker::all_code`]), and, with `facts`, the return
+/// facts file of that checksum too (`liveness::check_return_facts`), or solved and wrote it
+/// itself from the checked analysis. Kept beside the entry (`<entry>.checked`,
+/// [`CacheDir::store_stamp`]) so that later runs of the same build skip both checks: each is
+/// a function of the build, the entry's bytes and the image's bytes alone (the entry's
+/// checksum names the first, the digest in the stamp's header the second), so it would pass
+/// again. A stamp of another build, another entry or other facts vouches for nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    /// The GNU build-id of the kerf that checked ([`kerf_build`]).
+    pub kerf: Vec<u8>,
+    /// The checksum of the entry checked.
+    pub entry: [u8; 32],
+    /// The checksum of the return facts file checked (or written), if any.
+    pub facts: Option<[u8; 32]>,
+}
+
+impl Stamp {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(1 + self.kerf.len() + 32 + 1 + 32);
+        out.push(self.kerf.len() as u8);
+        out.extend_from_slice(&self.kerf);
+        out.extend_from_slice(&self.entry);
+        match &self.facts {
+            Some(f) => {
+                out.push(1);
+                out.extend_from_slice(f);
+            }
+            None => out.push(0),
+        }
+        out
+    }
+
+    fn decode(b: &[u8]) -> Result<Stamp, String> {
+        let bad = || format!("{} bytes: not a stamp", b.len());
+        let n = usize::from(*b.first().ok_or_else(bad)?);
+        let kerf = b.get(1..1 + n).ok_or_else(bad)?.to_vec();
+        let word = |at: usize| -> Result<[u8; 32], String> {
+            b.get(at..at + 32).and_then(|w| w.try_into().ok()).ok_or_else(bad)
+        };
+        let entry = word(1 + n)?;
+        let facts = match (b.get(33 + n), b.len() - (34 + n).min(b.len())) {
+            (Some(0), 0) => None,
+            (Some(1), 32) => Some(word(34 + n)?),
+            _ => return Err(bad()),
+        };
+        Ok(Stamp { kerf, entry, facts })
+    }
+
+    /// Whether this stamp, kept for an entry whose checksum is `entry`, was made by the
+    /// running build of kerf (one with no build-id trusts no stamp).
+    pub fn vouches(&self, entry: &[u8; 32]) -> bool {
+        kerf_build().is_some_and(|b| b == self.kerf.as_slice()) && self.entry == *entry
+    }
+}
+
+/// The GNU build-id of the running kerf (read once from `/proc/self/exe`): what names a build
+/// in a [`Stamp`]. A build with none (another linker's) makes no stamps.
+pub fn kerf_build() -> Option<&'static [u8]> {
+    static BUILD: std::sync::OnceLock<Option<Vec<u8>>> = std::sync::OnceLock::new();
+    let id = BUILD.get_or_init(|| {
+        let f = fs::File::open("/proc/self/exe").ok()?;
+        // SAFETY: a private read-only mapping of kerf's own executable, which the kernel does
+        // not let anyone write while it runs (ETXTBSY); only its headers and notes are read.
+        let map = unsafe { memmap2::Mmap::map(&f) }.ok()?;
+        kerf_analysis::image::build_id_of(&map).filter(|id| !id.is_empty() && id.len() < 256)
+    });
+    id.as_deref()
+}
 
 /// A cache directory checked to be private to this user, held open.
 pub struct CacheDir {
@@ -411,8 +493,8 @@ impl CacheDir {
             let entry = self.read(key).map(|b| b.map(|bytes| self.unpack(key, &bytes)));
             let digest = image.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
             let loaded = match entry {
-                Ok(Some(Ok((stored, a)))) if stored == digest => Checker::new(&a)
-                    .map(|c| Some((a, c)))
+                Ok(Some(Ok((stored, sum, a)))) if stored == digest => Checker::new(&a)
+                    .map(|c| Some((a, c, sum)))
                     .map_err(|e| self.rejected(key, format!("does not match the image: {e}"))),
                 Ok(Some(Ok(_))) => {
                     Err(self.rejected(key, "made from other bytes than this image's".into()))
@@ -467,21 +549,22 @@ impl CacheDir {
         map.map(Some).map_err(|err| CacheError::Io { path, op: "map", err })
     }
 
-    /// The digest an entry's header records and its decoded analysis, once its format, key
-    /// and checksum hold.
-    fn unpack(&self, key: &str, bytes: &[u8]) -> Result<([u8; 32], Analysis), CacheError> {
+    /// The digest an entry's header records, its checksum and its decoded analysis, once its
+    /// format, key and checksum hold.
+    fn unpack(&self, key: &str, bytes: &[u8]) -> Result<Unpacked<Analysis>, CacheError> {
         self.unpack_with(key, bytes, decode)
     }
 
-    /// The digest the header of file `key` records and its payload decoded by `decode`, once
-    /// the format, key and checksum hold (every file of the cache has the same header). The
-    /// checksum is computed on a thread of its own while the payload decodes on this one.
+    /// The digest the header of file `key` records, its checksum and its payload decoded by
+    /// `decode`, once the format, key and checksum hold (every file of the cache has the same
+    /// header). The checksum is computed on a thread of its own while the payload decodes on
+    /// this one.
     fn unpack_with<T>(
         &self,
         key: &str,
         bytes: &[u8],
         decode: impl FnOnce(&[u8]) -> Result<T, String>,
-    ) -> Result<([u8; 32], T), CacheError> {
+    ) -> Result<Unpacked<T>, CacheError> {
         let entry = parse(bytes, key).map_err(|w| self.rejected(key, w.into()))?;
         let summed = std::thread::scope(|s| {
             let sum = s.spawn(|| checksum(key, &entry.digest, entry.payload) == entry.sum);
@@ -491,7 +574,10 @@ impl CacheDir {
         match summed {
             (false, _) => Err(self.rejected(key, "checksum mismatch".into())),
             (true, Err(e)) => Err(self.rejected(key, format!("does not decode: {e}"))),
-            (true, Ok(a)) => Ok((entry.digest, a)),
+            (true, Ok(a)) => {
+                let sum = entry.sum.try_into().expect("parse takes 32 bytes of checksum");
+                Ok((entry.digest, sum, a))
+            }
         }
     }
 
@@ -501,19 +587,20 @@ impl CacheDir {
         let path = self.path.join(key);
         let io = |op, err| CacheError::Io { path: path.clone(), op, err };
         let payload = encode(a).map_err(|e| io("encode", io::Error::other(e)))?;
-        self.write_entry(key, digest, &payload)
+        self.write_entry(key, digest, &payload).map(|_| ())
     }
 
     /// Store the JIT's return facts of the image whose analysis is entry `key` in a file of
     /// their own beside it ([`facts_key`]), with the same header, digest and checksum as an
     /// entry. They are written the first time a JIT solves them and checked, not trusted,
-    /// when read ([`kerf_analysis::liveness::check_return_facts`]).
+    /// when read ([`kerf_analysis::liveness::check_return_facts`]). Returns the file's
+    /// checksum (for a [`Stamp`]).
     pub fn store_facts(
         &self,
         key: &str,
         digest: &[u8; 32],
         facts: &[ReturnFacts],
-    ) -> Result<(), CacheError> {
+    ) -> Result<[u8; 32], CacheError> {
         let name = facts_key(key);
         let payload = codec().serialize(facts).map_err(|e| CacheError::Io {
             path: self.path.join(&name),
@@ -523,23 +610,24 @@ impl CacheDir {
         self.write_entry(&name, digest, &payload)
     }
 
-    /// The return facts stored beside entry `key` for the image whose bytes have `digest`
-    /// (`Ok(None)`: none; `Err(Rejected)`: damaged, foreign, or made from other bytes).
+    /// The return facts stored beside entry `key` for the image whose bytes have `digest`,
+    /// with the file's checksum (`Ok(None)`: none; `Err(Rejected)`: damaged, foreign, or
+    /// made from other bytes).
     pub fn load_facts(
         &self,
         key: &str,
         digest: &[u8; 32],
-    ) -> Result<Option<Vec<ReturnFacts>>, CacheError> {
+    ) -> Result<Option<KeptFacts>, CacheError> {
         let name = facts_key(key);
         let Some(bytes) = self.read(&name)? else { return Ok(None) };
-        let (made_from, facts) = self.unpack_with(&name, &bytes, |payload| {
+        let (made_from, sum, facts) = self.unpack_with(&name, &bytes, |payload| {
             let limit = codec().with_limit(payload.len() as u64);
             limit.deserialize::<Vec<ReturnFacts>>(payload).map_err(|e| e.to_string())
         })?;
         if made_from != *digest {
             return Err(self.rejected(&name, "made from other bytes than this image's".into()));
         }
-        Ok(Some(facts))
+        Ok(Some((facts, sum)))
     }
 
     /// Store the entries (image addresses) of the functions that ran in the runs of a JIT of
@@ -556,7 +644,7 @@ impl CacheDir {
         entries: &[u64],
     ) -> Result<(), CacheError> {
         let payload: Vec<u8> = entries.iter().flat_map(|e| e.to_le_bytes()).collect();
-        self.write_entry(&hint_key(key, roots), digest, &payload)
+        self.write_entry(&hint_key(key, roots), digest, &payload).map(|_| ())
     }
 
     /// The entries stored by [`CacheDir::store_hint`] (`Ok(None)`: none; `Err(Rejected)`:
@@ -569,7 +657,7 @@ impl CacheDir {
     ) -> Result<Option<Vec<u64>>, CacheError> {
         let name = hint_key(key, roots);
         let Some(bytes) = self.read(&name)? else { return Ok(None) };
-        let (made_from, entries) = self.unpack_with(&name, &bytes, |payload| {
+        let (made_from, _, entries) = self.unpack_with(&name, &bytes, |payload| {
             if payload.len() % 8 != 0 {
                 return Err(format!("{} bytes: not a whole number of addresses", payload.len()));
             }
@@ -582,9 +670,38 @@ impl CacheDir {
         Ok(Some(entries))
     }
 
+    /// Keep `stamp` beside entry `key` of the image whose bytes have `digest` ([`Stamp`];
+    /// [`checked_key`]), written as an entry is.
+    pub fn store_stamp(
+        &self,
+        key: &str,
+        digest: &[u8; 32],
+        stamp: &Stamp,
+    ) -> Result<(), CacheError> {
+        self.write_entry(&checked_key(key), digest, &stamp.encode()).map(|_| ())
+    }
+
+    /// The stamp kept beside entry `key` for the image whose bytes have `digest` (`Ok(None)`:
+    /// none; `Err(Rejected)`: damaged, foreign, or made for other bytes). Whether it vouches
+    /// for anything is [`Stamp::vouches`]'s to say.
+    pub fn load_stamp(&self, key: &str, digest: &[u8; 32]) -> Result<Option<Stamp>, CacheError> {
+        let name = checked_key(key);
+        let Some(bytes) = self.read(&name)? else { return Ok(None) };
+        let (made_for, _, stamp) = self.unpack_with(&name, &bytes, Stamp::decode)?;
+        if made_for != *digest {
+            return Err(self.rejected(&name, "made for other bytes than this image's".into()));
+        }
+        Ok(Some(stamp))
+    }
+
     /// Write `payload` under `key` with its header (format, key, `digest`, checksum): to a
-    /// fresh temporary file renamed over the entry.
-    fn write_entry(&self, key: &str, digest: &[u8; 32], payload: &[u8]) -> Result<(), CacheError> {
+    /// fresh temporary file renamed over the entry. Returns the checksum.
+    fn write_entry(
+        &self,
+        key: &str,
+        digest: &[u8; 32],
+        payload: &[u8],
+    ) -> Result<[u8; 32], CacheError> {
         let path = self.path.join(key);
         let io = |op, err| CacheError::Io { path: path.clone(), op, err };
         let mut head = Vec::with_capacity(8 + 4 + 8 + key.len() + 32 + 8 + 32);
@@ -594,7 +711,8 @@ impl CacheDir {
         head.extend_from_slice(key.as_bytes());
         head.extend_from_slice(digest);
         head.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-        head.extend_from_slice(&checksum(key, digest, payload));
+        let sum = checksum(key, digest, payload);
+        head.extend_from_slice(&sum);
         // A fresh name each try: a temporary file left by a killed kerf (or planted) is
         // never opened, let alone followed.
         let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW;
@@ -627,7 +745,7 @@ impl CacheDir {
             unsafe { libc::unlinkat(d, tmp_c.as_ptr(), 0) };
             return Err(io("write", e));
         }
-        Ok(())
+        Ok(sum)
     }
 }
 
@@ -635,6 +753,12 @@ impl CacheDir {
 /// same image ([`CacheDir::store_facts`]).
 pub fn facts_key(key: &str) -> String {
     format!("{key}.returns")
+}
+
+/// The name of the file beside cache entry `key` that holds what a build of kerf checked of
+/// it ([`CacheDir::store_stamp`]).
+pub fn checked_key(key: &str) -> String {
+    format!("{key}.checked")
 }
 
 /// The name of the file beside cache entry `key` that holds the functions that ran in
@@ -720,6 +844,26 @@ mod tests {
         assert!(decode(&p[..20]).is_err());
     }
 
+    /// A stamp decodes to what was encoded, with and without facts; a payload cut short, with
+    /// a flag other than 0 or 1, or with bytes after it is refused.
+    #[test]
+    fn stamps_round_trip_and_a_malformed_one_is_refused() {
+        for facts in [None, Some([3u8; 32])] {
+            let s = Stamp { kerf: vec![1, 2, 3], entry: [9; 32], facts };
+            let b = s.encode();
+            assert_eq!(Stamp::decode(&b), Ok(s));
+            for n in 0..b.len() {
+                assert!(Stamp::decode(&b[..n]).is_err(), "{n} bytes");
+            }
+            let mut longer = b.clone();
+            longer.push(0);
+            assert!(Stamp::decode(&longer).is_err());
+        }
+        let mut flag = Stamp { kerf: vec![7], entry: [0; 32], facts: None }.encode();
+        *flag.last_mut().unwrap() = 2;
+        assert!(Stamp::decode(&flag).is_err());
+    }
+
     /// Return facts come back as stored for the digest they were stored with; a flipped
     /// payload byte, a file cut short, and another image's digest are each refused.
     #[test]
@@ -729,8 +873,8 @@ mod tests {
         let cache = CacheDir::open(&dir).unwrap();
         let facts = vec![ReturnFacts::default(); 3];
         let (key, digest) = ("some-image", [7u8; 32]);
-        cache.store_facts(key, &digest, &facts).unwrap();
-        assert_eq!(cache.load_facts(key, &digest).unwrap(), Some(facts));
+        let sum = cache.store_facts(key, &digest, &facts).unwrap();
+        assert_eq!(cache.load_facts(key, &digest).unwrap(), Some((facts, sum)));
         assert_eq!(cache.load_facts("other-image", &digest).unwrap(), None);
         let refused = |why: &str| match cache.load_facts(key, &digest) {
             Err(CacheError::Rejected { why: w, .. }) => assert!(w.contains(why), "{w}"),

@@ -140,6 +140,9 @@ pub(crate) struct CacheEntry {
 pub enum ReturnsHow {
     /// Kept beside the cache entry by an earlier start, and checked.
     Checked,
+    /// Kept beside the cache entry, and checked by an earlier start of this build of kerf
+    /// (see `cache::Stamp`).
+    Stamped,
     /// Solved (none kept, or no cache), and kept for the next start when there is a cache.
     Solved,
     /// Kept ones that failed their check or could not be read, and why: solved again.
@@ -149,6 +152,10 @@ pub enum ReturnsHow {
 /// What an analysis read from the cache carries until it has been checked.
 pub(crate) struct FromCache {
     check: Checker,
+    /// The entry's checksum, and the stamp kept beside it when it vouches for this entry and
+    /// this build of kerf ([`cache::Stamp`]): then `check` starts with everything checked.
+    sum: [u8; 32],
+    stamp: Option<cache::Stamp>,
     /// The image's sections and loader-written pointers: the checks read the image's bytes
     /// as analysis reads them (jump tables in data sections, relocated absolute tables).
     sections: Vec<Section>,
@@ -241,10 +248,19 @@ impl AnalyzedImage {
                 .as_ref()
                 .and_then(|e| Some((cache::CacheDir::open(&e.dir).ok()?, e)));
             let kept = dir.as_ref().map(|(d, e)| d.load_facts(&e.key, &e.digest));
+            let stamp = self.from_cache.as_ref().and_then(|c| Some((c.sum, c.stamp.as_ref()?)));
             let why = match kept {
-                Some(Ok(Some(facts))) => match check_return_facts(cfg, &facts) {
+                // This build checked these very facts before (see `cache::Stamp`).
+                Some(Ok(Some((facts, sum)))) if stamp.is_some_and(|s| s.1.facts == Some(sum)) => {
+                    let _ = self.returns_how.set(ReturnsHow::Stamped);
+                    return facts.into_iter().map(|f| f.lands).collect();
+                }
+                Some(Ok(Some((facts, sum)))) => match check_return_facts(cfg, &facts) {
                     Ok(lands) => {
                         let _ = self.returns_how.set(ReturnsHow::Checked);
+                        if let (Some((d, e)), Some(c)) = (&dir, &self.from_cache) {
+                            stamp_checked(d, e, c.sum, Some(sum));
+                        }
                         return lands;
                     }
                     Err(f) => Some(format!("the facts of {f} are no solution")),
@@ -254,7 +270,8 @@ impl AnalyzedImage {
             };
             let facts = return_facts(cfg);
             if let Some((d, e)) = &dir {
-                // (A cache that cannot be written costs the next start the solve, no more.)
+                // (A cache that cannot be written costs the next start the solve, no more.
+                // Not stamped: the next start checks what it reads back.)
                 let _ = d.store_facts(&e.key, &e.digest, &facts);
             }
             let how = why.map_or(ReturnsHow::Solved, ReturnsHow::Rejected);
@@ -304,10 +321,7 @@ impl AnalyzedImage {
     /// before the JIT translates from it, since where a translated `ret` may skip its frame
     /// rests on every function's blocks (`liveness::at_continuations`); memoised.
     pub fn check_all_code(&self) -> Result<(), Invalid> {
-        match &self.from_cache {
-            Some(c) => c.check.all_code(&self.analysis, &c.memory(&self.bytes)),
-            None => Ok(()),
-        }
+        self.check_all_code_until(&std::sync::atomic::AtomicBool::new(false)).map(|_| ())
     }
 
     /// [`AnalyzedImage::check_all_code`], given up when `stop` is set (`Ok(false)`).
@@ -315,10 +329,18 @@ impl AnalyzedImage {
         &self,
         stop: &std::sync::atomic::AtomicBool,
     ) -> Result<bool, Invalid> {
-        match &self.from_cache {
-            Some(c) => c.check.all_code_until(&self.analysis, &c.memory(&self.bytes), stop),
-            None => Ok(true),
+        let Some(c) = &self.from_cache else { return Ok(true) };
+        if c.check.all_checked() {
+            return Ok(true);
         }
+        let done = c.check.all_code_until(&self.analysis, &c.memory(&self.bytes), stop)?;
+        // Kept, so that the next start of this build skips the check (see `cache::Stamp`).
+        if let (true, Some(e)) = (done, &self.cache_entry) {
+            if let Ok(d) = cache::CacheDir::open(&e.dir) {
+                stamp_checked(&d, e, c.sum, None);
+            }
+        }
+        Ok(done)
     }
 
     /// Check padding run `i` (springboard space) before a springboard goes there.
@@ -327,6 +349,12 @@ impl AnalyzedImage {
             Some(c) => c.check.padding(&self.analysis, &c.memory(&self.bytes), i),
             None => Ok(()),
         }
+    }
+
+    /// Whether the analysis came from the cache with a stamp that this build of kerf checked
+    /// it whole before ([`cache::Stamp`]): then no check reads its code again.
+    pub fn vouched(&self) -> bool {
+        self.from_cache.as_ref().is_some_and(|c| c.stamp.is_some())
     }
 
     /// Whether the analysis came from the cache and is checked only as it is used.
@@ -372,6 +400,16 @@ impl kerf_analysis::memory::CodeMemory for AnalyzedImage {
         let (base, bytes) = AnalyzedImage::code_region(self, addr)?;
         let off = usize::try_from(addr.0 - base.0).ok()?;
         bytes.get(off..off.checked_add(len)?)
+    }
+}
+
+/// Keep beside entry `e` that this build of kerf checked the whole entry of checksum `sum`
+/// and, with `facts`, the return facts file of that checksum ([`cache::Stamp`]). A build with
+/// no build-id keeps none; a stamp that cannot be written costs the next start the checks.
+fn stamp_checked(d: &cache::CacheDir, e: &CacheEntry, sum: [u8; 32], facts: Option<[u8; 32]>) {
+    if let Some(kerf) = cache::kerf_build() {
+        let stamp = cache::Stamp { kerf: kerf.to_vec(), entry: sum, facts };
+        let _ = d.store_stamp(&e.key, &e.digest, &stamp);
     }
 }
 
@@ -506,31 +544,36 @@ fn analyze_image_file(
             // Everything at once when asked (the call graph is rebuilt then too); otherwise
             // each function where it is used.
             let loaded = loaded.and_then(|l| match l {
-                Some((mut a, check)) if opts.validate => {
+                Some((mut a, check, sum)) if opts.validate => {
                     kerf_analysis::validate::validate(&mut a, &image).map_err(|e| {
                         cache::CacheError::Rejected {
                             path: c.path().join(&key),
                             why: format!("does not match the image: {e}"),
                         }
                     })?;
-                    Ok(Some((a, check)))
+                    Ok(Some((a, check, sum)))
                 }
                 // Which code is never spliced (signal trampolines) is a whole-image fact that
                 // no per-function check sees: checked here, against the image's unwind entries.
-                Some((a, check)) => {
+                Some((a, check, sum)) => {
                     kerf_analysis::validate::check_no_splice(&a.cfg, &image).map_err(|e| {
                         cache::CacheError::Rejected {
                             path: c.path().join(&key),
                             why: format!("does not match the image: {e}"),
                         }
                     })?;
-                    Ok(Some((a, check)))
+                    Ok(Some((a, check, sum)))
                 }
                 None => Ok(None),
             });
             match loaded {
-                Ok(Some((mut a, check))) => {
+                Ok(Some((mut a, check, sum))) => {
                     a.image = name;
+                    // What this build checked of this entry before needs no second check.
+                    let stamp = c.load_stamp(&key, &d).ok().flatten().filter(|s| s.vouches(&sum));
+                    if stamp.is_some() {
+                        check.vouch_all();
+                    }
                     return Ok(AnalyzedImage {
                         path: path.into(),
                         file: path.into(),
@@ -546,6 +589,8 @@ fn analyze_image_file(
                         bytes: bytes.clone(),
                         from_cache: (!opts.validate).then(|| FromCache {
                             check,
+                            sum,
+                            stamp,
                             sections: std::mem::take(&mut image.sections),
                             pointers: std::mem::take(&mut image.pointers),
                             file: path.into(),

@@ -156,3 +156,61 @@ fn a_jit_hint_keeps_function_entries_only() {
     CacheDir::open(&dir).unwrap().store_hint(&key, &cache::digest(&data, None), 5, &lies).unwrap();
     assert_eq!(m.jit_hint(5), Some(vec![some[1]]));
 }
+
+/// A whole check that passed is kept beside the entry (`<entry>.checked`, a `cache::Stamp`),
+/// so that the next load by the same build of kerf reads no code to check it again; the
+/// stamp vouches only for the entry it was made for and the build that made it. A stamp of
+/// another build, one made for the good entry when a lying one has replaced it, and a damaged
+/// stamp each vouch for nothing: the lie is caught where it is used, as without stamps.
+#[test]
+fn a_whole_check_is_kept_for_this_build_and_this_entry_only() {
+    let load = |opts: &LoadOptions| analyze_file(Path::new(LIBC), opts, &kerf_analysis::Quiet);
+    let (opts, first, f) = poisoned_entry("session-cache-stamp");
+    let dir = opts.cache_dir.clone().unwrap();
+    let data = std::fs::read(LIBC).unwrap();
+    let digest = cache::digest(&data, None);
+    let debug = first.symbols.debug_file.as_ref().map(|d| d.identity.as_str());
+    let key = cache::key(first.analysis.build_id.as_deref(), Path::new(LIBC), None, debug);
+    let c = CacheDir::open(&dir).unwrap();
+    // The good entry back (written by kerf's writer, as `poisoned_entry` wrote the lie).
+    c.store(&key, &digest, &first.analysis).unwrap();
+    assert!(cache::kerf_build().is_some(), "this build has no GNU build-id: no stamps");
+
+    let second = load(&opts).unwrap();
+    assert!(second.cached && !second.vouched(), "{:?}", second.cache_warning);
+    assert_eq!(c.load_stamp(&key, &digest).unwrap(), None, "a stamp before any check");
+    second.check_all_code().unwrap();
+    let stamp = c.load_stamp(&key, &digest).unwrap().expect("the passed check is kept");
+    assert_eq!(stamp.kerf, cache::kerf_build().unwrap());
+
+    let third = load(&opts).unwrap();
+    assert!(third.cached && third.vouched(), "the same build, the same entry");
+    third.check_all_code().unwrap();
+    assert_eq!(third.check_function(f), Ok(()));
+
+    // Another build's stamp.
+    let other = cache::Stamp { kerf: vec![0x5a; 20], ..stamp.clone() };
+    c.store_stamp(&key, &digest, &other).unwrap();
+    assert!(!load(&opts).unwrap().vouched(), "a stamp of another build vouched");
+    // A damaged stamp (its last byte flipped): refused, and the load goes on unvouched.
+    c.store_stamp(&key, &digest, &stamp).unwrap();
+    let file = dir.join(cache::checked_key(&key));
+    let mut bad = std::fs::read(&file).unwrap();
+    *bad.last_mut().unwrap() ^= 1;
+    std::fs::write(&file, &bad).unwrap();
+    assert!(c.load_stamp(&key, &digest).is_err());
+    let damaged = load(&opts).unwrap();
+    assert!(damaged.cached && !damaged.vouched(), "{:?}", damaged.cache_warning);
+
+    // The lying entry back, beside the good entry's stamp: the stamp names other bytes.
+    c.store_stamp(&key, &digest, &stamp).unwrap();
+    let (_, _, g) = poisoned_entry("session-cache-stamp-lie");
+    assert_eq!(g, f, "the same function lies in both");
+    let lie_dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("session-cache-stamp-lie");
+    let lie = std::fs::read(lie_dir.join(&key)).unwrap();
+    std::fs::write(dir.join(&key), lie).unwrap();
+    let lied = load(&opts).unwrap();
+    assert!(lied.cached && !lied.vouched(), "a stamp vouched for an entry it was not made for");
+    assert!(matches!(lied.check_function(f), Err(Invalid::Block { .. })));
+    assert!(lied.check_all_code().is_err());
+}

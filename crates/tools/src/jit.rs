@@ -550,20 +550,23 @@ pub fn killed(summary: &Value) -> Option<ToolError> {
 }
 
 /// How each module's return facts were had (`ensure_returns`): checked (kept by an earlier
-/// start), solved (and kept for the next), or rejected (kept ones that failed, with why).
+/// start), stamped (kept, and checked by an earlier start of this build of kerf), solved (and
+/// kept for the next), or rejected (kept ones that failed, with why).
 fn return_facts(modules: &[kerf_session::AnalyzedImage]) -> Value {
     use kerf_session::load::ReturnsHow;
-    let (mut checked, mut solved, mut rejected) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut checked, mut stamped, mut solved, mut rejected) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for m in modules {
         let path = m.path.display().to_string();
         match m.returns_how.get() {
             Some(ReturnsHow::Checked) => checked.push(path),
+            Some(ReturnsHow::Stamped) => stamped.push(path),
             Some(ReturnsHow::Solved) => solved.push(path),
             Some(ReturnsHow::Rejected(why)) => rejected.push(format!("{path}: {why}")),
             None => {}
         }
     }
-    json!({"checked": checked, "solved": solved, "rejected": rejected})
+    json!({"checked": checked, "stamped": stamped, "solved": solved, "rejected": rejected})
 }
 
 /// What a warning about lost table entries adds when `n` of them are return sites.

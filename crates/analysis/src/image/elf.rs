@@ -267,6 +267,14 @@ fn fits(offset: u64, size: u64, len: usize) -> bool {
     offset.checked_add(size).is_some_and(|end| end <= len as u64)
 }
 
+/// [`find_build_id`] of an ELF64 file's bytes, reading nothing but its headers and notes.
+pub(super) fn build_id_only(data: &[u8]) -> Option<Vec<u8>> {
+    let header = Header::parse(data).ok()?;
+    let phdrs = header.program_headers(LE, data).ok()?;
+    let table = header.sections(LE, data).ok()?;
+    find_build_id(&table, phdrs, data).ok()?
+}
+
 /// The NT_GNU_BUILD_ID note, from note sections or, without section headers, PT_NOTE.
 pub(super) fn find_build_id(
     table: &Sections<'_>,

@@ -24,6 +24,12 @@ pub fn is_go_image(data: &[u8]) -> bool {
     elf::is_go(data)
 }
 
+/// The GNU build-id of ELF file `data` (its headers and notes only are read), if it has one
+/// and parses.
+pub fn build_id_of(data: &[u8]) -> Option<Vec<u8>> {
+    elf::build_id_only(data)
+}
+
 /// What kind of ELF file an image came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ImageKind {
