@@ -948,6 +948,8 @@ pub fn room_for(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
     // hint: `translate` copies only within the room it is given beyond its blocks' own.)
     let here: HashSet<FuncId> = funcs.iter().copied().collect();
     let small = |g: FuncId| m.cfg.blocks_of(g).iter().map(|b| b.insns).sum::<u32>() <= m.inline;
+    // (Per callee once: a small function is called from many places.)
+    let mut callee_room: HashMap<FuncId, u64> = HashMap::default();
     let mut copies = 0;
     for b in funcs.iter().flat_map(|&f| m.cfg.blocks_of(f)) {
         if b.term != Terminator::Call {
@@ -956,7 +958,7 @@ pub fn room_for(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
         for e in m.cfg.edges_of(b) {
             if let (EdgeKind::Call, EdgeTarget::Function(g)) = (e.kind, e.target) {
                 if here.contains(&g) && small(g) {
-                    copies += blocks_room(m, &[g], plugin);
+                    copies += *callee_room.entry(g).or_insert_with(|| blocks_room(m, &[g], plugin));
                 }
             }
         }
@@ -1038,9 +1040,14 @@ fn gs_setter_bytes(m: &Module<'_>, b: &kerf_analysis::cfg::Block) -> u64 {
     let off = (b.start.0 - base.0) as usize;
     let end = (off + b.len as usize).min(bytes.len());
     let Some(v) = bytes.get(off..end) else { return 0 };
-    let syscalls = v.windows(2).filter(|w| w == &[0x0f, 0x05]).count();
-    let wrgsbase = v.windows(3).filter(|w| w[..2] == [0x0f, 0xae] && w[2] & 0xf8 == 0xd8).count();
-    (syscalls + wrgsbase) as u64
+    // Both start with 0x0f: look only after those (a scan of every block of a module).
+    let at = |i: usize| v.get(i).copied();
+    let sets = |i: usize| match at(i + 1) {
+        Some(0x05) => true,
+        Some(0xae) => at(i + 2).is_some_and(|b| b & 0xf8 == 0xd8),
+        _ => false,
+    };
+    memchr::memchr_iter(0x0f, v).filter(|&i| sets(i)).count() as u64
 }
 
 /// The functions of `m` whose `ret` may end a root call (see [`seq::outer_check`]): its
