@@ -1791,12 +1791,11 @@ pub fn translate(
     for (b, &k) in blocks.iter_mut().zip(&block_first) {
         b.cache = at_offset(k).unwrap_or(0);
     }
-    let mut clean = BTreeMap::new();
-    for (k, c) in e.clean.iter().enumerate() {
-        if let (Some(orig), Some(a)) = (c, at_offset(k)) {
-            clean.insert(a, *orig);
-        }
-    }
+    // (Collected, not inserted one by one: offsets grow with `k`, so the map is built in
+    // one pass from a sorted run, where inserts searched the tree for each of python3.11's
+    // 700 k clean points.)
+    let clean: BTreeMap<u64, u64> =
+        (e.clean.iter().enumerate()).filter_map(|(k, c)| Some((at_offset(k)?, (*c)?))).collect();
     let entries = entry_labels
         .iter()
         .filter_map(|&(s, k)| {
