@@ -539,6 +539,9 @@ pub struct Jit {
     /// By module: its whole-image work is still to come ([`JitOptions::early`]): its
     /// translations keep every `ret`'s frame, from functions checked one by one.
     later: Vec<bool>,
+    /// When the target started ([`kerf_os::process::start_time`]): a copy forked from it
+    /// started since ([`Jit::copies`]).
+    started: Option<u64>,
     /// Entries for instructions inside blocks are made when a miss asks for one, not ahead
     /// (on demand: see [`Module::inside_entries`]).
     lazy: bool,
@@ -1439,6 +1442,7 @@ pub fn install(
         slots: region.slots.clone(),
         held: Vec::new(),
         later,
+        started: kerf_os::process::start_time(&kerf_os::process::RealSys, pid),
     };
     let mut translations = Vec::new();
     for (k, funcs, r) in results {
@@ -3099,7 +3103,8 @@ impl Jit {
         let sys = kerf_os::process::RealSys;
         let me = std::process::id() as i32;
         let inode = crate::forked::mapped_inode(&sys, me, self.table.as_ptr() as u64)?;
-        Some(crate::forked::sharing(&sys, self.table.remote().0, inode, &[self.pid]))
+        let at = self.table.remote().0;
+        Some(crate::forked::sharing(&sys, at, inode, &[self.pid], self.started))
     }
 }
 
