@@ -797,3 +797,49 @@ fn stepping_a_pushf_leaves_no_trap_flag_behind() {
     let (rest, code) = kid.finish();
     assert_eq!((rest, code), (vec!["done 1".to_string()], 0), "the child died after detach");
 }
+
+/// kerf killed (SIGKILL) after it made a system call in a program it holds: the program runs
+/// on unharmed. The injected call single-steps a `syscall` instruction; a thread left in
+/// that step's trap stop would get the SIGTRAP delivered, with the trap flag still set,
+/// once its tracer is gone (the kernel clears neither for a tracer that dies), and die of
+/// it (seen: python3.11 under `kerf jit`, killed by a user during the start). The tracer
+/// here is this test binary run again (`KERF_TEST_TRACER=PID`), which stops the program,
+/// makes its calls and kills itself without detaching.
+#[test]
+fn a_tracer_killed_after_an_injection_leaves_the_program_running() {
+    if let Ok(pid) = std::env::var("KERF_TEST_TRACER") {
+        let pid: i32 = pid.parse().expect("a pid");
+        let mut t = stop(pid);
+        assert_eq!(t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid"), i64::from(pid));
+        let r = t.syscall(libc::SYS_close, [9999, 0, 0, 0, 0, 0]).expect("close");
+        assert_eq!(r, -i64::from(libc::EBADF));
+        // SAFETY: kill and getpid cannot fail here; this process ends now, as kerf killed.
+        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+        unreachable!("SIGKILL returned");
+    }
+    let exe = build("simple", SIMPLE, &[]);
+    for round in 0..3 {
+        let mut kid = Kid::start(&exe);
+        let pid = kid.pid();
+        let me = std::env::current_exe().expect("this test binary");
+        let name = "a_tracer_killed_after_an_injection_leaves_the_program_running";
+        let tracer = Command::new(me)
+            .args(["--exact", name, "--nocapture", "--test-threads=1"])
+            .env("KERF_TEST_TRACER", pid.to_string())
+            .output()
+            .expect("run the tracer");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            tracer.status.signal(),
+            Some(libc::SIGKILL),
+            "round {round}: the tracer did not get as far as its end: {}",
+            String::from_utf8_lossy(&tracer.stderr)
+        );
+        // The program, no longer traced, reads and answers as before.
+        kid.send("after the tracer died\n");
+        assert_eq!(kid.line(), "got after the tracer died", "round {round}");
+        let (rest, code) = kid.finish();
+        let sum = simple_sum("after the tracer died\n");
+        assert_eq!((rest, code), (vec![format!("done {sum}")], 0), "round {round}");
+    }
+}

@@ -394,7 +394,8 @@ pub fn run(
         if let Some(w) = waker {
             while !server.is_finished() {
                 w.wake();
-                std::thread::sleep(std::time::Duration::from_millis(1));
+                // (Short: a woken server is gone in microseconds, and the summary waits.)
+                std::thread::sleep(std::time::Duration::from_micros(100));
             }
         }
         let _ = server.join();

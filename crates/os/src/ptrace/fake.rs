@@ -307,9 +307,16 @@ impl TraceSys for Fake {
         Ok(())
     }
 
+    /// Only as [`crate::ptrace::Tracee`] uses it: after a `PTRACE_INTERRUPT` of a stopped
+    /// thread (its event stop already queued), a resume that reaches that stop at once.
     fn cont(&self, tid: i32, sig: i32) -> io::Result<()> {
-        self.state().log.push(format!("cont {tid} {sig}"));
-        Err(err(libc::ENOSYS))
+        let mut st = self.state();
+        st.log.push(format!("cont {tid} {sig}"));
+        let t = st.traced(tid)?;
+        if t.events.is_empty() {
+            return Err(err(libc::ENOSYS));
+        }
+        Ok(())
     }
 
     fn detach(&self, tid: i32, sig: i32) -> io::Result<()> {

@@ -30,7 +30,14 @@
 //!   kernel's restart logic leaves the injected registers alone, and then restore the
 //!   thread's registers exactly: a thread that was inside `read` or `nanosleep` gets the
 //!   restart the kernel had planned for it when it resumes (the restart is applied after the
-//!   last ptrace-stop, from the restored `orig_rax`/`rax`).
+//!   last ptrace-stop, from the restored `orig_rax`/`rax`). The step's trap leaves the thread
+//!   in a SIGTRAP signal-delivery-stop with the trap flag set, which a tracer that dies
+//!   (SIGKILL) leaves in place: the kernel would deliver the SIGTRAP and trap again. So the
+//!   thread is then *parked* in an interrupt stop (`PTRACE_INTERRUPT`, `PTRACE_CONT` with no
+//!   signal: the kernel takes the interrupt before it runs any of the thread's code), which
+//!   a dying kerf leaves harmless. What remains: kerf dying during the call itself (between
+//!   setting the injected registers and putting the thread's back, tens of microseconds a
+//!   call) leaves the thread to run on with the injected registers.
 //! * **Memory** goes through /proc/PID/mem, which writes through read-only code pages
 //!   (copy-on-write, like a debugger's breakpoint) and costs one `pread`/`pwrite`.
 //! * **Shared memory** is a memfd created *in the target* (injected `memfd_create`,
@@ -509,7 +516,56 @@ impl Tracee {
                 break;
             }
         }
+        self.park(tid, "park after a syscall injection")?;
         Ok(result)
+    }
+
+    /// Move stopped thread `tid` from the signal-delivery-stop of a single-step's trap into
+    /// an interrupt stop, without running any of its instructions, so that kerf dying from
+    /// here on (SIGKILL) leaves it to run on as it was. Left in the trap's stop, the kernel
+    /// would, once its tracer is gone, deliver the SIGTRAP kept as the stop's signal and
+    /// keep the trap flag the step set (a tracer's exit does not clear it, as
+    /// `PTRACE_DETACH` does): the program dies of SIGTRAP (seen: python3.11 killed so when
+    /// `kerf jit` was killed during its start).
+    ///
+    /// `PTRACE_INTERRUPT` marks a trap to come, `PTRACE_CONT` with no signal drops the
+    /// SIGTRAP and clears the trap flag, and the kernel's signal loop takes the marked trap
+    /// before it would return to the thread's code: the thread stops again at once, in an
+    /// event stop, which a dying tracer leaves harmless. A thread with signals kerf holds
+    /// for it stays where it is: the first of them goes back with its exact siginfo only
+    /// from a signal-delivery-stop (see `release`).
+    fn park(&mut self, tid: i32, op: &'static str) -> Result<(), TargetError> {
+        let i = self.stopped(tid)?;
+        if self.threads[i].state != State::Signal || !self.threads[i].pending.is_empty() {
+            return Ok(());
+        }
+        self.sys.interrupt(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_INTERRUPT", e))?;
+        self.sys.cont(tid, 0).map_err(|e| self.ptrace_err(tid, "PTRACE_CONT", e))?;
+        self.threads[i].state = State::Running;
+        let deadline = Instant::now() + self.timeout;
+        let status = self.wait_one(tid, op, deadline)?;
+        match decode(status) {
+            Status::Gone => {
+                self.remove(tid);
+                Err(TargetError::ThreadExited { pid: self.pid, tid, op })
+            }
+            Status::Stopped { event: 0, .. } => {
+                // (Not expected: the trap comes before any signal is dequeued.) Kept.
+                let info = self
+                    .sys
+                    .get_siginfo(tid)
+                    .map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGINFO", e))?;
+                let i = self.index(tid).expect("stopped thread is tracked");
+                self.threads[i].pending.push_back(info);
+                self.threads[i].state = State::Signal;
+                Ok(())
+            }
+            Status::Stopped { .. } => {
+                let i = self.index(tid).expect("stopped thread is tracked");
+                self.threads[i].state = State::Event;
+                Ok(())
+            }
+        }
     }
 
     /// What stopped thread `tid`'s seccomp state answers to `call` (the filters read once
@@ -1056,6 +1112,7 @@ impl Tracee {
                 .set_regs(tid, &after)
                 .map_err(|e| self.ptrace_err(tid, "PTRACE_SETREGS", e))?;
         }
+        self.park(tid, "park after a single-step")?;
         Ok(after)
     }
 
