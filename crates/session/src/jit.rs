@@ -42,9 +42,14 @@ const RINGS_NEAR: u64 = 1 << 44;
 const THREADS_LEN: u64 = kerf_codegen::timer::THREAD_TABLE_LEN.next_multiple_of(64);
 /// Stops tried before a root's entry is given up because a thread stays inside its bytes.
 const SPLICE_TRIES: usize = 20;
-/// Single-steps allowed to bring one thread to a clean point (the longest sequence between
-/// two clean points is a lookup: about 20 instructions).
-const MAX_STEPS: usize = 256;
+/// Single-steps allowed to bring one thread to a clean point. Most code between two clean
+/// points is short (a lookup: about 20 instructions), but not all of it: the thread table's
+/// claim scans up to 256 slots (about 2,300 instructions), and a writer waiting for room in
+/// a full call-trace ring loops until kerf's reader drains it (which it does while kerf
+/// takes the JIT out). With 256 steps, `kerf jit --plugin calls` failed now and then at
+/// Ctrl-C ("did not reach a clean point"), leaving its cache mapped in the program. A step
+/// costs tens of microseconds: this many take well under a second.
+const MAX_STEPS: usize = 1 << 14;
 /// Single-steps allowed to a thread found inside a plugin's routine (a user's C callback:
 /// it must come back to the cache, then to a clean point; a few milliseconds a thousand
 /// steps).

@@ -380,7 +380,7 @@ pub fn run(
     // The call trace names a late module's functions and reads its rings.
     let late = woven.calls.as_ref().map(|c| c as &dyn kerf_session::jit::LateRings);
     let waker = jit.serve_waker();
-    let (mut stop, reader) = std::thread::scope(|s| {
+    let (mut stop, mut reader) = std::thread::scope(|s| {
         let server = s.spawn(|| jit.serve(&modules, plugin, late, &done));
         let drainer = s.spawn(|| {
             let mut r = reader?;
@@ -401,15 +401,11 @@ pub fn run(
         let _ = server.join();
         (stop, drainer.join().ok().flatten())
     });
-    let calls_summary = reader.map(|r| r.finish(&modules));
-    // (Counted in the summary too; said here whatever its form.)
-    if let Some(c) = calls_summary.as_ref().filter(|c| c["lost"].as_u64() > Some(0)) {
-        events.warn(&format!(
-            "{} call and return records lost ({} in full rings while kerf did not drain for \
-             100 ms; {} of threads that found no slot in a thread table); the counts per \
-             function are of the {} kept",
-            c["lost"], c["lost_ring_full"], c["lost_no_slot"], c["events"]
-        ));
+    // (The call trace is finished after the removal below, which it goes on draining: the
+    // threads make records until they are out of the cache. Until then a full ring's writer
+    // waits.)
+    if let Some(r) = &reader {
+        r.hold();
     }
     target.modules = modules;
     // What misses brought in, for the next run from these roots to translate ahead.
@@ -502,13 +498,27 @@ pub fn run(
             .collect();
         summary["callback"] = json!({ "words": words });
     }
-    if let Some(c) = calls_summary {
-        summary["calls"] = c;
-    }
+    let mut calls_summary = None;
     let removed = if stop.is_exec() {
         None
     } else {
-        let r = jit.remove().map_err(|source| ToolError::Jit { pid, source });
+        // Drained meanwhile: a thread waiting for room in a full ring (`--trace` to a slow
+        // file) gets it, writes its record and comes to a clean point, where it would
+        // otherwise spin in its wait until its deadline, far past the steps kerf takes to
+        // bring a thread out (kerf failed so on Ctrl-C); and what the threads record until
+        // they are out is read, not left in the rings.
+        let out = AtomicBool::new(false);
+        let r = std::thread::scope(|s| {
+            if let Some(rd) = reader.as_mut() {
+                s.spawn(|| jit_calls::drain_until(rd, &out));
+            }
+            let r = jit.remove();
+            out.store(true, Ordering::Relaxed);
+            r
+        });
+        // (Finished whether the removal failed or not: the trace file is whole either way.)
+        calls_summary = reader.take().map(|r| r.finish(&target.modules));
+        let r = r.map_err(|source| ToolError::Jit { pid, source });
         target.wait();
         // A target killed while the JIT was live or being taken out. (A launched command
         // kerf waited for after `--duration`, with the JIT gone, ended after kerf's work:
@@ -520,6 +530,19 @@ pub fn run(
         }
         Some(r?)
     };
+    let calls_summary = calls_summary.or_else(|| reader.map(|r| r.finish(&target.modules)));
+    // (Counted in the summary too; said here whatever its form.)
+    if let Some(c) = calls_summary.as_ref().filter(|c| c["lost"].as_u64() > Some(0)) {
+        events.warn(&format!(
+            "{} call and return records lost ({} in full rings while kerf did not drain for \
+             100 ms; {} of threads that found no slot in a thread table); the counts per \
+             function are of the {} kept",
+            c["lost"], c["lost_ring_full"], c["lost_no_slot"], c["events"]
+        ));
+    }
+    if let Some(c) = calls_summary {
+        summary["calls"] = c;
+    }
     let mut v = summary;
     v["ended"] = json!(stop.describe(pid));
     v["target"] = crate::live::stop_json(&stop);

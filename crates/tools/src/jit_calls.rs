@@ -443,7 +443,12 @@ impl Keep {
     /// not have lapsed then (the suite's FIFO test lost a quarter of its records so, beside
     /// other tests).
     fn keep(&self) {
-        let ticks = self.wait_ticks.load(Ordering::Relaxed);
+        self.keep_times(1);
+    }
+
+    /// [`Keep::keep`] with deadlines `times` as far past now.
+    fn keep_times(&self, times: u64) {
+        let ticks = self.wait_ticks.load(Ordering::Relaxed).saturating_mul(times);
         let beat = self.beat.load(Ordering::Relaxed);
         let since = kerf_os::clock::monotonic_ns().saturating_sub(beat);
         self.longest_drain.fetch_max(since, Ordering::Relaxed);
@@ -964,10 +969,24 @@ fn prime(rings: &SharedMem, shape: Shape, deadline: u64) {
     }
 }
 
+/// How many deadlines' worth (of 100 ms) [`Reader::hold`] gives full rings' writers.
+const HOLD_TIMES: u64 = 20;
+
+impl Reader<'_> {
+    /// Give every ring's writer [`HOLD_TIMES`] deadlines' worth (2 s) to wait for room, once:
+    /// for the time between one [`drain_until`] and the next (kerf's summary, before the
+    /// removal drains again), so that what the threads record meanwhile is read, not dropped
+    /// (the program waits at a full ring instead). A kerf killed then lets them go 2 s later.
+    pub fn hold(&self) {
+        self.keep.keep_times(HOLD_TIMES);
+    }
+}
+
 /// Drain `reader` every [`DRAIN_EVERY`] until `done`, then once more (nothing held back);
 /// meanwhile a keeper thread moves the rings' deadlines on every [`KEEP_EVERY`] while the
 /// reader is alive ([`Keep`]), so that a drain blocked in writing the trace does not make
-/// full rings drop.
+/// full rings drop. (`kerf jit` drains so twice: while the JIT is live, and while it takes
+/// the JIT out.)
 pub fn drain_until(reader: &mut Reader<'_>, done: &std::sync::atomic::AtomicBool) {
     let keep = reader.keep.clone();
     let drained = std::sync::atomic::AtomicBool::new(false);
