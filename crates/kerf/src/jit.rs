@@ -80,7 +80,9 @@ pub struct Args {
     /// Process to instrument.
     #[arg(short, long, conflicts_with = "command")]
     pid: Option<i32>,
-    /// Stop after this many seconds (default: until the target ends, or Ctrl-C).
+    /// Stop after this many seconds (default: until the target ends, or Ctrl-C). The summary
+    /// says how the target ended; kerf exits with a launched command's exit code, and 1 if a
+    /// signal killed the target.
     #[arg(long, value_parser = seconds, value_name = "SECONDS")]
     duration: Option<f64>,
     /// Blocks to list in the summary, most executed first.
@@ -94,7 +96,8 @@ pub struct Args {
     output: Option<PathBuf>,
     /// Command to launch (held at its entry point until the JIT is in): `-- CMD ARGS`. Its
     /// environment gets LD_BIND_NOW=1, so that calls through the PLT find their targets
-    /// translated from the first call.
+    /// translated from the first call. Until the JIT is in, the command dies with kerf
+    /// (a kerf killed then takes it along, before it ran any of its code).
     #[arg(last = true)]
     command: Vec<String>,
 }

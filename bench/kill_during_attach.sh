@@ -1,0 +1,31 @@
+#!/bin/bash
+# bench/kill_during_attach.sh [TRIES]: how often SIGKILL of `kerf jit -p` during its attach
+# harms the program (DESIGN: kerf killed at any moment leaves the program running). Each
+# try runs python3.11 on a json + sha256 loop (about 4 s), attaches `kerf jit -p PID
+# libc:malloc --plugin blocks` a second in, kills kerf with SIGKILL 0.15-0.6 s later, and
+# records the program's exit status (0: unharmed; 133: SIGTRAP; 139: SIGSEGV). KERF=PATH
+# picks the build (default: this tree's).
+set -u
+cd "$(dirname "$0")/.."
+K=${KERF:-$PWD/target/release/kerf}
+TRIES=${1:-30}
+W=$(mktemp -d)
+cat > "$W/loop.py" <<'PY'
+import hashlib, json, sys
+h = hashlib.sha256()
+for k in range(int(sys.argv[1])):
+    h.update(json.dumps({"k": k, "v": [str(j) for j in range(40)]}).encode())
+print(h.hexdigest())
+PY
+bad=0
+for i in $(seq "$TRIES"); do
+  /usr/bin/python3.11 "$W/loop.py" 600000 > "$W/out" & pid=$!
+  sleep 1
+  "$K" jit -p $pid libc:malloc --plugin blocks > /dev/null 2>&1 & kp=$!
+  sleep 0.$((RANDOM % 45 + 15)); kill -9 $kp 2>/dev/null
+  wait $pid; rc=$?
+  [ $rc -ne 0 ] && bad=$((bad + 1))
+  echo "try $i: program exit $rc"
+done 2>/dev/null
+echo "harmed $bad of $TRIES"
+rm -rf "$W"
