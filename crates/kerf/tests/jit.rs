@@ -1627,6 +1627,43 @@ fn call_trace_through_tiny_rings_waits_for_kerf_and_loses_nothing() {
     }
 }
 
+/// A FIFO in a fresh directory `name` of the tests' temporary one.
+fn fifo_in(name: &str) -> PathBuf {
+    let dir = tmp().join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fifo = dir.join("trace");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success(), "mkfifo");
+    fifo
+}
+
+/// A thread reading `fifo` to its end in 64 KiB pieces with a 0.3 s pause after every
+/// `1 << shift` bytes, until `hurry` is set: the bytes read and the pauses made.
+fn read_slowly(
+    fifo: &Path,
+    shift: u32,
+    hurry: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<(usize, usize)> {
+    use std::io::Read;
+    let fifo = fifo.to_path_buf();
+    std::thread::spawn(move || {
+        let mut f = std::fs::File::open(&fifo).unwrap();
+        let (mut buf, mut n, mut paused) = (vec![0u8; 65536], 0usize, 0);
+        loop {
+            let got = f.read(&mut buf).unwrap();
+            if got == 0 {
+                return (n, paused);
+            }
+            if (n + got) >> shift > n >> shift && !hurry.load(std::sync::atomic::Ordering::Relaxed)
+            {
+                std::thread::sleep(Duration::from_millis(300));
+                paused += 1;
+            }
+            n += got;
+        }
+    })
+}
+
 /// A trace file whose writes block longer than the 100 ms a thread waits at a full ring
 /// past kerf's last drain (a FIFO read in 64 KiB pieces with a 0.3 s pause after every
 /// 2 MiB, as the kernel's dirty-page throttling holds a write): kerf's keeper thread moves
@@ -1635,34 +1672,12 @@ fn call_trace_through_tiny_rings_waits_for_kerf_and_loses_nothing() {
 /// keeper itself is kept off the CPU for 100 ms is tried again, twice at most.
 #[test]
 fn a_trace_file_that_blocks_kerfs_writes_loses_nothing() {
-    use std::io::Read;
     let bin = common::build_fixture("jitted", "-O2", "jit-calls-fifo");
     let args = ["3", "5", "50"];
     let expected = plain(&bin, &args);
-    let dir = tmp().join("calls-fifo");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let fifo = dir.join("trace");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success(), "mkfifo");
+    let fifo = fifo_in("calls-fifo");
     for attempt in 1..=3 {
-        let reader = {
-            let fifo = fifo.clone();
-            std::thread::spawn(move || {
-                let mut f = std::fs::File::open(&fifo).unwrap();
-                let (mut buf, mut n, mut paused) = (vec![0u8; 65536], 0usize, 0);
-                loop {
-                    let got = f.read(&mut buf).unwrap();
-                    if got == 0 {
-                        return (n, paused);
-                    }
-                    if (n + got) >> 21 > n >> 21 {
-                        std::thread::sleep(Duration::from_millis(300));
-                        paused += 1;
-                    }
-                    n += got;
-                }
-            })
-        };
+        let reader = read_slowly(&fifo, 21, Default::default());
         let file = fifo.to_str().unwrap();
         let flags = ["work", "--plugin", "calls", "--ring-slots", "16", "--trace", file];
         let (v, out, _) = kerf_on("calls-fifo", "jit", &flags, &bin, &args);
@@ -1688,37 +1703,16 @@ fn a_trace_file_that_blocks_kerfs_writes_loses_nothing() {
 /// make the build before the fix fail in three runs, so it guards the path, not that case.)
 #[test]
 fn ctrl_c_while_threads_wait_for_full_rings_takes_the_jit_out() {
-    use std::io::Read;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let bin = common::build_fixture("jitted", "-O2", "jit-calls-ctrl-c");
     let args = ["3", "50", "50"];
     let expected = plain(&bin, &args);
-    let dir = tmp().join("calls-ctrl-c");
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let fifo = dir.join("trace");
-    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success(), "mkfifo");
+    let fifo = fifo_in("calls-ctrl-c");
     // Slow (a 0.3 s pause after every 256 KiB) until kerf was interrupted.
     let hurry = Arc::new(AtomicBool::new(false));
-    let reader = {
-        let (fifo, hurry) = (fifo.clone(), hurry.clone());
-        std::thread::spawn(move || {
-            let mut f = std::fs::File::open(&fifo).unwrap();
-            let (mut buf, mut n) = (vec![0u8; 65536], 0usize);
-            loop {
-                let got = f.read(&mut buf).unwrap();
-                if got == 0 {
-                    return n;
-                }
-                if (n + got) >> 18 > n >> 18 && !hurry.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(300));
-                }
-                n += got;
-            }
-        })
-    };
-    let summary = dir.join("summary.json");
+    let reader = read_slowly(&fifo, 18, hurry.clone());
+    let summary = tmp().join("calls-ctrl-c").join("summary.json");
     let child = Command::new(env!("CARGO_BIN_EXE_kerf"))
         .args(["jit", "work", "--plugin", "calls", "--ring-slots", "16", "--trace"])
         .arg(&fifo)
@@ -1737,7 +1731,7 @@ fn ctrl_c_while_threads_wait_for_full_rings_takes_the_jit_out() {
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     hurry.store(true, Ordering::Relaxed);
     let o = child.wait_with_output().unwrap();
-    let bytes = reader.join().unwrap();
+    let (bytes, _) = reader.join().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "kerf failed after Ctrl-C: {err}");
     assert_eq!(String::from_utf8_lossy(&o.stdout), expected, "the program's output changed");
