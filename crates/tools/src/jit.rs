@@ -329,7 +329,7 @@ pub fn run(
     let s = &jit.stats;
     events.say(&format!(
         "jit: {} functions ({} blocks, {} KiB of code) in {} modules translated in {:.2} s; \
-         {} roots spliced, live {:.2} s after kerf started (analyses loaded in {:.2} s; \
+         {} spliced, live {:.2} s after kerf started (analyses loaded in {:.2} s; \
          plan {:.2} s, mapping {:.2} s, translation {:.2} s, writing {:.2} s)",
         s.region.len(),
         s.blocks,
@@ -337,7 +337,7 @@ pub fn run(
         // (A module's translation may be in pieces: modules, not translations.)
         jit.caches.iter().map(|c| c.module).collect::<std::collections::BTreeSet<_>>().len(),
         t.elapsed().as_secs_f64(),
-        roots.len(),
+        roots_said(&roots),
         s.live.as_secs_f64(),
         s.loaded.as_secs_f64(),
         s.plan.as_secs_f64(),
@@ -468,7 +468,7 @@ pub fn run(
     let mut summary = summarize(&target, &jit, &roots, &woven);
     if let Some(never) = summary["jit"]["roots_never_entered"].as_array().filter(|a| !a.is_empty())
     {
-        let names: Vec<&str> = never.iter().filter_map(Value::as_str).collect();
+        let names = with_counts(never.iter().filter_map(Value::as_str));
         // (A thread with a gs base of the program's own enters a root's original code: the
         // entry block's count cannot tell that from no entry at all.)
         let why = match (jit.slab_use().is_some_and(|u| u.program_gs > 0), command.is_empty()) {
@@ -627,6 +627,32 @@ fn resolve_roots(target: &ProcessTarget, texts: &[String]) -> Result<Vec<Root>, 
         .into_iter()
         .map(|p| Root { label: p.label, module: p.module, func: p.func })
         .collect())
+}
+
+/// Names in first-seen order, each once, with how many functions bore it when more than
+/// one did (a name with two symbol versions, such as libc's `pthread_cond_wait`).
+fn with_counts<'a>(names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    for n in names {
+        match seen.iter_mut().find(|(m, _)| *m == n) {
+            Some((_, k)) => *k += 1,
+            None => seen.push((n, 1)),
+        }
+    }
+    seen.into_iter()
+        .map(|(n, k)| if k > 1 { format!("{n} ({k} functions of that name)") } else { n.into() })
+        .collect()
+}
+
+/// "N roots" for the summary line, and the names they came from when fewer (a name that
+/// names several functions: symbol versions).
+fn roots_said(roots: &[Root]) -> String {
+    let names: std::collections::BTreeSet<&str> = roots.iter().map(|r| r.label.as_str()).collect();
+    match (roots.len(), names.len()) {
+        (1, _) => "1 root".into(),
+        (n, k) if k < n => format!("{n} roots (of {k} names)"),
+        (n, _) => format!("{n} roots"),
+    }
 }
 
 /// An original address as `module+0xOFF (function+0xOFF)` when a module holds it.
@@ -882,4 +908,25 @@ fn branch_profile(target: &ProcessTarget, jit: &jit::Jit) -> Vec<Value> {
         out.push(row);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A name two functions bear (two symbol versions) is said once, with the count; the
+    /// summary line counts roots and, when fewer, the names they came from.
+    #[test]
+    fn roots_of_one_name_are_said_once() {
+        let said = with_counts(["a", "b", "a"].into_iter());
+        assert_eq!(said, ["a (2 functions of that name)", "b"]);
+        let root = |l: &str, f: u32| Root {
+            label: l.into(),
+            module: 0,
+            func: kerf_analysis::cfg::FuncId(f),
+        };
+        assert_eq!(roots_said(&[root("a", 1)]), "1 root");
+        assert_eq!(roots_said(&[root("a", 1), root("b", 2)]), "2 roots");
+        assert_eq!(roots_said(&[root("a", 1), root("a", 2), root("b", 3)]), "3 roots (of 2 names)");
+    }
 }
