@@ -311,8 +311,8 @@ type Unpacked<T> = ([u8; 32], [u8; 32], T);
 
 /// What one build of kerf found of an entry's analysis and return facts: it checked the whole
 /// analysis against the image's bytes ([`Checker::all_code`]), and, with `facts`, the return
-/// facts file of that checksum too (`liveness::check_return_facts`), or solved and wrote it
-/// itself from the checked analysis. Kept beside the entry (`<entry>.checked`,
+/// facts file of that checksum too (`liveness::check_return_facts`; facts kerf solved and
+/// wrote itself are not stamped: the next start checks what it reads back). Kept beside the entry (`<entry>.checked`,
 /// [`CacheDir::store_stamp`]) so that later runs of the same build skip both checks: each is
 /// a function of the build, the entry's bytes and the image's bytes alone (the entry's
 /// checksum names the first, the digest in the stamp's header the second), so it would pass
@@ -323,7 +323,7 @@ pub struct Stamp {
     pub kerf: Vec<u8>,
     /// The checksum of the entry checked.
     pub entry: [u8; 32],
-    /// The checksum of the return facts file checked (or written), if any.
+    /// The checksum of the return facts file checked, if any.
     pub facts: Option<[u8; 32]>,
 }
 
@@ -618,16 +618,11 @@ impl CacheDir {
         key: &str,
         digest: &[u8; 32],
     ) -> Result<Option<KeptFacts>, CacheError> {
-        let name = facts_key(key);
-        let Some(bytes) = self.read(&name)? else { return Ok(None) };
-        let (made_from, sum, facts) = self.unpack_with(&name, &bytes, |payload| {
+        let kept = self.load_beside(&facts_key(key), digest, |payload| {
             let limit = codec().with_limit(payload.len() as u64);
             limit.deserialize::<Vec<ReturnFacts>>(payload).map_err(|e| e.to_string())
         })?;
-        if made_from != *digest {
-            return Err(self.rejected(&name, "made from other bytes than this image's".into()));
-        }
-        Ok(Some((facts, sum)))
+        Ok(kept.map(|(sum, facts)| (facts, sum)))
     }
 
     /// Store the entries (image addresses) of the functions that ran in the runs of a JIT of
@@ -655,19 +650,14 @@ impl CacheDir {
         digest: &[u8; 32],
         roots: u64,
     ) -> Result<Option<Vec<u64>>, CacheError> {
-        let name = hint_key(key, roots);
-        let Some(bytes) = self.read(&name)? else { return Ok(None) };
-        let (made_from, _, entries) = self.unpack_with(&name, &bytes, |payload| {
+        let kept = self.load_beside(&hint_key(key, roots), digest, |payload| {
             if payload.len() % 8 != 0 {
                 return Err(format!("{} bytes: not a whole number of addresses", payload.len()));
             }
             let words = payload.chunks_exact(8);
             Ok(words.map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes"))).collect())
         })?;
-        if made_from != *digest {
-            return Err(self.rejected(&name, "made from other bytes than this image's".into()));
-        }
-        Ok(Some(entries))
+        Ok(kept.map(|(_, entries)| entries))
     }
 
     /// Keep `stamp` beside entry `key` of the image whose bytes have `digest` ([`Stamp`];
@@ -685,13 +675,25 @@ impl CacheDir {
     /// none; `Err(Rejected)`: damaged, foreign, or made for other bytes). Whether it vouches
     /// for anything is [`Stamp::vouches`]'s to say.
     pub fn load_stamp(&self, key: &str, digest: &[u8; 32]) -> Result<Option<Stamp>, CacheError> {
-        let name = checked_key(key);
-        let Some(bytes) = self.read(&name)? else { return Ok(None) };
-        let (made_for, _, stamp) = self.unpack_with(&name, &bytes, Stamp::decode)?;
-        if made_for != *digest {
-            return Err(self.rejected(&name, "made for other bytes than this image's".into()));
+        let kept = self.load_beside(&checked_key(key), digest, Stamp::decode)?;
+        Ok(kept.map(|(_, stamp)| stamp))
+    }
+
+    /// File `name` kept beside an entry for the image whose bytes have `digest`, its payload
+    /// decoded by `decode`, with its checksum (`Ok(None)`: no such file; `Err(Rejected)`:
+    /// damaged, foreign, or made from other bytes).
+    fn load_beside<T>(
+        &self,
+        name: &str,
+        digest: &[u8; 32],
+        decode: impl FnOnce(&[u8]) -> Result<T, String>,
+    ) -> Result<Option<([u8; 32], T)>, CacheError> {
+        let Some(bytes) = self.read(name)? else { return Ok(None) };
+        let (made_from, sum, payload) = self.unpack_with(name, &bytes, decode)?;
+        if made_from != *digest {
+            return Err(self.rejected(name, "made from other bytes than this image's".into()));
         }
-        Ok(Some(stamp))
+        Ok(Some((sum, payload)))
     }
 
     /// Write `payload` under `key` with its header (format, key, `digest`, checksum): to a
