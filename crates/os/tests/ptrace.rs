@@ -843,3 +843,185 @@ fn a_tracer_killed_after_an_injection_leaves_the_program_running() {
         assert_eq!((rest, code), (vec![format!("done {sum}")], 0), "round {round}");
     }
 }
+
+/// The real kernel, except that once armed this process kills itself (SIGKILL, as a user
+/// kills kerf) right after its `at`-th request that changes or learns a thread's state: a
+/// resume, registers, memory, a signal or a mask written, a stop seen.
+struct DiesAt {
+    real: ptrace::RealTraceSys,
+    armed: std::sync::atomic::AtomicBool,
+    count: std::sync::atomic::AtomicUsize,
+    at: usize,
+}
+
+impl DiesAt {
+    fn tick<T>(&self, r: std::io::Result<T>) -> std::io::Result<T> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if self.armed.load(SeqCst) && self.count.fetch_add(1, SeqCst) + 1 == self.at {
+            // SAFETY: kill and getpid cannot fail here; this process ends now.
+            unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+        }
+        r
+    }
+}
+
+impl ptrace::TraceSys for DiesAt {
+    fn seize(&self, tid: i32, o: i32) -> std::io::Result<()> {
+        self.tick(self.real.seize(tid, o))
+    }
+    fn interrupt(&self, tid: i32) -> std::io::Result<()> {
+        self.tick(self.real.interrupt(tid))
+    }
+    fn single_step(&self, tid: i32, s: i32) -> std::io::Result<()> {
+        self.tick(self.real.single_step(tid, s))
+    }
+    fn syscall(&self, tid: i32, s: i32) -> std::io::Result<()> {
+        self.tick(self.real.syscall(tid, s))
+    }
+    fn detach(&self, tid: i32, s: i32) -> std::io::Result<()> {
+        self.tick(self.real.detach(tid, s))
+    }
+    fn cont(&self, tid: i32, s: i32) -> std::io::Result<()> {
+        self.tick(self.real.cont(tid, s))
+    }
+    fn get_regs(&self, tid: i32) -> std::io::Result<ptrace::Regs> {
+        self.real.get_regs(tid)
+    }
+    fn set_regs(&self, tid: i32, r: &ptrace::Regs) -> std::io::Result<()> {
+        self.tick(self.real.set_regs(tid, r))
+    }
+    fn get_siginfo(&self, tid: i32) -> std::io::Result<ptrace::SigInfo> {
+        self.real.get_siginfo(tid)
+    }
+    fn set_siginfo(&self, tid: i32, i: &ptrace::SigInfo) -> std::io::Result<()> {
+        self.tick(self.real.set_siginfo(tid, i))
+    }
+    fn get_sigmask(&self, tid: i32) -> std::io::Result<u64> {
+        self.real.get_sigmask(tid)
+    }
+    fn set_sigmask(&self, tid: i32, m: u64) -> std::io::Result<()> {
+        self.tick(self.real.set_sigmask(tid, m))
+    }
+    fn event_msg(&self, tid: i32) -> std::io::Result<u64> {
+        self.real.event_msg(tid)
+    }
+    fn wait_nohang(&self, tid: i32) -> std::io::Result<Option<i32>> {
+        match self.real.wait_nohang(tid) {
+            Ok(Some(s)) => self.tick(Ok(Some(s))),
+            other => other,
+        }
+    }
+    fn queue_signal(&self, p: i32, tid: i32, i: &ptrace::SigInfo) -> std::io::Result<()> {
+        self.tick(self.real.queue_signal(p, tid, i))
+    }
+    fn list_threads(&self, p: i32) -> std::io::Result<Vec<i32>> {
+        self.real.list_threads(p)
+    }
+    fn read_text(&self, p: &Path) -> std::io::Result<String> {
+        self.real.read_text(p)
+    }
+    fn read_bytes(&self, p: &Path) -> std::io::Result<Vec<u8>> {
+        self.real.read_bytes(p)
+    }
+    fn read_mem(&self, p: i32, a: RemoteAddr, b: &mut [u8]) -> std::io::Result<usize> {
+        self.real.read_mem(p, a, b)
+    }
+    fn write_mem(&self, p: i32, a: RemoteAddr, d: &[u8]) -> std::io::Result<usize> {
+        self.tick(self.real.write_mem(p, a, d))
+    }
+    fn map_shared(
+        &self,
+        p: i32,
+        fd: i32,
+        len: usize,
+    ) -> std::io::Result<(*mut u8, Option<std::fs::File>)> {
+        self.real.map_shared(p, fd, len)
+    }
+    unsafe fn unmap_local(&self, p: *mut u8, len: usize) {
+        // SAFETY: passed through unchanged from the caller, who guarantees it.
+        unsafe { self.real.unmap_local(p, len) }
+    }
+    fn self_pid(&self) -> i32 {
+        self.real.self_pid()
+    }
+    fn seccomp_filter(&self, tid: i32, index: usize) -> std::io::Result<Option<Vec<u8>>> {
+        self.real.seccomp_filter(tid, index)
+    }
+}
+
+/// What the tracer of [`a_tracer_killed_at_any_point_of_an_injected_call_harms_nothing`]
+/// does when it is not killed first: it exits with this code, having made every call.
+const MADE_EVERY_CALL: i32 = 3;
+
+/// kerf killed at *any* point of an injected system call leaves the program running
+/// correctly. The tracer (this test binary run again, `KERF_TEST_DIE_AT=N`) stops the
+/// program, makes one call that maps its restorer page, then a call on every thread, and
+/// kills itself right after its N-th state-changing request (see [`DiesAt`]); N goes from 1
+/// until the tracer gets to the end. The program: its main thread blocked in `read` (an
+/// interrupted call the kernel must restart), four threads in `nanosleep` (restarted through
+/// `restart_syscall`) and four computing. After each kill it must answer exactly as
+/// without kerf. (Mapping the restorer page itself is single-stepped at the vdso's
+/// `syscall`: kerf killed during that one call can still leave its thread with the call's
+/// registers. That call is made before the tracer arms itself.)
+#[test]
+fn a_tracer_killed_at_any_point_of_an_injected_call_harms_nothing() {
+    if let (Ok(pid), Ok(at)) =
+        (std::env::var("KERF_TEST_TRACER"), std::env::var("KERF_TEST_DIE_AT"))
+    {
+        let pid: i32 = pid.parse().expect("a pid");
+        let sys = std::sync::Arc::new(DiesAt {
+            real: ptrace::RealTraceSys::new(),
+            armed: false.into(),
+            count: 0.into(),
+            at: at.parse().expect("a count"),
+        });
+        let mut t = Tracee::stop_all_with(pid, sys.clone(), Duration::from_secs(5)).expect("stop");
+        assert_eq!(t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid"), i64::from(pid));
+        sys.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+        for tid in t.threads().to_vec() {
+            assert_eq!(
+                t.syscall_on(tid, libc::SYS_gettid, [0; 6]).expect("gettid"),
+                i64::from(tid)
+            );
+        }
+        // As if killed after the last call: no detach.
+        std::process::exit(MADE_EVERY_CALL);
+    }
+    let exe = build("threads", THREADS, &[]);
+    let want = {
+        let mut kid = Kid::start(&exe);
+        kid.send("end\n");
+        kid.finish()
+    };
+    assert_eq!(want.1, 0);
+    let me = std::env::current_exe().expect("this test binary");
+    let name = "a_tracer_killed_at_any_point_of_an_injected_call_harms_nothing";
+    for at in 1..=1000 {
+        let mut kid = Kid::start(&exe);
+        let pid = kid.pid();
+        let tracer = Command::new(&me)
+            .args(["--exact", name, "--nocapture", "--test-threads=1"])
+            .env("KERF_TEST_TRACER", pid.to_string())
+            .env("KERF_TEST_DIE_AT", at.to_string())
+            .output()
+            .expect("run the tracer");
+        use std::os::unix::process::ExitStatusExt;
+        let ended = tracer.status.code() == Some(MADE_EVERY_CALL);
+        assert!(
+            ended || tracer.status.signal() == Some(libc::SIGKILL),
+            "kill point {at}: the tracer failed: {:?} {}",
+            tracer.status,
+            String::from_utf8_lossy(&tracer.stderr)
+        );
+        // The program, no longer traced, answers as without kerf.
+        kid.send("end\n");
+        assert_eq!(kid.finish(), want, "killed at request {at}");
+        if ended {
+            let killed = at - 1;
+            assert!(killed >= 20, "only {killed} kill points: the calls were not all made");
+            eprintln!("{killed} kill points, the program right after each");
+            return;
+        }
+    }
+    panic!("the tracer never got to its end");
+}

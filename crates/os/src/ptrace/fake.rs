@@ -13,6 +13,9 @@ use std::sync::Mutex;
 pub const PID: i32 = 100;
 pub const SYSCALL_AT: u64 = 0x7000_0000_1000;
 pub const STACK_TOP: u64 = 0x7fff_0000_0000;
+/// Where the fake puts an mmap with no address (kerf's restorer pages): tests that count
+/// kerf's own mappings leave these out.
+pub const ANYWHERE: std::ops::Range<u64> = 0x7100_0000_0000..0x7200_0000_0000;
 pub const TRAP_BRKPT: i32 = 1;
 /// SIGTRAP's bit in a signal mask.
 pub const SIGTRAP_BIT: u64 = 1 << 4;
@@ -37,6 +40,8 @@ pub struct FThread {
     pub traced: bool,
     /// Blocked signals.
     pub sigmask: u64,
+    /// Between the entry and exit stops of a call run with `PTRACE_SYSCALL`.
+    pub in_call: bool,
 }
 
 pub fn regs_at(rip: u64) -> Regs {
@@ -106,6 +111,11 @@ pub struct State {
     pub exit_group_on_detach: bool,
     /// Threads under seccomp filters: their `struct sock_filter` bytes, most recent first.
     pub seccomp: BTreeMap<i32, Vec<Vec<u8>>>,
+    /// An mmap with no address fails (ENOMEM): kerf's restorer page cannot be mapped, and
+    /// every injected call is single-stepped.
+    pub no_restorer: bool,
+    /// Where the next mmap with no address goes.
+    pub next_anywhere: u64,
 }
 
 pub struct Fake {
@@ -126,6 +136,7 @@ impl Fake {
                     siginfo: SigInfo::new(0, 0, 0, 0),
                     traced: false,
                     sigmask: 0,
+                    in_call: false,
                 },
             );
         }
@@ -188,7 +199,14 @@ impl State {
             libc::SYS_getpid => i64::from(PID),
             libc::SYS_gettid => i64::from(tid),
             libc::SYS_mmap => {
-                let (addr, len) = (args[0], args[1]);
+                let (mut addr, len) = (args[0], args[1]);
+                if addr == 0 {
+                    if self.no_restorer {
+                        return -i64::from(libc::ENOMEM);
+                    }
+                    addr = ANYWHERE.start + self.next_anywhere;
+                    self.next_anywhere += 0x10000;
+                }
                 // MAP_FIXED_NOREPLACE over a mapping of the fake's own (its maps file does
                 // not list them) fails as the kernel's does.
                 let overlaps =
@@ -268,6 +286,7 @@ impl TraceSys for Fake {
                         siginfo: SigInfo::new(0, 0, 0, 0),
                         traced: true,
                         sigmask: 0,
+                        in_call: false,
                     },
                 );
                 st.log.push(format!("clone {tid} -> {child}"));
@@ -304,6 +323,44 @@ impl TraceSys for Fake {
             t.sigmask &= !SIGTRAP_BIT;
             st.forced_sigtrap.push(tid);
         }
+        Ok(())
+    }
+
+    /// A `syscall` instruction under `PTRACE_SYSCALL`: its entry stop, then (resumed again)
+    /// the call and its exit stop, as the kernel reports them under
+    /// `PTRACE_O_TRACESYSGOOD`. A signal of `signals_on_step` comes before the entry.
+    fn syscall(&self, tid: i32, sig: i32) -> io::Result<()> {
+        let mut st = self.state();
+        st.log.push(format!("syscall {tid} {sig}"));
+        let stop = stop_status(libc::SIGTRAP | 0x80, 0);
+        if !st.traced(tid)?.in_call {
+            if let Some(s) = st.signals_on_step.pop_front() {
+                let t = st.traced(tid)?;
+                t.siginfo = SigInfo::new(s, 0, 4242, 0);
+                t.events.push_back(stop_status(s, 0));
+                return Ok(());
+            }
+            let r = st.traced(tid)?.regs;
+            let insn = st.seg(r.rip).map(|(b, o)| (b[o], b.get(o + 1).copied()));
+            assert_eq!(insn, Some((0x0f, Some(0x05))), "entering a syscall instruction");
+            assert_eq!(r.orig_rax, u64::MAX, "orig_rax = -1 while injecting");
+            let t = st.traced(tid)?;
+            t.in_call = true;
+            t.regs.orig_rax = r.rax;
+            t.regs.rax = (-i64::from(libc::ENOSYS)) as u64;
+            t.events.push_back(stop);
+            return Ok(());
+        }
+        let mut r = st.traced(tid)?.regs;
+        r.rax = r.orig_rax;
+        let result = st.execute(tid, &r);
+        let t = st.traced(tid)?;
+        t.in_call = false;
+        t.regs.rax = result as u64;
+        t.regs.rcx = r.rip + 2;
+        t.regs.r11 = r.eflags;
+        t.regs.rip = r.rip + 2;
+        t.events.push_back(stop);
         Ok(())
     }
 

@@ -13,7 +13,8 @@
 //!   stop never turns into a job-control stop the target or its shell could see; group-stops
 //!   and interrupt-stops are told apart from signal-delivery-stops by `PTRACE_EVENT_STOP`.
 //!   Options: only `PTRACE_O_TRACECLONE` (threads created while kerf stops the others are
-//!   attached by the kernel). Never `PTRACE_O_EXITKILL`: kerf dying must not kill the target.
+//!   attached by the kernel) and `PTRACE_O_TRACESYSGOOD` (see below). Never
+//!   `PTRACE_O_EXITKILL`: kerf dying must not kill the target.
 //! * **Rescanning /proc/PID/task** until a scan, made after every known thread is stopped,
 //!   shows no new thread: a thread created before its creator was seized is found by the
 //!   scan, one created after by `PTRACE_EVENT_CLONE`.
@@ -25,19 +26,29 @@
 //!   left in (exact siginfo), any further ones with `rt_tgsigqueueinfo` (same pid, uid and
 //!   value; `si_code` becomes `SI_QUEUE` when the kernel forbids queueing the original one).
 //!   Signals still queued in the kernel are not touched: they arrive after the detach.
-//! * **Injected system calls** execute an existing `syscall` instruction of the target
-//!   (found once, in the vdso first) with `PTRACE_SINGLESTEP`, `orig_rax = -1` so that the
-//!   kernel's restart logic leaves the injected registers alone, and then restore the
-//!   thread's registers exactly: a thread that was inside `read` or `nanosleep` gets the
-//!   restart the kernel had planned for it when it resumes (the restart is applied after the
-//!   last ptrace-stop, from the restored `orig_rax`/`rax`). The step's trap leaves the thread
-//!   in a SIGTRAP signal-delivery-stop with the trap flag set, which a tracer that dies
-//!   (SIGKILL) leaves in place: the kernel would deliver the SIGTRAP and trap again. So the
+//! * **Injected system calls** run through a *restorer page* kerf maps in the process at its
+//!   first call (see `restorer`): the thread's registers are written on its stack below the
+//!   red zone, the thread runs the page's `syscall` under `PTRACE_SYSCALL` (entry stop, exit
+//!   stop, where the result is read), is parked in an interrupt stop and gets its registers
+//!   back exactly (`PTRACE_SETREGS`, so that a thread that was inside `read` or `nanosleep`
+//!   gets the restart the kernel had planned for it when it resumes: the restart is applied
+//!   after the last ptrace-stop, from the restored `orig_rax`/`rax`; the injected call runs
+//!   with `orig_rax = -1` so that the kernel's restart logic leaves its registers alone).
+//!   kerf killed (SIGKILL) at any point of that leaves a thread that runs the call and then
+//!   the page's code, which pops its registers back: nothing of kerf's stays in the thread.
+//!   A syscall-stop is harmless to leave, under `PTRACE_O_TRACESYSGOOD`. The page is unmapped
+//!   when the threads are let go.
+//! * **Where the restorer cannot serve** (mapping and unmapping the page itself, a thread
+//!   holding a signal kerf must hand back from a signal-delivery-stop, a stack with no room
+//!   for the frame), the call executes an existing `syscall` instruction of the target
+//!   (found once, in the vdso first) with `PTRACE_SINGLESTEP`. The step's trap leaves the
+//!   thread in a SIGTRAP signal-delivery-stop with the trap flag set, which a tracer that
+//!   dies leaves in place: the kernel would deliver the SIGTRAP and trap again. So the
 //!   thread is then *parked* in an interrupt stop (`PTRACE_INTERRUPT`, `PTRACE_CONT` with no
 //!   signal: the kernel takes the interrupt before it runs any of the thread's code), which
-//!   a dying kerf leaves harmless. What remains: kerf dying during the call itself (between
-//!   setting the injected registers and putting the thread's back, tens of microseconds a
-//!   call) leaves the thread to run on with the injected registers.
+//!   a dying kerf leaves harmless. What remains there: kerf dying during such a call
+//!   (between setting its registers and putting the thread's back, tens of microseconds)
+//!   leaves the thread to run on with the call's registers.
 //! * **Memory** goes through /proc/PID/mem, which writes through read-only code pages
 //!   (copy-on-write, like a debugger's breakpoint) and costs one `pread`/`pwrite`.
 //! * **Shared memory** is a memfd created *in the target* (injected `memfd_create`,
@@ -52,6 +63,7 @@
 mod claim;
 mod layout;
 mod mem;
+mod restorer;
 mod shared;
 mod spawn;
 mod sys;
@@ -147,6 +159,33 @@ pub fn ended_status(pid: i32) -> Option<i32> {
     ENDED.lock().ok()?.iter().find(|(p, _)| *p == pid).map(|&(_, s)| s)
 }
 
+/// `PTRACE_SEIZE`'s options: threads created while kerf holds the others are attached by
+/// the kernel (`PTRACE_O_TRACECLONE`), and system-call stops report `SIGTRAP | 0x80`
+/// (`PTRACE_O_TRACESYSGOOD`). The latter also makes a syscall-stop harmless to leave: a
+/// tracer that dies leaves the stop's code as the signal to send, and `SIGTRAP | 0x80` is no
+/// signal (the kernel refuses it), where a plain SIGTRAP would kill the program.
+const SEIZE_OPTIONS: i32 = libc::PTRACE_O_TRACECLONE | libc::PTRACE_O_TRACESYSGOOD;
+/// The stop signal of a syscall-stop under `PTRACE_O_TRACESYSGOOD`.
+const SYSCALL_STOP: i32 = libc::SIGTRAP | 0x80;
+
+/// The restorer page of a [`Tracee`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Restorer {
+    /// Not mapped yet.
+    NotYet,
+    At(RemoteAddr),
+    /// It could not be mapped or written: calls go the old way.
+    Unavailable,
+}
+
+/// How an injected call through the restorer ended.
+enum ThroughRestorer {
+    Done(i64),
+    /// It could not be made that way (no room for a frame on the thread's stack, or a
+    /// signal arrived first, now held): the thread is as it was; make it the old way.
+    Declined,
+}
+
 /// A decoded `waitpid` status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Status {
@@ -178,8 +217,14 @@ pub struct Tracee {
     sys: Arc<dyn TraceSys>,
     threads: Vec<Thread>,
     tids: Vec<i32>,
-    /// Where an injected call executes (found once; forgotten when kerf writes over it).
+    /// Where an injected call executes when it cannot go through the restorer (found once;
+    /// forgotten when kerf writes over it).
     syscall_insn: Cell<Option<RemoteAddr>>,
+    /// The restorer page (see `restorer`), mapped at the first injected call.
+    restorer: Restorer,
+    /// The writable mappings of the process (`[start, end)`), read once: the stacks frames
+    /// go on (kerf maps and unmaps only its own memory while it holds the threads).
+    writable: std::cell::OnceCell<Vec<(u64, u64)>>,
     /// Each thread's seccomp state, read when first needed (it cannot change while the
     /// thread is stopped).
     seccomp: HashMap<i32, crate::seccomp::Mode>,
@@ -254,6 +299,8 @@ impl Tracee {
             threads: Vec::new(),
             tids: Vec::new(),
             syscall_insn: Cell::new(None),
+            restorer: Restorer::NotYet,
+            writable: std::cell::OnceCell::new(),
             seccomp: HashMap::new(),
             timeout,
             started: now,
@@ -279,7 +326,7 @@ impl Tracee {
                 if t.index(tid).is_some() {
                     continue;
                 }
-                match t.sys.seize(tid, libc::PTRACE_O_TRACECLONE) {
+                match t.sys.seize(tid, SEIZE_OPTIONS) {
                     Ok(()) => {}
                     Err(e) if errno(&e) == libc::ESRCH => continue, // exited meanwhile
                     Err(e) if errno(&e) == libc::EPERM => {
@@ -463,15 +510,18 @@ impl Tracee {
         self.syscall_on(tid, nr, args)
     }
 
-    /// Run system call `nr` with `args` in stopped thread `tid` and return its raw result.
+    /// Run system call `nr` with `args` in stopped thread `tid` and return its raw result
+    /// (a call the kernel reports as interrupted, `-ERESTART*`, is run again).
     ///
-    /// Saves the thread's registers; points `rip` at an existing `syscall` instruction of
-    /// the target (searched once, vdso first, and searched again if kerf writes over it);
-    /// sets `rax = nr`, `rdi, rsi, rdx, r10, r8, r9 = args` and `orig_rax = -1` (so the
-    /// kernel does not take the thread for one returning from an interrupted system call);
-    /// single-steps; reads `rax`; restores the saved registers exactly. Signals dequeued
-    /// during the step are kept for re-injection and the step is retried; a call that the
-    /// kernel reports as interrupted (`-ERESTART*`) is run again.
+    /// The call runs through the restorer page (see `restorer`), mapped in the process at
+    /// the first call: the thread's registers go on its stack below the red zone, the thread
+    /// runs the stub's `syscall` under `PTRACE_SYSCALL`, the result is read at the exit stop,
+    /// the thread is parked in an interrupt stop and its registers put back exactly. kerf
+    /// killed at any point of that leaves a thread that finishes the call and restores
+    /// itself. Where that cannot be done (mapping the page itself and unmapping it at the
+    /// end, a thread holding a signal kerf must deliver from a signal-delivery-stop, no room
+    /// on its stack), the call is single-stepped at an existing `syscall` instruction of the
+    /// target instead (see `syscall_by_step`).
     ///
     /// A call the thread's seccomp filters would not let run as it is (kill, SIGSYS, an
     /// errno, a supervisor's answer) is not made: [`TargetError::Seccomp`].
@@ -480,12 +530,214 @@ impl Tracee {
         if self.threads[i].state == State::InClone {
             return Err(TargetError::InsideClone { pid: self.pid, tid });
         }
+        if self.threads[i].pending.is_empty() {
+            if let Some(stub) = self.restorer(tid)? {
+                let call = crate::seccomp::Call { nr: nr as u32, ip: stub.0, args };
+                self.allowed(tid, nr, &call)?;
+                if let ThroughRestorer::Done(r) = self.syscall_by_restorer(tid, nr, args, stub)? {
+                    return Ok(r);
+                }
+            }
+        }
+        self.syscall_by_step(tid, nr, args)
+    }
+
+    /// [`TargetError::Seccomp`] unless `tid`'s seccomp state lets `call` run.
+    fn allowed(
+        &mut self,
+        tid: i32,
+        nr: i64,
+        call: &crate::seccomp::Call,
+    ) -> Result<(), TargetError> {
+        let action = self.seccomp_verdict(tid, call)?;
+        if action.allows() {
+            Ok(())
+        } else {
+            Err(TargetError::Seccomp { pid: self.pid, tid, nr, action })
+        }
+    }
+
+    /// The restorer page, mapped (by a single-stepped `mmap` on `tid`) and written if it is
+    /// not yet; `None` if it cannot be.
+    fn restorer(&mut self, tid: i32) -> Result<Option<RemoteAddr>, TargetError> {
+        match self.restorer {
+            Restorer::At(a) => return Ok(Some(a)),
+            Restorer::Unavailable => return Ok(None),
+            Restorer::NotYet => {}
+        }
+        let page = restorer::page_bytes();
+        let prot = (libc::PROT_READ | libc::PROT_EXEC) as u64;
+        let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
+        let len = layout::page_up(page.len() as u64);
+        self.restorer = Restorer::Unavailable;
+        let r = match self.syscall_by_step(tid, libc::SYS_mmap, [0, len, prot, flags, u64::MAX, 0])
+        {
+            Ok(r) => r,
+            // Refused by this thread's seccomp filters: asked again at the next call (on
+            // another thread, maybe).
+            Err(TargetError::Seccomp { .. }) => {
+                self.restorer = Restorer::NotYet;
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        };
+        if r < 0 {
+            return Ok(None);
+        }
+        let at = RemoteAddr(r as u64);
+        if self.write(at, &page).is_err() {
+            let _ = self.syscall_by_step(tid, libc::SYS_munmap, [at.0, len, 0, 0, 0, 0]);
+            return Ok(None);
+        }
+        self.restorer = Restorer::At(at);
+        Ok(Some(at))
+    }
+
+    /// Unmap the restorer page (single-stepped: the thread must not return into it), if it is
+    /// mapped. Best effort: a page left behind harms nothing.
+    fn unmap_restorer(&mut self) {
+        let Restorer::At(at) = self.restorer else { return };
+        self.restorer = Restorer::Unavailable;
+        let len = layout::page_up(restorer::page_bytes().len() as u64);
+        if let Ok(tid) = self.inject_tid() {
+            let _ = self.syscall_by_step(tid, libc::SYS_munmap, [at.0, len, 0, 0, 0, 0]);
+        }
+    }
+
+    /// Whether `[lo, hi)` lies in one writable mapping of the process.
+    fn writable(&self, lo: u64, hi: u64) -> bool {
+        let maps = self.writable.get_or_init(|| {
+            self.maps()
+                .map(|m| m.iter().filter(|m| m.write).map(|m| (m.start.0, m.end.0)).collect())
+                .unwrap_or_default()
+        });
+        maps.iter().any(|&(start, end)| start <= lo && hi <= end)
+    }
+
+    /// Make one call through the restorer page at `stub` (see [`Tracee::syscall_on`]). The
+    /// numbered steps keep this true at every instant: were kerf killed, the thread would
+    /// either be as kerf found it or run the call and the stub's restore.
+    fn syscall_by_restorer(
+        &mut self,
+        tid: i32,
+        nr: i64,
+        args: [u64; 6],
+        stub: RemoteAddr,
+    ) -> Result<ThroughRestorer, TargetError> {
+        let saved =
+            self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
+        // 1. The frame, on the thread's stack below its red zone, and where to go on, in the
+        //    slot. Nothing points at them yet.
+        let (frame_at, frame, resume) = restorer::frame(&saved);
+        let mut old = vec![0u8; frame.len()];
+        if !self.writable(frame_at.0, saved.rsp) || self.read(frame_at, &mut old).is_err() {
+            return Ok(ThroughRestorer::Declined);
+        }
+        self.write(frame_at, &frame)?;
+        self.write(stub + restorer::SLOT, &resume.0.to_le_bytes())?;
+        // 2. The call's registers: from here the thread, let go, runs the stub.
+        let mut regs = saved;
+        regs.set_pc(stub);
+        regs.set_sp(frame_at);
+        regs.rax = nr as u64;
+        regs.orig_rax = u64::MAX; // not a call to restart (see `syscall_by_step`)
+        regs.rdi = args[0];
+        regs.rsi = args[1];
+        regs.rdx = args[2];
+        regs.r10 = args[3];
+        regs.r8 = args[4];
+        regs.r9 = args[5];
+        let put_back = |t: &mut Self| match t.index(tid) {
+            Some(i) if t.threads[i].state != State::Running => {
+                t.sys.set_regs(tid, &saved).map_err(|e| t.ptrace_err(tid, "PTRACE_SETREGS", e))
+            }
+            _ => Ok(()),
+        };
+        let mut result = 0;
+        for _ in 0..16 {
+            self.sys.set_regs(tid, &regs).map_err(|e| self.ptrace_err(tid, "PTRACE_SETREGS", e))?;
+            // 3. To the entry stop, then the exit stop (a syscall-stop left by a dying kerf
+            //    sends no signal, see `SEIZE_OPTIONS`), where the result is read.
+            let exit = match self.run_to_syscall_stop(tid, true)? {
+                Some(_) => self.run_to_syscall_stop(tid, false)?,
+                None => None,
+            };
+            let Some(status) = exit else {
+                // A signal came first (now held): the thread sits in its delivery stop, which
+                // is where it must be to get it back exactly.
+                put_back(self)?;
+                self.write(frame_at, &old)?;
+                return Ok(ThroughRestorer::Declined);
+            };
+            let now =
+                self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
+            if now.pc() != stub + 2 {
+                put_back(self)?;
+                let op = "syscall injection";
+                return Err(TargetError::UnexpectedStop { pid: self.pid, tid, op, status });
+            }
+            result = now.rax as i64;
+            // 4. Parked in an interrupt stop with the call's registers: let go now, the thread
+            //    would run the stub's restore.
+            self.park_now(tid, "park after a syscall injection")?;
+            if !ERESTART_RANGE.contains(&result) {
+                break;
+            }
+        }
+        // 5. Its own registers back, in the interrupt stop: the kernel restarts an
+        //    interrupted call of the thread's own when it resumes. Then the stack's bytes.
+        put_back(self)?;
+        self.write(frame_at, &old)?;
+        Ok(ThroughRestorer::Done(result))
+    }
+
+    /// Resume stopped thread `tid` with `PTRACE_SYSCALL` until its next syscall-stop (the
+    /// entry stop of the stub's call if `entry`, else its exit stop): its wait status there,
+    /// `None` if a signal-delivery-stop came first (the signal held). Other stops are
+    /// absorbed.
+    fn run_to_syscall_stop(&mut self, tid: i32, entry: bool) -> Result<Option<i32>, TargetError> {
+        let op = if entry { "syscall entry" } else { "syscall exit" };
+        let deadline = Instant::now() + self.timeout;
+        for _ in 0..MAX_STEP_STOPS {
+            self.sys.syscall(tid, 0).map_err(|e| self.ptrace_err(tid, "PTRACE_SYSCALL", e))?;
+            let i = self.stopped(tid)?;
+            self.threads[i].state = State::Running;
+            let status = self.wait_one(tid, op, deadline)?;
+            match decode(status) {
+                Status::Stopped { sig: SYSCALL_STOP, event: 0 } => {
+                    let i = self.index(tid).expect("stopped thread is tracked");
+                    self.threads[i].state = State::Event;
+                    return Ok(Some(status));
+                }
+                Status::Stopped { event: 0, .. } if entry => {
+                    self.absorb(tid, status, op)?;
+                    return Ok(None);
+                }
+                _ => self.absorb(tid, status, op)?,
+            }
+            if self.index(tid).is_none() {
+                return Err(TargetError::ThreadExited { pid: self.pid, tid, op });
+            }
+        }
+        Err(TargetError::StepInterrupted { pid: self.pid, tid, op, stops: MAX_STEP_STOPS })
+    }
+
+    /// Run system call `nr` with `args` in stopped thread `tid` by single-stepping an existing
+    /// `syscall` instruction of the target, and return its raw result.
+    ///
+    /// Saves the thread's registers; points `rip` at the `syscall` instruction (searched
+    /// once, vdso first, and searched again if kerf writes over it); sets `rax = nr`,
+    /// `rdi, rsi, rdx, r10, r8, r9 = args` and `orig_rax = -1` (so the kernel does not take
+    /// the thread for one returning from an interrupted system call); single-steps; reads
+    /// `rax`; restores the saved registers exactly. Signals dequeued during the step are kept
+    /// for re-injection and the step is retried; a call that the kernel reports as
+    /// interrupted (`-ERESTART*`) is run again. kerf killed between setting the registers and
+    /// putting them back leaves the thread to run on after that instruction with the call's
+    /// registers: only what cannot go through the restorer is made so.
+    fn syscall_by_step(&mut self, tid: i32, nr: i64, args: [u64; 6]) -> Result<i64, TargetError> {
         let insn = self.syscall_insn()?;
         let call = crate::seccomp::Call { nr: nr as u32, ip: insn.0, args };
-        let action = self.seccomp_verdict(tid, &call)?;
-        if !action.allows() {
-            return Err(TargetError::Seccomp { pid: self.pid, tid, nr, action });
-        }
+        self.allowed(tid, nr, &call)?;
         let saved =
             self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
         let mut regs = saved;
@@ -539,6 +791,13 @@ impl Tracee {
         if self.threads[i].state != State::Signal || !self.threads[i].pending.is_empty() {
             return Ok(());
         }
+        self.park_now(tid, op)
+    }
+
+    /// Move stopped thread `tid` into an interrupt stop (see [`Tracee::park`]) from whatever
+    /// stop it is in.
+    fn park_now(&mut self, tid: i32, op: &'static str) -> Result<(), TargetError> {
+        let i = self.stopped(tid)?;
         self.sys.interrupt(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_INTERRUPT", e))?;
         self.sys.cont(tid, 0).map_err(|e| self.ptrace_err(tid, "PTRACE_CONT", e))?;
         self.threads[i].state = State::Running;
@@ -696,7 +955,8 @@ impl Tracee {
         let name = format!("kerf-{}\0", std::process::id());
         let name = name.as_bytes();
         let rsp = self.regs(tid)?.sp();
-        let spot = (rsp - (128 + 64)).align_down(16);
+        // In the scratch bytes below the red zone, above where an injected call's frame goes.
+        let spot = (rsp - (restorer::RED_ZONE + 64)).align_down(16);
         let mut old = vec![0u8; name.len()];
         let on_stack = self.read(spot, &mut old).is_ok() && self.write(spot, name).is_ok();
         let name_at = if on_stack {
@@ -1194,8 +1454,8 @@ impl Tracee {
 
     /// The thread injected system calls run on: among the stopped threads, preferably one
     /// not inside a system call with a temporary signal mask (whose real mask kerf cannot
-    /// see, see [`Tracee::step_syscall`]), then the leader, then one not holding a
-    /// signal-delivery-stop, then any.
+    /// see, see [`Tracee::step_syscall`]), then the leader if it holds no signal, then one
+    /// not holding a signal-delivery-stop, then any.
     fn inject_tid(&self) -> Result<i32, TargetError> {
         if self.released || self.threads.is_empty() {
             return Err(TargetError::NotStopped { pid: self.pid, tid: self.pid });
@@ -1206,9 +1466,11 @@ impl Tracee {
         let stopped =
             || self.threads.iter().filter(|t| !matches!(t.state, State::Running | State::InClone));
         let plain_stopped = || stopped().filter(plain);
+        // A thread holding signals makes its calls single-stepped (see `syscall_on`).
         plain_stopped()
-            .find(|t| t.tid == self.pid)
+            .find(|t| t.tid == self.pid && t.pending.is_empty())
             .or_else(|| plain_stopped().find(|t| t.state == State::Event))
+            .or_else(|| plain_stopped().find(|t| t.tid == self.pid))
             .or_else(|| plain_stopped().next())
             .or_else(|| stopped().find(|t| t.tid == self.pid))
             .or_else(|| stopped().next())
@@ -1325,6 +1587,11 @@ impl Tracee {
     fn release_all(&mut self) -> Result<(), TargetError> {
         if self.released {
             return Ok(());
+        }
+        // Its page goes first, while a thread can still make the call (unless something went
+        // wrong with a thread: then kerf wastes no time on it and leaves the page).
+        if self.threads.iter().all(|t| t.state != State::Running) {
+            self.unmap_restorer();
         }
         self.released = true;
         let mut first_err = None;

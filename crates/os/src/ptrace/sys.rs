@@ -99,6 +99,8 @@ pub trait TraceSys: Send + Sync {
     fn interrupt(&self, tid: i32) -> io::Result<()>;
     /// `PTRACE_SINGLESTEP`, delivering `sig` (0: none).
     fn single_step(&self, tid: i32, sig: i32) -> io::Result<()>;
+    /// `PTRACE_SYSCALL`, delivering `sig` (0: none): run to the next syscall-stop.
+    fn syscall(&self, tid: i32, sig: i32) -> io::Result<()>;
     /// `PTRACE_DETACH`, delivering `sig` (0: none).
     fn detach(&self, tid: i32, sig: i32) -> io::Result<()>;
     /// `PTRACE_CONT`, delivering `sig` (0: none).
@@ -245,6 +247,10 @@ impl TraceSys for RealTraceSys {
 
     fn single_step(&self, tid: i32, sig: i32) -> io::Result<()> {
         ptrace(libc::PTRACE_SINGLESTEP, tid, 0, sig as usize)
+    }
+
+    fn syscall(&self, tid: i32, sig: i32) -> io::Result<()> {
+        ptrace(libc::PTRACE_SYSCALL, tid, 0, sig as usize)
     }
 
     fn detach(&self, tid: i32, sig: i32) -> io::Result<()> {

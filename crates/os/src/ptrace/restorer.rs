@@ -1,0 +1,192 @@
+//! The restorer: a page kerf maps in a process it holds, through which injected system calls
+//! run, so that a thread kerf leaves in the middle of one (kerf killed) finishes the call and
+//! puts its own registers back by itself instead of running on with the call's.
+//!
+//! Pure: the stub's bytes and the frame it pops, tested on bytes; [`super::Tracee`] maps the
+//! page, writes the frame and drives the call.
+//!
+//! # How a call runs through it
+//!
+//! The thread's registers as kerf found them are written as a *frame* on its own stack,
+//! below the red zone (where a signal handler's frame would go: the ABI leaves that memory to
+//! asynchronous use; its old bytes are put back after the call), and where it must go on is written into the page's *slot*. The thread
+//! is then pointed at the stub with `rsp` at the frame and the call's number and arguments in
+//! its registers. The stub is:
+//!
+//! ```text
+//!   syscall                      ; the injected call
+//!   pop r15 ... pop rax          ; every general register, from the frame
+//!   popfq                        ; the flags
+//!   pop rsp                      ; the stack pointer
+//!   jmp [rip + slot]             ; where the thread was
+//! ```
+//!
+//! kerf runs it with `PTRACE_SYSCALL` and takes the result at the call's exit stop; it never
+//! lets the thread reach the `pop`s itself (it puts the registers back with `PTRACE_SETREGS`,
+//! which keeps the kernel's own restart of an interrupted call). The `pop`s run only when
+//! kerf is gone: from any stop of the sequence, the thread resumes into the call or after
+//! it, and the stub brings it back. The jump reads the slot, not the stack: once `rsp` is the
+//! thread's again, the memory below it belongs to any signal that arrives.
+//!
+//! A thread stopped inside an interrupted system call (`orig_rax` a call, `rax` an
+//! `-ERESTART*` code) would have been restarted by the kernel when it resumed; the stub
+//! cannot ask the kernel for that, so its frame holds the restart already made: `rax` the
+//! call again (or `restart_syscall` for `-ERESTART_RESTARTBLOCK`) and the PC back on the
+//! 2-byte `syscall`. The one difference from the kernel: a signal with a handler that arrives
+//! then restarts the call instead of making it fail with `EINTR`.
+
+use super::sys::Regs;
+use kerf_arch::RemoteAddr;
+
+/// The stub. See the module documentation; [`FRAME`] is the order of its `pop`s.
+pub const STUB: [u8; 33] = [
+    0x0f, 0x05, // syscall
+    0x41, 0x5f, // pop r15
+    0x41, 0x5e, // pop r14
+    0x41, 0x5d, // pop r13
+    0x41, 0x5c, // pop r12
+    0x41, 0x5b, // pop r11
+    0x41, 0x5a, // pop r10
+    0x41, 0x59, // pop r9
+    0x41, 0x58, // pop r8
+    0x5f, // pop rdi
+    0x5e, // pop rsi
+    0x5d, // pop rbp
+    0x5b, // pop rbx
+    0x5a, // pop rdx
+    0x59, // pop rcx
+    0x58, // pop rax
+    0x9d, // popfq
+    0x5c, // pop rsp
+    0xff, 0x25, 0x07, 0x00, 0x00, 0x00, // jmp [rip + 7] (the slot)
+];
+
+/// Where, in the page, the address the stub jumps back to is kept (8-aligned, just after the
+/// stub: the `jmp`'s displacement above is `SLOT - STUB.len()`).
+pub const SLOT: u64 = 40;
+
+/// What the restorer page holds when mapped: the stub, then the slot (zero until a call).
+pub fn page_bytes() -> Vec<u8> {
+    let mut page = STUB.to_vec();
+    page.resize(SLOT as usize + 8, 0);
+    page
+}
+
+/// The registers of a frame, in the order the stub pops them.
+pub const FRAME: [&str; 17] = [
+    "r15", "r14", "r13", "r12", "r11", "r10", "r9", "r8", "rdi", "rsi", "rbp", "rbx", "rdx", "rcx",
+    "rax", "rflags", "rsp",
+];
+
+/// A frame's size in bytes.
+pub const FRAME_LEN: u64 = FRAME.len() as u64 * 8;
+
+/// The x86-64 System V red zone: 128 bytes below `rsp` that the thread's code may use
+/// without moving `rsp`, which nothing asynchronous may touch.
+pub const RED_ZONE: u64 = 128;
+
+/// Bytes just below the red zone left to a call's own arguments (kerf writes the name of a
+/// memfd there for `memfd_create`): the frame goes below them.
+pub const SCRATCH: u64 = 256;
+
+/// `restart_syscall`, what the kernel runs to resume a call that returned
+/// `-ERESTART_RESTARTBLOCK` (`nanosleep`, `clock_nanosleep`, `poll`, ...).
+const NR_RESTART_SYSCALL: u64 = 219;
+const ERESTART_RESTARTBLOCK: i64 = -516;
+
+/// A frame for a thread whose registers are `saved`: where it goes (8-aligned, below the red
+/// zone and [`SCRATCH`]), its bytes, and the address the thread goes on at once the stub has popped
+/// it (the PC the kernel would resume it at, see the module documentation).
+pub fn frame(saved: &Regs) -> (RemoteAddr, Vec<u8>, RemoteAddr) {
+    let (rax, rip) = if super::restarts_syscall(saved) {
+        let rax = if saved.rax as i64 == ERESTART_RESTARTBLOCK {
+            NR_RESTART_SYSCALL
+        } else {
+            saved.orig_rax
+        };
+        (rax, saved.rip.wrapping_sub(2))
+    } else {
+        (saved.rax, saved.rip)
+    };
+    let s = saved;
+    let words = [
+        s.r15, s.r14, s.r13, s.r12, s.r11, s.r10, s.r9, s.r8, s.rdi, s.rsi, s.rbp, s.rbx, s.rdx,
+        s.rcx, rax, s.eflags, s.rsp,
+    ];
+    let at = s.rsp.wrapping_sub(RED_ZONE + SCRATCH + FRAME_LEN) & !7;
+    let bytes = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    (RemoteAddr(at), bytes, RemoteAddr(rip))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kerf_arch::x86_64::listing;
+
+    #[test]
+    fn the_stub_pops_the_frame_in_order_and_jumps_through_the_slot() {
+        let text: Vec<String> = listing(&STUB, 0x1000).into_iter().map(|l| l.text).collect();
+        let mut want = vec!["syscall".to_string()];
+        for r in FRAME {
+            want.push(match r {
+                "rflags" => "popfq".to_string(),
+                r => format!("pop {r}"),
+            });
+        }
+        want.push(format!("jmp qword ptr [{:x}h]", 0x1000 + SLOT));
+        assert_eq!(text, want);
+        assert_eq!(page_bytes().len(), SLOT as usize + 8);
+    }
+
+    fn regs() -> Regs {
+        // SAFETY: plain integers; all-zero is valid.
+        let mut r: Regs = unsafe { std::mem::zeroed() };
+        r.rip = 0x5555_0000_1234;
+        r.rsp = 0x7fff_0000_1003; // not aligned: the frame is, and keeps rsp exactly
+        r.eflags = 0x246;
+        r.orig_rax = u64::MAX;
+        r.rax = 7;
+        r.rcx = 0xc;
+        r.r15 = 0xf;
+        r
+    }
+
+    fn word(bytes: &[u8], name: &str) -> u64 {
+        let i = FRAME.iter().position(|r| *r == name).expect("a frame register");
+        u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
+    }
+
+    #[test]
+    fn a_frame_lies_below_the_red_zone_and_holds_every_register() {
+        let r = regs();
+        let (at, bytes, resume) = frame(&r);
+        assert_eq!(at.0 % 8, 0);
+        let free = r.rsp - RED_ZONE - SCRATCH;
+        assert!(at.0 + FRAME_LEN <= free, "the red zone and the scratch bytes are left alone");
+        assert!(at.0 + FRAME_LEN > free - 8, "and no more stack is taken");
+        assert_eq!(bytes.len() as u64, FRAME_LEN);
+        assert_eq!(resume.0, r.rip);
+        for (name, v) in [("rsp", r.rsp), ("rflags", 0x246), ("rax", 7), ("rcx", 0xc), ("r15", 0xf)]
+        {
+            assert_eq!(word(&bytes, name), v, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_thread_inside_an_interrupted_call_gets_the_kernels_restart() {
+        let mut r = regs();
+        r.orig_rax = 0; // read
+        r.rax = (-512i64) as u64; // -ERESTARTSYS
+        let (_, bytes, resume) = frame(&r);
+        assert_eq!(resume.0, r.rip - 2, "back on the syscall instruction");
+        assert_eq!(word(&bytes, "rax"), 0, "the call again");
+        r.orig_rax = 35; // nanosleep
+        r.rax = (-516i64) as u64; // -ERESTART_RESTARTBLOCK
+        let (_, bytes, resume) = frame(&r);
+        assert_eq!(resume.0, r.rip - 2);
+        assert_eq!(word(&bytes, "rax"), NR_RESTART_SYSCALL);
+        r.rax = (-4i64) as u64; // -EINTR: finished, not restarted
+        let (_, bytes, resume) = frame(&r);
+        assert_eq!((resume.0, word(&bytes, "rax")), (r.rip, (-4i64) as u64));
+    }
+}
