@@ -4,7 +4,9 @@
 # try runs python3.11 on a json + sha256 loop (about 4 s), attaches `kerf jit -p PID
 # libc:malloc --plugin blocks` a second in, kills kerf with SIGKILL 0.15-0.6 s later, and
 # records the program's exit status (0: unharmed; 133: SIGTRAP; 139: SIGSEGV). KERF=PATH
-# picks the build (default: this tree's).
+# picks the build (default: this tree's). WHEN=held kills kerf instead while it holds the
+# program's threads: a watcher polls the program's TracerPid and kills kerf 0-3 ms after it
+# first becomes non-zero (the attach's stop, where its injected system calls are made).
 set -u
 cd "$(dirname "$0")/.."
 K=${KERF:-$PWD/target/release/kerf}
@@ -17,15 +19,39 @@ for k in range(int(sys.argv[1])):
     h.update(json.dumps({"k": k, "v": [str(j) for j in range(40)]}).encode())
 print(h.hexdigest())
 PY
+cat > "$W/held.py" <<'PY'
+import os, random, signal, sys, time
+pid, kerf = sys.argv[1], int(sys.argv[2])
+end = time.monotonic() + 10
+while time.monotonic() < end:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            tracer = next(l for l in f if l.startswith("TracerPid:")).split()[1]
+    except (OSError, StopIteration):
+        break
+    if tracer != "0":
+        time.sleep(random.uniform(0, 0.003))
+        print("held", flush=True)
+        break
+try:
+    os.kill(kerf, signal.SIGKILL)
+except OSError:
+    pass
+PY
 bad=0
+held=0
 for i in $(seq "$TRIES"); do
   /usr/bin/python3.11 "$W/loop.py" 600000 > "$W/out" & pid=$!
   sleep 1
   "$K" jit -p $pid libc:malloc --plugin blocks > /dev/null 2>&1 & kp=$!
-  sleep 0.$((RANDOM % 45 + 15)); kill -9 $kp 2>/dev/null
+  if [ "${WHEN:-}" = held ]; then
+    /usr/bin/python3.11 "$W/held.py" $pid $kp > "$W/held" && grep -q held "$W/held" && held=$((held + 1))
+  else
+    sleep 0.$((RANDOM % 45 + 15)); kill -9 $kp 2>/dev/null
+  fi
   wait $pid; rc=$?
   [ $rc -ne 0 ] && bad=$((bad + 1))
   echo "try $i: program exit $rc"
 done 2>/dev/null
-echo "harmed $bad of $TRIES"
+echo "harmed $bad of $TRIES${WHEN:+ (kerf killed while it held the threads: $held)}"
 rm -rf "$W"

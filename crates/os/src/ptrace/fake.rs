@@ -246,6 +246,23 @@ impl State {
     }
 }
 
+impl State {
+    /// The call thread `tid` entered (at its entry stop): run it and leave the thread after
+    /// its `syscall` instruction with the result.
+    fn finish_call(&mut self, tid: i32) -> io::Result<()> {
+        let mut r = self.traced(tid)?.regs;
+        r.rax = r.orig_rax;
+        let result = self.execute(tid, &r);
+        let t = self.traced(tid)?;
+        t.in_call = false;
+        t.regs.rax = result as u64;
+        t.regs.rcx = r.rip + 2; // the syscall instruction clobbers rcx and r11
+        t.regs.r11 = r.eflags;
+        t.regs.rip = r.rip + 2;
+        Ok(())
+    }
+}
+
 impl TraceSys for Fake {
     fn seize(&self, tid: i32, options: i32) -> io::Result<()> {
         let mut st = self.state();
@@ -326,49 +343,46 @@ impl TraceSys for Fake {
         Ok(())
     }
 
-    /// A `syscall` instruction under `PTRACE_SYSCALL`: its entry stop, then (resumed again)
-    /// the call and its exit stop, as the kernel reports them under
-    /// `PTRACE_O_TRACESYSGOOD`. A signal of `signals_on_step` comes before the entry.
+    /// A `syscall` instruction under `PTRACE_SYSCALL`: its entry stop, as the kernel reports
+    /// it under `PTRACE_O_TRACESYSGOOD` (then the call runs when the thread is resumed, and
+    /// its exit stop follows under `PTRACE_SYSCALL` again). A signal of `signals_on_step`
+    /// comes before the entry.
     fn syscall(&self, tid: i32, sig: i32) -> io::Result<()> {
         let mut st = self.state();
         st.log.push(format!("syscall {tid} {sig}"));
         let stop = stop_status(libc::SIGTRAP | 0x80, 0);
-        if !st.traced(tid)?.in_call {
-            if let Some(s) = st.signals_on_step.pop_front() {
-                let t = st.traced(tid)?;
-                t.siginfo = SigInfo::new(s, 0, 4242, 0);
-                t.events.push_back(stop_status(s, 0));
-                return Ok(());
-            }
-            let r = st.traced(tid)?.regs;
-            let insn = st.seg(r.rip).map(|(b, o)| (b[o], b.get(o + 1).copied()));
-            assert_eq!(insn, Some((0x0f, Some(0x05))), "entering a syscall instruction");
-            assert_eq!(r.orig_rax, u64::MAX, "orig_rax = -1 while injecting");
-            let t = st.traced(tid)?;
-            t.in_call = true;
-            t.regs.orig_rax = r.rax;
-            t.regs.rax = (-i64::from(libc::ENOSYS)) as u64;
-            t.events.push_back(stop);
+        if st.traced(tid)?.in_call {
+            st.finish_call(tid)?;
+            st.traced(tid)?.events.push_back(stop);
             return Ok(());
         }
-        let mut r = st.traced(tid)?.regs;
-        r.rax = r.orig_rax;
-        let result = st.execute(tid, &r);
+        if let Some(s) = st.signals_on_step.pop_front() {
+            let t = st.traced(tid)?;
+            t.siginfo = SigInfo::new(s, 0, 4242, 0);
+            t.events.push_back(stop_status(s, 0));
+            return Ok(());
+        }
+        let r = st.traced(tid)?.regs;
+        let insn = st.seg(r.rip).map(|(b, o)| (b[o], b.get(o + 1).copied()));
+        assert_eq!(insn, Some((0x0f, Some(0x05))), "entering a syscall instruction");
+        assert_eq!(r.orig_rax, u64::MAX, "orig_rax = -1 while injecting");
         let t = st.traced(tid)?;
-        t.in_call = false;
-        t.regs.rax = result as u64;
-        t.regs.rcx = r.rip + 2;
-        t.regs.r11 = r.eflags;
-        t.regs.rip = r.rip + 2;
+        t.in_call = true;
+        t.regs.orig_rax = r.rax;
+        t.regs.rax = (-i64::from(libc::ENOSYS)) as u64;
         t.events.push_back(stop);
         Ok(())
     }
 
     /// Only as [`crate::ptrace::Tracee`] uses it: after a `PTRACE_INTERRUPT` of a stopped
-    /// thread (its event stop already queued), a resume that reaches that stop at once.
+    /// thread (its event stop already queued), a resume that reaches that stop at once (from
+    /// a syscall-entry stop, once the call is made).
     fn cont(&self, tid: i32, sig: i32) -> io::Result<()> {
         let mut st = self.state();
         st.log.push(format!("cont {tid} {sig}"));
+        if st.traced(tid)?.in_call {
+            st.finish_call(tid)?;
+        }
         let t = st.traced(tid)?;
         if t.events.is_empty() {
             return Err(err(libc::ENOSYS));

@@ -26,19 +26,21 @@
 //!   left in (exact siginfo), any further ones with `rt_tgsigqueueinfo` (same pid, uid and
 //!   value; `si_code` becomes `SI_QUEUE` when the kernel forbids queueing the original one).
 //!   Signals still queued in the kernel are not touched: they arrive after the detach.
-//! * **Injected system calls** run through a *restorer page* kerf maps in the process at its
-//!   first call (see `restorer`): the thread's registers are written on its stack below the
-//!   red zone, the thread runs the page's `syscall` under `PTRACE_SYSCALL` (entry stop, exit
-//!   stop, where the result is read), is parked in an interrupt stop and gets its registers
-//!   back exactly (`PTRACE_SETREGS`, so that a thread that was inside `read` or `nanosleep`
+//! * **Injected system calls** run through a *restorer* kerf places in the process at its
+//!   first call (see `restorer`: after the vDSO's image, which needs no call, or in a page
+//!   of its own): the thread's registers are written on its stack below the
+//!   red zone, the thread runs to the page's `syscall` under `PTRACE_SYSCALL` (its entry
+//!   stop), then makes the call and is parked in an interrupt stop (`PTRACE_INTERRUPT`,
+//!   `PTRACE_CONT`) before its next user instruction, where kerf reads the result and puts
+//!   its registers back exactly (`PTRACE_SETREGS`, so that a thread that was inside `read` or `nanosleep`
 //!   gets the restart the kernel had planned for it when it resumes: the restart is applied
 //!   after the last ptrace-stop, from the restored `orig_rax`/`rax`; the injected call runs
 //!   with `orig_rax = -1` so that the kernel's restart logic leaves its registers alone).
 //!   kerf killed (SIGKILL) at any point of that leaves a thread that runs the call and then
 //!   the page's code, which pops its registers back: nothing of kerf's stays in the thread.
-//!   A syscall-stop is harmless to leave, under `PTRACE_O_TRACESYSGOOD`. The page is unmapped
-//!   when the threads are let go.
-//! * **Where the restorer cannot serve** (mapping and unmapping the page itself, a thread
+//!   A syscall-stop is harmless to leave, under `PTRACE_O_TRACESYSGOOD`. The restorer is
+//!   taken out when the threads are let go.
+//! * **Where the restorer cannot serve** (mapping and unmapping its page, a thread
 //!   holding a signal kerf must hand back from a signal-delivery-stop, a stack with no room
 //!   for the frame), the call executes an existing `syscall` instruction of the target
 //!   (found once, in the vdso first) with `PTRACE_SINGLESTEP`. The step's trap leaves the
@@ -168,13 +170,16 @@ const SEIZE_OPTIONS: i32 = libc::PTRACE_O_TRACECLONE | libc::PTRACE_O_TRACESYSGO
 /// The stop signal of a syscall-stop under `PTRACE_O_TRACESYSGOOD`.
 const SYSCALL_STOP: i32 = libc::SIGTRAP | 0x80;
 
-/// The restorer page of a [`Tracee`].
+/// Where the restorer of a [`Tracee`] is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Restorer {
-    /// Not mapped yet.
+    /// Not placed yet.
     NotYet,
-    At(RemoteAddr),
-    /// It could not be mapped or written: calls go the old way.
+    /// In the room after the vDSO's image (zeros to put back at the end).
+    InVdso(RemoteAddr),
+    /// In a page of its own, mapped by kerf (to unmap at the end).
+    Mapped(RemoteAddr),
+    /// It could not be placed: calls are single-stepped.
     Unavailable,
 }
 
@@ -220,7 +225,7 @@ pub struct Tracee {
     /// Where an injected call executes when it cannot go through the restorer (found once;
     /// forgotten when kerf writes over it).
     syscall_insn: Cell<Option<RemoteAddr>>,
-    /// The restorer page (see `restorer`), mapped at the first injected call.
+    /// The restorer (see `restorer`), placed at the first injected call.
     restorer: Restorer,
     /// The writable mappings of the process (`[start, end)`), read once: the stacks frames
     /// go on (kerf maps and unmaps only its own memory while it holds the threads).
@@ -513,15 +518,15 @@ impl Tracee {
     /// Run system call `nr` with `args` in stopped thread `tid` and return its raw result
     /// (a call the kernel reports as interrupted, `-ERESTART*`, is run again).
     ///
-    /// The call runs through the restorer page (see `restorer`), mapped in the process at
-    /// the first call: the thread's registers go on its stack below the red zone, the thread
-    /// runs the stub's `syscall` under `PTRACE_SYSCALL`, the result is read at the exit stop,
-    /// the thread is parked in an interrupt stop and its registers put back exactly. kerf
+    /// The call runs through the restorer (see `restorer`), placed in the process at the
+    /// first call: the thread's registers go on its stack below the red zone, the thread
+    /// runs to the stub's `syscall` under `PTRACE_SYSCALL`, makes the call and is parked in an
+    /// interrupt stop, where the result is read and its registers put back exactly. kerf
     /// killed at any point of that leaves a thread that finishes the call and restores
-    /// itself. Where that cannot be done (mapping the page itself and unmapping it at the
-    /// end, a thread holding a signal kerf must deliver from a signal-delivery-stop, no room
-    /// on its stack), the call is single-stepped at an existing `syscall` instruction of the
-    /// target instead (see `syscall_by_step`).
+    /// itself. Where that cannot be done (mapping the restorer's page, where it needs one,
+    /// and unmapping it at the end; a thread holding a signal kerf must deliver from a
+    /// signal-delivery-stop; no room on its stack), the call is single-stepped at an
+    /// existing `syscall` instruction of the target instead (see `syscall_by_step`).
     ///
     /// A call the thread's seccomp filters would not let run as it is (kill, SIGSYS, an
     /// errno, a supervisor's answer) is not made: [`TargetError::Seccomp`].
@@ -557,15 +562,22 @@ impl Tracee {
         }
     }
 
-    /// The restorer page, mapped (by a single-stepped `mmap` on `tid`) and written if it is
-    /// not yet; `None` if it cannot be.
+    /// The restorer's address, placed if it is not yet: after the vDSO's image if there is
+    /// room (no call needed), else in a page mapped by a single-stepped `mmap` on `tid`;
+    /// `None` if neither can be.
     fn restorer(&mut self, tid: i32) -> Result<Option<RemoteAddr>, TargetError> {
         match self.restorer {
-            Restorer::At(a) => return Ok(Some(a)),
+            Restorer::InVdso(a) | Restorer::Mapped(a) => return Ok(Some(a)),
             Restorer::Unavailable => return Ok(None),
             Restorer::NotYet => {}
         }
         let page = restorer::page_bytes();
+        if let Some(at) = self.vdso_room() {
+            if self.write(at, &page).is_ok() {
+                self.restorer = Restorer::InVdso(at);
+                return Ok(Some(at));
+            }
+        }
         let prot = (libc::PROT_READ | libc::PROT_EXEC) as u64;
         let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
         let len = layout::page_up(page.len() as u64);
@@ -589,18 +601,38 @@ impl Tracee {
             let _ = self.syscall_by_step(tid, libc::SYS_munmap, [at.0, len, 0, 0, 0, 0]);
             return Ok(None);
         }
-        self.restorer = Restorer::At(at);
+        self.restorer = Restorer::Mapped(at);
         Ok(Some(at))
     }
 
-    /// Unmap the restorer page (single-stepped: the thread must not return into it), if it is
-    /// mapped. Best effort: a page left behind harms nothing.
+    /// Where the restorer fits after the vDSO's image (see `restorer::vdso_room`), if it does.
+    fn vdso_room(&self) -> Option<RemoteAddr> {
+        let maps = self.maps().ok()?;
+        let vdso = maps.iter().find(|m| m.path.as_deref() == Some("[vdso]") && m.exec)?;
+        if vdso.len() > 1 << 20 {
+            return None;
+        }
+        let mut image = vec![0u8; vdso.len() as usize];
+        self.read(vdso.start, &mut image).ok()?;
+        restorer::vdso_room(&image).map(|off| vdso.start + off)
+    }
+
+    /// Take the restorer out, if it was placed: zeros back after the vDSO's image, or its
+    /// page unmapped (single-stepped: the thread must not return into it). Best effort: what
+    /// is left harms nothing.
     fn unmap_restorer(&mut self) {
-        let Restorer::At(at) = self.restorer else { return };
-        self.restorer = Restorer::Unavailable;
-        let len = layout::page_up(restorer::page_bytes().len() as u64);
-        if let Ok(tid) = self.inject_tid() {
-            let _ = self.syscall_by_step(tid, libc::SYS_munmap, [at.0, len, 0, 0, 0, 0]);
+        let len = restorer::page_bytes().len();
+        match std::mem::replace(&mut self.restorer, Restorer::Unavailable) {
+            Restorer::InVdso(at) => {
+                let _ = self.write(at, &vec![0; len]);
+            }
+            Restorer::Mapped(at) => {
+                if let Ok(tid) = self.inject_tid() {
+                    let len = layout::page_up(len as u64);
+                    let _ = self.syscall_by_step(tid, libc::SYS_munmap, [at.0, len, 0, 0, 0, 0]);
+                }
+            }
+            Restorer::NotYet | Restorer::Unavailable => {}
         }
     }
 
@@ -614,7 +646,7 @@ impl Tracee {
         maps.iter().any(|&(start, end)| start <= lo && hi <= end)
     }
 
-    /// Make one call through the restorer page at `stub` (see [`Tracee::syscall_on`]). The
+    /// Make one call through the restorer at `stub` (see [`Tracee::syscall_on`]). The
     /// numbered steps keep this true at every instant: were kerf killed, the thread would
     /// either be as kerf found it or run the call and the stub's restore.
     fn syscall_by_restorer(
@@ -656,19 +688,19 @@ impl Tracee {
         let mut result = 0;
         for _ in 0..16 {
             self.sys.set_regs(tid, &regs).map_err(|e| self.ptrace_err(tid, "PTRACE_SETREGS", e))?;
-            // 3. To the entry stop, then the exit stop (a syscall-stop left by a dying kerf
-            //    sends no signal, see `SEIZE_OPTIONS`), where the result is read.
-            let exit = match self.run_to_syscall_stop(tid, true)? {
-                Some(_) => self.run_to_syscall_stop(tid, false)?,
-                None => None,
-            };
-            let Some(status) = exit else {
+            // 3. To the call's entry stop (a syscall-stop left by a dying kerf sends no
+            //    signal, see `SEIZE_OPTIONS`).
+            if !self.run_to_entry_stop(tid)? {
                 // A signal came first (now held): the thread sits in its delivery stop, which
                 // is where it must be to get it back exactly.
                 put_back(self)?;
                 self.write(frame_at, &old)?;
                 return Ok(ThroughRestorer::Declined);
-            };
+            }
+            // 4. The call runs and the thread is parked in an interrupt stop before it gets
+            //    back to user code, its result in `rax`: let go there, it would run the
+            //    stub's restore.
+            let status = self.park_now(tid, "park after a syscall injection")?;
             let now =
                 self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
             if now.pc() != stub + 2 {
@@ -677,9 +709,6 @@ impl Tracee {
                 return Err(TargetError::UnexpectedStop { pid: self.pid, tid, op, status });
             }
             result = now.rax as i64;
-            // 4. Parked in an interrupt stop with the call's registers: let go now, the thread
-            //    would run the stub's restore.
-            self.park_now(tid, "park after a syscall injection")?;
             if !ERESTART_RANGE.contains(&result) {
                 break;
             }
@@ -691,35 +720,34 @@ impl Tracee {
         Ok(ThroughRestorer::Done(result))
     }
 
-    /// Resume stopped thread `tid` with `PTRACE_SYSCALL` until its next syscall-stop (the
-    /// entry stop of the stub's call if `entry`, else its exit stop): its wait status there,
-    /// `None` if a signal-delivery-stop came first (the signal held). Other stops are
-    /// absorbed.
-    fn run_to_syscall_stop(&mut self, tid: i32, entry: bool) -> Result<Option<i32>, TargetError> {
-        let op = if entry { "syscall entry" } else { "syscall exit" };
+    /// Resume stopped thread `tid` with `PTRACE_SYSCALL` until the entry stop of the stub's
+    /// call: `true` there, `false` if a signal-delivery-stop came first (the signal held).
+    /// Other stops are absorbed.
+    fn run_to_entry_stop(&mut self, tid: i32) -> Result<bool, TargetError> {
+        const OP: &str = "syscall entry";
         let deadline = Instant::now() + self.timeout;
         for _ in 0..MAX_STEP_STOPS {
             self.sys.syscall(tid, 0).map_err(|e| self.ptrace_err(tid, "PTRACE_SYSCALL", e))?;
             let i = self.stopped(tid)?;
             self.threads[i].state = State::Running;
-            let status = self.wait_one(tid, op, deadline)?;
+            let status = self.wait_one(tid, OP, deadline)?;
             match decode(status) {
                 Status::Stopped { sig: SYSCALL_STOP, event: 0 } => {
                     let i = self.index(tid).expect("stopped thread is tracked");
                     self.threads[i].state = State::Event;
-                    return Ok(Some(status));
+                    return Ok(true);
                 }
-                Status::Stopped { event: 0, .. } if entry => {
-                    self.absorb(tid, status, op)?;
-                    return Ok(None);
+                Status::Stopped { event: 0, .. } => {
+                    self.absorb(tid, status, OP)?;
+                    return Ok(false);
                 }
-                _ => self.absorb(tid, status, op)?,
+                _ => self.absorb(tid, status, OP)?,
             }
             if self.index(tid).is_none() {
-                return Err(TargetError::ThreadExited { pid: self.pid, tid, op });
+                return Err(TargetError::ThreadExited { pid: self.pid, tid, op: OP });
             }
         }
-        Err(TargetError::StepInterrupted { pid: self.pid, tid, op, stops: MAX_STEP_STOPS })
+        Err(TargetError::StepInterrupted { pid: self.pid, tid, op: OP, stops: MAX_STEP_STOPS })
     }
 
     /// Run system call `nr` with `args` in stopped thread `tid` by single-stepping an existing
@@ -791,12 +819,12 @@ impl Tracee {
         if self.threads[i].state != State::Signal || !self.threads[i].pending.is_empty() {
             return Ok(());
         }
-        self.park_now(tid, op)
+        self.park_now(tid, op).map(drop)
     }
 
     /// Move stopped thread `tid` into an interrupt stop (see [`Tracee::park`]) from whatever
     /// stop it is in.
-    fn park_now(&mut self, tid: i32, op: &'static str) -> Result<(), TargetError> {
+    fn park_now(&mut self, tid: i32, op: &'static str) -> Result<i32, TargetError> {
         let i = self.stopped(tid)?;
         self.sys.interrupt(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_INTERRUPT", e))?;
         self.sys.cont(tid, 0).map_err(|e| self.ptrace_err(tid, "PTRACE_CONT", e))?;
@@ -817,12 +845,12 @@ impl Tracee {
                 let i = self.index(tid).expect("stopped thread is tracked");
                 self.threads[i].pending.push_back(info);
                 self.threads[i].state = State::Signal;
-                Ok(())
+                Ok(status)
             }
             Status::Stopped { .. } => {
                 let i = self.index(tid).expect("stopped thread is tracked");
                 self.threads[i].state = State::Event;
-                Ok(())
+                Ok(status)
             }
         }
     }

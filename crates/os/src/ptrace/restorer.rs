@@ -1,9 +1,10 @@
-//! The restorer: a page kerf maps in a process it holds, through which injected system calls
-//! run, so that a thread kerf leaves in the middle of one (kerf killed) finishes the call and
-//! puts its own registers back by itself instead of running on with the call's.
+//! The restorer: a few bytes kerf places in a process it holds (after the vDSO's image, or in
+//! a page of their own), through which injected system calls run, so that a thread kerf
+//! leaves in the middle of one (kerf killed) finishes the call and puts its own registers
+//! back by itself instead of running on with the call's.
 //!
-//! Pure: the stub's bytes and the frame it pops, tested on bytes; [`super::Tracee`] maps the
-//! page, writes the frame and drives the call.
+//! Pure: the stub's bytes, where it fits in the vDSO, and the frame it pops, tested on bytes;
+//! [`super::Tracee`] places it, writes the frame and drives the call.
 //!
 //! # How a call runs through it
 //!
@@ -21,9 +22,11 @@
 //!   jmp [rip + slot]             ; where the thread was
 //! ```
 //!
-//! kerf runs it with `PTRACE_SYSCALL` and takes the result at the call's exit stop; it never
-//! lets the thread reach the `pop`s itself (it puts the registers back with `PTRACE_SETREGS`,
-//! which keeps the kernel's own restart of an interrupted call). The `pop`s run only when
+//! kerf runs it with `PTRACE_SYSCALL` to the call's entry stop, then `PTRACE_INTERRUPT` and
+//! `PTRACE_CONT`: the call runs and the thread stops again (an interrupt stop) before its
+//! next user instruction, `rax` holding the result. kerf never lets the thread reach the
+//! `pop`s itself (it puts the registers back with `PTRACE_SETREGS`, which keeps the kernel's
+//! own restart of an interrupted call). The `pop`s run only when
 //! kerf is gone: from any stop of the sequence, the thread resumes into the call or after
 //! it, and the stub brings it back. The jump reads the slot, not the stack: once `rsp` is the
 //! thread's again, the memory below it belongs to any signal that arrives.
@@ -65,11 +68,47 @@ pub const STUB: [u8; 33] = [
 /// stub: the `jmp`'s displacement above is `SLOT - STUB.len()`).
 pub const SLOT: u64 = 40;
 
-/// What the restorer page holds when mapped: the stub, then the slot (zero until a call).
+/// The restorer's bytes as placed: the stub, then the slot (zero until a call).
 pub fn page_bytes() -> Vec<u8> {
     let mut page = STUB.to_vec();
     page.resize(SLOT as usize + 8, 0);
     page
+}
+
+/// Where in the vDSO's mapping (`image`: all of its bytes) the restorer can go without a
+/// page of its own: the offset of [`page_bytes`]'s length of bytes past the end of the vDSO's
+/// ELF image (its loaded segments, program and section headers), which nothing reads or
+/// runs: the mapping is whole pages, the image is not. `None` if `image` is no 64-bit ELF,
+/// or the bytes there are neither zero nor a restorer a killed kerf left behind (kerf puts
+/// zeros back there when it lets the threads go).
+///
+/// Writing there (through /proc/PID/mem, as a debugger's breakpoint in the vDSO) needs no
+/// system call in the target: kerf's first call then needs no single-step either, which
+/// a dying kerf could leave half made.
+pub fn vdso_room(image: &[u8]) -> Option<u64> {
+    let u16_at = |at: usize| image.get(at..at + 2).map(|b| u16::from_le_bytes([b[0], b[1]]));
+    let u64_at = |at: usize| {
+        image.get(at..at + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    };
+    if image.get(..5) != Some(b"\x7fELF\x02") {
+        return None;
+    }
+    let (phoff, shoff) = (u64_at(0x20)?, u64_at(0x28)?);
+    let (phentsize, phnum) = (u64::from(u16_at(0x36)?), u64::from(u16_at(0x38)?));
+    let (shentsize, shnum) = (u64::from(u16_at(0x3a)?), u64::from(u16_at(0x3c)?));
+    // Checked: the header is the target's memory, whatever it holds.
+    let table_end = |off: u64, size: u64, n: u64| off.checked_add(size.checked_mul(n)?);
+    let mut end = table_end(phoff, phentsize, phnum)?.max(table_end(shoff, shentsize, shnum)?);
+    for i in 0..phnum {
+        let ph = usize::try_from(table_end(phoff, phentsize, i)?).ok()?;
+        end = end.max(u64_at(ph + 8)?.checked_add(u64_at(ph + 32)?)?);
+    }
+    let at = end.max(0x40).checked_next_multiple_of(16)?;
+    let len = page_bytes().len();
+    let room = image.get(usize::try_from(at).ok()?..)?.get(..len)?;
+    let ours =
+        room[..STUB.len()] == STUB && room[STUB.len()..SLOT as usize].iter().all(|&b| b == 0);
+    (room.iter().all(|&b| b == 0) || ours).then_some(at)
 }
 
 /// The registers of a frame, in the order the stub pops them.
@@ -136,6 +175,42 @@ mod tests {
         want.push(format!("jmp qword ptr [{:x}h]", 0x1000 + SLOT));
         assert_eq!(text, want);
         assert_eq!(page_bytes().len(), SLOT as usize + 8);
+    }
+
+    /// A 64-bit ELF header with one program header and `shnum` section headers at `shoff`,
+    /// in a mapping of `len` bytes.
+    fn elf(len: usize, shoff: u64, shnum: u16) -> Vec<u8> {
+        let mut b = vec![0u8; len];
+        b[..5].copy_from_slice(b"\x7fELF\x02");
+        b[0x20..0x28].copy_from_slice(&0x40u64.to_le_bytes()); // e_phoff
+        b[0x28..0x30].copy_from_slice(&shoff.to_le_bytes());
+        b[0x36..0x38].copy_from_slice(&56u16.to_le_bytes());
+        b[0x38..0x3a].copy_from_slice(&1u16.to_le_bytes());
+        b[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
+        b[0x3c..0x3e].copy_from_slice(&shnum.to_le_bytes());
+        b[0x40 + 32..0x40 + 40].copy_from_slice(&0x1562u64.to_le_bytes()); // p_filesz
+        b
+    }
+
+    #[test]
+    fn the_vdso_has_room_after_its_image_unless_its_bytes_are_used() {
+        // As this machine's: the section headers end at 0x1a60 of two pages.
+        let mut image = elf(0x2000, 0x1720, 13);
+        assert_eq!(vdso_room(&image), Some(0x1a60));
+        // A restorer a killed kerf left there (its slot set) is taken for kerf's own.
+        image[0x1a60..0x1a60 + STUB.len()].copy_from_slice(&STUB);
+        image[0x1a60 + SLOT as usize] = 0x42;
+        assert_eq!(vdso_room(&image), Some(0x1a60));
+        // Anything else there, or too little room, or no ELF: none.
+        image[0x1a60 + 3] = 0x90;
+        assert_eq!(vdso_room(&image), None);
+        assert_eq!(vdso_room(&elf(0x2000, 0x2000 - 13 * 64 - 16, 13)), None);
+        assert_eq!(vdso_room(&elf(0x2000, 0x1000, 0)), Some(0x1570), "the segment's end");
+        assert_eq!(vdso_room(&[0x90; 0x2000]), None);
+        let mut garbage = elf(0x2000, u64::MAX - 8, 0xffff);
+        assert_eq!(vdso_room(&garbage), None, "no overflow");
+        garbage[0x40 + 8..0x40 + 16].copy_from_slice(&u64::MAX.to_le_bytes());
+        assert_eq!(vdso_room(&garbage), None);
     }
 
     fn regs() -> Regs {
