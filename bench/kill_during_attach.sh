@@ -45,7 +45,8 @@ for i in $(seq "$TRIES"); do
   sleep 1
   "$K" jit -p $pid libc:malloc --plugin blocks > /dev/null 2>&1 & kp=$!
   if [ "${WHEN:-}" = held ]; then
-    /usr/bin/python3.11 "$W/held.py" $pid $kp > "$W/held" && grep -q held "$W/held" && held=$((held + 1))
+    /usr/bin/python3.11 "$W/held.py" $pid $kp > "$W/held"
+    grep -q held "$W/held" && held=$((held + 1))
   else
     sleep 0.$((RANDOM % 45 + 15)); kill -9 $kp 2>/dev/null
   fi

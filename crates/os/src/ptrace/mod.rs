@@ -28,18 +28,18 @@
 //!   Signals still queued in the kernel are not touched: they arrive after the detach.
 //! * **Injected system calls** run through a *restorer* kerf places in the process at its
 //!   first call (see `restorer`: after the vDSO's image, which needs no call, or in a page
-//!   of its own): the thread's registers are written on its stack below the
-//!   red zone, the thread runs to the page's `syscall` under `PTRACE_SYSCALL` (its entry
-//!   stop), then makes the call and is parked in an interrupt stop (`PTRACE_INTERRUPT`,
-//!   `PTRACE_CONT`) before its next user instruction, where kerf reads the result and puts
-//!   its registers back exactly (`PTRACE_SETREGS`, so that a thread that was inside `read` or `nanosleep`
+//!   of its own): the thread's registers are written on its stack below the red zone, the
+//!   thread runs to the restorer's `syscall` under `PTRACE_SYSCALL` (its entry stop), then
+//!   makes the call and is parked in an interrupt stop (`PTRACE_INTERRUPT`, `PTRACE_CONT`)
+//!   before its next user instruction, where kerf reads the result and puts its registers
+//!   back exactly (`PTRACE_SETREGS`, so that a thread that was inside `read` or `nanosleep`
 //!   gets the restart the kernel had planned for it when it resumes: the restart is applied
 //!   after the last ptrace-stop, from the restored `orig_rax`/`rax`; the injected call runs
 //!   with `orig_rax = -1` so that the kernel's restart logic leaves its registers alone).
 //!   kerf killed (SIGKILL) at any point of that leaves a thread that runs the call and then
-//!   the page's code, which pops its registers back: nothing of kerf's stays in the thread.
-//!   A syscall-stop is harmless to leave, under `PTRACE_O_TRACESYSGOOD`. The restorer is
-//!   taken out when the threads are let go.
+//!   the restorer's code, which pops its registers back: nothing of kerf's stays in the
+//!   thread. A syscall-stop is harmless to leave, under `PTRACE_O_TRACESYSGOOD`. The
+//!   restorer is taken out when the threads are let go.
 //! * **Where the restorer cannot serve** (mapping and unmapping its page, a thread
 //!   holding a signal kerf must hand back from a signal-delivery-stop, a stack with no room
 //!   for the frame), the call executes an existing `syscall` instruction of the target

@@ -10,9 +10,9 @@
 //!
 //! The thread's registers as kerf found them are written as a *frame* on its own stack,
 //! below the red zone (where a signal handler's frame would go: the ABI leaves that memory to
-//! asynchronous use; its old bytes are put back after the call), and where it must go on is written into the page's *slot*. The thread
-//! is then pointed at the stub with `rsp` at the frame and the call's number and arguments in
-//! its registers. The stub is:
+//! asynchronous use; its old bytes are put back after the call), and where it must go on is
+//! written into the restorer's *slot*. The thread is then pointed at the stub with `rsp` at
+//! the frame and the call's number and arguments in its registers. The stub is:
 //!
 //! ```text
 //!   syscall                      ; the injected call
@@ -26,10 +26,11 @@
 //! `PTRACE_CONT`: the call runs and the thread stops again (an interrupt stop) before its
 //! next user instruction, `rax` holding the result. kerf never lets the thread reach the
 //! `pop`s itself (it puts the registers back with `PTRACE_SETREGS`, which keeps the kernel's
-//! own restart of an interrupted call). The `pop`s run only when
-//! kerf is gone: from any stop of the sequence, the thread resumes into the call or after
-//! it, and the stub brings it back. The jump reads the slot, not the stack: once `rsp` is the
-//! thread's again, the memory below it belongs to any signal that arrives.
+//! own restart of an interrupted call). The `pop`s run only when kerf is gone: from any stop
+//! of the sequence, the thread resumes into the call or after it, and the stub brings it
+//! back. The jump reads the slot, not the stack: once `rsp` is the thread's again, the memory
+//! below it belongs to any signal that arrives. Only one thread at a time is in a call, so
+//! one slot serves them all.
 //!
 //! A thread stopped inside an interrupted system call (`orig_rax` a call, `rax` an
 //! `-ERESTART*` code) would have been restarted by the kernel when it resumed; the stub
