@@ -247,8 +247,28 @@ impl State {
 }
 
 impl State {
-    /// The call thread `tid` entered (at its entry stop): run it and leave the thread after
-    /// its `syscall` instruction with the result.
+    /// A signal of `signals_on_step`, if one is left, stops thread `tid` before its next
+    /// instruction: `true` then.
+    fn signal_first(&mut self, tid: i32) -> io::Result<bool> {
+        let Some(s) = self.signals_on_step.pop_front() else { return Ok(false) };
+        let t = self.traced(tid)?;
+        t.siginfo = SigInfo::new(s, 0, 4242, 0);
+        t.events.push_back(stop_status(s, 0));
+        Ok(true)
+    }
+
+    /// The number of the call thread `tid` is about to make (`doing` it), checking that it
+    /// stands on a `syscall` instruction with `orig_rax = -1`, as kerf injects.
+    fn at_syscall(&mut self, tid: i32, doing: &str) -> io::Result<u64> {
+        let r = self.traced(tid)?.regs;
+        let insn = self.seg(r.rip).map(|(b, o)| (b[o], b.get(o + 1).copied()));
+        assert_eq!(insn, Some((0x0f, Some(0x05))), "{doing} a syscall instruction");
+        assert_eq!(r.orig_rax, u64::MAX, "orig_rax = -1 while injecting");
+        Ok(r.rax)
+    }
+
+    /// The call thread `tid` entered (`orig_rax` its number): run it and leave the thread
+    /// after its `syscall` instruction with the result.
     fn finish_call(&mut self, tid: i32) -> io::Result<()> {
         let mut r = self.traced(tid)?.regs;
         r.rax = r.orig_rax;
@@ -317,23 +337,13 @@ impl TraceSys for Fake {
     fn single_step(&self, tid: i32, sig: i32) -> io::Result<()> {
         let mut st = self.state();
         st.log.push(format!("step {tid} {sig}"));
-        if let Some(s) = st.signals_on_step.pop_front() {
-            let t = st.traced(tid)?;
-            t.siginfo = SigInfo::new(s, 0, 4242, 0);
-            t.events.push_back(stop_status(s, 0));
+        if st.signal_first(tid)? {
             return Ok(());
         }
-        let r = st.traced(tid)?.regs;
-        let insn = st.seg(r.rip).map(|(b, o)| (b[o], b.get(o + 1).copied()));
-        assert_eq!(insn, Some((0x0f, Some(0x05))), "stepping a syscall instruction");
-        assert_eq!(r.orig_rax, u64::MAX, "orig_rax = -1 while injecting");
-        let result = st.execute(tid, &r);
+        let nr = st.at_syscall(tid, "stepping")?;
+        st.traced(tid)?.regs.orig_rax = nr;
+        st.finish_call(tid)?;
         let t = st.traced(tid)?;
-        t.regs.orig_rax = r.rax;
-        t.regs.rax = result as u64;
-        t.regs.rcx = r.rip + 2; // the syscall instruction clobbers rcx and r11
-        t.regs.r11 = r.eflags;
-        t.regs.rip = r.rip + 2;
         t.siginfo = SigInfo::new(libc::SIGTRAP, TRAP_BRKPT, 0, 0);
         t.events.push_back(stop_status(libc::SIGTRAP, 0));
         if t.sigmask & SIGTRAP_BIT != 0 {
@@ -356,19 +366,13 @@ impl TraceSys for Fake {
             st.traced(tid)?.events.push_back(stop);
             return Ok(());
         }
-        if let Some(s) = st.signals_on_step.pop_front() {
-            let t = st.traced(tid)?;
-            t.siginfo = SigInfo::new(s, 0, 4242, 0);
-            t.events.push_back(stop_status(s, 0));
+        if st.signal_first(tid)? {
             return Ok(());
         }
-        let r = st.traced(tid)?.regs;
-        let insn = st.seg(r.rip).map(|(b, o)| (b[o], b.get(o + 1).copied()));
-        assert_eq!(insn, Some((0x0f, Some(0x05))), "entering a syscall instruction");
-        assert_eq!(r.orig_rax, u64::MAX, "orig_rax = -1 while injecting");
+        let nr = st.at_syscall(tid, "entering")?;
         let t = st.traced(tid)?;
         t.in_call = true;
-        t.regs.orig_rax = r.rax;
+        t.regs.orig_rax = nr;
         t.regs.rax = (-i64::from(libc::ENOSYS)) as u64;
         t.events.push_back(stop);
         Ok(())

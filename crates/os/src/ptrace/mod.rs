@@ -668,17 +668,8 @@ impl Tracee {
         self.write(frame_at, &frame)?;
         self.write(stub + restorer::SLOT, &resume.0.to_le_bytes())?;
         // 2. The call's registers: from here the thread, let go, runs the stub.
-        let mut regs = saved;
-        regs.set_pc(stub);
+        let mut regs = call_regs(&saved, stub, nr, args);
         regs.set_sp(frame_at);
-        regs.rax = nr as u64;
-        regs.orig_rax = u64::MAX; // not a call to restart (see `syscall_by_step`)
-        regs.rdi = args[0];
-        regs.rsi = args[1];
-        regs.rdx = args[2];
-        regs.r10 = args[3];
-        regs.r8 = args[4];
-        regs.r9 = args[5];
         let put_back = |t: &mut Self| match t.index(tid) {
             Some(i) if t.threads[i].state != State::Running => {
                 t.sys.set_regs(tid, &saved).map_err(|e| t.ptrace_err(tid, "PTRACE_SETREGS", e))
@@ -768,16 +759,7 @@ impl Tracee {
         self.allowed(tid, nr, &call)?;
         let saved =
             self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
-        let mut regs = saved;
-        regs.set_pc(insn);
-        regs.rax = nr as u64;
-        regs.orig_rax = u64::MAX;
-        regs.rdi = args[0];
-        regs.rsi = args[1];
-        regs.rdx = args[2];
-        regs.r10 = args[3];
-        regs.r8 = args[4];
-        regs.r9 = args[5];
+        let regs = call_regs(&saved, insn, nr, args);
         let mut result = 0;
         for _ in 0..16 {
             let after = self.step_syscall(tid, &regs, insn);
@@ -1726,7 +1708,6 @@ impl Drop for Tracee {
     }
 }
 
-/// The thread group (`Tgid` of /proc/TID/status) that `tid` belongs to.
 /// SIGTRAP's bit in a signal mask.
 const SIGTRAP_BIT: u64 = 1 << (libc::SIGTRAP - 1);
 /// The trap flag (TF) in `eflags`: set, the CPU traps after each instruction.
@@ -1771,6 +1752,20 @@ pub fn in_masking_call(r: &Regs) -> bool {
     MASKING_CALLS.contains(&r.orig_rax) && ERESTART_RANGE.contains(&(r.rax as i64))
 }
 
+/// A thread's registers `saved` made into those of system call `nr` with `args` at the
+/// `syscall` instruction at `pc`: the call's number in `rax`, its arguments where the
+/// syscall ABI takes them (the 4th in `r10`), and `orig_rax = -1`, so that the kernel does
+/// not take the thread for one returning from an interrupted call it should restart.
+fn call_regs(saved: &Regs, pc: RemoteAddr, nr: i64, args: [u64; 6]) -> Regs {
+    let mut regs = *saved;
+    regs.set_pc(pc);
+    regs.rax = nr as u64;
+    regs.orig_rax = u64::MAX;
+    [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9] = args;
+    regs
+}
+
+/// The thread group (`Tgid` of /proc/TID/status) that `tid` belongs to.
 fn thread_group_of(sys: &dyn TraceSys, tid: i32) -> Result<i32, TargetError> {
     let path = PathBuf::from(format!("/proc/{tid}/status"));
     match sys.read_text(&path) {
