@@ -608,6 +608,8 @@ impl Tracee {
     /// Where the restorer fits after the vDSO's image (see `restorer::vdso_room`), if it does.
     fn vdso_room(&self) -> Option<RemoteAddr> {
         let maps = self.maps().ok()?;
+        // The same read serves the frames' stack check (see `writable`).
+        let _ = self.writable.set(writable_ranges(&maps));
         let vdso = maps.iter().find(|m| m.path.as_deref() == Some("[vdso]") && m.exec)?;
         if vdso.len() > 1 << 20 {
             return None;
@@ -638,11 +640,9 @@ impl Tracee {
 
     /// Whether `[lo, hi)` lies in one writable mapping of the process.
     fn writable(&self, lo: u64, hi: u64) -> bool {
-        let maps = self.writable.get_or_init(|| {
-            self.maps()
-                .map(|m| m.iter().filter(|m| m.write).map(|m| (m.start.0, m.end.0)).collect())
-                .unwrap_or_default()
-        });
+        let maps = self
+            .writable
+            .get_or_init(|| self.maps().map(|m| writable_ranges(&m)).unwrap_or_default());
         maps.iter().any(|&(start, end)| start <= lo && hi <= end)
     }
 
@@ -1763,6 +1763,11 @@ fn call_regs(saved: &Regs, pc: RemoteAddr, nr: i64, args: [u64; 6]) -> Regs {
     regs.orig_rax = u64::MAX;
     [regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9] = args;
     regs
+}
+
+/// The `[start, end)` of every writable mapping in `maps`.
+fn writable_ranges(maps: &[Mapping]) -> Vec<(u64, u64)> {
+    maps.iter().filter(|m| m.write).map(|m| (m.start.0, m.end.0)).collect()
 }
 
 /// The thread group (`Tgid` of /proc/TID/status) that `tid` belongs to.
