@@ -1667,7 +1667,7 @@ pub fn translate(
                 }
                 None => l,
             };
-            gate.extend(seq::outer_entry(outer, layout.table, layout.hash, to));
+            gate.extend(seq::outer_entry(outer, e.label(), layout.table, layout.hash, to));
             e.extend(gate, None);
             if layout.slabs.is_some() {
                 let d = entry_displaced(m, f).map_err(|why| JitError::Springboard {

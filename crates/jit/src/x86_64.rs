@@ -383,16 +383,49 @@ fn outer_slot_address(table: u64, hash: Hash) -> Vec<Instruction> {
     v
 }
 
+/// `rcx = rsp - [rdx]`, flag-free (as `rsp + !word + 1`): zero when the word holds the
+/// stack pointer.
+fn rsp_minus_word() -> [Instruction; 3] {
+    let diff = MemoryOperand::new(Register::RSP, Register::RCX, 1, 1, 1, false, Register::None);
+    [
+        load_from(Register::RCX, Register::RDX, 0),
+        op(Instruction::with1(Code::Not_rm64, Register::RCX)),
+        op(Instruction::with2(Code::Lea_r64_m, Register::RCX, diff)),
+    ]
+}
+
+/// `lea rdx, [rdx + delta]`: the next (or first) probe's word, flag-free.
+fn step_rdx(delta: i32) -> Instruction {
+    op(Instruction::with2(Code::Lea_r64_m, Register::RDX, at(Register::RDX, delta)))
+}
+
 /// The entry a root's jump in the original code goes to, at label `label`: the stack pointer
-/// (pointing at the caller's return address) goes into its outer-frame slot (see
-/// [`crate::table::OUTER`]), then on to `to`, the root's translation, with every register
-/// and flag as they came. Calls to the root made in the cache go to `to` directly.
-pub fn outer_entry(label: u64, table: u64, hash: Hash, to: u64) -> Vec<Instruction> {
+/// (pointing at the caller's return address) goes into an outer-frame word (see
+/// [`crate::table::OUTER`]): of its slot's [`crate::table::OUTER_PROBES`], the first that is
+/// empty or holds this stack pointer already, else the slot's own; then on to `to`, the
+/// root's translation, with every register and flag as they came. Calls to the root made in
+/// the cache go to `to` directly. `take` labels the store.
+pub fn outer_entry(label: u64, take: u64, table: u64, hash: Hash, to: u64) -> Vec<Instruction> {
     let mut v =
         vec![labelled(store(OUTER_RDX, Register::RDX), label), store(OUTER_RCX, Register::RCX)];
     v.extend(outer_slot_address(table, hash));
+    let probes = crate::table::OUTER_PROBES as i32;
+    for k in 0..probes {
+        if k > 0 {
+            v.push(step_rdx(8));
+        }
+        v.push(load_from(Register::RCX, Register::RDX, 0));
+        v.push(op(Instruction::with_branch(Code::Jrcxz_rel8_64, take)));
+        v.extend(rsp_minus_word().into_iter().skip(1));
+        v.push(op(Instruction::with_branch(Code::Jrcxz_rel8_64, take)));
+    }
+    // Every probe taken by another stack pointer: the slot's own word.
+    v.push(step_rdx(-8 * (probes - 1)));
     v.extend([
-        op(Instruction::with2(Code::Mov_rm64_r64, at(Register::RDX, 0), Register::RSP)),
+        labelled(
+            op(Instruction::with2(Code::Mov_rm64_r64, at(Register::RDX, 0), Register::RSP)),
+            take,
+        ),
         load(Register::RCX, OUTER_RCX),
         load(Register::RDX, OUTER_RDX),
         jmp(to),
@@ -401,11 +434,12 @@ pub fn outer_entry(label: u64, table: u64, hash: Hash, to: u64) -> Vec<Instructi
 }
 
 /// Before a `ret pop` of a function that may end a root's frame (the root, or a function it
-/// tail-calls): when the stack pointer is the one its slot holds, this is the end of a root
-/// call made from the original code ([`outer_entry`]): the slot is cleared and a real `ret
-/// pop` goes back to the original return address on the stack. Otherwise on to `normal` (the
-/// `ret`'s translation), every register and flag as they came; the compare is `rcx = rsp -
-/// slot` as `rsp + !slot + 1`, and `jrcxz` (to label `outer`, just past the jump on).
+/// tail-calls): when one of the stack pointer's outer-frame words ([`outer_entry`]) holds it,
+/// this is the end of a root call made from the original code: that word is cleared and a
+/// real `ret pop` goes back to the original return address on the stack. Otherwise on to
+/// `normal` (the `ret`'s translation), every register and flag as they came; each compare
+/// is `rcx = rsp - word` as `rsp + !word + 1`, and `jrcxz` (to label `outer`, just past the
+/// jump on).
 pub fn outer_check(
     table: u64,
     hash: Hash,
@@ -414,12 +448,14 @@ pub fn outer_check(
 ) -> Vec<Instruction> {
     let mut v = vec![store(OUTER_RDX, Register::RDX), store(OUTER_RCX, Register::RCX)];
     v.extend(outer_slot_address(table, hash));
-    let diff = MemoryOperand::new(Register::RSP, Register::RCX, 1, 1, 1, false, Register::None);
+    for k in 0..crate::table::OUTER_PROBES {
+        if k > 0 {
+            v.push(step_rdx(8));
+        }
+        v.extend(rsp_minus_word());
+        v.push(op(Instruction::with_branch(Code::Jrcxz_rel8_64, outer)));
+    }
     v.extend([
-        load_from(Register::RCX, Register::RDX, 0),
-        op(Instruction::with1(Code::Not_rm64, Register::RCX)),
-        op(Instruction::with2(Code::Lea_r64_m, Register::RCX, diff)),
-        op(Instruction::with_branch(Code::Jrcxz_rel8_64, outer)),
         load(Register::RCX, OUTER_RCX),
         load(Register::RDX, OUTER_RDX),
         jmp(normal),

@@ -2,11 +2,12 @@
 //! ([`outer_entry`]) records its stack pointer, and the check before its `ret`
 //! ([`outer_check`]) goes back to the caller directly only when the slot holds that same stack
 //! pointer, clearing it; otherwise it goes on to the `ret`'s translation. Either way every
-//! register and flag comes through as it was. With the table below 2 GiB (its address a
-//! displacement) and above (through a register), with both hashes.
+//! register and flag comes through as it was. Threads whose stack pointers hash alike each
+//! keep a word of their own among the slot's probes. With the table below 2 GiB (its address
+//! a displacement) and above (through a register), with both hashes.
 
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
-use kerf_jit::table::{outer_slot, Hash, OUTER, TABLE_BYTES};
+use kerf_jit::table::{outer_slot, Hash, OUTER, OUTER_PROBES, TABLE_BYTES};
 use kerf_jit::x86_64::{encode, outer_check, outer_entry};
 use std::arch::asm;
 
@@ -17,6 +18,7 @@ const STUB: u64 = L + 2;
 const ROOT: u64 = L + 3;
 const OUTER_PATH: u64 = L + 4;
 const NORMAL: u64 = L + 5;
+const TAKE: u64 = L + 6;
 
 /// An anonymous mapping, unmapped when dropped.
 struct Mapping {
@@ -101,7 +103,7 @@ fn harness(table: u64, hash: Hash) -> Vec<Instruction> {
         op(Instruction::with1(Code::Pop_r64, RBX)),
         Instruction::with(Code::Retnq),
     ];
-    v.extend(outer_entry(STUB, table, hash, ROOT));
+    v.extend(outer_entry(STUB, TAKE, table, hash, ROOT));
     v.extend([
         labelled(mov(EAX, 1), ROOT),
         mov(ECX, 0x1111),
@@ -177,6 +179,38 @@ fn check(table: &Mapping, hash: Hash) {
     table.set_word(slot, s.sp);
     same(&call(h, root), 1);
     assert_eq!(table.word(slot), 0, "cleared");
+    // The slot taken by another thread's stack pointer: the entry takes the next word, the
+    // return finds it there and clears it, the other thread's word stays.
+    let probe = |k: u64| slot + 8 * k;
+    let other = s.sp + 0x80_1000;
+    table.set_word(probe(0), other);
+    same(&call(h, stub), 1);
+    assert_eq!((table.word(probe(0)), table.word(probe(1))), (other, 0), "the next word");
+    // Taken while the root runs: what the entry wrote, seen from inside.
+    table.set_word(probe(2), other + 8);
+    table.set_word(probe(1), s.sp);
+    same(&call(h, root), 1);
+    assert_eq!(table.word(probe(1)), 0, "cleared where it matched");
+    assert_eq!(table.word(probe(2)), other + 8, "kept");
+    // Every probe held by others: the slot's own word is taken over, and cleared at the end.
+    for k in 0..OUTER_PROBES {
+        table.set_word(probe(k), other + 16 * (k + 1));
+    }
+    same(&call(h, stub), 1);
+    assert_eq!(table.word(probe(0)), 0, "taken over, then cleared");
+    for k in 1..OUTER_PROBES {
+        assert_eq!(table.word(probe(k)), other + 16 * (k + 1), "probe {k} kept");
+    }
+    // Its own stack pointer in a later word (left there by a root call that `longjmp` took
+    // out) and an empty word before it: the empty word is taken and cleared at the end; the
+    // stale word stays, as it would with one word a slot.
+    for k in 0..OUTER_PROBES {
+        table.set_word(probe(k), 0);
+    }
+    table.set_word(probe(1), s.sp);
+    same(&call(h, stub), 1);
+    assert_eq!((table.word(probe(0)), table.word(probe(1))), (0, s.sp), "the first word");
+    table.set_word(probe(1), 0);
     // No other word of the outer frames was written.
     for off in (OUTER..OUTER + kerf_jit::table::OUTER_BYTES).step_by(8) {
         assert_eq!(table.word(off), 0, "{off:#x}");

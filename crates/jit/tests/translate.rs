@@ -391,10 +391,15 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
     assert_eq!(t.entered_at(entry), Some(outer));
     assert_eq!(t.outers.len(), 1, "{:x?}", t.outers);
     let at = (outer - CODE) as usize;
+    // (The probes of the slot's words branch ahead to the store: `jrcxz`; the sequence ends
+    // at its one unconditional jump.)
     let stub: Vec<_> = Decoder::with_ip(64, &t.code[at..], outer, DecoderOptions::NONE)
         .into_iter()
-        .take_while(|i| i.flow_control() == FlowControl::Next)
+        .take_while(|i| i.flow_control() != FlowControl::UnconditionalBranch)
         .collect();
+    assert!(stub
+        .iter()
+        .all(|i| matches!(i.flow_control(), FlowControl::Next | FlowControl::ConditionalBranch)));
     let recorded = stub.iter().any(|i| {
         i.code() == iced_x86::Code::Mov_rm64_r64
             && i.memory_base() == iced_x86::Register::RDX

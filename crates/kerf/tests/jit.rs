@@ -346,7 +346,8 @@ fn a_module_translated_in_pieces_runs_and_counts_as_in_one() {
 
 /// The lookup table goes below 2 GiB when there is room, and the lookups name it by a 32-bit
 /// displacement; above (`KERF_JIT_TABLE_HIGH`, as near the executable) they load its
-/// address. Both run the fixture and libc unchanged with the same block counts.
+/// address. Both run the fixture and libc unchanged with the same block counts, and so does
+/// the code made for a CPU without BMI2 (`KERF_JIT_NO_BMI2`), with the table above.
 #[test]
 fn lookups_run_alike_with_the_table_below_and_above_2_gib() {
     let bin = common::build_fixture("jitted", "-O2", "jit-table");
@@ -358,14 +359,23 @@ fn lookups_run_alike_with_the_table_below_and_above_2_gib() {
     let high_env = [("KERF_JIT_TABLE_HIGH", "1")];
     let (high, out, _) = kerf_env(&cache, &high_env, "table-high", "jit", &args, &bin, &[]);
     assert_eq!(out, expected, "the program's output changed");
-    for v in [&low, &high] {
+    // The code made for a CPU without BMI2 (the stack pointer's low bits for the outer
+    // frames' slot, the table's set by shifts; counters without slabs), run here.
+    let old_env = [("KERF_JIT_NO_BMI2", "1"), ("KERF_JIT_TABLE_HIGH", "1")];
+    let (old, out, _) = kerf_env(&cache, &old_env, "table-no-bmi2", "jit", &args, &bin, &[]);
+    assert_eq!(out, expected, "the program's output changed without BMI2");
+    let why = old["jit"]["counters"]["why_not"].as_str().unwrap_or_default().to_string();
+    assert!(why.contains("BMI2"), "{}", old["jit"]["counters"]);
+    for v in [&low, &high, &old] {
         assert_eq!(v["jit"]["escapes"], 0, "escapes: {}", v["jit"]);
+        assert_eq!(v["jit"]["returns_out"], 0, "returns out: {}", v["jit"]);
     }
     let at = |v: &Value| v["jit"]["table_at"].as_u64().unwrap();
     assert!(at(&low) < 1 << 31 && at(&high) > 1 << 31, "{:#x} {:#x}", at(&low), at(&high));
     let (a, b) = (counts(&low["blocks"], ""), counts(&high["blocks"], ""));
     assert!(a.len() > 100 && a["cmp+0x0"] > 100_000, "{}", a.len());
     assert_eq!(a, b, "block counts: table below 2 GiB vs above");
+    assert_eq!(a, counts(&old["blocks"], ""), "block counts: with BMI2 vs without");
 }
 
 /// A PLT stub's `jmp [GOT]` goes straight to the translation of what its slot held when

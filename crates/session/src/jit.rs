@@ -667,7 +667,7 @@ fn why_no_slabs(
         Some("KERF_JIT_NO_SLABS is set")
     } else if hwcap2 & 2 == 0 {
         Some("the kernel does not let threads set their gs base (no FSGSBASE)")
-    } else if !std::arch::is_x86_feature_detected!("bmi2") {
+    } else if !bmi2() {
         // The thread gates tell a gs base of the program's own with `shrx`.
         Some("the CPU has no BMI2")
     } else if tid.is_none() || thread != ThreadPointer::FsSelf {
@@ -677,6 +677,13 @@ fn why_no_slabs(
     } else {
         None
     }
+}
+
+/// Whether the translated code may use BMI2 (`rorx`, `shrx`): the CPU has it (kerf runs on
+/// the target's machine: its CPU's features are the target's), and `KERF_JIT_NO_BMI2` does
+/// not ask for the code made for CPUs without it (so that a test runs that code here).
+fn bmi2() -> bool {
+    std::arch::is_x86_feature_detected!("bmi2") && std::env::var_os("KERF_JIT_NO_BMI2").is_none()
 }
 
 /// Map module `m`'s room with every thread of the process stopped (`tr`): code within a
@@ -1313,8 +1320,7 @@ pub fn install(
 
     // 2. Translate while the process runs: modules in parallel, the biggest first.
     let t1 = Instant::now();
-    // kerf runs on the target's machine: its CPU's features are the target's.
-    let hash = if std::arch::is_x86_feature_detected!("bmi2") { Hash::Mixed } else { Hash::Low16 };
+    let hash = if bmi2() { Hash::Mixed } else { Hash::Low16 };
     let root_entries: HashSet<u64> = roots
         .iter()
         .map(|r| images[r.module].analysis.cfg.function(r.func).entry.0 + mods[r.module].bias)
