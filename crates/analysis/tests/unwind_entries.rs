@@ -158,3 +158,71 @@ fn hand_written_entries_inside_a_nop_are_no_functions() {
         assert!(entries.contains(&fde.start), "{path}: no function at FDE {:#x}", fde.start);
     }
 }
+
+/// `Image::frame_rule` (how a stack walk finds a frame's caller) at every row of libc's
+/// `.eh_frame` gives what binutils' interpretation of the same rows says: the CFA from `rsp`
+/// or `rbp` plus an offset, the return address's and the saved `rbp`'s places, and no rule
+/// where the CFA is an expression or another register.
+#[test]
+fn frame_rules_match_readelfs_rows_in_libc() {
+    use kerf_analysis::image::{FrameBase, FrameRule, SavedRbp};
+    let data = std::fs::read(LIBC).unwrap_or_else(|e| panic!("{LIBC}: {e} (Debian package libc6)"));
+    let image = Image::from_elf(LIBC, &data).unwrap();
+    let text = tool("readelf", &["--debug-dump=frames-interp"], LIBC);
+    // "   LOC           CFA      rbx   rbp   ra" then rows "0000000000027282 rsp+16   u  c-16  c-8".
+    let mut columns: Vec<String> = Vec::new();
+    let (mut checked, mut plain, mut bad) = (0, 0, Vec::new());
+    // (A CIE's rows are its initial rules, at no address.)
+    let mut in_cie = false;
+    let offset = |s: &str| s.strip_prefix("c").and_then(|n| n.parse::<i64>().ok());
+    for line in text.lines() {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        if cols.len() >= 4 && (cols[3] == "CIE" || cols[3] == "FDE") {
+            in_cie = cols[3] == "CIE";
+        }
+        if in_cie {
+            continue;
+        }
+        if cols.first() == Some(&"LOC") {
+            columns = cols.iter().map(|c| c.to_string()).collect();
+            continue;
+        }
+        let Some(loc) =
+            cols.first().filter(|c| c.len() == 16).and_then(|c| u64::from_str_radix(c, 16).ok())
+        else {
+            continue;
+        };
+        if columns.len() != cols.len() {
+            continue;
+        }
+        let col = |name: &str| columns.iter().position(|c| c == name).map(|k| cols[k]);
+        let cfa = cols[1];
+        let base = if let Some(n) = cfa.strip_prefix("rsp+") {
+            Some((FrameBase::Rsp, n.parse::<i64>().unwrap()))
+        } else {
+            cfa.strip_prefix("rbp+").map(|n| (FrameBase::Rbp, n.parse::<i64>().unwrap()))
+        };
+        let want = base.and_then(|(base, offset_)| {
+            let ra_at = offset(col("ra")?)?;
+            let rbp = match col("rbp") {
+                None | Some("u") => SavedRbp::Same,
+                Some(v) => offset(v).map_or(SavedRbp::Lost, SavedRbp::At),
+            };
+            Some(FrameRule { base, offset: offset_, ra_at, rbp })
+        });
+        let got = image.frame_rule(ImageAddr(loc));
+        plain += usize::from(want.is_some());
+        checked += 1;
+        if got != want {
+            bad.push(format!("{loc:#x}: {got:?}, readelf {want:?} ({line})"));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "{} of {checked} rows differ:\n{}",
+        bad.len(),
+        bad[..bad.len().min(20)].join("\n")
+    );
+    // (libc 2.36: about 23,750 rows, all but a handful from rsp or rbp.)
+    assert!(checked > 5000 && plain > checked * 9 / 10, "{plain} of {checked}");
+}

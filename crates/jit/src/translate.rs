@@ -1054,7 +1054,7 @@ fn gs_setter_bytes(m: &Module<'_>, b: &kerf_analysis::cfg::Block) -> u64 {
 /// roots (`roots`: original entries, of any module), and the functions they tail-call in `m`,
 /// transitively. (A root that tail-calls another module's function, through its PLT stub,
 /// ends there unchecked: that return finds its caller's translation, as any return does.)
-fn ending_roots(m: &Module<'_>, roots: &std::collections::HashSet<u64>) -> HashSet<FuncId> {
+pub fn ending_roots(m: &Module<'_>, roots: &std::collections::HashSet<u64>) -> HashSet<FuncId> {
     let cfg = m.cfg;
     let mut todo: Vec<FuncId> = (roots.iter())
         .filter_map(|&r| {

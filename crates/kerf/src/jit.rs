@@ -135,6 +135,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
             flush_share: args.max_flush_share,
             // Set by the run when it attaches to a running process.
             early: false,
+            take_in: false,
             hints: !args.no_hints,
         },
         trace: args.trace.clone(),

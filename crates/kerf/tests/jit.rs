@@ -14,7 +14,7 @@
 //! cached analysis that lies is never translated from, and Debian's sqlite3 runs with address
 //! randomisation off, and call records lost for want of a thread slot are said to be, and a
 //! root call made from outside ends in the original code though its caller is translated
-//! (`rootret.c`).
+//! (`rootret.c`), and threads already inside a root call when kerf attaches are taken in.
 
 mod common;
 
@@ -1312,9 +1312,10 @@ fn a_second_kerf_on_a_jitted_process_is_refused_by_name() {
     checked_to_the_end(child, "two kerfs");
 }
 
-/// Attached with a root no thread calls while the JIT is live (`main`, entered long before)
-/// beside one the threads call all the time (`work`), counting blocks: the summary names the
-/// first in `roots_never_entered` and in a warning, and not the second.
+/// Attached with a root no thread calls while the JIT is live (`on_usr1`, the handler of the
+/// signal that ends the run) beside one the threads call all the time (`work`) and one the
+/// main thread is inside (`main`, waiting for the threads: taken in), counting blocks: the
+/// summary names the first in `roots_never_entered` and in a warning, and not the others.
 #[test]
 fn a_root_no_thread_enters_is_said_to_be() {
     let bin = common::build_fixture("jitted", "-O2", "jit-never");
@@ -1323,7 +1324,7 @@ fn a_root_no_thread_enters_is_said_to_be() {
     let _reaper = common::Reaper(pid);
     let summary = tmp().join("jit-never.json");
     let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["jit", "main", "work", "--duration", "0.3", "--json", "-o"])
+        .args(["jit", "on_usr1", "main", "work", "--duration", "0.3", "--json", "-o"])
         .arg(&summary)
         .args(["-p", &pid.to_string()])
         .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
@@ -1332,8 +1333,9 @@ fn a_root_no_thread_enters_is_said_to_be() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
     let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
-    assert_eq!(v["jit"]["roots_never_entered"], serde_json::json!(["main"]), "{}", v["jit"]);
-    assert!(err.contains("no thread entered main while the JIT was live"), "{err}");
+    assert_eq!(v["jit"]["roots_never_entered"], serde_json::json!(["on_usr1"]), "{}", v["jit"]);
+    assert!(err.contains("no thread entered on_usr1 while the JIT was live"), "{err}");
+    assert!(v["jit"]["taken_in"].as_u64().unwrap() >= 1, "main's thread: {}", v["jit"]);
     checked_to_the_end(child, "a root never entered");
 }
 
@@ -2031,4 +2033,101 @@ fn branch_profile_counts_both_sides_exactly_and_finds_the_branch_laid_out_agains
     assert_eq!(back[0]["taken"], calls - calls_of_run, "{}", back[0]);
     assert_eq!(back[0]["not_taken"], calls_of_run, "{}", back[0]);
     assert_eq!(back[0]["against_layout"], false, "{}", back[0]);
+}
+
+/// `kerf jit -p PID ROOT` started while `pid`'s threads run, until the program ends: its
+/// summary and stderr. `kerf` is spawned and returned, so that the caller can act on the
+/// program once kerf is live (the line of its stderr that says so is read here).
+fn attach_to_the_end(pid: u32, root: &str, tag: &str) -> (std::process::Child, PathBuf) {
+    use std::io::{BufRead, BufReader};
+    let summary = tmp().join(format!("{tag}.json"));
+    let mut kerf = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["jit", root, "--json", "-o"])
+        .arg(&summary)
+        .args(["-p", &pid.to_string()])
+        .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(kerf.stderr.take().unwrap());
+    let mut line = String::new();
+    while line.is_empty() || !line.contains(" live ") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "{tag}: kerf said nothing of going live");
+    }
+    // (The rest of its stderr drained meanwhile, so that kerf never blocks on it.)
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    (kerf, summary)
+}
+
+/// Threads already inside a root call when kerf attaches are taken into the cache: found by
+/// a walk of their stacks (the modules' unwind tables), moved to the clean point of their PC,
+/// their outer frame recorded so that the root's return goes back to the original caller.
+/// The fixture's main inside its one long call of `work` (no thread enters `work` after
+/// kerf attached): taken in, it counts the rest of the call (one `classify` and one
+/// `keep_all` a round, equal but for the round it stood in), and the root's return leaves
+/// by its outer frame, not through a missed return. Debian's python3.11 waiting in
+/// `sigwait` inside `main` (`main` tail-calls `Py_BytesMain`: that frame is the root's): taken
+/// in at its interrupted call, made again from the translated `syscall`, it wakes on the
+/// signal and runs the rest in the cache. Output unchanged, nothing escapes.
+#[test]
+fn threads_already_inside_a_root_call_are_taken_in_at_attach() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-take-in");
+    let rounds = 1_200_000u64;
+    let args = ["0", &rounds.to_string()];
+    let expected = plain(&bin, &args[..]);
+    let child = Command::new(&bin).args(args).stdout(Stdio::piped()).spawn().unwrap();
+    let _reaper = common::Reaper(child.id() as i32);
+    std::thread::sleep(Duration::from_millis(200));
+    let (mut kerf, summary) = attach_to_the_end(child.id(), "work", "take-in-fixture");
+    let out = child.wait_with_output().unwrap();
+    assert!(kerf.wait().unwrap().success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+    let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let j = &v["jit"];
+    assert_eq!((&j["taken_in"], &j["not_taken_in"]), (&1.into(), &0.into()), "{j}");
+    assert_eq!((&j["escapes"], &j["returns_out"]), (&0.into(), &0.into()), "{j}");
+    assert_eq!(j["roots_never_entered"].as_array().unwrap().len(), 0, "{j}");
+    let c = counts(&v["blocks"], "jitted");
+    let (classify, keep) = (c["classify+0x0"], c["keep_all+0x0"]);
+    assert!(classify > 0 && classify < rounds, "{classify} of {rounds} rounds");
+    assert!(classify.abs_diff(keep) <= 1, "classify {classify}, keep_all {keep}");
+
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/pywork.py");
+    let run = || {
+        use std::io::{BufRead, BufReader};
+        let mut p = Command::new("/usr/bin/python3.11")
+            .arg(&script)
+            .env("PYTHONHASHSEED", "0")
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3.11 (Debian package python3.11)");
+        let mut out = BufReader::new(p.stdout.take().unwrap());
+        let mut ready = String::new();
+        out.read_line(&mut ready).unwrap();
+        assert_eq!(ready, "ready\n");
+        (p, out)
+    };
+    let finish = |mut p: std::process::Child, mut out: std::io::BufReader<_>| {
+        use std::io::Read;
+        Command::new("kill").args(["-USR1", &p.id().to_string()]).status().unwrap();
+        let mut rest = String::new();
+        out.read_to_string(&mut rest).unwrap();
+        assert!(p.wait().unwrap().success());
+        rest
+    };
+    let (p, out) = run();
+    let expected = finish(p, out);
+    let (p, out) = run();
+    let _reaper = common::Reaper(p.id() as i32);
+    let (mut kerf, summary) = attach_to_the_end(p.id(), "main", "take-in-python");
+    assert_eq!(finish(p, out), expected);
+    assert!(kerf.wait().unwrap().success());
+    let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let j = &v["jit"];
+    assert_eq!((&j["taken_in"], &j["escapes"]), (&1.into(), &0.into()), "{j}");
+    assert_eq!(j["roots_never_entered"].as_array().unwrap().len(), 0, "{j}");
+    // The work after the signal ran in the cache: python3.11's own code counted.
+    let ran = counts(&v["blocks"], "python3.11");
+    assert!(ran.values().sum::<u64>() > 1_000_000, "{} blocks counted", ran.len());
 }

@@ -69,6 +69,13 @@ const FLUSH_TRIES: u32 = 5;
 /// and with it the rest of the run out of the cache (counts 0.004 % of the unbounded run's).
 const THRASH_WINDOW: Duration = Duration::from_secs(2);
 
+/// Stops made at attach to take threads already inside a root call into the cache
+/// ([`Jit::take_in`]), while some stand where they cannot be taken yet, and the pause between.
+const TAKE_IN_TRIES: usize = 10;
+const TAKE_IN_WAIT: Duration = Duration::from_millis(20);
+/// Frames a walk of a thread's stack looks through for a root's.
+const MAX_FRAMES: usize = 1024;
+
 /// Functions one miss may bring in (the walk from the missed function over direct calls).
 const BATCH_BUDGET: usize = 4096;
 /// Functions translated before a waiting thread is answered: the rest of its walk (up to
@@ -111,6 +118,12 @@ pub struct JitOptions {
     /// every function of a cached analysis and the liveness where returns land (a second
     /// and more for libLLVM-14), comes after the cache is live (see [`later_blocks`]).
     pub early: bool,
+    /// The process is running (attach) and threads already inside a root call are taken
+    /// into the cache at the splice ([`Jit::take_in`]): those whose stack a walk by the
+    /// modules' unwind tables shows inside a root's frame. Not where a plugin pairs events
+    /// (the call trace, lock waits), which such a thread's frames made before would leave
+    /// unpaired.
+    pub take_in: bool,
     /// Translate ahead what ran in earlier runs from the same roots, and nothing else of
     /// the modules that hint covers (kept beside the analysis cache: see
     /// [`AnalyzedImage::jit_hint`]), and keep what ran in this one (a function not yet known
@@ -128,6 +141,7 @@ impl Default for JitOptions {
             cache_limit: None,
             flush_share: 0.9,
             early: false,
+            take_in: false,
             hints: true,
         }
     }
@@ -403,6 +417,16 @@ pub struct JitStats {
     pub write: Duration,
     /// The stop that spliced the roots.
     pub splice_pause: Duration,
+    /// With [`JitOptions::take_in`]: threads found inside a root call and taken into the cache,
+    /// and those found inside one that could not be (standing in code with no translation,
+    /// holding a signal for kerf to deliver, or a `gs` base of the program's own) in every
+    /// try; they run natively until their root call ends.
+    pub adopted: usize,
+    pub not_adopted: usize,
+    /// The longest of the stops that took them in (each try is one).
+    pub take_in_pause: Duration,
+    /// The roots (module, function) whose frames held the threads taken in.
+    pub adopted_roots: Vec<(usize, FuncId)>,
     /// On demand: misses kerf answered, functions it translated for them, targets it could
     /// not translate (given an escape entry), and the time it took.
     pub asked: u64,
@@ -1506,6 +1530,22 @@ pub fn install(
     if let Err(e) = jit.splice_entries(&mem, entries) {
         let _ = jit.unmap();
         return Err(e);
+    }
+    // 5. Threads already inside a root call, taken in (a stop each try, while some stand
+    //    where they cannot be taken yet: in code not translated, or holding a signal).
+    if opts.take_in {
+        for attempt in 1..=TAKE_IN_TRIES {
+            let t = Instant::now();
+            let Ok(mut tr) = Tracee::stop_all(pid) else { break };
+            let left = jit.take_in(&mut tr, images, &mods, plugin);
+            tr.resume_detach()?;
+            jit.stats.take_in_pause = jit.stats.take_in_pause.max(t.elapsed());
+            jit.stats.not_adopted = left.len();
+            if left.is_empty() || attempt == TAKE_IN_TRIES {
+                break;
+            }
+            std::thread::sleep(TAKE_IN_WAIT);
+        }
     }
     jit.extra = extra;
     Ok(jit)
@@ -2925,6 +2965,171 @@ impl Jit {
             }
         }
         Ok(true)
+    }
+
+    /// Take every thread of `tr` (all stopped) that is inside a root call made from the
+    /// original code into the cache (attach, [`JitOptions::take_in`]). Its stack is walked by
+    /// the modules' unwind tables ([`root_frame`]); where a frame is a root's, the thread is
+    /// in a root call, and the outermost such frame is the call's outer frame:
+    ///
+    /// 1. the functions of the frames inside the root call are translated where they are
+    ///    not yet (their returns must find their return sites);
+    /// 2. the thread goes to the clean point of its PC before any plugin code for it (a call
+    ///    the kernel would restart is made ahead, [`kerf_os::ptrace::restart_made`], so the
+    ///    thread starts at the translated `syscall`);
+    /// 3. where the plugin counts into slabs, the thread gets one as at a gate;
+    /// 4. its outer frame is recorded as a root's outer entry records it, so that the root's
+    ///    return goes back to the original caller.
+    ///
+    /// Counting starts there: the rest of the block the thread stood in is not counted.
+    /// Returns the threads inside a root call that it could not take (see
+    /// [`JitStats::not_adopted`]).
+    fn take_in(
+        &mut self,
+        tr: &mut Tracee,
+        all: &[&AnalyzedImage],
+        mods: &[Module<'_>],
+        plugin: &dyn Plugin,
+    ) -> Vec<i32> {
+        let mut images: HashMap<usize, Option<kerf_analysis::image::Image<'_>>> = HashMap::new();
+        // A frame of a root, or of a function a root tail-calls (python3.11's `main` jumps to
+        // `Py_BytesMain`, whose frame is then the root call's), by module.
+        let entries: std::collections::HashSet<u64> = (self.root_funcs.iter())
+            .map(|&(k, f)| mods[k].runtime(mods[k].cfg.function(f).entry))
+            .collect();
+        let ending: Vec<_> =
+            mods.iter().map(|m| kerf_jit::translate::ending_roots(m, &entries)).collect();
+        let mut left = Vec::new();
+        for tid in tr.threads().to_vec() {
+            let Ok(regs) = tr.regs(tid) else { continue };
+            if self.in_cache(regs.pc().0) || self.in_routines(regs.pc().0) {
+                continue;
+            }
+            let found = self.root_frame(tr, &regs, all, mods, &ending, &mut images);
+            let Some((root, outer_sp, inside)) = found else {
+                continue;
+            };
+            if tr.held_signals(tid) > 0 {
+                left.push(tid);
+                continue;
+            }
+            let mut regs = kerf_os::ptrace::restart_made(&regs);
+            let at: Vec<u64> = std::iter::once(regs.pc().0).chain(inside).collect();
+            self.translate_at(all, mods, plugin, &at);
+            let Some(pc) = self.cache_at(regs.pc().0, false) else {
+                left.push(tid);
+                continue;
+            };
+            if let Some(slabs) = &mut self.slabs {
+                match regs.gs_base {
+                    0 => regs.gs_base = slabs.claim_for(tid as u32),
+                    gs if slabs.owns(gs, tid as u32) => {}
+                    gs if slabs.holds(gs) => regs.gs_base = slabs.claim_for(tid as u32),
+                    // The program's own base: its counters would write the program's memory.
+                    _ => {
+                        left.push(tid);
+                        continue;
+                    }
+                }
+            }
+            regs.set_pc(RemoteAddr(pc));
+            if tr.set_regs(tid, &regs).is_err() {
+                continue;
+            }
+            let slot =
+                kerf_jit::table::OUTER + kerf_jit::table::outer_slot(self.ctx.hash, outer_sp);
+            let word = (0..kerf_jit::table::OUTER_PROBES)
+                .map(|k| (slot + 8 * k) as usize)
+                .find(|&w| {
+                    matches!(self.table.load_u64(w), 0) || self.table.load_u64(w) == outer_sp
+                })
+                .unwrap_or(slot as usize);
+            self.table.store_u64(word, outer_sp);
+            self.stats.adopted += 1;
+            // The roots whose call that frame is (the root itself, or each root that
+            // tail-calls its function).
+            let (k, f) = root;
+            for &(rk, rf) in &self.root_funcs {
+                let entry = std::collections::HashSet::from([
+                    mods[rk].runtime(mods[rk].cfg.function(rf).entry)
+                ]);
+                let theirs = (rk, rf) == root
+                    || (rk == k
+                        && kerf_jit::translate::ending_roots(&mods[k], &entry).contains(&f));
+                if theirs && !self.stats.adopted_roots.contains(&(rk, rf)) {
+                    self.stats.adopted_roots.push((rk, rf));
+                }
+            }
+        }
+        left
+    }
+
+    /// Where thread registers `regs` stand in a root call made from the original code: walked
+    /// up its stack by the unwind tables of the modules `all` (`images` keeps each parsed),
+    /// the outermost root frame's function (module, function: a root's or one a root
+    /// tail-calls, `ending`, by module), the stack pointer that frame had
+    /// at its entry (pointing at the return address into its caller), and the return addresses of the frames inside that call,
+    /// innermost first. `None` where no root frame is found before the walk ends: an address
+    /// in no module or with no plain unwind rule (a signal frame, generated code), a read
+    /// that fails, or [`MAX_FRAMES`].
+    fn root_frame<'a>(
+        &self,
+        tr: &Tracee,
+        regs: &kerf_os::ptrace::Regs,
+        all: &[&'a AnalyzedImage],
+        mods: &[Module<'_>],
+        ending: &[kerf_arch::hash::AddrSet<FuncId>],
+        images: &mut HashMap<usize, Option<kerf_analysis::image::Image<'a>>>,
+    ) -> Option<((usize, FuncId), u64, Vec<u64>)> {
+        use kerf_analysis::image::{FrameBase, Image, SavedRbp};
+        let word = |a: u64| {
+            let mut b = [0u8; 8];
+            tr.read(RemoteAddr(a), &mut b).ok().map(|()| u64::from_le_bytes(b))
+        };
+        let (mut pc, mut sp, mut rbp) = (regs.rip, regs.rsp, Some(regs.rbp));
+        let mut found = None;
+        let mut ras = Vec::new();
+        for depth in 0..MAX_FRAMES {
+            // A caller's frame is looked up at its call: the return address may be past the
+            // end of its function.
+            let look = if depth == 0 { pc } else { pc.wrapping_sub(1) };
+            let Some(k) = self.module_at(all, look).filter(|&k| k < mods.len()) else { break };
+            let image = images.entry(k).or_insert_with(|| {
+                Image::from_elf(&all[k].path.to_string_lossy(), &all[k].bytes).ok()
+            });
+            let Some(rule) = image
+                .as_ref()
+                .and_then(|i| i.frame_rule(kerf_arch::ImageAddr(look.wrapping_sub(mods[k].bias))))
+            else {
+                break;
+            };
+            let base = match rule.base {
+                FrameBase::Rsp => sp,
+                FrameBase::Rbp => match rbp {
+                    Some(r) => r,
+                    None => break,
+                },
+            };
+            let cfa = base.wrapping_add(rule.offset as u64);
+            let ra_at = cfa.wrapping_add(rule.ra_at as u64);
+            let root = kerf_jit::region::function_containing(&mods[k], look)
+                .filter(|f| ending[k].contains(f));
+            if let Some(f) = root {
+                found = Some(((k, f), ra_at, ras.clone()));
+            }
+            let Some(ra) = word(ra_at) else { break };
+            rbp = match rule.rbp {
+                SavedRbp::Same => rbp,
+                SavedRbp::At(n) => word(cfa.wrapping_add(n as u64)),
+                SavedRbp::Lost => None,
+            };
+            if ra == 0 || cfa <= sp {
+                break;
+            }
+            ras.push(ra);
+            (pc, sp) = (ra, cfa);
+        }
+        found
     }
 
     /// Translate the functions holding original addresses `at` (after a flush), in order,

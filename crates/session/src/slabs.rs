@@ -215,6 +215,48 @@ impl SlabRegion {
         n
     }
 
+    /// A slab for thread `tid`, claimed by kerf as a gate's claim ([`kerf_jit::x86_64::
+    /// claim_slab`]) would: off the free list if it has one, else the next fresh one, or the
+    /// last when none is left; its owner word set. Every thread of the target stopped (no
+    /// claim of its own races this one). Returns the slab's address in the target: the
+    /// thread's `gs` base.
+    pub fn claim_for(&mut self, tid: u32) -> u64 {
+        let words = self.mem.words();
+        let head = words[SLABS_FREE as usize / 8].load(Ordering::Acquire);
+        let k = match head & 0xffff_ffff {
+            0 => {
+                let fresh = words[SLABS_CLAIMED as usize / 8].fetch_add(1, Ordering::AcqRel);
+                fresh.min(u64::from(self.seq.count) - 1)
+            }
+            first => {
+                let k = first - 1;
+                let next = self.mem.load_u64(self.slab(k) + SLAB_NEXT as usize);
+                let new = ((head >> 32) + 1) << 32 | (next & 0xffff_ffff);
+                words[SLABS_FREE as usize / 8].store(new, Ordering::Release);
+                words[SLABS_REUSED as usize / 8].fetch_add(1, Ordering::AcqRel);
+                k
+            }
+        };
+        self.mem.store_u32(self.slab(k) + SLAB_OWNER as usize, tid);
+        self.mem.remote().0 + self.slab(k) as u64
+    }
+
+    /// Whether `base` is in the region (a slab's address, or room past the slabs).
+    pub fn holds(&self, base: u64) -> bool {
+        let at = self.mem.remote().0;
+        (at..at + self.mem.len() as u64).contains(&base)
+    }
+
+    /// Whether `base` is the address of a slab whose owner is thread `tid`.
+    pub fn owns(&self, base: u64, tid: u32) -> bool {
+        let off = base.wrapping_sub(self.mem.remote().0);
+        let span = 1u64 << self.seq.span_log2;
+        off >= SLABS_HEADER
+            && (off - SLABS_HEADER).is_multiple_of(span)
+            && (off - SLABS_HEADER) / span < u64::from(self.seq.count)
+            && self.mem.load_u32(off as usize + SLAB_OWNER as usize) == tid
+    }
+
     /// Zero every claimed slab's copies (a flush, every thread stopped, once [`totals`]
     /// were folded into kerf's copy of the retired translations' words); each slab keeps its
     /// owner.

@@ -301,6 +301,9 @@ pub fn run(
         // A running process runs natively until the cache is live: a big module's
         // whole-image work comes after (a launched command is held until then anyway).
         options.early = pid_given;
+        // Threads already inside a root call are taken in, but not under a plugin that pairs
+        // events (their frames' calls were made before: no record would pair their returns).
+        options.take_in = pid_given && !tracing;
         let woven = Woven { blocks: counting, branches, calls, callback };
         let (module, path, detail) =
             match jit::install(pid, &target.modules, &roots, &woven, options) {
@@ -345,6 +348,19 @@ pub fn run(
         s.translate.as_secs_f64(),
         s.write.as_secs_f64(),
     ));
+    if s.adopted + s.not_adopted > 0 {
+        events.say(&format!(
+            "jit: {} thread{} already inside a root call taken into the cache{}",
+            s.adopted,
+            if s.adopted == 1 { "" } else { "s" },
+            match s.not_adopted {
+                0 => String::new(),
+                n => format!(
+                    "; {n} not (standing in code kerf cannot translate, or with a signal                      pending, or a gs base of the program's own): they finish their root                      call natively"
+                ),
+            }
+        ));
+    }
     if s.lost > 0 {
         events.warn(&format!(
             "{} of {} lookup-table entries found their set and the overflow list full: \
@@ -476,10 +492,10 @@ pub fn run(
                 "or entered only with a gs base of the program's own, running the original \
                  code; or it is inlined into its callers"
             }
-            // (Attached: a thread already inside a root, as in `main`, runs it natively.)
+            // (Attached: a thread already inside a root call is taken in, where it can be.)
             (false, true) => {
-                "a root a thread was already inside when kerf attached, such as main, is not \
-                 entered again; a function inlined into its callers is never called"
+                "no thread called it while kerf was attached, and none inside a call of it could \
+                 be taken in; a function inlined into its callers is never called"
             }
             (false, false) => "a function inlined into its callers is never called",
         };
@@ -767,7 +783,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
     let never_entered: Vec<&str> = roots
         .iter()
         .filter(|r| {
-            counting && {
+            counting && !s.adopted_roots.contains(&(r.module, r.func)) && {
                 let m = jit.image(&target.modules, r.module);
                 let entry = m.analysis.cfg.function(r.func).entry.0 + m.bias.unwrap_or(0);
                 by_block.get(&(r.module, entry)).is_none_or(|x| x.2 == 0)
@@ -779,6 +795,8 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         "jit": {
             "roots": roots.iter().map(|r| r.label.clone()).collect::<Vec<_>>(),
             "roots_never_entered": never_entered,
+            "taken_in": s.adopted,
+            "not_taken_in": s.not_adopted,
             "functions": jit.function_count(),
             "blocks": s.blocks,
             "code_bytes": s.code_bytes,
@@ -839,6 +857,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
                 "translate": s.translate.as_secs_f64(),
                 "write": s.write.as_secs_f64(),
                 "splice_pause": s.splice_pause.as_secs_f64(),
+                "take_in_pause": s.take_in_pause.as_secs_f64(),
                 "live": s.live.as_secs_f64(),
             },
         },

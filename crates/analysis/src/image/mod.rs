@@ -15,7 +15,7 @@ mod unwind;
 
 pub use debugfile::{crc32, DebugFile, DebugFileError, DebugLink, DebugMerge};
 pub use symfile::parse_symbol_file;
-pub use unwind::UnwindRange;
+pub use unwind::{FrameBase, FrameRule, SavedRbp, UnwindRange};
 
 /// Whether the ELF image `data` was built by Go's toolchain: code in which a thread may
 /// resume at nearly any instruction boundary (see `elf::is_go`), so that a splice may cover

@@ -55,3 +55,91 @@ impl Image<'_> {
         out
     }
 }
+
+/// A register a frame's CFA is computed from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameBase {
+    Rsp,
+    Rbp,
+}
+
+/// Where the caller's `rbp` is, in the caller's frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SavedRbp {
+    /// Not changed by the frame: the same value (also where the row does not name it).
+    Same,
+    /// Saved at this offset from the CFA.
+    At(i64),
+    /// Anywhere else (another register, an expression, undefined): not known.
+    Lost,
+}
+
+/// How to find the caller of the frame that is at one address, from the FDE row there: the
+/// CFA (the caller's stack pointer after the return) is `base + offset`, the return address
+/// is at `CFA + ra_at`, and the caller's `rbp` is as `rbp` says. Only rows of that plain
+/// form are given (no CFA expression, as a signal trampoline's): a walk stops at the others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameRule {
+    pub base: FrameBase,
+    pub offset: i64,
+    pub ra_at: i64,
+    pub rbp: SavedRbp,
+}
+
+/// DWARF's numbers for x86-64's `rbp`, `rsp` and return address column.
+const DWARF_RBP: u16 = 6;
+const DWARF_RSP: u16 = 7;
+const DWARF_RA: u16 = 16;
+
+impl Image<'_> {
+    /// The frame rule at image address `addr` (for a caller's frame, look up its return
+    /// address minus one: the call, which may be the last instruction of an FDE's range),
+    /// found through `.eh_frame_hdr`'s sorted table where the image has one, else by a scan
+    /// of `.eh_frame`. `None`: no FDE covers `addr`, or its row is not of the plain form.
+    pub fn frame_rule(&self, addr: ImageAddr) -> Option<FrameRule> {
+        use gimli::{CfaRule, EhFrameHdr, Register, RegisterRule, UnwindContext};
+        let section = |name: &str| self.sections.iter().find(|s| s.name == name);
+        let sec = section(".eh_frame")?;
+        let eh = EhFrame::new(self.section_bytes(sec)?, LittleEndian);
+        let mut bases = BaseAddresses::default().set_eh_frame(sec.addr.0);
+        if let Some(t) = section(".text") {
+            bases = bases.set_text(t.addr.0);
+        }
+        if let Some(g) = section(".got") {
+            bases = bases.set_got(g.addr.0);
+        }
+        let hdr = section(".eh_frame_hdr").and_then(|h| {
+            bases = bases.clone().set_eh_frame_hdr(h.addr.0);
+            EhFrameHdr::new(self.section_bytes(h)?, LittleEndian).parse(&bases, 8).ok()
+        });
+        let mut ctx = UnwindContext::new();
+        let row = match hdr.as_ref().and_then(|h| h.table()) {
+            Some(table) => table
+                .unwind_info_for_address(&eh, &bases, &mut ctx, addr.0, EhFrame::cie_from_offset)
+                .ok()?,
+            None => eh
+                .unwind_info_for_address(&bases, &mut ctx, addr.0, EhFrame::cie_from_offset)
+                .ok()?,
+        };
+        let (base, offset) = match *row.cfa() {
+            CfaRule::RegisterAndOffset { register: Register(DWARF_RSP), offset } => {
+                (FrameBase::Rsp, offset)
+            }
+            CfaRule::RegisterAndOffset { register: Register(DWARF_RBP), offset } => {
+                (FrameBase::Rbp, offset)
+            }
+            _ => return None,
+        };
+        let RegisterRule::Offset(ra_at) = row.register(Register(DWARF_RA)) else {
+            return None;
+        };
+        // (A register the row does not name reads as undefined; for a callee-saved register
+        // such as `rbp` that means it was not changed: compilers name it once they save it.)
+        let rbp = match row.register(Register(DWARF_RBP)) {
+            RegisterRule::SameValue | RegisterRule::Undefined => SavedRbp::Same,
+            RegisterRule::Offset(n) => SavedRbp::At(n),
+            _ => SavedRbp::Lost,
+        };
+        Some(FrameRule { base, offset, ra_at, rbp })
+    }
+}

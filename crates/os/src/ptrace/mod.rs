@@ -1745,6 +1745,32 @@ pub fn restarts_syscall(r: &Regs) -> bool {
     (r.orig_rax as i64) >= 0 && ERESTART_RANGE.contains(&(r.rax as i64))
 }
 
+/// `restart_syscall`, what the kernel runs to resume a call that returned
+/// `-ERESTART_RESTARTBLOCK` (`nanosleep`, `clock_nanosleep`, `poll`, ...).
+const NR_RESTART_SYSCALL: u64 = 219;
+const ERESTART_RESTARTBLOCK: i64 = -516;
+
+/// The registers a thread stopped with `saved` resumes with when no signal handler runs
+/// first, made ahead: for a call the kernel restarts ([`restarts_syscall`]) `rax` holds the
+/// call again (`restart_syscall` for `-ERESTART_RESTARTBLOCK`), the PC is back on the
+/// `syscall`, and `orig_rax` is -1, so that the kernel does not restart it a second time;
+/// any other thread's registers as they are. (The one difference from the kernel's own
+/// restart: a signal with a handler that arrives before the call is made again restarts the
+/// call after the handler instead of failing it with `EINTR`.)
+pub fn restart_made(saved: &Regs) -> Regs {
+    let mut r = *saved;
+    if restarts_syscall(saved) {
+        r.rax = if saved.rax as i64 == ERESTART_RESTARTBLOCK {
+            NR_RESTART_SYSCALL
+        } else {
+            saved.orig_rax
+        };
+        r.rip = saved.rip.wrapping_sub(2);
+        r.orig_rax = u64::MAX;
+    }
+    r
+}
+
 /// Whether a thread with registers `r`, stopped, was interrupted in one of
 /// [`MASKING_CALLS`] that the kernel will restart (`orig_rax` names it and `rax` holds an
 /// `-ERESTART*` code): its blocked mask is then the call's temporary one.

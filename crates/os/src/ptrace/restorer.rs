@@ -129,25 +129,12 @@ pub const RED_ZONE: u64 = 128;
 /// memfd there for `memfd_create`): the frame goes below them.
 pub const SCRATCH: u64 = 256;
 
-/// `restart_syscall`, what the kernel runs to resume a call that returned
-/// `-ERESTART_RESTARTBLOCK` (`nanosleep`, `clock_nanosleep`, `poll`, ...).
-const NR_RESTART_SYSCALL: u64 = 219;
-const ERESTART_RESTARTBLOCK: i64 = -516;
-
 /// A frame for a thread whose registers are `saved`: where it goes (8-aligned, below the red
 /// zone and [`SCRATCH`]), its bytes, and the address the thread goes on at once the stub has popped
 /// it (the PC the kernel would resume it at, see the module documentation).
 pub fn frame(saved: &Regs) -> (RemoteAddr, Vec<u8>, RemoteAddr) {
-    let (rax, rip) = if super::restarts_syscall(saved) {
-        let rax = if saved.rax as i64 == ERESTART_RESTARTBLOCK {
-            NR_RESTART_SYSCALL
-        } else {
-            saved.orig_rax
-        };
-        (rax, saved.rip.wrapping_sub(2))
-    } else {
-        (saved.rax, saved.rip)
-    };
+    let made = super::restart_made(saved);
+    let (rax, rip) = (made.rax, made.rip);
     let s = saved;
     let words = [
         s.r15, s.r14, s.r13, s.r12, s.r11, s.r10, s.r9, s.r8, s.rdi, s.rsi, s.rbp, s.rbx, s.rdx,
@@ -260,7 +247,7 @@ mod tests {
         r.rax = (-516i64) as u64; // -ERESTART_RESTARTBLOCK
         let (_, bytes, resume) = frame(&r);
         assert_eq!(resume.0, r.rip - 2);
-        assert_eq!(word(&bytes, "rax"), NR_RESTART_SYSCALL);
+        assert_eq!(word(&bytes, "rax"), 219, "restart_syscall");
         r.rax = (-4i64) as u64; // -EINTR: finished, not restarted
         let (_, bytes, resume) = frame(&r);
         assert_eq!((resume.0, word(&bytes, "rax")), (r.rip, (-4i64) as u64));
