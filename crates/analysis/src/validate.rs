@@ -571,12 +571,16 @@ fn check_function(
             }
             (Terminator::CondJump, Flow::CondJump(t)) => {
                 to(&mut may, &mut must, EdgeKind::Branch, t.0, true);
-                // Past the function's range, or onto another function's entry inside it: on
-                // into that function, a tail call (see `build`).
-                let beyond = !fun.extent.contains(&next)
-                    || (next != fun.entry.0 && function_at(next).is_some());
-                if beyond {
+                // Past the function's range: on into the next function, a tail call (see
+                // `build`). Onto another function's entry inside it: a tail call where that
+                // function was known when this one was built, else a fall-through to a block
+                // of this one, which holds that code too (libsodium's hand-written
+                // `func_274a0` falls into `func_2750a`, which another routine jumps to): both
+                // say the one path, and every block of this function is checked here.
+                if !fun.extent.contains(&next) {
                     to(&mut may, &mut must, EdgeKind::TailCall, next, false);
+                } else if next != fun.entry.0 && function_at(next).is_some() {
+                    to(&mut may, &mut must, EdgeKind::FallThrough, next, true);
                 } else {
                     fall(&mut may, &mut must);
                 }

@@ -332,3 +332,39 @@ fn a_block_without_its_fall_through_edge_is_caught() {
         |e| matches!(e, Invalid::Block { detail, .. } if detail.contains("fallthrough edge")),
     );
 }
+
+/// Hand-written assembly (libsodium's, libx264's, libdav1d's): a routine (found by a call,
+/// with no symbol) whose conditional branch, not taken, falls into the entry of another
+/// routine that a jump from a third reaches, so analysis finds that entry after it built the
+/// first routine (whose blocks then hold the second's code too, reached by a fall-through). A fresh analysis of it passes its
+/// check; before, every cache entry of such a library was rejected as "a fallthrough edge
+/// ... it cannot take", analysed again, and rejected again at the next read.
+#[test]
+fn a_fall_through_onto_an_entry_found_later_passes() {
+    let base = 0x1000u64;
+    #[rustfmt::skip]
+    let code: Vec<u8> = vec![
+        // first (0x1000): cmp rdi, 0; jbe out (0x100e); then on into `second`.
+        0x48, 0x83, 0xff, 0x00,       // cmp rdi, 0
+        0x0f, 0x86, 0x04, 0x00, 0x00, 0x00, // jbe 0x100e
+        // second (0x100a), a function only as the target of `third`'s jump:
+        0x48, 0x89, 0xf8,             // mov rax, rdi
+        0xc3,                         // ret
+        // out (0x100e):
+        0x31, 0xc0,                   // xor eax, eax
+        0xc3,                         // ret
+        // third (0x1011): call first; jmp second
+        0xe8, 0xea, 0xff, 0xff, 0xff, // call 0x1000
+        0xeb, 0xf2,                   // jmp 0x100a
+    ];
+    let mut image = Image::raw("asm", &code, ImageAddr(base));
+    let symbols = format!("{:016x} {:016x} T third\n", base + 0x11, 7);
+    assert_eq!(image.add_symbol_file(&symbols), Ok(1));
+    let mut a = analyze(&image, &Quiet);
+    let second = a.cfg.function_at(ImageAddr(base + 0xa));
+    assert!(
+        second.is_some_and(|f| a.cfg.function(f).entry.0 == base + 0xa),
+        "the jump's target is a function of its own"
+    );
+    validate(&mut a, &image).unwrap_or_else(|e| panic!("{e}"));
+}

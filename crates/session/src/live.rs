@@ -603,11 +603,34 @@ impl ProcessTarget {
         removal
     }
 
-    /// Wait for a launched command after the instrumentation is gone.
+    /// Wait for a launched command after the instrumentation is gone, for its exit status.
+    /// One that runs on (a server after `--duration`) is said to on stderr, and a signal to
+    /// kerf (Ctrl-C) ends the wait, leaving it running; after a Ctrl-C that ended the
+    /// sampling (in a terminal the command had it too, and is likely ending), kerf waits a
+    /// second at most.
     pub fn wait(&mut self) {
-        if let Some(c) = &mut self.child {
-            let _ = c.wait();
+        let Some(c) = &mut self.child else { return };
+        if let Some(w) = &self.watch {
+            let asked = STOP.swap(false, Ordering::SeqCst);
+            let grace = Instant::now() + Duration::from_secs(1);
+            let mut said = false;
+            while w.running() {
+                if STOP.load(Ordering::SeqCst) || (asked && Instant::now() >= grace) {
+                    eprintln!("kerf: process {} left running, without kerf's probes", self.pid);
+                    return;
+                }
+                if !said && !asked {
+                    eprintln!(
+                        "kerf: the probes are out; process {} runs on: kerf waits for its end \
+                         and exit status (Ctrl-C: leave it running)",
+                        self.pid
+                    );
+                    said = true;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
+        let _ = c.wait();
     }
 }
 
