@@ -1785,7 +1785,7 @@ impl Jit {
                 }
                 match write_checked(mem, e.at, &e.old, &e.new) {
                     Ok(()) => written.push(e),
-                    Err(x) => err = Some(x),
+                    Err(x) => err = Some(left_by_a_gone_kerf(self.pid, mem, e.at, x)),
                 }
             }
             self.entries = written;
@@ -3352,6 +3352,42 @@ fn dump(dir: &std::path::Path, images: &[&AnalyzedImage], jit: &Jit) {
 }
 
 /// Write `new` over `old` at `at`, checking the bytes before and after (the probes' own check).
+/// A root's entry found changed (`e`), said more plainly where it is a jump into the code
+/// cache of a kerf that is gone (one killed with SIGKILL leaves its jumps and cache, which the
+/// program runs on): that kerf's id, from the name of the mapping the jump goes to.
+fn left_by_a_gone_kerf(pid: i32, mem: &RemoteMem, at: RemoteAddr, e: JitFail) -> JitFail {
+    let JitFail::Mismatch { addr, detail } = e else { return e };
+    let mut b = [0u8; 5];
+    let target = match mem.read(at, &mut b) {
+        Ok(()) if b[0] == 0xe9 => {
+            let rel = i32::from_le_bytes([b[1], b[2], b[3], b[4]]);
+            at.0.wrapping_add(5).wrapping_add(rel as i64 as u64)
+        }
+        _ => return JitFail::Mismatch { addr, detail },
+    };
+    let maps = kerf_os::process::Process::open(pid).and_then(|p| p.maps()).unwrap_or_default();
+    let owner = maps.iter().find(|m| m.contains(RemoteAddr(target))).and_then(|m| {
+        m.path
+            .as_deref()?
+            .split("kerf-")
+            .nth(1)?
+            .split(|c: char| !c.is_ascii_digit())
+            .next()?
+            .parse::<i32>()
+            .ok()
+    });
+    let detail = match owner {
+        Some(k) if kerf_os::process::ended(&kerf_os::process::RealSys, k) => format!(
+            "{detail}: a jump into the code cache of kerf {k}, which is gone (killed?); the \
+             program runs that cache from this root until it ends, and no kerf can splice \
+             this root again before"
+        ),
+        Some(k) => format!("{detail}: a jump into the code cache of kerf {k}, which runs"),
+        None => detail,
+    };
+    JitFail::Mismatch { addr, detail }
+}
+
 fn write_checked(mem: &RemoteMem, at: RemoteAddr, old: &[u8], new: &[u8]) -> Result<(), JitFail> {
     use crate::probe::InstrumentError;
     crate::instrument::write_verified(mem, at.0, old, new).map_err(|e| match e {

@@ -452,6 +452,18 @@ pub fn run(
             s.thrash_escapes
         ));
     }
+    // Modules whose code ran natively for want of a trustworthy analysis, or which kerf
+    // did not take in when a miss led there: their escapes are in the summary, the why here.
+    for m in &s.analysis_rejected {
+        events.warn(&format!(
+            "the cached analysis of {m}: rejected when a miss first led there; that module's              code ran natively from then on, uncounted (each entry an escape)"
+        ));
+    }
+    for m in &s.late_refused {
+        events.warn(&format!(
+            "a library mapped after kerf attached was not taken in ({m}): its code ran              natively, uncounted (each entry an escape)"
+        ));
+    }
     if let Some(jit::SlabUse { threads: claimed, shared, .. }) =
         jit.slab_use().filter(|u| u.shared > 0)
     {
