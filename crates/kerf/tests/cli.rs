@@ -373,6 +373,48 @@ fn a_launched_commands_exit_code_is_kerfs() {
     }
 }
 
+/// A launched command that runs on after `--duration` (a server): kerf says so and waits for
+/// its exit code (a command that ends soon gives it, as above); a Ctrl-C to kerf then ends the
+/// wait at once, the summary written and the command left running. (Before, kerf waited in
+/// silence, its summary unwritten, for as long as the command ran.)
+#[test]
+fn a_command_running_on_after_the_duration_is_said_to_and_ctrl_c_leaves_it() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let cache = tmp("runs-on");
+    for tool in ["count", "jit"] {
+        let summary = cache.join(format!("{tool}.json"));
+        let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
+            .args([tool, "main", "--duration", "0.3", "--json", "-o"])
+            .arg(&summary)
+            .args(["--", "sleep", "60"])
+            .env("KERF_CACHE_DIR", &cache)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut err = BufReader::new(k.stderr.take().unwrap());
+        let (mut line, mut said) = (String::new(), String::new());
+        while !line.contains("runs on") {
+            line.clear();
+            assert!(err.read_line(&mut line).unwrap() > 0, "{tool}: {said}");
+            said.push_str(&line);
+        }
+        let pid: i32 =
+            line.split("process ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+        let asked = std::time::Instant::now();
+        Command::new("kill").args(["-INT", &k.id().to_string()]).status().unwrap();
+        let st = k.wait().unwrap();
+        let waited = asked.elapsed().as_secs_f64();
+        assert!(st.success(), "{tool}: {st:?}");
+        assert!(waited < 5.0, "{tool}: {waited} s after Ctrl-C");
+        let left = std::path::Path::new(&format!("/proc/{pid}")).exists();
+        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+        assert!(left, "{tool}: the command did not run on");
+        let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+        assert!(v.is_object(), "{tool}: no summary");
+    }
+}
+
 /// `kerf jit --budget 0` (no root translated), a cache limit under a page and a flush share
 /// outside (0, 1] are refused as usage errors before anything runs (the first two were
 /// accepted: the first killed the program, the second showed "limit 0 KiB"); a script given as the command is said to be one, since the

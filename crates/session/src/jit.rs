@@ -3040,9 +3040,7 @@ impl Jit {
                 kerf_jit::table::OUTER + kerf_jit::table::outer_slot(self.ctx.hash, outer_sp);
             let word = (0..kerf_jit::table::OUTER_PROBES)
                 .map(|k| (slot + 8 * k) as usize)
-                .find(|&w| {
-                    matches!(self.table.load_u64(w), 0) || self.table.load_u64(w) == outer_sp
-                })
+                .find(|&w| [0, outer_sp].contains(&self.table.load_u64(w)))
                 .unwrap_or(slot as usize);
             self.table.store_u64(word, outer_sp);
             self.stats.adopted += 1;
@@ -3067,9 +3065,9 @@ impl Jit {
     /// Where thread registers `regs` stand in a root call made from the original code: walked
     /// up its stack by the unwind tables of the modules `all` (`images` keeps each parsed),
     /// the outermost root frame's function (module, function: a root's or one a root
-    /// tail-calls, `ending`, by module), the stack pointer that frame had
-    /// at its entry (pointing at the return address into its caller), and the return addresses of the frames inside that call,
-    /// innermost first. `None` where no root frame is found before the walk ends: an address
+    /// tail-calls, `ending`, by module), the stack pointer that frame had at its entry
+    /// (pointing at the return address into its caller), and the return addresses of the
+    /// frames inside that call, innermost first. `None` where no root frame is found before the walk ends: an address
     /// in no module or with no plain unwind rule (a signal frame, generated code), a read
     /// that fails, or [`MAX_FRAMES`].
     fn root_frame<'a>(
@@ -3351,7 +3349,6 @@ fn dump(dir: &std::path::Path, images: &[&AnalyzedImage], jit: &Jit) {
     let _ = std::fs::write(dir.join("index.txt"), index);
 }
 
-/// Write `new` over `old` at `at`, checking the bytes before and after (the probes' own check).
 /// A root's entry found changed (`e`), said more plainly where it is a jump into the code
 /// cache of a kerf that is gone (one killed with SIGKILL leaves its jumps and cache, which the
 /// program runs on): that kerf's id, from the name of the mapping the jump goes to.
@@ -3388,6 +3385,7 @@ fn left_by_a_gone_kerf(pid: i32, mem: &RemoteMem, at: RemoteAddr, e: JitFail) ->
     JitFail::Mismatch { addr, detail }
 }
 
+/// Write `new` over `old` at `at`, checking the bytes before and after (the probes' own check).
 fn write_checked(mem: &RemoteMem, at: RemoteAddr, old: &[u8], new: &[u8]) -> Result<(), JitFail> {
     use crate::probe::InstrumentError;
     crate::instrument::write_verified(mem, at.0, old, new).map_err(|e| match e {

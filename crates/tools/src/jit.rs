@@ -356,7 +356,9 @@ pub fn run(
             match s.not_adopted {
                 0 => String::new(),
                 n => format!(
-                    "; {n} not (standing in code kerf cannot translate, or with a signal                      pending, or a gs base of the program's own): they finish their root                      call natively"
+                    "; {n} not (standing in code kerf cannot translate, or with a signal \
+                     pending, or a gs base of the program's own): they finish their root \
+                     call natively"
                 ),
             }
         ));
@@ -456,12 +458,14 @@ pub fn run(
     // did not take in when a miss led there: their escapes are in the summary, the why here.
     for m in &s.analysis_rejected {
         events.warn(&format!(
-            "the cached analysis of {m}: rejected when a miss first led there; that module's              code ran natively from then on, uncounted (each entry an escape)"
+            "the cached analysis of {m}: rejected when a miss first led there; that module's \
+             code ran natively from then on, uncounted (each entry an escape)"
         ));
     }
     for m in &s.late_refused {
         events.warn(&format!(
-            "a library mapped after kerf attached was not taken in ({m}): its code ran              natively, uncounted (each entry an escape)"
+            "a library mapped after kerf attached was not taken in ({m}): its code ran \
+             natively, uncounted (each entry an escape)"
         ));
     }
     if let Some(jit::SlabUse { threads: claimed, shared, .. }) =
