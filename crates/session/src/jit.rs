@@ -2223,8 +2223,25 @@ impl Jit {
             if known || self.index.find(t).is_some() {
                 continue;
             }
-            let Ok(Some(path)) = crate::load::module_path_at(self.pid, RemoteAddr(t)) else {
-                continue;
+            let path = match crate::load::module_path_at(self.pid, RemoteAddr(t)) {
+                Ok(Some(path)) => path,
+                // In no module of the target: perhaps a library that a process forked from
+                // it mapped after the fork (nginx's workers load libnss and libm once
+                // forked). kerf maps room in the target only, so its code runs natively
+                // there: said, once per library.
+                Ok(None) => {
+                    if let Some((path, child)) = self.forked_module_at(t) {
+                        let said = format!("{path}: ");
+                        if !self.stats.late_refused.iter().any(|r| r.starts_with(&said)) {
+                            self.stats.late_refused.push(format!(
+                                "{path}: mapped by process {child}, forked from the target, \
+                                 after the fork (kerf takes in the target's own libraries only)"
+                            ));
+                        }
+                    }
+                    continue;
+                }
+                Err(_) => continue,
             };
             // Once per module: its later misses find the escape entries `answer` gives.
             if self.stats.late_refused.iter().any(|r| r.starts_with(&format!("{path}: "))) {
@@ -3313,6 +3330,14 @@ impl Jit {
     /// address: only a `fork` of the target gives that (`exec` drops every mapping). The
     /// file is told by its inode, read from kerf's own mapping of it, which is there as long
     /// as the table is (`None`: kerf could not read it).
+    /// The module holding original address `a` in a process forked from the target that
+    /// shares its cache (not in the target itself), and that process.
+    fn forked_module_at(&self, a: u64) -> Option<(String, i32)> {
+        self.copies()?.into_iter().find_map(|c| {
+            crate::load::module_path_at(c, RemoteAddr(a)).ok().flatten().map(|p| (p, c))
+        })
+    }
+
     fn copies(&self) -> Option<Vec<i32>> {
         let sys = kerf_os::process::RealSys;
         let me = std::process::id() as i32;
