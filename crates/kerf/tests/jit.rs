@@ -1242,15 +1242,20 @@ fn a_handler_that_will_return_into_the_cache_keeps_it_mapped_and_is_reported() {
         .unwrap();
     // Once the root is spliced, the worker's next call runs in the cache: interrupt it there.
     let mut said = String::new();
-    for l in BufReader::new(kerf.stderr.take().unwrap()).lines() {
-        let l = l.unwrap();
-        said.push_str(&l);
-        said.push('\n');
-        if l.contains(" live ") {
+    let mut err = BufReader::new(kerf.stderr.take().unwrap());
+    let mut l = String::new();
+    while !l.contains(" live ") {
+        l.clear();
+        if err.read_line(&mut l).unwrap() == 0 {
             break;
         }
+        said.push_str(&l);
     }
     assert!(said.contains(" live "), "kerf never went live: {said}");
+    // The rest of kerf's stderr drained meanwhile (a pipe closed under it would end it with
+    // SIGPIPE at its next line: "a thread ... taken into the cache", when the worker stood
+    // inside `spin` as kerf attached).
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
     writeln!(input, "signal").unwrap();
     line.clear();
     output.read_line(&mut line).unwrap();
