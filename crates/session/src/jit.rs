@@ -421,12 +421,12 @@ pub struct JitStats {
     /// and those found inside one that could not be (standing in code with no translation,
     /// holding a signal for kerf to deliver, or a `gs` base of the program's own) in every
     /// try; they run natively until their root call ends.
-    pub adopted: usize,
-    pub not_adopted: usize,
+    pub taken_in: usize,
+    pub not_taken_in: usize,
     /// The longest of the stops that took them in (each try is one).
     pub take_in_pause: Duration,
     /// The roots (module, function) whose frames held the threads taken in.
-    pub adopted_roots: Vec<(usize, FuncId)>,
+    pub taken_in_roots: Vec<(usize, FuncId)>,
     /// On demand: misses kerf answered, functions it translated for them, targets it could
     /// not translate (given an escape entry), and the time it took.
     pub asked: u64,
@@ -1540,7 +1540,7 @@ pub fn install(
             let left = jit.take_in(&mut tr, images, &mods, plugin);
             tr.resume_detach()?;
             jit.stats.take_in_pause = jit.stats.take_in_pause.max(t.elapsed());
-            jit.stats.not_adopted = left.len();
+            jit.stats.not_taken_in = left.len();
             if left.is_empty() || attempt == TAKE_IN_TRIES {
                 break;
             }
@@ -3000,7 +3000,7 @@ impl Jit {
     ///
     /// Counting starts there: the rest of the block the thread stood in is not counted.
     /// Returns the threads inside a root call that it could not take (see
-    /// [`JitStats::not_adopted`]).
+    /// [`JitStats::not_taken_in`]).
     fn take_in(
         &mut self,
         tr: &mut Tracee,
@@ -3011,11 +3011,18 @@ impl Jit {
         let mut images: HashMap<usize, Option<kerf_analysis::image::Image<'_>>> = HashMap::new();
         // A frame of a root, or of a function a root tail-calls (python3.11's `main` jumps to
         // `Py_BytesMain`, whose frame is then the root call's), by module.
-        let entries: std::collections::HashSet<u64> = (self.root_funcs.iter())
-            .map(|&(k, f)| mods[k].runtime(mods[k].cfg.function(f).entry))
-            .collect();
+        let entries: std::collections::HashSet<u64> =
+            self.root_funcs.iter().map(|&(k, f)| entry_of(mods, k, f)).collect();
         let ending: Vec<_> =
             mods.iter().map(|m| kerf_jit::translate::ending_roots(m, &entries)).collect();
+        // Per root, the functions whose frames are its call's (itself and what it tail-calls
+        // in its module), to say which roots the threads taken in were inside.
+        let roots: Vec<_> = (self.root_funcs.iter())
+            .map(|&(k, f)| {
+                let entry = std::collections::HashSet::from([entry_of(mods, k, f)]);
+                ((k, f), kerf_jit::translate::ending_roots(&mods[k], &entry))
+            })
+            .collect();
         let mut left = Vec::new();
         for tid in tr.threads().to_vec() {
             let Ok(regs) = tr.regs(tid) else { continue };
@@ -3060,19 +3067,16 @@ impl Jit {
                 .find(|&w| [0, outer_sp].contains(&self.table.load_u64(w)))
                 .unwrap_or(slot as usize);
             self.table.store_u64(word, outer_sp);
-            self.stats.adopted += 1;
+            self.stats.taken_in += 1;
             // The roots whose call that frame is (the root itself, or each root that
             // tail-calls its function).
             let (k, f) = root;
-            for &(rk, rf) in &self.root_funcs {
-                let entry = std::collections::HashSet::from([
-                    mods[rk].runtime(mods[rk].cfg.function(rf).entry)
-                ]);
-                let theirs = (rk, rf) == root
-                    || (rk == k
-                        && kerf_jit::translate::ending_roots(&mods[k], &entry).contains(&f));
-                if theirs && !self.stats.adopted_roots.contains(&(rk, rf)) {
-                    self.stats.adopted_roots.push((rk, rf));
+            for ((rk, rf), theirs) in &roots {
+                if *rk == k
+                    && theirs.contains(&f)
+                    && !self.stats.taken_in_roots.contains(&(*rk, *rf))
+                {
+                    self.stats.taken_in_roots.push((*rk, *rf));
                 }
             }
         }
@@ -3372,6 +3376,11 @@ fn dump(dir: &std::path::Path, images: &[&AnalyzedImage], jit: &Jit) {
         let _ = writeln!(index, "overflow {a:#x} -> {e:#x}");
     }
     let _ = std::fs::write(dir.join("index.txt"), index);
+}
+
+/// The original address of function `f` of module `k`'s entry.
+fn entry_of(mods: &[Module<'_>], k: usize, f: FuncId) -> u64 {
+    mods[k].runtime(mods[k].cfg.function(f).entry)
 }
 
 /// A root's entry found changed (`e`), said more plainly where it is a jump into the code

@@ -348,12 +348,12 @@ pub fn run(
         s.translate.as_secs_f64(),
         s.write.as_secs_f64(),
     ));
-    if s.adopted + s.not_adopted > 0 {
+    if s.taken_in + s.not_taken_in > 0 {
         events.say(&format!(
             "jit: {} thread{} already inside a root call taken into the cache{}",
-            s.adopted,
-            if s.adopted == 1 { "" } else { "s" },
-            match s.not_adopted {
+            s.taken_in,
+            if s.taken_in == 1 { "" } else { "s" },
+            match s.not_taken_in {
                 0 => String::new(),
                 n => format!(
                     "; {n} not (standing in code kerf cannot translate, or with a signal \
@@ -799,7 +799,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
     let never_entered: Vec<&str> = roots
         .iter()
         .filter(|r| {
-            counting && !s.adopted_roots.contains(&(r.module, r.func)) && {
+            counting && !s.taken_in_roots.contains(&(r.module, r.func)) && {
                 let m = jit.image(&target.modules, r.module);
                 let entry = m.analysis.cfg.function(r.func).entry.0 + m.bias.unwrap_or(0);
                 by_block.get(&(r.module, entry)).is_none_or(|x| x.2 == 0)
@@ -811,8 +811,8 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         "jit": {
             "roots": roots.iter().map(|r| r.label.clone()).collect::<Vec<_>>(),
             "roots_never_entered": never_entered,
-            "taken_in": s.adopted,
-            "not_taken_in": s.not_adopted,
+            "taken_in": s.taken_in,
+            "not_taken_in": s.not_taken_in,
             "functions": jit.function_count(),
             "blocks": s.blocks,
             "code_bytes": s.code_bytes,
