@@ -92,10 +92,10 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     progress.finish();
     let seconds = t0.elapsed().as_secs_f64();
     for w in loaded.warnings() {
-        eprintln!("kerf: warning: {w}");
+        err_line!("kerf: warning: {w}");
     }
     for s in &loaded.skipped {
-        eprintln!("kerf: skipped module {s}");
+        err_line!("kerf: skipped module {s}");
     }
     let request = Request {
         function: args.function.clone(),

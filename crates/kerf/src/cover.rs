@@ -94,7 +94,7 @@ fn write_files(args: &Args, c: &Coverage) -> Result<(), crate::Error> {
         let lines = |m: &cover::ModuleCoverage| match cover::module_lines(m) {
             Ok(l) => Some(l),
             Err(why) => {
-                eprintln!("kerf: warning: {}: no source lines for lcov ({why})", m.path);
+                err_line!("kerf: warning: {}: no source lines for lcov ({why})", m.path);
                 None
             }
         };

@@ -130,9 +130,9 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
         format!("{}{how}", tree_text(&found, args.show))
     };
     if args.command.is_empty() {
-        print!("{text}");
+        out_text!("{text}");
     } else {
-        eprint!("{text}");
+        err_text!("{text}");
     }
     match wait(child) {
         Some(code) if code != 0 => {

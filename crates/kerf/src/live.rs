@@ -186,10 +186,10 @@ impl Output {
 
 impl Events for Output {
     fn say(&mut self, line: &str) {
-        eprintln!("kerf: {line}");
+        err_line!("kerf: {line}");
     }
     fn warn(&mut self, line: &str) {
-        eprintln!("kerf: warning: {line}");
+        err_line!("kerf: warning: {line}");
     }
     fn live(&mut self, table: &str) {
         Output::write(&mut self.live, table);
@@ -238,10 +238,10 @@ pub struct Stderr;
 
 impl Events for Stderr {
     fn say(&mut self, line: &str) {
-        eprintln!("kerf: {line}");
+        err_line!("kerf: {line}");
     }
     fn warn(&mut self, line: &str) {
-        eprintln!("kerf: warning: {line}");
+        err_line!("kerf: warning: {line}");
     }
     fn live(&mut self, _table: &str) {}
 }
@@ -288,12 +288,12 @@ pub fn run_tool_then<T: LiveTool>(
         out.summary(&format!("{}\n", report.json));
     } else {
         if let Some(why) = &report.stopped {
-            eprintln!("kerf: {why}");
+            err_line!("kerf: {why}");
         }
         out.summary(&tool.final_table(&report.json));
     }
     if let Some(w) = &report.warning_after {
-        eprintln!("kerf: {w}");
+        err_line!("kerf: {w}");
     }
     if let Some(e) = report.error {
         return Err(e.into());
@@ -318,7 +318,7 @@ fn show_splice_progress() {
             }
             let t = *since.get_or_insert_with(Instant::now);
             if t.elapsed() >= EVERY && said.elapsed() >= EVERY {
-                eprintln!("kerf: splicing: {done} of {total} points in");
+                err_line!("kerf: splicing: {done} of {total} points in");
                 said = Instant::now();
             }
         }

@@ -49,9 +49,9 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     let v = report(&stats, secs, &|a| namer.name(a).or_else(|| stats.late_names.get(&a).cloned()));
     let text = if args.json { format!("{v}\n") } else { table(&v, args.most) };
     if args.command.is_empty() {
-        print!("{text}");
+        out_text!("{text}");
     } else {
-        eprint!("{text}");
+        err_text!("{text}");
     }
     crate::Error::command_exit(!args.command.is_empty(), &v)
 }

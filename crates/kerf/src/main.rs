@@ -5,6 +5,33 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(rust_2018_idioms, clippy::undocumented_unsafe_blocks)]
 
+/// `eprintln!` that cannot panic. A closed stderr (`kerf ... 2>&1 | head`) must not end kerf
+/// while it holds a target: a panic there leaves a process's probes or code cache without
+/// their kerf. What could not be written is dropped.
+macro_rules! err_line {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
+/// [`err_line!`] without the newline.
+macro_rules! err_text {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr().lock(), $($t)*);
+    }};
+}
+
+/// `print!` that cannot panic (a report written after the target is restored, to a reader
+/// that may have gone).
+macro_rules! out_text {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stdout().lock(), $($t)*);
+    }};
+}
+
 mod analyze;
 mod count;
 mod cover;
@@ -118,7 +145,7 @@ pub fn note_script(command: &[String]) {
     if let Some(line) = head[..n].strip_prefix(b"#!") {
         let line = line.split(|&b| b == b'\n').next().unwrap_or_default();
         let interp = String::from_utf8_lossy(line).trim().to_string();
-        eprintln!(
+        err_line!(
             "kerf: {program} is a script: the kernel runs its interpreter ({interp}), and kerf \
              instruments that program"
         );
@@ -205,7 +232,7 @@ fn main() -> ExitCode {
         Ok(()) => 0,
         Err(Error::Command { code }) => code,
         Err(e) => {
-            eprintln!("kerf: {e}");
+            err_line!("kerf: {e}");
             1
         }
     };

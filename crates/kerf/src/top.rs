@@ -206,9 +206,9 @@ pub fn run_top(args: Args) -> Result<(), crate::Error> {
     }
     match ended {
         Ok(stopped) => {
-            eprintln!("kerf top: {} round{}", top.rounds, if top.rounds == 1 { "" } else { "s" });
+            err_line!("kerf top: {} round{}", top.rounds, if top.rounds == 1 { "" } else { "s" });
             if let Some(s) = stopped {
-                eprintln!("kerf: {s}");
+                err_line!("kerf: {s}");
             }
             Ok(())
         }

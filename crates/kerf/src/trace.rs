@@ -252,7 +252,7 @@ fn convert(a: ConvertArgs) -> Result<(), crate::Error> {
     })
     .map_err(crate::Error::Trace)?;
     if let Some(p) = &a.output {
-        eprintln!("{}: {} events, {} lost", p.display(), summary.events, summary.lost);
+        err_line!("{}: {} events, {} lost", p.display(), summary.events, summary.lost);
     }
     match summary.incomplete {
         // What could be read was converted; the exit status says the input was not whole.
@@ -286,20 +286,28 @@ fn send(input: &Path, addr: &str, machine: Option<&str>) -> Result<(), TraceErro
         }
     }
     let stats = sender.finish(Duration::from_secs(30))?;
-    eprintln!(
+    err_line!(
         "sent {} events to {addr} ({} records acknowledged, {} connections)",
-        stats.events, stats.acked, stats.connections
+        stats.events,
+        stats.acked,
+        stats.connections
     );
     Ok(())
 }
 
 fn print_counts(counts: &[SourceCount]) {
-    eprintln!(
+    err_line!(
         "{:<5} {:<20} {:<16} {:>12} {:>12} {:>12} {:>5}",
-        "id", "machine", "source", "events", "lost(send)", "lost(ring)", "conns"
+        "id",
+        "machine",
+        "source",
+        "events",
+        "lost(send)",
+        "lost(ring)",
+        "conns"
     );
     for c in counts {
-        eprintln!(
+        err_line!(
             "{:<5} {:<20} {:<16} {:>12} {:>12} {:>12} {:>5}{}",
             c.id,
             c.machine,
@@ -319,14 +327,14 @@ pub fn collect(a: CollectArgs) -> Result<(), crate::Error> {
     let collector =
         Collector::bind(&a.listen, Box::new(out)).map_err(|e| crate::Error::Trace(e.into()))?;
     if let Ok(addr) = collector.local_addr() {
-        eprintln!("collecting on {addr} into {}", a.output.display());
+        err_line!("collecting on {addr} into {}", a.output.display());
     }
     let report = collector
         .run(kerf_session::live::stop_flag(), a.senders)
         .map_err(|e| crate::Error::Trace(e.into()))?;
     print_counts(&report.sources);
     for e in &report.errors {
-        eprintln!("kerf: connection {e}");
+        err_line!("kerf: connection {e}");
     }
     Ok(())
 }

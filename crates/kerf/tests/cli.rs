@@ -415,6 +415,35 @@ fn a_command_running_on_after_the_duration_is_said_to_and_ctrl_c_leaves_it() {
     }
 }
 
+/// kerf's stderr a closed pipe (`kerf ... 2>&1 | head` after the reader went): kerf's lines
+/// are dropped, and it goes on to restore the target and write its summary. (Each line was an
+/// `eprintln!`, which panics on EPIPE: kerf died while it held the target.)
+#[test]
+fn a_closed_stderr_ends_nothing() {
+    use std::process::Stdio;
+    let cache = tmp("closed-stderr");
+    for tool in ["count", "jit"] {
+        let summary = cache.join(format!("{tool}.json"));
+        let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
+            .args([tool, "main", "--json", "-o"])
+            .arg(&summary)
+            .args(["--", "sh", "-c", "sleep 0.3; echo done"])
+            .env("KERF_CACHE_DIR", &cache)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(k.stderr.take());
+        let o = k.wait_with_output().unwrap();
+        assert!(o.status.success(), "{tool}: {:?}", o.status);
+        assert_eq!(String::from_utf8_lossy(&o.stdout), "done\n", "{tool}");
+        let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+        // (`count` says how it stopped, `jit` how the target ended.)
+        let end = v["stopped"].as_str().or(v["ended"].as_str()).unwrap_or_default().to_string();
+        assert!(end.contains("exited with code 0"), "{tool}: {end}");
+    }
+}
+
 /// `kerf jit --budget 0` (no root translated), a cache limit under a page and a flush share
 /// outside (0, 1] are refused as usage errors before anything runs (the first two were
 /// accepted: the first killed the program, the second showed "limit 0 KiB"); a script given as the command is said to be one, since the

@@ -723,16 +723,44 @@ fn a_daemon_forked_from_the_target_is_taken_out_of_the_cache() {
 
 /// `jit_plug.c` built as a shared library named `name` (for `jit_dlopen.c` to open).
 fn plug_library(name: &str) -> PathBuf {
+    plug_library_with(name, &[])
+}
+
+/// [`plug_library`] with more arguments to gcc (`-DPLUG_MUL=3`).
+fn plug_library_with(name: &str, args: &[&str]) -> PathBuf {
     let lib = tmp().join("fixtures").join(name);
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/jit_plug.c");
     let st = Command::new("gcc")
         .args(["-O2", "-shared", "-fPIC", "-o"])
         .arg(&lib)
+        .args(args)
         .arg(&src)
         .status()
         .unwrap();
     assert!(st.success(), "gcc failed on jit_plug.c");
     lib
+}
+
+/// A library the target maps after it forked (`jit_reload fork`: the parent loads A, then the
+/// child, forked before, loads B at the same address). The child shares the table, so
+/// translations of A there would run for B's code in the child: kerf leaves A untranslated
+/// while such a copy lives, and says why. (The build before translated A, and the child died
+/// of SIGSEGV in A's translation, whose room only the parent maps.)
+#[test]
+fn a_library_mapped_after_a_fork_is_not_translated_for_the_copy() {
+    let bin = common::build_fixture("jit_reload", "-O2", "jit-reload");
+    let a = plug_library("libjitplug-a.so");
+    let b = plug_library_with("libjitplug-b.so", &["-DPLUG_MUL=3"]);
+    let args = ["fork", a.to_str().unwrap(), b.to_str().unwrap()];
+    let expected = plain(&bin, &args);
+    // The test needs both at one address (the same layout, the same mappings before).
+    assert!(expected.contains("child libjitplug-b.so +0 "), "{expected}");
+    assert!(expected.ends_with("child exited 0\n"), "{expected}");
+    let (v, out, err) = kerf_on("reload-fork", "jit", &["main"], &bin, &args);
+    assert_eq!(out, expected, "output changed under kerf jit: {err}");
+    let refused = v["jit"]["on_demand"]["late_refused"].to_string();
+    assert!(refused.contains("libjitplug-a.so: mapped after process"), "{refused}");
+    assert!(err.contains("forked from the target"), "{err}");
 }
 
 /// A library mapped after the start keeps a hint of what ran too: the second run translates

@@ -2247,6 +2247,10 @@ impl Jit {
             if self.stats.late_refused.iter().any(|r| r.starts_with(&format!("{path}: "))) {
                 continue;
             }
+            if let Some(why) = self.copy_maps_otherwise(t) {
+                self.stats.late_refused.push(format!("{path}: {why}"));
+                continue;
+            }
             let known: Vec<&std::path::Path> =
                 images.iter().chain(extra.iter()).map(|m| m.path.as_path()).collect();
             let opts = crate::load::LoadOptions::default();
@@ -3339,6 +3343,37 @@ impl Jit {
     fn forked_module_at(&self, a: u64) -> Option<(String, i32)> {
         self.copies()?.into_iter().find_map(|c| {
             crate::load::module_path_at(c, RemoteAddr(a)).ok().flatten().map(|p| (p, c))
+        })
+    }
+
+    /// Why the translation of a module the target mapped after attach, at `a`, must not go
+    /// into the table that the target's forked copies share, if it must not: a copy forked
+    /// before the target mapped it does not map that file there (it may map nothing there
+    /// yet, and later a library of its own, whose code would then run kerf's translation of
+    /// the target's; with `python -m multiprocessing`'s fork, parent and child load their
+    /// extension modules at the same addresses). Only a copy forked after it maps the same
+    /// file at the same place, and the table entries are right for both. `None`: no copy,
+    /// or every copy maps it alike.
+    fn copy_maps_otherwise(&self, a: u64) -> Option<String> {
+        let Some(copies) = self.copies() else {
+            return Some("kerf could not tell which processes share its code cache".into());
+        };
+        if copies.is_empty() {
+            return None;
+        }
+        let here = crate::load::mapping_at(self.pid, RemoteAddr(a)).ok().flatten()?;
+        let alike = |m: &kerf_analysis::image::maps::Mapping| {
+            (m.start, m.end, m.offset, &m.dev, m.inode)
+                == (here.start, here.end, here.offset, &here.dev, here.inode)
+        };
+        copies.into_iter().find_map(|c| match crate::load::mapping_at(c, RemoteAddr(a)) {
+            Ok(Some(m)) if alike(&m) => None,
+            // (A copy that ended meanwhile maps nothing and runs nothing.)
+            Err(_) if !std::path::Path::new(&format!("/proc/{c}")).exists() => None,
+            _ => Some(format!(
+                "mapped after process {c} was forked from the target: that copy shares \
+                 kerf's code cache and does not map it there"
+            )),
         })
     }
 

@@ -563,10 +563,12 @@ impl ProcessTarget {
     /// After sampling, take the probes out of the target, or forget them after an `exec` (they
     /// went with the old program), then wait for a command kerf launched. A target that a
     /// signal killed meanwhile, or that ran `exec` while kerf restored it, updates `stop`.
+    /// `say` tells the user about a wait for a command that runs on ([`Self::wait`]).
     pub fn finish(
         &mut self,
         inst: Instrumentation,
         stop: &mut Stop,
+        say: &mut dyn FnMut(&str),
     ) -> Result<Removed, InstrumentError> {
         let heaps = inst.code_heaps();
         // An exec the sampling did not see (it stopped for another reason first: a
@@ -582,7 +584,7 @@ impl ProcessTarget {
         if stop.is_exec() {
             // (Processes forked before the exec still run the old program's splices.)
             let copies = inst.abandon();
-            self.wait();
+            self.wait(say);
             return Ok(Removed { copies_after_end: copies, ..Removed::default() });
         }
         let mut removal = inst.remove();
@@ -599,16 +601,17 @@ impl ProcessTarget {
                 _ => {}
             }
         }
-        self.wait();
+        self.wait(say);
         removal
     }
 
     /// Wait for a launched command after the instrumentation is gone, for its exit status.
-    /// One that runs on (a server after `--duration`) is said to on stderr, and a signal to
+    /// One that runs on (a server after `--duration`) is told of through `say` (the tool's
+    /// events: this layer writes nothing to the terminal), and a signal to
     /// kerf (Ctrl-C) ends the wait, leaving it running; after a Ctrl-C that ended the
     /// sampling (in a terminal the command had it too, and is likely ending), kerf waits a
     /// second at most.
-    pub fn wait(&mut self) {
+    pub fn wait(&mut self, say: &mut dyn FnMut(&str)) {
         let Some(c) = &mut self.child else { return };
         if let Some(w) = &self.watch {
             let asked = STOP.swap(false, Ordering::SeqCst);
@@ -616,15 +619,15 @@ impl ProcessTarget {
             let mut said = false;
             while w.running() {
                 if STOP.load(Ordering::SeqCst) || (asked && Instant::now() >= grace) {
-                    eprintln!("kerf: process {} left running, without kerf's probes", self.pid);
+                    say(&format!("process {} left running, without kerf's probes", self.pid));
                     return;
                 }
                 if !said && !asked {
-                    eprintln!(
-                        "kerf: the probes are out; process {} runs on: kerf waits for its end \
-                         and exit status (Ctrl-C: leave it running)",
+                    say(&format!(
+                        "the probes are out; process {} runs on: kerf waits for its end and \
+                         exit status (Ctrl-C: leave it running)",
                         self.pid
-                    );
+                    ));
                     said = true;
                 }
                 std::thread::sleep(Duration::from_millis(20));

@@ -732,6 +732,15 @@ pub fn module_path_at(pid: i32, addr: RemoteAddr) -> Result<Option<String>, Load
     Ok(module_at(&Process::open(pid)?, addr)?.map(|m| m.path))
 }
 
+/// The mapping of process `pid` that holds `addr` (any kind), if one does.
+pub fn mapping_at(
+    pid: i32,
+    addr: RemoteAddr,
+) -> Result<Option<kerf_analysis::image::maps::Mapping>, LoadError> {
+    let maps = Process::open(pid)?.maps()?;
+    Ok(maps.into_iter().find(|m| m.start <= addr && addr < m.end))
+}
+
 fn module_at(
     proc: &Process,
     addr: RemoteAddr,

@@ -38,6 +38,6 @@ fn polling_a_launched_command_leaves_another_threads_ptrace_stops_alone() {
     });
     // SAFETY: kill takes two integers; pid is the child this test started.
     unsafe { libc::kill(pid, libc::SIGKILL) };
-    t.wait();
+    t.wait(&mut |_| {});
     sessions.expect("every ptrace session of the other thread ended normally");
 }

@@ -551,7 +551,7 @@ pub fn run(
         // (Finished whether the removal failed or not: the trace file is whole either way.)
         calls_summary = reader.take().map(|r| r.finish(&target.modules));
         let r = r.map_err(|source| ToolError::Jit { pid, source });
-        target.wait();
+        target.wait(&mut |l| events.say(l));
         // A target killed while the JIT was live or being taken out. (A launched command
         // kerf waited for after `--duration`, with the JIT gone, ended after kerf's work:
         // a Ctrl-C then is not "killed while instrumented".)

@@ -445,7 +445,7 @@ fn run_process<T: LiveTool>(
     if let Err(e) = tool.ready(&built, events) {
         // The process's probes out again before the error is told.
         let mut stop = kerf_session::live::Stop::Interrupted;
-        let _ = p.finish(inst, &mut stop);
+        let _ = p.finish(inst, &mut stop, &mut |l| events.say(l));
         return Err(e);
     }
     // The table before the command goes on: the tracer's reader calibrates its clock over at
@@ -479,7 +479,7 @@ fn run_process<T: LiveTool>(
     // A tool that follows exec keeps a launched command's handle for the next round (finish
     // would wait for the command to end).
     let child = if tool.follows_exec() { p.child.take() } else { None };
-    let removal = p.finish(inst, &mut stop);
+    let removal = p.finish(inst, &mut stop, &mut |l| events.say(l));
     let pid = p.pid;
     // (Only now is it known whether the target ran exec: a retirement or the removal that
     // found its memory gone tells.)
@@ -531,13 +531,13 @@ fn run_process<T: LiveTool>(
         // The launcher is reaped first: it is not the copy's parent.
         if child.is_some() {
             p.child = child;
-            p.wait();
+            p.wait(&mut |l| events.say(l));
         }
         return follow_into(tool, p, c, None, v, opts, events);
     }
     if child.is_some() {
         p.child = child;
-        p.wait();
+        p.wait(&mut |l| events.say(l));
     }
     // A failure is kerf's last line; other ends are said with the summary.
     let stopped = failure.is_none().then(|| stop.describe(pid));
@@ -603,7 +603,7 @@ fn follow_into<T: LiveTool>(
         Err(e) => {
             events.warn(&format!("process {pid}: cannot attach to it: {e}"));
             p.child = child;
-            p.wait();
+            p.wait(&mut |l| events.say(l));
             let stopped = before["stopped"].as_str().map(str::to_string);
             Ok(Report { json: before, stopped, warning_after: None, error: None })
         }
