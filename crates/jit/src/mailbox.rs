@@ -9,6 +9,13 @@
 //! | `ANSWERED` | tickets answered: every ticket below it; the threads' futex | kerf |
 //! | `TIMEOUT` | the `timespec` of one wait | kerf, once |
 //! | `RING` | `RING_SLOTS` targets, ticket `t` in slot `t % RING_SLOTS` | threads (kerf clears) |
+//! | `RANGES` | a count, then `(start, end)` of each module kerf translates from | kerf |
+//!
+//! A target with [`UNMAPPED`] set is no miss: the thread has just unmapped memory that
+//! overlaps a module of `RANGES` (`munmap`, `mremap`: a `dlclose`), and waits until kerf has
+//! dropped what it translated from a module that is gone (a library mapped there next must
+//! not run it), then goes on (see [`crate::x86_64::unmap_notice`]). A count above
+//! [`RANGES_MAX`] means every unmap asks.
 //!
 //! Each word sits in a cache line of its own. A thread posts at most one ticket at a time, so
 //! the ring holds every ticket not yet answered while the process has at most `RING_SLOTS`
@@ -20,9 +27,15 @@ pub const ANSWERED: u64 = 128;
 pub const TIMEOUT: u64 = 192;
 pub const RING: u64 = 256;
 pub const RING_SLOTS: u32 = 256;
+pub const RANGES: u64 = RING + 8 * RING_SLOTS as u64;
+/// Ranges the mailbox holds at most.
+pub const RANGES_MAX: u64 = (BYTES - RANGES - 8) / 16;
+/// The bit of a posted target that says it follows an unmap (original addresses are below
+/// 2^47).
+pub const UNMAPPED: u64 = 1 << 63;
 /// Bytes of the mailbox.
 pub const BYTES: u64 = 4096;
-const _: () = assert!(RING + 8 * RING_SLOTS as u64 <= BYTES);
+const _: () = assert!(RANGES + 8 + 16 * RANGES_MAX <= BYTES);
 
 /// Futex waits of at most [`WAIT_NS`] each that end without the thread's ticket answered
 /// (kerf answered others, or the word changed) before a miss gives up and leaves the cache;

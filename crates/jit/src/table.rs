@@ -204,6 +204,20 @@ impl Table {
         set.iter().find(|w| w.orig == orig && orig != 0).map(|w| w.cont)
     }
 
+    /// The byte offsets of the original-address words of every entry placed (ways, then the
+    /// overflow list): zeroing them, and them only, makes every lookup miss while a thread
+    /// that read a word before sees its entry word still whole.
+    pub fn key_offsets(&self) -> Vec<u64> {
+        let ways = self.ways.iter().enumerate().flat_map(|(s, set)| {
+            set.iter()
+                .enumerate()
+                .filter(|(_, w)| w.orig != 0)
+                .map(move |(k, _)| s as u64 * SET_STRIDE + WAY_BYTES * k as u64)
+        });
+        let over = (0..self.crowded.len().min(OVERFLOW)).map(|i| OVERFLOW_PAIRS + 16 * i as u64);
+        ways.chain(over).collect()
+    }
+
     /// Entries neither the sets nor the overflow list hold.
     pub fn lost(&self) -> usize {
         self.crowded.len().saturating_sub(OVERFLOW)
@@ -251,6 +265,24 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn key_offsets_name_every_entry_placed() {
+        let mut t = Table::new(Hash::Low16);
+        for k in 0..5u64 {
+            t.insert(0x5555_0000_1234 + (k << 16), 0xa + k, 0x1a + k);
+        }
+        t.insert(0x7777_0000_0040, 0xb, 0x1b);
+        let bytes = t.bytes();
+        let word =
+            |o: u64| u64::from_le_bytes(bytes[o as usize..o as usize + 8].try_into().unwrap());
+        let mut keys: Vec<u64> = t.key_offsets().into_iter().map(word).collect();
+        keys.sort_unstable();
+        let mut want: Vec<u64> = (0..5u64).map(|k| 0x5555_0000_1234 + (k << 16)).collect();
+        want.push(0x7777_0000_0040);
+        want.sort_unstable();
+        assert_eq!(keys, want);
+    }
 
     #[test]
     fn four_ways_then_crowded() {

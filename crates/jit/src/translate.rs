@@ -983,9 +983,9 @@ fn blocks_room(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
             }
             // A table's dispatch, and a stub per entry at most.
             n += 16 * table_words(m, b);
-            // A thread gate and its way out after each `syscall` or `wrgsbase` (counted by
-            // their opcode bytes, wherever they are: a bound).
-            n += 160 * gs_setter_bytes(m, b);
+            // A thread gate and its way out after each `syscall` or `wrgsbase`, and an unmap's
+            // notice (counted by their opcode bytes, wherever they are: a bound).
+            n += 200 * gs_setter_bytes(m, b);
         }
     }
     n
@@ -996,6 +996,20 @@ fn blocks_room(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
 /// gate follows each in the cache.
 fn sets_gs(i: &Instruction) -> bool {
     matches!(i.code(), Code::Syscall | Code::Wrgsbase_r32 | Code::Wrgsbase_r64)
+}
+
+/// Whether `i` is a `syscall` that unmaps memory: `munmap` or `mremap`, its number set by the
+/// instruction right before it (`before`), as glibc's and ld.so's wrappers do. A number
+/// set further back, or in a register, is not seen (a `dlclose` goes through the wrappers).
+fn unmaps(before: Option<&Instruction>, i: &Instruction) -> bool {
+    const MUNMAP: u32 = 11;
+    const MREMAP: u32 = 25;
+    i.code() == Code::Syscall
+        && before.is_some_and(|b| {
+            b.code() == Code::Mov_r32_imm32
+                && b.op0_register() == Register::EAX
+                && matches!(b.immediate32(), MUNMAP | MREMAP)
+        })
 }
 
 /// The instructions the jump at root `f`'s entry displaces: a `jump5` planned as any other
@@ -1147,6 +1161,10 @@ struct Emitter {
     return_words: HashMap<u64, u64>,
     /// Each indirect site's prediction word, by original address (see [`lookup`]).
     site_preds: HashMap<u64, u64>,
+    /// The label of the routine a translated `munmap` or `mremap` calls
+    /// ([`seq::unmap_notice`]), where the cache has a mailbox, and whether one called it.
+    notice: Option<u64>,
+    noticed: bool,
 }
 
 /// A translated call's stub (see [`seq::call_stub`]): the original return address, then the
@@ -1310,6 +1328,8 @@ pub fn translate(
         ret_ways: BTreeMap::new(),
         claim: None,
         foreign_exits: Vec::new(),
+        notice: None,
+        noticed: false,
         tables: Vec::new(),
         table_stubs: HashMap::default(),
         slot_guards: 0,
@@ -1360,6 +1380,7 @@ pub fn translate(
     let owner_tid = at.thread_id.and(layout.owner_tid);
     let preds_from = e.next_pred;
     let (second, miss, miss_ret) = (e.label(), e.label(), e.label());
+    e.notice = layout.mailbox.map(|_| e.label());
     let hits = [e.label(), e.label(), e.label()];
     let mut blocks = Vec::with_capacity(order.len());
     let mut ret_sites: Vec<Site> = Vec::new();
@@ -1710,6 +1731,10 @@ pub fn translate(
     // Never linked: a thread with the program's own `gs` base must not come back in.
     for (label, target) in std::mem::take(&mut e.foreign_exits) {
         e.extend(seq::exit_stub(label, target, quiet), None);
+    }
+    if let (Some(notice), Some(mailbox), true) = (e.notice, layout.mailbox, e.noticed) {
+        let code = seq::unmap_notice(notice, mailbox, &mut || e.label());
+        e.extend(code, None);
     }
     let mut links = Vec::new();
     for &(target, (label, why)) in &exits {
@@ -2249,11 +2274,13 @@ fn copy_block(
     // A return site inside the block (calls do not end blocks): the instruction after a call
     // carries a label, which its table entry's indirect entry and continuation name.
     let mut after_call = false;
+    let mut prev: Option<Instruction> = None;
     for _ in 0..insns {
         if !d.can_decode() {
             break;
         }
         let i = d.decode();
+        let before = prev.replace(i);
         let here = Some(i.ip());
         let inside = i.ip() != rt_start;
         let returned_to = std::mem::take(&mut after_call);
@@ -2310,6 +2337,14 @@ fn copy_block(
                     e.foreign_exits.push((out, i.next_ip()));
                     let gate = e.gate(128, &slabs, out, layout.data + DATA_FOREIGN_GS);
                     e.extend(gate, Some(i.next_ip()));
+                }
+                // Past the red zone of the code that made the call, as the gate goes.
+                if let Some(notice) = e.notice.filter(|_| unmaps(before.as_ref(), &i)) {
+                    e.noticed = true;
+                    e.extend(
+                        vec![seq::move_rsp(-128), seq::call(notice), seq::move_rsp(128)],
+                        None,
+                    );
                 }
             }
             Flow::Jump(t) | Flow::CondJump(t) => {

@@ -738,29 +738,20 @@ fn labelled(mut i: Instruction, label: u64) -> Instruction {
     i
 }
 
-/// The miss path's question to kerf, at label `start` (the flags saved, the stack pointer 8
-/// below the frame, `rcx` the target): post the target in the mailbox's ring with a ticket,
-/// wake kerf, and wait until kerf has answered that ticket; then look the target up again.
-/// System calls clobber `rax`, `rcx` and `r11` and take their arguments in `rdi`, `rsi`,
-/// `rdx`, `r10`: those are pushed first (below the frame, where nothing of the program's
-/// is), with `r8` (the tries left), `r9` (the ticket) and `r12` (the interruptions left). A
-/// wait that times out means kerf is gone or stuck: the thread clears `LISTEN`, so that no
-/// other thread waits on it, and kerf sets it again when it answers or is idle.
-fn ask_kerf(ask: &Ask, start: u64, none: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
+/// Post `rcx` in the mailbox at `mailbox`'s ring with a ticket, wake kerf, and wait until
+/// kerf has answered that ticket, kerf stops listening, or the wait gives up (then `LISTEN` is
+/// cleared: see [`ask_kerf`]); then on at label `served`, which follows. `rax`, `rcx`, `rdx`,
+/// `rdi`, `rsi`, `r8`, `r9`, `r10`, `r11` and `r12` are clobbered (the caller saved them).
+fn post_and_wait(mailbox: u64, served: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
     use crate::mailbox as mb;
     use Register::*;
-    let (wait, timed_out, served, interrupted) = (labels(), labels(), labels(), labels());
-    let hits = [labels(), labels(), labels(), labels()];
-    let mbox = || op(Instruction::with2(Code::Mov_r64_imm64, RAX, ask.mailbox));
+    let (wait, timed_out, interrupted) = (labels(), labels(), labels());
+    let mbox = || op(Instruction::with2(Code::Mov_r64_imm64, RAX, mailbox));
     let listening = || op(Instruction::with2(Code::Cmp_rm32_imm8, at(RAX, mb::LISTEN as i32), 0));
     let mov32 = |r: Register, n: u32| op(Instruction::with2(Code::Mov_r32_imm32, r, n));
     let lea =
         |r: Register, off: u64| op(Instruction::with2(Code::Lea_r64_m, r, at(RAX, off as i32)));
-    // r11 last: `served` pops it first.
-    let saved = [RDI, RSI, R8, R9, R10, R12, R11];
-    let mut v = vec![labelled(mbox(), start), listening()];
-    v.push(op(Instruction::with_branch(Code::Je_rel32_64, none)));
-    v.extend(saved.iter().map(|&r| op(Instruction::with1(Code::Push_r64, r))));
+    let mut v = vec![mbox()];
     // The ticket, and the target in its slot of the ring.
     v.push(mov32(R9D, 1));
     let mut xadd = op(Instruction::with2(Code::Xadd_rm32_r32, at(RAX, mb::POSTED as i32), R9D));
@@ -801,6 +792,30 @@ fn ask_kerf(ask: &Ask, start: u64, none: u64, labels: &mut dyn FnMut() -> u64) -
     v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, wait)));
     v.push(labelled(mbox(), timed_out));
     v.push(op(Instruction::with2(Code::Mov_rm32_imm32, at(RAX, mb::LISTEN as i32), 0)));
+    v
+}
+
+/// The miss path's question to kerf, at label `start` (the flags saved, the stack pointer 8
+/// below the frame, `rcx` the target): post the target in the mailbox's ring with a ticket,
+/// wake kerf, and wait until kerf has answered that ticket; then look the target up again.
+/// System calls clobber `rax`, `rcx` and `r11` and take their arguments in `rdi`, `rsi`,
+/// `rdx`, `r10`: those are pushed first (below the frame, where nothing of the program's
+/// is), with `r8` (the tries left), `r9` (the ticket) and `r12` (the interruptions left). A
+/// wait that times out means kerf is gone or stuck: the thread clears `LISTEN`, so that no
+/// other thread waits on it, and kerf sets it again when it answers or is idle.
+fn ask_kerf(ask: &Ask, start: u64, none: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
+    use crate::mailbox as mb;
+    use Register::*;
+    let served = labels();
+    let hits = [labels(), labels(), labels(), labels()];
+    let mbox = || op(Instruction::with2(Code::Mov_r64_imm64, RAX, ask.mailbox));
+    let listening = || op(Instruction::with2(Code::Cmp_rm32_imm8, at(RAX, mb::LISTEN as i32), 0));
+    // r11 last: `served` pops it first.
+    let saved = [RDI, RSI, R8, R9, R10, R12, R11];
+    let mut v = vec![labelled(mbox(), start), listening()];
+    v.push(op(Instruction::with_branch(Code::Je_rel32_64, none)));
+    v.extend(saved.iter().map(|&r| op(Instruction::with1(Code::Push_r64, r))));
+    v.extend(post_and_wait(ask.mailbox, served, labels));
     v.push(labelled(op(Instruction::with1(Code::Pop_r64, R11)), served));
     v.extend(saved.iter().rev().skip(1).map(|&r| op(Instruction::with1(Code::Pop_r64, r))));
     // The table again (its four ways, then the overflow list; the flags are saved, so `cmp`
@@ -816,6 +831,57 @@ fn ask_kerf(ask: &Ask, start: u64, none: u64, labels: &mut dyn FnMut() -> u64) -
         v.push(labelled(Instruction::with(Code::Popfq), hit));
         v.push(jump_through_way(w as i32, 0));
     }
+    v
+}
+
+/// The routine a translated `munmap` or `mremap` `syscall` calls right after it, at label
+/// `label` (called past the red zone; every register and flag as they came): where the call
+/// succeeded (`rax` 0) and its range (`rdi`, `rsi`: a system call leaves them) overlaps a
+/// module of the mailbox's `RANGES`, it posts [`crate::mailbox::UNMAPPED`] to kerf and waits
+/// (as a miss does, [`post_and_wait`]) for kerf to drop what it translated from a module that
+/// went: a library mapped there next must not run it. An unmap of anything else (a large
+/// `malloc` block) costs this compare loop only. A call, not a way through the table: the
+/// translation it returns to may be a callee's copy in its caller (`__munmap` is small).
+pub fn unmap_notice(label: u64, mailbox: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
+    use crate::mailbox as mb;
+    use Register::*;
+    let (next, post, done) = (labels(), labels(), labels());
+    let jump = |c: Code, to: u64| op(Instruction::with_branch(c, to));
+    let saved = [RAX, RCX, RDX, RDI, RSI, R8, R9, R10, R11, R12];
+    let mut v = vec![labelled(Instruction::with(Code::Pushfq), label)];
+    v.extend(saved.iter().map(|&r| op(Instruction::with1(Code::Push_r64, r))));
+    v.extend([
+        op(Instruction::with2(Code::Test_rm64_r64, RAX, RAX)),
+        jump(Code::Jne_rel32_64, done),
+        op(Instruction::with2(Code::Mov_r64_imm64, RAX, mailbox)),
+        op(Instruction::with2(Code::Mov_r64_rm64, RDX, at(RAX, mb::RANGES as i32))),
+        op(Instruction::with2(Code::Cmp_rm64_imm32, RDX, mb::RANGES_MAX as i32)),
+        jump(Code::Ja_rel32_64, post),
+        // rax walks the pairs: [rax] the start, [rax+8] the end.
+        op(Instruction::with2(Code::Lea_r64_m, RAX, at(RAX, mb::RANGES as i32 - 8))),
+        labelled(op(Instruction::with1(Code::Dec_rm64, RDX)), next),
+        jump(Code::Js_rel32_64, done),
+        op(Instruction::with2(Code::Add_rm64_imm8, RAX, 16)),
+        op(Instruction::with2(Code::Cmp_r64_rm64, RDI, at(RAX, 8))),
+        jump(Code::Jae_rel32_64, next),
+        op(Instruction::with2(
+            Code::Lea_r64_m,
+            RCX,
+            MemoryOperand::new(RDI, RSI, 1, 0, 0, false, None),
+        )),
+        op(Instruction::with2(Code::Cmp_r64_rm64, RCX, at(RAX, 0))),
+        jump(Code::Jbe_rel32_64, next),
+        // Not while kerf is not listening (it would answer nothing).
+        labelled(op(Instruction::with2(Code::Mov_r64_imm64, RAX, mailbox)), post),
+        op(Instruction::with2(Code::Cmp_rm32_imm8, at(RAX, mb::LISTEN as i32), 0)),
+        jump(Code::Je_rel32_64, done),
+        op(Instruction::with2(Code::Mov_r64_imm64, RCX, mb::UNMAPPED | 1)),
+    ]);
+    v.extend(post_and_wait(mailbox, done, labels));
+    let mut pops = saved.iter().rev().map(|&r| op(Instruction::with1(Code::Pop_r64, r)));
+    v.push(labelled(pops.next().expect("registers saved"), done));
+    v.extend(pops);
+    v.extend([Instruction::with(Code::Popfq), Instruction::with(Code::Retnq)]);
     v
 }
 

@@ -763,6 +763,47 @@ fn a_library_mapped_after_a_fork_is_not_translated_for_the_copy() {
     assert!(err.contains("forked from the target"), "{err}");
 }
 
+/// A library closed and another of the same layout mapped where it was (`jit_reload reopen`:
+/// A, then B, then A again, all at one address): the thread that unmaps one (`dlclose`'s
+/// `munmap`, translated) asks kerf, which drops the module and empties the cache before the
+/// thread goes on, so each library runs its own code. (The build before ran A's translation
+/// for B: B's sum came out as A's.) Then the same with a forked copy sharing the cache while
+/// A goes (`close-fork`): no flush can be made, so the table's entries go and the JIT is
+/// taken out; the program's output is still its own.
+#[test]
+fn a_library_closed_and_another_mapped_there_runs_its_own_code() {
+    let bin = common::build_fixture("jit_reload", "-O2", "jit-reload");
+    let a = plug_library("libjitplug-a.so");
+    let b = plug_library_with("libjitplug-b.so", &["-DPLUG_MUL=3"]);
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let args = ["reopen", a, b];
+    let expected = plain(&bin, &args);
+    assert!(expected.contains("second libjitplug-b.so +0 "), "{expected}");
+    assert!(expected.contains("third libjitplug-a.so +0 "), "{expected}");
+    let (v, out, err) = kerf_on("reload-reopen", "jit", &["main"], &bin, &args);
+    assert_eq!(out, expected, "output changed under kerf jit: {err}");
+    let j = &v["jit"];
+    let went: Vec<&str> = j["on_demand"]["unmapped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap().rsplit('/').next().unwrap())
+        .collect();
+    assert_eq!(&went[..2], ["libjitplug-a.so", "libjitplug-b.so"], "{j}");
+    assert!(j["cache"]["flushes"].as_u64().unwrap() >= 2, "{j}");
+    assert_eq!(j["escapes"], 0, "{j}");
+    assert!(err.contains("modules unmapped while translated"), "{err}");
+
+    let args = ["close-fork", a, b];
+    let expected = plain(&bin, &args);
+    assert!(expected.contains("after libjitplug-b.so +0 "), "{expected}");
+    let (v, out, err) = kerf_on("reload-close-fork", "jit", &["main"], &bin, &args);
+    assert_eq!(out, expected, "output changed under kerf jit: {err}");
+    let why = v["jit"]["on_demand"]["unmap_refused"].as_str().unwrap_or_default().to_string();
+    assert!(why.contains("forked from the target"), "{why}: {}", v["jit"]);
+    assert!(err.contains("could not empty the cache"), "{err}");
+}
+
 /// A library mapped after the start keeps a hint of what ran too: the second run translates
 /// what ran of it when the first miss into it has been answered (`late_hinted`), without
 /// waiting for more misses, and counts the same blocks, with the same output, as the first.

@@ -444,6 +444,12 @@ pub struct JitStats {
     /// an escape).
     pub late_modules: Vec<String>,
     pub late_refused: Vec<String>,
+    /// Modules whose mapping went (`dlclose`) while kerf had translated from them, as `PATH`:
+    /// kerf emptied the cache (a flush) so that nothing mapped there next runs their
+    /// translations. `unmap_refused`: why that could not be done, if it could not (the JIT
+    /// then ended, see [`Jit::serve`]).
+    pub unmapped: Vec<String>,
+    pub unmap_refused: Option<String>,
     /// Of `late_modules`, with a plugin that writes records (the call trace, lock waits):
     /// translated without them (their functions' calls are not in the trace; the calls they
     /// make into the modules traced are).
@@ -550,6 +556,9 @@ pub struct Jit {
     recent_flushes: std::collections::VecDeque<(Instant, Duration)>,
     /// Modules whose cached analysis failed its check on a miss, with why: never translated.
     refused: HashMap<usize, kerf_analysis::validate::Invalid>,
+    /// Modules the program unmapped (`dlclose`): no address is theirs any more (what is mapped
+    /// there next is a module of its own, [`Jit::load_late`]).
+    gone: HashSet<usize>,
     /// Walks that a miss's answer stopped early ([`ANSWER_BUDGET`]): where each stopped, and
     /// how many more functions of it are still to come when kerf is idle.
     deferred: Vec<(Vec<(usize, FuncId)>, usize)>,
@@ -831,6 +840,25 @@ fn stack_words(tr: &Tracee, tid: i32, len: usize) -> Result<Vec<u64>, JitFail> {
 }
 
 /// The span `[lo, hi)` of original addresses a module occupies.
+/// Whether module `m`'s file is still mapped at the start of each of its executable segments
+/// (by path, as the maps name it), with the offset it had there.
+fn still_mapped(m: &AnalyzedImage, maps: &[kerf_analysis::image::maps::Mapping]) -> bool {
+    let bias = m.bias.unwrap_or(0);
+    let path = m.path.to_string_lossy();
+    // (A file replaced on disk while mapped is still the code that was read.)
+    let named = |p: &str| p.strip_suffix(" (deleted)").unwrap_or(p) == path;
+    m.segments.iter().filter(|s| s.executable).all(|s| {
+        let a = RemoteAddr(s.vaddr.0 + bias);
+        maps.iter().any(|p| {
+            p.start <= a
+                && a < p.end
+                && p.exec
+                && p.path.as_deref().is_some_and(named)
+                && p.offset + (a.0 - p.start.0) == s.file_offset
+        })
+    })
+}
+
 fn span(m: &AnalyzedImage) -> (u64, u64) {
     let bias = m.bias.unwrap_or(0);
     let lo = m.segments.iter().map(|s| s.vaddr.0).min().unwrap_or(0);
@@ -1123,6 +1151,9 @@ pub struct SlabUse {
 
 /// How often kerf, idle, looks for counter slabs of threads that ended.
 const RECLAIM: Duration = Duration::from_millis(50);
+/// How often kerf, idle, looks for modules unmapped by a thread outside the cache (one read
+/// of the process's maps): a thread in the cache that unmaps one asks at once.
+const UNMAP_LOOK: Duration = Duration::from_millis(100);
 
 /// Where the lookup table goes if it fits: the range of addresses below 2 GiB, above the
 /// first 16 MiB (a non-PIE executable's text and heap start low), its end a 32-bit displacement.
@@ -1470,6 +1501,7 @@ pub fn install(
         flush_share: opts.flush_share,
         recent_flushes: Default::default(),
         refused: HashMap::new(),
+        gone: HashSet::new(),
         deferred,
         late_ahead: Vec::new(),
         lazy: opts.on_demand,
@@ -2084,9 +2116,11 @@ impl Jit {
         let Some(mbox) = self.mailbox.take() else { return };
         let mut extra = std::mem::take(&mut self.extra);
         let (posted_at, answered_at) = (mb::POSTED as usize, mb::ANSWERED as usize);
+        self.publish_ranges(&images.iter().chain(&extra).collect::<Vec<_>>(), &mbox);
         mbox.store_u32(mb::LISTEN as usize, 1);
         let began = Instant::now();
         let mut last_reclaim = began;
+        let mut last_look = began;
         let mut seccomp = self.seccomp_watch();
         while !stop.load(Ordering::Relaxed) {
             // A filter kerf did not ask may forbid the futex calls: no thread waits from now
@@ -2114,6 +2148,14 @@ impl Jit {
                 // ends and a thread made next, as a pool of short-lived threads does, would
                 // otherwise run them out); then the rest of a walk an answer left for later,
                 // a step at a time.
+                // A module a thread outside the cache unmapped (its `munmap` is not
+                // translated, so it asks nothing): looked for now and then.
+                if last_look.elapsed() >= UNMAP_LOOK {
+                    last_look = Instant::now();
+                    if !self.drop_unmapped(images, &extra, plugin, &mbox) {
+                        break;
+                    }
+                }
                 if let Some(s) = self.slabs.as_mut().filter(|_| last_reclaim.elapsed() >= RECLAIM) {
                     if s.reclaim() > 0 {
                         *self.slab_totals.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
@@ -2136,6 +2178,7 @@ impl Jit {
             }
             let t = Instant::now();
             let mut targets = Vec::new();
+            let mut unmapped = false;
             let mut ticket = answered;
             while ticket != posted {
                 let slot = (mb::RING + 8 * u64::from(ticket % mb::RING_SLOTS)) as usize;
@@ -2149,14 +2192,25 @@ impl Jit {
                     std::hint::spin_loop();
                 };
                 mbox.store_u64(slot, 0);
-                if target != 0 {
+                if target & mb::UNMAPPED != 0 {
+                    unmapped = true;
+                } else if target != 0 {
                     targets.push(target);
                 }
                 ticket = ticket.wrapping_add(1);
             }
             targets.sort_unstable();
             targets.dedup();
+            // Before anything is translated for these targets: one of them may be in a
+            // library mapped where a module that went was.
+            if unmapped && !self.drop_unmapped(images, &extra, plugin, &mbox) {
+                break;
+            }
+            let known = extra.len();
             self.load_late(images, &mut extra, &targets, plugin, late);
+            if extra.len() != known {
+                self.publish_ranges(&images.iter().chain(&extra).collect::<Vec<_>>(), &mbox);
+            }
             let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
             let mods = modules_of(&all, &self.later, self.lazy, self.limit.is_none());
             for (from, n) in std::mem::take(&mut self.late_ahead) {
@@ -2199,6 +2253,79 @@ impl Jit {
         self.extra = extra;
     }
 
+    /// The spans of the modules kerf translates from (`all`, but those gone), in the mailbox's
+    /// `RANGES`, which a translated unmap compares its range with ([`kerf_jit::x86_64::
+    /// unmap_notice`]); more than it holds: a count that makes every unmap ask.
+    fn publish_ranges(&self, all: &[&AnalyzedImage], mbox: &SharedMem) {
+        // Each module keeps its place (one that went has an empty range there) and modules
+        // mapped later come after: a thread reading meanwhile finds every pair it reads whole
+        // (the count is written after the pairs).
+        let spans: Vec<(u64, u64)> = (0..all.len())
+            .filter(|k| self.spaces.get(*k).is_some_and(Option::is_some))
+            .map(|k| if self.gone.contains(&k) { (0, 0) } else { span(all[k]) })
+            .collect();
+        let at = mb::RANGES as usize;
+        if spans.len() as u64 > mb::RANGES_MAX {
+            mbox.store_u64(at, u64::MAX);
+            return;
+        }
+        for (j, (lo, hi)) in spans.iter().enumerate() {
+            mbox.store_u64(at + 8 + 16 * j, *lo);
+            mbox.store_u64(at + 16 + 16 * j, *hi);
+        }
+        mbox.store_u64(at, spans.len() as u64);
+    }
+
+    /// After a thread unmapped memory over a module kerf translates from: the modules whose
+    /// file is no longer mapped where it was are gone ([`Jit::gone`]), and the cache is
+    /// emptied ([`Jit::flush`]) so that no table entry, link or prediction leads into their
+    /// translations (a library mapped there next would run them: `dlclose` then `dlopen` of
+    /// another library put it at the same address, and it ran the first one's code). The
+    /// thread that asked waits in [`kerf_jit::x86_64::unmap_notice`] meanwhile; the flush
+    /// steps it out and back to its clean point. Returns false where the flush could
+    /// not be made (a forked copy shares the cache, a signal handler's frame holds a cache
+    /// address): then kerf answers no more, so the JIT ends ([`JitStats::unmap_refused`]).
+    fn drop_unmapped(
+        &mut self,
+        images: &[AnalyzedImage],
+        extra: &[AnalyzedImage],
+        plugin: &dyn Plugin,
+        mbox: &SharedMem,
+    ) -> bool {
+        let all: Vec<&AnalyzedImage> = images.iter().chain(extra).collect();
+        let Ok(maps) = kerf_os::process::Process::open(self.pid).and_then(|p| p.maps()) else {
+            // The process is gone: nothing of it runs.
+            return true;
+        };
+        let went: Vec<usize> = (0..all.len())
+            .filter(|&k| self.spaces.get(k).is_some_and(Option::is_some) && !self.gone.contains(&k))
+            .filter(|&k| !still_mapped(all[k], &maps))
+            .collect();
+        if went.is_empty() {
+            return true;
+        }
+        for &k in &went {
+            self.gone.insert(k);
+            self.stats.unmapped.push(all[k].path.display().to_string());
+        }
+        self.publish_ranges(&all, mbox);
+        let mods = modules_of(&all, &self.later, self.lazy, self.limit.is_none());
+        if self.flush(&all, &mods, plugin, mbox, 0) {
+            return true;
+        }
+        // No flush: every entry's original address zeroed in the table (not its entry word:
+        // a thread that read the first sees the second whole), so that every lookup misses
+        // and, with kerf no longer answering, leaves for the original code; predictions name
+        // table ways, so they miss too. The thread that asked leaves at its target, and the
+        // JIT is taken out next. (A forked copy that still maps the module leaves as well.)
+        for o in self.index.key_offsets() {
+            self.table.store_u64(o as usize, 0);
+        }
+        let why = self.stats.flush_refused.last().cloned().unwrap_or_default();
+        self.stats.unmap_refused = Some(why);
+        false
+    }
+
     /// Give room to the modules that `targets` fall in and that the program mapped after kerf
     /// looked (`dlopen`): analysed (from kerf's cache when it has them), then a space mapped
     /// near each with the process stopped, as at install; appended to `extra`. Where the
@@ -2216,9 +2343,9 @@ impl Jit {
         late: Option<&dyn LateRings>,
     ) {
         for &t in targets {
-            let known = images.iter().chain(extra.iter()).any(|m| {
+            let known = images.iter().chain(extra.iter()).enumerate().any(|(k, m)| {
                 let (lo, hi) = span(m);
-                (lo..hi).contains(&t)
+                (lo..hi).contains(&t) && !self.gone.contains(&k)
             });
             if known || self.index.find(t).is_some() {
                 continue;
@@ -2251,8 +2378,11 @@ impl Jit {
                 self.stats.late_refused.push(format!("{path}: {why}"));
                 continue;
             }
-            let known: Vec<&std::path::Path> =
-                images.iter().chain(extra.iter()).map(|m| m.path.as_path()).collect();
+            // (A module that went is not this one, even from the same file: `dlopen` again.)
+            let known: Vec<&std::path::Path> = (images.iter().chain(extra.iter()).enumerate())
+                .filter(|(k, _)| !self.gone.contains(k))
+                .map(|(_, m)| m.path.as_path())
+                .collect();
             let opts = crate::load::LoadOptions::default();
             let m = match crate::load::analyze_module_at(self.pid, RemoteAddr(t), &known, &opts) {
                 Ok(Some(m)) => m,
@@ -2694,7 +2824,7 @@ impl Jit {
     /// The module with room whose span holds original address `a`.
     fn module_at(&self, all: &[&AnalyzedImage], a: u64) -> Option<usize> {
         (0..all.len()).find(|&k| {
-            self.spaces[k].is_some() && {
+            self.spaces[k].is_some() && !self.gone.contains(&k) && {
                 let (lo, hi) = span(all[k]);
                 (lo..hi).contains(&a)
             }

@@ -398,14 +398,20 @@ pub fn run(
     // The call trace names a late module's functions and reads its rings.
     let late = woven.calls.as_ref().map(|c| c as &dyn kerf_session::jit::LateRings);
     let waker = jit.serve_waker();
+    // A server that could not drop a module the program unmapped stops answering: the JIT
+    // must then go at once (`JitStats::unmap_refused`).
+    let gave_up = AtomicBool::new(false);
     let (mut stop, mut reader) = std::thread::scope(|s| {
-        let server = s.spawn(|| jit.serve(&modules, plugin, late, &done));
+        let server = s.spawn(|| {
+            jit.serve(&modules, plugin, late, &done);
+            gave_up.store(jit.stats.unmap_refused.is_some(), Ordering::Relaxed);
+        });
         let drainer = s.spawn(|| {
             let mut r = reader?;
             jit_calls::drain_until(&mut r, &done);
             Some(r)
         });
-        let stop = target.sample(sampling, &heaps, || {});
+        let stop = target.sample_until(sampling, &heaps, || gave_up.load(Ordering::Relaxed), || {});
         done.store(true, Ordering::Relaxed);
         // A wake that lands between the server's look at `done` and its futex wait finds no
         // waiter and is lost (the server would sleep its 20 ms): wake until it has gone.
@@ -461,6 +467,30 @@ pub fn run(
             "the cached analysis of {m}: rejected when a miss first led there; that module's \
              code ran natively from then on, uncounted (each entry an escape)"
         ));
+    }
+    // By file name, the first few (gdk-pixbuf-query-loaders unmaps 28 in a run).
+    let names = s.unmapped.iter().map(|p| p.rsplit('/').next().unwrap_or(p));
+    let mut unmapped = counted(names, "times");
+    if unmapped.len() > 4 {
+        let more = unmapped.len() - 3;
+        unmapped.truncate(3);
+        unmapped.push(format!("{more} more"));
+    }
+    let unmapped = unmapped.join(", ");
+    match &s.unmap_refused {
+        None if !s.unmapped.is_empty() => events.say(&format!(
+            "{} modules unmapped while translated (dlclose: {unmapped}); the cache was emptied \
+             each time ({} flushes in all), so that code mapped there next runs its own \
+             translation",
+            s.unmapped.len(),
+            s.flushes
+        )),
+        None => {}
+        Some(why) => events.warn(&format!(
+            "the program unmapped {unmapped}, which kerf had translated, and kerf could not \
+             empty the cache ({why}): the JIT was taken out then, and the program ran natively \
+             from there"
+        )),
     }
     for m in &s.late_refused {
         events.warn(&format!(
@@ -664,6 +694,12 @@ fn resolve_roots(target: &ProcessTarget, texts: &[String]) -> Result<Vec<Root>, 
 /// Names in first-seen order, each once, with how many functions bore it when more than
 /// one did (a name with two symbol versions, such as libc's `pthread_cond_wait`).
 fn with_counts<'a>(names: impl Iterator<Item = &'a str>) -> Vec<String> {
+    counted(names, "functions of that name")
+}
+
+/// Each of `names` once, in their order, with how many times it came when more than once
+/// (`NAME (K WHAT)`).
+fn counted<'a>(names: impl Iterator<Item = &'a str>, what: &str) -> Vec<String> {
     let mut seen: Vec<(&str, usize)> = Vec::new();
     for n in names {
         match seen.iter_mut().find(|(m, _)| *m == n) {
@@ -672,7 +708,7 @@ fn with_counts<'a>(names: impl Iterator<Item = &'a str>) -> Vec<String> {
         }
     }
     seen.into_iter()
-        .map(|(n, k)| if k > 1 { format!("{n} ({k} functions of that name)") } else { n.into() })
+        .map(|(n, k)| if k > 1 { format!("{n} ({k} {what})") } else { n.into() })
         .collect()
 }
 
@@ -878,6 +914,9 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             },
         },
     });
+    // (Beside the object above, whose size is at `json!`'s recursion limit.)
+    v["jit"]["on_demand"]["unmapped"] = json!(s.unmapped);
+    v["jit"]["on_demand"]["unmap_refused"] = json!(s.unmap_refused);
     if counting {
         v["blocks"] = json!(blocks);
     }

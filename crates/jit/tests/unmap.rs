@@ -1,0 +1,173 @@
+//! The routine a translated `munmap` calls ([`unmap_notice`]) runs in this process: it asks
+//! kerf (posts [`mailbox::UNMAPPED`] in the mailbox and waits for the answer) only where the
+//! call succeeded and its range overlaps one of the mailbox's ranges (or there are more
+//! ranges than the mailbox holds), and only while kerf listens; every register and flag comes
+//! back as it went in.
+
+use iced_x86::{Code, Instruction, MemoryOperand, Register};
+use kerf_jit::mailbox;
+use kerf_jit::x86_64::{encode, unmap_notice};
+use std::arch::asm;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+/// Labels: non-canonical addresses, as the translator's.
+const L: u64 = 0x8000_0000_0000_0000;
+const H: u64 = L + 1;
+const NOTICE: u64 = L + 2;
+
+fn op(r: Result<Instruction, iced_x86::IcedError>) -> Instruction {
+    r.unwrap()
+}
+
+fn at(base: Register, disp: i64) -> MemoryOperand {
+    MemoryOperand::with_base_displ(base, disp)
+}
+
+/// An anonymous mapping of `len` bytes (zeroed), never unmapped: the test's threads may
+/// still look at the mailbox.
+fn mapping(len: usize, exec: bool) -> *mut u8 {
+    let prot = libc::PROT_READ | libc::PROT_WRITE | if exec { libc::PROT_EXEC } else { 0 };
+    // SAFETY: a fresh anonymous mapping; the result is checked.
+    let at = unsafe {
+        libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0)
+    };
+    assert_ne!(at, libc::MAP_FAILED);
+    at as *mut u8
+}
+
+/// `H(io)`: loads `rax`, `rdi`, `rsi` from `io[0..3]`, sets the other registers and CF and SF
+/// to a pattern, calls the routine past the red zone as the translation does, then stores the
+/// flags and `rax`, `rcx`, `rdx`, `rdi`, `rsi`, `r8`, `r9`, `r10`, `r11`, `r12` in `io[3..14]`
+/// (`rbx` and `r12`, the caller's, kept).
+fn harness(mbox: u64) -> Vec<Instruction> {
+    use Register::*;
+    let mov = |r: Register, v: u64| op(Instruction::with2(Code::Mov_r64_imm64, r, v));
+    let mut first = op(Instruction::with1(Code::Push_r64, RBX));
+    first.set_ip(H);
+    let mut v = vec![
+        first,
+        op(Instruction::with1(Code::Push_r64, R12)),
+        op(Instruction::with2(Code::Mov_r64_rm64, RBX, RDI)),
+        op(Instruction::with2(Code::Mov_r64_rm64, RAX, at(RBX, 0))),
+        op(Instruction::with2(Code::Mov_r64_rm64, RDI, at(RBX, 8))),
+        op(Instruction::with2(Code::Mov_r64_rm64, RSI, at(RBX, 16))),
+        mov(RCX, 0x1111),
+        mov(RDX, 0x2222),
+        mov(R8, 0x8888),
+        mov(R9, 0x9999),
+        mov(R10, 0xaaaa),
+        mov(R12, 0xcccc),
+        mov(R11, 0),
+        op(Instruction::with2(Code::Sub_rm64_imm8, R11, 1)),
+        op(Instruction::with2(Code::Lea_r64_m, RSP, at(RSP, -128))),
+        op(Instruction::with_branch(Code::Call_rel32_64, NOTICE)),
+        op(Instruction::with2(Code::Lea_r64_m, RSP, at(RSP, 128))),
+        Instruction::with(Code::Pushfq),
+        op(Instruction::with1(Code::Pop_rm64, at(RBX, 24))),
+    ];
+    for (k, r) in [RAX, RCX, RDX, RDI, RSI, R8, R9, R10, R11, R12].into_iter().enumerate() {
+        v.push(op(Instruction::with2(Code::Mov_rm64_r64, at(RBX, 32 + 8 * k as i64), r)));
+    }
+    v.extend([
+        op(Instruction::with1(Code::Pop_r64, R12)),
+        op(Instruction::with1(Code::Pop_r64, RBX)),
+        Instruction::with(Code::Retnq),
+    ]);
+    let mut n = 16;
+    v.extend(unmap_notice(NOTICE, mbox, &mut || {
+        n += 1;
+        L + n
+    }));
+    v
+}
+
+/// The result of one call: the flags, then the registers in the harness's order.
+fn call(h: u64, rax: u64, start: u64, len: u64) -> [u64; 11] {
+    let mut io = [0u64; 14];
+    io[..3].copy_from_slice(&[rax, start, len]);
+    // SAFETY: `h` is the harness laid out below: it reads and writes `io` through `rdi` and
+    // keeps `rbx`; it clobbers what a call may, and uses the stack below `rsp`.
+    unsafe {
+        asm!("call {h}", h = in(reg) h, in("rdi") io.as_mut_ptr(), clobber_abi("sysv64"));
+    }
+    io[3..].try_into().unwrap()
+}
+
+/// The mailbox's word at `off` (`base`: its address).
+fn word(base: usize, off: u64) -> &'static AtomicU64 {
+    // SAFETY: an aligned word of the mailbox mapping, which is never unmapped.
+    unsafe { &*((base + off as usize) as *const AtomicU64) }
+}
+
+fn word32(base: usize, off: u64) -> &'static AtomicU32 {
+    // SAFETY: as `word`.
+    unsafe { &*((base + off as usize) as *const AtomicU32) }
+}
+
+#[test]
+fn an_unmap_asks_kerf_only_over_a_module_and_keeps_every_register() {
+    let mbox = mapping(mailbox::BYTES as usize, false) as usize;
+    let insns = harness(mbox as u64);
+    let code = mapping(1 << 16, true);
+    let laid = encode::lay_out(&insns, code as u64).unwrap();
+    // SAFETY: inside the mapping, before any of it runs.
+    unsafe { std::ptr::copy_nonoverlapping(laid.code.as_ptr(), code, laid.code.len()) };
+    let h = code as u64 + laid.offsets[insns.iter().position(|i| i.ip() == H).unwrap()] as u64;
+    // One range, a timeout of a second for the waits.
+    word(mbox, mailbox::RANGES).store(1, Ordering::SeqCst);
+    word(mbox, mailbox::RANGES + 8).store(0x1000_0000, Ordering::SeqCst);
+    word(mbox, mailbox::RANGES + 16).store(0x1000_8000, Ordering::SeqCst);
+    word(mbox, mailbox::TIMEOUT).store(1, Ordering::SeqCst);
+    let posted = move || word32(mbox, mailbox::POSTED).load(Ordering::SeqCst);
+    let kept = |r: [u64; 11], rax: u64, start: u64, len: u64| {
+        assert_eq!(r[0] & 0x81, 0x81, "CF and SF: {r:x?}");
+        let want = [rax, 0x1111, 0x2222, start, len, 0x8888, 0x9999, 0xaaaa, u64::MAX, 0xcccc];
+        assert_eq!(r[1..], want, "{r:x?}");
+    };
+    let inside = (0x1000_4000, 0x1000);
+    // Not listening: nothing posted.
+    kept(call(h, 0, inside.0, inside.1), 0, inside.0, inside.1);
+    assert_eq!(posted(), 0);
+    word32(mbox, mailbox::LISTEN).store(1, Ordering::SeqCst);
+    // Elsewhere (just before, just after the range), or a call that failed: nothing posted.
+    for (rax, start, len) in [
+        (0, 0x2000_0000, 0x1000),
+        (0, 0x0fff_f000, 0x1000),
+        (0, 0x1000_8000, 0x1000),
+        (-22i64 as u64, inside.0, inside.1),
+    ] {
+        kept(call(h, rax, start, len), rax, start, len);
+        assert_eq!(posted(), 0, "{start:x}+{len:x}");
+    }
+    // Over the range: posted, and the call waits for the answer.
+    let answer = |n: u32| {
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while posted() < n {
+                assert!(std::time::Instant::now() < deadline, "nothing posted");
+                std::hint::spin_loop();
+            }
+            let slot = mailbox::RING + 8 * u64::from((n - 1) % mailbox::RING_SLOTS);
+            let v = word(mbox, slot).swap(0, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            word32(mbox, mailbox::ANSWERED).store(n, Ordering::SeqCst);
+            let answered = mbox + mailbox::ANSWERED as usize;
+            // SAFETY: FUTEX_WAKE on a word of the mailbox mapping.
+            unsafe { libc::syscall(libc::SYS_futex, answered, libc::FUTEX_WAKE, i32::MAX) };
+            v
+        })
+    };
+    for (n, (start, len)) in [(0x0fff_f000, 0x2000), (0x1000_7000, 0x4000)].into_iter().enumerate()
+    {
+        let responder = answer(n as u32 + 1);
+        let began = std::time::Instant::now();
+        kept(call(h, 0, start, len), 0, start, len);
+        assert!(began.elapsed() >= std::time::Duration::from_millis(40), "it did not wait");
+        assert_eq!(responder.join().unwrap(), mailbox::UNMAPPED | 1);
+    }
+    // More ranges than the mailbox holds: every unmap asks.
+    word(mbox, mailbox::RANGES).store(u64::MAX, Ordering::SeqCst);
+    let responder = answer(3);
+    kept(call(h, 0, 0x2000_0000, 0x1000), 0, 0x2000_0000, 0x1000);
+    assert_eq!(responder.join().unwrap(), mailbox::UNMAPPED | 1);
+}
