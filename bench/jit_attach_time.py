@@ -75,7 +75,7 @@ def main():
         llc.wait()
         j = json.load(open(os.path.join(w, "summary.json")))["jit"]
         same = until_end and open(out).read() == open(ref).read()
-        return time.monotonic() - t0, (live, j["escapes"], j.get("lost")), same
+        return time.monotonic() - t0, (live, j["escapes"], j.get("table_lost")), same
 
     for _, path in bins:
         attach(path, False)  # the analysis cache, filled

@@ -12,7 +12,7 @@
 //! | `RANGES` | a count, then `(start, end)` of each module kerf translates from | kerf |
 //!
 //! A target with [`UNMAPPED`] set is no miss: the thread has just unmapped memory that
-//! overlaps a module of `RANGES` (`munmap`, `mremap`: a `dlclose`), and waits until kerf has
+//! overlaps a module of `RANGES` (a `munmap`: a `dlclose`), and waits until kerf has
 //! dropped what it translated from a module that is gone (a library mapped there next must
 //! not run it), then goes on (see [`crate::x86_64::unmap_notice`]). A count above
 //! [`RANGES_MAX`] means every unmap asks.

@@ -998,17 +998,17 @@ fn sets_gs(i: &Instruction) -> bool {
     matches!(i.code(), Code::Syscall | Code::Wrgsbase_r32 | Code::Wrgsbase_r64)
 }
 
-/// Whether `i` is a `syscall` that unmaps memory: `munmap` or `mremap`, its number set by the
-/// instruction right before it (`before`), as glibc's and ld.so's wrappers do. A number
-/// set further back, or in a register, is not seen (a `dlclose` goes through the wrappers).
+/// Whether `i` is a `munmap` `syscall`, its number set by the instruction right before it
+/// (`before`), as glibc's and ld.so's wrappers do. A number set further back, or in a
+/// register, is not seen (a `dlclose` goes through ld.so's wrapper). (`mremap` returns an
+/// address, and nothing moves a library's text with it.)
 fn unmaps(before: Option<&Instruction>, i: &Instruction) -> bool {
     const MUNMAP: u32 = 11;
-    const MREMAP: u32 = 25;
     i.code() == Code::Syscall
         && before.is_some_and(|b| {
             b.code() == Code::Mov_r32_imm32
                 && b.op0_register() == Register::EAX
-                && matches!(b.immediate32(), MUNMAP | MREMAP)
+                && b.immediate32() == MUNMAP
         })
 }
 
@@ -1161,7 +1161,7 @@ struct Emitter {
     return_words: HashMap<u64, u64>,
     /// Each indirect site's prediction word, by original address (see [`lookup`]).
     site_preds: HashMap<u64, u64>,
-    /// The label of the routine a translated `munmap` or `mremap` calls
+    /// The label of the routine a translated `munmap` calls
     /// ([`seq::unmap_notice`]), where the cache has a mailbox, and whether one called it.
     notice: Option<u64>,
     noticed: bool,

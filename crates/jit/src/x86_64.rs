@@ -834,7 +834,7 @@ fn ask_kerf(ask: &Ask, start: u64, none: u64, labels: &mut dyn FnMut() -> u64) -
     v
 }
 
-/// The routine a translated `munmap` or `mremap` `syscall` calls right after it, at label
+/// The routine a translated `munmap` `syscall` calls right after it, at label
 /// `label` (called past the red zone; every register and flag as they came): where the call
 /// succeeded (`rax` 0) and its range (`rdi`, `rsi`: a system call leaves them) overlaps a
 /// module of the mailbox's `RANGES`, it posts [`crate::mailbox::UNMAPPED`] to kerf and waits

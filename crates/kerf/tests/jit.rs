@@ -1300,36 +1300,14 @@ fn a_handler_that_will_return_into_the_cache_keeps_it_mapped_and_is_reported() {
     let mut line = String::new();
     output.read_line(&mut line).unwrap();
     assert_eq!(line.trim(), pid.to_string());
-    let summary = tmp().join("jit-held.json");
-    let mut kerf = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["jit", "spin", "--plugin", "blocks", "--duration", "3", "--json", "-o"])
-        .arg(&summary)
-        .args(["-p", &pid.to_string()])
-        .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     // Once the root is spliced, the worker's next call runs in the cache: interrupt it there.
-    let mut said = String::new();
-    let mut err = BufReader::new(kerf.stderr.take().unwrap());
-    let mut l = String::new();
-    while !l.contains(" live ") {
-        l.clear();
-        if err.read_line(&mut l).unwrap() == 0 {
-            break;
-        }
-        said.push_str(&l);
-    }
-    assert!(said.contains(" live "), "kerf never went live: {said}");
-    // The rest of kerf's stderr drained meanwhile (a pipe closed under it would end it with
-    // SIGPIPE at its next line: "a thread ... taken into the cache", when the worker stood
-    // inside `spin` as kerf attached).
-    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let args = ["--plugin", "blocks", "--duration", "3"];
+    let (mut kerf, summary) = attach_with(pid as u32, "spin", &args, "jit-held");
     writeln!(input, "signal").unwrap();
     line.clear();
     output.read_line(&mut line).unwrap();
     assert_eq!(line, "in handler\n");
-    assert!(kerf.wait().unwrap().success(), "{said}");
+    assert!(kerf.wait().unwrap().success());
     let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
     let removed = &v["jit"]["removed"];
     let held = &removed["held_by"];
@@ -2113,11 +2091,17 @@ fn branch_profile_counts_both_sides_exactly_and_finds_the_branch_laid_out_agains
 /// summary and stderr. `kerf` is spawned and returned, so that the caller can act on the
 /// program once kerf is live (the line of its stderr that says so is read here).
 fn attach_to_the_end(pid: u32, root: &str, tag: &str) -> (std::process::Child, PathBuf) {
+    attach_with(pid, root, &[], tag)
+}
+
+/// [`attach_to_the_end`] with more options (`--duration 3`).
+fn attach_with(pid: u32, root: &str, args: &[&str], tag: &str) -> (std::process::Child, PathBuf) {
     use std::io::{BufRead, BufReader};
     let summary = tmp().join(format!("{tag}.json"));
     let mut kerf = Command::new(env!("CARGO_BIN_EXE_kerf"))
         .args(["jit", root, "--json", "-o"])
         .arg(&summary)
+        .args(args)
         .args(["-p", &pid.to_string()])
         .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
         .stderr(Stdio::piped())

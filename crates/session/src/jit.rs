@@ -2309,6 +2309,12 @@ impl Jit {
             self.stats.unmapped.push(all[k].path.display().to_string());
         }
         self.publish_ranges(&all, mbox);
+        // Nothing translated from them (a library's dependencies whose code never ran in the
+        // cache): no table entry, link or prediction leads there, and the cache stays. (An
+        // escape entry for an address there leaves for whatever is mapped there then.)
+        if went.iter().all(|&k| self.done.get(k).is_none_or(HashSet::is_empty)) {
+            return true;
+        }
         let mods = modules_of(&all, &self.later, self.lazy, self.limit.is_none());
         if self.flush(&all, &mods, plugin, mbox, 0) {
             return true;

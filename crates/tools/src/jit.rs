@@ -867,8 +867,9 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "table_entries": s.table_entries,
             "table_at": jit.table_at(),
             "crowded": s.crowded,
-            "lost": s.lost,
-            "lost_returns": s.lost_returns,
+            // (Table entries with no room, not records: `calls.lost` counts those.)
+            "table_lost": s.lost,
+            "table_lost_returns": s.lost_returns,
             "escapes": escapes,
             "escapes_detaching": escapes_leaving,
             "waiting_at_flushes": at_flushes,
