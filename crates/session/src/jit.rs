@@ -444,10 +444,10 @@ pub struct JitStats {
     /// an escape).
     pub late_modules: Vec<String>,
     pub late_refused: Vec<String>,
-    /// Modules whose mapping went (`dlclose`) while kerf had translated from them, as `PATH`:
-    /// kerf emptied the cache (a flush) so that nothing mapped there next runs their
-    /// translations. `unmap_refused`: why that could not be done, if it could not (the JIT
-    /// then ended, see [`Jit::serve`]).
+    /// Modules with room whose mapping went (`dlclose`), as `PATH`: where anything of one was
+    /// translated, kerf emptied the cache (a flush) so that nothing mapped there next runs
+    /// its translations. `unmap_refused`: why that could not be done, if it could not (the
+    /// JIT then ended, see [`Jit::serve`]).
     pub unmapped: Vec<String>,
     pub unmap_refused: Option<String>,
     /// Of `late_modules`, with a plugin that writes records (the call trace, lock waits):
@@ -839,7 +839,6 @@ fn stack_words(tr: &Tracee, tid: i32, len: usize) -> Result<Vec<u64>, JitFail> {
         .collect())
 }
 
-/// The span `[lo, hi)` of original addresses a module occupies.
 /// Whether module `m`'s file is still mapped at the start of each of its executable segments
 /// (by path, as the maps name it), with the offset it had there.
 fn still_mapped(m: &AnalyzedImage, maps: &[kerf_analysis::image::maps::Mapping]) -> bool {
@@ -859,6 +858,7 @@ fn still_mapped(m: &AnalyzedImage, maps: &[kerf_analysis::image::maps::Mapping])
     })
 }
 
+/// The span `[lo, hi)` of original addresses a module occupies.
 fn span(m: &AnalyzedImage) -> (u64, u64) {
     let bias = m.bias.unwrap_or(0);
     let lo = m.segments.iter().map(|s| s.vaddr.0).min().unwrap_or(0);
@@ -2147,9 +2147,8 @@ impl Jit {
                 // Idle: the counter slabs of threads that ended taken back (a thread that
                 // ends and a thread made next, as a pool of short-lived threads does, would
                 // otherwise run them out); then the rest of a walk an answer left for later,
-                // a step at a time.
-                // A module a thread outside the cache unmapped (its `munmap` is not
-                // translated, so it asks nothing): looked for now and then.
+                // a step at a time. First, a module a thread outside the cache unmapped (its
+                // `munmap` is not translated, so it asks nothing): looked for now and then.
                 if last_look.elapsed() >= UNMAP_LOOK {
                     last_look = Instant::now();
                     if !self.drop_unmapped(images, &extra, plugin, &mbox) {
@@ -2276,9 +2275,10 @@ impl Jit {
         mbox.store_u64(at, spans.len() as u64);
     }
 
-    /// After a thread unmapped memory over a module kerf translates from: the modules whose
-    /// file is no longer mapped where it was are gone ([`Jit::gone`]), and the cache is
-    /// emptied ([`Jit::flush`]) so that no table entry, link or prediction leads into their
+    /// After a thread unmapped memory over a module kerf translates from (or, idle, now and
+    /// then): the modules whose file is no longer mapped where it was are gone
+    /// ([`Jit::gone`]), and where anything of them was translated the cache is emptied
+    /// ([`Jit::flush`]) so that no table entry, link or prediction leads into their
     /// translations (a library mapped there next would run them: `dlclose` then `dlopen` of
     /// another library put it at the same address, and it ran the first one's code). The
     /// thread that asked waits in [`kerf_jit::x86_64::unmap_notice`] meanwhile; the flush
@@ -3486,7 +3486,7 @@ impl Jit {
     /// into the table that the target's forked copies share, if it must not: a copy forked
     /// before the target mapped it does not map that file there (it may map nothing there
     /// yet, and later a library of its own, whose code would then run kerf's translation of
-    /// the target's; with `python -m multiprocessing`'s fork, parent and child load their
+    /// the target's; under python's `multiprocessing` with fork, parent and worker load their
     /// extension modules at the same addresses). Only a copy forked after it maps the same
     /// file at the same place, and the table entries are right for both. `None`: no copy,
     /// or every copy maps it alike.
