@@ -479,11 +479,17 @@ pub fn run(
     let unmapped = unmapped.join(", ");
     match &s.unmap_refused {
         None if !s.unmapped.is_empty() => events.say(&format!(
-            "{} modules unmapped while translated (dlclose: {unmapped}); the cache was emptied \
-             each time ({} flushes in all), so that code mapped there next runs its own \
-             translation",
-            s.unmapped.len(),
-            s.flushes
+            "{} unmapped while translated (dlclose: {unmapped}); the cache was emptied where \
+             any of their code had run from it ({} in all), so that code mapped there next \
+             runs its own translation",
+            match s.unmapped.len() {
+                1 => "1 module".to_string(),
+                n => format!("{n} modules"),
+            },
+            match s.flushes {
+                1 => "1 flush".to_string(),
+                n => format!("{n} flushes"),
+            }
         )),
         None => {}
         Some(why) => events.warn(&format!(
