@@ -3228,9 +3228,9 @@ impl Jit {
     /// the outermost root frame's function (module, function: a root's or one a root
     /// tail-calls, `ending`, by module), the stack pointer that frame had at its entry
     /// (pointing at the return address into its caller), and the return addresses of the
-    /// frames inside that call, innermost first. `None` where no root frame is found before the walk ends: an address
-    /// in no module or with no plain unwind rule (a signal frame, generated code), a read
-    /// that fails, or [`MAX_FRAMES`].
+    /// frames inside that call, innermost first. `None` where no root frame is found before
+    /// the walk ends: an address in no module or with no plain unwind rule (a signal frame,
+    /// generated code), a read that fails, or [`MAX_FRAMES`].
     fn root_frame<'a>(
         &self,
         tr: &Tracee,
@@ -3470,10 +3470,6 @@ impl Jit {
         Ok(())
     }
 
-    /// Processes other than the target that map the lookup table's memory file at its
-    /// address: only a `fork` of the target gives that (`exec` drops every mapping). The
-    /// file is told by its inode, read from kerf's own mapping of it, which is there as long
-    /// as the table is (`None`: kerf could not read it).
     /// The module holding original address `a` in a process forked from the target that
     /// shares its cache (not in the target itself), and that process.
     fn forked_module_at(&self, a: u64) -> Option<(String, i32)> {
@@ -3513,6 +3509,10 @@ impl Jit {
         })
     }
 
+    /// Processes other than the target that map the lookup table's memory file at its
+    /// address: only a `fork` of the target gives that (`exec` drops every mapping). The
+    /// file is told by its inode, read from kerf's own mapping of it, which is there as long
+    /// as the table is (`None`: kerf could not read it).
     fn copies(&self) -> Option<Vec<i32>> {
         let sys = kerf_os::process::RealSys;
         let me = std::process::id() as i32;
