@@ -74,6 +74,11 @@ pub fn outer_slot(hash: Hash, sp: u64) -> u64 {
     }
 }
 
+/// The original address kerf's copy keeps in a way whose entry was retired
+/// ([`Table::retire`]): never a target, so nothing finds it, and not 0, so no entry takes the
+/// way until the table is made anew (the live table holds 0 there).
+const RETIRED: u64 = 1;
+
 /// The rank of a table entry for an instruction inside a block (see
 /// [`Table::insert_ranked`]).
 pub const INSIDE: u8 = 3;
@@ -114,6 +119,8 @@ pub struct Table {
     /// Return sites among the entries with no room: a `ret` to one misses and leaves the
     /// cache as a thread leaving its root does, which no escape counts.
     pub lost_returns: usize,
+    /// Ways whose entry [`Table::retire`] took out, held until the table is made anew.
+    pub retired: usize,
 }
 
 /// One way: an original address, its indirect entry, its continuation.
@@ -146,6 +153,7 @@ impl Table {
             crowded: Vec::new(),
             entries: 0,
             lost_returns: 0,
+            retired: 0,
         }
     }
 
@@ -218,6 +226,33 @@ impl Table {
         ways.chain(over).collect()
     }
 
+    /// Take out every entry whose original address `gone` says is in code that went: the
+    /// byte offsets of their original-address words, for the caller to zero in the live
+    /// table (as [`Table::key_offsets`]'s). Their ways are not given to another entry until
+    /// the table is made anew: a thread that matched the old address a moment before may
+    /// still be about to read the entry word, which must then still be the old one (the
+    /// translation it leads to stays mapped).
+    pub fn retire(&mut self, gone: impl Fn(u64) -> bool) -> Vec<u64> {
+        let mut keys = Vec::new();
+        for (s, set) in self.ways.iter_mut().enumerate() {
+            for (k, w) in set.iter_mut().enumerate() {
+                if w.orig != 0 && w.orig != RETIRED && gone(w.orig) {
+                    w.orig = RETIRED;
+                    self.entries -= 1;
+                    self.retired += 1;
+                    keys.push(s as u64 * SET_STRIDE + WAY_BYTES * k as u64);
+                }
+            }
+        }
+        for (i, c) in self.crowded.iter_mut().enumerate() {
+            if c.0 != RETIRED && gone(c.0) {
+                c.0 = RETIRED;
+                keys.extend((i < OVERFLOW).then_some(OVERFLOW_PAIRS + 16 * i as u64));
+            }
+        }
+        keys
+    }
+
     /// Entries neither the sets nor the overflow list hold.
     pub fn lost(&self) -> usize {
         self.crowded.len().saturating_sub(OVERFLOW)
@@ -235,7 +270,8 @@ impl Table {
             }
             for (k, w) in ways.iter().enumerate() {
                 let at = k * WAY_BYTES as usize;
-                set[at..at + 8].copy_from_slice(&w.orig.to_le_bytes());
+                let orig = if w.orig == RETIRED { 0 } else { w.orig };
+                set[at..at + 8].copy_from_slice(&orig.to_le_bytes());
                 set[at + 8..at + 16].copy_from_slice(&w.entry.to_le_bytes());
                 let c = at + CONT as usize;
                 set[c..c + 8].copy_from_slice(&w.cont.to_le_bytes());
@@ -246,6 +282,7 @@ impl Table {
         if !over.is_empty() {
             let mut v = (over.len() as u64).to_le_bytes().to_vec();
             for &&(o, e) in &over {
+                let o = if o == RETIRED { 0 } else { o };
                 v.extend_from_slice(&o.to_le_bytes());
                 v.extend_from_slice(&e.to_le_bytes());
             }
@@ -282,6 +319,37 @@ mod tests {
         want.push(0x7777_0000_0040);
         want.sort_unstable();
         assert_eq!(keys, want);
+    }
+
+    #[test]
+    fn retired_entries_are_found_no_more_and_their_ways_stay_taken() {
+        let mut t = Table::new(Hash::Low16);
+        for k in 0..4u64 {
+            t.insert(0x5555_0000_1234 + (k << 16), 0xa + k, 0x1a + k);
+        }
+        t.insert(0x5555_0009_1234, 0xf, 0x1f);
+        t.insert(0x7777_0000_0040, 0xb, 0x1b);
+        let gone = |a: u64| (0x5555_0001_0000..0x5555_000a_0000).contains(&a);
+        let mut keys = t.retire(gone);
+        keys.sort_unstable();
+        // Ways 1 to 3 of the set, and the overflow list's first pair.
+        let set = 0x1234 * SET_STRIDE;
+        assert_eq!(keys, [set + 16, set + 32, set + 48, OVERFLOW_PAIRS]);
+        assert_eq!(t.retire(gone), [], "retired once");
+        assert_eq!((t.entries, t.retired), (2, 3));
+        assert_eq!(t.find(0x5555_0001_1234), None);
+        assert_eq!(t.find(0x5555_0009_1234), None, "nor from the overflow list");
+        assert_eq!(t.continuation(0x5555_0002_1234), None);
+        assert_eq!(t.find(0x5555_0000_1234), Some(0xa), "outside the range: kept");
+        // The same address again (code mapped where the old was) takes no retired way: the
+        // set is full, so the overflow list.
+        assert_eq!(t.insert(0x5555_0001_1234, 0xc, 0x1c), Some(Placed::Overflow(1)));
+        assert_eq!(t.find(0x5555_0001_1234), Some(0xc));
+        // A table written anew holds no retired address.
+        let bytes = t.bytes();
+        let word = |o: u64| u64::from_le_bytes(bytes[o as usize..][..8].try_into().unwrap());
+        assert_eq!([word(set + 16), word(set + 32), word(OVERFLOW_PAIRS)], [0, 0, 0]);
+        assert_eq!(word(set), 0x5555_0000_1234);
     }
 
     #[test]

@@ -765,11 +765,16 @@ fn a_library_mapped_after_a_fork_is_not_translated_for_the_copy() {
 
 /// A library closed and another of the same layout mapped where it was (`jit_reload reopen`:
 /// A, then B, then A again, all at one address): the thread that unmaps one (`dlclose`'s
-/// `munmap`, translated) asks kerf, which drops the module and empties the cache before the
-/// thread goes on, so each library runs its own code. (The build before ran A's translation
-/// for B: B's sum came out as A's.) Then the same with a forked copy sharing the cache while
-/// A goes (`close-fork`): no flush can be made, so the table's entries go and the JIT is
-/// taken out; the program's output is still its own.
+/// `munmap`, translated) asks kerf, which takes the module's translations out before the
+/// thread goes on (its table entries, links into it; the rest of the cache stays), so each
+/// library runs its own code. (The build before ran A's translation for B: B's sum came out
+/// as A's.) The same again with the whole cache emptied instead (`KERF_JIT_NO_RETIRE`: the
+/// flush kerf falls back on). Then with a forked copy sharing the cache while A goes
+/// (`close-fork`): the copy keeps its own A, B is left to run natively (the copy does not map
+/// it), and the JIT stays in. Last, a forked copy closes A and maps B there while the target
+/// keeps A (`fork-reopen`): the copy shares the table, whose entries the target still needs,
+/// so the JIT is taken out then. (The build before ran A's translation for B in the copy,
+/// silently.)
 #[test]
 fn a_library_closed_and_another_mapped_there_runs_its_own_code() {
     let bin = common::build_fixture("jit_reload", "-O2", "jit-reload");
@@ -780,28 +785,56 @@ fn a_library_closed_and_another_mapped_there_runs_its_own_code() {
     let expected = plain(&bin, &args);
     assert!(expected.contains("second libjitplug-b.so +0 "), "{expected}");
     assert!(expected.contains("third libjitplug-a.so +0 "), "{expected}");
-    let (v, out, err) = kerf_on("reload-reopen", "jit", &["main"], &bin, &args);
-    assert_eq!(out, expected, "output changed under kerf jit: {err}");
-    let j = &v["jit"];
-    let went: Vec<&str> = j["on_demand"]["unmapped"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m.as_str().unwrap().rsplit('/').next().unwrap())
-        .collect();
-    assert_eq!(&went[..2], ["libjitplug-a.so", "libjitplug-b.so"], "{j}");
-    assert!(j["cache"]["flushes"].as_u64().unwrap() >= 2, "{j}");
-    assert_eq!(j["escapes"], 0, "{j}");
-    assert!(err.contains(" modules unmapped while translated"), "{err}");
+    let cache = tmp().join("jit-cache");
+    for (tag, env) in [("reload-reopen", None), ("reload-reopen-flush", Some("KERF_JIT_NO_RETIRE"))]
+    {
+        let env: Vec<(&str, &str)> = env.map(|e| (e, "1")).into_iter().collect();
+        let (v, out, err) = kerf_env(&cache, &env, tag, "jit", &["main"], &bin, &args);
+        assert_eq!(out, expected, "{tag}: output changed under kerf jit: {err}");
+        let j = &v["jit"];
+        let went: Vec<&str> = j["on_demand"]["unmapped"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m.as_str().unwrap().rsplit('/').next().unwrap())
+            .collect();
+        assert_eq!(&went[..2], ["libjitplug-a.so", "libjitplug-b.so"], "{tag}: {j}");
+        let (retired, flushes) =
+            (j["on_demand"]["retired"].as_u64(), j["cache"]["flushes"].as_u64());
+        if env.is_empty() {
+            assert_eq!((retired, flushes), (Some(went.len() as u64), Some(0)), "{tag}: {j}");
+            assert!(err.contains("the rest of the cache stayed"), "{tag}: {err}");
+        } else {
+            assert_eq!(retired, Some(0), "{tag}: {j}");
+            assert!(flushes.unwrap() >= 2, "{tag}: {j}");
+            assert!(err.contains("by emptying the cache"), "{tag}: {err}");
+        }
+        assert_eq!(j["escapes"], 0, "{tag}: {j}");
+        assert!(err.contains(" modules unmapped while translated"), "{tag}: {err}");
+    }
 
     let args = ["close-fork", a, b];
     let expected = plain(&bin, &args);
     assert!(expected.contains("after libjitplug-b.so +0 "), "{expected}");
     let (v, out, err) = kerf_on("reload-close-fork", "jit", &["main"], &bin, &args);
     assert_eq!(out, expected, "output changed under kerf jit: {err}");
+    let j = &v["jit"];
+    assert_eq!(j["on_demand"]["unmap_refused"], Value::Null, "{j}");
+    assert_eq!(j["on_demand"]["retired"], 1, "{j}");
+    let refused = j["on_demand"]["late_refused"].to_string();
+    assert!(refused.contains("libjitplug-b.so: mapped after process"), "{refused}");
+    assert_eq!(v["target"]["exit_code"], 0, "{}", v["ended"]);
+
+    let args = ["fork-reopen", a, b];
+    let expected = plain(&bin, &args);
+    assert!(expected.contains("child libjitplug-b.so +0 "), "{expected}");
+    assert!(expected.contains("again libjitplug-a.so +0 "), "{expected}");
+    let (v, out, err) = kerf_on("reload-fork-reopen", "jit", &["main"], &bin, &args);
+    assert_eq!(out, expected, "output changed under kerf jit: {err}");
     let why = v["jit"]["on_demand"]["unmap_refused"].as_str().unwrap_or_default().to_string();
-    assert!(why.contains("forked from the target"), "{why}: {}", v["jit"]);
-    assert!(err.contains("could not empty the cache"), "{err}");
+    assert!(why.contains("forked from the target, unmapped "), "{why}: {}", v["jit"]);
+    assert!(why.contains("libjitplug-a.so"), "{why}");
+    assert!(err.contains("could not keep its translations for both"), "{err}");
 }
 
 /// A library mapped after the start keeps a hint of what ran too: the second run translates

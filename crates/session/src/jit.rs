@@ -58,6 +58,9 @@ const MAX_ROUTINE_STEPS: usize = 1 << 16;
 /// Stops a flush makes before it gives up on a signal handler holding a cache address; and
 /// removal before it leaves kerf's mappings in place for one.
 const FLUSH_TRIES: u32 = 5;
+/// Table ways [`Jit::retire_gone`] may leave taken by retired entries (a sixteenth of the
+/// table's) before a flush makes the table anew instead.
+const RETIRED_MAX: usize = kerf_jit::table::SETS * kerf_jit::table::WAYS / 16;
 /// The cache thrashes when flushes took more than [`JitOptions::flush_share`] of the last
 /// [`THRASH_WINDOW`]: a miss is then answered without a flush, and the thread leaves for the
 /// original code (an escape, for the rest of its root call); no entry is made, so the next
@@ -236,12 +239,17 @@ impl From<TargetError> for JitFail {
 /// One translation in the target: a module's first, or one kerf made later for a miss. After
 /// a flush ([`Jit::serve`] with a cache limit) the translations made before it stay listed,
 /// retired: their code room is reused, their data words kept as kerf's copy (so that counts
-/// made before the flush still add up), and nothing leads into them any more.
+/// made before the flush still add up), and nothing leads into them any more. A module the
+/// program unmapped has its translations retired alike ([`Jit::retire_gone`]), their room
+/// left as it is.
 pub struct Cache {
     pub module: usize,
     pub code: RemoteAddr,
     pub data: Area,
     pub translation: Translation,
+    /// Adopted before the cache ran: its linked exits may have become direct jumps
+    /// ([`Jit::jump_directly`]), which cannot be unlinked while threads run.
+    pub direct: bool,
 }
 
 /// A translation's part of its module's shared data area, or kerf's copy of it once the
@@ -445,11 +453,14 @@ pub struct JitStats {
     pub late_modules: Vec<String>,
     pub late_refused: Vec<String>,
     /// Modules with room whose mapping went (`dlclose`), as `PATH`: where anything of one was
-    /// translated, kerf emptied the cache (a flush) so that nothing mapped there next runs
-    /// its translations. `unmap_refused`: why that could not be done, if it could not (the
-    /// JIT then ended, see [`Jit::serve`]).
+    /// translated, kerf took its translations out ([`Jit::retire_gone`], else a flush) so
+    /// that nothing mapped there next runs them. `unmap_refused`: why that could not be
+    /// done, if it could not (the JIT then ended, see [`Jit::serve`]).
     pub unmapped: Vec<String>,
     pub unmap_refused: Option<String>,
+    /// Of `unmapped`, those whose translations were taken out alone, with no flush
+    /// ([`Jit::retire_gone`]).
+    pub retired: usize,
     /// Of `late_modules`, with a plugin that writes records (the call trace, lock waits):
     /// translated without them (their functions' calls are not in the trace; the calls they
     /// make into the modules traced are).
@@ -1944,7 +1955,7 @@ impl Jit {
         self.stats.code_bytes += t.code.len() as u64;
         self.stats.cache_peak = self.stats.cache_peak.max(self.cache_bytes());
         self.done[k].extend(funcs);
-        self.caches.push(Cache { module: k, code, data, translation: t });
+        self.caches.push(Cache { module: k, code, data, translation: t, direct: !live });
         Ok(here)
     }
 
@@ -2151,7 +2162,7 @@ impl Jit {
                 // `munmap` is not translated, so it asks nothing): looked for now and then.
                 if last_look.elapsed() >= UNMAP_LOOK {
                     last_look = Instant::now();
-                    if !self.drop_unmapped(images, &extra, plugin, &mbox) {
+                    if !self.drop_unmapped(images, &extra, plugin, &mbox, false) {
                         break;
                     }
                 }
@@ -2202,7 +2213,7 @@ impl Jit {
             targets.dedup();
             // Before anything is translated for these targets: one of them may be in a
             // library mapped where a module that went was.
-            if unmapped && !self.drop_unmapped(images, &extra, plugin, &mbox) {
+            if unmapped && !self.drop_unmapped(images, &extra, plugin, &mbox, true) {
                 break;
             }
             let known = extra.len();
@@ -2282,21 +2293,30 @@ impl Jit {
     /// translations (a library mapped there next would run them: `dlclose` then `dlopen` of
     /// another library put it at the same address, and it ran the first one's code). The
     /// thread that asked waits in [`kerf_jit::x86_64::unmap_notice`] meanwhile; the flush
-    /// steps it out and back to its clean point. Returns false where the flush could
-    /// not be made (a forked copy shares the cache, a signal handler's frame holds a cache
-    /// address): then kerf answers no more, so the JIT ends ([`JitStats::unmap_refused`]).
+    /// steps it out and back to its clean point. With `copies_too` (a thread's notice: it may
+    /// be a forked copy's), first the target's forked copies ([`Jit::copy_unmapped`]).
+    /// Returns false where the flush could not be made (a forked copy shares the cache, a
+    /// signal handler's frame holds a cache address) or a copy unmapped what the target
+    /// keeps: then kerf answers no more, so the JIT ends ([`JitStats::unmap_refused`]).
     fn drop_unmapped(
         &mut self,
         images: &[AnalyzedImage],
         extra: &[AnalyzedImage],
         plugin: &dyn Plugin,
         mbox: &SharedMem,
+        copies_too: bool,
     ) -> bool {
         let all: Vec<&AnalyzedImage> = images.iter().chain(extra).collect();
         let Ok(maps) = kerf_os::process::Process::open(self.pid).and_then(|p| p.maps()) else {
             // The process is gone: nothing of it runs.
             return true;
         };
+        if copies_too {
+            if let Some(why) = self.copy_unmapped(&all) {
+                self.give_up(why);
+                return false;
+            }
+        }
         let went: Vec<usize> = (0..all.len())
             .filter(|&k| self.spaces.get(k).is_some_and(Option::is_some) && !self.gone.contains(&k))
             .filter(|&k| !still_mapped(all[k], &maps))
@@ -2315,21 +2335,134 @@ impl Jit {
         if went.iter().all(|&k| self.done.get(k).is_none_or(HashSet::is_empty)) {
             return true;
         }
+        // (`KERF_JIT_NO_RETIRE`: always the flush, for the test of that path.)
+        if std::env::var_os("KERF_JIT_NO_RETIRE").is_none() && self.retire_gone(&all, &went) {
+            return true;
+        }
         let mods = modules_of(&all, &self.later, self.lazy, self.limit.is_none());
         if self.flush(&all, &mods, plugin, mbox, 0) {
             return true;
         }
-        // No flush: every entry's original address zeroed in the table (not its entry word:
-        // a thread that read the first sees the second whole), so that every lookup misses
-        // and, with kerf no longer answering, leaves for the original code; predictions name
-        // table ways, so they miss too. The thread that asked leaves at its target, and the
-        // JIT is taken out next. (A forked copy that still maps the module leaves as well.)
+        let why = self.stats.flush_refused.last().cloned().unwrap_or_default();
+        self.give_up(why);
+        false
+    }
+
+    /// Take out the translations of modules `went` (gone: the program unmapped them) without
+    /// a flush, while the threads run: no thread is in them (their code is unmapped, so a
+    /// thread there would have no code to run natively either), so it is enough that nothing
+    /// leads there any more, and the rest of the cache stays.
+    ///
+    /// 1. Their table entries are taken out ([`Table::retire`]): the original-address words
+    ///    zeroed in the live table, so lookups and predictions (which name table ways) miss
+    ///    and ask kerf, which translates what is mapped there now as a module of its own.
+    /// 2. Exits of other modules' translations linked into them go back to their slow path
+    ///    and wait, unlinked, for a translation of their target (a slot guard of a PLT entry
+    ///    whose slot pointed there: the original code jumps to whatever is mapped there).
+    /// 3. Their exits waiting for a link, their block starts and the walks still to come in
+    ///    them are dropped, and their data words kept as kerf's copy (the counts stand).
+    ///
+    /// Their code room stays mapped until the JIT is taken out (a thread that read a table
+    /// entry just before step 1 may still jump there). Returns false, changing nothing, where
+    /// a flush must be made instead: an exit of a translation made before the cache ran
+    /// leads into them (it may be a direct jump now), or the retired table ways would be too
+    /// many ([`RETIRED_MAX`]: no entry takes them until a flush makes the table anew).
+    fn retire_gone(&mut self, all: &[&AnalyzedImage], went: &[usize]) -> bool {
+        let spans: Vec<(u64, u64)> = went.iter().map(|&k| span(all[k])).collect();
+        let gone = |a: u64| spans.iter().any(|&(lo, hi)| (lo..hi).contains(&a));
+        let going = |c: &Cache| self.gone.contains(&c.module);
+        let into: Vec<(usize, kerf_jit::translate::Link)> = (self.caches.iter().enumerate())
+            .filter(|(_, c)| c.data.is_live() && !going(c))
+            .flat_map(|(i, c)| c.translation.links.iter().map(move |l| (i, *l)))
+            .filter(|(_, l)| gone(l.target))
+            .collect();
+        if into.iter().any(|(i, l)| self.caches[*i].direct && l.jump.is_some()) {
+            return false;
+        }
+        let retiring = (self.caches.iter())
+            .filter(|c| c.data.is_live() && went.contains(&c.module))
+            .map(|c| c.translation.entries.len())
+            .sum::<usize>();
+        if self.index.retired + retiring > RETIRED_MAX {
+            return false;
+        }
+        // 1.
+        for o in self.index.retire(gone) {
+            self.table.store_u64(o as usize, 0);
+        }
+        // 2.
+        for (i, l) in into {
+            let waiting = self.unlinked.get(&l.target).is_some_and(|w| w.contains(&(i, l)));
+            if !waiting {
+                self.caches[i].data.store_at(l.word, l.slow);
+                self.unlinked.entry(l.target).or_default().push((i, l));
+            }
+        }
+        // 3.
+        let dead: HashSet<usize> = (self.caches.iter().enumerate())
+            .filter(|(_, c)| went.contains(&c.module))
+            .map(|(i, _)| i)
+            .collect();
+        for waiting in self.unlinked.values_mut() {
+            waiting.retain(|(i, _)| !dead.contains(i));
+        }
+        self.unlinked.retain(|_, w| !w.is_empty());
+        self.starts.retain(|&a, _| !gone(a));
+        for (walk, _) in self.deferred.iter_mut().chain(self.late_ahead.iter_mut()) {
+            walk.retain(|(k, _)| !went.contains(k));
+        }
+        let totals = self.slabs.as_ref().map(SlabRegion::totals);
+        for &i in &dead {
+            if self.caches[i].data.is_live() {
+                self.caches[i].data.retire(totals.as_ref());
+            }
+        }
+        self.stats.retired += went.iter().filter(|&&k| !self.done[k].is_empty()).count();
+        true
+    }
+
+    /// Where translations may lead to code that is no longer what they were made from, and
+    /// the cache cannot be emptied: every table entry's original address zeroed (not its
+    /// entry word: a thread that read the first sees the second whole), so that every lookup
+    /// misses and, with kerf no longer answering (the caller ends [`Jit::serve`]), leaves for
+    /// the original code; predictions name table ways, so they miss too. The thread that
+    /// asked leaves at its target, and the JIT is taken out next, `why` said
+    /// ([`JitStats::unmap_refused`]). (A forked copy leaves as well.)
+    fn give_up(&mut self, why: String) {
         for o in self.index.key_offsets() {
             self.table.store_u64(o as usize, 0);
         }
-        let why = self.stats.flush_refused.last().cloned().unwrap_or_default();
         self.stats.unmap_refused = Some(why);
-        false
+    }
+
+    /// A forked copy of the target (it shares the table) that no longer maps a module the
+    /// target still does and that kerf translated from: what the copy maps there next would
+    /// run those translations, found by original address (a worker that `dlclose`s a library
+    /// its parent keeps, then `dlopen`s another where it was). One table serves both, and the
+    /// target still needs its entries, so no flush or retire can serve the copy: `Some(why)`
+    /// for [`Jit::give_up`]. Read on a thread's notice only: a copy's maps are read from
+    /// /proc, and the copies found by a look at every process started since the target.
+    fn copy_unmapped(&self, all: &[&AnalyzedImage]) -> Option<String> {
+        let translated: Vec<usize> = (0..all.len())
+            .filter(|&k| self.spaces.get(k).is_some_and(Option::is_some) && !self.gone.contains(&k))
+            .filter(|&k| self.done.get(k).is_some_and(|d| !d.is_empty()))
+            .collect();
+        if translated.is_empty() {
+            return None;
+        }
+        let Some(copies) = self.copies() else {
+            return Some("kerf could not tell which processes share its code cache".into());
+        };
+        copies.into_iter().find_map(|c| {
+            // (A copy that ended meanwhile maps nothing and runs nothing.)
+            let maps = kerf_os::process::Process::open(c).and_then(|p| p.maps()).ok()?;
+            let k = translated.iter().find(|&&k| !still_mapped(all[k], &maps))?;
+            Some(format!(
+                "process {c}, forked from the target, unmapped {}, whose translations it \
+                 shares with the target",
+                all[*k].path.display()
+            ))
+        })
     }
 
     /// Give room to the modules that `targets` fall in and that the program mapped after kerf

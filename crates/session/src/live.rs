@@ -145,6 +145,9 @@ pub enum Stop {
     Ended(End),
     /// The target ran `exec` (now running this program): its probes went with its old one.
     Exec(Option<String>),
+    /// The tool took its instrumentation out before the end for the reason given (`kerf jit`
+    /// after an unmap it could not follow); the target runs on.
+    Withdrawn(String),
 }
 
 impl Stop {
@@ -158,6 +161,7 @@ impl Stop {
                 "process {pid} ran exec ({}): its probes went with its old program",
                 program.as_deref().unwrap_or("a program kerf cannot name")
             ),
+            Stop::Withdrawn(why) => format!("taken out early: {why}"),
         }
     }
 
@@ -909,6 +913,7 @@ mod tests {
                 Stop::Exec(None),
                 "process 7 ran exec (a program kerf cannot name): its probes went with its old program",
             ),
+            (Stop::Withdrawn("why".into()), "taken out early: why"),
         ];
         for (stop, text) in cases {
             assert_eq!(stop.describe(7), text);

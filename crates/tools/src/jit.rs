@@ -423,6 +423,12 @@ pub fn run(
             }
         }
         let _ = server.join();
+        let stop = match stop {
+            Stop::Interrupted if gave_up.load(Ordering::Relaxed) => Stop::Withdrawn(
+                "code kerf had translated was unmapped and the cache could not be emptied".into(),
+            ),
+            stop => stop,
+        };
         (stop, drainer.join().ok().flatten())
     });
     // (The call trace is finished after the removal below, which it goes on draining: the
@@ -479,19 +485,25 @@ pub fn run(
     let unmapped = unmapped.join(", ");
     match &s.unmap_refused {
         None if !s.unmapped.is_empty() => events.say(&format!(
-            "{} unmapped while translated (dlclose: {unmapped}); the cache was emptied where \
-             any of their code had run from it ({} in all), so that code mapped there next \
-             runs its own translation",
+            "{} unmapped while translated (dlclose: {unmapped}); where any of their code had \
+             run from the cache kerf took its translations out ({}), so that code mapped \
+             there next runs its own translation",
             match s.unmapped.len() {
                 1 => "1 module".to_string(),
                 n => format!("{n} modules"),
             },
-            match s.flushes {
-                1 => "1 flush".to_string(),
-                n => format!("{n} flushes"),
+            match (s.retired, s.flushes) {
+                (_, 0) => "the rest of the cache stayed".to_string(),
+                (r, 1) => format!("{r} alone, the others by emptying the cache once"),
+                (r, n) => format!("{r} alone, the others by emptying the cache {n} times"),
             }
         )),
         None => {}
+        // (A forked copy's unmap: the target unmapped nothing, `why` says what went.)
+        Some(why) if s.unmapped.is_empty() => events.warn(&format!(
+            "{why}: kerf could not keep its translations for both, so the JIT was taken out \
+             then, and the program ran natively from there"
+        )),
         Some(why) => events.warn(&format!(
             "the program unmapped {unmapped}, which kerf had translated, and kerf could not \
              empty the cache ({why}): the JIT was taken out then, and the program ran natively \
@@ -589,10 +601,10 @@ pub fn run(
         let r = r.map_err(|source| ToolError::Jit { pid, source });
         target.wait(&mut |l| events.say(l));
         // A target killed while the JIT was live or being taken out. (A launched command
-        // kerf waited for after `--duration`, with the JIT gone, ended after kerf's work:
-        // a Ctrl-C then is not "killed while instrumented".)
+        // kerf waited for after `--duration` or a withdrawal, with the JIT gone, ended after
+        // kerf's work: a Ctrl-C then is not "killed while instrumented".)
         if let Some(end @ kerf_session::live::End::Killed { .. }) = target.fate() {
-            if !matches!(stop, Stop::Duration) {
+            if !matches!(stop, Stop::Duration | Stop::Withdrawn(_)) {
                 stop = Stop::Ended(end);
             }
         }
@@ -924,6 +936,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
     // (Beside the object above, whose size is at `json!`'s recursion limit.)
     v["jit"]["on_demand"]["unmapped"] = json!(s.unmapped);
     v["jit"]["on_demand"]["unmap_refused"] = json!(s.unmap_refused);
+    v["jit"]["on_demand"]["retired"] = json!(s.retired);
     if counting {
         v["blocks"] = json!(blocks);
     }

@@ -763,7 +763,7 @@ pub fn stop_json(stop: &Stop) -> Value {
         }),
         Stop::Ended(End::Unknown) => json!({"exited": true}),
         Stop::Exec(program) => json!({"exec": program}),
-        Stop::Duration | Stop::Interrupted => Value::Null,
+        Stop::Duration | Stop::Interrupted | Stop::Withdrawn(_) => Value::Null,
     }
 }
 
@@ -861,6 +861,7 @@ mod tests {
             (Stop::Exec(None), json!({"exec": null})),
             (Stop::Duration, Value::Null),
             (Stop::Interrupted, Value::Null),
+            (Stop::Withdrawn("why".into()), Value::Null),
         ];
         for (stop, v) in cases {
             assert_eq!(stop_json(&stop), v, "{stop:?}");
