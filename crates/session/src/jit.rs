@@ -2311,16 +2311,16 @@ impl Jit {
             // The process is gone: nothing of it runs.
             return true;
         };
-        if copies_too {
-            if let Some(why) = self.copy_unmapped(&all) {
-                self.give_up(why);
-                return false;
-            }
-        }
         let went: Vec<usize> = (0..all.len())
             .filter(|&k| self.spaces.get(k).is_some_and(Option::is_some) && !self.gone.contains(&k))
             .filter(|&k| !still_mapped(all[k], &maps))
             .collect();
+        if copies_too {
+            if let Some(why) = self.copy_unmapped(&all, &went) {
+                self.give_up(why);
+                return false;
+            }
+        }
         if went.is_empty() {
             return true;
         }
@@ -2436,16 +2436,17 @@ impl Jit {
     }
 
     /// A forked copy of the target (it shares the table) that no longer maps a module the
-    /// target still does and that kerf translated from: what the copy maps there next would
-    /// run those translations, found by original address (a worker that `dlclose`s a library
-    /// its parent keeps, then `dlopen`s another where it was). One table serves both, and the
-    /// target still needs its entries, so no flush or retire can serve the copy: `Some(why)`
-    /// for [`Jit::give_up`]. Read on a thread's notice only: a copy's maps are read from
-    /// /proc, and the copies found by a look at every process started since the target.
-    fn copy_unmapped(&self, all: &[&AnalyzedImage]) -> Option<String> {
+    /// target still does (not one of `went`, which the target unmapped too) and that kerf
+    /// translated from: what the copy maps there next would run those translations, found by
+    /// original address (a worker that `dlclose`s a library its parent keeps, then `dlopen`s
+    /// another where it was). One table serves both, and the target still needs its entries,
+    /// so no flush or retire can serve the copy: `Some(why)` for [`Jit::give_up`]. Read on a
+    /// thread's notice only: a copy's maps are read from /proc, and the copies found by a
+    /// look at every process started since the target.
+    fn copy_unmapped(&self, all: &[&AnalyzedImage], went: &[usize]) -> Option<String> {
         let translated: Vec<usize> = (0..all.len())
             .filter(|&k| self.spaces.get(k).is_some_and(Option::is_some) && !self.gone.contains(&k))
-            .filter(|&k| self.done.get(k).is_some_and(|d| !d.is_empty()))
+            .filter(|&k| !went.contains(&k) && self.done.get(k).is_some_and(|d| !d.is_empty()))
             .collect();
         if translated.is_empty() {
             return None;
@@ -2453,9 +2454,14 @@ impl Jit {
         let Some(copies) = self.copies() else {
             return Some("kerf could not tell which processes share its code cache".into());
         };
+        let table = self.table.remote();
         copies.into_iter().find_map(|c| {
-            // (A copy that ended meanwhile maps nothing and runs nothing.)
             let maps = kerf_os::process::Process::open(c).and_then(|p| p.maps()).ok()?;
+            // (A copy that ended or ran `exec` since it was found maps nothing of kerf's, and
+            // runs nothing from the cache: an ending process's maps are empty.)
+            if !maps.iter().any(|m| m.start <= table && table < m.end) {
+                return None;
+            }
             let k = translated.iter().find(|&&k| !still_mapped(all[k], &maps))?;
             Some(format!(
                 "process {c}, forked from the target, unmapped {}, whose translations it \
