@@ -461,6 +461,11 @@ pub struct JitStats {
     /// Of `unmapped`, those whose translations were taken out alone, with no flush
     /// ([`Jit::retire_gone`]).
     pub retired: usize,
+    /// Of `unmapped`, translated ones that a thread outside the cache unmapped (no notice:
+    /// kerf's look every [`UNMAP_LOOK`] found them gone) and where other code was mapped by
+    /// then: until kerf looked, a call from the cache to that code may have run the old
+    /// module's translation.
+    pub unmapped_unseen: Vec<String>,
     /// Of `late_modules`, with a plugin that writes records (the call trace, lock waits):
     /// translated without them (their functions' calls are not in the trace; the calls they
     /// make into the modules traced are).
@@ -2327,6 +2332,14 @@ impl Jit {
         for &k in &went {
             self.gone.insert(k);
             self.stats.unmapped.push(all[k].path.display().to_string());
+            // Seen by the idle look, not a notice: unmapped outside the cache, and where code
+            // is mapped at its addresses again by now, that code may have run the module's
+            // translations from the cache meanwhile (a table hit asks kerf nothing).
+            let (lo, hi) = span(all[k]);
+            let again = maps.iter().any(|m| m.exec && m.start.0 < hi && lo < m.end.0);
+            if !copies_too && again && self.done.get(k).is_some_and(|d| !d.is_empty()) {
+                self.stats.unmapped_unseen.push(all[k].path.display().to_string());
+            }
         }
         self.publish_ranges(&all, mbox);
         // Nothing translated from them (a library's dependencies whose code never ran in the

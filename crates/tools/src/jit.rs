@@ -483,6 +483,17 @@ pub fn run(
         unmapped.push(format!("{more} more"));
     }
     let unmapped = unmapped.join(", ");
+    if !s.unmapped_unseen.is_empty() {
+        let names = s.unmapped_unseen.iter().map(|p| p.rsplit('/').next().unwrap_or(p));
+        events.warn(&format!(
+            "unmapped by a thread outside the root calls, and found gone only by kerf's look \
+             every 100 ms, with other code mapped at their addresses by then: {}; calls from \
+             the cache into that code before kerf looked may have run the old library's \
+             translation (make the function that loads and closes libraries part of a root \
+             call to have every unmap seen at once)",
+            counted(names, "times").join(", ")
+        ));
+    }
     match &s.unmap_refused {
         None if !s.unmapped.is_empty() => events.say(&format!(
             "{} unmapped while translated (dlclose: {unmapped}); where any of their code had \
@@ -937,6 +948,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
     v["jit"]["on_demand"]["unmapped"] = json!(s.unmapped);
     v["jit"]["on_demand"]["unmap_refused"] = json!(s.unmap_refused);
     v["jit"]["on_demand"]["retired"] = json!(s.retired);
+    v["jit"]["on_demand"]["unmapped_unseen"] = json!(s.unmapped_unseen);
     if counting {
         v["blocks"] = json!(blocks);
     }
