@@ -466,6 +466,8 @@ pub struct JitStats {
     /// then: until kerf looked, a call from the cache to that code may have run the old
     /// module's translation.
     pub unmapped_unseen: Vec<String>,
+    /// The `munmap` wrappers made roots of their own ([`with_unmap_roots`]).
+    pub unmap_roots: Vec<String>,
     /// Of `late_modules`, with a plugin that writes records (the call trace, lock waits):
     /// translated without them (their functions' calls are not in the trace; the calls they
     /// make into the modules traced are).
@@ -1200,6 +1202,9 @@ pub fn install(
     let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
     let images = &all[..];
     let mods = modules_of(images, &[], opts.on_demand, opts.cache_limit.is_none());
+    // The hints are kept under the roots the user named.
+    let user_roots = roots;
+    let roots = &with_unmap_roots(images, &mods, roots, opts.on_demand)[..];
     let slot = |a: u64| {
         let mut b = [0u8; 8];
         mem.read(RemoteAddr(a), &mut b).ok().map(|()| u64::from_le_bytes(b))
@@ -1249,7 +1254,7 @@ pub fn install(
         && opts.cache_limit.is_none()
         && !opts.whole_modules
         && !later.contains(&true))
-    .then(|| roots_key(images, roots))
+    .then(|| roots_key(images, user_roots))
     .flatten();
     let hints = hint_key
         .map(|key| Hints { key, modules: images.iter().map(|m| Ran::read(m, key)).collect() });
@@ -1258,6 +1263,14 @@ pub fn install(
         hints.as_ref().and_then(|h| ran_region(&mods, &starts, &h.modules, &slot, budget));
     if let Some((r, n)) = planned {
         (region, hinted) = (r, n);
+    }
+    // The unmap roots go ahead whatever the budget (the walk may have stopped before them).
+    for r in &roots[user_roots.len()..] {
+        for funcs in [&mut region.funcs[r.module], &mut region.reached[r.module]] {
+            if !funcs.contains(&r.func) {
+                funcs.push(r.func);
+            }
+        }
     }
     let mods = modules_of(images, &later, opts.on_demand, opts.cache_limit.is_none());
     check_region(images, &region, &later)?;
@@ -1268,6 +1281,7 @@ pub fn install(
             .map_err(|why| JitFail::Root { label: r.label.clone(), why })?;
     }
     let mut stats = JitStats { plan: t0.elapsed(), hinted, ..JitStats::default() };
+    stats.unmap_roots = roots[user_roots.len()..].iter().map(|r| r.label.clone()).collect();
     stats.later = (0..images.len()).filter(|&k| later[k]).collect();
 
     // 1. Map room for code and a data area within reach of each module of the region (of
@@ -1597,6 +1611,55 @@ pub fn install(
     }
     jit.extra = extra;
     Ok(jit)
+}
+
+/// `roots` and, translating on demand (the notice needs the mailbox), the dynamic loader's
+/// `munmap` wrapper (`__munmap`: a function whose first instructions are `mov eax, 11;
+/// syscall`), which `dlclose` unmaps libraries with, as a root of its own. A thread outside
+/// the root calls that closes a library then runs the translated wrapper, whose notice
+/// ([`kerf_jit::x86_64::unmap_notice`]) makes kerf take the library's translations out before
+/// the thread goes on, as for a thread inside; without it kerf's look at the maps came up to
+/// [`UNMAP_LOOK`] later, and a library loaded there meanwhile and called from the cache ran
+/// the old one's translation (wrong results; a thread that left a stale translation
+/// mid-function into the new library's code looped forever). Each such call is a root call:
+/// its blocks counted, and in the call trace, as any; the loader alone calls it (libc's own
+/// `munmap`, which `free` and thread exits call all the time, is left out: those calls would
+/// be counted outside the roots, and libraries are not unmapped with it). A wrapper whose
+/// entry cannot take a jump is left out (`KERF_JIT_NO_UNMAP_ROOTS`: none, for the test of
+/// what happens without it).
+fn with_unmap_roots(
+    images: &[&AnalyzedImage],
+    mods: &[Module<'_>],
+    roots: &[Root],
+    on_demand: bool,
+) -> Vec<Root> {
+    const WRAPPER: [u8; 7] = [0xb8, 0x0b, 0x00, 0x00, 0x00, 0x0f, 0x05];
+    let mut all = roots.to_vec();
+    if !on_demand || std::env::var_os("KERF_JIT_NO_UNMAP_ROOTS").is_some() {
+        return all;
+    }
+    // The dynamic loader's only: `dlclose` unmaps with it, and nothing else calls it but the
+    // loader (libc's `munmap`, which `free` and thread exits call all the time, would count
+    // those calls outside the roots).
+    let loader = |k: usize| {
+        images[k].path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("ld-"))
+    };
+    for (k, m) in mods.iter().enumerate().filter(|(k, _)| loader(*k)) {
+        for (i, f) in m.cfg.functions.iter().enumerate() {
+            let func = FuncId(i as u32);
+            let starts = m.mem.code_region(f.entry).is_some_and(|(base, bytes)| {
+                let off = (f.entry.0 - base.0) as usize;
+                bytes.get(off..off + WRAPPER.len()) == Some(&WRAPPER[..])
+            });
+            if starts
+                && !all.iter().any(|r| (r.module, r.func) == (k, func))
+                && kerf_jit::translate::entry_displaced(m, func).is_ok()
+            {
+                all.push(Root { label: format!("{} (kerf: unmaps)", f.name), module: k, func });
+            }
+        }
+    }
+    all
 }
 
 /// Per module whose whole-image work was left for later: whether it was done ([`whole_later`]).

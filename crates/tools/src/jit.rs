@@ -949,6 +949,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
     v["jit"]["on_demand"]["unmap_refused"] = json!(s.unmap_refused);
     v["jit"]["on_demand"]["retired"] = json!(s.retired);
     v["jit"]["on_demand"]["unmapped_unseen"] = json!(s.unmapped_unseen);
+    v["jit"]["on_demand"]["unmap_roots"] = json!(s.unmap_roots);
     if counting {
         v["blocks"] = json!(blocks);
     }
