@@ -771,6 +771,27 @@ fn exec_in_the_target_is_reported() {
     assert!(sh.wait().unwrap().success());
 }
 
+/// A command kerf launched that runs `exec` and then exits with a code: kerf waits for it and
+/// exits with that code, as for one that ends under the probes (it exited 0 before).
+#[test]
+fn a_launched_command_that_runs_exec_gives_kerf_its_exit_code() {
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let summary = tmp.join("count-exec.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["count", "--json", "-o"])
+        .arg(&summary)
+        .args(["main", "--", "/bin/sh", "-c", "/bin/true; exec /bin/sh -c 'sleep 1; exit 7'"])
+        .env("KERF_CACHE_DIR", tmp.join("count-cache"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(7), "{err}");
+    let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!(v["target"]["exit_code"], 7, "{v}");
+    let stopped = v["stopped"].as_str().unwrap();
+    assert!(stopped.contains("ran exec (") && stopped.ends_with("exited with code 7"), "{v}");
+}
+
 /// Counting a GNU indirect function (glibc's `memcpy`) counts its resolver, which runs once
 /// per binding: kerf warns so, naming the implementations it chooses among.
 #[test]

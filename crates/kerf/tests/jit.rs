@@ -277,6 +277,48 @@ fn a_target_killed_by_a_signal_still_gets_its_summary() {
     assert_eq!(blocks.get("work+0x0"), Some(&1), "main's one call of the root");
 }
 
+/// A launched command that runs `exec` inside a root call takes the cache with its old
+/// program; kerf waits for the new program and exits with its code, or fails when a signal
+/// kills it, as for a command that ends in the cache. (kerf left at once and exited 0 before,
+/// the program still running.)
+#[test]
+fn a_command_that_runs_exec_is_waited_for_and_its_exit_code_kept() {
+    for (script, code, signal) in
+        [("sleep 0.3; exit 7", Some(7), None), ("sleep 0.3; kill -SEGV $$", None, Some(11))]
+    {
+        let summary = tmp().join("jit-exec.json");
+        let _ = std::fs::remove_file(&summary);
+        let started = Instant::now();
+        let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+            .args(["jit", "--json", "-o"])
+            .arg(&summary)
+            .args(["main", "--plugin", "blocks", "--", "/bin/sh", "-c"])
+            .arg(format!("/bin/true; exec /bin/sh -c '{script}'"))
+            .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(started.elapsed() >= Duration::from_millis(300), "kerf did not wait: {err}");
+        let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+        let ended = v["ended"].as_str().unwrap();
+        assert!(ended.contains("ran exec (") && ended.contains("; then process "), "{ended}");
+        assert!(v["target"]["exec"].is_string(), "{}", v["target"]);
+        match (code, signal) {
+            (Some(c), _) => {
+                assert_eq!(o.status.code(), Some(c), "{err}");
+                assert_eq!(v["target"]["exit_code"], c, "{}", v["target"]);
+            }
+            (_, Some(s)) => {
+                assert_eq!(o.status.code(), Some(1), "{err}");
+                assert_eq!(v["target"]["signal"], s, "{}", v["target"]);
+                assert!(err.contains("was killed by signal 11 (SIGSEGV)\n"), "{err}");
+                assert!(!err.contains("while instrumented"), "{err}");
+            }
+            _ => unreachable!(),
+        }
+    }
+}
+
 /// Threads made one after another, more of them than there are counter slabs
 /// (`KERF_JIT_SLABS=5`: four of a thread's own and the last, shared): kerf, idle, takes back
 /// the slab of each thread that ended and the next thread claims it, so none shares the last,

@@ -2379,6 +2379,13 @@ impl Jit {
             // The process is gone: nothing of it runs.
             return true;
         };
+        // A target that is ending (once its address space is taken down its maps are empty,
+        // until it is reaped) or that ran `exec` maps nothing of kerf's and runs nothing from
+        // the cache: it unmapped nothing kerf must answer for. (Read as unmaps, every module
+        // went: a Go program's end was reported as a `dlclose` of its executable and vDSO.)
+        if !self.maps_table(&maps) {
+            return true;
+        }
         let went: Vec<usize> = (0..all.len())
             .filter(|&k| self.spaces.get(k).is_some_and(Option::is_some) && !self.gone.contains(&k))
             .filter(|&k| !still_mapped(all[k], &maps))
@@ -2511,6 +2518,13 @@ impl Jit {
         self.stats.unmap_refused = Some(why);
     }
 
+    /// Whether `maps` (a process's) hold kerf's lookup table: the target and its forked
+    /// copies do until they end or run `exec`.
+    fn maps_table(&self, maps: &[kerf_analysis::image::maps::Mapping]) -> bool {
+        let table = self.table.remote();
+        maps.iter().any(|m| m.start <= table && table < m.end)
+    }
+
     /// A forked copy of the target (it shares the table) that no longer maps a module the
     /// target still does (not one of `went`, which the target unmapped too) and that kerf
     /// translated from: what the copy maps there next would run those translations, found by
@@ -2530,12 +2544,11 @@ impl Jit {
         let Some(copies) = self.copies() else {
             return Some("kerf could not tell which processes share its code cache".into());
         };
-        let table = self.table.remote();
         copies.into_iter().find_map(|c| {
             let maps = kerf_os::process::Process::open(c).and_then(|p| p.maps()).ok()?;
             // (A copy that ended or ran `exec` since it was found maps nothing of kerf's, and
             // runs nothing from the cache: an ending process's maps are empty.)
-            if !maps.iter().any(|m| m.start <= table && table < m.end) {
+            if !self.maps_table(&maps) {
                 return None;
             }
             let k = translated.iter().find(|&&k| !still_mapped(all[k], &maps))?;

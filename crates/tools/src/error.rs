@@ -23,8 +23,9 @@ pub enum ToolError {
     Restore { pid: i32, source: InstrumentError },
     /// Taking the probes out of the kernel failed.
     RestoreKernel(InstrumentError),
-    /// A signal killed the target while it was instrumented (`ended` says how).
-    Killed { ended: String },
+    /// A signal killed the target while it was instrumented (`ended` says how), or after it
+    /// ran `exec` (`after_exec`: the probes had gone with its old program).
+    Killed { ended: String, after_exec: bool },
     /// Loading or analysing an image (`kerf analyze`).
     Load(LoadError),
     /// Planning splices offline (`kerf analyze --plan`).
@@ -76,7 +77,8 @@ impl fmt::Display for ToolError {
                  events per function yet (no machine it is built and tested on has a PMU); \
                  wall time and virtual time (--virtual) work"
             ),
-            ToolError::Killed { ended } => write!(f, "{ended} while instrumented"),
+            ToolError::Killed { ended, after_exec: true } => write!(f, "{ended}"),
+            ToolError::Killed { ended, .. } => write!(f, "{ended} while instrumented"),
             ToolError::Load(e) => write!(f, "{e}"),
             ToolError::Plan(e) => write!(f, "{e}"),
             ToolError::NoFunction { name, close } if close.is_empty() => {

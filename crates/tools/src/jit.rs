@@ -590,7 +590,13 @@ pub fn run(
         summary["callback"] = json!({ "words": words });
     }
     let mut calls_summary = None;
+    let mut exec_end = None;
     let removed = if stop.is_exec() {
+        // The cache went with the old program; a launched command runs on in the new one,
+        // and kerf waits for it as after any sampling (its exit status is kerf's; kerf left
+        // at once and exited 0 before, the program still running).
+        target.wait(&mut |l| events.say(l));
+        exec_end = target.fate();
         None
     } else {
         // Drained meanwhile: a thread waiting for room in a full ring (`--trace` to a slow
@@ -635,8 +641,16 @@ pub fn run(
         summary["calls"] = c;
     }
     let mut v = summary;
-    v["ended"] = json!(stop.describe(pid));
-    v["target"] = crate::live::stop_json(&stop);
+    match crate::live::after_exec(&stop, exec_end, pid) {
+        Some((target, ended)) => {
+            v["ended"] = json!(ended);
+            v["target"] = target;
+        }
+        None => {
+            v["ended"] = json!(stop.describe(pid));
+            v["target"] = crate::live::stop_json(&stop);
+        }
+    }
     if let Some(r) = removed {
         let mut removed = json!({ "threads_moved": r.moved, "steps": r.steps, "stops": r.stops,
                                   "kept": r.kept.len(), "copies": r.copies,
@@ -657,10 +671,12 @@ pub fn run(
     Ok(v)
 }
 
-/// The failure a summary's target says it met: killed by a signal while instrumented.
+/// The failure a summary's target says it met: killed by a signal while instrumented, or
+/// after it ran `exec`.
 pub fn killed(summary: &Value) -> Option<ToolError> {
     summary["target"]["signal"].is_u64().then(|| ToolError::Killed {
         ended: summary["ended"].as_str().unwrap_or("the process was killed").to_string(),
+        after_exec: summary["target"].get("exec").is_some(),
     })
 }
 

@@ -487,8 +487,15 @@ fn run_process<T: LiveTool>(
     if let (Some(e), false) = (&failed, matches!(stop, Stop::Exec(_) | Stop::Ended(_))) {
         events.warn(&format!("taking out probes that had done their work failed: {e}"));
     }
-    let failure = stop.killed().then(|| ToolError::Killed { ended: stop.describe(pid) });
-    let mut v = json!({"pid": pid, "stopped": stop.describe(pid), "target": stop_json(&stop),
+    // A launched command that ran `exec` was waited for by `finish`: how it ended then.
+    let (target, stopped) = match after_exec(&stop, (!follow).then(|| p.fate()).flatten(), pid) {
+        Some(t) => t,
+        None => (stop_json(&stop), stop.describe(pid)),
+    };
+    let killed = stop.killed() || target["signal"].is_u64();
+    let failure =
+        killed.then(|| ToolError::Killed { ended: stopped.clone(), after_exec: stop.is_exec() });
+    let mut v = json!({"pid": pid, "stopped": stopped, "target": target,
            "refused": refused,
            "longest_pause_us": pause.as_micros() as u64,
            "longest_splice_pause_us": batch_pause.as_micros() as u64,
@@ -540,7 +547,7 @@ fn run_process<T: LiveTool>(
         p.wait(&mut |l| events.say(l));
     }
     // A failure is kerf's last line; other ends are said with the summary.
-    let stopped = failure.is_none().then(|| stop.describe(pid));
+    let stopped = failure.is_none().then(|| v["stopped"].as_str().unwrap_or_default().to_string());
     let (warning_after, error) = match removal {
         Err(source) => (None, Some(ToolError::Restore { pid, source })),
         Ok(r) => {
@@ -765,6 +772,22 @@ pub fn stop_json(stop: &Stop) -> Value {
         Stop::Exec(program) => json!({"exec": program}),
         Stop::Duration | Stop::Interrupted | Stop::Withdrawn(_) => Value::Null,
     }
+}
+
+/// The summary's `target` and its text for a launched command that ran `exec` (its probes
+/// gone with its old program) and ended after it, as `then` says (kerf waited for it): its
+/// exit code or signal, so that kerf exits with the code, or fails, as for a command that
+/// ends under the probes (kerf exited 0 whatever the new program's end). `None` for any other
+/// stop, or an end not known.
+pub fn after_exec(stop: &Stop, then: Option<End>, pid: i32) -> Option<(Value, String)> {
+    let (Stop::Exec(_), Some(end)) = (stop, then) else { return None };
+    let mut target = stop_json(stop);
+    if let Value::Object(m) = stop_json(&Stop::Ended(end)) {
+        for (k, x) in m {
+            target[k] = x;
+        }
+    }
+    Some((target, format!("{}; then {}", stop.describe(pid), end.describe(pid))))
 }
 
 /// How many of `sites` have splice kind `k`.
