@@ -1597,15 +1597,12 @@ fn a_lie_found_after_the_cache_is_live_is_reported_and_harms_nothing() {
     checked_to_the_end(child, "three attaches");
 }
 
-#[test]
-fn killing_kerf_leaves_the_program_running_correctly() {
-    let bin = common::build_fixture("jitted", "-O2", "jit-kill");
-    // About 1.7 s alone: still running when kerf is killed 0.1 s after going live.
-    let args = ["8", "20000", "300000"];
-    let expected = plain(&bin, &args);
+/// `kerf jit work -- BIN ARGS` killed (SIGKILL) 0.1 s after it went live, while the program
+/// runs: the program's pid, and kerf's process (dead; its stdout, the program's, still open).
+fn kerf_killed_while_live(bin: &Path, args: &[&str]) -> (i32, std::process::Child) {
     let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
         .args(["jit", "work", "--json", "--"])
-        .arg(&bin)
+        .arg(bin)
         .args(args)
         .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
         .stdout(Stdio::piped())
@@ -1635,11 +1632,12 @@ fn killing_kerf_leaves_the_program_running_correctly() {
     );
     k.kill().unwrap();
     let _ = k.wait();
-    // kerf's stdout was the program's: read what it printed (the pipe outlives kerf).
-    let mut out = String::new();
-    use std::io::Read;
-    k.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    // The program was kerf's child: it is reparented and runs on; wait for it by pid.
+    (target, k)
+}
+
+/// What program `target`, left running by the killed kerf `k`, printed once it ended (kerf's
+/// stdout was its own: the pipe outlives kerf; it is reparented, so it is waited for by pid).
+fn output_after_kerf(target: i32, mut k: std::process::Child) -> String {
     let deadline = Instant::now() + Duration::from_secs(60);
     while std::fs::metadata(format!("/proc/{target}")).is_ok() && Instant::now() < deadline {
         let st = std::fs::read_to_string(format!("/proc/{target}/stat")).unwrap_or_default();
@@ -1648,7 +1646,67 @@ fn killing_kerf_leaves_the_program_running_correctly() {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(out, expected, "the program's output after kerf was killed");
+    let mut out = String::new();
+    use std::io::Read;
+    k.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn killing_kerf_leaves_the_program_running_correctly() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-kill");
+    // About 1.7 s alone: still running when kerf is killed 0.1 s after going live.
+    let args = ["8", "20000", "300000"];
+    let expected = plain(&bin, &args);
+    let (target, k) = kerf_killed_while_live(&bin, &args);
+    assert_eq!(
+        output_after_kerf(target, k),
+        expected,
+        "the program's output after kerf was killed"
+    );
+}
+
+/// After a kerf was killed while attached (its jumps at `work` and at the dynamic loader's
+/// `munmap` wrapper stay, into its cache, which the program runs on), a later `kerf jit -p`
+/// with `work` among its roots fails, and takes out the jumps it wrote before it found `work`
+/// changed (`printf`'s: left in, they led into the cache it unmapped as it failed, and the
+/// program died at main's next `printf`); one without `work` attaches, the wrapper left out
+/// with a warning (it failed at the wrapper, a root the user never named, before).
+#[test]
+fn a_kerf_after_a_killed_one_fails_cleanly_or_attaches_without_its_roots() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-kill-again");
+    // About 5 s alone: two attaches after the kill, on a loaded machine, before main prints.
+    let args = ["8", "20000", "900000"];
+    let expected = plain(&bin, &args);
+    let (target, k) = kerf_killed_while_live(&bin, &args);
+    let attach = |roots: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kerf"))
+            .args(["jit", "-p", &target.to_string(), "--duration", "0.3", "--json", "-o"])
+            .arg(tmp().join("jit-after-kill.json"))
+            .args(roots)
+            .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+            .output()
+            .unwrap()
+    };
+    let o = attach(&["libc:printf", "work"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("which is gone (killed?)"), "{err}");
+    let o = attach(&["libc:printf"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "printf's jump was left in: {err}");
+    assert!(err.contains("munmap wrapper is changed in the target"), "{err}");
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(tmp().join("jit-after-kill.json")).unwrap()).unwrap();
+    assert_eq!(
+        v["jit"]["on_demand"]["unmap_roots"],
+        serde_json::json!([]),
+        "{}",
+        v["jit"]["on_demand"]
+    );
+    assert_eq!(v["jit"]["on_demand"]["unmap_roots_left"].as_array().map(Vec::len), Some(1));
+    let out = output_after_kerf(target, k);
+    assert_eq!(out, expected, "the program's output after three kerfs");
 }
 
 /// More threads alive at once than a module's thread table has slots (`many_threads.c`, 300

@@ -468,6 +468,10 @@ pub struct JitStats {
     pub unmapped_unseen: Vec<String>,
     /// The `munmap` wrappers made roots of their own ([`with_unmap_roots`]).
     pub unmap_roots: Vec<String>,
+    /// Wrappers left out because their first bytes in the target are not the file's (another
+    /// tool's patch, or the jump of a kerf killed while it was attached), each with the bytes
+    /// found there.
+    pub unmap_roots_left: Vec<String>,
     /// Of `late_modules`, with a plugin that writes records (the call trace, lock waits):
     /// translated without them (their functions' calls are not in the trace; the calls they
     /// make into the modules traced are).
@@ -1204,7 +1208,9 @@ pub fn install(
     let mods = modules_of(images, &[], opts.on_demand, opts.cache_limit.is_none());
     // The hints are kept under the roots the user named.
     let user_roots = roots;
-    let roots = &with_unmap_roots(images, &mods, roots, opts.on_demand)[..];
+    let live = |a: u64, b: &mut [u8]| mem.read(RemoteAddr(a), b).is_ok();
+    let (roots, unmap_roots_left) = with_unmap_roots(images, &mods, roots, opts.on_demand, &live);
+    let roots = &roots[..];
     let slot = |a: u64| {
         let mut b = [0u8; 8];
         mem.read(RemoteAddr(a), &mut b).ok().map(|()| u64::from_le_bytes(b))
@@ -1282,6 +1288,7 @@ pub fn install(
     }
     let mut stats = JitStats { plan: t0.elapsed(), hinted, ..JitStats::default() };
     stats.unmap_roots = roots[user_roots.len()..].iter().map(|r| r.label.clone()).collect();
+    stats.unmap_roots_left = unmap_roots_left;
     stats.later = (0..images.len()).filter(|&k| later[k]).collect();
 
     // 1. Map room for code and a data area within reach of each module of the region (of
@@ -1590,7 +1597,10 @@ pub fn install(
         }
     }
     if let Err(e) = jit.splice_entries(&mem, entries) {
-        let _ = jit.unmap();
+        // (An entry that could not be put back keeps the cache it jumps to.)
+        if jit.entries.is_empty() {
+            let _ = jit.unmap();
+        }
         return Err(e);
     }
     // 5. Threads already inside a root call, taken in (a stop each try, while some stand
@@ -1626,17 +1636,20 @@ pub fn install(
 /// `munmap`, which `free` and thread exits call all the time, is left out: those calls would
 /// be counted outside the roots, and libraries are not unmapped with it). A wrapper whose
 /// entry cannot take a jump is left out (`KERF_JIT_NO_UNMAP_ROOTS`: none, for the test of
-/// what happens without it).
+/// what happens without it), and so is one whose first bytes in the target (`live` reads
+/// them) are not the file's: returned second, each with the bytes found.
 fn with_unmap_roots(
     images: &[&AnalyzedImage],
     mods: &[Module<'_>],
     roots: &[Root],
     on_demand: bool,
-) -> Vec<Root> {
+    live: &dyn Fn(u64, &mut [u8]) -> bool,
+) -> (Vec<Root>, Vec<String>) {
     const WRAPPER: [u8; 7] = [0xb8, 0x0b, 0x00, 0x00, 0x00, 0x0f, 0x05];
     let mut all = roots.to_vec();
+    let mut left = Vec::new();
     if !on_demand || std::env::var_os("KERF_JIT_NO_UNMAP_ROOTS").is_some() {
-        return all;
+        return (all, left);
     }
     // The dynamic loader's only: `dlclose` unmaps with it, and nothing else calls it but the
     // loader (libc's `munmap`, which `free` and thread exits call all the time, would count
@@ -1651,15 +1664,26 @@ fn with_unmap_roots(
                 let off = (f.entry.0 - base.0) as usize;
                 bytes.get(off..off + WRAPPER.len()) == Some(&WRAPPER[..])
             });
-            if starts
-                && !all.iter().any(|r| (r.module, r.func) == (k, func))
-                && kerf_jit::translate::entry_displaced(m, func).is_ok()
+            if !starts
+                || all.iter().any(|r| (r.module, r.func) == (k, func))
+                || kerf_jit::translate::entry_displaced(m, func).is_err()
             {
-                all.push(Root { label: format!("{} (kerf: unmaps)", f.name), module: k, func });
+                continue;
             }
+            // Its bytes in the target, not the file's: a wrapper spliced already (by a kerf
+            // killed while attached, whose jump and cache the program keeps) cannot take
+            // this kerf's jump, and failing the whole attach for a root the user did not ask
+            // for would leave that process out of reach of every later `kerf jit`.
+            let mut now = [0u8; WRAPPER.len()];
+            let at = f.entry.0 + images[k].bias.unwrap_or(0);
+            if !live(at, &mut now) || now != WRAPPER {
+                left.push(format!("{} at {at:#x}: {now:02x?}", f.name));
+                continue;
+            }
+            all.push(Root { label: format!("{} (kerf: unmaps)", f.name), module: k, func });
         }
     }
-    all
+    (all, left)
 }
 
 /// Per module whose whole-image work was left for later: whether it was done ([`whole_later`]).
@@ -1898,6 +1922,15 @@ impl Jit {
                     Ok(()) => written.push(e),
                     Err(x) => err = Some(left_by_a_gone_kerf(self.pid, mem, e.at, x)),
                 }
+            }
+            if err.is_some() {
+                // All or none: the entries written before the one that failed are put back
+                // while the threads are still stopped, since the caller unmaps the cache they
+                // jump to. (Left in, the next call of such a root jumped into unmapped
+                // memory: redis-server died of SIGSEGV in `processCommand` when the ld.so
+                // unmap root, after it, was found spliced by a kerf killed earlier.) One that
+                // cannot be put back stays recorded, and the cache with it.
+                written.retain(|e| write_checked(mem, e.at, &e.new, &e.old).is_err());
             }
             self.entries = written;
             self.stats.splice_pause = t.elapsed();

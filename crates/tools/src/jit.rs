@@ -483,6 +483,14 @@ pub fn run(
         unmapped.push(format!("{more} more"));
     }
     let unmapped = unmapped.join(", ");
+    if !s.unmap_roots_left.is_empty() {
+        events.warn(&format!(
+            "the dynamic loader's munmap wrapper is changed in the target ({}: a jump left by \
+             a kerf killed while attached, or another tool's patch), so it is no root of this \
+             run: a dlclose outside the root calls is seen by kerf's look every 100 ms only",
+            s.unmap_roots_left.join("; ")
+        ));
+    }
     if !s.unmapped_unseen.is_empty() {
         let names = s.unmapped_unseen.iter().map(|p| p.rsplit('/').next().unwrap_or(p));
         events.warn(&format!(
@@ -966,6 +974,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
     v["jit"]["on_demand"]["retired"] = json!(s.retired);
     v["jit"]["on_demand"]["unmapped_unseen"] = json!(s.unmapped_unseen);
     v["jit"]["on_demand"]["unmap_roots"] = json!(s.unmap_roots);
+    v["jit"]["on_demand"]["unmap_roots_left"] = json!(s.unmap_roots_left);
     if counting {
         v["blocks"] = json!(blocks);
     }
