@@ -420,6 +420,28 @@ fn lookups_run_alike_with_the_table_below_and_above_2_gib() {
     assert_eq!(a, counts(&old["blocks"], ""), "block counts: with BMI2 vs without");
 }
 
+/// Code the program generated (`jit_generated.c`: an anonymous executable page, called from
+/// the root) lies in no module: the thread runs natively from there for the rest of the root
+/// call, an escape, and stderr says why (before, the summary's `escapes: 1` alone); the
+/// output is the program's.
+#[test]
+fn generated_code_runs_natively_and_is_said_to() {
+    let bin = common::build_fixture("jit_generated", "-O2", "jit-generated");
+    let expected = plain(&bin, &[]);
+    let (v, out, err) = kerf_on("generated", "jit", &["work", "--plugin", "blocks"], &bin, &[]);
+    assert_eq!(out, expected);
+    assert_eq!(v["jit"]["on_demand"]["untranslatable"], 1, "{}", v["jit"]["on_demand"]);
+    assert_eq!(v["jit"]["escapes"], 1, "{}", v["jit"]);
+    assert!(err.contains("1 jump target lay in code outside every module"), "{err}");
+    // The root's first call of `before` ran in the cache; the rest natively.
+    assert_eq!(
+        counts(&v["blocks"], "jit-generated").get("before+0x0"),
+        Some(&1),
+        "{}",
+        v["blocks"]
+    );
+}
+
 /// A PLT stub's `jmp [GOT]` goes straight to the translation of what its slot held when
 /// kerf translated it, guarded by a compare with the slot (`seq::slot_guard`). The fixture
 /// points its own GOT slot for strlen at another function between two calls of the root:

@@ -466,6 +466,20 @@ pub fn run(
             s.thrash_escapes
         ));
     }
+    if s.untranslatable > 0 {
+        // (node: V8's generated code, reached from `main` at once; the summary's escapes said
+        // 1 and nothing more.)
+        events.warn(&format!(
+            "{} in code outside every module (code the program generated at run time, as a \
+             JavaScript or regular-expression JIT does): kerf cannot translate it, so each \
+             thread that went there ran natively, uncounted, for the rest of its root call \
+             (counted as escapes; `last_escape` in --json says where one left)",
+            match s.untranslatable {
+                1 => "1 jump target lay".to_string(),
+                n => format!("{n} jump targets lay"),
+            }
+        ));
+    }
     // Modules whose code ran natively for want of a trustworthy analysis, or which kerf
     // did not take in when a miss led there: their escapes are in the summary, the why here.
     for m in &s.analysis_rejected {
