@@ -1428,6 +1428,9 @@ pub fn translate(
     };
     let here: HashSet<FuncId> = funcs.iter().copied().collect();
     let mut plans: HashMap<FuncId, Option<Inline>> = HashMap::default();
+    // Per function with exits the plugin marks: whether its every `ret` leaves through the
+    // slot its caller pushed (decoded once per function, not per exit).
+    let mut through_slot: HashMap<FuncId, bool> = HashMap::default();
     let index: HashMap<u64, usize> = order
         .iter()
         .enumerate()
@@ -1507,8 +1510,16 @@ pub fn translate(
                 let last = i.ip();
                 let image = ImageAddr(last.wrapping_sub(m.bias));
                 // (With what is live where the function's returns land: see
-                // `live_before_exit`.)
+                // `live_before_exit`. A function whose `ret` leaves through a slot it wrote
+                // lands anywhere, so everything: glibc's `swapcontext` loads the next
+                // context's registers, `rdi` among them, then `ret`s into it, and the call
+                // trace's record took `rdi`, which it writes on every path, for scratch: a
+                // coroutine's first argument came out one more.)
+                let slot = *through_slot
+                    .entry(f)
+                    .or_insert_with(|| cfg.returns_through_callers_slot(m.mem, f));
                 let lands = m.continuations().and_then(|c| c.get(f.0 as usize)).copied();
+                let lands = lands.filter(|_| slot);
                 let live = kerf_analysis::liveness::live_before_exit(cfg, m.mem, f, image, lands)
                     .map_or(LiveAt::ALL, |l| LiveAt { regs: l.regs, flags: l.flags });
                 let tail = b.term != Terminator::Return;

@@ -420,6 +420,21 @@ fn lookups_run_alike_with_the_table_below_and_above_2_gib() {
     assert_eq!(a, counts(&old["blocks"], ""), "block counts: with BMI2 vs without");
 }
 
+/// Coroutines switched by glibc's `swapcontext`, which `ret`s into the next context with its
+/// registers loaded (`coroutines.c`): under every plugin the output is the program's. The
+/// call trace's record before that `ret` took `rdi`, dead at a plain return, for scratch: a
+/// coroutine's first entry got a wrong argument and the program died of SIGSEGV.
+#[test]
+fn coroutines_switched_by_swapcontext_run_unchanged() {
+    let bin = common::build_fixture("coroutines", "-O2", "jit-coroutines");
+    let expected = plain(&bin, &[]);
+    for plugin in ["calls", "blocks", "none"] {
+        let (v, out, err) = kerf_on("coroutines", "jit", &["run", "--plugin", plugin], &bin, &[]);
+        assert_eq!(out, expected, "--plugin {plugin}: {err}");
+        assert_eq!(v["jit"]["escapes"], 0, "--plugin {plugin}: {}", v["jit"]);
+    }
+}
+
 /// Code the program generated (`jit_generated.c`: an anonymous executable page, called from
 /// the root) lies in no module: the thread runs natively from there for the rest of the root
 /// call, an escape, and stderr says why (before, the summary's `escapes: 1` alone); the
