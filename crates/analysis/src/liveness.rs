@@ -858,6 +858,10 @@ pub fn in_last_block(cfg: &Cfg, f: FuncId, addr: ImageAddr) -> bool {
 /// written by hand may hand results back in any register: OpenSSL's `_aesni_ctr32_6x`
 /// returns its advanced `rsi` and `rdi` to `aesni_gcm_encrypt`, and a call-trace record at
 /// its `ret` that took `rsi` for scratch broke AES-GCM. `None` where `live_at` knows nothing.
+/// Where a `ret` of `f` does not leave through the slot its caller pushed
+/// ([`Cfg::returns_through_callers_slot`]: glibc's `swapcontext` loads the next context's
+/// stack and registers, then `ret`s into it), its returns land anywhere: the caller passes
+/// `None` (asked there, not here, so that it decodes `f` once for all its exits).
 pub fn live_before_exit(
     cfg: &Cfg,
     mem: &dyn CodeMemory,

@@ -697,3 +697,25 @@ fn ret_at_a_tail_calls_jump_is_said_to_be_no_return_value() {
     let err = stderr_of("leaf_mix@exits {ret}");
     assert!(!err.contains("a tail call's jump"), "{err}");
 }
+
+/// Records at the exits of glibc's `swapcontext`, which `ret`s into the next context with its
+/// registers loaded (`coroutines.c`): the program runs unchanged and every exit is recorded.
+/// The record's code took `rdi`, dead at a plain return, for scratch: a coroutine's first
+/// entry got a wrong argument, and the program died of SIGSEGV.
+#[test]
+fn records_at_swapcontexts_exits_leave_the_coroutines_alone() {
+    let bin = build_fixture("coroutines", "-O2", "trace_coroutines");
+    let expected = Command::new(&bin).output().unwrap();
+    let d = dir("coroutines");
+    let out = d.join("t.jsonl");
+    let o = kerf_trace(
+        &["libc:swapcontext@exits", "-o", out.to_str().unwrap(), "--"]
+            .into_iter()
+            .chain([bin.to_str().unwrap()])
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(o.stdout, expected.stdout, "{}", String::from_utf8_lossy(&o.stderr));
+    // 603 switches by `run` and 600 by the coroutines; the three ends go through `setcontext`.
+    let events = records(&out).iter().filter(|r| r["type"] == "event").count();
+    assert_eq!(events, 1203);
+}

@@ -862,7 +862,12 @@ pub fn live_at(m: &AnalyzedImage, f: FuncId, addr: u64) -> LiveAt {
     let cfg = &m.analysis.cfg;
     let a = ImageAddr(addr);
     if kerf_analysis::liveness::in_last_block(cfg, f, a) {
+        // (A function whose `ret` leaves through a slot it wrote, as glibc's `swapcontext`,
+        // lands anywhere: everything. A trace record at its exit took `rdi`, which it loads
+        // for the next context, and a coroutine started with a wrong argument.)
+        let through = cfg.returns_through_callers_slot(m, f);
         let lands = m.ensure_returns().ok().and_then(|r| r.get(f.0 as usize).copied());
+        let lands = lands.filter(|_| through);
         return kerf_analysis::liveness::live_before_exit(cfg, m, f, a, lands)
             .map_or(LiveAt::ALL, |l| LiveAt { regs: l.regs, flags: l.flags });
     }
