@@ -380,12 +380,22 @@ impl TraceSys for Fake {
 
     /// Only as [`crate::ptrace::Tracee`] uses it: after a `PTRACE_INTERRUPT` of a stopped
     /// thread (its event stop already queued), a resume that reaches that stop at once (from
-    /// a syscall-entry stop, once the call is made).
+    /// a syscall-entry stop, once the call is made); or, with a signal queued for the thread
+    /// (`rt_tgsigqueueinfo`) and no stop to come, that signal's delivery stop, as the kernel
+    /// dequeues it before the thread runs (taken out of `queued`).
     fn cont(&self, tid: i32, sig: i32) -> io::Result<()> {
         let mut st = self.state();
         st.log.push(format!("cont {tid} {sig}"));
         if st.traced(tid)?.in_call {
             st.finish_call(tid)?;
+        }
+        if st.traced(tid)?.events.is_empty() {
+            if let Some(k) = st.queued.iter().position(|(t, _)| *t == tid) {
+                let (_, info) = st.queued.remove(k);
+                let t = st.traced(tid)?;
+                t.siginfo = info;
+                t.events.push_back(stop_status(info.signo(), 0));
+            }
         }
         let t = st.traced(tid)?;
         if t.events.is_empty() {

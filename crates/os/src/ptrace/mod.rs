@@ -18,13 +18,15 @@
 //! * **Rescanning /proc/PID/task** until a scan, made after every known thread is stopped,
 //!   shows no new thread: a thread created before its creator was seized is found by the
 //!   scan, one created after by `PTRACE_EVENT_CLONE`.
-//! * **Signals are never lost.** A signal that the kernel dequeues for a thread kerf holds
-//!   is reported as a signal-delivery-stop. kerf records its siginfo and either leaves the
-//!   thread in that stop (then `PTRACE_DETACH` delivers it) or, when it must run the thread
-//!   (a single-step), suppresses it and re-injects it at resume: the first one through
-//!   `PTRACE_SETSIGINFO` + `PTRACE_DETACH(sig)` from the signal-delivery-stop the thread is
-//!   left in (exact siginfo), any further ones with `rt_tgsigqueueinfo` (same pid, uid and
-//!   value; `si_code` becomes `SI_QUEUE` when the kernel forbids queueing the original one).
+//! * **Signals are never lost** (while kerf lives). A signal that the kernel dequeues for a
+//!   thread kerf holds is reported as a signal-delivery-stop. kerf records its siginfo and
+//!   either leaves the thread in that stop (then `PTRACE_DETACH` delivers it) or, when it
+//!   must run the thread (a call, a single-step), suppresses it and re-injects it at resume:
+//!   the first one through `PTRACE_SETSIGINFO` + `PTRACE_DETACH(sig)` from a
+//!   signal-delivery-stop (the one the thread is in, or that of a stand-in kerf queues for
+//!   a thread it parked, see `enter_stand_in_stop`: exact siginfo), any further ones with
+//!   `rt_tgsigqueueinfo` (same pid, uid and value; `si_code` becomes `SI_QUEUE` when the
+//!   kernel forbids queueing the original one). Held ones die with a killed kerf.
 //!   Signals still queued in the kernel are not touched: they arrive after the detach.
 //! * **Injected system calls** run through a *restorer* kerf places in the process at its
 //!   first call (see `restorer`: after the vDSO's image, which needs no call, or in a page
@@ -40,9 +42,8 @@
 //!   the restorer's code, which pops its registers back: nothing of kerf's stays in the
 //!   thread. A syscall-stop is harmless to leave, under `PTRACE_O_TRACESYSGOOD`. The
 //!   restorer is taken out when the threads are let go.
-//! * **Where the restorer cannot serve** (mapping and unmapping its page, a thread
-//!   holding a signal kerf must hand back from a signal-delivery-stop, a stack with no room
-//!   for the frame), the call executes an existing `syscall` instruction of the target
+//! * **Where the restorer cannot serve** (mapping and unmapping its page, a stack with no
+//!   room for the frame), the call executes an existing `syscall` instruction of the target
 //!   (found once, in the vdso first) with `PTRACE_SINGLESTEP`. The step's trap leaves the
 //!   thread in a SIGTRAP signal-delivery-stop with the trap flag set, which a tracer that
 //!   dies leaves in place: the kernel would deliver the SIGTRAP and trap again. So the
@@ -186,9 +187,12 @@ enum Restorer {
 /// How an injected call through the restorer ended.
 enum ThroughRestorer {
     Done(i64),
-    /// It could not be made that way (no room for a frame on the thread's stack, or a
-    /// signal arrived first, now held): the thread is as it was; make it the old way.
+    /// It could not be made that way (no room for a frame on the thread's stack): the
+    /// thread is as it was; make it the old way.
     Declined,
+    /// A signal arrived first, now held: the thread is as it was, in that signal's delivery
+    /// stop; try again.
+    SignalFirst,
 }
 
 /// A decoded `waitpid` status.
@@ -523,10 +527,11 @@ impl Tracee {
     /// runs to the stub's `syscall` under `PTRACE_SYSCALL`, makes the call and is parked in an
     /// interrupt stop, where the result is read and its registers put back exactly. kerf
     /// killed at any point of that leaves a thread that finishes the call and restores
-    /// itself. Where that cannot be done (mapping the restorer's page, where it needs one,
-    /// and unmapping it at the end; a thread holding a signal kerf must deliver from a
-    /// signal-delivery-stop; no room on its stack), the call is single-stepped at an
-    /// existing `syscall` instruction of the target instead (see `syscall_by_step`).
+    /// itself. A thread holding signals is no exception (they go back to it from a
+    /// stand-in's delivery stop when it is let go, `enter_stand_in_stop`). Where that cannot be done
+    /// (mapping the restorer's page, where it needs one, and unmapping it at the end; no room
+    /// on its stack), the call is single-stepped at an existing `syscall` instruction of the
+    /// target instead (see `syscall_by_step`).
     ///
     /// A call the thread's seccomp filters would not let run as it is (kill, SIGSYS, an
     /// errno, a supervisor's answer) is not made: [`TargetError::Seccomp`].
@@ -535,12 +540,20 @@ impl Tracee {
         if self.threads[i].state == State::InClone {
             return Err(TargetError::InsideClone { pid: self.pid, tid });
         }
-        if self.threads[i].pending.is_empty() {
-            if let Some(stub) = self.restorer(tid)? {
-                let call = crate::seccomp::Call { nr: nr as u32, ip: stub.0, args };
-                self.allowed(tid, nr, &call)?;
-                if let ThroughRestorer::Done(r) = self.syscall_by_restorer(tid, nr, args, stub)? {
-                    return Ok(r);
+        if let Some(stub) = self.restorer(tid)? {
+            let call = crate::seccomp::Call { nr: nr as u32, ip: stub.0, args };
+            self.allowed(tid, nr, &call)?;
+            // A thread holding signals goes through the restorer too (it gets back into a
+            // delivery stop for them when let go, `enter_stand_in_stop`): single-stepped, its calls
+            // each left a window for a dying kerf (the call's registers, or the step's
+            // SIGTRAP), and since a signal for the process goes to the one thread kerf runs,
+            // a program with a fast timer had every call of an attach made so (python3.11
+            // with a 2 ms SIGALRM: 3 of 20 kills during `kerf jit -p`'s start ended it).
+            for _ in 0..MAX_STEP_STOPS {
+                match self.syscall_by_restorer(tid, nr, args, stub)? {
+                    ThroughRestorer::Done(r) => return Ok(r),
+                    ThroughRestorer::SignalFirst => {}
+                    ThroughRestorer::Declined => break,
                 }
             }
         }
@@ -686,7 +699,7 @@ impl Tracee {
                 // is where it must be to get it back exactly.
                 put_back(self)?;
                 self.write(frame_at, &old)?;
-                return Ok(ThroughRestorer::Declined);
+                return Ok(ThroughRestorer::SignalFirst);
             }
             // 4. The call runs and the thread is parked in an interrupt stop before it gets
             //    back to user code, its result in `rax`: let go there, it would run the
@@ -793,15 +806,91 @@ impl Tracee {
     /// `PTRACE_INTERRUPT` marks a trap to come, `PTRACE_CONT` with no signal drops the
     /// SIGTRAP and clears the trap flag, and the kernel's signal loop takes the marked trap
     /// before it would return to the thread's code: the thread stops again at once, in an
-    /// event stop, which a dying tracer leaves harmless. A thread with signals kerf holds
-    /// for it stays where it is: the first of them goes back with its exact siginfo only
-    /// from a signal-delivery-stop (see `release`).
+    /// event stop, which a dying tracer leaves harmless. So is a thread with signals kerf
+    /// holds for it: left in the trap's stop (the first of them goes back with its exact
+    /// siginfo only from a signal-delivery-stop, see `release`), a dying kerf left it the trap
+    /// flag, and the program died of SIGTRAP (python3.11 with a 2 ms SIGALRM, whose every
+    /// call kerf made in a thread holding one was stepped: 3 of 20 kills of `kerf jit -p`
+    /// during its start). It gets back into a delivery stop when it is let go
+    /// ([`Tracee::enter_stand_in_stop`]).
     fn park(&mut self, tid: i32, op: &'static str) -> Result<(), TargetError> {
         let i = self.stopped(tid)?;
-        if self.threads[i].state != State::Signal || !self.threads[i].pending.is_empty() {
+        if self.threads[i].state != State::Signal {
             return Ok(());
         }
+        if !self.threads[i].pending.is_empty() {
+            // Only from the trap's stop: the delivery stop of a signal it holds (one that
+            // came during the step) is no danger.
+            let info = self
+                .sys
+                .get_siginfo(tid)
+                .map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGINFO", e))?;
+            if info.signo() != libc::SIGTRAP || info.code() <= 0 {
+                return Ok(());
+            }
+        }
         self.park_now(tid, op).map(drop)
+    }
+
+    /// Move thread `tid`, in an interrupt stop and holding signals (parked after a step, or
+    /// after a call through the restorer), into the delivery stop of a stand-in for the
+    /// first of them, from which `release` hands that one back with its exact siginfo: the
+    /// stand-in queued by kerf (`SI_QUEUE`, kerf's pid: a kerf that dies before the thread
+    /// takes it leaves it to the thread, not exact, not lost), then reached with `PTRACE_CONT`
+    /// (the kernel dequeues it before the thread runs any instruction). Signals that come
+    /// first are held as any.
+    fn enter_stand_in_stop(&mut self, tid: i32, op: &'static str) -> Result<(), TargetError> {
+        let i = self.stopped(tid)?;
+        if self.threads[i].state != State::Event {
+            // (A signal came before the interrupt: its delivery stop serves.)
+            return Ok(());
+        }
+        let Some(first) = self.threads[i].pending.front() else { return Ok(()) };
+        let me = self.sys.self_pid();
+        let stand_in = SigInfo::new(first.signo(), SI_QUEUE, me, 0);
+        if self.sys.queue_signal(self.pid, tid, &stand_in).is_err() {
+            // (Then it stays parked: a dying kerf loses the held signals, as before.)
+            return Ok(());
+        }
+        let deadline = Instant::now() + self.timeout;
+        for _ in 0..MAX_STEP_STOPS {
+            self.sys.cont(tid, 0).map_err(|e| self.ptrace_err(tid, "PTRACE_CONT", e))?;
+            let i = self.index(tid).expect("stopped thread is tracked");
+            self.threads[i].state = State::Running;
+            let status = self.wait_one(tid, op, deadline)?;
+            match decode(status) {
+                Status::Gone => {
+                    self.remove(tid);
+                    return Err(TargetError::ThreadExited { pid: self.pid, tid, op });
+                }
+                Status::Stopped { event: 0, .. } => {
+                    let info = self
+                        .sys
+                        .get_siginfo(tid)
+                        .map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGINFO", e))?;
+                    let i = self.index(tid).expect("stopped thread is tracked");
+                    self.threads[i].state = State::Signal;
+                    let ours = info.code() == SI_QUEUE && info.sender_pid() == me;
+                    if info.signo() == stand_in.signo() && ours {
+                        return Ok(());
+                    }
+                    // Another signal first: held. One of the same number means the kernel
+                    // had one pending already and dropped the stand-in (a standard signal
+                    // is pending once): its stop serves. Else on to the stand-in, which is
+                    // still pending (so the thread stops again before it runs).
+                    let same = info.signo() == stand_in.signo();
+                    self.threads[i].pending.push_back(info);
+                    if same {
+                        return Ok(());
+                    }
+                }
+                Status::Stopped { .. } => {
+                    let i = self.index(tid).expect("stopped thread is tracked");
+                    self.threads[i].state = State::Event;
+                }
+            }
+        }
+        Err(TargetError::StepInterrupted { pid: self.pid, tid, op, stops: MAX_STEP_STOPS })
     }
 
     /// Move stopped thread `tid` into an interrupt stop (see [`Tracee::park`]) from whatever
@@ -1476,7 +1565,8 @@ impl Tracee {
         let stopped =
             || self.threads.iter().filter(|t| !matches!(t.state, State::Running | State::InClone));
         let plain_stopped = || stopped().filter(plain);
-        // A thread holding signals makes its calls single-stepped (see `syscall_on`).
+        // A thread holding signals takes a signal that comes first, and its calls are tried
+        // again (see `syscall_on`): one holding none goes first.
         plain_stopped()
             .find(|t| t.tid == self.pid && t.pending.is_empty())
             .or_else(|| plain_stopped().find(|t| t.state == State::Event))
@@ -1603,8 +1693,19 @@ impl Tracee {
         if self.threads.iter().all(|t| t.state != State::Running) {
             self.unmap_restorer();
         }
-        self.released = true;
         let mut first_err = None;
+        // Threads holding signals outside a delivery stop (parked after kerf's steps or
+        // calls) into one, for the exact handback.
+        let parked: Vec<i32> = (self.threads.iter())
+            .filter(|t| t.state == State::Event && !t.pending.is_empty())
+            .map(|t| t.tid)
+            .collect();
+        for tid in parked {
+            if let Err(e) = self.enter_stand_in_stop(tid, "back to a held signal's stop") {
+                first_err.get_or_insert(e);
+            }
+        }
+        self.released = true;
         let threads = std::mem::take(&mut self.threads);
         for mut t in threads {
             if let Err(e) = self.release(&mut t) {
