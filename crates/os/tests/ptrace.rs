@@ -807,36 +807,48 @@ fn stepping_a_pushf_leaves_no_trap_flag_behind() {
 /// it (seen: python3.11 under `kerf jit`, killed by a user during the start). The tracer
 /// here is this test binary run again (`KERF_TEST_TRACER=PID`), which stops the program,
 /// makes its calls and kills itself without detaching.
+/// In the tracer's run of test `name` (`env` names the program's pid): stop the program,
+/// `before` (with the stopped tracee), make two calls in it, then die by SIGKILL without
+/// detaching, as a killed kerf does. Returns without doing anything in the test's own run.
+fn tracer_side(env: &str, before: impl FnOnce(i32, &mut Tracee)) {
+    let Ok(pid) = std::env::var(env) else { return };
+    let pid: i32 = pid.parse().expect("a pid");
+    let mut t = stop(pid);
+    before(pid, &mut t);
+    assert_eq!(t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid"), i64::from(pid));
+    let r = t.syscall(libc::SYS_close, [9999, 0, 0, 0, 0, 0]).expect("close");
+    assert_eq!(r, -i64::from(libc::EBADF));
+    // SAFETY: kill and getpid cannot fail here; this process ends now, as kerf killed.
+    unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    unreachable!("SIGKILL returned");
+}
+
+/// Run this test binary again as the tracer of `kid` (test `name`, `env` its pid) and check
+/// that it got as far as its SIGKILL.
+fn run_tracer(name: &str, env: &str, kid: &Kid, round: usize) {
+    let me = std::env::current_exe().expect("this test binary");
+    let tracer = Command::new(me)
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(env, kid.pid().to_string())
+        .output()
+        .expect("run the tracer");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        tracer.status.signal(),
+        Some(libc::SIGKILL),
+        "round {round}: the tracer did not get as far as its end: {}",
+        String::from_utf8_lossy(&tracer.stderr)
+    );
+}
+
 #[test]
 fn a_tracer_killed_after_an_injection_leaves_the_program_running() {
-    if let Ok(pid) = std::env::var("KERF_TEST_TRACER") {
-        let pid: i32 = pid.parse().expect("a pid");
-        let mut t = stop(pid);
-        assert_eq!(t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid"), i64::from(pid));
-        let r = t.syscall(libc::SYS_close, [9999, 0, 0, 0, 0, 0]).expect("close");
-        assert_eq!(r, -i64::from(libc::EBADF));
-        // SAFETY: kill and getpid cannot fail here; this process ends now, as kerf killed.
-        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
-        unreachable!("SIGKILL returned");
-    }
+    tracer_side("KERF_TEST_TRACER", |_, _| {});
     let exe = build("simple", SIMPLE, &[]);
     for round in 0..3 {
         let mut kid = Kid::start(&exe);
-        let pid = kid.pid();
-        let me = std::env::current_exe().expect("this test binary");
         let name = "a_tracer_killed_after_an_injection_leaves_the_program_running";
-        let tracer = Command::new(me)
-            .args(["--exact", name, "--nocapture", "--test-threads=1"])
-            .env("KERF_TEST_TRACER", pid.to_string())
-            .output()
-            .expect("run the tracer");
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(
-            tracer.status.signal(),
-            Some(libc::SIGKILL),
-            "round {round}: the tracer did not get as far as its end: {}",
-            String::from_utf8_lossy(&tracer.stderr)
-        );
+        run_tracer(name, "KERF_TEST_TRACER", &kid, round);
         // The program, no longer traced, reads and answers as before.
         kid.send("after the tracer died\n");
         assert_eq!(kid.line(), "got after the tracer died", "round {round}");
@@ -879,37 +891,17 @@ int main(void) {
 /// (`KERF_TEST_HELD_TRACER=PID`).
 #[test]
 fn a_tracer_killed_while_a_thread_holds_a_signal_leaves_the_program_running() {
-    if let Ok(pid) = std::env::var("KERF_TEST_HELD_TRACER") {
-        let pid: i32 = pid.parse().expect("a pid");
-        let mut t = stop(pid);
-        // SAFETY: kill cannot fail for a live child process of the test.
+    tracer_side("KERF_TEST_HELD_TRACER", |pid, t| {
+        // SAFETY: kill cannot fail for the live program the test started.
         assert_eq!(unsafe { libc::kill(pid, libc::SIGUSR1) }, 0);
         assert_eq!(t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid"), i64::from(pid));
         assert_eq!(t.held_signals(pid), 1, "SIGUSR1 came first and is held");
-        let r = t.syscall(libc::SYS_close, [9999, 0, 0, 0, 0, 0]).expect("close");
-        assert_eq!(r, -i64::from(libc::EBADF));
-        // SAFETY: kill and getpid cannot fail here; this process ends now, as kerf killed.
-        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
-        unreachable!("SIGKILL returned");
-    }
+    });
     let exe = build("counts_usr1", COUNTS_USR1, &[]);
     for round in 0..3 {
         let mut kid = Kid::start(&exe);
-        let pid = kid.pid();
-        let me = std::env::current_exe().expect("this test binary");
         let name = "a_tracer_killed_while_a_thread_holds_a_signal_leaves_the_program_running";
-        let tracer = Command::new(me)
-            .args(["--exact", name, "--nocapture", "--test-threads=1"])
-            .env("KERF_TEST_HELD_TRACER", pid.to_string())
-            .output()
-            .expect("run the tracer");
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(
-            tracer.status.signal(),
-            Some(libc::SIGKILL),
-            "round {round}: the tracer did not get as far as its end: {}",
-            String::from_utf8_lossy(&tracer.stderr)
-        );
+        run_tracer(name, "KERF_TEST_HELD_TRACER", &kid, round);
         kid.send("after\n");
         // The held signal itself dies with the tracer (the kernel does not deliver a
         // delivery stop's signal to a thread whose tracer exits): 0, or 1 had the kernel

@@ -864,12 +864,7 @@ impl Tracee {
                     return Err(TargetError::ThreadExited { pid: self.pid, tid, op });
                 }
                 Status::Stopped { event: 0, .. } => {
-                    let info = self
-                        .sys
-                        .get_siginfo(tid)
-                        .map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGINFO", e))?;
-                    let i = self.index(tid).expect("stopped thread is tracked");
-                    self.threads[i].state = State::Signal;
+                    let (i, info) = self.in_signal_stop(tid)?;
                     let ours = info.code() == SI_QUEUE && info.sender_pid() == me;
                     if info.signo() == stand_in.signo() && ours {
                         return Ok(());
@@ -893,6 +888,16 @@ impl Tracee {
         Err(TargetError::StepInterrupted { pid: self.pid, tid, op, stops: MAX_STEP_STOPS })
     }
 
+    /// Thread `tid`, just seen in a signal-delivery-stop: marked so, with its index and the
+    /// stop's siginfo (for the caller to hold, or not).
+    fn in_signal_stop(&mut self, tid: i32) -> Result<(usize, SigInfo), TargetError> {
+        let info =
+            self.sys.get_siginfo(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGINFO", e))?;
+        let i = self.index(tid).expect("stopped thread is tracked");
+        self.threads[i].state = State::Signal;
+        Ok((i, info))
+    }
+
     /// Move stopped thread `tid` into an interrupt stop (see [`Tracee::park`]) from whatever
     /// stop it is in.
     fn park_now(&mut self, tid: i32, op: &'static str) -> Result<i32, TargetError> {
@@ -909,13 +914,8 @@ impl Tracee {
             }
             Status::Stopped { event: 0, .. } => {
                 // (Not expected: the trap comes before any signal is dequeued.) Kept.
-                let info = self
-                    .sys
-                    .get_siginfo(tid)
-                    .map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGINFO", e))?;
-                let i = self.index(tid).expect("stopped thread is tracked");
+                let (i, info) = self.in_signal_stop(tid)?;
                 self.threads[i].pending.push_back(info);
-                self.threads[i].state = State::Signal;
                 Ok(status)
             }
             Status::Stopped { .. } => {
