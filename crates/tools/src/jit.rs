@@ -392,6 +392,25 @@ pub fn run(
     // (A duration counts the time the JIT is live, from `sample` below, not kerf's
     // translation before it.)
     let heaps: Vec<_> = jit.caches.iter().map(|c| c.code).collect();
+    // Go's runtime preempts a goroutine with a signal (SIGURG) whose handler looks the
+    // interrupted PC up in Go's own tables, and one in kerf's cache is no safe point there:
+    // a goroutine looping in the cache without a call is never preempted. One that spins
+    // waiting for another goroutine (GOMAXPROCS=1, or a stop-the-world collection) then
+    // waits forever (a user trial's program hung under every plugin). Said before it runs.
+    let go: Vec<&str> = (target.modules.iter())
+        .filter(|m| kerf_analysis::image::is_go_image(&m.bytes))
+        .filter_map(|m| m.path.file_name()?.to_str())
+        .collect();
+    if !go.is_empty() {
+        events.warn(&format!(
+            "{} is Go code: the Go runtime cannot preempt a goroutine while it runs from the \
+             code cache (its signal handler finds no Go function at the cache's addresses), \
+             so a goroutine that spins in a loop without calls, waiting for another one (with \
+             GOMAXPROCS=1, or while a garbage collection stops the world), can hang the \
+             program; Ctrl-C to kerf takes the JIT out and lets it go on",
+            go.join(", ")
+        ));
+    }
     // kerf answers the misses on a thread of its own while the target runs (on demand).
     let modules = std::mem::take(&mut target.modules);
     let done = AtomicBool::new(false);
@@ -467,13 +486,16 @@ pub fn run(
         ));
     }
     if s.untranslatable > 0 {
-        // (node: V8's generated code, reached from `main` at once; the summary's escapes said
-        // 1 and nothing more.)
+        // (node: V8's generated code, reached from `main` at once; `zstd -d`: a decoder loop
+        // in assembly found by no symbol or direct call, with nearly the whole run after it;
+        // the summary's escapes said 1 and nothing more.)
         events.warn(&format!(
-            "{} in code outside every module (code the program generated at run time, as a \
-             JavaScript or regular-expression JIT does): kerf cannot translate it, so each \
-             thread that went there ran natively, uncounted, for the rest of its root call \
-             (counted as escapes; `last_escape` in --json says where one left)",
+            "{} where kerf's analysis knows no code: outside every module (code the program \
+             generated at run time, as a JavaScript or regular-expression JIT does), or inside \
+             one but in code the analysis never found (hand-written assembly reached only \
+             through a pointer: zstd's decoder); kerf cannot translate it, so each thread that \
+             went there ran natively, uncounted, for the rest of its root call (counted as \
+             escapes; `last_escape` in --json says where one left)",
             match s.untranslatable {
                 1 => "1 jump target lay".to_string(),
                 n => format!("{n} jump targets lay"),
