@@ -2413,10 +2413,10 @@ impl Jit {
             return true;
         };
         // A target that is ending (once its address space is taken down its maps are empty,
-        // until it is reaped) or that ran `exec` maps nothing of kerf's and runs nothing from
-        // the cache: it unmapped nothing kerf must answer for. (Read as unmaps, every module
-        // went: a Go program's end was reported as a `dlclose` of its executable and vDSO.)
-        if !self.maps_table(&maps) {
+        // until it is reaped) runs nothing from the cache: it unmapped nothing kerf must
+        // answer for. (Read as unmaps, every module went: a Go program's end was reported as
+        // a `dlclose` of its executable and vDSO.)
+        if maps.is_empty() {
             return true;
         }
         let went: Vec<usize> = (0..all.len())
