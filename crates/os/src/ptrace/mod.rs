@@ -528,10 +528,10 @@ impl Tracee {
     /// interrupt stop, where the result is read and its registers put back exactly. kerf
     /// killed at any point of that leaves a thread that finishes the call and restores
     /// itself. A thread holding signals is no exception (they go back to it from a
-    /// stand-in's delivery stop when it is let go, `enter_stand_in_stop`). Where that cannot be done
-    /// (mapping the restorer's page, where it needs one, and unmapping it at the end; no room
-    /// on its stack), the call is single-stepped at an existing `syscall` instruction of the
-    /// target instead (see `syscall_by_step`).
+    /// stand-in's delivery stop when it is let go, `enter_stand_in_stop`). Where that
+    /// cannot be done (mapping the restorer's page, where it needs one, and unmapping it at
+    /// the end; no room on its stack), the call is single-stepped at an existing `syscall`
+    /// instruction of the target instead (see `syscall_by_step`).
     ///
     /// A call the thread's seccomp filters would not let run as it is (kill, SIGSYS, an
     /// errno, a supervisor's answer) is not made: [`TargetError::Seccomp`].
@@ -544,8 +544,8 @@ impl Tracee {
             let call = crate::seccomp::Call { nr: nr as u32, ip: stub.0, args };
             self.allowed(tid, nr, &call)?;
             // A thread holding signals goes through the restorer too (it gets back into a
-            // delivery stop for them when let go, `enter_stand_in_stop`): single-stepped, its calls
-            // each left a window for a dying kerf (the call's registers, or the step's
+            // delivery stop for them when let go, `enter_stand_in_stop`): single-stepped, its
+            // calls each left a window for a dying kerf (the call's registers, or the step's
             // SIGTRAP), and since a signal for the process goes to the one thread kerf runs,
             // a program with a fast timer had every call of an attach made so (python3.11
             // with a 2 ms SIGALRM: 3 of 20 kills during `kerf jit -p`'s start ended it).
