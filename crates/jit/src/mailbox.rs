@@ -10,12 +10,21 @@
 //! | `TIMEOUT` | the `timespec` of one wait | kerf, once |
 //! | `RING` | `RING_SLOTS` targets, ticket `t` in slot `t % RING_SLOTS` | threads (kerf clears) |
 //! | `RANGES` | a count, then `(start, end)` of each module kerf translates from | kerf |
+//! | `ROOMS` (second page) | a count, then `(start, end)` of each code room | kerf |
+//! | `SIG_MOVED`, `SIG_BACK`, `SIG_AWAY`, `SIG_RESUMED` | signal frames rewritten, and how they returned | threads |
+//! | `SCRATCH` | what kerf's injected `rt_sigaction` reads | the kernel |
 //!
 //! A target with [`UNMAPPED`] set is no miss: the thread has just unmapped memory that
 //! overlaps a module of `RANGES` (a `munmap`: a `dlclose`), and waits until kerf has
 //! dropped what it translated from a module that is gone (a library mapped there next must
 //! not run it), then goes on (see [`crate::x86_64::unmap_notice`]). A count above
 //! [`RANGES_MAX`] means every unmap asks.
+//!
+//! A target with [`REVERSE`] set is no miss either: a signal handler's entry asks which
+//! original address the cache address it interrupted stands for (see
+//! [`crate::x86_64::signal`]). kerf answers in the ticket's own slot of the ring, before it
+//! counts the ticket answered: [`answer_word`], tagged with the ticket so that a slot taken
+//! again by a later ticket is never read as the answer.
 //!
 //! Each word sits in a cache line of its own. A thread posts at most one ticket at a time, so
 //! the ring holds every ticket not yet answered while the process has at most `RING_SLOTS`
@@ -29,13 +38,54 @@ pub const RING: u64 = 256;
 pub const RING_SLOTS: u32 = 256;
 pub const RANGES: u64 = RING + 8 * RING_SLOTS as u64;
 /// Ranges the mailbox holds at most.
-pub const RANGES_MAX: u64 = (BYTES - RANGES - 8) / 16;
+pub const RANGES_MAX: u64 = (ROOMS - RANGES - 8) / 16;
 /// The bit of a posted target that says it follows an unmap (original addresses are below
 /// 2^47).
 pub const UNMAPPED: u64 = 1 << 63;
+/// The bit of a posted target that asks for the original address of the cache address in its
+/// low bits (a signal handler's entry; see above).
+pub const REVERSE: u64 = 1 << 62;
+/// The bit of a posted target that asks where in the cache a thread may go on at the original
+/// address in its low bits, with the program's state (a signal handler sent it there; see
+/// [`crate::x86_64::signal`]): kerf translates it if it must, and answers as for
+/// [`REVERSE`] (0: nowhere, the thread goes on natively).
+pub const RESUME: u64 = 1 << 60;
+/// The bit of kerf's answer to a [`REVERSE`] or [`RESUME`] question, with the ticket's low [`TAG_BITS`]
+/// above the original address (0: not a clean point).
+pub const ANSWER: u64 = 1 << 61;
+pub const TAG_BITS: u32 = 14;
+/// Original and cache addresses are below 2^47.
+pub const ADDRESS_BITS: u32 = 47;
+pub const ADDRESS: u64 = (1 << ADDRESS_BITS) - 1;
+const _: () = assert!(ADDRESS_BITS + TAG_BITS <= 61);
+// No question has the answer bit: kerf takes a slot holding an answer for one not yet posted.
+const _: () = assert!((REVERSE | RESUME | UNMAPPED) & (ANSWER | ADDRESS) == 0);
+
+/// kerf's answer to the [`REVERSE`] question of `ticket`: the original address `orig` (0 for
+/// none).
+pub fn answer_word(ticket: u32, orig: u64) -> u64 {
+    let tag = u64::from(ticket) & ((1 << TAG_BITS) - 1);
+    ANSWER | (tag << ADDRESS_BITS) | (orig & ADDRESS)
+}
+
+/// The second page: the code rooms, whose addresses a signal handler's entry compares the
+/// interrupted PC with before it asks anything.
+pub const ROOMS: u64 = 4096;
+pub const ROOMS_MAX: u64 = 128;
+/// Signal frames whose interrupted PC a handler's entry rewrote to an original address; of
+/// those whose handler returned, how many went back to the cache address and how many the
+/// handler sent elsewhere (their thread goes on in the original code).
+pub const SIG_MOVED: u64 = ROOMS + 8 + 16 * ROOMS_MAX + 64;
+pub const SIG_BACK: u64 = SIG_MOVED + 64;
+pub const SIG_AWAY: u64 = SIG_BACK + 64;
+/// Of those sent elsewhere, how many went on in the cache there ([`RESUME`]).
+pub const SIG_RESUMED: u64 = SIG_AWAY + 64;
+/// 32 bytes for the kernel's `struct sigaction` that kerf reads with an injected call.
+pub const SCRATCH: u64 = SIG_RESUMED + 64;
 /// Bytes of the mailbox.
-pub const BYTES: u64 = 4096;
-const _: () = assert!(RANGES + 8 + 16 * RANGES_MAX <= BYTES);
+pub const BYTES: u64 = 8192;
+const _: () = assert!(RANGES + 8 + 16 * RANGES_MAX <= ROOMS);
+const _: () = assert!(SCRATCH + 32 <= BYTES);
 
 /// Futex waits of at most [`WAIT_NS`] each that end without the thread's ticket answered
 /// (kerf answered others, or the word changed) before a miss gives up and leaves the cache;

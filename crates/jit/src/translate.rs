@@ -2591,3 +2591,54 @@ pub fn escape_stub(name: &str, code: u64, target: u64, data: u64) -> Result<Vec<
     let (count, last) = (data + DATA_ESCAPES, data + DATA_LAST_MISS);
     assemble(name, code, &seq::escape_entry(LABELS + 1, target, count, last))
 }
+
+/// A signal handler's hook in a code room (see [`crate::x86_64::signal`]).
+#[derive(Clone, Debug)]
+pub struct SignalHook {
+    /// What to write at the hook's address.
+    pub bytes: Vec<u8>,
+    /// Where the handler's entry splice jumps to.
+    pub entry: u64,
+    /// The return sequence, which a rewritten frame's return address names.
+    pub back: u64,
+    /// The word the return sequence reads to know the JIT is still in (1; kerf writes 0
+    /// when it takes the JIT out).
+    pub live: u64,
+}
+
+/// The hook at `at` for the handler whose entry splice displaced `d`, installed with
+/// restorer `restorer`, asking through the mailbox at `mailbox`: the live word, the return
+/// sequence, then the entry and the handler's displaced instructions (copied as a root's
+/// springboard copies them) and a jump back to the rest of the handler.
+pub fn signal_hook(
+    name: &str,
+    at: u64,
+    d: &kerf_patch::Displaced,
+    restorer: u64,
+    mailbox: u64,
+) -> Result<SignalHook, JitError> {
+    use seq::signal;
+    let mut next = LABELS;
+    let mut labels = move || {
+        next += 1;
+        next
+    };
+    let (live, back) = (at, at + 16);
+    let first = labels();
+    let ret = assemble(name, back, &signal::signal_return(first, mailbox, live, &mut labels))?;
+    let entry = (back + ret.len() as u64).next_multiple_of(16);
+    let (start, go_on) = (labels(), labels());
+    let mut insns = signal::signal_entry(start, mailbox, restorer, back, go_on, &mut labels);
+    let copies = kerf_patch::patch_instructions(&[], d, kerf_patch::Layout::Before);
+    for (k, mut i) in copies.into_iter().enumerate() {
+        // Copies are named by no label (their original addresses would be taken for them).
+        i.set_ip(if k == 0 { go_on } else { 0 });
+        insns.push(i);
+    }
+    let code = assemble(name, entry, &insns)?;
+    let mut bytes = vec![0u8; (entry - at) as usize];
+    bytes[..8].copy_from_slice(&1u64.to_le_bytes());
+    bytes[16..16 + ret.len()].copy_from_slice(&ret);
+    bytes.extend(code);
+    Ok(SignalHook { bytes, entry, back, live })
+}

@@ -28,6 +28,7 @@
 //! predictor foresees it ([`ret_probe`]).
 
 pub mod encode;
+pub mod signal;
 
 use crate::table::{Hash, WAYS};
 use iced_x86::{Code, Instruction, MemoryOperand, Register};

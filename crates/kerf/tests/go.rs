@@ -59,3 +59,54 @@ fn goroutines_end_and_resume_normally_under_every_probe() {
         eprintln!("round {round}: {:.1} s", started.elapsed().as_secs_f64());
     }
 }
+
+/// A goroutine spinning without a call while another must run (`tests/fixtures/gospin.go`,
+/// one processor) under `kerf jit main.main`: Go's preemption signal looks the interrupted PC
+/// up in Go's tables, and a cache address is none of Go's, so the program hung under every
+/// plugin until kerf hooked the program's signal handlers to see original addresses. It ends
+/// as it does natively, the preempted thread going on in the cache where its handler sent it.
+#[test]
+fn a_goroutine_spinning_in_the_jit_cache_is_preempted() {
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kerf-go");
+    let bin = go::build_go("gospin", &dir);
+    let plain = Command::new(&bin).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&plain.stdout), "done true\n");
+    let json = dir.join("gospin.json");
+    for plugin in ["blocks", "none"] {
+        let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
+            .args(["jit", "main.main", "--plugin", plugin, "--json", "-o"])
+            .arg(&json)
+            .arg("--")
+            .arg(&bin)
+            .env("KERF_CACHE_DIR", dir.join("cache"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while k.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                let _ = k.kill();
+                panic!("--plugin {plugin}: the Go program still ran after 60 s (natively 0.03 s)");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let (mut out, mut err) = (String::new(), String::new());
+        k.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+        k.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        assert!(k.wait().unwrap().success(), "--plugin {plugin}: {err}");
+        assert_eq!(out, "done true\n", "--plugin {plugin}: {err}");
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        let g = &v["jit"]["signals"];
+        assert!(
+            g["hooked"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|h| h.as_str().unwrap().starts_with("runtime.sigtramp")),
+            "{g}"
+        );
+        assert!(g["moved"].as_u64().unwrap() >= 1, "--plugin {plugin}: {g}");
+        assert_eq!(v["jit"]["escapes"], 0, "--plugin {plugin}: {}", v["jit"]);
+    }
+}

@@ -435,6 +435,49 @@ fn coroutines_switched_by_swapcontext_run_unchanged() {
     }
 }
 
+/// A signal handler that decides by the interrupted PC (`sigpc.c`: a 1 ms profiling timer
+/// whose handler "preempts" the spinning root, as Go's runtime preempts a goroutine, only at
+/// a PC in the program's text) sees original addresses: the program ends as it does
+/// natively (without the hooks, `KERF_JIT_NO_SIGNAL_HOOKS=1`, it spun until its 10 s alarm:
+/// every PC its handler saw was in the cache). Preempting sends the thread elsewhere, and
+/// kerf asked where it goes on in the cache there: the trampoline runs translated (its
+/// callee's block is counted) and returns into the cache. Watching only, the handler's frames
+/// go back into the cache: every frame rewritten returns there. Nothing escapes.
+#[test]
+fn signal_handlers_see_original_addresses() {
+    let bin = common::build_fixture("sigpc", "-O2", "jit-sigpc");
+    for plugin in ["blocks", "none"] {
+        let expected = plain(&bin, &[]);
+        let (v, out, err) = kerf_on("sigpc", "jit", &["spin", "--plugin", plugin], &bin, &[]);
+        assert_eq!(out, expected, "--plugin {plugin}: {err}");
+        let g = &v["jit"]["signals"];
+        assert!(g["hooked"].as_array().unwrap().iter().any(|h| h == "tick"), "{g}");
+        assert!(g["moved"].as_u64().unwrap() >= 1, "{g}");
+        assert_eq!(
+            (&g["resumed"], &g["away"]),
+            (&serde_json::json!(1), &serde_json::json!(0)),
+            "the preemption: {g}"
+        );
+        assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
+        if plugin == "blocks" {
+            let c = counts(&v["blocks"], "jit-sigpc");
+            assert_eq!(c.get("on_preempt+0x0"), Some(&1), "{}", v["blocks"]);
+        }
+        let expected = plain(&bin, &["watch"]);
+        let (v, out, err) =
+            kerf_on("sigpc-watch", "jit", &["spin", "--plugin", plugin], &bin, &["watch"]);
+        assert_eq!(out, expected, "--plugin {plugin}: {err}");
+        let g = &v["jit"]["signals"];
+        // Of 300 ticks most land in the cache once the handler is hooked (kerf looks for
+        // handlers every 100 ms; the program installs its own after the JIT is in).
+        assert!(g["moved"].as_u64().unwrap() >= 100, "{g}");
+        assert_eq!(g["back"], g["moved"], "{g}");
+        assert_eq!(g["away"], 0, "{g}");
+        assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
+        assert!(err.contains("signal handlers saw original addresses"), "{err}");
+    }
+}
+
 /// Code the program generated (`jit_generated.c`: an anonymous executable page, called from
 /// the root) lies in no module: the thread runs natively from there for the rest of the root
 /// call, an escape, and stderr says why (before, the summary's `escapes: 1` alone); the
@@ -1431,9 +1474,11 @@ fn checked_to_the_end(mut child: std::process::Child, what: &str) {
 }
 
 /// A thread stopped in a signal handler that interrupted it in the code cache when kerf
-/// detaches (tests/fixtures/held.c): the handler's frame holds a cache address, so kerf leaves
-/// the cache mapped and says so (which thread, which address, what it stands for); once the
-/// handler returns there, the thread finishes its call in the cache and runs on correctly.
+/// detaches (tests/fixtures/held.c): the handler's frame holds a cache address (or, where
+/// kerf's hook of the handler rewrote it to the original, the hook's return, which puts the
+/// cache address back), so kerf leaves the cache mapped and says so (which thread, which
+/// address, what it stands for); once the handler returns, the thread finishes its call
+/// (in the cache, or natively from a rewritten frame) and runs on correctly.
 #[test]
 fn a_handler_that_will_return_into_the_cache_keeps_it_mapped_and_is_reported() {
     use std::io::{BufRead, BufReader, Write};

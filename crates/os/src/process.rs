@@ -237,6 +237,15 @@ pub fn seccomp_level(sys: &dyn ProcSys, pid: i32) -> Option<SeccompLevel> {
     Some(level)
 }
 
+/// The signals process `pid` has a handler for (`SigCgt:` in /proc/PID/status, bit `n - 1`
+/// for signal `n`); `None` when it cannot be read (it ended). Handlers are per process, so the
+/// main thread's status says it for every thread.
+pub fn caught_signals(sys: &dyn ProcSys, pid: i32) -> Option<u64> {
+    let status = sys.read_to_string(&proc_dir(pid).join("status")).ok()?;
+    let hex = status.lines().find_map(|l| l.strip_prefix("SigCgt:"))?;
+    u64::from_str_radix(hex.trim(), 16).ok()
+}
+
 /// Every process in /proc (its numeric entries), in no particular order; empty when /proc
 /// cannot be listed.
 pub fn pids(sys: &dyn ProcSys) -> Vec<i32> {
@@ -408,6 +417,19 @@ pub(crate) mod tests {
         assert_eq!(pids, vec![7, 12]);
         assert_eq!(uptime_ticks(&sys), Some(6_123_456));
         assert_eq!(uptime_ticks(&FakeSys::default()), None);
+    }
+
+    #[test]
+    fn caught_signals_are_read_from_the_status() {
+        let sys = FakeSys::default().file(
+            "/proc/7/status",
+            "Name:\tx\nSigIgn:\t0000000000001000\nSigCgt:\t0000000180004a02\n",
+        );
+        // SIGINT (2), SIGUSR1 (10), SIGUSR2 (12), SIGTERM (15), 32 and 33.
+        let caught = caught_signals(&sys, 7).expect("read");
+        let sigs: Vec<u32> = (1..=64).filter(|n| caught & (1 << (n - 1)) != 0).collect();
+        assert_eq!(sigs, vec![2, 10, 12, 15, 32, 33]);
+        assert_eq!(caught_signals(&FakeSys::default(), 9), None, "ended");
     }
 
     #[test]

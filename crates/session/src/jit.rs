@@ -327,6 +327,12 @@ struct Space {
     /// there).
     code_mem: SharedMem,
     room: u64,
+    /// The signal handlers' hooks' place ([`Jit::hook_handlers`]): after the routines,
+    /// before `start` (a flush, which starts the room again from `start`, leaves them; the
+    /// room's far end may be out of a rel32's reach of the module's data). The next free
+    /// offset in it, and its end.
+    hook_next: u64,
+    hook_end: u64,
     /// Bytes of the room in use, and where translations start (after the routines): a flush
     /// sets `used` back to it.
     used: u64,
@@ -394,6 +400,46 @@ struct Entry {
     at: RemoteAddr,
     old: Vec<u8>,
     new: Vec<u8>,
+}
+
+/// A signal handler's hook ([`Jit::hook_handlers`]): its entry splice, and in module
+/// `module`'s room the return sequence a rewritten frame names and the word that says the
+/// JIT is in.
+struct Hook {
+    entry: Entry,
+    module: usize,
+    back: u64,
+    live: u64,
+}
+
+/// Bytes each hook takes in its module's code room, and the hooks a room has place for.
+const HOOK_BYTES: u64 = 2048;
+const HOOKS_MAX: u64 = 8;
+
+/// What the signal handlers' hooks did ([`Jit::hook_handlers`]).
+#[derive(Clone, Debug, Default)]
+pub struct SignalStats {
+    /// Handlers hooked (by name), and those that could not be (`name: why`).
+    pub hooked: Vec<String>,
+    pub unhooked: Vec<String>,
+    /// Handler entries that asked kerf about a cache address, and those kerf found a clean
+    /// point: the frames rewritten (`SIG_MOVED`).
+    pub asked: u64,
+    pub moved: u64,
+    /// Of the rewritten frames whose handler returned: back to the cache, sent elsewhere by
+    /// their handler and on in the cache there (kerf found or made a translation of the new
+    /// PC), and sent elsewhere to go on in the original code.
+    pub back: u64,
+    pub resumed: u64,
+    pub away: u64,
+    /// Signal frames of handlers not hooked (or not yet) whose interrupted PC, a clean point,
+    /// a flush rewrote to its original: each thread went on natively after its handler (an
+    /// escape).
+    pub sent_out: u64,
+    /// Times the hooks were looked for again because the caught signals changed, and
+    /// looks that failed (the process could not be stopped).
+    pub looks: u64,
+    pub failed: Vec<String>,
 }
 
 /// How long each step of installation took, and the region's size.
@@ -517,6 +563,8 @@ pub struct JitStats {
     pub flush_moved: usize,
     pub flush_replaced: usize,
     pub flush_refused: Vec<String>,
+    /// The program's signal handlers: hooked so that they see original addresses.
+    pub signals: SignalStats,
     /// Modules whose whole-image work came after the cache was live ([`JitOptions::early`]),
     /// and how long after `serve` began it was done (`None`: it was not, before the end).
     pub later: Vec<usize>,
@@ -535,6 +583,9 @@ pub struct Jit {
     pub caches: Vec<Cache>,
     table: SharedMem,
     entries: Vec<Entry>,
+    /// The signal handlers' hooks, and the caught signals (`SigCgt`) they were made for.
+    hooks: Vec<Hook>,
+    caught: Option<u64>,
     pub stats: JitStats,
     /// The per-thread counter slabs, where the plugin counts and threads can have them, and
     /// their copies' sums as first read after the start or the last flush ([`Jit::word`]).
@@ -683,6 +734,41 @@ pub struct HeldBy {
     pub original: Option<u64>,
 }
 
+/// A live signal frame that keeps an address of the caches ([`Jit::signal_frames`]).
+struct HeldFrame {
+    held: HeldBy,
+    kind: FrameKind,
+}
+
+enum FrameKind {
+    /// The kernel's frame of a handler kerf did not hook (or not yet), its interrupted PC at
+    /// `held.at`: the original that PC stands for if it is a clean point, and whether the
+    /// thread stood at the copied instruction (any plugin code for it run) rather than before
+    /// that code.
+    Saved { clean: Option<(u64, bool)> },
+    /// A frame a hook rewrote, its `ucontext` at `uc`: the cache address it keeps (which the
+    /// hook's return puts back), the original it wrote, the program's restorer.
+    Hooked { uc: u64, cache: u64, orig: u64, restorer: u64 },
+}
+
+impl HeldFrame {
+    /// A kernel frame whose PC is no clean point: nothing can stand for it.
+    fn unclean(&self) -> bool {
+        matches!(self.kind, FrameKind::Saved { clean: None })
+    }
+}
+
+/// A frame [`Jit::unhold_frames`] rewrote before a flush: where its words are, the original
+/// address, and how the thread stood there ([`FrameKind::Saved`]); after the flush it gets
+/// the new translation's address if there is one.
+struct Unheld {
+    at: u64,
+    orig: u64,
+    at_insn: bool,
+    /// For a hooked frame: its `ucontext` and restorer.
+    hooked: Option<(u64, u64)>,
+}
+
 /// How the plugins' code tells threads apart. `mov r, fs:[0]` (the TLS ABI's self pointer,
 /// which glibc and musl keep in the first word of every thread's control block) when every
 /// thread has a thread pointer and the main thread's (`owner`) points to itself: much
@@ -809,13 +895,16 @@ fn map_space(
     let data_used = THREADS_LEN;
     // The plugin's routines first (before anything can run in the room).
     let routines = plugin.routines();
-    let used = (routines.len() as u64).next_multiple_of(64);
+    let hook_next = (routines.len() as u64).next_multiple_of(64);
+    let used = hook_next + HOOKS_MAX * HOOK_BYTES;
     code_mem.write_bytes(0, routines);
     let at = if routines.is_empty() { 0 } else { code.0 };
     Ok(Space {
         code,
         code_mem,
         room,
+        hook_next,
+        hook_end: used,
         used,
         start: used,
         gaps: 0,
@@ -1515,6 +1604,8 @@ pub fn install(
         caches: Vec::new(),
         table,
         entries: Vec::new(),
+        hooks: Vec::new(),
+        caught: None,
         stats,
         slabs,
         slab_totals: Default::default(),
@@ -2229,6 +2320,7 @@ impl Jit {
         let mut extra = std::mem::take(&mut self.extra);
         let (posted_at, answered_at) = (mb::POSTED as usize, mb::ANSWERED as usize);
         self.publish_ranges(&images.iter().chain(&extra).collect::<Vec<_>>(), &mbox);
+        self.look_for_handlers(&images.iter().chain(&extra).collect::<Vec<_>>());
         mbox.store_u32(mb::LISTEN as usize, 1);
         let began = Instant::now();
         let mut last_reclaim = began;
@@ -2266,6 +2358,7 @@ impl Jit {
                     if !self.drop_unmapped(images, &extra, plugin, &mbox, false) {
                         break;
                     }
+                    self.look_for_handlers(&images.iter().chain(&extra).collect::<Vec<_>>());
                 }
                 if let Some(s) = self.slabs.as_mut().filter(|_| last_reclaim.elapsed() >= RECLAIM) {
                     if s.reclaim() > 0 {
@@ -2289,19 +2382,40 @@ impl Jit {
             }
             let t = Instant::now();
             let mut targets = Vec::new();
+            let mut resumes = Vec::new();
             let mut unmapped = false;
             let mut ticket = answered;
             while ticket != posted {
                 let slot = (mb::RING + 8 * u64::from(ticket % mb::RING_SLOTS)) as usize;
                 // A thread stores its target just after taking its ticket.
                 let deadline = Instant::now() + Duration::from_millis(2);
+                // (A slot may still hold kerf's answer to the ticket that had it before, which
+                // nobody clears: no target.)
                 let target = loop {
-                    let v = mbox.load_u64(slot);
+                    let v = Some(mbox.load_u64(slot)).filter(|v| v & mb::ANSWER == 0).unwrap_or(0);
                     if v != 0 || Instant::now() > deadline {
                         break v;
                     }
                     std::hint::spin_loop();
                 };
+                if target & mb::REVERSE != 0 {
+                    // A signal handler's entry: answered in the slot, before the ticket is
+                    // counted answered.
+                    let orig = self.signal_original(target & mb::ADDRESS).map_or(0, |(o, _)| o);
+                    mbox.store_u64(slot, mb::answer_word(ticket, orig));
+                    self.stats.signals.asked += 1;
+                    ticket = ticket.wrapping_add(1);
+                    continue;
+                }
+                if target & mb::RESUME != 0 {
+                    // A handler sent its thread elsewhere: translated as a miss's target,
+                    // answered after that.
+                    let to = target & mb::ADDRESS;
+                    resumes.push((ticket, slot, to));
+                    targets.push(to);
+                    ticket = ticket.wrapping_add(1);
+                    continue;
+                }
                 mbox.store_u64(slot, 0);
                 if target & mb::UNMAPPED != 0 {
                     unmapped = true;
@@ -2335,6 +2449,10 @@ impl Jit {
             for &target in &targets {
                 self.answer(&all, &mods, plugin, target, &mbox);
             }
+            for (ticket, slot, to) in resumes {
+                let at = self.cache_at(to, false).unwrap_or(0);
+                mbox.store_u64(slot, mb::answer_word(ticket, at));
+            }
             self.stats.asked += u64::from(posted.wrapping_sub(answered));
             self.stats.table_entries = self.index.entries;
             self.stats.crowded = self.index.crowded.len();
@@ -2360,6 +2478,7 @@ impl Jit {
         mbox.store_u32(mb::LISTEN as usize, 0);
         mbox.store_u32(answered_at, mbox.load_u32(posted_at));
         mbox.futex_wake_all(answered_at);
+        self.signal_counts(&mbox);
         self.mailbox = Some(mbox);
         self.extra = extra;
     }
@@ -2385,6 +2504,18 @@ impl Jit {
             mbox.store_u64(at + 16 + 16 * j, *hi);
         }
         mbox.store_u64(at, spans.len() as u64);
+        // And the code rooms, which a signal handler's hook compares the interrupted PC with
+        // (rooms are never unmapped while kerf serves; more than the mailbox holds: the
+        // first ones, whose handlers then see cache addresses of the rest).
+        let rooms: Vec<(u64, u64)> =
+            self.spaces.iter().flatten().map(|sp| (sp.code.0, sp.code.0 + sp.room)).collect();
+        let at = mb::ROOMS as usize;
+        let n = rooms.len().min(mb::ROOMS_MAX as usize);
+        for (j, (lo, hi)) in rooms.iter().take(n).enumerate() {
+            mbox.store_u64(at + 8 + 16 * j, *lo);
+            mbox.store_u64(at + 16 + 16 * j, *hi);
+        }
+        mbox.store_u64(at, n as u64);
     }
 
     /// After a thread unmapped memory over a module kerf translates from (or, idle, now and
@@ -3044,6 +3175,167 @@ impl Jit {
         Ok(())
     }
 
+    /// Hook the program's signal handlers when the signals it catches changed since the last
+    /// look (at the start of serving, then every [`UNMAP_LOOK`]: a program launched by kerf
+    /// installs its handlers after the JIT is in). See [`Jit::hook_handlers`].
+    fn look_for_handlers(&mut self, all: &[&AnalyzedImage]) {
+        if self.ctx.mailbox.is_none() || std::env::var_os("KERF_JIT_NO_SIGNAL_HOOKS").is_some() {
+            return;
+        }
+        let caught = kerf_os::process::caught_signals(&kerf_os::process::RealSys, self.pid);
+        if caught.is_none_or(|c| c == 0) || caught == self.caught {
+            return;
+        }
+        self.caught = caught;
+        self.stats.signals.looks += 1;
+        if let Err(e) = self.hook_handlers(all, caught.unwrap_or(0)) {
+            // (A process that ended meanwhile needs no hooks.)
+            if !self.target_gone() {
+                self.stats.signals.failed.push(e.to_string());
+            }
+        }
+    }
+
+    /// Hook every handler of the signals in `caught` not hooked yet, with every thread
+    /// stopped (see [`kerf_jit::x86_64::signal`]): a handler that interrupts a thread in
+    /// the cache then sees the original address it stands for as the interrupted PC (at a
+    /// clean point; elsewhere it sees the cache address, as without the hook), and the thread
+    /// goes on in the cache after it unless the handler sent it elsewhere.
+    ///
+    /// 1. Each action read with an injected `rt_sigaction(sig, NULL, scratch)` (the scratch
+    ///    words are the mailbox's): its handler, flags and restorer.
+    /// 2. A handler with a restorer, whose entry is the entry of a function of a module
+    ///    with a code room, not a root's entry, and whose first instructions can be moved
+    ///    (as a root's entry splice moves them), gets its hook in that room's place for them
+    ///    ([`Space::hook_next`]: a flush leaves it), then the jump to it at its entry (checked
+    ///    against the file's bytes). A handler with a thread inside its first instructions
+    ///    waits for the next look.
+    fn hook_handlers(&mut self, all: &[&AnalyzedImage], caught: u64) -> Result<(), JitFail> {
+        let mut tr = Tracee::stop_all(self.pid)?;
+        let r = self.hook_stopped(&mut tr, all, caught);
+        let resumed = tr.resume_detach();
+        r?;
+        resumed?;
+        Ok(())
+    }
+
+    fn hook_stopped(
+        &mut self,
+        tr: &mut Tracee,
+        all: &[&AnalyzedImage],
+        caught: u64,
+    ) -> Result<(), JitFail> {
+        // The kernel's `struct sigaction`: handler, flags, restorer, mask.
+        const SA_RESTORER: u64 = 0x0400_0000;
+        let Some(mbox) = self.ctx.mailbox else { return Ok(()) };
+        let scratch = mbox + mb::SCRATCH;
+        let mem = tr.memory();
+        let mut actions: Vec<(u64, u64)> = Vec::new();
+        for sig in (1..=64u64).filter(|n| caught & (1 << (n - 1)) != 0) {
+            if tr.syscall(libc::SYS_rt_sigaction, [sig, 0, scratch, 8, 0, 0])? != 0 {
+                continue;
+            }
+            let mut b = [0u8; 24];
+            mem.read(RemoteAddr(scratch), &mut b)?;
+            let w = |k: usize| u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().expect("8 bytes"));
+            let (handler, flags, restorer) = (w(0), w(1), w(2));
+            if handler > 1 && flags & SA_RESTORER != 0 && !actions.iter().any(|a| a.0 == handler) {
+                actions.push((handler, restorer));
+            }
+        }
+        let pcs: Vec<u64> =
+            tr.threads().iter().filter_map(|&t| tr.regs(t).ok()).map(|r| r.pc().0).collect();
+        for (handler, restorer) in actions {
+            let spliced = |e: &Entry| (e.at.0..e.at.0 + e.old.len() as u64).contains(&handler);
+            if self.hooks.iter().any(|h| spliced(&h.entry)) || self.entries.iter().any(spliced) {
+                continue;
+            }
+            match self.hook_one(&mem, all, handler, restorer, &pcs) {
+                Ok(Some(h)) => {
+                    self.stats.signals.hooked.push(h.entry.label.clone());
+                    self.hooks.push(h);
+                }
+                // A thread stands in its first instructions: the next look.
+                Ok(None) => self.caught = None,
+                Err(why) => {
+                    let name = match self.module_at(all, handler) {
+                        Some(k) => {
+                            let m = all[k];
+                            let file = m.path.file_name().unwrap_or_default().to_string_lossy();
+                            let f = m.analysis.cfg.function_at(kerf_arch::ImageAddr(
+                                handler.wrapping_sub(m.bias.unwrap_or(0)),
+                            ));
+                            let f = f.map(|f| m.analysis.cfg.function(f).name.clone());
+                            format!("{file}:{}", f.unwrap_or_else(|| format!("{handler:#x}")))
+                        }
+                        None => format!("{handler:#x}"),
+                    };
+                    let line = format!("{name}: {why}");
+                    if !self.stats.signals.unhooked.contains(&line) {
+                        self.stats.signals.unhooked.push(line);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Jit::hook_handlers`]' step 2 for one handler: the hook made and spliced, `None` if a
+    /// thread (at `pcs`) stands inside the first instructions, or why it cannot be.
+    fn hook_one(
+        &mut self,
+        mem: &RemoteMem,
+        all: &[&AnalyzedImage],
+        handler: u64,
+        restorer: u64,
+        pcs: &[u64],
+    ) -> Result<Option<Hook>, String> {
+        let mailbox = self.ctx.mailbox.ok_or("no mailbox")?;
+        let k = self.module_at(all, handler).ok_or("in no module kerf gave a code room")?;
+        let m = all[k];
+        let bias = m.bias.unwrap_or(0);
+        let cfg = &m.analysis.cfg;
+        let f = cfg
+            .function_at(kerf_arch::ImageAddr(handler.wrapping_sub(bias)))
+            .filter(|&f| cfg.function(f).entry.0.wrapping_add(bias) == handler)
+            .ok_or("not the entry of a function the analysis found")?;
+        let module = &modules_of(&[m], &[], false, false)[0];
+        let d = kerf_jit::translate::entry_displaced(module, f)?;
+        if pcs.iter().any(|&pc| pc > handler && pc < handler + d.len as u64) {
+            return Ok(None);
+        }
+        let (base, bytes) = m.code_region(cfg.function(f).entry).ok_or("no code bytes")?;
+        let off = (cfg.function(f).entry.0 - base.0) as usize;
+        let old = bytes[off..off + d.len].to_vec();
+        let sp = self.spaces[k].as_mut().ok_or("no code room")?;
+        if sp.hook_next + HOOK_BYTES > sp.hook_end {
+            return Err(format!("its module has {HOOKS_MAX} hooked handlers already"));
+        }
+        let at = sp.code.0 + sp.hook_next;
+        let name = cfg.function(f).name.clone();
+        let hook = kerf_jit::signal_hook(&name, at, &d, restorer, mailbox)
+            .map_err(|e| format!("{e} (at {at:#x}, handler {handler:#x}, mailbox {mailbox:#x})"))?;
+        if hook.bytes.len() as u64 > HOOK_BYTES {
+            return Err(format!("its hook takes {} bytes", hook.bytes.len()));
+        }
+        let new = kerf_patch::jump5_bytes(handler, hook.entry, d.len)
+            .ok_or("its hook is out of a rel32's reach")?;
+        sp.code_mem.write_bytes((at - sp.code.0) as usize, &hook.bytes);
+        sp.hook_next += HOOK_BYTES;
+        write_checked(mem, RemoteAddr(handler), &old, &new).map_err(|e| e.to_string())?;
+        let entry = Entry { label: name, at: RemoteAddr(handler), old, new };
+        Ok(Some(Hook { entry, module: k, back: hook.back, live: hook.live }))
+    }
+
+    /// The hooks' words: what their entries and returns counted (the mailbox's).
+    fn signal_counts(&mut self, mbox: &SharedMem) {
+        let s = &mut self.stats.signals;
+        s.moved = mbox.load_u64(mb::SIG_MOVED as usize);
+        s.back = mbox.load_u64(mb::SIG_BACK as usize);
+        s.away = mbox.load_u64(mb::SIG_AWAY as usize);
+        s.resumed = mbox.load_u64(mb::SIG_RESUMED as usize);
+    }
+
     /// Whether the process has ended (exited, or a zombie).
     fn target_gone(&self) -> bool {
         kerf_os::process::ended(&kerf_os::process::RealSys, self.pid)
@@ -3081,6 +3373,38 @@ impl Jit {
     /// Where cache address `pc` goes back to, if it is a clean point of some cache.
     fn clean_original(&self, pc: u64) -> Option<u64> {
         self.live_caches().find_map(|c| c.translation.clean.get(&pc).copied())
+    }
+
+    /// What a signal handler's hook is told cache address `pc` stands for: its clean point's
+    /// original, or that of the clean point a direct jump or a `nop` there leads to (they
+    /// change nothing but the PC). A block counter's out-of-line path ends in a jump back
+    /// after its `lock inc`, and a timer signal lands there most often: a goroutine spinning
+    /// on another thread than the module's owner was found at a clean point by 1 of 404
+    /// preemption signals, at that jump by most of the rest. The bytes read are the room's
+    /// (kerf links jumps there after translating). `None` elsewhere: the state there is not
+    /// the program's.
+    fn signal_original(&self, pc: u64) -> Option<(u64, u64)> {
+        let mut pc = pc;
+        for _ in 0..4 {
+            if let Some(o) = self.clean_original(pc) {
+                return Some((o, pc));
+            }
+            let sp = self.spaces.iter().flatten().find(|sp| sp.ran_at(pc))?;
+            let off = (pc - sp.code.0) as usize;
+            let mut b = [0u8; 16];
+            let n = b.len().min(sp.used as usize - off);
+            sp.code_mem.read_bytes(off, &mut b[..n]);
+            let mut d = iced_x86::Decoder::with_ip(64, &b[..n], pc, iced_x86::DecoderOptions::NONE);
+            let i = d.decode();
+            pc = match i.code() {
+                iced_x86::Code::Jmp_rel8_64 | iced_x86::Code::Jmp_rel32_64 => {
+                    i.near_branch_target()
+                }
+                _ if i.mnemonic() == iced_x86::Mnemonic::Nop => i.next_ip(),
+                _ => return None,
+            };
+        }
+        None
     }
 
     /// The translations threads may be running: all but those a flush retired.
@@ -3169,6 +3493,14 @@ impl Jit {
     /// signal frame keeps the interrupted PC (a signal handler interrupted a thread in the
     /// cache and may not have returned): that code must stay as it is.
     fn stacks_hold_cache(&self, tr: &Tracee) -> Result<Option<HeldBy>, JitFail> {
+        Ok(self.signal_frames(tr)?.into_iter().next().map(|f| f.held))
+    }
+
+    /// Every live signal frame on the threads' stacks (the 64 KiB above each stack pointer)
+    /// that keeps an address of the caches (see [`Jit::stacks_hold_cache`]).
+    fn signal_frames(&self, tr: &Tracee) -> Result<Vec<HeldFrame>, JitFail> {
+        use kerf_jit::x86_64::signal::{rewritten, rewritten_as, UC_RIP, UC_SPARE};
+        let mut frames = Vec::new();
         for &tid in tr.threads() {
             let sp = tr.regs(tid)?.sp().0;
             let words = stack_words(tr, tid, 64 * 1024)?;
@@ -3181,23 +3513,100 @@ impl Jit {
             // lie there, in a later frame's unwritten slots: no telling (a handler may
             // unblock its own signal, or longjmp out), so it counts too.
             let ran = |w: u64| self.spaces.iter().flatten().any(|sp| sp.ran_at(w));
-            let found = words
-                .iter()
-                .enumerate()
-                .find(|&(k, &w)| ran(w) && crate::instrument::saved_pc_slot(&words, k));
-            if let Some((k, &pc)) = found {
+            // And a signal frame a handler's hook rewrote, whose handler has not returned: its
+            // return address is the hook's return sequence (an exact address, no data), which
+            // puts the cache address back. (The hook's return clears both the return address
+            // and the check word of the frame it returns from: a handler that returned leaves
+            // no such frame behind.)
+            let hooked = |k: usize| {
+                self.hooks.iter().any(|h| h.back == words[k]) && rewritten(&words[k + 1..])
+            };
+            for (k, &w) in words.iter().enumerate() {
                 let at = sp + 8 * k as u64;
-                // What it stands for: its clean point's original, or the one before it (the
-                // instruction whose glue it is in).
-                let original = self
-                    .live_caches()
-                    .filter_map(|c| c.translation.clean.range(..=pc).next_back())
-                    .max_by_key(|(at, _)| **at)
-                    .map(|(_, o)| *o);
-                return Ok(Some(HeldBy { tid, at, pc, original }));
+                if hooked(k) {
+                    // The frame's `ucontext` follows the return address: the original PC the
+                    // hook wrote, and the cache address it keeps in the first spare word.
+                    let word = |off: i32| words.get(k + 1 + off as usize / 8).copied();
+                    let pc = word(UC_SPARE).unwrap_or(w);
+                    let held = HeldBy { tid, at, pc, original: word(UC_RIP) };
+                    let (cache, orig, restorer) =
+                        rewritten_as(&words[k + 1..]).expect("checked by `hooked`");
+                    let kind = FrameKind::Hooked { uc: at + 8, cache, orig, restorer };
+                    frames.push(HeldFrame { held, kind });
+                } else if ran(w) && crate::instrument::saved_pc_slot(&words, k) {
+                    // What it stands for: its clean point's original, or the one before it
+                    // (the instruction whose glue it is in).
+                    let original = self
+                        .live_caches()
+                        .filter_map(|c| c.translation.clean.range(..=w).next_back())
+                        .max_by_key(|(at, _)| **at)
+                        .map(|(_, o)| *o);
+                    let held = HeldBy { tid, at, pc: w, original };
+                    let clean = self
+                        .signal_original(w)
+                        .map(|(orig, pc)| (orig, self.past_plugin_code(pc, orig)));
+                    frames.push(HeldFrame { held, kind: FrameKind::Saved { clean } });
+                }
             }
         }
-        Ok(None)
+        Ok(frames)
+    }
+
+    /// Before the caches are emptied, every thread out of them: the signal frames that keep a
+    /// cache address made to keep none ([`Jit::signal_frames`]). A kernel frame whose PC is a
+    /// clean point gets its original (the handler would return to the original code); a frame
+    /// a hook rewrote forgets its cache address (its return would ask kerf where to go on).
+    /// Returns what it rewrote, which [`Jit::put_back_frames`] points at the new translations
+    /// once they are made; `None`, having changed nothing, if a frame keeps a cache address
+    /// that is no clean point (a handler interrupted glue code: the flush must not go on).
+    fn unhold_frames(&mut self, tr: &Tracee) -> Result<Option<Vec<Unheld>>, JitFail> {
+        use kerf_jit::x86_64::signal::rewrite_words;
+        let frames = self.signal_frames(tr)?;
+        if frames.iter().any(HeldFrame::unclean) {
+            return Ok(None);
+        }
+        let mem = tr.memory();
+        let mut out = Vec::new();
+        for f in frames {
+            match f.kind {
+                FrameKind::Saved { clean: Some((orig, at_insn)) } => {
+                    mem.write(RemoteAddr(f.held.at), &orig.to_le_bytes())?;
+                    out.push(Unheld { at: f.held.at, orig, at_insn, hooked: None });
+                }
+                FrameKind::Hooked { uc, cache, orig, restorer } => {
+                    for (off, v) in rewrite_words(0, orig, restorer) {
+                        mem.write(RemoteAddr(uc + off), &v.to_le_bytes())?;
+                    }
+                    let at_insn = self.past_plugin_code(cache, orig);
+                    out.push(Unheld { at: uc, orig, at_insn, hooked: Some((uc, restorer)) });
+                }
+                FrameKind::Saved { clean: None } => unreachable!("refused above"),
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// After a flush made the new translations: each frame [`Jit::unhold_frames`] rewrote
+    /// goes back into the cache at the new translation of its original, at the same kind of
+    /// clean point, as the threads are put back; one with none keeps what `unhold_frames`
+    /// wrote (its thread goes on natively after its handler: an escape, counted; or, hooked,
+    /// its return asks kerf).
+    fn put_back_frames(&mut self, tr: &Tracee, frames: Vec<Unheld>) -> Result<(), JitFail> {
+        use kerf_jit::x86_64::signal::rewrite_words;
+        let mem = tr.memory();
+        for f in frames {
+            match (self.cache_at(f.orig, f.at_insn), f.hooked) {
+                (Some(pc), None) => mem.write(RemoteAddr(f.at), &pc.to_le_bytes())?,
+                (Some(pc), Some((uc, restorer))) => {
+                    for (off, v) in rewrite_words(pc, f.orig, restorer) {
+                        mem.write(RemoteAddr(uc + off), &v.to_le_bytes())?;
+                    }
+                }
+                (None, None) => self.stats.signals.sent_out += 1,
+                (None, Some(_)) => {}
+            }
+        }
+        Ok(())
     }
 
     /// Empty the code cache to make room (the cache limit, [`JitOptions::cache_limit`]), with
@@ -3258,7 +3667,8 @@ impl Jit {
                 Ok(tr) => tr,
                 Err(e) => break Err(e.into()),
             };
-            if tries < FLUSH_TRIES && matches!(self.stacks_hold_cache(&tr), Ok(Some(_))) {
+            let held = self.signal_frames(&tr).map(|v| v.iter().any(HeldFrame::unclean));
+            if tries < FLUSH_TRIES && matches!(held, Ok(true)) {
                 tries += 1;
                 if let Err(e) = tr.resume_detach() {
                     break Err(e.into());
@@ -3297,12 +3707,15 @@ impl Jit {
         mbox: &SharedMem,
         first: u64,
     ) -> Result<bool, JitFail> {
-        if self.stacks_hold_cache(tr)?.is_some() {
+        let refuse = |jit: &mut Jit| {
             let why = "a signal handler's frame holds an address in the cache".to_string();
-            if !self.stats.flush_refused.contains(&why) {
-                self.stats.flush_refused.push(why);
+            if !jit.stats.flush_refused.contains(&why) {
+                jit.stats.flush_refused.push(why);
             }
-            return Ok(false);
+            Ok(false)
+        };
+        if self.signal_frames(tr)?.iter().any(HeldFrame::unclean) {
+            return refuse(self);
         }
         mbox.store_u32(mb::LISTEN as usize, 0);
         mbox.store_u32(mb::ANSWERED as usize, mbox.load_u32(mb::POSTED as usize));
@@ -3318,6 +3731,11 @@ impl Jit {
         for ((m, a), (_, b)) in before.into_iter().zip(escapes(self)) {
             *self.stats.flush_escapes.entry(m).or_default() += b.saturating_sub(a);
         }
+        // The frames now (bringing the threads back may have finished a hook's rewrite): none
+        // may keep a cache address the emptied rooms would give other code.
+        let Some(unheld) = self.unhold_frames(tr)? else {
+            return refuse(self);
+        };
         // Their frames made in the cache: the stack words that are original addresses with a
         // table entry now (return sites, innermost first). Their functions are translated
         // again, so that returning to them finds a translation instead of leaving the cache
@@ -3368,9 +3786,13 @@ impl Jit {
         // point it left (the copied instruction, or before the plugin code for it), so no
         // block counts twice or not at all. One whose address has no translation now
         // finishes its root call natively.
-        let at: Vec<u64> =
-            std::iter::once(first).chain(moved.iter().map(|m| m.1)).chain(frames).collect();
+        let at: Vec<u64> = std::iter::once(first)
+            .chain(moved.iter().map(|m| m.1))
+            .chain(frames)
+            .chain(unheld.iter().map(|f| f.orig))
+            .collect();
         self.translate_at(all, mods, plugin, &at);
+        self.put_back_frames(tr, unheld)?;
         for (tid, orig, at_insn) in moved {
             match self.cache_at(orig, at_insn) {
                 Some(pc) => {
@@ -3695,7 +4117,15 @@ impl Jit {
     ) -> Result<(), JitFail> {
         let mem = tr.memory();
         let entries = if again { &[][..] } else { &self.entries[..] };
-        for e in entries.iter().rev() {
+        let hooks = if again { &[][..] } else { &self.hooks[..] };
+        // The handlers' hooks first: no handler enters its hook from now on, and a frame one
+        // rewrote returns to its original address (its thread goes on natively).
+        for h in hooks {
+            if let Some(sp) = &self.spaces[h.module] {
+                sp.code_mem.write_bytes((h.live - sp.code.0) as usize, &0u64.to_le_bytes());
+            }
+        }
+        for e in entries.iter().chain(hooks.iter().map(|h| &h.entry)).rev() {
             if copy {
                 let mut cur = vec![0u8; e.new.len()];
                 tr.read(e.at, &mut cur)?;

@@ -393,19 +393,24 @@ pub fn run(
     // translation before it.)
     let heaps: Vec<_> = jit.caches.iter().map(|c| c.code).collect();
     // Go's runtime preempts a goroutine with a signal (SIGURG) whose handler looks the
-    // interrupted PC up in Go's own tables, and one in kerf's cache is no safe point there:
-    // a goroutine looping in the cache without a call is never preempted. One that spins
-    // waiting for another goroutine (GOMAXPROCS=1, or a stop-the-world collection) then
-    // waits forever (a user trial's program hung under every plugin). Said before it runs.
+    // interrupted PC up in Go's own tables, and finds no safe point at a cache address: a
+    // goroutine looping in the cache without a call is never preempted, and one that spins
+    // waiting for another goroutine (GOMAXPROCS=1, or a stop-the-world collection) waits
+    // forever (a user trial's program hung under every plugin). kerf hooks the handlers so
+    // that they see original addresses (`kerf_jit::x86_64::signal`), which needs the miss
+    // mailbox: without it (or with the hooks turned off), said before the program runs.
+    let hooks_off =
+        !tool.options.on_demand || std::env::var_os("KERF_JIT_NO_SIGNAL_HOOKS").is_some();
     let go: Vec<&str> = (target.modules.iter())
         .filter(|m| kerf_analysis::image::is_go_image(&m.bytes))
         .filter_map(|m| m.path.file_name()?.to_str())
         .collect();
-    if !go.is_empty() {
+    if !go.is_empty() && hooks_off {
         events.warn(&format!(
-            "{} is Go code: the Go runtime cannot preempt a goroutine while it runs from the \
-             code cache (its signal handler finds no Go function at the cache's addresses), \
-             so a goroutine that spins in a loop without calls, waiting for another one (with \
+            "{} is Go code, and without translation on demand kerf does not hook signal \
+             handlers: the Go runtime cannot preempt a goroutine while it runs from the code \
+             cache (its signal handler finds no Go function at the cache's addresses), so a \
+             goroutine that spins in a loop without calls, waiting for another one (with \
              GOMAXPROCS=1, or while a garbage collection stops the world), can hang the \
              program; Ctrl-C to kerf takes the JIT out and lets it go on",
             go.join(", ")
@@ -588,6 +593,7 @@ pub fn run(
              counters)"
         ));
     }
+    signal_report(&s.signals, events);
     if !s.too_big.is_empty() {
         let (n, them) = match s.too_big.len() {
             1 => ("1 function needs".to_string(), "it ran"),
@@ -895,6 +901,10 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "last_escape": where_is(target, last),
         }));
     }
+    // A thread a signal handler sent to code kerf could not translate, or whose handler's
+    // frame a flush rewrote to the original address, goes on natively for the rest of its root
+    // call: an escape, of no module's cache.
+    escapes += s.signals.away + s.signals.sent_out;
     // A block two translations hold (a block of two functions, the second translated on
     // demand after the first) counts in both: one row, their sum, named after the first.
     let mut by_block: std::collections::BTreeMap<
@@ -1011,6 +1021,19 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
     v["jit"]["on_demand"]["unmapped_unseen"] = json!(s.unmapped_unseen);
     v["jit"]["on_demand"]["unmap_roots"] = json!(s.unmap_roots);
     v["jit"]["on_demand"]["unmap_roots_left"] = json!(s.unmap_roots_left);
+    let g = &s.signals;
+    v["jit"]["signals"] = json!({
+        "hooked": g.hooked,
+        "unhooked": g.unhooked,
+        "asked": g.asked,
+        "moved": g.moved,
+        "back": g.back,
+        "resumed": g.resumed,
+        "away": g.away,
+        "sent_out_by_flushes": g.sent_out,
+        "looks": g.looks,
+        "failed": g.failed,
+    });
     if counting {
         v["blocks"] = json!(blocks);
     }
@@ -1076,6 +1099,37 @@ fn branch_profile(target: &ProcessTarget, jit: &jit::Jit) -> Vec<Value> {
         out.push(row);
     }
     out
+}
+
+/// What the signal handlers' hooks did (see `kerf_jit::x86_64::signal`), said when they did
+/// anything, and warned of where a handler could not be hooked.
+fn signal_report(g: &kerf_session::jit::SignalStats, events: &mut dyn Events) {
+    if g.moved > 0 {
+        events.say(&format!(
+            "signal handlers saw original addresses: {} signal frames interrupted the cache at a \
+             clean point and were rewritten ({} went back into the cache; {} were sent elsewhere \
+             by their handler, {} of them went on in the cache there and {} natively)",
+            g.moved,
+            g.back,
+            g.resumed + g.away,
+            g.resumed,
+            g.away
+        ));
+    }
+    if !g.unhooked.is_empty() {
+        events.warn(&format!(
+            "signal handlers kerf could not hook ({}): a signal that interrupts the cache shows \
+             them a cache address as the interrupted PC (a handler that decides by it, as Go's \
+             preemption does, may then never act)",
+            g.unhooked.join("; ")
+        ));
+    }
+    if !g.failed.is_empty() {
+        events.warn(&format!(
+            "looking for the program's signal handlers failed: {}",
+            g.failed.join("; ")
+        ));
+    }
 }
 
 #[cfg(test)]
