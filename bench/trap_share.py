@@ -34,6 +34,7 @@ REASONS = [
     (r"a branch target at \S+ lies inside the displaced bytes", "block start inside the jump"),
     (r"would leave a return address inside", "call inside the jump"),
     (r"run past the function's end", "jump runs past the function's end"),
+    (r"end in a jump or return, and the code after it", "code after a jump inside the jump"),
     (r"(\w+) at \S+ cannot be relocated", r"\1 cannot be relocated"),
     (r"overlap another probe's splice", "overlaps another splice"),
     (r"do not decode", "undecodable bytes"),

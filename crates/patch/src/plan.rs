@@ -46,6 +46,12 @@ pub enum Refusal {
     PastFunctionEnd {
         end: u64,
     },
+    /// A jump or return among the displaced instructions is followed by code (not padding),
+    /// starting at `after`, that the jump would overwrite (Go's functions may start with a
+    /// jump to their loop's test).
+    CodeAfterJump {
+        after: u64,
+    },
     /// The function has an indirect jump whose targets are unknown: one might land inside.
     UnanalysableJump {
         function: String,
@@ -68,6 +74,11 @@ impl fmt::Display for Refusal {
             Refusal::PastFunctionEnd { end } => {
                 write!(f, "the displaced bytes run past the function's end at {end:#x}")
             }
+            Refusal::CodeAfterJump { after } => write!(
+                f,
+                "its first instructions end in a jump or return, and the code after it at \
+                 {after:#x} lies within the bytes a jump there would overwrite"
+            ),
             Refusal::UnanalysableJump { function } => {
                 write!(f, "{function} has an indirect jump with unknown targets")
             }
@@ -179,7 +190,7 @@ fn plan_jump(
             while b < point + need {
                 let p = sc.decode(ImageAddr(b)).ok_or(Refusal::Undecodable { addr: b })?;
                 if !is_filler(&p) {
-                    return Err(Refusal::PastFunctionEnd { end: a });
+                    return Err(Refusal::CodeAfterJump { after: a });
                 }
                 b = p.next_ip();
             }
@@ -286,10 +297,10 @@ mod tests {
         let d = plan_jump5(&code, BASE, BASE, &view(&[BASE], BASE + 3)).unwrap();
         assert_eq!(d.len, 5);
         assert_eq!(d.insns.len(), 2);
-        // Without padding after the ret: refused.
+        // Without padding after the ret: refused, naming the code after it.
         let code = [0x31, 0xc0, 0xc3, 0x55, 0x48, 0x89, 0xe5];
         let r = plan_jump5(&code, BASE, BASE, &view(&[BASE], BASE + 3));
-        assert!(matches!(r, Err(Refusal::PastFunctionEnd { .. })), "{r:?}");
+        assert_eq!(r.unwrap_err(), Refusal::CodeAfterJump { after: BASE + 3 });
     }
 
     #[test]

@@ -3231,7 +3231,10 @@ impl Jit {
         let scratch = mbox + mb::SCRATCH;
         let mem = tr.memory();
         let mut actions: Vec<(u64, u64)> = Vec::new();
-        for sig in (1..=64u64).filter(|n| caught & (1 << (n - 1)) != 0) {
+        // (Not glibc's own SIGCANCEL and SIGSETXID, 32 and 33: their handlers never read the
+        // interrupted PC, and libc may have no code room to hook them from.)
+        let glibc_internal = |n: u64| n == 32 || n == 33;
+        for sig in (1..=64u64).filter(|&n| caught & (1 << (n - 1)) != 0 && !glibc_internal(n)) {
             if tr.syscall(libc::SYS_rt_sigaction, [sig, 0, scratch, 8, 0, 0])? != 0 {
                 continue;
             }

@@ -407,13 +407,17 @@ pub fn run(
         .collect();
     if !go.is_empty() && hooks_off {
         events.warn(&format!(
-            "{} is Go code, and without translation on demand kerf does not hook signal \
-             handlers: the Go runtime cannot preempt a goroutine while it runs from the code \
+            "{} is Go code, and kerf does not hook signal handlers here ({}): the Go runtime cannot preempt a goroutine while it runs from the code \
              cache (its signal handler finds no Go function at the cache's addresses), so a \
              goroutine that spins in a loop without calls, waiting for another one (with \
              GOMAXPROCS=1, or while a garbage collection stops the world), can hang the \
              program; Ctrl-C to kerf takes the JIT out and lets it go on",
-            go.join(", ")
+            go.join(", "),
+            if tool.options.on_demand {
+                "KERF_JIT_NO_SIGNAL_HOOKS is set"
+            } else {
+                "the hooks ask kerf, and with --no-demand kerf answers nothing"
+            }
         ));
     }
     // kerf answers the misses on a thread of its own while the target runs (on demand).
