@@ -44,6 +44,11 @@ pub const DATA_FOREIGN_GS: u64 = 48;
 /// Where label ids start: in the non-canonical hole of the address space.
 const LABELS: u64 = 0x8000_0000_0000_0000;
 
+/// Of the escapes through the miss path, those that left without asking kerf (it was not
+/// listening: a wait had timed out, a seccomp filter forbids the futex calls, or the JIT
+/// was being taken out).
+pub const DATA_UNASKED: u64 = 56;
+
 /// Bytes of header before the first block word.
 pub const DATA_HEADER: u64 = 64;
 
@@ -1778,8 +1783,12 @@ pub fn translate(
     }
     let miss_at = e.insns.len();
     let last = layout.data + DATA_LAST_MISS;
-    let ask =
-        layout.mailbox.map(|mailbox| seq::Ask { mailbox, table: layout.table, hash: layout.hash });
+    let ask = layout.mailbox.map(|mailbox| seq::Ask {
+        mailbox,
+        table: layout.table,
+        hash: layout.hash,
+        unasked: layout.data + DATA_UNASKED,
+    });
     let path = seq::MissPath {
         miss,
         quiet,

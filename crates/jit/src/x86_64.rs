@@ -683,6 +683,9 @@ pub struct Ask {
     pub mailbox: u64,
     pub table: u64,
     pub hash: Hash,
+    /// The data word that counts misses that left without asking (kerf not listening): of
+    /// the escapes, those kerf never heard of.
+    pub unasked: u64,
 }
 
 /// The shared miss path at label `p.miss`, `rcx` the original target. First the table's
@@ -807,14 +810,14 @@ fn post_and_wait(mailbox: u64, served: u64, labels: &mut dyn FnMut() -> u64) -> 
 fn ask_kerf(ask: &Ask, start: u64, none: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
     use crate::mailbox as mb;
     use Register::*;
-    let served = labels();
+    let (served, unasked) = (labels(), labels());
     let hits = [labels(), labels(), labels(), labels()];
     let mbox = || op(Instruction::with2(Code::Mov_r64_imm64, RAX, ask.mailbox));
     let listening = || op(Instruction::with2(Code::Cmp_rm32_imm8, at(RAX, mb::LISTEN as i32), 0));
     // r11 last: `served` pops it first.
     let saved = [RDI, RSI, R8, R9, R10, R12, R11];
     let mut v = vec![labelled(mbox(), start), listening()];
-    v.push(op(Instruction::with_branch(Code::Je_rel32_64, none)));
+    v.push(op(Instruction::with_branch(Code::Je_rel32_64, unasked)));
     v.extend(saved.iter().map(|&r| op(Instruction::with1(Code::Push_r64, r))));
     v.extend(post_and_wait(ask.mailbox, served, labels));
     v.push(labelled(op(Instruction::with1(Code::Pop_r64, R11)), served));
@@ -832,6 +835,11 @@ fn ask_kerf(ask: &Ask, start: u64, none: u64, labels: &mut dyn FnMut() -> u64) -
         v.push(labelled(Instruction::with(Code::Popfq), hit));
         v.push(jump_through_way(w as i32, 0));
     }
+    // (The flags are saved.)
+    let mut inc = op(Instruction::with1(Code::Inc_rm64, rip(ask.unasked)));
+    inc.set_has_lock_prefix(true);
+    v.push(labelled(inc, unasked));
+    v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, none)));
     v
 }
 

@@ -222,9 +222,14 @@ fn table(v: &serde_json::Value, top: usize) -> String {
         Some(n) if n > 0 => format!("; returns out of the region: {n}"),
         _ => String::new(),
     };
+    // (Misses that left without asking kerf: it was not listening.)
+    let unasked = match j["escapes_unasked"].as_u64() {
+        Some(n) if n > 0 => format!(" ({n} without asking kerf)"),
+        _ => String::new(),
+    };
     let _ = writeln!(
         s,
-        "region: {} functions, {} blocks, {} bytes {what}; escapes: {}{rets}; {}",
+        "region: {} functions, {} blocks, {} bytes {what}; escapes: {}{unasked}{rets}; {}",
         j["functions"],
         j["blocks"],
         j["code_bytes"],

@@ -490,6 +490,8 @@ fn generated_code_runs_natively_and_is_said_to() {
     assert_eq!(out, expected);
     assert_eq!(v["jit"]["on_demand"]["untranslatable"], 1, "{}", v["jit"]["on_demand"]);
     assert_eq!(v["jit"]["escapes"], 1, "{}", v["jit"]);
+    // kerf was asked, and answered with an escape entry (not an escape unasked).
+    assert_eq!(v["jit"]["escapes_unasked"], 0, "{}", v["jit"]);
     assert!(err.contains("1 jump target lay where kerf's analysis knows no code"), "{err}");
     // The root's first call of `before` ran in the cache; the rest natively.
     assert_eq!(

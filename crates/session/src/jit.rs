@@ -612,8 +612,9 @@ pub struct Jit {
     routines_len: u64,
     ctx: Ctx,
     mem: RemoteMem,
-    /// Each cache's escapes when kerf stopped answering misses.
-    live_escapes: Option<Vec<u64>>,
+    /// Each cache's escapes when kerf stopped answering misses, and of them those that left
+    /// without asking ([`kerf_jit::translate::DATA_UNASKED`]).
+    live_escapes: Option<Vec<(u64, u64)>>,
     /// The shape of the plugins' rings, if they write records: a module mapped after attach
     /// gets rings of its own when the serving thread is given a [`LateRings`] to name its
     /// functions, else none.
@@ -1915,7 +1916,15 @@ impl Jit {
     /// misses, if it answered them (afterwards a thread that misses leaves, as the JIT is
     /// being taken out).
     pub fn live_escapes(&self, k: usize) -> u64 {
-        let now = self.caches[k].data.load_u64(kerf_jit::translate::DATA_ESCAPES as usize);
+        self.live_escapes_asked(k).0
+    }
+
+    /// [`Jit::live_escapes`], and how many of them left without asking kerf (it was not
+    /// listening).
+    pub fn live_escapes_asked(&self, k: usize) -> (u64, u64) {
+        use kerf_jit::translate::{DATA_ESCAPES, DATA_UNASKED};
+        let data = &self.caches[k].data;
+        let now = (data.load_u64(DATA_ESCAPES as usize), data.load_u64(DATA_UNASKED as usize));
         match &self.live_escapes {
             Some(v) => v.get(k).copied().unwrap_or(now),
             None => now,
@@ -2473,8 +2482,11 @@ impl Jit {
             let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
             dump(std::path::Path::new(&dir), &all, self);
         }
-        let escapes = kerf_jit::translate::DATA_ESCAPES as usize;
-        self.live_escapes = Some(self.caches.iter().map(|c| c.data.load_u64(escapes)).collect());
+        use kerf_jit::translate::{DATA_ESCAPES, DATA_UNASKED};
+        let words = |c: &Cache| {
+            (c.data.load_u64(DATA_ESCAPES as usize), c.data.load_u64(DATA_UNASKED as usize))
+        };
+        self.live_escapes = Some(self.caches.iter().map(words).collect());
         mbox.store_u32(mb::LISTEN as usize, 0);
         mbox.store_u32(answered_at, mbox.load_u32(posted_at));
         mbox.futex_wake_all(answered_at);

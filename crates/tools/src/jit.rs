@@ -854,6 +854,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
     let mut modules = Vec::new();
     let mut blocks = Vec::new();
     let (mut escapes, mut escapes_leaving, mut returns, mut at_flushes) = (0, 0, 0, 0);
+    let mut unasked_all = 0;
     // A module's first translation, and those kerf added on demand: one row.
     let mut order: Vec<usize> = jit.caches.iter().map(|c| c.module).collect();
     order.sort_unstable();
@@ -862,12 +863,13 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         let caches = jit.caches.iter().enumerate().filter(|(_, c)| c.module == module);
         let m = jit.image(&target.modules, module);
         let word = |c: &jit::Cache, w: u64| c.data.load_u64(w as usize);
-        let (mut esc, mut leaving, mut rets, mut last) = (0, 0, 0, 0);
+        let (mut esc, mut leaving, mut rets, mut last, mut unasked) = (0, 0, 0, 0, 0);
         let (mut blocks, mut bytes, mut exits, mut translations) = (0, 0, 0, 0);
         let (mut tables, mut guards) = (0, 0);
         for (k, c) in caches {
-            let live = jit.live_escapes(k);
+            let (live, live_unasked) = jit.live_escapes_asked(k);
             esc += live;
+            unasked += live_unasked;
             leaving += word(c, kerf_jit::translate::DATA_ESCAPES) - live;
             rets += word(c, kerf_jit::translate::DATA_RETURNS);
             last = match word(c, kerf_jit::translate::DATA_LAST_MISS) {
@@ -887,6 +889,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         let esc = esc.saturating_sub(flushed);
         at_flushes += flushed;
         escapes += esc;
+        unasked_all += unasked;
         escapes_leaving += leaving;
         returns += rets;
         modules.push(json!({
@@ -899,6 +902,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "table_copies": tables,
             "slot_guards": guards,
             "escapes": esc,
+            "escapes_unasked": unasked,
             "escapes_detaching": leaving,
             "waiting_at_flushes": flushed,
             "returns_out": rets,
@@ -1019,6 +1023,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         },
     });
     // (Beside the object above, whose size is at `json!`'s recursion limit.)
+    v["jit"]["escapes_unasked"] = json!(unasked_all);
     v["jit"]["on_demand"]["unmapped"] = json!(s.unmapped);
     v["jit"]["on_demand"]["unmap_refused"] = json!(s.unmap_refused);
     v["jit"]["on_demand"]["retired"] = json!(s.retired);
