@@ -763,6 +763,11 @@ fn post_and_wait(mailbox: u64, served: u64, labels: &mut dyn FnMut() -> u64) -> 
     v.push(xadd);
     v.push(op(Instruction::with2(Code::Mov_r32_rm32, EDX, R9D)));
     v.push(op(Instruction::with2(Code::And_rm32_imm32, EDX, mb::RING_SLOTS - 1)));
+    // The target tagged with the ticket (see `mailbox::TAG`).
+    v.push(op(Instruction::with2(Code::Mov_r32_rm32, R10D, R9D)));
+    v.push(op(Instruction::with2(Code::And_rm32_imm32, R10D, (1u32 << mb::TAG_BITS) - 1)));
+    v.push(op(Instruction::with2(Code::Shl_rm64_imm8, R10, mb::ADDRESS_BITS)));
+    v.push(op(Instruction::with2(Code::Or_r64_rm64, RCX, R10)));
     let slot = MemoryOperand::new(RAX, RDX, 8, mb::RING as i64, 1, false, Register::None);
     v.push(op(Instruction::with2(Code::Mov_rm64_r64, slot, RCX)));
     // futex(&POSTED, FUTEX_WAKE, 1)

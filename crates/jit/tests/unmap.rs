@@ -147,8 +147,18 @@ fn an_unmap_asks_kerf_only_over_a_module_and_keeps_every_register() {
                 assert!(std::time::Instant::now() < deadline, "nothing posted");
                 std::hint::spin_loop();
             }
+            // The target comes tagged with its ticket (see `mailbox::TAG`), just after the
+            // ticket.
             let slot = mailbox::RING + 8 * u64::from((n - 1) % mailbox::RING_SLOTS);
-            let v = word(mbox, slot).swap(0, Ordering::SeqCst);
+            let v = loop {
+                let w = word(mbox, slot).load(Ordering::SeqCst);
+                if let Some(q) = mailbox::question_of(w, n - 1) {
+                    break q;
+                }
+                assert!(std::time::Instant::now() < deadline, "no tagged target: {w:#x}");
+                std::hint::spin_loop();
+            };
+            word(mbox, slot).store(0, Ordering::SeqCst);
             std::thread::sleep(std::time::Duration::from_millis(50));
             word32(mbox, mailbox::ANSWERED).store(n, Ordering::SeqCst);
             let answered = mbox + mailbox::ANSWERED as usize;

@@ -426,6 +426,12 @@ pub struct SignalStats {
     /// point: the frames rewritten (`SIG_MOVED`).
     pub asked: u64,
     pub moved: u64,
+    /// Signals that interrupted the cache while kerf was busy with a miss (or not listening):
+    /// not asked about, their handlers saw the cache address.
+    pub busy: u64,
+    /// When the first hook went in, after serving began (a launched program installs its
+    /// handlers after the JIT is in: until kerf looks, they see cache addresses).
+    pub first_hooked: Option<Duration>,
     /// Of the rewritten frames whose handler returned: back to the cache, sent elsewhere by
     /// their handler and on in the cache there (kerf found or made a translation of the new
     /// PC), and sent elsewhere to go on in the original code.
@@ -536,6 +542,9 @@ pub struct JitStats {
     pub slot_guards: usize,
     /// Direct calls that copy their callee in place (`translate`'s `Inline`).
     pub inlined: usize,
+    /// Tickets whose target kerf did not find stored within [`SLOT_WAIT`] (their threads
+    /// escaped, or their handlers saw the cache address).
+    pub slots_unread: u64,
     /// Times kerf, idle, found `LISTEN` cleared by a thread whose wait timed out (misses
     /// escaped without asking until it set it again).
     pub timeouts: u64,
@@ -586,6 +595,8 @@ pub struct Jit {
     /// The signal handlers' hooks, and the caught signals (`SigCgt`) they were made for.
     hooks: Vec<Hook>,
     caught: Option<u64>,
+    /// When kerf began answering misses (and looking for handlers).
+    serving_since: Option<Instant>,
     pub stats: JitStats,
     /// The per-thread counter slabs, where the plugin counts and threads can have them, and
     /// their copies' sums as first read after the start or the last flush ([`Jit::word`]).
@@ -1266,6 +1277,13 @@ const RECLAIM: Duration = Duration::from_millis(50);
 /// How often kerf, idle, looks for modules unmapped by a thread outside the cache (one read
 /// of the process's maps): a thread in the cache that unmaps one asks at once.
 const UNMAP_LOOK: Duration = Duration::from_millis(100);
+/// How long kerf waits for a thread that took a ticket to store its target (see
+/// `answer_misses`).
+const SLOT_WAIT: Duration = Duration::from_millis(20);
+/// How often kerf reads the caught signals (`SigCgt`) to hook handlers the program installed
+/// since ([`Jit::look_for_handlers`]): one small /proc read. At 100 ms, a launched program's
+/// handler that decides by the PC saw cache addresses for its first 3,000 faults.
+const HANDLER_LOOK: Duration = Duration::from_millis(10);
 
 /// Where the lookup table goes if it fits: the range of addresses below 2 GiB, above the
 /// first 16 MiB (a non-PIE executable's text and heap start low), its end a 32-bit displacement.
@@ -1607,6 +1625,7 @@ pub fn install(
         entries: Vec::new(),
         hooks: Vec::new(),
         caught: None,
+        serving_since: None,
         stats,
         slabs,
         slab_totals: Default::default(),
@@ -2329,9 +2348,11 @@ impl Jit {
         let mut extra = std::mem::take(&mut self.extra);
         let (posted_at, answered_at) = (mb::POSTED as usize, mb::ANSWERED as usize);
         self.publish_ranges(&images.iter().chain(&extra).collect::<Vec<_>>(), &mbox);
+        let began = Instant::now();
+        self.serving_since = Some(began);
         self.look_for_handlers(&images.iter().chain(&extra).collect::<Vec<_>>());
         mbox.store_u32(mb::LISTEN as usize, 1);
-        let began = Instant::now();
+        let mut last_hook_look = began;
         let mut last_reclaim = began;
         let mut last_look = began;
         let mut seccomp = self.seccomp_watch();
@@ -2367,6 +2388,9 @@ impl Jit {
                     if !self.drop_unmapped(images, &extra, plugin, &mbox, false) {
                         break;
                     }
+                }
+                if last_hook_look.elapsed() >= HANDLER_LOOK {
+                    last_hook_look = Instant::now();
                     self.look_for_handlers(&images.iter().chain(&extra).collect::<Vec<_>>());
                 }
                 if let Some(s) = self.slabs.as_mut().filter(|_| last_reclaim.elapsed() >= RECLAIM) {
@@ -2396,17 +2420,22 @@ impl Jit {
             let mut ticket = answered;
             while ticket != posted {
                 let slot = (mb::RING + 8 * u64::from(ticket % mb::RING_SLOTS)) as usize;
-                // A thread stores its target just after taking its ticket.
-                let deadline = Instant::now() + Duration::from_millis(2);
-                // (A slot may still hold kerf's answer to the ticket that had it before, which
-                // nobody clears: no target.)
+                // A thread stores its target just after taking its ticket, tagged with it:
+                // whatever else the slot holds (the target or answer of a ticket 256 before)
+                // is not this one's. A thread stalled between the two (preempted on a busy
+                // machine) is waited for a while; past that its miss goes unanswered (it
+                // escapes), and its target, stored late, is never taken for another's.
+                let deadline = Instant::now() + SLOT_WAIT;
                 let target = loop {
-                    let v = Some(mbox.load_u64(slot)).filter(|v| v & mb::ANSWER == 0).unwrap_or(0);
-                    if v != 0 || Instant::now() > deadline {
-                        break v;
+                    let v = mb::question_of(mbox.load_u64(slot), ticket);
+                    if v.is_some() || Instant::now() > deadline {
+                        break v.unwrap_or(0);
                     }
                     std::hint::spin_loop();
                 };
+                if target == 0 {
+                    self.stats.slots_unread += 1;
+                }
                 if target & mb::REVERSE != 0 {
                     // A signal handler's entry: answered in the slot, before the ticket is
                     // counted answered.
@@ -2474,6 +2503,12 @@ impl Jit {
             mbox.store_u32(mb::LISTEN as usize, self.listen());
             mbox.futex_wake_all(answered_at);
             self.stats.serving += t.elapsed();
+            // (Busy with misses, as at a launched program's start, when it installs its
+            // handlers: looked for between the batches too.)
+            if last_hook_look.elapsed() >= HANDLER_LOOK {
+                last_hook_look = Instant::now();
+                self.look_for_handlers(&images.iter().chain(&extra).collect::<Vec<_>>());
+            }
         }
         // No more answers: every thread waiting goes, and no thread asks again. What escapes
         // from now on escapes while the JIT is being taken out.
@@ -3267,6 +3302,9 @@ impl Jit {
             }
             match self.hook_one(&mem, all, handler, restorer, &pcs) {
                 Ok(Some(h)) => {
+                    if self.stats.signals.first_hooked.is_none() {
+                        self.stats.signals.first_hooked = self.serving_since.map(|t| t.elapsed());
+                    }
                     self.stats.signals.hooked.push(h.entry.label.clone());
                     self.hooks.push(h);
                 }
@@ -3349,6 +3387,7 @@ impl Jit {
         s.back = mbox.load_u64(mb::SIG_BACK as usize);
         s.away = mbox.load_u64(mb::SIG_AWAY as usize);
         s.resumed = mbox.load_u64(mb::SIG_RESUMED as usize);
+        s.busy = mbox.load_u64(mb::SIG_BUSY as usize);
     }
 
     /// Whether the process has ended (exited, or a zombie).

@@ -1024,6 +1024,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
     });
     // (Beside the object above, whose size is at `json!`'s recursion limit.)
     v["jit"]["escapes_unasked"] = json!(unasked_all);
+    v["jit"]["on_demand"]["slots_unread"] = json!(s.slots_unread);
     v["jit"]["on_demand"]["unmapped"] = json!(s.unmapped);
     v["jit"]["on_demand"]["unmap_refused"] = json!(s.unmap_refused);
     v["jit"]["on_demand"]["retired"] = json!(s.retired);
@@ -1036,6 +1037,8 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         "unhooked": g.unhooked,
         "asked": g.asked,
         "moved": g.moved,
+        "busy": g.busy,
+        "first_hooked_after": g.first_hooked.map(|d| d.as_secs_f64()),
         "back": g.back,
         "resumed": g.resumed,
         "away": g.away,
@@ -1113,6 +1116,15 @@ fn branch_profile(target: &ProcessTarget, jit: &jit::Jit) -> Vec<Value> {
 /// What the signal handlers' hooks did (see `kerf_jit::x86_64::signal`), said when they did
 /// anything, and warned of where a handler could not be hooked.
 fn signal_report(g: &kerf_session::jit::SignalStats, events: &mut dyn Events) {
+    let left = g.busy + g.asked.saturating_sub(g.moved);
+    if left > 0 {
+        events.say(&format!(
+            "{left} signal frames that interrupted the cache kept its address for their handler \
+             ({} at no clean point, {} while kerf was busy with a miss)",
+            g.asked.saturating_sub(g.moved),
+            g.busy
+        ));
+    }
     if g.moved > 0 {
         events.say(&format!(
             "signal handlers saw original addresses: {} signal frames interrupted the cache at a \

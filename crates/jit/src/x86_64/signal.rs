@@ -96,6 +96,7 @@ pub fn signal_entry(
 ) -> Vec<Instruction> {
     use Register::*;
     let (plain, next, served, done) = (labels(), labels(), labels(), labels());
+    let (busy, labels_answer) = (labels(), labels());
     let uc = |off: i32| at_rsp(PUSHED + 8 + off);
     let mut v = vec![
         labelled(op(Instruction::with1(Code::Push_r64, RAX)), label),
@@ -120,20 +121,27 @@ pub fn signal_entry(
         jump(Code::Jb_rel32_64, next),
         mov_imm(RAX, mailbox),
         op(Instruction::with2(Code::Cmp_rm32_imm8, at(RAX, mb::LISTEN as i32), 0)),
-        jump(Code::Je_rel32_64, done),
-        // Only while kerf is idle (every ticket answered): a busy kerf answers late, and the
-        // frame would stay on the stack meanwhile, where a flush finds it and must refuse
-        // (the thread most often waits in the miss path itself then, its own ticket open).
+        jump(Code::Je_rel32_64, busy),
+        // Only while every ticket open is such a question (`SIG_PENDING`): a kerf busy with a
+        // miss answers late, and the frame would stay on the stack meanwhile, where a flush
+        // finds it and must refuse (the thread most often waits in the miss path itself
+        // then, its own ticket open, at glue code no answer could rewrite).
         op(Instruction::with2(Code::Mov_r32_rm32, EDX, at(RAX, mb::POSTED as i32))),
-        op(Instruction::with2(Code::Cmp_r32_rm32, EDX, at(RAX, mb::ANSWERED as i32))),
-        jump(Code::Jne_rel32_64, done),
+        op(Instruction::with2(Code::Sub_r32_rm32, EDX, at(RAX, mb::ANSWERED as i32))),
+        op(Instruction::with2(Code::Cmp_r32_rm32, EDX, at(RAX, mb::SIG_PENDING as i32))),
+        jump(Code::Jg_rel32_64, busy),
+        locked(op(Instruction::with1(Code::Inc_rm32, at(RAX, mb::SIG_PENDING as i32)))),
         // 3. Ask (`r9` keeps the ticket, `rbx` the PC).
         op(Instruction::with2(Code::Mov_r64_rm64, RBX, RCX)),
         mov_imm(RDX, mb::REVERSE),
         op(Instruction::with2(Code::Or_r64_rm64, RCX, RDX)),
     ]);
     v.extend(post_and_wait(mailbox, served, labels));
-    v.extend(answer(served, mailbox, done));
+    v.extend([
+        labelled(mov_imm(RAX, mailbox), served),
+        locked(op(Instruction::with1(Code::Dec_rm32, at(RAX, mb::SIG_PENDING as i32)))),
+    ]);
+    v.extend(answer(labels_answer, mailbox, done));
     v.extend([
         // 4. rdx: the cache address, rcx: its original, rax: the restorer. Only if the frame
         // still holds the PC asked about (kerf rewrites frames itself when it empties the
@@ -155,6 +163,10 @@ pub fn signal_entry(
         op(Instruction::with2(Code::Mov_rm64_r64, at_rsp(PUSHED), RAX)),
     ]);
     v.extend(counted(RAX, mailbox + mb::SIG_MOVED));
+    v.push(jump(Code::Jmp_rel32_64, done));
+    // In the cache, not asked: counted (its handler sees the cache address).
+    v.push(labelled(mov_imm(RAX, mailbox + mb::SIG_BUSY), busy));
+    v.push(locked(op(Instruction::with1(Code::Inc_rm64, at(RAX, 0)))));
     let mut pops = SAVED.iter().rev().map(|&r| op(Instruction::with1(Code::Pop_r64, r)));
     v.push(labelled(pops.next().expect("registers saved"), done));
     v.extend(pops);
@@ -216,6 +228,11 @@ pub fn rewrite_words(cache: u64, orig: u64, restorer: u64) -> [(u64, u64); 3] {
     [(SPARE_CACHE as u64, cache), (SPARE_ORIG as u64, orig), (SPARE_CHECK as u64, check)]
 }
 
+fn locked(mut i: Instruction) -> Instruction {
+    i.set_has_lock_prefix(true);
+    i
+}
+
 /// `lock inc qword [word]` through `r` (the mailbox may lie out of a rel32's reach of the
 /// hook, which is near the handler's module).
 fn counted(r: Register, word: u64) -> [Instruction; 2] {
@@ -273,9 +290,16 @@ pub fn signal_return(
         jump(Code::Ja_rel32_64, native),
         mov_imm(RDX, mb::RESUME),
         op(Instruction::with2(Code::Or_r64_rm64, RCX, RDX)),
+        // (A question the entries need not wait behind: see `SIG_PENDING`.)
+        locked(op(Instruction::with1(Code::Inc_rm32, at(RAX, mb::SIG_PENDING as i32)))),
     ]);
     v.extend(post_and_wait(mailbox, served, labels));
-    v.extend(answer(served, mailbox, native));
+    let answered = labels();
+    v.extend([
+        labelled(mov_imm(RAX, mailbox), served),
+        locked(op(Instruction::with1(Code::Dec_rm32, at(RAX, mb::SIG_PENDING as i32)))),
+    ]);
+    v.extend(answer(answered, mailbox, native));
     v.push(op(Instruction::with2(Code::Mov_rm64_r64, at_rsp(UC_RIP), RCX)));
     v.extend(counted(RSI, mailbox + mb::SIG_RESUMED));
     v.push(jump(Code::Jmp_rel32_64, out));
