@@ -1278,8 +1278,11 @@ const RECLAIM: Duration = Duration::from_millis(50);
 /// of the process's maps): a thread in the cache that unmaps one asks at once.
 const UNMAP_LOOK: Duration = Duration::from_millis(100);
 /// How long kerf waits for a thread that took a ticket to store its target (see
-/// `answer_misses`).
-const SLOT_WAIT: Duration = Duration::from_millis(20);
+/// `answer_misses`): past it the thread's miss escapes (`slots_unread`). At 2 ms, a thread
+/// preempted between the two on a busy host (two CPUs, the suite running) escaped once in a
+/// while, to a page-aligned target kerf never saw (a library's code just loaded); only a
+/// thread killed in those two instructions makes kerf wait this long.
+const SLOT_WAIT: Duration = Duration::from_millis(100);
 /// How often kerf reads the caught signals (`SigCgt`) to hook handlers the program installed
 /// since ([`Jit::look_for_handlers`]): one small /proc read. At 100 ms, a launched program's
 /// handler that decides by the PC saw cache addresses for its first 3,000 faults.
