@@ -3226,8 +3226,10 @@ impl Jit {
     }
 
     /// Hook the program's signal handlers when the signals it catches changed since the last
-    /// look (at the start of serving, then every [`UNMAP_LOOK`]: a program launched by kerf
-    /// installs its handlers after the JIT is in). See [`Jit::hook_handlers`].
+    /// look (at the start of serving, then every [`HANDLER_LOOK`], idle or between batches: a
+    /// program launched by kerf installs its handlers after the JIT is in). A handler that
+    /// replaces another on a signal already caught changes nothing here and is not seen. See
+    /// [`Jit::hook_handlers`].
     fn look_for_handlers(&mut self, all: &[&AnalyzedImage]) {
         if self.ctx.mailbox.is_none() || std::env::var_os("KERF_JIT_NO_SIGNAL_HOOKS").is_some() {
             return;

@@ -21,9 +21,10 @@
 //!
 //! 1. Not a signal delivery (`[rsp]` is not the restorer: the handler called as a function):
 //!    straight on to the handler's displaced instructions.
-//! 2. The interrupted PC in no code room (the mailbox's `ROOMS`), kerf not listening, or kerf
-//!    busy with a ticket (a thread waiting for a miss's answer is most often the one the
-//!    signal interrupted): on.
+//! 2. The interrupted PC in no code room (the mailbox's `ROOMS`): on. Kerf not listening, or a
+//!    miss's ticket open (any open ticket that is not a signal question, `SIG_PENDING`: a
+//!    thread waiting for a miss's answer is most often the one the signal interrupted): on,
+//!    counted (`SIG_BUSY`).
 //! 3. Otherwise it asks kerf through the mailbox ([`crate::mailbox::REVERSE`]) and waits as
 //!    a miss does; kerf answers with the original address of that clean point, or 0 (the PC
 //!    is in glue code, where the state is not the program's: the frame is left as it is).
@@ -36,8 +37,10 @@
 //! program's restorer expects it) and every register free (`rt_sigreturn` loads them all from
 //! the frame). If the PC is still the original address written, and the JIT is still in (a
 //! word kerf clears when it takes the JIT out), the cache address goes back; then on to the
-//! program's restorer. A handler that changed the PC (Go's `asyncPreempt`, a `longjmp`-like
-//! context switch) sends the thread where it asked, in the original code.
+//! program's restorer. A handler that changed the PC (Go's `asyncPreempt`, a handler that
+//! steps over a faulting instruction) sends the thread where it asked: kerf is asked where
+//! that is in the cache ([`crate::mailbox::RESUME`]), and the thread goes on there, or in the
+//! original code if kerf has no translation for it.
 
 use super::{at, at_rsp, labelled, op, post_and_wait, rip};
 use crate::mailbox as mb;
