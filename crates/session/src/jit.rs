@@ -3562,7 +3562,7 @@ impl Jit {
     /// Every live signal frame on the threads' stacks (the 64 KiB above each stack pointer)
     /// that keeps an address of the caches (see [`Jit::stacks_hold_cache`]).
     fn signal_frames(&self, tr: &Tracee) -> Result<Vec<HeldFrame>, JitFail> {
-        use kerf_jit::x86_64::signal::{rewritten, rewritten_as, UC_RIP, UC_SPARE};
+        use kerf_jit::x86_64::signal::rewritten_as;
         let mut frames = Vec::new();
         for &tid in tr.threads() {
             let sp = tr.regs(tid)?.sp().0;
@@ -3582,18 +3582,15 @@ impl Jit {
             // and the check word of the frame it returns from: a handler that returned leaves
             // no such frame behind.)
             let hooked = |k: usize| {
-                self.hooks.iter().any(|h| h.back == words[k]) && rewritten(&words[k + 1..])
+                let ours = self.hooks.iter().any(|h| h.back == words[k]);
+                ours.then(|| rewritten_as(&words[k + 1..])).flatten()
             };
             for (k, &w) in words.iter().enumerate() {
                 let at = sp + 8 * k as u64;
-                if hooked(k) {
+                if let Some((cache, orig, restorer)) = hooked(k) {
                     // The frame's `ucontext` follows the return address: the original PC the
-                    // hook wrote, and the cache address it keeps in the first spare word.
-                    let word = |off: i32| words.get(k + 1 + off as usize / 8).copied();
-                    let pc = word(UC_SPARE).unwrap_or(w);
-                    let held = HeldBy { tid, at, pc, original: word(UC_RIP) };
-                    let (cache, orig, restorer) =
-                        rewritten_as(&words[k + 1..]).expect("checked by `hooked`");
+                    // hook wrote, and the cache address it keeps in its spare words.
+                    let held = HeldBy { tid, at, pc: cache, original: Some(orig) };
                     let kind = FrameKind::Hooked { uc: at + 8, cache, orig, restorer };
                     frames.push(HeldFrame { held, kind });
                 } else if ran(w) && crate::instrument::saved_pc_slot(&words, k) {
