@@ -22,6 +22,9 @@
 //! not run it), then goes on (see [`crate::x86_64::unmap_notice`]). A count above
 //! [`RANGES_MAX`] means every unmap asks.
 //!
+//! A target with [`ACTION`] (both bits) set follows a translated `rt_sigaction` that
+//! installed the handler in its low bits; kerf hooks it if it has not looked at it before.
+//!
 //! A target with [`REVERSE`] set is no miss either: a signal handler's entry asks which
 //! original address the cache address it interrupted stands for (see
 //! [`crate::x86_64::signal`]). kerf answers in the ticket's own slot of the ring, before it
@@ -53,6 +56,10 @@ pub const REVERSE: u64 = 1 << 62;
 /// [`crate::x86_64::signal`]): kerf translates it if it must, and answers as for
 /// [`REVERSE`] (0: nowhere, the thread goes on natively).
 pub const RESUME: u64 = 1 << 60;
+/// A posted target with both [`UNMAPPED`] and [`REVERSE`] set is a translated
+/// `rt_sigaction`'s notice: the handler in its low bits was just installed, and the thread
+/// waits until kerf has hooked it (see [`crate::x86_64::action_notice`]).
+pub const ACTION: u64 = UNMAPPED | REVERSE;
 /// The bit of kerf's answer to a [`REVERSE`] or [`RESUME`] question, with the ticket's tag
 /// above the address (0: none).
 pub const ANSWER: u64 = 1 << 61;

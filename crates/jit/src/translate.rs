@@ -1008,12 +1008,22 @@ fn sets_gs(i: &Instruction) -> bool {
 /// register, is not seen (a `dlclose` goes through ld.so's wrapper). (`mremap` returns an
 /// address, and nothing moves a library's text with it.)
 fn unmaps(before: Option<&Instruction>, i: &Instruction) -> bool {
-    const MUNMAP: u32 = 11;
+    is_syscall(before, i, 11)
+}
+
+/// Whether `i` is an `rt_sigaction` `syscall`, its number set right before it (glibc's
+/// `__libc_sigaction`, Go's runtime), as [`unmaps`] sees a `munmap`.
+fn sets_action(before: Option<&Instruction>, i: &Instruction) -> bool {
+    is_syscall(before, i, 13)
+}
+
+/// Whether `i` is a `syscall` whose number `nr` the instruction right before it sets.
+fn is_syscall(before: Option<&Instruction>, i: &Instruction, nr: u32) -> bool {
     i.code() == Code::Syscall
         && before.is_some_and(|b| {
             b.code() == Code::Mov_r32_imm32
                 && b.op0_register() == Register::EAX
-                && b.immediate32() == MUNMAP
+                && b.immediate32() == nr
         })
 }
 
@@ -1170,6 +1180,9 @@ struct Emitter {
     /// ([`seq::unmap_notice`]), where the cache has a mailbox, and whether one called it.
     notice: Option<u64>,
     noticed: bool,
+    /// The same for a translated `rt_sigaction` ([`seq::action_notice`]).
+    action: Option<u64>,
+    actioned: bool,
 }
 
 /// A translated call's stub (see [`seq::call_stub`]): the original return address, then the
@@ -1335,6 +1348,8 @@ pub fn translate(
         foreign_exits: Vec::new(),
         notice: None,
         noticed: false,
+        action: None,
+        actioned: false,
         tables: Vec::new(),
         table_stubs: HashMap::default(),
         slot_guards: 0,
@@ -1386,6 +1401,7 @@ pub fn translate(
     let preds_from = e.next_pred;
     let (second, miss, miss_ret) = (e.label(), e.label(), e.label());
     e.notice = layout.mailbox.map(|_| e.label());
+    e.action = layout.mailbox.map(|_| e.label());
     let hits = [e.label(), e.label(), e.label()];
     let mut blocks = Vec::with_capacity(order.len());
     let mut ret_sites: Vec<Site> = Vec::new();
@@ -1750,6 +1766,10 @@ pub fn translate(
     }
     if let (Some(notice), Some(mailbox), true) = (e.notice, layout.mailbox, e.noticed) {
         let code = seq::unmap_notice(notice, mailbox, &mut || e.label());
+        e.extend(code, None);
+    }
+    if let (Some(action), Some(mailbox), true) = (e.action, layout.mailbox, e.actioned) {
+        let code = seq::action_notice(action, mailbox, &mut || e.label());
         e.extend(code, None);
     }
     let mut links = Vec::new();
@@ -2359,8 +2379,11 @@ fn copy_block(
                     e.extend(gate, Some(i.next_ip()));
                 }
                 // Past the red zone of the code that made the call, as the gate goes.
-                if let Some(notice) = e.notice.filter(|_| unmaps(before.as_ref(), &i)) {
-                    e.noticed = true;
+                let unmap = e.notice.filter(|_| unmaps(before.as_ref(), &i));
+                let action = e.action.filter(|_| sets_action(before.as_ref(), &i));
+                if let Some(notice) = unmap.or(action) {
+                    e.noticed |= unmap.is_some();
+                    e.actioned |= action.is_some();
                     e.extend(
                         vec![seq::move_rsp(-128), seq::call(notice), seq::move_rsp(128)],
                         None,

@@ -861,10 +861,8 @@ pub fn unmap_notice(label: u64, mailbox: u64, labels: &mut dyn FnMut() -> u64) -
     use Register::*;
     let (next, post, done) = (labels(), labels(), labels());
     let jump = |c: Code, to: u64| op(Instruction::with_branch(c, to));
-    let saved = [RAX, RCX, RDX, RDI, RSI, R8, R9, R10, R11, R12];
-    let mut v = vec![labelled(Instruction::with(Code::Pushfq), label)];
-    v.extend(saved.iter().map(|&r| op(Instruction::with1(Code::Push_r64, r))));
-    v.extend([
+    let body = vec![
+        op(Instruction::with2(Code::Mov_r64_imm64, RCX, mb::UNMAPPED | 1)),
         op(Instruction::with2(Code::Test_rm64_r64, RAX, RAX)),
         jump(Code::Jne_rel32_64, done),
         op(Instruction::with2(Code::Mov_r64_imm64, RAX, mailbox)),
@@ -880,16 +878,70 @@ pub fn unmap_notice(label: u64, mailbox: u64, labels: &mut dyn FnMut() -> u64) -
         jump(Code::Jae_rel32_64, next),
         op(Instruction::with2(
             Code::Lea_r64_m,
-            RCX,
+            R8,
             MemoryOperand::new(RDI, RSI, 1, 0, 0, false, None),
         )),
-        op(Instruction::with2(Code::Cmp_r64_rm64, RCX, at(RAX, 0))),
+        op(Instruction::with2(Code::Cmp_r64_rm64, R8, at(RAX, 0))),
         jump(Code::Jbe_rel32_64, next),
+    ];
+    notice(label, mailbox, body, post, done, labels)
+}
+
+/// The routine a translated `rt_sigaction` `syscall` calls right after it, at label `label`
+/// (as [`unmap_notice`]'s): where the call succeeded (`rax` 0) and gave the signal a handler
+/// (`rsi`, the new action, not null; its first word neither `SIG_DFL` nor `SIG_IGN`), it posts
+/// [`crate::mailbox::ACTION`] with the handler's address and waits for kerf to hook that
+/// handler (see [`signal`]) before the program can raise the signal. kerf answers at once
+/// for a handler it has seen before; kerf's own look, every few milliseconds, misses a
+/// handler that replaces another on a signal already caught, and comes too late for a
+/// signal raised right after its handler went in.
+pub fn action_notice(
+    label: u64,
+    mailbox: u64,
+    labels: &mut dyn FnMut() -> u64,
+) -> Vec<Instruction> {
+    use crate::mailbox as mb;
+    use Register::*;
+    let (post, done) = (labels(), labels());
+    let jump = |c: Code, to: u64| op(Instruction::with_branch(c, to));
+    let body = vec![
+        op(Instruction::with2(Code::Test_rm64_r64, RAX, RAX)),
+        jump(Code::Jne_rel32_64, done),
+        op(Instruction::with2(Code::Test_rm64_r64, RSI, RSI)),
+        jump(Code::Je_rel32_64, done),
+        // (The kernel has just read the action: its words are there.)
+        op(Instruction::with2(Code::Mov_r64_rm64, RCX, at(RSI, 0))),
+        op(Instruction::with2(Code::Cmp_rm64_imm8, RCX, 1)),
+        jump(Code::Jbe_rel32_64, done),
+        op(Instruction::with2(Code::Mov_r64_imm64, RDX, mb::ACTION)),
+        op(Instruction::with2(Code::Or_r64_rm64, RCX, RDX)),
+        // (On at `post`.)
+    ];
+    notice(label, mailbox, body, post, done, labels)
+}
+
+/// A notice routine around `body` (which leaves its question in `rcx` and goes to label
+/// `post`, or to label `done` for none): every register and the flags kept, the question
+/// posted while kerf listens, its answer waited for ([`post_and_wait`]).
+fn notice(
+    label: u64,
+    mailbox: u64,
+    body: Vec<Instruction>,
+    post: u64,
+    done: u64,
+    labels: &mut dyn FnMut() -> u64,
+) -> Vec<Instruction> {
+    use crate::mailbox as mb;
+    use Register::*;
+    let saved = [RAX, RCX, RDX, RDI, RSI, R8, R9, R10, R11, R12];
+    let mut v = vec![labelled(Instruction::with(Code::Pushfq), label)];
+    v.extend(saved.iter().map(|&r| op(Instruction::with1(Code::Push_r64, r))));
+    v.extend(body);
+    v.extend([
         // Not while kerf is not listening (it would answer nothing).
         labelled(op(Instruction::with2(Code::Mov_r64_imm64, RAX, mailbox)), post),
         op(Instruction::with2(Code::Cmp_rm32_imm8, at(RAX, mb::LISTEN as i32), 0)),
-        jump(Code::Je_rel32_64, done),
-        op(Instruction::with2(Code::Mov_r64_imm64, RCX, mb::UNMAPPED | 1)),
+        op(Instruction::with_branch(Code::Je_rel32_64, done)),
     ]);
     v.extend(post_and_wait(mailbox, done, labels));
     let mut pops = saved.iter().rev().map(|&r| op(Instruction::with1(Code::Pop_r64, r)));

@@ -1,12 +1,14 @@
-//! The routine a translated `munmap` calls ([`unmap_notice`]) runs in this process: it asks
-//! kerf (posts [`mailbox::UNMAPPED`] in the mailbox and waits for the answer) only where the
-//! call succeeded and its range overlaps one of the mailbox's ranges (or there are more
-//! ranges than the mailbox holds), and only while kerf listens; every register and flag comes
-//! back as it went in.
+//! The routines a translated `munmap` and `rt_sigaction` call ([`unmap_notice`],
+//! [`action_notice`]) run in this process. The first asks kerf (posts
+//! [`mailbox::UNMAPPED`] in the mailbox and waits for the answer) only where the call
+//! succeeded and its range overlaps one of the mailbox's ranges (or there are more ranges than
+//! the mailbox holds); the second ([`mailbox::ACTION`] and the handler) only where the call
+//! succeeded and installed a handler; either only while kerf listens. Every register and flag
+//! comes back as it went in.
 
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 use kerf_jit::mailbox;
-use kerf_jit::x86_64::{encode, unmap_notice};
+use kerf_jit::x86_64::{action_notice, encode, unmap_notice};
 use std::arch::asm;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -35,11 +37,14 @@ fn mapping(len: usize, exec: bool) -> *mut u8 {
     at as *mut u8
 }
 
+/// A notice routine's template: (label, mailbox, labels).
+type Routine = fn(u64, u64, &mut dyn FnMut() -> u64) -> Vec<Instruction>;
+
 /// `H(io)`: loads `rax`, `rdi`, `rsi` from `io[0..3]`, sets the other registers and CF and SF
 /// to a pattern, calls the routine past the red zone as the translation does, then stores the
 /// flags and `rax`, `rcx`, `rdx`, `rdi`, `rsi`, `r8`, `r9`, `r10`, `r11`, `r12` in `io[3..14]`
 /// (`rbx` and `r12`, the caller's, kept).
-fn harness(mbox: u64) -> Vec<Instruction> {
+fn harness(mbox: u64, routine: Routine) -> Vec<Instruction> {
     use Register::*;
     let mov = |r: Register, v: u64| op(Instruction::with2(Code::Mov_r64_imm64, r, v));
     let mut first = op(Instruction::with1(Code::Push_r64, RBX));
@@ -74,7 +79,7 @@ fn harness(mbox: u64) -> Vec<Instruction> {
         Instruction::with(Code::Retnq),
     ]);
     let mut n = 16;
-    v.extend(unmap_notice(NOTICE, mbox, &mut || {
+    v.extend(routine(NOTICE, mbox, &mut || {
         n += 1;
         L + n
     }));
@@ -104,15 +109,51 @@ fn word32(base: usize, off: u64) -> &'static AtomicU32 {
     unsafe { &*((base + off as usize) as *const AtomicU32) }
 }
 
-#[test]
-fn an_unmap_asks_kerf_only_over_a_module_and_keeps_every_register() {
+/// A mailbox, and the harness around `routine` laid out in executable memory: (mailbox, the
+/// harness's address).
+fn install(routine: Routine) -> (usize, u64) {
     let mbox = mapping(mailbox::BYTES as usize, false) as usize;
-    let insns = harness(mbox as u64);
+    let insns = harness(mbox as u64, routine);
     let code = mapping(1 << 16, true);
     let laid = encode::lay_out(&insns, code as u64).unwrap();
     // SAFETY: inside the mapping, before any of it runs.
     unsafe { std::ptr::copy_nonoverlapping(laid.code.as_ptr(), code, laid.code.len()) };
-    let h = code as u64 + laid.offsets[insns.iter().position(|i| i.ip() == H).unwrap()] as u64;
+    (mbox, code as u64 + laid.offsets[insns.iter().position(|i| i.ip() == H).unwrap()] as u64)
+}
+
+/// kerf's side, on a thread of its own: waits for ticket `n - 1`'s question, clears its slot,
+/// answers it after 50 ms and gives the question back.
+fn answer(mbox: usize, n: u32) -> std::thread::JoinHandle<u64> {
+    let posted = move || word32(mbox, mailbox::POSTED).load(Ordering::SeqCst);
+    std::thread::spawn(move || {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while posted() < n {
+            assert!(std::time::Instant::now() < deadline, "nothing posted");
+            std::hint::spin_loop();
+        }
+        // The target comes tagged with its ticket (see `mailbox::TAG`), just after the ticket.
+        let slot = mailbox::RING + 8 * u64::from((n - 1) % mailbox::RING_SLOTS);
+        let v = loop {
+            let w = word(mbox, slot).load(Ordering::SeqCst);
+            if let Some(q) = mailbox::question_of(w, n - 1) {
+                break q;
+            }
+            assert!(std::time::Instant::now() < deadline, "no tagged target: {w:#x}");
+            std::hint::spin_loop();
+        };
+        word(mbox, slot).store(0, Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        word32(mbox, mailbox::ANSWERED).store(n, Ordering::SeqCst);
+        let answered = mbox + mailbox::ANSWERED as usize;
+        // SAFETY: FUTEX_WAKE on a word of the mailbox mapping.
+        unsafe { libc::syscall(libc::SYS_futex, answered, libc::FUTEX_WAKE, i32::MAX) };
+        v
+    })
+}
+
+#[test]
+fn an_unmap_asks_kerf_only_over_a_module_and_keeps_every_register() {
+    let (mbox, h) = install(unmap_notice);
     // One range, a timeout of a second for the waits.
     word(mbox, mailbox::RANGES).store(1, Ordering::SeqCst);
     word(mbox, mailbox::RANGES + 8).store(0x1000_0000, Ordering::SeqCst);
@@ -140,36 +181,9 @@ fn an_unmap_asks_kerf_only_over_a_module_and_keeps_every_register() {
         assert_eq!(posted(), 0, "{start:x}+{len:x}");
     }
     // Over the range: posted, and the call waits for the answer.
-    let answer = |n: u32| {
-        std::thread::spawn(move || {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-            while posted() < n {
-                assert!(std::time::Instant::now() < deadline, "nothing posted");
-                std::hint::spin_loop();
-            }
-            // The target comes tagged with its ticket (see `mailbox::TAG`), just after the
-            // ticket.
-            let slot = mailbox::RING + 8 * u64::from((n - 1) % mailbox::RING_SLOTS);
-            let v = loop {
-                let w = word(mbox, slot).load(Ordering::SeqCst);
-                if let Some(q) = mailbox::question_of(w, n - 1) {
-                    break q;
-                }
-                assert!(std::time::Instant::now() < deadline, "no tagged target: {w:#x}");
-                std::hint::spin_loop();
-            };
-            word(mbox, slot).store(0, Ordering::SeqCst);
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            word32(mbox, mailbox::ANSWERED).store(n, Ordering::SeqCst);
-            let answered = mbox + mailbox::ANSWERED as usize;
-            // SAFETY: FUTEX_WAKE on a word of the mailbox mapping.
-            unsafe { libc::syscall(libc::SYS_futex, answered, libc::FUTEX_WAKE, i32::MAX) };
-            v
-        })
-    };
     for (n, (start, len)) in [(0x0fff_f000, 0x2000), (0x1000_7000, 0x4000)].into_iter().enumerate()
     {
-        let responder = answer(n as u32 + 1);
+        let responder = answer(mbox, n as u32 + 1);
         let began = std::time::Instant::now();
         kept(call(h, 0, start, len), 0, start, len);
         assert!(began.elapsed() >= std::time::Duration::from_millis(40), "it did not wait");
@@ -177,7 +191,40 @@ fn an_unmap_asks_kerf_only_over_a_module_and_keeps_every_register() {
     }
     // More ranges than the mailbox holds: every unmap asks.
     word(mbox, mailbox::RANGES).store(u64::MAX, Ordering::SeqCst);
-    let responder = answer(3);
+    let responder = answer(mbox, 3);
     kept(call(h, 0, 0x2000_0000, 0x1000), 0, 0x2000_0000, 0x1000);
     assert_eq!(responder.join().unwrap(), mailbox::UNMAPPED | 1);
+}
+
+#[test]
+fn an_action_asks_kerf_only_for_a_handler_and_keeps_every_register() {
+    let (mbox, h) = install(action_notice);
+    word(mbox, mailbox::TIMEOUT).store(1, Ordering::SeqCst);
+    let posted = move || word32(mbox, mailbox::POSTED).load(Ordering::SeqCst);
+    let kept = |r: [u64; 11], rax: u64, sig: u64, act: u64| {
+        assert_eq!(r[0] & 0x81, 0x81, "CF and SF: {r:x?}");
+        let want = [rax, 0x1111, 0x2222, sig, act, 0x8888, 0x9999, 0xaaaa, u64::MAX, 0xcccc];
+        assert_eq!(r[1..], want, "{r:x?}");
+    };
+    // The kernel's `struct sigaction`: handler, flags, restorer, mask.
+    let handler = 0x5555_0000_1234u64;
+    let action =
+        |h: u64| Box::leak(Box::new([h, 0x0400_0004, 0x7fff_0000_0000, 0])).as_ptr() as u64;
+    let (installs, dfl, ign) = (action(handler), action(0), action(1));
+    // Not listening: nothing posted.
+    kept(call(h, 0, 11, installs), 0, 11, installs);
+    assert_eq!(posted(), 0);
+    word32(mbox, mailbox::LISTEN).store(1, Ordering::SeqCst);
+    // Only a read of the action (no new one), `SIG_DFL`, `SIG_IGN`, a call that failed:
+    // nothing posted.
+    for (rax, act) in [(0, 0), (0, dfl), (0, ign), (-22i64 as u64, installs)] {
+        kept(call(h, rax, 11, act), rax, 11, act);
+        assert_eq!(posted(), 0, "{rax:x} {act:x}");
+    }
+    // A handler installed: posted with its address, and the call waits for the answer.
+    let responder = answer(mbox, 1);
+    let began = std::time::Instant::now();
+    kept(call(h, 0, 11, installs), 0, 11, installs);
+    assert!(began.elapsed() >= std::time::Duration::from_millis(40), "it did not wait");
+    assert_eq!(responder.join().unwrap(), mailbox::ACTION | handler);
 }

@@ -487,6 +487,24 @@ fn signal_handlers_see_original_addresses() {
     let g = &v["jit"]["signals"];
     assert_eq!((&g["moved"], &g["resumed"]), (&40000.into(), &40000.into()), "{g}");
     assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
+    // The root installs its SIGSEGV handler and faults at once, then replaces the handler
+    // (the signal stays caught: `SigCgt` does not change) and faults again, then puts the
+    // first back (`sigpc swap`): each translated `rt_sigaction` tells kerf, which hooks a
+    // handler it has not read before the call returns. (Without the notice 1,767 of the 3,000
+    // PCs were wrong: the first handler's first 767, before kerf's look, and every one the
+    // second handler saw.)
+    let args = ["swap", "1000"];
+    let expected = plain(&bin, &args);
+    let (v, out, err) =
+        kerf_on("sigpc-swap", "jit", &["swapping", "--plugin", "none"], &bin, &args);
+    assert_eq!(out, expected, "{err}");
+    let g = &v["jit"]["signals"];
+    assert_eq!((&g["moved"], &g["resumed"]), (&3000.into(), &3000.into()), "{g}");
+    assert_eq!(g["noticed"], 3, "{g}");
+    for h in ["on_segv", "on_segv_too"] {
+        assert!(g["hooked"].as_array().unwrap().iter().any(|x| x == h), "{h}: {g}");
+    }
+    assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
 }
 
 /// Code the program generated (`jit_generated.c`: an anonymous executable page, called from

@@ -442,9 +442,12 @@ pub struct SignalStats {
     /// a flush rewrote to its original: each thread went on natively after its handler (an
     /// escape).
     pub sent_out: u64,
-    /// Times the hooks were looked for again because the caught signals changed, and
-    /// looks that failed (the process could not be stopped).
+    /// Times the hooks were looked for again because the caught signals changed or a
+    /// translated `rt_sigaction` installed a handler not read before, and looks that failed
+    /// (the process could not be stopped).
     pub looks: u64,
+    /// Notices of translated `rt_sigaction`s that installed a handler.
+    pub noticed: u64,
     pub failed: Vec<String>,
 }
 
@@ -595,6 +598,9 @@ pub struct Jit {
     /// The signal handlers' hooks, and the caught signals (`SigCgt`) they were made for.
     hooks: Vec<Hook>,
     caught: Option<u64>,
+    /// Handlers a look has read (hooked or not): a translated `rt_sigaction` that installs
+    /// one of them again makes kerf look no more.
+    handlers_seen: HashSet<u64>,
     /// When kerf began answering misses (and looking for handlers).
     serving_since: Option<Instant>,
     pub stats: JitStats,
@@ -1628,6 +1634,7 @@ pub fn install(
         entries: Vec::new(),
         hooks: Vec::new(),
         caught: None,
+        handlers_seen: HashSet::default(),
         serving_since: None,
         stats,
         slabs,
@@ -2422,6 +2429,7 @@ impl Jit {
             // (Signal handlers' questions: not misses.)
             let mut questions = 0u64;
             let mut unmapped = false;
+            let mut handlers = Vec::new();
             let mut ticket = answered;
             while ticket != posted {
                 let slot = (mb::RING + 8 * u64::from(ticket % mb::RING_SLOTS)) as usize;
@@ -2440,6 +2448,15 @@ impl Jit {
                 };
                 if target == 0 {
                     self.stats.slots_unread += 1;
+                }
+                if target & mb::ACTION == mb::ACTION {
+                    // A translated `rt_sigaction` installed a handler: hooked (if it must
+                    // be) before the ticket is counted answered.
+                    mbox.store_u64(slot, 0);
+                    handlers.push(target & mb::ADDRESS);
+                    questions += 1;
+                    ticket = ticket.wrapping_add(1);
+                    continue;
                 }
                 if target & mb::REVERSE != 0 {
                     // A signal handler's entry: answered in the slot, before the ticket is
@@ -2483,6 +2500,9 @@ impl Jit {
             }
             let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
             let mods = modules_of(&all, &self.later, self.lazy, self.limit.is_none());
+            if !handlers.is_empty() {
+                self.notice_handlers(&all, &handlers);
+            }
             for (from, n) in std::mem::take(&mut self.late_ahead) {
                 let mut walk = Some((from, n));
                 while let Some((rest, left)) = walk.take() {
@@ -3232,8 +3252,8 @@ impl Jit {
     /// Hook the program's signal handlers when the signals it catches changed since the last
     /// look (at the start of serving, then every [`HANDLER_LOOK`], idle or between batches: a
     /// program launched by kerf installs its handlers after the JIT is in). A handler that
-    /// replaces another on a signal already caught changes nothing here and is not seen. See
-    /// [`Jit::hook_handlers`].
+    /// replaces another on a signal already caught changes nothing here: it is seen only if
+    /// the cache installed it ([`Jit::notice_handlers`]). See [`Jit::hook_handlers`].
     fn look_for_handlers(&mut self, all: &[&AnalyzedImage]) {
         if self.ctx.mailbox.is_none() || std::env::var_os("KERF_JIT_NO_SIGNAL_HOOKS").is_some() {
             return;
@@ -3249,6 +3269,27 @@ impl Jit {
             if !self.target_gone() {
                 self.stats.signals.failed.push(e.to_string());
             }
+        }
+    }
+
+    /// Handlers that translated `rt_sigaction`s just installed (their notices, see
+    /// [`kerf_jit::x86_64::action_notice`]): one kerf has not read before makes it look
+    /// again now, whatever `SigCgt` says (a handler that replaces another changes nothing
+    /// there), while the thread that installed it waits.
+    fn notice_handlers(&mut self, all: &[&AnalyzedImage], handlers: &[u64]) {
+        self.stats.signals.noticed += handlers.len() as u64;
+        let new: Vec<u64> = (handlers.iter().copied())
+            .filter(|h| !self.handlers_seen.contains(h))
+            .filter(|&h| !self.hooks.iter().any(|k| k.entry.at.0 == h))
+            .collect();
+        if new.is_empty() {
+            return;
+        }
+        self.caught = None;
+        self.look_for_handlers(all);
+        // (Unless a thread stood in a handler's first instructions: the next look.)
+        if self.caught.is_some() {
+            self.handlers_seen.extend(new);
         }
     }
 

@@ -1044,6 +1044,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         "away": g.away,
         "sent_out_by_flushes": g.sent_out,
         "looks": g.looks,
+        "noticed": g.noticed,
         "failed": g.failed,
     });
     if counting {
