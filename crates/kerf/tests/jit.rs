@@ -1229,9 +1229,14 @@ fn a_bounded_cache_flushes_and_the_program_runs_unchanged() {
         assert_eq!(some.get("work+0x0"), all.get("work+0x0"), "{limit}: the root's entry");
         if limit == "36K" {
             // The guard allows half of each two seconds to flushes, plus the one under way when
-            // that ran out: two seconds' slack in all.
+            // that ran out: two seconds' slack, and the longest flush once more. (One flush
+            // can take seconds on a busy host: the single steps that bring the thread that
+            // asked out of its miss path, about fifty, took up to 180 ms each with the CPUs
+            // busy; a 7 s flush in a 7.2 s run failed the bound without that term.)
             let flushing = c["flush_seconds"].as_f64().unwrap();
-            let most = 0.5 * took + 2.0;
+            let longest = c["flush_longest_seconds"].as_f64().unwrap();
+            assert!(longest > 0.0 && longest <= flushing, "{c}");
+            let most = 0.5 * took + 2.0 + longest;
             assert!(flushing <= most, "{limit}: {flushing} s of {took} s flushing: {c}");
             assert!(took < 60.0, "{limit}: {took} s: the guard did not bound the run: {c}");
             assert!(c["thrash_escapes"].as_u64().unwrap() >= 1, "{limit}: {c}");

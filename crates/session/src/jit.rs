@@ -571,6 +571,13 @@ pub struct JitStats {
     /// with an escape instead of a flush because flushes took most of the last two seconds
     /// ([`THRASH_WINDOW`]).
     pub flush_time: Duration,
+    /// The longest flush: the longest pause of the program. (Under load it is most often
+    /// the single steps that bring a thread waiting for a miss's answer out of the miss
+    /// path, about fifty: 30 us each on a quiet host, up to 180 ms each with the CPUs
+    /// busy, so that one flush took 1-7 s where most take 10-30 ms.)
+    pub flush_longest: Duration,
+    /// Single steps the flushes made to bring threads to clean points.
+    pub flush_steps: usize,
     pub thrash_escapes: u64,
     pub flush_moved: usize,
     pub flush_replaced: usize,
@@ -3784,6 +3791,7 @@ impl Jit {
         };
         let took = began.elapsed();
         self.stats.flush_time += took;
+        self.stats.flush_longest = self.stats.flush_longest.max(took);
         self.recent_flushes.push_back((Instant::now(), took));
         match done {
             Ok(true) => {
@@ -3829,6 +3837,7 @@ impl Jit {
         };
         let before = escapes(self);
         let moved = self.bring_back(tr, &mut out)?;
+        self.stats.flush_steps += out.steps;
         for ((m, a), (_, b)) in before.into_iter().zip(escapes(self)) {
             *self.stats.flush_escapes.entry(m).or_default() += b.saturating_sub(a);
         }

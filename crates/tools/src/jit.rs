@@ -1004,6 +1004,8 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
                 "standing_peak": s.standing_peak,
                 "flushes": s.flushes,
                 "flush_seconds": s.flush_time.as_secs_f64(),
+                "flush_longest_seconds": s.flush_longest.as_secs_f64(),
+                "flush_steps": s.flush_steps,
                 "thrash_escapes": s.thrash_escapes,
                 "threads_moved": s.flush_moved,
                 "threads_replaced": s.flush_replaced,
