@@ -817,6 +817,20 @@ fn thread_pointer(
     }
 }
 
+/// Address `a` of process `pid` as `file+0xoffset` (the file offset its mapping gives), or
+/// bare where no file maps it.
+fn mapped_name(pid: i32, a: u64) -> String {
+    let maps = kerf_os::process::Process::open(pid).and_then(|p| p.maps()).unwrap_or_default();
+    let m = maps.iter().find(|m| m.contains(RemoteAddr(a)));
+    match m.and_then(|m| Some((m, m.path.as_deref()?))) {
+        Some((m, path)) if path.starts_with('/') => {
+            let file = path.rsplit('/').next().unwrap_or(path);
+            format!("{file}+{:#x}", a - m.start.0 + m.offset)
+        }
+        _ => format!("{a:#x}"),
+    }
+}
+
 /// Why the plugin's counters get no per-thread slabs ([`crate::slabs`]) in the stopped
 /// process, if they cannot: the kernel must let a thread write its own `gs` base
 /// (`FSGSBASE`, `hwcap2` bit 1), the code must read a thread's id (glibc's, by a thread
@@ -3378,7 +3392,9 @@ impl Jit {
                             let f = f.map(|f| m.analysis.cfg.function(f).name.clone());
                             format!("{file}:{}", f.unwrap_or_else(|| format!("{handler:#x}")))
                         }
-                        None => format!("{handler:#x}"),
+                        // (A library kerf has not loaded, as one `dlopen` mapped: its file
+                        // and the offset in it, as the maps say.)
+                        None => mapped_name(self.pid, handler),
                     };
                     let line = format!("{name}: {why}");
                     if !self.stats.signals.unhooked.contains(&line) {
