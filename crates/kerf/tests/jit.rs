@@ -505,6 +505,20 @@ fn signal_handlers_see_original_addresses() {
         assert!(g["hooked"].as_array().unwrap().iter().any(|x| x == h), "{h}: {g}");
     }
     assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
+    // The handler is in a library the program opened with `dlopen` outside the cache
+    // (`sigpc lib`): kerf loads that library to give the handler its hook. (Before, it named
+    // the handler by its address as one it could not hook, and all 1,000 PCs were wrong.)
+    let lib = fixture_library("sigpc_lib.c", "libsigpc.so", &[]);
+    let lib = lib.to_str().unwrap();
+    let args = ["lib", lib, "1000"];
+    let expected = plain(&bin, &args);
+    let (v, out, err) = kerf_on("sigpc-lib", "jit", &["faults", "--plugin", "none"], &bin, &args);
+    assert_eq!(out, expected, "{err}");
+    let g = &v["jit"]["signals"];
+    assert_eq!((&g["moved"], &g["resumed"]), (&1000.into(), &1000.into()), "{g}");
+    assert_eq!(g["hooked"], serde_json::json!(["on_segv_lib"]), "{g}");
+    assert_eq!(g["unhooked"], serde_json::json!([]), "{g}");
+    assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
 }
 
 /// Code the program generated (`jit_generated.c`: an anonymous executable page, called from
@@ -883,16 +897,21 @@ fn plug_library(name: &str) -> PathBuf {
 
 /// [`plug_library`] with more arguments to gcc (`-DPLUG_MUL=3`).
 fn plug_library_with(name: &str, args: &[&str]) -> PathBuf {
+    fixture_library("jit_plug.c", name, args)
+}
+
+/// Fixture `src` built as a shared library named `name`, with more arguments `args` to gcc.
+fn fixture_library(src: &str, name: &str, args: &[&str]) -> PathBuf {
     let lib = tmp().join("fixtures").join(name);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/jit_plug.c");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(src);
     let st = Command::new("gcc")
         .args(["-O2", "-shared", "-fPIC", "-o"])
         .arg(&lib)
         .args(args)
-        .arg(&src)
+        .arg(&path)
         .status()
         .unwrap();
-    assert!(st.success(), "gcc failed on jit_plug.c");
+    assert!(st.success(), "gcc failed on {src}");
     lib
 }
 

@@ -608,6 +608,9 @@ pub struct Jit {
     /// Handlers a look has read (hooked or not): a translated `rt_sigaction` that installs
     /// one of them again makes kerf look no more.
     handlers_seen: HashSet<u64>,
+    /// Handlers the last look found in no module kerf has room for (a library `dlopen`ed
+    /// outside the cache): [`Jit::look_and_place`] loads their libraries.
+    unplaced: Vec<u64>,
     /// When kerf began answering misses (and looking for handlers).
     serving_since: Option<Instant>,
     pub stats: JitStats,
@@ -1656,6 +1659,7 @@ pub fn install(
         hooks: Vec::new(),
         caught: None,
         handlers_seen: HashSet::default(),
+        unplaced: Vec::new(),
         serving_since: None,
         stats,
         slabs,
@@ -2381,7 +2385,7 @@ impl Jit {
         self.publish_ranges(&images.iter().chain(&extra).collect::<Vec<_>>(), &mbox);
         let began = Instant::now();
         self.serving_since = Some(began);
-        self.look_for_handlers(&images.iter().chain(&extra).collect::<Vec<_>>());
+        self.look_and_place(images, &mut extra, plugin, late, &mbox);
         mbox.store_u32(mb::LISTEN as usize, 1);
         let mut last_hook_look = began;
         let mut last_reclaim = began;
@@ -2422,7 +2426,7 @@ impl Jit {
                 }
                 if last_hook_look.elapsed() >= HANDLER_LOOK {
                     last_hook_look = Instant::now();
-                    self.look_for_handlers(&images.iter().chain(&extra).collect::<Vec<_>>());
+                    self.look_and_place(images, &mut extra, plugin, late, &mbox);
                 }
                 if let Some(s) = self.slabs.as_mut().filter(|_| last_reclaim.elapsed() >= RECLAIM) {
                     if s.reclaim() > 0 {
@@ -2519,11 +2523,16 @@ impl Jit {
             if extra.len() != known {
                 self.publish_ranges(&images.iter().chain(&extra).collect::<Vec<_>>(), &mbox);
             }
+            if self.new_handlers(&handlers) {
+                self.caught = None;
+                self.look_and_place(images, &mut extra, plugin, late, &mbox);
+                // (Unless a thread stood in a handler's first instructions: the next look.)
+                if self.caught.is_some() {
+                    self.handlers_seen.extend(handlers);
+                }
+            }
             let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
             let mods = modules_of(&all, &self.later, self.lazy, self.limit.is_none());
-            if !handlers.is_empty() {
-                self.notice_handlers(&all, &handlers);
-            }
             for (from, n) in std::mem::take(&mut self.late_ahead) {
                 let mut walk = Some((from, n));
                 while let Some((rest, left)) = walk.take() {
@@ -2555,7 +2564,7 @@ impl Jit {
             // handlers: looked for between the batches too.)
             if last_hook_look.elapsed() >= HANDLER_LOOK {
                 last_hook_look = Instant::now();
-                self.look_for_handlers(&images.iter().chain(&extra).collect::<Vec<_>>());
+                self.look_and_place(images, &mut extra, plugin, late, &mbox);
             }
         }
         // No more answers: every thread waiting goes, and no thread asks again. What escapes
@@ -3293,24 +3302,49 @@ impl Jit {
         }
     }
 
-    /// Handlers that translated `rt_sigaction`s just installed (their notices, see
-    /// [`kerf_jit::x86_64::action_notice`]): one kerf has not read before makes it look
-    /// again now, whatever `SigCgt` says (a handler that replaces another changes nothing
-    /// there), while the thread that installed it waits.
-    fn notice_handlers(&mut self, all: &[&AnalyzedImage], handlers: &[u64]) {
+    /// Whether any of `handlers`, which translated `rt_sigaction`s just installed (their
+    /// notices, see [`kerf_jit::x86_64::action_notice`]), is one kerf has not read before:
+    /// then kerf looks again now, whatever `SigCgt` says (a handler that replaces another
+    /// changes nothing there), while the thread that installed it waits.
+    fn new_handlers(&mut self, handlers: &[u64]) -> bool {
         self.stats.signals.noticed += handlers.len() as u64;
-        let new: Vec<u64> = (handlers.iter().copied())
+        (handlers.iter())
             .filter(|h| !self.handlers_seen.contains(h))
-            .filter(|&h| !self.hooks.iter().any(|k| k.entry.at.0 == h))
-            .collect();
-        if new.is_empty() {
+            .any(|&h| !self.hooks.iter().any(|k| k.entry.at.0 == h))
+    }
+
+    /// [`Jit::look_for_handlers`]; then, for handlers it found in a library kerf has not
+    /// loaded (`dlopen`ed by code outside the cache: a JVM's handlers are in `libjvm.so`),
+    /// that library loaded as a miss into it would load it ([`Jit::load_late`]: analysed,
+    /// given a code room) and the handlers looked at again. One whose library cannot be
+    /// loaded is named in `signals.unhooked`.
+    fn look_and_place(
+        &mut self,
+        images: &[AnalyzedImage],
+        extra: &mut Vec<AnalyzedImage>,
+        plugin: &dyn Plugin,
+        late: Option<&dyn LateRings>,
+        mbox: &SharedMem,
+    ) {
+        self.look_for_handlers(&images.iter().chain(extra.iter()).collect::<Vec<_>>());
+        let unplaced = std::mem::take(&mut self.unplaced);
+        if unplaced.is_empty() {
             return;
         }
-        self.caught = None;
-        self.look_for_handlers(all);
-        // (Unless a thread stood in a handler's first instructions: the next look.)
-        if self.caught.is_some() {
-            self.handlers_seen.extend(new);
+        let known = extra.len();
+        self.load_late(images, extra, &unplaced, plugin, late);
+        if extra.len() != known {
+            let all: Vec<&AnalyzedImage> = images.iter().chain(extra.iter()).collect();
+            self.publish_ranges(&all, mbox);
+            self.caught = None;
+            self.look_for_handlers(&all);
+        }
+        for h in std::mem::take(&mut self.unplaced) {
+            let name = mapped_name(self.pid, h);
+            let line = format!("{name}: in no module kerf could give a code room");
+            if !self.stats.signals.unhooked.contains(&line) {
+                self.stats.signals.unhooked.push(line);
+            }
         }
     }
 
@@ -3369,6 +3403,10 @@ impl Jit {
         for (handler, restorer) in actions {
             let spliced = |e: &Entry| (e.at.0..e.at.0 + e.old.len() as u64).contains(&handler);
             if self.hooks.iter().any(|h| spliced(&h.entry)) || self.entries.iter().any(spliced) {
+                continue;
+            }
+            if self.module_at(all, handler).is_none() {
+                self.unplaced.push(handler);
                 continue;
             }
             match self.hook_one(&mem, all, handler, restorer, &pcs) {
