@@ -117,16 +117,24 @@ pub const SIG_PENDING: u64 = SIG_RESUMED + 64;
 pub const SIG_BUSY: u64 = SIG_PENDING + 64;
 /// 32 bytes for the kernel's `struct sigaction` that kerf reads with an injected call.
 pub const SCRATCH: u64 = SIG_BUSY + 64;
+/// kerf's stops of the process while it serves (hooking a handler, mapping room for a late
+/// library, splicing), counted with the threads stopped. A thread stopped in its wait loses
+/// the time of the stop from its wait (the kernel restarts the wait with its old deadline):
+/// a wait that timed out while this count changed waits again, as a try, instead of
+/// taking kerf for stuck. (Under load a hook look at attach stopped the process for half a
+/// second, and a thread's miss gave up, clearing `LISTEN`: 60 misses left unasked.)
+pub const STOPS: u64 = SCRATCH + 64;
 pub const RING: u64 = 8192;
 pub const RING_SLOTS: u32 = 4096;
 /// Bytes of the mailbox.
 pub const BYTES: u64 = RING + 8 * RING_SLOTS as u64;
 const _: () = assert!(RANGES + 8 + 16 * RANGES_MAX <= ROOMS);
-const _: () = assert!(SCRATCH + 32 <= RING);
+const _: () = assert!(SCRATCH + 32 <= STOPS && STOPS + 8 <= RING);
 
 /// Futex waits of at most [`WAIT_NS`] each that end without the thread's ticket answered
 /// (kerf answered others, or the word changed) before a miss gives up and leaves the cache;
-/// one that times out ends the wait at once (kerf is gone or stuck). Only a live kerf wakes
+/// one that times out ends the wait at once (kerf is gone or stuck), unless kerf stopped the
+/// process meanwhile ([`STOPS`]). Only a live kerf wakes
 /// a waiter early, so this many are cheap.
 pub const TRIES: u32 = 64;
 /// Waits a signal interrupts (`EINTR`) before a miss gives up, counted apart: a program

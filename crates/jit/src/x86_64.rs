@@ -749,7 +749,7 @@ fn labelled(mut i: Instruction, label: u64) -> Instruction {
 fn post_and_wait(mailbox: u64, served: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
     use crate::mailbox as mb;
     use Register::*;
-    let (wait, timed_out, interrupted) = (labels(), labels(), labels());
+    let (wait, timed_out, interrupted, expired) = (labels(), labels(), labels(), labels());
     let mbox = || op(Instruction::with2(Code::Mov_r64_imm64, RAX, mailbox));
     let listening = || op(Instruction::with2(Code::Cmp_rm32_imm8, at(RAX, mb::LISTEN as i32), 0));
     let mov32 = |r: Register, n: u32| op(Instruction::with2(Code::Mov_r32_imm32, r, n));
@@ -768,6 +768,8 @@ fn post_and_wait(mailbox: u64, served: u64, labels: &mut dyn FnMut() -> u64) -> 
     v.push(op(Instruction::with2(Code::And_rm32_imm32, R10D, (1u32 << mb::TAG_BITS) - 1)));
     v.push(op(Instruction::with2(Code::Shl_rm64_imm8, R10, mb::ADDRESS_BITS)));
     v.push(op(Instruction::with2(Code::Or_r64_rm64, RCX, R10)));
+    // r9's high half: kerf's stops so far (`mailbox::STOPS`; the ticket is r9d).
+    v.extend(stops_into_r9());
     let slot = MemoryOperand::new(RAX, RDX, 8, mb::RING as i64, 1, false, Register::None);
     v.push(op(Instruction::with2(Code::Mov_rm64_r64, slot, RCX)));
     // futex(&POSTED, FUTEX_WAKE, 1)
@@ -790,7 +792,7 @@ fn post_and_wait(mailbox: u64, served: u64, labels: &mut dyn FnMut() -> u64) -> 
     v.extend([lea(RDI, mb::ANSWERED), mov32(ESI, mb::FUTEX_WAIT), lea(R10, mb::TIMEOUT)]);
     v.extend([mov32(EAX, mb::SYS_FUTEX), Instruction::with(Code::Syscall)]);
     v.push(op(Instruction::with2(Code::Cmp_rm64_imm8, RAX, -(mb::ETIMEDOUT as i64) as u64 as i32)));
-    v.push(op(Instruction::with_branch(Code::Je_rel32_64, timed_out)));
+    v.push(op(Instruction::with_branch(Code::Je_rel32_64, expired)));
     v.push(op(Instruction::with2(Code::Cmp_rm64_imm8, RAX, -(mb::EINTR as i64) as u64 as i32)));
     v.push(op(Instruction::with_branch(Code::Je_rel32_64, interrupted)));
     v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, wait)));
@@ -799,9 +801,31 @@ fn post_and_wait(mailbox: u64, served: u64, labels: &mut dyn FnMut() -> u64) -> 
     v.push(op(Instruction::with_branch(Code::Js_rel32_64, timed_out)));
     v.push(op(Instruction::with1(Code::Inc_rm32, R8D)));
     v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, wait)));
+    // The wait timed out: kerf is stuck unless it stopped the process meanwhile (its stops
+    // changed since the wait began): then the new count, and a try more.
+    v.push(labelled(mbox(), expired));
+    v.push(op(Instruction::with2(Code::Mov_r64_rm64, R10, R9)));
+    v.push(op(Instruction::with2(Code::Shr_rm64_imm8, R10, 32)));
+    v.push(op(Instruction::with2(Code::Cmp_r32_rm32, R10D, at(RAX, mb::STOPS as i32))));
+    v.push(op(Instruction::with_branch(Code::Je_rel32_64, timed_out)));
+    v.push(op(Instruction::with2(Code::Mov_r32_rm32, R9D, R9D)));
+    v.extend(stops_into_r9());
+    v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, wait)));
     v.push(labelled(mbox(), timed_out));
     v.push(op(Instruction::with2(Code::Mov_rm32_imm32, at(RAX, mb::LISTEN as i32), 0)));
     v
+}
+
+/// `rax` the mailbox, r9's high half clear: kerf's stops (`mailbox::STOPS`) into it
+/// (`r10` clobbered).
+fn stops_into_r9() -> [Instruction; 3] {
+    use crate::mailbox as mb;
+    use Register::*;
+    [
+        op(Instruction::with2(Code::Mov_r32_rm32, R10D, at(RAX, mb::STOPS as i32))),
+        op(Instruction::with2(Code::Shl_rm64_imm8, R10, 32)),
+        op(Instruction::with2(Code::Or_r64_rm64, R9, R10)),
+    ]
 }
 
 /// The miss path's question to kerf, at label `start` (the flags saved, the stack pointer 8

@@ -228,3 +228,50 @@ fn an_action_asks_kerf_only_for_a_handler_and_keeps_every_register() {
     assert!(began.elapsed() >= std::time::Duration::from_millis(40), "it did not wait");
     assert_eq!(responder.join().unwrap(), mailbox::ACTION | handler);
 }
+
+/// A wait that times out gives up (kerf stuck: `LISTEN` cleared) unless kerf's stops
+/// (`mailbox::STOPS`) changed meanwhile: a stop of the process ate the wait's time, and the
+/// thread waits again for its answer.
+#[test]
+fn a_wait_timed_out_by_a_stop_of_kerf_waits_again() {
+    let (mbox, h) = install(action_notice);
+    // Waits of 50 ms.
+    word(mbox, mailbox::TIMEOUT + 8).store(50_000_000, Ordering::SeqCst);
+    word32(mbox, mailbox::LISTEN).store(1, Ordering::SeqCst);
+    let act = Box::leak(Box::new([0x5555_0000_1234u64, 0, 0, 0])).as_ptr() as u64;
+    let posted = move || word32(mbox, mailbox::POSTED).load(Ordering::SeqCst);
+    // kerf answers after 80 ms (past the first wait's 50); for one run it counts a stop at
+    // 20 ms, which buys the thread one wait more.
+    for stop in [true, false] {
+        word32(mbox, mailbox::LISTEN).store(1, Ordering::SeqCst);
+        let n = posted() + 1;
+        let kerf = std::thread::spawn(move || {
+            while posted() < n {
+                std::hint::spin_loop();
+            }
+            if stop {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                word(mbox, mailbox::STOPS).fetch_add(1, Ordering::SeqCst);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(if stop { 60 } else { 80 }));
+            word32(mbox, mailbox::ANSWERED).store(n, Ordering::SeqCst);
+            let answered = mbox + mailbox::ANSWERED as usize;
+            // SAFETY: FUTEX_WAKE on a word of the mailbox mapping.
+            unsafe { libc::syscall(libc::SYS_futex, answered, libc::FUTEX_WAKE, i32::MAX) };
+        });
+        let began = std::time::Instant::now();
+        call(h, 0, 11, act);
+        let took = began.elapsed();
+        kerf.join().unwrap();
+        let listening = word32(mbox, mailbox::LISTEN).load(Ordering::SeqCst);
+        if stop {
+            // The first wait ended at 50 ms with the count changed: it waited on, and the
+            // answer came at 80 ms.
+            assert!(took >= std::time::Duration::from_millis(70), "{took:?}");
+            assert_eq!(listening, 1, "gave up after {took:?}");
+        } else {
+            assert!(took < std::time::Duration::from_millis(75), "{took:?}");
+            assert_eq!(listening, 0, "waited {took:?} for a stuck kerf");
+        }
+    }
+}

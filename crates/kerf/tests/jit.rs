@@ -1188,10 +1188,13 @@ fn a_library_loaded_after_attach_is_translated_when_first_reached() {
 /// thread that went in by the new link and returned from a leaf missed the table, which a
 /// `ret` takes as leaving the region: the rest of its root call ran natively, uncounted.)
 /// The 48 KiB run turns the thrash guard off (`--max-flush-share 1`): it flushes for most of
-/// its time. At 36 KiB the guard, set to half (its default, 90 %, lets this run take about 12
+/// its time. At 38 KiB the guard, set to half (its default, 90 %, lets this run take about 12
 /// s), holds flushes to half the run and it ends in seconds (without the guard it ran over
-/// five minutes): misses run natively instead, reported as escapes with a warning. At 32 KiB libc's `memcpy` cannot fit beside
-/// the root by kerf's estimate: it is named, its calls escape. Wherever something escaped,
+/// five minutes): misses run natively instead, reported as escapes with a warning. (It was
+/// 36 KiB until the miss path grew by 66 bytes in session 64: then `memcpy`, 31 KiB by
+/// kerf's estimate, no longer fit beside the root, and the run thrashed no more.) At 32
+/// KiB libc's `memcpy` cannot fit beside the root by kerf's estimate: it is named, its
+/// calls escape. Wherever something escaped,
 /// the counts are never above the unbounded run's, the root's entry exactly equal (every
 /// call enters through the root's jump).
 #[test]
@@ -1212,11 +1215,11 @@ fn a_bounded_cache_flushes_and_the_program_runs_unchanged() {
         Some(false) => "48K",
         None => panic!("no counters: {}", free["jit"]),
     };
-    for limit in [flushing, "36K", "32K"] {
+    for limit in [flushing, "38K", "32K"] {
         let mut kargs = vec!["work", "--cache-limit", limit];
         match limit {
             "48K" | "40K" => kargs.extend(["--max-flush-share", "1"]),
-            "36K" => kargs.extend(["--max-flush-share", "0.5"]),
+            "38K" => kargs.extend(["--max-flush-share", "0.5"]),
             _ => {}
         }
         let began = std::time::Instant::now();
@@ -1246,7 +1249,7 @@ fn a_bounded_cache_flushes_and_the_program_runs_unchanged() {
             assert!(all.get(point).is_some_and(|m| n <= m), "{limit}: {point} counted {n}");
         }
         assert_eq!(some.get("work+0x0"), all.get("work+0x0"), "{limit}: the root's entry");
-        if limit == "36K" {
+        if limit == "38K" {
             // The guard allows half of each two seconds to flushes, plus the one under way when
             // that ran out: two seconds' slack, and the longest flush once more. (One flush
             // can take seconds on a busy host: the single steps that bring the thread that

@@ -2049,6 +2049,7 @@ impl Jit {
         for attempt in 1..=SPLICE_TRIES {
             let t = Instant::now();
             let tr = Tracee::stop_all(self.pid)?;
+            self.count_stop(&tr);
             let busy = entries.iter().find(|e| {
                 tr.threads().iter().any(|&tid| {
                     tr.regs(tid).is_ok_and(|r| {
@@ -2902,6 +2903,7 @@ impl Jit {
             let module = &modules_of(&[&m], &[], self.lazy, self.limit.is_none())[0];
             let shape = late.and(self.rings);
             let space = Tracee::stop_all(self.pid).and_then(|mut tr| {
+                self.count_stop(&tr);
                 // Rings that find no room: the module is translated without them.
                 let sp = map_space(&mut tr, &m, module, &every, &[], plugin, shape).or_else(|e| {
                     if shape.is_none() {
@@ -3364,6 +3366,7 @@ impl Jit {
     ///    waits for the next look.
     fn hook_handlers(&mut self, all: &[&AnalyzedImage], caught: u64) -> Result<(), JitFail> {
         let mut tr = Tracee::stop_all(self.pid)?;
+        self.count_stop(&tr);
         let r = self.hook_stopped(&mut tr, all, caught);
         let resumed = tr.resume_detach();
         r?;
@@ -3499,6 +3502,21 @@ impl Jit {
         s.away = mbox.load_u64(mb::SIG_AWAY as usize);
         s.resumed = mbox.load_u64(mb::SIG_RESUMED as usize);
         s.busy = mbox.load_u64(mb::SIG_BUSY as usize);
+    }
+
+    /// Count a stop of the process (`tr`, every thread stopped) in the mailbox's
+    /// [`mb::STOPS`]: a thread whose miss wait times out because of it waits again. Written
+    /// through the target's memory (the mailbox is shared: the threads see it); only kerf
+    /// writes the word.
+    fn count_stop(&self, tr: &Tracee) {
+        let Some(m) = self.ctx.mailbox else { return };
+        let at = RemoteAddr(m + mb::STOPS);
+        let mem = tr.memory();
+        let mut w = [0u8; 8];
+        if mem.read(at, &mut w).is_ok() {
+            let n = u64::from_le_bytes(w).wrapping_add(1);
+            let _ = mem.write(at, &n.to_le_bytes());
+        }
     }
 
     /// Whether the process has ended (exited, or a zombie).
