@@ -548,8 +548,8 @@ pub struct JitStats {
     /// Tickets whose target kerf did not find stored within [`SLOT_WAIT`] (their threads
     /// escaped, or their handlers saw the cache address).
     pub slots_unread: u64,
-    /// Times kerf, idle, found `LISTEN` cleared by a thread whose wait timed out (misses
-    /// escaped without asking until it set it again).
+    /// Times kerf, idle or after a batch of answers, found `LISTEN` cleared by a thread whose
+    /// wait timed out (misses escaped without asking until it set it again).
     pub timeouts: u64,
     /// When (after serving began) a thread was found under a seccomp filter kerf had not
     /// asked: misses left for the original code from then on ([`SeccompWatch`]; `LISTEN`
@@ -2557,6 +2557,10 @@ impl Jit {
             // A flush meanwhile answered tickets past `posted`: ANSWERED never goes back.
             if (posted.wrapping_sub(mbox.load_u32(answered_at)) as i32) > 0 {
                 mbox.store_u32(answered_at, posted);
+            }
+            // (A thread's wait gave up meanwhile: counted as when idle.)
+            if mbox.load_u32(mb::LISTEN as usize) == 0 && self.listen() == 1 {
+                self.stats.timeouts += 1;
             }
             mbox.store_u32(mb::LISTEN as usize, self.listen());
             mbox.futex_wake_all(answered_at);
