@@ -98,12 +98,19 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     let found = hunt(&mut target, &args.roots, &opts, &live, &mut crate::live::Stderr);
     drop(target);
     // The launched command's exit code, when it ended with one.
-    let wait = |c: Option<std::process::Child>| c.and_then(|mut c| c.wait().ok()?.code());
+    // (128 + the signal for one a signal killed, as a shell reports it.)
+    let wait = |c: Option<std::process::Child>| {
+        use std::os::unix::process::ExitStatusExt;
+        c.and_then(|mut c| {
+            let st = c.wait().ok()?;
+            st.code().or_else(|| st.signal().map(|s| 128 + s))
+        })
+    };
     let found = match found {
         Ok(f) => f,
         Err(e) => {
             wait(child);
-            return Err(e.into());
+            return Err(crate::Error::ended(!args.command.is_empty(), e));
         }
     };
     use std::io::Write;

@@ -81,8 +81,8 @@ pub struct Args {
     #[arg(short, long, conflicts_with = "command")]
     pid: Option<i32>,
     /// Stop after this many seconds (default: until the target ends, or Ctrl-C). The summary
-    /// says how the target ended; kerf exits with a launched command's exit code, and 1 if a
-    /// signal killed the target.
+    /// says how the target ended; kerf exits with a launched command's exit code, or 128 + the
+    /// signal that killed it (as a shell reports it); 1 if a signal killed a process given by -p.
     #[arg(long, value_parser = seconds, value_name = "SECONDS")]
     duration: Option<f64>,
     /// Blocks to list in the summary, most executed first.
@@ -147,10 +147,11 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     let v = kerf_tools::jit::run(&tool, args.pid, &args.command, sampling, &mut Stderr)?;
     let text = if args.json { format!("{v}\n") } else { table(&v, args.top) };
     let _ = out.write_all(text.as_bytes());
+    let launched = !args.command.is_empty();
     if let Some(e) = kerf_tools::jit::killed(&v) {
-        return Err(e.into());
+        return Err(crate::Error::ended(launched, e));
     }
-    crate::Error::command_exit(!args.command.is_empty(), &v)
+    crate::Error::command_exit(launched, &v)
 }
 
 /// `--budget`: a number of functions, at least 1 (the roots are the walk's first functions:

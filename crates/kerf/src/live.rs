@@ -20,8 +20,9 @@ pub struct LiveArgs {
     pub interval: f64,
     /// Stop this many seconds after the probes are in (installing them, which takes seconds
     /// for hundreds of thousands of points, is not counted; default: until the target ends
-    /// or runs exec, or Ctrl-C). The summary says how the target ended; kerf exits 1 if a
-    /// signal killed it.
+    /// or runs exec, or Ctrl-C). The summary says how the target ended; kerf exits with
+    /// 128 + the signal if one killed a command it launched, 1 if one killed a process given
+    /// by -p.
     #[arg(long, value_parser = seconds, value_name = "SECONDS")]
     pub duration: Option<f64>,
     /// End with one JSON object summarising every point (instead of the final table).
@@ -295,10 +296,11 @@ pub fn run_tool_then<T: LiveTool>(
     if let Some(w) = &report.warning_after {
         err_line!("kerf: {w}");
     }
-    if let Some(e) = report.error {
-        return Err(e.into());
+    let launched = !args.command.is_empty();
+    match report.error {
+        Some(e) => Err(crate::Error::ended(launched, e)),
+        None => crate::Error::command_exit(launched, &report.json),
     }
-    crate::Error::command_exit(!args.command.is_empty(), &report.json)
 }
 
 /// While an installation has been splicing for 5 s, a line on stderr every 5 s with how many

@@ -41,7 +41,9 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
         plan_threads: None,
         live_table: false,
     };
-    let stats = watch(&mut target, &opts, &mut crate::live::Stderr)?;
+    let launched = !args.command.is_empty();
+    let stats = watch(&mut target, &opts, &mut crate::live::Stderr)
+        .map_err(|e| crate::Error::ended(launched, e))?;
     let namer = Namer::new(&target);
     // Averaged over the time watched (else the span of the events seen).
     let span = stats.first_ns.map_or(0.0, |f| stats.last_ns.saturating_sub(f) as f64 / 1e9);
@@ -53,5 +55,5 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     } else {
         err_text!("{text}");
     }
-    crate::Error::command_exit(!args.command.is_empty(), &v)
+    crate::Error::command_exit(launched, &v)
 }

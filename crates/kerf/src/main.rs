@@ -101,9 +101,26 @@ impl Error {
     /// that the command kerf launched exited with a code other than 0.
     pub fn command_exit(launched: bool, summary: &serde_json::Value) -> Result<(), Error> {
         let code = summary["target"]["exit_code"].as_u64().filter(|&c| launched && c != 0);
-        match code {
-            Some(c) => Err(Error::Command { code: u8::try_from(c).unwrap_or(1) }),
-            None => Ok(()),
+        let signal = summary["target"]["signal"].as_u64().filter(|_| launched);
+        match (code, signal) {
+            (Some(c), _) => Err(Error::Command { code: u8::try_from(c).unwrap_or(1) }),
+            (_, Some(s)) => Err(Error::Command { code: signal_status(s) }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The error `e` a tool ended with: if a signal killed a command kerf launched
+    /// ([`kerf_tools::ToolError::Killed`]), kerf says so, then exits as a shell reports such
+    /// a death, 128 + the signal (a script could not tell `kill -TERM` from `exit 1`
+    /// otherwise). Any other error, and the death of a process given by -p (whose end is not
+    /// kerf's status), is an error: exit 1.
+    pub fn ended(launched: bool, e: kerf_tools::ToolError) -> Error {
+        match e {
+            kerf_tools::ToolError::Killed { signal, .. } if launched && signal > 0 => {
+                err_line!("kerf: {e}");
+                Error::Command { code: signal_status(signal as u64) }
+            }
+            e => e.into(),
         }
     }
 }
@@ -124,6 +141,11 @@ impl std::fmt::Display for Error {
             Error::Command { code } => write!(f, "the command exited with code {code}"),
         }
     }
+}
+
+/// A shell's status for a command killed by signal `s`: 128 + `s`.
+fn signal_status(s: u64) -> u8 {
+    u8::try_from(128 + s).unwrap_or(1)
 }
 
 /// Say so when the command to launch is a script (`#!`): the kernel runs its interpreter, and
@@ -209,6 +231,13 @@ enum Command {
     #[command(name = "__workload", hide = true)]
     Workload { threads: usize },
 }
+
+/// Read the signal dispositions kerf's parent gave it before the Rust runtime changes
+/// SIGPIPE's: the C library runs `.init_array` entries before `main`, and a command kerf
+/// launches gets them back.
+#[used]
+#[link_section = ".init_array"]
+static RECORD_INHERITED: extern "C" fn() = kerf_session::live::record_inherited_signals;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -344,8 +344,8 @@ fn hardware_counters_say_whether_the_cpu_has_a_pmu() {
 }
 
 /// A command kerf launches that exits with a code other than 0 makes kerf exit with that code
-/// (after its summary), as `time` and `strace` do; 0 stays 0. (`hunt` and `locks` since
-/// session 42.)
+/// (after its summary), as `time` and `strace` do; 0 stays 0; a command a signal killed
+/// makes it exit 128 + the signal, as a shell would. (`hunt` and `locks` since session 42.)
 #[test]
 fn a_launched_commands_exit_code_is_kerfs() {
     let cache = tmp("exit-code");
@@ -360,8 +360,9 @@ fn a_launched_commands_exit_code_is_kerfs() {
         ("locks", &[], ""),
     ];
     for (tool, spec, before) in tools {
-        for code in [0, 3, 42] {
-            let script = format!("{before}exit {code}");
+        // (`kill -TERM $$`: a signal's death, which a shell reports as 128 + 15.)
+        for (code, end) in [(0, "exit 0"), (3, "exit 3"), (42, "exit 42"), (143, "kill -TERM $$")] {
+            let script = format!("{before}{end}");
             let mut args = vec![tool];
             args.extend(spec);
             args.extend(["--", "sh", "-c", &script]);

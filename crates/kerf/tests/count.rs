@@ -826,3 +826,81 @@ fn an_indirect_functions_resolver_is_said_to_be_one() {
         assert_eq!(warned, lines, "{tool}: {err}");
     }
 }
+
+/// `env SIGNALS PROGRAM ARGS` with kerf's test environment, stdout and stderr piped.
+fn under_env(signals: &[&str], program: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new("env");
+    c.args(signals)
+        .arg(program)
+        .args(args)
+        .env("KERF_CACHE_DIR", PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("inherit-cache"))
+        .env_remove("DEBUGINFOD_URLS")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    c
+}
+
+const INHERITED: [&str; 5] = [
+    "--ignore-signal=HUP",
+    "--ignore-signal=INT",
+    "--ignore-signal=PIPE",
+    "--block-signal=USR1",
+    "--block-signal=TERM",
+];
+
+/// A command kerf launches starts as it would from the shell that started kerf: the signals
+/// ignored there (`nohup`, a script's background job) stay ignored, the blocked ones stay
+/// blocked. Found by a user trial: `nohup kerf jit ... -- prog` was killed by its first
+/// SIGHUP, a background `xz` under kerf by the SIGINT meant for the foreground.
+#[test]
+fn a_launched_command_inherits_ignored_and_blocked_signals() {
+    let bin = common::build_fixture("dispositions", "-O2", "inherit");
+    let native = under_env(&INHERITED, &bin, &[]).output().unwrap();
+    assert!(native.status.success(), "{native:?}");
+    let want = String::from_utf8(native.stdout).unwrap();
+    for sig in [1, 2, 13] {
+        assert!(want.contains(&format!("signal {sig}: ignored\n")), "{want}");
+    }
+    assert!(want.contains("signal 10: blocked\n") && want.ends_with("alive\n"), "{want}");
+    let kerf = Path::new(env!("CARGO_BIN_EXE_kerf"));
+    for tool in [&["count", "--json", "report"][..], &["jit", "--json", "main"][..]] {
+        let mut args = tool.to_vec();
+        args.extend(["--", bin.to_str().unwrap()]);
+        let out = under_env(&INHERITED, kerf, &args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), want, "kerf {tool:?}: {err}");
+        assert!(out.status.success(), "kerf {tool:?}: {:?} {err}", out.status);
+    }
+    // And without them, the command's own SIGHUP ends it, as it ends the program natively.
+    let out =
+        under_env(&[], kerf, &["count", "report", "--", bin.to_str().unwrap()]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("alive"), "{out:?}");
+}
+
+/// kerf started with SIGHUP ignored (`nohup kerf ...`) ignores it too: a hangup does not end
+/// its counting early, and the launched command runs to its end under the probes.
+#[test]
+fn kerf_started_with_sighup_ignored_keeps_counting_through_a_hangup() {
+    let bin = common::build_fixture("dispositions", "-O2", "nohup");
+    let kerf = Path::new(env!("CARGO_BIN_EXE_kerf"));
+    let args = ["count", "--json", "report", "--", bin.to_str().unwrap(), "1.5"];
+    // (The fixture raises SIGINT and SIGPIPE too, so those are ignored as well.)
+    let mut k = under_env(&INHERITED[..3], kerf, &args).spawn().unwrap();
+    let mut err = BufReader::new(k.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("points spliced") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "kerf did not splice");
+    }
+    // `env` has become kerf (it execs), so its pid is kerf's.
+    assert!(Command::new("kill").args(["-HUP", &k.id().to_string()]).status().unwrap().success());
+    let mut out = String::new();
+    k.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    let status = k.wait().unwrap();
+    assert!(status.success() && out.ends_with("alive\n"), "{status:?} {out} {rest}");
+    let v: Value = serde_json::from_str(rest.lines().last().unwrap()).unwrap();
+    assert!(v["stopped"].as_str().unwrap().contains("exited"), "{v}");
+    assert_eq!(counts(&v)["report"].0, 1, "{v}");
+}

@@ -19,6 +19,7 @@
 pub mod bpf;
 pub mod clock;
 pub mod error;
+pub mod inherit;
 pub mod kernel;
 pub mod pmu;
 pub mod process;

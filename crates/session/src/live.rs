@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+pub use kerf_os::inherit::record as record_inherited_signals;
 pub use kerf_os::watch::{signal_name, End};
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -57,8 +58,14 @@ fn end_held() {
 /// Ctrl-C, SIGTERM and SIGHUP end the sampling loop (and so restore the target) instead of
 /// killing kerf with its splices in place; before that, they end kerf (and a command it
 /// holds) or stop the installation early. Call this before anything is done to a target.
+///
+/// A signal kerf was started with ignored (`nohup`, a shell's background job) stays ignored,
+/// for kerf as for the command it launches (`kerf_os::inherit`).
 pub fn catch_signals() {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        if kerf_os::inherit::ignored_at_start(sig) {
+            continue;
+        }
         // SAFETY: the handler only makes async-signal-safe calls and stores to atomics; the
         // function pointer has the C ABI `signal` expects.
         unsafe {

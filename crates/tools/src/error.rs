@@ -24,8 +24,9 @@ pub enum ToolError {
     /// Taking the probes out of the kernel failed.
     RestoreKernel(InstrumentError),
     /// A signal killed the target while it was instrumented (`ended` says how), or after it
-    /// ran `exec` (`after_exec`: the probes had gone with its old program).
-    Killed { ended: String, after_exec: bool },
+    /// ran `exec` (`after_exec`: the probes had gone with its old program); `signal` is the
+    /// signal's number.
+    Killed { ended: String, after_exec: bool, signal: i32 },
     /// Loading or analysing an image (`kerf analyze`).
     Load(LoadError),
     /// Planning splices offline (`kerf analyze --plan`).
@@ -77,7 +78,7 @@ impl fmt::Display for ToolError {
                  events per function yet (no machine it is built and tested on has a PMU); \
                  wall time and virtual time (--virtual) work"
             ),
-            ToolError::Killed { ended, after_exec: true } => write!(f, "{ended}"),
+            ToolError::Killed { ended, after_exec: true, .. } => write!(f, "{ended}"),
             ToolError::Killed { ended, .. } => write!(f, "{ended} while instrumented"),
             ToolError::Load(e) => write!(f, "{e}"),
             ToolError::Plan(e) => write!(f, "{e}"),

@@ -728,9 +728,11 @@ pub fn run(
 /// The failure a summary's target says it met: killed by a signal while instrumented, or
 /// after it ran `exec`.
 pub fn killed(summary: &Value) -> Option<ToolError> {
-    summary["target"]["signal"].is_u64().then(|| ToolError::Killed {
+    let signal = summary["target"]["signal"].as_u64()?;
+    Some(ToolError::Killed {
         ended: summary["ended"].as_str().unwrap_or("the process was killed").to_string(),
         after_exec: summary["target"].get("exec").is_some(),
+        signal: signal as i32,
     })
 }
 

@@ -493,8 +493,11 @@ fn run_process<T: LiveTool>(
         None => (stop_json(&stop), stop.describe(pid)),
     };
     let killed = stop.killed() || target["signal"].is_u64();
-    let failure =
-        killed.then(|| ToolError::Killed { ended: stopped.clone(), after_exec: stop.is_exec() });
+    let failure = killed.then(|| ToolError::Killed {
+        ended: stopped.clone(),
+        after_exec: stop.is_exec(),
+        signal: target["signal"].as_u64().unwrap_or(0) as i32,
+    });
     let mut v = json!({"pid": pid, "stopped": stopped, "target": target,
            "refused": refused,
            "longest_pause_us": pause.as_micros() as u64,

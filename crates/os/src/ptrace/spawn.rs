@@ -46,10 +46,14 @@ pub fn spawn(argv: &[String]) -> Result<Child, TargetError> {
             source: io::Error::new(io::ErrorKind::InvalidInput, "empty command"),
         });
     };
-    Command::new(program)
-        .args(args)
-        .spawn()
-        .map_err(|source| TargetError::Spawn { program: program.clone(), source })
+    let mut cmd = Command::new(program);
+    cmd.args(args);
+    // SAFETY: the closure runs in the forked child before exec and makes only
+    // async-signal-safe calls.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, crate::inherit::restore_in_child);
+    }
+    cmd.spawn().map_err(|source| TargetError::Spawn { program: program.clone(), source })
 }
 
 /// Wait (at most `timeout`) until process `pid`, freshly started, has its libraries loaded.
@@ -274,10 +278,11 @@ pub fn spawn_at_entry_with(
     };
     let mut cmd = Command::new(program);
     cmd.args(args);
-    // SAFETY: the closure runs in the forked child before exec and only makes two system
-    // calls, which are async-signal-safe.
+    // SAFETY: the closure runs in the forked child before exec and makes only
+    // async-signal-safe calls.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            crate::inherit::restore_in_child()?;
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1
                 || libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) == -1
             {
