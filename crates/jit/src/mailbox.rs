@@ -22,8 +22,10 @@
 //! not run it), then goes on (see [`crate::x86_64::unmap_notice`]). A count above
 //! [`RANGES_MAX`] means every unmap asks.
 //!
-//! A target with [`ACTION`] (both bits) set follows a translated `rt_sigaction` that
-//! installed the handler in its low bits; kerf hooks it if it has not looked at it before.
+//! A target with [`ACTION`] (both bits) set comes before an `rt_sigaction` about to give the
+//! kernel the action (`struct sigaction`) at the address in its low bits; kerf reads it and
+//! hooks its handler if it has not looked at it before. Such a question is counted in
+//! `SIG_PENDING` while it waits, as a handler's are.
 //!
 //! A target with [`REVERSE`] set is no miss either: a signal handler's entry asks which
 //! original address the cache address it interrupted stands for (see
@@ -56,9 +58,9 @@ pub const REVERSE: u64 = 1 << 62;
 /// [`crate::x86_64::signal`]): kerf translates it if it must, and answers as for
 /// [`REVERSE`] (0: nowhere, the thread goes on natively).
 pub const RESUME: u64 = 1 << 60;
-/// A posted target with both [`UNMAPPED`] and [`REVERSE`] set is a translated
-/// `rt_sigaction`'s notice: the handler in its low bits was just installed, and the thread
-/// waits until kerf has hooked it (see [`crate::x86_64::action_notice`]).
+/// A posted target with both [`UNMAPPED`] and [`REVERSE`] set is an `rt_sigaction`'s notice:
+/// the action in its low bits is about to be installed, and the thread waits until kerf has
+/// hooked its handler (see [`crate::x86_64::action_notice`]).
 pub const ACTION: u64 = UNMAPPED | REVERSE;
 /// The bit of kerf's answer to a [`REVERSE`] or [`RESUME`] question, with the ticket's tag
 /// above the address (0: none).
@@ -107,7 +109,7 @@ pub const SIG_BACK: u64 = SIG_MOVED + 64;
 pub const SIG_AWAY: u64 = SIG_BACK + 64;
 /// Of those sent elsewhere, how many went on in the cache there ([`RESUME`]).
 pub const SIG_RESUMED: u64 = SIG_AWAY + 64;
-/// [`REVERSE`] and [`RESUME`] questions in flight: a handler's entry asks only while every
+/// [`REVERSE`], [`RESUME`] and [`ACTION`] questions in flight: a handler's entry asks only while every
 /// ticket not yet answered is one of these (kerf has no miss to translate first, so the answer comes at
 /// once; a thread waiting for a miss's answer is most often the one interrupted, and its
 /// frame would wait as long).

@@ -1017,6 +1017,15 @@ fn sets_action(before: Option<&Instruction>, i: &Instruction) -> bool {
     is_syscall(before, i, 13)
 }
 
+/// Whether `i` is a `syscall` whose number the instruction right before it does not set
+/// (glibc's `syscall()`, Go's `Syscall6`): it may be an `rt_sigaction`, which only the number
+/// in `eax` at run time tells ([`seq::action_check`]).
+fn number_unknown(before: Option<&Instruction>, i: &Instruction) -> bool {
+    i.code() == Code::Syscall
+        && !before
+            .is_some_and(|b| b.code() == Code::Mov_r32_imm32 && b.op0_register() == Register::EAX)
+}
+
 /// Whether `i` is a `syscall` whose number `nr` the instruction right before it sets.
 fn is_syscall(before: Option<&Instruction>, i: &Instruction, nr: u32) -> bool {
     i.code() == Code::Syscall
@@ -1183,6 +1192,10 @@ struct Emitter {
     /// The same for a translated `rt_sigaction` ([`seq::action_notice`]).
     action: Option<u64>,
     actioned: bool,
+    /// The same for a `syscall` whose number is known only at run time
+    /// ([`seq::action_check`]).
+    check: Option<u64>,
+    checked: bool,
 }
 
 /// A translated call's stub (see [`seq::call_stub`]): the original return address, then the
@@ -1350,6 +1363,8 @@ pub fn translate(
         noticed: false,
         action: None,
         actioned: false,
+        check: None,
+        checked: false,
         tables: Vec::new(),
         table_stubs: HashMap::default(),
         slot_guards: 0,
@@ -1402,6 +1417,7 @@ pub fn translate(
     let (second, miss, miss_ret) = (e.label(), e.label(), e.label());
     e.notice = layout.mailbox.map(|_| e.label());
     e.action = layout.mailbox.map(|_| e.label());
+    e.check = layout.mailbox.map(|_| e.label());
     let hits = [e.label(), e.label(), e.label()];
     let mut blocks = Vec::with_capacity(order.len());
     let mut ret_sites: Vec<Site> = Vec::new();
@@ -1768,7 +1784,12 @@ pub fn translate(
         let code = seq::unmap_notice(notice, mailbox, &mut || e.label());
         e.extend(code, None);
     }
-    if let (Some(action), Some(mailbox), true) = (e.action, layout.mailbox, e.actioned) {
+    if let (Some(check), Some(action), true) = (e.check, e.action, e.checked) {
+        let code = seq::action_check(check, action, &mut || e.label());
+        e.extend(code, None);
+    }
+    if let (Some(action), Some(mailbox), true) = (e.action, layout.mailbox, e.actioned || e.checked)
+    {
         let code = seq::action_notice(action, mailbox, &mut || e.label());
         e.extend(code, None);
     }
@@ -2367,6 +2388,19 @@ fn copy_block(
         }
         match flow(&i) {
             Flow::Next => {
+                // Before an `rt_sigaction` (or a `syscall` that may be one), past the red
+                // zone of the code that made the call, as the gate goes: kerf hooks the
+                // handler before the kernel has it.
+                let action = e.action.filter(|_| sets_action(before.as_ref(), &i));
+                let check = e.check.filter(|_| number_unknown(before.as_ref(), &i));
+                if let Some(routine) = action.or(check) {
+                    e.actioned |= action.is_some();
+                    e.checked |= check.is_some();
+                    e.extend(
+                        vec![seq::move_rsp(-128), seq::call(routine), seq::move_rsp(128)],
+                        None,
+                    );
+                }
                 let mut c = i;
                 c.set_ip(0);
                 e.push(c, here);
@@ -2379,11 +2413,8 @@ fn copy_block(
                     e.extend(gate, Some(i.next_ip()));
                 }
                 // Past the red zone of the code that made the call, as the gate goes.
-                let unmap = e.notice.filter(|_| unmaps(before.as_ref(), &i));
-                let action = e.action.filter(|_| sets_action(before.as_ref(), &i));
-                if let Some(notice) = unmap.or(action) {
-                    e.noticed |= unmap.is_some();
-                    e.actioned |= action.is_some();
+                if let Some(notice) = e.notice.filter(|_| unmaps(before.as_ref(), &i)) {
+                    e.noticed = true;
                     e.extend(
                         vec![seq::move_rsp(-128), seq::call(notice), seq::move_rsp(128)],
                         None,

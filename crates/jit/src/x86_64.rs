@@ -908,16 +908,20 @@ pub fn unmap_notice(label: u64, mailbox: u64, labels: &mut dyn FnMut() -> u64) -
         op(Instruction::with2(Code::Cmp_r64_rm64, R8, at(RAX, 0))),
         jump(Code::Jbe_rel32_64, next),
     ];
-    notice(label, mailbox, body, post, done, labels)
+    notice(label, mailbox, body, post, done, false, labels)
 }
 
-/// The routine a translated `rt_sigaction` `syscall` calls right after it, at label `label`
-/// (as [`unmap_notice`]'s): where the call succeeded (`rax` 0) and gave the signal a handler
-/// (`rsi`, the new action, not null; its first word neither `SIG_DFL` nor `SIG_IGN`), it posts
-/// [`crate::mailbox::ACTION`] with the handler's address and waits for kerf to hook that
-/// handler (see [`signal`]) before the program can raise the signal. kerf answers at once
-/// for a handler it has seen before; kerf's own look, every few milliseconds, misses a
-/// handler that replaces another on a signal already caught, and comes too late for a
+/// The routine a translated `rt_sigaction` `syscall` calls right *before* it, at label
+/// `label` (as [`unmap_notice`]'s, every register and flag as they came): where the call
+/// gives an action (`rsi`, the new action, not null), it posts [`crate::mailbox::ACTION`] with
+/// the action's address and waits while kerf reads the action and hooks its handler (see
+/// [`signal`]). Before, not after: once the kernel has the handler, any other thread may take
+/// the signal, and an unhooked handler that interrupted the cache sees a cache address (a
+/// user's trial had a thread install a handler while another faulted into it, 4 in 8,000
+/// faults). The routine does not read the action itself: a bad pointer, which the kernel
+/// answers with `EFAULT`, must not become a fault of kerf's. kerf answers at once for a
+/// handler it has hooked or looked at before; its own look, every few milliseconds, misses
+/// a handler that replaces another on a signal already caught, and comes too late for a
 /// signal raised right after its handler went in.
 pub fn action_notice(
     label: u64,
@@ -929,30 +933,53 @@ pub fn action_notice(
     let (post, done) = (labels(), labels());
     let jump = |c: Code, to: u64| op(Instruction::with_branch(c, to));
     let body = vec![
-        op(Instruction::with2(Code::Test_rm64_r64, RAX, RAX)),
-        jump(Code::Jne_rel32_64, done),
         op(Instruction::with2(Code::Test_rm64_r64, RSI, RSI)),
         jump(Code::Je_rel32_64, done),
-        // (The kernel has just read the action: its words are there.)
-        op(Instruction::with2(Code::Mov_r64_rm64, RCX, at(RSI, 0))),
-        op(Instruction::with2(Code::Cmp_rm64_imm8, RCX, 1)),
-        jump(Code::Jbe_rel32_64, done),
-        op(Instruction::with2(Code::Mov_r64_imm64, RDX, mb::ACTION)),
-        op(Instruction::with2(Code::Or_r64_rm64, RCX, RDX)),
+        // (An address above the mailbox's 47 bits, possible with 5-level paging, is not
+        // asked about.)
+        op(Instruction::with2(Code::Mov_r64_rm64, RCX, RSI)),
+        op(Instruction::with2(Code::Shr_rm64_imm8, RCX, mb::ADDRESS_BITS)),
+        jump(Code::Jne_rel32_64, done),
+        op(Instruction::with2(Code::Mov_r64_imm64, RCX, mb::ACTION)),
+        op(Instruction::with2(Code::Or_r64_rm64, RCX, RSI)),
         // (On at `post`.)
     ];
-    notice(label, mailbox, body, post, done, labels)
+    notice(label, mailbox, body, post, done, true, labels)
+}
+
+/// The routine a translated `syscall` whose number is not set right before it calls before
+/// it, at label `label` (glibc's `syscall()` takes the number in a register): for
+/// `rt_sigaction` (`eax` 13, as the kernel reads the number) it goes on to the
+/// [`action_notice`] at label `action`, which returns to the caller; for any other call it
+/// returns at once. The flags are kept: `syscall` hands them to the code after it.
+pub fn action_check(label: u64, action: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
+    let other = labels();
+    vec![
+        labelled(Instruction::with(Code::Pushfq), label),
+        op(Instruction::with2(Code::Cmp_rm32_imm8, Register::EAX, 13)),
+        op(Instruction::with_branch(Code::Jne_rel32_64, other)),
+        Instruction::with(Code::Popfq),
+        op(Instruction::with_branch(Code::Jmp_rel32_64, action)),
+        labelled(Instruction::with(Code::Popfq), other),
+        Instruction::with(Code::Retnq),
+    ]
 }
 
 /// A notice routine around `body` (which leaves its question in `rcx` and goes to label
 /// `post`, or to label `done` for none): every register and the flags kept, the question
-/// posted while kerf listens, its answer waited for ([`post_and_wait`]).
+/// posted while kerf listens, its answer waited for ([`post_and_wait`]). A question that
+/// kerf answers without translating or dropping code (`quick`) is counted in `SIG_PENDING`
+/// while it waits, as a handler's are: a signal that interrupts another thread in the cache
+/// meanwhile is still asked about (see [`signal`]) instead of taken for one that came while
+/// kerf was busy with a miss.
+#[allow(clippy::too_many_arguments)]
 fn notice(
     label: u64,
     mailbox: u64,
     body: Vec<Instruction>,
     post: u64,
     done: u64,
+    quick: bool,
     labels: &mut dyn FnMut() -> u64,
 ) -> Vec<Instruction> {
     use crate::mailbox as mb;
@@ -967,7 +994,21 @@ fn notice(
         op(Instruction::with2(Code::Cmp_rm32_imm8, at(RAX, mb::LISTEN as i32), 0)),
         op(Instruction::with_branch(Code::Je_rel32_64, done)),
     ]);
-    v.extend(post_and_wait(mailbox, done, labels));
+    let pending = |i: Result<Instruction, iced_x86::IcedError>| {
+        let mut i = op(i);
+        i.set_has_lock_prefix(true);
+        i
+    };
+    let pending_at = || at(RAX, mb::SIG_PENDING as i32);
+    if quick {
+        v.push(pending(Instruction::with1(Code::Inc_rm32, pending_at())));
+    }
+    let served = if quick { labels() } else { done };
+    v.extend(post_and_wait(mailbox, served, labels));
+    if quick {
+        v.push(labelled(op(Instruction::with2(Code::Mov_r64_imm64, RAX, mailbox)), served));
+        v.push(pending(Instruction::with1(Code::Dec_rm32, pending_at())));
+    }
     let mut pops = saved.iter().rev().map(|&r| op(Instruction::with1(Code::Pop_r64, r)));
     v.push(labelled(pops.next().expect("registers saved"), done));
     v.extend(pops);

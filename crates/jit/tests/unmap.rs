@@ -1,14 +1,15 @@
 //! The routines a translated `munmap` and `rt_sigaction` call ([`unmap_notice`],
-//! [`action_notice`]) run in this process. The first asks kerf (posts
+//! [`action_notice`], [`action_check`]) run in this process. The first asks kerf (posts
 //! [`mailbox::UNMAPPED`] in the mailbox and waits for the answer) only where the call
 //! succeeded and its range overlaps one of the mailbox's ranges (or there are more ranges than
-//! the mailbox holds); the second ([`mailbox::ACTION`] and the handler) only where the call
-//! succeeded and installed a handler; either only while kerf listens. Every register and flag
-//! comes back as it went in.
+//! the mailbox holds); the second ([`mailbox::ACTION`] and the action's address), before the
+//! call, only where it gives an action, counted in `SIG_PENDING` while it waits; the third
+//! goes on to the second only for `rt_sigaction`'s number; any only while kerf listens. Every
+//! register and flag comes back as it went in.
 
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 use kerf_jit::mailbox;
-use kerf_jit::x86_64::{action_notice, encode, unmap_notice};
+use kerf_jit::x86_64::{action_check, action_notice, encode, unmap_notice};
 use std::arch::asm;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -122,8 +123,8 @@ fn install(routine: Routine) -> (usize, u64) {
 }
 
 /// kerf's side, on a thread of its own: waits for ticket `n - 1`'s question, clears its slot,
-/// answers it after 50 ms and gives the question back.
-fn answer(mbox: usize, n: u32) -> std::thread::JoinHandle<u64> {
+/// answers it after 50 ms and gives back the question and `SIG_PENDING` as it was meanwhile.
+fn answer(mbox: usize, n: u32) -> std::thread::JoinHandle<(u64, u32)> {
     let posted = move || word32(mbox, mailbox::POSTED).load(Ordering::SeqCst);
     std::thread::spawn(move || {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
@@ -143,11 +144,12 @@ fn answer(mbox: usize, n: u32) -> std::thread::JoinHandle<u64> {
         };
         word(mbox, slot).store(0, Ordering::SeqCst);
         std::thread::sleep(std::time::Duration::from_millis(50));
+        let pending = word32(mbox, mailbox::SIG_PENDING).load(Ordering::SeqCst);
         word32(mbox, mailbox::ANSWERED).store(n, Ordering::SeqCst);
         let answered = mbox + mailbox::ANSWERED as usize;
         // SAFETY: FUTEX_WAKE on a word of the mailbox mapping.
         unsafe { libc::syscall(libc::SYS_futex, answered, libc::FUTEX_WAKE, i32::MAX) };
-        v
+        (v, pending)
     })
 }
 
@@ -187,17 +189,26 @@ fn an_unmap_asks_kerf_only_over_a_module_and_keeps_every_register() {
         let began = std::time::Instant::now();
         kept(call(h, 0, start, len), 0, start, len);
         assert!(began.elapsed() >= std::time::Duration::from_millis(40), "it did not wait");
-        assert_eq!(responder.join().unwrap(), mailbox::UNMAPPED | 1);
+        // (Not a quick question: a handler that interrupts the cache meanwhile is not asked.)
+        assert_eq!(responder.join().unwrap(), (mailbox::UNMAPPED | 1, 0));
     }
     // More ranges than the mailbox holds: every unmap asks.
     word(mbox, mailbox::RANGES).store(u64::MAX, Ordering::SeqCst);
     let responder = answer(mbox, 3);
     kept(call(h, 0, 0x2000_0000, 0x1000), 0, 0x2000_0000, 0x1000);
-    assert_eq!(responder.join().unwrap(), mailbox::UNMAPPED | 1);
+    assert_eq!(responder.join().unwrap(), (mailbox::UNMAPPED | 1, 0));
+}
+
+/// [`action_check`] at `label`, with the [`action_notice`] it goes on to.
+fn checked(label: u64, mailbox: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
+    let notice = labels();
+    let mut v = action_check(label, notice, labels);
+    v.extend(action_notice(notice, mailbox, labels));
+    v
 }
 
 #[test]
-fn an_action_asks_kerf_only_for_a_handler_and_keeps_every_register() {
+fn an_action_asks_kerf_before_the_call_and_keeps_every_register() {
     let (mbox, h) = install(action_notice);
     word(mbox, mailbox::TIMEOUT).store(1, Ordering::SeqCst);
     let posted = move || word32(mbox, mailbox::POSTED).load(Ordering::SeqCst);
@@ -206,27 +217,50 @@ fn an_action_asks_kerf_only_for_a_handler_and_keeps_every_register() {
         let want = [rax, 0x1111, 0x2222, sig, act, 0x8888, 0x9999, 0xaaaa, u64::MAX, 0xcccc];
         assert_eq!(r[1..], want, "{r:x?}");
     };
-    // The kernel's `struct sigaction`: handler, flags, restorer, mask.
-    let handler = 0x5555_0000_1234u64;
-    let action =
-        |h: u64| Box::leak(Box::new([h, 0x0400_0004, 0x7fff_0000_0000, 0])).as_ptr() as u64;
-    let (installs, dfl, ign) = (action(handler), action(0), action(1));
+    // Any address of an action: the routine does not read it (kerf does).
+    let act = 0x7fff_1234_5678u64;
     // Not listening: nothing posted.
-    kept(call(h, 0, 11, installs), 0, 11, installs);
+    kept(call(h, 13, 11, act), 13, 11, act);
     assert_eq!(posted(), 0);
     word32(mbox, mailbox::LISTEN).store(1, Ordering::SeqCst);
-    // Only a read of the action (no new one), `SIG_DFL`, `SIG_IGN`, a call that failed:
-    // nothing posted.
-    for (rax, act) in [(0, 0), (0, dfl), (0, ign), (-22i64 as u64, installs)] {
-        kept(call(h, rax, 11, act), rax, 11, act);
-        assert_eq!(posted(), 0, "{rax:x} {act:x}");
+    // Only a read of the action (no new one), or an address above 47 bits: nothing posted.
+    for a in [0, 1 << 47] {
+        kept(call(h, 13, 11, a), 13, 11, a);
+        assert_eq!(posted(), 0, "{a:x}");
     }
-    // A handler installed: posted with its address, and the call waits for the answer.
+    // An action given: posted with its address, counted as a quick question while the call
+    // waits for the answer, and no longer once answered.
     let responder = answer(mbox, 1);
     let began = std::time::Instant::now();
-    kept(call(h, 0, 11, installs), 0, 11, installs);
+    kept(call(h, 13, 11, act), 13, 11, act);
     assert!(began.elapsed() >= std::time::Duration::from_millis(40), "it did not wait");
-    assert_eq!(responder.join().unwrap(), mailbox::ACTION | handler);
+    assert_eq!(responder.join().unwrap(), (mailbox::ACTION | act, 1));
+    assert_eq!(word32(mbox, mailbox::SIG_PENDING).load(Ordering::SeqCst), 0);
+}
+
+/// A `syscall` whose number is set elsewhere (glibc's `syscall()`): only `rt_sigaction`'s
+/// number (13, in `eax`: the kernel reads the low half) goes on to the notice.
+#[test]
+fn a_syscall_of_a_number_unknown_asks_only_for_rt_sigaction() {
+    let (mbox, h) = install(checked);
+    word(mbox, mailbox::TIMEOUT).store(1, Ordering::SeqCst);
+    word32(mbox, mailbox::LISTEN).store(1, Ordering::SeqCst);
+    let posted = move || word32(mbox, mailbox::POSTED).load(Ordering::SeqCst);
+    let act = 0x7fff_1234_5678u64;
+    let regs = |nr: u64| [nr, 0x1111, 0x2222, 11, act, 0x8888, 0x9999, 0xaaaa, u64::MAX, 0xcccc];
+    for nr in [11, 12, 14, 0x1_0000_0000] {
+        let r = call(h, nr, 11, act);
+        assert_eq!(r[0] & 0x81, 0x81, "CF and SF: {r:x?}");
+        assert_eq!(r[1..], regs(nr), "{r:x?}");
+        assert_eq!(posted(), 0, "{nr:#x}");
+    }
+    for (n, nr) in [(1, 13), (2, 0x1_0000_000d)] {
+        let responder = answer(mbox, n);
+        let r = call(h, nr, 11, act);
+        assert_eq!(r[0] & 0x81, 0x81, "CF and SF: {r:x?}");
+        assert_eq!(r[1..], regs(nr), "{r:x?}");
+        assert_eq!(responder.join().unwrap(), (mailbox::ACTION | act, 1));
+    }
 }
 
 /// A wait that times out gives up (kerf stuck: `LISTEN` cleared) unless kerf's stops

@@ -506,6 +506,33 @@ fn signal_handlers_see_original_addresses() {
         assert!(g["hooked"].as_array().unwrap().iter().any(|x| x == h), "{h}: {g}");
     }
     assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
+    // Four threads in the root each install one of the two handlers by turns and fault once,
+    // 2,000 times (`sigpc race`): a thread faults while another installs a handler the
+    // kernel did not have before. kerf hooks each handler before the `rt_sigaction` gives it
+    // to the kernel, and the other threads' frames are asked about while the installing
+    // thread waits. (With the notice after the call, 4 of 8,000 PCs were wrong: another
+    // thread took the signal between the call and the hook, or while kerf hooked.)
+    let args = ["race", "4", "2000"];
+    let expected = plain(&bin, &args);
+    let (v, out, err) = kerf_on("sigpc-race", "jit", &["racing", "--plugin", "none"], &bin, &args);
+    assert_eq!(out, expected, "{err}");
+    let g = &v["jit"]["signals"];
+    assert_eq!((&g["moved"], &g["resumed"]), (&8000.into(), &8000.into()), "{g}");
+    assert_eq!(g["busy"], 0, "{g}");
+    assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
+    // The root installs its handler through glibc's `syscall()`, whose `syscall` takes the
+    // number in a register (`sigpc raw`): the check before it sees `rt_sigaction`'s number.
+    // (Without it the first PC was wrong, and its handler's step took the thread out of the
+    // cache for the rest of the root.)
+    let args = ["raw", "1000"];
+    let expected = plain(&bin, &args);
+    let (v, out, err) =
+        kerf_on("sigpc-raw", "jit", &["raw_install", "--plugin", "none"], &bin, &args);
+    assert_eq!(out, expected, "{err}");
+    let g = &v["jit"]["signals"];
+    assert_eq!((&g["moved"], &g["resumed"]), (&1000.into(), &1000.into()), "{g}");
+    assert!(g["hooked"].as_array().unwrap().iter().any(|x| x == "on_segv"), "{g}");
+    assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
     // The handler is in a library the program opened with `dlopen` outside the cache
     // (`sigpc lib`): kerf loads that library to give the handler its hook. (Before, it named
     // the handler by its address as one it could not hook, and all 1,000 PCs were wrong.)

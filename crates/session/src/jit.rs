@@ -611,6 +611,11 @@ pub struct Jit {
     /// Handlers the last look found in no module kerf has room for (a library `dlopen`ed
     /// outside the cache): [`Jit::look_and_place`] loads their libraries.
     unplaced: Vec<u64>,
+    /// Handlers, with their restorers, that translated `rt_sigaction`s are about to install
+    /// (their notices): the next look hooks them with the installed ones, whatever
+    /// `SigCgt` says. One stays while a thread stands in its first instructions, or its
+    /// library waits to be loaded.
+    pending: Vec<(u64, u64)>,
     /// When kerf began answering misses (and looking for handlers).
     serving_since: Option<Instant>,
     pub stats: JitStats,
@@ -1660,6 +1665,7 @@ pub fn install(
         caught: None,
         handlers_seen: HashSet::default(),
         unplaced: Vec::new(),
+        pending: Vec::new(),
         serving_since: None,
         stats,
         slabs,
@@ -2476,10 +2482,11 @@ impl Jit {
                     self.stats.slots_unread += 1;
                 }
                 if target & mb::ACTION == mb::ACTION {
-                    // A translated `rt_sigaction` installed a handler: hooked (if it must
-                    // be) before the ticket is counted answered.
+                    // A translated `rt_sigaction` is about to install the action at this
+                    // address: its handler is hooked (if it must be) before the ticket is
+                    // counted answered.
                     mbox.store_u64(slot, 0);
-                    handlers.push(target & mb::ADDRESS);
+                    handlers.extend(self.action_at(target & mb::ADDRESS));
                     questions += 1;
                     ticket = ticket.wrapping_add(1);
                     continue;
@@ -2525,11 +2532,10 @@ impl Jit {
                 self.publish_ranges(&images.iter().chain(&extra).collect::<Vec<_>>(), &mbox);
             }
             if self.new_handlers(&handlers) {
-                self.caught = None;
                 self.look_and_place(images, &mut extra, plugin, late, &mbox);
                 // (Unless a thread stood in a handler's first instructions: the next look.)
                 if self.caught.is_some() {
-                    self.handlers_seen.extend(handlers);
+                    self.handlers_seen.extend(handlers.iter().map(|h| h.0));
                 }
             }
             let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
@@ -3295,7 +3301,8 @@ impl Jit {
             return;
         }
         let caught = kerf_os::process::caught_signals(&kerf_os::process::RealSys, self.pid);
-        if caught.is_none_or(|c| c == 0) || caught == self.caught {
+        let unchanged = caught.is_none_or(|c| c == 0) || caught == self.caught;
+        if unchanged && self.pending.is_empty() {
             return;
         }
         self.caught = caught;
@@ -3308,15 +3315,38 @@ impl Jit {
         }
     }
 
-    /// Whether any of `handlers`, which translated `rt_sigaction`s just installed (their
-    /// notices, see [`kerf_jit::x86_64::action_notice`]), is one kerf has not read before:
-    /// then kerf looks again now, whatever `SigCgt` says (a handler that replaces another
-    /// changes nothing there), while the thread that installed it waits.
-    fn new_handlers(&mut self, handlers: &[u64]) -> bool {
+    /// The handler and restorer of the kernel's `struct sigaction` at `at` in the target, as
+    /// a translated `rt_sigaction` is about to give it (its notice, see
+    /// [`kerf_jit::x86_64::action_notice`]); `None` for `SIG_DFL`, `SIG_IGN`, an action
+    /// without a restorer (the hook needs one) or one kerf cannot read (the call will fail
+    /// with `EFAULT`).
+    fn action_at(&self, at: u64) -> Option<(u64, u64)> {
+        const SA_RESTORER: u64 = 0x0400_0000;
+        let mut b = [0u8; 24];
+        self.mem.read(RemoteAddr(at), &mut b).ok()?;
+        let w = |k: usize| u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().expect("8 bytes"));
+        let (handler, flags, restorer) = (w(0), w(1), w(2));
+        (handler > 1 && flags & SA_RESTORER != 0).then_some((handler, restorer))
+    }
+
+    /// Whether any of `handlers` (with their restorers), which translated `rt_sigaction`s are
+    /// about to install, is one kerf has not read before: then they wait in
+    /// [`Jit::pending`] for the look kerf makes now, whatever `SigCgt` says (a handler that
+    /// replaces another changes nothing there, and the kernel does not have it yet), while the
+    /// threads that install them wait.
+    fn new_handlers(&mut self, handlers: &[(u64, u64)]) -> bool {
         self.stats.signals.noticed += handlers.len() as u64;
-        (handlers.iter())
-            .filter(|h| !self.handlers_seen.contains(h))
-            .any(|&h| !self.hooks.iter().any(|k| k.entry.at.0 == h))
+        let new: Vec<(u64, u64)> = (handlers.iter())
+            .filter(|(h, _)| !self.handlers_seen.contains(h))
+            .filter(|(h, _)| !self.hooks.iter().any(|k| k.entry.at.0 == *h))
+            .copied()
+            .collect();
+        for a in &new {
+            if !self.pending.contains(a) {
+                self.pending.push(*a);
+            }
+        }
+        !new.is_empty()
     }
 
     /// [`Jit::look_for_handlers`]; then, for handlers it found in a library kerf has not
@@ -3346,6 +3376,7 @@ impl Jit {
             self.look_for_handlers(&all);
         }
         for h in std::mem::take(&mut self.unplaced) {
+            self.pending.retain(|p| p.0 != h);
             let name = mapped_name(self.pid, h);
             let line = format!("{name}: in no module kerf could give a code room");
             if !self.stats.signals.unhooked.contains(&line) {
@@ -3405,6 +3436,14 @@ impl Jit {
                 actions.push((handler, restorer));
             }
         }
+        // Those the kernel does not have yet (their threads wait in the notice).
+        let pending = std::mem::take(&mut self.pending);
+        for &(handler, restorer) in &pending {
+            if !actions.iter().any(|a| a.0 == handler) {
+                actions.push((handler, restorer));
+            }
+        }
+        let mut again = Vec::new();
         let pcs: Vec<u64> =
             tr.threads().iter().filter_map(|&t| tr.regs(t).ok()).map(|r| r.pc().0).collect();
         for (handler, restorer) in actions {
@@ -3414,6 +3453,7 @@ impl Jit {
             }
             if self.module_at(all, handler).is_none() {
                 self.unplaced.push(handler);
+                again.push(handler);
                 continue;
             }
             match self.hook_one(&mem, all, handler, restorer, &pcs) {
@@ -3425,7 +3465,10 @@ impl Jit {
                     self.hooks.push(h);
                 }
                 // A thread stands in its first instructions: the next look.
-                Ok(None) => self.caught = None,
+                Ok(None) => {
+                    self.caught = None;
+                    again.push(handler);
+                }
                 Err(why) => {
                     let name = match self.module_at(all, handler) {
                         Some(k) => {
@@ -3448,6 +3491,7 @@ impl Jit {
                 }
             }
         }
+        self.pending.extend(pending.into_iter().filter(|p| again.contains(&p.0)));
         Ok(())
     }
 
