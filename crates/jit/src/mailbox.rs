@@ -14,6 +14,8 @@
 //! | `SIG_PENDING` | [`REVERSE`] questions posted and not yet served | threads |
 //! | `SIG_BUSY` | signals that interrupted the cache while kerf was busy or deaf (not asked) | threads |
 //! | `SCRATCH` | what kerf's injected `rt_sigaction` reads | the kernel |
+//! | `STOPS` | kerf's stops of the process while it serves | kerf |
+//! | `HANDLERS` | a count, then the handlers kerf has hooked | kerf |
 //! | `RING` (pages 2-9) | `RING_SLOTS` targets, ticket `t` in slot `t % RING_SLOTS` | threads (kerf clears or answers) |
 //!
 //! A target with [`UNMAPPED`] set is no miss: the thread has just unmapped memory that
@@ -126,12 +128,18 @@ pub const SCRATCH: u64 = SIG_BUSY + 64;
 /// taking kerf for stuck. (Under load a hook look at attach stopped the process for half a
 /// second, and a thread's miss gave up, clearing `LISTEN`: 60 misses left unasked.)
 pub const STOPS: u64 = SCRATCH + 64;
+/// A count, then the handlers kerf has hooked (at most [`HANDLERS_MAX`]): an `rt_sigaction`
+/// of glibc's own that installs one of them again asks nothing (see
+/// [`crate::x86_64::action_site`]). Written by kerf with the threads stopped.
+pub const HANDLERS: u64 = STOPS + 64;
+pub const HANDLERS_MAX: u64 = 64;
 pub const RING: u64 = 8192;
 pub const RING_SLOTS: u32 = 4096;
 /// Bytes of the mailbox.
 pub const BYTES: u64 = RING + 8 * RING_SLOTS as u64;
 const _: () = assert!(RANGES + 8 + 16 * RANGES_MAX <= ROOMS);
-const _: () = assert!(SCRATCH + 32 <= STOPS && STOPS + 8 <= RING);
+const _: () = assert!(SCRATCH + 32 <= STOPS && STOPS + 8 <= HANDLERS);
+const _: () = assert!(HANDLERS + 8 + 8 * HANDLERS_MAX <= RING);
 
 /// Futex waits of at most [`WAIT_NS`] each that end without the thread's ticket answered
 /// (kerf answered others, or the word changed) before a miss gives up and leaves the cache;

@@ -1196,6 +1196,10 @@ struct Emitter {
     /// ([`seq::action_check`]).
     check: Option<u64>,
     checked: bool,
+    /// The same for glibc's own `rt_sigaction` ([`seq::glibc_action_notice`]), in a module
+    /// that is glibc's ([`glibc_module`]).
+    glibc_action: Option<u64>,
+    glibc_actioned: bool,
 }
 
 /// A translated call's stub (see [`seq::call_stub`]): the original return address, then the
@@ -1365,6 +1369,8 @@ pub fn translate(
         actioned: false,
         check: None,
         checked: false,
+        glibc_action: None,
+        glibc_actioned: false,
         tables: Vec::new(),
         table_stubs: HashMap::default(),
         slot_guards: 0,
@@ -1418,6 +1424,7 @@ pub fn translate(
     e.notice = layout.mailbox.map(|_| e.label());
     e.action = layout.mailbox.map(|_| e.label());
     e.check = layout.mailbox.map(|_| e.label());
+    e.glibc_action = layout.mailbox.filter(|_| glibc_module(name)).map(|_| e.label());
     let hits = [e.label(), e.label(), e.label()];
     let mut blocks = Vec::with_capacity(order.len());
     let mut ret_sites: Vec<Site> = Vec::new();
@@ -1791,6 +1798,11 @@ pub fn translate(
     if let (Some(action), Some(mailbox), true) = (e.action, layout.mailbox, e.actioned || e.checked)
     {
         let code = seq::action_notice(action, mailbox, &mut || e.label());
+        e.extend(code, None);
+    }
+    if let (Some(action), Some(mailbox), true) = (e.glibc_action, layout.mailbox, e.glibc_actioned)
+    {
+        let code = seq::glibc_action_notice(action, mailbox, &mut || e.label());
         e.extend(code, None);
     }
     let mut links = Vec::new();
@@ -2392,8 +2404,11 @@ fn copy_block(
                 // zone of the code that made the call, as the gate goes: kerf hooks the
                 // handler before the kernel has it.
                 let action = e.action.filter(|_| sets_action(before.as_ref(), &i));
+                let glibc = action.and(e.glibc_action);
+                let action = action.filter(|_| glibc.is_none());
                 let check = e.check.filter(|_| number_unknown(before.as_ref(), &i));
-                if let Some(routine) = action.or(check) {
+                if let Some(routine) = glibc.or(action).or(check) {
+                    e.glibc_actioned |= glibc.is_some();
                     e.actioned |= action.is_some();
                     e.checked |= check.is_some();
                     e.extend(
@@ -2653,6 +2668,68 @@ pub fn entry_stub(name: &str, code: u64, to: u64) -> Result<Vec<u8>, JitError> {
 pub fn escape_stub(name: &str, code: u64, target: u64, data: u64) -> Result<Vec<u8>, JitError> {
     let (count, last) = (data + DATA_ESCAPES, data + DATA_LAST_MISS);
     assemble(name, code, &seq::escape_entry(LABELS + 1, target, count, last))
+}
+
+/// Whether the module at `path` is glibc's libc or loader, whose one `rt_sigaction` (in
+/// `__libc_sigaction`) passes glibc's own copy of the action (see
+/// [`seq::glibc_action_notice`], [`action_sites`]).
+pub fn glibc_module(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    file.starts_with("libc.so") || file.starts_with("ld-linux")
+}
+
+/// `mov eax, 13; syscall`: an `rt_sigaction`, its number set right before it.
+const ACTION_CALL: [u8; 7] = [0xb8, 0x0d, 0, 0, 0, 0x0f, 0x05];
+
+/// The `rt_sigaction`s of module `m` (original addresses of their `mov eax, 13`, each right
+/// before its `syscall`) in code the analysis found: an instruction of a block, the
+/// `syscall` next. glibc has one, in `__libc_sigaction`; ld.so one.
+pub fn action_sites(m: &Module<'_>) -> Vec<u64> {
+    let mut sites = Vec::new();
+    for b in m.cfg.blocks.iter() {
+        let Some((base, bytes)) = m.mem.code_region(b.start) else { continue };
+        let off = (b.start.0 - base.0) as usize;
+        // The block's bytes and the `syscall` that may follow its last instruction.
+        let Some(code) = bytes.get(off..(off + b.len as usize + 2).min(bytes.len())) else {
+            continue;
+        };
+        if !code.windows(ACTION_CALL.len()).any(|w| w == ACTION_CALL) {
+            continue;
+        }
+        let mut d = Decoder::with_ip(64, code, m.runtime(b.start), DecoderOptions::NONE);
+        let end = m.runtime(b.start) + u64::from(b.len);
+        let mut before: Option<Instruction> = None;
+        while d.can_decode() && d.ip() < end + 2 {
+            let i = d.decode();
+            if i.is_invalid() {
+                break;
+            }
+            if let Some(mov) = before.filter(|_| sets_action(before.as_ref(), &i)) {
+                if mov.len() == 5 && !sites.contains(&mov.ip()) {
+                    sites.push(mov.ip());
+                }
+            }
+            if i.ip() >= end {
+                break;
+            }
+            before = Some(i);
+        }
+    }
+    sites.sort_unstable();
+    sites
+}
+
+/// The code at `at` in a code room that the `rt_sigaction` at original address `site` (its
+/// `mov eax, 13`, see [`action_sites`]) is sent to ([`seq::action_site`]).
+pub fn action_site(name: &str, at: u64, site: u64, mailbox: u64) -> Result<Vec<u8>, JitError> {
+    let mut next = LABELS;
+    let mut labels = move || {
+        next += 1;
+        next
+    };
+    let start = labels();
+    let insns = seq::action_site(start, site, mailbox, &mut labels);
+    assemble(name, at, &insns)
 }
 
 /// A signal handler's hook in a code room (see [`crate::x86_64::signal`]).

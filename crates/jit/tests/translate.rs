@@ -894,3 +894,31 @@ fn call_stubs_write_high_return_addresses_through_a_register_dead_in_the_callee(
     }
     assert!(short > 0, "no stub took a dead register ({kept} kept r11 in the red zone)");
 }
+
+/// `action_sites` finds the `rt_sigaction` whose number is set right before its `syscall`
+/// (`raw_action` of tests/fixtures/action_sites.c), and neither the same bytes inside another
+/// instruction's immediate (`disguised`) nor a call whose number is set further back
+/// (`earlier`).
+#[test]
+fn action_sites_are_a_mov_of_13_right_before_a_syscall() {
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("action-sites");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/action_sites.c");
+    let st = Command::new("gcc").args(["-O2", "-o"]).arg(&out).arg(&src).status().unwrap();
+    assert!(st.success(), "gcc is needed (Debian package gcc)");
+    let bytes = std::fs::read(&out).unwrap();
+    let image = Image::from_elf("action_sites", &bytes).unwrap();
+    let analysis = kerf_analysis::analyze(&image, &kerf_analysis::Quiet);
+    let cfg = &analysis.cfg;
+    let returns = std::sync::OnceLock::new();
+    let m = Module { bias: 0x1000_0000, ..module(cfg, &image, &returns) };
+    let sites = kerf_jit::action_sites(&m);
+    let named = |a: u64| {
+        let f = cfg.function_holding(ImageAddr(a - m.bias)).expect("in a function");
+        cfg.function(f).name.clone()
+    };
+    assert_eq!(sites.iter().map(|&a| named(a)).collect::<Vec<_>>(), ["raw_action"], "{sites:x?}");
+    // The site is the `mov eax, 13` itself.
+    let (base, code) = image.code_region(ImageAddr(sites[0] - m.bias)).unwrap();
+    let off = (sites[0] - m.bias - base.0) as usize;
+    assert_eq!(code[off..off + 7], [0xb8, 0x0d, 0, 0, 0, 0x0f, 0x05]);
+}

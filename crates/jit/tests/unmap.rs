@@ -4,12 +4,13 @@
 //! succeeded and its range overlaps one of the mailbox's ranges (or there are more ranges than
 //! the mailbox holds); the second ([`mailbox::ACTION`] and the action's address), before the
 //! call, only where it gives an action, counted in `SIG_PENDING` while it waits; the third
-//! goes on to the second only for `rt_sigaction`'s number; any only while kerf listens. Every
-//! register and flag comes back as it went in.
+//! goes on to the second only for `rt_sigaction`'s number; the fourth
+//! ([`glibc_action_notice`]) reads glibc's action and asks only for a handler kerf has not
+//! hooked; any only while kerf listens. Every register and flag comes back as it went in.
 
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 use kerf_jit::mailbox;
-use kerf_jit::x86_64::{action_check, action_notice, encode, unmap_notice};
+use kerf_jit::x86_64::{action_check, action_notice, encode, glibc_action_notice, unmap_notice};
 use std::arch::asm;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -261,6 +262,48 @@ fn a_syscall_of_a_number_unknown_asks_only_for_rt_sigaction() {
         assert_eq!(r[1..], regs(nr), "{r:x?}");
         assert_eq!(responder.join().unwrap(), (mailbox::ACTION | act, 1));
     }
+}
+
+/// glibc's own `rt_sigaction` (its action a copy on glibc's stack): no question for an
+/// action without a handler, nor for a handler in the mailbox's `HANDLERS`; one for any other.
+#[test]
+fn glibc_action_asks_only_for_a_handler_kerf_has_not_hooked() {
+    let (mbox, h) = install(glibc_action_notice);
+    word(mbox, mailbox::TIMEOUT).store(1, Ordering::SeqCst);
+    word32(mbox, mailbox::LISTEN).store(1, Ordering::SeqCst);
+    let posted = move || word32(mbox, mailbox::POSTED).load(Ordering::SeqCst);
+    let regs = |act: u64| [13, 0x1111, 0x2222, 11, act, 0x8888, 0x9999, 0xaaaa, u64::MAX, 0xcccc];
+    // The kernel's `struct sigaction`: handler, flags, restorer, mask.
+    let action =
+        |h: u64| Box::leak(Box::new([h, 0x0400_0004, 0x7fff_0000_0000, 0])).as_ptr() as u64;
+    let (hooked, new) = (0x5555_0000_1000u64, 0x5555_0000_2000u64);
+    word(mbox, mailbox::HANDLERS).store(2, Ordering::SeqCst);
+    word(mbox, mailbox::HANDLERS + 8).store(0x5555_0000_0800, Ordering::SeqCst);
+    word(mbox, mailbox::HANDLERS + 16).store(hooked, Ordering::SeqCst);
+    for act in [0, action(0), action(1), action(hooked)] {
+        let r = call(h, 13, 11, act);
+        assert_eq!(r[0] & 0x81, 0x81, "CF and SF: {r:x?}");
+        assert_eq!(r[1..], regs(act), "{r:x?}");
+        assert_eq!(posted(), 0, "{act:x}");
+    }
+    let act = action(new);
+    // (Nor for glibc's own signals, 32 and 33.)
+    for sig in [32, 33] {
+        let want = [13, 0x1111, 0x2222, sig, act, 0x8888, 0x9999, 0xaaaa, u64::MAX, 0xcccc];
+        assert_eq!(call(h, 13, sig, act)[1..], want);
+        assert_eq!(posted(), 0, "{sig}");
+    }
+    let responder = answer(mbox, 1);
+    let r = call(h, 13, 11, act);
+    assert_eq!(r[1..], regs(act), "{r:x?}");
+    assert_eq!(responder.join().unwrap(), (mailbox::ACTION | act, 1));
+    // More handlers than the mailbox lists: every handler asks.
+    word(mbox, mailbox::HANDLERS).store(u64::MAX, Ordering::SeqCst);
+    let act = action(hooked);
+    let responder = answer(mbox, 2);
+    let r = call(h, 13, 11, act);
+    assert_eq!(r[1..], regs(act), "{r:x?}");
+    assert_eq!(responder.join().unwrap(), (mailbox::ACTION | act, 1));
 }
 
 /// A wait that times out gives up (kerf stuck: `LISTEN` cleared) unless kerf's stops

@@ -412,9 +412,10 @@ struct Hook {
     live: u64,
 }
 
-/// Bytes each hook takes in its module's code room, and the hooks a room has place for.
-const HOOK_BYTES: u64 = 2048;
-const HOOKS_MAX: u64 = 8;
+/// The place for hooks and sites at the start of each code room, each taking its length
+/// rounded up to 64 bytes (a hook about 1.3 KiB, a site's notice 400 bytes: some twenty
+/// handlers a module; a program of a user's trial installed sixteen from one executable).
+const HOOK_PLACE: u64 = 32 * 1024;
 
 /// What the signal handlers' hooks did ([`Jit::hook_handlers`]).
 #[derive(Clone, Debug, Default)]
@@ -616,6 +617,12 @@ pub struct Jit {
     /// `SigCgt` says. One stays while a thread stands in its first instructions, or its
     /// library waits to be loaded.
     pending: Vec<(u64, u64)>,
+    /// The jumps over the `rt_sigaction`s of the original code in libc and ld.so (see
+    /// [`Jit::splice_action_sites`]), and whether they were placed (the first look).
+    sites: Vec<Entry>,
+    sites_placed: bool,
+    /// Where they are ([`Jit::find_action_sites`]).
+    action_sites: Option<Vec<(usize, u64)>>,
     /// When kerf began answering misses (and looking for handlers).
     serving_since: Option<Instant>,
     pub stats: JitStats,
@@ -899,7 +906,7 @@ fn map_space(
     let (piece, piece_data) =
         (kerf_jit::room_for(module, &[], plugin), kerf_jit::data_for(module, &[]));
     let want = |f: &[FuncId]| {
-        let code = kerf_jit::room_for(module, f, plugin) + STUB_ROOM + more * piece;
+        let code = kerf_jit::room_for(module, f, plugin) + STUB_ROOM + more * piece + HOOK_PLACE;
         (code, THREADS_LEN + kerf_jit::data_for(module, f) + STUB_ROOM + more * piece_data)
     };
     let (full, few) = (want(all_funcs), want(ahead));
@@ -943,7 +950,7 @@ fn map_space(
     // The plugin's routines first (before anything can run in the room).
     let routines = plugin.routines();
     let hook_next = (routines.len() as u64).next_multiple_of(64);
-    let used = hook_next + HOOKS_MAX * HOOK_BYTES;
+    let used = hook_next + HOOK_PLACE;
     code_mem.write_bytes(0, routines);
     let at = if routines.is_empty() { 0 } else { code.0 };
     Ok(Space {
@@ -1666,6 +1673,9 @@ pub fn install(
         handlers_seen: HashSet::default(),
         unplaced: Vec::new(),
         pending: Vec::new(),
+        sites: Vec::new(),
+        sites_placed: false,
+        action_sites: None,
         serving_since: None,
         stats,
         slabs,
@@ -1748,7 +1758,7 @@ pub fn install(
             }
         }
     }
-    if let Err(e) = jit.splice_entries(&mem, entries) {
+    if let Err(e) = jit.splice_entries(&mem, entries, images) {
         // (An entry that could not be put back keeps the cache it jumps to.)
         if jit.entries.is_empty() {
             let _ = jit.unmap();
@@ -2051,7 +2061,16 @@ impl Jit {
 
     /// Write the entry splices with every thread stopped and none inside their bytes (after
     /// the first), trying again after a pause while one is.
-    fn splice_entries(&mut self, mem: &RemoteMem, entries: Vec<Entry>) -> Result<(), JitFail> {
+    fn splice_entries(
+        &mut self,
+        mem: &RemoteMem,
+        entries: Vec<Entry>,
+        all: &[&AnalyzedImage],
+    ) -> Result<(), JitFail> {
+        // (Found before the threads stop.)
+        if self.ctx.mailbox.is_some() {
+            self.find_action_sites(all);
+        }
         for attempt in 1..=SPLICE_TRIES {
             let t = Instant::now();
             let tr = Tracee::stop_all(self.pid)?;
@@ -2094,6 +2113,17 @@ impl Jit {
                 written.retain(|e| write_checked(mem, e.at, &e.new, &e.old).is_err());
             }
             self.entries = written;
+            // In the same stop, before a launched program runs any of its own code: the
+            // jumps over the `rt_sigaction`s of the original code.
+            if let (None, Some(mbox)) = (&err, self.ctx.mailbox) {
+                if std::env::var_os("KERF_JIT_NO_SIGNAL_HOOKS").is_none() {
+                    let pcs: Vec<u64> = (tr.threads().iter())
+                        .filter_map(|&t| tr.regs(t).ok())
+                        .map(|r| r.pc().0)
+                        .collect();
+                    self.splice_action_sites(mem, all, &pcs, mbox);
+                }
+            }
             self.stats.splice_pause = t.elapsed();
             tr.resume_detach()?;
             return match err {
@@ -2486,7 +2516,17 @@ impl Jit {
                     // address: its handler is hooked (if it must be) before the ticket is
                     // counted answered.
                     mbox.store_u64(slot, 0);
-                    handlers.extend(self.action_at(target & mb::ADDRESS));
+                    // (A restorer in no module kerf knows is no action: a process forked
+                    // from the target posts here too, and its action's address is read in
+                    // the target's memory.)
+                    let all = || images.iter().chain(&extra);
+                    let action = self.action_at(target & mb::ADDRESS);
+                    handlers.extend(action.filter(|&(_, r)| {
+                        all().any(|m| {
+                            let (lo, hi) = span(m);
+                            (lo..hi).contains(&r)
+                        })
+                    }));
                     questions += 1;
                     ticket = ticket.wrapping_add(1);
                     continue;
@@ -3302,7 +3342,7 @@ impl Jit {
         }
         let caught = kerf_os::process::caught_signals(&kerf_os::process::RealSys, self.pid);
         let unchanged = caught.is_none_or(|c| c == 0) || caught == self.caught;
-        if unchanged && self.pending.is_empty() {
+        if unchanged && self.pending.is_empty() && self.sites_placed {
             return;
         }
         self.caught = caught;
@@ -3420,6 +3460,11 @@ impl Jit {
         let Some(mbox) = self.ctx.mailbox else { return Ok(()) };
         let scratch = mbox + mb::SCRATCH;
         let mem = tr.memory();
+        let pcs: Vec<u64> =
+            tr.threads().iter().filter_map(|&t| tr.regs(t).ok()).map(|r| r.pc().0).collect();
+        if !self.sites_placed {
+            self.splice_action_sites(&mem, all, &pcs, mbox);
+        }
         let mut actions: Vec<(u64, u64)> = Vec::new();
         // (Not glibc's own SIGCANCEL and SIGSETXID, 32 and 33: their handlers never read the
         // interrupted PC, and libc may have no code room to hook them from.)
@@ -3444,8 +3489,6 @@ impl Jit {
             }
         }
         let mut again = Vec::new();
-        let pcs: Vec<u64> =
-            tr.threads().iter().filter_map(|&t| tr.regs(t).ok()).map(|r| r.pc().0).collect();
         for (handler, restorer) in actions {
             let spliced = |e: &Entry| (e.at.0..e.at.0 + e.old.len() as u64).contains(&handler);
             if self.hooks.iter().any(|h| spliced(&h.entry)) || self.entries.iter().any(spliced) {
@@ -3492,6 +3535,109 @@ impl Jit {
             }
         }
         self.pending.extend(pending.into_iter().filter(|p| again.contains(&p.0)));
+        self.publish_handlers(&mem, mbox)?;
+        Ok(())
+    }
+
+    /// Write the handlers hooked so far into the mailbox's `HANDLERS` (the first
+    /// [`mb::HANDLERS_MAX`]), with every thread stopped: glibc's `rt_sigaction` outside the
+    /// cache asks nothing for them ([`kerf_jit::x86_64::action_site`]).
+    fn publish_handlers(&self, mem: &RemoteMem, mbox: u64) -> Result<(), JitFail> {
+        let hooked: Vec<u64> =
+            (self.hooks.iter().map(|h| h.entry.at.0)).take(mb::HANDLERS_MAX as usize).collect();
+        let mut words = vec![hooked.len() as u64];
+        words.extend(&hooked);
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        mem.write(RemoteAddr(mbox + mb::HANDLERS), &bytes)?;
+        Ok(())
+    }
+
+    /// Send the `rt_sigaction`s of libc and ld.so (`mov eax, 13` right before a `syscall`,
+    /// [`kerf_jit::action_sites`]: glibc's `__libc_sigaction`) through a notice in their
+    /// module's hook place ([`kerf_jit::action_site`]), with every thread stopped (their PCs
+    /// `pcs`): a jump over the `mov`, which the notice's code does again before going back
+    /// to the `syscall`. Then a handler installed by code outside the cache (before the root
+    /// is called, by a thread in no root call, inside a signal handler) is hooked before the
+    /// kernel has it, as one installed in the cache is; the 10 ms look missed one that
+    /// replaced another, and came late for one used at once. Only libc and the loader, which
+    /// stay mapped: a site in a library that goes would leave its jump nowhere to be put
+    /// back. A site with a thread inside its `mov` is tried again at the next look.
+    fn splice_action_sites(
+        &mut self,
+        mem: &RemoteMem,
+        all: &[&AnalyzedImage],
+        pcs: &[u64],
+        mailbox: u64,
+    ) {
+        self.sites_placed = true;
+        for (k, site) in self.find_action_sites(all) {
+            let file = all[k].path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+            if self.spaces[k].is_none() || self.gone.contains(&k) {
+                continue;
+            }
+            {
+                // (Placed at an earlier look, or under a root's or a handler's entry splice.)
+                let under = |e: &Entry| e.at.0 < site + 5 && site < e.at.0 + e.old.len() as u64;
+                let hooked = self.hooks.iter().any(|h| under(&h.entry));
+                if self.sites.iter().chain(&self.entries).any(under) || hooked {
+                    continue;
+                }
+                if pcs.iter().any(|&pc| pc > site && pc < site + 5) {
+                    self.sites_placed = false;
+                    continue;
+                }
+                let placed = self.splice_action_site(mem, k, site, mailbox, &file);
+                if let Err(why) = placed {
+                    let line = format!("{file}: rt_sigaction at {site:#x}: {why}");
+                    if !self.stats.signals.failed.contains(&line) {
+                        self.stats.signals.failed.push(line);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The `rt_sigaction`s of glibc's modules among `all` (module, original address), found
+    /// once ([`kerf_jit::action_sites`] walks every block of libc: 2 ms, not to be spent
+    /// with the threads stopped; [`Jit::splice_entries`] asks before it stops them).
+    fn find_action_sites(&mut self, all: &[&AnalyzedImage]) -> Vec<(usize, u64)> {
+        if let Some(found) = &self.action_sites {
+            return found.clone();
+        }
+        let mut found = Vec::new();
+        for (k, m) in all.iter().enumerate() {
+            if kerf_jit::glibc_module(&m.path.to_string_lossy()) && self.spaces[k].is_some() {
+                let module = &modules_of(&[m], &[], false, false)[0];
+                found.extend(kerf_jit::action_sites(module).into_iter().map(|a| (k, a)));
+            }
+        }
+        self.action_sites = Some(found.clone());
+        found
+    }
+
+    /// [`Jit::splice_action_sites`] for one site of module `k`.
+    fn splice_action_site(
+        &mut self,
+        mem: &RemoteMem,
+        k: usize,
+        site: u64,
+        mailbox: u64,
+        file: &str,
+    ) -> Result<(), String> {
+        const MOV_EAX_13: [u8; 5] = [0xb8, 0x0d, 0, 0, 0];
+        let sp = self.spaces[k].as_mut().ok_or("no code room")?;
+        let at = sp.code.0 + sp.hook_next;
+        let bytes = kerf_jit::action_site(file, at, site, mailbox).map_err(|e| e.to_string())?;
+        let len = (bytes.len() as u64).next_multiple_of(64);
+        if sp.hook_next + len > sp.hook_end {
+            return Err("its module's place for hooks is full".into());
+        }
+        let new = kerf_patch::jump5_bytes(site, at, 5).ok_or("out of a rel32's reach")?;
+        sp.code_mem.write_bytes((at - sp.code.0) as usize, &bytes);
+        sp.hook_next += len;
+        write_checked(mem, RemoteAddr(site), &MOV_EAX_13, &new).map_err(|e| e.to_string())?;
+        let label = format!("{file}: rt_sigaction at {site:#x}");
+        self.sites.push(Entry { label, at: RemoteAddr(site), old: MOV_EAX_13.to_vec(), new });
         Ok(())
     }
 
@@ -3523,20 +3669,19 @@ impl Jit {
         let off = (cfg.function(f).entry.0 - base.0) as usize;
         let old = bytes[off..off + d.len].to_vec();
         let sp = self.spaces[k].as_mut().ok_or("no code room")?;
-        if sp.hook_next + HOOK_BYTES > sp.hook_end {
-            return Err(format!("its module has {HOOKS_MAX} hooked handlers already"));
-        }
         let at = sp.code.0 + sp.hook_next;
         let name = cfg.function(f).name.clone();
         let hook = kerf_jit::signal_hook(&name, at, &d, restorer, mailbox)
             .map_err(|e| format!("{e} (at {at:#x}, handler {handler:#x}, mailbox {mailbox:#x})"))?;
-        if hook.bytes.len() as u64 > HOOK_BYTES {
-            return Err(format!("its hook takes {} bytes", hook.bytes.len()));
+        let len = (hook.bytes.len() as u64).next_multiple_of(64);
+        if sp.hook_next + len > sp.hook_end {
+            let n = self.hooks.iter().filter(|h| h.module == k).count();
+            return Err(format!("its module's place for hooks is full ({n} hooked handlers)"));
         }
         let new = kerf_patch::jump5_bytes(handler, hook.entry, d.len)
             .ok_or("its hook is out of a rel32's reach")?;
         sp.code_mem.write_bytes((at - sp.code.0) as usize, &hook.bytes);
-        sp.hook_next += HOOK_BYTES;
+        sp.hook_next += len;
         write_checked(mem, RemoteAddr(handler), &old, &new).map_err(|e| e.to_string())?;
         let entry = Entry { label: name, at: RemoteAddr(handler), old, new };
         Ok(Some(Hook { entry, module: k, back: hook.back, live: hook.live }))
@@ -3667,6 +3812,14 @@ impl Jit {
         self.spaces.iter().flatten().any(|sp| sp.holds(a))
     }
 
+    /// Whether `a` lies in a room's place for hooks and sites ([`Space::hook_next`]).
+    fn in_hook_place(&self, a: u64) -> bool {
+        self.spaces.iter().flatten().any(|sp| {
+            let end = sp.code.0 + sp.hook_end;
+            (end - HOOK_PLACE..end).contains(&a)
+        })
+    }
+
     fn in_routines(&self, a: u64) -> bool {
         let len = self.routines_len;
         self.spaces
@@ -3692,6 +3845,10 @@ impl Jit {
             if !self.in_cache(regs.pc().0) {
                 continue;
             }
+            // A thread in a hook or a site's notice came from original code (a handler's
+            // entry, an `rt_sigaction` outside the cache) and goes back there, not into the
+            // cache after a flush.
+            let from_hooks = self.in_hook_place(regs.pc().0);
             // A thread inside a plugin's routine (a C callback) runs it to its end first.
             let budget = if self.in_routines(regs.pc().0) { MAX_ROUTINE_STEPS } else { MAX_STEPS };
             loop {
@@ -3706,7 +3863,9 @@ impl Jit {
                 if !self.in_cache(pc) {
                     // It left through the miss path for original code.
                     out.moved += 1;
-                    moved.push((tid, pc, false));
+                    if !from_hooks {
+                        moved.push((tid, pc, false));
+                    }
                     break;
                 }
                 if steps == budget {
@@ -4348,6 +4507,7 @@ impl Jit {
         let mem = tr.memory();
         let entries = if again { &[][..] } else { &self.entries[..] };
         let hooks = if again { &[][..] } else { &self.hooks[..] };
+        let sites = if again { &[][..] } else { &self.sites[..] };
         // The handlers' hooks first: no handler enters its hook from now on, and a frame one
         // rewrote returns to its original address (its thread goes on natively).
         for h in hooks {
@@ -4355,7 +4515,8 @@ impl Jit {
                 sp.code_mem.write_bytes((h.live - sp.code.0) as usize, &0u64.to_le_bytes());
             }
         }
-        for e in entries.iter().chain(hooks.iter().map(|h| &h.entry)).rev() {
+        // (Sites first: no thread goes into a notice of kerf's from then on.)
+        for e in entries.iter().chain(hooks.iter().map(|h| &h.entry)).chain(sites).rev() {
             if copy {
                 let mut cur = vec![0u8; e.new.len()];
                 tr.read(e.at, &mut cur)?;
