@@ -443,11 +443,12 @@ pub struct SignalStats {
     /// a flush rewrote to its original: each thread went on natively after its handler (an
     /// escape).
     pub sent_out: u64,
-    /// Times the hooks were looked for again because the caught signals changed or a
-    /// translated `rt_sigaction` installed a handler not read before, and looks that failed
+    /// Times the hooks were looked for again because the caught signals changed or an
+    /// `rt_sigaction` was about to install a handler not read before, and looks that failed
     /// (the process could not be stopped).
     pub looks: u64,
-    /// Notices of translated `rt_sigaction`s that installed a handler.
+    /// Notices of `rt_sigaction`s (in the cache, or glibc's outside it) that asked kerf about
+    /// a handler they were about to install (glibc's ask only for one not hooked yet).
     pub noticed: u64,
     pub failed: Vec<String>,
 }
