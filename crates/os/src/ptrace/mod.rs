@@ -157,6 +157,15 @@ struct Thread {
 /// finds no status left to wait for, and asks here ([`ended_status`]).
 static ENDED: std::sync::Mutex<Vec<(i32, i32)>> = std::sync::Mutex::new(Vec::new());
 
+/// Keep the raw wait status `s` of process `pid`'s end, which one of kerf's ptrace waits took
+/// (the parent's own wait then finds nothing: `ECHILD`).
+fn keep_end(pid: i32, s: i32) {
+    if let Ok(mut ended) = ENDED.lock() {
+        ended.retain(|(p, _)| *p != pid);
+        ended.push((pid, s));
+    }
+}
+
 /// The raw wait status of process `pid`'s end, if kerf's ptrace waits took it (see `ENDED`).
 pub fn ended_status(pid: i32) -> Option<i32> {
     ENDED.lock().ok()?.iter().find(|(p, _)| *p == pid).map(|&(_, s)| s)
@@ -1292,10 +1301,7 @@ impl Tracee {
     fn poll(&mut self, tid: i32, op: &'static str) -> Result<Option<i32>, TargetError> {
         match self.sys.wait_nohang(tid) {
             Ok(Some(s)) if tid == self.pid && decode(s) == Status::Gone => {
-                if let Ok(mut ended) = ENDED.lock() {
-                    ended.retain(|(p, _)| *p != tid);
-                    ended.push((tid, s));
-                }
+                keep_end(tid, s);
                 Ok(Some(s))
             }
             Ok(s) => Ok(s),
@@ -1726,7 +1732,12 @@ impl Tracee {
             loop {
                 match self.sys.wait_nohang(tid) {
                     Ok(Some(status)) => match decode(status) {
-                        Status::Gone => return Ok(()),
+                        Status::Gone => {
+                            if tid == pid {
+                                keep_end(tid, status);
+                            }
+                            return Ok(());
+                        }
                         Status::Stopped { event: 0, .. } => {
                             if let Ok(info) = self.sys.get_siginfo(tid) {
                                 t.pending.push_back(info);
@@ -1795,6 +1806,10 @@ impl Tracee {
         while Instant::now() < deadline {
             match self.sys.wait_nohang(tid) {
                 Ok(None) => backoff(&mut spins),
+                Ok(Some(s)) if tid == self.pid && decode(s) == Status::Gone => {
+                    keep_end(tid, s);
+                    break;
+                }
                 _ => break,
             }
         }
