@@ -109,6 +109,9 @@ pub struct State {
     /// The first thread detached calls `exit_group`: every other thread is killed at once
     /// (gone for ptrace: ESRCH), as when kerf lets go of a process about to exit.
     pub exit_group_on_detach: bool,
+    /// `(tid, raw wait status)`: that thread was killed while stopped; its detach fails
+    /// (ESRCH) and its wait gives that status.
+    pub killed_before_detach: Option<(i32, i32)>,
     /// Threads under seccomp filters: their `struct sock_filter` bytes, most recent first.
     pub seccomp: BTreeMap<i32, Vec<Vec<u8>>>,
     /// An mmap with no address fails (ENOMEM): kerf's restorer page cannot be mapped, and
@@ -407,6 +410,11 @@ impl TraceSys for Fake {
     fn detach(&self, tid: i32, sig: i32) -> io::Result<()> {
         let mut st = self.state();
         st.log.push(format!("detach {tid} {sig}"));
+        if let Some((killed, status)) = st.killed_before_detach.filter(|k| k.0 == tid) {
+            st.killed_before_detach = None;
+            st.traced(killed)?.events.push_back(status);
+            return Err(err(libc::ESRCH));
+        }
         st.traced(tid)?.traced = false;
         st.detached.push((tid, sig));
         if std::mem::take(&mut st.exit_group_on_detach) {

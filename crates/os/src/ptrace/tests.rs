@@ -412,6 +412,20 @@ fn threads_killed_by_an_exit_while_being_let_go_are_no_error() {
     assert!(!st.threads.contains_key(&st.detached[0].0) || st.threads.len() == 1);
 }
 
+/// A leader killed while kerf held it stopped: its detach fails, and the wait that reaps it
+/// takes its exit status, which the launcher's own wait then cannot get (`ECHILD`). It is
+/// kept for the launcher ([`super::ended_status`]); before, kerf said "its exit status is
+/// unknown" and exited 0.
+#[test]
+fn a_leader_reaped_after_its_detach_failed_keeps_its_exit_status() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    let mut t = stop(&fake).expect("stops");
+    // Killed by SIGKILL (the raw status of a wait).
+    fake.state().killed_before_detach = Some((PID, libc::SIGKILL));
+    t.resume_detach().expect("a thread killed while stopped is no error");
+    assert_eq!(super::ended_status(PID), Some(libc::SIGKILL));
+}
+
 /// A step that signals keep interrupting gives up with an error that says so (it used to
 /// say "unexpected wait status 0x0", a status no thread had).
 #[test]
