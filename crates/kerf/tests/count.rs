@@ -877,15 +877,19 @@ fn a_launched_command_inherits_ignored_and_blocked_signals() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("alive"), "{out:?}");
 }
 
-/// kerf started with SIGHUP ignored (`nohup kerf ...`) ignores it too: a hangup does not end
-/// its counting early, and the launched command runs to its end under the probes.
+/// kerf started with SIGINT ignored, as a non-interactive shell starts a background job
+/// (`kerf count -p PID ... & kill -INT $!`), still stops on SIGINT and restores its target:
+/// the dispositions it was given go to a command it launches, not to kerf. (Keeping SIGINT
+/// ignored for kerf too, as a first version of the inheritance did, left the suite's guest
+/// scripts waiting for kerf until their timeout.)
 #[test]
-fn kerf_started_with_sighup_ignored_keeps_counting_through_a_hangup() {
-    let bin = common::build_fixture("dispositions", "-O2", "nohup");
+fn kerf_started_with_sigint_ignored_still_stops_on_sigint() {
+    let bin = common::build_fixture("dispositions", "-O2", "background");
+    let mut target = Command::new(&bin).arg("30").stdout(Stdio::null()).spawn().unwrap();
+    let pid = target.id().to_string();
     let kerf = Path::new(env!("CARGO_BIN_EXE_kerf"));
-    let args = ["count", "--json", "report", "--", bin.to_str().unwrap(), "1.5"];
-    // (The fixture raises SIGINT and SIGPIPE too, so those are ignored as well.)
-    let mut k = under_env(&INHERITED[..3], kerf, &args).spawn().unwrap();
+    let args = ["count", "--json", "-p", &pid, "report"];
+    let mut k = under_env(&["--ignore-signal=INT"], kerf, &args).spawn().unwrap();
     let mut err = BufReader::new(k.stderr.take().unwrap());
     let mut line = String::new();
     while !line.contains("points spliced") {
@@ -893,14 +897,26 @@ fn kerf_started_with_sighup_ignored_keeps_counting_through_a_hangup() {
         assert!(err.read_line(&mut line).unwrap() > 0, "kerf did not splice");
     }
     // `env` has become kerf (it execs), so its pid is kerf's.
-    assert!(Command::new("kill").args(["-HUP", &k.id().to_string()]).status().unwrap().success());
-    let mut out = String::new();
+    assert!(Command::new("kill").args(["-INT", &k.id().to_string()]).status().unwrap().success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(st) = k.try_wait().unwrap() {
+            break st;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = k.kill();
+            let _ = target.kill();
+            panic!("kerf did not stop on SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let (mut out, mut rest) = (String::new(), String::new());
     k.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    let mut rest = String::new();
     err.read_to_string(&mut rest).unwrap();
-    let status = k.wait().unwrap();
-    assert!(status.success() && out.ends_with("alive\n"), "{status:?} {out} {rest}");
-    let v: Value = serde_json::from_str(rest.lines().last().unwrap()).unwrap();
-    assert!(v["stopped"].as_str().unwrap().contains("exited"), "{v}");
-    assert_eq!(counts(&v)["report"].0, 1, "{v}");
+    let _ = target.kill();
+    let _ = target.wait();
+    assert!(status.success(), "{status:?} {rest}");
+    // (With -p the summary goes to stdout.)
+    let v: Value = serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["stopped"], "interrupted", "{v}");
 }

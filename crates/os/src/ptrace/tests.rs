@@ -419,7 +419,7 @@ fn threads_killed_by_an_exit_while_being_let_go_are_no_error() {
 #[test]
 fn a_leader_reaped_after_its_detach_failed_keeps_its_exit_status() {
     let fake = Arc::new(Fake::new(&[PID]));
-    let mut t = stop(&fake).expect("stops");
+    let t = stop(&fake).expect("stops");
     // Killed by SIGKILL (the raw status of a wait).
     fake.state().killed_before_detach = Some((PID, libc::SIGKILL));
     t.resume_detach().expect("a thread killed while stopped is no error");
