@@ -871,6 +871,15 @@ fn a_launched_command_inherits_ignored_and_blocked_signals() {
         assert_eq!(String::from_utf8_lossy(&out.stdout), want, "kerf {tool:?}: {err}");
         assert!(out.status.success(), "kerf {tool:?}: {:?} {err}", out.status);
     }
+    // With SIGTRAP blocked too, the command is still held at its entry (held by a SIGTRAP
+    // stop after `execve`, it gets every blocked signal back but that one; the first version
+    // blocked it again, and kerf said the command ended before its entry point).
+    let args = ["count", "report", "--", bin.to_str().unwrap()];
+    let trap = [&INHERITED[..3], &["--block-signal=TRAP"][..]].concat();
+    let out = under_env(&trap, kerf, &args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?} {err}", out.status);
+    assert!(String::from_utf8_lossy(&out.stdout).ends_with("alive\n"), "{err}");
     // And without them, the command's own SIGHUP ends it, as it ends the program natively.
     let out =
         under_env(&[], kerf, &["count", "report", "--", bin.to_str().unwrap()]).output().unwrap();

@@ -86,7 +86,9 @@ pub(crate) fn restore_in_child() -> std::io::Result<()> {
         }
         let mut set: libc::sigset_t = std::mem::zeroed();
         libc::sigemptyset(&mut set);
-        for sig in 1..=SIGNALS {
+        // Not SIGTRAP: the stop after `execve` that a launched command is held by is a
+        // SIGTRAP, which a blocked mask would hold back (kerf would wait for it in vain).
+        for sig in (1..=SIGNALS).filter(|&s| s != libc::SIGTRAP) {
             if blocked & (1 << (sig - 1)) != 0 {
                 libc::sigaddset(&mut set, sig);
             }
