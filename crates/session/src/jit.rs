@@ -2706,6 +2706,12 @@ impl Jit {
         if maps.is_empty() {
             return true;
         }
+        // Nor one that ran `exec`: its maps are the new program's, which holds nothing of
+        // kerf's (the session sees the exec and ends the JIT). Read as unmaps, every module
+        // went by `dlclose`, and kerf said so.
+        if !self.maps_table(&maps) {
+            return true;
+        }
         let went: Vec<usize> = (0..all.len())
             .filter(|&k| self.spaces.get(k).is_some_and(Option::is_some) && !self.gone.contains(&k))
             .filter(|&k| !still_mapped(all[k], &maps))
@@ -3349,8 +3355,9 @@ impl Jit {
         self.caught = caught;
         self.stats.signals.looks += 1;
         if let Err(e) = self.hook_handlers(all, caught.unwrap_or(0)) {
-            // (A process that ended meanwhile needs no hooks.)
-            if !self.target_gone() {
+            // (A process that ended meanwhile needs no hooks, nor one that ran `exec`: the
+            // signals the new program catches are not the ones kerf looked for.)
+            if !self.target_gone() && !self.target_execed() {
                 self.stats.signals.failed.push(e.to_string());
             }
         }
@@ -3716,6 +3723,13 @@ impl Jit {
     /// Whether the process has ended (exited, or a zombie).
     fn target_gone(&self) -> bool {
         kerf_os::process::ended(&kerf_os::process::RealSys, self.pid)
+    }
+
+    /// Whether the target ran `exec`: its maps (readable, not empty: a process that is
+    /// ending has none) no longer hold kerf's lookup table.
+    fn target_execed(&self) -> bool {
+        let maps = kerf_os::process::Process::open(self.pid).and_then(|p| p.maps());
+        maps.is_ok_and(|m| !m.is_empty() && !self.maps_table(&m))
     }
 
     /// Unmap everything kerf mapped (nothing may lead into it any more).
