@@ -384,8 +384,12 @@ fn needs(op: &Op) -> Needs {
         // slot, and the reservation's seq while the time is read, in temporaries.
         Op::Emit { .. } => Needs { clobbers: RDTSCP, temps: 2, flags: FlagSet::ALL, ..none },
         // The thread-slot lookup's registers (rdtscp's among them); the reservation's seq while
-        // the time is read, and a CPU's ring's CPU, in temporaries. Memory reads make system
-        // calls: every caller-saved register, and a frame on the stack.
+        // the time is read, and a CPU's ring's CPU, in temporaries (neither for an untimed
+        // record in the thread's ring). Memory reads make system calls: every caller-saved
+        // register, and a frame on the stack.
+        Op::EmitThread { reads, per: Rings::Thread, timed: false, .. } if reads.is_empty() => {
+            Needs { clobbers: RegSet::of(&timer_code::REGS), flags: FlagSet::ALL, ..none }
+        }
         Op::EmitThread { reads, .. } if reads.is_empty() => {
             Needs { clobbers: RegSet::of(&timer_code::REGS), temps: 2, flags: FlagSet::ALL, ..none }
         }
@@ -997,6 +1001,28 @@ impl<'a> Lowerer<'a> {
         Ok(())
     }
 
+    /// An untimed record's header in the slot at `t`: time 0, and its length with the CPU
+    /// of its ring (`meta`, for a CPU's ring) or 0. Reads no clock; writes no register.
+    fn unstamped(
+        &mut self,
+        t: AsmRegister64,
+        words: usize,
+        meta: Option<AsmRegister64>,
+    ) -> Result<(), LowerError> {
+        use iced_x86::code_asm::dword_ptr;
+        let a = &mut self.a;
+        a.mov(qword_ptr(t + ring::TIME as i32), 0)?;
+        match meta {
+            Some(m) => {
+                let m32 = get_gpr32(Register::from(m).full_register32()).expect("a 32-bit GPR");
+                a.mov(dword_ptr(t + ring::LEN as i32), m32)?;
+            }
+            None => a.mov(dword_ptr(t + ring::LEN as i32), 8 * words as u32)?,
+        }
+        self.pending_label = None;
+        Ok(())
+    }
+
     /// [`Op::Emit`], the steps of [`crate::ring`]'s writer. Temporaries: `t` = the ring, then
     /// the slot; `save` = `seq` while the time is read. `rax` = record number, `rdx` = the
     /// head after it.
@@ -1125,12 +1151,13 @@ impl<'a> Lowerer<'a> {
     /// (see [`crate::ring`]'s "Per-CPU rings").
     fn emit_thread(&mut self, op: &Op) -> Result<(), LowerError> {
         use iced_x86::code_asm::{ecx, r11, rcx, rdx};
-        let Op::EmitThread { rings, per, shape, stream, values, reads } = op else {
+        let Op::EmitThread { rings, per, shape, stream, values, reads, timed } = op else {
             unreachable!("an emit.thread")
         };
         let (rings, shape) = (*rings, *shape);
-        let save = asm(self.temps[0]);
-        let meta = asm(self.temps[1]);
+        // (An untimed record in the thread's ring has no temporaries: see `needs`.)
+        let temp = |k: usize| self.temps.get(k).map(|&g| asm(g));
+        let (save, meta) = (temp(0), temp(1));
         let words = op.record_words();
         let mut no_slot = self.a.create_label();
         let mut full = self.a.create_label();
@@ -1147,6 +1174,7 @@ impl<'a> Lowerer<'a> {
                 false
             }
             Rings::Cpu(n) => {
+                let meta = meta.expect("emit.cpu's temporaries");
                 self.cpu_meta(meta, words)?;
                 let meta32 =
                     get_gpr32(Register::from(meta).full_register32()).expect("a 32-bit GPR");
@@ -1165,10 +1193,13 @@ impl<'a> Lowerer<'a> {
         //    thread writes head, and a signal handler that emitted in between moved it, so
         //    this retries (see crate::ring). Per CPU a locked one.
         let retry = self.reserve(r11, shape, locked, full)?;
-        // 3. Its time (and CPU, per thread), then the values, the reads after them, and
-        //    seq = n + 1 last.
-        let cpu = matches!(per, Rings::Cpu(_)).then_some(meta);
-        self.stamp(r11, save, words, cpu)?;
+        // 3. Its time (and CPU, per thread), or zeros untimed, then the values, the reads
+        //    after them, and seq = n + 1 last.
+        let cpu = if matches!(per, Rings::Cpu(_)) { meta } else { None };
+        match (timed, save) {
+            (true, Some(save)) => self.stamp(r11, save, words, cpu)?,
+            _ => self.unstamped(r11, words, cpu)?,
+        }
         self.fill(r11, *stream, values)?;
         if !reads.is_empty() {
             let slot_reads = self.slot_reads(values.len(), reads);

@@ -31,6 +31,10 @@
 //! `ceil(len / 8)` words of bytes, of which the status says how many are valid (the rest
 //! are whatever the slot held before).
 //!
+//! An untimed writer (`emit.thread.untimed`, `emit.cpu.untimed`) reads no clock and writes
+//! time 0 and CPU 0 (a CPU's ring: its CPU), for readers that use neither; the steps are
+//! otherwise the same.
+//!
 //! The time and the CPU come from one `rdtscp`: Linux keeps `(node << 12) | cpu` in
 //! `TSC_AUX`, so the CPU is the low 12 bits of `ecx`, read at the same instant as the time
 //! (the thread may migrate right after; the pair is still one consistent sample).
@@ -267,8 +271,26 @@ where
     F: Fn(u64) -> u64 + ?Sized,
     P: Fn(u64) + ?Sized,
 {
-    debug_assert!(shape.valid(), "the IR refuses other shapes");
     let max = shape.max_values() as u64;
+    each_ahead(word, prefetch, shape, |time, meta, slot| {
+        let len = ((meta >> 32 & 0xffff) / 8).min(max);
+        out.push(time);
+        out.push(meta & !(0xffff << 32) | (len * 8) << 32);
+        out.extend((0..len).map(|k| word(slot + VALUES + 8 * k)));
+    })
+}
+
+/// [`copy_ahead`]'s walk without the copy: `visit(time, meta, slot)` for each complete record
+/// from the tail on, in order (`meta` its stream, length and CPU word; its values at `slot +
+/// VALUES`), for a reader that uses each record once, where it lies (the JIT's call-trace
+/// tallies: a copy was half of their time). The caller stores the new tail after.
+pub fn each_ahead<F, P, V>(word: &F, prefetch: &P, shape: Shape, mut visit: V) -> Copied
+where
+    F: Fn(u64) -> u64 + ?Sized,
+    P: Fn(u64) + ?Sized,
+    V: FnMut(u64, u64, u64),
+{
+    debug_assert!(shape.valid(), "the IR refuses other shapes");
     let tail = word(TAIL);
     let head = word(HEAD);
     let mut c = Copied { tail, lost: word(LOST), ..Copied::default() };
@@ -283,11 +305,8 @@ where
         }
         // stream, len and cpu are one word: one load sees all three as written.
         let meta = word(slot + STREAM);
-        let len = ((meta >> 32 & 0xffff) / 8).min(max);
         c.last_time = word(slot + TIME);
-        out.push(c.last_time);
-        out.push(meta & !(0xffff << 32) | (len * 8) << 32);
-        out.extend((0..len).map(|k| word(slot + VALUES + 8 * k)));
+        visit(c.last_time, meta, slot);
         c.tail += 1;
         c.records += 1;
     }

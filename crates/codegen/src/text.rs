@@ -169,7 +169,9 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
             let [] = args[..] else { return Err(bad("nothing")) };
             Op::Cold
         }
-        "emit" | "emit.thread" | "emit.cpu" => {
+        "emit" | "emit.thread" | "emit.cpu" | "emit.thread.untimed" | "emit.cpu.untimed" => {
+            let timed = !op.ends_with(".untimed");
+            let op = op.trim_end_matches(".untimed");
             let (key, want) = match op {
                 "emit" => ("ring", "ring=ADDR, slots=N, [slot=B,] stream=S, %value..."),
                 "emit.cpu" => (
@@ -224,7 +226,7 @@ fn parse_line(p: &mut Program, line: &str) -> Result<Op, ParseErrorKind> {
                 Op::Emit { ring, shape, stream, values }
             } else {
                 let reads = reads.iter().map(|r| mem_read(p, r)).collect::<Result<_, _>>()?;
-                Op::EmitThread { rings: ring, per, shape, stream, values, reads }
+                Op::EmitThread { rings: ring, per, shape, stream, values, reads, timed }
             }
         }
         "call" => {
@@ -500,10 +502,16 @@ fn op_text(p: &Program, op: &Op) -> String {
         Op::Emit { ring, shape, stream, values }
         | Op::EmitThread { rings: ring, shape, stream, values, .. } => {
             let (name, key, per) = match op {
-                Op::EmitThread { per: Rings::Cpu(n), .. } => {
+                Op::EmitThread { per: Rings::Cpu(n), timed: true, .. } => {
                     ("emit.cpu", "rings", format!(", cpus={n}"))
                 }
-                Op::EmitThread { .. } => ("emit.thread", "rings", String::new()),
+                Op::EmitThread { per: Rings::Cpu(n), timed: false, .. } => {
+                    ("emit.cpu.untimed", "rings", format!(", cpus={n}"))
+                }
+                Op::EmitThread { timed: true, .. } => ("emit.thread", "rings", String::new()),
+                Op::EmitThread { timed: false, .. } => {
+                    ("emit.thread.untimed", "rings", String::new())
+                }
                 _ => ("emit", "ring", String::new()),
             };
             let (slots, slot) = (shape.slots, shape.slot_len);
@@ -744,6 +752,7 @@ out:
                                 kind: ReadKind::ALL[next(4) as usize],
                             })
                             .collect(),
+                        timed: next(2) == 0,
                     },
                     10 => Op::Call {
                         target: imms[next(9) as usize],

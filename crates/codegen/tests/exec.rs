@@ -953,9 +953,14 @@ fn two_words(slots: u32) -> ring::Shape {
 /// Place `emit.thread` of `%who` (rdi) and `%k` (rsi) into the area at data offset `rings`,
 /// of rings shaped [`two_words`].
 fn place_emit_thread(ar: &mut Arena, at: &At, rings: u64, slots: u32) -> u64 {
+    place_emit_thread_op(ar, at, rings, slots, "emit.thread")
+}
+
+/// [`place_emit_thread`] with the op `op` (`emit.thread` or `emit.thread.untimed`).
+fn place_emit_thread_op(ar: &mut Arena, at: &At, rings: u64, slots: u32, op: &str) -> u64 {
     let src = format!(
-        "reg %who, rdi\n reg %k, rsi\n emit.thread rings={:#x}, slots={slots}, slot=64, \
-         stream=6, %who, %k",
+        "reg %who, rdi\n reg %k, rsi\n {op} rings={:#x}, slots={slots}, slot=64, stream=6, \
+         %who, %k",
         ar.addr(DATA + rings)
     );
     ar.place_ir(&src, at)
@@ -980,6 +985,31 @@ fn on_four_threads(body: impl Fn(u64) + Sync) {
     });
 }
 
+/// Run the emits `live` (where every register is live: it must keep them and the flags) and
+/// `dead` in turn `per` times on each of four threads (`%who` the thread, `%k` the count),
+/// then read the rings at data offset `rings`, none of which lost a record.
+fn emit_on_four_threads(
+    ar: &Arena,
+    (live, dead): (u64, u64),
+    rings: u64,
+    slots: u32,
+    per: u64,
+) -> ring::ThreadBatches {
+    on_four_threads(|who| {
+        for k in 0..per {
+            let regs = with(&[("rdi", who), ("rsi", k)]);
+            let f = if k % 2 == 0 { live } else { dead };
+            let r = run_with(f, regs, k % 3 == 0);
+            if f == live {
+                assert_eq!((r.regs, r.cf), (regs, 1), "registers or flags changed");
+            }
+        }
+    });
+    let t = read_thread_rings(ar, rings, slots);
+    assert_eq!(t.lost(), 0);
+    t
+}
+
 #[test]
 fn emit_thread_gives_every_thread_its_records_in_order_and_merges_them_in_time() {
     const SLOTS: u32 = 256;
@@ -989,18 +1019,7 @@ fn emit_thread_gives_every_thread_its_records_in_order_and_merges_them_in_time()
     let dead_at = At { live: caller_saved_dead().live, ..live_at };
     let live = place_emit_thread(&mut ar, &live_at, rings, SLOTS);
     let dead = place_emit_thread(&mut ar, &dead_at, rings, SLOTS);
-    on_four_threads(|who| {
-        for k in 0..PER {
-            let regs = with(&[("rdi", who), ("rsi", k)]);
-            let f = if k % 2 == 0 { live } else { dead };
-            let r = run_with(f, regs, k % 3 == 0);
-            if f == live {
-                assert_eq!((r.regs, r.cf), (regs, 1), "registers or flags changed");
-            }
-        }
-    });
-    let t = read_thread_rings(&ar, rings, SLOTS);
-    assert_eq!(t.lost(), 0);
+    let t = emit_on_four_threads(&ar, (live, dead), rings, SLOTS, PER);
     let used: Vec<&ring::Batch> = t.rings.iter().filter(|b| b.tail > 0).collect();
     assert_eq!(used.len(), 4, "one ring per thread");
     let mut seen = [false; 4];
@@ -1024,6 +1043,44 @@ fn emit_thread_gives_every_thread_its_records_in_order_and_merges_them_in_time()
     for x in &m {
         assert_eq!(x.record.seq, next[x.ring]);
         next[x.ring] += 1;
+    }
+}
+
+#[test]
+fn untimed_emit_thread_reads_no_clock_and_writes_time_and_cpu_zero() {
+    const SLOTS: u32 = 256;
+    const PER: u64 = 250;
+    let mut ar = Arena::new();
+    let (live_at, rings) = thread_rings(&ar, LiveAt::ALL, SLOTS);
+    let dead_at = At { live: caller_saved_dead().live, ..live_at };
+    let op = "emit.thread.untimed";
+    let live = place_emit_thread_op(&mut ar, &live_at, rings, SLOTS, op);
+    let dead = place_emit_thread_op(&mut ar, &dead_at, rings, SLOTS, op);
+    // Clock reads (rdtsc, rdtscp, rdpid) in the code of each: only the one of a writer that
+    // finds its ring full and waits until the reader's deadline (a time stamp), where the
+    // timed op also stamps every record.
+    let timed = place_emit_thread(&mut ar, &live_at, rings, SLOTS);
+    let end = ar.addr(ar.code_used as u64);
+    let clocks = |from: u64, to: u64| {
+        // SAFETY: the arena's code part, written by place_ir, readable.
+        let bytes = unsafe { std::slice::from_raw_parts(from as *const u8, (to - from) as usize) };
+        let mut d = iced_x86::Decoder::with_ip(64, bytes, from, iced_x86::DecoderOptions::NONE);
+        let clock =
+            [iced_x86::Mnemonic::Rdtsc, iced_x86::Mnemonic::Rdtscp, iced_x86::Mnemonic::Rdpid];
+        d.iter().filter(|i| clock.contains(&i.mnemonic())).count()
+    };
+    assert_eq!((clocks(live, dead), clocks(dead, timed)), (1, 1), "clock reads, untimed");
+    assert!(clocks(timed, end) > 1, "the timed emit stamps its record");
+    let t = emit_on_four_threads(&ar, (live, dead), rings, SLOTS, PER);
+    let used: Vec<&ring::Batch> = t.rings.iter().filter(|b| b.tail > 0).collect();
+    assert_eq!(used.len(), 4, "one ring per thread");
+    for b in &used {
+        assert_eq!((b.records.len() as u64, b.pending, b.tail), (PER, 0, PER));
+        let who = b.records[0].values[0];
+        for (n, rec) in b.records.iter().enumerate() {
+            assert_eq!((rec.seq, rec.stream, rec.time, rec.cpu), (n as u64, 6, 0, 0));
+            assert_eq!(rec.values, [who, n as u64]);
+        }
     }
 }
 
@@ -1763,6 +1820,8 @@ fn emit_interrupted_at_every_instruction(writer: Writer) {
                 ar.addr(DATA + rings)
             );
             ar.place_ir(&src, &at)
+        } else if writer == Writer::ThreadUntimed {
+            place_emit_thread_op(&mut ar, &at, rings, DRAIN_SLOTS, "emit.thread.untimed")
         } else {
             place_emit_thread(&mut ar, &at, rings, DRAIN_SLOTS)
         };
@@ -1822,6 +1881,8 @@ enum Writer {
     Thread,
     /// `emit.thread` with two memory reads (system calls between reservation and `seq`).
     ThreadReads,
+    /// `emit.thread.untimed`.
+    ThreadUntimed,
 }
 
 #[test]
@@ -1832,6 +1893,11 @@ fn shared_emit_interrupted_at_every_instruction_loses_nothing() {
 #[test]
 fn emit_thread_interrupted_at_every_instruction_loses_nothing() {
     emit_interrupted_at_every_instruction(Writer::Thread);
+}
+
+#[test]
+fn untimed_emit_thread_interrupted_at_every_instruction_loses_nothing() {
+    emit_interrupted_at_every_instruction(Writer::ThreadUntimed);
 }
 
 #[test]

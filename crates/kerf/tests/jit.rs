@@ -1961,6 +1961,7 @@ fn call_trace_counts_every_call_and_return_and_writes_a_trace_that_converts() {
     let c = &v["calls"];
     assert_eq!(c["lost"], 0, "{c}");
     assert_eq!(c["unmatched"], 0, "returns with no call: {c}");
+    assert_eq!(c["timed"], true, "a trace file's records carry their time: {c}");
     // Every function is named (not stripped): no return from a fragment, no jump into one.
     assert_eq!(c["returns_from_fragments"], 0, "{c}");
     assert_eq!(c["fragment_jumps"], 0, "{c}");
@@ -2027,6 +2028,9 @@ fn call_trace_through_tiny_rings_waits_for_kerf_and_loses_nothing() {
         if c["lost"] != 0 && attempt < 3 {
             continue;
         }
+        // With no trace file nothing reads a record's time: the rings' writers take none
+        // (`emit.thread.untimed`), and the tallies are made where the records lie.
+        assert_eq!(c["timed"], false, "{c}");
         assert_eq!(
             (&c["lost"], &c["unmatched"]),
             (&serde_json::json!(0), &serde_json::json!(0)),

@@ -295,7 +295,9 @@ pub fn run(
     // is never rejected, so this ends.
     let (roots, woven, mut jit) = loop {
         let roots = resolve_roots(&target, &tool.roots)?;
-        let calls = tracing.then(|| CallTrace::new(&target.modules, slots, locks));
+        // (Times only where something reads them: see `CallTrace::timed`.)
+        let timed = tool.trace.is_some();
+        let calls = tracing.then(|| CallTrace::new(&target.modules, slots, locks, timed));
         let mut options = tool.options;
         options.rings = calls.as_ref().map(|c| c.shape);
         // A running process runs natively until the cache is live: a big module's

@@ -12,8 +12,9 @@
 //! `kerf_codegen::ring`'s `WAIT`): a busy program runs at the reader's pace rather than lose
 //! its calls.
 //!
-//! A record: its time and CPU (the ring's header), then the stack pointer (a lock function's
-//! entry also the lock and the return address). Its stream id is the probe: `2k` the entry
+//! A record: its time and CPU (the ring's header; both 0 when no trace file is written, since
+//! the tallies read neither and a clock read is most of a record's cost), then the stack
+//! pointer (a lock function's entry also the lock and the return address). Its stream id is the probe: `2k` the entry
 //! of function `k` of [`CallTrace`]'s table, `2k + 1` its exit (with [`TAIL_EXIT`] at a tail
 //! call's jump). The thread is the ring's (its slot's owner in the thread table); the records
 //! the reader keeps for the trace carry it as their first word.
@@ -83,6 +84,10 @@ const PENDING_PATIENCE_NS: f64 = 1e9;
 pub struct CallTrace {
     pub shape: Shape,
     locks: bool,
+    /// Whether the records carry their time (and CPU): for lock contention (its waits are
+    /// times) and for a trace file. Counting alone reads neither, and a clock read costs
+    /// more than the rest of a record (`emit.thread.untimed`).
+    timed: bool,
     /// Original entry -> index in `funcs`; a cold part's entry -> its function's index.
     ids: HashMap<u64, u32>,
     parts: HashMap<u64, u32>,
@@ -173,7 +178,7 @@ impl CallTrace {
     /// call twice). A function's cold part (`f.cold`, `f.cold.1`: code the compiler moved
     /// away, which the analysis sees as a function of its own, entered by a jump from `f`)
     /// is `f`'s: entering it is no call, and its returns are `f`'s.
-    pub fn new(images: &[AnalyzedImage], slots: u32, locks: bool) -> CallTrace {
+    pub fn new(images: &[AnalyzedImage], slots: u32, locks: bool, timed: bool) -> CallTrace {
         let mut ids = HashMap::new();
         let mut parts = HashMap::new();
         let mut plt = HashSet::new();
@@ -188,7 +193,8 @@ impl CallTrace {
             funcs.extend(t.funcs.into_iter().map(|(name, entry)| (k, name, entry)));
         }
         let shape = CallTrace::shape(slots, locks);
-        CallTrace { shape, locks, ids, parts, plt, funcs, late: Default::default() }
+        let timed = timed || locks;
+        CallTrace { shape, locks, timed, ids, parts, plt, funcs, late: Default::default() }
     }
 
     fn late(&self) -> std::sync::RwLockReadGuard<'_, Vec<LateModule>> {
@@ -256,6 +262,7 @@ impl CallTrace {
             stream: probe,
             values,
             reads: Vec::new(),
+            timed: self.timed,
         });
     }
 
@@ -408,6 +415,70 @@ struct Tally {
     events: u64,
     drains: u64,
     busiest: u64,
+}
+
+impl Tally {
+    /// Count one record of a thread's ring (stream `stream`, stack pointer `sp`) against the
+    /// thread's open frames, whose functions' tallies start at `base`; the probe the trace
+    /// keeps it as, if any: each exit names the function whose frame it closes, and a tail
+    /// call's exit that closes none (a jump into a fragment, see [`TAIL_EXIT`]) is left out.
+    fn pair(
+        &mut self,
+        frames: &mut Vec<(u32, u64)>,
+        base: usize,
+        stream: u32,
+        sp: u64,
+    ) -> Option<u32> {
+        self.records += 1;
+        let tail = stream & TAIL_EXIT != 0;
+        let probe = stream & !TAIL_EXIT;
+        let (k, exit) = (base + (probe / 2) as usize, probe % 2 == 1);
+        if k >= self.entries.len() {
+            return None;
+        }
+        // Frames below this stack pointer were left without a return (`longjmp`, an
+        // exception): a call or a return further out shows it.
+        while frames.last().is_some_and(|&(_, s)| s < sp) {
+            frames.pop();
+            self.unwound += 1;
+        }
+        let mut keep = Some(probe);
+        if !exit {
+            self.entries[k] += 1;
+            // A frame at the same stack pointer was replaced by a tail call that has no exit
+            // record (a conditional one: `jne f`).
+            while frames.last().is_some_and(|&(_, s)| s == sp) {
+                frames.pop();
+                self.replaced += 1;
+            }
+            frames.push((k as u32, sp));
+        } else {
+            // An exit closes the frame at its stack pointer, whichever function the analysis
+            // put the instruction in: a stripped binary's cold fragments (code the compiler
+            // moved apart, entered by a jump) are functions of their own to it, and return
+            // for the function that jumped there. The frame's function is credited, and named
+            // in the trace.
+            match frames.last() {
+                Some(&(f, s)) if s == sp => {
+                    frames.pop();
+                    self.exits[f as usize] += 1;
+                    if f as usize == k {
+                        self.matched += 1;
+                    } else {
+                        self.elsewhere += 1;
+                    }
+                    keep = Some(2 * (f - base as u32) + 1);
+                }
+                _ if tail => {
+                    self.fragment_jumps += 1;
+                    keep = None;
+                }
+                _ => self.unmatched += 1,
+            }
+        }
+        self.events += u64::from(keep.is_some());
+        keep
+    }
 }
 
 /// What lets a thread other than the reader move the rings' deadlines on
@@ -631,9 +702,29 @@ impl<'a> Reader<'a> {
                     continue;
                 }
                 self.words.clear();
+                // The ring's thread: `(pid << 32) | tid` where the code knows thread ids.
+                let owner = data.load_u64((kerf_codegen::timer::OWNERS + 8 * k) as usize);
+                let owner = if owner == 0 { u64::from(self.pid) << 32 } else { owner };
                 // The slots were just written on another CPU: ask for them ahead.
                 let ahead = |o: u64| prefetch(shared, base + o);
-                let c = ring::copy_ahead(&word, &ahead, shape, &mut self.words);
+                // Counted where they lie unless a trace file or lock contention wants them.
+                let in_place = self.out.is_none() && !self.calls.locks;
+                let c = if in_place {
+                    let (t, stack) = (&mut self.tally, (a, owner as u32));
+                    let mut frames = self.stacks.remove(&stack).unwrap_or_default();
+                    let c = ring::each_ahead(&word, &ahead, shape, |_, meta, slot| {
+                        if meta >> 32 & 0xffff == 0 {
+                            t.records += 1;
+                        } else {
+                            let sp = word(slot + ring::VALUES);
+                            t.pair(&mut frames, *first, meta as u32, sp);
+                        }
+                    });
+                    self.stacks.insert(stack, frames);
+                    c
+                } else {
+                    ring::copy_ahead(&word, &ahead, shape, &mut self.words)
+                };
                 area.store_u64((base + ring::TAIL) as usize, c.tail);
                 let start = self.start_tsc;
                 let w = self.watch[at].get_or_insert_with(|| RingWatch::new(start));
@@ -642,13 +733,12 @@ impl<'a> Reader<'a> {
                 }
                 found += c.records;
                 busy |= c.records >= u64::from(shape.slots / 8);
-                // The ring's thread: `(pid << 32) | tid` where the code knows thread ids.
-                let owner = data.load_u64((kerf_codegen::timer::OWNERS + 8 * k) as usize);
-                let owner = if owner == 0 { u64::from(self.pid) << 32 } else { owner };
                 if c.records > 0 && self.threads.insert(owner) {
                     self.unnamed.push(owner);
                 }
-                self.tally_words(a, owner, *first);
+                if !in_place {
+                    self.tally_words(a, owner, *first);
+                }
                 if let Some(out) = self.out.as_mut() {
                     if let Err(e) = out.packed(*source, &self.kept) {
                         self.error.get_or_insert(e.to_string());
@@ -732,60 +822,12 @@ impl<'a> Reader<'a> {
             let len = (meta >> 32 & 0xffff) as usize / 8;
             let Some(values) = words.get(at + 2..at + 2 + len) else { break };
             at += 2 + len;
-            t.records += 1;
-            let stream = meta as u32;
-            let tail = stream & TAIL_EXIT != 0;
-            let probe = stream & !TAIL_EXIT;
-            let (k, exit) = (base + (probe / 2) as usize, probe % 2 == 1);
-            let Some(&sp) = values.first() else { continue };
-            if k >= t.entries.len() {
+            let Some(&sp) = values.first() else {
+                t.records += 1;
                 continue;
-            }
-            // Frames below this stack pointer were left without a return (`longjmp`, an
-            // exception): a call or a return further out shows it.
-            while frames.last().is_some_and(|&(_, s)| s < sp) {
-                frames.pop();
-                t.unwound += 1;
-            }
-            let mut keep = Some(probe);
-            if !exit {
-                t.entries[k] += 1;
-                // A frame at the same stack pointer was replaced by a tail call that has no
-                // exit record (a conditional one: `jne f`).
-                while frames.last().is_some_and(|&(_, s)| s == sp) {
-                    frames.pop();
-                    t.replaced += 1;
-                }
-                frames.push((k as u32, sp));
-            } else {
-                // An exit closes the frame at its stack pointer, whichever function the
-                // analysis put the instruction in: a stripped binary's cold fragments (code
-                // the compiler moved apart, entered by a jump) are functions of their own to
-                // it, and return for the function that jumped there. The frame's function is
-                // credited, and named in the trace.
-                match frames.last() {
-                    Some(&(f, s)) if s == sp => {
-                        frames.pop();
-                        t.exits[f as usize] += 1;
-                        if f as usize == k {
-                            t.matched += 1;
-                        } else {
-                            t.elsewhere += 1;
-                        }
-                        keep = Some(2 * (f - base as u32) + 1);
-                    }
-                    _ if tail => {
-                        t.fragment_jumps += 1;
-                        keep = None;
-                    }
-                    _ => t.unmatched += 1,
-                }
-            }
-            if let Some(probe) = keep {
-                t.events += 1;
-                if !tracing {
-                    continue;
-                }
+            };
+            let Some(probe) = t.pair(&mut frames, base, meta as u32, sp) else { continue };
+            if tracing {
                 // Its thread first: one word more than the ring's record.
                 let meta = meta & !(0xffff << 32 | 0xffff_ffff) | 16 << 32 | u64::from(probe);
                 self.kept.extend_from_slice(&[time, meta, owner, sp]);
@@ -932,6 +974,8 @@ impl<'a> Reader<'a> {
             "drains": t.drains,
             "busiest_drain": t.busiest,
             "ring_slots": self.calls.shape.slots,
+            // Whether the records carried their time (a trace file, or lock waits).
+            "timed": self.calls.timed,
             "file": self.path,
             "error": self.error,
             // Seconds after the reader began when a thread was found under a seccomp filter

@@ -270,6 +270,7 @@ pub fn build(
         stream: probe,
         values,
         reads,
+        timed: true,
     });
     p.push(Op::Jump { target: end });
     p.push(Op::Label(filtered));
