@@ -14,9 +14,9 @@
 //!
 //! A record: its time and CPU (the ring's header; both 0 when no trace file is written, since
 //! the tallies read neither and a clock read is most of a record's cost), then the stack
-//! pointer (a lock function's entry also the lock and the return address). Its stream id is the probe: `2k` the entry
-//! of function `k` of [`CallTrace`]'s table, `2k + 1` its exit (with [`TAIL_EXIT`] at a tail
-//! call's jump). The thread is the ring's (its slot's owner in the thread table); the records
+//! pointer (a lock function's entry also the lock and the return address). Its stream id is
+//! the probe: `2k` the entry of function `k` of [`CallTrace`]'s table, `2k + 1` its exit
+//! (with [`TAIL_EXIT`] at a tail call's jump). The thread is the ring's (its slot's owner in the thread table); the records
 //! the reader keeps for the trace carry it as their first word.
 //!
 //! A thread has a ring per module (each module's data area has its own thread table), so its
