@@ -886,6 +886,35 @@ fn a_launched_command_inherits_ignored_and_blocked_signals() {
     assert!(!String::from_utf8_lossy(&out.stdout).contains("alive"), "{out:?}");
 }
 
+/// kerf started with SIGHUP ignored (`nohup kerf ...`) ignores it too: a hangup does not end
+/// its counting early, and the launched command runs to its end under the probes. (Only
+/// SIGHUP: SIGINT and SIGTERM are caught however kerf was started, see the next test.)
+#[test]
+fn kerf_started_with_sighup_ignored_keeps_counting_through_a_hangup() {
+    let bin = common::build_fixture("dispositions", "-O2", "nohup");
+    let kerf = Path::new(env!("CARGO_BIN_EXE_kerf"));
+    let args = ["count", "--json", "report", "--", bin.to_str().unwrap(), "1.5"];
+    // (The fixture raises SIGINT and SIGPIPE at itself too: ignored for it as well.)
+    let mut k = under_env(&INHERITED[..3], kerf, &args).spawn().unwrap();
+    let mut err = BufReader::new(k.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("points spliced") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "kerf did not splice");
+    }
+    // `env` has become kerf (it execs), so its pid is kerf's.
+    assert!(Command::new("kill").args(["-HUP", &k.id().to_string()]).status().unwrap().success());
+    let mut out = String::new();
+    k.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).unwrap();
+    let status = k.wait().unwrap();
+    assert!(status.success() && out.ends_with("alive\n"), "{status:?} {out} {rest}");
+    let v: Value = serde_json::from_str(rest.lines().last().unwrap()).unwrap();
+    assert!(v["stopped"].as_str().unwrap().contains("exited"), "{v}");
+    assert_eq!(counts(&v)["report"].0, 1, "{v}");
+}
+
 /// kerf started with SIGINT ignored, as a non-interactive shell starts a background job
 /// (`kerf count -p PID ... & kill -INT $!`), still stops on SIGINT and restores its target:
 /// the dispositions it was given go to a command it launches, not to kerf. (Keeping SIGINT

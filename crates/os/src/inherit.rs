@@ -62,6 +62,13 @@ pub extern "C" fn record() {
     RECORDED.store(true, Ordering::SeqCst);
 }
 
+/// Whether `sig` was ignored when kerf started (false if [`record`] never ran).
+pub fn ignored_at_start(sig: i32) -> bool {
+    (1..=SIGNALS).contains(&sig)
+        && RECORDED.load(Ordering::SeqCst)
+        && IGNORED.load(Ordering::SeqCst) & (1 << (sig - 1)) != 0
+}
+
 /// In a forked child, before `execve`: ignore again what kerf's parent ignored and block
 /// again what it blocked. Runs after `Command`'s own reset, in a `pre_exec` closure, so only
 /// async-signal-safe calls and no allocation.

@@ -59,13 +59,17 @@ fn end_held() {
 /// killing kerf with its splices in place; before that, they end kerf (and a command it
 /// holds) or stop the installation early. Call this before anything is done to a target.
 ///
-/// Caught even when kerf was started with them ignored: a script stops a kerf it ran in the
-/// background with `kill -INT`, and a non-interactive shell starts background jobs with
-/// SIGINT ignored (kerf left it ignored once, and the suite's guest scripts waited for it
-/// until their timeout). The command kerf launches gets them back ignored
-/// (`kerf_os::inherit`).
+/// SIGINT and SIGTERM are caught even when kerf was started with them ignored: a script
+/// stops a kerf it ran in the background with `kill -INT`, and a non-interactive shell starts
+/// background jobs with SIGINT ignored (kerf left it ignored once, and the suite's guest
+/// scripts waited for it until their timeout). SIGHUP started ignored stays ignored: that
+/// is `nohup kerf ...`, whose point is to outlive the terminal. The command kerf launches
+/// gets every signal back as kerf was given it (`kerf_os::inherit`).
 pub fn catch_signals() {
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        if sig == libc::SIGHUP && kerf_os::inherit::ignored_at_start(sig) {
+            continue;
+        }
         // SAFETY: the handler only makes async-signal-safe calls and stores to atomics; the
         // function pointer has the C ABI `signal` expects.
         unsafe {
