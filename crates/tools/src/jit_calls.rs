@@ -418,7 +418,8 @@ struct Tally {
 }
 
 impl Tally {
-    /// Count one record of a thread's ring (stream `stream`, stack pointer `sp`) against the
+    /// Count one record of a thread's ring (stream `stream`, stack pointer `sp`; a record
+    /// with no words is counted and nothing else) against the
     /// thread's open frames, whose functions' tallies start at `base`; the probe the trace
     /// keeps it as, if any: each exit names the function whose frame it closes, and a tail
     /// call's exit that closes none (a jump into a fragment, see [`TAIL_EXIT`]) is left out.
@@ -427,9 +428,10 @@ impl Tally {
         frames: &mut Vec<(u32, u64)>,
         base: usize,
         stream: u32,
-        sp: u64,
+        sp: Option<u64>,
     ) -> Option<u32> {
         self.records += 1;
+        let sp = sp?;
         let tail = stream & TAIL_EXIT != 0;
         let probe = stream & !TAIL_EXIT;
         let (k, exit) = (base + (probe / 2) as usize, probe % 2 == 1);
@@ -713,12 +715,8 @@ impl<'a> Reader<'a> {
                     let (t, stack) = (&mut self.tally, (a, owner as u32));
                     let mut frames = self.stacks.remove(&stack).unwrap_or_default();
                     let c = ring::each_ahead(&word, &ahead, shape, |_, meta, slot| {
-                        if meta >> 32 & 0xffff == 0 {
-                            t.records += 1;
-                        } else {
-                            let sp = word(slot + ring::VALUES);
-                            t.pair(&mut frames, *first, meta as u32, sp);
-                        }
+                        let sp = (meta >> 32 & 0xffff != 0).then(|| word(slot + ring::VALUES));
+                        t.pair(&mut frames, *first, meta as u32, sp);
                     });
                     self.stacks.insert(stack, frames);
                     c
@@ -822,12 +820,10 @@ impl<'a> Reader<'a> {
             let len = (meta >> 32 & 0xffff) as usize / 8;
             let Some(values) = words.get(at + 2..at + 2 + len) else { break };
             at += 2 + len;
-            let Some(&sp) = values.first() else {
-                t.records += 1;
-                continue;
-            };
+            let sp = values.first().copied();
             let Some(probe) = t.pair(&mut frames, base, meta as u32, sp) else { continue };
-            if tracing {
+            // (A record kept has its stack pointer: `pair` keeps none without one.)
+            if let (true, Some(sp)) = (tracing, sp) {
                 // Its thread first: one word more than the ring's record.
                 let meta = meta & !(0xffff << 32 | 0xffff_ffff) | 16 << 32 | u64::from(probe);
                 self.kept.extend_from_slice(&[time, meta, owner, sp]);
