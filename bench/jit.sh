@@ -16,7 +16,9 @@
 # kerf-none with each module's translation ahead in one piece on one core
 # (`KERF_JIT_PIECE_BLOCKS`, the start before pieces translated side by side);
 # `kerf-blocks-noslabs`: as kerf-blocks with no per-thread counter slabs (`KERF_JIT_NO_SLABS`:
-# each counter checks for the owner thread, the code before slabs);
+# each counter checks for the owner thread, the code before slabs); `kerf-calls-noslabs`: as
+# kerf-calls with no slabs (each record looks its thread's ring up in the thread table, the
+# code before rings kept in slabs);
 # `kerf-none-noinline`, `kerf-blocks-noinline`: as kerf-none and kerf-blocks with no callee
 # copied in place of its call (`KERF_JIT_INLINE_INSNS=0`, the code before inlined calls);
 # `kerf-none-iced`: as kerf-none with every translation laid out by iced's block encoder
@@ -131,6 +133,7 @@ run() { # MODE PROGRAM -> output on stdout
     kerf-branches) "$K" jit main --plugin branches -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-calls) "$K" jit main --plugin calls -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-calls-file) "$K" jit main --plugin calls --trace "$W/calls.raw" -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-calls-noslabs) KERF_JIT_NO_SLABS=1 "$K" jit main --plugin calls -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     stalker-*) "$FRIDA_PY" bench/jit/stalker.py "${mode#stalker-}" "${MAIN[$prog]}" "${cmd[@]}" 2>>"$W/stalker.err"
       tail -1 "$W/stalker.err" | sed "s/^/$prog $mode /" >> "$W/stalker.stats" ;;
     vg-none) valgrind -q --tool=none "${cmd[@]}" ;;

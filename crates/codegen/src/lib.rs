@@ -47,7 +47,7 @@ use ir::{Addr, Cond, Op, Program, Src, TimerOp, Width};
 use kerf_arch::x86_64::{FlagSet, RegSet};
 pub use lower::{
     lower_program, lower_program_split, AhSave, At, CpuRead, Demand, FlagSave, KernelReads,
-    LowerError, Reservation,
+    LowerError, Reservation, SlabRing,
 };
 
 /// One instrumentation primitive, with the addresses of the data it updates (in the target's

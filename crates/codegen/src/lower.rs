@@ -47,6 +47,23 @@ pub struct At {
     pub kernel_reads: Option<KernelReads>,
     /// How live flags the code writes are kept.
     pub flags_save: FlagSave,
+    /// Where a thread keeps the address of its ring of `emit.thread` (`per: thread`), once
+    /// looked up: in its own slab, through `gs` (`None`: every record looks its slot up in
+    /// the thread table).
+    pub ring_cache: Option<SlabRing>,
+}
+
+/// A thread's ring address kept in its slab, a region of its own whose address is its `gs`
+/// base (kerf's JIT with per-thread slabs): a record reads the address there, and only a
+/// thread's first record (the word 0) looks its slot up in the thread table and keeps the
+/// ring's address, unless the slab is shared by several threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlabRing {
+    /// `gs:[word]`: the ring's address, 0 until the first record.
+    pub word: i32,
+    /// `gs:[shared]`: a 32-bit word, nonzero in a slab that threads share (no address is
+    /// kept there: each of its threads has a ring of its own).
+    pub shared: i32,
 }
 
 impl At {
@@ -61,6 +78,7 @@ impl At {
             cpu: CpuRead::Rdtscp,
             kernel_reads: None,
             flags_save: FlagSave::Stack,
+            ring_cache: None,
         }
     }
 }
@@ -351,11 +369,29 @@ struct Needs {
     stack: bool,
 }
 
+/// `rcx` and `r10` saved below the red zone, by the parts of a record whose ring is kept in
+/// the thread's slab that write them (its first lookup, a wait at a full ring): the record's
+/// own code leaves them to the point ([`CACHED_RING`]).
+fn keep_rcx_r10(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    use iced_x86::code_asm::{r10, rcx, rsp};
+    a.lea(rsp, qword_ptr(rsp - templates::RED_ZONE as i32))?;
+    a.push(rcx)?;
+    a.push(r10)
+}
+
+/// [`keep_rcx_r10`] undone.
+fn put_back_rcx_r10(a: &mut CodeAssembler) -> Result<(), IcedError> {
+    use iced_x86::code_asm::{r10, rcx, rsp};
+    a.pop(r10)?;
+    a.pop(rcx)?;
+    a.lea(rsp, qword_ptr(rsp + templates::RED_ZONE as i32))
+}
+
 fn fits_i32(v: u64) -> bool {
     i32::try_from(v as i64).is_ok()
 }
 
-fn needs(op: &Op) -> Needs {
+fn needs(op: &Op, at: &At) -> Needs {
     let none = Needs { clobbers: RegSet::EMPTY, temps: 0, flags: FlagSet::EMPTY, stack: false };
     let imm_temp = |s: &Src| usize::from(matches!(s, Src::Imm(v) if !fits_i32(*v)));
     match op {
@@ -387,6 +423,19 @@ fn needs(op: &Op) -> Needs {
         // the time is read, and a CPU's ring's CPU, in temporaries (neither for an untimed
         // record in the thread's ring). Memory reads make system calls: every caller-saved
         // register, and a frame on the stack.
+        // With the ring kept in the thread's slab, the lookup runs only for a thread's first
+        // record, and saves what it writes beyond the reservation's registers itself.
+        Op::EmitThread { reads, per: Rings::Thread, timed: false, .. }
+            if reads.is_empty() && at.ring_cache.is_some() =>
+        {
+            Needs { clobbers: CACHED_RING, flags: FlagSet::ALL, ..none }
+        }
+        Op::EmitThread { reads, per: Rings::Thread, .. }
+            if reads.is_empty() && at.ring_cache.is_some() =>
+        {
+            let clobbers = CACHED_RING.union(RegSet::of(&[Gpr::Rcx]));
+            Needs { clobbers, temps: 2, flags: FlagSet::ALL, ..none }
+        }
         Op::EmitThread { reads, per: Rings::Thread, timed: false, .. } if reads.is_empty() => {
             Needs { clobbers: RegSet::of(&timer_code::REGS), flags: FlagSet::ALL, ..none }
         }
@@ -442,7 +491,7 @@ fn fused_ids(p: &Program, at: &At) -> Vec<bool> {
 /// memory reads, and no op from their first use up to it writes a loose register. Only in a
 /// program that branches only forwards (so that text order is an order of execution) and
 /// makes no clean call (whose values all live in callee-saved registers).
-fn loose_values(p: &Program) -> Vec<bool> {
+fn loose_values(p: &Program, at: &At) -> Vec<bool> {
     let nv = p.vregs.len();
     let mut placed = vec![usize::MAX; p.labels.len()];
     for (k, op) in p.ops.iter().enumerate() {
@@ -472,11 +521,15 @@ fn loose_values(p: &Program) -> Vec<bool> {
                 && first[v] < last[v]
                 && p.ops[first[v]..last[v]]
                     .iter()
-                    .all(|op| needs(op).clobbers.intersect(loose) == RegSet::EMPTY)
+                    .all(|op| needs(op, at).clobbers.intersect(loose) == RegSet::EMPTY)
         })
         .collect()
 }
 
+/// Registers an `emit.thread` whose ring is kept in the thread's slab writes: the ring
+/// (`r11`), and the reservation's record number and head (`rax`, `rdx`). The time stamp
+/// writes `rcx` too (the CPU).
+const CACHED_RING: RegSet = RegSet::of(&[Gpr::Rax, Gpr::Rdx, Gpr::R11]);
 /// Registers `rdtscp` writes: the time in `edx:eax`, `TSC_AUX` (the CPU) in `ecx`.
 const RDTSCP: RegSet = RegSet::of(&[Gpr::Rax, Gpr::Rcx, Gpr::Rdx]);
 /// The CPU's bits in `TSC_AUX` (Linux keeps `(node << 12) | cpu` there).
@@ -522,7 +575,7 @@ pub fn lower_program_split(
                 return Err(LowerError::KernelMemoryRead { op: k });
             }
         }
-        let n = needs(op);
+        let n = needs(op, at);
         clobbers = clobbers.union(n.clobbers);
         temps = temps.max(n.temps);
         flags = flags.union(n.flags);
@@ -542,7 +595,7 @@ pub fn lower_program_split(
     // Values kept across a call live in registers the callee preserves.
     let pool: &[Gpr] = if call { &CALLEE_SAVED } else { &PREFERENCE };
     let nv = p.vregs.len();
-    let loose = loose_values(p);
+    let loose = loose_values(p, at);
     let nloose = loose.iter().filter(|l| **l).count();
     let fused = fused_ids(p, at);
     let nfused = fused.iter().filter(|f| **f).count();
@@ -1095,16 +1148,29 @@ impl<'a> Lowerer<'a> {
     /// it away) and reserve again at `retry` once the reader has made room; past it (or with
     /// `wait` 0, a reader that never waits) go on to the drop that follows. Writes `rax`,
     /// `rcx`, `rdx`, `r10` and the flags, which the lookup and the reservation write
-    /// already; `r11` is the ring again wherever it leaves.
-    fn wait_for_room(&mut self, shape: ring::Shape, retry: CodeLabel) -> Result<(), LowerError> {
+    /// already; `r11` is the ring again wherever it leaves. With `keep` (a ring kept in the
+    /// thread's slab, whose code has no lookup to write `rcx` and `r10`), those two are
+    /// saved below the red zone while it waits and put back wherever it leaves.
+    fn wait_for_room(
+        &mut self,
+        shape: ring::Shape,
+        retry: CodeLabel,
+        keep: bool,
+    ) -> Result<(), LowerError> {
         use iced_x86::code_asm::{eax, r10, r11, rax, rdx};
         let a = &mut self.a;
         let mut look = a.create_label();
         let mut drop = a.create_label();
+        let mut room = a.create_label();
+        // (Where the drop ends: past the registers put back, with `keep`.)
+        let mut out = if keep { a.create_label() } else { drop };
         // 1. No deadline (the tracer's rings): drop, as cheaply as before waits. The ring
         //    kept in r10 (the system call writes rcx and r11). Past the deadline: drop.
         a.cmp(qword_ptr(r11 + ring::WAIT as i32), 0)?;
-        a.je(drop)?;
+        a.je(out)?;
+        if keep {
+            keep_rcx_r10(a)?;
+        }
         a.mov(r10, r11)?;
         a.set_label(&mut look)?;
         a.rdtsc()?;
@@ -1120,9 +1186,16 @@ impl<'a> Lowerer<'a> {
         a.mov(rax, qword_ptr(r11 + ring::HEAD as i32))?;
         a.sub(rax, qword_ptr(r11 + ring::TAIL as i32))?;
         a.cmp(rax, shape.slots as i32)?;
-        a.jb(retry)?;
+        a.jb(if keep { room } else { retry })?;
         a.jmp(look)?;
-        a.set_label(&mut drop)?;
+        if keep {
+            a.set_label(&mut room)?;
+            put_back_rcx_r10(a)?;
+            a.jmp(retry)?;
+            a.set_label(&mut drop)?;
+            put_back_rcx_r10(a)?;
+        }
+        a.set_label(&mut out)?;
         Ok(())
     }
 
@@ -1146,6 +1219,10 @@ impl<'a> Lowerer<'a> {
     /// ([`Self::stamp`], temporary `save`), the values, the memory reads
     /// ([`templates::record_reads`]), `seq`.
     ///
+    /// With [`At::ring_cache`] (per thread), `r11` = the ring's address kept in the thread's
+    /// slab; the lookup only where that is 0, out of line, with `rcx` and `r10` saved below
+    /// the red zone ([`Self::look_ring_up`]).
+    ///
     /// `emit.cpu` ([`Rings::Cpu`]): the ring is the CPU's, from the CPU read first into
     /// temporary `meta` ([`Self::cpu_meta`]), and the reservation and loss count are locked
     /// (see [`crate::ring`]'s "Per-CPU rings").
@@ -1162,18 +1239,27 @@ impl<'a> Lowerer<'a> {
         let mut no_slot = self.a.create_label();
         let mut full = self.a.create_label();
         let mut done = self.a.create_label();
-        // 1. rcx = the ring's index: the thread's slot in the thread table, or the CPU (bits
-        //    16.. of meta's low half) modulo the rings; r11 = rings + RINGS + index *
-        //    ring_len(shape) (checked to fit an imm32). The rings may lie anywhere, beyond
-        //    the reach of a rip-relative address (see `Program::relocate`): a 64-bit
-        //    immediate.
-        let locked = match *per {
-            Rings::Thread => {
+        let cache = self.at.ring_cache.filter(|_| matches!(per, Rings::Thread));
+        let look = self.a.create_label();
+        // 1. r11 = the ring: kept in the thread's slab (0: not yet); else rcx = the ring's
+        //    index (the thread's slot in the thread table, or the CPU, bits 16.. of meta's
+        //    low half, modulo the rings) and r11 = rings + RINGS + index * ring_len(shape)
+        //    (checked to fit an imm32). The rings may lie anywhere, beyond the reach of a
+        //    rip-relative address (see `Program::relocate`): a 64-bit immediate.
+        let locked = match (*per, cache) {
+            (Rings::Thread, Some(c)) => {
+                let a = &mut self.a;
+                a.mov(r11, qword_ptr(c.word as u64).gs())?;
+                a.test(r11, r11)?;
+                a.jz(look)?;
+                false
+            }
+            (Rings::Thread, None) => {
                 let (thread, tid, threads) = (self.at.thread, self.at.thread_id, self.at.threads);
                 timer_code::thread_slot(&mut self.a, thread, tid, threads, no_slot)?;
                 false
             }
-            Rings::Cpu(n) => {
+            (Rings::Cpu(n), _) => {
                 let meta = meta.expect("emit.cpu's temporaries");
                 self.cpu_meta(meta, words)?;
                 let meta32 =
@@ -1185,10 +1271,12 @@ impl<'a> Lowerer<'a> {
                 true
             }
         };
-        let a = &mut self.a;
-        a.imul_3(rcx, rcx, ring::ring_len(shape) as i32)?;
-        a.add_instruction(templates::mov_imm64(Register::R11, rings + ring::RINGS))?;
-        a.add(r11, rcx)?;
+        if cache.is_none() {
+            let a = &mut self.a;
+            a.imul_3(rcx, rcx, ring::ring_len(shape) as i32)?;
+            a.add_instruction(templates::mov_imm64(Register::R11, rings + ring::RINGS))?;
+            a.add(r11, rcx)?;
+        }
         // 2. Reserve record n = head; r11 = its slot. Per thread a plain cmpxchg: only this
         //    thread writes head, and a signal handler that emitted in between moved it, so
         //    this retries (see crate::ring). Per CPU a locked one.
@@ -1220,7 +1308,7 @@ impl<'a> Lowerer<'a> {
         // interrupts off).
         a.set_label(&mut full)?;
         if !locked && self.at.env == Env::User {
-            self.wait_for_room(shape, retry)?;
+            self.wait_for_room(shape, retry, cache.is_some())?;
         }
         let a = &mut self.a;
         if locked {
@@ -1229,15 +1317,58 @@ impl<'a> Lowerer<'a> {
             a.inc(qword_ptr(r11 + ring::LOST as i32))?;
         }
         a.jmp(done)?;
+        if let Some(c) = cache {
+            // (Back to the reservation with the ring.)
+            self.look_ring_up(c, rings, shape, look, retry, no_slot)?;
+        }
         // No slot in the thread table: the rare shared count, locked (per CPU every writer
         // has a ring); r11 is free (the lookup's scratch).
         if !locked {
+            let a = &mut self.a;
             a.set_label(&mut no_slot)?;
             a.add_instruction(templates::mov_imm64(Register::R11, rings + ring::NO_SLOT))?;
             a.lock().inc(qword_ptr(r11))?;
         }
         self.pending_label = None;
         self.place(&mut done)
+    }
+
+    /// A thread's first record with its ring kept in its slab ([`At::ring_cache`]), at
+    /// `look`: `rcx` and `r10` saved below the red zone, the thread table's lookup, `r11` =
+    /// the ring, kept in the slab unless the slab is shared; back to `have` with `rcx` and
+    /// `r10` as they were, or on to `no_slot` (the table full).
+    fn look_ring_up(
+        &mut self,
+        c: SlabRing,
+        rings: u64,
+        shape: ring::Shape,
+        mut look: CodeLabel,
+        have: CodeLabel,
+        no_slot: CodeLabel,
+    ) -> Result<(), LowerError> {
+        use iced_x86::code_asm::{dword_ptr, r11, rcx};
+        let (thread, tid, threads) = (self.at.thread, self.at.thread_id, self.at.threads);
+        let a = &mut self.a;
+        let mut none = a.create_label();
+        let mut shared = a.create_label();
+        a.set_label(&mut look)?;
+        keep_rcx_r10(a)?;
+        timer_code::thread_slot(a, thread, tid, threads, none)?;
+        a.imul_3(rcx, rcx, ring::ring_len(shape) as i32)?;
+        a.add_instruction(templates::mov_imm64(Register::R11, rings + ring::RINGS))?;
+        a.add(r11, rcx)?;
+        // Kept only in a slab of this thread's own: a shared slab's threads would write one
+        // ring at once.
+        a.cmp(dword_ptr(c.shared as u64).gs(), 0)?;
+        a.jne(shared)?;
+        a.mov(qword_ptr(c.word as u64).gs(), r11)?;
+        a.set_label(&mut shared)?;
+        put_back_rcx_r10(a)?;
+        a.jmp(have)?;
+        a.set_label(&mut none)?;
+        put_back_rcx_r10(a)?;
+        a.jmp(no_slot)?;
+        Ok(())
     }
 
     /// Where each of `reads` goes in a slot whose record has `nvalues` values before them.
@@ -1463,7 +1594,7 @@ mod tests {
             let names = |v: Vec<bool>| -> Vec<String> {
                 p.vregs.iter().zip(v).filter(|(_, l)| *l).map(|(n, _)| n.clone()).collect()
             };
-            names(loose_values(&p))
+            names(loose_values(&p, &At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0)))
         };
         let emit = "emit.thread rings=0x9000, slots=4, stream=1";
         // %t is used after the emit; %a and %b die there.

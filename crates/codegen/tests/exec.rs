@@ -1084,6 +1084,66 @@ fn untimed_emit_thread_reads_no_clock_and_writes_time_and_cpu_zero() {
     }
 }
 
+/// The ring kept in the thread's slab ([`At::ring_cache`]): four threads, each with a slab
+/// of its own, write their records into rings of their own, each keeping its ring's address
+/// in its slab after the first; four threads sharing one slab marked shared do the same and
+/// keep nothing there. Registers and flags as they were.
+#[test]
+fn emit_thread_keeps_the_ring_in_a_slab_of_its_own_and_none_in_a_shared_one() {
+    use std::sync::atomic::Ordering::SeqCst;
+    if !fsgsbase() {
+        eprintln!("skipped: the kernel does not let a thread set its gs base (no FSGSBASE)");
+        return;
+    }
+    const SLOTS: u32 = 256;
+    const PER: u64 = 250;
+    let slab = || std::sync::Arc::new(std::array::from_fn::<_, SLAB_LEN, _>(|_| AtomicU64::new(0)));
+    for shared in [false, true] {
+        let mut ar = Arena::new();
+        let (live_at, rings) = thread_rings(&ar, LiveAt::ALL, SLOTS);
+        let live_at = At { ring_cache: Some(SLAB_RING), ..live_at };
+        let dead_at = At { live: caller_saved_dead().live, ..live_at };
+        let op = "emit.thread.untimed";
+        let live = place_emit_thread_op(&mut ar, &live_at, rings, SLOTS, op);
+        let dead = place_emit_thread_op(&mut ar, &dead_at, rings, SLOTS, op);
+        let one = slab();
+        one[SLAB_RING.shared as usize / 8].store(1, SeqCst);
+        let slabs: Vec<_> = (0..4).map(|_| if shared { one.clone() } else { slab() }).collect();
+        on_four_threads(|who| {
+            let base = slabs[who as usize].as_ptr() as u64;
+            // SAFETY: this thread's own gs base, which nothing else here uses; set back to
+            // zero before the thread ends.
+            unsafe { asm!("wrgsbase {}", in(reg) base) };
+            for k in 0..PER {
+                let regs = with(&[("rdi", who), ("rsi", k)]);
+                let f = if k % 2 == 0 { live } else { dead };
+                let r = run_with(f, regs, k % 3 == 0);
+                if f == live {
+                    assert_eq!((r.regs, r.cf), (regs, 1), "registers or flags changed");
+                }
+            }
+            // SAFETY: as above.
+            unsafe { asm!("wrgsbase {}", in(reg) 0u64) };
+        });
+        let t = read_thread_rings(&ar, rings, SLOTS);
+        assert_eq!((t.lost(), t.no_slot), (0, 0));
+        let used: Vec<(usize, &ring::Batch)> =
+            t.rings.iter().enumerate().filter(|(_, b)| b.tail > 0).collect();
+        assert_eq!(used.len(), 4, "one ring per thread");
+        for (slot, b) in used {
+            assert_eq!((b.records.len() as u64, b.pending, b.tail), (PER, 0, PER));
+            let who = b.records[0].values[0];
+            for (n, rec) in b.records.iter().enumerate() {
+                assert_eq!((rec.seq, rec.stream), (n as u64, 6));
+                assert_eq!(rec.values, [who, n as u64]);
+            }
+            let kept = slabs[who as usize][SLAB_RING.word as usize / 8].load(SeqCst);
+            let ring_at = ar.addr(DATA + rings + ring::thread_ring(slot as u64, two_words(SLOTS)));
+            assert_eq!(kept, if shared { 0 } else { ring_at }, "thread {who}'s slab");
+        }
+    }
+}
+
 #[test]
 fn emit_thread_flood_loses_exactly_what_it_does_not_deliver() {
     const SLOTS: u32 = 8;
@@ -1133,11 +1193,42 @@ fn tsc() -> u64 {
 /// tracer's readers) it drops at once.
 #[test]
 fn a_full_ring_waits_for_its_reader_until_the_deadline() {
+    full_ring_waits(false);
+}
+
+/// [`a_full_ring_waits_for_its_reader_until_the_deadline`] with the ring kept in the thread's
+/// slab, every register live: the wait's system calls keep `rcx` and `r10` (which the code
+/// with a kept ring writes nowhere else).
+#[test]
+fn a_full_ring_kept_in_the_slab_waits_and_keeps_every_register() {
+    if !fsgsbase() {
+        eprintln!("skipped: the kernel does not let a thread set its gs base (no FSGSBASE)");
+        return;
+    }
+    let slab: Box<[AtomicU64; SLAB_LEN]> = Box::new(std::array::from_fn(|_| AtomicU64::new(0)));
+    // SAFETY: this thread's own gs base, which nothing else here uses; set back to zero
+    // below.
+    unsafe { asm!("wrgsbase {}", in(reg) slab.as_ptr() as u64) };
+    full_ring_waits(true);
+    // SAFETY: as above.
+    unsafe { asm!("wrgsbase {}", in(reg) 0u64) };
+}
+
+fn full_ring_waits(cached: bool) {
     const SLOTS: u32 = 8;
     const EVENTS: u64 = 2000;
     let mut ar = Arena::new();
-    let (at, rings) = thread_rings(&ar, caller_saved_dead().live, SLOTS);
+    let live = if cached { LiveAt::ALL } else { caller_saved_dead().live };
+    let (at, rings) = thread_rings(&ar, live, SLOTS);
+    let at = At { ring_cache: cached.then_some(SLAB_RING), ..at };
     let f = place_emit_thread(&mut ar, &at, rings, SLOTS);
+    let run_with = |f: u64, regs: [u64; 11], misalign: bool| {
+        let r = run_with(f, regs, misalign);
+        if cached {
+            assert_eq!((r.regs, r.cf), (regs, 1), "registers or flags changed");
+        }
+        r
+    };
     let tp: u64;
     // SAFETY: reads this thread's thread pointer (x86-64 TLS ABI: the TCB's first word).
     unsafe { asm!("mov {}, fs:[0]", out(reg) tp) };
@@ -1804,8 +1895,16 @@ fn emit_interrupted_at_every_instruction(writer: Writer) {
         _ => two_words(DRAIN_SLOTS),
     };
     DRAIN_SLOT_LEN.store(u64::from(shape.slot_len), Relaxed);
+    let cached = matches!(writer, Writer::ThreadCached | Writer::ThreadCachedCold);
+    if cached && !fsgsbase() {
+        eprintln!("skipped: the kernel does not let a thread set its gs base (no FSGSBASE)");
+        return;
+    }
+    // A slab of this thread's own for a cached ring: its gs base while the test runs.
+    let slab: Box<[AtomicU64; SLAB_LEN]> = Box::new(std::array::from_fn(|_| AtomicU64::new(0)));
     let (f, ring) = if writer != Writer::Shared {
         let (at, rings) = thread_rings(&ar, LiveAt::ALL, DRAIN_SLOTS);
+        let at = At { ring_cache: cached.then_some(SLAB_RING), ..at };
         let tp: u64;
         // SAFETY: reads this thread's thread pointer (x86-64 TLS ABI: the TCB's first word).
         unsafe { asm!("mov {}, fs:[0]", out(reg) tp) };
@@ -1820,7 +1919,7 @@ fn emit_interrupted_at_every_instruction(writer: Writer) {
                 ar.addr(DATA + rings)
             );
             ar.place_ir(&src, &at)
-        } else if writer == Writer::ThreadUntimed {
+        } else if matches!(writer, Writer::ThreadUntimed | Writer::ThreadCached) {
             place_emit_thread_op(&mut ar, &at, rings, DRAIN_SLOTS, "emit.thread.untimed")
         } else {
             place_emit_thread(&mut ar, &at, rings, DRAIN_SLOTS)
@@ -1849,11 +1948,21 @@ fn emit_interrupted_at_every_instruction(writer: Writer) {
         sa.sa_flags = libc::SA_SIGINFO;
         assert_eq!(libc::sigaction(libc::SIGTRAP, &sa, std::ptr::null_mut()), 0);
     }
+    if cached {
+        // SAFETY: this thread's own gs base, which nothing else here uses; set back to zero
+        // below.
+        unsafe { asm!("wrgsbase {}", in(reg) slab.as_ptr() as u64) };
+    }
+    let word = &slab[SLAB_RING.word as usize / 8];
     let mut k = 0;
     loop {
         STEP_AT.store(k, Relaxed);
         STEP_SEEN.store(0, Relaxed);
         STEP_ACTED.store(0, Relaxed);
+        // Cold: every run looks the ring up (and the handler's too, when it comes first).
+        if writer == Writer::ThreadCachedCold {
+            word.store(0, Relaxed);
+        }
         run_stepped(f, k);
         drain_and_count();
         k += 1;
@@ -1861,8 +1970,16 @@ fn emit_interrupted_at_every_instruction(writer: Writer) {
             break;
         }
     }
-    // SAFETY: back to the default action.
-    unsafe { libc::signal(libc::SIGTRAP, libc::SIG_DFL) };
+    // SAFETY: back to the default action, and to no gs base.
+    unsafe {
+        libc::signal(libc::SIGTRAP, libc::SIG_DFL);
+        if cached {
+            asm!("wrgsbase {}", in(reg) 0u64);
+        }
+    }
+    if cached {
+        assert_eq!(word.load(Relaxed), ar.addr(DATA + ring), "the slab keeps the ring");
+    }
     let steps = STEP_SEEN.load(Relaxed);
     assert!(steps > 20 && k == steps + 1, "{k} runs, {steps} boundaries");
     let lost = ar.data(ring + ring::LOST);
@@ -1883,7 +2000,16 @@ enum Writer {
     ThreadReads,
     /// `emit.thread.untimed`.
     ThreadUntimed,
+    /// `emit.thread.untimed` with the ring kept in the thread's slab ([`At::ring_cache`]):
+    /// found there, and (cold) looked up at every run, the slab's word zeroed before it.
+    ThreadCached,
+    ThreadCachedCold,
 }
+
+/// Where a test's slab keeps the thread's ring, and its shared mark (kerf's JIT:
+/// `kerf_jit::x86_64::SLAB_RINGS`, `SLAB_SHARED`), and the words of such a slab.
+const SLAB_RING: kerf_codegen::SlabRing = kerf_codegen::SlabRing { word: 64, shared: 16 };
+const SLAB_LEN: usize = 16;
 
 #[test]
 fn shared_emit_interrupted_at_every_instruction_loses_nothing() {
@@ -1898,6 +2024,16 @@ fn emit_thread_interrupted_at_every_instruction_loses_nothing() {
 #[test]
 fn untimed_emit_thread_interrupted_at_every_instruction_loses_nothing() {
     emit_interrupted_at_every_instruction(Writer::ThreadUntimed);
+}
+
+#[test]
+fn emit_thread_with_its_ring_in_the_slab_interrupted_at_every_instruction_loses_nothing() {
+    emit_interrupted_at_every_instruction(Writer::ThreadCached);
+}
+
+#[test]
+fn emit_thread_looking_its_ring_up_interrupted_at_every_instruction_loses_nothing() {
+    emit_interrupted_at_every_instruction(Writer::ThreadCachedCold);
 }
 
 #[test]

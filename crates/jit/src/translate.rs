@@ -22,7 +22,7 @@ use kerf_arch::hash::{AddrMap as HashMap, AddrSet as HashSet};
 use kerf_arch::x86_64::{flow, relocation_hazard, Flow, Gpr};
 use kerf_arch::ImageAddr;
 use kerf_codegen::ir::{Addr, Op, Program, Src, Width};
-use kerf_codegen::{lower_program_split, At, LiveAt};
+use kerf_codegen::{lower_program_split, At, LiveAt, SlabRing};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -550,6 +550,10 @@ pub struct Layout {
     /// counters tell the owner thread from the others).
     pub slabs: Option<seq::Slabs>,
     pub per_thread: Option<i64>,
+    /// Where in a thread's slab the address of its ring in this module is kept
+    /// (`gs:[ring_word]`, [`seq::SLAB_RINGS`]), where threads have slabs and the module
+    /// has rings; `None`: each record looks the thread's slot up in the thread table.
+    pub ring_word: Option<i32>,
 }
 
 impl Layout {
@@ -1342,8 +1346,12 @@ pub fn translate(
     scope: &Scope<'_>,
 ) -> Result<Translation, JitError> {
     let cfg = m.cfg;
-    // Records go through the module's thread table.
-    let at = &At { threads: layout.threads, ..*at };
+    // Records go through the module's thread table, or the ring kept in the thread's slab.
+    let ring_cache = layout
+        .ring_word
+        .filter(|_| layout.slabs.is_some() && layout.rings != 0)
+        .map(|word| SlabRing { word, shared: seq::SLAB_SHARED });
+    let at = &At { threads: layout.threads, ring_cache, ..*at };
     let mut funcs = funcs.to_vec();
     funcs.sort_by_key(|&f| cfg.function(f).entry);
     funcs.dedup();

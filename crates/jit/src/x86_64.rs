@@ -1377,8 +1377,17 @@ pub const SLABS_REUSED: i32 = 16;
 pub const SLAB_OWNER: i32 = 0;
 /// A free slab's link: the next free slab's number plus one (0: none).
 pub const SLAB_NEXT: i32 = 8;
-/// Where the counters start in a slab (the owner has a cache line of its own).
-pub const SLAB_WORDS: u64 = 64;
+/// A 32-bit word, nonzero in the last slab only (kerf sets it when it maps the region), which
+/// threads share once the others are gone ([`Slabs::count`]): a thread keeps no ring
+/// address there ([`SLAB_RINGS`]).
+pub const SLAB_SHARED: i32 = 16;
+/// Where the words start that keep a thread's ring addresses, one per module with rings
+/// (`kerf_codegen::SlabRing`: 0 until the thread's first record there), after the owner's
+/// cache line and up to [`SLAB_WORDS`].
+pub const SLAB_RINGS: u64 = 64;
+/// Where the counters start in a slab: the owner's line and the ring words have its first
+/// page (which the owner's word makes memory anyway).
+pub const SLAB_WORDS: u64 = 4096;
 
 fn fs_tid(tid: i32) -> MemoryOperand {
     MemoryOperand::new(Register::None, Register::None, 1, tid as i64, 4, false, Register::FS)

@@ -115,6 +115,7 @@ fn layout(mailbox: Option<u64>) -> Layout {
         state: 0,
         slabs: None,
         per_thread: None,
+        ring_word: None,
     }
 }
 

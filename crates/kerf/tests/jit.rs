@@ -2007,6 +2007,57 @@ fn call_trace_counts_every_call_and_return_and_writes_a_trace_that_converts() {
     }
 }
 
+/// The call trace alone gives threads slabs too, where each keeps its ring's address
+/// (`kerf_codegen::SlabRing`): the same four threads with slabs, with two slabs only (a thread
+/// of its own, the rest sharing the last, where nothing is kept: each looks its ring up), and
+/// with none (`KERF_JIT_NO_SLABS`) count the same calls and returns of every function, lose
+/// nothing, and leave the output unchanged; sharing the last slab draws no warning of low
+/// counts (the call trace counts nothing there).
+#[test]
+fn call_trace_rings_kept_in_slabs_shared_or_not_count_what_lookups_count() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-calls-slabs");
+    let args = ["3", "5", "50"];
+    let expected = plain(&bin, &args);
+    let flags = ["work", "--plugin", "calls", "--ring-slots", "262144"];
+    let cache = tmp().join("jit-cache");
+    let mut seen: Vec<BTreeMap<(String, String), (u64, u64)>> = Vec::new();
+    let runs: [&[(&str, &str)]; 3] =
+        [&[], &[("KERF_JIT_SLABS", "2")], &[("KERF_JIT_NO_SLABS", "1")]];
+    for (k, env) in runs.into_iter().enumerate() {
+        let (v, out, err) = kerf_env(&cache, env, "calls-slabs", "jit", &flags, &bin, &args);
+        assert_eq!(out, expected, "{env:?}: the program's output changed");
+        let c = &v["calls"];
+        let zero = serde_json::json!(0);
+        assert_eq!((&c["lost"], &c["unmatched"]), (&zero, &zero), "{env:?}: {c}");
+        let counters = &v["jit"]["counters"];
+        match k {
+            0 if !per_thread_counters_expected(counters) => {
+                eprintln!("skipped: no per-thread slabs here: {counters}");
+                return;
+            }
+            1 => assert!(counters["shared_slab"].as_u64() > Some(0), "{counters}"),
+            2 => assert_eq!(counters["per_thread"], false, "{counters}"),
+            _ => {}
+        }
+        assert!(!err.contains("shared the last one"), "{env:?}: {err}");
+        let per_function = c["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                let key: (String, String) =
+                    (f["module"].as_str().unwrap().into(), f["function"].as_str().unwrap().into());
+                (key, (f["calls"].as_u64().unwrap(), f["returns"].as_u64().unwrap()))
+            })
+            .collect::<BTreeMap<_, _>>();
+        let work = per_function.iter().find(|((m, f), _)| m.contains("jitted") && f == "work");
+        assert!(work.is_some_and(|(_, c)| c.0 > 0), "{env:?}: work not called: {c}");
+        seen.push(per_function);
+    }
+    assert_eq!(seen[0], seen[2], "calls and returns with slabs vs with none");
+    assert_eq!(seen[1], seen[2], "calls and returns with a shared slab vs with none");
+}
+
 /// The same threads through rings of 16 records (the least `--ring-slots` takes) where each
 /// thread makes about 120 k: a thread that finds its ring full waits for kerf's reader, so
 /// nothing is lost and every function's calls equal its entry block's count. (A thread drops

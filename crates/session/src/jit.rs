@@ -347,8 +347,10 @@ struct Space {
     /// The plugin's routines' copy at the start of the code room (0: none).
     routines: u64,
     /// Where the data area's copies start in each per-thread counter slab (see
-    /// [`crate::slabs`]), if it has them.
+    /// [`crate::slabs`]), if it has them; and where a thread's slab keeps the address of
+    /// its ring here (`kerf_jit::Layout::ring_word`), if the module has rings.
     shadow: Option<u64>,
+    ring_word: Option<i32>,
 }
 
 impl Space {
@@ -968,6 +970,7 @@ fn map_space(
         rings,
         routines: at,
         shadow: None,
+        ring_word: None,
     })
 }
 
@@ -1460,7 +1463,9 @@ pub fn install(
     let mut slabs = None;
     let mut thread_ids = true;
     let mut seccomp_asked = kerf_os::process::SeccompLevel::default();
-    let counts = plugin.counts_blocks() || plugin.edges();
+    // Slabs for counters, and for each thread's ring addresses where the plugins emit
+    // records into per-thread rings.
+    let counts = plugin.counts_blocks() || plugin.edges() || opts.rings.is_some();
     let no_slabs = counts.then(|| why_no_slabs(&tr, hwcap2, tid_offset, thread)).flatten();
     stats.no_slabs = no_slabs;
     let mapped = (|| -> Result<(), TargetError> {
@@ -1517,6 +1522,9 @@ pub fn install(
             if let Ok(mut region) = SlabRegion::map(&mut tr, data, tid as i32) {
                 for sp in spaces.iter_mut().flatten() {
                     sp.shadow = region.shadow(sp.data.len() as u64);
+                    if sp.rings.is_some() {
+                        sp.ring_word = region.ring_word();
+                    }
                 }
                 slabs = Some(region);
             }
@@ -1607,6 +1615,7 @@ pub fn install(
                 state: state_at,
                 slabs: slabs.as_ref().map(|s| s.seq),
                 per_thread: sp.shadow.map(|h| SlabRegion::per_thread(sp.data.remote().0, h)),
+                ring_word: sp.ring_word,
             };
             let data_room = sp.data.len() as u64 - sp.data_used;
             let funcs = &region.funcs[k];
@@ -2977,6 +2986,9 @@ impl Jit {
             match space {
                 Ok(mut sp) => {
                     sp.shadow = self.slabs.as_mut().and_then(|s| s.shadow(sp.data.len() as u64));
+                    if sp.rings.is_some() {
+                        sp.ring_word = self.slabs.as_mut().and_then(SlabRegion::ring_word);
+                    }
                     match (&sp.rings, late) {
                         (Some(rings), Some(late)) => late.added(&m, rings.clone(), sp.data.clone()),
                         _ if self.rings.is_some() => self.stats.late_untraced.push(path.clone()),
@@ -3292,6 +3304,7 @@ impl Jit {
             state: self.state.as_ref().map_or(0, |s| s.remote().0),
             slabs: self.slabs.as_ref().map(|s| s.seq),
             per_thread: sp.shadow.map(|h| SlabRegion::per_thread(sp.data.remote().0, h)),
+            ring_word: sp.ring_word,
         };
         let name = all[k].path.display().to_string();
         let reached: HashSet<FuncId> = funcs.iter().copied().collect();

@@ -528,6 +528,8 @@ pub(crate) fn site_code(
         cpu: rt.cpu,
         kernel_reads: rt.kernel_reads,
         flags_save: rt.flags_save,
+        // (Spliced probes have no slabs.)
+        ring_cache: None,
     };
     for (n, &k) in programs.iter().enumerate() {
         let program = tool

@@ -16,7 +16,8 @@
 
 use kerf_arch::RemoteAddr;
 use kerf_jit::x86_64::{
-    Slabs, SLABS_CLAIMED, SLABS_FREE, SLABS_HEADER, SLABS_REUSED, SLAB_NEXT, SLAB_OWNER, SLAB_WORDS,
+    Slabs, SLABS_CLAIMED, SLABS_FREE, SLABS_HEADER, SLABS_REUSED, SLAB_NEXT, SLAB_OWNER,
+    SLAB_RINGS, SLAB_SHARED, SLAB_WORDS,
 };
 use kerf_os::TargetError;
 use kerf_os::{SharedMem, Tracee};
@@ -41,8 +42,9 @@ const MOST_BYTES: u64 = 1 << 38;
 pub struct SlabRegion {
     mem: SharedMem,
     pub seq: Slabs,
-    /// Bytes of each slab given to data areas' shadows so far.
+    /// Bytes of each slab given to data areas' shadows so far, and to ring words.
     next: u64,
+    next_ring: u64,
     /// The copies taken from the slabs of threads that ended, by where they lay in a slab;
     /// how many slabs were taken back; and whether they may be (see the module comment).
     ended: BTreeMap<u64, u64>,
@@ -88,10 +90,14 @@ impl SlabRegion {
         };
         let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/pid")).ok();
         let reclaims = ns("self").is_some() && ns("self") == ns(&tr.pid().to_string());
+        // The last slab, which threads may share, marked so (never taken back: it keeps it).
+        let last = (SLABS_HEADER + ((count - 1) << seq.span_log2)) as usize;
+        mem.store_u32(last + SLAB_SHARED as usize, 1);
         Ok(SlabRegion {
             mem,
             seq,
             next: SLAB_WORDS,
+            next_ring: SLAB_RINGS,
             ended: BTreeMap::new(),
             reclaimed: 0,
             reclaims,
@@ -109,6 +115,18 @@ impl SlabRegion {
         (end <= span).then(|| {
             self.next = end;
             at
+        })
+    }
+
+    /// A word in every slab for a thread's ring address in one more module
+    /// (`kerf_jit::Layout::ring_word`), or `None` when the first page has none left (that
+    /// module's records look the thread's slot up each time). Never given twice: a module
+    /// unmapped leaves its word unread.
+    pub fn ring_word(&mut self) -> Option<i32> {
+        let at = self.next_ring;
+        (at + 8 <= SLAB_WORDS).then(|| {
+            self.next_ring = at + 8;
+            at as i32
         })
     }
 
@@ -197,7 +215,8 @@ impl SlabRegion {
             self.add_copies(k, &mut ended);
             self.ended = ended;
             let slab = self.slab(k);
-            self.mem.zero(slab + SLAB_WORDS as usize, self.next as usize - SLAB_WORDS as usize);
+            // (The ring words too: the slab's next thread looks its rings up again.)
+            self.mem.zero(slab + SLAB_RINGS as usize, self.next as usize - SLAB_RINGS as usize);
             self.mem.store_u32(slab + SLAB_OWNER as usize, 0);
             let head = &self.mem.words()[SLABS_FREE as usize / 8];
             let mut h = head.load(Ordering::Acquire);

@@ -122,7 +122,7 @@ fn counters_json(jit: &jit::Jit) -> Value {
         }),
         (None, why) => json!({
             "per_thread": false,
-            "why_not": why.unwrap_or("no plugin counts blocks or branches"),
+            "why_not": why.unwrap_or("no plugin counts blocks or branches or writes records"),
         }),
     }
 }
@@ -582,8 +582,10 @@ pub fn run(
              natively, uncounted (each entry an escape)"
         ));
     }
+    // (The call trace's and the lock plugin's slabs keep only each thread's ring address,
+    // never in the shared slab: their records lose nothing there.)
     if let Some(jit::SlabUse { threads: claimed, shared, .. }) =
-        jit.slab_use().filter(|u| u.shared > 0)
+        jit.slab_use().filter(|u| u.shared > 0 && (counting || branches))
     {
         events.warn(&format!(
             "{shared} of the {claimed} threads that ran counted code found no counter slab of \
@@ -595,8 +597,8 @@ pub fn run(
             "{n} times a thread came to a way into the code cache (a root's entry, the \
              instruction after a system call or a wrgsbase) with a gs base of the program's \
              own (arch_prctl(ARCH_SET_GS), wrgsbase): it ran the original code from there, \
-             not counted (KERF_JIT_NO_SLABS=1 counts such threads, without per-thread \
-             counters)"
+             neither counted nor traced (KERF_JIT_NO_SLABS=1 takes such threads in, \
+             without per-thread slabs)"
         ));
     }
     signal_report(&s.signals, events);
