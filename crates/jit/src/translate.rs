@@ -987,7 +987,7 @@ fn blocks_room(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
                 // Each side's code, the taken side's jump back, a nop.
                 n += 2 * plugin_bytes + 16;
             }
-            if b.start == entry || ends_frame(b.term) {
+            if b.start == entry || ends_frame(b.term) || tail_call_table(m.cfg, b) {
                 n += call_bytes;
             }
             // A table's dispatch, and a stub per entry at most.
@@ -1125,6 +1125,17 @@ pub fn ending_roots(m: &Module<'_>, roots: &std::collections::HashSet<u64>) -> H
 /// is not one here, and the call trace counts the callee's frame as `replaced`.)
 fn ends_frame(term: Terminator) -> bool {
     matches!(term, Terminator::Return | Terminator::TailCall | Terminator::IndirectTailCall)
+}
+
+/// Whether block `b` ends in a jump through a table whose every target is a function's entry:
+/// an array of function pointers that the analysis reads as a jump table (`table[i](x)` in
+/// tail position is a load and `jmp rax`, as a switch's dispatch is), so an indirect tail call
+/// that ends the frame as [`ends_frame`]'s do. (Found by a user trial of the call trace:
+/// such a function's frames were all counted as replaced, none returned.)
+fn tail_call_table(cfg: &Cfg, b: &kerf_analysis::cfg::Block) -> bool {
+    matches!(b.term, Terminator::JumpTable(_))
+        && cfg.edges_of(b).len() > 0
+        && cfg.edges_of(b).all(|e| e.kind == EdgeKind::TailCall)
 }
 
 /// Bytes of data area for `funcs` of `m`.
@@ -1557,7 +1568,8 @@ pub fn translate(
         }
         // Where the frame ends (the block's last instruction), the plugin's exit code.
         let mut exit = None;
-        if plugin.exits() && ends_frame(b.term) {
+        let tail_table = plugin.exits() && tail_call_table(cfg, b);
+        if plugin.exits() && (ends_frame(b.term) || tail_table) {
             if let Some(i) = last_insn(m, b.start, b.len, b.insns) {
                 let last = i.ip();
                 let image = ImageAddr(last.wrapping_sub(m.bias));
@@ -1610,7 +1622,9 @@ pub fn translate(
             exit,
             scratch.get(&f).copied().flatten(),
             ends_root.contains(&f),
-            table_shape(m, b).as_ref(),
+            // (A table of tail calls under exit code goes through the lookup: its translated
+            // copy would jump past the code before the `jmp`.)
+            table_shape(m, b).filter(|_| !tail_table).as_ref(),
             slot_jumps.get(&f).filter(|_| b.start == func.entry).map(|&r| (scope.slots, r)),
             inline.as_ref().map(|(_, c)| c.word),
             None,

@@ -2058,6 +2058,38 @@ fn call_trace_rings_kept_in_slabs_shared_or_not_count_what_lookups_count() {
     assert_eq!(seen[1], seen[2], "calls and returns with a shared slab vs with none");
 }
 
+/// A function that ends in a tail call through an array of function pointers (`dispatch`:
+/// a jump table to the analysis, every target a function's entry) ends its frame there: the
+/// call trace records its exit before the jump, as a direct tail call's (`direct`), and every
+/// call of both returns (before, none of `dispatch`'s did: each frame was counted replaced).
+#[test]
+fn a_tail_call_through_a_table_of_function_pointers_ends_its_frame_in_the_call_trace() {
+    let bin = common::build_fixture("jit_fn_table", "-O2", "jit-fn-table");
+    let a = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["analyze", "--function", "dispatch"])
+        .arg(&bin)
+        .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+        .output()
+        .unwrap();
+    let a = String::from_utf8_lossy(&a.stdout);
+    assert!(a.contains("jumptable") && a.contains("tailcall leaf2"), "the fixture's shape: {a}");
+    let expected = plain(&bin, &["1000"]);
+    let (v, out, _) = kerf_on("fn-table", "jit", &["main", "--plugin", "calls"], &bin, &["1000"]);
+    assert_eq!(out, expected, "the program's output changed");
+    let c = &v["calls"];
+    let zero = serde_json::json!(0);
+    assert_eq!((&c["lost"], &c["unmatched"], &c["replaced"]), (&zero, &zero, &zero), "{c}");
+    let of = |name: &str| {
+        let f = c["functions"].as_array().unwrap().iter().find(|f| f["function"] == name);
+        f.map(|f| (f["calls"].as_u64().unwrap(), f["returns"].as_u64().unwrap()))
+    };
+    assert_eq!(of("dispatch"), Some((1000, 1000)), "{c}");
+    assert_eq!(of("direct"), Some((1000, 1000)), "{c}");
+    // The leaves, tail-called from both: a frame of their own each, opened and closed.
+    assert_eq!(of("leaf1"), Some((1500, 1500)), "{c}");
+    assert_eq!(of("leaf2"), Some((250, 250)), "{c}");
+}
+
 /// The same threads through rings of 16 records (the least `--ring-slots` takes) where each
 /// thread makes about 120 k: a thread that finds its ring full waits for kerf's reader, so
 /// nothing is lost and every function's calls equal its entry block's count. (A thread drops

@@ -513,6 +513,19 @@ pub fn run(
             }
         ));
     }
+    if s.timeouts > 0 {
+        // (A user trial's first `kerf jit main -- java`: the miss into libjvm's `.init` waited
+        // while kerf analysed the 20 MB library, gave up, and the whole JVM ran natively;
+        // only `wait_timeouts` in the JSON said so.)
+        events.warn(&format!(
+            "{} a thread waiting for kerf to translate a miss gave up after {} ms (kerf was              busy, as when it analyses a library the program loaded, or off the CPU): the              thread ran natively, uncounted, for the rest of its root call, and misses left              without asking kerf until it listened again (escapes; `escapes_unasked` in              --json; a second run, with the library's analysis cached, waits less)",
+            match s.timeouts {
+                1 => "once".to_string(),
+                n => format!("{n} times"),
+            },
+            kerf_jit::mailbox::WAIT_NS / 1_000_000
+        ));
+    }
     // Modules whose code ran natively for want of a trustworthy analysis, or which kerf
     // did not take in when a miss led there: their escapes are in the summary, the why here.
     for m in &s.analysis_rejected {
@@ -691,8 +704,8 @@ pub fn run(
         events.warn(&format!(
             "{} call and return records lost ({} in full rings while kerf did not drain for \
              100 ms; {} of threads that found no slot in a thread table); the counts per \
-             function are of the {} kept",
-            c["lost"], c["lost_ring_full"], c["lost_no_slot"], c["events"]
+             function are of the {} read",
+            c["lost"], c["lost_ring_full"], c["lost_no_slot"], c["records"]
         ));
     }
     if let Some(c) = calls_summary {

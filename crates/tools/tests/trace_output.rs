@@ -92,6 +92,33 @@ fn raw_corrupt_at_every_byte() {
     }
 }
 
+/// A source record longer than 16 MiB (the call trace of a program with 100 k functions,
+/// node's, names two probes of each: about 27 MB) is written and read back whole; a length
+/// far past a short file's end reads as a cut trace, with no allocation for the length.
+#[test]
+fn long_records_read_back_and_a_huge_length_is_a_cut_trace() {
+    let mut big = trace::app(0);
+    let long = "f".repeat(200);
+    big.probes = (0..100_000u32)
+        .map(|k| {
+            let (name, point) = (format!("{long}{k}"), format!("libbig:{long}{k}@exits"));
+            trace::probe(&name, &point, kerf_tools::trace::event::PointKind::Exit, 0, vec![])
+        })
+        .collect();
+    let bytes = raw_bytes(&[Record::Source(big.clone())], true);
+    assert!(bytes.len() > 32 << 20, "{} bytes", bytes.len());
+    let (records, end) = read_all(&bytes);
+    assert_eq!(end.map_err(|e| e.to_string()), Ok(()));
+    // The source and the end record (compared without printing: 40 MB).
+    assert_eq!(records.len(), 2);
+    assert!(records[0] == Record::Source(big), "the source read back differs");
+    // A length of 768 MiB (within the limit) and 5 bytes of it.
+    let mut b = raw_bytes(&[], false);
+    b.extend_from_slice(&(768u32 << 20).to_le_bytes());
+    b.extend_from_slice(&[1, 2, 3, 4, 5]);
+    assert!(matches!(read_all(&b).1, Err(RawError::Truncated { offset: 16, records: 0 })));
+}
+
 #[test]
 fn raw_corruptions_are_named() {
     use kerf_tools::trace::event::{PointKind, Value};

@@ -37,8 +37,14 @@ pub const MAGIC: &[u8; 8] = b"KERFTRC\0";
 /// [`Writer::new_packed`]); a reader refuses others.
 pub const VERSION: u16 = 1;
 pub const VERSION_PACKED: u16 = 2;
-/// The largest record accepted (a longer length is corruption, not a record to allocate for).
-pub const MAX_RECORD: usize = 16 << 20;
+/// The largest record a writer writes and a reader accepts (a longer length is corruption). A
+/// reader never allocates for a length before it has read the bytes: a corrupt length in a
+/// short file costs what the file holds. (Until 2026-12-04 the limit was 16 MiB and the
+/// writer did not keep to it: the source record of a program with 100 k functions, node's, is
+/// about 27 MB, and such traces were refused as corrupt.)
+pub const MAX_RECORD: usize = 1 << 30;
+/// Bytes of packed words in one packed record at most (a reader holds one whole).
+const PACKED_MOST: usize = 8 << 20;
 
 const TAG_SOURCE: u8 = 1;
 const TAG_THREAD: u8 = 2;
@@ -74,6 +80,8 @@ pub enum RawError {
     Unfinished { records: u64 },
     /// The record at byte `offset` is malformed.
     Corrupt { offset: u64, what: String },
+    /// A record to write is longer than a reader takes ([`MAX_RECORD`]).
+    TooLong { bytes: usize },
 }
 
 impl fmt::Display for RawError {
@@ -94,6 +102,9 @@ impl fmt::Display for RawError {
             }
             RawError::Corrupt { offset, what } => {
                 write!(f, "corrupt record at byte {offset}: {what}")
+            }
+            RawError::TooLong { bytes } => {
+                write!(f, "a record of {bytes} bytes, longer than a raw trace holds ({MAX_RECORD})")
             }
         }
     }
@@ -319,8 +330,7 @@ pub(crate) fn read_frame(r: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<boo
     if len > MAX_RECORD {
         return Err(io::Error::new(io::ErrorKind::InvalidData, format!("frame of {len} bytes")));
     }
-    buf.resize(len, 0);
-    if read_full(r, buf)? < len {
+    if read_growing(r, buf, len)? < len {
         return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "cut inside a frame"));
     }
     Ok(true)
@@ -825,7 +835,7 @@ impl<W: Write> Writer<W> {
         // Encoded, a record is never longer than its words and 10 bytes (a var of a header
         // and of the time, a byte of flag): split ahead of time so that no frame can exceed
         // the limit.
-        let most = MAX_RECORD / 2;
+        let most = PACKED_MOST;
         let mut from = 0;
         while from < words.len() {
             let (mut to, mut n) = (from, 0u64);
@@ -864,8 +874,11 @@ impl<W: Write> Writer<W> {
         self.buf.clear();
         self.buf.extend_from_slice(&[0; 4]);
         body(&mut self.buf);
-        let n = (self.buf.len() - 4) as u32;
-        self.buf[..4].copy_from_slice(&n.to_le_bytes());
+        let n = self.buf.len() - 4;
+        if n > MAX_RECORD {
+            return Err(RawError::TooLong { bytes: n });
+        }
+        self.buf[..4].copy_from_slice(&(n as u32).to_le_bytes());
         self.out
             .write_all(&self.buf)
             .map_err(|source| RawError::Io { op: "writing a trace record", source })?;
@@ -913,6 +926,17 @@ pub struct Reader<R: Read> {
 }
 
 /// Reads into `buf` until it is full or the input ends; returns how many bytes came.
+/// Up to `len` bytes into `buf` (replacing what it held), as many as `r` has: the buffer grows
+/// with what is read, never to `len` ahead of it. How many.
+fn read_growing(r: &mut impl Read, buf: &mut Vec<u8>, len: usize) -> io::Result<usize> {
+    buf.clear();
+    if buf.capacity() < len {
+        // (Room ahead for an ordinary record; a long one grows as its bytes come.)
+        buf.reserve(len.min(1 << 20));
+    }
+    Read::take(&mut *r, len as u64).read_to_end(buf)
+}
+
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut got = 0;
     while got < buf.len() {
@@ -1018,8 +1042,7 @@ impl<R: Read> Reader<R> {
         if len == 0 || len > MAX_RECORD {
             return Err(RawError::Corrupt { offset: start, what: format!("record length {len}") });
         }
-        self.buf.resize(len, 0);
-        let got = read_full(&mut self.input, &mut self.buf)
+        let got = read_growing(&mut self.input, &mut self.buf, len)
             .map_err(|source| RawError::Io { op: "reading a trace record", source })?;
         if got < len {
             return Err(RawError::Truncated { offset: start, records: self.records });

@@ -13,7 +13,7 @@ fn cap(name: &str, hex: bool) -> CaptureInfo {
     CaptureInfo { name: name.into(), hex }
 }
 
-fn probe(
+pub fn probe(
     name: &str,
     point: &str,
     kind: PointKind,
