@@ -198,6 +198,9 @@ pub enum JitFail {
         path: std::path::PathBuf,
         detail: kerf_analysis::validate::Invalid,
     },
+    /// A signal asked kerf to stop ([`crate::live::stop_flag`]) while it translated: what it
+    /// had mapped is unmapped, nothing was put in.
+    Interrupted,
 }
 
 impl fmt::Display for JitFail {
@@ -224,6 +227,7 @@ impl fmt::Display for JitFail {
             JitFail::Analysis { path, detail, .. } => {
                 write!(f, "the cached analysis of {} does not match it ({detail})", path.display())
             }
+            JitFail::Interrupted => write!(f, "interrupted before the JIT went in"),
         }
     }
 }
@@ -1651,6 +1655,9 @@ pub fn install(
     // done with a small module's takes a piece of a big one (python3.11's summaries take
     // 0.07 s, its translation 0.32 s on one core).
     let results = std::sync::Mutex::new(Vec::new());
+    // Ctrl-C meanwhile: the pieces not begun are left (`--whole` on node took 10-20 s here,
+    // and kerf went live before it acted on the signal), and nothing goes in.
+    let stop = crate::live::stop_flag();
     rayon::scope_fifo(|s| {
         for (k, pieces) in &work {
             let (one, results, mods) = (&one, &results, &mods);
@@ -1662,6 +1669,9 @@ pub fn install(
                 }
                 for (funcs, layout) in pieces {
                     s.spawn_fifo(move |_| {
+                        if stop.load(Ordering::Relaxed) {
+                            return;
+                        }
                         let r = one(*k, funcs, layout);
                         results.lock().unwrap_or_else(|e| e.into_inner()).push(r);
                     });
@@ -1720,6 +1730,10 @@ pub fn install(
         later,
         started: kerf_os::process::start_time(&kerf_os::process::RealSys, pid),
     };
+    if stop.load(Ordering::Relaxed) {
+        let _ = jit.unmap();
+        return Err(JitFail::Interrupted);
+    }
     let mut translations = Vec::new();
     for (k, funcs, r) in results {
         match r {

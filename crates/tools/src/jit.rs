@@ -311,6 +311,10 @@ pub fn run(
             match jit::install(pid, &target.modules, &roots, &woven, options) {
                 Ok(jit) => break (roots, woven, jit),
                 Err(jit::JitFail::Analysis { module, path, detail }) => (module, path, detail),
+                // (As a signal before any probe went in: nothing to take out.)
+                Err(jit::JitFail::Interrupted) => {
+                    return Err(kerf_session::live::LiveError::Interrupted.into())
+                }
                 Err(source) => return Err(ToolError::Jit { pid, source }),
             };
         callback = woven.callback;
