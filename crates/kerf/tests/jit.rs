@@ -2561,6 +2561,47 @@ fn attach_with(pid: u32, root: &str, args: &[&str], tag: &str) -> (std::process:
     (kerf, summary)
 }
 
+/// A thread in a signal handler that interrupted a root call is found in that call (the walk
+/// of its stack goes on through the signal frame, from the registers the kernel saved there)
+/// and left to finish it natively, counted as not taken in: a handler runs in the original
+/// code. The fixture stopped with SIGSTOP, a SIGALRM pending: when kerf resumes its main
+/// thread, the handler is entered on top of `main` (before, the walk stopped at the signal
+/// frame and the thread counted as in no root call at all). Continued, it finishes right.
+#[test]
+fn a_thread_in_a_handler_above_a_root_call_is_found_and_left_to_finish_it() {
+    let bin = common::build_fixture("jit_stopped_alarm", "-O2", "jit-stopped-alarm");
+    let expected = plain(&bin, &["2000"]);
+    let child = Command::new(&bin).arg("2000").stdout(Stdio::piped()).spawn().unwrap();
+    let pid = child.id().to_string();
+    let _reaper = common::Reaper(child.id() as i32);
+    // Both threads up (the timer is set before the second starts), and a while more for the
+    // main thread to wait in `pthread_join`.
+    let tasks = || std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
+    let up = std::time::Instant::now();
+    while tasks() < 2 && up.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(Command::new("kill").args(["-STOP", &pid]).status().unwrap().success());
+    std::thread::sleep(Duration::from_millis(100));
+    let summary = tmp().join("jit-stopped-alarm.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["jit", "-p", &pid, "main", "--plugin", "blocks", "--duration", "1", "--json"])
+        .arg("-o")
+        .arg(&summary)
+        .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+        .output()
+        .unwrap();
+    assert!(Command::new("kill").args(["-CONT", &pid]).status().unwrap().success());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let j = &v["jit"];
+    assert_eq!((&j["taken_in"], &j["not_taken_in"]), (&0.into(), &1.into()), "{j}");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+}
+
 /// Threads already inside a root call when kerf attaches are taken into the cache: found by
 /// a walk of their stacks (the modules' unwind tables), moved to the clean point of their PC,
 /// their outer frame recorded so that the root's return goes back to the original caller.

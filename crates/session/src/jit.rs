@@ -1872,6 +1872,36 @@ fn with_unmap_roots(
     (all, left)
 }
 
+/// Where a thread stands in a root call ([`Jit::root_frame`]): the outermost root frame's
+/// function (module, function), the stack pointer that frame had at its entry, the return
+/// addresses of the frames inside it (innermost first), and whether the thread is in a
+/// signal handler that interrupted that call (a signal frame lies between).
+struct RootFrame {
+    root: (usize, FuncId),
+    outer_sp: u64,
+    inside: Vec<u64>,
+    in_handler: bool,
+}
+
+/// The bytes of the x86-64 signal restorer a handler returns to (glibc's `__restore_rt`,
+/// musl's: `mov rax, 15` (`rt_sigreturn`); `syscall`).
+const RESTORER: [u8; 9] = [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05];
+
+/// If return address `ra` is the signal restorer, the registers the signal interrupted, read
+/// from the frame the kernel pushed (`sp`, just past the return address, is its `ucontext`):
+/// `rip`, `rsp` and `rbp` of its `mcontext` (x86-64's `struct rt_sigframe`).
+fn signal_frame(word: &dyn Fn(u64) -> Option<u64>, ra: u64, sp: u64) -> Option<(u64, u64, u64)> {
+    let bytes: Vec<u8> =
+        (0..2).filter_map(|k| word(ra + 8 * k)).flat_map(u64::to_le_bytes).collect();
+    if bytes.get(..RESTORER.len()) != Some(&RESTORER[..]) {
+        return None;
+    }
+    // uc_flags, uc_link and uc_stack (8 + 8 + 24 bytes), then the general registers in
+    // `<sys/ucontext.h>`'s order: rbp is the 10th, rsp the 15th, rip the 16th.
+    let gregs = sp + 40;
+    Some((word(gregs + 8 * 16)?, word(gregs + 8 * 15)?, word(gregs + 8 * 10)?))
+}
+
 /// Per module whose whole-image work was left for later: whether it was done ([`whole_later`]).
 type WholeDone = Vec<(usize, Result<bool, Invalid>)>;
 
@@ -4284,10 +4314,12 @@ impl Jit {
                 continue;
             }
             let found = self.root_frame(tr, &regs, all, mods, &ending, &mut images);
-            let Some((root, outer_sp, inside)) = found else {
+            let Some(RootFrame { root, outer_sp, inside, in_handler }) = found else {
                 continue;
             };
-            if tr.held_signals(tid) > 0 {
+            // A signal handler runs in the original code (its hook rewrites only the frame):
+            // a thread in one is taken at a later try, once back in the root call.
+            if in_handler || tr.held_signals(tid) > 0 {
                 left.push(tid);
                 continue;
             }
@@ -4342,9 +4374,10 @@ impl Jit {
     /// the outermost root frame's function (module, function: a root's or one a root
     /// tail-calls, `ending`, by module), the stack pointer that frame had at its entry
     /// (pointing at the return address into its caller), and the return addresses of the
-    /// frames inside that call, innermost first. `None` where no root frame is found before
-    /// the walk ends: an address in no module or with no plain unwind rule (a signal frame,
-    /// generated code), a read that fails, or [`MAX_FRAMES`].
+    /// frames inside that call, innermost first, and whether a signal frame lies between
+    /// ([`RootFrame`]; the walk goes on below one from the registers the kernel saved in it).
+    /// `None` where no root frame is found before the walk ends: an address in no module or
+    /// with no plain unwind rule (generated code), a read that fails, or [`MAX_FRAMES`].
     fn root_frame<'a>(
         &self,
         tr: &Tracee,
@@ -4353,7 +4386,7 @@ impl Jit {
         mods: &[Module<'_>],
         ending: &[kerf_arch::hash::AddrSet<FuncId>],
         images: &mut HashMap<usize, Option<kerf_analysis::image::Image<'a>>>,
-    ) -> Option<((usize, FuncId), u64, Vec<u64>)> {
+    ) -> Option<RootFrame> {
         use kerf_analysis::image::{FrameBase, Image, SavedRbp};
         let word = |a: u64| {
             let mut b = [0u8; 8];
@@ -4362,10 +4395,23 @@ impl Jit {
         let (mut pc, mut sp, mut rbp) = (regs.rip, regs.rsp, Some(regs.rbp));
         let mut found = None;
         let mut ras = Vec::new();
-        for depth in 0..MAX_FRAMES {
+        // Whether the walk has passed a signal frame, and whether `pc` is a return address.
+        let (mut crossed, mut returned) = (false, false);
+        for _ in 0..MAX_FRAMES {
+            // A handler's return address is the signal restorer: the interrupted registers
+            // are in the frame the kernel pushed, and the walk goes on from them. (Its unwind
+            // rule is an expression kerf's frame rules do not take: a thread stopped in a
+            // SIGALRM handler on top of `main` was passed over, found in no root call.)
+            if returned {
+                if let Some((at_pc, at_sp, at_rbp)) = signal_frame(&word, pc, sp) {
+                    (pc, sp, rbp, crossed, returned) = (at_pc, at_sp, Some(at_rbp), true, false);
+                    ras.clear();
+                    continue;
+                }
+            }
             // A caller's frame is looked up at its call: the return address may be past the
             // end of its function.
-            let look = if depth == 0 { pc } else { pc.wrapping_sub(1) };
+            let look = if returned { pc.wrapping_sub(1) } else { pc };
             let Some(k) = self.module_at(all, look).filter(|&k| k < mods.len()) else { break };
             let image = images.entry(k).or_insert_with(|| {
                 Image::from_elf(&all[k].path.to_string_lossy(), &all[k].bytes).ok()
@@ -4388,7 +4434,8 @@ impl Jit {
             let root = kerf_jit::region::function_containing(&mods[k], look)
                 .filter(|f| ending[k].contains(f));
             if let Some(f) = root {
-                found = Some(((k, f), ra_at, ras.clone()));
+                let (root, outer_sp, inside) = ((k, f), ra_at, ras.clone());
+                found = Some(RootFrame { root, outer_sp, inside, in_handler: crossed });
             }
             let Some(ra) = word(ra_at) else { break };
             rbp = match rule.rbp {
@@ -4400,7 +4447,7 @@ impl Jit {
                 break;
             }
             ras.push(ra);
-            (pc, sp) = (ra, cfa);
+            (pc, sp, returned) = (ra, cfa, true);
         }
         found
     }

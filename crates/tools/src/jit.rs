@@ -362,9 +362,9 @@ pub fn run(
             match s.not_taken_in {
                 0 => String::new(),
                 n => format!(
-                    "; {n} not (standing in code kerf cannot translate, or with a signal \
-                     pending, or a gs base of the program's own): they finish their root \
-                     call natively"
+                    "; {n} not (standing in code kerf cannot translate, in a signal \
+                     handler or with a signal pending, or with a gs base of the program's \
+                     own): they finish their root call natively"
                 ),
             }
         ));
