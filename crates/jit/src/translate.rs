@@ -987,7 +987,8 @@ fn blocks_room(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
                 // Each side's code, the taken side's jump back, a nop.
                 n += 2 * plugin_bytes + 16;
             }
-            if b.start == entry || ends_frame(b.term) || tail_call_table(m.cfg, b) {
+            let tail_table = plugin.exits() && tail_call_table(m.cfg, b);
+            if b.start == entry || ends_frame(b.term) || tail_table {
                 n += call_bytes;
             }
             // A table's dispatch, and a stub per entry at most.

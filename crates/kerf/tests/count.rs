@@ -889,6 +889,15 @@ fn a_launched_command_inherits_ignored_and_blocked_signals() {
 /// kerf started with SIGHUP ignored (`nohup kerf ...`) ignores it too: a hangup does not end
 /// its counting early, and the launched command runs to its end under the probes. (Only
 /// SIGHUP: SIGINT and SIGTERM are caught however kerf was started, see the next test.)
+/// Read kerf's stderr up to its "points spliced" line.
+fn read_until_spliced(err: &mut impl BufRead) {
+    let mut line = String::new();
+    while !line.contains("points spliced") {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "kerf did not splice");
+    }
+}
+
 #[test]
 fn kerf_started_with_sighup_ignored_keeps_counting_through_a_hangup() {
     let bin = common::build_fixture("dispositions", "-O2", "nohup");
@@ -897,11 +906,7 @@ fn kerf_started_with_sighup_ignored_keeps_counting_through_a_hangup() {
     // (The fixture raises SIGINT and SIGPIPE at itself too: ignored for it as well.)
     let mut k = under_env(&INHERITED[..3], kerf, &args).spawn().unwrap();
     let mut err = BufReader::new(k.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("points spliced") {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0, "kerf did not splice");
-    }
+    read_until_spliced(&mut err);
     // `env` has become kerf (it execs), so its pid is kerf's.
     assert!(Command::new("kill").args(["-HUP", &k.id().to_string()]).status().unwrap().success());
     let mut out = String::new();
@@ -929,11 +934,7 @@ fn kerf_started_with_sigint_ignored_still_stops_on_sigint() {
     let args = ["count", "--json", "-p", &pid, "report"];
     let mut k = under_env(&["--ignore-signal=INT"], kerf, &args).spawn().unwrap();
     let mut err = BufReader::new(k.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("points spliced") {
-        line.clear();
-        assert!(err.read_line(&mut line).unwrap() > 0, "kerf did not splice");
-    }
+    read_until_spliced(&mut err);
     // `env` has become kerf (it execs), so its pid is kerf's.
     assert!(Command::new("kill").args(["-INT", &k.id().to_string()]).status().unwrap().success());
     let deadline = std::time::Instant::now() + Duration::from_secs(20);

@@ -633,7 +633,7 @@ pub struct Jit {
     /// When kerf began answering misses (and looking for handlers).
     serving_since: Option<Instant>,
     pub stats: JitStats,
-    /// The per-thread counter slabs, where the plugin counts and threads can have them, and
+    /// The per-thread slabs, where the plugin counts or writes rings and threads can have them, and
     /// their copies' sums as first read after the start or the last flush ([`Jit::word`]).
     slabs: Option<SlabRegion>,
     slab_totals: std::sync::Mutex<Option<BTreeMap<u64, u64>>>,
@@ -1469,8 +1469,8 @@ pub fn install(
     let mut seccomp_asked = kerf_os::process::SeccompLevel::default();
     // Slabs for counters, and for each thread's ring addresses where the plugins emit
     // records into per-thread rings.
-    let counts = plugin.counts_blocks() || plugin.edges() || opts.rings.is_some();
-    let no_slabs = counts.then(|| why_no_slabs(&tr, hwcap2, tid_offset, thread)).flatten();
+    let per_thread = plugin.counts_blocks() || plugin.edges() || opts.rings.is_some();
+    let no_slabs = per_thread.then(|| why_no_slabs(&tr, hwcap2, tid_offset, thread)).flatten();
     stats.no_slabs = no_slabs;
     let mapped = (|| -> Result<(), TargetError> {
         let exe = images.first().map_or(0, |m| span(m).0);
@@ -1520,7 +1520,7 @@ pub fn install(
         // (What was asked, to notice a filter installed later: the threads are stopped.)
         let sys = kerf_os::process::RealSys;
         seccomp_asked = kerf_os::process::seccomp_level(&sys, pid).unwrap_or_default();
-        if let (true, None, Some(tid)) = (counts, no_slabs, tid_offset) {
+        if let (true, None, Some(tid)) = (per_thread, no_slabs, tid_offset) {
             let data = spaces.iter().flatten().map(|sp| sp.data.len() as u64).sum();
             // (Without them the counters tell the owner thread from the others.)
             if let Ok(mut region) = SlabRegion::map(&mut tr, data, tid as i32) {
@@ -1535,7 +1535,7 @@ pub fn install(
         }
         Ok(())
     })();
-    if counts && no_slabs.is_none() && slabs.is_none() {
+    if per_thread && no_slabs.is_none() && slabs.is_none() {
         stats.no_slabs = Some("no room for the counter slabs in the address space");
     }
     let (table, mailbox) = match (mapped, table.take()) {
