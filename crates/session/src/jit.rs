@@ -2100,6 +2100,11 @@ impl Jit {
         c.data.load_u64(off as usize).wrapping_add(copies)
     }
 
+    /// How long kerf has served misses (since the cache went live), if it has.
+    pub fn serving_for(&self) -> Option<Duration> {
+        self.serving_since.map(|t| t.elapsed())
+    }
+
     /// The per-thread counter slabs, if the counters have them.
     pub fn slab_use(&self) -> Option<SlabUse> {
         self.slabs.as_ref().map(|s| SlabUse {
