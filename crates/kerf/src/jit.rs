@@ -393,13 +393,17 @@ fn table(v: &serde_json::Value, top: usize) -> String {
         let _ = writeln!(
             s,
             "calls: {} calls, {} returns ({} paired, {} frames left by longjmp or exceptions, {} \
-             replaced by tail calls, {} returns with no call) in {} threads; lost: {}{}",
+             replaced by tail calls, {} returns with no call{}) in {} threads; lost: {}{}",
             c["calls"],
             c["returns"],
             c["matched"].as_u64().unwrap_or(0) + c["returns_from_fragments"].as_u64().unwrap_or(0),
             c["unwound"],
             c["replaced"],
             c["unmatched"],
+            match c["before_attach"].as_u64().unwrap_or(0) {
+                0 => String::new(),
+                n => format!(", {n} returns of calls made before kerf attached"),
+            },
             c["threads"],
             c["lost"],
             c["file"].as_str().map_or(String::new(), |f| format!("; trace in {f}"))

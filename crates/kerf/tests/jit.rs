@@ -2569,6 +2569,52 @@ fn attach_with(pid: u32, root: &str, args: &[&str], tag: &str) -> (std::process:
     (kerf, summary)
 }
 
+/// Attached with the call trace, the thread inside the root call is taken in as under the
+/// counters: every call it makes from then on is paired with its return, and the returns of
+/// the frames open when it went in (the root's, and one of the fixture's functions if it
+/// stood in one), whose calls came before the trace, are counted apart, not as unmatched.
+/// (Before, the call trace took no thread in: on a program whose threads never enter the
+/// root again, as a server's `main`, it recorded nothing.)
+#[test]
+fn a_thread_taken_in_at_attach_is_traced_and_its_open_frames_returns_counted_apart() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-take-in-calls");
+    let rounds = 1_200_000u64;
+    let args = ["0", &rounds.to_string()];
+    let expected = plain(&bin, &args[..]);
+    let child = Command::new(&bin).args(args).stdout(Stdio::piped()).spawn().unwrap();
+    let _reaper = common::Reaper(child.id() as i32);
+    std::thread::sleep(Duration::from_millis(200));
+    let plugin = ["--plugin", "calls"];
+    let (mut kerf, summary) = attach_with(child.id(), "work", &plugin, "take-in-calls");
+    let out = child.wait_with_output().unwrap();
+    assert!(kerf.wait().unwrap().success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), expected);
+    let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    let j = &v["jit"];
+    assert_eq!((&j["taken_in"], &j["not_taken_in"]), (&1.into(), &0.into()), "{j}");
+    assert_eq!((&j["escapes"], &j["returns_out"]), (&0.into(), &0.into()), "{j}");
+    let c = &v["calls"];
+    let n = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("{k}: {c}"));
+    let before = n("before_attach");
+    assert!((1..=2).contains(&before), "the root's frame and at most one inside it: {c}");
+    assert_eq!((n("unmatched"), n("lost"), n("open_at_end")), (0, 0, 0), "{c}");
+    assert!(n("calls") > 1000, "{c}");
+    // Every call made after the thread went in was closed: by its return, by a `longjmp`
+    // out of it (the fixture's `deep`), or by a tail call in its place.
+    let paired = n("matched") + n("returns_from_fragments");
+    assert_eq!(paired + n("unwound") + n("replaced"), n("calls"), "{c}");
+    assert_eq!(n("returns"), paired + before, "{c}");
+    let calls_of = |name: &str| {
+        let f = c["functions"].as_array().unwrap().iter().find(|f| f["function"] == name);
+        f.map_or(0, |f| f["calls"].as_u64().unwrap())
+    };
+    let (classify, keep) = (calls_of("classify"), calls_of("keep_all"));
+    assert!(classify > 0 && classify < rounds, "{classify} of {rounds} rounds");
+    assert!(classify.abs_diff(keep) <= 1, "classify {classify}, keep_all {keep}");
+    // (No call of the root itself: the thread was inside its one call.)
+    assert_eq!(calls_of("work"), 0, "{c}");
+}
+
 /// A thread in a signal handler that interrupted a root call is found in that call (the walk
 /// of its stack goes on through the signal frame, from the registers the kernel saved there)
 /// and left to finish it natively, counted as not taken in: a handler runs in the original

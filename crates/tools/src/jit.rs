@@ -303,9 +303,12 @@ pub fn run(
         // A running process runs natively until the cache is live: a big module's
         // whole-image work comes after (a launched command is held until then anyway).
         options.early = pid_given;
-        // Threads already inside a root call are taken in, but not under a plugin that pairs
-        // events (their frames' calls were made before: no record would pair their returns).
-        options.take_in = pid_given && !tracing;
+        // Threads already inside a root call are taken in. Under a plugin that pairs events,
+        // their frames' calls were made before: the returns of those frames are counted apart
+        // (`before_attach`), and a lock wait under way when it went in is not counted. (Before,
+        // they were left out: `-p PID main --plugin calls` on a server, whose threads never
+        // enter `main` again, recorded nothing.)
+        options.take_in = pid_given;
         let woven = Woven { blocks: counting, branches, calls, callback };
         let (module, path, detail) =
             match jit::install(pid, &target.modules, &roots, &woven, options) {
@@ -390,7 +393,12 @@ pub fn run(
                      waiting for kerf: {why}"
                 ));
             }
-            Some(jit_calls::Reader::new(c, areas, &target.modules, pid, clock_start, file, waits))
+            let mut r =
+                jit_calls::Reader::new(c, areas, &target.modules, pid, clock_start, file, waits);
+            if jit.stats.taken_in > 0 {
+                r.taken_in();
+            }
+            Some(r)
         }
         None => None,
     };

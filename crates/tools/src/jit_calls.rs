@@ -399,13 +399,19 @@ struct Tally {
     /// (a fragment the caller jumped to); calls left without a return because a call or
     /// return further out came first (`longjmp`, an exception); calls replaced by a
     /// conditional tail call (which has no exit record); and returns with no call open at
-    /// their stack pointer (a thread that entered before the trace, or a call into a block
-    /// that starts no function the analysis knows).
+    /// their stack pointer (a call into a block that starts no function the analysis knows;
+    /// one of a thread that was inside a root call at attach is `before`).
     matched: u64,
     elsewhere: u64,
     unwound: u64,
     replaced: u64,
     unmatched: u64,
+    /// Returns with no call open on their thread at all, where threads were taken in inside a
+    /// root call at attach ([`Reader::taken_in`]): theirs are the returns of the frames that
+    /// were open then, whose calls came before the trace (a thread's outer frames come back
+    /// one by one, the root's last).
+    before: u64,
+    taken_in: bool,
     /// Tail calls' exits that closed no frame: jumps into a fragment of the same function
     /// (the frame goes on), left out of the trace.
     fragment_jumps: u64,
@@ -475,6 +481,7 @@ impl Tally {
                     self.fragment_jumps += 1;
                     keep = None;
                 }
+                None if self.taken_in => self.before += 1,
                 _ => self.unmatched += 1,
             }
         }
@@ -662,6 +669,13 @@ impl<'a> Reader<'a> {
             seccomp: waits,
             keep,
         }
+    }
+
+    /// Threads were taken into the cache inside a root call at attach: a return that finds
+    /// no call open on its thread is one of the frames open then (counted as `before_attach`,
+    /// not as unmatched).
+    pub fn taken_in(&mut self) {
+        self.tally.taken_in = true;
     }
 
     /// One drain of every ring (`last`: the target is done, nothing held back). Returns
@@ -955,12 +969,13 @@ impl<'a> Reader<'a> {
             "events": t.events,
             "fragment_jumps": t.fragment_jumps,
             "calls": t.entries.iter().sum::<u64>(),
-            "returns": t.exits.iter().sum::<u64>() + t.unmatched,
+            "returns": t.exits.iter().sum::<u64>() + t.unmatched + t.before,
             "matched": t.matched,
             "returns_from_fragments": t.elsewhere,
             "unwound": t.unwound,
             "replaced": t.replaced,
             "unmatched": t.unmatched,
+            "before_attach": t.before,
             "open_at_end": open,
             "lost": lost,
             "lost_ring_full": full,
@@ -1046,4 +1061,36 @@ pub fn drain_until(reader: &mut Reader<'_>, done: &std::sync::atomic::AtomicBool
         reader.drain(true);
         drained.store(true, Ordering::Relaxed);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A thread's records as the reader pairs them: two functions (probes 0/1 and 2/3).
+    fn pair_all(t: &mut Tally, records: &[(u32, u64)]) {
+        let mut frames = Frames::new();
+        for &(probe, sp) in records {
+            t.pair(&mut frames, 0, probe, Some(sp));
+        }
+    }
+
+    /// A return that finds no frame open on its thread is unmatched, unless threads were
+    /// taken in at attach: then it is one of the frames open when its thread went in. A
+    /// return at a stack pointer deeper than an open frame's is unmatched either way.
+    #[test]
+    fn returns_of_frames_open_before_the_trace_are_counted_apart_when_threads_were_taken_in() {
+        // Inside f1 (sp 0x900) when it went in: calls f0 (0x800), both return, then f1's
+        // caller's frame (f0 at 0xa00) returns; then a stray return deeper than an open call.
+        let records = [(0, 0x800), (1, 0x800), (3, 0x900), (1, 0xa00), (0, 0x700), (3, 0x600)];
+        for taken_in in [false, true] {
+            let mut t =
+                Tally { entries: vec![0; 2], exits: vec![0; 2], taken_in, ..Tally::default() };
+            pair_all(&mut t, &records);
+            assert_eq!((t.matched, t.records), (1, 6));
+            let (before, unmatched) = if taken_in { (2, 1) } else { (0, 3) };
+            assert_eq!((t.before, t.unmatched), (before, unmatched), "taken_in {taken_in}");
+            assert_eq!((t.entries[0], t.exits[0], t.exits[1]), (2, 1, 0));
+        }
+    }
 }
