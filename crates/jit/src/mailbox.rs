@@ -29,6 +29,12 @@
 //! hooks its handler if it has not looked at it before. Such a question is counted in
 //! `SIG_PENDING` while it waits, as a handler's are.
 //!
+//! A target equal to [`LOADED`] comes from the dynamic loader's debugger hook
+//! (`_dl_debug_state`, which it calls before and after it maps or unmaps libraries), where kerf
+//! spliced a jump to [`crate::x86_64::load_site`] because a root names a library not loaded
+//! yet: the thread waits while kerf looks for such a library among the maps and splices its
+//! roots, before the loader relocates it and runs any of its code.
+//!
 //! A target with [`REVERSE`] set is no miss either: a signal handler's entry asks which
 //! original address the cache address it interrupted stands for (see
 //! [`crate::x86_64::signal`]). kerf answers in the ticket's own slot of the ring, before it
@@ -64,6 +70,9 @@ pub const RESUME: u64 = 1 << 60;
 /// the action in its low bits is about to be installed, and the thread waits until kerf has
 /// hooked its handler (see [`crate::x86_64::action_notice`]).
 pub const ACTION: u64 = UNMAPPED | REVERSE;
+/// A posted target that says the dynamic loader changed the maps (see above): both bits of
+/// [`UNMAPPED`] and [`RESUME`], and no address.
+pub const LOADED: u64 = UNMAPPED | RESUME;
 /// The bit of kerf's answer to a [`REVERSE`] or [`RESUME`] question, with the ticket's tag
 /// above the address (0: none).
 pub const ANSWER: u64 = 1 << 61;

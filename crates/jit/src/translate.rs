@@ -2755,6 +2755,38 @@ pub fn action_site(name: &str, at: u64, site: u64, mailbox: u64) -> Result<Vec<u
     assemble(name, at, &insns)
 }
 
+/// The dynamic loader's debugger hook (`_dl_debug_state`) in module `m`, if `m` has one of the
+/// form [`load_site`] replaces: its original address and the 5 bytes a jump there covers.
+/// glibc's is an empty function: `ret` (or `endbr64; ret`) and the padding to the next
+/// function, which nothing runs or jumps into. `None` for any other form (it is not
+/// relocated: a longer body would need its displaced instructions copied).
+pub fn load_hook(m: &Module<'_>) -> Option<(u64, [u8; 5])> {
+    const FORMS: [&[u8]; 2] = [&[0xc3], &[0xf3, 0x0f, 0x1e, 0xfa, 0xc3]];
+    let cfg = m.cfg;
+    let f = cfg.functions.iter().find(|f| f.name == "_dl_debug_state")?;
+    let (base, bytes) = m.mem.code_region(f.entry)?;
+    let off = (f.entry.0 - base.0) as usize;
+    let old: [u8; 5] = bytes.get(off..off + 5)?.try_into().ok()?;
+    let body = FORMS.iter().find(|form| old.starts_with(form))?;
+    // The rest of the five bytes in no block: padding, not code.
+    let code_at = |a: ImageAddr| cfg.function_holding(a).and_then(|g| cfg.block_containing(g, a));
+    let free = (body.len()..5).all(|k| code_at(ImageAddr(f.entry.0 + k as u64)).is_none());
+    free.then(|| (m.runtime(f.entry), old))
+}
+
+/// The code at `at` in a code room that the loader's debugger hook is sent to
+/// ([`seq::load_site`], see [`load_hook`]).
+pub fn load_site(name: &str, at: u64, mailbox: u64) -> Result<Vec<u8>, JitError> {
+    let mut next = LABELS;
+    let mut labels = move || {
+        next += 1;
+        next
+    };
+    let start = labels();
+    let insns = seq::load_site(start, mailbox, &mut labels);
+    assemble(name, at, &insns)
+}
+
 /// A signal handler's hook in a code room (see [`crate::x86_64::signal`]).
 #[derive(Clone, Debug)]
 pub struct SignalHook {

@@ -972,6 +972,26 @@ pub fn action_site(
     v
 }
 
+/// Where the dynamic loader's `_dl_debug_state` goes, at label `label`, once kerf has spliced a
+/// jump over its first bytes (`ret`, or `endbr64; ret`, and the padding after them): a call of
+/// the routine that posts [`crate::mailbox::LOADED`] and waits (every register and flag as
+/// they came), then the function's own `ret`. The loader calls it just before and just after
+/// it maps or unmaps libraries (the debugger's breakpoint, `r_brk`), so kerf sees a library
+/// that a root names before any of its code runs: it is mapped, not yet relocated.
+pub fn load_site(label: u64, mailbox: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
+    use crate::mailbox as mb;
+    let (routine, post, done) = (labels(), labels(), labels());
+    let mut v = vec![
+        labelled(move_rsp(-128), label),
+        call(routine),
+        move_rsp(128),
+        Instruction::with(Code::Retnq),
+    ];
+    let body = vec![op(Instruction::with2(Code::Mov_r64_imm64, Register::RCX, mb::LOADED))];
+    v.extend(notice(routine, mailbox, body, post, done, false, labels));
+    v
+}
+
 /// [`action_notice`] for an `rt_sigaction` of glibc's own (`__libc_sigaction`, in libc or the
 /// loader; in the cache or at an [`action_site`]), at label `label`: this one reads the
 /// action, since glibc passes its own copy on its stack, never a bad pointer. An action that

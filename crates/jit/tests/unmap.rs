@@ -6,11 +6,15 @@
 //! call, only where it gives an action, counted in `SIG_PENDING` while it waits; the third
 //! goes on to the second only for `rt_sigaction`'s number; the fourth
 //! ([`glibc_action_notice`]) reads glibc's action and asks only for a handler kerf has not
-//! hooked; any only while kerf listens. Every register and flag comes back as it went in.
+//! hooked; the fifth ([`load_site`], where the loader's debugger hook goes) posts
+//! [`mailbox::LOADED`] at every call; any only while kerf listens. Every register and flag
+//! comes back as it went in.
 
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 use kerf_jit::mailbox;
-use kerf_jit::x86_64::{action_check, action_notice, encode, glibc_action_notice, unmap_notice};
+use kerf_jit::x86_64::{
+    action_check, action_notice, encode, glibc_action_notice, load_site, unmap_notice,
+};
 use std::arch::asm;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -350,5 +354,28 @@ fn a_wait_timed_out_by_a_stop_of_kerf_waits_again() {
             assert!(took < std::time::Duration::from_millis(75), "{took:?}");
             assert_eq!(listening, 0, "waited {took:?} for a stuck kerf");
         }
+    }
+}
+
+/// The loader's debugger hook sent to [`load_site`]: every call posts [`mailbox::LOADED`] and
+/// waits for kerf's answer while kerf listens (nothing otherwise), and returns to the
+/// loader's caller with every register and flag as they came.
+#[test]
+fn the_loaders_hook_asks_kerf_at_every_call_and_keeps_every_register() {
+    let (mbox, h) = install(load_site);
+    word(mbox, mailbox::TIMEOUT).store(1, Ordering::SeqCst);
+    let posted = move || word32(mbox, mailbox::POSTED).load(Ordering::SeqCst);
+    let regs = [7, 0x1111, 0x2222, 8, 9, 0x8888, 0x9999, 0xaaaa, u64::MAX, 0xcccc];
+    let r = call(h, 7, 8, 9);
+    assert_eq!((r[0] & 0x81, &r[1..]), (0x81, &regs[..]), "{r:x?}");
+    assert_eq!(posted(), 0, "not listening");
+    word32(mbox, mailbox::LISTEN).store(1, Ordering::SeqCst);
+    for n in 1..=2 {
+        let responder = answer(mbox, n);
+        let began = std::time::Instant::now();
+        let r = call(h, 7, 8, 9);
+        assert!(began.elapsed() >= std::time::Duration::from_millis(40), "it did not wait");
+        assert_eq!((r[0] & 0x81, &r[1..]), (0x81, &regs[..]), "{r:x?}");
+        assert_eq!(responder.join().unwrap(), (mailbox::LOADED, 0));
     }
 }

@@ -1092,6 +1092,95 @@ fn a_library_closed_outside_the_roots_runs_its_own_code() {
     }
 }
 
+/// A root in a library the program loads later (`jit_dlopen.c` opens `jit_plug.c`'s library
+/// inside `work`, which is no root here): kerf waits for it at the dynamic loader's debugger
+/// hook, and when the loader has mapped the library (before it relocates it or runs any of
+/// its code) analyses it, translates the root and splices its entry. Every call of
+/// `plug_sum` is then a root call: counted exactly (201: main's one and 4 x 50 in the
+/// threads), with what it reaches (`plug_step` once per step the program prints, its call
+/// back into the program); under the call trace every call paired with its return. A root
+/// whose library never comes is said at the end; one in a file that does not exist is
+/// refused at once. (Before, any root in a library not loaded was refused at launch.)
+#[test]
+fn a_root_in_a_library_loaded_later_is_spliced_when_the_loader_maps_it() {
+    let bin = common::build_fixture("jit_dlopen", "-O2", "jit-late-root");
+    let lib = plug_library("libjitplug-lateroot.so");
+    let lib_arg = lib.to_str().unwrap();
+    let expected = plain(&bin, &[lib_arg]);
+    let steps: u64 = expected
+        .lines()
+        .find_map(|l| l.strip_prefix("steps "))
+        .and_then(|n| n.parse().ok())
+        .expect("the program prints its step count");
+    let root = "libjitplug-lateroot.so:plug_sum";
+    let (v, out, err) = kerf_on("late-root", "jit", &[root, "libnope.so:f"], &bin, &[lib_arg]);
+    assert_eq!(out, expected, "output changed: {err}");
+    assert!(err.contains("in a library not loaded yet"), "{err}");
+    let j = &v["jit"];
+    assert_eq!(j["escapes"], 0, "{j}");
+    let late = &j["late_roots"];
+    assert_eq!(late["spliced"].as_array().unwrap().len(), 1, "{late}");
+    assert!(late["spliced"][0].as_str().unwrap().starts_with("plug_sum in "), "{late}");
+    assert_eq!(late["refused"].as_array().unwrap().len(), 0, "{late}");
+    assert_eq!(late["never_loaded"], serde_json::json!(["libnope.so:f"]), "{late}");
+    assert!(err.contains("did not load the library of libnope.so:f"), "{err}");
+    let plug = counts(&v["blocks"], "libjitplug-lateroot.so");
+    assert_eq!(plug.get("plug_sum+0x0"), Some(&201), "{plug:?}");
+    assert_eq!(plug.get("plug_step+0x0"), Some(&steps), "{plug:?}");
+    assert_eq!(counts(&v["blocks"], "jit-late-root").get("mix+0x0"), Some(&201));
+    // Nothing of `work` (no root): it calls plug_sum from the original code.
+    assert_eq!(counts(&v["blocks"], "jit-late-root").get("work+0x0"), None);
+
+    let (v, out, err) =
+        kerf_on("late-root-calls", "jit", &[root, "--plugin", "calls"], &bin, &[lib_arg]);
+    assert_eq!(out, expected, "output changed under the call trace: {err}");
+    let c = &v["calls"];
+    let row = |name: &str| {
+        let f = c["functions"].as_array().unwrap().iter().find(|f| f["function"] == name);
+        f.map(|f| (f["calls"].as_u64().unwrap(), f["returns"].as_u64().unwrap()))
+    };
+    assert_eq!(row("plug_sum"), Some((201, 201)), "{c}");
+    assert_eq!(row("plug_step"), Some((steps, steps)), "{c}");
+    assert_eq!((&c["unmatched"], &c["lost"]), (&0.into(), &0.into()), "{c}");
+
+    let gone = "/nonexistent/libjitplug.so:plug_sum";
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["jit", gone, "--", bin.to_str().unwrap(), lib_arg])
+        .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success() && err.contains("no module named"), "{err}");
+}
+
+/// A library a late root names, loaded, closed and loaded again (`jit_reload reopen A B`: A,
+/// then B where A was, then A again): its root is spliced at each load of A and never in B,
+/// and when A is closed the jump goes with its code (nothing is put back at the end where
+/// other code is mapped by then). Each of A's two runs makes 200 root calls.
+#[test]
+fn a_late_root_is_spliced_again_each_time_its_library_is_loaded() {
+    let bin = common::build_fixture("jit_reload", "-O2", "jit-late-root-reload");
+    let a = plug_library("libjitplug-lateA.so");
+    let b = plug_library_with("libjitplug-lateB.so", &["-DPLUG_MUL=3"]);
+    let args = ["reopen", a.to_str().unwrap(), b.to_str().unwrap()];
+    let expected = plain(&bin, &args);
+    let (v, out, err) =
+        kerf_on("late-root-reload", "jit", &["libjitplug-lateA.so:plug_sum"], &bin, &args);
+    assert_eq!(out, expected, "output changed: {err}");
+    let j = &v["jit"];
+    assert_eq!(j["escapes"], 0, "{j}");
+    assert_eq!(j["late_roots"]["spliced"].as_array().unwrap().len(), 2, "{}", j["late_roots"]);
+    let entries = |module: &str| -> u64 {
+        (v["blocks"].as_array().unwrap().iter())
+            .filter(|p| p["module"].as_str().is_some_and(|m| m.ends_with(module)))
+            .filter(|p| p["point"] == "plug_sum+0x0")
+            .map(|p| p["count"].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(entries("libjitplug-lateA.so"), 400, "{}", v["blocks"]);
+    assert_eq!(entries("libjitplug-lateB.so"), 0, "{}", v["blocks"]);
+}
+
 /// A library mapped after the start keeps a hint of what ran too: the second run translates
 /// what ran of it when the first miss into it has been answered (`late_hinted`), without
 /// waiting for more misses, and counts the same blocks, with the same output, as the first.

@@ -529,6 +529,14 @@ pub struct JitStats {
     /// then: until kerf looked, a call from the cache to that code may have run the old
     /// module's translation.
     pub unmapped_unseen: Vec<String>,
+    /// Roots in libraries the program loaded after the start ([`Jit::wait_for_roots`]), as
+    /// `ROOT in PATH`, each time such a library was loaded; and, as `ROOT in PATH: why`, those
+    /// found that could not be spliced (a library without the function is not said here).
+    pub late_roots: Vec<String>,
+    pub late_roots_refused: Vec<String>,
+    /// Of the late roots' specs, those whose library the program loaded (the others it did
+    /// not load while the JIT was live).
+    pub late_roots_seen: Vec<String>,
     /// The `munmap` wrappers made roots of their own ([`with_unmap_roots`]).
     pub unmap_roots: Vec<String>,
     /// Wrappers left out because their first bytes in the target are not the file's (another
@@ -630,6 +638,10 @@ pub struct Jit {
     sites_placed: bool,
     /// Where they are ([`Jit::find_action_sites`]).
     action_sites: Option<Vec<(usize, u64)>>,
+    /// Roots naming a library not loaded when the JIT went in ([`Jit::wait_for_roots`]):
+    /// each library the program loads is looked at for them (the jump over the loader's
+    /// debugger hook is among `sites`).
+    late_roots: Vec<crate::spec::Spec>,
     /// When kerf began answering misses (and looking for handlers).
     serving_since: Option<Instant>,
     pub stats: JitStats,
@@ -1696,6 +1708,7 @@ pub fn install(
         sites: Vec::new(),
         sites_placed: false,
         action_sites: None,
+        late_roots: Vec::new(),
         serving_since: None,
         stats,
         slabs,
@@ -2550,6 +2563,7 @@ impl Jit {
             // (Signal handlers' questions: not misses.)
             let mut questions = 0u64;
             let mut unmapped = false;
+            let mut loaded = false;
             let mut handlers = Vec::new();
             let mut ticket = answered;
             while ticket != posted {
@@ -2600,6 +2614,15 @@ impl Jit {
                     ticket = ticket.wrapping_add(1);
                     continue;
                 }
+                if target == mb::LOADED {
+                    // The loader mapped or unmapped libraries: answered once the roots of
+                    // any new library that late roots name are spliced.
+                    mbox.store_u64(slot, 0);
+                    loaded = true;
+                    questions += 1;
+                    ticket = ticket.wrapping_add(1);
+                    continue;
+                }
                 if target & mb::RESUME != 0 {
                     // A handler sent its thread elsewhere: translated as a miss's target,
                     // answered after that.
@@ -2627,6 +2650,9 @@ impl Jit {
             }
             let known = extra.len();
             self.load_late(images, &mut extra, &targets, plugin, late);
+            if loaded {
+                self.roots_loaded(images, &mut extra, plugin, late);
+            }
             if extra.len() != known {
                 self.publish_ranges(&images.iter().chain(&extra).collect::<Vec<_>>(), &mbox);
             }
@@ -2786,6 +2812,10 @@ impl Jit {
         for &k in &went {
             self.gone.insert(k);
             self.stats.unmapped.push(all[k].path.display().to_string());
+            // Its roots' entries went with its code (a late root's library closed): none is
+            // put back at the end, where other code may be mapped by then.
+            let (lo, hi) = span(all[k]);
+            self.entries.retain(|e| !(lo..hi).contains(&e.at.0));
             // Seen by the idle look, not a notice: unmapped outside the cache, and where code
             // is mapped at its addresses again by now, that code may have run the module's
             // translations from the cache meanwhile (a table hit asks kerf nothing).
@@ -3683,6 +3713,176 @@ impl Jit {
         }
         self.action_sites = Some(found.clone());
         found
+    }
+
+    /// Roots `specs`, each naming a library the process has not loaded (yet): a jump over
+    /// the dynamic loader's debugger hook sends the loader to a notice of kerf's each time it
+    /// maps or unmaps libraries ([`kerf_jit::load_site`]), and kerf looks at each library it
+    /// maps then for them ([`Jit::roots_loaded`]), before the loader relocates it or runs any
+    /// of its code. Before the program is let go (a launched command) or while it runs (one
+    /// attached to: a library it loads from then on). Fails, changing nothing, where kerf
+    /// cannot wait: no translation on demand (no mailbox to post to), or no loader hook of a
+    /// form kerf knows ([`kerf_jit::load_hook`]).
+    pub fn wait_for_roots(
+        &mut self,
+        images: &[AnalyzedImage],
+        specs: Vec<crate::spec::Spec>,
+    ) -> Result<(), JitFail> {
+        let Some(first) = specs.first() else { return Ok(()) };
+        let label = first.text.clone();
+        let fail = |why: &str| JitFail::Root { label: label.clone(), why: why.to_string() };
+        let mailbox = self.ctx.mailbox.ok_or_else(|| {
+            fail("its library is not loaded, and waiting for it needs translation on demand")
+        })?;
+        let all: Vec<&AnalyzedImage> = images.iter().chain(&self.extra).collect();
+        let (k, site, old) = (0..all.len())
+            .filter(|&k| self.spaces.get(k).is_some_and(Option::is_some))
+            .find_map(|k| {
+                let module = &modules_of(&[all[k]], &[], false, false)[0];
+                kerf_jit::load_hook(module).map(|(site, old)| (k, site, old))
+            })
+            .ok_or_else(|| {
+                fail(
+                    "its library is not loaded, and kerf found no hook of the dynamic loader \
+                     (`_dl_debug_state`, of a form it knows) to wait for it at",
+                )
+            })?;
+        let file = all[k].path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let sp = self.spaces[k].as_mut().ok_or_else(|| fail("no code room"))?;
+        let at = sp.code.0 + sp.hook_next;
+        let bytes = kerf_jit::load_site(&file, at, mailbox).map_err(|e| fail(&e.to_string()))?;
+        let len = (bytes.len() as u64).next_multiple_of(64);
+        if sp.hook_next + len > sp.hook_end {
+            return Err(fail("the loader's place for hooks is full"));
+        }
+        let new = kerf_patch::jump5_bytes(site, at, 5).ok_or_else(|| fail("out of reach"))?;
+        sp.code_mem.write_bytes((at - sp.code.0) as usize, &bytes);
+        sp.hook_next += len;
+        // With every thread stopped, none inside the five bytes (`ret` after `endbr64`).
+        for attempt in 1..=SPLICE_TRIES {
+            let tr = Tracee::stop_all(self.pid)?;
+            self.count_stop(&tr);
+            let inside = tr
+                .threads()
+                .iter()
+                .any(|&t| tr.regs(t).is_ok_and(|r| r.pc().0 > site && r.pc().0 < site + 5));
+            if inside {
+                tr.resume_detach()?;
+                if attempt == SPLICE_TRIES {
+                    return Err(JitFail::Busy { label, tries: SPLICE_TRIES });
+                }
+                std::thread::sleep(Duration::from_millis(2 * attempt as u64));
+                continue;
+            }
+            let written = write_checked(&self.mem, RemoteAddr(site), &old, &new);
+            tr.resume_detach()?;
+            written?;
+            break;
+        }
+        let label = format!("{file}: _dl_debug_state");
+        self.sites.push(Entry { label, at: RemoteAddr(site), old: old.to_vec(), new });
+        self.late_roots = specs;
+        Ok(())
+    }
+
+    /// The loader's notice ([`mb::LOADED`]): each library mapped now that a late root names
+    /// ([`Jit::wait_for_roots`]) and kerf has not seen is analysed and given room as any
+    /// module mapped after the start ([`Jit::load_late`]), and each root found in it is
+    /// translated and its entry spliced, as at install. The loader waits meanwhile: the
+    /// library's code has not run. A library closed and loaded again gets its roots again.
+    fn roots_loaded(
+        &mut self,
+        images: &[AnalyzedImage],
+        extra: &mut Vec<AnalyzedImage>,
+        plugin: &dyn Plugin,
+        late: Option<&dyn LateRings>,
+    ) {
+        if self.late_roots.is_empty() {
+            return;
+        }
+        let Ok(maps) = kerf_os::process::Process::open(self.pid).and_then(|p| p.maps()) else {
+            return;
+        };
+        let seen = |a: u64, extra: &[AnalyzedImage]| {
+            images.iter().chain(extra).enumerate().any(|(k, m)| {
+                let (lo, hi) = span(m);
+                (lo..hi).contains(&a) && !self.gone.contains(&k)
+            })
+        };
+        let named = |path: &str| self.late_roots.iter().any(|s| crate::spec::names_module(s, path));
+        let at: Vec<u64> = (maps.iter())
+            .filter(|m| m.exec && !seen(m.start.0, extra))
+            .filter(|m| m.path.as_deref().is_some_and(named))
+            .map(|m| m.start.0)
+            .collect();
+        if at.is_empty() {
+            return;
+        }
+        let before = images.len() + extra.len();
+        self.load_late(images, extra, &at, plugin, late);
+        let all: Vec<&AnalyzedImage> = images.iter().chain(extra.iter()).collect();
+        for (k, &m) in all.iter().enumerate().skip(before) {
+            let path = m.path.display().to_string();
+            let specs: Vec<crate::spec::Spec> = (self.late_roots.iter())
+                .filter(|s| crate::spec::names_module(s, &path))
+                .cloned()
+                .collect();
+            for spec in specs {
+                if !self.stats.late_roots_seen.contains(&spec.text) {
+                    self.stats.late_roots_seen.push(spec.text.clone());
+                }
+                let code = |_: usize, a: kerf_arch::ImageAddr| {
+                    m.code_region(a).map(|(b, bytes)| (b, bytes.to_vec()))
+                };
+                let mods = [(path.as_str(), &m.analysis)];
+                let points = match crate::spec::resolve_with_aliases(&[spec], &mods, &[], &code) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        self.stats.late_roots_refused.push(format!("{path}: {e}"));
+                        continue;
+                    }
+                };
+                for p in points {
+                    let root = Root { label: p.label, module: k, func: p.func };
+                    match self.splice_late_root(&all, plugin, &root) {
+                        Ok(()) => self.stats.late_roots.push(format!("{} in {path}", root.label)),
+                        Err(e) => self
+                            .stats
+                            .late_roots_refused
+                            .push(format!("{} in {path}: {e}", root.label)),
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`Jit::roots_loaded`] for one root: made a root of the translation (before anything of
+    /// its module is translated: its entry block gets the outer entry, its returns the outer
+    /// check), translated, and its entry spliced with every thread stopped.
+    fn splice_late_root(
+        &mut self,
+        all: &[&AnalyzedImage],
+        plugin: &dyn Plugin,
+        root: &Root,
+    ) -> Result<(), JitFail> {
+        let m = all[root.module];
+        let mods = modules_of(all, &self.later, self.lazy, self.limit.is_none());
+        kerf_jit::translate::entry_displaced(&mods[root.module], root.func)
+            .map_err(|why| JitFail::Root { label: root.label.clone(), why })?;
+        let entry = m.analysis.cfg.function(root.func).entry.0 + m.bias.unwrap_or(0);
+        self.ctx.roots.insert(entry);
+        self.root_funcs.push((root.module, root.func));
+        if !self.done[root.module].contains(&root.func) {
+            self.translate_more(all, &mods, plugin, root.module, vec![root.func], None)?;
+        }
+        let e = entry_splice(all, self, root)?;
+        let tr = Tracee::stop_all(self.pid)?;
+        self.count_stop(&tr);
+        let written = write_checked(&self.mem, e.at, &e.old, &e.new);
+        tr.resume_detach()?;
+        written?;
+        self.entries.push(e);
+        Ok(())
     }
 
     /// [`Jit::splice_action_sites`] for one site of module `k`.

@@ -194,6 +194,17 @@ pub const EXE_ALIAS: &str = "exe";
 /// to `aliases`: a prefix of its file name (`libc` for `libc.so.6`), its path, or one of its
 /// aliases exactly. `canonical` is `name` with its symlinks resolved when it is a path (a
 /// program run through a symlink is mapped under its target's name).
+/// Whether `spec` names module `path` (a library the process maps), as resolving it would
+/// find it there; false for a spec with no module.
+pub fn names_module(spec: &Spec, path: &str) -> bool {
+    let Some(m) = &spec.module else { return false };
+    let canonical = (m.contains('/'))
+        .then(|| std::fs::canonicalize(m).ok())
+        .flatten()
+        .and_then(|p| p.to_str().map(str::to_string));
+    module_matches(m, canonical.as_deref(), path, &[])
+}
+
 fn module_matches(name: &str, canonical: Option<&str>, path: &str, aliases: &[String]) -> bool {
     if name == EXE_ALIAS {
         // Only ever the main executable, even if a library's name starts with "exe".

@@ -293,8 +293,8 @@ pub fn run(
     // A module whose cached analysis fails its check is analysed again and everything made
     // from the modules made again (roots, the call trace's function ids); a fresh analysis
     // is never rejected, so this ends.
-    let (roots, woven, mut jit) = loop {
-        let roots = resolve_roots(&target, &tool.roots)?;
+    let (roots, waiting, woven, mut jit) = loop {
+        let (roots, waiting) = resolve_roots(&target, &tool.roots)?;
         // (Times only where something reads them: see `CallTrace::timed`.)
         let timed = tool.trace.is_some();
         let calls = tracing.then(|| CallTrace::new(&target.modules, slots, locks, timed));
@@ -312,7 +312,7 @@ pub fn run(
         let woven = Woven { blocks: counting, branches, calls, callback };
         let (module, path, detail) =
             match jit::install(pid, &target.modules, &roots, &woven, options) {
-                Ok(jit) => break (roots, woven, jit),
+                Ok(jit) => break (roots, waiting, woven, jit),
                 Err(jit::JitFail::Analysis { module, path, detail }) => (module, path, detail),
                 // (As a signal before any probe went in: nothing to take out.)
                 Err(jit::JitFail::Interrupted) => {
@@ -382,6 +382,21 @@ pub fn run(
         ));
     }
     let lost_before = s.lost;
+    let waiting_texts: Vec<String> = waiting.iter().map(|w| w.text.clone()).collect();
+    // Roots in libraries not loaded yet: waited for at the loader (before the program runs,
+    // when kerf launched it).
+    if !waiting.is_empty() {
+        let names: Vec<&str> = waiting_texts.iter().map(String::as_str).collect();
+        if let Err(source) = jit.wait_for_roots(&target.modules, waiting.clone()) {
+            let _ = jit.remove();
+            return Err(ToolError::Jit { pid, source });
+        }
+        events.say(&format!(
+            "jit: {} in a library not loaded yet: kerf splices {} when the program loads it",
+            names.join(", "),
+            if names.len() == 1 { "it" } else { "them" }
+        ));
+    }
     // The call trace's reader is ready before the target goes on.
     let reader = match &woven.calls {
         Some(c) => {
@@ -671,6 +686,24 @@ pub fn run(
             names.join(", ")
         ));
     }
+    // Roots whose library never came, or came without them.
+    let never_loaded: Vec<&str> = (tool.roots.iter())
+        .filter(|t| waiting_texts.contains(t) && !jit.stats.late_roots_seen.contains(t))
+        .map(String::as_str)
+        .collect();
+    if !never_loaded.is_empty() {
+        events.warn(&format!(
+            "the program did not load the library of {} while the JIT was live: never spliced",
+            never_loaded.join(", ")
+        ));
+    }
+    summary["jit"]["late_roots"]["never_loaded"] = json!(never_loaded);
+    if !jit.stats.late_roots_refused.is_empty() {
+        events.warn(&format!(
+            "roots in a library loaded after the start not spliced: {}",
+            jit.stats.late_roots_refused.join("; ")
+        ));
+    }
     if let Some(state) = jit.state() {
         // The callbacks' words that are not zero, by index.
         let words: serde_json::Map<String, Value> = (0..jit_callback::STATE_WORDS)
@@ -804,7 +837,13 @@ fn lost_returns(n: usize) -> String {
     }
 }
 
-fn resolve_roots(target: &ProcessTarget, texts: &[String]) -> Result<Vec<Root>, ToolError> {
+/// The roots `texts` resolved in `target`'s modules, and, apart, those that name a library
+/// the process has not loaded (yet): kerf waits for it ([`kerf_session::jit::Jit::wait_for_roots`]).
+/// A path to a file that does not exist is refused: it cannot be loaded.
+fn resolve_roots(
+    target: &ProcessTarget,
+    texts: &[String],
+) -> Result<(Vec<Root>, Vec<spec::Spec>), ToolError> {
     let specs: Vec<spec::Spec> = texts.iter().map(|t| spec::parse(t)).collect::<Result<_, _>>()?;
     for s in &specs {
         let plain =
@@ -822,11 +861,20 @@ fn resolve_roots(target: &ProcessTarget, texts: &[String]) -> Result<Vec<Root>, 
     let code = |k: usize, a: kerf_arch::ImageAddr| {
         target.modules[k].code_region(a).map(|(b, bytes)| (b, bytes.to_vec()))
     };
-    let points = spec::resolve_with_aliases(&specs, &mods, &target.aliases, &code)?;
-    Ok(points
-        .into_iter()
-        .map(|p| Root { label: p.label, module: p.module, func: p.func })
-        .collect())
+    let (mut loaded, mut waiting) = (Vec::new(), Vec::new());
+    for s in specs {
+        match spec::resolve_with_aliases(std::slice::from_ref(&s), &mods, &target.aliases, &code) {
+            Err(spec::SpecError::NoModule { module, .. })
+                if !module.contains('/') || std::path::Path::new(&module).exists() =>
+            {
+                waiting.push(s)
+            }
+            _ => loaded.push(s),
+        }
+    }
+    let points = spec::resolve_with_aliases(&loaded, &mods, &target.aliases, &code)?;
+    let roots = points.into_iter().map(|p| Root { label: p.label, module: p.module, func: p.func });
+    Ok((roots.collect(), waiting))
 }
 
 /// Names in first-seen order, each once, with how many functions bore it when more than
@@ -1071,6 +1119,11 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
     v["jit"]["on_demand"]["retired"] = json!(s.retired);
     v["jit"]["on_demand"]["unmapped_unseen"] = json!(s.unmapped_unseen);
     v["jit"]["on_demand"]["unmap_roots"] = json!(s.unmap_roots);
+    v["jit"]["late_roots"] = json!({
+        "spliced": s.late_roots,
+        "refused": s.late_roots_refused,
+        "loaded": s.late_roots_seen,
+    });
     v["jit"]["on_demand"]["unmap_roots_left"] = json!(s.unmap_roots_left);
     let g = &s.signals;
     v["jit"]["signals"] = json!({
