@@ -554,6 +554,10 @@ pub struct Layout {
     /// (`gs:[ring_word]`, [`seq::SLAB_RINGS`]), where threads have slabs and the module
     /// has rings; `None`: each record looks the thread's slot up in the thread table.
     pub ring_word: Option<i32>,
+    /// The original address of the dynamic loader's debugger hook, in the loader's layout
+    /// while roots wait for a library (see [`load_hook`]): its translation calls
+    /// [`seq::load_notice`] first, as the jump over the original sends it to.
+    pub load_hook: Option<u64>,
 }
 
 impl Layout {
@@ -1216,6 +1220,9 @@ struct Emitter {
     /// that is glibc's ([`glibc_module`]).
     glibc_action: Option<u64>,
     glibc_actioned: bool,
+    /// The same for the loader's debugger hook ([`seq::load_notice`], [`Layout::load_hook`]).
+    load: Option<u64>,
+    loaded: bool,
 }
 
 /// A translated call's stub (see [`seq::call_stub`]): the original return address, then the
@@ -1391,6 +1398,8 @@ pub fn translate(
         checked: false,
         glibc_action: None,
         glibc_actioned: false,
+        load: None,
+        loaded: false,
         tables: Vec::new(),
         table_stubs: HashMap::default(),
         slot_guards: 0,
@@ -1445,6 +1454,7 @@ pub fn translate(
     e.action = layout.mailbox.map(|_| e.label());
     e.check = layout.mailbox.map(|_| e.label());
     e.glibc_action = layout.mailbox.filter(|_| glibc_module(name)).map(|_| e.label());
+    e.load = layout.mailbox.and(layout.load_hook).map(|_| e.label());
     let hits = [e.label(), e.label(), e.label()];
     let mut blocks = Vec::with_capacity(order.len());
     let mut ret_sites: Vec<Site> = Vec::new();
@@ -1826,6 +1836,10 @@ pub fn translate(
     if let (Some(action), Some(mailbox), true) = (e.glibc_action, layout.mailbox, e.glibc_actioned)
     {
         let code = seq::glibc_action_notice(action, mailbox, &mut || e.label());
+        e.extend(code, None);
+    }
+    if let (Some(load), Some(mailbox), true) = (e.load, layout.mailbox, e.loaded) {
+        let code = seq::load_notice(load, mailbox, &mut || e.label());
         e.extend(code, None);
     }
     let mut links = Vec::new();
@@ -2391,6 +2405,12 @@ fn copy_block(
             e.mark(k, l);
         }
         end = End::Falls;
+        // The loader's debugger hook, while roots wait for a library: kerf hears of the maps'
+        // change before the loader goes on, as from the jump over the original.
+        if let Some(load) = e.load.filter(|_| layout.load_hook == Some(i.ip())) {
+            e.loaded = true;
+            e.extend(vec![seq::move_rsp(-128), seq::call(load), seq::move_rsp(128)], None);
+        }
         let ends_frame = matches!(flow(&i), Flow::Return | Flow::Jump(_) | Flow::IndirectJump);
         if ends_frame && exit.as_ref().is_some_and(|(a, _)| *a == i.ip()) {
             // Clean for the instruction: the plugin's code leaves the state as it found it.

@@ -979,17 +979,26 @@ pub fn action_site(
 /// it maps or unmaps libraries (the debugger's breakpoint, `r_brk`), so kerf sees a library
 /// that a root names before any of its code runs: it is mapped, not yet relocated.
 pub fn load_site(label: u64, mailbox: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
-    use crate::mailbox as mb;
-    let (routine, post, done) = (labels(), labels(), labels());
+    let routine = labels();
     let mut v = vec![
         labelled(move_rsp(-128), label),
         call(routine),
         move_rsp(128),
         Instruction::with(Code::Retnq),
     ];
-    let body = vec![op(Instruction::with2(Code::Mov_r64_imm64, Register::RCX, mb::LOADED))];
-    v.extend(notice(routine, mailbox, body, post, done, false, labels));
+    v.extend(load_notice(routine, mailbox, labels));
     v
+}
+
+/// The routine [`load_site`] calls, at label `label` (called past the red zone): it posts
+/// [`crate::mailbox::LOADED`] and waits, every register and flag kept. A translation of the
+/// loader's hook calls it too (the loader may run in the cache, and its call of the hook then
+/// goes to the translation, not to the jump over the original).
+pub fn load_notice(label: u64, mailbox: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
+    use crate::mailbox as mb;
+    let (post, done) = (labels(), labels());
+    let body = vec![op(Instruction::with2(Code::Mov_r64_imm64, Register::RCX, mb::LOADED))];
+    notice(label, mailbox, body, post, done, false, labels)
 }
 
 /// [`action_notice`] for an `rt_sigaction` of glibc's own (`__libc_sigaction`, in libc or the

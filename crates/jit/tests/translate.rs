@@ -116,6 +116,7 @@ fn layout(mailbox: Option<u64>) -> Layout {
         slabs: None,
         per_thread: None,
         ring_word: None,
+        load_hook: None,
     }
 }
 

@@ -136,6 +136,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
             // Set by the run when it attaches to a running process.
             early: false,
             take_in: false,
+            late_roots: false,
             hints: !args.no_hints,
         },
         trace: args.trace.clone(),

@@ -1143,6 +1143,17 @@ fn a_root_in_a_library_loaded_later_is_spliced_when_the_loader_maps_it() {
     assert_eq!(row("plug_step"), Some((steps, steps)), "{c}");
     assert_eq!((&c["unmatched"], &c["lost"]), (&0.into(), &0.into()), "{c}");
 
+    // With `work` a root too, the program loads the library from the cache: the loader's
+    // call of its hook goes to the hook's translation, which asks kerf as the jump over the
+    // original does (without it, the library's root was never spliced).
+    let (v, out, err) = kerf_on("late-root-inside", "jit", &["work", root], &bin, &[lib_arg]);
+    assert_eq!(out, expected, "output changed: {err}");
+    let late = &v["jit"]["late_roots"];
+    assert_eq!(late["spliced"].as_array().unwrap().len(), 1, "{late}");
+    assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
+    let plug = counts(&v["blocks"], "libjitplug-lateroot.so");
+    assert_eq!(plug.get("plug_sum+0x0"), Some(&201), "{plug:?}");
+
     let gone = "/nonexistent/libjitplug.so:plug_sum";
     let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
         .args(["jit", gone, "--", bin.to_str().unwrap(), lib_arg])

@@ -124,9 +124,13 @@ pub struct JitOptions {
     /// The process is running (attach) and threads already inside a root call are taken
     /// into the cache at the splice ([`Jit::take_in`]): those whose stack a walk by the
     /// modules' unwind tables shows inside a root's frame. Not where a plugin pairs events
-    /// (the call trace, lock waits), which such a thread's frames made before would leave
-    /// unpaired.
+    /// (the call trace, lock waits), the returns of such a thread's frames made before are
+    /// left unpaired (the call trace counts them apart).
     pub take_in: bool,
+    /// Roots wait for a library not loaded yet ([`Jit::wait_for_roots`]): the loader's
+    /// debugger hook is found before anything is translated, so that its translation calls
+    /// the load notice as the jump over its original will.
+    pub late_roots: bool,
     /// Translate ahead what ran in earlier runs from the same roots, and nothing else of
     /// the modules that hint covers (kept beside the analysis cache: see
     /// [`AnalyzedImage::jit_hint`]), and keep what ran in this one (a function not yet known
@@ -145,6 +149,7 @@ impl Default for JitOptions {
             flush_share: 0.9,
             early: false,
             take_in: false,
+            late_roots: false,
             hints: true,
         }
     }
@@ -355,6 +360,9 @@ struct Space {
     /// its ring here (`kerf_jit::Layout::ring_word`), if the module has rings.
     shadow: Option<u64>,
     ring_word: Option<i32>,
+    /// In the loader's space while roots wait for a library: its debugger hook
+    /// (`kerf_jit::Layout::load_hook`).
+    load_hook: Option<u64>,
 }
 
 impl Space {
@@ -642,6 +650,9 @@ pub struct Jit {
     /// each library the program loads is looked at for them (the jump over the loader's
     /// debugger hook is among `sites`).
     late_roots: Vec<crate::spec::Spec>,
+    /// The loader's debugger hook where install found one ([`JitOptions::late_roots`]): its
+    /// module, original address and first five bytes.
+    load_hook: Option<(usize, u64, [u8; 5])>,
     /// When kerf began answering misses (and looking for handlers).
     serving_since: Option<Instant>,
     pub stats: JitStats,
@@ -987,6 +998,7 @@ fn map_space(
         routines: at,
         shadow: None,
         ring_word: None,
+        load_hook: None,
     })
 }
 
@@ -1453,6 +1465,28 @@ pub fn install(
     }
     let mods = modules_of(images, &later, opts.on_demand, opts.cache_limit.is_none());
     check_region(images, &region, &later)?;
+    // Roots that wait for a library: the loader's debugger hook, found before anything of it
+    // is translated (see `Jit::wait_for_roots`).
+    let load_hook = match opts.late_roots {
+        false => None,
+        true => {
+            let fail = |why: &str| JitFail::Root {
+                label: "a root in a library not loaded yet".into(),
+                why: why.into(),
+            };
+            if !opts.on_demand {
+                return Err(fail("waiting for its library needs translation on demand"));
+            }
+            let found = (0..images.len())
+                .find_map(|k| kerf_jit::load_hook(&mods[k]).map(|(site, old)| (k, site, old)));
+            Some(found.ok_or_else(|| {
+                fail(
+                    "kerf found no hook of the dynamic loader (`_dl_debug_state`, of a form it \
+                     knows) to wait for its library at",
+                )
+            })?)
+        }
+    };
     // Every root's entry takes a jump (its splice; and its first instructions are copied for
     // threads with a gs base of the program's own): refused now, before anything is mapped.
     for r in roots {
@@ -1550,6 +1584,11 @@ pub fn install(
     if per_thread && no_slabs.is_none() && slabs.is_none() {
         stats.no_slabs = Some("no room for the counter slabs in the address space");
     }
+    if let Some((k, site, _)) = load_hook {
+        if let Some(sp) = spaces[k].as_mut() {
+            sp.load_hook = Some(site);
+        }
+    }
     let (table, mailbox) = match (mapped, table.take()) {
         (Ok(()), Some(t)) => (t, mailbox),
         (Ok(()), None) => unreachable!("the table is mapped first"),
@@ -1632,6 +1671,7 @@ pub fn install(
                 slabs: slabs.as_ref().map(|s| s.seq),
                 per_thread: sp.shadow.map(|h| SlabRegion::per_thread(sp.data.remote().0, h)),
                 ring_word: sp.ring_word,
+                load_hook: sp.load_hook,
             };
             let data_room = sp.data.len() as u64 - sp.data_used;
             let funcs = &region.funcs[k];
@@ -1709,6 +1749,7 @@ pub fn install(
         sites_placed: false,
         action_sites: None,
         late_roots: Vec::new(),
+        load_hook,
         serving_since: None,
         stats,
         slabs,
@@ -3384,6 +3425,7 @@ impl Jit {
             slabs: self.slabs.as_ref().map(|s| s.seq),
             per_thread: sp.shadow.map(|h| SlabRegion::per_thread(sp.data.remote().0, h)),
             ring_word: sp.ring_word,
+            load_hook: sp.load_hook,
         };
         let name = all[k].path.display().to_string();
         let reached: HashSet<FuncId> = funcs.iter().copied().collect();
@@ -3735,18 +3777,10 @@ impl Jit {
             fail("its library is not loaded, and waiting for it needs translation on demand")
         })?;
         let all: Vec<&AnalyzedImage> = images.iter().chain(&self.extra).collect();
-        let (k, site, old) = (0..all.len())
-            .filter(|&k| self.spaces.get(k).is_some_and(Option::is_some))
-            .find_map(|k| {
-                let module = &modules_of(&[all[k]], &[], false, false)[0];
-                kerf_jit::load_hook(module).map(|(site, old)| (k, site, old))
-            })
-            .ok_or_else(|| {
-                fail(
-                    "its library is not loaded, and kerf found no hook of the dynamic loader \
-                     (`_dl_debug_state`, of a form it knows) to wait for it at",
-                )
-            })?;
+        // (Found at install, asked by `JitOptions::late_roots`.)
+        let (k, site, old) = self
+            .load_hook
+            .ok_or_else(|| fail("the JIT was not installed to wait for libraries"))?;
         let file = all[k].path.file_name().unwrap_or_default().to_string_lossy().into_owned();
         let sp = self.spaces[k].as_mut().ok_or_else(|| fail("no code room"))?;
         let at = sp.code.0 + sp.hook_next;

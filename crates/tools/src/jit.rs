@@ -299,6 +299,7 @@ pub fn run(
         let timed = tool.trace.is_some();
         let calls = tracing.then(|| CallTrace::new(&target.modules, slots, locks, timed));
         let mut options = tool.options;
+        options.late_roots = !waiting.is_empty();
         options.rings = calls.as_ref().map(|c| c.shape);
         // A running process runs natively until the cache is live: a big module's
         // whole-image work comes after (a launched command is held until then anyway).
