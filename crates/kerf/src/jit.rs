@@ -315,6 +315,10 @@ fn table(v: &serde_json::Value, top: usize) -> String {
         let _ =
             writeln!(s, "  {m}: mapped after attach (dlopen), analysed and translated then{quiet}");
     }
+    for r in j["late_roots"]["spliced"].as_array().into_iter().flatten() {
+        let r = r.as_str().unwrap_or("");
+        let _ = writeln!(s, "  root {r}: spliced when the program loaded its library");
+    }
     if let Some(t) = late["deaf_since"].as_f64() {
         let _ = writeln!(
             s,

@@ -2671,8 +2671,9 @@ fn attach_with(pid: u32, root: &str, args: &[&str], tag: &str) -> (std::process:
 
 /// Attached with the call trace, the thread inside the root call is taken in as under the
 /// counters: every call it makes from then on is paired with its return, and the returns of
-/// the frames open when it went in (the root's, and one of the fixture's functions if it
-/// stood in one), whose calls came before the trace, are counted apart, not as unmatched.
+/// the frames open when it went in (the root's, and those inside it: `qsort`'s, its merge
+/// sort's recursion, `cmp`), whose calls came before the trace, are counted apart, not as
+/// unmatched.
 /// (Before, the call trace took no thread in: on a program whose threads never enter the
 /// root again, as a server's `main`, it recorded nothing.)
 #[test]
@@ -2696,7 +2697,9 @@ fn a_thread_taken_in_at_attach_is_traced_and_its_open_frames_returns_counted_apa
     let c = &v["calls"];
     let n = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("{k}: {c}"));
     let before = n("before_attach");
-    assert!((1..=2).contains(&before), "the root's frame and at most one inside it: {c}");
+    // The root's frame and those inside it at attach (in `qsort`'s recursive merge sort, a
+    // few dozen at most).
+    assert!((1..=64).contains(&before), "{c}");
     assert_eq!((n("unmatched"), n("lost"), n("open_at_end")), (0, 0, 0), "{c}");
     assert!(n("calls") > 1000, "{c}");
     // Every call made after the thread went in was closed: by its return, by a `longjmp`
