@@ -653,6 +653,8 @@ pub struct Jit {
     /// The loader's debugger hook where install found one ([`JitOptions::late_roots`]): its
     /// module, original address and first five bytes.
     load_hook: Option<(usize, u64, [u8; 5])>,
+    /// Modules mapped after the start that were looked at for late roots (by index).
+    late_checked: HashSet<usize>,
     /// When kerf began answering misses (and looking for handlers).
     serving_since: Option<Instant>,
     pub stats: JitStats,
@@ -1750,6 +1752,7 @@ pub fn install(
         action_sites: None,
         late_roots: Vec::new(),
         load_hook,
+        late_checked: HashSet::new(),
         serving_since: None,
         stats,
         slabs,
@@ -2691,8 +2694,10 @@ impl Jit {
             }
             let known = extra.len();
             self.load_late(images, &mut extra, &targets, plugin, late);
-            if loaded {
-                self.roots_loaded(images, &mut extra, plugin, late);
+            // (Also for a library a miss brought in: one whose notice kerf answered too late,
+            // busy analysing a big library, ran before its roots were spliced.)
+            if loaded || extra.len() != known {
+                self.roots_loaded(images, &mut extra, plugin, late, loaded);
             }
             if extra.len() != known {
                 self.publish_ranges(&images.iter().chain(&extra).collect::<Vec<_>>(), &mbox);
@@ -3792,70 +3797,74 @@ impl Jit {
         let new = kerf_patch::jump5_bytes(site, at, 5).ok_or_else(|| fail("out of reach"))?;
         sp.code_mem.write_bytes((at - sp.code.0) as usize, &bytes);
         sp.hook_next += len;
-        // With every thread stopped, none inside the five bytes (`ret` after `endbr64`).
-        for attempt in 1..=SPLICE_TRIES {
-            let tr = Tracee::stop_all(self.pid)?;
-            self.count_stop(&tr);
-            let inside = tr
-                .threads()
-                .iter()
-                .any(|&t| tr.regs(t).is_ok_and(|r| r.pc().0 > site && r.pc().0 < site + 5));
-            if inside {
-                tr.resume_detach()?;
-                if attempt == SPLICE_TRIES {
-                    return Err(JitFail::Busy { label, tries: SPLICE_TRIES });
-                }
-                std::thread::sleep(Duration::from_millis(2 * attempt as u64));
-                continue;
-            }
-            let written = write_checked(&self.mem, RemoteAddr(site), &old, &new);
-            tr.resume_detach()?;
-            written?;
-            break;
-        }
-        let label = format!("{file}: _dl_debug_state");
-        self.sites.push(Entry { label, at: RemoteAddr(site), old: old.to_vec(), new });
+        let entry = Entry { label, at: RemoteAddr(site), old: old.to_vec(), new };
+        self.write_stopped(&entry)?;
+        self.sites.push(Entry { label: format!("{file}: _dl_debug_state"), ..entry });
         self.late_roots = specs;
         Ok(())
     }
 
-    /// The loader's notice ([`mb::LOADED`]): each library mapped now that a late root names
-    /// ([`Jit::wait_for_roots`]) and kerf has not seen is analysed and given room as any
-    /// module mapped after the start ([`Jit::load_late`]), and each root found in it is
-    /// translated and its entry spliced, as at install. The loader waits meanwhile: the
-    /// library's code has not run. A library closed and loaded again gets its roots again.
+    /// Write `e` (its `new` over its `old`) with every thread stopped and none inside the
+    /// bytes it replaces (past their first: a thread there would resume in the middle of the
+    /// jump), retried as the roots' entries are ([`SPLICE_TRIES`]).
+    fn write_stopped(&mut self, e: &Entry) -> Result<(), JitFail> {
+        let (lo, hi) = (e.at.0, e.at.0 + e.old.len() as u64);
+        for attempt in 1..=SPLICE_TRIES {
+            let tr = Tracee::stop_all(self.pid)?;
+            self.count_stop(&tr);
+            let inside = (tr.threads().iter())
+                .any(|&t| tr.regs(t).is_ok_and(|r| r.pc().0 > lo && r.pc().0 < hi));
+            if !inside {
+                let written = write_checked(&self.mem, e.at, &e.old, &e.new);
+                tr.resume_detach()?;
+                return written;
+            }
+            tr.resume_detach()?;
+            std::thread::sleep(Duration::from_millis(2 * attempt as u64));
+        }
+        Err(JitFail::Busy { label: e.label.clone(), tries: SPLICE_TRIES })
+    }
+
+    /// The loader's notice ([`mb::LOADED`], `look`): each library mapped now that a late root
+    /// names ([`Jit::wait_for_roots`]) and kerf has not seen is analysed and given room as any
+    /// module mapped after the start ([`Jit::load_late`]); then each such module not looked
+    /// at yet (these, or one a miss brought in) gets the roots found in it translated and
+    /// their entries spliced, as at install. The loader waits meanwhile: the library's code
+    /// has not run. A library closed and loaded again gets its roots again.
     fn roots_loaded(
         &mut self,
         images: &[AnalyzedImage],
         extra: &mut Vec<AnalyzedImage>,
         plugin: &dyn Plugin,
         late: Option<&dyn LateRings>,
+        look: bool,
     ) {
         if self.late_roots.is_empty() {
             return;
         }
-        let Ok(maps) = kerf_os::process::Process::open(self.pid).and_then(|p| p.maps()) else {
-            return;
-        };
+        let named = |path: &str| self.late_roots.iter().any(|s| crate::spec::names_module(s, path));
+        let maps = (look.then(|| kerf_os::process::Process::open(self.pid).and_then(|p| p.maps())))
+            .and_then(Result::ok)
+            .unwrap_or_default();
         let seen = |a: u64, extra: &[AnalyzedImage]| {
             images.iter().chain(extra).enumerate().any(|(k, m)| {
                 let (lo, hi) = span(m);
                 (lo..hi).contains(&a) && !self.gone.contains(&k)
             })
         };
-        let named = |path: &str| self.late_roots.iter().any(|s| crate::spec::names_module(s, path));
         let at: Vec<u64> = (maps.iter())
             .filter(|m| m.exec && !seen(m.start.0, extra))
             .filter(|m| m.path.as_deref().is_some_and(named))
             .map(|m| m.start.0)
             .collect();
-        if at.is_empty() {
-            return;
+        if !at.is_empty() {
+            self.load_late(images, extra, &at, plugin, late);
         }
-        let before = images.len() + extra.len();
-        self.load_late(images, extra, &at, plugin, late);
         let all: Vec<&AnalyzedImage> = images.iter().chain(extra.iter()).collect();
-        for (k, &m) in all.iter().enumerate().skip(before) {
+        for (k, &m) in all.iter().enumerate().skip(images.len()) {
+            if self.gone.contains(&k) || !self.late_checked.insert(k) {
+                continue;
+            }
             let path = m.path.display().to_string();
             let specs: Vec<crate::spec::Spec> = (self.late_roots.iter())
                 .filter(|s| crate::spec::names_module(s, &path))
@@ -3910,11 +3919,7 @@ impl Jit {
             self.translate_more(all, &mods, plugin, root.module, vec![root.func], None)?;
         }
         let e = entry_splice(all, self, root)?;
-        let tr = Tracee::stop_all(self.pid)?;
-        self.count_stop(&tr);
-        let written = write_checked(&self.mem, e.at, &e.old, &e.new);
-        tr.resume_detach()?;
-        written?;
+        self.write_stopped(&e)?;
         self.entries.push(e);
         Ok(())
     }
