@@ -135,7 +135,6 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
             flush_share: args.max_flush_share,
             // Set by the run when it attaches to a running process.
             early: false,
-            take_in: false,
             late_roots: false,
             hints: !args.no_hints,
         },
@@ -393,11 +392,23 @@ fn table(v: &serde_json::Value, top: usize) -> String {
     if c["locks"].is_object() {
         let _ = writeln!(s, "lock calls: {} lost records", c["lost"]);
         s.push_str(&lost_why(c));
+        let l = &c["locks"];
+        if let Some(n) = l["under_way_at_attach"].as_u64().filter(|&n| n > 0) {
+            let _ = writeln!(
+                s,
+                "  {n} lock call{} under way when kerf attached, not in the table (their lock and \
+                 start are unknown); the longest ended {:.3} ms after kerf took its thread in",
+                if n == 1 { " was" } else { "s were" },
+                l["under_way_longest_after_attach_ns"].as_u64().unwrap_or(0) as f64 / 1e6
+            );
+        }
         s.push_str(&kerf_tools::locks::table(&c["locks"], top));
     } else if c.is_object() {
         let _ = writeln!(
             s,
-            "calls: {} calls, {} returns ({} paired, {} frames left by longjmp or exceptions, {} \
+            "calls: {} calls, {} returns ({} paired, {} frames left without their return: longjmp, \
+             exceptions, or a jump out of the frame not taken for a tail call, as the lazy \
+             binder's; {} \
              replaced by tail calls, {} returns with no call{}) in {} threads; lost: {}{}",
             c["calls"],
             c["returns"],

@@ -2718,6 +2718,78 @@ fn a_thread_taken_in_at_attach_is_traced_and_its_open_frames_returns_counted_apa
     assert_eq!(calls_of("work"), 0, "{c}");
 }
 
+/// Attached under the lock plugin while three workers wait on `big_lock` (the fixture's main
+/// holds it until told): each is taken in inside its `pthread_mutex_lock`, whose entry came
+/// before kerf; the three waits, ended once main lets the lock go, are said apart
+/// (`under_way_at_attach`), not dropped without a word and not put in the table with a lock
+/// and a start kerf never saw.
+#[test]
+fn lock_waits_under_way_at_attach_are_said_apart() {
+    use std::io::{BufRead, BufReader};
+    let bin = common::build_fixture("locks", "-O2", "jit-locks-held");
+    let expected = plain(&bin, &["now"]);
+    let mut child =
+        Command::new(&bin).args(["now", "hold"]).stdout(Stdio::piped()).spawn().unwrap();
+    let pid = child.id();
+    let _reaper = common::Reaper(pid as i32);
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = String::new();
+    while !lines.contains("holding") {
+        assert!(out.read_line(&mut lines).unwrap() > 0, "the fixture ended: {lines}");
+    }
+    // The three workers through their small_lock rounds (3000 short calls) and blocked on
+    // big_lock: every thread but main asleep, twice 200 ms apart.
+    let asleep = || {
+        let tasks: Vec<_> =
+            std::fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten().collect();
+        let me = pid.to_string();
+        tasks.len() == 4
+            && tasks.iter().filter(|t| t.file_name().to_string_lossy() != me).all(|t| {
+                let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+                stat.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('S'))
+            })
+    };
+    let up = std::time::Instant::now();
+    while !(asleep() && {
+        std::thread::sleep(Duration::from_millis(200));
+        asleep()
+    }) {
+        assert!(up.elapsed() < Duration::from_secs(10), "the workers never blocked");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let summary = tmp().join("jit-locks-held.json");
+    let mut kerf = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["jit", "worker", "--plugin", "locks", "--duration", "20", "--json", "-o"])
+        .arg(&summary)
+        .args(["-p", &pid.to_string()])
+        .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(kerf.stderr.take().unwrap());
+    let mut said = String::new();
+    while !said.contains("taken into the cache") {
+        assert!(err.read_line(&mut said).unwrap() > 0, "kerf took no thread in: {said}");
+    }
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    assert!(Command::new("kill").args(["-USR1", &pid.to_string()]).status().unwrap().success());
+    std::io::Read::read_to_string(&mut out, &mut lines).unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(kerf.wait().unwrap().success());
+    assert_eq!(lines, expected.replace("ready\n", "ready\nholding\n"));
+    let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+    assert_eq!(v["jit"]["taken_in"], 3, "{}", v["jit"]);
+    let l = &v["calls"]["locks"];
+    assert_eq!(l["under_way_at_attach"], 3, "{l}");
+    assert!(l["under_way_longest_after_attach_ns"].as_u64().unwrap() > 0, "{l}");
+    // (No wait of big_lock in the table: their entries came before kerf.)
+    let big = l["locks"].as_array().unwrap().iter().any(|r| {
+        r["name"].as_str().is_some_and(|n| n.ends_with(":big_lock"))
+            && r["calls"].as_u64().unwrap_or(0) > 0
+    });
+    assert!(!big, "{l}");
+}
+
 /// A thread in a signal handler that interrupted a root call is found in that call (the walk
 /// of its stack goes on through the signal frame, from the registers the kernel saved there)
 /// and left to finish it natively, counted as not taken in: a handler runs in the original

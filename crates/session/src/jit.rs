@@ -73,7 +73,7 @@ const RETIRED_MAX: usize = kerf_jit::table::SETS * kerf_jit::table::WAYS / 16;
 const THRASH_WINDOW: Duration = Duration::from_secs(2);
 
 /// Stops made at attach to take threads already inside a root call into the cache
-/// ([`Jit::take_in`]), while some stand where they cannot be taken yet, and the pause between.
+/// ([`Jit::take_in_threads`]), while some stand where they cannot be taken yet, and the pause between.
 const TAKE_IN_TRIES: usize = 10;
 const TAKE_IN_WAIT: Duration = Duration::from_millis(20);
 /// Frames a walk of a thread's stack looks through for a root's.
@@ -121,12 +121,6 @@ pub struct JitOptions {
     /// every function of a cached analysis and the liveness where returns land (a second
     /// and more for libLLVM-14), comes after the cache is live (see [`later_blocks`]).
     pub early: bool,
-    /// The process is running (attach) and threads already inside a root call are taken
-    /// into the cache at the splice ([`Jit::take_in`]): those whose stack a walk by the
-    /// modules' unwind tables shows inside a root's frame. Not where a plugin pairs events
-    /// (the call trace, lock waits), the returns of such a thread's frames made before are
-    /// left unpaired (the call trace counts them apart).
-    pub take_in: bool,
     /// Roots wait for a library not loaded yet ([`Jit::wait_for_roots`]): the loader's
     /// debugger hook is found before anything is translated, so that its translation calls
     /// the load notice as the jump over its original will.
@@ -148,7 +142,6 @@ impl Default for JitOptions {
             cache_limit: None,
             flush_share: 0.9,
             early: false,
-            take_in: false,
             late_roots: false,
             hints: true,
         }
@@ -496,7 +489,7 @@ pub struct JitStats {
     pub write: Duration,
     /// The stop that spliced the roots.
     pub splice_pause: Duration,
-    /// With [`JitOptions::take_in`]: threads found inside a root call and taken into the cache,
+    /// After [`Jit::take_in_threads`]: threads found inside a root call and taken into the cache,
     /// and those found inside one that could not be (standing in code with no translation,
     /// holding a signal for kerf to deliver, or a `gs` base of the program's own) in every
     /// try; they run natively until their root call ends.
@@ -1846,22 +1839,8 @@ pub fn install(
         }
         return Err(e);
     }
-    // 5. Threads already inside a root call, taken in (a stop each try, while some stand
-    //    where they cannot be taken yet: in code not translated, or holding a signal).
-    if opts.take_in {
-        for attempt in 1..=TAKE_IN_TRIES {
-            let t = Instant::now();
-            let Ok(mut tr) = Tracee::stop_all(pid) else { break };
-            let left = jit.take_in(&mut tr, images, &mods, plugin);
-            tr.resume_detach()?;
-            jit.stats.take_in_pause = jit.stats.take_in_pause.max(t.elapsed());
-            jit.stats.not_taken_in = left.len();
-            if left.is_empty() || attempt == TAKE_IN_TRIES {
-                break;
-            }
-            std::thread::sleep(TAKE_IN_WAIT);
-        }
-    }
+    // (Threads already inside a root call are taken in by the caller, once it is ready for
+    // their records: `Jit::take_in_threads`.)
     jit.extra = extra;
     Ok(jit)
 }
@@ -4512,8 +4491,47 @@ impl Jit {
         Ok(true)
     }
 
+    /// Attached to a running process, take the threads already inside a root call into the
+    /// cache ([`Jit::take_in`]), a stop each try while some stand where they cannot be taken
+    /// yet (in code not translated, or holding a signal), at most [`TAKE_IN_TRIES`]. Called
+    /// once the plugins' records have a reader: a thread taken in writes them at once, and a
+    /// call-trace ring filled before its reader set the deadline for its writer's wait
+    /// dropped records (a user trial: 30-440 k records of a sqlite3 attached with `-p`, none
+    /// launched).
+    pub fn take_in_threads(
+        &mut self,
+        images: &[AnalyzedImage],
+        plugin: &dyn Plugin,
+    ) -> Result<(), JitFail> {
+        let extra = std::mem::take(&mut self.extra);
+        let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
+        let mods = modules_of(&all, &self.later, self.lazy, self.limit.is_none());
+        let mut result = Ok(());
+        for attempt in 1..=TAKE_IN_TRIES {
+            let t = Instant::now();
+            let Ok(mut tr) = Tracee::stop_all(self.pid) else { break };
+            self.count_stop(&tr);
+            let left = self.take_in(&mut tr, &all, &mods, plugin);
+            let resumed = tr.resume_detach();
+            self.stats.take_in_pause = self.stats.take_in_pause.max(t.elapsed());
+            self.stats.not_taken_in = left.len();
+            if let Err(e) = resumed {
+                result = Err(e.into());
+                break;
+            }
+            if left.is_empty() || attempt == TAKE_IN_TRIES {
+                break;
+            }
+            std::thread::sleep(TAKE_IN_WAIT);
+        }
+        drop(mods);
+        drop(all);
+        self.extra = extra;
+        result
+    }
+
     /// Take every thread of `tr` (all stopped) that is inside a root call made from the
-    /// original code into the cache (attach, [`JitOptions::take_in`]). Its stack is walked by
+    /// original code into the cache (attach, [`Jit::take_in_threads`]). Its stack is walked by
     /// the modules' unwind tables ([`root_frame`]); where a frame is a root's, the thread is
     /// in a root call, and the outermost such frame is the call's outer frame:
     ///

@@ -304,12 +304,6 @@ pub fn run(
         // A running process runs natively until the cache is live: a big module's
         // whole-image work comes after (a launched command is held until then anyway).
         options.early = pid_given;
-        // Threads already inside a root call are taken in. Under a plugin that pairs events,
-        // their frames' calls were made before: the returns of those frames are counted apart
-        // (`before_attach`), and a lock wait under way when it went in is not counted. (Before,
-        // they were left out: `-p PID main --plugin calls` on a server, whose threads never
-        // enter `main` again, recorded nothing.)
-        options.take_in = pid_given;
         let woven = Woven { blocks: counting, branches, calls, callback };
         let (module, path, detail) =
             match jit::install(pid, &target.modules, &roots, &woven, options) {
@@ -358,21 +352,6 @@ pub fn run(
         s.translate.as_secs_f64(),
         s.write.as_secs_f64(),
     ));
-    if s.taken_in + s.not_taken_in > 0 {
-        events.say(&format!(
-            "jit: {} thread{} already inside a root call taken into the cache{}",
-            s.taken_in,
-            if s.taken_in == 1 { "" } else { "s" },
-            match s.not_taken_in {
-                0 => String::new(),
-                n => format!(
-                    "; {n} not (standing in code kerf cannot translate, in a signal \
-                     handler or with a signal pending, or with a gs base of the program's \
-                     own): they finish their root call natively"
-                ),
-            }
-        ));
-    }
     if s.lost > 0 {
         events.warn(&format!(
             "{} of {} lookup-table entries found their set and the overflow list full: \
@@ -399,7 +378,7 @@ pub fn run(
         ));
     }
     // The call trace's reader is ready before the target goes on.
-    let reader = match &woven.calls {
+    let mut reader = match &woven.calls {
         Some(c) => {
             let areas = jit.ring_areas();
             let waits = jit.stats.no_waits.is_none().then(|| jit.seccomp_watch());
@@ -409,15 +388,44 @@ pub fn run(
                      waiting for kerf: {why}"
                 ));
             }
-            let mut r =
-                jit_calls::Reader::new(c, areas, &target.modules, pid, clock_start, file, waits);
-            if jit.stats.taken_in > 0 {
-                r.taken_in();
-            }
-            Some(r)
+            Some(jit_calls::Reader::new(c, areas, &target.modules, pid, clock_start, file, waits))
         }
         None => None,
     };
+    // Attached: threads already inside a root call are taken in, now that their records have
+    // a reader (a full ring's writer waits for it until the drains begin: `hold`). Under a
+    // plugin that pairs events, their frames' calls were made before: the returns of those
+    // frames are counted apart (`before_attach`), and a lock wait under way is not counted.
+    // (Until session 68 they were left out there: `-p PID main --plugin calls` on a server,
+    // whose threads never enter `main` again, recorded nothing.)
+    if pid_given {
+        if let Some(r) = &reader {
+            r.hold();
+        }
+        if let Err(source) = jit.take_in_threads(&target.modules, plugin) {
+            let _ = jit.remove();
+            return Err(ToolError::Jit { pid, source });
+        }
+        if let (Some(r), true) = (reader.as_mut(), jit.stats.taken_in > 0) {
+            r.taken_in();
+        }
+        let s = &jit.stats;
+        if s.taken_in + s.not_taken_in > 0 {
+            events.say(&format!(
+                "jit: {} thread{} already inside a root call taken into the cache{}",
+                s.taken_in,
+                if s.taken_in == 1 { "" } else { "s" },
+                match s.not_taken_in {
+                    0 => String::new(),
+                    n => format!(
+                        "; {n} not (standing in code kerf cannot translate, in a signal \
+                         handler or with a signal pending, or with a gs base of the program's \
+                         own): they finish their root call natively"
+                    ),
+                }
+            ));
+        }
+    }
     target.release()?;
     // (A duration counts the time the JIT is live, from `sample` below, not kerf's
     // translation before it.)

@@ -397,7 +397,9 @@ struct Tally {
     exits: Vec<u64>,
     /// Returns that met their call; returns from code the analysis put in another function
     /// (a fragment the caller jumped to); calls left without a return because a call or
-    /// return further out came first (`longjmp`, an exception); calls replaced by a
+    /// return further out came first (`longjmp`, an exception; also a frame that ends in a
+    /// jump the analysis does not take for a tail call: the lazy binder's, which jumps to the
+    /// function it bound); calls replaced by a
     /// conditional tail call (which has no exit record); and returns with no call open at
     /// their stack pointer (a call into a block that starts no function the analysis knows;
     /// one of a thread that was inside a root call at attach is `before`).
@@ -412,6 +414,12 @@ struct Tally {
     /// one by one, the root's last).
     before: u64,
     taken_in: bool,
+    /// Lock waits under way when their threads were taken in (an exit of a lock function with
+    /// no entry): their lock and start are unknown; the longest lasted at least
+    /// `before_lock_ns` after the take-in (`taken_in_tsc`).
+    before_locks: u64,
+    before_lock_ns: u64,
+    taken_in_tsc: u64,
     /// Tail calls' exits that closed no frame: jumps into a fragment of the same function
     /// (the frame goes on), left out of the trace.
     fragment_jumps: u64,
@@ -676,6 +684,7 @@ impl<'a> Reader<'a> {
     /// not as unmatched).
     pub fn taken_in(&mut self) {
         self.tally.taken_in = true;
+        self.tally.taken_in_tsc = kerf_os::clock::tsc();
     }
 
     /// One drain of every ring (`last`: the target is done, nothing held back). Returns
@@ -884,6 +893,14 @@ impl<'a> Reader<'a> {
                     self.tally.exits[k] += 1;
                     self.lock_stats.event(PointKind::Exit, name, thread, ns, None);
                 }
+                // A wait that was under way when its thread was taken in (nothing open at
+                // all: an exit deeper than an open acquisition is one of its callees').
+                (true, _) if top.is_none() && self.tally.taken_in => {
+                    let t = &mut self.tally;
+                    t.before_locks += 1;
+                    let since = self.clock.ns(p.time).saturating_sub(self.clock.ns(t.taken_in_tsc));
+                    t.before_lock_ns = t.before_lock_ns.max(since);
+                }
                 _ => {}
             }
         }
@@ -996,7 +1013,9 @@ impl<'a> Reader<'a> {
             "longest_drain": self.keep.longest_drain.load(Ordering::Relaxed) as f64 / 1e9,
             "functions": functions,
         });
-        if let Some(l) = locks {
+        if let Some(mut l) = locks {
+            l["under_way_at_attach"] = json!(t.before_locks);
+            l["under_way_longest_after_attach_ns"] = json!(t.before_lock_ns);
             v["locks"] = l;
         }
         v
