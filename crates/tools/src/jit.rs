@@ -371,8 +371,10 @@ pub fn run(
             let _ = jit.remove();
             return Err(ToolError::Jit { pid, source });
         }
-        events.say(&format!(
-            "jit: {} in a library not loaded yet: kerf splices {} when the program loads it",
+        // (A warning: a misspelt library name waits in vain, and says so only at the end.)
+        events.warn(&format!(
+            "{} in a library not loaded: kerf splices {} when the program loads one of that \
+             name (a name misspelt waits in vain)",
             names.join(", "),
             if names.len() == 1 { "it" } else { "them" }
         ));
