@@ -333,35 +333,7 @@ pub fn run(
     let plugin: &dyn Plugin = &woven;
     jit.stats.loaded = loaded;
     jit.stats.live = began.elapsed();
-    let s = &jit.stats;
-    events.say(&format!(
-        "jit: {} functions ({} blocks, {} KiB of code) in {} modules translated in {:.2} s; \
-         {} spliced, live {:.2} s after kerf started (analyses loaded in {:.2} s; \
-         plan {:.2} s, mapping {:.2} s, translation {:.2} s, writing {:.2} s)",
-        s.region.len(),
-        s.blocks,
-        s.code_bytes / 1024,
-        // (A module's translation may be in pieces: modules, not translations.)
-        jit.caches.iter().map(|c| c.module).collect::<std::collections::BTreeSet<_>>().len(),
-        t.elapsed().as_secs_f64(),
-        roots_said(&roots),
-        s.live.as_secs_f64(),
-        s.loaded.as_secs_f64(),
-        s.plan.as_secs_f64(),
-        s.map.as_secs_f64(),
-        s.translate.as_secs_f64(),
-        s.write.as_secs_f64(),
-    ));
-    if s.lost > 0 {
-        events.warn(&format!(
-            "{} of {} lookup-table entries found their set and the overflow list full: \
-             indirect transfers to them leave the cache{}",
-            s.lost,
-            s.table_entries + s.crowded,
-            lost_returns(s.lost_returns)
-        ));
-    }
-    let lost_before = s.lost;
+    let translated = t.elapsed();
     let waiting_texts: Vec<String> = waiting.iter().map(|w| w.text.clone()).collect();
     // Roots in libraries not loaded yet: waited for at the loader (before the program runs,
     // when kerf launched it).
@@ -411,22 +383,52 @@ pub fn run(
         if let (Some(r), true) = (reader.as_mut(), jit.stats.taken_in > 0) {
             r.taken_in();
         }
-        let s = &jit.stats;
-        if s.taken_in + s.not_taken_in > 0 {
-            events.say(&format!(
-                "jit: {} thread{} already inside a root call taken into the cache{}",
-                s.taken_in,
-                if s.taken_in == 1 { "" } else { "s" },
-                match s.not_taken_in {
-                    0 => String::new(),
-                    n => format!(
-                        "; {n} not (standing in code kerf cannot translate, in a signal \
-                         handler or with a signal pending, or with a gs base of the program's \
-                         own): they finish their root call natively"
-                    ),
-                }
-            ));
-        }
+    }
+    // (Said once threads were taken in: a test that acts on the program at this line finds
+    // them in the cache.)
+    let s = &jit.stats;
+    events.say(&format!(
+        "jit: {} functions ({} blocks, {} KiB of code) in {} modules translated in {:.2} s; \
+         {} spliced, live {:.2} s after kerf started (analyses loaded in {:.2} s; \
+         plan {:.2} s, mapping {:.2} s, translation {:.2} s, writing {:.2} s)",
+        s.region.len(),
+        s.blocks,
+        s.code_bytes / 1024,
+        // (A module's translation may be in pieces: modules, not translations.)
+        jit.caches.iter().map(|c| c.module).collect::<std::collections::BTreeSet<_>>().len(),
+        translated.as_secs_f64(),
+        roots_said(&roots),
+        s.live.as_secs_f64(),
+        s.loaded.as_secs_f64(),
+        s.plan.as_secs_f64(),
+        s.map.as_secs_f64(),
+        s.translate.as_secs_f64(),
+        s.write.as_secs_f64(),
+    ));
+    if s.lost > 0 {
+        events.warn(&format!(
+            "{} of {} lookup-table entries found their set and the overflow list full: \
+             indirect transfers to them leave the cache{}",
+            s.lost,
+            s.table_entries + s.crowded,
+            lost_returns(s.lost_returns)
+        ));
+    }
+    let lost_before = s.lost;
+    if s.taken_in + s.not_taken_in > 0 {
+        events.say(&format!(
+            "jit: {} thread{} already inside a root call taken into the cache{}",
+            s.taken_in,
+            if s.taken_in == 1 { "" } else { "s" },
+            match s.not_taken_in {
+                0 => String::new(),
+                n => format!(
+                    "; {n} not (standing in code kerf cannot translate, in a signal \
+                     handler or with a signal pending, or with a gs base of the program's \
+                     own): they finish their root call natively"
+                ),
+            }
+        ));
     }
     target.release()?;
     // (A duration counts the time the JIT is live, from `sample` below, not kerf's
