@@ -14,7 +14,8 @@ use std::path::PathBuf;
 #[derive(clap::Args)]
 pub struct Args {
     /// Root functions ([MODULE:]SYMBOL): a thread that enters one runs from the code cache
-    /// until it leaves the region (its callees, through any library, are translated too).
+    /// until it leaves the region (its callees, through any library, are translated too). A
+    /// MODULE not loaded yet is waited for: its roots go in when the program loads it.
     #[arg(required = true)]
     roots: Vec<String>,
     /// Plugins to weave into every block, comma-separated: blocks (execution counts of every
