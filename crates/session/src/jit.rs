@@ -510,6 +510,9 @@ pub struct JitStats {
     pub late_hinted: usize,
     pub untranslatable: usize,
     pub serving: Duration,
+    /// Of `serving`, the time spent analysing (or loading the cached analyses of) modules
+    /// mapped after the start.
+    pub late_analysis: Duration,
     /// Modules the program mapped after kerf attached (`dlopen`) that a miss led into: those
     /// kerf analysed and gave room (their functions are then translated on demand as any
     /// module's), and those it did not, as `PATH: why` (their code runs natively, each entry
@@ -1341,6 +1344,10 @@ pub struct SlabUse {
     pub program_gs: u64,
 }
 
+/// How often kerf counts a stop in the mailbox while the loader waits for it to analyse a
+/// library a late root names ([`Jit::roots_loaded`]): well within one wait of a thread
+/// ([`mb::WAIT_NS`]).
+const KEEP_WAITING: Duration = Duration::from_millis(50);
 /// How often kerf, idle, looks for counter slabs of threads that ended.
 const RECLAIM: Duration = Duration::from_millis(50);
 /// How often kerf, idle, looks for modules unmapped by a thread outside the cache (one read
@@ -2676,7 +2683,7 @@ impl Jit {
             // (Also for a library a miss brought in: one whose notice kerf answered too late,
             // busy analysing a big library, ran before its roots were spliced.)
             if loaded || extra.len() != known {
-                self.roots_loaded(images, &mut extra, plugin, late, loaded);
+                self.roots_loaded(images, &mut extra, plugin, late, loaded.then_some(&mbox));
             }
             if extra.len() != known {
                 self.publish_ranges(&images.iter().chain(&extra).collect::<Vec<_>>(), &mbox);
@@ -3057,7 +3064,10 @@ impl Jit {
                 .map(|(_, m)| m.path.as_path())
                 .collect();
             let opts = crate::load::LoadOptions::default();
-            let m = match crate::load::analyze_module_at(self.pid, RemoteAddr(t), &known, &opts) {
+            let began = Instant::now();
+            let analysed = crate::load::analyze_module_at(self.pid, RemoteAddr(t), &known, &opts);
+            self.stats.late_analysis += began.elapsed();
+            let m = match analysed {
                 Ok(Some(m)) => m,
                 Ok(None) => continue,
                 // The program ended meanwhile: nothing of it will run (and "process N does
@@ -3804,27 +3814,63 @@ impl Jit {
         Err(JitFail::Busy { label: e.label.clone(), tries: SPLICE_TRIES })
     }
 
-    /// The loader's notice ([`mb::LOADED`], `look`): each library mapped now that a late root
-    /// names ([`Jit::wait_for_roots`]) and kerf has not seen is analysed and given room as any
-    /// module mapped after the start ([`Jit::load_late`]); then each such module not looked
-    /// at yet (these, or one a miss brought in) gets the roots found in it translated and
-    /// their entries spliced, as at install. The loader waits meanwhile: the library's code
-    /// has not run. A library closed and loaded again gets its roots again.
+    /// The loader's notice ([`mb::LOADED`], with the mailbox `look`): each library mapped now
+    /// that a late root names ([`Jit::wait_for_roots`]) and kerf has not seen is analysed and
+    /// given room as any module mapped after the start ([`Jit::load_late`]); then each such
+    /// module not looked at yet (these, or one a miss brought in) gets the roots found in it
+    /// translated and their entries spliced, as at install. The loader waits meanwhile: the
+    /// library's code has not run. A library closed and loaded again gets its roots again.
+    ///
+    /// An analysis takes seconds for a big library not in the analysis cache (libcrypto under
+    /// load), far past one wait of the loader's ([`mb::WAIT_NS`]): kerf counts a stop in
+    /// [`mb::STOPS`] every [`KEEP_WAITING`] meanwhile, and a wait that times out while that
+    /// count moves waits again, up to [`mb::TRIES`] times. (Without it the loader went on
+    /// after 250 ms, the library's code ran natively, and its root counted nothing: a user
+    /// trial, 4 runs of 4 with the CPUs busy.)
     fn roots_loaded(
         &mut self,
         images: &[AnalyzedImage],
         extra: &mut Vec<AnalyzedImage>,
         plugin: &dyn Plugin,
         late: Option<&dyn LateRings>,
-        look: bool,
+        look: Option<&SharedMem>,
     ) {
         if self.late_roots.is_empty() {
             return;
         }
+        let Some(mbox) = look else {
+            return self.splice_late_roots(images, extra, plugin);
+        };
+        let done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    std::thread::sleep(KEEP_WAITING);
+                    // (Only kerf writes the word; a count lost to `count_stop` writing it
+                    // meanwhile still moves it.)
+                    let n = mbox.load_u64(mb::STOPS as usize);
+                    mbox.store_u64(mb::STOPS as usize, n.wrapping_add(1));
+                }
+            });
+            self.load_named(images, extra, plugin, late);
+            self.splice_late_roots(images, extra, plugin);
+            done.store(true, Ordering::Relaxed);
+        });
+    }
+
+    /// [`Jit::roots_loaded`]'s look: the libraries mapped now that a late root names and kerf
+    /// has not seen, loaded as modules mapped after the start.
+    fn load_named(
+        &mut self,
+        images: &[AnalyzedImage],
+        extra: &mut Vec<AnalyzedImage>,
+        plugin: &dyn Plugin,
+        late: Option<&dyn LateRings>,
+    ) {
         let named = |path: &str| self.late_roots.iter().any(|s| crate::spec::names_module(s, path));
-        let maps = (look.then(|| kerf_os::process::Process::open(self.pid).and_then(|p| p.maps())))
-            .and_then(Result::ok)
-            .unwrap_or_default();
+        let Ok(maps) = kerf_os::process::Process::open(self.pid).and_then(|p| p.maps()) else {
+            return;
+        };
         let seen = |a: u64, extra: &[AnalyzedImage]| {
             images.iter().chain(extra).enumerate().any(|(k, m)| {
                 let (lo, hi) = span(m);
@@ -3839,6 +3885,16 @@ impl Jit {
         if !at.is_empty() {
             self.load_late(images, extra, &at, plugin, late);
         }
+    }
+
+    /// [`Jit::roots_loaded`]'s splices: in each module mapped after the start and not looked
+    /// at yet, the late roots found there.
+    fn splice_late_roots(
+        &mut self,
+        images: &[AnalyzedImage],
+        extra: &[AnalyzedImage],
+        plugin: &dyn Plugin,
+    ) {
         let all: Vec<&AnalyzedImage> = images.iter().chain(extra.iter()).collect();
         for (k, &m) in all.iter().enumerate().skip(images.len()) {
             if self.gone.contains(&k) || !self.late_checked.insert(k) {
@@ -3860,7 +3916,7 @@ impl Jit {
                 let points = match crate::spec::resolve_with_aliases(&[spec], &mods, &[], &code) {
                     Ok(p) => p,
                     Err(e) => {
-                        self.stats.late_roots_refused.push(format!("{path}: {e}"));
+                        self.stats.late_roots_refused.push(format!("{e} (in {path})"));
                         continue;
                     }
                 };

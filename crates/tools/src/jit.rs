@@ -1274,6 +1274,17 @@ fn serving_warning(
     if serving < 1.0 || serving < 0.5 * live {
         return None;
     }
+    // Mostly the analysis of libraries the program loaded: said as such (a second run finds
+    // it in the analysis cache).
+    let analysing = s.late_analysis.as_secs_f64();
+    if analysing >= 0.5 * serving {
+        return Some(format!(
+            "kerf spent {serving:.1} s of the {live:.1} s the cache was live on demand, {analysing:.1} \
+             s of it analysing libraries the program loaded ({}; their threads waited, and \
+             the next run finds the analyses cached)",
+            s.late_modules.join(", ")
+        ));
+    }
     let why = match cache_limit {
         Some(limit) => format!(
             "; with --cache-limit {limit} the cache holds less than the program runs ({} \
@@ -1311,6 +1322,12 @@ mod tests {
         assert!(w.contains("--cache-limit 1048576") && w.contains("640 flushes"), "{w}");
         let w = serving_warning(&s(40.0), live, None).unwrap();
         assert!(!w.contains("--cache-limit"), "{w}");
+        // Mostly analysing a library the program loaded: said as such.
+        let mut a = s(1.1);
+        a.late_analysis = Duration::from_secs_f64(0.9);
+        a.late_modules = vec!["/usr/lib/x86_64-linux-gnu/libcrypto.so.3".into()];
+        let w = serving_warning(&a, Duration::from_secs_f64(1.2), None).unwrap();
+        assert!(w.contains("0.9 s of it analysing libraries") && w.contains("libcrypto"), "{w}");
         // A third of the time, or under a second of a short run: nothing.
         assert_eq!(serving_warning(&s(25.0), live, None), None);
         assert_eq!(serving_warning(&s(0.9), Duration::from_secs_f64(1.0), None), None);
