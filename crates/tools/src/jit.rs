@@ -339,7 +339,7 @@ pub fn run(
     // when kerf launched it).
     if !waiting.is_empty() {
         let names: Vec<&str> = waiting_texts.iter().map(String::as_str).collect();
-        if let Err(source) = jit.wait_for_roots(&target.modules, waiting.clone()) {
+        if let Err(source) = jit.wait_for_roots(&target.modules, waiting) {
             let _ = jit.remove();
             return Err(ToolError::Jit { pid, source });
         }
@@ -369,7 +369,8 @@ pub fn run(
     // Attached: threads already inside a root call are taken in, now that their records have
     // a reader (a full ring's writer waits for it until the drains begin: `hold`). Under a
     // plugin that pairs events, their frames' calls were made before: the returns of those
-    // frames are counted apart (`before_attach`), and a lock wait under way is not counted.
+    // frames are counted apart (`before_attach`), and so are lock waits under way
+    // (`under_way_at_attach`).
     // (Until session 68 they were left out there: `-p PID main --plugin calls` on a server,
     // whose threads never enter `main` again, recorded nothing.)
     if pid_given {
