@@ -403,17 +403,39 @@ fn solve_function(
 /// (`F'`) read less (`F'(X) ⊆ F(X)`), so `S ⊇ F'(S)`: `S` holds the least solution of `F'`,
 /// which is the liveness, and by monotonicity so does every `F'ᵏ(S)`.
 pub fn live_in_linked(cfg: &Cfg, b: BlockId, depth: u32) -> Live {
-    let blk = cfg.block(b);
-    let stored = Live { regs: blk.live_in, flags: blk.flags_live_in };
-    // (A block with many successors, a dispatch, is taken as stored: the look stays cheap.)
-    if depth == 0 || cfg.edges_of(blk).len() > 4 {
-        return stored;
+    LinkedLook::default().live_in(cfg, b, depth)
+}
+
+/// [`live_in_linked`] for many blocks of one image, each block's answer at each depth worked
+/// out once: the targets of a jump table mostly lead to the same few blocks (the JIT looks
+/// from every target of every table it copies).
+#[derive(Default)]
+pub struct LinkedLook {
+    memo: std::cell::RefCell<HashMap<(BlockId, u32), Live>>,
+}
+
+impl LinkedLook {
+    /// What [`live_in_linked`] gives for block `b` looking `depth` blocks further.
+    pub fn live_in(&self, cfg: &Cfg, b: BlockId, depth: u32) -> Live {
+        if let Some(&l) = self.memo.borrow().get(&(b, depth)) {
+            return l;
+        }
+        let blk = cfg.block(b);
+        let stored = Live { regs: blk.live_in, flags: blk.flags_live_in };
+        // (A block with many successors, a dispatch, is taken as stored: the look stays
+        // cheap.)
+        let live = if depth == 0 || cfg.edges_of(blk).len() > 4 {
+            stored
+        } else {
+            let at_ret = at_return(callee_must(cfg, blk.func));
+            let callee = |g: FuncId| (callee_live(cfg, g), callee_must(cfg, g));
+            let next = |id: u32| self.live_in(cfg, BlockId(id), depth - 1);
+            let out = live_out(cfg, blk, at_ret, false, &next, &callee);
+            gen_of(blk).union(out.minus(kill_of(blk))).intersect(stored)
+        };
+        self.memo.borrow_mut().insert((b, depth), live);
+        live
     }
-    let at_ret = at_return(callee_must(cfg, blk.func));
-    let callee = |g: FuncId| (callee_live(cfg, g), callee_must(cfg, g));
-    let next = |id: u32| live_in_linked(cfg, BlockId(id), depth - 1);
-    let out = live_out(cfg, blk, at_ret, false, &next, &callee);
-    gen_of(blk).union(out.minus(kill_of(blk))).intersect(stored)
 }
 
 /// [`solve_function`] with [`live_out`]'s `exact` for two boundaries at once, nothing and everything live

@@ -409,6 +409,13 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
     no_splice.sort_unstable_by_key(|n| (n.start, n.len));
     cfg.no_splice = no_splice;
     cfg.padding = springboard_padding(&cfg, image);
+    let through: Vec<bool> = (0..cfg.functions.len() as u32)
+        .into_par_iter()
+        .map(|f| cfg.returns_through_callers_slot(image, FuncId(f)))
+        .collect();
+    for (f, t) in cfg.functions.iter_mut().zip(through) {
+        f.ret_through_slot = t;
+    }
     let call_graph = CallGraph::build(&cfg);
     lap("graph", &mut timings);
 
@@ -674,6 +681,7 @@ fn assemble(known: BTreeMap<u64, Known>, built: BTreeMap<u64, FuncCfg>, cx: &Cx<
                 flags_live_in: FlagSet::EMPTY,
                 must_def: RegSet::EMPTY,
                 flags_must_def: FlagSet::EMPTY,
+                ret_through_slot: false,
             }
         })
         .collect();

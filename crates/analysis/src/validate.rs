@@ -657,6 +657,16 @@ fn check_function(
             return Err(bad(b, format!("its {} edge{where_to} is missing", kind.name())));
         }
     }
+    // Whether its returns leave through the caller's slot, kept with the analysis for the
+    // JIT (a frameless `ret` rests on it): worked out again from the code checked above.
+    if cfg.returns_through_callers_slot(mem, f) != fun.ret_through_slot {
+        return Err(Invalid::Block {
+            function: fun.name.clone(),
+            addr: fun.entry.0,
+            detail: "whether its returns leave through its caller's slot is not what its code says"
+                .into(),
+        });
+    }
     Ok(())
 }
 

@@ -2,8 +2,9 @@
 //! rejected), and each kind of poisoning a cache file could carry is caught: a block start
 //! moved into an instruction, a block cut short, liveness, padding, a jump-table entry, a
 //! function entry, an index out of range, an edge dropped with liveness solved again to
-//! match. And the same checks at the point of use (`Checker`): a function is trusted only
-//! with every function its liveness rests on, and padding run by run.
+//! match, a function said to return through its caller's slot that does not. And the same
+//! checks at the point of use (`Checker`): a function is trusted only with every function
+//! its liveness rests on, and padding run by run.
 //!
 //! Needs the libraries (libc6, libstdc++6, libllvm14); a missing one fails the test with the
 //! package to install.
@@ -106,6 +107,25 @@ fn a_live_register_called_dead_is_caught() {
             b.live_in = kerf_arch::x86_64::RegSet::EMPTY;
         },
         |e| matches!(e, Invalid::Liveness { .. }),
+    );
+}
+
+#[test]
+fn a_return_through_a_slot_it_wrote_called_its_callers_is_caught() {
+    // The dangerous way: a function whose `ret` may leave for anywhere (glibc's `setcontext`
+    // loads a stack pointer, then returns) said to return where its callers pushed, and the
+    // JIT's frameless `ret` would take registers live where it really lands.
+    poisoned(
+        |a| {
+            let returns =
+                |f: &FuncId| a.cfg.blocks_of(*f).iter().any(|b| b.term == Terminator::Return);
+            let f = (0..a.cfg.functions.len() as u32)
+                .map(FuncId)
+                .find(|f| returns(f) && !a.cfg.function(*f).ret_through_slot)
+                .expect("a function of libc whose returns leave through a slot it wrote");
+            a.cfg.functions[f.0 as usize].ret_through_slot = true;
+        },
+        |e| matches!(e, Invalid::Block { detail, .. } if detail.contains("caller's slot")),
     );
 }
 

@@ -99,7 +99,7 @@ const RET_SCRATCH: [Gpr; 7] = [Gpr::R11, Gpr::R10, Gpr::R9, Gpr::R8, Gpr::Rsi, G
 /// and `r10`, saved below the return slot and put back before the `ret` ([`RetScratch`]).
 fn ret_scratch(m: &Module<'_>, f: FuncId) -> Option<RetScratch> {
     let live = m.continuations()?.get(f.0 as usize)?;
-    if !live.flags.is_empty() || !m.cfg.returns_through_callers_slot(m.mem, f) {
+    if !live.flags.is_empty() || !m.cfg.function(f).ret_through_slot {
         return None;
     }
     let mut free = RET_SCRATCH.iter().filter(|&&r| !live.regs.contains(r));
@@ -285,7 +285,7 @@ fn inline_plan(
                 return None;
             }
         }
-        if returns && !cfg.returns_through_callers_slot(m.mem, h) {
+        if returns && !cfg.function(h).ret_through_slot {
             return None;
         }
     }
@@ -335,7 +335,11 @@ struct TableShape {
 }
 
 /// The [`TableShape`] of block `b`, if its dispatch has one.
-fn table_shape(m: &Module<'_>, b: &kerf_analysis::cfg::Block) -> Option<TableShape> {
+fn table_shape(
+    m: &Module<'_>,
+    b: &kerf_analysis::cfg::Block,
+    look: &kerf_analysis::liveness::LinkedLook,
+) -> Option<TableShape> {
     let Terminator::JumpTable(t) = b.term else { return None };
     let cfg = m.cfg;
     let table = cfg.jump_tables.get(t.0 as usize)?;
@@ -357,7 +361,7 @@ fn table_shape(m: &Module<'_>, b: &kerf_analysis::cfg::Block) -> Option<TableSha
         let id = cfg.block_containing(f, tg)?;
         // A `.cold` part's block that jumps back into its function reads everything as
         // stored; a few blocks' look further finds what it really reads.
-        let live = kerf_analysis::liveness::live_in_linked(cfg, id, 3);
+        let live = look.live_in(cfg, id, 3);
         if cfg.block(id).start != tg || !live.flags.is_empty() {
             return None;
         }
@@ -985,6 +989,7 @@ fn blocks_room(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
     let mut n = 4096 + plugin.routines().len() as u64;
     for &f in funcs {
         let entry = m.cfg.function(f).entry;
+        let region = m.mem.code_region(entry);
         for b in m.cfg.blocks_of(f) {
             n += 3 * b.len as u64 + 48 + plugin_bytes + 16 * b.insns as u64;
             if b.term == Terminator::CondJump {
@@ -999,7 +1004,7 @@ fn blocks_room(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
             n += 16 * table_words(m, b);
             // A thread gate and its way out after each `syscall` or `wrgsbase`, and an unmap's
             // notice (counted by their opcode bytes, wherever they are: a bound).
-            n += 200 * gs_setter_bytes(m, b);
+            n += 200 * gs_setter_bytes(m, region, b);
         }
     }
     n
@@ -1082,19 +1087,34 @@ fn springboard(e: &mut Emitter, label: u64, d: &kerf_patch::Displaced) {
 
 /// How many times the opcode bytes of a `syscall` (`0f 05`) or a `wrgsbase` (`0f ae /3`,
 /// register form) occur in block `b`, an instruction's or not.
-fn gs_setter_bytes(m: &Module<'_>, b: &kerf_analysis::cfg::Block) -> u64 {
-    let Some((base, bytes)) = m.mem.code_region(b.start) else { return 0 };
+///
+/// `region` is the code region ([`CodeMemory::code_region`]) of the block's function, looked
+/// up once for all its blocks (sizing every function of python3.11 and its libraries looked
+/// it up per block: a quarter of the time).
+fn gs_setter_bytes(
+    m: &Module<'_>,
+    region: Option<(ImageAddr, &[u8])>,
+    b: &kerf_analysis::cfg::Block,
+) -> u64 {
+    let inside = |(base, bytes): (ImageAddr, &[u8])| {
+        b.start >= base && b.start.0 - base.0 < bytes.len() as u64
+    };
+    let Some((base, bytes)) = region.filter(|&r| inside(r)).or_else(|| m.mem.code_region(b.start))
+    else {
+        return 0;
+    };
     let off = (b.start.0 - base.0) as usize;
     let end = (off + b.len as usize).min(bytes.len());
     let Some(v) = bytes.get(off..end) else { return 0 };
-    // Both start with 0x0f: look only after those (a scan of every block of a module).
+    // Both start with 0x0f: look only after those. (A plain loop: blocks are a few dozen
+    // bytes, shorter than a vector search pays for.)
     let at = |i: usize| v.get(i).copied();
     let sets = |i: usize| match at(i + 1) {
         Some(0x05) => true,
         Some(0xae) => at(i + 2).is_some_and(|b| b & 0xf8 == 0xd8),
         _ => false,
     };
-    memchr::memchr_iter(0x0f, v).filter(|&i| sets(i)).count() as u64
+    (0..v.len()).filter(|&i| v[i] == 0x0f && sets(i)).count() as u64
 }
 
 /// The functions of `m` whose `ret` may end a root call (see [`seq::outer_check`]): its
@@ -1160,6 +1180,9 @@ struct Emitter {
     insns: Vec<Instruction>,
     /// Parallel to `insns`: the original address the instruction's start is clean for.
     clean: Vec<Option<u64>>,
+    /// Parallel to `insns`: the original address of an instruction copied unchanged (whose
+    /// bytes the layout takes as they are), else 0.
+    copied: Vec<u64>,
     next_label: u64,
     exits: BTreeMap<u64, (u64, Leaves)>,
     mark: Option<(usize, u64)>,
@@ -1296,6 +1319,15 @@ impl Emitter {
         }
         self.insns.push(i);
         self.clean.push(clean);
+        self.copied.push(0);
+    }
+
+    /// [`Emitter::push`] of an original instruction copied unchanged from `orig`.
+    fn push_copy(&mut self, i: Instruction, orig: u64) {
+        self.push(i, Some(orig));
+        if let Some(c) = self.copied.last_mut() {
+            *c = orig;
+        }
     }
 
     /// The instruction pushed next (index `k`) carries original address `ip`.
@@ -1377,6 +1409,7 @@ pub fn translate(
     let mut e = Emitter {
         insns: Vec::new(),
         clean: Vec::new(),
+        copied: Vec::new(),
         next_label: 0,
         exits: BTreeMap::new(),
         mark: None,
@@ -1423,6 +1456,12 @@ pub fn translate(
             }
         }
     }
+    // (Room for the copies and about as much again for what goes around them: grown a
+    // doubling at a time, the instruction list was a tenth of the translation's time.)
+    let copied: usize = order.iter().map(|&(f, k)| cfg.blocks_of(f)[k].insns as usize).sum();
+    e.insns.reserve(2 * copied + 64);
+    e.clean.reserve(2 * copied + 64);
+    e.copied.reserve(2 * copied + 64);
     // The data area: header, a word and a shared word per block, for a plugin with edges two
     // words and two shared words per conditional branch, then the sites' predictions.
     let edges = plugin.edges();
@@ -1502,9 +1541,6 @@ pub fn translate(
     };
     let here: HashSet<FuncId> = funcs.iter().copied().collect();
     let mut plans: HashMap<FuncId, Option<Inline>> = HashMap::default();
-    // Per function with exits the plugin marks: whether its every `ret` leaves through the
-    // slot its caller pushed (decoded once per function, not per exit).
-    let mut through_slot: HashMap<FuncId, bool> = HashMap::default();
     let index: HashMap<u64, usize> = order
         .iter()
         .enumerate()
@@ -1531,6 +1567,8 @@ pub fn translate(
         slots: scope.slots,
         marks: scope.marks,
     };
+    // (What the blocks a jump table leads to read, looked at once each.)
+    let look = kerf_analysis::liveness::LinkedLook::default();
     // Where this translation's ran marks go.
     let marks_at = scope.marks.map(|k| marks_at(cfg, &funcs, &k)).unwrap_or_default();
     let mut block_first = Vec::with_capacity(order.len());
@@ -1590,9 +1628,7 @@ pub fn translate(
                 // context's registers, `rdi` among them, then `ret`s into it, and the call
                 // trace's record took `rdi`, which it writes on every path, for scratch: a
                 // coroutine's first argument came out one more.)
-                let slot = *through_slot
-                    .entry(f)
-                    .or_insert_with(|| cfg.returns_through_callers_slot(m.mem, f));
+                let slot = func.ret_through_slot;
                 let lands = m.continuations().and_then(|c| c.get(f.0 as usize)).copied();
                 let lands = lands.filter(|_| slot);
                 let live = kerf_analysis::liveness::live_before_exit(cfg, m.mem, f, image, lands)
@@ -1635,7 +1671,7 @@ pub fn translate(
             ends_root.contains(&f),
             // (A table of tail calls under exit code goes through the lookup: its translated
             // copy would jump past the code before the `jmp`.)
-            table_shape(m, b).filter(|_| !tail_table).as_ref(),
+            table_shape(m, b, &look).filter(|_| !tail_table).as_ref(),
             slot_jumps.get(&f).filter(|_| b.start == func.entry).map(|&r| (scope.slots, r)),
             inline.as_ref().map(|(_, c)| c.word),
             None,
@@ -1909,9 +1945,16 @@ pub fn translate(
             .map(|(k, i)| (i.ip(), k))
             .collect()
     };
-    let lay_out = if m.iced { encode::lay_out_iced } else { encode::lay_out };
-    let r = lay_out(&e.insns, layout.code)
-        .map_err(|err| JitError::Encode { module: name.into(), detail: err.to_string() })?;
+    // (An instruction copied unchanged keeps its original bytes.)
+    let original = |k: usize| {
+        let (&a, i) = (e.copied.get(k)?, e.insns.get(k)?);
+        (a != 0).then(|| m.mem.read(ImageAddr(a.wrapping_sub(m.bias)), i.len())).flatten()
+    };
+    let r = match m.iced {
+        true => encode::lay_out_iced(&e.insns, layout.code),
+        false => encode::lay_out_from(&e.insns, layout.code, &original),
+    }
+    .map_err(|err| JitError::Encode { module: name.into(), detail: err.to_string() })?;
     if r.code.len() as u64 > layout.room {
         return Err(JitError::Room {
             module: name.into(),
@@ -2461,7 +2504,7 @@ fn copy_block(
                 }
                 let mut c = i;
                 c.set_ip(0);
-                e.push(c, here);
+                e.push_copy(c, i.ip());
                 // A thread that `clone` made starts here, with its parent's slab; one that
                 // set a `gs` base of its own (`arch_prctl`, `wrgsbase`) leaves here.
                 if let Some(slabs) = layout.slabs.filter(|_| sets_gs(&i)) {

@@ -784,6 +784,8 @@ fn same_under_both_encoders(name: &str, image: &Image<'_>, analysis: &kerf_analy
         _ => false,
     };
     let mut shorter = 0;
+    // Bytes of original encodings kerf kept beyond iced's shorter ones.
+    let mut kept_longer = 0;
     for (x, y) in a.iter().zip(&b) {
         let what = format!("{name}: {:#x} {x:?} against {:#x} {y:?}", x.ip(), y.ip());
         if x.op0_kind() == OpKind::NearBranch64 {
@@ -801,7 +803,17 @@ fn same_under_both_encoders(name: &str, image: &Image<'_>, analysis: &kerf_analy
                 let o = (i.ip() - t.at) as usize;
                 t.code[o..o + i.len()].to_vec()
             };
-            assert_eq!(bytes(&kerf, x), bytes(&iced, y), "{what}");
+            // kerf keeps the bytes of an instruction it copies unchanged, iced encodes it
+            // again (its prefixes in an order of its own): the same instruction.
+            let text = |i: &iced_x86::Instruction| {
+                let mut out = String::new();
+                iced_x86::Formatter::format(&mut iced_x86::IntelFormatter::new(), i, &mut out);
+                out
+            };
+            if bytes(&kerf, x) != bytes(&iced, y) {
+                assert_eq!(text(x), text(y), "{what}");
+                kept_longer += x.len().saturating_sub(y.len());
+            }
         }
     }
     assert_eq!(kerf.blocks.len(), iced.blocks.len());
@@ -832,8 +844,8 @@ fn same_under_both_encoders(name: &str, image: &Image<'_>, analysis: &kerf_analy
     }
     assert!(same(kerf.miss, iced.miss) && same(kerf.blocks_end, iced.blocks_end));
     assert!(
-        kerf.code.len() <= iced.code.len(),
-        "{name}: {} bytes against iced's {}",
+        kerf.code.len() <= iced.code.len() + kept_longer,
+        "{name}: {} bytes against iced's {} ({kept_longer} of original encodings kept)",
         kerf.code.len(),
         iced.code.len()
     );

@@ -60,7 +60,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever the analysis or its serialised form changes meaning.
-const FORMAT: u32 = 20;
+const FORMAT: u32 = 21;
 /// The first bytes of every cache file.
 const MAGIC: &[u8; 8] = b"KERFANA\0";
 /// Larger files are not read (libLLVM-14's entry is about 200 MB).

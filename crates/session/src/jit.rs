@@ -910,26 +910,30 @@ fn bmi2() -> bool {
 }
 
 /// Map module `m`'s room with every thread of the process stopped (`tr`): code within a
-/// rel32 of every byte of the module, sized for `all_funcs` (or, where the address space near
-/// it has no gap that big, for the `ahead` ones twice over), a data area beside it, the
+/// rel32 of every byte of the module, sized as `size` says (its `small` size where the
+/// address space near it has no gap for the `full` one), a data area beside it, the
 /// plugin's rings far away, and the plugin's routines copied to the start of the code room.
 /// What it mapped before a failure is unmapped again.
-fn map_space(
-    tr: &mut Tracee,
-    m: &AnalyzedImage,
+/// Bytes of code room and data area a module's space asks for: `full` for every function
+/// it may translate, `small` where the address space near the module has no gap that big.
+#[derive(Clone, Copy, Debug)]
+struct SpaceSize {
+    full: (u64, u64),
+    small: (u64, u64),
+}
+
+/// The [`SpaceSize`] of module `module` for `all_funcs`, `ahead` of them translated ahead:
+/// room for every function of the module; where the address space near it has no gap that
+/// big (a 100 MB library asks for 600 MB), room for what is translated ahead and as much
+/// again: later misses that find no room escape, counted. (And what each further piece of
+/// the translation ahead needs of its own, see `pieces`.) Worked out before the threads are
+/// stopped: sizing every function of python3.11 and its libraries took 30 ms.
+fn space_size(
     module: &Module<'_>,
     all_funcs: &[FuncId],
     ahead: &[FuncId],
     plugin: &dyn Plugin,
-    rings: Option<ring::Shape>,
-) -> Result<Space, TargetError> {
-    let (lo, hi) = span(m);
-    let window_lo = RemoteAddr(hi.saturating_sub(REACH));
-    let window_hi = RemoteAddr(lo.saturating_add(REACH));
-    // Room for every function of the module; where the address space near it has no
-    // gap that big (a 100 MB library asks for 600 MB), room for what is translated
-    // ahead and as much again: later misses that find no room escape, counted.
-    // (And what each further piece of the translation ahead needs of its own, see `pieces`.)
+) -> SpaceSize {
     let more = MOST_PIECES.saturating_sub(1) as u64;
     let (piece, piece_data) =
         (kerf_jit::room_for(module, &[], plugin), kerf_jit::data_for(module, &[]));
@@ -938,7 +942,20 @@ fn map_space(
         (code, THREADS_LEN + kerf_jit::data_for(module, f) + STUB_ROOM + more * piece_data)
     };
     let (full, few) = (want(all_funcs), want(ahead));
-    let small = (full.0.min(2 * few.0), full.1.min(2 * few.1));
+    SpaceSize { full, small: (full.0.min(2 * few.0), full.1.min(2 * few.1)) }
+}
+
+fn map_space(
+    tr: &mut Tracee,
+    m: &AnalyzedImage,
+    size: SpaceSize,
+    plugin: &dyn Plugin,
+    rings: Option<ring::Shape>,
+) -> Result<Space, TargetError> {
+    let (lo, hi) = span(m);
+    let window_lo = RemoteAddr(hi.saturating_sub(REACH));
+    let window_hi = RemoteAddr(lo.saturating_add(REACH));
+    let SpaceSize { full, small } = size;
     let mut got = None;
     for (room, data_len) in [full, small] {
         match tr.share_within(window_lo, window_hi, RemoteAddr(hi), room, PROT_RX) {
@@ -1500,8 +1517,27 @@ pub fn install(
     stats.unmap_roots_left = unmap_roots_left;
     stats.later = (0..images.len()).filter(|&k| later[k]).collect();
 
-    // 1. Map room for code and a data area within reach of each module of the region (of
-    //    every module, on demand: any may be asked for), the table, and the mailbox.
+    // What each module's space asks for (of every module, on demand: any may be asked for),
+    // worked out side by side before the threads stop.
+    use rayon::prelude::*;
+    let sizes: Vec<Option<SpaceSize>> = (0..images.len())
+        .into_par_iter()
+        .map(|k| {
+            let funcs = &region.funcs[k];
+            let every: Vec<FuncId>;
+            let all_funcs = if opts.on_demand {
+                let n = images[k].analysis.cfg.functions.len() as u32;
+                every = (0..n).map(FuncId).collect();
+                &every
+            } else {
+                funcs
+            };
+            (!all_funcs.is_empty()).then(|| space_size(&mods[k], all_funcs, funcs, plugin))
+        })
+        .collect();
+
+    // 1. Map room for code and a data area within reach of each module of the region, the
+    //    table, and the mailbox.
     let t_map = Instant::now();
     let mut tr = Tracee::stop_all(pid)?;
     let hwcap2 = tr.auxv(26).ok().flatten().unwrap_or(0);
@@ -1544,21 +1580,10 @@ pub fn install(
         if opts.on_demand {
             mailbox = Some(tr.share_near(RemoteAddr(exe), mb::BYTES, 0)?);
         }
-        for (k, funcs) in region.funcs.iter().enumerate() {
-            let every: Vec<FuncId>;
-            let all_funcs = if opts.on_demand {
-                let n = images[k].analysis.cfg.functions.len() as u32;
-                every = (0..n).map(FuncId).collect();
-                &every
-            } else {
-                funcs
-            };
-            if all_funcs.is_empty() {
-                continue;
+        for (k, size) in sizes.iter().enumerate() {
+            if let Some(size) = *size {
+                spaces[k] = Some(map_space(&mut tr, images[k], size, plugin, opts.rings)?);
             }
-            spaces[k] = Some(map_space(
-                &mut tr, images[k], &mods[k], all_funcs, funcs, plugin, opts.rings,
-            )?);
         }
         let code_at = spaces.iter().flatten().next().map_or(0, |sp| sp.code.0);
         let mail_at = mailbox.as_ref().map(|m: &SharedMem| m.remote().0);
@@ -3082,14 +3107,15 @@ impl Jit {
                 (0..m.analysis.cfg.functions.len() as u32).map(FuncId).collect();
             let module = &modules_of(&[&m], &[], self.lazy, self.limit.is_none())[0];
             let shape = late.and(self.rings);
+            let size = space_size(module, &every, &[], plugin);
             let space = Tracee::stop_all(self.pid).and_then(|mut tr| {
                 self.count_stop(&tr);
                 // Rings that find no room: the module is translated without them.
-                let sp = map_space(&mut tr, &m, module, &every, &[], plugin, shape).or_else(|e| {
+                let sp = map_space(&mut tr, &m, size, plugin, shape).or_else(|e| {
                     if shape.is_none() {
                         return Err(e);
                     }
-                    map_space(&mut tr, &m, module, &every, &[], plugin, None)
+                    map_space(&mut tr, &m, size, plugin, None)
                 });
                 // The mapping's own failure first (a failed detach follows from it). A space
                 // mapped before a failed detach stays in the target, unused.

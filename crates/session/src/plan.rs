@@ -865,7 +865,7 @@ pub fn live_at(m: &AnalyzedImage, f: FuncId, addr: u64) -> LiveAt {
         // (A function whose `ret` leaves through a slot it wrote, as glibc's `swapcontext`,
         // lands anywhere: everything. A trace record at its exit took `rdi`, which it loads
         // for the next context, and a coroutine started with a wrong argument.)
-        let through = cfg.returns_through_callers_slot(m, f);
+        let through = cfg.function(f).ret_through_slot;
         let lands = m.ensure_returns().ok().and_then(|r| r.get(f.0 as usize).copied());
         let lands = lands.filter(|_| through);
         return kerf_analysis::liveness::live_before_exit(cfg, m, f, a, lands)

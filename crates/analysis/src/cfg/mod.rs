@@ -64,6 +64,12 @@ pub struct Function {
     /// Registers and flags written on every path from entry to a return or tail call.
     pub must_def: RegSet,
     pub flags_must_def: FlagSet,
+    /// Every `ret` leaves through the return address its caller pushed
+    /// ([`Cfg::returns_through_callers_slot`]): decoded once when the image is analysed and
+    /// kept with the analysis, since the JIT asks it of every function it translates (a fifth
+    /// of python3.11's translation when it decoded them again at each start). `false`, the
+    /// cautious answer, until then.
+    pub ret_through_slot: bool,
 }
 
 /// How a basic block ends.
@@ -517,7 +523,6 @@ impl Cfg {
             .filter(move |(_, f)| f.name == name || f.aliases.iter().any(|a| a == name))
             .map(|(i, _)| FuncId(i as u32))
     }
-    /// The block of function `f` that contains `addr`.
     /// Whether every `ret` of `f` leaves through the return address its caller pushed (its
     /// stack pointer tracked from the entry, its return slot never written: see
     /// `tailcall::returns_through_callers_slot`), decoding its blocks from `mem`. `false`
@@ -563,6 +568,7 @@ impl Cfg {
         tailcall::returns_through_callers_slot(&view)
     }
 
+    /// The block of function `f` that contains `addr`.
     pub fn block_containing(&self, f: FuncId, addr: ImageAddr) -> Option<BlockId> {
         let start = self.functions[f.0 as usize].blocks.start;
         let blocks = self.blocks.of(f);

@@ -113,7 +113,19 @@ pub fn iced_fallbacks() -> usize {
 
 /// Lay out `insns` at `at`, linking labels (see the module comment).
 pub fn lay_out(insns: &[Instruction], at: u64) -> Result<Laid, EncodeError> {
-    match lay_out_own(insns, at)? {
+    lay_out_from(insns, at, &|_| None)
+}
+
+/// [`lay_out`], where `original(k)` gives the bytes instruction `k` was decoded from when it
+/// is an unchanged copy: one that names no address relative to itself takes those bytes as
+/// they are instead of being encoded again (most of a translation's instructions; encoding
+/// them was an eighth of translating python3.11's).
+pub fn lay_out_from<'a>(
+    insns: &[Instruction],
+    at: u64,
+    original: &dyn Fn(usize) -> Option<&'a [u8]>,
+) -> Result<Laid, EncodeError> {
+    match lay_out_own(insns, at, original)? {
         Ok(l) => Ok(l),
         Err(Unhandled) => {
             FALLBACKS.fetch_add(1, Ordering::Relaxed);
@@ -165,7 +177,11 @@ fn branch_op(i: &Instruction) -> Option<Op> {
 }
 
 /// `Err(Unhandled)` inside: only iced's encoder can lay these out.
-fn lay_out_own(insns: &[Instruction], at: u64) -> Result<Result<Laid, Unhandled>, EncodeError> {
+fn lay_out_own<'a>(
+    insns: &[Instruction],
+    at: u64,
+    original: &dyn Fn(usize) -> Option<&'a [u8]>,
+) -> Result<Result<Laid, Unhandled>, EncodeError> {
     // 1. The labels: every instruction with a nonzero `ip`.
     let mut labels: Vec<(u64, u32)> = (insns.iter().enumerate())
         .filter(|(_, i)| i.ip() != 0)
@@ -209,7 +225,7 @@ fn lay_out_own(insns: &[Instruction], at: u64) -> Result<Result<Laid, Unhandled>
         .map_err(|e| EncodeError::Iced(e.to_string()))?;
     let mut items = Vec::with_capacity(insns.len());
     let mut from = 0u32;
-    for i in insns {
+    for (k, i) in insns.iter().enumerate() {
         if let Some(op) = branch_op(i) {
             let kind = Kind::Branch { op, target: target(i.near_branch_target()), short: false };
             items.push(Item { kind, from, len: op.sizes().1 });
@@ -238,7 +254,15 @@ fn lay_out_own(insns: &[Instruction], at: u64) -> Result<Result<Laid, Unhandled>
             return Ok(Err(Unhandled));
         } else {
             // (Not position-dependent: no operand names an address relative to it.)
-            let len = enc.encode(i, 0).map_err(|e| EncodeError::Iced(format!("{e}: {i:?}")))?;
+            let len = match original(k).filter(|b| b.len() == i.len()) {
+                Some(b) => {
+                    let mut buf = enc.take_buffer();
+                    buf.extend_from_slice(b);
+                    enc.set_buffer(buf);
+                    b.len()
+                }
+                None => enc.encode(i, 0).map_err(|e| EncodeError::Iced(format!("{e}: {i:?}")))?,
+            };
             items.push(Item { kind: Kind::Plain, from, len: len as u32 });
             from += len as u32;
         }
