@@ -111,10 +111,12 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
         return Err(kerf_tools::ToolError::Usage(why.into()).into());
     }
     let mut out: Box<dyn std::io::Write> = match &args.output {
-        Some(p) => Box::new(
-            std::fs::File::create(p)
-                .map_err(|source| crate::Error::Output { path: p.clone(), source })?,
-        ),
+        Some(p) => {
+            let f = std::fs::File::create(p)
+                .map_err(|source| crate::Error::Output { path: p.clone(), source })?;
+            kerf_session::live::remove_if_ended_early(p);
+            Box::new(f)
+        }
         None if args.command.is_empty() => Box::new(std::io::stdout()),
         None => Box::new(std::io::stderr()),
     };
@@ -145,7 +147,21 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     };
 
     let sampling = Sampling { interval: 0.1, duration: args.duration, at_once: false };
-    let v = kerf_tools::jit::run(&tool, args.pid, &args.command, sampling, &mut Stderr)?;
+    let v = match kerf_tools::jit::run(&tool, args.pid, &args.command, sampling, &mut Stderr) {
+        Ok(v) => v,
+        Err(e) => {
+            // A run that ends in an error (a Ctrl-C before the JIT went in) removes the empty
+            // `--output` it created, as the other tools do, rather than leave a file that
+            // reads as a summary of nothing (or as JSON that does not parse).
+            drop(out);
+            if let Some(p) = &args.output {
+                if std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+            return Err(e.into());
+        }
+    };
     let text = if args.json { format!("{v}\n") } else { table(&v, args.top) };
     let _ = out.write_all(text.as_bytes());
     let launched = !args.command.is_empty();

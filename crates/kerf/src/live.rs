@@ -165,6 +165,9 @@ impl Output {
             None => ours(),
         };
         let unwritten = args.output.clone();
+        if let Some(p) = &unwritten {
+            kerf_session::live::remove_if_ended_early(p);
+        }
         Ok(Output { live: ours(), summary, record, serve, unwritten })
     }
 

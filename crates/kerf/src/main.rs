@@ -68,6 +68,10 @@ pub enum Error {
         path: std::path::PathBuf,
         why: String,
     },
+    /// Standard output's reader went away (`kerf trace convert f.raw | head`): kerf stops
+    /// without a word, with the status a shell gives a program SIGPIPE ended (128 + 13), as
+    /// `cat` would (it said "standard output: Broken pipe").
+    ClosedPipe,
     /// `--output FILE` could not be created.
     Output {
         path: std::path::PathBuf,
@@ -139,6 +143,7 @@ impl std::fmt::Display for Error {
                 write!(f, "{}: {why}; converted what came before", path.display())
             }
             Error::Command { code } => write!(f, "the command exited with code {code}"),
+            Error::ClosedPipe => write!(f, "standard output: its reader is gone"),
         }
     }
 }
@@ -260,6 +265,7 @@ fn main() -> ExitCode {
     let code = match result {
         Ok(()) => 0,
         Err(Error::Command { code }) => code,
+        Err(Error::ClosedPipe) => 128 + 13,
         Err(e) => {
             err_line!("kerf: {e}");
             1

@@ -240,17 +240,21 @@ fn convert(a: ConvertArgs) -> Result<(), crate::Error> {
         }
     }
     .map_err(|e| match e {
+        TraceError::Output { source, .. }
+            if a.output.is_none() && source.kind() == std::io::ErrorKind::BrokenPipe =>
+        {
+            crate::Error::ClosedPipe
+        }
         // convert() knows neither file's name.
         TraceError::Raw { path: None, source } => {
-            TraceError::Raw { path: Some(a.input.clone()), source }
+            crate::Error::Trace(TraceError::Raw { path: Some(a.input.clone()), source })
         }
-        TraceError::Output { source, .. } => TraceError::Output {
+        TraceError::Output { source, .. } => crate::Error::Trace(TraceError::Output {
             path: a.output.clone().unwrap_or_else(|| "standard output".into()),
             source,
-        },
-        e => e,
-    })
-    .map_err(crate::Error::Trace)?;
+        }),
+        e => crate::Error::Trace(e),
+    })?;
     if let Some(p) = &a.output {
         err_line!("{}: {} events, {} lost", p.display(), summary.events, summary.lost);
     }

@@ -374,6 +374,46 @@ fn a_launched_commands_exit_code_is_kerfs() {
     }
 }
 
+/// A launched command still running at `--duration`, which kerf waits for once its probes
+/// are out, gives kerf its exit code, or 128 + the signal that killed it, as one that ends
+/// under the probes does; the summary says how it ended after the duration, and a death then
+/// is not called one "while instrumented". (kerf exited 0 with "duration reached", the
+/// command's end unsaid, while `--help` promised the code.)
+#[test]
+fn a_command_ending_after_the_duration_gives_kerf_its_exit_code() {
+    let cache = tmp("exit-after-duration");
+    for tool in ["count", "time", "trace", "jit"] {
+        for (code, end) in [(0, "exit 0"), (5, "exit 5"), (143, "kill -TERM $$")] {
+            // (`trace` writes its events with `-o`, the others their summary.)
+            let (out_file, json) = match tool {
+                "trace" => (cache.join("events.jsonl"), None),
+                _ => (cache.join(format!("{tool}.json")), Some("--json")),
+            };
+            let script = format!("sleep 1; {end}");
+            let mut args =
+                vec![tool, "main", "--duration", "0.3", "-o", out_file.to_str().unwrap()];
+            args.extend(json);
+            args.extend(["--", "sh", "-c", &script]);
+            let out = kerf(&args, &cache);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(code), "kerf {tool} on `{script}`: {err}");
+            assert!(!err.contains("while instrumented"), "kerf {tool} on `{script}`: {err}");
+            if json.is_none() {
+                continue;
+            }
+            let v: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&out_file).unwrap()).unwrap();
+            // (`jit` says it as `ended`, the others as `stopped`.)
+            let ended = v["ended"].as_str().or(v["stopped"].as_str()).unwrap_or_default();
+            assert!(ended.starts_with("duration reached; then process "), "{tool}: {v}");
+            match code {
+                143 => assert_eq!(v["target"]["signal"], 15, "{tool}: {}", v["target"]),
+                c => assert_eq!(v["target"]["exit_code"], c, "{tool}: {}", v["target"]),
+            }
+        }
+    }
+}
+
 /// A launched command that runs on after `--duration` (a server): kerf says so and waits for
 /// its exit code (a command that ends soon gives it, as above); a Ctrl-C to kerf then ends the
 /// wait at once, the summary written and the command left running. (Before, kerf waited in

@@ -627,7 +627,8 @@ fn launch_mode_instruments_the_entry_point() {
 const LIBLLVM: &str = "/usr/lib/x86_64-linux-gnu/libLLVM-14.so.1";
 
 /// SIGTERM while a launched command is held at its entry point (kerf is still analysing it):
-/// the command is killed, never left waiting there, and kerf says so and fails at once.
+/// the command is killed, never left waiting there, and kerf says so and fails at once,
+/// leaving no empty `--output` behind.
 #[test]
 fn sigterm_while_held_kills_the_command() {
     // The fixture linked with libLLVM (Debian package libllvm14), which it never uses: an
@@ -646,8 +647,11 @@ fn sigterm_while_held_kills_the_command() {
         .status()
         .expect("gcc");
     assert!(st.success());
+    let summary = dir.join("summary.json");
     let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["count", "branchy", "--"])
+        .args(["count", "--json", "-o"])
+        .arg(&summary)
+        .args(["branchy", "--"])
         .arg(&bin)
         .env("KERF_CACHE_DIR", dir.join("cache"))
         .stdout(Stdio::piped())
@@ -677,6 +681,8 @@ fn sigterm_while_held_kills_the_command() {
     assert!(!err.contains("spliced"), "SIGTERM came too late for this test: {err}");
     assert!(err.contains(&format!("killed process {child}")), "{err}");
     assert!(!String::from_utf8_lossy(&o.stdout).contains("pid"), "the command ran");
+    // The summary file kerf created, with nothing in it, is gone too (it was left empty).
+    assert!(!summary.exists(), "an empty summary file was left");
     // Gone (reaped by kerf or, once kerf is gone, by init), not waiting at its entry.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     loop {

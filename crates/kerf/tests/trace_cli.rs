@@ -1,6 +1,7 @@
 //! `kerf trace convert` and `kerf collect` as a user meets them: a raw trace converted by the
 //! output's extension, a cut trace converted up to its last whole record with a non-zero exit
-//! and a message, and a raw trace replayed with `--send` to `kerf collect` and read back.
+//! and a message, a reader that stops early, and a raw trace replayed with `--send` to `kerf
+//! collect` and read back.
 
 use kerf_tools::trace::event::{
     CaptureInfo, Event, PointKind, ProbeInfo, Record, Source, SourceKind, StreamInfo, Value,
@@ -89,6 +90,31 @@ fn convert_by_extension_and_cut_input() {
         kerf(&["trace", "convert", raw.to_str().unwrap(), "-o", d.join("t.xyz").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--format"));
+    std::fs::remove_dir_all(&d).ok();
+}
+
+/// Converted into a pipe whose reader stops early (`| head`), kerf stops without a word and
+/// with the status a shell gives a program SIGPIPE ended, as `cat` does (it said "standard
+/// output: Broken pipe").
+#[test]
+fn a_reader_that_stops_early_is_no_error() {
+    let d = dir("pipe");
+    let raw = d.join("t.kerf-trace");
+    write_trace(&raw, 200_000);
+    let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["trace", "convert", raw.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kerf");
+    let mut first = String::new();
+    BufReader::new(k.stdout.take().unwrap()).read_line(&mut first).expect("a line");
+    assert!(first.contains("libc:open"), "{first}");
+    // (The reader gone: the rest of 400,000 events has nowhere to go.)
+    let o = k.wait_with_output().expect("kerf ends");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(141), "{err}");
+    assert!(err.is_empty(), "{err}");
     std::fs::remove_dir_all(&d).ok();
 }
 

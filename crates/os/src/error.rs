@@ -164,7 +164,17 @@ impl fmt::Display for TargetError {
                 write!(f, "no permission to {op} {} (need root or ptrace access)", path.display())
             }
             TargetError::Io { pid, op, path, source } => {
-                write!(f, "cannot {op} {} (process {pid}): {source}", path.display())
+                write!(f, "cannot {op} {} (process {pid}): {source}", path.display())?;
+                // (A user trial: `ulimit -v 1500000`, which kerf and the command it launches
+                // share, left room for the program but not for kerf's side of the cache.)
+                if *op == "map" && source.raw_os_error() == Some(libc::ENOMEM) {
+                    write!(
+                        f,
+                        " (out of memory, or an address-space limit such as `ulimit -v` too \
+                         small for kerf's mappings of the target's memory: raise it)"
+                    )?;
+                }
+                Ok(())
             }
             TargetError::Maps { pid, source } => {
                 write!(f, "cannot parse /proc/{pid}/maps: {source}")

@@ -3234,6 +3234,10 @@ impl Jit {
         let k = self.module_at(all, target);
         let f = k.and_then(|k| Some((k, kerf_jit::region::function_containing(&mods[k], target)?)));
         let mut thrashing = false;
+        // `f` was not translated for a reason of its own (too big for the cache limit, its
+        // analysis refused, its translation failed): its escape is counted as that, not as
+        // code kerf's analysis does not know (a `--cache-limit` run warned of both).
+        let mut refused = false;
         if let Some((k, f)) = f {
             // (A thread stands in `f`: it ran, whether or not through its entry.)
             if let Some(r) = self.hints.as_mut().and_then(|h| h.modules.get_mut(k)) {
@@ -3264,6 +3268,7 @@ impl Jit {
                 }
                 if region.is_none() && !ever {
                     self.note_too_big(all, mods, plugin, k, f);
+                    refused = true;
                 }
                 if let Some(r) = &region {
                     self.slots.extend(&r.slots);
@@ -3278,6 +3283,7 @@ impl Jit {
                     if !funcs.is_empty()
                         && self.translate_more(all, mods, plugin, j, funcs, None).is_err()
                     {
+                        refused = true;
                         break;
                     }
                 }
@@ -3298,7 +3304,9 @@ impl Jit {
             None => {
                 let home = self.caches.first().map(|c| c.module);
                 if let Some(home) = home {
-                    self.stats.untranslatable += 1;
+                    if !refused {
+                        self.stats.untranslatable += 1;
+                    }
                     let _ = self.add_stub(home, target, None);
                 }
             }

@@ -30,6 +30,19 @@ static STOP: AtomicBool = AtomicBool::new(false);
 static HELD: AtomicI32 = AtomicI32::new(0);
 /// What kerf says when a signal ends it while it holds a command.
 static HELD_NOTE: OnceLock<String> = OnceLock::new();
+/// The summary file (`--output`) kerf created, which a signal that ends it while it holds a
+/// command removes: nothing was written to it yet.
+static UNWRITTEN: OnceLock<std::ffi::CString> = OnceLock::new();
+
+/// Name the summary file kerf just created (empty), for [`end_held`] to remove: a Ctrl-C
+/// while the command is held left a file that read as a summary of nothing (or JSON that
+/// does not parse). Call it once, before the command is launched.
+pub fn remove_if_ended_early(path: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt;
+    if let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) {
+        let _ = UNWRITTEN.set(c);
+    }
+}
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
@@ -43,12 +56,16 @@ extern "C" fn on_signal(_: libc::c_int) {
 fn end_held() {
     let held = HELD.load(Ordering::SeqCst);
     if held > 0 {
-        // SAFETY: kill, write and _exit are async-signal-safe; the note was set before
-        // HELD, and is never changed after.
+        // SAFETY: kill, write, unlink and _exit are async-signal-safe; the note was set
+        // before HELD, the summary's name before the command was launched, and neither is
+        // changed after.
         unsafe {
             libc::kill(held, libc::SIGKILL);
             if let Some(n) = HELD_NOTE.get() {
                 libc::write(2, n.as_ptr().cast(), n.len());
+            }
+            if let Some(p) = UNWRITTEN.get() {
+                libc::unlink(p.as_ptr());
             }
             libc::_exit(1);
         }

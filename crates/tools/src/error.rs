@@ -23,9 +23,10 @@ pub enum ToolError {
     Restore { pid: i32, source: InstrumentError },
     /// Taking the probes out of the kernel failed.
     RestoreKernel(InstrumentError),
-    /// A signal killed the target while it was instrumented (`ended` says how), or after it
-    /// ran `exec` (`after_exec`: the probes had gone with its old program); `signal` is the
-    /// signal's number.
+    /// A signal killed the target while it was instrumented (`ended` says how), or once its
+    /// probes were gone (`after_exec`: they went with its old program at an `exec`, or kerf
+    /// took them out at `--duration` and waited for the command); `signal` is the signal's
+    /// number.
     Killed { ended: String, after_exec: bool, signal: i32 },
     /// Loading or analysing an image (`kerf analyze`).
     Load(LoadError),

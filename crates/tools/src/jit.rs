@@ -757,11 +757,12 @@ pub fn run(
         target.wait(&mut |l| events.say(l));
         // A target killed while the JIT was live or being taken out. (A launched command
         // kerf waited for after `--duration` or a withdrawal, with the JIT gone, ended after
-        // kerf's work: a Ctrl-C then is not "killed while instrumented".)
-        if let Some(end @ kerf_session::live::End::Killed { .. }) = target.fate() {
-            if !matches!(stop, Stop::Duration | Stop::Withdrawn(_)) {
-                stop = Stop::Ended(end);
-            }
+        // kerf's work: a Ctrl-C then is not "killed while instrumented"; its end, whatever
+        // it was, is said after the stop.)
+        match (target.fate(), &stop) {
+            (end, Stop::Duration | Stop::Withdrawn(_)) => exec_end = end,
+            (Some(end @ kerf_session::live::End::Killed { .. }), _) => stop = Stop::Ended(end),
+            _ => {}
         }
         Some(r?)
     };
@@ -779,7 +780,7 @@ pub fn run(
         summary["calls"] = c;
     }
     let mut v = summary;
-    match crate::live::after_exec(&stop, exec_end, pid) {
+    match crate::live::after_probes(&stop, exec_end, pid) {
         Some((target, ended)) => {
             v["ended"] = json!(ended);
             v["target"] = target;
@@ -810,12 +811,13 @@ pub fn run(
 }
 
 /// The failure a summary's target says it met: killed by a signal while instrumented, or
-/// after it ran `exec`.
+/// after its probes were gone (it ran `exec`, or ran on after `--duration`).
 pub fn killed(summary: &Value) -> Option<ToolError> {
     let signal = summary["target"]["signal"].as_u64()?;
+    let target = &summary["target"];
     Some(ToolError::Killed {
         ended: summary["ended"].as_str().unwrap_or("the process was killed").to_string(),
-        after_exec: summary["target"].get("exec").is_some(),
+        after_exec: target.get("exec").is_some() || target.get("after_probes").is_some(),
         signal: signal as i32,
     })
 }

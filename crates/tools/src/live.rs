@@ -487,15 +487,16 @@ fn run_process<T: LiveTool>(
     if let (Some(e), false) = (&failed, matches!(stop, Stop::Exec(_) | Stop::Ended(_))) {
         events.warn(&format!("taking out probes that had done their work failed: {e}"));
     }
-    // A launched command that ran `exec` was waited for by `finish`: how it ended then.
-    let (target, stopped) = match after_exec(&stop, (!follow).then(|| p.fate()).flatten(), pid) {
+    // A launched command that ran `exec`, or ran on after `--duration`, was waited for by
+    // `finish`: how it ended then.
+    let (target, stopped) = match after_probes(&stop, (!follow).then(|| p.fate()).flatten(), pid) {
         Some(t) => t,
         None => (stop_json(&stop), stop.describe(pid)),
     };
     let killed = stop.killed() || target["signal"].is_u64();
     let failure = killed.then(|| ToolError::Killed {
         ended: stopped.clone(),
-        after_exec: stop.is_exec(),
+        after_exec: target.get("exec").is_some() || target.get("after_probes").is_some(),
         signal: target["signal"].as_u64().unwrap_or(0) as i32,
     });
     let mut v = json!({"pid": pid, "stopped": stopped, "target": target,
@@ -777,14 +778,19 @@ pub fn stop_json(stop: &Stop) -> Value {
     }
 }
 
-/// The summary's `target` and its text for a launched command that ran `exec` (its probes
-/// gone with its old program) and ended after it, as `then` says (kerf waited for it): its
-/// exit code or signal, so that kerf exits with the code, or fails, as for a command that
-/// ends under the probes (kerf exited 0 whatever the new program's end). `None` for any other
-/// stop, or an end not known.
-pub fn after_exec(stop: &Stop, then: Option<End>, pid: i32) -> Option<(Value, String)> {
-    let (Stop::Exec(_), Some(end)) = (stop, then) else { return None };
-    let mut target = stop_json(stop);
+/// The summary's `target` and its text for a launched command that kerf waited for once its
+/// probes were gone (it ran `exec`, and its probes went with its old program; `--duration`
+/// was reached; or they were taken out early) and that ended then, as `then` says: its exit
+/// code or signal, so that kerf exits with the code, or fails, as for a command that ends
+/// under the probes (kerf exited 0 whatever the command's end, and the summary said only
+/// "duration reached"). `None` for any other stop, or an end not known.
+pub fn after_probes(stop: &Stop, then: Option<End>, pid: i32) -> Option<(Value, String)> {
+    let mut target = match stop {
+        Stop::Exec(_) => stop_json(stop),
+        Stop::Duration | Stop::Withdrawn(_) => json!({ "after_probes": true }),
+        _ => return None,
+    };
+    let end = then?;
     if let Value::Object(m) = stop_json(&Stop::Ended(end)) {
         for (k, x) in m {
             target[k] = x;
