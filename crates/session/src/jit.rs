@@ -909,11 +909,6 @@ fn bmi2() -> bool {
     std::arch::is_x86_feature_detected!("bmi2") && std::env::var_os("KERF_JIT_NO_BMI2").is_none()
 }
 
-/// Map module `m`'s room with every thread of the process stopped (`tr`): code within a
-/// rel32 of every byte of the module, sized as `size` says (its `small` size where the
-/// address space near it has no gap for the `full` one), a data area beside it, the
-/// plugin's rings far away, and the plugin's routines copied to the start of the code room.
-/// What it mapped before a failure is unmapped again.
 /// Bytes of code room and data area a module's space asks for: `full` for every function
 /// it may translate, `small` where the address space near the module has no gap that big.
 #[derive(Clone, Copy, Debug)]
@@ -945,6 +940,11 @@ fn space_size(
     SpaceSize { full, small: (full.0.min(2 * few.0), full.1.min(2 * few.1)) }
 }
 
+/// Map module `m`'s room with every thread of the process stopped (`tr`): code within a
+/// rel32 of every byte of the module, sized as `size` says (its `small` size where the
+/// address space near it has no gap for the `full` one), a data area beside it, the
+/// plugin's rings far away, and the plugin's routines copied to the start of the code room.
+/// What it mapped before a failure is unmapped again.
 fn map_space(
     tr: &mut Tracee,
     m: &AnalyzedImage,

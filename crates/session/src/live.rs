@@ -503,6 +503,11 @@ impl ProcessTarget {
         }
     }
 
+    /// Whether kerf launched the target (a command), rather than attached to it (`-p`).
+    pub fn launched(&self) -> bool {
+        self.child.is_some()
+    }
+
     /// How the target ended, if it has.
     pub fn fate(&mut self) -> Option<End> {
         if let Some(c) = &mut self.child {

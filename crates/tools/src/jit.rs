@@ -728,13 +728,15 @@ pub fn run(
         summary["callback"] = json!({ "words": words });
     }
     let mut calls_summary = None;
-    let mut exec_end = None;
+    // How a launched command ended once kerf had taken the cache out (or it went with the
+    // old program at an `exec`), when kerf waited for it.
+    let mut later_end = None;
     let removed = if stop.is_exec() {
         // The cache went with the old program; a launched command runs on in the new one,
         // and kerf waits for it as after any sampling (its exit status is kerf's; kerf left
         // at once and exited 0 before, the program still running).
         target.wait(&mut |l| events.say(l));
-        exec_end = target.fate();
+        later_end = target.fate();
         None
     } else {
         // Drained meanwhile: a thread waiting for room in a full ring (`--trace` to a slow
@@ -760,7 +762,9 @@ pub fn run(
         // kerf's work: a Ctrl-C then is not "killed while instrumented"; its end, whatever
         // it was, is said after the stop.)
         match (target.fate(), &stop) {
-            (end, Stop::Duration | Stop::Withdrawn(_)) => exec_end = end,
+            (end, Stop::Duration | Stop::Withdrawn(_)) => {
+                later_end = end.filter(|_| target.launched());
+            }
             (Some(end @ kerf_session::live::End::Killed { .. }), _) => stop = Stop::Ended(end),
             _ => {}
         }
@@ -780,7 +784,7 @@ pub fn run(
         summary["calls"] = c;
     }
     let mut v = summary;
-    match crate::live::after_probes(&stop, exec_end, pid) {
+    match crate::live::after_probes(&stop, later_end, pid) {
         Some((target, ended)) => {
             v["ended"] = json!(ended);
             v["target"] = target;

@@ -488,8 +488,10 @@ fn run_process<T: LiveTool>(
         events.warn(&format!("taking out probes that had done their work failed: {e}"));
     }
     // A launched command that ran `exec`, or ran on after `--duration`, was waited for by
-    // `finish`: how it ended then.
-    let (target, stopped) = match after_probes(&stop, (!follow).then(|| p.fate()).flatten(), pid) {
+    // `finish`: how it ended then. (A process given by -p that ends after kerf left is not
+    // kerf's to report.)
+    let then = (!follow).then(|| p.fate()).flatten().filter(|_| p.launched() || stop.is_exec());
+    let (target, stopped) = match after_probes(&stop, then, pid) {
         Some(t) => t,
         None => (stop_json(&stop), stop.describe(pid)),
     };
