@@ -150,14 +150,10 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     let v = match kerf_tools::jit::run(&tool, args.pid, &args.command, sampling, &mut Stderr) {
         Ok(v) => v,
         Err(e) => {
-            // A run that ends in an error (a Ctrl-C before the JIT went in) removes the empty
-            // `--output` it created, as the other tools do, rather than leave a file that
-            // reads as a summary of nothing (or as JSON that does not parse).
+            // (A Ctrl-C before the JIT went in, say: as the other tools do.)
             drop(out);
             if let Some(p) = &args.output {
-                if std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
-                    let _ = std::fs::remove_file(p);
-                }
+                crate::live::remove_if_empty(p);
             }
             return Err(e.into());
         }
@@ -178,16 +174,12 @@ fn trace_file(path: &str) -> String {
     let Ok(bytes) = std::fs::metadata(path).map(|m| m.len()) else {
         return format!("; trace in {path}");
     };
-    let mib = bytes as f64 / (1024.0 * 1024.0);
-    let size = match mib {
-        m if m >= 1024.0 => format!("{:.1} GiB", m / 1024.0),
-        m => format!("{m:.1} MiB"),
-    };
-    let more = match mib >= 1024.0 {
-        true => {
-            ": converted, about ten times that as JSON Lines, twice or three times for Perfetto"
-        }
-        false => "",
+    let (size, more) = match bytes as f64 / (1024.0 * 1024.0) {
+        m if m >= 1024.0 => (
+            format!("{:.1} GiB", m / 1024.0),
+            ": converted, about ten times that as JSON Lines, twice or three times for Perfetto",
+        ),
+        m => (format!("{m:.1} MiB"), ""),
     };
     format!("; trace in {path} ({size}{more})")
 }
@@ -520,6 +512,9 @@ fn lost_why(c: &serde_json::Value) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::table;
+    use serde_json::json;
+
     #[test]
     fn a_trace_files_size_is_said_and_a_big_ones_conversion_warned_of() {
         let dir = std::env::temp_dir().join(format!("kerf-trace-size-{}", std::process::id()));
@@ -536,9 +531,6 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(super::trace_file(path), format!("; trace in {path}"));
     }
-
-    use super::table;
-    use serde_json::json;
 
     /// After flushes the region line says its sizes add up every translation, not what the
     /// cache holds (a user read 509,669,672 bytes under a 256 KiB limit as the cache's size).

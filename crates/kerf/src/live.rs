@@ -137,10 +137,16 @@ pub struct Output {
 impl Drop for Output {
     fn drop(&mut self) {
         if let Some(p) = self.unwritten.take() {
-            if std::fs::metadata(&p).is_ok_and(|m| m.is_file() && m.len() == 0) {
-                let _ = std::fs::remove_file(&p);
-            }
+            remove_if_empty(&p);
         }
+    }
+}
+
+/// Remove the `--output` file `p` if nothing was written to it: a run that ended in an error
+/// leaves no file that reads as a summary of nothing (or as JSON that does not parse).
+pub fn remove_if_empty(p: &std::path::Path) {
+    if std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.len() == 0) {
+        let _ = std::fs::remove_file(p);
     }
 }
 
