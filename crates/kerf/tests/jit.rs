@@ -1395,7 +1395,10 @@ fn a_bounded_cache_flushes_and_the_program_runs_unchanged() {
             // escape.
             assert_eq!(v["jit"]["escapes"], 0, "{}", v["jit"]);
             assert!(v["jit"]["waiting_at_flushes"].as_u64().unwrap() >= 1, "{}", v["jit"]);
-            assert_eq!(some, all, "{limit}: counts across flushes: {c}");
+            // Nor a return that left the region (after a flush, one whose return site was
+            // not translated again).
+            assert_eq!(v["jit"]["returns_out"], free["jit"]["returns_out"], "{}", v["jit"]);
+            assert_eq!(some, all, "{limit}: counts across flushes: {}", v["jit"]);
             // Most of this run is misses and flushes: said, with the limit's part in it (the
             // live time is shorter than `took`, which has kerf's start in it).
             let serving = v["jit"]["on_demand"]["seconds"].as_f64().unwrap();
@@ -1438,6 +1441,43 @@ fn a_bounded_cache_flushes_and_the_program_runs_unchanged() {
         assert_eq!(v["jit"]["on_demand"]["untranslatable"], 0, "{limit}: {}", v["jit"]);
         assert!(!err.contains("knows no code"), "{limit}: {err}");
     }
+}
+
+/// A thread in a signal handler while another thread's misses flush the cache
+/// (`jit_flush_handler.c`: A in a long loop under `calls_a` -> `middle` -> `leaf` takes a
+/// SIGUSR1 every 3 ms; B's 48 functions do not fit in 20 KiB): the flush points the handler's
+/// frame at the new translation of `leaf`, and translates again the callers on A's stack, so
+/// that A's returns stay in the cache. Every call of A's is counted as in a run with no limit,
+/// and no return leaves the region. (Before, only the stacks of threads the flush moved were
+/// read: A's first return to `middle` left the cache, and A ran the rest natively, uncounted,
+/// with no escape reported.)
+#[test]
+fn a_thread_in_a_handler_during_a_flush_returns_into_the_new_cache() {
+    let bin = common::build_fixture("jit_flush_handler", "-O2", "jit-flush-handler");
+    let args = ["20000"];
+    let expected = plain(&bin, &args);
+    let roots = ["calls_a", "calls_b"];
+    let (free, out, _) = kerf_on("flush-handler-free", "jit", &roots, &bin, &args);
+    assert_eq!(out, expected);
+    let limited = [&roots[..], &["--cache-limit", "20K", "--max-flush-share", "1"]].concat();
+    let (v, out, err) = kerf_on("flush-handler", "jit", &limited, &bin, &args);
+    assert_eq!(out, expected, "output changed: {err}");
+    let j = &v["jit"];
+    assert!(j["cache"]["flushes"].as_u64().unwrap() >= 1, "never flushed: {j}");
+    // The case this is about happened: a handler's frame put back into a new cache.
+    assert!(j["signals"]["put_back_by_flushes"].as_u64().unwrap() >= 1, "{}", j["signals"]);
+    assert_eq!(j["escapes"], 0, "{j}");
+    assert_eq!(j["returns_out"], 0, "{j}");
+    assert_eq!(free["jit"]["returns_out"], 0, "{}", free["jit"]);
+    let of_a = |v: &Value| {
+        let all = counts(&v["blocks"], "jit_flush_handler");
+        all.into_iter()
+            .filter(|(p, _)| ["calls_a+", "middle+", "leaf+"].iter().any(|f| p.starts_with(f)))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let want = of_a(&free);
+    assert_eq!(want.get("middle+0x0"), Some(&20000), "{want:?}");
+    assert_eq!(of_a(&v), want, "{}", j["cache"]);
 }
 
 /// Only the root translated ahead (`--budget 1`): everything else comes on demand, misses

@@ -450,6 +450,9 @@ pub struct SignalStats {
     /// a flush rewrote to its original: each thread went on natively after its handler (an
     /// escape).
     pub sent_out: u64,
+    /// Signal frames whose interrupted PC, a clean point, a flush pointed at the new
+    /// translation of its original (their handlers return into the new cache).
+    pub put_back: u64,
     /// Times the hooks were looked for again because the caught signals changed or an
     /// `rt_sigaction` was about to install a handler not read before, and looks that failed
     /// (the process could not be stopped).
@@ -830,6 +833,8 @@ impl HeldFrame {
 /// address, and how the thread stood there ([`FrameKind::Saved`]); after the flush it gets
 /// the new translation's address if there is one.
 struct Unheld {
+    /// The thread whose stack holds the frame.
+    tid: i32,
     at: u64,
     orig: u64,
     at_insn: bool,
@@ -4343,14 +4348,26 @@ impl Jit {
             match f.kind {
                 FrameKind::Saved { clean: Some((orig, at_insn)) } => {
                     mem.write(RemoteAddr(f.held.at), &orig.to_le_bytes())?;
-                    out.push(Unheld { at: f.held.at, orig, at_insn, hooked: None });
+                    out.push(Unheld {
+                        tid: f.held.tid,
+                        at: f.held.at,
+                        orig,
+                        at_insn,
+                        hooked: None,
+                    });
                 }
                 FrameKind::Hooked { uc, cache, orig, restorer } => {
                     for (off, v) in rewrite_words(0, orig, restorer) {
                         mem.write(RemoteAddr(uc + off), &v.to_le_bytes())?;
                     }
                     let at_insn = self.past_plugin_code(cache, orig);
-                    out.push(Unheld { at: uc, orig, at_insn, hooked: Some((uc, restorer)) });
+                    out.push(Unheld {
+                        tid: f.held.tid,
+                        at: uc,
+                        orig,
+                        at_insn,
+                        hooked: Some((uc, restorer)),
+                    });
                 }
                 FrameKind::Saved { clean: None } => unreachable!("refused above"),
             }
@@ -4368,11 +4385,15 @@ impl Jit {
         let mem = tr.memory();
         for f in frames {
             match (self.cache_at(f.orig, f.at_insn), f.hooked) {
-                (Some(pc), None) => mem.write(RemoteAddr(f.at), &pc.to_le_bytes())?,
+                (Some(pc), None) => {
+                    mem.write(RemoteAddr(f.at), &pc.to_le_bytes())?;
+                    self.stats.signals.put_back += 1;
+                }
                 (Some(pc), Some((uc, restorer))) => {
                     for (off, v) in rewrite_words(pc, f.orig, restorer) {
                         mem.write(RemoteAddr(uc + off), &v.to_le_bytes())?;
                     }
+                    self.stats.signals.put_back += 1;
                 }
                 (None, None) => self.stats.signals.sent_out += 1,
                 (None, Some(_)) => {}
@@ -4513,9 +4534,17 @@ impl Jit {
         // Their frames made in the cache: the stack words that are original addresses with a
         // table entry now (return sites, innermost first). Their functions are translated
         // again, so that returning to them finds a translation instead of leaving the cache
-        // (a `ret` that misses leaves the region without asking kerf).
+        // (a `ret` that misses leaves the region without asking kerf). Also of each thread in
+        // a signal handler that interrupted the cache: it goes back into the cache when the
+        // handler returns, and returns from there (missed, a thread in a handler while
+        // another's miss flushed ran the rest of its root call natively, uncounted, seen only
+        // as a `returns_out`).
+        let mut tids: Vec<i32> =
+            moved.iter().map(|m| m.0).chain(unheld.iter().map(|f| f.tid)).collect();
+        tids.sort_unstable();
+        tids.dedup();
         let mut frames: Vec<u64> = Vec::new();
-        for &(tid, _, _) in &moved {
+        for tid in tids {
             for w in stack_words(tr, tid, FRAME_SCAN)? {
                 if self.index.find(w).is_some() && !frames.contains(&w) {
                     frames.push(w);

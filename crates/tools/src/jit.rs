@@ -1157,6 +1157,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         "resumed": g.resumed,
         "away": g.away,
         "sent_out_by_flushes": g.sent_out,
+        "put_back_by_flushes": g.put_back,
         "looks": g.looks,
         "noticed": g.noticed,
         "failed": g.failed,
