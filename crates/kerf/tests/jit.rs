@@ -1480,6 +1480,63 @@ fn a_thread_in_a_handler_during_a_flush_returns_into_the_new_cache() {
     assert_eq!(of_a(&v), want, "{}", j["cache"]);
 }
 
+/// A flush while the main thread stands 50 KiB deep in its stack (`jit_flush_deep.c`: the
+/// root `outer` calls `mid`, which recurses 40 kilobyte frames deep before it calls 48
+/// functions that do not fit in 28 KiB), whose mapping ends a few KiB above `main`: the flush
+/// reads the stack up to its end and translates `mid` again, and every return stays in the
+/// cache. (The read was halved until it fit, 32 KiB here: `mid`'s return site went unseen, the
+/// thread left the cache at its first return there and ran the other 29 rounds natively.)
+#[test]
+fn a_flush_finds_the_outermost_frames_of_a_deep_stack() {
+    let bin = common::build_fixture("jit_flush_deep", "-O2", "jit-flush-deep");
+    let args = ["30"];
+    let expected = plain(&bin, &args);
+    let (free, out, _) = kerf_on("flush-deep-free", "jit", &["outer"], &bin, &args);
+    assert_eq!(out, expected);
+    let limited = ["outer", "--cache-limit", "28K", "--max-flush-share", "1"];
+    let (v, out, err) = kerf_on("flush-deep", "jit", &limited, &bin, &args);
+    assert_eq!(out, expected, "output changed: {err}");
+    let j = &v["jit"];
+    assert!(j["cache"]["flushes"].as_u64().unwrap() >= 1, "never flushed: {j}");
+    assert_eq!((j["escapes"].as_u64(), j["returns_out"].as_u64()), (Some(0), Some(0)), "{j}");
+    let all = counts(&free["blocks"], "jit_flush_deep");
+    assert_eq!(all.get("mid+0x0"), Some(&30), "{all:?}");
+    assert_eq!(counts(&v["blocks"], "jit_flush_deep"), all, "{}", j["cache"]);
+}
+
+/// A signal handler that leaves by `siglongjmp` (`jit_handler_longjmp.c`): handlers run in
+/// the original code, so the jump lands on the original address `sigsetjmp` kept and the
+/// thread runs the rest of its root call natively. kerf cannot follow it there, but says so:
+/// the frame its hook rewrote never came back, an escape, with a warning. The same program
+/// with a handler that returns stays in the cache: every round counted, nothing said.
+#[test]
+fn a_handler_that_leaves_by_siglongjmp_is_an_escape_said() {
+    let bin = common::build_fixture("jit_handler_longjmp", "-O2", "jit-handler-longjmp");
+    let count = |v: &Value, f: &str| counts(&v["blocks"], "jit_handler_longjmp").get(f).copied();
+    let expected = plain(&bin, &["return"]);
+    let (v, out, err) = kerf_on("handler-return", "jit", &["work"], &bin, &["return"]);
+    assert_eq!(out, expected);
+    let j = &v["jit"];
+    assert_eq!(
+        (j["escapes"].as_u64(), j["signals"]["never_returned"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert_eq!(j["signals"]["back"], 1000, "{}", j["signals"]);
+    assert_eq!(count(&v, "after+0x0"), Some(1000));
+    assert!(!err.contains("never returned"), "{err}");
+
+    let expected = plain(&bin, &["leave"]);
+    let (v, out, err) = kerf_on("handler-leave", "jit", &["work"], &bin, &["leave"]);
+    assert_eq!(out, expected);
+    let j = &v["jit"];
+    // The first round's handler left, and with it the cache: one frame, one escape.
+    assert_eq!(j["signals"]["never_returned"], 1, "{}", j["signals"]);
+    assert_eq!(j["escapes"], 1, "{j}");
+    assert_eq!(count(&v, "thrower+0x0"), Some(1));
+    assert!(err.contains("1 signal handlers that interrupted the cache never returned"), "{err}");
+    assert!(err.contains("siglongjmp"), "{err}");
+}
+
 /// Only the root translated ahead (`--budget 1`): everything else comes on demand, misses
 /// one after the other while kerf translates big batches (libc's `qsort` and what it
 /// reaches), in a program whose threads take a signal every 2 ms. Nothing escapes and every

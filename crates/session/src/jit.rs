@@ -278,11 +278,11 @@ impl Area {
     /// Keep a copy of the words, with their copies in the counter slabs (`totals`, see
     /// [`SlabRegion::totals`]) added in, and stop reading the shared area (the words and the
     /// copies are zeroed after, for the translations that reuse them).
-    fn retire(&mut self, totals: Option<&BTreeMap<u64, u64>>) {
+    fn retire(&mut self, totals: Option<&crate::slabs::Copies>) {
         let mut copy = vec![0u8; self.len];
         self.mem.read_bytes(self.off, &mut copy);
         if let (Some(totals), Some(shadow)) = (totals, self.shadow) {
-            for (&at, &n) in totals.range(shadow..shadow + self.len as u64) {
+            for (at, n) in totals.range(shadow, shadow + self.len as u64) {
                 let w = &mut copy[(at - shadow) as usize..][..8];
                 let sum = u64::from_le_bytes(w.try_into().unwrap_or_default()).wrapping_add(n);
                 w.copy_from_slice(&sum.to_le_bytes());
@@ -446,6 +446,13 @@ pub struct SignalStats {
     pub back: u64,
     pub resumed: u64,
     pub away: u64,
+    /// Rewritten frames whose handler never returned, where the process ended before kerf
+    /// did: the handler left by `siglongjmp` or `longjmp` (in the original code, as every
+    /// handler runs: to the original address its `sigsetjmp` kept), so its thread went on
+    /// natively for the rest of its root call, uncounted: an escape each. (Or its thread
+    /// ended in it, with nothing after it to count.) Not said where kerf detached from a
+    /// process still running: a handler under way then returns natively anyway.
+    pub never_returned: u64,
     /// Signal frames of handlers not hooked (or not yet) whose interrupted PC, a clean point,
     /// a flush rewrote to its original: each thread went on natively after its handler (an
     /// escape).
@@ -660,7 +667,7 @@ pub struct Jit {
     /// The per-thread slabs, where the plugin counts or writes rings and threads can have them, and
     /// their copies' sums as first read after the start or the last flush ([`Jit::word`]).
     slabs: Option<SlabRegion>,
-    slab_totals: std::sync::Mutex<Option<BTreeMap<u64, u64>>>,
+    slab_totals: std::sync::Mutex<Option<crate::slabs::Copies>>,
     /// The threads' seccomp state when kerf asked their filters ([`runtime_calls`]).
     seccomp_asked: kerf_os::process::SeccompLevel,
     /// Modules the JIT analysed itself (the vDSO), numbered after the process's.
@@ -1041,14 +1048,34 @@ const FRAME_SCAN: usize = 256 * 1024;
 /// The words of thread `tid`'s stack from its stack pointer up, at most `len` bytes (fewer
 /// where the stack ends sooner).
 fn stack_words(tr: &Tracee, tid: i32, len: usize) -> Result<Vec<u64>, JitFail> {
+    const PAGE: usize = 4096;
     let sp = tr.regs(tid)?.sp();
     let mut stack = vec![0u8; len];
     let mut len = len;
-    while len >= 64 && tr.read(sp, &mut stack[..len]).is_err() {
-        len /= 2;
-    }
-    if len < 64 {
-        return Ok(Vec::new());
+    if tr.read(sp, &mut stack).is_err() {
+        // The stack ends nearer: as far as it reads, to the page (by the pages' last bytes,
+        // a binary search). Halving the length instead lost up to half of it, the outermost
+        // frames (`main`'s, `Py_RunMain`'s): a flush did not translate them again, and the
+        // thread left the cache when it returned there.
+        let reads = |n: usize| tr.read(RemoteAddr(sp.0 + n as u64 - 1), &mut [0u8; 1]).is_ok();
+        let first = PAGE - (sp.0 as usize % PAGE);
+        if len <= first || !reads(first) {
+            len = len.min(first);
+        } else {
+            let (mut ok, mut not) = (0, (len - first) / PAGE + 1);
+            while not - ok > 1 {
+                let mid = (ok + not) / 2;
+                if reads(first + mid * PAGE) {
+                    ok = mid;
+                } else {
+                    not = mid;
+                }
+            }
+            len = (first + ok * PAGE).min(len);
+        }
+        if tr.read(sp, &mut stack[..len]).is_err() {
+            return Ok(Vec::new());
+        }
     }
     Ok(stack[..len]
         .chunks_exact(8)
@@ -2166,7 +2193,7 @@ impl Jit {
             (Some(slabs), Some(shadow), true) => {
                 let mut totals = self.slab_totals.lock().unwrap_or_else(|e| e.into_inner());
                 let totals = totals.get_or_insert_with(|| slabs.totals());
-                totals.get(&(shadow + off)).copied().unwrap_or(0)
+                totals.get(shadow + off)
             }
             _ => 0,
         };
@@ -3263,13 +3290,15 @@ impl Jit {
                 if thrashing {
                     self.stats.thrash_escapes += 1;
                 }
-                if region.is_none()
-                    && ever
-                    && !thrashing
-                    && self.flush(all, mods, plugin, mbox, target)
-                    && !self.done[k].contains(&f)
-                {
-                    region = self.batch(mods, k, f, plugin, most);
+                if region.is_none() && ever && !thrashing {
+                    if !self.flush(all, mods, plugin, mbox, target) {
+                        // Known code with no room, the flush refused (a handler's frame held
+                        // the cache, a forked copy shares it): an escape said as that, not as
+                        // code kerf's analysis does not know.
+                        refused = true;
+                    } else if !self.done[k].contains(&f) {
+                        region = self.batch(mods, k, f, plugin, most);
+                    }
                 }
                 if region.is_none() && !ever {
                     self.note_too_big(all, mods, plugin, k, f);
@@ -4078,6 +4107,11 @@ impl Jit {
         s.away = mbox.load_u64(mb::SIG_AWAY as usize);
         s.resumed = mbox.load_u64(mb::SIG_RESUMED as usize);
         s.busy = mbox.load_u64(mb::SIG_BUSY as usize);
+        // (Read once the process has ended: every handler that was going to return has.)
+        if self.target_gone() {
+            let s = &mut self.stats.signals;
+            s.never_returned = s.moved.saturating_sub(s.back + s.resumed + s.away);
+        }
     }
 
     /// Count a stop of the process (`tr`, every thread stopped) in the mailbox's

@@ -1016,32 +1016,44 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "last_escape": where_is(target, last),
         }));
     }
-    // A thread a signal handler sent to code kerf could not translate, or whose handler's
-    // frame a flush rewrote to the original address, goes on natively for the rest of its root
-    // call: an escape, of no module's cache.
-    escapes += s.signals.away + s.signals.sent_out;
+    // A thread a signal handler sent to code kerf could not translate, whose handler's frame a
+    // flush rewrote to the original address, or whose handler left by `siglongjmp`, goes on
+    // natively for the rest of its root call: an escape, of no module's cache.
+    escapes += s.signals.away + s.signals.sent_out + s.signals.never_returned;
     // A block two translations hold (a block of two functions, the second translated on
     // demand after the first) counts in both: one row, their sum, named after the first.
-    let mut by_block: std::collections::BTreeMap<
-        (usize, u64),
-        (usize, kerf_analysis::cfg::FuncId, u64),
-    > = std::collections::BTreeMap::new();
+    // (Sorted by module and address, the first translation's first: a stable sort.)
+    let mut by_block: Vec<((usize, u64), kerf_analysis::cfg::FuncId, u64)> = Vec::new();
     for (k, c) in jit.caches.iter().enumerate() {
         if !counting {
             break;
         }
         for b in &c.translation.blocks {
             let n = jit.word(k, b.word) + jit.word(k, b.shared);
-            by_block.entry((c.module, b.start)).or_insert((c.module, b.func, 0)).2 += n;
+            by_block.push(((c.module, b.start), b.func, n));
         }
     }
-    for (&(_, start), &(module, func, n)) in &by_block {
+    by_block.sort_by_key(|b| b.0);
+    by_block.dedup_by(|later, first| {
+        let same = later.0 == first.0;
+        if same {
+            first.2 += later.2;
+        }
+        same
+    });
+    let mut with_blocks: Vec<usize> = by_block.iter().map(|b| b.0 .0).collect();
+    with_blocks.dedup();
+    let paths: std::collections::BTreeMap<usize, String> = (with_blocks.into_iter())
+        .map(|k| (k, jit.image(&target.modules, k).path.display().to_string()))
+        .collect();
+    for &((module, start), func, n) in &by_block {
         if n == 0 {
             continue;
         }
-        let mut row = point_json(jit.image(&target.modules, module), func, start);
-        row["count"] = json!(n);
-        blocks.push(row);
+        let m = jit.image(&target.modules, module);
+        let mut row = point_row(m, &paths[&module], func, start);
+        row.insert("count".into(), json!(n));
+        blocks.push(Value::Object(row));
     }
     // Counting, a root whose entry block never ran: no thread called it while the JIT was
     // live (a function inlined into its callers, or one the program calls only at other
@@ -1052,7 +1064,8 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             counting && !s.taken_in_roots.contains(&(r.module, r.func)) && {
                 let m = jit.image(&target.modules, r.module);
                 let entry = m.analysis.cfg.function(r.func).entry.0 + m.bias.unwrap_or(0);
-                by_block.get(&(r.module, entry)).is_none_or(|x| x.2 == 0)
+                let at = by_block.binary_search_by_key(&(r.module, entry), |b| b.0);
+                !at.is_ok_and(|k| by_block[k].2 != 0)
             }
         })
         .map(|r| r.label.as_str())
@@ -1157,16 +1170,18 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         "resumed": g.resumed,
         "away": g.away,
         "sent_out_by_flushes": g.sent_out,
+        "never_returned": g.never_returned,
         "put_back_by_flushes": g.put_back,
         "looks": g.looks,
         "noticed": g.noticed,
         "failed": g.failed,
     });
     if counting {
-        v["blocks"] = json!(blocks);
+        // (Moved in: `json!` would copy every row.)
+        v["blocks"] = Value::Array(blocks);
     }
     if woven.branches {
-        v["branches"] = json!(branch_profile(target, jit));
+        v["branches"] = Value::Array(branch_profile(target, jit));
     }
     v
 }
@@ -1174,14 +1189,25 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
 /// A row naming original address `at` of function `func` of module `m`: the module, the
 /// function, `FUNCTION+0xOFF` and the image address.
 fn point_json(m: &kerf_session::AnalyzedImage, func: kerf_analysis::cfg::FuncId, at: u64) -> Value {
+    Value::Object(point_row(m, &m.path.display().to_string(), func, at))
+}
+
+/// [`point_json`]'s fields, the module's path given (made once for a module's rows: a
+/// summary of every block has 50 k of them).
+fn point_row(
+    m: &kerf_session::AnalyzedImage,
+    path: &str,
+    func: kerf_analysis::cfg::FuncId,
+    at: u64,
+) -> serde_json::Map<String, Value> {
     let bias = m.bias.unwrap_or(0);
     let f = m.analysis.cfg.function(func);
-    json!({
-        "module": m.path.display().to_string(),
-        "function": f.name,
-        "point": format!("{}+{:#x}", f.name, at - bias - f.entry.0),
-        "addr": format!("{:#x}", at - bias),
-    })
+    let mut row = serde_json::Map::new();
+    row.insert("module".into(), path.into());
+    row.insert("function".into(), f.name.as_str().into());
+    row.insert("point".into(), format!("{}+{:#x}", f.name, at - bias - f.entry.0).into());
+    row.insert("addr".into(), format!("{:#x}", at - bias).into());
+    row
 }
 
 /// Every conditional branch that ran: its taken and not-taken counts, and whether its bias
@@ -1251,6 +1277,15 @@ fn signal_report(g: &kerf_session::jit::SignalStats, events: &mut dyn Events) {
             g.resumed + g.away,
             g.resumed,
             g.away
+        ));
+    }
+    if g.never_returned > 0 {
+        events.warn(&format!(
+            "{} signal handlers that interrupted the cache never returned (they left by \
+             siglongjmp or longjmp, which a handler does in the original code, or their thread \
+             ended in them): each thread went on natively for the rest of its root call, \
+             uncounted; counted as escapes",
+            g.never_returned
         ));
     }
     if !g.unhooked.is_empty() {
