@@ -76,7 +76,7 @@ pub struct Args {
     /// a miss runs its target natively (an escape, counted and reported: the thread leaves
     /// for the rest of its root call) instead of flushing again, so a limit far below the
     /// working set cannot stall the program; 1 never does.
-    #[arg(long, default_value_t = 0.9, value_parser = share, value_name = "SHARE")]
+    #[arg(long, default_value_t = 0.9, value_parser = share, value_name = "SHARE", requires = "cache_limit")]
     max_flush_share: f64,
     /// Process to instrument.
     #[arg(short, long, conflicts_with = "command")]

@@ -486,8 +486,8 @@ fn a_closed_stderr_ends_nothing() {
 }
 
 /// `kerf jit --budget 0` (no root translated), a cache limit under a page and a flush share
-/// outside (0, 1] are refused as usage errors before anything runs (the first two were
-/// accepted: the first killed the program, the second showed "limit 0 KiB"); a script given as the command is said to be one, since the
+/// outside (0, 1] or with no limit are refused as usage errors before anything runs (the
+/// first two were accepted: the first killed the program, the second showed "limit 0 KiB"); a script given as the command is said to be one, since the
 /// kernel runs its interpreter and that is what kerf instruments.
 #[test]
 fn jit_refuses_a_budget_of_0_and_a_tiny_cache_and_names_a_script() {
@@ -497,6 +497,8 @@ fn jit_refuses_a_budget_of_0_and_a_tiny_cache_and_names_a_script() {
         (&["jit", "main", "--cache-limit", "10", "--", "true"][..], "at least 4K"),
         (&["jit", "main", "--max-flush-share", "1.5", "--", "true"][..], "at most 1"),
         (&["jit", "main", "--max-flush-share", "0", "--", "true"][..], "above 0"),
+        // (A share with no limit to guard was taken and did nothing.)
+        (&["jit", "main", "--max-flush-share", "0.5", "--", "true"][..], "--cache-limit"),
     ] {
         let out = kerf(args, &cache);
         let err = String::from_utf8_lossy(&out.stderr);

@@ -1502,6 +1502,14 @@ fn a_flush_finds_the_outermost_frames_of_a_deep_stack() {
     let all = counts(&free["blocks"], "jit_flush_deep");
     assert_eq!(all.get("mid+0x0"), Some(&30), "{all:?}");
     assert_eq!(counts(&v["blocks"], "jit_flush_deep"), all, "{}", j["cache"]);
+    assert!(!err.contains("the roots' translations alone"), "{err}");
+    // A limit below the roots' own translation is said at once (it was taken, and the summary
+    // showed more code than the limit with no word why).
+    let (v, out, err) =
+        kerf_on("flush-deep-4K", "jit", &["outer", "--cache-limit", "4K"], &bin, &args);
+    assert_eq!(out, expected);
+    assert!(err.contains("the roots' translations alone take"), "{err}");
+    assert!(v["jit"]["escapes"].as_u64().unwrap() >= 1, "{}", v["jit"]);
 }
 
 /// A signal handler that leaves by `siglongjmp` (`jit_handler_longjmp.c`): handlers run in

@@ -4222,6 +4222,11 @@ impl Jit {
         })
     }
 
+    /// Bytes of the roots' translations (at install, or after the last flush).
+    pub fn roots_bytes(&self) -> u64 {
+        self.roots_bytes
+    }
+
     /// The cache limit it was installed with.
     pub fn cache_limit(&self) -> Option<u64> {
         self.limit

@@ -527,17 +527,29 @@ pub fn run(
             s.late_untraced.join(", ")
         ));
     }
+    // The roots are translated whatever the limit: a limit below them is passed at once.
+    if let Some(limit) = tool.options.cache_limit.filter(|&l| jit.roots_bytes() > l) {
+        events.warn(&format!(
+            "the roots' translations alone take {} bytes, more than --cache-limit {limit}: \
+             everything else they call escapes; raise the limit",
+            jit.roots_bytes()
+        ));
+    }
     let live = jit.serving_for().unwrap_or_default();
     if let Some(w) = serving_warning(s, live, tool.options.cache_limit) {
         events.warn(&w);
     }
     if s.thrash_escapes > 0 {
         events.warn(&format!(
-            "the code cache thrashed: flushes took over {:.0} % of two seconds, so {} misses ran \
+            "the code cache thrashed: flushes took over {} % of two seconds, so {} misses ran \
              natively instead of flushing again (counted as escapes: each thread left for the \
              rest of its root call); the cache limit is too small for the working set: raise \
              --cache-limit",
-            tool.options.flush_share * 100.0,
+            // (`--max-flush-share 0.0001` said "over 0 %".)
+            match tool.options.flush_share * 100.0 {
+                p if p >= 1.0 => format!("{p:.0}"),
+                p => format!("{p:.2}"),
+            },
             s.thrash_escapes
         ));
     }
