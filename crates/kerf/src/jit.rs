@@ -339,6 +339,15 @@ fn table(v: &serde_json::Value, top: usize) -> String {
             m["escapes"]
         );
     }
+    // Escapes of no module's cache: a thread a signal handler sent out (elsewhere, away by
+    // `siglongjmp`, or a frame a flush left with its original address). The rows above did
+    // not add up to the region's line without this one (a user trial).
+    let in_modules: u64 =
+        (j["modules"].as_array().into_iter().flatten()).filter_map(|m| m["escapes"].as_u64()).sum();
+    if let Some(n) = j["escapes"].as_u64().map(|e| e.saturating_sub(in_modules)).filter(|&n| n > 0)
+    {
+        let _ = writeln!(s, "  {:<40} {:>40} escapes", "(signal handlers: no module)", n);
+    }
     let late = &j["on_demand"];
     let untraced = late["late_untraced"].as_array().cloned().unwrap_or_default();
     for m in late["late_modules"].as_array().into_iter().flatten() {

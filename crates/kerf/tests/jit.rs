@@ -1543,6 +1543,20 @@ fn a_handler_that_leaves_by_siglongjmp_is_an_escape_said() {
     assert_eq!(count(&v, "thrower+0x0"), Some(1));
     assert!(err.contains("1 signal handlers that interrupted the cache never returned"), "{err}");
     assert!(err.contains("siglongjmp"), "{err}");
+    // The table's module rows add up to the region's escapes with a row for those of no
+    // module (the summary goes to stderr when kerf launches the command).
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["jit", "work", "--"])
+        .arg(&bin)
+        .arg("leave")
+        .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{table}");
+    assert!(table.contains("escapes: 1;"), "{table}");
+    let row = table.lines().find(|l| l.contains("(signal handlers: no module)"));
+    assert!(row.is_some_and(|r| r.trim_end().ends_with(" 1 escapes")), "{table}");
 }
 
 /// Only the root translated ahead (`--budget 1`): everything else comes on demand, misses
