@@ -1053,17 +1053,17 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         }
         same
     });
-    let mut with_blocks: Vec<usize> = by_block.iter().map(|b| b.0 .0).collect();
-    with_blocks.dedup();
-    let paths: std::collections::BTreeMap<usize, String> = (with_blocks.into_iter())
-        .map(|k| (k, jit.image(&target.modules, k).path.display().to_string()))
-        .collect();
+    // (A module's rows come together: its path made once for them.)
+    let mut path = (usize::MAX, String::new());
     for &((module, start), func, n) in &by_block {
         if n == 0 {
             continue;
         }
         let m = jit.image(&target.modules, module);
-        let mut row = point_row(m, &paths[&module], func, start);
+        if path.0 != module {
+            path = (module, m.path.display().to_string());
+        }
+        let mut row = point_row(m, &path.1, func, start);
         row.insert("count".into(), json!(n));
         blocks.push(Value::Object(row));
     }
