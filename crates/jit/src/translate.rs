@@ -2850,6 +2850,41 @@ pub fn load_site(name: &str, at: u64, mailbox: u64) -> Result<Vec<u8>, JitError>
     assemble(name, at, &insns)
 }
 
+/// The hook of glibc's `siglongjmp` (or `__longjmp_chk`) at `at`, whose entry splice displaced
+/// `d`, asking through the mailbox at `mailbox` (see [`crate::x86_64::signal`]): the landing,
+/// then the entry and the function's displaced instructions (copied as a root's springboard
+/// copies them) and a jump back to the rest of the function. Returns the bytes and where the
+/// entry splice jumps to.
+pub fn longjmp_hook(
+    name: &str,
+    at: u64,
+    d: &kerf_patch::Displaced,
+    mailbox: u64,
+) -> Result<(Vec<u8>, u64), JitError> {
+    use seq::signal;
+    let mut next = LABELS;
+    let mut labels = move || {
+        next += 1;
+        next
+    };
+    let first = labels();
+    let land = assemble(name, at, &signal::longjmp_land(first, mailbox, &mut labels))?;
+    let entry = (at + land.len() as u64).next_multiple_of(16);
+    let (start, go_on) = (labels(), labels());
+    let mut insns = signal::longjmp_entry(start, mailbox, at, go_on, &mut labels);
+    let copies = kerf_patch::patch_instructions(&[], d, kerf_patch::Layout::Before);
+    for (k, mut i) in copies.into_iter().enumerate() {
+        // (As in `signal_hook`: copies are named by no label.)
+        i.set_ip(if k == 0 { go_on } else { 0 });
+        insns.push(i);
+    }
+    let code = assemble(name, entry, &insns)?;
+    let mut bytes = land;
+    bytes.resize((entry - at) as usize, 0xcc);
+    bytes.extend(code);
+    Ok((bytes, entry))
+}
+
 /// A signal handler's hook in a code room (see [`crate::x86_64::signal`]).
 #[derive(Clone, Debug)]
 pub struct SignalHook {

@@ -1512,29 +1512,87 @@ fn a_flush_finds_the_outermost_frames_of_a_deep_stack() {
     assert!(v["jit"]["escapes"].as_u64().unwrap() >= 1, "{}", v["jit"]);
 }
 
-/// A signal handler that leaves by `siglongjmp` (`jit_handler_longjmp.c`): handlers run in
-/// the original code, so the jump lands on the original address `sigsetjmp` kept and the
-/// thread runs the rest of its root call natively. kerf cannot follow it there, but says so:
-/// the frame its hook rewrote never came back, an escape, with a warning. The same program
-/// with a handler that returns stays in the cache: every round counted, nothing said.
+/// The fixture's SIGUSR1 handler interrupts `work` in the cache 1000 times. One that returns
+/// goes back into the cache; one that leaves by `siglongjmp` (in the original code, as every
+/// handler runs) is sent back into the cache where it lands, in `work`, by the hook on libc's
+/// `siglongjmp`: every block counts what runs natively (the block after `sigsetjmp` twice a
+/// round: once from its call, once from the jump), with no escape. A jump out of `work` to
+/// `main` (mode `out`) goes on natively there, as it should: `main` is no root, and the next
+/// call of `work` comes in again.
 #[test]
-fn a_handler_that_leaves_by_siglongjmp_is_an_escape_said() {
+fn a_handler_that_leaves_by_siglongjmp_goes_on_in_the_cache() {
     let bin = common::build_fixture("jit_handler_longjmp", "-O2", "jit-handler-longjmp");
     let count = |v: &Value, f: &str| counts(&v["blocks"], "jit_handler_longjmp").get(f).copied();
     let expected = plain(&bin, &["return"]);
-    let (v, out, err) = kerf_on("handler-return", "jit", &["work"], &bin, &["return"]);
+    let (returned, out, err) = kerf_on("handler-return", "jit", &["work"], &bin, &["return"]);
     assert_eq!(out, expected);
-    let j = &v["jit"];
+    let j = &returned["jit"];
     assert_eq!(
         (j["escapes"].as_u64(), j["signals"]["never_returned"].as_u64()),
         (Some(0), Some(0))
     );
     assert_eq!(j["signals"]["back"], 1000, "{}", j["signals"]);
-    assert_eq!(count(&v, "after+0x0"), Some(1000));
+    assert_eq!(j["signals"]["longjmps_asked"], 0, "{}", j["signals"]);
+    assert_eq!(count(&returned, "after+0x0"), Some(1000));
     assert!(!err.contains("never returned"), "{err}");
 
     let expected = plain(&bin, &["leave"]);
     let (v, out, err) = kerf_on("handler-leave", "jit", &["work"], &bin, &["leave"]);
+    assert_eq!(out, expected);
+    let j = &v["jit"];
+    let g = &j["signals"];
+    assert_eq!((j["escapes"].as_u64(), j["returns_out"].as_u64()), (Some(0), Some(0)), "{j}");
+    assert_eq!(g["never_returned"], 0, "{g}");
+    assert_eq!(
+        (g["left_by_longjmp"].as_u64(), g["longjmps_reentered"].as_u64()),
+        (Some(1000), Some(1000)),
+        "{g}"
+    );
+    assert_eq!(count(&v, "thrower+0x0"), Some(1000));
+    assert_eq!(count(&v, "after+0x0"), Some(1000));
+    // `work`'s blocks count as when the handler returns but for two: the one after
+    // `sigsetjmp` runs twice a round (from its call, and from the jump), and the one after
+    // the call of `thrower` never (`thrower` does not return).
+    let left = counts(&v["blocks"], "jit_handler_longjmp");
+    let back = counts(&returned["blocks"], "jit_handler_longjmp");
+    let mut differ: Vec<(Option<u64>, u64)> = (back.iter())
+        .filter(|(b, n)| b.starts_with("work+") && left.get(*b) != Some(n))
+        .map(|(b, &n)| (left.get(b).copied(), n))
+        .collect();
+    differ.sort();
+    assert_eq!(differ, [(None, 1000), (Some(2000), 1000)], "{left:?}\n{back:?}");
+    assert!(
+        err.contains("1000 signal handlers that interrupted the cache left by siglongjmp"),
+        "{err}"
+    );
+    assert!(!err.contains("never returned"), "{err}");
+
+    let expected = plain(&bin, &["out"]);
+    let (v, out, _) = kerf_on("handler-out", "jit", &["work"], &bin, &["out"]);
+    assert_eq!(out, expected);
+    let j = &v["jit"];
+    let g = &j["signals"];
+    assert_eq!((j["escapes"].as_u64(), g["never_returned"].as_u64()), (Some(0), Some(0)), "{j}");
+    assert_eq!(
+        (g["left_by_longjmp"].as_u64(), g["longjmps_back_in"].as_u64()),
+        (Some(1000), Some(0)),
+        "{g}"
+    );
+    assert_eq!(count(&v, "work+0x0"), Some(1000));
+    assert_eq!(count(&v, "thrower+0x0"), Some(1000));
+    assert_eq!(count(&v, "after+0x0"), None, "never reached");
+}
+
+/// A handler that leaves by a jump kerf does not follow (`setcontext`): its thread runs the
+/// rest of its root call natively, and kerf says so: the frame its hook rewrote never came
+/// back, an escape, with a warning; the table's module rows add up to the region's escapes
+/// with a row for those of no module.
+#[test]
+fn a_handler_that_leaves_by_setcontext_is_an_escape_said() {
+    let bin = common::build_fixture("jit_handler_longjmp", "-O2", "jit-handler-context");
+    let count = |v: &Value, f: &str| counts(&v["blocks"], "jit_handler_longjmp").get(f).copied();
+    let expected = plain(&bin, &["context"]);
+    let (v, out, err) = kerf_on("handler-context", "jit", &["work"], &bin, &["context"]);
     assert_eq!(out, expected);
     let j = &v["jit"];
     // The first round's handler left, and with it the cache: one frame, one escape.
@@ -1542,13 +1600,12 @@ fn a_handler_that_leaves_by_siglongjmp_is_an_escape_said() {
     assert_eq!(j["escapes"], 1, "{j}");
     assert_eq!(count(&v, "thrower+0x0"), Some(1));
     assert!(err.contains("1 signal handlers that interrupted the cache never returned"), "{err}");
-    assert!(err.contains("siglongjmp"), "{err}");
-    // The table's module rows add up to the region's escapes with a row for those of no
-    // module (the summary goes to stderr when kerf launches the command).
+    assert!(err.contains("setcontext"), "{err}");
+    // (The summary goes to stderr when kerf launches the command.)
     let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
         .args(["jit", "work", "--"])
         .arg(&bin)
-        .arg("leave")
+        .arg("context")
         .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
         .output()
         .unwrap();

@@ -446,13 +446,27 @@ pub struct SignalStats {
     pub back: u64,
     pub resumed: u64,
     pub away: u64,
-    /// Rewritten frames whose handler never returned, where the process ended before kerf
-    /// did: the handler left by `siglongjmp` or `longjmp` (in the original code, as every
-    /// handler runs: to the original address its `sigsetjmp` kept), so its thread went on
-    /// natively for the rest of its root call, uncounted: an escape each. (Or its thread
-    /// ended in it, with nothing after it to count.) Not said where kerf detached from a
-    /// process still running: a handler under way then returns natively anyway.
+    /// Hooked frames (rewritten, or left with their cache address) whose handler never
+    /// returned nor left by a `siglongjmp` kerf saw, where the process ended before kerf
+    /// did: the handler left by a jump kerf does not follow (`setcontext`, an exception, a
+    /// `siglongjmp` while kerf was not listening), from the original code, as every handler
+    /// runs, so its thread went on natively for the rest of its root call, uncounted: an
+    /// escape each. (Or its thread ended in it, with nothing after it to count.) Not said
+    /// where kerf detached from a process still running: a handler under way then returns
+    /// natively anyway.
     pub never_returned: u64,
+    /// `siglongjmp`s of the original code that asked kerf (a rewritten frame was in flight in
+    /// some thread), the rewritten frames they left, the jumps that stayed in the root call
+    /// their frame interrupted and were sent back into the cache, and of those, the ones that
+    /// went on in the cache and the ones that found no translation of their target and went
+    /// on natively (an escape).
+    pub longjmps_asked: u64,
+    /// Of the frames left with their cache address (`busy`), those whose handler returned.
+    pub busy_back: u64,
+    pub left: u64,
+    pub left_inside: u64,
+    pub reentered: u64,
+    pub stranded: u64,
     /// Signal frames of handlers not hooked (or not yet) whose interrupted PC, a clean point,
     /// a flush rewrote to its original: each thread went on natively after its handler (an
     /// escape).
@@ -650,6 +664,9 @@ pub struct Jit {
     /// [`Jit::splice_action_sites`]), and whether they were placed (the first look).
     sites: Vec<Entry>,
     sites_placed: bool,
+    /// Whether glibc's `siglongjmp` and `__longjmp_chk` were spliced (among `sites`, once a
+    /// handler is hooked: see [`Jit::splice_longjmps`]).
+    longjmps_placed: bool,
     /// Where they are ([`Jit::find_action_sites`]).
     action_sites: Option<Vec<(usize, u64)>>,
     /// Roots naming a library not loaded when the JIT went in ([`Jit::wait_for_roots`]):
@@ -1044,6 +1061,28 @@ fn clean_points(t: &Translation, orig: u64) -> Option<(u64, u64)> {
 
 /// Bytes of a stack a flush looks through for the frames of a thread it brings out.
 const FRAME_SCAN: usize = 256 * 1024;
+
+/// How far above a `siglongjmp`'s stack pointer kerf looks for the rewritten frames it leaves
+/// ([`Jit::longjmp_out`]).
+const LONGJMP_SCAN: u64 = 64 * 1024;
+
+/// The words of the target's memory from `from` towards `to` (8-byte aligned), as far as they
+/// read, a page at a time.
+fn read_words(mem: &RemoteMem, from: u64, to: u64) -> Vec<u64> {
+    const PAGE: u64 = 4096;
+    let mut bytes = Vec::new();
+    let mut at = from;
+    while at < to {
+        let n = (PAGE - at % PAGE).min(to - at) as usize;
+        let mut page = vec![0u8; n];
+        if mem.read(RemoteAddr(at), &mut page).is_err() {
+            break;
+        }
+        bytes.extend(page);
+        at += n as u64;
+    }
+    bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect()
+}
 
 /// The words of thread `tid`'s stack from its stack pointer up, at most `len` bytes (fewer
 /// where the stack ends sooner).
@@ -1806,6 +1845,7 @@ pub fn install(
         pending: Vec::new(),
         sites: Vec::new(),
         sites_placed: false,
+        longjmps_placed: false,
         action_sites: None,
         late_roots: Vec::new(),
         load_hook,
@@ -2691,6 +2731,15 @@ impl Jit {
                     ticket = ticket.wrapping_add(1);
                     continue;
                 }
+                if target & (mb::UNMAPPED | mb::LONGJMP) == mb::LONGJMP {
+                    // A `siglongjmp` in the original code while a handler's frame was
+                    // rewritten: answered in the slot, before the ticket is counted answered.
+                    let back_in = self.longjmp_out(target & mb::ADDRESS, &mbox);
+                    mbox.store_u64(slot, mb::answer_word(ticket, u64::from(back_in)));
+                    questions += 1;
+                    ticket = ticket.wrapping_add(1);
+                    continue;
+                }
                 if target & mb::REVERSE != 0 {
                     // A signal handler's entry: answered in the slot, before the ticket is
                     // counted answered.
@@ -3545,7 +3594,8 @@ impl Jit {
         }
         let caught = kerf_os::process::caught_signals(&kerf_os::process::RealSys, self.pid);
         let unchanged = caught.is_none_or(|c| c == 0) || caught == self.caught;
-        if unchanged && self.pending.is_empty() && self.sites_placed {
+        let longjmps = self.longjmps_placed || self.hooks.is_empty();
+        if unchanged && self.pending.is_empty() && self.sites_placed && longjmps {
             return;
         }
         self.caught = caught;
@@ -3740,7 +3790,94 @@ impl Jit {
         }
         self.pending.extend(pending.into_iter().filter(|p| again.contains(&p.0)));
         self.publish_handlers(&mem, mbox)?;
+        if !self.hooks.is_empty() && !self.longjmps_placed {
+            self.splice_longjmps(&mem, all, &pcs, mbox);
+        }
         Ok(())
+    }
+
+    /// Send glibc's `siglongjmp` (alias `longjmp`, `_longjmp`) and `__longjmp_chk` through a
+    /// hook in libc's hook place ([`kerf_jit::longjmp_hook`]), with every thread stopped
+    /// (their PCs `pcs`), once a handler is hooked: a handler that interrupted the cache and
+    /// leaves by `siglongjmp` then goes on in the cache where it lands, if that is still in
+    /// its root call (see [`kerf_jit::x86_64::signal`]). A function with a thread inside its
+    /// first instructions is tried again at the next look; one that cannot be hooked is said
+    /// in `signals.failed` (its jumps out of handlers stay escapes, counted).
+    fn splice_longjmps(&mut self, mem: &RemoteMem, all: &[&AnalyzedImage], pcs: &[u64], mbox: u64) {
+        const NAMES: [&str; 3] = ["siglongjmp", "__libc_siglongjmp", "__longjmp_chk"];
+        self.longjmps_placed = true;
+        for (k, m) in all.iter().enumerate() {
+            if !kerf_jit::glibc_module(&m.path.to_string_lossy())
+                || self.spaces[k].is_none()
+                || self.gone.contains(&k)
+            {
+                continue;
+            }
+            let cfg = &m.analysis.cfg;
+            let mut funcs: Vec<FuncId> =
+                NAMES.iter().flat_map(|n| cfg.functions_named(n)).collect();
+            funcs.sort_by_key(|&f| cfg.function(f).entry);
+            funcs.dedup_by_key(|f| cfg.function(*f).entry);
+            for f in funcs {
+                let at = cfg.function(f).entry.0.wrapping_add(m.bias.unwrap_or(0));
+                let under = |e: &Entry| e.at.0 < at + 5 && at < e.at.0 + e.old.len() as u64;
+                if self.sites.iter().chain(&self.entries).any(under)
+                    || self.hooks.iter().any(|h| under(&h.entry))
+                {
+                    continue;
+                }
+                let name = cfg.function(f).name.clone();
+                match self.splice_longjmp(mem, m, k, f, pcs, mbox) {
+                    Ok(true) => {}
+                    Ok(false) => self.longjmps_placed = false,
+                    Err(why) => {
+                        let file = m.path.file_name().unwrap_or_default().to_string_lossy();
+                        let line = format!("{file}: {name}: {why}");
+                        if !self.stats.signals.failed.contains(&line) {
+                            self.stats.signals.failed.push(line);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// [`Jit::splice_longjmps`] for function `f` of module `m` (the `k`th): `false` if a thread
+    /// stands inside its first instructions.
+    fn splice_longjmp(
+        &mut self,
+        mem: &RemoteMem,
+        m: &AnalyzedImage,
+        k: usize,
+        f: FuncId,
+        pcs: &[u64],
+        mbox: u64,
+    ) -> Result<bool, String> {
+        let cfg = &m.analysis.cfg;
+        let at = cfg.function(f).entry.0.wrapping_add(m.bias.unwrap_or(0));
+        let module = &modules_of(&[m], &[], false, false)[0];
+        let d = kerf_jit::translate::entry_displaced(module, f)?;
+        if pcs.iter().any(|&pc| pc > at && pc < at + d.len as u64) {
+            return Ok(false);
+        }
+        let (base, bytes) = m.code_region(cfg.function(f).entry).ok_or("no code bytes")?;
+        let off = (cfg.function(f).entry.0 - base.0) as usize;
+        let old = bytes[off..off + d.len].to_vec();
+        let sp = self.spaces[k].as_mut().ok_or("no code room")?;
+        let place = sp.code.0 + sp.hook_next;
+        let name = cfg.function(f).name.clone();
+        let (code, entry) =
+            kerf_jit::longjmp_hook(&name, place, &d, mbox).map_err(|e| e.to_string())?;
+        let len = (code.len() as u64).next_multiple_of(64);
+        if sp.hook_next + len > sp.hook_end {
+            return Err("its module's place for hooks is full".into());
+        }
+        let new = kerf_patch::jump5_bytes(at, entry, d.len).ok_or("out of a rel32's reach")?;
+        sp.code_mem.write_bytes((place - sp.code.0) as usize, &code);
+        sp.hook_next += len;
+        write_checked(mem, RemoteAddr(at), &old, &new).map_err(|e| e.to_string())?;
+        self.sites.push(Entry { label: name, at: RemoteAddr(at), old, new });
+        Ok(true)
     }
 
     /// Write the handlers hooked so far into the mailbox's `HANDLERS` (the first
@@ -4099,6 +4236,62 @@ impl Jit {
         Ok(Some(Hook { entry, module: k, back: hook.back, live: hook.live }))
     }
 
+    /// kerf's answer to a `siglongjmp` of the original code ([`mb::LONGJMP`]; see
+    /// [`kerf_jit::x86_64::signal`]), whose three words are at `record` on its thread's stack:
+    /// the stack pointer at its entry, and the stack pointer and PC it jumps to. The frames
+    /// that hooks rewrote between the first two (at most [`LONGJMP_SCAN`] bytes: a handler on
+    /// an alternate stack is near its stack pointer, the place it jumps to may be far) are
+    /// left by the jump: each is counted ([`mb::SIG_LEFT`]) and its check word cleared.
+    /// Whether the thread is to go on in the cache: the jump stays in the root call that the
+    /// outermost of those frames interrupted (an outer-frame word of the table, the stack
+    /// pointer at that root call's entry, lies above both the interrupted stack pointer and
+    /// the jump's, in the interrupted stack's mapping).
+    fn longjmp_out(&mut self, record: u64, mbox: &SharedMem) -> bool {
+        use kerf_jit::x86_64::signal::{busy_marked, left_words, rewritten, UC_RSP};
+        let mut b = [0u8; 24];
+        if self.mem.read(RemoteAddr(record), &mut b).is_err() {
+            return false;
+        }
+        let w = |k: usize| u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().expect("8 bytes"));
+        let (sp, to_sp) = (w(0), w(1));
+        self.stats.signals.longjmps_asked += 1;
+        let end = if to_sp > sp { to_sp.min(sp + LONGJMP_SCAN) } else { sp + LONGJMP_SCAN };
+        let words = read_words(&self.mem, sp, end);
+        let mut left = 0;
+        let mut interrupted = None;
+        for k in 0..words.len() {
+            let uc = &words[k + 1..];
+            if !self.hooks.iter().any(|h| h.back == words[k]) || !(rewritten(uc) || busy_marked(uc))
+            {
+                continue;
+            }
+            let uc = sp + 8 * (k as u64 + 1);
+            for (off, v) in left_words() {
+                let _ = self.mem.write(RemoteAddr(uc + off), &v.to_le_bytes());
+            }
+            left += 1;
+            interrupted = words.get(k + 1 + UC_RSP as usize / 8).copied();
+        }
+        if left == 0 {
+            return false;
+        }
+        self.stats.signals.left += left;
+        mbox.store_u64(mb::SIG_LEFT as usize, self.stats.signals.left);
+        let Some(at) = interrupted else { return false };
+        let Ok(Some(stack)) = crate::load::mapping_at(self.pid, RemoteAddr(at)) else {
+            return false;
+        };
+        use kerf_jit::table::{OUTER, OUTER_BYTES};
+        let inside = (0..OUTER_BYTES / 8).any(|j| {
+            let entry_sp = self.table.load_u64((OUTER + 8 * j) as usize);
+            entry_sp > at && entry_sp > to_sp && entry_sp < stack.end.0
+        });
+        if inside {
+            self.stats.signals.left_inside += 1;
+        }
+        inside
+    }
+
     /// The hooks' words: what their entries and returns counted (the mailbox's).
     fn signal_counts(&mut self, mbox: &SharedMem) {
         let s = &mut self.stats.signals;
@@ -4107,10 +4300,14 @@ impl Jit {
         s.away = mbox.load_u64(mb::SIG_AWAY as usize);
         s.resumed = mbox.load_u64(mb::SIG_RESUMED as usize);
         s.busy = mbox.load_u64(mb::SIG_BUSY as usize);
+        s.reentered = mbox.load_u64(mb::SIG_REENTERED as usize);
+        s.stranded = mbox.load_u64(mb::SIG_STRANDED as usize);
+        s.busy_back = mbox.load_u64(mb::SIG_BUSY_BACK as usize);
         // (Read once the process has ended: every handler that was going to return has.)
         if self.target_gone() {
             let s = &mut self.stats.signals;
-            s.never_returned = s.moved.saturating_sub(s.back + s.resumed + s.away);
+            let done = s.back + s.resumed + s.away + s.busy_back + s.left;
+            s.never_returned = (s.moved + s.busy).saturating_sub(done);
         }
     }
 
@@ -4312,7 +4509,23 @@ impl Jit {
     /// signal frame keeps the interrupted PC (a signal handler interrupted a thread in the
     /// cache and may not have returned): that code must stay as it is.
     fn stacks_hold_cache(&self, tr: &Tracee) -> Result<Option<HeldBy>, JitFail> {
-        Ok(self.signal_frames(tr)?.into_iter().next().map(|f| f.held))
+        if let Some(f) = self.signal_frames(tr)?.into_iter().next() {
+            return Ok(Some(f.held));
+        }
+        // And a frame a hook left with its cache address (kerf busy) whose handler has not
+        // returned: it returns through the hook's return sequence, in a code room, though a
+        // flush may have made its PC an original address.
+        use kerf_jit::x86_64::signal::busy_marked;
+        for &tid in tr.threads() {
+            let sp = tr.regs(tid)?.sp().0;
+            let words = stack_words(tr, tid, 64 * 1024)?;
+            for (k, &w) in words.iter().enumerate() {
+                if self.hooks.iter().any(|h| h.back == w) && busy_marked(&words[k + 1..]) {
+                    return Ok(Some(HeldBy { tid, at: sp + 8 * k as u64, pc: w, original: None }));
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// Every live signal frame on the threads' stacks (the 64 KiB above each stack pointer)

@@ -1029,9 +1029,11 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         }));
     }
     // A thread a signal handler sent to code kerf could not translate, whose handler's frame a
-    // flush rewrote to the original address, or whose handler left by `siglongjmp`, goes on
-    // natively for the rest of its root call: an escape, of no module's cache.
-    escapes += s.signals.away + s.signals.sent_out + s.signals.never_returned;
+    // flush rewrote to the original address, whose handler left by a jump kerf did not see,
+    // or left by `siglongjmp` for code kerf could not translate, goes on natively for the rest
+    // of its root call: an escape, of no module's cache.
+    let g = &s.signals;
+    escapes += g.away + g.sent_out + g.never_returned + g.stranded;
     // A block two translations hold (a block of two functions, the second translated on
     // demand after the first) counts in both: one row, their sum, named after the first.
     // (Sorted by module and address, the first translation's first: a stable sort.)
@@ -1183,6 +1185,12 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         "away": g.away,
         "sent_out_by_flushes": g.sent_out,
         "never_returned": g.never_returned,
+        "busy_back": g.busy_back,
+        "longjmps_asked": g.longjmps_asked,
+        "left_by_longjmp": g.left,
+        "longjmps_back_in": g.left_inside,
+        "longjmps_reentered": g.reentered,
+        "longjmps_stranded": g.stranded,
         "put_back_by_flushes": g.put_back,
         "looks": g.looks,
         "noticed": g.noticed,
@@ -1291,12 +1299,19 @@ fn signal_report(g: &kerf_session::jit::SignalStats, events: &mut dyn Events) {
             g.away
         ));
     }
+    if g.left > 0 {
+        events.say(&format!(
+            "{} signal handlers that interrupted the cache left by siglongjmp: {} of the jumps \
+             stayed in their root call and went on in the cache ({} natively, no translation)",
+            g.left, g.reentered, g.stranded
+        ));
+    }
     if g.never_returned > 0 {
         events.warn(&format!(
-            "{} signal handlers that interrupted the cache never returned (they left by \
-             siglongjmp or longjmp, which a handler does in the original code, or their thread \
-             ended in them): each thread went on natively for the rest of its root call, \
-             uncounted; counted as escapes",
+            "{} signal handlers that interrupted the cache never returned (they left by a jump \
+             kerf does not follow, such as setcontext or a C++ exception, or their thread ended \
+             in them): each thread went on natively for the rest of its root call, uncounted; \
+             counted as escapes",
             g.never_returned
         ));
     }

@@ -41,8 +41,40 @@
 //! steps over a faulting instruction) sends the thread where it asked: kerf is asked where
 //! that is in the cache ([`crate::mailbox::RESUME`]), and the thread goes on there, or in the
 //! original code if kerf has no translation for it.
+//!
+//! # A handler that leaves by `siglongjmp` ([`longjmp_entry`], [`longjmp_land`])
+//!
+//! A handler runs in the original code, so its `siglongjmp` lands on the original address the
+//! program's `sigsetjmp` kept (the cache pushes original return addresses), and its thread
+//! would run the rest of its root call natively. glibc's `siglongjmp` (alias `longjmp`,
+//! `_longjmp`) and `__longjmp_chk` are spliced at their entries, once a handler is hooked:
+//!
+//! 1. While no hooked frame is in flight (`SIG_MOVED` and `SIG_BUSY` less the frames that came
+//!    back, went away and were left, see [`crate::mailbox::SIG_LEFT`]), or kerf is not
+//!    listening: on to the displaced instructions, at the cost of a few loads.
+//! 2. Otherwise the jump's stack pointer and PC are read from the `jmp_buf` (demangled with
+//!    the thread's pointer guard, as glibc's `__longjmp` does) and kerf is asked
+//!    ([`crate::mailbox::LONGJMP`]). kerf reads the stack between the two stack pointers for
+//!    hooked frames (rewritten, or left with their cache address while kerf was busy), counts
+//!    them left, and answers whether the jump stays in the root call
+//!    that the outermost of them interrupted.
+//! 3. If it does: the PC goes in the word just below the jump's stack pointer (in the red zone
+//!    of the function that called `sigsetjmp`, which holds nothing once that call has returned
+//!    and which a signal frame skips), and `siglongjmp` goes on with a copy of the program's
+//!    `jmp_buf` whose PC is [`longjmp_land`], below a stack pointer lowered past the copy (the
+//!    function never returns). The program's own buffer is not touched: it may be jumped to
+//!    again later, from anywhere.
+//! 4. glibc then does all it does (cleanup buffers, the signal mask, the check of
+//!    `__longjmp_chk`) and its `__longjmp` jumps to the landing with the program's registers
+//!    as `sigsetjmp` returns them. The landing asks kerf where in the cache the PC is
+//!    ([`crate::mailbox::RESUME`], as a handler's return does; kerf translates it if it must)
+//!    and jumps there, or to the PC itself if nowhere (an escape, counted). The cache address
+//!    is asked for only here: a flush between the question of step 2 and the jump would free
+//!    one asked for earlier, while the thread ran glibc's code with it. The landing needs no
+//!    register but `rax` (the value `sigsetjmp` returns) and the callee-saved ones: nothing
+//!    else lives across the return of a call, the flags included.
 
-use super::{at, at_rsp, labelled, op, post_and_wait, rip};
+use super::{at, at_rsp, labelled, move_rsp, op, post_and_wait, rip};
 use crate::mailbox as mb;
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
@@ -52,6 +84,8 @@ use iced_x86::{Code, Instruction, MemoryOperand, Register};
 /// `__reserved1[8]`.
 pub const UC_RIP: i32 = 40 + 16 * 8;
 pub const UC_SPARE: i32 = 40 + 23 * 8 + 8;
+/// The interrupted stack pointer in the `ucontext` (`uc_mcontext.rsp`, index 15).
+pub const UC_RSP: i32 = 40 + 15 * 8;
 /// The spare words: the cache address, the original written, the restorer, the check.
 const SPARE_CACHE: i32 = UC_SPARE;
 const SPARE_ORIG: i32 = UC_SPARE + 8;
@@ -59,6 +93,9 @@ const SPARE_RESTORER: i32 = UC_SPARE + 16;
 const SPARE_CHECK: i32 = UC_SPARE + 24;
 /// What the check word is xored with ("kerfsig", no address has these high bits).
 pub const CHECK_KEY: u64 = 0x6b65_7266_7369_6721;
+/// What the check word of a frame left with its cache address (kerf busy, see
+/// [`signal_entry`]'s step 2) is xored with instead ("kerfbsy").
+pub const BUSY_KEY: u64 = 0x6b65_7266_6273_7921;
 
 /// The registers the entry saves after `rax` and the flags (`post_and_wait` clobbers them
 /// all but `rbx`, which keeps the PC asked about; the handler gets them back as the kernel
@@ -167,15 +204,56 @@ pub fn signal_entry(
     ]);
     v.extend(counted(RAX, mailbox + mb::SIG_MOVED));
     v.push(jump(Code::Jmp_rel32_64, done));
-    // In the cache, not asked: counted (its handler sees the cache address).
-    v.push(labelled(mov_imm(RAX, mailbox + mb::SIG_BUSY), busy));
-    v.push(locked(op(Instruction::with1(Code::Inc_rm64, at(RAX, 0)))));
+    // In the cache, not asked: counted (its handler sees the cache address), and its return
+    // made to come through the return sequence too, which counts it back
+    // ([`crate::mailbox::SIG_BUSY_BACK`]): so a frame of this kind is known in flight, and a
+    // `siglongjmp` out of its handler asks kerf as one out of a rewritten frame does. The
+    // spare words: the cache address, no original, the restorer, the check with `BUSY_KEY`.
+    v.extend([
+        labelled(mov_imm(RAX, restorer), busy),
+        op(Instruction::with2(Code::Mov_rm64_r64, uc(SPARE_CACHE), RCX)),
+        op(Instruction::with2(Code::Mov_rm64_imm32, uc(SPARE_ORIG), 0)),
+        op(Instruction::with2(Code::Mov_rm64_r64, uc(SPARE_RESTORER), RAX)),
+        op(Instruction::with2(Code::Xor_r64_rm64, RAX, RCX)),
+        mov_imm(RDX, BUSY_KEY),
+        op(Instruction::with2(Code::Xor_r64_rm64, RAX, RDX)),
+        op(Instruction::with2(Code::Mov_rm64_r64, uc(SPARE_CHECK), RAX)),
+        mov_imm(RAX, back),
+        op(Instruction::with2(Code::Mov_rm64_r64, at_rsp(PUSHED), RAX)),
+    ]);
+    v.extend(counted(RAX, mailbox + mb::SIG_BUSY));
     let mut pops = SAVED.iter().rev().map(|&r| op(Instruction::with1(Code::Pop_r64, r)));
     v.push(labelled(pops.next().expect("registers saved"), done));
     v.extend(pops);
     v.push(Instruction::with(Code::Popfq));
     v.push(labelled(op(Instruction::with1(Code::Pop_r64, RAX)), plain));
     v.push(jump(Code::Jmp_rel32_64, go_on));
+    v
+}
+
+/// A question of kind `kind` ([`crate::mailbox::RESUME`], [`crate::mailbox::LONGJMP`]) about
+/// the address in `rcx`, `rax` the mailbox: posted, counted in `SIG_PENDING` while it waits (a
+/// question the entries need not wait behind), and kerf's answer in `rcx`, or on to `none` if
+/// there is none. Clobbers what [`post_and_wait`] and [`answer`] do.
+fn question(
+    mailbox: u64,
+    kind: u64,
+    none: u64,
+    labels: &mut dyn FnMut() -> u64,
+) -> Vec<Instruction> {
+    use Register::*;
+    let (served, answered) = (labels(), labels());
+    let mut v = vec![
+        mov_imm(RDX, kind),
+        op(Instruction::with2(Code::Or_r64_rm64, RCX, RDX)),
+        locked(op(Instruction::with1(Code::Inc_rm32, at(RAX, mb::SIG_PENDING as i32)))),
+    ];
+    v.extend(post_and_wait(mailbox, served, labels));
+    v.extend([
+        labelled(mov_imm(RAX, mailbox), served),
+        locked(op(Instruction::with1(Code::Dec_rm32, at(RAX, mb::SIG_PENDING as i32)))),
+    ]);
+    v.extend(answer(answered, mailbox, none));
     v
 }
 
@@ -207,9 +285,19 @@ fn answer(label: u64, mailbox: u64, none: u64) -> Vec<Instruction> {
 /// Whether `uc`, the words of a `ucontext` (from its first), hold a frame the entry rewrote
 /// and whose handler has not returned: its check word matches (kerf's side, reading stacks).
 pub fn rewritten(uc: &[u64]) -> bool {
+    checked(uc, CHECK_KEY)
+}
+
+/// Whether `uc` holds a frame the entry left with its cache address (kerf busy) and whose
+/// handler has not returned.
+pub fn busy_marked(uc: &[u64]) -> bool {
+    checked(uc, BUSY_KEY) && uc.get(SPARE_ORIG as usize / 8) == Some(&0)
+}
+
+fn checked(uc: &[u64], key: u64) -> bool {
     let word = |off: i32| uc.get(off as usize / 8).copied();
     match (word(SPARE_CACHE), word(SPARE_ORIG), word(SPARE_RESTORER), word(SPARE_CHECK)) {
-        (Some(c), Some(o), Some(r), Some(check)) => check == c ^ o ^ r ^ CHECK_KEY,
+        (Some(c), Some(o), Some(r), Some(check)) => check == c ^ o ^ r ^ key,
         _ => false,
     }
 }
@@ -257,7 +345,8 @@ pub fn signal_return(
     labels: &mut dyn FnMut() -> u64,
 ) -> Vec<Instruction> {
     use Register::*;
-    let (away, served, native, lost, out) = (labels(), labels(), labels(), labels(), labels());
+    let (away, native, lost, out) = (labels(), labels(), labels(), labels());
+    let busy = labels();
     let mut v = vec![
         labelled(op(Instruction::with2(Code::Mov_r64_rm64, RAX, at_rsp(SPARE_ORIG))), label),
         op(Instruction::with2(Code::Mov_r64_rm64, RDX, at_rsp(SPARE_CACHE))),
@@ -268,7 +357,7 @@ pub fn signal_return(
         mov_imm(RSI, CHECK_KEY),
         op(Instruction::with2(Code::Xor_r64_rm64, RDI, RSI)),
         op(Instruction::with2(Code::Cmp_r64_rm64, RDI, at_rsp(SPARE_CHECK))),
-        jump(Code::Jne_rel32_64, lost),
+        jump(Code::Jne_rel32_64, busy),
         // The frame is done with: its check word and the return address that named this
         // sequence cleared, so that kerf takes no frame left on the stack for a live one.
         op(Instruction::with2(Code::Mov_rm64_imm32, at_rsp(SPARE_CHECK), 0)),
@@ -291,23 +380,26 @@ pub fn signal_return(
         mov_imm(RDX, mb::ADDRESS),
         op(Instruction::with2(Code::Cmp_r64_rm64, RCX, RDX)),
         jump(Code::Ja_rel32_64, native),
-        mov_imm(RDX, mb::RESUME),
-        op(Instruction::with2(Code::Or_r64_rm64, RCX, RDX)),
-        // (A question the entries need not wait behind: see `SIG_PENDING`.)
-        locked(op(Instruction::with1(Code::Inc_rm32, at(RAX, mb::SIG_PENDING as i32)))),
     ]);
-    v.extend(post_and_wait(mailbox, served, labels));
-    let answered = labels();
-    v.extend([
-        labelled(mov_imm(RAX, mailbox), served),
-        locked(op(Instruction::with1(Code::Dec_rm32, at(RAX, mb::SIG_PENDING as i32)))),
-    ]);
-    v.extend(answer(answered, mailbox, native));
+    v.extend(question(mailbox, mb::RESUME, native, labels));
     v.push(op(Instruction::with2(Code::Mov_rm64_r64, at_rsp(UC_RIP), RCX)));
     v.extend(counted(RSI, mailbox + mb::SIG_RESUMED));
     v.push(jump(Code::Jmp_rel32_64, out));
     let [word, inc] = counted(RSI, mailbox + mb::SIG_AWAY);
     v.extend([labelled(word, native), inc]);
+    // A frame the entry left with its cache address (its original 0, its check made with
+    // `BUSY_KEY`): done with as above, counted, and on to the restorer as it is.
+    v.extend([
+        labelled(mov_imm(RSI, CHECK_KEY ^ BUSY_KEY), busy),
+        op(Instruction::with2(Code::Xor_r64_rm64, RDI, RSI)),
+        op(Instruction::with2(Code::Cmp_r64_rm64, RDI, at_rsp(SPARE_CHECK))),
+        jump(Code::Jne_rel32_64, lost),
+        op(Instruction::with2(Code::Test_rm64_r64, RAX, RAX)),
+        jump(Code::Jne_rel32_64, lost),
+        op(Instruction::with2(Code::Mov_rm64_imm32, at_rsp(SPARE_CHECK), 0)),
+        op(Instruction::with2(Code::Mov_rm64_imm32, at_rsp(-8), 0)),
+    ]);
+    v.extend(counted(RSI, mailbox + mb::SIG_BUSY_BACK));
     v.extend([
         labelled(op(Instruction::with2(Code::Mov_r64_rm64, RCX, at_rsp(SPARE_RESTORER))), out),
         op(Instruction::with1(Code::Jmp_rm64, RCX)),
@@ -316,6 +408,184 @@ pub fn signal_return(
         // restorer does.
         labelled(op(Instruction::with2(Code::Mov_r32_imm32, EAX, 15)), lost),
         Instruction::with(Code::Syscall),
+    ]);
+    v
+}
+
+/// What kerf writes into the `ucontext` of a rewritten frame that a `siglongjmp` left (as
+/// `(offset, word)` pairs): the check word cleared, so that no later scan of the stack takes it
+/// for a live frame (see [`rewritten`]).
+pub fn left_words() -> [(u64, u64); 1] {
+    [(SPARE_CHECK as u64, 0)]
+}
+
+/// glibc's x86-64 `jmp_buf` (`struct __jmp_buf_tag`): the saved stack pointer and PC (each
+/// mangled with the thread's pointer guard), and the bytes of the whole structure (eight
+/// registers, `__mask_was_saved`, the signal mask): what `siglongjmp` reads.
+const JB_RSP: i32 = 6 * 8;
+const JB_PC: i32 = 7 * 8;
+const JMP_BUF_WORDS: u32 = 25;
+/// glibc's pointer guard, `%fs:0x30` (`tcbhead_t.pointer_guard`): `PTR_MANGLE(x)` is
+/// `rol(x ^ guard, 17)`.
+const POINTER_GUARD: i64 = 0x30;
+const MANGLE_ROTATE: u32 = 17;
+/// How far below its stack pointer at the entry `siglongjmp` goes on when it is sent to the
+/// landing: the `jmp_buf`'s copy lies above that, clear of what the entry pushed.
+const LOWERED: i32 = 512;
+/// Bytes the entry pushes before it asks: `rax`, the flags, `rcx`, [`LONGJMP_SAVED`], then
+/// the three words of the question (its stack pointer, the jump's, the jump's PC).
+const LONGJMP_SAVED: [Register; 8] = [
+    Register::RDX,
+    Register::RDI,
+    Register::RSI,
+    Register::R8,
+    Register::R9,
+    Register::R10,
+    Register::R11,
+    Register::R12,
+];
+const LJ_PUSHED: i32 = 8 * (3 + LONGJMP_SAVED.len() as i32);
+const LJ_ASKED: i32 = LJ_PUSHED + 24;
+/// Where the step 3 puts its stack pointer while it copies, below the copy.
+const LJ_LOW: i32 = LJ_ASKED + LOWERED;
+
+/// `%fs:0x30`.
+fn pointer_guard() -> MemoryOperand {
+    MemoryOperand::new(Register::None, Register::None, 1, POINTER_GUARD, 4, false, Register::FS)
+}
+
+/// `r` = the word at `[base + disp]` of a `jmp_buf`, demangled.
+fn demangled(r: Register, base: Register, disp: i32) -> [Instruction; 3] {
+    [
+        op(Instruction::with2(Code::Mov_r64_rm64, r, at(base, disp))),
+        op(Instruction::with2(Code::Ror_rm64_imm8, r, MANGLE_ROTATE)),
+        op(Instruction::with2(Code::Xor_r64_rm64, r, pointer_guard())),
+    ]
+}
+
+/// The entry of glibc's `siglongjmp` at label `label` (see the module comment): `land` the
+/// address of its [`longjmp_land`], `go_on` the label of the function's displaced
+/// instructions.
+pub fn longjmp_entry(
+    label: u64,
+    mailbox: u64,
+    land: u64,
+    go_on: u64,
+    labels: &mut dyn FnMut() -> u64,
+) -> Vec<Instruction> {
+    use Register::*;
+    let (plain, no) = (labels(), labels());
+    // Offsets from the stack pointer once the question is asked, and once lowered.
+    let saved = |r: Register| {
+        let k = LONGJMP_SAVED.iter().position(|&s| s == r).expect("a saved register") as i32;
+        LJ_ASKED - 8 * (4 + k)
+    };
+    let low = |off: i32| at_rsp(off + LOWERED);
+    let mut v = vec![
+        labelled(op(Instruction::with1(Code::Push_r64, RAX)), label),
+        Instruction::with(Code::Pushfq),
+        op(Instruction::with1(Code::Push_r64, RCX)),
+        // 1. Frames in flight.
+        mov_imm(RAX, mailbox),
+        op(Instruction::with2(Code::Mov_r64_rm64, RCX, at(RAX, mb::SIG_MOVED as i32))),
+        op(Instruction::with2(Code::Add_r64_rm64, RCX, at(RAX, mb::SIG_BUSY as i32))),
+    ];
+    for w in [mb::SIG_BACK, mb::SIG_AWAY, mb::SIG_RESUMED, mb::SIG_BUSY_BACK, mb::SIG_LEFT] {
+        v.push(op(Instruction::with2(Code::Sub_r64_rm64, RCX, at(RAX, w as i32))));
+    }
+    v.extend([
+        jump(Code::Jle_rel32_64, plain),
+        op(Instruction::with2(Code::Cmp_rm32_imm8, at(RAX, mb::LISTEN as i32), 0)),
+        jump(Code::Je_rel32_64, plain),
+    ]);
+    v.extend(LONGJMP_SAVED.iter().map(|&r| op(Instruction::with1(Code::Push_r64, r))));
+    // 2. The question's words: the PC, the jump's stack pointer, this one's (at the entry).
+    v.extend(demangled(RDX, RDI, JB_PC));
+    v.extend(demangled(RCX, RDI, JB_RSP));
+    v.extend([
+        op(Instruction::with2(Code::Lea_r64_m, RSI, at_rsp(LJ_PUSHED))),
+        op(Instruction::with1(Code::Push_r64, RDX)),
+        op(Instruction::with1(Code::Push_r64, RCX)),
+        op(Instruction::with1(Code::Push_r64, RSI)),
+        op(Instruction::with2(Code::Mov_r64_rm64, RCX, RSP)),
+    ]);
+    v.extend(question(mailbox, mb::LONGJMP, no, labels));
+    v.extend([
+        // 3. Below the copy first (a signal's frame goes below the stack pointer).
+        move_rsp(-LOWERED),
+        // The PC below the jump's stack pointer.
+        op(Instruction::with2(Code::Mov_r64_rm64, RDX, low(8))),
+        op(Instruction::with2(Code::Mov_r64_rm64, RAX, low(16))),
+        op(Instruction::with2(Code::Mov_rm64_r64, at(RDX, -8), RAX)),
+        // The copy, at the entry's stack pointer less `LOWERED` and 8 (the return address).
+        op(Instruction::with2(Code::Mov_r64_rm64, RSI, low(saved(RDI)))),
+        op(Instruction::with2(Code::Lea_r64_m, RDI, at_rsp(LJ_LOW - LOWERED + 8))),
+        op(Instruction::with2(Code::Mov_r32_imm32, ECX, JMP_BUF_WORDS)),
+        op(Instruction::with_rep_movsq(64)),
+        mov_imm(RAX, land),
+        op(Instruction::with2(Code::Xor_r64_rm64, RAX, pointer_guard())),
+        op(Instruction::with2(Code::Rol_rm64_imm8, RAX, MANGLE_ROTATE)),
+        op(Instruction::with2(Code::Mov_rm64_r64, at_rsp(LJ_LOW - LOWERED + 8 + JB_PC), RAX)),
+        // Its return address (never used: the function does not return).
+        op(Instruction::with2(Code::Mov_r64_rm64, RAX, at_rsp(LJ_LOW))),
+        op(Instruction::with2(Code::Mov_rm64_r64, at_rsp(LJ_LOW - LOWERED), RAX)),
+        // `rax` and the flags just below the new stack pointer, to be popped last.
+        op(Instruction::with2(Code::Mov_r64_rm64, RAX, at_rsp(LJ_LOW - 16))),
+        op(Instruction::with2(Code::Mov_rm64_r64, at_rsp(LJ_LOW - LOWERED - 16), RAX)),
+        op(Instruction::with2(Code::Mov_r64_rm64, RAX, at_rsp(LJ_LOW - 8))),
+        op(Instruction::with2(Code::Mov_rm64_r64, at_rsp(LJ_LOW - LOWERED - 8), RAX)),
+        op(Instruction::with2(Code::Mov_r64_rm64, RCX, at_rsp(LJ_LOW - 24))),
+    ]);
+    for &r in LONGJMP_SAVED.iter().filter(|&&r| r != RDI) {
+        v.push(op(Instruction::with2(Code::Mov_r64_rm64, r, low(saved(r)))));
+    }
+    v.extend([
+        op(Instruction::with2(Code::Lea_r64_m, RDI, at_rsp(LJ_LOW - LOWERED + 8))),
+        move_rsp(LJ_LOW - LOWERED - 16),
+        Instruction::with(Code::Popfq),
+        op(Instruction::with1(Code::Pop_r64, RAX)),
+        jump(Code::Jmp_rel32_64, go_on),
+    ]);
+    // Not asked, or no: everything back as it came.
+    v.push(labelled(move_rsp(24), no));
+    v.extend(LONGJMP_SAVED.iter().rev().map(|&r| op(Instruction::with1(Code::Pop_r64, r))));
+    v.extend([
+        labelled(op(Instruction::with1(Code::Pop_r64, RCX)), plain),
+        Instruction::with(Code::Popfq),
+        op(Instruction::with1(Code::Pop_r64, RAX)),
+        jump(Code::Jmp_rel32_64, go_on),
+    ]);
+    v
+}
+
+/// Where a `siglongjmp` that [`longjmp_entry`] sent back lands, at label `label`, with the
+/// stack pointer and the callee-saved registers the program's `sigsetjmp` kept, `rax` the
+/// value it returns, and the PC at `[rsp - 8]`: on in the cache at the PC if kerf has a
+/// translation for it ([`crate::mailbox::RESUME`]), else at the PC itself.
+pub fn longjmp_land(label: u64, mailbox: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
+    use Register::*;
+    let (stranded, out) = (labels(), labels());
+    let mut v = vec![
+        labelled(op(Instruction::with2(Code::Mov_r64_rm64, RCX, at_rsp(-8))), label),
+        op(Instruction::with1(Code::Push_r64, RAX)),
+        op(Instruction::with1(Code::Push_r64, RBX)),
+        op(Instruction::with1(Code::Push_r64, R12)),
+        op(Instruction::with2(Code::Mov_r64_rm64, RBX, RCX)),
+        mov_imm(RAX, mailbox),
+        op(Instruction::with2(Code::Cmp_rm32_imm8, at(RAX, mb::LISTEN as i32), 0)),
+        jump(Code::Je_rel32_64, stranded),
+    ];
+    v.extend(question(mailbox, mb::RESUME, stranded, labels));
+    v.extend(counted(RSI, mailbox + mb::SIG_REENTERED));
+    v.push(jump(Code::Jmp_rel32_64, out));
+    let [word, inc] = counted(RSI, mailbox + mb::SIG_STRANDED);
+    v.extend([labelled(word, stranded), inc]);
+    v.push(op(Instruction::with2(Code::Mov_r64_rm64, RCX, RBX)));
+    v.extend([
+        labelled(op(Instruction::with1(Code::Pop_r64, R12)), out),
+        op(Instruction::with1(Code::Pop_r64, RBX)),
+        op(Instruction::with1(Code::Pop_r64, RAX)),
+        op(Instruction::with1(Code::Jmp_rm64, RCX)),
     ]);
     v
 }
@@ -371,6 +641,54 @@ mod tests {
         assert_eq!(back[0].memory_displacement64(), SPARE_ORIG as u64);
     }
 
+    /// glibc 2.36's `siglongjmp` starts `push rbp; mov rbp, rdi; push rbx; mov ebx, esi`.
+    #[test]
+    fn the_longjmp_hook_asks_only_with_a_frame_in_flight_and_lands_by_the_pc_below() {
+        const SIGLONGJMP: u64 = 0x40_2000;
+        let code = [0x55, 0x48, 0x89, 0xfd, 0x53, 0x89, 0xf3, 0xc3];
+        let starts = [SIGLONGJMP];
+        let v = kerf_patch::FunctionView {
+            name: "siglongjmp",
+            extent: SIGLONGJMP..SIGLONGJMP + code.len() as u64,
+            block_starts: &starts,
+            has_unanalysable_jump: false,
+        };
+        let d = kerf_patch::plan_jump5(&code, SIGLONGJMP, SIGLONGJMP, &v).unwrap();
+        let (bytes, entry) = crate::translate::longjmp_hook("libc", HOOK, &d, MAILBOX).unwrap();
+        assert!(bytes.len() < 2048, "{}", bytes.len());
+        // The landing first: the PC from below the stack pointer, then `rax` kept.
+        let land = decode(&bytes, HOOK);
+        assert_eq!((land[0].code(), land[0].memory_base()), (Code::Mov_r64_rm64, Register::RSP));
+        assert_eq!(land[0].memory_displacement64() as i64, -8);
+        assert_eq!((land[1].code(), land[1].op0_register()), (Code::Push_r64, Register::RAX));
+        let e = decode(&bytes[(entry - HOOK) as usize..], entry);
+        // The frames in flight: moved less those that came back, went away, resumed, were left.
+        let words: Vec<u64> = e[4..11].iter().map(|i| i.memory_displacement64()).collect();
+        let back = [mb::SIG_BACK, mb::SIG_AWAY, mb::SIG_RESUMED, mb::SIG_BUSY_BACK, mb::SIG_LEFT];
+        assert_eq!(words[..2], [mb::SIG_MOVED, mb::SIG_BUSY]);
+        assert_eq!(words[2..], back);
+        assert_eq!(e[5].code(), Code::Add_r64_rm64);
+        assert_eq!(e[11].code(), Code::Jle_rel32_64);
+        // Demangled with %fs:0x30, an absolute operand (not rip-relative).
+        let guard: Vec<&Instruction> =
+            e.iter().filter(|i| i.segment_prefix() == Register::FS).collect();
+        assert_eq!(guard.len(), 3, "the PC and stack pointer read, the landing mangled");
+        for g in guard {
+            assert_eq!((g.memory_base(), g.memory_displacement64()), (Register::None, 0x30));
+        }
+        assert!(e.iter().any(|i| i.code() == Code::Movsq_m64_m64 && i.has_rep_prefix()));
+        // The landing's address goes into the copy.
+        assert!(e.iter().any(|i| i.code() == Code::Mov_r64_imm64 && i.immediate64() == HOOK));
+        // Both ways end in the displaced instructions, then on in the function.
+        let n = e.len();
+        let copied: Vec<Code> = e[n - 4..n - 1].iter().map(|i| i.code()).collect();
+        assert_eq!(copied, [Code::Push_r64, Code::Mov_rm64_r64, Code::Push_r64]);
+        assert_eq!(e[n - 1].near_branch_target(), SIGLONGJMP + 5);
+        let go_on = e[n - 4].ip();
+        let into = e.iter().filter(|i| i.near_branch_target() == go_on).count();
+        assert_eq!(into, 2, "asked or not");
+    }
+
     #[test]
     fn a_frame_counts_as_rewritten_only_with_its_check_word() {
         let mut uc = vec![0u64; (UC_SPARE / 8 + 8) as usize];
@@ -382,5 +700,10 @@ mod tests {
         uc[(SPARE_CHECK / 8) as usize] = cache ^ orig ^ RESTORER ^ CHECK_KEY;
         assert!(rewritten(&uc));
         assert!(!rewritten(&uc[..(SPARE_CHECK / 8) as usize]), "the words end first");
+        assert!(!busy_marked(&uc));
+        // A frame left with its cache address: no original, the other key.
+        uc[(SPARE_ORIG / 8) as usize] = 0;
+        uc[(SPARE_CHECK / 8) as usize] = cache ^ RESTORER ^ BUSY_KEY;
+        assert!(busy_marked(&uc) && !rewritten(&uc));
     }
 }
