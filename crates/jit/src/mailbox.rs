@@ -75,10 +75,10 @@ pub const ACTION: u64 = UNMAPPED | REVERSE;
 pub const LOADED: u64 = UNMAPPED | RESUME;
 /// A posted target with both [`REVERSE`] and [`RESUME`] set comes from the entry of glibc's
 /// `siglongjmp` (and `__longjmp_chk`) in the original code while some handler's frame is
-/// rewritten: its low bits are the address of three words on the thread's stack (its stack
-/// pointer, and the stack pointer and PC the jump goes to), and kerf answers 1 if the jump
-/// leaves a handler that interrupted the cache for a place still inside that root call
-/// (the thread is to go on in the cache there), else 0 (see
+/// hooked: its low bits are the address of four words on the thread's stack (its stack
+/// pointer, the stack pointer and PC the jump goes to, its process id), and kerf answers 1 if
+/// the jump leaves a handler that interrupted the cache for a place still inside that root
+/// call (the thread is to go on in the cache there), else 0 (see
 /// [`crate::x86_64::signal::longjmp_entry`]).
 pub const LONGJMP: u64 = REVERSE | RESUME;
 /// The bit of kerf's answer to a [`REVERSE`] or [`RESUME`] question, with the ticket's tag
@@ -154,24 +154,27 @@ pub const HANDLERS: u64 = STOPS + 64;
 pub const HANDLERS_MAX: u64 = 64;
 /// Hooked frames (rewritten, or left with their cache address) that a `siglongjmp` out of
 /// their handler left, as kerf found them when it answered a [`LONGJMP`] (written by kerf
-/// only): a frame in flight is one counted in `SIG_MOVED` or `SIG_BUSY` and in none of
-/// `SIG_BACK`, `SIG_AWAY`, `SIG_RESUMED`, `SIG_BUSY_BACK` and this, and `siglongjmp`'s entry
+/// only): a frame in flight is one counted in `SIG_MOVED` or `SIG_KEPT` and in none of
+/// `SIG_BACK`, `SIG_AWAY`, `SIG_RESUMED`, `SIG_KEPT_BACK` and this, and `siglongjmp`'s entry
 /// asks kerf only while there is one.
 pub const SIG_LEFT: u64 = (HANDLERS + 8 + 8 * HANDLERS_MAX).next_multiple_of(64);
 /// Of the jumps out of a handler that kerf sent back into the cache, those that found a
 /// translation of their target there, and those that went on natively (an escape).
 pub const SIG_REENTERED: u64 = SIG_LEFT + 64;
 pub const SIG_STRANDED: u64 = SIG_REENTERED + 64;
-/// Of the frames counted in `SIG_BUSY` (their handlers saw the cache address), those whose
-/// handler returned (through the hook's return sequence, as a rewritten frame's does).
-pub const SIG_BUSY_BACK: u64 = SIG_STRANDED + 64;
+/// Frames that interrupted the cache and kept its address for their handler (kerf busy,
+/// `SIG_BUSY`, or no clean point there), marked by the entry (see
+/// [`crate::x86_64::signal::signal_entry`]); and those whose handler returned (through the
+/// hook's return sequence, as a rewritten frame's does).
+pub const SIG_KEPT: u64 = SIG_STRANDED + 64;
+pub const SIG_KEPT_BACK: u64 = SIG_KEPT + 64;
 pub const RING: u64 = 8192;
 pub const RING_SLOTS: u32 = 4096;
 /// Bytes of the mailbox.
 pub const BYTES: u64 = RING + 8 * RING_SLOTS as u64;
 const _: () = assert!(RANGES + 8 + 16 * RANGES_MAX <= ROOMS);
 const _: () = assert!(SCRATCH + 32 <= STOPS && STOPS + 8 <= HANDLERS);
-const _: () = assert!(SIG_BUSY_BACK + 8 <= RING);
+const _: () = assert!(SIG_KEPT_BACK + 8 <= RING);
 
 /// Futex waits of at most [`WAIT_NS`] each that end without the thread's ticket answered
 /// (kerf answered others, or the word changed) before a miss gives up and leaves the cache;

@@ -339,14 +339,15 @@ fn table(v: &serde_json::Value, top: usize) -> String {
             m["escapes"]
         );
     }
-    // Escapes of no module's cache: a thread a signal handler sent out (elsewhere, away by
-    // `siglongjmp`, or a frame a flush left with its original address). The rows above did
-    // not add up to the region's line without this one (a user trial).
+    // Escapes of no module's cache: a thread a signal handler sent out (elsewhere, away by a
+    // jump kerf does not follow, or a frame a flush left with its original address), or one a
+    // flush brought out and found no new translation for. The rows above did not add up to
+    // the region's line without this one (a user trial).
     let in_modules: u64 =
         (j["modules"].as_array().into_iter().flatten()).filter_map(|m| m["escapes"].as_u64()).sum();
     if let Some(n) = j["escapes"].as_u64().map(|e| e.saturating_sub(in_modules)).filter(|&n| n > 0)
     {
-        let _ = writeln!(s, "  {:<40} {:>40} escapes", "(signal handlers: no module)", n);
+        let _ = writeln!(s, "  {:<40} {:>40} escapes", "(no module: handlers, flushes)", n);
     }
     let late = &j["on_demand"];
     let untraced = late["late_untraced"].as_array().cloned().unwrap_or_default();

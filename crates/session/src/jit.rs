@@ -461,8 +461,10 @@ pub struct SignalStats {
     /// went on in the cache and the ones that found no translation of their target and went
     /// on natively (an escape).
     pub longjmps_asked: u64,
-    /// Of the frames left with their cache address (`busy`), those whose handler returned.
-    pub busy_back: u64,
+    /// Frames that kept the cache address for their handler (`busy`, or asked about with no
+    /// clean point there), marked by the hook, and those whose handler returned.
+    pub kept: u64,
+    pub kept_back: u64,
     pub left: u64,
     pub left_inside: u64,
     pub reentered: u64,
@@ -665,8 +667,10 @@ pub struct Jit {
     sites: Vec<Entry>,
     sites_placed: bool,
     /// Whether glibc's `siglongjmp` and `__longjmp_chk` were spliced (among `sites`, once a
-    /// handler is hooked: see [`Jit::splice_longjmps`]).
+    /// handler is hooked: see [`Jit::splice_longjmps`]), and where their hooks' code is, and
+    /// in it their landings.
     longjmps_placed: bool,
+    longjmp_hooks: Vec<(std::ops::Range<u64>, std::ops::Range<u64>)>,
     /// Where they are ([`Jit::find_action_sites`]).
     action_sites: Option<Vec<(usize, u64)>>,
     /// Roots naming a library not loaded when the JIT went in ([`Jit::wait_for_roots`]):
@@ -815,6 +819,8 @@ pub struct JitRemoved {
     /// (a stack may return into them).
     pub copies: Vec<i32>,
     pub copies_kept: usize,
+    /// Threads a flush left in a `siglongjmp`'s hook (see [`Jit::bring_back`]).
+    pub in_longjmp: Vec<i32>,
 }
 
 /// A word on a thread's stack that kept the code cache mapped at removal.
@@ -1846,6 +1852,7 @@ pub fn install(
         sites: Vec::new(),
         sites_placed: false,
         longjmps_placed: false,
+        longjmp_hooks: Vec::new(),
         action_sites: None,
         late_roots: Vec::new(),
         load_hook,
@@ -3877,6 +3884,8 @@ impl Jit {
         sp.hook_next += len;
         write_checked(mem, RemoteAddr(at), &old, &new).map_err(|e| e.to_string())?;
         self.sites.push(Entry { label: name, at: RemoteAddr(at), old, new });
+        // (The landing comes first, the entry after it.)
+        self.longjmp_hooks.push((place..place + code.len() as u64, place..entry));
         Ok(true)
     }
 
@@ -4237,8 +4246,10 @@ impl Jit {
     }
 
     /// kerf's answer to a `siglongjmp` of the original code ([`mb::LONGJMP`]; see
-    /// [`kerf_jit::x86_64::signal`]), whose three words are at `record` on its thread's stack:
-    /// the stack pointer at its entry, and the stack pointer and PC it jumps to. The frames
+    /// [`kerf_jit::x86_64::signal`]), whose four words are at `record` on its thread's stack:
+    /// the stack pointer at its entry, the stack pointer and PC it jumps to, and its process
+    /// (one forked from the target posts here too: its words are not in the target's memory,
+    /// and it is answered no). The frames
     /// that hooks rewrote between the first two (at most [`LONGJMP_SCAN`] bytes: a handler on
     /// an alternate stack is near its stack pointer, the place it jumps to may be far) are
     /// left by the jump: each is counted ([`mb::SIG_LEFT`]) and its check word cleared.
@@ -4248,12 +4259,15 @@ impl Jit {
     /// the jump's, in the interrupted stack's mapping).
     fn longjmp_out(&mut self, record: u64, mbox: &SharedMem) -> bool {
         use kerf_jit::x86_64::signal::{busy_marked, left_words, rewritten, UC_RSP};
-        let mut b = [0u8; 24];
+        let mut b = [0u8; 32];
         if self.mem.read(RemoteAddr(record), &mut b).is_err() {
             return false;
         }
         let w = |k: usize| u64::from_le_bytes(b[8 * k..8 * k + 8].try_into().expect("8 bytes"));
-        let (sp, to_sp) = (w(0), w(1));
+        let (sp, to_sp, pid) = (w(0), w(1), w(3));
+        if pid != self.pid as u64 {
+            return false;
+        }
         self.stats.signals.longjmps_asked += 1;
         let end = if to_sp > sp { to_sp.min(sp + LONGJMP_SCAN) } else { sp + LONGJMP_SCAN };
         let words = read_words(&self.mem, sp, end);
@@ -4269,6 +4283,8 @@ impl Jit {
             for (off, v) in left_words() {
                 let _ = self.mem.write(RemoteAddr(uc + off), &v.to_le_bytes());
             }
+            // And its return address, as a handler's return clears it.
+            let _ = self.mem.write(RemoteAddr(uc - 8), &0u64.to_le_bytes());
             left += 1;
             interrupted = words.get(k + 1 + UC_RSP as usize / 8).copied();
         }
@@ -4302,12 +4318,13 @@ impl Jit {
         s.busy = mbox.load_u64(mb::SIG_BUSY as usize);
         s.reentered = mbox.load_u64(mb::SIG_REENTERED as usize);
         s.stranded = mbox.load_u64(mb::SIG_STRANDED as usize);
-        s.busy_back = mbox.load_u64(mb::SIG_BUSY_BACK as usize);
+        s.kept = mbox.load_u64(mb::SIG_KEPT as usize);
+        s.kept_back = mbox.load_u64(mb::SIG_KEPT_BACK as usize);
         // (Read once the process has ended: every handler that was going to return has.)
         if self.target_gone() {
             let s = &mut self.stats.signals;
-            let done = s.back + s.resumed + s.away + s.busy_back + s.left;
-            s.never_returned = (s.moved + s.busy).saturating_sub(done);
+            let done = s.back + s.resumed + s.away + s.kept_back + s.left;
+            s.never_returned = (s.moved + s.kept).saturating_sub(done);
         }
     }
 
@@ -4458,11 +4475,13 @@ impl Jit {
     /// next clean point (single-stepping it there; a thread in a plugin's routine first runs
     /// it to its end), counting them and their steps in `out`. Returns each thread moved:
     /// the original address it is at, and whether it stood at the copied instruction itself
-    /// (any plugin code for that address run) rather than before that code.
+    /// (any plugin code for that address run) rather than before that code. `flushing`: for a
+    /// flush, which leaves the threads in a `siglongjmp`'s hook where they are.
     fn bring_back(
         &self,
         tr: &mut Tracee,
         out: &mut JitRemoved,
+        flushing: bool,
     ) -> Result<Vec<(i32, u64, bool)>, JitFail> {
         let mut moved = Vec::new();
         for tid in tr.threads().to_vec() {
@@ -4471,10 +4490,28 @@ impl Jit {
             if !self.in_cache(regs.pc().0) {
                 continue;
             }
+            // A thread in a `siglongjmp`'s hook is left where it is by a flush (the hook
+            // place stays): it asks again once kerf listens (see `kerf_jit::x86_64::signal`),
+            // where it would otherwise go on natively, out of its root call's cache. Taken out,
+            // one in a landing goes to the jump's original target: no escape (its count as
+            // stranded is taken back), every thread goes on natively then.
+            let pc = regs.pc().0;
+            if flushing && self.longjmp_hooks.iter().any(|(code, _)| code.contains(&pc)) {
+                out.in_longjmp.push(tid);
+                continue;
+            }
+            let landing = self.longjmp_hooks.iter().any(|(_, l)| l.contains(&pc));
             // A thread in a hook or a site's notice came from original code (a handler's
             // entry, an `rt_sigaction` outside the cache) and goes back there, not into the
             // cache after a flush.
-            let from_hooks = self.in_hook_place(regs.pc().0);
+            let from_hooks = self.in_hook_place(pc);
+            let stranded = |tr: &Tracee| {
+                let mbox = self.ctx.mailbox?;
+                let mut w = [0u8; 8];
+                tr.memory().read(RemoteAddr(mbox + mb::SIG_STRANDED), &mut w).ok()?;
+                Some((mbox + mb::SIG_STRANDED, u64::from_le_bytes(w)))
+            };
+            let before = if landing { stranded(tr) } else { None };
             // A thread inside a plugin's routine (a C callback) runs it to its end first.
             let budget = if self.in_routines(regs.pc().0) { MAX_ROUTINE_STEPS } else { MAX_STEPS };
             loop {
@@ -4491,6 +4528,11 @@ impl Jit {
                     out.moved += 1;
                     if !from_hooks {
                         moved.push((tid, pc, false));
+                    }
+                    if let (Some((at, was)), Some((_, now))) = (before, stranded(tr)) {
+                        if now == was + 1 {
+                            tr.memory().write(RemoteAddr(at), &was.to_le_bytes())?;
+                        }
                     }
                     break;
                 }
@@ -4773,7 +4815,7 @@ impl Jit {
                 .collect()
         };
         let before = escapes(self);
-        let moved = self.bring_back(tr, &mut out)?;
+        let moved = self.bring_back(tr, &mut out, true)?;
         self.stats.flush_steps += out.steps;
         for ((m, a), (_, b)) in before.into_iter().zip(escapes(self)) {
             *self.stats.flush_escapes.entry(m).or_default() += b.saturating_sub(a);
@@ -4791,8 +4833,12 @@ impl Jit {
         // handler returns, and returns from there (missed, a thread in a handler while
         // another's miss flushed ran the rest of its root call natively, uncounted, seen only
         // as a `returns_out`).
-        let mut tids: Vec<i32> =
-            moved.iter().map(|m| m.0).chain(unheld.iter().map(|f| f.tid)).collect();
+        // And of each thread left in a `siglongjmp`'s hook: it goes on in the cache after the
+        // flush, in the root call it was in.
+        let mut tids: Vec<i32> = (moved.iter().map(|m| m.0))
+            .chain(unheld.iter().map(|f| f.tid))
+            .chain(out.in_longjmp.iter().copied())
+            .collect();
         tids.sort_unstable();
         tids.dedup();
         let mut frames: Vec<u64> = Vec::new();
@@ -5248,7 +5294,7 @@ impl Jit {
             }
             write_checked(&mem, e.at, &e.new, &e.old)?;
         }
-        self.bring_back(tr, out)?;
+        self.bring_back(tr, out, false)?;
         out.held = self.stacks_hold_cache(tr)?;
         if out.held.is_some() {
             if last {

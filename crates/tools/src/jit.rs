@@ -1034,6 +1034,9 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
     // of its root call: an escape, of no module's cache.
     let g = &s.signals;
     escapes += g.away + g.sent_out + g.never_returned + g.stranded;
+    // And a thread a flush brought out of the cache that found no new translation to go back
+    // to (the limit reached): it too runs the rest of its root call natively.
+    escapes += s.flush_moved as u64;
     // A block two translations hold (a block of two functions, the second translated on
     // demand after the first) counts in both: one row, their sum, named after the first.
     // (Sorted by module and address, the first translation's first: a stable sort.)
@@ -1185,7 +1188,8 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         "away": g.away,
         "sent_out_by_flushes": g.sent_out,
         "never_returned": g.never_returned,
-        "busy_back": g.busy_back,
+        "kept": g.kept,
+        "kept_back": g.kept_back,
         "longjmps_asked": g.longjmps_asked,
         "left_by_longjmp": g.left,
         "longjmps_back_in": g.left_inside,

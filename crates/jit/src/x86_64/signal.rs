@@ -137,6 +137,7 @@ pub fn signal_entry(
     use Register::*;
     let (plain, next, served, done) = (labels(), labels(), labels(), labels());
     let (busy, labels_answer) = (labels(), labels());
+    let (no_answer, mark) = (labels(), labels());
     let uc = |off: i32| at_rsp(PUSHED + 8 + off);
     let mut v = vec![
         labelled(op(Instruction::with1(Code::Push_r64, RAX)), label),
@@ -181,7 +182,7 @@ pub fn signal_entry(
         labelled(mov_imm(RAX, mailbox), served),
         locked(op(Instruction::with1(Code::Dec_rm32, at(RAX, mb::SIG_PENDING as i32)))),
     ]);
-    v.extend(answer(labels_answer, mailbox, done));
+    v.extend(answer(labels_answer, mailbox, [no_answer, no_answer]));
     v.extend([
         // 4. rdx: the cache address, rcx: its original, rax: the restorer. Only if the frame
         // still holds the PC asked about (kerf rewrites frames itself when it empties the
@@ -204,13 +205,18 @@ pub fn signal_entry(
     ]);
     v.extend(counted(RAX, mailbox + mb::SIG_MOVED));
     v.push(jump(Code::Jmp_rel32_64, done));
-    // In the cache, not asked: counted (its handler sees the cache address), and its return
-    // made to come through the return sequence too, which counts it back
-    // ([`crate::mailbox::SIG_BUSY_BACK`]): so a frame of this kind is known in flight, and a
-    // `siglongjmp` out of its handler asks kerf as one out of a rewritten frame does. The
-    // spare words: the cache address, no original, the restorer, the check with `BUSY_KEY`.
+    // In the cache, not asked: counted (its handler sees the cache address); then marked, as
+    // a frame asked about with no answer (no clean point there) is: its return made to come
+    // through the return sequence too, which counts it back
+    // ([`crate::mailbox::SIG_KEPT_BACK`]), so that a frame of this kind is known in flight,
+    // and a `siglongjmp` out of its handler asks kerf as one out of a rewritten frame does.
+    // (Unmarked, such a jump went on natively, uncounted and unsaid.) The spare words: the
+    // cache address, no original, the restorer, the check with `BUSY_KEY`.
+    let [word, inc] = counted(RAX, mailbox + mb::SIG_BUSY);
+    v.extend([labelled(word, busy), inc, jump(Code::Jmp_rel32_64, mark)]);
+    v.push(labelled(op(Instruction::with2(Code::Mov_r64_rm64, RCX, RBX)), no_answer));
     v.extend([
-        labelled(mov_imm(RAX, restorer), busy),
+        labelled(mov_imm(RAX, restorer), mark),
         op(Instruction::with2(Code::Mov_rm64_r64, uc(SPARE_CACHE), RCX)),
         op(Instruction::with2(Code::Mov_rm64_imm32, uc(SPARE_ORIG), 0)),
         op(Instruction::with2(Code::Mov_rm64_r64, uc(SPARE_RESTORER), RAX)),
@@ -221,7 +227,7 @@ pub fn signal_entry(
         mov_imm(RAX, back),
         op(Instruction::with2(Code::Mov_rm64_r64, at_rsp(PUSHED), RAX)),
     ]);
-    v.extend(counted(RAX, mailbox + mb::SIG_BUSY));
+    v.extend(counted(RAX, mailbox + mb::SIG_KEPT));
     let mut pops = SAVED.iter().rev().map(|&r| op(Instruction::with1(Code::Pop_r64, r)));
     v.push(labelled(pops.next().expect("registers saved"), done));
     v.extend(pops);
@@ -234,17 +240,22 @@ pub fn signal_entry(
 /// A question of kind `kind` ([`crate::mailbox::RESUME`], [`crate::mailbox::LONGJMP`]) about
 /// the address in `rcx`, `rax` the mailbox: posted, counted in `SIG_PENDING` while it waits (a
 /// question the entries need not wait behind), and kerf's answer in `rcx`, or on to `none` if
-/// there is none. Clobbers what [`post_and_wait`] and [`answer`] do.
+/// there is none. With `again` (the instruction that puts the address in `rcx` once more), a
+/// ticket kerf counted answered with no answer in its slot is asked again while kerf
+/// listens: a flush answers every open ticket with nothing, and the threads of a `siglongjmp`
+/// it leaves where they wait (see `Jit::bring_back`). Clobbers what [`post_and_wait`] and
+/// [`answer`] do.
 fn question(
     mailbox: u64,
     kind: u64,
+    again: Option<Instruction>,
     none: u64,
     labels: &mut dyn FnMut() -> u64,
 ) -> Vec<Instruction> {
     use Register::*;
-    let (served, answered) = (labels(), labels());
+    let (ask, served, answered, unanswered) = (labels(), labels(), labels(), labels());
     let mut v = vec![
-        mov_imm(RDX, kind),
+        labelled(mov_imm(RDX, kind), ask),
         op(Instruction::with2(Code::Or_r64_rm64, RCX, RDX)),
         locked(op(Instruction::with1(Code::Inc_rm32, at(RAX, mb::SIG_PENDING as i32)))),
     ];
@@ -253,15 +264,27 @@ fn question(
         labelled(mov_imm(RAX, mailbox), served),
         locked(op(Instruction::with1(Code::Dec_rm32, at(RAX, mb::SIG_PENDING as i32)))),
     ]);
-    v.extend(answer(answered, mailbox, none));
+    let Some(again) = again else {
+        v.extend(answer(answered, mailbox, [none, none]));
+        return v;
+    };
+    v.extend([
+        jump(Code::Jmp_rel32_64, answered),
+        labelled(mov_imm(RAX, mailbox), unanswered),
+        op(Instruction::with2(Code::Cmp_rm32_imm8, at(RAX, mb::LISTEN as i32), 0)),
+        jump(Code::Je_rel32_64, none),
+        again,
+        jump(Code::Jmp_rel32_64, ask),
+    ]);
+    v.extend(answer(answered, mailbox, [unanswered, none]));
     v
 }
 
 /// At label `label`, after [`post_and_wait`] (`r9` the ticket): kerf's answer's address in
-/// `rcx`, or on to `none` if there is none. The answer's tag must be this ticket's (a slot
-/// still holding the question, or taken by a later ticket, is no answer). Clobbers `rax`,
-/// `rdx`, `rsi` and the flags.
-fn answer(label: u64, mailbox: u64, none: u64) -> Vec<Instruction> {
+/// `rcx`, or on to `unanswered` if the slot holds no answer to this ticket, to `none` if the
+/// answer is none. The answer's tag must be this ticket's (a slot still holding the question,
+/// or taken by a later ticket, is no answer). Clobbers `rax`, `rdx`, `rsi` and the flags.
+fn answer(label: u64, mailbox: u64, [unanswered, none]: [u64; 2]) -> Vec<Instruction> {
     use Register::*;
     let slot = MemoryOperand::new(RAX, RDX, 8, mb::RING as i64, 1, false, Register::None);
     vec![
@@ -275,7 +298,7 @@ fn answer(label: u64, mailbox: u64, none: u64) -> Vec<Instruction> {
         op(Instruction::with2(Code::And_rm32_imm32, ESI, (1u32 << mb::TAG_BITS) - 1)),
         op(Instruction::with2(Code::Or_rm32_imm32, ESI, (mb::ANSWER >> mb::ADDRESS_BITS) as u32)),
         op(Instruction::with2(Code::Cmp_r64_rm64, RDX, RSI)),
-        jump(Code::Jne_rel32_64, none),
+        jump(Code::Jne_rel32_64, unanswered),
         mov_imm(RDX, mb::ADDRESS),
         op(Instruction::with2(Code::And_r64_rm64, RCX, RDX)),
         jump(Code::Je_rel32_64, none),
@@ -381,7 +404,7 @@ pub fn signal_return(
         op(Instruction::with2(Code::Cmp_r64_rm64, RCX, RDX)),
         jump(Code::Ja_rel32_64, native),
     ]);
-    v.extend(question(mailbox, mb::RESUME, native, labels));
+    v.extend(question(mailbox, mb::RESUME, Option::None, native, labels));
     v.push(op(Instruction::with2(Code::Mov_rm64_r64, at_rsp(UC_RIP), RCX)));
     v.extend(counted(RSI, mailbox + mb::SIG_RESUMED));
     v.push(jump(Code::Jmp_rel32_64, out));
@@ -399,7 +422,7 @@ pub fn signal_return(
         op(Instruction::with2(Code::Mov_rm64_imm32, at_rsp(SPARE_CHECK), 0)),
         op(Instruction::with2(Code::Mov_rm64_imm32, at_rsp(-8), 0)),
     ]);
-    v.extend(counted(RSI, mailbox + mb::SIG_BUSY_BACK));
+    v.extend(counted(RSI, mailbox + mb::SIG_KEPT_BACK));
     v.extend([
         labelled(op(Instruction::with2(Code::Mov_r64_rm64, RCX, at_rsp(SPARE_RESTORER))), out),
         op(Instruction::with1(Code::Jmp_rm64, RCX)),
@@ -433,7 +456,9 @@ const MANGLE_ROTATE: u32 = 17;
 /// landing: the `jmp_buf`'s copy lies above that, clear of what the entry pushed.
 const LOWERED: i32 = 512;
 /// Bytes the entry pushes before it asks: `rax`, the flags, `rcx`, [`LONGJMP_SAVED`], then
-/// the three words of the question (its stack pointer, the jump's, the jump's PC).
+/// the four words of the question (its stack pointer, the jump's, the jump's PC, its process
+/// id: a process forked from the target shares the mailbox, and kerf reads the target's
+/// memory, not its).
 const LONGJMP_SAVED: [Register; 8] = [
     Register::RDX,
     Register::RDI,
@@ -445,7 +470,9 @@ const LONGJMP_SAVED: [Register; 8] = [
     Register::R12,
 ];
 const LJ_PUSHED: i32 = 8 * (3 + LONGJMP_SAVED.len() as i32);
-const LJ_ASKED: i32 = LJ_PUSHED + 24;
+const LJ_ASKED: i32 = LJ_PUSHED + 32;
+/// `getpid`.
+const SYS_GETPID: u32 = 39;
 /// Where the step 3 puts its stack pointer while it copies, below the copy.
 const LJ_LOW: i32 = LJ_ASKED + LOWERED;
 
@@ -488,9 +515,9 @@ pub fn longjmp_entry(
         // 1. Frames in flight.
         mov_imm(RAX, mailbox),
         op(Instruction::with2(Code::Mov_r64_rm64, RCX, at(RAX, mb::SIG_MOVED as i32))),
-        op(Instruction::with2(Code::Add_r64_rm64, RCX, at(RAX, mb::SIG_BUSY as i32))),
+        op(Instruction::with2(Code::Add_r64_rm64, RCX, at(RAX, mb::SIG_KEPT as i32))),
     ];
-    for w in [mb::SIG_BACK, mb::SIG_AWAY, mb::SIG_RESUMED, mb::SIG_BUSY_BACK, mb::SIG_LEFT] {
+    for w in [mb::SIG_BACK, mb::SIG_AWAY, mb::SIG_RESUMED, mb::SIG_KEPT_BACK, mb::SIG_LEFT] {
         v.push(op(Instruction::with2(Code::Sub_r64_rm64, RCX, at(RAX, w as i32))));
     }
     v.extend([
@@ -499,17 +526,25 @@ pub fn longjmp_entry(
         jump(Code::Je_rel32_64, plain),
     ]);
     v.extend(LONGJMP_SAVED.iter().map(|&r| op(Instruction::with1(Code::Push_r64, r))));
-    // 2. The question's words: the PC, the jump's stack pointer, this one's (at the entry).
+    // 2. The question's words: the process id, the PC, the jump's stack pointer, this one's
+    // (at the entry). (`syscall` clobbers `rcx` and `r11`: first.)
+    v.extend([
+        op(Instruction::with2(Code::Mov_r32_imm32, EAX, SYS_GETPID)),
+        Instruction::with(Code::Syscall),
+        op(Instruction::with1(Code::Push_r64, RAX)),
+        mov_imm(RAX, mailbox),
+    ]);
     v.extend(demangled(RDX, RDI, JB_PC));
     v.extend(demangled(RCX, RDI, JB_RSP));
     v.extend([
-        op(Instruction::with2(Code::Lea_r64_m, RSI, at_rsp(LJ_PUSHED))),
+        op(Instruction::with2(Code::Lea_r64_m, RSI, at_rsp(LJ_PUSHED + 8))),
         op(Instruction::with1(Code::Push_r64, RDX)),
         op(Instruction::with1(Code::Push_r64, RCX)),
         op(Instruction::with1(Code::Push_r64, RSI)),
         op(Instruction::with2(Code::Mov_r64_rm64, RCX, RSP)),
     ]);
-    v.extend(question(mailbox, mb::LONGJMP, no, labels));
+    let record = op(Instruction::with2(Code::Mov_r64_rm64, RCX, RSP));
+    v.extend(question(mailbox, mb::LONGJMP, Some(record), no, labels));
     v.extend([
         // 3. Below the copy first (a signal's frame goes below the stack pointer).
         move_rsp(-LOWERED),
@@ -547,7 +582,7 @@ pub fn longjmp_entry(
         jump(Code::Jmp_rel32_64, go_on),
     ]);
     // Not asked, or no: everything back as it came.
-    v.push(labelled(move_rsp(24), no));
+    v.push(labelled(move_rsp(LJ_ASKED - LJ_PUSHED), no));
     v.extend(LONGJMP_SAVED.iter().rev().map(|&r| op(Instruction::with1(Code::Pop_r64, r))));
     v.extend([
         labelled(op(Instruction::with1(Code::Pop_r64, RCX)), plain),
@@ -575,7 +610,8 @@ pub fn longjmp_land(label: u64, mailbox: u64, labels: &mut dyn FnMut() -> u64) -
         op(Instruction::with2(Code::Cmp_rm32_imm8, at(RAX, mb::LISTEN as i32), 0)),
         jump(Code::Je_rel32_64, stranded),
     ];
-    v.extend(question(mailbox, mb::RESUME, stranded, labels));
+    let pc = op(Instruction::with2(Code::Mov_r64_rm64, RCX, RBX));
+    v.extend(question(mailbox, mb::RESUME, Some(pc), stranded, labels));
     v.extend(counted(RSI, mailbox + mb::SIG_REENTERED));
     v.push(jump(Code::Jmp_rel32_64, out));
     let [word, inc] = counted(RSI, mailbox + mb::SIG_STRANDED);
@@ -664,8 +700,8 @@ mod tests {
         let e = decode(&bytes[(entry - HOOK) as usize..], entry);
         // The frames in flight: moved less those that came back, went away, resumed, were left.
         let words: Vec<u64> = e[4..11].iter().map(|i| i.memory_displacement64()).collect();
-        let back = [mb::SIG_BACK, mb::SIG_AWAY, mb::SIG_RESUMED, mb::SIG_BUSY_BACK, mb::SIG_LEFT];
-        assert_eq!(words[..2], [mb::SIG_MOVED, mb::SIG_BUSY]);
+        let back = [mb::SIG_BACK, mb::SIG_AWAY, mb::SIG_RESUMED, mb::SIG_KEPT_BACK, mb::SIG_LEFT];
+        assert_eq!(words[..2], [mb::SIG_MOVED, mb::SIG_KEPT]);
         assert_eq!(words[2..], back);
         assert_eq!(e[5].code(), Code::Add_r64_rm64);
         assert_eq!(e[11].code(), Code::Jle_rel32_64);
