@@ -4249,10 +4249,10 @@ impl Jit {
     /// [`kerf_jit::x86_64::signal`]), whose four words are at `record` on its thread's stack:
     /// the stack pointer at its entry, the stack pointer and PC it jumps to, and its process
     /// (one forked from the target posts here too: its words are not in the target's memory,
-    /// and it is answered no). The frames
-    /// that hooks rewrote between the first two (at most [`LONGJMP_SCAN`] bytes: a handler on
-    /// an alternate stack is near its stack pointer, the place it jumps to may be far) are
-    /// left by the jump: each is counted ([`mb::SIG_LEFT`]) and its check word cleared.
+    /// and it is answered no). The hooked frames (rewritten, or marked as keeping the cache
+    /// address) between the first two (at most [`LONGJMP_SCAN`] bytes: a handler on an
+    /// alternate stack is near its stack pointer, the place it jumps to may be far) are left
+    /// by the jump: each is counted ([`mb::SIG_LEFT`]) and its check word cleared.
     /// Whether the thread is to go on in the cache: the jump stays in the root call that the
     /// outermost of those frames interrupted (an outer-frame word of the table, the stack
     /// pointer at that root call's entry, lies above both the interrupted stack pointer and
@@ -4554,9 +4554,9 @@ impl Jit {
         if let Some(f) = self.signal_frames(tr)?.into_iter().next() {
             return Ok(Some(f.held));
         }
-        // And a frame a hook left with its cache address (kerf busy) whose handler has not
-        // returned: it returns through the hook's return sequence, in a code room, though a
-        // flush may have made its PC an original address.
+        // And a frame a hook marked as keeping the cache address (kerf busy, or no clean
+        // point there) whose handler has not returned: it returns through the hook's return
+        // sequence, in a code room, though a flush may have made its PC an original address.
         use kerf_jit::x86_64::signal::busy_marked;
         for &tid in tr.threads() {
             let sp = tr.regs(tid)?.sp().0;

@@ -49,15 +49,16 @@
 //! would run the rest of its root call natively. glibc's `siglongjmp` (alias `longjmp`,
 //! `_longjmp`) and `__longjmp_chk` are spliced at their entries, once a handler is hooked:
 //!
-//! 1. While no hooked frame is in flight (`SIG_MOVED` and `SIG_BUSY` less the frames that came
+//! 1. While no hooked frame is in flight (`SIG_MOVED` and `SIG_KEPT` less the frames that came
 //!    back, went away and were left, see [`crate::mailbox::SIG_LEFT`]), or kerf is not
 //!    listening: on to the displaced instructions, at the cost of a few loads.
 //! 2. Otherwise the jump's stack pointer and PC are read from the `jmp_buf` (demangled with
 //!    the thread's pointer guard, as glibc's `__longjmp` does) and kerf is asked
 //!    ([`crate::mailbox::LONGJMP`]). kerf reads the stack between the two stack pointers for
-//!    hooked frames (rewritten, or left with their cache address while kerf was busy), counts
-//!    them left, and answers whether the jump stays in the root call
-//!    that the outermost of them interrupted.
+//!    hooked frames (rewritten, or marked as keeping their cache address: kerf busy, or no
+//!    clean point there), counts them left, and answers whether the jump stays in the root
+//!    call that the outermost of them interrupted. A question the flush answered with
+//!    nothing is asked again while kerf listens (the flush leaves such threads in place).
 //! 3. If it does: the PC goes in the word just below the jump's stack pointer (in the red zone
 //!    of the function that called `sigsetjmp`, which holds nothing once that call has returned
 //!    and which a signal frame skips), and `siglongjmp` goes on with a copy of the program's
@@ -93,8 +94,8 @@ const SPARE_RESTORER: i32 = UC_SPARE + 16;
 const SPARE_CHECK: i32 = UC_SPARE + 24;
 /// What the check word is xored with ("kerfsig", no address has these high bits).
 pub const CHECK_KEY: u64 = 0x6b65_7266_7369_6721;
-/// What the check word of a frame left with its cache address (kerf busy, see
-/// [`signal_entry`]'s step 2) is xored with instead ("kerfbsy").
+/// What the check word of a frame left with its cache address (kerf busy, or no clean point
+/// there: see [`signal_entry`]) is xored with instead ("kerfbsy").
 pub const BUSY_KEY: u64 = 0x6b65_7266_6273_7921;
 
 /// The registers the entry saves after `rax` and the flags (`post_and_wait` clobbers them
