@@ -419,6 +419,9 @@ struct Hook {
     live: u64,
 }
 
+/// Why a hook could not be placed: its module's place for hooks has no room left.
+const HOOKS_FULL: &str = "its module's place for hooks is full";
+
 /// The place for hooks and sites at the start of each code room, each taking its length
 /// rounded up to 64 bytes (a hook about 1.3 KiB, a site's notice 400 bytes: some twenty
 /// handlers a module; a program of a user's trial installed sixteen from one executable).
@@ -3860,32 +3863,17 @@ impl Jit {
         pcs: &[u64],
         mbox: u64,
     ) -> Result<bool, String> {
-        let cfg = &m.analysis.cfg;
-        let at = cfg.function(f).entry.0.wrapping_add(m.bias.unwrap_or(0));
-        let module = &modules_of(&[m], &[], false, false)[0];
-        let d = kerf_jit::translate::entry_displaced(module, f)?;
-        if pcs.iter().any(|&pc| pc > at && pc < at + d.len as u64) {
-            return Ok(false);
-        }
-        let (base, bytes) = m.code_region(cfg.function(f).entry).ok_or("no code bytes")?;
-        let off = (cfg.function(f).entry.0 - base.0) as usize;
-        let old = bytes[off..off + d.len].to_vec();
-        let sp = self.spaces[k].as_mut().ok_or("no code room")?;
-        let place = sp.code.0 + sp.hook_next;
-        let name = cfg.function(f).name.clone();
-        let (code, entry) =
-            kerf_jit::longjmp_hook(&name, place, &d, mbox).map_err(|e| e.to_string())?;
-        let len = (code.len() as u64).next_multiple_of(64);
-        if sp.hook_next + len > sp.hook_end {
-            return Err("its module's place for hooks is full".into());
-        }
-        let new = kerf_patch::jump5_bytes(at, entry, d.len).ok_or("out of a rel32's reach")?;
-        sp.code_mem.write_bytes((place - sp.code.0) as usize, &code);
-        sp.hook_next += len;
-        write_checked(mem, RemoteAddr(at), &old, &new).map_err(|e| e.to_string())?;
-        self.sites.push(Entry { label: name, at: RemoteAddr(at), old, new });
-        // (The landing comes first, the entry after it.)
-        self.longjmp_hooks.push((place..place + code.len() as u64, place..entry));
+        let (mut code, mut landing) = (0..0, 0..0);
+        let entry = self.splice_hook(mem, m, k, f, pcs, |name, at, d| {
+            let (bytes, entry) =
+                kerf_jit::longjmp_hook(name, at, d, mbox).map_err(|e| e.to_string())?;
+            // (The landing comes first, the entry after it.)
+            (code, landing) = (at..at + bytes.len() as u64, at..entry);
+            Ok((bytes, entry))
+        })?;
+        let Some(entry) = entry else { return Ok(false) };
+        self.sites.push(entry);
+        self.longjmp_hooks.push((code, landing));
         Ok(true)
     }
 
@@ -4218,31 +4206,65 @@ impl Jit {
             .function_at(kerf_arch::ImageAddr(handler.wrapping_sub(bias)))
             .filter(|&f| cfg.function(f).entry.0.wrapping_add(bias) == handler)
             .ok_or("not the entry of a function the analysis found")?;
+        let n = self.hooks.iter().filter(|h| h.module == k).count();
+        let mut made = None;
+        let entry = self.splice_hook(mem, m, k, f, pcs, |name, at, d| {
+            let hook = kerf_jit::signal_hook(name, at, d, restorer, mailbox).map_err(|e| {
+                format!("{e} (at {at:#x}, handler {handler:#x}, mailbox {mailbox:#x})")
+            })?;
+            let entry = hook.entry;
+            made = Some((hook.back, hook.live));
+            Ok((hook.bytes, entry))
+        });
+        let full = |e: String| match e.ends_with(HOOKS_FULL) {
+            true => format!("{e} ({n} hooked handlers)"),
+            false => e,
+        };
+        let entry = entry.map_err(full)?;
+        let (Some(entry), Some((back, live))) = (entry, made) else { return Ok(None) };
+        Ok(Some(Hook { entry, module: k, back, live }))
+    }
+
+    /// Splice the entry of function `f` of module `m` (the `k`th) to a hook that `build` makes
+    /// at a given address of the module's hook place, with every thread stopped (their PCs
+    /// `pcs`): its displaced instructions planned as a root's entry splice plans them (the
+    /// original bytes from the file, checked against memory as they are replaced). `build`
+    /// gets the function's name, the hook's address and the displaced instructions, and gives
+    /// the hook's bytes and where the splice jumps to. `None` if a thread stands inside the
+    /// first instructions (try again at the next look).
+    fn splice_hook(
+        &mut self,
+        mem: &RemoteMem,
+        m: &AnalyzedImage,
+        k: usize,
+        f: FuncId,
+        pcs: &[u64],
+        build: impl FnOnce(&str, u64, &kerf_patch::Displaced) -> Result<(Vec<u8>, u64), String>,
+    ) -> Result<Option<Entry>, String> {
+        let cfg = &m.analysis.cfg;
+        let at = cfg.function(f).entry.0.wrapping_add(m.bias.unwrap_or(0));
         let module = &modules_of(&[m], &[], false, false)[0];
         let d = kerf_jit::translate::entry_displaced(module, f)?;
-        if pcs.iter().any(|&pc| pc > handler && pc < handler + d.len as u64) {
+        if pcs.iter().any(|&pc| pc > at && pc < at + d.len as u64) {
             return Ok(None);
         }
         let (base, bytes) = m.code_region(cfg.function(f).entry).ok_or("no code bytes")?;
         let off = (cfg.function(f).entry.0 - base.0) as usize;
         let old = bytes[off..off + d.len].to_vec();
         let sp = self.spaces[k].as_mut().ok_or("no code room")?;
-        let at = sp.code.0 + sp.hook_next;
+        let place = sp.code.0 + sp.hook_next;
         let name = cfg.function(f).name.clone();
-        let hook = kerf_jit::signal_hook(&name, at, &d, restorer, mailbox)
-            .map_err(|e| format!("{e} (at {at:#x}, handler {handler:#x}, mailbox {mailbox:#x})"))?;
-        let len = (hook.bytes.len() as u64).next_multiple_of(64);
+        let (code, entry) = build(&name, place, &d)?;
+        let len = (code.len() as u64).next_multiple_of(64);
         if sp.hook_next + len > sp.hook_end {
-            let n = self.hooks.iter().filter(|h| h.module == k).count();
-            return Err(format!("its module's place for hooks is full ({n} hooked handlers)"));
+            return Err(HOOKS_FULL.into());
         }
-        let new = kerf_patch::jump5_bytes(handler, hook.entry, d.len)
+        let new = kerf_patch::jump5_bytes(at, entry, d.len)
             .ok_or("its hook is out of a rel32's reach")?;
-        sp.code_mem.write_bytes((at - sp.code.0) as usize, &hook.bytes);
+        sp.code_mem.write_bytes((place - sp.code.0) as usize, &code);
         sp.hook_next += len;
-        write_checked(mem, RemoteAddr(handler), &old, &new).map_err(|e| e.to_string())?;
-        let entry = Entry { label: name, at: RemoteAddr(handler), old, new };
-        Ok(Some(Hook { entry, module: k, back: hook.back, live: hook.live }))
+        write_checked(mem, RemoteAddr(at), &old, &new).map_err(|e| e.to_string())?;
+        Ok(Some(Entry { label: name, at: RemoteAddr(at), old, new }))
     }
 
     /// kerf's answer to a `siglongjmp` of the original code ([`mb::LONGJMP`]; see
