@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 #![warn(rust_2018_idioms)]
 
+pub mod counters;
 pub mod mailbox;
 pub mod region;
 pub mod table;

@@ -81,6 +81,10 @@ pub struct Module<'a> {
     /// Up to how many instructions of a callee (with the functions it tail-calls) a direct
     /// call may copy in its place (see [`Inline`]); 0: none.
     pub inline: u32,
+    /// Where a plugin that counts blocks puts fewer counters, off a spanning tree of each
+    /// function's flow ([`crate::counters`]): this module's facts for it; `None`: a counter
+    /// in every block.
+    pub counting: Option<&'a crate::counters::ModuleFacts>,
     /// Whether translations are laid out by iced's `BlockEncoder` rather than kerf's own
     /// encoder ([`encode`]): the two are equivalent, iced's slower (for comparison).
     pub iced: bool,
@@ -682,6 +686,9 @@ pub struct BlockInfo<'a> {
     /// The running thread's copy of `word` (`gs:[per_thread]`, see [`Layout::per_thread`]),
     /// where threads have slabs: a counter there needs no check and no lock.
     pub per_thread: Option<i32>,
+    /// Whether a block counter goes here: false where the count follows from the function's
+    /// other counters ([`Module::counting`]).
+    pub counted: bool,
     /// The module's per-thread ring area ([`Layout::rings`]; 0: none).
     pub rings: u64,
     /// The plugin's routines and state ([`Layout::routines`], [`Layout::state`]).
@@ -734,6 +741,9 @@ pub struct EdgeInfo<'a> {
     pub owner_tid: Option<u32>,
     /// As a block's ([`BlockInfo::per_thread`]).
     pub per_thread: Option<i32>,
+    /// Whether a plugin that counts blocks needs this side counted for them (see
+    /// [`BlockInfo::counted`]).
+    pub counted: bool,
 }
 
 /// A JIT plugin: the code it weaves in, as IR, lowered where it runs. Modules are translated
@@ -745,6 +755,12 @@ pub trait Plugin: Sync {
     /// branch two words a side and asks for each side's program.
     fn edges(&self) -> bool {
         false
+    }
+    /// Whether every conditional branch's sides may carry code, not only those a counter
+    /// placement chooses ([`Module::counting`]): callees are then not copied in place of
+    /// calls (a copy carries no side's code).
+    fn every_edge(&self) -> bool {
+        self.edges()
     }
     /// The program to run on one side of a conditional branch, if any.
     fn edge(&self, _edge: &EdgeInfo<'_>) -> Option<Program> {
@@ -842,6 +858,8 @@ pub struct Branch {
     pub target: u64,
     pub taken: [u64; 2],
     pub not_taken: [u64; 2],
+    /// Whether the plugin's code went on each side (`[taken, not_taken]`).
+    pub placed: [bool; 2],
 }
 
 /// A module's translation.
@@ -956,7 +974,7 @@ impl std::error::Error for JitError {}
 /// code and indirect entry, plus each instruction's lookup if it is an indirect transfer).
 pub fn room_for(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
     let own = blocks_room(m, funcs, plugin);
-    let inlining = m.inline > 0 && m.returns.is_some() && !plugin.edges() && !plugin.exits();
+    let inlining = m.inline > 0 && m.returns.is_some() && !plugin.every_edge() && !plugin.exits();
     if !inlining {
         return own;
     }
@@ -1507,6 +1525,14 @@ pub fn translate(
         })
         .collect();
     let ends_root = ending_roots(m, scope.roots);
+    // Per function, where its block counters go, if fewer than one a block.
+    let flows: HashMap<FuncId, crate::counters::FunctionFlow> = match m.counting {
+        Some(facts) if plugin.counts_blocks() => funcs
+            .iter()
+            .filter_map(|&f| Some((f, crate::counters::function_flow(m, facts, f)?)))
+            .collect(),
+        _ => HashMap::default(),
+    };
     // Per function with a `ret`: the registers its returns may take (see `ret_scratch`).
     let scratch: HashMap<FuncId, Option<RetScratch>> = funcs
         .iter()
@@ -1532,7 +1558,7 @@ pub fn translate(
         .collect();
     // Direct calls copy small callees in their place (see `Inline`), within the room the
     // translation has beyond its blocks' own (`room_for` reserves half as much again).
-    let inlining = m.inline > 0 && m.returns.is_some() && !edges && !plugin.exits();
+    let inlining = m.inline > 0 && m.returns.is_some() && !plugin.every_edge() && !plugin.exits();
     let mut inline_room = if inlining {
         let own = blocks_room(m, &funcs, plugin);
         layout.room.saturating_sub(own).min(own / 2)
@@ -1566,6 +1592,7 @@ pub fn translate(
         slot_jumps: &slot_jumps,
         slots: scope.slots,
         marks: scope.marks,
+        flows: &flows,
     };
     // (What the blocks a jump table leads to read, looked at once each.)
     let look = kerf_analysis::liveness::LinkedLook::default();
@@ -1576,7 +1603,10 @@ pub fn translate(
         let func = cfg.function(f);
         let b = &cfg.blocks_of(f)[k];
         let start = m.runtime(b.start);
-        let info = block_info(m, layout, owner_tid, f, b, n, order.len());
+        let mut info = block_info(m, layout, owner_tid, f, b, n, order.len());
+        let placed = flows.get(&f).and_then(|ff| Some((ff, ff.index(start)?)));
+        let check = m.counting.is_some_and(|f| f.check);
+        info.counted = check || placed.is_none_or(|(ff, k)| ff.placement.blocks[k]);
         let (word, shared) = (info.word, info.shared);
         blocks.push(Translated { func: f, start, cache: 0, word, shared });
         block_first.push(e.insns.len());
@@ -1603,7 +1633,7 @@ pub fn translate(
                         .or_insert_with(|| inline_plan(m, g, &here, &guarded, room, 0))
                         .clone()
                 })
-                .filter(|p| p.room <= inline_room);
+                .filter(|p| p.room <= inline_room && sides_free(p, &flows));
             let back = || {
                 let (ret, scratch) = return_check(m, f, b)?;
                 Some((ret, *starts.get(&ret)?, scratch))
@@ -1694,8 +1724,15 @@ pub fn translate(
                 let own = edge_words + 16 * j + 8 * side;
                 [own, own + 16 * conds as u64]
             };
-            let br = Branch { func: f, at: branch, target, taken: words(0), not_taken: words(1) };
-            branches.push(br);
+            let mut br = Branch {
+                func: f,
+                at: branch,
+                target,
+                taken: words(0),
+                not_taken: words(1),
+                placed: [false; 2],
+            };
+            let counted = |s: usize| placed.is_some_and(|(ff, k)| ff.placement.sides[k][s]);
             let side = |taken: bool, to: u64, [word, shared]: [u64; 2]| EdgeInfo {
                 func: &func.name,
                 branch,
@@ -1707,6 +1744,7 @@ pub fn translate(
                 owner: layout.data + DATA_OWNER,
                 owner_tid,
                 per_thread: layout.thread_copy(word),
+                counted: counted(usize::from(!taken)) || m.counting.is_some_and(|f| f.check),
             };
             // The taken side: the branch goes to its code, out of line, which goes on to
             // where the branch went.
@@ -1723,6 +1761,7 @@ pub fn translate(
                     let then = jcc.near_branch_target();
                     jcc.set_near_branch64(label);
                     e.tails.push(Tail { label, code, clean: target, then });
+                    br.placed[0] = true;
                 }
             }
             // The other side's code right after the branch, before the block's fall-through.
@@ -1730,7 +1769,9 @@ pub fn translate(
             if let Some(p) = plugin.edge(&not_taken) {
                 let code = lower_at(&p, at, not_taken.live, branch, &mut e)?;
                 e.extend(code, Some(after));
+                br.placed[1] = true;
             }
+            branches.push(br);
         }
         if e.clean.get(first).is_some_and(Option::is_none) {
             e.clean[first] = Some(start);
@@ -2074,6 +2115,7 @@ fn block_info<'m>(
         owner: layout.data + DATA_OWNER,
         owner_tid,
         per_thread: layout.thread_copy(word),
+        counted: true,
         rings: layout.rings,
         routines: layout.routines,
         state: layout.state,
@@ -2137,6 +2179,17 @@ struct Weave<'a, 'm> {
     slot_jumps: &'a HashMap<FuncId, Register>,
     slots: &'a std::collections::HashMap<u64, u64>,
     marks: Option<Marks<'a>>,
+    /// Per function with fewer counters, where they go ([`Module::counting`]).
+    flows: &'a HashMap<FuncId, crate::counters::FunctionFlow>,
+}
+
+/// Whether a copy of `plan` carries every counter its functions' placements want: none of
+/// them counts a branch's side (a copy places no side's code).
+fn sides_free(plan: &Inline, flows: &HashMap<FuncId, crate::counters::FunctionFlow>) -> bool {
+    let counts_sides =
+        |h: &FuncId| flows.get(h).is_some_and(|ff| ff.placement.sides.iter().flatten().any(|&c| c));
+    !plan.blocks.iter().any(|(h, _)| counts_sides(h))
+        && plan.calls.iter().all(|(_, _, inner)| sides_free(inner, flows))
 }
 
 /// The code at the entry of block `info`: the plugin's, after a ran mark where `marked` (see
@@ -2146,7 +2199,7 @@ struct Weave<'a, 'm> {
 /// of a function not yet known to have run (or per jump into one), and nothing once one is.
 fn block_program(plugin: &dyn Plugin, marked: bool, info: &BlockInfo<'_>) -> Option<Program> {
     let p = plugin.block(info);
-    if !marked || plugin.counts_blocks() {
+    if !marked || (plugin.counts_blocks() && info.counted) {
         return p;
     }
     let mut p = p.unwrap_or_default();
@@ -2195,7 +2248,10 @@ fn copy_inlined(
             detail: format!("a copied block at {start:#x} has no translation"),
         })?;
         let first = e.insns.len();
-        let info = block_info(m, w.layout, w.owner_tid, h, b, n, w.blocks);
+        let mut info = block_info(m, w.layout, w.owner_tid, h, b, n, w.blocks);
+        let check = m.counting.is_some_and(|f| f.check);
+        let placed = w.flows.get(&h).and_then(|ff| Some((ff, ff.index(start)?)));
+        info.counted = check || placed.is_none_or(|(ff, k)| ff.placement.blocks[k]);
         let marked = marks_at.contains(&b.start);
         if let Some(p) = block_program(w.plugin, marked, &info) {
             let code = lower_at(&p, w.at, info.live, start, e)?;
@@ -2690,7 +2746,12 @@ fn table_dispatch(
 
 /// The instructions of the block at `start` (`len` bytes, `insns` instructions), at their
 /// original addresses.
-fn block_insns(m: &Module<'_>, start: ImageAddr, len: u32, insns: u32) -> Vec<Instruction> {
+pub(crate) fn block_insns(
+    m: &Module<'_>,
+    start: ImageAddr,
+    len: u32,
+    insns: u32,
+) -> Vec<Instruction> {
     let Some((base, bytes)) = m.mem.code_region(start) else { return Vec::new() };
     let off = (start.0 - base.0) as usize;
     let end = (off + len as usize).min(bytes.len());
@@ -2701,6 +2762,11 @@ fn block_insns(m: &Module<'_>, start: ImageAddr, len: u32, insns: u32) -> Vec<In
         v.push(d.decode());
     }
     v
+}
+
+/// The original (runtime) address of the last instruction of the block at `start`.
+pub fn last_insn_at(m: &Module<'_>, start: ImageAddr, len: u32, insns: u32) -> Option<u64> {
+    last_insn(m, start, len, insns).map(|i| i.ip())
 }
 
 /// The original address of the last instruction of the block at `start` (`len` bytes,

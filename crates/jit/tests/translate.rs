@@ -136,6 +136,7 @@ fn module<'a>(
         inside_entries: true,
         inline: 48,
         iced: false,
+        counting: None,
     }
 }
 

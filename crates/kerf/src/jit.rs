@@ -62,6 +62,13 @@ pub struct Args {
     /// to have run).
     #[arg(long)]
     no_hints: bool,
+    /// Where --plugin blocks puts its counters: `every` block, or `tree`: only where a block's
+    /// count does not follow from the others' by flow conservation (counters off a spanning
+    /// tree of each function's flow graph, on blocks and branch sides), the other counts
+    /// worked out at the end. Functions with an indirect jump of unknown targets, or blocks
+    /// another function shares, keep a counter in every block.
+    #[arg(long, default_value = "every", value_parser = ["every", "tree"], value_name = "WHERE")]
+    counters: String,
     /// At most this many functions from the walk over the call graph (at least 1: the roots).
     #[arg(long, default_value_t = 1_000_000, value_parser = budget)]
     budget: usize,
@@ -140,6 +147,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
             early: false,
             late_roots: false,
             hints: !args.no_hints,
+            fewer_counters: args.counters == "tree",
         },
         trace: args.trace.clone(),
         ring_slots: args.ring_slots,

@@ -3137,3 +3137,64 @@ fn threads_already_inside_a_root_call_are_taken_in_at_attach() {
     let ran = counts(&v["blocks"], "python3.11");
     assert!(ran.values().sum::<u64>() > 1_000_000, "{} blocks counted", ran.len());
 }
+
+/// `--counters tree` (counters off a spanning tree of each function's flow, the other counts
+/// worked out at the end), checked inside each run: with `KERF_JIT_TREE_CHECK` every block
+/// counts too, and every count worked out must equal its block's own. On fixtures with jump
+/// tables and computed gotos, function pointers, recursion, `setjmp`/`longjmp`, C++ virtual
+/// calls and exceptions, signals, copies of callees in place of calls, and eight threads; a
+/// second run takes the first one's counts as the placement's weights, and needs fewer
+/// counter runs. Without the check, a deterministic program's counts equal `--counters
+/// every`'s block for block.
+#[test]
+fn fewer_counters_work_out_every_block_count_exactly() {
+    let cxx = common::build_cxx_fixture("jitted_cxx", "-O2", "jit-tree-cxx");
+    let jitted = common::build_fixture("jitted", "-O2", "jit-tree-jitted");
+    let dispatch =
+        common::build_fixture("jit_dispatch", "-O2 -fno-pie -no-pie", "jit-tree-dispatch");
+    let lj = common::build_fixture("jit_handler_longjmp", "-O2", "jit-tree-lj");
+    let cases: [(&str, &Path, &str, &[&str]); 4] = [
+        ("cxx", &cxx, "_Z4workll", &[]),
+        ("jitted", &jitted, "work", &["8", "300", "300"]),
+        ("dispatch", &dispatch, "main", &["60000", "10"]),
+        ("lj", &lj, "work", &["leave"]),
+    ];
+    for (name, bin, root, args) in cases {
+        let expected = plain(bin, args);
+        let cache = tmp().join(format!("jit-tree-cache-{name}"));
+        let _ = std::fs::remove_dir_all(&cache);
+        let check = [("KERF_JIT_TREE_CHECK", "1")];
+        let jit_args = [root, "--plugin", "blocks", "--counters", "tree"];
+        let mut runs = Vec::new();
+        for round in 0..2 {
+            let tag = format!("tree-{name}-{round}");
+            let (v, out, err) = kerf_env(&cache, &check, &tag, "jit", &jit_args, bin, args);
+            assert_eq!(out, expected, "{name}: output changed: {err}");
+            let j = &v["jit"];
+            assert_eq!(j["escapes"], 0, "{name}: {j}");
+            let p = &j["placement"];
+            assert_eq!(p["counters"], "tree", "{name}: {p}");
+            assert_eq!(p["failed"].as_array().map(Vec::len), Some(0), "{name}: {p}");
+            assert_eq!(p["mismatched"].as_array().map(Vec::len), Some(0), "{name}: {p}");
+            let (blocks, checked) = (p["blocks"].as_u64().unwrap(), p["checked"].as_u64().unwrap());
+            assert!(blocks >= 50 && checked == blocks, "{name}: {p}");
+            let (counters, ran) =
+                (p["counter_runs"].as_u64().unwrap(), p["block_runs"].as_u64().unwrap());
+            assert!(counters < ran, "{name}: {p}");
+            runs.push(counters as f64 / ran as f64);
+        }
+        assert!(runs[1] <= runs[0], "{name}: weights from the first run did not help: {runs:?}");
+    }
+    // Deterministic: the worked-out counts are the counted ones, block for block.
+    let args = ["60000", "10"];
+    let (every, _, _) =
+        kerf_on("tree-every", "jit", &["main", "--plugin", "blocks"], &dispatch, &args);
+    let tree_args = ["main", "--plugin", "blocks", "--counters", "tree"];
+    let (tree, out, _) = kerf_on("tree-tree", "jit", &tree_args, &dispatch, &args);
+    assert_eq!(out, plain(&dispatch, &args));
+    assert_eq!(counts(&tree["blocks"], ""), counts(&every["blocks"], ""));
+    assert!(
+        tree["jit"]["placement"]["counted_blocks"].as_u64()
+            < tree["jit"]["placement"]["blocks"].as_u64()
+    );
+}

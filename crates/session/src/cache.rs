@@ -660,6 +660,39 @@ impl CacheDir {
         Ok(kept.map(|(_, entries)| entries))
     }
 
+    /// Keep how often blocks ran in a JIT run from roots `roots` (`(block start, count)`,
+    /// image addresses), for the next run's counter placement ([`weights_key`]).
+    pub fn store_weights(
+        &self,
+        key: &str,
+        digest: &[u8; 32],
+        roots: u64,
+        weights: &[(u64, u64)],
+    ) -> Result<(), CacheError> {
+        let payload: Vec<u8> = weights
+            .iter()
+            .flat_map(|(a, n)| a.to_le_bytes().into_iter().chain(n.to_le_bytes()))
+            .collect();
+        self.write_entry(&weights_key(key, roots), digest, &payload).map(|_| ())
+    }
+
+    /// The weights stored by [`CacheDir::store_weights`] (`Ok(None)`: none).
+    pub fn load_weights(
+        &self,
+        key: &str,
+        digest: &[u8; 32],
+        roots: u64,
+    ) -> Result<Option<Vec<(u64, u64)>>, CacheError> {
+        let kept = self.load_beside(&weights_key(key, roots), digest, |payload| {
+            if payload.len() % 16 != 0 {
+                return Err(format!("{} bytes: not a whole number of pairs", payload.len()));
+            }
+            let word = |w: &[u8]| u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            Ok(payload.chunks_exact(16).map(|p| (word(&p[..8]), word(&p[8..]))).collect())
+        })?;
+        Ok(kept.map(|(_, w)| w))
+    }
+
     /// Keep `stamp` beside entry `key` of the image whose bytes have `digest` ([`Stamp`];
     /// [`checked_key`]), written as an entry is.
     pub fn store_stamp(
@@ -768,6 +801,12 @@ pub fn checked_key(key: &str) -> String {
 /// 2026-12, `<key>.jit-<roots>` held those translated on demand: no longer read.)
 pub fn hint_key(key: &str, roots: u64) -> String {
     format!("{key}.ran-{roots:016x}")
+}
+
+/// The name of the file beside cache entry `key` that holds how often blocks ran in the last
+/// JIT run from roots `roots` that counted them ([`CacheDir::store_weights`]).
+pub fn weights_key(key: &str, roots: u64) -> String {
+    format!("{key}.weights-{roots:016x}")
 }
 
 /// A cache file taken apart: the digest its header records, its checksum and its payload.

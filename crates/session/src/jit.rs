@@ -130,6 +130,10 @@ pub struct JitOptions {
     /// [`AnalyzedImage::jit_hint`]), and keep what ran in this one (a function not yet known
     /// to have run carries a ran mark: [`Scope::marks`]).
     pub hints: bool,
+    /// Under a plugin that counts blocks, counters off a spanning tree of each function's
+    /// flow, the other blocks' counts worked out at the end ([`kerf_jit::counters`]); else a
+    /// counter in every block.
+    pub fewer_counters: bool,
 }
 
 impl Default for JitOptions {
@@ -144,6 +148,7 @@ impl Default for JitOptions {
             early: false,
             late_roots: false,
             hints: true,
+            fewer_counters: false,
         }
     }
 }
@@ -758,6 +763,14 @@ pub struct Jit {
     /// Entries for instructions inside blocks are made when a miss asks for one, not ahead
     /// (on demand: see [`Module::inside_entries`]).
     lazy: bool,
+    /// [`JitOptions::fewer_counters`].
+    pub fewer_counters: bool,
+    /// Under fewer counters with hints, the roots' key the blocks' counts are kept under for
+    /// the next run's placement ([`Jit::keep_weights`]).
+    weights_key: Option<u64>,
+    /// Original addresses (by module) that misses gave an indirect entry into a translated
+    /// block: flow that enters there comes from no edge a placement of fewer counters knew.
+    stub_targets: Vec<(usize, u64)>,
     /// What this run knows of which functions ran, when it uses and keeps hints.
     hints: Option<Hints>,
 }
@@ -802,6 +815,27 @@ impl Ran {
         let read = hint.is_some();
         Ran { known: hint.into_iter().flatten().collect(), read, asked: BTreeSet::new() }
     }
+}
+
+/// Block counts derived from counters off a spanning tree ([`Jit::derived_counts`]).
+#[derive(Clone, Debug, Default)]
+pub struct DerivedCounts {
+    /// By module and block start (runtime address).
+    pub counts: HashMap<(usize, u64), u64>,
+    /// Functions whose counts were derived, their blocks, and the counters they had.
+    pub functions: usize,
+    pub blocks: usize,
+    pub counted_blocks: usize,
+    pub counted_sides: usize,
+    /// How often their counters ran, and their blocks.
+    pub counter_runs: u64,
+    pub block_runs: u64,
+    /// Functions whose counts could not be derived, and why.
+    pub failed: Vec<(String, String)>,
+    /// Under `KERF_JIT_TREE_CHECK` (every block counted too): blocks whose counts were
+    /// compared, and those that differ (start, counted, worked out).
+    pub checked: usize,
+    pub mismatched: Vec<(String, u64, u64, u64)>,
 }
 
 /// What removal did.
@@ -1170,6 +1204,7 @@ fn modules_of<'a>(
     later: &[bool],
     lazy: bool,
     copies: bool,
+    counting: bool,
 ) -> Vec<Module<'a>> {
     images
         .iter()
@@ -1203,6 +1238,14 @@ fn modules_of<'a>(
             // `KERF_JIT_ICED_ENCODER`: laid out by iced's block encoder, as before kerf's own
             // (for benchmarks that compare the two).
             iced: std::env::var_os("KERF_JIT_ICED_ENCODER").is_some(),
+            // `KERF_JIT_TREE_CHECK`: with fewer counters, every block counts all the same, and
+            // the counts worked out are checked against them (`Jit::derived_counts`).
+            counting: counting.then(|| {
+                m.counting.get_or_init(|| {
+                    let check = std::env::var_os("KERF_JIT_TREE_CHECK").is_some();
+                    kerf_jit::counters::module_facts(&m.analysis.cfg, check, &[])
+                })
+            }),
         })
         .collect()
 }
@@ -1489,7 +1532,20 @@ pub fn install(
     let extra: Vec<AnalyzedImage> = vdso_image(pid, &mem).into_iter().collect();
     let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
     let images = &all[..];
-    let mods = modules_of(images, &[], opts.on_demand, opts.cache_limit.is_none());
+    // Fewer counters: each module's facts, with how often its blocks ran in the last run from
+    // these roots that counted them (where hints are used), before anything is translated.
+    let weights_key =
+        (opts.fewer_counters && opts.hints).then(|| roots_key(images, roots)).flatten();
+    if opts.fewer_counters {
+        let check = std::env::var_os("KERF_JIT_TREE_CHECK").is_some();
+        for m in images {
+            let weights = weights_key.and_then(|k| m.jit_weights(k)).unwrap_or_default();
+            let _ =
+                m.counting.set(kerf_jit::counters::module_facts(&m.analysis.cfg, check, &weights));
+        }
+    }
+    let mods =
+        modules_of(images, &[], opts.on_demand, opts.cache_limit.is_none(), opts.fewer_counters);
     // The hints are kept under the roots the user named.
     let user_roots = roots;
     let live = |a: u64, b: &mut [u8]| mem.read(RemoteAddr(a), b).is_ok();
@@ -1562,7 +1618,8 @@ pub fn install(
             }
         }
     }
-    let mods = modules_of(images, &later, opts.on_demand, opts.cache_limit.is_none());
+    let mods =
+        modules_of(images, &later, opts.on_demand, opts.cache_limit.is_none(), opts.fewer_counters);
     check_region(images, &region, &later)?;
     // Roots that wait for a library: the loader's debugger hook, found before anything of it
     // is translated (see `Jit::wait_for_roots`).
@@ -1888,6 +1945,9 @@ pub fn install(
         deferred,
         late_ahead: Vec::new(),
         lazy: opts.on_demand,
+        fewer_counters: opts.fewer_counters,
+        weights_key,
+        stub_targets: Vec::new(),
         hints,
         slots: region.slots.clone(),
         held: Vec::new(),
@@ -2152,7 +2212,7 @@ fn entry_splice(images: &[&AnalyzedImage], jit: &Jit, r: &Root) -> Result<Entry,
         .find_map(|c| c.translation.entered_at(entry))
         .ok_or_else(|| why("its entry block has no translation".into()))?;
     // (Planned as the translation's springboard for it was.)
-    let module = &modules_of(&[m], &[], false, false)[0];
+    let module = &modules_of(&[m], &[], false, false, false)[0];
     let d = kerf_jit::translate::entry_displaced(module, r.func).map_err(why)?;
     let off = (f.entry.0 - base.0) as usize;
     let old = bytes[off..off + d.len].to_vec();
@@ -2538,6 +2598,136 @@ impl Jit {
         });
     }
 
+    /// Block counts worked out from counters placed off a spanning tree of each function's
+    /// flow ([`JitOptions::fewer_counters`]), by module and block start (runtime address), for
+    /// every translated function that had such counters; `None` without them. A function
+    /// whose counters do not balance, or whose branch counter did not go where the placement
+    /// wanted it, is named in [`DerivedCounts::failed`] and gets no counts here.
+    pub fn derived_counts(&self, images: &[AnalyzedImage]) -> Option<DerivedCounts> {
+        use kerf_jit::counters::{derive, function_flow};
+        if !self.fewer_counters {
+            return None;
+        }
+        let all: Vec<&AnalyzedImage> = images.iter().chain(&self.extra).collect();
+        let mods = modules_of(&all, &self.later, self.lazy, self.limit.is_none(), true);
+        // Summed over every translation that held them: blocks' words (a count where the block
+        // counted, else nothing or a ran mark), branches' sides, and how many translations
+        // held each block and placed each side's code.
+        let mut blocks: HashMap<(usize, u64), (u64, u32)> = HashMap::new();
+        let mut sides: HashMap<(usize, u64), ([u64; 2], [u32; 2])> = HashMap::new();
+        let mut funcs: BTreeSet<(usize, FuncId)> = BTreeSet::new();
+        for (j, c) in self.caches.iter().enumerate() {
+            for b in &c.translation.blocks {
+                funcs.insert((c.module, b.func));
+                let e = blocks.entry((c.module, b.start)).or_default();
+                e.0 += self.word(j, b.word) + self.word(j, b.shared);
+                e.1 += 1;
+            }
+            for br in &c.translation.branches {
+                let e = sides.entry((c.module, br.at)).or_default();
+                for (s, w) in [br.taken, br.not_taken].iter().enumerate() {
+                    e.0[s] += self.word(j, w[0]) + self.word(j, w[1]);
+                    e.1[s] += u32::from(br.placed[s]);
+                }
+            }
+        }
+        let mut out = DerivedCounts::default();
+        for (k, f) in funcs {
+            let m = &mods[k];
+            let Some(facts) = m.counting else { continue };
+            let Some(flow) = function_flow(m, facts, f) else { continue };
+            let n = flow.blocks.len();
+            let start = |i: usize| m.runtime(flow.starts[i]);
+            let mut counted = vec![0u64; n];
+            let mut side_counts = vec![[0u64; 2]; n];
+            let mut missing = None;
+            for i in 0..n {
+                let (v, held) = blocks.get(&(k, start(i))).copied().unwrap_or_default();
+                if flow.placement.blocks[i] {
+                    counted[i] = v;
+                }
+                if flow.placement.sides[i] == [false; 2] {
+                    continue;
+                }
+                // The branch ends the block: its last instruction.
+                let b = m.cfg.blocks_of(f).iter().find(|b| b.start == flow.starts[i]);
+                let at =
+                    b.and_then(|b| kerf_jit::translate::last_insn_at(m, b.start, b.len, b.insns));
+                let (v, placed) = at.and_then(|a| sides.get(&(k, a)).copied()).unwrap_or_default();
+                for s in 0..2 {
+                    if flow.placement.sides[i][s] {
+                        side_counts[i][s] = v[s];
+                        if placed[s] != held {
+                            missing = Some(start(i));
+                        }
+                    }
+                }
+            }
+            let name = &m.cfg.function(f).name;
+            // Entered by an indirect jump where the placement knew no way in: inside a block,
+            // or at the start of one no edge from outside reaches.
+            let entered = self.stub_targets.iter().filter(|&&(j, _)| j == k).find_map(|&(_, t)| {
+                let i = flow.holding(t)?;
+                let b = m.cfg.blocks_of(f).iter().find(|b| b.start == flow.starts[i])?;
+                let inside =
+                    t < m.runtime(b.end()) && (t != start(i) || !flow.blocks[i].from_outside);
+                inside.then_some(t)
+            });
+            if let Some(at) = entered {
+                let why =
+                    format!("entered at {at:#x} by an indirect jump its flow graph does not have");
+                out.failed.push((name.clone(), why));
+                continue;
+            }
+            if let Some(at) = missing {
+                let why = format!("the branch counter at the end of block {at:#x} was not placed");
+                out.failed.push((name.clone(), why));
+                continue;
+            }
+            match derive(&flow.blocks, &flow.placement, &counted, &side_counts, &[]) {
+                Ok(counts) => {
+                    if facts.check {
+                        for (i, &c) in counts.iter().enumerate() {
+                            let (v, _) = blocks.get(&(k, start(i))).copied().unwrap_or_default();
+                            out.checked += 1;
+                            if v != c {
+                                out.mismatched.push((name.clone(), start(i), v, c));
+                            }
+                        }
+                    }
+                    out.functions += 1;
+                    out.counter_runs +=
+                        counted.iter().sum::<u64>() + side_counts.iter().flatten().sum::<u64>();
+                    out.block_runs += counts.iter().sum::<u64>();
+                    out.counted_blocks += flow.placement.blocks.iter().filter(|&&c| c).count();
+                    out.counted_sides +=
+                        flow.placement.sides.iter().flatten().filter(|&&c| c).count();
+                    out.blocks += n;
+                    for (i, c) in counts.into_iter().enumerate() {
+                        out.counts.insert((k, start(i)), c);
+                    }
+                }
+                Err(e) => out.failed.push((name.clone(), e.to_string())),
+            }
+        }
+        Some(out)
+    }
+
+    /// Keep how often each module's blocks ran (`counts`: module, block start as a runtime
+    /// address, count), for the next run's counter placement from the same roots
+    /// ([`JitOptions::fewer_counters`]); nothing without it or without hints.
+    pub fn keep_weights(&self, images: &[AnalyzedImage], counts: &[((usize, u64), u64)]) {
+        let Some(key) = self.weights_key else { return };
+        let mut by_module: BTreeMap<usize, Vec<(u64, u64)>> = BTreeMap::new();
+        for &((k, start), n) in counts {
+            let Some(m) = images.get(k) else { continue };
+            by_module.entry(k).or_default().push((start.wrapping_sub(m.bias.unwrap_or(0)), n));
+        }
+        for (k, w) in by_module {
+            images[k].keep_jit_weights(key, &w);
+        }
+    }
+
     /// Keep beside the cache entry of each module this run translated the functions known to
     /// have run from the same roots ([`AnalyzedImage::keep_jit_hint`]): those the hint named,
     /// with those this run found ran (their marks, or under a plugin that counts blocks their
@@ -2685,7 +2875,13 @@ impl Jit {
                     let t = Instant::now();
                     self.translate_deferred(
                         &all,
-                        &modules_of(&all, &self.later, self.lazy, self.limit.is_none()),
+                        &modules_of(
+                            &all,
+                            &self.later,
+                            self.lazy,
+                            self.limit.is_none(),
+                            self.fewer_counters,
+                        ),
                         plugin,
                     );
                     self.stats.serving += t.elapsed();
@@ -2812,7 +3008,8 @@ impl Jit {
                 }
             }
             let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
-            let mods = modules_of(&all, &self.later, self.lazy, self.limit.is_none());
+            let mods =
+                modules_of(&all, &self.later, self.lazy, self.limit.is_none(), self.fewer_counters);
             for (from, n) in std::mem::take(&mut self.late_ahead) {
                 let mut walk = Some((from, n));
                 while let Some((rest, left)) = walk.take() {
@@ -2984,7 +3181,8 @@ impl Jit {
         if std::env::var_os("KERF_JIT_NO_RETIRE").is_none() && self.retire_gone(&all, &went) {
             return true;
         }
-        let mods = modules_of(&all, &self.later, self.lazy, self.limit.is_none());
+        let mods =
+            modules_of(&all, &self.later, self.lazy, self.limit.is_none(), self.fewer_counters);
         if self.flush(&all, &mods, plugin, mbox, 0) {
             return true;
         }
@@ -3196,7 +3394,8 @@ impl Jit {
             };
             let every: Vec<FuncId> =
                 (0..m.analysis.cfg.functions.len() as u32).map(FuncId).collect();
-            let module = &modules_of(&[&m], &[], self.lazy, self.limit.is_none())[0];
+            let module =
+                &modules_of(&[&m], &[], self.lazy, self.limit.is_none(), self.fewer_counters)[0];
             let shape = late.and(self.rings);
             let size = space_size(module, &every, &[], plugin);
             let space = Tracee::stop_all(self.pid).and_then(|mut tr| {
@@ -3392,7 +3591,9 @@ impl Jit {
         match self.starts.get(&target).copied().or_else(inside) {
             Some(to) => {
                 let k = k.expect("a translated block is in a module");
-                let _ = self.add_stub(k, target, Some(to));
+                if self.add_stub(k, target, Some(to)).is_ok() {
+                    self.stub_targets.push((k, target));
+                }
             }
             None => {
                 let home = self.caches.first().map(|c| c.module);
@@ -3945,7 +4146,7 @@ impl Jit {
         let mut found = Vec::new();
         for (k, m) in all.iter().enumerate() {
             if kerf_jit::glibc_module(&m.path.to_string_lossy()) && self.spaces[k].is_some() {
-                let module = &modules_of(&[m], &[], false, false)[0];
+                let module = &modules_of(&[m], &[], false, false, false)[0];
                 found.extend(kerf_jit::action_sites(module).into_iter().map(|a| (k, a)));
             }
         }
@@ -4146,7 +4347,8 @@ impl Jit {
         root: &Root,
     ) -> Result<(), JitFail> {
         let m = all[root.module];
-        let mods = modules_of(all, &self.later, self.lazy, self.limit.is_none());
+        let mods =
+            modules_of(all, &self.later, self.lazy, self.limit.is_none(), self.fewer_counters);
         kerf_jit::translate::entry_displaced(&mods[root.module], root.func)
             .map_err(|why| JitFail::Root { label: root.label.clone(), why })?;
         let entry = m.analysis.cfg.function(root.func).entry.0 + m.bias.unwrap_or(0);
@@ -4243,7 +4445,7 @@ impl Jit {
     ) -> Result<Option<Entry>, String> {
         let cfg = &m.analysis.cfg;
         let at = cfg.function(f).entry.0.wrapping_add(m.bias.unwrap_or(0));
-        let module = &modules_of(&[m], &[], false, false)[0];
+        let module = &modules_of(&[m], &[], false, false, false)[0];
         let d = kerf_jit::translate::entry_displaced(module, f)?;
         if pcs.iter().any(|&pc| pc > at && pc < at + d.len as u64) {
             return Ok(None);
@@ -4944,7 +5146,8 @@ impl Jit {
     ) -> Result<(), JitFail> {
         let extra = std::mem::take(&mut self.extra);
         let all: Vec<&AnalyzedImage> = images.iter().chain(&extra).collect();
-        let mods = modules_of(&all, &self.later, self.lazy, self.limit.is_none());
+        let mods =
+            modules_of(&all, &self.later, self.lazy, self.limit.is_none(), self.fewer_counters);
         let mut result = Ok(());
         for attempt in 1..=TAKE_IN_TRIES {
             let t = Instant::now();

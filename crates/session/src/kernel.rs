@@ -162,6 +162,7 @@ fn image_of(
         bytes,
         from_cache: None,
         returns: Default::default(),
+        counting: Default::default(),
         returns_how: Default::default(),
         cache_entry: None,
     })

@@ -119,6 +119,9 @@ pub struct AnalyzedImage {
     /// Per function, what is live where its returns land, worked out when the JIT first
     /// translates the module ([`AnalyzedImage::ensure_returns`]).
     pub returns: std::sync::OnceLock<Vec<kerf_analysis::liveness::Live>>,
+    /// What the JIT's fewer block counters need of the whole module
+    /// ([`kerf_jit::counters::module_facts`]), worked out when a translation first needs it.
+    pub counting: std::sync::OnceLock<kerf_jit::counters::ModuleFacts>,
     /// How [`AnalyzedImage::returns`] was worked out, once it was.
     pub returns_how: std::sync::OnceLock<ReturnsHow>,
     /// Where the image's cache entry is (when there is a cache): the JIT keeps its return
@@ -315,6 +318,21 @@ impl AnalyzedImage {
         entries.sort_unstable();
         entries.dedup();
         let _ = dir.store_hint(&e.key, &e.digest, roots, &entries);
+    }
+
+    /// How often blocks ran in the last JIT run from roots `roots` that counted them (image
+    /// address of the block's start, count): the weights of its counter placement.
+    pub fn jit_weights(&self, roots: u64) -> Option<Vec<(u64, u64)>> {
+        let e = self.cache_entry.as_ref()?;
+        let dir = cache::CacheDir::open(&e.dir).ok()?;
+        dir.load_weights(&e.key, &e.digest, roots).ok()?
+    }
+
+    /// Keep `weights` for the next run from roots `roots` ([`AnalyzedImage::jit_weights`]).
+    pub fn keep_jit_weights(&self, roots: u64, weights: &[(u64, u64)]) {
+        let Some(e) = &self.cache_entry else { return };
+        let Ok(dir) = cache::CacheDir::open(&e.dir) else { return };
+        let _ = dir.store_weights(&e.key, &e.digest, roots, weights);
     }
 
     /// Check every function of an analysis read from the cache ([`Checker::all_code`]):
@@ -598,6 +616,7 @@ fn analyze_image_file(
                             options: opts.clone(),
                         }),
                         returns: Default::default(),
+                        counting: Default::default(),
                         returns_how: Default::default(),
                         cache_entry: Some(CacheEntry { dir: c.path().into(), key, digest: d }),
                     });
@@ -635,6 +654,7 @@ fn analyze_image_file(
         bytes: bytes.clone(),
         from_cache: None,
         returns: Default::default(),
+        counting: Default::default(),
         returns_how: Default::default(),
         cache_entry,
     })
@@ -662,6 +682,7 @@ pub fn analyze_bytes(name: &str, data: Vec<u8>) -> Result<AnalyzedImage, LoadErr
         bytes: bytes.clone(),
         from_cache: None,
         returns: Default::default(),
+        counting: Default::default(),
         returns_how: Default::default(),
         cache_entry: None,
     })

@@ -127,11 +127,59 @@ fn counters_json(jit: &jit::Jit) -> Value {
     }
 }
 
+/// Where the block counters went: in every block, or off a spanning tree of each function's
+/// flow, with how many functions and blocks had their counts worked out from how many
+/// counters, and the functions whose counts could not be.
+fn placement_json(counting: bool, d: Option<&jit::DerivedCounts>) -> Value {
+    match d {
+        None => json!({ "counters": if counting { "every block" } else { "none" } }),
+        Some(d) => json!({
+            "counters": "tree",
+            "functions": d.functions,
+            "blocks": d.blocks,
+            "counted_blocks": d.counted_blocks,
+            "counted_sides": d.counted_sides,
+            "counter_runs": d.counter_runs,
+            "block_runs": d.block_runs,
+            "failed": d.failed.iter().map(|(f, why)| json!({ "function": f, "why": why })).collect::<Vec<_>>(),
+            "checked": d.checked,
+            "mismatched": d.mismatched.iter().map(|(f, at, counted, derived)| json!({ "function": f, "at": format!("{at:#x}"), "counted": counted, "derived": derived })).collect::<Vec<_>>(),
+        }),
+    }
+}
+
+/// What the user must know of counts worked out from fewer counters: the functions whose
+/// counts could not be, and where a thread inside the region when kerf came or went makes a
+/// worked-out count off by one.
+fn placement_report(p: &Value, attached: bool, events: &mut dyn Events) {
+    if p["counters"] != "tree" {
+        return;
+    }
+    if let Some(failed) = p["failed"].as_array().filter(|f| !f.is_empty()) {
+        let first = &failed[0];
+        events.warn(&format!(
+            "the block counts of {} functions could not be worked out from their counters              (the first, {}: {}); their blocks with no counter of their own show none              (--counters every counts every block)",
+            failed.len(),
+            first["function"].as_str().unwrap_or("?"),
+            first["why"].as_str().unwrap_or("?"),
+        ));
+    }
+    if attached {
+        events.warn(
+            "with --counters tree, a count worked out in a function that a thread was inside              when kerf attached or detached may be off by one for each such thread              (--counters every has no such limit)",
+        );
+    }
+}
+
 /// The chosen plugins woven together: the call trace's record at each function's entry and
 /// exits, the block counter at every block's entry, the branch profile's counter on each side
 /// of every conditional branch.
 struct Woven {
     blocks: bool,
+    /// Block counters only where the placement off each function's flow wants them, and on
+    /// the branch sides it chooses ([`JitOptions::fewer_counters`]); the other blocks' counts
+    /// are worked out at the end.
+    tree: bool,
     branches: bool,
     calls: Option<CallTrace>,
     callback: Option<Callback>,
@@ -146,7 +194,7 @@ impl Plugin for Woven {
         if let Some(cb) = &self.callback {
             cb.call(&mut p, false, b.routines, b.state, b.start);
         }
-        if self.blocks {
+        if self.blocks && b.counted {
             counter(&mut p, b.word, b.shared, b.owner, b.owner_tid, b.per_thread);
         }
         (!p.ops.is_empty()).then_some(p)
@@ -157,12 +205,16 @@ impl Plugin for Woven {
     }
 
     fn edges(&self) -> bool {
+        self.branches || self.tree
+    }
+
+    fn every_edge(&self) -> bool {
         self.branches
     }
 
     fn edge(&self, e: &EdgeInfo<'_>) -> Option<Program> {
         let mut p = Program::new();
-        self.branches
+        (self.branches || (self.tree && e.counted))
             .then(|| counter(&mut p, e.word, e.shared, e.owner, e.owner_tid, e.per_thread))?;
         Some(p)
     }
@@ -304,7 +356,8 @@ pub fn run(
         // A running process runs natively until the cache is live: a big module's
         // whole-image work comes after (a launched command is held until then anyway).
         options.early = pid_given;
-        let woven = Woven { blocks: counting, branches, calls, callback };
+        let tree = counting && options.fewer_counters;
+        let woven = Woven { blocks: counting, tree, branches, calls, callback };
         let (module, path, detail) =
             match jit::install(pid, &target.modules, &roots, &woven, options) {
                 Ok(jit) => break (roots, waiting, woven, jit),
@@ -689,6 +742,7 @@ pub fn run(
         ));
     }
     let mut summary = summarize(&target, &jit, &roots, &woven);
+    placement_report(&summary["jit"]["placement"], pid_given, events);
     if let Some(never) = summary["jit"]["roots_never_entered"].as_array().filter(|a| !a.is_empty())
     {
         let names = with_counts(never.iter().filter_map(Value::as_str));
@@ -1058,6 +1112,19 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         }
         same
     });
+    // Blocks whose counts follow from fewer counters: their words hold no count (or a ran
+    // mark); the worked-out counts replace them.
+    let derived = counting.then(|| jit.derived_counts(&target.modules)).flatten();
+    if let Some(d) = &derived {
+        for b in by_block.iter_mut() {
+            if let Some(&n) = d.counts.get(&b.0) {
+                b.2 = n;
+            }
+        }
+        let counts: Vec<((usize, u64), u64)> =
+            by_block.iter().filter(|b| b.2 != 0).map(|b| (b.0, b.2)).collect();
+        jit.keep_weights(&target.modules, &counts);
+    }
     // (A module's rows come together: its path made once for them.)
     let mut path = (usize::MAX, String::new());
     for &((module, start), func, n) in &by_block {
@@ -1203,6 +1270,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
     if counting {
         // (Moved in: `json!` would copy every row.)
         v["blocks"] = Value::Array(blocks);
+        v["jit"]["placement"] = placement_json(counting, derived.as_ref());
     }
     if woven.branches {
         v["branches"] = Value::Array(branch_profile(target, jit));
