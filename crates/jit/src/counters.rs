@@ -292,10 +292,9 @@ pub fn derive(
         net[sets.find(at)] += i128::from(i.amount);
         net[sets.find(V)] -= i128::from(i.amount);
     }
-    // Peel the forest's leaves: a component with one unknown edge left gives that edge the
-    // flow that balances it.
-    let mut incident: Vec<Vec<usize>> = vec![Vec::new(); nodes];
-    for (k, &(a, b, _)) in tree.iter().enumerate() {
+    // Each component's unknown edges, as one array cut by offsets.
+    let mut degree = vec![0usize; nodes];
+    for &(a, b, _) in &tree {
         if a == b {
             // A measurable edge inside a component of unmeasurable ones would close a cycle:
             // placed edges never do.
@@ -305,17 +304,31 @@ pub fn derive(
                 got: 1,
             });
         }
-        incident[a].push(k);
-        incident[b].push(k);
+        degree[a] += 1;
+        degree[b] += 1;
     }
-    let mut degree: Vec<usize> = incident.iter().map(Vec::len).collect();
+    let mut offset = vec![0usize; nodes + 1];
+    for c in 0..nodes {
+        offset[c + 1] = offset[c] + degree[c];
+    }
+    let mut fill = offset.clone();
+    let mut incident = vec![0usize; offset[nodes]];
+    for (k, &(a, b, _)) in tree.iter().enumerate() {
+        incident[fill[a]] = k;
+        fill[a] += 1;
+        incident[fill[b]] = k;
+        fill[b] += 1;
+    }
+    // Peel the forest's leaves: a component with one unknown edge left gives that edge the
+    // flow that balances it.
     let mut flow: Vec<Option<i128>> = vec![None; tree.len()];
     let mut leaves: Vec<usize> = (0..nodes).filter(|&c| degree[c] == 1).collect();
     while let Some(c) = leaves.pop() {
         if degree[c] != 1 {
             continue;
         }
-        let Some(&k) = incident[c].iter().find(|&&k| flow[k].is_none()) else { continue };
+        let own = &incident[offset[c]..offset[c + 1]];
+        let Some(&k) = own.iter().find(|&&k| flow[k].is_none()) else { continue };
         let (a, b, _) = tree[k];
         // Into c: the flow that brings its balance to zero; out of c: its surplus.
         let (f, other) = if b == c { (-net[c], a) } else { (net[c], b) };
@@ -333,9 +346,9 @@ pub fn derive(
         }
     }
     // What is left balances, or the flow does not add up.
-    for c in 0..nodes {
-        if sets.find(c) == c && net[c] != 0 {
-            return Err(DeriveError::Unbalanced { block: None, by: net[c] as i64 });
+    for (c, &left) in net.iter().enumerate() {
+        if sets.find(c) == c && left != 0 {
+            return Err(DeriveError::Unbalanced { block: None, by: left as i64 });
         }
     }
     let mut out = vec![0u64; n];
@@ -360,7 +373,7 @@ pub fn derive(
 
 // ---- From a module's CFG ----
 
-use crate::translate::{block_insns, Module};
+use crate::translate::{block_insns, table_shape, Module};
 use iced_x86::{Code, FlowControl};
 use kerf_analysis::cfg::{Cfg, EdgeKind, EdgeTarget, FuncId, Terminator};
 use kerf_arch::hash::{AddrMap as HashMap, AddrSet as HashSet};
@@ -432,12 +445,17 @@ fn runs_on(t: Terminator) -> bool {
 /// [`Cfg::blocks_of`] (blocks with no bytes left out: nothing runs them in a cache).
 #[derive(Clone, Debug)]
 pub struct FunctionFlow {
-    /// Each flow block's start (original image address), in the CFG's order, and the
-    /// module's bias (image to runtime address).
+    /// Each flow block's start and end (original image addresses), in address order as the
+    /// CFG keeps a function's blocks, and the module's bias (image to runtime address).
     pub starts: Vec<ImageAddr>,
+    pub ends: Vec<ImageAddr>,
     pub bias: u64,
     pub blocks: Vec<FlowBlock>,
     pub placement: Placement,
+    /// The function has an indirect jump of unknown targets: the lookup may bring flow to
+    /// any of its blocks, so every block's indirect entry counts what arrives there (known
+    /// flow for [`derive`]), and its jump tables that go through the lookup are ways out.
+    pub arrivals: bool,
     at: HashMap<u64, usize>,
 }
 
@@ -447,11 +465,11 @@ impl FunctionFlow {
         self.at.get(&start).copied()
     }
 
-    /// The flow block whose bytes hold runtime address `a` (the last block starting at or
-    /// before it).
+    /// The flow block whose bytes hold runtime address `a`.
     pub fn holding(&self, a: u64) -> Option<usize> {
-        let before = self.starts.iter().enumerate().filter(|(_, s)| s.0 + self.bias <= a);
-        before.max_by_key(|(_, s)| s.0).map(|(k, _)| k)
+        let a = a.wrapping_sub(self.bias);
+        let k = self.starts.partition_point(|s| s.0 <= a).checked_sub(1)?;
+        (a < self.ends[k].0).then_some(k)
     }
 }
 
@@ -525,20 +543,28 @@ fn loop_weights(n: usize, succ: &[Vec<usize>], entries: &[usize]) -> Vec<u64> {
 }
 
 /// Function `f`'s flow graph and counters, or `None` where every block must count: a block
-/// another function also holds, an indirect jump whose targets are unknown (any instruction
-/// may be entered from it), or no blocks.
+/// another function also holds, an indirect jump whose targets are unknown where every
+/// instruction of the function gets an entry ahead ([`Module::inside_entries`]: flow may
+/// start inside any block), or no blocks.
 pub fn function_flow(m: &Module<'_>, facts: &ModuleFacts, f: FuncId) -> Option<FunctionFlow> {
     let cfg = m.cfg;
     let func = cfg.function(f);
     let all = cfg.blocks_of(f);
-    if all.iter().any(|b| facts.shared.contains(&b.start) || b.term == Terminator::Unanalysable) {
+    if all.iter().any(|b| facts.shared.contains(&b.start)) {
         return None;
     }
+    let arrivals = all.iter().any(|b| b.term == Terminator::Unanalysable);
+    if arrivals && m.inside_entries {
+        return None;
+    }
+    // (Which dispatches go through the lookup, where arrivals count.)
+    let look = kerf_analysis::liveness::LinkedLook::default();
     let kept: Vec<usize> = (0..all.len()).filter(|&k| all[k].len > 0).collect();
     if kept.is_empty() {
         return None;
     }
     let starts: Vec<ImageAddr> = kept.iter().map(|&k| all[k].start).collect();
+    let ends: Vec<ImageAddr> = kept.iter().map(|&k| all[k].end()).collect();
     let at: HashMap<u64, usize> = starts.iter().enumerate().map(|(i, s)| (s.0, i)).collect();
     // A block of another function is outside, even where it lies inside this one's bytes.
     let target = |t: EdgeTarget| match t {
@@ -572,6 +598,9 @@ pub fn function_flow(m: &Module<'_>, facts: &ModuleFacts, f: FuncId) -> Option<F
         // Where running off the end goes (the translation links it whatever the edges say).
         let next = at.get(&b.end().0).map_or(To::Outside, |&i| To::Block(i));
         let mut ran_on = false;
+        let looked_up = arrivals
+            && matches!(b.term, Terminator::JumpTable(_))
+            && table_shape(m, b, &look).is_none();
         for e in cfg.edges_of(b) {
             ran_on |= e.kind == EdgeKind::FallThrough
                 || (b.term == Terminator::CondJump
@@ -588,6 +617,9 @@ pub fn function_flow(m: &Module<'_>, facts: &ModuleFacts, f: FuncId) -> Option<F
                     continue;
                 }
                 (_, EdgeKind::Call | EdgeKind::Return) => Out { to: To::Outside, side: None },
+                // A table the translation reads through the lookup: its targets' entries
+                // count the arrival.
+                (_, EdgeKind::Table) if looked_up => Out { to: To::Outside, side: None },
                 (Terminator::CondJump, EdgeKind::Branch) => {
                     Out { to: target(e.target), side: side(true) }
                 }
@@ -665,7 +697,7 @@ pub fn function_flow(m: &Module<'_>, facts: &ModuleFacts, f: FuncId) -> Option<F
     }
     let placement = place(&blocks);
     let at = starts.iter().enumerate().map(|(i, s)| (m.runtime(*s), i)).collect();
-    Some(FunctionFlow { starts, bias: m.bias, blocks, placement, at })
+    Some(FunctionFlow { starts, ends, bias: m.bias, blocks, placement, arrivals, at })
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use kerf_analysis::cfg::{BlockId, Cfg, EdgeKind, EdgeTarget, FuncId, TableFormat
 use kerf_analysis::liveness::Live;
 use kerf_analysis::memory::CodeMemory;
 use kerf_arch::hash::{AddrMap as HashMap, AddrSet as HashSet};
-use kerf_arch::x86_64::{flow, relocation_hazard, Flow, Gpr};
+use kerf_arch::x86_64::{flow, relocation_hazard, FlagSet, Flow, Gpr, RegSet};
 use kerf_arch::ImageAddr;
 use kerf_codegen::ir::{Addr, Op, Program, Src, Width};
 use kerf_codegen::{lower_program_split, At, LiveAt, SlabRing};
@@ -323,7 +323,7 @@ fn tail_scratch(m: &Module<'_>, f: FuncId) -> Option<Register> {
 ///   `movsxd r, [b+i*4]; add r, b; jmp r`, the copy found with a `lea` of its own into `r`.
 ///
 /// And the flags dead at every target (the bounds check clobbers them).
-struct TableShape {
+pub(crate) struct TableShape {
     /// Original address of the instruction that reads the table.
     at: u64,
     /// How the copy is read (see [`seq::CopyAt`]).
@@ -339,7 +339,7 @@ struct TableShape {
 }
 
 /// The [`TableShape`] of block `b`, if its dispatch has one.
-fn table_shape(
+pub(crate) fn table_shape(
     m: &Module<'_>,
     b: &kerf_analysis::cfg::Block,
     look: &kerf_analysis::liveness::LinkedLook,
@@ -908,6 +908,12 @@ pub struct Translation {
     /// The roots' outer entries ([`seq::outer_entry`]), by the root's original entry: where
     /// the root's jump in the original code goes.
     pub outers: BTreeMap<u64, u64>,
+    /// Blocks whose indirect entries count the lookup's arrivals (fewer counters, see
+    /// [`crate::counters::FunctionFlow::arrivals`]): the block's start and the counter's own
+    /// word (its shared word the next).
+    pub arrivals: Vec<(u64, u64)>,
+    /// The functions translated with fewer counters, and their flow graphs and counters.
+    pub flows: Vec<(FuncId, crate::counters::FunctionFlow)>,
 }
 
 /// A linkable exit (see [`seq::linked_exit_stub`]): its word in the data area, the original
@@ -1883,13 +1889,41 @@ pub fn translate(
                 rank: if entries_of_functions.contains(&b.start) { 0 } else { 2 },
             },
         );
+    // Blocks of functions whose placement counts the lookup's arrivals (an indirect jump of
+    // unknown targets: see `counters::FunctionFlow::arrivals`): their indirect entries count
+    // (the lookup left `rax`, `rcx` and `rdx` in its frame, the flags as the program's).
+    // (With the flags live at the block: its counter keeps them only where the block reads
+    // them.)
+    let arriving: HashMap<u64, FlagSet> = order
+        .iter()
+        .filter(|(f, _)| flows.get(f).is_some_and(|ff| ff.arrivals))
+        .map(|&(f, k)| {
+            let b = &cfg.blocks_of(f)[k];
+            (m.runtime(b.start), m.live_in(f, b).flags)
+        })
+        .collect();
+    let mut arrivals = Vec::new();
     for site in block_targets.chain(ret_sites.iter().copied()) {
         if !entered.insert(site.orig) {
             continue;
         }
         let l = e.label();
         entry_labels.push((site, e.insns.len()));
-        e.extend(seq::indirect_entry(l, site.to), None);
+        let flags = arriving.get(&site.orig).filter(|_| site.rank != crate::table::RETURN);
+        let counted = flags
+            .map(|&flags| arrival_counter(plugin, layout, owner_tid, &mut e, at, site.orig, flags))
+            .transpose()?
+            .flatten();
+        match counted {
+            Some((mut code, word)) => {
+                arrivals.push((site.orig, word));
+                code[0].set_ip(l);
+                let inner = e.label();
+                code.extend(seq::indirect_entry(inner, site.to));
+                e.extend(code, None);
+            }
+            None => e.extend(seq::indirect_entry(l, site.to), None),
+        }
     }
     let exits: Vec<(u64, (u64, Leaves))> = e.exits.iter().map(|(t, v)| (*t, *v)).collect();
     let quiet = e.label();
@@ -2070,6 +2104,8 @@ pub fn translate(
         tables,
         slot_guards: e.slot_guards,
         constants: e.constants,
+        arrivals,
+        flows: flows.into_iter().collect(),
         inlined: e.inlined,
         outers,
     })
@@ -2161,6 +2197,44 @@ fn return_word(e: &mut Emitter, ret: u64) -> u64 {
     e.constants.push((w, ret));
     e.return_words.insert(ret, w);
     w
+}
+
+/// The counter an indirect entry of block `orig` carries where the lookup's arrivals count:
+/// the plugin's side counter on two fresh data words (zero before the cache runs), lowered
+/// where the lookup's registers are free (it puts them back after), the flags live only as
+/// the block reads them (`flags`), and every other register live. `None` if the plugin gives
+/// no counter.
+fn arrival_counter(
+    plugin: &dyn Plugin,
+    layout: &Layout,
+    owner_tid: Option<u32>,
+    e: &mut Emitter,
+    at: &At,
+    orig: u64,
+    flags: FlagSet,
+) -> Result<Option<(Vec<Instruction>, u64)>, JitError> {
+    let word = e.next_pred;
+    e.next_pred += 16;
+    e.constants.push((word, 0));
+    e.constants.push((word + 8, 0));
+    let free = RegSet::of(&[Gpr::Rax, Gpr::Rcx, Gpr::Rdx]);
+    let live = LiveAt { regs: RegSet::ALL.minus(free), flags };
+    let info = EdgeInfo {
+        func: "",
+        branch: orig,
+        to: orig,
+        taken: true,
+        live,
+        word,
+        shared: word + 8,
+        owner: layout.data + DATA_OWNER,
+        owner_tid,
+        per_thread: layout.thread_copy(word),
+        counted: true,
+    };
+    let Some(p) = plugin.edge(&info) else { return Ok(None) };
+    let code = lower_at(&p, at, live, orig, e)?;
+    Ok((!code.is_empty()).then_some((code, word)))
 }
 
 /// What copying a callee in place needs of its translation.
@@ -2762,11 +2836,6 @@ pub(crate) fn block_insns(
         v.push(d.decode());
     }
     v
-}
-
-/// The original (runtime) address of the last instruction of the block at `start`.
-pub fn last_insn_at(m: &Module<'_>, start: ImageAddr, len: u32, insns: u32) -> Option<u64> {
-    last_insn(m, start, len, insns).map(|i| i.ip())
 }
 
 /// The original address of the last instruction of the block at `start` (`len` bytes,

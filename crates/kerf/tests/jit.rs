@@ -3174,7 +3174,13 @@ fn fewer_counters_work_out_every_block_count_exactly() {
             assert_eq!(j["escapes"], 0, "{name}: {j}");
             let p = &j["placement"];
             assert_eq!(p["counters"], "tree", "{name}: {p}");
-            assert_eq!(p["failed"].as_array().map(Vec::len), Some(0), "{name}: {p}");
+            // `jitted`'s `inside_jump` jumps into the middle of one of its blocks through a
+            // pointer: flow its graph does not have, which makes its counts underivable,
+            // said so (and none other's).
+            for f in p["failed"].as_array().unwrap() {
+                assert_eq!(f["function"], "inside_jump", "{name}: {p}");
+                assert!(f["why"].as_str().unwrap().contains("indirect jump"), "{name}: {p}");
+            }
             assert_eq!(p["mismatched"].as_array().map(Vec::len), Some(0), "{name}: {p}");
             let (blocks, checked) = (p["blocks"].as_u64().unwrap(), p["checked"].as_u64().unwrap());
             assert!(blocks >= 50 && checked == blocks, "{name}: {p}");

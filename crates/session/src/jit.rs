@@ -20,6 +20,7 @@ use crate::patchset::Runtime;
 use crate::slabs::SlabRegion;
 use kerf_analysis::cfg::FuncId;
 use kerf_analysis::validate::Invalid;
+use kerf_arch::hash::AddrMap;
 use kerf_arch::RemoteAddr;
 use kerf_codegen::{ring, At, Env, LiveAt, ThreadPointer};
 use kerf_jit::mailbox as mb;
@@ -817,11 +818,15 @@ impl Ran {
     }
 }
 
+/// A conditional branch's address, its sides' counts summed over translations, and in how
+/// many of them each side's counter was placed ([`Jit::derived_counts`]).
+type SideCounts = (u64, [u64; 2], [u32; 2]);
+
 /// Block counts derived from counters off a spanning tree ([`Jit::derived_counts`]).
 #[derive(Clone, Debug, Default)]
 pub struct DerivedCounts {
     /// By module and block start (runtime address).
-    pub counts: HashMap<(usize, u64), u64>,
+    pub counts: AddrMap<(usize, u64), u64>,
     /// Functions whose counts were derived, their blocks, and the counters they had.
     pub functions: usize,
     pub blocks: usize,
@@ -2604,62 +2609,79 @@ impl Jit {
     /// whose counters do not balance, or whose branch counter did not go where the placement
     /// wanted it, is named in [`DerivedCounts::failed`] and gets no counts here.
     pub fn derived_counts(&self, images: &[AnalyzedImage]) -> Option<DerivedCounts> {
-        use kerf_jit::counters::{derive, function_flow};
+        use kerf_jit::counters::{derive, FunctionFlow};
         if !self.fewer_counters {
             return None;
         }
         let all: Vec<&AnalyzedImage> = images.iter().chain(&self.extra).collect();
         let mods = modules_of(&all, &self.later, self.lazy, self.limit.is_none(), true);
+        // Each function's flow as its translations placed its counters (any one of them: the
+        // placement is a function of the module alone).
+        let mut flows: AddrMap<(usize, FuncId), &FunctionFlow> = AddrMap::default();
+        for c in &self.caches {
+            for (f, flow) in &c.translation.flows {
+                flows.entry((c.module, *f)).or_insert(flow);
+            }
+        }
         // Summed over every translation that held them: blocks' words (a count where the block
         // counted, else nothing or a ran mark), branches' sides, and how many translations
         // held each block and placed each side's code.
-        let mut blocks: HashMap<(usize, u64), (u64, u32)> = HashMap::new();
-        let mut sides: HashMap<(usize, u64), ([u64; 2], [u32; 2])> = HashMap::new();
-        let mut funcs: BTreeSet<(usize, FuncId)> = BTreeSet::new();
+        let mut blocks: AddrMap<(usize, u64), (u64, u32)> = AddrMap::default();
+        let mut sides: AddrMap<(usize, FuncId), Vec<SideCounts>> = AddrMap::default();
+        // What the lookup brought to blocks whose indirect entries count it.
+        let mut arrived: AddrMap<(usize, u64), u64> = AddrMap::default();
+        let mut funcs: Vec<(usize, FuncId)> = Vec::new();
         for (j, c) in self.caches.iter().enumerate() {
             for b in &c.translation.blocks {
-                funcs.insert((c.module, b.func));
+                funcs.push((c.module, b.func));
                 let e = blocks.entry((c.module, b.start)).or_default();
                 e.0 += self.word(j, b.word) + self.word(j, b.shared);
                 e.1 += 1;
             }
+            for &(start, w) in &c.translation.arrivals {
+                *arrived.entry((c.module, start)).or_default() +=
+                    self.word(j, w) + self.word(j, w + 8);
+            }
             for br in &c.translation.branches {
-                let e = sides.entry((c.module, br.at)).or_default();
+                let mut v = [0u64; 2];
                 for (s, w) in [br.taken, br.not_taken].iter().enumerate() {
-                    e.0[s] += self.word(j, w[0]) + self.word(j, w[1]);
-                    e.1[s] += u32::from(br.placed[s]);
+                    v[s] = self.word(j, w[0]) + self.word(j, w[1]);
                 }
+                let placed = br.placed.map(u32::from);
+                sides.entry((c.module, br.func)).or_default().push((br.at, v, placed));
             }
         }
+        funcs.sort_unstable();
+        funcs.dedup();
         let mut out = DerivedCounts::default();
         for (k, f) in funcs {
             let m = &mods[k];
-            let Some(facts) = m.counting else { continue };
-            let Some(flow) = function_flow(m, facts, f) else { continue };
+            let Some(&flow) = flows.get(&(k, f)) else { continue };
             let n = flow.blocks.len();
             let start = |i: usize| m.runtime(flow.starts[i]);
             let mut counted = vec![0u64; n];
             let mut side_counts = vec![[0u64; 2]; n];
+            let mut placed = vec![[0u32; 2]; n];
+            // (The branch ends its block: its address is the block's last instruction's.)
+            for &(at, v, p) in sides.get(&(k, f)).into_iter().flatten() {
+                if let Some(i) = flow.holding(at) {
+                    for s in 0..2 {
+                        side_counts[i][s] += v[s];
+                        placed[i][s] += p[s];
+                    }
+                }
+            }
             let mut missing = None;
             for i in 0..n {
                 let (v, held) = blocks.get(&(k, start(i))).copied().unwrap_or_default();
                 if flow.placement.blocks[i] {
                     counted[i] = v;
                 }
-                if flow.placement.sides[i] == [false; 2] {
-                    continue;
-                }
-                // The branch ends the block: its last instruction.
-                let b = m.cfg.blocks_of(f).iter().find(|b| b.start == flow.starts[i]);
-                let at =
-                    b.and_then(|b| kerf_jit::translate::last_insn_at(m, b.start, b.len, b.insns));
-                let (v, placed) = at.and_then(|a| sides.get(&(k, a)).copied()).unwrap_or_default();
                 for s in 0..2 {
-                    if flow.placement.sides[i][s] {
-                        side_counts[i][s] = v[s];
-                        if placed[s] != held {
-                            missing = Some(start(i));
-                        }
+                    if flow.placement.sides[i][s] && placed[i][s] != held {
+                        missing = Some(start(i));
+                    } else if !flow.placement.sides[i][s] {
+                        side_counts[i][s] = 0;
                     }
                 }
             }
@@ -2668,10 +2690,7 @@ impl Jit {
             // or at the start of one no edge from outside reaches.
             let entered = self.stub_targets.iter().filter(|&&(j, _)| j == k).find_map(|&(_, t)| {
                 let i = flow.holding(t)?;
-                let b = m.cfg.blocks_of(f).iter().find(|b| b.start == flow.starts[i])?;
-                let inside =
-                    t < m.runtime(b.end()) && (t != start(i) || !flow.blocks[i].from_outside);
-                inside.then_some(t)
+                (t != start(i) || !flow.blocks[i].from_outside).then_some(t)
             });
             if let Some(at) = entered {
                 let why =
@@ -2684,9 +2703,16 @@ impl Jit {
                 out.failed.push((name.clone(), why));
                 continue;
             }
-            match derive(&flow.blocks, &flow.placement, &counted, &side_counts, &[]) {
+            let inject: Vec<kerf_jit::counters::Inject> = (0..n)
+                .filter_map(|i| {
+                    let amount = *arrived.get(&(k, start(i)))?;
+                    let amount = i64::try_from(amount).ok()?;
+                    Some(kerf_jit::counters::Inject { block: i, inside: false, amount })
+                })
+                .collect();
+            match derive(&flow.blocks, &flow.placement, &counted, &side_counts, &inject) {
                 Ok(counts) => {
-                    if facts.check {
+                    if m.counting.is_some_and(|f| f.check) {
                         for (i, &c) in counts.iter().enumerate() {
                             let (v, _) = blocks.get(&(k, start(i))).copied().unwrap_or_default();
                             out.checked += 1;
