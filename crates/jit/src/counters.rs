@@ -19,6 +19,13 @@
 //! A thread killed in the middle of a block that has no edge to `V` (another thread called
 //! `exit` while it computed) leaves one unit unaccounted; that is the scheme's known limit.
 
+use crate::translate::{block_insns, table_shape, Module};
+use iced_x86::{Code, FlowControl};
+use kerf_analysis::cfg::{Cfg, EdgeKind, EdgeTarget, FuncId, Terminator};
+use kerf_arch::hash::{AddrMap as HashMap, AddrSet as HashSet};
+use kerf_arch::x86_64::relocation_hazard;
+use kerf_arch::ImageAddr;
+
 /// One block of a function, as the placement sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FlowBlock {
@@ -70,7 +77,7 @@ impl Placement {
         Placement { blocks: vec![true; n], sides: vec![[false; 2]; n] }
     }
 
-    /// Counters it executes, given each block's and side's count (for estimates).
+    /// How many counters it places (blocks' and branch sides').
     pub fn counters(&self) -> usize {
         self.blocks.iter().filter(|&&c| c).count()
             + self.sides.iter().flatten().filter(|&&c| c).count()
@@ -372,13 +379,6 @@ pub fn derive(
 }
 
 // ---- From a module's CFG ----
-
-use crate::translate::{block_insns, table_shape, Module};
-use iced_x86::{Code, FlowControl};
-use kerf_analysis::cfg::{Cfg, EdgeKind, EdgeTarget, FuncId, Terminator};
-use kerf_arch::hash::{AddrMap as HashMap, AddrSet as HashSet};
-use kerf_arch::x86_64::relocation_hazard;
-use kerf_arch::ImageAddr;
 
 /// What the placement needs to know of a whole module: block starts that more than one
 /// function holds (their functions keep a counter in every block: a block translated as one

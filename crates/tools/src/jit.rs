@@ -149,24 +149,34 @@ fn placement_json(counting: bool, d: Option<&jit::DerivedCounts>) -> Value {
 }
 
 /// What the user must know of counts worked out from fewer counters: the functions whose
-/// counts could not be, and where a thread inside the region when kerf came or went makes a
-/// worked-out count off by one.
-fn placement_report(p: &Value, attached: bool, events: &mut dyn Events) {
+/// counts could not be, where a thread inside the region when kerf came or went makes a
+/// worked-out count off by one, and that counters read while the program runs are read a
+/// moment apart.
+fn placement_report(p: &Value, attached: bool, running: bool, events: &mut dyn Events) {
     if p["counters"] != "tree" {
         return;
     }
     if let Some(failed) = p["failed"].as_array().filter(|f| !f.is_empty()) {
         let first = &failed[0];
         events.warn(&format!(
-            "the block counts of {} functions could not be worked out from their counters              (the first, {}: {}); their blocks with no counter of their own show none              (--counters every counts every block)",
-            failed.len(),
+            "the block counts of {} could not be worked out from their counters \
+             (the first, {}: {}); their blocks with no counter of their own show none \
+             (--counters every counts every block)",
+            match failed.len() {
+                1 => "1 function".to_string(),
+                n => format!("{n} functions"),
+            },
             first["function"].as_str().unwrap_or("?"),
             first["why"].as_str().unwrap_or("?"),
         ));
     }
-    if attached {
+    if attached || running {
         events.warn(
-            "with --counters tree, a count worked out in a function that a thread was inside              when kerf attached or detached may be off by one for each such thread              (--counters every has no such limit)",
+            "with --counters tree, a count worked out in a function that a thread was inside \
+             when kerf attached or detached may be off by one for each such thread, and \
+             counters read while the program runs are read a moment apart: what ran between \
+             the reads can put a worked-out count off by as much (--counters every has \
+             neither limit)",
         );
     }
 }
@@ -742,7 +752,8 @@ pub fn run(
         ));
     }
     let mut summary = summarize(&target, &jit, &roots, &woven);
-    placement_report(&summary["jit"]["placement"], pid_given, events);
+    let running = !matches!(stop, Stop::Ended(_));
+    placement_report(&summary["jit"]["placement"], pid_given, running, events);
     if let Some(never) = summary["jit"]["roots_never_entered"].as_array().filter(|a| !a.is_empty())
     {
         let names = with_counts(never.iter().filter_map(Value::as_str));
