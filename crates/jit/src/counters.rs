@@ -72,11 +72,6 @@ pub struct Placement {
 }
 
 impl Placement {
-    /// A counter in every block and none on a branch: today's block counter.
-    pub fn every(n: usize) -> Placement {
-        Placement { blocks: vec![true; n], sides: vec![[false; 2]; n] }
-    }
-
     /// How many counters it places (blocks' and branch sides').
     pub fn counters(&self) -> usize {
         self.blocks.iter().filter(|&&c| c).count()
@@ -99,6 +94,11 @@ pub struct Inject {
 pub enum DeriveError {
     /// The inputs do not fit the placement (a different function, or a counter missing).
     Shape { what: &'static str, expected: usize, got: usize },
+    /// Known flow handed for a block the function does not have.
+    NoBlock { block: usize },
+    /// The placement's uncounted edges do not form a forest over the components (not the
+    /// placement of these blocks): some count cannot be worked out.
+    NotAForest,
     /// Conservation does not hold for the measured values: flow started or stopped where
     /// nothing said it could (a block of this count came out negative, or a part of the
     /// function does not balance by this much).
@@ -111,6 +111,10 @@ impl std::fmt::Display for DeriveError {
             DeriveError::Shape { what, expected, got } => {
                 write!(f, "{what}: {got} values for a placement of {expected}")
             }
+            DeriveError::NoBlock { block } => {
+                write!(f, "known flow for block {block}, not one of its")
+            }
+            DeriveError::NotAForest => write!(f, "the uncounted edges are not a forest"),
             DeriveError::Unbalanced { block: Some(b), by } => {
                 write!(f, "block {b}'s derived count came out {by}")
             }
@@ -292,7 +296,7 @@ pub fn derive(
     }
     for i in inject {
         if i.block >= n {
-            return Err(DeriveError::Shape { what: "injected block", expected: n, got: i.block });
+            return Err(DeriveError::NoBlock { block: i.block });
         }
         // Known flow on an edge between the block and `V`: what starts there left `V`.
         let at = if i.inside { node_out(i.block) } else { node_in(i.block) };
@@ -305,11 +309,7 @@ pub fn derive(
         if a == b {
             // A measurable edge inside a component of unmeasurable ones would close a cycle:
             // placed edges never do.
-            return Err(DeriveError::Shape {
-                what: "uncounted edges in a cycle",
-                expected: 0,
-                got: 1,
-            });
+            return Err(DeriveError::NotAForest);
         }
         degree[a] += 1;
         degree[b] += 1;
@@ -366,11 +366,7 @@ pub fn derive(
     }
     for (k, &(_, _, kind)) in tree.iter().enumerate() {
         if let Kind::Split(b) = kind {
-            let f = flow[k].ok_or(DeriveError::Shape {
-                what: "underived edges",
-                expected: 0,
-                got: 1,
-            })?;
+            let f = flow[k].ok_or(DeriveError::NotAForest)?;
             out[b] = u64::try_from(f)
                 .map_err(|_| DeriveError::Unbalanced { block: Some(b), by: f as i64 })?;
         }
@@ -900,6 +896,5 @@ mod tests {
         let p = place(&f);
         assert_eq!(p.blocks, vec![true]);
         assert_eq!(derive(&f, &p, &[5], &[[0, 0]], &[]), Ok(vec![5]));
-        assert_eq!(Placement::every(3).counters(), 3);
     }
 }

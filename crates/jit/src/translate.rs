@@ -1531,6 +1531,8 @@ pub fn translate(
         })
         .collect();
     let ends_root = ending_roots(m, scope.roots);
+    // (Under the scheme's check every block and side counts as well.)
+    let check = m.counting.is_some_and(|f| f.check);
     // Per function, where its block counters go, if fewer than one a block.
     let flows: HashMap<FuncId, crate::counters::FunctionFlow> = match m.counting {
         Some(facts) if plugin.counts_blocks() => funcs
@@ -1611,7 +1613,6 @@ pub fn translate(
         let start = m.runtime(b.start);
         let mut info = block_info(m, layout, owner_tid, f, b, n, order.len());
         let placed = flows.get(&f).and_then(|ff| Some((ff, ff.index(start)?)));
-        let check = m.counting.is_some_and(|f| f.check);
         info.counted = check || placed.is_none_or(|(ff, k)| ff.placement.blocks[k]);
         let (word, shared) = (info.word, info.shared);
         blocks.push(Translated { func: f, start, cache: 0, word, shared });
@@ -1750,7 +1751,7 @@ pub fn translate(
                 owner: layout.data + DATA_OWNER,
                 owner_tid,
                 per_thread: layout.thread_copy(word),
-                counted: counted(usize::from(!taken)) || m.counting.is_some_and(|f| f.check),
+                counted: check || counted(usize::from(!taken)),
             };
             // The taken side: the branch goes to its code, out of line, which goes on to
             // where the branch went.
@@ -2315,6 +2316,7 @@ fn copy_inlined(
     let copies: Vec<FuncId> =
         order.iter().map(|&(h, _, _)| h).collect::<HashSet<_>>().into_iter().collect();
     let marks_at = w.marks.map(|k| marks_at(cfg, &copies, &k)).unwrap_or_default();
+    let check = m.counting.is_some_and(|f| f.check);
     for (j, &(h, id, b)) in order.iter().enumerate() {
         let start = m.runtime(b.start);
         let n = *w.index.get(&start).ok_or_else(|| JitError::Encode {
@@ -2323,7 +2325,6 @@ fn copy_inlined(
         })?;
         let first = e.insns.len();
         let mut info = block_info(m, w.layout, w.owner_tid, h, b, n, w.blocks);
-        let check = m.counting.is_some_and(|f| f.check);
         let placed = w.flows.get(&h).and_then(|ff| Some((ff, ff.index(start)?)));
         info.counted = check || placed.is_none_or(|(ff, k)| ff.placement.blocks[k]);
         let marked = marks_at.contains(&b.start);

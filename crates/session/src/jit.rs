@@ -1243,16 +1243,18 @@ fn modules_of<'a>(
             // `KERF_JIT_ICED_ENCODER`: laid out by iced's block encoder, as before kerf's own
             // (for benchmarks that compare the two).
             iced: std::env::var_os("KERF_JIT_ICED_ENCODER").is_some(),
-            // `KERF_JIT_TREE_CHECK`: with fewer counters, every block counts all the same, and
-            // the counts worked out are checked against them (`Jit::derived_counts`).
-            counting: counting.then(|| {
-                m.counting.get_or_init(|| {
-                    let check = std::env::var_os("KERF_JIT_TREE_CHECK").is_some();
-                    kerf_jit::counters::module_facts(&m.analysis.cfg, check, &[])
-                })
-            }),
+            // (A module mapped after the start: with no weights.)
+            counting: counting.then(|| m.counting.get_or_init(|| counting_facts(m, &[]))),
         })
         .collect()
+}
+
+/// What fewer counters need of image `m` ([`kerf_jit::counters::module_facts`]), with the
+/// weights of an earlier run. `KERF_JIT_TREE_CHECK`: every block counts all the same, and the
+/// counts worked out are checked against them (`Jit::derived_counts`).
+fn counting_facts(m: &AnalyzedImage, weights: &[(u64, u64)]) -> kerf_jit::counters::ModuleFacts {
+    let check = std::env::var_os("KERF_JIT_TREE_CHECK").is_some();
+    kerf_jit::counters::module_facts(&m.analysis.cfg, check, weights)
 }
 
 /// The process's vDSO, analysed from its memory: libc calls `clock_gettime` and friends
@@ -1542,11 +1544,9 @@ pub fn install(
     let weights_key =
         (opts.fewer_counters && opts.hints).then(|| roots_key(images, roots)).flatten();
     if opts.fewer_counters {
-        let check = std::env::var_os("KERF_JIT_TREE_CHECK").is_some();
         for m in images {
             let weights = weights_key.and_then(|k| m.jit_weights(k)).unwrap_or_default();
-            let _ =
-                m.counting.set(kerf_jit::counters::module_facts(&m.analysis.cfg, check, &weights));
+            let _ = m.counting.set(counting_facts(m, &weights));
         }
     }
     let mods =
@@ -3617,7 +3617,7 @@ impl Jit {
         match self.starts.get(&target).copied().or_else(inside) {
             Some(to) => {
                 let k = k.expect("a translated block is in a module");
-                if self.add_stub(k, target, Some(to)).is_ok() {
+                if self.add_stub(k, target, Some(to)).is_ok() && self.fewer_counters {
                     self.stub_targets.push((k, target));
                 }
             }
