@@ -5,7 +5,11 @@
 #   in two tables, indexes, joins, grouping); Debian's python3.11 on a pure-Python loop.
 # Per program: native; `kerf jit main --plugin none` (the code cache alone: what main reaches
 # translated ahead, the rest on demand); `kerf jit main --plugin none --whole` (every module
-# translated ahead); `kerf jit main --plugin blocks` (every block counted); `kerf jit main
+# translated ahead); `kerf jit main --plugin blocks` (every block's count: counters off a
+# spanning tree of each function's flow, `--counters tree`, the default since session 73,
+# weighted by the last counting run, which a warm-up run before the rounds makes, the other
+# counts worked out); `kerf-every`: the same with a counter in every block (`--counters
+# every`, the default before); `kerf jit main
 # --plugin branches` (both sides of every conditional branch counted);
 # `kerf-none-frame`: as kerf-none with every `ret` through the lookup frame
 # (`KERF_JIT_FRAME_RETS`, the code before frameless returns, for comparison);
@@ -19,9 +23,7 @@
 # each counter checks for the owner thread, the code before slabs); `kerf-calls-noslabs`: as
 # kerf-calls with no slabs (each record looks its thread's ring up in the thread table, the
 # code before rings kept in slabs);
-# `kerf-tree`: as kerf-blocks with `--counters tree` (counters off a spanning tree of each
-# function's flow, the other counts worked out; weights from the last counting run, which a
-# warm-up run before the rounds makes);
+# `kerf-tree`: as kerf-blocks, with `--counters tree` said;
 # `kerf-none-noinline`, `kerf-blocks-noinline`: as kerf-none and kerf-blocks with no callee
 # copied in place of its call (`KERF_JIT_INLINE_INSNS=0`, the code before inlined calls);
 # `kerf-none-iced`: as kerf-none with every translation laid out by iced's block encoder
@@ -131,6 +133,7 @@ run() { # MODE PROGRAM -> output on stdout
     kerf-whole) "$K" jit main --plugin none --whole -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-blocks) "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-tree) "$K" jit main --plugin blocks --counters tree -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-every) "$K" jit main --plugin blocks --counters every -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-old-none) "$KERF_OLD" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-old-blocks) "$KERF_OLD" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-old-calls) "$KERF_OLD" jit main --plugin calls -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
@@ -152,7 +155,7 @@ for prog in ${PROGS:-xz sqlite3 python3.11}; do
   run kerf-none $prog > /dev/null
   if [ -n "${KERF_OLD:-}" ]; then run kerf-old-none $prog > /dev/null; fi  # (its cache format may differ)
   # (The tree's placement takes its weights from the last run that counted.)
-  if [[ " $MODES " == *" kerf-tree "* ]]; then run kerf-tree $prog > /dev/null; fi
+  if [[ " $MODES " == *" kerf-tree "* || " $MODES " == *" kerf-blocks "* ]]; then run kerf-tree $prog > /dev/null; fi
   for r in $(seq "$ROUNDS"); do
     for m in $MODES; do
       say "$prog round $r/$ROUNDS: $m"

@@ -24,8 +24,8 @@ pub mod x86_64;
 pub use region::{closure, Region};
 pub use table::Table;
 pub use translate::{
-    action_site, action_sites, data_for, entry_stub, escape_stub, glibc_module, load_hook,
-    load_site, longjmp_hook, room_for, signal_hook, translate, BlockInfo, Branch, EdgeInfo, Entry,
-    ExitInfo, JitError, Layout, Leaves, Link, Marks, Module, NoPlugin, Plugin, Scope, SignalHook,
-    Translated, Translation,
+    action_site, action_sites, counting_entry_stub, data_for, entry_stub, escape_stub,
+    glibc_module, load_hook, load_site, longjmp_hook, room_for, signal_hook, translate, BlockInfo,
+    Branch, EdgeInfo, Entry, ExitInfo, JitError, Layout, Leaves, Link, Marks, Module, NoPlugin,
+    Plugin, Scope, SignalHook, Translated, Translation,
 };

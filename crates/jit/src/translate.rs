@@ -874,6 +874,10 @@ pub struct Translation {
     pub entries: Vec<Entry>,
     /// Clean points: cache address -> original address.
     pub clean: BTreeMap<u64, u64>,
+    /// The clean points where a branch side's code starts (cache address -> the branch's
+    /// original address). The clean point names where the side goes, but a thread there has
+    /// not run the side's code: it stands at the end of the branch's block.
+    pub sides: BTreeMap<u64, u64>,
     /// Where the cache leaves for original code, by original target, and why.
     pub exits: BTreeMap<u64, Leaves>,
     /// Bytes of data area used (header and block words).
@@ -1220,6 +1224,9 @@ struct Emitter {
     /// Out-of-line code placed after the blocks: the taken sides of conditional branches
     /// with a plugin's code (a label, the code, where it is clean for, where it goes on).
     tails: Vec<Tail>,
+    /// Where a branch side's code starts (the index of its first instruction), and the
+    /// branch (see [`Translation::sides`]).
+    sides: Vec<(usize, u64)>,
     /// The plugins' cold code (see `Op::Cold`), placed after the blocks: no clean point.
     cold: Vec<Instruction>,
     /// The shared second probe of returns by bytes popped: its label, a label per way, and
@@ -1287,6 +1294,8 @@ struct Tail {
     code: Vec<Instruction>,
     clean: u64,
     then: u64,
+    /// The branch whose side it is.
+    branch: u64,
 }
 
 enum Callee {
@@ -1306,6 +1315,46 @@ struct Site {
 }
 
 impl Emitter {
+    /// An emitter with nothing written yet, its labels from the first.
+    fn new() -> Emitter {
+        Emitter {
+            insns: Vec::new(),
+            clean: Vec::new(),
+            copied: Vec::new(),
+            next_label: 0,
+            exits: BTreeMap::new(),
+            mark: None,
+            next_pred: 0,
+            stubs: Vec::new(),
+            cond: None,
+            tails: Vec::new(),
+            sides: Vec::new(),
+            cold: Vec::new(),
+            ret_seconds: BTreeMap::new(),
+            ret_slows: BTreeMap::new(),
+            ret_ways: BTreeMap::new(),
+            claim: None,
+            foreign_exits: Vec::new(),
+            notice: None,
+            noticed: false,
+            action: None,
+            actioned: false,
+            check: None,
+            checked: false,
+            glibc_action: None,
+            glibc_actioned: false,
+            load: None,
+            loaded: false,
+            tables: Vec::new(),
+            table_stubs: HashMap::default(),
+            slot_guards: 0,
+            constants: Vec::new(),
+            inlined: 0,
+            return_words: HashMap::default(),
+            site_preds: HashMap::default(),
+        }
+    }
+
     /// A new label: a non-canonical address, which no branch target or RIP-relative operand
     /// of real code can be (iced's encoder links both to the instruction whose `ip` they
     /// name, so a label equal to a data address would move that operand into the cache).
@@ -1430,41 +1479,7 @@ pub fn translate(
     let mut funcs = funcs.to_vec();
     funcs.sort_by_key(|&f| cfg.function(f).entry);
     funcs.dedup();
-    let mut e = Emitter {
-        insns: Vec::new(),
-        clean: Vec::new(),
-        copied: Vec::new(),
-        next_label: 0,
-        exits: BTreeMap::new(),
-        mark: None,
-        next_pred: 0,
-        stubs: Vec::new(),
-        cond: None,
-        tails: Vec::new(),
-        cold: Vec::new(),
-        ret_seconds: BTreeMap::new(),
-        ret_slows: BTreeMap::new(),
-        ret_ways: BTreeMap::new(),
-        claim: None,
-        foreign_exits: Vec::new(),
-        notice: None,
-        noticed: false,
-        action: None,
-        actioned: false,
-        check: None,
-        checked: false,
-        glibc_action: None,
-        glibc_actioned: false,
-        load: None,
-        loaded: false,
-        tables: Vec::new(),
-        table_stubs: HashMap::default(),
-        slot_guards: 0,
-        constants: Vec::new(),
-        inlined: 0,
-        return_words: HashMap::default(),
-        site_preds: HashMap::default(),
-    };
+    let mut e = Emitter::new();
     // Every block start that gets a translation (the first function holding it keeps it),
     // and its label. Branches link by label, never by original address: iced's encoder also
     // moves a RIP-relative operand that names an instruction's `ip` (`lea rdi, [rip+cmp]`
@@ -1767,7 +1782,7 @@ pub fn translate(
                 if let Some(jcc) = jcc {
                     let then = jcc.near_branch_target();
                     jcc.set_near_branch64(label);
-                    e.tails.push(Tail { label, code, clean: target, then });
+                    e.tails.push(Tail { label, code, clean: target, then, branch });
                     br.placed[0] = true;
                 }
             }
@@ -1775,6 +1790,9 @@ pub fn translate(
             let not_taken = side(false, after, br.not_taken);
             if let Some(p) = plugin.edge(&not_taken) {
                 let code = lower_at(&p, at, not_taken.live, branch, &mut e)?;
+                if !code.is_empty() {
+                    e.sides.push((e.insns.len(), branch));
+                }
                 e.extend(code, Some(after));
                 br.placed[1] = true;
             }
@@ -1837,6 +1855,7 @@ pub fn translate(
             code.push(Instruction::with(Code::Nopd));
         }
         code[0].set_ip(t.label);
+        e.sides.push((e.insns.len(), t.branch));
         e.extend(code, Some(t.clean));
         e.push(seq::jmp(t.then), None);
     }
@@ -2050,6 +2069,7 @@ pub fn translate(
     // 700 k clean points.)
     let clean: BTreeMap<u64, u64> =
         (e.clean.iter().enumerate()).filter_map(|(k, c)| Some((at_offset(k)?, (*c)?))).collect();
+    let sides = e.sides.iter().filter_map(|&(k, b)| Some((at_offset(k)?, b))).collect();
     let entries = entry_labels
         .iter()
         .filter_map(|&(s, k)| {
@@ -2095,6 +2115,7 @@ pub fn translate(
         blocks,
         entries,
         clean,
+        sides,
         exits: exits.into_iter().map(|(t, (_, why))| (t, why)).collect(),
         data_len,
         preds,
@@ -2883,6 +2904,35 @@ fn assemble(name: &str, code: u64, insns: &[Instruction]) -> Result<Vec<u8>, Jit
 /// translation gave none (a target the analysis did not know an indirect transfer reaches).
 pub fn entry_stub(name: &str, code: u64, to: u64) -> Result<Vec<u8>, JitError> {
     assemble(name, code, &seq::indirect_entry(LABELS + 1, to))
+}
+
+/// An indirect entry at `layout.code` for a translated block at cache address `to` that a
+/// miss asked for at original address `orig` (the block's start, or an instruction inside
+/// it), which counts its arrivals as the lookup's are counted where fewer counters count
+/// them ([`arrival_counter`]), on the two words at `layout.data + DATA_HEADER`: flow that
+/// enters there is on no edge the placement knew. The flags are taken as live there (what
+/// the instruction reads is not looked up: such entries are few). `None` if the plugin gives
+/// no counter.
+pub fn counting_entry_stub(
+    name: &str,
+    layout: &Layout,
+    plugin: &dyn Plugin,
+    at: &At,
+    orig: u64,
+    to: u64,
+) -> Result<Option<Vec<u8>>, JitError> {
+    let at = &At { threads: layout.threads, ..*at };
+    let owner_tid = at.thread_id.and(layout.owner_tid);
+    let mut e = Emitter::new();
+    e.next_pred = layout.data + DATA_HEADER;
+    let counted = arrival_counter(plugin, layout, owner_tid, &mut e, at, orig, FlagSet::ALL)?;
+    let Some((mut code, _)) = counted else { return Ok(None) };
+    let l = e.label();
+    code[0].set_ip(l);
+    let inner = e.label();
+    code.extend(seq::indirect_entry(inner, to));
+    code.append(&mut e.cold);
+    assemble(name, layout.code, &code).map(Some)
 }
 
 /// The indirect entry at `code` of a target kerf cannot translate: it leaves for `target`,

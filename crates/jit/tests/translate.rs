@@ -937,3 +937,24 @@ fn action_sites_are_a_mov_of_13_right_before_a_syscall() {
     let off = (sites[0] - m.bias - base.0) as usize;
     assert_eq!(code[off..off + 7], [0xb8, 0x0d, 0, 0, 0, 0x0f, 0x05]);
 }
+
+/// An entry a miss makes into a translated block under fewer counters counts its arrivals
+/// with the plugin's side counter on the two words after the data header it is given, then
+/// goes on to the block as any indirect entry; a plugin with no side counter gets none made.
+#[test]
+fn an_entry_made_on_demand_counts_its_arrivals() {
+    use kerf_jit::translate::DATA_HEADER;
+    let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
+    let l = layout(None);
+    let to = CODE + 0x10_0000;
+    let counting = Counter { edges: true };
+    let code = kerf_jit::counting_entry_stub("t", &l, &counting, &at, 0x40_1234, to).unwrap();
+    let code = code.expect("a counter");
+    let (mem, branch) = targets(&code, l.code);
+    let (word, shared) = (DATA + DATA_HEADER, DATA + DATA_HEADER + 8);
+    assert!(mem.contains(&word) && mem.contains(&shared), "{mem:x?}");
+    assert!(mem.iter().all(|&a| (DATA..DATA + DATA_HEADER + 16).contains(&a)), "{mem:x?}");
+    assert!(branch.contains(&to), "{branch:x?}");
+    let none = Counter { edges: false };
+    assert!(kerf_jit::counting_entry_stub("t", &l, &none, &at, 0x40_1234, to).unwrap().is_none());
+}

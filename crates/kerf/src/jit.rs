@@ -62,12 +62,15 @@ pub struct Args {
     /// to have run).
     #[arg(long)]
     no_hints: bool,
-    /// Where --plugin blocks puts its counters: `every` block, or `tree`: only where a block's
-    /// count does not follow from the others' by flow conservation (counters off a spanning
-    /// tree of each function's flow graph, on blocks and branch sides), the other counts
-    /// worked out at the end. Functions with an indirect jump of unknown targets, or blocks
-    /// another function shares, keep a counter in every block.
-    #[arg(long, default_value = "every", value_parser = ["every", "tree"], value_name = "WHERE")]
+    /// Where --plugin blocks puts its counters: `tree`, only where a block's count does not
+    /// follow from the others' by flow conservation (counters off a spanning tree of each
+    /// function's flow graph, on blocks and branch sides, weighted by the last run's counts),
+    /// the other counts worked out at the end; or `every` block, which is slower and exact
+    /// even where kerf cannot see a thread's flow stop (a thread killed while it computes, by
+    /// another's `exit` or a fatal signal: a worked-out count there can be off by one).
+    /// Functions whose blocks another function shares, or with an indirect jump of unknown
+    /// targets under --no-demand, keep a counter in every block
+    #[arg(long, default_value = "tree", value_parser = ["every", "tree"], value_name = "WHERE")]
     counters: String,
     /// At most this many functions from the walk over the call graph (at least 1: the roots).
     #[arg(long, default_value_t = 1_000_000, value_parser = budget)]

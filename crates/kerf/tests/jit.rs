@@ -18,7 +18,7 @@
 
 mod common;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -3153,11 +3153,15 @@ fn fewer_counters_work_out_every_block_count_exactly() {
     let dispatch =
         common::build_fixture("jit_dispatch", "-O2 -fno-pie -no-pie", "jit-tree-dispatch");
     let lj = common::build_fixture("jit_handler_longjmp", "-O2", "jit-tree-lj");
-    let cases: [(&str, &Path, &str, &[&str]); 4] = [
+    // (`async`: handlers interrupt the root's computation anywhere and leave by
+    // `siglongjmp`: each interrupted flow stops where no edge of its graph is, which kerf
+    // sees and takes into the sums.)
+    let cases: [(&str, &Path, &str, &[&str]); 5] = [
         ("cxx", &cxx, "_Z4workll", &[]),
         ("jitted", &jitted, "work", &["8", "300", "300"]),
         ("dispatch", &dispatch, "main", &["60000", "10"]),
         ("lj", &lj, "work", &["leave"]),
+        ("lj-async", &lj, "work", &["async"]),
     ];
     for (name, bin, root, args) in cases {
         let expected = plain(bin, args);
@@ -3174,16 +3178,18 @@ fn fewer_counters_work_out_every_block_count_exactly() {
             assert_eq!(j["escapes"], 0, "{name}: {j}");
             let p = &j["placement"];
             assert_eq!(p["counters"], "tree", "{name}: {p}");
-            // `jitted`'s `inside_jump` jumps into the middle of one of its blocks through a
-            // pointer: flow its graph does not have, which makes its counts underivable,
-            // said so (and none other's).
-            for f in p["failed"].as_array().unwrap() {
-                assert_eq!(f["function"], "inside_jump", "{name}: {p}");
-                assert!(f["why"].as_str().unwrap().contains("indirect jump"), "{name}: {p}");
+            // (`jitted`'s `inside_jump` jumps into the middle of one of its blocks through a
+            // pointer: flow its graph does not have, which the entry kerf makes for that
+            // miss counts.)
+            assert_eq!(p["failed"], json!([]), "{name}: {p}");
+            assert_eq!(p["strays_unknown"], 0, "{name}: {p}");
+            if name == "lj-async" {
+                // (Every round's jump left a frame the signal interrupted.)
+                assert!(p["strays"].as_u64().unwrap() >= 1000, "{name}: {p}");
             }
             assert_eq!(p["mismatched"].as_array().map(Vec::len), Some(0), "{name}: {p}");
             let (blocks, checked) = (p["blocks"].as_u64().unwrap(), p["checked"].as_u64().unwrap());
-            assert!(blocks >= 50 && checked == blocks, "{name}: {p}");
+            assert!(blocks >= 30 && checked == blocks, "{name}: {p}");
             let (counters, ran) =
                 (p["counter_runs"].as_u64().unwrap(), p["block_runs"].as_u64().unwrap());
             assert!(counters < ran, "{name}: {p}");
@@ -3193,14 +3199,63 @@ fn fewer_counters_work_out_every_block_count_exactly() {
     }
     // Deterministic: the worked-out counts are the counted ones, block for block.
     let args = ["60000", "10"];
-    let (every, _, _) =
-        kerf_on("tree-every", "jit", &["main", "--plugin", "blocks"], &dispatch, &args);
-    let tree_args = ["main", "--plugin", "blocks", "--counters", "tree"];
+    let every_args = ["main", "--plugin", "blocks", "--counters", "every"];
+    let (every, _, _) = kerf_on("tree-every", "jit", &every_args, &dispatch, &args);
+    assert_eq!(every["jit"]["placement"]["counters"], "every block");
+    // (The default.)
+    let tree_args = ["main", "--plugin", "blocks"];
     let (tree, out, _) = kerf_on("tree-tree", "jit", &tree_args, &dispatch, &args);
     assert_eq!(out, plain(&dispatch, &args));
     assert_eq!(counts(&tree["blocks"], ""), counts(&every["blocks"], ""));
     assert!(
         tree["jit"]["placement"]["counted_blocks"].as_u64()
             < tree["jit"]["placement"]["blocks"].as_u64()
+    );
+}
+
+/// `--counters tree` on a running program: the threads kerf takes in at attach start inside
+/// blocks, and those it brings out at detach stop inside them, where no edge of a function's
+/// flow graph is; kerf keeps where, and the worked-out counts stay exact (checked against a
+/// counter in every block, `KERF_JIT_TREE_CHECK`), cycle after cycle. Four threads run the
+/// root all the time (jitted.c's `check`), recursion and `qsort` among its callees.
+#[test]
+fn fewer_counters_stay_exact_across_attach_and_detach() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-tree-attach");
+    let child = checking(&bin);
+    let pid = child.id() as i32;
+    let _reaper = common::Reaper(pid);
+    let cache = tmp().join("jit-tree-attach-cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    let (mut came, mut went) = (0, 0);
+    for cycle in 0..6 {
+        let summary = tmp().join(format!("jit-tree-attach-{pid}.json"));
+        let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+            .args(["jit", "work", "--plugin", "blocks", "--counters", "tree"])
+            .args(["--duration", "0.2", "--json", "-o"])
+            .arg(&summary)
+            .args(["-p", &pid.to_string()])
+            .env("KERF_CACHE_DIR", &cache)
+            .env("KERF_JIT_TREE_CHECK", "1")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "cycle {cycle}: {err}");
+        let v: Value = serde_json::from_slice(&std::fs::read(&summary).unwrap()).unwrap();
+        let j = &v["jit"];
+        assert_eq!(j["escapes"], 0, "cycle {cycle}: {j}");
+        let p = &j["placement"];
+        assert_eq!(p["failed"], json!([]), "cycle {cycle}: {p}");
+        assert_eq!(p["mismatched"], json!([]), "cycle {cycle}: {p}");
+        assert!(p["checked"].as_u64().unwrap() >= 50, "cycle {cycle}: {p}");
+        came += j["taken_in"].as_u64().unwrap();
+        went += j["removed"]["threads_moved"].as_u64().unwrap();
+        assert!(!err.contains("off by one"), "cycle {cycle}: {err}");
+    }
+    checked_to_the_end(child, "attaching with --counters tree");
+    // (The threads are in the root all the time: most attaches find one inside a call, and
+    // most detaches find some in the cache.)
+    assert!(
+        came > 0 && went > 0,
+        "no thread came in at attach ({came}) or left at detach ({went})"
     );
 }

@@ -769,9 +769,20 @@ pub struct Jit {
     /// Under fewer counters with hints, the roots' key the blocks' counts are kept under for
     /// the next run's placement ([`Jit::keep_weights`]).
     weights_key: Option<u64>,
-    /// Original addresses (by module) that misses gave an indirect entry into a translated
-    /// block: flow that enters there comes from no edge a placement of fewer counters knew.
+    /// Under fewer counters, the indirect entries misses made into translated blocks
+    /// ([`Jit::answer`]): flow that enters there comes from no edge the placement knew, so
+    /// each counts its arrivals in words of its own ([`StubCount`]). Those that could not
+    /// (no data room left), by module and original address: their functions' counts cannot
+    /// be worked out.
+    stub_counts: Vec<StubCount>,
     stub_targets: Vec<(usize, u64)>,
+    /// Under fewer counters, where threads came into the cache other than through a way in
+    /// (taken in at attach: `+1`) or left it for good (brought out at removal: `-1`), each
+    /// flow a placement's graph cannot see ([`Stray`]).
+    strays: Vec<Stray>,
+    /// Threads whose flow stopped where kerf could not tell (a frame a `siglongjmp` left
+    /// whose handler was entered while kerf was busy, with no clean point known).
+    strays_unknown: usize,
     /// What this run knows of which functions ran, when it uses and keeps hints.
     hints: Option<Hints>,
 }
@@ -841,6 +852,34 @@ pub struct DerivedCounts {
     /// compared, and those that differ (start, counted, worked out).
     pub checked: usize,
     pub mismatched: Vec<(String, u64, u64, u64)>,
+    /// Where threads came into the cache or left it other than by a way in or out of a
+    /// function's graph, taken into the sums ([`Stray`]), and how many such stops kerf could
+    /// not place (each may put a worked-out count off by one).
+    pub strays: usize,
+    pub strays_unknown: usize,
+}
+
+/// An indirect entry a miss made into a translated block under fewer counters, and the
+/// words its counter adds its arrivals to (an area of its module's data of its own, retired
+/// at a flush as a translation's is).
+pub struct StubCount {
+    pub module: usize,
+    /// The original address it enters at.
+    pub target: u64,
+    area: Area,
+    /// Where in `area` its two words are (the thread's own, then the shared one).
+    word: usize,
+}
+
+/// A thread that came into the cache, or left it, where no way in or out of a function's
+/// flow graph is: taken in at attach at its PC (`amount` 1), or brought out at removal
+/// (`amount` -1). `past`: it stood past the plugin's code at `at` (the block's counter, where
+/// `at` starts a block).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stray {
+    pub at: u64,
+    pub past: bool,
+    pub amount: i64,
 }
 
 /// What removal did.
@@ -863,6 +902,9 @@ pub struct JitRemoved {
     pub copies_kept: usize,
     /// Threads a flush left in a `siglongjmp`'s hook (see [`Jit::bring_back`]).
     pub in_longjmp: Vec<i32>,
+    /// Where the flow of each thread brought out stopped, in the order they were moved:
+    /// the original address, and whether past the plugin's code there ([`Jit::stopped_at`]).
+    pub moved_to: Vec<(u64, bool)>,
 }
 
 /// A word on a thread's stack that kept the code cache mapped at removal.
@@ -1952,7 +1994,10 @@ pub fn install(
         lazy: opts.on_demand,
         fewer_counters: opts.fewer_counters,
         weights_key,
+        stub_counts: Vec::new(),
         stub_targets: Vec::new(),
+        strays: Vec::new(),
+        strays_unknown: 0,
         hints,
         slots: region.slots.clone(),
         held: Vec::new(),
@@ -2303,8 +2348,12 @@ impl Jit {
     /// the threads are done.
     pub fn word(&self, cache: usize, word: u64) -> u64 {
         let c = &self.caches[cache];
-        let off = word - c.data.remote().0;
-        let copies = match (&self.slabs, c.data.shadow, c.data.is_live()) {
+        self.area_word(&c.data, word - c.data.remote().0)
+    }
+
+    /// [`Jit::word`] of the word at offset `off` of data area `a`.
+    fn area_word(&self, a: &Area, off: u64) -> u64 {
+        let copies = match (&self.slabs, a.shadow, a.is_live()) {
             (Some(slabs), Some(shadow), true) => {
                 let mut totals = self.slab_totals.lock().unwrap_or_else(|e| e.into_inner());
                 let totals = totals.get_or_insert_with(|| slabs.totals());
@@ -2312,7 +2361,7 @@ impl Jit {
             }
             _ => 0,
         };
-        c.data.load_u64(off as usize).wrapping_add(copies)
+        a.load_u64(off as usize).wrapping_add(copies)
     }
 
     /// How long kerf has served misses (since the cache went live), if it has.
@@ -2609,7 +2658,7 @@ impl Jit {
     /// whose counters do not balance, or whose branch counter did not go where the placement
     /// wanted it, is named in [`DerivedCounts::failed`] and gets no counts here.
     pub fn derived_counts(&self, images: &[AnalyzedImage]) -> Option<DerivedCounts> {
-        use kerf_jit::counters::{derive, FunctionFlow};
+        use kerf_jit::counters::{derive, FunctionFlow, Inject};
         if !self.fewer_counters {
             return None;
         }
@@ -2653,7 +2702,18 @@ impl Jit {
         }
         funcs.sort_unstable();
         funcs.dedup();
-        let mut out = DerivedCounts::default();
+        // The threads that came in or left where the graphs have no way, by function.
+        let mut strays: AddrMap<(usize, FuncId), Vec<Stray>> = AddrMap::default();
+        for st in &self.strays {
+            let Some(k) = self.module_at(&all, st.at) else { continue };
+            let Some(f) = kerf_jit::region::function_containing(&mods[k], st.at) else { continue };
+            strays.entry((k, f)).or_default().push(*st);
+        }
+        let mut out = DerivedCounts {
+            strays: self.strays.len(),
+            strays_unknown: self.strays_unknown,
+            ..DerivedCounts::default()
+        };
         for (k, f) in funcs {
             let m = &mods[k];
             let Some(&flow) = flows.get(&(k, f)) else { continue };
@@ -2703,13 +2763,27 @@ impl Jit {
                 out.failed.push((name.clone(), why));
                 continue;
             }
-            let inject: Vec<kerf_jit::counters::Inject> = (0..n)
+            let mut inject: Vec<Inject> = (0..n)
                 .filter_map(|i| {
                     let amount = *arrived.get(&(k, start(i)))?;
                     let amount = i64::try_from(amount).ok()?;
-                    Some(kerf_jit::counters::Inject { block: i, inside: false, amount })
+                    Some(Inject { block: i, inside: false, amount })
                 })
                 .collect();
+            // What came in through the entries misses made, and the threads taken in or
+            // brought out: at a block's start before its counter, or past it.
+            for sc in self.stub_counts.iter().filter(|sc| sc.module == k) {
+                let Some(i) = flow.holding(sc.target) else { continue };
+                let amount = self.area_word(&sc.area, sc.word as u64)
+                    + self.area_word(&sc.area, sc.word as u64 + 8);
+                let Ok(amount) = i64::try_from(amount) else { continue };
+                inject.push(Inject { block: i, inside: sc.target != start(i), amount });
+            }
+            for st in strays.get(&(k, f)).into_iter().flatten() {
+                let Some(i) = flow.holding(st.at) else { continue };
+                let inside = st.at != start(i) || st.past;
+                inject.push(Inject { block: i, inside, amount: st.amount });
+            }
             match derive(&flow.blocks, &flow.placement, &counted, &side_counts, &inject) {
                 Ok(counts) => {
                     if m.counting.is_some_and(|f| f.check) {
@@ -3286,6 +3360,11 @@ impl Jit {
                 self.caches[i].data.retire(totals.as_ref());
             }
         }
+        for sc in self.stub_counts.iter_mut().filter(|sc| went.contains(&sc.module)) {
+            if sc.area.is_live() {
+                sc.area.retire(totals.as_ref());
+            }
+        }
         self.stats.retired += went.iter().filter(|&&k| !self.done[k].is_empty()).count();
         true
     }
@@ -3617,7 +3696,11 @@ impl Jit {
         match self.starts.get(&target).copied().or_else(inside) {
             Some(to) => {
                 let k = k.expect("a translated block is in a module");
-                if self.add_stub(k, target, Some(to)).is_ok() && self.fewer_counters {
+                // Under fewer counters the entry counts what comes in by it; one that could
+                // not leaves its function's counts underivable, said so.
+                let counted = self.fewer_counters
+                    && self.add_counting_stub(k, target, to, plugin).unwrap_or(false);
+                if !counted && self.add_stub(k, target, Some(to)).is_ok() && self.fewer_counters {
                     self.stub_targets.push((k, target));
                 }
             }
@@ -3758,23 +3841,7 @@ impl Jit {
         if mods[k].returns.is_some() {
             let _ = all[k].ensure_returns();
         }
-        let layout = Layout {
-            code: sp.code.0 + sp.used,
-            room: sp.room.saturating_sub(sp.used + STUB_ROOM / 2),
-            table: self.table.remote().0,
-            hash: self.ctx.hash,
-            data: sp.data.remote().0 + sp.data_used,
-            mailbox: self.ctx.mailbox,
-            owner_tid: self.ctx.owner_tid,
-            threads: sp.threads(),
-            rings: sp.rings(),
-            routines: sp.routines,
-            state: self.state.as_ref().map_or(0, |s| s.remote().0),
-            slabs: self.slabs.as_ref().map(|s| s.seq),
-            per_thread: sp.shadow.map(|h| SlabRegion::per_thread(sp.data.remote().0, h)),
-            ring_word: sp.ring_word,
-            load_hook: sp.load_hook,
-        };
+        let layout = self.next_layout(sp, STUB_ROOM / 2);
         let name = all[k].path.display().to_string();
         let reached: HashSet<FuncId> = funcs.iter().copied().collect();
         let ran = self.hints.as_ref().and_then(|h| h.modules.get(k));
@@ -3818,6 +3885,76 @@ impl Jit {
         // be anywhere, as any block.)
         self.insert(target, at, to.unwrap_or(target), 2, true);
         Ok(())
+    }
+
+    /// Where code made now for module room `sp` goes: its next free bytes (`keep` of the
+    /// room's end left for the stubs misses make) and data words.
+    fn next_layout(&self, sp: &Space, keep: u64) -> Layout {
+        Layout {
+            code: sp.code.0 + sp.used,
+            room: sp.room.saturating_sub(sp.used + keep),
+            table: self.table.remote().0,
+            hash: self.ctx.hash,
+            data: sp.data.remote().0 + sp.data_used,
+            mailbox: self.ctx.mailbox,
+            owner_tid: self.ctx.owner_tid,
+            threads: sp.threads(),
+            rings: sp.rings(),
+            routines: sp.routines,
+            state: self.state.as_ref().map_or(0, |s| s.remote().0),
+            slabs: self.slabs.as_ref().map(|s| s.seq),
+            per_thread: sp.shadow.map(|h| SlabRegion::per_thread(sp.data.remote().0, h)),
+            ring_word: sp.ring_word,
+            load_hook: sp.load_hook,
+        }
+    }
+
+    /// [`Jit::add_stub`] for a translated block at `to` under fewer counters: an entry for
+    /// `target` that counts its arrivals ([`kerf_jit::counting_entry_stub`]) in a data area
+    /// of its own ([`StubCount`]). `false` where it made none (no room left, or the plugin
+    /// counts nothing there).
+    fn add_counting_stub(
+        &mut self,
+        k: usize,
+        target: u64,
+        to: u64,
+        plugin: &dyn Plugin,
+    ) -> Result<bool, JitFail> {
+        use kerf_jit::translate::{DATA_HEADER, DATA_OWNER};
+        let Some(sp) = &self.spaces[k] else { return Ok(false) };
+        // The header (the owner word that counters without slabs read) and the two words.
+        let need = DATA_HEADER + 16;
+        if sp.data_used + need > sp.data.len() as u64 {
+            return Ok(false);
+        }
+        let layout = self.next_layout(sp, 0);
+        let stub = kerf_jit::counting_entry_stub("stub", &layout, plugin, &self.ctx.at, target, to)
+            .map_err(JitFail::Translate)?;
+        let Some(bytes) = stub.filter(|b| sp.used + b.len() as u64 <= sp.room) else {
+            return Ok(false);
+        };
+        let off = sp.data_used;
+        let area = Area {
+            mem: sp.data.clone(),
+            off: off as usize,
+            len: need as usize,
+            kept: None,
+            shadow: sp.shadow.map(|s| s + off),
+        };
+        // (Fresh words: a flush zeroes what it frees, and nothing used these before.)
+        area.store_u64(DATA_OWNER as usize, self.ctx.owner);
+        area.store_u64(DATA_HEADER as usize, 0);
+        area.store_u64(DATA_HEADER as usize + 8, 0);
+        sp.code_mem.write_bytes(sp.used as usize, &bytes);
+        let at = layout.code;
+        if let Some(sp) = self.spaces[k].as_mut() {
+            sp.used = (sp.used + bytes.len() as u64).next_multiple_of(16);
+            sp.data_used = (off + need).next_multiple_of(64);
+        }
+        let word = DATA_HEADER as usize;
+        self.stub_counts.push(StubCount { module: k, target, area, word });
+        self.insert(target, at, to, 2, true);
+        Ok(true)
     }
 
     /// Hook the program's signal handlers when the signals it catches changed since the last
@@ -4508,7 +4645,7 @@ impl Jit {
     /// pointer at that root call's entry, lies above both the interrupted stack pointer and
     /// the jump's, in the interrupted stack's mapping).
     fn longjmp_out(&mut self, record: u64, mbox: &SharedMem) -> bool {
-        use kerf_jit::x86_64::signal::{busy_marked, left_words, rewritten, UC_RSP};
+        use kerf_jit::x86_64::signal::{busy_marked, left_words, rewritten, rewritten_as, UC_RSP};
         let mut b = [0u8; 32];
         if self.mem.read(RemoteAddr(record), &mut b).is_err() {
             return false;
@@ -4528,6 +4665,17 @@ impl Jit {
             if !self.hooks.iter().any(|h| h.back == words[k]) || !(rewritten(uc) || busy_marked(uc))
             {
                 continue;
+            }
+            // The interrupted flow stops where the signal found it, for good.
+            if self.fewer_counters {
+                let at = rewritten_as(uc).and_then(|(cache, _, _)| self.signal_original(cache));
+                match at {
+                    Some((orig, pc)) => {
+                        let (at, past) = self.stopped_at(pc, orig);
+                        self.strays.push(Stray { at, past, amount: -1 });
+                    }
+                    None => self.strays_unknown += 1,
+                }
             }
             let uc = sp + 8 * (k as u64 + 1);
             for (off, v) in left_words() {
@@ -4771,6 +4919,7 @@ impl Jit {
                     tr.set_regs(tid, &regs)?;
                     out.moved += 1;
                     moved.push((tid, orig, self.past_plugin_code(pc, orig)));
+                    out.moved_to.push(self.stopped_at(pc, orig));
                     break;
                 }
                 if !self.in_cache(pc) {
@@ -4778,6 +4927,7 @@ impl Jit {
                     out.moved += 1;
                     if !from_hooks {
                         moved.push((tid, pc, false));
+                        out.moved_to.push((pc, false));
                     }
                     if let (Some((at, was)), Some((_, now))) = (before, stranded(tr)) {
                         if now == was + 1 {
@@ -5066,6 +5216,17 @@ impl Jit {
         };
         let before = escapes(self);
         let moved = self.bring_back(tr, &mut out, true)?;
+        // A thread at a branch side's code goes back to where the side goes, its counter
+        // not run: under fewer counters its flow stops at the end of the branch's block and
+        // starts again there (each moved thread's place, in the same order).
+        if self.fewer_counters {
+            for (m, &(at, past)) in moved.iter().zip(&out.moved_to) {
+                if (at, past) != (m.1, m.2) {
+                    self.strays.push(Stray { at, past, amount: -1 });
+                    self.strays.push(Stray { at: m.1, past: m.2, amount: 1 });
+                }
+            }
+        }
         self.stats.flush_steps += out.steps;
         for ((m, a), (_, b)) in before.into_iter().zip(escapes(self)) {
             *self.stats.flush_escapes.entry(m).or_default() += b.saturating_sub(a);
@@ -5102,6 +5263,9 @@ impl Jit {
         let totals = self.slabs.as_ref().map(SlabRegion::totals);
         for c in self.caches.iter_mut().filter(|c| c.data.is_live()) {
             c.data.retire(totals.as_ref());
+        }
+        for sc in self.stub_counts.iter_mut().filter(|sc| sc.area.is_live()) {
+            sc.area.retire(totals.as_ref());
         }
         if let Some(s) = &mut self.slabs {
             s.clear();
@@ -5212,7 +5376,9 @@ impl Jit {
     /// 4. its outer frame is recorded as a root's outer entry records it, so that the root's
     ///    return goes back to the original caller.
     ///
-    /// Counting starts there: the rest of the block the thread stood in is not counted.
+    /// Counting starts there: the rest of the block the thread stood in is not counted (under
+    /// fewer counters, where it came in is kept as a [`Stray`]: no edge of the placement's
+    /// graph brought it there).
     /// Returns the threads inside a root call that it could not take (see
     /// [`JitStats::not_taken_in`]).
     fn take_in(
@@ -5272,10 +5438,13 @@ impl Jit {
                     }
                 }
             }
+            let orig = regs.pc().0;
             regs.set_pc(RemoteAddr(pc));
             if tr.set_regs(tid, &regs).is_err() {
                 continue;
             }
+            // (Before any plugin code at its PC: a block it stands at the start of counts it.)
+            self.strays.push(Stray { at: orig, past: false, amount: 1 });
             let slot =
                 kerf_jit::table::OUTER + kerf_jit::table::outer_slot(self.ctx.hash, outer_sp);
             let word = (0..kerf_jit::table::OUTER_PROBES)
@@ -5413,10 +5582,23 @@ impl Jit {
     /// translation, or in a copy of the function in place of a call (`translate::Inline`),
     /// which lies among its caller's blocks.
     fn past_plugin_code(&self, pc: u64, orig: u64) -> bool {
-        self.live_caches()
+        let t = self
+            .live_caches()
             .find(|c| (c.code.0..c.code.0 + c.translation.code.len() as u64).contains(&pc))
-            .and_then(|c| c.translation.clean.range(..pc).next_back())
+            .map(|c| &c.translation);
+        // (A branch side's code before a block is clean for the block's start too, and is
+        // not the block's plugin code.)
+        t.and_then(|t| t.clean.range(..pc).next_back().filter(|(q, _)| !t.sides.contains_key(q)))
             .is_some_and(|(_, &before)| before == orig)
+    }
+
+    /// Where the flow of a thread at clean point `pc` (for original address `orig`) stands,
+    /// for the sums of fewer counters ([`Stray`]): at a branch side's code, at the end of the
+    /// branch's block (the side's counter not run yet); else at `orig`, past the plugin's
+    /// code there or not ([`Jit::past_plugin_code`]).
+    fn stopped_at(&self, pc: u64, orig: u64) -> (u64, bool) {
+        let side = self.live_caches().find_map(|c| c.translation.sides.get(&pc).copied());
+        side.map_or_else(|| (orig, self.past_plugin_code(pc, orig)), |branch| (branch, true))
     }
 
     /// The live cache address clean for original address `orig` in its block's copy: the
@@ -5472,7 +5654,7 @@ impl Jit {
     /// returns soon): the threads are let go and stopped again a moment later, up to
     /// `FLUSH_TRIES` stops, each bringing back the threads that went on in the cache
     /// meanwhile (the roots' entries are original from the first, so none comes in anew).
-    pub fn remove(self) -> Result<JitRemoved, JitFail> {
+    pub fn remove(&mut self) -> Result<JitRemoved, JitFail> {
         let mut out = JitRemoved::default();
         for tries in 1..=FLUSH_TRIES {
             let mut tr = match Tracee::stop_all(self.pid) {
@@ -5505,8 +5687,14 @@ impl Jit {
                 out.copies_kept += usize::from(theirs.held.is_some());
                 out.moved += theirs.moved;
                 out.steps += theirs.steps;
+                out.moved_to.extend(theirs.moved_to);
             }
         }
+        // (The copies count into the same words.)
+        let left = out.moved_to.iter().map(|&(at, past)| Stray { at, past, amount: -1 });
+        self.strays.extend(left);
+        // The slabs' sums are read anew: the threads counted until they were out.
+        *self.slab_totals.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
         Ok(out)
     }
 

@@ -144,15 +144,18 @@ fn placement_json(counting: bool, d: Option<&jit::DerivedCounts>) -> Value {
             "failed": d.failed.iter().map(|(f, why)| json!({ "function": f, "why": why })).collect::<Vec<_>>(),
             "checked": d.checked,
             "mismatched": d.mismatched.iter().map(|(f, at, counted, derived)| json!({ "function": f, "at": format!("{at:#x}"), "counted": counted, "derived": derived })).collect::<Vec<_>>(),
+            "strays": d.strays,
+            "strays_unknown": d.strays_unknown,
         }),
     }
 }
 
 /// What the user must know of counts worked out from fewer counters: the functions whose
-/// counts could not be, where a thread inside the region when kerf came or went makes a
-/// worked-out count off by one, and that counters read while the program runs are read a
-/// moment apart.
-fn placement_report(p: &Value, attached: bool, running: bool, events: &mut dyn Events) {
+/// counts could not be, and that a count worked out where a thread's flow stopped or went
+/// on unseen may be off by one: a frame a `siglongjmp` left where kerf could not tell the
+/// place (`strays_unknown`), or (`held`) a signal frame that kept a cache address when kerf
+/// took the cache out, so that its thread goes on in it once its handler returns.
+fn placement_report(p: &Value, held: bool, events: &mut dyn Events) {
     if p["counters"] != "tree" {
         return;
     }
@@ -170,14 +173,19 @@ fn placement_report(p: &Value, attached: bool, running: bool, events: &mut dyn E
             first["why"].as_str().unwrap_or("?"),
         ));
     }
-    if attached || running {
+    if held {
         events.warn(
-            "with --counters tree, a count worked out in a function that a thread was inside \
-             when kerf attached or detached may be off by one for each such thread, and \
-             counters read while the program runs are read a moment apart: what ran between \
-             the reads can put a worked-out count off by as much (--counters every has \
-             neither limit)",
+            "with --counters tree, a thread that goes on in the kept cache once its signal \
+             handler returns can put a worked-out count off by one where it goes on \
+             (--counters every has no such limit)",
         );
+    }
+    if let Some(n) = p["strays_unknown"].as_u64().filter(|&n| n > 0) {
+        events.warn(&format!(
+            "with --counters tree, {n} frames a signal handler left by siglongjmp stopped where \
+             kerf could not tell: a worked-out count in each such function may be off by one \
+             (--counters every has no such limit)"
+        ));
     }
 }
 
@@ -751,9 +759,55 @@ pub fn run(
             s.too_big.join(", ")
         ));
     }
+    let mut calls_summary = None;
+    // How a launched command ended once kerf had taken the cache out (or it went with the
+    // old program at an `exec`), when kerf waited for it.
+    let mut later_end = None;
+    let removed = if stop.is_exec() {
+        // The cache went with the old program; a launched command runs on in the new one,
+        // and kerf waits for it as after any sampling (its exit status is kerf's; kerf left
+        // at once and exited 0 before, the program still running).
+        target.wait(&mut |l| events.say(l));
+        later_end = target.fate();
+        None
+    } else {
+        // Drained meanwhile: a thread waiting for room in a full ring (`--trace` to a slow
+        // file) gets it, writes its record and comes to a clean point, where it would
+        // otherwise spin in its wait until its deadline, far past the steps kerf takes to
+        // bring a thread out (kerf failed so on Ctrl-C); and what the threads record until
+        // they are out is read, not left in the rings.
+        let out = AtomicBool::new(false);
+        let r = std::thread::scope(|s| {
+            if let Some(rd) = reader.as_mut() {
+                s.spawn(|| jit_calls::drain_until(rd, &out));
+            }
+            let r = jit.remove();
+            out.store(true, Ordering::Relaxed);
+            r
+        });
+        // (Finished whether the removal failed or not: the trace file is whole either way.)
+        calls_summary = reader.take().map(|r| r.finish(&target.modules));
+        let r = r.map_err(|source| ToolError::Jit { pid, source });
+        target.wait(&mut |l| events.say(l));
+        // A target killed while the JIT was live or being taken out. (A launched command
+        // kerf waited for after `--duration` or a withdrawal, with the JIT gone, ended after
+        // kerf's work: a Ctrl-C then is not "killed while instrumented"; its end, whatever
+        // it was, is said after the stop.)
+        match (target.fate(), &stop) {
+            (end, Stop::Duration | Stop::Withdrawn(_)) => {
+                later_end = end.filter(|_| target.launched());
+            }
+            (Some(end @ kerf_session::live::End::Killed { .. }), _) => stop = Stop::Ended(end),
+            _ => {}
+        }
+        Some(r?)
+    };
+    // The summary once the threads are out of the cache (or the program ended): no counter
+    // moves while it is read, and where the threads came in and left is known
+    // (`Jit::derived_counts`).
     let mut summary = summarize(&target, &jit, &roots, &woven);
-    let running = !matches!(stop, Stop::Ended(_));
-    placement_report(&summary["jit"]["placement"], pid_given, running, events);
+    let held = removed.as_ref().is_some_and(|r| r.held.is_some());
+    placement_report(&summary["jit"]["placement"], held, events);
     if let Some(never) = summary["jit"]["roots_never_entered"].as_array().filter(|a| !a.is_empty())
     {
         let names = with_counts(never.iter().filter_map(Value::as_str));
@@ -804,49 +858,6 @@ pub fn run(
             .collect();
         summary["callback"] = json!({ "words": words });
     }
-    let mut calls_summary = None;
-    // How a launched command ended once kerf had taken the cache out (or it went with the
-    // old program at an `exec`), when kerf waited for it.
-    let mut later_end = None;
-    let removed = if stop.is_exec() {
-        // The cache went with the old program; a launched command runs on in the new one,
-        // and kerf waits for it as after any sampling (its exit status is kerf's; kerf left
-        // at once and exited 0 before, the program still running).
-        target.wait(&mut |l| events.say(l));
-        later_end = target.fate();
-        None
-    } else {
-        // Drained meanwhile: a thread waiting for room in a full ring (`--trace` to a slow
-        // file) gets it, writes its record and comes to a clean point, where it would
-        // otherwise spin in its wait until its deadline, far past the steps kerf takes to
-        // bring a thread out (kerf failed so on Ctrl-C); and what the threads record until
-        // they are out is read, not left in the rings.
-        let out = AtomicBool::new(false);
-        let r = std::thread::scope(|s| {
-            if let Some(rd) = reader.as_mut() {
-                s.spawn(|| jit_calls::drain_until(rd, &out));
-            }
-            let r = jit.remove();
-            out.store(true, Ordering::Relaxed);
-            r
-        });
-        // (Finished whether the removal failed or not: the trace file is whole either way.)
-        calls_summary = reader.take().map(|r| r.finish(&target.modules));
-        let r = r.map_err(|source| ToolError::Jit { pid, source });
-        target.wait(&mut |l| events.say(l));
-        // A target killed while the JIT was live or being taken out. (A launched command
-        // kerf waited for after `--duration` or a withdrawal, with the JIT gone, ended after
-        // kerf's work: a Ctrl-C then is not "killed while instrumented"; its end, whatever
-        // it was, is said after the stop.)
-        match (target.fate(), &stop) {
-            (end, Stop::Duration | Stop::Withdrawn(_)) => {
-                later_end = end.filter(|_| target.launched());
-            }
-            (Some(end @ kerf_session::live::End::Killed { .. }), _) => stop = Stop::Ended(end),
-            _ => {}
-        }
-        Some(r?)
-    };
     let calls_summary = calls_summary.or_else(|| reader.map(|r| r.finish(&target.modules)));
     // (Counted in the summary too; said here whatever its form.)
     if let Some(c) = calls_summary.as_ref().filter(|c| c["lost"].as_u64() > Some(0)) {
