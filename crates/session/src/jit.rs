@@ -882,6 +882,45 @@ pub struct Stray {
     pub amount: i64,
 }
 
+/// One function's part of [`Jit::derived_counts`]: why its counts could not be worked out,
+/// or its counts (by module and block start) and what it adds to the totals.
+enum Worked {
+    Failed(String, String),
+    Derived {
+        counts: Vec<((usize, u64), u64)>,
+        counter_runs: u64,
+        block_runs: u64,
+        counted_blocks: usize,
+        counted_sides: usize,
+        checked: usize,
+        mismatched: Vec<(String, u64, u64, u64)>,
+    },
+}
+
+/// The data words of the translations, read many at a time ([`Jit::words`]): the counter
+/// slabs' sums looked up once for all of them, where [`Jit::word`] locks them for each.
+pub struct Words<'a> {
+    jit: &'a Jit,
+    totals: std::sync::MutexGuard<'a, Option<crate::slabs::Copies>>,
+}
+
+impl Words<'_> {
+    /// [`Jit::word`].
+    pub fn get(&self, cache: usize, word: u64) -> u64 {
+        let c = &self.jit.caches[cache];
+        self.area(&c.data, word - c.data.remote().0)
+    }
+
+    /// The word at offset `off` of data area `a`, its copies in the slabs added in.
+    fn area(&self, a: &Area, off: u64) -> u64 {
+        let copies = match (self.totals.as_ref(), a.shadow, a.is_live()) {
+            (Some(totals), Some(shadow), true) => totals.get(shadow + off),
+            _ => 0,
+        };
+        a.load_u64(off as usize).wrapping_add(copies)
+    }
+}
+
 /// What removal did.
 #[derive(Clone, Debug, Default)]
 pub struct JitRemoved {
@@ -1586,10 +1625,11 @@ pub fn install(
     let weights_key =
         (opts.fewer_counters && opts.hints).then(|| roots_key(images, roots)).flatten();
     if opts.fewer_counters {
-        for m in images {
+        use rayon::prelude::*;
+        images.par_iter().for_each(|m| {
             let weights = weights_key.and_then(|k| m.jit_weights(k)).unwrap_or_default();
             let _ = m.counting.set(counting_facts(m, &weights));
-        }
+        });
     }
     let mods =
         modules_of(images, &[], opts.on_demand, opts.cache_limit.is_none(), opts.fewer_counters);
@@ -2347,21 +2387,17 @@ impl Jit {
     /// the start or the last flush (reading every slab's written pages): read the counts once
     /// the threads are done.
     pub fn word(&self, cache: usize, word: u64) -> u64 {
-        let c = &self.caches[cache];
-        self.area_word(&c.data, word - c.data.remote().0)
+        self.words().get(cache, word)
     }
 
-    /// [`Jit::word`] of the word at offset `off` of data area `a`.
-    fn area_word(&self, a: &Area, off: u64) -> u64 {
-        let copies = match (&self.slabs, a.shadow, a.is_live()) {
-            (Some(slabs), Some(shadow), true) => {
-                let mut totals = self.slab_totals.lock().unwrap_or_else(|e| e.into_inner());
-                let totals = totals.get_or_insert_with(|| slabs.totals());
-                totals.get(shadow + off)
-            }
-            _ => 0,
-        };
-        a.load_u64(off as usize).wrapping_add(copies)
+    /// A reader of many words at once ([`Words`]), with the slabs' sums as first read after
+    /// the start, the last flush or the removal.
+    pub fn words(&self) -> Words<'_> {
+        let mut totals = self.slab_totals.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some(slabs), None) = (&self.slabs, totals.as_ref()) {
+            *totals = Some(slabs.totals());
+        }
+        Words { jit: self, totals }
     }
 
     /// How long kerf has served misses (since the cache went live), if it has.
@@ -2659,11 +2695,13 @@ impl Jit {
     /// wanted it, is named in [`DerivedCounts::failed`] and gets no counts here.
     pub fn derived_counts(&self, images: &[AnalyzedImage]) -> Option<DerivedCounts> {
         use kerf_jit::counters::{derive, FunctionFlow, Inject};
+        use rayon::prelude::*;
         if !self.fewer_counters {
             return None;
         }
         let all: Vec<&AnalyzedImage> = images.iter().chain(&self.extra).collect();
         let mods = modules_of(&all, &self.later, self.lazy, self.limit.is_none(), true);
+        let words = self.words();
         // Each function's flow as its translations placed its counters (any one of them: the
         // placement is a function of the module alone).
         let mut flows: AddrMap<(usize, FuncId), &FunctionFlow> = AddrMap::default();
@@ -2675,26 +2713,28 @@ impl Jit {
         // Summed over every translation that held them: blocks' words (a count where the block
         // counted, else nothing or a ran mark), branches' sides, and how many translations
         // held each block and placed each side's code.
-        let mut blocks: AddrMap<(usize, u64), (u64, u32)> = AddrMap::default();
+        let held: usize = self.caches.iter().map(|c| c.translation.blocks.len()).sum();
+        let mut blocks: AddrMap<(usize, u64), (u64, u32)> =
+            AddrMap::with_capacity_and_hasher(held, Default::default());
         let mut sides: AddrMap<(usize, FuncId), Vec<SideCounts>> = AddrMap::default();
         // What the lookup brought to blocks whose indirect entries count it.
         let mut arrived: AddrMap<(usize, u64), u64> = AddrMap::default();
-        let mut funcs: Vec<(usize, FuncId)> = Vec::new();
+        let mut funcs: Vec<(usize, FuncId)> = Vec::with_capacity(held);
         for (j, c) in self.caches.iter().enumerate() {
             for b in &c.translation.blocks {
                 funcs.push((c.module, b.func));
                 let e = blocks.entry((c.module, b.start)).or_default();
-                e.0 += self.word(j, b.word) + self.word(j, b.shared);
+                e.0 += words.get(j, b.word) + words.get(j, b.shared);
                 e.1 += 1;
             }
             for &(start, w) in &c.translation.arrivals {
                 *arrived.entry((c.module, start)).or_default() +=
-                    self.word(j, w) + self.word(j, w + 8);
+                    words.get(j, w) + words.get(j, w + 8);
             }
             for br in &c.translation.branches {
                 let mut v = [0u64; 2];
                 for (s, w) in [br.taken, br.not_taken].iter().enumerate() {
-                    v[s] = self.word(j, w[0]) + self.word(j, w[1]);
+                    v[s] = words.get(j, w[0]) + words.get(j, w[1]);
                 }
                 let placed = br.placed.map(u32::from);
                 sides.entry((c.module, br.func)).or_default().push((br.at, v, placed));
@@ -2702,6 +2742,13 @@ impl Jit {
         }
         funcs.sort_unstable();
         funcs.dedup();
+        // What came in through the entries misses made, by module: where, and how much.
+        let mut stubs: AddrMap<usize, Vec<(u64, u64)>> = AddrMap::default();
+        for sc in &self.stub_counts {
+            let n = words.area(&sc.area, sc.word as u64) + words.area(&sc.area, sc.word as u64 + 8);
+            stubs.entry(sc.module).or_default().push((sc.target, n));
+        }
+        drop(words);
         // The threads that came in or left where the graphs have no way, by function.
         let mut strays: AddrMap<(usize, FuncId), Vec<Stray>> = AddrMap::default();
         for st in &self.strays {
@@ -2709,14 +2756,11 @@ impl Jit {
             let Some(f) = kerf_jit::region::function_containing(&mods[k], st.at) else { continue };
             strays.entry((k, f)).or_default().push(*st);
         }
-        let mut out = DerivedCounts {
-            strays: self.strays.len(),
-            strays_unknown: self.strays_unknown,
-            ..DerivedCounts::default()
-        };
-        for (k, f) in funcs {
+        let uncounted = &self.stub_targets;
+        // One function's counts (functions apart, side by side).
+        let one = |&(k, f): &(usize, FuncId)| -> Option<Worked> {
             let m = &mods[k];
-            let Some(&flow) = flows.get(&(k, f)) else { continue };
+            let flow = *flows.get(&(k, f))?;
             let n = flow.blocks.len();
             let start = |i: usize| m.runtime(flow.starts[i]);
             let mut counted = vec![0u64; n];
@@ -2731,9 +2775,10 @@ impl Jit {
                     }
                 }
             }
+            let own: Vec<(u64, u32)> =
+                (0..n).map(|i| blocks.get(&(k, start(i))).copied().unwrap_or_default()).collect();
             let mut missing = None;
-            for i in 0..n {
-                let (v, held) = blocks.get(&(k, start(i))).copied().unwrap_or_default();
+            for (i, &(v, held)) in own.iter().enumerate() {
                 if flow.placement.blocks[i] {
                     counted[i] = v;
                 }
@@ -2746,22 +2791,21 @@ impl Jit {
                 }
             }
             let name = &m.cfg.function(f).name;
-            // Entered by an indirect jump where the placement knew no way in: inside a block,
-            // or at the start of one no edge from outside reaches.
-            let entered = self.stub_targets.iter().filter(|&&(j, _)| j == k).find_map(|&(_, t)| {
+            // Entered by an indirect jump where the placement knew no way in, by an entry
+            // that could not count: inside a block, or at the start of one no edge from
+            // outside reaches.
+            let entered = uncounted.iter().filter(|&&(j, _)| j == k).find_map(|&(_, t)| {
                 let i = flow.holding(t)?;
                 (t != start(i) || !flow.blocks[i].from_outside).then_some(t)
             });
             if let Some(at) = entered {
                 let why =
                     format!("entered at {at:#x} by an indirect jump its flow graph does not have");
-                out.failed.push((name.clone(), why));
-                continue;
+                return Some(Worked::Failed(name.clone(), why));
             }
             if let Some(at) = missing {
                 let why = format!("the branch counter at the end of block {at:#x} was not placed");
-                out.failed.push((name.clone(), why));
-                continue;
+                return Some(Worked::Failed(name.clone(), why));
             }
             let mut inject: Vec<Inject> = (0..n)
                 .filter_map(|i| {
@@ -2772,42 +2816,66 @@ impl Jit {
                 .collect();
             // What came in through the entries misses made, and the threads taken in or
             // brought out: at a block's start before its counter, or past it.
-            for sc in self.stub_counts.iter().filter(|sc| sc.module == k) {
-                let Some(i) = flow.holding(sc.target) else { continue };
-                let amount = self.area_word(&sc.area, sc.word as u64)
-                    + self.area_word(&sc.area, sc.word as u64 + 8);
+            for &(target, amount) in stubs.get(&k).into_iter().flatten() {
+                let Some(i) = flow.holding(target) else { continue };
                 let Ok(amount) = i64::try_from(amount) else { continue };
-                inject.push(Inject { block: i, inside: sc.target != start(i), amount });
+                inject.push(Inject { block: i, inside: target != start(i), amount });
             }
             for st in strays.get(&(k, f)).into_iter().flatten() {
                 let Some(i) = flow.holding(st.at) else { continue };
                 let inside = st.at != start(i) || st.past;
                 inject.push(Inject { block: i, inside, amount: st.amount });
             }
-            match derive(&flow.blocks, &flow.placement, &counted, &side_counts, &inject) {
-                Ok(counts) => {
-                    if m.counting.is_some_and(|f| f.check) {
-                        for (i, &c) in counts.iter().enumerate() {
-                            let (v, _) = blocks.get(&(k, start(i))).copied().unwrap_or_default();
-                            out.checked += 1;
-                            if v != c {
-                                out.mismatched.push((name.clone(), start(i), v, c));
-                            }
-                        }
-                    }
+            let counts =
+                match derive(&flow.blocks, &flow.placement, &counted, &side_counts, &inject) {
+                    Ok(counts) => counts,
+                    Err(e) => return Some(Worked::Failed(name.clone(), e.to_string())),
+                };
+            let check = m.counting.is_some_and(|f| f.check);
+            let mismatched = (counts.iter().zip(&own).enumerate())
+                .filter(|&(_, (&c, &(v, _)))| check && v != c)
+                .map(|(i, (&c, &(v, _)))| (name.clone(), start(i), v, c))
+                .collect();
+            Some(Worked::Derived {
+                counter_runs: counted.iter().sum::<u64>()
+                    + side_counts.iter().flatten().sum::<u64>(),
+                block_runs: counts.iter().sum::<u64>(),
+                counted_blocks: flow.placement.blocks.iter().filter(|&&c| c).count(),
+                counted_sides: flow.placement.sides.iter().flatten().filter(|&&c| c).count(),
+                checked: if check { n } else { 0 },
+                mismatched,
+                counts: counts.into_iter().enumerate().map(|(i, c)| ((k, start(i)), c)).collect(),
+            })
+        };
+        let worked: Vec<Option<Worked>> = funcs.par_iter().map(one).collect();
+        let mut out = DerivedCounts {
+            strays: self.strays.len(),
+            strays_unknown: self.strays_unknown,
+            counts: AddrMap::with_capacity_and_hasher(held, Default::default()),
+            ..DerivedCounts::default()
+        };
+        for w in worked.into_iter().flatten() {
+            match w {
+                Worked::Failed(name, why) => out.failed.push((name, why)),
+                Worked::Derived {
+                    counts,
+                    counter_runs,
+                    block_runs,
+                    counted_blocks,
+                    counted_sides,
+                    checked,
+                    mismatched,
+                } => {
                     out.functions += 1;
-                    out.counter_runs +=
-                        counted.iter().sum::<u64>() + side_counts.iter().flatten().sum::<u64>();
-                    out.block_runs += counts.iter().sum::<u64>();
-                    out.counted_blocks += flow.placement.blocks.iter().filter(|&&c| c).count();
-                    out.counted_sides +=
-                        flow.placement.sides.iter().flatten().filter(|&&c| c).count();
-                    out.blocks += n;
-                    for (i, c) in counts.into_iter().enumerate() {
-                        out.counts.insert((k, start(i)), c);
-                    }
+                    out.blocks += counts.len();
+                    out.counter_runs += counter_runs;
+                    out.block_runs += block_runs;
+                    out.counted_blocks += counted_blocks;
+                    out.counted_sides += counted_sides;
+                    out.checked += checked;
+                    out.mismatched.extend(mismatched);
+                    out.counts.extend(counts);
                 }
-                Err(e) => out.failed.push((name.clone(), e.to_string())),
             }
         }
         Some(out)

@@ -1117,13 +1117,14 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
     // demand after the first) counts in both: one row, their sum, named after the first.
     // (Sorted by module and address, the first translation's first: a stable sort.)
     let mut by_block: Vec<((usize, u64), kerf_analysis::cfg::FuncId, u64)> = Vec::new();
-    for (k, c) in jit.caches.iter().enumerate() {
-        if !counting {
-            break;
-        }
-        for b in &c.translation.blocks {
-            let n = jit.word(k, b.word) + jit.word(k, b.shared);
-            by_block.push(((c.module, b.start), b.func, n));
+    if counting {
+        // (Dropped before the counts are worked out, which read the words too.)
+        let words = jit.words();
+        for (k, c) in jit.caches.iter().enumerate() {
+            for b in &c.translation.blocks {
+                let n = words.get(k, b.word) + words.get(k, b.shared);
+                by_block.push(((c.module, b.start), b.func, n));
+            }
         }
     }
     by_block.sort_by_key(|b| b.0);
@@ -1335,9 +1336,10 @@ fn branch_profile(target: &ProcessTarget, jit: &jit::Jit) -> Vec<Value> {
     type Key = (usize, u64);
     let mut by_branch: std::collections::BTreeMap<Key, (kerf_jit::Branch, u64, u64)> =
         std::collections::BTreeMap::new();
+    let words = jit.words();
     for (k, c) in jit.caches.iter().enumerate() {
         for b in &c.translation.branches {
-            let count = |[own, shared]: [u64; 2]| jit.word(k, own) + jit.word(k, shared);
+            let count = |[own, shared]: [u64; 2]| words.get(k, own) + words.get(k, shared);
             let e = by_branch.entry((c.module, b.at)).or_insert((*b, 0, 0));
             e.1 += count(b.taken);
             e.2 += count(b.not_taken);
