@@ -771,10 +771,10 @@ pub struct Jit {
     weights_key: Option<u64>,
     /// Under fewer counters, the indirect entries misses made into translated blocks
     /// ([`Jit::answer`]): flow that enters there comes from no edge the placement knew, so
-    /// each counts its arrivals in words of its own ([`StubCount`]). Those that could not
-    /// (no data room left), by module and original address: their functions' counts cannot
-    /// be worked out.
+    /// each counts its arrivals in words of its own ([`StubCount`]).
     stub_counts: Vec<StubCount>,
+    /// Those that could not count (no data room left), by module and original address:
+    /// their functions' counts cannot be worked out.
     stub_targets: Vec<(usize, u64)>,
     /// Under fewer counters, where threads came into the cache other than through a way in
     /// (taken in at attach: `+1`) or left it for good (brought out at removal: `-1`), each
@@ -898,7 +898,8 @@ enum Worked {
 }
 
 /// The data words of the translations, read many at a time ([`Jit::words`]): the counter
-/// slabs' sums looked up once for all of them, where [`Jit::word`] locks them for each.
+/// slabs' sums looked up once for all of them, where [`Jit::word`] locks them for each. It
+/// holds that lock: drop it before anything else reads a word.
 pub struct Words<'a> {
     jit: &'a Jit,
     totals: std::sync::MutexGuard<'a, Option<crate::slabs::Copies>>,
