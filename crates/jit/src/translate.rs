@@ -1204,6 +1204,8 @@ pub fn data_for(m: &Module<'_>, funcs: &[FuncId]) -> u64 {
     DATA_HEADER + 24 * n + 8 * insns + 32 * conds
 }
 
+/// (Its default has nothing written yet, its labels from the first.)
+#[derive(Default)]
 struct Emitter {
     insns: Vec<Instruction>,
     /// Parallel to `insns`: the original address the instruction's start is clean for.
@@ -1315,46 +1317,6 @@ struct Site {
 }
 
 impl Emitter {
-    /// An emitter with nothing written yet, its labels from the first.
-    fn new() -> Emitter {
-        Emitter {
-            insns: Vec::new(),
-            clean: Vec::new(),
-            copied: Vec::new(),
-            next_label: 0,
-            exits: BTreeMap::new(),
-            mark: None,
-            next_pred: 0,
-            stubs: Vec::new(),
-            cond: None,
-            tails: Vec::new(),
-            sides: Vec::new(),
-            cold: Vec::new(),
-            ret_seconds: BTreeMap::new(),
-            ret_slows: BTreeMap::new(),
-            ret_ways: BTreeMap::new(),
-            claim: None,
-            foreign_exits: Vec::new(),
-            notice: None,
-            noticed: false,
-            action: None,
-            actioned: false,
-            check: None,
-            checked: false,
-            glibc_action: None,
-            glibc_actioned: false,
-            load: None,
-            loaded: false,
-            tables: Vec::new(),
-            table_stubs: HashMap::default(),
-            slot_guards: 0,
-            constants: Vec::new(),
-            inlined: 0,
-            return_words: HashMap::default(),
-            site_preds: HashMap::default(),
-        }
-    }
-
     /// A new label: a non-canonical address, which no branch target or RIP-relative operand
     /// of real code can be (iced's encoder links both to the instruction whose `ip` they
     /// name, so a label equal to a data address would move that operand into the cache).
@@ -1479,7 +1441,7 @@ pub fn translate(
     let mut funcs = funcs.to_vec();
     funcs.sort_by_key(|&f| cfg.function(f).entry);
     funcs.dedup();
-    let mut e = Emitter::new();
+    let mut e = Emitter::default();
     // Every block start that gets a translation (the first function holding it keeps it),
     // and its label. Branches link by label, never by original address: iced's encoder also
     // moves a RIP-relative operand that names an instruction's `ip` (`lea rdi, [rip+cmp]`
@@ -2923,8 +2885,7 @@ pub fn counting_entry_stub(
 ) -> Result<Option<Vec<u8>>, JitError> {
     let at = &At { threads: layout.threads, ..*at };
     let owner_tid = at.thread_id.and(layout.owner_tid);
-    let mut e = Emitter::new();
-    e.next_pred = layout.data + DATA_HEADER;
+    let mut e = Emitter { next_pred: layout.data + DATA_HEADER, ..Emitter::default() };
     let counted = arrival_counter(plugin, layout, owner_tid, &mut e, at, orig, FlagSet::ALL)?;
     let Some((mut code, _)) = counted else { return Ok(None) };
     let l = e.label();

@@ -1038,8 +1038,8 @@ fn where_is(target: &ProcessTarget, a: u64) -> String {
     format!("{a:#x}")
 }
 
-/// The summary while the caches are still mapped: the region, the escapes, and with the
-/// block counter every block that ran.
+/// The summary, once the threads are out of the caches (kerf's own mappings of the words
+/// stay): the region, the escapes, and with the block counter every block that ran.
 fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Woven) -> Value {
     let counting = woven.blocks;
     let s = &jit.stats;
