@@ -5,8 +5,10 @@
 //! set's ways, at [`CONT`] bytes from each way, the way's *continuation*: where the
 //! translation of its original address starts, which a `ret` goes to directly with the
 //! program's registers and stack already restored (see [`crate::x86_64::ret_probe`]). A
-//! `ret` reads both lines, which share a page: with the continuations in a table of their
-//! own, 9 MiB away, each return site took a second page and line of the CPU's caches.
+//! framed `ret` reads both lines, which share a page (with the continuations in a table of
+//! their own, 9 MiB away, each return site took a second page and line of the CPU's caches);
+//! a frameless one reads the second line only, which holds a copy of each way's original
+//! address beside its continuation ([`RET_KEY`]).
 //!
 //! The set is computed from the target without touching the flags: with BMI2, bits 6..22 of
 //! `rotr(x, 13) + 8x` (`rorx`, `lea`, then `shlx` and `shrx` to keep them; a frameless `ret`,
@@ -37,6 +39,12 @@ pub const OVERFLOW: usize = 4096;
 /// How far each way's continuation word is from the way: in the next line, with the ways'
 /// own stride (the other 8 bytes of each are spare).
 pub const CONT: u64 = SET_BYTES;
+/// How far each way's *return key* is from the way: a copy of its original address beside
+/// its continuation (in the spare 8 bytes), which a frameless `ret` compares
+/// ([`crate::x86_64::fast_ret`]), so that a return reads one line of the set, not two:
+/// with the key in the first line, each return site hot in a run kept both lines of its set
+/// in the CPU's caches.
+pub const RET_KEY: u64 = CONT + 8;
 /// Bytes of the whole table: the sets, then the overflow list and the outer frames.
 pub const TABLE_BYTES: u64 = SETS_BYTES + (1 << 20);
 
@@ -141,6 +149,12 @@ pub enum Placed {
     Overflow(usize),
 }
 
+/// The byte offsets of the two original-address words of the way at `way`: its key, which
+/// lookups compare, and its return key, which frameless returns compare.
+fn way_keys(way: u64) -> [u64; 2] {
+    [way, way + RET_KEY]
+}
+
 /// Byte offset of the overflow list's count, and of its first pair.
 pub const OVERFLOW_COUNT: u64 = SETS_BYTES;
 pub const OVERFLOW_PAIRS: u64 = SETS_BYTES + 8;
@@ -212,15 +226,15 @@ impl Table {
         set.iter().find(|w| w.orig == orig && orig != 0).map(|w| w.cont)
     }
 
-    /// The byte offsets of the original-address words of every entry placed (ways, then the
-    /// overflow list): zeroing them, and them only, makes every lookup miss while a thread
+    /// The byte offsets of the original-address words of every entry placed (each way's key
+    /// and its return key, then the overflow list): zeroing them, and them only, makes every lookup miss while a thread
     /// that read a word before sees its entry word still whole.
     pub fn key_offsets(&self) -> Vec<u64> {
         let ways = self.ways.iter().enumerate().flat_map(|(s, set)| {
             set.iter()
                 .enumerate()
                 .filter(|(_, w)| w.orig != 0)
-                .map(move |(k, _)| s as u64 * SET_STRIDE + WAY_BYTES * k as u64)
+                .flat_map(move |(k, _)| way_keys(s as u64 * SET_STRIDE + WAY_BYTES * k as u64))
         });
         let over = (0..self.crowded.len().min(OVERFLOW)).map(|i| OVERFLOW_PAIRS + 16 * i as u64);
         ways.chain(over).collect()
@@ -240,7 +254,7 @@ impl Table {
                     w.orig = RETIRED;
                     self.entries -= 1;
                     self.retired += 1;
-                    keys.push(s as u64 * SET_STRIDE + WAY_BYTES * k as u64);
+                    keys.extend(way_keys(s as u64 * SET_STRIDE + WAY_BYTES * k as u64));
                 }
             }
         }
@@ -275,6 +289,8 @@ impl Table {
                 set[at + 8..at + 16].copy_from_slice(&w.entry.to_le_bytes());
                 let c = at + CONT as usize;
                 set[c..c + 8].copy_from_slice(&w.cont.to_le_bytes());
+                let r = at + RET_KEY as usize;
+                set[r..r + 8].copy_from_slice(&orig.to_le_bytes());
             }
             write(s as u64 * SET_STRIDE, &set);
         }
@@ -315,8 +331,10 @@ mod tests {
             |o: u64| u64::from_le_bytes(bytes[o as usize..o as usize + 8].try_into().unwrap());
         let mut keys: Vec<u64> = t.key_offsets().into_iter().map(word).collect();
         keys.sort_unstable();
-        let mut want: Vec<u64> = (0..5u64).map(|k| 0x5555_0000_1234 + (k << 16)).collect();
-        want.push(0x7777_0000_0040);
+        // Each way's address twice (its key and its return key), the overflow list's once.
+        let ways = (0..4u64).map(|k| 0x5555_0000_1234 + (k << 16)).chain([0x7777_0000_0040]);
+        let mut want: Vec<u64> = ways.flat_map(|a| [a, a]).collect();
+        want.push(0x5555_0004_1234);
         want.sort_unstable();
         assert_eq!(keys, want);
     }
@@ -332,9 +350,12 @@ mod tests {
         let gone = |a: u64| (0x5555_0001_0000..0x5555_000a_0000).contains(&a);
         let mut keys = t.retire(gone);
         keys.sort_unstable();
-        // Ways 1 to 3 of the set, and the overflow list's first pair.
+        // Ways 1 to 3 of the set (each its key and its return key), and the overflow list's
+        // first pair.
         let set = 0x1234 * SET_STRIDE;
-        assert_eq!(keys, [set + 16, set + 32, set + 48, OVERFLOW_PAIRS]);
+        let r = RET_KEY;
+        let want = [set + 16, set + 32, set + 48, set + 16 + r, set + 32 + r, set + 48 + r];
+        assert_eq!(keys, [&want[..], &[OVERFLOW_PAIRS]].concat());
         assert_eq!(t.retire(gone), [], "retired once");
         assert_eq!((t.entries, t.retired), (2, 3));
         assert_eq!(t.find(0x5555_0001_1234), None);
@@ -349,6 +370,8 @@ mod tests {
         let bytes = t.bytes();
         let word = |o: u64| u64::from_le_bytes(bytes[o as usize..][..8].try_into().unwrap());
         assert_eq!([word(set + 16), word(set + 32), word(OVERFLOW_PAIRS)], [0, 0, 0]);
+        assert_eq!([word(set + 16 + r), word(set + 32 + r)], [0, 0]);
+        assert_eq!(word(set + RET_KEY), 0x5555_0000_1234, "a live way's return key");
         assert_eq!(word(set), 0x5555_0000_1234);
     }
 

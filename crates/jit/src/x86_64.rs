@@ -263,7 +263,7 @@ pub fn fast_ret(
     saved: bool,
     slow: u64,
 ) -> Vec<Instruction> {
-    use crate::table::{CONT, SETS, SET_BYTES};
+    use crate::table::{CONT, RET_KEY, SETS, SET_BYTES};
     let [set, orig] = scratch;
     let set32 = narrow(set, Register::EAX);
     let two = |c: Code, a: Register, b: Register| op(Instruction::with2(c, a, b));
@@ -298,7 +298,7 @@ pub fn fast_ret(
         ]);
     }
     v.extend([
-        op(Instruction::with2(Code::Cmp_r64_rm64, orig, in_set(set, low, 0))),
+        op(Instruction::with2(Code::Cmp_r64_rm64, orig, in_set(set, low, RET_KEY as i32))),
         op(Instruction::with_branch(Code::Jne_rel32_64, slow)),
         op(Instruction::with2(Code::Mov_r64_rm64, orig, in_set(set, low, CONT as i32))),
         store(0, orig),
@@ -497,15 +497,15 @@ pub fn other_ways(
     scratch: [Register; 2],
     slow: u64,
 ) -> Vec<Instruction> {
-    use crate::table::{CONT, WAY_BYTES};
+    use crate::table::{CONT, RET_KEY, WAY_BYTES};
     let [set, orig] = scratch;
     let low = low_table(table);
     let (label, tail, hits) = (labels[0], labels[1], &labels[2..]);
     let mut v = Vec::new();
     for (k, &hit) in hits.iter().enumerate() {
-        let way = (k as i32 + 1) * WAY_BYTES as i32;
+        let key = in_set(set, low, RET_KEY as i32 + (k as i32 + 1) * WAY_BYTES as i32);
         v.push(labelled(
-            op(Instruction::with2(Code::Cmp_r64_rm64, orig, in_set(set, low, way))),
+            op(Instruction::with2(Code::Cmp_r64_rm64, orig, key)),
             if k == 0 { label } else { 0 },
         ));
         v.push(op(Instruction::with_branch(Code::Je_rel32_64, hit)));

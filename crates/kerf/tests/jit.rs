@@ -389,7 +389,23 @@ fn a_module_translated_in_pieces_runs_and_counts_as_in_one() {
     assert_eq!(j["returns_out"], j1["returns_out"]);
     let (split, single) = (counts(&v["blocks"], ""), counts(&whole["blocks"], ""));
     assert!(single.len() > 100 && single["cmp+0x0"] > 100_000, "{}", single.len());
+    let (split, single) = (steady(split), steady(single));
     assert_eq!(split, single, "block counts: many pieces vs one");
+}
+
+/// Block counts without those that differ from run to run in the program itself: the
+/// inner blocks of libc's `memcpy` and `memmove` variants, whose paths for long copies
+/// depend on how the buffers' addresses fall (on a CPU without ERMS, glibc's
+/// `__memcpy_avx_unaligned` goes on in `__memmove_avx_unaligned_erms`'s loops: four runs of
+/// the fixture under `kerf jit` took its block at `+0x1a0` 12,885 or 12,889 times, whichever
+/// the counters and pieces). Their entries
+/// stay: every call is counted there.
+fn steady(mut counts: BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    counts.retain(|point, _| {
+        let copy = point.starts_with("__memcpy") || point.starts_with("__memmove");
+        !copy || point.ends_with("+0x0")
+    });
+    counts
 }
 
 /// The lookup table goes below 2 GiB when there is room, and the lookups name it by a 32-bit
@@ -1430,6 +1446,15 @@ fn a_bounded_cache_flushes_and_the_program_runs_unchanged() {
             assert!(err.contains("the code cache thrashed: flushes took over 50 %"), "{err}");
             continue;
         }
+        // (The limit was chosen for glibc's `memcpy` on a CPU with ERMS, the variant whose
+        // own code it is. Without ERMS `memcpy` is `__memcpy_avx_unaligned`, which fits and
+        // jumps into that variant's loops for long copies; nothing is too big then.)
+        let libc = counts(&free["blocks"], "libc");
+        let erms = ["__memcpy_avx_unaligned_erms+0x0", "__memmove_avx_unaligned_erms+0x0"];
+        if !erms.iter().any(|e| libc.contains_key(*e)) {
+            eprintln!("skipped {limit}'s too-big check: this CPU's memcpy is not the ERMS variant");
+            continue;
+        }
         assert!(
             big.iter().any(|b| b.as_str().unwrap().contains("memcpy")),
             "{limit}: memcpy not said to be too big: {}",
@@ -2295,8 +2320,16 @@ fn call_trace_counts_every_call_and_return_and_writes_a_trace_that_converts() {
     assert_eq!(c["lost"], 0, "{c}");
     assert_eq!(c["unmatched"], 0, "returns with no call: {c}");
     assert_eq!(c["timed"], true, "a trace file's records carry their time: {c}");
-    // Every function is named (not stripped): no return from a fragment, no jump into one.
-    assert_eq!(c["returns_from_fragments"], 0, "{c}");
+    // Every function is named (not stripped): no jump into a fragment, and no return from
+    // one but where glibc's functions share their code: on a CPU without ERMS `memcpy` is
+    // `__memcpy_avx_unaligned`, whose long copies jump into the loops of
+    // `__memmove_avx_unaligned_erms` and return from there (23,175 of 28,504 calls in one
+    // run). Elsewhere `memcpy` is the ERMS variant itself, and there are none.
+    let sharing: u64 = (c["functions"].as_array().unwrap().iter())
+        .filter(|f| f["function"].as_str().is_some_and(|n| n.ends_with("_avx_unaligned")))
+        .map(|f| f["calls"].as_u64().unwrap())
+        .sum();
+    assert!(c["returns_from_fragments"].as_u64().unwrap() <= sharing, "{c}");
     assert_eq!(c["fragment_jumps"], 0, "{c}");
     assert!(c["error"].is_null(), "{c}");
     let blocks = counts(&v["blocks"], "");
@@ -3195,7 +3228,14 @@ fn fewer_counters_work_out_every_block_count_exactly() {
             assert!(counters < ran, "{name}: {p}");
             runs.push(counters as f64 / ran as f64);
         }
-        assert!(runs[1] <= runs[0], "{name}: weights from the first run did not help: {runs:?}");
+        // (Not for `lj-async`: where its signals land decides its flow, so its two runs
+        // differ by more than the weights change: 0.98065 against 0.98073 in one run.)
+        if name != "lj-async" {
+            assert!(
+                runs[1] <= runs[0],
+                "{name}: weights from the first run did not help: {runs:?}"
+            );
+        }
     }
     // Deterministic: the worked-out counts are the counted ones, block for block.
     let args = ["60000", "10"];

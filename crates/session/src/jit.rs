@@ -2647,12 +2647,13 @@ impl Jit {
     /// its original address last, so that a thread searching meanwhile finds it whole or not
     /// at all.
     fn publish(&self, orig: u64, entry: u64, cont: u64, placed: Option<Placed>) {
-        use kerf_jit::table::{CONT, OVERFLOW, OVERFLOW_COUNT, OVERFLOW_PAIRS};
+        use kerf_jit::table::{CONT, OVERFLOW, OVERFLOW_COUNT, OVERFLOW_PAIRS, RET_KEY};
         let t = &self.table;
         match placed {
             Some(Placed::Way(off)) => {
                 t.store_u64(off as usize + 8, entry);
                 t.store_u64((CONT + off) as usize, cont);
+                t.store_u64((RET_KEY + off) as usize, orig);
                 t.store_u64(off as usize, orig);
             }
             Some(Placed::Overflow(i)) => {

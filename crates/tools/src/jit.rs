@@ -374,7 +374,11 @@ pub fn run(
         // A running process runs natively until the cache is live: a big module's
         // whole-image work comes after (a launched command is held until then anyway).
         options.early = pid_given;
+        // Fewer counters only where blocks are counted: under `none` or the call trace the
+        // facts, the weights' read and the counting entries were work for nothing at the start
+        // and at every entry made on demand.
         let tree = counting && options.fewer_counters;
+        options.fewer_counters = tree;
         let woven = Woven { blocks: counting, tree, branches, calls, callback };
         let (module, path, detail) =
             match jit::install(pid, &target.modules, &roots, &woven, options) {
