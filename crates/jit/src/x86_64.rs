@@ -245,7 +245,8 @@ pub fn ret_probe(table: u64, hash: Hash, pop: i32, hit: u64, second: u64) -> Vec
 
 /// A `ret pop` with no frame, where two registers (`scratch`) and the flags are dead at every
 /// place the function's returns land ([`kerf_analysis::liveness::at_continuations`]): the
-/// set is computed with them (flags may change), way 0 compared with `cmp`, and on a hit the
+/// set is computed with them (flags may change), way 0's return key compared with `cmp`
+/// ([`crate::table::RET_KEY`], beside the continuation: one line read), and on a hit the
 /// way's continuation replaces the original address in the return slot and a real `ret pop`
 /// leaves for it, as in [`ret_probe`] but with one store instead of four and no stack
 /// movement. Otherwise on to `slow` (the [`other_ways`] of this `pop` and scratch pair), with

@@ -57,8 +57,18 @@ const MAX_STEPS: usize = 1 << 14;
 const MAX_ROUTINE_STEPS: usize = 1 << 16;
 
 /// Stops a flush makes before it gives up on a signal handler holding a cache address; and
-/// removal before it leaves kerf's mappings in place for one.
-const FLUSH_TRIES: u32 = 5;
+/// removal before it leaves kerf's mappings in place for one. Between them kerf waits
+/// [`held_pause`]: 62 ms in all, within the quarter second a thread waits for a miss's answer
+/// ([`kerf_jit::mailbox::WAIT_NS`]). (Five stops 2 ms apart refused one flush in 153 of the
+/// suite's bounded-cache run on a slow, busy host, and the only flush of the `siglongjmp`
+/// one: their handlers ran longer than that.)
+const FLUSH_TRIES: u32 = 6;
+
+/// How long to let the threads run before stop `tries + 1` of [`FLUSH_TRIES`]: 2 ms, doubled
+/// at each stop, so that a handler that is slow to return on a busy host gets the time.
+fn held_pause(tries: u32) -> Duration {
+    Duration::from_millis(2 << (tries - 1).min(4))
+}
 /// Table ways [`Jit::retire_gone`] may leave taken by retired entries (a sixteenth of the
 /// table's) before a flush makes the table anew instead.
 const RETIRED_MAX: usize = kerf_jit::table::SETS * kerf_jit::table::WAYS / 16;
@@ -5226,11 +5236,11 @@ impl Jit {
             };
             let held = self.signal_frames(&tr).map(|v| v.iter().any(HeldFrame::unclean));
             if tries < FLUSH_TRIES && matches!(held, Ok(true)) {
-                tries += 1;
                 if let Err(e) = tr.resume_detach() {
                     break Err(e.into());
                 }
-                std::thread::sleep(Duration::from_millis(2));
+                std::thread::sleep(held_pause(tries));
+                tries += 1;
                 continue;
             }
             let r = self.flush_stopped(&mut tr, all, mods, plugin, mbox, first);
@@ -5721,9 +5731,10 @@ impl Jit {
     /// then they stay mapped, harmless, and are reported).
     ///
     /// A handler that interrupted a thread in the cache is most often still running (it
-    /// returns soon): the threads are let go and stopped again a moment later, up to
-    /// `FLUSH_TRIES` stops, each bringing back the threads that went on in the cache
-    /// meanwhile (the roots' entries are original from the first, so none comes in anew).
+    /// returns soon): the threads are let go and stopped again a moment later
+    /// ([`held_pause`]), up to `FLUSH_TRIES` stops, each bringing back the threads that went
+    /// on in the cache meanwhile (the roots' entries are original from the first, so none
+    /// comes in anew).
     pub fn remove(&mut self) -> Result<JitRemoved, JitFail> {
         let mut out = JitRemoved::default();
         for tries in 1..=FLUSH_TRIES {
@@ -5741,7 +5752,7 @@ impl Jit {
             if out.held.is_none() || tries == FLUSH_TRIES {
                 break;
             }
-            std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(held_pause(tries));
         }
         // Then its forked copies, alive or not the target: their roots' entries jump into
         // the cache as the target's did, and without kerf a miss there would wait for an
