@@ -398,8 +398,7 @@ fn a_module_translated_in_pieces_runs_and_counts_as_in_one() {
 /// depend on how the buffers' addresses fall (on a CPU without ERMS, glibc's
 /// `__memcpy_avx_unaligned` goes on in `__memmove_avx_unaligned_erms`'s loops: four runs of
 /// the fixture under `kerf jit` took its block at `+0x1a0` 12,885 or 12,889 times, whichever
-/// the counters and pieces). Their entries
-/// stay: every call is counted there.
+/// the counters and pieces). Their entries stay: every call is counted there.
 fn steady(mut counts: BTreeMap<String, u64>) -> BTreeMap<String, u64> {
     counts.retain(|point, _| {
         let copy = point.starts_with("__memcpy") || point.starts_with("__memmove");
