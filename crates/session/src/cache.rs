@@ -63,6 +63,8 @@ use std::path::{Path, PathBuf};
 const FORMAT: u32 = 21;
 /// The first bytes of every cache file.
 const MAGIC: &[u8; 8] = b"KERFANA\0";
+/// Entries kept per image read from the running kernel ([`CacheDir::keep_only_live`]).
+pub const LIVE_KEPT: usize = 3;
 /// Larger files are not read (libLLVM-14's entry is about 200 MB).
 const MAX_FILE: u64 = 4 << 30;
 
@@ -478,6 +480,62 @@ impl CacheDir {
         &self.path
     }
 
+    /// Remove entry `key` and every file beside it (its return facts, stamps, hints); what
+    /// cannot be removed is left. For an entry that failed a check where no new analysis can
+    /// replace it at once (an image read from the kernel).
+    pub fn remove(&self, key: &str) {
+        self.remove_where(|name| name.starts_with(key));
+    }
+
+    /// Remove the entries of live image `image` (with the files beside it) but the newest
+    /// [`LIVE_KEPT`], `keep` always among them, so that the texts of earlier boots do not pile
+    /// up. More than one: a text that changes and changes back (kprobes on ftrace sites,
+    /// another session's splices in and out) finds its entry again.
+    pub fn keep_only_live(&self, image: &str, keep: &str) {
+        let prefix = live_prefix(image);
+        let mut entries: Vec<((i64, i64), String)> = self
+            .names()
+            .into_iter()
+            .filter(|n| n.starts_with(&prefix) && n.ends_with(".bin") && n != keep)
+            .filter_map(|n| Some((self.modified(&n)?, n)))
+            .collect();
+        entries.sort_by(|a, b| b.cmp(a));
+        for (_, old) in entries.iter().skip(LIVE_KEPT - 1) {
+            self.remove(old);
+        }
+    }
+
+    /// When file `name` of the directory was last written (seconds, nanoseconds), not
+    /// following a symlink.
+    fn modified(&self, name: &str) -> Option<(i64, i64)> {
+        let c = CString::new(name).ok()?;
+        // SAFETY: plain data that fstatat fills in.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let flags = libc::AT_SYMLINK_NOFOLLOW;
+        // SAFETY: a NUL-terminated name relative to the open directory, and a valid `stat`.
+        let r = unsafe { libc::fstatat(self.fd.as_raw_fd(), c.as_ptr(), &mut st, flags) };
+        (r == 0).then_some((st.st_mtime, st.st_mtime_nsec))
+    }
+
+    /// The names in the directory, read through its descriptor.
+    fn names(&self) -> Vec<String> {
+        let listed = format!("/proc/self/fd/{}", self.fd.as_raw_fd());
+        let Ok(entries) = fs::read_dir(listed) else { return Vec::new() };
+        entries.filter_map(|e| e.ok()?.file_name().into_string().ok()).collect()
+    }
+
+    /// Unlink each file of the directory whose name `doomed` picks (relative to the
+    /// directory's descriptor, as every other access).
+    fn remove_where(&self, doomed: impl Fn(&str) -> bool) {
+        for name in self.names().into_iter().filter(|n| doomed(n)) {
+            if let Ok(c) = CString::new(name) {
+                // SAFETY: a NUL-terminated name, relative to the directory's open descriptor;
+                // a failure leaves the file, which is all this can do about it.
+                unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) };
+            }
+        }
+    }
+
     /// The analysis stored under `key` for the image whose bytes have `digest` (computed by
     /// `digest`, on a thread of its own while the entry is read), with its cheap checks done
     /// (see the module documentation). Returns the digest, for [`CacheDir::store`], and
@@ -784,6 +842,26 @@ impl CacheDir {
     }
 }
 
+/// The key of the entry for an image read from the running kernel (its core text, or a
+/// module's): named by the image and by the digest of its bytes and symbols, since memory has
+/// no build-id that covers what is in it now (the text changes at each boot's relocation, at
+/// a static key flipped, under ftrace or another session's splices). A changed text is then a
+/// new key, never an entry rejected; [`CacheDir::keep_only_live`] drops the old one.
+pub fn live_key(image: &str, digest: &[u8; 32]) -> String {
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{}{hex}.bin", live_prefix(image))
+}
+
+/// What every key of live image `image` starts with ([`live_key`]); names of modules are
+/// kept to the characters a file name takes anywhere.
+fn live_prefix(image: &str) -> String {
+    let name: String = image
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '-' })
+        .collect();
+    format!("v{FORMAT}-live-{name}-")
+}
+
 /// The name of the file beside cache entry `key` that holds the JIT's return facts of the
 /// same image ([`CacheDir::store_facts`]).
 pub fn facts_key(key: &str) -> String {
@@ -903,6 +981,51 @@ mod tests {
         let mut flag = Stamp { kerf: vec![7], entry: [0; 32], facts: None }.encode();
         *flag.last_mut().unwrap() = 2;
         assert!(Stamp::decode(&flag).is_err());
+    }
+
+    /// A live image's key follows its bytes; keeping one entry of an image removes its other
+    /// entries and the files beside them, and nothing of another image or a file's entry;
+    /// removing an entry takes its side files too.
+    #[test]
+    fn live_entries_one_per_image_and_removal_takes_the_side_files() {
+        let dir = std::env::temp_dir().join(format!("kerf-live-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let cache = CacheDir::open(&dir).unwrap();
+        let core: Vec<String> =
+            (1..=LIVE_KEPT as u8 + 1).map(|i| live_key("vmlinux", &[i; 32])).collect();
+        let (old, new) = (&core[0], &core[LIVE_KEPT]);
+        assert_ne!(old, new);
+        assert_eq!(&live_key("vmlinux", &[1; 32]), old);
+        let brd = live_key("brd", &[1; 32]);
+        let odd = live_key("../x y", &[1; 32]);
+        assert!(!odd.contains('/') && !odd.contains(' '), "{odd}");
+        let file = key(None, Path::new("/nonexistent/vmlinux"), None, None);
+        // Written oldest first, a moment apart (the newest are kept by modification time).
+        for k in core.iter().chain([&brd, &file]) {
+            cache.write_entry(k, &[0; 32], &[1]).unwrap();
+            cache.write_entry(&checked_key(k), &[0; 32], &[1]).unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let names = || {
+            let mut v: Vec<String> = fs::read_dir(&dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            v.sort();
+            v
+        };
+        // The oldest goes, with its stamp; `keep` stays even when it is not among the newest.
+        cache.keep_only_live("vmlinux", new);
+        let kept = core[1..].iter().chain([&brd, &file]);
+        let mut want: Vec<String> = kept.flat_map(|k| [k.clone(), checked_key(k)]).collect();
+        want.sort();
+        assert_eq!(names(), want);
+        cache.keep_only_live("vmlinux", &core[1]);
+        assert_eq!(names(), want, "the newest {LIVE_KEPT} are kept");
+        cache.remove(&brd);
+        want.retain(|n| !n.starts_with(&brd));
+        assert_eq!(names(), want);
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     /// Return facts come back as stored for the digest they were stored with; a flipped

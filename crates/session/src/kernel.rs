@@ -4,6 +4,7 @@
 //! sharing splice planning and code generation with the process target.
 
 use crate::backend::{Backend, Batches, Begin, Heap, Patch, Pauses, Splice, Springboard};
+use crate::cache::CacheDir;
 use crate::installer::{Cancel, PatchSet};
 use crate::load::{AnalyzedImage, Bytes};
 use crate::patchset::{self, DataLayout, Outcome, Runtime};
@@ -14,14 +15,14 @@ use crate::probe::{Action, InstrumentError, KindRefusal, Probe, Reason, Removed,
 use crate::spec::Point;
 use kerf_analysis::cfg::FuncId;
 use kerf_analysis::image::Image;
-use kerf_analysis::{analyze, Progress};
+use kerf_analysis::Progress;
 use kerf_arch::{ImageAddr, KernelAddr, RemoteAddr};
 use kerf_codegen::ir::OFFCPU_TID_LIMIT;
 use kerf_codegen::{Clock, Env, ThreadPointer};
 use kerf_os::kernel::{Driver, KernelError, SpliceRequest};
 use kerf_patch::{jump2_bytes, jump5_bytes, SpliceKind, INT3, SPRINGBOARD_LEN};
 use std::fmt;
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -67,6 +68,9 @@ pub struct Kernel {
     /// in that order), for generated code that captures memory; 0 where kallsyms has none.
     pub readers: [u64; 4],
     pub kallsyms_symbols: usize,
+    /// What went wrong with the analysis cache (a directory refused, an entry rejected or not
+    /// written), each said once: the analyses were made without it.
+    pub warnings: Vec<String>,
     /// A removal unregistered traps after its last quiescence: their patches are retired in
     /// the driver (not to be rewritten) until the next one. A later installation through
     /// this driver (a hunt's next round) quiesces first, so that it can reuse the heap.
@@ -133,6 +137,7 @@ fn image_of(
     bytes: Vec<u8>,
     base: u64,
     symbols: &str,
+    cache: Option<&CacheDir>,
     progress: &dyn Progress,
 ) -> Result<AnalyzedImage, OpenError> {
     let t0 = Instant::now();
@@ -141,38 +146,24 @@ fn image_of(
     image
         .add_symbol_file(symbols)
         .map_err(|error| OpenError::Symbols { image: name.to_string(), error })?;
-    let text_bytes = image.text_bytes();
-    let segments = image.segments.clone();
-    // Loading is the symbol file; the phases of the analysis are timed by the analysis.
-    let load_seconds = t0.elapsed().as_secs_f64();
-    let analysis = analyze(&image, progress);
-    drop(image);
-    Ok(AnalyzedImage {
-        path: PathBuf::from(name),
-        file: PathBuf::from(name),
-        bias: Some(0),
-        analysis,
-        cached: false,
-        load_seconds,
-        text_bytes,
-        cache_warning: None,
-        symbols: crate::SymbolOrigin { symbol_file: true, ..Default::default() },
-        debug_warnings: Vec::new(),
-        segments,
-        bytes,
-        from_cache: None,
-        returns: Default::default(),
-        counting: Default::default(),
-        returns_how: Default::default(),
-        cache_entry: None,
-    })
+    Ok(crate::load::analyze_live_image(image, &bytes, symbols, cache, t0, progress))
 }
 
 impl Kernel {
     /// Open the driver and analyse the running kernel's text (and, with `modules`, every
-    /// loaded module's).
-    pub fn open(modules: bool, progress: &dyn Progress) -> Result<Kernel, OpenError> {
+    /// loaded module's), through the analysis cache in directory `cache` (`None`: none). An
+    /// entry is used only for the very bytes and symbols it was made from, read now
+    /// ([`crate::cache::live_key`]).
+    pub fn open(
+        modules: bool,
+        cache: Option<&Path>,
+        progress: &dyn Progress,
+    ) -> Result<Kernel, OpenError> {
         let driver = Driver::open()?;
+        let mut warnings = Vec::new();
+        let cache =
+            cache.and_then(|d| CacheDir::open(d).map_err(|e| warnings.push(e.to_string())).ok());
+        let cache = cache.as_ref();
         let kallsyms = driver.kallsyms()?;
         let (core, mods) = split_kallsyms(&kallsyms);
         if core.lines().take(50).all(|l| l.starts_with("0000000000000000 ")) {
@@ -194,7 +185,7 @@ impl Kernel {
         let mut text = vec![0u8; (etext - stext) as usize];
         driver.read(KernelAddr(stext), &mut text)?;
         progress.phase("kernel text");
-        let mut images = vec![image_of("vmlinux", text, stext, &core, progress)?];
+        let mut images = vec![image_of("vmlinux", text, stext, &core, cache, progress)?];
         if modules {
             let list = driver.modules()?;
             for line in list.lines() {
@@ -216,7 +207,7 @@ impl Kernel {
                 if driver.read(lo, &mut bytes).is_err() {
                     continue;
                 }
-                images.push(image_of(name, bytes, lo.0, syms, progress)?);
+                images.push(image_of(name, bytes, lo.0, syms, cache, progress)?);
             }
         }
         let kallsyms_symbols = kallsyms.lines().count();
@@ -224,9 +215,15 @@ impl Kernel {
         // it) means the start again.
         let info = &driver.info;
         let start = if info.patch_next < info.patch_heap_size { info.patch_next } else { 0 };
+        for w in images.iter().filter_map(|i| i.cache_warning.clone()) {
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+        }
         Ok(Kernel {
             driver,
             images,
+            warnings,
             current_task,
             readers,
             kallsyms_symbols,

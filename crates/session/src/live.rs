@@ -700,7 +700,9 @@ impl KernelTarget {
     /// Open kerf's driver and analyse the kernel's text and modules.
     pub fn open(only_pid: Option<i32>) -> Result<KernelTarget, LiveError> {
         let started = Instant::now();
-        let kernel = Kernel::open(true, &kerf_analysis::Quiet).map_err(LiveError::Kernel)?;
+        let cache = crate::cache::default_dir();
+        let kernel = Kernel::open(true, cache.as_deref(), &kerf_analysis::Quiet)
+            .map_err(LiveError::Kernel)?;
         Ok(KernelTarget { kernel, only_pid: only_pid.map(|p| p as u32), started })
     }
 
@@ -714,7 +716,15 @@ impl KernelTarget {
         no_traps: bool,
     ) -> Result<KernelInstrumentation<'_>, InstrumentError> {
         let opts = KernelOptions { force_kind, only_pid: self.only_pid, no_traps };
-        KernelInstrumentation::install(&self.kernel, probes, tool, opts, Some(stop_flag()))
+        let installed =
+            KernelInstrumentation::install(&self.kernel, probes, tool, opts, Some(stop_flag()));
+        // A cached analysis that failed its check: nothing went in. Its entry goes, so that
+        // the next run analyses the kernel afresh (the probes were resolved from this one,
+        // and the open kernel is shared, so this run cannot start over as a process does).
+        if let Err(InstrumentError::Analysis { module, .. }) = &installed {
+            self.kernel.images[*module].forget_cache_entry();
+        }
+        installed
     }
 
     /// The offset of `task_struct.pid` in the running kernel, from its BTF (`None`: no BTF,

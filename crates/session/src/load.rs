@@ -163,8 +163,14 @@ pub(crate) struct FromCache {
     /// as analysis reads them (jump tables in data sections, relocated absolute tables).
     sections: Vec<Section>,
     pointers: Vec<(ImageAddr, ImageAddr)>,
-    /// The file read, the path its debug files were looked for under, and the options it was
-    /// loaded with.
+    /// Where a fresh analysis can be made from; `None` for memory read from the running
+    /// kernel, which a later run reads again.
+    origin: Option<FileOrigin>,
+}
+
+/// The file an image was read from, the path its debug files were looked for under, and the
+/// options it was loaded with.
+struct FileOrigin {
     file: PathBuf,
     logical: PathBuf,
     options: LoadOptions,
@@ -387,14 +393,24 @@ impl AnalyzedImage {
         &self,
         progress: &dyn Progress,
     ) -> Option<Result<AnalyzedImage, LoadError>> {
-        let c = self.from_cache.as_ref()?;
-        let fresh = analyze_image_file(&c.file, &c.logical, &c.options, false, progress);
+        let o = self.from_cache.as_ref()?.origin.as_ref()?;
+        let fresh = analyze_image_file(&o.file, &o.logical, &o.options, false, progress);
         Some(fresh.map(|mut a| {
             a.path = self.path.clone();
             a.bias = self.bias;
             a.analysis.image = self.analysis.image.clone();
             a
         }))
+    }
+
+    /// Remove this image's cache entry (with the files beside it): for an analysis of the
+    /// running kernel that failed a check, which only the next run can make afresh.
+    pub fn forget_cache_entry(&self) {
+        if let Some(e) = &self.cache_entry {
+            if let Ok(d) = cache::CacheDir::open(&e.dir) {
+                d.remove(&e.key);
+            }
+        }
     }
 
     /// The bytes of the executable segment that holds image address `addr`: its start and
@@ -611,9 +627,11 @@ fn analyze_image_file(
                             stamp,
                             sections: std::mem::take(&mut image.sections),
                             pointers: std::mem::take(&mut image.pointers),
-                            file: path.into(),
-                            logical: logical.into(),
-                            options: opts.clone(),
+                            origin: Some(FileOrigin {
+                                file: path.into(),
+                                logical: logical.into(),
+                                options: opts.clone(),
+                            }),
                         }),
                         returns: Default::default(),
                         counting: Default::default(),
@@ -658,6 +676,89 @@ fn analyze_image_file(
         returns_how: Default::default(),
         cache_entry,
     })
+}
+
+/// Analyse `image`, memory read from the running kernel (`bytes`, with the symbol file
+/// `symbols` added), through the cache `cache` when there is one. An entry made from these
+/// very bytes and symbols ([`cache::live_key`]) is used, its code checked where it is used as
+/// every cached analysis's is; else the analysis is made and stored, and the image's older
+/// entries removed. Under qemu's TCG the kernel's core text took 30 s to analyse at each kerf
+/// command, and a real machine spends seconds on it.
+pub(crate) fn analyze_live_image(
+    mut image: Image<'_>,
+    bytes: &std::sync::Arc<Bytes>,
+    symbols: &str,
+    cache: Option<&cache::CacheDir>,
+    t0: Instant,
+    progress: &dyn Progress,
+) -> AnalyzedImage {
+    let name = image.name.clone();
+    let (text_bytes, segments) = (image.text_bytes(), image.segments.clone());
+    let mut warning = None;
+    let mut entry = None;
+    let mut cached = None;
+    if let Some(c) = cache {
+        let digest = cache::digest(bytes, Some(symbols));
+        let key = cache::live_key(&name, &digest);
+        let loaded = c.load(&key, || digest).1.and_then(|l| match l {
+            Some((a, check, sum)) => kerf_analysis::validate::check_no_splice(&a.cfg, &image)
+                .map(|_| Some((a, check, sum)))
+                .map_err(|e| cache::CacheError::Rejected {
+                    path: c.path().join(&key),
+                    why: format!("does not match the image: {e}"),
+                }),
+            None => Ok(None),
+        });
+        match loaded {
+            Ok(Some((mut a, check, sum))) => {
+                a.image = name.clone();
+                let stamp = c.load_stamp(&key, &digest).ok().flatten().filter(|s| s.vouches(&sum));
+                if stamp.is_some() {
+                    check.vouch_all();
+                }
+                let sections = std::mem::take(&mut image.sections);
+                let pointers = std::mem::take(&mut image.pointers);
+                let origin = None;
+                cached = Some((a, FromCache { check, sum, stamp, sections, pointers, origin }));
+            }
+            Ok(None) => {}
+            Err(e) => warning = Some(e.to_string()),
+        }
+        entry = Some((c, key, digest));
+    }
+    let load_seconds = t0.elapsed().as_secs_f64();
+    let (analysis, from_cache) = match cached {
+        Some((a, from)) => (a, Some(from)),
+        None => {
+            let a = analyze(&image, progress);
+            if let Some((c, key, digest)) = &entry {
+                match c.store(key, digest, &a) {
+                    Ok(()) => c.keep_only_live(&name, key),
+                    Err(e) => warning = Some(e.to_string()),
+                }
+            }
+            (a, None)
+        }
+    };
+    AnalyzedImage {
+        path: PathBuf::from(&name),
+        file: PathBuf::from(&name),
+        bias: Some(0),
+        analysis,
+        cached: from_cache.is_some(),
+        load_seconds,
+        text_bytes,
+        cache_warning: warning,
+        symbols: SymbolOrigin { symbol_file: true, ..Default::default() },
+        debug_warnings: Vec::new(),
+        segments,
+        bytes: bytes.clone(),
+        from_cache,
+        returns: Default::default(),
+        counting: Default::default(),
+        returns_how: Default::default(),
+        cache_entry: entry.map(|(c, key, digest)| CacheEntry { dir: c.path().into(), key, digest }),
+    }
 }
 
 /// Analyse an ELF image held in memory (a process's vDSO, read from it), named `name`: no

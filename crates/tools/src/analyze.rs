@@ -41,14 +41,15 @@ pub struct Loaded {
 }
 
 impl Loaded {
-    /// The warnings of loading: each image's cache and debug-file warnings.
+    /// The warnings of loading: each image's cache and debug-file warnings (the kernel's
+    /// cache warnings said once, with a cache directory refused).
     pub fn warnings(&self) -> impl Iterator<Item = &str> {
-        self.images.iter().flat_map(|img| {
-            img.cache_warning
-                .as_deref()
-                .into_iter()
-                .chain(img.debug_warnings.iter().map(String::as_str))
-        })
+        let kernel = self.kernel.iter().flat_map(|k| k.warnings.iter().map(String::as_str));
+        let images = self.images.iter().flat_map(|img| {
+            let cache = img.cache_warning.as_deref().filter(|_| self.kernel.is_none());
+            cache.into_iter().chain(img.debug_warnings.iter().map(String::as_str))
+        });
+        kernel.chain(images)
     }
 }
 
@@ -60,7 +61,13 @@ pub fn load(
 ) -> Result<Loaded, ToolError> {
     Ok(match source {
         Source::Kernel => {
-            let mut k = Kernel::open(true, progress).map_err(LiveError::Kernel)?;
+            let cache = match (&opts.no_cache, &opts.cache_dir) {
+                (true, _) => None,
+                (false, Some(d)) => Some(d.clone()),
+                (false, None) => kerf_session::cache::default_dir(),
+            };
+            let mut k =
+                Kernel::open(true, cache.as_deref(), progress).map_err(LiveError::Kernel)?;
             let what = format!("the running kernel ({} kallsyms symbols)", k.kallsyms_symbols);
             let images = std::mem::take(&mut k.images);
             Loaded { images, skipped: Vec::new(), what, kernel: Some(k) }

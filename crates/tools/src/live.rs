@@ -630,6 +630,9 @@ fn run_kernel<T: LiveTool>(
     opts: &LiveOptions,
     events: &mut dyn Events,
 ) -> Result<Report, ToolError> {
+    for w in &k.kernel.warnings {
+        events.warn(w);
+    }
     tool.kernel_task_ids(k.task_pid_offset(), k.task_tgid_offset());
     tool.kernel_only_task(k.only_pid);
     let (probes, data, built) = tool.build(&k.kernel.images, &[], TargetKind::Kernel)?;
@@ -654,10 +657,14 @@ fn run_kernel<T: LiveTool>(
     }
     record(tool, &table, &built, &inst, events);
     let fields = tool.summarize(&mut table, &built, &probes, &inst);
-    let splice_seconds = inst.spliced().splice_time.unwrap_or_default().as_secs_f64();
+    let spliced = inst.spliced();
+    let splice_seconds = spliced.splice_time.unwrap_or_default().as_secs_f64();
+    // In the order they first ran: `[name, microseconds]` (as in a process).
+    let phases: Vec<Value> =
+        spliced.phases.iter().map(|(n, d)| json!([n, d.as_micros() as u64])).collect();
     let removal = k.finish(inst);
     let mut v = json!({"kernel": true, "stopped": why, "refused": refused,
-           "splice_seconds": splice_seconds,
+           "splice_seconds": splice_seconds, "splice_phases_us": phases,
            "seconds": k.started.elapsed().as_secs_f64()});
     merge(&mut v, fields);
     Ok(Report {

@@ -1,25 +1,24 @@
 //! kerf itself on the live stock Debian kernel, in one VM boot (vm/run, qemu TCG): the driver
-//! missing is a clear error; `kerf analyze --kernel` covers the running kernel; a session
-//! writes its code patches after the previous session's in the driver's heap; `kerf count
-//! --kernel` with a thousand probes over the VFS under a file-system workload counts exactly
-//! what kprobe events count; `kerf cover --kernel` covers exactly the blocks on which a kprobe
-//! is hit by the same workload; `kerf time --kernel` times the openat path; virtual time (and
-//! its per-thread rows) matches a task's own CPU clock; `kerf sum` matches a kretprobe; `kerf
-//! hunt` finds the truncation under `do_sys_openat2`; `kerf locks --kernel` measures the waits
-//! of tasks blocked on a pipe's mutex and an inode's rwsem as they measure them; `--pid` counts
-//! one task only; ftrace's function tracer and a BPF fentry program work on a function kerf
-//! probes; a loadable module (brd) is probed by `module:symbol` and counted exactly like a
-//! kprobe event; kerf.ko's self-test loop, called N times, is counted exactly N times by a
-//! jump5 splice and by a jump2 or trap where a jump5 cannot fit, and its bytes come back on
-//! detach; the kernel tracer benchmark's BPF peers (ring buffer from kprobe and from fentry,
-//! which needs kerf.ko's BTF) deliver an event per call; `kerf trace --kernel` records one
-//! task's opens with their names, a libc wrapper and its system call come out on one
-//! timeline, and kerf killed with SIGKILL mid-trace under two opening shells leaves the
-//! kernel running with its text restored; splicing and restoring every block of path_openat
-//! four times while two shells hammer openat leaves no CPU stuck; and the kernel's text (the
-//! module's too) is byte-identical after each detach. The guest script is
-//! tests/fixtures/kernel_guest.sh; it prints CHECK lines (and stops at the first failure)
-//! and JSON lines this test parses.
+//! missing is a clear error; `kerf analyze --kernel` covers the running kernel, and a second run
+//! reads the same analysis from the cache; a session writes its code patches after the previous
+//! session's in the driver's heap; `kerf count --kernel` with a thousand probes over the VFS under
+//! a file-system workload counts exactly what kprobe events count; `kerf cover --kernel` covers
+//! exactly the blocks on which a kprobe is hit by the same workload; `kerf time --kernel` times the
+//! openat path; virtual time (and its per-thread rows) matches a task's own CPU clock; `kerf sum`
+//! matches a kretprobe; `kerf hunt` finds the truncation under `do_sys_openat2`; `kerf locks
+//! --kernel` measures the waits of tasks blocked on a pipe's mutex and an inode's rwsem as they
+//! measure them; `--pid` counts one task only; ftrace's function tracer and a BPF fentry program
+//! work on a function kerf probes; a loadable module (brd) is probed by `module:symbol` and counted
+//! exactly like a kprobe event; kerf.ko's self-test loop, called N times, is counted exactly N
+//! times by a jump5 splice and by a jump2 or trap where a jump5 cannot fit, and its bytes come back
+//! on detach; the kernel tracer benchmark's BPF peers (ring buffer from kprobe and from fentry,
+//! which needs kerf.ko's BTF) deliver an event per call; `kerf trace --kernel` records one task's
+//! opens with their names, a libc wrapper and its system call come out on one timeline, and kerf
+//! killed with SIGKILL mid-trace under two opening shells leaves the kernel running with its text
+//! restored; splicing and restoring every block of path_openat four times while two shells hammer
+//! openat leaves no CPU stuck; and the kernel's text (the module's too) is byte-identical after
+//! each detach. The guest script is tests/fixtures/kernel_guest.sh; it prints CHECK lines (and
+//! stops at the first failure) and JSON lines this test parses.
 //!
 //! The machine's own kernel has no kprobes and no module loading, hence the guest. If the VM
 //! cannot run, the test fails with the reason; it never passes without checking.
@@ -118,6 +117,7 @@ fn kerf_on_the_live_stock_kernel() {
         "insmod",
         "no_probe_list",
         "analyze",
+        "analyze_cached",
         "heap_next",
         "workload_output",
         "counts_equal_kprobes",
@@ -143,6 +143,19 @@ fn kerf_on_the_live_stock_kernel() {
         "all",
     ];
     let stdout = common::guest_passed(&out, &want);
+    // How long each stage took (the guest's `TIME name uptime` lines), for a slow host.
+    let mut last = 0.0;
+    let stages: Vec<String> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("TIME "))
+        .filter_map(|l| l.split_once(' '))
+        .filter_map(|(name, t)| t.trim().parse::<f64>().ok().map(|t| (name, t)))
+        .map(|(name, t)| {
+            let took = t - std::mem::replace(&mut last, t);
+            format!("{name} {took:.0}")
+        })
+        .collect();
+    eprintln!("guest stages (s, the first from boot): {}", stages.join(", "));
 
     // Analysis covers the running kernel: tens of thousands of functions, megabytes of code.
     let a = json_line(&stdout, "analyze");
