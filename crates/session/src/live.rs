@@ -720,7 +720,7 @@ impl KernelTarget {
             KernelInstrumentation::install(&self.kernel, probes, tool, opts, Some(stop_flag()));
         // A cached analysis that failed its check: nothing went in. Its entry goes, so that
         // the next run analyses the kernel afresh (the probes were resolved from this one,
-        // and the open kernel is shared, so this run cannot start over as a process does).
+        // and the images are borrowed here, so this run cannot start over as a process does).
         if let Err(InstrumentError::Analysis { module, .. }) = &installed {
             self.kernel.images[*module].forget_cache_entry();
         }
