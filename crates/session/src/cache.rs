@@ -565,7 +565,8 @@ impl CacheDir {
         })
     }
 
-    fn rejected(&self, key: &str, why: String) -> CacheError {
+    /// The error for entry `key`, rejected for `why` (analysed again and stored over).
+    pub(crate) fn rejected(&self, key: &str, why: String) -> CacheError {
         CacheError::Rejected { path: self.path.join(key), why }
     }
 
@@ -846,7 +847,7 @@ impl CacheDir {
 /// module's): named by the image and by the digest of its bytes and symbols, since memory has
 /// no build-id that covers what is in it now (the text changes at each boot's relocation, at
 /// a static key flipped, under ftrace or another session's splices). A changed text is then a
-/// new key, never an entry rejected; [`CacheDir::keep_only_live`] drops the old one.
+/// new key, never an entry rejected; [`CacheDir::keep_only_live`] drops all but the newest.
 pub fn live_key(image: &str, digest: &[u8; 32]) -> String {
     let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
     format!("{}{hex}.bin", live_prefix(image))
@@ -983,11 +984,11 @@ mod tests {
         assert!(Stamp::decode(&flag).is_err());
     }
 
-    /// A live image's key follows its bytes; keeping one entry of an image removes its other
-    /// entries and the files beside them, and nothing of another image or a file's entry;
+    /// A live image's key follows its bytes; keeping the newest entries of an image removes its
+    /// older ones and the files beside them, and nothing of another image or a file's entry;
     /// removing an entry takes its side files too.
     #[test]
-    fn live_entries_one_per_image_and_removal_takes_the_side_files() {
+    fn live_entries_the_newest_per_image_and_removal_takes_the_side_files() {
         let dir = std::env::temp_dir().join(format!("kerf-live-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
         let cache = CacheDir::open(&dir).unwrap();

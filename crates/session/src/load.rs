@@ -579,23 +579,15 @@ fn analyze_image_file(
             // each function where it is used.
             let loaded = loaded.and_then(|l| match l {
                 Some((mut a, check, sum)) if opts.validate => {
-                    kerf_analysis::validate::validate(&mut a, &image).map_err(|e| {
-                        cache::CacheError::Rejected {
-                            path: c.path().join(&key),
-                            why: format!("does not match the image: {e}"),
-                        }
-                    })?;
+                    kerf_analysis::validate::validate(&mut a, &image)
+                        .map_err(|e| c.rejected(&key, format!("does not match the image: {e}")))?;
                     Ok(Some((a, check, sum)))
                 }
                 // Which code is never spliced (signal trampolines) is a whole-image fact that
                 // no per-function check sees: checked here, against the image's unwind entries.
                 Some((a, check, sum)) => {
-                    kerf_analysis::validate::check_no_splice(&a.cfg, &image).map_err(|e| {
-                        cache::CacheError::Rejected {
-                            path: c.path().join(&key),
-                            why: format!("does not match the image: {e}"),
-                        }
-                    })?;
+                    kerf_analysis::validate::check_no_splice(&a.cfg, &image)
+                        .map_err(|e| c.rejected(&key, format!("does not match the image: {e}")))?;
                     Ok(Some((a, check, sum)))
                 }
                 None => Ok(None),
@@ -703,10 +695,7 @@ pub(crate) fn analyze_live_image(
         let loaded = c.load(&key, || digest).1.and_then(|l| match l {
             Some((a, check, sum)) => kerf_analysis::validate::check_no_splice(&a.cfg, &image)
                 .map(|_| Some((a, check, sum)))
-                .map_err(|e| cache::CacheError::Rejected {
-                    path: c.path().join(&key),
-                    why: format!("does not match the image: {e}"),
-                }),
+                .map_err(|e| c.rejected(&key, format!("does not match the image: {e}"))),
             None => Ok(None),
         });
         match loaded {
