@@ -17,7 +17,7 @@
  *
  * Locking: kerf_lock (a mutex) serialises every ioctl and release; it is taken before
  * text_mutex, and text_mutex is held only around the ownership checks and the writes
- * (text_poke_queue() .. text_poke_finish()), the way ftrace, jump labels, static calls and
+ * (kerf_poke_queue() .. kerf_poke_flush()), the way ftrace, jump labels, static calls and
  * kprobes hold it while they patch, so nobody else patches text between our check and our
  * write. The int3 notifier takes no lock: it reads an
  * RCU-published immutable sorted table.
@@ -56,12 +56,11 @@
 /* Every block of core text is about 700,000 splices, a sixth of them traps. */
 #define KERF_MAX_SPLICES	(1 << 20)
 #define KERF_MAX_TRAPS		(1 << 20)
-/* text_poke_queue() decodes the emulated instruction from a buffer of up to MAX_INSN_SIZE bytes. */
+/* A buffer of new or emulated bytes: the longest splice, padded with int3. */
 #define KERF_INSN_BUF		16
 /*
- * Entries kerf queues before it calls text_poke_finish() itself: half of 6.1's TP_VEC_MAX
- * (PAGE_SIZE / 16-byte struct text_poke_loc), so the kernel never flushes a run on its own
- * and kerf knows which entries each flush wrote (see kerf_poke_flush()).
+ * Entries of one run of the int3 bypass (kerf_poke_flush()): its three syncs are shared by
+ * them, and kerf_int3_notify() scans them linearly.
  */
 #define KERF_POKE_RUN		128
 
@@ -76,12 +75,13 @@ static u8 kerf_data_heap[KERF_DATA_HEAP_SIZE] __aligned(KERF_HEAP_ALIGN);
  */
 static struct {
 	unsigned long (*kallsyms_lookup_name)(const char *name);
-	void (*text_poke_queue)(void *addr, const void *opcode, size_t len, const void *emulate);
 	void (*text_poke_finish)(void);
 	void (*text_poke_sync)(void);
 	void *(*text_poke)(void *addr, const void *opcode, size_t len);
 	void *(*text_poke_copy)(void *addr, const void *opcode, size_t len);
 	void *(*text_poke_set)(void *addr, int c, size_t len);
+	void (*perf_event_text_poke)(const void *addr, const void *old_bytes, size_t old_len,
+				     const void *new_bytes, size_t new_len);
 	struct mutex *text_mutex;
 	bool (*within_kprobe_blacklist)(unsigned long addr);
 	unsigned long (*ftrace_location_range)(unsigned long start, unsigned long end);
@@ -184,8 +184,10 @@ static atomic64_t kerf_trap_hits = ATOMIC64_INIT(0);
 struct kerf_poke_ent {
 	unsigned long addr;
 	unsigned long len;
-	const u8 *bytes;	/* the final bytes, KERF_INSN_BUF of them */
+	unsigned long resume;	/* where a CPU that meets the temporary int3 goes on, or 0 */
+	const u8 *bytes;	/* the final bytes */
 	long *ret;		/* where a failed read-back is reported (-EIO) */
+	u8 old[KERF_MAX_SPLICE_LEN];	/* the bytes before, for perf's text_poke record */
 };
 static struct kerf_poke_ent kerf_poking[KERF_POKE_RUN];
 static unsigned int kerf_poke_n;
@@ -218,15 +220,17 @@ static bool kerf_in_patch_heap(unsigned long addr, unsigned long len)
  * table published with RCU (the notifier chain already runs under rcu_read_lock()). It must
  * not be probed itself, hence notrace and NOKPROBE_SYMBOL.
  *
- * Return: NOTIFY_STOP with regs->ip set to the patch if the int3 is one of ours, or set back
- * to the int3's address if the int3 is kerf's own transient one (see below).
+ * Return: NOTIFY_STOP with regs->ip set to the patch if the int3 is one of ours, to the
+ * emulated jump's target or back to the int3's address if it is kerf's own transient one (see
+ * below).
  */
 static int notrace kerf_int3_notify(struct notifier_block *nb, unsigned long val, void *data)
 {
 	struct die_args *args = data;
 	struct pt_regs *regs = args->regs;
 	const struct kerf_trap_tab *tab;
-	unsigned long addr;
+	const struct kerf_poke_ent *e;
+	unsigned long addr, start, to;
 	unsigned int lo, hi, mid, n;
 	int ret = NOTIFY_DONE;
 
@@ -259,24 +263,38 @@ static int notrace kerf_int3_notify(struct notifier_block *nb, unsigned long val
 		return ret;
 
 	/*
-	 * Not a trap splice. If this int3 is gone, or is the temporary int3 of a run that kerf is
-	 * writing at this very address, resume at addr: the CPU then runs whatever is there now
-	 * (the old or new instruction, or the int3 again, which the kernel's poke handler now
-	 * claims, since it publishes its state before writing the int3). kprobes' handler already
-	 * backs up over a vanished int3, but between its check and ours a new kerf run may have
-	 * written the int3 again. On hardware, a CPU that met a run's int3 finishes its handler
-	 * before the run can end (the run's IPIs wait for it), so this never happens; under qemu
-	 * TCG a vCPU was seen to run a stale translation of a previous run's int3 after that run
-	 * had ended, with the next run starting: without this, die("int3"). A linear scan: at
-	 * most KERF_POKE_RUN entries, and only for an int3 nobody else claimed.
+	 * Not a trap splice. If this int3 is gone, resume at addr: the CPU then runs whatever is
+	 * there now. kprobes' handler already backs up over a vanished int3, but between its check
+	 * and ours a new kerf run may have written the int3 again.
+	 *
+	 * The temporary int3 of an entry of the run kerf is writing (kerf_poke_flush()): the CPU
+	 * behaves as the entry's emulated jump, as the kernel's poke handler does for its own runs.
+	 * It must not wait for the final bytes: it may have interrupts off, and the run's next
+	 * sync waits for every CPU. An entry whose emulated instruction is an int3 has a trap entry
+	 * (found above), for as long as its int3 can be met.
+	 *
+	 * Inside an entry but not at its start, or at an entry without a jump: resume at addr. On
+	 * hardware, a CPU that met a run's int3 finishes its handler before the run can end (the
+	 * run's IPIs wait for it), so this never happens; under qemu TCG a vCPU was seen to run a
+	 * stale translation of a previous run's int3 after that run had ended, with the next run
+	 * starting: without this, die("int3"). A linear scan: at most KERF_POKE_RUN entries, and
+	 * only for an int3 nobody else claimed.
 	 */
 	if (*(u8 *)addr != INT3_INSN_OPCODE)
 		goto resume;
 	n = READ_ONCE(kerf_poke_n);
 	smp_rmb();	/* pairs with kerf_poke_queue(): the entries counted are written */
 	for (lo = 0; lo < n && lo < KERF_POKE_RUN; lo++) {
-		if (addr - READ_ONCE(kerf_poking[lo].addr) < READ_ONCE(kerf_poking[lo].len))
-			goto resume;
+		e = &kerf_poking[lo];
+		start = READ_ONCE(e->addr);
+		if (addr - start >= READ_ONCE(e->len))
+			continue;
+		to = READ_ONCE(e->resume);
+		if (addr == start && to) {
+			regs->ip = to;
+			return NOTIFY_STOP;
+		}
+		goto resume;
 	}
 	return NOTIFY_DONE;
 
@@ -707,38 +725,133 @@ static int kerf_check_owned(unsigned long addr, unsigned int len)
 	return busy ? -EBUSY : 0;
 }
 
+/* The steps of a run, in order; see kerf_poke_flush(). */
+enum kerf_poke_step {
+	KERF_STEP_INT3,		/* int3 over every entry's first byte */
+	KERF_STEP_TAIL,		/* bytes 1..len-1 of every entry, under its int3 */
+	KERF_STEP_FINAL,	/* every entry's final bytes */
+	KERF_STEP_REWRITE,	/* the final bytes again, written even where they are there */
+};
+
 /**
- * kerf_poke_flush() - write the queued run, write it again plainly, and verify it
+ * kerf_poke_apply() - put one step's bytes of an entry into a copy of the text around it
+ * @e: the entry
+ * @at: where the entry's first byte is in the copy
+ * @step: the step
  *
- * text_poke_finish() runs text_poke_bp_batch() over the run, which is Djprobe's bypass method
- * as the kernel implements it, for every entry at once: (1) write int3 at every address and
- * serialise every CPU (sync_core via IPI); (2) write bytes 1..len-1 of every entry and
- * serialise; (3) write every first byte and serialise. Between (1) and (3) a CPU reaching one
- * of the addresses traps and the kernel's poke handler (a binary search over the run, which is
- * why a run is in ascending address order) makes it behave as that entry's emulated
- * instruction (a jmp is followed, an int3 is passed on to kprobes and then to
- * kerf_int3_notify()). No CPU ever executes a half-written instruction, and the serialisation
- * is what the cross-modifying-code erratum Djprobe cites requires. Three serialisations for
- * the run, not three per entry: that is the whole gain, and it changes nothing for a single
- * CPU at a single address, which sees exactly the states text_poke_bp() would show it.
+ * Return: true if the text must be written: the copy changed, or @step is KERF_STEP_REWRITE.
+ */
+static bool kerf_poke_apply(const struct kerf_poke_ent *e, u8 *at, enum kerf_poke_step step)
+{
+	u8 want[KERF_MAX_SPLICE_LEN];
+	unsigned int from = step == KERF_STEP_TAIL ? 1 : 0;
+	unsigned int to = step == KERF_STEP_INT3 ? 1 : e->len;
+
+	memcpy(want, e->bytes, e->len);
+	if (step < KERF_STEP_FINAL)
+		want[0] = INT3_INSN_OPCODE;
+	if (from >= to)
+		return false;
+	if (step != KERF_STEP_REWRITE && !memcmp(at + from, want + from, to - from))
+		return false;
+	memcpy(at + from, want + from, to - from);
+	return true;
+}
+
+/**
+ * kerf_poke_step() - write one step of the queued run, one text_poke() for each page it meets
+ * @step: the step
  *
- * Then each entry is written once more, plainly (text_mutex is held, as text_poke() needs).
- * Seen under qemu TCG with two vCPUs: after a splice or a restore, a vCPU trapped at addr over
- * and over while memory held the new jmp, not an int3. It was running a translation of the
- * temporary int3 that outlived the write of the final byte (most likely it was being
- * translated while that byte was stored, and was linked after the store had invalidated the
- * page's translations). kprobes' int3 handler, which runs before any notifier, sees no int3
- * at addr and backs the CPU up to it, where the same translation traps again: a soft lockup,
- * until the page is written again. By now the run's last sync has run on every CPU (a vCPU
- * takes the IPI only between translated blocks), so such a translation is linked and this
- * store invalidates it; a translation racing with this store reads the final bytes either
- * way. Without this write, splicing and restoring path_openat's blocks while two shells open
- * files locked up the guest in the first round, three boots out of three; with it, 30 rounds
- * of 349 points ran clean (tests/fixtures/kernel_guest.sh, splice_churn). On hardware nothing
- * changes: the bytes are the ones already there. The rewrite follows each flush at once, with
- * no IPI in between (text_poke() flushes only the local TLB): a vCPU caught in such a loop with
- * interrupts off could not take the next run's sync, which is why kerf flushes runs itself
- * (KERF_POKE_RUN) instead of letting text_poke_queue() flush a full vector on its own.
+ * Each text_poke() maps the page through the poking mm and switches CR3 there and back. qemu's
+ * TCG drops the vCPU's whole TLB and its cache of translation lookups at each switch, and then
+ * every block the kernel runs is looked up again: when each entry took its own text_poke() (five
+ * an entry for a jump, three for an int3), the splices of every block of core text took 1,585 s
+ * in a 2,059 s splice phase (session 76, `splices: int3s` and `splices: springboards and jumps`).
+ * So the entries of one page are written together: the text from the first entry's start to the
+ * last one's end is read, each entry's bytes for this step are put in the copy, and the copy is
+ * written back whole. The bytes between the entries are written with the values they hold:
+ * every writer of kernel text holds text_mutex, as the caller does, and what another patcher
+ * had queued was flushed before this run's first entry (kerf_poke_queue()), so none can change
+ * in between; a CPU running them meanwhile fetches the same instructions either way. A page of
+ * text belongs to one image (module text is page-aligned), so the copy never meets text being
+ * loaded. An entry that crosses into the next page, or a span that cannot be read, is written
+ * alone.
+ *
+ * Caller holds text_mutex. Return: true if anything was written.
+ */
+static bool kerf_poke_step(enum kerf_poke_step step)
+{
+	static u8 span[PAGE_SIZE];	/* under text_mutex */
+	u8 one[KERF_MAX_SPLICE_LEN];
+	struct kerf_poke_ent *e;
+	unsigned long lo, hi, end;
+	unsigned int i = 0, j;
+	bool dirty, wrote = false;
+
+	while (i < kerf_poke_n) {
+		lo = kerf_poking[i].addr;
+		end = (lo & PAGE_MASK) + PAGE_SIZE;
+		hi = lo + kerf_poking[i].len;
+		for (j = i + 1; j < kerf_poke_n; j++) {
+			e = &kerf_poking[j];
+			if (e->addr + e->len > end)
+				break;
+			hi = e->addr + e->len;	/* ascending, never overlapping */
+		}
+		if (hi > end || copy_from_kernel_nofault(span, (void *)lo, hi - lo)) {
+			for (; i < j; i++) {
+				e = &kerf_poking[i];
+				if (copy_from_kernel_nofault(one, (void *)e->addr, e->len))
+					continue;	/* the read-back reports it */
+				if (kerf_poke_apply(e, one, step)) {
+					ks.text_poke((void *)e->addr, one, e->len);
+					wrote = true;
+				}
+			}
+			continue;
+		}
+		for (dirty = false; i < j; i++) {
+			e = &kerf_poking[i];
+			dirty |= kerf_poke_apply(e, span + (e->addr - lo), step);
+		}
+		if (dirty) {
+			ks.text_poke((void *)lo, span, hi - lo);
+			wrote = true;
+		}
+	}
+	return wrote;
+}
+
+/**
+ * kerf_poke_flush() - write the queued run with the int3 bypass, write it again, verify it
+ *
+ * Djprobe's bypass method, as the kernel's text_poke_bp_batch() implements it, for every entry
+ * of the run at once, but with one text_poke() per page and step (kerf_poke_step()): (1) int3
+ * at every entry, then every CPU serialised (text_poke_sync(): sync_core via IPI); (2) bytes
+ * 1..len-1 of every entry, and serialise; (3) every first byte, and serialise. Between (1) and
+ * (3) a CPU reaching an entry traps, and kerf_int3_notify() makes it behave as the entry's
+ * emulated instruction (a jump followed, an int3 sent to its trap's patch). No CPU ever
+ * executes a half-written instruction, and the serialisation is what the cross-modifying-code
+ * erratum Djprobe cites requires. Three serialisations for the run, not three per entry.
+ * kerf does these steps itself, instead of text_poke_queue() and text_poke_finish(), only to
+ * write a page at a time: the kernel pokes each entry on its own at each step.
+ *
+ * Then the run is written once more, plainly. Seen under qemu TCG with two vCPUs: after a
+ * splice or a restore, a vCPU trapped at addr over and over while memory held the new jmp,
+ * not an int3. It was running a translation of the temporary int3 that outlived the write of
+ * the final byte (most likely it was being translated while that byte was stored, and was
+ * linked after the store had invalidated the page's translations). kprobes' int3 handler,
+ * which runs before any notifier, sees no int3 at addr and backs the CPU up to it, where the
+ * same translation traps again: a soft lockup, until the page is written again. By now the
+ * run's last sync has run on every CPU (a vCPU takes the IPI only between translated blocks),
+ * so such a translation is linked and this store invalidates it; a translation racing with
+ * this store reads the final bytes either way. Without this write, splicing and restoring
+ * path_openat's blocks while two shells open files locked up the guest in the first round,
+ * three boots out of three; with it, 30 rounds of 349 points ran clean
+ * (tests/fixtures/kernel_guest.sh, splice_churn). On hardware nothing changes: the bytes are
+ * the ones already there. The rewrite follows at once, with no IPI in between (text_poke()
+ * flushes only the local TLB): a vCPU caught in such a loop with interrupts off could not take
+ * the next run's sync, which is why kerf flushes runs itself (KERF_POKE_RUN).
  *
  * That one rewrite was not enough: in a core-text run of 2026-11-30 both vCPUs ended up
  * trapping without end at a restored site (a `decl %gs:__preempt_count` whose bytes were
@@ -747,7 +860,7 @@ static int kerf_check_owned(unsigned long addr, unsigned int len)
  * temporary int3 that outlived the rewrite, by a race in qemu not understood. Hence a sync
  * and a second rewrite: every vCPU has passed a block boundary after the first rewrite, so a
  * translation made before it is linked by then and this store drops it. On hardware both
- * are no-ops. Not yet shown to be enough (the hang came in 1 of 2 runs of that hour).
+ * are no-ops.
  *
  * Then the CPU may go to another task: a batch ioctl writes up to KERF_BATCH_MAX entries, 32
  * runs, and under qemu TCG on a busy host one such ioctl held its vCPU for over 20 s, which
@@ -766,16 +879,24 @@ static void kerf_poke_flush(void)
 	lockdep_assert_held(ks.text_mutex);
 	if (!kerf_poke_n)
 		return;
-	ks.text_poke_finish();
 	for (i = 0; i < kerf_poke_n; i++) {
 		e = &kerf_poking[i];
-		ks.text_poke((void *)e->addr, e->bytes, e->len);
+		if (copy_from_kernel_nofault(e->old, (void *)e->addr, e->len))
+			memset(e->old, 0, sizeof(e->old));
 	}
+	if (kerf_poke_step(KERF_STEP_INT3))
+		ks.text_poke_sync();
+	if (kerf_poke_step(KERF_STEP_TAIL))
+		ks.text_poke_sync();
+	kerf_poke_step(KERF_STEP_FINAL);
 	ks.text_poke_sync();
 	for (i = 0; i < kerf_poke_n; i++) {
 		e = &kerf_poking[i];
-		ks.text_poke((void *)e->addr, e->bytes, e->len);
+		ks.perf_event_text_poke((void *)e->addr, e->old, e->len, e->bytes, e->len);
 	}
+	kerf_poke_step(KERF_STEP_REWRITE);
+	ks.text_poke_sync();
+	kerf_poke_step(KERF_STEP_REWRITE);
 	for (i = 0; i < kerf_poke_n; i++) {
 		e = &kerf_poking[i];
 		if (copy_from_kernel_nofault(check, (void *)e->addr, e->len) ||
@@ -789,29 +910,56 @@ static void kerf_poke_flush(void)
 }
 
 /**
+ * kerf_jump_target() - where a jmp rel32 or jmp rel8 at @addr goes
+ * @addr: the instruction's address
+ * @insn: its bytes
+ *
+ * Return: the target, or 0 for any other instruction (kerf writes only jumps and int3s).
+ */
+static unsigned long kerf_jump_target(unsigned long addr, const u8 *insn)
+{
+	switch (insn[0]) {
+	case JMP32_INSN_OPCODE:
+		return addr + JMP32_INSN_SIZE + (s32)get_unaligned((const u32 *)(insn + 1));
+	case JMP8_INSN_OPCODE:
+		return addr + JMP8_INSN_SIZE + (s8)insn[1];
+	default:
+		return 0;
+	}
+}
+
+/**
  * kerf_poke_queue() - queue a splice or a restore for the int3 bypass
  * @addr: first byte
- * @bytes: the new bytes, kept by the caller until the run is flushed (KERF_INSN_BUF of them,
- *         int3 after the first len, when @emulate is NULL: the kernel decodes them then)
+ * @bytes: the new bytes, kept by the caller until the run is flushed
  * @len: 1, 2 or 5
  * @emulate: the instruction a CPU that meets the temporary int3 must behave as if it had
- *           executed (KERF_INSN_BUF bytes), or NULL for @bytes
+ *           executed, or NULL for @bytes: a jump (followed) or an int3 (whose trap entry
+ *           sends it to its patch)
  * @ret: set to -EIO if the bytes read back after the flush differ (never expected)
  *
- * A run ends when it is full or when @addr is below the previous entry's: the kernel's poke
- * handler binary-searches a run, so text_poke_queue() would flush there itself. Before a run's
- * first entry, whatever another patcher left queued is flushed (jump labels queue under
- * text_mutex and drop it before their text_poke_finish()), so the run is kerf's alone. The
- * entry is published for kerf_int3_notify() before its int3 can be written. Caller holds
- * text_mutex and flushes with kerf_poke_flush() before dropping it.
+ * A run ends when it is full or when @addr is below the previous entry's (kerf_poke_step()
+ * groups ascending entries by page). It also ends before a jump whose target is an entry of
+ * the run (a jmp rel8's springboard written in the same batch): a CPU that meets the jump's
+ * int3 goes to that target, which must hold its int3 or its final bytes by then, and within
+ * one page's write the order of the stores is memcpy's. Before a run's first entry, whatever
+ * another patcher left queued is flushed (jump labels queue under text_mutex and drop it
+ * before their text_poke_finish()), so the run is kerf's alone. The entry is published for
+ * kerf_int3_notify() before its int3 can be written. Caller holds text_mutex and flushes with
+ * kerf_poke_flush() before dropping it.
  */
 static void kerf_poke_queue(unsigned long addr, const u8 *bytes, unsigned int len,
 			    const u8 *emulate, long *ret)
 {
+	unsigned long resume = kerf_jump_target(addr, emulate ?: bytes);
 	struct kerf_poke_ent *e;
+	bool into_run = false;
+	unsigned int i;
 
 	lockdep_assert_held(ks.text_mutex);
-	if (kerf_poke_n == KERF_POKE_RUN ||
+	for (i = 0; resume && i < kerf_poke_n; i++)
+		into_run |= resume - kerf_poking[i].addr < kerf_poking[i].len;
+	if (kerf_poke_n == KERF_POKE_RUN || into_run ||
 	    (kerf_poke_n && addr < kerf_poking[kerf_poke_n - 1].addr))
 		kerf_poke_flush();
 	if (!kerf_poke_n)
@@ -819,11 +967,11 @@ static void kerf_poke_queue(unsigned long addr, const u8 *bytes, unsigned int le
 	e = &kerf_poking[kerf_poke_n];
 	WRITE_ONCE(e->addr, addr);
 	WRITE_ONCE(e->len, len);
+	WRITE_ONCE(e->resume, resume);
 	e->bytes = bytes;
 	e->ret = ret;
 	smp_wmb();	/* pairs with kerf_int3_notify() */
 	WRITE_ONCE(kerf_poke_n, kerf_poke_n + 1);
-	ks.text_poke_queue((void *)addr, bytes, len, emulate);
 }
 
 /**
@@ -1116,7 +1264,7 @@ struct kerf_splice_op {
 	struct kerf_trap_meta *meta;	/* the trap of an int3 */
 	struct module *mod;		/* referenced for a new record */
 	u8 orig[KERF_MAX_SPLICE_LEN];	/* the bytes to restore one day */
-	u8 buf[KERF_INSN_BUF];		/* the new bytes, int3-padded for the kernel's decoder */
+	u8 buf[KERF_INSN_BUF];		/* the new bytes, int3-padded */
 	long ret;
 };
 
@@ -1950,12 +2098,12 @@ static int kerf_resolve(void)
 		size_t off;
 	} syms[] = {
 #define KERF_SYM(field, name) { name, offsetof(typeof(ks), field) }
-		KERF_SYM(text_poke_queue, "text_poke_queue"),
 		KERF_SYM(text_poke_finish, "text_poke_finish"),
 		KERF_SYM(text_poke_sync, "text_poke_sync"),
 		KERF_SYM(text_poke, "text_poke"),
 		KERF_SYM(text_poke_copy, "text_poke_copy"),
 		KERF_SYM(text_poke_set, "text_poke_set"),
+		KERF_SYM(perf_event_text_poke, "perf_event_text_poke"),
 		KERF_SYM(kallsyms_lookup_size_offset, "kallsyms_lookup_size_offset"),
 		KERF_SYM(text_mutex, "text_mutex"),
 		KERF_SYM(within_kprobe_blacklist, "within_kprobe_blacklist"),

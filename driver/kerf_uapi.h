@@ -93,9 +93,8 @@ struct kerf_rw {
  *   len 1: cc        int3; a trap entry for addr must exist (KERF_IOC_TRAP_ADD)
  * A splice at the address of a live splice replaces it if it is not shorter (int3 -> jmp); the
  * bytes recorded for restoring stay the original ones.
- * Written with the kernel's int3 bypass: int3 first, all CPUs serialised, then the tail, then
- * the first byte (text_poke_queue + text_poke_finish of one entry, i.e. text_poke_bp), under
- * text_mutex.
+ * Written with the int3 bypass (Djprobe's, as the kernel's text_poke_bp does it): int3 first,
+ * all CPUs serialised, then the tail, then the first byte, under text_mutex.
  */
 struct kerf_splice {
 	__u64 addr;
@@ -129,12 +128,12 @@ struct kerf_unsplice {
  * (EFAULT) or ENOMEM; EFAULT while writing the results back means the entries were applied
  * and their results are lost.
  *
- * Written with the kernel's batched int3 bypass (text_poke_queue/text_poke_finish): int3 at
- * every address of a run, one serialisation of all CPUs, every tail, one, every first byte,
- * one; three in all for a run instead of three per entry. Entries are applied in array order.
- * A run is up to 128 consecutive entries in ascending address order; an entry at a lower
- * address than the one before it starts a new run, and every entry of a run is written before
- * any entry after it. User space orders with that: timer stops before timer starts,
+ * Written with a batched int3 bypass: int3 at every address of a run, one serialisation of all
+ * CPUs, every tail, one, every first byte, one; three in all for a run instead of three per
+ * entry, and the entries of one page written together at each step. Entries are applied in
+ * array order. A run is up to 128 consecutive entries in ascending address order; an entry at
+ * a lower address than the one before it, or a jump to an entry of the run, starts a new run,
+ * and every entry of a run is written before any entry after it. User space orders with that: timer stops before timer starts,
  * springboards before the jmp rel8 that use them. An address may appear once in a batch
  * (EEXIST); a jmp rel8 may use a springboard spliced earlier in the same batch, and fails with
  * EINVAL if that springboard failed.

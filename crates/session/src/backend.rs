@@ -124,6 +124,12 @@ pub trait Backend {
     /// quiescence, a process in [`Backend::after_remove`], once its code heaps are free).
     fn remove(&mut self, batch: &[Splice<Self::Addr>]) -> Result<Vec<Outcome>, InstrumentError>;
 
+    /// Where [`Backend::splice`]'s time went, step by step, since the last call (phases named
+    /// `splices: ...`, which the installer adds to its own); none by default.
+    fn take_splice_steps(&mut self) -> crate::phases::Phases {
+        crate::phases::Phases::default()
+    }
+
     /// A run of [`Backend::remove`] calls is over (also when one failed): a process takes the
     /// same splices out of the children it forked (`crate::forked`).
     fn removals_done(&mut self) {}

@@ -436,6 +436,9 @@ impl<B: Backend> PatchSet<B> {
             self.leave_out(&refused);
         }
         self.phases.lap("splices", t);
+        for (n, d) in self.be.take_splice_steps().iter() {
+            self.phases.add(n, d);
+        }
         // 9. Nothing live at all (the target refused every point): that is the error.
         if self.sites.is_empty() {
             if let Some(r) = self.refused.first() {

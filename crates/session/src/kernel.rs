@@ -276,6 +276,8 @@ pub struct KernelBackend<'k> {
     /// core text made that O(sites) walk per batch, run while the batch's int3s were in the
     /// walk's own code, a soft lockup of 112 s.
     stale_traps: Vec<KernelAddr>,
+    /// Where [`Backend::splice`]'s time went, step by step, over every batch so far.
+    steps: Phases,
 }
 
 impl<'k> KernelBackend<'k> {
@@ -290,6 +292,7 @@ impl<'k> KernelBackend<'k> {
             off_cpu: None,
             reserved: 0,
             stale_traps: Vec::new(),
+            steps: Phases::default(),
         }
     }
 }
@@ -441,8 +444,10 @@ impl Backend for KernelBackend<'_> {
         done: &mut Vec<Outcome>,
     ) -> Result<(), InstrumentError> {
         let d = &self.kernel.driver;
+        let t = Instant::now();
         let trapped: Vec<Result<(), KernelError>> =
             batch.iter().map(|s| d.trap_add(s.addr, s.patch)).collect();
+        let t = self.steps.lap("splices: traps registered", t);
         let reqs: Vec<SpliceRequest> = batch
             .iter()
             .zip(&trapped)
@@ -454,9 +459,9 @@ impl Backend for KernelBackend<'_> {
                 one_insn: true,
             })
             .collect();
-        let t = Instant::now();
         let mut int3s = d.splice_batch(&reqs).into_iter();
         self.int3_time = t.elapsed();
+        let t = self.steps.lap("splices: int3s", t);
         // What went in is in `done` before anything else can fail.
         for (s, t) in batch.iter().zip(trapped) {
             let r = t.and_then(|()| int3s.next().unwrap_or(Ok(())));
@@ -474,9 +479,11 @@ impl Backend for KernelBackend<'_> {
         d.quiesce()?;
         // The previous batches' replaced int3s are a quiescence old now. An entry the driver
         // keeps (it never should) only costs table space: removal unregisters it again.
+        let t = self.steps.lap("splices: quiescence", t);
         for a in self.stale_traps.drain(..) {
             let _ = d.trap_del(a);
         }
+        let t = self.steps.lap("splices: replaced traps unregistered", t);
         // Per site with a jump: its springboard request (if any) and its jump request.
         let mut boards = Vec::new();
         let mut jumps = Vec::new();
@@ -509,6 +516,7 @@ impl Backend for KernelBackend<'_> {
         let nb = boards.len();
         let all: Vec<SpliceRequest> = boards.into_iter().chain(jumps).collect();
         let results = d.splice_batch(&all);
+        let t = self.steps.lap("splices: springboards and jumps", t);
         let driver =
             |e: &KernelError| KindRefusal::Driver { errno: e.errno(), detail: e.to_string() };
         let (mut untrap, mut unboard) = (Vec::new(), Vec::new());
@@ -543,6 +551,7 @@ impl Backend for KernelBackend<'_> {
         // out too, or they would stay until the device is closed.
         unboard.sort_by_key(|a| a.0);
         let _ = d.unsplice_batch(&unboard);
+        self.steps.lap("splices: refused jumps out", t);
         Ok(())
     }
 
@@ -574,6 +583,10 @@ impl Backend for KernelBackend<'_> {
             Some(e) => Err(e.into()),
             None => Ok(vec![Outcome::Done; batch.len()]),
         }
+    }
+
+    fn take_splice_steps(&mut self) -> Phases {
+        std::mem::take(&mut self.steps)
     }
 
     fn rules(&self) -> Rules {
