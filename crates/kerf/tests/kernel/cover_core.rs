@@ -5,8 +5,8 @@
 //! kerf on every sampled function's entry block (hit while kerf was live => covered; covered =>
 //! hit); Ctrl-C takes every probe out, the text digest is the one before, and the kernel log
 //! has no new warning (the guest panics on a soft lockup). The guest script is
-//! tests/fixtures/kernel_cover_core.sh. Going live takes 7-12 minutes under TCG, so this is a
-//! boot of its own. If the VM cannot run, the test fails with the reason.
+//! tests/fixtures/kernel_cover_core.sh. Going live took 7-12 minutes under TCG on the hosts of
+//! session 42 and 25 minutes on session 76's slower one, so this is a boot of its own. If the VM cannot run, the test fails with the reason.
 
 use crate::common;
 
@@ -29,9 +29,10 @@ fn every_block_of_core_text_is_covered_and_checked_against_kprobes() {
         repo.join("tests/fixtures/kernel_cover_core.sh"),
         repo.join("tests/fixtures/kprobe_sample.sh"),
     );
-    // Going live took 387 s of splicing on the hosts of session 42 and 1,932 s on the slower
-    // host of session 75 (AMD EPYC without ERMS, the kerf guest beside it): an hour is room
-    // for that, and a hang still ends the run within CI's 90 minutes.
+    // Going live took 387 s of splicing on the hosts of session 42, 1,932 s on the slower host
+    // of session 75 (AMD EPYC without ERMS, the kerf guest beside it) and 1,479 s there with
+    // session 76's driver: an hour is room for that, and a hang still ends the run within
+    // CI's 90 minutes.
     let out = common::vm_run(
         &[
             "--timeout",
