@@ -56,8 +56,6 @@
 /* Every block of core text is about 700,000 splices, a sixth of them traps. */
 #define KERF_MAX_SPLICES	(1 << 20)
 #define KERF_MAX_TRAPS		(1 << 20)
-/* A buffer of new or emulated bytes: the longest splice, padded with int3. */
-#define KERF_INSN_BUF		16
 /*
  * Entries of one run of the int3 bypass (kerf_poke_flush()): its three syncs are shared by
  * them, and kerf_int3_notify() scans them linearly.
@@ -976,8 +974,7 @@ static void kerf_poke_queue(unsigned long addr, const u8 *bytes, unsigned int le
 
 /**
  * kerf_restore_check() - may the live splice be restored, and queue its restore
- * @rec: the splice
- * @emulate: out: KERF_INSN_BUF bytes the caller keeps until the flush
+ * @rec: the splice, claimed (pending_len) until the flush
  * @ret: where the flush reports a failed read-back
  *
  * Refuses (-EBUSY) if the bytes are no longer the ones kerf wrote: someone else patched them
@@ -987,7 +984,7 @@ static void kerf_poke_queue(unsigned long addr, const u8 *bytes, unsigned int le
  *     The code patch (or springboard) is still intact (it is freed only after a QUIESCE that
  *     follows this restore) and runs the displaced instructions, then jumps back behind them,
  *     to an instruction boundary of the original code. Emulating the original instructions
- *     instead is impossible in general: the kernel only emulates jmp/call/ret/nop/int3.
+ *     instead is impossible in general: kerf_int3_notify() emulates only jumps.
  *   - int3 (trap) splices: stay an int3, which kerf_int3_notify() still sends to the trap's
  *     patch: TRAP_DEL of that address is refused until a QUIESCE has followed this restore, so
  *     a CPU already inside the int3 handler still finds its entry.
@@ -997,7 +994,7 @@ static void kerf_poke_queue(unsigned long addr, const u8 *bytes, unsigned int le
  *
  * Return: 0 (queued), -EBUSY or -EFAULT.
  */
-static int kerf_restore_check(struct kerf_splice_rec *rec, u8 *emulate, long *ret)
+static int kerf_restore_check(struct kerf_splice_rec *rec, long *ret)
 {
 	u8 cur[KERF_MAX_SPLICE_LEN];
 
@@ -1005,9 +1002,7 @@ static int kerf_restore_check(struct kerf_splice_rec *rec, u8 *emulate, long *re
 		return -EFAULT;
 	if (memcmp(cur, rec->new, rec->len))
 		return -EBUSY;
-	memset(emulate, INT3_INSN_OPCODE, KERF_INSN_BUF);
-	memcpy(emulate, rec->new, rec->len);
-	kerf_poke_queue(rec->addr, rec->old, rec->len, emulate, ret);
+	kerf_poke_queue(rec->addr, rec->old, rec->len, rec->new, ret);
 	return 0;
 }
 
@@ -1210,24 +1205,25 @@ out_free:
  */
 static int kerf_splice_form(const struct kerf_splice *req, unsigned long *target)
 {
+	u8 want;
+
 	switch (req->len) {
 	case 1:
-		if (req->new_bytes[0] != INT3_INSN_OPCODE)
-			return -EINVAL;
-		*target = 0;
-		return 0;
+		want = INT3_INSN_OPCODE;
+		break;
 	case 2:
-		if (req->new_bytes[0] != JMP8_INSN_OPCODE)
-			return -EINVAL;
-		*target = req->addr + 2 + (s8)req->new_bytes[1];
-		return 0;
+		want = JMP8_INSN_OPCODE;
+		break;
 	case 5:
-		if (req->new_bytes[0] != JMP32_INSN_OPCODE)
-			return -EINVAL;
-		*target = req->addr + 5 + (s32)get_unaligned_le32(&req->new_bytes[1]);
-		return kerf_in_patch_heap(*target, 1) ? 0 : -EINVAL;
+		want = JMP32_INSN_OPCODE;
+		break;
+	default:
+		return -EINVAL;
 	}
-	return -EINVAL;
+	if (req->new_bytes[0] != want)
+		return -EINVAL;
+	*target = kerf_jump_target(req->addr, req->new_bytes);
+	return req->len != 5 || kerf_in_patch_heap(*target, 1) ? 0 : -EINVAL;
 }
 
 /**
@@ -1264,7 +1260,6 @@ struct kerf_splice_op {
 	struct kerf_trap_meta *meta;	/* the trap of an int3 */
 	struct module *mod;		/* referenced for a new record */
 	u8 orig[KERF_MAX_SPLICE_LEN];	/* the bytes to restore one day */
-	u8 buf[KERF_INSN_BUF];		/* the new bytes, int3-padded */
 	long ret;
 };
 
@@ -1407,10 +1402,8 @@ static int kerf_splice_check_locked(struct kerf_splice_op *op)
 	memcpy(op->orig, cur, len);
 	if (op->prev)
 		memcpy(op->orig, op->prev->old, op->prev->len);
-	memset(op->buf, INT3_INSN_OPCODE, sizeof(op->buf));
-	memcpy(op->buf, op->req.new_bytes, len);
 	/* emulate = NULL: a CPU meeting the temporary int3 behaves as the new instruction. */
-	kerf_poke_queue(addr, op->buf, len, NULL, &op->ret);
+	kerf_poke_queue(addr, op->req.new_bytes, len, NULL, &op->ret);
 	return 0;
 
 err:
@@ -1538,12 +1531,11 @@ static long kerf_ioc_splice(void __user *uarg)
 	return op.ret;
 }
 
-/* One unsplice request: the record it restores, and what the kernel emulates meanwhile. */
+/* One unsplice request and the record it restores. */
 struct kerf_unsplice_op {
 	struct kerf_unsplice req;
 	struct kerf_splice_rec *rec;
 	bool claimed;		/* rec->pending_len is this request's */
-	u8 emulate[KERF_INSN_BUF];
 	long ret;
 };
 
@@ -1582,7 +1574,7 @@ static unsigned long kerf_unsplice_ops(struct kerf_unsplice_op *ops, unsigned lo
 	for (i = 0; i < n; i++) {
 		op = &ops[i];
 		if (!op->ret)
-			op->ret = kerf_restore_check(op->rec, op->emulate, &op->ret);
+			op->ret = kerf_restore_check(op->rec, &op->ret);
 	}
 	kerf_poke_flush();
 	mutex_unlock(ks.text_mutex);

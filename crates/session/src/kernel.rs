@@ -477,9 +477,9 @@ impl Backend for KernelBackend<'_> {
             return Ok(());
         }
         d.quiesce()?;
+        let t = self.steps.lap("splices: quiescence", t);
         // The previous batches' replaced int3s are a quiescence old now. An entry the driver
         // keeps (it never should) only costs table space: removal unregisters it again.
-        let t = self.steps.lap("splices: quiescence", t);
         for a in self.stale_traps.drain(..) {
             let _ = d.trap_del(a);
         }

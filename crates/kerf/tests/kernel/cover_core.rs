@@ -6,7 +6,8 @@
 //! hit); Ctrl-C takes every probe out, the text digest is the one before, and the kernel log
 //! has no new warning (the guest panics on a soft lockup). The guest script is
 //! tests/fixtures/kernel_cover_core.sh. Going live took 7-12 minutes under TCG on the hosts of
-//! session 42 and 25 minutes on session 76's slower one, so this is a boot of its own. If the VM cannot run, the test fails with the reason.
+//! session 42 and 25 minutes on session 76's slower one, so this is a boot of its own. If the
+//! VM cannot run, the test fails with the reason.
 
 use crate::common;
 
