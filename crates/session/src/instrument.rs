@@ -1687,6 +1687,14 @@ const USER_DS: u64 = 0x2b;
 /// number and any word ending in 0x33, such as the number 51, would refuse a flush); a copy
 /// of a frame a handler made on its stack matches too, and counts (it may be resumed with
 /// `setcontext`).
+///
+/// And only from word `RIP_WORD - 1` on: a live frame begins at or above the stack pointer
+/// (the handler runs below its `pretcode` word, the restorer one word above it after the
+/// handler's `ret`), and a `ucontext_t` copy in a live stack frame has its PC as far into it.
+/// Nearer the stack pointer such a triple is what a returned handler's frame left in slots
+/// the thread's later calls did not write: session 77 found one 14 words above the stack
+/// pointer of a thread in a JIT's cache, on half the runs of a loaded host, and it refused
+/// the cache's flush every time.
 pub(crate) fn saved_pc_slot(words: &[u64], k: usize) -> bool {
     static SS_SAVED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let ss_saved = *SS_SAVED
@@ -1697,6 +1705,9 @@ pub(crate) fn saved_pc_slot(words: &[u64], k: usize) -> bool {
 /// [`saved_pc_slot`] on a kernel that saves `ss` in the frame (`ss_saved`: 4.8 and later), or
 /// may not.
 fn saved_pc_slot_with(words: &[u64], k: usize, ss_saved: bool) -> bool {
+    if k + 1 < DispatcherFrames::RIP_WORD {
+        return false;
+    }
     match (words.get(k + 1), words.get(k + 2)) {
         (Some(&flags), Some(&segments)) => {
             let (cs_gs_fs, ss) = (segments & 0xffff_ffff_ffff, segments >> 48);
@@ -1820,37 +1831,53 @@ mod resume_tests {
     use super::{patch_exits, saved_pc_slot, saved_pc_slot_with, Busy, Layout, Parked, PatchExits};
     use std::collections::HashSet;
 
-    /// A stack with a signal frame's saved PC at word 5 (eflags 0x246, then `cs` = 0x33 and
-    /// `ss` = 0x2b), a value at word 9 with data around it, and small numbers at words 12-14
-    /// that look like eflags but not like the segment word.
+    /// Where [`stack`] puts its words: from here on a stack word may be a frame's saved PC
+    /// (`RIP_WORD - 1`).
+    const O: usize = 21;
+
+    /// A stack with a signal frame's saved PC at word `O + 5` (eflags 0x246, then `cs` = 0x33
+    /// and `ss` = 0x2b), a value at word `O + 9` with data around it, and small numbers at
+    /// words `O + 12..O + 14` that look like eflags but not like the segment word.
     fn stack() -> Vec<u64> {
-        let mut w = vec![0u64; 20];
-        w[5] = 0x5000_0040;
-        w[6] = 0x246;
-        w[7] = USER_CS | 0x2b << 48;
-        w[9] = 0x5000_0080;
-        w[10] = 7;
-        w[12] = 0x5000_00c0;
-        w[13] = 0x202;
-        w[14] = 0x20;
+        let mut w = vec![0u64; O + 20];
+        w[O + 5] = 0x5000_0040;
+        w[O + 6] = 0x246;
+        w[O + 7] = USER_CS | 0x2b << 48;
+        w[O + 9] = 0x5000_0080;
+        w[O + 10] = 7;
+        w[O + 12] = 0x5000_00c0;
+        w[O + 13] = 0x202;
+        w[O + 14] = 0x20;
         // Data whose low 16 bits are the code segment's, after a word like eflags.
-        w[15] = 0x5000_0100;
-        w[16] = 0x6;
-        w[17] = 0x7f00_1234_0033;
+        w[O + 15] = 0x5000_0100;
+        w[O + 16] = 0x6;
+        w[O + 17] = 0x7f00_1234_0033;
         w
     }
 
     #[test]
     fn a_signal_frames_saved_pc_is_told_from_data() {
         let mut w = stack();
-        let slots: Vec<usize> = (0..18).filter(|&k| saved_pc_slot(&w, k)).collect();
-        assert_eq!(slots, [5]);
+        let slots: Vec<usize> = (0..O + 18).filter(|&k| saved_pc_slot(&w, k)).collect();
+        assert_eq!(slots, [O + 5]);
         // A kernel before 4.8 left `ss` zero; a later one never does (then 51 is data).
-        w[7] = USER_CS;
-        assert!(saved_pc_slot_with(&w, 5, false));
-        assert!(!saved_pc_slot_with(&w, 5, true));
+        w[O + 7] = USER_CS;
+        assert!(saved_pc_slot_with(&w, O + 5, false));
+        assert!(!saved_pc_slot_with(&w, O + 5, true));
         // The last two words: the frame would go on beyond what was read, so they count.
-        assert!(saved_pc_slot(&w, 18) && saved_pc_slot(&w, 19));
+        assert!(saved_pc_slot(&w, O + 18) && saved_pc_slot(&w, O + 19));
+    }
+
+    /// The same three words nearer the stack pointer than a live frame's saved PC can be are
+    /// a returned frame's leftovers; at `O` a thread in the restorer still has its frame.
+    #[test]
+    fn a_saved_pc_nearer_the_stack_pointer_than_a_frame_allows_is_data() {
+        let frame = [0x5000_0040, 0x246, USER_CS | 0x2b << 48];
+        for (k, live) in [(3, false), (14, false), (O - 1, false), (O, true), (O + 1, true)] {
+            let mut w = vec![0u64; O + 20];
+            w[k..k + 3].copy_from_slice(&frame);
+            assert_eq!(saved_pc_slot(&w, k), live, "word {k}");
+        }
     }
 
     #[test]
@@ -1863,11 +1890,11 @@ mod resume_tests {
             signal_pc: saved_pc_slot(&w, k),
         };
         let none = HashSet::new();
-        assert!(at(5).may_resume(&none, None));
-        assert!(!at(9).may_resume(&none, None));
-        assert!(!at(12).may_resume(&none, None));
-        assert!(at(9).may_resume(&HashSet::from([0x5000_0080]), None));
-        assert!(at(12).may_resume(&none, Some(0x5000_00c0)));
+        assert!(at(O + 5).may_resume(&none, None));
+        assert!(!at(O + 9).may_resume(&none, None));
+        assert!(!at(O + 12).may_resume(&none, None));
+        assert!(at(O + 9).may_resume(&HashSet::from([0x5000_0080]), None));
+        assert!(at(O + 12).may_resume(&none, Some(0x5000_00c0)));
         let pc = Busy { tid: 1, value: 0x5000_0080, stack_offset: None, signal_pc: false };
         assert!(pc.may_resume(&none, None));
     }
