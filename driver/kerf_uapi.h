@@ -39,7 +39,7 @@
 #include <linux/types.h>
 #include <linux/ioctl.h>
 
-#define KERF_ABI_VERSION	2
+#define KERF_ABI_VERSION	3
 #define KERF_DEVICE_PATH	"/dev/kerf"
 #define KERF_RELEASE_LEN	64
 #define KERF_MAX_SPLICE_LEN	5	/* jmp rel32; also 2 (jmp rel8) and 1 (int3) */
@@ -139,7 +139,7 @@ struct kerf_unsplice {
  * EINVAL if that springboard failed.
  */
 struct kerf_batch {
-	__u64 entries;		/* user pointer to count kerf_splice_entry / kerf_unsplice_entry */
+	__u64 entries;		/* user pointer to count entries of the request's type */
 	__u64 count;		/* 1..KERF_BATCH_MAX */
 	__u64 done;		/* out: entries whose result is 0 */
 	__u64 reserved;		/* 0 */
@@ -162,6 +162,17 @@ struct kerf_unsplice_entry {
 struct kerf_trap {
 	__u64 addr;
 	__u64 patch;		/* ignored by TRAP_DEL */
+};
+
+/*
+ * KERF_IOC_TRAP_ADD_BATCH / KERF_IOC_TRAP_DEL_BATCH: count TRAP_ADD / TRAP_DEL requests in one
+ * call (struct kerf_batch of struct kerf_trap_entry), in array order, each with its own result
+ * as in the splice batches, and failing as a whole only as they do.
+ */
+struct kerf_trap_entry {
+	struct kerf_trap req;
+	__s64 result;		/* out: 0 or -errno */
+	__u64 reserved;		/* 0 */
 };
 
 /*
@@ -205,6 +216,8 @@ struct kerf_selftest {
 #define KERF_IOC_TRAP_DEL	_IOW(KERF_IOC_MAGIC, 0x08, struct kerf_trap)
 #define KERF_IOC_SPLICE_BATCH	_IOWR(KERF_IOC_MAGIC, 0x09, struct kerf_batch)
 #define KERF_IOC_UNSPLICE_BATCH	_IOWR(KERF_IOC_MAGIC, 0x0a, struct kerf_batch)
+#define KERF_IOC_TRAP_ADD_BATCH	_IOWR(KERF_IOC_MAGIC, 0x0b, struct kerf_batch)
+#define KERF_IOC_TRAP_DEL_BATCH	_IOWR(KERF_IOC_MAGIC, 0x0c, struct kerf_batch)
 #define KERF_IOC_SELFTEST	_IOWR(KERF_IOC_MAGIC, 0x10, struct kerf_selftest)
 
 /*

@@ -213,6 +213,22 @@ static int kbatch(int fd, unsigned long cmd, void *entries, uint64_t n, uint64_t
 	return 0;
 }
 
+/* KERF_IOC_TRAP_ADD_BATCH or _DEL_BATCH of two traps; their results in r[0], r[1]. */
+static int ktrap2(int fd, unsigned long cmd, uint64_t a0, uint64_t a1, uint64_t patch,
+		  int64_t r[2])
+{
+	struct kerf_trap_entry e[2] = {
+		{ .req = { .addr = a0, .patch = patch }, .result = 1 },
+		{ .req = { .addr = a1, .patch = patch }, .result = 1 },
+	};
+	uint64_t done;
+	int err = kbatch(fd, cmd, e, 2, &done);
+
+	r[0] = e[0].result;
+	r[1] = e[1].result;
+	return err ? err : (int)done;
+}
+
 static struct kerf_info kinfo(int fd)
 {
 	struct kerf_info info;
@@ -493,6 +509,7 @@ int main(int argc, char **argv)
 	uint64_t f_uid, f_gid, site_uid, site_gid, patch_uid, patch_gid;
 	volatile uint64_t *heap, *ctr_uid, *ctr_gid;
 	uint64_t before, hits0;
+	int64_t r2[2];
 	double t_plain, t_jump, t_trap, t_kprobe = 0, t_optprobe = 0;
 	long kp0;
 	int fd, fd2, err, n_uid, n_gid;
@@ -841,16 +858,21 @@ int main(int argc, char **argv)
 	check(err == -EBUSY, "refuse-trap-del-before-quiesce", "%s", ename(err));
 	if (kquiesce(fd))
 		die("QUIESCE");
-	err = ktrap(fd, KERF_IOC_TRAP_DEL, site_uid, 0);
-	check(!err, "trap-del", "%s", ename(err));
+	/* In a batch, beside an address that has no trap: each gets its own result. */
+	err = ktrap2(fd, KERF_IOC_TRAP_DEL_BATCH, site_uid, site_uid + 1, 0, r2);
+	check(err == 1 && r2[0] == 0 && r2[1] == -ENOENT, "trap-del-batch",
+	      "done=%d results %lld, %lld", err, (long long)r2[0], (long long)r2[1]);
 	before = *ctr_uid;
 	call_getuid(1000);
 	check(*ctr_uid == before, "removed-no-count", "count after removal=%llu",
 	      (unsigned long long)(*ctr_uid - before));
 
 	/* 11. Trap splice at getgid+5: an int3 whose trap resumes in the patch. */
-	if (ktrap(fd, KERF_IOC_TRAP_ADD, site_gid, patch_gid))
-		die("TRAP_ADD getgid");
+	err = ktrap2(fd, KERF_IOC_TRAP_ADD_BATCH, site_gid, site_gid, patch_gid, r2);
+	check(err == 1 && r2[0] == 0 && r2[1] == -EEXIST, "trap-add-batch",
+	      "done=%d results %lld, %lld", err, (long long)r2[0], (long long)r2[1]);
+	if (r2[0])
+		die("TRAP_ADD_BATCH getgid");
 	err = ksplice(fd, site_gid, 1, orig_gid + 5, &int3, 0);
 	hits0 = kinfo(fd).trap_hits;
 	before = *ctr_gid;

@@ -445,8 +445,9 @@ impl Backend for KernelBackend<'_> {
     ) -> Result<(), InstrumentError> {
         let d = &self.kernel.driver;
         let t = Instant::now();
-        let trapped: Vec<Result<(), KernelError>> =
-            batch.iter().map(|s| d.trap_add(s.addr, s.patch)).collect();
+        let traps: Vec<(KernelAddr, KernelAddr)> =
+            batch.iter().map(|s| (s.addr, s.patch)).collect();
+        let trapped = d.trap_add_batch(&traps);
         let t = self.steps.lap("splices: traps registered", t);
         let reqs: Vec<SpliceRequest> = batch
             .iter()
@@ -463,15 +464,19 @@ impl Backend for KernelBackend<'_> {
         self.int3_time = t.elapsed();
         let t = self.steps.lap("splices: int3s", t);
         // What went in is in `done` before anything else can fail.
+        let mut refused = Vec::new();
         for (s, t) in batch.iter().zip(trapped) {
             let r = t.and_then(|()| int3s.next().unwrap_or(Ok(())));
             done.push(match r {
                 Ok(()) => Outcome::Done,
                 Err(e) => {
-                    let _ = d.trap_del(s.addr);
+                    refused.push(s.addr);
                     Outcome::Refused(Reason::driver(&e))
                 }
             });
+        }
+        if !refused.is_empty() {
+            let _ = d.trap_del_batch(&refused);
         }
         if !done.contains(&Outcome::Done) {
             return Ok(());
@@ -480,8 +485,8 @@ impl Backend for KernelBackend<'_> {
         let t = self.steps.lap("splices: quiescence", t);
         // The previous batches' replaced int3s are a quiescence old now. An entry the driver
         // keeps (it never should) only costs table space: removal unregisters it again.
-        for a in self.stale_traps.drain(..) {
-            let _ = d.trap_del(a);
+        if !self.stale_traps.is_empty() {
+            let _ = d.trap_del_batch(&std::mem::take(&mut self.stale_traps));
         }
         let t = self.steps.lap("splices: replaced traps unregistered", t);
         // Per site with a jump: its springboard request (if any) and its jump request.
@@ -575,9 +580,7 @@ impl Backend for KernelBackend<'_> {
         d.quiesce()?;
         unsplice(batch.iter().filter_map(|s| s.springboard.as_ref()).map(|b| b.0).collect());
         d.quiesce()?;
-        for s in batch {
-            let _ = d.trap_del(s.addr);
-        }
+        let _ = d.trap_del_batch(&batch.iter().map(|s| s.addr).collect::<Vec<_>>());
         self.kernel.retired.store(true, std::sync::atomic::Ordering::Relaxed);
         match first_err {
             Some(e) => Err(e.into()),

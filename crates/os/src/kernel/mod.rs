@@ -438,6 +438,54 @@ impl Driver {
         self.call("trap del", Some(addr), uapi::IOC_TRAP_DEL, &mut t)
     }
 
+    /// [`Driver::trap_add`] for each `(address, patch)`, in one batch (or one ioctl each, see
+    /// [`SpliceMode`]); one result each, as in [`Driver::splice_batch`].
+    pub fn trap_add_batch(
+        &self,
+        traps: &[(KernelAddr, KernelAddr)],
+    ) -> Vec<Result<(), KernelError>> {
+        if self.mode == SpliceMode::OneAtATime {
+            return traps.iter().map(|&(a, p)| self.trap_add(a, p)).collect();
+        }
+        self.trap_batch("trap add", uapi::IOC_TRAP_ADD_BATCH, traps)
+    }
+
+    /// [`Driver::trap_del`] for each address, as [`Driver::trap_add_batch`].
+    pub fn trap_del_batch(&self, addrs: &[KernelAddr]) -> Vec<Result<(), KernelError>> {
+        if self.mode == SpliceMode::OneAtATime {
+            return addrs.iter().map(|&a| self.trap_del(a)).collect();
+        }
+        let traps: Vec<(KernelAddr, KernelAddr)> =
+            addrs.iter().map(|&a| (a, KernelAddr(0))).collect();
+        self.trap_batch("trap del", uapi::IOC_TRAP_DEL_BATCH, &traps)
+    }
+
+    fn trap_batch(
+        &self,
+        op: &'static str,
+        req: u64,
+        traps: &[(KernelAddr, KernelAddr)],
+    ) -> Vec<Result<(), KernelError>> {
+        let mut out = Vec::with_capacity(traps.len());
+        for chunk in traps.chunks(uapi::BATCH_MAX) {
+            let mut entries: Vec<uapi::TrapEntry> = chunk
+                .iter()
+                .map(|&(a, p)| uapi::TrapEntry {
+                    req: uapi::Trap { addr: a.0, patch: p.0 },
+                    ..Default::default()
+                })
+                .collect();
+            let call = self.batch(req, &mut entries);
+            out.extend(
+                chunk
+                    .iter()
+                    .zip(&entries)
+                    .map(|(t, e)| entry_result(op, t.0, call.map(|()| e.result))),
+            );
+        }
+        out
+    }
+
     /// The current driver counters (live splices, traps, trap hits).
     pub fn refresh_info(&mut self) -> Result<uapi::Info, KernelError> {
         let mut info = uapi::Info::default();
@@ -601,6 +649,31 @@ mod tests {
                         _ => Err(io::Error::from_raw_os_error(libc::ENOENT)),
                     }
                 }
+                uapi::IOC_TRAP_ADD | uapi::IOC_TRAP_DEL => {
+                    // SAFETY: the caller passes a live `Trap` for both.
+                    let t = unsafe { &*(arg as *const uapi::Trap) };
+                    match t.addr % 2 {
+                        0 => Ok(()),
+                        _ => Err(io::Error::from_raw_os_error(libc::EEXIST)),
+                    }
+                }
+                uapi::IOC_TRAP_ADD_BATCH | uapi::IOC_TRAP_DEL_BATCH => {
+                    // SAFETY: the caller passes a live `Batch` whose `entries` point to
+                    // `count` `TrapEntry`s. Refused at an odd address, as single requests.
+                    let b = unsafe { &mut *(arg as *mut uapi::Batch) };
+                    self.batches.lock().unwrap().push(b.count);
+                    // SAFETY: see above.
+                    let e = unsafe {
+                        std::slice::from_raw_parts_mut(
+                            b.entries as *mut uapi::TrapEntry,
+                            b.count as usize,
+                        )
+                    };
+                    for e in e.iter_mut() {
+                        e.result = if e.req.addr % 2 == 0 { 0 } else { -libc::EEXIST as i64 };
+                    }
+                    Ok(())
+                }
                 uapi::IOC_SPLICE_BATCH | uapi::IOC_UNSPLICE_BATCH => {
                     // SAFETY: the caller passes a live `Batch` whose `entries` point to
                     // `count` entries of the type the request takes.
@@ -749,10 +822,24 @@ mod tests {
             let u = d.unsplice_batch(&addrs);
             assert_eq!(u[0].as_deref().unwrap(), &[0x90]);
             assert_eq!(u[3].as_ref().unwrap_err().errno(), Some(libc::ENOENT), "{mode:?}");
+            let traps: Vec<(KernelAddr, KernelAddr)> =
+                addrs.iter().map(|&a| (a, KernelAddr(base))).collect();
+            for (op, t) in
+                [("trap add", d.trap_add_batch(&traps)), ("trap del", d.trap_del_batch(&addrs))]
+            {
+                assert_eq!(t.len(), addrs.len());
+                assert!(t[0].is_ok() && t[uapi::BATCH_MAX + 2].is_ok(), "{mode:?}");
+                match &t[uapi::BATCH_MAX + 1] {
+                    Err(KernelError::Request { op: o, addr, errno: libc::EEXIST }) => {
+                        assert_eq!((*o, *addr), (op, Some(addrs[uapi::BATCH_MAX + 1])), "{mode:?}")
+                    }
+                    other => panic!("{mode:?}: {other:?}"),
+                }
+            }
         }
         // Batch mode: two calls each way (the limit, then the rest); one at a time: none.
         let b = sys.batches.lock().unwrap().clone();
-        assert_eq!(b, [uapi::BATCH_MAX as u64, 3, uapi::BATCH_MAX as u64, 3]);
+        assert_eq!(b, [uapi::BATCH_MAX as u64, 3].repeat(4));
     }
 
     #[test]

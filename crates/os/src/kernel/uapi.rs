@@ -3,7 +3,7 @@
 //! the same layout). A test checks the sizes the ioctl numbers encode.
 
 /// The ABI this build of kerf speaks; the driver reports its own with `KERF_IOC_VERSION`.
-pub const ABI_VERSION: u64 = 2;
+pub const ABI_VERSION: u64 = 3;
 pub const DEVICE_PATH: &str = "/dev/kerf";
 pub const RELEASE_LEN: usize = 64;
 pub const READ_MAX: u64 = 16 << 20;
@@ -67,11 +67,12 @@ pub struct Unsplice {
     pub restored: [u8; 8],
 }
 
-/// The header of `KERF_IOC_SPLICE_BATCH` / `KERF_IOC_UNSPLICE_BATCH`.
+/// The header of the batch requests (`KERF_IOC_SPLICE_BATCH`, `_UNSPLICE_BATCH`,
+/// `_TRAP_ADD_BATCH`, `_TRAP_DEL_BATCH`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Batch {
-    /// User pointer to `count` [`SpliceEntry`] or [`UnspliceEntry`].
+    /// User pointer to `count` [`SpliceEntry`], [`UnspliceEntry`] or [`TrapEntry`].
     pub entries: u64,
     pub count: u64,
     /// Out: entries whose result is 0.
@@ -107,6 +108,16 @@ pub struct Trap {
     pub patch: u64,
 }
 
+/// An entry of `KERF_IOC_TRAP_ADD_BATCH` / `KERF_IOC_TRAP_DEL_BATCH`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TrapEntry {
+    pub req: Trap,
+    /// Out: 0 or the negated errno of this entry.
+    pub result: i64,
+    pub reserved: u64,
+}
+
 const MAGIC: u64 = 0xb7;
 const NONE: u64 = 0;
 const WRITE: u64 = 1;
@@ -128,6 +139,8 @@ pub const IOC_TRAP_ADD: u64 = ioc(WRITE, 0x07, std::mem::size_of::<Trap>());
 pub const IOC_TRAP_DEL: u64 = ioc(WRITE, 0x08, std::mem::size_of::<Trap>());
 pub const IOC_SPLICE_BATCH: u64 = ioc(READ | WRITE, 0x09, std::mem::size_of::<Batch>());
 pub const IOC_UNSPLICE_BATCH: u64 = ioc(READ | WRITE, 0x0a, std::mem::size_of::<Batch>());
+pub const IOC_TRAP_ADD_BATCH: u64 = ioc(READ | WRITE, 0x0b, std::mem::size_of::<Batch>());
+pub const IOC_TRAP_DEL_BATCH: u64 = ioc(READ | WRITE, 0x0c, std::mem::size_of::<Batch>());
 
 #[cfg(test)]
 mod tests {
@@ -144,9 +157,12 @@ mod tests {
         assert_eq!(std::mem::size_of::<Batch>(), 32);
         assert_eq!(std::mem::size_of::<SpliceEntry>(), 56);
         assert_eq!(std::mem::size_of::<UnspliceEntry>(), 40);
+        assert_eq!(std::mem::size_of::<TrapEntry>(), 32);
         // _IOWR(0xB7, 0x09, 32 bytes)
         assert_eq!(IOC_SPLICE_BATCH, 0xc020_b709);
         assert_eq!(IOC_UNSPLICE_BATCH, 0xc020_b70a);
+        assert_eq!(IOC_TRAP_ADD_BATCH, 0xc020_b70b);
+        assert_eq!(IOC_TRAP_DEL_BATCH, 0xc020_b70c);
         // _IOR(0xB7, 0x01, 128 bytes)
         assert_eq!(IOC_INFO, 0x8080_b701);
         assert_eq!(IOC_QUIESCE, 0xb706);
