@@ -1850,10 +1850,10 @@ static long kerf_ioc_trap(void __user *uarg, long (*fn)(const struct kerf_trap *
  * @uarg: struct kerf_batch of struct kerf_trap_entry
  * @fn: kerf_trap_add_locked() or kerf_trap_del_locked()
  *
- * A splice batch of tens of thousands of int3s needs as many trap entries first; one ioctl
- * each was a system call through spliced entry code for every one of them (under qemu TCG
- * about a sixth of the time core text took to splice). Each entry is done as its own ioctl
- * would do it, kerf_lock held across the batch, rescheduling between entries.
+ * A splice batch of thousands of int3s needs as many trap entries first; one ioctl each was
+ * a system call through spliced entry code for every one of them (under qemu TCG about a
+ * third of a registration's time, the rest kerf_check_text()). Each entry is done as its own
+ * ioctl would do it, kerf_lock held across the batch, rescheduling between entries.
  *
  * Return: 0 (each entry's result says what became of it), -EINVAL, -EFAULT or -ENOMEM.
  */
