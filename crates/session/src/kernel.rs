@@ -475,9 +475,7 @@ impl Backend for KernelBackend<'_> {
                 }
             });
         }
-        if !refused.is_empty() {
-            let _ = d.trap_del_batch(&refused);
-        }
+        let _ = d.trap_del_batch(&refused);
         if !done.contains(&Outcome::Done) {
             return Ok(());
         }
@@ -485,9 +483,7 @@ impl Backend for KernelBackend<'_> {
         let t = self.steps.lap("splices: quiescence", t);
         // The previous batches' replaced int3s are a quiescence old now. An entry the driver
         // keeps (it never should) only costs table space: removal unregisters it again.
-        if !self.stale_traps.is_empty() {
-            let _ = d.trap_del_batch(&std::mem::take(&mut self.stale_traps));
-        }
+        let _ = d.trap_del_batch(&std::mem::take(&mut self.stale_traps));
         let t = self.steps.lap("splices: replaced traps unregistered", t);
         // Per site with a jump: its springboard request (if any) and its jump request.
         let mut boards = Vec::new();

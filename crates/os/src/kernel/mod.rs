@@ -460,6 +460,7 @@ impl Driver {
         self.trap_batch("trap del", uapi::IOC_TRAP_DEL_BATCH, &traps)
     }
 
+    /// One batch call per [`uapi::BATCH_MAX`] traps; none for none (callers need not check).
     fn trap_batch(
         &self,
         op: &'static str,
@@ -837,6 +838,9 @@ mod tests {
                 }
             }
         }
+        // Nothing to do is no call (the count below would show one).
+        d.mode = SpliceMode::Batch;
+        assert!(d.trap_add_batch(&[]).is_empty() && d.trap_del_batch(&[]).is_empty());
         // Batch mode: two calls each way (the limit, then the rest); one at a time: none.
         let b = sys.batches.lock().unwrap().clone();
         assert_eq!(b, [uapi::BATCH_MAX as u64, 3].repeat(4));
