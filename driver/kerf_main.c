@@ -108,10 +108,16 @@ static struct {
  * splice): a core-text range that meets no address here cannot be reserved by those checks
  * (module entries lie in module text), so they are skipped for it; for any other range, and
  * for module text, they are made. An index that could not be built (a == NULL) skips nothing.
+ *
+ * The sites' index also keeps each site's length (len), read from its bytes at load, so that
+ * a range that meets a site's address window is answered here too (see
+ * kerf_core_site_reserved()): jump_label_text_reserved() decodes every jump entry of the
+ * kernel on each call, seconds under TCG once core text is spliced.
  */
 #define KERF_SITE_LEN	5	/* JUMP_LABEL_NOP_SIZE, CALL_INSN_SIZE */
 struct kerf_addr_index {
 	unsigned long *a;
+	u8 *len;	/* kerf_core_sites only: each site's length, 0 if unknown */
 	size_t n;
 };
 static struct kerf_addr_index kerf_core_sites, kerf_core_bugs;
@@ -420,6 +426,27 @@ static bool kerf_range_has(struct xarray *xa, unsigned long first, unsigned long
 }
 
 /**
+ * kerf_index_first() - where the first address at or after @x is in @ix
+ * @ix: the index (built)
+ * @x: the address
+ *
+ * Return: its position, or ix->n if every address is below @x.
+ */
+static size_t kerf_index_first(const struct kerf_addr_index *ix, unsigned long x)
+{
+	size_t lo = 0, hi = ix->n, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (ix->a[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/**
  * kerf_index_meets() - may [first, last] of core text hold an address of @ix?
  * @ix: the index
  * @first: first byte
@@ -430,19 +457,43 @@ static bool kerf_range_has(struct xarray *xa, unsigned long first, unsigned long
 static bool kerf_index_meets(const struct kerf_addr_index *ix, unsigned long first,
 			     unsigned long last)
 {
-	size_t lo = 0, hi = ix->n, mid;
+	size_t i;
 
 	if (!ix->a || first < ks.stext || last >= ks.etext)
 		return true;
-	/* The first address at or after first; it meets the range if it is at or before last. */
-	while (lo < hi) {
-		mid = lo + (hi - lo) / 2;
-		if (ix->a[mid] < first)
-			lo = mid + 1;
-		else
-			hi = mid;
+	/* The first address at or after first meets the range if it is at or before last. */
+	i = kerf_index_first(ix, first);
+	return i < ix->n && ix->a[i] <= last;
+}
+
+/**
+ * kerf_core_site_reserved() - does [addr, last] overlap a core jump label or static call site?
+ * @addr: first byte
+ * @last: last byte
+ *
+ * The kernel's jump_label_text_reserved() and static_call_text_reserved() answer with the
+ * same overlap test over the same sites, each site's length being that of its instruction
+ * (a jmp or nop of 2 or 5 bytes, a call, jmp or nop of 5); core text gets no new sites after
+ * boot and a site keeps its length when it is patched.
+ *
+ * Return: 1 if it does, 0 if not, -1 if only the kernel's checks can tell (not core text, no
+ * index, or a site in the window whose bytes kerf did not recognise at load).
+ */
+static int kerf_core_site_reserved(unsigned long addr, unsigned long last)
+{
+	const struct kerf_addr_index *ix = &kerf_core_sites;
+	unsigned long first = addr - (KERF_SITE_LEN - 1);
+	size_t i;
+
+	if (!ix->a || !ix->len || first < ks.stext || last >= ks.etext)
+		return -1;
+	for (i = kerf_index_first(ix, first); i < ix->n && ix->a[i] <= last; i++) {
+		if (!ix->len[i])
+			return -1;
+		if (ix->a[i] + ix->len[i] > addr)
+			return 1;
 	}
-	return lo < ix->n && ix->a[lo] <= last;
+	return 0;
 }
 
 static int kerf_cmp_ulong(const void *a, const void *b)
@@ -450,6 +501,87 @@ static int kerf_cmp_ulong(const void *a, const void *b)
 	unsigned long x = *(const unsigned long *)a, y = *(const unsigned long *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+/**
+ * kerf_jump_site_len() - the length of the jump label site at @code
+ * @code: its address
+ *
+ * Caller holds text_mutex, so no site is halfway through a text_poke_bp() (an int3 there).
+ * A static call site needs no such reading: the kernel counts CALL_INSN_SIZE bytes for each,
+ * whatever it holds now (a call, a jmp, a ret and int3s, a 5-byte xor).
+ *
+ * Return: 2 or 5 for the forms arch_jump_entry_size() finds (a jmp or a nop), or 0.
+ */
+static unsigned int kerf_jump_site_len(unsigned long code)
+{
+	static const u8 nop2[] = { BYTES_NOP2 }, nop5[] = { BYTES_NOP5 };
+	u8 b[5];
+
+	if (code < ks.stext || code + sizeof(b) > ks.etext ||
+	    copy_from_kernel_nofault(b, (void *)code, sizeof(b)))
+		return 0;
+	if (b[0] == JMP8_INSN_OPCODE || !memcmp(b, nop2, sizeof(nop2)))
+		return JMP8_INSN_SIZE;
+	if (b[0] == JMP32_INSN_OPCODE || !memcmp(b, nop5, sizeof(nop5)))
+		return JMP32_INSN_SIZE;
+	return 0;
+}
+
+/* A site while kerf_core_sites is built: sorted by its first member, as an unsigned long. */
+struct kerf_site {
+	unsigned long a;
+	unsigned long len;
+};
+
+static unsigned int site_check;
+module_param(site_check, uint, 0444);
+MODULE_PARM_DESC(site_check,
+		 "at load, compare kerf's answer near this many core sites with the kernel's (test)");
+
+/**
+ * kerf_check_site_index() - compare kerf_core_site_reserved() with the kernel's checks
+ *
+ * For site_check sites spread over the index: every 1-byte and 5-byte range starting from
+ * KERF_SITE_LEN bytes before the site to its last byte. The kernel's answer takes a walk over
+ * all its sites per range (slow under TCG), hence a sample. The result goes to the log, where
+ * the guest tests look for it.
+ */
+static void kerf_check_site_index(void)
+{
+	const struct kerf_addr_index *ix = &kerf_core_sites;
+	unsigned int ranges = 0, differ = 0, len;
+	unsigned long a, addr, last;
+	size_t i, k;
+	int mine, theirs;
+
+	if (!site_check || !ix->a || !ix->len)
+		return;
+	mutex_lock(ks.text_mutex);
+	for (k = 0; k < site_check; k++) {
+		i = (ix->n - 1) * k / max(site_check - 1, 1U);
+		a = ix->a[i];
+		if (a < ks.stext || a >= ks.etext)
+			continue;
+		for (addr = a - KERF_SITE_LEN; addr < a + max_t(unsigned int, ix->len[i], 1); addr++) {
+			for (len = 1; len <= 5; len += 4) {
+				last = addr + len - 1;
+				mine = kerf_core_site_reserved(addr, last);
+				theirs = ks.jump_label_text_reserved((void *)addr, (void *)last) ||
+					 ks.static_call_text_reserved((void *)addr, (void *)last);
+				ranges++;
+				if (mine != theirs) {
+					differ++;
+					pr_warn("site check: %pS+%lu: kerf %d, kernel %d\n",
+						(void *)addr, (unsigned long)len, mine, theirs);
+				}
+			}
+			cond_resched();
+		}
+	}
+	mutex_unlock(ks.text_mutex);
+	pr_info("site check: %u ranges near %u sites, %u disagreements\n", ranges, site_check,
+		differ);
 }
 
 /**
@@ -463,21 +595,44 @@ static void kerf_index_core(void)
 	size_t nsc = ks.static_call_sites_stop - ks.static_call_sites_start;
 	size_t nb = ks.bug_table_stop - ks.bug_table_start;
 	struct static_call_site *sc;
+	struct kerf_site *site;
 	struct bug_entry *bug;
+	size_t i, n = 0, unknown = 0;
 	unsigned long *a;
-	size_t i, n = 0;
+	u8 *len;
 
+	site = kvmalloc_array(nj + nsc, sizeof(*site), GFP_KERNEL);
 	a = kvmalloc_array(nj + nsc, sizeof(*a), GFP_KERNEL);
-	if (a) {
-		for (i = 0; i < nj; i++)
-			a[n++] = jump_entry_code(&ks.jump_table_start[i]);
-		for (i = 0; i < nsc; i++) {
-			sc = &ks.static_call_sites_start[i];
-			a[n++] = (unsigned long)&sc->addr + sc->addr;
+	len = kvmalloc_array(nj + nsc, sizeof(*len), GFP_KERNEL);
+	if (site && a) {
+		mutex_lock(ks.text_mutex);
+		for (i = 0; i < nj; i++, n++) {
+			site[n].a = jump_entry_code(&ks.jump_table_start[i]);
+			site[n].len = kerf_jump_site_len(site[n].a);
+			unknown += site[n].a >= ks.stext && site[n].a < ks.etext && !site[n].len;
 		}
-		sort(a, n, sizeof(*a), kerf_cmp_ulong, NULL);
-		kerf_core_sites = (struct kerf_addr_index){ .a = a, .n = n };
+		mutex_unlock(ks.text_mutex);
+		for (i = 0; i < nsc; i++, n++) {
+			sc = &ks.static_call_sites_start[i];
+			site[n].a = (unsigned long)&sc->addr + sc->addr;
+			site[n].len = CALL_INSN_SIZE;
+		}
+		sort(site, n, sizeof(*site), kerf_cmp_ulong, NULL);
+		for (i = 0; i < n; i++) {
+			a[i] = site[i].a;
+			if (len)
+				len[i] = site[i].len;
+		}
+		kerf_core_sites = (struct kerf_addr_index){ .a = a, .len = len, .n = n };
+		a = NULL;
+		len = NULL;
+		if (unknown)
+			pr_info("core text: %zu jump labels of unknown length (the kernel checks near them)\n",
+				unknown);
 	}
+	kvfree(site);
+	kvfree(a);
+	kvfree(len);
 	a = kvmalloc_array(nb, sizeof(*a), GFP_KERNEL);
 	if (a) {
 		for (i = 0; i < nb; i++) {
@@ -497,6 +652,7 @@ static void kerf_index_core(void)
 static void kerf_index_free(void)
 {
 	kvfree(kerf_core_sites.a);
+	kvfree(kerf_core_sites.len);
 	kvfree(kerf_core_bugs.a);
 }
 
@@ -701,10 +857,12 @@ static int kerf_check_owned(unsigned long addr, unsigned int len)
 
 	if (ks.ftrace_location_range(addr, last))
 		return -EBUSY;
-	if (kerf_index_meets(&kerf_core_sites, addr - (KERF_SITE_LEN - 1), last) &&
-	    (ks.jump_label_text_reserved((void *)addr, (void *)last) ||
-	     ks.static_call_text_reserved((void *)addr, (void *)last)))
+	busy = kerf_core_site_reserved(addr, last);
+	if (busy > 0 ||
+	    (busy < 0 && (ks.jump_label_text_reserved((void *)addr, (void *)last) ||
+			  ks.static_call_text_reserved((void *)addr, (void *)last))))
 		return -EBUSY;
+	busy = 0;
 	if (addr < ks.static_call_text_end && last >= ks.static_call_text_start)
 		return -EBUSY;
 	sprint_symbol_no_offset(sym, addr);
@@ -2249,6 +2407,7 @@ static int __init kerf_init(void)
 		return ret;
 	}
 	kerf_index_core();
+	kerf_check_site_index();
 	kerf_resolve_denied();
 	ret = register_die_notifier(&kerf_int3_nb);
 	if (ret)

@@ -475,6 +475,10 @@ impl Backend for KernelBackend<'_> {
                 }
             });
         }
+        // `refused` also holds sites whose trap entry did not go in (`EEXIST`: an earlier
+        // splice's entry at that address). Deleting that entry is safe: the driver refuses
+        // (`EBUSY`) while its int3 is live and until a quiescence after the int3 went, so
+        // only an entry no CPU can still need goes early.
         let _ = d.trap_del_batch(&refused);
         if !done.contains(&Outcome::Done) {
             return Ok(());

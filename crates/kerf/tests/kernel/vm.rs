@@ -39,8 +39,10 @@ fn kerf_ko_in_stock_debian_kernel() {
     // One boot for everything. The guest script reports each step; a kernel oops, panic or
     // WARNING makes vm/run exit 125 even if the script succeeded.
     let guest = "\
-        insmod /kerf/kerf.ko && echo 'OK insmod' || { echo 'FAIL insmod'; exit 90; }; \
+        insmod /kerf/kerf.ko site_check=64 && echo 'OK insmod' || { echo 'FAIL insmod'; exit 90; }; \
         grep -q ' kerf_patch_heap' /proc/kallsyms && echo 'OK heap-in-kallsyms'; \
+        dmesg | grep -q 'site check: [1-9][0-9]* ranges near 64 sites, 0 disagreements' \
+            && echo 'OK site-check' || { echo 'FAIL site-check'; dmesg | grep 'site check'; }; \
         kerf_smoke; rc=$?; \
         rmmod kerf && echo 'OK rmmod' || { echo 'FAIL rmmod'; rc=91; }; \
         exit $rc";
@@ -66,6 +68,7 @@ fn kerf_ko_in_stock_debian_kernel() {
     let expected = [
         "OK insmod",
         "OK heap-in-kallsyms",
+        "OK site-check",
         "OK version abi=3",
         "OK info ",
         "OK info-stext",
