@@ -1695,16 +1695,22 @@ const USER_DS: u64 = 0x2b;
 /// the thread's later calls did not write: session 77 found one 14 words above the stack
 /// pointer of a thread in a JIT's cache, on half the runs of a loaded host, and it refused
 /// the cache's flush every time.
-pub(crate) fn saved_pc_slot(words: &[u64], k: usize) -> bool {
+///
+/// A word whose frame would go on past `words` counts unless `stack_ends` (the stack's
+/// mapping ends there, so no frame does): the words beyond were not read. Callers read two
+/// words more than they scan, so that this happens only where they do not know: at the last
+/// words of a whole window it made every cache address a JIT `ret` had left there a held
+/// frame (one flush in about 180 of python3.11's start under `--plugin calls`, session 78).
+pub(crate) fn saved_pc_slot(words: &[u64], k: usize, stack_ends: bool) -> bool {
     static SS_SAVED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let ss_saved = *SS_SAVED
         .get_or_init(|| kerf_os::sys::kernel_at_least(&kerf_os::sys::RealSys, 4, 8) == Some(true));
-    saved_pc_slot_with(words, k, ss_saved)
+    saved_pc_slot_with(words, k, ss_saved, stack_ends)
 }
 
 /// [`saved_pc_slot`] on a kernel that saves `ss` in the frame (`ss_saved`: 4.8 and later), or
 /// may not.
-fn saved_pc_slot_with(words: &[u64], k: usize, ss_saved: bool) -> bool {
+fn saved_pc_slot_with(words: &[u64], k: usize, ss_saved: bool, stack_ends: bool) -> bool {
     if k + 1 < DispatcherFrames::RIP_WORD {
         return false;
     }
@@ -1714,8 +1720,9 @@ fn saved_pc_slot_with(words: &[u64], k: usize, ss_saved: bool) -> bool {
             let ss_ok = ss == USER_DS || (ss == 0 && !ss_saved);
             flags & 2 != 0 && flags >> 22 == 0 && cs_gs_fs == USER_CS && ss_ok
         }
-        // The frame's end is beyond the words scanned: no telling, so it counts.
-        _ => true,
+        // The frame's end is beyond the words read: no telling, so it counts, unless the
+        // stack ends there.
+        _ => !stack_ends,
     }
 }
 
@@ -1762,7 +1769,8 @@ fn busy_ranges(
     dead_frames: Option<&DispatcherFrames>,
 ) -> Result<Vec<Busy>, TargetError> {
     let mut v = Vec::new();
-    let mut stack = vec![0u8; STACK_SCAN];
+    // Two words past the scan: a saved PC in its last words has its frame's next words read.
+    let mut stack = vec![0u8; STACK_SCAN + 16];
     for &t in tr.threads() {
         let r = tr.regs(t)?;
         v.push(Busy { tid: t, value: r.rip, stack_offset: None, signal_pc: false });
@@ -1771,8 +1779,9 @@ fn busy_ranges(
             let value = r.rip.wrapping_sub(2);
             v.push(Busy { tid: t, value, stack_offset: None, signal_pc: false });
         }
-        // A short read at the top of the stack mapping is fine: scan what there is.
-        let mut len = STACK_SCAN;
+        // A short read at the top of the stack mapping is fine: scan what there is (its last
+        // words' frames not known to end there, they count as saved PCs).
+        let mut len = STACK_SCAN + 16;
         while len >= 64 && tr.read(r.sp(), &mut stack[..len]).is_err() {
             len /= 2;
         }
@@ -1790,11 +1799,13 @@ fn busy_ranges(
                 skip[k + DispatcherFrames::RIP_WORD] = true;
             }
         }
-        v.extend(words.iter().enumerate().filter(|(k, _)| !skip[*k]).map(|(k, &value)| Busy {
+        let scanned = words.len().min(STACK_SCAN / 8);
+        let words_scanned = words[..scanned].iter().enumerate();
+        v.extend(words_scanned.filter(|(k, _)| !skip[*k]).map(|(k, &value)| Busy {
             tid: t,
             value,
             stack_offset: Some(8 * k as u64),
-            signal_pc: saved_pc_slot(&words, k),
+            signal_pc: saved_pc_slot(&words, k, false),
         }));
     }
     Ok(v)
@@ -1858,14 +1869,16 @@ mod resume_tests {
     #[test]
     fn a_signal_frames_saved_pc_is_told_from_data() {
         let mut w = stack();
-        let slots: Vec<usize> = (0..O + 18).filter(|&k| saved_pc_slot(&w, k)).collect();
+        let slots: Vec<usize> = (0..O + 18).filter(|&k| saved_pc_slot(&w, k, false)).collect();
         assert_eq!(slots, [O + 5]);
         // A kernel before 4.8 left `ss` zero; a later one never does (then 51 is data).
         w[O + 7] = USER_CS;
-        assert!(saved_pc_slot_with(&w, O + 5, false));
-        assert!(!saved_pc_slot_with(&w, O + 5, true));
-        // The last two words: the frame would go on beyond what was read, so they count.
-        assert!(saved_pc_slot(&w, O + 18) && saved_pc_slot(&w, O + 19));
+        assert!(saved_pc_slot_with(&w, O + 5, false, false));
+        assert!(!saved_pc_slot_with(&w, O + 5, true, false));
+        // The last two words: the frame would go on beyond what was read, so they count,
+        // unless the stack ends there.
+        assert!(saved_pc_slot(&w, O + 18, false) && saved_pc_slot(&w, O + 19, false));
+        assert!(!saved_pc_slot(&w, O + 18, true) && !saved_pc_slot(&w, O + 19, true));
     }
 
     /// The same three words nearer the stack pointer than a live frame's saved PC can be are
@@ -1876,7 +1889,7 @@ mod resume_tests {
         for (k, live) in [(3, false), (14, false), (O - 1, false), (O, true), (O + 1, true)] {
             let mut w = vec![0u64; O + 20];
             w[k..k + 3].copy_from_slice(&frame);
-            assert_eq!(saved_pc_slot(&w, k), live, "word {k}");
+            assert_eq!(saved_pc_slot(&w, k, false), live, "word {k}");
         }
     }
 
@@ -1887,7 +1900,7 @@ mod resume_tests {
             tid: 1,
             value: w[k],
             stack_offset: Some(8 * k as u64),
-            signal_pc: saved_pc_slot(&w, k),
+            signal_pc: saved_pc_slot(&w, k, false),
         };
         let none = HashSet::new();
         assert!(at(O + 5).may_resume(&none, None));

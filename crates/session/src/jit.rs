@@ -1262,6 +1262,10 @@ fn stack_words(tr: &Tracee, tid: i32, len: usize) -> Result<Vec<u64>, JitFail> {
         .collect())
 }
 
+/// Bytes of each stack (above its stack pointer) searched for signal frames that keep a cache
+/// address ([`Jit::signal_frames`]).
+const SIGNAL_SCAN: usize = 64 * 1024;
+
 /// Whether module `m`'s file is still mapped at the start of each of its executable segments
 /// (by path, as the maps name it), with the offset it had there.
 fn still_mapped(m: &AnalyzedImage, maps: &[kerf_analysis::image::maps::Mapping]) -> bool {
@@ -5040,7 +5044,7 @@ impl Jit {
         use kerf_jit::x86_64::signal::busy_marked;
         for &tid in tr.threads() {
             let sp = tr.regs(tid)?.sp().0;
-            let words = stack_words(tr, tid, 64 * 1024)?;
+            let words = stack_words(tr, tid, SIGNAL_SCAN)?;
             for (k, &w) in words.iter().enumerate() {
                 if self.hooks.iter().any(|h| h.back == w) && busy_marked(&words[k + 1..]) {
                     return Ok(Some(HeldBy { tid, at: sp + 8 * k as u64, pc: w, original: None }));
@@ -5057,7 +5061,11 @@ impl Jit {
         let mut frames = Vec::new();
         for &tid in tr.threads() {
             let sp = tr.regs(tid)?.sp().0;
-            let words = stack_words(tr, tid, 64 * 1024)?;
+            // Two words past the window, for the frames of its last words; a shorter read
+            // ended at the stack's end, past which no frame goes.
+            let words = stack_words(tr, tid, SIGNAL_SCAN + 16)?;
+            let ends = words.len() < (SIGNAL_SCAN + 16) / 8;
+            let scanned = words.len().min(SIGNAL_SCAN / 8);
             // Only where a signal frame keeps the interrupted PC: the cache pushes no
             // cache address that outlives the instruction after it, and any other word
             // is data (a small number falls in the room reserved below a non-PIE
@@ -5076,7 +5084,7 @@ impl Jit {
                 let ours = self.hooks.iter().any(|h| h.back == words[k]);
                 ours.then(|| rewritten_as(&words[k + 1..])).flatten()
             };
-            for (k, &w) in words.iter().enumerate() {
+            for (k, &w) in words[..scanned].iter().enumerate() {
                 let at = sp + 8 * k as u64;
                 if let Some((cache, orig, restorer)) = hooked(k) {
                     // The frame's `ucontext` follows the return address: the original PC the
@@ -5084,7 +5092,7 @@ impl Jit {
                     let held = HeldBy { tid, at, pc: cache, original: Some(orig) };
                     let kind = FrameKind::Hooked { uc: at + 8, cache, orig, restorer };
                     frames.push(HeldFrame { held, kind });
-                } else if ran(w) && crate::instrument::saved_pc_slot(&words, k) {
+                } else if ran(w) && crate::instrument::saved_pc_slot(&words, k, ends) {
                     // What it stands for: its clean point's original, or the one before it
                     // (the instruction whose glue it is in).
                     let original = self
