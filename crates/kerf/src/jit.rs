@@ -334,8 +334,11 @@ fn table(v: &serde_json::Value, top: usize) -> String {
             c["threads_replaced"],
             c["threads_moved"],
             match c["refused"].as_array() {
-                Some(r) if !r.is_empty() =>
-                    format!("; flushes refused: {}", serde_json::Value::from(r.clone())),
+                Some(r) if !r.is_empty() => format!(
+                    "; {} flushes refused ({})",
+                    c["refusals"],
+                    r.iter().filter_map(|w| w.as_str()).collect::<Vec<_>>().join("; ")
+                ),
                 _ => String::new(),
             }
         );

@@ -826,6 +826,8 @@ fn no_flush_while_a_forked_child_shares_the_cache() {
         assert!(r.contains("forked from the target, shares the code cache"), "{r}");
     }
     assert_eq!(j["cache"]["flushes"], 0, "{j}");
+    // Each refusal counted, each reason said once.
+    assert!(j["cache"]["refusals"].as_u64().unwrap() >= refused.len() as u64, "{j}");
     assert!(j["escapes"].as_u64().unwrap() >= 1, "{j}");
 }
 

@@ -646,7 +646,9 @@ pub struct JitStats {
     pub thrash_escapes: u64,
     pub flush_moved: usize,
     pub flush_replaced: usize,
+    /// Why flushes were refused (each reason once), and how many were.
     pub flush_refused: Vec<String>,
+    pub flush_refusals: usize,
     /// The program's signal handlers: hooked so that they see original addresses.
     pub signals: SignalStats,
     /// Modules whose whole-image work came after the cache was live ([`JitOptions::early`]),
@@ -656,6 +658,16 @@ pub struct JitStats {
     /// Set by the caller: from its start to the analyses loaded, and to the cache live.
     pub loaded: Duration,
     pub live: Duration,
+}
+
+impl JitStats {
+    /// A flush refused, for `why` (kept once).
+    fn refuse_flush(&mut self, why: String) {
+        self.flush_refusals += 1;
+        if !self.flush_refused.contains(&why) {
+            self.flush_refused.push(why);
+        }
+    }
 }
 
 /// A JIT installed in a process.
@@ -5227,9 +5239,7 @@ impl Jit {
                 Some(c) => format!("process {c}, forked from the target, shares the code cache"),
                 None => "kerf could not tell which processes share the code cache".to_string(),
             };
-            if !self.stats.flush_refused.contains(&why) {
-                self.stats.flush_refused.push(why);
-            }
+            self.stats.refuse_flush(why);
             return false;
         }
         // A thread that a signal interrupted in the cache keeps a cache address in its signal
@@ -5267,7 +5277,7 @@ impl Jit {
             }
             Ok(false) => false,
             Err(e) => {
-                self.stats.flush_refused.push(e.to_string());
+                self.stats.refuse_flush(e.to_string());
                 false
             }
         }
@@ -5285,9 +5295,7 @@ impl Jit {
     ) -> Result<bool, JitFail> {
         let refuse = |jit: &mut Jit| {
             let why = "a signal handler's frame holds an address in the cache".to_string();
-            if !jit.stats.flush_refused.contains(&why) {
-                jit.stats.flush_refused.push(why);
-            }
+            jit.stats.refuse_flush(why);
             Ok(false)
         };
         if self.signal_frames(tr)?.iter().any(HeldFrame::unclean) {

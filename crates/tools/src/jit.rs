@@ -1105,7 +1105,9 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "escapes_detaching": leaving,
             "waiting_at_flushes": flushed,
             "returns_out": rets,
-            "last_escape": where_is(target, last),
+            // Where the module's last miss went, which the escape went to if it was the
+            // last: said only for a module with escapes (a miss kerf answered is none).
+            "last_escape": (esc + leaving > 0 && last != 0).then(|| where_is(target, last)),
         }));
     }
     // A thread a signal handler sent to code kerf could not translate, whose handler's frame a
@@ -1181,6 +1183,21 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         })
         .map(|r| r.label.as_str())
         .collect();
+    let cache = json!({
+        "limit": jit.cache_limit(),
+        "bytes": jit.cache_bytes(),
+        "peak": s.cache_peak,
+        "standing_peak": s.standing_peak,
+        "flushes": s.flushes,
+        "flush_seconds": s.flush_time.as_secs_f64(),
+        "flush_longest_seconds": s.flush_longest.as_secs_f64(),
+        "flush_steps": s.flush_steps,
+        "thrash_escapes": s.thrash_escapes,
+        "threads_moved": s.flush_moved,
+        "threads_replaced": s.flush_replaced,
+        "refused": s.flush_refused,
+        "refusals": s.flush_refusals,
+    });
     let mut v = json!({
         "jit": {
             "roots": roots.iter().map(|r| r.label.clone()).collect::<Vec<_>>(),
@@ -1228,20 +1245,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
                 "wait_timeouts": s.timeouts,
                 "deaf_since": s.deaf_since.map(|d| d.as_secs_f64()),
             },
-            "cache": {
-                "limit": jit.cache_limit(),
-                "bytes": jit.cache_bytes(),
-                "peak": s.cache_peak,
-                "standing_peak": s.standing_peak,
-                "flushes": s.flushes,
-                "flush_seconds": s.flush_time.as_secs_f64(),
-                "flush_longest_seconds": s.flush_longest.as_secs_f64(),
-                "flush_steps": s.flush_steps,
-                "thrash_escapes": s.thrash_escapes,
-                "threads_moved": s.flush_moved,
-                "threads_replaced": s.flush_replaced,
-                "refused": s.flush_refused,
-            },
+            "cache": cache,
             "modules": modules,
             "seconds": {
                 "loaded": s.loaded.as_secs_f64(),
