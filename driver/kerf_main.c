@@ -853,16 +853,15 @@ static int kerf_check_owned(unsigned long addr, unsigned int len)
 	unsigned long last = addr + len - 1, a;
 	char sym[KSYM_SYMBOL_LEN];
 	struct kprobe *p;
-	int busy = 0;
+	int busy = 0, site;
 
 	if (ks.ftrace_location_range(addr, last))
 		return -EBUSY;
-	busy = kerf_core_site_reserved(addr, last);
-	if (busy > 0 ||
-	    (busy < 0 && (ks.jump_label_text_reserved((void *)addr, (void *)last) ||
+	site = kerf_core_site_reserved(addr, last);
+	if (site > 0 ||
+	    (site < 0 && (ks.jump_label_text_reserved((void *)addr, (void *)last) ||
 			  ks.static_call_text_reserved((void *)addr, (void *)last))))
 		return -EBUSY;
-	busy = 0;
 	if (addr < ks.static_call_text_end && last >= ks.static_call_text_start)
 		return -EBUSY;
 	sprint_symbol_no_offset(sym, addr);
