@@ -109,10 +109,11 @@ static struct {
  * (module entries lie in module text), so they are skipped for it; for any other range, and
  * for module text, they are made. An index that could not be built (a == NULL) skips nothing.
  *
- * The sites' index also keeps each site's length (len), read from its bytes at load, so that
- * a range that meets a site's address window is answered here too (see
- * kerf_core_site_reserved()): jump_label_text_reserved() decodes every jump entry of the
- * kernel on each call, seconds under TCG once core text is spliced.
+ * The sites' index also keeps each site's length (len: a jump label's read from its bytes at
+ * load, a static call site's always CALL_INSN_SIZE), so that a range that meets a site's
+ * address window is answered here too (see kerf_core_site_reserved()):
+ * jump_label_text_reserved() decodes every jump entry of the kernel on each call, seconds
+ * under TCG once core text is spliced.
  */
 #define KERF_SITE_LEN	5	/* JUMP_LABEL_NOP_SIZE, CALL_INSN_SIZE */
 struct kerf_addr_index {
