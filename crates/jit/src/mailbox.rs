@@ -14,7 +14,7 @@
 //! | `SIG_PENDING` | [`REVERSE`] questions posted and not yet served | threads |
 //! | `SIG_BUSY` | signals that interrupted the cache while kerf was busy or deaf (not asked) | threads |
 //! | `SCRATCH` | what kerf's injected `rt_sigaction` reads | the kernel |
-//! | `STOPS` | kerf's stops of the process while it serves | kerf |
+//! | `ALIVE` | kerf's signs of life: a beat every 50 ms, and its stops of the process | kerf |
 //! | `HANDLERS` | a count, then the handlers kerf has hooked | kerf |
 //! | `RING` (pages 2-9) | `RING_SLOTS` targets, ticket `t` in slot `t % RING_SLOTS` | threads (kerf clears or answers) |
 //!
@@ -140,17 +140,23 @@ pub const SIG_PENDING: u64 = SIG_RESUMED + 64;
 pub const SIG_BUSY: u64 = SIG_PENDING + 64;
 /// 32 bytes for the kernel's `struct sigaction` that kerf reads with an injected call.
 pub const SCRATCH: u64 = SIG_BUSY + 64;
-/// kerf's stops of the process while it serves (hooking a handler, mapping room for a late
-/// library, splicing), counted with the threads stopped. A thread stopped in its wait loses
-/// the time of the stop from its wait (the kernel restarts the wait with its old deadline):
-/// a wait that timed out while this count changed waits again, as a try, instead of
-/// taking kerf for stuck. (Under load a hook look at attach stopped the process for half a
-/// second, and a thread's miss gave up, clearing `LISTEN`: 60 misses left unasked.)
-pub const STOPS: u64 = SCRATCH + 64;
+/// kerf's signs of life: one every 50 ms from a thread of kerf's own while the mailbox is
+/// mapped in kerf (`SharedMem::beat`), and one for each stop of the process while it serves
+/// (hooking a handler, mapping room for a late library, splicing), counted with the threads
+/// stopped. A wait that timed out while this word changed waits again, as a try, instead of
+/// taking kerf for gone: kerf is alive, only busy (an analysis of a big library, a long
+/// translation under load), or it stopped the thread, whose wait lost the time of the stop
+/// (the kernel restarts the wait with its old deadline). A thread that gives up while kerf
+/// lives sends its thread out of the cache for the rest of its root call, and an unmap notice
+/// that gives up lets a library mapped next run what kerf translated from the one before, so
+/// only a kerf that is gone (killed, or stopped itself) ends a wait early. (Under load a hook
+/// look at attach stopped the process for half a second, and a thread's miss gave up,
+/// clearing `LISTEN`: 60 misses left unasked.)
+pub const ALIVE: u64 = SCRATCH + 64;
 /// A count, then the handlers kerf has hooked (at most [`HANDLERS_MAX`]): an `rt_sigaction`
 /// of glibc's own that installs one of them again asks nothing (see
 /// [`crate::x86_64::action_site`]). Written by kerf with the threads stopped.
-pub const HANDLERS: u64 = STOPS + 64;
+pub const HANDLERS: u64 = ALIVE + 64;
 pub const HANDLERS_MAX: u64 = 64;
 /// Hooked frames (rewritten, or left with their cache address) that a `siglongjmp` out of
 /// their handler left, as kerf found them when it answered a [`LONGJMP`] (written by kerf
@@ -173,14 +179,14 @@ pub const RING_SLOTS: u32 = 4096;
 /// Bytes of the mailbox.
 pub const BYTES: u64 = RING + 8 * RING_SLOTS as u64;
 const _: () = assert!(RANGES + 8 + 16 * RANGES_MAX <= ROOMS);
-const _: () = assert!(SCRATCH + 32 <= STOPS && STOPS + 8 <= HANDLERS);
+const _: () = assert!(SCRATCH + 32 <= ALIVE && ALIVE + 8 <= HANDLERS);
 const _: () = assert!(SIG_KEPT_BACK + 8 <= RING);
 
 /// Futex waits of at most [`WAIT_NS`] each that end without the thread's ticket answered
-/// (kerf answered others, or the word changed) before a miss gives up and leaves the cache;
-/// one that times out ends the wait at once (kerf is gone or stuck), unless kerf stopped the
-/// process meanwhile ([`STOPS`]). Only a live kerf wakes
-/// a waiter early, so this many are cheap.
+/// (kerf answered others, the word changed, or the wait timed out while kerf lived,
+/// [`ALIVE`]) before a miss gives up and leaves the cache: a kerf alive but stuck holds a
+/// thread at most 16 s. One that times out with [`ALIVE`] unchanged ends the wait at once
+/// (kerf is gone). Only a live kerf wakes a waiter early, so this many are cheap.
 pub const TRIES: u32 = 64;
 /// Waits a signal interrupts (`EINTR`) before a miss gives up, counted apart: a program
 /// whose threads take a signal every 2 ms (a profiling timer) interrupted every wait, and

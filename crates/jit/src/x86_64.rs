@@ -769,8 +769,8 @@ fn post_and_wait(mailbox: u64, served: u64, labels: &mut dyn FnMut() -> u64) -> 
     v.push(op(Instruction::with2(Code::And_rm32_imm32, R10D, (1u32 << mb::TAG_BITS) - 1)));
     v.push(op(Instruction::with2(Code::Shl_rm64_imm8, R10, mb::ADDRESS_BITS)));
     v.push(op(Instruction::with2(Code::Or_r64_rm64, RCX, R10)));
-    // r9's high half: kerf's stops so far (`mailbox::STOPS`; the ticket is r9d).
-    v.extend(stops_into_r9());
+    // r9's high half: kerf's signs of life so far (`mailbox::ALIVE`; the ticket is r9d).
+    v.extend(alive_into_r9());
     let slot = MemoryOperand::new(RAX, RDX, 8, mb::RING as i64, 1, false, Register::None);
     v.push(op(Instruction::with2(Code::Mov_rm64_r64, slot, RCX)));
     // futex(&POSTED, FUTEX_WAKE, 1)
@@ -802,28 +802,29 @@ fn post_and_wait(mailbox: u64, served: u64, labels: &mut dyn FnMut() -> u64) -> 
     v.push(op(Instruction::with_branch(Code::Js_rel32_64, timed_out)));
     v.push(op(Instruction::with1(Code::Inc_rm32, R8D)));
     v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, wait)));
-    // The wait timed out: kerf is stuck unless it stopped the process meanwhile (its stops
-    // changed since the wait began): then the new count, and a try more.
+    // The wait timed out: kerf is gone unless it showed signs of life meanwhile (its beat,
+    // or a stop of the process, changed `ALIVE` since the wait began): then the new count,
+    // and a try more.
     v.push(labelled(mbox(), expired));
     v.push(op(Instruction::with2(Code::Mov_r64_rm64, R10, R9)));
     v.push(op(Instruction::with2(Code::Shr_rm64_imm8, R10, 32)));
-    v.push(op(Instruction::with2(Code::Cmp_r32_rm32, R10D, at(RAX, mb::STOPS as i32))));
+    v.push(op(Instruction::with2(Code::Cmp_r32_rm32, R10D, at(RAX, mb::ALIVE as i32))));
     v.push(op(Instruction::with_branch(Code::Je_rel32_64, timed_out)));
     v.push(op(Instruction::with2(Code::Mov_r32_rm32, R9D, R9D)));
-    v.extend(stops_into_r9());
+    v.extend(alive_into_r9());
     v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, wait)));
     v.push(labelled(mbox(), timed_out));
     v.push(op(Instruction::with2(Code::Mov_rm32_imm32, at(RAX, mb::LISTEN as i32), 0)));
     v
 }
 
-/// `rax` the mailbox, r9's high half clear: kerf's stops (`mailbox::STOPS`) into it
+/// `rax` the mailbox, r9's high half clear: kerf's signs of life (`mailbox::ALIVE`) into it
 /// (`r10` clobbered).
-fn stops_into_r9() -> [Instruction; 3] {
+fn alive_into_r9() -> [Instruction; 3] {
     use crate::mailbox as mb;
     use Register::*;
     [
-        op(Instruction::with2(Code::Mov_r32_rm32, R10D, at(RAX, mb::STOPS as i32))),
+        op(Instruction::with2(Code::Mov_r32_rm32, R10D, at(RAX, mb::ALIVE as i32))),
         op(Instruction::with2(Code::Shl_rm64_imm8, R10, 32)),
         op(Instruction::with2(Code::Or_r64_rm64, R9, R10)),
     ]
@@ -835,8 +836,9 @@ fn stops_into_r9() -> [Instruction; 3] {
 /// System calls clobber `rax`, `rcx` and `r11` and take their arguments in `rdi`, `rsi`,
 /// `rdx`, `r10`: those are pushed first (below the frame, where nothing of the program's
 /// is), with `r8` (the tries left), `r9` (the ticket) and `r12` (the interruptions left). A
-/// wait that times out means kerf is gone or stuck: the thread clears `LISTEN`, so that no
-/// other thread waits on it, and kerf sets it again when it answers or is idle.
+/// wait that gives up means kerf is gone or stuck ([`crate::mailbox::TRIES`]): the thread
+/// clears `LISTEN`, so that no other thread waits on it, and kerf sets it again when it
+/// answers or is idle.
 fn ask_kerf(ask: &Ask, start: u64, none: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
     use crate::mailbox as mb;
     use Register::*;

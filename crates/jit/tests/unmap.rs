@@ -310,9 +310,9 @@ fn glibc_action_asks_only_for_a_handler_kerf_has_not_hooked() {
     assert_eq!(responder.join().unwrap(), (mailbox::ACTION | act, 1));
 }
 
-/// A wait that times out gives up (kerf stuck: `LISTEN` cleared) unless kerf's stops
-/// (`mailbox::STOPS`) changed meanwhile: a stop of the process ate the wait's time, and the
-/// thread waits again for its answer.
+/// A wait that times out gives up (kerf gone: `LISTEN` cleared) unless kerf's signs of life
+/// (`mailbox::ALIVE`: its beat, or a stop of the process) changed meanwhile: then the thread
+/// waits again for its answer.
 #[test]
 fn a_wait_timed_out_by_a_stop_of_kerf_waits_again() {
     let (mbox, h) = install(action_notice);
@@ -332,7 +332,7 @@ fn a_wait_timed_out_by_a_stop_of_kerf_waits_again() {
             }
             if stop {
                 std::thread::sleep(std::time::Duration::from_millis(20));
-                word(mbox, mailbox::STOPS).fetch_add(1, Ordering::SeqCst);
+                word(mbox, mailbox::ALIVE).fetch_add(1, Ordering::SeqCst);
             }
             std::thread::sleep(std::time::Duration::from_millis(if stop { 60 } else { 80 }));
             word32(mbox, mailbox::ANSWERED).store(n, Ordering::SeqCst);

@@ -1003,6 +1003,37 @@ fn a_library_mapped_after_a_fork_is_not_translated_for_the_copy() {
     assert!(err.contains("forked from the target"), "{err}");
 }
 
+/// The file names of the modules a JIT summary (`j`) says were unmapped while translated.
+fn unmapped_names(j: &Value) -> Vec<&str> {
+    let all = j["on_demand"]["unmapped"].as_array().unwrap().iter();
+    all.map(|m| m.as_str().unwrap().rsplit('/').next().unwrap()).collect()
+}
+
+/// kerf busy past a thread's quarter-second wait (`KERF_JIT_SLOW_ANSWERS=600`: each batch of
+/// questions answered 600 ms late, as under load, or while kerf analyses a big library):
+/// the threads wait on while kerf's beat moves, so no miss gives up, and the unmap notices of
+/// `jit_reload reopen` are all answered before the library mapped next runs. (Before the
+/// beat, the first wait that timed out cleared `LISTEN`: misses escaped and unmap notices
+/// were skipped; a library mapped where one went could then run the old one's translation.
+/// Session 78's CI saw a run of the reopen test with no unmap noticed at all.)
+#[test]
+fn threads_wait_for_a_busy_kerf_and_every_unmap_is_noticed() {
+    let bin = common::build_fixture("jit_reload", "-O2", "jit-reload");
+    let a = plug_library("libjitplug-a.so");
+    let b = plug_library_with("libjitplug-b.so", &["-DPLUG_MUL=3"]);
+    let args = ["reopen", a.to_str().unwrap(), b.to_str().unwrap()];
+    let expected = plain(&bin, &args);
+    let cache = tmp().join("jit-cache");
+    let env = [("KERF_JIT_SLOW_ANSWERS", "600")];
+    let (v, out, err) = kerf_env(&cache, &env, "reload-slow", "jit", &["main"], &bin, &args);
+    assert_eq!(out, expected, "output changed under kerf jit: {err}");
+    let j = &v["jit"];
+    let went = unmapped_names(j);
+    assert_eq!(went.get(..2), Some(&["libjitplug-a.so", "libjitplug-b.so"][..]), "{j}\n{err}");
+    assert!(j["on_demand"]["asked"].as_u64().unwrap() >= 2, "{j}");
+    assert_eq!((&j["escapes"], &j["on_demand"]["wait_timeouts"]), (&0.into(), &0.into()), "{j}");
+}
+
 /// A library closed and another of the same layout mapped where it was (`jit_reload reopen`:
 /// A, then B, then A again, all at one address): the thread that unmaps one (`dlclose`'s
 /// `munmap`, translated) asks kerf, which takes the module's translations out before the
@@ -1032,12 +1063,7 @@ fn a_library_closed_and_another_mapped_there_runs_its_own_code() {
         let (v, out, err) = kerf_env(&cache, &env, tag, "jit", &["main"], &bin, &args);
         assert_eq!(out, expected, "{tag}: output changed under kerf jit: {err}");
         let j = &v["jit"];
-        let went: Vec<&str> = j["on_demand"]["unmapped"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| m.as_str().unwrap().rsplit('/').next().unwrap())
-            .collect();
+        let went = unmapped_names(j);
         // (`get`: a run that saw fewer unmaps shows its summary instead of a bad slice.)
         let first_two = went.get(..2);
         assert_eq!(
@@ -1879,6 +1905,28 @@ fn text_of(pid: i32) -> BTreeMap<u64, Vec<u8>> {
         }
     }
     out
+}
+
+/// Waits until process `pid` has used `ms` milliseconds of CPU time: a program whose start
+/// costs far less is then inside its work. (A fixed 200 ms sleep was not always enough on a
+/// loaded CI host: the thread entered the root only after kerf had attached, and was not
+/// taken in.)
+fn ran_for(pid: u32, ms: u64) {
+    let ticks = ms.div_ceil(1000 / 100); // USER_HZ is 100 on Linux x86-64
+    let up = std::time::Instant::now();
+    loop {
+        let st = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // Fields 14 and 15 (utime, stime), counted after the command's closing parenthesis.
+        let rest: Vec<&str> = st.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+        let used: u64 =
+            rest.get(11..13).map_or(0, |f| f.iter().filter_map(|x| x.parse::<u64>().ok()).sum());
+        if used >= ticks {
+            return;
+        }
+        assert!(!ended(pid as i32), "process {pid} ended before it ran {ms} ms");
+        assert!(up.elapsed() < Duration::from_secs(30), "process {pid} ran {used} ticks in 30 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Whether process `pid` (a child of this test, so a zombie until waited for) has ended.
@@ -2955,7 +3003,7 @@ fn a_thread_taken_in_at_attach_is_traced_and_its_open_frames_returns_counted_apa
     let expected = plain(&bin, &args[..]);
     let child = Command::new(&bin).args(args).stdout(Stdio::piped()).spawn().unwrap();
     let _reaper = common::Reaper(child.id() as i32);
-    std::thread::sleep(Duration::from_millis(200));
+    ran_for(child.id(), 100);
     let plugin = ["--plugin", "calls"];
     let (mut kerf, summary) = attach_with(child.id(), "work", &plugin, "take-in-calls");
     let out = child.wait_with_output().unwrap();
@@ -3125,7 +3173,7 @@ fn threads_already_inside_a_root_call_are_taken_in_at_attach() {
     let expected = plain(&bin, &args[..]);
     let child = Command::new(&bin).args(args).stdout(Stdio::piped()).spawn().unwrap();
     let _reaper = common::Reaper(child.id() as i32);
-    std::thread::sleep(Duration::from_millis(200));
+    ran_for(child.id(), 100);
     let (mut kerf, summary) = attach_to_the_end(child.id(), "work", "take-in-fixture");
     let out = child.wait_with_output().unwrap();
     assert!(kerf.wait().unwrap().success());

@@ -58,14 +58,19 @@ const MAX_ROUTINE_STEPS: usize = 1 << 16;
 
 /// Stops a flush makes before it gives up on a signal handler holding a cache address; and
 /// removal before it leaves kerf's mappings in place for one. Between them kerf waits
-/// [`held_pause`]: 62 ms in all, within the quarter second a thread waits for a miss's answer
-/// ([`kerf_jit::mailbox::WAIT_NS`]). (Five stops 2 ms apart refused one flush in 153 of the
-/// suite's bounded-cache run on a slow, busy host, and the only flush of the `siglongjmp`
-/// one: their handlers ran longer than that.)
-const FLUSH_TRIES: u32 = 6;
+/// [`held_pause`]: 382 ms in all. The threads waiting for kerf meanwhile (the miss that asked
+/// for the flush) wait on: kerf's beat moves ([`kerf_jit::mailbox::ALIVE`]). (Five stops 2 ms
+/// apart refused one flush in 153 of the suite's bounded-cache run on a slow, busy host, and
+/// the only flush of the `siglongjmp` one: their handlers ran longer than that. Six, 62 ms
+/// in all, refused the first flush of `jit_flush_handler` in about one run of ten with the
+/// CPUs busy: its thread A, waiting in the miss path for kerf's answer, took its SIGUSR1
+/// every 3 ms there, and every stop found it in its millisecond-long handler, whose frame
+/// returns into the miss path of a translation the flush would free.)
+const FLUSH_TRIES: u32 = 16;
 
 /// How long to let the threads run before stop `tries + 1` of [`FLUSH_TRIES`]: 2 ms, doubled
-/// at each stop, so that a handler that is slow to return on a busy host gets the time.
+/// at each stop up to 32 ms, so that a handler that is slow to return on a busy host gets
+/// the time.
 fn held_pause(tries: u32) -> Duration {
     Duration::from_millis(2 << (tries - 1).min(4))
 }
@@ -1599,8 +1604,7 @@ pub struct SlabUse {
     pub program_gs: u64,
 }
 
-/// How often kerf counts a stop in the mailbox while the loader waits for it to analyse a
-/// library a late root names ([`Jit::roots_loaded`]): well within one wait of a thread
+/// kerf's beat in the mailbox ([`mb::ALIVE`]): well within one wait of a thread
 /// ([`mb::WAIT_NS`]).
 const KEEP_WAITING: Duration = Duration::from_millis(50);
 /// How often kerf, idle, looks for counter slabs of threads that ended.
@@ -1829,7 +1833,12 @@ pub fn install(
             state = Some(tr.share_near(RemoteAddr(exe), plugin.state_len(), 0)?);
         }
         if opts.on_demand {
-            mailbox = Some(tr.share_near(RemoteAddr(exe), mb::BYTES, 0)?);
+            let mut m = tr.share_near(RemoteAddr(exe), mb::BYTES, 0)?;
+            // kerf's beat, from now until the mailbox is dropped: a thread whose wait timed
+            // out while kerf was busy (translating at attach, analysing a big library) waits
+            // again, and gives up only once kerf is gone.
+            m.beat(mb::ALIVE as usize, KEEP_WAITING);
+            mailbox = Some(m);
         }
         for (k, size) in sizes.iter().enumerate() {
             if let Some(size) = *size {
@@ -3023,6 +3032,10 @@ impl Jit {
         let mut last_reclaim = began;
         let mut last_look = began;
         let mut seccomp = self.seccomp_watch();
+        // (`KERF_JIT_SLOW_ANSWERS=MS`: each batch of questions answered that much later, as
+        // by a kerf busy past a thread's wait, for the test of that.)
+        let slow = std::env::var("KERF_JIT_SLOW_ANSWERS").ok().and_then(|v| v.parse().ok());
+        let slow = slow.map(Duration::from_millis);
         while !stop.load(Ordering::Relaxed) {
             // A filter kerf did not ask may forbid the futex calls: no thread waits from now
             // on (the tickets already posted are still answered).
@@ -3085,6 +3098,9 @@ impl Jit {
                 }
                 mbox.futex_wait(posted_at, posted, Duration::from_millis(20));
                 continue;
+            }
+            if let Some(d) = slow {
+                std::thread::sleep(d);
             }
             let t = Instant::now();
             let mut targets = Vec::new();
@@ -3191,7 +3207,7 @@ impl Jit {
             // (Also for a library a miss brought in: one whose notice kerf answered too late,
             // busy analysing a big library, ran before its roots were spliced.)
             if loaded || extra.len() != known {
-                self.roots_loaded(images, &mut extra, plugin, late, loaded.then_some(&mbox));
+                self.roots_loaded(images, &mut extra, plugin, late, loaded);
             }
             if extra.len() != known {
                 self.publish_ranges(&images.iter().chain(&extra).collect::<Vec<_>>(), &mbox);
@@ -4476,7 +4492,7 @@ impl Jit {
         Err(JitFail::Busy { label: e.label.clone(), tries: SPLICE_TRIES })
     }
 
-    /// The loader's notice ([`mb::LOADED`], with the mailbox `look`): each library mapped now
+    /// The loader's notice ([`mb::LOADED`], `look`): each library mapped now
     /// that a late root names ([`Jit::wait_for_roots`]) and kerf has not seen is analysed and
     /// given room as any module mapped after the start ([`Jit::load_late`]); then each such
     /// module not looked at yet (these, or one a miss brought in) gets the roots found in it
@@ -4484,40 +4500,26 @@ impl Jit {
     /// library's code has not run. A library closed and loaded again gets its roots again.
     ///
     /// An analysis takes seconds for a big library not in the analysis cache (libcrypto under
-    /// load), far past one wait of the loader's ([`mb::WAIT_NS`]): kerf counts a stop in
-    /// [`mb::STOPS`] every [`KEEP_WAITING`] meanwhile, and a wait that times out while that
-    /// count moves waits again, up to [`mb::TRIES`] times. (Without it the loader went on
-    /// after 250 ms, the library's code ran natively, and its root counted nothing: a user
-    /// trial, 4 runs of 4 with the CPUs busy.)
+    /// load), far past one wait of the loader's ([`mb::WAIT_NS`]): kerf's beat in
+    /// [`mb::ALIVE`] goes on meanwhile, and a wait that times out while it moves waits again,
+    /// up to [`mb::TRIES`] times. (Without it the loader went on after 250 ms, the library's
+    /// code ran natively, and its root counted nothing: a user trial, 4 runs of 4 with the
+    /// CPUs busy.)
     fn roots_loaded(
         &mut self,
         images: &[AnalyzedImage],
         extra: &mut Vec<AnalyzedImage>,
         plugin: &dyn Plugin,
         late: Option<&dyn LateRings>,
-        look: Option<&SharedMem>,
+        look: bool,
     ) {
         if self.late_roots.is_empty() {
             return;
         }
-        let Some(mbox) = look else {
-            return self.splice_late_roots(images, extra, plugin);
-        };
-        let done = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                while !done.load(Ordering::Relaxed) {
-                    std::thread::sleep(KEEP_WAITING);
-                    // (Only kerf writes the word; a count lost to `count_stop` writing it
-                    // meanwhile still moves it.)
-                    let n = mbox.load_u64(mb::STOPS as usize);
-                    mbox.store_u64(mb::STOPS as usize, n.wrapping_add(1));
-                }
-            });
+        if look {
             self.load_named(images, extra, plugin, late);
-            self.splice_late_roots(images, extra, plugin);
-            done.store(true, Ordering::Relaxed);
-        });
+        }
+        self.splice_late_roots(images, extra, plugin);
     }
 
     /// [`Jit::roots_loaded`]'s look: the libraries mapped now that a late root names and kerf
@@ -4823,12 +4825,12 @@ impl Jit {
     }
 
     /// Count a stop of the process (`tr`, every thread stopped) in the mailbox's
-    /// [`mb::STOPS`]: a thread whose miss wait times out because of it waits again. Written
+    /// [`mb::ALIVE`]: a thread whose miss wait times out because of it waits again. Written
     /// through the target's memory (the mailbox is shared: the threads see it); only kerf
     /// writes the word.
     fn count_stop(&self, tr: &Tracee) {
         let Some(m) = self.ctx.mailbox else { return };
-        let at = RemoteAddr(m + mb::STOPS);
+        let at = RemoteAddr(m + mb::ALIVE);
         let mem = tr.memory();
         let mut w = [0u8; 8];
         if mem.read(at, &mut w).is_ok() {

@@ -648,18 +648,20 @@ pub fn run(
     if s.timeouts > 0 {
         // (A user trial's first `kerf jit main -- java`: the miss into libjvm's `.init` waited
         // while kerf analysed the 20 MB library, gave up, and the whole JVM ran natively;
-        // only `wait_timeouts` in the JSON said so.)
+        // only `wait_timeouts` in the JSON said so. Since kerf's beat, a thread waits while
+        // kerf lives: a give-up means kerf was stopped, or stuck for the longest wait.)
         events.warn(&format!(
-            "{} a thread waiting for kerf to translate a miss gave up after {} ms (kerf was \
-             busy, as when it analyses a library the program loaded, or off the CPU): the \
-             thread ran natively, uncounted, for the rest of its root call, and misses left \
-             without asking kerf until it listened again (escapes; `escapes_unasked` in \
-             --json; a second run, with the library's analysis cached, waits less)",
+            "{} a thread waiting for kerf to translate a miss gave up: kerf showed no sign of \
+             life for {} ms (its process stopped or off the CPU that long), or gave no answer \
+             for {} s: the thread ran natively, uncounted, for the rest of its root call, and \
+             misses left without asking kerf until it listened again (escapes; \
+             `escapes_unasked` in --json)",
             match s.timeouts {
                 1 => "once".to_string(),
                 n => format!("{n} times"),
             },
-            kerf_jit::mailbox::WAIT_NS / 1_000_000
+            kerf_jit::mailbox::WAIT_NS / 1_000_000,
+            u64::from(kerf_jit::mailbox::TRIES) * kerf_jit::mailbox::WAIT_NS / 1_000_000_000
         ));
     }
     // Modules whose code ran natively for want of a trustworthy analysis, or which kerf

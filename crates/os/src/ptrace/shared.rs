@@ -6,7 +6,8 @@ use kerf_arch::RemoteAddr;
 use std::fs::File;
 use std::os::unix::io::AsRawFd;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 /// A region shared with a target, made by [`super::Tracee::share_near`]. kerf's mapping is
 /// unmapped when this is dropped; the target's stays until [`super::Tracee::free`]
@@ -19,6 +20,16 @@ pub struct SharedMem {
     /// The memory file, where kerf holds it: what tells its data from its holes.
     file: Option<File>,
     sys: Arc<dyn TraceSys>,
+    /// The thread [`SharedMem::beat`] started, stopped and joined before the unmap.
+    beat: Option<Beat>,
+}
+
+/// A thread that adds one to a word of a [`SharedMem`] at a steady period while the mapping
+/// lives: a sign, to the target's threads, that kerf is alive even while it is too busy to
+/// answer them. `stop` is set (under its lock, with a notify) to end it.
+struct Beat {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: std::thread::JoinHandle<()>,
 }
 
 // SAFETY: the mapping is process-wide memory owned by this value until drop; every access
@@ -63,7 +74,32 @@ impl SharedMem {
         file: Option<File>,
         sys: Arc<dyn TraceSys>,
     ) -> Self {
-        SharedMem { local, len, remote, file, sys }
+        SharedMem { local, len, remote, file, sys, beat: None }
+    }
+
+    /// Add one to the u64 at `offset` every `period` from a thread of kerf's own, from now
+    /// until this value is dropped (a second call changes nothing). The word says kerf is
+    /// alive: a thread of the target that waited a while for an answer waits again if it
+    /// moved. It stops with kerf's process (a `SIGKILL`, a `SIGSTOP`), which is the point.
+    pub fn beat(&mut self, offset: usize, period: Duration) {
+        if self.beat.is_some() {
+            return;
+        }
+        let addr = self.word(offset) as *const AtomicU64 as usize;
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            // SAFETY: `addr` is an aligned word of the mapping (checked by `word`), and the
+            // mapping outlives this thread: `Drop` joins it before the unmap.
+            let word = unsafe { &*(addr as *const AtomicU64) };
+            let (lock, cv) = &*flag;
+            let mut stopped = lock.lock().unwrap_or_else(|e| e.into_inner());
+            while !*stopped {
+                stopped = cv.wait_timeout(stopped, period).unwrap_or_else(|e| e.into_inner()).0;
+                word.fetch_add(1, Ordering::Release);
+            }
+        });
+        self.beat = Some(Beat { stop, thread });
     }
 
     /// The region's address in the target.
@@ -248,8 +284,15 @@ impl SharedMem {
 
 impl Drop for SharedMem {
     fn drop(&mut self) {
+        if let Some(b) = self.beat.take() {
+            *b.stop.0.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            b.stop.1.notify_all();
+            // (A panic in it has nothing to report; the join is what matters.)
+            let _ = b.thread.join();
+        }
         // SAFETY: `local`/`len` are the mapping `map_shared` gave this handle; it is dropped
-        // once, and accessors borrow `self`, so nothing refers to the mapping any more.
+        // once, accessors borrow `self`, and the beat's thread was joined above, so nothing
+        // refers to the mapping any more.
         unsafe { self.sys.unmap_local(self.local, self.len) };
     }
 }

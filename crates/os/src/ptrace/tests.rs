@@ -529,6 +529,25 @@ fn share_near_names_the_memfd_on_the_stack_and_restores_it() {
     assert!(r(STACK_TOP) > rsp);
 }
 
+/// The beat moves its word while the mapping lives, and its thread is joined before the
+/// mapping goes (the fake counts local mappings: the drop unmaps after the join).
+#[test]
+fn a_beat_moves_its_word_until_the_mapping_is_dropped() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    let mut t = stop(&fake).expect("stops");
+    let mut shm = t.share_near(r(0x5555_0000_1000), 100, 100).expect("share");
+    shm.beat(64, std::time::Duration::from_millis(5));
+    shm.beat(64, std::time::Duration::from_millis(5));
+    let began = std::time::Instant::now();
+    while shm.load_u64(64) < 3 {
+        assert!(began.elapsed() < std::time::Duration::from_secs(10), "no beat");
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    assert_eq!(shm.load_u64(0), 0, "only its word moves");
+    drop(shm);
+    assert_eq!(fake.state().local_maps, 0);
+}
+
 /// A filter of thread 101 that kills the process at mmap (9) and allows the rest, as
 /// `struct sock_filter` bytes: `ld [0]; jeq #9, kill, allow`.
 fn kills_mmap() -> Vec<u8> {
