@@ -1769,8 +1769,6 @@ fn busy_ranges(
     dead_frames: Option<&DispatcherFrames>,
 ) -> Result<Vec<Busy>, TargetError> {
     let mut v = Vec::new();
-    // Two words past the scan: a saved PC in its last words has its frame's next words read.
-    let mut stack = vec![0u8; STACK_SCAN + 16];
     for &t in tr.threads() {
         let r = tr.regs(t)?;
         v.push(Busy { tid: t, value: r.rip, stack_offset: None, signal_pc: false });
@@ -1779,19 +1777,10 @@ fn busy_ranges(
             let value = r.rip.wrapping_sub(2);
             v.push(Busy { tid: t, value, stack_offset: None, signal_pc: false });
         }
-        // A short read at the top of the stack mapping is fine: scan what there is (its last
-        // words' frames not known to end there, they count as saved PCs).
-        let mut len = STACK_SCAN + 16;
-        while len >= 64 && tr.read(r.sp(), &mut stack[..len]).is_err() {
-            len /= 2;
-        }
-        if len < 64 {
-            continue;
-        }
-        let words: Vec<u64> = stack[..len]
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
-            .collect();
+        // Two words past the scan: a saved PC in its last words has its frame's next words
+        // read; a shorter read ended at the stack's end, past which no frame goes.
+        let words = stack_words(tr, t, STACK_SCAN + 16)?;
+        let ends = words.len() < (STACK_SCAN + 16) / 8;
         let mut skip = vec![false; words.len()];
         if let Some(d) = dead_frames {
             for k in d.frames_in(&words) {
@@ -1805,10 +1794,48 @@ fn busy_ranges(
             tid: t,
             value,
             stack_offset: Some(8 * k as u64),
-            signal_pc: saved_pc_slot(&words, k, false),
+            signal_pc: saved_pc_slot(&words, k, ends),
         }));
     }
     Ok(v)
+}
+
+/// The words of thread `tid`'s stack from its stack pointer up, at most `len` bytes (fewer
+/// where the stack ends sooner).
+pub(crate) fn stack_words(tr: &Tracee, tid: i32, len: usize) -> Result<Vec<u64>, TargetError> {
+    const PAGE: usize = 4096;
+    let sp = tr.regs(tid)?.sp();
+    let mut stack = vec![0u8; len];
+    let mut len = len;
+    if tr.read(sp, &mut stack).is_err() {
+        // The stack ends nearer: as far as it reads, to the page (by the pages' last bytes,
+        // a binary search). Halving the length instead lost up to half of it, the outermost
+        // frames (`main`'s, `Py_RunMain`'s): a flush did not translate them again, and the
+        // thread left the cache when it returned there.
+        let reads = |n: usize| tr.read(RemoteAddr(sp.0 + n as u64 - 1), &mut [0u8; 1]).is_ok();
+        let first = PAGE - (sp.0 as usize % PAGE);
+        if len <= first || !reads(first) {
+            len = len.min(first);
+        } else {
+            let (mut ok, mut not) = (0, (len - first) / PAGE + 1);
+            while not - ok > 1 {
+                let mid = (ok + not) / 2;
+                if reads(first + mid * PAGE) {
+                    ok = mid;
+                } else {
+                    not = mid;
+                }
+            }
+            len = (first + ok * PAGE).min(len);
+        }
+        if tr.read(sp, &mut stack[..len]).is_err() {
+            return Ok(Vec::new());
+        }
+    }
+    Ok(stack[..len]
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+        .collect())
 }
 
 #[cfg(test)]

@@ -1241,44 +1241,6 @@ fn read_words(mem: &RemoteMem, from: u64, to: u64) -> Vec<u64> {
     bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect()
 }
 
-/// The words of thread `tid`'s stack from its stack pointer up, at most `len` bytes (fewer
-/// where the stack ends sooner).
-fn stack_words(tr: &Tracee, tid: i32, len: usize) -> Result<Vec<u64>, JitFail> {
-    const PAGE: usize = 4096;
-    let sp = tr.regs(tid)?.sp();
-    let mut stack = vec![0u8; len];
-    let mut len = len;
-    if tr.read(sp, &mut stack).is_err() {
-        // The stack ends nearer: as far as it reads, to the page (by the pages' last bytes,
-        // a binary search). Halving the length instead lost up to half of it, the outermost
-        // frames (`main`'s, `Py_RunMain`'s): a flush did not translate them again, and the
-        // thread left the cache when it returned there.
-        let reads = |n: usize| tr.read(RemoteAddr(sp.0 + n as u64 - 1), &mut [0u8; 1]).is_ok();
-        let first = PAGE - (sp.0 as usize % PAGE);
-        if len <= first || !reads(first) {
-            len = len.min(first);
-        } else {
-            let (mut ok, mut not) = (0, (len - first) / PAGE + 1);
-            while not - ok > 1 {
-                let mid = (ok + not) / 2;
-                if reads(first + mid * PAGE) {
-                    ok = mid;
-                } else {
-                    not = mid;
-                }
-            }
-            len = (first + ok * PAGE).min(len);
-        }
-        if tr.read(sp, &mut stack[..len]).is_err() {
-            return Ok(Vec::new());
-        }
-    }
-    Ok(stack[..len]
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
-        .collect())
-}
-
 /// Bytes of each stack (above its stack pointer) searched for signal frames that keep a cache
 /// address ([`Jit::signal_frames`]).
 const SIGNAL_SCAN: usize = 64 * 1024;
@@ -5058,7 +5020,7 @@ impl Jit {
         use kerf_jit::x86_64::signal::busy_marked;
         for &tid in tr.threads() {
             let sp = tr.regs(tid)?.sp().0;
-            let words = stack_words(tr, tid, SIGNAL_SCAN)?;
+            let words = crate::instrument::stack_words(tr, tid, SIGNAL_SCAN)?;
             for (k, &w) in words.iter().enumerate() {
                 if self.hooks.iter().any(|h| h.back == w) && busy_marked(&words[k + 1..]) {
                     return Ok(Some(HeldBy { tid, at: sp + 8 * k as u64, pc: w, original: None }));
@@ -5077,7 +5039,7 @@ impl Jit {
             let sp = tr.regs(tid)?.sp().0;
             // Two words past the window, for the frames of its last words; a shorter read
             // ended at the stack's end, past which no frame goes.
-            let words = stack_words(tr, tid, SIGNAL_SCAN + 16)?;
+            let words = crate::instrument::stack_words(tr, tid, SIGNAL_SCAN + 16)?;
             let ends = words.len() < (SIGNAL_SCAN + 16) / 8;
             let scanned = words.len().min(SIGNAL_SCAN / 8);
             // Only where a signal frame keeps the interrupted PC: the cache pushes no
@@ -5352,7 +5314,7 @@ impl Jit {
         tids.dedup();
         let mut frames: Vec<u64> = Vec::new();
         for tid in tids {
-            for w in stack_words(tr, tid, FRAME_SCAN)? {
+            for w in crate::instrument::stack_words(tr, tid, FRAME_SCAN)? {
                 if self.index.find(w).is_some() && !frames.contains(&w) {
                     frames.push(w);
                 }
