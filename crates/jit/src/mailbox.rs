@@ -14,7 +14,7 @@
 //! | `SIG_PENDING` | [`REVERSE`] questions posted and not yet served | threads |
 //! | `SIG_BUSY` | signals that interrupted the cache while kerf was busy or deaf (not asked) | threads |
 //! | `SCRATCH` | what kerf's injected `rt_sigaction` reads | the kernel |
-//! | `ALIVE` | kerf's signs of life: a beat every 50 ms, and its stops of the process | kerf |
+//! | `ALIVE` | kerf's beat: one more every 50 ms while kerf holds the mailbox | kerf |
 //! | `HANDLERS` | a count, then the handlers kerf has hooked | kerf |
 //! | `RING` (pages 2-9) | `RING_SLOTS` targets, ticket `t` in slot `t % RING_SLOTS` | threads (kerf clears or answers) |
 //!
@@ -140,13 +140,12 @@ pub const SIG_PENDING: u64 = SIG_RESUMED + 64;
 pub const SIG_BUSY: u64 = SIG_PENDING + 64;
 /// 32 bytes for the kernel's `struct sigaction` that kerf reads with an injected call.
 pub const SCRATCH: u64 = SIG_BUSY + 64;
-/// kerf's signs of life: one every 50 ms from a thread of kerf's own while the mailbox is
-/// mapped in kerf (`SharedMem::beat`), and one for each stop of the process while it serves
-/// (hooking a handler, mapping room for a late library, splicing), counted with the threads
-/// stopped. A wait that timed out while this word changed waits again, as a try, instead of
-/// taking kerf for gone: kerf is alive, only busy (an analysis of a big library, a long
-/// translation under load), or it stopped the thread, whose wait lost the time of the stop
-/// (the kernel restarts the wait with its old deadline). A thread that gives up while kerf
+/// kerf's beat: one more every 50 ms from a thread of kerf's own while the mailbox is mapped
+/// in kerf (`SharedMem::beat`). A wait that timed out while this word changed waits again,
+/// as a try, instead of taking kerf for gone: kerf is alive, only busy (an analysis of a big
+/// library, a long translation under load), or it stopped the thread, whose wait lost the
+/// time of the stop (the kernel restarts the wait with its old deadline; the beat goes on
+/// during kerf's stops, which it counted itself before, through the target's memory). A thread that gives up while kerf
 /// lives sends its thread out of the cache for the rest of its root call, and an unmap notice
 /// that gives up lets a library mapped next run what kerf translated from the one before, so
 /// only a kerf that is gone (killed, or stopped itself) ends a wait early. (Under load a hook

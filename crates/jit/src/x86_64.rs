@@ -802,9 +802,8 @@ fn post_and_wait(mailbox: u64, served: u64, labels: &mut dyn FnMut() -> u64) -> 
     v.push(op(Instruction::with_branch(Code::Js_rel32_64, timed_out)));
     v.push(op(Instruction::with1(Code::Inc_rm32, R8D)));
     v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, wait)));
-    // The wait timed out: kerf is gone unless it showed signs of life meanwhile (its beat,
-    // or a stop of the process, changed `ALIVE` since the wait began): then the new count,
-    // and a try more.
+    // The wait timed out: kerf is gone unless its beat moved `ALIVE` since the wait began:
+    // then the new count, and a try more.
     v.push(labelled(mbox(), expired));
     v.push(op(Instruction::with2(Code::Mov_r64_rm64, R10, R9)));
     v.push(op(Instruction::with2(Code::Shr_rm64_imm8, R10, 32)));

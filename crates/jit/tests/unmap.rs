@@ -311,7 +311,7 @@ fn glibc_action_asks_only_for_a_handler_kerf_has_not_hooked() {
 }
 
 /// A wait that times out gives up (kerf gone: `LISTEN` cleared) unless kerf's signs of life
-/// (`mailbox::ALIVE`: its beat, or a stop of the process) changed meanwhile: then the thread
+/// (`mailbox::ALIVE`: its beat) changed meanwhile: then the thread
 /// waits again for its answer.
 #[test]
 fn a_wait_timed_out_by_a_stop_of_kerf_waits_again() {

@@ -2431,7 +2431,6 @@ impl Jit {
         for attempt in 1..=SPLICE_TRIES {
             let t = Instant::now();
             let tr = Tracee::stop_all(self.pid)?;
-            self.count_stop(&tr);
             let busy = entries.iter().find(|e| {
                 tr.threads().iter().any(|&tid| {
                     tr.regs(tid).is_ok_and(|r| {
@@ -3076,9 +3075,8 @@ impl Jit {
             // The tickets from `answered` on that are answered in their slots as they are read
             // (signal handlers' questions, `siglongjmp`'s) are counted answered before this
             // batch's work (see below); `early` is the first ticket past them.
-            let (mut early, mut in_prefix) = (answered, true);
+            let mut early = answered;
             while ticket != posted {
-                in_prefix &= early == ticket;
                 let slot = (mb::RING + 8 * u64::from(ticket % mb::RING_SLOTS)) as usize;
                 // A thread stores its target just after taking its ticket, tagged with it:
                 // whatever else the slot holds (the target or answer of a ticket 256 before)
@@ -3122,8 +3120,10 @@ impl Jit {
                     let back_in = self.longjmp_out(target & mb::ADDRESS, &mbox);
                     mbox.store_u64(slot, mb::answer_word(ticket, u64::from(back_in)));
                     questions += 1;
+                    if early == ticket {
+                        early = ticket.wrapping_add(1);
+                    }
                     ticket = ticket.wrapping_add(1);
-                    early = if in_prefix { ticket } else { early };
                     continue;
                 }
                 if target & mb::REVERSE != 0 {
@@ -3133,8 +3133,10 @@ impl Jit {
                     mbox.store_u64(slot, mb::answer_word(ticket, orig));
                     self.stats.signals.asked += 1;
                     questions += 1;
+                    if early == ticket {
+                        early = ticket.wrapping_add(1);
+                    }
                     ticket = ticket.wrapping_add(1);
-                    early = if in_prefix { ticket } else { early };
                     continue;
                 }
                 if target == mb::LOADED {
@@ -3594,7 +3596,6 @@ impl Jit {
             let shape = late.and(self.rings);
             let size = space_size(module, &every, &[], plugin);
             let space = Tracee::stop_all(self.pid).and_then(|mut tr| {
-                self.count_stop(&tr);
                 // Rings that find no room: the module is translated without them.
                 let sp = map_space(&mut tr, &m, size, plugin, shape).or_else(|e| {
                     if shape.is_none() {
@@ -4159,7 +4160,6 @@ impl Jit {
     ///    waits for the next look.
     fn hook_handlers(&mut self, all: &[&AnalyzedImage], caught: u64) -> Result<(), JitFail> {
         let mut tr = Tracee::stop_all(self.pid)?;
-        self.count_stop(&tr);
         let r = self.hook_stopped(&mut tr, all, caught);
         let resumed = tr.resume_detach();
         r?;
@@ -4456,7 +4456,6 @@ impl Jit {
         let (lo, hi) = (e.at.0, e.at.0 + e.old.len() as u64);
         for attempt in 1..=SPLICE_TRIES {
             let tr = Tracee::stop_all(self.pid)?;
-            self.count_stop(&tr);
             let inside = (tr.threads().iter())
                 .any(|&t| tr.regs(t).is_ok_and(|r| r.pc().0 > lo && r.pc().0 < hi));
             if !inside {
@@ -4799,21 +4798,6 @@ impl Jit {
             let s = &mut self.stats.signals;
             let done = s.back + s.resumed + s.away + s.kept_back + s.left;
             s.never_returned = (s.moved + s.kept).saturating_sub(done);
-        }
-    }
-
-    /// Count a stop of the process (`tr`, every thread stopped) in the mailbox's
-    /// [`mb::ALIVE`]: a thread whose miss wait times out because of it waits again. Written
-    /// through the target's memory (the mailbox is shared: the threads see it); only kerf
-    /// writes the word.
-    fn count_stop(&self, tr: &Tracee) {
-        let Some(m) = self.ctx.mailbox else { return };
-        let at = RemoteAddr(m + mb::ALIVE);
-        let mem = tr.memory();
-        let mut w = [0u8; 8];
-        if mem.read(at, &mut w).is_ok() {
-            let n = u64::from_le_bytes(w).wrapping_add(1);
-            let _ = mem.write(at, &n.to_le_bytes());
         }
     }
 
@@ -5418,7 +5402,6 @@ impl Jit {
         for attempt in 1..=TAKE_IN_TRIES {
             let t = Instant::now();
             let Ok(mut tr) = Tracee::stop_all(self.pid) else { break };
-            self.count_stop(&tr);
             let left = self.take_in(&mut tr, &all, &mods, plugin);
             let resumed = tr.resume_detach();
             self.stats.take_in_pause = self.stats.take_in_pause.max(t.elapsed());
