@@ -131,12 +131,14 @@ pub struct Table {
     pub retired: usize,
 }
 
-/// One way: an original address, its indirect entry, its continuation.
+/// One way: an original address, its indirect entry, its continuation, and whether its
+/// return key is written (`keyed`, see [`Table::insert_ranked`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Way {
     orig: u64,
     entry: u64,
     cont: u64,
+    keyed: bool,
 }
 
 /// Where in the table an entry went.
@@ -180,7 +182,7 @@ impl Table {
     /// `crowded`: the overflow list has no continuations, a `ret` finds those through their
     /// entries), or nowhere once that is full too (`None`).
     pub fn insert(&mut self, orig: u64, entry: u64, cont: u64) -> Option<Placed> {
-        self.insert_ranked(orig, entry, cont, 0)
+        self.insert_ranked(orig, entry, cont, 0, true)
     }
 
     /// [`Table::insert`] for an entry of `rank` (see `translate::Entry`): one of rank
@@ -190,7 +192,20 @@ impl Table {
     /// bits 2 and up): filling every way, they left libLLVM's function entries translated
     /// later on demand no way and no room in the overflow list (2,300 entries lost, 700
     /// escapes in a second of `llc-14`).
-    pub fn insert_ranked(&mut self, orig: u64, entry: u64, cont: u64, rank: u8) -> Option<Placed> {
+    ///
+    /// `keyed`: the way's return key holds `orig`, so that a frameless `ret` or indirect call
+    /// goes straight to `cont` with the program's registers. Without (0 there, which no
+    /// target matches), they take the framed probe to the entry: for a target kerf cannot
+    /// translate (its continuation is the original address, and the entry counts the escape)
+    /// and for an entry that counts the lookup's arrivals.
+    pub fn insert_ranked(
+        &mut self,
+        orig: u64,
+        entry: u64,
+        cont: u64,
+        rank: u8,
+        keyed: bool,
+    ) -> Option<Placed> {
         debug_assert!(orig != 0);
         let s = self.hash.set_of(orig);
         let set = &mut self.ways[s];
@@ -208,7 +223,7 @@ impl Table {
             self.lost_returns += usize::from(i >= OVERFLOW && rank == RETURN);
             return (i < OVERFLOW).then_some(Placed::Overflow(i));
         };
-        set[k] = Way { orig, entry, cont };
+        set[k] = Way { orig, entry, cont, keyed };
         self.entries += 1;
         Some(Placed::Way(s as u64 * SET_STRIDE + WAY_BYTES * k as u64))
     }
@@ -290,7 +305,8 @@ impl Table {
                 let c = at + CONT as usize;
                 set[c..c + 8].copy_from_slice(&w.cont.to_le_bytes());
                 let r = at + RET_KEY as usize;
-                set[r..r + 8].copy_from_slice(&orig.to_le_bytes());
+                let key = if w.keyed { orig } else { 0 };
+                set[r..r + 8].copy_from_slice(&key.to_le_bytes());
             }
             write(s as u64 * SET_STRIDE, &set);
         }
@@ -408,13 +424,13 @@ mod tests {
         let mut t = Table::new(Hash::Low16);
         let at = |k: u64| 0x5555_0000_1234 + (k << 16);
         // Three entries inside blocks: ways 2 and 3, then the overflow list.
-        let inside: Vec<_> = (0..3).map(|k| t.insert_ranked(at(k), 1, 1, INSIDE)).collect();
+        let inside: Vec<_> = (0..3).map(|k| t.insert_ranked(at(k), 1, 1, INSIDE, true)).collect();
         let way = |k: u64| Some(Placed::Way(0x1234 * SET_STRIDE + 16 * k));
         assert_eq!(inside, [way(2), way(3), Some(Placed::Overflow(0))]);
         // A function entry and a return site translated later still find ways 0 and 1.
-        assert_eq!(t.insert_ranked(at(7), 2, 2, 0), way(0));
-        assert_eq!(t.insert_ranked(at(8), 3, 3, 1), way(1));
-        assert_eq!(t.insert_ranked(at(9), 4, 4, 2), Some(Placed::Overflow(1)));
+        assert_eq!(t.insert_ranked(at(7), 2, 2, 0, true), way(0));
+        assert_eq!(t.insert_ranked(at(8), 3, 3, 1, true), way(1));
+        assert_eq!(t.insert_ranked(at(9), 4, 4, 2, true), Some(Placed::Overflow(1)));
         assert_eq!(t.find(at(7)), Some(2));
         assert_eq!(t.continuation(at(8)), Some(3));
     }
@@ -425,12 +441,12 @@ mod tests {
         let at = |k: u64| 0x5555_0000_1234 + (k << 16);
         // Four ways, then the whole overflow list, all in one set.
         for k in 0..(WAYS + OVERFLOW) as u64 {
-            assert!(t.insert_ranked(at(k), 1, 1, 2).is_some());
+            assert!(t.insert_ranked(at(k), 1, 1, 2, true).is_some());
         }
         let n = (WAYS + OVERFLOW) as u64;
-        assert_eq!(t.insert_ranked(at(n), 1, 1, 2), None);
-        assert_eq!(t.insert_ranked(at(n + 1), 1, 1, RETURN), None);
-        assert_eq!(t.insert_ranked(at(n + 2), 1, 1, 0), None);
+        assert_eq!(t.insert_ranked(at(n), 1, 1, 2, true), None);
+        assert_eq!(t.insert_ranked(at(n + 1), 1, 1, RETURN, true), None);
+        assert_eq!(t.insert_ranked(at(n + 2), 1, 1, 0, true), None);
         assert_eq!((t.lost(), t.lost_returns), (3, 1));
     }
 

@@ -33,8 +33,6 @@ pub const DATA_LAST_MISS: u64 = 8;
 /// Returns through the miss path: to a caller with no translation (how a root call ends
 /// where its outer frame was not recorded or not checked: see [`seq::outer_check`]).
 pub const DATA_RETURNS: u64 = 16;
-/// Sixteen zero bytes: a table way that matches no target, where every prediction starts.
-pub const DATA_NO_WAY: u64 = 32;
 /// The thread that owns the module's block words (its thread pointer, set by kerf): a plugin
 /// may let it update its word without a lock, and every other thread its shared word.
 pub const DATA_OWNER: u64 = 24;
@@ -70,6 +68,9 @@ pub struct Module<'a> {
     /// value's translation while the slot holds it ([`seq::slot_guard`]); `false`: through
     /// the lookup.
     pub guards: bool,
+    /// Whether an indirect call looks its target up with no frame where it can
+    /// ([`seq::fast_call`]); `false`: every one with the framed probe.
+    pub fast_calls: bool,
     /// Whether every instruction of a function with an indirect jump of unknown targets
     /// gets a table entry ahead (any of them may be its target); `false`: only its blocks
     /// do, and kerf adds an entry for another instruction when a miss asks for it (on
@@ -108,10 +109,39 @@ fn ret_scratch(m: &Module<'_>, f: FuncId) -> Option<RetScratch> {
     }
     let mut free = RET_SCRATCH.iter().filter(|&&r| !live.regs.contains(r));
     let reg = kerf_codegen::templates::iced_gpr;
+    let kept = RetScratch { regs: [Register::R11, Register::R10], saved: true };
+    if takes_descriptor(m, f) {
+        return Some(kept);
+    }
     Some(match (free.next(), free.next()) {
         (Some(&a), Some(&b)) => RetScratch { regs: [reg(a), reg(b)], saved: false },
-        _ => RetScratch { regs: [Register::R11, Register::R10], saved: true },
+        _ => kept,
     })
+}
+
+/// Whether `f` reads memory through `rax` before it writes `rax` (as far as its first
+/// instructions tell: a `push rax` counts as a write, erring towards no):
+/// as a TLS descriptor's resolver does (glibc's `_dl_tlsdesc_return` is `mov rax, [rax+8];
+/// ret`), and no function of the SysV ABI, where `rax` carries no pointer in. A resolver's
+/// callers (`lea rax, [rip+d]; call [rax]`) keep every register but `rax` across the call,
+/// so its `ret` must overwrite none of them, whatever the ABI lets the analysis assume of
+/// callers it cannot see (ld.so's resolvers are called only through descriptors).
+fn takes_descriptor(m: &Module<'_>, f: FuncId) -> bool {
+    let b = m.cfg.block(m.cfg.function(f).entry_block);
+    // (Six: an `endbr64`, and `_dl_tlsdesc_dynamic` saves two registers and loads one first.)
+    for i in block_insns(m, b.start, b.len, b.insns.min(6)) {
+        let mem = (0..i.op_count()).any(|k| i.op_kind(k) == OpKind::Memory);
+        if mem && (i.memory_base() == Register::RAX || i.memory_index() == Register::RAX) {
+            return true;
+        }
+        let writes_rax = i.op_count() > 0
+            && i.op0_kind() == OpKind::Register
+            && i.op0_register().full_register() == Register::RAX;
+        if writes_rax {
+            return false;
+        }
+    }
+    false
 }
 
 /// The registers a frameless `ret` takes ([`seq::fast_ret`]), and whether they are live where
@@ -847,6 +877,10 @@ pub struct Entry {
     pub entry: u64,
     pub cont: u64,
     pub rank: u8,
+    /// Whether a frameless `ret` or indirect call may go straight to `cont` (see
+    /// [`crate::table::Table::insert_ranked`]): not where the indirect entry counts the
+    /// lookup's arrivals.
+    pub keyed: bool,
 }
 
 /// A translated conditional branch, for a plugin with edges: its original address, its
@@ -888,8 +922,8 @@ pub struct Translation {
     /// stubs, a branch side's plugin code, entries, the miss paths; other functions' stubs
     /// lie after their own blocks, and have no clean points).
     pub blocks_end: u64,
-    /// The indirect sites' prediction words: each must hold [`DATA_NO_WAY`]'s address before
-    /// the cache runs.
+    /// The indirect sites' prediction words: each must hold the address of a way of the
+    /// lookup table before the cache runs (kerf gives them the first).
     pub preds: std::ops::Range<u64>,
     /// The exits that kerf may link to a translation later: each link word must hold its
     /// `slow` address before the cache runs.
@@ -903,6 +937,8 @@ pub struct Translation {
     /// Jumps through a fixed slot that go straight on while the slot holds what it held
     /// ([`seq::slot_guard`]).
     pub slot_guards: usize,
+    /// Indirect calls that look their target up with no frame first ([`seq::fast_call`]).
+    pub frameless_calls: usize,
     /// Data words (among the prediction words) and the values they must hold, written after
     /// the prediction words and before the cache runs: the return addresses of calls that
     /// copy their callee in place.
@@ -1027,6 +1063,10 @@ fn blocks_room(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
             let tail_table = plugin.exits() && tail_call_table(m.cfg, b);
             if b.start == entry || ends_frame(b.term) || tail_table {
                 n += call_bytes;
+            }
+            if b.term == Terminator::IndirectCall {
+                // A frameless lookup before the framed one (`seq::fast_call`).
+                n += 48;
             }
             // A table's dispatch, and a stub per entry at most.
             n += 16 * table_words(m, b);
@@ -1252,6 +1292,8 @@ struct Emitter {
     table_stubs: HashMap<(u64, Vec<(Register, u64)>), u64>,
     /// Slot guards emitted (see [`Translation::slot_guards`]).
     slot_guards: usize,
+    /// Frameless indirect calls emitted (see [`Translation::frameless_calls`]).
+    frameless_calls: usize,
     /// Data words and the values they must hold before the cache runs (see
     /// [`Translation::constants`]).
     constants: Vec<(u64, u64)>,
@@ -1302,7 +1344,12 @@ struct Tail {
 
 enum Callee {
     Direct(u64),
-    Indirect(Instruction),
+    /// With `fast`, the lookup starts with no frame ([`seq::fast_call`]), the stub's
+    /// `scratch` one of [`seq::CALL_SCRATCH`] the call's operand does not read.
+    Indirect {
+        call: Instruction,
+        fast: bool,
+    },
 }
 
 /// A place an indirect transfer may go to: its original address, the label of its
@@ -1958,8 +2005,8 @@ pub fn translate(
         e.extend(code, None);
     }
     for (pop, slow) in std::mem::take(&mut e.ret_slows) {
-        let second = e.ret_second(pop);
-        e.extend(seq::slow_ret(slow, layout.table, layout.hash, pop, second), None);
+        let (second, hit) = (e.ret_second(pop), e.label());
+        e.extend(seq::slow_ret(slow, hit, layout.table, layout.hash, pop, second), None);
     }
     for (pop, (second, hits, tail)) in std::mem::take(&mut e.ret_seconds) {
         e.extend(seq::second_ret_probe(second, hits, tail, miss_ret, pop), None);
@@ -2032,6 +2079,7 @@ pub fn translate(
     let clean: BTreeMap<u64, u64> =
         (e.clean.iter().enumerate()).filter_map(|(k, c)| Some((at_offset(k)?, (*c)?))).collect();
     let sides = e.sides.iter().filter_map(|&(k, b)| Some((at_offset(k)?, b))).collect();
+    let counting: HashSet<u64> = arrivals.iter().map(|&(orig, _)| orig).collect();
     let entries = entry_labels
         .iter()
         .filter_map(|&(s, k)| {
@@ -2040,6 +2088,7 @@ pub fn translate(
                 entry: at_offset(k)?,
                 cont: at_offset(s.first)?,
                 rank: s.rank,
+                keyed: !counting.contains(&s.orig),
             })
         })
         .collect();
@@ -2087,6 +2136,7 @@ pub fn translate(
         branches,
         tables,
         slot_guards: e.slot_guards,
+        frameless_calls: e.frameless_calls,
         constants: e.constants,
         arrivals,
         flows: flows.into_iter().collect(),
@@ -2102,10 +2152,25 @@ fn place_stubs(e: &mut Emitter, layout: &Layout, second: u64) {
         e.extend(seq::call_stub(s.label, s.ret, s.scratch), None);
         match s.then {
             Callee::Direct(t) => e.push(seq::jmp(t), None),
-            Callee::Indirect(i) => {
+            Callee::Indirect { call, fast: false } => {
                 e.extend(seq::enter(0), None);
-                e.push(load_target(&i, seq::FRAME + 8), None);
-                lookup(e, layout, second, i.ip());
+                e.push(load_target(Register::RCX, &call, seq::FRAME + 8), None);
+                lookup(e, layout, second, call.ip());
+            }
+            Callee::Indirect { call, fast: true } => {
+                // (The return address pushed: a stack operand is 8 bytes further.)
+                let [target, _] = seq::CALL_SCRATCH;
+                let through = call.op0_kind() == OpKind::Register && call.op0_register() == target;
+                let load = (!through).then(|| load_target(target, &call, 8));
+                let slow = e.label();
+                let pred = pred_word(e, call.ip());
+                e.frameless_calls += 1;
+                e.extend(seq::fast_call(load, pred, slow), None);
+                let mut framed = seq::enter(0);
+                framed[0].set_ip(slow);
+                framed.push(seq::target_from_reg(Register::RCX, target));
+                e.extend(framed, None);
+                lookup(e, layout, second, call.ip());
             }
         }
     }
@@ -2672,11 +2737,13 @@ fn copy_block(
             Flow::IndirectCall => {
                 let stub = e.label();
                 e.push(seq::call(stub), here);
+                let scratch =
+                    m.fast_calls.then(|| fast_call_scratch(before.as_ref(), &i)).flatten();
                 e.stubs.push(Stub {
                     label: stub,
                     ret: i.next_ip(),
-                    then: Callee::Indirect(i),
-                    scratch: None,
+                    then: Callee::Indirect { call: i, fast: scratch.is_some() },
+                    scratch,
                 });
                 // (A copy makes no return site: its original address is the copied
                 // function's own translation's.)
@@ -2698,7 +2765,7 @@ fn copy_block(
                     None => here,
                 };
                 e.extend(seq::enter(0), here);
-                e.push(load_target(&i, seq::FRAME), None);
+                e.push(load_target(Register::RCX, &i, seq::FRAME), None);
                 lookup(e, layout, second, i.ip());
                 end = End::Stops;
             }
@@ -2828,13 +2895,43 @@ fn last_insn(m: &Module<'_>, start: ImageAddr, len: u32, insns: u32) -> Option<I
     block_insns(m, start, len, insns).pop()
 }
 
-/// The target of an indirect jump or call into `rcx`.
-fn load_target(i: &Instruction, rsp_moved: i32) -> Instruction {
+/// The target of an indirect jump or call into `dst`.
+fn load_target(dst: Register, i: &Instruction, rsp_moved: i32) -> Instruction {
     if i.op0_kind() == OpKind::Register {
-        seq::target_from_reg(i.op0_register())
+        seq::target_from_reg(dst, i.op0_register())
     } else {
-        seq::target_from_mem(i, rsp_moved)
+        seq::target_from_mem(dst, i, rsp_moved)
     }
+}
+
+/// For an indirect call `i` (after `before`) that may look its target up with no frame
+/// ([`seq::fast_call`]): the one of [`seq::CALL_SCRATCH`] its stub writes the original return
+/// address through, one the call's operand does not read (the target is loaded after the
+/// store). `None` for an operand that reads both, and for the call of a TLS descriptor
+/// (`lea rax, [rip+d]; call [rax]`, the sequence the ABI fixes), whose callee keeps every
+/// register but `rax`, so its caller may keep values in the scratch registers across it.
+fn fast_call_scratch(before: Option<&Instruction>, i: &Instruction) -> Option<Register> {
+    let [a, b] = seq::CALL_SCRATCH;
+    let reads = |r: Register| {
+        if i.op0_kind() == OpKind::Register {
+            i.op0_register() == r
+        } else {
+            i.memory_base() == r || i.memory_index() == r
+        }
+    };
+    let descriptor = i.op0_kind() == OpKind::Memory
+        && i.memory_base() == Register::RAX
+        && i.memory_index() == Register::None
+        && i.memory_displacement64() == 0
+        && before.is_some_and(|p| {
+            p.code() == Code::Lea_r64_m
+                && p.op0_register() == Register::RAX
+                && p.memory_base() == Register::RIP
+        });
+    if descriptor {
+        return None;
+    }
+    [a, b].into_iter().find(|&r| !reads(r))
 }
 
 /// The lookup of an indirect transfer's target (in `rcx`, the frame open), with the site's
@@ -2842,7 +2939,13 @@ fn load_target(i: &Instruction, rsp_moved: i32) -> Instruction {
 /// `Inline`, shares its stub's), so that no more words are taken than [`data_for`] counts.
 fn lookup(e: &mut Emitter, layout: &Layout, second: u64, site: u64) {
     let labels = [e.label(), e.label()];
-    let pred = match e.site_preds.get(&site) {
+    let pred = pred_word(e, site);
+    e.extend(seq::predicted_probe(layout.table, layout.hash, pred, labels, second), None);
+}
+
+/// The prediction word of the indirect transfer at original address `site`.
+fn pred_word(e: &mut Emitter, site: u64) -> u64 {
+    match e.site_preds.get(&site) {
         Some(&w) => w,
         None => {
             let w = e.next_pred;
@@ -2850,8 +2953,7 @@ fn lookup(e: &mut Emitter, layout: &Layout, second: u64, site: u64) {
             e.site_preds.insert(site, w);
             w
         }
-    };
-    e.extend(seq::predicted_probe(layout.table, layout.hash, pred, labels, second), None);
+    }
 }
 
 /// Encode a short sequence at `code` (its labels as in a translation; branches to other

@@ -81,15 +81,16 @@ pub fn enter(adjust: i32) -> Vec<Instruction> {
     ]
 }
 
-/// `mov rcx, reg`: the target of `jmp reg` / `call reg` (read after [`enter`]: the registers
+/// `mov dst, reg`: the target of `jmp reg` / `call reg` (read after [`enter`]: the registers
 /// still hold the program's values).
-pub fn target_from_reg(r: Register) -> Instruction {
-    op(Instruction::with2(Code::Mov_r64_rm64, Register::RCX, r))
+pub fn target_from_reg(dst: Register, r: Register) -> Instruction {
+    op(Instruction::with2(Code::Mov_r64_rm64, dst, r))
 }
 
-/// `mov rcx, mem`: the target of `jmp [mem]` / `call [mem]`, with a stack-based operand moved
-/// by `rsp_moved` (how far below the program's stack pointer at the instruction `F` is).
-pub fn target_from_mem(orig: &Instruction, rsp_moved: i32) -> Instruction {
+/// `mov dst, mem`: the target of `jmp [mem]` / `call [mem]`, with a stack-based operand moved
+/// by `rsp_moved` (how far below the program's stack pointer at the instruction the stack
+/// pointer is now).
+pub fn target_from_mem(dst: Register, orig: &Instruction, rsp_moved: i32) -> Instruction {
     let base = orig.memory_base();
     let mut disp = orig.memory_displacement64() as i64;
     if base == Register::RSP {
@@ -111,7 +112,7 @@ pub fn target_from_mem(orig: &Instruction, rsp_moved: i32) -> Instruction {
         m = MemoryOperand::with_base_displ(Register::RIP, orig.memory_displacement64() as i64);
         m.segment_prefix = orig.segment_prefix();
     }
-    op(Instruction::with2(Code::Mov_r64_rm64, Register::RCX, m))
+    op(Instruction::with2(Code::Mov_r64_rm64, dst, m))
 }
 
 /// `mov rcx, [rsp+FRAME-8-pop]`: the return address a `ret pop` is about to pop (after
@@ -143,6 +144,39 @@ pub fn predicted_probe(
     v.extend(compare_way(0, predicted));
     v.extend(probe_remembering(table, hash, pred, hit, second));
     v.push(jump_through_way(0, predicted));
+    v
+}
+
+/// The registers a frameless indirect call takes ([`fast_call`]): neither is an argument of
+/// the SysV ABI, and an unknown callee may overwrite both, so no caller keeps a value in them
+/// across an indirect call (the analysis assumes the same of every unknown callee). The TLS
+/// descriptor call, whose callee keeps every register but `rax`, is the exception the
+/// translator leaves out.
+pub const CALL_SCRATCH: [Register; 2] = [Register::R11, Register::R10];
+
+/// An indirect call's lookup with no frame (JIFL's predicted target, a chain of one), after
+/// its stub stored the original return address: the target into `r11` (`load`; `None` when
+/// the call is through `r11` already), the way the site's prediction word `pred` names into
+/// `r10`, and if that way's return key ([`crate::table::RET_KEY`], beside its continuation:
+/// one line) is the target, on to the way's continuation, the target's translation, with
+/// every register the callee reads as the program left it. The flags are clobbered: dead at
+/// a callee's entry. Otherwise on to `slow` with the target in `r11`, where the framed
+/// [`predicted_probe`] follows (which compares the way's other key, and remembers the way a
+/// hit was in). Five instructions, against fourteen for the framed probe and the indirect
+/// entry. A way whose continuation is no place to enter with the program's registers (a
+/// target kerf cannot translate, whose continuation is the original address; an entry that
+/// counts the lookup's arrivals) has a return key of 0, which no target matches, and is
+/// reached through the framed probe.
+pub fn fast_call(load: Option<Instruction>, pred: u64, slow: u64) -> Vec<Instruction> {
+    use crate::table::{CONT, RET_KEY};
+    let [target, way] = CALL_SCRATCH;
+    let mut v: Vec<Instruction> = load.into_iter().collect();
+    v.extend([
+        op(Instruction::with2(Code::Mov_r64_rm64, way, rip(pred))),
+        op(Instruction::with2(Code::Cmp_r64_rm64, target, at(way, RET_KEY as i32))),
+        op(Instruction::with_branch(Code::Jne_rel32_64, slow)),
+        op(Instruction::with1(Code::Jmp_rm64, at(way, CONT as i32))),
+    ]);
     v
 }
 
@@ -531,15 +565,23 @@ fn narrow(r: Register, first: Register) -> Register {
         .expect("a register of the same number")
 }
 
-/// The shared way back of a [`fast_ret`] of `pop` whose way 0 did not match, at label `label`:
-/// the frame opened and the set computed as [`ret_probe`] does, then on to `second` (the
-/// [`second_ret_probe`] of this `pop`) for the other ways.
-pub fn slow_ret(label: u64, table: u64, hash: Hash, pop: i32, second: u64) -> Vec<Instruction> {
+/// The shared way back of a [`fast_ret`] of `pop` whose return keys did not match, at label
+/// `label`: the frame opened and [`ret_probe`] (`hit` its way-0 hit), then on to `second`
+/// (the [`second_ret_probe`] of this `pop`) for the other ways. Way 0 is compared again, by
+/// its other key: a way whose return key is 0 (an entry no frameless transfer may take,
+/// see [`crate::table::Table::insert_ranked`]) is found here.
+pub fn slow_ret(
+    label: u64,
+    hit: u64,
+    table: u64,
+    hash: Hash,
+    pop: i32,
+    second: u64,
+) -> Vec<Instruction> {
     let mut v = enter(-8 - pop);
     v[0].set_ip(label);
     v.push(target_of_ret(pop));
-    v.extend(set_of(table, hash));
-    v.push(op(Instruction::with_branch(Code::Jmp_rel32_64, second)));
+    v.extend(ret_probe(table, hash, pop, hit, second));
     v
 }
 

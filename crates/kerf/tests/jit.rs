@@ -752,6 +752,31 @@ fn a_cold_part_entered_half_way_joins_the_first_runs_hint() {
     }
 }
 
+/// Indirect calls look their target up with no frame, overwriting `r10` and `r11` as any
+/// unknown callee may; a call shaped as a TLS descriptor's keeps the framed lookup, and its
+/// resolver's `ret` keeps both registers, since the caller keeps values there across it
+/// (tests/fixtures/jit_desc_call.c, whose output folds both in). The output is unchanged,
+/// nothing escapes, and the frameless calls reach the translations (their callees counted).
+#[test]
+fn indirect_calls_go_frameless_but_a_descriptor_call_keeps_its_registers() {
+    let bin = common::build_fixture("jit_desc_call", "-O2", "jit-desc");
+    let expected = plain(&bin, &[]);
+    for plugin in ["none", "blocks"] {
+        let args = ["work", "--plugin", plugin];
+        let (v, out, err) = kerf_on(&format!("desc-{plugin}"), "jit", &args, &bin, &[]);
+        assert_eq!(out, expected, "{plugin}: the output changed: {err}");
+        let j = &v["jit"];
+        assert_eq!(j["escapes"], 0, "{j}");
+        assert!(j["frameless_calls"].as_u64().unwrap() >= 1, "{j}");
+        if plugin == "blocks" {
+            let jit = counts(&v["blocks"], "jit_desc_call");
+            for (f, n) in [("add3", 100_000), ("mul5", 100_000), ("desc_return", 200_000)] {
+                assert_eq!(jit.get(&format!("{f}+0x0")), Some(&n), "{f}: {jit:?}");
+            }
+        }
+    }
+}
+
 /// C++ under the JIT: virtual calls, exceptions thrown through several frames (libgcc's
 /// unwinder reads the original return addresses the translated calls pushed, and lands in
 /// the translated landing pads through the table), through `std::function` and a sort

@@ -26,6 +26,7 @@ use kerf_codegen::{ring, At, Env, LiveAt, ThreadPointer};
 use kerf_jit::mailbox as mb;
 use kerf_jit::table::Hash;
 use kerf_jit::table::{Placed, RETURN};
+use kerf_jit::translate::Entry as TableEntry;
 use kerf_jit::{closure, Layout, Marks, Module, Plugin, Region, Scope, Table, Translation};
 use kerf_os::ptrace::{RegsExt, RemoteMem, TargetMemory, REACH};
 use kerf_os::{SharedMem, TargetError, Tracee};
@@ -613,6 +614,9 @@ pub struct JitStats {
     pub table_copies: usize,
     /// Jumps through a fixed slot translated to go straight on (`seq::slot_guard`).
     pub slot_guards: usize,
+    /// Indirect calls translated to look their target up with no frame first
+    /// (`seq::fast_call`).
+    pub frameless_calls: usize,
     /// Direct calls that copy their callee in place (`translate`'s `Inline`).
     pub inlined: usize,
     /// Tickets whose target kerf did not find stored within [`SLOT_WAIT`] (their threads
@@ -781,7 +785,7 @@ pub struct Jit {
     /// translations' slot guards compare with.
     slots: HashMap<u64, u64>,
     /// Table entries of translations adopted before the cache runs (see `insert_held`).
-    held: Vec<kerf_jit::translate::Entry>,
+    held: Vec<TableEntry>,
     /// By module: its whole-image work is still to come ([`JitOptions::early`]): its
     /// translations keep every `ret`'s frame, from functions checked one by one.
     later: Vec<bool>,
@@ -1304,6 +1308,9 @@ fn modules_of<'a>(
             // `KERF_JIT_SLOT_LOOKUP`: every jump through a fixed slot through the lookup, as
             // before slot guards (for benchmarks that compare the two).
             guards: std::env::var_os("KERF_JIT_SLOT_LOOKUP").is_none(),
+            // `KERF_JIT_FRAMED_CALLS`: every indirect call through the framed probe, as
+            // before frameless ones (for benchmarks that compare the two).
+            fast_calls: std::env::var_os("KERF_JIT_FRAMED_CALLS").is_none(),
             inside_entries: !lazy,
             // `KERF_JIT_INLINE_INSNS`: the most instructions a call copies in its place (0:
             // none, as before inlined calls, for benchmarks that compare the two).
@@ -2502,7 +2509,7 @@ impl Jit {
         funcs: Vec<FuncId>,
         live: bool,
     ) -> Result<usize, JitFail> {
-        use kerf_jit::translate::{DATA_NO_WAY, DATA_OWNER};
+        use kerf_jit::translate::DATA_OWNER;
         let sp = self.spaces[k].as_mut().expect("a translation is made for a module with room");
         // A translation goes where it was made for, in room nothing uses yet: after the
         // last one adopted (pieces of one module made side by side leave a gap between them,
@@ -2528,14 +2535,17 @@ impl Jit {
         sp.used = end.next_multiple_of(64);
         sp.data_used = data_end.next_multiple_of(64);
         data.store_u64(DATA_OWNER as usize, self.ctx.owner);
-        // Every site predicts the way that matches nothing until it has seen one.
-        let none = data.remote().0 + DATA_NO_WAY;
+        // Every site predicts a way of the table until it has seen its own: the first way of
+        // the first set, which matches its own target if any (a prediction is only where to
+        // compare first), and whose continuation line a frameless call reads too.
+        let none = self.table.remote().0;
         for w in t.preds.clone().step_by(8) {
             data.store_at(w, none);
         }
         // The jump tables' copies lie among the prediction words.
         self.stats.table_copies += t.tables.len();
         self.stats.slot_guards += t.slot_guards;
+        self.stats.frameless_calls += t.frameless_calls;
         self.stats.inlined += t.inlined;
         for (words, values) in &t.tables {
             for (k, v) in values.iter().enumerate() {
@@ -2575,11 +2585,11 @@ impl Jit {
             let mut entries = t.entries.clone();
             entries.sort_by_key(|e| e.rank);
             let placed: Vec<_> = (entries.iter())
-                .map(|e| (e, self.index.insert_ranked(e.orig, e.entry, e.cont, e.rank)))
+                .map(|e| (e, self.index.insert_ranked(e.orig, e.entry, e.cont, e.rank, e.keyed)))
                 .collect();
             let returns = placed.iter().filter(|(e, _)| e.rank == RETURN);
             for &(e, p) in returns.chain(placed.iter().filter(|(e, _)| e.rank != RETURN)) {
-                self.publish(e.orig, e.entry, e.cont, p);
+                self.publish(e, p);
             }
         } else {
             // Before the cache runs every translation's entries go in together, by rank (see
@@ -2626,30 +2636,30 @@ impl Jit {
         let mut held = std::mem::take(&mut self.held);
         held.sort_by_key(|e| e.rank);
         for e in held {
-            self.insert(e.orig, e.entry, e.cont, e.rank, false);
+            self.insert(e, false);
         }
     }
 
-    /// Add a table entry of `rank` (see `translate::Entry`) in kerf's copy, and with `live`
-    /// in the target's table too.
-    fn insert(&mut self, orig: u64, entry: u64, cont: u64, rank: u8, live: bool) {
-        let placed = self.index.insert_ranked(orig, entry, cont, rank);
+    /// Add a table entry (see `translate::Entry`) in kerf's copy, and with `live` in the
+    /// target's table too.
+    fn insert(&mut self, e: TableEntry, live: bool) {
+        let placed = self.index.insert_ranked(e.orig, e.entry, e.cont, e.rank, e.keyed);
         if live {
-            self.publish(orig, entry, cont, placed);
+            self.publish(&e, placed);
         }
     }
 
     /// Write an entry kerf's copy of the table placed (`placed`) into the target's table:
     /// its original address last, so that a thread searching meanwhile finds it whole or not
     /// at all.
-    fn publish(&self, orig: u64, entry: u64, cont: u64, placed: Option<Placed>) {
+    fn publish(&self, e: &TableEntry, placed: Option<Placed>) {
         use kerf_jit::table::{CONT, OVERFLOW, OVERFLOW_COUNT, OVERFLOW_PAIRS, RET_KEY};
-        let t = &self.table;
+        let (t, orig, entry) = (&self.table, e.orig, e.entry);
         match placed {
             Some(Placed::Way(off)) => {
                 t.store_u64(off as usize + 8, entry);
-                t.store_u64((CONT + off) as usize, cont);
-                t.store_u64((RET_KEY + off) as usize, orig);
+                t.store_u64((CONT + off) as usize, e.cont);
+                t.store_u64((RET_KEY + off) as usize, if e.keyed { orig } else { 0 });
                 t.store_u64(off as usize, orig);
             }
             Some(Placed::Overflow(i)) => {
@@ -3974,7 +3984,16 @@ impl Jit {
         // A `ret` to an escape target goes straight to it.
         // (A translated block with no entry, or a target kerf cannot translate: either may
         // be anywhere, as any block.)
-        self.insert(target, at, to.unwrap_or(target), 2, true);
+        // (Keyed only for a translation: a frameless call to an escape target takes the
+        // framed probe, whose entry counts it.)
+        let e = TableEntry {
+            orig: target,
+            entry: at,
+            cont: to.unwrap_or(target),
+            rank: 2,
+            keyed: to.is_some(),
+        };
+        self.insert(e, true);
         Ok(())
     }
 
@@ -4044,7 +4063,8 @@ impl Jit {
         }
         let word = DATA_HEADER as usize;
         self.stub_counts.push(StubCount { module: k, target, area, word });
-        self.insert(target, at, to, 2, true);
+        // (Not keyed: the entry counts the arrival.)
+        self.insert(TableEntry { orig: target, entry: at, cont: to, rank: 2, keyed: false }, true);
         Ok(true)
     }
 
