@@ -119,6 +119,41 @@ fn ret_scratch(m: &Module<'_>, f: FuncId) -> Option<RetScratch> {
     })
 }
 
+/// Most direct calls a function may have in a translation for its `ret` to compare their
+/// return addresses inline ([`seq::chained_ret`]): each compare that fails costs a load of
+/// the return slot and a branch before the table.
+const CHAIN_CALLERS: usize = 2;
+
+/// Per function of `funcs` whose `ret` goes frameless with two free registers (`scratch`),
+/// the return sites of its direct calls from `funcs` (original address, label of the
+/// translation there, which `starts` holds): where it has one or two of them, each
+/// compared inline before the table. A caller outside `funcs` (another translation, code
+/// that calls through a pointer) finds no compare that matches and goes on to the table.
+fn return_chains(
+    m: &Module<'_>,
+    funcs: &[FuncId],
+    scratch: &HashMap<FuncId, Option<RetScratch>>,
+    starts: &HashMap<u64, u64>,
+) -> HashMap<FuncId, Vec<(u64, u64)>> {
+    let mut sites: HashMap<FuncId, Vec<(u64, u64)>> = HashMap::default();
+    for b in funcs.iter().flat_map(|&f| m.cfg.blocks_of(f)).filter(|b| b.term == Terminator::Call) {
+        for e in m.cfg.edges_of(b) {
+            let (EdgeKind::Call, EdgeTarget::Function(g)) = (e.kind, e.target) else { continue };
+            let free = matches!(scratch.get(&g), Some(Some(RetScratch { saved: false, .. })));
+            let ret = m.runtime(b.end());
+            if let (true, Some(&label)) = (free, starts.get(&ret)) {
+                sites.entry(g).or_default().push((ret, label));
+            }
+        }
+    }
+    sites.retain(|_, v| {
+        v.sort_unstable();
+        v.dedup();
+        v.len() <= CHAIN_CALLERS
+    });
+    sites
+}
+
 /// Whether `f` reads memory through `rax` before it writes `rax` (as far as its first
 /// instructions tell: a `push rax` counts as a write, erring towards no):
 /// as a TLS descriptor's resolver does (glibc's `_dl_tlsdesc_return` is `mov rax, [rax+8];
@@ -939,6 +974,8 @@ pub struct Translation {
     pub slot_guards: usize,
     /// Indirect calls that look their target up with no frame first ([`seq::fast_call`]).
     pub frameless_calls: usize,
+    /// Callers' return addresses compared inline by `ret`s ([`seq::chained_ret`]).
+    pub chained_returns: usize,
     /// Data words (among the prediction words) and the values they must hold, written after
     /// the prediction words and before the cache runs: the return addresses of calls that
     /// copy their callee in place.
@@ -1294,6 +1331,8 @@ struct Emitter {
     slot_guards: usize,
     /// Frameless indirect calls emitted (see [`Translation::frameless_calls`]).
     frameless_calls: usize,
+    /// Chained return compares emitted (see [`Translation::chained_returns`]).
+    chained_returns: usize,
     /// Data words and the values they must hold before the cache runs (see
     /// [`Translation::constants`]).
     constants: Vec<(u64, u64)>,
@@ -1571,6 +1610,9 @@ pub fn translate(
         .filter(|&&f| cfg.blocks_of(f).iter().any(|b| b.term == Terminator::Return))
         .map(|&f| (f, ret_scratch(m, f)))
         .collect();
+    // Per function whose `ret` goes frameless with registers free: its callers' return sites
+    // when it has one or two direct calls here (see `seq::chained_ret`).
+    let chains = return_chains(m, &funcs, &scratch, &starts);
     // Per function that begins with a jump through a slot the walk read (a PLT stub): the
     // register its guard may take (see `tail_scratch`).
     let slot_jumps: HashMap<FuncId, Register> = funcs
@@ -1729,6 +1771,7 @@ pub fn translate(
             unknown_jump[&f],
             exit,
             scratch.get(&f).copied().flatten(),
+            chains.get(&f).map_or(&[][..], Vec::as_slice),
             ends_root.contains(&f),
             // (A table of tail calls under exit code goes through the lookup: its translated
             // copy would jump past the code before the `jmp`.)
@@ -2137,6 +2180,7 @@ pub fn translate(
         tables,
         slot_guards: e.slot_guards,
         frameless_calls: e.frameless_calls,
+        chained_returns: e.chained_returns,
         constants: e.constants,
         arrivals,
         flows: flows.into_iter().collect(),
@@ -2402,6 +2446,7 @@ fn copy_inlined(
             false,
             None,
             w.scratch.get(&h).copied().flatten(),
+            &[],
             false,
             None,
             w.slot_jumps.get(&h).filter(|_| b.start == entry).map(|&r| (w.slots, r)),
@@ -2580,6 +2625,7 @@ fn copy_block(
     every_insn: bool,
     mut exit: Option<(u64, Vec<Instruction>)>,
     ret_scratch: Option<RetScratch>,
+    chain: &[(u64, u64)],
     ends_root: bool,
     table: Option<&TableShape>,
     slot_jump: Option<(&std::collections::HashMap<u64, u64>, Register)>,
@@ -2806,6 +2852,14 @@ fn copy_block(
                 if let Some(scratch) = ret_scratch {
                     let slow = e.ret_ways(pop, scratch);
                     let RetScratch { regs, saved } = scratch;
+                    let mut here = here;
+                    for &(ret, cont) in chain.iter().filter(|_| !saved) {
+                        let next = e.label();
+                        e.extend(seq::chained_ret(ret, regs[0], cont, pop, next), here);
+                        e.chained_returns += 1;
+                        e.mark(e.insns.len(), next);
+                        here = None;
+                    }
                     let (table, hash) = (layout.table, layout.hash);
                     e.extend(seq::fast_ret(table, hash, pop, regs, saved, slow), here);
                 } else {

@@ -345,6 +345,37 @@ pub fn fast_ret(
     v
 }
 
+/// Before a frameless `ret pop` ([`fast_ret`]), one of the function's callers compared
+/// inline (JIFL's chain of predicted targets, for a return): while the return slot holds
+/// that call's original return address `orig`, the label of its translation `cont` replaces
+/// it and a real `ret pop` leaves for it, with no table read (the table line of a return
+/// site is a load that misses the caches where the `ret` runs seldom, and one more page
+/// for the TLB); otherwise on to `next`. The translated call pushed exactly `cont`, so the
+/// return-stack predictor foresees it. `scratch` and the flags must be dead where the
+/// function's returns land (as for [`fast_ret`]).
+pub fn chained_ret(
+    orig: u64,
+    scratch: Register,
+    cont: u64,
+    pop: i32,
+    next: u64,
+) -> Vec<Instruction> {
+    let mut v = match i32::try_from(orig) {
+        Ok(imm) => vec![op(Instruction::with2(Code::Cmp_rm64_imm32, at_rsp(0), imm))],
+        Err(_) => vec![
+            op(Instruction::with2(Code::Mov_r64_imm64, scratch, orig)),
+            op(Instruction::with2(Code::Cmp_rm64_r64, at_rsp(0), scratch)),
+        ],
+    };
+    v.extend([
+        op(Instruction::with_branch(Code::Jne_rel32_64, next)),
+        op(Instruction::with2(Code::Lea_r64_m, scratch, rip(cont))),
+        store(0, scratch),
+        ret(pop),
+    ]);
+    v
+}
+
 /// The word `disp` bytes into a set, as [`fast_ret`] leaves `set`: for a table below 2 GiB
 /// (at `low`) the set's number times 64, scaled by two in the operand (a set is two lines,
 /// [`crate::table::SET_STRIDE`]), else the set's address.

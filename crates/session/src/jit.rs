@@ -617,6 +617,8 @@ pub struct JitStats {
     /// Indirect calls translated to look their target up with no frame first
     /// (`seq::fast_call`).
     pub frameless_calls: usize,
+    /// Callers' return addresses compared inline by translated `ret`s (`seq::chained_ret`).
+    pub chained_returns: usize,
     /// Direct calls that copy their callee in place (`translate`'s `Inline`).
     pub inlined: usize,
     /// Tickets whose target kerf did not find stored within [`SLOT_WAIT`] (their threads
@@ -2546,6 +2548,7 @@ impl Jit {
         self.stats.table_copies += t.tables.len();
         self.stats.slot_guards += t.slot_guards;
         self.stats.frameless_calls += t.frameless_calls;
+        self.stats.chained_returns += t.chained_returns;
         self.stats.inlined += t.inlined;
         for (words, values) in &t.tables {
             for (k, v) in values.iter().enumerate() {
