@@ -29,6 +29,8 @@
 # `kerf-none-framedcalls`, `kerf-blocks-framedcalls`: as kerf-none and kerf-blocks with every
 # indirect call through the framed probe (`KERF_JIT_FRAMED_CALLS`, the code before frameless
 # indirect calls);
+# `kerf-none-nochains`: as kerf-none with every frameless `ret` straight to the table
+# (`KERF_JIT_NO_CHAINS`, the code before chained returns);
 # `kerf-none-iced`: as kerf-none with every translation laid out by iced's block encoder
 # (`KERF_JIT_ICED_ENCODER`, the start before kerf's own encoder);
 # `kerf-none-nohints`: as kerf-none with `--no-hints` (neither the hint of what ran nor
@@ -126,6 +128,7 @@ run() { # MODE PROGRAM -> output on stdout
     kerf-none-lookup) KERF_JIT_LOOKUP_TABLES=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-slots) KERF_JIT_SLOT_LOOKUP=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-onepiece) KERF_JIT_PIECE_BLOCKS=1000000000 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-none-nochains) KERF_JIT_NO_CHAINS=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-framedcalls) KERF_JIT_FRAMED_CALLS=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-blocks-framedcalls) KERF_JIT_FRAMED_CALLS=1 "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-iced) KERF_JIT_ICED_ENCODER=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;

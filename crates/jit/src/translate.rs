@@ -71,6 +71,9 @@ pub struct Module<'a> {
     /// Whether an indirect call looks its target up with no frame where it can
     /// ([`seq::fast_call`]); `false`: every one with the framed probe.
     pub fast_calls: bool,
+    /// Whether a frameless `ret` compares its callers' return addresses inline first
+    /// ([`seq::chained_ret`]); `false`: straight to the table.
+    pub chains: bool,
     /// Whether every instruction of a function with an indirect jump of unknown targets
     /// gets a table entry ahead (any of them may be its target); `false`: only its blocks
     /// do, and kerf adds an entry for another instruction when a miss asks for it (on
@@ -1612,7 +1615,8 @@ pub fn translate(
         .collect();
     // Per function whose `ret` goes frameless with registers free: its callers' return sites
     // when it has one or two direct calls here (see `seq::chained_ret`).
-    let chains = return_chains(m, &funcs, &scratch, &starts);
+    let chains =
+        if m.chains { return_chains(m, &funcs, &scratch, &starts) } else { HashMap::default() };
     // Per function that begins with a jump through a slot the walk read (a PLT stub): the
     // register its guard may take (see `tail_scratch`).
     let slot_jumps: HashMap<FuncId, Register> = funcs

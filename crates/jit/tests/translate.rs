@@ -154,6 +154,7 @@ fn module<'a>(
         tables: true,
         guards: true,
         fast_calls: true,
+        chains: true,
         inside_entries: true,
         inline: 48,
         iced: false,

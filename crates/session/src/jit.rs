@@ -1313,6 +1313,9 @@ fn modules_of<'a>(
             // `KERF_JIT_FRAMED_CALLS`: every indirect call through the framed probe, as
             // before frameless ones (for benchmarks that compare the two).
             fast_calls: std::env::var_os("KERF_JIT_FRAMED_CALLS").is_none(),
+            // `KERF_JIT_NO_CHAINS`: every frameless `ret` straight to the table, as before
+            // chained returns (for benchmarks that compare the two).
+            chains: std::env::var_os("KERF_JIT_NO_CHAINS").is_none(),
             inside_entries: !lazy,
             // `KERF_JIT_INLINE_INSNS`: the most instructions a call copies in its place (0:
             // none, as before inlined calls, for benchmarks that compare the two).
