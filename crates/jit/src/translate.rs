@@ -1108,6 +1108,11 @@ fn blocks_room(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
                 // A frameless lookup before the framed one (`seq::fast_call`).
                 n += 48;
             }
+            if b.term == Terminator::Return {
+                // Up to `CHAIN_CALLERS` callers compared first (`seq::chained_ret`, at most
+                // 34 bytes each).
+                n += 34 * CHAIN_CALLERS as u64;
+            }
             // A table's dispatch, and a stub per entry at most.
             n += 16 * table_words(m, b);
             // A thread gate and its way out after each `syscall` or `wrgsbase`, and an unmap's
