@@ -413,8 +413,14 @@ pub fn analyze(image: &Image<'_>, progress: &dyn Progress) -> Analysis {
         .into_par_iter()
         .map(|f| cfg.returns_through_callers_slot(image, FuncId(f)))
         .collect();
+    let parts = cfg.parts_returning_through(image, &through);
     for (f, t) in cfg.functions.iter_mut().zip(through) {
         f.ret_through_slot = t;
+    }
+    for p in parts {
+        let f = &mut cfg.functions[p.0 as usize];
+        f.ret_through_slot = true;
+        f.ret_part = true;
     }
     let call_graph = CallGraph::build(&cfg);
     lap("graph", &mut timings);
@@ -682,6 +688,7 @@ fn assemble(known: BTreeMap<u64, Known>, built: BTreeMap<u64, FuncCfg>, cx: &Cx<
                 must_def: RegSet::EMPTY,
                 flags_must_def: FlagSet::EMPTY,
                 ret_through_slot: false,
+                ret_part: false,
             }
         })
         .collect();

@@ -40,7 +40,7 @@
 //! them.
 
 use crate::callgraph::CallGraph;
-use crate::cfg::{Block, EdgeKind, EdgeTarget, FuncId, TableFormat, TargetTag, Terminator};
+use crate::cfg::{Block, Cfg, EdgeKind, EdgeTarget, FuncId, TableFormat, TargetTag, Terminator};
 use crate::image::Image;
 use crate::memory::CodeMemory;
 use crate::program::{padding_between, springboard_padding, Analysis};
@@ -285,6 +285,7 @@ impl Checker {
             Err(Some(bad)) => return Err(bad),
             Err(None) => return Ok(false),
         }
+        check_parts(&a.cfg, mem)?;
         for f in 0..n {
             self.mark(FuncId(f as u32), CLOSED);
         }
@@ -658,8 +659,15 @@ fn check_function(
         }
     }
     // Whether its returns leave through the caller's slot, kept with the analysis for the
-    // JIT (a frameless `ret` rests on it): worked out again from the code checked above.
-    if cfg.returns_through_callers_slot(mem, f) != fun.ret_through_slot {
+    // JIT (a frameless `ret` rests on it): worked out again from the code checked above. A
+    // part split off other functions rests on its parents' code too: checked with every
+    // function ([`check_parts`]).
+    let fits = match (fun.ret_through_slot, fun.ret_part) {
+        (true, true) => true,
+        (through, false) => cfg.returns_through_callers_slot(mem, f) == through,
+        (false, true) => false,
+    };
+    if !fits {
         return Err(Invalid::Block {
             function: fun.name.clone(),
             addr: fun.entry.0,
@@ -668,6 +676,35 @@ fn check_function(
         });
     }
     Ok(())
+}
+
+/// Every part split off other functions whose returns are taken to leave through its
+/// parents' slot ([`crate::cfg::Function::ret_part`]) is entered only by its parents' jumps,
+/// with their frames where its `ret`s read ([`Cfg::part_returns_through`]): what
+/// [`check_function`] cannot see from the part alone. Rests on every function's own check
+/// (the parents' answers).
+fn check_parts(cfg: &Cfg, mem: &dyn CodeMemory) -> Result<(), Invalid> {
+    let part = |f: FuncId| cfg.function(f).ret_part;
+    let own = |g: FuncId| {
+        let fun = cfg.function(g);
+        fun.ret_through_slot && !fun.ret_part
+    };
+    let ways = cfg.ways_in(&part);
+    let depths = cfg.jump_depths(mem, ways.values().flatten().map(|&(from, _)| from));
+    let parts: Vec<FuncId> =
+        (0..cfg.functions.len() as u32).map(FuncId).filter(|&f| part(f)).collect();
+    parts.par_iter().try_for_each(|&f| {
+        let ways = ways.get(&f).map_or(&[][..], Vec::as_slice);
+        if cfg.part_returns_through(mem, f, ways, &own, &depths) {
+            return Ok(());
+        }
+        let fun = cfg.function(f);
+        Err(Invalid::Block {
+            function: fun.name.clone(),
+            addr: fun.entry.0,
+            detail: "its returns are taken for its parents', but not every way in is a parent's jump with its frame where they read".into(),
+        })
+    })
 }
 
 /// The table's entries, read again from the image, are its targets.

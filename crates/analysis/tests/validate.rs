@@ -2,7 +2,8 @@
 //! rejected), and each kind of poisoning a cache file could carry is caught: a block start
 //! moved into an instruction, a block cut short, liveness, padding, a jump-table entry, a
 //! function entry, an index out of range, an edge dropped with liveness solved again to
-//! match, a function said to return through its caller's slot that does not. And the same
+//! match, a function said to return through its caller's slot that does not, or through its
+//! parents' as a part split off them. And the same
 //! checks at the point of use (`Checker`): a function is trusted only with every function
 //! its liveness rests on, and padding run by run.
 //!
@@ -110,6 +111,15 @@ fn a_live_register_called_dead_is_caught() {
     );
 }
 
+/// A function of libc with a `ret` that does not leave through its caller's slot.
+fn returning_elsewhere(a: &Analysis) -> FuncId {
+    let returns = |f: &FuncId| a.cfg.blocks_of(*f).iter().any(|b| b.term == Terminator::Return);
+    (0..a.cfg.functions.len() as u32)
+        .map(FuncId)
+        .find(|f| returns(f) && !a.cfg.function(*f).ret_through_slot)
+        .expect("a function of libc whose returns leave through a slot it wrote")
+}
+
 #[test]
 fn a_return_through_a_slot_it_wrote_called_its_callers_is_caught() {
     // The dangerous way: a function whose `ret` may leave for anywhere (glibc's `setcontext`
@@ -117,15 +127,26 @@ fn a_return_through_a_slot_it_wrote_called_its_callers_is_caught() {
     // JIT's frameless `ret` would take registers live where it really lands.
     poisoned(
         |a| {
-            let returns =
-                |f: &FuncId| a.cfg.blocks_of(*f).iter().any(|b| b.term == Terminator::Return);
-            let f = (0..a.cfg.functions.len() as u32)
-                .map(FuncId)
-                .find(|f| returns(f) && !a.cfg.function(*f).ret_through_slot)
-                .expect("a function of libc whose returns leave through a slot it wrote");
+            let f = returning_elsewhere(a);
             a.cfg.functions[f.0 as usize].ret_through_slot = true;
         },
         |e| matches!(e, Invalid::Block { detail, .. } if detail.contains("caller's slot")),
+    );
+}
+
+#[test]
+fn a_part_said_to_return_for_parents_it_does_not_have_is_caught() {
+    // The same danger by the other door: a function whose `ret` may leave for anywhere said to
+    // be a part split off other functions, returning for them (`ret_part`). Its own code
+    // cannot settle that; the check over every function must.
+    poisoned(
+        |a| {
+            let f = returning_elsewhere(a);
+            let fun = &mut a.cfg.functions[f.0 as usize];
+            fun.ret_through_slot = true;
+            fun.ret_part = true;
+        },
+        |e| matches!(e, Invalid::Block { detail, .. } if detail.contains("parent's jump")),
     );
 }
 

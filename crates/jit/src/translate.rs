@@ -74,6 +74,10 @@ pub struct Module<'a> {
     /// Whether a frameless `ret` compares its callers' return addresses inline first
     /// ([`seq::chained_ret`]); `false`: straight to the table.
     pub chains: bool,
+    /// Whether a `ret` of a part split off other functions, which returns for its parents
+    /// ([`kerf_analysis::cfg::Function::ret_part`]), goes frameless like any other; `false`:
+    /// it keeps its frame.
+    pub parts: bool,
     /// Whether every instruction of a function with an indirect jump of unknown targets
     /// gets a table entry ahead (any of them may be its target); `false`: only its blocks
     /// do, and kerf adds an entry for another instruction when a miss asks for it (on
@@ -107,7 +111,8 @@ const RET_SCRATCH: [Gpr; 7] = [Gpr::R11, Gpr::R10, Gpr::R9, Gpr::R8, Gpr::Rsi, G
 /// and `r10`, saved below the return slot and put back before the `ret` ([`RetScratch`]).
 fn ret_scratch(m: &Module<'_>, f: FuncId) -> Option<RetScratch> {
     let live = m.continuations()?.get(f.0 as usize)?;
-    if !live.flags.is_empty() || !m.cfg.function(f).ret_through_slot {
+    let fun = m.cfg.function(f);
+    if !live.flags.is_empty() || !fun.ret_through_slot || (fun.ret_part && !m.parts) {
         return None;
     }
     let mut free = RET_SCRATCH.iter().filter(|&&r| !live.regs.contains(r));
@@ -979,6 +984,8 @@ pub struct Translation {
     pub frameless_calls: usize,
     /// Callers' return addresses compared inline by `ret`s ([`seq::chained_ret`]).
     pub chained_returns: usize,
+    /// `ret`s that look their continuation up with no frame ([`seq::fast_ret`]).
+    pub frameless_returns: usize,
     /// Data words (among the prediction words) and the values they must hold, written after
     /// the prediction words and before the cache runs: the return addresses of calls that
     /// copy their callee in place.
@@ -1341,6 +1348,8 @@ struct Emitter {
     frameless_calls: usize,
     /// Chained return compares emitted (see [`Translation::chained_returns`]).
     chained_returns: usize,
+    /// Frameless `ret`s emitted (see [`Translation::frameless_returns`]).
+    frameless_returns: usize,
     /// Data words and the values they must hold before the cache runs (see
     /// [`Translation::constants`]).
     constants: Vec<(u64, u64)>,
@@ -2190,6 +2199,7 @@ pub fn translate(
         slot_guards: e.slot_guards,
         frameless_calls: e.frameless_calls,
         chained_returns: e.chained_returns,
+        frameless_returns: e.frameless_returns,
         constants: e.constants,
         arrivals,
         flows: flows.into_iter().collect(),
@@ -2871,6 +2881,7 @@ fn copy_block(
                     }
                     let (table, hash) = (layout.table, layout.hash);
                     e.extend(seq::fast_ret(table, hash, pop, regs, saved, slow), here);
+                    e.frameless_returns += 1;
                 } else {
                     e.extend(seq::enter(-8 - pop), here);
                     e.push(seq::target_of_ret(pop), None);

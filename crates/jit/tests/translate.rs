@@ -155,6 +155,7 @@ fn module<'a>(
         guards: true,
         fast_calls: true,
         chains: true,
+        parts: true,
         inside_entries: true,
         inline: 48,
         iced: false,

@@ -752,6 +752,46 @@ fn a_cold_part_entered_half_way_joins_the_first_runs_hint() {
     }
 }
 
+/// A part split off a function that pops its parent's frame and returns for it (GCC's `.cold`
+/// parts in python3.11; tests/fixtures/jit_cold_ret.c, whose `one.cold` and `two.cold` are
+/// entered at their entries and, for `two.cold`, half-way) takes the frameless `ret`, with
+/// registers dead where its parent's returns land: the caller keeps a value in `r11` across
+/// the call, and the output folds it in. `KERF_JIT_FRAMED_PARTS=1` keeps such `ret`s framed,
+/// so the default run has two frameless `ret`s more. Block counts stay exact.
+#[test]
+fn a_cold_part_that_returns_for_its_parent_returns_frameless() {
+    let bin = common::build_fixture("jit_cold_ret", "-O2", "jit-cold-ret");
+    let expected = plain(&bin, &[]);
+    let mut frameless = Vec::new();
+    for env in [&[][..], &[("KERF_JIT_FRAMED_PARTS", "1")][..]] {
+        // (A cache each, from empty: the hint of what ran, which decides what is translated
+        // ahead, then grows the same way in both.)
+        let cache = tmp().join(format!("jit-cold-ret-cache-{}", env.len()));
+        let _ = std::fs::remove_dir_all(&cache);
+        for plugin in ["none", "blocks"] {
+            let tag = format!("cold-ret-{plugin}-{}", env.len());
+            let args = ["main", "--plugin", plugin];
+            let (v, out, err) = kerf_env(&cache, env, &tag, "jit", &args, &bin, &[]);
+            assert_eq!(out, expected, "{tag}: the output changed: {err}");
+            let j = &v["jit"];
+            assert_eq!(j["escapes"], 0, "{tag}: {j}");
+            if plugin == "blocks" {
+                let jit = counts(&v["blocks"], "jit_cold_ret");
+                // i from 0 to 299,999: 293 multiples of 1024, and 293 more of 512.
+                for (at, n) in [("one.cold+0x0", 293), ("two.cold+0x0", 293), ("one+0x0", 300_000)]
+                {
+                    assert_eq!(jit.get(at), Some(&n), "{at}: {jit:?}");
+                }
+                frameless.push(j["frameless_returns"].as_u64().unwrap());
+            }
+        }
+    }
+    assert!(
+        frameless[0] >= frameless[1] + 2,
+        "frameless rets with parts and without: {frameless:?}"
+    );
+}
+
 /// Indirect calls look their target up with no frame, overwriting `r10` and `r11` as any
 /// unknown callee may; a call shaped as a TLS descriptor's keeps the framed lookup, and its
 /// resolver's `ret` keeps both registers, since the caller keeps values there across it

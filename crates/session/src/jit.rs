@@ -619,6 +619,8 @@ pub struct JitStats {
     pub frameless_calls: usize,
     /// Callers' return addresses compared inline by translated `ret`s (`seq::chained_ret`).
     pub chained_returns: usize,
+    /// `ret`s translated to look their continuation up with no frame (`seq::fast_ret`).
+    pub frameless_returns: usize,
     /// Direct calls that copy their callee in place (`translate`'s `Inline`).
     pub inlined: usize,
     /// Tickets whose target kerf did not find stored within [`SLOT_WAIT`] (their threads
@@ -1316,6 +1318,10 @@ fn modules_of<'a>(
             // `KERF_JIT_NO_CHAINS`: every frameless `ret` straight to the table, as before
             // chained returns (for benchmarks that compare the two).
             chains: std::env::var_os("KERF_JIT_NO_CHAINS").is_none(),
+            // `KERF_JIT_FRAMED_PARTS`: the `ret`s of parts split off other functions with
+            // their frames, as before they were known to return for their parents (for
+            // benchmarks that compare the two).
+            parts: std::env::var_os("KERF_JIT_FRAMED_PARTS").is_none(),
             inside_entries: !lazy,
             // `KERF_JIT_INLINE_INSNS`: the most instructions a call copies in its place (0:
             // none, as before inlined calls, for benchmarks that compare the two).
@@ -2552,6 +2558,7 @@ impl Jit {
         self.stats.slot_guards += t.slot_guards;
         self.stats.frameless_calls += t.frameless_calls;
         self.stats.chained_returns += t.chained_returns;
+        self.stats.frameless_returns += t.frameless_returns;
         self.stats.inlined += t.inlined;
         for (words, values) in &t.tables {
             for (k, v) in values.iter().enumerate() {

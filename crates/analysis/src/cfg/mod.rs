@@ -8,6 +8,7 @@ mod tailcall;
 use kerf_arch::x86_64::{FlagSet, RegSet};
 use kerf_arch::ImageAddr;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::ops::Range;
 
 pub(crate) use build::{build_function, FuncCfg, Seed};
@@ -65,11 +66,15 @@ pub struct Function {
     pub must_def: RegSet,
     pub flags_must_def: FlagSet,
     /// Every `ret` leaves through the return address its caller pushed
-    /// ([`Cfg::returns_through_callers_slot`]): decoded once when the image is analysed and
-    /// kept with the analysis, since the JIT asks it of every function it translates (a fifth
-    /// of python3.11's translation when it decoded them again at each start). `false`, the
-    /// cautious answer, until then.
+    /// ([`Cfg::returns_through_callers_slot`]), or, for a part split off other functions, the
+    /// one its parents' callers pushed (`ret_part`): decoded once when the image is analysed
+    /// and kept with the analysis, since the JIT asks it of every function it translates (a
+    /// fifth of python3.11's translation when it decoded them again at each start). `false`,
+    /// the cautious answer, until then.
     pub ret_through_slot: bool,
+    /// `ret_through_slot` holds because the function is a part whose parents jump in with
+    /// their frames ([`Cfg::part_returns_through`]): it rests on the parents' code too.
+    pub ret_part: bool,
 }
 
 /// How a basic block ends.
@@ -525,24 +530,151 @@ impl Cfg {
     }
     /// Whether every `ret` of `f` leaves through the return address its caller pushed (its
     /// stack pointer tracked from the entry, its return slot never written: see
-    /// `tailcall::returns_through_callers_slot`), decoding its blocks from `mem`. `false`
-    /// when a block does not decode.
+    /// `tailcall::returns_through_slot`), decoding its blocks from `mem`. `false` when a block
+    /// does not decode.
     pub fn returns_through_callers_slot(
         &self,
         mem: &dyn crate::memory::CodeMemory,
         f: FuncId,
     ) -> bool {
+        self.with_view(mem, f, |v| tailcall::returns_through_slot(v, &[(v.entry, 0)]))
+            .unwrap_or(false)
+    }
+
+    /// The functions not in `through` ([`Cfg::returns_through_callers_slot`] of each) whose
+    /// returns are their parents' ([`Cfg::part_returns_through`]), `through` being what
+    /// the parents' own code says.
+    pub fn parts_returning_through(
+        &self,
+        mem: &dyn crate::memory::CodeMemory,
+        through: &[bool],
+    ) -> Vec<FuncId> {
+        use rayon::prelude::*;
+        let own = |g: FuncId| through.get(g.0 as usize).copied().unwrap_or(false);
+        // Only functions with a `ret`, entered from others by jumps alone, from parents that
+        // return through their callers' slots, are worth decoding.
+        let returns = |f: FuncId| self.blocks_of(f).iter().any(|b| b.term == Terminator::Return);
+        let mut ways = self.ways_in(&|f| !through[f.0 as usize] && returns(f));
+        ways.retain(|_, w| {
+            w.iter().all(|&(from, e)| e.kind != EdgeKind::Call && own(self.block(from).func))
+        });
+        let depths = self.jump_depths(mem, ways.values().flatten().map(|&(from, _)| from));
+        let mut parts: Vec<FuncId> = ways
+            .par_iter()
+            .filter(|(&f, ways)| self.part_returns_through(mem, f, ways, &own, &depths))
+            .map(|(&f, _)| f)
+            .collect();
+        parts.sort_unstable();
+        parts
+    }
+
+    /// The stack pointer before the last instruction of each block of `sites` (a jump into
+    /// another function), relative to its function's entry stack pointer (`None`: not
+    /// known): each function decoded once.
+    pub fn jump_depths(
+        &self,
+        mem: &dyn crate::memory::CodeMemory,
+        sites: impl Iterator<Item = BlockId>,
+    ) -> HashMap<BlockId, Option<i64>> {
+        use rayon::prelude::*;
+        let mut by_func: HashMap<FuncId, Vec<BlockId>> = HashMap::new();
+        for b in sites {
+            by_func.entry(self.block(b).func).or_default().push(b);
+        }
+        by_func
+            .par_iter()
+            .flat_map_iter(|(&g, sites)| {
+                let start = self.function(g).blocks.start;
+                let ks: Vec<usize> = sites.iter().map(|b| (b.0 - start) as usize).collect();
+                let rsp = self.with_view(mem, g, |v| tailcall::rsp_before_last(v, &ks));
+                let rsp = rsp.unwrap_or_else(|| vec![None; ks.len()]);
+                sites.clone().into_iter().zip(rsp)
+            })
+            .collect()
+    }
+
+    /// Every way into each function `want` picks from the other functions: the block it
+    /// leaves from, and its edge.
+    pub fn ways_in(&self, want: &dyn Fn(FuncId) -> bool) -> HashMap<FuncId, Vec<(BlockId, Edge)>> {
+        let mut ways: HashMap<FuncId, Vec<(BlockId, Edge)>> = HashMap::new();
+        for (g, fun) in self.functions.iter().enumerate() {
+            for (k, b) in self.blocks_of(FuncId(g as u32)).iter().enumerate() {
+                for e in self.edges_of(b) {
+                    let to = match e.target {
+                        EdgeTarget::Function(t) => t,
+                        EdgeTarget::Block(t) => self.block(t).func,
+                        _ => continue,
+                    };
+                    if to.0 as usize != g && want(to) {
+                        ways.entry(to).or_default().push((BlockId(fun.blocks.start + k as u32), e));
+                    }
+                }
+            }
+        }
+        ways
+    }
+
+    /// Whether `f` is a part split off other functions that returns for them (GCC's `.cold`
+    /// parts, which pop the parent's frame and `ret` for it): entered from other functions
+    /// (`ways`, [`Cfg::ways_in`]) only by jumps, none by a call, each from a parent whose own
+    /// returns leave through its caller's slot (`own`), and every `ret` of `f` leaves through
+    /// that slot, its stack pointer tracked from the blocks the parents jump to with theirs
+    /// (`tailcall::returns_through_slot`; where two disagree, unknown). Its `ret` then reads
+    /// the parent's return address and lands where the parent's returns land, which is what
+    /// [`crate::liveness::at_continuations`] gives a function jumped into. `depths`: the
+    /// parents' stack pointers at their jumps ([`Cfg::jump_depths`]). A way in kerf
+    /// cannot see (a pointer) would enter with no parent's frame under it: no correct
+    /// program takes one, as the part's `ret` would take a word of the caller's frame.
+    pub fn part_returns_through(
+        &self,
+        mem: &dyn crate::memory::CodeMemory,
+        f: FuncId,
+        ways: &[(BlockId, Edge)],
+        own: &dyn Fn(FuncId) -> bool,
+        depths: &HashMap<BlockId, Option<i64>>,
+    ) -> bool {
+        let fun = self.function(f);
+        let n = self.blocks_of(f).len();
+        let local =
+            |t: BlockId| t.0.checked_sub(fun.blocks.start).map(|k| k as usize).filter(|&k| k < n);
+        let mut seeds = Vec::with_capacity(ways.len());
+        for &(from, e) in ways {
+            let to = match e.target {
+                EdgeTarget::Function(t) if t == f => local(fun.entry_block),
+                EdgeTarget::Block(t) => local(t),
+                _ => None,
+            };
+            let rsp = depths.get(&from).copied().flatten();
+            match (e.kind != EdgeKind::Call && own(self.block(from).func), to, rsp) {
+                (true, Some(t), Some(rsp)) => seeds.push((t, rsp)),
+                _ => return false,
+            }
+        }
+        !seeds.is_empty()
+            && self
+                .with_view(mem, f, |v| tailcall::returns_through_slot(v, &seeds))
+                .unwrap_or(false)
+    }
+
+    /// `then` of `f`'s blocks decoded from `mem` as the stack-pointer tracking of
+    /// `tailcall` sees them; `None` when a block does not decode.
+    fn with_view<T>(
+        &self,
+        mem: &dyn crate::memory::CodeMemory,
+        f: FuncId,
+        then: impl FnOnce(&tailcall::FnView<'_>) -> T,
+    ) -> Option<T> {
         let blocks = self.blocks_of(f);
         let start = self.functions[f.0 as usize].blocks.start;
         let mut decoded: Vec<Vec<(iced_x86::Instruction, RegSet)>> =
             Vec::with_capacity(blocks.len());
         for b in blocks {
-            let Some((base, bytes)) = mem.code_region(b.start) else { return false };
+            let (base, bytes) = mem.code_region(b.start)?;
             let mut sc = kerf_arch::x86_64::Scanner::new(bytes, base);
             let mut v = Vec::with_capacity(b.insns as usize);
             let mut a = b.start;
             while a < b.end() {
-                let Some(d) = sc.decode_facts(a) else { return false };
+                let d = sc.decode_facts(a)?;
                 a = d.next_addr();
                 v.push((d.insn, d.facts.clobbers));
             }
@@ -565,7 +697,7 @@ impl Cfg {
             foreign: Vec::new(),
             entry: (self.functions[f.0 as usize].entry_block.0 - start) as usize,
         };
-        tailcall::returns_through_callers_slot(&view)
+        Some(then(&view))
     }
 
     /// The block of function `f` that contains `addr`.

@@ -145,11 +145,19 @@ fn step(f: Frame, i: &Instruction, writes: RegSet) -> Frame {
 
 /// The frame at the start of each block (`None`: never reached from the entry).
 fn frames(view: &FnView<'_>) -> Vec<Option<Frame>> {
+    frames_from(view, &[(view.entry, 0)])
+}
+
+/// [`frames`] entered at each of `seeds` (a block, and its stack pointer: where two disagree
+/// it is unknown) instead of at the entry.
+fn frames_from(view: &FnView<'_>, seeds: &[(usize, i64)]) -> Vec<Option<Frame>> {
     let n = view.blocks.len();
     let mut at: Vec<Option<Frame>> = vec![None; n];
     let mut work: Vec<usize> = Vec::new();
-    at[view.entry] = Some(Frame { rsp: Some(0), rbp: None });
-    work.push(view.entry);
+    for &(b, rsp) in seeds {
+        at[b] = Some(merge(at[b], Frame { rsp: Some(rsp), rbp: None }));
+        work.push(b);
+    }
     for &b in &view.foreign {
         at[b] = Some(UNKNOWN);
         work.push(b);
@@ -160,7 +168,7 @@ fn frames(view: &FnView<'_>) -> Vec<Option<Frame>> {
         has_pred[*s] = true;
     }
     for b in 0..n {
-        if !has_pred[b] && b != view.entry && at[b].is_none() {
+        if !has_pred[b] && at[b].is_none() {
             at[b] = Some(UNKNOWN);
             work.push(b);
         }
@@ -398,9 +406,15 @@ pub(crate) fn indirect_tail_calls(view: &FnView<'_>, candidates: &[usize]) -> Ve
 /// sites read. Not seen: a write through some other register holding a stack address (a
 /// copy of `rsp`, a pointer to a local), which a correct program never aims at its own
 /// return address.
-pub(crate) fn returns_through_callers_slot(view: &FnView<'_>) -> bool {
+///
+/// `seeds` are where the function is entered and the stack pointer there, relative to the
+/// one whose slot the `ret`s must read: `[(entry, 0)]` for a function called, the blocks its
+/// parents jump to with their own stack pointers for a part split off other functions (GCC's
+/// `.cold`: its `ret`s are its parents', see `Cfg::part_returns_through`). Blocks entered
+/// otherwise count as unknown.
+pub(crate) fn returns_through_slot(view: &FnView<'_>, seeds: &[(usize, i64)]) -> bool {
     use iced_x86::{InstructionInfoFactory, OpAccess};
-    let at = frames(view);
+    let at = frames_from(view, seeds);
     let mut info = InstructionInfoFactory::new();
     for (b, insns) in view.blocks.iter().enumerate() {
         let Some(mut f) = at[b] else { continue };
@@ -414,7 +428,7 @@ pub(crate) fn returns_through_callers_slot(view: &FnView<'_>) -> bool {
                         | OpAccess::ReadWrite
                         | OpAccess::ReadCondWrite
                 );
-                // The entry-relative offset of the write (`None`: unknown).
+                // The slot-relative offset of the write (`None`: unknown).
                 let off = match (m.base(), f.rbp) {
                     (Register::RSP, _) => Some(rsp),
                     (Register::RBP, Some(rbp)) => Some(rbp),
@@ -435,4 +449,21 @@ pub(crate) fn returns_through_callers_slot(view: &FnView<'_>) -> bool {
         }
     }
     true
+}
+
+/// The stack pointer, relative to the entry's, before the last instruction of each block of
+/// `blocks` (jumps into other functions): `None` where it is not known.
+pub(crate) fn rsp_before_last(view: &FnView<'_>, blocks: &[usize]) -> Vec<Option<i64>> {
+    let at = frames(view);
+    blocks
+        .iter()
+        .map(|&b| {
+            let mut f = at.get(b).copied().flatten()?;
+            let insns = view.blocks.get(b)?;
+            for (i, w) in &insns[..insns.len().saturating_sub(1)] {
+                f = step(f, i, *w);
+            }
+            f.rsp
+        })
+        .collect()
 }
