@@ -31,6 +31,8 @@
 # indirect calls);
 # `kerf-none-nochains`: as kerf-none with every frameless `ret` straight to the table
 # (`KERF_JIT_NO_CHAINS`, the code before chained returns);
+# `kerf-none-framedparts`: as kerf-none with the `ret`s of `.cold` parts that return for
+# their parents framed (`KERF_JIT_FRAMED_PARTS`, the code before such parts were known);
 # `kerf-none-iced`: as kerf-none with every translation laid out by iced's block encoder
 # (`KERF_JIT_ICED_ENCODER`, the start before kerf's own encoder);
 # `kerf-none-nohints`: as kerf-none with `--no-hints` (neither the hint of what ran nor
@@ -98,6 +100,7 @@ run() { # MODE PROGRAM -> output on stdout
     kerf-none-slots) KERF_JIT_SLOT_LOOKUP=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-onepiece) KERF_JIT_PIECE_BLOCKS=1000000000 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-nochains) KERF_JIT_NO_CHAINS=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-none-framedparts) KERF_JIT_FRAMED_PARTS=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-framedcalls) KERF_JIT_FRAMED_CALLS=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-blocks-framedcalls) KERF_JIT_FRAMED_CALLS=1 "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-iced) KERF_JIT_ICED_ENCODER=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
