@@ -71,9 +71,10 @@ pub struct Module<'a> {
     /// Whether an indirect call looks its target up with no frame where it can
     /// ([`seq::fast_call`]); `false`: every one with the framed probe.
     pub fast_calls: bool,
-    /// Whether a frameless `ret` compares its callers' return addresses inline first
-    /// ([`seq::chained_ret`]); `false`: straight to the table.
-    pub chains: bool,
+    /// Most direct callers in the translation whose return addresses a frameless `ret`
+    /// compares inline first ([`seq::chained_ret`], [`CHAIN_CALLERS`] by default); 0: straight
+    /// to the table.
+    pub chains: usize,
     /// Whether a `ret` of a part split off other functions, which returns for its parents
     /// ([`kerf_analysis::cfg::Function::ret_part`]), goes frameless like any other; `false`:
     /// it keeps its frame.
@@ -128,15 +129,16 @@ fn ret_scratch(m: &Module<'_>, f: FuncId) -> Option<RetScratch> {
 }
 
 /// Most direct calls a function may have in a translation for its `ret` to compare their
-/// return addresses inline ([`seq::chained_ret`]): each compare that fails costs a load of
-/// the return slot and a branch before the table.
-const CHAIN_CALLERS: usize = 2;
+/// return addresses inline ([`seq::chained_ret`]), by default ([`Module::chains`]): each
+/// compare that fails costs a load of the return slot and a branch before the table.
+pub const CHAIN_CALLERS: usize = 2;
 
 /// Per function of `funcs` whose `ret` goes frameless with two free registers (`scratch`),
 /// the return sites of its direct calls from `funcs` (original address, label of the
-/// translation there, which `starts` holds): where it has one or two of them, each
-/// compared inline before the table. A caller outside `funcs` (another translation, code
-/// that calls through a pointer) finds no compare that matches and goes on to the table.
+/// translation there, which `starts` holds): where it has at most [`Module::chains`] of
+/// them, each compared inline before the table. A caller outside `funcs` (another
+/// translation, code that calls through a pointer) finds no compare that matches and goes
+/// on to the table.
 fn return_chains(
     m: &Module<'_>,
     funcs: &[FuncId],
@@ -157,7 +159,7 @@ fn return_chains(
     sites.retain(|_, v| {
         v.sort_unstable();
         v.dedup();
-        v.len() <= CHAIN_CALLERS
+        v.len() <= m.chains
     });
     sites
 }
@@ -1116,9 +1118,9 @@ fn blocks_room(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
                 n += 48;
             }
             if b.term == Terminator::Return {
-                // Up to `CHAIN_CALLERS` callers compared first (`seq::chained_ret`, at most
-                // 34 bytes each).
-                n += 34 * CHAIN_CALLERS as u64;
+                // Up to `m.chains` callers compared first (`seq::chained_ret`, at most 34
+                // bytes each).
+                n += 34 * m.chains as u64;
             }
             // A table's dispatch, and a stub per entry at most.
             n += 16 * table_words(m, b);
@@ -1628,9 +1630,9 @@ pub fn translate(
         .map(|&f| (f, ret_scratch(m, f)))
         .collect();
     // Per function whose `ret` goes frameless with registers free: its callers' return sites
-    // when it has one or two direct calls here (see `seq::chained_ret`).
+    // when it has at most `m.chains` direct calls here (see `seq::chained_ret`).
     let chains =
-        if m.chains { return_chains(m, &funcs, &scratch, &starts) } else { HashMap::default() };
+        if m.chains > 0 { return_chains(m, &funcs, &scratch, &starts) } else { HashMap::default() };
     // Per function that begins with a jump through a slot the walk read (a PLT stub): the
     // register its guard may take (see `tail_scratch`).
     let slot_jumps: HashMap<FuncId, Register> = funcs

@@ -154,7 +154,7 @@ fn module<'a>(
         tables: true,
         guards: true,
         fast_calls: true,
-        chains: true,
+        chains: kerf_jit::translate::CHAIN_CALLERS,
         parts: true,
         inside_entries: true,
         inline: 48,

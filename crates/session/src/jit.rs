@@ -1316,8 +1316,15 @@ fn modules_of<'a>(
             // before frameless ones (for benchmarks that compare the two).
             fast_calls: std::env::var_os("KERF_JIT_FRAMED_CALLS").is_none(),
             // `KERF_JIT_NO_CHAINS`: every frameless `ret` straight to the table, as before
-            // chained returns (for benchmarks that compare the two).
-            chains: std::env::var_os("KERF_JIT_NO_CHAINS").is_none(),
+            // chained returns; `KERF_JIT_CHAIN_CALLERS=N`: chains up to N callers long (for
+            // benchmarks that compare them).
+            chains: match std::env::var_os("KERF_JIT_NO_CHAINS") {
+                Some(_) => 0,
+                None => std::env::var("KERF_JIT_CHAIN_CALLERS")
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(kerf_jit::translate::CHAIN_CALLERS),
+            },
             // `KERF_JIT_FRAMED_PARTS`: the `ret`s of parts split off other functions with
             // their frames, as before they were known to return for their parents (for
             // benchmarks that compare the two).
