@@ -661,7 +661,9 @@ fn check_function(
     // Whether its returns leave through the caller's slot, kept with the analysis for the
     // JIT (a frameless `ret` rests on it): worked out again from the code checked above. A
     // part split off other functions rests on its parents' code too: checked with every
-    // function ([`check_parts`]).
+    // function ([`check_parts`]). (Nothing reads a part's answer before that: the JIT and
+    // `@exits` probes read it beside the return facts, which wait for every function's
+    // check.)
     let fits = match (fun.ret_through_slot, fun.ret_part) {
         (true, true) => true,
         (through, false) => cfg.returns_through_callers_slot(mem, f) == through,

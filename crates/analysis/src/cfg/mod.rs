@@ -568,9 +568,9 @@ impl Cfg {
         parts
     }
 
-    /// The stack pointer before the last instruction of each block of `sites` (a jump into
-    /// another function), relative to its function's entry stack pointer (`None`: not
-    /// known): each function decoded once.
+    /// The stack pointer at the end of each block of `sites` (a way into another function:
+    /// a jump, or a fall-through), relative to its function's entry stack pointer (`None`:
+    /// not known): each function decoded once.
     pub fn jump_depths(
         &self,
         mem: &dyn crate::memory::CodeMemory,
@@ -586,7 +586,7 @@ impl Cfg {
             .flat_map_iter(|(&g, sites)| {
                 let start = self.function(g).blocks.start;
                 let ks: Vec<usize> = sites.iter().map(|b| (b.0 - start) as usize).collect();
-                let rsp = self.with_view(mem, g, |v| tailcall::rsp_before_last(v, &ks));
+                let rsp = self.with_view(mem, g, |v| tailcall::rsp_at_end(v, &ks));
                 let rsp = rsp.unwrap_or_else(|| vec![None; ks.len()]);
                 sites.clone().into_iter().zip(rsp)
             })

@@ -451,16 +451,16 @@ pub(crate) fn returns_through_slot(view: &FnView<'_>, seeds: &[(usize, i64)]) ->
     true
 }
 
-/// The stack pointer, relative to the entry's, before the last instruction of each block of
-/// `blocks` (jumps into other functions): `None` where it is not known.
-pub(crate) fn rsp_before_last(view: &FnView<'_>, blocks: &[usize]) -> Vec<Option<i64>> {
+/// The stack pointer, relative to the entry's, at the end of each block of `blocks` (ways
+/// into other functions: a jump, which leaves it as it is, or a fall-through past the
+/// function's last instruction, whose own effect counts): `None` where it is not known.
+pub(crate) fn rsp_at_end(view: &FnView<'_>, blocks: &[usize]) -> Vec<Option<i64>> {
     let at = frames(view);
     blocks
         .iter()
         .map(|&b| {
             let mut f = at.get(b).copied().flatten()?;
-            let insns = view.blocks.get(b)?;
-            for (i, w) in &insns[..insns.len().saturating_sub(1)] {
+            for (i, w) in view.blocks.get(b)? {
                 f = step(f, i, *w);
             }
             f.rsp
