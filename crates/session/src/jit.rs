@@ -1320,10 +1320,11 @@ fn modules_of<'a>(
             // benchmarks that compare them).
             chains: match std::env::var_os("KERF_JIT_NO_CHAINS") {
                 Some(_) => 0,
+                // (At most 8: each caller adds 34 bytes of room to every `ret`'s block.)
                 None => std::env::var("KERF_JIT_CHAIN_CALLERS")
                     .ok()
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(kerf_jit::translate::CHAIN_CALLERS),
+                    .and_then(|v| v.parse::<usize>().ok())
+                    .map_or(kerf_jit::translate::CHAIN_CALLERS, |n| n.min(8)),
             },
             // `KERF_JIT_FRAMED_PARTS`: the `ret`s of parts split off other functions with
             // their frames, as before they were known to return for their parents (for
