@@ -926,6 +926,11 @@ pub struct Entry {
     /// [`crate::table::Table::insert_ranked`]): not where the indirect entry counts the
     /// lookup's arrivals.
     pub keyed: bool,
+    /// Whether a call of the translation returns here, whatever its rank: a return site
+    /// that is also another block's target (`setjmp`'s, which `longjmp` jumps to) keeps
+    /// that block's rank, but must be in the live table before any entry that leads into
+    /// the translation, since a `ret` that misses leaves the cache without asking kerf.
+    pub returned_to: bool,
 }
 
 /// A translated conditional branch, for a plugin with edges: its original address, its
@@ -2143,6 +2148,9 @@ pub fn translate(
         (e.clean.iter().enumerate()).filter_map(|(k, c)| Some((at_offset(k)?, (*c)?))).collect();
     let sides = e.sides.iter().filter_map(|&(k, b)| Some((at_offset(k)?, b))).collect();
     let counting: HashSet<u64> = arrivals.iter().map(|&(orig, _)| orig).collect();
+    // (The sites deduplicated above by their first kind: a block target first.)
+    let returned_to: HashSet<u64> =
+        (ret_sites.iter()).filter(|s| s.rank == crate::table::RETURN).map(|s| s.orig).collect();
     let entries = entry_labels
         .iter()
         .filter_map(|&(s, k)| {
@@ -2152,6 +2160,7 @@ pub fn translate(
                 cont: at_offset(s.first)?,
                 rank: s.rank,
                 keyed: !counting.contains(&s.orig),
+                returned_to: returned_to.contains(&s.orig),
             })
         })
         .collect();

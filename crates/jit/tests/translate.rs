@@ -386,6 +386,10 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
     assert!(calls.len() >= 4, "{calls:?}");
     for r in calls {
         assert!(table.find(r).is_some(), "return site {r:#x} of work");
+        // Said so whatever its rank (`setjmp`'s is also `longjmp`'s target): kerf writes
+        // return sites into the live table before the entries that lead into the code.
+        let e = t.entries.iter().find(|e| e.orig == r).unwrap();
+        assert!(e.returned_to, "return site {r:#x} of work (rank {})", e.rank);
         // 5. A `ret` to a return site goes to its continuation: the instruction after the
         //    translated `call`, whose stub puts that same original return address on the
         //    stack (so the CPU's return predictor, which saw the `call`, foresees the `ret`).

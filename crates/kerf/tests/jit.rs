@@ -207,6 +207,10 @@ fn output_is_unchanged_nothing_escapes_and_block_counts_equal_spliced_counts() {
     let (m, out3, _) = kerf_on("counts-main", "jit", &["main", "--plugin", "blocks"], &bin, &[]);
     assert_eq!(out3, expected);
     assert_eq!(m["jit"]["escapes"], 0, "{}", m["jit"]);
+    // Each thread enters `start_thread`, translated when the first asks for it, and returns
+    // from `setjmp` there: no return may miss (one that did ran its thread natively, its
+    // counts lost: when that return site went into the table after the function's entry).
+    assert_eq!(m["jit"]["returns_out"], 0, "{}", m["jit"]);
     let counters = &m["jit"]["counters"];
     if per_thread_counters_expected(counters) {
         assert!(counters["threads"].as_u64().unwrap() >= 9, "{counters}");

@@ -25,7 +25,7 @@ use kerf_arch::RemoteAddr;
 use kerf_codegen::{ring, At, Env, LiveAt, ThreadPointer};
 use kerf_jit::mailbox as mb;
 use kerf_jit::table::Hash;
-use kerf_jit::table::{Placed, RETURN};
+use kerf_jit::table::Placed;
 use kerf_jit::translate::Entry as TableEntry;
 use kerf_jit::{closure, Layout, Marks, Module, Plugin, Region, Scope, Table, Translation};
 use kerf_os::ptrace::{RegsExt, RemoteMem, TargetMemory, REACH};
@@ -2602,14 +2602,18 @@ impl Jit {
             // returns, since a `ret` that misses leaves the region without asking kerf (one
             // that followed a new link to `keep_all` of the 8-thread fixture before its
             // return site was in left its root call early). Ways are chosen by rank; return
-            // sites are written first, then the entries that lead into the new code.
+            // sites are written first, then the entries that lead into the new code. Every
+            // return site, whatever its rank: `start_thread`'s after `setjmp`, also
+            // `longjmp`'s target, went in after the function's entry, and threads made
+            // meanwhile entered by it and left the cache at that `ret` (one thread in about
+            // 150 runs of the 8-thread fixture from `main`, on a busy host).
             let mut entries = t.entries.clone();
             entries.sort_by_key(|e| e.rank);
             let placed: Vec<_> = (entries.iter())
                 .map(|e| (e, self.index.insert_ranked(e.orig, e.entry, e.cont, e.rank, e.keyed)))
                 .collect();
-            let returns = placed.iter().filter(|(e, _)| e.rank == RETURN);
-            for &(e, p) in returns.chain(placed.iter().filter(|(e, _)| e.rank != RETURN)) {
+            let returns = placed.iter().filter(|(e, _)| e.returned_to);
+            for &(e, p) in returns.chain(placed.iter().filter(|(e, _)| !e.returned_to)) {
                 self.publish(e, p);
             }
         } else {
@@ -4013,6 +4017,7 @@ impl Jit {
             cont: to.unwrap_or(target),
             rank: 2,
             keyed: to.is_some(),
+            returned_to: false,
         };
         self.insert(e, true);
         Ok(())
@@ -4085,7 +4090,15 @@ impl Jit {
         let word = DATA_HEADER as usize;
         self.stub_counts.push(StubCount { module: k, target, area, word });
         // (Not keyed: the entry counts the arrival.)
-        self.insert(TableEntry { orig: target, entry: at, cont: to, rank: 2, keyed: false }, true);
+        let e = TableEntry {
+            orig: target,
+            entry: at,
+            cont: to,
+            rank: 2,
+            keyed: false,
+            returned_to: false,
+        };
+        self.insert(e, true);
         Ok(true)
     }
 

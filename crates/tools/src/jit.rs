@@ -1109,7 +1109,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "returns_out": rets,
             // Where the module's last miss went, which the escape went to if it was the
             // last: said only for a module with escapes (a miss kerf answered is none).
-            "last_escape": (esc + leaving > 0 && last != 0).then(|| where_is(target, last)),
+            "last_escape": (esc + leaving + rets > 0 && last != 0).then(|| where_is(target, last)),
         }));
     }
     // A thread a signal handler sent to code kerf could not translate, whose handler's frame a
