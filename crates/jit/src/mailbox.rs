@@ -110,6 +110,24 @@ pub fn answer_word(ticket: u32, a: u64) -> u64 {
     ANSWER | tag(ticket) | (a & ADDRESS)
 }
 
+/// The bit of an answer to a [`REVERSE`] question that lets its handler's entry go on at
+/// once, before kerf counts its ticket answered: where a ticket before it stays open while
+/// kerf translates (a miss's), or flushes. Only there: an entry that went on at once no
+/// longer counts in [`SIG_PENDING`] while its ticket is open, and the entries of other
+/// threads would take that ticket for a miss's and keep the cache address in their frames.
+pub const AT_ONCE: u64 = 1 << 62;
+
+/// [`answer_word`] with [`AT_ONCE`].
+pub fn answer_at_once(ticket: u32, a: u64) -> u64 {
+    answer_word(ticket, a) | AT_ONCE
+}
+
+/// Whether `word` (read from `ticket`'s slot) is kerf's answer to that ticket's question,
+/// with or without [`AT_ONCE`].
+pub fn answered_in_slot(word: u64, ticket: u32) -> bool {
+    word & (ANSWER | TAG) == ANSWER | tag(ticket)
+}
+
 /// The question `word` (read from `ticket`'s slot) holds, its tag taken off, if it is
 /// `ticket`'s own: not an answer, tagged with `ticket`, and not empty (no target is 0; a
 /// ticket whose tag is 0 would otherwise take an emptied slot for its question).
@@ -221,5 +239,16 @@ mod tests {
         let t = 1 << TAG_BITS;
         assert_eq!(question_of(q(t + 3, 0x40_1000), t + 3), Some(0x40_1000));
         assert_eq!(answer_word(3, 0x40_1000) & ADDRESS, 0x40_1000);
+        // An answer in the slot: its own ticket's only, with an address or none; never a
+        // question, nor an emptied slot.
+        assert!(answered_in_slot(answer_word(7, 0x40_1000), 7));
+        assert!(answered_in_slot(answer_word(7, 0), 7));
+        assert!(!answered_in_slot(answer_word(7, 0x40_1000), 8));
+        assert!(!answered_in_slot(answer_word(7, 0x40_1000), 7 + RING_SLOTS));
+        assert!(!answered_in_slot(q(7, REVERSE | 0x50_0000), 7));
+        assert!(!answered_in_slot(0, 0));
+        assert!(answered_in_slot(answer_at_once(7, 0x40_1000), 7));
+        assert_eq!(question_of(answer_at_once(7, 0x40_1000), 7), None);
+        assert_eq!(answer_at_once(7, 0x40_1000) & ADDRESS, 0x40_1000);
     }
 }

@@ -818,9 +818,17 @@ fn labelled(mut i: Instruction, label: u64) -> Instruction {
 
 /// Post `rcx` in the mailbox at `mailbox`'s ring with a ticket, wake kerf, and wait until
 /// kerf has answered that ticket, kerf stops listening, or the wait gives up (then `LISTEN` is
-/// cleared: see [`ask_kerf`]); then on at label `served`, which follows. `rax`, `rcx`, `rdx`,
-/// `rdi`, `rsi`, `r8`, `r9`, `r10`, `r11` and `r12` are clobbered (the caller saved them).
-fn post_and_wait(mailbox: u64, served: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
+/// cleared: see [`ask_kerf`]); then on at label `served`, which follows. With `in_slot`, also
+/// once the ticket's slot holds kerf's answer to it marked to go on at once
+/// ([`crate::mailbox::AT_ONCE`]), though tickets before it are still open. `rax`, `rcx`,
+/// `rdx`, `rdi`, `rsi`, `r8`, `r9`, `r10`, `r11` and `r12` are clobbered (the caller saved
+/// them).
+fn post_and_wait(
+    mailbox: u64,
+    served: u64,
+    in_slot: bool,
+    labels: &mut dyn FnMut() -> u64,
+) -> Vec<Instruction> {
     use crate::mailbox as mb;
     use Register::*;
     let (wait, timed_out, interrupted, expired) = (labels(), labels(), labels(), labels());
@@ -858,6 +866,24 @@ fn post_and_wait(mailbox: u64, served: u64, labels: &mut dyn FnMut() -> u64) -> 
     v.push(op(Instruction::with2(Code::Sub_r32_rm32, ESI, R9D)));
     v.push(op(Instruction::with2(Code::Test_rm32_r32, ESI, ESI)));
     v.push(op(Instruction::with_branch(Code::Jg_rel32_64, served)));
+    if in_slot {
+        // The slot's word, its tag and answer bit compared with the ticket's (`edx`, the
+        // value the futex wait below expects, is kept).
+        let slot = MemoryOperand::new(RAX, RDI, 8, mb::RING as i64, 1, false, Register::None);
+        let tag_mask = (1u32 << mb::TAG_BITS) - 1;
+        let answer = ((mb::ANSWER | mb::AT_ONCE) >> mb::ADDRESS_BITS) as u32;
+        v.extend([
+            op(Instruction::with2(Code::Mov_r32_rm32, EDI, R9D)),
+            op(Instruction::with2(Code::And_rm32_imm32, EDI, mb::RING_SLOTS - 1)),
+            op(Instruction::with2(Code::Mov_r64_rm64, RCX, slot)),
+            op(Instruction::with2(Code::Shr_rm64_imm8, RCX, mb::ADDRESS_BITS)),
+            op(Instruction::with2(Code::Mov_r32_rm32, ESI, R9D)),
+            op(Instruction::with2(Code::And_rm32_imm32, ESI, tag_mask)),
+            op(Instruction::with2(Code::Or_rm32_imm32, ESI, answer)),
+            op(Instruction::with2(Code::Cmp_r64_rm64, RCX, RSI)),
+            op(Instruction::with_branch(Code::Je_rel32_64, served)),
+        ]);
+    }
     v.push(listening());
     v.push(op(Instruction::with_branch(Code::Je_rel32_64, served)));
     v.push(op(Instruction::with1(Code::Dec_rm32, R8D)));
@@ -923,7 +949,7 @@ fn ask_kerf(ask: &Ask, start: u64, none: u64, labels: &mut dyn FnMut() -> u64) -
     let mut v = vec![labelled(mbox(), start), listening()];
     v.push(op(Instruction::with_branch(Code::Je_rel32_64, unasked)));
     v.extend(saved.iter().map(|&r| op(Instruction::with1(Code::Push_r64, r))));
-    v.extend(post_and_wait(ask.mailbox, served, labels));
+    v.extend(post_and_wait(ask.mailbox, served, false, labels));
     v.push(labelled(op(Instruction::with1(Code::Pop_r64, R11)), served));
     v.extend(saved.iter().rev().skip(1).map(|&r| op(Instruction::with1(Code::Pop_r64, r))));
     // The table again (its four ways, then the overflow list; the flags are saved, so `cmp`
@@ -1183,7 +1209,7 @@ fn notice(
         v.push(pending(Instruction::with1(Code::Inc_rm32, pending_at())));
     }
     let served = if quick { labels() } else { done };
-    v.extend(post_and_wait(mailbox, served, labels));
+    v.extend(post_and_wait(mailbox, served, false, labels));
     if quick {
         v.push(labelled(op(Instruction::with2(Code::Mov_r64_imm64, RAX, mailbox)), served));
         v.push(pending(Instruction::with1(Code::Dec_rm32, pending_at())));

@@ -501,6 +501,9 @@ pub struct SignalStats {
     /// Signal frames whose interrupted PC, a clean point, a flush pointed at the new
     /// translation of its original (their handlers return into the new cache).
     pub put_back: u64,
+    /// Handlers' questions answered while a flush waited for their frames to go
+    /// ([`Jit::answer_signal_questions`]; of `asked`).
+    pub asked_in_flushes: u64,
     /// Times the hooks were looked for again because the caught signals changed or an
     /// `rt_sigaction` was about to install a handler not read before, and looks that failed
     /// (the process could not be stopped).
@@ -3111,6 +3114,10 @@ impl Jit {
             // (signal handlers' questions, `siglongjmp`'s) are counted answered before this
             // batch's work (see below); `early` is the first ticket past them.
             let mut early = answered;
+            // Whether a handler's question was answered to go on at once (it is woken), and
+            // whether a miss's ticket (or an unmap's, or the loader's) came before.
+            let mut at_once = false;
+            let mut miss_ahead = false;
             while ticket != posted {
                 let slot = (mb::RING + 8 * u64::from(ticket % mb::RING_SLOTS)) as usize;
                 // A thread stores its target just after taking its ticket, tagged with it:
@@ -3119,13 +3126,25 @@ impl Jit {
                 // machine) is waited for a while; past that its miss goes unanswered (it
                 // escapes), and its target, stored late, is never taken for another's.
                 let deadline = Instant::now() + SLOT_WAIT;
-                let target = loop {
-                    let v = mb::question_of(mbox.load_u64(slot), ticket);
-                    if v.is_some() || Instant::now() > deadline {
-                        break v.unwrap_or(0);
+                let word = loop {
+                    let w = mbox.load_u64(slot);
+                    let read = mb::question_of(w, ticket).is_some();
+                    if read || mb::answered_in_slot(w, ticket) || Instant::now() > deadline {
+                        break w;
                     }
                     std::hint::spin_loop();
                 };
+                if mb::answered_in_slot(word, ticket) {
+                    // A handler's question answered while a flush waited
+                    // (`answer_signal_questions`): its thread went on.
+                    questions += 1;
+                    if early == ticket {
+                        early = ticket.wrapping_add(1);
+                    }
+                    ticket = ticket.wrapping_add(1);
+                    continue;
+                }
+                let target = mb::question_of(word, ticket).unwrap_or(0);
                 if target == 0 {
                     self.stats.slots_unread += 1;
                 }
@@ -3163,9 +3182,18 @@ impl Jit {
                 }
                 if target & mb::REVERSE != 0 {
                     // A signal handler's entry: answered in the slot, before the ticket is
-                    // counted answered.
+                    // counted answered; behind a miss's ticket, which stays open while kerf
+                    // translates (and may flush), marked to go on at once (`AT_ONCE`). Not
+                    // behind other questions only: the entries of other threads, which ask
+                    // only while every open ticket is a question, would then keep the cache
+                    // address (in 4 threads faulting at once, 8,000 of 40,000 frames did).
                     let orig = self.signal_original(target & mb::ADDRESS).map_or(0, |(o, _)| o);
-                    mbox.store_u64(slot, mb::answer_word(ticket, orig));
+                    if miss_ahead {
+                        mbox.store_u64(slot, mb::answer_at_once(ticket, orig));
+                        at_once = true;
+                    } else {
+                        mbox.store_u64(slot, mb::answer_word(ticket, orig));
+                    }
                     self.stats.signals.asked += 1;
                     questions += 1;
                     if early == ticket {
@@ -3179,6 +3207,7 @@ impl Jit {
                     // any new library that late roots name are spliced.
                     mbox.store_u64(slot, 0);
                     loaded = true;
+                    miss_ahead = true;
                     questions += 1;
                     ticket = ticket.wrapping_add(1);
                     continue;
@@ -3194,6 +3223,7 @@ impl Jit {
                     continue;
                 }
                 mbox.store_u64(slot, 0);
+                miss_ahead = true;
                 if target & mb::UNMAPPED != 0 {
                     unmapped = true;
                 } else if target != 0 {
@@ -3208,6 +3238,8 @@ impl Jit {
             // of the suite's bounded-cache run, with kerf's beat keeping the handler waiting.)
             if early != answered {
                 mbox.store_u32(answered_at, early);
+            }
+            if early != answered || at_once {
                 mbox.futex_wake_all(answered_at);
             }
             targets.sort_unstable();
@@ -5272,6 +5304,10 @@ impl Jit {
             };
             let held = self.signal_frames(&tr).map(|v| v.iter().any(HeldFrame::unclean));
             if tries < FLUSH_TRIES && matches!(held, Ok(true)) {
+                // (The handler may wait for kerf's answer, behind the ticket of the miss that
+                // asked for this flush: a frame that held glue code's address then stayed
+                // through every stop, and the flush was refused.)
+                self.answer_signal_questions(mbox);
                 if let Err(e) = tr.resume_detach() {
                     break Err(e.into());
                 }
@@ -5298,6 +5334,33 @@ impl Jit {
                 self.stats.refuse_flush(e.to_string());
                 false
             }
+        }
+    }
+
+    /// The questions of signal handlers' entries ([`mb::REVERSE`]) posted since kerf last
+    /// counted tickets answered, answered in their slots, where the entries see them at once
+    /// (their tickets are counted answered with the next batch). Only those: a miss's answer
+    /// is a translation, made in its batch.
+    fn answer_signal_questions(&mut self, mbox: &SharedMem) {
+        let (mut ticket, posted) =
+            (mbox.load_u32(mb::ANSWERED as usize), mbox.load_u32(mb::POSTED as usize));
+        let mut any = false;
+        while ticket != posted {
+            let slot = (mb::RING + 8 * u64::from(ticket % mb::RING_SLOTS)) as usize;
+            let question = mb::question_of(mbox.load_u64(slot), ticket);
+            if let Some(q) =
+                question.filter(|q| q & (mb::REVERSE | mb::RESUME | mb::UNMAPPED) == mb::REVERSE)
+            {
+                let orig = self.signal_original(q & mb::ADDRESS).map_or(0, |(o, _)| o);
+                mbox.store_u64(slot, mb::answer_at_once(ticket, orig));
+                self.stats.signals.asked += 1;
+                self.stats.signals.asked_in_flushes += 1;
+                any = true;
+            }
+            ticket = ticket.wrapping_add(1);
+        }
+        if any {
+            mbox.futex_wake_all(mb::ANSWERED as usize);
         }
     }
 

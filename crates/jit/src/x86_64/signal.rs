@@ -178,7 +178,10 @@ pub fn signal_entry(
         mov_imm(RDX, mb::REVERSE),
         op(Instruction::with2(Code::Or_r64_rm64, RCX, RDX)),
     ]);
-    v.extend(post_and_wait(mailbox, served, labels));
+    // (Served once its slot holds kerf's answer marked `AT_ONCE`: kerf answers so where a
+    // miss's ticket before it waits for a translation, or for a flush that cannot go on
+    // while this frame holds glue code's address.)
+    v.extend(post_and_wait(mailbox, served, true, labels));
     v.extend([
         labelled(mov_imm(RAX, mailbox), served),
         locked(op(Instruction::with1(Code::Dec_rm32, at(RAX, mb::SIG_PENDING as i32)))),
@@ -260,7 +263,7 @@ fn question(
         op(Instruction::with2(Code::Or_r64_rm64, RCX, RDX)),
         locked(op(Instruction::with1(Code::Inc_rm32, at(RAX, mb::SIG_PENDING as i32)))),
     ];
-    v.extend(post_and_wait(mailbox, served, labels));
+    v.extend(post_and_wait(mailbox, served, false, labels));
     v.extend([
         labelled(mov_imm(RAX, mailbox), served),
         locked(op(Instruction::with1(Code::Dec_rm32, at(RAX, mb::SIG_PENDING as i32)))),
@@ -295,6 +298,12 @@ fn answer(label: u64, mailbox: u64, [unanswered, none]: [u64; 2]) -> Vec<Instruc
         op(Instruction::with2(Code::Mov_r64_rm64, RCX, slot)),
         op(Instruction::with2(Code::Mov_r64_rm64, RDX, RCX)),
         op(Instruction::with2(Code::Shr_rm64_imm8, RDX, mb::ADDRESS_BITS)),
+        // (With or without `AT_ONCE`.)
+        op(Instruction::with2(
+            Code::And_rm32_imm32,
+            EDX,
+            !(mb::AT_ONCE >> mb::ADDRESS_BITS) as u32,
+        )),
         op(Instruction::with2(Code::Mov_r32_rm32, ESI, R9D)),
         op(Instruction::with2(Code::And_rm32_imm32, ESI, (1u32 << mb::TAG_BITS) - 1)),
         op(Instruction::with2(Code::Or_rm32_imm32, ESI, (mb::ANSWER >> mb::ADDRESS_BITS) as u32)),
