@@ -501,8 +501,10 @@ pub struct SignalStats {
     /// Signal frames whose interrupted PC, a clean point, a flush pointed at the new
     /// translation of its original (their handlers return into the new cache).
     pub put_back: u64,
-    /// Handlers' questions answered while a flush waited for their frames to go
-    /// ([`Jit::answer_signal_questions`]; of `asked`).
+    /// Handlers' questions answered to go on at once ([`mb::AT_ONCE`]: behind a miss's
+    /// ticket), and of those, the ones answered while a flush waited for their frames to go
+    /// ([`Jit::answer_signal_questions`]); both of `asked`.
+    pub at_once: u64,
     pub asked_in_flushes: u64,
     /// Times the hooks were looked for again because the caught signals changed or an
     /// `rt_sigaction` was about to install a handler not read before, and looks that failed
@@ -3187,14 +3189,8 @@ impl Jit {
                     // behind other questions only: the entries of other threads, which ask
                     // only while every open ticket is a question, would then keep the cache
                     // address (in 4 threads faulting at once, 8,000 of 40,000 frames did).
-                    let orig = self.signal_original(target & mb::ADDRESS).map_or(0, |(o, _)| o);
-                    if miss_ahead {
-                        mbox.store_u64(slot, mb::answer_at_once(ticket, orig));
-                        at_once = true;
-                    } else {
-                        mbox.store_u64(slot, mb::answer_word(ticket, orig));
-                    }
-                    self.stats.signals.asked += 1;
+                    mbox.store_u64(slot, self.reverse_answer(ticket, target, miss_ahead));
+                    at_once |= miss_ahead;
                     questions += 1;
                     if early == ticket {
                         early = ticket.wrapping_add(1);
@@ -5351,9 +5347,7 @@ impl Jit {
             if let Some(q) =
                 question.filter(|q| q & (mb::REVERSE | mb::RESUME | mb::UNMAPPED) == mb::REVERSE)
             {
-                let orig = self.signal_original(q & mb::ADDRESS).map_or(0, |(o, _)| o);
-                mbox.store_u64(slot, mb::answer_at_once(ticket, orig));
-                self.stats.signals.asked += 1;
+                mbox.store_u64(slot, self.reverse_answer(ticket, q, true));
                 self.stats.signals.asked_in_flushes += 1;
                 any = true;
             }
@@ -5361,6 +5355,19 @@ impl Jit {
         }
         if any {
             mbox.futex_wake_all(mb::ANSWERED as usize);
+        }
+    }
+
+    /// kerf's answer to the handler's question `q` ([`mb::REVERSE`]) of `ticket`: the original
+    /// of the interrupted cache address, or 0; with `at_once`, marked [`mb::AT_ONCE`].
+    fn reverse_answer(&mut self, ticket: u32, q: u64, at_once: bool) -> u64 {
+        let orig = self.signal_original(q & mb::ADDRESS).map_or(0, |(o, _)| o);
+        self.stats.signals.asked += 1;
+        if at_once {
+            self.stats.signals.at_once += 1;
+            mb::answer_at_once(ticket, orig)
+        } else {
+            mb::answer_word(ticket, orig)
         }
     }
 

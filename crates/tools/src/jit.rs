@@ -1299,6 +1299,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         "longjmps_reentered": g.reentered,
         "longjmps_stranded": g.stranded,
         "put_back_by_flushes": g.put_back,
+        "at_once": g.at_once,
         "asked_in_flushes": g.asked_in_flushes,
         "looks": g.looks,
         "noticed": g.noticed,
