@@ -26,7 +26,7 @@ use iced_x86::{Code, IcedError, Instruction, MemoryOperand, Register};
 use kerf_arch::x86_64::{Flag, FlagSet, Gpr, RegSet};
 use std::fmt;
 
-use crate::templates::SYS_SCHED_YIELD;
+use crate::templates::{SYS_NANOSLEEP, SYS_SCHED_YIELD, WAIT_NAP_NS, WAIT_SPINS};
 
 /// What lowering needs to know about the point besides the program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -377,6 +377,43 @@ fn keep_rcx_r10(a: &mut CodeAssembler) -> Result<(), IcedError> {
     a.lea(rsp, qword_ptr(rsp - templates::RED_ZONE as i32))?;
     a.push(rcx)?;
     a.push(r10)
+}
+
+/// What a full ring's writer keeps below the red zone while it waits
+/// (`Lowerer::wait_for_room`): with `keep`, `rcx` and `r10`; then `rdi`, `rsi` and `r8`,
+/// which the wait sets: `rdi` the address of a `struct timespec` of [`WAIT_NAP_NS`] pushed
+/// last (`nanosleep`'s time), `rsi` 0 (its remainder, not wanted), `r8d` the looks made, 0.
+/// `sched_yield` takes no arguments, so both calls run with the same registers.
+fn wait_frame(a: &mut CodeAssembler, keep: bool) -> Result<(), IcedError> {
+    use iced_x86::code_asm::{esi, r8, r8d, rdi, rsi, rsp};
+    if keep {
+        keep_rcx_r10(a)?;
+    } else {
+        a.lea(rsp, qword_ptr(rsp - templates::RED_ZONE as i32))?;
+    }
+    a.push(rdi)?;
+    a.push(rsi)?;
+    a.push(r8)?;
+    // tv_nsec, then tv_sec at the lower address.
+    a.push(WAIT_NAP_NS)?;
+    a.push(0)?;
+    a.mov(rdi, rsp)?;
+    a.xor(esi, esi)?;
+    a.xor(r8d, r8d)
+}
+
+/// [`wait_frame`] undone (the flags are left as they are).
+fn wait_frame_off(a: &mut CodeAssembler, keep: bool) -> Result<(), IcedError> {
+    use iced_x86::code_asm::{r8, rdi, rsi, rsp};
+    a.lea(rsp, qword_ptr(rsp + 16))?;
+    a.pop(r8)?;
+    a.pop(rsi)?;
+    a.pop(rdi)?;
+    if keep {
+        put_back_rcx_r10(a)
+    } else {
+        a.lea(rsp, qword_ptr(rsp + templates::RED_ZONE as i32))
+    }
 }
 
 /// [`keep_rcx_r10`] undone.
@@ -1143,13 +1180,17 @@ impl<'a> Lowerer<'a> {
     }
 
     /// A full per-thread ring at `r11`: while the time stamp counter is before the ring's
-    /// `wait` (a deadline the reader moves ahead as it drains), give the CPU up
-    /// (`sched_yield`: the reader may need it, and other threads waiting for it would spin
-    /// it away) and reserve again at `retry` once the reader has made room; past it (or with
-    /// `wait` 0, a reader that never waits) go on to the drop that follows. Writes `rax`,
-    /// `rcx`, `rdx`, `r10` and the flags, which the lookup and the reservation write
-    /// already; `r11` is the ring again wherever it leaves. With `keep` (a ring kept in the
-    /// thread's slab, whose code has no lookup to write `rcx` and `r10`), those two are
+    /// `wait` (a deadline the reader moves ahead as it drains), give the CPU up and reserve
+    /// again at `retry` once the reader has made room; past it (or with `wait` 0, a reader
+    /// that never waits) go on to the drop that follows. The first [`WAIT_SPINS`] looks
+    /// `sched_yield` (a reader that is draining makes room within microseconds, and a thread
+    /// that slept would lose the rest of a 50 µs nap each time), later ones sleep
+    /// [`WAIT_NAP_NS`] (`nanosleep`: a reader held up for long, as by a slow trace file, is
+    /// not to cost a CPU per waiting thread; yielding in a loop also held kerf's own threads
+    /// off the CPUs). Writes `rax`, `rcx`, `rdx`, `r10` and the flags, which the lookup and
+    /// the reservation write already; `r11` is the ring again wherever it leaves. The
+    /// registers the wait uses besides ([`wait_frame`]), and with `keep` (a ring kept in the
+    /// thread's slab, whose code has no lookup to write `rcx` and `r10`) those two, are
     /// saved below the red zone while it waits and put back wherever it leaves.
     fn wait_for_room(
         &mut self,
@@ -1157,44 +1198,45 @@ impl<'a> Lowerer<'a> {
         retry: CodeLabel,
         keep: bool,
     ) -> Result<(), LowerError> {
-        use iced_x86::code_asm::{eax, r10, r11, rax, rdx};
+        use iced_x86::code_asm::{eax, r10, r11, r8d, rax, rdx};
         let a = &mut self.a;
         let mut look = a.create_label();
+        let mut call = a.create_label();
         let mut drop = a.create_label();
         let mut room = a.create_label();
-        // (Where the drop ends: past the registers put back, with `keep`.)
-        let mut out = if keep { a.create_label() } else { drop };
-        // 1. No deadline (the tracer's rings): drop, as cheaply as before waits. The ring
-        //    kept in r10 (the system call writes rcx and r11). Past the deadline: drop.
+        let mut out = a.create_label();
+        // 1. No deadline (the tracer's rings): drop, as cheaply as before waits. Else the
+        //    frame, and the ring kept in r10 (the system calls write rcx and r11).
         a.cmp(qword_ptr(r11 + ring::WAIT as i32), 0)?;
         a.je(out)?;
-        if keep {
-            keep_rcx_r10(a)?;
-        }
+        wait_frame(a, keep)?;
         a.mov(r10, r11)?;
+        // 2. Past the deadline: drop.
         a.set_label(&mut look)?;
         a.rdtsc()?;
         a.shl(rdx, 32)?;
         a.or(rax, rdx)?;
         a.cmp(rax, qword_ptr(r10 + ring::WAIT as i32))?;
         a.jae(drop)?;
-        // 2. Yield.
+        // 3. Yield, or after WAIT_SPINS looks sleep (r8d counts the looks).
         a.mov(eax, SYS_SCHED_YIELD)?;
+        a.inc(r8d)?;
+        a.cmp(r8d, WAIT_SPINS as i32)?;
+        a.jbe(call)?;
+        a.mov(eax, SYS_NANOSLEEP)?;
+        a.set_label(&mut call)?;
         a.syscall()?;
         a.mov(r11, r10)?;
-        // 3. Room: reserve again; else look again.
+        // 4. Room: reserve again; else look again.
         a.mov(rax, qword_ptr(r11 + ring::HEAD as i32))?;
         a.sub(rax, qword_ptr(r11 + ring::TAIL as i32))?;
         a.cmp(rax, shape.slots as i32)?;
-        a.jb(if keep { room } else { retry })?;
-        a.jmp(look)?;
-        if keep {
-            a.set_label(&mut room)?;
-            put_back_rcx_r10(a)?;
-            a.jmp(retry)?;
-            a.set_label(&mut drop)?;
-            put_back_rcx_r10(a)?;
-        }
+        a.jae(look)?;
+        a.set_label(&mut room)?;
+        wait_frame_off(a, keep)?;
+        a.jmp(retry)?;
+        a.set_label(&mut drop)?;
+        wait_frame_off(a, keep)?;
         a.set_label(&mut out)?;
         Ok(())
     }

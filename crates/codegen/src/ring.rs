@@ -88,13 +88,14 @@
 //!
 //! A per-thread writer in a process that finds its ring full drops the record (counted in
 //! `lost`) unless the time stamp counter is still before the ring's `wait`: then it waits
-//! for the reader to make room, giving the CPU up meanwhile (`sched_yield`: the reader may
-//! need it, and other threads waiting would spin it away), and reserves again; once the
-//! deadline passes it drops. A reader that counts on every event (the JIT's call trace)
-//! moves the deadline of every ring in use ahead at each drain, so a writer waits as long as
-//! the reader is alive and drains, however slowly, and a reader that was killed or stalls
-//! costs each full ring at most the rest of the last deadline; the tracer's readers leave it
-//! 0 (a trace at a high rate drops, as LTTng's default does, rather than slow the program).
+//! for the reader to make room, giving the CPU up meanwhile (`sched_yield` at its first
+//! looks, then 50 µs naps: a long wait is not to hold a CPU, which the reader may need),
+//! and reserves again; once the deadline passes it drops. A reader that counts on every
+//! event (the JIT's call trace) moves the deadline of every ring in use ahead at each drain,
+//! so a writer waits as long as the reader is alive and drains, however slowly, and a reader
+//! that was killed or stalls costs each full ring at most the rest of the last deadline; the
+//! tracer's readers leave it 0 (a trace at a high rate drops, as LTTng's default does,
+//! rather than slow the program).
 //!
 //! # Per-CPU rings (`emit.cpu`)
 //!

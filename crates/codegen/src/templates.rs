@@ -144,13 +144,20 @@ pub fn emulated_call_prefix(ret_to: u64) -> Vec<Instruction> {
 
 /// System call numbers (x86-64 Linux) that generated code makes at run time: those of
 /// [`record_reads`]; the thread table's getpid and tgkill (`timer_code`); a call-trace writer's
-/// `sched_yield` while it waits for room (`Lowerer::wait_for_room`). Where a target runs
+/// `sched_yield` and `nanosleep` while it waits for room (`Lowerer::wait_for_room`). Where a target runs
 /// under seccomp, the JIT asks its filters about them first, and the probe tools leave them
 /// out.
 pub const SYS_GETPID: u32 = 39;
 pub const SYS_PROCESS_VM_READV: u32 = 310;
 pub const SYS_TGKILL: u32 = 234;
 pub const SYS_SCHED_YIELD: u32 = 24;
+pub const SYS_NANOSLEEP: u32 = 35;
+/// How many looks a writer waiting for room in a full call-trace ring makes with
+/// `sched_yield` before it sleeps between looks instead.
+pub const WAIT_SPINS: u32 = 256;
+/// How long such a writer sleeps between its later looks: the reader drains every 500 µs,
+/// and the kernel's timer slack (50 µs by default) adds to it.
+pub const WAIT_NAP_NS: i32 = 50_000;
 
 /// One memory read of a record for [`record_reads`]: `len` bytes from `base + disp` into the
 /// slot at `status + 8`, its status word at `status` (offsets in the slot).

@@ -1265,16 +1265,20 @@ fn full_ring_waits(cached: bool) {
     assert!(got.iter().copied().eq(0..EVENTS), "in order");
     assert_eq!(ar.data(ring + ring::LOST), 0);
     // 2. No reader, a deadline 20 ms on: the ring fills, the next event waits until the
-    //    deadline and is dropped, and so is the next, at once.
+    //    deadline and is dropped, and so is the next, at once. The wait sleeps after its
+    //    first looks: it holds the CPU for less than half of it (yielding throughout, it
+    //    held it all the 20 ms).
     for k in 0..u64::from(SLOTS) {
         run_with(f, with(&[("rdi", 2), ("rsi", k)]), false);
     }
     let start = tsc();
     let ticks = 20 * tsc_per_ms();
     ar.set_data(ring + ring::WAIT, start + ticks);
+    let cpu = thread_cpu_ns();
     run_with(f, with(&[("rdi", 2), ("rsi", 99)]), false);
-    let waited = tsc() - start;
+    let (waited, cpu) = (tsc() - start, thread_cpu_ns() - cpu);
     assert!(waited >= ticks, "waited {waited} ticks of {ticks}");
+    assert!(cpu < 10_000_000, "the 20 ms wait ran on the CPU for {cpu} ns");
     assert_eq!(ar.data(ring + ring::LOST), 1);
     let start = tsc();
     run_with(f, with(&[("rdi", 2), ("rsi", 100)]), false);
@@ -1286,6 +1290,15 @@ fn full_ring_waits(cached: bool) {
     }
     let b = ring::read(&|o| ar.data(ring + o), two_words(SLOTS));
     assert_eq!((b.lost, b.records.len()), (102, SLOTS as usize));
+}
+
+/// This thread's CPU time (ns).
+fn thread_cpu_ns() -> u64 {
+    let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `t` is a valid timespec for the call to fill.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t) };
+    assert_eq!(rc, 0, "clock_gettime");
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
 }
 
 /// Time stamp counter ticks in a millisecond, measured.

@@ -39,7 +39,7 @@ pub struct Args {
     callback: Option<PathBuf>,
     /// With --plugin calls or locks: slots of each thread's ring in each module (a power of
     /// two from 16 to 1048576, 524288 for locks; 32 bytes a slot, 64 for locks; default
-    /// 131072). A thread whose ring is full waits for kerf to drain it; 100 ms after kerf was
+    /// 131072). A thread whose ring is full waits for kerf to drain it; a second after kerf was
     /// killed or stopped (or once one drain has taken 10 s) it drops records, counted and
     /// reported.
     #[arg(long, value_name = "N")]
@@ -521,7 +521,7 @@ fn lost_why(c: &serde_json::Value) -> String {
     if let Some(n) = full.filter(|&n| n > 0) {
         s += &format!(
             "  {n} records lost in full rings: a thread waits for kerf to make room, and \
-             drops 100 ms after kerf was killed or stopped, or once one drain has taken 10 s \
+             drops a second after kerf was killed or stopped, or once one drain has taken 10 s \
              (the longest took {:.2} s)\n",
             c["longest_drain"].as_f64().unwrap_or(0.0)
         );
@@ -529,7 +529,7 @@ fn lost_why(c: &serde_json::Value) -> String {
     if let Some(t) = c["waits_stopped"].as_f64() {
         s += &format!(
             "  from {t:.2} s on, full rings dropped at once: a thread ran under a seccomp \
-             filter kerf had not asked, which might punish the wait's sched_yield\n"
+             filter kerf had not asked, which might punish the wait's sched_yield or nanosleep\n"
         );
     }
     if let Some(n) = no_slot.filter(|&n| n > 0) {

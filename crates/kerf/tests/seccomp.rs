@@ -2,7 +2,7 @@
 //! `traced seccomp NR` runs under a filter that kills the process at system call NR. A tool
 //! whose attach needs that call (memfd_create for kerf's shared memory) fails with the reason
 //! and leaves the program running; the JIT's miss path needs futex (refused, and with
-//! `--no-demand` it runs without); the call trace's wait for room needs sched_yield (its full
+//! `--no-demand` it runs without); the call trace's wait for room needs sched_yield and nanosleep (its full
 //! rings then drop instead, and kerf says so).
 
 mod common;
@@ -59,15 +59,18 @@ fn no_call_a_seccomp_filter_punishes_is_made() {
     assert!(text(&o.stdout).contains(":step"), "{}", text(&o.stdout));
     assert!(prog.try_wait().unwrap().is_none(), "the program was killed");
 
-    // sched_yield (24) kills: the call trace runs, its full rings drop instead of waiting.
-    let (mut prog, pid) = filtered(&bin, 24);
-    let _reap = common::Reaper(pid);
-    let o = kerf(pid, &["jit", "step", "--plugin", "calls"]);
-    let said = text(&o.stderr);
-    assert!(o.status.success(), "{said}");
-    assert!(said.contains("drops its records instead of waiting") && said.contains("sched_yield"));
-    assert!(text(&o.stdout).contains(":step"), "{}", text(&o.stdout));
-    assert!(prog.try_wait().unwrap().is_none(), "the program was killed");
+    // sched_yield (24) or nanosleep (35; the fixture sleeps with clock_nanosleep) kills: the
+    // call trace runs, its full rings drop instead of waiting.
+    for (nr, name) in [(24, "sched_yield"), (35, "nanosleep")] {
+        let (mut prog, pid) = filtered(&bin, nr);
+        let _reap = common::Reaper(pid);
+        let o = kerf(pid, &["jit", "step", "--plugin", "calls"]);
+        let said = text(&o.stderr);
+        assert!(o.status.success(), "{said}");
+        assert!(said.contains("drops its records instead of waiting") && said.contains(name));
+        assert!(text(&o.stdout).contains(":step"), "{}", text(&o.stdout));
+        assert!(prog.try_wait().unwrap().is_none(), "the program was killed");
+    }
 
     // A filter that allows all: nothing is refused, and nothing is said about waiting.
     let mut cmd = Command::new(&bin);

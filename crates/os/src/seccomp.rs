@@ -5,7 +5,7 @@
 //!
 //! kerf makes system calls in its targets in two ways: injected while the threads are stopped
 //! (mmap, munmap, ... in [`crate::ptrace::Tracee::syscall_on`]) and from the code it puts in
-//! (the JIT's miss path waits on a futex; a full call-trace ring yields). A filter may kill
+//! (the JIT's miss path waits on a futex; a full call-trace ring's writer yields and sleeps). A filter may kill
 //! the process, or send it SIGSYS, for a call it does not expect: kerf asks first and refuses,
 //! or does without, rather than harm the program.
 

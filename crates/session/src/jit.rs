@@ -523,9 +523,9 @@ pub struct JitStats {
     /// Why the counters have no per-thread slabs (see [`crate::slabs`]), where the plugin
     /// counts and they have none.
     pub no_slabs: Option<&'static str>,
-    /// Why a thread whose call-trace ring is full may not wait for room (`sched_yield`, see
-    /// `kerf_codegen::ring`'s `WAIT`): its seccomp filter's answer to that call. Its records
-    /// are then dropped (and counted) at a full ring.
+    /// Why a thread whose call-trace ring is full may not wait for room (`sched_yield` and
+    /// `nanosleep`, see `kerf_codegen::ring`'s `WAIT`): its seccomp filter's answer to one of
+    /// those calls. Its records are then dropped (and counted) at a full ring.
     pub no_waits: Option<String>,
     pub blocks: usize,
     pub code_bytes: u64,
@@ -1408,8 +1408,9 @@ struct RuntimeCalls {
 /// Whether every thread's seccomp state lets the cache's own system calls run, asked of the
 /// stopped threads with the calls' real arguments (`ip` a code room's address): a miss's
 /// futex wake and wait on the mailbox at `mailbox` (on demand), refused with
-/// [`TargetError::Seccomp`] unless allowed; the `sched_yield` of a thread waiting for room in
-/// a full call-trace ring, without which full rings drop; the thread table's getpid and
+/// [`TargetError::Seccomp`] unless allowed; the `sched_yield` and `nanosleep` of a thread
+/// waiting for room in a full call-trace ring, without which full rings drop (the sleep's
+/// time is on the thread's stack, its address not known here: asked with 0); the thread table's getpid and
 /// tgkill, without which it keys on thread pointers alone. Threads made later inherit their
 /// creator's filters; one a thread installs after this is noticed by [`SeccompWatch`].
 fn runtime_calls(
@@ -1417,7 +1418,7 @@ fn runtime_calls(
     ip: u64,
     mailbox: Option<u64>,
 ) -> Result<RuntimeCalls, TargetError> {
-    use kerf_codegen::templates::{SYS_GETPID, SYS_SCHED_YIELD, SYS_TGKILL};
+    use kerf_codegen::templates::{SYS_GETPID, SYS_NANOSLEEP, SYS_SCHED_YIELD, SYS_TGKILL};
     use kerf_os::seccomp::Call;
     let call =
         |nr: u32, args: [u64; 3]| Call { nr, ip, args: [args[0], args[1], args[2], 0, 0, 0] };
@@ -1430,7 +1431,7 @@ fn runtime_calls(
         must.push(futex(m + mb::POSTED, mb::FUTEX_WAKE, 0));
         must.push(futex(m + mb::ANSWERED, mb::FUTEX_WAIT, m + mb::TIMEOUT));
     }
-    let yields = call(SYS_SCHED_YIELD, [0; 3]);
+    let waits = [("sched_yield", SYS_SCHED_YIELD), ("nanosleep", SYS_NANOSLEEP)];
     let mut r = RuntimeCalls { no_waits: None, thread_ids: true };
     let pid = tr.pid();
     for tid in tr.threads().to_vec() {
@@ -1440,11 +1441,12 @@ fn runtime_calls(
                 return Err(TargetError::Seccomp { pid, tid, nr: c.nr.into(), action });
             }
         }
-        let action = tr.seccomp_verdict(tid, &yields)?;
-        if !action.allows() && r.no_waits.is_none() {
-            r.no_waits = Some(format!(
-                "thread {tid}'s seccomp filter answers sched_yield with \"{action}\""
-            ));
+        for (name, nr) in waits {
+            let action = tr.seccomp_verdict(tid, &call(nr, [0; 3]))?;
+            if !action.allows() && r.no_waits.is_none() {
+                r.no_waits =
+                    Some(format!("thread {tid}'s seccomp filter answers {name} with \"{action}\""));
+            }
         }
         // (A tgkill with signal 0 at a thread of this process: is it there?)
         let ids = [call(SYS_GETPID, [0; 3]), call(SYS_TGKILL, [pid as u64, tid as u64, 0])];
@@ -1462,7 +1464,7 @@ const SECCOMP_POLL: Duration = Duration::from_millis(200);
 /// ([`runtime_calls`]), as a launched program that sandboxes itself at its start does. kerf
 /// cannot ask a filter without stopping the process, so from then on the cache's own system
 /// calls stop: misses leave for the original code instead of waiting on a futex, full
-/// call-trace rings drop instead of yielding. It looks every [`SECCOMP_POLL`] at most (a
+/// call-trace rings drop instead of waiting. It looks every [`SECCOMP_POLL`] at most (a
 /// thread that installs a filter and misses within that time is not covered).
 pub struct SeccompWatch {
     pid: i32,

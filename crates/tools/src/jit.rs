@@ -869,7 +869,7 @@ pub fn run(
     if let Some(c) = calls_summary.as_ref().filter(|c| c["lost"].as_u64() > Some(0)) {
         events.warn(&format!(
             "{} call and return records lost ({} in full rings while kerf did not drain for \
-             100 ms; {} of threads that found no slot in a thread table); the counts per \
+             a second; {} of threads that found no slot in a thread table); the counts per \
              function are of the {} read",
             c["lost"], c["lost_ring_full"], c["lost_no_slot"], c["records"]
         ));

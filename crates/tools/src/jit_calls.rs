@@ -61,13 +61,16 @@ const TAIL_EXIT: u32 = 1 << 31;
 pub const DEFAULT_SLOTS: u32 = 131072;
 /// How often the reader drains the rings.
 const DRAIN_EVERY: std::time::Duration = std::time::Duration::from_micros(500);
-/// How long after a drain a thread whose ring is full waits for the next (`ring::WAIT`): kerf
-/// drains every half millisecond or sooner, and a drain that writes a trace file can take tens
-/// of milliseconds; a kerf that stalls longer, or was killed, costs a full ring this at most.
-/// `KERF_JIT_WAIT_MS` sets it (the suite's tiny-ring test, which must not lose a record when
-/// its loaded machine keeps kerf off the CPU for longer).
+/// How long after a drain (or the keeper's look) a thread whose ring is full waits for the
+/// next (`ring::WAIT`): kerf drains every half millisecond or sooner, and its keeper looks
+/// every 20 ms, but either may sleep far longer: on the suite's 2-CPU virtual machines a
+/// thread of kerf's that slept 20 ms was seen to wake 80-100 ms late, in about one run of
+/// two of a 10-second trace (which then lost up to two thirds of its records with a wait of
+/// 100 ms, the default until session 83); a machine busy with other work keeps it off
+/// longer. A kerf that was killed or stopped costs a full ring this at most.
+/// `KERF_JIT_WAIT_MS` sets it.
 fn wait_for_reader_ns() -> f64 {
-    const WAIT_FOR_READER_NS: f64 = 100e6;
+    const WAIT_FOR_READER_NS: f64 = 1e9;
     let ms = std::env::var("KERF_JIT_WAIT_MS").ok().and_then(|v| v.parse::<f64>().ok());
     ms.filter(|&ms| ms > 0.0).map_or(WAIT_FOR_READER_NS, |ms| ms * 1e6)
 }
@@ -500,7 +503,8 @@ impl Tally {
 
 /// What lets a thread other than the reader move the rings' deadlines on
 /// ([`drain_until`]'s keeper): a reader blocked in a trace file's `write` (the kernel's
-/// dirty-page throttling held one over 100 ms) let full rings drop although kerf was alive.
+/// dirty-page throttling held one over 100 ms, the wait then) let full rings drop although
+/// kerf was alive.
 /// The keeper moves them only while the reader began a drain within [`KEEP_FOR`], so a
 /// reader stuck for longer (a bug, a dead disk) still lets the threads go.
 struct Keep {
@@ -519,7 +523,7 @@ struct Keep {
 /// How long after the reader's last drain began the keeper still moves deadlines on: a
 /// drain held in a write this long means a stuck disk or a stuck kerf, and the threads go
 /// on without it (a killed or stopped kerf's keeper stops at once, and the deadlines lapse
-/// 100 ms later).
+/// a wait later: [`wait_for_reader_ns`]).
 const KEEP_FOR: std::time::Duration = std::time::Duration::from_secs(10);
 /// How often the keeper looks.
 const KEEP_EVERY: std::time::Duration = std::time::Duration::from_millis(20);
@@ -594,7 +598,7 @@ pub struct Reader<'a> {
     lock_stats: crate::locks::LockStats,
     since: std::time::Instant,
     /// How long past a drain a full ring's writer may wait for the next: 0 (drop at once)
-    /// where a seccomp filter forbids its `sched_yield`.
+    /// where a seccomp filter forbids its `sched_yield` or `nanosleep`.
     wait_ns: f64,
     /// While threads may wait: what notices a seccomp filter installed after kerf asked the
     /// threads' (then they may not, from the next drain on).
@@ -1043,11 +1047,11 @@ fn prime(rings: &SharedMem, shape: Shape, deadline: u64) {
     }
 }
 
-/// How many deadlines' worth (of 100 ms) [`Reader::hold`] gives full rings' writers.
-const HOLD_TIMES: u64 = 20;
+/// How many deadlines' worth (of a second) [`Reader::hold`] gives full rings' writers.
+const HOLD_TIMES: u64 = 2;
 
 impl Reader<'_> {
-    /// Give every ring's writer [`HOLD_TIMES`] deadlines' worth (2 s) to wait for room, once:
+    /// Give every ring's writer [`HOLD_TIMES`] waits' worth (2 s) to wait for room, once:
     /// for the time between one [`drain_until`] and the next (kerf's summary, before the
     /// removal drains again), so that what the threads record meanwhile is read, not dropped
     /// (the program waits at a full ring instead). A kerf killed then lets them go 2 s later.
