@@ -191,13 +191,19 @@ pub const SIG_STRANDED: u64 = SIG_REENTERED + 64;
 /// hook's return sequence, as a rewritten frame's does).
 pub const SIG_KEPT: u64 = SIG_STRANDED + 64;
 pub const SIG_KEPT_BACK: u64 = SIG_KEPT + 64;
+/// Questions of handlers' entries and returns ([`REVERSE`], [`RESUME`]) asked again: kerf had
+/// counted the ticket answered, but its slot no longer held the answer when the thread read
+/// it. The ring had come round: a thread woken late (a loaded machine kept it off the CPU
+/// while the other threads posted 4,096 tickets) finds a later ticket's question or answer
+/// there. Before, such a frame kept its cache address, or its thread went on natively.
+pub const SIG_AGAIN: u64 = SIG_KEPT_BACK + 64;
 pub const RING: u64 = 8192;
 pub const RING_SLOTS: u32 = 4096;
 /// Bytes of the mailbox.
 pub const BYTES: u64 = RING + 8 * RING_SLOTS as u64;
 const _: () = assert!(RANGES + 8 + 16 * RANGES_MAX <= ROOMS);
 const _: () = assert!(SCRATCH + 32 <= ALIVE && ALIVE + 8 <= HANDLERS);
-const _: () = assert!(SIG_KEPT_BACK + 8 <= RING);
+const _: () = assert!(SIG_AGAIN + 8 <= RING);
 
 /// Futex waits of at most [`WAIT_NS`] each that end without the thread's ticket answered
 /// (kerf answered others, the word changed, or the wait timed out while kerf lived,

@@ -506,6 +506,9 @@ pub struct SignalStats {
     /// ([`Jit::answer_signal_questions`]); both of `asked`.
     pub at_once: u64,
     pub asked_in_flushes: u64,
+    /// Questions of the hooks (and of `siglongjmp`'s) asked again: counted answered, their
+    /// slot no longer held the answer ([`mb::SIG_AGAIN`]).
+    pub asked_again: u64,
     /// Times the hooks were looked for again because the caught signals changed or an
     /// `rt_sigaction` was about to install a handler not read before, and looks that failed
     /// (the process could not be stopped).
@@ -4877,6 +4880,7 @@ impl Jit {
         s.stranded = mbox.load_u64(mb::SIG_STRANDED as usize);
         s.kept = mbox.load_u64(mb::SIG_KEPT as usize);
         s.kept_back = mbox.load_u64(mb::SIG_KEPT_BACK as usize);
+        s.asked_again = mbox.load_u64(mb::SIG_AGAIN as usize);
         // (Read once the process has ended: every handler that was going to return has.)
         if self.target_gone() {
             let s = &mut self.stats.signals;

@@ -1301,6 +1301,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         "put_back_by_flushes": g.put_back,
         "at_once": g.at_once,
         "asked_in_flushes": g.asked_in_flushes,
+        "asked_again": g.asked_again,
         "looks": g.looks,
         "noticed": g.noticed,
         "failed": g.failed,

@@ -64,10 +64,10 @@ const DRAIN_EVERY: std::time::Duration = std::time::Duration::from_micros(500);
 /// How long after a drain (or the keeper's look) a thread whose ring is full waits for the
 /// next (`ring::WAIT`): kerf drains every half millisecond or sooner, and its keeper looks
 /// every 20 ms, but either may sleep far longer: on the suite's 2-CPU virtual machines a
-/// thread of kerf's that slept 20 ms was seen to wake 80-100 ms late, in about one run of
-/// two of a 10-second trace (which then lost up to two thirds of its records with a wait of
-/// 100 ms, the default until session 83); a machine busy with other work keeps it off
-/// longer. A kerf that was killed or stopped costs a full ring this at most.
+/// thread of kerf's that slept 20 ms was seen to wake 100-110 ms late, in a third to two
+/// thirds of the runs of a 10-second trace (which then lost up to two thirds of its records
+/// with a wait of 100 ms, the default until session 83); a machine busy with other work
+/// keeps it off longer. A kerf that was killed or stopped costs a full ring this at most.
 /// `KERF_JIT_WAIT_MS` sets it.
 fn wait_for_reader_ns() -> f64 {
     const WAIT_FOR_READER_NS: f64 = 1e9;

@@ -28,6 +28,8 @@
 //! 3. Otherwise it asks kerf through the mailbox ([`crate::mailbox::REVERSE`]) and waits as
 //!    a miss does; kerf answers with the original address of that clean point, or 0 (the PC
 //!    is in glue code, where the state is not the program's: the frame is left as it is).
+//!    An answer the ring overwrote before the thread read it (a thread woken late) is asked
+//!    for again, from step 2 ([`crate::mailbox::SIG_AGAIN`]).
 //! 4. With an answer: the PC becomes the original address, the spare words are filled, and
 //!    the frame's return address becomes the return sequence.
 //!
@@ -138,7 +140,7 @@ pub fn signal_entry(
     use Register::*;
     let (plain, next, served, done) = (labels(), labels(), labels(), labels());
     let (busy, labels_answer) = (labels(), labels());
-    let (no_answer, mark) = (labels(), labels());
+    let (no_answer, mark, ask, unanswered) = (labels(), labels(), labels(), labels());
     let uc = |off: i32| at_rsp(PUSHED + 8 + off);
     let mut v = vec![
         labelled(op(Instruction::with1(Code::Push_r64, RAX)), label),
@@ -161,7 +163,7 @@ pub fn signal_entry(
         jump(Code::Jae_rel32_64, next),
         op(Instruction::with2(Code::Cmp_r64_rm64, RCX, at(RAX, 0))),
         jump(Code::Jb_rel32_64, next),
-        mov_imm(RAX, mailbox),
+        labelled(mov_imm(RAX, mailbox), ask),
         op(Instruction::with2(Code::Cmp_rm32_imm8, at(RAX, mb::LISTEN as i32), 0)),
         jump(Code::Je_rel32_64, busy),
         // Only while every ticket open is such a question (`SIG_PENDING`): a kerf busy with a
@@ -186,7 +188,7 @@ pub fn signal_entry(
         labelled(mov_imm(RAX, mailbox), served),
         locked(op(Instruction::with1(Code::Dec_rm32, at(RAX, mb::SIG_PENDING as i32)))),
     ]);
-    v.extend(answer(labels_answer, mailbox, [no_answer, no_answer]));
+    v.extend(answer(labels_answer, mailbox, [unanswered, no_answer]));
     v.extend([
         // 4. rdx: the cache address, rcx: its original, rax: the restorer. Only if the frame
         // still holds the PC asked about (kerf rewrites frames itself when it empties the
@@ -209,6 +211,13 @@ pub fn signal_entry(
     ]);
     v.extend(counted(RAX, mailbox + mb::SIG_MOVED));
     v.push(jump(Code::Jmp_rel32_64, done));
+    // Counted answered, but the slot holds no answer to this ticket: the ring came round
+    // while the thread waited to run (`SIG_AGAIN`). Asked again, as from step 2 (kerf not
+    // listening now: kept, as busy).
+    let [word, inc] = counted(RDX, mailbox + mb::SIG_AGAIN);
+    v.extend([labelled(word, unanswered), inc]);
+    v.push(op(Instruction::with2(Code::Mov_r64_rm64, RCX, RBX)));
+    v.push(jump(Code::Jmp_rel32_64, ask));
     // In the cache, not asked: counted (its handler sees the cache address); then marked, as
     // a frame asked about with no answer (no clean point there) is: its return made to come
     // through the return sequence too, which counts it back
@@ -246,9 +255,10 @@ pub fn signal_entry(
 /// question the entries need not wait behind), and kerf's answer in `rcx`, or on to `none` if
 /// there is none. With `again` (the instruction that puts the address in `rcx` once more), a
 /// ticket kerf counted answered with no answer in its slot is asked again while kerf
-/// listens: a flush answers every open ticket with nothing, and the threads of a `siglongjmp`
-/// it leaves where they wait (see `Jit::bring_back`). Clobbers what [`post_and_wait`] and
-/// [`answer`] do.
+/// listens (counted in [`crate::mailbox::SIG_AGAIN`]): a flush answers every open ticket with
+/// nothing, and the threads of a `siglongjmp` it leaves where they wait (see
+/// `Jit::bring_back`); and a thread woken late may find its slot taken by a ticket 4,096
+/// later. Clobbers what [`post_and_wait`] and [`answer`] do.
 fn question(
     mailbox: u64,
     kind: u64,
@@ -277,9 +287,9 @@ fn question(
         labelled(mov_imm(RAX, mailbox), unanswered),
         op(Instruction::with2(Code::Cmp_rm32_imm8, at(RAX, mb::LISTEN as i32), 0)),
         jump(Code::Je_rel32_64, none),
-        again,
-        jump(Code::Jmp_rel32_64, ask),
     ]);
+    v.extend(counted(RDX, mailbox + mb::SIG_AGAIN));
+    v.extend([again, jump(Code::Jmp_rel32_64, ask)]);
     v.extend(answer(answered, mailbox, [unanswered, none]));
     v
 }
@@ -414,7 +424,8 @@ pub fn signal_return(
         op(Instruction::with2(Code::Cmp_r64_rm64, RCX, RDX)),
         jump(Code::Ja_rel32_64, native),
     ]);
-    v.extend(question(mailbox, mb::RESUME, Option::None, native, labels));
+    let pc = op(Instruction::with2(Code::Mov_r64_rm64, RCX, at_rsp(UC_RIP)));
+    v.extend(question(mailbox, mb::RESUME, Some(pc), native, labels));
     v.push(op(Instruction::with2(Code::Mov_rm64_r64, at_rsp(UC_RIP), RCX)));
     v.extend(counted(RSI, mailbox + mb::SIG_RESUMED));
     v.push(jump(Code::Jmp_rel32_64, out));
@@ -685,6 +696,45 @@ mod tests {
         // The return sequence reads the spare words first.
         let back = decode(&h.bytes[16..], h.back);
         assert_eq!(back[0].memory_displacement64(), SPARE_ORIG as u64);
+    }
+
+    /// A slot that holds no answer to the ticket once kerf counted it answered (the ring came
+    /// round while the thread waited to run) is counted in `SIG_AGAIN` and asked again: the
+    /// entry from its look at `LISTEN` with the PC it asked about, the return (while kerf
+    /// listens) with the PC in the frame.
+    #[test]
+    fn an_answer_the_ring_overwrote_is_asked_for_again() {
+        let h = hook();
+        // The counter's index in `v`; `lead` instructions before it, what the answer's check of
+        // the tag branches to (and only that check).
+        let again = |v: &[Instruction], lead: usize| -> usize {
+            let at = |i: &Instruction| {
+                i.code() == Code::Mov_r64_imm64 && i.immediate64() == MAILBOX + mb::SIG_AGAIN
+            };
+            let k = v.iter().position(at).expect("SIG_AGAIN counted");
+            assert_eq!(v.iter().filter(|i| at(i)).count(), 1);
+            assert!(v[k + 1].has_lock_prefix() && v[k + 1].code() == Code::Inc_rm64);
+            let from: Vec<iced_x86::Mnemonic> = (v.iter())
+                .filter(|i| i.near_branch_target() == v[k - lead].ip())
+                .map(|i| i.mnemonic())
+                .collect();
+            assert_eq!(from, [iced_x86::Mnemonic::Jne]);
+            k
+        };
+        let entry = decode(&h.bytes[(h.entry - HOOK) as usize..], h.entry);
+        let k = again(&entry, 0);
+        let pc = &entry[k + 2];
+        assert_eq!((pc.code(), pc.op1_register()), (Code::Mov_r64_rm64, Register::RBX));
+        let to = entry[k + 3].near_branch_target();
+        let t = entry.iter().position(|i| i.ip() == to).expect("a jump back into the entry");
+        assert!(t < k, "back");
+        assert_eq!((entry[t].code(), entry[t].immediate64()), (Code::Mov_r64_imm64, MAILBOX));
+        assert_eq!(entry[t + 1].memory_displacement64(), mb::LISTEN, "from the look at LISTEN");
+        let back = decode(&h.bytes[(h.back - HOOK) as usize..(h.entry - HOOK) as usize], h.back);
+        let k = again(&back, 3);
+        assert_eq!(back[k - 2].memory_displacement64(), mb::LISTEN, "only while kerf listens");
+        let pc = &back[k + 2];
+        assert_eq!((pc.memory_base(), pc.memory_displacement64()), (Register::RSP, UC_RIP as u64));
     }
 
     /// glibc 2.36's `siglongjmp` starts `push rbp; mov rbp, rdi; push rbx; mov ebx, esi`.
