@@ -191,11 +191,13 @@ pub const SIG_STRANDED: u64 = SIG_REENTERED + 64;
 /// hook's return sequence, as a rewritten frame's does).
 pub const SIG_KEPT: u64 = SIG_STRANDED + 64;
 pub const SIG_KEPT_BACK: u64 = SIG_KEPT + 64;
-/// Questions of handlers' entries and returns ([`REVERSE`], [`RESUME`]) asked again: kerf had
-/// counted the ticket answered, but its slot no longer held the answer when the thread read
-/// it. The ring had come round: a thread woken late (a loaded machine kept it off the CPU
-/// while the other threads posted 4,096 tickets) finds a later ticket's question or answer
-/// there. Before, such a frame kept its cache address, or its thread went on natively.
+/// Questions of handlers' entries and returns ([`REVERSE`], [`RESUME`]) and of `siglongjmp`
+/// ([`LONGJMP`], and its landing's [`RESUME`]) asked again: kerf had counted the ticket
+/// answered, but its slot held no answer to it when the thread read it. Either the ring had
+/// come round (a thread woken late, kept off the CPU while the other threads posted 4,096
+/// tickets, finds a later ticket's question or answer there; before session 83 such a frame
+/// kept its cache address, or its thread went on natively), or a flush counted every open
+/// ticket answered with nothing.
 pub const SIG_AGAIN: u64 = SIG_KEPT_BACK + 64;
 pub const RING: u64 = 8192;
 pub const RING_SLOTS: u32 = 4096;
