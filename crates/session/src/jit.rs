@@ -1413,9 +1413,10 @@ struct RuntimeCalls {
 /// futex wake and wait on the mailbox at `mailbox` (on demand), refused with
 /// [`TargetError::Seccomp`] unless allowed; the `sched_yield` and `nanosleep` of a thread
 /// waiting for room in a full call-trace ring, without which full rings drop (the sleep's
-/// time is on the thread's stack, its address not known here: asked with 0); the thread table's getpid and
-/// tgkill, without which it keys on thread pointers alone. Threads made later inherit their
-/// creator's filters; one a thread installs after this is noticed by [`SeccompWatch`].
+/// time is on the thread's stack, its address not known here: asked with 0); the thread
+/// table's getpid and tgkill, without which it keys on thread pointers alone. Threads made
+/// later inherit their creator's filters; one a thread installs after this is noticed by
+/// [`SeccompWatch`].
 fn runtime_calls(
     tr: &mut Tracee,
     ip: u64,
