@@ -100,6 +100,11 @@ const _: () = assert!((REVERSE | RESUME | UNMAPPED) & (ANSWER | ADDRESS | TAG) =
 // A `siglongjmp`'s question is neither an action's notice nor the loader's.
 const _: () = assert!(LONGJMP & UNMAPPED == 0);
 
+/// The offset of `ticket`'s slot in the ring.
+pub fn slot(ticket: u32) -> u64 {
+    RING + 8 * u64::from(ticket % RING_SLOTS)
+}
+
 fn tag(ticket: u32) -> u64 {
     (u64::from(ticket) << ADDRESS_BITS) & TAG
 }

@@ -870,16 +870,14 @@ fn post_and_wait(
         // The slot's word, its tag and answer bit compared with the ticket's (`edx`, the
         // value the futex wait below expects, is kept).
         let slot = MemoryOperand::new(RAX, RDI, 8, mb::RING as i64, 1, false, Register::None);
-        let tag_mask = (1u32 << mb::TAG_BITS) - 1;
-        let answer = ((mb::ANSWER | mb::AT_ONCE) >> mb::ADDRESS_BITS) as u32;
         v.extend([
             op(Instruction::with2(Code::Mov_r32_rm32, EDI, R9D)),
             op(Instruction::with2(Code::And_rm32_imm32, EDI, mb::RING_SLOTS - 1)),
             op(Instruction::with2(Code::Mov_r64_rm64, RCX, slot)),
             op(Instruction::with2(Code::Shr_rm64_imm8, RCX, mb::ADDRESS_BITS)),
-            op(Instruction::with2(Code::Mov_r32_rm32, ESI, R9D)),
-            op(Instruction::with2(Code::And_rm32_imm32, ESI, tag_mask)),
-            op(Instruction::with2(Code::Or_rm32_imm32, ESI, answer)),
+        ]);
+        v.extend(answer_bits_into_esi(mb::ANSWER | mb::AT_ONCE));
+        v.extend([
             op(Instruction::with2(Code::Cmp_r64_rm64, RCX, RSI)),
             op(Instruction::with_branch(Code::Je_rel32_64, served)),
         ]);
@@ -914,6 +912,22 @@ fn post_and_wait(
     v.push(labelled(mbox(), timed_out));
     v.push(op(Instruction::with2(Code::Mov_rm32_imm32, at(RAX, mb::LISTEN as i32), 0)));
     v
+}
+
+/// `esi`: what an answer to the ticket in `r9d` holds above its address ([`mb::ADDRESS_BITS`]
+/// up): the ticket's tag and `bits` (answer bits, such as [`mb::ANSWER`]), to compare with a
+/// slot's word shifted down as far.
+///
+/// [`mb::ADDRESS_BITS`]: crate::mailbox::ADDRESS_BITS
+/// [`mb::ANSWER`]: crate::mailbox::ANSWER
+fn answer_bits_into_esi(bits: u64) -> [Instruction; 3] {
+    use crate::mailbox as mb;
+    use Register::*;
+    [
+        op(Instruction::with2(Code::Mov_r32_rm32, ESI, R9D)),
+        op(Instruction::with2(Code::And_rm32_imm32, ESI, (1u32 << mb::TAG_BITS) - 1)),
+        op(Instruction::with2(Code::Or_rm32_imm32, ESI, (bits >> mb::ADDRESS_BITS) as u32)),
+    ]
 }
 
 /// `rax` the mailbox, r9's high half clear: kerf's signs of life (`mailbox::ALIVE`) into it

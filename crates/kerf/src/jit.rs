@@ -519,12 +519,19 @@ fn lost_why(c: &serde_json::Value) -> String {
     let (full, no_slot) = (c["lost_ring_full"].as_u64(), c["lost_no_slot"].as_u64());
     let mut s = String::new();
     if let Some(n) = full.filter(|&n| n > 0) {
-        s += &format!(
-            "  {n} records lost in full rings: a thread waits for kerf to make room, and \
-             drops a second after kerf was killed or stopped, or once one drain has taken 10 s \
-             (the longest took {:.2} s)\n",
-            c["longest_drain"].as_f64().unwrap_or(0.0)
-        );
+        s += &match c["wait_seconds"].as_f64().unwrap_or(0.0) {
+            0.0 => format!(
+                "  {n} records lost in full rings: threads may not wait for kerf here (a \
+                 seccomp filter forbids the wait's calls), and a full ring drops at once\n"
+            ),
+            wait => format!(
+                "  {n} records lost in full rings: a thread waits for kerf to make room, and \
+                 drops {} after kerf was killed or stopped, or once one drain has taken 10 s \
+                 (the longest took {:.2} s)\n",
+                kerf_tools::time::fmt_ns(wait * 1e9),
+                c["longest_drain"].as_f64().unwrap_or(0.0)
+            ),
+        };
     }
     if let Some(t) = c["waits_stopped"].as_f64() {
         s += &format!(

@@ -2599,6 +2599,7 @@ fn call_trace_through_tiny_rings_waits_for_kerf_and_loses_nothing() {
     // With no trace file nothing reads a record's time: the rings' writers take none
     // (`emit.thread.untimed`), and the tallies are made where the records lie.
     assert_eq!(c["timed"], false, "{c}");
+    assert_eq!(c["wait_seconds"], 1.0, "the default wait at a full ring: {c}");
     assert_eq!(
         (&c["lost"], &c["unmatched"]),
         (&serde_json::json!(0), &serde_json::json!(0)),

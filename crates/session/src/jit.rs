@@ -3127,7 +3127,7 @@ impl Jit {
             let mut at_once = false;
             let mut miss_ahead = false;
             while ticket != posted {
-                let slot = (mb::RING + 8 * u64::from(ticket % mb::RING_SLOTS)) as usize;
+                let slot = mb::slot(ticket) as usize;
                 // A thread stores its target just after taking its ticket, tagged with it:
                 // whatever else the slot holds (the target or answer of a ticket 256 before)
                 // is not this one's. A thread stalled between the two (preempted on a busy
@@ -5349,7 +5349,7 @@ impl Jit {
             (mbox.load_u32(mb::ANSWERED as usize), mbox.load_u32(mb::POSTED as usize));
         let mut any = false;
         while ticket != posted {
-            let slot = (mb::RING + 8 * u64::from(ticket % mb::RING_SLOTS)) as usize;
+            let slot = mb::slot(ticket) as usize;
             let question = mb::question_of(mbox.load_u64(slot), ticket);
             if let Some(q) =
                 question.filter(|q| q & (mb::REVERSE | mb::RESUME | mb::UNMAPPED) == mb::REVERSE)

@@ -869,9 +869,13 @@ pub fn run(
     if let Some(c) = calls_summary.as_ref().filter(|c| c["lost"].as_u64() > Some(0)) {
         events.warn(&format!(
             "{} call and return records lost ({} in full rings while kerf did not drain for \
-             a second; {} of threads that found no slot in a thread table); the counts per \
+             {}; {} of threads that found no slot in a thread table); the counts per \
              function are of the {} read",
-            c["lost"], c["lost_ring_full"], c["lost_no_slot"], c["records"]
+            c["lost"],
+            c["lost_ring_full"],
+            crate::time::fmt_ns(c["wait_seconds"].as_f64().unwrap_or(0.0) * 1e9),
+            c["lost_no_slot"],
+            c["records"]
         ));
     }
     if let Some(c) = calls_summary {

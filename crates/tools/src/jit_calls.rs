@@ -985,6 +985,9 @@ impl<'a> Reader<'a> {
                 })
             })
             .collect();
+        // How long a thread waited at a full ring past the last drain (0: not at all, its
+        // seccomp filter forbids the wait's calls).
+        let wait = if self.seccomp.is_some() { wait_for_reader_ns() / 1e9 } else { 0.0 };
         let mut v = json!({
             "records": t.records,
             "events": t.events,
@@ -1013,6 +1016,7 @@ impl<'a> Reader<'a> {
             // Seconds after the reader began when a thread was found under a seccomp filter
             // kerf had not asked: full rings dropped from then on instead of waiting.
             "waits_stopped": self.seccomp.and_then(|w| w.since).map(|d| d.as_secs_f64()),
+            "wait_seconds": wait,
             // The longest one drain took, as the keeper saw it (a trace file's writes).
             "longest_drain": self.keep.longest_drain.load(Ordering::Relaxed) as f64 / 1e9,
             "functions": functions,

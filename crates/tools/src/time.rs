@@ -804,7 +804,7 @@ fn last_instruction(
 }
 
 /// Nanoseconds, shortened with a unit.
-pub(crate) fn fmt_ns(ns: f64) -> String {
+pub fn fmt_ns(ns: f64) -> String {
     if ns >= 1e9 {
         format!("{:.2} s", ns / 1e9)
     } else if ns >= 1e6 {

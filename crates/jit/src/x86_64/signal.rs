@@ -77,7 +77,7 @@
 //!    register but `rax` (the value `sigsetjmp` returns) and the callee-saved ones: nothing
 //!    else lives across the return of a call, the flags included.
 
-use super::{at, at_rsp, labelled, move_rsp, op, post_and_wait, rip};
+use super::{answer_bits_into_esi, at, at_rsp, labelled, move_rsp, op, post_and_wait, rip};
 use crate::mailbox as mb;
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
@@ -301,7 +301,7 @@ fn question(
 fn answer(label: u64, mailbox: u64, [unanswered, none]: [u64; 2]) -> Vec<Instruction> {
     use Register::*;
     let slot = MemoryOperand::new(RAX, RDX, 8, mb::RING as i64, 1, false, Register::None);
-    vec![
+    let mut v = vec![
         labelled(mov_imm(RAX, mailbox), label),
         op(Instruction::with2(Code::Mov_r32_rm32, EDX, R9D)),
         op(Instruction::with2(Code::And_rm32_imm32, EDX, mb::RING_SLOTS - 1)),
@@ -314,15 +314,16 @@ fn answer(label: u64, mailbox: u64, [unanswered, none]: [u64; 2]) -> Vec<Instruc
             EDX,
             !(mb::AT_ONCE >> mb::ADDRESS_BITS) as u32,
         )),
-        op(Instruction::with2(Code::Mov_r32_rm32, ESI, R9D)),
-        op(Instruction::with2(Code::And_rm32_imm32, ESI, (1u32 << mb::TAG_BITS) - 1)),
-        op(Instruction::with2(Code::Or_rm32_imm32, ESI, (mb::ANSWER >> mb::ADDRESS_BITS) as u32)),
+    ];
+    v.extend(answer_bits_into_esi(mb::ANSWER));
+    v.extend([
         op(Instruction::with2(Code::Cmp_r64_rm64, RDX, RSI)),
         jump(Code::Jne_rel32_64, unanswered),
         mov_imm(RDX, mb::ADDRESS),
         op(Instruction::with2(Code::And_r64_rm64, RCX, RDX)),
         jump(Code::Je_rel32_64, none),
-    ]
+    ]);
+    v
 }
 
 /// Whether `uc`, the words of a `ucontext` (from its first), hold a frame the entry rewrote
