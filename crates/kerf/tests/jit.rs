@@ -2042,8 +2042,14 @@ fn attach_once(
 /// The jitted fixture's four threads comparing the root with its copy until SIGUSR1 (see
 /// jitted.c's `check`), with a moment to start them.
 fn checking(bin: &Path) -> std::process::Child {
-    let child =
-        Command::new(bin).args(["4", "10", "0", "check"]).stdout(Stdio::piped()).spawn().unwrap();
+    checking_rounds(bin, 20)
+}
+
+/// [`checking`], each call of the root and of its copy `rounds` rounds long (20 there).
+fn checking_rounds(bin: &Path, rounds: u32) -> std::process::Child {
+    let rounds = rounds.to_string();
+    let args = ["4", "10", &rounds, "check"];
+    let child = Command::new(bin).args(args).stdout(Stdio::piped()).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     child
 }
@@ -3370,12 +3376,16 @@ fn fewer_counters_work_out_every_block_count_exactly() {
 /// `--counters tree` on a running program: the threads kerf takes in at attach start inside
 /// blocks, and those it brings out at detach stop inside them, where no edge of a function's
 /// flow graph is; kerf keeps where, and the worked-out counts stay exact (checked against a
-/// counter in every block, `KERF_JIT_TREE_CHECK`), cycle after cycle. Four threads run the
-/// root all the time (jitted.c's `check`), recursion and `qsort` among its callees.
+/// counter in every block, `KERF_JIT_TREE_CHECK`), cycle after cycle. Four threads call the
+/// root and its copy in turn (jitted.c's `check`), recursion and `qsort` among its callees.
+/// Each call is 2,000 rounds (about 6 ms of CPU): kerf takes in only threads whose root call
+/// began before the splice and still runs when the take-in stops them, and with the
+/// fixture's usual 20 rounds (60 us) all six attaches had found none in 3 of 9 runs beside
+/// other tests (session 81).
 #[test]
 fn fewer_counters_stay_exact_across_attach_and_detach() {
     let bin = common::build_fixture("jitted", "-O2", "jit-tree-attach");
-    let child = checking(&bin);
+    let child = checking_rounds(&bin, 2000);
     let pid = child.id() as i32;
     let _reaper = common::Reaper(pid);
     let cache = tmp().join("jit-tree-attach-cache");
