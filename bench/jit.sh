@@ -33,6 +33,9 @@
 # (`KERF_JIT_NO_CHAINS`, the code before chained returns);
 # `kerf-none-framedparts`: as kerf-none with the `ret`s of `.cold` parts that return for
 # their parents framed (`KERF_JIT_FRAMED_PARTS`, the code before such parts were known);
+# `kerf-none-noprofile`: as kerf-none with no return chains from the last counting run's
+# counts (`KERF_JIT_NO_PROFILE`, the code before them; the bench's counting warm-up run
+# leaves those counts whenever a blocks mode is asked for);
 # `kerf-none-iced`: as kerf-none with every translation laid out by iced's block encoder
 # (`KERF_JIT_ICED_ENCODER`, the start before kerf's own encoder);
 # `kerf-none-nohints`: as kerf-none with `--no-hints` (neither the hint of what ran nor
@@ -100,6 +103,7 @@ run() { # MODE PROGRAM -> output on stdout
     kerf-none-slots) KERF_JIT_SLOT_LOOKUP=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-onepiece) KERF_JIT_PIECE_BLOCKS=1000000000 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-nochains) KERF_JIT_NO_CHAINS=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
+    kerf-none-noprofile) KERF_JIT_NO_PROFILE=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-framedparts) KERF_JIT_FRAMED_PARTS=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-none-framedcalls) KERF_JIT_FRAMED_CALLS=1 "$K" jit main --plugin none -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
     kerf-blocks-framedcalls) KERF_JIT_FRAMED_CALLS=1 "$K" jit main --plugin blocks -o "$W/summary" --json -- "${cmd[@]}" 2>>"$W/kerf.err" ;;
@@ -137,7 +141,7 @@ for prog in ${PROGS:-xz sqlite3 python3.11}; do
   run kerf-none $prog > /dev/null
   if [ -n "${KERF_OLD:-}" ]; then run kerf-old-none $prog > /dev/null; run kerf-old-none $prog > /dev/null; fi
   # (The tree's placement takes its weights from the last run that counted.)
-  if [[ " $MODES " == *" kerf-tree "* || " $MODES " == *" kerf-blocks "* ]]; then run kerf-tree $prog > /dev/null; fi
+  if [[ " $MODES " == *" kerf-tree "* || " $MODES " == *" kerf-blocks "* || " $MODES " == *" kerf-none-noprofile "* ]]; then run kerf-tree $prog > /dev/null; fi
   for r in $(seq "$ROUNDS"); do
     for m in $MODES; do
       say "$prog round $r/$ROUNDS: $m"

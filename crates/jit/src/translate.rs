@@ -94,6 +94,12 @@ pub struct Module<'a> {
     /// function's flow ([`crate::counters`]): this module's facts for it; `None`: a counter
     /// in every block.
     pub counting: Option<&'a crate::counters::ModuleFacts>,
+    /// How often each block ran in an earlier run from the same roots that counted blocks
+    /// (image address of its start, count): a frameless `ret` compares the return addresses
+    /// of the direct calls that made most of its function's calls inline first
+    /// ([`return_chains`]); `None`: only where the function has at most [`Module::chains`]
+    /// direct callers.
+    pub profile: Option<&'a HashMap<u64, u64>>,
     /// Whether translations are laid out by iced's `BlockEncoder` rather than kerf's own
     /// encoder ([`encode`]): the two are equivalent, iced's slower (for comparison).
     pub iced: bool,
@@ -133,35 +139,86 @@ fn ret_scratch(m: &Module<'_>, f: FuncId) -> Option<RetScratch> {
 /// compare that fails costs a load of the return slot and a branch before the table.
 pub const CHAIN_CALLERS: usize = 2;
 
-/// Per function of `funcs` whose `ret` goes frameless with two free registers (`scratch`),
-/// the return sites of its direct calls from `funcs` (original address, label of the
-/// translation there, which `starts` holds): where it has at most [`Module::chains`] of
-/// them, each compared inline before the table. A caller outside `funcs` (another
-/// translation, code that calls through a pointer) finds no compare that matches and goes
-/// on to the table.
+/// A caller's share of its callee's calls in an earlier run ([`Module::profile`]) that earns
+/// its return address a compare inline in the callee's `ret`: at least one call in
+/// `HOT_SHARE`, so at most two callers, and most often one. (A compare that fails often is a
+/// branch the predictor misses: with one call in eight, chains of up to two callers made
+/// python3.11's pure-Python loop about 2 % slower than none; with one in two, 6 % faster,
+/// and one in three 8 % slower than that. `bench/RESULTS.md`, session 84.)
+const HOT_SHARE: u64 = 2;
+
+/// Per function of `funcs` whose `ret` goes frameless ([`seq::fast_ret`]), the return sites
+/// of its direct calls from `funcs` (original address, label of the translation there, which
+/// `starts` holds) that its `ret` compares inline before the table, in that order: where an
+/// earlier run counted how often the function was entered ([`Module::profile`]), those of
+/// the calls that made at least one in [`HOT_SHARE`] of its calls, most calls first, at most
+/// [`Module::chains`] of them, with the two registers free or kept
+/// ([`seq::chained_ret_saved`]); otherwise, where it has two free registers and at most
+/// [`Module::chains`] direct calls here, all of them. A call
+/// to a PLT stub whose slot the walk read (`slots`: a library calling its own exported
+/// functions, as libsqlite3 does on most calls) counts as a call to the function the slot
+/// holds, whose `ret` returns there. A caller outside `funcs` (another translation, code that
+/// calls through a pointer) finds no compare that matches and goes on to the table. The
+/// second of each pair: whether the chain came from the counts.
 fn return_chains(
     m: &Module<'_>,
     funcs: &[FuncId],
     scratch: &HashMap<FuncId, Option<RetScratch>>,
     starts: &HashMap<u64, u64>,
-) -> HashMap<FuncId, Vec<(u64, u64)>> {
-    let mut sites: HashMap<FuncId, Vec<(u64, u64)>> = HashMap::default();
+    slots: &std::collections::HashMap<u64, u64>,
+) -> HashMap<FuncId, (Vec<(u64, u64)>, bool)> {
+    // The function a PLT stub `h` leads to in this module, while its slot holds what it held.
+    let through_slot = |h: FuncId| {
+        let entry = m.cfg.block(m.cfg.function(h).entry_block);
+        if entry.term != Terminator::IndirectTailCall {
+            return None;
+        }
+        let jump = last_insn(m, entry.start, entry.len, entry.insns)?;
+        let to = *slots.get(&crate::region::fixed_slot(&jump)?)?;
+        m.cfg.function_at(ImageAddr(to.wrapping_sub(m.bias)))
+    };
+    // Per callee: (return address, its label, calls made there in the earlier run).
+    let mut sites: HashMap<FuncId, Vec<(u64, u64, u64)>> = HashMap::default();
     for b in funcs.iter().flat_map(|&f| m.cfg.blocks_of(f)).filter(|b| b.term == Terminator::Call) {
         for e in m.cfg.edges_of(b) {
             let (EdgeKind::Call, EdgeTarget::Function(g)) = (e.kind, e.target) else { continue };
-            let free = matches!(scratch.get(&g), Some(Some(RetScratch { saved: false, .. })));
+            let g = if scratch.contains_key(&g) { g } else { through_slot(g).unwrap_or(g) };
             let ret = m.runtime(b.end());
-            if let (true, Some(&label)) = (free, starts.get(&ret)) {
-                sites.entry(g).or_default().push((ret, label));
-            }
+            let (Some(Some(_)), Some(&label)) = (scratch.get(&g), starts.get(&ret)) else {
+                continue;
+            };
+            // (A block that ends in a call makes it each time it runs.)
+            let calls = m.profile.and_then(|p| p.get(&b.start.0)).copied().unwrap_or(0);
+            sites.entry(g).or_default().push((ret, label, calls));
         }
     }
-    sites.retain(|_, v| {
+    let mut chains = HashMap::default();
+    for (g, mut v) in sites {
         v.sort_unstable();
-        v.dedup();
-        v.len() <= m.chains
-    });
-    sites
+        v.dedup_by_key(|s| s.0);
+        let entry = m.cfg.function(g).entry;
+        let entered = m.profile.and_then(|p| p.get(&entry.0)).copied().unwrap_or(0);
+        let chain: Vec<(u64, u64)> = if entered > 0 {
+            v.sort_by_key(|&(ret, _, calls)| (std::cmp::Reverse(calls), ret));
+            (v.iter())
+                .take_while(|&&(_, _, calls)| {
+                    calls > 0 && calls.saturating_mul(HOT_SHARE) >= entered
+                })
+                .take(m.chains)
+                .map(|&(ret, label, _)| (ret, label))
+                .collect()
+        } else if v.len() <= m.chains
+            && matches!(scratch.get(&g), Some(Some(RetScratch { saved: false, .. })))
+        {
+            v.iter().map(|&(ret, label, _)| (ret, label)).collect()
+        } else {
+            continue;
+        };
+        if !chain.is_empty() {
+            chains.insert(g, (chain, entered > 0));
+        }
+    }
+    chains
 }
 
 /// Whether `f` reads memory through `rax` before it writes `rax` (as far as its first
@@ -991,6 +1048,9 @@ pub struct Translation {
     pub frameless_calls: usize,
     /// Callers' return addresses compared inline by `ret`s ([`seq::chained_ret`]).
     pub chained_returns: usize,
+    /// Functions whose `ret`s compare the callers an earlier run's counts chose
+    /// ([`Module::profile`]).
+    pub hot_chains: usize,
     /// `ret`s that look their continuation up with no frame ([`seq::fast_ret`]).
     pub frameless_returns: usize,
     /// Data words (among the prediction words) and the values they must hold, written after
@@ -1124,8 +1184,8 @@ fn blocks_room(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
             }
             if b.term == Terminator::Return {
                 // Up to `m.chains` callers compared first (`seq::chained_ret`, at most 34
-                // bytes each).
-                n += 34 * m.chains as u64;
+                // bytes each; `seq::chained_ret_saved`, at most 52).
+                n += 56 * m.chains as u64;
             }
             // A table's dispatch, and a stub per entry at most.
             n += 16 * table_words(m, b);
@@ -1634,10 +1694,13 @@ pub fn translate(
         .filter(|&&f| cfg.blocks_of(f).iter().any(|b| b.term == Terminator::Return))
         .map(|&f| (f, ret_scratch(m, f)))
         .collect();
-    // Per function whose `ret` goes frameless with registers free: its callers' return sites
-    // when it has at most `m.chains` direct calls here (see `seq::chained_ret`).
-    let chains =
-        if m.chains > 0 { return_chains(m, &funcs, &scratch, &starts) } else { HashMap::default() };
+    // Per function whose `ret` goes frameless: the callers' return sites it compares first
+    // (see `return_chains`).
+    let chains = if m.chains > 0 {
+        return_chains(m, &funcs, &scratch, &starts, scope.slots)
+    } else {
+        HashMap::default()
+    };
     // Per function that begins with a jump through a slot the walk read (a PLT stub): the
     // register its guard may take (see `tail_scratch`).
     let slot_jumps: HashMap<FuncId, Register> = funcs
@@ -1796,7 +1859,7 @@ pub fn translate(
             unknown_jump[&f],
             exit,
             scratch.get(&f).copied().flatten(),
-            chains.get(&f).map_or(&[][..], Vec::as_slice),
+            chains.get(&f).map_or(&[][..], |c| c.0.as_slice()),
             ends_root.contains(&f),
             // (A table of tail calls under exit code goes through the lookup: its translated
             // copy would jump past the code before the `jmp`.)
@@ -2210,6 +2273,7 @@ pub fn translate(
         slot_guards: e.slot_guards,
         frameless_calls: e.frameless_calls,
         chained_returns: e.chained_returns,
+        hot_chains: chains.values().filter(|c| c.1).count(),
         frameless_returns: e.frameless_returns,
         constants: e.constants,
         arrivals,
@@ -2883,9 +2947,15 @@ fn copy_block(
                     let slow = e.ret_ways(pop, scratch);
                     let RetScratch { regs, saved } = scratch;
                     let mut here = here;
-                    for &(ret, cont) in chain.iter().filter(|_| !saved) {
+                    for &(ret, cont) in chain {
                         let next = e.label();
-                        e.extend(seq::chained_ret(ret, regs[0], cont, pop, next), here);
+                        let compare = if saved {
+                            let miss = e.label();
+                            seq::chained_ret_saved(ret, regs[0], cont, pop, (next, miss))
+                        } else {
+                            seq::chained_ret(ret, regs[0], cont, pop, next)
+                        };
+                        e.extend(compare, here);
                         e.chained_returns += 1;
                         e.mark(e.insns.len(), next);
                         here = None;

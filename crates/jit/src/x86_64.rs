@@ -376,6 +376,49 @@ pub fn chained_ret(
     v
 }
 
+/// [`chained_ret`] for a `ret` whose two registers are live where it returns
+/// ([`fast_ret`]'s `saved`): `scratch` is kept just below the return slot while it holds the
+/// continuation, and put back before the `ret`. Where `orig` needs 64 bits, `scratch` holds it
+/// for the compare, so it is kept first and put back at label `miss` (the last instruction)
+/// when the compare fails; otherwise the compare takes an immediate and a failing one goes on
+/// to `next`, which the caller marks after this.
+pub fn chained_ret_saved(
+    orig: u64,
+    scratch: Register,
+    cont: u64,
+    pop: i32,
+    (next, miss): (u64, u64),
+) -> Vec<Instruction> {
+    let hit = [
+        op(Instruction::with2(Code::Lea_r64_m, scratch, rip(cont))),
+        store(0, scratch),
+        load(scratch, SAVED_SET),
+        ret(pop),
+    ];
+    match i32::try_from(orig) {
+        Ok(imm) => {
+            let mut v = vec![
+                op(Instruction::with2(Code::Cmp_rm64_imm32, at_rsp(0), imm)),
+                op(Instruction::with_branch(Code::Jne_rel32_64, next)),
+                store(SAVED_SET, scratch),
+            ];
+            v.extend(hit);
+            v
+        }
+        Err(_) => {
+            let mut v = vec![
+                store(SAVED_SET, scratch),
+                op(Instruction::with2(Code::Mov_r64_imm64, scratch, orig)),
+                op(Instruction::with2(Code::Cmp_rm64_r64, at_rsp(0), scratch)),
+                op(Instruction::with_branch(Code::Jne_rel32_64, miss)),
+            ];
+            v.extend(hit);
+            v.push(labelled(load(scratch, SAVED_SET), miss));
+            v
+        }
+    }
+}
+
 /// The word `disp` bytes into a set, as [`fast_ret`] leaves `set`: for a table below 2 GiB
 /// (at `low`) the set's number times 64, scaled by two in the operand (a set is two lines,
 /// [`crate::table::SET_STRIDE`]), else the set's address.

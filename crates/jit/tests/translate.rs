@@ -160,6 +160,7 @@ fn module<'a>(
         inline: 48,
         iced: false,
         counting: None,
+        profile: None,
     }
 }
 
@@ -659,6 +660,90 @@ fn a_frameless_ret_saves_the_registers_its_callers_keep() {
             .any(|i| i.memory_base() == Register::RSP && (i.memory_displacement64() as i64) < 0),
         "{leaf2:?}"
     );
+}
+
+/// Counts from an earlier run (`Module::profile`): a frameless `ret` compares first the return
+/// address of a direct call that made at least half of its function's calls, also where it
+/// keeps its two registers (`seq::chained_ret_saved`: keep_leaf keeps r11 and r10, which its
+/// caller keep_all keeps across the call); a caller that made fewer gets no compare, and
+/// without counts keep_leaf has none (a `ret` that keeps its registers is chained only by
+/// counts).
+#[test]
+fn a_ret_compares_first_the_caller_that_made_most_of_its_calls_in_an_earlier_run() {
+    use iced_x86::{Code, Register};
+    let (image, analysis) = analysed();
+    let cfg = &analysis.cfg;
+    let leaf = cfg.functions_named("keep_leaf").next().unwrap();
+    let keep_all = cfg.functions_named("keep_all").next().unwrap();
+    let call = kerf_analysis::cfg::Terminator::Call;
+    let site = cfg.blocks_of(keep_all).iter().find(|b| b.term == call).unwrap();
+    let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
+    let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
+    let roots = HashSet::new();
+    let reached: HashSet<FuncId> = funcs.iter().copied().collect();
+    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default(), marks: None };
+    // keep_leaf's translation up to its first `ret`, and how many hot chains there were.
+    let leaf_code = |profile: Option<&kerf_arch::hash::AddrMap<u64, u64>>| {
+        let returns = std::sync::OnceLock::new();
+        let m = Module { profile, ..module(cfg, &image, &returns) };
+        let t = kerf_jit::translate(
+            "jitted",
+            &m,
+            &funcs,
+            &layout(None),
+            &kerf_jit::NoPlugin,
+            &at,
+            &scope,
+        )
+        .unwrap();
+        let start = t.cache_of(cfg.function(leaf).entry.0).unwrap();
+        let d =
+            Decoder::with_ip(64, &t.code[(start - CODE) as usize..], start, DecoderOptions::NONE);
+        let code: Vec<_> = d.into_iter().take_while(|i| i.mnemonic() != Mnemonic::Ret).collect();
+        (code, t.hot_chains, t.cache_of(site.end().0))
+    };
+    let counts = |calls: u64| -> kerf_arch::hash::AddrMap<u64, u64> {
+        [(cfg.function(leaf).entry.0, 10), (site.start.0, calls)].into_iter().collect()
+    };
+    let saved_fast_ret = |code: &[iced_x86::Instruction]| {
+        code.len() > 2
+            && code[0].code() == Code::Mov_rm64_r64
+            && code[0].memory_base() == Register::RSP
+            && code[0].memory_displacement64() as i64 == -8
+    };
+    // Six calls of ten from keep_all: compared first.
+    let (code, hot, cont) = leaf_code(Some(&counts(6)));
+    assert_eq!(hot, 1, "{code:?}");
+    let [cmp, jne, keep, lea, store, back] = &code[..] else { panic!("{code:?}") };
+    assert!(
+        cmp.code() == Code::Cmp_rm64_imm32
+            && cmp.memory_base() == Register::RSP
+            && cmp.memory_displacement64() == 0
+            && cmp.immediate32to64() as u64 == site.end().0
+            && jne.mnemonic() == Mnemonic::Jne,
+        "{code:?}"
+    );
+    let r = lea.op0_register();
+    assert!(
+        lea.code() == Code::Lea_r64_m && [Register::R11, Register::R10].contains(&r),
+        "{code:?}"
+    );
+    assert_eq!(Some(lea.ip_rel_memory_address()), cont, "{code:?}");
+    let at_rsp = |i: &iced_x86::Instruction, disp: i64| {
+        i.memory_base() == Register::RSP && i.memory_displacement64() as i64 == disp
+    };
+    assert!(
+        keep.code() == Code::Mov_rm64_r64 && at_rsp(keep, -8) && keep.op1_register() == r,
+        "{code:?}"
+    );
+    assert!(store.code() == Code::Mov_rm64_r64 && at_rsp(store, 0) && store.op1_register() == r);
+    assert!(back.code() == Code::Mov_r64_rm64 && at_rsp(back, -8) && back.op0_register() == r);
+    // Four of ten: the table, as with no counts at all.
+    for profile in [Some(counts(4)), None] {
+        let (code, hot, _) = leaf_code(profile.as_ref());
+        assert_eq!(hot, 0, "{code:?}");
+        assert!(saved_fast_ret(&code), "{code:?}");
+    }
 }
 
 /// Every instruction of a function with an indirect jump of unknown targets (the fixture's

@@ -3413,3 +3413,31 @@ fn fewer_counters_stay_exact_across_attach_and_detach() {
         "no thread came in at attach ({came}) or left at detach ({went})"
     );
 }
+
+/// The counts a `blocks` run leaves (the weights of the next run's counters) serve every later
+/// run from the same roots as a profile: a translated `ret` compares first the return address
+/// of the direct call that made at least half of its function's calls (`hot_chains`), under
+/// any plugin, the output the same and nothing escaping; `KERF_JIT_NO_PROFILE` turns it off,
+/// and a run before any counting run has no profile. (The fixture is PIE: its return
+/// addresses take 64 bits, and keep_leaf's `ret` keeps its registers.)
+#[test]
+fn an_earlier_counting_run_chains_returns_to_their_main_callers() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-profile");
+    let cache = tmp().join("jit-profile-cache");
+    let _ = std::fs::remove_dir_all(&cache);
+    let args = ["4", "200", "300"];
+    let expected = plain(&bin, &args);
+    let run = |tag: &str, plugin: &str, env: &[(&str, &str)]| {
+        let jit_args = ["main", "--plugin", plugin];
+        let (v, out, err) = kerf_env(&cache, env, tag, "jit", &jit_args, &bin, &args);
+        assert_eq!(out, expected, "{tag}: {err}");
+        assert_eq!(v["jit"]["escapes"], 0, "{tag}: {err}");
+        v["jit"]["hot_chains"].as_u64().unwrap()
+    };
+    assert_eq!(run("profile-first", "none", &[]), 0, "no counting run yet");
+    assert_eq!(run("profile-blocks", "blocks", &[]), 0, "the counting run had no counts");
+    let hot = run("profile-none", "none", &[]);
+    assert!(hot > 0, "no chain from the counts");
+    assert_eq!(run("profile-off", "none", &[("KERF_JIT_NO_PROFILE", "1")]), 0);
+    assert_eq!(run("profile-calls", "calls", &[]), hot, "the calls plugin");
+}

@@ -627,6 +627,9 @@ pub struct JitStats {
     pub frameless_calls: usize,
     /// Callers' return addresses compared inline by translated `ret`s (`seq::chained_ret`).
     pub chained_returns: usize,
+    /// Functions whose translated `ret`s compare the callers an earlier counting run's
+    /// counts chose (`Translation::hot_chains`).
+    pub hot_chains: usize,
     /// `ret`s translated to look their continuation up with no frame (`seq::fast_ret`).
     pub frameless_returns: usize,
     /// Direct calls that copy their callee in place (`translate`'s `Inline`).
@@ -1354,6 +1357,9 @@ fn modules_of<'a>(
             iced: std::env::var_os("KERF_JIT_ICED_ENCODER").is_some(),
             // (A module mapped after the start: with no weights.)
             counting: counting.then(|| m.counting.get_or_init(|| counting_facts(m, &[]))),
+            // `KERF_JIT_NO_PROFILE`: no chains from an earlier run's counts (for benchmarks
+            // that compare).
+            profile: m.profile.get().filter(|_| std::env::var_os("KERF_JIT_NO_PROFILE").is_none()),
         })
         .collect()
 }
@@ -1652,13 +1658,18 @@ pub fn install(
     let images = &all[..];
     // Fewer counters: each module's facts, with how often its blocks ran in the last run from
     // these roots that counted them (where hints are used), before anything is translated.
-    let weights_key =
-        (opts.fewer_counters && opts.hints).then(|| roots_key(images, roots)).flatten();
-    if opts.fewer_counters {
+    // The same counts serve every plugin as a profile: which callers' return addresses a
+    // `ret` compares first (`Module::profile`).
+    let profile_key = opts.hints.then(|| roots_key(images, roots)).flatten();
+    let weights_key = profile_key.filter(|_| opts.fewer_counters);
+    {
         use rayon::prelude::*;
         images.par_iter().for_each(|m| {
-            let weights = weights_key.and_then(|k| m.jit_weights(k)).unwrap_or_default();
-            let _ = m.counting.set(counting_facts(m, &weights));
+            let weights = profile_key.and_then(|k| m.jit_weights(k)).unwrap_or_default();
+            let _ = m.profile.set(weights.iter().copied().collect());
+            if opts.fewer_counters {
+                let _ = m.counting.set(counting_facts(m, &weights));
+            }
         });
     }
     let mods =
@@ -2577,6 +2588,7 @@ impl Jit {
         self.stats.slot_guards += t.slot_guards;
         self.stats.frameless_calls += t.frameless_calls;
         self.stats.chained_returns += t.chained_returns;
+        self.stats.hot_chains += t.hot_chains;
         self.stats.frameless_returns += t.frameless_returns;
         self.stats.inlined += t.inlined;
         for (words, values) in &t.tables {

@@ -122,6 +122,10 @@ pub struct AnalyzedImage {
     /// What the JIT's fewer block counters need of the whole module
     /// ([`kerf_jit::counters::module_facts`]), worked out when a translation first needs it.
     pub counting: std::sync::OnceLock<kerf_jit::counters::ModuleFacts>,
+    /// How often each block ran in the last JIT run from the same roots that counted blocks
+    /// (image address of its start, count), read at install: a translated `ret` compares the
+    /// return addresses its hottest callers push first ([`kerf_jit::translate::Module::profile`]).
+    pub profile: std::sync::OnceLock<kerf_arch::hash::AddrMap<u64, u64>>,
     /// How [`AnalyzedImage::returns`] was worked out, once it was.
     pub returns_how: std::sync::OnceLock<ReturnsHow>,
     /// Where the image's cache entry is (when there is a cache): the JIT keeps its return
@@ -627,6 +631,7 @@ fn analyze_image_file(
                         }),
                         returns: Default::default(),
                         counting: Default::default(),
+                        profile: Default::default(),
                         returns_how: Default::default(),
                         cache_entry: Some(CacheEntry { dir: c.path().into(), key, digest: d }),
                     });
@@ -665,6 +670,7 @@ fn analyze_image_file(
         from_cache: None,
         returns: Default::default(),
         counting: Default::default(),
+        profile: Default::default(),
         returns_how: Default::default(),
         cache_entry,
     })
@@ -745,6 +751,7 @@ pub(crate) fn analyze_live_image(
         from_cache,
         returns: Default::default(),
         counting: Default::default(),
+        profile: Default::default(),
         returns_how: Default::default(),
         cache_entry: entry.map(|(c, key, digest)| CacheEntry { dir: c.path().into(), key, digest }),
     }
@@ -773,6 +780,7 @@ pub fn analyze_bytes(name: &str, data: Vec<u8>) -> Result<AnalyzedImage, LoadErr
         from_cache: None,
         returns: Default::default(),
         counting: Default::default(),
+        profile: Default::default(),
         returns_how: Default::default(),
         cache_entry: None,
     })

@@ -1269,6 +1269,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
     v["jit"]["escapes_unasked"] = json!(unasked_all);
     v["jit"]["frameless_calls"] = json!(s.frameless_calls);
     v["jit"]["chained_returns"] = json!(s.chained_returns);
+    v["jit"]["hot_chains"] = json!(s.hot_chains);
     v["jit"]["frameless_returns"] = json!(s.frameless_returns);
     v["jit"]["on_demand"]["slots_unread"] = json!(s.slots_unread);
     v["jit"]["on_demand"]["unmapped"] = json!(s.unmapped);
