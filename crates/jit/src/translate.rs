@@ -141,10 +141,10 @@ pub const CHAIN_CALLERS: usize = 2;
 
 /// A caller's share of its callee's calls in an earlier run ([`Module::profile`]) that earns
 /// its return address a compare inline in the callee's `ret`: at least one call in
-/// `HOT_SHARE`, so at most two callers, and most often one. (A compare that fails often is a
-/// branch the predictor misses: with one call in eight, chains of up to two callers made
-/// python3.11's pure-Python loop about 2 % slower than none; with one in two, 6 % faster,
-/// and one in three 8 % slower than that. `bench/RESULTS.md`, session 84.)
+/// `HOT_SHARE`, so at most two callers, and most often one. (With one call in eight, chains
+/// of up to two callers made python3.11's pure-Python loop about 2 % slower than none, a
+/// compare that fails often being a branch the predictor may miss; with one in two, 6 %
+/// faster, and one in three 8 % slower than that: `bench/RESULTS.md`, session 84.)
 const HOT_SHARE: u64 = 2;
 
 /// Per function of `funcs` whose `ret` goes frameless ([`seq::fast_ret`]), the return sites

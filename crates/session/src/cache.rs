@@ -60,7 +60,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 /// Bumped whenever the analysis or its serialised form changes meaning.
-const FORMAT: u32 = 23;
+const FORMAT: u32 = 24;
 /// The first bytes of every cache file.
 const MAGIC: &[u8; 8] = b"KERFANA\0";
 /// Entries kept per image read from the running kernel ([`CacheDir::keep_only_live`]).

@@ -44,6 +44,10 @@ pub(crate) enum Loc {
     /// [rsi+1]`, sqlite's record comparison); the bound holds until the base register or
     /// any memory may be written.
     Mem(Gpr, i64),
+    /// A global at a fixed address (`cmp dword [rip+G], 9; ja; mov eax, [rip+G]`: GNU tar's
+    /// `main` switches on its subcommand so); the bound holds until any memory may be
+    /// written.
+    Global(u64),
 }
 
 /// "The value in `loc` is at most `max` (unsigned) here", learnt from a dominating compare.
@@ -78,13 +82,16 @@ fn stack_slot(i: &Instruction, op: u32) -> Option<(Register, i64)> {
 }
 
 /// Operand `op` of `i` as a [`Loc::Mem`]: memory through a general register other than the
-/// stack and frame pointers, with no index.
+/// stack and frame pointers, with no index; or as a [`Loc::Global`]: memory at a fixed
+/// address (PC-relative or absolute).
 fn field(i: &Instruction, op: u32) -> Option<Loc> {
     if i.op_kind(op) != OpKind::Memory || i.memory_index() != Register::None {
         return None;
     }
     match i.memory_base() {
         Register::RBP | Register::RSP => None,
+        Register::RIP => Some(Loc::Global(i.ip_rel_memory_address())),
+        Register::None => Some(Loc::Global(i.memory_displacement64())),
         b => Some(Loc::Mem(Gpr::from_iced(b)?, i.memory_displacement64() as i64)),
     }
 }
@@ -338,6 +345,13 @@ impl Hint {
             }
             Loc::Mem(base, _) => {
                 if clobbers.contains(base) || may_write_memory(insn) {
+                    Hint::NONE
+                } else {
+                    self
+                }
+            }
+            Loc::Global(_) => {
+                if may_write_memory(insn) {
                     Hint::NONE
                 } else {
                     self
