@@ -154,12 +154,12 @@ const HOT_SHARE: u64 = 2;
 /// the calls that made at least one in [`HOT_SHARE`] of its calls, most calls first, at most
 /// [`Module::chains`] of them, with the two registers free or kept
 /// ([`seq::chained_ret_saved`]); otherwise, where it has two free registers and at most
-/// [`Module::chains`] direct calls here, all of them. A call
-/// to a PLT stub whose slot the walk read (`slots`: a library calling its own exported
-/// functions, as libsqlite3 does on most calls) counts as a call to the function the slot
-/// holds, whose `ret` returns there. A caller outside `funcs` (another translation, code that
-/// calls through a pointer) finds no compare that matches and goes on to the table. The
-/// second of each pair: whether the chain came from the counts.
+/// [`Module::chains`] direct calls here, all of them. A call to a PLT stub whose slot the
+/// walk read (`slots`: a library calling its own exported functions, as libsqlite3 does on
+/// most calls) counts as a call to the function the slot holds, whose `ret` returns there. A
+/// caller outside `funcs` (another translation, code that calls through a pointer) finds no
+/// compare that matches and goes on to the table. The second of each pair: whether the chain
+/// came from the counts.
 fn return_chains(
     m: &Module<'_>,
     funcs: &[FuncId],
