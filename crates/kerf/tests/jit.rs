@@ -3419,7 +3419,8 @@ fn fewer_counters_stay_exact_across_attach_and_detach() {
 /// of the direct call that made at least half of its function's calls (`hot_chains`), under
 /// any plugin, the output the same and nothing escaping; `KERF_JIT_NO_PROFILE` turns it off,
 /// and a run before any counting run has no profile. (The fixture is PIE: its return
-/// addresses take 64 bits, and keep_leaf's `ret` keeps its registers.)
+/// addresses take 64 bits. This counts the chains, not which forms ran: `jit/tests/chains.rs`
+/// runs the form that keeps its register, both widths.)
 #[test]
 fn an_earlier_counting_run_chains_returns_to_their_main_callers() {
     let bin = common::build_fixture("jitted", "-O2", "jit-profile");
