@@ -281,6 +281,33 @@ where
     })
 }
 
+/// Bytes of a cache line: the unit in which [`read_lines`] gives a ring's slots back.
+pub const LINE: u64 = 64;
+
+/// The offsets (from the ring's start) of the cache lines that records `from..to` filled and
+/// that no record from `to` on shares, each once and in order: the lines a reader that has
+/// just taken those records may hand back to memory (`clflushopt`). Why: a line the reader
+/// read stays in its CPU's caches, and when the writer comes round the ring to it again,
+/// its store must first take the line from that CPU, one cross-core transfer for every two
+/// 32-byte records: `kerf jit --plugin calls` on sqlite3 took 2.5 times as long for it
+/// (bench/RESULTS.md, session 85). A line whose last record is not yet taken (the one `to`
+/// falls in) is left for the next call, which starts with it. `to - from` is at most the
+/// ring's slots (a reader never holds more).
+pub fn read_lines(shape: Shape, from: u64, to: u64) -> impl Iterator<Item = u64> {
+    let len = u128::from(shape.slot_len);
+    // The ring's bytes, a power of two: a mask, where the reader's loop has no room for a
+    // 128-bit remainder (a call).
+    let mask = u64::from(shape.slots) * u64::from(shape.slot_len) - 1;
+    // Lines of the ring's unwrapped byte stream (record n at bytes n * len..), as u128: n *
+    // len could pass 2^64 in a very long trace. Only their low bits matter after that (2^64
+    // is a multiple of the ring's bytes).
+    let first = u128::from(from) * len / u128::from(LINE);
+    let end = u128::from(to) * len / u128::from(LINE);
+    let first_low = first as u64;
+    (0..(end - first) as u64)
+        .map(move |k| SLOTS + (first_low.wrapping_add(k).wrapping_mul(LINE) & mask))
+}
+
 /// [`copy_ahead`]'s walk without the copy: `visit(time, meta, slot)` for each complete record
 /// from the tail on, in order (`meta` its stream, length and CPU word; its values at `slot +
 /// VALUES`), for a reader that uses each record once, where it lies (the JIT's call-trace
@@ -413,6 +440,28 @@ pub fn merge(batches: &[Batch]) -> Vec<Merged> {
 
 #[cfg(test)]
 mod tests {
+    /// The lines given back are those wholly filled by the records taken: a half-taken line
+    /// waits for the next call, which gives it first; the ring's end wraps to its start; 64-
+    /// and 128-byte slots give one and two lines a record.
+    #[test]
+    fn read_lines_are_the_whole_lines_of_the_records_taken_once_each() {
+        let small = Shape { slots: 8, slot_len: 32 };
+        let lines = |shape, from, to| read_lines(shape, from, to).collect::<Vec<_>>();
+        // Records 0..3: line 0 whole (records 0 and 1), line 1 half (record 2).
+        assert_eq!(lines(small, 0, 3), [SLOTS]);
+        // Then 3..9: line 1 (records 2, 3), 2, 3, and the wrapped record 8 in line 0 half.
+        assert_eq!(lines(small, 3, 9), [SLOTS + 64, SLOTS + 128, SLOTS + 192]);
+        assert_eq!(lines(small, 9, 10), [SLOTS]);
+        assert_eq!(lines(small, 10, 10), Vec::<u64>::new());
+        // A whole ring at once: every line once.
+        assert_eq!(lines(small, 16, 24), [SLOTS, SLOTS + 64, SLOTS + 128, SLOTS + 192]);
+        let wide = Shape { slots: 4, slot_len: 128 };
+        assert_eq!(lines(wide, 3, 5), [SLOTS + 384, SLOTS + 448, SLOTS, SLOTS + 64]);
+        // Record numbers whose bytes pass 2^64.
+        let mid = Shape { slots: 4, slot_len: 64 };
+        assert_eq!(lines(mid, u64::MAX - 1, u64::MAX), [SLOTS + 128]);
+    }
+
     use super::*;
 
     fn put(m: &mut [u64], off: u64, v: u64) {

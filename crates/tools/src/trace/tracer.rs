@@ -751,6 +751,36 @@ pub(crate) fn prefetch(shared: &[std::sync::atomic::AtomicU64], offset: u64) {
     }
 }
 
+/// Hands the cache line at byte `offset` of the shared words back to memory, out of this
+/// CPU's caches (`clflushopt`, else `clflush`): for ring lines the reader has taken, which the
+/// writer's CPU would otherwise have to take back from this one before its next store there
+/// (see `ring::read_lines`).
+pub(crate) fn evict(shared: &[std::sync::atomic::AtomicU64], offset: u64) {
+    if let Some(w) = shared.get((offset / 8) as usize) {
+        let p = w.as_ptr().cast::<u8>().cast_const();
+        if has_clflushopt() {
+            // SAFETY: a flush changes no memory (a dirty line is written back first) and `p`
+            // lies in the mapping `shared` borrows; the CPU has `clflushopt` (CPUID).
+            unsafe {
+                std::arch::asm!("clflushopt [{0}]", in(reg) p, options(nostack, preserves_flags))
+            };
+        } else {
+            // SAFETY: as above; `clflush` is part of every x86-64 CPU (SSE2).
+            unsafe { std::arch::x86_64::_mm_clflush(p) };
+        }
+    }
+}
+
+/// Whether the CPU has `clflushopt` (CPUID leaf 7, EBX bit 23), which unlike `clflush` is not
+/// ordered against other flushes: a reader giving back a run of lines does not wait for each.
+fn has_clflushopt() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        let max = std::arch::x86_64::__cpuid(0).eax;
+        max >= 7 && std::arch::x86_64::__cpuid_count(7, 0).ebx & (1 << 23) != 0
+    })
+}
+
 /// One traced target as the reader sees it: its probes' tables and what is in (a process's
 /// probes are handed in by the live tool's loop; the kernel's, in a trace of both, are the
 /// tracer's own).
@@ -1034,6 +1064,9 @@ impl Reader {
                             &mut words,
                         );
                         if c.records > 0 {
+                            for line in ring::read_lines(shape, c.tail - c.records, c.tail) {
+                                evict(shared, base + ring_at + line);
+                            }
                             inst.ring_store(h, base + ring_at + ring::TAIL, c.tail);
                         }
                         if let Some(after) = watch.read(began, c.tail, c.tail + c.pending, patience)
