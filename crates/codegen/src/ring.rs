@@ -440,6 +440,23 @@ pub fn merge(batches: &[Batch]) -> Vec<Merged> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    fn put(m: &mut [u64], off: u64, v: u64) {
+        m[(off / 8) as usize] = v;
+    }
+
+    /// Write record `n` (complete) into the ring at `base` of this shape.
+    fn record(m: &mut [u64], base: u64, shape: Shape, n: u64, time: u64, values: &[u64]) {
+        let slot = base + SLOTS + (n % shape.slots as u64) * shape.slot_len as u64;
+        put(m, slot + TIME, time);
+        put(m, slot + STREAM, ((8 * values.len() as u64) << 32) | 3);
+        for (k, v) in values.iter().enumerate() {
+            put(m, slot + VALUES + 8 * k as u64, *v);
+        }
+        put(m, slot + SEQ, n + 1);
+    }
+
     /// The lines given back are those wholly filled by the records taken: a half-taken line
     /// waits for the next call, which gives it first; the ring's end wraps to its start; 64-
     /// and 128-byte slots give one and two lines a record.
@@ -460,23 +477,6 @@ mod tests {
         // Record numbers whose bytes pass 2^64.
         let mid = Shape { slots: 4, slot_len: 64 };
         assert_eq!(lines(mid, u64::MAX - 1, u64::MAX), [SLOTS + 128]);
-    }
-
-    use super::*;
-
-    fn put(m: &mut [u64], off: u64, v: u64) {
-        m[(off / 8) as usize] = v;
-    }
-
-    /// Write record `n` (complete) into the ring at `base` of this shape.
-    fn record(m: &mut [u64], base: u64, shape: Shape, n: u64, time: u64, values: &[u64]) {
-        let slot = base + SLOTS + (n % shape.slots as u64) * shape.slot_len as u64;
-        put(m, slot + TIME, time);
-        put(m, slot + STREAM, ((8 * values.len() as u64) << 32) | 3);
-        for (k, v) in values.iter().enumerate() {
-            put(m, slot + VALUES + 8 * k as u64, *v);
-        }
-        put(m, slot + SEQ, n + 1);
     }
 
     #[test]
