@@ -5,9 +5,12 @@
 //! as a 32-bit immediate, and one that needs 64 bits (held in the register for the compare, put
 //! back when the compare fails).
 
-use iced_x86::{Code, Instruction, MemoryOperand, Register};
+use iced_x86::{Code, Instruction, Register};
 use kerf_jit::x86_64::{chained_ret_saved, encode};
 use std::arch::asm;
+
+mod common;
+use common::{at, labelled, op, Mapping};
 
 /// Labels: non-canonical addresses, as the translator's.
 const L: u64 = 0x8000_0000_0000_0000;
@@ -20,19 +23,6 @@ const MISS: u64 = L + 6;
 
 /// What the callee leaves in `r11` for the `ret` to keep.
 const KEPT: u64 = 0x1234_5678_9abc_def0;
-
-fn op(r: Result<Instruction, iced_x86::IcedError>) -> Instruction {
-    r.unwrap()
-}
-
-fn labelled(mut i: Instruction, l: u64) -> Instruction {
-    i.set_ip(l);
-    i
-}
-
-fn at(base: Register, disp: i64) -> MemoryOperand {
-    MemoryOperand::with_base_displ(base, disp)
-}
 
 /// `H(slot, out)`: calls `STUB`, which writes `slot` over the return address it was called
 /// with (as kerf's call stubs write the original one) and jumps to `CALLEE`. The callee sets
@@ -63,23 +53,13 @@ fn harness(orig: u64) -> Vec<Instruction> {
     v
 }
 
-/// `H` laid out in an executable mapping (never unmapped), called with return slot `slot`:
+/// `H` laid out in an executable mapping, called with return slot `slot`:
 /// `rax` and `r11` at `CONT`.
 fn run(orig: u64, slot: u64) -> (u64, u64) {
     let len = 4096;
-    // SAFETY: an anonymous mapping; the result is checked.
-    let code = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE | libc::PROT_EXEC,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(code, libc::MAP_FAILED);
-    let laid = encode::lay_out(&harness(orig), code as u64).unwrap();
+    let map = Mapping::new(None, len, true);
+    let code = map.addr();
+    let laid = encode::lay_out(&harness(orig), code).unwrap();
     assert!(laid.code.len() <= len);
     // SAFETY: the laid-out bytes fit the mapping, which nothing else uses.
     unsafe { std::ptr::copy_nonoverlapping(laid.code.as_ptr(), code as *mut u8, laid.code.len()) };
@@ -90,7 +70,7 @@ fn run(orig: u64, slot: u64) -> (u64, u64) {
     unsafe {
         asm!(
             "call {h}",
-            h = in(reg) code as u64,
+            h = in(reg) code,
             in("rdi") slot,
             in("rsi") out.as_mut_ptr(),
             clobber_abi("sysv64"),

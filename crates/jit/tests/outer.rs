@@ -6,10 +6,13 @@
 //! keep a word of their own among the slot's probes. With the table below 2 GiB (its address
 //! a displacement) and above (through a register), with both hashes.
 
-use iced_x86::{Code, Instruction, MemoryOperand, Register};
+use iced_x86::{Code, Instruction, Register};
 use kerf_jit::table::{outer_slot, Hash, OUTER, OUTER_PROBES, TABLE_BYTES};
 use kerf_jit::x86_64::{encode, outer_check, outer_entry};
 use std::arch::asm;
+
+mod common;
+use common::{at, labelled, op, Mapping};
 
 /// Labels: non-canonical addresses, as the translator's.
 const L: u64 = 0x8000_0000_0000_0000;
@@ -19,70 +22,6 @@ const ROOT: u64 = L + 3;
 const OUTER_PATH: u64 = L + 4;
 const NORMAL: u64 = L + 5;
 const TAKE: u64 = L + 6;
-
-/// An anonymous mapping, unmapped when dropped.
-struct Mapping {
-    at: *mut u8,
-    len: usize,
-}
-
-impl Mapping {
-    /// `len` bytes, at `hint` exactly if given (else where the kernel chooses).
-    fn new(hint: Option<u64>, len: usize, exec: bool) -> Mapping {
-        let prot = libc::PROT_READ | libc::PROT_WRITE | if exec { libc::PROT_EXEC } else { 0 };
-        let fixed = if hint.is_some() { libc::MAP_FIXED_NOREPLACE } else { 0 };
-        // SAFETY: an anonymous mapping that replaces nothing (MAP_FIXED_NOREPLACE); the
-        // result is checked.
-        let at = unsafe {
-            libc::mmap(
-                hint.unwrap_or(0) as *mut libc::c_void,
-                len,
-                prot,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | fixed,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(at, libc::MAP_FAILED, "mmap {hint:x?}");
-        Mapping { at: at as *mut u8, len }
-    }
-
-    fn addr(&self) -> u64 {
-        self.at as u64
-    }
-
-    fn word(&self, off: u64) -> u64 {
-        assert!(off as usize + 8 <= self.len);
-        // SAFETY: an aligned word inside the mapping.
-        unsafe { std::ptr::read_volatile(self.at.add(off as usize) as *const u64) }
-    }
-
-    fn set_word(&self, off: u64, v: u64) {
-        assert!(off as usize + 8 <= self.len);
-        // SAFETY: an aligned word inside the mapping.
-        unsafe { std::ptr::write_volatile(self.at.add(off as usize) as *mut u64, v) }
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`, no longer used.
-        unsafe { libc::munmap(self.at as *mut libc::c_void, self.len) };
-    }
-}
-
-fn op(r: Result<Instruction, iced_x86::IcedError>) -> Instruction {
-    r.unwrap()
-}
-
-fn labelled(mut i: Instruction, l: u64) -> Instruction {
-    i.set_ip(l);
-    i
-}
-
-fn at(base: Register, disp: i64) -> MemoryOperand {
-    MemoryOperand::with_base_displ(base, disp)
-}
 
 /// `H(target, out)`: calls `target`, then stores `rax`, `rcx`, `rdx` and the flags it came
 /// back with in `out[0..4]`. `STUB`: the root's outer entry. `ROOT`: sets `rax` 1, `rcx`,

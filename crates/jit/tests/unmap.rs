@@ -10,26 +10,21 @@
 //! [`mailbox::LOADED`] at every call; any only while kerf listens. Every register and flag
 //! comes back as it went in.
 
-use iced_x86::{Code, Instruction, MemoryOperand, Register};
+use iced_x86::{Code, Instruction, Register};
 use kerf_jit::mailbox;
 use kerf_jit::x86_64::{
     action_check, action_notice, encode, glibc_action_notice, load_site, unmap_notice,
 };
 use std::arch::asm;
+
+mod common;
+use common::{at, op};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Labels: non-canonical addresses, as the translator's.
 const L: u64 = 0x8000_0000_0000_0000;
 const H: u64 = L + 1;
 const NOTICE: u64 = L + 2;
-
-fn op(r: Result<Instruction, iced_x86::IcedError>) -> Instruction {
-    r.unwrap()
-}
-
-fn at(base: Register, disp: i64) -> MemoryOperand {
-    MemoryOperand::with_base_displ(base, disp)
-}
 
 /// An anonymous mapping of `len` bytes (zeroed), never unmapped: the test's threads may
 /// still look at the mailbox.
