@@ -4,7 +4,7 @@
 //! coverage's one-shot flags (`load8`, `br`, `store8`) and a JIT's inlined block counters
 //! (`add`, `atomic add`) are all written in it; see the goldens in `tests/ir/`.
 
-use crate::ring::{Shape, MAX_SLOT_LEN, MAX_VALUES, MIN_SLOT_LEN};
+use crate::ring::{Shape, COMPACT_SLOT_LEN, MAX_SLOT_LEN, MAX_VALUES, MIN_SLOT_LEN};
 use crate::SpAt;
 use kerf_arch::x86_64::Gpr;
 
@@ -231,7 +231,9 @@ pub enum Op {
     /// `emit.thread.untimed`, `emit.cpu.untimed` (`timed` false): the record's time and CPU
     /// are 0, and no clock is read (`rdtsc` costs about 10 ns on the machines kerf is
     /// measured on, several times the rest of a record): for a reader that uses neither,
-    /// as the JIT's call trace does when it only counts.
+    /// as the JIT's call trace does when it only counts. With `slot=8` (compact slots,
+    /// [`crate::ring`]'s "Compact records") an untimed per-thread record is one word: the
+    /// stream above the low 32 bits of its one value, no reads.
     EmitThread {
         rings: u64,
         per: Rings,
@@ -429,9 +431,28 @@ impl Program {
                         k,
                         format!(
                             "ring slots {} is not a power of two up to {MAX_SLOTS}, or slot \
-                             length {} not one from {MIN_SLOT_LEN} to {MAX_SLOT_LEN}",
+                             length {} not one from {MIN_SLOT_LEN} to {MAX_SLOT_LEN} (or \
+                             {COMPACT_SLOT_LEN}, compact)",
                             shape.slots, shape.slot_len
                         ),
+                    ));
+                }
+                Op::Emit { shape, .. } if shape.is_compact() => {
+                    return Err((k, "compact slots are for emit.thread.untimed only".into()));
+                }
+                Op::EmitThread { shape, per, values, reads, timed, stream, .. }
+                    if shape.is_compact()
+                        && (*timed
+                            || !matches!(per, Rings::Thread)
+                            || values.len() != 1
+                            || !reads.is_empty()
+                            || stream & crate::ring::COMPACT_MARK != 0) =>
+                {
+                    return Err((
+                        k,
+                        "compact slots (8 bytes) take one value and no reads, untimed, in \
+                         the thread's ring, a stream below 2^31"
+                            .into(),
                     ));
                 }
                 Op::EmitThread { shape, per, .. }

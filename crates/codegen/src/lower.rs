@@ -575,7 +575,7 @@ const TSC_AUX_CPU: i32 = 0xfff;
 /// Lower `p` at a point described by `at`. Branches inside the code name their targets by
 /// label id (the instruction's `ip`, small numbers), as the patch encoder expects.
 pub fn lower_program(p: &Program, at: &At) -> Result<Vec<Instruction>, LowerError> {
-    let (mut hot, cold) = lower_program_split(p, at)?;
+    let (mut hot, cold) = lower_parts(p, at, false)?;
     if cold.is_empty() {
         return Ok(hot);
     }
@@ -592,11 +592,25 @@ pub fn lower_program(p: &Program, at: &At) -> Result<Vec<Instruction>, LowerErro
 
 /// [`lower_program`], with the ops after an [`Op::Cold`] lowered apart: the first vector
 /// is the program's code without them (prologue, ops, epilogue), the second the cold code,
-/// which the caller places anywhere within reach (empty without `cold`). Branches between
-/// the two name each other's label ids (instruction `ip`s), as within one.
+/// which the caller places anywhere within reach (empty without `cold` and slow paths).
+/// Branches between the two name each other's label ids (instruction `ip`s), as within one.
+/// The slow paths of a per-thread `emit.thread` (a full ring's wait, the ring's first
+/// lookup, no thread slot) go to the cold code too: in line they made up most of a record's
+/// bytes, and the JIT's call trace puts a record at every function entry and exit (sqlite3's
+/// translated code was 2.5 times as large as with no plugin).
 pub fn lower_program_split(
     p: &Program,
     at: &At,
+) -> Result<(Vec<Instruction>, Vec<Instruction>), LowerError> {
+    lower_parts(p, at, true)
+}
+
+/// [`lower_program_split`]; with `outline`, slow paths go to the cold code, else they stay
+/// in line (jumped over).
+fn lower_parts(
+    p: &Program,
+    at: &At,
+    outline: bool,
 ) -> Result<(Vec<Instruction>, Vec<Instruction>), LowerError> {
     p.check().map_err(|(op, what)| LowerError::Check { op, what })?;
     let mut clobbers = RegSet::EMPTY;
@@ -657,6 +671,7 @@ pub fn lower_program_split(
     let temps: Vec<Gpr> = rest.copied().collect();
     let mut l = Lowerer::new(p, at, &res, regs, temps)?;
     l.fused = fused;
+    l.outline = outline.then(Vec::new);
     let mut split = None;
     for (k, op) in p.ops.iter().enumerate() {
         if *op == Op::Cold {
@@ -681,8 +696,23 @@ pub fn lower_program_split(
     if split.is_none() {
         l.epilogue()?;
     }
-    let mut hot = l.a.take_instructions();
-    let cold = hot.split_off(split.unwrap_or(hot.len()));
+    let ranges = l.outline.take().unwrap_or_default();
+    let all = l.a.take_instructions();
+    let split = split.unwrap_or(all.len());
+    // The slow paths after the cold ops (in the order they came), the rest where it was.
+    let mut moved = vec![false; all.len()];
+    for r in &ranges {
+        moved[r.clone()].fill(true);
+    }
+    let (mut hot, mut cold, mut slow) = (Vec::new(), Vec::new(), Vec::new());
+    for (k, i) in all.into_iter().enumerate() {
+        match (moved[k], k < split) {
+            (true, _) => slow.push(i),
+            (false, true) => hot.push(i),
+            (false, false) => cold.push(i),
+        }
+    }
+    cold.extend(slow);
     Ok((hot, cold))
 }
 
@@ -699,6 +729,10 @@ struct Lowerer<'a> {
     pending_label: Option<CodeLabel>,
     /// By virtual register: a thread id fused into the compare after it ([`fused_ids`]).
     fused: Vec<bool>,
+    /// Where slow paths go out of line ([`lower_program_split`]): the ranges of instructions
+    /// (indices) to move to the cold code. Each starts where nothing falls into it and ends
+    /// with a jump.
+    outline: Option<Vec<std::ops::Range<usize>>>,
 }
 
 fn iced(r: Gpr) -> Register {
@@ -750,7 +784,17 @@ impl<'a> Lowerer<'a> {
                 prev = None;
             }
         }
-        Ok(Lowerer { a, at, res, regs, temps, labels, pending_label: None, fused: Vec::new() })
+        Ok(Lowerer {
+            a,
+            at,
+            res,
+            regs,
+            temps,
+            labels,
+            pending_label: None,
+            fused: Vec::new(),
+            outline: None,
+        })
     }
 
     fn r(&self, v: VReg) -> Gpr {
@@ -1156,6 +1200,23 @@ impl<'a> Lowerer<'a> {
         locked: bool,
         full: CodeLabel,
     ) -> Result<CodeLabel, LowerError> {
+        use iced_x86::code_asm::rax;
+        let retry = self.reserve_number(t, shape, locked, full)?;
+        let a = &mut self.a;
+        a.and(rax, (shape.slots - 1) as i32)?;
+        a.shl(rax, shape.slot_len.trailing_zeros())?;
+        a.lea(t, qword_ptr(t + rax + ring::SLOTS as i32))?;
+        Ok(retry)
+    }
+
+    /// [`Self::reserve`]'s reservation alone: `rax` = `n`, `rdx` = `n + 1`, `t` unchanged.
+    fn reserve_number(
+        &mut self,
+        t: AsmRegister64,
+        shape: ring::Shape,
+        locked: bool,
+        full: CodeLabel,
+    ) -> Result<CodeLabel, LowerError> {
         use iced_x86::code_asm::{rax, rdx};
         let a = &mut self.a;
         let mut retry = a.create_label();
@@ -1173,9 +1234,6 @@ impl<'a> Lowerer<'a> {
             a.cmpxchg(qword_ptr(t + ring::HEAD as i32), rdx)?;
         }
         a.jne(retry)?;
-        a.and(rax, (shape.slots - 1) as i32)?;
-        a.shl(rax, shape.slot_len.trailing_zeros())?;
-        a.lea(t, qword_ptr(t + rax + ring::SLOTS as i32))?;
         Ok(retry)
     }
 
@@ -1278,7 +1336,7 @@ impl<'a> Lowerer<'a> {
         let temp = |k: usize| self.temps.get(k).map(|&g| asm(g));
         let (save, meta) = (temp(0), temp(1));
         let words = op.record_words();
-        let mut no_slot = self.a.create_label();
+        let no_slot = self.a.create_label();
         let mut full = self.a.create_label();
         let mut done = self.a.create_label();
         let cache = self.at.ring_cache.filter(|_| matches!(per, Rings::Thread));
@@ -1319,6 +1377,11 @@ impl<'a> Lowerer<'a> {
             a.add_instruction(templates::mov_imm64(Register::R11, rings + ring::RINGS))?;
             a.add(r11, rcx)?;
         }
+        if shape.is_compact() {
+            // 2-4. Write, then publish (crate::ring's "Compact records").
+            let retry = self.compact_record(shape, *stream, values[0], full)?;
+            return self.emit_thread_tail(shape, retry, cache, rings, look, no_slot, full, done);
+        }
         // 2. Reserve record n = head; r11 = its slot. Per thread a plain cmpxchg: only this
         //    thread writes head, and a signal handler that emitted in between moved it, so
         //    this retries (see crate::ring). Per CPU a locked one.
@@ -1343,36 +1406,103 @@ impl<'a> Lowerer<'a> {
         }
         let a = &mut self.a;
         a.mov(qword_ptr(r11 + ring::SEQ as i32), rdx)?;
-        a.jmp(done)?;
-        // Full: only this thread writes its lost count; a single inc is whole to its handlers.
-        // A CPU's ring may have writers on two CPUs: locked. A process's thread first waits
-        // for room until the reader's deadline (never in the kernel, where this may run with
-        // interrupts off).
+        if locked {
+            // Full: a CPU's ring may have writers on two CPUs: a locked count, no wait.
+            let a = &mut self.a;
+            a.jmp(done)?;
+            a.set_label(&mut full)?;
+            a.lock().inc(qword_ptr(r11 + ring::LOST as i32))?;
+            self.pending_label = None;
+            return self.place(&mut done);
+        }
+        self.emit_thread_tail(shape, retry, cache, rings, look, no_slot, full, done)
+    }
+
+    /// The out-of-line end of a per-thread [`Self::emit_thread`] whose ring is at `r11`, its
+    /// record written: at `full`, a process's thread waits for room until the reader's
+    /// deadline (never in the kernel, where this may run with interrupts off), going back to
+    /// `retry`, then counts the record lost (only this thread writes the count; a single
+    /// `inc` is whole to its handlers); the ring's lookup for a ring kept in the slab
+    /// (`cache`, at `look`); and at `no_slot` the shared count of threads the thread table
+    /// had no slot for; then `done`. All of it goes to the cold code where the lowering puts
+    /// slow paths out of line ([`lower_program_split`]), else in line, jumped over.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_thread_tail(
+        &mut self,
+        shape: ring::Shape,
+        retry: CodeLabel,
+        cache: Option<SlabRing>,
+        rings: u64,
+        look: CodeLabel,
+        mut no_slot: CodeLabel,
+        mut full: CodeLabel,
+        mut done: CodeLabel,
+    ) -> Result<(), LowerError> {
+        use iced_x86::code_asm::r11;
+        let start = match self.outline {
+            Some(_) => self.a.instructions().len(),
+            None => {
+                self.a.jmp(done)?;
+                0
+            }
+        };
+        let a = &mut self.a;
         a.set_label(&mut full)?;
-        if !locked && self.at.env == Env::User {
+        if self.at.env == Env::User {
             self.wait_for_room(shape, retry, cache.is_some())?;
         }
         let a = &mut self.a;
-        if locked {
-            a.lock().inc(qword_ptr(r11 + ring::LOST as i32))?;
-        } else {
-            a.inc(qword_ptr(r11 + ring::LOST as i32))?;
-        }
+        a.inc(qword_ptr(r11 + ring::LOST as i32))?;
         a.jmp(done)?;
         if let Some(c) = cache {
             // (Back to the reservation with the ring.)
             self.look_ring_up(c, rings, shape, look, retry, no_slot)?;
         }
-        // No slot in the thread table: the rare shared count, locked (per CPU every writer
-        // has a ring); r11 is free (the lookup's scratch).
-        if !locked {
-            let a = &mut self.a;
-            a.set_label(&mut no_slot)?;
-            a.add_instruction(templates::mov_imm64(Register::R11, rings + ring::NO_SLOT))?;
-            a.lock().inc(qword_ptr(r11))?;
+        // No slot in the thread table: the rare shared count, locked; r11 is free (the
+        // lookup's scratch).
+        let a = &mut self.a;
+        a.set_label(&mut no_slot)?;
+        a.add_instruction(templates::mov_imm64(Register::R11, rings + ring::NO_SLOT))?;
+        a.lock().inc(qword_ptr(r11))?;
+        if let Some(ranges) = &mut self.outline {
+            a.jmp(done)?;
+            ranges.push(start..a.instructions().len());
         }
         self.pending_label = None;
         self.place(&mut done)
+    }
+
+    /// A compact record (crate::ring's "Compact records") of `stream` and the low half of
+    /// `value` into the thread's ring at `r11`: (2) reserve `n` ([`Self::reserve_number`]:
+    /// `rax` = `n` after it), `full` if the ring has no room; (3) the value's low half into
+    /// slot `n % slots` (`rdx` = its index), then the high half: the stream with the lap's
+    /// mark in bit 31 (bit `log2(slots)` of `n`, inverted: a zeroed ring holds no record),
+    /// stored last. Writes `rax`, `rdx` and the flags. Returns (2)'s label.
+    fn compact_record(
+        &mut self,
+        shape: ring::Shape,
+        stream: u32,
+        value: VReg,
+        full: CodeLabel,
+    ) -> Result<CodeLabel, LowerError> {
+        use iced_x86::code_asm::{dword_ptr, eax, edx, r11, rdx};
+        let v = Register::from(asm(self.regs[value.0 as usize])).full_register32();
+        let v32 = get_gpr32(v).expect("a 32-bit GPR");
+        let retry = self.reserve_number(r11, shape, false, full)?;
+        let a = &mut self.a;
+        a.mov(edx, eax)?;
+        a.and(edx, (shape.slots - 1) as i32)?;
+        let slot = ring::SLOTS as i32;
+        a.mov(dword_ptr(r11 + rdx * 8 + slot), v32)?;
+        // The lap's bit of n to bit 31, inverted, with the stream (below 2^31: the IR's
+        // check).
+        let lap = shape.slots.trailing_zeros();
+        a.shl(eax, 31 - lap)?;
+        a.and(eax, ring::COMPACT_MARK as i32)?;
+        a.xor(eax, (stream | ring::COMPACT_MARK) as i32)?;
+        a.mov(dword_ptr(r11 + rdx * 8 + (slot + 4)), eax)?;
+        self.pending_label = None;
+        Ok(retry)
     }
 
     /// A thread's first record with its ring kept in its slab ([`At::ring_cache`]), at

@@ -97,6 +97,29 @@
 //! tracer's readers leave it 0 (a trace at a high rate drops, as LTTng's default does,
 //! rather than slow the program).
 //!
+//! # Compact records (8-byte slots)
+//!
+//! A per-thread ring whose slots are [`COMPACT_SLOT_LEN`] bytes holds records of one word:
+//! the low 32 bits of the emit's one value in the low half, the stream id (below 2^31) in
+//! the high half, whose bit 31 ([`COMPACT_MARK`]) marks the record complete
+//! (`emit.thread.untimed` only, one value, no memory reads: the IR refuses the rest). No
+//! `seq`, no time, no length: eight records share a cache line where a 32-byte slot puts
+//! two, so the writer's stores and the reader's loads move a quarter of the lines between
+//! the CPUs (the JIT's call trace when it only counts, bench/RESULTS.md session 86).
+//!
+//! The writer reserves record `n` as above (plain `cmpxchg` on `head`, full when
+//! `n - tail >= slots`), then writes the value's low half, then the high half: the stream with bit
+//! 31 set to the lap's mark, bit `log2(slots)` of `n` inverted (1 on the first lap, so a
+//! zeroed ring holds no record; the bit flips every lap, so a slot's record from the lap
+//! before never looks complete). The halves are one aligned word, stored in that order, so
+//! a reader's load of the word that sees the mark also sees the value. The reader
+//! ([`each_compact`]) reads from its tail to `head` and stops at the first record whose mark
+//! is not its lap's (reserved, not written yet: pending). Writing into the reserved slot
+//! only is what keeps a signal handler that emits in the middle safe: one that writes into
+//! slot `n` before the interrupted writer's reservation, and is published, would otherwise
+//! be written over (the suite's exec tests interrupt the writer at every instruction with a
+//! handler that emits and leaves its record in the ring).
+//!
 //! # Per-CPU rings (`emit.cpu`)
 //!
 //! The kernel has more tasks than a thread table has slots, and most of them never emit:
@@ -127,8 +150,19 @@ pub const WAIT: u64 = 72;
 pub const LOST: u64 = 128;
 pub const SLOTS: u64 = 192;
 
-/// Bytes of the shortest and of the longest slot a ring may have.
+/// Bytes of the shortest and of the longest slot a ring may have, besides the compact slot.
 pub const MIN_SLOT_LEN: u32 = 32;
+/// Bytes of a compact slot: one word, the stream id above the value's low 32 bits (see the
+/// module's "Compact records").
+pub const COMPACT_SLOT_LEN: u32 = 8;
+/// In a compact record's high half, the bit that marks it complete for its lap.
+pub const COMPACT_MARK: u32 = 1 << 31;
+
+/// The mark (bit 63 of the word) a complete compact record `n` of a ring of `slots` slots
+/// carries: bit `log2(slots)` of `n`, inverted.
+pub fn compact_mark(n: u64, slots: u32) -> u64 {
+    !(n >> slots.trailing_zeros()) & 1
+}
 pub const MAX_SLOT_LEN: u32 = 128;
 /// Offsets in a slot.
 pub const SEQ: u64 = 0;
@@ -166,15 +200,31 @@ impl Shape {
         Shape { slots, slot_len }
     }
 
-    /// Whether the IR can generate code for it: powers of two, slot length in range.
+    /// `slots` compact slots: records of one 32-bit value (see the module's "Compact
+    /// records").
+    pub const fn compact(slots: u32) -> Shape {
+        Shape { slots, slot_len: COMPACT_SLOT_LEN }
+    }
+
+    /// Whether its slots are compact: one word a record, completion by `head`.
+    pub fn is_compact(self) -> bool {
+        self.slot_len == COMPACT_SLOT_LEN
+    }
+
+    /// Whether the IR can generate code for it: powers of two, slot length in range or
+    /// compact.
     pub fn valid(self) -> bool {
         self.slots.is_power_of_two()
             && self.slot_len.is_power_of_two()
-            && (MIN_SLOT_LEN..=MAX_SLOT_LEN).contains(&self.slot_len)
+            && ((MIN_SLOT_LEN..=MAX_SLOT_LEN).contains(&self.slot_len) || self.is_compact())
     }
 
-    /// Words one record holds at most.
+    /// Words one record holds at most (a compact record: one value, of which its low 32
+    /// bits).
     pub fn max_values(self) -> usize {
+        if self.is_compact() {
+            return 1;
+        }
         (self.slot_len as usize).saturating_sub(VALUES as usize) / 8
     }
 
@@ -272,6 +322,11 @@ where
     F: Fn(u64) -> u64 + ?Sized,
     P: Fn(u64) + ?Sized,
 {
+    if shape.is_compact() {
+        return each_compact(word, prefetch, shape, |w| {
+            out.extend([0, w >> 32 | 8 << 32, w & 0xffff_ffff]);
+        });
+    }
     let max = shape.max_values() as u64;
     each_ahead(word, prefetch, shape, |time, meta, slot| {
         let len = ((meta >> 32 & 0xffff) / 8).min(max);
@@ -341,6 +396,43 @@ where
     c.pending = head - c.tail;
     c
 }
+
+/// [`each_ahead`] for a ring of compact slots ([`Shape::compact`]): `visit(word)` for each
+/// complete record from the tail on (up to the `head` read once at the start, and the first
+/// whose mark is not its lap's: see the module's "Compact records"), its stream in the high
+/// half (the mark cleared), its value's low 32 bits in the low half; `prefetch` for the line
+/// [`COMPACT_AHEAD`] records on, once a line, while that record is below `head`. The caller
+/// stores the new tail after.
+pub fn each_compact<F, P, V>(word: &F, prefetch: &P, shape: Shape, mut visit: V) -> Copied
+where
+    F: Fn(u64) -> u64 + ?Sized,
+    P: Fn(u64) + ?Sized,
+    V: FnMut(u64),
+{
+    debug_assert!(shape.is_compact() && shape.valid());
+    let tail = word(TAIL);
+    let head = word(HEAD);
+    let mask = u64::from(shape.slots) - 1;
+    let per_line = LINE / u64::from(COMPACT_SLOT_LEN);
+    let mut n = tail;
+    while n < head {
+        if n.is_multiple_of(per_line) && n + COMPACT_AHEAD < head {
+            prefetch(SLOTS + ((n + COMPACT_AHEAD) & mask) * u64::from(COMPACT_SLOT_LEN));
+        }
+        let w = word(SLOTS + (n & mask) * u64::from(COMPACT_SLOT_LEN));
+        if w >> 63 != compact_mark(n, shape.slots) {
+            break;
+        }
+        visit(w & !(1 << 63));
+        n += 1;
+    }
+    let records = n - tail;
+    Copied { records, tail: n, pending: head - n, lost: word(LOST), last_time: 0 }
+}
+
+/// How many records ahead of the one it reads [`each_compact`] asks for a prefetch: eight
+/// lines.
+pub const COMPACT_AHEAD: u64 = 64;
 
 /// One record of [`copy`]'s packed words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -477,6 +569,48 @@ mod tests {
         // Record numbers whose bytes pass 2^64.
         let mid = Shape { slots: 4, slot_len: 64 };
         assert_eq!(lines(mid, u64::MAX - 1, u64::MAX), [SLOTS + 128]);
+    }
+
+    /// A compact ring: words from the tail to the head read once, in order, wrapping; the
+    /// line ahead asked for once a line while it is below the head; the copy's packed form
+    /// the stream and the value's low half; 8-byte slots valid, other short ones not.
+    #[test]
+    fn a_compact_ring_is_read_from_tail_to_head_wrapping() {
+        let shape = Shape::compact(128);
+        assert!(shape.valid() && shape.is_compact() && shape.max_values() == 1);
+        assert!(!Shape { slots: 128, slot_len: 16 }.valid());
+        let mut mem = vec![0u64; (ring_len(shape) / 8) as usize];
+        let word = |n: u64| (n + 1) << 32 | (0xffff_0000 + n);
+        // Records 100..300 (slots 100..127, 0..127, 0..43), the first 100 taken already,
+        // marked for their laps; record 300 reserved and not written (its slot still holds
+        // record 172, of the lap before).
+        for n in 100..300 {
+            mem[((SLOTS + (n % 128) * 8) / 8) as usize] = word(n) | compact_mark(n, 128) << 63;
+        }
+        assert_eq!(
+            (compact_mark(127, 128), compact_mark(128, 128), compact_mark(256, 128)),
+            (1, 0, 1)
+        );
+        mem[(HEAD / 8) as usize] = 301;
+        mem[(TAIL / 8) as usize] = 190;
+        mem[(LOST / 8) as usize] = 7;
+        let read = |o: u64| mem[(o / 8) as usize];
+        let asked = std::cell::RefCell::new(Vec::new());
+        let ahead = |o: u64| asked.borrow_mut().push(o);
+        let mut seen = Vec::new();
+        let c = each_compact(&read, &ahead, shape, |w| seen.push(w));
+        assert_eq!(seen, (190..300).map(word).collect::<Vec<_>>());
+        assert_eq!((c.records, c.tail, c.pending, c.lost), (110, 300, 1, 7));
+        // At records 192, 200, .. 232 the lines of records 256 (slot 0), 264, .. 296; from
+        // 240 on the record ahead would be past the head (301).
+        let lines: Vec<u64> = (0..6).map(|k| SLOTS + 64 * k).collect();
+        assert_eq!(*asked.borrow(), lines);
+        let mut out = Vec::new();
+        copy(&read, shape, &mut out);
+        let first: Vec<Packed<'_>> = packed(&out).take(1).collect();
+        let values = [0xffff_0000 + 190];
+        assert_eq!(first, [Packed { time: 0, stream: 191, cpu: 0, values: &values }]);
+        assert_eq!(packed(&out).count(), 110);
     }
 
     #[test]

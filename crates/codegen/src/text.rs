@@ -669,6 +669,28 @@ out:
                 "emit of 2 words (a slot of 32 bytes holds 1",
             ),
             ("emit.thread rings=0x9000, slots=4, slot=64\n", 1, "[slot=B,] stream=S"),
+            ("mov %a, 1\nemit ring=0x9000, slots=4, slot=8, stream=1, %a\n", 2, "compact slots"),
+            (
+                "mov %a, 1\nemit.thread rings=0x9000, slots=4, slot=8, stream=1, %a\n",
+                2,
+                "untimed, in the thread's ring",
+            ),
+            (
+                "mov %a, 1\nemit.thread.untimed rings=0x9000, slots=4, slot=8, stream=1, %a, %a\n",
+                2,
+                "take one value",
+            ),
+            (
+                "mov %a, 1\nemit.thread.untimed rings=0x9000, slots=4, slot=8, stream=2147483648, \
+                 %a\n",
+                2,
+                "below 2^31",
+            ),
+            (
+                "mov %a, 1\nemit.cpu.untimed rings=0x9000, cpus=2, slots=4, slot=8, stream=1, %a\n",
+                2,
+                "compact slots",
+            ),
             ("atomic mov %a, 1\n", 1, "unknown op \"atomic mov\""),
             ("store8 [%a+zz], 1\n", 1, "bad operand \"[%a+zz]\""),
         ];

@@ -1814,6 +1814,8 @@ static DRAIN_SEEN: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 static DRAIN_BAD: AtomicU64 = AtomicU64::new(0);
 /// The drained ring's slot length (its slot count is DRAIN_SLOTS).
 static DRAIN_SLOT_LEN: AtomicU64 = AtomicU64::new(0);
+/// In a compact record's one value, the handler's records' mark (their kind, 1).
+const COMPACT_KIND: u64 = 1 << 24;
 const DRAIN_SLOTS: u32 = 512;
 const EFAULT: i64 = libc::EFAULT as i64;
 
@@ -1830,17 +1832,20 @@ fn drain_and_count() {
     let b = ring::read(&word, shape);
     for r in &b.records {
         // A record with reads (Writer::ThreadReads): the stack word read whole, the bad
-        // pointer's read refused.
-        let reads_ok = r.values.len() == 2
+        // pointer's read refused. A compact one: the kind and count in one value.
+        let reads_ok = r.values.len() <= 2
             || (r.values.len() == 7 && r.values[2] == 8 && r.values[4] as i64 == -EFAULT);
-        if !reads_ok {
+        if !reads_ok || r.stream != 6 {
             DRAIN_BAD.fetch_add(1, Relaxed);
         }
-        let kind = r.values[0] as usize;
-        if DRAIN_NEXT[kind].load(Relaxed) != r.values[1] {
+        let (kind, n) = match r.values[..] {
+            [v] => ((v / COMPACT_KIND) as usize, v % COMPACT_KIND),
+            _ => (r.values[0] as usize, r.values[1]),
+        };
+        if DRAIN_NEXT[kind].load(Relaxed) != n {
             DRAIN_BAD.fetch_add(1, Relaxed);
         }
-        DRAIN_NEXT[kind].store(r.values[1] + 1, Relaxed);
+        DRAIN_NEXT[kind].store(n + 1, Relaxed);
         DRAIN_SEEN[kind].fetch_add(1, Relaxed);
     }
     // SAFETY: as above.
@@ -1853,11 +1858,14 @@ static STEP_AT: AtomicU64 = AtomicU64::new(0);
 static STEP_SEEN: AtomicU64 = AtomicU64::new(0);
 static STEP_ACTED: AtomicU64 = AtomicU64::new(0);
 static STEP_CODE: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+/// Whether the handler drains the ring after it emitted (else the records wait for the
+/// test's drain after the run, as they would for a reader on another CPU).
+static STEP_DRAINS: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
 
 /// Single-step handler: the trap flag stops the snippet after every instruction. At
 /// boundary STEP_AT it does what a signal handler (or an interrupt) landing there could do:
-/// emit through the same snippet (the trap flag is clear inside a handler), then drain the
-/// ring. Back in the caller it clears the trap flag.
+/// emit through the same snippet (the trap flag is clear inside a handler), then (with
+/// STEP_DRAINS) drain the ring. Back in the caller it clears the trap flag.
 extern "C" fn step(_: libc::c_int, _: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     use std::sync::atomic::Ordering::Relaxed;
     // SAFETY: the kernel passes the interrupted context as a ucontext_t.
@@ -1870,9 +1878,17 @@ extern "C" fn step(_: libc::c_int, _: *mut libc::siginfo_t, ctx: *mut libc::c_vo
     }
     if STEP_SEEN.fetch_add(1, Relaxed) == STEP_AT.load(Relaxed) {
         let h = HANDLED.load(Relaxed);
-        run_with(DRAIN_EMIT.load(Relaxed), with(&[("rdi", 1), ("rsi", h)]), false);
+        // A compact record has one value: the handler's kind in its bit 24.
+        let v = if DRAIN_SLOT_LEN.load(Relaxed) == u64::from(ring::COMPACT_SLOT_LEN) {
+            h | COMPACT_KIND
+        } else {
+            h
+        };
+        run_with(DRAIN_EMIT.load(Relaxed), with(&[("rdi", 1), ("rsi", v)]), false);
         HANDLED.store(h + 1, Relaxed);
-        drain_and_count();
+        if STEP_DRAINS.load(Relaxed) {
+            drain_and_count();
+        }
         STEP_ACTED.store(1, Relaxed);
     }
 }
@@ -1903,12 +1919,17 @@ fn emit_interrupted_at_every_instruction(writer: Writer) {
     let _one = SIGNAL_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     let mut ar = Arena::new();
     // Records with reads take 7 words, a 128-byte slot; the others 2, a 64-byte one.
+    let compact = matches!(writer, Writer::ThreadCompact | Writer::ThreadCompactCached);
     let shape = match writer {
         Writer::ThreadReads => ring::Shape::long(DRAIN_SLOTS),
+        _ if compact => ring::Shape::compact(DRAIN_SLOTS),
         _ => two_words(DRAIN_SLOTS),
     };
     DRAIN_SLOT_LEN.store(u64::from(shape.slot_len), Relaxed);
-    let cached = matches!(writer, Writer::ThreadCached | Writer::ThreadCachedCold);
+    let cached = matches!(
+        writer,
+        Writer::ThreadCached | Writer::ThreadCachedCold | Writer::ThreadCompactCached
+    );
     if cached && !fsgsbase() {
         eprintln!("skipped: the kernel does not let a thread set its gs base (no FSGSBASE)");
         return;
@@ -1929,6 +1950,13 @@ fn emit_interrupted_at_every_instruction(writer: Writer) {
             let src = format!(
                 "reg %who, rdi\n reg %k, rsi\n reg %sp, rsp\n emit.thread rings={:#x}, \
                  slots={DRAIN_SLOTS}, stream=6, %who, %k, read(%sp, 8), read(%who+8, 16)",
+                ar.addr(DATA + rings)
+            );
+            ar.place_ir(&src, &at)
+        } else if compact {
+            let src = format!(
+                "reg %k, rsi\n emit.thread.untimed rings={:#x}, slots={DRAIN_SLOTS}, slot=8, \
+                 stream=6, %k",
                 ar.addr(DATA + rings)
             );
             ar.place_ir(&src, &at)
@@ -1967,22 +1995,35 @@ fn emit_interrupted_at_every_instruction(writer: Writer) {
         unsafe { asm!("wrgsbase {}", in(reg) slab.as_ptr() as u64) };
     }
     let word = &slab[SLAB_RING.word as usize / 8];
+    // Runs (the value each emits), and boundaries of the last pass.
     let mut k = 0;
-    loop {
-        STEP_AT.store(k, Relaxed);
-        STEP_SEEN.store(0, Relaxed);
-        STEP_ACTED.store(0, Relaxed);
-        // Cold: every run looks the ring up (and the handler's too, when it comes first).
-        if writer == Writer::ThreadCachedCold {
-            word.store(0, Relaxed);
+    let mut steps = 0;
+    // Each boundary twice: the handler drains (and moves the tail past the head the writer
+    // read), then it leaves its record for the drain after the run (a record it wrote over
+    // would show then).
+    for drains in [true, false] {
+        STEP_DRAINS.store(drains, Relaxed);
+        let mut b = 0;
+        loop {
+            STEP_AT.store(b, Relaxed);
+            STEP_SEEN.store(0, Relaxed);
+            STEP_ACTED.store(0, Relaxed);
+            // Cold: every run looks the ring up (and the handler's too, when it comes first).
+            if writer == Writer::ThreadCachedCold {
+                word.store(0, Relaxed);
+            }
+            run_stepped(f, k);
+            drain_and_count();
+            k += 1;
+            b += 1;
+            if STEP_ACTED.load(Relaxed) == 0 {
+                break;
+            }
         }
-        run_stepped(f, k);
-        drain_and_count();
-        k += 1;
-        if STEP_ACTED.load(Relaxed) == 0 {
-            break;
-        }
+        steps = STEP_SEEN.load(Relaxed);
+        assert!(steps > 20 && b == steps + 1, "{b} runs, {steps} boundaries");
     }
+    STEP_DRAINS.store(true, Relaxed);
     // SAFETY: back to the default action, and to no gs base.
     unsafe {
         libc::signal(libc::SIGTRAP, libc::SIG_DFL);
@@ -1993,13 +2034,11 @@ fn emit_interrupted_at_every_instruction(writer: Writer) {
     if cached {
         assert_eq!(word.load(Relaxed), ar.addr(DATA + ring), "the slab keeps the ring");
     }
-    let steps = STEP_SEEN.load(Relaxed);
-    assert!(steps > 20 && k == steps + 1, "{k} runs, {steps} boundaries");
     let lost = ar.data(ring + ring::LOST);
     let seen = [DRAIN_SEEN[0].load(Relaxed), DRAIN_SEEN[1].load(Relaxed)];
     assert_eq!(
         (seen, DRAIN_BAD.load(Relaxed), lost),
-        ([k, k - 1], 0, 0),
+        ([k, 2 * steps], 0, 0),
         "every event once and in order, nothing counted lost"
     );
 }
@@ -2017,6 +2056,10 @@ enum Writer {
     /// found there, and (cold) looked up at every run, the slab's word zeroed before it.
     ThreadCached,
     ThreadCachedCold,
+    /// `emit.thread.untimed` into compact slots (one word a record, published by `head`),
+    /// its ring looked up at every record, or kept in the slab.
+    ThreadCompact,
+    ThreadCompactCached,
 }
 
 /// Where a test's slab keeps the thread's ring, and its shared mark (kerf's JIT:
@@ -2047,6 +2090,16 @@ fn emit_thread_with_its_ring_in_the_slab_interrupted_at_every_instruction_loses_
 #[test]
 fn emit_thread_looking_its_ring_up_interrupted_at_every_instruction_loses_nothing() {
     emit_interrupted_at_every_instruction(Writer::ThreadCachedCold);
+}
+
+#[test]
+fn compact_emit_thread_interrupted_at_every_instruction_loses_nothing() {
+    emit_interrupted_at_every_instruction(Writer::ThreadCompact);
+}
+
+#[test]
+fn compact_emit_thread_with_its_ring_in_the_slab_interrupted_at_every_instruction_loses_nothing() {
+    emit_interrupted_at_every_instruction(Writer::ThreadCompactCached);
 }
 
 #[test]

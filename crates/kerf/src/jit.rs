@@ -38,8 +38,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE.c")]
     callback: Option<PathBuf>,
     /// With --plugin calls or locks: slots of each thread's ring in each module (a power of
-    /// two from 16 to 1048576, 524288 for locks; 32 bytes a slot, 64 for locks; default
-    /// 131072). A thread whose ring is full waits for kerf to drain it; a second after kerf was
+    /// two from 16 to 4194304, 1048576 with --trace, 524288 for locks; 8 bytes a slot, 32
+    /// with --trace, 64 for locks; default 131072). A thread whose ring is full waits for kerf to drain it; a second after kerf was
     /// killed or stopped (or once one drain has taken 10 s) it drops records, counted and
     /// reported.
     #[arg(long, value_name = "N")]

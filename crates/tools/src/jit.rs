@@ -319,8 +319,10 @@ pub fn run(
         if !calls && !locks {
             return Err(ToolError::Usage("--ring-slots needs --plugin calls or locks".into()));
         }
-        let fits =
-            |n: u32| ring::thread_rings_len(CallTrace::shape(n, locks)) <= MAX_THREAD_RINGS_LEN;
+        let timed = tool.trace.is_some();
+        let fits = |n: u32| {
+            ring::thread_rings_len(CallTrace::shape(n, locks, timed)) <= MAX_THREAD_RINGS_LEN
+        };
         if !n.is_power_of_two() || n < 16 || !fits(n) {
             let most = (4..31).map(|k| 1u32 << k).take_while(|&m| fits(m)).last().unwrap_or(16);
             let why = format!(

@@ -12,12 +12,14 @@
 //! `kerf_codegen::ring`'s `WAIT`): a busy program runs at the reader's pace rather than lose
 //! its calls.
 //!
-//! A record: its time and CPU (the ring's header; both 0 when no trace file is written, since
-//! the tallies read neither and a clock read is most of a record's cost), then the stack
-//! pointer (a lock function's entry also the lock and the return address). Its stream id is
-//! the probe: `2k` the entry of function `k` of [`CallTrace`]'s table, `2k + 1` its exit
-//! (with [`TAIL_EXIT`] at a tail call's jump). The thread is the ring's (its slot's owner in the thread table); the records
-//! the reader keeps for the trace carry it as their first word.
+//! A record: its time and CPU (the ring's header), then the stack pointer (a lock function's
+//! entry also the lock and the return address). When no trace file is written, the tallies
+//! read neither time nor CPU (a clock read is most of a record's cost), and a call's record
+//! is one word in a compact slot: the probe and the stack pointer's low half
+//! ([`CallTrace::shape`], [`widen_sp`]). Its stream id is the probe: `2k` the entry of
+//! function `k` of [`CallTrace`]'s table, `2k + 1` its exit (with [`TAIL_EXIT`] at a tail
+//! call's jump). The thread is the ring's (its slot's owner in the thread table); the
+//! records the reader keeps for the trace carry it as their first word.
 //!
 //! A thread has a ring per module (each module's data area has its own thread table), so its
 //! events are ordered within a module, not across modules. Pairing needs no more: the calls of
@@ -53,11 +55,12 @@ const WORDS: usize = 1;
 /// to another function's entry for a tail call, but in a stripped binary that entry may be a
 /// fragment of the same function (its cold part, found as a function of its own) entered
 /// with the frame still up: such an exit closes no frame (its stack pointer is below the
-/// frame's), and the reader leaves it out. The trace never holds the bit.
-const TAIL_EXIT: u32 = 1 << 31;
-/// Slots of each thread's ring, unless `--ring-slots` says: 4 MiB a thread's ring per module
-/// (32 bytes a slot; pages no thread writes cost nothing), 3 ms of a thread that makes 20 M
-/// calls a second.
+/// frame's), and the reader leaves it out. The trace never holds the bit. (Bit 30: bit 31
+/// of a compact record's stream is the ring's, `ring::COMPACT_MARK`.)
+const TAIL_EXIT: u32 = 1 << 30;
+/// Slots of each thread's ring, unless `--ring-slots` says: 1 MiB a thread's ring per module
+/// when counting (8 bytes a slot), 4 MiB with a trace file (32; pages no thread writes cost
+/// nothing), 3 ms of a thread that makes 20 M calls a second.
 pub const DEFAULT_SLOTS: u32 = 131072;
 /// How often the reader drains the rings.
 const DRAIN_EVERY: std::time::Duration = std::time::Duration::from_micros(500);
@@ -195,7 +198,7 @@ impl CallTrace {
             plt.extend(t.plt);
             funcs.extend(t.funcs.into_iter().map(|(name, entry)| (k, name, entry)));
         }
-        let shape = CallTrace::shape(slots, locks);
+        let shape = CallTrace::shape(slots, locks, timed);
         let timed = timed || locks;
         CallTrace { shape, locks, timed, ids, parts, plt, funcs, late: Default::default() }
     }
@@ -240,8 +243,14 @@ impl CallTrace {
         None
     }
 
-    /// The rings' shape with `slots` slots (for lock contention, or calls).
-    pub fn shape(slots: u32, locks: bool) -> Shape {
+    /// The rings' shape with `slots` slots: for calls that only count (no times: no trace
+    /// file), compact slots of one word (the probe and the stack pointer's low half, see
+    /// [`widen_sp`]), a quarter of the lines for the program to write and kerf to read;
+    /// else slots that fit the words (lock contention's three, a call's one).
+    pub fn shape(slots: u32, locks: bool, timed: bool) -> Shape {
+        if !locks && !timed {
+            return Shape::compact(slots);
+        }
         Shape::fitting(slots, if locks { LOCK_WORDS } else { WORDS })
     }
 
@@ -392,6 +401,19 @@ impl kerf_session::jit::LateRings for CallTrace {
 
 /// One thread's open calls in one module's rings: (function, stack pointer at entry).
 type Frames = Vec<(u32, u64)>;
+
+/// A compact record's stack pointer (its low 32 bits, `low`) made whole again for pairing:
+/// the value with those low bits nearest the thread's innermost open frame's (within 2 GiB
+/// either way, as all of one stack's frames are), or near an arbitrary base when none is
+/// open (pairing compares stack pointers only with each other). A frame pushed then is
+/// the reference for the next. A signal handler on an alternate stack far from the thread's
+/// may look nested or not, as with whole stack pointers on an alternate stack above the
+/// thread's.
+fn widen_sp(frames: &Frames, low: u32) -> u64 {
+    const BASE: u64 = 1 << 40;
+    let near = frames.last().map_or(BASE, |&(_, sp)| sp);
+    near.wrapping_add(i64::from(low.wrapping_sub(near as u32) as i32) as u64)
+}
 
 /// What the reader counted.
 #[derive(Default)]
@@ -738,7 +760,17 @@ impl<'a> Reader<'a> {
                 let ahead = |o: u64| prefetch(shared, base + o);
                 // Counted where they lie unless a trace file or lock contention wants them.
                 let in_place = self.out.is_none() && !self.calls.locks;
-                let c = if in_place {
+                let c = if shape.is_compact() {
+                    // (Compact only when nothing wants times: counted in place.)
+                    let (t, stack) = (&mut self.tally, (a, owner as u32));
+                    let mut frames = self.stacks.remove(&stack).unwrap_or_default();
+                    let c = ring::each_compact(&word, &ahead, shape, |w| {
+                        let sp = widen_sp(&frames, w as u32);
+                        t.pair(&mut frames, *first, (w >> 32) as u32, Some(sp));
+                    });
+                    self.stacks.insert(stack, frames);
+                    c
+                } else if in_place {
                     let (t, stack) = (&mut self.tally, (a, owner as u32));
                     let mut frames = self.stacks.remove(&stack).unwrap_or_default();
                     let c = ring::each_ahead(&word, &ahead, shape, |_, meta, slot| {
@@ -1099,6 +1131,33 @@ pub fn drain_until(reader: &mut Reader<'_>, done: &std::sync::atomic::AtomicBool
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A compact record's stack pointer comes back whole relative to the innermost open
+    /// frame, across a 4 GiB boundary of the low half either way; with no frame open, near
+    /// the base, so that records pair alike whatever their high half.
+    #[test]
+    fn a_stack_pointers_low_half_is_widened_near_the_innermost_frame() {
+        let frames: Frames = vec![(0, 0x7ffd_0000_0010), (1, 0x7ffc_ffff_ff80)];
+        assert_eq!(widen_sp(&frames, 0xffff_ff00), 0x7ffc_ffff_ff00);
+        assert_eq!(widen_sp(&frames, 0x0000_0008), 0x7ffd_0000_0008);
+        assert_eq!(widen_sp(&frames, 0xffff_ff80), 0x7ffc_ffff_ff80);
+        let none = Frames::new();
+        let (a, b) = (widen_sp(&none, 0x1000), widen_sp(&none, 0x0ff8));
+        assert_eq!(a - b, 8);
+        // A call and its return seen only through the low halves pair as whole ones do.
+        let mut t = Tally { entries: vec![0; 2], exits: vec![0; 2], ..Tally::default() };
+        let mut f = Frames::new();
+        for (probe, sp) in [
+            (0u32, 0x7ffd_0000_0008u64),
+            (2, 0x7ffc_ffff_fff8),
+            (3, 0x7ffc_ffff_fff8),
+            (1, 0x7ffd_0000_0008),
+        ] {
+            let whole = widen_sp(&f, sp as u32);
+            t.pair(&mut f, 0, probe, Some(whole));
+        }
+        assert_eq!((t.matched, t.unwound, t.unmatched, f.len()), (2, 0, 0, 0));
+    }
 
     /// A thread's records as the reader pairs them: two functions (probes 0/1 and 2/3).
     fn pair_all(t: &mut Tally, records: &[(u32, u64)]) {
