@@ -1378,7 +1378,8 @@ impl<'a> Lowerer<'a> {
             a.add(r11, rcx)?;
         }
         if shape.is_compact() {
-            // 2-4. Write, then publish (crate::ring's "Compact records").
+            // 2-3. Reserve, the value, the stream with the lap mark (crate::ring's "Compact
+            //    records").
             let retry = self.compact_record(shape, *stream, values[0], full)?;
             return self.emit_thread_tail(shape, retry, cache, rings, look, no_slot, full, done);
         }

@@ -760,23 +760,22 @@ impl<'a> Reader<'a> {
                 let ahead = |o: u64| prefetch(shared, base + o);
                 // Counted where they lie unless a trace file or lock contention wants them.
                 let in_place = self.out.is_none() && !self.calls.locks;
-                let c = if shape.is_compact() {
-                    // (Compact only when nothing wants times: counted in place.)
+                let c = if in_place {
                     let (t, stack) = (&mut self.tally, (a, owner as u32));
                     let mut frames = self.stacks.remove(&stack).unwrap_or_default();
-                    let c = ring::each_compact(&word, &ahead, shape, |w| {
-                        let sp = widen_sp(&frames, w as u32);
-                        t.pair(&mut frames, *first, (w >> 32) as u32, Some(sp));
-                    });
-                    self.stacks.insert(stack, frames);
-                    c
-                } else if in_place {
-                    let (t, stack) = (&mut self.tally, (a, owner as u32));
-                    let mut frames = self.stacks.remove(&stack).unwrap_or_default();
-                    let c = ring::each_ahead(&word, &ahead, shape, |_, meta, slot| {
-                        let sp = (meta >> 32 & 0xffff != 0).then(|| word(slot + ring::VALUES));
-                        t.pair(&mut frames, *first, meta as u32, sp);
-                    });
+                    // Compact records (when nothing wants times, see `CallTrace::shape`): the
+                    // stack pointer's low half.
+                    let c = if shape.is_compact() {
+                        ring::each_compact(&word, &ahead, shape, |w| {
+                            let sp = widen_sp(&frames, w as u32);
+                            t.pair(&mut frames, *first, (w >> 32) as u32, Some(sp));
+                        })
+                    } else {
+                        ring::each_ahead(&word, &ahead, shape, |_, meta, slot| {
+                            let sp = (meta >> 32 & 0xffff != 0).then(|| word(slot + ring::VALUES));
+                            t.pair(&mut frames, *first, meta as u32, sp);
+                        })
+                    };
                     self.stacks.insert(stack, frames);
                     c
                 } else {
