@@ -152,6 +152,7 @@ pub const SLOTS: u64 = 192;
 
 /// Bytes of the shortest and of the longest slot a ring may have, besides the compact slot.
 pub const MIN_SLOT_LEN: u32 = 32;
+pub const MAX_SLOT_LEN: u32 = 128;
 /// Bytes of a compact slot: one word, the stream id above the value's low 32 bits (see the
 /// module's "Compact records").
 pub const COMPACT_SLOT_LEN: u32 = 8;
@@ -163,7 +164,6 @@ pub const COMPACT_MARK: u32 = 1 << 31;
 pub fn compact_mark(n: u64, slots: u32) -> u64 {
     !(n >> slots.trailing_zeros()) & 1
 }
-pub const MAX_SLOT_LEN: u32 = 128;
 /// Offsets in a slot.
 pub const SEQ: u64 = 0;
 pub const TIME: u64 = 8;
@@ -206,7 +206,7 @@ impl Shape {
         Shape { slots, slot_len: COMPACT_SLOT_LEN }
     }
 
-    /// Whether its slots are compact: one word a record, completion by `head`.
+    /// Whether its slots are compact: one word a record, completion by the lap's mark.
     pub fn is_compact(self) -> bool {
         self.slot_len == COMPACT_SLOT_LEN
     }
@@ -401,8 +401,9 @@ where
 /// complete record from the tail on (up to the `head` read once at the start, and the first
 /// whose mark is not its lap's: see the module's "Compact records"), its stream in the high
 /// half (the mark cleared), its value's low 32 bits in the low half; `prefetch` for the line
-/// [`COMPACT_AHEAD`] records on, once a line, while that record is below `head`. The caller
-/// stores the new tail after.
+/// [`COMPACT_AHEAD`] records on, once a line, while that whole line is below `head` (as
+/// [`copy_ahead`], never a line a writer may still store into: the prefetch would cost it
+/// the line). The caller stores the new tail after.
 pub fn each_compact<F, P, V>(word: &F, prefetch: &P, shape: Shape, mut visit: V) -> Copied
 where
     F: Fn(u64) -> u64 + ?Sized,
@@ -416,7 +417,7 @@ where
     let per_line = LINE / u64::from(COMPACT_SLOT_LEN);
     let mut n = tail;
     while n < head {
-        if n.is_multiple_of(per_line) && n + COMPACT_AHEAD < head {
+        if n.is_multiple_of(per_line) && n + COMPACT_AHEAD + per_line <= head {
             prefetch(SLOTS + ((n + COMPACT_AHEAD) & mask) * u64::from(COMPACT_SLOT_LEN));
         }
         let w = word(SLOTS + (n & mask) * u64::from(COMPACT_SLOT_LEN));
@@ -601,9 +602,9 @@ mod tests {
         let c = each_compact(&read, &ahead, shape, |w| seen.push(w));
         assert_eq!(seen, (190..300).map(word).collect::<Vec<_>>());
         assert_eq!((c.records, c.tail, c.pending, c.lost), (110, 300, 1, 7));
-        // At records 192, 200, .. 232 the lines of records 256 (slot 0), 264, .. 296; from
-        // 240 on the record ahead would be past the head (301).
-        let lines: Vec<u64> = (0..6).map(|k| SLOTS + 64 * k).collect();
+        // At records 192, 200, .. 224 the lines of records 256 (slot 0), 264, .. 288; at 232
+        // the line of 296..303 holds records from the head (301) on: not asked for.
+        let lines: Vec<u64> = (0..5).map(|k| SLOTS + 64 * k).collect();
         assert_eq!(*asked.borrow(), lines);
         let mut out = Vec::new();
         copy(&read, shape, &mut out);

@@ -1832,15 +1832,23 @@ fn drain_and_count() {
     let b = ring::read(&word, shape);
     for r in &b.records {
         // A record with reads (Writer::ThreadReads): the stack word read whole, the bad
-        // pointer's read refused. A compact one: the kind and count in one value.
-        let reads_ok = r.values.len() <= 2
-            || (r.values.len() == 7 && r.values[2] == 8 && r.values[4] as i64 == -EFAULT);
-        if !reads_ok || r.stream != 6 {
+        // pointer's read refused. A compact one: the kind and count in one value. Each
+        // writer's records have its own length only.
+        let ok = match (shape.slot_len, r.values.len()) {
+            (ring::COMPACT_SLOT_LEN, 1) | (64, 2) => true,
+            (128, 7) => r.values[2] == 8 && r.values[4] as i64 == -EFAULT,
+            _ => false,
+        };
+        if !ok || r.stream != 6 {
             DRAIN_BAD.fetch_add(1, Relaxed);
         }
         let (kind, n) = match r.values[..] {
             [v] => ((v / COMPACT_KIND) as usize, v % COMPACT_KIND),
-            _ => (r.values[0] as usize, r.values[1]),
+            [who, k, ..] => (who as usize, k),
+            [] => {
+                DRAIN_BAD.fetch_add(1, Relaxed);
+                continue;
+            }
         };
         if DRAIN_NEXT[kind].load(Relaxed) != n {
             DRAIN_BAD.fetch_add(1, Relaxed);
