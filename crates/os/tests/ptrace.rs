@@ -800,6 +800,77 @@ fn stepping_a_pushf_leaves_no_trap_flag_behind() {
     assert_eq!((rest, code), (vec!["done 1".to_string()], 0), "the child died after detach");
 }
 
+const TIMER_LOOP: &str = r#"
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/time.h>
+static volatile int stop;
+static volatile long alarms;
+static void on_alarm(int sig) { (void)sig; alarms++; }
+static void *reader(void *arg) {
+    char line[64];
+    if (fgets(line, sizeof line, stdin)) stop = 1;
+    return arg;
+}
+int main(void) {
+    signal(SIGALRM, on_alarm);
+    struct itimerval every = {{0, 10}, {0, 10}};
+    setitimer(ITIMER_REAL, &every, 0);
+    pthread_t t;
+    pthread_create(&t, 0, reader, 0);
+    printf("ready\n");
+    fflush(stdout);
+    unsigned long n = 1;
+    while (!stop) {
+        n = n * 31 + 7;
+        __asm__ volatile("" ::: "memory");
+    }
+    pthread_join(t, 0);
+    printf("alarms %d %d\n", alarms > 0, n != 0);
+    return 0;
+}
+"#;
+
+/// A program's timer signal waits while kerf single-steps a thread: every other thread is
+/// stopped, so a process-directed signal can only go to the stepped one, and one that comes
+/// before each try (a timer faster than kerf's round trip, as a 2 ms one is under load) used
+/// to stop the step first, again and again (a flush in CI ran out of its 5 s on one
+/// instruction). Once one came, the step holds the rest back in the thread's mask: they
+/// stay pending, the mask is the program's between steps, and the handler runs once kerf
+/// lets go.
+#[test]
+fn a_step_holds_back_the_programs_timer_signal() {
+    let exe = build("timer_loop", TIMER_LOOP, &[]);
+    let mut kid = Kid::start(&exe);
+    let pid = kid.pid();
+    let mut t = stop(pid);
+    let mut moved = 0;
+    const STEPS: usize = 300;
+    for _ in 0..STEPS {
+        let before = t.regs(pid).expect("regs").rip;
+        let mask = t.sigmask(pid).expect("mask");
+        let mut insn = [0u8; 2];
+        t.read(RemoteAddr(before), &mut insn).expect("read code");
+        let after = t.step(pid).expect("step");
+        moved += usize::from(after.rip != before);
+        // (The timer's handler returns by `rt_sigreturn`, which sets the mask itself.)
+        if insn != [0x0f, 0x05] {
+            assert_eq!(t.sigmask(pid).expect("mask"), mask, "the mask after a step at {before:#x}");
+        }
+    }
+    assert_eq!(moved, STEPS, "every step ran an instruction");
+    // At most the one that came first, a step (SIGALRM is not queued: more are one).
+    let held = t.held_signals(pid);
+    assert!((1..=STEPS).contains(&held), "{held} signals came first in {STEPS} steps");
+    assert!(t.signal_pending(pid, libc::SIGALRM), "the timer's signal waits, pending");
+    t.resume_detach().expect("resume");
+    std::thread::sleep(Duration::from_millis(100));
+    kid.send("stop\n");
+    let (rest, code) = kid.finish();
+    assert_eq!((rest, code), (vec!["alarms 1 1".to_string()], 0));
+}
+
 /// kerf killed (SIGKILL) after it made a system call in a program it holds: the program runs
 /// on unharmed. The injected call single-steps a `syscall` instruction; a thread left in
 /// that step's trap stop would get the SIGTRAP delivered, with the trap flag still set,

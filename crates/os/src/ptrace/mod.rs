@@ -1395,60 +1395,74 @@ impl Tracee {
         regs: &Regs,
         insn: RemoteAddr,
     ) -> Result<Regs, TargetError> {
-        self.sigtrap_unblocked(tid, |t| t.step_syscall_unmasked(tid, regs, insn))
+        self.step_masked(tid, |t, _| t.step_syscall_unmasked(tid, regs, insn))
     }
 
     /// Run `step` on `tid` with SIGTRAP unblocked in its mask (see [`Tracee::step_syscall`]),
-    /// the mask put back after.
-    fn sigtrap_unblocked<T>(
+    /// the mask put back after. `step` is given the mask in effect when kerf may edit it (the
+    /// thread is in no call with a temporary one), for [`Tracee::step_unmasked`]'s hold.
+    fn step_masked<T>(
         &mut self,
         tid: i32,
-        step: impl FnOnce(&mut Self) -> Result<T, TargetError>,
+        step: impl FnOnce(&mut Self, Option<u64>) -> Result<T, TargetError>,
     ) -> Result<T, TargetError> {
         let saved =
             self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
         let mask = if in_masking_call(&saved) {
             None
         } else {
-            let m = self
-                .sys
-                .get_sigmask(tid)
-                .map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGMASK", e))?;
-            (m & SIGTRAP_BIT != 0).then_some(m)
+            Some(
+                self.sys
+                    .get_sigmask(tid)
+                    .map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGMASK", e))?,
+            )
         };
-        if let Some(m) = mask {
+        let changed = mask.filter(|m| m & SIGTRAP_BIT != 0);
+        if let Some(m) = changed {
             self.sys
                 .set_sigmask(tid, m & !SIGTRAP_BIT)
                 .map_err(|e| self.ptrace_err(tid, "PTRACE_SETSIGMASK", e))?;
         }
-        let r = step(self);
-        if let Some(m) = mask {
-            if self.index(tid).is_some() {
-                self.sys
-                    .set_sigmask(tid, m)
-                    .map_err(|e| self.ptrace_err(tid, "PTRACE_SETSIGMASK", e))?;
-            }
+        let r = step(self, mask.map(|m| m & !SIGTRAP_BIT));
+        if let Some(m) = changed {
+            self.put_mask_back(tid, m)?;
         }
         r
     }
 
+    /// Set `tid`'s mask back to `m` after a step, unless the thread is gone.
+    fn put_mask_back(&mut self, tid: i32, m: u64) -> Result<(), TargetError> {
+        if self.index(tid).is_some() {
+            self.sys
+                .set_sigmask(tid, m)
+                .map_err(|e| self.ptrace_err(tid, "PTRACE_SETSIGMASK", e))?;
+        }
+        Ok(())
+    }
+
     /// Run one instruction of stopped thread `tid` (a single-step) and return its registers
     /// after it. A signal that arrives first is kept for re-injection at resume and the step
-    /// taken again. (A JIT brings a thread out of a code cache sequence this way.)
+    /// taken again, with the asynchronous signals held back from then on where that is safe
+    /// (see [`Tracee::step_unmasked`]). (A JIT brings a thread out of a code cache sequence
+    /// this way.)
     pub fn step(&mut self, tid: i32) -> Result<Regs, TargetError> {
         let before =
             self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
         let mut insn = [0u8; 2];
-        let flags_op = match self.read(before.pc(), &mut insn) {
-            Ok(()) => flags_op(insn),
-            Err(_) => None,
-        };
+        let read = self.read(before.pc(), &mut insn).is_ok();
+        let flags_op = if read { flags_op(insn) } else { None };
         // What a `popf` will pop (read before it runs).
         let mut popped = [0u8; 2];
         if let Some(FlagsOp::Pop) = flags_op {
             self.read(before.sp(), &mut popped)?;
         }
-        let mut after = self.sigtrap_unblocked(tid, |t| t.step_unmasked(tid))?;
+        // Asynchronous signals may be held for the step unless it may run a system call (a
+        // `syscall` there, or one the kernel restarts when the thread resumes), which may
+        // read or set the mask itself (`rt_sigprocmask`, `rt_sigreturn`): the mask put back
+        // after would undo its change.
+        let hold = read && !calls_kernel(insn) && !restarts_syscall(&before);
+        let mut after =
+            self.step_masked(tid, |t, mask| t.step_unmasked(tid, mask.filter(|_| hold)))?;
         // The trap flag the step sets must not become the program's: a stepped `pushf`
         // pushes it (the kernel hides it only from the registers it reports), and once a
         // `popf` was stepped the kernel takes the flag for the program's own (this kernel
@@ -1481,15 +1495,53 @@ impl Tracee {
         Ok(after)
     }
 
-    fn step_unmasked(&mut self, tid: i32) -> Result<Regs, TargetError> {
+    /// [`Tracee::step`]'s single-step, taken again after each signal that comes first. With
+    /// `hold` (the thread's mask, which kerf may edit and the step cannot change), once one
+    /// has come the asynchronous signals ([`HELD_SIGNALS`]) are blocked for the rest of the
+    /// step and the mask put back after: one that comes meanwhile waits, pending, until the
+    /// thread is let go. Let through, each one stops the step before its instruction again:
+    /// with the other threads stopped, a process-directed signal can only go to the stepped
+    /// thread, and under load (four busy loops beside it on two cores) a program's 2 ms
+    /// timer came before a step up to 168 times in a row, 812 ms for one instruction; a
+    /// flush that steps a few hundred times ran over kerf's 5 s limit in CI. (Only then:
+    /// kerf killed while the mask is widened leaves it so, and most steps meet no signal.)
+    fn step_unmasked(&mut self, tid: i32, hold: Option<u64>) -> Result<Regs, TargetError> {
         const OP: &str = "single-step";
         let deadline = Instant::now() + self.timeout;
-        for _ in 0..MAX_STEP_STOPS {
-            if let Stepped::Trap(now, _) = self.step_once(tid, OP, deadline)? {
-                return Ok(now);
+        let mut widened = None;
+        let mut r =
+            Err(TargetError::StepInterrupted { pid: self.pid, tid, op: OP, stops: MAX_STEP_STOPS });
+        for stops in 0..MAX_STEP_STOPS {
+            match self.step_once(tid, OP, deadline) {
+                Ok(Stepped::Trap(now, _)) => {
+                    r = Ok(now);
+                    break;
+                }
+                Ok(_) => {
+                    if let (Some(m), None) = (hold, widened) {
+                        if let Err(e) = self.sys.set_sigmask(tid, m | HELD_SIGNALS) {
+                            r = Err(self.ptrace_err(tid, "PTRACE_SETSIGMASK", e));
+                            break;
+                        }
+                        widened = Some(m);
+                    }
+                }
+                // Out of time after signals came first: they, not a thread that would not
+                // stop, are what the step could not get past.
+                Err(TargetError::StopTimeout { .. }) if stops > 0 => {
+                    r = Err(TargetError::StepInterrupted { pid: self.pid, tid, op: OP, stops });
+                    break;
+                }
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
             }
         }
-        Err(TargetError::StepInterrupted { pid: self.pid, tid, op: OP, stops: MAX_STEP_STOPS })
+        if let Some(m) = widened {
+            self.put_mask_back(tid, m)?;
+        }
+        r
     }
 
     fn step_syscall_unmasked(
@@ -1825,9 +1877,32 @@ impl Drop for Tracee {
 }
 
 /// SIGTRAP's bit in a signal mask.
-const SIGTRAP_BIT: u64 = 1 << (libc::SIGTRAP - 1);
+const SIGTRAP_BIT: u64 = bit(libc::SIGTRAP);
+/// The signals a single-step holds back ([`Tracee::step_unmasked`]): all but those an
+/// instruction raises itself (a fault, a trap, a seccomp `SIGSYS`), which the kernel forces
+/// through a blocked mask by resetting the program's handler, and `SIGKILL` and `SIGSTOP`,
+/// which no mask blocks.
+const HELD_SIGNALS: u64 = !(bit(libc::SIGTRAP)
+    | bit(libc::SIGSEGV)
+    | bit(libc::SIGBUS)
+    | bit(libc::SIGILL)
+    | bit(libc::SIGFPE)
+    | bit(libc::SIGSYS)
+    | bit(libc::SIGKILL)
+    | bit(libc::SIGSTOP));
 /// The trap flag (TF) in `eflags`: set, the CPU traps after each instruction.
 const TRAP_FLAG: u64 = 1 << 8;
+
+/// Whether an instruction that starts with `insn` makes a system call: `syscall`,
+/// `int 0x80`, `sysenter`.
+fn calls_kernel(insn: [u8; 2]) -> bool {
+    matches!(insn, [0x0f, 0x05] | [0xcd, 0x80] | [0x0f, 0x34])
+}
+
+/// Signal `sig`'s bit in a mask.
+const fn bit(sig: i32) -> u64 {
+    1 << (sig - 1)
+}
 
 /// A `pushf` (and how many bytes it pushes) or a `popf`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
