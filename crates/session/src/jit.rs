@@ -5274,16 +5274,18 @@ impl Jit {
     /// 4. every thread in a cache is brought to the original address of its next clean point
     ///    (a waiting one leaves through the miss path, an escape), and the return sites of its
     ///    frames made in the cache noted (stack words with a table entry);
-    /// 5. every translation retired (its words copied to kerf, zeroed in the target), the
+    /// 5. the roots' entries given their original bytes back, so that kerf killed from here
+    ///    on leaves a program that runs natively;
+    /// 6. every translation retired (its words copied to kerf, zeroed in the target), the
     ///    rooms, the table and kerf's indices emptied;
-    /// 6. the roots translated again and their entry jumps pointed at the new translations; if
-    ///    that fails the entries are put back as they were found (the JIT is then out of the
-    ///    way, as after removal);
-    /// 7. the functions the threads stand in and those of their frames translated (as far as
+    /// 7. the roots translated again; if that fails the entries stay original (the JIT is
+    ///    then out of the way, as after removal);
+    /// 8. the functions the threads stand in and those of their frames translated (as far as
     ///    the limit allows; first the one whose miss asked for the flush, `first`), and each
     ///    thread put back at the new translation of its address (one with none finishes its
     ///    root call natively);
-    /// 8. `LISTEN` set again, then the threads let go.
+    /// 9. the roots' entry jumps pointed at the new translations;
+    /// 10. `LISTEN` set again, then the threads let go.
     ///
     /// Misses are not answered with the process running and `LISTEN` cleared: every thread
     /// that missed meanwhile would leave the cache for its whole root call (tried first:
@@ -5390,7 +5392,7 @@ impl Jit {
         }
     }
 
-    /// Steps 2-7 of [`Jit::flush`], every thread stopped in `tr`.
+    /// Steps 2-9 of [`Jit::flush`], every thread stopped in `tr`.
     fn flush_stopped(
         &mut self,
         tr: &mut Tracee,
@@ -5463,6 +5465,19 @@ impl Jit {
                 }
             }
         }
+        // No way into the old translations from here on: the roots' entries get their
+        // original bytes back before anything of the rooms is retired, zeroed or written
+        // again, and lead into the new translations only once the threads are back in them
+        // (the end). Killed in between, kerf leaves every thread in the original code (at
+        // the original address `bring_back` gave it) and the roots unspliced: the program
+        // runs on natively. (Before, the entries led into the old translations while their
+        // data words were zeroed and their code written over: kerf killed during a flush
+        // crashed the 8-thread fixture, at address 0, in 8 of 20 kills.)
+        let mem = tr.memory();
+        for e in &mut self.entries {
+            write_checked(&mem, e.at, &e.new, &e.old)?;
+            e.new.clone_from(&e.old);
+        }
         let totals = self.slabs.as_ref().map(SlabRegion::totals);
         for c in self.caches.iter_mut().filter(|c| c.data.is_live()) {
             c.data.retire(totals.as_ref());
@@ -5490,12 +5505,10 @@ impl Jit {
         self.starts.clear();
         self.unlinked.clear();
         self.done.iter_mut().for_each(HashSet::clear);
-        let mem = tr.memory();
-        let again = self.translate_roots(all, mods, plugin).and_then(|()| self.respliced(&mem));
-        if let Err(e) = again {
-            for e in self.entries.drain(..).rev() {
-                let _ = write_checked(&mem, e.at, &e.new, &e.old);
-            }
+        die_in_flush(self.stats.flushes + 1);
+        if let Err(e) = self.translate_roots(all, mods, plugin) {
+            // (The entries are original already: the JIT is out of the way, as after removal.)
+            self.entries.clear();
             return Err(e);
         }
         self.roots_bytes = self.cache_bytes();
@@ -5521,6 +5534,12 @@ impl Jit {
                 }
                 None => self.stats.flush_moved += 1,
             }
+        }
+        if let Err(e) = self.respliced(&mem) {
+            for e in self.entries.drain(..).rev() {
+                let _ = write_checked(&mem, e.at, &e.new, &e.old);
+            }
+            return Err(e);
         }
         Ok(true)
     }
@@ -6083,6 +6102,19 @@ fn left_by_a_gone_kerf(pid: i32, mem: &RemoteMem, at: RemoteAddr, e: JitFail) ->
 }
 
 /// Write `new` over `old` at `at`, checking the bytes before and after (the probes' own check).
+/// For the tests of a kerf killed during a flush (`KERF_JIT_DIE_IN_FLUSH=N`): kerf kills
+/// itself (`SIGKILL`, nothing cleaned up) in flush `n` when it is `N`, at the flush's most
+/// delicate point: the rooms emptied and their data zeroed, nothing translated again yet, the
+/// threads stopped in the original code.
+fn die_in_flush(n: u64) {
+    static AT: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    let at = AT.get_or_init(|| std::env::var("KERF_JIT_DIE_IN_FLUSH").ok()?.parse().ok());
+    if *at == Some(n) {
+        // SAFETY: kill(2) on this process; nothing runs after it.
+        unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
+    }
+}
+
 fn write_checked(mem: &RemoteMem, at: RemoteAddr, old: &[u8], new: &[u8]) -> Result<(), JitFail> {
     use crate::probe::InstrumentError;
     crate::instrument::write_verified(mem, at.0, old, new).map_err(|e| match e {
