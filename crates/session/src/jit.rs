@@ -5523,25 +5523,29 @@ impl Jit {
             .chain(unheld.iter().map(|f| f.orig))
             .collect();
         self.translate_at(all, mods, plugin, &at);
-        self.put_back_frames(tr, unheld)?;
-        for (tid, orig, at_insn) in moved {
-            match self.cache_at(orig, at_insn) {
-                Some(pc) => {
-                    let mut regs = tr.regs(tid)?;
-                    regs.set_pc(RemoteAddr(pc));
-                    tr.set_regs(tid, &regs)?;
-                    self.stats.flush_replaced += 1;
+        // (The entries are pointed at the new translations whether or not every thread could
+        // be put back: one that could not runs natively until it enters a root again.)
+        let back = self.put_back_frames(tr, unheld).and_then(|()| {
+            for (tid, orig, at_insn) in moved {
+                match self.cache_at(orig, at_insn) {
+                    Some(pc) => {
+                        let mut regs = tr.regs(tid)?;
+                        regs.set_pc(RemoteAddr(pc));
+                        tr.set_regs(tid, &regs)?;
+                        self.stats.flush_replaced += 1;
+                    }
+                    None => self.stats.flush_moved += 1,
                 }
-                None => self.stats.flush_moved += 1,
             }
-        }
+            Ok(())
+        });
         if let Err(e) = self.respliced(&mem) {
             for e in self.entries.drain(..).rev() {
                 let _ = write_checked(&mem, e.at, &e.new, &e.old);
             }
             return Err(e);
         }
-        Ok(true)
+        back.map(|()| true)
     }
 
     /// Attached to a running process, take the threads already inside a root call into the
@@ -6101,7 +6105,6 @@ fn left_by_a_gone_kerf(pid: i32, mem: &RemoteMem, at: RemoteAddr, e: JitFail) ->
     JitFail::Mismatch { addr, detail }
 }
 
-/// Write `new` over `old` at `at`, checking the bytes before and after (the probes' own check).
 /// For the tests of a kerf killed during a flush (`KERF_JIT_DIE_IN_FLUSH=N`): kerf kills
 /// itself (`SIGKILL`, nothing cleaned up) in flush `n` when it is `N`, at the flush's most
 /// delicate point: the rooms emptied and their data zeroed, nothing translated again yet, the
@@ -6115,6 +6118,7 @@ fn die_in_flush(n: u64) {
     }
 }
 
+/// Write `new` over `old` at `at`, checking the bytes before and after (the probes' own check).
 fn write_checked(mem: &RemoteMem, at: RemoteAddr, old: &[u8], new: &[u8]) -> Result<(), JitFail> {
     use crate::probe::InstrumentError;
     crate::instrument::write_verified(mem, at.0, old, new).map_err(|e| match e {
