@@ -2277,11 +2277,35 @@ fn a_lie_found_after_the_cache_is_live_is_reported_and_harms_nothing() {
 /// `kerf jit work -- BIN ARGS` killed (SIGKILL) 0.1 s after it went live, while the program
 /// runs: the program's pid, and kerf's process (dead; its stdout, the program's, still open).
 fn kerf_killed_while_live(bin: &Path, args: &[&str]) -> (i32, std::process::Child) {
+    let (mut k, target) = live_kerf(&["jit", "work", "--json"], &[], bin, args);
+    std::thread::sleep(Duration::from_millis(100));
+    // Killed while the program runs, or the test shows nothing.
+    let state = std::fs::read_to_string(format!("/proc/{target}/stat")).unwrap_or_default();
+    let state = state.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next());
+    assert!(
+        matches!(state, Some("R" | "S" | "D" | "t" | "T")),
+        "the program had ended ({state:?}) before kerf was killed: give it more work"
+    );
+    k.kill().unwrap();
+    let _ = k.wait();
+    (target, k)
+}
+
+/// `kerf KARGS -- BIN ARGS` (with `env`), stdout and stderr piped, once it says it is live:
+/// kerf's process and the program's pid.
+fn live_kerf(
+    kargs: &[&str],
+    env: &[(&str, &str)],
+    bin: &Path,
+    args: &[&str],
+) -> (std::process::Child, i32) {
     let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["jit", "work", "--json", "--"])
+        .args(kargs)
+        .arg("--")
         .arg(bin)
         .args(args)
         .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -2299,17 +2323,7 @@ fn kerf_killed_while_live(bin: &Path, args: &[&str]) -> (i32, std::process::Chil
     // The program is kerf's child (pgrep, run a hundred times on a loaded machine, once
     // missed it for a whole second).
     let target = common::children(k.id()).into_iter().next().expect("kerf's program, after live");
-    std::thread::sleep(Duration::from_millis(100));
-    // Killed while the program runs, or the test shows nothing.
-    let state = std::fs::read_to_string(format!("/proc/{target}/stat")).unwrap_or_default();
-    let state = state.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().next());
-    assert!(
-        matches!(state, Some("R" | "S" | "D" | "t" | "T")),
-        "the program had ended ({state:?}) before kerf was killed: give it more work"
-    );
-    k.kill().unwrap();
-    let _ = k.wait();
-    (target, k)
+    (k, target)
 }
 
 /// What program `target`, left running by the killed kerf `k`, printed once it ended (kerf's
@@ -2356,27 +2370,8 @@ fn kerf_killed_in_a_flush_leaves_the_program_running_correctly() {
     let bin = common::build_fixture("jitted", "-O2", "jit-kill-flush");
     let args = ["8", "500", "3000", "plain"];
     let expected = plain(&bin, &args);
-    let mut k = Command::new(env!("CARGO_BIN_EXE_kerf"))
-        .args(["jit", "work", "--cache-limit", "40K", "--max-flush-share", "1", "--"])
-        .arg(&bin)
-        .args(args)
-        .env("KERF_CACHE_DIR", tmp().join("jit-cache"))
-        .env("KERF_JIT_DIE_IN_FLUSH", "3")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(k.stderr.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        use std::io::BufRead;
-        assert!(err.read_line(&mut line).unwrap() > 0, "kerf jit never went live");
-        if line.contains("live") {
-            break;
-        }
-    }
-    let target = common::children(k.id()).into_iter().next().expect("kerf's program, after live");
+    let kargs = ["jit", "work", "--cache-limit", "40K", "--max-flush-share", "1"];
+    let (mut k, target) = live_kerf(&kargs, &[("KERF_JIT_DIE_IN_FLUSH", "3")], &bin, &args);
     let status = k.wait().unwrap();
     assert_eq!(status.signal(), Some(libc::SIGKILL), "kerf did not die in its third flush");
     assert_eq!(
