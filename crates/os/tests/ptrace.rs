@@ -837,8 +837,8 @@ int main(void) {
 /// before each try (a timer faster than kerf's round trip, as a 2 ms one is under load) used
 /// to stop the step first, again and again (a flush in CI ran out of its 5 s on one
 /// instruction). Once one came, the step holds the rest back in the thread's mask: they
-/// stay pending, the mask is the program's between steps, and the handler runs once kerf
-/// lets go.
+/// stay pending, the mask is the program's between steps, and the program goes on and ends
+/// normally once kerf lets go (its output shows no more: its handler had run before).
 #[test]
 fn a_step_holds_back_the_programs_timer_signal() {
     let exe = build("timer_loop", TIMER_LOOP, &[]);
