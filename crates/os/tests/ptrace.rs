@@ -45,7 +45,12 @@ struct Kid {
 
 impl Kid {
     fn start(exe: &Path) -> Kid {
+        Kid::start_with(exe, &[])
+    }
+
+    fn start_with(exe: &Path, args: &[&str]) -> Kid {
         let mut child = Command::new(exe)
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -83,14 +88,19 @@ impl Kid {
     }
 
     /// Close stdin, collect the remaining output and the exit status.
-    fn finish(mut self) -> (Vec<String>, i32) {
+    fn finish(self) -> (Vec<String>, i32) {
+        let (rest, status) = self.finish_status();
+        (rest, status.code().unwrap_or(-1))
+    }
+
+    /// [`Kid::finish`] with the whole status (the signal that ended it).
+    fn finish_status(mut self) -> (Vec<String>, std::process::ExitStatus) {
         drop(self.stdin.take());
         let mut rest = Vec::new();
         while let Ok(l) = self.lines.recv_timeout(Duration::from_secs(30)) {
             rest.push(l);
         }
-        let status = self.child.wait().expect("wait child");
-        (rest, status.code().unwrap_or(-1))
+        (rest, self.child.wait().expect("wait child"))
     }
 }
 
@@ -247,6 +257,7 @@ fn injection_timing() {
 
 const THREADS: &str = r#"
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
@@ -255,6 +266,9 @@ static atomic_int stop_flag;
 static unsigned long results[8];
 static void *worker(void *arg) {
     long id = (long)arg;
+#ifdef BLOCK_ALL
+    if (id == 7) { sigset_t all; sigfillset(&all); pthread_sigmask(SIG_BLOCK, &all, NULL); }
+#endif
     unsigned long x = id + 1;
     for (int i = 0; i < 300; i++) {
         x = x * 6364136223846793005UL + 1442695040888963407UL;
@@ -860,9 +874,10 @@ fn a_step_holds_back_the_programs_timer_signal() {
         }
     }
     assert_eq!(moved, STEPS, "every step ran an instruction");
-    // At most the one that came first, a step (SIGALRM is not queued: more are one).
+    // At most the one that came first, a step (SIGALRM is not queued: more are one), and
+    // one for the call that made the trap guard SIGTRAP's action before the first step.
     let held = t.held_signals(pid);
-    assert!((1..=STEPS).contains(&held), "{held} signals came first in {STEPS} steps");
+    assert!((1..=STEPS + 1).contains(&held), "{held} signals came first in {STEPS} steps");
     assert!(t.signal_pending(pid, libc::SIGALRM), "the timer's signal waits, pending");
     t.resume_detach().expect("resume");
     std::thread::sleep(Duration::from_millis(100));
@@ -1093,50 +1108,41 @@ impl ptrace::TraceSys for DiesAt {
 /// does when it is not killed first: it exits with this code, having made every call.
 const MADE_EVERY_CALL: i32 = 3;
 
-/// kerf killed at *any* point of its injected system calls leaves the program running
-/// correctly. The tracer (this test binary run again, `KERF_TEST_DIE_AT=N`) stops the
-/// program, makes a call on the leader (placing the restorer after the vDSO's image), then
-/// one on every thread, and kills itself right after its N-th state-changing request (see
-/// [`DiesAt`]); N goes from 1 until the tracer gets to the end. The program: its main thread
-/// blocked in `read` (an interrupted call the kernel must restart), four threads in
-/// `nanosleep` (restarted through `restart_syscall`) and four computing. After each kill it
-/// must answer exactly as without kerf. (On a kernel whose vDSO has no room after its image,
-/// the restorer's own page is mapped by a single-stepped call, which this does not cover.)
-#[test]
-fn a_tracer_killed_at_any_point_of_an_injected_call_harms_nothing() {
-    if let (Ok(pid), Ok(at)) =
-        (std::env::var("KERF_TEST_TRACER"), std::env::var("KERF_TEST_DIE_AT"))
-    {
-        let pid: i32 = pid.parse().expect("a pid");
-        let sys = std::sync::Arc::new(DiesAt {
-            real: ptrace::RealTraceSys::new(),
-            armed: false.into(),
-            count: 0.into(),
-            at: at.parse().expect("a count"),
-        });
-        let mut t = Tracee::stop_all_with(pid, sys.clone(), Duration::from_secs(5)).expect("stop");
-        sys.armed.store(true, std::sync::atomic::Ordering::SeqCst);
-        assert_eq!(t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid"), i64::from(pid));
-        for tid in t.threads().to_vec() {
-            assert_eq!(
-                t.syscall_on(tid, libc::SYS_gettid, [0; 6]).expect("gettid"),
-                i64::from(tid)
-            );
-        }
-        // As if killed after the last call: no detach.
-        std::process::exit(MADE_EVERY_CALL);
-    }
-    let exe = build("threads", THREADS, &[]);
+/// In the tracer's run of a kill-point test (`KERF_TEST_TRACER` the program's pid,
+/// `KERF_TEST_DIE_AT` the kill point): stop the program, arm [`DiesAt`], run `work`, and exit
+/// with [`MADE_EVERY_CALL`] without detaching (as if killed after the last request). Returns
+/// without doing anything in the test's own run.
+fn tracer_dying_at(work: impl FnOnce(i32, &mut Tracee)) {
+    let (Ok(pid), Ok(at)) = (std::env::var("KERF_TEST_TRACER"), std::env::var("KERF_TEST_DIE_AT"))
+    else {
+        return;
+    };
+    let pid: i32 = pid.parse().expect("a pid");
+    let sys = std::sync::Arc::new(DiesAt {
+        real: ptrace::RealTraceSys::new(),
+        armed: false.into(),
+        count: 0.into(),
+        at: at.parse().expect("a count"),
+    });
+    let mut t = Tracee::stop_all_with(pid, sys.clone(), Duration::from_secs(5)).expect("stop");
+    sys.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    work(pid, &mut t);
+    std::process::exit(MADE_EVERY_CALL);
+}
+
+/// Run test `name`'s tracer ([`tracer_dying_at`]) on a new `exe` killed at its first, second,
+/// ... request until it gets to its end; after each kill the program must answer its `end`
+/// line exactly as without kerf. At least `least` kill points.
+fn every_kill_point(name: &str, exe: &Path, least: usize) {
     let want = {
-        let mut kid = Kid::start(&exe);
+        let mut kid = Kid::start(exe);
         kid.send("end\n");
         kid.finish()
     };
     assert_eq!(want.1, 0);
     let me = std::env::current_exe().expect("this test binary");
-    let name = "a_tracer_killed_at_any_point_of_an_injected_call_harms_nothing";
-    for at in 1..=1000 {
-        let mut kid = Kid::start(&exe);
+    for at in 1..=2000 {
+        let mut kid = Kid::start(exe);
         let pid = kid.pid();
         let tracer = Command::new(&me)
             .args(["--exact", name, "--nocapture", "--test-threads=1"])
@@ -1153,14 +1159,163 @@ fn a_tracer_killed_at_any_point_of_an_injected_call_harms_nothing() {
             String::from_utf8_lossy(&tracer.stderr)
         );
         // The program, no longer traced, answers as without kerf.
-        kid.send("end\n");
-        assert_eq!(kid.finish(), want, "killed at request {at}");
+        let stdin = kid.stdin.as_mut().expect("stdin open");
+        if stdin.write_all(b"end\n").and_then(|()| stdin.flush()).is_err() {
+            panic!("killed at request {at}: the program ended: {:?}", kid.child.wait());
+        }
+        let (rest, status) = kid.finish_status();
+        assert_eq!((rest, status.code().unwrap_or(-1)), want, "killed at request {at}: {status:?}");
         if ended {
             let killed = at - 1;
-            assert!(killed >= 20, "only {killed} kill points: the calls were not all made");
+            assert!(killed >= least, "only {killed} kill points: the work was not all done");
             eprintln!("{killed} kill points, the program right after each");
             return;
         }
     }
     panic!("the tracer never got to its end");
+}
+
+/// kerf killed at *any* point of its injected system calls leaves the program running
+/// correctly. The tracer (this test binary run again, see [`tracer_dying_at`]) stops the
+/// program, makes a call on the leader (placing the restorer after the vDSO's image), then
+/// one on every thread, and is killed right after its N-th state-changing request (see
+/// [`DiesAt`]); N goes from 1 until the tracer gets to the end. The program: its main thread
+/// blocked in `read` (an interrupted call the kernel must restart), four threads in
+/// `nanosleep` (restarted through `restart_syscall`) and four computing. After each kill it
+/// must answer exactly as without kerf. (On a kernel whose vDSO has no room after its image,
+/// the restorer's own page is mapped by a single-stepped call, which this does not cover.)
+#[test]
+fn a_tracer_killed_at_any_point_of_an_injected_call_harms_nothing() {
+    tracer_dying_at(|pid, t| {
+        assert_eq!(t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid"), i64::from(pid));
+        for tid in t.threads().to_vec() {
+            assert_eq!(
+                t.syscall_on(tid, libc::SYS_gettid, [0; 6]).expect("gettid"),
+                i64::from(tid)
+            );
+        }
+    });
+    let name = "a_tracer_killed_at_any_point_of_an_injected_call_harms_nothing";
+    every_kill_point(name, &build("threads", THREADS, &[]), 20);
+}
+
+/// kerf killed at any point of its single-steps (a JIT brings threads out of its cache so)
+/// leaves the program running correctly: each step ends in a SIGTRAP stop with the trap flag
+/// set, which a dying tracer leaves to the program, and SIGTRAP's default action ends it.
+/// The tracer steps every thread but the leader (blocked in `read`) twice, killed at each of
+/// its requests in turn as in [`a_tracer_killed_at_any_point_of_an_injected_call_harms_nothing`].
+/// One of the threads blocks every signal (SIGTRAP too, which kerf unblocks for its steps).
+#[test]
+fn a_tracer_killed_at_any_point_of_a_single_step_harms_nothing() {
+    tracer_dying_at(|pid, t| {
+        for tid in t.threads().to_vec().into_iter().filter(|&tid| tid != pid) {
+            for _ in 0..2 {
+                t.step(tid).expect("step");
+            }
+        }
+    });
+    let name = "a_tracer_killed_at_any_point_of_a_single_step_harms_nothing";
+    every_kill_point(name, &build("threads_blocking", THREADS, &["-DBLOCK_ALL"]), 50);
+}
+
+/// A program that raises SIGTRAP on the line `trap` (with a handler that counts them if run
+/// with the argument `handler`), echoes every other line with that count, and keeps a thread
+/// computing for kerf to step.
+const TRAPS: &str = r#"
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+static volatile sig_atomic_t traps;
+static atomic_int stop_flag;
+static void on_trap(int s) { (void)s; traps++; }
+static void *spin(void *a) {
+    (void)a;
+    while (!atomic_load(&stop_flag)) for (volatile int k = 0; k < 1000; k++);
+    return NULL;
+}
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "handler")) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_trap;
+        sigaction(SIGTRAP, &sa, NULL);
+    }
+    pthread_t t;
+    pthread_create(&t, NULL, spin, NULL);
+    printf("ready\n"); fflush(stdout);
+    char line[256];
+    while (fgets(line, sizeof line, stdin)) {
+        line[strcspn(line, "\n")] = 0;
+        if (!strcmp(line, "trap")) raise(SIGTRAP);
+        printf("got %s traps=%d\n", line, (int)traps); fflush(stdout);
+    }
+    atomic_store(&stop_flag, 1);
+    pthread_join(t, NULL);
+    return 0;
+}
+"#;
+
+/// Whether process `pid` has a handler for SIGTRAP (`SigCgt`).
+fn catches_sigtrap(pid: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    let hex = status.lines().find_map(|l| l.strip_prefix("SigCgt:")).expect("SigCgt");
+    u64::from_str_radix(hex.trim(), 16).expect("hex") & (1 << (libc::SIGTRAP - 1)) != 0
+}
+
+/// Send `trap` to `kid` and check that it dies of SIGTRAP, as it does without kerf.
+fn dies_of_its_trap(mut kid: Kid) {
+    kid.send("trap\n");
+    let status = kid.child.wait().expect("wait");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGTRAP), "{status:?}");
+}
+
+/// While kerf steps a thread, SIGTRAP's action is its guard, and once it lets the threads go
+/// the program's own is back: the default (the program's `raise(SIGTRAP)` ends it as
+/// before), or its handler, which no guard replaces. A kerf killed after its steps leaves the
+/// guard on: the program runs on, and its own SIGTRAP still ends it. (The tracer of that
+/// part is this test binary run again, `KERF_TEST_GUARD_TRACER=PID`.)
+#[test]
+fn the_trap_guard_is_on_only_while_kerf_steps_and_leaves_the_programs_traps_alone() {
+    tracer_side("KERF_TEST_GUARD_TRACER", |pid, t| {
+        let worker = *t.threads().iter().find(|&&tid| tid != pid).expect("a worker");
+        t.step(worker).expect("step");
+    });
+    let exe = build("traps", TRAPS, &[]);
+    let mut kid = Kid::start(&exe);
+    let pid = kid.pid();
+    assert!(!catches_sigtrap(pid), "the program leaves SIGTRAP to the default");
+    for round in 0..2 {
+        let mut t = stop(pid);
+        let worker = *t.threads().iter().find(|&&tid| tid != pid).expect("a worker");
+        t.step(worker).expect("step");
+        assert!(catches_sigtrap(pid), "round {round}: the guard is on while the threads are held");
+        t.step(worker).expect("step");
+        t.resume_detach().expect("resume");
+        assert!(!catches_sigtrap(pid), "round {round}: the default is back");
+    }
+    kid.send("a\n");
+    assert_eq!(kid.line(), "got a traps=0");
+    dies_of_its_trap(kid);
+
+    let mut kid = Kid::start(&exe);
+    let name = "the_trap_guard_is_on_only_while_kerf_steps_and_leaves_the_programs_traps_alone";
+    run_tracer(name, "KERF_TEST_GUARD_TRACER", &kid, 0);
+    assert!(catches_sigtrap(kid.pid()), "the guard stays after a killed tracer");
+    kid.send("b\n");
+    assert_eq!(kid.line(), "got b traps=0");
+    dies_of_its_trap(kid);
+
+    let mut kid = Kid::start_with(&exe, &["handler"]);
+    let pid = kid.pid();
+    let mut t = stop(pid);
+    let worker = *t.threads().iter().find(|&&tid| tid != pid).expect("a worker");
+    t.step(worker).expect("step");
+    t.resume_detach().expect("resume");
+    kid.send("trap\n");
+    assert_eq!(kid.line(), "got trap traps=1", "the program's handler, as it set it");
+    let (rest, code) = kid.finish();
+    assert_eq!((rest, code), (vec![], 0));
 }

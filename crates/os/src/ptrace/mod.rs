@@ -187,10 +187,25 @@ enum Restorer {
     NotYet,
     /// In the room after the vDSO's image (zeros to put back at the end).
     InVdso(RemoteAddr),
+    /// In that room, where a killed kerf left it (left there at the end: the program's
+    /// SIGTRAP action may be its guard).
+    LeftInVdso(RemoteAddr),
     /// In a page of its own, mapped by kerf (to unmap at the end).
     Mapped(RemoteAddr),
     /// It could not be placed: calls are single-stepped.
     Unavailable,
+}
+
+/// SIGTRAP's action while kerf single-steps: the restorer's trap guard (see `restorer`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TrapGuard {
+    /// No step yet.
+    NotYet,
+    /// Not installed: the program has an action of its own, or it could not be done.
+    Off,
+    /// The guard is SIGTRAP's action; the program's is kept in the restorer at `at`
+    /// (`restorer::PUT_BACK`).
+    On(RemoteAddr),
 }
 
 /// How an injected call through the restorer ended.
@@ -240,6 +255,8 @@ pub struct Tracee {
     syscall_insn: Cell<Option<RemoteAddr>>,
     /// The restorer (see `restorer`), placed at the first injected call.
     restorer: Restorer,
+    /// SIGTRAP's action, guarded from the first single-step until the threads go.
+    guard: TrapGuard,
     /// The writable mappings of the process (`[start, end)`), read once: the stacks frames
     /// go on (kerf maps and unmaps only its own memory while it holds the threads).
     writable: std::cell::OnceCell<Vec<(u64, u64)>>,
@@ -318,6 +335,7 @@ impl Tracee {
             tids: Vec::new(),
             syscall_insn: Cell::new(None),
             restorer: Restorer::NotYet,
+            guard: TrapGuard::NotYet,
             writable: std::cell::OnceCell::new(),
             seccomp: HashMap::new(),
             timeout,
@@ -558,15 +576,66 @@ impl Tracee {
             // SIGTRAP), and since a signal for the process goes to the one thread kerf runs,
             // a program with a fast timer had every call of an attach made so (python3.11
             // with a 2 ms SIGALRM: 3 of 20 kills during `kerf jit -p`'s start ended it).
+            // Once a signal came first, the asynchronous ones wait in the thread's mask for
+            // the rest of the call, as in a step (see `step_unmasked`): with a program's
+            // 10 us timer, the one call of the step test's trap guard otherwise met a signal
+            // first at each of its 10,000 tries.
+            let (mut widened, mut made, mut first) = (None, None, true);
             for _ in 0..MAX_STEP_STOPS {
-                match self.syscall_by_restorer(tid, nr, args, stub)? {
-                    ThroughRestorer::Done(r) => return Ok(r),
-                    ThroughRestorer::SignalFirst => {}
-                    ThroughRestorer::Declined => break,
+                match self.syscall_by_restorer(tid, nr, args, stub) {
+                    Ok(ThroughRestorer::Done(r)) => made = Some(Ok(r)),
+                    Ok(ThroughRestorer::Declined) => break,
+                    Ok(ThroughRestorer::SignalFirst) if first => {
+                        first = false;
+                        match self.hold_signals(tid, nr) {
+                            Ok(m) => widened = m,
+                            Err(e) => made = Some(Err(e)),
+                        }
+                    }
+                    Ok(ThroughRestorer::SignalFirst) => {}
+                    Err(e) => made = Some(Err(e)),
                 }
+                if made.is_some() {
+                    break;
+                }
+            }
+            if let Some(m) = widened {
+                self.put_mask_back(tid, m)?;
+            }
+            if let Some(r) = made {
+                return r;
             }
         }
         self.syscall_by_step(tid, nr, args)
+    }
+
+    /// Block the asynchronous signals ([`HELD_SIGNALS`]) in stopped thread `tid`'s mask for
+    /// an injected call `nr`, and return the mask to put back; `None` (nothing changed) where
+    /// the call may read or set the mask itself, or the thread is inside a call with a
+    /// temporary one (see [`in_masking_call`]).
+    fn hold_signals(&mut self, tid: i32, nr: i64) -> Result<Option<u64>, TargetError> {
+        const MASK_CALLS: [i64; 10] = [
+            libc::SYS_rt_sigprocmask,
+            libc::SYS_rt_sigreturn,
+            libc::SYS_rt_sigsuspend,
+            libc::SYS_rt_sigtimedwait,
+            libc::SYS_ppoll,
+            libc::SYS_pselect6,
+            libc::SYS_epoll_pwait,
+            libc::SYS_epoll_pwait2,
+            libc::SYS_signalfd,
+            libc::SYS_signalfd4,
+        ];
+        let regs = self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
+        if MASK_CALLS.contains(&nr) || in_masking_call(&regs) {
+            return Ok(None);
+        }
+        let m =
+            self.sys.get_sigmask(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGMASK", e))?;
+        self.sys
+            .set_sigmask(tid, m | HELD_SIGNALS)
+            .map_err(|e| self.ptrace_err(tid, "PTRACE_SETSIGMASK", e))?;
+        Ok(Some(m))
     }
 
     /// [`TargetError::Seccomp`] unless `tid`'s seccomp state lets `call` run.
@@ -589,20 +658,24 @@ impl Tracee {
     /// `None` if neither can be.
     fn restorer(&mut self, tid: i32) -> Result<Option<RemoteAddr>, TargetError> {
         match self.restorer {
-            Restorer::InVdso(a) | Restorer::Mapped(a) => return Ok(Some(a)),
+            Restorer::InVdso(a) | Restorer::LeftInVdso(a) | Restorer::Mapped(a) => {
+                return Ok(Some(a))
+            }
             Restorer::Unavailable => return Ok(None),
             Restorer::NotYet => {}
         }
-        let page = restorer::page_bytes();
-        if let Some(at) = self.vdso_room() {
-            if self.write(at, &page).is_ok() {
-                self.restorer = Restorer::InVdso(at);
+        if let Some((at, left)) = self.vdso_room() {
+            // (A left one keeps the program's action its guard may have to put back.)
+            let page = restorer::page_bytes(at);
+            let page = if left { &page[..restorer::PUT_BACK as usize] } else { &page[..] };
+            if self.write(at, page).is_ok() {
+                self.restorer = if left { Restorer::LeftInVdso(at) } else { Restorer::InVdso(at) };
                 return Ok(Some(at));
             }
         }
         let prot = (libc::PROT_READ | libc::PROT_EXEC) as u64;
         let flags = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
-        let len = layout::page_up(page.len() as u64);
+        let len = layout::page_up(restorer::LEN);
         self.restorer = Restorer::Unavailable;
         let r = match self.syscall_by_step(tid, libc::SYS_mmap, [0, len, prot, flags, u64::MAX, 0])
         {
@@ -619,7 +692,7 @@ impl Tracee {
             return Ok(None);
         }
         let at = RemoteAddr(r as u64);
-        if self.write(at, &page).is_err() {
+        if self.write(at, &restorer::page_bytes(at)).is_err() {
             let _ = self.syscall_by_step(tid, libc::SYS_munmap, [at.0, len, 0, 0, 0, 0]);
             return Ok(None);
         }
@@ -627,8 +700,9 @@ impl Tracee {
         Ok(Some(at))
     }
 
-    /// Where the restorer fits after the vDSO's image (see `restorer::vdso_room`), if it does.
-    fn vdso_room(&self) -> Option<RemoteAddr> {
+    /// Where the restorer fits after the vDSO's image (see `restorer::vdso_room`), if it does,
+    /// and whether a killed kerf's is there already.
+    fn vdso_room(&self) -> Option<(RemoteAddr, bool)> {
         let maps = self.maps().ok()?;
         // The same read serves the frames' stack check (see `writable`).
         let _ = self.writable.set(writable_ranges(&maps));
@@ -638,14 +712,19 @@ impl Tracee {
         }
         let mut image = vec![0u8; vdso.len() as usize];
         self.read(vdso.start, &mut image).ok()?;
-        restorer::vdso_room(&image).map(|off| vdso.start + off)
+        let off = restorer::vdso_room(&image)?;
+        Some((vdso.start + off, restorer::left_by_kerf(&image[off as usize..])))
     }
 
     /// Take the restorer out, if it was placed: zeros back after the vDSO's image, or its
-    /// page unmapped (single-stepped: the thread must not return into it). Best effort: what
-    /// is left harms nothing.
+    /// page unmapped (single-stepped: the thread must not return into it). Not while its
+    /// guard is SIGTRAP's action, nor one a killed kerf left. Best effort: what is left
+    /// harms nothing.
     fn unmap_restorer(&mut self) {
-        let len = restorer::page_bytes().len();
+        if let TrapGuard::On(_) = self.guard {
+            return;
+        }
+        let len = restorer::LEN as usize;
         match std::mem::replace(&mut self.restorer, Restorer::Unavailable) {
             Restorer::InVdso(at) => {
                 let _ = self.write(at, &vec![0; len]);
@@ -656,8 +735,86 @@ impl Tracee {
                     let _ = self.syscall_by_step(tid, libc::SYS_munmap, [at.0, len, 0, 0, 0, 0]);
                 }
             }
-            Restorer::NotYet | Restorer::Unavailable => {}
+            Restorer::LeftInVdso(_) | Restorer::NotYet | Restorer::Unavailable => {}
         }
+    }
+
+    /// Make the restorer's trap guard SIGTRAP's action before the first single-step, where
+    /// the program leaves SIGTRAP to the default action (see `restorer`): were kerf killed
+    /// during a step, the step's trap would reach the program. Best effort: without it
+    /// the steps are made as before.
+    fn guard_traps(&mut self, tid: i32) {
+        if self.guard != TrapGuard::NotYet {
+            return;
+        }
+        self.guard = TrapGuard::Off;
+        if !self.traps_by_default() {
+            return;
+        }
+        let Ok(Some(at)) = self.restorer(tid) else { return };
+        if let Ok(Some(was)) = self.swap_trap_action(tid, at + restorer::GUARD_ACTION) {
+            self.guard = TrapGuard::On(at);
+            // (Were this write lost, the zeros there are SIG_DFL's action, which it was.)
+            let _ = self.write(at + restorer::PUT_BACK, &was);
+        }
+    }
+
+    /// The program's own SIGTRAP action back, if the guard is on. Left on (with the
+    /// restorer) if that cannot be done.
+    fn unguard_traps(&mut self) {
+        let TrapGuard::On(at) = self.guard else { return };
+        let Ok(tid) = self.inject_tid() else { return };
+        let Ok(Some(was)) = self.swap_trap_action(tid, at + restorer::PUT_BACK) else { return };
+        self.guard = TrapGuard::Off;
+        if restorer::handler(&was) != (at + restorer::GUARD_AT).0 {
+            // Another action of kerf's replaced the guard while the threads were held: it
+            // stays.
+            if self.write(at + restorer::PUT_BACK, &was).is_ok() {
+                let _ = self.swap_trap_action(tid, at + restorer::PUT_BACK);
+            }
+        }
+    }
+
+    /// Whether the process leaves SIGTRAP to its default action (neither `SigCgt` nor
+    /// `SigIgn` of /proc/PID/status has it; `false` if either cannot be read).
+    fn traps_by_default(&self) -> bool {
+        let path = PathBuf::from(format!("/proc/{}/status", self.pid));
+        let Ok(status) = self.sys.read_text(&path) else { return false };
+        let mask = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        };
+        matches!((mask("SigCgt:"), mask("SigIgn:")), (Some(c), Some(i)) if (c | i) & SIGTRAP_BIT == 0)
+    }
+
+    /// `rt_sigaction(SIGTRAP, new, &old)` made in stopped thread `tid` and the old action,
+    /// read through the scratch bytes below its red zone (their own bytes put back after);
+    /// `None` if those cannot be used.
+    fn swap_trap_action(
+        &mut self,
+        tid: i32,
+        new: RemoteAddr,
+    ) -> Result<Option<[u8; restorer::ACTION_LEN as usize]>, TargetError> {
+        let spot = (self.regs(tid)?.sp() - (restorer::RED_ZONE + 64)).align_down(16);
+        let mut own = [0u8; restorer::ACTION_LEN as usize];
+        if !self.writable(spot.0, spot.0 + restorer::ACTION_LEN)
+            || self.read(spot, &mut own).is_err()
+        {
+            return Ok(None);
+        }
+        let sig = libc::SIGTRAP as u64;
+        let r = self.syscall_on(tid, libc::SYS_rt_sigaction, [sig, new.0, spot.0, 8, 0, 0]);
+        let mut was = [0u8; restorer::ACTION_LEN as usize];
+        let read = self.read(spot, &mut was);
+        self.write(spot, &own)?;
+        let r = r?;
+        if r != 0 {
+            return Err(self.injected(tid, "rt_sigaction", r));
+        }
+        read?;
+        Ok(Some(was))
     }
 
     /// Whether `[lo, hi)` lies in one writable mapping of the process.
@@ -1445,7 +1602,12 @@ impl Tracee {
     /// taken again, with the asynchronous signals held back from then on where that is safe
     /// (see [`Tracee::step_unmasked`]). (A JIT brings a thread out of a code cache sequence
     /// this way.)
+    ///
+    /// From the first step until the threads are let go, SIGTRAP's action is the restorer's
+    /// trap guard where the program leaves it to the default (see `restorer`), so that a
+    /// kerf killed during a step leaves the program running.
     pub fn step(&mut self, tid: i32) -> Result<Regs, TargetError> {
+        self.guard_traps(tid);
         let before =
             self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
         let mut insn = [0u8; 2];
@@ -1461,8 +1623,15 @@ impl Tracee {
         // read or set the mask itself (`rt_sigprocmask`, `rt_sigreturn`): the mask put back
         // after would undo its change.
         let hold = read && !calls_kernel(insn) && !restarts_syscall(&before);
-        let mut after =
-            self.step_masked(tid, |t, mask| t.step_unmasked(tid, mask.filter(|_| hold)))?;
+        // Parked before a mask that blocks SIGTRAP is put back: a dying kerf would leave the
+        // step's SIGTRAP blocked in its stop, and the kernel forces a blocked trap through
+        // with the default action, guard or not (seen: threads of the kill-point test found
+        // with every signal blocked, just after the program started them).
+        let mut after = self.step_masked(tid, |t, mask| {
+            let after = t.step_unmasked(tid, mask.filter(|_| hold))?;
+            t.park(tid, "park after a single-step")?;
+            Ok(after)
+        })?;
         // The trap flag the step sets must not become the program's: a stepped `pushf`
         // pushes it (the kernel hides it only from the registers it reports), and once a
         // `popf` was stepped the kernel takes the flag for the program's own (this kernel
@@ -1491,7 +1660,6 @@ impl Tracee {
                 .set_regs(tid, &after)
                 .map_err(|e| self.ptrace_err(tid, "PTRACE_SETREGS", e))?;
         }
-        self.park(tid, "park after a single-step")?;
         Ok(after)
     }
 
@@ -1749,6 +1917,7 @@ impl Tracee {
         // Its page goes first, while a thread can still make the call (unless something went
         // wrong with a thread: then kerf wastes no time on it and leaves the page).
         if self.threads.iter().all(|t| t.state != State::Running) {
+            self.unguard_traps();
             self.unmap_restorer();
         }
         let mut first_err = None;

@@ -1,9 +1,11 @@
 //! The restorer: a few bytes kerf places in a process it holds (after the vDSO's image, or in
 //! a page of their own), through which injected system calls run, so that a thread kerf
 //! leaves in the middle of one (kerf killed) finishes the call and puts its own registers
-//! back by itself instead of running on with the call's.
+//! back by itself instead of running on with the call's; with them, a SIGTRAP handler that
+//! keeps a thread kerf was single-stepping alive if kerf dies (the trap guard, below).
 //!
-//! Pure: the stub's bytes, where it fits in the vDSO, and the frame it pops, tested on bytes;
+//! Pure: the stub's and the guard's bytes, where they fit in the vDSO, and the frame the stub
+//! pops, tested on bytes;
 //! [`super::Tracee`] places it, writes the frame and drives the call.
 //!
 //! # How a call runs through it
@@ -38,6 +40,26 @@
 //! call again (or `restart_syscall` for `-ERESTART_RESTARTBLOCK`) and the PC back on the
 //! 2-byte `syscall`. The one difference from the kernel: a signal with a handler that arrives
 //! then restarts the call instead of making it fail with `EINTR`.
+//!
+//! # The trap guard
+//!
+//! The same bytes hold a SIGTRAP handler that kerf installs while it single-steps a thread
+//! (only where the program leaves SIGTRAP to its default action, and only while it holds
+//! every thread: the program never runs with it unless kerf dies). A step ends in a
+//! signal-delivery-stop whose signal is SIGTRAP, with the trap flag set: a tracer that dies
+//! there leaves the kernel to deliver that SIGTRAP (or the next step's) to the program, and
+//! the default action kills it (7 of 40 kills of `kerf jit` during flushes did). The guard
+//! takes a step's trap (`si_code` `TRAP_TRACE`, or `TRAP_BRKPT` after a stepped `syscall`),
+//! clears the trap flag in the interrupted context and returns; any other SIGTRAP (the
+//! program's own `int3`, `raise`) puts the default action back and sends itself the signal
+//! again, which the default then delivers once the handler returns. kerf puts the program's
+//! own action back ([`PUT_BACK`]) before it lets the threads go.
+//!
+//! ```text
+//!   +0    the stub            +48   the guard (GUARD)      +124  its sa_restorer
+//!   +40   the slot            +136  SIG_DFL's action       +168  the guard's action
+//!   +200  the program's action, put back at the end
+//! ```
 
 use super::sys::Regs;
 use kerf_arch::RemoteAddr;
@@ -69,15 +91,78 @@ pub const STUB: [u8; 33] = [
 /// stub: the `jmp`'s displacement above is `SLOT - STUB.len()`).
 pub const SLOT: u64 = 40;
 
-/// The restorer's bytes as placed: the stub, then the slot (zero until a call).
-pub fn page_bytes() -> Vec<u8> {
+/// The trap guard (see the module documentation): `rsi` the siginfo, `rdx` the ucontext.
+pub const GUARD: [u8; 76] = [
+    0x8b, 0x46, 0x08, // mov eax, [rsi + 8]             ; si_code
+    0xff, 0xc8, // dec eax
+    0x83, 0xf8, 0x01, // cmp eax, 1                     ; TRAP_BRKPT or TRAP_TRACE?
+    0x77, 0x08, // ja theirs
+    0x80, 0xa2, 0xb1, 0x00, 0x00, 0x00, 0xfe, // and byte [rdx + 0xb1], 0xfe ; eflags.TF
+    0xc3, // ret
+    // theirs: rt_sigaction(SIGTRAP, &SIG_DFL's action, NULL, 8)
+    0xb8, 0x0d, 0x00, 0x00, 0x00, // mov eax, 13
+    0xbf, 0x05, 0x00, 0x00, 0x00, // mov edi, 5
+    0x48, 0x8d, 0x35, 0x35, 0x00, 0x00, 0x00, // lea rsi, [rip + DEFAULT_ACTION]
+    0x31, 0xd2, // xor edx, edx
+    0x41, 0xba, 0x08, 0x00, 0x00, 0x00, // mov r10d, 8
+    0x0f, 0x05, // syscall
+    // tgkill(getpid(), gettid(), SIGTRAP): pending while the handler runs
+    0xb8, 0x27, 0x00, 0x00, 0x00, // mov eax, 39
+    0x0f, 0x05, // syscall
+    0x89, 0xc7, // mov edi, eax
+    0xb8, 0xba, 0x00, 0x00, 0x00, // mov eax, 186
+    0x0f, 0x05, // syscall
+    0x89, 0xc6, // mov esi, eax
+    0xba, 0x05, 0x00, 0x00, 0x00, // mov edx, 5
+    0xb8, 0xea, 0x00, 0x00, 0x00, // mov eax, 234
+    0x0f, 0x05, // syscall
+    0xc3, // ret
+];
+
+/// The guard's `sa_restorer`: `rt_sigreturn`.
+pub const SIGRETURN: [u8; 7] = [0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05];
+
+/// Where the guard is, in the restorer's bytes.
+pub const GUARD_AT: u64 = SLOT + 8;
+/// Where its `sa_restorer` is.
+pub const SIGRETURN_AT: u64 = GUARD_AT + GUARD.len() as u64;
+/// A kernel `struct sigaction` for SIG_DFL (zeros), which the guard puts back for a SIGTRAP
+/// not of kerf's steps (its `lea` reaches here).
+pub const DEFAULT_ACTION: u64 = (SIGRETURN_AT + SIGRETURN.len() as u64).next_multiple_of(8);
+/// The guard's own `struct sigaction`, which kerf installs.
+pub const GUARD_ACTION: u64 = DEFAULT_ACTION + ACTION_LEN;
+/// The program's action, read when the guard goes in and put back from here.
+pub const PUT_BACK: u64 = GUARD_ACTION + ACTION_LEN;
+/// The restorer's length in bytes.
+pub const LEN: u64 = PUT_BACK + ACTION_LEN;
+
+/// A kernel `struct sigaction` on x86-64: handler, flags, restorer, mask.
+pub const ACTION_LEN: u64 = 32;
+
+const SA_SIGINFO: u64 = 4;
+const SA_RESTORER: u64 = 0x0400_0000;
+
+/// The restorer's bytes as placed at `at`: the stub, the slot (zero until a call), the guard
+/// and its actions (the program's, zero until the guard goes in).
+pub fn page_bytes(at: RemoteAddr) -> Vec<u8> {
     let mut page = STUB.to_vec();
-    page.resize(SLOT as usize + 8, 0);
+    page.resize(GUARD_AT as usize, 0);
+    page.extend_from_slice(&GUARD);
+    page.extend_from_slice(&SIGRETURN);
+    page.resize(GUARD_ACTION as usize, 0);
+    let action = [(at + GUARD_AT).0, SA_SIGINFO | SA_RESTORER, (at + SIGRETURN_AT).0, 0];
+    page.extend(action.iter().flat_map(|w| w.to_le_bytes()));
+    page.resize(LEN as usize, 0);
     page
 }
 
+/// The handler of a kernel `struct sigaction` (its first word).
+pub fn handler(action: &[u8; ACTION_LEN as usize]) -> u64 {
+    u64::from_le_bytes(action[..8].try_into().expect("8 bytes"))
+}
+
 /// Where in the vDSO's mapping (`image`: all of its bytes) the restorer can go without a
-/// page of its own: the offset of [`page_bytes`]'s length of bytes past the end of the vDSO's
+/// page of its own: the offset of [`LEN`] bytes past the end of the vDSO's
 /// ELF image (its loaded segments, program and section headers), which nothing reads or
 /// runs: the mapping is whole pages, the image is not. `None` if `image` is no 64-bit ELF,
 /// or the bytes there are neither zero nor a restorer a killed kerf left behind (kerf puts
@@ -105,11 +190,23 @@ pub fn vdso_room(image: &[u8]) -> Option<u64> {
         end = end.max(u64_at(ph + 8)?.checked_add(u64_at(ph + 32)?)?);
     }
     let at = end.max(0x40).checked_next_multiple_of(16)?;
-    let len = page_bytes().len();
-    let room = image.get(usize::try_from(at).ok()?..)?.get(..len)?;
-    let ours =
-        room[..STUB.len()] == STUB && room[STUB.len()..SLOT as usize].iter().all(|&b| b == 0);
-    (room.iter().all(|&b| b == 0) || ours).then_some(at)
+    let room = image.get(usize::try_from(at).ok()?..)?.get(..LEN as usize)?;
+    (room.iter().all(|&b| b == 0) || left_by_kerf(room)).then_some(at)
+}
+
+/// Whether `room` (the restorer's length of bytes after the vDSO's image) holds a restorer a
+/// killed kerf left behind (its slot and actions as they were then; an older kerf's had no
+/// guard: zeros there), which may still be in use: the guard installed as the program's
+/// SIGTRAP action. kerf takes it for its own and leaves it there at the end.
+pub fn left_by_kerf(room: &[u8]) -> bool {
+    let (stub, guard) = (STUB.len(), GUARD_AT as usize..DEFAULT_ACTION as usize);
+    let ours = |range: std::ops::Range<usize>, want: &[u8]| {
+        room.get(range.clone()).is_some_and(|b| b == want || b.iter().all(|&x| x == 0))
+    };
+    room.len() >= LEN as usize
+        && room[..stub] == STUB
+        && room[stub..SLOT as usize].iter().all(|&b| b == 0)
+        && ours(guard.clone(), &page_bytes(RemoteAddr(0))[guard])
 }
 
 /// The registers of a frame, in the order the stub pops them.
@@ -162,7 +259,46 @@ mod tests {
         }
         want.push(format!("jmp qword ptr [{:x}h]", 0x1000 + SLOT));
         assert_eq!(text, want);
-        assert_eq!(page_bytes().len(), SLOT as usize + 8);
+    }
+
+    #[test]
+    fn the_guard_passes_a_steps_trap_and_gives_any_other_back_to_the_default() {
+        let at = 0x7fff_1000u64;
+        let page = page_bytes(RemoteAddr(at));
+        assert_eq!(page.len() as u64, LEN);
+        let code = &page[GUARD_AT as usize..SIGRETURN_AT as usize];
+        let text: Vec<String> = listing(code, at + GUARD_AT).into_iter().map(|l| l.text).collect();
+        let theirs = at + GUARD_AT + 0x12;
+        assert_eq!(
+            text[..6],
+            [
+                "mov eax,[rsi+8]".to_string(),
+                "dec eax".to_string(),
+                "cmp eax,1".to_string(),
+                format!("ja short {theirs:016X}h"),
+                "and byte ptr [rdx+0B1h],0FEh".to_string(),
+                "ret".to_string(),
+            ]
+        );
+        assert_eq!(text[8], format!("lea rsi,[{:X}h]", at + DEFAULT_ACTION), "SIG_DFL's action");
+        let calls: Vec<&str> =
+            text.iter().filter(|t| t.starts_with("mov eax,")).map(|t| &t[8..]).collect();
+        assert_eq!(
+            calls,
+            ["[rsi+8]", "0Dh", "27h", "0BAh", "0EAh"],
+            "rt_sigaction getpid gettid tgkill"
+        );
+        assert_eq!(text.last().map(String::as_str), Some("ret"));
+        let ret = listing(&page[SIGRETURN_AT as usize..][..SIGRETURN.len()], 0);
+        let ret: Vec<&str> = ret.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(ret, ["mov eax,0Fh", "syscall"]);
+        let word = |off: u64| u64::from_le_bytes(page[off as usize..][..8].try_into().unwrap());
+        assert!((0..4).all(|i| word(DEFAULT_ACTION + 8 * i) == 0), "SIG_DFL, no flags");
+        assert_eq!(word(GUARD_ACTION), at + GUARD_AT);
+        assert_eq!(word(GUARD_ACTION + 8), SA_SIGINFO | SA_RESTORER);
+        assert_eq!(word(GUARD_ACTION + 16), at + SIGRETURN_AT);
+        assert_eq!(word(GUARD_ACTION + 24), 0, "nothing blocked but SIGTRAP itself");
+        assert_eq!(DEFAULT_ACTION % 8, 0);
     }
 
     /// A 64-bit ELF header with one program header and `shnum` section headers at `shoff`,
@@ -188,7 +324,13 @@ mod tests {
         // A restorer a killed kerf left there (its slot set) is taken for kerf's own.
         image[0x1a60..0x1a60 + STUB.len()].copy_from_slice(&STUB);
         image[0x1a60 + SLOT as usize] = 0x42;
-        assert_eq!(vdso_room(&image), Some(0x1a60));
+        assert_eq!(vdso_room(&image), Some(0x1a60), "an older kerf's, with no guard");
+        let page = page_bytes(RemoteAddr(0x7fff_2a60));
+        image[0x1a60..0x1a60 + page.len()].copy_from_slice(&page);
+        image[0x1a60 + PUT_BACK as usize] = 0x11;
+        assert_eq!(vdso_room(&image), Some(0x1a60), "with its guard and an action");
+        assert!(left_by_kerf(&image[0x1a60..]));
+        assert!(!left_by_kerf(&[0; LEN as usize]), "zeros are free room, not kerf's");
         // Anything else there, or too little room, or no ELF: none.
         image[0x1a60 + 3] = 0x90;
         assert_eq!(vdso_room(&image), None);
