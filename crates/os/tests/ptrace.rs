@@ -1219,8 +1219,8 @@ fn a_tracer_killed_at_any_point_of_a_single_step_harms_nothing() {
 }
 
 /// A program that raises SIGTRAP on the line `trap` (with a handler that counts them if run
-/// with the argument `handler`), echoes every other line with that count, and keeps a thread
-/// computing for kerf to step.
+/// with the argument `handler`, ignored with `ignore`), echoes every line with that count, and
+/// keeps a thread computing for kerf to step.
 const TRAPS: &str = r#"
 #include <pthread.h>
 #include <signal.h>
@@ -1242,6 +1242,7 @@ int main(int argc, char **argv) {
         sa.sa_handler = on_trap;
         sigaction(SIGTRAP, &sa, NULL);
     }
+    if (argc > 1 && !strcmp(argv[1], "ignore")) signal(SIGTRAP, SIG_IGN);
     pthread_t t;
     pthread_create(&t, NULL, spin, NULL);
     printf("ready\n"); fflush(stdout);
@@ -1275,8 +1276,9 @@ fn dies_of_its_trap(mut kid: Kid) {
 /// While kerf steps a thread, SIGTRAP's action is its guard, and once it lets the threads go
 /// the program's own is back: the default (the program's `raise(SIGTRAP)` ends it as
 /// before), or its handler, which no guard replaces. A kerf killed after its steps leaves the
-/// guard on: the program runs on, and its own SIGTRAP still ends it. (The tracer of that
-/// part is this test binary run again, `KERF_TEST_GUARD_TRACER=PID`.)
+/// guard on: the program runs on, and its own SIGTRAP still does what the program's action
+/// says (the default ends it; ignored, it goes on). (The tracer of those parts is this test
+/// binary run again, `KERF_TEST_GUARD_TRACER=PID`.)
 #[test]
 fn the_trap_guard_is_on_only_while_kerf_steps_and_leaves_the_programs_traps_alone() {
     tracer_side("KERF_TEST_GUARD_TRACER", |pid, t| {
@@ -1307,6 +1309,14 @@ fn the_trap_guard_is_on_only_while_kerf_steps_and_leaves_the_programs_traps_alon
     kid.send("b\n");
     assert_eq!(kid.line(), "got b traps=0");
     dies_of_its_trap(kid);
+
+    let mut kid = Kid::start_with(&exe, &["ignore"]);
+    run_tracer(name, "KERF_TEST_GUARD_TRACER", &kid, 1);
+    assert!(catches_sigtrap(kid.pid()), "the guard stays after a killed tracer");
+    kid.send("trap\n");
+    assert_eq!(kid.line(), "got trap traps=0", "ignored, as the program asked");
+    let (rest, code) = kid.finish();
+    assert_eq!((rest, code), (vec![], 0));
 
     let mut kid = Kid::start_with(&exe, &["handler"]);
     let pid = kid.pid();

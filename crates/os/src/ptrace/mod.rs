@@ -740,21 +740,26 @@ impl Tracee {
     }
 
     /// Make the restorer's trap guard SIGTRAP's action before the first single-step, where
-    /// the program leaves SIGTRAP to the default action (see `restorer`): were kerf killed
-    /// during a step, the step's trap would reach the program. Best effort: without it
-    /// the steps are made as before.
+    /// the program has no handler for SIGTRAP (see `restorer`): were kerf killed during a
+    /// step, the step's trap would reach the program, and end it (an ignored trap too: the
+    /// next instruction traps again, and the kernel forces that one through). Best effort:
+    /// without it the steps are made as before.
     fn guard_traps(&mut self, tid: i32) {
         if self.guard != TrapGuard::NotYet {
             return;
         }
         self.guard = TrapGuard::Off;
-        if !self.traps_by_default() {
+        let Some(ignored) = self.sigtrap_uncaught() else { return };
+        let Ok(Some(at)) = self.restorer(tid) else { return };
+        // The program's action as /proc tells it, until the exact one is read: the guard
+        // gives it back to a SIGTRAP of the program's from the moment it is SIGTRAP's action.
+        let mut guess = [0u8; restorer::ACTION_LEN as usize];
+        guess[0] = u8::from(ignored); // SIG_IGN is 1, SIG_DFL 0
+        if self.write(at + restorer::PUT_BACK, &guess).is_err() {
             return;
         }
-        let Ok(Some(at)) = self.restorer(tid) else { return };
         if let Ok(Some(was)) = self.swap_trap_action(tid, at + restorer::GUARD_ACTION) {
             self.guard = TrapGuard::On(at);
-            // (Were this write lost, the zeros there are SIG_DFL's action, which it was.)
             let _ = self.write(at + restorer::PUT_BACK, &was);
         }
     }
@@ -775,18 +780,19 @@ impl Tracee {
         }
     }
 
-    /// Whether the process leaves SIGTRAP to its default action (neither `SigCgt` nor
-    /// `SigIgn` of /proc/PID/status has it; `false` if either cannot be read).
-    fn traps_by_default(&self) -> bool {
+    /// Whether the process has no handler for SIGTRAP (`SigCgt` of /proc/PID/status): then
+    /// whether it ignores it (`SigIgn`). `None` if it has one, or either cannot be read.
+    fn sigtrap_uncaught(&self) -> Option<bool> {
         let path = PathBuf::from(format!("/proc/{}/status", self.pid));
-        let Ok(status) = self.sys.read_text(&path) else { return false };
+        let status = self.sys.read_text(&path).ok()?;
         let mask = |name: &str| {
             status
                 .lines()
                 .find_map(|l| l.strip_prefix(name))
                 .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
         };
-        matches!((mask("SigCgt:"), mask("SigIgn:")), (Some(c), Some(i)) if (c | i) & SIGTRAP_BIT == 0)
+        let (caught, ignored) = (mask("SigCgt:")?, mask("SigIgn:")?);
+        (caught & SIGTRAP_BIT == 0).then_some(ignored & SIGTRAP_BIT != 0)
     }
 
     /// `rt_sigaction(SIGTRAP, new, &old)` made in stopped thread `tid` and the old action,
@@ -1604,7 +1610,7 @@ impl Tracee {
     /// this way.)
     ///
     /// From the first step until the threads are let go, SIGTRAP's action is the restorer's
-    /// trap guard where the program leaves it to the default (see `restorer`), so that a
+    /// trap guard where the program has no handler for it (see `restorer`), so that a
     /// kerf killed during a step leaves the program running.
     pub fn step(&mut self, tid: i32) -> Result<Regs, TargetError> {
         self.guard_traps(tid);

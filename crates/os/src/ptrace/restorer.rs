@@ -44,21 +44,21 @@
 //! # The trap guard
 //!
 //! The same bytes hold a SIGTRAP handler that kerf installs while it single-steps a thread
-//! (only where the program leaves SIGTRAP to its default action, and only while it holds
+//! (only where the program has no SIGTRAP handler of its own, and only while it holds
 //! every thread: the program never runs with it unless kerf dies). A step ends in a
 //! signal-delivery-stop whose signal is SIGTRAP, with the trap flag set: a tracer that dies
 //! there leaves the kernel to deliver that SIGTRAP (or the next step's) to the program, and
 //! the default action kills it (7 of 40 kills of `kerf jit` during flushes did). The guard
 //! takes a step's trap (`si_code` `TRAP_TRACE`, or `TRAP_BRKPT` after a stepped `syscall`),
 //! clears the trap flag in the interrupted context and returns; any other SIGTRAP (the
-//! program's own `int3`, `raise`) puts the default action back and sends itself the signal
-//! again, which the default then delivers once the handler returns. kerf puts the program's
-//! own action back ([`PUT_BACK`]) before it lets the threads go.
+//! program's own `int3`, `raise`) puts the program's action back ([`PUT_BACK`]: the default,
+//! or ignored) and sends itself the signal again, which that action then takes once the
+//! handler returns. kerf puts the program's action back itself before it lets the threads
+//! go.
 //!
 //! ```text
 //!   +0    the stub            +48   the guard (GUARD)      +124  its sa_restorer
-//!   +40   the slot            +136  SIG_DFL's action       +168  the guard's action
-//!   +200  the program's action, put back at the end
+//!   +40   the slot            +136  the guard's action     +168  the program's action
 //! ```
 
 use super::sys::Regs;
@@ -92,30 +92,84 @@ pub const STUB: [u8; 33] = [
 pub const SLOT: u64 = 40;
 
 /// The trap guard (see the module documentation): `rsi` the siginfo, `rdx` the ucontext.
-pub const GUARD: [u8; 76] = [
-    0x8b, 0x46, 0x08, // mov eax, [rsi + 8]             ; si_code
-    0xff, 0xc8, // dec eax
-    0x83, 0xf8, 0x01, // cmp eax, 1                     ; TRAP_BRKPT or TRAP_TRACE?
-    0x77, 0x08, // ja theirs
-    0x80, 0xa2, 0xb1, 0x00, 0x00, 0x00, 0xfe, // and byte [rdx + 0xb1], 0xfe ; eflags.TF
+pub const GUARD: [u8; GUARD_LEN as usize] = [
+    0x8b,
+    0x46,
+    0x08, // mov eax, [rsi + 8]             ; si_code
+    0xff,
+    0xc8, // dec eax
+    0x83,
+    0xf8,
+    0x01, // cmp eax, 1                     ; TRAP_BRKPT or TRAP_TRACE?
+    0x77,
+    0x08, // ja theirs
+    0x80,
+    0xa2,
+    0xb1,
+    0x00,
+    0x00,
+    0x00,
+    0xfe, // and byte [rdx + 0xb1], 0xfe ; eflags.TF
     0xc3, // ret
-    // theirs: rt_sigaction(SIGTRAP, &SIG_DFL's action, NULL, 8)
-    0xb8, 0x0d, 0x00, 0x00, 0x00, // mov eax, 13
-    0xbf, 0x05, 0x00, 0x00, 0x00, // mov edi, 5
-    0x48, 0x8d, 0x35, 0x35, 0x00, 0x00, 0x00, // lea rsi, [rip + DEFAULT_ACTION]
-    0x31, 0xd2, // xor edx, edx
-    0x41, 0xba, 0x08, 0x00, 0x00, 0x00, // mov r10d, 8
-    0x0f, 0x05, // syscall
+    // theirs: rt_sigaction(SIGTRAP, &the program's action, NULL, 8)
+    0xb8,
+    0x0d,
+    0x00,
+    0x00,
+    0x00, // mov eax, 13
+    0xbf,
+    0x05,
+    0x00,
+    0x00,
+    0x00, // mov edi, 5
+    0x48,
+    0x8d,
+    0x35,
+    (PUT_BACK - GUARD_AT - 0x23) as u8,
+    0x00,
+    0x00,
+    0x00, // lea rsi, [rip + PUT_BACK]
+    0x31,
+    0xd2, // xor edx, edx
+    0x41,
+    0xba,
+    0x08,
+    0x00,
+    0x00,
+    0x00, // mov r10d, 8
+    0x0f,
+    0x05, // syscall
     // tgkill(getpid(), gettid(), SIGTRAP): pending while the handler runs
-    0xb8, 0x27, 0x00, 0x00, 0x00, // mov eax, 39
-    0x0f, 0x05, // syscall
-    0x89, 0xc7, // mov edi, eax
-    0xb8, 0xba, 0x00, 0x00, 0x00, // mov eax, 186
-    0x0f, 0x05, // syscall
-    0x89, 0xc6, // mov esi, eax
-    0xba, 0x05, 0x00, 0x00, 0x00, // mov edx, 5
-    0xb8, 0xea, 0x00, 0x00, 0x00, // mov eax, 234
-    0x0f, 0x05, // syscall
+    0xb8,
+    0x27,
+    0x00,
+    0x00,
+    0x00, // mov eax, 39
+    0x0f,
+    0x05, // syscall
+    0x89,
+    0xc7, // mov edi, eax
+    0xb8,
+    0xba,
+    0x00,
+    0x00,
+    0x00, // mov eax, 186
+    0x0f,
+    0x05, // syscall
+    0x89,
+    0xc6, // mov esi, eax
+    0xba,
+    0x05,
+    0x00,
+    0x00,
+    0x00, // mov edx, 5
+    0xb8,
+    0xea,
+    0x00,
+    0x00,
+    0x00, // mov eax, 234
+    0x0f,
+    0x05, // syscall
     0xc3, // ret
 ];
 
@@ -124,14 +178,13 @@ pub const SIGRETURN: [u8; 7] = [0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05];
 
 /// Where the guard is, in the restorer's bytes.
 pub const GUARD_AT: u64 = SLOT + 8;
+const GUARD_LEN: u64 = 76;
 /// Where its `sa_restorer` is.
-pub const SIGRETURN_AT: u64 = GUARD_AT + GUARD.len() as u64;
-/// A kernel `struct sigaction` for SIG_DFL (zeros), which the guard puts back for a SIGTRAP
-/// not of kerf's steps (its `lea` reaches here).
-pub const DEFAULT_ACTION: u64 = (SIGRETURN_AT + SIGRETURN.len() as u64).next_multiple_of(8);
+pub const SIGRETURN_AT: u64 = GUARD_AT + GUARD_LEN;
 /// The guard's own `struct sigaction`, which kerf installs.
-pub const GUARD_ACTION: u64 = DEFAULT_ACTION + ACTION_LEN;
-/// The program's action, read when the guard goes in and put back from here.
+pub const GUARD_ACTION: u64 = (SIGRETURN_AT + SIGRETURN.len() as u64).next_multiple_of(8);
+/// The program's action, read when the guard goes in and put back from here (by kerf, or by
+/// the guard for a SIGTRAP not of kerf's steps: its `lea` reaches here).
 pub const PUT_BACK: u64 = GUARD_ACTION + ACTION_LEN;
 /// The restorer's length in bytes.
 pub const LEN: u64 = PUT_BACK + ACTION_LEN;
@@ -143,7 +196,7 @@ const SA_SIGINFO: u64 = 4;
 const SA_RESTORER: u64 = 0x0400_0000;
 
 /// The restorer's bytes as placed at `at`: the stub, the slot (zero until a call), the guard
-/// and its actions (the program's, zero until the guard goes in).
+/// and its action, and room for the program's (zero, SIG_DFL's, until the guard goes in).
 pub fn page_bytes(at: RemoteAddr) -> Vec<u8> {
     let mut page = STUB.to_vec();
     page.resize(GUARD_AT as usize, 0);
@@ -199,7 +252,7 @@ pub fn vdso_room(image: &[u8]) -> Option<u64> {
 /// guard: zeros there), which may still be in use: the guard installed as the program's
 /// SIGTRAP action. kerf takes it for its own and leaves it there at the end.
 pub fn left_by_kerf(room: &[u8]) -> bool {
-    let (stub, guard) = (STUB.len(), GUARD_AT as usize..DEFAULT_ACTION as usize);
+    let (stub, guard) = (STUB.len(), GUARD_AT as usize..GUARD_ACTION as usize);
     let ours = |range: std::ops::Range<usize>, want: &[u8]| {
         room.get(range.clone()).is_some_and(|b| b == want || b.iter().all(|&x| x == 0))
     };
@@ -280,7 +333,7 @@ mod tests {
                 "ret".to_string(),
             ]
         );
-        assert_eq!(text[8], format!("lea rsi,[{:X}h]", at + DEFAULT_ACTION), "SIG_DFL's action");
+        assert_eq!(text[8], format!("lea rsi,[{:X}h]", at + PUT_BACK), "the program's action");
         let calls: Vec<&str> =
             text.iter().filter(|t| t.starts_with("mov eax,")).map(|t| &t[8..]).collect();
         assert_eq!(
@@ -293,12 +346,12 @@ mod tests {
         let ret: Vec<&str> = ret.iter().map(|l| l.text.as_str()).collect();
         assert_eq!(ret, ["mov eax,0Fh", "syscall"]);
         let word = |off: u64| u64::from_le_bytes(page[off as usize..][..8].try_into().unwrap());
-        assert!((0..4).all(|i| word(DEFAULT_ACTION + 8 * i) == 0), "SIG_DFL, no flags");
+        assert!((0..4).all(|i| word(PUT_BACK + 8 * i) == 0), "SIG_DFL, no flags, until read");
         assert_eq!(word(GUARD_ACTION), at + GUARD_AT);
         assert_eq!(word(GUARD_ACTION + 8), SA_SIGINFO | SA_RESTORER);
         assert_eq!(word(GUARD_ACTION + 16), at + SIGRETURN_AT);
         assert_eq!(word(GUARD_ACTION + 24), 0, "nothing blocked but SIGTRAP itself");
-        assert_eq!(DEFAULT_ACTION % 8, 0);
+        assert_eq!(GUARD_ACTION % 8, 0);
     }
 
     /// A 64-bit ELF header with one program header and `shnum` section headers at `shoff`,
