@@ -1113,6 +1113,11 @@ const MADE_EVERY_CALL: i32 = 3;
 /// with [`MADE_EVERY_CALL`] without detaching (as if killed after the last request). Returns
 /// without doing anything in the test's own run.
 fn tracer_dying_at(work: impl FnOnce(i32, &mut Tracee)) {
+    tracer_dying_after(|_, _| {}, work);
+}
+
+/// [`tracer_dying_at`], with `before` done before [`DiesAt`] is armed (no kill point in it).
+fn tracer_dying_after(before: impl FnOnce(i32, &mut Tracee), work: impl FnOnce(i32, &mut Tracee)) {
     let (Ok(pid), Ok(at)) = (std::env::var("KERF_TEST_TRACER"), std::env::var("KERF_TEST_DIE_AT"))
     else {
         return;
@@ -1125,15 +1130,17 @@ fn tracer_dying_at(work: impl FnOnce(i32, &mut Tracee)) {
         at: at.parse().expect("a count"),
     });
     let mut t = Tracee::stop_all_with(pid, sys.clone(), Duration::from_secs(5)).expect("stop");
+    before(pid, &mut t);
     sys.armed.store(true, std::sync::atomic::Ordering::SeqCst);
     work(pid, &mut t);
     std::process::exit(MADE_EVERY_CALL);
 }
 
 /// Run test `name`'s tracer ([`tracer_dying_at`]) on a new `exe` killed at its first, second,
-/// ... request until it gets to its end; after each kill the program must answer its `end`
-/// line exactly as without kerf. At least `least` kill points.
-fn every_kill_point(name: &str, exe: &Path, least: usize) {
+/// ... request until it gets to its end; after each kill `after` checks the program (its
+/// pid), and the program must answer its `end` line exactly as without kerf. At least
+/// `least` kill points.
+fn every_kill_point(name: &str, exe: &Path, least: usize, after: &dyn Fn(i32, usize)) {
     let want = {
         let mut kid = Kid::start(exe);
         kid.send("end\n");
@@ -1158,6 +1165,7 @@ fn every_kill_point(name: &str, exe: &Path, least: usize) {
             tracer.status,
             String::from_utf8_lossy(&tracer.stderr)
         );
+        after(pid, at);
         // The program, no longer traced, answers as without kerf.
         let stdin = kid.stdin.as_mut().expect("stdin open");
         if stdin.write_all(b"end\n").and_then(|()| stdin.flush()).is_err() {
@@ -1196,7 +1204,7 @@ fn a_tracer_killed_at_any_point_of_an_injected_call_harms_nothing() {
         }
     });
     let name = "a_tracer_killed_at_any_point_of_an_injected_call_harms_nothing";
-    every_kill_point(name, &build("threads", THREADS, &[]), 20);
+    every_kill_point(name, &build("threads", THREADS, &[]), 20, &|_, _| {});
 }
 
 /// kerf killed at any point of its single-steps (a JIT brings threads out of its cache so)
@@ -1215,7 +1223,48 @@ fn a_tracer_killed_at_any_point_of_a_single_step_harms_nothing() {
         }
     });
     let name = "a_tracer_killed_at_any_point_of_a_single_step_harms_nothing";
-    every_kill_point(name, &build("threads_blocking", THREADS, &["-DBLOCK_ALL"]), 50);
+    every_kill_point(name, &build("threads_blocking", THREADS, &["-DBLOCK_ALL"]), 50, &|_, _| {});
+}
+
+/// kerf killed at any point of single-steps that hold the program's signals back (its 10 us
+/// timer comes first, see [`a_step_holds_back_the_programs_timer_signal`]) leaves the
+/// stepped thread's mask as the program had it: the trap guard puts it back. Before it did,
+/// a kill there left the thread with its asynchronous signals blocked for good. (The first
+/// step, which puts the guard in with an injected call that holds them too, is made before
+/// the kill points: a kill in such a call still leaves them blocked.)
+#[test]
+fn a_tracer_killed_in_steps_that_hold_signals_leaves_the_mask_as_it_was() {
+    tracer_dying_after(
+        |pid, t| {
+            t.step(pid).expect("the first step");
+        },
+        |pid, t| {
+            for _ in 0..12 {
+                t.step(pid).expect("step");
+            }
+        },
+    );
+    let name = "a_tracer_killed_in_steps_that_hold_signals_leaves_the_mask_as_it_was";
+    let blocked = |pid: i32| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/status"))
+            .expect("the thread's status");
+        let hex = status.lines().find_map(|l| l.strip_prefix("SigBlk:")).expect("SigBlk");
+        u64::from_str_radix(hex.trim(), 16).expect("hex")
+    };
+    // (Its handler blocks SIGALRM while it runs, every few microseconds: a mask with nothing
+    // blocked must be seen at least once.)
+    let as_it_was = |pid: i32, at: usize| {
+        let mut last = 0;
+        for _ in 0..2000 {
+            last = blocked(pid);
+            if last == 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+        panic!("killed at request {at}: the thread's mask stays {last:#x}");
+    };
+    every_kill_point(name, &build("timer_loop", TIMER_LOOP, &[]), 50, &as_it_was);
 }
 
 /// A program that raises SIGTRAP on the line `trap` (with a handler that counts them if run

@@ -257,6 +257,10 @@ pub struct Tracee {
     restorer: Restorer,
     /// SIGTRAP's action, guarded from the first single-step until the threads go.
     guard: TrapGuard,
+    /// During a single-step: the stepped thread and the program's mask for it; and whether
+    /// that is written for the guard (`restorer::STEP_TID`), once kerf changes the mask.
+    stepping: Option<(i32, u64)>,
+    step_noted: bool,
     /// The writable mappings of the process (`[start, end)`), read once: the stacks frames
     /// go on (kerf maps and unmaps only its own memory while it holds the threads).
     writable: std::cell::OnceCell<Vec<(u64, u64)>>,
@@ -336,6 +340,8 @@ impl Tracee {
             syscall_insn: Cell::new(None),
             restorer: Restorer::NotYet,
             guard: TrapGuard::NotYet,
+            stepping: None,
+            step_noted: false,
             writable: std::cell::OnceCell::new(),
             seccomp: HashMap::new(),
             timeout,
@@ -1581,16 +1587,42 @@ impl Tracee {
             )
         };
         let changed = mask.filter(|m| m & SIGTRAP_BIT != 0);
+        self.stepping = mask.map(|m| (tid, m));
         if let Some(m) = changed {
-            self.sys
-                .set_sigmask(tid, m & !SIGTRAP_BIT)
-                .map_err(|e| self.ptrace_err(tid, "PTRACE_SETSIGMASK", e))?;
+            self.note_step_mask();
+            if let Err(e) = self.sys.set_sigmask(tid, m & !SIGTRAP_BIT) {
+                self.unnote_step_mask();
+                return Err(self.ptrace_err(tid, "PTRACE_SETSIGMASK", e));
+            }
         }
         let r = step(self, mask.map(|m| m & !SIGTRAP_BIT));
-        if let Some(m) = changed {
-            self.put_mask_back(tid, m)?;
-        }
+        let back = changed.map_or(Ok(()), |m| self.put_mask_back(tid, m));
+        self.unnote_step_mask();
+        back?;
         r
+    }
+
+    /// Before kerf changes the stepped thread's mask (see [`Tracee::step_masked`]): the
+    /// thread and the program's mask for it, for the trap guard, which puts that mask back
+    /// if kerf dies before it does (the thread has the trap flag until it is parked, so a
+    /// dying kerf leaves it a SIGTRAP, which the guard takes). Best effort.
+    fn note_step_mask(&mut self) {
+        if let (TrapGuard::On(at), Some((tid, m)), false) =
+            (self.guard, self.stepping, self.step_noted)
+        {
+            let words = [u64::from(tid as u32), m];
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            self.step_noted = self.write(at + restorer::STEP_TID, &bytes).is_ok();
+        }
+    }
+
+    /// The mask is the program's again: no thread for the guard.
+    fn unnote_step_mask(&mut self) {
+        self.stepping = None;
+        if let (TrapGuard::On(at), true) = (self.guard, self.step_noted) {
+            let _ = self.write(at + restorer::STEP_TID, &0u64.to_le_bytes());
+        }
+        self.step_noted = false;
     }
 
     /// Set `tid`'s mask back to `m` after a step, unless the thread is gone.
@@ -1693,6 +1725,7 @@ impl Tracee {
                 }
                 Ok(_) => {
                     if let (Some(m), None) = (hold, widened) {
+                        self.note_step_mask();
                         if let Err(e) = self.sys.set_sigmask(tid, m | HELD_SIGNALS) {
                             r = Err(self.ptrace_err(tid, "PTRACE_SETSIGMASK", e));
                             break;

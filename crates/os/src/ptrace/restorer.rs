@@ -50,15 +50,18 @@
 //! there leaves the kernel to deliver that SIGTRAP (or the next step's) to the program, and
 //! the default action kills it (7 of 40 kills of `kerf jit` during flushes did). The guard
 //! takes a step's trap (`si_code` `TRAP_TRACE`, or `TRAP_BRKPT` after a stepped `syscall`),
-//! clears the trap flag in the interrupted context and returns; any other SIGTRAP (the
+//! clears the trap flag in the interrupted context and, in the thread whose mask kerf changed
+//! for the step ([`STEP_TID`]), puts the program's mask in the context (the kernel restores
+//! it at `sigreturn`), and returns; any other SIGTRAP (the
 //! program's own `int3`, `raise`) puts the program's action back ([`PUT_BACK`]: the default,
 //! or ignored) and sends itself the signal again, which that action then takes once the
 //! handler returns. kerf puts the program's action back itself before it lets the threads
 //! go.
 //!
 //! ```text
-//!   +0    the stub            +48   the guard (GUARD)      +124  its sa_restorer
-//!   +40   the slot            +136  the guard's action     +168  the program's action
+//!   +0    the stub            +48   the guard (GUARD)      +154  its sa_restorer
+//!   +40   the slot            +168  the guard's action     +200  the program's action
+//!   +232  the thread whose mask kerf changed for a step, and the program's mask for it
 //! ```
 
 use super::sys::Regs;
@@ -102,7 +105,7 @@ pub const GUARD: [u8; GUARD_LEN as usize] = [
     0xf8,
     0x01, // cmp eax, 1                     ; TRAP_BRKPT or TRAP_TRACE?
     0x77,
-    0x08, // ja theirs
+    0x26, // ja theirs
     0x80,
     0xa2,
     0xb1,
@@ -110,7 +113,38 @@ pub const GUARD: [u8; GUARD_LEN as usize] = [
     0x00,
     0x00,
     0xfe, // and byte [rdx + 0xb1], 0xfe ; eflags.TF
-    0xc3, // ret
+    // The thread whose mask kerf changed for the step: the program's mask back at sigreturn.
+    0xb8,
+    0xba,
+    0x00,
+    0x00,
+    0x00, // mov eax, 186      ; gettid
+    0x0f,
+    0x05, // syscall
+    0x48,
+    0x3b,
+    0x05,
+    rel(STEP_TID, 0x1f),
+    0x00,
+    0x00,
+    0x00, // cmp rax, [rip + STEP_TID]
+    0x75,
+    0x0e, // jne done
+    0x48,
+    0x8b,
+    0x05,
+    rel(STEP_MASK, 0x28),
+    0x00,
+    0x00,
+    0x00, // mov rax, [rip + STEP_MASK]
+    0x48,
+    0x89,
+    0x82,
+    0x28,
+    0x01,
+    0x00,
+    0x00, // mov [rdx + 0x128], rax ; uc_sigmask
+    0xc3, // done: ret
     // theirs: rt_sigaction(SIGTRAP, &the program's action, NULL, 8)
     0xb8,
     0x0d,
@@ -125,7 +159,7 @@ pub const GUARD: [u8; GUARD_LEN as usize] = [
     0x48,
     0x8d,
     0x35,
-    (PUT_BACK - GUARD_AT - 0x23) as u8,
+    rel(PUT_BACK, 0x41),
     0x00,
     0x00,
     0x00, // lea rsi, [rip + PUT_BACK]
@@ -173,12 +207,20 @@ pub const GUARD: [u8; GUARD_LEN as usize] = [
     0xc3, // ret
 ];
 
+/// The low byte of a `rip`-relative displacement to `target` from the guard's instruction
+/// that ends at `end` (the others are zero: every target lies less than 256 bytes on).
+const fn rel(target: u64, end: u64) -> u8 {
+    let d = target - (GUARD_AT + end);
+    assert!(d < 256);
+    d as u8
+}
+
 /// The guard's `sa_restorer`: `rt_sigreturn`.
 pub const SIGRETURN: [u8; 7] = [0xb8, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05];
 
 /// Where the guard is, in the restorer's bytes.
 pub const GUARD_AT: u64 = SLOT + 8;
-const GUARD_LEN: u64 = 76;
+const GUARD_LEN: u64 = 106;
 /// Where its `sa_restorer` is.
 pub const SIGRETURN_AT: u64 = GUARD_AT + GUARD_LEN;
 /// The guard's own `struct sigaction`, which kerf installs.
@@ -186,8 +228,13 @@ pub const GUARD_ACTION: u64 = (SIGRETURN_AT + SIGRETURN.len() as u64).next_multi
 /// The program's action, read when the guard goes in and put back from here (by kerf, or by
 /// the guard for a SIGTRAP not of kerf's steps: its `lea` reaches here).
 pub const PUT_BACK: u64 = GUARD_ACTION + ACTION_LEN;
+/// The thread whose mask kerf changed for a single-step (zero if none), and the program's
+/// mask for it, which the guard puts back (see [`Tracee::step`](super::Tracee::step)).
+pub const STEP_TID: u64 = PUT_BACK + ACTION_LEN;
+/// See [`STEP_TID`].
+pub const STEP_MASK: u64 = STEP_TID + 8;
 /// The restorer's length in bytes.
-pub const LEN: u64 = PUT_BACK + ACTION_LEN;
+pub const LEN: u64 = STEP_MASK + 8;
 
 /// A kernel `struct sigaction` on x86-64: handler, flags, restorer, mask.
 pub const ACTION_LEN: u64 = 32;
@@ -315,31 +362,38 @@ mod tests {
     }
 
     #[test]
-    fn the_guard_passes_a_steps_trap_and_gives_any_other_back_to_the_default() {
+    fn the_guard_passes_a_steps_trap_and_gives_any_other_back_to_the_programs_action() {
         let at = 0x7fff_1000u64;
         let page = page_bytes(RemoteAddr(at));
         assert_eq!(page.len() as u64, LEN);
         let code = &page[GUARD_AT as usize..SIGRETURN_AT as usize];
         let text: Vec<String> = listing(code, at + GUARD_AT).into_iter().map(|l| l.text).collect();
-        let theirs = at + GUARD_AT + 0x12;
+        let theirs = at + GUARD_AT + 0x30;
+        let done = at + GUARD_AT + 0x2f;
         assert_eq!(
-            text[..6],
+            text[..12],
             [
                 "mov eax,[rsi+8]".to_string(),
                 "dec eax".to_string(),
                 "cmp eax,1".to_string(),
                 format!("ja short {theirs:016X}h"),
                 "and byte ptr [rdx+0B1h],0FEh".to_string(),
+                "mov eax,0BAh".to_string(),
+                "syscall".to_string(),
+                format!("cmp rax,[{:X}h]", at + STEP_TID),
+                format!("jne short {done:016X}h"),
+                format!("mov rax,[{:X}h]", at + STEP_MASK),
+                "mov [rdx+128h],rax".to_string(),
                 "ret".to_string(),
             ]
         );
-        assert_eq!(text[8], format!("lea rsi,[{:X}h]", at + PUT_BACK), "the program's action");
+        assert_eq!(text[14], format!("lea rsi,[{:X}h]", at + PUT_BACK), "the program's action");
         let calls: Vec<&str> =
             text.iter().filter(|t| t.starts_with("mov eax,")).map(|t| &t[8..]).collect();
         assert_eq!(
             calls,
-            ["[rsi+8]", "0Dh", "27h", "0BAh", "0EAh"],
-            "rt_sigaction getpid gettid tgkill"
+            ["[rsi+8]", "0BAh", "0Dh", "27h", "0BAh", "0EAh"],
+            "gettid, then rt_sigaction getpid gettid tgkill"
         );
         assert_eq!(text.last().map(String::as_str), Some("ret"));
         let ret = listing(&page[SIGRETURN_AT as usize..][..SIGRETURN.len()], 0);
@@ -347,6 +401,7 @@ mod tests {
         assert_eq!(ret, ["mov eax,0Fh", "syscall"]);
         let word = |off: u64| u64::from_le_bytes(page[off as usize..][..8].try_into().unwrap());
         assert!((0..4).all(|i| word(PUT_BACK + 8 * i) == 0), "SIG_DFL, no flags, until read");
+        assert_eq!(word(STEP_TID), 0, "no thread's mask changed");
         assert_eq!(word(GUARD_ACTION), at + GUARD_AT);
         assert_eq!(word(GUARD_ACTION + 8), SA_SIGINFO | SA_RESTORER);
         assert_eq!(word(GUARD_ACTION + 16), at + SIGRETURN_AT);
