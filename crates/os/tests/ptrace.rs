@@ -1113,11 +1113,6 @@ const MADE_EVERY_CALL: i32 = 3;
 /// with [`MADE_EVERY_CALL`] without detaching (as if killed after the last request). Returns
 /// without doing anything in the test's own run.
 fn tracer_dying_at(work: impl FnOnce(i32, &mut Tracee)) {
-    tracer_dying_after(|_, _| {}, work);
-}
-
-/// [`tracer_dying_at`], with `before` done before [`DiesAt`] is armed (no kill point in it).
-fn tracer_dying_after(before: impl FnOnce(i32, &mut Tracee), work: impl FnOnce(i32, &mut Tracee)) {
     let (Ok(pid), Ok(at)) = (std::env::var("KERF_TEST_TRACER"), std::env::var("KERF_TEST_DIE_AT"))
     else {
         return;
@@ -1130,7 +1125,6 @@ fn tracer_dying_after(before: impl FnOnce(i32, &mut Tracee), work: impl FnOnce(i
         at: at.parse().expect("a count"),
     });
     let mut t = Tracee::stop_all_with(pid, sys.clone(), Duration::from_secs(5)).expect("stop");
-    before(pid, &mut t);
     sys.armed.store(true, std::sync::atomic::Ordering::SeqCst);
     work(pid, &mut t);
     std::process::exit(MADE_EVERY_CALL);
@@ -1226,45 +1220,56 @@ fn a_tracer_killed_at_any_point_of_a_single_step_harms_nothing() {
     every_kill_point(name, &build("threads_blocking", THREADS, &["-DBLOCK_ALL"]), 50, &|_, _| {});
 }
 
-/// kerf killed at any point of single-steps that hold the program's signals back (its 10 us
-/// timer comes first, see [`a_step_holds_back_the_programs_timer_signal`]) leaves the
-/// stepped thread's mask as the program had it: the trap guard puts it back. Before it did,
-/// a kill there left the thread with its asynchronous signals blocked for good. (The first
-/// step, which puts the guard in with an injected call that holds them too, is made before
-/// the kill points: a kill in such a call still leaves them blocked.)
-#[test]
-fn a_tracer_killed_in_steps_that_hold_signals_leaves_the_mask_as_it_was() {
-    tracer_dying_after(
-        |pid, t| {
-            t.step(pid).expect("the first step");
-        },
-        |pid, t| {
-            for _ in 0..12 {
-                t.step(pid).expect("step");
-            }
-        },
-    );
-    let name = "a_tracer_killed_in_steps_that_hold_signals_leaves_the_mask_as_it_was";
-    let blocked = |pid: i32| {
+/// Check, after a tracer of `pid` was killed at request `at`, that its main thread's mask
+/// is the program's own again (nothing blocked). (Its handler blocks SIGALRM while it runs,
+/// every few microseconds: a mask with nothing blocked must be seen at least once.)
+fn mask_as_it_was(pid: i32, at: usize) {
+    let blocked = || {
         let status = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/status"))
             .expect("the thread's status");
         let hex = status.lines().find_map(|l| l.strip_prefix("SigBlk:")).expect("SigBlk");
         u64::from_str_radix(hex.trim(), 16).expect("hex")
     };
-    // (Its handler blocks SIGALRM while it runs, every few microseconds: a mask with nothing
-    // blocked must be seen at least once.)
-    let as_it_was = |pid: i32, at: usize| {
-        let mut last = 0;
-        for _ in 0..2000 {
-            last = blocked(pid);
-            if last == 0 {
-                return;
-            }
-            std::thread::sleep(Duration::from_micros(500));
+    let mut last = 0;
+    for _ in 0..2000 {
+        last = blocked();
+        if last == 0 {
+            return;
         }
-        panic!("killed at request {at}: the thread's mask stays {last:#x}");
-    };
-    every_kill_point(name, &build("timer_loop", TIMER_LOOP, &[]), 50, &as_it_was);
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    panic!("killed at request {at}: the thread's mask stays {last:#x}");
+}
+
+/// kerf killed at any point of single-steps that hold the program's signals back (its 10 us
+/// timer comes first, see [`a_step_holds_back_the_programs_timer_signal`]) leaves the
+/// stepped thread's mask as the program had it: the trap guard puts it back (and the
+/// restorer's stub, for the injected call that puts the guard in, which holds them too).
+/// Before it did, a kill there left the thread with its asynchronous signals blocked for
+/// good.
+#[test]
+fn a_tracer_killed_in_steps_that_hold_signals_leaves_the_mask_as_it_was() {
+    tracer_dying_at(|pid, t| {
+        for _ in 0..12 {
+            t.step(pid).expect("step");
+        }
+    });
+    let name = "a_tracer_killed_in_steps_that_hold_signals_leaves_the_mask_as_it_was";
+    every_kill_point(name, &build("timer_loop", TIMER_LOOP, &[]), 50, &mask_as_it_was);
+}
+
+/// The same for injected calls: kerf killed at any point of calls that hold the program's
+/// signals back leaves the thread's mask as it was (the restorer's stub puts it back).
+#[test]
+fn a_tracer_killed_in_calls_that_hold_signals_leaves_the_mask_as_it_was() {
+    tracer_dying_at(|pid, t| {
+        for _ in 0..8 {
+            let r = t.syscall_on(pid, libc::SYS_getpid, [0; 6]).expect("getpid");
+            assert_eq!(r, i64::from(pid));
+        }
+    });
+    let name = "a_tracer_killed_in_calls_that_hold_signals_leaves_the_mask_as_it_was";
+    every_kill_point(name, &build("timer_loop", TIMER_LOOP, &[]), 50, &mask_as_it_was);
 }
 
 /// A program that raises SIGTRAP on the line `trap` (with a handler that counts them if run

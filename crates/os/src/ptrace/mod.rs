@@ -208,6 +208,14 @@ enum TrapGuard {
     On(RemoteAddr),
 }
 
+/// How the call of [`Tracee::call_in_stub`] ended.
+enum InStub {
+    Done(i64),
+    SignalFirst,
+    /// The thread stopped elsewhere than after the stub's `syscall` (the wait status).
+    Unexpected(i32),
+}
+
 /// How an injected call through the restorer ended.
 enum ThroughRestorer {
     Done(i64),
@@ -257,10 +265,11 @@ pub struct Tracee {
     restorer: Restorer,
     /// SIGTRAP's action, guarded from the first single-step until the threads go.
     guard: TrapGuard,
-    /// During a single-step: the stepped thread and the program's mask for it; and whether
-    /// that is written for the guard (`restorer::STEP_TID`), once kerf changes the mask.
+    /// During a single-step: the stepped thread and the program's mask for it.
     stepping: Option<(i32, u64)>,
-    step_noted: bool,
+    /// The restorer where a thread and the program's mask for it are written
+    /// (`restorer::MASKED_TID`) while kerf has changed that thread's mask.
+    noted: Option<RemoteAddr>,
     /// The writable mappings of the process (`[start, end)`), read once: the stacks frames
     /// go on (kerf maps and unmaps only its own memory while it holds the threads).
     writable: std::cell::OnceCell<Vec<(u64, u64)>>,
@@ -341,7 +350,7 @@ impl Tracee {
             restorer: Restorer::NotYet,
             guard: TrapGuard::NotYet,
             stepping: None,
-            step_noted: false,
+            noted: None,
             writable: std::cell::OnceCell::new(),
             seccomp: HashMap::new(),
             timeout,
@@ -586,40 +595,27 @@ impl Tracee {
             // the rest of the call, as in a step (see `step_unmasked`): with a program's
             // 10 us timer, the one call of the step test's trap guard otherwise met a signal
             // first at each of its 10,000 tries.
-            let (mut widened, mut made, mut first) = (None, None, true);
+            let (mut hold, mut first) = (None, true);
             for _ in 0..MAX_STEP_STOPS {
-                match self.syscall_by_restorer(tid, nr, args, stub) {
-                    Ok(ThroughRestorer::Done(r)) => made = Some(Ok(r)),
-                    Ok(ThroughRestorer::Declined) => break,
-                    Ok(ThroughRestorer::SignalFirst) if first => {
+                match self.syscall_by_restorer(tid, nr, args, stub, hold)? {
+                    ThroughRestorer::Done(r) => return Ok(r),
+                    ThroughRestorer::Declined => break,
+                    ThroughRestorer::SignalFirst if first => {
                         first = false;
-                        match self.hold_signals(tid, nr) {
-                            Ok(m) => widened = m,
-                            Err(e) => made = Some(Err(e)),
-                        }
+                        hold = self.holdable(tid, nr)?;
                     }
-                    Ok(ThroughRestorer::SignalFirst) => {}
-                    Err(e) => made = Some(Err(e)),
+                    ThroughRestorer::SignalFirst => {}
                 }
-                if made.is_some() {
-                    break;
-                }
-            }
-            if let Some(m) = widened {
-                self.put_mask_back(tid, m)?;
-            }
-            if let Some(r) = made {
-                return r;
             }
         }
         self.syscall_by_step(tid, nr, args)
     }
 
-    /// Block the asynchronous signals ([`HELD_SIGNALS`]) in stopped thread `tid`'s mask for
-    /// an injected call `nr`, and return the mask to put back; `None` (nothing changed) where
-    /// the call may read or set the mask itself, or the thread is inside a call with a
-    /// temporary one (see [`in_masking_call`]).
-    fn hold_signals(&mut self, tid: i32, nr: i64) -> Result<Option<u64>, TargetError> {
+    /// Whether the asynchronous signals ([`HELD_SIGNALS`]) may be held in stopped thread
+    /// `tid`'s mask for an injected call `nr`: its mask if so; `None` where the call may read
+    /// or set the mask itself, or the thread is inside a call with a temporary one (see
+    /// [`in_masking_call`]).
+    fn holdable(&mut self, tid: i32, nr: i64) -> Result<Option<u64>, TargetError> {
         const MASK_CALLS: [i64; 10] = [
             libc::SYS_rt_sigprocmask,
             libc::SYS_rt_sigreturn,
@@ -638,9 +634,6 @@ impl Tracee {
         }
         let m =
             self.sys.get_sigmask(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETSIGMASK", e))?;
-        self.sys
-            .set_sigmask(tid, m | HELD_SIGNALS)
-            .map_err(|e| self.ptrace_err(tid, "PTRACE_SETSIGMASK", e))?;
         Ok(Some(m))
     }
 
@@ -846,6 +839,7 @@ impl Tracee {
         nr: i64,
         args: [u64; 6],
         stub: RemoteAddr,
+        hold: Option<u64>,
     ) -> Result<ThroughRestorer, TargetError> {
         let saved =
             self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
@@ -861,23 +855,67 @@ impl Tracee {
         // 2. The call's registers: from here the thread, let go, runs the stub.
         let mut regs = call_regs(&saved, stub, nr, args);
         regs.set_sp(frame_at);
-        let put_back = |t: &mut Self| match t.index(tid) {
-            Some(i) if t.threads[i].state != State::Running => {
-                t.sys.set_regs(tid, &saved).map_err(|e| t.ptrace_err(tid, "PTRACE_SETREGS", e))
+        let mut widened = None;
+        let made = self.call_in_stub(tid, &regs, stub, hold, &mut widened);
+        // 5. The mask back first (a thread let go still runs the stub, which puts the same
+        //    mask back), then its own registers, in the interrupt stop: the kernel restarts
+        //    an interrupted call of the thread's own when it resumes. Then the stack's bytes.
+        let unheld = widened.map_or(Ok(()), |m| self.put_mask_back(tid, m));
+        let made = match made {
+            Ok(made) => made,
+            Err(e) => {
+                // (The thread gone, or out of kerf's hands: what can be put back is.)
+                if unheld.is_ok() {
+                    self.unnote_mask();
+                }
+                let _ = self.restore_regs(tid, &saved);
+                return Err(e);
             }
-            _ => Ok(()),
         };
+        unheld?;
+        self.restore_regs(tid, &saved)?;
+        self.unnote_mask();
+        self.write(frame_at, &old)?;
+        match made {
+            InStub::Done(r) => Ok(ThroughRestorer::Done(r)),
+            // A signal came first (now held): the thread sits in its delivery stop, which is
+            // where it must be to get it back exactly.
+            InStub::SignalFirst => Ok(ThroughRestorer::SignalFirst),
+            InStub::Unexpected(status) => {
+                let op = "syscall injection";
+                Err(TargetError::UnexpectedStop { pid: self.pid, tid, op, status })
+            }
+        }
+    }
+
+    /// Steps 2-4 of [`Tracee::syscall_by_restorer`]: thread `tid` given the call's `regs`
+    /// (again after an interrupted call), with `hold` (the program's mask) the asynchronous
+    /// signals held in its mask while its registers are the stub's (`widened` says so), run
+    /// to the call's entry stop, and parked once the call is made.
+    fn call_in_stub(
+        &mut self,
+        tid: i32,
+        regs: &Regs,
+        stub: RemoteAddr,
+        hold: Option<u64>,
+        widened: &mut Option<u64>,
+    ) -> Result<InStub, TargetError> {
         let mut result = 0;
         for _ in 0..16 {
-            self.sys.set_regs(tid, &regs).map_err(|e| self.ptrace_err(tid, "PTRACE_SETREGS", e))?;
+            self.sys.set_regs(tid, regs).map_err(|e| self.ptrace_err(tid, "PTRACE_SETREGS", e))?;
+            if let (Some(m), None) = (hold, *widened) {
+                // The program's mask written for the stub first: kerf killed from here on
+                // leaves a thread that puts it back itself.
+                self.note_mask(stub, tid, m);
+                self.sys
+                    .set_sigmask(tid, m | HELD_SIGNALS)
+                    .map_err(|e| self.ptrace_err(tid, "PTRACE_SETSIGMASK", e))?;
+                *widened = Some(m);
+            }
             // 3. To the call's entry stop (a syscall-stop left by a dying kerf sends no
             //    signal, see `SEIZE_OPTIONS`).
             if !self.run_to_entry_stop(tid)? {
-                // A signal came first (now held): the thread sits in its delivery stop, which
-                // is where it must be to get it back exactly.
-                put_back(self)?;
-                self.write(frame_at, &old)?;
-                return Ok(ThroughRestorer::SignalFirst);
+                return Ok(InStub::SignalFirst);
             }
             // 4. The call runs and the thread is parked in an interrupt stop before it gets
             //    back to user code, its result in `rax`: let go there, it would run the
@@ -886,20 +924,24 @@ impl Tracee {
             let now =
                 self.sys.get_regs(tid).map_err(|e| self.ptrace_err(tid, "PTRACE_GETREGS", e))?;
             if now.pc() != stub + 2 {
-                put_back(self)?;
-                let op = "syscall injection";
-                return Err(TargetError::UnexpectedStop { pid: self.pid, tid, op, status });
+                return Ok(InStub::Unexpected(status));
             }
             result = now.rax as i64;
             if !ERESTART_RANGE.contains(&result) {
                 break;
             }
         }
-        // 5. Its own registers back, in the interrupt stop: the kernel restarts an
-        //    interrupted call of the thread's own when it resumes. Then the stack's bytes.
-        put_back(self)?;
-        self.write(frame_at, &old)?;
-        Ok(ThroughRestorer::Done(result))
+        Ok(InStub::Done(result))
+    }
+
+    /// Registers `saved` back on thread `tid` unless it is gone or running.
+    fn restore_regs(&mut self, tid: i32, saved: &Regs) -> Result<(), TargetError> {
+        match self.index(tid) {
+            Some(i) if self.threads[i].state != State::Running => {
+                self.sys.set_regs(tid, saved).map_err(|e| self.ptrace_err(tid, "PTRACE_SETREGS", e))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Resume stopped thread `tid` with `PTRACE_SYSCALL` until the entry stop of the stub's
@@ -1591,13 +1633,15 @@ impl Tracee {
         if let Some(m) = changed {
             self.note_step_mask();
             if let Err(e) = self.sys.set_sigmask(tid, m & !SIGTRAP_BIT) {
-                self.unnote_step_mask();
+                self.stepping = None;
+                self.unnote_mask();
                 return Err(self.ptrace_err(tid, "PTRACE_SETSIGMASK", e));
             }
         }
         let r = step(self, mask.map(|m| m & !SIGTRAP_BIT));
         let back = changed.map_or(Ok(()), |m| self.put_mask_back(tid, m));
-        self.unnote_step_mask();
+        self.stepping = None;
+        self.unnote_mask();
         back?;
         r
     }
@@ -1605,24 +1649,32 @@ impl Tracee {
     /// Before kerf changes the stepped thread's mask (see [`Tracee::step_masked`]): the
     /// thread and the program's mask for it, for the trap guard, which puts that mask back
     /// if kerf dies before it does (the thread has the trap flag until it is parked, so a
-    /// dying kerf leaves it a SIGTRAP, which the guard takes). Best effort.
+    /// dying kerf leaves it a SIGTRAP, which the guard takes).
     fn note_step_mask(&mut self) {
-        if let (TrapGuard::On(at), Some((tid, m)), false) =
-            (self.guard, self.stepping, self.step_noted)
-        {
-            let words = [u64::from(tid as u32), m];
-            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-            self.step_noted = self.write(at + restorer::STEP_TID, &bytes).is_ok();
+        if let (TrapGuard::On(at), Some((tid, m))) = (self.guard, self.stepping) {
+            self.note_mask(at, tid, m);
         }
     }
 
-    /// The mask is the program's again: no thread for the guard.
-    fn unnote_step_mask(&mut self) {
-        self.stepping = None;
-        if let (TrapGuard::On(at), true) = (self.guard, self.step_noted) {
-            let _ = self.write(at + restorer::STEP_TID, &0u64.to_le_bytes());
+    /// Before kerf changes thread `tid`'s mask: the thread and the program's mask `m`
+    /// written in the restorer at `at`, where its trap guard and its stub put it back if
+    /// kerf dies first. Best effort; once per change.
+    fn note_mask(&mut self, at: RemoteAddr, tid: i32, m: u64) {
+        if self.noted.is_some() {
+            return;
         }
-        self.step_noted = false;
+        let words = [u64::from(tid as u32), m];
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        if self.write(at + restorer::MASKED_TID, &bytes).is_ok() {
+            self.noted = Some(at);
+        }
+    }
+
+    /// The mask is the program's again: no thread for the guard or the stub.
+    fn unnote_mask(&mut self) {
+        if let Some(at) = self.noted.take() {
+            let _ = self.write(at + restorer::MASKED_TID, &0u64.to_le_bytes());
+        }
     }
 
     /// Set `tid`'s mask back to `m` after a step, unless the thread is gone.

@@ -18,6 +18,8 @@
 //!
 //! ```text
 //!   syscall                      ; the injected call
+//!   if gettid() == [MASKED_TID]: ; a thread whose mask kerf changed for the call
+//!     rt_sigprocmask(SIG_SETMASK, &OWN_MASK, NULL, 8)
 //!   pop r15 ... pop rax          ; every general register, from the frame
 //!   popfq                        ; the flags
 //!   pop rsp                      ; the stack pointer
@@ -32,7 +34,11 @@
 //! of the sequence, the thread resumes into the call or after it, and the stub brings it
 //! back. The jump reads the slot, not the stack: once `rsp` is the thread's again, the memory
 //! below it belongs to any signal that arrives. Only one thread at a time is in a call, so
-//! one slot serves them all.
+//! one slot serves them all. Nor is more than one thread's mask changed by kerf at a time:
+//! where a signal came first to a call, kerf holds the asynchronous ones back in the
+//! thread's mask for the rest of it (as for a step, see `Tracee::step_unmasked`), only while
+//! the thread's registers are the stub's, and writes the thread and its own mask for the
+//! stub first ([`MASKED_TID`], [`OWN_MASK`]).
 //!
 //! A thread stopped inside an interrupted system call (`orig_rax` a call, `rax` an
 //! `-ERESTART*` code) would have been restarted by the kernel when it resumed; the stub
@@ -51,7 +57,7 @@
 //! the default action kills it (7 of 40 kills of `kerf jit` during flushes did). The guard
 //! takes a step's trap (`si_code` `TRAP_TRACE`, or `TRAP_BRKPT` after a stepped `syscall`),
 //! clears the trap flag in the interrupted context and, in the thread whose mask kerf changed
-//! for the step ([`STEP_TID`]), puts the program's mask in the context (the kernel restores
+//! for the step ([`MASKED_TID`]), puts the program's mask in the context (the kernel restores
 //! it at `sigreturn`), and returns; any other SIGTRAP (the
 //! program's own `int3`, `raise`) puts the program's action back ([`PUT_BACK`]: the default,
 //! or ignored) and sends itself the signal again, which that action then takes once the
@@ -59,40 +65,54 @@
 //! go.
 //!
 //! ```text
-//!   +0    the stub            +48   the guard (GUARD)      +154  its sa_restorer
-//!   +40   the slot            +168  the guard's action     +200  the program's action
-//!   +232  the thread whose mask kerf changed for a step, and the program's mask for it
+//!   +0    the stub            +88   the guard (GUARD)      +194  its sa_restorer
+//!   +80   the slot            +208  the guard's action
+//!   +240  the thread whose mask kerf changed, and the program's mask for it
+//!   +256  the program's SIGTRAP action
 //! ```
 
 use super::sys::Regs;
 use kerf_arch::RemoteAddr;
 
 /// The stub. See the module documentation; [`FRAME`] is the order of its `pop`s.
-pub const STUB: [u8; 33] = [
-    0x0f, 0x05, // syscall
-    0x41, 0x5f, // pop r15
-    0x41, 0x5e, // pop r14
-    0x41, 0x5d, // pop r13
-    0x41, 0x5c, // pop r12
-    0x41, 0x5b, // pop r11
-    0x41, 0x5a, // pop r10
-    0x41, 0x59, // pop r9
-    0x41, 0x58, // pop r8
-    0x5f, // pop rdi
-    0x5e, // pop rsi
-    0x5d, // pop rbp
-    0x5b, // pop rbx
-    0x5a, // pop rdx
-    0x59, // pop rcx
-    0x58, // pop rax
-    0x9d, // popfq
-    0x5c, // pop rsp
-    0xff, 0x25, 0x07, 0x00, 0x00, 0x00, // jmp [rip + 7] (the slot)
+#[rustfmt::skip]
+pub const STUB: [u8; 76] = [
+    0x0f, 0x05,                               // syscall                ; the injected call
+    // The thread whose mask kerf changed for the call: the program's mask back.
+    0xb8, 0xba, 0x00, 0x00, 0x00,             // mov eax, 186           ; gettid
+    0x0f, 0x05,                               // syscall
+    0x48, 0x3b, 0x05, rel(MASKED_TID, 0x10), 0x00, 0x00, 0x00, // cmp rax, [rip + MASKED_TID]
+    0x75, 0x1b,                               // jne pops
+    // rt_sigprocmask(SIG_SETMASK, &OWN_MASK, NULL, 8)
+    0xb8, 0x0e, 0x00, 0x00, 0x00,             // mov eax, 14
+    0xbf, 0x02, 0x00, 0x00, 0x00,             // mov edi, 2
+    0x48, 0x8d, 0x35, rel(OWN_MASK, 0x23), 0x00, 0x00, 0x00,   // lea rsi, [rip + OWN_MASK]
+    0x31, 0xd2,                               // xor edx, edx
+    0x41, 0xba, 0x08, 0x00, 0x00, 0x00,       // mov r10d, 8
+    0x0f, 0x05,                               // syscall
+    0x41, 0x5f,                               // pops: pop r15
+    0x41, 0x5e,                               // pop r14
+    0x41, 0x5d,                               // pop r13
+    0x41, 0x5c,                               // pop r12
+    0x41, 0x5b,                               // pop r11
+    0x41, 0x5a,                               // pop r10
+    0x41, 0x59,                               // pop r9
+    0x41, 0x58,                               // pop r8
+    0x5f,                                     // pop rdi
+    0x5e,                                     // pop rsi
+    0x5d,                                     // pop rbp
+    0x5b,                                     // pop rbx
+    0x5a,                                     // pop rdx
+    0x59,                                     // pop rcx
+    0x58,                                     // pop rax
+    0x9d,                                     // popfq
+    0x5c,                                     // pop rsp
+    0xff, 0x25, rel(SLOT, 0x4c), 0x00, 0x00, 0x00, // jmp [rip + SLOT]
 ];
 
 /// Where, in the page, the address the stub jumps back to is kept (8-aligned, just after the
-/// stub: the `jmp`'s displacement above is `SLOT - STUB.len()`).
-pub const SLOT: u64 = 40;
+/// stub).
+pub const SLOT: u64 = 80;
 
 /// The trap guard (see the module documentation): `rsi` the siginfo, `rdx` the ucontext.
 #[rustfmt::skip]
@@ -105,15 +125,15 @@ pub const GUARD: [u8; GUARD_LEN as usize] = [
     // The thread whose mask kerf changed for the step: the program's mask back at sigreturn.
     0xb8, 0xba, 0x00, 0x00, 0x00,             // mov eax, 186           ; gettid
     0x0f, 0x05,                               // syscall
-    0x48, 0x3b, 0x05, rel(STEP_TID, 0x1f), 0x00, 0x00, 0x00,  // cmp rax, [rip + STEP_TID]
+    0x48, 0x3b, 0x05, rel(MASKED_TID, GUARD_AT + 0x1f), 0x00, 0x00, 0x00, // cmp rax, [rip + MASKED_TID]
     0x75, 0x0e,                               // jne done
-    0x48, 0x8b, 0x05, rel(STEP_MASK, 0x28), 0x00, 0x00, 0x00, // mov rax, [rip + STEP_MASK]
+    0x48, 0x8b, 0x05, rel(OWN_MASK, GUARD_AT + 0x28), 0x00, 0x00, 0x00, // mov rax, [rip + OWN_MASK]
     0x48, 0x89, 0x82, 0x28, 0x01, 0x00, 0x00, // mov [rdx + 0x128], rax ; uc_sigmask
     0xc3,                                     // done: ret
     // theirs: rt_sigaction(SIGTRAP, &the program's action, NULL, 8)
     0xb8, 0x0d, 0x00, 0x00, 0x00,             // mov eax, 13
     0xbf, 0x05, 0x00, 0x00, 0x00,             // mov edi, 5
-    0x48, 0x8d, 0x35, rel(PUT_BACK, 0x41), 0x00, 0x00, 0x00,  // lea rsi, [rip + PUT_BACK]
+    0x48, 0x8d, 0x35, rel(PUT_BACK, GUARD_AT + 0x41), 0x00, 0x00, 0x00,  // lea rsi, [rip + PUT_BACK]
     0x31, 0xd2,                               // xor edx, edx
     0x41, 0xba, 0x08, 0x00, 0x00, 0x00,       // mov r10d, 8
     0x0f, 0x05,                               // syscall
@@ -130,10 +150,10 @@ pub const GUARD: [u8; GUARD_LEN as usize] = [
     0xc3,                                     // ret
 ];
 
-/// The low byte of a `rip`-relative displacement to `target` from the guard's instruction
-/// that ends at `end` (the others are zero: every target lies less than 256 bytes on).
+/// The low byte of a `rip`-relative displacement to `target` from an instruction that ends
+/// at `end` (the others are zero: every target lies less than 256 bytes on).
 const fn rel(target: u64, end: u64) -> u8 {
-    let d = target - (GUARD_AT + end);
+    let d = target - end;
     assert!(d < 256);
     d as u8
 }
@@ -148,16 +168,17 @@ const GUARD_LEN: u64 = 106;
 pub const SIGRETURN_AT: u64 = GUARD_AT + GUARD_LEN;
 /// The guard's own `struct sigaction`, which kerf installs.
 pub const GUARD_ACTION: u64 = (SIGRETURN_AT + SIGRETURN.len() as u64).next_multiple_of(8);
+/// The thread whose mask kerf changed for a single-step or an injected call (zero if none),
+/// which the guard and the stub put back to [`OWN_MASK`] when they run in it.
+pub const MASKED_TID: u64 = GUARD_ACTION + ACTION_LEN;
+/// The program's mask for the thread at [`MASKED_TID`].
+pub const OWN_MASK: u64 = MASKED_TID + 8;
 /// The program's action, read when the guard goes in and put back from here (by kerf, or by
-/// the guard for a SIGTRAP not of kerf's steps: its `lea` reaches here).
-pub const PUT_BACK: u64 = GUARD_ACTION + ACTION_LEN;
-/// The thread whose mask kerf changed for a single-step (zero if none), and the program's
-/// mask for it, which the guard puts back (see [`Tracee::step`](super::Tracee::step)).
-pub const STEP_TID: u64 = PUT_BACK + ACTION_LEN;
-/// See [`STEP_TID`].
-pub const STEP_MASK: u64 = STEP_TID + 8;
+/// the guard for a SIGTRAP not of kerf's steps: its `lea` reaches here). Last: a restorer a
+/// killed kerf left is written again up to here.
+pub const PUT_BACK: u64 = OWN_MASK + 8;
 /// The restorer's length in bytes.
-pub const LEN: u64 = STEP_MASK + 8;
+pub const LEN: u64 = PUT_BACK + ACTION_LEN;
 
 /// A kernel `struct sigaction` on x86-64: handler, flags, restorer, mask.
 pub const ACTION_LEN: u64 = 32;
@@ -273,7 +294,21 @@ mod tests {
     #[test]
     fn the_stub_pops_the_frame_in_order_and_jumps_through_the_slot() {
         let text: Vec<String> = listing(&STUB, 0x1000).into_iter().map(|l| l.text).collect();
-        let mut want = vec!["syscall".to_string()];
+        let pops = 0x1000 + 0x2d;
+        let mut want = vec![
+            "syscall".to_string(),
+            // The mask back in the thread kerf changed it in.
+            "mov eax,0BAh".to_string(),
+            "syscall".to_string(),
+            format!("cmp rax,[{:X}h]", 0x1000 + MASKED_TID),
+            format!("jne short {pops:016X}h"),
+            "mov eax,0Eh".to_string(),
+            "mov edi,2".to_string(),
+            format!("lea rsi,[{:X}h]", 0x1000 + OWN_MASK),
+            "xor edx,edx".to_string(),
+            "mov r10d,8".to_string(),
+            "syscall".to_string(),
+        ];
         for r in FRAME {
             want.push(match r {
                 "rflags" => "popfq".to_string(),
@@ -303,9 +338,9 @@ mod tests {
                 "and byte ptr [rdx+0B1h],0FEh".to_string(),
                 "mov eax,0BAh".to_string(),
                 "syscall".to_string(),
-                format!("cmp rax,[{:X}h]", at + STEP_TID),
+                format!("cmp rax,[{:X}h]", at + MASKED_TID),
                 format!("jne short {done:016X}h"),
-                format!("mov rax,[{:X}h]", at + STEP_MASK),
+                format!("mov rax,[{:X}h]", at + OWN_MASK),
                 "mov [rdx+128h],rax".to_string(),
                 "ret".to_string(),
             ]
@@ -324,7 +359,7 @@ mod tests {
         assert_eq!(ret, ["mov eax,0Fh", "syscall"]);
         let word = |off: u64| u64::from_le_bytes(page[off as usize..][..8].try_into().unwrap());
         assert!((0..4).all(|i| word(PUT_BACK + 8 * i) == 0), "SIG_DFL, no flags, until read");
-        assert_eq!(word(STEP_TID), 0, "no thread's mask changed");
+        assert_eq!(word(MASKED_TID), 0, "no thread's mask changed");
         assert_eq!(word(GUARD_ACTION), at + GUARD_AT);
         assert_eq!(word(GUARD_ACTION + 8), SA_SIGINFO | SA_RESTORER);
         assert_eq!(word(GUARD_ACTION + 16), at + SIGRETURN_AT);
@@ -355,7 +390,7 @@ mod tests {
         // A restorer a killed kerf left there (its slot set) is taken for kerf's own.
         image[0x1a60..0x1a60 + STUB.len()].copy_from_slice(&STUB);
         image[0x1a60 + SLOT as usize] = 0x42;
-        assert_eq!(vdso_room(&image), Some(0x1a60), "an older kerf's, with no guard");
+        assert_eq!(vdso_room(&image), Some(0x1a60), "a stub and its slot, no guard yet");
         let page = page_bytes(RemoteAddr(0x7fff_2a60));
         image[0x1a60..0x1a60 + page.len()].copy_from_slice(&page);
         image[0x1a60 + PUT_BACK as usize] = 0x11;
