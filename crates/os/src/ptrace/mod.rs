@@ -1658,11 +1658,8 @@ impl Tracee {
 
     /// Before kerf changes thread `tid`'s mask: the thread and the program's mask `m`
     /// written in the restorer at `at`, where its trap guard and its stub put it back if
-    /// kerf dies first. Best effort; once per change.
+    /// kerf dies first (what was there before is replaced). Best effort.
     fn note_mask(&mut self, at: RemoteAddr, tid: i32, m: u64) {
-        if self.noted.is_some() {
-            return;
-        }
         let words = [u64::from(tid as u32), m];
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         if self.write(at + restorer::MASKED_TID, &bytes).is_ok() {
