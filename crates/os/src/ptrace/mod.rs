@@ -52,6 +52,15 @@
 //!   a dying kerf leaves harmless. What remains there: kerf dying during such a call
 //!   (between setting its registers and putting the thread's back, tens of microseconds)
 //!   leaves the thread to run on with the call's registers.
+//! * **Single-steps** ([`Tracee::step`], a JIT bringing a thread out of its code cache) end
+//!   in the same SIGTRAP stop, and the thread runs with the trap flag between the request
+//!   and the parking. While kerf steps, SIGTRAP's action is the restorer's *trap guard*
+//!   (where the program has no handler of its own; the program's action goes back before
+//!   the threads are let go), which takes the trap a dying kerf leaves and returns. A step or
+//!   a call that a signal came first to holds the asynchronous signals back in the thread's
+//!   mask; the thread and the program's mask are written beside the restorer first, and the
+//!   guard (after a step) or the restorer's code (after a call) puts the mask back if kerf
+//!   dies before it does.
 //! * **Memory** goes through /proc/PID/mem, which writes through read-only code pages
 //!   (copy-on-write, like a debugger's breakpoint) and costs one `pread`/`pwrite`.
 //! * **Shared memory** is a memfd created *in the target* (injected `memfd_create`,
