@@ -758,6 +758,8 @@ impl Tracee {
         }
         self.guard = TrapGuard::Off;
         let Some(ignored) = self.sigtrap_uncaught() else { return };
+        // (Any thread may make the call: the one kerf prefers for calls if it can.)
+        let tid = self.inject_tid().unwrap_or(tid);
         let Ok(Some(at)) = self.restorer(tid) else { return };
         // The program's action as /proc tells it, until the exact one is read: the guard
         // gives it back to a SIGTRAP of the program's from the moment it is SIGTRAP's action.
