@@ -1362,6 +1362,13 @@ fn the_trap_guard_is_on_only_while_kerf_steps_and_leaves_the_programs_traps_alon
     let name = "the_trap_guard_is_on_only_while_kerf_steps_and_leaves_the_programs_traps_alone";
     run_tracer(name, "KERF_TEST_GUARD_TRACER", &kid, 0);
     assert!(catches_sigtrap(kid.pid()), "the guard stays after a killed tracer");
+    // Another tracer makes its calls through the restorer the killed one left, and steps.
+    let pid = kid.pid();
+    let mut t = stop(pid);
+    assert_eq!(t.syscall(libc::SYS_getpid, [0; 6]).expect("getpid"), i64::from(pid));
+    let worker = *t.threads().iter().find(|&&tid| tid != pid).expect("a worker");
+    t.step(worker).expect("step");
+    t.resume_detach().expect("resume");
     kid.send("b\n");
     assert_eq!(kid.line(), "got b traps=0");
     dies_of_its_trap(kid);

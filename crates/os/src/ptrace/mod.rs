@@ -673,10 +673,19 @@ impl Tracee {
             Restorer::NotYet => {}
         }
         if let Some((at, left)) = self.vdso_room() {
-            // (A left one keeps the program's action its guard may have to put back.)
             let page = restorer::page_bytes(at);
-            let page = if left { &page[..restorer::PUT_BACK as usize] } else { &page[..] };
-            if self.write(at, page).is_ok() {
+            let written = if left {
+                // A killed kerf's: its code is these bytes already, and a thread it left in
+                // the stub may still read the slot and the mask (and the guard the program's
+                // action): only its action is written again and its note of a thread
+                // taken away.
+                let action = restorer::GUARD_ACTION as usize..restorer::MASKED_TID as usize;
+                self.write(at + restorer::GUARD_ACTION, &page[action])
+                    .and_then(|()| self.write(at + restorer::MASKED_TID, &0u64.to_le_bytes()))
+            } else {
+                self.write(at, &page)
+            };
+            if written.is_ok() {
                 self.restorer = if left { Restorer::LeftInVdso(at) } else { Restorer::InVdso(at) };
                 return Ok(Some(at));
             }

@@ -239,18 +239,17 @@ pub fn vdso_room(image: &[u8]) -> Option<u64> {
 }
 
 /// Whether `room` (the restorer's length of bytes after the vDSO's image) holds a restorer a
-/// killed kerf left behind (its slot and actions as they were then; an older kerf's had no
-/// guard: zeros there), which may still be in use: the guard installed as the program's
-/// SIGTRAP action. kerf takes it for its own and leaves it there at the end.
+/// killed kerf left behind (its slot, note and actions as they were then), which may still
+/// be in use: a thread in its stub, the guard installed as the program's SIGTRAP action.
+/// kerf takes it for its own, writes only what may have changed, and leaves it there at the
+/// end. (An older kerf's, with another stub, is not taken: a thread may be inside it.)
 pub fn left_by_kerf(room: &[u8]) -> bool {
+    let code = page_bytes(RemoteAddr(0));
     let (stub, guard) = (STUB.len(), GUARD_AT as usize..GUARD_ACTION as usize);
-    let ours = |range: std::ops::Range<usize>, want: &[u8]| {
-        room.get(range.clone()).is_some_and(|b| b == want || b.iter().all(|&x| x == 0))
-    };
     room.len() >= LEN as usize
         && room[..stub] == STUB
         && room[stub..SLOT as usize].iter().all(|&b| b == 0)
-        && ours(guard.clone(), &page_bytes(RemoteAddr(0))[guard])
+        && room[guard.clone()] == code[guard]
 }
 
 /// The registers of a frame, in the order the stub pops them.
@@ -387,14 +386,17 @@ mod tests {
         // As this machine's: the section headers end at 0x1a60 of two pages.
         let mut image = elf(0x2000, 0x1720, 13);
         assert_eq!(vdso_room(&image), Some(0x1a60));
-        // A restorer a killed kerf left there (its slot set) is taken for kerf's own.
+        // A restorer a killed kerf left there (its slot, note and action set) is taken for
+        // kerf's own; a stub with no guard after it (an older kerf's) is not.
         image[0x1a60..0x1a60 + STUB.len()].copy_from_slice(&STUB);
         image[0x1a60 + SLOT as usize] = 0x42;
-        assert_eq!(vdso_room(&image), Some(0x1a60), "a stub and its slot, no guard yet");
+        assert_eq!(vdso_room(&image), None, "a stub and its slot, no guard");
         let page = page_bytes(RemoteAddr(0x7fff_2a60));
         image[0x1a60..0x1a60 + page.len()].copy_from_slice(&page);
+        image[0x1a60 + SLOT as usize] = 0x42;
+        image[0x1a60 + MASKED_TID as usize] = 0x33;
         image[0x1a60 + PUT_BACK as usize] = 0x11;
-        assert_eq!(vdso_room(&image), Some(0x1a60), "with its guard and an action");
+        assert_eq!(vdso_room(&image), Some(0x1a60), "with its guard, a note and an action");
         assert!(left_by_kerf(&image[0x1a60..]));
         assert!(!left_by_kerf(&[0; LEN as usize]), "zeros are free room, not kerf's");
         // Anything else there, or too little room, or no ELF: none.
