@@ -1205,8 +1205,8 @@ fn a_tracer_killed_at_any_point_of_an_injected_call_harms_nothing() {
 
 /// kerf killed at any point of its single-steps (a JIT brings threads out of its cache so)
 /// leaves the program running correctly: each step ends in a SIGTRAP stop with the trap flag
-/// set, which a dying tracer leaves to the program, and SIGTRAP's default action ends it.
-/// The tracer steps every thread but the leader (blocked in `read`) twice, killed at each of
+/// set, which a dying tracer leaves to the program, and SIGTRAP's default action would end
+/// it: the trap guard takes it. The tracer steps every thread but the leader (blocked in `read`) twice, killed at each of
 /// its requests in turn as in [`a_tracer_killed_at_any_point_of_an_injected_call_harms_nothing`].
 /// One of the threads blocks every signal (SIGTRAP too, which kerf unblocks for its steps).
 #[test]
@@ -1333,8 +1333,9 @@ fn dies_of_its_trap(mut kid: Kid) {
 /// the program's own is back: the default (the program's `raise(SIGTRAP)` ends it as
 /// before), or its handler, which no guard replaces. A kerf killed after its steps leaves the
 /// guard on: the program runs on, and its own SIGTRAP still does what the program's action
-/// says (the default ends it; ignored, it goes on). (The tracer of those parts is this test
-/// binary run again, `KERF_TEST_GUARD_TRACER=PID`.)
+/// says (the default ends it; ignored, it goes on); another tracer's calls and steps go
+/// through the restorer the killed one left. (The tracer of those parts is this test binary
+/// run again, `KERF_TEST_GUARD_TRACER=PID`.)
 #[test]
 fn the_trap_guard_is_on_only_while_kerf_steps_and_leaves_the_programs_traps_alone() {
     tracer_side("KERF_TEST_GUARD_TRACER", |pid, t| {
