@@ -822,7 +822,7 @@ impl Tracee {
         tid: i32,
         new: RemoteAddr,
     ) -> Result<Option<[u8; restorer::ACTION_LEN as usize]>, TargetError> {
-        let spot = (self.regs(tid)?.sp() - (restorer::RED_ZONE + 64)).align_down(16);
+        let spot = restorer::scratch_at(self.regs(tid)?.sp());
         let mut own = [0u8; restorer::ACTION_LEN as usize];
         if !self.writable(spot.0, spot.0 + restorer::ACTION_LEN)
             || self.read(spot, &mut own).is_err()
@@ -1294,8 +1294,7 @@ impl Tracee {
         let name = format!("kerf-{}\0", std::process::id());
         let name = name.as_bytes();
         let rsp = self.regs(tid)?.sp();
-        // In the scratch bytes below the red zone, above where an injected call's frame goes.
-        let spot = (rsp - (restorer::RED_ZONE + 64)).align_down(16);
+        let spot = restorer::scratch_at(rsp);
         let mut old = vec![0u8; name.len()];
         let on_stack = self.read(spot, &mut old).is_ok() && self.write(spot, name).is_ok();
         let name_at = if on_stack {

@@ -269,6 +269,13 @@ pub const RED_ZONE: u64 = 128;
 /// memfd there for `memfd_create`): the frame goes below them.
 pub const SCRATCH: u64 = 256;
 
+/// Where kerf puts a call's own arguments (a memfd's name, an action to read back) on a
+/// thread's stack at `rsp`: in the [`SCRATCH`] bytes below the red zone, 16-aligned, with
+/// room for 64 bytes above where a call's frame goes.
+pub fn scratch_at(rsp: RemoteAddr) -> RemoteAddr {
+    (rsp - (RED_ZONE + 64)).align_down(16)
+}
+
 /// A frame for a thread whose registers are `saved`: where it goes (8-aligned, below the red
 /// zone and [`SCRATCH`]), its bytes, and the address the thread goes on at once the stub has popped
 /// it (the PC the kernel would resume it at, see the module documentation).
@@ -437,6 +444,9 @@ mod tests {
         let free = r.rsp - RED_ZONE - SCRATCH;
         assert!(at.0 + FRAME_LEN <= free, "the red zone and the scratch bytes are left alone");
         assert!(at.0 + FRAME_LEN > free - 8, "and no more stack is taken");
+        let scratch = scratch_at(RemoteAddr(r.rsp)).0;
+        assert!(scratch + 64 <= r.rsp - RED_ZONE, "a call's arguments below the red zone");
+        assert!(scratch >= at.0 + FRAME_LEN, "and above the frame");
         assert_eq!(bytes.len() as u64, FRAME_LEN);
         assert_eq!(resume.0, r.rip);
         for (name, v) in [("rsp", r.rsp), ("rflags", 0x246), ("rax", 7), ("rcx", 0xc), ("r15", 0xf)]
