@@ -58,11 +58,10 @@
 //! takes a step's trap (`si_code` `TRAP_TRACE`, or `TRAP_BRKPT` after a stepped `syscall`),
 //! clears the trap flag in the interrupted context and, in the thread whose mask kerf changed
 //! for the step ([`MASKED_TID`]), puts the program's mask in the context (the kernel restores
-//! it at `sigreturn`), and returns; any other SIGTRAP (the
-//! program's own `int3`, `raise`) puts the program's action back ([`PUT_BACK`]: the default,
-//! or ignored) and sends itself the signal again, which that action then takes once the
-//! handler returns. kerf puts the program's action back itself before it lets the threads
-//! go.
+//! it at `sigreturn`), and returns. Any other SIGTRAP (the program's own `int3`, `raise`)
+//! puts the program's action back ([`PUT_BACK`]: the default, or ignored) and sends itself
+//! the signal again, which that action then takes once the handler returns. kerf puts the
+//! program's action back itself before it lets the threads go.
 //!
 //! ```text
 //!   +0    the stub            +88   the guard (GUARD)      +194  its sa_restorer
