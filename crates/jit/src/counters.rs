@@ -554,7 +554,7 @@ pub fn function_flow(m: &Module<'_>, facts: &ModuleFacts, f: FuncId) -> Option<F
         return None;
     }
     // (Which dispatches go through the lookup, where arrivals count.)
-    let look = kerf_analysis::liveness::LinkedLook::default();
+    let look = crate::translate::TableLook::default();
     let kept: Vec<usize> = (0..all.len()).filter(|&k| all[k].len > 0).collect();
     if kept.is_empty() {
         return None;

@@ -15,7 +15,9 @@ use crate::x86_64 as seq;
 use crate::x86_64::encode;
 use iced_x86::{Code, FlowControl, Mnemonic, OpKind};
 use iced_x86::{Decoder, DecoderOptions, Instruction, Register};
-use kerf_analysis::cfg::{BlockId, Cfg, EdgeKind, EdgeTarget, FuncId, TableFormat, Terminator};
+use kerf_analysis::cfg::{
+    BlockId, Cfg, EdgeKind, EdgeTarget, FuncId, JumpTable, TableFormat, Terminator,
+};
 use kerf_analysis::liveness::Live;
 use kerf_analysis::memory::CodeMemory;
 use kerf_arch::hash::{AddrMap as HashMap, AddrSet as HashSet};
@@ -470,11 +472,58 @@ pub(crate) struct TableShape {
     targets: Vec<(u64, Vec<(Register, u64)>)>,
 }
 
+/// What [`table_shape`] looks at once per table rather than once per dispatch: an
+/// interpreter's handlers each end in a dispatch through the same table (python3.11's
+/// `_PyEval_EvalFrameDefault` has 287, each of 256 targets, and the analysis keeps a table
+/// per dispatch), and looking at every target from every dispatch was three quarters of that
+/// function's translation.
+#[derive(Default)]
+pub(crate) struct TableLook {
+    look: kerf_analysis::liveness::LinkedLook,
+    /// Per table address: its targets (image addresses), and what [`table_targets`] found
+    /// for them.
+    targets: std::cell::RefCell<HashMap<u64, KnownTable>>,
+}
+
+/// Each target of a jump table: its runtime address and the registers it may read.
+type TableTargets = std::rc::Rc<[(u64, RegSet)]>;
+
+/// A table's targets (image addresses) and what [`table_targets`] found for them.
+type KnownTable = (Vec<ImageAddr>, Option<TableTargets>);
+
+/// The targets of jump table `t` as [`TableShape`] needs them; `None` where one is not a
+/// block's start in a function, or may read the flags.
+fn table_targets(m: &Module<'_>, t: &JumpTable, look: &TableLook) -> Option<TableTargets> {
+    if let Some((targets, known)) = look.targets.borrow().get(&t.table.0) {
+        if *targets == t.targets {
+            return known.clone();
+        }
+    }
+    let cfg = m.cfg;
+    let found = (|| {
+        let mut targets = Vec::with_capacity(t.targets.len());
+        for &tg in &t.targets {
+            let f = cfg.function_holding(tg)?;
+            let id = cfg.block_containing(f, tg)?;
+            // A `.cold` part's block that jumps back into its function reads everything as
+            // stored; a few blocks' look further finds what it really reads.
+            let live = look.look.live_in(cfg, id, 3);
+            if cfg.block(id).start != tg || !live.flags.is_empty() {
+                return None;
+            }
+            targets.push((m.runtime(tg), live.regs));
+        }
+        Some(TableTargets::from(targets))
+    })();
+    look.targets.borrow_mut().insert(t.table.0, (t.targets.clone(), found.clone()));
+    found
+}
+
 /// The [`TableShape`] of block `b`, if its dispatch has one.
 pub(crate) fn table_shape(
     m: &Module<'_>,
     b: &kerf_analysis::cfg::Block,
-    look: &kerf_analysis::liveness::LinkedLook,
+    look: &TableLook,
 ) -> Option<TableShape> {
     let Terminator::JumpTable(t) = b.term else { return None };
     let cfg = m.cfg;
@@ -491,26 +540,20 @@ pub(crate) fn table_shape(
         }
         TableFormat::Relative32 { .. } => return None,
     };
-    let mut targets = Vec::with_capacity(table.targets.len());
-    for &tg in &table.targets {
-        let f = cfg.function_holding(tg)?;
-        let id = cfg.block_containing(f, tg)?;
-        // A `.cold` part's block that jumps back into its function reads everything as
-        // stored; a few blocks' look further finds what it really reads.
-        let live = look.live_in(cfg, id, 3);
-        if cfg.block(id).start != tg || !live.flags.is_empty() {
-            return None;
-        }
-        let reads = |r: Register| Gpr::from_iced(r).is_none_or(|g| live.regs.contains(g));
-        let target = m.runtime(tg);
-        // The jump register held the target; a near copy's own base (when the index is the
-        // jump register) held the table.
-        let changed = reg.map(|r| (r, target)).into_iter().chain(match copy {
-            seq::CopyAt::Near { base: Some(b) } => Some((b, t_at)),
-            _ => None,
-        });
-        targets.push((target, changed.filter(|&(r, _)| reads(r)).collect()));
-    }
+    let known = table_targets(m, table, look)?;
+    let targets = known
+        .iter()
+        .map(|&(target, live)| {
+            let reads = |r: Register| Gpr::from_iced(r).is_none_or(|g| live.contains(g));
+            // The jump register held the target; a near copy's own base (when the index is
+            // the jump register) held the table.
+            let changed = reg.map(|r| (r, target)).into_iter().chain(match copy {
+                seq::CopyAt::Near { base: Some(b) } => Some((b, t_at)),
+                _ => None,
+            });
+            (target, changed.filter(|&(r, _)| reads(r)).collect())
+        })
+        .collect();
     Some(TableShape { at, copy, index, reg, targets })
 }
 
@@ -1041,6 +1084,8 @@ pub struct Translation {
     /// words' values (cache addresses), to write after the prediction words (the copies lie
     /// among them) and before the cache runs.
     pub tables: Vec<(u64, Vec<u64>)>,
+    /// Dispatches through those copies: more than copies where dispatches share one.
+    pub table_dispatches: usize,
     /// Jumps through a fixed slot that go straight on while the slot holds what it held
     /// ([`seq::slot_guard`]).
     pub slot_guards: usize,
@@ -1409,6 +1454,10 @@ struct Emitter {
     tables: Vec<(u64, Vec<u64>)>,
     /// The label of the [`seq::table_stub`] per target and registers put back (made once).
     table_stubs: HashMap<(u64, Vec<(Register, u64)>), u64>,
+    /// The words of each translated table copy made, by the labels its words hold.
+    table_copies: HashMap<Vec<u64>, u64>,
+    /// Dispatches through translated copies (see [`Translation::table_dispatches`]).
+    table_dispatches: usize,
     /// Slot guards emitted (see [`Translation::slot_guards`]).
     slot_guards: usize,
     /// Frameless indirect calls emitted (see [`Translation::frameless_calls`]).
@@ -1757,7 +1806,7 @@ pub fn translate(
         flows: &flows,
     };
     // (What the blocks a jump table leads to read, looked at once each.)
-    let look = kerf_analysis::liveness::LinkedLook::default();
+    let look = TableLook::default();
     // Where this translation's ran marks go.
     let marks_at = scope.marks.map(|k| marks_at(cfg, &funcs, &k)).unwrap_or_default();
     let mut block_first = Vec::with_capacity(order.len());
@@ -2270,6 +2319,7 @@ pub fn translate(
         blocks_end,
         branches,
         tables,
+        table_dispatches: e.table_dispatches,
         slot_guards: e.slot_guards,
         frameless_calls: e.frameless_calls,
         chained_returns: e.chained_returns,
@@ -2993,12 +3043,11 @@ fn table_dispatch(
     here: Option<u64>,
 ) -> Option<u64> {
     let n = t.targets.len() as u64;
-    let words = e.next_pred;
     let absolute = matches!(t.copy, seq::CopyAt::Absolute { .. });
-    if absolute && words.checked_add(8 * n)? > i32::MAX as u64 {
+    // (Checked for a new copy's words: a copy shared below them fits as well.)
+    if absolute && e.next_pred.checked_add(8 * n)? > i32::MAX as u64 {
         return None;
     }
-    e.next_pred += 8 * n;
     let mut labels = Vec::with_capacity(t.targets.len());
     for (target, put_back) in &t.targets {
         let to = link(e, *target);
@@ -3018,7 +3067,20 @@ fn table_dispatch(
         };
         labels.push(label);
     }
-    e.tables.push((words, labels));
+    // Dispatches whose copies would hold the same words share one (an interpreter's
+    // handlers each dispatch through the same table: python3.11's 287 copies of 2 KiB each
+    // were half a megabyte of data its loop read from).
+    let words = match e.table_copies.get(&labels) {
+        Some(&words) => words,
+        None => {
+            let words = e.next_pred;
+            e.next_pred += 8 * n;
+            e.table_copies.insert(labels.clone(), words);
+            e.tables.push((words, labels));
+            words
+        }
+    };
+    e.table_dispatches += 1;
     let generic = e.label();
     e.extend(seq::table_dispatch(t.copy, t.index, n, words, t.reg, generic), here);
     Some(generic)

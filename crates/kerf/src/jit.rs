@@ -155,6 +155,8 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
         trace: args.trace.clone(),
         ring_slots: args.ring_slots,
         callback: args.callback.clone(),
+        // (The table shows the most executed; JSON has every block.)
+        rows: (!args.json).then_some(args.top),
     };
 
     let sampling = Sampling { interval: 0.1, duration: args.duration, at_once: false };

@@ -132,6 +132,47 @@ fn counts(list: &Value, module_has: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// The table (no `--json`) lists the same most executed blocks as the JSON summary has, in
+/// the same order (by count, ties in address order): the summary makes rows only for the
+/// blocks the table shows.
+#[test]
+fn the_table_lists_the_blocks_the_json_summary_ranks_first() {
+    let bin = common::build_fixture("jitted", "-O2", "jit-counts");
+    let cache = tmp().join("jit-cache");
+    let (v, _, _) = kerf_with_cache(&cache, "top-json", "jit", &["work"], &bin, &[]);
+    let mut ranked: Vec<&Value> = v["blocks"].as_array().unwrap().iter().collect();
+    ranked.sort_by_key(|b| std::cmp::Reverse(b["count"].as_u64().unwrap()));
+    let want: Vec<String> = ranked
+        .iter()
+        .take(7)
+        .map(|b| {
+            let module = b["module"].as_str().unwrap().rsplit('/').next().unwrap().to_string();
+            let (f, at) = (b["function"].as_str().unwrap(), b["addr"].as_str().unwrap());
+            format!("{} {module}:{f} {at}", b["count"])
+        })
+        .collect();
+    let table = tmp().join("jit-top.txt");
+    let o = Command::new(env!("CARGO_BIN_EXE_kerf"))
+        .args(["jit", "work", "--top", "7", "-o"])
+        .arg(&table)
+        .arg("--")
+        .arg(&bin)
+        .env("KERF_CACHE_DIR", &cache)
+        .env_remove("DEBUGINFOD_URLS")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&table).unwrap();
+    let rows: Vec<String> = text
+        .lines()
+        .skip_while(|l| !l.trim_start().starts_with("count"))
+        .skip(1)
+        .take_while(|l| l.starts_with(' '))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect();
+    assert_eq!(rows, want, "{text}");
+}
+
 #[test]
 fn output_is_unchanged_nothing_escapes_and_block_counts_equal_spliced_counts() {
     let bin = common::build_fixture("jitted", "-O2", "jit-counts");
@@ -1587,15 +1628,6 @@ fn a_thread_in_a_handler_during_a_flush_returns_into_the_new_cache() {
     let roots = ["calls_a", "calls_b"];
     let (free, out, _) = kerf_on("flush-handler-free", "jit", &roots, &bin, &args);
     assert_eq!(out, expected);
-    let limited = [&roots[..], &["--cache-limit", "20K", "--max-flush-share", "1"]].concat();
-    let (v, out, err) = kerf_on("flush-handler", "jit", &limited, &bin, &args);
-    assert_eq!(out, expected, "output changed: {err}");
-    let j = &v["jit"];
-    assert!(j["cache"]["flushes"].as_u64().unwrap() >= 1, "never flushed: {j}");
-    // The case this is about happened: a handler's frame put back into a new cache.
-    assert!(j["signals"]["put_back_by_flushes"].as_u64().unwrap() >= 1, "{}", j["signals"]);
-    assert_eq!(j["escapes"], 0, "{j}");
-    assert_eq!(j["returns_out"], 0, "{j}");
     assert_eq!(free["jit"]["returns_out"], 0, "{}", free["jit"]);
     let of_a = |v: &Value| {
         let all = counts(&v["blocks"], "jit_flush_handler");
@@ -1605,7 +1637,26 @@ fn a_thread_in_a_handler_during_a_flush_returns_into_the_new_cache() {
     };
     let want = of_a(&free);
     assert_eq!(want.get("middle+0x0"), Some(&20000), "{want:?}");
-    assert_eq!(of_a(&v), want, "{}", j["cache"]);
+    let limited = [&roots[..], &["--cache-limit", "20K", "--max-flush-share", "1"]].concat();
+    // Whether a flush comes while A is inside its handler is up to the scheduler (alone,
+    // one run in two saw none; beside other tests, fewer): every run is checked, and runs
+    // are made until one shows the case, five at most.
+    let mut put_back = Vec::new();
+    for _ in 0..5 {
+        let (v, out, err) = kerf_on("flush-handler", "jit", &limited, &bin, &args);
+        assert_eq!(out, expected, "output changed: {err}");
+        let j = &v["jit"];
+        assert!(j["cache"]["flushes"].as_u64().unwrap() >= 1, "never flushed: {j}");
+        assert_eq!(j["escapes"], 0, "{j}");
+        assert_eq!(j["returns_out"], 0, "{j}");
+        assert_eq!(of_a(&v), want, "{}", j["cache"]);
+        put_back.push(j["signals"]["put_back_by_flushes"].as_u64().unwrap());
+        if put_back.last() >= Some(&1) {
+            break;
+        }
+    }
+    // The case this is about happened: a handler's frame put back into a new cache.
+    assert!(put_back.iter().any(|&n| n >= 1), "no handler's frame put back in 5 runs");
 }
 
 /// A flush while the main thread stands 50 KiB deep in its stack (`jit_flush_deep.c`: the
@@ -1912,6 +1963,38 @@ fn jump_tables_dispatch_through_translated_copies_transparently() {
             compared += 1;
         }
         assert!(compared >= 20, "{opt}: only {compared} blocks compared");
+    }
+}
+
+/// Dispatches through the same table to the same targets share one translated copy
+/// (`jit_shared_table.c`: four handlers of threaded code each dispatch through one absolute
+/// table, as python3.11's bytecode handlers do: 287 copies of 2 KiB there, 57 shared):
+/// output unchanged, nothing escapes, four dispatches through one copy, and the blocks count
+/// what spliced `kerf count @blocks` counts.
+#[test]
+fn dispatches_through_one_table_share_its_translated_copy() {
+    let bin = common::build_fixture("jit_shared_table", "-O2 -fno-pie -no-pie", "jit-shared-table");
+    let args = ["30000", "10"];
+    let expected = plain(&bin, &args);
+    let (v, out, err) =
+        kerf_on("shared-table", "jit", &["threaded", "--plugin", "blocks"], &bin, &args);
+    assert_eq!(out, expected, "output changed: {err}");
+    let j = &v["jit"];
+    assert_eq!(j["escapes"], 0, "{j}");
+    let own = j["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["module"].as_str().unwrap().contains("jit_shared_table"))
+        .unwrap_or_else(|| panic!("no row of the fixture: {j}"));
+    assert_eq!(own["table_dispatches"], 4, "{own}");
+    assert_eq!(own["table_copies"], 1, "{own}");
+    let (c, out2, _) = kerf_on("shared-table-spliced", "count", &["threaded@blocks"], &bin, &args);
+    assert_eq!(out2, expected);
+    let (spliced, jit) = (counts(&c["points"], ""), counts(&v["blocks"], ""));
+    assert!(spliced.len() >= 5, "{spliced:?}");
+    for (point, n) in &spliced {
+        assert_eq!(jit.get(point).copied().unwrap_or(0), *n, "{point}: jit vs spliced");
     }
 }
 

@@ -620,6 +620,9 @@ pub struct JitStats {
     pub analysis_rejected: Vec<String>,
     /// Jump tables dispatched through a translated copy (`seq::table_dispatch`).
     pub table_copies: usize,
+    /// Dispatches through those copies (dispatches through the same table with the same
+    /// targets share one).
+    pub table_dispatches: usize,
     /// Jumps through a fixed slot translated to go straight on (`seq::slot_guard`).
     pub slot_guards: usize,
     /// Indirect calls translated to look their target up with no frame first
@@ -2585,6 +2588,7 @@ impl Jit {
         }
         // The jump tables' copies lie among the prediction words.
         self.stats.table_copies += t.tables.len();
+        self.stats.table_dispatches += t.table_dispatches;
         self.stats.slot_guards += t.slot_guards;
         self.stats.frameless_calls += t.frameless_calls;
         self.stats.chained_returns += t.chained_returns;

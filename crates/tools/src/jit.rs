@@ -293,6 +293,11 @@ pub struct JitTool {
     pub ring_slots: Option<u32>,
     /// A C file of callbacks (`--callback`).
     pub callback: Option<std::path::PathBuf>,
+    /// How many blocks the summary lists, the most executed first (ties in address order,
+    /// as a stable sort by count leaves them); `None`: every block that ran, in address
+    /// order. A row is a JSON object of four strings: made for each of python3.11's 36 k
+    /// blocks that ran where the table shows 20, they took 17 ms after the program ended.
+    pub rows: Option<usize>,
 }
 
 /// Run `tool` on process `pid` or a launched `command`; `events` hears what it says.
@@ -813,7 +818,7 @@ pub fn run(
     // The summary once the threads are out of the cache (or the program ended): no counter
     // moves while it is read, and where the threads came in and left is known
     // (`Jit::derived_counts`).
-    let mut summary = summarize(&target, &jit, &roots, &woven);
+    let mut summary = summarize(&target, &jit, &roots, &woven, tool.rows);
     let held = removed.as_ref().is_some_and(|r| r.held.is_some());
     placement_report(&summary["jit"]["placement"], held, events);
     if let Some(never) = summary["jit"]["roots_never_entered"].as_array().filter(|a| !a.is_empty())
@@ -1052,7 +1057,13 @@ fn where_is(target: &ProcessTarget, a: u64) -> String {
 
 /// The summary, once the threads are out of the caches (kerf's own mappings of the words
 /// stay): the region, the escapes, and with the block counter every block that ran.
-fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Woven) -> Value {
+fn summarize(
+    target: &ProcessTarget,
+    jit: &jit::Jit,
+    roots: &[Root],
+    woven: &Woven,
+    rows: Option<usize>,
+) -> Value {
     let counting = woven.blocks;
     let s = &jit.stats;
     // Modules whose whole-image work came after the cache was live, by path.
@@ -1072,7 +1083,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         let word = |c: &jit::Cache, w: u64| c.data.load_u64(w as usize);
         let (mut esc, mut leaving, mut rets, mut last, mut unasked) = (0, 0, 0, 0, 0);
         let (mut blocks, mut bytes, mut exits, mut translations) = (0, 0, 0, 0);
-        let (mut tables, mut guards) = (0, 0);
+        let (mut tables, mut dispatches, mut guards) = (0, 0, 0);
         for (k, c) in caches {
             let (live, live_unasked) = jit.live_escapes_asked(k);
             esc += live;
@@ -1087,6 +1098,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             bytes += c.translation.code.len();
             exits += c.translation.exits.len();
             tables += c.translation.tables.len();
+            dispatches += c.translation.table_dispatches;
             guards += c.translation.slot_guards;
             translations += 1;
         }
@@ -1107,6 +1119,7 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
             "code_bytes": bytes,
             "static_exits": exits,
             "table_copies": tables,
+            "table_dispatches": dispatches,
             "slot_guards": guards,
             "escapes": esc,
             "escapes_unasked": unasked,
@@ -1164,10 +1177,18 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
     }
     // (A module's rows come together: its path made once for them.)
     let mut path = (usize::MAX, String::new());
-    for &((module, start), func, n) in &by_block {
-        if n == 0 {
-            continue;
+    let ran = by_block.iter().filter(|b| b.2 != 0);
+    let listed: Vec<&((usize, u64), kerf_analysis::cfg::FuncId, u64)> = match rows {
+        None => ran.collect(),
+        Some(top) => {
+            let mut most: Vec<_> = ran.collect();
+            // (Stable: equal counts stay in address order.)
+            most.sort_by_key(|b| std::cmp::Reverse(b.2));
+            most.truncate(top);
+            most
         }
+    };
+    for &&((module, start), func, n) in &listed {
         let m = jit.image(&target.modules, module);
         if path.0 != module {
             path = (module, m.path.display().to_string());
@@ -1313,6 +1334,8 @@ fn summarize(target: &ProcessTarget, jit: &jit::Jit, roots: &[Root], woven: &Wov
         "noticed": g.noticed,
         "failed": g.failed,
     });
+    // (Set apart: one more field in the `json!` above passes the macro's recursion limit.)
+    v["jit"]["table_dispatches"] = json!(s.table_dispatches);
     if counting {
         // (Moved in: `json!` would copy every row.)
         v["blocks"] = Value::Array(blocks);

@@ -272,12 +272,31 @@ impl SharedMem {
         }
     }
 
-    /// Copy `data` to `offset` with volatile writes.
+    /// Copy `data` to `offset` with volatile writes, in address order: bytes up to an 8-byte
+    /// boundary, then whole aligned words (each seen whole by a reader, and eight times fewer
+    /// writes: byte by byte, the 13 MB of python3.11's table and code were a tenth of what
+    /// kerf did between the translation and the program's start), then the bytes left.
     pub fn write_bytes(&self, offset: usize, data: &[u8]) {
         assert!(offset + data.len() <= self.len, "write past the end of the shared region");
-        for (i, b) in data.iter().enumerate() {
+        // (The mapping is page-aligned: an offset's alignment is its address's.)
+        let head = offset.next_multiple_of(8).saturating_sub(offset).min(data.len());
+        let (first, rest) = data.split_at(head);
+        let words = rest.chunks_exact(8);
+        let tail = words.remainder();
+        for (i, b) in first.iter().enumerate() {
             // SAFETY: in bounds (checked above) of a live, writable mapping.
             unsafe { self.local.add(offset + i).write_volatile(*b) };
+        }
+        for (i, w) in words.enumerate() {
+            let v = u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            // SAFETY: in bounds (checked above) of a live, writable mapping, and 8-aligned:
+            // `offset + head` is a multiple of 8 and the mapping starts on a page.
+            unsafe { (self.local.add(offset + head + 8 * i) as *mut u64).write_volatile(v) };
+        }
+        let at = offset + data.len() - tail.len();
+        for (i, b) in tail.iter().enumerate() {
+            // SAFETY: in bounds (checked above) of a live, writable mapping.
+            unsafe { self.local.add(at + i).write_volatile(*b) };
         }
     }
 }

@@ -529,6 +529,33 @@ fn share_near_names_the_memfd_on_the_stack_and_restores_it() {
     assert!(r(STACK_TOP) > rsp);
 }
 
+/// `write_bytes` writes whole words where it can: every start and length around a word's
+/// edges lands each byte where it belongs and touches none beside it.
+#[test]
+fn write_bytes_lands_every_byte_at_every_alignment() {
+    let fake = Arc::new(Fake::new(&[PID]));
+    let mut t = stop(&fake).expect("stops");
+    let shm = t.share_near(r(0x5555_0000_1000), 100, 100).expect("share");
+    for at in 0..17 {
+        for len in 0..34 {
+            let mut want = [0xeeu8; 64];
+            shm.write_bytes(0, &want);
+            let data: Vec<u8> =
+                (0..len).map(|k| (k as u8).wrapping_mul(7).wrapping_add(at as u8)).collect();
+            shm.write_bytes(at, &data);
+            want[at..at + len].copy_from_slice(&data);
+            let mut got = [0u8; 64];
+            shm.read_bytes(0, &mut got);
+            assert_eq!(got, want, "{len} bytes at {at}");
+        }
+    }
+    let end = shm.len() - 11;
+    shm.write_bytes(end, &[9; 11]);
+    let mut last = [0u8; 11];
+    shm.read_bytes(end, &mut last);
+    assert_eq!(last, [9; 11], "up to the mapping's last byte");
+}
+
 /// The beat moves its word while the mapping lives, and its thread is joined before the
 /// mapping goes (the fake counts local mappings: the drop unmaps after the join).
 #[test]
