@@ -1188,8 +1188,10 @@ pub fn room_for(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
     // hint: `translate` copies only within the room it is given beyond its blocks' own.)
     let here: HashSet<FuncId> = funcs.iter().copied().collect();
     let small = |g: FuncId| m.cfg.blocks_of(g).iter().map(|b| b.insns).sum::<u32>() <= m.inline;
-    // (Per callee once: a small function is called from many places.)
-    let mut callee_room: HashMap<FuncId, u64> = HashMap::default();
+    // (Per callee once, small or not: a function is called from many places, and summing a
+    // callee's instructions at every call was most of the room of python3.11's whole module,
+    // worked out at every start.)
+    let mut callee_room: HashMap<FuncId, Option<u64>> = HashMap::default();
     let mut copies = 0;
     for b in funcs.iter().flat_map(|&f| m.cfg.blocks_of(f)) {
         if b.term != Terminator::Call {
@@ -1197,8 +1199,11 @@ pub fn room_for(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
         }
         for e in m.cfg.edges_of(b) {
             if let (EdgeKind::Call, EdgeTarget::Function(g)) = (e.kind, e.target) {
-                if here.contains(&g) && small(g) {
-                    copies += *callee_room.entry(g).or_insert_with(|| blocks_room(m, &[g], plugin));
+                if here.contains(&g) {
+                    let room = callee_room
+                        .entry(g)
+                        .or_insert_with(|| small(g).then(|| blocks_room(m, &[g], plugin)));
+                    copies += room.unwrap_or(0);
                 }
             }
         }
