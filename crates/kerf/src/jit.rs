@@ -160,8 +160,14 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     };
 
     let sampling = Sampling { interval: 0.1, duration: args.duration, at_once: false };
-    let v = match kerf_tools::jit::run(&tool, args.pid, &args.command, sampling, &mut Stderr) {
-        Ok(v) => v,
+    let run = kerf_tools::jit::run_keeping(&tool, args.pid, &args.command, sampling, &mut Stderr);
+    let v = match run {
+        // (kerf exits once the summary is out: the translations and analyses go with the
+        // process rather than being freed one by one first.)
+        Ok((v, leftovers)) => {
+            std::mem::forget(leftovers);
+            v
+        }
         Err(e) => {
             // (A Ctrl-C before the JIT went in, say: as the other tools do.)
             drop(out);
