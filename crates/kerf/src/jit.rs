@@ -160,7 +160,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
     };
 
     let sampling = Sampling { interval: 0.1, duration: args.duration, at_once: false };
-    let run = kerf_tools::jit::run_keeping(&tool, args.pid, &args.command, sampling, &mut Stderr);
+    let run = kerf_tools::jit::run(&tool, args.pid, &args.command, sampling, &mut Stderr);
     let v = match run {
         // (kerf exits once the summary is out: the translations and analyses go with the
         // process rather than being freed one by one first.)

@@ -173,6 +173,11 @@ fn the_table_lists_the_blocks_the_json_summary_ranks_first() {
     assert_eq!(rows, want, "{text}");
 }
 
+/// The summary's row of the module whose path has `name` in it.
+fn module_row<'a>(j: &'a Value, name: &str) -> Option<&'a Value> {
+    j["modules"].as_array()?.iter().find(|m| m["module"].as_str().is_some_and(|p| p.contains(name)))
+}
+
 #[test]
 fn output_is_unchanged_nothing_escapes_and_block_counts_equal_spliced_counts() {
     let bin = common::build_fixture("jitted", "-O2", "jit-counts");
@@ -1944,11 +1949,7 @@ fn jump_tables_dispatch_through_translated_copies_transparently() {
         // The fixture's own tables went through copies, not just libc's: without PIE
         // `asm_run`'s, `asm_rel`'s, `switchy`'s and at least one of `interp`'s; in a PIE
         // `asm_rel`'s and `switchy`'s (gcc's computed goto there is in neither shape).
-        let own = j["modules"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["module"].as_str().unwrap().contains("jit_dispatch"));
+        let own = module_row(j, "jit_dispatch");
         let copies = own.map_or(0, |m| m["table_copies"].as_u64().unwrap());
         assert!(copies >= copied as u64, "{opt}: {copies} tables copied: {j}");
 
@@ -1981,12 +1982,7 @@ fn dispatches_through_one_table_share_its_translated_copy() {
     assert_eq!(out, expected, "output changed: {err}");
     let j = &v["jit"];
     assert_eq!(j["escapes"], 0, "{j}");
-    let own = j["modules"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|m| m["module"].as_str().unwrap().contains("jit_shared_table"))
-        .unwrap_or_else(|| panic!("no row of the fixture: {j}"));
+    let own = module_row(j, "jit_shared_table").unwrap_or_else(|| panic!("no row: {j}"));
     assert_eq!(own["table_dispatches"], 4, "{own}");
     assert_eq!(own["table_copies"], 1, "{own}");
     let (c, out2, _) = kerf_on("shared-table-spliced", "count", &["threaded@blocks"], &bin, &args);

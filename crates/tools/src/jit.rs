@@ -301,28 +301,18 @@ pub struct JitTool {
     pub rows: Option<usize>,
 }
 
-/// Run `tool` on process `pid` or a launched `command`; `events` hears what it says.
-pub fn run(
-    tool: &JitTool,
-    pid: Option<i32>,
-    command: &[String],
-    sampling: Sampling,
-    events: &mut dyn Events,
-) -> Result<Value, ToolError> {
-    run_keeping(tool, pid, command, sampling, events).map(|(v, _)| v)
-}
-
-/// What a run used to the end, handed back by [`run_keeping`]: the JIT (its translations,
-/// index and kerf's mappings of the target's memory; the target's code cache is gone) and
-/// the target (its modules' analyses). Dropping it frees them; freeing python3.11's took
-/// 10-12 ms after its program had ended.
+/// What a run used to the end, handed back by [`run`] beside the summary: the JIT (its
+/// translations, index and kerf's mappings of the target's memory; the target's code cache
+/// is gone) and the target (its modules' analyses). Dropping it frees them (freeing
+/// python3.11's took 10-12 ms after its program had ended); a caller that exits next may
+/// leave that to the exit (`std::mem::forget`), as the command line does.
 pub struct Leftovers {
     _held: Box<dyn std::any::Any + Send>,
 }
 
-/// [`run`], handing back what the run used instead of freeing it: a caller that exits next
-/// may leave that to the exit (`std::mem::forget`), as the command line does.
-pub fn run_keeping(
+/// Run `tool` on process `pid` or a launched `command`; `events` hears what it says.
+/// Returns the summary and what the run used ([`Leftovers`]).
+pub fn run(
     tool: &JitTool,
     pid: Option<i32>,
     command: &[String],
