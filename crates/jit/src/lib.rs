@@ -25,7 +25,7 @@ pub use region::{closure, Region};
 pub use table::Table;
 pub use translate::{
     action_site, action_sites, counting_entry_stub, data_for, entry_stub, escape_stub,
-    glibc_module, load_hook, load_site, longjmp_hook, room_for, signal_hook, translate, BlockInfo,
-    Branch, EdgeInfo, Entry, ExitInfo, JitError, Layout, Leaves, Link, Marks, Module, NoPlugin,
-    Plugin, Scope, SignalHook, Translated, Translation,
+    glibc_module, load_hook, load_site, longjmp_hook, room_for, room_parts, room_total,
+    signal_hook, translate, BlockInfo, Branch, EdgeInfo, Entry, ExitInfo, JitError, Layout, Leaves,
+    Link, Marks, Module, NoPlugin, Plugin, Scope, SignalHook, Translated, Translation,
 };

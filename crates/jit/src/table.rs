@@ -20,6 +20,8 @@
 //! entries in the overflow list, against 7 to 14 (with address randomisation) with these. A big program has many indirect targets (every
 //! return site and function entry of python3.11 and its libraries: 130 k).
 
+use kerf_arch::hash::AddrMap;
+
 /// Sets in the table.
 pub const SETS: usize = 1 << SET_BITS;
 /// Bits of a set number (with BMI2).
@@ -119,7 +121,10 @@ impl Hash {
 #[derive(Clone, Debug)]
 pub struct Table {
     hash: Hash,
-    ways: Vec<[Way; WAYS]>,
+    /// The sets that hold an entry, by number. (Only those: the whole table is 16 MiB, whose
+    /// every page a vector of its sets touched, in a process where a first touch of a page
+    /// costs about 3 us; python3.11's 27 k entries fill 20 k sets.)
+    ways: AddrMap<u32, [Way; WAYS]>,
     /// Entries that found every way of their set taken, in the overflow list (the first
     /// [`OVERFLOW`]; indirect transfers to the rest leave the cache, counted as escapes).
     pub crowded: Vec<(u64, u64)>,
@@ -165,7 +170,7 @@ impl Table {
     pub fn new(hash: Hash) -> Table {
         Table {
             hash,
-            ways: vec![[Way::default(); WAYS]; SETS],
+            ways: AddrMap::default(),
             crowded: Vec::new(),
             entries: 0,
             lost_returns: 0,
@@ -208,7 +213,7 @@ impl Table {
     ) -> Option<Placed> {
         debug_assert!(orig != 0);
         let s = self.hash.set_of(orig);
-        let set = &mut self.ways[s];
+        let set = self.ways.entry(s as u32).or_default();
         if set.iter().any(|w| w.orig == orig) {
             return None;
         }
@@ -230,22 +235,35 @@ impl Table {
 
     /// The entry for `orig`, as the probe and the miss path find it.
     pub fn find(&self, orig: u64) -> Option<u64> {
-        let set = self.ways[self.hash.set_of(orig)].iter().map(|w| (w.orig, w.entry));
+        let set = self.set(orig).iter().map(|w| (w.orig, w.entry));
         let mut over = self.crowded.iter().take(OVERFLOW).copied();
         set.chain(&mut over).find(|w| w.0 == orig && orig != 0).map(|w| w.1)
     }
 
     /// The continuation of `orig`, as a `ret` finds it (the sets only).
     pub fn continuation(&self, orig: u64) -> Option<u64> {
-        let set = &self.ways[self.hash.set_of(orig)];
-        set.iter().find(|w| w.orig == orig && orig != 0).map(|w| w.cont)
+        self.set(orig).iter().find(|w| w.orig == orig && orig != 0).map(|w| w.cont)
+    }
+
+    /// The ways of `orig`'s set (all empty where no entry went there).
+    fn set(&self, orig: u64) -> &[Way; WAYS] {
+        const EMPTY: [Way; WAYS] = [Way { orig: 0, entry: 0, cont: 0, keyed: false }; WAYS];
+        self.ways.get(&(self.hash.set_of(orig) as u32)).unwrap_or(&EMPTY)
+    }
+
+    /// The sets that hold an entry, in the order of their numbers.
+    fn sets(&self) -> Vec<(usize, &[Way; WAYS])> {
+        let mut v: Vec<(usize, &[Way; WAYS])> =
+            self.ways.iter().map(|(&s, set)| (s as usize, set)).collect();
+        v.sort_unstable_by_key(|&(s, _)| s);
+        v
     }
 
     /// The byte offsets of the original-address words of every entry placed (each way's key
     /// and its return key, then the overflow list): zeroing them, and them only, makes every lookup miss while a thread
     /// that read a word before sees its entry word still whole.
     pub fn key_offsets(&self) -> Vec<u64> {
-        let ways = self.ways.iter().enumerate().flat_map(|(s, set)| {
+        let ways = self.sets().into_iter().flat_map(|(s, set)| {
             set.iter()
                 .enumerate()
                 .filter(|(_, w)| w.orig != 0)
@@ -263,7 +281,9 @@ impl Table {
     /// translation it leads to stays mapped).
     pub fn retire(&mut self, gone: impl Fn(u64) -> bool) -> Vec<u64> {
         let mut keys = Vec::new();
-        for (s, set) in self.ways.iter_mut().enumerate() {
+        let mut sets: Vec<(&u32, &mut [Way; WAYS])> = self.ways.iter_mut().collect();
+        sets.sort_unstable_by_key(|&(&s, _)| s);
+        for (&s, set) in sets {
             for (k, w) in set.iter_mut().enumerate() {
                 if w.orig != 0 && w.orig != RETIRED && gone(w.orig) {
                     w.orig = RETIRED;
@@ -293,7 +313,7 @@ impl Table {
     /// built and copied took a tenth of the writing at install.
     pub fn write_to(&self, mut write: impl FnMut(u64, &[u8])) {
         let mut set = [0u8; SET_STRIDE as usize];
-        for (s, ways) in self.ways.iter().enumerate() {
+        for (s, ways) in self.sets() {
             if ways.iter().all(|w| w.orig == 0) {
                 continue;
             }

@@ -1178,15 +1178,43 @@ impl std::error::Error for JitError {}
 /// translation stays under (each byte of code at most 3, plus each block's entry, plugin
 /// code and indirect entry, plus each instruction's lookup if it is an indirect transfer).
 pub fn room_for(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
+    let inlining = m.inline > 0 && m.returns.is_some() && !plugin.every_edge() && !plugin.exits();
+    let here: HashSet<FuncId> = match inlining {
+        true => funcs.iter().copied().collect(),
+        false => HashSet::default(),
+    };
+    room_total(plugin, room_parts(m, funcs, &|g| here.contains(&g), plugin))
+}
+
+/// [`room_for`] from its parts ([`room_parts`]), summed over any split of the functions.
+pub fn room_total(plugin: &dyn Plugin, (own, copies): (u64, u64)) -> u64 {
+    let own = room_base(plugin) + own;
+    own + copies.min(own / 2)
+}
+
+/// The room any translation takes besides its blocks': a page, the plugin's routines.
+fn room_base(plugin: &dyn Plugin) -> u64 {
+    4096 + plugin.routines().len() as u64
+}
+
+/// The parts of [`room_for`] that add up over functions, so that a caller may split a long
+/// list (python3.11's 10 k functions took 8 ms on one core at every start): the room of
+/// `funcs`' blocks (without [`room_base`]), and of the callees (those `within` holds) copied
+/// in place of their calls.
+pub fn room_parts(
+    m: &Module<'_>,
+    funcs: &[FuncId],
+    within: &(dyn Fn(FuncId) -> bool + Sync),
+    plugin: &dyn Plugin,
+) -> (u64, u64) {
     let own = blocks_room(m, funcs, plugin);
     let inlining = m.inline > 0 && m.returns.is_some() && !plugin.every_edge() && !plugin.exits();
     if !inlining {
-        return own;
+        return (own, 0);
     }
     // And room for callees copied in place of calls (see `Inline`): each direct call to a
     // small function of `funcs`, its blocks' room once more, up to half as much again. (A
     // hint: `translate` copies only within the room it is given beyond its blocks' own.)
-    let here: HashSet<FuncId> = funcs.iter().copied().collect();
     let small = |g: FuncId| m.cfg.blocks_of(g).iter().map(|b| b.insns).sum::<u32>() <= m.inline;
     // (Per callee once, small or not: a function is called from many places, and summing a
     // callee's instructions at every call was most of the room of python3.11's whole module,
@@ -1199,22 +1227,23 @@ pub fn room_for(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
         }
         for e in m.cfg.edges_of(b) {
             if let (EdgeKind::Call, EdgeTarget::Function(g)) = (e.kind, e.target) {
-                if here.contains(&g) {
-                    let room = callee_room
-                        .entry(g)
-                        .or_insert_with(|| small(g).then(|| blocks_room(m, &[g], plugin)));
+                if within(g) {
+                    let room = callee_room.entry(g).or_insert_with(|| {
+                        small(g).then(|| room_base(plugin) + blocks_room(m, &[g], plugin))
+                    });
                     copies += room.unwrap_or(0);
                 }
             }
         }
     }
-    own + copies.min(own / 2)
+    (own, copies)
 }
 
-/// [`room_for`] without the room of copied callees.
+/// The room of `funcs`' blocks (each byte of code at most 3, plus each block's entry, plugin
+/// code and indirect entry, plus each instruction's lookup if it is an indirect transfer).
 fn blocks_room(m: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> u64 {
     let (plugin_bytes, call_bytes) = (plugin.room(), plugin.call_room());
-    let mut n = 4096 + plugin.routines().len() as u64;
+    let mut n = 0;
     for &f in funcs {
         let entry = m.cfg.function(f).entry;
         let region = m.mem.code_region(entry);
@@ -1417,8 +1446,10 @@ pub fn data_for(m: &Module<'_>, funcs: &[FuncId]) -> u64 {
 #[derive(Default)]
 struct Emitter {
     insns: Vec<Instruction>,
-    /// Parallel to `insns`: the original address the instruction's start is clean for.
-    clean: Vec<Option<u64>>,
+    /// Parallel to `insns`: the original address the instruction's start is clean for, or 0
+    /// (no code lies at 0; an `Option` took 8 bytes more for each of python3.11's million
+    /// instructions, in memory whose first touch is most of what it costs).
+    clean: Vec<u64>,
     /// Parallel to `insns`: the original address of an instruction copied unchanged (whose
     /// bytes the layout takes as they are), else 0.
     copied: Vec<u64>,
@@ -1449,6 +1480,8 @@ struct Emitter {
     /// missed (made once): the [`seq::other_ways`], or with saved registers their
     /// [`seq::restore_scratch`] and then the [`seq::slow_ret`].
     ret_ways: BTreeMap<(i32, RetScratch), u64>,
+    /// Per-thread counters lowered once per point's liveness (see [`lower_counter`]).
+    counters: HashMap<u64, Vec<LoweredCounter>>,
     /// The label of the translation's [`seq::claim_slab`], once a gate needs it.
     claim: Option<u64>,
     /// Where threads with a `gs` base of the program's own leave after a `syscall` or
@@ -1577,7 +1610,7 @@ impl Emitter {
             }
         }
         self.insns.push(i);
-        self.clean.push(clean);
+        self.clean.push(clean.unwrap_or(0));
         self.copied.push(0);
     }
 
@@ -1992,8 +2025,8 @@ pub fn translate(
             }
             branches.push(br);
         }
-        if e.clean.get(first).is_some_and(Option::is_none) {
-            e.clean[first] = Some(start);
+        if e.clean.get(first) == Some(&0) {
+            e.clean[first] = start;
         }
         // A block that runs off its end goes on to the next block's translation, placed next
         // unless the next one here starts elsewhere.
@@ -2261,8 +2294,10 @@ pub fn translate(
     // (Collected, not inserted one by one: offsets grow with `k`, so the map is built in
     // one pass from a sorted run, where inserts searched the tree for each of python3.11's
     // 700 k clean points.)
-    let clean: BTreeMap<u64, u64> =
-        (e.clean.iter().enumerate()).filter_map(|(k, c)| Some((at_offset(k)?, (*c)?))).collect();
+    let clean: BTreeMap<u64, u64> = (e.clean.iter().enumerate())
+        .filter(|(_, &c)| c != 0)
+        .filter_map(|(k, &c)| Some((at_offset(k)?, c)))
+        .collect();
     let sides = e.sides.iter().filter_map(|&(k, b)| Some((at_offset(k)?, b))).collect();
     let counting: HashSet<u64> = arrivals.iter().map(|&(orig, _)| orig).collect();
     // (The sites deduplicated above by their first kind: a block target first.)
@@ -2614,8 +2649,8 @@ fn copy_inlined(
             }
             (end, _, _) => end,
         };
-        if e.clean.get(first).is_some_and(Option::is_none) {
-            e.clean[first] = Some(start);
+        if e.clean.get(first) == Some(&0) {
+            e.clean[first] = start;
         }
         if matches!(end, End::Falls | End::Call { .. }) {
             let next = m.runtime(b.end());
@@ -2643,8 +2678,11 @@ fn lower_at(
     e: &mut Emitter,
 ) -> Result<Vec<Instruction>, JitError> {
     let here = At { live, ..*at };
-    let (mut code, cold) = lower_program_split(p, &here)
-        .map_err(|err| JitError::Lower { block, detail: err.to_string() })?;
+    let (mut code, cold) = match lower_counter(p, &here, e) {
+        Some(lowered) => lowered,
+        None => lower_program_split(p, &here)
+            .map_err(|err| JitError::Lower { block, detail: err.to_string() })?,
+    };
     // One relabelling for both: their branches name each other's labels.
     let hot = code.len();
     code.extend(cold);
@@ -2654,6 +2692,84 @@ fn lower_at(
         code.insert(0, Instruction::with(Code::Nopd));
     }
     Ok(code)
+}
+
+/// A per-thread counter (`add gs:[d], n`, the block counters' op with slabs) lowered at a
+/// point, with a stand-in for `d`: where the stand-in is, and what the lowering gave.
+struct LoweredCounter {
+    at: At,
+    op: Op,
+    hot: Vec<Instruction>,
+    cold: Vec<Instruction>,
+    /// Indices into `hot` then `cold` (as one) of the operands that name the word.
+    words: Vec<usize>,
+}
+
+/// Two displacements no counter word has (a slab is far smaller): a counter lowered with
+/// each must differ only in operands that hold them.
+const STAND_INS: [i32; 2] = [0x3eed_0008, 0x3eed_1010];
+
+/// `p` lowered at `here` when it is one per-thread counter, from the lowering of the same
+/// counter at the same point kept in `e` (made the first time): python3.11's 66 k counted
+/// blocks and sides were lowered one by one, a tenth of the translation's time under
+/// `--plugin blocks`, for a handful of different codes. `None`: not such a program, or one
+/// whose lowering does not take the word as a plain displacement (then lowered each time).
+fn lower_counter(
+    p: &Program,
+    here: &At,
+    e: &mut Emitter,
+) -> Option<(Vec<Instruction>, Vec<Instruction>)> {
+    let [Op::AddMem { addr: Addr::PerThread(d), src, atomic }] = p.ops[..] else { return None };
+    let op = |disp: i32| Op::AddMem { addr: Addr::PerThread(disp), src, atomic };
+    let key = u64::from(here.live.regs.0) | u64::from(here.live.flags.0) << 16;
+    let known = e.counters.entry(key).or_default();
+    let k = match known.iter().position(|c| c.at == *here && c.op == op(STAND_INS[0])) {
+        Some(k) => k,
+        None => {
+            let lower = |disp: i32| {
+                let q = Program { ops: vec![op(disp)], ..p.clone() };
+                lower_program_split(&q, here).ok()
+            };
+            let (a, b) = (lower(STAND_INS[0])?, lower(STAND_INS[1])?);
+            let (one, two) = (a.0.iter().chain(&a.1), b.0.iter().chain(&b.1));
+            let mut words = Vec::new();
+            let same = a.0.len() == b.0.len()
+                && a.1.len() == b.1.len()
+                && one.zip(two).enumerate().all(|(k, (x, y))| {
+                    let names = |i: &Instruction, s: i32| {
+                        i.memory_segment() == Register::GS
+                            && i.memory_displacement64() == s as i64 as u64
+                    };
+                    if names(x, STAND_INS[0]) && names(y, STAND_INS[1]) {
+                        let mut y = *y;
+                        y.set_memory_displacement64(STAND_INS[0] as i64 as u64);
+                        words.push(k);
+                        x.eq_all_bits(&y)
+                    } else {
+                        x.eq_all_bits(y)
+                    }
+                });
+            // (Kept with no words when it does not: lowered each time.)
+            if !same {
+                words.clear();
+            }
+            known.push(LoweredCounter {
+                at: *here,
+                op: op(STAND_INS[0]),
+                hot: a.0,
+                cold: a.1,
+                words,
+            });
+            known.len() - 1
+        }
+    };
+    let c = known.get(k).filter(|c| !c.words.is_empty())?;
+    let (mut hot, mut cold) = (c.hot.clone(), c.cold.clone());
+    for &w in &c.words {
+        let i = if w < hot.len() { &mut hot[w] } else { &mut cold[w - c.hot.len()] };
+        i.set_memory_displacement64(d as i64 as u64);
+    }
+    Some((hot, cold))
 }
 
 /// The blocks of `funcs` an indirect transfer may reach, which get an indirect entry and a

@@ -177,8 +177,9 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
             return Err(e.into());
         }
     };
+    let mut v = v;
     let text = match args.json {
-        true => serde_json::to_string(&v).map(|t| t + "\n").unwrap_or_default(),
+        true => kerf_tools::jit::json_text(&mut v) + "\n",
         false => table(&v, args.top),
     };
     let _ = out.write_all(text.as_bytes());
