@@ -178,6 +178,11 @@ impl Table {
         }
     }
 
+    /// Room for `n` more entries' sets without growing the map of sets by steps.
+    pub fn reserve(&mut self, n: usize) {
+        self.ways.reserve(n);
+    }
+
     pub fn hash(&self) -> Hash {
         self.hash
     }

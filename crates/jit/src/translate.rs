@@ -1447,12 +1447,13 @@ pub fn data_for(m: &Module<'_>, funcs: &[FuncId]) -> u64 {
 struct Emitter {
     insns: Vec<Instruction>,
     /// Parallel to `insns`: the original address the instruction's start is clean for, or 0
-    /// (no code lies at 0; an `Option` took 8 bytes more for each of python3.11's million
-    /// instructions, in memory whose first touch is most of what it costs).
+    /// (no code lies at 0). (Words, not `Option`s, and `copied` a flag: at 64 bytes an
+    /// instruction these lists were the biggest memory of a translation, whose first touch
+    /// is most of what memory costs kerf.)
     clean: Vec<u64>,
-    /// Parallel to `insns`: the original address of an instruction copied unchanged (whose
-    /// bytes the layout takes as they are), else 0.
-    copied: Vec<u64>,
+    /// Parallel to `insns`: whether the instruction is copied unchanged from the original
+    /// address it is clean for (the layout takes its bytes as they are).
+    copied: Vec<bool>,
     next_label: u64,
     exits: BTreeMap<u64, (u64, Leaves)>,
     mark: Option<(usize, u64)>,
@@ -1611,14 +1612,14 @@ impl Emitter {
         }
         self.insns.push(i);
         self.clean.push(clean.unwrap_or(0));
-        self.copied.push(0);
+        self.copied.push(false);
     }
 
     /// [`Emitter::push`] of an original instruction copied unchanged from `orig`.
     fn push_copy(&mut self, i: Instruction, orig: u64) {
         self.push(i, Some(orig));
         if let Some(c) = self.copied.last_mut() {
-            *c = orig;
+            *c = true;
         }
     }
 
@@ -2269,8 +2270,8 @@ pub fn translate(
     };
     // (An instruction copied unchanged keeps its original bytes.)
     let original = |k: usize| {
-        let (&a, i) = (e.copied.get(k)?, e.insns.get(k)?);
-        (a != 0).then(|| m.mem.read(ImageAddr(a.wrapping_sub(m.bias)), i.len())).flatten()
+        let (&copied, &a, i) = (e.copied.get(k)?, e.clean.get(k)?, e.insns.get(k)?);
+        (copied && a != 0).then(|| m.mem.read(ImageAddr(a.wrapping_sub(m.bias)), i.len())).flatten()
     };
     let r = match m.iced {
         true => encode::lay_out_iced(&e.insns, layout.code),

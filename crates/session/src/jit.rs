@@ -2699,6 +2699,7 @@ impl Jit {
     fn insert_held(&mut self) {
         let mut held = std::mem::take(&mut self.held);
         held.sort_by_key(|e| e.rank);
+        self.index.reserve(held.len());
         for e in held {
             self.insert(e, false);
         }
