@@ -123,7 +123,7 @@ pub struct Table {
     hash: Hash,
     /// The sets that hold an entry, by number. (Only those: the whole table is 16 MiB, whose
     /// every page a vector of its sets touched, in a process where a first touch of a page
-    /// costs about 3 us; python3.11's 27 k entries fill 20 k sets.)
+    /// costs about 3 us; python3.11's translation ahead has 27 k entries.)
     ways: AddrMap<u32, [Way; WAYS]>,
     /// Entries that found every way of their set taken, in the overflow list (the first
     /// [`OVERFLOW`]; indirect transfers to the rest leave the cache, counted as escapes).
