@@ -1704,8 +1704,11 @@ pub fn translate(
     // and its label. Branches link by label, never by original address: iced's encoder also
     // moves a RIP-relative operand that names an instruction's `ip` (`lea rdi, [rip+cmp]`
     // would hand the program a cache address).
-    let mut order: Vec<(FuncId, usize)> = Vec::new();
-    let mut starts: HashMap<u64, u64> = HashMap::default();
+    // (Sized once: grown a doubling at a time, each list and map left its old copies in
+    // memory touched for nothing.)
+    let most: usize = funcs.iter().map(|&f| cfg.blocks_of(f).len()).sum();
+    let mut order: Vec<(FuncId, usize)> = Vec::with_capacity(most);
+    let mut starts: HashMap<u64, u64> = HashMap::with_capacity_and_hasher(most, Default::default());
     for &f in &funcs {
         for (k, b) in cfg.blocks_of(f).iter().enumerate() {
             if b.len > 0 && !starts.contains_key(&m.runtime(b.start)) {
@@ -2266,10 +2269,14 @@ pub fn translate(
     let label_at: HashMap<u64, usize> = if e.tables.is_empty() {
         HashMap::default()
     } else {
-        (e.insns.iter().enumerate())
-            .filter(|(_, i)| i.ip() >= LABELS)
-            .map(|(k, i)| (i.ip(), k))
-            .collect()
+        let n = e.insns.iter().filter(|i| i.ip() >= LABELS).count();
+        let mut at = HashMap::with_capacity_and_hasher(n, Default::default());
+        at.extend(
+            (e.insns.iter().enumerate())
+                .filter(|(_, i)| i.ip() >= LABELS)
+                .map(|(k, i)| (i.ip(), k)),
+        );
+        at
     };
     // (An instruction copied unchanged keeps its original bytes.)
     let original = |k: usize| {
@@ -2298,10 +2305,13 @@ pub fn translate(
     // (Collected, not inserted one by one: offsets grow with `k`, so the map is built in
     // one pass from a sorted run, where inserts searched the tree for each of python3.11's
     // 700 k clean points.)
-    let clean: BTreeMap<u64, u64> = (e.clean.iter().enumerate())
-        .filter(|(_, &c)| c != 0)
-        .filter_map(|(k, &c)| Some((at_offset(k)?, c)))
-        .collect();
+    let mut sorted = Vec::with_capacity(e.clean.len());
+    sorted.extend(
+        (e.clean.iter().enumerate())
+            .filter(|(_, &c)| c != 0)
+            .filter_map(|(k, &c)| Some((at_offset(k)?, c))),
+    );
+    let clean: BTreeMap<u64, u64> = sorted.into_iter().collect();
     let sides = e.sides.iter().filter_map(|&(k, b)| Some((at_offset(k)?, b))).collect();
     let counting: HashSet<u64> = arrivals.iter().map(|&(orig, _)| orig).collect();
     // (The sites deduplicated above by their first kind: a block target first.)

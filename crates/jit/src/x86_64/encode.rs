@@ -186,10 +186,13 @@ fn lay_out_own<'a>(
     original: &dyn Fn(usize) -> Option<&'a [u8]>,
 ) -> Result<Result<Laid, Unhandled>, EncodeError> {
     // 1. The labels: every instruction with a nonzero `ip`.
-    let mut labels: Vec<(u64, u32)> = (insns.iter().enumerate())
-        .filter(|(_, i)| i.ip() != 0)
-        .map(|(k, i)| (i.ip(), k as u32))
-        .collect();
+    // (Counted first: grown a doubling at a time, the list left its old copies in memory
+    // touched for nothing.)
+    let mut labels: Vec<(u64, u32)> =
+        Vec::with_capacity(insns.iter().filter(|i| i.ip() != 0).count());
+    labels.extend(
+        (insns.iter().enumerate()).filter(|(_, i)| i.ip() != 0).map(|(k, i)| (i.ip(), k as u32)),
+    );
     labels.sort_unstable_by_key(|l| l.0);
     if let Some(w) = labels.windows(2).find(|w| w[0].0 == w[1].0) {
         return Err(EncodeError::SameLabel(w[0].0));
