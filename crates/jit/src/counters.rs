@@ -19,7 +19,7 @@
 //! A thread killed in the middle of a block that has no edge to `V` (another thread called
 //! `exit` while it computed) leaves one unit unaccounted; that is the scheme's known limit.
 
-use crate::translate::{table_shape, Module};
+use crate::translate::{block_decoder, table_shape, Module};
 use iced_x86::{Code, FlowControl};
 use kerf_analysis::cfg::{Cfg, EdgeKind, EdgeTarget, FuncId, Terminator};
 use kerf_arch::hash::{AddrMap as HashMap, AddrSet as HashSet};
@@ -695,15 +695,7 @@ pub fn function_flow(m: &Module<'_>, facts: &ModuleFacts, f: FuncId) -> Option<F
 /// instruction at a time into one `Instruction` (a vector of them a block was a sixth of
 /// the placement's time on python3.11).
 fn block_stops(m: &Module<'_>, b: &kerf_analysis::cfg::Block) -> (bool, bool) {
-    let Some((base, bytes)) = m.mem.code_region(b.start) else { return (true, true) };
-    let off = (b.start.0 - base.0) as usize;
-    let end = (off + b.len as usize).min(bytes.len());
-    let mut d = iced_x86::Decoder::with_ip(
-        64,
-        &bytes[off.min(end)..end],
-        m.runtime(b.start),
-        iced_x86::DecoderOptions::NONE,
-    );
+    let Some(mut d) = block_decoder(m, b.start, b.len) else { return (true, true) };
     let mut i = iced_x86::Instruction::default();
     let (mut n, mut hazard, mut stops, mut call_before) = (0u32, false, false, false);
     while n < b.insns && d.can_decode() {

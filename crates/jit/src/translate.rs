@@ -3221,6 +3221,20 @@ fn table_dispatch(
     Some(generic)
 }
 
+/// A decoder of the `len` bytes of the block at `start`, at their original addresses (`None`:
+/// no code bytes there).
+pub(crate) fn block_decoder<'m>(
+    m: &'m Module<'_>,
+    start: ImageAddr,
+    len: u32,
+) -> Option<Decoder<'m>> {
+    let (base, bytes) = m.mem.code_region(start)?;
+    let off = (start.0 - base.0) as usize;
+    let end = (off + len as usize).min(bytes.len());
+    let code = &bytes[off.min(end)..end];
+    Some(Decoder::with_ip(64, code, m.runtime(start), DecoderOptions::NONE))
+}
+
 /// The instructions of the block at `start` (`len` bytes, `insns` instructions), at their
 /// original addresses.
 pub(crate) fn block_insns(
@@ -3229,11 +3243,7 @@ pub(crate) fn block_insns(
     len: u32,
     insns: u32,
 ) -> Vec<Instruction> {
-    let Some((base, bytes)) = m.mem.code_region(start) else { return Vec::new() };
-    let off = (start.0 - base.0) as usize;
-    let end = (off + len as usize).min(bytes.len());
-    let mut d =
-        Decoder::with_ip(64, &bytes[off.min(end)..end], m.runtime(start), DecoderOptions::NONE);
+    let Some(mut d) = block_decoder(m, start, len) else { return Vec::new() };
     let mut v = Vec::with_capacity(insns as usize);
     while v.len() < insns as usize && d.can_decode() {
         v.push(d.decode());

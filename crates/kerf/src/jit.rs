@@ -161,7 +161,7 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
 
     let sampling = Sampling { interval: 0.1, duration: args.duration, at_once: false };
     let run = kerf_tools::jit::run(&tool, args.pid, &args.command, sampling, &mut Stderr);
-    let v = match run {
+    let mut v = match run {
         // (kerf exits once the summary is out: the translations and analyses go with the
         // process rather than being freed one by one first.)
         Ok((v, leftovers)) => {
@@ -177,7 +177,6 @@ pub fn run(args: Args) -> Result<(), crate::Error> {
             return Err(e.into());
         }
     };
-    let mut v = v;
     let text = match args.json {
         true => kerf_tools::jit::json_text(&mut v) + "\n",
         false => table(&v, args.top),
