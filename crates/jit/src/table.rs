@@ -1,5 +1,6 @@
 //! The lookup table an indirect transfer in the code cache searches (see
-//! [`crate::x86_64::probe`]): 2^17 sets of four ways, each way an original address and the
+//! [`crate::x86_64::probe`]): 2^17 to 2^20 sets of four ways, as many as the translation is
+//! big ([`set_bits_for`]), each way an original address and the
 //! cache address of that block's indirect entry. kerf fills it; the target only reads it. An
 //! empty way holds original address 0, which no target has. In the cache line after each
 //! set's ways, at [`CONT`] bytes from each way, the way's *continuation*: where the
@@ -8,24 +9,42 @@
 //! framed `ret` reads both lines, which share a page (with the continuations in a table of
 //! their own, 9 MiB away, each return site took a second page and line of the CPU's caches);
 //! a frameless one reads the second line only, which holds a copy of each way's original
-//! address beside its continuation ([`RET_KEY`]).
+//! address beside its continuation ([`RET_KEY`]). Before the sets, at fixed places whatever
+//! their number: the overflow list and the outer frames.
 //!
-//! The set is computed from the target without touching the flags: with BMI2, bits 6..22 of
+//! The set is computed from the target without touching the flags: with BMI2, bits 6..22
+//! (with 2^17 sets; 6..25 with 2^20) of
 //! `rotr(x, 13) + 8x` (`rorx`, `lea`, then `shlx` and `shrx` to keep them; a frameless `ret`,
 //! whose flags are dead, keeps them with one `and`, which leaves the set's number times 64,
 //! and reads the set through an operand that doubles it): about bits 3..19 plus bits 19..35
 //! (return sites are rarely under 8 bytes apart, a module's set numbers wrap every 1 MiB of
-//! its code, and modules differ in the high bits); else bits 0..15 with `movzx` alone (half
-//! the sets). Bits 7..23, which an `and` keeps already times 128, put 74 of python3.11's
-//! entries in the overflow list, against 7 to 14 (with address randomisation) with these. A big program has many indirect targets (every
-//! return site and function entry of python3.11 and its libraries: 130 k).
+//! its code, and modules differ in the high bits); else bits 0..15 with `movzx` alone (2^16
+//! sets). Bits 7..23, which an `and` keeps already times 128, put 74 of python3.11's
+//! entries in the overflow list, against 7 to 14 (with address randomisation) with these. A
+//! big program has many indirect targets (every return site and function entry of
+//! python3.11 and its libraries: 130 k).
 
 use kerf_arch::hash::AddrMap;
 
-/// Sets in the table.
-pub const SETS: usize = 1 << SET_BITS;
-/// Bits of a set number (with BMI2).
-pub const SET_BITS: u32 = 17;
+/// Bits of a set number with BMI2 ([`Hash::Mixed`]) for a translation whose walk ahead has
+/// `walk` blocks, in modules of `all` blocks in all: a set for every two blocks of the walk
+/// and for every four of the modules (rounded up to a power of two), at least
+/// [`MIN_SET_BITS`] and at most [`MAX_SET_BITS`]. Entries come at about a third of the
+/// blocks translated (clang's walk: 316 k entries for 941 k blocks; python3.11's: 27 k for
+/// 80 k), and what comes on demand may outgrow the walk (clang's virtual calls: 1.8 M blocks
+/// and 633 k entries in the run after it), but not the modules. A load of 2.6, clang's with
+/// a fixed 2^17 sets, left 19 k of its 339 k entries nowhere. Fixed at the start: every
+/// lookup of the code computes the set with these bits.
+pub fn set_bits_for(walk: usize, all: usize) -> u32 {
+    let sets = (walk / 2).max(all / 4).max(1).next_power_of_two();
+    sets.trailing_zeros().clamp(MIN_SET_BITS, MAX_SET_BITS)
+}
+/// The fewest bits of a set number with BMI2: 2^17 sets, 16 MiB (kerf's table before its
+/// size followed the translation's, and all a small program needs).
+pub const MIN_SET_BITS: u32 = 17;
+/// The most: 2^20 sets, 128 MiB, below 2 GiB in the target where there is room (only the
+/// pages of the sets written are memory).
+pub const MAX_SET_BITS: u32 = 20;
 /// Ways per set.
 pub const WAYS: usize = 4;
 /// Bytes of one way, and of one set's ways (a cache line).
@@ -33,11 +52,15 @@ pub const WAY_BYTES: u64 = 16;
 pub const SET_BYTES: u64 = WAY_BYTES * WAYS as u64;
 /// Bytes from one set to the next: its ways, then their continuations.
 pub const SET_STRIDE: u64 = 2 * SET_BYTES;
-/// Bytes of the sets.
-pub const SETS_BYTES: u64 = SETS as u64 * SET_STRIDE;
-/// Entries the overflow list after the sets holds (searched by the miss path: entries whose
-/// set was full still hit, slowly).
+/// Where the sets start: after the overflow list and the outer frames, whose places do not
+/// depend on the number of sets.
+pub const SETS_AT: u64 = 1 << 18;
+/// Entries the overflow list holds (searched by the miss path: entries whose set was full
+/// still hit, slowly). At the table's start: its count, then `(original, entry)` pairs.
 pub const OVERFLOW: usize = 4096;
+/// Byte offset of the overflow list's count, and of its first pair.
+pub const OVERFLOW_COUNT: u64 = 0;
+pub const OVERFLOW_PAIRS: u64 = 8;
 /// How far each way's continuation word is from the way: in the next line, with the ways'
 /// own stride (the other 8 bytes of each are spare).
 pub const CONT: u64 = SET_BYTES;
@@ -47,10 +70,8 @@ pub const CONT: u64 = SET_BYTES;
 /// with the key in the first line, each return site hot in a run kept both lines of its set
 /// in the CPU's caches.
 pub const RET_KEY: u64 = CONT + 8;
-/// Bytes of the whole table: the sets, then the overflow list and the outer frames.
-pub const TABLE_BYTES: u64 = SETS_BYTES + (1 << 20);
 
-/// The *outer frames*, in the room between the overflow list and the continuations: a word
+/// The *outer frames*, after the overflow list: a word
 /// per slot, each the stack pointer a thread had when it entered a root from the original
 /// code (pointing at its return address), or 0. A root's return at that same stack pointer
 /// is the end of the root call, and goes back to the original code; any other return of the
@@ -62,7 +83,7 @@ pub const TABLE_BYTES: u64 = SETS_BYTES + (1 << 20);
 /// whose stack pointers hash alike each keep their own (with one word each, such a pair made
 /// the earlier thread's root call end through a missed return now and then: 1 run in 80 of
 /// the suite's eight-thread fixture).
-pub const OUTER: u64 = SETS_BYTES + (1 << 17);
+pub const OUTER: u64 = 1 << 17;
 /// Bytes the hash of a stack pointer ranges over: 8,192 slots.
 pub const OUTER_HASHED: u64 = 1 << 16;
 /// Words an entering thread may take and a returning one compares, from its slot on.
@@ -70,7 +91,12 @@ pub const OUTER_PROBES: u64 = 4;
 /// Bytes of the outer frames: the hashed slots and the probes past the last.
 pub const OUTER_BYTES: u64 = OUTER_HASHED + 8 * (OUTER_PROBES - 1);
 const _: () = assert!(OVERFLOW_PAIRS + 16 * OVERFLOW as u64 <= OUTER);
-const _: () = assert!(OUTER + OUTER_BYTES <= TABLE_BYTES);
+const _: () = assert!(OUTER + OUTER_BYTES <= SETS_AT);
+
+/// The byte offset of way `k` of set `s`.
+fn way_at(s: usize, k: usize) -> u64 {
+    SETS_AT + s as u64 * SET_STRIDE + WAY_BYTES * k as u64
+}
 
 /// The byte offset from [`OUTER`] of the slot for stack pointer `sp`, as the code computes it
 /// ([`crate::x86_64::outer_entry`]): with BMI2, the low 13 bits of `rotr(sp, 12) + sp`,
@@ -79,7 +105,7 @@ const _: () = assert!(OUTER + OUTER_BYTES <= TABLE_BYTES);
 /// low 16 bits of `sp` (an 8-byte aligned stack pointer, as every call leaves it).
 pub fn outer_slot(hash: Hash, sp: u64) -> u64 {
     match hash {
-        Hash::Mixed => sp.rotate_right(12).wrapping_add(sp).wrapping_mul(8) & (OUTER_HASHED - 1),
+        Hash::Mixed(_) => sp.rotate_right(12).wrapping_add(sp).wrapping_mul(8) & (OUTER_HASHED - 1),
         Hash::Low16 => sp & (OUTER_HASHED - 1),
     }
 }
@@ -98,10 +124,10 @@ pub const RETURN: u8 = 1;
 /// Which bits of a target choose its set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Hash {
-    /// Bits 0..15 (`movzx`): any x86-64 CPU.
+    /// Bits 0..15 (`movzx`): any x86-64 CPU. 2^16 sets.
     Low16,
-    /// Bits 6..22 of `rotr(x, 13) + 8x`: CPUs with BMI2.
-    Mixed,
+    /// Bits 6.. of `rotr(x, 13) + 8x`, this many of them ([`set_bits_for`]): CPUs with BMI2.
+    Mixed(u32),
 }
 
 impl Hash {
@@ -109,11 +135,29 @@ impl Hash {
     pub fn set_of(self, target: u64) -> usize {
         match self {
             Hash::Low16 => (target & 0xffff) as usize,
-            Hash::Mixed => {
+            Hash::Mixed(bits) => {
                 let mixed = target.rotate_right(13).wrapping_add(target.wrapping_mul(8));
-                ((mixed >> 6) & (SETS as u64 - 1)) as usize
+                ((mixed >> 6) & ((1u64 << bits) - 1)) as usize
             }
         }
+    }
+
+    /// Bits of a set number.
+    pub fn set_bits(self) -> u32 {
+        match self {
+            Hash::Low16 => 16,
+            Hash::Mixed(bits) => bits,
+        }
+    }
+
+    /// Sets in the table.
+    pub fn sets(self) -> usize {
+        1 << self.set_bits()
+    }
+
+    /// Bytes of the whole table: the overflow list and the outer frames, then the sets.
+    pub fn table_bytes(self) -> u64 {
+        SETS_AT + self.sets() as u64 * SET_STRIDE
     }
 }
 
@@ -161,10 +205,6 @@ pub enum Placed {
 fn way_keys(way: u64) -> [u64; 2] {
     [way, way + RET_KEY]
 }
-
-/// Byte offset of the overflow list's count, and of its first pair.
-pub const OVERFLOW_COUNT: u64 = SETS_BYTES;
-pub const OVERFLOW_PAIRS: u64 = SETS_BYTES + 8;
 
 impl Table {
     pub fn new(hash: Hash) -> Table {
@@ -235,7 +275,7 @@ impl Table {
         };
         set[k] = Way { orig, entry, cont, keyed };
         self.entries += 1;
-        Some(Placed::Way(s as u64 * SET_STRIDE + WAY_BYTES * k as u64))
+        Some(Placed::Way(way_at(s, k)))
     }
 
     /// The entry for `orig`, as the probe and the miss path find it.
@@ -272,7 +312,7 @@ impl Table {
             set.iter()
                 .enumerate()
                 .filter(|(_, w)| w.orig != 0)
-                .flat_map(move |(k, _)| way_keys(s as u64 * SET_STRIDE + WAY_BYTES * k as u64))
+                .flat_map(move |(k, _)| way_keys(way_at(s, k)))
         });
         let over = (0..self.crowded.len().min(OVERFLOW)).map(|i| OVERFLOW_PAIRS + 16 * i as u64);
         ways.chain(over).collect()
@@ -294,7 +334,7 @@ impl Table {
                     w.orig = RETIRED;
                     self.entries -= 1;
                     self.retired += 1;
-                    keys.extend(way_keys(s as u64 * SET_STRIDE + WAY_BYTES * k as u64));
+                    keys.extend(way_keys(way_at(s as usize, k)));
                 }
             }
         }
@@ -333,7 +373,7 @@ impl Table {
                 let key = if w.keyed { orig } else { 0 };
                 set[r..r + 8].copy_from_slice(&key.to_le_bytes());
             }
-            write(s as u64 * SET_STRIDE, &set);
+            write(way_at(s, 0), &set);
         }
         let over: Vec<&(u64, u64)> = self.crowded.iter().take(OVERFLOW).collect();
         if !over.is_empty() {
@@ -350,7 +390,7 @@ impl Table {
     /// The table as the target reads it (little-endian words): [`Table::write_to`] over
     /// zeros.
     pub fn bytes(&self) -> Vec<u8> {
-        let mut v = vec![0u8; TABLE_BYTES as usize];
+        let mut v = vec![0u8; self.hash.table_bytes() as usize];
         self.write_to(|at, b| v[at as usize..at as usize + b.len()].copy_from_slice(b));
         v
     }
@@ -391,12 +431,12 @@ mod tests {
         let gone = |a: u64| (0x5555_0001_0000..0x5555_000a_0000).contains(&a);
         let mut keys = t.retire(gone);
         keys.sort_unstable();
-        // Ways 1 to 3 of the set (each its key and its return key), and the overflow list's
-        // first pair.
-        let set = 0x1234 * SET_STRIDE;
+        // The overflow list's first pair (before the sets), and ways 1 to 3 of the set (each
+        // its key and its return key).
+        let set = SETS_AT + 0x1234 * SET_STRIDE;
         let r = RET_KEY;
         let want = [set + 16, set + 32, set + 48, set + 16 + r, set + 32 + r, set + 48 + r];
-        assert_eq!(keys, [&want[..], &[OVERFLOW_PAIRS]].concat());
+        assert_eq!(keys, [&[OVERFLOW_PAIRS], &want[..]].concat());
         assert_eq!(t.retire(gone), [], "retired once");
         assert_eq!((t.entries, t.retired), (2, 3));
         assert_eq!(t.find(0x5555_0001_1234), None);
@@ -421,7 +461,7 @@ mod tests {
         let mut t = Table::new(Hash::Low16);
         for k in 0..4u64 {
             let placed = t.insert(0x5555_0000_1234 + (k << 16), 0xa + k, 0x1a + k);
-            assert_eq!(placed, Some(Placed::Way(0x1234 * SET_STRIDE + 16 * k)));
+            assert_eq!(placed, Some(Placed::Way(SETS_AT + 0x1234 * SET_STRIDE + 16 * k)));
         }
         assert_eq!(t.insert(0x5555_0009_1234, 0xf, 0x1f), Some(Placed::Overflow(0)));
         assert_eq!(t.crowded, [(0x5555_0009_1234, 0xf)]);
@@ -432,12 +472,12 @@ mod tests {
         assert_eq!(t.find(0x5555_0009_1234), Some(0xf), "from the overflow list");
         assert_eq!(t.lost(), 0);
         let b = t.bytes();
-        assert_eq!(b.len() as u64, TABLE_BYTES);
-        let o = SETS_BYTES as usize;
+        assert_eq!(b.len() as u64, SETS_AT + (1 << 16) * SET_STRIDE);
+        let o = OVERFLOW_COUNT as usize;
         assert_eq!(u64::from_le_bytes(b[o..o + 8].try_into().unwrap()), 1);
         assert_eq!(u64::from_le_bytes(b[o + 8..o + 16].try_into().unwrap()), 0x5555_0009_1234);
         assert_eq!(u64::from_le_bytes(b[o + 16..o + 24].try_into().unwrap()), 0xf);
-        let at = (0x1234 * SET_STRIDE + 16) as usize;
+        let at = (SETS_AT + 0x1234 * SET_STRIDE + 16) as usize;
         assert_eq!(u64::from_le_bytes(b[at..at + 8].try_into().unwrap()), 0x5555_0001_1234);
         assert_eq!(u64::from_le_bytes(b[at + 8..at + 16].try_into().unwrap()), 0xb);
         let c = at + CONT as usize;
@@ -450,7 +490,7 @@ mod tests {
         let at = |k: u64| 0x5555_0000_1234 + (k << 16);
         // Three entries inside blocks: ways 2 and 3, then the overflow list.
         let inside: Vec<_> = (0..3).map(|k| t.insert_ranked(at(k), 1, 1, INSIDE, true)).collect();
-        let way = |k: u64| Some(Placed::Way(0x1234 * SET_STRIDE + 16 * k));
+        let way = |k: u64| Some(Placed::Way(SETS_AT + 0x1234 * SET_STRIDE + 16 * k));
         assert_eq!(inside, [way(2), way(3), Some(Placed::Overflow(0))]);
         // A function entry and a return site translated later still find ways 0 and 1.
         assert_eq!(t.insert_ranked(at(7), 2, 2, 0, true), way(0));
@@ -476,11 +516,52 @@ mod tests {
     }
 
     #[test]
+    fn a_set_for_every_two_blocks_within_bounds() {
+        assert_eq!(set_bits_for(0, 0), MIN_SET_BITS);
+        assert_eq!(set_bits_for(140_453, 310_000), MIN_SET_BITS, "python3.11");
+        assert_eq!(set_bits_for(1 << 18, 1 << 19), 17);
+        assert_eq!(set_bits_for((1 << 18) + 2, 0), 18);
+        assert_eq!(set_bits_for(0, (1 << 19) + 4), 18);
+        assert_eq!(set_bits_for(941_000, 0), 19, "clang's walk");
+        assert_eq!(set_bits_for(usize::MAX / 2, 0), MAX_SET_BITS);
+        // The sets lie past the fixed part and end with the table.
+        let h = Hash::Mixed(19);
+        assert_eq!(h.table_bytes(), SETS_AT + (1 << 19) * SET_STRIDE);
+        let last = way_at(h.sets() - 1, WAYS - 1) + RET_KEY + 8;
+        assert_eq!(last, h.table_bytes());
+    }
+
+    #[test]
+    fn clangs_entries_find_room_with_the_sets_its_walk_asks_for() {
+        // 339,501 entries (clang and its libraries, 16-byte aligned entries and return
+        // sites between), in 2^17 sets: about 19 k of them had no room. In the 2^19 its
+        // walk's 941 k blocks ask for: every one in a way or the overflow list.
+        let mut x = 0x7f3a_1200_0000u64;
+        let mut lcg = 0x2545_f491_4f6c_dd1du64;
+        let entries: Vec<u64> = (0..339_501)
+            .map(|_| {
+                lcg = lcg.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x += 2 + (lcg >> 59);
+                x
+            })
+            .collect();
+        let fill = |bits: u32| {
+            let mut t = Table::new(Hash::Mixed(bits));
+            for &e in &entries {
+                t.insert(e, 1, 2);
+            }
+            t.lost()
+        };
+        assert!(fill(MIN_SET_BITS) > 1000, "{}", fill(MIN_SET_BITS));
+        assert_eq!(fill(set_bits_for(941_000, 0)), 0);
+    }
+
+    #[test]
     fn aligned_entries_spread_over_sets_with_bmi2() {
         // 16-byte aligned function entries all fall in 1 of every 16 sets by low bits.
         let entries: Vec<u64> = (0..20_000u64).map(|k| 0x7f00_0000_0000 + 0x40 * k).collect();
         let mut low = Table::new(Hash::Low16);
-        let mut mid = Table::new(Hash::Mixed);
+        let mut mid = Table::new(Hash::Mixed(MIN_SET_BITS));
         for &e in &entries {
             low.insert(e, 1, 2);
             mid.insert(e, 1, 2);

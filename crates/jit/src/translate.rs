@@ -2225,7 +2225,7 @@ pub fn translate(
             seq::restore_scratch(label, regs, slow)
         } else {
             let labels = [label, e.label(), e.label(), e.label(), e.label()];
-            seq::other_ways(labels, layout.table, pop, regs, slow)
+            seq::other_ways(labels, (layout.table, layout.hash), pop, regs, slow)
         };
         e.extend(code, None);
     }
@@ -2247,7 +2247,7 @@ pub fn translate(
     let path = seq::MissPath {
         miss,
         quiet,
-        overflow: layout.table + crate::table::SETS_BYTES,
+        overflow: layout.table + crate::table::OVERFLOW_COUNT,
         count: layout.data + DATA_ESCAPES,
         last,
         ask,

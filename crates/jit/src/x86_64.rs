@@ -30,7 +30,7 @@
 pub mod encode;
 pub mod signal;
 
-use crate::table::{Hash, WAYS};
+use crate::table::{Hash, SETS_AT, WAYS};
 use iced_x86::{Code, Instruction, MemoryOperand, Register};
 
 /// Bytes the lookup frame sits below the stack pointer the target expects.
@@ -187,15 +187,15 @@ fn rip(a: u64) -> MemoryOperand {
 /// The table's address as a 32-bit displacement, if all of it lies below 2 GiB (kerf maps it
 /// there when it can): then a set's offset indexes it directly, with no register holding its
 /// base.
-fn low_table(table: u64) -> Option<i32> {
-    i32::try_from(table + crate::table::TABLE_BYTES).ok().map(|_| table as i32)
+fn low_table(table: u64, hash: Hash) -> Option<i32> {
+    i32::try_from(table + hash.table_bytes()).ok().map(|_| table as i32)
 }
 
 /// `rdx = table + SET_STRIDE * set(rcx)`, flag-free (clobbers `rax`).
 fn set_of(table: u64, hash: Hash) -> Vec<Instruction> {
     let mut v = Vec::new();
     match hash {
-        Hash::Mixed => {
+        Hash::Mixed(bits) => {
             // `rotr(rcx, 13) + 8 * rcx` (see `Hash::Mixed`), by `lea`: no flags.
             v.push(op(Instruction::with3(
                 Code::VEX_Rorx_r64_rm64_imm8,
@@ -208,8 +208,8 @@ fn set_of(table: u64, hash: Hash) -> Vec<Instruction> {
                 Register::RDX,
                 MemoryOperand::new(Register::RDX, Register::RCX, 8, 0, 0, false, Register::None),
             )));
-            // Bits 6.. of it, SET_BITS of them: shift them to the top and down.
-            let top = 64 - 6 - crate::table::SET_BITS;
+            // Bits 6.. of it, `bits` of them: shift them to the top and down.
+            let top = 64 - 6 - bits;
             for (c, n) in
                 [(Code::VEX_Shlx_r64_rm64_r64, top), (Code::VEX_Shrx_r64_rm64_r64, top + 6)]
             {
@@ -233,10 +233,11 @@ fn set_of(table: u64, hash: Hash) -> Vec<Instruction> {
     };
     v.push(scaled(Register::None, 8, 0));
     v.push(scaled(Register::None, 8, 0));
-    match low_table(table) {
-        Some(t) => v.push(scaled(Register::None, 2, t as i64)),
+    // (The sets start `SETS_AT` into the table.)
+    match low_table(table, hash) {
+        Some(t) => v.push(scaled(Register::None, 2, t as i64 + SETS_AT as i64)),
         None => v.extend([
-            op(Instruction::with2(Code::Mov_r64_imm64, Register::RAX, table)),
+            op(Instruction::with2(Code::Mov_r64_imm64, Register::RAX, table + SETS_AT)),
             scaled(Register::RAX, 2, 0),
         ]),
     }
@@ -298,7 +299,7 @@ pub fn fast_ret(
     saved: bool,
     slow: u64,
 ) -> Vec<Instruction> {
-    use crate::table::{CONT, RET_KEY, SETS, SET_BYTES};
+    use crate::table::{CONT, RET_KEY, SET_BYTES};
     let [set, orig] = scratch;
     let set32 = narrow(set, Register::EAX);
     let two = |c: Code, a: Register, b: Register| op(Instruction::with2(c, a, b));
@@ -309,12 +310,12 @@ pub fn fast_ret(
     v.push(load(orig, 0));
     // The set's number times 64 (its offset is twice that: see `in_set`).
     match hash {
-        Hash::Mixed => {
+        Hash::Mixed(_) => {
             // Bits 6.. of `rotr(x, 13) + 8x` (see `Hash::Mixed`).
             v.push(op(Instruction::with3(Code::VEX_Rorx_r64_rm64_imm8, set, orig, 13)));
             let eight = MemoryOperand::new(set, orig, 8, 0, 0, false, Register::None);
             v.push(op(Instruction::with2(Code::Lea_r64_m, set, eight)));
-            let mask = ((SETS as u64 - 1) * SET_BYTES) as u32;
+            let mask = ((hash.sets() as u64 - 1) * SET_BYTES) as u32;
             v.push(op(Instruction::with2(Code::And_rm32_imm32, set32, mask)));
         }
         Hash::Low16 => {
@@ -322,12 +323,12 @@ pub fn fast_ret(
             v.push(op(Instruction::with2(Code::Shl_rm64_imm8, set, SET_BYTES.trailing_zeros())));
         }
     }
-    let low = low_table(table);
+    let low = low_table(table, hash);
     if low.is_none() {
         // The set's address, in `set`.
         let scaled = MemoryOperand::new(orig, set, 2, 0, 0, false, Register::None);
         v.extend([
-            op(Instruction::with2(Code::Mov_r64_imm64, orig, table)),
+            op(Instruction::with2(Code::Mov_r64_imm64, orig, table + SETS_AT)),
             op(Instruction::with2(Code::Lea_r64_m, set, scaled)),
             load(orig, 0),
         ]);
@@ -421,7 +422,8 @@ pub fn chained_ret_saved(
 
 /// The word `disp` bytes into a set, as [`fast_ret`] leaves `set`: for a table below 2 GiB
 /// (at `low`) the set's number times 64, scaled by two in the operand (a set is two lines,
-/// [`crate::table::SET_STRIDE`]), else the set's address.
+/// [`crate::table::SET_STRIDE`]) after the table's first [`SETS_AT`] bytes, else the set's
+/// address.
 fn in_set(set: Register, low: Option<i32>, disp: i32) -> MemoryOperand {
     const _: () = assert!(crate::table::SET_STRIDE == 2 * crate::table::SET_BYTES);
     match low {
@@ -429,7 +431,7 @@ fn in_set(set: Register, low: Option<i32>, disp: i32) -> MemoryOperand {
             Register::None,
             set,
             2,
-            t as i64 + disp as i64,
+            t as i64 + SETS_AT as i64 + disp as i64,
             4,
             false,
             Register::None,
@@ -450,7 +452,7 @@ const OUTER_RCX: i32 = -16;
 fn outer_slot_address(table: u64, hash: Hash) -> Vec<Instruction> {
     let outer = table + crate::table::OUTER;
     let mut v = Vec::new();
-    if hash == Hash::Mixed {
+    if matches!(hash, Hash::Mixed(_)) {
         // `8 * (rotr(rsp, 12) + rsp)`, by `rorx` and `lea`.
         v.push(op(Instruction::with3(
             Code::VEX_Rorx_r64_rm64_imm8,
@@ -595,20 +597,20 @@ pub fn restore_scratch(label: u64, scratch: [Register; 2], slow: u64) -> Vec<Ins
 
 /// The other ways of a [`fast_ret`]'s set, at label `labels[0]` (shared by the frameless
 /// returns of one `pop` and scratch pair; the other labels are its own): the set (as
-/// [`fast_ret`] left it for `table`) and the original address still in `scratch`, each way
+/// [`fast_ret`] left it for `table` and its `hash`) and the original address still in `scratch`, each way
 /// compared with `cmp`, a match leaving as [`fast_ret`] does; otherwise on to `slow` (the
 /// [`slow_ret`] of this `pop`, which looks in the overflow list, and asks kerf or leaves on a
 /// miss).
 pub fn other_ways(
     labels: [u64; WAYS + 1],
-    table: u64,
+    (table, hash): (u64, Hash),
     pop: i32,
     scratch: [Register; 2],
     slow: u64,
 ) -> Vec<Instruction> {
     use crate::table::{CONT, RET_KEY, WAY_BYTES};
     let [set, orig] = scratch;
-    let low = low_table(table);
+    let low = low_table(table, hash);
     let (label, tail, hits) = (labels[0], labels[1], &labels[2..]);
     let mut v = Vec::new();
     for (k, &hit) in hits.iter().enumerate() {
@@ -1017,7 +1019,7 @@ fn ask_kerf(ask: &Ask, start: u64, none: u64, labels: &mut dyn FnMut() -> u64) -
         v.push(op(Instruction::with2(Code::Cmp_r64_rm64, RCX, at(RDX, 16 * w as i32))));
         v.push(op(Instruction::with_branch(Code::Je_rel32_64, hit)));
     }
-    v.extend(search_overflow(ask.table + crate::table::SETS_BYTES, none, labels));
+    v.extend(search_overflow(ask.table + crate::table::OVERFLOW_COUNT, none, labels));
     for (w, &hit) in hits.iter().enumerate() {
         v.push(labelled(Instruction::with(Code::Popfq), hit));
         v.push(jump_through_way(w as i32, 0));

@@ -7,7 +7,7 @@
 //! a displacement) and above (through a register), with both hashes.
 
 use iced_x86::{Code, Instruction, Register};
-use kerf_jit::table::{outer_slot, Hash, OUTER, OUTER_PROBES, TABLE_BYTES};
+use kerf_jit::table::{outer_slot, Hash, MAX_SET_BITS, MIN_SET_BITS, OUTER, OUTER_PROBES};
 use kerf_jit::x86_64::{encode, outer_check, outer_entry};
 use std::arch::asm;
 
@@ -162,20 +162,23 @@ fn bmi2() -> bool {
 
 #[test]
 fn outer_frames_with_the_table_below_2_gib() {
-    let table = Mapping::new(Some(0x3000_0000), TABLE_BYTES as usize, false);
+    let bytes = Hash::Mixed(MAX_SET_BITS).table_bytes() as usize;
+    let table = Mapping::new(Some(0x3000_0000), bytes, false);
     check(&table, Hash::Low16);
     if bmi2() {
-        check(&table, Hash::Mixed);
+        check(&table, Hash::Mixed(MIN_SET_BITS));
+        check(&table, Hash::Mixed(MAX_SET_BITS));
     }
 }
 
 #[test]
 fn outer_frames_with_the_table_above_2_gib() {
-    let table = Mapping::new(None, TABLE_BYTES as usize, false);
+    let table = Mapping::new(None, Hash::Mixed(MAX_SET_BITS).table_bytes() as usize, false);
     assert!(table.addr() > 1 << 32);
     check(&table, Hash::Low16);
     if bmi2() {
-        check(&table, Hash::Mixed);
+        check(&table, Hash::Mixed(MIN_SET_BITS));
+        check(&table, Hash::Mixed(MAX_SET_BITS));
     }
 }
 
@@ -183,8 +186,9 @@ fn outer_frames_with_the_table_above_2_gib() {
 fn threads_apart_fall_in_different_slots() {
     // glibc's thread stacks: 8 MiB and a guard page apart; the same depth in each.
     let top = 0x7f12_3456_7000u64;
-    let slots: std::collections::HashSet<u64> =
-        (0..1024).map(|k| outer_slot(Hash::Mixed, top - k * 0x80_1000 - 0x1e8)).collect();
+    let slots: std::collections::HashSet<u64> = (0..1024)
+        .map(|k| outer_slot(Hash::Mixed(MIN_SET_BITS), top - k * 0x80_1000 - 0x1e8))
+        .collect();
     assert_eq!(slots.len(), 1024);
     assert!(slots.iter().all(|s| s % 8 == 0 && *s < kerf_jit::table::OUTER_BYTES));
 }

@@ -125,7 +125,7 @@ fn layout(mailbox: Option<u64>) -> Layout {
         code: CODE,
         room: 1 << 24,
         table: TABLE,
-        hash: Hash::Mixed,
+        hash: Hash::Mixed(kerf_jit::table::MIN_SET_BITS),
         data: DATA,
         mailbox,
         owner_tid: None,
@@ -357,7 +357,7 @@ fn the_cache_keeps_original_addresses_and_maps_back() {
     assert!(asks.count() >= 2, "the miss path does not name the mailbox");
 
     // 4. The table finds every function entry and every return site.
-    let mut table = Table::new(Hash::Mixed);
+    let mut table = Table::new(Hash::Mixed(kerf_jit::table::MIN_SET_BITS));
     for e in &t.entries {
         table.insert(e.orig, e.entry, e.cont);
     }

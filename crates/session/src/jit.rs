@@ -77,7 +77,9 @@ fn held_pause(tries: u32) -> Duration {
 }
 /// Table ways [`Jit::retire_gone`] may leave taken by retired entries (a sixteenth of the
 /// table's) before a flush makes the table anew instead.
-const RETIRED_MAX: usize = kerf_jit::table::SETS * kerf_jit::table::WAYS / 16;
+fn retired_max(hash: Hash) -> usize {
+    hash.sets() * kerf_jit::table::WAYS / 16
+}
 /// The cache thrashes when flushes took more than [`JitOptions::flush_share`] of the last
 /// [`THRASH_WINDOW`]: a miss is then answered without a flush, and the thread leaves for the
 /// original code (an escape, for the rest of its root call); no entry is made, so the next
@@ -1117,6 +1119,15 @@ fn bmi2() -> bool {
     std::arch::is_x86_feature_detected!("bmi2") && std::env::var_os("KERF_JIT_NO_BMI2").is_none()
 }
 
+/// The lookup table's set bits for a walk of `walk` blocks in modules of `all`
+/// ([`kerf_jit::table::set_bits_for`]; `KERF_JIT_SET_BITS`, for the tests and benchmarks,
+/// within the same bounds).
+fn set_bits(walk: usize, all: usize) -> u32 {
+    use kerf_jit::table::{set_bits_for, MAX_SET_BITS, MIN_SET_BITS};
+    let asked = std::env::var("KERF_JIT_SET_BITS").ok().and_then(|v| v.parse::<u32>().ok());
+    asked.map_or_else(|| set_bits_for(walk, all), |b| b.clamp(MIN_SET_BITS, MAX_SET_BITS))
+}
+
 /// Bytes of code room and data area a module's space asks for: `full` for every function
 /// it may translate, `small` where the address space near the module has no gap that big.
 #[derive(Clone, Copy, Debug)]
@@ -1710,6 +1721,20 @@ pub fn install(
             region.funcs[k] = (0..n).map(FuncId).collect();
         }
     }
+    // The lookup table is sized for the whole walk, though a hint or a deferred walk sends
+    // less of it ahead, and for the modules it may grow into on demand.
+    let walk_blocks: usize = (region.funcs.iter().enumerate())
+        .flat_map(|(k, fs)| fs.iter().map(move |&f| (k, f)))
+        .map(|(k, f)| images[k].analysis.cfg.function(f).blocks.len())
+        .sum();
+    let grown = (images.iter().zip(&region.funcs))
+        .filter(|(_, fs)| opts.on_demand || !fs.is_empty())
+        .map(|(m, _)| m.analysis.cfg.blocks.len())
+        .sum();
+    let hash = match bmi2() {
+        true => Hash::Mixed(set_bits(walk_blocks, grown)),
+        false => Hash::Low16,
+    };
     // Attaching, a big module's whole check and liveness where returns land come after the
     // cache is live ([`Jit::serve`]): meanwhile it is translated with every `ret` keeping
     // its frame, from its functions checked one by one.
@@ -1841,7 +1866,7 @@ pub fn install(
         // Below 2 GiB where there is room (a PIE's and its libraries' addresses are far
         // above), as high as it fits (a non-PIE executable's heap grows up from low down):
         // the lookups then name it by a 32-bit displacement (`x86_64::fast_ret`).
-        let bytes = kerf_jit::table::TABLE_BYTES;
+        let bytes = hash.table_bytes();
         let (lo, hi) = (RemoteAddr(LOW_TABLE.0), RemoteAddr(LOW_TABLE.1));
         let prot = libc::PROT_READ | libc::PROT_WRITE;
         // (`KERF_JIT_TABLE_HIGH`: near the executable, as before, for the tests and
@@ -1941,7 +1966,6 @@ pub fn install(
 
     // 2. Translate while the process runs: modules in parallel, the biggest first.
     let t1 = Instant::now();
-    let hash = if bmi2() { Hash::Mixed } else { Hash::Low16 };
     let root_entries: HashSet<u64> = roots
         .iter()
         .map(|r| images[r.module].analysis.cfg.function(r.func).entry.0 + mods[r.module].bias)
@@ -2376,6 +2400,11 @@ impl Jit {
     /// Where the lookup table lies in the target.
     pub fn table_at(&self) -> u64 {
         self.table.remote().0
+    }
+
+    /// How many sets the lookup table has.
+    pub fn table_sets(&self) -> usize {
+        self.ctx.hash.sets()
     }
 
     pub fn pid(&self) -> i32 {
@@ -3499,7 +3528,7 @@ impl Jit {
     /// entry just before step 1 may still jump there). Returns false, changing nothing, where
     /// a flush must be made instead: an exit of a translation made before the cache ran
     /// leads into them (it may be a direct jump now), or the retired table ways would be too
-    /// many ([`RETIRED_MAX`]: no entry takes them until a flush makes the table anew).
+    /// many ([`retired_max`]: no entry takes them until a flush makes the table anew).
     fn retire_gone(&mut self, all: &[&AnalyzedImage], went: &[usize]) -> bool {
         let spans: Vec<(u64, u64)> = went.iter().map(|&k| span(all[k])).collect();
         let gone = |a: u64| spans.iter().any(|&(lo, hi)| (lo..hi).contains(&a));
@@ -3516,7 +3545,7 @@ impl Jit {
             .filter(|c| c.data.is_live() && went.contains(&c.module))
             .map(|c| c.translation.entries.len())
             .sum::<usize>();
-        if self.index.retired + retiring > RETIRED_MAX {
+        if self.index.retired + retiring > retired_max(self.ctx.hash) {
             return false;
         }
         // 1.
@@ -5513,12 +5542,15 @@ impl Jit {
             sp.used = sp.start;
             sp.gaps = 0;
         }
-        // (All but the outer frames: the threads in a root call are still in it.)
-        self.index = Table::new(self.ctx.hash);
-        let (bytes, outer) = (self.index.bytes(), kerf_jit::table::OUTER as usize);
-        let past = outer + kerf_jit::table::OUTER_BYTES as usize;
-        self.table.write_bytes(0, &bytes[..outer]);
-        self.table.write_bytes(past, &bytes[past..]);
+        // Every word the old entries were written to, zero (the rest is zero already, and
+        // the outer frames are kept: the threads in a root call are still in it).
+        let old = std::mem::replace(&mut self.index, Table::new(self.ctx.hash));
+        let zeros = [0u8; kerf_jit::table::SET_STRIDE as usize];
+        old.write_to(|at, b| {
+            for (k, part) in b.chunks(zeros.len()).enumerate() {
+                self.table.write_bytes(at as usize + k * zeros.len(), &zeros[..part.len()]);
+            }
+        });
         self.starts.clear();
         self.unlinked.clear();
         self.done.iter_mut().for_each(HashSet::clear);

@@ -1359,6 +1359,7 @@ fn summarize(
     v["jit"]["chained_returns"] = json!(s.chained_returns);
     v["jit"]["hot_chains"] = json!(s.hot_chains);
     v["jit"]["frameless_returns"] = json!(s.frameless_returns);
+    v["jit"]["table_sets"] = json!(jit.table_sets());
     v["jit"]["on_demand"]["slots_unread"] = json!(s.slots_unread);
     v["jit"]["on_demand"]["unmapped"] = json!(s.unmapped);
     v["jit"]["on_demand"]["unmap_refused"] = json!(s.unmap_refused);

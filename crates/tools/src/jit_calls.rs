@@ -62,8 +62,12 @@ const TAIL_EXIT: u32 = 1 << 30;
 /// when counting (8 bytes a slot), 4 MiB with a trace file (32; pages no thread writes cost
 /// nothing), 3 ms of a thread that makes 20 M calls a second.
 pub const DEFAULT_SLOTS: u32 = 131072;
-/// How often the reader drains the rings.
-const DRAIN_EVERY: std::time::Duration = std::time::Duration::from_micros(500);
+/// How often the reader drains the rings: every half millisecond, or as
+/// `KERF_JIT_DRAIN_US` says (the tests' stand-in for a reader a busy host keeps off its CPU).
+fn drain_every() -> std::time::Duration {
+    let us = std::env::var("KERF_JIT_DRAIN_US").ok().and_then(|v| v.parse::<u64>().ok());
+    std::time::Duration::from_micros(us.unwrap_or(500))
+}
 /// How long after a drain (or the keeper's look) a thread whose ring is full waits for the
 /// next (`ring::WAIT`): kerf drains every half millisecond or sooner, and its keeper looks
 /// every 20 ms, but either may sleep far longer: on the suite's 2-CPU virtual machines a
@@ -103,6 +107,9 @@ pub struct CallTrace {
     funcs: Vec<(usize, String, u64)>,
     /// The modules added while the trace runs, in the order they came.
     late: std::sync::RwLock<Vec<LateModule>>,
+    /// The reader's keeper, once there is a reader: a late module's rings are put in its
+    /// care as soon as they are added ([`LateRings`]).
+    keep: std::sync::OnceLock<Arc<Keep>>,
 }
 
 /// A module mapped after the trace began: its functions (numbered from 0 in its own trace
@@ -200,7 +207,8 @@ impl CallTrace {
         }
         let shape = CallTrace::shape(slots, locks, timed);
         let timed = timed || locks;
-        CallTrace { shape, locks, timed, ids, parts, plt, funcs, late: Default::default() }
+        let (late, keep) = Default::default();
+        CallTrace { shape, locks, timed, ids, parts, plt, funcs, late, keep }
     }
 
     fn late(&self) -> std::sync::RwLockReadGuard<'_, Vec<LateModule>> {
@@ -394,6 +402,17 @@ impl kerf_session::jit::LateRings for CallTrace {
     fn added(&self, m: &AnalyzedImage, rings: Arc<SharedMem>, data: Arc<SharedMem>) {
         let Some(bias) = m.bias else { return };
         let table = FunctionTable::of(m, bias, self.locks, 0, &|_| false);
+        // Its rings' writers wait for room from now on, and the keeper moves their deadlines
+        // with the others': the reader adopts the rings at its next drain, which a busy
+        // host may hold off for longer than a thread takes to fill its ring (with a deadline
+        // of 0 until then, the suite's late-root fixture once dropped 157 k of its 855 k
+        // records).
+        if let Some(keep) = self.keep.get() {
+            let ticks = keep.wait_ticks.load(Ordering::Relaxed);
+            let deadline = if ticks == 0 { 0 } else { kerf_os::clock::tsc() + ticks };
+            prime(&rings, self.shape, deadline);
+            keep.areas.lock().unwrap_or_else(|e| e.into_inner()).push(rings.clone());
+        }
         let late = LateModule { path: m.path.clone(), bias, table, rings, data };
         self.late.write().unwrap_or_else(|e| e.into_inner()).push(late);
     }
@@ -677,6 +696,8 @@ impl<'a> Reader<'a> {
             shape: calls.shape,
             longest_drain: std::sync::atomic::AtomicU64::new(0),
         });
+        // (One reader a trace.)
+        let _ = calls.keep.set(keep.clone());
         let areas = (areas.into_iter())
             .map(|(rings, data)| Area { rings, data, source: 0, base: 0 })
             .collect();
@@ -856,8 +877,11 @@ impl<'a> Reader<'a> {
                 }
             }
             let (rings, data) = (l.rings.clone(), l.data.clone());
+            // (In the keeper's care already where the reader was made before they came.)
             let mut kept = self.keep.areas.lock().unwrap_or_else(|e| e.into_inner());
-            kept.push(rings.clone());
+            if !kept.iter().any(|k| Arc::ptr_eq(k, &rings)) {
+                kept.push(rings.clone());
+            }
             drop(kept);
             self.areas.push(Area { rings, data, source, base });
             self.adopted = j + 1;
@@ -1101,7 +1125,7 @@ impl Reader<'_> {
     }
 }
 
-/// Drain `reader` every [`DRAIN_EVERY`] until `done`, then once more (nothing held back);
+/// Drain `reader` every [`drain_every`] until `done`, then once more (nothing held back);
 /// meanwhile a keeper thread moves the rings' deadlines on every [`KEEP_EVERY`] while the
 /// reader is alive ([`Keep`]), so that a drain blocked in writing the trace does not make
 /// full rings drop. (`kerf jit` drains so twice: while the JIT is live, and while it takes
@@ -1109,6 +1133,7 @@ impl Reader<'_> {
 pub fn drain_until(reader: &mut Reader<'_>, done: &std::sync::atomic::AtomicBool) {
     let keep = reader.keep.clone();
     let drained = std::sync::atomic::AtomicBool::new(false);
+    let every = drain_every();
     std::thread::scope(|s| {
         s.spawn(|| {
             while !drained.load(Ordering::Relaxed) {
@@ -1119,7 +1144,7 @@ pub fn drain_until(reader: &mut Reader<'_>, done: &std::sync::atomic::AtomicBool
         while !done.load(Ordering::Relaxed) {
             // A drain that found rings an eighth full goes again at once.
             if !reader.drain(false) {
-                std::thread::sleep(DRAIN_EVERY);
+                std::thread::sleep(every);
             }
         }
         reader.drain(true);
