@@ -3132,13 +3132,15 @@ fn copy_block(
                     let slow = e.ret_ways(pop, scratch);
                     let RetScratch { regs, saved } = scratch;
                     let mut here = here;
+                    // (A continuation as an immediate where all of the cache is below 2 GiB.)
+                    let low = layout.code.saturating_add(layout.room) <= i32::MAX as u64;
                     for &(ret, cont) in chain {
                         let next = e.label();
                         let compare = if saved {
                             let miss = e.label();
-                            seq::chained_ret_saved(ret, regs[0], cont, pop, (next, miss))
+                            seq::chained_ret_saved(ret, regs[0], (cont, low), pop, (next, miss))
                         } else {
-                            seq::chained_ret(ret, regs[0], cont, pop, next)
+                            seq::chained_ret(ret, regs[0], (cont, low), pop, next)
                         };
                         e.extend(compare, here);
                         e.chained_returns += 1;

@@ -3,7 +3,8 @@
 //! returns to that caller's continuation, and otherwise it goes on to what follows it; either
 //! way the register it takes (`r11`) comes through as it was. Both forms: the original address
 //! as a 32-bit immediate, and one that needs 64 bits (held in the register for the compare, put
-//! back when the compare fails).
+//! back when the compare fails); and each with the code below 2 GiB, where the continuation
+//! goes into the slot as an immediate (`encode::store_label`), and above.
 
 use iced_x86::{Code, Instruction, Register};
 use kerf_jit::x86_64::{chained_ret_saved, encode};
@@ -29,7 +30,7 @@ const KEPT: u64 = 0x1234_5678_9abc_def0;
 /// `eax` 1 and `r11` to [`KEPT`], then the chained `ret` for `orig`; what follows it (a miss)
 /// sets `eax` 2 and goes back to `CONT` by a jump. At `CONT`, `H` stores `rax` and `r11` in
 /// `out[0..2]`.
-fn harness(orig: u64) -> Vec<Instruction> {
+fn harness(orig: u64, low: bool) -> Vec<Instruction> {
     use Register::*;
     let mut v = vec![
         labelled(op(Instruction::with1(Code::Push_r64, RBX)), H),
@@ -44,7 +45,7 @@ fn harness(orig: u64) -> Vec<Instruction> {
         labelled(op(Instruction::with2(Code::Mov_r32_imm32, EAX, 1)), CALLEE),
         op(Instruction::with2(Code::Mov_r64_imm64, R11, KEPT)),
     ];
-    v.extend(chained_ret_saved(orig, R11, CONT, 0, (NEXT, MISS)));
+    v.extend(chained_ret_saved(orig, R11, (CONT, low), 0, (NEXT, MISS)));
     v.extend([
         labelled(op(Instruction::with2(Code::Mov_r32_imm32, EAX, 2)), NEXT),
         op(Instruction::with2(Code::Lea_r64_m, RSP, at(RSP, 8))),
@@ -53,13 +54,17 @@ fn harness(orig: u64) -> Vec<Instruction> {
     v
 }
 
-/// `H` laid out in an executable mapping, called with return slot `slot`:
-/// `rax` and `r11` at `CONT`.
-fn run(orig: u64, slot: u64) -> (u64, u64) {
+/// `H` laid out in an executable mapping (below 2 GiB with `low`), called with return slot
+/// `slot`: `rax` and `r11` at `CONT`.
+fn run(orig: u64, slot: u64, low: bool) -> (u64, u64) {
     let len = 4096;
-    let map = Mapping::new(None, len, true);
+    let map = Mapping::new(low.then_some(0x3100_0000), len, true);
     let code = map.addr();
-    let laid = encode::lay_out(&harness(orig), code).unwrap();
+    assert_eq!(code < 1 << 31, low, "{code:#x}");
+    let insns = harness(orig, low);
+    let laid = encode::lay_out(&insns, code).unwrap();
+    // Laid out alike by iced's encoder (which takes the label's store as the real one).
+    assert_eq!(laid.code, encode::lay_out_iced(&insns, code).unwrap().code);
     assert!(laid.code.len() <= len);
     // SAFETY: the laid-out bytes fit the mapping, which nothing else uses.
     unsafe { std::ptr::copy_nonoverlapping(laid.code.as_ptr(), code as *mut u8, laid.code.len()) };
@@ -83,7 +88,25 @@ fn run(orig: u64, slot: u64) -> (u64, u64) {
 fn a_chained_ret_that_keeps_its_register_returns_only_for_its_caller() {
     // 32 bits (below 2 GiB, as a non-PIE executable's return addresses) and 64.
     for orig in [0x52_ebe6u64, 0x7f12_3456_7890] {
-        assert_eq!(run(orig, orig), (1, KEPT), "{orig:#x}: the caller's address");
-        assert_eq!(run(orig, orig + 1), (2, KEPT), "{orig:#x}: another address");
+        for low in [false, true] {
+            assert_eq!(run(orig, orig, low), (1, KEPT), "{orig:#x} {low}: the caller's address");
+            assert_eq!(run(orig, orig + 1, low), (2, KEPT), "{orig:#x} {low}: another address");
+        }
     }
+}
+
+#[test]
+fn a_label_as_an_immediate_needs_the_label_below_2_gib() {
+    let v = [encode::store_label(CONT), labelled(Instruction::with(Code::Retnq), CONT)];
+    let low = encode::lay_out(&v, 0x3100_0000).unwrap();
+    // `mov qword [rsp], 0x31000008`, then the `ret` it names.
+    assert_eq!(low.code, [0x48, 0xc7, 0x04, 0x24, 0x08, 0x00, 0x00, 0x31, 0xc3]);
+    assert_eq!(encode::lay_out_iced(&v, 0x3100_0000).unwrap().code, low.code);
+    let high = encode::lay_out(&v, 0x7fff_fff8);
+    assert_eq!(high.unwrap_err(), encode::EncodeError::FarLabel(0x8000_0000));
+    let nowhere = [encode::store_label(CONT), Instruction::with(Code::Retnq)];
+    assert_eq!(
+        encode::lay_out(&nowhere, 0x3100_0000).unwrap_err(),
+        encode::EncodeError::FarLabel(CONT)
+    );
 }

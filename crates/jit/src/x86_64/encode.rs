@@ -11,6 +11,10 @@
 //! `loop`) are written from their opcodes. Anything else with a position-dependent encoding
 //! (a branch with prefixes, `xbegin`, a target beyond a rel32) goes to iced's encoder, whose
 //! result is equivalent (`tests/translate.rs` compares the two on whole modules).
+//!
+//! One pseudo-instruction: [`store_label`], `mov qword [rsp], imm32` whose immediate is the
+//! address a label lands at (which iced's instructions cannot say: an immediate holds a
+//! value, not a label), for a cache below 2 GiB.
 
 use iced_x86::{
     BlockEncoder, BlockEncoderOptions, Code, ConditionCode, Encoder, Instruction, InstructionBlock,
@@ -30,6 +34,9 @@ pub struct Laid {
 pub enum EncodeError {
     /// Two instructions carry the same label: a branch to it would be ambiguous.
     SameLabel(u64),
+    /// A [`store_label`] of a label that lands at or above 2 GiB (at this address), or of
+    /// no label of the sequence.
+    FarLabel(u64),
     /// iced's encoder refused an instruction.
     Iced(String),
 }
@@ -38,9 +45,63 @@ impl std::fmt::Display for EncodeError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             EncodeError::SameLabel(ip) => write!(f, "two instructions are labelled {ip:#x}"),
+            EncodeError::FarLabel(a) => {
+                write!(f, "a label's address as a 32-bit immediate, but it is {a:#x}")
+            }
             EncodeError::Iced(s) => f.write_str(s),
         }
     }
+}
+
+/// `mov qword [rsp], imm32` of the address where the instruction labelled `label` lands:
+/// written into the return slot, where the sequence lies below 2 GiB (a `ret` then leaves
+/// for that label with one store, where a `lea` of it into a register and a store of the
+/// register took two, and the store waited for the `lea`). Until laid out it is held as a
+/// store to `[rsp*1 + label]`, a memory operand no decoded instruction has (`rsp` cannot be
+/// an index), which [`lay_out_from`] and [`lay_out_iced`] turn into the real one.
+pub fn store_label(label: u64) -> Instruction {
+    let m = iced_x86::MemoryOperand::new(
+        Register::None,
+        Register::RSP,
+        1,
+        label as i64,
+        8,
+        false,
+        Register::None,
+    );
+    Instruction::with2(Code::Mov_rm64_imm32, m, 0).expect("a store of an immediate")
+}
+
+/// The label of a [`store_label`], and the real store it stands for (its immediate 0 until
+/// laid out).
+fn label_store(i: &Instruction) -> Option<(u64, Instruction)> {
+    let marked = i.code() == Code::Mov_rm64_imm32
+        && i.memory_index() == Register::RSP
+        && i.memory_base() == Register::None;
+    marked.then(|| {
+        // (No displacement byte: `48 c7 04 24` and the immediate, eight bytes.)
+        let at = iced_x86::MemoryOperand::new(
+            Register::RSP,
+            Register::None,
+            1,
+            0,
+            0,
+            false,
+            Register::None,
+        );
+        let store = Instruction::with2(Code::Mov_rm64_imm32, at, 0).expect("a store");
+        (i.memory_displacement64(), store)
+    })
+}
+
+/// A label's address as the immediate of a [`store_label`]: below 2 GiB (the immediate is
+/// sign-extended).
+fn label_imm(to: u64) -> Result<[u8; 4], EncodeError> {
+    i32::try_from(to)
+        .ok()
+        .filter(|v| *v >= 0)
+        .map(i32::to_le_bytes)
+        .ok_or(EncodeError::FarLabel(to))
 }
 
 /// Where a branch or RIP-relative operand goes: an instruction of the sequence (by index),
@@ -91,6 +152,11 @@ enum Kind {
         target: Target,
         short: bool,
     },
+    /// A [`store_label`], encoded once: its last four bytes become the address of
+    /// instruction `target`.
+    LabelImm {
+        target: u32,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -138,12 +204,38 @@ pub fn lay_out_from<'a>(
 }
 
 /// The same with iced's `BlockEncoder` (for comparison, and for what kerf's own encoder
-/// leaves to it).
+/// leaves to it). A [`store_label`] goes in as the real store with immediate 0, and its
+/// immediate is written once the label's place is known.
 pub fn lay_out_iced(insns: &[Instruction], at: u64) -> Result<Laid, EncodeError> {
-    let block = InstructionBlock::new(insns, at);
+    let stores: Vec<(usize, u64)> = (insns.iter().enumerate())
+        .filter_map(|(k, i)| label_store(i).map(|(label, _)| (k, label)))
+        .collect();
+    let real: Option<Vec<Instruction>> = (!stores.is_empty()).then(|| {
+        let real = |i: &Instruction| {
+            let (_, mut store) = label_store(i)?;
+            store.set_ip(i.ip());
+            Some(store)
+        };
+        insns.iter().map(|i| real(i).unwrap_or(*i)).collect()
+    });
+    let block = InstructionBlock::new(real.as_deref().unwrap_or(insns), at);
     let r = BlockEncoder::encode(64, block, BlockEncoderOptions::RETURN_NEW_INSTRUCTION_OFFSETS)
         .map_err(|e| EncodeError::Iced(e.to_string()))?;
-    Ok(Laid { code: r.code_buffer, offsets: r.new_instruction_offsets })
+    let (mut code, offsets) = (r.code_buffer, r.new_instruction_offsets);
+    if !stores.is_empty() {
+        let labels: std::collections::HashMap<u64, usize> = (insns.iter().enumerate())
+            .filter(|(_, i)| i.ip() != 0)
+            .map(|(k, i)| (i.ip(), k))
+            .collect();
+        for (k, label) in stores {
+            let j = *labels.get(&label).ok_or(EncodeError::FarLabel(label))?;
+            let imm = label_imm(at + offsets[j] as u64)?;
+            // (The immediate is the last four of the store's eight bytes.)
+            let end = offsets[k] as usize + 8;
+            code[end - 4..end].copy_from_slice(&imm);
+        }
+    }
+    Ok(Laid { code, offsets })
 }
 
 /// A branch written from its opcode: the iced codes of 64-bit near branches with a relative
@@ -241,6 +333,14 @@ fn lay_out_own<'a>(
         if let Some(op) = branch_op(i) {
             let kind = Kind::Branch { op, target: target(i.near_branch_target()), short: false };
             items.push(Item { kind, from, len: op.sizes().1 });
+        } else if let Some((label, store)) = label_store(i) {
+            let len = enc.encode(&store, 0).map_err(|e| EncodeError::Iced(e.to_string()))?;
+            let t = match target(label) {
+                Target::Insn(j) => j,
+                Target::Abs(_) => return Err(EncodeError::FarLabel(label)),
+            };
+            items.push(Item { kind: Kind::LabelImm { target: t }, from, len: len as u32 });
+            from += len as u32;
         } else if i.is_ip_rel_memory_operand() {
             if i.memory_base() != Register::RIP {
                 return Ok(Err(Unhandled));
@@ -365,6 +465,12 @@ fn lay_out_own<'a>(
         match it.kind {
             Kind::Plain => {
                 code.extend_from_slice(&pre[it.from as usize..(it.from + it.len) as usize])
+            }
+            Kind::LabelImm { target: j } => {
+                code.extend_from_slice(&pre[it.from as usize..(it.from + it.len) as usize]);
+                let imm = label_imm(place(Target::Insn(j)))?;
+                let n = code.len();
+                code[n - 4..].copy_from_slice(&imm);
             }
             Kind::RipRel { disp, target: t } => {
                 let Some(d) = rel32(place(t), end) else { return Ok(Err(Unhandled)) };
