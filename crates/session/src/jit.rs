@@ -75,6 +75,7 @@ const FLUSH_TRIES: u32 = 16;
 fn held_pause(tries: u32) -> Duration {
     Duration::from_millis(2 << (tries - 1).min(4))
 }
+
 /// The entries of the translations made before the cache runs (`held`), into kerf's copy of
 /// the table (`index`), by rank across all of them: a set's way 0, the one the inline probes
 /// compare, goes to return sites before other entries whichever piece of a module they are in.
