@@ -502,10 +502,11 @@ pub fn run(
     if s.lost > 0 {
         events.warn(&format!(
             "{} of {} lookup-table entries found their set and the overflow list full: \
-             indirect transfers to them leave the cache{}",
+             indirect transfers to them leave the cache{}{}",
             s.lost,
             s.table_entries + s.crowded,
-            lost_returns(s.lost_returns)
+            lost_returns(s.lost_returns),
+            bigger_table(jit.table_sets())
         ));
     }
     let lost_before = s.lost;
@@ -607,9 +608,10 @@ pub fn run(
     let s = &jit.stats;
     if s.lost > lost_before {
         events.warn(&format!(
-            "{} more lookup-table entries made while the program ran found no room{}",
+            "{} more lookup-table entries made while the program ran found no room{}{}",
             s.lost - lost_before,
-            lost_returns(s.lost_returns)
+            lost_returns(s.lost_returns),
+            bigger_table(jit.table_sets())
         ));
     }
     if !s.late_untraced.is_empty() {
@@ -1004,6 +1006,19 @@ fn return_facts(modules: &[kerf_session::AnalyzedImage]) -> Value {
 }
 
 /// What a warning about lost table entries adds when `n` of them are return sites.
+/// What to do about entries with no room in a table of `sets` sets: a bigger one, where
+/// kerf makes one (its size is chosen from the program's blocks at the start).
+fn bigger_table(sets: usize) -> String {
+    use kerf_jit::table::MAX_SET_BITS;
+    match sets.trailing_zeros() {
+        bits if bits < MAX_SET_BITS => format!(
+            " (the table has 2^{bits} sets, sized from the blocks kerf walked to; \
+             KERF_JIT_SET_BITS={MAX_SET_BITS} makes the biggest)"
+        ),
+        bits => format!(" (the table has 2^{bits} sets, the most kerf makes)"),
+    }
+}
+
 fn lost_returns(n: usize) -> String {
     match n {
         0 => String::new(),
@@ -1581,6 +1596,16 @@ fn serving_warning(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A warning of lookup-table entries with no room names the table's size, and the
+    /// setting that makes the biggest where it is not that already.
+    #[test]
+    fn a_table_with_no_room_says_how_to_make_it_bigger() {
+        let small = bigger_table(1 << 17);
+        assert!(small.contains("2^17 sets") && small.contains("KERF_JIT_SET_BITS=20"), "{small}");
+        let most = bigger_table(1 << 20);
+        assert!(most.contains("the most kerf makes") && !most.contains("KERF_JIT"), "{most}");
+    }
 
     /// The summary's text with its rows written side by side is serde_json's, whatever keys
     /// come after the rows or whether there are any.
