@@ -408,10 +408,8 @@ impl kerf_session::jit::LateRings for CallTrace {
         // of 0 until then, the suite's late-root fixture once dropped 157 k of its 855 k
         // records).
         if let Some(keep) = self.keep.get() {
-            let ticks = keep.wait_ticks.load(Ordering::Relaxed);
-            let deadline = if ticks == 0 { 0 } else { kerf_os::clock::tsc() + ticks };
-            prime(&rings, self.shape, deadline);
             keep.areas.lock().unwrap_or_else(|e| e.into_inner()).push(rings.clone());
+            keep.keep();
         }
         let late = LateModule { path: m.path.clone(), bias, table, rings, data };
         self.late.write().unwrap_or_else(|e| e.into_inner()).push(late);
