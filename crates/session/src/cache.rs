@@ -752,6 +752,38 @@ impl CacheDir {
         Ok(kept.map(|(_, w)| w))
     }
 
+    /// Keep the JIT's reservation sizes for every function of the image whose analysis is
+    /// entry `key` ([`rooms_key`]), one [`KeptRoom`] per set of translation options, newest
+    /// first. Same header, digest and checksum as an entry.
+    pub fn store_rooms(
+        &self,
+        key: &str,
+        digest: &[u8; 32],
+        rooms: &[KeptRoom],
+    ) -> Result<(), CacheError> {
+        let payload: Vec<u8> =
+            rooms.iter().flat_map(|&(o, c, d)| [o, c, d]).flat_map(u64::to_le_bytes).collect();
+        self.write_entry(&rooms_key(key), digest, &payload).map(|_| ())
+    }
+
+    /// The sizes stored by [`CacheDir::store_rooms`] (`Ok(None)`: none).
+    pub fn load_rooms(
+        &self,
+        key: &str,
+        digest: &[u8; 32],
+    ) -> Result<Option<Vec<KeptRoom>>, CacheError> {
+        let kept = self.load_beside(&rooms_key(key), digest, |payload| {
+            if payload.len() % 24 != 0 {
+                return Err(format!("{} bytes: not a whole number of sizes", payload.len()));
+            }
+            let word = |w: &[u8]| u64::from_le_bytes(w.try_into().expect("8 bytes"));
+            Ok((payload.chunks_exact(24))
+                .map(|r| (word(&r[..8]), word(&r[8..16]), word(&r[16..])))
+                .collect())
+        })?;
+        Ok(kept.map(|(_, r)| r))
+    }
+
     /// Keep `stamp` beside entry `key` of the image whose bytes have `digest` ([`Stamp`];
     /// [`checked_key`]), written as an entry is.
     pub fn store_stamp(
@@ -886,6 +918,17 @@ pub fn hint_key(key: &str, roots: u64) -> String {
 /// JIT run from roots `roots` that counted them ([`CacheDir::store_weights`]).
 pub fn weights_key(key: &str, roots: u64) -> String {
     format!("{key}.weights-{roots:016x}")
+}
+
+/// The JIT's reservation for every function of an image under one set of translation
+/// options ([`CacheDir::store_rooms`]): the options' hash (which names kerf's build), the
+/// code room's bytes and the data area's.
+pub type KeptRoom = (u64, u64, u64);
+
+/// The name of the file beside cache entry `key` that holds the JIT's reservation sizes for
+/// the whole image ([`CacheDir::store_rooms`]).
+pub fn rooms_key(key: &str) -> String {
+    format!("{key}.rooms")
 }
 
 /// A cache file taken apart: the digest its header records, its checksum and its payload.
@@ -1059,6 +1102,30 @@ mod tests {
 
     /// A JIT's hint comes back as stored, per set of roots and for its digest only; a
     /// flipped byte or a payload that is no whole number of addresses is refused.
+    #[test]
+    fn jit_rooms_round_trip_and_damage_is_refused() {
+        let dir = std::env::temp_dir().join(format!("kerf-rooms-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let cache = CacheDir::open(&dir).unwrap();
+        let (key, digest) = ("some-image", [7u8; 32]);
+        assert_eq!(cache.load_rooms(key, &digest).unwrap(), None, "nothing kept yet");
+        let rooms = vec![(0xabc_u64, 1 << 20, 4096_u64), (0xdef, 3 << 20, 8192)];
+        cache.store_rooms(key, &digest, &rooms).unwrap();
+        assert_eq!(cache.load_rooms(key, &digest).unwrap(), Some(rooms));
+        assert!(matches!(cache.load_rooms(key, &[8u8; 32]), Err(CacheError::Rejected { .. })));
+        let file = dir.join(rooms_key(key));
+        let mut bad = fs::read(&file).unwrap();
+        *bad.last_mut().unwrap() ^= 1;
+        fs::write(&file, &bad).unwrap();
+        assert!(matches!(cache.load_rooms(key, &digest), Err(CacheError::Rejected { .. })));
+        cache.write_entry(&rooms_key(key), &digest, &[0; 16]).unwrap();
+        match cache.load_rooms(key, &digest) {
+            Err(CacheError::Rejected { why, .. }) => assert!(why.contains("whole number"), "{why}"),
+            other => panic!("a 16-byte payload read as {other:?}"),
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn jit_hints_round_trip_per_roots_and_damage_is_refused() {
         let dir = std::env::temp_dir().join(format!("kerf-hint-{}", std::process::id()));

@@ -554,6 +554,8 @@ pub struct JitStats {
     /// Return sites among `lost` (see `Table::lost_returns`).
     pub lost_returns: usize,
     pub plan: Duration,
+    /// Working out what each module's room asks for, after the plan ([`SpaceSize`]).
+    pub sizes: Duration,
     /// The stop that mapped the rooms, the table and the mailbox.
     pub map: Duration,
     pub translate: Duration,
@@ -1149,27 +1151,71 @@ struct SpaceSize {
     small: (u64, u64),
 }
 
-/// The [`SpaceSize`] of module `module` for `all_funcs`, `ahead` of them translated ahead:
-/// room for every function of the module; where the address space near it has no gap that
-/// big (a 100 MB library asks for 600 MB), room for what is translated ahead and as much
-/// again: later misses that find no room escape, counted. (And what each further piece of
-/// the translation ahead needs of its own, see `pieces`.) Worked out before the threads are
-/// stopped: sizing every function of python3.11 and its libraries took 30 ms.
+/// The [`SpaceSize`] of module `module` whose every function asks for `full`, `ahead` of
+/// them translated ahead: room for every function of the module; where the address space
+/// near it has no gap that big (a 100 MB library asks for 600 MB), room for what is
+/// translated ahead and as much again: later misses that find no room escape, counted.
+/// Worked out before the threads are stopped.
 fn space_size(
+    full: (u64, u64),
     module: &Module<'_>,
-    all_funcs: &[FuncId],
     ahead: &[FuncId],
     plugin: &dyn Plugin,
 ) -> SpaceSize {
+    let few = space_wanted(module, ahead, plugin);
+    SpaceSize { full, small: (full.0.min(2 * few.0), full.1.min(2 * few.1)) }
+}
+
+/// The code room and data area `funcs` of `module` ask for (and what each further piece of
+/// the translation ahead needs of its own, see `pieces`).
+fn space_wanted(module: &Module<'_>, funcs: &[FuncId], plugin: &dyn Plugin) -> (u64, u64) {
     let more = MOST_PIECES.saturating_sub(1) as u64;
     let (piece, piece_data) =
         (kerf_jit::room_for(module, &[], plugin), kerf_jit::data_for(module, &[]));
-    let want = |f: &[FuncId]| {
-        let code = room_side_by_side(module, f, plugin) + STUB_ROOM + more * piece + HOOK_PLACE;
-        (code, THREADS_LEN + kerf_jit::data_for(module, f) + STUB_ROOM + more * piece_data)
+    let code = room_side_by_side(module, funcs, plugin) + STUB_ROOM + more * piece + HOOK_PLACE;
+    (code, THREADS_LEN + kerf_jit::data_for(module, funcs) + STUB_ROOM + more * piece_data)
+}
+
+/// [`space_wanted`] of all `n` functions of `image` (`module`, as the translator reads it),
+/// kept beside its cache entry for the next run with the same options ([`room_options`]):
+/// sizing every function of python3.11 took 10 ms of each start on two cores, before the
+/// threads stop.
+fn whole_module_size(
+    image: &AnalyzedImage,
+    module: &Module<'_>,
+    n: u32,
+    plugin: &dyn Plugin,
+) -> (u64, u64) {
+    let every = || (0..n).map(FuncId).collect::<Vec<_>>();
+    let Some(options) = room_options(module, plugin) else {
+        return space_wanted(module, &every(), plugin);
     };
-    let (full, few) = (want(all_funcs), want(ahead));
-    SpaceSize { full, small: (full.0.min(2 * few.0), full.1.min(2 * few.1)) }
+    if let Some(kept) = image.jit_room(options) {
+        return kept;
+    }
+    let full = space_wanted(module, &every(), plugin);
+    image.keep_jit_room(options, full);
+    full
+}
+
+/// What [`space_wanted`] of a module depends on besides its analysis, hashed: kerf's build
+/// (its bounds are kerf's code), the plugin's room and the translation options that change
+/// a function's room. `None` when kerf has no build-id: nothing is kept then.
+fn room_options(m: &Module<'_>, plugin: &dyn Plugin) -> Option<u64> {
+    let build = crate::cache::kerf_build()?;
+    let words = [
+        plugin.room(),
+        plugin.call_room(),
+        plugin.routines().len() as u64,
+        plugin.exits() as u64,
+        plugin.every_edge() as u64,
+        m.inline as u64,
+        m.returns.is_some() as u64,
+        m.chains as u64,
+        m.tables as u64,
+    ];
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    Some(crate::cache::fnv64(&[build, &bytes]))
 }
 
 /// [`kerf_jit::room_for`] of `funcs`, in chunks side by side (every function of python3.11,
@@ -1838,21 +1884,21 @@ pub fn install(
     // What each module's space asks for (of every module, on demand: any may be asked for),
     // worked out side by side before the threads stop.
     use rayon::prelude::*;
+    let t_sizes = Instant::now();
     let sizes: Vec<Option<SpaceSize>> = (0..images.len())
         .into_par_iter()
         .map(|k| {
-            let funcs = &region.funcs[k];
-            let every: Vec<FuncId>;
-            let all_funcs = if opts.on_demand {
+            let (m, funcs) = (&mods[k], &region.funcs[k]);
+            let full = if opts.on_demand {
                 let n = images[k].analysis.cfg.functions.len() as u32;
-                every = (0..n).map(FuncId).collect();
-                &every
+                (n > 0).then(|| whole_module_size(images[k], m, n, plugin))
             } else {
-                funcs
+                (!funcs.is_empty()).then(|| space_wanted(m, funcs, plugin))
             };
-            (!all_funcs.is_empty()).then(|| space_size(&mods[k], all_funcs, funcs, plugin))
+            full.map(|full| space_size(full, m, funcs, plugin))
         })
         .collect();
+    stats.sizes = t_sizes.elapsed();
 
     // 1. Map room for code and a data area within reach of each module of the region, the
     //    table, and the mailbox.
@@ -3755,12 +3801,11 @@ impl Jit {
                     continue;
                 }
             };
-            let every: Vec<FuncId> =
-                (0..m.analysis.cfg.functions.len() as u32).map(FuncId).collect();
+            let n = m.analysis.cfg.functions.len() as u32;
             let module =
                 &modules_of(&[&m], &[], self.lazy, self.limit.is_none(), self.fewer_counters)[0];
             let shape = late.and(self.rings);
-            let size = space_size(module, &every, &[], plugin);
+            let size = space_size(whole_module_size(&m, module, n, plugin), module, &[], plugin);
             let space = Tracee::stop_all(self.pid).and_then(|mut tr| {
                 // Rings that find no room: the module is translated without them.
                 let sp = map_space(&mut tr, &m, size, plugin, shape).or_else(|e| {
@@ -6214,4 +6259,52 @@ fn write_checked(mem: &RemoteMem, at: RemoteAddr, old: &[u8], new: &[u8]) -> Res
         InstrumentError::Mismatch { addr, detail } => JitFail::Mismatch { addr, detail },
         other => JitFail::Mismatch { addr: at.0, detail: other.to_string() },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kerf_jit::translate::{BlockInfo, NoPlugin};
+
+    /// A plugin whose code takes room in every block: its sizes are not `NoPlugin`'s.
+    struct Roomy;
+
+    impl Plugin for Roomy {
+        fn block(&self, _block: &BlockInfo<'_>) -> Option<kerf_codegen::ir::Program> {
+            None
+        }
+        fn room(&self) -> u64 {
+            1024
+        }
+    }
+
+    #[test]
+    fn a_whole_module_s_room_is_kept_per_options_and_read_back() {
+        let dir = std::env::temp_dir().join(format!("kerf-jit-rooms-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let opts = crate::load::LoadOptions { cache_dir: Some(dir.clone()), ..Default::default() };
+        let path = std::path::Path::new("/usr/bin/true");
+        let image = crate::load::analyze_file(path, &opts, &kerf_analysis::Quiet).unwrap();
+        let m = &modules_of(&[&image], &[], true, true, false)[0];
+        let n = image.analysis.cfg.functions.len() as u32;
+        assert!(n > 0, "functions in {}", path.display());
+        let every: Vec<FuncId> = (0..n).map(FuncId).collect();
+        let options = room_options(m, &NoPlugin).expect("the test binary has a build-id");
+        assert_eq!(image.jit_room(options), None, "nothing kept before the first start");
+        let worked_out = space_wanted(m, &every, &NoPlugin);
+        assert_eq!(whole_module_size(&image, m, n, &NoPlugin), worked_out);
+        assert_eq!(image.jit_room(options), Some(worked_out), "kept by the first start");
+        // Another plugin's options are another entry, and both stay kept.
+        let roomy = room_options(m, &Roomy).unwrap();
+        assert_ne!(roomy, options);
+        assert_eq!(image.jit_room(roomy), None);
+        let bigger = space_wanted(m, &every, &Roomy);
+        assert!(bigger.0 > worked_out.0, "{bigger:?} against {worked_out:?}");
+        assert_eq!(whole_module_size(&image, m, n, &Roomy), bigger);
+        assert_eq!(image.jit_room(options), Some(worked_out));
+        // What is kept is what a later start reserves: not worked out again.
+        image.keep_jit_room(options, (12_345, 678));
+        assert_eq!(whole_module_size(&image, m, n, &NoPlugin), (12_345, 678));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -1359,6 +1359,7 @@ fn summarize(
             "seconds": {
                 "loaded": s.loaded.as_secs_f64(),
                 "plan": s.plan.as_secs_f64(),
+                "sizes": s.sizes.as_secs_f64(),
                 "map": s.map.as_secs_f64(),
                 "translate": s.translate.as_secs_f64(),
                 "write": s.write.as_secs_f64(),
