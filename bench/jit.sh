@@ -77,7 +77,14 @@ if [[ " ${MODES:-} " == *" stalker-"* ]] && ! "$FRIDA_PY" -c 'import frida' 2>/d
 fi
 W=$(mktemp -d /tmp/kerf-jit-bench.XXXXXX)
 trap 'rm -rf "$W"' EXIT
+# A step that fails ends the run (`set -e`): say which, and what kerf said last, before the
+# work directory goes.
+trap 'say "failed (exit $?) at line $LINENO: $BASH_COMMAND"; tail -5 "$W/kerf.err" >&2 2>/dev/null' ERR
 export KERF_CACHE_DIR=$W/cache
+# python3.11's string hashes from one seed in every run, native and under every tool alike:
+# with a random seed the loop's dict probes differ run to run (seeds 0-7 natively: 1.94-2.47 s
+# for three times this loop), noise as big as what is measured.
+export PYTHONHASHSEED=0
 python3 bench/jit/workloads.py "$W"
 declare -A CMD=(
   [xz]="/usr/bin/xz -T1 -6 -c $W/text"
