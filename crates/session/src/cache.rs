@@ -1100,8 +1100,8 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// A JIT's hint comes back as stored, per set of roots and for its digest only; a
-    /// flipped byte or a payload that is no whole number of addresses is refused.
+    /// The JIT's kept room sizes come back as stored, for their digest only; a flipped byte
+    /// or a payload that is no whole number of sizes is refused.
     #[test]
     fn jit_rooms_round_trip_and_damage_is_refused() {
         let dir = std::env::temp_dir().join(format!("kerf-rooms-{}", std::process::id()));
@@ -1126,6 +1126,8 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// A JIT's hint comes back as stored, per set of roots and for its digest only; a
+    /// flipped byte or a payload that is no whole number of addresses is refused.
     #[test]
     fn jit_hints_round_trip_per_roots_and_damage_is_refused() {
         let dir = std::env::temp_dir().join(format!("kerf-hint-{}", std::process::id()));
