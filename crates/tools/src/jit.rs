@@ -1005,7 +1005,6 @@ fn return_facts(modules: &[kerf_session::AnalyzedImage]) -> Value {
     json!({"checked": checked, "stamped": stamped, "solved": solved, "rejected": rejected})
 }
 
-/// What a warning about lost table entries adds when `n` of them are return sites.
 /// What to do about entries with no room in a table of `sets` sets: a bigger one, where
 /// kerf makes one (its size is chosen from the program's blocks at the start).
 fn bigger_table(sets: usize) -> String {
@@ -1019,6 +1018,7 @@ fn bigger_table(sets: usize) -> String {
     }
 }
 
+/// What a warning about lost table entries adds when `n` of them are return sites.
 fn lost_returns(n: usize) -> String {
     match n {
         0 => String::new(),
