@@ -57,10 +57,16 @@ pub const SET_STRIDE: u64 = 2 * SET_BYTES;
 pub const SETS_AT: u64 = 1 << 18;
 /// Entries the overflow list holds (searched by the miss path: entries whose set was full
 /// still hit, slowly). At the table's start: its count, then `(original, entry)` pairs.
-pub const OVERFLOW: usize = 4096;
+/// (One less than 4,096: the pairs and their continuations both fit before the outer frames.)
+pub const OVERFLOW: usize = 4095;
 /// Byte offset of the overflow list's count, and of its first pair.
 pub const OVERFLOW_COUNT: u64 = 0;
 pub const OVERFLOW_PAIRS: u64 = 8;
+/// Byte offset of the continuation of the overflow list's first pair; pair `i`'s is
+/// `16 * i` further, the pairs' own stride, so that the miss path finds it from the pair's
+/// address with one `lea` ([`crate::x86_64::lazy_entry`] reads it: a return site's entry
+/// that kerf never made goes there).
+pub const OVERFLOW_CONTS: u64 = 1 << 16;
 /// How far each way's continuation word is from the way: in the next line, with the ways'
 /// own stride (the other 8 bytes of each are spare).
 pub const CONT: u64 = SET_BYTES;
@@ -90,7 +96,8 @@ pub const OUTER_HASHED: u64 = 1 << 16;
 pub const OUTER_PROBES: u64 = 4;
 /// Bytes of the outer frames: the hashed slots and the probes past the last.
 pub const OUTER_BYTES: u64 = OUTER_HASHED + 8 * (OUTER_PROBES - 1);
-const _: () = assert!(OVERFLOW_PAIRS + 16 * OVERFLOW as u64 <= OUTER);
+const _: () = assert!(OVERFLOW_PAIRS + 16 * OVERFLOW as u64 <= OVERFLOW_CONTS);
+const _: () = assert!(OVERFLOW_CONTS + 16 * OVERFLOW as u64 <= OUTER);
 const _: () = assert!(OUTER + OUTER_BYTES <= SETS_AT);
 
 /// The byte offset of way `k` of set `s`.
@@ -171,7 +178,8 @@ pub struct Table {
     ways: AddrMap<u32, [Way; WAYS]>,
     /// Entries that found every way of their set taken, in the overflow list (the first
     /// [`OVERFLOW`]; indirect transfers to the rest leave the cache, counted as escapes).
-    pub crowded: Vec<(u64, u64)>,
+    /// Each `(original, entry, continuation)`.
+    pub crowded: Vec<(u64, u64, u64)>,
     pub entries: usize,
     /// Return sites among the entries with no room: a `ret` to one misses and leaves the
     /// cache as a thread leaving its root does, which no escape counts.
@@ -229,8 +237,9 @@ impl Table {
 
     /// Add `orig -> entry`, with its continuation `cont`. An address already present keeps
     /// its first entry (`None`). A full set sends it to the overflow list (recorded in
-    /// `crowded`: the overflow list has no continuations, a `ret` finds those through their
-    /// entries), or nowhere once that is full too (`None`).
+    /// `crowded`: a `ret` searches only the sets' continuations, and finds the overflow
+    /// list's through their entries, by the miss path), or nowhere once that is full too
+    /// (`None`).
     pub fn insert(&mut self, orig: u64, entry: u64, cont: u64) -> Option<Placed> {
         self.insert_ranked(orig, entry, cont, 0, true)
     }
@@ -268,7 +277,7 @@ impl Table {
             if self.crowded.iter().any(|c| c.0 == orig) {
                 return None;
             }
-            self.crowded.push((orig, entry));
+            self.crowded.push((orig, entry, cont));
             let i = self.crowded.len() - 1;
             self.lost_returns += usize::from(i >= OVERFLOW && rank == RETURN);
             return (i < OVERFLOW).then_some(Placed::Overflow(i));
@@ -281,7 +290,7 @@ impl Table {
     /// The entry for `orig`, as the probe and the miss path find it.
     pub fn find(&self, orig: u64) -> Option<u64> {
         let set = self.set(orig).iter().map(|w| (w.orig, w.entry));
-        let mut over = self.crowded.iter().take(OVERFLOW).copied();
+        let mut over = self.crowded.iter().take(OVERFLOW).map(|c| (c.0, c.1));
         set.chain(&mut over).find(|w| w.0 == orig && orig != 0).map(|w| w.1)
     }
 
@@ -375,10 +384,13 @@ impl Table {
             }
             write(way_at(s, 0), &set);
         }
-        let over: Vec<&(u64, u64)> = self.crowded.iter().take(OVERFLOW).collect();
+        let over: Vec<&(u64, u64, u64)> = self.crowded.iter().take(OVERFLOW).collect();
         if !over.is_empty() {
+            for (i, &&(_, _, c)) in over.iter().enumerate() {
+                write(OVERFLOW_CONTS + 16 * i as u64, &c.to_le_bytes());
+            }
             let mut v = (over.len() as u64).to_le_bytes().to_vec();
-            for &&(o, e) in &over {
+            for &&(o, e, _) in &over {
                 let o = if o == RETIRED { 0 } else { o };
                 v.extend_from_slice(&o.to_le_bytes());
                 v.extend_from_slice(&e.to_le_bytes());
@@ -464,11 +476,15 @@ mod tests {
             assert_eq!(placed, Some(Placed::Way(SETS_AT + 0x1234 * SET_STRIDE + 16 * k)));
         }
         assert_eq!(t.insert(0x5555_0009_1234, 0xf, 0x1f), Some(Placed::Overflow(0)));
-        assert_eq!(t.crowded, [(0x5555_0009_1234, 0xf)]);
+        assert_eq!(t.crowded, [(0x5555_0009_1234, 0xf, 0x1f)]);
         assert_eq!(t.insert(0x5555_0000_1234, 0xd, 0x1d), None, "first entry kept");
         assert_eq!(t.find(0x5555_0001_1234), Some(0xb));
         assert_eq!(t.continuation(0x5555_0001_1234), Some(0x1b));
-        assert_eq!(t.continuation(0x5555_0009_1234), None, "no continuation in the overflow");
+        assert_eq!(
+            t.continuation(0x5555_0009_1234),
+            None,
+            "a `ret` reads no continuation of the overflow list"
+        );
         assert_eq!(t.find(0x5555_0009_1234), Some(0xf), "from the overflow list");
         assert_eq!(t.lost(), 0);
         let b = t.bytes();
@@ -477,6 +493,8 @@ mod tests {
         assert_eq!(u64::from_le_bytes(b[o..o + 8].try_into().unwrap()), 1);
         assert_eq!(u64::from_le_bytes(b[o + 8..o + 16].try_into().unwrap()), 0x5555_0009_1234);
         assert_eq!(u64::from_le_bytes(b[o + 16..o + 24].try_into().unwrap()), 0xf);
+        let c = OVERFLOW_CONTS as usize;
+        assert_eq!(u64::from_le_bytes(b[c..c + 8].try_into().unwrap()), 0x1f, "its continuation");
         let at = (SETS_AT + 0x1234 * SET_STRIDE + 16) as usize;
         assert_eq!(u64::from_le_bytes(b[at..at + 8].try_into().unwrap()), 0x5555_0001_1234);
         assert_eq!(u64::from_le_bytes(b[at + 8..at + 16].try_into().unwrap()), 0xb);

@@ -2135,7 +2135,7 @@ pub fn translate(
     let entries_of_functions: HashSet<u64> =
         funcs.iter().map(|&f| m.runtime(cfg.function(f).entry)).collect();
     let block_targets =
-        blocks.iter().zip(&block_first).filter(|(b, _)| targets.contains(&b.start)).map(
+        blocks.iter().zip(&block_first).filter(|(b, _)| targets.contains_key(&b.start)).map(
             |(b, &first)| Site {
                 orig: b.start,
                 to: starts[&b.start],
@@ -2157,8 +2157,29 @@ pub fn translate(
         })
         .collect();
     let mut arrivals = Vec::new();
-    for site in block_targets.chain(ret_sites.iter().copied()) {
-        if !entered.insert(site.orig) {
+    // Each site once (a block target first), and whether it is a return site: a block that
+    // is a target only as one too, unless its entry counts the lookup's arrivals.
+    let sites: Vec<(Site, bool)> = (block_targets.chain(ret_sites.iter().copied()))
+        .filter(|site| entered.insert(site.orig))
+        .map(|site| {
+            let only = targets.get(&site.orig) == Some(&true) && !arriving.contains_key(&site.orig);
+            (site, site.rank == crate::table::RETURN || only)
+        })
+        .collect();
+    // Return sites share one indirect entry, which reads the continuation from the table
+    // (`seq::lazy_entry`, placed at the first): a `ret` never takes the entry, and a stub of
+    // five instructions for each was a sixth of python3.11's translation. (Where there are
+    // at least two: for one, its own stub is the shorter.)
+    let mut shared: Option<usize> = None;
+    let share = sites.iter().filter(|s| s.1).nth(1).is_some();
+    for (site, returned) in sites {
+        if returned && share {
+            let k = *shared.get_or_insert_with(|| {
+                let (k, l) = (e.insns.len(), e.label());
+                e.extend(seq::lazy_entry(l), None);
+                k
+            });
+            entry_labels.push((site, k));
             continue;
         }
         let l = e.label();
@@ -2790,9 +2811,11 @@ fn lower_counter(
 /// table entry: function entries, return sites (after a call), jump-table targets, blocks no
 /// edge of their function reaches (landing pads, code reached only through pointers), and
 /// every block of a function with an indirect jump whose targets are unknown.
-fn indirect_targets(m: &Module<'_>, funcs: &[FuncId], scope: &Scope<'_>) -> HashSet<u64> {
+fn indirect_targets(m: &Module<'_>, funcs: &[FuncId], scope: &Scope<'_>) -> HashMap<u64, bool> {
     let cfg = m.cfg;
-    let mut out = HashSet::default();
+    // Each target, and whether it is one only as the return site of a call (a block that
+    // ends in a call, and whose next block nothing else enters indirectly).
+    let mut out: HashMap<u64, bool> = HashMap::default();
     for &f in funcs {
         let blocks = cfg.blocks_of(f);
         let mut reached: HashSet<BlockId> = HashSet::default();
@@ -2811,8 +2834,10 @@ fn indirect_targets(m: &Module<'_>, funcs: &[FuncId], scope: &Scope<'_>) -> Hash
                 if let EdgeTarget::Block(t) = edge.target {
                     let via_table = edge.kind == EdgeKind::Table;
                     let after_call = call && !leaves && edge.kind == EdgeKind::FallThrough;
-                    if via_table || after_call {
-                        out.insert(m.runtime(cfg.block(t).start));
+                    if via_table {
+                        out.insert(m.runtime(cfg.block(t).start), false);
+                    } else if after_call {
+                        out.entry(m.runtime(cfg.block(t).start)).or_insert(true);
                     } else {
                         reached.insert(t);
                     }
@@ -2823,11 +2848,15 @@ fn indirect_targets(m: &Module<'_>, funcs: &[FuncId], scope: &Scope<'_>) -> Hash
         // An indirect jump with unknown targets may land on any block of its function.
         let unknown = blocks.iter().any(|b| b.term == Terminator::Unanalysable);
         for (k, b) in blocks.iter().enumerate() {
-            if unknown || !reached.contains(&BlockId(first + k as u32)) {
-                out.insert(m.runtime(b.start));
+            // (A return site no edge of its function reaches stays one: that is how calls
+            // reach it.)
+            if unknown {
+                out.insert(m.runtime(b.start), false);
+            } else if !reached.contains(&BlockId(first + k as u32)) {
+                out.entry(m.runtime(b.start)).or_insert(false);
             }
         }
-        out.insert(m.runtime(cfg.function(f).entry));
+        out.insert(m.runtime(cfg.function(f).entry), false);
     }
     out
 }

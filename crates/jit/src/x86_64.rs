@@ -854,10 +854,15 @@ pub fn miss(p: &MissPath, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
     v
 }
 
-/// The search of the overflow list at `overflow` (a count, then `(original, entry)` pairs)
-/// for the target in `rcx`, the flags saved on the stack: a hit restores them and jumps to
-/// the entry; otherwise on to `fail`.
+/// The search of the overflow list at `overflow` (the table's start: a count, then
+/// `(original, entry)` pairs) for the target in `rcx`, the flags saved on the stack: a hit
+/// restores them, points `rdx` [`crate::table::CONT`] bytes before the pair's continuation
+/// (as a way's hit leaves `rdx` at its way, for [`lazy_entry`]) and jumps to the entry;
+/// otherwise on to `fail`.
 fn search_overflow(overflow: u64, fail: u64, labels: &mut dyn FnMut() -> u64) -> Vec<Instruction> {
+    use crate::table::{CONT, OVERFLOW_CONTS, OVERFLOW_COUNT, OVERFLOW_PAIRS};
+    // `rax` is 8 bytes into the pair (at its entry word) when it hits.
+    const TO_CONT: i64 = (OVERFLOW_CONTS - OVERFLOW_COUNT - OVERFLOW_PAIRS - 8 - CONT) as i64;
     let next = labels();
     vec![
         op(Instruction::with2(Code::Mov_r64_imm64, Register::RAX, overflow)),
@@ -869,6 +874,11 @@ fn search_overflow(overflow: u64, fail: u64, labels: &mut dyn FnMut() -> u64) ->
         op(Instruction::with2(Code::Cmp_r64_rm64, Register::RCX, at(Register::RAX, -8))),
         op(Instruction::with_branch(Code::Jne_rel32_64, next)),
         Instruction::with(Code::Popfq),
+        op(Instruction::with2(
+            Code::Lea_r64_m,
+            Register::RDX,
+            MemoryOperand::with_base_displ(Register::RAX, TO_CONT),
+        )),
         op(Instruction::with1(Code::Jmp_rm64, at(Register::RAX, 0))),
     ]
 }
@@ -1037,9 +1047,14 @@ fn ask_kerf(ask: &Ask, start: u64, none: u64, labels: &mut dyn FnMut() -> u64) -
         v.push(op(Instruction::with_branch(Code::Je_rel32_64, hit)));
     }
     v.extend(search_overflow(ask.table + crate::table::OVERFLOW_COUNT, none, labels));
+    // (`rdx` at the way, as every jump through an entry word leaves it: see `lazy_entry`.)
     for (w, &hit) in hits.iter().enumerate() {
         v.push(labelled(Instruction::with(Code::Popfq), hit));
-        v.push(jump_through_way(w as i32, 0));
+        if w > 0 {
+            let way = at(Register::RDX, 16 * w as i32);
+            v.push(op(Instruction::with2(Code::Lea_r64_m, Register::RDX, way)));
+        }
+        v.push(jump_through_way(0, 0));
     }
     // (The flags are saved.)
     let mut inc = op(Instruction::with1(Code::Inc_rm64, rip(ask.unasked)));
@@ -1339,6 +1354,30 @@ pub fn indirect_entry(label: u64, to: u64) -> Vec<Instruction> {
         move_rsp(FRAME),
         op(Instruction::with_branch(Code::Jmp_rel32_64, to)),
     ]
+}
+
+/// The indirect entry a translation shares among its return sites (at label `label`), in
+/// place of one [`indirect_entry`] each: most return sites are reached only by `ret`s,
+/// which go to the table's continuation and never to the entry (python3.11's translation
+/// ahead has 17 k return sites of its 25 k entries), so the few jumps that come to one
+/// (`longjmp` to a `setjmp`'s return site, a `ret` whose site is in the overflow list) go
+/// the long way. Every jump through an entry word leaves `rdx` at the way it read (for the
+/// overflow list, [`crate::table::CONT`] bytes before the pair's continuation), so the
+/// continuation is at `[rdx + CONT]`: it goes into the exit slot, the registers are put back
+/// and `ret` leaves the frame for it, as a miss leaves for original code (no flags touched;
+/// the continuation of a way never changes while its key can still be matched, see
+/// [`crate::table::Table::retire`]).
+pub fn lazy_entry(label: u64) -> Vec<Instruction> {
+    let mut v = vec![
+        labelled(load_from(Register::RAX, Register::RDX, crate::table::CONT as i32), label),
+        store(EXIT_SLOT, Register::RAX),
+        load(Register::RAX, SAVED_RAX),
+        load(Register::RCX, SAVED_RCX),
+        load(Register::RDX, SAVED_RDX),
+        move_rsp(EXIT_SLOT),
+    ];
+    v.push(op(Instruction::with1(Code::Retnq_imm16, EXIT_POP as u32)));
+    v
 }
 
 /// An exit stub at label `label` for a direct transfer to `target`, which has no

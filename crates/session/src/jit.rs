@@ -2850,7 +2850,9 @@ impl Jit {
     /// its original address last, so that a thread searching meanwhile finds it whole or not
     /// at all.
     fn publish(&self, e: &TableEntry, placed: Option<Placed>) {
-        use kerf_jit::table::{CONT, OVERFLOW, OVERFLOW_COUNT, OVERFLOW_PAIRS, RET_KEY};
+        use kerf_jit::table::{
+            CONT, OVERFLOW, OVERFLOW_CONTS, OVERFLOW_COUNT, OVERFLOW_PAIRS, RET_KEY,
+        };
         let (t, orig, entry) = (&self.table, e.orig, e.entry);
         match placed {
             Some(Placed::Way(off)) => {
@@ -2861,6 +2863,7 @@ impl Jit {
             }
             Some(Placed::Overflow(i)) => {
                 let at = (OVERFLOW_PAIRS + 16 * i as u64) as usize;
+                t.store_u64((OVERFLOW_CONTS + 16 * i as u64) as usize, e.cont);
                 t.store_u64(at + 8, entry);
                 t.store_u64(at, orig);
                 let n = self.index.crowded.len().min(OVERFLOW);
@@ -6209,7 +6212,7 @@ fn dump(dir: &std::path::Path, images: &[&AnalyzedImage], jit: &Jit) {
             let _ = writeln!(index, "  exit {target:#x} {why:?}");
         }
     }
-    for (a, e) in &jit.index.crowded {
+    for (a, e, _) in &jit.index.crowded {
         let _ = writeln!(index, "overflow {a:#x} -> {e:#x}");
     }
     let _ = std::fs::write(dir.join("index.txt"), index);
