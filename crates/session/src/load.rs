@@ -607,6 +607,7 @@ fn analyze_image_file(
             // each function where it is used.
             let loaded = loaded.and_then(|l| match l {
                 Some((mut a, check, sum)) if opts.validate => {
+                    debuginfo::merge_symbols(&mut image, &mut origin.debug_file);
                     kerf_analysis::validate::validate(&mut a, &image)
                         .map_err(|e| c.rejected(&key, format!("does not match the image: {e}")))?;
                     Ok(Some((a, check, sum)))
@@ -623,6 +624,10 @@ fn analyze_image_file(
             match loaded {
                 Ok(Some((mut a, check, sum))) => {
                     a.image = name;
+                    // (The analysis has the debug file's symbols: they are not merged.)
+                    if let Some(d) = origin.debug_file.as_mut() {
+                        d.pending = None;
+                    }
                     // What this build checked of this entry before needs no second check.
                     let stamp = c.load_stamp(&key, &d).ok().flatten().filter(|s| s.vouches(&sum));
                     if stamp.is_some() {
@@ -667,6 +672,7 @@ fn analyze_image_file(
         }
     }
     let load_seconds = t0.elapsed().as_secs_f64();
+    debuginfo::merge_symbols(&mut image, &mut origin.debug_file);
     let analysis = analyze(&image, progress);
     if let (Some(c), Some(digest)) = (&cache, &digest) {
         if let Err(e) = c.store(&key, digest, &analysis) {

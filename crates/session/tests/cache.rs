@@ -126,6 +126,36 @@ fn every_function_and_padding_run_of_a_good_cached_entry_passes_its_check() {
     }
 }
 
+/// libc's debug file (Debian's `libc6-dbg`, which `scripts/deps.sh` installs) is found and
+/// checked at every load, for the cache key; its symbols are merged into the image only where
+/// the analysis is made (or validated): a load from the cache leaves them out, the entry
+/// names libc's local functions already (`_int_malloc` is static in glibc's malloc.c).
+#[test]
+fn a_cached_analysis_names_the_debug_files_functions_without_merging_them() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("session-cache-debug");
+    let _ = std::fs::remove_dir_all(&dir);
+    let opts = LoadOptions { cache_dir: Some(dir), ..LoadOptions::default() };
+    let first = analyze_file(Path::new(LIBC), &opts, &kerf_analysis::Quiet).unwrap();
+    let used = first.symbols.debug_file.as_ref();
+    let used = used.expect("libc's debug file (libc6-dbg, installed by scripts/deps.sh)");
+    assert!(!first.cached && used.merge.is_some() && used.pending.is_none(), "{used:?}");
+    let second = analyze_file(Path::new(LIBC), &opts, &kerf_analysis::Quiet).unwrap();
+    assert!(second.cached, "{:?}", second.cache_warning);
+    let again = second.symbols.debug_file.as_ref().expect("found again");
+    assert_eq!(again.identity, used.identity, "the same file, the same key");
+    assert!(again.merge.is_none() && again.pending.is_none(), "{again:?}");
+    let named = |a: &AnalyzedImage| {
+        let cfg = &a.analysis.cfg;
+        (0..cfg.functions.len() as u32).any(|f| cfg.function(FuncId(f)).name == "_int_malloc")
+    };
+    assert!(named(&first) && named(&second));
+    // Validated against the image, the symbols are merged first.
+    let opts = LoadOptions { validate: true, ..opts };
+    let third = analyze_file(Path::new(LIBC), &opts, &kerf_analysis::Quiet).unwrap();
+    let merged = third.symbols.debug_file.as_ref().expect("found a third time");
+    assert!(third.cached && merged.merge.is_some(), "{:?}", third.cache_warning);
+}
+
 /// A JIT's hint (the functions that ran) comes back for the same roots only, an empty one as
 /// kept, and an address in it that is no function's entry (a hint is read, never trusted) is
 /// dropped, even when the file is well formed.

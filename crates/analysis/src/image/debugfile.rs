@@ -154,6 +154,12 @@ impl Image<'_> {
     /// executable one, with sizes cut at that section's end; everything else in the debug
     /// file is ignored.
     pub fn add_debug_symbols(&mut self, debug: &DebugFile) -> Result<DebugMerge, DebugFileError> {
+        self.check_debug_file(debug)?;
+        Ok(self.merge_debug_symbols(debug))
+    }
+
+    /// What [`Image::add_debug_symbols`] checks before it merges: the build-ids are equal.
+    pub fn check_debug_file(&self, debug: &DebugFile) -> Result<(), DebugFileError> {
         if self.build_id != debug.build_id {
             return Err(DebugFileError::BuildIdMismatch {
                 name: debug.name.clone(),
@@ -161,6 +167,12 @@ impl Image<'_> {
                 debug: debug.build_id.clone(),
             });
         }
+        Ok(())
+    }
+
+    /// The merge of [`Image::add_debug_symbols`], for a `debug` that
+    /// [`Image::check_debug_file`] accepted.
+    pub fn merge_debug_symbols(&mut self, debug: &DebugFile) -> DebugMerge {
         let mut merge = DebugMerge::default();
         let before = self.symbols.len();
         for sym in &debug.symbols {
@@ -186,7 +198,7 @@ impl Image<'_> {
         }
         sort_and_dedup(&mut self.symbols);
         merge.added = self.symbols.len().saturating_sub(before);
-        Ok(merge)
+        merge
     }
 }
 
