@@ -141,8 +141,8 @@ static DEAD_SERVERS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 /// they are needed. `file` is the image file as read (for
 /// a process, possibly under /proc/PID/root); `logical` its path as the user or the process
 /// names it, which the debug directories mirror. `cache_dir` holds fetched files.
-pub fn add_debug_symbols(
-    image: &mut Image<'_>,
+pub fn find_debug_file(
+    image: &Image<'_>,
     file: &Path,
     logical: &Path,
     opts: &DebugOptions,
@@ -197,7 +197,7 @@ pub fn add_debug_symbols(
     search
 }
 
-/// Add the symbols of the debug file `used` found ([`add_debug_symbols`]) to `image`, if
+/// Add the symbols of the debug file `used` found ([`find_debug_file`]) to `image`, if
 /// not done yet.
 pub fn merge_symbols(image: &mut Image<'_>, used: &mut Option<DebugFileUsed>) {
     if let Some(u) = used.as_mut() {
@@ -210,7 +210,7 @@ pub fn merge_symbols(image: &mut Image<'_>, used: &mut Option<DebugFileUsed>) {
 /// Check one candidate (its symbols are merged later: [`merge_symbols`]). `None` when it is
 /// missing (quietly) or refused (with a warning).
 fn try_file(
-    image: &mut Image<'_>,
+    image: &Image<'_>,
     path: &Path,
     crc: Option<u32>,
     own: Option<(u64, u64)>,
@@ -315,7 +315,7 @@ fn check_file(
 /// The debug file of build-id `id` from kerf's cache, or fetched from the first server that
 /// has it and kept there.
 fn debuginfod(
-    image: &mut Image<'_>,
+    image: &Image<'_>,
     id: &str,
     own: Option<(u64, u64)>,
     opts: &DebugOptions,

@@ -584,8 +584,8 @@ fn analyze_image_file(
     };
     // Debug files fetched from a server are kept only in a cache directory that passed the
     // checks above (private to this user).
-    let search = debuginfo::add_debug_symbols(
-        &mut image,
+    let search = debuginfo::find_debug_file(
+        &image,
         path,
         logical,
         &opts.debug,
