@@ -105,6 +105,12 @@ fn way_at(s: usize, k: usize) -> u64 {
     SETS_AT + s as u64 * SET_STRIDE + WAY_BYTES * k as u64
 }
 
+/// The byte offsets of the overflow list's pair `i` (its original address, then its entry)
+/// and of that pair's continuation.
+pub fn overflow_at(i: usize) -> (u64, u64) {
+    (OVERFLOW_PAIRS + 16 * i as u64, OVERFLOW_CONTS + 16 * i as u64)
+}
+
 /// The byte offset from [`OUTER`] of the slot for stack pointer `sp`, as the code computes it
 /// ([`crate::x86_64::outer_entry`]): with BMI2, the low 13 bits of `rotr(sp, 12) + sp`,
 /// which mix the offset in a stack with the stack's place (glibc's thread stacks lie 8 MiB
@@ -204,7 +210,7 @@ pub enum Placed {
     /// A way of its set: the byte offset of the way's pair (its continuation is [`CONT`]
     /// bytes further).
     Way(u64),
-    /// The overflow list, at this index (its pair at `OVERFLOW_PAIRS + 16 * index`).
+    /// The overflow list, at this index (its pair and continuation at [`overflow_at`]).
     Overflow(usize),
 }
 
@@ -323,7 +329,7 @@ impl Table {
                 .filter(|(_, w)| w.orig != 0)
                 .flat_map(move |(k, _)| way_keys(way_at(s, k)))
         });
-        let over = (0..self.crowded.len().min(OVERFLOW)).map(|i| OVERFLOW_PAIRS + 16 * i as u64);
+        let over = (0..self.crowded.len().min(OVERFLOW)).map(|i| overflow_at(i).0);
         ways.chain(over).collect()
     }
 
@@ -350,7 +356,7 @@ impl Table {
         for (i, c) in self.crowded.iter_mut().enumerate() {
             if c.0 != RETIRED && gone(c.0) {
                 c.0 = RETIRED;
-                keys.extend((i < OVERFLOW).then_some(OVERFLOW_PAIRS + 16 * i as u64));
+                keys.extend((i < OVERFLOW).then_some(overflow_at(i).0));
             }
         }
         keys
@@ -387,7 +393,7 @@ impl Table {
         let over: Vec<&(u64, u64, u64)> = self.crowded.iter().take(OVERFLOW).collect();
         if !over.is_empty() {
             for (i, &&(_, _, c)) in over.iter().enumerate() {
-                write(OVERFLOW_CONTS + 16 * i as u64, &c.to_le_bytes());
+                write(overflow_at(i).1, &c.to_le_bytes());
             }
             let mut v = (over.len() as u64).to_le_bytes().to_vec();
             for &&(o, e, _) in &over {

@@ -516,22 +516,37 @@ fn lookups_run_alike_with_the_table_below_and_above_2_gib() {
 /// (`kerf_jit::x86_64::lazy_entry`), which reads the continuation beside the pair. No call
 /// copies its callee in place and no `ret` compares its callers inline, so every `leaf`
 /// return looks in the table. The output is the program's, no return leaves the cache, and
-/// under `blocks` each return site counts every call.
+/// under `blocks` each return site counts every call. The dump's index (`KERF_JIT_DUMP`)
+/// shows return sites in the overflow list: the callers lie 64 KiB apart in the file and the
+/// module at a page boundary, so a return site's address ends in `0x005` (the callers'
+/// entries, which crowd a set of their own, in `0x000`).
 #[test]
 fn returns_to_sites_in_the_overflow_list_go_back_into_the_cache() {
     let bin = common::build_fixture("jit_crowded", "-O2", "jit-crowded");
     let n = "50000";
     let expected = plain(&bin, &[n]);
     let cache = tmp().join("jit-cache");
-    let env =
-        [("KERF_JIT_NO_BMI2", "1"), ("KERF_JIT_INLINE_INSNS", "0"), ("KERF_JIT_NO_CHAINS", "1")];
     for plugin in ["none", "blocks"] {
         let tag = format!("crowded-{plugin}");
+        let dump = tmp().join(format!("jit-{tag}-dump"));
+        let _ = std::fs::remove_dir_all(&dump);
+        std::fs::create_dir_all(&dump).unwrap();
+        let env = [
+            ("KERF_JIT_NO_BMI2", "1"),
+            ("KERF_JIT_INLINE_INSNS", "0"),
+            ("KERF_JIT_NO_CHAINS", "1"),
+            ("KERF_JIT_DUMP", dump.to_str().unwrap()),
+        ];
         let args = ["main", "--plugin", plugin];
         let (v, out, err) = kerf_env(&cache, &env, &tag, "jit", &args, &bin, &[n]);
         assert_eq!(out, expected, "--plugin {plugin}: {err}");
         let j = &v["jit"];
-        assert!(j["crowded"].as_u64().unwrap() >= 2, "nothing in the overflow list: {j}");
+        let index = std::fs::read_to_string(dump.join("index.txt")).unwrap();
+        let crowded_returns = (index.lines())
+            .filter_map(|l| l.strip_prefix("overflow 0x")?.split(' ').next())
+            .filter(|a| u64::from_str_radix(a, 16).is_ok_and(|a| a & 0xfff == 5))
+            .count();
+        assert!(crowded_returns >= 2, "no return site in the overflow list: {index}");
         assert_eq!((&j["escapes"], &j["returns_out"]), (&0.into(), &0.into()), "{j}");
         if plugin == "blocks" {
             let c = counts(&v["blocks"], "jit-crowded");

@@ -2853,9 +2853,7 @@ impl Jit {
     /// its original address last, so that a thread searching meanwhile finds it whole or not
     /// at all.
     fn publish(&self, e: &TableEntry, placed: Option<Placed>) {
-        use kerf_jit::table::{
-            CONT, OVERFLOW, OVERFLOW_CONTS, OVERFLOW_COUNT, OVERFLOW_PAIRS, RET_KEY,
-        };
+        use kerf_jit::table::{overflow_at, CONT, OVERFLOW, OVERFLOW_COUNT, RET_KEY};
         let (t, orig, entry) = (&self.table, e.orig, e.entry);
         match placed {
             Some(Placed::Way(off)) => {
@@ -2865,8 +2863,9 @@ impl Jit {
                 t.store_u64(off as usize, orig);
             }
             Some(Placed::Overflow(i)) => {
-                let at = (OVERFLOW_PAIRS + 16 * i as u64) as usize;
-                t.store_u64((OVERFLOW_CONTS + 16 * i as u64) as usize, e.cont);
+                let (at, cont) = overflow_at(i);
+                let at = at as usize;
+                t.store_u64(cont as usize, e.cont);
                 t.store_u64(at + 8, entry);
                 t.store_u64(at, orig);
                 let n = self.index.crowded.len().min(OVERFLOW);
