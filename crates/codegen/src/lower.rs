@@ -829,15 +829,7 @@ impl<'a> Lowerer<'a> {
             Addr::Based { base, disp } => {
                 MemoryOperand::with_base_displ(iced(self.r(base)), disp as i64)
             }
-            Addr::PerThread(disp) => MemoryOperand::new(
-                Register::None,
-                Register::None,
-                1,
-                disp as i64,
-                4,
-                false,
-                Register::GS,
-            ),
+            Addr::PerThread(disp) => kerf_arch::x86_64::segment_operand(Register::GS, disp),
         }
     }
 

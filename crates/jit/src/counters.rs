@@ -40,6 +40,11 @@ pub struct FlowBlock {
     pub stops_inside: bool,
     /// Its ways out.
     pub outs: Vec<Out>,
+    /// How often each side of its conditional branch (`[taken, not_taken]`) was taken in an
+    /// earlier run, where that is known: a side's own weight. Without it a side weighs as
+    /// the lighter of its two blocks, which two hot blocks joined by a side that never runs
+    /// (a guard that is never true) make heavy.
+    pub sides: Option<[u64; 2]>,
 }
 
 /// A way out of a block.
@@ -181,6 +186,11 @@ fn edges(blocks: &[FlowBlock]) -> Vec<Edge> {
                 To::Block(t) => (node_in(t), fb.weight.min(blocks[t].weight)),
                 To::Outside => (V, fb.weight / 8),
             };
+            // (One more than it ran, as blocks weigh: a side that never ran still weighs.)
+            let w = match (o.side, fb.sides) {
+                (Some(s), Some(known)) => known[s as usize].saturating_add(1),
+                _ => w,
+            };
             // Two sides of one branch to one place are two edges all the same.
             let kind = o.side.map_or(Kind::Fixed, |s| Kind::Side(b, s));
             v.push(Edge { from: node_out(b), to, kind, weight: w });
@@ -244,17 +254,25 @@ pub fn place(blocks: &[FlowBlock]) -> Placement {
     p
 }
 
-/// Every block's count from the counters of placement `p` (`place(blocks)`): `counted[b]` the
-/// count of block `b`'s counter where it has one, `sides[b]` its branch's sides' where they
-/// have one (other values are ignored), and the known flow that started or stopped away from
-/// the function's edges.
+/// What [`derive`] works out: every block's count, and how often each side of each block's
+/// conditional branch was taken (`[0, 0]` for a block with none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Flows {
+    pub blocks: Vec<u64>,
+    pub sides: Vec<[u64; 2]>,
+}
+
+/// Every block's count and every branch side's from the counters of placement `p`
+/// (`place(blocks)`): `counted[b]` the count of block `b`'s counter where it has one,
+/// `sides[b]` its branch's sides' where they have one (other values are ignored), and the
+/// known flow that started or stopped away from the function's edges.
 pub fn derive(
     blocks: &[FlowBlock],
     p: &Placement,
     counted: &[u64],
     sides: &[[u64; 2]],
     inject: &[Inject],
-) -> Result<Vec<u64>, DeriveError> {
+) -> Result<Flows, DeriveError> {
     let n = blocks.len();
     for (what, got) in [
         ("placement blocks", p.blocks.len()),
@@ -358,17 +376,28 @@ pub fn derive(
             return Err(DeriveError::Unbalanced { block: None, by: left as i64 });
         }
     }
-    let mut out = vec![0u64; n];
-    for (b, o) in out.iter_mut().enumerate() {
-        if p.blocks[b] {
-            *o = counted[b];
-        }
-    }
+    // The measured values where counters stood, then the tree's flows.
+    let mut out = Flows {
+        blocks: (0..n).map(|b| if p.blocks[b] { counted[b] } else { 0 }).collect(),
+        sides: (0..n)
+            .map(|b| [0, 1].map(|s| if p.sides[b][s] { sides[b][s] } else { 0 }))
+            .collect(),
+    };
     for (k, &(_, _, kind)) in tree.iter().enumerate() {
-        if let Kind::Split(b) = kind {
-            let f = flow[k].ok_or(DeriveError::NotAForest)?;
-            out[b] = u64::try_from(f)
-                .map_err(|_| DeriveError::Unbalanced { block: Some(b), by: f as i64 })?;
+        let f = flow[k];
+        match kind {
+            Kind::Split(b) => {
+                let f = f.ok_or(DeriveError::NotAForest)?;
+                out.blocks[b] = u64::try_from(f)
+                    .map_err(|_| DeriveError::Unbalanced { block: Some(b), by: f as i64 })?;
+            }
+            // (A side's flow only weighs the next placement: one that comes out below zero,
+            // from flow stopped where nothing said, weighs nothing rather than failing the
+            // blocks' counts.)
+            Kind::Side(b, s) => {
+                out.sides[b][s as usize] = f.and_then(|f| u64::try_from(f).ok()).unwrap_or(0)
+            }
+            Kind::Fixed => {}
         }
     }
     Ok(out)
@@ -387,16 +416,30 @@ pub struct ModuleFacts {
     /// function any of whose blocks is here takes these as its weights, the others static
     /// ones from their loops.
     weights: HashMap<u64, u64>,
+    /// How often the sides of blocks' conditional branches were taken in that run, where
+    /// they were worked out (by image address of the block's start).
+    sides: HashMap<u64, [u64; 2]>,
     /// A check of the scheme (tests): every block counts all the same, so that the counts
     /// worked out from the placement's counters can be compared with them.
     pub check: bool,
 }
 
-/// [`ModuleFacts`] of `cfg`: one pass over every function's blocks and edges; `weights`
-/// from an earlier run ([`ModuleFacts::weights`]).
-pub fn module_facts(cfg: &Cfg, check: bool, weights: &[(u64, u64)]) -> ModuleFacts {
-    let weights = weights.iter().copied().collect();
-    let mut facts = ModuleFacts { check, weights, ..ModuleFacts::default() };
+/// How often a block ran in an earlier run (by image address of its start), and how often
+/// each side of its conditional branch was taken where that was worked out
+/// (`[taken, not_taken]`): what the next run's placement weighs ([`module_facts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ran {
+    pub start: u64,
+    pub count: u64,
+    pub sides: Option<[u64; 2]>,
+}
+
+/// [`ModuleFacts`] of `cfg`: one pass over every function's blocks and edges; `ran` from an
+/// earlier run ([`ModuleFacts::weights`]).
+pub fn module_facts(cfg: &Cfg, check: bool, ran: &[Ran]) -> ModuleFacts {
+    let weights = ran.iter().map(|r| (r.start, r.count)).collect();
+    let sides = ran.iter().filter_map(|r| Some((r.start, r.sides?))).collect();
+    let mut facts = ModuleFacts { check, weights, sides, ..ModuleFacts::default() };
     // Every block start, sorted: a start twice is held by two functions. (Sorted and searched,
     // and a block's end first compared with the next block's start, rather than every start
     // hashed, once for the module and once a function: python3.11's 222 k blocks took 16 ms
@@ -648,6 +691,7 @@ pub fn function_flow(m: &Module<'_>, facts: &ModuleFacts, f: FuncId) -> Option<F
             from_outside: b.start == func.entry || facts.landings.contains(&b.start),
             stops_inside: stops,
             outs,
+            sides: None,
         });
     }
     for r in return_sites {
@@ -671,11 +715,13 @@ pub fn function_flow(m: &Module<'_>, facts: &ModuleFacts, f: FuncId) -> Option<F
         }
     }
     // Weights: how often each block ran before where that is known (one more, so that a
-    // block that never ran still weighs), else from the loops it is in.
+    // block that never ran still weighs), and its branch's sides, else from the loops it is
+    // in.
     let known: Vec<Option<u64>> = starts.iter().map(|s| facts.weights.get(&s.0).copied()).collect();
     if known.iter().any(Option::is_some) {
-        for (fb, w) in blocks.iter_mut().zip(&known) {
+        for ((fb, w), s) in blocks.iter_mut().zip(&known).zip(&starts) {
             fb.weight = w.unwrap_or(0).saturating_add(1);
+            fb.sides = facts.sides.get(&s.0).copied();
         }
     } else {
         let entries: Vec<usize> = (0..blocks.len()).filter(|&b| blocks[b].from_outside).collect();
@@ -741,6 +787,7 @@ mod tests {
                 from_outside: false,
                 stops_inside: r.below(10) == 0,
                 outs: Vec::new(),
+                sides: None,
             })
             .collect();
         v[0].from_outside = true;
@@ -845,7 +892,28 @@ mod tests {
         let p = place(&f);
         let t = walk(&mut r, &f, 300, strays);
         let got = derive(&f, &p, &t.blocks, &t.sides, &t.inject);
-        assert_eq!(got.as_ref(), Ok(&t.blocks), "seed {seed}: {f:?}\n{p:?}");
+        let want = Flows { blocks: t.blocks.clone(), sides: t.sides.clone() };
+        assert_eq!(got.as_ref(), Ok(&want), "seed {seed}: {f:?}\n{p:?}");
+        // Weighed by what ran, blocks and sides, the counters run least: no other placement
+        // (the one from the made-up weights above) runs them fewer times.
+        let runs = |p: &Placement| -> u64 {
+            (0..n)
+                .map(|b| {
+                    u64::from(p.blocks[b]) * t.blocks[b]
+                        + (0..2).map(|s| u64::from(p.sides[b][s]) * t.sides[b][s]).sum::<u64>()
+                })
+                .sum()
+        };
+        let mut weighed = f.clone();
+        for (b, fb) in weighed.iter_mut().enumerate() {
+            fb.weight = t.blocks[b] + 1;
+            fb.sides = Some(t.sides[b]);
+        }
+        let best = place(&weighed);
+        assert_eq!(best.counters(), p.counters(), "seed {seed}");
+        assert!(runs(&best) <= runs(&p), "seed {seed}: {} > {}", runs(&best), runs(&p));
+        let got = derive(&weighed, &best, &t.blocks, &t.sides, &t.inject);
+        assert_eq!(got.as_ref().map(|d| &d.blocks), Ok(&t.blocks), "seed {seed}");
     }
 
     #[test]
@@ -871,6 +939,7 @@ mod tests {
                 from_outside: true,
                 stops_inside: false,
                 outs: vec![Out { to: To::Block(1), side: None }],
+                sides: None,
             },
             FlowBlock {
                 weight: 64,
@@ -880,12 +949,14 @@ mod tests {
                     Out { to: To::Outside, side: Some(Side::Taken) },
                     Out { to: To::Block(2), side: Some(Side::NotTaken) },
                 ],
+                sides: None,
             },
             FlowBlock {
                 weight: 64,
                 from_outside: false,
                 stops_inside: false,
                 outs: vec![Out { to: To::Block(1), side: None }],
+                sides: None,
             },
         ];
         let p = place(&f);
@@ -897,8 +968,9 @@ mod tests {
         let sides = [[0, 0], [1, 15], [0, 0]];
         let counted: Vec<u64> = (0..3).map(|b| if p.blocks[b] { truth[b] } else { 0 }).collect();
         let told = [Inject { block: 2, inside: true, amount: -1 }];
-        assert_eq!(derive(&f, &p, &counted, &sides, &told), Ok(truth.to_vec()));
-        assert_ne!(derive(&f, &p, &counted, &sides, &[]), Ok(truth.to_vec()));
+        let blocks = |d: Result<Flows, DeriveError>| d.map(|d| d.blocks);
+        assert_eq!(blocks(derive(&f, &p, &counted, &sides, &told)), Ok(truth.to_vec()));
+        assert_ne!(blocks(derive(&f, &p, &counted, &sides, &[])), Ok(truth.to_vec()));
     }
 
     #[test]
@@ -908,9 +980,10 @@ mod tests {
             from_outside: true,
             stops_inside: true,
             outs: vec![Out { to: To::Outside, side: None }],
+            sides: None,
         }];
         let p = place(&f);
         assert_eq!(p.blocks, vec![true]);
-        assert_eq!(derive(&f, &p, &[5], &[[0, 0]], &[]), Ok(vec![5]));
+        assert_eq!(derive(&f, &p, &[5], &[[0, 0]], &[]).map(|d| d.blocks), Ok(vec![5]));
     }
 }

@@ -1635,7 +1635,7 @@ pub const SLAB_RINGS: u64 = 64;
 pub const SLAB_WORDS: u64 = 4096;
 
 fn fs_tid(tid: i32) -> MemoryOperand {
-    MemoryOperand::new(Register::None, Register::None, 1, tid as i64, 4, false, Register::FS)
+    kerf_arch::x86_64::segment_operand(Register::FS, tid)
 }
 
 /// A thread's gate (see [`Slabs`]): unless its `gs` base is a slab it owns (nonzero, the
@@ -1660,7 +1660,7 @@ pub fn thread_gate(
 ) -> Vec<Instruction> {
     use Register::*;
     let (call_claim, ok, ours, out) = (labels(), labels(), labels(), labels());
-    let owner = MemoryOperand::new(None, None, 1, SLAB_OWNER as i64, 4, false, GS);
+    let owner = kerf_arch::x86_64::segment_operand(GS, SLAB_OWNER);
     let diff = MemoryOperand::new(RCX, RDX, 1, 1, 1, false, None);
     let offset = MemoryOperand::new(RCX, RDX, 1, 0, 0, false, None);
     let push = |r| op(Instruction::with1(Code::Push_r64, r));

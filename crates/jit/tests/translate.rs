@@ -1110,3 +1110,42 @@ fn an_entry_made_on_demand_counts_its_arrivals() {
     let none = Counter { edges: false };
     assert!(kerf_jit::counting_entry_stub("t", &l, &none, &at, 0x40_1234, to).unwrap().is_none());
 }
+
+/// Under fewer counters a function with an indirect jump of unknown targets (`inside_jump`)
+/// counts what the lookup brings to its blocks, except at a block flow enters from outside
+/// anyway (its entry, a return site): what arrives there is an unmeasured edge of the flow
+/// graph, a count of it would change no count worked out, and its entry stays keyed so that
+/// a frameless `ret` or an indirect call goes straight to it rather than through the framed
+/// lookup.
+#[test]
+fn arrivals_count_only_where_the_flow_graph_needs_them() {
+    let (image, analysis) = analysed();
+    let cfg = &analysis.cfg;
+    let returns = std::sync::OnceLock::new();
+    let facts = kerf_jit::counters::module_facts(cfg, false, &[]);
+    let m =
+        Module { counting: Some(&facts), inside_entries: false, ..module(cfg, &image, &returns) };
+    let funcs: Vec<FuncId> = (0..cfg.functions.len() as u32).map(FuncId).collect();
+    let at = At::new(LiveAt::ALL, Env::User, ThreadPointer::FsSelf, 0);
+    let work = cfg.functions_named("work").next().expect("work");
+    let roots: HashSet<u64> = [cfg.function(work).entry.0].into();
+    let reached: HashSet<FuncId> = funcs.iter().copied().collect();
+    let scope = Scope { roots: &roots, reached: &reached, slots: &Default::default(), marks: None };
+    let plugin = Counter { edges: true };
+    let t = kerf_jit::translate("jitted", &m, &funcs, &layout(None), &plugin, &at, &scope).unwrap();
+    let f = cfg.functions_named("inside_jump").next().expect("inside_jump");
+    let flow = kerf_jit::counters::function_flow(&m, &facts, f).expect("a flow graph");
+    assert!(flow.arrivals, "inside_jump's jump has no known targets");
+    let counting: HashSet<u64> = t.arrivals.iter().map(|a| a.0).collect();
+    let (mut counted, mut keyed) = (0, 0);
+    for (i, start) in flow.starts.iter().enumerate() {
+        let outside = flow.blocks[i].from_outside;
+        assert_eq!(counting.contains(&start.0), !outside, "the block at {:#x}", start.0);
+        let e = t.entries.iter().find(|e| e.orig == start.0).expect("an entry for every block");
+        assert_eq!(e.keyed, outside, "the entry of {:#x}", start.0);
+        counted += usize::from(!outside);
+        keyed += usize::from(outside);
+    }
+    // (The entry; the two blocks its branch reaches.)
+    assert!(counted >= 2 && keyed >= 1, "{counted} counted, {keyed} keyed");
+}

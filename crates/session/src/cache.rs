@@ -51,6 +51,7 @@ use bincode::Options;
 use kerf_analysis::liveness::ReturnFacts;
 use kerf_analysis::validate::Checker;
 use kerf_analysis::Analysis;
+use kerf_jit::counters::Ran;
 use std::ffi::{CString, OsStr};
 use std::fs;
 use std::io::{self, Write};
@@ -719,18 +720,23 @@ impl CacheDir {
         Ok(kept.map(|(_, entries)| entries))
     }
 
-    /// Keep how often blocks ran in a JIT run from roots `roots` (`(block start, count)`,
-    /// image addresses), for the next run's counter placement ([`weights_key`]).
+    /// Keep how often blocks ran in a JIT run from roots `roots` and how often their
+    /// branches' sides were taken (image addresses), for the next run's counter placement
+    /// ([`weights_key`]). Four words a block: start, count, taken, not taken (both
+    /// [`NO_SIDES`] where they were not worked out).
     pub fn store_weights(
         &self,
         key: &str,
         digest: &[u8; 32],
         roots: u64,
-        weights: &[(u64, u64)],
+        weights: &[Ran],
     ) -> Result<(), CacheError> {
         let payload: Vec<u8> = weights
             .iter()
-            .flat_map(|(a, n)| a.to_le_bytes().into_iter().chain(n.to_le_bytes()))
+            .flat_map(|r| {
+                let [t, n] = r.sides.unwrap_or([NO_SIDES; 2]);
+                [r.start, r.count, t, n].into_iter().flat_map(u64::to_le_bytes)
+            })
             .collect();
         self.write_entry(&weights_key(key, roots), digest, &payload).map(|_| ())
     }
@@ -741,13 +747,22 @@ impl CacheDir {
         key: &str,
         digest: &[u8; 32],
         roots: u64,
-    ) -> Result<Option<Vec<(u64, u64)>>, CacheError> {
+    ) -> Result<Option<Vec<Ran>>, CacheError> {
         let kept = self.load_beside(&weights_key(key, roots), digest, |payload| {
-            if payload.len() % 16 != 0 {
-                return Err(format!("{} bytes: not a whole number of pairs", payload.len()));
+            if payload.len() % 32 != 0 {
+                return Err(format!("{} bytes: not a whole number of blocks", payload.len()));
             }
-            let word = |w: &[u8]| u64::from_le_bytes(w.try_into().expect("8 bytes"));
-            Ok(payload.chunks_exact(16).map(|p| (word(&p[..8]), word(&p[8..]))).collect())
+            let word = |p: &[u8], k: usize| {
+                u64::from_le_bytes(p[8 * k..8 * k + 8].try_into().expect("8 bytes"))
+            };
+            Ok(payload
+                .chunks_exact(32)
+                .map(|p| {
+                    let sides = [word(p, 2), word(p, 3)];
+                    let sides = (sides != [NO_SIDES; 2]).then_some(sides);
+                    Ran { start: word(p, 0), count: word(p, 1), sides }
+                })
+                .collect())
         })?;
         Ok(kept.map(|(_, w)| w))
     }
@@ -915,10 +930,15 @@ pub fn hint_key(key: &str, roots: u64) -> String {
 }
 
 /// The name of the file beside cache entry `key` that holds how often blocks ran in the last
-/// JIT run from roots `roots` that counted them ([`CacheDir::store_weights`]).
+/// JIT run from roots `roots` that counted them ([`CacheDir::store_weights`]). (Until
+/// 2026-12, `<key>.weights-<roots>` held blocks' counts alone, two words a block: no longer
+/// read.)
 pub fn weights_key(key: &str, roots: u64) -> String {
-    format!("{key}.weights-{roots:016x}")
+    format!("{key}.flows-{roots:016x}")
 }
+
+/// A block's sides in a weights file where they were not worked out.
+const NO_SIDES: u64 = u64::MAX;
 
 /// The JIT's reservation for every function of an image under one set of translation
 /// options ([`CacheDir::store_rooms`]): the options' hash (which names kerf's build), the
@@ -1120,6 +1140,33 @@ mod tests {
         assert!(matches!(cache.load_rooms(key, &digest), Err(CacheError::Rejected { .. })));
         cache.write_entry(&rooms_key(key), &digest, &[0; 16]).unwrap();
         match cache.load_rooms(key, &digest) {
+            Err(CacheError::Rejected { why, .. }) => assert!(why.contains("whole number"), "{why}"),
+            other => panic!("a 16-byte payload read as {other:?}"),
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A JIT's weights come back as stored, per set of roots, blocks with their branches'
+    /// sides and without; the file of an earlier kerf (two words a block, under another name)
+    /// is not read, and a payload that is no whole number of blocks is refused.
+    #[test]
+    fn jit_weights_round_trip_with_sides_and_damage_is_refused() {
+        let dir = std::env::temp_dir().join(format!("kerf-weights-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let cache = CacheDir::open(&dir).unwrap();
+        let (key, digest) = ("some-image", [7u8; 32]);
+        let ran = vec![
+            Ran { start: 0x1040, count: 9, sides: Some([0, 9]) },
+            Ran { start: 0x1050, count: 4, sides: None },
+            Ran { start: 0x1060, count: 1 << 40, sides: Some([3, (1 << 40) - 3]) },
+        ];
+        cache.store_weights(key, &digest, 0xabc, &ran).unwrap();
+        assert_eq!(cache.load_weights(key, &digest, 0xabc).unwrap(), Some(ran));
+        assert_eq!(cache.load_weights(key, &digest, 0xabd).unwrap(), None, "other roots");
+        cache.write_entry(&format!("{key}.weights-{:016x}", 1), &digest, &[0; 32]).unwrap();
+        assert_eq!(cache.load_weights(key, &digest, 1).unwrap(), None, "the old file");
+        cache.write_entry(&weights_key(key, 1), &digest, &[0; 16]).unwrap();
+        match cache.load_weights(key, &digest, 1) {
             Err(CacheError::Rejected { why, .. }) => assert!(why.contains("whole number"), "{why}"),
             other => panic!("a 16-byte payload read as {other:?}"),
         }

@@ -904,6 +904,9 @@ type SideCounts = (u64, [u64; 2], [u32; 2]);
 pub struct DerivedCounts {
     /// By module and block start (runtime address).
     pub counts: AddrMap<(usize, u64), u64>,
+    /// How often the sides of those blocks' conditional branches were taken
+    /// (`[taken, not_taken]`), by module and block start.
+    pub sides: AddrMap<(usize, u64), [u64; 2]>,
     /// Functions whose counts were derived, their blocks, and the counters they had.
     pub functions: usize,
     pub blocks: usize,
@@ -954,6 +957,7 @@ enum Worked {
     Failed(String, String),
     Derived {
         counts: Vec<((usize, u64), u64)>,
+        sides: Vec<((usize, u64), [u64; 2])>,
         counter_runs: u64,
         block_runs: u64,
         counted_blocks: usize,
@@ -1452,7 +1456,10 @@ fn modules_of<'a>(
 /// What fewer counters need of image `m` ([`kerf_jit::counters::module_facts`]), with the
 /// weights of an earlier run. `KERF_JIT_TREE_CHECK`: every block counts all the same, and the
 /// counts worked out are checked against them (`Jit::derived_counts`).
-fn counting_facts(m: &AnalyzedImage, weights: &[(u64, u64)]) -> kerf_jit::counters::ModuleFacts {
+fn counting_facts(
+    m: &AnalyzedImage,
+    weights: &[kerf_jit::counters::Ran],
+) -> kerf_jit::counters::ModuleFacts {
     let check = std::env::var_os("KERF_JIT_TREE_CHECK").is_some();
     kerf_jit::counters::module_facts(&m.analysis.cfg, check, weights)
 }
@@ -1753,7 +1760,7 @@ pub fn install(
         use rayon::prelude::*;
         images.par_iter().for_each(|m| {
             let weights = profile_key.and_then(|k| m.jit_weights(k)).unwrap_or_default();
-            let _ = m.profile.set(weights.iter().copied().collect());
+            let _ = m.profile.set(weights.iter().map(|r| (r.start, r.count)).collect());
             if opts.fewer_counters {
                 let _ = m.counting.set(counting_facts(m, &weights));
             }
@@ -3036,11 +3043,17 @@ impl Jit {
                 let inside = st.at != start(i) || st.past;
                 inject.push(Inject { block: i, inside, amount: st.amount });
             }
-            let counts =
-                match derive(&flow.blocks, &flow.placement, &counted, &side_counts, &inject) {
-                    Ok(counts) => counts,
-                    Err(e) => return Some(Worked::Failed(name.clone(), e.to_string())),
-                };
+            let flows = match derive(&flow.blocks, &flow.placement, &counted, &side_counts, &inject)
+            {
+                Ok(flows) => flows,
+                Err(e) => return Some(Worked::Failed(name.clone(), e.to_string())),
+            };
+            let counts = flows.blocks;
+            // (The sides of blocks that end in a conditional branch the flow graph has.)
+            let sides = (flows.sides.into_iter().enumerate())
+                .filter(|&(i, _)| flow.blocks[i].outs.iter().any(|o| o.side.is_some()))
+                .map(|(i, s)| ((k, start(i)), s))
+                .collect();
             let check = m.counting.is_some_and(|f| f.check);
             let mismatched = (counts.iter().zip(&own).enumerate())
                 .filter(|&(_, (&c, &(v, _)))| check && v != c)
@@ -3055,6 +3068,7 @@ impl Jit {
                 checked: if check { n } else { 0 },
                 mismatched,
                 counts: counts.into_iter().enumerate().map(|(i, c)| ((k, start(i)), c)).collect(),
+                sides,
             })
         };
         let worked: Vec<Option<Worked>> = funcs.par_iter().map(one).collect();
@@ -3069,6 +3083,7 @@ impl Jit {
                 Worked::Failed(name, why) => out.failed.push((name, why)),
                 Worked::Derived {
                     counts,
+                    sides,
                     counter_runs,
                     block_runs,
                     counted_blocks,
@@ -3085,6 +3100,7 @@ impl Jit {
                     out.checked += checked;
                     out.mismatched.extend(mismatched);
                     out.counts.extend(counts);
+                    out.sides.extend(sides);
                 }
             }
         }
@@ -3092,14 +3108,22 @@ impl Jit {
     }
 
     /// Keep how often each module's blocks ran (`counts`: module, block start as a runtime
-    /// address, count), for the next run's counter placement from the same roots
+    /// address, count) and their branches' sides where they were worked out (`sides`,
+    /// [`DerivedCounts::sides`]), for the next run's counter placement from the same roots
     /// ([`JitOptions::fewer_counters`]); nothing without it or without hints.
-    pub fn keep_weights(&self, images: &[AnalyzedImage], counts: &[((usize, u64), u64)]) {
+    pub fn keep_weights(
+        &self,
+        images: &[AnalyzedImage],
+        counts: &[((usize, u64), u64)],
+        sides: &AddrMap<(usize, u64), [u64; 2]>,
+    ) {
         let Some(key) = self.weights_key else { return };
-        let mut by_module: BTreeMap<usize, Vec<(u64, u64)>> = BTreeMap::new();
-        for &((k, start), n) in counts {
+        let mut by_module: BTreeMap<usize, Vec<kerf_jit::counters::Ran>> = BTreeMap::new();
+        for &((k, start), count) in counts {
             let Some(m) = images.get(k) else { continue };
-            by_module.entry(k).or_default().push((start.wrapping_sub(m.bias.unwrap_or(0)), n));
+            let sides = sides.get(&(k, start)).copied();
+            let start = start.wrapping_sub(m.bias.unwrap_or(0));
+            by_module.entry(k).or_default().push(kerf_jit::counters::Ran { start, count, sides });
         }
         for (k, w) in by_module {
             images[k].keep_jit_weights(key, &w);

@@ -330,16 +330,17 @@ impl AnalyzedImage {
         let _ = dir.store_hint(&e.key, &e.digest, roots, &entries);
     }
 
-    /// How often blocks ran in the last JIT run from roots `roots` that counted them (image
-    /// address of the block's start, count): the weights of its counter placement.
-    pub fn jit_weights(&self, roots: u64) -> Option<Vec<(u64, u64)>> {
+    /// How often blocks ran in the last JIT run from roots `roots` that counted them, and
+    /// their branches' sides (by image address of the block's start): the weights of its
+    /// counter placement.
+    pub fn jit_weights(&self, roots: u64) -> Option<Vec<kerf_jit::counters::Ran>> {
         let e = self.cache_entry.as_ref()?;
         let dir = cache::CacheDir::open(&e.dir).ok()?;
         dir.load_weights(&e.key, &e.digest, roots).ok()?
     }
 
     /// Keep `weights` for the next run from roots `roots` ([`AnalyzedImage::jit_weights`]).
-    pub fn keep_jit_weights(&self, roots: u64, weights: &[(u64, u64)]) {
+    pub fn keep_jit_weights(&self, roots: u64, weights: &[kerf_jit::counters::Ran]) {
         let Some(e) = &self.cache_entry else { return };
         let Ok(dir) = cache::CacheDir::open(&e.dir) else { return };
         let _ = dir.store_weights(&e.key, &e.digest, roots, weights);

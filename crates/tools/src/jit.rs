@@ -1264,8 +1264,8 @@ fn summarize(
     }
     use rayon::prelude::*;
     let blocks: Vec<Value> = std::thread::scope(|sc| {
-        if let Some(counts) = &weights {
-            sc.spawn(|| jit.keep_weights(&target.modules, counts));
+        if let (Some(counts), Some(d)) = (&weights, &derived) {
+            sc.spawn(|| jit.keep_weights(&target.modules, counts, &d.sides));
         }
         listed
             .par_iter()

@@ -472,7 +472,7 @@ const JB_PC: i32 = 7 * 8;
 const JMP_BUF_WORDS: u32 = 25;
 /// glibc's pointer guard, `%fs:0x30` (`tcbhead_t.pointer_guard`): `PTR_MANGLE(x)` is
 /// `rol(x ^ guard, 17)`.
-const POINTER_GUARD: i64 = 0x30;
+const POINTER_GUARD: i32 = 0x30;
 const MANGLE_ROTATE: u32 = 17;
 /// How far below its stack pointer at the entry `siglongjmp` goes on when it is sent to the
 /// landing: the `jmp_buf`'s copy lies above that, clear of what the entry pushed.
@@ -500,7 +500,7 @@ const LJ_LOW: i32 = LJ_ASKED + LOWERED;
 
 /// `%fs:0x30`.
 fn pointer_guard() -> MemoryOperand {
-    MemoryOperand::new(Register::None, Register::None, 1, POINTER_GUARD, 4, false, Register::FS)
+    kerf_arch::x86_64::segment_operand(Register::FS, POINTER_GUARD)
 }
 
 /// `r` = the word at `[base + disp]` of a `jmp_buf`, demangled.
