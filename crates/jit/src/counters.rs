@@ -501,13 +501,14 @@ pub struct FunctionFlow {
     /// any of its blocks, so every block's indirect entry counts what arrives there (known
     /// flow for [`derive`]), and its jump tables that go through the lookup are ways out.
     pub arrivals: bool,
-    at: HashMap<u64, usize>,
 }
 
 impl FunctionFlow {
     /// The flow block that starts at `start` (a runtime address: the module's bias added).
+    /// (Searched in the starts, which are in address order: a map per function was most of
+    /// the placement's allocations, and its lookups missed the caches.)
     pub fn index(&self, start: u64) -> Option<usize> {
-        self.at.get(&start).copied()
+        self.starts.binary_search(&ImageAddr(start.wrapping_sub(self.bias))).ok()
     }
 
     /// The flow block whose bytes hold runtime address `a`.
@@ -730,8 +731,7 @@ pub fn function_flow(m: &Module<'_>, facts: &ModuleFacts, f: FuncId) -> Option<F
         }
     }
     let placement = place(&blocks);
-    let at = starts.iter().enumerate().map(|(i, s)| (m.runtime(*s), i)).collect();
-    Some(FunctionFlow { starts, ends, bias: m.bias, blocks, placement, arrivals, at })
+    Some(FunctionFlow { starts, ends, bias: m.bias, blocks, placement, arrivals })
 }
 
 /// Of block `b`: whether the cache leaves it or it does not decode whole (a hazard: flow

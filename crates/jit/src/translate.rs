@@ -166,7 +166,7 @@ fn return_chains(
     m: &Module<'_>,
     funcs: &[FuncId],
     scratch: &HashMap<FuncId, Option<RetScratch>>,
-    starts: &HashMap<u64, u64>,
+    starts: &Starts,
     slots: &std::collections::HashMap<u64, u64>,
 ) -> HashMap<FuncId, (Vec<(u64, u64)>, bool)> {
     // The function a PLT stub `h` leads to in this module, while its slot holds what it held.
@@ -1442,6 +1442,46 @@ pub fn data_for(m: &Module<'_>, funcs: &[FuncId]) -> u64 {
     DATA_HEADER + 24 * n + 8 * insns + 32 * conds
 }
 
+/// The translation's blocks by original start (a runtime address): each one's place in the
+/// translation's order (which names its data words), its label, and what is live at its
+/// start where a plugin with edges needs that. One map for the three (there were three, each
+/// as large as the module's translated blocks: python3.11's lookups into them were a third
+/// of the translator's own time under block counting, most of it cache misses).
+struct Starts {
+    at: HashMap<u64, u32>,
+    labels: Vec<u64>,
+    live: Vec<LiveAt>,
+}
+
+impl Starts {
+    /// The label of the block that starts at `a`.
+    fn get(&self, a: &u64) -> Option<&u64> {
+        self.at.get(a).map(|&n| &self.labels[n as usize])
+    }
+
+    fn contains_key(&self, a: &u64) -> bool {
+        self.at.contains_key(a)
+    }
+
+    /// The block's place in the translation's order.
+    fn position(&self, a: u64) -> Option<usize> {
+        self.at.get(&a).map(|&n| n as usize)
+    }
+
+    /// What is live at the start of the block at `a` (everything where not worked out).
+    fn live(&self, a: u64) -> LiveAt {
+        self.at.get(&a).and_then(|&n| self.live.get(n as usize)).copied().unwrap_or(LiveAt::ALL)
+    }
+}
+
+impl std::ops::Index<&u64> for Starts {
+    type Output = u64;
+
+    fn index(&self, a: &u64) -> &u64 {
+        self.get(a).expect("a block of the translation")
+    }
+}
+
 /// (Its default has nothing written yet, its labels from the first.)
 #[derive(Default)]
 struct Emitter {
@@ -1708,12 +1748,16 @@ pub fn translate(
     // memory touched for nothing.)
     let most: usize = funcs.iter().map(|&f| cfg.blocks_of(f).len()).sum();
     let mut order: Vec<(FuncId, usize)> = Vec::with_capacity(most);
-    let mut starts: HashMap<u64, u64> = HashMap::with_capacity_and_hasher(most, Default::default());
+    let mut starts = Starts {
+        at: HashMap::with_capacity_and_hasher(most, Default::default()),
+        labels: Vec::with_capacity(most),
+        live: Vec::new(),
+    };
     for &f in &funcs {
         for (k, b) in cfg.blocks_of(f).iter().enumerate() {
             if b.len > 0 && !starts.contains_key(&m.runtime(b.start)) {
-                let l = e.label();
-                starts.insert(m.runtime(b.start), l);
+                starts.at.insert(m.runtime(b.start), order.len() as u32);
+                starts.labels.push(e.label());
                 order.push((f, k));
             }
         }
@@ -1738,17 +1782,9 @@ pub fn translate(
     let edge_words = layout.data + DATA_HEADER + 16 * order.len() as u64;
     let mut branches = Vec::with_capacity(conds);
     // What is live at each block start, for the sides' code.
-    let live_at: HashMap<u64, LiveAt> = if edges {
-        order
-            .iter()
-            .map(|&(f, k)| {
-                let b = &cfg.blocks_of(f)[k];
-                (m.runtime(b.start), m.live_in(f, b))
-            })
-            .collect()
-    } else {
-        HashMap::default()
-    };
+    if edges {
+        starts.live = order.iter().map(|&(f, k)| m.live_in(f, &cfg.blocks_of(f)[k])).collect();
+    }
     e.next_pred = edge_words + 32 * conds as u64;
     // A plugin may tell the owner by its id only where the code can read a thread's.
     let owner_tid = at.thread_id.and(layout.owner_tid);
@@ -1823,11 +1859,6 @@ pub fn translate(
     };
     let here: HashSet<FuncId> = funcs.iter().copied().collect();
     let mut plans: HashMap<FuncId, Option<Inline>> = HashMap::default();
-    let index: HashMap<u64, usize> = order
-        .iter()
-        .enumerate()
-        .map(|(n, &(f, k))| (m.runtime(cfg.blocks_of(f)[k].start), n))
-        .collect();
     let guarded = |h: FuncId| {
         slot_jumps.get(&h)?;
         let entry = cfg.block(cfg.function(h).entry_block);
@@ -1840,7 +1871,6 @@ pub fn translate(
         plugin,
         at,
         starts: &starts,
-        index: &index,
         blocks: order.len(),
         owner_tid,
         second,
@@ -1963,7 +1993,7 @@ pub fn translate(
             None,
         );
         if let Some(fi) = e.insns.get_mut(block_first[n]) {
-            fi.set_ip(starts[&start]);
+            fi.set_ip(starts.labels[n]);
         }
         let end = match (end, inline) {
             (End::Inlined, Some((plan, copied))) => {
@@ -1994,7 +2024,7 @@ pub fn translate(
                 branch,
                 to,
                 taken,
-                live: live_at.get(&to).copied().unwrap_or(LiveAt::ALL),
+                live: starts.live(to),
                 word,
                 shared,
                 owner: layout.data + DATA_OWNER,
@@ -2052,7 +2082,9 @@ pub fn translate(
             // site's continuation (and it gets a table entry unless the call leaves the
             // region). A return site with no translation has none: a `ret` there leaves.
             End::Call { site } => {
-                if let Some(&l) = starts.get(&next) {
+                // (The next block's label straight from the order where it comes next.)
+                let here = (next_here == Some(next)).then(|| starts.labels[n + 1]);
+                if let Some(l) = here.or_else(|| starts.get(&next).copied()) {
                     let first = e.insns.len();
                     let to = if next_here == Some(next) {
                         l
@@ -2564,9 +2596,8 @@ struct Weave<'a, 'm> {
     layout: &'a Layout,
     plugin: &'a dyn Plugin,
     at: &'a At,
-    /// Labels of the translation's blocks, and their indices (their words).
-    starts: &'a HashMap<u64, u64>,
-    index: &'a HashMap<u64, usize>,
+    /// Labels of the translation's blocks, and their places (their words).
+    starts: &'a Starts,
     blocks: usize,
     owner_tid: Option<u32>,
     second: u64,
@@ -2639,7 +2670,7 @@ fn copy_inlined(
     let check = m.counting.is_some_and(|f| f.check);
     for (j, &(h, id, b)) in order.iter().enumerate() {
         let start = m.runtime(b.start);
-        let n = *w.index.get(&start).ok_or_else(|| JitError::Encode {
+        let n = w.starts.position(start).ok_or_else(|| JitError::Encode {
             module: cfg.function(h).name.clone(),
             detail: format!("a copied block at {start:#x} has no translation"),
         })?;
@@ -2934,7 +2965,7 @@ fn copy_block(
     len: u32,
     insns: u32,
     layout: &Layout,
-    starts: &HashMap<u64, u64>,
+    starts: &Starts,
     e: &mut Emitter,
     second: u64,
     ret_sites: &mut Vec<Site>,
