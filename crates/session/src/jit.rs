@@ -899,14 +899,28 @@ impl Ran {
 /// many of them each side's counter was placed ([`Jit::derived_counts`]).
 type SideCounts = (u64, [u64; 2], [u32; 2]);
 
+/// A translated block's data words summed over the translations that hold it
+/// ([`Jit::block_words`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockWords {
+    /// Its module and start (a runtime address).
+    pub at: (usize, u64),
+    /// The function of the first translation that holds it.
+    pub func: FuncId,
+    /// The sum of its words: its count where it counted, else nothing or a ran mark.
+    pub words: u64,
+    /// How many translations hold it.
+    pub held: u32,
+}
+
 /// Block counts derived from counters off a spanning tree ([`Jit::derived_counts`]).
 #[derive(Clone, Debug, Default)]
 pub struct DerivedCounts {
-    /// By module and block start (runtime address).
-    pub counts: AddrMap<(usize, u64), u64>,
+    /// By place in the blocks handed to [`Jit::derived_counts`].
+    pub counts: Vec<(usize, u64)>,
     /// How often the sides of those blocks' conditional branches were taken
-    /// (`[taken, not_taken]`), by module and block start.
-    pub sides: AddrMap<(usize, u64), [u64; 2]>,
+    /// (`[taken, not_taken]`), by the same places.
+    pub sides: Vec<(usize, [u64; 2])>,
     /// Functions whose counts were derived, their blocks, and the counters they had.
     pub functions: usize,
     pub blocks: usize,
@@ -956,8 +970,9 @@ pub struct Stray {
 enum Worked {
     Failed(String, String),
     Derived {
-        counts: Vec<((usize, u64), u64)>,
-        sides: Vec<((usize, u64), [u64; 2])>,
+        blocks: usize,
+        counts: Vec<(usize, u64)>,
+        sides: Vec<(usize, [u64; 2])>,
         counter_runs: u64,
         block_runs: u64,
         counted_blocks: usize,
@@ -2905,12 +2920,46 @@ impl Jit {
         });
     }
 
+    /// Every translated block's words ([`BlockWords`]), sorted by module and start: one
+    /// entry a block, the sum over the translations that hold it, named after the first
+    /// translation's function (a block of two functions, the second translated on demand
+    /// after the first, counts in both).
+    pub fn block_words(&self) -> Vec<BlockWords> {
+        let words = self.words();
+        let held: usize = self.caches.iter().map(|c| c.translation.blocks.len()).sum();
+        let mut v = Vec::with_capacity(held);
+        for (k, c) in self.caches.iter().enumerate() {
+            for b in &c.translation.blocks {
+                let n = words.get(k, b.word) + words.get(k, b.shared);
+                v.push(BlockWords { at: (c.module, b.start), func: b.func, words: n, held: 1 });
+            }
+        }
+        // (Stable: the first translation's first.)
+        v.sort_by_key(|b| b.at);
+        v.dedup_by(|later, first| {
+            let same = later.at == first.at;
+            if same {
+                first.words += later.words;
+                first.held += later.held;
+            }
+            same
+        });
+        v
+    }
+
     /// Block counts worked out from counters placed off a spanning tree of each function's
-    /// flow ([`JitOptions::fewer_counters`]), by module and block start (runtime address), for
-    /// every translated function that had such counters; `None` without them. A function
-    /// whose counters do not balance, or whose branch counter did not go where the placement
-    /// wanted it, is named in [`DerivedCounts::failed`] and gets no counts here.
-    pub fn derived_counts(&self, images: &[AnalyzedImage]) -> Option<DerivedCounts> {
+    /// flow ([`JitOptions::fewer_counters`]), for every translated function that had such
+    /// counters, by place in `blocks` (this JIT's [`Jit::block_words`]); `None` without
+    /// them. A function whose counters do not balance, or whose branch counter did not go
+    /// where the placement wanted it, is named in [`DerivedCounts::failed`] and gets no
+    /// counts here. (The words read once for the rows and here, and no map of them: the
+    /// two passes over python3.11's 80 k blocks and their maps were half the end of a
+    /// counting run.)
+    pub fn derived_counts(
+        &self,
+        images: &[AnalyzedImage],
+        blocks: &[BlockWords],
+    ) -> Option<DerivedCounts> {
         use kerf_jit::counters::{derive, FunctionFlow, Inject};
         use rayon::prelude::*;
         if !self.fewer_counters {
@@ -2927,23 +2976,12 @@ impl Jit {
                 flows.entry((c.module, *f)).or_insert(flow);
             }
         }
-        // Summed over every translation that held them: blocks' words (a count where the block
-        // counted, else nothing or a ran mark), branches' sides, and how many translations
-        // held each block and placed each side's code.
-        let held: usize = self.caches.iter().map(|c| c.translation.blocks.len()).sum();
-        let mut blocks: AddrMap<(usize, u64), (u64, u32)> =
-            AddrMap::with_capacity_and_hasher(held, Default::default());
+        // Summed over every translation that held them: branches' sides, and how many
+        // translations placed each side's code.
         let mut sides: AddrMap<(usize, FuncId), Vec<SideCounts>> = AddrMap::default();
         // What the lookup brought to blocks whose indirect entries count it.
         let mut arrived: AddrMap<(usize, u64), u64> = AddrMap::default();
-        let mut funcs: Vec<(usize, FuncId)> = Vec::with_capacity(held);
         for (j, c) in self.caches.iter().enumerate() {
-            for b in &c.translation.blocks {
-                funcs.push((c.module, b.func));
-                let e = blocks.entry((c.module, b.start)).or_default();
-                e.0 += words.get(j, b.word) + words.get(j, b.shared);
-                e.1 += 1;
-            }
             for &(start, w) in &c.translation.arrivals {
                 *arrived.entry((c.module, start)).or_default() +=
                     words.get(j, w) + words.get(j, w + 8);
@@ -2957,8 +2995,9 @@ impl Jit {
                 sides.entry((c.module, br.func)).or_default().push((br.at, v, placed));
             }
         }
+        // (In order, so that what fails is said in the same order run after run.)
+        let mut funcs: Vec<(usize, FuncId)> = flows.keys().copied().collect();
         funcs.sort_unstable();
-        funcs.dedup();
         // What came in through the entries misses made, by module: where, and how much.
         let mut stubs: AddrMap<usize, Vec<(u64, u64)>> = AddrMap::default();
         for sc in &self.stub_counts {
@@ -2992,8 +3031,14 @@ impl Jit {
                     }
                 }
             }
-            let own: Vec<(u64, u32)> =
-                (0..n).map(|i| blocks.get(&(k, start(i))).copied().unwrap_or_default()).collect();
+            // Each block's place in `blocks` (a block no translation held ran nothing).
+            let place: Vec<Option<usize>> = (0..n)
+                .map(|i| blocks.binary_search_by_key(&(k, start(i)), |b| b.at).ok())
+                .collect();
+            let own: Vec<(u64, u32)> = place
+                .iter()
+                .map(|p| p.map_or((0, 0), |p| (blocks[p].words, blocks[p].held)))
+                .collect();
             let mut missing = None;
             for (i, &(v, held)) in own.iter().enumerate() {
                 if flow.placement.blocks[i] {
@@ -3052,7 +3097,7 @@ impl Jit {
             // (The sides of blocks that end in a conditional branch the flow graph has.)
             let sides = (flows.sides.into_iter().enumerate())
                 .filter(|&(i, _)| flow.blocks[i].outs.iter().any(|o| o.side.is_some()))
-                .map(|(i, s)| ((k, start(i)), s))
+                .filter_map(|(i, s)| Some((place[i]?, s)))
                 .collect();
             let check = m.counting.is_some_and(|f| f.check);
             let mismatched = (counts.iter().zip(&own).enumerate())
@@ -3067,7 +3112,10 @@ impl Jit {
                 counted_sides: flow.placement.sides.iter().flatten().filter(|&&c| c).count(),
                 checked: if check { n } else { 0 },
                 mismatched,
-                counts: counts.into_iter().enumerate().map(|(i, c)| ((k, start(i)), c)).collect(),
+                blocks: n,
+                counts: (counts.into_iter().enumerate())
+                    .filter_map(|(i, c)| Some((place[i]?, c)))
+                    .collect(),
                 sides,
             })
         };
@@ -3075,13 +3123,14 @@ impl Jit {
         let mut out = DerivedCounts {
             strays: self.strays.len(),
             strays_unknown: self.strays_unknown,
-            counts: AddrMap::with_capacity_and_hasher(held, Default::default()),
+            counts: Vec::with_capacity(blocks.len()),
             ..DerivedCounts::default()
         };
         for w in worked.into_iter().flatten() {
             match w {
                 Worked::Failed(name, why) => out.failed.push((name, why)),
                 Worked::Derived {
+                    blocks,
                     counts,
                     sides,
                     counter_runs,
@@ -3092,7 +3141,7 @@ impl Jit {
                     mismatched,
                 } => {
                     out.functions += 1;
-                    out.blocks += counts.len();
+                    out.blocks += blocks;
                     out.counter_runs += counter_runs;
                     out.block_runs += block_runs;
                     out.counted_blocks += counted_blocks;
@@ -3107,22 +3156,29 @@ impl Jit {
         Some(out)
     }
 
-    /// Keep how often each module's blocks ran (`counts`: module, block start as a runtime
-    /// address, count) and their branches' sides where they were worked out (`sides`,
-    /// [`DerivedCounts::sides`]), for the next run's counter placement from the same roots
-    /// ([`JitOptions::fewer_counters`]); nothing without it or without hints.
+    /// Keep how often each module's blocks ran (`blocks` that ran, [`Jit::block_words`] with
+    /// their worked-out counts in) and their branches' sides where they were worked out
+    /// (`sides`, [`DerivedCounts::sides`]), for the next run's counter placement from the
+    /// same roots ([`JitOptions::fewer_counters`]); nothing without it or without hints.
     pub fn keep_weights(
         &self,
         images: &[AnalyzedImage],
-        counts: &[((usize, u64), u64)],
-        sides: &AddrMap<(usize, u64), [u64; 2]>,
+        blocks: &[BlockWords],
+        sides: &[(usize, [u64; 2])],
     ) {
         let Some(key) = self.weights_key else { return };
+        let mut side_of: Vec<Option<[u64; 2]>> = vec![None; blocks.len()];
+        for &(p, s) in sides {
+            if let Some(o) = side_of.get_mut(p) {
+                *o = Some(s);
+            }
+        }
         let mut by_module: BTreeMap<usize, Vec<kerf_jit::counters::Ran>> = BTreeMap::new();
-        for &((k, start), count) in counts {
+        for (b, &sides) in blocks.iter().zip(&side_of).filter(|(b, _)| b.words != 0) {
+            let (k, start) = b.at;
             let Some(m) = images.get(k) else { continue };
-            let sides = sides.get(&(k, start)).copied();
             let start = start.wrapping_sub(m.bias.unwrap_or(0));
+            let count = b.words;
             by_module.entry(k).or_default().push(kerf_jit::counters::Ran { start, count, sides });
         }
         for (k, w) in by_module {

@@ -1208,48 +1208,22 @@ fn summarize(
     escapes += s.flush_moved as u64;
     // A block two translations hold (a block of two functions, the second translated on
     // demand after the first) counts in both: one row, their sum, named after the first.
-    // (Sorted by module and address, the first translation's first: a stable sort.)
-    let mut by_block: Vec<((usize, u64), kerf_analysis::cfg::FuncId, u64)> = Vec::new();
-    if counting {
-        // (Dropped before the counts are worked out, which read the words too.)
-        let words = jit.words();
-        for (k, c) in jit.caches.iter().enumerate() {
-            for b in &c.translation.blocks {
-                let n = words.get(k, b.word) + words.get(k, b.shared);
-                by_block.push(((c.module, b.start), b.func, n));
-            }
-        }
-    }
-    by_block.sort_by_key(|b| b.0);
-    by_block.dedup_by(|later, first| {
-        let same = later.0 == first.0;
-        if same {
-            first.2 += later.2;
-        }
-        same
-    });
+    let mut by_block: Vec<jit::BlockWords> = if counting { jit.block_words() } else { Vec::new() };
     // Blocks whose counts follow from fewer counters: their words hold no count (or a ran
     // mark); the worked-out counts replace them.
-    let derived = counting.then(|| jit.derived_counts(&target.modules)).flatten();
+    let derived = counting.then(|| jit.derived_counts(&target.modules, &by_block)).flatten();
     if let Some(d) = &derived {
-        for b in by_block.iter_mut() {
-            if let Some(&n) = d.counts.get(&b.0) {
-                b.2 = n;
-            }
+        for &(p, n) in &d.counts {
+            by_block[p].words = n;
         }
     }
-    // How often each block ran, kept for the next run's placement while the rows are made
-    // (its files written, renamed, 4 ms; once a write stalled 44 ms).
-    let weights: Option<Vec<((usize, u64), u64)>> = derived
-        .as_ref()
-        .map(|_| by_block.iter().filter(|b| b.2 != 0).map(|b| (b.0, b.2)).collect());
-    let ran = by_block.iter().filter(|b| b.2 != 0);
-    let listed: Vec<&((usize, u64), kerf_analysis::cfg::FuncId, u64)> = match rows {
+    let ran = by_block.iter().filter(|b| b.words != 0);
+    let listed: Vec<&jit::BlockWords> = match rows {
         None => ran.collect(),
         Some(top) => {
             let mut most: Vec<_> = ran.collect();
             // (Stable: equal counts stay in address order.)
-            most.sort_by_key(|b| std::cmp::Reverse(b.2));
+            most.sort_by_key(|b| std::cmp::Reverse(b.words));
             most.truncate(top);
             most
         }
@@ -1257,22 +1231,26 @@ fn summarize(
     // (Each module's path made once for its rows; the rows side by side: python3.11's 36 k
     // blocks that ran took 17 ms one by one, after its program had ended.)
     let mut paths: std::collections::BTreeMap<usize, String> = Default::default();
-    for &&((module, _), _, _) in &listed {
+    for b in &listed {
+        let module = b.at.0;
         paths
             .entry(module)
             .or_insert_with(|| jit.image(&target.modules, module).path.display().to_string());
     }
     use rayon::prelude::*;
     let blocks: Vec<Value> = std::thread::scope(|sc| {
-        if let (Some(counts), Some(d)) = (&weights, &derived) {
-            sc.spawn(|| jit.keep_weights(&target.modules, counts, &d.sides));
+        // How often each block ran, kept for the next run's placement while the rows are
+        // made (its files written, renamed, 4 ms; once a write stalled 44 ms).
+        if let Some(d) = &derived {
+            sc.spawn(|| jit.keep_weights(&target.modules, &by_block, &d.sides));
         }
         listed
             .par_iter()
-            .map(|&&((module, start), func, n)| {
-                let mut row =
-                    point_row(jit.image(&target.modules, module), &paths[&module], func, start);
-                row.insert("count".into(), json!(n));
+            .map(|b| {
+                let (module, start) = b.at;
+                let m = jit.image(&target.modules, module);
+                let mut row = point_row(m, &paths[&module], b.func, start);
+                row.insert("count".into(), json!(b.words));
                 Value::Object(row)
             })
             .collect()
@@ -1286,8 +1264,8 @@ fn summarize(
             counting && !s.taken_in_roots.contains(&(r.module, r.func)) && {
                 let m = jit.image(&target.modules, r.module);
                 let entry = m.analysis.cfg.function(r.func).entry.0 + m.bias.unwrap_or(0);
-                let at = by_block.binary_search_by_key(&(r.module, entry), |b| b.0);
-                !at.is_ok_and(|k| by_block[k].2 != 0)
+                let at = by_block.binary_search_by_key(&(r.module, entry), |b| b.at);
+                !at.is_ok_and(|k| by_block[k].words != 0)
             }
         })
         .map(|r| r.label.as_str())
