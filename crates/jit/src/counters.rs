@@ -434,21 +434,30 @@ pub struct Ran {
     pub sides: Option<[u64; 2]>,
 }
 
-/// [`ModuleFacts`] of `cfg`: one pass over every function's blocks and edges; `ran` from an
-/// earlier run ([`ModuleFacts::weights`]).
-pub fn module_facts(cfg: &Cfg, check: bool, ran: &[Ran]) -> ModuleFacts {
-    let weights = ran.iter().map(|r| (r.start, r.count)).collect();
-    let sides = ran.iter().filter_map(|r| Some((r.start, r.sides?))).collect();
-    let mut facts = ModuleFacts { check, weights, sides, ..ModuleFacts::default() };
+/// What of [`ModuleFacts`] the CFG alone decides: block starts more than one function holds,
+/// and blocks other functions jump or run into (both sorted). The same for every run on one
+/// analysis, so the session keeps it beside the analysis: worked out for python3.11's 222 k
+/// blocks it took 10-15 ms of every counting start, before anything could be placed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModuleShape {
+    pub shared: Vec<ImageAddr>,
+    pub landings: Vec<ImageAddr>,
+}
+
+/// [`ModuleShape`] of `cfg`: one pass over every function's blocks and edges.
+pub fn module_shape(cfg: &Cfg) -> ModuleShape {
     // Every block start, sorted: a start twice is held by two functions. (Sorted and searched,
     // and a block's end first compared with the next block's start, rather than every start
     // hashed, once for the module and once a function: python3.11's 222 k blocks took 16 ms
-    // of every counting start, 8 ms now. A stable sort: the functions' runs come sorted.)
+    // of every counting start, 8 ms then.)
     let mut starts: Vec<ImageAddr> = cfg.blocks.iter().map(|b| b.start).collect();
-    starts.sort();
-    facts.shared = starts.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+    starts.sort_unstable();
+    let mut shared: Vec<ImageAddr> =
+        starts.windows(2).filter(|w| w[0] == w[1]).map(|w| w[0]).collect();
+    shared.dedup();
     starts.dedup();
     let is_start = |a: ImageAddr| starts.binary_search(&a).is_ok();
+    let mut landings = Vec::new();
     for f in 0..cfg.functions.len() {
         let f = FuncId(f as u32);
         let own = cfg.function(f).blocks.clone();
@@ -461,18 +470,38 @@ pub fn module_facts(cfg: &Cfg, check: bool, ran: &[Ran]) -> ModuleFacts {
             // `lock cmpxchg`, and the analysis gives the prefixed copy no edge on).
             let next = blocks.get(k + 1).is_some_and(|n| n.start == b.end());
             if runs_on(b.term) && !next && !its_start(b.end()) && is_start(b.end()) {
-                facts.landings.insert(b.end());
+                landings.push(b.end());
             }
             for e in cfg.edges_of(b) {
                 if let EdgeTarget::Block(t) = e.target {
                     if !own.contains(&t.0) {
-                        facts.landings.insert(cfg.block(t).start);
+                        landings.push(cfg.block(t).start);
                     }
                 }
             }
         }
     }
-    facts
+    landings.sort_unstable();
+    landings.dedup();
+    ModuleShape { shared, landings }
+}
+
+/// [`ModuleFacts`] of `cfg`, its [`ModuleShape`] worked out here; `ran` from an earlier run
+/// ([`ModuleFacts::weights`]).
+pub fn module_facts(cfg: &Cfg, check: bool, ran: &[Ran]) -> ModuleFacts {
+    facts_of(&module_shape(cfg), check, ran)
+}
+
+/// [`ModuleFacts`] of a module of shape `shape` (its [`module_shape`]); `ran` from an earlier
+/// run ([`ModuleFacts::weights`]).
+pub fn facts_of(shape: &ModuleShape, check: bool, ran: &[Ran]) -> ModuleFacts {
+    ModuleFacts {
+        shared: shape.shared.iter().copied().collect(),
+        landings: shape.landings.iter().copied().collect(),
+        weights: ran.iter().map(|r| (r.start, r.count)).collect(),
+        sides: ran.iter().filter_map(|r| Some((r.start, r.sides?))).collect(),
+        check,
+    }
 }
 
 /// Whether a block with terminator `t` may go on to the next address.

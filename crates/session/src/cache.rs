@@ -51,7 +51,7 @@ use bincode::Options;
 use kerf_analysis::liveness::ReturnFacts;
 use kerf_analysis::validate::Checker;
 use kerf_analysis::Analysis;
-use kerf_jit::counters::Ran;
+use kerf_jit::counters::{ModuleShape, Ran};
 use std::ffi::{CString, OsStr};
 use std::fs;
 use std::io::{self, Write};
@@ -767,6 +767,49 @@ impl CacheDir {
         Ok(kept.map(|(_, w)| w))
     }
 
+    /// Keep the counting shape of the analysis that is entry `key` ([`shape_key`]): `build`
+    /// (kerf's build, hashed: the shape is kerf's code's reading of the analysis), how many
+    /// shared starts, the shared starts, then the landings, a word each.
+    pub fn store_shape(
+        &self,
+        key: &str,
+        digest: &[u8; 32],
+        build: u64,
+        shape: &ModuleShape,
+    ) -> Result<(), CacheError> {
+        let (shared, landings) = (shape.shared.iter(), shape.landings.iter());
+        let words = [build, shape.shared.len() as u64].into_iter();
+        let words = words.chain(shared.chain(landings).map(|a| a.0));
+        let payload: Vec<u8> = words.flat_map(u64::to_le_bytes).collect();
+        self.write_entry(&shape_key(key), digest, &payload).map(|_| ())
+    }
+
+    /// The shape stored by [`CacheDir::store_shape`] for kerf's build `build` (`Ok(None)`:
+    /// none, or another build's).
+    pub fn load_shape(
+        &self,
+        key: &str,
+        digest: &[u8; 32],
+        build: u64,
+    ) -> Result<Option<ModuleShape>, CacheError> {
+        let kept = self.load_beside(&shape_key(key), digest, |payload| {
+            if payload.len() % 8 != 0 || payload.len() < 16 {
+                return Err(format!("{} bytes: not a shape", payload.len()));
+            }
+            let words: Vec<u64> = (payload.chunks_exact(8))
+                .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+                .collect();
+            let shared = usize::try_from(words[1]).unwrap_or(usize::MAX);
+            if shared > words.len() - 2 {
+                return Err(format!("{shared} shared starts in {} words", words.len()));
+            }
+            let addrs = |w: &[u64]| w.iter().map(|&a| kerf_arch::ImageAddr(a)).collect();
+            let (s, l) = words[2..].split_at(shared);
+            Ok((words[0], ModuleShape { shared: addrs(s), landings: addrs(l) }))
+        })?;
+        Ok(kept.and_then(|(_, (b, shape))| (b == build).then_some(shape)))
+    }
+
     /// Keep the JIT's reservation sizes for every function of the image whose analysis is
     /// entry `key` ([`rooms_key`]), one [`KeptRoom`] per set of translation options, newest
     /// first. Same header, digest and checksum as an entry.
@@ -935,6 +978,12 @@ pub fn hint_key(key: &str, roots: u64) -> String {
 /// read.)
 pub fn weights_key(key: &str, roots: u64) -> String {
     format!("{key}.flows-{roots:016x}")
+}
+
+/// The name of the file beside cache entry `key` that holds the counting shape of its
+/// analysis ([`CacheDir::store_shape`]).
+pub fn shape_key(key: &str) -> String {
+    format!("{key}.shape")
 }
 
 /// A block's sides in a weights file where they were not worked out.
@@ -1169,6 +1218,32 @@ mod tests {
         match cache.load_weights(key, &digest, 1) {
             Err(CacheError::Rejected { why, .. }) => assert!(why.contains("whole number"), "{why}"),
             other => panic!("a 16-byte payload read as {other:?}"),
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A counting shape comes back as stored for the build that stored it, and not for
+    /// another build; a payload whose count of shared starts runs past its end is refused.
+    #[test]
+    fn counting_shapes_round_trip_per_build_and_damage_is_refused() {
+        let dir = std::env::temp_dir().join(format!("kerf-shape-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let cache = CacheDir::open(&dir).unwrap();
+        let (key, digest) = ("some-image", [7u8; 32]);
+        let a = kerf_arch::ImageAddr;
+        let shape = ModuleShape { shared: vec![a(0x1040)], landings: vec![a(0x2000), a(0x2010)] };
+        assert_eq!(cache.load_shape(key, &digest, 5).unwrap(), None, "nothing kept yet");
+        cache.store_shape(key, &digest, 5, &shape).unwrap();
+        assert_eq!(cache.load_shape(key, &digest, 5).unwrap(), Some(shape.clone()));
+        assert_eq!(cache.load_shape(key, &digest, 6).unwrap(), None, "another build's");
+        let empty = ModuleShape::default();
+        cache.store_shape(key, &digest, 5, &empty).unwrap();
+        assert_eq!(cache.load_shape(key, &digest, 5).unwrap(), Some(empty));
+        let words: Vec<u8> = [5u64, 3, 0x1040].iter().flat_map(|w| w.to_le_bytes()).collect();
+        cache.write_entry(&shape_key(key), &digest, &words).unwrap();
+        match cache.load_shape(key, &digest, 5) {
+            Err(CacheError::Rejected { why, .. }) => assert!(why.contains("shared"), "{why}"),
+            other => panic!("3 shared starts in one word read as {other:?}"),
         }
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -1476,7 +1476,7 @@ fn counting_facts(
     weights: &[kerf_jit::counters::Ran],
 ) -> kerf_jit::counters::ModuleFacts {
     let check = std::env::var_os("KERF_JIT_TREE_CHECK").is_some();
-    kerf_jit::counters::module_facts(&m.analysis.cfg, check, weights)
+    kerf_jit::counters::facts_of(&m.counting_shape(), check, weights)
 }
 
 /// The process's vDSO, analysed from its memory: libc calls `clock_gettime` and friends

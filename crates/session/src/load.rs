@@ -346,6 +346,28 @@ impl AnalyzedImage {
         let _ = dir.store_weights(&e.key, &e.digest, roots, weights);
     }
 
+    /// What of the JIT's counting facts this analysis alone decides
+    /// ([`kerf_jit::counters::module_shape`]), kept beside its cache entry for kerf's build:
+    /// worked out at every counting start, python3.11's took 10-15 ms before anything could
+    /// be placed.
+    pub fn counting_shape(&self) -> kerf_jit::counters::ModuleShape {
+        let kept = || {
+            let e = self.cache_entry.as_ref()?;
+            let build = cache::fnv64(&[cache::kerf_build()?]);
+            Some((cache::CacheDir::open(&e.dir).ok()?, e, build))
+        };
+        if let Some((dir, e, build)) = kept() {
+            if let Ok(Some(shape)) = dir.load_shape(&e.key, &e.digest, build) {
+                return shape;
+            }
+        }
+        let shape = kerf_jit::counters::module_shape(&self.analysis.cfg);
+        if let Some((dir, e, build)) = kept() {
+            let _ = dir.store_shape(&e.key, &e.digest, build, &shape);
+        }
+        shape
+    }
+
     /// The code room and data area the JIT reserves for every function of the image under
     /// translation options that hash to `options` (kerf's build among them), as an earlier
     /// run worked them out: sizing every function of python3.11 took 10 ms of each start.
