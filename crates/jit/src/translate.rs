@@ -1444,9 +1444,10 @@ pub fn data_for(m: &Module<'_>, funcs: &[FuncId]) -> u64 {
 
 /// The translation's blocks by original start (a runtime address): each one's place in the
 /// translation's order (which names its data words), its label, and what is live at its
-/// start where a plugin with edges needs that. One map for the three (there were three, each
-/// as large as the module's translated blocks: python3.11's lookups into them were a third
-/// of the translator's own time under block counting, most of it cache misses).
+/// start where a plugin with edges needs that. One map for the three: there were three,
+/// each as large as the module's translated blocks, and python3.11's lookups into them were
+/// 40 % of the translator's own samples under block counting (one map built instead of
+/// three; the translation's wall time did not move).
 struct Starts {
     at: HashMap<u64, u32>,
     labels: Vec<u64>,

@@ -768,8 +768,9 @@ impl CacheDir {
     }
 
     /// Keep the counting shape of the analysis that is entry `key` ([`shape_key`]): `build`
-    /// (kerf's build, hashed: the shape is kerf's code's reading of the analysis), how many
-    /// shared starts, the shared starts, then the landings, a word each.
+    /// (kerf's build and the analysis's size, hashed: the shape is kerf's code's reading of
+    /// that analysis), how many shared starts, the shared starts, then the landings, a word
+    /// each.
     pub fn store_shape(
         &self,
         key: &str,

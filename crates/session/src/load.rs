@@ -347,13 +347,16 @@ impl AnalyzedImage {
     }
 
     /// What of the JIT's counting facts this analysis alone decides
-    /// ([`kerf_jit::counters::module_shape`]), kept beside its cache entry for kerf's build:
-    /// worked out at every counting start, python3.11's took 10-15 ms before anything could
-    /// be placed.
+    /// ([`kerf_jit::counters::module_shape`]), kept beside its cache entry for kerf's build
+    /// and the analysis's size (its blocks and functions: a file kept for another analysis
+    /// of the same bytes is not read): worked out at every counting start, python3.11's took
+    /// 10-15 ms before anything could be placed.
     pub fn counting_shape(&self) -> kerf_jit::counters::ModuleShape {
+        let cfg = &self.analysis.cfg;
+        let size = [cfg.blocks.len() as u64, cfg.functions.len() as u64].map(u64::to_le_bytes);
         let kept = || {
             let e = self.cache_entry.as_ref()?;
-            let build = cache::fnv64(&[cache::kerf_build()?]);
+            let build = cache::fnv64(&[cache::kerf_build()?, &size[0], &size[1]]);
             Some((cache::CacheDir::open(&e.dir).ok()?, e, build))
         };
         if let Some((dir, e, build)) = kept() {
@@ -361,7 +364,7 @@ impl AnalyzedImage {
                 return shape;
             }
         }
-        let shape = kerf_jit::counters::module_shape(&self.analysis.cfg);
+        let shape = kerf_jit::counters::module_shape(cfg);
         if let Some((dir, e, build)) = kept() {
             let _ = dir.store_shape(&e.key, &e.digest, build, &shape);
         }
