@@ -39,6 +39,11 @@
 //! what a build of kerf checked of the entry (`<entry>.checked`, a [`Stamp`]): the whole
 //! analysis and the return facts, by checksum, so that the same build does not check the same
 //! bytes twice (python3.11's start: about a third of kerf's CPU time before the cache is live).
+//! For the JIT's sizing and counting, also: the room each function takes under a set of
+//! translation options (`<entry>.rooms`), how often blocks and their branches' sides ran in
+//! the last counting run from a set of roots (`<entry>.flows-<roots>`: where counters go,
+//! never what a count is), and which blocks the counters' flow graphs must treat as entered
+//! from outside (`<entry>.shape`, for kerf's build and the analysis's size).
 //!
 //! Cost of a load (libLLVM-14, a 110 MB image and a 195 MB entry): reading the entry, two
 //! BLAKE3 passes (about 4.7 GB/s on one core here, with AVX-512; SHA-256 with the CPU's SHA
