@@ -993,7 +993,7 @@ pub fn shape_key(key: &str) -> String {
 }
 
 /// A block's sides in a weights file where they were not worked out.
-const NO_SIDES: u64 = u64::MAX;
+pub const NO_SIDES: u64 = u64::MAX;
 
 /// The JIT's reservation for every function of an image under one set of translation
 /// options ([`CacheDir::store_rooms`]): the options' hash (which names kerf's build), the

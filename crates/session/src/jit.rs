@@ -1468,8 +1468,9 @@ fn modules_of<'a>(
         .collect()
 }
 
-/// What fewer counters need of image `m` ([`kerf_jit::counters::module_facts`]), with the
-/// weights of an earlier run. `KERF_JIT_TREE_CHECK`: every block counts all the same, and the
+/// What fewer counters need of image `m` ([`kerf_jit::counters::facts_of`] its shape, kept
+/// beside its analysis: [`AnalyzedImage::counting_shape`]), with the weights of an earlier
+/// run. `KERF_JIT_TREE_CHECK`: every block counts all the same, and the
 /// counts worked out are checked against them (`Jit::derived_counts`).
 fn counting_facts(
     m: &AnalyzedImage,
